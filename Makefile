@@ -1,0 +1,97 @@
+# dpc — build, test, install.  `make` builds bin/dpc and bin/dprun; `make test`
+# builds and runs the whole suite; `make test SANITIZE=1` does it again under
+# AddressSanitizer + UBSan in a separate build tree.
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+CUDA_HOME ?= /usr/local/cuda
+SANITIZE ?=
+
+ifeq ($(SANITIZE),1)
+BUILD    := build/asan
+BIN      := build/asan/bin
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT      := -O1 -g
+else
+BUILD    := build/rel
+BIN      := bin
+SANFLAGS :=
+OPT      := -O2 -g
+endif
+
+CPPFLAGS := -I. -I$(BUILD)/gen -D_GNU_SOURCE
+CFLAGS   := -std=c11 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -pthread
+LDLIBS   := -lopenblas -lm -ldl -lpthread
+
+# CUDA is optional: with the toolkit present the cuda backend is compiled in
+# (libcuda itself is loaded at run time, so binaries start without a driver).
+HAVE_CUDA := $(shell test -f $(CUDA_HOME)/include/nvrtc.h && echo 1)
+ifeq ($(HAVE_CUDA),1)
+CPPFLAGS += -DDPC_HAVE_CUDA -isystem $(CUDA_HOME)/include
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc
+endif
+
+LIB_DIRS := frontend ir passes codegen runtime
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+GEN_SRCS := $(BUILD)/gen/lexer.c $(BUILD)/gen/parser.c
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/lexer.o $(BUILD)/gen/parser.o
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+HEADERS  := $(wildcard */*.h) $(BUILD)/gen/parser.h
+DEPS_OK  := build/.deps-ok
+
+.PHONY: all test install clean run deps
+# Keep objects of the CLI mains so a second `make` relinks nothing.
+.SECONDARY:
+all: $(BIN)/dpc $(BIN)/dprun
+
+$(DEPS_OK):
+	@scripts/deps.sh
+ifneq ($(HAVE_CUDA),1)
+	@echo "note: no CUDA toolkit at $(CUDA_HOME) (set CUDA_HOME): building the CPU backend only"
+endif
+	@mkdir -p build && touch $@
+
+deps:
+	@scripts/deps.sh
+
+$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: frontend/parser.y | $(DEPS_OK)
+	@mkdir -p $(@D)
+	bison -Wall -Werror --defines=$(BUILD)/gen/parser.h -o $(BUILD)/gen/parser.c $<
+
+$(BUILD)/gen/lexer.c: frontend/lexer.l $(BUILD)/gen/parser.h | $(DEPS_OK)
+	@mkdir -p $(@D)
+	flex -o $@ $<
+
+# Generated code is not ours to keep warning-free in every detail.
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c $(HEADERS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -c -o $@ $<
+
+$(BUILD)/%.o: %.c $(HEADERS) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libdpc.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/%: $(BUILD)/cli/%.o $(BUILD)/libdpc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) tests/harness.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+
+test: all $(TEST_BINS)
+	@tests/run.sh $(BUILD) $(BIN)
+
+run: all
+	@scripts/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN)/dpc $(BIN)/dprun $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build bin
