@@ -1,0 +1,717 @@
+/* ir/ir.c — graph construction, the op table, shape rules, verification. */
+#include "ir/ir.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+const ir_op_info ir_ops[IR_OP_COUNT] = {
+#define X(id, name, amin, amax, fuse, iattrs, fattrs) {name, amin, amax, fuse, iattrs, fattrs},
+    IR_OPS(X)
+#undef X
+};
+
+int ir_op_by_name(const char *name) {
+    for (int i = 0; i < IR_OP_COUNT; i++)
+        if (strcmp(ir_ops[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int count_names(const char *list) {
+    if (!*list) return 0;
+    int n = 1;
+    for (const char *p = list; *p; p++) n += *p == ',';
+    return n;
+}
+
+int ir_op_num_iattrs(ir_op op) { return count_names(ir_ops[op].iattrs); }
+int ir_op_num_fattrs(ir_op op) { return count_names(ir_ops[op].fattrs); }
+
+const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n) {
+    const char *p = is_float ? ir_ops[op].fattrs : ir_ops[op].iattrs;
+    for (int i = 0; i < slot && p; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    if (!p || !*p || n == 0) {
+        if (n) buf[0] = 0;
+        return buf;
+    }
+    size_t len = strcspn(p, ",");
+    if (len >= n) len = n - 1;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    return buf;
+}
+
+/* ---- types ------------------------------------------------------------- */
+
+ir_type ir_shape1(int64_t a) { return (ir_type){1, {a}, IR_F32}; }
+ir_type ir_shape2(int64_t a, int64_t b) { return (ir_type){2, {a, b}, IR_F32}; }
+ir_type ir_shape4(int64_t a, int64_t b, int64_t c, int64_t d) {
+    return (ir_type){4, {a, b, c, d}, IR_F32};
+}
+
+int64_t ir_numel(const ir_type *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->dim[i];
+    return n;
+}
+
+size_t ir_dtype_size(ir_dtype d) { return d == IR_BF16 ? 2 : 4; }
+
+int ir_type_equal(const ir_type *a, const ir_type *b) {
+    if (a->ndim != b->ndim || a->dtype != b->dtype) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
+static const char *dtype_name(ir_dtype d) {
+    return d == IR_F32 ? "f32" : d == IR_BF16 ? "bf16" : d == IR_I32 ? "i32" : "?";
+}
+
+const char *ir_type_str(const ir_type *t, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, i ? "," : "", t->dim[i]);
+    if (used < n) used += (size_t)snprintf(buf + used, n - used, "]");
+    if (t->dtype != IR_F32 && used < n) snprintf(buf + used, n - used, ":%s", dtype_name(t->dtype));
+    return buf;
+}
+
+/* ---- graph ------------------------------------------------------------- */
+
+ir_graph *ir_new(void) {
+    ir_graph *g = calloc(1, sizeof *g);
+    if (!g) abort();
+    return g;
+}
+
+void ir_free(ir_graph *g) {
+    if (!g) return;
+    free(g->nodes);
+    free(g);
+}
+
+ir_graph *ir_clone(const ir_graph *g) {
+    ir_graph *c = ir_new();
+    if (g->n) {
+        c->nodes = malloc(sizeof *c->nodes * (size_t)g->n);
+        if (!c->nodes) abort();
+        memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->n);
+    }
+    c->n = c->cap = g->n;
+    return c;
+}
+
+static int push(ir_graph *g, const ir_node *node) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? g->cap * 2 : 64;
+        g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
+        if (!g->nodes) abort();
+    }
+    g->nodes[g->n] = *node;
+    return g->n++;
+}
+
+static void set_name(ir_node *n, const char *name) {
+    snprintf(n->name, sizeof n->name, "%s", name ? name : "");
+}
+
+static int add_source(ir_graph *g, ir_op op, const char *name, ir_type type, int64_t attr) {
+    ir_node n = {0};
+    n.op = op;
+    n.type = type;
+    n.iattr[0] = attr;
+    set_name(&n, name);
+    return push(g, &n);
+}
+
+int ir_add_input(ir_graph *g, const char *name, ir_type type, int64_t classes) {
+    return add_source(g, IR_OP_INPUT, name, type, classes);
+}
+int ir_add_param(ir_graph *g, const char *name, ir_type type, ir_init init) {
+    return add_source(g, IR_OP_PARAM, name, type, init);
+}
+int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init) {
+    return add_source(g, IR_OP_STATE, name, type, init);
+}
+
+int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int64_t *iattr,
+                const double *fattr, char *err, size_t errlen) {
+    ir_node n = {0};
+    if ((unsigned)op >= IR_OP_COUNT) {
+        snprintf(err, errlen, "unknown op %d", (int)op);
+        return -1;
+    }
+    n.op = op;
+    if (ninputs < ir_ops[op].min_arity || ninputs > ir_ops[op].max_arity) {
+        snprintf(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].min_arity,
+                 ninputs);
+        return -1;
+    }
+    n.ninputs = ninputs;
+    for (int i = 0; i < ninputs; i++) {
+        if (inputs[i] < 0 || inputs[i] >= g->n) {
+            snprintf(err, errlen, "%s: input %d refers to no node", ir_ops[op].name, i);
+            return -1;
+        }
+        n.input[i] = inputs[i];
+    }
+    for (int i = 0; iattr && i < ir_op_num_iattrs(op); i++) n.iattr[i] = iattr[i];
+    for (int i = 0; fattr && i < ir_op_num_fattrs(op); i++) n.fattr[i] = fattr[i];
+    if (ir_infer_type(g, &n, &n.type, err, errlen)) return -1;
+    return push(g, &n);
+}
+
+/* ---- shape rules ------------------------------------------------------- */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define TYPE_STR(t) ir_type_str((t), (char[96]){0}, 96)
+
+static const ir_type *in_type(const ir_graph *g, const ir_node *n, int i) {
+    return &g->nodes[n->input[i]].type;
+}
+
+/* Output extent of a k/s/p window over `size`, or -1 when it doesn't fit. */
+static int64_t window_out(int64_t size, int64_t k, int64_t s, int64_t p) {
+    if (size + 2 * p < k) return -1;
+    return (size + 2 * p - k) / s + 1;
+}
+
+static int check_window(const char *op, const ir_node *n, char *err, size_t errlen) {
+    int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+    if (k <= 0) return fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
+    if (s <= 0) return fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
+    if (p < 0) return fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
+    return 0;
+}
+
+static int need_rank(const char *op, const char *what, const ir_type *t, int rank, char *err,
+                     size_t errlen) {
+    if (t->ndim == rank && t->dtype != IR_I32) return 0;
+    if (t->dtype == IR_I32)
+        return fail(err, errlen, "%s: %s must be a float tensor, got %s", op, what, TYPE_STR(t));
+    return fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
+}
+
+static int need_vector(const char *op, const char *what, const ir_type *t, int64_t len,
+                       char *err, size_t errlen) {
+    if (t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32) return 0;
+    return fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len, TYPE_STR(t));
+}
+
+static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_type *out,
+                        char *err, size_t errlen) {
+    if (need_rank(op, "input", x, 4, err, errlen) || check_window(op, n, err, errlen)) return -1;
+    int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+    if (2 * p > k)
+        return fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64, op,
+                    p, k);
+    int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
+    if (ho < 1 || wo < 1)
+        return fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op, k,
+                    TYPE_STR(x));
+    *out = ir_shape4(x->dim[0], x->dim[1], ho, wo);
+    return 0;
+}
+
+int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_INPUT:
+    case IR_OP_PARAM:
+    case IR_OP_STATE:
+        *out = n->type;
+        return 0;
+    case IR_OP_CONV: {
+        const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
+        if (need_rank(op, "input", x, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
+            check_window(op, n, err, errlen))
+            return -1;
+        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+        if (w->dim[1] != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
+            return fail(err, errlen,
+                        "conv: weight %s does not fit input %s with kernel %" PRId64, TYPE_STR(w),
+                        TYPE_STR(x), k);
+        int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
+        if (ho < 1 || wo < 1)
+            return fail(err, errlen, "conv: kernel %" PRId64 " is larger than the padded input %s", k,
+                        TYPE_STR(x));
+        *out = ir_shape4(x->dim[0], w->dim[0], ho, wo);
+        return 0;
+    }
+    case IR_OP_BIAS_ADD: {
+        const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
+                        TYPE_STR(x));
+        if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_BATCHNORM: {
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
+                        TYPE_STR(x));
+        static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
+        for (int i = 1; i < 5; i++)
+            if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
+        if (!(n->fattr[0] > 0))
+            return fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
+        if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
+            return fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_RELU: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_ADD: {
+        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (!ir_type_equal(a, b))
+            return fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
+        if (a->dtype == IR_I32)
+            return fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
+        *out = *a;
+        return 0;
+    }
+    case IR_OP_MAXPOOL:
+    case IR_OP_AVGPOOL:
+        return infer_window(op, in_type(g, n, 0), n, out, err, errlen);
+    case IR_OP_GLOBAL_AVGPOOL: {
+        const ir_type *x = in_type(g, n, 0);
+        if (need_rank(op, "input", x, 4, err, errlen)) return -1;
+        *out = ir_shape2(x->dim[0], x->dim[1]);
+        return 0;
+    }
+    case IR_OP_FLATTEN: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
+        *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
+        return 0;
+    }
+    case IR_OP_DENSE: {
+        const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
+        if (x->ndim != 2 || x->dtype == IR_I32)
+            return fail(err, errlen,
+                        "dense: expects a [batch, features] input, got %s (use flatten first)",
+                        TYPE_STR(x));
+        if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
+        if (w->dim[1] != x->dim[1])
+            return fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
+                        TYPE_STR(x));
+        *out = ir_shape2(x->dim[0], w->dim[0]);
+        return 0;
+    }
+    case IR_OP_SOFTMAX_CE: {
+        const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
+        if (x->ndim != 2 || x->dtype == IR_I32)
+            return fail(err, errlen,
+                        "softmax_cross_entropy: logits must be [batch, classes], got %s",
+                        TYPE_STR(x));
+        if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
+            return fail(err, errlen,
+                        "softmax_cross_entropy: labels must be class indices [%" PRId64
+                        "]:i32, got %s",
+                        x->dim[0], TYPE_STR(y));
+        const ir_node *label = &g->nodes[n->input[1]];
+        if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
+            return fail(err, errlen,
+                        "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
+                        " classes",
+                        x->dim[1], label->iattr[0]);
+        *out = ir_shape1(x->dim[0]);
+        return 0;
+    }
+    case IR_OP_BN_MEAN:
+    case IR_OP_BIAS_GRAD: {
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+        *out = ir_shape1(x->dim[1]);
+        return 0;
+    }
+    case IR_OP_BN_VAR:
+    case IR_OP_BN_GRAD_GAMMA:
+    case IR_OP_BN_APPLY:
+    case IR_OP_BN_GRAD_DATA: {
+        /* Input 0 (dy for the grads) and, for the grads, input 1 (x) are
+         * activations; the rest are per-channel vectors. */
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+        int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
+        if (acts == 2 && !ir_type_equal(x, in_type(g, n, 1)))
+            return fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
+                        TYPE_STR(in_type(g, n, 1)));
+        for (int i = acts; i < n->ninputs; i++)
+            if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
+        if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
+            return fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
+        *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
+        return 0;
+    }
+    case IR_OP_EMA:
+    case IR_OP_ASSIGN:
+    case IR_OP_RELU_GRAD: {
+        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (!ir_type_equal(a, b))
+            return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
+        if (n->op == IR_OP_ASSIGN) {
+            ir_op dst = g->nodes[n->input[0]].op;
+            if (dst != IR_OP_PARAM && dst != IR_OP_STATE)
+                return fail(err, errlen, "assign: target must be a param or state, got %s",
+                            ir_ops[dst].name);
+        }
+        *out = *a;
+        return 0;
+    }
+    case IR_OP_ONES_LIKE:
+        *out = *in_type(g, n, 0);
+        out->dtype = IR_F32;
+        return 0;
+    case IR_OP_CONV_GRAD_DATA: {
+        const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
+        if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
+            check_window(op, n, err, errlen))
+            return -1;
+        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3], wd = n->iattr[4];
+        if (w->dim[0] != dy->dim[1] || w->dim[2] != k || w->dim[3] != k || h <= 0 || wd <= 0 ||
+            window_out(h, k, s, p) != dy->dim[2] || window_out(wd, k, s, p) != dy->dim[3])
+            return fail(err, errlen, "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree",
+                        op, TYPE_STR(dy), TYPE_STR(w), h, wd);
+        *out = ir_shape4(dy->dim[0], w->dim[1], h, wd);
+        return 0;
+    }
+    case IR_OP_CONV_GRAD_WEIGHT: {
+        const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
+        if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "input", x, 4, err, errlen) ||
+            check_window(op, n, err, errlen))
+            return -1;
+        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+        if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
+            window_out(x->dim[3], k, s, p) != dy->dim[3])
+            return fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy), TYPE_STR(x));
+        *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
+        return 0;
+    }
+    case IR_OP_MAXPOOL_GRAD: {
+        const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
+        ir_type fwd;
+        if (infer_window(op, x, n, &fwd, err, errlen)) return -1;
+        if (!ir_type_equal(&fwd, dy))
+            return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_AVGPOOL_GRAD: {
+        const ir_type *dy = in_type(g, n, 0);
+        int64_t h = n->iattr[3], w = n->iattr[4];
+        if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
+        if (h <= 0 || w <= 0) return fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
+        ir_type x = ir_shape4(dy->dim[0], dy->dim[1], h, w), fwd;
+        if (infer_window(op, &x, n, &fwd, err, errlen)) return -1;
+        if (!ir_type_equal(&fwd, dy))
+            return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+        *out = x;
+        return 0;
+    }
+    case IR_OP_GLOBAL_AVGPOOL_GRAD: {
+        const ir_type *dy = in_type(g, n, 0);
+        if (need_rank(op, "dy", dy, 2, err, errlen)) return -1;
+        if (n->iattr[0] <= 0 || n->iattr[1] <= 0)
+            return fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0], n->iattr[1]);
+        *out = ir_shape4(dy->dim[0], dy->dim[1], n->iattr[0], n->iattr[1]);
+        return 0;
+    }
+    case IR_OP_RESHAPE_LIKE: {
+        const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
+        if (ir_numel(x) != ir_numel(like) || x->dtype != like->dtype)
+            return fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
+        *out = *like;
+        return 0;
+    }
+    case IR_OP_DENSE_GRAD_DATA: {
+        const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
+        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen)) return -1;
+        if (w->dim[0] != dy->dim[1])
+            return fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy), TYPE_STR(w));
+        *out = ir_shape2(dy->dim[0], w->dim[1]);
+        return 0;
+    }
+    case IR_OP_DENSE_GRAD_WEIGHT: {
+        const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
+        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen)) return -1;
+        if (x->dim[0] != dy->dim[0])
+            return fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy), TYPE_STR(x));
+        *out = ir_shape2(dy->dim[1], x->dim[1]);
+        return 0;
+    }
+    case IR_OP_SOFTMAX_CE_GRAD: {
+        const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1), *d = in_type(g, n, 2);
+        if (need_rank(op, "logits", x, 2, err, errlen)) return -1;
+        if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0] ||
+            need_vector(op, "dloss", d, x->dim[0], err, errlen))
+            return fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op, TYPE_STR(y),
+                        TYPE_STR(d), TYPE_STR(x));
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_SGD_MOMENTUM: {
+        const ir_type *w = in_type(g, n, 0);
+        for (int i = 1; i < 3; i++)
+            if (!ir_type_equal(w, in_type(g, n, i)))
+                return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
+                            TYPE_STR(in_type(g, n, i)));
+        for (int i = 3; i < 5; i++)
+            if (need_vector(op, i == 3 ? "lr" : "grad_scale", in_type(g, n, i), 1, err, errlen)) return -1;
+        *out = *w;
+        return 0;
+    }
+    case IR_OP_COUNT:
+        break;
+    }
+    return fail(err, errlen, "no shape rule for op %d", (int)n->op);
+}
+
+/* ---- verification ------------------------------------------------------- */
+
+static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
+
+int ir_verify(const ir_graph *g, char *err, size_t errlen) {
+    int losses = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if ((unsigned)n->op >= IR_OP_COUNT) return fail(err, errlen, "node %d: bad op %d", i, n->op);
+        const ir_op_info *info = &ir_ops[n->op];
+        if (n->ninputs < info->min_arity || n->ninputs > info->max_arity)
+            return fail(err, errlen, "node %d (%s): %d inputs", i, info->name, n->ninputs);
+        for (int j = 0; j < n->ninputs; j++)
+            if (n->input[j] < 0 || n->input[j] >= i)
+                return fail(err, errlen, "node %d (%s): input %d = %d breaks topological order", i,
+                            info->name, j, n->input[j]);
+        if (n->type.ndim < 1 || n->type.ndim > IR_MAX_DIMS)
+            return fail(err, errlen, "node %d (%s): rank %d", i, info->name, n->type.ndim);
+        for (int d = 0; d < n->type.ndim; d++)
+            if (n->type.dim[d] <= 0 || n->type.dim[d] > (1ll << 40))
+                return fail(err, errlen, "node %d (%s): dimension %d is %" PRId64, i, info->name, d,
+                            n->type.dim[d]);
+        if (memchr(n->name, 0, sizeof n->name) == NULL)
+            return fail(err, errlen, "node %d: name not terminated", i);
+        if (is_source(n->op)) {
+            if (!n->name[0]) return fail(err, errlen, "node %d (%s): source without a name", i, info->name);
+            for (int j = 0; j < i; j++)
+                if (is_source(g->nodes[j].op) && strcmp(g->nodes[j].name, n->name) == 0)
+                    return fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
+            if (n->op != IR_OP_INPUT && (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))
+                return fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
+        } else {
+            ir_type t;
+            char why[200];
+            if (ir_infer_type(g, n, &t, why, sizeof why))
+                return fail(err, errlen, "node %d (%s): %s", i, info->name, why);
+            if (!ir_type_equal(&t, &n->type))
+                return fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i, info->name,
+                            TYPE_STR(&n->type), TYPE_STR(&t));
+        }
+        if (n->op == IR_OP_ASSIGN) /* a write must follow every read of its target */
+            for (int j = i + 1; j < g->n; j++)
+                for (int k = 0; k < g->nodes[j].ninputs; k++)
+                    if (g->nodes[j].input[k] == n->input[0])
+                        return fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
+                                    ir_ops[g->nodes[j].op].name, n->input[0], i);
+        if (n->flags & IR_FLAG_LOSS) losses++;
+    }
+    if (losses > 1) return fail(err, errlen, "%d loss nodes", losses);
+    return 0;
+}
+
+int ir_loss_node(const ir_graph *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].flags & IR_FLAG_LOSS) return i;
+    return -1;
+}
+
+int64_t ir_num_params(const ir_graph *g) {
+    int64_t total = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_PARAM) total += ir_numel(&g->nodes[i].type);
+    return total;
+}
+
+/* ---- text, Graphviz, summary -------------------------------------------- */
+
+static const char *init_name(int64_t init) {
+    return init == IR_INIT_ZERO ? "zero" : init == IR_INIT_ONE ? "one" : "xavier";
+}
+
+static void print_attrs(const ir_node *n, FILE *f) {
+    char name[32];
+    for (int i = 0; i < ir_op_num_iattrs(n->op); i++) {
+        ir_op_attr_name(n->op, 0, i, name, sizeof name);
+        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+            fprintf(f, " init=%s", init_name(n->iattr[0]));
+        else if (n->op == IR_OP_INPUT && n->iattr[0] == 0)
+            continue;
+        else
+            fprintf(f, " %s=%" PRId64, name, n->iattr[i]);
+    }
+    for (int i = 0; i < ir_op_num_fattrs(n->op); i++)
+        fprintf(f, " %s=%.9g", ir_op_attr_name(n->op, 1, i, name, sizeof name), n->fattr[i]);
+}
+
+void ir_dump(const ir_graph *g, FILE *f) {
+    char buf[96];
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
+        if (is_source(n->op)) fprintf(f, " \"%s\"", n->name);
+        for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
+        print_attrs(n, f);
+        fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
+        if (!is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
+        if (n->flags & IR_FLAG_LOSS) fprintf(f, " [loss]");
+        else if (n->flags & IR_FLAG_OUTPUT) fprintf(f, " [output]");
+        fputc('\n', f);
+    }
+}
+
+void ir_dot(const ir_graph *g, const char *title, FILE *f) {
+    char buf[96];
+    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [fontname=\"monospace\" fontsize=10];\n",
+            title ? title : "dpc");
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        const char *shape = is_source(n->op) ? "note" : "box";
+        const char *color = n->op == IR_OP_PARAM   ? "lightyellow"
+                            : n->op == IR_OP_STATE ? "lightgrey"
+                            : n->op == IR_OP_INPUT ? "lightblue"
+                                                   : "white";
+        fprintf(f, "  n%d [shape=%s style=filled fillcolor=%s label=\"%%%d %s\\n%s%s%s\"];\n", i,
+                shape, color, i, ir_ops[n->op].name, n->name, n->name[0] ? "\\n" : "",
+                ir_type_str(&n->type, buf, sizeof buf));
+        for (int j = 0; j < n->ninputs; j++) fprintf(f, "  n%d -> n%d;\n", n->input[j], i);
+    }
+    fprintf(f, "}\n");
+}
+
+void ir_summary(const ir_graph *g, FILE *f) {
+    char shape[96];
+    fprintf(f, "%-5s %-22s %-26s %-20s %12s\n", "node", "op", "name", "output", "params");
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (is_source(n->op) && n->op != IR_OP_INPUT) continue;
+        int64_t params = 0;
+        for (int j = 0; j < n->ninputs; j++) {
+            const ir_node *in = &g->nodes[n->input[j]];
+            if (in->op == IR_OP_PARAM) params += ir_numel(&in->type);
+        }
+        fprintf(f, "%-5d %-22s %-26s %-20s %12" PRId64 "\n", i, ir_ops[n->op].name,
+                n->name[0] ? n->name : "-", ir_type_str(&n->type, shape, sizeof shape), params);
+    }
+    fprintf(f, "parameters: %" PRId64 "\n", ir_num_params(g));
+}
+
+/* ---- training schedule -------------------------------------------------- */
+
+void ir_train_defaults(ir_train *t) {
+    memset(t, 0, sizeof *t);
+    t->batch = 128;
+    t->epochs = 1;
+    t->init_magnitude = 2.24;
+    t->optimizer = IR_OPT_SGD;
+    t->momentum = 0.9;
+    t->wd = 0.0001;
+    t->lr_steps = 1;
+    t->lr_epoch[0] = 0;
+    t->lr_value[0] = 0.1;
+    t->lr_scaling = IR_LR_SCALING_NONE;
+    t->reference_batch = 128;
+    t->warmup_epochs = 0;
+    snprintf(t->dataset, sizeof t->dataset, "cifar10");
+    for (int c = 0; c < 3; c++) t->std[c] = 1.0;
+    t->eval_batch = 128;
+}
+
+int ir_train_check(const ir_train *t, char *err, size_t errlen) {
+    if (t->batch <= 0) return fail(err, errlen, "batch must be positive, got %d", t->batch);
+    if (t->epochs <= 0) return fail(err, errlen, "epochs must be positive, got %d", t->epochs);
+    if (t->eval_batch <= 0)
+        return fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
+    if (!(t->init_magnitude > 0))
+        return fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
+    if (t->optimizer != IR_OPT_SGD) return fail(err, errlen, "unknown optimizer %d", t->optimizer);
+    if (!(t->momentum >= 0 && t->momentum < 1))
+        return fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
+    if (!(t->wd >= 0)) return fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
+    if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
+        return fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
+                    t->lr_steps);
+    if (t->lr_epoch[0] != 0)
+        return fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
+    for (int i = 0; i < t->lr_steps; i++) {
+        if (!(t->lr_value[i] >= 0) || t->lr_value[i] > 1e6)
+            return fail(err, errlen, "lr at epoch %d must be >= 0, got %g", t->lr_epoch[i],
+                        t->lr_value[i]);
+        if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
+            return fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
+                        t->lr_epoch[i - 1]);
+    }
+    if (t->lr_scaling != IR_LR_SCALING_NONE && t->lr_scaling != IR_LR_SCALING_LINEAR)
+        return fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
+    if (t->reference_batch <= 0)
+        return fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
+    if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
+        return fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
+                    t->warmup_epochs, t->epochs);
+    if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
+        return fail(err, errlen, "dataset name not terminated");
+    if (t->pad < 0 || t->pad > 64) return fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
+    if (t->random_crop < 0 || t->random_crop > 4096)
+        return fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
+    for (int c = 0; c < 3; c++)
+        if (!(t->std[c] > 0) || t->mean[c] != t->mean[c])
+            return fail(err, errlen, "normalize std must be positive, got %g", t->std[c]);
+    return 0;
+}
+
+void ir_train_print(const ir_train *t, FILE *f) {
+    fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
+            t->eval_batch);
+    fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
+    fprintf(f, "  optimizer sgd(momentum=%g, wd=%g)\n", t->momentum, t->wd);
+    fprintf(f, "  lr {");
+    for (int i = 0; i < t->lr_steps; i++)
+        fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
+    fprintf(f, "}\n");
+    if (t->lr_scaling == IR_LR_SCALING_LINEAR)
+        fprintf(f, "  lr_scaling linear(reference_batch=%d)\n", t->reference_batch);
+    else
+        fprintf(f, "  lr_scaling none\n");
+    fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
+    fprintf(f, "  data %s {", t->dataset);
+    if (t->pad) fprintf(f, " pad %d;", t->pad);
+    if (t->random_crop) fprintf(f, " random_crop %d;", t->random_crop);
+    if (t->random_mirror) fprintf(f, " random_mirror;");
+    if (t->normalize)
+        fprintf(f, " normalize mean(%g, %g, %g) std(%g, %g, %g)", t->mean[0], t->mean[1],
+                t->mean[2], t->std[0], t->std[1], t->std[2]);
+    fprintf(f, " }\n");
+}

@@ -1,0 +1,277 @@
+/* ir/ir.h — the graph IR every other module speaks.
+ *
+ * A graph is an array of nodes in topological order (inputs before users).
+ * Each node has one op from the op table, up to IR_MAX_INPUTS inputs (node
+ * indices), integer and float attributes, and one output tensor type. Shapes
+ * are static: the per-device batch is part of every activation's shape.
+ *
+ * Usage:
+ *     ir_graph *g = ir_new();
+ *     int x = ir_add_input(g, "image", ir_shape4(128, 3, 32, 32), IR_F32);
+ *     int w = ir_add_param(g, "conv0.weight", ir_shape4(64, 3, 7, 7), IR_INIT_XAVIER);
+ *     int y = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2,
+ *                         (int64_t[]){7, 2, 3}, NULL, err, sizeof err);
+ *     if (y < 0) fprintf(stderr, "%s\n", err);     // shape rule said no
+ *     ir_verify(g, err, sizeof err);               // after every pass
+ *     ir_dump(g, stdout);                          // stable text form
+ *     ir_free(g);
+ *
+ * The op table (IR_OPS below) is the single source of truth for an op's
+ * name, arity, attribute schema, fusion class and shape rule; passes and
+ * codegen add their per-op rules in tables indexed by ir_op.
+ */
+#ifndef DPC_IR_H
+#define DPC_IR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_DIMS 4
+#define IR_MAX_INPUTS 8
+#define IR_MAX_IATTRS 6
+#define IR_MAX_FATTRS 2
+#define IR_NAME_MAX 64
+
+typedef enum { IR_F32, IR_BF16, IR_I32 } ir_dtype;
+
+typedef struct {
+    int ndim;
+    int64_t dim[IR_MAX_DIMS];
+    ir_dtype dtype;
+} ir_type;
+
+/* How an op may be grouped by the fusion pass (DESIGN §4.4). */
+typedef enum {
+    IR_FUSE_NONE,        /* sources: inputs, parameters, state */
+    IR_FUSE_ELEMENTWISE, /* out[i] = f(in[i], ...) */
+    IR_FUSE_INJECTIVE,   /* out[i] = f(in[g(i)]): broadcast, reshape */
+    IR_FUSE_REDUCTION,   /* reduces one or more axes */
+    IR_FUSE_WINDOW,      /* pooling: small windows, hand-written loops */
+    IR_FUSE_OPAQUE,      /* library call: GEMM-lowered conv, dense */
+} ir_fuse_class;
+
+/* The op table. X(ID, "name", min_arity, max_arity, fusion class,
+ *                 "integer attributes", "float attributes")
+ * Attribute strings name the slots of iattr[] / fattr[] in order, comma
+ * separated; they drive the text dump, the plan file and the frontend's
+ * keyword checks. Shape rules live in ir.c in a table indexed the same way.
+ *
+ * Forward ops (what the frontend emits):
+ *   input, param, state   sources (state: BatchNorm running statistics,
+ *                         optimizer momentum; persistent, not trained)
+ *   conv(x[N,C,H,W], w[K,C,k,k]) k,s,p            -> [N,K,Ho,Wo]
+ *   bias_add(x, b[C])     adds b along axis 1     -> x
+ *   batchnorm(x, gamma, beta, running_mean, running_var)  training=1 uses
+ *                         batch statistics and updates the running ones
+ *                         (momentum, eps as MXNet). Lowered away by the
+ *                         `lower` pass into the bn_* primitives below.
+ *   relu(x), add(a, b)    elementwise             -> x
+ *   maxpool(x) k,s,p      floor ("valid") output   -> [N,C,Ho,Wo]
+ *   avgpool(x) k,s,p      count includes padding   -> [N,C,Ho,Wo]
+ *   global_avgpool(x)     mean over H,W            -> [N,C]
+ *   flatten(x)                                     -> [N, C*H*W]
+ *   dense(x[N,F], w[U,F]) x·wᵀ                     -> [N,U]
+ *   softmax_cross_entropy(logits[N,K], label[N] i32) per-sample loss -> [N]
+ *
+ * Primitives (lowering, autodiff, optimizer). "per channel" reduces every
+ * axis but 1 (N,H,W for rank 4; N for rank 2); M is that element count.
+ *   bn_mean(x)                        per-channel mean            -> [C]
+ *   bn_var(x, mean)                   per-channel biased variance -> [C]
+ *   bn_apply(x, mean, var, gamma, beta) eps
+ *                         (x-mean)/sqrt(var+eps)*gamma+beta        -> x
+ *   ema(running, value) momentum,value_scale
+ *                         momentum*running + (1-momentum)*value*value_scale
+ *                         (the running variance uses the unbiased batch
+ *                         variance, value_scale = M/(M-1), as cuDNN — MXNet's
+ *                         GPU path, which the article ran — and PyTorch do)
+ *   assign(dst, value)    writes value into dst's buffer (dst a param or
+ *                         state) after every other reader of dst; the
+ *                         output aliases dst                       -> dst
+ *   ones_like(x)          all ones (the seed of autodiff)          -> x
+ *   conv_grad_data(dy, w) k,s,p,h,w   dL/dx of conv        -> [N,C,h,w]
+ *   conv_grad_weight(dy, x) k,s,p     dL/dw of conv        -> [K,C,k,k]
+ *   bias_grad(dy)                     per-channel sum of dy      -> [C]
+ *   bn_grad_gamma(dy, x, mean, var) eps   per-channel sum(dy*xhat) -> [C]
+ *   bn_grad_data(dy, x, mean, var, gamma, dgamma, dbeta) eps
+ *                         gamma/sqrt(var+eps) * (dy - dbeta/M - xhat*dgamma/M)
+ *                         (batch-statistics BatchNorm)             -> x
+ *   relu_grad(dy, y)      dy where y > 0, else 0                   -> dy
+ *   maxpool_grad(dy, x) k,s,p   dy routed to the first maximum of each
+ *                         window in row-major scan order           -> x
+ *   avgpool_grad(dy) k,s,p,h,w                            -> [N,C,h,w]
+ *   global_avgpool_grad(dy) h,w       dy/(h*w) broadcast   -> [N,C,h,w]
+ *   reshape_like(x, like)  x's data with like's shape (like is not read)
+ *   dense_grad_data(dy, w)    dy·w                                 -> [N,F]
+ *   dense_grad_weight(dy, x)  dyᵀ·x                                -> [U,F]
+ *   softmax_ce_grad(logits, label, dloss)
+ *                         (softmax(logits) - onehot(label)) * dloss[n] -> logits
+ *   sgd_momentum(w, grad, v, lr[1], grad_scale[1]) momentum,wd
+ *                         momentum*v - lr*(grad*grad_scale + wd*w)  -> w
+ *                         (MXNet's SGD; the new w is add(w, new v))
+ */
+#define IR_OPS(X)                                                            \
+    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                   \
+    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                      \
+    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                      \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                     \
+    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")               \
+    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training",         \
+      "eps,momentum")                                                        \
+    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                     \
+    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                       \
+    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")               \
+    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")               \
+    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")   \
+    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                 \
+    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                        \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "") \
+    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                 \
+    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                   \
+    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")            \
+    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")               \
+    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                 \
+    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")           \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "") \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "") \
+    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")             \
+    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")  \
+    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")    \
+    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")           \
+    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")     \
+    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "") \
+    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_INJECTIVE, "h,w", "") \
+    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")       \
+    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")    \
+    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "") \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "") \
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")
+
+typedef enum {
+#define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
+    IR_OPS(X)
+#undef X
+    IR_OP_COUNT
+} ir_op;
+
+typedef struct {
+    const char *name;
+    int min_arity, max_arity;
+    ir_fuse_class fuse;
+    const char *iattrs; /* comma-separated attribute names, "" for none */
+    const char *fattrs;
+} ir_op_info;
+
+extern const ir_op_info ir_ops[IR_OP_COUNT];
+int ir_op_by_name(const char *name); /* -1 when unknown */
+int ir_op_num_iattrs(ir_op op);
+int ir_op_num_fattrs(ir_op op);
+/* Name of attribute slot i ("k", "eps"); writes into buf, returns buf. */
+const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n);
+
+/* Parameter / state initialisers (PARAM and STATE iattr[0]). */
+typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER } ir_init;
+
+/* Node flags. */
+enum {
+    IR_FLAG_OUTPUT = 1 << 0, /* read by the runtime after a step (loss, logits) */
+    IR_FLAG_LOSS = 1 << 1,   /* the node autodiff starts from */
+    IR_FLAG_GRAD = 1 << 2,   /* the gradient of a parameter (name: PARAM.grad) */
+};
+
+typedef struct {
+    ir_op op;
+    int ninputs;
+    int input[IR_MAX_INPUTS];
+    int64_t iattr[IR_MAX_IATTRS];
+    double fattr[IR_MAX_FATTRS];
+    ir_type type;
+    unsigned flags;
+    char name[IR_NAME_MAX]; /* unique for sources; optional label otherwise */
+    int line, col;          /* source position in the .net file, 0 if none */
+} ir_node;
+
+typedef struct {
+    ir_node *nodes;
+    int n, cap;
+} ir_graph;
+
+ir_graph *ir_new(void);
+void ir_free(ir_graph *g);
+ir_graph *ir_clone(const ir_graph *g);
+
+ir_type ir_shape1(int64_t a);
+ir_type ir_shape2(int64_t a, int64_t b);
+ir_type ir_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
+int64_t ir_numel(const ir_type *t);
+size_t ir_dtype_size(ir_dtype d);
+int ir_type_equal(const ir_type *a, const ir_type *b);
+/* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
+const char *ir_type_str(const ir_type *t, char *buf, size_t n);
+
+/* Adding nodes. All return the new node's index, or -1 with a message in err
+ * (no "error:" prefix; callers add their own location). */
+int ir_add_input(ir_graph *g, const char *name, ir_type type, int64_t classes);
+int ir_add_param(ir_graph *g, const char *name, ir_type type, ir_init init);
+int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init);
+/* iattr/fattr may be NULL (all zero); missing trailing slots are zero. */
+int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs,
+                const int64_t *iattr, const double *fattr, char *err, size_t errlen);
+
+/* Shape inference for an op given its inputs and attributes. */
+int ir_infer_type(const ir_graph *g, const ir_node *node, ir_type *out, char *err,
+                  size_t errlen);
+
+/* Structural checks: topological order, arity, input indices, types agree
+ * with the shape rules, unique source names, exactly one loss node at most.
+ * Returns 0 when the graph is well formed. */
+int ir_verify(const ir_graph *g, char *err, size_t errlen);
+
+/* Index of the node flagged IR_FLAG_LOSS, or -1. */
+int ir_loss_node(const ir_graph *g);
+/* Count of trainable parameter elements. */
+int64_t ir_num_params(const ir_graph *g);
+
+/* Stable, diff-able text form: one line per node. */
+void ir_dump(const ir_graph *g, FILE *f);
+/* Graphviz; title is the graph label. */
+void ir_dot(const ir_graph *g, const char *title, FILE *f);
+/* The layer table of `dpc --summary`, ending with `parameters: N`. */
+void ir_summary(const ir_graph *g, FILE *f);
+
+/* ---- the training schedule (the .net `train` section) ------------------ */
+
+#define IR_MAX_LR_STEPS 32
+
+typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
+typedef enum { IR_OPT_SGD } ir_optimizer;
+
+typedef struct {
+    int batch;            /* per device */
+    int epochs;
+    double init_magnitude; /* xavier(magnitude=...), uniform, factor "avg" */
+    ir_optimizer optimizer;
+    double momentum, wd;
+    int lr_steps;                        /* entries in the lr dict */
+    int lr_epoch[IR_MAX_LR_STEPS];       /* sorted, first is 0 */
+    double lr_value[IR_MAX_LR_STEPS];
+    ir_lr_scaling lr_scaling;
+    int reference_batch;
+    int warmup_epochs;
+    /* data */
+    char dataset[32]; /* "cifar10" */
+    int pad;          /* zero padding before the crop, 0 = none */
+    int random_crop;  /* crop size, 0 = none */
+    int random_mirror;
+    int normalize;
+    double mean[3], std[3];
+    int eval_batch;
+} ir_train;
+
+/* The defaults a train section starts from (the article's). */
+void ir_train_defaults(ir_train *t);
+/* Validates ranges; 0 when fine, else a message naming the value. */
+int ir_train_check(const ir_train *t, char *err, size_t errlen);
+void ir_train_print(const ir_train *t, FILE *f);
+
+#endif

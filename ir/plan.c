@@ -1,0 +1,971 @@
+/* ir/plan.c — writing and reading plan files.
+ *
+ * The file (all integers little endian, written byte by byte; doubles as
+ * their IEEE binary64 bit pattern in a u64; strings as u32 length + bytes,
+ * no NUL):
+ *
+ *     header   "DPCPLAN\0"  u32 version  u32 flags (0)  u64 payload length
+ *              u64 FNV-1a 64 of the payload
+ *     payload  sections: 4-byte tag, u64 length, bytes
+ *       META   str model, str source
+ *       SCHD   every ir_train field in declaration order: i32 batch, epochs;
+ *              f64 init_magnitude; u32 optimizer; f64 momentum, wd;
+ *              i32 lr_steps, then lr_steps × (i32 epoch, f64 value);
+ *              u32 lr_scaling; i32 reference_batch, warmup_epochs;
+ *              str dataset; i32 pad, random_crop, random_mirror, normalize;
+ *              f64 mean[3], std[3]; i32 eval_batch
+ *       GTRN   the train program, GEVL the eval program: u32 node count,
+ *              then per node: u32 op; u32 ninputs, ninputs × u32 input;
+ *              u32 n, n × i64 iattr; u32 n, n × f64 fattr (n is the op's
+ *              schema count); u32 ndim, ndim × i64 dim, u32 dtype;
+ *              u32 flags; str name; i32 line, col
+ *       other  extra sections (kernel sources, memory plans), kept verbatim
+ *
+ * The writer emits META, SCHD, GTRN, GEVL, then the extras in order; the
+ * reader accepts any order but each tag at most once. Reading trusts
+ * nothing: every count is checked against the bytes left before anything is
+ * allocated from it, every value against its range, and the decoded plan
+ * passes the same check_plan() the writer applies, so whatever one writes
+ * the other reads back, and nothing else gets through.
+ */
+#include "ir/plan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HEADER_SIZE PLAN_HEADER_SIZE
+/* Bounds on dimensions and integer attributes: far below where the shape
+ * rules' arithmetic (size + 2*pad, products of dims) could overflow. */
+#define MAX_VALUE ((int64_t)1 << 40)
+#define MAX_NUMEL ((int64_t)1 << 40) /* elements in one tensor */
+#define MAX_TOTAL ((int64_t)1 << 50) /* elements in all of a program's tensors */
+/* Smallest encoded node: ten u32/i32 fields and an empty name. */
+#define NODE_MIN_BYTES 40
+
+static const char magic[8] = "DPCPLAN";
+static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
+
+uint64_t plan_checksum(const void *data, size_t len) {
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3u;
+    }
+    return h;
+}
+
+#define PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* "NAME: error: ..." into err; err may be NULL. */
+PRINTF(4, 5) static void set_err(char *err, size_t errlen, const char *name, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    int n = snprintf(err, errlen, "%s: error: ", name);
+    if (n < 0 || (size_t)n >= errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+PRINTF(3, 4) static int fmt(char *why, size_t n, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(why, n, f, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+/* Two's complement without implementation-defined conversions. */
+static int32_t to_i32(uint32_t v) {
+    return v <= INT32_MAX ? (int32_t)v : (int32_t)(v - 2147483648u) - INT32_MAX - 1;
+}
+static int64_t to_i64(uint64_t v) {
+    return v <= INT64_MAX ? (int64_t)v : (int64_t)(v - 9223372036854775808u) - INT64_MAX - 1;
+}
+
+static int valid_tag(const char *t) {
+    for (int i = 0; i < 4; i++)
+        if (t[i] < 0x21 || t[i] > 0x7e) return 0;
+    return t[4] == 0;
+}
+
+/* Strings end up in one-line messages and summaries: no control bytes
+ * (bytes >= 0x80 are fine, for UTF-8 paths). */
+static int has_control(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 1;
+    return 0;
+}
+
+static int is_required(const char *tag) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(tag, required[i]) == 0) return 1;
+    return 0;
+}
+
+/* ---- checks shared by the writer and the reader ------------------------- */
+
+/* Everything about one node the encoding needs, and every range ir.c's
+ * arithmetic relies on; ir_verify() then checks the graph's meaning. */
+static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
+    if ((unsigned)n->op >= IR_OP_COUNT) return fmt(why, wn, "node %d: unknown op %u", idx, n->op);
+    const ir_op_info *info = &ir_ops[n->op];
+    int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
+    if (n->ninputs < info->min_arity || n->ninputs > info->max_arity || n->ninputs > IR_MAX_INPUTS)
+        return fmt(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
+                   n->ninputs, info->min_arity, info->max_arity);
+    for (int j = 0; j < n->ninputs; j++)
+        if (n->input[j] < 0 || n->input[j] >= idx)
+            return fmt(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
+                       info->name, j, n->input[j]);
+    for (int j = 0; j < IR_MAX_IATTRS; j++) {
+        int64_t v = n->iattr[j];
+        if (j >= nia && v)
+            return fmt(why, wn, "node %d (%s): integer attribute slot %d is set but unused", idx,
+                       info->name, j);
+        if (v < -MAX_VALUE || v > MAX_VALUE)
+            return fmt(why, wn, "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
+                       idx, info->name, j, v);
+    }
+    for (int j = 0; j < IR_MAX_FATTRS; j++) {
+        if (j >= nfa && n->fattr[j] != 0)
+            return fmt(why, wn, "node %d (%s): float attribute slot %d is set but unused", idx,
+                       info->name, j);
+        if (!isfinite(n->fattr[j]))
+            return fmt(why, wn, "node %d (%s): float attribute %d is not finite", idx, info->name,
+                       j);
+    }
+    const ir_type *t = &n->type;
+    if (t->ndim < 1 || t->ndim > IR_MAX_DIMS)
+        return fmt(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name, t->ndim,
+                   IR_MAX_DIMS);
+    int64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->dim[d] <= 0 || t->dim[d] > MAX_VALUE)
+            return fmt(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
+                       t->dim[d]);
+        if (numel > MAX_NUMEL / t->dim[d])
+            return fmt(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
+                       info->name);
+        numel *= t->dim[d];
+    }
+    if ((unsigned)t->dtype > IR_I32)
+        return fmt(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
+    if (!memchr(n->name, 0, sizeof n->name))
+        return fmt(why, wn, "node %d (%s): name not terminated", idx, info->name);
+    if (has_control(n->name, strlen(n->name)))
+        return fmt(why, wn, "node %d (%s): name contains a control character", idx, info->name);
+    if (n->line < 0 || n->col < 0)
+        return fmt(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name, n->line,
+                   n->col);
+    return 0;
+}
+
+static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn) {
+    char sub[256];
+    if (!g) return fmt(why, wn, "no %s", what);
+    if (g->n < 0 || (g->n && !g->nodes)) return fmt(why, wn, "%s: bad node array", what);
+    int64_t total = 0;
+    for (int i = 0; i < g->n; i++) {
+        if (check_node(&g->nodes[i], i, sub, sizeof sub)) return fmt(why, wn, "%s: %s", what, sub);
+        int64_t numel = ir_numel(&g->nodes[i].type);
+        if (total > MAX_TOTAL - numel)
+            return fmt(why, wn, "%s: more than 2^50 elements in all", what);
+        total += numel;
+    }
+    if (ir_verify(g, sub, sizeof sub)) return fmt(why, wn, "%s: %s", what, sub);
+    return 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp((*(const ir_node *const *)a)->name, (*(const ir_node *const *)b)->name);
+}
+
+/* Both programs bind the same parameter and state buffers (DESIGN §5), so
+ * each of eval's must be one of train's, by name, kind and type. */
+static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, size_t wn) {
+    int ns = 0;
+    for (int i = 0; i < train->n; i++)
+        ns += train->nodes[i].op == IR_OP_PARAM || train->nodes[i].op == IR_OP_STATE;
+    const ir_node **sorted = malloc(sizeof *sorted * (size_t)(ns ? ns : 1));
+    if (!sorted) return fmt(why, wn, "out of memory");
+    ns = 0;
+    for (int i = 0; i < train->n; i++)
+        if (train->nodes[i].op == IR_OP_PARAM || train->nodes[i].op == IR_OP_STATE)
+            sorted[ns++] = &train->nodes[i];
+    qsort(sorted, (size_t)ns, sizeof *sorted, cmp_names);
+    int rc = 0;
+    for (int i = 0; i < eval->n && !rc; i++) {
+        const ir_node *e = &eval->nodes[i];
+        if (e->op != IR_OP_PARAM && e->op != IR_OP_STATE) continue;
+        const ir_node **hit = bsearch(&e, sorted, (size_t)ns, sizeof *sorted, cmp_names);
+        char a[96], b[96];
+        if (!hit)
+            rc = fmt(why, wn, "eval program: %s '%s' is not in the train program",
+                     ir_ops[e->op].name, e->name);
+        else if ((*hit)->op != e->op || !ir_type_equal(&(*hit)->type, &e->type))
+            rc = fmt(why, wn, "eval program: %s '%s' %s differs from the train program's %s %s",
+                     ir_ops[e->op].name, e->name, ir_type_str(&e->type, a, sizeof a),
+                     ir_ops[(*hit)->op].name, ir_type_str(&(*hit)->type, b, sizeof b));
+    }
+    free(sorted);
+    return rc;
+}
+
+static int check_schedule(const ir_train *t, char *why, size_t wn) {
+    char sub[256];
+    if ((unsigned)t->optimizer > IR_OPT_SGD)
+        return fmt(why, wn, "schedule: unknown optimizer %u", t->optimizer);
+    if ((unsigned)t->lr_scaling > IR_LR_SCALING_LINEAR)
+        return fmt(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
+    if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
+        return fmt(why, wn, "schedule: %d lr steps", t->lr_steps);
+    const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0], &t->mean[1],
+                         &t->mean[2],        &t->std[0],   &t->std[1], &t->std[2]};
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+        if (!isfinite(*d[i])) return fmt(why, wn, "schedule: a value is not finite");
+    for (int i = 0; i < t->lr_steps; i++)
+        if (!isfinite(t->lr_value[i])) return fmt(why, wn, "schedule: an lr is not finite");
+    if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
+        return fmt(why, wn, "schedule: bad dataset name");
+    if (ir_train_check(t, sub, sizeof sub)) return fmt(why, wn, "schedule: %s", sub);
+    return 0;
+}
+
+/* Everything a plan must satisfy to be written, or to be accepted on reading. */
+static int check_plan(const dpc_plan *p, char *why, size_t wn) {
+    if (!memchr(p->model, 0, sizeof p->model) || has_control(p->model, strlen(p->model)))
+        return fmt(why, wn, "bad model name");
+    if (!memchr(p->source, 0, sizeof p->source) || has_control(p->source, strlen(p->source)))
+        return fmt(why, wn, "bad source path");
+    if (check_schedule(&p->schedule, why, wn) || check_graph(p->train, "train program", why, wn) ||
+        check_graph(p->eval, "eval program", why, wn) || check_shared(p->train, p->eval, why, wn))
+        return -1;
+    if (p->nextra < 0 || p->nextra > PLAN_MAX_SECTIONS)
+        return fmt(why, wn, "%d extra sections", p->nextra);
+    for (int i = 0; i < p->nextra; i++) {
+        const plan_section *s = &p->extra[i];
+        if (!valid_tag(s->tag) || is_required(s->tag))
+            return fmt(why, wn,
+                       "extra section %d: bad tag (4 printable characters, not "
+                       "META, SCHD, GTRN or GEVL)",
+                       i);
+        if (s->len && !s->data) return fmt(why, wn, "section %s has no data", s->tag);
+        for (int j = 0; j < i; j++)
+            if (strcmp(p->extra[j].tag, s->tag) == 0)
+                return fmt(why, wn, "duplicated section %s", s->tag);
+    }
+    return 0;
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+} wbuf;
+
+static void put(wbuf *b, const void *data, size_t n) {
+    if (b->oom) return;
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->len < n) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        unsigned char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->len, data, n);
+    b->len += n;
+}
+
+static void put_u32(wbuf *b, uint32_t v) {
+    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    put(b, c, 4);
+}
+static void put_u64(wbuf *b, uint64_t v) {
+    put_u32(b, (uint32_t)v);
+    put_u32(b, (uint32_t)(v >> 32));
+}
+static void put_i32(wbuf *b, int v) { put_u32(b, (uint32_t)v); }
+static void put_i64(wbuf *b, int64_t v) { put_u64(b, (uint64_t)v); }
+static void put_f64(wbuf *b, double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put_u64(b, u);
+}
+static void put_str(wbuf *b, const char *s) {
+    size_t n = strlen(s);
+    put_u32(b, (uint32_t)n);
+    put(b, s, n);
+}
+
+/* Starts a section; end_section() patches its length in. */
+static size_t begin_section(wbuf *b, const char *tag) {
+    put(b, tag, 4);
+    put_u64(b, 0);
+    return b->len;
+}
+static void end_section(wbuf *b, size_t start) {
+    if (b->oom) return;
+    uint64_t n = b->len - start;
+    for (int i = 0; i < 8; i++) b->p[start - 8 + (size_t)i] = (unsigned char)(n >> (8 * i));
+}
+
+static void put_graph(wbuf *b, const ir_graph *g) {
+    put_u32(b, (uint32_t)g->n);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
+        put_u32(b, (uint32_t)n->op);
+        put_u32(b, (uint32_t)n->ninputs);
+        for (int j = 0; j < n->ninputs; j++) put_u32(b, (uint32_t)n->input[j]);
+        put_u32(b, (uint32_t)nia);
+        for (int j = 0; j < nia; j++) put_i64(b, n->iattr[j]);
+        put_u32(b, (uint32_t)nfa);
+        for (int j = 0; j < nfa; j++) put_f64(b, n->fattr[j]);
+        put_u32(b, (uint32_t)n->type.ndim);
+        for (int d = 0; d < n->type.ndim; d++) put_i64(b, n->type.dim[d]);
+        put_u32(b, (uint32_t)n->type.dtype);
+        put_u32(b, n->flags);
+        put_str(b, n->name);
+        put_i32(b, n->line);
+        put_i32(b, n->col);
+    }
+}
+
+static void put_schedule(wbuf *b, const ir_train *t) {
+    put_i32(b, t->batch);
+    put_i32(b, t->epochs);
+    put_f64(b, t->init_magnitude);
+    put_u32(b, (uint32_t)t->optimizer);
+    put_f64(b, t->momentum);
+    put_f64(b, t->wd);
+    put_i32(b, t->lr_steps);
+    for (int i = 0; i < t->lr_steps; i++) {
+        put_i32(b, t->lr_epoch[i]);
+        put_f64(b, t->lr_value[i]);
+    }
+    put_u32(b, (uint32_t)t->lr_scaling);
+    put_i32(b, t->reference_batch);
+    put_i32(b, t->warmup_epochs);
+    put_str(b, t->dataset);
+    put_i32(b, t->pad);
+    put_i32(b, t->random_crop);
+    put_i32(b, t->random_mirror);
+    put_i32(b, t->normalize);
+    for (int c = 0; c < 3; c++) put_f64(b, t->mean[c]);
+    for (int c = 0; c < 3; c++) put_f64(b, t->std[c]);
+    put_i32(b, t->eval_batch);
+}
+
+/* The whole file: header and payload. The plan has passed check_plan(). */
+static void encode(wbuf *b, const dpc_plan *p) {
+    unsigned char header[HEADER_SIZE] = {0};
+    put(b, header, sizeof header);
+    size_t s = begin_section(b, "META");
+    put_str(b, p->model);
+    put_str(b, p->source);
+    end_section(b, s);
+    s = begin_section(b, "SCHD");
+    put_schedule(b, &p->schedule);
+    end_section(b, s);
+    s = begin_section(b, "GTRN");
+    put_graph(b, p->train);
+    end_section(b, s);
+    s = begin_section(b, "GEVL");
+    put_graph(b, p->eval);
+    end_section(b, s);
+    for (int i = 0; i < p->nextra; i++) {
+        s = begin_section(b, p->extra[i].tag);
+        put(b, p->extra[i].data, p->extra[i].len);
+        end_section(b, s);
+    }
+    if (b->oom) return;
+    size_t plen = b->len - HEADER_SIZE;
+    wbuf h = {header, 0, sizeof header, 0};
+    put(&h, magic, 8);
+    put_u32(&h, PLAN_VERSION);
+    put_u32(&h, 0);
+    put_u64(&h, plen);
+    put_u64(&h, plan_checksum(b->p + HEADER_SIZE, plen));
+    memcpy(b->p, header, sizeof header);
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes the rename durable; best effort, as not every file system can. */
+static void sync_dir(const char *path) {
+    char *dir = strdup(path);
+    if (!dir) return;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash == dir)
+        d = "/";
+    else if (slash)
+        *slash = 0, d = dir;
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
+    char why[512];
+    if (!p) {
+        set_err(err, errlen, path, "cannot write plan: no plan");
+        return -1;
+    }
+    if (check_plan(p, why, sizeof why)) {
+        set_err(err, errlen, path, "cannot write plan: %s", why);
+        return -1;
+    }
+    wbuf b = {0};
+    encode(&b, p);
+    if (b.oom) {
+        free(b.p);
+        set_err(err, errlen, path, "cannot write plan: out of memory");
+        return -1;
+    }
+    /* A temporary next to the target, renamed over it once complete, so a
+     * reader never sees half a plan and a failed write keeps the old one. */
+    size_t tlen = strlen(path) + 48;
+    char *tmp = malloc(tlen);
+    int fd = -1;
+    for (unsigned i = 0; tmp && i < 100 && fd < 0; i++) {
+        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), i);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        set_err(err, errlen, path, "cannot create plan: %s",
+                tmp ? strerror(errno) : "out of memory");
+        free(tmp);
+        free(b.p);
+        return -1;
+    }
+    const char *step = NULL;
+    if (write_all(fd, b.p, b.len))
+        step = "cannot write plan";
+    else if (fsync(fd))
+        step = "cannot write plan (fsync)";
+    int saved = errno;
+    if (close(fd) && !step) step = "cannot write plan", saved = errno;
+    if (!step && rename(tmp, path)) step = "cannot write plan (rename)", saved = errno;
+    free(b.p);
+    if (step) {
+        unlink(tmp);
+        free(tmp);
+        set_err(err, errlen, path, "%s: %s", step, strerror(saved));
+        return -1;
+    }
+    free(tmp);
+    sync_dir(path);
+    return 0;
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+    const char *what; /* "train program", "section META", ... for messages */
+    int node;         /* node being decoded, or -1 */
+    char why[512];    /* first failure */
+    int failed;
+} rd;
+
+PRINTF(2, 3) static int rd_fail(rd *r, const char *f, ...) {
+    if (r->failed) return -1;
+    r->failed = 1;
+    int n = r->node >= 0 ? snprintf(r->why, sizeof r->why, "%s, node %d: ", r->what, r->node)
+                         : snprintf(r->why, sizeof r->why, "%s: ", r->what);
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(r->why + n, sizeof r->why - (size_t)n, f, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int need(rd *r, size_t n) {
+    if (r->failed) return 0;
+    if ((size_t)(r->end - r->p) < n) {
+        rd_fail(r, "ends early");
+        return 0;
+    }
+    return 1;
+}
+
+static uint32_t get_u32(rd *r) {
+    if (!need(r, 4)) return 0;
+    uint32_t v = le32(r->p);
+    r->p += 4;
+    return v;
+}
+static uint64_t get_u64(rd *r) {
+    if (!need(r, 8)) return 0;
+    uint64_t v = le64(r->p);
+    r->p += 8;
+    return v;
+}
+static int get_i32(rd *r) { return to_i32(get_u32(r)); }
+static int64_t get_i64(rd *r) { return to_i64(get_u64(r)); }
+static double get_f64(rd *r) {
+    uint64_t u = get_u64(r);
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* A string into dst[cap]: shorter than cap, no NUL or control bytes. */
+static void get_str(rd *r, char *dst, size_t cap, const char *field) {
+    uint32_t n = get_u32(r);
+    if (r->failed) return;
+    if (n >= cap) {
+        rd_fail(r, "%s is %" PRIu32 " bytes long, at most %zu allowed", field, n, cap - 1);
+        return;
+    }
+    if (!need(r, n)) return;
+    if (memchr(r->p, 0, n)) {
+        rd_fail(r, "%s contains a NUL byte", field);
+        return;
+    }
+    if (has_control((const char *)r->p, n)) {
+        rd_fail(r, "%s contains a control character", field);
+        return;
+    }
+    memcpy(dst, r->p, n);
+    dst[n] = 0;
+    r->p += n;
+}
+
+static void get_done(rd *r) {
+    if (!r->failed && r->p != r->end)
+        rd_fail(r, "%zu unexpected bytes at the end", (size_t)(r->end - r->p));
+}
+
+/* Decodes the fields; ranges that need no decoding are left to check_node(). */
+static int get_node(rd *r, ir_node *n, int idx) {
+    r->node = idx;
+    uint32_t op = get_u32(r);
+    if (r->failed) return -1;
+    if (op >= IR_OP_COUNT) return rd_fail(r, "unknown op %" PRIu32, op);
+    n->op = (ir_op)op;
+    const char *name = ir_ops[op].name;
+    uint32_t nin = get_u32(r);
+    if (r->failed) return -1;
+    if (nin > IR_MAX_INPUTS) return rd_fail(r, "%s with %" PRIu32 " inputs", name, nin);
+    n->ninputs = (int)nin;
+    for (uint32_t j = 0; j < nin; j++) {
+        uint32_t in = get_u32(r);
+        if (r->failed) return -1;
+        if (in >= (uint32_t)idx)
+            return rd_fail(r, "%s: input %" PRIu32 " is node %" PRIu32 ", not an earlier one", name,
+                           j, in);
+        n->input[j] = (int)in;
+    }
+    uint32_t nia = get_u32(r);
+    if (r->failed) return -1;
+    if (nia != (uint32_t)ir_op_num_iattrs(n->op))
+        return rd_fail(r, "%s with %" PRIu32 " integer attributes, expected %d", name, nia,
+                       ir_op_num_iattrs(n->op));
+    for (uint32_t j = 0; j < nia; j++) n->iattr[j] = get_i64(r);
+    uint32_t nfa = get_u32(r);
+    if (r->failed) return -1;
+    if (nfa != (uint32_t)ir_op_num_fattrs(n->op))
+        return rd_fail(r, "%s with %" PRIu32 " float attributes, expected %d", name, nfa,
+                       ir_op_num_fattrs(n->op));
+    for (uint32_t j = 0; j < nfa; j++) n->fattr[j] = get_f64(r);
+    uint32_t ndim = get_u32(r);
+    if (r->failed) return -1;
+    if (ndim < 1 || ndim > IR_MAX_DIMS)
+        return rd_fail(r, "%s: rank %" PRIu32 ", must be 1 to %d", name, ndim, IR_MAX_DIMS);
+    n->type.ndim = (int)ndim;
+    for (uint32_t d = 0; d < ndim; d++) n->type.dim[d] = get_i64(r);
+    uint32_t dtype = get_u32(r);
+    if (r->failed) return -1;
+    if (dtype > IR_I32) return rd_fail(r, "%s: unknown dtype %" PRIu32, name, dtype);
+    n->type.dtype = (ir_dtype)dtype;
+    n->flags = get_u32(r);
+    get_str(r, n->name, sizeof n->name, "name");
+    n->line = get_i32(r);
+    n->col = get_i32(r);
+    return r->failed ? -1 : 0;
+}
+
+static ir_graph *get_graph(rd *r) {
+    uint32_t n = get_u32(r);
+    if (r->failed) return NULL;
+    /* Never allocate from a count the bytes can't back. */
+    if (n > (size_t)(r->end - r->p) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
+        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, (size_t)(r->end - r->p));
+        return NULL;
+    }
+    ir_graph *g = ir_new();
+    if (n) {
+        g->nodes = calloc(n, sizeof *g->nodes);
+        if (!g->nodes) {
+            rd_fail(r, "out of memory");
+            ir_free(g);
+            return NULL;
+        }
+        g->cap = (int)n;
+    }
+    for (uint32_t i = 0; i < n && !r->failed; i++) {
+        get_node(r, &g->nodes[i], (int)i);
+        g->n = (int)i + 1;
+    }
+    r->node = -1;
+    get_done(r);
+    if (r->failed) {
+        ir_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int get_schedule(rd *r, ir_train *t) {
+    memset(t, 0, sizeof *t);
+    t->batch = get_i32(r);
+    t->epochs = get_i32(r);
+    t->init_magnitude = get_f64(r);
+    uint32_t opt = get_u32(r);
+    if (r->failed) return -1;
+    if (opt > IR_OPT_SGD) return rd_fail(r, "unknown optimizer %" PRIu32, opt);
+    t->optimizer = (ir_optimizer)opt;
+    t->momentum = get_f64(r);
+    t->wd = get_f64(r);
+    int steps = get_i32(r);
+    if (r->failed) return -1;
+    if (steps < 0 || steps > IR_MAX_LR_STEPS)
+        return rd_fail(r, "%d lr steps, at most %d allowed", steps, IR_MAX_LR_STEPS);
+    t->lr_steps = steps;
+    for (int i = 0; i < steps; i++) {
+        t->lr_epoch[i] = get_i32(r);
+        t->lr_value[i] = get_f64(r);
+    }
+    uint32_t scaling = get_u32(r);
+    if (r->failed) return -1;
+    if (scaling > IR_LR_SCALING_LINEAR) return rd_fail(r, "unknown lr scaling %" PRIu32, scaling);
+    t->lr_scaling = (ir_lr_scaling)scaling;
+    t->reference_batch = get_i32(r);
+    t->warmup_epochs = get_i32(r);
+    get_str(r, t->dataset, sizeof t->dataset, "dataset name");
+    t->pad = get_i32(r);
+    t->random_crop = get_i32(r);
+    t->random_mirror = get_i32(r);
+    t->normalize = get_i32(r);
+    for (int c = 0; c < 3; c++) t->mean[c] = get_f64(r);
+    for (int c = 0; c < 3; c++) t->std[c] = get_f64(r);
+    t->eval_batch = get_i32(r);
+    get_done(r);
+    return r->failed ? -1 : 0;
+}
+
+void plan_free_sections(dpc_plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->nextra && i < PLAN_MAX_SECTIONS; i++) {
+        free(p->extra[i].data);
+        p->extra[i].data = NULL;
+        p->extra[i].len = 0;
+    }
+    p->nextra = 0;
+}
+
+void plan_free(dpc_plan *p) {
+    if (!p) return;
+    ir_free(p->train);
+    ir_free(p->eval);
+    plan_free_sections(p);
+    free(p);
+}
+
+/* Returns a plan or NULL with the reason in why (no file name, no prefix). */
+static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t wn) {
+    dpc_plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        fmt(why, wn, "out of memory");
+        return NULL;
+    }
+    const unsigned char *span[4] = {0};
+    size_t span_len[4] = {0};
+    size_t off = 0;
+    while (off < plen) {
+        if (plen - off < 12) {
+            fmt(why, wn, "corrupt plan: section header at offset %zu runs past the end", off);
+            goto fail;
+        }
+        char tag[5];
+        memcpy(tag, pay + off, 4);
+        tag[4] = 0;
+        if (!valid_tag(tag)) {
+            fmt(why, wn, "corrupt plan: bad section tag at offset %zu", off);
+            goto fail;
+        }
+        uint64_t slen = le64(pay + off + 4);
+        off += 12;
+        if (slen > plen - off) {
+            fmt(why, wn, "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
+                slen);
+            goto fail;
+        }
+        int dup = 0, req = -1;
+        for (int i = 0; i < 4; i++)
+            if (strcmp(tag, required[i]) == 0) req = i, dup = span[i] != NULL;
+        for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
+        if (dup) {
+            fmt(why, wn, "corrupt plan: duplicated section %s", tag);
+            goto fail;
+        }
+        if (req >= 0) {
+            span[req] = pay + off;
+            span_len[req] = (size_t)slen;
+        } else if (p->nextra == PLAN_MAX_SECTIONS) {
+            fmt(why, wn, "corrupt plan: more than %d extra sections", PLAN_MAX_SECTIONS);
+            goto fail;
+        } else if (plan_add_section(p, tag, pay + off, (size_t)slen)) {
+            fmt(why, wn, "out of memory");
+            goto fail;
+        }
+        off += (size_t)slen;
+    }
+    for (int i = 0; i < 4; i++)
+        if (!span[i]) {
+            fmt(why, wn, "corrupt plan: missing section %s", required[i]);
+            goto fail;
+        }
+
+    rd r = {span[0], span[0] + span_len[0], "section META", -1, "", 0};
+    get_str(&r, p->model, sizeof p->model, "model name");
+    get_str(&r, p->source, sizeof p->source, "source path");
+    get_done(&r);
+    if (!r.failed) {
+        r = (rd){span[1], span[1] + span_len[1], "schedule", -1, "", 0};
+        get_schedule(&r, &p->schedule);
+    }
+    if (!r.failed) {
+        r = (rd){span[2], span[2] + span_len[2], "train program", -1, "", 0};
+        p->train = get_graph(&r);
+    }
+    if (!r.failed) {
+        r = (rd){span[3], span[3] + span_len[3], "eval program", -1, "", 0};
+        p->eval = get_graph(&r);
+    }
+    if (r.failed) {
+        fmt(why, wn, "corrupt plan: %s", r.why);
+        goto fail;
+    }
+    char sub[512];
+    if (check_plan(p, sub, sizeof sub)) {
+        fmt(why, wn, "corrupt plan: %s", sub);
+        goto fail;
+    }
+    return p;
+fail:
+    plan_free(p);
+    return NULL;
+}
+
+dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, char *err,
+                        size_t errlen) {
+    if (!name) name = "plan";
+    if (len < 8 || memcmp(buf, magic, 8) != 0) {
+        set_err(err, errlen, name, "not a dpc plan file");
+        return NULL;
+    }
+    if (len >= 12 && le32(buf + 8) != PLAN_VERSION) {
+        set_err(err, errlen, name,
+                "plan format version %" PRIu32 ", this dprun reads version %u; recompile the "
+                "model with this dpc",
+                le32(buf + 8), PLAN_VERSION);
+        return NULL;
+    }
+    if (len < HEADER_SIZE) {
+        set_err(err, errlen, name, "truncated plan (%zu of %d bytes)", len, HEADER_SIZE);
+        return NULL;
+    }
+    uint32_t flags = le32(buf + 12);
+    if (flags) {
+        set_err(err, errlen, name,
+                "plan uses features this dprun lacks (flags 0x%" PRIx32
+                "); recompile the model with this dpc",
+                flags);
+        return NULL;
+    }
+    uint64_t plen = le64(buf + 16);
+    if (plen > UINT64_MAX - HEADER_SIZE) {
+        set_err(err, errlen, name, "corrupt plan: payload length %" PRIu64, plen);
+        return NULL;
+    }
+    if (plen > len - HEADER_SIZE) {
+        set_err(err, errlen, name, "truncated plan (%zu of %" PRIu64 " bytes)", len,
+                plen + HEADER_SIZE);
+        return NULL;
+    }
+    if (plen < len - HEADER_SIZE) {
+        set_err(err, errlen, name, "corrupt plan: data after the end of the payload");
+        return NULL;
+    }
+    if (plan_checksum(buf + HEADER_SIZE, (size_t)plen) != le64(buf + 24)) {
+        set_err(err, errlen, name, "corrupt plan: checksum mismatch");
+        return NULL;
+    }
+    char why[600];
+    dpc_plan *p = decode(buf + HEADER_SIZE, (size_t)plen, why, sizeof why);
+    if (!p) set_err(err, errlen, name, "%s", why);
+    return p;
+}
+
+/* A header that plan_read_mem() will get past, so the payload is worth reading. */
+static int header_ok(const unsigned char *h) {
+    return memcmp(h, magic, 8) == 0 && le32(h + 8) == PLAN_VERSION && le32(h + 12) == 0;
+}
+
+dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, path, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    /* Read the header, then as much as it announces plus one byte (to see
+     * trailing data); memory grows with the bytes actually there, never with
+     * the length the header claims. */
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0, limit = HEADER_SIZE;
+    int header_done = 0;
+    while (len < limit) {
+        if (len == cap) {
+            size_t nc = cap ? (cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2) : 65536;
+            if (nc > limit) nc = limit;
+            unsigned char *q = realloc(buf, nc);
+            if (!q) {
+                set_err(err, errlen, path, "cannot read: out of memory");
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = q;
+            cap = nc;
+        }
+        size_t want = cap - len;
+        size_t got = fread(buf + len, 1, want, f);
+        len += got;
+        if (got < want) {
+            if (ferror(f)) {
+                set_err(err, errlen, path, "cannot read: %s", strerror(errno));
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            break;
+        }
+        if (!header_done && len == HEADER_SIZE) {
+            header_done = 1;
+            uint64_t plen = le64(buf + 16);
+            if (header_ok(buf))
+                limit =
+                    plen >= SIZE_MAX - HEADER_SIZE - 1 ? SIZE_MAX : HEADER_SIZE + (size_t)plen + 1;
+        }
+    }
+    fclose(f);
+    dpc_plan *p = plan_read_mem(path, buf, len, err, errlen);
+    free(buf);
+    return p;
+}
+
+/* ---- sections and the summary ------------------------------------------- */
+
+int plan_add_section(dpc_plan *p, const char *tag, const void *data, size_t len) {
+    if (!p || !tag || strlen(tag) != 4 || !valid_tag(tag) || is_required(tag)) return -1;
+    if (p->nextra < 0 || p->nextra >= PLAN_MAX_SECTIONS || plan_find_section(p, tag)) return -1;
+    if (len && !data) return -1;
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy) return -1;
+    if (len) memcpy(copy, data, len);
+    plan_section *s = &p->extra[p->nextra++];
+    memcpy(s->tag, tag, 5);
+    s->len = len;
+    s->data = copy;
+    return 0;
+}
+
+const plan_section *plan_find_section(const dpc_plan *p, const char *tag) {
+    if (!p || !tag) return NULL;
+    for (int i = 0; i < p->nextra && i < PLAN_MAX_SECTIONS; i++)
+        if (strcmp(p->extra[i].tag, tag) == 0) return &p->extra[i];
+    return NULL;
+}
+
+static void info_program(const char *what, const ir_graph *g, FILE *f) {
+    int params = 0, states = 0;
+    int64_t batch = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        params += n->op == IR_OP_PARAM;
+        states += n->op == IR_OP_STATE;
+        if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
+    }
+    fprintf(f, "%s program: %d nodes, batch %" PRId64 "\n", what, g->n, batch);
+    fprintf(f, "  inputs:");
+    char buf[96];
+    int any = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_INPUT) {
+            fprintf(f, "%s %s %s", any ? "," : "", g->nodes[i].name,
+                    ir_type_str(&g->nodes[i].type, buf, sizeof buf));
+            any = 1;
+        }
+    fprintf(f, "%s\n", any ? "" : " none");
+    fprintf(f, "  parameters: %" PRId64 " in %d tensors, %d state tensors\n", ir_num_params(g),
+            params, states);
+}
+
+void plan_info(const dpc_plan *p, FILE *f) {
+    fprintf(f, "model: %s\n", p->model[0] ? p->model : "(unnamed)");
+    fprintf(f, "source: %s\n", p->source[0] ? p->source : "(unknown)");
+    fprintf(f, "format: dpc plan version %u\n", PLAN_VERSION);
+    if (p->train) info_program("train", p->train, f);
+    if (p->eval) info_program("eval", p->eval, f);
+    fprintf(f, "schedule:\n");
+    ir_train_print(&p->schedule, f);
+    fprintf(f, "sections: %d extra\n", p->nextra);
+    for (int i = 0; i < p->nextra; i++)
+        fprintf(f, "  %s %zu bytes\n", p->extra[i].tag, p->extra[i].len);
+}

@@ -1,0 +1,196 @@
+/* Tests for ir/: op table, shape rules, verifier, text form, schedule checks. */
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "tests/harness.h"
+
+static char err[256];
+
+static int conv(ir_graph *g, int x, int cout, int cin, int k, int s, int p) {
+    char name[32];
+    snprintf(name, sizeof name, "w%d", g->n);
+    int w = ir_add_param(g, name, ir_shape4(cout, cin, k, k), IR_INIT_XAVIER);
+    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL, err, sizeof err);
+}
+
+TEST(op_table_lookup) {
+    CHECK(ir_op_by_name("conv") == IR_OP_CONV);
+    CHECK(ir_op_by_name("softmax_cross_entropy") == IR_OP_SOFTMAX_CE);
+    CHECK(ir_op_by_name("conv2") == -1);
+    CHECK(ir_op_num_iattrs(IR_OP_CONV) == 3);
+    CHECK(ir_op_num_fattrs(IR_OP_BATCHNORM) == 2);
+    CHECK(ir_op_num_iattrs(IR_OP_RELU) == 0);
+    char buf[16];
+    CHECK_STR(ir_op_attr_name(IR_OP_CONV, 0, 1, buf, sizeof buf), "s");
+    CHECK_STR(ir_op_attr_name(IR_OP_BATCHNORM, 1, 1, buf, sizeof buf), "momentum");
+    CHECK_STR(ir_op_attr_name(IR_OP_RELU, 0, 0, buf, sizeof buf), "");
+    for (int i = 0; i < IR_OP_COUNT; i++) CHECK(ir_ops[i].min_arity <= ir_ops[i].max_arity);
+}
+
+TEST(conv_and_pool_shapes) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(128, 3, 32, 32), 0);
+    int c = conv(g, x, 64, 3, 7, 2, 3);
+    CHECK(c >= 0);
+    char buf[64];
+    CHECK_STR(ir_type_str(&g->nodes[c].type, buf, sizeof buf), "[128,64,16,16]");
+    int m = ir_add_node(g, IR_OP_MAXPOOL, &c, 1, (int64_t[]){3, 2, 1}, NULL, err, sizeof err);
+    CHECK_STR(ir_type_str(&g->nodes[m].type, buf, sizeof buf), "[128,64,8,8]");
+    int d = conv(g, m, 128, 64, 1, 2, 0);
+    CHECK_STR(ir_type_str(&g->nodes[d].type, buf, sizeof buf), "[128,128,4,4]");
+    int gp = ir_add_node(g, IR_OP_GLOBAL_AVGPOOL, &d, 1, NULL, NULL, err, sizeof err);
+    CHECK_STR(ir_type_str(&g->nodes[gp].type, buf, sizeof buf), "[128,128]");
+    int f = ir_add_node(g, IR_OP_FLATTEN, &m, 1, NULL, NULL, err, sizeof err);
+    CHECK_STR(ir_type_str(&g->nodes[f].type, buf, sizeof buf), "[128,4096]");
+    int a = ir_add_node(g, IR_OP_AVGPOOL, &c, 1, (int64_t[]){2, 2, 0}, NULL, err, sizeof err);
+    CHECK_STR(ir_type_str(&g->nodes[a].type, buf, sizeof buf), "[128,64,8,8]");
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    ir_free(g);
+}
+
+TEST(shape_errors_name_the_shapes) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(8, 3, 32, 32), 0);
+    int y = ir_add_input(g, "other", ir_shape4(8, 3, 16, 16), 0);
+    CHECK(ir_add_node(g, IR_OP_ADD, (int[]){x, y}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "add: shapes differ: [8,3,32,32] vs [8,3,16,16]");
+    int w = ir_add_param(g, "dw", ir_shape2(10, 3072), IR_INIT_XAVIER);
+    CHECK(ir_add_node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "use flatten") != NULL);
+    CHECK(conv(g, x, 16, 4, 3, 1, 1) == -1); /* channel mismatch */
+    CHECK(strstr(err, "does not fit") != NULL);
+    CHECK(conv(g, y, 16, 3, 40, 1, 1) == -1); /* kernel larger than input */
+    CHECK(strstr(err, "larger than the padded input") != NULL);
+    CHECK(conv(g, x, 16, 3, 3, 0, 1) == -1);
+    CHECK_STR(err, "conv: stride must be positive, got 0");
+    int lbl = ir_add_input(g, "label", (ir_type){1, {8}, IR_I32}, 10);
+    int f = ir_add_node(g, IR_OP_FLATTEN, &x, 1, NULL, NULL, err, sizeof err);
+    int w2 = ir_add_param(g, "dw2", ir_shape2(7, 3072), IR_INIT_XAVIER);
+    int logits = ir_add_node(g, IR_OP_DENSE, (int[]){f, w2}, 2, NULL, NULL, err, sizeof err);
+    CHECK(logits >= 0);
+    CHECK(ir_add_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, lbl}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "7 logits per sample but 10 classes") != NULL);
+    CHECK(ir_add_node(g, IR_OP_RELU, (int[]){lbl}, 1, NULL, NULL, err, sizeof err) == -1);
+    CHECK(ir_add_node(g, IR_OP_RELU, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK(ir_add_node(g, IR_OP_RELU, (int[]){99}, 1, NULL, NULL, err, sizeof err) == -1);
+    ir_free(g);
+}
+
+static ir_graph *small_net(void) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(4, 3, 8, 8), 0);
+    int lbl = ir_add_input(g, "label", (ir_type){1, {4}, IR_I32}, 10);
+    int c = conv(g, x, 8, 3, 3, 1, 1);
+    int gm = ir_add_param(g, "bn.gamma", ir_shape1(8), IR_INIT_ONE);
+    int bt = ir_add_param(g, "bn.beta", ir_shape1(8), IR_INIT_ZERO);
+    int rm = ir_add_state(g, "bn.running_mean", ir_shape1(8), IR_INIT_ZERO);
+    int rv = ir_add_state(g, "bn.running_var", ir_shape1(8), IR_INIT_ONE);
+    int bn = ir_add_node(g, IR_OP_BATCHNORM, (int[]){c, gm, bt, rm, rv}, 5, (int64_t[]){1},
+                         (double[]){1e-5, 0.9}, err, sizeof err);
+    int r = ir_add_node(g, IR_OP_RELU, &bn, 1, NULL, NULL, err, sizeof err);
+    int p = ir_add_node(g, IR_OP_GLOBAL_AVGPOOL, &r, 1, NULL, NULL, err, sizeof err);
+    int w = ir_add_param(g, "fc.weight", ir_shape2(10, 8), IR_INIT_XAVIER);
+    int b = ir_add_param(g, "fc.bias", ir_shape1(10), IR_INIT_ZERO);
+    int d = ir_add_node(g, IR_OP_DENSE, (int[]){p, w}, 2, NULL, NULL, err, sizeof err);
+    int l = ir_add_node(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL, err, sizeof err);
+    int loss = ir_add_node(g, IR_OP_SOFTMAX_CE, (int[]){l, lbl}, 2, NULL, NULL, err, sizeof err);
+    g->nodes[loss].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    snprintf(g->nodes[loss].name, IR_NAME_MAX, "loss");
+    return g;
+}
+
+TEST(verify_catches_broken_graphs) {
+    ir_graph *g = small_net();
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    CHECK(ir_num_params(g) == 8 * 3 * 9 + 8 + 8 + 80 + 10);
+    CHECK(ir_loss_node(g) == g->n - 1);
+
+    ir_graph *bad = ir_clone(g);
+    bad->nodes[9].input[0] = 10; /* forward reference */
+    CHECK(ir_verify(bad, err, sizeof err) != 0);
+    ir_free(bad);
+
+    bad = ir_clone(g);
+    bad->nodes[bad->n - 2].type.dim[1] = 11; /* type disagrees with the rule */
+    CHECK(ir_verify(bad, err, sizeof err) != 0);
+    CHECK(strstr(err, "shape rule says") != NULL);
+    ir_free(bad);
+
+    bad = ir_clone(g);
+    snprintf(bad->nodes[1].name, IR_NAME_MAX, "image"); /* duplicate source */
+    CHECK(ir_verify(bad, err, sizeof err) != 0);
+    ir_free(bad);
+
+    bad = ir_clone(g);
+    bad->nodes[3].flags |= IR_FLAG_LOSS; /* two losses */
+    CHECK(ir_verify(bad, err, sizeof err) != 0);
+    ir_free(bad);
+
+    bad = ir_clone(g);
+    bad->nodes[4].op = (ir_op)IR_OP_COUNT;
+    CHECK(ir_verify(bad, err, sizeof err) != 0);
+    ir_free(bad);
+    ir_free(g);
+}
+
+TEST(dump_is_stable_text) {
+    ir_graph *g = small_net();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ir_dump(g, f);
+    fclose(f);
+    CHECK(strstr(buf, "%0 = input \"image\" : [4,3,8,8]\n") != NULL);
+    CHECK(strstr(buf, "%1 = input \"label\" classes=10 : [4]:i32\n") != NULL);
+    CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 : [4,8,8,8]\n") != NULL);
+    CHECK(strstr(buf, "batchnorm %3 %4 %5 %6 %7 training=1 eps=1e-05 momentum=0.9") != NULL);
+    CHECK(strstr(buf, "softmax_cross_entropy %14 %1 : [4]  # loss [loss]\n") != NULL);
+    free(buf);
+
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ir_summary(g, f);
+    fclose(f);
+    CHECK(strstr(buf, "parameters: 322\n") != NULL);
+    free(buf);
+
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ir_dot(g, "net", f);
+    fclose(f);
+    CHECK(strncmp(buf, "digraph \"net\" {", 15) == 0);
+    CHECK(strstr(buf, "n0 -> n3;") != NULL);
+    free(buf);
+    ir_free(g);
+}
+
+TEST(train_schedule_checks) {
+    ir_train t;
+    ir_train_defaults(&t);
+    CHECK(ir_train_check(&t, err, sizeof err) == 0);
+    t.epochs = 0;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    ir_train_defaults(&t);
+    t.lr_steps = 2;
+    t.lr_epoch[1] = 0;
+    t.lr_value[1] = 0.1;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK(strstr(err, "must increase") != NULL);
+    ir_train_defaults(&t);
+    t.lr_value[0] = -0.1;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    ir_train_defaults(&t);
+    t.warmup_epochs = 5;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "warmup of 5 epochs does not fit 1 epochs of training");
+}
+
+int main(void) {
+    RUN(op_table_lookup);
+    RUN(conv_and_pool_shapes);
+    RUN(shape_errors_name_the_shapes);
+    RUN(verify_catches_broken_graphs);
+    RUN(dump_is_stable_text);
+    RUN(train_schedule_checks);
+    return harness_done();
+}
