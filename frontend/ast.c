@@ -1,0 +1,263 @@
+/* frontend/ast.c — arena, diagnostics and the tree builders the parser's
+ * actions call. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+
+/* ---- arena -------------------------------------------------------------- */
+
+struct fe_chunk {
+    fe_chunk *next;
+    size_t used, cap;
+    _Alignas(max_align_t) unsigned char data[];
+};
+
+enum { CHUNK_SIZE = 64 * 1024 };
+
+void *fe_alloc(fe_arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    fe_chunk *c = a->head;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > CHUNK_SIZE ? n : CHUNK_SIZE;
+        c = malloc(sizeof *c + cap);
+        if (!c) {
+            fputs("dpc: out of memory\n", stderr);
+            abort();
+        }
+        c->used = 0;
+        c->cap = cap;
+        c->next = a->head;
+        a->head = c;
+    }
+    void *p = c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *fe_strndup(fe_arena *a, const char *s, size_t n) {
+    char *p = fe_alloc(a, n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+void fe_arena_free(fe_arena *a) {
+    for (fe_chunk *c = a->head, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
+    a->head = NULL;
+}
+
+/* ---- map ------------------------------------------------------------------ */
+
+static size_t hash(const char *s) {
+    size_t h = 2166136261u;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+void *fe_map_get(const fe_map *m, const char *key) {
+    if (!m->cap) return NULL;
+    for (size_t i = hash(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->slot[i].key) return NULL;
+        if (!strcmp(m->slot[i].key, key)) return m->slot[i].val;
+    }
+}
+
+static void put(fe_map *m, const char *key, void *val) {
+    size_t i = hash(key) & (m->cap - 1);
+    while (m->slot[i].key && strcmp(m->slot[i].key, key)) i = (i + 1) & (m->cap - 1);
+    if (!m->slot[i].key) m->n++;
+    m->slot[i].key = key;
+    m->slot[i].val = val;
+}
+
+void fe_map_put(fe_arena *a, fe_map *m, const char *key, void *val) {
+    if (2 * (m->n + 1) > m->cap) { /* keep the load under one half */
+        fe_map old = *m;
+        m->cap = old.cap ? 2 * old.cap : 16;
+        m->slot = fe_alloc(a, m->cap * sizeof *m->slot);
+        m->n = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slot[i].key) put(m, old.slot[i].key, old.slot[i].val);
+    }
+    put(m, key, val);
+}
+
+/* ---- diagnostics -------------------------------------------------------- */
+
+void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...) {
+    if (d->nerrors++) return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (loc.line > 0)
+        fprintf(stderr, "%s:%d:%d: error: ", d->path, loc.line, loc.col);
+    else
+        fprintf(stderr, "%s: error: ", d->path);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- tree builders ------------------------------------------------------ */
+
+fe_expr *fe_new_literal(fe_program *P, fe_expr_kind kind, fe_loc loc, int64_t i, double f) {
+    fe_expr *e = fe_alloc(&P->arena, sizeof *e);
+    e->kind = kind;
+    e->loc = loc;
+    e->depth = 1;
+    e->i = i;
+    e->f = f;
+    return e;
+}
+
+fe_expr *fe_new_name(fe_program *P, const char *name, fe_loc loc) {
+    fe_expr *e = fe_new_literal(P, FE_NAME, loc, 0, 0);
+    e->name = name;
+    return e;
+}
+
+/* Depth is bounded here so that the recursive checker and elaborator can
+ * never run out of stack, whatever the input. */
+static int deep(fe_program *P, fe_expr *e, int depth) {
+    e->depth = depth;
+    if (depth <= FE_MAX_EXPR_DEPTH) return 0;
+    fe_error(&P->diag, e->loc, "expression nested too deeply (more than %d levels)",
+             FE_MAX_EXPR_DEPTH);
+    return 1;
+}
+
+fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) {
+    fe_expr *e = fe_new_literal(P, FE_CALL, loc, 0, 0);
+    e->name = name;
+    e->args = args;
+    int depth = 0;
+    for (fe_arg *a = args; a; a = a->next) {
+        e->nargs++;
+        if (a->value->depth > depth) depth = a->value->depth;
+    }
+    return deep(P, e, depth + 1) ? NULL : e;
+}
+
+fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc) {
+    fe_expr *e = fe_new_literal(P, FE_ADD, loc, 0, 0);
+    e->lhs = lhs;
+    e->rhs = rhs;
+    int depth = lhs->depth > rhs->depth ? lhs->depth : rhs->depth;
+    return deep(P, e, depth + 1) ? NULL : e;
+}
+
+fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value) {
+    fe_arg *a = fe_alloc(&P->arena, sizeof *a);
+    a->key = key;
+    a->key_loc = key_loc;
+    a->value = value;
+    a->slot = -1;
+    return a;
+}
+
+fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value) {
+    fe_stmt *s = fe_alloc(&P->arena, sizeof *s);
+    s->name = name;
+    s->loc = loc;
+    s->value = value;
+    return s;
+}
+
+fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc) {
+    fe_ident *id = fe_alloc(&P->arena, sizeof *id);
+    id->name = name;
+    id->loc = loc;
+    return id;
+}
+
+fe_num *fe_new_num(fe_program *P, fe_loc loc, int is_float, int64_t i, double f) {
+    fe_num *n = fe_alloc(&P->arena, sizeof *n);
+    n->loc = loc;
+    n->is_float = is_float;
+    n->i = i;
+    n->f = f;
+    return n;
+}
+
+fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value) {
+    fe_kw *k = fe_alloc(&P->arena, sizeof *k);
+    k->key = key;
+    k->loc = loc;
+    k->value = value;
+    return k;
+}
+
+fe_pair *fe_new_pair(fe_program *P, fe_num *key, fe_num *value) {
+    fe_pair *p = fe_alloc(&P->arena, sizeof *p);
+    p->key = key;
+    p->value = value;
+    return p;
+}
+
+fe_titem *fe_new_titem(fe_program *P, fe_titem_kind kind, fe_loc loc) {
+    fe_titem *t = fe_alloc(&P->arena, sizeof *t);
+    t->kind = kind;
+    t->loc = loc;
+    return t;
+}
+
+/* Declarations are appended to per-kind lists in source order (tail
+ * pointers keep that linear); duplicates are the checker's business, so
+ * that it can report them in order. */
+#define APPEND_TAIL(P, list, node)                    \
+    do {                                              \
+        if ((P)->list##_last) (P)->list##_last->next = (node); \
+        else (P)->list = (node);                      \
+        (P)->list##_last = (node);                    \
+    } while (0)
+
+void fe_add_input(fe_program *P, const char *name, fe_loc loc, fe_num *dims, fe_num *classes) {
+    fe_input *in = fe_alloc(&P->arena, sizeof *in);
+    in->name = name;
+    in->loc = loc;
+    in->dims = dims;
+    in->classes = classes;
+    APPEND_TAIL(P, inputs, in);
+}
+
+void fe_add_block(fe_program *P, const char *name, fe_loc loc, fe_ident *params, fe_stmt *body,
+                  fe_expr *ret) {
+    fe_block *b = fe_alloc(&P->arena, sizeof *b);
+    b->name = name;
+    b->loc = loc;
+    b->params = params;
+    for (fe_ident *p = params; p; p = p->next) b->nparams++;
+    b->body = body;
+    b->ret = ret;
+    APPEND_TAIL(P, blocks, b);
+}
+
+void fe_add_network(fe_program *P, const char *name, fe_loc loc, fe_stmt *body) {
+    fe_network *n = fe_alloc(&P->arena, sizeof *n);
+    n->name = name;
+    n->loc = loc;
+    n->body = body;
+    APPEND_TAIL(P, networks, n);
+}
+
+void fe_add_train(fe_program *P, fe_loc loc, fe_titem *items) {
+    fe_train_sec *t = fe_alloc(&P->arena, sizeof *t);
+    t->loc = loc;
+    t->items = items;
+    APPEND_TAIL(P, trains, t);
+}
+
+void fe_push_open(fe_program *P, const char *what, const char *name, fe_loc loc) {
+    if (P->nopen < FE_MAX_OPEN) P->open[P->nopen] = (fe_open){what, name, loc};
+    P->nopen++;
+}
+
+void fe_pop_open(fe_program *P) {
+    if (P->nopen > 0) P->nopen--;
+}

@@ -1,0 +1,295 @@
+/* frontend/ast.h — internal to frontend/: the syntax tree, the arena it lives
+ * in, diagnostics, and the hand-offs between lexer, parser, checker and
+ * elaborator. Nothing outside frontend/ includes this.
+ *
+ * Flow: fe_parse_string() checks the bytes are text, runs the Flex/Bison
+ * parser (which builds the tree with the fe_new_* helpers below), then
+ * fe_check() (names, blocks, calls, train section) and one trial
+ * fe_build_graph() so that type and shape errors surface at parse time too.
+ *
+ * Memory: every tree node and string is carved from the program's arena and
+ * released in one go by fe_free(), so no error path can leak a node.
+ */
+#ifndef DPC_FE_AST_H
+#define DPC_FE_AST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+
+/* Limits that keep hostile input from exhausting the stack or int64. */
+enum {
+    FE_MAX_EXPR_DEPTH = 100,   /* nesting of one expression */
+    FE_MAX_CALL_DEPTH = 50,    /* nesting of block calls */
+    FE_MAX_NODES = 100000,     /* IR nodes in one graph */
+    FE_MAX_CALLS = 1 << 16,    /* block calls while elaborating one graph */
+    FE_MAX_STEPS = 1 << 20,    /* expressions evaluated for one graph */
+    FE_MAX_OPEN = 8,           /* tracked open braces, for "unterminated" */
+    FE_MAX_OP_ARGS = 6,
+};
+#define FE_MAX_SIZE ((int64_t)1 << 24)  /* any dimension, channel count, ... */
+#define FE_MAX_NUMEL ((int64_t)1 << 40) /* elements in one tensor */
+
+typedef struct {
+    int line, col;
+} fe_loc;
+
+/* ---- arena -------------------------------------------------------------- */
+
+typedef struct fe_chunk fe_chunk;
+typedef struct {
+    fe_chunk *head;
+} fe_arena;
+
+void *fe_alloc(fe_arena *a, size_t n); /* zeroed; aborts when memory runs out */
+char *fe_strndup(fe_arena *a, const char *s, size_t n);
+void fe_arena_free(fe_arena *a);
+
+/* String-keyed hash map in an arena (never shrinks, never freed alone). */
+typedef struct {
+    const char *key;
+    void *val;
+} fe_slot;
+typedef struct {
+    fe_slot *slot;
+    size_t cap, n;
+} fe_map;
+
+void *fe_map_get(const fe_map *m, const char *key); /* NULL when absent */
+void fe_map_put(fe_arena *a, fe_map *m, const char *key, void *val);
+
+/* ---- diagnostics ---------------------------------------------------------- */
+
+/* Only the first error is printed: one clear line, never a cascade. */
+typedef struct {
+    const char *path;
+    int nerrors;
+} fe_diag;
+
+void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- expressions -------------------------------------------------------- */
+
+typedef enum { FE_INT, FE_FLOAT, FE_BOOL, FE_NAME, FE_CALL, FE_ADD } fe_expr_kind;
+
+typedef struct fe_expr fe_expr;
+typedef struct fe_block fe_block;
+typedef struct fe_opdef fe_opdef;
+
+typedef struct fe_arg {
+    struct fe_arg *next;
+    const char *key; /* NULL when positional */
+    fe_loc key_loc;
+    fe_expr *value;
+    int slot; /* parameter index, set by the checker */
+} fe_arg;
+
+struct fe_expr {
+    fe_expr_kind kind;
+    fe_loc loc; /* literal, name, callee, or the '+' */
+    int depth;
+    int64_t i; /* FE_INT, FE_BOOL */
+    double f;  /* FE_FLOAT */
+    const char *name;
+    fe_arg *args; /* FE_CALL, in source order */
+    int nargs;
+    fe_expr *lhs, *rhs; /* FE_ADD */
+    /* resolved by the checker: exactly one is set for a call */
+    const fe_opdef *op;
+    const fe_block *block;
+};
+
+typedef struct fe_stmt {
+    struct fe_stmt *next;
+    const char *name;
+    fe_loc loc;
+    fe_expr *value;
+} fe_stmt;
+
+typedef struct fe_ident {
+    struct fe_ident *next;
+    const char *name;
+    fe_loc loc;
+} fe_ident;
+
+struct fe_block {
+    fe_block *next;
+    const char *name;
+    fe_loc loc;
+    fe_ident *params;
+    int nparams;
+    fe_stmt *body;
+    fe_expr *ret; /* NULL: reported by the checker */
+    int mark;     /* recursion check: 0 new, 1 on the path, 2 done */
+};
+
+/* ---- numbers in declarations and the train section ------------------------ */
+
+typedef struct fe_num {
+    struct fe_num *next;
+    fe_loc loc;
+    int is_float;
+    int64_t i;
+    double f;
+} fe_num;
+
+typedef struct fe_input {
+    struct fe_input *next;
+    const char *name;
+    fe_loc loc;
+    fe_num *dims;    /* image[3, 32, 32] */
+    fe_num *classes; /* label class(10); NULL for a tensor input */
+} fe_input;
+
+typedef struct fe_network {
+    struct fe_network *next;
+    const char *name;
+    fe_loc loc;
+    fe_stmt *body;
+} fe_network;
+
+typedef enum {
+    FE_T_BATCH,
+    FE_T_EPOCHS,
+    FE_T_INIT,
+    FE_T_OPTIMIZER,
+    FE_T_LR,
+    FE_T_LR_SCALING,
+    FE_T_WARMUP,
+    FE_T_DATA,
+    FE_T_EVAL_BATCH,
+    FE_T_PAD,
+    FE_T_RANDOM_CROP,
+    FE_T_RANDOM_MIRROR,
+    FE_T_NORMALIZE,
+    FE_T_COUNT
+} fe_titem_kind;
+
+typedef struct fe_kw {
+    struct fe_kw *next;
+    const char *key;
+    fe_loc loc;
+    fe_num *value;
+} fe_kw;
+
+typedef struct fe_pair {
+    struct fe_pair *next;
+    fe_num *key, *value;
+} fe_pair;
+
+typedef struct fe_titem {
+    struct fe_titem *next;
+    fe_titem_kind kind;
+    fe_loc loc;
+    fe_num *num;       /* batch, epochs, warmup, eval batch, pad, random_crop */
+    const char *ident; /* init xavier, optimizer sgd, lr_scaling linear, data cifar10 */
+    fe_loc ident_loc;
+    fe_kw *kws;             /* (magnitude=2.24) */
+    fe_pair *pairs;         /* lr {0: 0.1, ...} */
+    fe_num *mean, *std;     /* normalize */
+    fe_loc mean_loc, std_loc;
+    struct fe_titem *items; /* data cifar10 { ... } */
+} fe_titem;
+
+typedef struct fe_train_sec {
+    struct fe_train_sec *next;
+    fe_loc loc;
+    fe_titem *items;
+} fe_train_sec;
+
+/* ---- the program -------------------------------------------------------- */
+
+typedef struct {
+    const char *what, *name;
+    fe_loc loc;
+} fe_open;
+
+struct fe_program {
+    fe_arena arena;
+    fe_diag diag;
+    char *path;
+    /* declarations, each list in source order */
+    fe_input *inputs, *inputs_last;
+    fe_block *blocks, *blocks_last;
+    fe_network *networks, *networks_last; /* exactly one after checking */
+    fe_train_sec *trains, *trains_last;   /* at most one after checking */
+    ir_train train;       /* defaults + the train section, validated */
+    /* lexer state */
+    int line, col;         /* position of the next character */
+    fe_loc end;            /* just past the last token: where EOF is reported */
+    int train_mode;        /* 0 outside, 1 after `train`, 2 inside its braces */
+    int train_depth;
+    char tok[48];          /* text of the last token, for syntax errors */
+    fe_open open[FE_MAX_OPEN]; /* innermost braces not yet closed */
+    int nopen;
+};
+
+/* List under construction in the parser: O(1) append. */
+typedef struct {
+    void *first, *last;
+} fe_list;
+
+/* Tree builders, used by parser actions. NULL means an error was reported. */
+fe_expr *fe_new_literal(fe_program *P, fe_expr_kind kind, fe_loc loc, int64_t i, double f);
+fe_expr *fe_new_name(fe_program *P, const char *name, fe_loc loc);
+fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args);
+fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc);
+fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value);
+fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
+fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc);
+fe_num *fe_new_num(fe_program *P, fe_loc loc, int is_float, int64_t i, double f);
+fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value);
+fe_pair *fe_new_pair(fe_program *P, fe_num *key, fe_num *value);
+fe_titem *fe_new_titem(fe_program *P, fe_titem_kind kind, fe_loc loc);
+void fe_add_input(fe_program *P, const char *name, fe_loc loc, fe_num *dims, fe_num *classes);
+void fe_add_block(fe_program *P, const char *name, fe_loc loc, fe_ident *params, fe_stmt *body,
+                  fe_expr *ret);
+void fe_add_network(fe_program *P, const char *name, fe_loc loc, fe_stmt *body);
+void fe_add_train(fe_program *P, fe_loc loc, fe_titem *items);
+void fe_push_open(fe_program *P, const char *what, const char *name, fe_loc loc);
+void fe_pop_open(fe_program *P);
+
+/* Runs the parser over src[0..len); 0 on success. */
+int fe_run_parser(fe_program *P, const char *src, size_t len);
+
+/* ---- operators ---------------------------------------------------------- */
+
+typedef enum { FE_ARG_TENSOR, FE_ARG_INT, FE_ARG_FLOAT, FE_ARG_BOOL } fe_argkind;
+
+typedef struct {
+    const char *name;
+    fe_argkind kind;
+    int required;
+    double def;  /* default when not required */
+    int64_t min; /* smallest accepted integer */
+} fe_argspec;
+
+typedef enum {
+    FE_OP_CONV,
+    FE_OP_BATCHNORM,
+    FE_OP_RELU,
+    FE_OP_ADD,
+    FE_OP_MAXPOOL,
+    FE_OP_AVGPOOL,
+    FE_OP_GLOBAL_AVGPOOL,
+    FE_OP_FLATTEN,
+    FE_OP_DENSE,
+    FE_OP_SOFTMAX_CE,
+} fe_op_id;
+
+struct fe_opdef {
+    const char *name;
+    fe_op_id id;
+    int nargs;
+    fe_argspec arg[FE_MAX_OP_ARGS];
+};
+
+const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
+
+/* Semantic checks after a successful parse; 0 when the program is fine. */
+int fe_check(fe_program *P);
+
+#endif

@@ -1,0 +1,568 @@
+/* frontend/check.c — static checks after parsing: declarations, names,
+ * calls (resolution, argument binding, keywords), recursion, and the train
+ * section, which is validated and folded into an ir_train here.
+ *
+ * Types and shapes are left to the elaborator: block parameters take
+ * whatever they are called with, so those errors are found by the trial
+ * elaboration fe_parse_string() runs after this.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+
+typedef struct {
+    fe_program *P;
+    fe_map blocks; /* name -> fe_block */
+    fe_map inputs; /* name -> fe_input */
+} checker;
+
+#define ERR(C, loc, ...) fe_error(&(C)->P->diag, (loc), __VA_ARGS__)
+
+/* ---- declarations ------------------------------------------------------- */
+
+static int check_inputs(checker *C) {
+    for (fe_input *in = C->P->inputs; in; in = in->next) {
+        fe_input *prev = fe_map_get(&C->inputs, in->name);
+        if (prev) {
+            ERR(C, in->loc, "duplicate input '%s' (first defined at %d:%d)", in->name,
+                prev->loc.line, prev->loc.col);
+            return -1;
+        }
+        if (strlen(in->name) >= IR_NAME_MAX) {
+            ERR(C, in->loc, "input name '%s' is too long (at most %d characters)", in->name,
+                IR_NAME_MAX - 1);
+            return -1;
+        }
+        fe_map_put(&C->P->arena, &C->inputs, in->name, in);
+        int n = 0;
+        for (fe_num *d = in->dims; d; d = d->next, n++) {
+            if (n == IR_MAX_DIMS - 1) {
+                ERR(C, d->loc, "an input has at most %d dimensions besides the batch",
+                    IR_MAX_DIMS - 1);
+                return -1;
+            }
+            if (d->i < 1) {
+                ERR(C, d->loc, "dimension must be positive, got %" PRId64, d->i);
+                return -1;
+            }
+            if (d->i > FE_MAX_SIZE) {
+                ERR(C, d->loc, "dimension must be at most %" PRId64 ", got %" PRId64, FE_MAX_SIZE,
+                    d->i);
+                return -1;
+            }
+        }
+        const fe_num *k = in->classes;
+        if (k && k->i < 1) {
+            ERR(C, k->loc, "number of classes must be positive, got %" PRId64, k->i);
+            return -1;
+        }
+        if (k && k->i > FE_MAX_SIZE) {
+            ERR(C, k->loc, "number of classes must be at most %" PRId64 ", got %" PRId64,
+                FE_MAX_SIZE, k->i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int check_block_headers(checker *C) {
+    for (fe_block *b = C->P->blocks; b; b = b->next) {
+        fe_block *prev = fe_map_get(&C->blocks, b->name);
+        if (prev) {
+            ERR(C, b->loc, "duplicate block '%s' (first defined at %d:%d)", b->name,
+                prev->loc.line, prev->loc.col);
+            return -1;
+        }
+        if (fe_find_op(b->name)) {
+            ERR(C, b->loc, "block '%s' has the name of a built-in operator", b->name);
+            return -1;
+        }
+        fe_map_put(&C->P->arena, &C->blocks, b->name, b);
+        for (fe_ident *p = b->params; p; p = p->next)
+            for (fe_ident *q = b->params; q != p; q = q->next)
+                if (!strcmp(p->name, q->name)) {
+                    ERR(C, p->loc, "duplicate parameter '%s' in block '%s'", p->name, b->name);
+                    return -1;
+                }
+    }
+    return 0;
+}
+
+static int check_sections(checker *C) {
+    fe_program *P = C->P;
+    if (!P->networks) {
+        fe_error(&P->diag, (fe_loc){1, 1}, "no network section");
+        return -1;
+    }
+    if (P->networks->next) {
+        fe_network *n = P->networks->next;
+        ERR(C, n->loc, "duplicate network section (first at %d:%d)", P->networks->loc.line,
+            P->networks->loc.col);
+        return -1;
+    }
+    if (P->trains && P->trains->next) {
+        ERR(C, P->trains->next->loc, "duplicate train section (first at %d:%d)",
+            P->trains->loc.line, P->trains->loc.col);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- expressions and calls ------------------------------------------------ */
+
+typedef struct {
+    fe_map names; /* variables defined so far in this block or network */
+} scope;
+
+static int check_expr(checker *C, scope *S, fe_expr *e);
+
+/* Index of the parameter called `key`, or -1. */
+static int param_index(const fe_expr *call, const char *key) {
+    if (call->op) {
+        for (int i = 0; i < call->op->nargs; i++)
+            if (!strcmp(call->op->arg[i].name, key)) return i;
+        return -1;
+    }
+    int i = 0;
+    for (const fe_ident *p = call->block->params; p; p = p->next, i++)
+        if (!strcmp(p->name, key)) return i;
+    return -1;
+}
+
+static const char *param_name(const fe_expr *call, int slot) {
+    if (call->op) return call->op->arg[slot].name;
+    const fe_ident *p = call->block->params;
+    while (slot-- > 0) p = p->next;
+    return p->name;
+}
+
+/* Binds arguments to parameters like Python: positional first, then
+ * keywords, each parameter at most once, every required one present. */
+static int check_call(checker *C, scope *S, fe_expr *e) {
+    e->block = fe_map_get(&C->blocks, e->name);
+    if (!e->block) e->op = fe_find_op(e->name);
+    if (!e->block && !e->op) {
+        ERR(C, e->loc, "unknown operator '%s'", e->name);
+        return -1;
+    }
+    const char *what = e->block ? "block " : "";
+    int nparams = e->block ? e->block->nparams : e->op->nargs;
+    char *filled = fe_alloc(&C->P->arena, (size_t)nparams + 1);
+    int npos = 0, seen_key = 0;
+    for (fe_arg *a = e->args; a; a = a->next) {
+        if (!a->key) {
+            if (seen_key) {
+                ERR(C, a->value->loc, "positional argument after keyword argument");
+                return -1;
+            }
+            if (npos >= nparams) {
+                int optional = 0;
+                for (int i = 0; e->op && i < nparams; i++) optional |= !e->op->arg[i].required;
+                ERR(C, a->value->loc, "too many arguments to %s'%s' (it takes %s%d)", what,
+                    e->name, optional ? "at most " : "", nparams);
+                return -1;
+            }
+            a->slot = npos++;
+        } else {
+            seen_key = 1;
+            a->slot = param_index(e, a->key);
+            if (a->slot < 0) {
+                ERR(C, a->key_loc, "unknown keyword argument '%s' for %s'%s'", a->key, what,
+                    e->name);
+                return -1;
+            }
+            if (filled[a->slot]) {
+                ERR(C, a->key_loc, "argument '%s' of %s'%s' given twice", a->key, what, e->name);
+                return -1;
+            }
+        }
+        filled[a->slot] = 1;
+        if (check_expr(C, S, a->value)) return -1;
+    }
+    for (int i = 0; i < nparams; i++)
+        if (!filled[i] && (e->block || e->op->arg[i].required)) {
+            ERR(C, e->loc, "missing argument '%s' in call to %s'%s'", param_name(e, i), what,
+                e->name);
+            return -1;
+        }
+    return 0;
+}
+
+static int check_expr(checker *C, scope *S, fe_expr *e) {
+    switch (e->kind) {
+    case FE_INT:
+    case FE_FLOAT:
+    case FE_BOOL:
+        return 0;
+    case FE_NAME:
+        if (fe_map_get(&S->names, e->name) || fe_map_get(&C->inputs, e->name)) return 0;
+        ERR(C, e->loc, "unknown name '%s'", e->name);
+        return -1;
+    case FE_ADD:
+        return check_expr(C, S, e->lhs) || check_expr(C, S, e->rhs) ? -1 : 0;
+    case FE_CALL:
+        return check_call(C, S, e);
+    }
+    return 0;
+}
+
+static int check_stmts(checker *C, scope *S, fe_stmt *body) {
+    for (fe_stmt *s = body; s; s = s->next) {
+        if (check_expr(C, S, s->value)) return -1;
+        if (!fe_map_get(&S->names, s->name) && fe_map_get(&C->inputs, s->name)) {
+            ERR(C, s->loc, "cannot assign to input '%s'", s->name);
+            return -1;
+        }
+        fe_map_put(&C->P->arena, &S->names, s->name, s);
+    }
+    return 0;
+}
+
+static int check_bodies(checker *C) {
+    for (fe_block *b = C->P->blocks; b; b = b->next) {
+        scope S = {0};
+        for (fe_ident *p = b->params; p; p = p->next)
+            fe_map_put(&C->P->arena, &S.names, p->name, p);
+        if (check_stmts(C, &S, b->body)) return -1;
+        if (!b->ret) {
+            ERR(C, b->loc, "block '%s' has no return statement", b->name);
+            return -1;
+        }
+        if (check_expr(C, &S, b->ret)) return -1;
+    }
+    fe_network *n = C->P->networks;
+    scope S = {0};
+    if (check_stmts(C, &S, n->body)) return -1;
+    if (!fe_map_get(&S.names, "loss")) {
+        ERR(C, n->loc, "network '%s' does not assign 'loss'", n->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- recursion ------------------------------------------------------------ */
+
+typedef struct {
+    checker *C;
+    const fe_block **path;
+    int depth;
+} dfs_state;
+
+static int visit_block(dfs_state *D, fe_block *b);
+
+static int visit_expr(dfs_state *D, const fe_expr *e) {
+    if (e->kind == FE_ADD) return visit_expr(D, e->lhs) || visit_expr(D, e->rhs) ? -1 : 0;
+    if (e->kind != FE_CALL) return 0;
+    for (const fe_arg *a = e->args; a; a = a->next)
+        if (visit_expr(D, a->value)) return -1;
+    if (!e->block) return 0;
+    fe_block *callee = (fe_block *)e->block;
+    if (callee->mark == 1) {
+        if (callee == D->path[D->depth - 1]) {
+            ERR(D->C, e->loc, "block '%s' calls itself", callee->name);
+            return -1;
+        }
+        /* Spell the cycle out: a -> b -> a. */
+        char msg[256];
+        size_t used = 0;
+        int start = D->depth - 1;
+        while (D->path[start] != callee) start--;
+        for (int i = start; i < D->depth && used < sizeof msg; i++)
+            used += (size_t)snprintf(msg + used, sizeof msg - used, "%s -> ", D->path[i]->name);
+        if (used < sizeof msg) snprintf(msg + used, sizeof msg - used, "%s", callee->name);
+        ERR(D->C, e->loc, "recursive blocks: %s", msg);
+        return -1;
+    }
+    if (callee->mark == 0) {
+        if (D->depth >= FE_MAX_CALL_DEPTH) {
+            ERR(D->C, e->loc, "block calls nested too deeply (more than %d levels)",
+                FE_MAX_CALL_DEPTH);
+            return -1;
+        }
+        return visit_block(D, callee);
+    }
+    return 0;
+}
+
+static int visit_block(dfs_state *D, fe_block *b) {
+    b->mark = 1;
+    D->path[D->depth++] = b;
+    for (const fe_stmt *s = b->body; s; s = s->next)
+        if (visit_expr(D, s->value)) return -1;
+    if (visit_expr(D, b->ret)) return -1;
+    D->depth--;
+    b->mark = 2;
+    return 0;
+}
+
+static int check_recursion(checker *C) {
+    const fe_block *path[FE_MAX_CALL_DEPTH + 1];
+    dfs_state D = {C, path, 0};
+    for (fe_block *b = C->P->blocks; b; b = b->next)
+        if (b->mark == 0 && visit_block(&D, b)) return -1;
+    return 0;
+}
+
+/* ---- train section ------------------------------------------------------- */
+
+static const char *item_names[FE_T_COUNT] = {
+    [FE_T_BATCH] = "batch",           [FE_T_EPOCHS] = "epochs",
+    [FE_T_INIT] = "init",             [FE_T_OPTIMIZER] = "optimizer",
+    [FE_T_LR] = "lr",                 [FE_T_LR_SCALING] = "lr_scaling",
+    [FE_T_WARMUP] = "warmup",         [FE_T_DATA] = "data",
+    [FE_T_EVAL_BATCH] = "eval batch", [FE_T_PAD] = "pad",
+    [FE_T_RANDOM_CROP] = "random_crop", [FE_T_RANDOM_MIRROR] = "random_mirror",
+    [FE_T_NORMALIZE] = "normalize",
+};
+
+static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n->i; }
+
+/* An integer in lo..hi, with the message naming `what`. */
+static int get_int(checker *C, const fe_num *n, const char *what, int64_t lo, int64_t hi,
+                   int *out) {
+    if (n->is_float) {
+        ERR(C, n->loc, "%s must be an integer, got %g", what, n->f);
+        return -1;
+    }
+    if (n->i < lo) {
+        if (lo == 1) ERR(C, n->loc, "%s must be positive, got %" PRId64, what, n->i);
+        else ERR(C, n->loc, "%s must not be negative, got %" PRId64, what, n->i);
+        return -1;
+    }
+    if (n->i > hi) {
+        ERR(C, n->loc, "%s must be at most %" PRId64 ", got %" PRId64, what, hi, n->i);
+        return -1;
+    }
+    *out = (int)n->i;
+    return 0;
+}
+
+enum { POSITIVE, NONNEGATIVE, UNIT }; /* (0, inf), [0, inf), [0, 1) */
+
+static int get_real(checker *C, const fe_num *n, const char *what, int range, double *out) {
+    double v = num_value(n);
+    if (range == POSITIVE && !(v > 0)) {
+        ERR(C, n->loc, "%s must be positive, got %g", what, v);
+        return -1;
+    }
+    if (range == NONNEGATIVE && !(v >= 0)) {
+        ERR(C, n->loc, "%s must not be negative, got %g", what, v);
+        return -1;
+    }
+    if (range == UNIT && !(v >= 0 && v < 1)) {
+        ERR(C, n->loc, "%s must be in [0, 1), got %g", what, v);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Keyword arguments of init/optimizer/lr_scaling: each known, none twice. */
+static int check_kws(checker *C, const fe_titem *it, const char *const *allowed) {
+    for (const fe_kw *k = it->kws; k; k = k->next) {
+        int known = 0;
+        for (const char *const *a = allowed; *a; a++) known |= !strcmp(*a, k->key);
+        if (!known) {
+            if (!allowed[0])
+                ERR(C, k->loc, "'%s' takes no arguments", it->ident);
+            else
+                ERR(C, k->loc, "unknown keyword argument '%s' for '%s'", k->key, it->ident);
+            return -1;
+        }
+        for (const fe_kw *j = it->kws; j != k; j = j->next)
+            if (!strcmp(j->key, k->key)) {
+                ERR(C, k->loc, "argument '%s' of '%s' given twice", k->key, it->ident);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
+    if (!it->pairs) {
+        ERR(C, it->loc, "lr schedule is empty");
+        return -1;
+    }
+    int n = 0;
+    for (const fe_pair *p = it->pairs; p; p = p->next, n++) {
+        if (n == IR_MAX_LR_STEPS) {
+            ERR(C, p->key->loc, "too many lr steps (at most %d)", IR_MAX_LR_STEPS);
+            return -1;
+        }
+        int64_t e = p->key->i;
+        if (n == 0 && e != 0) {
+            ERR(C, p->key->loc, "lr schedule must start at epoch 0, not %" PRId64, e);
+            return -1;
+        }
+        if (n > 0 && e == t->lr_epoch[n - 1]) {
+            ERR(C, p->key->loc, "duplicate lr epoch %" PRId64, e);
+            return -1;
+        }
+        if (n > 0 && e < t->lr_epoch[n - 1]) {
+            ERR(C, p->key->loc, "lr schedule epochs must increase: %" PRId64 " after %d", e,
+                t->lr_epoch[n - 1]);
+            return -1;
+        }
+        if (e > 1000000) {
+            ERR(C, p->key->loc, "lr epoch must be at most 1000000, got %" PRId64, e);
+            return -1;
+        }
+        double v = num_value(p->value);
+        if (!(v >= 0)) {
+            ERR(C, p->value->loc, "lr must not be negative, got %g", v);
+            return -1;
+        }
+        if (v > 1e6) {
+            ERR(C, p->value->loc, "lr must be at most 1e6, got %g", v);
+            return -1;
+        }
+        t->lr_epoch[n] = (int)e;
+        t->lr_value[n] = v;
+    }
+    t->lr_steps = n;
+    return 0;
+}
+
+static int check_normalize(checker *C, const fe_titem *it, ir_train *t) {
+    const fe_num *lists[2] = {it->mean, it->std};
+    fe_loc locs[2] = {it->mean_loc, it->std_loc};
+    for (int l = 0; l < 2; l++) {
+        int n = 0;
+        for (const fe_num *v = lists[l]; v; v = v->next) n++;
+        if (n != 3) {
+            ERR(C, locs[l], "%s needs 3 values (one per channel), got %d", l ? "std" : "mean", n);
+            return -1;
+        }
+        int c = 0;
+        for (const fe_num *v = lists[l]; v; v = v->next, c++)
+            if (l == 0) t->mean[c] = num_value(v);
+            else if (get_real(C, v, "std", POSITIVE, &t->std[c])) return -1;
+    }
+    t->normalize = 1;
+    return 0;
+}
+
+static int check_items(checker *C, const fe_titem *items, ir_train *t, const char *section,
+                       const fe_titem **warmup);
+
+static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_titem **warmup) {
+    static const char *const xavier_kws[] = {"magnitude", NULL};
+    static const char *const sgd_kws[] = {"momentum", "wd", NULL};
+    static const char *const linear_kws[] = {"reference_batch", NULL};
+    static const char *const no_kws[] = {NULL};
+    switch (it->kind) {
+    case FE_T_BATCH:
+        return get_int(C, it->num, "batch", 1, 1 << 20, &t->batch);
+    case FE_T_EPOCHS:
+        return get_int(C, it->num, "epochs", 1, 1000000, &t->epochs);
+    case FE_T_EVAL_BATCH:
+        return get_int(C, it->num, "eval batch", 1, 1 << 20, &t->eval_batch);
+    case FE_T_WARMUP:
+        *warmup = it;
+        return get_int(C, it->num, "warmup", 0, 1000000, &t->warmup_epochs);
+    case FE_T_INIT:
+        if (strcmp(it->ident, "xavier")) {
+            ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier)", it->ident);
+            return -1;
+        }
+        if (check_kws(C, it, xavier_kws)) return -1;
+        for (const fe_kw *k = it->kws; k; k = k->next)
+            if (get_real(C, k->value, "magnitude", POSITIVE, &t->init_magnitude)) return -1;
+        return 0;
+    case FE_T_OPTIMIZER:
+        if (strcmp(it->ident, "sgd")) {
+            ERR(C, it->ident_loc, "unknown optimizer '%s' (expected sgd)", it->ident);
+            return -1;
+        }
+        if (check_kws(C, it, sgd_kws)) return -1;
+        t->optimizer = IR_OPT_SGD;
+        for (const fe_kw *k = it->kws; k; k = k->next)
+            if (!strcmp(k->key, "momentum") ? get_real(C, k->value, "momentum", UNIT, &t->momentum)
+                                            : get_real(C, k->value, "wd", NONNEGATIVE, &t->wd))
+                return -1;
+        return 0;
+    case FE_T_LR:
+        return check_lr(C, it, t);
+    case FE_T_LR_SCALING:
+        if (!strcmp(it->ident, "none")) {
+            t->lr_scaling = IR_LR_SCALING_NONE;
+            return check_kws(C, it, no_kws);
+        }
+        if (strcmp(it->ident, "linear")) {
+            ERR(C, it->ident_loc, "unknown lr scaling '%s' (expected none or linear)", it->ident);
+            return -1;
+        }
+        t->lr_scaling = IR_LR_SCALING_LINEAR;
+        if (check_kws(C, it, linear_kws)) return -1;
+        for (const fe_kw *k = it->kws; k; k = k->next)
+            if (get_int(C, k->value, "reference_batch", 1, 1 << 30, &t->reference_batch)) return -1;
+        return 0;
+    case FE_T_DATA:
+        if (strcmp(it->ident, "cifar10")) {
+            ERR(C, it->ident_loc, "unknown dataset '%s' (expected cifar10)", it->ident);
+            return -1;
+        }
+        snprintf(t->dataset, sizeof t->dataset, "%s", it->ident);
+        /* A data section lists all the augmentation there is. */
+        t->pad = t->random_crop = t->random_mirror = t->normalize = 0;
+        for (int c = 0; c < 3; c++) t->mean[c] = 0, t->std[c] = 1;
+        return check_items(C, it->items, t, "data section", warmup);
+    case FE_T_PAD:
+        return get_int(C, it->num, "pad", 0, 64, &t->pad);
+    case FE_T_RANDOM_CROP:
+        return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
+    case FE_T_RANDOM_MIRROR:
+        t->random_mirror = 1;
+        return 0;
+    case FE_T_NORMALIZE:
+        return check_normalize(C, it, t);
+    case FE_T_COUNT:
+        break;
+    }
+    return 0;
+}
+
+static int check_items(checker *C, const fe_titem *items, ir_train *t, const char *section,
+                       const fe_titem **warmup) {
+    const fe_titem *seen[FE_T_COUNT] = {0};
+    for (const fe_titem *it = items; it; it = it->next) {
+        if (seen[it->kind]) {
+            ERR(C, it->loc, "duplicate '%s' in %s (first at %d:%d)", item_names[it->kind], section,
+                seen[it->kind]->loc.line, seen[it->kind]->loc.col);
+            return -1;
+        }
+        seen[it->kind] = it;
+        if (check_item(C, it, t, warmup)) return -1;
+    }
+    return 0;
+}
+
+static int check_train(checker *C) {
+    fe_program *P = C->P;
+    ir_train *t = &P->train;
+    ir_train_defaults(t);
+    if (!P->trains) return 0;
+    const fe_titem *warmup = NULL;
+    if (check_items(C, P->trains->items, t, "train section", &warmup)) return -1;
+    if (warmup && t->warmup_epochs > t->epochs) {
+        ERR(C, warmup->num->loc, "warmup of %d epochs is longer than training (%d epochs)",
+            t->warmup_epochs, t->epochs);
+        return -1;
+    }
+    char err[256];
+    if (ir_train_check(t, err, sizeof err)) { /* a rule the checks above missed */
+        ERR(C, P->trains->loc, "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int fe_check(fe_program *P) {
+    checker C = {P, {0}, {0}};
+    if (check_inputs(&C) || check_block_headers(&C) || check_sections(&C) ||
+        check_bodies(&C) || check_recursion(&C) || check_train(&C))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,531 @@
+/* frontend/elab.c — elaboration: runs the checked program like a tiny
+ * interpreter whose tensor values are IR nodes. Block calls are expanded
+ * inline; operator calls create their parameters and nodes.
+ *
+ * Parameter names are hierarchical and depend only on the program: a scope
+ * is the path of block calls ("down0.basic1."), each block call is named
+ * <block><n> and each parameter-creating operator <op><n>, numbered per name
+ * within the enclosing scope in evaluation order (arguments left to right,
+ * before the call). So every batch and mode yields the same names in the
+ * same order.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+
+/* ---- the operator table ---------------------------------------------------- */
+
+#define T(name) {name, FE_ARG_TENSOR, 1, 0, 0}
+#define I(name, min) {name, FE_ARG_INT, 1, 0, min}
+#define I_OPT(name, def, min) {name, FE_ARG_INT, 0, def, min}
+#define F_OPT(name, def) {name, FE_ARG_FLOAT, 0, def, 0}
+#define B_OPT(name, def) {name, FE_ARG_BOOL, 0, def, 0}
+#define SAME_AS_K (-1) /* pool stride default */
+
+static const fe_opdef ops[] = {
+    {"conv", FE_OP_CONV, 6,
+     {T("x"), I("channels", 1), I("k", 1), I_OPT("s", 1, 1), I_OPT("p", 0, 0), B_OPT("bias", 1)}},
+    {"batchnorm", FE_OP_BATCHNORM, 3, {T("x"), F_OPT("eps", 1e-5), F_OPT("momentum", 0.9)}},
+    {"relu", FE_OP_RELU, 1, {T("x")}},
+    {"add", FE_OP_ADD, 2, {T("a"), T("b")}},
+    {"maxpool", FE_OP_MAXPOOL, 4, {T("x"), I("k", 1), I_OPT("s", SAME_AS_K, 1), I_OPT("p", 0, 0)}},
+    {"avgpool", FE_OP_AVGPOOL, 4, {T("x"), I("k", 1), I_OPT("s", SAME_AS_K, 1), I_OPT("p", 0, 0)}},
+    {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {T("x")}},
+    {"flatten", FE_OP_FLATTEN, 1, {T("x")}},
+    {"dense", FE_OP_DENSE, 3, {T("x"), I("units", 1), B_OPT("bias", 1)}},
+    {"softmax_cross_entropy", FE_OP_SOFTMAX_CE, 2, {T("logits"), T("label")}},
+};
+
+const fe_opdef *fe_find_op(const char *name) {
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(ops[i].name, name)) return &ops[i];
+    return NULL;
+}
+
+/* ---- values and scopes ------------------------------------------------------ */
+
+typedef enum { V_TENSOR, V_INT, V_FLOAT, V_BOOL } vkind;
+
+typedef struct {
+    vkind kind;
+    int node;  /* V_TENSOR */
+    int64_t i; /* V_INT, V_BOOL */
+    double f;  /* V_FLOAT */
+} value;
+
+typedef struct scope {
+    struct scope *parent;
+    const char *prefix;     /* "" or "down0.basic1." */
+    const fe_block *block;  /* NULL for the network */
+    fe_loc call_loc;        /* where this block was called */
+    int depth;
+    fe_map vars;            /* name -> value* */
+    fe_map counts;          /* op or block name -> int* */
+} scope;
+
+typedef struct {
+    const fe_program *P;
+    ir_graph *g;
+    int batch, training;
+    fe_diag diag;
+    fe_arena tmp; /* scopes and values; freed when the build ends */
+    fe_map inputs; /* name -> value* */
+    int calls, steps; /* bound the work: blocks can call blocks twice, and so on */
+} elab;
+
+static const char *kind_name(vkind k) {
+    static const char *names[] = {"a tensor", "an integer", "a number", "a boolean"};
+    return names[k];
+}
+
+/* "a tensor", or the scalar itself: "8.5", "true". */
+static const char *describe(const value *v, char *buf, size_t n) {
+    switch (v->kind) {
+    case V_TENSOR: return "a tensor";
+    case V_INT: snprintf(buf, n, "%" PRId64, v->i); return buf;
+    case V_FLOAT: snprintf(buf, n, "%g", v->f); return buf;
+    case V_BOOL: return v->i ? "true" : "false";
+    }
+    return "?";
+}
+
+/* Errors inside a block also say which call got there: the same body
+ * elaborates fine for one argument and fails for another. */
+static void error_at(elab *E, const scope *S, fe_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void error_at(elab *E, const scope *S, fe_loc loc, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t used = (size_t)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (S && S->block && used < sizeof msg) {
+        used += (size_t)snprintf(msg + used, sizeof msg - used, " (in block '%s' called at %d:%d",
+                                 S->block->name, S->call_loc.line, S->call_loc.col);
+        int shown = 0;
+        for (const scope *p = S->parent; p && p->block && used < sizeof msg; p = p->parent) {
+            if (++shown > 3) {
+                used += (size_t)snprintf(msg + used, sizeof msg - used, ", ...");
+                break;
+            }
+            used += (size_t)snprintf(msg + used, sizeof msg - used, ", from %d:%d",
+                                     p->call_loc.line, p->call_loc.col);
+        }
+        if (used < sizeof msg) snprintf(msg + used, sizeof msg - used, ")");
+    }
+    fe_error(&E->diag, loc, "%s", msg);
+}
+
+static int next_count(elab *E, scope *S, const char *name) {
+    int *n = fe_map_get(&S->counts, name);
+    if (!n) {
+        n = fe_alloc(&E->tmp, sizeof *n);
+        fe_map_put(&E->tmp, &S->counts, name, n);
+    }
+    return (*n)++;
+}
+
+static int64_t numel(const ir_type *t) { /* saturates instead of overflowing */
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->dim[i] > 0 && n > FE_MAX_NUMEL / t->dim[i]) return FE_MAX_NUMEL + 1;
+        n *= t->dim[i];
+    }
+    return n;
+}
+
+/* Every node the elaborator adds passes here: size limits, position. */
+static int added(elab *E, const scope *S, fe_loc loc, int id) {
+    if (id < 0) return -1;
+    ir_node *n = &E->g->nodes[id];
+    n->line = loc.line;
+    n->col = loc.col;
+    char buf[96];
+    if (numel(&n->type) > FE_MAX_NUMEL) {
+        error_at(E, S, loc, "tensor %s is too large", ir_type_str(&n->type, buf, sizeof buf));
+        return -1;
+    }
+    if (E->g->n > FE_MAX_NODES) {
+        error_at(E, S, loc, "network too large (more than %d nodes)", FE_MAX_NODES);
+        return -1;
+    }
+    return id;
+}
+
+static int node(elab *E, const scope *S, fe_loc loc, ir_op op, const int *in, int nin,
+                const int64_t *iattr, const double *fattr) {
+    char err[256];
+    int id = ir_add_node(E->g, op, in, nin, iattr, fattr, err, sizeof err);
+    if (id < 0) {
+        error_at(E, S, loc, "%s", err);
+        return -1;
+    }
+    return added(E, S, loc, id);
+}
+
+/* A parameter (or BatchNorm state) of operator instance `inst`. */
+static int param(elab *E, const scope *S, fe_loc loc, const char *inst, const char *leaf,
+                 ir_type type, ir_init init, int is_state) {
+    char name[IR_NAME_MAX];
+    char buf[96];
+    if ((size_t)snprintf(name, sizeof name, "%s%s.%s", S->prefix, inst, leaf) >= sizeof name) {
+        error_at(E, S, loc, "parameter name '%s%s.%s' is too long (at most %d characters)",
+                 S->prefix, inst, leaf, IR_NAME_MAX - 1);
+        return -1;
+    }
+    if (numel(&type) > FE_MAX_NUMEL) {
+        error_at(E, S, loc, "parameter %s %s is too large", name,
+                 ir_type_str(&type, buf, sizeof buf));
+        return -1;
+    }
+    int id = is_state ? ir_add_state(E->g, name, type, init) : ir_add_param(E->g, name, type, init);
+    return added(E, S, loc, id);
+}
+
+/* ---- operators ----------------------------------------------------------------- */
+
+typedef struct {
+    const fe_expr *call;
+    value v[FE_MAX_OP_ARGS];
+    fe_loc loc[FE_MAX_OP_ARGS]; /* where each argument was written */
+} op_args;
+
+static const ir_type *type_of(elab *E, const value *v) { return &E->g->nodes[v->node].type; }
+
+/* Channels (axis 1) of x, or 1 when x has none: the shape rule of the node
+ * that follows then reports the real problem. */
+static int64_t axis1(elab *E, const value *x) {
+    const ir_type *t = type_of(E, x);
+    return t->ndim >= 2 ? t->dim[1] : 1;
+}
+
+static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const value *x = &a->v[0];
+    int64_t c = a->v[1].i, k = a->v[2].i;
+    int w = param(E, S, loc, inst, "weight", ir_shape4(c, axis1(E, x), k, k), IR_INIT_XAVIER, 0);
+    if (w < 0) return -1;
+    int y = node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
+                 (int64_t[]){k, a->v[3].i, a->v[4].i}, NULL);
+    if (y < 0 || !a->v[5].i) return y;
+    int b = param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
+    if (b < 0) return -1;
+    return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
+}
+
+static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const value *x = &a->v[0];
+    const ir_type *t = type_of(E, x);
+    char buf[96];
+    if (t->ndim != 4 && t->ndim != 2) {
+        error_at(E, S, loc, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
+                 ir_type_str(t, buf, sizeof buf));
+        return -1;
+    }
+    if (!(a->v[2].f >= 0 && a->v[2].f <= 1)) {
+        error_at(E, S, a->loc[2], "argument 'momentum' of 'batchnorm' must be in [0, 1], got %g",
+                 a->v[2].f);
+        return -1;
+    }
+    ir_type c = ir_shape1(t->dim[1]);
+    int in[5] = {x->node};
+    static const char *leaf[4] = {"gamma", "beta", "running_mean", "running_var"};
+    static const ir_init init[4] = {IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO, IR_INIT_ONE};
+    for (int i = 0; i < 4; i++)
+        if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], i >= 2)) < 0) return -1;
+    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training},
+                (double[]){a->v[1].f, a->v[2].f});
+}
+
+static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const value *x = &a->v[0];
+    int64_t u = a->v[1].i;
+    int w = param(E, S, loc, inst, "weight", ir_shape2(u, axis1(E, x)), IR_INIT_XAVIER, 0);
+    if (w < 0) return -1;
+    int y = node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
+    if (y < 0 || !a->v[2].i) return y;
+    int b = param(E, S, loc, inst, "bias", ir_shape1(u), IR_INIT_ZERO, 0);
+    if (b < 0) return -1;
+    return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
+}
+
+/* Converts and checks one argument against its spec. */
+static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
+    const fe_argspec *spec = &op->arg[slot];
+    static const vkind want[] = {V_TENSOR, V_INT, V_FLOAT, V_BOOL};
+    static const char *want_name[] = {"a tensor", "an integer", "a number", "a boolean"};
+    if (spec->kind == FE_ARG_FLOAT && v->kind == V_INT) {
+        v->kind = V_FLOAT;
+        v->f = (double)v->i;
+    }
+    char buf[48];
+    if (v->kind != want[spec->kind]) {
+        error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %s", spec->name, op->name,
+                 want_name[spec->kind], describe(v, buf, sizeof buf));
+        return -1;
+    }
+    if (spec->kind == FE_ARG_INT && (v->i < spec->min || v->i > FE_MAX_SIZE)) {
+        if (v->i < spec->min)
+            error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %" PRId64, spec->name,
+                     op->name, spec->min ? "positive" : "non-negative", v->i);
+        else
+            error_at(E, S, loc, "argument '%s' of '%s' must be at most %" PRId64 ", got %" PRId64,
+                     spec->name, op->name, FE_MAX_SIZE, v->i);
+        return -1;
+    }
+    if (spec->kind == FE_ARG_FLOAT && !(v->f > 0) && !strcmp(spec->name, "eps")) {
+        error_at(E, S, loc, "argument 'eps' of '%s' must be positive, got %g", op->name, v->f);
+        return -1;
+    }
+    return 0;
+}
+
+static int eval(elab *E, scope *S, const fe_expr *e, value *out);
+
+/* Arguments are evaluated left to right as written, then slotted. */
+static int eval_args(elab *E, scope *S, const fe_expr *call, value *v, fe_loc *loc) {
+    for (const fe_arg *a = call->args; a; a = a->next) {
+        if (eval(E, S, a->value, &v[a->slot])) return -1;
+        loc[a->slot] = a->value->loc;
+    }
+    return 0;
+}
+
+static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
+    const fe_opdef *op = e->op;
+    op_args a = {e, {{0}}, {{0}}};
+    char present[FE_MAX_OP_ARGS] = {0};
+    for (const fe_arg *x = e->args; x; x = x->next) present[x->slot] = 1;
+    if (eval_args(E, S, e, a.v, a.loc)) return -1;
+    for (int i = 0; i < op->nargs; i++) {
+        if (!present[i]) { /* the checker made sure required ones are there */
+            const fe_argspec *spec = &op->arg[i];
+            a.v[i].kind = spec->kind == FE_ARG_FLOAT ? V_FLOAT : spec->kind == FE_ARG_BOOL ? V_BOOL
+                                                                                          : V_INT;
+            a.v[i].i = (int64_t)spec->def;
+            a.v[i].f = spec->def;
+            if (spec->def == SAME_AS_K) a.v[i].i = a.v[1].i;
+            a.loc[i] = e->loc;
+        } else if (coerce(E, S, op, i, &a.v[i], a.loc[i])) {
+            return -1;
+        }
+    }
+    char inst[96] = "";
+    if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE)
+        snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
+    const value *v = a.v;
+    int id = -1;
+    switch (op->id) {
+    case FE_OP_CONV: id = build_conv(E, S, &a, inst, e->loc); break;
+    case FE_OP_BATCHNORM: id = build_batchnorm(E, S, &a, inst, e->loc); break;
+    case FE_OP_DENSE: id = build_dense(E, S, &a, inst, e->loc); break;
+    case FE_OP_RELU: id = node(E, S, e->loc, IR_OP_RELU, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_ADD:
+        id = node(E, S, e->loc, IR_OP_ADD, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+        break;
+    case FE_OP_MAXPOOL:
+    case FE_OP_AVGPOOL:
+        id = node(E, S, e->loc, op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL,
+                  &v[0].node, 1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
+        break;
+    case FE_OP_GLOBAL_AVGPOOL:
+        id = node(E, S, e->loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
+        break;
+    case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_SOFTMAX_CE:
+        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+        break;
+    }
+    if (id < 0) return -1;
+    *out = (value){V_TENSOR, id, 0, 0};
+    return 0;
+}
+
+/* ---- blocks, statements, expressions ---------------------------------------------- */
+
+static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top);
+
+static int call_block(elab *E, scope *S, const fe_expr *e, value *out) {
+    const fe_block *b = e->block;
+    if (++E->calls > FE_MAX_CALLS) {
+        error_at(E, S, e->loc, "network too large (more than %d block calls)", FE_MAX_CALLS);
+        return -1;
+    }
+    if (S->depth >= FE_MAX_CALL_DEPTH) { /* the checker's limit, kept here too */
+        error_at(E, S, e->loc, "block calls nested too deeply (more than %d levels)",
+                 FE_MAX_CALL_DEPTH);
+        return -1;
+    }
+    value *args = fe_alloc(&E->tmp, sizeof *args * (size_t)(b->nparams + 1));
+    fe_loc *locs = fe_alloc(&E->tmp, sizeof *locs * (size_t)(b->nparams + 1));
+    if (eval_args(E, S, e, args, locs)) return -1;
+
+    scope *inner = fe_alloc(&E->tmp, sizeof *inner);
+    int n = next_count(E, S, b->name);
+    size_t len = strlen(S->prefix) + strlen(b->name) + 16;
+    char *prefix = fe_alloc(&E->tmp, len);
+    snprintf(prefix, len, "%s%s%d.", S->prefix, b->name, n);
+    inner->parent = S;
+    inner->prefix = prefix;
+    inner->block = b;
+    inner->call_loc = e->loc;
+    inner->depth = S->depth + 1;
+    int i = 0;
+    for (const fe_ident *p = b->params; p; p = p->next, i++)
+        fe_map_put(&E->tmp, &inner->vars, p->name, &args[i]);
+    if (exec_stmts(E, inner, b->body, 0)) return -1;
+    return eval(E, inner, b->ret, out);
+}
+
+static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
+    const value *v = fe_map_get(&S->vars, e->name);
+    if (!v) v = fe_map_get(&E->inputs, e->name);
+    if (!v) { /* the checker resolves every name */
+        error_at(E, S, e->loc, "unknown name '%s'", e->name);
+        return -1;
+    }
+    *out = *v;
+    return 0;
+}
+
+static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
+    value a, b;
+    if (eval(E, S, e->lhs, &a) || eval(E, S, e->rhs, &b)) return -1;
+    if (a.kind == V_TENSOR && b.kind == V_TENSOR) {
+        int id = node(E, S, e->loc, IR_OP_ADD, (int[]){a.node, b.node}, 2, NULL, NULL);
+        if (id < 0) return -1;
+        *out = (value){V_TENSOR, id, 0, 0};
+        return 0;
+    }
+    if (a.kind == V_INT && b.kind == V_INT) {
+        if ((b.i > 0 && a.i > INT64_MAX - b.i) || (b.i < 0 && a.i < INT64_MIN - b.i)) {
+            error_at(E, S, e->loc, "integer overflow in '+'");
+            return -1;
+        }
+        *out = (value){V_INT, -1, a.i + b.i, 0};
+        return 0;
+    }
+    if ((a.kind == V_INT || a.kind == V_FLOAT) && (b.kind == V_INT || b.kind == V_FLOAT)) {
+        double x = a.kind == V_INT ? (double)a.i : a.f, y = b.kind == V_INT ? (double)b.i : b.f;
+        *out = (value){V_FLOAT, -1, 0, x + y};
+        return 0;
+    }
+    error_at(E, S, e->loc, "cannot add %s and %s", kind_name(a.kind), kind_name(b.kind));
+    return -1;
+}
+
+static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
+    if (++E->steps > FE_MAX_STEPS) {
+        error_at(E, S, e->loc, "network too large (more than %d expressions to evaluate)",
+                 FE_MAX_STEPS);
+        return -1;
+    }
+    switch (e->kind) {
+    case FE_INT: *out = (value){V_INT, -1, e->i, 0}; return 0;
+    case FE_FLOAT: *out = (value){V_FLOAT, -1, 0, e->f}; return 0;
+    case FE_BOOL: *out = (value){V_BOOL, -1, e->i, 0}; return 0;
+    case FE_NAME: return lookup(E, S, e, out);
+    case FE_ADD: return eval_add(E, S, e, out);
+    case FE_CALL: return e->block ? call_block(E, S, e, out) : call_op(E, S, e, out);
+    }
+    return -1;
+}
+
+static int is_source(const ir_node *n) {
+    return n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
+}
+
+static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
+    for (const fe_stmt *s = body; s; s = s->next) {
+        value *v = fe_alloc(&E->tmp, sizeof *v);
+        if (eval(E, S, s->value, v)) return -1;
+        fe_map_put(&E->tmp, &S->vars, s->name, v);
+        if (top && v->kind == V_TENSOR) { /* label nodes with the network's names */
+            ir_node *n = &E->g->nodes[v->node];
+            if (!is_source(n) && !n->name[0]) snprintf(n->name, sizeof n->name, "%s", s->name);
+        }
+    }
+    return 0;
+}
+
+/* ---- the network ------------------------------------------------------------------- */
+
+static int add_inputs(elab *E) {
+    for (const fe_input *in = E->P->inputs; in; in = in->next) {
+        ir_type t = {0};
+        t.dim[t.ndim++] = E->batch;
+        t.dtype = in->classes ? IR_I32 : IR_F32;
+        for (const fe_num *d = in->dims; d; d = d->next) t.dim[t.ndim++] = d->i;
+        fe_loc loc = in->loc;
+        if (numel(&t) > FE_MAX_NUMEL) {
+            char buf[96];
+            fe_error(&E->diag, loc, "input %s %s is too large", in->name,
+                     ir_type_str(&t, buf, sizeof buf));
+            return -1;
+        }
+        int id = ir_add_input(E->g, in->name, t, in->classes ? in->classes->i : 0);
+        if (added(E, NULL, loc, id) < 0) return -1;
+        value *v = fe_alloc(&E->tmp, sizeof *v);
+        *v = (value){V_TENSOR, id, 0, 0};
+        fe_map_put(&E->tmp, &E->inputs, in->name, v);
+    }
+    return 0;
+}
+
+/* `loss` must come from softmax_cross_entropy: autodiff starts there and
+ * the runtime reads its logits. */
+static int mark_loss(elab *E, scope *top) {
+    const fe_network *net = E->P->networks;
+    const fe_stmt *last = NULL;
+    for (const fe_stmt *s = net->body; s; s = s->next)
+        if (!strcmp(s->name, "loss")) last = s;
+    const value *v = fe_map_get(&top->vars, "loss");
+    if (!v || !last) {
+        fe_error(&E->diag, net->loc, "network '%s' does not assign 'loss'", net->name);
+        return -1;
+    }
+    if (v->kind != V_TENSOR || E->g->nodes[v->node].op != IR_OP_SOFTMAX_CE) {
+        fe_error(&E->diag, last->value->loc,
+                 "loss must be the result of softmax_cross_entropy, not %s",
+                 v->kind == V_TENSOR ? ir_ops[E->g->nodes[v->node].op].name : kind_name(v->kind));
+        return -1;
+    }
+    ir_node *loss = &E->g->nodes[v->node];
+    loss->flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    E->g->nodes[loss->input[0]].flags |= IR_FLAG_OUTPUT;
+    return 0;
+}
+
+ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
+    if (!p) return NULL;
+    elab E = {0};
+    E.P = p;
+    E.batch = batch;
+    E.training = training ? 1 : 0;
+    E.diag.path = p->path;
+    if (batch < 1 || batch > FE_MAX_SIZE) {
+        fe_error(&E.diag, (fe_loc){0, 0}, "batch size %d is out of range (1..%" PRId64 ")", batch,
+                 FE_MAX_SIZE);
+        return NULL;
+    }
+    E.g = ir_new();
+    scope *top = fe_alloc(&E.tmp, sizeof *top);
+    top->prefix = "";
+    int rc = add_inputs(&E);
+    if (!rc) rc = exec_stmts(&E, top, p->networks->body, 1);
+    if (!rc) rc = mark_loss(&E, top);
+    char err[256];
+    if (!rc && ir_verify(E.g, err, sizeof err)) {
+        fe_error(&E.diag, p->networks->loc, "internal error: %s", err);
+        rc = -1;
+    }
+    fe_arena_free(&E.tmp);
+    if (rc) {
+        ir_free(E.g);
+        return NULL;
+    }
+    return E.g;
+}

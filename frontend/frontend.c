@@ -1,0 +1,108 @@
+/* frontend/frontend.c — the public entry points: read the file, make sure
+ * it is text, parse, check, and try one elaboration so that every error in
+ * the program is reported by fe_parse_*(). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend/ast.h"
+
+enum { MAX_SOURCE = 16 << 20 }; /* bytes; a model is a few KiB */
+
+/* Valid UTF-8 without NUL bytes (RFC 3629: no overlongs, no surrogates). */
+static int is_text(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        if (c == 0) return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (len == 0 || i + len > n) return 0;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xc0) != 0x80) return 0;
+        unsigned c1 = s[i + 1];
+        if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+            (c == 0xf4 && c1 > 0x8f))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
+    fe_program *P = calloc(1, sizeof *P);
+    if (!P) return NULL;
+    size_t plen = strlen(path);
+    P->path = fe_strndup(&P->arena, path, plen);
+    P->diag.path = P->path;
+    fe_loc start = {1, 1};
+    if (len == 0 || !src) {
+        fe_error(&P->diag, start, "empty file");
+    } else if (len > MAX_SOURCE) {
+        fe_error(&P->diag, start, "file too large (more than %d bytes)", MAX_SOURCE);
+    } else if (!is_text((const unsigned char *)src, len)) {
+        fe_error(&P->diag, start, "not a text file");
+    } else if (fe_run_parser(P, src, len) == 0 && fe_check(P) == 0) {
+        /* Types and shapes: elaborate once at the training batch. */
+        ir_graph *g = fe_build_graph(P, P->train.batch, 1);
+        if (g) {
+            ir_free(g);
+            return P;
+        }
+    }
+    fe_free(P);
+    return NULL;
+}
+
+fe_program *fe_parse_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: error: cannot read: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int err = 0;
+    while (buf) {
+        if (len == cap) {
+            if (cap > MAX_SOURCE) break; /* fe_parse_string reports the size */
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f)) err = errno ? errno : EIO;
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "%s: error: cannot read: %s\n", path, strerror(buf ? err : ENOMEM));
+        free(buf);
+        return NULL;
+    }
+    fe_program *p = fe_parse_string(path, buf, len);
+    free(buf);
+    return p;
+}
+
+void fe_free(fe_program *p) {
+    if (!p) return;
+    fe_arena_free(&p->arena);
+    free(p);
+}
+
+const char *fe_network_name(const fe_program *p) { return p->networks->name; }
+
+const ir_train *fe_train(const fe_program *p) { return &p->train; }

@@ -1,0 +1,39 @@
+/* frontend/frontend.h — the .net language: parse, check, elaborate to IR.
+ *
+ * Usage:
+ *     fe_program *p = fe_parse_file("models/resnet18.net");
+ *     if (!p) return 1;                 // the error is already on stderr as
+ *                                       // file:line:col: error: message
+ *     ir_train t;
+ *     ir_graph *train = fe_build_graph(p, t.batch, 1);   // training program
+ *     ir_graph *eval  = fe_build_graph(p, t.eval_batch, 0);
+ *     fe_free(p);
+ *
+ * Parsing checks syntax, names, blocks (unknown, duplicate, recursive,
+ * argument counts, keywords) and the train section; fe_build_graph expands
+ * blocks into IR nodes and reports shape errors at the offending expression.
+ * Every diagnostic is one line on stderr; functions then return NULL / -1.
+ */
+#ifndef DPC_FRONTEND_H
+#define DPC_FRONTEND_H
+
+#include "ir/ir.h"
+
+typedef struct fe_program fe_program;
+
+fe_program *fe_parse_file(const char *path);
+/* Parse from memory; `path` is only used in messages. */
+fe_program *fe_parse_string(const char *path, const char *src, size_t len);
+void fe_free(fe_program *p);
+
+/* Name of the `network` (e.g. "resnet18_v1"). */
+const char *fe_network_name(const fe_program *p);
+/* The train section, defaults filled in, already validated by the parser. */
+const ir_train *fe_train(const fe_program *p);
+
+/* Elaborates the network at the given per-device batch. training=1 gives
+ * BatchNorm batch statistics, 0 running statistics. Parameter and state
+ * names and their order are the same for every batch and mode. */
+ir_graph *fe_build_graph(const fe_program *p, int batch, int training);
+
+#endif

@@ -1,0 +1,433 @@
+/* frontend/parser.y — the .net grammar (Bison, pure, with locations).
+ *
+ * Whitespace, newlines and `#` comments separate tokens and mean nothing
+ * else. `;` may follow any declaration, statement or train item, and is
+ * never required. Identifiers are [A-Za-z_][A-Za-z0-9_]*; integers are
+ * decimal; numbers have a '.' or an exponent (0.9, 1e-5, 2.).
+ *
+ *   program   := { input | block | network | train | ';' }
+ *   input     := 'input' IDENT '[' INT { ',' INT } ']'       -- 1 to 3 dims
+ *              | 'input' IDENT 'class' '(' INT ')'           -- class labels
+ *   block     := 'block' IDENT '(' [ IDENT { ',' IDENT } ] ')'
+ *                '{' { assign | ';' } [ 'return' expr { ';' } ] '}'
+ *   network   := 'network' IDENT '{' { assign | ';' } '}'
+ *   assign    := IDENT '=' expr
+ *   expr      := term { '+' term }
+ *   term      := INT | NUMBER | '-' INT | '-' NUMBER | 'true' | 'false'
+ *              | IDENT | IDENT '(' [ arg { ',' arg } ] ')'
+ *   arg       := expr | IDENT '=' expr                       -- keyword arg
+ *
+ *   train     := 'train' '{' { titem | ';' } '}'
+ *   titem     := 'batch' INT [ 'per' 'device' ]
+ *              | 'epochs' INT
+ *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
+ *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
+ *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
+ *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
+ *              | 'warmup' INT 'epochs'
+ *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10
+ *              | 'eval' 'batch' INT
+ *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
+ *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
+ *   kwargs    := '(' [ IDENT '=' num { ',' IDENT '=' num } ] ')'
+ *   num       := [ '-' ] ( INT | NUMBER )
+ *
+ * Keywords: input class block network train return true false. Inside the
+ * braces of `train` also: batch per device epochs init optimizer lr
+ * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
+ * std — elsewhere these are ordinary names (a variable may be called
+ * `data`). The lexer tracks that context itself (see lexer.l).
+ *
+ * Meaning (checked in check.c and elab.c, not here): names are assigned
+ * before use and may be reassigned (`x = relu(x)`); inputs are visible in
+ * every block and cannot be assigned; blocks may call blocks defined
+ * anywhere in the file but not themselves, directly or not; arguments bind
+ * like Python's (positional, then keywords, no duplicates); the network must
+ * assign `loss`; a `data` item starts from no augmentation and enables only
+ * what it lists.
+ */
+%code requires {
+#include "frontend/ast.h"
+}
+
+%code provides {
+int yylex(YYSTYPE *lval, YYLTYPE *lloc, void *scanner);
+}
+
+%code {
+#include <stdio.h>
+#include <string.h>
+
+static fe_loc L(YYLTYPE l) {
+    fe_loc r = {l.first_line, l.first_column};
+    return r;
+}
+
+/* O(1) append to a list whose nodes start with a `next` pointer. */
+#define APPEND(T, list, node)                                        \
+    do {                                                              \
+        T *n_ = (node);                                               \
+        if ((list).last) ((T *)(list).last)->next = n_;               \
+        else (list).first = n_;                                       \
+        (list).last = n_;                                             \
+    } while (0)
+static fe_list one(void *node) { /* a function: `node` is evaluated once */
+    fe_list l = {node, node};
+    return l;
+}
+#define ONE(node) one(node)
+#define NONE ((fe_list){NULL, NULL})
+
+static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg);
+}
+
+%define api.pure full
+%define api.token.prefix {TK_}
+%define parse.error custom
+%define parse.lac full
+%locations
+%param {void *scanner}
+%parse-param {fe_program *P}
+
+%union {
+    int64_t i;
+    double f;
+    const char *s;
+    fe_expr *expr;
+    fe_arg *arg;
+    fe_stmt *stmt;
+    fe_num *num;
+    fe_kw *kw;
+    fe_pair *pair;
+    fe_titem *titem;
+    fe_list list;
+}
+
+%token <s> IDENT "identifier"
+%token <i> INT "integer"
+%token <f> FLOAT "number"
+%token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
+%token RETURN "return" TRUE "true" FALSE "false"
+%token BATCH "batch" PER "per" DEVICE "device" EPOCHS "epochs" INIT "init"
+%token OPTIMIZER "optimizer" LR "lr" LR_SCALING "lr_scaling" WARMUP "warmup"
+%token DATA "data" EVAL "eval" PAD "pad" RANDOM_CROP "random_crop"
+%token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std"
+
+%type <expr> expr term ret
+%type <arg> arg
+%type <list> args args_opt stmts params params_opt dims
+%type <stmt> assign
+%type <num> sint num
+%type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
+%type <kw> kw
+%type <s> kwkey
+%type <pair> lr_pair
+%type <titem> titem ditem
+
+%%
+
+program
+    : %empty
+    | program decl
+    | program ';'
+    ;
+
+decl
+    : input
+    | block
+    | network
+    | train
+    ;
+
+input
+    : INPUT IDENT '[' dims ']'          { fe_add_input(P, $2, L(@2), $4.first, NULL); }
+    | INPUT IDENT CLASS '(' sint ')'    { fe_add_input(P, $2, L(@2), NULL, $5); }
+    ;
+
+dims
+    : sint                              { $$ = ONE($1); }
+    | dims ',' sint                     { $$ = $1; APPEND(fe_num, $$, $3); }
+    ;
+
+block
+    : BLOCK IDENT '(' params_opt ')' '{' { fe_push_open(P, "block", $2, L(@6)); }
+      stmts ret '}'
+        { fe_pop_open(P); fe_add_block(P, $2, L(@2), $4.first, $8.first, $9); }
+    ;
+
+params_opt
+    : %empty                            { $$ = NONE; }
+    | params
+    ;
+
+params
+    : IDENT                             { $$ = ONE(fe_new_ident(P, $1, L(@1))); }
+    | params ',' IDENT                  { $$ = $1; APPEND(fe_ident, $$, fe_new_ident(P, $3, L(@3))); }
+    ;
+
+ret
+    : %empty                            { $$ = NULL; }
+    | RETURN expr semis                 { $$ = $2; }
+    ;
+
+semis
+    : %empty
+    | semis ';'
+    ;
+
+network
+    : NETWORK IDENT '{' { fe_push_open(P, "network", $2, L(@3)); } stmts '}'
+        { fe_pop_open(P); fe_add_network(P, $2, L(@2), $5.first); }
+    ;
+
+stmts
+    : %empty                            { $$ = NONE; }
+    | stmts assign                      { $$ = $1; APPEND(fe_stmt, $$, $2); }
+    | stmts ';'                         { $$ = $1; }
+    ;
+
+assign
+    : IDENT '=' expr                    { $$ = fe_new_stmt(P, $1, L(@1), $3); }
+    ;
+
+expr
+    : term
+    | expr '+' term                     { if (!($$ = fe_new_add(P, $1, $3, L(@2)))) YYABORT; }
+    ;
+
+term
+    : INT                               { $$ = fe_new_literal(P, FE_INT, L(@1), $1, 0); }
+    | '-' INT                           { $$ = fe_new_literal(P, FE_INT, L(@1), -$2, 0); }
+    | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1); }
+    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2); }
+    | TRUE                              { $$ = fe_new_literal(P, FE_BOOL, L(@1), 1, 0); }
+    | FALSE                             { $$ = fe_new_literal(P, FE_BOOL, L(@1), 0, 0); }
+    | IDENT                             { $$ = fe_new_name(P, $1, L(@1)); }
+    | IDENT '(' args_opt ')'            { if (!($$ = fe_new_call(P, $1, L(@1), $3.first))) YYABORT; }
+    ;
+
+args_opt
+    : %empty                            { $$ = NONE; }
+    | args
+    ;
+
+args
+    : arg                               { $$ = ONE($1); }
+    | args ',' arg                      { $$ = $1; APPEND(fe_arg, $$, $3); }
+    ;
+
+arg
+    : expr                              { $$ = fe_new_arg(P, NULL, L(@1), $1); }
+    | IDENT '=' expr                    { $$ = fe_new_arg(P, $1, L(@1), $3); }
+    ;
+
+/* ---- train section ---- */
+
+train
+    : TRAIN '{' { fe_push_open(P, "train section", NULL, L(@2)); } titems '}'
+        { fe_pop_open(P); fe_add_train(P, L(@1), $4.first); }
+    ;
+
+titems
+    : %empty                            { $$ = NONE; }
+    | titems titem                      { $$ = $1; APPEND(fe_titem, $$, $2); }
+    | titems ';'                        { $$ = $1; }
+    ;
+
+titem
+    : BATCH sint per_device
+        { $$ = fe_new_titem(P, FE_T_BATCH, L(@1)); $$->num = $2; }
+    | EPOCHS sint
+        { $$ = fe_new_titem(P, FE_T_EPOCHS, L(@1)); $$->num = $2; }
+    | INIT IDENT kwargs
+        { $$ = fe_new_titem(P, FE_T_INIT, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
+    | OPTIMIZER IDENT kwargs
+        { $$ = fe_new_titem(P, FE_T_OPTIMIZER, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
+    | LR '{' { fe_push_open(P, "lr schedule", NULL, L(@2)); } lr_entries '}'
+        { fe_pop_open(P); $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->pairs = $4.first; }
+    | LR_SCALING IDENT kwargs
+        { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
+    | WARMUP sint EPOCHS
+        { $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; }
+    | DATA IDENT data_block
+        { $$ = fe_new_titem(P, FE_T_DATA, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->items = $3.first; }
+    | EVAL BATCH sint
+        { $$ = fe_new_titem(P, FE_T_EVAL_BATCH, L(@1)); $$->num = $3; }
+    ;
+
+per_device
+    : %empty
+    | PER DEVICE
+    ;
+
+kwargs
+    : %empty                            { $$ = NONE; }
+    | '(' ')'                           { $$ = NONE; }
+    | '(' kwlist ')'                    { $$ = $2; }
+    ;
+
+kwlist
+    : kw                                { $$ = ONE($1); }
+    | kwlist ',' kw                     { $$ = $1; APPEND(fe_kw, $$, $3); }
+    ;
+
+kw
+    : kwkey '=' num                     { $$ = fe_new_kw(P, $1, L(@1), $3); }
+    ;
+
+/* Inside `train` the schedule words are keywords; as argument names they
+ * are just names (so `adam(lr=...)` gets a proper "unknown optimizer"). */
+kwkey
+    : IDENT
+    | BATCH { $$ = "batch"; } | PER { $$ = "per"; } | DEVICE { $$ = "device"; }
+    | EPOCHS { $$ = "epochs"; } | INIT { $$ = "init"; } | OPTIMIZER { $$ = "optimizer"; }
+    | LR { $$ = "lr"; } | LR_SCALING { $$ = "lr_scaling"; } | WARMUP { $$ = "warmup"; }
+    | DATA { $$ = "data"; } | EVAL { $$ = "eval"; } | PAD { $$ = "pad"; }
+    | RANDOM_CROP { $$ = "random_crop"; } | RANDOM_MIRROR { $$ = "random_mirror"; }
+    | NORMALIZE { $$ = "normalize"; } | MEAN { $$ = "mean"; } | STD { $$ = "std"; }
+    ;
+
+lr_entries
+    : %empty                            { $$ = NONE; }
+    | lr_list
+    | lr_list ','
+    ;
+
+lr_list
+    : lr_pair                           { $$ = ONE($1); }
+    | lr_list ',' lr_pair               { $$ = $1; APPEND(fe_pair, $$, $3); }
+    ;
+
+lr_pair
+    : sint ':' num                      { $$ = fe_new_pair(P, $1, $3); }
+    ;
+
+data_block
+    : %empty                            { $$ = NONE; }
+    | '{' { fe_push_open(P, "data section", NULL, L(@1)); } ditems '}'
+        { fe_pop_open(P); $$ = $3; }
+    ;
+
+ditems
+    : %empty                            { $$ = NONE; }
+    | ditems ditem                      { $$ = $1; APPEND(fe_titem, $$, $2); }
+    | ditems ';'                        { $$ = $1; }
+    ;
+
+ditem
+    : PAD sint
+        { $$ = fe_new_titem(P, FE_T_PAD, L(@1)); $$->num = $2; }
+    | RANDOM_CROP sint
+        { $$ = fe_new_titem(P, FE_T_RANDOM_CROP, L(@1)); $$->num = $2; }
+    | RANDOM_MIRROR
+        { $$ = fe_new_titem(P, FE_T_RANDOM_MIRROR, L(@1)); }
+    | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
+        { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
+          $$->mean = $4.first; $$->mean_loc = L(@2); $$->std = $8.first; $$->std_loc = L(@6); }
+    ;
+
+nums
+    : num                               { $$ = ONE($1); }
+    | nums ',' num                      { $$ = $1; APPEND(fe_num, $$, $3); }
+    ;
+
+sint
+    : INT                               { $$ = fe_new_num(P, L(@1), 0, $1, 0); }
+    | '-' INT                           { $$ = fe_new_num(P, L(@1), 0, -$2, 0); }
+    ;
+
+num
+    : sint
+    | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1); }
+    | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2); }
+    ;
+
+%%
+
+/* Only reached when the parser stack overflows (absurd nesting). */
+static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg) {
+    (void)scanner;
+    fe_error(&P->diag, L(*loc), "%s", strcmp(msg, "memory exhausted") == 0
+                                          ? "input nested too deeply"
+                                          : msg);
+}
+
+/* Readable token names: 'input' for keywords and punctuation, plain words
+ * for token classes. */
+static const char *describe(yysymbol_kind_t sym, char *buf, size_t n) {
+    switch (sym) {
+    case YYSYMBOL_YYEOF: return "end of file";
+    case YYSYMBOL_IDENT: return "identifier";
+    case YYSYMBOL_INT: return "integer";
+    case YYSYMBOL_FLOAT: return "number";
+    default: break;
+    }
+    const char *name = yysymbol_name(sym);
+    size_t len = strlen(name);
+    if (len >= 2 && name[0] == '"' && name[len - 1] == '"') { /* "input" alias */
+        snprintf(buf, n, "'%.*s'", (int)(len - 2), name + 1);
+        return buf;
+    }
+    if (name[0] == '\'') return name; /* ')' and friends are already quoted */
+    snprintf(buf, n, "'%s'", name);     /* keywords */
+    return buf;
+}
+
+/* Tokens that could only continue what came before (`;`, `+`, a '(' after a
+ * name, ...) are left out of "expected" lists: listing them would drown the
+ * token the user actually forgot. */
+static int noise(yysymbol_kind_t sym) {
+    static const char *const names[] = {"';'", "'+'", "'-'", "'('", "'='"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(yysymbol_name(sym), names[i])) return 1;
+    return 0;
+}
+
+/* A declaration keyword or the end of the file where a '}' would do: the
+ * innermost open brace was never closed. */
+static int starts_decl(yysymbol_kind_t sym) {
+    return sym == YYSYMBOL_YYEOF || sym == YYSYMBOL_INPUT || sym == YYSYMBOL_BLOCK ||
+           sym == YYSYMBOL_NETWORK || sym == YYSYMBOL_TRAIN;
+}
+
+static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, fe_program *P) {
+    (void)scanner;
+    yysymbol_kind_t got = yypcontext_token(ctx);
+    fe_loc loc = L(*yypcontext_location(ctx));
+    if (got == YYSYMBOL_YYEMPTY) {
+        fe_error(&P->diag, loc, "syntax error");
+        return 0;
+    }
+    yysymbol_kind_t exp[YYNTOKENS];
+    int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS), kept = 0;
+    int closes = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(yysymbol_name(exp[i]), "'}'")) closes = 1;
+        if (!noise(exp[i])) exp[kept++] = exp[i];
+    }
+    if (kept == 0) kept = n; /* only noise: show it after all */
+
+    if (closes && starts_decl(got) && P->nopen > 0 && P->nopen <= FE_MAX_OPEN) {
+        const fe_open *o = &P->open[P->nopen - 1];
+        fe_error(&P->diag, loc, "missing '}' to close %s%s%s%s (opened at %d:%d)", o->what,
+                 o->name ? " '" : "", o->name ? o->name : "", o->name ? "'" : "", o->loc.line,
+                 o->loc.col);
+        return 0;
+    }
+    char msg[512], b1[48], b2[48];
+    size_t used = 0;
+    if (got == YYSYMBOL_IDENT || got == YYSYMBOL_INT || got == YYSYMBOL_FLOAT)
+        used = (size_t)snprintf(msg, sizeof msg, "unexpected %s '%s'", describe(got, b1, sizeof b1),
+                                P->tok);
+    else
+        used = (size_t)snprintf(msg, sizeof msg, "unexpected %s", describe(got, b1, sizeof b1));
+    if (kept > 0 && kept <= 5) {
+        for (int i = 0; i < kept && used < sizeof msg; i++) {
+            const char *sep = i == 0 ? ", expected " : i == kept - 1 ? " or " : ", ";
+            used += (size_t)snprintf(msg + used, sizeof msg - used, "%s%s", sep,
+                                     describe(exp[i], b2, sizeof b2));
+        }
+    }
+    fe_error(&P->diag, loc, "%s", msg);
+    return 0;
+}

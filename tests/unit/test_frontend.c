@@ -1,0 +1,681 @@
+/* Tests for frontend/: the models, parameter naming, modes, the train
+ * section, diagnostics (captured from stderr) and robustness against
+ * truncated and mutated sources. Run from the repository root. */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "tests/harness.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static char errbuf[4096];
+
+/* Diagnostics go to stderr; tests send them to errbuf to check them. */
+static int saved_fd = -1;
+static FILE *capture_file;
+
+static void capture_begin(void) {
+    fflush(stderr);
+    saved_fd = dup(2);
+    capture_file = tmpfile();
+    dup2(fileno(capture_file), 2);
+}
+
+static void capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    rewind(capture_file);
+    size_t n = fread(errbuf, 1, sizeof errbuf - 1, capture_file);
+    errbuf[n] = 0;
+    fclose(capture_file);
+}
+
+#define CAPTURE(lhs, expr) \
+    do {                   \
+        capture_begin();   \
+        lhs = (expr);      \
+        capture_end();     \
+    } while (0)
+
+static fe_program *parse(const char *src) {
+    fe_program *p;
+    CAPTURE(p, fe_parse_string("t.net", src, strlen(src)));
+    return p;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    buf[*len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static int count_sources(const ir_graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->n; i++)
+        n += g->nodes[i].op == IR_OP_PARAM || g->nodes[i].op == IR_OP_STATE;
+    return n;
+}
+
+/* Index of the first node with op `op` at or after `from`, or -1. */
+static int find_op(const ir_graph *g, ir_op op, int from) {
+    for (int i = from; i < g->n; i++)
+        if (g->nodes[i].op == op) return i;
+    return -1;
+}
+
+static int find_name(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* Field by field: struct padding may differ between equal nodes. */
+static int node_equal(const ir_node *a, const ir_node *b) {
+    if (a->op != b->op || a->ninputs != b->ninputs || a->flags != b->flags ||
+        a->line != b->line || a->col != b->col || strcmp(a->name, b->name) ||
+        !ir_type_equal(&a->type, &b->type))
+        return 0;
+    for (int i = 0; i < a->ninputs; i++)
+        if (a->input[i] != b->input[i]) return 0;
+    for (int i = 0; i < IR_MAX_IATTRS; i++)
+        if (a->iattr[i] != b->iattr[i]) return 0;
+    for (int i = 0; i < IR_MAX_FATTRS; i++)
+        if (a->fattr[i] != b->fattr[i]) return 0;
+    return 1;
+}
+
+static const char *small_net =
+    "input image[3, 8, 8]\n"
+    "input label class(4)\n"
+    "block unit(x, c) {\n"
+    "    y = relu(batchnorm(conv(x, c, k=3, p=1, bias=false)))\n"
+    "    return y\n"
+    "}\n"
+    "network tiny {\n"
+    "    x = unit(image, 4)\n"
+    "    x = unit(x, 4)\n"
+    "    x = conv(x, 6, k=1)\n"
+    "    logits = dense(flatten(x), 4)\n"
+    "    loss = softmax_cross_entropy(logits, label)\n"
+    "}\n";
+
+/* ---- models ------------------------------------------------------------ */
+
+typedef struct {
+    const char *path, *network;
+    int64_t params;
+} model;
+
+static const model models[] = {
+    {"models/resnet18.net", "resnet18_v1", 11181642},
+    {"models/resnet18_cifar.net", "resnet18_cifar", 11173962},
+    {"models/mlp.net", "mlp", 3072 * 128 + 128 + 128 * 10 + 10},
+    {"models/cnn_small.net", "cnn_small", 29018},
+};
+
+TEST(models_parse_and_count_params) {
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        fe_program *p = fe_parse_file(models[m].path);
+        CHECK_MSG(p != NULL, "%s", models[m].path);
+        if (!p) continue;
+        CHECK_STR(fe_network_name(p), models[m].network);
+        const ir_train *t = fe_train(p);
+        ir_graph *g = fe_build_graph(p, t->batch, 1);
+        CHECK(g != NULL);
+        if (g) {
+            char err[256] = "";
+            CHECK_MSG(ir_verify(g, err, sizeof err) == 0, "%s: %s", models[m].path, err);
+            CHECK_MSG(ir_num_params(g) == models[m].params, "%s: %lld", models[m].path,
+                      (long long)ir_num_params(g));
+            int loss = ir_loss_node(g);
+            CHECK(loss >= 0 && g->nodes[loss].op == IR_OP_SOFTMAX_CE);
+            if (loss >= 0) {
+                CHECK(g->nodes[loss].flags == (IR_FLAG_LOSS | IR_FLAG_OUTPUT));
+                CHECK(g->nodes[g->nodes[loss].input[0]].flags & IR_FLAG_OUTPUT);
+                CHECK_STR(g->nodes[loss].name, "loss");
+                CHECK_STR(g->nodes[g->nodes[loss].input[0]].name, "logits");
+            }
+        }
+        ir_free(g);
+        fe_free(p);
+    }
+}
+
+/* The same text through fe_parse_string gives the same graph. */
+TEST(models_from_strings) {
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        size_t len;
+        char *src = read_file(models[m].path, &len);
+        CHECK(src != NULL);
+        if (!src) continue;
+        fe_program *a = fe_parse_string(models[m].path, src, len);
+        fe_program *b = fe_parse_file(models[m].path);
+        CHECK(a && b);
+        if (a && b) {
+            ir_graph *ga = fe_build_graph(a, 16, 1), *gb = fe_build_graph(b, 16, 1);
+            CHECK(ga && gb && ga->n == gb->n);
+            for (int i = 0; ga && gb && i < ga->n && i < gb->n; i++)
+                CHECK(node_equal(&ga->nodes[i], &gb->nodes[i]));
+            CHECK(!memcmp(fe_train(a), fe_train(b), sizeof(ir_train)));
+            ir_free(ga);
+            ir_free(gb);
+        }
+        fe_free(a);
+        fe_free(b);
+        free(src);
+    }
+}
+
+TEST(resnet18_schedule) {
+    fe_program *p = fe_parse_file("models/resnet18.net");
+    CHECK(p != NULL);
+    if (!p) return;
+    const ir_train *t = fe_train(p);
+    CHECK(t->batch == 128);
+    CHECK(t->epochs == 45);
+    CHECK_NEAR(t->init_magnitude, 2.24, 1e-12);
+    CHECK(t->optimizer == IR_OPT_SGD);
+    CHECK_NEAR(t->momentum, 0.9, 1e-12);
+    CHECK_NEAR(t->wd, 0.0001, 1e-15);
+    CHECK(t->lr_steps == 4);
+    int epochs[] = {0, 35, 40, 44};
+    double lrs[] = {0.1, 0.05, 0.02, 0.01};
+    for (int i = 0; i < 4; i++) {
+        CHECK(t->lr_epoch[i] == epochs[i]);
+        CHECK_NEAR(t->lr_value[i], lrs[i], 1e-12);
+    }
+    CHECK(t->lr_scaling == IR_LR_SCALING_LINEAR);
+    CHECK(t->reference_batch == 128);
+    CHECK(t->warmup_epochs == 5);
+    CHECK_STR(t->dataset, "cifar10");
+    CHECK(t->pad == 4 && t->random_crop == 32 && t->random_mirror == 1 && t->normalize == 1);
+    double mean[] = {0.4914, 0.4822, 0.4465}, std[] = {0.2023, 0.1994, 0.2010};
+    for (int c = 0; c < 3; c++) {
+        CHECK_NEAR(t->mean[c], mean[c], 1e-12);
+        CHECK_NEAR(t->std[c], std[c], 1e-12);
+    }
+    CHECK(t->eval_batch == 80);
+    char err[256];
+    CHECK(ir_train_check(t, err, sizeof err) == 0);
+    fe_free(p);
+}
+
+/* ---- parameters ---------------------------------------------------------- */
+
+TEST(small_net_parameter_names_and_order) {
+    fe_program *p = parse(small_net);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (!p) return;
+    ir_graph *g = fe_build_graph(p, 5, 1);
+    CHECK(g != NULL);
+    if (!g) {
+        fe_free(p);
+        return;
+    }
+    static const struct {
+        const char *name;
+        ir_op op;
+        ir_init init;
+        int ndim;
+        int64_t dim[4];
+    } want[] = {
+        {"image", IR_OP_INPUT, 0, 4, {5, 3, 8, 8}},
+        {"label", IR_OP_INPUT, 4, 1, {5}},
+        {"unit0.conv0.weight", IR_OP_PARAM, IR_INIT_XAVIER, 4, {4, 3, 3, 3}},
+        {"unit0.batchnorm0.gamma", IR_OP_PARAM, IR_INIT_ONE, 1, {4}},
+        {"unit0.batchnorm0.beta", IR_OP_PARAM, IR_INIT_ZERO, 1, {4}},
+        {"unit0.batchnorm0.running_mean", IR_OP_STATE, IR_INIT_ZERO, 1, {4}},
+        {"unit0.batchnorm0.running_var", IR_OP_STATE, IR_INIT_ONE, 1, {4}},
+        {"unit1.conv0.weight", IR_OP_PARAM, IR_INIT_XAVIER, 4, {4, 4, 3, 3}},
+        {"unit1.batchnorm0.gamma", IR_OP_PARAM, IR_INIT_ONE, 1, {4}},
+        {"unit1.batchnorm0.beta", IR_OP_PARAM, IR_INIT_ZERO, 1, {4}},
+        {"unit1.batchnorm0.running_mean", IR_OP_STATE, IR_INIT_ZERO, 1, {4}},
+        {"unit1.batchnorm0.running_var", IR_OP_STATE, IR_INIT_ONE, 1, {4}},
+        {"conv0.weight", IR_OP_PARAM, IR_INIT_XAVIER, 4, {6, 4, 1, 1}},
+        {"conv0.bias", IR_OP_PARAM, IR_INIT_ZERO, 1, {6}},
+        {"dense0.weight", IR_OP_PARAM, IR_INIT_XAVIER, 2, {4, 384}},
+        {"dense0.bias", IR_OP_PARAM, IR_INIT_ZERO, 1, {4}},
+    };
+    int k = 0, n = (int)(sizeof want / sizeof want[0]);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (nd->op != IR_OP_INPUT && nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE) continue;
+        CHECK(k < n);
+        if (k >= n) break;
+        CHECK_STR(nd->name, want[k].name);
+        CHECK(nd->op == want[k].op);
+        CHECK(nd->iattr[0] == (int64_t)want[k].init);
+        CHECK(nd->type.ndim == want[k].ndim);
+        for (int d = 0; d < want[k].ndim; d++) CHECK(nd->type.dim[d] == want[k].dim[d]);
+        k++;
+    }
+    CHECK(k == n);
+    CHECK(g->nodes[find_name(g, "label")].type.dtype == IR_I32);
+    CHECK(ir_num_params(g) == 4 * 27 + 8 + 4 * 36 + 8 + 24 + 6 + 4 * 384 + 4);
+    ir_free(g);
+    fe_free(p);
+}
+
+/* Same names, kinds and parameter shapes at every batch and in both modes. */
+TEST(names_independent_of_batch_and_mode) {
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        fe_program *p = fe_parse_file(models[m].path);
+        CHECK(p != NULL);
+        if (!p) continue;
+        ir_graph *g[4] = {fe_build_graph(p, 7, 1), fe_build_graph(p, 128, 1),
+                          fe_build_graph(p, 7, 0), fe_build_graph(p, 80, 0)};
+        CHECK(g[0] && g[1] && g[2] && g[3]);
+        for (int v = 1; v < 4 && g[0] && g[v]; v++) {
+            CHECK(g[v]->n == g[0]->n);
+            CHECK(count_sources(g[v]) == count_sources(g[0]));
+            for (int i = 0; i < g[0]->n && i < g[v]->n; i++) {
+                const ir_node *a = &g[0]->nodes[i], *b = &g[v]->nodes[i];
+                CHECK(a->op == b->op);
+                CHECK_STR(a->name, b->name);
+                if (a->op == IR_OP_PARAM || a->op == IR_OP_STATE)
+                    CHECK(ir_type_equal(&a->type, &b->type));
+            }
+        }
+        for (int v = 0; v < 4; v++) ir_free(g[v]);
+        fe_free(p);
+    }
+}
+
+TEST(batchnorm_training_flag_per_mode) {
+    fe_program *p = fe_parse_file("models/resnet18.net");
+    CHECK(p != NULL);
+    if (!p) return;
+    ir_graph *train = fe_build_graph(p, 4, 1), *eval = fe_build_graph(p, 4, 0);
+    CHECK(train && eval);
+    int nbn = 0;
+    for (int i = find_op(train, IR_OP_BATCHNORM, 0); i >= 0;
+         i = find_op(train, IR_OP_BATCHNORM, i + 1)) {
+        nbn++;
+        CHECK(train->nodes[i].iattr[0] == 1);
+        CHECK(eval->nodes[i].op == IR_OP_BATCHNORM && eval->nodes[i].iattr[0] == 0);
+        CHECK_NEAR(train->nodes[i].fattr[0], 1e-5, 1e-12);
+        CHECK_NEAR(train->nodes[i].fattr[1], 0.9, 1e-12);
+        /* inputs: x, gamma, beta (params), running mean and var (state) */
+        const ir_node *n = &train->nodes[i];
+        CHECK(train->nodes[n->input[1]].op == IR_OP_PARAM);
+        CHECK(train->nodes[n->input[2]].op == IR_OP_PARAM);
+        CHECK(train->nodes[n->input[3]].op == IR_OP_STATE);
+        CHECK(train->nodes[n->input[4]].op == IR_OP_STATE);
+    }
+    CHECK(nbn == 20);
+    ir_free(train);
+    ir_free(eval);
+    fe_free(p);
+}
+
+TEST(positions_and_labels) {
+    fe_program *p = parse(small_net);
+    CHECK(p != NULL);
+    if (!p) return;
+    ir_graph *g = fe_build_graph(p, 2, 1);
+    CHECK(g != NULL);
+    if (g) {
+        int conv = find_op(g, IR_OP_CONV, 0); /* inside unit: line 4, col 24 */
+        CHECK(conv >= 0 && g->nodes[conv].line == 4 && g->nodes[conv].col == 24);
+        CHECK(g->nodes[conv].name[0] == 0); /* block locals stay unnamed */
+        int w = find_name(g, "unit0.conv0.weight");
+        CHECK(w >= 0 && g->nodes[w].line == 4 && g->nodes[w].col == 24);
+        int loss = ir_loss_node(g);
+        CHECK(loss >= 0 && g->nodes[loss].line == 12 && g->nodes[loss].col == 12);
+        /* the relu returned by the first unit call is labelled x */
+        int relu = find_op(g, IR_OP_RELU, 0);
+        CHECK(relu >= 0 && !strcmp(g->nodes[relu].name, "x"));
+        CHECK_STR(g->nodes[find_name(g, "logits")].name, "logits");
+        CHECK(g->nodes[find_name(g, "logits")].op == IR_OP_BIAS_ADD);
+    }
+    ir_free(g);
+    fe_free(p);
+}
+
+/* ---- language details ---------------------------------------------------- */
+
+static ir_graph *build_src(const char *src, int batch) {
+    fe_program *p = parse(src);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    ir_graph *g = p ? fe_build_graph(p, batch, 1) : NULL;
+    fe_free(p);
+    return g;
+}
+
+TEST(arguments_defaults_and_arithmetic) {
+    ir_graph *g = build_src(
+        "input image[3, 16, 16]; input label class(10);\n"
+        "block twice(x, c) { return conv(x, c + c, 1, 1, 0, false) }\n"
+        "block shadow(image) { image = relu(image); return image }\n"
+        "network n {\n"
+        "  c = 4\n"
+        "  x = twice(image, c=c)\n"           /* keyword argument to a block */
+        "  x = maxpool(x, 2)\n"              /* s defaults to k */
+        "  x = avgpool(x, k=3, s=1, p=1)\n"
+        "  y = shadow(x)\n"
+        "  x = add(x, y) + y\n"
+        "  x = batchnorm(x, eps=1e-3, momentum=0)\n"
+        "  logits = dense(global_avgpool(x), 10, bias=false)\n"
+        "  loss = softmax_cross_entropy(logits, label)\n"
+        "}\n",
+        3);
+    CHECK(g != NULL);
+    if (!g) return;
+    int w = find_name(g, "twice0.conv0.weight");
+    CHECK(w >= 0 && g->nodes[w].type.dim[0] == 8 && g->nodes[w].type.dim[2] == 1);
+    CHECK(find_name(g, "twice0.conv0.bias") < 0);
+    CHECK(find_name(g, "dense0.bias") < 0);
+    int mp = find_op(g, IR_OP_MAXPOOL, 0);
+    CHECK(mp >= 0 && g->nodes[mp].iattr[0] == 2 && g->nodes[mp].iattr[1] == 2 &&
+          g->nodes[mp].type.dim[2] == 8);
+    int ap = find_op(g, IR_OP_AVGPOOL, 0);
+    CHECK(ap >= 0 && g->nodes[ap].type.dim[2] == 8);
+    int bn = find_op(g, IR_OP_BATCHNORM, 0);
+    CHECK(bn >= 0 && g->nodes[bn].fattr[0] == 1e-3 && g->nodes[bn].fattr[1] == 0);
+    int adds = 0;
+    for (int i = find_op(g, IR_OP_ADD, 0); i >= 0; i = find_op(g, IR_OP_ADD, i + 1)) adds++;
+    CHECK(adds == 2);
+    ir_free(g);
+}
+
+TEST(train_section_variants) {
+    const char *net = "input image[4]\ninput label class(2)\n"
+                      "network n { loss = softmax_cross_entropy(dense(image, 2), label) }\n";
+    char src[2048];
+    /* no train section: the defaults */
+    fe_program *p = parse(net);
+    CHECK(p != NULL);
+    ir_train d;
+    ir_train_defaults(&d);
+    if (p) CHECK(!memcmp(fe_train(p), &d, sizeof d));
+    fe_free(p);
+
+    snprintf(src, sizeof src,
+             "%strain { batch 32; epochs 3; lr {0: 1, 2: 0.5,}; lr_scaling linear; "
+             "warmup 0 epochs; data cifar10; eval batch 7; init xavier; optimizer sgd() }",
+             net);
+    p = parse(src);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (p) {
+        const ir_train *t = fe_train(p);
+        CHECK(t->batch == 32 && t->epochs == 3 && t->eval_batch == 7);
+        CHECK(t->lr_steps == 2 && t->lr_epoch[1] == 2 && t->lr_value[0] == 1.0);
+        CHECK(t->lr_scaling == IR_LR_SCALING_LINEAR && t->reference_batch == d.reference_batch);
+        CHECK(t->pad == 0 && t->random_crop == 0 && !t->random_mirror && !t->normalize);
+        CHECK(t->init_magnitude == d.init_magnitude && t->momentum == d.momentum);
+    }
+    fe_free(p);
+
+    /* schedule words are plain names outside the train section */
+    p = parse("input image[4]\ninput label class(2)\n"
+              "network n { data = dense(image, 2); batch = data; loss = "
+              "softmax_cross_entropy(batch, label) }\n"
+              "train { lr_scaling none; data cifar10 { random_mirror } }");
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (p) CHECK(fe_train(p)->random_mirror == 1 && fe_train(p)->lr_scaling == IR_LR_SCALING_NONE);
+    fe_free(p);
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *src;
+    const char *msg; /* the whole stderr */
+} bad;
+
+#define NET_TAIL "  logits = dense(flatten(x), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n"
+#define NET_HEAD "input image[3, 8, 8]\ninput label class(2)\n"
+
+static const bad bads[] = {
+    {NET_HEAD "network n {\n  x = relu(image\n" NET_TAIL,
+     "t.net:5:3: error: unexpected identifier 'logits', expected ')' or ','\n"},
+    {NET_HEAD "network n {\n  x = conv2(image, 4, k=3)\n" NET_TAIL,
+     "t.net:4:7: error: unknown operator 'conv2'\n"},
+    {NET_HEAD "network n {\n  x = image + relu(image, 1)\n" NET_TAIL,
+     "t.net:4:27: error: too many arguments to 'relu' (it takes 1)\n"},
+    {NET_HEAD "block b(x) { return relu(x) }\nnetwork n {\n  x = b(image, k=1)\n" NET_TAIL,
+     "t.net:5:16: error: unknown keyword argument 'k' for block 'b'\n"},
+    {NET_HEAD "network n {\n  x = relu(image) + 2.5\n" NET_TAIL,
+     "t.net:4:19: error: cannot add a tensor and a number\n"},
+    {NET_HEAD "network n {\n  x = relu(image)\n  loss = 3\n}\n",
+     "t.net:5:10: error: loss must be the result of softmax_cross_entropy, not an integer\n"},
+    {NET_HEAD "network n {\n  x = relu(image)\n  x = batchnorm(x, momentum=2)\n" NET_TAIL,
+     "t.net:5:29: error: argument 'momentum' of 'batchnorm' must be in [0, 1], got 2\n"},
+    {NET_HEAD "network n {\n  x = batchnorm(flatten(image), eps=0)\n" NET_TAIL,
+     "t.net:4:37: error: argument 'eps' of 'batchnorm' must be positive, got 0\n"},
+    {NET_HEAD "network n {\n  x = batchnorm(global_avgpool(global_avgpool(image)))\n" NET_TAIL,
+     "t.net:4:17: error: global_avgpool: input must have rank 4, got [128,3]\n"},
+    {NET_HEAD "network n {\n  x = maxpool(image, k=3, p=2)\n" NET_TAIL,
+     "t.net:4:7: error: maxpool: padding 2 is more than half the kernel 3\n"},
+    {NET_HEAD "network n {\n  x = conv(image, 16777217, k=1)\n" NET_TAIL,
+     "t.net:4:19: error: argument 'channels' of 'conv' must be at most 16777216, got 16777217\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { epochs 2\n warmup 3 epochs }\n",
+     "t.net:7:9: error: warmup of 3 epochs is longer than training (2 epochs)\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { lr {0: 0.1, 1: 2e6} }\n",
+     "t.net:6:24: error: lr must be at most 1e6, got 2e+06\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { data cifar10 { pad 4; pad 2 } }\n",
+     "t.net:6:31: error: duplicate 'pad' in data section (first at 6:24)\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { lr_scaling none(reference_batch=2) }\n",
+     "t.net:6:25: error: 'none' takes no arguments\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { batch 1e3 }\n",
+     "t.net:6:15: error: unexpected number '1e3', expected integer\n"},
+    {"   \n# only a comment\n", "t.net:1:1: error: no network section\n"},
+    {"network n {", "t.net:1:12: error: missing '}' to close network 'n' (opened at 1:11)\n"},
+    {"network", "t.net:1:8: error: unexpected end of file, expected identifier\n"},
+    {"input x[2]\ninput x[3]\nnetwork n { loss = x }",
+     "t.net:2:7: error: duplicate input 'x' (first defined at 1:7)\n"},
+    {"input x[2] network n { loss = relu(x) }",
+     "t.net:1:31: error: loss must be the result of softmax_cross_entropy, not relu\n"},
+    {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
+    {"network n { loss = \xc3\xa9t\xc3\xa9 }", "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
+    {"network n {\n  loss = relu(x)\n}\n", "t.net:2:15: error: unknown name 'x'\n"},
+    {"block b(x) { return c(x) }\nblock c(x) { return b(x) }\nnetwork n { loss = b(1) }",
+     "t.net:2:21: error: recursive blocks: b -> c -> b\n"},
+};
+
+TEST(error_messages) {
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        fe_program *p = parse(bads[i].src);
+        CHECK_MSG(p == NULL, "case %zu parsed", i);
+        fe_free(p);
+        CHECK_MSG(!strcmp(errbuf, bads[i].msg), "case %zu:\n   got: %s  want: %s", i, errbuf,
+                  bads[i].msg);
+    }
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *s) {
+    size_t n = strlen(s);
+    if (*len + n + 1 > *cap) {
+        *cap = (*len + n + 1) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    memcpy(*buf + *len, s, n + 1);
+    *len += n;
+}
+
+/* Inputs built to exhaust stacks, names or memory get one clean error. */
+TEST(limits) {
+    char *src = NULL, line[256];
+    size_t len = 0, cap = 0;
+
+    /* a long `+` chain is as deep as it is long */
+    append(&src, &len, &cap, NET_HEAD "network n {\n  x = image");
+    for (int i = 0; i < 5000; i++) append(&src, &len, &cap, " + image");
+    append(&src, &len, &cap, "\n" NET_TAIL);
+    fe_program *p = parse(src);
+    CHECK(p == NULL && strstr(errbuf, "nested too deeply"));
+    fe_free(p);
+
+    /* each block doubles the work of the next: stopped, not run for ages */
+    len = 0;
+    append(&src, &len, &cap, NET_HEAD "block b0(x) { return relu(x) }\n");
+    for (int i = 1; i < 40; i++) {
+        snprintf(line, sizeof line, "block b%d(x) { return b%d(b%d(x)) }\n", i, i - 1, i - 1);
+        append(&src, &len, &cap, line);
+    }
+    append(&src, &len, &cap, "network n {\n  x = b39(image)\n" NET_TAIL);
+    p = parse(src);
+    CHECK_MSG(p == NULL && strstr(errbuf, "too large"), "%s", errbuf);
+    fe_free(p);
+
+    /* block calls nested deeper than the limit */
+    len = 0;
+    append(&src, &len, &cap, NET_HEAD "block b0(x) { return relu(x) }\n");
+    for (int i = 1; i < 80; i++) {
+        snprintf(line, sizeof line, "block b%d(x) { return b%d(x) }\n", i, i - 1);
+        append(&src, &len, &cap, line);
+    }
+    append(&src, &len, &cap, "network n {\n  x = b79(image)\n" NET_TAIL);
+    p = parse(src);
+    CHECK_MSG(p == NULL && strstr(errbuf, "nested too deeply"), "%s", errbuf);
+    fe_free(p);
+
+    /* parameter names longer than the IR allows */
+    len = 0;
+    append(&src, &len, &cap, NET_HEAD "block a_rather_long_block_name_indeed(x) { return conv(x, 2, k=1) }\n"
+                             "block another_long_block_name(x) { return "
+                             "a_rather_long_block_name_indeed(x) }\n"
+                             "network n {\n  x = another_long_block_name(image)\n" NET_TAIL);
+    p = parse(src);
+    CHECK_MSG(p == NULL && strstr(errbuf, "is too long"), "%s", errbuf);
+    fe_free(p);
+
+    /* tensors too large to ever allocate */
+    p = parse("input image[16777216, 16777216, 16777216]\ninput label class(2)\n"
+              "network n { loss = softmax_cross_entropy(dense(flatten(image), 2), label) }");
+    CHECK_MSG(p == NULL && strstr(errbuf, "too large"), "%s", errbuf);
+    fe_free(p);
+    free(src);
+
+    /* the API on bad arguments */
+    CHECK(fe_build_graph(NULL, 1, 1) == NULL);
+    fe_free(NULL);
+    p = parse(small_net);
+    CHECK(p != NULL);
+    if (p) {
+        ir_graph *g;
+        CAPTURE(g, fe_build_graph(p, 0, 1));
+        CHECK(g == NULL && strstr(errbuf, "batch size 0"));
+    }
+    fe_free(p);
+    p = parse("network n {\0}");
+    CHECK(p == NULL);
+    CAPTURE(p, fe_parse_string("t.net", "network n {\0}", 13));
+    CHECK(p == NULL && !strcmp(errbuf, "t.net:1:1: error: not a text file\n"));
+    CAPTURE(p, fe_parse_string("t.net", "\xed\xa0\x80", 3)); /* a UTF-16 surrogate */
+    CHECK(p == NULL && !strcmp(errbuf, "t.net:1:1: error: not a text file\n"));
+}
+
+/* Every golden error file fails to parse (or elaborate) with one line. */
+TEST(golden_files_fail_with_one_line) {
+    DIR *d = opendir("tests/golden/errors");
+    CHECK(d != NULL);
+    if (!d) return;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".net")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "tests/golden/errors/%s", e->d_name);
+        fe_program *p;
+        CAPTURE(p, fe_parse_file(path));
+        const fe_program *q = p;
+        if (p) { /* errors that only a second build would find */
+            ir_graph *g;
+            CAPTURE(g, fe_build_graph(p, fe_train(p)->eval_batch, 0));
+            q = g ? p : NULL;
+            ir_free(g);
+        }
+        CHECK_MSG(q == NULL, "%s parsed", path);
+        fe_free(p);
+        char *nl = strchr(errbuf, '\n');
+        CHECK_MSG(nl && nl[1] == 0 && !strncmp(errbuf, path, strlen(path)), "%s: %s", path, errbuf);
+        n++;
+    }
+    closedir(d);
+    CHECK(n >= 35);
+}
+
+/* Truncations and byte mutations of a real model never crash or leak. */
+TEST(truncated_and_mutated_sources) {
+    size_t len;
+    char *src = read_file("models/cnn_small.net", &len);
+    CHECK(src != NULL);
+    if (!src) return;
+    int ok = 0;
+    for (size_t cut = 0; cut < len; cut += 3) {
+        fe_program *p;
+        CAPTURE(p, fe_parse_string("t.net", src, cut));
+        ok += p != NULL;
+        if (!p) CHECK_MSG(strchr(errbuf, '\n') && strchr(errbuf, '\n')[1] == 0, "cut %zu", cut);
+        fe_free(p);
+    }
+    CHECK(ok > 0); /* cuts between the network and the train section parse */
+    char *buf = malloc(len);
+    uint32_t seed = 12345;
+    static const char alphabet[] = "(){}[],=:;+-#.\n 0123456789abcxyz_\x01\xc3";
+    for (int trial = 0; trial < 3000; trial++) {
+        memcpy(buf, src, len);
+        for (int k = 0; k < 1 + trial % 3; k++) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t at = (seed >> 8) % len;
+            seed = seed * 1664525u + 1013904223u;
+            buf[at] = alphabet[(seed >> 8) % (sizeof alphabet - 1)];
+        }
+        fe_program *p;
+        CAPTURE(p, fe_parse_string("t.net", buf, len));
+        if (p) {
+            ir_graph *g;
+            CAPTURE(g, fe_build_graph(p, 3, 0));
+            CHECK(g != NULL);
+            ir_free(g);
+        } else {
+            char *nl = strchr(errbuf, '\n');
+            CHECK_MSG(nl && nl[1] == 0, "trial %d: %s", trial, errbuf);
+        }
+        fe_free(p);
+    }
+    free(buf);
+    free(src);
+}
+
+int main(void) {
+    RUN(models_parse_and_count_params);
+    RUN(models_from_strings);
+    RUN(resnet18_schedule);
+    RUN(small_net_parameter_names_and_order);
+    RUN(names_independent_of_batch_and_mode);
+    RUN(batchnorm_training_flag_per_mode);
+    RUN(positions_and_labels);
+    RUN(arguments_defaults_and_arithmetic);
+    RUN(train_section_variants);
+    RUN(error_messages);
+    RUN(limits);
+    RUN(golden_files_fail_with_one_line);
+    RUN(truncated_and_mutated_sources);
+    return harness_done();
+}
