@@ -1,0 +1,307 @@
+/* passes/autodiff.c — reverse-mode differentiation of the lowered graph.
+ *
+ * Starting from the node flagged IR_FLAG_LOSS (per-sample losses [N]) and
+ * seeded with ones_like(loss), so the result is the gradient of the SUMMED
+ * loss as MXNet's backward() computes it, the pass walks the forward nodes
+ * in reverse order and appends backward nodes after them. Only "live" nodes
+ * get gradients: those that depend on a parameter and lead to the loss; the
+ * image, the labels and anything computed from them alone cost nothing.
+ *
+ * Each forward op has one rule in a table indexed by ir_op. A rule receives
+ * the node and its incoming gradient dy and contributes a gradient to each
+ * live input; several contributions to one node are summed with add.
+ *
+ * BatchNorm arrives lowered as bn_apply(x, bn_mean(x), bn_var(x, mean), ...)
+ * and is differentiated as a whole with the batch-statistics formula
+ * (bn_grad_gamma, bias_grad, bn_grad_data) rather than through bn_mean and
+ * bn_var separately: fewer passes over x, and the same formula every
+ * framework uses.
+ *
+ * Each parameter ends with exactly one gradient node of its own, flagged
+ * IR_FLAG_GRAD and named "PARAM.grad": partitioning all-reduces that node
+ * and the optimizer reads it. Where the gradient would be a node shared
+ * with something else (bias_add and add pass dy through unchanged) a
+ * reshape_like copy gives the parameter its own.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+typedef struct {
+    ir_graph *g;
+    unsigned char *live;  /* depends on a param and reaches the loss */
+    int *grad;            /* node -> its accumulated gradient node, -1 none yet */
+    unsigned char *owned; /* grad[i] was created for node i alone */
+    char *err;
+    size_t errlen;
+} autodiff;
+
+/* Appends a backward node computed for forward node `from`, whose source
+ * position it inherits. Returns its index, or -1 with err set. */
+static int emit(autodiff *A, int from, ir_op op, const int *in, int nin, const int64_t *iattr,
+                const double *fattr) {
+    char why[200];
+    int id = ir_add_node(A->g, op, in, nin, iattr, fattr, why, sizeof why);
+    if (id < 0) {
+        snprintf(A->err, A->errlen, "autodiff: gradient of node %d (%s): %s", from,
+                 ir_ops[A->g->nodes[from].op].name, why);
+        return -1;
+    }
+    A->g->nodes[id].line = A->g->nodes[from].line;
+    A->g->nodes[id].col = A->g->nodes[from].col;
+    return id;
+}
+
+/* Adds gradient node d to target's gradient. `own` says d was made for
+ * target alone (a pass-through dy is not). */
+static int contribute(autodiff *A, int target, int d, int own) {
+    if (d < 0) return -1;
+    if (!A->live[target]) return 0;
+    if (A->grad[target] < 0) {
+        A->grad[target] = d;
+        A->owned[target] = (unsigned char)own;
+        return 0;
+    }
+    int sum = emit(A, target, IR_OP_ADD, (int[]){A->grad[target], d}, 2, NULL, NULL);
+    if (sum < 0) return -1;
+    A->grad[target] = sum;
+    A->owned[target] = 1;
+    return 0;
+}
+
+/* ---- gradient rules -------------------------------------------------------------
+ * Each takes the forward node by value: emitting may move the node array. */
+
+typedef int (*grad_rule)(autodiff *A, int i, ir_node n, int dy);
+
+static int grad_conv(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], w = n.input[1];
+    const ir_type *xt = &A->g->nodes[x].type;
+    int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2];
+    if (A->live[x] &&
+        contribute(A, x,
+                   emit(A, i, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2,
+                        (int64_t[]){k, s, p, xt->dim[2], xt->dim[3]}, NULL),
+                   1))
+        return -1;
+    if (A->live[w] &&
+        contribute(A, w, emit(A, i, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, n.iattr, NULL), 1))
+        return -1;
+    return 0;
+}
+
+static int grad_bias_add(autodiff *A, int i, ir_node n, int dy) {
+    if (contribute(A, n.input[0], dy, 0)) return -1;
+    if (A->live[n.input[1]] &&
+        contribute(A, n.input[1], emit(A, i, IR_OP_BIAS_GRAD, &dy, 1, NULL, NULL), 1))
+        return -1;
+    return 0;
+}
+
+static int grad_relu(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0], emit(A, i, IR_OP_RELU_GRAD, (int[]){dy, i}, 2, NULL, NULL), 1);
+}
+
+static int grad_add(autodiff *A, int i, ir_node n, int dy) {
+    (void)i;
+    if (contribute(A, n.input[0], dy, 0)) return -1;
+    return contribute(A, n.input[1], dy, 0);
+}
+
+static int grad_maxpool(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_MAXPOOL_GRAD, (int[]){dy, n.input[0]}, 2, n.iattr, NULL), 1);
+}
+
+static int grad_avgpool(autodiff *A, int i, ir_node n, int dy) {
+    const ir_type *xt = &A->g->nodes[n.input[0]].type;
+    int64_t attrs[] = {n.iattr[0], n.iattr[1], n.iattr[2], xt->dim[2], xt->dim[3]};
+    return contribute(A, n.input[0], emit(A, i, IR_OP_AVGPOOL_GRAD, &dy, 1, attrs, NULL), 1);
+}
+
+static int grad_global_avgpool(autodiff *A, int i, ir_node n, int dy) {
+    const ir_type *xt = &A->g->nodes[n.input[0]].type;
+    int64_t attrs[] = {xt->dim[2], xt->dim[3]};
+    return contribute(A, n.input[0], emit(A, i, IR_OP_GLOBAL_AVGPOOL_GRAD, &dy, 1, attrs, NULL),
+                      1);
+}
+
+static int grad_flatten(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_RESHAPE_LIKE, (int[]){dy, n.input[0]}, 2, NULL, NULL), 1);
+}
+
+static int grad_dense(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], w = n.input[1];
+    if (A->live[x] &&
+        contribute(A, x, emit(A, i, IR_OP_DENSE_GRAD_DATA, (int[]){dy, w}, 2, NULL, NULL), 1))
+        return -1;
+    if (A->live[w] &&
+        contribute(A, w, emit(A, i, IR_OP_DENSE_GRAD_WEIGHT, (int[]){dy, x}, 2, NULL, NULL), 1))
+        return -1;
+    return 0;
+}
+
+static int grad_softmax_ce(autodiff *A, int i, ir_node n, int dy) {
+    int logits = n.input[0], label = n.input[1];
+    return contribute(A, logits,
+                      emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL, NULL),
+                      1);
+}
+
+/* bn_apply(x, m, v, gamma, beta) with m = bn_mean(x), v = bn_var(x, m):
+ * the statistics depend on x, and the fused formula accounts for that. Any
+ * other statistics (running ones, or shared with other readers) would need
+ * a rule that treats them as independent inputs, which no graph needs. */
+static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], m = n.input[1], v = n.input[2], gamma = n.input[3], beta = n.input[4];
+    const ir_node *mn = &A->g->nodes[m], *vn = &A->g->nodes[v];
+    if (mn->op != IR_OP_BN_MEAN || mn->input[0] != x || vn->op != IR_OP_BN_VAR ||
+        vn->input[0] != x || vn->input[1] != m) {
+        snprintf(A->err, A->errlen,
+                 "autodiff: bn_apply '%s' (node %d) does not use the batch statistics of its "
+                 "input; only training-mode BatchNorm has a gradient rule",
+                 n.name, i);
+        return -1;
+    }
+    double eps = n.fattr[0];
+    int need_dx = A->live[x];
+    int dgamma = -1, dbeta = -1;
+    if (need_dx || A->live[gamma]) {
+        dgamma = emit(A, i, IR_OP_BN_GRAD_GAMMA, (int[]){dy, x, m, v}, 4, NULL, &eps);
+        if (dgamma < 0) return -1;
+    }
+    if (need_dx || A->live[beta]) {
+        dbeta = emit(A, i, IR_OP_BIAS_GRAD, &dy, 1, NULL, NULL);
+        if (dbeta < 0) return -1;
+    }
+    if (need_dx &&
+        contribute(A, x,
+                   emit(A, i, IR_OP_BN_GRAD_DATA, (int[]){dy, x, m, v, gamma, dgamma, dbeta}, 7,
+                        NULL, &eps),
+                   1))
+        return -1;
+    /* dgamma and dbeta are also read by bn_grad_data, but they are each made
+     * for their parameter alone: no copy needed. */
+    if (A->live[gamma] && contribute(A, gamma, dgamma, 1)) return -1;
+    if (A->live[beta] && contribute(A, beta, dbeta, 1)) return -1;
+    return 0;
+}
+
+static const grad_rule rules[IR_OP_COUNT] = {
+    [IR_OP_CONV] = grad_conv,
+    [IR_OP_BIAS_ADD] = grad_bias_add,
+    [IR_OP_RELU] = grad_relu,
+    [IR_OP_ADD] = grad_add,
+    [IR_OP_MAXPOOL] = grad_maxpool,
+    [IR_OP_AVGPOOL] = grad_avgpool,
+    [IR_OP_GLOBAL_AVGPOOL] = grad_global_avgpool,
+    [IR_OP_FLATTEN] = grad_flatten,
+    [IR_OP_DENSE] = grad_dense,
+    [IR_OP_SOFTMAX_CE] = grad_softmax_ce,
+    [IR_OP_BN_APPLY] = grad_bn_apply,
+};
+
+/* ---- the pass ---------------------------------------------------------------------- */
+
+/* live[i]: node i depends on a parameter and the loss depends on node i. */
+static void mark_live(const ir_graph *g, int loss, unsigned char *live) {
+    unsigned char *reach = calloc((size_t)g->n, 1);
+    if (!reach) abort();
+    reach[loss] = 1;
+    for (int i = loss; i >= 0; i--)
+        if (reach[i])
+            for (int j = 0; j < g->nodes[i].ninputs; j++) reach[g->nodes[i].input[j]] = 1;
+    for (int i = 0; i < g->n; i++) { /* live[] holds "depends on a param" first */
+        const ir_node *n = &g->nodes[i];
+        live[i] = n->op == IR_OP_PARAM;
+        for (int j = 0; j < n->ninputs; j++) live[i] |= live[n->input[j]];
+    }
+    for (int i = 0; i < g->n; i++) live[i] = live[i] && reach[i];
+    free(reach);
+}
+
+static int backward(autodiff *A, int loss) {
+    if (!A->live[loss]) return 0; /* no parameters: nothing to differentiate */
+    if (contribute(A, loss, emit(A, loss, IR_OP_ONES_LIKE, &loss, 1, NULL, NULL), 1)) return -1;
+    for (int i = loss; i >= 0; i--) {
+        if (A->grad[i] < 0) continue;
+        ir_node n = A->g->nodes[i];
+        if (n.op == IR_OP_PARAM) continue; /* a leaf: its gradient is final */
+        grad_rule rule = rules[n.op];
+        if (!rule) {
+            snprintf(A->err, A->errlen, "autodiff: no gradient rule for %s (node %d%s%s%s)%s",
+                     ir_ops[n.op].name, i, n.name[0] ? " '" : "", n.name, n.name[0] ? "'" : "",
+                     n.op == IR_OP_BATCHNORM ? "; run the lower pass first" : "");
+            return -1;
+        }
+        if (rule(A, i, n, A->grad[i])) return -1;
+    }
+    return 0;
+}
+
+/* Gives every parameter its own gradient node, flagged and named. */
+static int name_gradients(autodiff *A) {
+    int n = A->g->n; /* copies appended below are not parameters */
+    for (int p = 0; p < n; p++) {
+        if (A->g->nodes[p].op != IR_OP_PARAM) continue;
+        int d = A->grad[p];
+        if (!A->owned[p]) d = emit(A, p, IR_OP_RESHAPE_LIKE, (int[]){d, p}, 2, NULL, NULL);
+        if (d < 0) return -1;
+        char name[IR_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.grad", A->g->nodes[p].name);
+        if (strlen(name) >= IR_NAME_MAX) {
+            snprintf(A->err, A->errlen, "autodiff: parameter name '%s' is too long for '.grad'",
+                     A->g->nodes[p].name);
+            return -1;
+        }
+        memcpy(A->g->nodes[d].name, name, strlen(name) + 1);
+        A->g->nodes[d].flags |= IR_FLAG_GRAD;
+    }
+    return 0;
+}
+
+int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
+    const ir_graph *in = *gp;
+    int loss = ir_loss_node(in);
+    if (loss < 0) {
+        snprintf(err, errlen, "autodiff: the graph has no loss node");
+        return -1;
+    }
+    for (int i = 0; i < in->n; i++)
+        if (in->nodes[i].flags & IR_FLAG_GRAD) {
+            snprintf(err, errlen, "autodiff: the graph already has gradients ('%s')",
+                     in->nodes[i].name);
+            return -1;
+        }
+    autodiff A = {ir_clone(in), NULL, NULL, NULL, err, errlen};
+    size_t n = (size_t)(in->n ? in->n : 1);
+    A.live = calloc(n, 1);
+    A.owned = calloc(n, 1);
+    A.grad = malloc(sizeof *A.grad * n);
+    if (!A.live || !A.owned || !A.grad) abort();
+    for (int i = 0; i < in->n; i++) A.grad[i] = -1;
+    mark_live(in, loss, A.live);
+
+    int rc = 0;
+    for (int i = 0; i < in->n && !rc; i++)
+        if (in->nodes[i].op == IR_OP_PARAM && !A.live[i]) {
+            snprintf(err, errlen, "autodiff: parameter '%s' does not reach the loss",
+                     in->nodes[i].name);
+            rc = -1;
+        }
+    if (!rc) rc = backward(&A, loss);
+    if (!rc) rc = name_gradients(&A);
+    free(A.live);
+    free(A.owned);
+    free(A.grad);
+    if (rc) {
+        ir_free(A.g);
+        return -1;
+    }
+    ir_free(*gp);
+    *gp = A.g;
+    return 0;
+}

@@ -1,0 +1,133 @@
+/* passes/lower.c — batchnorm → primitives.
+ *
+ * The frontend emits one high-level batchnorm per layer; everything after
+ * (autodiff, fusion, codegen) only knows the primitives, so this pass
+ * rewrites it:
+ *
+ *   training  m = bn_mean(x); v = bn_var(x, m)
+ *             y = bn_apply(x, m, v, gamma, beta){eps}
+ *             running_mean' = ema(running_mean, m){momentum, 1}
+ *             running_var'  = ema(running_var,  v){momentum, M/(M-1)}
+ *             assign(running_mean, running_mean'); assign(running_var, running_var')
+ *   eval      y = bn_apply(x, running_mean, running_var, gamma, beta){eps}
+ *
+ * M is the element count per channel; the running variance takes the
+ * unbiased batch variance as cuDNN (MXNet's GPU path) and PyTorch do. The
+ * assigns go after every other node, since ir_verify wants each write of a
+ * persistent tensor after all of its reads; nothing else reads the running
+ * statistics in a training graph, so moving them to the end changes no
+ * value. The node y takes over the batchnorm's name, flags and source
+ * position, so "logits"-style labels and outputs survive; sources keep
+ * their order and names (the train and eval programs share buffers by name).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+typedef struct {
+    ir_graph *out;
+    int *map;     /* old node index -> new node index */
+    int *assigns; /* pending (target, value) pairs, new indices; two per batchnorm */
+    int nassigns;
+    char *err;
+    size_t errlen;
+} lowering;
+
+/* Appends a node to the lowered graph, carrying the source position of the
+ * node it came from so later errors still point into the .net file. */
+static int emit(lowering *L, const ir_node *from, ir_op op, const int *in, int nin,
+                const int64_t *iattr, const double *fattr) {
+    char why[200];
+    int id = ir_add_node(L->out, op, in, nin, iattr, fattr, why, sizeof why);
+    if (id < 0) {
+        snprintf(L->err, L->errlen, "lower: node '%s': %s", from->name, why);
+        return -1;
+    }
+    L->out->nodes[id].line = from->line;
+    L->out->nodes[id].col = from->col;
+    return id;
+}
+
+static void defer_assign(lowering *L, int target, int value) {
+    L->assigns[2 * L->nassigns] = target;
+    L->assigns[2 * L->nassigns + 1] = value;
+    L->nassigns++;
+}
+
+/* Copies a node other than batchnorm, inputs renumbered. Sources are copied
+ * as they are (their type is not inferred). */
+static int copy_node(lowering *L, const ir_node *n) {
+    ir_node c = *n;
+    for (int j = 0; j < n->ninputs; j++) c.input[j] = L->map[n->input[j]];
+    if (L->out->n == L->out->cap) {
+        L->out->cap = L->out->cap ? 2 * L->out->cap : 64;
+        L->out->nodes = realloc(L->out->nodes, sizeof *L->out->nodes * (size_t)L->out->cap);
+        if (!L->out->nodes) abort();
+    }
+    L->out->nodes[L->out->n] = c;
+    return L->out->n++;
+}
+
+static int lower_batchnorm(lowering *L, const ir_node *n) {
+    int x = L->map[n->input[0]], gamma = L->map[n->input[1]], beta = L->map[n->input[2]];
+    int rmean = L->map[n->input[3]], rvar = L->map[n->input[4]];
+    double eps = n->fattr[0], momentum = n->fattr[1];
+    int y;
+    if (!n->iattr[0]) {
+        y = emit(L, n, IR_OP_BN_APPLY, (int[]){x, rmean, rvar, gamma, beta}, 5, NULL, &eps);
+    } else {
+        const ir_type *xt = &L->out->nodes[x].type;
+        int64_t M = ir_numel(xt) / xt->dim[1];
+        if (M < 2) {
+            snprintf(L->err, L->errlen,
+                     "lower: batchnorm '%s' in training sees one value per channel "
+                     "(input %s); batch statistics need at least two",
+                     n->name, ir_type_str(xt, (char[96]){0}, 96));
+            return -1;
+        }
+        int m = emit(L, n, IR_OP_BN_MEAN, &x, 1, NULL, NULL);
+        int v = m < 0 ? -1 : emit(L, n, IR_OP_BN_VAR, (int[]){x, m}, 2, NULL, NULL);
+        y = v < 0 ? -1 : emit(L, n, IR_OP_BN_APPLY, (int[]){x, m, v, gamma, beta}, 5, NULL, &eps);
+        if (y < 0) return -1;
+        int em = emit(L, n, IR_OP_EMA, (int[]){rmean, m}, 2, NULL, (double[]){momentum, 1.0});
+        int ev = em < 0 ? -1
+                        : emit(L, n, IR_OP_EMA, (int[]){rvar, v}, 2, NULL,
+                               (double[]){momentum, (double)M / (double)(M - 1)});
+        if (ev < 0) return -1;
+        defer_assign(L, rmean, em);
+        defer_assign(L, rvar, ev);
+    }
+    if (y < 0) return -1;
+    snprintf(L->out->nodes[y].name, IR_NAME_MAX, "%s", n->name);
+    L->out->nodes[y].flags = n->flags;
+    return y;
+}
+
+int pass_lower(ir_graph **g, char *err, size_t errlen) {
+    const ir_graph *in = *g;
+    lowering L = {ir_new(), NULL, NULL, 0, err, errlen};
+    L.map = malloc(sizeof *L.map * (size_t)(in->n ? in->n : 1));
+    L.assigns = malloc(sizeof *L.assigns * 4 * (size_t)(in->n ? in->n : 1)); /* 2 per batchnorm */
+    if (!L.map || !L.assigns) abort();
+    int rc = 0;
+    for (int i = 0; i < in->n && !rc; i++) {
+        const ir_node *n = &in->nodes[i];
+        L.map[i] = n->op == IR_OP_BATCHNORM ? lower_batchnorm(&L, n) : copy_node(&L, n);
+        rc = L.map[i] < 0;
+    }
+    for (int k = 0; k < L.nassigns && !rc; k++) {
+        const ir_node *target = &L.out->nodes[L.assigns[2 * k]];
+        rc = emit(&L, target, IR_OP_ASSIGN, &L.assigns[2 * k], 2, NULL, NULL) < 0;
+    }
+    free(L.map);
+    free(L.assigns);
+    if (rc) {
+        ir_free(L.out);
+        return -1;
+    }
+    ir_free(*g);
+    *g = L.out;
+    return 0;
+}

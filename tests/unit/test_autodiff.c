@@ -1,0 +1,572 @@
+/* Tests for passes/autodiff.c: every differentiable op's gradient rule
+ * against central finite differences of the reference interpreter.
+ *
+ * Each test builds a small forward graph ending in per-sample softmax
+ * cross-entropy (after a fixed random projection where the op under test
+ * does not produce logits), runs lower + autodiff, evaluates the gradient
+ * graph with the interpreter, and compares every parameter's "P.grad" with
+ * (L(p+h) - L(p-h)) / 2h, where L is the SUMMED loss of the original,
+ * unlowered graph: so lowering is checked along the way. Tensors whose
+ * gradient we want to see (the data input of conv, pools, ...) are made
+ * parameters. Values are chosen away from the kinks of relu and maxpool
+ * (and each test checks that margin) except in the explicit tie tests,
+ * which check maxpool's routing rule directly.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/interp.h"
+#include "tests/harness.h"
+
+static char err[256];
+
+/* ---- deterministic values ------------------------------------------------------- */
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+static double rnd(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+/* ---- graph building ------------------------------------------------------------- */
+
+static int op(ir_graph *g, ir_op o, const int *in, int nin, const int64_t *ia, const double *fa) {
+    int id = ir_add_node(g, o, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "building %s: %s\n", ir_ops[o].name, err);
+    return id;
+}
+
+static int param(ir_graph *g, const char *name, ir_type t) {
+    return ir_add_param(g, name, t, IR_INIT_XAVIER);
+}
+
+static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, int p) {
+    const ir_type *xt = &g->nodes[x].type;
+    int w = param(g, name, ir_shape4(cout, xt->dim[1], k, k));
+    return op(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+}
+
+static int batchnorm(ir_graph *g, int x, const char *name) {
+    char buf[IR_NAME_MAX];
+    ir_type c = ir_shape1(g->nodes[x].type.dim[1]);
+    snprintf(buf, sizeof buf, "%s.gamma", name);
+    int gamma = ir_add_param(g, buf, c, IR_INIT_ONE);
+    snprintf(buf, sizeof buf, "%s.beta", name);
+    int beta = ir_add_param(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_mean", name);
+    int rm = ir_add_state(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_var", name);
+    int rv = ir_add_state(g, buf, c, IR_INIT_ONE);
+    return op(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
+              (double[]){1e-5, 0.9});
+}
+
+/* softmax_cross_entropy(logits, label) flagged as the loss. */
+static int loss_on(ir_graph *g, int logits) {
+    const ir_type *t = &g->nodes[logits].type;
+    int label = ir_add_input(g, "label", (ir_type){1, {t->dim[0]}, IR_I32}, t->dim[1]);
+    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+    if (l >= 0) g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    return l;
+}
+
+/* Any tensor to a loss: flatten, a fixed random projection to 3 classes
+ * (an input, so it gets no gradient), softmax cross-entropy. */
+static int head(ir_graph *g, int t) {
+    if (g->nodes[t].type.ndim != 2) t = op(g, IR_OP_FLATTEN, &t, 1, NULL, NULL);
+    int proj = ir_add_input(g, "proj", ir_shape2(3, g->nodes[t].type.dim[1]), 0);
+    return loss_on(g, op(g, IR_OP_DENSE, (int[]){t, proj}, 2, NULL, NULL));
+}
+
+/* ---- values for every source, shared by the forward and gradient graphs ---------- */
+
+typedef struct {
+    ir_graph *fwd;   /* the original (unlowered) forward graph */
+    double **val;    /* per fwd node: source values, NULL for other nodes */
+    ir_graph *grad;  /* lower + autodiff of fwd */
+    rt_interp *fit;  /* interpreter on fwd, for the finite differences */
+} fixture;
+
+static void fixture_init(fixture *f, ir_graph *g) {
+    f->fwd = g;
+    f->grad = NULL;
+    f->fit = NULL;
+    f->val = calloc((size_t)g->n, sizeof *f->val);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
+        int64_t m = ir_numel(&n->type);
+        f->val[i] = malloc(sizeof(double) * (size_t)m);
+        for (int64_t e = 0; e < m; e++) {
+            double r = rnd();
+            if (n->type.dtype == IR_I32) /* labels: class indices */
+                f->val[i][e] = (double)((int64_t)((r + 1) / 2 * (double)n->iattr[0]) % n->iattr[0]);
+            else if (n->op == IR_OP_STATE) /* running statistics: variance must be positive */
+                f->val[i][e] = 1 + 0.5 * r;
+            else if (strstr(n->name, ".gamma"))
+                f->val[i][e] = 1 + 0.5 * r;
+            else
+                f->val[i][e] = r;
+        }
+    }
+}
+
+static void fixture_free(fixture *f) {
+    for (int i = 0; i < f->fwd->n; i++) free(f->val[i]);
+    free(f->val);
+    rt_interp_free(f->fit);
+    ir_free(f->fwd);
+    ir_free(f->grad);
+}
+
+static int source_named(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++) {
+        ir_op o = g->nodes[i].op;
+        if ((o == IR_OP_INPUT || o == IR_OP_PARAM || o == IR_OP_STATE) &&
+            !strcmp(g->nodes[i].name, name))
+            return i;
+    }
+    return -1;
+}
+
+static int node_named(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* Copies the fixture's source values into an interpreter on graph g, by name. */
+static void load(const fixture *f, const ir_graph *g, rt_interp *it) {
+    for (int i = 0; i < f->fwd->n; i++) {
+        if (!f->val[i]) continue;
+        int j = source_named(g, f->fwd->nodes[i].name);
+        if (j < 0) continue;
+        memcpy(rt_interp_buffer(it, j), f->val[i],
+               sizeof(double) * (size_t)ir_numel(&f->fwd->nodes[i].type));
+    }
+}
+
+static double summed_loss(fixture *f) {
+    if (!f->fit) f->fit = rt_interp_new(f->fwd);
+    load(f, f->fwd, f->fit); /* batchnorm moved the running statistics: reset them */
+    rt_interp_run(f->fit);
+    int l = ir_loss_node(f->fwd);
+    double sum = 0;
+    for (int64_t i = 0; i < ir_numel(&f->fwd->nodes[l].type); i++)
+        sum += rt_interp_buffer(f->fit, l)[i];
+    return sum;
+}
+
+/* Builds the gradient graph; 0 on success. */
+static int differentiate(fixture *f) {
+    f->grad = ir_clone(f->fwd);
+    if (pass_lower(&f->grad, err, sizeof err) || pass_autodiff(&f->grad, err, sizeof err)) {
+        fprintf(stderr, "passes: %s\n", err);
+        return -1;
+    }
+    if (ir_verify(f->grad, err, sizeof err)) {
+        fprintf(stderr, "verify: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Smallest distance of the forward pass to a kink: |relu input| and the
+ * gap between the best and second-best element of each maxpool window.
+ * Finite differences straddling a kink would measure nothing useful. */
+static double kink_margin(fixture *f) {
+    summed_loss(f);
+    double margin = INFINITY;
+    for (int i = 0; i < f->fwd->n; i++) {
+        const ir_node *n = &f->fwd->nodes[i];
+        const double *x = n->ninputs ? rt_interp_buffer(f->fit, n->input[0]) : NULL;
+        const ir_type *xt = n->ninputs ? &f->fwd->nodes[n->input[0]].type : NULL;
+        if (n->op == IR_OP_RELU)
+            for (int64_t e = 0; e < ir_numel(xt); e++) margin = fmin(margin, fabs(x[e]));
+        if (n->op != IR_OP_MAXPOOL) continue;
+        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+        for (int64_t b = 0; b < n->type.dim[0] * n->type.dim[1]; b++)
+            for (int64_t oh = 0; oh < n->type.dim[2]; oh++)
+                for (int64_t ow = 0; ow < n->type.dim[3]; ow++) {
+                    double best = -INFINITY, second = -INFINITY;
+                    for (int64_t i2 = 0; i2 < k; i2++)
+                        for (int64_t j2 = 0; j2 < k; j2++) {
+                            int64_t h = oh * s - p + i2, w = ow * s - p + j2;
+                            if (h < 0 || h >= xt->dim[2] || w < 0 || w >= xt->dim[3]) continue;
+                            double v = x[(b * xt->dim[2] + h) * xt->dim[3] + w];
+                            if (v > best) second = best, best = v;
+                            else if (v > second) second = v;
+                        }
+                    /* a window of relu zeros ties, but every candidate has a zero
+                     * gradient; the relu margin covers how close they are to moving */
+                    int relu_zeros = f->fwd->nodes[n->input[0]].op == IR_OP_RELU && best == 0;
+                    if (second > -INFINITY && !relu_zeros) margin = fmin(margin, best - second);
+                }
+    }
+    return margin;
+}
+
+/* The analytic gradient of every parameter against central differences.
+ * Returns the number of parameters compared. */
+static int check_gradients(fixture *f) {
+    const double h = 1e-6;
+    if (differentiate(f)) {
+        CHECK_MSG(0, "differentiation failed: %s", err);
+        return 0;
+    }
+    CHECK_MSG(kink_margin(f) > 1e-4, "inputs too close to a relu/maxpool kink (%g)", kink_margin(f));
+    rt_interp *it = rt_interp_new(f->grad);
+    load(f, f->grad, it);
+    rt_interp_run(it);
+    int compared = 0;
+    for (int p = 0; p < f->fwd->n; p++) {
+        const ir_node *pn = &f->fwd->nodes[p];
+        if (pn->op != IR_OP_PARAM) continue;
+        char name[IR_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.grad", pn->name);
+        int gnode = node_named(f->grad, name);
+        CHECK_MSG(gnode >= 0, "no node named %s", name);
+        if (gnode < 0) continue;
+        CHECK(f->grad->nodes[gnode].flags & IR_FLAG_GRAD);
+        CHECK(ir_type_equal(&f->grad->nodes[gnode].type, &pn->type));
+        const double *analytic = rt_interp_buffer(it, gnode);
+        double worst = 0, biggest = 0;
+        int64_t worst_at = 0;
+        for (int64_t e = 0; e < ir_numel(&pn->type); e++) {
+            double keep = f->val[p][e];
+            f->val[p][e] = keep + h;
+            double up = summed_loss(f);
+            f->val[p][e] = keep - h;
+            double down = summed_loss(f);
+            f->val[p][e] = keep;
+            double numeric = (up - down) / (2 * h), a = analytic[e];
+            double excess = fabs(a - numeric) - (1e-6 * fmax(fabs(a), fabs(numeric)) + 1e-8);
+            if (excess > worst) worst = excess, worst_at = e;
+            biggest = fmax(biggest, fabs(a));
+            if (e == worst_at && excess > 0)
+                fprintf(stderr, "  %s[%lld]: analytic %.12g numeric %.12g\n", pn->name,
+                        (long long)e, a, numeric);
+        }
+        CHECK_MSG(worst <= 0, "%s: gradient differs from finite differences", pn->name);
+        /* a gradient that is zero everywhere would pass without testing anything */
+        CHECK_MSG(biggest > 1e-4, "%s: gradient is (nearly) zero: %g", pn->name, biggest);
+        compared++;
+    }
+    rt_interp_free(it);
+    return compared;
+}
+
+static int count_op(const ir_graph *g, ir_op o) {
+    int c = 0;
+    for (int i = 0; i < g->n; i++) c += g->nodes[i].op == o;
+    return c;
+}
+
+/* ---- per-op tests ------------------------------------------------------------------- */
+
+/* conv with the data as a parameter too, so dL/dx is checked, and a bias. */
+static void conv_case(int k, int s, int p) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 7, 6));
+    int y = conv(g, x, "w", 3, k, s, p);
+    int b = param(g, "b", ir_shape1(3));
+    head(g, op(g, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK_MSG(check_gradients(&f) == 3, "conv k=%d s=%d p=%d", k, s, p);
+    fixture_free(&f);
+}
+
+TEST(conv_gradients) {
+    static const int cases[][3] = {{1, 1, 0}, {1, 2, 0}, {3, 1, 0}, {3, 1, 1}, {3, 2, 0},
+                                   {3, 2, 1}, {7, 1, 3}, {7, 2, 3}, {5, 3, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        conv_case(cases[i][0], cases[i][1], cases[i][2]);
+}
+
+TEST(conv_on_an_input_gets_no_data_gradient) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(2, 2, 5, 5), 0);
+    head(g, conv(g, x, "w", 3, 3, 2, 1));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_CONV_GRAD_DATA) == 0);
+    CHECK(count_op(f.grad, IR_OP_CONV_GRAD_WEIGHT) == 1);
+    fixture_free(&f);
+}
+
+TEST(bias_add_gradients) {
+    for (int rank = 2; rank <= 4; rank += 2) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", rank == 4 ? ir_shape4(2, 3, 2, 2) : ir_shape2(4, 3));
+        int b = param(g, "b", ir_shape1(3));
+        head(g, op(g, IR_OP_BIAS_ADD, (int[]){x, b}, 2, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK(check_gradients(&f) == 2);
+        fixture_free(&f);
+    }
+}
+
+TEST(batchnorm_training_gradients) {
+    ir_type shapes[] = {ir_shape4(3, 2, 3, 3), ir_shape2(5, 3), ir_shape4(2, 3, 1, 1)};
+    for (int i = 0; i < 3; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", shapes[i]);
+        head(g, batchnorm(g, x, "bn"));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 3, "shape %d", i); /* x, gamma, beta */
+        /* the fused rule, not a chain through bn_mean/bn_var */
+        CHECK(count_op(f.grad, IR_OP_BN_GRAD_DATA) == 1);
+        CHECK(count_op(f.grad, IR_OP_BN_GRAD_GAMMA) == 1);
+        fixture_free(&f);
+    }
+}
+
+TEST(relu_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, op(g, IR_OP_RELU, &x, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) /* both signs, never near 0 */
+        f.val[x][e] = (e % 3 ? 1 : -1) * (0.1 + fabs(rnd()));
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+}
+
+TEST(add_gradients_and_accumulation) {
+    /* two params through add */
+    ir_graph *g = ir_new();
+    int a = param(g, "a", ir_shape2(3, 4)), b = param(g, "b", ir_shape2(3, 4));
+    head(g, op(g, IR_OP_ADD, (int[]){a, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    /* both get dy unchanged: each needs its own node, not one shared one */
+    int ga = node_named(f.grad, "a.grad"), gb = node_named(f.grad, "b.grad");
+    CHECK(ga >= 0 && gb >= 0 && ga != gb);
+    fixture_free(&f);
+
+    /* add(x, x): the two pass-through contributions are summed */
+    g = ir_new();
+    int x = param(g, "x", ir_shape2(3, 4));
+    head(g, op(g, IR_OP_ADD, (int[]){x, x}, 2, NULL, NULL));
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+
+    /* u = conv(x, w) read twice (add(u, relu(u))), w read by two convs */
+    g = ir_new();
+    x = param(g, "x", ir_shape4(2, 2, 4, 4));
+    int w = param(g, "w", ir_shape4(2, 2, 3, 3));
+    int u = op(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int r = op(g, IR_OP_RELU, &u, 1, NULL, NULL);
+    int s = op(g, IR_OP_ADD, (int[]){u, r}, 2, NULL, NULL);
+    int v = op(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    head(g, v);
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    CHECK(count_op(f.grad, IR_OP_CONV_GRAD_WEIGHT) == 2);
+    fixture_free(&f);
+}
+
+/* Distinct values 0.05 apart in a shuffled order: every window has a clear
+ * winner, and no value sits near the boundaries. */
+static void spaced_values(double *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++) v[i] = 0.05 * (double)(i - n / 2);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)((rnd() + 1) / 2 * (double)(i + 1)) % (i + 1);
+        double t = v[i];
+        v[i] = v[j], v[j] = t;
+    }
+}
+
+TEST(maxpool_gradients) {
+    static const int cases[][3] = {{2, 2, 0}, {2, 1, 0}, {3, 2, 1}, {3, 1, 1}, {3, 2, 0}, {3, 3, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, 2, 5, 6));
+        head(g, op(g, IR_OP_MAXPOOL, &x, 1,
+                   (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        spaced_values(f.val[x], 120);
+        CHECK_MSG(check_gradients(&f) == 1, "maxpool k=%d s=%d p=%d", cases[i][0], cases[i][1],
+                  cases[i][2]);
+        fixture_free(&f);
+    }
+}
+
+/* Ties: the whole window's gradient goes to its first maximum in row-major
+ * order, and padding (which counts as -inf) never takes it. */
+static void tie_case(int k, int s, int p, const double *x, const double *want_mask, int hw) {
+    ir_graph *g = ir_new();
+    int xp = param(g, "x", ir_shape4(1, 1, hw, hw));
+    head(g, op(g, IR_OP_MAXPOOL, &xp, 1, (int64_t[]){k, s, p}, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    memcpy(f.val[xp], x, sizeof(double) * (size_t)(hw * hw));
+    CHECK(differentiate(&f) == 0);
+    int mg = -1;
+    for (int i = 0; i < f.grad->n; i++)
+        if (f.grad->nodes[i].op == IR_OP_MAXPOOL_GRAD) mg = i;
+    CHECK(mg >= 0);
+    if (mg >= 0) {
+        rt_interp *it = rt_interp_new(f.grad);
+        load(&f, f.grad, it);
+        rt_interp_run(it);
+        /* want_mask[e] = 1 + the index of the output window routed to e, or 0 */
+        const double *dy = rt_interp_buffer(it, f.grad->nodes[mg].input[0]);
+        const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+        for (int e = 0; e < hw * hw; e++) {
+            double want = want_mask[e] > 0 ? dy[(int)want_mask[e] - 1] : 0;
+            CHECK_MSG(dx[e] == want, "k=%d s=%d p=%d: x.grad[%d] = %g, want %g", k, s, p, e, dx[e],
+                      want);
+        }
+        rt_interp_free(it);
+    }
+    fixture_free(&f);
+}
+
+TEST(maxpool_ties_route_to_first_maximum) {
+    /* 4x4, k2 s2: window 0 all equal, window 1 ties across its second row,
+     * window 2 across its last row, window 3 down its last column. */
+    const double x1[16] = {1, 1, 0, 0,   /* */
+                           1, 1, 3, 3,   /* */
+                           2, -1, 7, 9,  /* */
+                           5, 5, 2, 9};
+    const double m1[16] = {1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 4, 3, 0, 0, 0};
+    tie_case(2, 2, 0, x1, m1, 4);
+    /* all equal and negative, k3 s2 p1: the padded zeros must not win, and
+     * the first valid element of each window does. */
+    const double x2[16] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    const double m2[16] = {1, 2, 0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    tie_case(3, 2, 1, x2, m2, 4);
+}
+
+TEST(avgpool_gradients) {
+    static const int cases[][3] = {{2, 2, 0}, {3, 2, 1}, {3, 1, 1}, {3, 2, 0}, {2, 1, 1}, {5, 2, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, 2, 5, 6));
+        head(g, op(g, IR_OP_AVGPOOL, &x, 1,
+                   (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 1, "avgpool k=%d s=%d p=%d", cases[i][0], cases[i][1],
+                  cases[i][2]);
+        fixture_free(&f);
+    }
+}
+
+TEST(global_avgpool_and_flatten_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 3, 3, 2));
+    head(g, op(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+
+    g = ir_new();
+    x = param(g, "x", ir_shape4(2, 3, 2, 2));
+    head(g, x); /* head() flattens */
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_RESHAPE_LIKE) == 1);
+    fixture_free(&f);
+}
+
+TEST(dense_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape2(3, 5));
+    int w = param(g, "w", ir_shape2(4, 5));
+    loss_on(g, op(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    fixture_free(&f);
+}
+
+TEST(softmax_cross_entropy_gradient) {
+    ir_graph *g = ir_new();
+    int z = param(g, "z", ir_shape2(4, 5));
+    loss_on(g, z);
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 20; e++) f.val[z][e] *= 4; /* peaked and flat rows */
+    CHECK(check_gradients(&f) == 1);
+    /* and exactly softmax - onehot, the sum's gradient (no 1/N) */
+    rt_interp *it = rt_interp_new(f.grad);
+    load(&f, f.grad, it);
+    rt_interp_run(it);
+    const double *d = rt_interp_buffer(it, node_named(f.grad, "z.grad"));
+    const double *lbl = f.val[source_named(f.fwd, "label")];
+    for (int n = 0; n < 4; n++) {
+        double zmax = -INFINITY, sum = 0;
+        for (int k = 0; k < 5; k++) zmax = fmax(zmax, f.val[z][n * 5 + k]);
+        for (int k = 0; k < 5; k++) sum += exp(f.val[z][n * 5 + k] - zmax);
+        for (int k = 0; k < 5; k++)
+            CHECK_NEAR(d[n * 5 + k], exp(f.val[z][n * 5 + k] - zmax) / sum - (k == (int)lbl[n]),
+                       1e-15);
+    }
+    rt_interp_free(it);
+    fixture_free(&f);
+}
+
+/* conv-bn-relu-maxpool, a basic residual block, a downsampling block with
+ * a 1x1/2 shortcut, global_avgpool, dense with bias: ResNet in miniature. */
+TEST(small_resnet_gradients) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(2, 3, 6, 6), 0);
+    int stem = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, x, "c0", 4, 3, 1, 1), "bn0")}, 1,
+                  NULL, NULL);
+    int pool = op(g, IR_OP_MAXPOOL, &stem, 1, (int64_t[]){3, 2, 1}, NULL); /* 3x3 */
+    int y = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, pool, "c1", 4, 3, 1, 1), "bn1")}, 1,
+               NULL, NULL);
+    y = batchnorm(g, conv(g, y, "c2", 4, 3, 1, 1), "bn2");
+    int b1 = op(g, IR_OP_RELU, (int[]){op(g, IR_OP_ADD, (int[]){pool, y}, 2, NULL, NULL)}, 1,
+                NULL, NULL);
+    y = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, b1, "c3", 6, 3, 2, 1), "bn3")}, 1, NULL,
+           NULL); /* 2x2 */
+    y = batchnorm(g, conv(g, y, "c4", 6, 3, 1, 1), "bn4");
+    int sc = batchnorm(g, conv(g, b1, "c5", 6, 1, 2, 0), "bn5");
+    int b2 = op(g, IR_OP_RELU, (int[]){op(g, IR_OP_ADD, (int[]){sc, y}, 2, NULL, NULL)}, 1, NULL,
+                NULL);
+    int gap = op(g, IR_OP_GLOBAL_AVGPOOL, &b2, 1, NULL, NULL);
+    int fc = op(g, IR_OP_DENSE, (int[]){gap, param(g, "fc.weight", ir_shape2(3, 6))}, 2, NULL, NULL);
+    int logits = op(g, IR_OP_BIAS_ADD, (int[]){fc, param(g, "fc.bias", ir_shape1(3))}, 2, NULL, NULL);
+    snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
+    loss_on(g, logits);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 6 * 3 + 2);
+    /* the image is an input: the first conv gets no data gradient */
+    CHECK(count_op(f.grad, IR_OP_CONV_GRAD_DATA) == 5);
+    CHECK(count_op(f.grad, IR_OP_BN_GRAD_DATA) == 6);
+    fixture_free(&f);
+}
+
+int main(void) {
+    RUN(conv_gradients);
+    RUN(conv_on_an_input_gets_no_data_gradient);
+    RUN(bias_add_gradients);
+    RUN(batchnorm_training_gradients);
+    RUN(relu_gradients);
+    RUN(add_gradients_and_accumulation);
+    RUN(maxpool_gradients);
+    RUN(maxpool_ties_route_to_first_maximum);
+    RUN(avgpool_gradients);
+    RUN(global_avgpool_and_flatten_gradients);
+    RUN(dense_gradients);
+    RUN(softmax_cross_entropy_gradient);
+    RUN(small_resnet_gradients);
+    return harness_done();
+}

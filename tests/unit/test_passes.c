@@ -1,0 +1,467 @@
+/* Tests for passes/: lower keeps results (both BatchNorm modes), the
+ * optimizer step is MXNet's SGD, the pipeline verifies and dumps, and the
+ * passes' errors. Gradient values themselves are test_autodiff.c's job. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "ir/ir.h"
+#include "passes/passes.h"
+#include "runtime/interp.h"
+#include "tests/harness.h"
+
+static char err[256];
+
+static uint64_t rng_state = 0x853C49E6748FEA9Bull;
+static double rnd(void) { /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+static int op(ir_graph *g, ir_op o, const int *in, int nin, const int64_t *ia, const double *fa) {
+    int id = ir_add_node(g, o, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "building %s: %s\n", ir_ops[o].name, err);
+    return id;
+}
+
+static int is_source(ir_op o) { return o == IR_OP_INPUT || o == IR_OP_PARAM || o == IR_OP_STATE; }
+
+static int find(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+static int count_op(const ir_graph *g, ir_op o) {
+    int c = 0;
+    for (int i = 0; i < g->n; i++) c += g->nodes[i].op == o;
+    return c;
+}
+
+static int batchnorm(ir_graph *g, int x, const char *name, int training) {
+    char buf[IR_NAME_MAX];
+    ir_type c = ir_shape1(g->nodes[x].type.dim[1]);
+    snprintf(buf, sizeof buf, "%s.gamma", name);
+    int gamma = ir_add_param(g, buf, c, IR_INIT_ONE);
+    snprintf(buf, sizeof buf, "%s.beta", name);
+    int beta = ir_add_param(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_mean", name);
+    int rm = ir_add_state(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_var", name);
+    int rv = ir_add_state(g, buf, c, IR_INIT_ONE);
+    int y = op(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){training},
+               (double[]){1e-5, 0.9});
+    if (y >= 0) snprintf(g->nodes[y].name, IR_NAME_MAX, "%s", name);
+    return y;
+}
+
+/* Fills every source of g with deterministic values (by name, so two
+ * graphs with the same sources get the same values). */
+static void fill_sources(const ir_graph *g, rt_interp *it) {
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!is_source(n->op)) continue;
+        uint64_t h = 1469598103934665603ull; /* FNV-1a of the name seeds the values */
+        for (const char *p = n->name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        rng_state = h | 1;
+        double *b = rt_interp_buffer(it, i);
+        for (int64_t e = 0; e < ir_numel(&n->type); e++) {
+            double r = rnd();
+            b[e] = n->type.dtype == IR_I32 ? (double)((int64_t)((r + 1) * 1.5) % 3)
+                   : n->op == IR_OP_STATE ? 1 + 0.5 * r
+                                          : 2 * r + 0.3;
+        }
+    }
+}
+
+/* x -> batchnorm "bn" (rank 4 or 2) -> relu "out" */
+static ir_graph *bn_graph(int rank, int training) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", rank == 4 ? ir_shape4(3, 2, 2, 3) : ir_shape2(5, 4), 0);
+    int y = batchnorm(g, x, "bn", training);
+    g->nodes[y].flags |= IR_FLAG_OUTPUT;
+    int r = op(g, IR_OP_RELU, &y, 1, NULL, NULL);
+    snprintf(g->nodes[r].name, IR_NAME_MAX, "out");
+    return g;
+}
+
+static void check_lower_keeps_results(int rank, int training) {
+    ir_graph *g = bn_graph(rank, training), *low = ir_clone(g);
+    CHECK(pass_lower(&low, err, sizeof err) == 0);
+    CHECK(ir_verify(low, err, sizeof err) == 0);
+    CHECK(count_op(low, IR_OP_BATCHNORM) == 0);
+    CHECK(count_op(low, IR_OP_BN_APPLY) == 1);
+    CHECK(count_op(low, IR_OP_ASSIGN) == (training ? 2 : 0));
+    CHECK(count_op(low, IR_OP_BN_MEAN) == (training ? 1 : 0));
+    /* sources: same names, same order */
+    int a = 0, b = 0;
+    for (;; a++, b++) {
+        while (a < g->n && !is_source(g->nodes[a].op)) a++;
+        while (b < low->n && !is_source(low->nodes[b].op)) b++;
+        if (a >= g->n || b >= low->n) break;
+        CHECK_STR(low->nodes[b].name, g->nodes[a].name);
+        CHECK(low->nodes[b].op == g->nodes[a].op);
+    }
+    CHECK(a >= g->n && b >= low->n);
+    /* the batchnorm's name and flags now belong to bn_apply */
+    int bn = find(low, "bn");
+    CHECK(bn >= 0 && low->nodes[bn].op == IR_OP_BN_APPLY);
+    CHECK(bn >= 0 && (low->nodes[bn].flags & IR_FLAG_OUTPUT));
+    if (!training && bn >= 0) { /* eval normalises with the running statistics */
+        CHECK(low->nodes[bn].input[1] == find(low, "bn.running_mean"));
+        CHECK(low->nodes[bn].input[2] == find(low, "bn.running_var"));
+    }
+
+    rt_interp *hi = rt_interp_new(g), *lo = rt_interp_new(low);
+    fill_sources(g, hi);
+    fill_sources(low, lo);
+    for (int step = 0; step < 2; step++) { /* twice: the running stats feed back */
+        rt_interp_run(hi);
+        rt_interp_run(lo);
+        static const char *names[] = {"bn", "out", "bn.running_mean", "bn.running_var"};
+        for (int k = 0; k < 4; k++) {
+            int i = find(g, names[k]), j = find(low, names[k]);
+            const double *u = rt_interp_buffer(hi, i), *v = rt_interp_buffer(lo, j);
+            double worst = 0;
+            for (int64_t e = 0; e < ir_numel(&g->nodes[i].type); e++)
+                worst = fmax(worst, fabs(u[e] - v[e]));
+            CHECK_MSG(worst <= 1e-12, "rank %d training %d step %d: %s differs by %g", rank,
+                      training, step, names[k], worst);
+        }
+    }
+    if (!training) { /* eval changes nothing persistent */
+        double *rv = rt_interp_buffer(lo, find(low, "bn.running_var"));
+        double *rv0 = rt_interp_buffer(hi, find(g, "bn.running_var"));
+        CHECK(rv[0] == rv0[0]);
+    }
+    rt_interp_free(hi);
+    rt_interp_free(lo);
+    ir_free(g);
+    ir_free(low);
+}
+
+TEST(lower_keeps_results) {
+    check_lower_keeps_results(4, 1);
+    check_lower_keeps_results(2, 1);
+    check_lower_keeps_results(4, 0);
+    check_lower_keeps_results(2, 0);
+}
+
+TEST(running_variance_is_unbiased) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 1, 1, 2), 0);
+    batchnorm(g, x, "bn", 1);
+    CHECK(pass_lower(&g, err, sizeof err) == 0);
+    int ev = -1;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_EMA && g->nodes[i].input[0] == find(g, "bn.running_var")) ev = i;
+    CHECK(ev >= 0 && g->nodes[ev].fattr[0] == 0.9);
+    CHECK(ev >= 0 && fabs(g->nodes[ev].fattr[1] - 4 / 3.0) < 1e-15); /* M = N*H*W = 4 */
+    rt_interp *it = rt_interp_new(g);
+    memcpy(rt_interp_buffer(it, x), (double[]){1, 2, 3, 4}, sizeof(double[4]));
+    rt_interp_buffer(it, find(g, "bn.gamma"))[0] = 1;
+    rt_interp_buffer(it, find(g, "bn.running_var"))[0] = 1;
+    rt_interp_run(it);
+    /* mean 2.5, biased variance 1.25, unbiased 5/3 */
+    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_mean"))[0], 0.25, 1e-15);
+    double rv1 = 0.9 + 0.1 * 5 / 3.0;
+    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_var"))[0], rv1, 1e-15);
+    rt_interp_run(it);
+    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_mean"))[0], 0.9 * 0.25 + 0.25, 1e-15);
+    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_var"))[0], 0.9 * rv1 + 0.1 * 5 / 3.0,
+               1e-15);
+    /* and the output is normalised with the biased one */
+    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn"))[0], -1.5 / sqrt(1.25 + 1e-5), 1e-14);
+    rt_interp_free(it);
+    ir_free(g);
+}
+
+TEST(lower_refuses_one_value_per_channel) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(1, 3, 1, 1), 0);
+    batchnorm(g, x, "bn7", 1);
+    ir_graph *before = g;
+    CHECK(pass_lower(&g, err, sizeof err) == -1);
+    CHECK(strstr(err, "'bn7'") != NULL);
+    CHECK(g == before && count_op(g, IR_OP_BATCHNORM) == 1); /* left as it was */
+    ir_free(g);
+    /* in eval mode one sample is fine */
+    g = ir_new();
+    x = ir_add_input(g, "x", ir_shape4(1, 3, 1, 1), 0);
+    batchnorm(g, x, "bn7", 0);
+    CHECK(pass_lower(&g, err, sizeof err) == 0);
+    ir_free(g);
+}
+
+/* x[2,3] -> dense(w[2,3]) -> bias_add(b[2]) "logits" -> softmax_ce "loss" */
+static ir_graph *dense_net(void) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape2(2, 3), 0);
+    int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 2);
+    int w = ir_add_param(g, "w", ir_shape2(2, 3), IR_INIT_XAVIER);
+    int b = ir_add_param(g, "b", ir_shape1(2), IR_INIT_ZERO);
+    int d = op(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
+    int logits = op(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL);
+    snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
+    g->nodes[logits].flags |= IR_FLAG_OUTPUT;
+    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+    snprintf(g->nodes[l].name, IR_NAME_MAX, "loss");
+    g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    return g;
+}
+
+/* The summed-loss gradient of dense_net, written out by hand. */
+static void dense_net_grad(const double *x, const int *y, const double *w, const double *b,
+                           double *dw, double *db) {
+    memset(dw, 0, sizeof(double[6]));
+    memset(db, 0, sizeof(double[2]));
+    for (int n = 0; n < 2; n++) {
+        double z[2], p[2];
+        for (int u = 0; u < 2; u++) z[u] = b[u] + x[n * 3] * w[u * 3] + x[n * 3 + 1] * w[u * 3 + 1] +
+                                           x[n * 3 + 2] * w[u * 3 + 2];
+        p[0] = 1 / (1 + exp(z[1] - z[0]));
+        p[1] = 1 - p[0];
+        for (int u = 0; u < 2; u++) {
+            double d = p[u] - (u == y[n]);
+            db[u] += d;
+            for (int f = 0; f < 3; f++) dw[u * 3 + f] += d * x[n * 3 + f];
+        }
+    }
+}
+
+TEST(optimizer_step_is_mxnet_sgd) {
+    ir_graph *g = dense_net();
+    ir_train t;
+    ir_train_defaults(&t);
+    t.momentum = 0.9;
+    t.wd = 0.01;
+    pass_options o = pass_default_options();
+    CHECK(pass_run_train(&g, &t, &o, err, sizeof err) == 0);
+    int lr = find(g, "lr"), scale = find(g, "grad_scale");
+    int vw = find(g, "w.momentum"), vb = find(g, "b.momentum");
+    CHECK(lr >= 0 && g->nodes[lr].op == IR_OP_INPUT && ir_numel(&g->nodes[lr].type) == 1);
+    CHECK(scale >= 0 && g->nodes[scale].op == IR_OP_INPUT);
+    CHECK(vw >= 0 && g->nodes[vw].op == IR_OP_STATE && g->nodes[vw].iattr[0] == IR_INIT_ZERO);
+    CHECK(vw >= 0 && ir_type_equal(&g->nodes[vw].type, &g->nodes[find(g, "w")].type));
+    CHECK(vb > vw); /* definition order */
+    CHECK(count_op(g, IR_OP_SGD_MOMENTUM) == 2 && count_op(g, IR_OP_ASSIGN) == 4);
+    if (lr < 0 || scale < 0 || vw < 0 || vb < 0) return;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_SGD_MOMENTUM)
+            CHECK(g->nodes[i].fattr[0] == 0.9 && g->nodes[i].fattr[1] == 0.01);
+
+    double x[6] = {0.5, -1, 2, 1.5, 0.25, -0.75}, w[6] = {0.1, 0.2, -0.3, -0.4, 0.5, 0.6};
+    double b[2] = {0.05, -0.05}, v[6] = {0}, vbias[2] = {0};
+    int y[2] = {1, 0};
+    const double rate = 0.1, gs = 0.5; /* grad_scale = 1 / global batch */
+    rt_interp *it = rt_interp_new(g);
+    memcpy(rt_interp_buffer(it, find(g, "x")), x, sizeof x);
+    rt_interp_buffer(it, find(g, "label"))[0] = y[0];
+    rt_interp_buffer(it, find(g, "label"))[1] = y[1];
+    memcpy(rt_interp_buffer(it, find(g, "w")), w, sizeof w);
+    memcpy(rt_interp_buffer(it, find(g, "b")), b, sizeof b);
+    rt_interp_buffer(it, lr)[0] = rate;
+    rt_interp_buffer(it, scale)[0] = gs;
+    for (int step = 0; step < 3; step++) {
+        double dw[6], db[2];
+        dense_net_grad(x, y, w, b, dw, db);
+        for (int i = 0; i < 6; i++) {
+            v[i] = 0.9 * v[i] - rate * (dw[i] * gs + 0.01 * w[i]);
+            w[i] += v[i];
+        }
+        for (int i = 0; i < 2; i++) {
+            vbias[i] = 0.9 * vbias[i] - rate * (db[i] * gs + 0.01 * b[i]);
+            b[i] += vbias[i];
+        }
+        rt_interp_run(it);
+        for (int i = 0; i < 6; i++) {
+            CHECK_NEAR(rt_interp_buffer(it, find(g, "w"))[i], w[i], 1e-15);
+            CHECK_NEAR(rt_interp_buffer(it, vw)[i], v[i], 1e-15);
+        }
+        for (int i = 0; i < 2; i++) {
+            CHECK_NEAR(rt_interp_buffer(it, find(g, "b"))[i], b[i], 1e-15);
+            CHECK_NEAR(rt_interp_buffer(it, vb)[i], vbias[i], 1e-15);
+        }
+    }
+    CHECK(v[0] != 0 && vbias[0] != 0); /* the momentum really carried over */
+    rt_interp_free(it);
+    ir_free(g);
+}
+
+/* image -> conv -> bn -> relu -> maxpool -> add(·, conv-bn) -> relu ->
+ * global_avgpool -> dense -> bias_add "logits" -> loss */
+static ir_graph *small_cnn(int training) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(2, 3, 8, 8), 0);
+    int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 4);
+    int w0 = ir_add_param(g, "conv0.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int c = op(g, IR_OP_CONV, (int[]){x, w0}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int r = op(g, IR_OP_RELU, (int[]){batchnorm(g, c, "bn0", training)}, 1, NULL, NULL);
+    int m = op(g, IR_OP_MAXPOOL, &r, 1, (int64_t[]){3, 2, 1}, NULL);
+    int w1 = ir_add_param(g, "conv1.weight", ir_shape4(4, 4, 3, 3), IR_INIT_XAVIER);
+    int c1 = op(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int s = op(g, IR_OP_ADD, (int[]){m, batchnorm(g, c1, "bn1", training)}, 2, NULL, NULL);
+    int gp = op(g, IR_OP_GLOBAL_AVGPOOL, (int[]){op(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1, NULL, NULL);
+    int fw = ir_add_param(g, "fc.weight", ir_shape2(4, 4), IR_INIT_XAVIER);
+    int fb = ir_add_param(g, "fc.bias", ir_shape1(4), IR_INIT_ZERO);
+    int logits = op(g, IR_OP_BIAS_ADD, (int[]){op(g, IR_OP_DENSE, (int[]){gp, fw}, 2, NULL, NULL), fb},
+                    2, NULL, NULL);
+    snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
+    g->nodes[logits].flags |= IR_FLAG_OUTPUT;
+    if (training) {
+        int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+        snprintf(g->nodes[l].name, IR_NAME_MAX, "loss");
+        g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    }
+    return g;
+}
+
+static char *dump_after(const char *pass, ir_graph *g, int *rc) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    pass_options o = pass_default_options();
+    o.dump_after = pass;
+    o.dump = f;
+    *rc = pass_run_train(&g, NULL, &o, err, sizeof err);
+    fclose(f);
+    ir_free(g);
+    return text;
+}
+
+TEST(pipeline_verifies_and_dumps) {
+    pass_options o = pass_default_options();
+    CHECK(o.fuse == 1 && o.memplan == 1 && o.dump_after == NULL);
+    CHECK_STR(pass_names[0], "lower");
+    CHECK_STR(pass_names[1], "autodiff");
+    CHECK_STR(pass_names[2], "optimizer");
+    CHECK(pass_names[3] == NULL);
+
+    ir_graph *g = small_cnn(1);
+    CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    CHECK(count_op(g, IR_OP_BATCHNORM) == 0);
+    /* every persistent tensor is written once, after its last reader (ir_verify) */
+    CHECK(count_op(g, IR_OP_ASSIGN) == 2 * 2 + 2 * 8); /* 2 per bn, 2 per param */
+    CHECK(find(g, "logits") >= 0 && (g->nodes[find(g, "logits")].flags & IR_FLAG_OUTPUT));
+    CHECK(ir_loss_node(g) == find(g, "loss"));
+    ir_free(g);
+
+    int rc;
+    char *t = dump_after("lower", small_cnn(1), &rc);
+    CHECK(rc == 0 && strstr(t, "bn_apply") && !strstr(t, "ones_like") && !strstr(t, "sgd"));
+    free(t);
+    t = dump_after("autodiff", small_cnn(1), &rc);
+    CHECK(rc == 0 && strstr(t, "conv0.weight.grad") && !strstr(t, "sgd_momentum"));
+    free(t);
+    t = dump_after("optimizer", small_cnn(1), &rc);
+    CHECK(rc == 0 && strstr(t, "sgd_momentum") && strstr(t, "\"fc.bias.momentum\""));
+    free(t);
+    t = dump_after("fuse2", small_cnn(1), &rc);
+    CHECK(rc == -1 && strstr(err, "unknown pass 'fuse2'") && strstr(err, "optimizer"));
+    free(t);
+
+    g = small_cnn(0);
+    CHECK(pass_run_eval(&g, &o, err, sizeof err) == 0);
+    CHECK(count_op(g, IR_OP_BATCHNORM) == 0 && count_op(g, IR_OP_BN_APPLY) == 2);
+    CHECK(count_op(g, IR_OP_ASSIGN) == 0 && count_op(g, IR_OP_ONES_LIKE) == 0);
+    ir_free(g);
+}
+
+TEST(gradients_are_named_and_flagged) {
+    ir_graph *g = small_cnn(1);
+    CHECK(pass_lower(&g, err, sizeof err) == 0);
+    CHECK(pass_autodiff(&g, err, sizeof err) == 0);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    int params = 0, grads = 0;
+    for (int i = 0; i < g->n; i++) {
+        grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
+        if (g->nodes[i].op != IR_OP_PARAM) continue;
+        params++;
+        char name[IR_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.grad", g->nodes[i].name);
+        int d = find(g, name);
+        CHECK_MSG(d > i && (g->nodes[d].flags & IR_FLAG_GRAD), "%s", name);
+        CHECK(d >= 0 && ir_type_equal(&g->nodes[d].type, &g->nodes[i].type));
+    }
+    CHECK(params == 8 && grads == params);
+    /* every parameter here has a dedicated grad op: no copies */
+    CHECK(count_op(g, IR_OP_RESHAPE_LIKE) == 0);
+    CHECK(count_op(g, IR_OP_ONES_LIKE) == 1);
+    ir_free(g);
+
+    /* a = p + q feeds the loss directly: both would get the same dy; each
+     * needs its own node (partitioning reduces them separately) */
+    g = ir_new();
+    int p = ir_add_param(g, "p", ir_shape2(2, 3), IR_INIT_XAVIER);
+    int q = ir_add_param(g, "q", ir_shape2(2, 3), IR_INIT_XAVIER);
+    int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 3);
+    int s = op(g, IR_OP_ADD, (int[]){p, q}, 2, NULL, NULL);
+    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){s, label}, 2, NULL, NULL);
+    g->nodes[l].flags |= IR_FLAG_LOSS;
+    CHECK(pass_autodiff(&g, err, sizeof err) == 0);
+    int gp = find(g, "p.grad"), gq = find(g, "q.grad");
+    CHECK(gp >= 0 && gq >= 0 && gp != gq);
+    CHECK(gp >= 0 && gq >= 0 && g->nodes[gp].input[0] == g->nodes[gq].input[0]); /* both copy dy */
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    ir_free(g);
+}
+
+TEST(pass_errors) {
+    /* no loss */
+    ir_graph *g = small_cnn(0);
+    CHECK(pass_lower(&g, err, sizeof err) == 0);
+    ir_graph *before = g;
+    int n = g->n;
+    CHECK(pass_autodiff(&g, err, sizeof err) == -1);
+    CHECK_STR(err, "autodiff: the graph has no loss node");
+    CHECK(g == before && g->n == n);
+    ir_free(g);
+
+    /* a parameter that does not reach the loss */
+    g = dense_net();
+    int x = find(g, "x");
+    int u = ir_add_param(g, "unused.weight", ir_shape2(4, 3), IR_INIT_XAVIER);
+    op(g, IR_OP_DENSE, (int[]){x, u}, 2, NULL, NULL);
+    before = g, n = g->n;
+    CHECK(pass_autodiff(&g, err, sizeof err) == -1);
+    CHECK_STR(err, "autodiff: parameter 'unused.weight' does not reach the loss");
+    CHECK(g == before && g->n == n);
+    ir_free(g);
+
+    /* batchnorm must be lowered first */
+    g = small_cnn(1);
+    CHECK(pass_autodiff(&g, err, sizeof err) == -1);
+    CHECK(strstr(err, "no gradient rule for batchnorm") && strstr(err, "lower"));
+    ir_free(g);
+
+    /* autodiff twice; optimizer without gradients; a taken name */
+    g = dense_net();
+    CHECK(pass_optimizer(&g, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "optimizer: parameter 'w' has no gradient (run autodiff first)");
+    CHECK(pass_autodiff(&g, err, sizeof err) == 0);
+    CHECK(pass_autodiff(&g, err, sizeof err) == -1);
+    CHECK(strstr(err, "already has gradients") != NULL);
+    ir_add_input(g, "lr", ir_shape1(1), 0);
+    CHECK(pass_optimizer(&g, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "optimizer: the graph already has a tensor named 'lr'");
+    ir_free(g);
+
+    /* the pipeline passes a pass's message through */
+    g = dense_net();
+    g->nodes[ir_loss_node(g)].flags &= ~(unsigned)IR_FLAG_LOSS;
+    pass_options o = pass_default_options();
+    CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == -1);
+    CHECK_STR(err, "autodiff: the graph has no loss node");
+    ir_free(g);
+}
+
+int main(void) {
+    RUN(lower_keeps_results);
+    RUN(running_variance_is_unbiased);
+    RUN(lower_refuses_one_value_per_channel);
+    RUN(optimizer_step_is_mxnet_sgd);
+    RUN(pipeline_verifies_and_dumps);
+    RUN(gradients_are_named_and_flagged);
+    RUN(pass_errors);
+    return harness_done();
+}
