@@ -1,0 +1,206 @@
+/* cli/dprun.c — the runtime driver: load a plan, then print its summary,
+ * print its lr schedule, or train it (runtime/train.c does the work). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/plan.h"
+#include "runtime/schedule.h"
+#include "runtime/train.h"
+
+static void usage(FILE *f) {
+    fputs("usage: dprun PLAN [options]\n"
+          "  --info                   print the plan summary and exit\n"
+          "  --schedule               print `epoch E lr X` for every epoch and exit\n"
+          "  --gpus N                 data-parallel replicas (default 1; sets the global batch)\n"
+          "  --device auto|cpu|cuda   where to run (auto: GPUs if any, else cpu)\n"
+          "  --data DIR|synthetic     CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)\n"
+          "  --epochs N               stop after N epochs\n"
+          "  --steps N                stop after N optimizer steps\n"
+          "  --eval-every K           test accuracy every K epochs\n"
+          "  --lr-scaling none|linear override the schedule's lr scaling\n"
+          "  --warmup-epochs K        override the schedule's warmup\n"
+          "  --warmup-per-iteration   ramp the warmup every step (Goyal et al.), not every epoch\n"
+          "  --seed S                 all randomness: init, shuffle, augmentation (default 0)\n"
+          "  --no-augment             no padding, cropping or mirroring\n"
+          "  --no-shuffle             keep the dataset's order\n"
+          "  --load-params F          start from a safetensors file\n"
+          "  --save-params F          write parameters and BatchNorm statistics at the end\n"
+          "  --metrics FILE           one JSON object per epoch\n"
+          "  --benchmark N            time N steps after a warm-up; last line `throughput: X img/s`\n"
+          "  -h, --help               this text\n",
+          f);
+}
+
+static int bad(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "dprun: error: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+/* A whole-string integer in [lo, hi]. */
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) {
+        char range[64];
+        snprintf(range, sizeof range, "an integer in %ld..%ld", lo, hi);
+        fprintf(stderr, "dprun: error: %s: '%s' is not %s\n", opt, s, range);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL;
+    int info = 0, schedule = 0;
+    rt_train_options o = rt_train_defaults();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        /* `--opt=value` and `--opt value` both work. */
+        char opt[64];
+        const char *val = NULL;
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eq && (size_t)(eq - a) < sizeof opt) {
+            memcpy(opt, a, (size_t)(eq - a));
+            opt[eq - a] = 0;
+            val = eq + 1;
+        } else {
+            snprintf(opt, sizeof opt, "%s", a);
+        }
+#define VALUE()                                                                          \
+    do {                                                                                 \
+        if (!val) {                                                                      \
+            if (i + 1 >= argc) return bad("%s needs a value%s", opt, "");                \
+            val = argv[++i];                                                             \
+        }                                                                                \
+    } while (0)
+#define FLAG()                                                                           \
+    do {                                                                                 \
+        if (val) return bad("%s takes no value%s", opt, "");                             \
+    } while (0)
+        long n;
+        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(opt, "--info")) {
+            FLAG();
+            info = 1;
+        } else if (!strcmp(opt, "--schedule")) {
+            FLAG();
+            schedule = 1;
+        } else if (!strcmp(opt, "--gpus")) {
+            VALUE();
+            if (parse_long(opt, val, 1, 4096, &n)) return 1;
+            o.gpus = (int)n;
+        } else if (!strcmp(opt, "--device")) {
+            VALUE();
+            if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "cuda"))
+                return bad("--device: '%s' is not one of auto, cpu, cuda%s", val, "");
+            /* Checked here, before anything else runs, so scripts can probe
+             * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
+            if (!strcmp(val, "cuda"))
+                return bad("--device cuda: no CUDA device/backend in this build%s%s", "", "");
+            o.device = val;
+        } else if (!strcmp(opt, "--data")) {
+            VALUE();
+            if (!*val) return bad("--data needs a folder or 'synthetic'%s%s", "", "");
+            o.data = val;
+        } else if (!strcmp(opt, "--epochs")) {
+            VALUE();
+            if (parse_long(opt, val, 1, 100000, &n)) return 1;
+            o.epochs = (int)n;
+        } else if (!strcmp(opt, "--steps")) {
+            VALUE();
+            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
+            o.steps = n;
+        } else if (!strcmp(opt, "--eval-every")) {
+            VALUE();
+            if (parse_long(opt, val, 1, 100000, &n)) return 1;
+            o.eval_every = (int)n;
+        } else if (!strcmp(opt, "--lr-scaling")) {
+            VALUE();
+            if (!strcmp(val, "none"))
+                o.lr_scaling = IR_LR_SCALING_NONE;
+            else if (!strcmp(val, "linear"))
+                o.lr_scaling = IR_LR_SCALING_LINEAR;
+            else
+                return bad("--lr-scaling: '%s' is not one of none, linear%s", val, "");
+        } else if (!strcmp(opt, "--warmup-epochs")) {
+            VALUE();
+            if (parse_long(opt, val, 0, 100000, &n)) return 1;
+            o.warmup_epochs = (int)n;
+        } else if (!strcmp(opt, "--warmup-per-iteration")) {
+            FLAG();
+            o.warmup_per_iteration = 1;
+        } else if (!strcmp(opt, "--seed")) {
+            VALUE();
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(val, &end, 10);
+            if (!*val || *end || errno || val[0] == '-')
+                return bad("--seed: '%s' is not a non-negative integer%s", val, "");
+            o.seed = (uint64_t)s;
+        } else if (!strcmp(opt, "--no-augment")) {
+            FLAG();
+            o.no_augment = 1;
+        } else if (!strcmp(opt, "--no-shuffle")) {
+            FLAG();
+            o.no_shuffle = 1;
+        } else if (!strcmp(opt, "--load-params")) {
+            VALUE();
+            o.load_params = val;
+        } else if (!strcmp(opt, "--save-params")) {
+            VALUE();
+            o.save_params = val;
+        } else if (!strcmp(opt, "--metrics")) {
+            VALUE();
+            o.metrics = val;
+        } else if (!strcmp(opt, "--benchmark")) {
+            VALUE();
+            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
+            o.benchmark = n;
+        } else if (!strcmp(opt, "--checkpoint") || !strcmp(opt, "--resume")) {
+            return bad("%s is not implemented in this build yet%s", opt, "");
+        } else if (a[0] == '-' && a[1]) {
+            return bad("unknown option: %s (see dprun --help)%s", a, "");
+        } else if (path) {
+            return bad("more than one plan file: %s%s", a, "");
+        } else {
+            path = a;
+        }
+#undef VALUE
+#undef FLAG
+    }
+    if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)%s%s", "", "");
+
+    char err[512];
+    dpc_plan *plan = plan_read(path, err, sizeof err);
+    if (!plan) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (info) {
+        plan_info(plan, stdout);
+    } else if (schedule) {
+        ir_train t;
+        if (rt_train_schedule(plan, &o, &t, err, sizeof err)) {
+            fprintf(stderr, "dprun: error: %s\n", err);
+            rc = 1;
+        } else {
+            rt_schedule s = rt_schedule_make(&t, o.gpus * t.batch);
+            s.per_iteration = o.warmup_per_iteration;
+            rt_schedule_print(&s, stdout);
+        }
+    } else {
+        rc = rt_train(plan, &o);
+    }
+    plan_free(plan);
+    return rc;
+}

@@ -1,0 +1,208 @@
+/* codegen/codegen.h — from an IR graph to kernel source plus a step list.
+ *
+ * One expression renderer, two dialects: C (compiled at run time by the host
+ * compiler, parallel loops via OpenMP) and CUDA C (for NVRTC, grid-stride
+ * loops). Every kernel is a loop over an index i in [0, count) whose body is
+ * the same text in both dialects; only the prelude, the signature and the
+ * loop header differ. Shapes are baked in as constants.
+ *
+ * Usage:
+ *     cg_options o = cg_default_options();
+ *     cg_program *p = cg_generate(g, CG_DIALECT_C, &o, err, sizeof err);
+ *     puts(p->source);                              // the whole module
+ *     for (int s = 0; s < p->nsteps; s++)           // run in order
+ *         for (int c = 0; c < p->steps[s].ncalls; c++) {
+ *             const cg_call *call = &p->calls[p->steps[s].first_call + c];
+ *             ...  // CG_CALL_KERNEL: launch p->kernels[call->kernel]
+ *         }     // CG_CALL_GEMM: sgemm(call->gemm) on the operand slots
+ *     unsigned char *bytes; size_t len;
+ *     cg_program_serialize(p, &bytes, &len);        // plan section "KCPU"/"KCUD"
+ *     cg_program *q = cg_program_parse(bytes, len, err, sizeof err);
+ *     cg_program_free(p);
+ *
+ * Layout of a program:
+ *   kernels  name + argument count; the symbol in the compiled module.
+ *   steps    one per non-source node that needs work or aliases, in graph
+ *            order. buf[] lists the node ids the step touches, buf[0] its
+ *            output; CG_SCRATCH in buf[] means the program's scratch area
+ *            (im2col columns, BatchNorm statistics). alias >= 0 says the
+ *            step's output shares that node's buffer (reshape_like, flatten:
+ *            no calls; assign: a copy kernel into its target).
+ *   calls    each step's calls, contiguous (first_call, ncalls). A call's
+ *            arg[j] is a slot index into its step's buf[], off[j] an element
+ *            offset into that buffer. A kernel call runs `count` iterations
+ *            with args (arg 0 written, the rest read unless a rule says
+ *            otherwise). A GEMM call's slots are A = arg[0], B = arg[1],
+ *            C = arg[2]; its offsets live in the descriptor.
+ * A later fusion pass may give one step several nodes' work (one kernel
+ * over several ops); the executor only ever walks calls.
+ *
+ * Kernel ABI. C: `void NAME(void *const *arg, long long count)`, arg[j] the
+ * (offset) buffer pointers. CUDA: `extern "C" __global__ void NAME(T *b0,
+ * const T *b1, ..., long long count)` launched with any grid; the body loops
+ * grid-stride. Element types are float, or int for i32 labels.
+ *
+ * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
+ * programs back to back (train and eval); cg_section_find picks the one
+ * whose graph hash matches a graph.
+ */
+#ifndef DPC_CODEGEN_H
+#define DPC_CODEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+#define CG_MAX_ARGS (IR_MAX_INPUTS + 1) /* output + inputs */
+#define CG_MAX_BUFS 16
+#define CG_NAME_MAX 64
+#define CG_SCRATCH (-1) /* a step buffer slot naming the scratch area */
+
+typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA } cg_dialect;
+
+/* ---- GEMM descriptor -------------------------------------------------------
+ * Column-major and cuBLAS-shaped, described once for every backend:
+ *   for b in [0, batch):
+ *     C_b = alpha * op(A_b) * op(B_b) + beta * C_b
+ *   X_b = X + off_x + b * stride_x;  op(A) is m x k, op(B) k x n, C m x n.
+ * A stride of 0 reuses the same operand (a weight shared by every image).
+ * The cpu backend loops cblas_sgemm(CblasColMajor, ...) over the batch; the
+ * cuda backend hands it to cublasSgemmStridedBatched. */
+typedef struct {
+    int transa, transb; /* 0: N, 1: T */
+    int64_t m, n, k;
+    float alpha, beta;
+    int64_t lda, ldb, ldc;
+    int64_t batch;
+    int64_t stride_a, stride_b, stride_c; /* elements between batch entries */
+    int64_t off_a, off_b, off_c;          /* element offsets of entry 0 */
+} cg_gemm;
+
+/* Checks sizes, leading dimensions (lda >= rows of A as stored, >= 1) and
+ * that every element the GEMM touches lies inside buffers of size_a/b/c
+ * elements; sizes must fit a BLAS int. 0 when valid, else -1 + message. */
+int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c,
+                     char *err, size_t errlen);
+
+/* ---- programs ------------------------------------------------------------- */
+
+typedef enum { CG_CALL_KERNEL = 1, CG_CALL_GEMM = 2 } cg_call_kind;
+
+typedef struct {
+    char name[CG_NAME_MAX];
+    int nargs;
+} cg_kernel;
+
+typedef struct {
+    int kind;      /* cg_call_kind */
+    int kernel;    /* CG_CALL_KERNEL: index into kernels[] */
+    int64_t count; /* CG_CALL_KERNEL: loop iterations */
+    int nargs;
+    int arg[CG_MAX_ARGS];     /* slots into the step's buf[] */
+    int64_t off[CG_MAX_ARGS]; /* element offsets (kernel calls) */
+    cg_gemm gemm;             /* CG_CALL_GEMM; slots A, B, C = arg[0..2] */
+} cg_call;
+
+typedef struct {
+    int node;  /* the node whose value the step produces */
+    int op;    /* its ir_op, for messages and statistics */
+    int alias; /* node whose buffer the output shares, or -1 */
+    int nbuf;
+    int buf[CG_MAX_BUFS]; /* node ids, or CG_SCRATCH */
+    int64_t scratch;      /* scratch elements (floats) the step uses */
+    int first_call, ncalls;
+} cg_step;
+
+typedef struct {
+    cg_dialect dialect;
+    uint64_t graph_hash; /* cg_graph_hash of the graph it was made for */
+    char *source;        /* the module, NUL-terminated */
+    size_t source_len;
+    int nkernels, nsteps, ncalls;
+    cg_kernel *kernels;
+    cg_step *steps;
+    cg_call *calls;
+    int64_t scratch; /* max over steps, in floats */
+} cg_program;
+
+typedef struct {
+    /* Upper bound of the scratch area used for im2col columns; convolutions
+     * are chunked over images to stay under it (at least one image). */
+    size_t scratch_max_bytes;
+    /* Iterations times estimated work per iteration below which the C
+     * dialect leaves a loop serial (OpenMP start-up costs more). */
+    int64_t parallel_threshold;
+} cg_options;
+
+cg_options cg_default_options(void);
+/* Kernels and steps for every node of g. NULL + message on failure (an op
+ * or dtype the dialect cannot render). o may be NULL for the defaults. */
+cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, char *err,
+                        size_t errlen);
+void cg_program_free(cg_program *p);
+const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
+const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
+
+/* Hash of everything the kernels depend on: ops, inputs, attributes, types
+ * (names and flags are not part of it). */
+uint64_t cg_graph_hash(const ir_graph *g);
+
+/* Bytes (little endian, self-delimiting: magic "DPCK", version, total
+ * length) of a program; *out is malloc'd. Returns 0, -1 on overflow. */
+int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len);
+/* Parses one program that fills buf exactly; every length and index is
+ * bounds-checked, so truncated or corrupted bytes give NULL + message.
+ * The _prefix form parses the first program of buf and sets *used. */
+cg_program *cg_program_parse(const unsigned char *buf, size_t len, char *err, size_t errlen);
+cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t *used, char *err,
+                                    size_t errlen);
+/* The program in a section (programs back to back) made for graph g:
+ * returns 0 and sets *out, 1 when the section holds none for g, -1 with a
+ * message when the bytes are malformed. */
+int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_program **out,
+                    char *err, size_t errlen);
+/* Checks a (parsed) program against the graph it will run: hash, node ids,
+ * slots, kernel indices and argument counts, GEMM descriptors against
+ * buffer sizes, kernel offsets inside their buffers. */
+int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen);
+
+/* Elements of the buffer a step slot names (node numel or p->scratch). */
+int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, int slot);
+
+/* ---- GEMM lowering ----------------------------------------------------------
+ * Shapes of the GEMM-backed ops in NCHW / row-major terms and the column-
+ * major descriptors they become. Exposed for tests and for the cuda issue;
+ * cg_generate uses them. Each returns the descriptor for images
+ * [n0, n0 + nb) (conv) or the whole op (dense). */
+typedef struct {
+    int64_t N, C, H, W; /* input */
+    int64_t K, k, s, p; /* filters, kernel, stride, padding */
+    int64_t Ho, Wo;     /* output */
+} cg_conv_shape;
+
+/* Columns of nb images: [nb][C*k*k][Ho*Wo] floats. */
+int64_t cg_conv_col_elems(const cg_conv_shape *c, int64_t nb);
+/* Images per chunk so the column buffer stays under max_bytes (>= 1). */
+int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes);
+/* 1x1, stride 1, no padding: the input already is its own column matrix. */
+int cg_conv_is_pointwise(const cg_conv_shape *c);
+/* Offsets are element offsets into the operand buffers.
+ * y[n] = w · col[n] for nb images: A = columns (or x when pointwise),
+ * B = w, C = y. */
+cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off);
+/* dcol[n] = wᵀ · dy[n] for nb images: A = dy, B = w, C = columns (or dx
+ * when pointwise). */
+cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off);
+/* dw (+)= dy[img] · col[img]ᵀ for one image: A = columns (or x), B = dy,
+ * C = dw; beta = accumulate (0 for the batch's first image, then 1). */
+cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t a_off, int64_t b_off,
+                                 int accumulate);
+/* dense: y[N,U] = x[N,F] · wᵀ: A = w, B = x, C = y. */
+cg_gemm cg_gemm_dense(int64_t N, int64_t F, int64_t U);
+/* dx[N,F] = dy[N,U] · w[U,F]: A = w, B = dy, C = dx. */
+cg_gemm cg_gemm_dense_grad_data(int64_t N, int64_t F, int64_t U);
+/* dw[U,F] = dyᵀ · x: A = x, B = dy, C = dw. */
+cg_gemm cg_gemm_dense_grad_weight(int64_t N, int64_t F, int64_t U);
+
+#endif

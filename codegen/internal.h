@@ -1,0 +1,67 @@
+/* codegen/internal.h — what render.c, gemm.c and program.c share: a
+ * growable string and the program under construction. Not for other
+ * modules (they use codegen.h). */
+#ifndef DPC_CODEGEN_INTERNAL_H
+#define DPC_CODEGEN_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "codegen/codegen.h"
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} cg_str;
+
+void cg_str_printf(cg_str *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cg_str_append(cg_str *b, const char *s, size_t n);
+void cg_str_free(cg_str *b);
+
+/* A float constant as C / CUDA source that reads back as the same float:
+ * "0.899999976f", "1.0f". Writes into buf (>= 32 bytes). */
+const char *cg_float_lit(double v, char *buf);
+
+/* A kernel as the renderer sees it before a dialect wraps it: argument
+ * element types (b0 is written, the others read) and a body that computes
+ * iteration i. `cost` is the estimated work of one iteration. */
+typedef struct {
+    const char *op; /* for the kernel's name: "relu", "im2col" */
+    int nargs;
+    ir_dtype type[CG_MAX_ARGS];
+    int writes[CG_MAX_ARGS]; /* arguments the body stores to */
+    int64_t cost;
+    cg_str body;
+} cg_kdef;
+
+/* The program being built plus the module source for both dialect parts. */
+typedef struct {
+    cg_program *p;
+    cg_dialect dialect;
+    cg_options opt;
+    const ir_graph *g;
+    cg_str src;
+    cg_str *bodies; /* rendered bodies by kernel index, to share identical kernels */
+    int kcap, scap, ccap;
+    char *err;
+    size_t errlen;
+} cg_ctx;
+
+/* Renders (or finds an identical) kernel; returns its index. Frees kd->body. */
+int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd);
+/* Starts a step for node (buf[0] = node) and returns it; add buffers with
+ * cg_step_slot, calls with cg_add_kernel_call / cg_add_gemm_call. */
+cg_step *cg_begin_step(cg_ctx *cx, int node);
+int cg_step_slot(cg_ctx *cx, int node_or_scratch); /* slot in the current step */
+void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const int *slot,
+                        const int64_t *off);
+void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c);
+
+/* Kernels the GEMM lowering needs (rendered in render.c). */
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c);
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c);
+/* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
+int cg_lower_gemm_op(cg_ctx *cx, int node);
+
+int cg_fail(cg_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,508 @@
+/* codegen/program.c — building, checking and (de)serialising cg_programs.
+ *
+ * Byte layout (little endian), version 1:
+ *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
+ *   u64 source_len, source bytes (no NUL)
+ *   u32 nkernels, each: u32 name_len, name, u32 nargs
+ *   u32 nsteps,   each: i32 node, i32 op, i32 alias, i64 scratch, u32 first_call,
+ *                       u32 ncalls, u32 nbuf, nbuf x i32 buf
+ *   u32 ncalls,   each: u32 kind, i32 kernel, i64 count, u32 nargs,
+ *                       nargs x (i32 slot, i64 off), then the GEMM: u32 transa,
+ *                       u32 transb, i64 m n k, f32 alpha beta, i64 lda ldb ldc
+ *                       batch stride_a stride_b stride_c off_a off_b off_c
+ * total_length covers the whole record, so programs can sit back to back.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/internal.h"
+
+#define CG_MAGIC "DPCK"
+#define CG_VERSION 1u
+
+/* ---- building ------------------------------------------------------------------ */
+
+cg_step *cg_begin_step(cg_ctx *cx, int node) {
+    cg_program *p = cx->p;
+    if (p->nsteps == cx->scap) {
+        cx->scap = cx->scap ? 2 * cx->scap : 64;
+        p->steps = realloc(p->steps, sizeof *p->steps * (size_t)cx->scap);
+        if (!p->steps) abort();
+    }
+    cg_step *s = &p->steps[p->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->node = node;
+    s->op = cx->g->nodes[node].op;
+    s->alias = -1;
+    s->nbuf = 1;
+    s->buf[0] = node;
+    s->first_call = p->ncalls;
+    return s;
+}
+
+int cg_step_slot(cg_ctx *cx, int id) {
+    cg_step *s = &cx->p->steps[cx->p->nsteps - 1];
+    for (int j = 0; j < s->nbuf; j++)
+        if (s->buf[j] == id) return j;
+    if (s->nbuf == CG_MAX_BUFS) abort(); /* IR_MAX_INPUTS + output + scratch fit */
+    s->buf[s->nbuf] = id;
+    return s->nbuf++;
+}
+
+static cg_call *new_call(cg_ctx *cx) {
+    cg_program *p = cx->p;
+    if (p->ncalls == cx->ccap) {
+        cx->ccap = cx->ccap ? 2 * cx->ccap : 128;
+        p->calls = realloc(p->calls, sizeof *p->calls * (size_t)cx->ccap);
+        if (!p->calls) abort();
+    }
+    cg_call *c = &p->calls[p->ncalls++];
+    memset(c, 0, sizeof *c);
+    p->steps[p->nsteps - 1].ncalls++;
+    return c;
+}
+
+void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const int *slot,
+                        const int64_t *off) {
+    cg_call *c = new_call(cx);
+    c->kind = CG_CALL_KERNEL;
+    c->kernel = kernel;
+    c->count = count;
+    c->nargs = nargs;
+    for (int j = 0; j < nargs; j++) {
+        c->arg[j] = slot[j];
+        c->off[j] = off[j];
+    }
+}
+
+void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c) {
+    cg_call *c = new_call(cx);
+    c->kind = CG_CALL_GEMM;
+    c->kernel = -1;
+    c->nargs = 3;
+    c->arg[0] = slot_a;
+    c->arg[1] = slot_b;
+    c->arg[2] = slot_c;
+    c->gemm = *d;
+}
+
+void cg_program_free(cg_program *p) {
+    if (!p) return;
+    free(p->source);
+    free(p->kernels);
+    free(p->steps);
+    free(p->calls);
+    free(p);
+}
+
+/* ---- hashing -------------------------------------------------------------------- */
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t fnv_i64(uint64_t h, int64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    return fnv(h, b, 8);
+}
+
+uint64_t cg_graph_hash(const ir_graph *g) {
+    uint64_t h = fnv_i64(14695981039346656037ull, g->n);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        h = fnv_i64(h, n->op);
+        h = fnv_i64(h, n->ninputs);
+        for (int j = 0; j < n->ninputs; j++) h = fnv_i64(h, n->input[j]);
+        for (int j = 0; j < IR_MAX_IATTRS; j++) h = fnv_i64(h, n->iattr[j]);
+        for (int j = 0; j < IR_MAX_FATTRS; j++) {
+            int64_t bits;
+            memcpy(&bits, &n->fattr[j], sizeof bits);
+            h = fnv_i64(h, bits);
+        }
+        h = fnv_i64(h, n->type.ndim);
+        h = fnv_i64(h, n->type.dtype);
+        for (int d = 0; d < n->type.ndim && d < IR_MAX_DIMS; d++) h = fnv_i64(h, n->type.dim[d]);
+    }
+    return h;
+}
+
+/* ---- serialising ------------------------------------------------------------------ */
+
+typedef struct {
+    unsigned char *b;
+    size_t len, cap;
+} wbuf;
+
+static void put(wbuf *w, const void *data, size_t n) {
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->len + n) cap *= 2;
+        w->b = realloc(w->b, cap);
+        if (!w->b) abort();
+        w->cap = cap;
+    }
+    memcpy(w->b + w->len, data, n);
+    w->len += n;
+}
+
+static void put_u64(wbuf *w, uint64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 8);
+}
+
+static void put_u32(wbuf *w, uint32_t v) {
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 4);
+}
+
+static void put_f32(wbuf *w, float f) {
+    uint32_t v;
+    memcpy(&v, &f, 4);
+    put_u32(w, v);
+}
+
+#define put_i32(w, v) put_u32((w), (uint32_t)(int32_t)(v))
+#define put_i64(w, v) put_u64((w), (uint64_t)(int64_t)(v))
+
+int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) {
+    wbuf w = {0};
+    put(&w, CG_MAGIC, 4);
+    put_u32(&w, CG_VERSION);
+    put_u64(&w, 0); /* total length, patched below */
+    put_u32(&w, (uint32_t)p->dialect);
+    put_u64(&w, p->graph_hash);
+    put_i64(&w, p->scratch);
+    put_u64(&w, p->source_len);
+    put(&w, p->source, p->source_len);
+    put_u32(&w, (uint32_t)p->nkernels);
+    for (int k = 0; k < p->nkernels; k++) {
+        size_t n = strlen(p->kernels[k].name);
+        put_u32(&w, (uint32_t)n);
+        put(&w, p->kernels[k].name, n);
+        put_u32(&w, (uint32_t)p->kernels[k].nargs);
+    }
+    put_u32(&w, (uint32_t)p->nsteps);
+    for (int i = 0; i < p->nsteps; i++) {
+        const cg_step *s = &p->steps[i];
+        put_i32(&w, s->node);
+        put_i32(&w, s->op);
+        put_i32(&w, s->alias);
+        put_i64(&w, s->scratch);
+        put_u32(&w, (uint32_t)s->first_call);
+        put_u32(&w, (uint32_t)s->ncalls);
+        put_u32(&w, (uint32_t)s->nbuf);
+        for (int j = 0; j < s->nbuf; j++) put_i32(&w, s->buf[j]);
+    }
+    put_u32(&w, (uint32_t)p->ncalls);
+    for (int i = 0; i < p->ncalls; i++) {
+        const cg_call *c = &p->calls[i];
+        const cg_gemm *d = &c->gemm;
+        put_u32(&w, (uint32_t)c->kind);
+        put_i32(&w, c->kernel);
+        put_i64(&w, c->count);
+        put_u32(&w, (uint32_t)c->nargs);
+        for (int j = 0; j < c->nargs; j++) {
+            put_i32(&w, c->arg[j]);
+            put_i64(&w, c->off[j]);
+        }
+        put_u32(&w, (uint32_t)d->transa);
+        put_u32(&w, (uint32_t)d->transb);
+        int64_t v[] = {d->m, d->n, d->k};
+        for (int j = 0; j < 3; j++) put_i64(&w, v[j]);
+        put_f32(&w, d->alpha);
+        put_f32(&w, d->beta);
+        int64_t u[] = {d->lda,     d->ldb,      d->ldc,      d->batch, d->stride_a,
+                       d->stride_b, d->stride_c, d->off_a, d->off_b,  d->off_c};
+        for (int j = 0; j < 10; j++) put_i64(&w, u[j]);
+    }
+    for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
+    *out = w.b;
+    *len = w.len;
+    return 0;
+}
+
+/* ---- parsing ------------------------------------------------------------------------ */
+
+typedef struct {
+    const unsigned char *b;
+    size_t len, pos;
+    int bad;
+} rbuf;
+
+static const unsigned char *take(rbuf *r, size_t n) {
+    if (r->bad || n > r->len - r->pos) {
+        r->bad = 1;
+        return NULL;
+    }
+    const unsigned char *p = r->b + r->pos;
+    r->pos += n;
+    return p;
+}
+
+static uint64_t get_u64(rbuf *r) {
+    const unsigned char *p = take(r, 8);
+    uint64_t v = 0;
+    for (int i = 0; p && i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t get_u32(rbuf *r) {
+    const unsigned char *p = take(r, 4);
+    uint32_t v = 0;
+    for (int i = 0; p && i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static int32_t get_i32(rbuf *r) { return (int32_t)get_u32(r); }
+static int64_t get_i64(rbuf *r) { return (int64_t)get_u64(r); }
+static float get_f32(rbuf *r) {
+    uint32_t v = get_u32(r);
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+
+static cg_program *parse_fail(cg_program *p, char *err, size_t errlen, const char *why) {
+    snprintf(err, errlen, "kernel program: %s", why);
+    cg_program_free(p);
+    return NULL;
+}
+
+/* A count read from the bytes, refused when it could not possibly fit in
+ * what is left (each record takes at least min_size bytes). */
+static int get_count(rbuf *r, size_t min_size, int *out) {
+    uint32_t n = get_u32(r);
+    if (r->bad || n > (r->len - r->pos) / min_size || n > (1u << 30)) return -1;
+    *out = (int)n;
+    return 0;
+}
+
+cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t *used, char *err,
+                                    size_t errlen) {
+    rbuf r = {buf, len, 0, 0};
+    const unsigned char *magic = take(&r, 4);
+    if (!magic || memcmp(magic, CG_MAGIC, 4) != 0) return parse_fail(NULL, err, errlen, "bad magic");
+    uint32_t version = get_u32(&r);
+    uint64_t total = get_u64(&r);
+    if (r.bad) return parse_fail(NULL, err, errlen, "truncated header");
+    if (version != CG_VERSION) {
+        snprintf(err, errlen, "kernel program: version %u, this build reads %u", version, CG_VERSION);
+        return NULL;
+    }
+    if (total > len || total < 20) return parse_fail(NULL, err, errlen, "truncated");
+    r.len = (size_t)total; /* never read past this record */
+    cg_program *p = calloc(1, sizeof *p);
+    if (!p) abort();
+    uint32_t dialect = get_u32(&r);
+    if (dialect > CG_DIALECT_CUDA) return parse_fail(p, err, errlen, "bad dialect");
+    p->dialect = (cg_dialect)dialect;
+    p->graph_hash = get_u64(&r);
+    p->scratch = get_i64(&r);
+    uint64_t slen = get_u64(&r);
+    if (r.bad || slen > r.len - r.pos) return parse_fail(p, err, errlen, "truncated source");
+    const unsigned char *src = take(&r, (size_t)slen);
+    if (memchr(src, 0, (size_t)slen)) return parse_fail(p, err, errlen, "NUL in source");
+    p->source = malloc((size_t)slen + 1);
+    if (!p->source) abort();
+    memcpy(p->source, src, (size_t)slen);
+    p->source[slen] = 0;
+    p->source_len = (size_t)slen;
+    if (p->scratch < 0) return parse_fail(p, err, errlen, "negative scratch size");
+
+    if (get_count(&r, 8, &p->nkernels)) return parse_fail(p, err, errlen, "bad kernel count");
+    p->kernels = calloc((size_t)p->nkernels + 1, sizeof *p->kernels);
+    if (!p->kernels) abort();
+    for (int k = 0; k < p->nkernels; k++) {
+        uint32_t n = get_u32(&r);
+        if (r.bad || n == 0 || n >= CG_NAME_MAX) return parse_fail(p, err, errlen, "bad kernel name");
+        const unsigned char *name = take(&r, n);
+        if (!name) return parse_fail(p, err, errlen, "truncated kernel name");
+        for (uint32_t i = 0; i < n; i++)
+            if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
+                  (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
+                return parse_fail(p, err, errlen, "bad kernel name");
+        memcpy(p->kernels[k].name, name, n);
+        uint32_t nargs = get_u32(&r);
+        if (nargs < 1 || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad kernel arity");
+        p->kernels[k].nargs = (int)nargs;
+    }
+
+    if (get_count(&r, 36, &p->nsteps)) return parse_fail(p, err, errlen, "bad step count");
+    p->steps = calloc((size_t)p->nsteps + 1, sizeof *p->steps);
+    if (!p->steps) abort();
+    for (int i = 0; i < p->nsteps; i++) {
+        cg_step *s = &p->steps[i];
+        s->node = get_i32(&r);
+        s->op = get_i32(&r);
+        s->alias = get_i32(&r);
+        s->scratch = get_i64(&r);
+        uint32_t first = get_u32(&r), n = get_u32(&r), nbuf = get_u32(&r);
+        if (r.bad) return parse_fail(p, err, errlen, "truncated step");
+        if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30))
+            return parse_fail(p, err, errlen, "bad step");
+        s->first_call = (int)first;
+        s->ncalls = (int)n;
+        s->nbuf = (int)nbuf;
+        for (int j = 0; j < s->nbuf; j++) s->buf[j] = get_i32(&r);
+        if (r.bad) return parse_fail(p, err, errlen, "truncated step");
+        if (s->op < 0 || s->op >= IR_OP_COUNT || s->scratch < 0 || s->scratch > p->scratch)
+            return parse_fail(p, err, errlen, "bad step");
+    }
+
+    if (get_count(&r, 140, &p->ncalls)) return parse_fail(p, err, errlen, "bad call count");
+    p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
+    if (!p->calls) abort();
+    for (int i = 0; i < p->ncalls; i++) {
+        cg_call *c = &p->calls[i];
+        cg_gemm *d = &c->gemm;
+        c->kind = (int)get_u32(&r);
+        c->kernel = get_i32(&r);
+        c->count = get_i64(&r);
+        uint32_t nargs = get_u32(&r);
+        if (r.bad || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad call");
+        c->nargs = (int)nargs;
+        for (int j = 0; j < c->nargs; j++) {
+            c->arg[j] = get_i32(&r);
+            c->off[j] = get_i64(&r);
+        }
+        d->transa = (int)get_u32(&r);
+        d->transb = (int)get_u32(&r);
+        d->m = get_i64(&r);
+        d->n = get_i64(&r);
+        d->k = get_i64(&r);
+        d->alpha = get_f32(&r);
+        d->beta = get_f32(&r);
+        int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
+                        &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
+        for (int j = 0; j < 10; j++) *u[j] = get_i64(&r);
+        if (r.bad) return parse_fail(p, err, errlen, "truncated call");
+        if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1)
+            return parse_fail(p, err, errlen, "bad gemm transpose flag");
+        if (c->kind == CG_CALL_KERNEL) {
+            if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
+                c->count < 0)
+                return parse_fail(p, err, errlen, "bad kernel call");
+        } else if (c->kind == CG_CALL_GEMM) {
+            if (c->nargs != 3) return parse_fail(p, err, errlen, "bad gemm call");
+        } else {
+            return parse_fail(p, err, errlen, "bad call kind");
+        }
+        for (int j = 0; j < c->nargs; j++)
+            if (c->off[j] < 0) return parse_fail(p, err, errlen, "negative offset");
+    }
+    /* Steps own contiguous, in-range call ranges whose slots they hold. */
+    for (int i = 0; i < p->nsteps; i++) {
+        const cg_step *s = &p->steps[i];
+        if ((int64_t)s->first_call + s->ncalls > p->ncalls)
+            return parse_fail(p, err, errlen, "step calls out of range");
+        for (int c = s->first_call; c < s->first_call + s->ncalls; c++)
+            for (int j = 0; j < p->calls[c].nargs; j++)
+                if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf)
+                    return parse_fail(p, err, errlen, "call slot out of range");
+    }
+    if (r.pos != r.len) return parse_fail(p, err, errlen, "trailing bytes in record");
+    if (used) *used = r.pos;
+    return p;
+}
+
+cg_program *cg_program_parse(const unsigned char *buf, size_t len, char *err, size_t errlen) {
+    size_t used = 0;
+    cg_program *p = cg_program_parse_prefix(buf, len, &used, err, errlen);
+    if (p && used != len) return parse_fail(p, err, errlen, "trailing bytes");
+    return p;
+}
+
+int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_program **out,
+                    char *err, size_t errlen) {
+    uint64_t h = cg_graph_hash(g);
+    size_t pos = 0;
+    *out = NULL;
+    while (pos < len) {
+        size_t used = 0;
+        cg_program *p = cg_program_parse_prefix(buf + pos, len - pos, &used, err, errlen);
+        if (!p) return -1;
+        if (p->graph_hash == h && !*out)
+            *out = p; /* keep parsing: a malformed tail is still an error */
+        else
+            cg_program_free(p);
+        pos += used;
+    }
+    if (*out) return 0;
+    snprintf(err, errlen, "kernel section holds no program for this graph (hash %016" PRIx64 ")", h);
+    return 1;
+}
+
+/* ---- checking against a graph ------------------------------------------------------- */
+
+int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, int slot) {
+    if (slot < 0 || slot >= s->nbuf) return -1;
+    int id = s->buf[slot];
+    if (id == CG_SCRATCH) return p->scratch;
+    if (id < 0 || id >= g->n) return -1;
+    return ir_numel(&g->nodes[id].type);
+}
+
+int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen) {
+    if (p->graph_hash != cg_graph_hash(g)) {
+        snprintf(err, errlen, "kernel program was made for another graph");
+        return -1;
+    }
+    for (int i = 0; i < p->nsteps; i++) {
+        const cg_step *s = &p->steps[i];
+        if (s->node < 0 || s->node >= g->n || s->op != (int)g->nodes[s->node].op ||
+            s->buf[0] != s->node || s->alias >= s->node || s->alias < -1 ||
+            (int64_t)s->first_call + s->ncalls > p->ncalls || s->scratch > p->scratch) {
+            snprintf(err, errlen, "kernel program: step %d does not fit the graph", i);
+            return -1;
+        }
+        for (int j = 0; j < s->nbuf; j++)
+            if (s->buf[j] != CG_SCRATCH && (s->buf[j] < 0 || s->buf[j] >= g->n)) {
+                snprintf(err, errlen, "kernel program: step %d names node %d", i, s->buf[j]);
+                return -1;
+            }
+        for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
+            const cg_call *call = &p->calls[c];
+            int64_t size[CG_MAX_ARGS];
+            for (int j = 0; j < call->nargs; j++) {
+                size[j] = cg_slot_size(p, g, s, call->arg[j]);
+                if (size[j] < 0) {
+                    snprintf(err, errlen, "kernel program: step %d call %d: bad slot", i, c);
+                    return -1;
+                }
+            }
+            if (call->kind == CG_CALL_GEMM) {
+                char why[160];
+                if (call->nargs != 3 ||
+                    cg_gemm_validate(&call->gemm, size[0], size[1], size[2], why, sizeof why)) {
+                    snprintf(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
+                             ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
+                    return -1;
+                }
+            } else {
+                if (call->kernel < 0 || call->kernel >= p->nkernels ||
+                    call->nargs != p->kernels[call->kernel].nargs) {
+                    snprintf(err, errlen, "kernel program: step %d call %d: bad kernel", i, c);
+                    return -1;
+                }
+                for (int j = 0; j < call->nargs; j++)
+                    if (call->off[j] < 0 || call->off[j] >= size[j]) {
+                        snprintf(err, errlen, "kernel program: step %d call %d: offset %" PRId64
+                                              " outside its buffer",
+                                 i, c, call->off[j]);
+                        return -1;
+                    }
+            }
+        }
+    }
+    return 0;
+}

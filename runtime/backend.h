@@ -1,0 +1,77 @@
+/* runtime/backend.h — what a device backend provides, as a table of
+ * functions, and the backends there are.
+ *
+ * Usage:
+ *     rt_backend *be = rt_backend_cpu();
+ *     void *buf = be->alloc(be, bytes);                 // device memory
+ *     be->copy_in(be, buf, host, bytes);
+ *     rt_module *m = be->compile(be, source, err, sizeof err);
+ *     rt_kernel *k = be->kernel(be, m, "k0_relu", nargs, err, sizeof err);
+ *     void *args[] = {out, in};                         // device pointers
+ *     be->launch(be, k, args, 2, count, err, sizeof err);
+ *     be->gemm(be, &desc, A, B, C, err, sizeof err);    // cg_gemm, column-major
+ *     be->sync(be, err, sizeof err);
+ *     be->copy_out(be, host, buf, bytes);
+ *     be->module_free(be, m);
+ *     be->free(be, buf);
+ *     rt_backend_free(be);
+ *
+ * Device pointers are opaque `void *` to the caller; adding a byte offset
+ * to one ((char *)p + off) names a location inside the same buffer, on
+ * every backend. Functions that can fail on bad input return non-zero with
+ * a message in err; allocation failures abort with file:line.
+ *
+ * Environment: DPC_DEBUG=1 prints kernel counts and compile-cache hits,
+ * DPC_DEBUG=2 also the generated source. DPC_CACHE_DIR (default
+ * ~/.cache/dpc) holds compiled modules; CC overrides the C compiler.
+ * OpenBLAS and OpenMP take their usual thread-count variables
+ * (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+ */
+#ifndef DPC_RT_BACKEND_H
+#define DPC_RT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_module rt_module; /* a compiled kernel module */
+typedef struct rt_kernel rt_kernel; /* one entry point of a module */
+
+struct rt_backend {
+    const char *name;      /* "cpu", "cuda" */
+    cg_dialect dialect;    /* what the backend compiles */
+    void *impl;            /* the backend's own state */
+
+    void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
+    void (*free)(rt_backend *be, void *ptr);
+    void (*copy_in)(rt_backend *be, void *dst, const void *host, size_t bytes);
+    void (*copy_out)(rt_backend *be, void *host, const void *src, size_t bytes);
+    void (*copy)(rt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+
+    rt_module *(*compile)(rt_backend *be, const char *source, char *err, size_t errlen);
+    void (*module_free)(rt_backend *be, rt_module *m);
+    /* The named entry point; nargs is the kernel's buffer count. */
+    rt_kernel *(*kernel)(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
+                         size_t errlen);
+    /* Runs iterations [0, count) of a kernel over the given buffers. */
+    int (*launch)(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
+                  char *err, size_t errlen);
+    /* C = alpha op(A) op(B) + beta C per the descriptor; A, B, C are buffer
+     * base pointers, the descriptor's off_* are applied here. */
+    int (*gemm)(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
+                char *err, size_t errlen);
+    int (*sync)(rt_backend *be, char *err, size_t errlen);
+    void (*destroy)(rt_backend *be);
+};
+
+/* The reference backend: generated C compiled with the host compiler,
+ * OpenBLAS for GEMMs. A new handle each call; free with rt_backend_free. */
+rt_backend *rt_backend_cpu(void);
+void rt_backend_free(rt_backend *be);
+
+/* Value of DPC_DEBUG (0 when unset). */
+int rt_debug_level(void);
+
+#endif

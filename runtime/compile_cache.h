@@ -1,0 +1,33 @@
+/* runtime/compile_cache.h — generated C to a shared object, once per source.
+ *
+ * Modules live in $DPC_CACHE_DIR (default ~/.cache/dpc) as NAME.so beside
+ * NAME.c, where NAME hashes the compiler command, its flags, the CPU model
+ * (-march=native code is machine specific) and the source. Every file is
+ * written to a temporary name and renamed into place, so processes that
+ * compile the same module at once never see a partial file.
+ *
+ * Usage:
+ *     int hit;
+ *     char *so = rt_cache_compile_c(source, &hit, err, sizeof err);  // malloc'd path
+ *     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+ */
+#ifndef DPC_RT_COMPILE_CACHE_H
+#define DPC_RT_COMPILE_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Flags every module is compiled with (after $CC, default "cc"). */
+#define RT_CC_FLAGS "-O3 -march=native -fPIC -shared -fopenmp"
+
+/* The cache directory, created if missing; NULL + message on failure. */
+char *rt_cache_dir(char *err, size_t errlen);
+/* Path of the compiled module for source; compiles on a miss. On a compile
+ * error the source stays at DIR/NAME.c and err names it with the compiler's
+ * message. *hit (may be NULL) says whether the module was already there. */
+char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen);
+/* 64-bit FNV-1a, chainable through h (start with RT_HASH_INIT). */
+#define RT_HASH_INIT 14695981039346656037ull
+uint64_t rt_hash(uint64_t h, const void *data, size_t n);
+
+#endif

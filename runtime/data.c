@@ -1,0 +1,291 @@
+/* runtime/data.c — CIFAR-10 reader, synthetic dataset, batch preparation. */
+#include "runtime/data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/check.h"
+#include "runtime/rng.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A generator for one (seed, a, b, c) key. Chaining the key through the
+ * seeding keeps streams for neighbouring epochs or records unrelated, and
+ * makes every draw independent of which thread asks first. */
+static rt_rng stream(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+    rt_rng r;
+    rt_rng_seed(&r, seed);
+    rt_rng_seed(&r, rt_rng_next(&r) ^ a);
+    rt_rng_seed(&r, rt_rng_next(&r) ^ b);
+    rt_rng_seed(&r, rt_rng_next(&r) ^ c);
+    return r;
+}
+
+/* Stream tags, so no two uses of the seed draw the same numbers. */
+enum { TAG_SYNTH_PROTO = 1, TAG_SYNTH_IMAGE, TAG_SHUFFLE, TAG_AUGMENT, TAG_AUGMENT_EVAL };
+
+const uint8_t *rt_dataset_get(const rt_dataset *ds, int64_t i, int *label) {
+    if (label) *label = ds->labels[i];
+    return ds->pixels + (size_t)i * (size_t)(ds->c * ds->h * ds->w);
+}
+
+void rt_dataset_free(rt_dataset *ds) {
+    if (!ds) return;
+    free(ds->pixels);
+    free(ds->labels);
+    free(ds);
+}
+
+static rt_dataset *dataset_new(int64_t count, int c, int h, int w) {
+    rt_dataset *ds = calloc(1, sizeof *ds);
+    RT_CHECK_ALLOC(ds);
+    ds->count = count, ds->c = c, ds->h = h, ds->w = w, ds->classes = 10;
+    ds->pixels = malloc((size_t)count * (size_t)(c * h * w) + 1);
+    ds->labels = malloc((size_t)count + 1);
+    RT_CHECK_ALLOC(ds->pixels);
+    RT_CHECK_ALLOC(ds->labels);
+    return ds;
+}
+
+/* ---- synthetic ------------------------------------------------------------ */
+
+/* Each class is a 4x4 grid of random colours, bilinearly stretched to h x w:
+ * smooth, so a 4-pixel shift or a mirror keeps most of its signature. An
+ * image is its class's prototype plus uniform noise of +-48. */
+#define PROTO_GRID 4
+
+rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uint64_t seed) {
+    rt_dataset *ds = dataset_new(count, c, h, w);
+    snprintf(ds->name, sizeof ds->name, "synthetic");
+    size_t plane = (size_t)h * (size_t)w, img = (size_t)c * plane;
+    float *proto = malloc(10 * img * sizeof *proto);
+    RT_CHECK_ALLOC(proto);
+    for (int k = 0; k < 10; k++) {
+        rt_rng r = stream(seed, TAG_SYNTH_PROTO, (uint64_t)k, 0);
+        float grid[PROTO_GRID][PROTO_GRID];
+        for (int ch = 0; ch < c; ch++) {
+            for (int gy = 0; gy < PROTO_GRID; gy++)
+                for (int gx = 0; gx < PROTO_GRID; gx++) grid[gy][gx] = 32 + 192 * rt_rng_uniform(&r);
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    float fy = h > 1 ? (float)y * (PROTO_GRID - 1) / (float)(h - 1) : 0;
+                    float fx = w > 1 ? (float)x * (PROTO_GRID - 1) / (float)(w - 1) : 0;
+                    int y0 = (int)fy, x0 = (int)fx;
+                    int y1 = y0 + 1 < PROTO_GRID ? y0 + 1 : y0, x1 = x0 + 1 < PROTO_GRID ? x0 + 1 : x0;
+                    float ay = fy - (float)y0, ax = fx - (float)x0;
+                    float top = grid[y0][x0] * (1 - ax) + grid[y0][x1] * ax;
+                    float bot = grid[y1][x0] * (1 - ax) + grid[y1][x1] * ax;
+                    proto[(size_t)k * img + (size_t)ch * plane + (size_t)y * (size_t)w + (size_t)x] =
+                        top * (1 - ay) + bot * ay;
+                }
+        }
+    }
+    for (int64_t i = 0; i < count; i++) {
+        rt_rng r = stream(seed, TAG_SYNTH_IMAGE, (uint64_t)split, (uint64_t)i);
+        int k = (int)rt_rng_below(&r, 10);
+        ds->labels[i] = (uint8_t)k;
+        uint8_t *dst = ds->pixels + (size_t)i * img;
+        for (size_t j = 0; j < img; j++) {
+            float v = proto[(size_t)k * img + j] + rt_rng_uniform_range(&r, -48, 48);
+            dst[j] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : lrintf(v));
+        }
+    }
+    free(proto);
+    return ds;
+}
+
+/* ---- CIFAR-10 binary -------------------------------------------------------- */
+
+#define CIFAR_RECORD 3073 /* 1 label byte + 3 x 32 x 32 */
+
+/* Reads a whole file into buf (grown as needed) after *len bytes. */
+static int read_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, size_t *flen,
+                     char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return fail(err, errlen, "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
+                    "test_batch.bin)", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
+    size_t n = (size_t)sb.st_size;
+    if (n == 0 || n % CIFAR_RECORD)
+        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records "
+                    "(truncated or not CIFAR-10 binary?)", path, n, CIFAR_RECORD);
+    if (*len + n > *cap) {
+        *cap = *len + n;
+        uint8_t *nb = realloc(*buf, *cap);
+        RT_CHECK_ALLOC(nb);
+        *buf = nb;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    size_t got = fread(*buf + *len, 1, n, f);
+    int e = errno;
+    fclose(f);
+    if (got != n) return fail(err, errlen, "%s: read %zu of %zu bytes: %s", path, got, n, strerror(e));
+    *len += n;
+    *flen = n;
+    return 0;
+}
+
+rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
+    /* Accept the folder the archive unpacks to, or its parent. */
+    char base[4096], path[4200];
+    snprintf(base, sizeof base, "%s", dir);
+    snprintf(path, sizeof path, "%s/cifar-10-batches-bin/test_batch.bin", dir);
+    struct stat sb;
+    if (stat(path, &sb) == 0) snprintf(base, sizeof base, "%s/cifar-10-batches-bin", dir);
+    if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fail(err, errlen, "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
+        return NULL;
+    }
+    const char *names[5] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                            "data_batch_4.bin", "data_batch_5.bin"};
+    int nfiles = train ? 5 : 1;
+    if (!train) names[0] = "test_batch.bin";
+    uint8_t *raw = NULL;
+    size_t len = 0, cap = 0;
+    for (int f = 0; f < nfiles; f++) {
+        snprintf(path, sizeof path, "%s/%s", base, names[f]);
+        size_t start = len, flen = 0;
+        if (read_file(path, &raw, &len, &cap, &flen, err, errlen)) {
+            free(raw);
+            return NULL;
+        }
+        for (size_t r = 0; r < flen / CIFAR_RECORD; r++) {
+            uint8_t label = raw[start + r * CIFAR_RECORD];
+            if (label > 9) {
+                fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9", path, r, label);
+                free(raw);
+                return NULL;
+            }
+        }
+    }
+    int64_t count = (int64_t)(len / CIFAR_RECORD);
+    rt_dataset *ds = dataset_new(count, 3, 32, 32);
+    snprintf(ds->name, sizeof ds->name, "%.250s", base);
+    for (int64_t i = 0; i < count; i++) {
+        const uint8_t *rec = raw + (size_t)i * CIFAR_RECORD;
+        ds->labels[i] = rec[0];
+        memcpy(ds->pixels + (size_t)i * (CIFAR_RECORD - 1), rec + 1, CIFAR_RECORD - 1);
+    }
+    free(raw);
+    return ds;
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int batch,
+                    rt_batch_mode mode, uint64_t seed, int c, int h, int w, char *err,
+                    size_t errlen) {
+    memset(b, 0, sizeof *b);
+    b->ds = ds, b->mode = mode, b->seed = seed, b->batch = batch;
+    b->oc = c, b->oh = h, b->ow = w;
+    b->shuffle = mode == RT_BATCH_TRAIN;
+    b->augment = mode != RT_BATCH_EVAL && (t->pad > 0 || t->random_crop > 0 || t->random_mirror);
+    b->pad = t->pad, b->crop = t->random_crop, b->mirror = t->random_mirror;
+    if (batch <= 0) return fail(err, errlen, "batch must be positive, got %d", batch);
+    if (ds->count <= 0) return fail(err, errlen, "%s: the dataset is empty", ds->name);
+    if (c != ds->c || c < 1 || c > 3)
+        return fail(err, errlen, "%s: images have %d channels but the program's image input has %d",
+                    ds->name, ds->c, c);
+    if (b->crop > 0 && (b->crop != h || b->crop != w))
+        return fail(err, errlen, "random_crop %d does not give the program's %dx%d images", b->crop, h, w);
+    if (b->crop > 0 && (b->crop > ds->h + 2 * b->pad || b->crop > ds->w + 2 * b->pad))
+        return fail(err, errlen, "random_crop %d is larger than the padded %dx%d images", b->crop,
+                    ds->h + 2 * b->pad, ds->w + 2 * b->pad);
+    if (b->crop == 0 && (ds->h != h || ds->w != w))
+        return fail(err, errlen, "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
+                    ds->name, ds->c, ds->h, ds->w, c, h, w);
+    for (int ch = 0; ch < c; ch++)
+        for (int v = 0; v < 256; v++) {
+            float x = (float)v / 255.0f;
+            b->lut[ch][v] = t->normalize ? (float)((x - t->mean[ch]) / t->std[ch]) : x;
+        }
+    if (mode == RT_BATCH_TRAIN) {
+        b->batches = ds->count / batch;
+        if (b->batches == 0)
+            return fail(err, errlen, "%s: %lld training images do not fill one batch of %d", ds->name,
+                        (long long)ds->count, batch);
+    } else {
+        b->batches = (ds->count + batch - 1) / batch;
+    }
+    return 0;
+}
+
+void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order) {
+    int64_t n = b->ds->count;
+    for (int64_t i = 0; i < n; i++) order[i] = i;
+    if (!b->shuffle) return;
+    rt_rng r = stream(b->seed, TAG_SHUFFLE, (uint64_t)epoch, 0);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)rt_rng_below(&r, (uint64_t)i + 1);
+        int64_t tmp = order[i];
+        order[i] = order[j];
+        order[j] = tmp;
+    }
+}
+
+/* One record into the output image: pad, crop, mirror, normalise. */
+static void prepare(const rt_batcher *b, int64_t rec, int epoch, float *out) {
+    const rt_dataset *ds = b->ds;
+    const uint8_t *src = rt_dataset_get(ds, rec, NULL);
+    /* Without augmentation a crop is taken from the centre (a no-op when
+     * the image already has the program's size). */
+    int dy = (ds->h - b->oh) / 2, dx = (ds->w - b->ow) / 2, flip = 0;
+    if (b->augment) {
+        uint64_t tag = b->mode == RT_BATCH_TRAIN ? TAG_AUGMENT : TAG_AUGMENT_EVAL;
+        rt_rng r = stream(b->seed, tag, (uint64_t)epoch, (uint64_t)rec);
+        /* Offsets into the zero-padded image, shifted back to source
+         * coordinates: the crop starts at (oy - pad, ox - pad). */
+        if (b->crop > 0) {
+            dy = (int)rt_rng_below(&r, (uint64_t)(ds->h + 2 * b->pad - b->crop + 1)) - b->pad;
+            dx = (int)rt_rng_below(&r, (uint64_t)(ds->w + 2 * b->pad - b->crop + 1)) - b->pad;
+        }
+        if (b->mirror) flip = (int)rt_rng_below(&r, 2);
+    }
+    for (int c = 0; c < b->oc; c++) {
+        const uint8_t *plane = src + (size_t)c * (size_t)(ds->h * ds->w);
+        const float *lut = b->lut[c];
+        for (int y = 0; y < b->oh; y++) {
+            int sy = y + dy;
+            float *row = out + ((size_t)c * (size_t)b->oh + (size_t)y) * (size_t)b->ow;
+            for (int x = 0; x < b->ow; x++) {
+                int sx = (flip ? b->ow - 1 - x : x) + dx;
+                int inside = sy >= 0 && sy < ds->h && sx >= 0 && sx < ds->w;
+                row[x] = lut[inside ? plane[(size_t)sy * (size_t)ds->w + (size_t)sx] : 0];
+            }
+        }
+    }
+}
+
+int rt_batcher_fill(const rt_batcher *b, const int64_t *order, int epoch, int64_t first, int n,
+                    float *images, int32_t *labels) {
+    size_t img = (size_t)b->oc * (size_t)b->oh * (size_t)b->ow;
+    int real = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t pos = first + i;
+        float *out = images + (size_t)i * img;
+        if (pos < 0 || pos >= b->ds->count) {
+            memset(out, 0, img * sizeof *out);
+            labels[i] = 0;
+            continue;
+        }
+        int64_t rec = order ? order[pos] : pos;
+        labels[i] = b->ds->labels[rec];
+        prepare(b, rec, epoch, out);
+        real++;
+    }
+    return real;
+}

@@ -1,0 +1,95 @@
+/* runtime/data.h — datasets and batch preparation.
+ *
+ * A dataset is `count` records, each an 8-bit image in CHW order plus a
+ * class label. Two sources exist: the CIFAR-10 binary files and a built-in
+ * synthetic set (10 classes, each a smooth random prototype image plus
+ * per-image noise: learnable, CIFAR-shaped, deterministic from a seed).
+ *
+ * A batcher turns records into the float batches a program takes, as the
+ * reference article does: scale to [0, 1]; for the training set, zero-pad,
+ * random crop and random mirror; then normalise by mean/std. The epoch's
+ * order and every random draw are pure functions of (seed, epoch, record),
+ * so any batch of any epoch can be prepared by any thread, in any order,
+ * with the same result.
+ *
+ * Usage:
+ *     rt_dataset *train = rt_data_cifar10(dir, 1, err, sizeof err);  // or rt_data_synthetic
+ *     rt_batcher b;
+ *     rt_batcher_init(&b, train, &plan->schedule, 128, RT_BATCH_TRAIN, seed, 3, 32, 32,
+ *                     err, sizeof err);
+ *     int64_t *order = malloc(train->count * sizeof *order);
+ *     rt_batcher_order(&b, epoch, order);            // once per epoch
+ *     for (int64_t s = 0; s < b.batches; s++)
+ *         rt_batcher_fill(&b, order, epoch, s * 128, 128, images, labels);
+ *     rt_dataset_free(train);
+ */
+#ifndef DPC_RT_DATA_H
+#define DPC_RT_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+typedef struct {
+    char name[256]; /* "synthetic" or the folder */
+    int64_t count;
+    int c, h, w;
+    int classes;
+    uint8_t *pixels; /* count x c x h x w */
+    uint8_t *labels; /* count */
+} rt_dataset;
+
+/* Record i: its c*h*w pixels, and its label in *label. */
+const uint8_t *rt_dataset_get(const rt_dataset *ds, int64_t i, int *label);
+void rt_dataset_free(rt_dataset *ds);
+
+/* The synthetic set: `count` images of c x h x w in 10 classes. Train and
+ * test (split 1 / 0) share the class prototypes, not the images. */
+rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uint64_t seed);
+#define RT_SYNTHETIC_TRAIN 5000
+#define RT_SYNTHETIC_TEST 1000
+#define RT_SYNTHETIC_SEED 20170608u /* fixed: like a real dataset, not --seed */
+
+/* CIFAR-10 binary: data_batch_1..5.bin (train=1) or test_batch.bin, in dir
+ * or in dir/cifar-10-batches-bin. Each file must be a whole number of
+ * 3073-byte records with labels 0-9. NULL and one message naming the file
+ * (and record) otherwise. */
+rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen);
+
+/* How a batcher treats its dataset. */
+typedef enum {
+    RT_BATCH_TRAIN, /* shuffled, augmented; the last partial batch is dropped */
+    RT_BATCH_EVAL,  /* dataset order, normalise only; the last batch is padded */
+    RT_BATCH_TRAIN_EVAL, /* the training set augmented as in training, dataset
+                          * order, last batch padded: the article's train accuracy */
+} rt_batch_mode;
+
+typedef struct {
+    const rt_dataset *ds;
+    rt_batch_mode mode;
+    int shuffle, augment;   /* from the mode, then --no-shuffle / --no-augment */
+    int pad, crop, mirror;  /* augmentation from the train section */
+    int oc, oh, ow;         /* output image shape (the program's input) */
+    float lut[3][256];      /* pixel value -> normalised float, per channel */
+    uint64_t seed;
+    int batch;
+    int64_t batches;        /* per epoch */
+} rt_batcher;
+
+/* Checks the dataset fits the program's image input (c, h, w) and the train
+ * section's augmentation. 0, or -1 with a message. */
+int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int batch,
+                    rt_batch_mode mode, uint64_t seed, int c, int h, int w, char *err,
+                    size_t errlen);
+/* The epoch's record order (ds->count entries): a seeded Fisher-Yates
+ * shuffle, or the identity when not shuffling. */
+void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order);
+/* Fills n samples, positions [first, first + n) of the epoch's order, into
+ * images (n x oc x oh x ow floats) and labels. Positions past the end are
+ * zero images with label 0. Returns the number of real samples. Thread
+ * safe: reads only b, order and the dataset. */
+int rt_batcher_fill(const rt_batcher *b, const int64_t *order, int epoch, int64_t first, int n,
+                    float *images, int32_t *labels);
+
+#endif

@@ -1,0 +1,234 @@
+/* runtime/exec.c — bind a graph's nodes to buffers and run its program.
+ *
+ * The program (cg_program) comes from the plan's kernel section for the
+ * backend's dialect when it holds one for this graph, else it is generated
+ * here. Which buffer each node lives in is decided in bind_buffers() alone,
+ * so a memory planner can later replace one-buffer-per-node by offsets in
+ * an arena without touching anything else.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/exec.h"
+
+struct rt_exec {
+    rt_backend *be;
+    rt_store *st;
+    ir_graph *g; /* our copy: the caller's graph may go away */
+    cg_program *prog;
+    rt_module *mod;
+    rt_kernel **kern; /* by kernel index */
+    void **buf;       /* device buffer of every node */
+    unsigned char *owned;
+    void *scratch;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static size_t node_bytes(const ir_node *n) {
+    return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
+}
+
+/* Every node's buffer: params and states from the store, aliases share
+ * their target's, everything else gets its own. */
+static int bind_buffers(rt_exec *ex, char *err, size_t errlen) {
+    const ir_graph *g = ex->g;
+    int *alias = malloc(sizeof(int) * (size_t)(g->n + 1));
+    RT_CHECK_ALLOC(alias);
+    for (int i = 0; i < g->n; i++) alias[i] = -1;
+    for (int s = 0; s < ex->prog->nsteps; s++)
+        alias[ex->prog->steps[s].node] = ex->prog->steps[s].alias;
+    int rc = 0;
+    for (int i = 0; i < g->n && !rc; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) {
+            int k = rt_store_find(ex->st, n->name);
+            if (k < 0)
+                rc = fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,
+                          n->name);
+            else if (!ir_type_equal(rt_store_type(ex->st, k), &n->type))
+                rc = fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
+            else
+                ex->buf[i] = rt_store_buffer(ex->st, k);
+        } else if (alias[i] >= 0) {
+            ex->buf[i] = ex->buf[alias[i]];
+        } else {
+            ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+            ex->owned[i] = 1;
+        }
+    }
+    free(alias);
+    if (!rc && ex->prog->scratch > 0)
+        ex->scratch = ex->be->alloc(ex->be, sizeof(float) * (size_t)ex->prog->scratch);
+    return rc;
+}
+
+/* The plan's program for this graph; a malformed section is an error, a
+ * section without this graph's program (an older plan, another graph) means
+ * generating the kernels here. */
+static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_plan *plan,
+                                char *err, size_t errlen) {
+    const plan_section *sec = plan ? plan_find_section(plan, cg_section_tag(be->dialect)) : NULL;
+    if (sec) {
+        cg_program *p = NULL;
+        char why[512];
+        int rc = cg_section_find(sec->data, sec->len, g, &p, why, sizeof why);
+        if (rc < 0) {
+            fail(err, errlen, "plan section %s: %s", sec->tag, why);
+            return NULL;
+        }
+        if (rc == 0 && p->dialect == be->dialect) return p;
+        cg_program_free(p);
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dpc: %s: plan section %s has no program for this graph; "
+                            "generating kernels\n", be->name, sec->tag);
+    }
+    return cg_generate(g, be->dialect, NULL, err, errlen);
+}
+
+rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                     char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (ir_verify(g, err, errlen)) return NULL;
+    rt_exec *ex = calloc(1, sizeof *ex);
+    RT_CHECK_ALLOC(ex);
+    ex->be = be;
+    ex->st = st;
+    ex->g = ir_clone(g);
+    ex->buf = calloc((size_t)g->n + 1, sizeof *ex->buf);
+    ex->owned = calloc((size_t)g->n + 1, 1);
+    RT_CHECK_ALLOC(ex->buf);
+    RT_CHECK_ALLOC(ex->owned);
+    ex->prog = load_program(be, g, plan, err, errlen);
+    if (!ex->prog || cg_program_check(ex->prog, g, err, errlen)) goto fail;
+    ex->mod = be->compile(be, ex->prog->source, err, errlen);
+    if (!ex->mod) goto fail;
+    ex->kern = calloc((size_t)ex->prog->nkernels + 1, sizeof *ex->kern);
+    RT_CHECK_ALLOC(ex->kern);
+    for (int k = 0; k < ex->prog->nkernels; k++) {
+        const cg_kernel *kd = &ex->prog->kernels[k];
+        ex->kern[k] = be->kernel(be, ex->mod, kd->name, kd->nargs, err, errlen);
+        if (!ex->kern[k]) goto fail;
+    }
+    if (bind_buffers(ex, err, errlen)) goto fail;
+    if (rt_debug_level() >= 1) {
+        int gemms = 0;
+        for (int c = 0; c < ex->prog->ncalls; c++) gemms += ex->prog->calls[c].kind == CG_CALL_GEMM;
+        fprintf(stderr,
+                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB\n",
+                be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
+                (double)ex->prog->scratch * 4.0 / (1 << 20));
+    }
+    return ex;
+fail:
+    rt_exec_free(ex);
+    return NULL;
+}
+
+void rt_exec_free(rt_exec *ex) {
+    if (!ex) return;
+    for (int i = 0; ex->g && i < ex->g->n; i++)
+        if (ex->owned[i]) ex->be->free(ex->be, ex->buf[i]);
+    if (ex->scratch) ex->be->free(ex->be, ex->scratch);
+    if (ex->mod) ex->be->module_free(ex->be, ex->mod);
+    free(ex->kern);
+    free(ex->buf);
+    free(ex->owned);
+    cg_program_free(ex->prog);
+    ir_free(ex->g);
+    free(ex);
+}
+
+/* Element size of a step slot's buffer (scratch holds floats). */
+static size_t slot_elem(const rt_exec *ex, const cg_step *s, int slot) {
+    int id = s->buf[slot];
+    return id == CG_SCRATCH ? sizeof(float) : ir_dtype_size(ex->g->nodes[id].type.dtype);
+}
+
+static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
+    int id = s->buf[slot];
+    return id == CG_SCRATCH ? ex->scratch : ex->buf[id];
+}
+
+int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
+    const cg_program *p = ex->prog;
+    rt_backend *be = ex->be;
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
+            const cg_call *c = &p->calls[ci];
+            void *args[CG_MAX_ARGS];
+            int rc;
+            if (c->kind == CG_CALL_GEMM) {
+                rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
+                              slot_ptr(ex, s, c->arg[2]), err, errlen);
+            } else {
+                for (int j = 0; j < c->nargs; j++)
+                    args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
+                              (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
+                rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, err, errlen);
+            }
+            if (rc) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", err);
+                return fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
+                            ir_ops[s->op].name, why);
+            }
+        }
+    }
+    return be->sync(be, err, errlen);
+}
+
+static int find_input(const rt_exec *ex, const char *name) {
+    for (int i = 0; i < ex->g->n; i++)
+        if (ex->g->nodes[i].op == IR_OP_INPUT && !strcmp(ex->g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes) {
+    int i = find_input(ex, name);
+    if (i < 0 || node_bytes(&ex->g->nodes[i]) != bytes) return -1;
+    ex->be->copy_in(ex->be, ex->buf[i], host, bytes);
+    return 0;
+}
+
+int rt_exec_set_scalar(rt_exec *ex, const char *name, float value) {
+    int i = find_input(ex, name);
+    if (i < 0 || ir_numel(&ex->g->nodes[i].type) != 1 || ex->g->nodes[i].type.dtype != IR_F32)
+        return -1;
+    ex->be->copy_in(ex->be, ex->buf[i], &value, sizeof value);
+    return 0;
+}
+
+int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
+    if (node < 0 || node >= ex->g->n || node_bytes(&ex->g->nodes[node]) != bytes) return -1;
+    ex->be->copy_out(ex->be, host, ex->buf[node], bytes);
+    return 0;
+}
+
+/* Sources by their unique name first, then the first node with that label. */
+int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
+    const ir_graph *g = ex->g;
+    int found = -1;
+    for (int i = 0; i < g->n && found < 0; i++) {
+        ir_op op = g->nodes[i].op;
+        if ((op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE) &&
+            !strcmp(g->nodes[i].name, name))
+            found = i;
+    }
+    for (int i = 0; i < g->n && found < 0; i++)
+        if (!strcmp(g->nodes[i].name, name)) found = i;
+    return rt_exec_get_node(ex, found, host, bytes);
+}

@@ -1,0 +1,67 @@
+/* runtime/exec.h — run a compiled program (train or eval) on a backend.
+ *
+ * Usage:
+ *     rt_backend *be = rt_backend_cpu();                  // or rt_backend_auto(...)
+ *     rt_store *st = rt_store_new(be, plan->train);       // params, states, momentum
+ *     rt_store_init(st, plan->train, &plan->schedule, seed); // xavier / zero / one
+ *     rt_exec *train = rt_exec_new(be, st, plan->train, plan, err, sizeof err);
+ *     rt_exec *eval  = rt_exec_new(be, st, plan->eval,  plan, err, sizeof err);
+ *     rt_exec_set_input(train, "image", images, n_bytes);   // host memory
+ *     rt_exec_set_input(train, "label", labels, n_bytes);   // int32
+ *     rt_exec_set_scalar(train, "lr", 0.1f);
+ *     rt_exec_set_scalar(train, "grad_scale", 1.0f / global_batch);
+ *     if (rt_exec_run(train, err, sizeof err)) ...;         // one training step
+ *     rt_exec_get(train, "loss", host_losses, n_bytes);     // per-sample losses
+ *
+ * A store holds every persistent tensor (params, BatchNorm running stats,
+ * optimizer state) by name; the train and eval programs bound to the same
+ * store share them. Everything else (activations, gradients) lives in the
+ * exec's own buffers. Tensors are addressed by their node's name: sources by
+ * their unique name, others by the label the frontend or a pass gave them
+ * ("loss", "logits", "conv0.weight.grad").
+ */
+#ifndef DPC_RT_EXEC_H
+#define DPC_RT_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "ir/plan.h"
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_store rt_store;
+typedef struct rt_exec rt_exec;
+
+/* ---- persistent tensors ---- */
+rt_store *rt_store_new(rt_backend *be, const ir_graph *g);
+void rt_store_free(rt_store *st);
+/* Initialises params and states as their init says; xavier draws from a
+ * generator seeded with `seed`, in definition order. */
+void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed);
+int rt_store_count(const rt_store *st);
+/* i-th persistent tensor in definition order (params and states as they
+ * appear in the graph, then optimizer state). */
+const char *rt_store_name(const rt_store *st, int i);
+const ir_type *rt_store_type(const rt_store *st, int i);
+int rt_store_find(const rt_store *st, const char *name); /* -1 if absent */
+void rt_store_read(rt_store *st, int i, float *host);        /* numel floats */
+void rt_store_write(rt_store *st, int i, const float *host);
+/* The i-th tensor's device buffer (executors, collectives). */
+void *rt_store_buffer(rt_store *st, int i);
+
+/* ---- programs ---- */
+rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                     char *err, size_t errlen);
+void rt_exec_free(rt_exec *ex);
+/* Copies host data into an input. Returns -1 if there is no such input or
+ * the size differs. */
+int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);
+int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
+int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
+/* Copies a named tensor's current value to host; -1 if unknown or size differs. */
+int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
+/* Same, by node index (any node, named or not; aliases read their target). */
+int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes);
+
+#endif

@@ -1,0 +1,50 @@
+/* runtime/train.h — the training loop `dprun` runs.
+ *
+ * Usage:
+ *     rt_train_options o = rt_train_defaults();
+ *     o.epochs = 1; o.data = "synthetic"; o.seed = 7;
+ *     int rc = rt_train(plan, &o);      // exit status: 0, or 1 with a message
+ *
+ * rt_train binds the plan's train and eval programs to one parameter store
+ * on the cpu backend, initialises it from the seed (or loads a safetensors
+ * file), runs the epochs with the schedule's lr, prints the reference
+ * article's log lines on stdout, and finishes with train and test accuracy
+ * measured by the eval program (BatchNorm in inference mode). Notices go to
+ * stderr as `dprun: note: ...`, errors as `dprun: error: ...`.
+ */
+#ifndef DPC_RT_TRAIN_H
+#define DPC_RT_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/plan.h"
+
+typedef struct {
+    int epochs;                /* 0: the plan's */
+    long steps;                /* stop after this many optimizer steps; 0: no limit */
+    uint64_t seed;             /* init, shuffle, augmentation */
+    const char *data;          /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
+    const char *device;        /* "auto", "cpu" or "cuda" */
+    int gpus;                  /* data-parallel replicas */
+    int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
+    int warmup_epochs;         /* -1: the plan's */
+    int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
+    int no_augment, no_shuffle;
+    const char *load_params;   /* safetensors to start from, or NULL */
+    const char *save_params;   /* safetensors to write at the end, or NULL */
+    long benchmark;            /* >0: time this many steps after a warm-up, then stop */
+    int eval_every;            /* >0: test accuracy every K epochs */
+    const char *metrics;       /* JSON lines, one per epoch, or NULL */
+    FILE *out;                 /* the log (stdout) */
+} rt_train_options;
+
+rt_train_options rt_train_defaults(void);
+/* Applies the schedule overrides of o to a copy of the plan's train section
+ * and checks it; global batch = gpus x per-device batch. 0 or -1 + err. */
+int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
+                      size_t errlen);
+/* Runs training; returns the process exit status. */
+int rt_train(const dpc_plan *plan, const rt_train_options *o);
+
+#endif

@@ -1,0 +1,485 @@
+/* tests/unit/test_codegen.c — the renderer in both dialects, GEMM
+ * descriptors and their validation, program (de)serialisation, and (with
+ * the CUDA toolkit) every kernel of every op compiled by NVRTC. */
+#include <stdlib.h>
+
+#include "codegen/codegen.h"
+#include "runtime/rng.h"
+#include "tests/harness.h"
+
+#ifdef DPC_HAVE_CUDA
+#include <nvrtc.h>
+#endif
+
+static char err[4096];
+
+static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
+    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
+    return id;
+}
+#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define IA(...) (int64_t[]){__VA_ARGS__}
+#define FA(...) (double[]){__VA_ARGS__}
+
+/* A graph holding every op of ir.h at least once (a small training step
+ * plus the ops a lowered graph no longer has). */
+static ir_graph *all_ops_graph(void) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(3, 3, 9, 9), 0);
+    int lab = ir_add_input(g, "label", (ir_type){1, {3}, IR_I32}, 10);
+    int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
+    int gs = ir_add_input(g, "grad_scale", ir_shape1(1), 0);
+    int w1 = ir_add_param(g, "conv.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int ga = ir_add_param(g, "bn.gamma", ir_shape1(4), IR_INIT_ONE);
+    int bt = ir_add_param(g, "bn.beta", ir_shape1(4), IR_INIT_ZERO);
+    int rm = ir_add_state(g, "bn.running_mean", ir_shape1(4), IR_INIT_ZERO);
+    int rv = ir_add_state(g, "bn.running_var", ir_shape1(4), IR_INIT_ONE);
+    int w2 = ir_add_param(g, "fc.weight", ir_shape2(10, 4), IR_INIT_XAVIER);
+    int b2 = ir_add_param(g, "fc.bias", ir_shape1(10), IR_INIT_ZERO);
+    int wp = ir_add_param(g, "pw.weight", ir_shape4(4, 4, 1, 1), IR_INIT_XAVIER);
+    int v1 = ir_add_state(g, "conv.weight.momentum", ir_shape4(4, 3, 3, 3), IR_INIT_ZERO);
+    int c = N(CONV, x, w1), IA(3, 2, 1), NULL);
+    int pw = N(CONV, c, wp), IA(1, 1, 0), NULL);
+    int bnf = N(BATCHNORM, pw, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
+    int mean = N(BN_MEAN, c), NULL, NULL);
+    int var = N(BN_VAR, c, mean), NULL, NULL);
+    int bn = N(BN_APPLY, c, mean, var, ga, bt), NULL, FA(1e-5));
+    int sum = N(ADD, bn, bnf), NULL, NULL);
+    int r = N(RELU, sum), NULL, NULL);
+    int ap = N(AVGPOOL, r), IA(3, 1, 1), NULL);
+    int mp = N(MAXPOOL, ap), IA(3, 2, 1), NULL);
+    int gp = N(GLOBAL_AVGPOOL, mp), NULL, NULL);
+    int fl = N(FLATTEN, mp), NULL, NULL);
+    (void)fl;
+    int fc = N(DENSE, gp, w2), NULL, NULL);
+    int lo = N(BIAS_ADD, fc, b2), NULL, NULL);
+    int loss = N(SOFTMAX_CE, lo, lab), NULL, NULL);
+    int ema = N(EMA, rv, var), NULL, FA(0.9, 75.0 / 74.0));
+    int one = N(ONES_LIKE, loss), NULL, NULL);
+    int dlo = N(SOFTMAX_CE_GRAD, lo, lab, one), NULL, NULL);
+    N(BIAS_GRAD, dlo), NULL, NULL);
+    N(DENSE_GRAD_WEIGHT, dlo, gp), NULL, NULL);
+    int dgp = N(DENSE_GRAD_DATA, dlo, w2), NULL, NULL);
+    int dmp = N(GLOBAL_AVGPOOL_GRAD, dgp), IA(3, 3), NULL);
+    int dap = N(MAXPOOL_GRAD, dmp, ap), IA(3, 2, 1), NULL);
+    int dr = N(AVGPOOL_GRAD, dap), IA(3, 1, 1, 5, 5), NULL);
+    int dbn = N(RELU_GRAD, dr, r), NULL, NULL);
+    int dg = N(BN_GRAD_GAMMA, dbn, c, mean, var), NULL, FA(1e-5));
+    int db = N(BIAS_GRAD, dbn), NULL, NULL);
+    int dc = N(BN_GRAD_DATA, dbn, c, mean, var, ga, dg, db), NULL, FA(1e-5));
+    int dc2 = N(RESHAPE_LIKE, dc, c), NULL, NULL);
+    int dw1 = N(CONV_GRAD_WEIGHT, dc2, x), IA(3, 2, 1), NULL);
+    N(CONV_GRAD_DATA, dc2, w1), IA(3, 2, 1, 9, 9), NULL);
+    int nv1 = N(SGD_MOMENTUM, w1, dw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
+    int nw1 = N(ADD, w1, nv1), NULL, NULL);
+    N(ASSIGN, v1, nv1), NULL, NULL);
+    N(ASSIGN, w1, nw1), NULL, NULL);
+    N(ASSIGN, rv, ema), NULL, NULL);
+    return g;
+}
+
+TEST(all_ops_graph_covers_every_op) {
+    ir_graph *g = all_ops_graph();
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    int seen[IR_OP_COUNT] = {0};
+    for (int i = 0; i < g->n; i++) seen[g->nodes[i].op] = 1;
+    for (int op = 0; op < IR_OP_COUNT; op++) CHECK_MSG(seen[op], "op %s missing", ir_ops[op].name);
+    ir_free(g);
+}
+
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* The same graph in both dialects: same kernels, steps and calls; only the
+ * wrapping differs. */
+TEST(dialects_share_steps_and_bodies) {
+    ir_graph *g = all_ops_graph();
+    cg_program *c = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    cg_program *u = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+    CHECK(c && u);
+    if (c && u) {
+        CHECK(c->nkernels == u->nkernels && c->nsteps == u->nsteps && c->ncalls == u->ncalls);
+        for (int k = 0; k < c->nkernels && k < u->nkernels; k++)
+            CHECK_STR(c->kernels[k].name, u->kernels[k].name);
+        CHECK(memcmp(c->steps, u->steps, sizeof *c->steps * (size_t)c->nsteps) == 0);
+        CHECK(memcmp(c->calls, u->calls, sizeof *c->calls * (size_t)c->ncalls) == 0);
+        CHECK(count_of(u->source, "extern \"C\" __global__ void ") == u->nkernels);
+        CHECK(count_of(u->source, "gridDim.x") == u->nkernels);
+        CHECK(strstr(u->source, "#include") == NULL); /* NVRTC has no libc headers */
+        CHECK(strstr(u->source, "#pragma omp") == NULL);
+        CHECK(count_of(c->source, "(void *const *arg, idx_t count)") == c->nkernels);
+        CHECK(strstr(c->source, "#pragma omp parallel for") != NULL);
+        CHECK(strstr(c->source, "__global__") == NULL);
+        /* the relu body, identical in both */
+        const char *relu = "b0[i] = b1[i] > 0.0f ? b1[i] : 0.0f;";
+        CHECK(strstr(c->source, relu) && strstr(u->source, relu));
+        /* bias_add indexes its vector by channel, shape baked in: [3,10] */
+        CHECK(strstr(c->source, "const idx_t c = (i / 1) % 10;") != NULL);
+        CHECK(strstr(c->source, "b0[i] = b1[i] + b2[c];") != NULL);
+        /* label arguments are ints */
+        CHECK(strstr(u->source, "const int *__restrict__ b2") != NULL);
+        CHECK(strstr(c->source, "const int *restrict b2 = (const int *)arg[2];") != NULL);
+        CHECK(cg_program_check(c, g, err, sizeof err) == 0);
+        CHECK(cg_program_check(u, g, err, sizeof err) == 0);
+    }
+    cg_program_free(c);
+    cg_program_free(u);
+    ir_free(g);
+}
+
+TEST(steps_layout) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 3, 5, 5), 0);
+    int w = ir_add_param(g, "w", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int r1 = N(RELU, x), NULL, NULL);
+    int r2 = N(RELU, x), NULL, NULL);
+    int y = N(CONV, r1, w), IA(3, 1, 1), NULL);
+    int f = N(FLATTEN, y), NULL, NULL);
+    (void)r2;
+    cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK(p->nsteps == 4);
+        CHECK(p->nkernels == 2); /* the two relus share one kernel; im2col */
+        const cg_step *s = &p->steps[0];
+        CHECK(s->node == r1 && s->op == IR_OP_RELU && s->alias == -1 && s->nbuf == 2);
+        CHECK(s->buf[0] == r1 && s->buf[1] == x && s->ncalls == 1);
+        const cg_call *c = &p->calls[s->first_call];
+        CHECK(c->kind == CG_CALL_KERNEL && c->count == 150 && c->nargs == 2);
+        CHECK(c->arg[0] == 0 && c->arg[1] == 1);
+        CHECK(p->calls[p->steps[1].first_call].kernel == c->kernel);
+        s = &p->steps[2]; /* conv: im2col into scratch, then one batched GEMM */
+        CHECK(s->node == y && s->ncalls == 2 && s->scratch == 2 * 27 * 25);
+        CHECK(s->buf[s->nbuf - 1] == CG_SCRATCH);
+        const cg_call *im = &p->calls[s->first_call], *gm = im + 1;
+        CHECK(im->kind == CG_CALL_KERNEL && im->count == 2 * 27 * 25);
+        CHECK(s->buf[im->arg[0]] == CG_SCRATCH && s->buf[im->arg[1]] == r1);
+        CHECK(gm->kind == CG_CALL_GEMM && gm->gemm.batch == 2);
+        CHECK(s->buf[gm->arg[0]] == CG_SCRATCH && s->buf[gm->arg[1]] == w && s->buf[gm->arg[2]] == y);
+        CHECK(gm->gemm.m == 25 && gm->gemm.n == 4 && gm->gemm.k == 27);
+        s = &p->steps[3]; /* flatten aliases */
+        CHECK(s->node == f && s->alias == y && s->ncalls == 0);
+        CHECK(p->scratch == 2 * 27 * 25);
+    }
+    cg_program_free(p);
+    ir_free(g);
+}
+
+TEST(float_literals_round_trip) {
+    char buf[40];
+    CHECK_STR(cg_float_lit(1.0, buf), "1.0f");
+    CHECK_STR(cg_float_lit(0.0, buf), "0.0f");
+    CHECK_STR(cg_float_lit(-2.0, buf), "-2.0f");
+    double vals[] = {0.9, 1e-5, 1.0 / 3, 75.0 / 74, 1e-4, 123456789.0, -0.1};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        cg_float_lit(vals[i], buf);
+        CHECK(buf[strlen(buf) - 1] == 'f');
+        CHECK(strtof(buf, NULL) == (float)vals[i]);
+    }
+}
+
+TEST(unsupported_dtype_is_refused) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", (ir_type){2, {2, 3}, IR_BF16}, 0);
+    g->nodes[N(RELU, x), NULL, NULL)].type.dtype = IR_BF16;
+    CHECK(cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "bf16") != NULL);
+    ir_free(g);
+}
+
+/* ---- GEMM descriptors ---------------------------------------------------------------- */
+
+TEST(gemm_validation) {
+    /* dense 3x17 · (10x17)ᵀ: A = w (170), B = x (51), C = y (30) */
+    cg_gemm d = cg_gemm_dense(3, 17, 10);
+    CHECK(d.transa == 1 && d.transb == 0 && d.m == 10 && d.n == 3 && d.k == 17);
+    CHECK(cg_gemm_validate(&d, 170, 51, 30, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&d, 169, 51, 30, err, sizeof err) != 0);
+    CHECK(strstr(err, "A's buffer") != NULL);
+    CHECK(cg_gemm_validate(&d, 170, 50, 30, err, sizeof err) != 0);
+    CHECK(cg_gemm_validate(&d, 170, 51, 29, err, sizeof err) != 0);
+    cg_gemm e = d;
+    e.lda = 16; /* A is stored k x m transposed: needs lda >= k = 17 */
+    CHECK(cg_gemm_validate(&e, 1000, 1000, 1000, err, sizeof err) != 0);
+    CHECK(strstr(err, "lda") != NULL);
+    e = d;
+    e.ldc = 9;
+    CHECK(cg_gemm_validate(&e, 1000, 1000, 1000, err, sizeof err) != 0);
+    e = d;
+    e.off_c = 1;
+    CHECK(cg_gemm_validate(&e, 170, 51, 30, err, sizeof err) != 0);
+    CHECK(cg_gemm_validate(&e, 170, 51, 31, err, sizeof err) == 0);
+    e = d;
+    e.m = 0;
+    CHECK(cg_gemm_validate(&e, 1000, 1000, 1000, err, sizeof err) != 0);
+    e = d;
+    e.off_a = -1;
+    CHECK(cg_gemm_validate(&e, 1000, 1000, 1000, err, sizeof err) != 0);
+    e = d;
+    e.m = (int64_t)1 << 40;
+    CHECK(cg_gemm_validate(&e, INT64_MAX, INT64_MAX, INT64_MAX, err, sizeof err) != 0);
+    e = d;
+    e.batch = 4; /* batched C entries must not overlap */
+    e.stride_c = 29;
+    CHECK(cg_gemm_validate(&e, 1000, 1000, 1000, err, sizeof err) != 0);
+    e.stride_c = 30;
+    CHECK(cg_gemm_validate(&e, 170, 51, 120, err, sizeof err) == 0); /* stride 0 shares A, B */
+    e.stride_a = (int64_t)1 << 62;
+    CHECK(cg_gemm_validate(&e, INT64_MAX, 51, 120, err, sizeof err) != 0); /* overflow */
+}
+
+/* Conv descriptors fit exactly the buffers they name. */
+TEST(conv_descriptors_fit_their_buffers) {
+    cg_conv_shape c = {.N = 3, .C = 5, .H = 11, .W = 9, .K = 7, .k = 3, .s = 2, .p = 1,
+                       .Ho = 6, .Wo = 5};
+    int64_t P = 30, CKK = 45, x = 3 * 5 * 99, y = 3 * 7 * P, w = 7 * CKK;
+    CHECK(cg_conv_col_elems(&c, 2) == 2 * CKK * P);
+    CHECK(cg_conv_chunk(&c, (size_t)(2 * CKK * P * 4)) == 2);
+    CHECK(cg_conv_chunk(&c, 1) == 1);
+    CHECK(cg_conv_chunk(&c, (size_t)1 << 30) == 3);
+    cg_gemm f = cg_gemm_conv_forward(&c, 2, 0, 1 * 7 * P); /* images 1, 2 */
+    CHECK(cg_gemm_validate(&f, 2 * CKK * P, w, y, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&f, 2 * CKK * P - 1, w, y, err, sizeof err) != 0);
+    CHECK(cg_gemm_validate(&f, 2 * CKK * P, w, y - 1, err, sizeof err) != 0);
+    cg_gemm d = cg_gemm_conv_grad_data(&c, 3, 0, 0);
+    CHECK(cg_gemm_validate(&d, y, w, 3 * CKK * P, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&d, y, w - 1, 3 * CKK * P, err, sizeof err) != 0);
+    cg_gemm gw = cg_gemm_conv_grad_weight(&c, CKK * P, 2 * 7 * P, 1);
+    CHECK(gw.beta == 1 && gw.transa == 1);
+    CHECK(cg_gemm_validate(&gw, 2 * CKK * P, y, w, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&gw, 2 * CKK * P, y - 1, w, err, sizeof err) != 0);
+    cg_conv_shape pwc = {.N = 2, .C = 6, .H = 5, .W = 7, .K = 4, .k = 1, .s = 1, .p = 0,
+                         .Ho = 5, .Wo = 7};
+    CHECK(cg_conv_is_pointwise(&pwc) && !cg_conv_is_pointwise(&c));
+    cg_gemm pf = cg_gemm_conv_forward(&pwc, 2, 0, 0); /* reads x directly */
+    CHECK(cg_gemm_validate(&pf, 2 * 6 * 35, 4 * 6, 2 * 4 * 35, err, sizeof err) == 0);
+    (void)x;
+    cg_gemm dd = cg_gemm_dense_grad_data(3, 17, 10), dw = cg_gemm_dense_grad_weight(3, 17, 10);
+    CHECK(cg_gemm_validate(&dd, 170, 30, 51, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&dw, 51, 30, 170, err, sizeof err) == 0);
+}
+
+/* ---- serialisation ------------------------------------------------------------------ */
+
+TEST(serialise_round_trip) {
+    ir_graph *g = all_ops_graph();
+    for (int d = 0; d < 2; d++) {
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p != NULL);
+        if (!p) continue;
+        unsigned char *b1, *b2;
+        size_t n1, n2;
+        CHECK(cg_program_serialize(p, &b1, &n1) == 0);
+        cg_program *q = cg_program_parse(b1, n1, err, sizeof err);
+        CHECK_MSG(q != NULL, "%s", err);
+        if (q) {
+            CHECK(q->dialect == p->dialect && q->graph_hash == p->graph_hash);
+            CHECK(q->scratch == p->scratch && q->source_len == p->source_len);
+            CHECK_STR(q->source, p->source);
+            CHECK(q->nkernels == p->nkernels && q->nsteps == p->nsteps && q->ncalls == p->ncalls);
+            for (int k = 0; k < p->nkernels && k < q->nkernels; k++) {
+                CHECK_STR(q->kernels[k].name, p->kernels[k].name);
+                CHECK(q->kernels[k].nargs == p->kernels[k].nargs);
+            }
+            CHECK(memcmp(q->steps, p->steps, sizeof *p->steps * (size_t)p->nsteps) == 0);
+            CHECK(memcmp(q->calls, p->calls, sizeof *p->calls * (size_t)p->ncalls) == 0);
+            CHECK(cg_program_check(q, g, err, sizeof err) == 0);
+            CHECK(cg_program_serialize(q, &b2, &n2) == 0);
+            CHECK(n1 == n2 && memcmp(b1, b2, n1) == 0);
+            free(b2);
+        }
+        cg_program_free(q);
+        free(b1);
+        cg_program_free(p);
+    }
+    ir_free(g);
+}
+
+TEST(parse_rejects_truncated_and_corrupted_bytes) {
+    ir_graph *g = all_ops_graph();
+    cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    unsigned char *b;
+    size_t n;
+    CHECK(p && cg_program_serialize(p, &b, &n) == 0);
+    if (!p) return;
+    /* every short prefix, then a sweep, then the last bytes */
+    int accepted = 0;
+    for (size_t len = 0; len < n; len += len < 256 ? 1 : len > n - 300 ? 1 : 61) {
+        unsigned char *copy = malloc(len + 1); /* exact size: ASan sees any overread */
+        memcpy(copy, b, len);
+        cg_program *q = cg_program_parse(copy, len, err, sizeof err);
+        accepted += q != NULL;
+        cg_program_free(q);
+        free(copy);
+    }
+    CHECK(accepted == 0);
+    /* trailing garbage */
+    unsigned char *longer = malloc(n + 3);
+    memcpy(longer, b, n);
+    memset(longer + n, 0, 3);
+    CHECK(cg_program_parse(longer, n + 3, err, sizeof err) == NULL);
+    free(longer);
+    /* random byte flips: parse may accept (a flipped offset or source byte),
+     * but then the graph check must still hold the line or the program must
+     * be sound; nothing may crash either way. */
+    rt_rng rng;
+    rt_rng_seed(&rng, 99);
+    for (int t = 0; t < 300; t++) {
+        unsigned char *copy = malloc(n);
+        memcpy(copy, b, n);
+        size_t at = (size_t)rt_rng_below(&rng, n - p->source_len) ;
+        if (at >= 44) at += p->source_len; /* skip most of the source text */
+        copy[at] ^= (unsigned char)(1u << rt_rng_below(&rng, 8));
+        cg_program *q = cg_program_parse(copy, n, err, sizeof err);
+        if (q) (void)cg_program_check(q, g, err, sizeof err);
+        cg_program_free(q);
+        free(copy);
+    }
+    /* a different version is named as such */
+    unsigned char *copy = malloc(n);
+    memcpy(copy, b, n);
+    copy[4] = 9;
+    CHECK(cg_program_parse(copy, n, err, sizeof err) == NULL);
+    CHECK(strstr(err, "version") != NULL);
+    free(copy);
+    free(b);
+    cg_program_free(p);
+    ir_free(g);
+}
+
+TEST(check_refuses_a_program_for_another_graph) {
+    ir_graph *g = all_ops_graph();
+    cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    ir_graph *h = ir_clone(g);
+    h->nodes[0].type.dim[0] = 4; /* another batch: no longer the same graph */
+    CHECK(cg_program_check(p, h, err, sizeof err) != 0);
+    ir_free(h);
+    /* a descriptor that reads past its buffer is caught */
+    for (int c = 0; c < p->ncalls; c++)
+        if (p->calls[c].kind == CG_CALL_GEMM) {
+            p->calls[c].gemm.off_b += 1000000;
+            break;
+        }
+    CHECK(cg_program_check(p, g, err, sizeof err) != 0);
+    CHECK(strstr(err, "gemm") != NULL);
+    cg_program_free(p);
+    ir_free(g);
+}
+
+TEST(section_holds_several_programs) {
+    ir_graph *g = all_ops_graph(), *h = ir_new(), *k = ir_new();
+    int x = ir_add_input(h, "x", ir_shape2(2, 3), 0);
+    ir_add_node(h, IR_OP_RELU, &x, 1, NULL, NULL, err, sizeof err);
+    x = ir_add_input(k, "x", ir_shape2(2, 4), 0);
+    ir_add_node(k, IR_OP_RELU, &x, 1, NULL, NULL, err, sizeof err);
+    cg_program *pg = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    cg_program *ph = cg_generate(h, CG_DIALECT_C, NULL, err, sizeof err);
+    unsigned char *bg, *bh;
+    size_t ng, nh;
+    cg_program_serialize(pg, &bg, &ng);
+    cg_program_serialize(ph, &bh, &nh);
+    unsigned char *sec = malloc(ng + nh);
+    memcpy(sec, bg, ng);
+    memcpy(sec + ng, bh, nh);
+    cg_program *found = NULL;
+    CHECK(cg_section_find(sec, ng + nh, h, &found, err, sizeof err) == 0);
+    CHECK(found && found->nsteps == 1 && found->graph_hash == cg_graph_hash(h));
+    cg_program_free(found);
+    CHECK(cg_section_find(sec, ng + nh, g, &found, err, sizeof err) == 0);
+    CHECK(found && found->nsteps == pg->nsteps);
+    cg_program_free(found);
+    CHECK(cg_section_find(sec, ng + nh, k, &found, err, sizeof err) == 1);
+    CHECK(found == NULL);
+    CHECK(cg_section_find(sec, ng + nh - 1, g, &found, err, sizeof err) == -1);
+    CHECK(found == NULL);
+    free(sec);
+    free(bg);
+    free(bh);
+    cg_program_free(pg);
+    cg_program_free(ph);
+    ir_free(g);
+    ir_free(h);
+    ir_free(k);
+}
+
+/* ---- NVRTC ---------------------------------------------------------------------------- */
+
+#ifdef DPC_HAVE_CUDA
+/* Compiles src for one architecture; returns 0 and, for compute_XX, the PTX. */
+static int nvrtc_compile(const char *src, const char *arch, char **ptx) {
+    nvrtcProgram prog;
+    if (nvrtcCreateProgram(&prog, src, "dpc_kernels.cu", 0, NULL, NULL) != NVRTC_SUCCESS) return -1;
+    char opt[64];
+    snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
+    const char *opts[] = {opt, "--std=c++17"};
+    nvrtcResult rc = nvrtcCompileProgram(prog, 2, opts);
+    if (rc != NVRTC_SUCCESS) {
+        size_t n = 0;
+        nvrtcGetProgramLogSize(prog, &n);
+        char *log = malloc(n + 1);
+        nvrtcGetProgramLog(prog, log);
+        log[n] = 0;
+        fprintf(stderr, "  nvrtc %s: %s\n%s\n", arch, nvrtcGetErrorString(rc), log);
+        free(log);
+        nvrtcDestroyProgram(&prog);
+        return -1;
+    }
+    if (ptx) {
+        size_t n = 0;
+        nvrtcGetPTXSize(prog, &n);
+        *ptx = malloc(n + 1);
+        nvrtcGetPTX(prog, *ptx);
+        (*ptx)[n] = 0;
+    } else {
+        size_t n = 0;
+        nvrtcGetCUBINSize(prog, &n);
+        if (n == 0) rc = NVRTC_ERROR_COMPILATION;
+    }
+    nvrtcDestroyProgram(&prog);
+    return rc == NVRTC_SUCCESS ? 0 : -1;
+}
+
+TEST(nvrtc_compiles_every_kernel) {
+    ir_graph *g = all_ops_graph();
+    cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK(nvrtc_compile(p->source, "sm_80", NULL) == 0);
+        CHECK(nvrtc_compile(p->source, "sm_90", NULL) == 0);
+        char *ptx = NULL;
+        CHECK(nvrtc_compile(p->source, "compute_80", &ptx) == 0);
+        for (int k = 0; ptx && k < p->nkernels; k++) {
+            char entry[96];
+            snprintf(entry, sizeof entry, ".entry %s(", p->kernels[k].name);
+            CHECK_MSG(strstr(ptx, entry) != NULL, "%s missing from the PTX", p->kernels[k].name);
+        }
+        free(ptx);
+    }
+    cg_program_free(p);
+    ir_free(g);
+}
+#endif
+
+int main(void) {
+    RUN(all_ops_graph_covers_every_op);
+    RUN(dialects_share_steps_and_bodies);
+    RUN(steps_layout);
+    RUN(float_literals_round_trip);
+    RUN(unsupported_dtype_is_refused);
+    RUN(gemm_validation);
+    RUN(conv_descriptors_fit_their_buffers);
+    RUN(serialise_round_trip);
+    RUN(parse_rejects_truncated_and_corrupted_bytes);
+    RUN(check_refuses_a_program_for_another_graph);
+    RUN(section_holds_several_programs);
+#ifdef DPC_HAVE_CUDA
+    RUN(nvrtc_compiles_every_kernel);
+#endif
+    return harness_done();
+}

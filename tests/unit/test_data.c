@@ -1,0 +1,309 @@
+/* Tests for runtime/data: synthetic set, CIFAR-10 reader and its
+ * validation, batch preparation (shuffle, pad/crop/mirror, normalise). */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/data.h"
+#include "tests/harness.h"
+
+static char err[1024];
+
+static ir_train article_data(void) {
+    ir_train t;
+    ir_train_defaults(&t);
+    t.pad = 4, t.random_crop = 32, t.random_mirror = 1, t.normalize = 1;
+    double mean[3] = {0.4914, 0.4822, 0.4465}, std[3] = {0.2023, 0.1994, 0.2010};
+    for (int c = 0; c < 3; c++) t.mean[c] = mean[c], t.std[c] = std[c];
+    return t;
+}
+
+TEST(synthetic_is_deterministic_and_shaped) {
+    rt_dataset *a = rt_data_synthetic(200, 3, 32, 32, 1, 7), *b = rt_data_synthetic(200, 3, 32, 32, 1, 7);
+    rt_dataset *t = rt_data_synthetic(200, 3, 32, 32, 0, 7);
+    CHECK(a->count == 200 && a->c == 3 && a->h == 32 && a->w == 32 && a->classes == 10);
+    CHECK(memcmp(a->pixels, b->pixels, 200 * 3072) == 0 && memcmp(a->labels, b->labels, 200) == 0);
+    CHECK(memcmp(a->pixels, t->pixels, 200 * 3072) != 0); /* test split: other images */
+    int seen[10] = {0};
+    for (int i = 0; i < 200; i++) {
+        CHECK(a->labels[i] < 10);
+        seen[a->labels[i] % 10]++;
+    }
+    for (int k = 0; k < 10; k++) CHECK(seen[k] > 5);
+    rt_dataset_free(a);
+    rt_dataset_free(b);
+    rt_dataset_free(t);
+    /* any shape the plan asks for */
+    rt_dataset *g = rt_data_synthetic(10, 1, 28, 20, 1, 1);
+    CHECK(g->c == 1 && g->h == 28 && g->w == 20);
+    rt_dataset_free(g);
+}
+
+/* Nearest class mean (computed on train) classifies the test split well:
+ * the set is learnable. */
+TEST(synthetic_is_learnable) {
+    rt_dataset *tr = rt_data_synthetic(1000, 3, 32, 32, 1, 3), *te = rt_data_synthetic(300, 3, 32, 32, 0, 3);
+    static double mean[10][3072];
+    int cnt[10] = {0};
+    memset(mean, 0, sizeof mean);
+    for (int i = 0; i < tr->count; i++) {
+        int y;
+        const uint8_t *p = rt_dataset_get(tr, i, &y);
+        cnt[y]++;
+        for (int j = 0; j < 3072; j++) mean[y][j] += p[j];
+    }
+    for (int k = 0; k < 10; k++)
+        for (int j = 0; j < 3072; j++) mean[k][j] /= cnt[k] ? cnt[k] : 1;
+    int right = 0;
+    for (int i = 0; i < te->count; i++) {
+        int y, best = -1;
+        double bd = 1e300;
+        const uint8_t *p = rt_dataset_get(te, i, &y);
+        for (int k = 0; k < 10; k++) {
+            double d = 0;
+            for (int j = 0; j < 3072; j++) d += (p[j] - mean[k][j]) * (p[j] - mean[k][j]);
+            if (d < bd) bd = d, best = k;
+        }
+        right += best == y;
+    }
+    CHECK_MSG(right > 0.9 * te->count, "%d of %lld right", right, (long long)te->count);
+    rt_dataset_free(tr);
+    rt_dataset_free(te);
+}
+
+/* ---- CIFAR-10 files ------------------------------------------------------ */
+
+static char dir[256];
+
+/* Writes `records` records with label (r + file) % 10 and pixels
+ * (r * 7 + j) & 255 into dir/name; extra appends raw junk bytes. */
+static void write_batch(const char *name, int file, int records, int extra, int bad_label_at) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    for (int r = 0; r < records; r++) {
+        fputc(r == bad_label_at ? 12 : (r + file) % 10, f);
+        for (int j = 0; j < 3072; j++) fputc((r * 7 + j + file) & 255, f);
+    }
+    for (int i = 0; i < extra; i++) fputc(0, f);
+    fclose(f);
+}
+
+static void write_all(int records) {
+    char name[64];
+    for (int f = 1; f <= 5; f++) {
+        snprintf(name, sizeof name, "data_batch_%d.bin", f);
+        write_batch(name, f, records, 0, -1);
+    }
+    write_batch("test_batch.bin", 0, records, 0, -1);
+}
+
+TEST(cifar_reader_reads_records) {
+    write_all(3);
+    rt_dataset *tr = rt_data_cifar10(dir, 1, err, sizeof err);
+    CHECK_MSG(tr != NULL, "%s", err);
+    rt_dataset *te = rt_data_cifar10(dir, 0, err, sizeof err);
+    CHECK_MSG(te != NULL, "%s", err);
+    if (!tr || !te) return;
+    CHECK(tr->count == 15 && te->count == 3);
+    CHECK(tr->c == 3 && tr->h == 32 && tr->w == 32);
+    int y;
+    const uint8_t *p = rt_dataset_get(tr, 4, &y); /* file 2, record 1 */
+    CHECK(y == 3);
+    CHECK(p[0] == ((7 + 2) & 255) && p[3071] == ((7 + 3071 + 2) & 255));
+    p = rt_dataset_get(te, 2, &y);
+    CHECK(y == 2 && p[5] == 19);
+    rt_dataset_free(tr);
+    rt_dataset_free(te);
+    /* the parent of cifar-10-batches-bin works too */
+    char parent[300], sub[400], cmd[2000];
+    snprintf(parent, sizeof parent, "%s_parent", dir);
+    snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", parent);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s && cp %s/*.bin %s/", parent, sub, dir, sub);
+    CHECK(system(cmd) == 0);
+    te = rt_data_cifar10(parent, 0, err, sizeof err);
+    CHECK_MSG(te != NULL && te->count == 3, "%s", err);
+    rt_dataset_free(te);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", parent);
+    CHECK(system(cmd) == 0);
+}
+
+TEST(cifar_reader_refuses_bad_files) {
+    char path[512];
+    write_all(2);
+    snprintf(path, sizeof path, "%s/data_batch_3.bin", dir);
+    remove(path);
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_3.bin: No such file") != NULL);
+    rt_dataset *te = rt_data_cifar10(dir, 0, err, sizeof err); /* test set unaffected */
+    CHECK(te != NULL);
+    rt_dataset_free(te);
+
+    write_all(2);
+    write_batch("data_batch_4.bin", 4, 2, 100, -1); /* truncated / wrong size */
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_4.bin: size 6246 is not a whole number of 3073-byte") != NULL);
+
+    write_all(2);
+    write_batch("test_batch.bin", 0, 0, 0, -1); /* empty */
+    CHECK(rt_data_cifar10(dir, 0, err, sizeof err) == NULL);
+    CHECK(strstr(err, "test_batch.bin: size 0") != NULL);
+
+    write_all(3);
+    write_batch("data_batch_5.bin", 5, 3, 0, 2);
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_5.bin: record 2 has label 12; CIFAR-10 labels are 0-9") != NULL);
+
+    CHECK(rt_data_cifar10("/nonexistent/cifar", 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "/nonexistent/cifar: not a folder") != NULL);
+    snprintf(path, sizeof path, "%s/data_batch_1.bin", dir);
+    CHECK(rt_data_cifar10(path, 1, err, sizeof err) == NULL && strstr(err, "not a folder"));
+}
+
+/* ---- batches ---------------------------------------------------------------- */
+
+TEST(eval_batches_normalise_and_pad) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(10, 3, 32, 32, 0, 5);
+    rt_batcher b;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_EVAL, 9, 3, 32, 32, err, sizeof err) == 0);
+    CHECK(b.batches == 3 && !b.shuffle && !b.augment);
+    float img[4 * 3072];
+    int32_t lab[4];
+    CHECK(rt_batcher_fill(&b, NULL, 0, 8, 4, img, lab) == 2); /* last batch: 2 real */
+    int y;
+    const uint8_t *p = rt_dataset_get(ds, 9, &y);
+    CHECK(lab[1] == y && lab[2] == 0 && lab[3] == 0);
+    for (int c = 0; c < 3; c++) {
+        int j = c * 1024 + 77;
+        float want = (float)((p[j] / 255.0f - t.mean[c]) / t.std[c]);
+        CHECK_NEAR(img[3072 + j], want, 1e-6);
+    }
+    CHECK(img[2 * 3072] == 0 && img[4 * 3072 - 1] == 0);
+    rt_dataset_free(ds);
+}
+
+/* Finds the crop offset and mirror that explain an augmented image; pixels
+ * from the padding hold the normalised zero. */
+static int explains(const rt_batcher *b, const uint8_t *src, const float *out, int dy, int dx, int flip) {
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < 32; y++)
+            for (int x = 0; x < 32; x++) {
+                int sy = y + dy, sx = (flip ? 31 - x : x) + dx;
+                int v = sy >= 0 && sy < 32 && sx >= 0 && sx < 32 ? src[c * 1024 + sy * 32 + sx] : 0;
+                if (out[c * 1024 + y * 32 + x] != b->lut[c][v]) return 0;
+            }
+    return 1;
+}
+
+TEST(train_batches_shuffle_crop_and_mirror) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(103, 3, 32, 32, 1, 5);
+    rt_batcher b;
+    CHECK(rt_batcher_init(&b, ds, &t, 10, RT_BATCH_TRAIN, 42, 3, 32, 32, err, sizeof err) == 0);
+    CHECK(b.batches == 10 && b.shuffle && b.augment); /* last partial batch dropped */
+    int64_t o0[103], o1[103], o0b[103];
+    rt_batcher_order(&b, 0, o0);
+    rt_batcher_order(&b, 1, o1);
+    rt_batcher_order(&b, 0, o0b);
+    CHECK(memcmp(o0, o0b, sizeof o0) == 0);
+    CHECK(memcmp(o0, o1, sizeof o0) != 0); /* reshuffled every epoch */
+    int seen[103] = {0}, moved = 0;
+    for (int i = 0; i < 103; i++) seen[o0[i]]++, moved += o0[i] != i;
+    for (int i = 0; i < 103; i++) CHECK(seen[i] == 1);
+    CHECK(moved > 80);
+
+    static float img[10 * 3072];
+    int32_t lab[10];
+    CHECK(rt_batcher_fill(&b, o0, 0, 20, 10, img, lab) == 10);
+    int flips = 0, shifted = 0;
+    for (int i = 0; i < 10; i++) {
+        int y;
+        const uint8_t *src = rt_dataset_get(ds, o0[20 + i], &y);
+        CHECK(lab[i] == y);
+        int found = 0;
+        for (int dy = -4; dy <= 4 && !found; dy++)
+            for (int dx = -4; dx <= 4 && !found; dx++)
+                for (int f = 0; f < 2 && !found; f++)
+                    if (explains(&b, src, img + i * 3072, dy, dx, f)) {
+                        found = 1;
+                        flips += f;
+                        shifted += dy || dx;
+                    }
+        CHECK_MSG(found, "sample %d is not a padded crop of its record", i);
+    }
+    CHECK(flips > 0 && flips < 10);
+    CHECK(shifted > 5);
+
+    /* Order of preparation does not matter: batch 2 alone equals batch 2
+     * prepared after others (what worker threads rely on). */
+    static float again[10 * 3072];
+    int32_t lab2[10];
+    rt_batcher_fill(&b, o0, 0, 0, 10, again, lab2);
+    rt_batcher_fill(&b, o0, 0, 20, 10, again, lab2);
+    CHECK(memcmp(img, again, sizeof img) == 0 && memcmp(lab, lab2, sizeof lab) == 0);
+    /* Another epoch draws other crops for the same record. */
+    rt_batcher_fill(&b, o0, 1, 20, 10, again, lab2);
+    CHECK(memcmp(img, again, sizeof img) != 0);
+
+    /* --no-augment --no-shuffle: exactly the eval preparation. */
+    rt_batcher plain, ev;
+    rt_batcher_init(&plain, ds, &t, 10, RT_BATCH_TRAIN, 42, 3, 32, 32, err, sizeof err);
+    plain.augment = plain.shuffle = 0;
+    rt_batcher_init(&ev, ds, &t, 10, RT_BATCH_EVAL, 42, 3, 32, 32, err, sizeof err);
+    int64_t id[103];
+    rt_batcher_order(&plain, 3, id);
+    for (int i = 0; i < 103; i++) CHECK(id[i] == i);
+    rt_batcher_fill(&plain, id, 3, 30, 10, img, lab);
+    rt_batcher_fill(&ev, NULL, 0, 30, 10, again, lab2);
+    CHECK(memcmp(img, again, sizeof img) == 0);
+
+    /* The train-accuracy pass augments with its own draws, in dataset order. */
+    rt_batcher te;
+    CHECK(rt_batcher_init(&te, ds, &t, 10, RT_BATCH_TRAIN_EVAL, 42, 3, 32, 32, err, sizeof err) == 0);
+    CHECK(te.augment && !te.shuffle && te.batches == 11);
+    rt_dataset_free(ds);
+}
+
+TEST(batcher_refuses_mismatches) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(20, 3, 32, 32, 1, 5);
+    rt_batcher b;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_TRAIN, 1, 1, 32, 32, err, sizeof err) == -1);
+    CHECK(strstr(err, "3 channels but the program's image input has 1") != NULL);
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_TRAIN, 1, 3, 28, 28, err, sizeof err) == -1);
+    CHECK(strstr(err, "random_crop 32 does not give the program's 28x28") != NULL);
+    t.random_crop = 0;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_EVAL, 1, 3, 28, 28, err, sizeof err) == -1);
+    CHECK(strstr(err, "images are 3x32x32 but the program's image input is 3x28x28") != NULL);
+    t = article_data();
+    CHECK(rt_batcher_init(&b, ds, &t, 64, RT_BATCH_TRAIN, 1, 3, 32, 32, err, sizeof err) == -1);
+    CHECK(strstr(err, "do not fill one batch of 64") != NULL);
+    /* a smaller crop from a larger image works */
+    t.random_crop = 28;
+    t.pad = 0;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_TRAIN, 1, 3, 28, 28, err, sizeof err) == 0);
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_EVAL, 1, 3, 28, 28, err, sizeof err) == 0);
+    static float img[4 * 3 * 28 * 28];
+    int32_t lab[4];
+    rt_batcher_fill(&b, NULL, 0, 0, 4, img, lab); /* eval: the centre crop */
+    const uint8_t *p = rt_dataset_get(ds, 1, NULL);
+    CHECK(img[3 * 784 + 784 + 0] == b.lut[1][p[1024 + 2 * 32 + 2]]);
+    rt_dataset_free(ds);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
+    mkdir(dir, 0755);
+    RUN(synthetic_is_deterministic_and_shaped);
+    RUN(synthetic_is_learnable);
+    RUN(cifar_reader_reads_records);
+    RUN(cifar_reader_refuses_bad_files);
+    RUN(eval_batches_normalise_and_pad);
+    RUN(train_batches_shuffle_crop_and_mirror);
+    RUN(batcher_refuses_mismatches);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return harness_done();
+}

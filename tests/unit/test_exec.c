@@ -1,0 +1,655 @@
+/* tests/unit/test_exec.c — every op on the cpu backend (generated C,
+ * compiled at run time, OpenBLAS GEMMs) against the double-precision
+ * reference interpreter; the parameter store; the compile cache. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "runtime/compile_cache.h"
+#include "runtime/runtime.h"
+#include "tests/harness.h"
+
+static rt_backend *be;
+static char err[4096];
+
+/* ---- running a graph both ways ------------------------------------------------ */
+
+/* Source values: uniform in [-1, 1], or [0.5, 1.5] for names starting with
+ * "pos" (variances), class indices for i32 inputs (the input's `classes`,
+ * with the label named "badlabel" getting one out-of-range entry). */
+static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
+        int64_t cnt = ir_numel(&n->type);
+        vals[i] = malloc(sizeof(float) * (size_t)cnt);
+        if (n->type.dtype == IR_I32) {
+            int32_t *lab = (int32_t *)vals[i];
+            int64_t classes = n->iattr[0] > 0 ? n->iattr[0] : 10;
+            for (int64_t j = 0; j < cnt; j++) lab[j] = (int32_t)rt_rng_below(rng, (uint64_t)classes);
+            if (!strcmp(n->name, "badlabel")) lab[cnt - 1] = (int32_t)classes;
+        } else {
+            int pos = !strncmp(n->name, "pos", 3);
+            for (int64_t j = 0; j < cnt; j++)
+                vals[i][j] = pos ? rt_rng_uniform_range(rng, 0.5f, 1.5f)
+                                 : rt_rng_uniform_range(rng, -1.0f, 1.0f);
+        }
+    }
+}
+
+/* got ~ ref: |got - ref| <= rtol * (|ref| + rms(ref)); NaN matches NaN. */
+static int compare(const char *what, int node, const float *got, const double *ref, int64_t n,
+                   double rtol) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (ref[i] == ref[i] && !isinf(ref[i])) ss += ref[i] * ref[i];
+    double rms = sqrt(ss / (double)(n ? n : 1));
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = ref[i], gv = got[i];
+        if (r != r || gv != gv) {
+            if ((r != r) != (gv != gv)) bad++;
+            else continue;
+        } else if (isinf(r) || isinf(gv)) {
+            if (r != gv) bad++;
+        } else if (fabs(gv - r) > rtol * (fabs(r) + rms) + 1e-30) {
+            bad++;
+        }
+        if (bad == 1 && (r != gv)) {
+            fprintf(stderr, "  %s node %d [%lld]: got %.9g, expected %.9g (rms %.3g)\n", what, node,
+                    (long long)i, gv, r, rms);
+            bad++; /* print only the first */
+        }
+    }
+    return bad ? -1 : 0;
+}
+
+/* Runs g on the cpu backend (with the plan if given) and in the interpreter
+ * from the same source values; compares every non-source node and every
+ * param/state afterwards. Returns the number of mismatching tensors. */
+static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
+    if (ir_verify(g, err, sizeof err)) {
+        fprintf(stderr, "  graph does not verify: %s\n", err);
+        return 1;
+    }
+    rt_rng rng;
+    rt_rng_seed(&rng, 1234);
+    float **vals = calloc((size_t)g->n, sizeof *vals);
+    fill_sources(g, &rng, vals);
+    rt_store *st = rt_store_new(be, g);
+    rt_exec *ex = rt_exec_new(be, st, g, plan, err, sizeof err);
+    if (!ex) {
+        fprintf(stderr, "  rt_exec_new: %s\n", err);
+        rt_store_free(st);
+        for (int i = 0; i < g->n; i++) free(vals[i]);
+        free(vals);
+        return 1;
+    }
+    rt_interp *it = rt_interp_new(g);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!vals[i]) continue;
+        int64_t cnt = ir_numel(&n->type);
+        size_t bytes = (size_t)cnt * 4;
+        double *d = rt_interp_buffer(it, i);
+        for (int64_t j = 0; j < cnt; j++)
+            d[j] = n->type.dtype == IR_I32 ? (double)((int32_t *)vals[i])[j] : (double)vals[i][j];
+        if (n->op == IR_OP_INPUT)
+            CHECK(rt_exec_set_input(ex, n->name, vals[i], bytes) == 0);
+        else
+            rt_store_write(st, rt_store_find(st, n->name), vals[i]);
+    }
+    int bad = 0;
+    if (rt_exec_run(ex, err, sizeof err)) {
+        fprintf(stderr, "  rt_exec_run: %s\n", err);
+        bad++;
+    }
+    rt_interp_run(it);
+    for (int i = 0; i < g->n && !bad; i++) {
+        const ir_node *n = &g->nodes[i];
+        int64_t cnt = ir_numel(&n->type);
+        if (n->type.dtype == IR_I32) continue;
+        float *got = malloc(sizeof(float) * (size_t)cnt);
+        if (rt_exec_get_node(ex, i, got, (size_t)cnt * 4)) {
+            fprintf(stderr, "  rt_exec_get_node %d failed\n", i);
+            bad++;
+        } else if (compare(ir_ops[n->op].name, i, got, rt_interp_buffer(it, i), cnt, rtol)) {
+            bad++;
+        }
+        free(got);
+    }
+    rt_interp_free(it);
+    rt_exec_free(ex);
+    rt_store_free(st);
+    for (int i = 0; i < g->n; i++) free(vals[i]);
+    free(vals);
+    return bad;
+}
+
+#define TOL 1e-5
+
+static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
+    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
+    return id;
+}
+#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define IA(...) (int64_t[]){__VA_ARGS__}
+#define FA(...) (double[]){__VA_ARGS__}
+
+/* ---- GEMM-backed ops ------------------------------------------------------------- */
+
+typedef struct {
+    int64_t N, C, H, W, K, k, s, p;
+} conv_case;
+
+/* conv, conv_grad_data and conv_grad_weight of one shape in one graph. */
+static ir_graph *conv_graph(conv_case c) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(c.N, c.C, c.H, c.W), 0);
+    int w = ir_add_param(g, "w", ir_shape4(c.K, c.C, c.k, c.k), IR_INIT_XAVIER);
+    int y = N(CONV, x, w), IA(c.k, c.s, c.p), NULL);
+    const ir_type *yt = &g->nodes[y].type;
+    int dy = ir_add_input(g, "dy", *yt, 0);
+    N(CONV_GRAD_DATA, dy, w), IA(c.k, c.s, c.p, c.H, c.W), NULL);
+    N(CONV_GRAD_WEIGHT, dy, x), IA(c.k, c.s, c.p), NULL);
+    return g;
+}
+
+static const conv_case conv_cases[] = {
+    {3, 5, 11, 9, 7, 3, 2, 1},  /* odd sizes, stride 2 */
+    {3, 3, 13, 10, 4, 7, 2, 3}, /* the stem's 7x7/2 pad 3, non-square */
+    {3, 6, 5, 7, 4, 1, 1, 0},   /* pointwise: no im2col */
+    {3, 6, 7, 5, 5, 1, 2, 0},   /* 1x1/2 shortcut */
+    {1, 2, 4, 4, 3, 3, 1, 1},   /* batch 1 */
+    {2, 3, 6, 6, 2, 5, 3, 2},   /* stride 3, k 5 */
+};
+
+TEST(conv_ops) {
+    for (size_t i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        ir_graph *g = conv_graph(conv_cases[i]);
+        CHECK_MSG(run_both(g, NULL, TOL) == 0, "conv case %zu", i);
+        ir_free(g);
+    }
+}
+
+/* The chunked path (several im2col/GEMM rounds, a short last chunk), taken
+ * by shrinking the scratch bound and handing the program over in a plan
+ * section, as dprun will. */
+TEST(conv_chunked_via_plan_section) {
+    conv_case c = {5, 3, 7, 6, 4, 3, 2, 1};
+    ir_graph *g = conv_graph(c);
+    cg_options o = cg_default_options();
+    o.scratch_max_bytes = 2 * 27 * 12 * 4; /* two images of columns */
+    cg_program *p = cg_generate(g, CG_DIALECT_C, &o, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) return;
+    CHECK(p->scratch == 2 * 27 * 12);
+    int gemms = 0;
+    for (int i = 0; i < p->ncalls; i++) gemms += p->calls[i].kind == CG_CALL_GEMM;
+    CHECK(gemms == 3 + 3 + 5); /* forward and grad_data per chunk, grad_weight per image */
+    unsigned char *bytes;
+    size_t len;
+    CHECK(cg_program_serialize(p, &bytes, &len) == 0);
+    dpc_plan plan = {0};
+    CHECK(plan_add_section(&plan, "KCPU", bytes, len) == 0);
+    CHECK(run_both(g, &plan, TOL) == 0);
+    plan_free_sections(&plan);
+    /* a section for another graph: kernels are generated instead */
+    ir_graph *other = conv_graph((conv_case){2, 3, 7, 6, 4, 3, 2, 1});
+    CHECK(plan_add_section(&plan, "KCPU", bytes, len) == 0);
+    CHECK(run_both(other, &plan, TOL) == 0);
+    plan_free_sections(&plan);
+    ir_free(other);
+    /* a truncated section is refused with a message */
+    CHECK(plan_add_section(&plan, "KCPU", bytes, len - 3) == 0);
+    rt_store *st = rt_store_new(be, g);
+    CHECK(rt_exec_new(be, st, g, &plan, err, sizeof err) == NULL);
+    CHECK(strstr(err, "KCPU") != NULL);
+    rt_store_free(st);
+    plan_free_sections(&plan);
+    free(bytes);
+    cg_program_free(p);
+    ir_free(g);
+}
+
+TEST(dense_ops) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape2(3, 17), 0);
+    int w = ir_add_param(g, "w", ir_shape2(10, 17), IR_INIT_XAVIER);
+    int dy = ir_add_input(g, "dy", ir_shape2(3, 10), 0);
+    N(DENSE, x, w), NULL, NULL);
+    N(DENSE_GRAD_DATA, dy, w), NULL, NULL);
+    N(DENSE_GRAD_WEIGHT, dy, x), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+/* Every conv and dense shape of a CIFAR ResNet-18 (32x32 input), batch 2. */
+TEST(resnet18_gemm_shapes) {
+    static const int64_t shapes[][6] = {
+        /* C, K, H, k, s, p */
+        {3, 64, 32, 7, 2, 3},    {64, 64, 8, 3, 1, 1},    {64, 128, 8, 3, 2, 1},
+        {128, 128, 4, 3, 1, 1},  {64, 128, 8, 1, 2, 0},   {128, 256, 4, 3, 2, 1},
+        {256, 256, 2, 3, 1, 1},  {128, 256, 4, 1, 2, 0},  {256, 512, 2, 3, 2, 1},
+        {512, 512, 1, 3, 1, 1},  {256, 512, 2, 1, 2, 0},
+    };
+    ir_graph *g = ir_new();
+    char name[32];
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const int64_t *s = shapes[i];
+        snprintf(name, sizeof name, "x%zu", i);
+        int x = ir_add_input(g, name, ir_shape4(2, s[0], s[2], s[2]), 0);
+        snprintf(name, sizeof name, "w%zu", i);
+        int w = ir_add_param(g, name, ir_shape4(s[1], s[0], s[3], s[3]), IR_INIT_XAVIER);
+        int y = N(CONV, x, w), IA(s[3], s[4], s[5]), NULL);
+        snprintf(name, sizeof name, "dy%zu", i);
+        int dy = ir_add_input(g, name, g->nodes[y].type, 0);
+        N(CONV_GRAD_DATA, dy, w), IA(s[3], s[4], s[5], s[2], s[2]), NULL);
+        N(CONV_GRAD_WEIGHT, dy, x), IA(s[3], s[4], s[5]), NULL);
+    }
+    int x = ir_add_input(g, "feat", ir_shape2(2, 512), 0);
+    int w = ir_add_param(g, "fc.weight", ir_shape2(10, 512), IR_INIT_XAVIER);
+    int dy = ir_add_input(g, "dlogits", ir_shape2(2, 10), 0);
+    N(DENSE, x, w), NULL, NULL);
+    N(DENSE_GRAD_DATA, dy, w), NULL, NULL);
+    N(DENSE_GRAD_WEIGHT, dy, x), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+/* ---- elementwise, injective, reductions, pooling --------------------------------- */
+
+TEST(bias_add_relu_add) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(3, 5, 4, 7), 0);
+    int b = ir_add_param(g, "b", ir_shape1(5), IR_INIT_ZERO);
+    int y = N(BIAS_ADD, x, b), NULL, NULL);
+    int r = N(RELU, y), NULL, NULL);
+    N(ADD, r, x), NULL, NULL);
+    int x2 = ir_add_input(g, "x2", ir_shape2(3, 5), 0);
+    N(BIAS_ADD, x2, b), NULL, NULL);
+    N(RELU, x2), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+static void batchnorm_graph(int rank4, int training) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
+    int ga = ir_add_param(g, "gamma", ir_shape1(5), IR_INIT_ONE);
+    int be_ = ir_add_param(g, "beta", ir_shape1(5), IR_INIT_ZERO);
+    int rm = ir_add_state(g, "rmean", ir_shape1(5), IR_INIT_ZERO);
+    int rv = ir_add_state(g, "pos_rvar", ir_shape1(5), IR_INIT_ONE);
+    N(BATCHNORM, x, ga, be_, rm, rv), IA(training), FA(1e-5, 0.9));
+    CHECK_MSG(run_both(g, NULL, TOL) == 0, "rank4 %d training %d", rank4, training);
+    ir_free(g);
+}
+
+TEST(batchnorm_op) {
+    batchnorm_graph(1, 1);
+    batchnorm_graph(0, 1);
+    batchnorm_graph(1, 0);
+}
+
+TEST(pooling) {
+    static const int64_t cases[][3] = {{3, 2, 1}, {2, 2, 0}, {3, 1, 1}, {1, 2, 0}, {5, 3, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ir_graph *g = ir_new();
+        int64_t k = cases[i][0], s = cases[i][1], p = cases[i][2];
+        int x = ir_add_input(g, "x", ir_shape4(3, 4, 9, 11), 0);
+        int mp = N(MAXPOOL, x), IA(k, s, p), NULL);
+        int ap = N(AVGPOOL, x), IA(k, s, p), NULL);
+        int dy = ir_add_input(g, "dy", g->nodes[mp].type, 0);
+        N(MAXPOOL_GRAD, dy, x), IA(k, s, p), NULL);
+        N(AVGPOOL_GRAD, dy), IA(k, s, p, 9, 11), NULL);
+        (void)ap;
+        CHECK_MSG(run_both(g, NULL, TOL) == 0, "pool k%lld s%lld p%lld", (long long)k,
+                  (long long)s, (long long)p);
+        ir_free(g);
+    }
+}
+
+/* Ties: every window of a constant input has its first element win. */
+TEST(maxpool_ties) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(1, 1, 5, 5), 0);
+    int mp = N(MAXPOOL, x), IA(3, 2, 1), NULL);
+    int dy = ir_add_input(g, "dy", g->nodes[mp].type, 0);
+    int gr = N(MAXPOOL_GRAD, dy, x), IA(3, 2, 1), NULL);
+    rt_store *st = rt_store_new(be, g);
+    rt_exec *ex = rt_exec_new(be, st, g, NULL, err, sizeof err);
+    CHECK(ex != NULL);
+    if (ex) {
+        float xs[25], dys[9], out[25];
+        for (int i = 0; i < 25; i++) xs[i] = 1.0f;
+        for (int i = 0; i < 9; i++) dys[i] = (float)(i + 1);
+        CHECK(rt_exec_set_input(ex, "x", xs, sizeof xs) == 0);
+        CHECK(rt_exec_set_input(ex, "dy", dys, sizeof dys) == 0);
+        CHECK(rt_exec_run(ex, err, sizeof err) == 0);
+        CHECK(rt_exec_get_node(ex, gr, out, sizeof out) == 0);
+        /* window (oh, ow) starts at (2oh-1, 2ow-1), clipped: its first element
+         * is (max(0, 2oh-1), max(0, 2ow-1)). */
+        CHECK_NEAR(out[0], 1, 0); /* window (0,0) */
+        CHECK_NEAR(out[1], 2, 0); /* window (0,1) */
+        CHECK_NEAR(out[5], 4, 0); /* window (1,0) */
+        CHECK_NEAR(out[6], 5, 0); /* window (1,1) */
+        CHECK_NEAR(out[2], 0, 0);
+        CHECK_NEAR(out[3], 3, 0); /* window (0,2) starts at column 3 */
+    }
+    rt_exec_free(ex);
+    rt_store_free(st);
+    ir_free(g);
+}
+
+TEST(global_avgpool_flatten_reshape) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(3, 5, 7, 3), 0);
+    int gp = N(GLOBAL_AVGPOOL, x), NULL, NULL);
+    N(GLOBAL_AVGPOOL_GRAD, gp), IA(7, 3), NULL);
+    int f = N(FLATTEN, x), NULL, NULL);
+    N(RELU, f), NULL, NULL);
+    int r = N(RESHAPE_LIKE, f, x), NULL, NULL);
+    N(ADD, r, x), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+TEST(softmax_cross_entropy) {
+    ir_graph *g = ir_new();
+    int lo = ir_add_input(g, "logits", ir_shape2(5, 10), 0);
+    int lab = ir_add_input(g, "badlabel", (ir_type){1, {5}, IR_I32}, 10);
+    int dl = ir_add_input(g, "dloss", ir_shape1(5), 0);
+    N(SOFTMAX_CE, lo, lab), NULL, NULL);
+    N(SOFTMAX_CE_GRAD, lo, lab, dl), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+    /* a larger, well-labelled case with 3 classes */
+    g = ir_new();
+    lo = ir_add_input(g, "logits", ir_shape2(7, 3), 0);
+    lab = ir_add_input(g, "label", (ir_type){1, {7}, IR_I32}, 3);
+    dl = ir_add_input(g, "dloss", ir_shape1(7), 0);
+    int l = N(SOFTMAX_CE, lo, lab), NULL, NULL);
+    int one = N(ONES_LIKE, l), NULL, NULL);
+    N(SOFTMAX_CE_GRAD, lo, lab, one), NULL, NULL);
+    N(SOFTMAX_CE_GRAD, lo, lab, dl), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+static void bn_primitives(int rank4) {
+    ir_graph *g = ir_new();
+    ir_type xt = rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(9, 5);
+    int x = ir_add_input(g, "x", xt, 0);
+    int dy = ir_add_input(g, "dy", xt, 0);
+    int ga = ir_add_param(g, "gamma", ir_shape1(5), IR_INIT_ONE);
+    int bt = ir_add_param(g, "beta", ir_shape1(5), IR_INIT_ZERO);
+    int mean = N(BN_MEAN, x), NULL, NULL);
+    int var = N(BN_VAR, x, mean), NULL, NULL);
+    N(BN_APPLY, x, mean, var, ga, bt), NULL, FA(1e-5));
+    int dg = N(BN_GRAD_GAMMA, dy, x, mean, var), NULL, FA(1e-5));
+    int db = N(BIAS_GRAD, dy), NULL, NULL);
+    N(BN_GRAD_DATA, dy, x, mean, var, ga, dg, db), NULL, FA(1e-5));
+    /* and with independent statistics inputs */
+    int m2 = ir_add_input(g, "m2", ir_shape1(5), 0);
+    int v2 = ir_add_input(g, "pos_v2", ir_shape1(5), 0);
+    N(BN_VAR, x, m2), NULL, NULL);
+    N(BN_APPLY, x, m2, v2, ga, bt), NULL, FA(1e-3));
+    N(BN_GRAD_DATA, dy, x, m2, v2, ga, m2, v2), NULL, FA(1e-3));
+    CHECK_MSG(run_both(g, NULL, TOL) == 0, "rank4 %d", rank4);
+    ir_free(g);
+}
+
+TEST(bn_primitive_ops) {
+    bn_primitives(1);
+    bn_primitives(0);
+}
+
+TEST(ema_assign_ones_relu_grad) {
+    ir_graph *g = ir_new();
+    int rm = ir_add_state(g, "running", ir_shape1(6), IR_INIT_ZERO);
+    int v = ir_add_input(g, "value", ir_shape1(6), 0);
+    int e = N(EMA, rm, v), NULL, FA(0.9, 1.25));
+    N(ONES_LIKE, e), NULL, NULL);
+    int dy = ir_add_input(g, "dy", ir_shape4(2, 3, 1, 5), 0);
+    int y = ir_add_input(g, "y", ir_shape4(2, 3, 1, 5), 0);
+    N(RELU_GRAD, dy, y), NULL, NULL);
+    N(ASSIGN, rm, e), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+TEST(sgd_momentum_update) {
+    ir_graph *g = ir_new();
+    int w = ir_add_param(g, "w", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int gr = ir_add_input(g, "grad", ir_shape4(4, 3, 3, 3), 0);
+    int v = ir_add_state(g, "w.momentum", ir_shape4(4, 3, 3, 3), IR_INIT_ZERO);
+    int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
+    int gs = ir_add_input(g, "grad_scale", ir_shape1(1), 0);
+    int nv = N(SGD_MOMENTUM, w, gr, v, lr, gs), NULL, FA(0.9, 1e-4));
+    int nw = N(ADD, w, nv), NULL, NULL);
+    N(ASSIGN, v, nv), NULL, NULL);
+    N(ASSIGN, w, nw), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+/* A whole small training step: forward, backward, SGD and BN updates. */
+static ir_graph *small_cnn(void) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(3, 3, 9, 9), 0);
+    int lab = ir_add_input(g, "label", (ir_type){1, {3}, IR_I32}, 10);
+    int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
+    int gs = ir_add_input(g, "grad_scale", ir_shape1(1), 0);
+    int w1 = ir_add_param(g, "conv.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int ga = ir_add_param(g, "bn.gamma", ir_shape1(4), IR_INIT_ONE);
+    int bt = ir_add_param(g, "bn.beta", ir_shape1(4), IR_INIT_ZERO);
+    int rm = ir_add_state(g, "bn.running_mean", ir_shape1(4), IR_INIT_ZERO);
+    int w2 = ir_add_param(g, "fc.weight", ir_shape2(10, 4), IR_INIT_XAVIER);
+    int b2 = ir_add_param(g, "fc.bias", ir_shape1(10), IR_INIT_ZERO);
+    int v1 = ir_add_state(g, "conv.weight.momentum", ir_shape4(4, 3, 3, 3), IR_INIT_ZERO);
+    int v2 = ir_add_state(g, "fc.weight.momentum", ir_shape2(10, 4), IR_INIT_ZERO);
+    int c = N(CONV, x, w1), IA(3, 2, 1), NULL);
+    int mean = N(BN_MEAN, c), NULL, NULL);
+    int var = N(BN_VAR, c, mean), NULL, NULL);
+    int bn = N(BN_APPLY, c, mean, var, ga, bt), NULL, FA(1e-5));
+    int r = N(RELU, bn), NULL, NULL);
+    int mp = N(MAXPOOL, r), IA(3, 2, 1), NULL);
+    int gp = N(GLOBAL_AVGPOOL, mp), NULL, NULL);
+    int fc = N(DENSE, gp, w2), NULL, NULL);
+    int lo = N(BIAS_ADD, fc, b2), NULL, NULL);
+    int loss = N(SOFTMAX_CE, lo, lab), NULL, NULL);
+    g->nodes[loss].flags |= IR_FLAG_LOSS;
+    snprintf(g->nodes[loss].name, IR_NAME_MAX, "loss");
+    int ema = N(EMA, rm, mean), NULL, FA(0.9, 1.0));
+    int one = N(ONES_LIKE, loss), NULL, NULL);
+    int dlo = N(SOFTMAX_CE_GRAD, lo, lab, one), NULL, NULL);
+    N(BIAS_GRAD, dlo), NULL, NULL);
+    int dw2 = N(DENSE_GRAD_WEIGHT, dlo, gp), NULL, NULL);
+    int dgp = N(DENSE_GRAD_DATA, dlo, w2), NULL, NULL);
+    int dmp = N(GLOBAL_AVGPOOL_GRAD, dgp), IA(3, 3), NULL);
+    int dr = N(MAXPOOL_GRAD, dmp, r), IA(3, 2, 1), NULL);
+    int dbn = N(RELU_GRAD, dr, r), NULL, NULL);
+    int dg = N(BN_GRAD_GAMMA, dbn, c, mean, var), NULL, FA(1e-5));
+    int db = N(BIAS_GRAD, dbn), NULL, NULL);
+    int dc = N(BN_GRAD_DATA, dbn, c, mean, var, ga, dg, db), NULL, FA(1e-5));
+    int dw1 = N(CONV_GRAD_WEIGHT, dc, x), IA(3, 2, 1), NULL);
+    N(CONV_GRAD_DATA, dc, w1), IA(3, 2, 1, 9, 9), NULL);
+    int nv1 = N(SGD_MOMENTUM, w1, dw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
+    int nw1 = N(ADD, w1, nv1), NULL, NULL);
+    int nv2 = N(SGD_MOMENTUM, w2, dw2, v2, lr, gs), NULL, FA(0.9, 1e-4));
+    int nw2 = N(ADD, w2, nv2), NULL, NULL);
+    N(ASSIGN, v1, nv1), NULL, NULL);
+    N(ASSIGN, w1, nw1), NULL, NULL);
+    N(ASSIGN, v2, nv2), NULL, NULL);
+    N(ASSIGN, w2, nw2), NULL, NULL);
+    N(ASSIGN, rm, ema), NULL, NULL);
+    return g;
+}
+
+TEST(multi_op_training_step) {
+    ir_graph *g = small_cnn();
+    CHECK(run_both(g, NULL, 1e-4) == 0);
+    ir_free(g);
+}
+
+/* The store's order, initialisers, names; exec reads params by name. */
+TEST(store_and_exec_api) {
+    ir_graph *g = small_cnn();
+    rt_store *st = rt_store_new(be, g);
+    CHECK(rt_store_count(st) == 8);
+    CHECK_STR(rt_store_name(st, 0), "conv.weight");
+    CHECK_STR(rt_store_name(st, 5), "fc.bias");
+    CHECK_STR(rt_store_name(st, 6), "conv.weight.momentum"); /* optimizer state last */
+    CHECK_STR(rt_store_name(st, 7), "fc.weight.momentum");
+    CHECK(rt_store_find(st, "bn.running_mean") == 3);
+    CHECK(rt_store_find(st, "nope") == -1);
+    ir_train t;
+    ir_train_defaults(&t);
+    rt_store_init(st, g, &t, 42);
+    float w[108], w_again[108], gamma[4], beta[4];
+    rt_store_read(st, 0, w);
+    rt_store_read(st, 1, gamma);
+    rt_store_read(st, 2, beta);
+    /* conv.weight [4,3,3,3]: fan_in 27, fan_out 36 */
+    double scale = sqrt(2.24 / ((27.0 + 36.0) / 2)), sum = 0, sq = 0;
+    int inside = 1;
+    for (int i = 0; i < 108; i++) {
+        inside &= fabs(w[i]) <= scale + 1e-7;
+        sum += w[i];
+        sq += w[i] * w[i];
+    }
+    CHECK(inside);
+    CHECK(fabs(sum / 108) < 0.35 * scale);
+    CHECK(fabs(sq / 108 - scale * scale / 3) < 0.35 * scale * scale / 3);
+    CHECK(gamma[0] == 1 && gamma[3] == 1 && beta[0] == 0 && beta[3] == 0);
+    rt_store_init(st, g, &t, 42);
+    rt_store_read(st, 0, w_again);
+    CHECK(memcmp(w, w_again, sizeof w) == 0);
+    rt_store_init(st, g, &t, 43);
+    rt_store_read(st, 0, w_again);
+    CHECK(memcmp(w, w_again, sizeof w) != 0);
+
+    rt_exec *ex = rt_exec_new(be, st, g, NULL, err, sizeof err);
+    CHECK(ex != NULL);
+    if (ex) {
+        float img[3 * 3 * 81] = {0}, loss[3], lr = 0;
+        int32_t lab[3] = {1, 2, 3};
+        CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == 0);
+        CHECK(rt_exec_set_input(ex, "image", img, sizeof img - 4) == -1);
+        CHECK(rt_exec_set_input(ex, "nope", img, sizeof img) == -1);
+        CHECK(rt_exec_set_input(ex, "label", lab, sizeof lab) == 0);
+        CHECK(rt_exec_set_scalar(ex, "lr", 0.0f) == 0);
+        CHECK(rt_exec_set_scalar(ex, "image", 0.0f) == -1);
+        CHECK(rt_exec_set_scalar(ex, "grad_scale", 1.0f / 3) == 0);
+        CHECK(rt_exec_run(ex, err, sizeof err) == 0);
+        CHECK(rt_exec_get(ex, "loss", loss, sizeof loss) == 0);
+        /* zero image, zero bias: every logit is 0, the loss log(10) */
+        for (int i = 0; i < 3; i++) CHECK_NEAR(loss[i], log(10.0), 1e-6);
+        CHECK(rt_exec_get(ex, "lr", &lr, sizeof lr) == 0);
+        CHECK(rt_exec_get(ex, "loss", loss, sizeof loss - 1) == -1);
+        CHECK(rt_exec_get(ex, "missing", loss, sizeof loss) == -1);
+        float w_after[108];
+        CHECK(rt_exec_get(ex, "conv.weight", w_after, sizeof w_after) == 0);
+        /* lr 0 with zero momentum: the weights did not move */
+        CHECK(memcmp(w_after, w_again, sizeof w_after) == 0);
+    }
+    rt_exec_free(ex);
+    /* an eval-like graph that names a param the store lacks is refused */
+    ir_graph *h = ir_new();
+    int x = ir_add_input(h, "x", ir_shape2(2, 3), 0);
+    int q = ir_add_param(h, "other", ir_shape1(3), IR_INIT_ZERO);
+    ir_add_node(h, IR_OP_BIAS_ADD, (int[]){x, q}, 2, NULL, NULL, err, sizeof err);
+    CHECK(rt_exec_new(be, st, h, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "other") != NULL);
+    ir_free(h);
+    rt_store_free(st);
+    ir_free(g);
+}
+
+TEST(rng_is_deterministic) {
+    rt_rng a, b;
+    rt_rng_seed(&a, 7);
+    rt_rng_seed(&b, 7);
+    int same = 1, inrange = 1;
+    for (int i = 0; i < 1000; i++) {
+        float u = rt_rng_uniform(&a);
+        same &= u == rt_rng_uniform(&b);
+        inrange &= u >= 0 && u < 1;
+        inrange &= rt_rng_below(&a, 7) < 7;
+        rt_rng_below(&b, 7);
+    }
+    CHECK(same && inrange);
+    rt_rng_seed(&b, 8);
+    CHECK(rt_rng_next(&a) != rt_rng_next(&b));
+}
+
+/* ---- the compile cache -------------------------------------------------------------- */
+
+static char unique_src[256];
+
+static void *compile_unique(void *arg) {
+    int *ok = arg;
+    char e[2048];
+    int hit;
+    char *so = rt_cache_compile_c(unique_src, &hit, e, sizeof e);
+    *ok = so != NULL;
+    if (!so) fprintf(stderr, "  %s\n", e);
+    free(so);
+    return NULL;
+}
+
+TEST(compile_cache_hits_and_races) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(unique_src, sizeof unique_src, "/* %ld.%09ld %ld */ int dpc_probe(void) { return 7; }\n",
+             (long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+    pthread_t th[3];
+    int ok[3] = {0};
+    for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, compile_unique, &ok[i]);
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    CHECK(ok[0] && ok[1] && ok[2]);
+    int hit = 0;
+    char *so = rt_cache_compile_c(unique_src, &hit, err, sizeof err);
+    CHECK(so && hit == 1);
+    free(so);
+}
+
+TEST(compile_error_names_the_source) {
+    rt_module *m = be->compile(be, "this is not C;\n", err, sizeof err);
+    CHECK(m == NULL);
+    char *c = strstr(err, "compiling ");
+    CHECK(c != NULL);
+    if (c) {
+        char path[4096];
+        sscanf(c + 10, "%4095s", path);
+        CHECK(strstr(path, ".c") != NULL);
+        CHECK(access(path, R_OK) == 0); /* kept for the user to look at */
+    }
+}
+
+int main(void) {
+    be = rt_backend_cpu();
+    RUN(conv_ops);
+    RUN(conv_chunked_via_plan_section);
+    RUN(dense_ops);
+    RUN(resnet18_gemm_shapes);
+    RUN(bias_add_relu_add);
+    RUN(batchnorm_op);
+    RUN(pooling);
+    RUN(maxpool_ties);
+    RUN(global_avgpool_flatten_reshape);
+    RUN(softmax_cross_entropy);
+    RUN(bn_primitive_ops);
+    RUN(ema_assign_ones_relu_grad);
+    RUN(sgd_momentum_update);
+    RUN(multi_op_training_step);
+    RUN(store_and_exec_api);
+    RUN(rng_is_deterministic);
+    RUN(compile_cache_hits_and_races);
+    RUN(compile_error_names_the_source);
+    rt_backend_free(be);
+    return harness_done();
+}

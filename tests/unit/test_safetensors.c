@@ -1,0 +1,208 @@
+/* Tests for runtime/safetensors: round trip, byte layout, malformed files. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "runtime/safetensors.h"
+#include "tests/harness.h"
+
+static char err[512];
+
+static char *tmp_path(const char *tag) {
+    static char buf[4][256];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 256, "/tmp/dpc_test_st_%d_%s.safetensors", (int)getpid(), tag);
+    return p;
+}
+
+/* Builds a file from a header string and `ndata` data bytes (value i & 255). */
+static unsigned char *make_file(const char *header, size_t ndata, size_t *len) {
+    size_t h = strlen(header);
+    *len = 8 + h + ndata;
+    unsigned char *b = malloc(*len);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(b + 8, header, h);
+    for (size_t i = 0; i < ndata; i++) b[8 + h + i] = (unsigned char)i;
+    return b;
+}
+
+/* Parses header + data and returns the error (or "" when it parsed). */
+static const char *parse_err(const char *header, size_t ndata) {
+    size_t len;
+    unsigned char *b = make_file(header, ndata, &len);
+    err[0] = 0;
+    rt_st_file *f = rt_st_parse("x.safetensors", b, len, err, sizeof err);
+    free(b);
+    if (f) {
+        rt_st_free(f);
+        return "";
+    }
+    return err;
+}
+
+TEST(round_trip_keeps_order_and_values) {
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {-1.5f, 0.25f, 1e-30f}, c[1] = {42};
+    rt_st_entry e[] = {
+        {"zeta.weight", 2, (int64_t[]){2, 3}, a},
+        {"alpha.bias", 1, (int64_t[]){3}, b},
+        {"scalar", 0, NULL, c},
+    };
+    const char *meta[] = {"model", "test\"net", NULL};
+    char *path = tmp_path("rt");
+    CHECK(rt_st_write(path, e, 3, meta, err, sizeof err) == 0);
+    rt_st_file *f = rt_st_read(path, err, sizeof err);
+    CHECK_MSG(f != NULL, "%s", err);
+    if (!f) return;
+    CHECK(f->n == 3);
+    /* Definition order in the header, not sorted. */
+    CHECK_STR(f->tensors[0].name, "zeta.weight");
+    CHECK_STR(f->tensors[1].name, "alpha.bias");
+    CHECK_STR(f->tensors[2].name, "scalar");
+    CHECK(f->tensors[0].ndim == 2 && f->tensors[0].shape[0] == 2 && f->tensors[0].shape[1] == 3);
+    CHECK(f->tensors[2].ndim == 0 && f->tensors[2].numel == 1);
+    CHECK(f->tensors[0].begin == 0 && f->tensors[0].end == 24);
+    CHECK(f->tensors[1].begin == 24 && f->tensors[2].begin == 36);
+    CHECK(f->data_start % 8 == 0);
+    float got[6];
+    rt_st_copy(f, rt_st_find(f, "zeta.weight"), got);
+    CHECK(memcmp(got, a, sizeof a) == 0);
+    rt_st_copy(f, rt_st_find(f, "alpha.bias"), got);
+    CHECK(memcmp(got, b, sizeof b) == 0);
+    CHECK(rt_st_find(f, "nope") == -1);
+    /* The header text is plain JSON a 20-line reader can use. */
+    const char *h = (const char *)f->bytes + 8;
+    CHECK(strncmp(h, "{\"__metadata__\":{\"model\":\"test\\\"net\"},\"zeta.weight\":{\"dtype\":\"F32\","
+                     "\"shape\":[2,3],\"data_offsets\":[0,24]}",
+                  96) == 0);
+    rt_st_free(f);
+    remove(path);
+}
+
+TEST(writing_twice_is_byte_identical) {
+    float a[4] = {1, 2, 3, 4};
+    rt_st_entry e[] = {{"w", 1, (int64_t[]){4}, a}};
+    char *p1 = tmp_path("a"), *p2 = tmp_path("b");
+    CHECK(rt_st_write(p1, e, 1, NULL, err, sizeof err) == 0);
+    CHECK(rt_st_write(p2, e, 1, NULL, err, sizeof err) == 0);
+    rt_st_file *f1 = rt_st_read(p1, err, sizeof err), *f2 = rt_st_read(p2, err, sizeof err);
+    CHECK(f1 && f2 && f1->size == f2->size && memcmp(f1->bytes, f2->bytes, f1->size) == 0);
+    rt_st_free(f1);
+    rt_st_free(f2);
+    remove(p1);
+    remove(p2);
+}
+
+TEST(accepts_other_writers_style) {
+    /* Whitespace, sorted keys, metadata last, unknown keys, escaped names. */
+    CHECK_STR(parse_err("{ \"b\" : {\"shape\": [ 2 ], \"dtype\":\"F32\", \"data_offsets\":[8,16]},\n"
+                        "  \"a\\u00e9\": {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],"
+                        "\"extra\":[1,{\"x\":null}]}, \"__metadata__\": {\"format\":\"pt\"}}   ",
+                        16),
+              "");
+    CHECK_STR(parse_err("{}", 0), "");
+}
+
+TEST(malformed_headers_are_refused) {
+    const char *ok = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    CHECK_STR(parse_err(ok, 8), "");
+    CHECK(strstr(parse_err(ok, 4), "outside the 4 data bytes"));
+    CHECK(strstr(parse_err(ok, 12), "12 data bytes but the tensors cover 8"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4),
+                 "dtype F16; only F32"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8),
+                 "shape holds 12 bytes"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8),
+                 "non-negative integer"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8),
+                 "expected '}'"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8), "lacks \"shape\""));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+                           16),
+                 "appears twice"));
+    CHECK(strstr(parse_err("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                           12),
+                 "overlaps"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}} x", 8),
+                 "trailing bytes"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,2,3,4,5,6,7,8,9],"
+                           "\"data_offsets\":[0,8]}}",
+                           8),
+                 "more than 8 dimensions"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],"
+                           "\"data_offsets\":[0,8]}}",
+                           8),
+                 "impossibly large"));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
+                           "\"data_offsets\":[0,8]}}",
+                           8),
+                 "too large"));
+    CHECK(strstr(parse_err("{\"w\x01\":{}}", 0), "control character"));
+    CHECK(strstr(parse_err("{\"w\\q\":{}}", 0), "bad escape"));
+    CHECK(strstr(parse_err("{\"w", 0), "unterminated string"));
+    CHECK(strstr(parse_err("[]", 0), "not a JSON object"));
+    /* deeply nested junk in an ignored key must not blow the stack */
+    char deep[300] = "{\"__metadata__\":";
+    for (int i = 0; i < 100; i++) strcat(deep, "[");
+    CHECK(strstr(parse_err(deep, 0), "nested too deeply"));
+}
+
+TEST(truncated_and_tiny_files_are_refused) {
+    unsigned char b[16] = {0};
+    CHECK(rt_st_parse("t", b, 0, err, sizeof err) == NULL && strstr(err, "too short"));
+    CHECK(rt_st_parse("t", b, 7, err, sizeof err) == NULL && strstr(err, "too short"));
+    b[0] = 200; /* header length larger than the file */
+    CHECK(rt_st_parse("t", b, 16, err, sizeof err) == NULL && strstr(err, "does not fit"));
+    memset(b, 0xff, 8); /* 2^64 - 1 */
+    CHECK(rt_st_parse("t", b, 16, err, sizeof err) == NULL && strstr(err, "does not fit"));
+
+    /* Every truncation of a valid file fails cleanly. */
+    float a[5] = {1, 2, 3, 4, 5};
+    rt_st_entry e[] = {{"w", 1, (int64_t[]){5}, a}, {"v", 1, (int64_t[]){0}, a}};
+    char *path = tmp_path("trunc");
+    CHECK(rt_st_write(path, e, 2, NULL, err, sizeof err) == 0);
+    rt_st_file *f = rt_st_read(path, err, sizeof err);
+    CHECK(f != NULL);
+    if (!f) return;
+    int refused = 0;
+    for (size_t n = 0; n < f->size; n++) {
+        rt_st_file *g = rt_st_parse("t", f->bytes, n, err, sizeof err);
+        refused += g == NULL;
+        rt_st_free(g);
+    }
+    CHECK(refused == (int)f->size);
+    /* Every single-byte corruption of the header parses or fails cleanly
+     * (under ASan this is a small fuzz). */
+    for (size_t i = 0; i < f->data_start; i++) {
+        for (int v = 0; v < 256; v += 7) {
+            unsigned char *c = malloc(f->size);
+            memcpy(c, f->bytes, f->size);
+            c[i] = (unsigned char)v;
+            rt_st_free(rt_st_parse("t", c, f->size, err, sizeof err));
+            free(c);
+        }
+    }
+    rt_st_free(f);
+    remove(path);
+    CHECK(rt_st_read("/nonexistent/x.safetensors", err, sizeof err) == NULL);
+    CHECK(strstr(err, "/nonexistent/x.safetensors: cannot open") != NULL);
+}
+
+TEST(write_to_missing_dir_fails_cleanly) {
+    float a[1] = {0};
+    rt_st_entry e[] = {{"w", 1, (int64_t[]){1}, a}};
+    CHECK(rt_st_write("/nonexistent/dir/p.safetensors", e, 1, NULL, err, sizeof err) == -1);
+    CHECK(strstr(err, "cannot write") != NULL);
+}
+
+int main(void) {
+    RUN(round_trip_keeps_order_and_values);
+    RUN(writing_twice_is_byte_identical);
+    RUN(accepts_other_writers_style);
+    RUN(malformed_headers_are_refused);
+    RUN(truncated_and_tiny_files_are_refused);
+    RUN(write_to_missing_dir_fails_cleanly);
+    return harness_done();
+}

@@ -1,0 +1,121 @@
+/* Tests for runtime/schedule: the reference article's three runs, epoch by
+ * epoch, plus per-iteration (Goyal) warmup. */
+#include "runtime/schedule.h"
+#include "tests/harness.h"
+
+/* The article's train section: lr {0: 0.1, 35: 0.05, 40: 0.02, 44: 0.01},
+ * 45 epochs, linear scaling against batch 128, 5 warmup epochs. */
+static ir_train article(void) {
+    ir_train t;
+    ir_train_defaults(&t);
+    t.epochs = 45;
+    t.lr_steps = 4;
+    int e[] = {0, 35, 40, 44};
+    double v[] = {0.1, 0.05, 0.02, 0.01};
+    for (int i = 0; i < 4; i++) t.lr_epoch[i] = e[i], t.lr_value[i] = v[i];
+    t.lr_scaling = IR_LR_SCALING_LINEAR;
+    t.reference_batch = 128;
+    t.warmup_epochs = 5;
+    return t;
+}
+
+static double unscaled(int e) { return e < 35 ? 0.1 : e < 40 ? 0.05 : e < 44 ? 0.02 : 0.01; }
+
+TEST(dict_takes_largest_key_at_or_below) {
+    ir_train t = article();
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 0), 0.1, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 34), 0.1, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 35), 0.05, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 39), 0.05, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 40), 0.02, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 44), 0.01, 0);
+    CHECK_NEAR(rt_schedule_dict_lr(&t, 1000), 0.01, 0);
+}
+
+/* Run 1: batch 128 on one GPU. Scaling by 128/128 and a warmup from 0.1 to
+ * 0.1 change nothing. */
+TEST(article_run1_batch128_one_gpu) {
+    ir_train t = article();
+    rt_schedule s = rt_schedule_make(&t, 128);
+    CHECK_NEAR(rt_schedule_scale(&s), 1.0, 0);
+    for (int e = 0; e < 45; e++) CHECK_NEAR(rt_schedule_epoch_lr(&s, e), unscaled(e), 1e-12);
+}
+
+/* Run 2: batch 2048 on 16 GPUs without scaling or warmup. */
+TEST(article_run2_batch2048_unscaled) {
+    ir_train t = article();
+    t.lr_scaling = IR_LR_SCALING_NONE;
+    t.warmup_epochs = 0;
+    rt_schedule s = rt_schedule_make(&t, 16 * 128);
+    for (int e = 0; e < 45; e++) CHECK_NEAR(rt_schedule_epoch_lr(&s, e), unscaled(e), 1e-12);
+}
+
+/* Run 3: batch 2048, lr x16, 5-epoch warmup: the printed values of DESIGN §7. */
+TEST(article_run3_scaled_with_warmup) {
+    ir_train t = article();
+    rt_schedule s = rt_schedule_make(&t, 16 * 128);
+    CHECK_NEAR(rt_schedule_scale(&s), 16.0, 0);
+    double expect[45];
+    double warm[] = {0.100, 0.400, 0.700, 1.000, 1.300, 1.600};
+    for (int e = 0; e < 45; e++)
+        expect[e] = e <= 5 ? warm[e] : e < 35 ? 1.6 : e < 40 ? 0.8 : e < 44 ? 0.32 : 0.16;
+    for (int e = 0; e < 45; e++) {
+        double lr = rt_schedule_epoch_lr(&s, e);
+        CHECK_MSG(fabs(lr - expect[e]) < 1e-12, "epoch %d: lr %.17g, expected %g", e, lr, expect[e]);
+        char got[32], want[32];
+        snprintf(got, sizeof got, "%.3f", lr);
+        snprintf(want, sizeof want, "%.3f", expect[e]);
+        CHECK_STR(got, want);
+    }
+}
+
+TEST(per_iteration_warmup_is_goyal) {
+    ir_train t = article();
+    rt_schedule s = rt_schedule_make(&t, 2048);
+    s.per_iteration = 1;
+    long spe = 24; /* 50000 / 2048, last partial batch dropped */
+    /* Epoch starts agree with the per-epoch ramp. */
+    for (int e = 0; e < 45; e++)
+        CHECK_NEAR(rt_schedule_step_lr(&s, e, 0, spe), rt_schedule_epoch_lr(&s, e), 1e-12);
+    /* A constant increment per iteration: 1.5 over 5 * 24 iterations. */
+    double inc = 1.5 / (5.0 * spe);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 0, 1, spe), 0.1 + inc, 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 2, 7, spe), 0.1 + inc * (2 * spe + 7), 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 4, spe - 1, spe), 1.6 - inc, 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 5, 3, spe), 1.6, 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 36, 3, spe), 0.8, 1e-12);
+    /* Per-epoch mode holds the lr for the whole epoch. */
+    s.per_iteration = 0;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 2, 7, spe), 0.7, 1e-12);
+}
+
+TEST(warmup_without_scaling_is_flat) {
+    ir_train t = article();
+    t.lr_scaling = IR_LR_SCALING_NONE;
+    rt_schedule s = rt_schedule_make(&t, 2048);
+    for (int e = 0; e < 45; e++) CHECK_NEAR(rt_schedule_epoch_lr(&s, e), unscaled(e), 1e-12);
+}
+
+TEST(print_lists_every_epoch) {
+    ir_train t = article();
+    rt_schedule s = rt_schedule_make(&t, 2048);
+    char buf[4096] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    rt_schedule_print(&s, f);
+    fclose(f);
+    CHECK(strncmp(buf, "epoch 0 lr 0.100\nepoch 1 lr 0.400\n", 34) == 0);
+    CHECK(strstr(buf, "epoch 34 lr 1.600\nepoch 35 lr 0.800\n") != NULL);
+    CHECK(strstr(buf, "epoch 44 lr 0.160\n") != NULL);
+    CHECK(strstr(buf, "epoch 45") == NULL);
+}
+
+int main(void) {
+    RUN(dict_takes_largest_key_at_or_below);
+    RUN(article_run1_batch128_one_gpu);
+    RUN(article_run2_batch2048_unscaled);
+    RUN(article_run3_scaled_with_warmup);
+    RUN(per_iteration_warmup_is_goyal);
+    RUN(warmup_without_scaling_is_flat);
+    RUN(print_lists_every_epoch);
+    return harness_done();
+}
