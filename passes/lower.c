@@ -118,8 +118,9 @@ int pass_lower(ir_graph **g, char *err, size_t errlen) {
         rc = L.map[i] < 0;
     }
     for (int k = 0; k < L.nassigns && !rc; k++) {
-        const ir_node *target = &L.out->nodes[L.assigns[2 * k]];
-        rc = emit(&L, target, IR_OP_ASSIGN, &L.assigns[2 * k], 2, NULL, NULL) < 0;
+        /* A copy: emitting may move L.out->nodes, and the target lives there. */
+        ir_node target = L.out->nodes[L.assigns[2 * k]];
+        rc = emit(&L, &target, IR_OP_ASSIGN, &L.assigns[2 * k], 2, NULL, NULL) < 0;
     }
     free(L.map);
     free(L.assigns);
