@@ -25,22 +25,27 @@
  *   steps    one per non-source node that needs work or aliases, in graph
  *            order. buf[] lists the node ids the step touches, buf[0] its
  *            output; CG_SCRATCH in buf[] means the program's scratch area
- *            (im2col columns, BatchNorm statistics). alias >= 0 says the
+ *            (conv columns and CNHW blocks, BatchNorm statistics; one area
+ *            of `scratch` floats, reused by every step). alias >= 0 says the
  *            step's output shares that node's buffer (reshape_like, flatten:
  *            no calls; assign: a copy kernel into its target).
  *   calls    each step's calls, contiguous (first_call, ncalls). A call's
  *            arg[j] is a slot index into its step's buf[], off[j] an element
  *            offset into that buffer. A kernel call runs `count` iterations
- *            with args (arg 0 written, the rest read unless a rule says
- *            otherwise). A GEMM call's slots are A = arg[0], B = arg[1],
- *            C = arg[2]; its offsets live in the descriptor.
+ *            with args (arg 0 written, the rest read; batchnorm's running-
+ *            statistics update reads and writes arg 0). A GEMM call's slots
+ *            are A = arg[0], B = arg[1], C = arg[2] (A and C may be disjoint
+ *            regions of the scratch area); its offsets live in the
+ *            descriptor. Calls of a step run in order; steps run in order.
  * A later fusion pass may give one step several nodes' work (one kernel
  * over several ops); the executor only ever walks calls.
  *
  * Kernel ABI. C: `void NAME(void *const *arg, long long count)`, arg[j] the
  * (offset) buffer pointers. CUDA: `extern "C" __global__ void NAME(T *b0,
  * const T *b1, ..., long long count)` launched with any grid; the body loops
- * grid-stride. Element types are float, or int for i32 labels.
+ * grid-stride. Element types are float, or int for i32 labels. A body may
+ * read `count` (conv layout kernels derive a chunk's image count from it).
+ * Reductions accumulate in acc_t (double) for now.
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
@@ -142,6 +147,9 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
                         size_t errlen);
 void cg_program_free(cg_program *p);
 const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
+/* A float constant as C / CUDA source that reads back as the same float
+ * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it. */
+const char *cg_float_lit(double v, char *buf);
 const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
 
 /* Hash of everything the kernels depend on: ops, inputs, attributes, types
@@ -172,32 +180,39 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
 
 /* ---- GEMM lowering ----------------------------------------------------------
  * Shapes of the GEMM-backed ops in NCHW / row-major terms and the column-
- * major descriptors they become. Exposed for tests and for the cuda issue;
- * cg_generate uses them. Each returns the descriptor for images
- * [n0, n0 + nb) (conv) or the whole op (dense). */
+ * major descriptors they become (cg_generate uses these; exposed for tests
+ * and the cuda backend).
+ *
+ * Convolutions run over chunks of nb images through a scratch area laid out
+ * "CNHW": columns [C*k*k][nb*P] at col_off, then an output-shaped block
+ * [K][nb*P] at out_off (P = Ho*Wo). Putting the images side by side makes
+ * each chunk ONE GEMM with nb*P rows, instead of nb GEMMs of P rows: P is
+ * 64 down to 1 in a CIFAR ResNet-18, where per-image GEMMs would be all
+ * overhead. Small kernels move data between NCHW and CNHW. */
 typedef struct {
     int64_t N, C, H, W; /* input */
     int64_t K, k, s, p; /* filters, kernel, stride, padding */
     int64_t Ho, Wo;     /* output */
 } cg_conv_shape;
 
-/* Columns of nb images: [nb][C*k*k][Ho*Wo] floats. */
+/* Scratch floats for a chunk of nb images: columns, then the CNHW block. */
 int64_t cg_conv_col_elems(const cg_conv_shape *c, int64_t nb);
-/* Images per chunk so the column buffer stays under max_bytes (>= 1). */
+int64_t cg_conv_scratch_elems(const cg_conv_shape *c, int64_t nb);
+/* Images per chunk so the scratch stays under max_bytes (at least 1). */
 int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes);
-/* 1x1, stride 1, no padding: the input already is its own column matrix. */
-int cg_conv_is_pointwise(const cg_conv_shape *c);
-/* Offsets are element offsets into the operand buffers.
- * y[n] = w · col[n] for nb images: A = columns (or x when pointwise),
- * B = w, C = y. */
-cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off);
-/* dcol[n] = wᵀ · dy[n] for nb images: A = dy, B = w, C = columns (or dx
- * when pointwise). */
-cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off);
-/* dw (+)= dy[img] · col[img]ᵀ for one image: A = columns (or x), B = dy,
- * C = dw; beta = accumulate (0 for the batch's first image, then 1). */
-cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t a_off, int64_t b_off,
-                                 int accumulate);
+/* Forward: out[K][nb*P] = W[K][CKK] · col[CKK][nb*P]:
+ * A = columns (scratch), B = w, C = the CNHW block (scratch). */
+cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off,
+                             int64_t out_off);
+/* Data gradient: col[CKK][nb*P] = Wᵀ · dy[K][nb*P]:
+ * A = dy in CNHW (scratch), B = w, C = columns (scratch); col2im follows. */
+cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off,
+                               int64_t col_off);
+/* Weight gradient: dW[K][CKK] (+)= dy[K][nb*P] · col[CKK][nb*P]ᵀ:
+ * A = columns, B = dy in CNHW (both scratch), C = dw; beta = accumulate
+ * (0 for the first chunk, 1 after), so chunks sum in order. */
+cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t nb, int64_t col_off,
+                                 int64_t dy_off, int accumulate);
 /* dense: y[N,U] = x[N,F] · wᵀ: A = w, B = x, C = y. */
 cg_gemm cg_gemm_dense(int64_t N, int64_t F, int64_t U);
 /* dx[N,F] = dy[N,U] · w[U,F]: A = w, B = dy, C = dx. */

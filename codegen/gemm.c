@@ -1,12 +1,13 @@
 /* codegen/gemm.c — GEMM descriptors: validation, and the lowering of conv
- * and dense (forward and both gradients) to im2col/col2im kernels plus
+ * and dense (forward and both gradients) to layout kernels plus
  * column-major GEMMs.
  *
- * NCHW row-major data read column-major is transposed, so every product is
- * written as its transpose: a row-major Y[K][P] = W[K][CKK] · col[CKK][P] is
- * the column-major Yᵀ(P×K) = colᵀ(P×CKK) · Wᵀ(CKK×K), where colᵀ and Wᵀ are
- * exactly the bytes of col and W. That keeps every operand in place with no
- * transposition kernels; only the trans flags say how each is read.
+ * Row-major data read column-major is transposed, so every product is
+ * written as its transpose: a row-major Y[K][Q] = W[K][R] · X[R][Q] is the
+ * column-major Yᵀ(Q×K) = Xᵀ(Q×R) · Wᵀ(R×K), where Xᵀ and Wᵀ are exactly the
+ * bytes of X and W. Every operand stays in place; only the trans flags say
+ * how each is read. Convolutions go through the CNHW scratch layout
+ * described in codegen.h.
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -80,38 +81,45 @@ int64_t cg_conv_col_elems(const cg_conv_shape *c, int64_t nb) {
     return nb * c->C * c->k * c->k * c->Ho * c->Wo;
 }
 
+int64_t cg_conv_scratch_elems(const cg_conv_shape *c, int64_t nb) {
+    return cg_conv_col_elems(c, nb) + nb * c->K * c->Ho * c->Wo;
+}
+
 int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes) {
-    int64_t per = cg_conv_col_elems(c, 1) * (int64_t)sizeof(float);
+    int64_t per = cg_conv_scratch_elems(c, 1) * (int64_t)sizeof(float);
     int64_t nb = per > 0 ? (int64_t)(max_bytes / (size_t)per) : c->N;
     if (nb < 1) nb = 1;
     if (nb > c->N) nb = c->N;
     return nb;
 }
 
-int cg_conv_is_pointwise(const cg_conv_shape *c) { return c->k == 1 && c->s == 1 && c->p == 0; }
-
-cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off) {
-    int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
-    return (cg_gemm){.m = P, .n = c->K, .k = CKK, .alpha = 1, .beta = 0,
-                     .lda = P, .ldb = CKK, .ldc = P,
-                     .batch = nb, .stride_a = CKK * P, .stride_b = 0, .stride_c = c->K * P,
-                     .off_a = a_off, .off_c = c_off};
+/* Row-major X[r][c] is the column-major (c x r) matrix with ld c; with
+ * np = nb*P rows of the CNHW blocks: */
+cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off,
+                             int64_t out_off) {
+    int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
+    /* out(np x K) = col(np x CKK) · W(CKK x K) */
+    return (cg_gemm){.m = np, .n = c->K, .k = CKK, .alpha = 1, .beta = 0,
+                     .lda = np, .ldb = CKK, .ldc = np, .batch = 1,
+                     .off_a = col_off, .off_c = out_off};
 }
 
-cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t a_off, int64_t c_off) {
-    int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
-    return (cg_gemm){.transb = 1, .m = P, .n = CKK, .k = c->K, .alpha = 1, .beta = 0,
-                     .lda = P, .ldb = CKK, .ldc = P,
-                     .batch = nb, .stride_a = c->K * P, .stride_b = 0, .stride_c = CKK * P,
-                     .off_a = a_off, .off_c = c_off};
+cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off,
+                               int64_t col_off) {
+    int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
+    /* col(np x CKK) = dy(np x K) · W(CKK x K)ᵀ */
+    return (cg_gemm){.transb = 1, .m = np, .n = CKK, .k = c->K, .alpha = 1, .beta = 0,
+                     .lda = np, .ldb = CKK, .ldc = np, .batch = 1,
+                     .off_a = dy_off, .off_c = col_off};
 }
 
-cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t a_off, int64_t b_off,
-                                 int accumulate) {
-    int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
-    return (cg_gemm){.transa = 1, .m = CKK, .n = c->K, .k = P, .alpha = 1,
-                     .beta = accumulate ? 1.0f : 0.0f, .lda = P, .ldb = P, .ldc = CKK,
-                     .batch = 1, .off_a = a_off, .off_b = b_off};
+cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t nb, int64_t col_off,
+                                 int64_t dy_off, int accumulate) {
+    int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
+    /* dW(CKK x K) (+)= col(np x CKK)ᵀ · dy(np x K) */
+    return (cg_gemm){.transa = 1, .m = CKK, .n = c->K, .k = np, .alpha = 1,
+                     .beta = accumulate ? 1.0f : 0.0f, .lda = np, .ldb = np, .ldc = CKK,
+                     .batch = 1, .off_a = col_off, .off_b = dy_off};
 }
 
 cg_gemm cg_gemm_dense(int64_t N, int64_t F, int64_t U) {
@@ -137,6 +145,7 @@ static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_
                            .Ho = y->dim[2], .Wo = y->dim[3]};
 }
 
+/* One chunk of images at a time; scratch = columns, then a CNHW block. */
 static int lower_conv(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_graph *g = cx->g;
@@ -149,52 +158,37 @@ static int lower_conv(cg_ctx *cx, int node) {
     else
         c = conv_shape(&g->nodes[n->input[1]].type, &g->nodes[n->input[0]].type, n->iattr);
     int64_t P = c.Ho * c.Wo, CHW = c.C * c.H * c.W, KP = c.K * P;
-    int64_t col1 = cg_conv_col_elems(&c, 1);
-    int pointwise = cg_conv_is_pointwise(&c);
-    int kcol = -1;
-    if (!pointwise) {
-        kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c) : cg_kernel_im2col(cx, &c);
-        if (kcol < 0) return -1;
-    }
+    int64_t CKK = c.C * c.k * c.k; /* im2col runs one iteration per column row */
+    int64_t nb = cg_conv_chunk(&c, cx->opt.scratch_max_bytes);
+    int64_t blk = cg_conv_col_elems(&c, nb); /* where the CNHW block starts */
+    int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c) : cg_kernel_im2col(cx, &c);
+    int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P) : cg_kernel_to_cnhw(cx, c.K, P);
+    if (kcol < 0 || klay < 0) return -1;
     cg_step *s = cg_begin_step(cx, node);
+    s->scratch = cg_conv_scratch_elems(&c, nb);
     int out = 0, in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
-    int sc = pointwise ? -1 : cg_step_slot(cx, CG_SCRATCH);
-    int64_t nb = pointwise ? c.N : cg_conv_chunk(&c, cx->opt.scratch_max_bytes);
-    if (!pointwise) s->scratch = cg_conv_col_elems(&c, nb);
+    int sc = cg_step_slot(cx, CG_SCRATCH);
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         cg_gemm d;
         switch (op) {
         case IR_OP_CONV: /* in0 = x, in1 = w */
-            if (pointwise) {
-                d = cg_gemm_conv_forward(&c, cnt, n0 * CHW, n0 * KP);
-                cg_add_gemm_call(cx, &d, in0, in1, out);
-                break;
-            }
-            cg_add_kernel_call(cx, kcol, cnt * col1, 2, (int[]){sc, in0}, (int64_t[]){0, n0 * CHW});
-            d = cg_gemm_conv_forward(&c, cnt, 0, n0 * KP);
-            cg_add_gemm_call(cx, &d, sc, in1, out);
+            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, n0 * CHW});
+            d = cg_gemm_conv_forward(&c, cnt, 0, blk);
+            cg_add_gemm_call(cx, &d, sc, in1, sc);
+            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){out, sc}, (int64_t[]){n0 * KP, blk});
             break;
         case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
-            if (pointwise) {
-                d = cg_gemm_conv_grad_data(&c, cnt, n0 * KP, n0 * CHW);
-                cg_add_gemm_call(cx, &d, in0, in1, out);
-                break;
-            }
-            d = cg_gemm_conv_grad_data(&c, cnt, n0 * KP, 0);
-            cg_add_gemm_call(cx, &d, in0, in1, sc);
+            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+            d = cg_gemm_conv_grad_data(&c, cnt, blk, 0);
+            cg_add_gemm_call(cx, &d, sc, in1, sc);
             cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){n0 * CHW, 0});
             break;
-        default: /* conv_grad_weight: in0 = dy, in1 = x; images summed in order */
-            if (!pointwise)
-                cg_add_kernel_call(cx, kcol, cnt * col1, 2, (int[]){sc, in1},
-                                   (int64_t[]){0, n0 * CHW});
-            for (int64_t j = 0; j < cnt; j++) {
-                int64_t img = n0 + j;
-                d = pointwise ? cg_gemm_conv_grad_weight(&c, img * CHW, img * KP, img > 0)
-                              : cg_gemm_conv_grad_weight(&c, j * col1, img * KP, img > 0);
-                cg_add_gemm_call(cx, &d, pointwise ? in1 : sc, in0, out);
-            }
+        default: /* conv_grad_weight: in0 = dy, in1 = x */
+            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, n0 * CHW});
+            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+            d = cg_gemm_conv_grad_weight(&c, cnt, 0, blk, n0 > 0);
+            cg_add_gemm_call(cx, &d, sc, sc, out);
             break;
         }
     }

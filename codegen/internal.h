@@ -17,10 +17,6 @@ void cg_str_printf(cg_str *b, const char *fmt, ...) __attribute__((format(printf
 void cg_str_append(cg_str *b, const char *s, size_t n);
 void cg_str_free(cg_str *b);
 
-/* A float constant as C / CUDA source that reads back as the same float:
- * "0.899999976f", "1.0f". Writes into buf (>= 32 bytes). */
-const char *cg_float_lit(double v, char *buf);
-
 /* A kernel as the renderer sees it before a dialect wraps it: argument
  * element types (b0 is written, the others read) and a body that computes
  * iteration i. `cost` is the estimated work of one iteration. */
@@ -59,6 +55,9 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
 /* Kernels the GEMM lowering needs (rendered in render.c). */
 int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c);
 int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c);
+/* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back; nb comes from count. */
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P);
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
 

@@ -430,7 +430,11 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
     while (pos < len) {
         size_t used = 0;
         cg_program *p = cg_program_parse_prefix(buf + pos, len - pos, &used, err, errlen);
-        if (!p) return -1;
+        if (!p) {
+            cg_program_free(*out);
+            *out = NULL;
+            return -1;
+        }
         if (p->graph_hash == h && !*out)
             *out = p; /* keep parsing: a malformed tail is still an error */
         else

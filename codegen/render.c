@@ -442,35 +442,50 @@ static int k_pool_grad(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *
     return cg_emit_kernel(cx, &kd);
 }
 
-/* Columns of a chunk of images: b0[img][c*k*k + kh*k + kw][oh*Wo + ow] =
- * x[img][c][oh*s - p + kh][ow*s - p + kw] (0 in the padding). The image
- * count comes from `count`, so one kernel serves every chunk size. */
+/* Columns of a chunk of images in CNHW order: b0[r][img*P + oh*Wo + ow] =
+ * x[img][c][oh*s - p + kh][ow*s - p + kw] with r = (c*k + kh)*k + kw, 0 in
+ * the padding. One iteration fills the P entries of one (r, img) pair, so
+ * the index arithmetic is paid per row, not per element. The chunk's image
+ * count comes from `count` (= CKK * nb, readable in both dialects), so one
+ * kernel serves every chunk size. */
 int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c) {
     int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
-    cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = 1, .writes = {1}};
+    cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = P, .writes = {1}};
     cg_str_printf(&kd.body,
-                  "const idx_t q = i %% %" PRId64 ", r = (i / %" PRId64 ") %% %" PRId64 ";\n"
-                  "const idx_t img = i / %" PRId64 ";\n"
-                  "const idx_t ow = q %% %" PRId64 ", oh = q / %" PRId64 ";\n"
+                  "const idx_t nb = count / %" PRId64 ", r = i / nb, img = i - r * nb;\n"
                   "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64 ", c = r / %" PRId64 ";\n"
-                  "const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh, iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
-                  "b0[i] = (ih >= 0 && ih < %" PRId64 " && iw >= 0 && iw < %" PRId64 ")\n"
-                  "    ? b1[((img * %" PRId64 " + c) * %" PRId64 " + ih) * %" PRId64 " + iw] : 0.0f;\n",
-                  P, P, CKK, P * CKK, c->Wo, c->Wo, c->k, c->k, c->k, c->k * c->k, c->s, c->p, c->s,
-                  c->p, c->H, c->W, c->C, c->H, c->W);
+                  "const float *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
+                  "float *out = b0 + r * (nb * %" PRId64 ") + img * %" PRId64 ";\n"
+                  "for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
+                  "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
+                  "    float *o = out + oh * %" PRId64 ";\n"
+                  "    if (ih < 0 || ih >= %" PRId64 ") {\n"
+                  "        for (idx_t ow = 0; ow < %" PRId64 "; ow++) o[ow] = 0.0f;\n"
+                  "        continue;\n"
+                  "    }\n"
+                  "    const float *row = xp + ih * %" PRId64 ";\n"
+                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n"
+                  "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
+                  "        o[ow] = iw >= 0 && iw < %" PRId64 " ? row[iw] : 0.0f;\n"
+                  "    }\n"
+                  "}\n",
+                  CKK, c->k, c->k, c->k, c->k * c->k, c->C, c->H * c->W, P, P, c->Ho, c->s, c->p,
+                  c->Wo, c->H, c->Wo, c->W, c->Wo, c->s, c->p, c->W);
     return cg_emit_kernel(cx, &kd);
 }
 
-/* The adjoint of im2col, gathered: b0 = dx of a chunk, b1 = its columns.
- * Each dx element sums the column entries that im2col copied it to. */
+/* The adjoint of im2col, gathered: b0 = dx of a chunk (NCHW), b1 = its
+ * CNHW columns. Each dx element sums the column entries im2col copied it
+ * to, so no two iterations write one element. */
 int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c) {
-    int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
+    int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W;
     int64_t span = (c->k + c->s - 1) / c->s;
-    cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = span * span, .writes = {1}};
+    cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1}};
     cg_str_printf(&kd.body,
+                  "const idx_t np = count / %" PRId64 " * %" PRId64 ";\n"
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n"
-                  "const float *col = b1 + img * %" PRId64 " + c * %" PRId64 ";\n"
+                  "const float *col = b1 + c * %" PRId64 " * np + img * %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
                   "    const idx_t th = h + %" PRId64 " - kh;\n"
@@ -478,13 +493,34 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c) {
                   "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                   "        const idx_t tw = w + %" PRId64 " - kw;\n"
                   "        if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64 ") continue;\n"
-                  "        sum += col[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "];\n"
+                  "        sum += col[(kh * %" PRId64 " + kw) * np + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "];\n"
                   "    }\n"
                   "}\n"
                   "b0[i] = (float)sum;\n",
-                  c->W, c->W, c->H, c->W * c->H, c->C, c->W * c->H * c->C, CKK * P,
-                  c->k * c->k * P, c->k, c->p, c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo,
-                  c->k, P, c->s, c->Wo, c->s);
+                  CHW, P, c->W, c->W, c->H, c->W * c->H, c->C, CHW, c->k * c->k, P, c->k, c->p,
+                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, c->k, c->s, c->Wo, c->s);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* b0[k][img*P + q] = b1[img][k][q] for a chunk of images. */
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P) {
+    cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = 2, .writes = {1}};
+    cg_str_printf(&kd.body,
+                  "const idx_t np = count / %" PRId64 ";\n"
+                  "const idx_t k = i / np, j = i - k * np;\n"
+                  "b0[i] = b1[((j / %" PRId64 ") * %" PRId64 " + k) * %" PRId64 " + j %% %" PRId64 "];\n",
+                  K, P, K, P, P);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* b0[img][k][q] = b1[k][img*P + q]: back to NCHW. */
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P) {
+    cg_kdef kd = {.op = "from_cnhw", .nargs = 2, .cost = 2, .writes = {1}};
+    cg_str_printf(&kd.body,
+                  "const idx_t np = count / %" PRId64 ";\n"
+                  "const idx_t img = i / %" PRId64 ", k = (i / %" PRId64 ") %% %" PRId64 ", q = i %% %" PRId64 ";\n"
+                  "b0[i] = b1[k * np + img * %" PRId64 " + q];\n",
+                  K, K * P, P, K, P, P);
     return cg_emit_kernel(cx, &kd);
 }
 

@@ -144,7 +144,7 @@ TEST(steps_layout) {
     CHECK(p != NULL);
     if (p) {
         CHECK(p->nsteps == 4);
-        CHECK(p->nkernels == 2); /* the two relus share one kernel; im2col */
+        CHECK(p->nkernels == 3); /* the two relus share one kernel; im2col; from_cnhw */
         const cg_step *s = &p->steps[0];
         CHECK(s->node == r1 && s->op == IR_OP_RELU && s->alias == -1 && s->nbuf == 2);
         CHECK(s->buf[0] == r1 && s->buf[1] == x && s->ncalls == 1);
@@ -152,18 +152,22 @@ TEST(steps_layout) {
         CHECK(c->kind == CG_CALL_KERNEL && c->count == 150 && c->nargs == 2);
         CHECK(c->arg[0] == 0 && c->arg[1] == 1);
         CHECK(p->calls[p->steps[1].first_call].kernel == c->kernel);
-        s = &p->steps[2]; /* conv: im2col into scratch, then one batched GEMM */
-        CHECK(s->node == y && s->ncalls == 2 && s->scratch == 2 * 27 * 25);
+        s = &p->steps[2]; /* conv: im2col, one GEMM for both images, back to NCHW */
+        int64_t cols = 27 * 2 * 25;
+        CHECK(s->node == y && s->ncalls == 3 && s->scratch == cols + 4 * 2 * 25);
         CHECK(s->buf[s->nbuf - 1] == CG_SCRATCH);
-        const cg_call *im = &p->calls[s->first_call], *gm = im + 1;
-        CHECK(im->kind == CG_CALL_KERNEL && im->count == 2 * 27 * 25);
+        const cg_call *im = &p->calls[s->first_call], *gm = im + 1, *back = im + 2;
+        CHECK(im->kind == CG_CALL_KERNEL && im->count == 27 * 2); /* one per column row */
         CHECK(s->buf[im->arg[0]] == CG_SCRATCH && s->buf[im->arg[1]] == r1);
-        CHECK(gm->kind == CG_CALL_GEMM && gm->gemm.batch == 2);
-        CHECK(s->buf[gm->arg[0]] == CG_SCRATCH && s->buf[gm->arg[1]] == w && s->buf[gm->arg[2]] == y);
-        CHECK(gm->gemm.m == 25 && gm->gemm.n == 4 && gm->gemm.k == 27);
+        CHECK(gm->kind == CG_CALL_GEMM && gm->gemm.batch == 1);
+        CHECK(s->buf[gm->arg[0]] == CG_SCRATCH && s->buf[gm->arg[1]] == w);
+        CHECK(s->buf[gm->arg[2]] == CG_SCRATCH && gm->gemm.off_c == cols);
+        CHECK(gm->gemm.m == 50 && gm->gemm.n == 4 && gm->gemm.k == 27);
+        CHECK(back->kind == CG_CALL_KERNEL && back->count == 4 * 2 * 25);
+        CHECK(s->buf[back->arg[0]] == y && back->off[1] == cols);
         s = &p->steps[3]; /* flatten aliases */
         CHECK(s->node == f && s->alias == y && s->ncalls == 0);
-        CHECK(p->scratch == 2 * 27 * 25);
+        CHECK(p->scratch == cols + 4 * 2 * 25);
     }
     cg_program_free(p);
     ir_free(g);
@@ -236,28 +240,28 @@ TEST(gemm_validation) {
 TEST(conv_descriptors_fit_their_buffers) {
     cg_conv_shape c = {.N = 3, .C = 5, .H = 11, .W = 9, .K = 7, .k = 3, .s = 2, .p = 1,
                        .Ho = 6, .Wo = 5};
-    int64_t P = 30, CKK = 45, x = 3 * 5 * 99, y = 3 * 7 * P, w = 7 * CKK;
+    int64_t P = 30, CKK = 45, w = 7 * CKK;
     CHECK(cg_conv_col_elems(&c, 2) == 2 * CKK * P);
-    CHECK(cg_conv_chunk(&c, (size_t)(2 * CKK * P * 4)) == 2);
+    CHECK(cg_conv_scratch_elems(&c, 2) == 2 * (CKK + 7) * P);
+    CHECK(cg_conv_chunk(&c, (size_t)(2 * (CKK + 7) * P * 4)) == 2);
+    CHECK(cg_conv_chunk(&c, (size_t)(2 * (CKK + 7) * P * 4) - 1) == 1);
     CHECK(cg_conv_chunk(&c, 1) == 1);
     CHECK(cg_conv_chunk(&c, (size_t)1 << 30) == 3);
-    cg_gemm f = cg_gemm_conv_forward(&c, 2, 0, 1 * 7 * P); /* images 1, 2 */
-    CHECK(cg_gemm_validate(&f, 2 * CKK * P, w, y, err, sizeof err) == 0);
-    CHECK(cg_gemm_validate(&f, 2 * CKK * P - 1, w, y, err, sizeof err) != 0);
-    CHECK(cg_gemm_validate(&f, 2 * CKK * P, w, y - 1, err, sizeof err) != 0);
-    cg_gemm d = cg_gemm_conv_grad_data(&c, 3, 0, 0);
-    CHECK(cg_gemm_validate(&d, y, w, 3 * CKK * P, err, sizeof err) == 0);
-    CHECK(cg_gemm_validate(&d, y, w - 1, 3 * CKK * P, err, sizeof err) != 0);
-    cg_gemm gw = cg_gemm_conv_grad_weight(&c, CKK * P, 2 * 7 * P, 1);
-    CHECK(gw.beta == 1 && gw.transa == 1);
-    CHECK(cg_gemm_validate(&gw, 2 * CKK * P, y, w, err, sizeof err) == 0);
-    CHECK(cg_gemm_validate(&gw, 2 * CKK * P, y - 1, w, err, sizeof err) != 0);
-    cg_conv_shape pwc = {.N = 2, .C = 6, .H = 5, .W = 7, .K = 4, .k = 1, .s = 1, .p = 0,
-                         .Ho = 5, .Wo = 7};
-    CHECK(cg_conv_is_pointwise(&pwc) && !cg_conv_is_pointwise(&c));
-    cg_gemm pf = cg_gemm_conv_forward(&pwc, 2, 0, 0); /* reads x directly */
-    CHECK(cg_gemm_validate(&pf, 2 * 6 * 35, 4 * 6, 2 * 4 * 35, err, sizeof err) == 0);
-    (void)x;
+    int64_t cols = 2 * CKK * P, scratch = cg_conv_scratch_elems(&c, 2);
+    cg_gemm f = cg_gemm_conv_forward(&c, 2, 0, cols);
+    CHECK(f.m == 2 * P && f.n == 7 && f.k == CKK && f.batch == 1);
+    CHECK(cg_gemm_validate(&f, scratch, w, scratch, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&f, scratch, w, scratch - 1, err, sizeof err) != 0);
+    CHECK(cg_gemm_validate(&f, scratch, w - 1, scratch, err, sizeof err) != 0);
+    cg_gemm d = cg_gemm_conv_grad_data(&c, 2, cols, 0);
+    CHECK(d.transb == 1 && d.m == 2 * P && d.n == CKK && d.k == 7);
+    CHECK(cg_gemm_validate(&d, scratch, w, cols, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&d, scratch - 1, w, cols, err, sizeof err) != 0);
+    cg_gemm gw = cg_gemm_conv_grad_weight(&c, 2, 0, cols, 1);
+    CHECK(gw.beta == 1 && gw.transa == 1 && gw.m == CKK && gw.n == 7 && gw.k == 2 * P);
+    CHECK(cg_gemm_validate(&gw, cols, scratch, w, err, sizeof err) == 0);
+    CHECK(cg_gemm_validate(&gw, cols - 1, scratch, w, err, sizeof err) != 0);
+    CHECK(cg_gemm_conv_grad_weight(&c, 2, 0, cols, 0).beta == 0);
     cg_gemm dd = cg_gemm_dense_grad_data(3, 17, 10), dw = cg_gemm_dense_grad_weight(3, 17, 10);
     CHECK(cg_gemm_validate(&dd, 170, 30, 51, err, sizeof err) == 0);
     CHECK(cg_gemm_validate(&dw, 51, 30, 170, err, sizeof err) == 0);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "passes/passes.h"
 #include "runtime/compile_cache.h"
 #include "runtime/runtime.h"
 #include "tests/harness.h"
@@ -161,7 +163,7 @@ static ir_graph *conv_graph(conv_case c) {
 static const conv_case conv_cases[] = {
     {3, 5, 11, 9, 7, 3, 2, 1},  /* odd sizes, stride 2 */
     {3, 3, 13, 10, 4, 7, 2, 3}, /* the stem's 7x7/2 pad 3, non-square */
-    {3, 6, 5, 7, 4, 1, 1, 0},   /* pointwise: no im2col */
+    {3, 6, 5, 7, 4, 1, 1, 0},   /* pointwise */
     {3, 6, 7, 5, 5, 1, 2, 0},   /* 1x1/2 shortcut */
     {1, 2, 4, 4, 3, 3, 1, 1},   /* batch 1 */
     {2, 3, 6, 6, 2, 5, 3, 2},   /* stride 3, k 5 */
@@ -182,14 +184,14 @@ TEST(conv_chunked_via_plan_section) {
     conv_case c = {5, 3, 7, 6, 4, 3, 2, 1};
     ir_graph *g = conv_graph(c);
     cg_options o = cg_default_options();
-    o.scratch_max_bytes = 2 * 27 * 12 * 4; /* two images of columns */
+    o.scratch_max_bytes = 2 * (27 + 4) * 12 * 4; /* two images: columns + CNHW block */
     cg_program *p = cg_generate(g, CG_DIALECT_C, &o, err, sizeof err);
     CHECK(p != NULL);
     if (!p) return;
-    CHECK(p->scratch == 2 * 27 * 12);
+    CHECK(p->scratch == 2 * (27 + 4) * 12);
     int gemms = 0;
     for (int i = 0; i < p->ncalls; i++) gemms += p->calls[i].kind == CG_CALL_GEMM;
-    CHECK(gemms == 3 + 3 + 5); /* forward and grad_data per chunk, grad_weight per image */
+    CHECK(gemms == 3 + 3 + 3); /* one GEMM per chunk (2, 2, 1 images) and op */
     unsigned char *bytes;
     size_t len;
     CHECK(cg_program_serialize(p, &bytes, &len) == 0);
@@ -495,6 +497,25 @@ TEST(multi_op_training_step) {
     ir_free(g);
 }
 
+/* The real thing: ResNet-18 as the frontend and passes build its training
+ * step (forward, backward, SGD, BatchNorm updates), batch 4, every node and
+ * every updated parameter against the interpreter. Float rounding grows
+ * through 20 layers, most of all through BatchNorm over M = 4 values per
+ * channel at 1x1 (at batch 2, M = 2 makes bn_grad_data cancel to eps-sized
+ * noise): measured worst 1.6e-3 of (|ref| + rms), so 5e-3 here; a wrong
+ * kernel is off by O(1). */
+TEST(resnet18_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("models/resnet18.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 4, 1);
+    pass_options o = pass_default_options();
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    if (g) CHECK(run_both(g, NULL, 5e-3) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* The store's order, initialisers, names; exec reads params by name. */
 TEST(store_and_exec_api) {
     ir_graph *g = small_cnn();
@@ -646,6 +667,7 @@ int main(void) {
     RUN(ema_assign_ones_relu_grad);
     RUN(sgd_momentum_update);
     RUN(multi_op_training_step);
+    RUN(resnet18_training_step_matches_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(compile_cache_hits_and_races);
