@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
+#include "passes/passes.h"
 
 typedef struct {
-    const char *model, *out, *dot, *dump_after;
+    const char *model, *out, *dot, *dump_after, *target;
     int dump_ir, summary, batch;
 } dpc_args;
 
@@ -20,6 +22,7 @@ static void usage(FILE *f) {
           "  --dump-ir[=PASS]   IR text after all passes (or after PASS)\n"
           "  --dot FILE         Graphviz of the final training graph\n"
           "  --batch N          override the per-device batch of the train section\n"
+          "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
           "  -h, --help         this text\n",
           f);
 }
@@ -34,11 +37,17 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
-        if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch")) {
+        if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
+            !strcmp(s, "--target")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o")) a->out = v;
             else if (!strcmp(s, "--dot")) a->dot = v;
+            else if (!strcmp(s, "--target")) {
+                if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
+                    return die("--target takes cpu, cuda or all, got", v);
+                a->target = v;
+            }
             else {
                 char *end;
                 long b = strtol(v, &end, 10);
@@ -63,9 +72,43 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
     if (!a->out && !a->summary && !a->dump_ir && !a->dot)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir or --dot", NULL);
-    if (a->dump_after && strcmp(a->dump_after, "elaborate") != 0)
-        return die("unknown pass for --dump-ir (known: elaborate)", a->dump_after);
+    if (a->dump_after && strcmp(a->dump_after, "elaborate") != 0) {
+        int known = 0;
+        for (int i = 0; pass_names[i]; i++) known |= !strcmp(pass_names[i], a->dump_after);
+        if (!known) return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer)",
+                               a->dump_after);
+    }
+    if (!a->target) a->target = "all";
     return 0;
+}
+
+/* Renders both programs in one dialect into one plan section. */
+static int add_kernels(dpc_plan *plan, cg_dialect d, char *err, size_t errlen) {
+    const ir_graph *progs[2] = {plan->train, plan->eval};
+    unsigned char *section = NULL;
+    size_t len = 0;
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) {
+        cg_program *p = cg_generate(progs[i], d, NULL, err, errlen);
+        unsigned char *bytes;
+        size_t n;
+        if (!p || cg_program_serialize(p, &bytes, &n)) {
+            rc = -1;
+        } else {
+            section = realloc(section, len + n);
+            if (!section) abort();
+            memcpy(section + len, bytes, n);
+            len += n;
+            free(bytes);
+        }
+        cg_program_free(p);
+    }
+    if (!rc && plan_add_section(plan, cg_section_tag(d), section, len)) {
+        snprintf(err, errlen, "cannot add plan section %s", cg_section_tag(d));
+        rc = -1;
+    }
+    free(section);
+    return rc;
 }
 
 static int write_dot(const ir_graph *g, const char *name, const char *path) {
@@ -104,12 +147,27 @@ int main(int argc, char **argv) {
     rc = plan.train && plan.eval ? 0 : 1;
 
     char err[512];
-    if (!rc && (ir_verify(plan.train, err, sizeof err) || ir_verify(plan.eval, err, sizeof err))) {
-        fprintf(stderr, "%s: internal error: %s\n", a.model, err);
+    if (!rc && a.summary) ir_summary(plan.train, stdout);
+    if (!rc && a.dump_after && !strcmp(a.dump_after, "elaborate")) ir_dump(plan.train, stdout);
+
+    pass_options po = pass_default_options();
+    po.dump_after = a.dump_after && strcmp(a.dump_after, "elaborate") ? a.dump_after : NULL;
+    po.dump = stdout;
+    pass_options eval_po = po;
+    eval_po.dump_after = NULL; /* one dump: the training program's */
+    if (!rc && (pass_run_train(&plan.train, &plan.schedule, &po, err, sizeof err) ||
+                pass_run_eval(&plan.eval, &eval_po, err, sizeof err))) {
+        fprintf(stderr, "%s: error: %s\n", a.model, err);
         rc = 1;
     }
-    if (!rc && a.summary) ir_summary(plan.train, stdout);
-    if (!rc && a.dump_ir) ir_dump(plan.train, stdout);
+    if (!rc && a.dump_ir && !a.dump_after) ir_dump(plan.train, stdout);
+    int want_c = strcmp(a.target, "cuda") != 0, want_cuda = strcmp(a.target, "cpu") != 0;
+    if (!rc && a.out &&
+        ((want_c && add_kernels(&plan, CG_DIALECT_C, err, sizeof err)) ||
+         (want_cuda && add_kernels(&plan, CG_DIALECT_CUDA, err, sizeof err)))) {
+        fprintf(stderr, "%s: error: code generation: %s\n", a.model, err);
+        rc = 1;
+    }
     if (!rc && a.dot) rc = write_dot(plan.train, plan.model, a.dot);
     if (!rc && a.out && plan_write(&plan, a.out, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
@@ -117,5 +175,6 @@ int main(int argc, char **argv) {
     }
     ir_free(plan.train);
     ir_free(plan.eval);
+    plan_free_sections(&plan);
     return rc;
 }
