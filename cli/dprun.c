@@ -18,7 +18,7 @@ static void usage(FILE *f) {
           "  --device auto|cpu|cuda   where to run (auto: GPUs if any, else cpu)\n"
           "  --data DIR|synthetic     CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)\n"
           "  --epochs N               stop after N epochs\n"
-          "  --steps N                stop after N optimizer steps\n"
+          "  --steps N                stop after N optimizer steps (0: only evaluate)\n"
           "  --eval-every K           test accuracy every K epochs\n"
           "  --lr-scaling none|linear override the schedule's lr scaling\n"
           "  --warmup-epochs K        override the schedule's warmup\n"
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
             o.epochs = (int)n;
         } else if (!strcmp(opt, "--steps")) {
             VALUE();
-            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
+            if (parse_long(opt, val, 0, LONG_MAX, &n)) return 1;
             o.steps = n;
         } else if (!strcmp(opt, "--eval-every")) {
             VALUE();
@@ -194,6 +194,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "dprun: error: %s\n", err);
             rc = 1;
         } else {
+            if (o.gpus > 1)
+                fprintf(stderr, "dprun: note: --gpus %d: the schedule of global batch %d (%d x %d); "
+                        "training with replicas is not implemented in this build yet\n",
+                        o.gpus, o.gpus * t.batch, o.gpus, t.batch);
             rt_schedule s = rt_schedule_make(&t, o.gpus * t.batch);
             s.per_iteration = o.warmup_per_iteration;
             rt_schedule_print(&s, stdout);

@@ -18,25 +18,31 @@
 
 /* ---- the operator table ---------------------------------------------------- */
 
-#define T(name) {name, FE_ARG_TENSOR, 1, 0, 0}
-#define I(name, min) {name, FE_ARG_INT, 1, 0, min}
-#define I_OPT(name, def, min) {name, FE_ARG_INT, 0, def, min}
-#define F_OPT(name, def) {name, FE_ARG_FLOAT, 0, def, 0}
-#define B_OPT(name, def) {name, FE_ARG_BOOL, 0, def, 0}
+/* Argument specs: required tensor / integer, optional integer / float /
+ * boolean with a default. */
+#define TENSOR(name) {name, FE_ARG_TENSOR, 1, 0, 0}
+#define INT(name, min) {name, FE_ARG_INT, 1, 0, min}
+#define INT_OPT(name, def, min) {name, FE_ARG_INT, 0, def, min}
+#define FLOAT_OPT(name, def) {name, FE_ARG_FLOAT, 0, def, 0}
+#define BOOL_OPT(name, def) {name, FE_ARG_BOOL, 0, def, 0}
 #define SAME_AS_K (-1) /* pool stride default */
 
 static const fe_opdef ops[] = {
     {"conv", FE_OP_CONV, 6,
-     {T("x"), I("channels", 1), I("k", 1), I_OPT("s", 1, 1), I_OPT("p", 0, 0), B_OPT("bias", 1)}},
-    {"batchnorm", FE_OP_BATCHNORM, 3, {T("x"), F_OPT("eps", 1e-5), F_OPT("momentum", 0.9)}},
-    {"relu", FE_OP_RELU, 1, {T("x")}},
-    {"add", FE_OP_ADD, 2, {T("a"), T("b")}},
-    {"maxpool", FE_OP_MAXPOOL, 4, {T("x"), I("k", 1), I_OPT("s", SAME_AS_K, 1), I_OPT("p", 0, 0)}},
-    {"avgpool", FE_OP_AVGPOOL, 4, {T("x"), I("k", 1), I_OPT("s", SAME_AS_K, 1), I_OPT("p", 0, 0)}},
-    {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {T("x")}},
-    {"flatten", FE_OP_FLATTEN, 1, {T("x")}},
-    {"dense", FE_OP_DENSE, 3, {T("x"), I("units", 1), B_OPT("bias", 1)}},
-    {"softmax_cross_entropy", FE_OP_SOFTMAX_CE, 2, {T("logits"), T("label")}},
+     {TENSOR("x"), INT("channels", 1), INT("k", 1), INT_OPT("s", 1, 1), INT_OPT("p", 0, 0),
+      BOOL_OPT("bias", 1)}},
+    {"batchnorm", FE_OP_BATCHNORM, 3,
+     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9)}},
+    {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
+    {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
+    {"maxpool", FE_OP_MAXPOOL, 4,
+     {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
+    {"avgpool", FE_OP_AVGPOOL, 4,
+     {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
+    {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {TENSOR("x")}},
+    {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
+    {"dense", FE_OP_DENSE, 3, {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1)}},
+    {"softmax_cross_entropy", FE_OP_SOFTMAX_CE, 2, {TENSOR("logits"), TENSOR("label")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -256,7 +262,6 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
 static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
     const fe_argspec *spec = &op->arg[slot];
     static const vkind want[] = {V_TENSOR, V_INT, V_FLOAT, V_BOOL};
-    static const char *want_name[] = {"a tensor", "an integer", "a number", "a boolean"};
     if (spec->kind == FE_ARG_FLOAT && v->kind == V_INT) {
         v->kind = V_FLOAT;
         v->f = (double)v->i;
@@ -264,7 +269,7 @@ static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_
     char buf[48];
     if (v->kind != want[spec->kind]) {
         error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %s", spec->name, op->name,
-                 want_name[spec->kind], describe(v, buf, sizeof buf));
+                 kind_name(want[spec->kind]), describe(v, buf, sizeof buf));
         return -1;
     }
     if (spec->kind == FE_ARG_INT && (v->i < spec->min || v->i > FE_MAX_SIZE)) {

@@ -12,7 +12,10 @@
  * Parsing checks syntax, names, blocks (unknown, duplicate, recursive,
  * argument counts, keywords) and the train section; fe_build_graph expands
  * blocks into IR nodes and reports shape errors at the offending expression.
- * Every diagnostic is one line on stderr; functions then return NULL / -1.
+ * fe_parse_* also elaborates once at the train batch, so a program it
+ * returns builds at any sane batch. The grammar is documented at the top of
+ * frontend/parser.y. Every diagnostic is one line on stderr; functions then
+ * return NULL / -1.
  */
 #ifndef DPC_FRONTEND_H
 #define DPC_FRONTEND_H

@@ -32,6 +32,13 @@
  *   kwargs    := '(' [ IDENT '=' num { ',' IDENT '=' num } ] ')'
  *   num       := [ '-' ] ( INT | NUMBER )
  *
+ * Train values are checked in check.c, each error pointing at the value:
+ * batch, eval batch, epochs, reference_batch > 0; lr values in [0, 1e6];
+ * lr epochs start at 0 and strictly increase (at most 32 steps); warmup
+ * <= epochs; momentum in [0, 1); wd >= 0; magnitude > 0; pad 0..64;
+ * random_crop 1..4096; three means and three stds > 0. Each item at most
+ * once per section; omitted items keep ir_train_defaults().
+ *
  * Keywords: input class block network train return true false. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
@@ -39,12 +46,22 @@
  * `data`). The lexer tracks that context itself (see lexer.l).
  *
  * Meaning (checked in check.c and elab.c, not here): names are assigned
- * before use and may be reassigned (`x = relu(x)`); inputs are visible in
- * every block and cannot be assigned; blocks may call blocks defined
- * anywhere in the file but not themselves, directly or not; arguments bind
- * like Python's (positional, then keywords, no duplicates); the network must
- * assign `loss`; a `data` item starts from no augmentation and enables only
- * what it lists.
+ * before use and may be reassigned (`x = relu(x)`); a block sees its
+ * parameters, its own locals and the inputs, nothing of the network;
+ * inputs cannot be assigned (a block parameter may shadow one); blocks may
+ * call blocks defined anywhere in the file but not themselves, directly or
+ * not; arguments bind like Python's (positional, then keywords, each
+ * parameter once, block parameters all required); values are tensors,
+ * integers, numbers and booleans, `+` adds two tensors (ADD) or two
+ * numbers; the network must assign `loss`, and its last value must come
+ * from softmax_cross_entropy; a `data` item starts from no augmentation and
+ * enables only what it lists. Type and shape errors inside a block that is
+ * never called go unreported.
+ *
+ * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true),
+ * batchnorm(x, eps=1e-5, momentum=0.9), relu(x), add(a, b),
+ * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
+ * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label).
  */
 %code requires {
 #include "frontend/ast.h"

@@ -63,7 +63,9 @@ static rt_dataset *dataset_new(int64_t count, int c, int h, int w) {
 
 /* Each class is a 4x4 grid of random colours, bilinearly stretched to h x w:
  * smooth, so a 4-pixel shift or a mirror keeps most of its signature. An
- * image is its class's prototype plus uniform noise of +-48. */
+ * image is its class's prototype, shifted by a random brightness per
+ * channel (+-40), plus uniform pixel noise (+-64): easy to learn, but not
+ * in a handful of steps. */
 #define PROTO_GRID 4
 
 rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uint64_t seed) {
@@ -77,7 +79,7 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
         float grid[PROTO_GRID][PROTO_GRID];
         for (int ch = 0; ch < c; ch++) {
             for (int gy = 0; gy < PROTO_GRID; gy++)
-                for (int gx = 0; gx < PROTO_GRID; gx++) grid[gy][gx] = 32 + 192 * rt_rng_uniform(&r);
+                for (int gx = 0; gx < PROTO_GRID; gx++) grid[gy][gx] = 64 + 128 * rt_rng_uniform(&r);
             for (int y = 0; y < h; y++)
                 for (int x = 0; x < w; x++) {
                     float fy = h > 1 ? (float)y * (PROTO_GRID - 1) / (float)(h - 1) : 0;
@@ -97,9 +99,12 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
         int k = (int)rt_rng_below(&r, 10);
         ds->labels[i] = (uint8_t)k;
         uint8_t *dst = ds->pixels + (size_t)i * img;
-        for (size_t j = 0; j < img; j++) {
-            float v = proto[(size_t)k * img + j] + rt_rng_uniform_range(&r, -48, 48);
-            dst[j] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : lrintf(v));
+        for (int ch = 0; ch < c; ch++) {
+            float shift = rt_rng_uniform_range(&r, -40, 40);
+            for (size_t j = (size_t)ch * plane; j < (size_t)(ch + 1) * plane; j++) {
+                float v = proto[(size_t)k * img + j] + shift + rt_rng_uniform_range(&r, -64, 64);
+                dst[j] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : lrintf(v));
+            }
         }
     }
     free(proto);

@@ -1,5 +1,459 @@
-/* placeholder while writing */
+/* runtime/train.c — the training loop: data, schedule, steps, log lines,
+ * accuracy, parameter files.
+ *
+ * One step: prepare the global batch, hand each replica its slice (today
+ * one replica, the whole batch), set lr and grad_scale = 1/global batch, run
+ * the train program (forward, backward, update in one compiled program),
+ * read back the per-sample losses. The article's log lines go to `out`.
+ */
 #include "runtime/train.h"
-rt_train_options rt_train_defaults(void) { rt_train_options o = {0}; return o; }
-int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err, size_t errlen) { (void)plan; (void)o; (void)t; (void)err; (void)errlen; return -1; }
-int rt_train(const dpc_plan *plan, const rt_train_options *o) { (void)plan; (void)o; return 1; }
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/data.h"
+#include "runtime/exec.h"
+#include "runtime/safetensors.h"
+#include "runtime/schedule.h"
+
+rt_train_options rt_train_defaults(void) {
+    rt_train_options o;
+    memset(&o, 0, sizeof o);
+    o.device = "auto";
+    o.gpus = 1;
+    o.lr_scaling = -1;
+    o.warmup_epochs = -1;
+    o.steps = -1;
+    return o;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
+                      size_t errlen) {
+    *t = plan->schedule;
+    if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
+    if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
+    /* Checked against the plan's epoch count: --epochs only stops the run
+     * early (or extends it with the dict's last value), it does not
+     * squeeze the schedule. */
+    if (ir_train_check(t, err, errlen)) return -1;
+    if (o->epochs > 0) t->epochs = o->epochs;
+    if (o->gpus < 1) return fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
+    return 0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int find_node(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* An input of the given name, rank and dtype; NULL + message otherwise. */
+static const ir_node *need(const ir_graph *g, const char *prog, const char *name, int ndim,
+                           ir_dtype dt, char *err, size_t errlen) {
+    int i = find_node(g, name);
+    if (i < 0) {
+        fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
+        return NULL;
+    }
+    const ir_node *n = &g->nodes[i];
+    if (n->type.ndim != ndim || n->type.dtype != dt) {
+        char buf[64];
+        fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog, name,
+             ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
+        return NULL;
+    }
+    return n;
+}
+
+/* ---- parameter files ---- */
+
+/* What --save-params writes: every parameter and BatchNorm statistic in
+ * definition order. The eval program holds exactly those (no optimizer
+ * state), in the same order as the train program. */
+static int saved_tensors(const dpc_plan *plan, const rt_store *st, int *idx) {
+    int n = 0;
+    for (int i = 0; i < plan->eval->n; i++) {
+        const ir_node *nd = &plan->eval->nodes[i];
+        if (nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE) continue;
+        int k = rt_store_find(st, nd->name);
+        if (k >= 0) idx[n++] = k;
+    }
+    return n;
+}
+
+static int save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen) {
+    int *idx = malloc(sizeof(int) * (size_t)(rt_store_count(st) + 1));
+    RT_CHECK_ALLOC(idx);
+    int n = saved_tensors(plan, st, idx);
+    rt_st_entry *e = calloc((size_t)n + 1, sizeof *e);
+    float **data = calloc((size_t)n + 1, sizeof *data);
+    RT_CHECK_ALLOC(e);
+    RT_CHECK_ALLOC(data);
+    for (int i = 0; i < n; i++) {
+        const ir_type *t = rt_store_type(st, idx[i]);
+        data[i] = malloc(sizeof(float) * (size_t)ir_numel(t) + 1);
+        RT_CHECK_ALLOC(data[i]);
+        rt_store_read(st, idx[i], data[i]);
+        e[i] = (rt_st_entry){rt_store_name(st, idx[i]), t->ndim, t->dim, data[i]};
+    }
+    const char *meta[] = {"producer", "dpc", "model", plan->model, NULL};
+    int rc = rt_st_write(path, e, n, meta, err, errlen);
+    for (int i = 0; i < n; i++) free(data[i]);
+    free(data);
+    free(e);
+    free(idx);
+    return rc;
+}
+
+static int load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen) {
+    rt_st_file *f = rt_st_read(path, err, errlen);
+    if (!f) return -1;
+    int rc = 0;
+    /* Every tensor of the file must be one of ours, with our shape. */
+    for (int i = 0; i < f->n && !rc; i++) {
+        const rt_st_tensor *ft = &f->tensors[i];
+        int k = rt_store_find(st, ft->name);
+        if (k < 0) {
+            rc = fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name, plan->model);
+            break;
+        }
+        const ir_type *t = rt_store_type(st, k);
+        int same = t->ndim == ft->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = t->dim[d] == ft->shape[d];
+        if (!same) {
+            char want[64], got[128] = "[";
+            ir_type_str(t, want, sizeof want);
+            for (int d = 0; d < ft->ndim; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
+                         (long long)ft->shape[d]);
+            strcat(got, "]");
+            rc = fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name, got,
+                      plan->model, want);
+            break;
+        }
+    }
+    /* ... and every parameter and statistic must be there. */
+    int *idx = malloc(sizeof(int) * (size_t)(rt_store_count(st) + 1));
+    RT_CHECK_ALLOC(idx);
+    int n = saved_tensors(plan, st, idx);
+    for (int i = 0; i < n && !rc; i++)
+        if (rt_st_find(f, rt_store_name(st, idx[i])) < 0)
+            rc = fail(err, errlen, "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
+                      path, rt_store_name(st, idx[i]), plan->model);
+    free(idx);
+    for (int i = 0; i < f->n && !rc; i++) {
+        int k = rt_store_find(st, f->tensors[i].name);
+        float *buf = malloc(sizeof(float) * (size_t)f->tensors[i].numel + 1);
+        RT_CHECK_ALLOC(buf);
+        rt_st_copy(f, i, buf);
+        rt_store_write(st, k, buf);
+        free(buf);
+    }
+    rt_st_free(f);
+    return rc;
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+    const dpc_plan *plan;
+    const rt_train_options *o;
+    ir_train t;
+    rt_schedule sched;
+    int batch, global, eval_batch, classes;
+    int c, h, w;
+    int eval_has_label;
+    rt_dataset *train_ds, *test_ds;
+    rt_batcher train_b, test_b, train_eval_b;
+    rt_backend *be;
+    rt_store *st;
+    rt_exec *train, *eval;
+    float *img, *eimg, *logits, *loss;
+    int32_t *lab, *elab;
+    int64_t *order;
+    FILE *metrics;
+    char err[1024];
+} run;
+
+static void run_free(run *r) {
+    rt_exec_free(r->train);
+    rt_exec_free(r->eval);
+    rt_store_free(r->st);
+    if (r->be) rt_backend_free(r->be);
+    rt_dataset_free(r->train_ds);
+    rt_dataset_free(r->test_ds);
+    free(r->img), free(r->eimg), free(r->logits), free(r->loss);
+    free(r->lab), free(r->elab), free(r->order);
+    if (r->metrics) fclose(r->metrics);
+}
+
+static int error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int error(run *r, const char *fmt, ...) {
+    (void)r;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "dprun: error: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* Shapes the loop relies on: train image [B,C,H,W] f32, label [B] i32, the
+ * scalar inputs, loss [B]; eval image [E,C,H,W], logits [E,K]. */
+static int check_programs(run *r) {
+    const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
+    char *err = r->err;
+    size_t el = sizeof r->err;
+    const ir_node *img = need(tg, "train", "image", 4, IR_F32, err, el);
+    const ir_node *lab = img ? need(tg, "train", "label", 1, IR_I32, err, el) : NULL;
+    const ir_node *lr = lab ? need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
+    const ir_node *gs = lr ? need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
+    const ir_node *loss = gs ? need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
+    const ir_node *eimg = loss ? need(eg, "eval", "image", 4, IR_F32, err, el) : NULL;
+    const ir_node *lg = eimg ? need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
+    if (!lg) {
+        if (!lr && lab) strncat(err, " (was the plan compiled without the optimizer pass?)", el - strlen(err) - 1);
+        return error(r, "%s", err);
+    }
+    r->batch = (int)img->type.dim[0];
+    r->c = (int)img->type.dim[1], r->h = (int)img->type.dim[2], r->w = (int)img->type.dim[3];
+    r->eval_batch = (int)eimg->type.dim[0];
+    r->classes = (int)lg->type.dim[1];
+    if (lab->type.dim[0] != r->batch || loss->type.dim[0] != r->batch)
+        return error(r, "the plan's train program has label/loss batches unlike its image batch %d", r->batch);
+    if (eimg->type.dim[1] != r->c || eimg->type.dim[2] != r->h || eimg->type.dim[3] != r->w ||
+        lg->type.dim[0] != r->eval_batch)
+        return error(r, "the plan's eval program takes other images than its train program");
+    if (r->classes < 10) return error(r, "the model has %d classes; the datasets have 10", r->classes);
+    int el_i = find_node(eg, "label");
+    r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
+    return 0;
+}
+
+static int open_data(run *r) {
+    const rt_train_options *o = r->o;
+    const char *spec = o->data;
+    const char *env = getenv("DPC_DATA");
+    if (!spec && env && *env) spec = env;
+    if (!spec || !strcmp(spec, "synthetic")) {
+        fprintf(stderr, "dprun: note: %s: using the built-in synthetic dataset (%d train / %d test "
+                "images, 10 classes); --data DIR trains on CIFAR-10\n",
+                spec ? "--data synthetic" : "no --data and $DPC_DATA unset", RT_SYNTHETIC_TRAIN,
+                RT_SYNTHETIC_TEST);
+        r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
+        r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
+    } else {
+        r->train_ds = rt_data_cifar10(spec, 1, r->err, sizeof r->err);
+        if (r->train_ds) r->test_ds = rt_data_cifar10(spec, 0, r->err, sizeof r->err);
+        if (!r->test_ds) return error(r, "%s", r->err);
+    }
+    if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, r->global, RT_BATCH_TRAIN, o->seed, r->c, r->h,
+                        r->w, r->err, sizeof r->err) ||
+        rt_batcher_init(&r->test_b, r->test_ds, &r->t, r->eval_batch, RT_BATCH_EVAL, o->seed, r->c, r->h,
+                        r->w, r->err, sizeof r->err) ||
+        rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL, o->seed,
+                        r->c, r->h, r->w, r->err, sizeof r->err))
+        return error(r, "%s", r->err);
+    if (o->no_shuffle) r->train_b.shuffle = 0;
+    if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
+    return 0;
+}
+
+static int build(run *r) {
+    r->be = rt_backend_cpu();
+    r->st = rt_store_new(r->be, r->plan->train);
+    if (r->o->load_params) {
+        if (load_params(r->plan, r->st, r->o->load_params, r->err, sizeof r->err))
+            return error(r, "%s", r->err);
+    } else {
+        rt_store_init(r->st, r->plan->train, &r->t, r->o->seed);
+    }
+    r->train = rt_exec_new(r->be, r->st, r->plan->train, r->plan, r->err, sizeof r->err);
+    if (!r->train) return error(r, "cannot build the train program: %s", r->err);
+    r->eval = rt_exec_new(r->be, r->st, r->plan->eval, r->plan, r->err, sizeof r->err);
+    if (!r->eval) return error(r, "cannot build the eval program: %s", r->err);
+    size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    r->img = malloc(sizeof(float) * img * (size_t)r->global);
+    r->lab = malloc(sizeof(int32_t) * (size_t)r->global);
+    r->loss = malloc(sizeof(float) * (size_t)r->batch);
+    r->eimg = malloc(sizeof(float) * img * (size_t)r->eval_batch);
+    r->elab = malloc(sizeof(int32_t) * (size_t)r->eval_batch);
+    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes);
+    r->order = malloc(sizeof(int64_t) * (size_t)r->train_ds->count);
+    RT_CHECK_ALLOC(r->img && r->lab && r->loss && r->eimg && r->elab && r->logits && r->order);
+    return 0;
+}
+
+/* One optimizer step on the prepared global batch; adds the per-sample
+ * losses to *loss_sum. Each replica would take its slice of r->img. */
+static int step(run *r, double lr, double *loss_sum) {
+    size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    if (rt_exec_set_input(r->train, "image", r->img, sizeof(float) * img * (size_t)r->batch) ||
+        rt_exec_set_input(r->train, "label", r->lab, sizeof(int32_t) * (size_t)r->batch) ||
+        rt_exec_set_scalar(r->train, "lr", (float)lr) ||
+        rt_exec_set_scalar(r->train, "grad_scale", 1.0f / (float)r->global))
+        return error(r, "the train program refused its inputs");
+    if (rt_exec_run(r->train, r->err, sizeof r->err)) return error(r, "train step failed: %s", r->err);
+    if (rt_exec_get(r->train, "loss", r->loss, sizeof(float) * (size_t)r->batch))
+        return error(r, "cannot read the train program's loss");
+    double s = 0;
+    for (int i = 0; i < r->batch; i++) s += r->loss[i];
+    *loss_sum += s;
+    return 0;
+}
+
+/* Fraction of the batcher's images whose largest logit is the label (ties:
+ * the first class), with the eval program (BatchNorm inference mode). */
+static int accuracy(run *r, const rt_batcher *b, double *acc) {
+    size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    int64_t right = 0, total = 0;
+    for (int64_t bi = 0; bi < b->batches; bi++) {
+        int n = rt_batcher_fill(b, NULL, 0, bi * r->eval_batch, r->eval_batch, r->eimg, r->elab);
+        if (rt_exec_set_input(r->eval, "image", r->eimg, sizeof(float) * img * (size_t)r->eval_batch) ||
+            (r->eval_has_label &&
+             rt_exec_set_input(r->eval, "label", r->elab, sizeof(int32_t) * (size_t)r->eval_batch)))
+            return error(r, "the eval program refused its inputs");
+        if (rt_exec_run(r->eval, r->err, sizeof r->err)) return error(r, "eval failed: %s", r->err);
+        if (rt_exec_get(r->eval, "logits", r->logits, sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes))
+            return error(r, "cannot read the eval program's logits");
+        for (int i = 0; i < n; i++) {
+            const float *l = r->logits + (size_t)i * (size_t)r->classes;
+            int best = 0;
+            for (int k = 1; k < r->classes; k++)
+                if (l[k] > l[best]) best = k;
+            right += best == r->elab[i];
+        }
+        total += n;
+    }
+    *acc = total ? (double)right / (double)total : 0;
+    return 0;
+}
+
+static int benchmark(run *r) {
+    double lr = rt_schedule_epoch_lr(&r->sched, 0), sum = 0, t = 0;
+    rt_batcher_order(&r->train_b, 0, r->order);
+    for (long s = 0; s <= r->o->benchmark; s++) {
+        /* Batch preparation stays outside the timed region: worker threads
+         * overlap it with compute. */
+        rt_batcher_fill(&r->train_b, r->order, 0, (s % r->train_b.batches) * r->global, r->global, r->img, r->lab);
+        double t0 = now();
+        if (step(r, lr, &sum)) return 1;
+        if (s > 0) t += now() - t0; /* step 0 is the warm-up */
+    }
+    fprintf(r->o->out, "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step; "
+            "batch preparation excluded)\n", r->o->benchmark, r->global, t);
+    fprintf(r->o->out, "throughput: %.1f img/s\n", (double)r->o->benchmark * r->global / t);
+    return 0;
+}
+
+static int train_loop(run *r) {
+    const rt_train_options *o = r->o;
+    FILE *out = o->out;
+    long spe = (long)r->train_b.batches, done = 0;
+    double total_time = 0;
+    for (int e = 0; e < r->t.epochs; e++) {
+        if (o->steps >= 0 && done >= o->steps) break;
+        double t0 = now(), loss_sum = 0;
+        long steps = 0;
+        rt_batcher_order(&r->train_b, e, r->order);
+        for (long s = 0; s < spe && !(o->steps >= 0 && done >= o->steps); s++) {
+            double lr = rt_schedule_step_lr(&r->sched, e, s, spe);
+            rt_batcher_fill(&r->train_b, r->order, e, s * r->global, r->global, r->img, r->lab);
+            double before = loss_sum;
+            if (step(r, lr, &loss_sum)) return 1;
+            if (!isfinite(loss_sum - before))
+                return error(r, "the loss is %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); "
+                             "stopping", isnan(loss_sum - before) ? "nan" : "infinite", done, e, s, lr);
+            steps++, done++;
+        }
+        double dt = now() - t0, mean = loss_sum / ((double)steps * r->global);
+        total_time += dt;
+        double lr = rt_schedule_epoch_lr(&r->sched, e);
+        fprintf(out, "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
+                mean, r->global, lr, dt);
+        double test_acc = -1;
+        if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
+            if (accuracy(r, &r->test_b, &test_acc)) return 1;
+            fprintf(out, "EPOCH %2d: test accuracy %.4f\n", e, test_acc);
+        }
+        fflush(out);
+        if (r->metrics) {
+            fprintf(r->metrics, "{\"epoch\": %d, \"train_loss\": %.9g, \"lr\": %.9g, \"batch\": %d, "
+                    "\"steps\": %ld, \"time\": %.3f", e, mean, lr, r->global, steps, dt);
+            if (test_acc >= 0) fprintf(r->metrics, ", \"test_accuracy\": %.6f", test_acc);
+            fprintf(r->metrics, "}\n");
+            fflush(r->metrics);
+        }
+    }
+    double train_acc, test_acc;
+    if (accuracy(r, &r->train_eval_b, &train_acc) || accuracy(r, &r->test_b, &test_acc)) return 1;
+    fprintf(out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n", total_time,
+            train_acc, test_acc);
+    fflush(out);
+    return 0;
+}
+
+int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
+    rt_train_options o = *opt;
+    if (!o.out) o.out = stdout;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.plan = plan, r.o = &o;
+    int rc = 0;
+    if (o.device && !strcmp(o.device, "cuda")) {
+        rc = error(&r, "--device cuda: no CUDA device/backend in this build");
+    } else if (o.gpus > 1) {
+        /* The partition pass (all-reduce of gradients between replicas) does
+         * not exist yet; running one replica with a 16x lr would only look
+         * like the article's run. */
+        rc = error(&r, "--gpus %d: data-parallel replicas are not implemented in this build yet "
+                   "(`--gpus %d --schedule` prints the schedule for that global batch)", o.gpus, o.gpus);
+    } else if (rt_train_schedule(plan, &o, &r.t, r.err, sizeof r.err)) {
+        rc = error(&r, "%s", r.err);
+    }
+    if (!rc) rc = check_programs(&r);
+    if (!rc) {
+        r.global = r.batch * o.gpus;
+        r.sched = rt_schedule_make(&r.t, r.global);
+        r.sched.per_iteration = o.warmup_per_iteration;
+        rc = open_data(&r);
+    }
+    if (!rc && o.metrics && !o.benchmark) {
+        r.metrics = fopen(o.metrics, "w");
+        if (!r.metrics) rc = error(&r, "%s: cannot write: %s", o.metrics, strerror(errno));
+    }
+    if (!rc) rc = build(&r);
+    if (!rc) {
+        fprintf(stderr, "dprun: %s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
+                "epoch, %lld train / %lld test images (%s)\n", plan->model,
+                (long long)ir_num_params(plan->train), r.be->name, o.gpus, o.gpus > 1 ? "s" : "", r.batch,
+                (long)r.train_b.batches, (long long)r.train_ds->count, (long long)r.test_ds->count,
+                r.train_ds->name);
+        rc = o.benchmark ? benchmark(&r) : train_loop(&r);
+    }
+    if (!rc && o.save_params && save_params(plan, r.st, o.save_params, r.err, sizeof r.err))
+        rc = error(&r, "%s", r.err);
+    run_free(&r);
+    return rc;
+}

@@ -22,7 +22,8 @@
 
 typedef struct {
     int epochs;                /* 0: the plan's */
-    long steps;                /* stop after this many optimizer steps; 0: no limit */
+    long steps;                /* stop after this many optimizer steps; -1: no limit,
+                                * 0: only evaluate (e.g. parameters from --load-params) */
     uint64_t seed;             /* init, shuffle, augmentation */
     const char *data;          /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
     const char *device;        /* "auto", "cpu" or "cuda" */

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# dprun's command line (DESIGN §9): flags and their errors, the lr schedule
+# of the reference article's three runs, training log lines, determinism,
+# parameter files (also read back by a plain json + numpy reader), data
+# errors, divergence, benchmark. Runs from the repository root; binaries
+# in $DPC_BIN. Prints `N passed, N failed`.
+set -u
+bin=${DPC_BIN:-bin}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset DPC_DATA
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_fail NAME EXPECTED_STDERR_SUBSTRING CMD...: exit 1, the message on
+# the last line of stderr, no crash.
+expect_fail() {
+    local name=$1 want=$2; shift 2
+    local out rc
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($out)"; return; fi
+    local last; last=$(printf '%s\n' "$out" | tail -n 1)
+    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$out' lacks '$want'" ;; esac
+}
+# check NAME CONDITION-COMMAND...
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+
+"$bin/dpc" models/resnet18.net -o "$tmp/r.plan" || bad "compile resnet18"
+"$bin/dpc" models/mlp.net -o "$tmp/mlp.plan" || bad "compile mlp"
+
+# A tiny conv net with BatchNorm: fast, and its parameter file holds
+# running statistics.
+cat >"$tmp/tiny.net" <<'EOF'
+input image[3, 32, 32]
+input label class(10)
+network tiny_bn {
+    x = relu(batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false)))
+    logits = dense(global_avgpool(x), 10)
+    loss = softmax_cross_entropy(logits, label)
+}
+train {
+    batch 16 per device
+    epochs 2
+    init xavier(magnitude=2.24)
+    optimizer sgd(momentum=0.9, wd=0.0001)
+    lr {0: 0.1, 1: 0.05}
+    lr_scaling linear(reference_batch=16)
+    warmup 1 epochs
+    data cifar10 { pad 4; random_crop 32; random_mirror
+                   normalize mean(0.4914, 0.4822, 0.4465) std(0.2023, 0.1994, 0.2010) }
+    eval batch 50
+}
+EOF
+"$bin/dpc" "$tmp/tiny.net" -o "$tmp/tiny.plan" || bad "compile tiny"
+# An lr that must blow the loss up.
+sed -e 's/lr {0: 0.05, 1: 0.01}/lr {0: 100000}/' models/mlp.net >"$tmp/diverge.net"
+"$bin/dpc" "$tmp/diverge.net" -o "$tmp/diverge.plan" || bad "compile diverge"
+
+# ---- flags -------------------------------------------------------------------
+expect_fail no-plan "no plan file" "$bin/dprun"
+expect_fail missing-plan "cannot open" "$bin/dprun" "$tmp/none.plan"
+expect_fail unknown-option "unknown option: --frobnicate" "$bin/dprun" "$tmp/mlp.plan" --frobnicate
+expect_fail two-plans "more than one plan file" "$bin/dprun" "$tmp/mlp.plan" "$tmp/mlp.plan"
+expect_fail epochs-zero "--epochs: '0' is not an integer" "$bin/dprun" "$tmp/mlp.plan" --epochs 0
+expect_fail epochs-text "--epochs: 'abc'" "$bin/dprun" "$tmp/mlp.plan" --epochs abc
+expect_fail steps-missing "--steps needs a value" "$bin/dprun" "$tmp/mlp.plan" --steps
+expect_fail gpus-zero "--gpus: '0'" "$bin/dprun" "$tmp/mlp.plan" --gpus 0
+expect_fail seed-negative "--seed: '-1'" "$bin/dprun" "$tmp/mlp.plan" --seed -1
+expect_fail lr-scaling "--lr-scaling: 'cubic'" "$bin/dprun" "$tmp/mlp.plan" --lr-scaling cubic
+expect_fail device-tpu "--device: 'tpu'" "$bin/dprun" "$tmp/mlp.plan" --device tpu
+expect_fail device-cuda "no CUDA device/backend in this build" "$bin/dprun" "$tmp/mlp.plan" --device cuda
+expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
+expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
+expect_fail gpus-train "replicas are not implemented" "$bin/dprun" "$tmp/mlp.plan" --gpus 2
+"$bin/dprun" "$tmp/mlp.plan" --info | grep -q '^model: mlp' && ok || bad "--info"
+"$bin/dprun" --help | grep -q -- '--warmup-per-iteration' && ok || bad "--help"
+
+# ---- the article's three schedules ------------------------------------------
+# run 1: batch 128, one GPU; run 2: batch 2048, unscaled; run 3: batch 2048,
+# lr x16 with a 5-epoch warmup.
+unscaled() { local e=$1; [ $e -lt 35 ] && echo 0.100 || { [ $e -lt 40 ] && echo 0.050 || { [ $e -lt 44 ] && echo 0.020 || echo 0.010; }; }; }
+scaled() {
+    local e=$1 warm=(0.100 0.400 0.700 1.000 1.300)
+    if [ $e -lt 5 ]; then echo ${warm[$e]}; elif [ $e -lt 35 ]; then echo 1.600
+    elif [ $e -lt 40 ]; then echo 0.800; elif [ $e -lt 44 ]; then echo 0.320; else echo 0.160; fi
+}
+: >"$tmp/run1.want"; : >"$tmp/run3.want"
+for e in $(seq 0 44); do
+    echo "epoch $e lr $(unscaled $e)" >>"$tmp/run1.want"
+    echo "epoch $e lr $(scaled $e)" >>"$tmp/run3.want"
+done
+"$bin/dprun" "$tmp/r.plan" --schedule >"$tmp/run1.got" && cmp -s "$tmp/run1.got" "$tmp/run1.want" && ok ||
+    bad "schedule run 1: $(diff "$tmp/run1.got" "$tmp/run1.want" | head -5)"
+"$bin/dprun" "$tmp/r.plan" --schedule --gpus 16 --lr-scaling none --warmup-epochs 0 >"$tmp/run2.got" &&
+    cmp -s "$tmp/run2.got" "$tmp/run1.want" && ok || bad "schedule run 2: $(diff "$tmp/run2.got" "$tmp/run1.want" | head -5)"
+"$bin/dprun" "$tmp/r.plan" --schedule --gpus 16 >"$tmp/run3.got" 2>"$tmp/run3.err" &&
+    cmp -s "$tmp/run3.got" "$tmp/run3.want" && ok || bad "schedule run 3: $(diff "$tmp/run3.got" "$tmp/run3.want" | head -5)"
+"$bin/dprun" "$tmp/r.plan" --schedule --gpus 16 --warmup-per-iteration | cmp -s - "$tmp/run3.want" && ok ||
+    bad "per-iteration warmup changes the epoch-start lr"
+"$bin/dprun" "$tmp/r.plan" --schedule --epochs 50 | tail -n 1 | grep -qx 'epoch 49 lr 0.010' && ok || bad "--epochs 50 schedule"
+"$bin/dprun" "$tmp/r.plan" --schedule --gpus 4 --warmup-epochs 2 | head -n 3 | tr '\n' ' ' |
+    grep -q 'epoch 0 lr 0.100 epoch 1 lr 0.250 epoch 2 lr 0.400' && ok || bad "--warmup-epochs 2 --gpus 4"
+
+# ---- training -----------------------------------------------------------------
+epoch_re='^EPOCH  [0-9]: train loss [ 0-9.e+-]{4,} \| batch   64 \| lr 0\.[0-9]{3} \| Time per epoch [0-9]+\.[0-9]{2} seconds$'
+final_re='^Training time [0-9]+\.[0-9]{2} seconds \| train accuracy [01]\.[0-9]{4} \| test accuracy [01]\.[0-9]{4}$'
+"$bin/dprun" "$tmp/mlp.plan" --steps 20 --seed 5 --save-params "$tmp/a.safetensors" --metrics "$tmp/a.json" \
+    >"$tmp/a.out" 2>"$tmp/a.err" || bad "train mlp: $(cat "$tmp/a.err")"
+check "synthetic notice" grep -q 'note: no --data and \$DPC_DATA unset: using the built-in synthetic dataset' "$tmp/a.err"
+check "EPOCH line format: $(head -n 1 "$tmp/a.out")" grep -Eq "$epoch_re" "$tmp/a.out"
+check "final line format: $(tail -n 1 "$tmp/a.out")" bash -c "tail -n 1 '$tmp/a.out' | grep -Eq '$final_re'"
+check "stdout holds only the log lines" test "$(wc -l <"$tmp/a.out")" -eq 2
+check "learns the synthetic set" bash -c "tail -n 1 '$tmp/a.out' | grep -Eq 'test accuracy (0\.[5-9]|1\.0)'"
+"$bin/dprun" "$tmp/mlp.plan" --steps 20 --seed 5 --save-params "$tmp/b.safetensors" --metrics "$tmp/b.json" \
+    >"$tmp/b.out" 2>/dev/null || bad "train mlp again"
+strip() { sed -E 's/(Time per epoch|Training time) [0-9.]+/\1 T/' "$1"; }
+check "same seed, same log" cmp -s <(strip "$tmp/a.out") <(strip "$tmp/b.out")
+check "same seed, byte-identical parameters" cmp -s "$tmp/a.safetensors" "$tmp/b.safetensors"
+check "same seed, same losses (metrics)" cmp -s <(sed 's/"time": [0-9.]*//' "$tmp/a.json") <(sed 's/"time": [0-9.]*//' "$tmp/b.json")
+"$bin/dprun" "$tmp/mlp.plan" --steps 20 --seed 6 --save-params "$tmp/c.safetensors" >/dev/null 2>&1 || bad "seed 6"
+check "another seed, other parameters" bash -c "! cmp -s '$tmp/a.safetensors' '$tmp/c.safetensors'"
+check "metrics: one JSON object per epoch" $py -c "
+import json, sys
+rows = [json.loads(l) for l in open('$tmp/a.json')]
+assert len(rows) == 1 and rows[0]['epoch'] == 0 and rows[0]['steps'] == 20 and rows[0]['batch'] == 64, rows
+"
+
+# --steps 0 with --load-params evaluates the loaded parameters: the same
+# accuracies as the run that saved them, and it saves them back unchanged.
+"$bin/dprun" "$tmp/mlp.plan" --steps 0 --seed 5 --load-params "$tmp/a.safetensors" --save-params "$tmp/a2.safetensors" \
+    >"$tmp/a2.out" 2>"$tmp/a2.err" || bad "load params: $(cat "$tmp/a2.err")"
+check "loaded parameters give the same accuracy" test "$(tail -n 1 "$tmp/a.out" | cut -d'|' -f2-)" = "$(tail -n 1 "$tmp/a2.out" | cut -d'|' -f2-)"
+check "load then save is byte-identical" cmp -s "$tmp/a.safetensors" "$tmp/a2.safetensors"
+
+# A BatchNorm net: running statistics are saved, momentum is not; any
+# json + numpy reader can load the file.
+"$bin/dprun" "$tmp/tiny.plan" --steps 5 --seed 1 --save-params "$tmp/t.safetensors" >"$tmp/t.out" 2>"$tmp/t.err" ||
+    bad "train tiny: $(cat "$tmp/t.err")"
+check "json+numpy reader" $py -c "
+import json, struct, numpy as np
+b = open('$tmp/t.safetensors', 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+meta = h.pop('__metadata__')
+assert meta['model'] == 'tiny_bn', meta
+names = list(h)  # json keeps the file's order
+assert names == ['conv0.weight', 'batchnorm0.gamma', 'batchnorm0.beta', 'batchnorm0.running_mean',
+                 'batchnorm0.running_var', 'dense0.weight', 'dense0.bias'], names  # definition order, no momentum
+t = {k: np.frombuffer(b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]], '<f4').reshape(v['shape']) for k, v in h.items()}
+assert t[names[0]].shape == (4, 3, 3, 3), (names[0], t[names[0]].shape)
+assert sum(x.size for k, x in t.items()) > 4 * 27 + 10 * 4 + 10
+assert all(np.isfinite(x).all() for x in t.values())
+"
+if $py -c 'import safetensors' 2>/dev/null; then
+    check "python safetensors reads the file" $py -c "
+from safetensors.numpy import load_file
+t = load_file('$tmp/t.safetensors'); assert len(t) > 4"
+fi
+
+# parameter files that must be refused
+expect_fail load-missing "nope.safetensors: cannot open" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/nope.safetensors"
+expect_fail load-other-model "tensor 'conv0.weight' is not a parameter of mlp" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/t.safetensors"
+expect_fail load-other-shape "tensor 'dense0.weight' has shape [128,3072]; tiny_bn needs [10,4]" "$bin/dprun" "$tmp/tiny.plan" --steps 0 --load-params "$tmp/a.safetensors"
+size=$(stat -c %s "$tmp/a.safetensors")
+head -c $((size - 100)) "$tmp/a.safetensors" >"$tmp/trunc.safetensors"
+expect_fail load-truncated "truncated file?" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/trunc.safetensors"
+printf 'hello' >"$tmp/text.safetensors"
+expect_fail load-text "not a safetensors file" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/text.safetensors"
+$py - "$tmp/a.safetensors" "$tmp/drop.safetensors" "$tmp/shape.safetensors" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n]); data = b[8 + n:]
+def write(path, h, data):
+    s = json.dumps(h).encode()
+    open(path, 'wb').write(struct.pack('<Q', len(s)) + s + data)
+names = [k for k in h if k != '__metadata__']
+# drop the last tensor (and its bytes)
+last = h[names[-1]]; d = dict(h); del d[names[-1]]
+write(sys.argv[2], d, data[:last['data_offsets'][0]])
+# transpose the first tensor's shape
+s = dict(h); s[names[0]] = dict(h[names[0]], shape=list(reversed(h[names[0]]['shape'])))
+write(sys.argv[3], s, data)
+EOF
+expect_fail load-missing-tensor "no tensor '" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/drop.safetensors"
+expect_fail load-wrong-shape "has shape [3072,128]; mlp needs [128,3072]" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/shape.safetensors"
+expect_fail save-bad-dir "cannot write" "$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/no/such/dir/p.safetensors"
+
+# ---- data ----------------------------------------------------------------------
+# A small CIFAR-10-format folder: 100 records per training file, 50 test.
+mkcifar() { # DIR RECORDS_PER_TRAIN_FILE
+    mkdir -p "$1"
+    $py - "$1" "$2" <<'EOF'
+import sys, numpy as np
+d, n = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(0)
+for name, count in [(f'data_batch_{i}.bin', n) for i in range(1, 6)] + [('test_batch.bin', n // 2)]:
+    lab = np.arange(count) % 10
+    img = (lab[:, None] * 25 + rng.integers(0, 20, (count, 3072))).astype(np.uint8)
+    rec = np.concatenate([lab[:, None].astype(np.uint8), img], axis=1)
+    open(f'{d}/{name}', 'wb').write(rec.tobytes())
+EOF
+}
+mkcifar "$tmp/cifar" 100
+"$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar" --epochs 1 >"$tmp/d.out" 2>"$tmp/d.err" || bad "train on CIFAR folder: $(cat "$tmp/d.err")"
+check "CIFAR folder: 500 images, 7 steps of 64" grep -q '7 steps per epoch, 500 train / 50 test images' "$tmp/d.err"
+check "CIFAR folder: no synthetic notice" bash -c "! grep -q synthetic '$tmp/d.err'"
+DPC_DATA="$tmp/cifar" "$bin/dprun" "$tmp/mlp.plan" --steps 1 >/dev/null 2>"$tmp/e.err" || bad "\$DPC_DATA: $(cat "$tmp/e.err")"
+check "\$DPC_DATA is the default" grep -q "500 train / 50 test images ($tmp/cifar)" "$tmp/e.err"
+DPC_DATA="$tmp/cifar" "$bin/dprun" "$tmp/mlp.plan" --steps 1 --data synthetic >/dev/null 2>"$tmp/f.err" || bad "--data synthetic"
+check "--data synthetic wins over \$DPC_DATA" grep -q 'using the built-in synthetic dataset' "$tmp/f.err"
+"$bin/dprun" "$tmp/mlp.plan" --steps 3 --no-augment --no-shuffle >/dev/null 2>&1 && ok || bad "--no-augment --no-shuffle"
+expect_fail data-missing-dir "not a folder" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/nodir"
+expect_fail data-env-missing "$tmp/nodir: not a folder" env DPC_DATA="$tmp/nodir" "$bin/dprun" "$tmp/mlp.plan"
+rm "$tmp/cifar/data_batch_4.bin"
+expect_fail data-missing-file "data_batch_4.bin: No such file or directory" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
+mkcifar "$tmp/cifar" 100
+head -c 5000 "$tmp/cifar/test_batch.bin" >"$tmp/cut" && mv "$tmp/cut" "$tmp/cifar/test_batch.bin"
+expect_fail data-truncated "test_batch.bin: size 5000 is not a whole number of 3073-byte" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
+mkcifar "$tmp/cifar" 100
+printf '\x0b' | dd of="$tmp/cifar/data_batch_2.bin" bs=1 seek=$((3073 * 7)) conv=notrunc status=none
+expect_fail data-bad-label "data_batch_2.bin: record 7 has label 11" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
+mkcifar "$tmp/small" 5
+expect_fail data-too-small "do not fill one batch of 64" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/small"
+
+# ---- divergence, benchmark -------------------------------------------------------
+"$bin/dprun" "$tmp/diverge.plan" --steps 200 >/dev/null 2>"$tmp/nan.err"; rc=$?
+check "non-finite loss stops the run (exit $rc)" test $rc -ne 0
+check "non-finite loss message: $(tail -n 1 "$tmp/nan.err")" grep -Eq 'loss is (nan|infinite) at step [0-9]+ \(epoch 0, step [0-9]+ of the epoch, lr 100000\)' "$tmp/nan.err"
+"$bin/dprun" "$tmp/mlp.plan" --benchmark 3 >"$tmp/bench.out" 2>/dev/null || bad "--benchmark"
+check "benchmark: last line $(tail -n 1 "$tmp/bench.out")" bash -c "tail -n 1 '$tmp/bench.out' | grep -Eq '^throughput: [0-9]+(\.[0-9]+)? img/s$'"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

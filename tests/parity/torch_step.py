@@ -1,0 +1,502 @@
+"""tests/parity/torch_step.py — one training step of dpc against PyTorch.
+
+Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
+    /usr/bin/python3 tests/parity/torch_step.py --model resnet18|cnn_small \
+        --plan PLAN --driver DPC_STEP --dir WORKDIR [--seed S] [--lr LR]
+
+1. Asks the driver (tests/parity/dpc_step.c) for the plan's parameters and
+   BatchNorm statistics in definition order and maps them one to one onto
+   the torch model's state_dict (same order; shapes and kinds must agree).
+2. Draws non-trivial weights (Xavier conv/dense weights as dpc's init, random
+   gamma, beta, biases and running statistics) and a normalised CIFAR-shaped
+   batch with labels; writes init.safetensors, image.f32, label.i32.
+3. Runs one dpc step (the driver), and the same step in torch: train-mode
+   forward, per-sample softmax cross-entropy, backward of the SUM (MXNet's
+   backward()), then MXNet's SGD
+       v = momentum*v - lr*(grad*rescale + wd*w);  w += v
+   with rescale = 1/batch, v = 0 before the step, wd on every parameter.
+   BatchNorm: torch momentum 0.1 == MXNet momentum 0.9, eps 1e-5, running
+   variance from the unbiased batch variance (as dpc does).
+   The reference runs in float64 (from the same float32 weights and batch),
+   so the errors below are dpc's float32 error alone (--torch32 also shows
+   a float32 torch step's error beside it, for scale; not checked).
+   ReLU kinks: where an input lies within rounding of zero, float32 and
+   float64 may take different sides, which drops or keeps one gradient
+   element and can move a weight's gradient by far more than rounding
+   (seen: a pre-activation of 6.8e-7 against a max of 10 gave a 0.8% error
+   in basic2.conv1.weight's gradient). So the reference ReLU takes dpc's
+   side (mask = dpc's output > 0), and every element where that differs from
+   the reference's own sign must lie within KINK (1e-4) of zero relative to
+   the tensor's max-abs value, or the check fails.
+4. Compares, as max-abs-error / max-abs-value of the reference:
+       loss, logits                          1e-4
+       every parameter's update (new - old)  1e-3
+       every parameter's gradient (of the summed loss)    1e-3
+       every momentum buffer after the step  1e-3
+       every BatchNorm running statistic     1e-3, on its change (new - old),
+                                             which is stricter than on its value
+       every forward ReLU output             1e-4, and its kink flips as above
+   One check per tensor; prints a line per tensor, the worst error of each
+   group, and `N passed, N failed`; exits 1 on any failure.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "maxpool": 1e-4, "update": 1e-3, "grad": 1e-3, "momentum": 1e-3,
+       "running_mean": 1e-3, "running_var": 1e-3}
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2023, 0.1994, 0.2010)
+BN_EPS = 1e-5
+KINK = 1e-4  # the largest |pre-activation| / max |pre-activation| dpc may round across zero
+
+
+# ---- models ---------------------------------------------------------------
+
+class Unit(nn.Module):
+    """conv 3x3 (no bias) + batchnorm + relu, as cnn_small's `unit`."""
+
+    def __init__(self, cin, c, stride):
+        super().__init__()
+        self.conv0 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+        self.batchnorm0 = nn.BatchNorm2d(c, eps=BN_EPS, momentum=0.1)
+        self.relu = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu(self.batchnorm0(self.conv0(x)))
+
+
+class CnnSmall(nn.Module):
+    """models/cnn_small.net, modules registered in its definition order."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.unit0 = Unit(3, 16, 1)
+        self.unit1 = Unit(16, 16, 1)
+        self.conv0 = nn.Conv2d(16, 16, 3, 1, 1, bias=False)
+        self.batchnorm0 = nn.BatchNorm2d(16, eps=BN_EPS, momentum=0.1)
+        self.unit2 = Unit(16, 32, 2)
+        self.unit3 = Unit(32, 64, 2)
+        self.dense0 = nn.Linear(64, classes)
+        self.relu = nn.ReLU()
+        self.maxpool = nn.MaxPool2d(2)
+
+    def forward(self, image):
+        x = self.unit0(image)
+        x = self.maxpool(x)
+        y = self.unit1(x)
+        y = self.batchnorm0(self.conv0(y))
+        x = self.relu(x + y)
+        x = self.unit2(x)
+        x = self.unit3(x)
+        return self.dense0(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def build_model(name):
+    if name == "resnet18":
+        m = torchvision.models.resnet18(num_classes=10)
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                assert mod.eps == BN_EPS and mod.momentum == 0.1
+        return m
+    if name == "cnn_small":
+        return CnnSmall()
+    raise SystemExit("unknown model " + name)
+
+
+# ---- safetensors (no dependency on the `safetensors` package) -------------
+
+def st_write(path, tensors, meta=None):
+    """tensors: list of (name, float32 ndarray), written in that order."""
+    header, blobs, off = {}, [], 0
+    if meta:
+        header["__metadata__"] = meta
+    for name, a in tensors:
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def st_read(path):
+    """Returns ({name: float32 ndarray} in file order, metadata dict)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        assert e["dtype"] == "F32", (name, e["dtype"])
+        b, end = e["data_offsets"]
+        out[name] = np.frombuffer(data[8 + n + b:8 + n + end], dtype="<f4").reshape(e["shape"]).copy()
+    return out, meta
+
+
+# ---- name mapping -----------------------------------------------------------
+
+# dpc name suffix -> torch state_dict suffix
+KIND = {"weight": "weight", "gamma": "weight", "beta": "bias", "bias": "bias",
+        "running_mean": "running_mean", "running_var": "running_var"}
+
+
+def dpc_tensors(driver, plan):
+    out = subprocess.run([driver, plan, "--names"], check=True, capture_output=True, text=True).stdout
+    names, batch = [], None
+    for line in out.splitlines():
+        name, dims = line.split()
+        if name == "batch":
+            batch = int(dims)
+        else:
+            names.append((name, tuple(int(d) for d in dims.split(","))))
+    return names, batch
+
+
+def map_names(dpc, model):
+    """dpc (name, shape) list -> list of (dpc name, torch name), by order."""
+    sd = [(k, tuple(v.shape)) for k, v in model.state_dict().items()
+          if not k.endswith("num_batches_tracked")]
+    errors = []
+    if len(sd) != len(dpc):
+        errors.append("dpc has %d parameters and statistics, torch %d" % (len(dpc), len(sd)))
+    pairs = []
+    for (dn, ds), (tn, ts) in zip(dpc, sd):
+        kind = dn.rsplit(".", 1)[-1]
+        if KIND.get(kind) != tn.rsplit(".", 1)[-1] or ds != ts:
+            errors.append("%s %s <-> %s %s" % (dn, list(ds), tn, list(ts)))
+        pairs.append((dn, tn))
+    if errors:
+        raise SystemExit("parameter mapping failed:\n  " + "\n  ".join(errors))
+    return pairs
+
+
+# ---- data -------------------------------------------------------------------
+
+def init_values(dpc, rng, magnitude=2.24):
+    """Non-trivial float32 values for every dpc parameter and statistic."""
+    vals = {}
+    for name, shape in dpc:
+        kind = name.rsplit(".", 1)[-1]
+        if kind == "weight":  # Xavier uniform, factor "avg", as dpc's store
+            field = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+            fan_in, fan_out = shape[1] * field, shape[0] * field
+            scale = np.sqrt(magnitude / ((fan_in + fan_out) / 2))
+            v = rng.uniform(-scale, scale, shape)
+        elif kind == "gamma":
+            v = rng.uniform(0.5, 1.5, shape)
+        elif kind in ("beta", "bias"):
+            v = rng.uniform(-0.5, 0.5, shape)
+        elif kind == "running_mean":
+            v = rng.uniform(-0.5, 0.5, shape)
+        elif kind == "running_var":
+            v = rng.uniform(0.5, 2.0, shape)
+        else:
+            raise SystemExit("no initialiser for " + name)
+        vals[name] = v.astype(np.float32)
+    return vals
+
+
+def batch_values(rng, batch, classes=10):
+    raw = rng.integers(0, 256, (batch, 3, 32, 32)).astype(np.float32) / 255.0
+    mean = np.array(CIFAR_MEAN, np.float32).reshape(1, 3, 1, 1)
+    std = np.array(CIFAR_STD, np.float32).reshape(1, 3, 1, 1)
+    image = ((raw - mean) / std).astype(np.float32)
+    label = rng.integers(0, classes, batch).astype(np.int32)
+    return image, label
+
+
+# ---- the torch step -----------------------------------------------------------
+
+class ReluTap(nn.Module):
+    """Replaces every nn.ReLU of a model. With dpc's masks, the K-th call
+    keeps x where dpc's K-th ReLU output is > 0 (so the gradient flows where
+    dpc's does) and records the kink flips that took: (count, largest
+    |x| / max|x| among them). Records every output."""
+
+    def __init__(self, masks):
+        super().__init__()
+        self.masks, self.outputs, self.flips = masks, [], []
+
+    def forward(self, x):
+        k = len(self.outputs)
+        if self.masks is None:
+            y = F.relu(x)
+        else:
+            if k >= len(self.masks):
+                raise SystemExit("torch runs more ReLUs than dpc's %d" % len(self.masks))
+            m = self.masks[k]
+            if tuple(m.shape) != tuple(x.shape):
+                raise SystemExit("ReLU %d: dpc shape %s, torch %s" % (k, list(m.shape), list(x.shape)))
+            mt = torch.from_numpy(m).to(x.dtype)
+            y = x * mt
+            xd = x.detach()
+            flip = (xd > 0) != (mt > 0)
+            scale = float(xd.abs().max())
+            margin = float(xd[flip].abs().max()) / scale if bool(flip.any()) else 0.0
+            self.flips.append((int(flip.sum()), margin))
+        self.outputs.append(y.detach())
+        return y
+
+
+class MaxPoolTap(nn.Module):
+    """Replaces every nn.MaxPool2d (all with the same k, s, p). With dpc's
+    pool inputs, the K-th call takes each window's value where dpc's maximum
+    is (the first maximum in row-major order, as dpc and torch both pick), so
+    the gradient is routed where dpc routes it, and records the near-ties
+    that took: (count, largest (true max - taken) / max|x|). Records every
+    input."""
+
+    def __init__(self, k, s, p, inputs):
+        super().__init__()
+        self.k, self.s, self.p = k, s, p
+        self.inputs, self.seen, self.flips = inputs, [], []
+
+    def forward(self, x):
+        i = len(self.seen)
+        self.seen.append(x.detach())
+        if self.inputs is None:
+            return F.max_pool2d(x, self.k, self.s, self.p)
+        if i >= len(self.inputs):
+            raise SystemExit("torch runs more max-pools than dpc's %d" % len(self.inputs))
+        xin = torch.from_numpy(self.inputs[i])
+        if tuple(xin.shape) != tuple(x.shape):
+            raise SystemExit("max-pool %d: dpc input %s, torch %s" % (i, list(xin.shape), list(x.shape)))
+        _, idx = F.max_pool2d(xin, self.k, self.s, self.p, return_indices=True)
+        _, own = F.max_pool2d(x.detach(), self.k, self.s, self.p, return_indices=True)
+        flat = x.flatten(2)
+        y = flat.gather(2, idx.flatten(2)).view(idx.shape)
+        flip = idx != own
+        if bool(flip.any()):
+            xd = x.detach().flatten(2)
+            gap = xd.gather(2, own.flatten(2)) - xd.gather(2, idx.flatten(2))
+            self.flips.append((int(flip.sum()), float(gap.max()) / float(xd.abs().max())))
+        else:
+            self.flips.append((0, 0.0))
+        return y
+
+
+def tap_modules(model, relu, pool_inputs):
+    """Puts a ReluTap and a MaxPoolTap in place of the model's ReLUs and
+    max-pools; returns the MaxPoolTap (None when the model has no pool)."""
+    pool = None
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.ReLU):
+                setattr(parent, name, relu)
+            elif isinstance(child, nn.MaxPool2d):
+                kind = (child.kernel_size, child.stride, child.padding, child.dilation, child.ceil_mode)
+                if pool is None:
+                    pool = MaxPoolTap(child.kernel_size, child.stride, child.padding, pool_inputs)
+                    pool.kind = kind
+                if kind != pool.kind or child.dilation != 1 or child.ceil_mode:
+                    raise SystemExit("max-pools of different kinds: not supported here")
+                setattr(parent, name, pool)
+    return pool
+
+
+def torch_step(model_name, pairs, init, image, label, lr, momentum, wd, dtype, taps=None):
+    """One MXNet-form training step. taps: None, or (relu masks, max-pool
+    inputs) of dpc's step in call order, which the reference then follows at
+    kinks and near-ties. Returns ({dpc-style name: float64 ndarray},
+    {"relu.K" / "maxpool.K.in": (flips, largest margin)})."""
+    torch.manual_seed(0)
+    model = build_model(model_name).to(dtype)
+    relu = ReluTap(taps[0] if taps else None)
+    pool = tap_modules(model, relu, taps[1] if taps else None)
+    sd = model.state_dict()
+    with torch.no_grad():
+        for dn, tn in pairs:
+            sd[tn].copy_(torch.from_numpy(init[dn]).to(dtype))
+    model.train()
+    params = dict(model.named_parameters())
+    x = torch.from_numpy(image).to(dtype)
+    y = torch.from_numpy(label).long()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y, reduction="none")
+    loss.sum().backward()  # gradient of the summed loss (MXNet backward())
+    rescale = 1.0 / image.shape[0]
+    out = {"loss": loss.detach(), "logits": logits.detach()}
+    pools = pool.seen if pool else []
+    if taps and (len(relu.outputs) != len(taps[0]) or len(pools) != len(taps[1])):
+        raise SystemExit("torch ran %d ReLUs and %d max-pools, dpc %d and %d" % (
+            len(relu.outputs), len(pools), len(taps[0]), len(taps[1])))
+    flips = {}
+    for k, v in enumerate(relu.outputs):
+        out["relu.%d" % k] = v
+        flips["relu.%d" % k] = relu.flips[k] if taps else (0, 0.0)
+    for k, v in enumerate(pools):
+        out["maxpool.%d.in" % k] = v
+        flips["maxpool.%d.in" % k] = pool.flips[k] if taps else (0, 0.0)
+    with torch.no_grad():
+        for dn, tn in pairs:
+            if tn in params:
+                w = params[tn]
+                v = torch.zeros_like(w)
+                v = momentum * v - lr * (w.grad * rescale + wd * w)
+                w += v
+                out[dn + ".grad"] = w.grad.clone()
+                out[dn + ".momentum"] = v
+        sd = model.state_dict()
+        for dn, tn in pairs:
+            out[dn] = sd[tn]
+    return {k: v.detach().double().numpy() for k, v in out.items()}, flips
+
+
+# ---- comparison ----------------------------------------------------------------
+
+def rel_err(got, ref):
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    if got.shape != ref.shape:
+        return float("inf"), float("inf"), 0.0
+    err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    return (err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))), err, scale
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True, choices=["resnet18", "cnn_small"])
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--driver", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--verbose", action="store_true", help="a line per tensor even when it passes")
+    ap.add_argument("--torch32", action="store_true",
+                    help="also run the step in float32 torch and show its error (not checked)")
+    a = ap.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    os.makedirs(a.dir, exist_ok=True)
+
+    dpc, batch = dpc_tensors(a.driver, a.plan)
+    pairs = map_names(dpc, build_model(a.model))
+    rng = np.random.default_rng(a.seed)
+    init = init_values(dpc, rng)
+    image, label = batch_values(rng, batch)
+    init_path = os.path.join(a.dir, "init.safetensors")
+    image_path, label_path = os.path.join(a.dir, "image.f32"), os.path.join(a.dir, "label.i32")
+    out_path = os.path.join(a.dir, "out.safetensors")
+    st_write(init_path, [(n, init[n]) for n, _ in dpc])
+    image.tofile(image_path)
+    label.tofile(label_path)
+
+    t0 = time.time()
+    r = subprocess.run([a.driver, a.plan, init_path, image_path, label_path, repr(a.lr), out_path],
+                       capture_output=True, text=True)
+    t_dpc = time.time() - t0
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout + r.stderr)
+        print("FAIL %s: dpc_step exited %d" % (a.model, r.returncode))
+        print("0 passed, 1 failed")
+        return 1
+    got, meta = st_read(out_path)
+    # The step as dpc ran it: float32 lr and hyper-parameters (baked into kernels).
+    lr = float(np.float32(float(meta["lr"])))
+    momentum = float(np.float32(float(meta["momentum"])))
+    wd = float(np.float32(float(meta["wd"])))
+    assert int(meta["batch"]) == batch
+    nrelu = sum(1 for n in got if n.startswith("relu."))
+    npool = sum(1 for n in got if n.startswith("maxpool."))
+    taps = ([got["relu.%d" % k] > 0 for k in range(nrelu)],
+            [got["maxpool.%d.in" % k] for k in range(npool)])
+
+    t0 = time.time()
+    ref, flips = torch_step(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
+                            taps)
+    t_ref = time.time() - t0
+    t32 = None
+    if a.torch32:
+        t32, _ = torch_step(a.model, pairs, init, image, label, lr, momentum, wd, torch.float32)
+
+    # What to check: every tensor dpc returned, and every one we expect.
+    checks = [("loss", "loss", None), ("logits", "logits", None)]
+    checks += [("relu", "relu.%d" % k, None) for k in range(nrelu)]
+    checks += [("maxpool", "maxpool.%d.in" % k, None) for k in range(npool)]
+    for dn, tn in pairs:
+        kind = dn.rsplit(".", 1)[-1]
+        if kind in ("running_mean", "running_var"):
+            checks.append((kind, dn, init[dn]))
+        else:
+            checks.append(("update", dn, init[dn]))
+            checks.append(("grad", dn + ".grad", None))
+            checks.append(("momentum", dn + ".momentum", None))
+    expected = {c[1] for c in checks}
+    passed = failed = 0
+    for n in sorted(set(got) - expected):
+        print("FAIL %s: dpc returned '%s', which this test does not compare" % (a.model, n))
+        failed += 1
+    for n in sorted(expected - set(got)):
+        print("FAIL %s: dpc did not return '%s'" % (a.model, n))
+        failed += 1
+
+    def flip_sum(prefix):
+        fl = [f for n, f in flips.items() if n.startswith(prefix)]
+        return sum(f[0] for f in fl), max([f[1] for f in fl] + [0.0])
+    print("%s: batch %d, lr %g, momentum %g, wd %g; dpc step %.2fs (with kernel compile), "
+          "torch float64 step %.2fs" % (a.model, batch, lr, momentum, wd, t_dpc, t_ref))
+    print("  rounding flips the reference followed (allowed within %g of max|x|): "
+          "%d ReLU kink(s), largest %.2e; %d max-pool near-tie(s), largest %.2e" % (
+              (KINK,) + flip_sum("relu.") + flip_sum("maxpool.")))
+    print("  %-12s %-44s %10s %10s %10s%s" % ("group", "tensor", "rel err", "abs err", "max |ref|",
+                                              "    torch32" if t32 else ""))
+    worst = {}
+    for group, name, old in checks:
+        if name not in got:
+            continue
+        g, rf = got[name].astype(np.float64), ref[name]
+        f32 = t32[name] if t32 else None
+        if old is not None:  # compare the change of the step
+            g, rf = g - old, rf - old
+            f32 = f32 - old if t32 else None
+        rel, err, scale = rel_err(g, rf)
+        rel32 = rel_err(f32, rf)[0] if t32 else None
+        ok = rel <= TOL[group] and scale > 0
+        why = "tol %g%s" % (TOL[group], ", all zero" if scale == 0 else "")
+        extra = ""
+        if name in flips:
+            nf, margin = flips[name]
+            what = "kink" if group == "relu" else "near-tie"
+            extra = "  %d %s flip(s), largest %.2e" % (nf, what, margin) if nf else ""
+            if margin > KINK:
+                ok, why = False, "dpc's %s differs from the reference by %.2e of max|x| > %g" % (
+                    "ReLU mask" if group == "relu" else "max-pool choice", margin, KINK)
+        passed += ok
+        failed += not ok
+        w = worst.get(group)
+        if w is None or rel > w[0]:
+            worst[group] = (rel, name, rel32)
+        if not ok or a.verbose or extra:
+            print("%s %-12s %-44s %10.3e %10.3e %10.3e%s%s%s" % (
+                "  " if ok else "! ", group, name, rel, err, scale,
+                " %10.3e" % rel32 if t32 else "", extra, "" if ok else "  FAIL (%s)" % why))
+    print("  worst per group (tolerance):")
+    for group in TOL:
+        if group in worst:
+            rel, name, rel32 = worst[group]
+            print("    %-12s %.3e (%g) at %s%s" % (
+                group, rel, TOL[group], name,
+                "; torch float32 there: %.3e" % rel32 if t32 else ""))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

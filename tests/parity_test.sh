@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Parity with PyTorch (DESIGN §8, issue 3): from identical weights and the
+# same batch of 128, one training step of dpc (cpu backend) and of PyTorch
+# (MXNet-form SGD) agree — loss and logits to 1e-4, every parameter update
+# and BatchNorm running statistic to 1e-3 (max-abs-error / max-abs-value),
+# for ResNet-18 v1 and the small CNN. tests/parity/torch_step.py holds the
+# reference and the tolerances; tests/parity/dpc_step.c is the dpc side.
+#
+# Usage: tests/parity_test.sh   (make test runs it; DPC_BUILD/DPC_BIN pick the
+# build tree, e.g. build/asan + build/asan/bin under SANITIZE=1). Never skips:
+# without Debian's python3-torch it fails and says how to install it.
+set -u
+build=${DPC_BUILD:-build/rel}
+bin=${DPC_BIN:-bin}
+export DPC_CACHE_DIR=${DPC_CACHE_DIR:-$build/cache}
+py=/usr/bin/python3 # Debian's python with python3-torch, not whatever is on PATH
+CC=${CC:-cc}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+fail_setup() {
+    echo "FAIL parity: $*"
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+if ! "$py" -c 'import torch, torchvision, numpy' >/dev/null 2>&1; then
+    fail_setup "$py cannot import torch, torchvision and numpy; run scripts/deps.sh" \
+        "(installs python3-torch python3-torchvision python3-numpy)"
+fi
+[ -f "$build/libdpc.a" ] && [ -x "$bin/dpc" ] || fail_setup "no $build/libdpc.a or $bin/dpc; run make first"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The driver, built as the Makefile builds its test programs.
+cppflags=(-I. "-I$build/gen" -D_GNU_SOURCE)
+cflags=(-std=c11 -Wall -Wextra -Werror -g -pthread)
+ldlibs=(-lopenblas -lm -ldl -lpthread)
+if [ -f "$CUDA_HOME/include/nvrtc.h" ]; then
+    cppflags+=(-DDPC_HAVE_CUDA -isystem "$CUDA_HOME/include")
+    ldlibs+=("-L$CUDA_HOME/lib64" "-Wl,-rpath,$CUDA_HOME/lib64" -lnvrtc)
+fi
+if [ "${SANITIZE:-}" = 1 ] || nm "$build/libdpc.a" 2>/dev/null | grep -q __asan_report; then
+    cflags+=(-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+else
+    cflags+=(-O2)
+fi
+mkdir -p "$build/parity"
+driver=$build/parity/dpc_step
+if ! "$CC" "${cppflags[@]}" "${cflags[@]}" -o "$driver" tests/parity/dpc_step.c \
+    "$build/libdpc.a" "${ldlibs[@]}" 2>"$tmp/cc.log"; then
+    cat "$tmp/cc.log"
+    fail_setup "cannot build tests/parity/dpc_step.c"
+fi
+
+passed=0 failed=0
+for model in resnet18 cnn_small; do
+    start=$(date +%s)
+    if ! "$bin/dpc" "models/$model.net" --batch 128 -o "$tmp/$model.plan" 2>"$tmp/dpc.log"; then
+        echo "FAIL $model: dpc cannot compile models/$model.net: $(cat "$tmp/dpc.log")"
+        failed=$((failed + 1))
+        continue
+    fi
+    "$py" tests/parity/torch_step.py --model "$model" --plan "$tmp/$model.plan" \
+        --driver "$driver" --dir "$tmp/$model" >"$tmp/$model.log" 2>&1
+    rc=$?
+    sed 's/^/    /' "$tmp/$model.log" | grep -v -E '^    [0-9]+ passed, [0-9]+ failed$'
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$model.log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL $model: torch_step.py exited $rc without a result line"
+        failed=$((failed + 1))
+        continue
+    fi
+    p=${line%% passed*} f=${line#*, }
+    f=${f%% failed*}
+    [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1
+    passed=$((passed + p)) failed=$((failed + f))
+    echo "$model: $line ($(($(date +%s) - start))s)"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
