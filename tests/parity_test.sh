@@ -47,11 +47,13 @@ else
 fi
 mkdir -p "$build/parity"
 driver=$build/parity/dpc_step
-if ! "$CC" "${cppflags[@]}" "${cflags[@]}" -o "$driver" tests/parity/dpc_step.c \
-    "$build/libdpc.a" "${ldlibs[@]}" 2>"$tmp/cc.log"; then
-    cat "$tmp/cc.log"
-    fail_setup "cannot build tests/parity/dpc_step.c"
-fi
+for tool in dpc_step dpc_bisect; do # dpc_bisect: a diagnostic, built so it keeps compiling
+    if ! "$CC" "${cppflags[@]}" "${cflags[@]}" -o "$build/parity/$tool" "tests/parity/$tool.c" \
+        "$build/libdpc.a" "${ldlibs[@]}" 2>"$tmp/cc.log"; then
+        cat "$tmp/cc.log"
+        fail_setup "cannot build tests/parity/$tool.c"
+    fi
+done
 
 passed=0 failed=0
 for model in resnet18 cnn_small; do
@@ -62,7 +64,8 @@ for model in resnet18 cnn_small; do
         continue
     fi
     "$py" tests/parity/torch_step.py --model "$model" --plan "$tmp/$model.plan" \
-        --driver "$driver" --dir "$tmp/$model" >"$tmp/$model.log" 2>&1
+        --driver "$driver" --dir "$tmp/$model" --table "$build/parity/$model.table" \
+        >"$tmp/$model.log" 2>&1
     rc=$?
     sed 's/^/    /' "$tmp/$model.log" | grep -v -E '^    [0-9]+ passed, [0-9]+ failed$'
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$model.log" | tail -n 1)

@@ -10,8 +10,14 @@
  * batch (the files tests/parity/torch_step.py leaves in its --dir), then
  * prints, for every node in graph order, max-abs-error / max-abs-value of
  * the compiled result against the interpreter's; nodes above THRESHOLD
- * (default 1e-4) are marked. The first marked node whose inputs are all
- * unmarked is the op that differs.
+ * (default 1e-4) are marked; "**" marks a node above it whose inputs are
+ * all below: where the departure starts, with its worst element and the
+ * same-shaped inputs there. Built (not run) by tests/parity_test.sh.
+ *
+ * The interpreter does not follow dpc at kinks the way torch_step.py's
+ * reference does, so a relu_grad or maxpool_grad starting a departure may
+ * be a rounding flip (an input within rounding of zero, or of a tie), not
+ * a bug: the printed worst element says which.
  */
 #include <math.h>
 #include <stdio.h>
