@@ -55,7 +55,7 @@ endif
 deps:
 	@scripts/deps.sh
 
-$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h: frontend/parser.y | $(DEPS_OK)
+$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h &: frontend/parser.y | $(DEPS_OK)
 	@mkdir -p $(@D)
 	bison -Wall -Werror --defines=$(BUILD)/gen/parser.h -o $(BUILD)/gen/parser.c $<
 

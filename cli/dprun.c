@@ -2,6 +2,7 @@
  * print its lr schedule, or train it (runtime/train.c does the work). */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,14 @@ static void usage(FILE *f) {
           f);
 }
 
-static int bad(const char *fmt, const char *a, const char *b) {
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "dprun: error: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, "\n");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
     return 1;
 }
 
@@ -76,13 +81,13 @@ int main(int argc, char **argv) {
 #define VALUE()                                                                          \
     do {                                                                                 \
         if (!val) {                                                                      \
-            if (i + 1 >= argc) return bad("%s needs a value%s", opt, "");                \
+            if (i + 1 >= argc) return bad("%s needs a value", opt);                \
             val = argv[++i];                                                             \
         }                                                                                \
     } while (0)
 #define FLAG()                                                                           \
     do {                                                                                 \
-        if (val) return bad("%s takes no value%s", opt, "");                             \
+        if (val) return bad("%s takes no value", opt);                             \
     } while (0)
         long n;
         if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
@@ -101,15 +106,15 @@ int main(int argc, char **argv) {
         } else if (!strcmp(opt, "--device")) {
             VALUE();
             if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "cuda"))
-                return bad("--device: '%s' is not one of auto, cpu, cuda%s", val, "");
+                return bad("--device: '%s' is not one of auto, cpu, cuda", val);
             /* Checked here, before anything else runs, so scripts can probe
              * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
             if (!strcmp(val, "cuda"))
-                return bad("--device cuda: no CUDA device/backend in this build%s%s", "", "");
+                return bad("--device cuda: no CUDA device/backend in this build");
             o.device = val;
         } else if (!strcmp(opt, "--data")) {
             VALUE();
-            if (!*val) return bad("--data needs a folder or 'synthetic'%s%s", "", "");
+            if (!*val) return bad("--data needs a folder or 'synthetic'");
             o.data = val;
         } else if (!strcmp(opt, "--epochs")) {
             VALUE();
@@ -130,7 +135,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(val, "linear"))
                 o.lr_scaling = IR_LR_SCALING_LINEAR;
             else
-                return bad("--lr-scaling: '%s' is not one of none, linear%s", val, "");
+                return bad("--lr-scaling: '%s' is not one of none, linear", val);
         } else if (!strcmp(opt, "--warmup-epochs")) {
             VALUE();
             if (parse_long(opt, val, 0, 100000, &n)) return 1;
@@ -144,7 +149,7 @@ int main(int argc, char **argv) {
             errno = 0;
             unsigned long long s = strtoull(val, &end, 10);
             if (!*val || *end || errno || val[0] == '-')
-                return bad("--seed: '%s' is not a non-negative integer%s", val, "");
+                return bad("--seed: '%s' is not a non-negative integer", val);
             o.seed = (uint64_t)s;
         } else if (!strcmp(opt, "--no-augment")) {
             FLAG();
@@ -166,18 +171,18 @@ int main(int argc, char **argv) {
             if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
             o.benchmark = n;
         } else if (!strcmp(opt, "--checkpoint") || !strcmp(opt, "--resume")) {
-            return bad("%s is not implemented in this build yet%s", opt, "");
+            return bad("%s is not implemented in this build yet", opt);
         } else if (a[0] == '-' && a[1]) {
-            return bad("unknown option: %s (see dprun --help)%s", a, "");
+            return bad("unknown option: %s (see dprun --help)", a);
         } else if (path) {
-            return bad("more than one plan file: %s%s", a, "");
+            return bad("more than one plan file: %s", a);
         } else {
             path = a;
         }
 #undef VALUE
 #undef FLAG
     }
-    if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)%s%s", "", "");
+    if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
 
     char err[512];
     dpc_plan *plan = plan_read(path, err, sizeof err);

@@ -8,6 +8,7 @@
  */
 #include "runtime/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -46,9 +47,10 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     *t = plan->schedule;
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
     if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
-    /* Checked against the plan's epoch count: --epochs only stops the run
-     * early (or extends it with the dict's last value), it does not
-     * squeeze the schedule. */
+    /* --epochs stops the run early or extends it with the dict's last
+     * value; it does not squeeze the schedule, so a warmup is checked
+     * against the longer of the two. */
+    if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
     if (o->gpus < 1) return fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
@@ -207,9 +209,9 @@ static void run_free(run *r) {
     if (r->metrics) fclose(r->metrics);
 }
 
-static int error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int error(run *r, const char *fmt, ...) {
-    (void)r;
+/* Prints `dprun: error: ...` and gives the exit status. */
+static int print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int print_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "dprun: error: ");
@@ -223,6 +225,7 @@ static int error(run *r, const char *fmt, ...) {
  * scalar inputs, loss [B]; eval image [E,C,H,W], logits [E,K]. */
 static int check_programs(run *r) {
     const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
+    if (!tg || !eg) return print_error("the plan lacks its train or eval program");
     char *err = r->err;
     size_t el = sizeof r->err;
     const ir_node *img = need(tg, "train", "image", 4, IR_F32, err, el);
@@ -233,19 +236,21 @@ static int check_programs(run *r) {
     const ir_node *eimg = loss ? need(eg, "eval", "image", 4, IR_F32, err, el) : NULL;
     const ir_node *lg = eimg ? need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
     if (!lg) {
-        if (!lr && lab) strncat(err, " (was the plan compiled without the optimizer pass?)", el - strlen(err) - 1);
-        return error(r, "%s", err);
+        if (lab && !lr)
+            strncat(err, " (was the plan compiled without the optimizer pass?)", el - strlen(err) - 1);
+        return print_error("%s", err);
     }
     r->batch = (int)img->type.dim[0];
     r->c = (int)img->type.dim[1], r->h = (int)img->type.dim[2], r->w = (int)img->type.dim[3];
     r->eval_batch = (int)eimg->type.dim[0];
     r->classes = (int)lg->type.dim[1];
     if (lab->type.dim[0] != r->batch || loss->type.dim[0] != r->batch)
-        return error(r, "the plan's train program has label/loss batches unlike its image batch %d", r->batch);
+        return print_error("the plan's train program has label/loss batches unlike its image batch %d",
+                           r->batch);
     if (eimg->type.dim[1] != r->c || eimg->type.dim[2] != r->h || eimg->type.dim[3] != r->w ||
         lg->type.dim[0] != r->eval_batch)
-        return error(r, "the plan's eval program takes other images than its train program");
-    if (r->classes < 10) return error(r, "the model has %d classes; the datasets have 10", r->classes);
+        return print_error("the plan's eval program takes other images than its train program");
+    if (r->classes < 10) return print_error("the model has %d classes; the datasets have 10", r->classes);
     int el_i = find_node(eg, "label");
     r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
     return 0;
@@ -266,7 +271,7 @@ static int open_data(run *r) {
     } else {
         r->train_ds = rt_data_cifar10(spec, 1, r->err, sizeof r->err);
         if (r->train_ds) r->test_ds = rt_data_cifar10(spec, 0, r->err, sizeof r->err);
-        if (!r->test_ds) return error(r, "%s", r->err);
+        if (!r->test_ds) return print_error("%s", r->err);
     }
     if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, r->global, RT_BATCH_TRAIN, o->seed, r->c, r->h,
                         r->w, r->err, sizeof r->err) ||
@@ -274,7 +279,7 @@ static int open_data(run *r) {
                         r->w, r->err, sizeof r->err) ||
         rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL, o->seed,
                         r->c, r->h, r->w, r->err, sizeof r->err))
-        return error(r, "%s", r->err);
+        return print_error("%s", r->err);
     if (o->no_shuffle) r->train_b.shuffle = 0;
     if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
     return 0;
@@ -285,14 +290,14 @@ static int build(run *r) {
     r->st = rt_store_new(r->be, r->plan->train);
     if (r->o->load_params) {
         if (load_params(r->plan, r->st, r->o->load_params, r->err, sizeof r->err))
-            return error(r, "%s", r->err);
+            return print_error("%s", r->err);
     } else {
         rt_store_init(r->st, r->plan->train, &r->t, r->o->seed);
     }
     r->train = rt_exec_new(r->be, r->st, r->plan->train, r->plan, r->err, sizeof r->err);
-    if (!r->train) return error(r, "cannot build the train program: %s", r->err);
+    if (!r->train) return print_error("cannot build the train program: %s", r->err);
     r->eval = rt_exec_new(r->be, r->st, r->plan->eval, r->plan, r->err, sizeof r->err);
-    if (!r->eval) return error(r, "cannot build the eval program: %s", r->err);
+    if (!r->eval) return print_error("cannot build the eval program: %s", r->err);
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     r->img = malloc(sizeof(float) * img * (size_t)r->global);
     r->lab = malloc(sizeof(int32_t) * (size_t)r->global);
@@ -313,10 +318,11 @@ static int step(run *r, double lr, double *loss_sum) {
         rt_exec_set_input(r->train, "label", r->lab, sizeof(int32_t) * (size_t)r->batch) ||
         rt_exec_set_scalar(r->train, "lr", (float)lr) ||
         rt_exec_set_scalar(r->train, "grad_scale", 1.0f / (float)r->global))
-        return error(r, "the train program refused its inputs");
-    if (rt_exec_run(r->train, r->err, sizeof r->err)) return error(r, "train step failed: %s", r->err);
+        return print_error("the train program refused its inputs");
+    if (rt_exec_run(r->train, r->err, sizeof r->err))
+        return print_error("train step failed: %s", r->err);
     if (rt_exec_get(r->train, "loss", r->loss, sizeof(float) * (size_t)r->batch))
-        return error(r, "cannot read the train program's loss");
+        return print_error("cannot read the train program's loss");
     double s = 0;
     for (int i = 0; i < r->batch; i++) s += r->loss[i];
     *loss_sum += s;
@@ -333,10 +339,11 @@ static int accuracy(run *r, const rt_batcher *b, double *acc) {
         if (rt_exec_set_input(r->eval, "image", r->eimg, sizeof(float) * img * (size_t)r->eval_batch) ||
             (r->eval_has_label &&
              rt_exec_set_input(r->eval, "label", r->elab, sizeof(int32_t) * (size_t)r->eval_batch)))
-            return error(r, "the eval program refused its inputs");
-        if (rt_exec_run(r->eval, r->err, sizeof r->err)) return error(r, "eval failed: %s", r->err);
-        if (rt_exec_get(r->eval, "logits", r->logits, sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes))
-            return error(r, "cannot read the eval program's logits");
+            return print_error("the eval program refused its inputs");
+        if (rt_exec_run(r->eval, r->err, sizeof r->err)) return print_error("eval failed: %s", r->err);
+        size_t lbytes = sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes;
+        if (rt_exec_get(r->eval, "logits", r->logits, lbytes))
+            return print_error("cannot read the eval program's logits");
         for (int i = 0; i < n; i++) {
             const float *l = r->logits + (size_t)i * (size_t)r->classes;
             int best = 0;
@@ -356,7 +363,8 @@ static int benchmark(run *r) {
     for (long s = 0; s <= r->o->benchmark; s++) {
         /* Batch preparation stays outside the timed region: worker threads
          * overlap it with compute. */
-        rt_batcher_fill(&r->train_b, r->order, 0, (s % r->train_b.batches) * r->global, r->global, r->img, r->lab);
+        int64_t first = (s % r->train_b.batches) * r->global;
+        rt_batcher_fill(&r->train_b, r->order, 0, first, r->global, r->img, r->lab);
         double t0 = now();
         if (step(r, lr, &sum)) return 1;
         if (s > 0) t += now() - t0; /* step 0 is the warm-up */
@@ -383,8 +391,9 @@ static int train_loop(run *r) {
             double before = loss_sum;
             if (step(r, lr, &loss_sum)) return 1;
             if (!isfinite(loss_sum - before))
-                return error(r, "the loss is %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); "
-                             "stopping", isnan(loss_sum - before) ? "nan" : "infinite", done, e, s, lr);
+                return print_error("the loss is %s at step %ld (epoch %d, step %ld of the epoch, "
+                                   "lr %.6g); stopping",
+                                   isnan(loss_sum - before) ? "nan" : "infinite", done, e, s, lr);
             steps++, done++;
         }
         double dt = now() - t0, mean = loss_sum / ((double)steps * r->global);
@@ -422,15 +431,16 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     r.plan = plan, r.o = &o;
     int rc = 0;
     if (o.device && !strcmp(o.device, "cuda")) {
-        rc = error(&r, "--device cuda: no CUDA device/backend in this build");
+        rc = print_error("--device cuda: no CUDA device/backend in this build");
     } else if (o.gpus > 1) {
         /* The partition pass (all-reduce of gradients between replicas) does
          * not exist yet; running one replica with a 16x lr would only look
          * like the article's run. */
-        rc = error(&r, "--gpus %d: data-parallel replicas are not implemented in this build yet "
-                   "(`--gpus %d --schedule` prints the schedule for that global batch)", o.gpus, o.gpus);
+        rc = print_error("--gpus %d: data-parallel replicas are not implemented in this build yet "
+                         "(`--gpus %d --schedule` prints the schedule for that global batch)",
+                         o.gpus, o.gpus);
     } else if (rt_train_schedule(plan, &o, &r.t, r.err, sizeof r.err)) {
-        rc = error(&r, "%s", r.err);
+        rc = print_error("%s", r.err);
     }
     if (!rc) rc = check_programs(&r);
     if (!rc) {
@@ -441,7 +451,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     }
     if (!rc && o.metrics && !o.benchmark) {
         r.metrics = fopen(o.metrics, "w");
-        if (!r.metrics) rc = error(&r, "%s: cannot write: %s", o.metrics, strerror(errno));
+        if (!r.metrics) rc = print_error("%s: cannot write: %s", o.metrics, strerror(errno));
     }
     if (!rc) rc = build(&r);
     if (!rc) {
@@ -453,7 +463,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
         rc = o.benchmark ? benchmark(&r) : train_loop(&r);
     }
     if (!rc && o.save_params && save_params(plan, r.st, o.save_params, r.err, sizeof r.err))
-        rc = error(&r, "%s", r.err);
+        rc = print_error("%s", r.err);
     run_free(&r);
     return rc;
 }
