@@ -40,7 +40,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard */*.h) $(BUILD)/gen/parser.h
 DEPS_OK  := build/.deps-ok
 
-.PHONY: all test install clean run deps
+.PHONY: all test install clean run deps fuzz
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
@@ -88,6 +88,10 @@ test: all $(TEST_BINS)
 
 run: all
 	@scripts/run.sh
+
+# libFuzzer targets (clang): FUZZ_TIME seconds each, default 60.
+fuzz:
+	@scripts/fuzz.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
