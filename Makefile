@@ -99,3 +99,23 @@ install: all
 
 clean:
 	rm -rf build bin
+
+# ---- CUDA: device-check tools and the fake driver (issue 7) -------------------
+# tests/gpu/check.sh builds and runs the tools on a GPU machine (`make
+# gpu-tools`); `make test` builds them too, so they keep compiling where there
+# is no GPU. libfakecuda.so stands in for libcuda + libcublas on the host
+# (tests/unit/test_cuda_fake.c loads it; it needs the toolkit's headers).
+GPU_TOOLS := $(BUILD)/gpu/cuda_check
+.PHONY: gpu-tools
+gpu-tools: $(GPU_TOOLS)
+test: $(GPU_TOOLS)
+$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+ifeq ($(HAVE_CUDA),1)
+test: $(BUILD)/fake/libfakecuda.so
+endif
+$(BUILD)/fake/libfakecuda.so: tests/fake/fake_cuda.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -lopenblas
+# ---- end of the CUDA block ------------------------------------------------------

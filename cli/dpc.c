@@ -1,8 +1,10 @@
 /* cli/dpc.c — the compiler driver: parse arguments, wire frontend → IR →
  * plan. Logic worth testing lives in the modules, not here. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
@@ -11,8 +13,8 @@
 #include "passes/passes.h"
 
 typedef struct {
-    const char *model, *out, *dot, *dump_after, *target;
-    int dump_ir, summary, batch;
+    const char *model, *out, *dot, *dump_after, *target, *emit_dir;
+    int dump_ir, summary, batch, no_fuse, no_memplan, stats;
 } dpc_args;
 
 static void usage(FILE *f) {
@@ -23,6 +25,10 @@ static void usage(FILE *f) {
           "  --dot FILE         Graphviz of the final training graph\n"
           "  --batch N          override the per-device batch of the train section\n"
           "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
+          "  --no-fuse          one kernel per op (no fusion groups)\n"
+          "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
+          "  --stats            kernels per step and activation memory, fused and planned vs not\n"
+          "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
           "  -h, --help         this text\n",
           f);
 }
@@ -38,11 +44,12 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
-            !strcmp(s, "--target")) {
+            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o")) a->out = v;
             else if (!strcmp(s, "--dot")) a->dot = v;
+            else if (!strcmp(s, "--emit-kernels")) a->emit_dir = v;
             else if (!strcmp(s, "--target")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
                     return die("--target takes cpu, cuda or all, got", v);
@@ -56,6 +63,12 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
             }
         } else if (!strcmp(s, "--summary")) {
             a->summary = 1;
+        } else if (!strcmp(s, "--no-fuse")) {
+            a->no_fuse = 1;
+        } else if (!strcmp(s, "--no-memplan")) {
+            a->no_memplan = 1;
+        } else if (!strcmp(s, "--stats")) {
+            a->stats = 1;
         } else if (!strcmp(s, "--dump-ir")) {
             a->dump_ir = 1;
         } else if (!strncmp(s, "--dump-ir=", 10)) {
@@ -70,20 +83,62 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         }
     }
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
-    if (!a->out && !a->summary && !a->dump_ir && !a->dot)
-        return die("nothing to do: give -o PLAN, --summary, --dump-ir or --dot", NULL);
+    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir)
+        return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats or "
+                   "--emit-kernels", NULL);
     if (a->dump_after && strcmp(a->dump_after, "elaborate") != 0) {
         int known = 0;
         for (int i = 0; pass_names[i]; i++) known |= !strcmp(pass_names[i], a->dump_after);
-        if (!known) return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer)",
-                               a->dump_after);
+        if (!known)
+            return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer fuse)",
+                       a->dump_after);
     }
     if (!a->target) a->target = "all";
     return 0;
 }
 
-/* Renders both programs in one dialect into one plan section. */
-static int add_kernels(dpc_plan *plan, cg_dialect d, char *err, size_t errlen) {
+static const char *const prog_names[2] = {"train", "eval"};
+
+/* Writes each kernel of p (prelude + function) to DIR/PROG-DIALECT/NAME.c|.cu
+ * and the step list to DIR/PROG-DIALECT/steps.txt. */
+static int emit_kernels(const char *dir, const char *prog, const cg_program *p, const ir_graph *g,
+                        char *err, size_t errlen) {
+    char sub[4096], path[4400];
+    const char *dname = cg_dialect_name(p->dialect), *ext = p->dialect == CG_DIALECT_CUDA ? "cu" : "c";
+    snprintf(sub, sizeof sub, "%s/%s-%s", dir, prog, dname);
+    if ((mkdir(dir, 0755) && errno != EEXIST) || (mkdir(sub, 0755) && errno != EEXIST)) {
+        snprintf(err, errlen, "cannot create %.300s: %s", sub, strerror(errno));
+        return -1;
+    }
+    size_t prelude = 0, off, len;
+    if (p->nkernels && !cg_kernel_source(p, 0, &off, &len)) prelude = off;
+    for (int k = 0; k <= p->nkernels; k++) {
+        if (k < p->nkernels && cg_kernel_source(p, k, &off, &len)) continue;
+        if (k < p->nkernels) snprintf(path, sizeof path, "%s/%s.%s", sub, p->kernels[k].name, ext);
+        else snprintf(path, sizeof path, "%s/steps.txt", sub);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+            return -1;
+        }
+        if (k < p->nkernels) {
+            fwrite(p->source, 1, prelude, f);
+            fwrite(p->source + off, 1, len, f);
+        } else {
+            cg_program_describe(p, g, f);
+        }
+        if (fclose(f)) {
+            snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Renders both programs in one dialect into one plan section (when plan is
+ * to be written) and into DIR (--emit-kernels). */
+static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *emit_dir, char *err,
+                       size_t errlen) {
     const ir_graph *progs[2] = {plan->train, plan->eval};
     unsigned char *section = NULL;
     size_t len = 0;
@@ -92,7 +147,8 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, char *err, size_t errlen) {
         cg_program *p = cg_generate(progs[i], d, NULL, err, errlen);
         unsigned char *bytes;
         size_t n;
-        if (!p || cg_program_serialize(p, &bytes, &n)) {
+        if (!p || (emit_dir && emit_kernels(emit_dir, prog_names[i], p, progs[i], err, errlen)) ||
+            cg_program_serialize(p, &bytes, &n)) {
             rc = -1;
         } else {
             section = realloc(section, len + n);
@@ -103,11 +159,86 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, char *err, size_t errlen) {
         }
         cg_program_free(p);
     }
-    if (!rc && plan_add_section(plan, cg_section_tag(d), section, len)) {
+    if (!rc && to_plan && plan_add_section(plan, cg_section_tag(d), section, len)) {
         snprintf(err, errlen, "cannot add plan section %s", cg_section_tag(d));
         rc = -1;
     }
     free(section);
+    return rc;
+}
+
+/* Both programs' memory plans in one section, records back to back. */
+static int add_memplans(dpc_plan *plan, char *err, size_t errlen) {
+    const ir_graph *progs[2] = {plan->train, plan->eval};
+    unsigned char *section = NULL;
+    size_t len = 0;
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) {
+        pass_memplan *m = pass_memplan_run(progs[i], err, errlen);
+        unsigned char *bytes;
+        size_t n;
+        if (!m || pass_memplan_serialize(m, &bytes, &n)) {
+            rc = -1;
+        } else {
+            section = realloc(section, len + n);
+            if (!section) abort();
+            memcpy(section + len, bytes, n);
+            len += n;
+            free(bytes);
+        }
+        pass_memplan_free(m);
+    }
+    if (!rc && plan_add_section(plan, MEMPLAN_SECTION, section, len)) {
+        snprintf(err, errlen, "cannot add plan section %s", MEMPLAN_SECTION);
+        rc = -1;
+    }
+    free(section);
+    return rc;
+}
+
+static double mib(int64_t b) { return (double)b / (1 << 20); }
+
+/* --stats: what fusion and planning buy, for one program. The unfused
+ * figures come from the same graph with its groups dropped (one kernel per
+ * node, every stored tensor its own buffer). */
+static int print_stats(const char *prog, const ir_graph *g, char *err, size_t errlen) {
+    ir_graph *flat = ir_clone(g);
+    pass_unfuse(flat);
+    cg_program *pf = cg_generate(g, CG_DIALECT_C, NULL, err, errlen);
+    cg_program *pu = pf ? cg_generate(flat, CG_DIALECT_C, NULL, err, errlen) : NULL;
+    pass_memplan *m = pu ? pass_memplan_run(g, err, errlen) : NULL;
+    pass_memplan *mu = m ? pass_memplan_lifetimes(flat) : NULL;
+    int rc = m ? 0 : -1;
+    if (!rc) {
+        int gf, gu, lf = cg_program_launches(pf, &gf), lu = cg_program_launches(pu, &gu);
+        int64_t flat_naive = 0, grads = 0, batch = 0;
+        for (int i = 0; i < flat->n; i++) flat_naive += mu->bytes[i];
+        for (int i = 0; i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->flags & IR_FLAG_GRAD) grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
+            if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
+        }
+        printf("%s program (batch %lld): %d nodes, %d fusion groups\n", prog, (long long)batch, g->n,
+               ir_num_groups(g));
+        printf("%s kernels per step: fused %d, unfused %d (%.2fx fewer; %d of them GEMMs)\n", prog, lf,
+               lu, lf ? (double)lu / lf : 0.0, gf);
+        printf("%s steps: fused %d, unfused %d\n", prog, pf->nsteps, pu->nsteps);
+        printf("%s arena bytes: planned %lld, naive %lld, lower bound %lld\n", prog,
+               (long long)m->arena_bytes, (long long)m->naive_bytes, (long long)m->lower_bytes);
+        printf("%s activation memory: planned %.1f MiB = %.1f%% of naive %.1f MiB (a buffer per "
+               "tensor), %.3fx the lower bound %.1f MiB (most bytes live at one step); "
+               "unfused and unplanned %.1f MiB\n",
+               prog, mib(m->arena_bytes), m->naive_bytes ? 100.0 * (double)m->arena_bytes / (double)m->naive_bytes : 0.0,
+               mib(m->naive_bytes), m->lower_bytes ? (double)m->arena_bytes / (double)m->lower_bytes : 0.0,
+               mib(m->lower_bytes), mib(flat_naive));
+        printf("%s outside the arena: gradients %.1f MiB, conv scratch %.1f MiB\n", prog, mib(grads),
+               mib(pf->scratch * 4));
+    }
+    pass_memplan_free(m);
+    pass_memplan_free(mu);
+    cg_program_free(pf);
+    cg_program_free(pu);
+    ir_free(flat);
     return rc;
 }
 
@@ -151,6 +282,8 @@ int main(int argc, char **argv) {
     if (!rc && a.dump_after && !strcmp(a.dump_after, "elaborate")) ir_dump(plan.train, stdout);
 
     pass_options po = pass_default_options();
+    po.fuse = !a.no_fuse;
+    po.memplan = !a.no_memplan;
     po.dump_after = a.dump_after && strcmp(a.dump_after, "elaborate") ? a.dump_after : NULL;
     po.dump = stdout;
     pass_options eval_po = po;
@@ -162,10 +295,19 @@ int main(int argc, char **argv) {
     }
     if (!rc && a.dump_ir && !a.dump_after) ir_dump(plan.train, stdout);
     int want_c = strcmp(a.target, "cuda") != 0, want_cuda = strcmp(a.target, "cpu") != 0;
-    if (!rc && a.out &&
-        ((want_c && add_kernels(&plan, CG_DIALECT_C, err, sizeof err)) ||
-         (want_cuda && add_kernels(&plan, CG_DIALECT_CUDA, err, sizeof err)))) {
+    if (!rc && (a.out || a.emit_dir) &&
+        ((want_c && add_kernels(&plan, CG_DIALECT_C, a.out != NULL, a.emit_dir, err, sizeof err)) ||
+         (want_cuda && add_kernels(&plan, CG_DIALECT_CUDA, a.out != NULL, a.emit_dir, err, sizeof err)))) {
         fprintf(stderr, "%s: error: code generation: %s\n", a.model, err);
+        rc = 1;
+    }
+    if (!rc && a.out && po.memplan && add_memplans(&plan, err, sizeof err)) {
+        fprintf(stderr, "%s: error: memory planning: %s\n", a.model, err);
+        rc = 1;
+    }
+    if (!rc && a.stats &&
+        (print_stats("train", plan.train, err, sizeof err) || print_stats("eval", plan.eval, err, sizeof err))) {
+        fprintf(stderr, "%s: error: %s\n", a.model, err);
         rc = 1;
     }
     if (!rc && a.dot) rc = write_dot(plan.train, plan.model, a.dot);

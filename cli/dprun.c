@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir/plan.h"
+#include "runtime/pipeline.h"
 #include "runtime/schedule.h"
 #include "runtime/train.h"
 
@@ -27,9 +28,10 @@ static void usage(FILE *f) {
           "  --seed S                 all randomness: init, shuffle, augmentation (default 0)\n"
           "  --no-augment             no padding, cropping or mirroring\n"
           "  --no-shuffle             keep the dataset's order\n"
+          "  --data-workers N         threads preparing batches ahead (default 2; 0: none)\n"
           "  --load-params F          start from a safetensors file\n"
           "  --save-params F          write parameters and BatchNorm statistics at the end\n"
-          "  --metrics FILE           one JSON object per epoch\n"
+          "  --metrics FILE           one JSON object per epoch (scripts/plot draws them)\n"
           "  --benchmark N            time N steps after a warm-up; last line `throughput: X img/s`\n"
           "  -h, --help               this text\n",
           f);
@@ -157,6 +159,10 @@ int main(int argc, char **argv) {
         } else if (!strcmp(opt, "--no-shuffle")) {
             FLAG();
             o.no_shuffle = 1;
+        } else if (!strcmp(opt, "--data-workers")) {
+            VALUE();
+            if (parse_long(opt, val, 0, RT_PIPELINE_MAX_WORKERS, &n)) return 1;
+            o.data_workers = (int)n;
         } else if (!strcmp(opt, "--load-params")) {
             VALUE();
             o.load_params = val;

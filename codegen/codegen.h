@@ -37,15 +37,21 @@
  *            are A = arg[0], B = arg[1], C = arg[2] (A and C may be disjoint
  *            regions of the scratch area); its offsets live in the
  *            descriptor. Calls of a step run in order; steps run in order.
- * A later fusion pass may give one step several nodes' work (one kernel
- * over several ops); the executor only ever walks calls.
+ * A fusion group (ir_node.group) is one step with one kernel call; the
+ * step's node is the group's last node (always stored, see ir_stored), its
+ * other stored values and assign targets are further slots. Group members
+ * nothing outside the group reads have no buffer at all. The executor only
+ * ever walks calls.
  *
- * Kernel ABI. C: `void NAME(void *const *arg, long long count)`, arg[j] the
- * (offset) buffer pointers. CUDA: `extern "C" __global__ void NAME(T *b0,
+ * Kernel ABI. C: `void NAME(void *const *arg, long long count, long long
+ * lo, long long hi)` runs iterations [lo, hi) of [0, count), arg[j] the
+ * (offset) buffer pointers, and `const long long NAME_grain` is the count
+ * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
  * const T *b1, ..., long long count)` launched with any grid; the body loops
  * grid-stride. Element types are float, or int for i32 labels. A body may
- * read `count` (conv layout kernels derive a chunk's image count from it).
- * Reductions accumulate in acc_t (double) for now.
+ * read `count`.
+ * Reductions accumulate in acc_t (double); per-channel ones in
+ * CG_REDUCE_LANES partial sums combined as a fixed tree (fused.c).
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
@@ -56,11 +62,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ir/ir.h"
 
-#define CG_MAX_ARGS (IR_MAX_INPUTS + 1) /* output + inputs */
-#define CG_MAX_BUFS 16
+#define CG_MAX_ARGS IR_GROUP_MAX_BUFFERS /* a fused kernel's buffers */
+#define CG_MAX_BUFS (CG_MAX_ARGS + 2)     /* + the step's node + scratch */
+#define CG_MAX_GROUP IR_GROUP_MAX_NODES
+#define CG_REDUCE_LANES 8 /* partial sums of a per-channel reduction */
 #define CG_NAME_MAX 64
 #define CG_SCRATCH (-1) /* a step buffer slot naming the scratch area */
 
@@ -136,7 +145,7 @@ typedef struct {
      * are chunked over images to stay under it (at least one image). */
     size_t scratch_max_bytes;
     /* Iterations times estimated work per iteration below which the C
-     * dialect leaves a loop serial (OpenMP start-up costs more). */
+     * dialect leaves a loop serial (waking the thread pool costs more). */
     int64_t parallel_threshold;
 } cg_options;
 
@@ -175,6 +184,15 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
  * buffer sizes, kernel offsets inside their buffers. */
 int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen);
 
+/* Kernel launches and GEMM calls one run of the program makes (what an
+ * eager framework would dispatch one by one), and how many are GEMMs. */
+int cg_program_launches(const cg_program *p, int *gemms);
+/* Where kernel k's function is in p->source: 0 and *off, *len; -1 if not
+ * found. The text before the first kernel is the prelude every kernel needs. */
+int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len);
+/* One line per step: its node(s), kernels and GEMMs (dpc --emit-kernels). */
+void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f);
+
 /* Elements of the buffer a step slot names (node numel or p->scratch). */
 int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, int slot);
 
@@ -188,7 +206,11 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
  * [K][nb*P] at out_off (P = Ho*Wo). Putting the images side by side makes
  * each chunk ONE GEMM with nb*P rows, instead of nb GEMMs of P rows: P is
  * 64 down to 1 in a CIFAR ResNet-18, where per-image GEMMs would be all
- * overhead. Small kernels move data between NCHW and CNHW. */
+ * overhead. Small kernels move data between NCHW and CNHW. A
+ * conv_grad_weight step right after the conv_grad_data of the same dy
+ * (single chunk each, as autodiff emits them) finds dy already in CNHW in
+ * the scratch area, where that step left it, and skips its own layout pass:
+ * the one place scratch contents outlive a step. */
 typedef struct {
     int64_t N, C, H, W; /* input */
     int64_t K, k, s, p; /* filters, kernel, stride, padding */

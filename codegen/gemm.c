@@ -145,6 +145,22 @@ static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_
                            .Ho = y->dim[2], .Wo = y->dim[3]};
 }
 
+/* Whether a conv_grad_weight step can take dy in CNHW from the step before
+ * it: the conv_grad_data of the same dy and convolution, each in a single
+ * chunk, leaves that block in the scratch area where this step would put
+ * it (the columns it writes first lie below it). Saves one layout pass
+ * over dy per convolution in the backward pass. */
+static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c, int64_t nb) {
+    const ir_graph *g = cx->g;
+    const ir_node *n = &g->nodes[node];
+    if (n->op != IR_OP_CONV_GRAD_WEIGHT || nb < c->N || cx->p->nsteps == 0) return 0;
+    const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
+    const ir_node *pn = &g->nodes[prev->node];
+    return prev->op == IR_OP_CONV_GRAD_DATA && pn->input[0] == n->input[0] &&
+           pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
+           ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
+}
+
 /* One chunk of images at a time; scratch = columns, then a CNHW block. */
 static int lower_conv(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
@@ -161,32 +177,35 @@ static int lower_conv(cg_ctx *cx, int node) {
     int64_t CKK = c.C * c.k * c.k; /* im2col runs one iteration per column row */
     int64_t nb = cg_conv_chunk(&c, cx->opt.scratch_max_bytes);
     int64_t blk = cg_conv_col_elems(&c, nb); /* where the CNHW block starts */
-    int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c) : cg_kernel_im2col(cx, &c);
-    int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P) : cg_kernel_to_cnhw(cx, c.K, P);
-    if (kcol < 0 || klay < 0) return -1;
+    int reuse_dy = dy_left_by_previous_step(cx, node, &c, nb);
     cg_step *s = cg_begin_step(cx, node);
     s->scratch = cg_conv_scratch_elems(&c, nb);
     int out = 0, in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
     int sc = cg_step_slot(cx, CG_SCRATCH);
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
+        /* kernels for this chunk size (the last chunk may be smaller) */
+        int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c, cnt) : cg_kernel_im2col(cx, &c, cnt);
+        int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt) : cg_kernel_to_cnhw(cx, c.K, P, cnt);
+        if (kcol < 0 || klay < 0) return -1;
         cg_gemm d;
         switch (op) {
         case IR_OP_CONV: /* in0 = x, in1 = w */
             cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, n0 * CHW});
             d = cg_gemm_conv_forward(&c, cnt, 0, blk);
             cg_add_gemm_call(cx, &d, sc, in1, sc);
-            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){out, sc}, (int64_t[]){n0 * KP, blk});
+            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc}, (int64_t[]){n0 * KP, blk});
             break;
         case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
-            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
             d = cg_gemm_conv_grad_data(&c, cnt, blk, 0);
             cg_add_gemm_call(cx, &d, sc, in1, sc);
             cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){n0 * CHW, 0});
             break;
         default: /* conv_grad_weight: in0 = dy, in1 = x */
             cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, n0 * CHW});
-            cg_add_kernel_call(cx, klay, cnt * KP, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+            if (!reuse_dy)
+                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
             d = cg_gemm_conv_grad_weight(&c, cnt, 0, blk, n0 > 0);
             cg_add_gemm_call(cx, &d, sc, sc, out);
             break;

@@ -26,6 +26,7 @@ typedef struct {
     ir_dtype type[CG_MAX_ARGS];
     int writes[CG_MAX_ARGS]; /* arguments the body stores to */
     int64_t cost;
+    int no_restrict; /* arguments may alias (in-place elementwise kernels) */
     cg_str body;
 } cg_kdef;
 
@@ -37,6 +38,7 @@ typedef struct {
     const ir_graph *g;
     cg_str src;
     cg_str *bodies; /* rendered bodies by kernel index, to share identical kernels */
+    unsigned char *stored; /* ir_stored() of g */
     int kcap, scap, ccap;
     char *err;
     size_t errlen;
@@ -52,15 +54,25 @@ void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const 
                         const int64_t *off);
 void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c);
 
-/* Kernels the GEMM lowering needs (rendered in render.c). */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c);
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c);
-/* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back; nb comes from count. */
-int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P);
-int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P);
+/* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
+ * images. im2col: one iteration per (column row, image), count = CKK*nb;
+ * col2im: one per element of dx, count = nb*C*H*W. */
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb);
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb);
+/* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back, one row of P per
+ * iteration: count = K*nb. */
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb);
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
 
 int cg_fail(cg_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A double constant for acc_t arithmetic, into buf (>= 32 bytes). */
+const char *cg_double_lit(double v, char *buf);
+
+/* Fusion groups and lone pointwise / reduction nodes (fused.c). */
+int cg_fusible(const ir_node *n);
+/* One step, one kernel for nodes lo..hi-1 (a group, or one node). */
+int cg_render_group(cg_ctx *cx, int lo, int hi);
 
 #endif

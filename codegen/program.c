@@ -1,6 +1,7 @@
 /* codegen/program.c — building, checking and (de)serialising cg_programs.
  *
- * Byte layout (little endian), version 1:
+ * Byte layout (little endian), version 2 (the layout of 1; the C kernel ABI
+ * changed, so version-1 programs are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
  *   u32 nkernels, each: u32 name_len, name, u32 nargs
@@ -20,7 +21,8 @@
 #include "codegen/internal.h"
 
 #define CG_MAGIC "DPCK"
-#define CG_VERSION 1u
+/* 2: the C kernel ABI runs a range of iterations and exports NAME_grain. */
+#define CG_VERSION 2u
 
 /* ---- building ------------------------------------------------------------------ */
 
@@ -99,40 +101,7 @@ void cg_program_free(cg_program *p) {
 
 /* ---- hashing -------------------------------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static uint64_t fnv_i64(uint64_t h, int64_t v) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
-    return fnv(h, b, 8);
-}
-
-uint64_t cg_graph_hash(const ir_graph *g) {
-    uint64_t h = fnv_i64(14695981039346656037ull, g->n);
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        h = fnv_i64(h, n->op);
-        h = fnv_i64(h, n->ninputs);
-        for (int j = 0; j < n->ninputs; j++) h = fnv_i64(h, n->input[j]);
-        for (int j = 0; j < IR_MAX_IATTRS; j++) h = fnv_i64(h, n->iattr[j]);
-        for (int j = 0; j < IR_MAX_FATTRS; j++) {
-            int64_t bits;
-            memcpy(&bits, &n->fattr[j], sizeof bits);
-            h = fnv_i64(h, bits);
-        }
-        h = fnv_i64(h, n->type.ndim);
-        h = fnv_i64(h, n->type.dtype);
-        for (int d = 0; d < n->type.ndim && d < IR_MAX_DIMS; d++) h = fnv_i64(h, n->type.dim[d]);
-    }
-    return h;
-}
+uint64_t cg_graph_hash(const ir_graph *g) { return ir_graph_hash(g); }
 
 /* ---- serialising ------------------------------------------------------------------ */
 
@@ -429,6 +398,18 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
     *out = NULL;
     while (pos < len) {
         size_t used = 0;
+        /* A program of another version (an older dpc's plan) is skipped: the
+         * graph is in the plan, so the runtime makes its kernels anew. */
+        if (len - pos >= 16 && !memcmp(buf + pos, CG_MAGIC, 4)) {
+            uint32_t v = 0;
+            uint64_t total = 0;
+            for (int i = 0; i < 4; i++) v |= (uint32_t)buf[pos + 4 + i] << (8 * i);
+            for (int i = 0; i < 8; i++) total |= (uint64_t)buf[pos + 8 + i] << (8 * i);
+            if (v != CG_VERSION && total >= 16 && total <= len - pos) {
+                pos += (size_t)total;
+                continue;
+            }
+        }
         cg_program *p = cg_program_parse_prefix(buf + pos, len - pos, &used, err, errlen);
         if (!p) {
             cg_program_free(*out);
@@ -509,4 +490,58 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
         }
     }
     return 0;
+}
+
+/* ---- statistics and listings -------------------------------------------------------- */
+
+int cg_program_launches(const cg_program *p, int *gemms) {
+    int g = 0;
+    for (int c = 0; c < p->ncalls; c++) g += p->calls[c].kind == CG_CALL_GEMM;
+    if (gemms) *gemms = g;
+    return p->ncalls;
+}
+
+int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
+    if (k < 0 || k >= p->nkernels || !p->source) return -1;
+    char sig[CG_NAME_MAX + 8];
+    snprintf(sig, sizeof sig, "void %s(", p->kernels[k].name);
+    const char *at = strstr(p->source, sig);
+    if (!at) return -1;
+    /* back to the start of the line (CUDA: extern "C" __global__ ...), and
+     * over a `const idx_t NAME_grain` line just before it (C) */
+    while (at > p->source && at[-1] != '\n') at--;
+    char grain[CG_NAME_MAX + 24];
+    snprintf(grain, sizeof grain, "const idx_t %s_grain", p->kernels[k].name);
+    const char *g = strstr(p->source, grain);
+    if (g && g < at) at = g;
+    const char *end = strstr(at, "\n}\n");
+    if (!end) return -1;
+    *off = (size_t)(at - p->source);
+    *len = (size_t)(end + 3 - at);
+    return 0;
+}
+
+void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        const ir_node *n = &g->nodes[s->node];
+        int lo = s->node;
+        while (n->group && lo > 0 && g->nodes[lo - 1].group == n->group) lo--;
+        if (n->group)
+            fprintf(f, "step %d: g%d (nodes %d-%d)", si, n->group, lo, s->node);
+        else
+            fprintf(f, "step %d: %%%d %s", si, s->node, ir_ops[s->op].name);
+        if (s->alias >= 0 && !s->ncalls) fprintf(f, " (view of %%%d)", s->alias);
+        for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
+            const cg_call *call = &p->calls[c];
+            if (call->kind == CG_CALL_GEMM)
+                fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64, c > s->first_call ? "," : ":",
+                        call->gemm.transa ? 'T' : 'N', call->gemm.transb ? 'T' : 'N', call->gemm.m,
+                        call->gemm.n, call->gemm.k);
+            else
+                fprintf(f, "%s %s x%" PRId64, c > s->first_call ? "," : ":",
+                        p->kernels[call->kernel].name, call->count);
+        }
+        fputc('\n', f);
+    }
 }

@@ -4,15 +4,16 @@
  * A kernel is a body that computes iteration i of a loop over [0, count),
  * written once in the subset of C that is also CUDA C (idx_t, acc_t, the
  * float math functions, DPC_NAN, DPC_NEG_INF). The dialect only supplies the
- * prelude, the signature and the loop header: a `for` under `#pragma omp
- * parallel for` in C, a grid-stride loop in CUDA. Shapes and attributes are
+ * prelude, the signature and the loop header: a `for` over the range of
+ * iterations the cpu backend's thread pool hands it in C, a grid-stride
+ * loop in CUDA. Shapes and attributes are
  * baked into the body as constants, so identical layers share one kernel.
  *
- * Elementwise and injective ops are one-line templates over their inputs
- * (see expand()); reductions, pooling, im2col/col2im have body functions.
- * Reductions run one output element per iteration with a serial inner loop
- * in a double accumulator; a later issue can split them into tree
- * reductions without touching the step layout.
+ * Pointwise ops (templates in ir_op_expr), the per-channel reductions and
+ * softmax cross-entropy are rendered by fused.c, one kernel per fusion
+ * group (a lone node is a group of one); pooling, im2col/col2im and layout
+ * kernels have body functions here. Reductions run one output element per
+ * iteration with a serial inner loop in a double accumulator.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -69,7 +70,7 @@ const char *cg_float_lit(double v, char *buf) {
 }
 
 /* A double constant for acc_t arithmetic (eps inside double sqrt). */
-static const char *double_lit(double v, char *buf) {
+const char *cg_double_lit(double v, char *buf) {
     snprintf(buf, 32, "%.17g", v);
     if (!strpbrk(buf, ".e")) strcat(buf, ".0");
     return buf;
@@ -118,8 +119,8 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
     if (cx->dialect == CG_DIALECT_CUDA) {
         cg_str_printf(o, "extern \"C\" __global__ void %s(", name);
         for (int j = 0; j < kd->nargs; j++)
-            cg_str_printf(o, "%s%s *__restrict__ b%d, ", kd->writes[j] ? "" : "const ",
-                          ctype(kd->type[j]), j);
+            cg_str_printf(o, "%s%s *%sb%d, ", kd->writes[j] ? "" : "const ", ctype(kd->type[j]),
+                          kd->no_restrict ? "" : "__restrict__ ", j);
         cg_str_printf(o, "idx_t count) {\n"
                          "    for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; "
                          "i < count;\n"
@@ -128,18 +129,21 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
         cg_str_printf(o, "    }\n}\n\n");
         return;
     }
-    cg_str_printf(o, "void %s(void *const *arg, idx_t count) {\n", name);
-    for (int j = 0; j < kd->nargs; j++) {
-        const char *c = kd->writes[j] ? "" : "const ";
-        cg_str_printf(o, "    %s%s *restrict b%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]), j,
-                      c, ctype(kd->type[j]), j);
-    }
+    /* C: the kernel runs iterations [lo, hi) of count, so the backend's
+     * thread pool can split the loop; NAME_grain is the iteration count
+     * below which splitting costs more than it saves. */
     int64_t cost = kd->cost > 0 ? kd->cost : 1;
     int64_t min_iters = cx->opt.parallel_threshold / cost;
     if (min_iters < 1) min_iters = 1;
-    cg_str_printf(o, "#pragma omp parallel for schedule(static) if (count >= %" PRId64 ")\n",
-                  min_iters);
-    cg_str_printf(o, "    for (idx_t i = 0; i < count; i++) {\n");
+    cg_str_printf(o, "const idx_t %s_grain = %" PRId64 ";\n", name, min_iters);
+    cg_str_printf(o, "void %s(void *const *arg, idx_t count, idx_t lo, idx_t hi) {\n", name);
+    for (int j = 0; j < kd->nargs; j++) {
+        const char *c = kd->writes[j] ? "" : "const ";
+        cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]),
+                      kd->no_restrict ? "" : "restrict ", j, c, ctype(kd->type[j]), j);
+    }
+    cg_str_printf(o, "    (void)count;\n");
+    cg_str_printf(o, "    for (idx_t i = lo; i < hi; i++) {\n");
     append_body(o, &kd->body, 8);
     cg_str_printf(o, "    }\n}\n\n");
 }
@@ -148,7 +152,7 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
 static void kernel_key(const cg_kdef *kd, cg_str *key) {
     for (int j = 0; j < kd->nargs; j++)
         cg_str_printf(key, "%c%c", kd->type[j] == IR_I32 ? 'i' : 'f', kd->writes[j] ? 'w' : 'r');
-    cg_str_printf(key, "|%" PRId64 "|", kd->cost);
+    cg_str_printf(key, "|%" PRId64 "|%d|", kd->cost, kd->no_restrict);
     cg_str_append(key, kd->body.s ? kd->body.s : "", kd->body.len);
 }
 
@@ -252,12 +256,6 @@ static int expand(cg_ctx *cx, const char *op, const char *tmpl, const tmpl_env *
     return cg_emit_kernel(cx, &kd);
 }
 
-static tmpl_env env_of(const ir_graph *g, const ir_node *n) {
-    tmpl_env e = {.out = &n->type, .nin = n->ninputs};
-    for (int j = 0; j < n->ninputs; j++) e.in_type[j] = g->nodes[n->input[j]].type.dtype;
-    for (int j = 0; j < IR_MAX_FATTRS; j++) e.fattr[j] = n->fattr[j];
-    return e;
-}
 
 /* ---- reduction, pooling and layout kernels ------------------------------------- */
 
@@ -278,7 +276,7 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
     if (kind == RED_VAR) cg_str_printf(b, "const acc_t m = b2[c];\n");
     if (kind == RED_DOT_XHAT)
         cg_str_printf(b, "const acc_t m = b3[c];\nconst acc_t inv = 1.0 / sqrt((acc_t)b4[c] + %s);\n",
-                      double_lit(eps, lit));
+                      cg_double_lit(eps, lit));
     cg_str_printf(b, "acc_t s = 0;\n"
                      "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
                      "    const float *row = b1 + (n * %" PRId64 " + c) * %" PRId64 ";\n",
@@ -312,61 +310,31 @@ static int k_global_avgpool(cg_ctx *cx, const ir_type *x) {
     return cg_emit_kernel(cx, &kd);
 }
 
-/* The max and log-sum-exp of row i of [N, K] logits (b1), as the interpreter
- * computes them; labels are b2. */
-static void softmax_row(cg_str *b, int64_t K) {
-    cg_str_printf(b,
-                  "const float *row = b1 + i * %" PRId64 ";\n"
-                  "float mx = row[0];\n"
-                  "for (idx_t j = 1; j < %" PRId64 "; j++) if (row[j] > mx) mx = row[j];\n"
-                  "acc_t s = 0;\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += exp((acc_t)row[j] - mx);\n"
-                  "const acc_t lse = mx + log(s);\n"
-                  "const int y = b2[i];\n"
-                  "const int bad = y < 0 || y >= %" PRId64 ";\n",
-                  K, K, K, K);
-}
-
-static int k_softmax_ce(cg_ctx *cx, const ir_type *logits) {
-    int64_t K = logits->dim[1];
-    cg_kdef kd = {.op = "softmax_ce", .nargs = 3, .cost = 4 * K, .writes = {1},
-                  .type = {IR_F32, IR_F32, IR_I32}};
-    softmax_row(&kd.body, K);
-    cg_str_printf(&kd.body, "b0[i] = bad ? DPC_NAN : (float)(lse - row[y]);\n");
-    return cg_emit_kernel(cx, &kd);
-}
-
-static int k_softmax_ce_grad(cg_ctx *cx, const ir_type *logits) {
-    int64_t K = logits->dim[1];
-    cg_kdef kd = {.op = "softmax_ce_grad", .nargs = 4, .cost = 6 * K, .writes = {1},
-                  .type = {IR_F32, IR_F32, IR_I32, IR_F32}};
-    softmax_row(&kd.body, K);
-    cg_str_printf(&kd.body,
-                  "const acc_t d = b3[i];\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++)\n"
-                  "    b0[i * %" PRId64 " + j] = bad ? DPC_NAN : "
-                  "(float)((exp((acc_t)row[j] - lse) - (j == y)) * d);\n",
-                  K, K);
-    return cg_emit_kernel(cx, &kd);
-}
-
 /* The first maximum of window (oh, ow) of plane xp, padding never winning:
  * sets `best` to its index in the plane or -1. */
 static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
                           const char *ind) {
+    /* The window clipped to the plane once, then a scan without per-tap
+     * bounds checks: same taps in the same row-major order as testing each
+     * one, so the same (first) maximum wins. The best value rides along in
+     * a register (bv == xp[best]) instead of being reloaded per tap. */
     cg_str_printf(b,
                   "%sidx_t best = -1;\n"
-                  "%sfor (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
-                  "%s    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
-                  "%s    if (ih < 0 || ih >= %" PRId64 ") continue;\n"
-                  "%s    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
-                  "%s        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
-                  "%s        if (iw < 0 || iw >= %" PRId64 ") continue;\n"
-                  "%s        const idx_t at = ih * %" PRId64 " + iw;\n"
-                  "%s        if (best < 0 || xp[at] > xp[best]) best = at;\n"
-                  "%s    }\n"
+                  "%sfloat bv = 0.0f;\n"
+                  "%s{\n"
+                  "%s    const idx_t h0 = oh * %" PRId64 " - %" PRId64 ", w0 = ow * %" PRId64 " - %" PRId64 ";\n"
+                  "%s    const idx_t kh0 = h0 < 0 ? -h0 : 0, kw0 = w0 < 0 ? -w0 : 0;\n"
+                  "%s    const idx_t kh1 = h0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - h0 : %" PRId64 ";\n"
+                  "%s    const idx_t kw1 = w0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - w0 : %" PRId64 ";\n"
+                  "%s    for (idx_t kh = kh0; kh < kh1; kh++)\n"
+                  "%s        for (idx_t kw = kw0; kw < kw1; kw++) {\n"
+                  "%s            const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
+                  "%s            const float v = xp[at];\n"
+                  "%s            if (best < 0 || v > bv) best = at, bv = v;\n"
+                  "%s        }\n"
                   "%s}\n",
-                  ind, ind, k, ind, s, p, ind, H, ind, k, ind, s, p, ind, W, ind, W, ind, ind, ind);
+                  ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, ind, W,
+                  ind, ind, ind, ind);
 }
 
 static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, int64_t k,
@@ -380,7 +348,7 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
                   Wo, Wo, Ho, Wo * Ho, H * W);
     if (is_max) {
         window_argmax(b, H, W, k, s, p, "");
-        cg_str_printf(b, "b0[i] = best < 0 ? DPC_NEG_INF : xp[best];\n");
+        cg_str_printf(b, "b0[i] = best < 0 ? DPC_NEG_INF : bv;\n");
     } else {
         cg_str_printf(b,
                       "acc_t sum = 0;\n"
@@ -398,25 +366,44 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
     return cg_emit_kernel(cx, &kd);
 }
 
-/* Gradients of pooling, gathered: each input element visits the windows
+/* max-pool's gradient, one (n, c) plane per iteration: zero the plane of
+ * dx, then route each window's dy to the window's first maximum (the
+ * forward pass's choice), windows in row-major order. A plane belongs to
+ * one iteration, so overlapping windows need no atomics; the work is one
+ * window scan per output instead of one per (input, window) pair.
+ * b1 = dy, b2 = x. */
+static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64_t k, int64_t s,
+                          int64_t p) {
+    int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
+    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = H * W + Ho * Wo * k * k, .writes = {1}};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "const float *xp = b2 + i * %" PRId64 ", *dyp = b1 + i * %" PRId64 ";\n"
+                  "float *d = b0 + i * %" PRId64 ";\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) d[j] = 0.0f;\n"
+                  "for (idx_t oh = 0; oh < %" PRId64 "; oh++)\n"
+                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n",
+                  H * W, Ho * Wo, H * W, H * W, Ho, Wo);
+    window_argmax(b, H, W, k, s, p, "        ");
+    cg_str_printf(b, "        if (best >= 0) d[best] += dyp[oh * %" PRId64 " + ow];\n    }\n", Wo);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* avg-pool's gradient, gathered: each input element visits the windows
  * that contain it (rows oh with oh*s - p <= h <= oh*s - p + k - 1), so no
- * two iterations write the same element and no atomics are needed. Max:
- * b1 = dy, b2 = x; average: b1 = dy. */
-static int k_pool_grad(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *dy, int64_t k,
-                       int64_t s, int64_t p) {
+ * two iterations write the same element and no atomics are needed.
+ * b1 = dy. */
+static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64_t k, int64_t s,
+                          int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
     int64_t span = (k + s - 1) / s;
-    cg_kdef kd = {.op = is_max ? "maxpool_grad" : "avgpool_grad", .nargs = is_max ? 3 : 2,
-                  .cost = span * span * (is_max ? k * k : 1), .writes = {1}};
+    cg_kdef kd = {.op = "avgpool_grad", .nargs = 2, .cost = span * span, .writes = {1}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t plane = i / %" PRId64 ";\n"
                   "const float *dyp = b1 + plane * %" PRId64 ";\n",
                   W, W, H, W * H, Ho * Wo);
-    if (is_max)
-        cg_str_printf(b, "const float *xp = b2 + plane * %" PRId64 ";\nconst idx_t me = h * %" PRId64 " + w;\n",
-                      H * W, W);
     cg_str_printf(b,
                   "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
                   "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
@@ -426,36 +413,29 @@ static int k_pool_grad(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *
                   "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
-                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n",
-                  p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
-    if (is_max) {
-        window_argmax(b, H, W, k, s, p, "        ");
-        cg_str_printf(b, "        if (best == me) sum += dyp[oh * %" PRId64 " + ow];\n", Wo);
-    } else {
-        cg_str_printf(b, "        sum += dyp[oh * %" PRId64 " + ow];\n", Wo);
-    }
-    cg_str_printf(b, "    }\n");
-    if (is_max)
-        cg_str_printf(b, "b0[i] = (float)sum;\n");
-    else
-        cg_str_printf(b, "b0[i] = (float)(sum / %" PRId64 ".0);\n", k * k);
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += dyp[oh * %" PRId64 " + ow];\n"
+                  "b0[i] = (float)(sum / %" PRId64 ".0);\n",
+                  p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1,
+                  Wo, k * k);
     return cg_emit_kernel(cx, &kd);
 }
 
-/* Columns of a chunk of images in CNHW order: b0[r][img*P + oh*Wo + ow] =
- * x[img][c][oh*s - p + kh][ow*s - p + kw] with r = (c*k + kh)*k + kw, 0 in
- * the padding. One iteration fills the P entries of one (r, img) pair, so
- * the index arithmetic is paid per row, not per element. The chunk's image
- * count comes from `count` (= CKK * nb, readable in both dialects), so one
- * kernel serves every chunk size. */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c) {
-    int64_t P = c->Ho * c->Wo, CKK = c->C * c->k * c->k;
+/* Columns of a chunk of nb images in CNHW order: b0[r][img*P + oh*Wo + ow]
+ * = x[img][c][oh*s - p + kh][ow*s - p + kw] with r = (c*k + kh)*k + kw, 0
+ * in the padding. One iteration fills the P entries of one (r, img) pair,
+ * so the index arithmetic is paid per row, not per element. nb is baked in
+ * (a kernel per chunk size) so no division is by a run-time value. The
+ * inner loop keeps a constant trip count with a select per element: at the
+ * 8x8 to 1x1 planes of a CIFAR network that unrolls and vectorises, where
+ * splitting each row into padding and interior runs measured 2x slower. */
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
+    int64_t P = c->Ho * c->Wo;
     cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = P, .writes = {1}};
     cg_str_printf(&kd.body,
-                  "const idx_t nb = count / %" PRId64 ", r = i / nb, img = i - r * nb;\n"
+                  "const idx_t r = i / %" PRId64 ", img = i - r * %" PRId64 ";\n"
                   "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64 ", c = r / %" PRId64 ";\n"
                   "const float *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
-                  "float *out = b0 + r * (nb * %" PRId64 ") + img * %" PRId64 ";\n"
+                  "float *out = b0 + r * %" PRId64 " + img * %" PRId64 ";\n"
                   "for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
                   "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
                   "    float *o = out + oh * %" PRId64 ";\n"
@@ -469,23 +449,24 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c) {
                   "        o[ow] = iw >= 0 && iw < %" PRId64 " ? row[iw] : 0.0f;\n"
                   "    }\n"
                   "}\n",
-                  CKK, c->k, c->k, c->k, c->k * c->k, c->C, c->H * c->W, P, P, c->Ho, c->s, c->p,
+                  nb, nb, c->k, c->k, c->k, c->k * c->k, c->C, c->H * c->W, nb * P, P, c->Ho, c->s, c->p,
                   c->Wo, c->H, c->Wo, c->W, c->Wo, c->s, c->p, c->W);
     return cg_emit_kernel(cx, &kd);
 }
 
-/* The adjoint of im2col, gathered: b0 = dx of a chunk (NCHW), b1 = its
- * CNHW columns. Each dx element sums the column entries im2col copied it
- * to, so no two iterations write one element. */
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c) {
-    int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W;
+/* The adjoint of im2col, gathered: b0 = dx of a chunk of nb images (NCHW),
+ * b1 = its CNHW columns. Each dx element sums, in double, the column
+ * entries im2col copied it to, so no two iterations write one element.
+ * (Scattering each column row into a plane of dx measured slower at these
+ * plane sizes.) */
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
+    int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W, np = nb * P;
     int64_t span = (c->k + c->s - 1) / c->s;
     cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1}};
     cg_str_printf(&kd.body,
-                  "const idx_t np = count / %" PRId64 " * %" PRId64 ";\n"
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n"
-                  "const float *col = b1 + c * %" PRId64 " * np + img * %" PRId64 ";\n"
+                  "const float *col = b1 + c * %" PRId64 " + img * %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
                   "    const idx_t th = h + %" PRId64 " - kh;\n"
@@ -493,34 +474,38 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c) {
                   "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                   "        const idx_t tw = w + %" PRId64 " - kw;\n"
                   "        if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64 ") continue;\n"
-                  "        sum += col[(kh * %" PRId64 " + kw) * np + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "];\n"
+                  "        sum += col[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "];\n"
                   "    }\n"
                   "}\n"
                   "b0[i] = (float)sum;\n",
-                  CHW, P, c->W, c->W, c->H, c->W * c->H, c->C, CHW, c->k * c->k, P, c->k, c->p,
-                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, c->k, c->s, c->Wo, c->s);
+                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, c->k * c->k * np, P, c->k, c->p,
+                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, c->k, np, c->s, c->Wo, c->s);
     return cg_emit_kernel(cx, &kd);
 }
 
-/* b0[k][img*P + q] = b1[img][k][q] for a chunk of images. */
-int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P) {
-    cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = 2, .writes = {1}};
+/* b0[k][img*P + q] = b1[img][k][q] for a chunk of nb images: one (k, img)
+ * row of P contiguous floats per iteration. */
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb) {
+    cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = P, .writes = {1}};
     cg_str_printf(&kd.body,
-                  "const idx_t np = count / %" PRId64 ";\n"
-                  "const idx_t k = i / np, j = i - k * np;\n"
-                  "b0[i] = b1[((j / %" PRId64 ") * %" PRId64 " + k) * %" PRId64 " + j %% %" PRId64 "];\n",
-                  K, P, K, P, P);
+                  "const idx_t k = i / %" PRId64 ", img = i - k * %" PRId64 ";\n"
+                  "const float *src = b1 + (img * %" PRId64 " + k) * %" PRId64 ";\n"
+                  "float *dst = b0 + k * %" PRId64 " + img * %" PRId64 ";\n"
+                  "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n",
+                  nb, nb, K, P, nb * P, P, P);
     return cg_emit_kernel(cx, &kd);
 }
 
-/* b0[img][k][q] = b1[k][img*P + q]: back to NCHW. */
-int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P) {
-    cg_kdef kd = {.op = "from_cnhw", .nargs = 2, .cost = 2, .writes = {1}};
+/* b0[img][k][q] = b1[k][img*P + q]: back to NCHW, one (img, k) row per
+ * iteration. */
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb) {
+    cg_kdef kd = {.op = "from_cnhw", .nargs = 2, .cost = P, .writes = {1}};
     cg_str_printf(&kd.body,
-                  "const idx_t np = count / %" PRId64 ";\n"
-                  "const idx_t img = i / %" PRId64 ", k = (i / %" PRId64 ") %% %" PRId64 ", q = i %% %" PRId64 ";\n"
-                  "b0[i] = b1[k * np + img * %" PRId64 " + q];\n",
-                  K, K * P, P, K, P, P);
+                  "const idx_t img = i / %" PRId64 ", k = i - img * %" PRId64 ";\n"
+                  "const float *src = b1 + k * %" PRId64 " + img * %" PRId64 ";\n"
+                  "float *dst = b0 + i * %" PRId64 ";\n"
+                  "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n",
+                  K, K, nb * P, P, P, P);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -529,8 +514,7 @@ int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P) {
 typedef int (*render_fn)(cg_ctx *cx, int node);
 
 typedef struct {
-    const char *expr; /* template (elementwise / injective), or NULL */
-    render_fn render; /* custom step; NULL for templates and sources */
+    render_fn render; /* the node's step; pointwise and reductions go to fused.c */
 } cg_rule;
 
 static const ir_type *in_type(const cg_ctx *cx, const ir_node *n, int j) {
@@ -549,26 +533,9 @@ static int simple_step(cg_ctx *cx, int node, int kernel, int64_t count) {
     return 0;
 }
 
-static int r_chan_reduce(cg_ctx *cx, int node) {
-    const ir_node *n = &cx->g->nodes[node];
-    chan_reduce kind = n->op == IR_OP_BN_MEAN   ? RED_MEAN
-                       : n->op == IR_OP_BN_VAR  ? RED_VAR
-                       : n->op == IR_OP_BIAS_GRAD ? RED_SUM
-                                                : RED_DOT_XHAT;
-    const ir_type *x = in_type(cx, n, kind == RED_DOT_XHAT ? 1 : 0);
-    return simple_step(cx, node, k_chan_reduce(cx, kind, x, n->fattr[0]), x->dim[1]);
-}
-
 static int r_global_avgpool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0)), ir_numel(&n->type));
-}
-
-static int r_softmax_ce(cg_ctx *cx, int node) {
-    const ir_node *n = &cx->g->nodes[node];
-    const ir_type *x = in_type(cx, n, 0);
-    int k = n->op == IR_OP_SOFTMAX_CE ? k_softmax_ce(cx, x) : k_softmax_ce_grad(cx, x);
-    return simple_step(cx, node, k, x->dim[0]);
 }
 
 static int r_pool(cg_ctx *cx, int node) {
@@ -580,11 +547,13 @@ static int r_pool(cg_ctx *cx, int node) {
     case IR_OP_AVGPOOL:
         k = k_pool(cx, n->op == IR_OP_MAXPOOL, in_type(cx, n, 0), &n->type, a[0], a[1], a[2]);
         break;
-    case IR_OP_MAXPOOL_GRAD:
-        k = k_pool_grad(cx, 1, in_type(cx, n, 1), in_type(cx, n, 0), a[0], a[1], a[2]);
-        break;
+    case IR_OP_MAXPOOL_GRAD: {
+        const ir_type *x = in_type(cx, n, 1);
+        k = k_maxpool_grad(cx, x, in_type(cx, n, 0), a[0], a[1], a[2]);
+        return simple_step(cx, node, k, x->dim[0] * x->dim[1]);
+    }
     default:
-        k = k_pool_grad(cx, 0, &n->type, in_type(cx, n, 0), a[0], a[1], a[2]);
+        k = k_avgpool_grad(cx, &n->type, in_type(cx, n, 0), a[0], a[1], a[2]);
         break;
     }
     return simple_step(cx, node, k, ir_numel(&n->type));
@@ -594,16 +563,6 @@ static int r_alias(cg_ctx *cx, int node) {
     cg_step *s = cg_begin_step(cx, node);
     s->alias = cx->g->nodes[node].input[0];
     cg_step_slot(cx, s->alias);
-    return 0;
-}
-
-/* assign(dst, value): a copy kernel whose output is dst's own buffer. */
-static int r_assign(cg_ctx *cx, int node) {
-    const ir_node *n = &cx->g->nodes[node];
-    tmpl_env e = env_of(cx->g, n);
-    int k = expand(cx, "copy", "$1", &e);
-    if (simple_step(cx, node, k, ir_numel(&n->type))) return -1;
-    cx->p->steps[cx->p->nsteps - 1].alias = n->input[0];
     return 0;
 }
 
@@ -647,39 +606,20 @@ static int r_batchnorm(cg_ctx *cx, int node) {
 }
 
 static const cg_rule rules[IR_OP_COUNT] = {
-    [IR_OP_CONV] = {NULL, cg_lower_gemm_op},
-    [IR_OP_BIAS_ADD] = {"$0 + $1c", NULL},
-    [IR_OP_BATCHNORM] = {NULL, r_batchnorm},
-    [IR_OP_RELU] = {"$0 > 0.0f ? $0 : 0.0f", NULL},
-    [IR_OP_ADD] = {"$0 + $1", NULL},
-    [IR_OP_MAXPOOL] = {NULL, r_pool},
-    [IR_OP_AVGPOOL] = {NULL, r_pool},
-    [IR_OP_GLOBAL_AVGPOOL] = {NULL, r_global_avgpool},
-    [IR_OP_FLATTEN] = {NULL, r_alias},
-    [IR_OP_DENSE] = {NULL, cg_lower_gemm_op},
-    [IR_OP_SOFTMAX_CE] = {NULL, r_softmax_ce},
-    [IR_OP_BN_MEAN] = {NULL, r_chan_reduce},
-    [IR_OP_BN_VAR] = {NULL, r_chan_reduce},
-    [IR_OP_BN_APPLY] = {"($0 - $1c) / sqrtf($2c + @0) * $3c + $4c", NULL},
-    [IR_OP_EMA] = {"@0 * $0 + (1.0f - @0) * $1 * @1", NULL},
-    [IR_OP_ASSIGN] = {NULL, r_assign},
-    [IR_OP_ONES_LIKE] = {"1.0f", NULL},
-    [IR_OP_CONV_GRAD_DATA] = {NULL, cg_lower_gemm_op},
-    [IR_OP_CONV_GRAD_WEIGHT] = {NULL, cg_lower_gemm_op},
-    [IR_OP_BIAS_GRAD] = {NULL, r_chan_reduce},
-    [IR_OP_BN_GRAD_GAMMA] = {NULL, r_chan_reduce},
-    [IR_OP_BN_GRAD_DATA] = {"$4c / sqrtf($3c + @0) * ($0 - $6c * #M - ($1 - $2c) / sqrtf($3c + @0) "
-                            "* $5c * #M)",
-                            NULL},
-    [IR_OP_RELU_GRAD] = {"$1 > 0.0f ? $0 : 0.0f", NULL},
-    [IR_OP_MAXPOOL_GRAD] = {NULL, r_pool},
-    [IR_OP_AVGPOOL_GRAD] = {NULL, r_pool},
-    [IR_OP_GLOBAL_AVGPOOL_GRAD] = {"$0o * #I", NULL},
-    [IR_OP_RESHAPE_LIKE] = {NULL, r_alias},
-    [IR_OP_DENSE_GRAD_DATA] = {NULL, cg_lower_gemm_op},
-    [IR_OP_DENSE_GRAD_WEIGHT] = {NULL, cg_lower_gemm_op},
-    [IR_OP_SOFTMAX_CE_GRAD] = {NULL, r_softmax_ce},
-    [IR_OP_SGD_MOMENTUM] = {"@0 * $2 - $3s * ($1 * $4s + @1 * $0)", NULL},
+    [IR_OP_CONV] = {cg_lower_gemm_op},
+    [IR_OP_BATCHNORM] = {r_batchnorm},
+    [IR_OP_MAXPOOL] = {r_pool},
+    [IR_OP_AVGPOOL] = {r_pool},
+    [IR_OP_GLOBAL_AVGPOOL] = {r_global_avgpool},
+    [IR_OP_FLATTEN] = {r_alias},
+    [IR_OP_DENSE] = {cg_lower_gemm_op},
+    [IR_OP_CONV_GRAD_DATA] = {cg_lower_gemm_op},
+    [IR_OP_CONV_GRAD_WEIGHT] = {cg_lower_gemm_op},
+    [IR_OP_MAXPOOL_GRAD] = {r_pool},
+    [IR_OP_AVGPOOL_GRAD] = {r_pool},
+    [IR_OP_RESHAPE_LIKE] = {r_alias},
+    [IR_OP_DENSE_GRAD_DATA] = {cg_lower_gemm_op},
+    [IR_OP_DENSE_GRAD_WEIGHT] = {cg_lower_gemm_op},
 };
 
 /* ---- programs ------------------------------------------------------------------ */
@@ -701,6 +641,9 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     cx.p->dialect = d;
     cx.p->graph_hash = cg_graph_hash(g);
     cg_str_printf(&cx.src, "%s", prelude(d));
+    cx.stored = malloc((size_t)(g->n ? g->n : 1));
+    if (!cx.stored) abort();
+    ir_stored(g, cx.stored);
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
@@ -715,10 +658,12 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
             break;
         }
         const cg_rule *r = &rules[n->op];
-        if (r->expr) {
-            tmpl_env e = env_of(g, n);
-            rc = simple_step(&cx, i, expand(&cx, ir_ops[n->op].name, r->expr, &e),
-                             ir_numel(&n->type));
+        if (n->group || cg_fusible(n)) {
+            /* a fusion group (contiguous, ir_verify), or a lone node rendered as one */
+            int hi = i + 1;
+            while (n->group && hi < g->n && g->nodes[hi].group == n->group) hi++;
+            rc = cg_render_group(&cx, i, hi);
+            i = hi - 1;
         } else if (r->render) {
             rc = r->render(&cx, i);
         } else {
@@ -727,6 +672,7 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     }
     for (int k = 0; k < cx.p->nkernels; k++) cg_str_free(&cx.bodies[k]);
     free(cx.bodies);
+    free(cx.stored);
     if (rc) {
         cg_str_free(&cx.src);
         cg_program_free(cx.p);

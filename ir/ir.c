@@ -45,6 +45,47 @@ const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t 
     return buf;
 }
 
+/* ---- per-element rules ---------------------------------------------------- */
+
+static const char *const op_expr[IR_OP_COUNT] = {
+    [IR_OP_BIAS_ADD] = "$0 + $1c",
+    [IR_OP_RELU] = "$0 > 0.0f ? $0 : 0.0f",
+    [IR_OP_ADD] = "$0 + $1",
+    [IR_OP_BN_APPLY] = "($0 - $1c) / sqrtf($2c + @0) * $3c + $4c",
+    [IR_OP_EMA] = "@0 * $0 + (1.0f - @0) * $1 * @1",
+    [IR_OP_ASSIGN] = "$1",
+    [IR_OP_ONES_LIKE] = "1.0f",
+    [IR_OP_BN_GRAD_DATA] = "$4c / sqrtf($3c + @0) * ($0 - $6c * #M - ($1 - $2c) / sqrtf($3c + @0) "
+                           "* $5c * #M)",
+    [IR_OP_RELU_GRAD] = "$1 > 0.0f ? $0 : 0.0f",
+    [IR_OP_GLOBAL_AVGPOOL_GRAD] = "$0o * #I",
+    [IR_OP_SGD_MOMENTUM] = "@0 * $2 - $3s * ($1 * $4s + @1 * $0)",
+};
+
+const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
+
+int ir_op_access(ir_op op, int k) {
+    const char *t = ir_op_expr(op);
+    for (; t && *t; t++)
+        if (t[0] == '$' && t[1] == '0' + k) {
+            char m = t[2];
+            return m == 'c' || m == 's' || m == 'o' ? m : 'i';
+        }
+    return 0;
+}
+
+ir_reduce_kind ir_op_reduce(ir_op op) {
+    switch (op) {
+    case IR_OP_BN_MEAN:
+    case IR_OP_BN_VAR:
+    case IR_OP_BIAS_GRAD:
+    case IR_OP_BN_GRAD_GAMMA: return IR_REDUCE_CHANNEL;
+    case IR_OP_SOFTMAX_CE:
+    case IR_OP_SOFTMAX_CE_GRAD: return IR_REDUCE_ROW;
+    default: return IR_REDUCE_NONE;
+    }
+}
+
 /* ---- types ------------------------------------------------------------- */
 
 ir_type ir_shape1(int64_t a) { return (ir_type){1, {a}, IR_F32}; }
@@ -495,6 +536,111 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
 
 static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
 
+/* Fusion groups: ids in 1..n, never on a source or a view (they compute
+ * nothing), each group one contiguous run of nodes, so the group's kernel
+ * runs where its nodes stand and the graph order stays the execution
+ * order. */
+static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
+    unsigned char *closed = NULL;
+    int prev = 0, rc = 0;
+    for (int i = 0; i < g->n && !rc; i++) {
+        const ir_node *n = &g->nodes[i];
+        int grp = n->group;
+        if (grp < 0 || grp > g->n) {
+            rc = fail(err, errlen, "node %d: bad fusion group %d", i, grp);
+            break;
+        }
+        if (grp && (is_source(n->op) || ir_is_view(n->op))) {
+            rc = fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
+            break;
+        }
+        if (grp != prev && grp) {
+            if (!closed && !(closed = calloc((size_t)g->n + 1, 1))) abort();
+            if (closed[grp])
+                rc = fail(err, errlen, "node %d: fusion group %d is not contiguous", i, grp);
+            closed[grp] = 1;
+        }
+        prev = grp;
+    }
+    free(closed);
+    return rc;
+}
+
+int ir_is_view(ir_op op) { return op == IR_OP_FLATTEN || op == IR_OP_RESHAPE_LIKE; }
+
+int ir_storage_of(const ir_graph *g, int node) {
+    while (node >= 0 && node < g->n &&
+           (ir_is_view(g->nodes[node].op) || g->nodes[node].op == IR_OP_ASSIGN))
+        node = g->nodes[node].input[0];
+    return node;
+}
+
+void ir_stored(const ir_graph *g, unsigned char *stored) {
+    /* 1 = read by nobody so far; 2 = read from outside its group. */
+    for (int i = 0; i < g->n; i++) stored[i] = 1;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        for (int j = 0; j < n->ninputs; j++) {
+            int p = n->input[j];
+            if (stored[p] == 1) stored[p] = 0;
+            if (!g->nodes[p].group || g->nodes[p].group != n->group) stored[p] = 2;
+        }
+    }
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        stored[i] = !n->group || stored[i] != 0 || n->op == IR_OP_ASSIGN ||
+                    (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD));
+    }
+}
+
+int ir_num_groups(const ir_graph *g) {
+    int m = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].group > m) m = g->nodes[i].group;
+    return m;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static uint64_t hash_i64(uint64_t h, int64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    return hash_bytes(h, b, 8);
+}
+
+uint64_t ir_graph_hash(const ir_graph *g) {
+    uint64_t h = hash_i64(14695981039346656037ull, g->n);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        h = hash_i64(h, n->op);
+        h = hash_i64(h, n->ninputs);
+        for (int j = 0; j < n->ninputs; j++) h = hash_i64(h, n->input[j]);
+        for (int j = 0; j < IR_MAX_IATTRS; j++) h = hash_i64(h, n->iattr[j]);
+        for (int j = 0; j < IR_MAX_FATTRS; j++) {
+            int64_t bits;
+            memcpy(&bits, &n->fattr[j], sizeof bits);
+            h = hash_i64(h, bits);
+        }
+        h = hash_i64(h, n->type.ndim);
+        h = hash_i64(h, n->type.dtype);
+        for (int d = 0; d < n->type.ndim && d < IR_MAX_DIMS; d++) h = hash_i64(h, n->type.dim[d]);
+        /* Groups decide the kernels; inside a group, flags decide what is
+         * stored. Ungrouped graphs hash as they did before fusion existed. */
+        if (n->group) {
+            h = hash_i64(h, n->group);
+            h = hash_i64(h, n->flags);
+        }
+    }
+    return h;
+}
+
 int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     int losses = 0;
     for (int i = 0; i < g->n; i++) {
@@ -540,7 +686,7 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return fail(err, errlen, "%d loss nodes", losses);
-    return 0;
+    return verify_groups(g, err, errlen);
 }
 
 int ir_loss_node(const ir_graph *g) {
@@ -577,15 +723,33 @@ static void print_attrs(const ir_node *n, FILE *f) {
         fprintf(f, " %s=%.9g", ir_op_attr_name(n->op, 1, i, name, sizeof name), n->fattr[i]);
 }
 
+/* "bn_mean+bn_var+bn_apply+relu": the ops of the group starting at node i
+ * (a contiguous run), into buf. */
+static const char *group_ops(const ir_graph *g, int i, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int j = i; j < g->n && g->nodes[j].group == g->nodes[i].group && used < n; j++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", j > i ? " " : "",
+                                 ir_ops[g->nodes[j].op].name);
+    return buf;
+}
+
 void ir_dump(const ir_graph *g, FILE *f) {
-    char buf[96];
+    char buf[96], ops[512];
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
+        if (n->group && (i == 0 || g->nodes[i - 1].group != n->group)) {
+            int len = 0;
+            while (i + len < g->n && g->nodes[i + len].group == n->group) len++;
+            fprintf(f, "# kernel g%d: %d ops: %s\n", n->group, len,
+                    group_ops(g, i, ops, sizeof ops));
+        }
         fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
         if (is_source(n->op)) fprintf(f, " \"%s\"", n->name);
         for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
         print_attrs(n, f);
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
+        if (n->group) fprintf(f, " @g%d", n->group);
         if (!is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
         if (n->flags & IR_FLAG_LOSS) fprintf(f, " [loss]");
         else if (n->flags & IR_FLAG_OUTPUT) fprintf(f, " [output]");
@@ -594,11 +758,19 @@ void ir_dump(const ir_graph *g, FILE *f) {
 }
 
 void ir_dot(const ir_graph *g, const char *title, FILE *f) {
-    char buf[96];
+    char buf[96], ops[512];
     fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [fontname=\"monospace\" fontsize=10];\n",
             title ? title : "dpc");
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
+        /* A fusion group is a cluster labelled with the ops its kernel holds. */
+        int first = n->group && (i == 0 || g->nodes[i - 1].group != n->group);
+        int last = n->group && (i + 1 == g->n || g->nodes[i + 1].group != n->group);
+        if (first)
+            fprintf(f,
+                    "  subgraph cluster_g%d {\n    label=\"kernel g%d: %s\";\n    style=filled;"
+                    " fillcolor=\"#e8f0ff\"; fontname=\"monospace\"; fontsize=10;\n",
+                    n->group, n->group, group_ops(g, i, ops, sizeof ops));
         const char *shape = is_source(n->op) ? "note" : "box";
         const char *color = n->op == IR_OP_PARAM   ? "lightyellow"
                             : n->op == IR_OP_STATE ? "lightgrey"
@@ -607,8 +779,11 @@ void ir_dot(const ir_graph *g, const char *title, FILE *f) {
         fprintf(f, "  n%d [shape=%s style=filled fillcolor=%s label=\"%%%d %s\\n%s%s%s\"];\n", i,
                 shape, color, i, ir_ops[n->op].name, n->name, n->name[0] ? "\\n" : "",
                 ir_type_str(&n->type, buf, sizeof buf));
-        for (int j = 0; j < n->ninputs; j++) fprintf(f, "  n%d -> n%d;\n", n->input[j], i);
+        if (last) fprintf(f, "  }\n");
     }
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++)
+            fprintf(f, "  n%d -> n%d;\n", g->nodes[i].input[j], i);
     fprintf(f, "}\n");
 }
 

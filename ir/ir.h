@@ -169,6 +169,29 @@ int ir_op_num_fattrs(ir_op op);
 /* Name of attribute slot i ("k", "eps"); writes into buf, returns buf. */
 const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n);
 
+/* ---- per-element rules -------------------------------------------------
+ * A pointwise op computes output element i from a C expression over its
+ * inputs; the fusion pass chains such expressions inside one kernel and
+ * codegen renders them (codegen/render.c). The template language:
+ *   $k    input k at i            $kc  input k at the channel of i
+ *   $ks   input k's element 0     $ko  input k at i / inner (outer index)
+ *   @k    float attribute k       #M   1/M (elements per channel)
+ *   #I    1/inner (elements per (n, c) plane)
+ * where the output is [N, C, inner...]. assign's expression is the value it
+ * writes into input 0's buffer (which it does not read).
+ * ir_op_expr() is NULL for ops that are not pointwise. */
+const char *ir_op_expr(ir_op op);
+/* How a pointwise op reads input k: 'i', 'c', 's', 'o' as above, or 0 when
+ * the expression does not read it. */
+int ir_op_access(ir_op op, int k);
+
+/* Reductions codegen can run as the passes of one kernel: CHANNEL reduces
+ * [N, C, ...] over every axis but 1 (bn_mean, bn_var, bias_grad,
+ * bn_grad_gamma: one channel per loop iteration); ROW reduces [N, K] over K
+ * (softmax_cross_entropy and its gradient: one sample per iteration). */
+typedef enum { IR_REDUCE_NONE, IR_REDUCE_CHANNEL, IR_REDUCE_ROW } ir_reduce_kind;
+ir_reduce_kind ir_op_reduce(ir_op op);
+
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
 typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER } ir_init;
 
@@ -189,6 +212,10 @@ typedef struct {
     unsigned flags;
     char name[IR_NAME_MAX]; /* unique for sources; optional label otherwise */
     int line, col;          /* source position in the .net file, 0 if none */
+    /* Fusion group (passes/fuse.c): nodes sharing a non-zero group run as
+     * one generated kernel; 0 means a kernel (or library call) of its own.
+     * A group's nodes are contiguous in graph order (ir_verify checks). */
+    int group;
 } ir_node;
 
 typedef struct {
@@ -232,9 +259,37 @@ int ir_loss_node(const ir_graph *g);
 /* Count of trainable parameter elements. */
 int64_t ir_num_params(const ir_graph *g);
 
-/* Stable, diff-able text form: one line per node. */
+/* Limits of a fusion group, the contract between passes/fuse.c and
+ * codegen: nodes, distinct buffers (kernel arguments), passes over a
+ * channel's data in a channel-reduction group. */
+#define IR_GROUP_MAX_NODES 64
+#define IR_GROUP_MAX_BUFFERS 16
+#define IR_GROUP_MAX_PASSES 4
+
+/* ---- storage: what fusion and memory planning agree on ------------------
+ * A view (flatten, reshape_like) reads its input's bytes as another shape
+ * and an assign writes into its target's buffer: neither has storage of its
+ * own. ir_storage_of() follows such chains to the node that owns the bytes
+ * (a source, or a node that computes into a buffer of its own). */
+int ir_is_view(ir_op op);
+int ir_storage_of(const ir_graph *g, int node);
+/* stored[i] = 1 when node i's value is written to memory: every node outside
+ * a fusion group, and a group member that a node outside its group reads,
+ * that nobody reads, that the runtime reads (output, loss, gradient), or
+ * that is an assign. Other group members live in registers only. */
+void ir_stored(const ir_graph *g, unsigned char *stored);
+/* Number of fusion groups: the largest group id (ids are 1..N). */
+int ir_num_groups(const ir_graph *g);
+
+/* Hash of everything generated kernels and memory plans depend on: ops,
+ * inputs, attributes, types, fusion groups (names and flags are not part
+ * of it). Programs and memory plans in a plan file are keyed by it. */
+uint64_t ir_graph_hash(const ir_graph *g);
+
+/* Stable, diff-able text form: one line per node; a fusion group is
+ * introduced by a `# kernel gN: op op ...` line and its nodes end in @gN. */
 void ir_dump(const ir_graph *g, FILE *f);
-/* Graphviz; title is the graph label. */
+/* Graphviz; title is the graph label; each fusion group is a cluster. */
 void ir_dot(const ir_graph *g, const char *title, FILE *f);
 /* The layer table of `dpc --summary`, ending with `parameters: N`. */
 void ir_summary(const ir_graph *g, FILE *f);

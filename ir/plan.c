@@ -19,6 +19,11 @@
  *              u32 n, n × i64 iattr; u32 n, n × f64 fattr (n is the op's
  *              schema count); u32 ndim, ndim × i64 dim, u32 dtype;
  *              u32 flags; str name; i32 line, col
+ *       GRPS   fusion groups (ir_node.group), only when a node has one:
+ *              u32 n, n × u32 group for the train program, then the same
+ *              for the eval program. A separate section rather than a node
+ *              field, so GTRN/GEVL keep their layout and plans without
+ *              fusion read exactly as before.
  *       other  extra sections (kernel sources, memory plans), kept verbatim
  *
  * The writer emits META, SCHD, GTRN, GEVL, then the extras in order; the
@@ -111,9 +116,16 @@ static int has_control(const char *s, size_t n) {
     return 0;
 }
 
+/* Tags the plan module writes itself: never extra sections. */
 static int is_required(const char *tag) {
     for (int i = 0; i < 4; i++)
         if (strcmp(tag, required[i]) == 0) return 1;
+    return strcmp(tag, "GRPS") == 0;
+}
+
+static int has_groups(const ir_graph *g) {
+    for (int i = 0; g && i < g->n; i++)
+        if (g->nodes[i].group) return 1;
     return 0;
 }
 
@@ -401,6 +413,15 @@ static void encode(wbuf *b, const dpc_plan *p) {
     s = begin_section(b, "GEVL");
     put_graph(b, p->eval);
     end_section(b, s);
+    if (has_groups(p->train) || has_groups(p->eval)) {
+        s = begin_section(b, "GRPS");
+        const ir_graph *gs[2] = {p->train, p->eval};
+        for (int k = 0; k < 2; k++) {
+            put_u32(b, (uint32_t)gs[k]->n);
+            for (int i = 0; i < gs[k]->n; i++) put_u32(b, (uint32_t)gs[k]->nodes[i].group);
+        }
+        end_section(b, s);
+    }
     for (int i = 0; i < p->nextra; i++) {
         s = begin_section(b, p->extra[i].tag);
         put(b, p->extra[i].data, p->extra[i].len);
@@ -661,6 +682,21 @@ static ir_graph *get_graph(rd *r) {
     return g;
 }
 
+/* One program's fusion groups; ir_verify (in check_plan) checks them. */
+static void get_groups(rd *r, ir_graph *g) {
+    uint32_t n = get_u32(r);
+    if (r->failed) return;
+    if (n != (uint32_t)g->n) {
+        rd_fail(r, "%" PRIu32 " entries for %d nodes", n, g->n);
+        return;
+    }
+    for (int i = 0; i < g->n && !r->failed; i++) {
+        uint32_t grp = get_u32(r);
+        if (grp > (uint32_t)g->n) rd_fail(r, "node %d: group %" PRIu32, i, grp);
+        g->nodes[i].group = (int)grp;
+    }
+}
+
 static int get_schedule(rd *r, ir_train *t) {
     memset(t, 0, sizeof *t);
     t->batch = get_i32(r);
@@ -724,8 +760,8 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
         fmt(why, wn, "out of memory");
         return NULL;
     }
-    const unsigned char *span[4] = {0};
-    size_t span_len[4] = {0};
+    const unsigned char *span[5] = {0}; /* META SCHD GTRN GEVL GRPS */
+    size_t span_len[5] = {0};
     size_t off = 0;
     while (off < plen) {
         if (plen - off < 12) {
@@ -747,8 +783,8 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
             goto fail;
         }
         int dup = 0, req = -1;
-        for (int i = 0; i < 4; i++)
-            if (strcmp(tag, required[i]) == 0) req = i, dup = span[i] != NULL;
+        for (int i = 0; i < 5; i++)
+            if (strcmp(tag, i < 4 ? required[i] : "GRPS") == 0) req = i, dup = span[i] != NULL;
         for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
         if (dup) {
             fmt(why, wn, "corrupt plan: duplicated section %s", tag);
@@ -787,6 +823,12 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
     if (!r.failed) {
         r = (rd){span[3], span[3] + span_len[3], "eval program", -1, "", 0};
         p->eval = get_graph(&r);
+    }
+    if (!r.failed && span[4]) {
+        r = (rd){span[4], span[4] + span_len[4], "fusion groups", -1, "", 0};
+        get_groups(&r, p->train);
+        get_groups(&r, p->eval);
+        get_done(&r);
     }
     if (r.failed) {
         fmt(why, wn, "corrupt plan: %s", r.why);

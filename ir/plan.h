@@ -56,7 +56,8 @@ void plan_free(dpc_plan *p);
 void plan_free_sections(dpc_plan *p);
 void plan_info(const dpc_plan *p, FILE *f);
 /* Adds (copies) an extra section; returns 0, or -1 when full or when the tag
- * is not 4 printable characters, already there, or META/SCHD/GTRN/GEVL. */
+ * is not 4 printable characters, already there, or META/SCHD/GTRN/GEVL/GRPS
+ * (the sections plan_write makes itself). */
 int plan_add_section(dpc_plan *p, const char *tag, const void *data, size_t len);
 const plan_section *plan_find_section(const dpc_plan *p, const char *tag);
 /* FNV-1a 64 of a buffer: the header's checksum of the payload. */

@@ -8,6 +8,13 @@
  *                IR_FLAG_GRAD and named "PARAM.grad"
  *     optimizer  MXNet SGD with momentum as graph ops; adds the scalar inputs
  *                "lr" and "grad_scale" and a state "PARAM.momentum" per param
+ *     fuse       groups pointwise chains and per-channel reductions into one
+ *                kernel each (ir_node.group) and orders the graph so each
+ *                group is contiguous (rules in fuse.c); off with o->fuse = 0
+ *
+ * and then, on the final graph, the memory planner (not a graph rewrite):
+ *     memplan    lifetimes over the execution order, in-place reuse, best-fit
+ *                offsets of every activation in one arena (pass_memplan_run)
  *
  * Each pass takes the graph by reference and may replace it (*g is freed and
  * set to the new graph); it returns 0, or -1 with a message in err. Every
@@ -21,6 +28,7 @@
 #ifndef DPC_PASSES_H
 #define DPC_PASSES_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ir/ir.h"
@@ -29,8 +37,13 @@ int pass_lower(ir_graph **g, char *err, size_t errlen);
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 
+/* The limits of a group are IR_GROUP_MAX_* (ir.h): codegen's too. */
+int pass_fuse(ir_graph **g, char *err, size_t errlen);
+/* Clears every node's group. */
+void pass_unfuse(ir_graph *g);
+
 typedef struct {
-    int fuse, memplan;      /* later passes; 1 = on */
+    int fuse, memplan;      /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
     const char *dump_after; /* pass name, or NULL */
     FILE *dump;             /* where --dump-ir=PASS writes */
 } pass_options;
@@ -41,5 +54,66 @@ extern const char *const pass_names[];
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);
+
+/* ---- memory planning (memplan.c) ------------------------------------------
+ * Steps are the execution order codegen emits: each fusion group, and each
+ * other non-source node, is one step, in graph order. A node's storage is
+ * its own unless it is a view or an assign (ir_storage_of). The arena holds
+ * every stored activation: not sources (inputs have their own buffers;
+ * parameters and states live in the runtime's store), not gradients of
+ * parameters (IR_FLAG_GRAD: persistent buffers outside the arena, read after
+ * the step and by collectives). A tensor lives from the step that makes it
+ * to the last step that reads it (directly or through a view); outputs
+ * (IR_FLAG_OUTPUT, IR_FLAG_LOSS) live to the end. An elementwise step may
+ * write an output over an input that dies there (same size, every read of
+ * it at the element being written): in place. Offsets are chosen best-fit,
+ * largest tensors first, 64-byte aligned.
+ *
+ * Usage:
+ *     pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+ *     m->offset[i]      // byte offset of node i in the arena, -1 if none
+ *     unsigned char *bytes; size_t len;
+ *     pass_memplan_serialize(m, &bytes, &len);   // plan section "MEMP"
+ *     pass_memplan *q = NULL;
+ *     pass_memplan_section_find(bytes, len, g, &q, err, sizeof err);
+ *     pass_memplan_free(m);
+ */
+#define MEMPLAN_ALIGN 64
+#define MEMPLAN_SECTION "MEMP"
+
+typedef struct {
+    uint64_t graph_hash;   /* ir_graph_hash of the graph planned */
+    int n;                 /* nodes */
+    int nsteps;
+    int64_t *offset;       /* per node: byte offset in the arena, -1 if not in it */
+    int64_t *bytes;        /* per node: bytes it occupies there (aligned), 0 if none */
+    int *def, *last;       /* per node: first and last step of its lifetime, -1 */
+    int *inplace;          /* per node: the node whose bytes it takes over, -1 */
+    int *step;             /* per node: its step, -1 for sources */
+    int64_t arena_bytes;   /* the arena's planned size */
+    int64_t naive_bytes;   /* every arena tensor in a buffer of its own */
+    int64_t lower_bytes;   /* the most bytes live at one step: no plan does better */
+} pass_memplan;
+
+pass_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen);
+void pass_memplan_free(pass_memplan *m);
+/* Lifetimes only (offsets -1): what pass_memplan_run plans and what a
+ * loaded plan is checked against. */
+pass_memplan *pass_memplan_lifetimes(const ir_graph *g);
+/* Whether step s may write node o over the bytes of node e (in place). */
+int pass_memplan_inplace_ok(const ir_graph *g, const pass_memplan *m, int o, int e);
+/* Checks a plan against g: hash, every offset aligned and inside the arena,
+ * only arena-eligible nodes placed, and no two tensors whose lifetimes meet
+ * share a byte (except an in-place pair). 0, or -1 with a message. */
+int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size_t errlen);
+/* Bytes of a plan (little endian, self-delimiting: "DPCM", version, total
+ * length, graph hash, arena/naive/lower bytes, node count, an offset per
+ * node); records sit back to back in the MEMP section (train, eval). */
+int pass_memplan_serialize(const pass_memplan *m, unsigned char **out, size_t *len);
+/* The plan in a section made for g, rebuilt with lifetimes and checked:
+ * 0 and *out; 1 when the section holds none for g; -1 with a message when
+ * the bytes are malformed or the plan does not fit g. */
+int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_graph *g,
+                              pass_memplan **out, char *err, size_t errlen);
 
 #endif

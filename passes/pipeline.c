@@ -1,6 +1,7 @@
 /* passes/pipeline.c — the pass manager.
  *
- * Runs the passes in their fixed order, checks the graph with ir_verify
+ * Runs the passes in their fixed order (fuse only when o->fuse; --dump-ir=fuse
+ * then shows the unfused graph), checks the graph with ir_verify
  * after each one (a pass that breaks an invariant is caught at its own
  * door, not three passes later), and prints the graph after the pass named
  * by --dump-ir=PASS.
@@ -10,7 +11,7 @@
 
 #include "passes/passes.h"
 
-const char *const pass_names[] = {"lower", "autodiff", "optimizer", NULL};
+const char *const pass_names[] = {"lower", "autodiff", "optimizer", "fuse", NULL};
 
 pass_options pass_default_options(void) {
     pass_options o = {1, 1, NULL, NULL};
@@ -51,6 +52,9 @@ int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char 
     if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
     if (pass_autodiff(g, err, errlen) || after("autodiff", *g, o, err, errlen)) return -1;
     if (pass_optimizer(g, t, err, errlen) || after("optimizer", *g, o, err, errlen)) return -1;
+    /* [partition goes here: its all-reduces must exist before fusion] */
+    if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
+    if (after("fuse", *g, o, err, errlen)) return -1;
     return 0;
 }
 
@@ -59,5 +63,7 @@ int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char 
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen) {
     if (check_options(o, err, errlen)) return -1;
     if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
+    if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
+    if (after("fuse", *g, o, err, errlen)) return -1;
     return 0;
 }

@@ -22,7 +22,8 @@
  * a message in err; allocation failures abort with file:line.
  *
  * Environment: DPC_DEBUG=1 prints kernel counts and compile-cache hits,
- * DPC_DEBUG=2 also the generated source. DPC_CACHE_DIR (default
+ * DPC_DEBUG=2 also the generated source; DPC_PROFILE=1 times every call
+ * and prints where each program's time went when its executor is freed. DPC_CACHE_DIR (default
  * ~/.cache/dpc) holds compiled modules; CC overrides the C compiler.
  * OpenBLAS and OpenMP take their usual thread-count variables
  * (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).

@@ -1,8 +1,22 @@
 /* runtime/backend_cpu.c — the reference backend: host memory, generated C
- * compiled by the system compiler and dlopen'd, OpenBLAS for GEMMs. */
+ * compiled by the system compiler and dlopen'd, OpenBLAS for GEMMs.
+ *
+ * Threads: one pool, ours, runs both the generated kernels (each kernel
+ * computes a range of its iterations, so the pool splits [0, count)) and
+ * the GEMMs (split into row or column blocks, each a single-threaded
+ * cblas_sgemm). Two pools used to share the cores — libgomp's for kernels
+ * and OpenBLAS's for GEMMs — and each one's idle workers spun (OpenBLAS's
+ * with sched_yield for about 0.1 s after every GEMM) on the cores the other
+ * needed: ~15% of a ResNet-18 step's CPU time went to sched_yield on 2
+ * cores. Our workers spin only briefly after a job (the next kernel is
+ * usually microseconds away), then sleep on a condition variable.
+ * Thread count: DPC_THREADS, else OMP_NUM_THREADS, else the CPUs this
+ * process may run on. */
 #include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +25,152 @@
 #include "runtime/check.h"
 #include "runtime/compile_cache.h"
 
-typedef void (*cpu_kernel_fn)(void *const *args, long long count);
+/* The generated C ABI (codegen/render.c): iterations [lo, hi) of count. */
+typedef void (*cpu_kernel_fn)(void *const *args, long long count, long long lo, long long hi);
 
 struct rt_kernel {
     cpu_kernel_fn fn;
+    long long grain; /* fewer iterations than this run on one thread */
     int nargs;
     struct rt_kernel *next; /* the module's list, freed with it */
 };
+
+/* ---- the thread pool -------------------------------------------------------------- */
+
+typedef void (*pool_task)(void *ctx, int part, int parts);
+
+typedef struct {
+    int n;                      /* threads, the caller included */
+    pthread_t *th;
+    pthread_mutex_t mu;         /* guards sleeping and waking */
+    pthread_cond_t job_cv, done_cv;
+    atomic_uint gen;            /* bumped for every job */
+    atomic_int pending;         /* workers still on the current job */
+    atomic_int busy;            /* a caller owns the pool */
+    pool_task fn;
+    void *ctx;
+    int stop;
+} cpu_pool;
+
+static cpu_pool pool;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+/* Spin this many rounds for the next job before sleeping: a few tens of
+ * microseconds, the usual gap between two kernels of a step. */
+#define POOL_SPIN 4000
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+typedef struct {
+    int index;
+} worker_arg;
+
+static void *pool_worker(void *arg) {
+    int me = ((worker_arg *)arg)->index;
+    free(arg);
+    unsigned seen = 0;
+    for (;;) {
+        unsigned g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        for (int spin = 0; g == seen && spin < POOL_SPIN; spin++) {
+            cpu_relax();
+            g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&pool.mu);
+            while ((g = atomic_load_explicit(&pool.gen, memory_order_acquire)) == seen && !pool.stop)
+                pthread_cond_wait(&pool.job_cv, &pool.mu);
+            int stop = pool.stop;
+            pthread_mutex_unlock(&pool.mu);
+            if (stop) return NULL;
+        }
+        seen = g;
+        pool.fn(pool.ctx, me, pool.n);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool.mu);
+            pthread_cond_signal(&pool.done_cv);
+            pthread_mutex_unlock(&pool.mu);
+        }
+    }
+}
+
+static int env_threads(const char *name) {
+    const char *s = getenv(name);
+    int n = s ? atoi(s) : 0;
+    return n > 0 && n <= 1024 ? n : 0;
+}
+
+static void pool_start(void) {
+    int n = env_threads("DPC_THREADS");
+    if (!n) n = env_threads("OMP_NUM_THREADS");
+    if (!n) {
+        cpu_set_t set;
+        n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    }
+    if (n < 1) n = 1;
+    /* GEMMs are split here; OpenBLAS runs each block on the calling thread,
+     * and its own workers go to sleep for good. */
+    openblas_set_num_threads(1);
+    pool.n = n;
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.job_cv, NULL);
+    pthread_cond_init(&pool.done_cv, NULL);
+    pool.th = calloc((size_t)n, sizeof *pool.th);
+    RT_CHECK_ALLOC(pool.th);
+    for (int i = 1; i < n; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        RT_CHECK_ALLOC(a);
+        a->index = i;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, (size_t)16 << 20); /* kernels keep plane buffers on the stack */
+        if (pthread_create(&pool.th[i], &attr, pool_worker, a)) RT_FAIL("pthread_create failed");
+        pthread_attr_destroy(&attr);
+        pthread_detach(pool.th[i]);
+    }
+}
+
+/* Runs fn(ctx, part, parts) for every part in [0, parts) on the pool, the
+ * caller taking part 0; returns when all are done. A second caller while
+ * the pool is busy (replicas on their own threads) runs every part itself. */
+static void pool_run(pool_task fn, void *ctx) {
+    int expect = 0;
+    if (pool.n == 1 || !atomic_compare_exchange_strong(&pool.busy, &expect, 1)) {
+        int parts = pool.n;
+        for (int p = 0; p < parts; p++) fn(ctx, p, parts);
+        return;
+    }
+    pool.fn = fn;
+    pool.ctx = ctx;
+    atomic_store_explicit(&pool.pending, pool.n - 1, memory_order_relaxed);
+    pthread_mutex_lock(&pool.mu);
+    atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
+    pthread_cond_broadcast(&pool.job_cv);
+    pthread_mutex_unlock(&pool.mu);
+    fn(ctx, 0, pool.n);
+    for (int spin = 0; atomic_load_explicit(&pool.pending, memory_order_acquire) && spin < POOL_SPIN; spin++)
+        cpu_relax();
+    if (atomic_load_explicit(&pool.pending, memory_order_acquire)) {
+        pthread_mutex_lock(&pool.mu);
+        while (atomic_load_explicit(&pool.pending, memory_order_acquire))
+            pthread_cond_wait(&pool.done_cv, &pool.mu);
+        pthread_mutex_unlock(&pool.mu);
+    }
+    atomic_store_explicit(&pool.busy, 0, memory_order_release);
+}
+
+/* [lo, hi) of part p of n equal parts of count, boundaries on multiples of
+ * `align` (so parallel GEMM blocks start on whole micro-tiles). */
+static void part_range(int64_t count, int p, int n, int64_t align, int64_t *lo, int64_t *hi) {
+    int64_t units = (count + align - 1) / align;
+    *lo = units * p / n * align;
+    *hi = units * (p + 1) / n * align;
+    if (*lo > count) *lo = count;
+    if (*hi > count) *hi = count;
+}
 
 struct rt_module {
     void *handle;
@@ -60,8 +213,8 @@ static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, siz
         fprintf(stderr, "dpc: error: %s\n", err);
         return NULL;
     }
-    /* RTLD_NODELETE: the module's OpenMP threads (libgomp, pulled in by the
-     * module) must never be unloaded under them. */
+    /* RTLD_NODELETE: a module stays mapped for the process's lifetime, so
+     * a kernel pointer can never outlive its code. */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         snprintf(err, errlen, "dlopen %s: %s", path, dlerror());
@@ -99,13 +252,35 @@ static rt_kernel *cpu_kernel(rt_backend *be, rt_module *m, const char *name, int
         snprintf(err, errlen, "kernel %s not in %s: %s", name, m->path, why ? why : "null symbol");
         return NULL;
     }
+    char gname[256];
+    snprintf(gname, sizeof gname, "%s_grain", name);
+    const long long *grain = dlsym(m->handle, gname);
+    if (!grain) {
+        snprintf(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name, m->path,
+                 gname);
+        return NULL;
+    }
     rt_kernel *k = calloc(1, sizeof *k);
     RT_CHECK_ALLOC(k);
     k->fn = (cpu_kernel_fn)sym;
+    k->grain = *grain > 0 ? *grain : 1;
     k->nargs = nargs;
     k->next = m->kernels;
     m->kernels = k;
     return k;
+}
+
+typedef struct {
+    const rt_kernel *k;
+    void *const *args;
+    int64_t count;
+} launch_job;
+
+static void launch_part(void *ctx, int p, int n) {
+    const launch_job *j = ctx;
+    int64_t lo, hi;
+    part_range(j->count, p, n, 1, &lo, &hi);
+    if (lo < hi) j->k->fn(j->args, (long long)j->count, (long long)lo, (long long)hi);
 }
 
 static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
@@ -115,8 +290,45 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
         snprintf(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
         return -1;
     }
-    if (count > 0) k->fn(args, (long long)count);
+    if (count <= 0) return 0;
+    if (count < k->grain || pool.n == 1) {
+        k->fn(args, (long long)count, 0, (long long)count);
+        return 0;
+    }
+    launch_job j = {k, args, count};
+    pool_run(launch_part, &j);
     return 0;
+}
+
+typedef struct {
+    const cg_gemm *d;
+    const float *A, *B;
+    float *C;
+    int split_m; /* 1: blocks of C's rows, 0: of its columns */
+} gemm_job;
+
+static void sgemm(const cg_gemm *d, int64_t m, int64_t n, const float *A, const float *B, float *C) {
+    cblas_sgemm(CblasColMajor, d->transa ? CblasTrans : CblasNoTrans, d->transb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)d->k, d->alpha, A, (int)d->lda, B, (int)d->ldb, d->beta, C,
+                (int)d->ldc);
+}
+
+/* Part p of every batch entry: rows [lo, hi) of C take rows of op(A);
+ * columns take columns of op(B). */
+static void gemm_part(void *ctx, int p, int parts) {
+    const gemm_job *j = ctx;
+    const cg_gemm *d = j->d;
+    int64_t lo, hi;
+    part_range(j->split_m ? d->m : d->n, p, parts, 16, &lo, &hi);
+    if (lo >= hi) return;
+    for (int64_t b = 0; b < d->batch; b++) {
+        const float *A = j->A + d->off_a + b * d->stride_a, *B = j->B + d->off_b + b * d->stride_b;
+        float *C = j->C + d->off_c + b * d->stride_c;
+        if (j->split_m)
+            sgemm(d, hi - lo, d->n, A + (d->transa ? lo * d->lda : lo), B, C + lo);
+        else
+            sgemm(d, d->m, hi - lo, A, B + (d->transb ? lo : lo * d->ldb), C + lo * d->ldc);
+    }
 }
 
 static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
@@ -124,12 +336,15 @@ static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const floa
     (void)be;
     (void)err;
     (void)errlen;
-    for (int64_t b = 0; b < d->batch; b++)
-        cblas_sgemm(CblasColMajor, d->transa ? CblasTrans : CblasNoTrans,
-                    d->transb ? CblasTrans : CblasNoTrans, (int)d->m, (int)d->n, (int)d->k,
-                    d->alpha, A + d->off_a + b * d->stride_a, (int)d->lda,
-                    B + d->off_b + b * d->stride_b, (int)d->ldb, d->beta,
-                    C + d->off_c + b * d->stride_c, (int)d->ldc);
+    /* Split the larger of m and n: every block then re-packs the smaller
+     * operand (the weights, mostly) and its own share of the larger one. */
+    gemm_job j = {d, A, B, C, d->m >= d->n};
+    int64_t split = j.split_m ? d->m : d->n;
+    if (pool.n > 1 && split >= 32 && d->m * d->n * d->k >= ((int64_t)1 << 18)) {
+        pool_run(gemm_part, &j);
+    } else {
+        gemm_part(&j, 0, 1);
+    }
     return 0;
 }
 
@@ -142,18 +357,8 @@ static int cpu_sync(rt_backend *be, char *err, size_t errlen) {
 
 static void cpu_destroy(rt_backend *be) { free(be); }
 
-/* Generated kernels use OpenMP, GEMMs use OpenBLAS's own thread pool. With
- * libgomp's default spin-waiting, idle OpenMP workers burn the cores the
- * next GEMM needs (measured: 8x slower ResNet-18 steps on 2 cores). So,
- * unless the user chose a policy, OpenMP workers sleep when idle. This must
- * happen before the first module pulls libgomp in, which reads it once. */
-static void default_omp_policy(void) {
-    if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-}
-
 rt_backend *rt_backend_cpu(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, default_omp_policy);
+    pthread_once(&pool_once, pool_start);
     rt_backend *be = calloc(1, sizeof *be);
     RT_CHECK_ALLOC(be);
     be->name = "cpu";

@@ -17,8 +17,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Flags every module is compiled with (after $CC, default "cc"). */
-#define RT_CC_FLAGS "-O3 -march=native -fPIC -shared -fopenmp"
+/* Flags every module is compiled with (after $CC, default "cc").
+ * -ffp-contract=off: no multiply-add contracted across what were separate
+ * ops, so a fused kernel rounds exactly as the unfused ones (bit-identical
+ * results with and without fusion). -fno-math-errno: sqrtf is a pure
+ * function, so a per-channel sqrtf(var + eps) is hoisted out of the loop
+ * over the channel's elements (the value is the same either way).
+ * -fno-trapping-math: no one traps floating-point exceptions, so a select
+ * feeding a reduction (relu_grad's mask, then a sum) may be if-converted
+ * and vectorised; values are unchanged. -fopenmp-simd: `#pragma omp simd`
+ * only; threads are the backend's own pool, not OpenMP's. */
+#define RT_CC_FLAGS \
+    "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -fPIC -shared"
 
 /* The cache directory, created if missing; NULL + message on failure. */
 char *rt_cache_dir(char *err, size_t errlen);

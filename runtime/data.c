@@ -114,34 +114,53 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
 /* ---- CIFAR-10 binary -------------------------------------------------------- */
 
 #define CIFAR_RECORD 3073 /* 1 label byte + 3 x 32 x 32 */
+#define CIFAR_IMAGE (CIFAR_RECORD - 1)
 
-/* Reads a whole file into buf (grown as needed) after *len bytes. */
-static int read_file(const char *path, uint8_t **buf, size_t *len, size_t *cap, size_t *flen,
-                     char *err, size_t errlen) {
+/* Checks that path is a non-empty regular file of whole records; its
+ * record count in *records. The sizes of every file are checked before any
+ * is read, so a bad last file fails in milliseconds, not after 150 MB. */
+static int check_file(const char *path, size_t *records, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0)
         return fail(err, errlen, "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
                     "test_batch.bin)", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
     if (!S_ISREG(sb.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
     size_t n = (size_t)sb.st_size;
-    if (n == 0 || n % CIFAR_RECORD)
-        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records "
-                    "(truncated or not CIFAR-10 binary?)", path, n, CIFAR_RECORD);
-    if (*len + n > *cap) {
-        *cap = *len + n;
-        uint8_t *nb = realloc(*buf, *cap);
-        RT_CHECK_ALLOC(nb);
-        *buf = nb;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: %s", path, strerror(errno));
-    size_t got = fread(*buf + *len, 1, n, f);
-    int e = errno;
-    fclose(f);
-    if (got != n) return fail(err, errlen, "%s: read %zu of %zu bytes: %s", path, got, n, strerror(e));
-    *len += n;
-    *flen = n;
+    if (n == 0)
+        return fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
+                    "records)", path, CIFAR_RECORD);
+    if (n % CIFAR_RECORD)
+        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
+                    "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
+                    path, n, CIFAR_RECORD, n / CIFAR_RECORD, n % CIFAR_RECORD);
+    *records = n / CIFAR_RECORD;
     return 0;
+}
+
+/* Reads `records` records of path into labels/pixels, checking labels.
+ * Record by record through stdio's buffer: no second copy of the file. */
+static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels, char *err,
+                        size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    uint8_t rec[CIFAR_RECORD];
+    int rc = 0;
+    for (size_t r = 0; r < records && !rc; r++) {
+        size_t got = fread(rec, 1, CIFAR_RECORD, f);
+        if (got != CIFAR_RECORD)
+            rc = fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got, CIFAR_RECORD,
+                      ferror(f) ? strerror(errno) : "the file shrank while being read");
+        else if (rec[0] > 9)
+            rc = fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
+                      "the file)", path, r, rec[0], r * CIFAR_RECORD);
+        else {
+            labels[r] = rec[0];
+            memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
+        }
+    }
+    fclose(f);
+    return rc;
 }
 
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
@@ -159,33 +178,23 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
                             "data_batch_4.bin", "data_batch_5.bin"};
     int nfiles = train ? 5 : 1;
     if (!train) names[0] = "test_batch.bin";
-    uint8_t *raw = NULL;
-    size_t len = 0, cap = 0;
+    size_t records[5], total = 0;
     for (int f = 0; f < nfiles; f++) {
         snprintf(path, sizeof path, "%s/%s", base, names[f]);
-        size_t start = len, flen = 0;
-        if (read_file(path, &raw, &len, &cap, &flen, err, errlen)) {
-            free(raw);
+        if (check_file(path, &records[f], err, errlen)) return NULL;
+        total += records[f];
+    }
+    rt_dataset *ds = dataset_new((int64_t)total, 3, 32, 32);
+    snprintf(ds->name, sizeof ds->name, "%.250s", base);
+    size_t at = 0;
+    for (int f = 0; f < nfiles; f++) {
+        snprintf(path, sizeof path, "%s/%s", base, names[f]);
+        if (read_records(path, records[f], ds->labels + at, ds->pixels + at * CIFAR_IMAGE, err, errlen)) {
+            rt_dataset_free(ds);
             return NULL;
         }
-        for (size_t r = 0; r < flen / CIFAR_RECORD; r++) {
-            uint8_t label = raw[start + r * CIFAR_RECORD];
-            if (label > 9) {
-                fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9", path, r, label);
-                free(raw);
-                return NULL;
-            }
-        }
+        at += records[f];
     }
-    int64_t count = (int64_t)(len / CIFAR_RECORD);
-    rt_dataset *ds = dataset_new(count, 3, 32, 32);
-    snprintf(ds->name, sizeof ds->name, "%.250s", base);
-    for (int64_t i = 0; i < count; i++) {
-        const uint8_t *rec = raw + (size_t)i * CIFAR_RECORD;
-        ds->labels[i] = rec[0];
-        memcpy(ds->pixels + (size_t)i * (CIFAR_RECORD - 1), rec + 1, CIFAR_RECORD - 1);
-    }
-    free(raw);
     return ds;
 }
 
@@ -242,35 +251,55 @@ void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order) {
     }
 }
 
-/* One record into the output image: pad, crop, mirror, normalise. */
-static void prepare(const rt_batcher *b, int64_t rec, int epoch, float *out) {
+void rt_batcher_draw(const rt_batcher *b, int epoch, int64_t rec, rt_augment *a) {
     const rt_dataset *ds = b->ds;
-    const uint8_t *src = rt_dataset_get(ds, rec, NULL);
     /* Without augmentation a crop is taken from the centre (a no-op when
      * the image already has the program's size). */
-    int dy = (ds->h - b->oh) / 2, dx = (ds->w - b->ow) / 2, flip = 0;
-    if (b->augment) {
-        uint64_t tag = b->mode == RT_BATCH_TRAIN ? TAG_AUGMENT : TAG_AUGMENT_EVAL;
-        rt_rng r = stream(b->seed, tag, (uint64_t)epoch, (uint64_t)rec);
-        /* Offsets into the zero-padded image, shifted back to source
-         * coordinates: the crop starts at (oy - pad, ox - pad). */
-        if (b->crop > 0) {
-            dy = (int)rt_rng_below(&r, (uint64_t)(ds->h + 2 * b->pad - b->crop + 1)) - b->pad;
-            dx = (int)rt_rng_below(&r, (uint64_t)(ds->w + 2 * b->pad - b->crop + 1)) - b->pad;
-        }
-        if (b->mirror) flip = (int)rt_rng_below(&r, 2);
+    a->oy = b->pad + (ds->h - b->oh) / 2;
+    a->ox = b->pad + (ds->w - b->ow) / 2;
+    a->flip = 0;
+    if (!b->augment) return;
+    uint64_t tag = b->mode == RT_BATCH_TRAIN ? TAG_AUGMENT : TAG_AUGMENT_EVAL;
+    rt_rng r = stream(b->seed, tag, (uint64_t)epoch, (uint64_t)rec);
+    if (b->crop > 0) {
+        a->oy = (int)rt_rng_below(&r, (uint64_t)(ds->h + 2 * b->pad - b->crop + 1));
+        a->ox = (int)rt_rng_below(&r, (uint64_t)(ds->w + 2 * b->pad - b->crop + 1));
     }
+    if (b->mirror) a->flip = (int)rt_rng_below(&r, 2);
+}
+
+void rt_batcher_prepare(const rt_batcher *b, int64_t rec, const rt_augment *a, float *out) {
+    const rt_dataset *ds = b->ds;
+    const uint8_t *src = rt_dataset_get(ds, rec, NULL);
+    /* Output (y, x) reads padded (y + oy, x' + ox), x' = x or ow-1-x when
+     * mirrored, i.e. source (y + dy, x' + dx); outside the source is the
+     * zero padding. [x0, x1) is where the source column is inside. */
+    int dy = a->oy - b->pad, dx = a->ox - b->pad;
+    int x0, x1;
+    if (!a->flip) {
+        x0 = -dx, x1 = ds->w - dx;
+    } else {
+        x0 = b->ow - ds->w + dx, x1 = b->ow + dx;
+    }
+    if (x0 < 0) x0 = 0;
+    if (x1 > b->ow) x1 = b->ow;
     for (int c = 0; c < b->oc; c++) {
         const uint8_t *plane = src + (size_t)c * (size_t)(ds->h * ds->w);
         const float *lut = b->lut[c];
         for (int y = 0; y < b->oh; y++) {
             int sy = y + dy;
             float *row = out + ((size_t)c * (size_t)b->oh + (size_t)y) * (size_t)b->ow;
-            for (int x = 0; x < b->ow; x++) {
-                int sx = (flip ? b->ow - 1 - x : x) + dx;
-                int inside = sy >= 0 && sy < ds->h && sx >= 0 && sx < ds->w;
-                row[x] = lut[inside ? plane[(size_t)sy * (size_t)ds->w + (size_t)sx] : 0];
+            if (sy < 0 || sy >= ds->h || x0 >= x1) {
+                for (int x = 0; x < b->ow; x++) row[x] = lut[0];
+                continue;
             }
+            const uint8_t *srow = plane + (size_t)sy * (size_t)ds->w;
+            for (int x = 0; x < x0; x++) row[x] = lut[0];
+            if (!a->flip)
+                for (int x = x0; x < x1; x++) row[x] = lut[srow[x + dx]];
+            else
+                for (int x = x0; x < x1; x++) row[x] = lut[srow[b->ow - 1 - x + dx]];
+            for (int x = x1; x < b->ow; x++) row[x] = lut[0];
         }
     }
 }
@@ -289,7 +318,9 @@ int rt_batcher_fill(const rt_batcher *b, const int64_t *order, int epoch, int64_
         }
         int64_t rec = order ? order[pos] : pos;
         labels[i] = b->ds->labels[rec];
-        prepare(b, rec, epoch, out);
+        rt_augment a;
+        rt_batcher_draw(b, epoch, rec, &a);
+        rt_batcher_prepare(b, rec, &a, out);
         real++;
     }
     return real;

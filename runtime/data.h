@@ -22,6 +22,9 @@
  *     for (int64_t s = 0; s < b.batches; s++)
  *         rt_batcher_fill(&b, order, epoch, s * 128, 128, images, labels);
  *     rt_dataset_free(train);
+ *
+ * Training batches are normally prepared ahead by worker threads:
+ * runtime/pipeline.h.
  */
 #ifndef DPC_RT_DATA_H
 #define DPC_RT_DATA_H
@@ -52,9 +55,10 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
 #define RT_SYNTHETIC_SEED 20170608u /* fixed: like a real dataset, not --seed */
 
 /* CIFAR-10 binary: data_batch_1..5.bin (train=1) or test_batch.bin, in dir
- * or in dir/cifar-10-batches-bin. Each file must be a whole number of
- * 3073-byte records with labels 0-9. NULL and one message naming the file
- * (and record) otherwise. */
+ * or in dir/cifar-10-batches-bin. Each file must be a regular, readable,
+ * non-empty file of whole 3073-byte records (1 label byte + 3072 CHW
+ * bytes) with labels 0-9. NULL and one message naming the file (and the
+ * record) otherwise; nothing is half-loaded. */
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen);
 
 /* How a batcher treats its dataset. */
@@ -85,6 +89,21 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
 /* The epoch's record order (ds->count entries): a seeded Fisher-Yates
  * shuffle, or the identity when not shuffling. */
 void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order);
+/* Where one sample's pixels come from: the top-left corner (oy, ox) of the
+ * crop in the zero-padded image (0 .. h + 2 pad - crop), and whether the
+ * crop is mirrored left-right. */
+typedef struct {
+    int oy, ox;
+    int flip;
+} rt_augment;
+
+/* The draws for record `rec` in `epoch`: random when augmenting (a pure
+ * function of seed, mode, epoch, record), else the centre crop, no mirror. */
+void rt_batcher_draw(const rt_batcher *b, int epoch, int64_t rec, rt_augment *a);
+/* Record `rec` as the program's input (oc x oh x ow floats): scale to
+ * [0, 1], zero-pad, crop at a, mirror if a->flip, normalise. */
+void rt_batcher_prepare(const rt_batcher *b, int64_t rec, const rt_augment *a, float *out);
+
 /* Fills n samples, positions [first, first + n) of the epoch's order, into
  * images (n x oc x oh x ow floats) and labels. Positions past the end are
  * zero images with label 0. Returns the number of real samples. Thread

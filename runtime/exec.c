@@ -2,16 +2,22 @@
  *
  * The program (cg_program) comes from the plan's kernel section for the
  * backend's dialect when it holds one for this graph, else it is generated
- * here. Which buffer each node lives in is decided in bind_buffers() alone,
- * so a memory planner can later replace one-buffer-per-node by offsets in
- * an arena without touching anything else.
+ * here. Which buffer each node lives in is decided in bind_buffers() alone:
+ * parameters and states in the store, views and assigns in the storage they
+ * alias, fused values nothing outside their group reads nowhere, and every
+ * other tensor at its offset in one arena when the plan holds a memory plan
+ * for this graph (section MEMP), else in a buffer of its own (no plan, or
+ * compiled with --no-memplan; tests that read every node after a step rely
+ * on that).
  */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "passes/passes.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/exec.h"
@@ -23,10 +29,77 @@ struct rt_exec {
     cg_program *prog;
     rt_module *mod;
     rt_kernel **kern; /* by kernel index */
-    void **buf;       /* device buffer of every node */
+    void **buf;       /* device buffer of every node, NULL when it has none */
     unsigned char *owned;
     void *scratch;
+    void *arena;      /* every planned activation, at its offset */
+    int64_t arena_bytes;
+    double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
+    double *prof_cpu; /* the calling thread's CPU seconds per call */
+    int runs;
 };
+
+static double clock_s(clockid_t id) {
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+
+typedef struct {
+    char what[96];
+    double sec, cpu;
+    int calls;
+} prof_row;
+
+static int cmp_prof(const void *a, const void *b) {
+    double x = ((const prof_row *)a)->sec, y = ((const prof_row *)b)->sec;
+    return (x < y) - (x > y);
+}
+
+/* DPC_PROFILE=1: where a run's time goes, by kernel (GEMMs by the op that
+ * made them and their shape), on stderr when the exec is freed. Calls are
+ * synchronised one by one, so the figures are per call on any backend.
+ * The cpu column is the calling thread's CPU time: with one thread
+ * (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1) it is the work itself, what
+ * other processes on a shared machine do not inflate. */
+static void print_profile(const rt_exec *ex) {
+    const cg_program *p = ex->prog;
+    prof_row *rows = calloc((size_t)p->ncalls + 1, sizeof *rows);
+    RT_CHECK_ALLOC(rows);
+    int nr = 0;
+    double total = 0, cpu = 0;
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
+            const cg_call *c = &p->calls[ci];
+            char what[96];
+            if (c->kind == CG_CALL_GEMM)
+                snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64, ir_ops[s->op].name,
+                         c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n,
+                         c->gemm.k);
+            else
+                snprintf(what, sizeof what, "%s", p->kernels[c->kernel].name);
+            int r = 0;
+            while (r < nr && strcmp(rows[r].what, what)) r++;
+            if (r == nr) snprintf(rows[nr++].what, sizeof rows->what, "%s", what);
+            rows[r].sec += ex->prof[ci];
+            rows[r].cpu += ex->prof_cpu[ci];
+            rows[r].calls++;
+            total += ex->prof[ci];
+            cpu += ex->prof_cpu[ci];
+        }
+    }
+    qsort(rows, (size_t)nr, sizeof *rows, cmp_prof);
+    int runs = ex->runs ? ex->runs : 1;
+    fprintf(stderr, "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
+            ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
+    for (int r = 0; r < nr && r < 60; r++)
+        fprintf(stderr, "  %8.2f ms %5.1f%% %8.2f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
+                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs, rows[r].calls,
+                rows[r].what);
+    free(rows);
+}
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -41,15 +114,31 @@ static size_t node_bytes(const ir_node *n) {
     return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
 }
 
-/* Every node's buffer: params and states from the store, aliases share
- * their target's, everything else gets its own. */
-static int bind_buffers(rt_exec *ex, char *err, size_t errlen) {
+/* The plan's memory plan for this graph, NULL when it has none (a
+ * malformed one is an error: -1). */
+static int load_memplan(const ir_graph *g, const dpc_plan *plan, pass_memplan **out, char *err,
+                        size_t errlen) {
+    *out = NULL;
+    const plan_section *sec = plan ? plan_find_section(plan, MEMPLAN_SECTION) : NULL;
+    if (!sec) return 0;
+    char why[512];
+    int rc = pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
+    if (rc < 0) return fail(err, errlen, "plan section %s: %s", MEMPLAN_SECTION, why);
+    return 0;
+}
+
+/* Every node's buffer (see the top of this file). */
+static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t errlen) {
     const ir_graph *g = ex->g;
-    int *alias = malloc(sizeof(int) * (size_t)(g->n + 1));
-    RT_CHECK_ALLOC(alias);
-    for (int i = 0; i < g->n; i++) alias[i] = -1;
-    for (int s = 0; s < ex->prog->nsteps; s++)
-        alias[ex->prog->steps[s].node] = ex->prog->steps[s].alias;
+    pass_memplan *mp = NULL;
+    if (load_memplan(g, plan, &mp, err, errlen)) return -1;
+    unsigned char *stored = malloc((size_t)g->n + 1);
+    RT_CHECK_ALLOC(stored);
+    ir_stored(g, stored);
+    if (mp && mp->arena_bytes > 0) {
+        ex->arena = ex->be->alloc(ex->be, (size_t)mp->arena_bytes);
+        ex->arena_bytes = mp->arena_bytes;
+    }
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
@@ -62,14 +151,30 @@ static int bind_buffers(rt_exec *ex, char *err, size_t errlen) {
                 rc = fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
             else
                 ex->buf[i] = rt_store_buffer(ex->st, k);
-        } else if (alias[i] >= 0) {
-            ex->buf[i] = ex->buf[alias[i]];
+        } else if (ir_storage_of(g, i) != i) {
+            ex->buf[i] = ex->buf[ir_storage_of(g, i)]; /* a view or an assign */
+        } else if (!stored[i]) {
+            ex->buf[i] = NULL; /* lives in a fused kernel's registers */
+        } else if (mp && mp->offset[i] >= 0) {
+            ex->buf[i] = (char *)ex->arena + mp->offset[i];
         } else {
             ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
             ex->owned[i] = 1;
         }
     }
-    free(alias);
+    free(stored);
+    pass_memplan_free(mp);
+    /* Every buffer a step names must exist. */
+    for (int si = 0; si < ex->prog->nsteps && !rc; si++) {
+        const cg_step *s = &ex->prog->steps[si];
+        for (int c = s->first_call; c < s->first_call + s->ncalls && !rc; c++)
+            for (int j = 0; j < ex->prog->calls[c].nargs && !rc; j++) {
+                int id = s->buf[ex->prog->calls[c].arg[j]];
+                if (id != CG_SCRATCH && !ex->buf[id])
+                    rc = fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
+                              ir_ops[s->op].name, id);
+            }
+    }
     if (!rc && ex->prog->scratch > 0)
         ex->scratch = ex->be->alloc(ex->be, sizeof(float) * (size_t)ex->prog->scratch);
     return rc;
@@ -122,14 +227,22 @@ rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_
         ex->kern[k] = be->kernel(be, ex->mod, kd->name, kd->nargs, err, errlen);
         if (!ex->kern[k]) goto fail;
     }
-    if (bind_buffers(ex, err, errlen)) goto fail;
+    if (bind_buffers(ex, plan, err, errlen)) goto fail;
+    const char *prof = getenv("DPC_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) {
+        ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
+        ex->prof_cpu = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof_cpu);
+        RT_CHECK_ALLOC(ex->prof);
+        RT_CHECK_ALLOC(ex->prof_cpu);
+    }
     if (rt_debug_level() >= 1) {
         int gemms = 0;
         for (int c = 0; c < ex->prog->ncalls; c++) gemms += ex->prog->calls[c].kind == CG_CALL_GEMM;
         fprintf(stderr,
-                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB\n",
+                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
+                "arena %.1f MiB\n",
                 be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
-                (double)ex->prog->scratch * 4.0 / (1 << 20));
+                (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
     }
     return ex;
 fail:
@@ -139,9 +252,13 @@ fail:
 
 void rt_exec_free(rt_exec *ex) {
     if (!ex) return;
+    if (ex->prof && ex->runs) print_profile(ex);
+    free(ex->prof);
+    free(ex->prof_cpu);
     for (int i = 0; ex->g && i < ex->g->n; i++)
         if (ex->owned[i]) ex->be->free(ex->be, ex->buf[i]);
     if (ex->scratch) ex->be->free(ex->be, ex->scratch);
+    if (ex->arena) ex->be->free(ex->be, ex->arena);
     if (ex->mod) ex->be->module_free(ex->be, ex->mod);
     free(ex->kern);
     free(ex->buf);
@@ -171,6 +288,7 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
             const cg_call *c = &p->calls[ci];
             void *args[CG_MAX_ARGS];
             int rc;
+            double t0 = ex->prof ? now() : 0, c0 = ex->prof ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
             if (c->kind == CG_CALL_GEMM) {
                 rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
                               slot_ptr(ex, s, c->arg[2]), err, errlen);
@@ -180,6 +298,11 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
                               (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
                 rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, err, errlen);
             }
+            if (!rc && ex->prof) {
+                rc = be->sync(be, err, errlen);
+                ex->prof[ci] += now() - t0;
+                ex->prof_cpu[ci] += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            }
             if (rc) {
                 char why[256];
                 snprintf(why, sizeof why, "%s", err);
@@ -188,6 +311,7 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
             }
         }
     }
+    ex->runs++;
     return be->sync(be, err, errlen);
 }
 
@@ -214,6 +338,7 @@ int rt_exec_set_scalar(rt_exec *ex, const char *name, float value) {
 
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
     if (node < 0 || node >= ex->g->n || node_bytes(&ex->g->nodes[node]) != bytes) return -1;
+    if (!ex->buf[node]) return -1; /* a fused value that is never stored */
     ex->be->copy_out(ex->be, host, ex->buf[node], bytes);
     return 0;
 }

@@ -15,8 +15,9 @@
  *
  * A store holds every persistent tensor (params, BatchNorm running stats,
  * optimizer state) by name; the train and eval programs bound to the same
- * store share them. Everything else (activations, gradients) lives in the
- * exec's own buffers. Tensors are addressed by their node's name: sources by
+ * store share them. Everything else lives in the exec's own memory:
+ * activations in one arena laid out by the plan's memory plan (or a buffer
+ * each without one), parameter gradients in buffers of their own. Tensors are addressed by their node's name: sources by
  * their unique name, others by the label the frontend or a pass gave them
  * ("loss", "logits", "conv0.weight.grad").
  */
@@ -61,7 +62,11 @@ int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
 /* Copies a named tensor's current value to host; -1 if unknown or size differs. */
 int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
-/* Same, by node index (any node, named or not; aliases read their target). */
+/* Same, by node index (any node, named or not; aliases read their target).
+ * A fused value that is never stored cannot be read (-1). With a memory
+ * plan, a tensor shares arena bytes with others once it is dead: after a
+ * step only outputs (loss, logits), gradients, sources and what lives to
+ * the end hold their values; compile with --no-memplan to read the rest. */
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes);
 
 #endif

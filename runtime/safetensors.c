@@ -410,7 +410,8 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
                         name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
                         (unsigned long long)data_len);
         if (t->end - t->begin != numel * sizeof(float))
-            return fail(err, errlen, "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu",
+            return fail(err, errlen,
+                        "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu",
                         name, t->name, (unsigned long long)(numel * sizeof(float)),
                         (unsigned long long)(t->end - t->begin));
         for (int k = 0; k < i; k++)
@@ -442,7 +443,8 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
                                size_t errlen) {
     if (len < 8) {
         free(buf);
-        fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length", name, len);
+        fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
+             name, len);
         return NULL;
     }
     uint64_t hlen = 0;

@@ -1,10 +1,12 @@
 /* runtime/train.c — the training loop: data, schedule, steps, log lines,
- * accuracy, parameter files.
+ * accuracy, metrics, parameter files.
  *
- * One step: prepare the global batch, hand each replica its slice (today
- * one replica, the whole batch), set lr and grad_scale = 1/global batch, run
- * the train program (forward, backward, update in one compiled program),
- * read back the per-sample losses. The article's log lines go to `out`.
+ * One step: take the next global batch from the input pipeline (worker
+ * threads prepared it while the previous steps ran), hand each replica its
+ * slice (today one replica, the whole batch), set lr and grad_scale =
+ * 1/global batch, run the train program (forward, backward, update in one
+ * compiled program), read back the per-sample losses. The article's log
+ * lines go to `out`; a progress bar goes to stderr when it is a terminal.
  */
 #include "runtime/train.h"
 
@@ -19,6 +21,8 @@
 #include "runtime/check.h"
 #include "runtime/data.h"
 #include "runtime/exec.h"
+#include "runtime/pipeline.h"
+#include "runtime/progress.h"
 #include "runtime/safetensors.h"
 #include "runtime/schedule.h"
 
@@ -30,6 +34,7 @@ rt_train_options rt_train_defaults(void) {
     o.lr_scaling = -1;
     o.warmup_epochs = -1;
     o.steps = -1;
+    o.data_workers = RT_PIPELINE_WORKERS;
     return o;
 }
 
@@ -190,22 +195,22 @@ typedef struct {
     rt_backend *be;
     rt_store *st;
     rt_exec *train, *eval;
-    float *img, *eimg, *logits, *loss;
-    int32_t *lab, *elab;
-    int64_t *order;
+    rt_pipeline *input; /* training batches, prepared ahead */
+    float *logits, *loss;
     FILE *metrics;
+    rt_progress bar;
     char err[1024];
 } run;
 
 static void run_free(run *r) {
+    rt_pipeline_free(r->input);
     rt_exec_free(r->train);
     rt_exec_free(r->eval);
     rt_store_free(r->st);
     if (r->be) rt_backend_free(r->be);
     rt_dataset_free(r->train_ds);
     rt_dataset_free(r->test_ds);
-    free(r->img), free(r->eimg), free(r->logits), free(r->loss);
-    free(r->lab), free(r->elab), free(r->order);
+    free(r->logits), free(r->loss);
     if (r->metrics) fclose(r->metrics);
 }
 
@@ -221,8 +226,18 @@ static int print_error(const char *fmt, ...) {
     return 1;
 }
 
-/* Shapes the loop relies on: train image [B,C,H,W] f32, label [B] i32, the
- * scalar inputs, loss [B]; eval image [E,C,H,W], logits [E,K]. */
+/* print_error, after erasing the progress bar so the message starts a line. */
+static int run_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run_error(run *r, const char *fmt, ...) {
+    rt_progress_clear(&r->bar);
+    char msg[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return print_error("%s", msg);
+}
+
 static int check_programs(run *r) {
     const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
     if (!tg || !eg) return print_error("the plan lacks its train or eval program");
@@ -298,31 +313,39 @@ static int build(run *r) {
     if (!r->train) return print_error("cannot build the train program: %s", r->err);
     r->eval = rt_exec_new(r->be, r->st, r->plan->eval, r->plan, r->err, sizeof r->err);
     if (!r->eval) return print_error("cannot build the eval program: %s", r->err);
-    size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
-    r->img = malloc(sizeof(float) * img * (size_t)r->global);
-    r->lab = malloc(sizeof(int32_t) * (size_t)r->global);
     r->loss = malloc(sizeof(float) * (size_t)r->batch);
-    r->eimg = malloc(sizeof(float) * img * (size_t)r->eval_batch);
-    r->elab = malloc(sizeof(int32_t) * (size_t)r->eval_batch);
     r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes);
-    r->order = malloc(sizeof(int64_t) * (size_t)r->train_ds->count);
-    RT_CHECK_ALLOC(r->img && r->lab && r->loss && r->eimg && r->elab && r->logits && r->order);
+    RT_CHECK_ALLOC(r->loss && r->logits);
     return 0;
 }
 
-/* One optimizer step on the prepared global batch; adds the per-sample
- * losses to *loss_sum. Each replica would take its slice of r->img. */
-static int step(run *r, double lr, double *loss_sum) {
+/* A pipeline over `count` batches of b, as the options say. */
+static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
+    rt_pipeline_config cfg = rt_pipeline_defaults();
+    cfg.workers = r->o->data_workers;
+    cfg.depth = r->o->data_depth;
+    cfg.count = count;
+    rt_pipeline *p = rt_pipeline_new(b, &cfg, r->err, sizeof r->err);
+    if (!p) print_error("%s", r->err);
+    return p;
+}
+
+/* One optimizer step on the global batch bt; adds the per-sample losses to
+ * *loss_sum. The input slot goes back to the workers as soon as the
+ * program has copied it, so they prepare ahead while the step runs. Each
+ * replica would take its slice of bt. */
+static int step(run *r, rt_pipeline *in, const rt_batch *bt, double lr, double *loss_sum) {
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
-    if (rt_exec_set_input(r->train, "image", r->img, sizeof(float) * img * (size_t)r->batch) ||
-        rt_exec_set_input(r->train, "label", r->lab, sizeof(int32_t) * (size_t)r->batch) ||
+    if (rt_exec_set_input(r->train, "image", bt->images, sizeof(float) * img * (size_t)r->batch) ||
+        rt_exec_set_input(r->train, "label", bt->labels, sizeof(int32_t) * (size_t)r->batch) ||
         rt_exec_set_scalar(r->train, "lr", (float)lr) ||
         rt_exec_set_scalar(r->train, "grad_scale", 1.0f / (float)r->global))
-        return print_error("the train program refused its inputs");
+        return run_error(r, "the train program refused its inputs");
+    rt_pipeline_release(in);
     if (rt_exec_run(r->train, r->err, sizeof r->err))
-        return print_error("train step failed: %s", r->err);
+        return run_error(r, "train step failed: %s", r->err);
     if (rt_exec_get(r->train, "loss", r->loss, sizeof(float) * (size_t)r->batch))
-        return print_error("cannot read the train program's loss");
+        return run_error(r, "cannot read the train program's loss");
     double s = 0;
     for (int i = 0; i < r->batch; i++) s += r->loss[i];
     *loss_sum += s;
@@ -331,95 +354,163 @@ static int step(run *r, double lr, double *loss_sum) {
 
 /* Fraction of the batcher's images whose largest logit is the label (ties:
  * the first class), with the eval program (BatchNorm inference mode). */
-static int accuracy(run *r, const rt_batcher *b, double *acc) {
+static int accuracy(run *r, const rt_batcher *b, const char *what, double *acc) {
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
+    rt_pipeline *in = start_input(r, b, b->batches);
+    if (!in) return 1;
     int64_t right = 0, total = 0;
-    for (int64_t bi = 0; bi < b->batches; bi++) {
-        int n = rt_batcher_fill(b, NULL, 0, bi * r->eval_batch, r->eval_batch, r->eimg, r->elab);
-        if (rt_exec_set_input(r->eval, "image", r->eimg, sizeof(float) * img * (size_t)r->eval_batch) ||
+    int rc = 0;
+    double t0 = now();
+    rt_progress_begin(&r->bar, what, (long)b->batches);
+    const rt_batch *bt;
+    while (!rc && (bt = rt_pipeline_next(in))) {
+        if (rt_exec_set_input(r->eval, "image", bt->images, sizeof(float) * img * (size_t)r->eval_batch) ||
             (r->eval_has_label &&
-             rt_exec_set_input(r->eval, "label", r->elab, sizeof(int32_t) * (size_t)r->eval_batch)))
-            return print_error("the eval program refused its inputs");
-        if (rt_exec_run(r->eval, r->err, sizeof r->err)) return print_error("eval failed: %s", r->err);
+             rt_exec_set_input(r->eval, "label", bt->labels, sizeof(int32_t) * (size_t)r->eval_batch))) {
+            rc = run_error(r, "the eval program refused its inputs");
+            break;
+        }
+        /* Labels are needed after the run: keep the slot until then. */
+        if (rt_exec_run(r->eval, r->err, sizeof r->err)) {
+            rc = run_error(r, "eval failed: %s", r->err);
+            break;
+        }
         size_t lbytes = sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes;
-        if (rt_exec_get(r->eval, "logits", r->logits, lbytes))
-            return print_error("cannot read the eval program's logits");
-        for (int i = 0; i < n; i++) {
+        if (rt_exec_get(r->eval, "logits", r->logits, lbytes)) {
+            rc = run_error(r, "cannot read the eval program's logits");
+            break;
+        }
+        for (int i = 0; i < bt->real; i++) {
             const float *l = r->logits + (size_t)i * (size_t)r->classes;
             int best = 0;
             for (int k = 1; k < r->classes; k++)
                 if (l[k] > l[best]) best = k;
-            right += best == r->elab[i];
+            right += best == bt->labels[i];
         }
-        total += n;
+        total += bt->real;
+        rt_progress_update(&r->bar, (long)(bt->index + 1), (double)total / (now() - t0), NAN);
     }
+    rt_progress_clear(&r->bar);
+    rt_pipeline_free(in);
     *acc = total ? (double)right / (double)total : 0;
-    return 0;
+    return rc;
 }
 
 static int benchmark(run *r) {
-    double lr = rt_schedule_epoch_lr(&r->sched, 0), sum = 0, t = 0;
-    rt_batcher_order(&r->train_b, 0, r->order);
-    for (long s = 0; s <= r->o->benchmark; s++) {
-        /* Batch preparation stays outside the timed region: worker threads
-         * overlap it with compute. */
-        int64_t first = (s % r->train_b.batches) * r->global;
-        rt_batcher_fill(&r->train_b, r->order, 0, first, r->global, r->img, r->lab);
-        double t0 = now();
-        if (step(r, lr, &sum)) return 1;
-        if (s > 0) t += now() - t0; /* step 0 is the warm-up */
+    double lr = rt_schedule_epoch_lr(&r->sched, 0), sum = 0, t0 = 0;
+    r->input = start_input(r, &r->train_b, r->o->benchmark + 1);
+    if (!r->input) return 1;
+    rt_pipeline_stats st0 = {0}, st1;
+    const rt_batch *bt;
+    while ((bt = rt_pipeline_next(r->input))) {
+        if (step(r, r->input, bt, lr, &sum)) return 1;
+        /* Step 0 is the warm-up; the clock runs from its end, and input
+         * waits after it count (the workers overlap preparation with the
+         * steps). */
+        if (bt->seq == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st0);
     }
-    fprintf(r->o->out, "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step; "
-            "batch preparation excluded)\n", r->o->benchmark, r->global, t);
+    double t = now() - t0;
+    rt_pipeline_get_stats(r->input, &st1);
+    fprintf(r->o->out, "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step); "
+            "input from %d data worker%s, waited %.3f seconds\n", r->o->benchmark, r->global, t,
+            r->o->data_workers, r->o->data_workers == 1 ? "" : "s", st1.wait_s - st0.wait_s);
     fprintf(r->o->out, "throughput: %.1f img/s\n", (double)r->o->benchmark * r->global / t);
     return 0;
+}
+
+/* The epoch's metrics object, without its closing brace (the last epoch's
+ * gets the final accuracies appended). */
+static void metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch, long steps,
+                         double seconds, double wait, double test_acc) {
+    snprintf(buf, len, "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %.9g, \"batch\": %d, \"steps\": %ld, "
+             "\"seconds\": %.3f, \"img_per_s\": %.1f, \"input_wait_s\": %.4f", epoch, lr, loss, batch, steps,
+             seconds, seconds > 0 ? (double)steps * batch / seconds : 0.0, wait);
+    if (test_acc >= 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), ", \"test_accuracy\": %.6f", test_acc);
 }
 
 static int train_loop(run *r) {
     const rt_train_options *o = r->o;
     FILE *out = o->out;
     long spe = (long)r->train_b.batches, done = 0;
-    double total_time = 0;
-    for (int e = 0; e < r->t.epochs; e++) {
-        if (o->steps >= 0 && done >= o->steps) break;
-        double t0 = now(), loss_sum = 0;
+    int64_t total = (int64_t)r->t.epochs * spe;
+    if (o->steps >= 0 && o->steps < total) total = o->steps;
+    double total_time = 0, test_acc = -1;
+    long test_acc_done = -1; /* the step count test_acc was measured at */
+    char pending[512] = "";  /* the last epoch's metrics, completed at the end */
+    if (total > 0) {
+        r->input = start_input(r, &r->train_b, total);
+        if (!r->input) return 1;
+    }
+    for (int e = 0; e < r->t.epochs && done < total; e++) {
+        double t0 = 0, loss_sum = 0;
         long steps = 0;
-        rt_batcher_order(&r->train_b, e, r->order);
-        for (long s = 0; s < spe && !(o->steps >= 0 && done >= o->steps); s++) {
+        rt_pipeline_stats st0, st1, st2;
+        rt_pipeline_get_stats(r->input, &st0);
+        char label[48];
+        snprintf(label, sizeof label, "epoch %d", e);
+        rt_progress_begin(&r->bar, label, (long)(total - done < spe ? total - done : spe));
+        for (long s = 0; s < spe && done < total; s++) {
+            const rt_batch *bt = rt_pipeline_next(r->input);
+            if (!bt) return run_error(r, "the input pipeline ended after %ld steps of %lld", done, (long long)total);
+            /* The epoch's clock starts at its first batch, as the article's. */
+            if (s == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st1);
             double lr = rt_schedule_step_lr(&r->sched, e, s, spe);
-            rt_batcher_fill(&r->train_b, r->order, e, s * r->global, r->global, r->img, r->lab);
             double before = loss_sum;
-            if (step(r, lr, &loss_sum)) return 1;
+            if (step(r, r->input, bt, lr, &loss_sum)) return 1;
             if (!isfinite(loss_sum - before))
-                return print_error("the loss is %s at step %ld (epoch %d, step %ld of the epoch, "
+                return run_error(r, "the loss is %s at step %ld (epoch %d, step %ld of the epoch, "
                                    "lr %.6g); stopping",
                                    isnan(loss_sum - before) ? "nan" : "infinite", done, e, s, lr);
             steps++, done++;
+            double el = now() - t0;
+            rt_progress_update(&r->bar, steps, el > 0 ? (double)steps * r->global / el : 0,
+                               loss_sum / ((double)steps * r->global));
         }
         double dt = now() - t0, mean = loss_sum / ((double)steps * r->global);
+        rt_pipeline_get_stats(r->input, &st2);
+        rt_progress_clear(&r->bar);
         total_time += dt;
         double lr = rt_schedule_epoch_lr(&r->sched, e);
         fprintf(out, "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
                 mean, r->global, lr, dt);
-        double test_acc = -1;
-        if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
-            if (accuracy(r, &r->test_b, &test_acc)) return 1;
-            fprintf(out, "EPOCH %2d: test accuracy %.4f\n", e, test_acc);
-        }
         fflush(out);
+        double wait = st2.wait_s - st1.wait_s;
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dprun: debug: epoch %d input: the steps waited %.4f s in %lld of %ld steps, "
+                    "%.4f s before the first batch; %d data worker%s\n", e, wait,
+                    (long long)(st2.stalls - st1.stalls), steps, st1.wait_s - st0.wait_s, o->data_workers,
+                    o->data_workers == 1 ? "" : "s");
+        double acc = -1;
+        if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
+            if (accuracy(r, &r->test_b, "test accuracy", &acc)) return 1;
+            fprintf(out, "EPOCH %2d: test accuracy %.4f\n", e, acc);
+            fflush(out);
+            test_acc = acc, test_acc_done = done;
+        }
         if (r->metrics) {
-            fprintf(r->metrics, "{\"epoch\": %d, \"train_loss\": %.9g, \"lr\": %.9g, \"batch\": %d, "
-                    "\"steps\": %ld, \"time\": %.3f", e, mean, lr, r->global, steps, dt);
-            if (test_acc >= 0) fprintf(r->metrics, ", \"test_accuracy\": %.6f", test_acc);
-            fprintf(r->metrics, "}\n");
+            if (*pending) fprintf(r->metrics, "%s}\n", pending);
+            metrics_line(pending, sizeof pending, e, lr, mean, r->global, steps, dt, wait, acc);
             fflush(r->metrics);
         }
     }
-    double train_acc, test_acc;
-    if (accuracy(r, &r->train_eval_b, &train_acc) || accuracy(r, &r->test_b, &test_acc)) return 1;
+    rt_pipeline_free(r->input);
+    r->input = NULL;
+    double train_acc;
+    if (accuracy(r, &r->train_eval_b, "train accuracy", &train_acc)) return 1;
+    /* The last --eval-every pass measured these very parameters. */
+    if (test_acc_done != done && accuracy(r, &r->test_b, "test accuracy", &test_acc)) return 1;
     fprintf(out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n", total_time,
             train_acc, test_acc);
     fflush(out);
+    if (r->metrics && *pending) {
+        if (!strstr(pending, "\"test_accuracy\""))
+            snprintf(pending + strlen(pending), sizeof pending - strlen(pending), ", \"test_accuracy\": %.6f",
+                     test_acc);
+        fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", pending, train_acc);
+        fflush(r->metrics);
+    }
+    if (r->metrics && ferror(r->metrics)) return run_error(r, "%s: write error", o->metrics);
     return 0;
 }
 
@@ -429,6 +520,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     run r;
     memset(&r, 0, sizeof r);
     r.plan = plan, r.o = &o;
+    rt_progress_init(&r.bar, stderr);
     int rc = 0;
     if (o.device && !strcmp(o.device, "cuda")) {
         rc = print_error("--device cuda: no CUDA device/backend in this build");

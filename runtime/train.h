@@ -10,7 +10,16 @@
  * file), runs the epochs with the schedule's lr, prints the reference
  * article's log lines on stdout, and finishes with train and test accuracy
  * measured by the eval program (BatchNorm in inference mode). Notices go to
- * stderr as `dprun: note: ...`, errors as `dprun: error: ...`.
+ * stderr as `dprun: note: ...`, errors as `dprun: error: ...`; a progress
+ * bar too when stderr is a terminal. DPC_DEBUG=1 adds, per epoch, how long
+ * the steps waited for input.
+ *
+ * Metrics (--metrics FILE): one JSON object per epoch, keys epoch, lr,
+ * train_loss (mean over the epoch), batch (global), steps, seconds (from
+ * the first batch, as the EPOCH line), img_per_s, input_wait_s (time the
+ * steps waited for the input pipeline), test_accuracy when --eval-every
+ * asked for it; the last epoch's object also carries the final
+ * train_accuracy and test_accuracy.
  */
 #ifndef DPC_RT_TRAIN_H
 #define DPC_RT_TRAIN_H
@@ -37,6 +46,8 @@ typedef struct {
     long benchmark;            /* >0: time this many steps after a warm-up, then stop */
     int eval_every;            /* >0: test accuracy every K epochs */
     const char *metrics;       /* JSON lines, one per epoch, or NULL */
+    int data_workers;          /* batch-preparation threads; 0: on the training thread */
+    int data_depth;            /* batches prepared ahead (slots); 0: data_workers + 2 */
     FILE *out;                 /* the log (stdout) */
 } rt_train_options;
 

@@ -1,7 +1,10 @@
 /* Tests for runtime/data: synthetic set, CIFAR-10 reader and its
- * validation, batch preparation (shuffle, pad/crop/mirror, normalise). */
+ * validation (every malformed-file case), batch preparation: shuffle,
+ * where a known pixel lands after pad/crop/mirror, crop and mirror
+ * statistics, normalisation values, determinism per seed. */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/data.h"
@@ -147,12 +150,70 @@ TEST(cifar_reader_refuses_bad_files) {
     write_all(2);
     write_batch("test_batch.bin", 0, 0, 0, -1); /* empty */
     CHECK(rt_data_cifar10(dir, 0, err, sizeof err) == NULL);
-    CHECK(strstr(err, "test_batch.bin: size 0") != NULL);
+    CHECK(strstr(err, "test_batch.bin: size 0: the file is empty") != NULL);
 
     write_all(3);
     write_batch("data_batch_5.bin", 5, 3, 0, 2);
     CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
     CHECK(strstr(err, "data_batch_5.bin: record 2 has label 12; CIFAR-10 labels are 0-9") != NULL);
+
+    write_all(3);
+    write_batch("data_batch_1.bin", 1, 3, 0, 0); /* first record */
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_1.bin: record 0 has label 12") != NULL);
+    write_all(3);
+    snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    FILE *f = fopen(path, "r+b");
+    fseek(f, 2 * 3073, SEEK_SET); /* the last record's label byte */
+    fputc(255, f);
+    fclose(f);
+    CHECK(rt_data_cifar10(dir, 0, err, sizeof err) == NULL);
+    CHECK(strstr(err, "test_batch.bin: record 2 has label 255; CIFAR-10 labels are 0-9 (byte 6146") != NULL);
+
+    /* extra bytes after whole records, and a record cut short */
+    write_all(3);
+    write_batch("data_batch_2.bin", 2, 3, 1, -1);
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_2.bin: size 9220 is not a whole number of 3073-byte CIFAR-10 records: "
+                      "record 3 has only 1 bytes") != NULL);
+    write_all(3);
+    snprintf(path, sizeof path, "%s/data_batch_2.bin", dir);
+    CHECK(truncate(path, 3073 + 1000) == 0);
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_2.bin: size 4073 is not a whole number") != NULL &&
+          strstr(err, "record 1 has only 1000 bytes") != NULL);
+
+    /* a folder where a file should be */
+    write_all(2);
+    snprintf(path, sizeof path, "%s/data_batch_3.bin", dir);
+    remove(path);
+    mkdir(path, 0755);
+    CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "data_batch_3.bin: is a folder, not a CIFAR-10 batch file") != NULL);
+    rmdir(path);
+
+    /* unreadable: root reads anything, so then a child drops to nobody */
+    write_all(2);
+    snprintf(path, sizeof path, "%s/data_batch_5.bin", dir);
+    chmod(path, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) || setuid(65534))) _exit(3);
+        rt_dataset *ds = rt_data_cifar10(dir, 1, err, sizeof err);
+        int ok = !ds && strstr(err, "data_batch_5.bin: cannot open: Permission denied");
+        if (!ok) fprintf(stderr, "unreadable: got '%s'\n", ds ? "a dataset" : err);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+    chmod(path, 0644);
+
+    /* and after all that, a good folder loads again */
+    write_all(2);
+    rt_dataset *ok = rt_data_cifar10(dir, 1, err, sizeof err);
+    CHECK_MSG(ok && ok->count == 10, "%s", err);
+    rt_dataset_free(ok);
 
     CHECK(rt_data_cifar10("/nonexistent/cifar", 1, err, sizeof err) == NULL);
     CHECK(strstr(err, "/nonexistent/cifar: not a folder") != NULL);
@@ -292,6 +353,166 @@ TEST(batcher_refuses_mismatches) {
     rt_dataset_free(ds);
 }
 
+/* A record of background 100 with one marker pixel of 255 in channel 1
+ * at (5, 7): for every crop origin and mirror flag, the marker lands at
+ * (5 + 4 - oy, x) with x = 7 + 4 - ox, mirrored to 31 - x, when inside;
+ * and exactly the rows/columns outside the source read the padding. */
+TEST(known_pixel_lands_where_it_should) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(1, 3, 32, 32, 1, 5);
+    memset(ds->pixels, 100, 3072);
+    ds->pixels[1024 + 5 * 32 + 7] = 255;
+    rt_batcher b;
+    CHECK(rt_batcher_init(&b, ds, &t, 1, RT_BATCH_TRAIN, 1, 3, 32, 32, err, sizeof err) == 0);
+    static float out[3072];
+    int cases = 0;
+    for (int oy = 0; oy <= 8; oy++)
+        for (int ox = 0; ox <= 8; ox++)
+            for (int flip = 0; flip < 2; flip++) {
+                rt_augment a = {oy, ox, flip};
+                rt_batcher_prepare(&b, 0, &a, out);
+                int ty = 5 + 4 - oy, tx = 7 + 4 - ox;
+                if (flip) tx = 31 - tx;
+                int markers = 0, pads = 0, bad = 0;
+                for (int c = 0; c < 3; c++)
+                    for (int y = 0; y < 32; y++)
+                        for (int x = 0; x < 32; x++) {
+                            float v = out[c * 1024 + y * 32 + x];
+                            int sy = y + oy - 4, sx = (flip ? 31 - x : x) + ox - 4;
+                            int inside = sy >= 0 && sy < 32 && sx >= 0 && sx < 32;
+                            if (v == b.lut[c][255]) {
+                                markers++;
+                                bad += c != 1 || y != ty || x != tx;
+                            } else if (v == b.lut[c][0]) {
+                                pads++;
+                                bad += inside;
+                            } else {
+                                bad += !inside || v != b.lut[c][100];
+                            }
+                        }
+                int overlap = (32 - abs(oy - 4)) * (32 - abs(ox - 4));
+                CHECK_MSG(markers == 1 && !bad && pads == 3 * (1024 - overlap),
+                          "oy %d ox %d flip %d: %d markers, %d pads, %d misplaced", oy, ox, flip, markers,
+                          pads, bad);
+                cases++;
+            }
+    CHECK(cases == 162);
+    /* rt_batcher_fill uses the drawn crop and flip for that record. */
+    rt_augment a;
+    rt_batcher_draw(&b, 3, 0, &a);
+    static float via_fill[3072];
+    int64_t order[1] = {0};
+    int32_t lab;
+    rt_batcher_fill(&b, order, 3, 0, 1, via_fill, &lab);
+    rt_batcher_prepare(&b, 0, &a, out);
+    CHECK(memcmp(out, via_fill, sizeof out) == 0);
+    /* without augmentation: the identity placement */
+    b.augment = 0;
+    rt_batcher_draw(&b, 3, 0, &a);
+    CHECK(a.oy == 4 && a.ox == 4 && a.flip == 0);
+    rt_dataset_free(ds);
+}
+
+/* Crop origins uniform over 0..8 on each axis (and jointly), mirror half
+ * the time, independent of each other. The seed is fixed, so this is
+ * deterministic; the bounds are ~6 standard deviations out regardless. */
+TEST(crop_offsets_uniform_and_mirror_half) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(1000, 3, 32, 32, 1, 5);
+    for (int mode = 0; mode < 2; mode++) {
+        rt_batcher b;
+        CHECK(rt_batcher_init(&b, ds, &t, 10, mode ? RT_BATCH_TRAIN_EVAL : RT_BATCH_TRAIN, 2024, 3, 32, 32,
+                              err, sizeof err) == 0);
+        static int ny[9], nx[9], nxy[9][9], flips[9];
+        memset(ny, 0, sizeof ny), memset(nx, 0, sizeof nx), memset(nxy, 0, sizeof nxy);
+        memset(flips, 0, sizeof flips);
+        int n = 0, nflip = 0;
+        for (int epoch = 0; epoch < 9; epoch++)
+            for (int64_t rec = 0; rec < ds->count; rec++) {
+                rt_augment a;
+                rt_batcher_draw(&b, epoch, rec, &a);
+                CHECK(a.oy >= 0 && a.oy <= 8 && a.ox >= 0 && a.ox <= 8 && (a.flip == 0 || a.flip == 1));
+                ny[a.oy]++, nx[a.ox]++, nxy[a.oy][a.ox]++;
+                flips[a.oy] += a.flip;
+                nflip += a.flip;
+                n++;
+            }
+        double ey = n / 9.0, exy = n / 81.0, chi_y = 0, chi_x = 0, chi_xy = 0;
+        for (int i = 0; i < 9; i++) {
+            chi_y += (ny[i] - ey) * (ny[i] - ey) / ey;
+            chi_x += (nx[i] - ey) * (nx[i] - ey) / ey;
+            for (int j = 0; j < 9; j++) chi_xy += (nxy[i][j] - exy) * (nxy[i][j] - exy) / exy;
+            /* mirror independent of the crop row */
+            CHECK_MSG(fabs((double)flips[i] / ny[i] - 0.5) < 0.1, "row %d: %d of %d mirrored", i, flips[i], ny[i]);
+        }
+        /* 8 and 80 degrees of freedom: means 8 and 80, sd 4 and 12.6 */
+        CHECK_MSG(chi_y < 40 && chi_x < 40 && chi_xy < 160, "mode %d: chi2 y %.1f x %.1f joint %.1f", mode,
+                  chi_y, chi_x, chi_xy);
+        CHECK_MSG(fabs((double)nflip / n - 0.5) < 0.03, "mode %d: %d of %d mirrored", mode, nflip, n);
+    }
+    rt_dataset_free(ds);
+}
+
+/* Pixel v becomes (v / 255 - mean[c]) / std[c]; without normalize, v / 255. */
+TEST(normalisation_values) {
+    ir_train t = article_data();
+    rt_dataset *ds = rt_data_synthetic(4, 3, 32, 32, 0, 5);
+    for (int i = 0; i < 4 * 3072; i++) ds->pixels[i] = (uint8_t)(i * 37 % 256);
+    rt_batcher b;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_EVAL, 1, 3, 32, 32, err, sizeof err) == 0);
+    double mean[3] = {0.4914, 0.4822, 0.4465}, std[3] = {0.2023, 0.1994, 0.2010};
+    CHECK_NEAR(b.lut[0][0], -0.4914 / 0.2023, 1e-6);
+    CHECK_NEAR(b.lut[1][255], (1 - 0.4822) / 0.1994, 1e-6);
+    CHECK_NEAR(b.lut[2][128], (128 / 255.0 - 0.4465) / 0.2010, 1e-6);
+    static float img[4 * 3072];
+    int32_t lab[4];
+    CHECK(rt_batcher_fill(&b, NULL, 0, 0, 4, img, lab) == 4);
+    int bad = 0;
+    for (int i = 0; i < 4 * 3072; i++) {
+        int c = i % 3072 / 1024;
+        bad += fabs(img[i] - (ds->pixels[i] / 255.0 - mean[c]) / std[c]) > 1e-5;
+    }
+    CHECK_MSG(bad == 0, "%d values off", bad);
+    /* the test-set pass augments nothing, whatever the train section says */
+    CHECK(!b.augment && !b.shuffle);
+    t.normalize = 0;
+    CHECK(rt_batcher_init(&b, ds, &t, 4, RT_BATCH_EVAL, 1, 3, 32, 32, err, sizeof err) == 0);
+    rt_batcher_fill(&b, NULL, 0, 0, 4, img, lab);
+    CHECK(img[5] == ds->pixels[5] / 255.0f && img[3071] == ds->pixels[3071] / 255.0f);
+    rt_dataset_free(ds);
+}
+
+/* Same seed: the same orders and batches from two batchers; another seed:
+ * other orders and crops. */
+TEST(determinism_per_seed) {
+    ir_train t = article_data();
+    write_all(20);
+    rt_dataset *ds = rt_data_cifar10(dir, 1, err, sizeof err);
+    CHECK_MSG(ds && ds->count == 100, "%s", err);
+    if (!ds) return;
+    rt_batcher a, b, c;
+    rt_batcher_init(&a, ds, &t, 25, RT_BATCH_TRAIN, 7, 3, 32, 32, err, sizeof err);
+    rt_batcher_init(&b, ds, &t, 25, RT_BATCH_TRAIN, 7, 3, 32, 32, err, sizeof err);
+    rt_batcher_init(&c, ds, &t, 25, RT_BATCH_TRAIN, 8, 3, 32, 32, err, sizeof err);
+    static float ia[25 * 3072], ib[25 * 3072];
+    int32_t la[25], lb[25];
+    int64_t oa[100], ob[100], oc[100];
+    for (int epoch = 0; epoch < 3; epoch++) {
+        rt_batcher_order(&a, epoch, oa);
+        rt_batcher_order(&b, epoch, ob);
+        rt_batcher_order(&c, epoch, oc);
+        CHECK(memcmp(oa, ob, sizeof oa) == 0 && memcmp(oa, oc, sizeof oa) != 0);
+        for (int64_t s = 3; s >= 0; s--) { /* any batch order */
+            rt_batcher_fill(&a, oa, epoch, s * 25, 25, ia, la);
+            rt_batcher_fill(&b, ob, epoch, s * 25, 25, ib, lb);
+            CHECK(memcmp(ia, ib, sizeof ia) == 0 && memcmp(la, lb, sizeof la) == 0);
+            rt_batcher_fill(&c, oa, epoch, s * 25, 25, ib, lb); /* same records, seed 8's crops */
+            CHECK(memcmp(la, lb, sizeof la) == 0 && memcmp(ia, ib, sizeof ia) != 0);
+        }
+    }
+    rt_dataset_free(ds);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -302,6 +523,10 @@ int main(void) {
     RUN(eval_batches_normalise_and_pad);
     RUN(train_batches_shuffle_crop_and_mirror);
     RUN(batcher_refuses_mismatches);
+    RUN(known_pixel_lands_where_it_should);
+    RUN(crop_offsets_uniform_and_mirror_half);
+    RUN(normalisation_values);
+    RUN(determinism_per_seed);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -334,7 +334,8 @@ TEST(pipeline_verifies_and_dumps) {
     CHECK_STR(pass_names[0], "lower");
     CHECK_STR(pass_names[1], "autodiff");
     CHECK_STR(pass_names[2], "optimizer");
-    CHECK(pass_names[3] == NULL);
+    CHECK_STR(pass_names[3], "fuse");
+    CHECK(pass_names[4] == NULL);
 
     ir_graph *g = small_cnn(1);
     CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
@@ -355,6 +356,9 @@ TEST(pipeline_verifies_and_dumps) {
     free(t);
     t = dump_after("optimizer", small_cnn(1), &rc);
     CHECK(rc == 0 && strstr(t, "sgd_momentum") && strstr(t, "\"fc.bias.momentum\""));
+    free(t);
+    t = dump_after("fuse", small_cnn(1), &rc);
+    CHECK(rc == 0 && strstr(t, "# kernel g1: ") && strstr(t, " @g1"));
     free(t);
     t = dump_after("fuse2", small_cnn(1), &rc);
     CHECK(rc == -1 && strstr(err, "unknown pass 'fuse2'") && strstr(err, "optimizer"));

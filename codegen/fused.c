@@ -1,0 +1,564 @@
+/* codegen/fused.c — one kernel for a fusion group.
+ *
+ * A group (passes/fuse.c) is a contiguous run of nodes; an ungrouped
+ * pointwise, channel-reduction or softmax node is rendered here as a group
+ * of one, so the arithmetic is the same text with fusion on or off and the
+ * results are bit-identical. Members compute into locals t<k> (k = position
+ * in the group); a member another member reads is used from its local, a
+ * value read from outside the group is loaded, and only stored values
+ * (ir_stored) are written, all at the end of the iteration, after every
+ * load: so an assign may write a buffer members read, and an elementwise
+ * kernel may run in place (the memory planner puts an output over a dying
+ * input; those kernels take no `restrict`).
+ *
+ * Three loop shapes, by what the group holds:
+ *   elementwise  i over the shared output shape.
+ *   channel      i = channel c of the reduced shape [N, C, inner]; the
+ *                group's reductions run as passes over the channel's
+ *                elements e = (n*C + c)*inner + j, each pass computing the
+ *                reductions whose per-channel inputs earlier passes made;
+ *                prologue members are recomputed in every pass that needs
+ *                them, stored ones written in the pass after the
+ *                statistics they use; [C] members run between passes.
+ *                Accumulation is in acc_t, element q of a channel into
+ *                lane q % CG_REDUCE_LANES, lanes summed as a fixed tree:
+ *                the same order fused or not, on any machine.
+ *   row          i = sample of softmax cross-entropy: the row's max and
+ *                log-sum-exp once, then the loss, the [N] members and the
+ *                gradient row.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/internal.h"
+
+enum { K_EW, K_CR, K_SM };
+
+typedef struct {
+    cg_ctx *cx;
+    const ir_graph *g;
+    int lo, hi, kind;
+    int nargs;
+    int arg_node[CG_MAX_ARGS];
+    ir_dtype arg_type[CG_MAX_ARGS];
+    int writes[CG_MAX_ARGS];
+    const char *idx; /* index expression of an 'i' access */
+    int used_c;      /* an operand read a per-channel vector */
+    /* While rendering one expression: its loads, hoisted into locals
+     * v<k> before it (see operand()), deduplicated. */
+    cg_str *pre;
+    int nload, first_load;
+    char loads[32][48];
+    /* Channel groups: per-channel loads (b[c]) made once per channel, at
+     * the top of the iteration, as c<k>: the passes' loops then hold no load
+     * that could alias their stores, and vectorise. */
+    cg_str chan_pre;
+    int nchan;
+    char chan[64][48];
+    /* channel groups */
+    const ir_type *X;
+    int64_t N, C, inner;
+    int level[CG_MAX_GROUP];
+} grp;
+
+int cg_fusible(const ir_node *n) {
+    if (n->type.dtype != IR_F32) return 0;
+    return ir_op_expr(n->op) || ir_op_reduce(n->op) != IR_REDUCE_NONE;
+}
+
+static const ir_node *nd(const grp *G, int i) { return &G->g->nodes[i]; }
+static int member(const grp *G, int i) { return i >= G->lo && i < G->hi; }
+
+static int64_t inner_of(const ir_type *t) {
+    int64_t inner = 1;
+    for (int d = 2; d < t->ndim; d++) inner *= t->dim[d];
+    return inner;
+}
+
+/* The kernel argument of node id (added on first use). */
+static int arg_of(grp *G, int id, int writes) {
+    for (int a = 0; a < G->nargs; a++)
+        if (G->arg_node[a] == id) {
+            G->writes[a] |= writes;
+            return a;
+        }
+    if (G->nargs == CG_MAX_ARGS) return -1;
+    int a = G->nargs++;
+    G->arg_node[a] = id;
+    G->arg_type[a] = nd(G, id)->type.dtype;
+    G->writes[a] = writes;
+    return a;
+}
+
+static int reads_input(const grp *G, int m, int k) {
+    const ir_node *n = nd(G, m);
+    if (n->op == IR_OP_ASSIGN) return k == 1;
+    if (ir_op_expr(n->op)) return ir_op_access(n->op, k) != 0;
+    return 1;
+}
+
+/* Arguments: every stored value and assign target first (so a lone node
+ * keeps b0 = output, b1.. = inputs), then what the members read. */
+static int collect_args(grp *G) {
+    const unsigned char *stored = G->cx->stored;
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        if (n->op == IR_OP_ASSIGN) {
+            if (arg_of(G, n->input[0], 1) < 0) return -1;
+        } else if (stored[m] && arg_of(G, m, 1) < 0) {
+            return -1;
+        }
+    }
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        for (int k = 0; k < n->ninputs; k++)
+            if (!member(G, n->input[k]) && reads_input(G, m, k) && arg_of(G, n->input[k], 0) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* Input k of member m in the current context. */
+static void operand(grp *G, int m, int k, int acc, cg_str *o) {
+    int p = nd(G, m)->input[k];
+    if (member(G, p)) {
+        cg_str_printf(o, "t%d", p - G->lo);
+        return;
+    }
+    int a = arg_of(G, p, 0);
+    char load[48];
+    switch (acc) {
+    case 'c':
+        snprintf(load, sizeof load, "b%d[c]", a);
+        G->used_c = 1;
+        break;
+    case 's': snprintf(load, sizeof load, "b%d[0]", a); break;
+    case 'o':
+        snprintf(load, sizeof load, "b%d[%s / %" PRId64 "]", a, G->idx, inner_of(&nd(G, m)->type));
+        break;
+    default: snprintf(load, sizeof load, "b%d[%s]", a, G->idx); break;
+    }
+    if (acc == 'c' && G->kind == K_CR) {
+        int k2 = 0;
+        while (k2 < G->nchan && strcmp(G->chan[k2], load)) k2++;
+        if (k2 == G->nchan && k2 < 64) {
+            snprintf(G->chan[G->nchan++], sizeof G->chan[0], "%s", load);
+            cg_str_printf(&G->chan_pre, "const float c%d = %s;\n", k2, load);
+        }
+        if (k2 < 64) {
+            cg_str_printf(o, "c%d", k2);
+            return;
+        }
+    }
+    /* Inside an expression, a load becomes a local read before it: a select
+     * such as relu_grad's `y > 0 ? dy : 0` then picks between two values
+     * instead of loading dy under a condition, which is what lets the
+     * compiler vectorise it. Same value, same result. */
+    if (!G->pre) {
+        cg_str_printf(o, "%s", load);
+        return;
+    }
+    for (int k2 = G->first_load; k2 < G->nload; k2++)
+        if (!strcmp(G->loads[k2 % 32], load)) {
+            cg_str_printf(o, "v%d", k2);
+            return;
+        }
+    int v = G->nload++;
+    snprintf(G->loads[v % 32], sizeof G->loads[0], "%s", load);
+    cg_str_printf(G->pre, "const float v%d = %s;\n", v, load);
+    cg_str_printf(o, "v%d", v);
+}
+
+/* The expression of pointwise member m (ir_op_expr's template language). */
+static void expr_of(grp *G, int m, cg_str *o) {
+    const ir_node *n = nd(G, m);
+    const char *t = ir_op_expr(n->op);
+    const ir_type *ty = &n->type;
+    int64_t inner = inner_of(ty), M = ty->dim[0] * inner;
+    char lit[40];
+    for (; *t; t++) {
+        if (t[0] == '$' && t[1] >= '0' && t[1] <= '9') {
+            int k = t[1] - '0', acc = 'i';
+            if (t[2] == 'c' || t[2] == 's' || t[2] == 'o') acc = t[2], t++;
+            operand(G, m, k, acc, o);
+            t++;
+        } else if (t[0] == '@' && t[1] >= '0' && t[1] < '0' + IR_MAX_FATTRS) {
+            cg_str_printf(o, "%s", cg_float_lit(n->fattr[t[1] - '0'], lit));
+            t++;
+        } else if (t[0] == '#' && (t[1] == 'M' || t[1] == 'I')) {
+            cg_str_printf(o, "%s", cg_float_lit(1.0 / (double)(t[1] == 'M' ? M : inner), lit));
+            t++;
+        } else {
+            cg_str_append(o, t, 1);
+        }
+    }
+}
+
+/* Member m's expression with its loads hoisted: the load lines (indented)
+ * into b, the expression into e. */
+static void expr_loaded(grp *G, int m, cg_str *b, const char *ind, cg_str *e) {
+    cg_str pre = {0};
+    G->pre = &pre;
+    G->first_load = G->nload;
+    expr_of(G, m, e);
+    G->pre = NULL;
+    for (const char *l = pre.s; l && *l;) {
+        const char *end = strchr(l, '\n');
+        cg_str_printf(b, "%s%.*s\n", ind, (int)(end - l), l);
+        l = end + 1;
+    }
+    cg_str_free(&pre);
+}
+
+/* "const float tK = EXPR;" for a pointwise member (an assign computes nothing). */
+static void compute(grp *G, int m, cg_str *b, const char *ind) {
+    if (nd(G, m)->op == IR_OP_ASSIGN) return;
+    cg_str e = {0};
+    expr_loaded(G, m, b, ind, &e);
+    cg_str_printf(b, "%sconst float t%d = %s;\n", ind, m - G->lo, e.s);
+    cg_str_free(&e);
+}
+
+/* Stores at the end of an iteration at index `at`: stored values, then
+ * assigns (the value into the target). `which` filters members. */
+static void stores(grp *G, cg_str *b, const char *at, int (*which)(const grp *, int)) {
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        if (which && !which(G, m)) continue;
+        if (n->op == IR_OP_ASSIGN) {
+            cg_str v = {0};
+            operand(G, m, 1, 'i', &v);
+            cg_str_printf(b, "b%d[%s] = %s;\n", arg_of(G, n->input[0], 1), at, v.s);
+            cg_str_free(&v);
+        } else if (G->cx->stored[m]) {
+            cg_str_printf(b, "b%d[%s] = t%d;\n", arg_of(G, m, 1), at, m - G->lo);
+        }
+    }
+}
+
+/* ---- elementwise ------------------------------------------------------------------------ */
+
+static int body_elementwise(grp *G, cg_kdef *kd) {
+    const ir_type *S = &nd(G, G->lo)->type;
+    cg_str b = {0};
+    G->idx = "i";
+    const ir_node *n = nd(G, G->lo);
+    if (G->hi - G->lo == 1 && n->op != IR_OP_ASSIGN) {
+        /* a lone node: one line, as it always was */
+        cg_str e = {0};
+        expr_loaded(G, G->lo, &b, "", &e);
+        cg_str_printf(&b, "b%d[i] = %s;\n", arg_of(G, G->lo, 1), e.s);
+        cg_str_free(&e);
+    } else {
+        for (int m = G->lo; m < G->hi; m++) compute(G, m, &b, "");
+        stores(G, &b, "i", NULL);
+    }
+    if (G->used_c)
+        cg_str_printf(&kd->body, "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ";\n", inner_of(S),
+                      S->ndim > 1 ? S->dim[1] : 1);
+    cg_str_append(&kd->body, b.s ? b.s : "", b.len);
+    cg_str_free(&b);
+    kd->cost = G->hi - G->lo;
+    kd->no_restrict = 1; /* may run in place */
+    return 0;
+}
+
+/* ---- channel reductions -------------------------------------------------------------------- */
+
+enum { ROLE_P, ROLE_R, ROLE_E };
+
+static int role(const grp *G, int m) {
+    if (ir_op_reduce(nd(G, m)->op) == IR_REDUCE_CHANNEL) return ROLE_R;
+    return ir_type_equal(&nd(G, m)->type, G->X) ? ROLE_P : ROLE_E;
+}
+
+static int is_e(const grp *G, int m) { return role(G, m) == ROLE_E; }
+static int is_r(const grp *G, int m) { return role(G, m) == ROLE_R; }
+
+/* Marks member m and the prologue members it reads (a pass recomputes them). */
+static void need(const grp *G, int m, unsigned char *mark) {
+    if (mark[m - G->lo]) return;
+    mark[m - G->lo] = 1;
+    const ir_node *n = nd(G, m);
+    for (int k = 0; k < n->ninputs; k++)
+        if (member(G, n->input[k]) && role(G, n->input[k]) == ROLE_P) need(G, n->input[k], mark);
+}
+
+/* Per-channel operand k of reduction m: a statistic of this channel. */
+static void stat(grp *G, int m, int k, cg_str *o) { operand(G, m, k, 'c', o); }
+
+/* The lanes lo..hi-1 of accumulator s<t> summed as a balanced tree, so the
+ * order is fixed by the text, not by the compiler. */
+static void lane_sum(cg_str *b, int t, int lo, int hi) {
+    if (hi - lo == 1) {
+        cg_str_printf(b, "s%d[%d]", t, lo);
+        return;
+    }
+    cg_str_printf(b, "(");
+    lane_sum(b, t, lo, (lo + hi) / 2);
+    cg_str_printf(b, " + ");
+    lane_sum(b, t, (lo + hi) / 2, hi);
+    cg_str_printf(b, ")");
+}
+
+/* One pass over the N*inner elements of channel c, element q of the
+ * channel's sequence (q = n*inner + j) accumulating into lane q % LANES.
+ * Lanes make the summation order part of the generated text, whatever the
+ * compiler vectorises, and the LANES independent chains are what lets it
+ * vectorise: a serial double sum was latency bound. When inner is a
+ * multiple of LANES each block of lanes is contiguous in memory. */
+static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
+    int64_t L = CG_REDUCE_LANES, M = G->N * G->inner;
+    /* The lanes are independent, so vectorising the lane loop reorders no
+     * sum: the C dialect says so (GCC unrolls it otherwise and gives up). */
+    const char *simd = G->cx->dialect == CG_DIALECT_C ? "    #pragma omp simd\n" : "";
+    if (G->inner % L == 0) {
+        cg_str_printf(b,
+                      "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
+                      "    const idx_t base = (n * %" PRId64 " + c) * %" PRId64 ";\n"
+                      "    for (idx_t j = 0; j < %" PRId64 "; j += %" PRId64 ")\n"
+                      "%s"
+                      "    for (idx_t l = 0; l < %" PRId64 "; l++) {\n"
+                      "        const idx_t e = base + j + l;\n",
+                      G->N, G->C, G->inner, G->inner, L, simd, L);
+    } else {
+        cg_str_printf(b,
+                      "for (idx_t q0 = 0; q0 < %" PRId64 "; q0 += %" PRId64 ") {\n"
+                      "%s"
+                      "    for (idx_t l = 0; l < %" PRId64 "; l++) {\n"
+                      "        const idx_t q = q0 + l;\n",
+                      M, L, M % L ? "" : simd, L);
+        if (M % L) cg_str_printf(b, "        if (q >= %" PRId64 ") break;\n", M);
+        cg_str_printf(b,
+                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64 " + q %% %" PRId64 ";\n",
+                      G->inner, G->C, G->inner, G->inner);
+    }
+    cg_str_append(b, body->s ? body->s : "", body->len);
+    cg_str_printf(b, "    }\n}\n");
+}
+
+static int body_channel(grp *G, cg_kdef *kd) {
+    const ir_graph *g = G->g;
+    int cnt = G->hi - G->lo, passes = 0;
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        int lv = 0;
+        for (int k = 0; k < n->ninputs; k++)
+            if (member(G, n->input[k]) && G->level[n->input[k] - G->lo] > lv)
+                lv = G->level[n->input[k] - G->lo];
+        if (role(G, m) == ROLE_R) lv++;
+        G->level[m - G->lo] = lv;
+        if (role(G, m) == ROLE_R && lv > passes) passes = lv;
+        if (role(G, m) == ROLE_P && G->cx->stored[m] && lv + 1 > passes) passes = lv + 1;
+    }
+    (void)g;
+    cg_str text = {0}, *b = &text;
+    char lit[40];
+    G->idx = "i";
+    for (int m = G->lo; m < G->hi; m++)
+        if (role(G, m) == ROLE_E && G->level[m - G->lo] == 0) compute(G, m, b, "");
+    for (int p = 1; p <= passes; p++) {
+        unsigned char mark[CG_MAX_GROUP] = {0};
+        for (int m = G->lo; m < G->hi; m++) {
+            int r = role(G, m), lv = G->level[m - G->lo];
+            if (r == ROLE_R && lv == p) {
+                const ir_node *n = nd(G, m);
+                for (int k = 0; k < n->ninputs; k++)
+                    if (member(G, n->input[k]) && role(G, n->input[k]) == ROLE_P) need(G, n->input[k], mark);
+            }
+            if (r == ROLE_P && G->cx->stored[m] && lv + 1 == p) need(G, m, mark);
+        }
+        /* statistics this pass's reductions read, then accumulators */
+        for (int m = G->lo; m < G->hi; m++) {
+            const ir_node *n = nd(G, m);
+            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
+            int t = m - G->lo;
+            cg_str s1 = {0}, s2 = {0};
+            if (n->op == IR_OP_BN_VAR) {
+                stat(G, m, 1, &s1);
+                cg_str_printf(b, "const acc_t m%d = %s;\n", t, s1.s);
+            } else if (n->op == IR_OP_BN_GRAD_GAMMA) {
+                stat(G, m, 2, &s1);
+                stat(G, m, 3, &s2);
+                cg_str_printf(b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n",
+                              t, s1.s, t, s2.s, cg_double_lit(n->fattr[0], lit));
+            }
+            cg_str_free(&s1);
+            cg_str_free(&s2);
+            cg_str_printf(b, "acc_t s%d[%d] = {0};\n", t, CG_REDUCE_LANES);
+        }
+        /* The element body: prologue values, stores, accumulation into lane l. */
+        cg_str body = {0};
+        G->idx = "e";
+        for (int m = G->lo; m < G->hi; m++)
+            if (mark[m - G->lo]) compute(G, m, &body, "        ");
+        for (int m = G->lo; m < G->hi; m++)
+            if (role(G, m) == ROLE_P && G->cx->stored[m] && G->level[m - G->lo] + 1 == p)
+                cg_str_printf(&body, "        b%d[e] = t%d;\n", arg_of(G, m, 1), m - G->lo);
+        for (int m = G->lo; m < G->hi; m++) {
+            const ir_node *n = nd(G, m);
+            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
+            int t = m - G->lo;
+            cg_str x = {0}, y = {0};
+            operand(G, m, 0, 'i', &x);
+            switch (n->op) {
+            case IR_OP_BN_MEAN:
+            case IR_OP_BIAS_GRAD: cg_str_printf(&body, "        s%d[l] += %s;\n", t, x.s); break;
+            case IR_OP_BN_VAR:
+                cg_str_printf(&body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t, t);
+                break;
+            default: /* bn_grad_gamma(dy, x, mean, var) */
+                operand(G, m, 1, 'i', &y);
+                cg_str_printf(&body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t, t);
+                break;
+            }
+            cg_str_free(&x);
+            cg_str_free(&y);
+        }
+        channel_loop(G, b, &body);
+        cg_str_free(&body);
+        G->idx = "i";
+        for (int m = G->lo; m < G->hi; m++) {
+            const ir_node *n = nd(G, m);
+            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
+            int t = m - G->lo;
+            cg_str_printf(b, "const acc_t r%d = ", t);
+            lane_sum(b, t, 0, CG_REDUCE_LANES);
+            cg_str_printf(b, ";\n");
+            if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
+                cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t, G->N * G->inner);
+            else
+                cg_str_printf(b, "const float t%d = (float)r%d;\n", t, t);
+        }
+        for (int m = G->lo; m < G->hi; m++)
+            if (role(G, m) == ROLE_E && G->level[m - G->lo] == p) compute(G, m, b, "");
+    }
+    stores(G, b, "c", is_r);
+    stores(G, b, "c", is_e);
+    cg_str_printf(&kd->body, "const idx_t c = i;\n");
+    cg_str_append(&kd->body, G->chan_pre.s ? G->chan_pre.s : "", G->chan_pre.len);
+    cg_str_append(&kd->body, text.s ? text.s : "", text.len);
+    cg_str_free(&text);
+    cg_str_free(&G->chan_pre);
+    kd->cost = G->N * G->inner * (passes > 0 ? passes : 1) * (cnt > 1 ? 2 : 1);
+    return 0;
+}
+
+/* ---- softmax rows ----------------------------------------------------------------------- */
+
+static int not_grad(const grp *G, int m) { return nd(G, m)->op != IR_OP_SOFTMAX_CE_GRAD; }
+
+static int body_row(grp *G, cg_kdef *kd) {
+    int first = -1;
+    for (int m = G->lo; m < G->hi && first < 0; m++)
+        if (ir_op_reduce(nd(G, m)->op) == IR_REDUCE_ROW) first = m;
+    const ir_node *f = nd(G, first);
+    int64_t K = G->g->nodes[f->input[0]].type.dim[1];
+    int L = arg_of(G, f->input[0], 0), Y = arg_of(G, f->input[1], 0);
+    cg_str *b = &kd->body;
+    cg_str_printf(b,
+                  "const float *row = b%d + i * %" PRId64 ";\n"
+                  "float mx = row[0];\n"
+                  "for (idx_t j = 1; j < %" PRId64 "; j++) if (row[j] > mx) mx = row[j];\n"
+                  "acc_t s = 0;\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += exp((acc_t)row[j] - mx);\n"
+                  "const acc_t lse = mx + log(s);\n"
+                  "const int y = b%d[i];\n"
+                  "const int bad = y < 0 || y >= %" PRId64 ";\n",
+                  L, K, K, K, Y, K);
+    G->idx = "i";
+    int lone = G->hi - G->lo == 1;
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        if (n->op == IR_OP_SOFTMAX_CE) {
+            if (lone)
+                cg_str_printf(b, "b%d[i] = bad ? DPC_NAN : (float)(lse - row[y]);\n", arg_of(G, m, 1));
+            else
+                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - row[y]);\n", m - G->lo);
+        } else if (n->op == IR_OP_SOFTMAX_CE_GRAD) {
+            cg_str d = {0};
+            operand(G, m, 2, 'i', &d);
+            cg_str_printf(b,
+                          "{\n"
+                          "    const acc_t d = %s;\n"
+                          "    for (idx_t j = 0; j < %" PRId64 "; j++)\n"
+                          "        b%d[i * %" PRId64 " + j] = bad ? DPC_NAN : "
+                          "(float)((exp((acc_t)row[j] - lse) - (j == y)) * d);\n"
+                          "}\n",
+                          d.s, K, arg_of(G, m, 1), K);
+            cg_str_free(&d);
+        } else {
+            compute(G, m, b, "");
+        }
+    }
+    if (!lone) stores(G, b, "i", not_grad);
+    kd->cost = 6 * K;
+    return 0;
+}
+
+/* ---- the group ---------------------------------------------------------------------------- */
+
+static int fail_group(cg_ctx *cx, int lo, int hi, const char *why) {
+    return cg_fail(cx, "internal error: fusion group of nodes %d..%d (%s ... %s): %s", lo, hi - 1,
+                   ir_ops[cx->g->nodes[lo].op].name, ir_ops[cx->g->nodes[hi - 1].op].name, why);
+}
+
+/* Kernel name: the members' distinct op names in order. */
+static void group_name(const grp *G, char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int m = G->lo; m < G->hi; m++) {
+        const char *name = ir_ops[nd(G, m)->op].name;
+        int dup = 0;
+        for (int q = G->lo; q < m && !dup; q++) dup = !strcmp(ir_ops[nd(G, q)->op].name, name);
+        if (dup || used + strlen(name) + 2 > cap) continue;
+        used += (size_t)snprintf(out + used, cap - used, "%s%s", used ? "_" : "", name);
+    }
+}
+
+int cg_render_group(cg_ctx *cx, int lo, int hi) {
+    grp G = {.cx = cx, .g = cx->g, .lo = lo, .hi = hi};
+    if (hi - lo > CG_MAX_GROUP) return fail_group(cx, lo, hi, "too many nodes");
+    int ncr = 0, nsm = 0;
+    for (int m = lo; m < hi; m++) {
+        const ir_node *n = &cx->g->nodes[m];
+        if (!cg_fusible(n)) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
+        ir_reduce_kind r = ir_op_reduce(n->op);
+        if (r == IR_REDUCE_CHANNEL && !G.X) G.X = &cx->g->nodes[n->input[0]].type;
+        ncr += r == IR_REDUCE_CHANNEL;
+        nsm += r == IR_REDUCE_ROW;
+    }
+    if (ncr && nsm) return fail_group(cx, lo, hi, "channel and row reductions");
+    G.kind = ncr ? K_CR : nsm ? K_SM : K_EW;
+    if (collect_args(&G)) return fail_group(cx, lo, hi, "too many buffers");
+    char name[48];
+    group_name(&G, name, sizeof name);
+    cg_kdef kd = {.op = name};
+    int64_t count;
+    if (G.kind == K_CR) {
+        G.N = G.X->dim[0], G.C = G.X->dim[1], G.inner = inner_of(G.X);
+        count = G.C;
+        body_channel(&G, &kd);
+    } else if (G.kind == K_SM) {
+        int first = lo;
+        while (ir_op_reduce(cx->g->nodes[first].op) != IR_REDUCE_ROW) first++;
+        count = cx->g->nodes[cx->g->nodes[first].input[0]].type.dim[0];
+        body_row(&G, &kd);
+    } else {
+        count = ir_numel(&cx->g->nodes[lo].type);
+        body_elementwise(&G, &kd);
+    }
+    kd.nargs = G.nargs;
+    for (int a = 0; a < G.nargs; a++) kd.type[a] = G.arg_type[a], kd.writes[a] = G.writes[a];
+    int k = cg_emit_kernel(cx, &kd);
+    if (k < 0) return -1;
+    cg_step *s = cg_begin_step(cx, hi - 1);
+    if (cx->g->nodes[hi - 1].op == IR_OP_ASSIGN) s->alias = cx->g->nodes[hi - 1].input[0];
+    int slot[CG_MAX_ARGS];
+    int64_t off[CG_MAX_ARGS] = {0};
+    for (int a = 0; a < G.nargs; a++) slot[a] = cg_step_slot(cx, G.arg_node[a]);
+    cg_add_kernel_call(cx, k, count, G.nargs, slot, off);
+    return 0;
+}

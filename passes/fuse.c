@@ -1,0 +1,505 @@
+/* passes/fuse.c — "hybridize": one generated kernel per chain of cheap ops.
+ *
+ * An eager framework launches a kernel per op and writes every intermediate
+ * to memory; most ops between two convolutions are a few flops per element,
+ * so they are bound by that traffic and by launch overhead. This pass gives
+ * nodes a common ir_node.group; codegen renders each group as ONE kernel in
+ * which values flow in registers, and only the values something outside the
+ * group reads are stored (ir_stored()).
+ *
+ * What may be grouped (the rules of DESIGN §4.4, as this pass applies them):
+ *
+ *   1. Only pointwise ops (those with an ir_op_expr: relu, add, bias_add,
+ *      bn_apply, bn_grad_data, relu_grad, ema, sgd_momentum, assign, ...)
+ *      and the reductions codegen runs in passes (ir_op_reduce: per-channel
+ *      statistics, softmax rows). Sources, views (they compute nothing),
+ *      pooling windows and opaque library calls (conv, dense: GEMMs) never
+ *      join a group; a group never crosses one. (GEMM epilogues: the cpu
+ *      backend's cblas cannot run one, so none is formed; see below.)
+ *   2. A group has one iteration space, which decides its kind:
+ *        elementwise  every member has the same output type S; the kernel
+ *                     loops over S, and a member reads another member only
+ *                     at the same index i.
+ *        channel      every reduction reduces the same [N, C, ...] shape X
+ *                     over all axes but the channel: the kernel loops over
+ *                     channels. Members are the reductions, pointwise ops of
+ *                     type X (the prologue, e.g. relu_grad, and the epilogue
+ *                     that needs the statistics, e.g. bn_apply + add + relu)
+ *                     and pointwise ops of type [C] (running-statistics ema
+ *                     and assign, the per-channel optimizer update). Inside
+ *                     one channel the kernel makes as many passes over the
+ *                     channel's data as the dependences need (mean, then
+ *                     variance, then normalise: 3), the later ones reading
+ *                     what the first brought into cache. That is "at most
+ *                     one reduction" in the sense that matters: one
+ *                     reduction space and one loop nest; bn_mean and bn_var
+ *                     of one input are one BatchNorm statistics kernel.
+ *        row          softmax_cross_entropy and its gradient over the same
+ *                     logits and labels, plus pointwise ops of type [N] (the
+ *                     ones_like seed): one sample per iteration, the row's
+ *                     log-sum-exp computed once for the loss and gradient.
+ *   3. Edges inside a group are only those the kernel can render: a member
+ *      reads a member of its own type at the same index; a per-channel
+ *      input of a channel-group member may be a [C] member (the statistic
+ *      of the current channel); softmax ops read their logits and labels
+ *      from memory.
+ *   4. Connected and convex: groups grow along producer-consumer edges
+ *      only, and a merge is refused when some path leaves the merged group
+ *      and comes back (through other nodes or groups), so the graph of
+ *      groups stays acyclic and each group can run as one step.
+ *   5. assign writes a persistent tensor in place; every reader of the old
+ *      value outside the group must run before the group (these
+ *      anti-dependences count as edges in rule 4), and readers inside it
+ *      read the element the kernel writes (stores come last in the kernel).
+ *   6. At most IR_GROUP_MAX_NODES nodes and IR_GROUP_MAX_BUFFERS distinct
+ *      buffers (kernel arguments) per group, at most IR_GROUP_MAX_PASSES
+ *      passes over a channel.
+ *
+ * Groups are grown greedily in graph order, merging each fusible node with
+ * the group of each input in turn when the merge is legal, in sweeps until
+ * nothing changes. Then the nodes
+ * are scheduled so that every group is one contiguous run (a topological
+ * sort of the groups that keeps the original order where it can), which
+ * is what ir_verify checks and what codegen and memplan walk as the
+ * execution order. Values are computed by the same expressions in the same
+ * order with or without fusion, so results are bit-identical (the host
+ * compiler runs with -ffp-contract=off so no multiply-add is contracted
+ * across what used to be separate kernels).
+ *
+ * No GEMM epilogue: OpenBLAS cannot apply one, and folding bias_add into
+ * dense via beta=1 would change the summation order for a kernel that is
+ * 1/2000 of a ResNet step. The layout kernels around a convolution are
+ * where an epilogue would go; they stay separate for now.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+enum { C_NONE, C_PW, C_CR, C_SM };   /* node classes */
+enum { K_EW, K_CR, K_SM };           /* group kinds */
+enum { R_P, R_R, R_E, R_SM };        /* roles in a channel group: prologue/epilogue, reduction, [C] */
+
+typedef struct {
+    const ir_graph *g;
+    int n;
+    unsigned char *cls;
+    int *gid;          /* group label per node (its first member's index), -1 not fusible */
+    int *next;         /* member list per label, through next[] */
+    int *size;         /* members per label */
+    int *succ_at, *succ; /* CSR successors: consumers, and reader -> assign anti-edges */
+    int *cons_at, *cons; /* CSR consumers (data edges only) */
+    int *stamp, cur;   /* BFS visited marks */
+    int *queue;
+    unsigned char *in; /* membership of the candidate group */
+    int *cand, ncand;
+} fuser;
+
+static int node_class(const ir_node *n) {
+    if (n->type.dtype != IR_F32) return C_NONE;
+    if (ir_op_expr(n->op)) return C_PW;
+    switch (ir_op_reduce(n->op)) {
+    case IR_REDUCE_CHANNEL: return C_CR;
+    case IR_REDUCE_ROW: return C_SM;
+    default: return C_NONE;
+    }
+}
+
+/* ---- graph structure ---------------------------------------------------------------- */
+
+static void build_csr(int n, const int *from, const int *to, int ne, int **at, int **list) {
+    *at = calloc((size_t)n + 1, sizeof **at);
+    *list = malloc(sizeof **list * (size_t)(ne ? ne : 1));
+    if (!*at || !*list) abort();
+    for (int e = 0; e < ne; e++) (*at)[from[e] + 1]++;
+    for (int i = 0; i < n; i++) (*at)[i + 1] += (*at)[i];
+    int *fill = malloc(sizeof *fill * (size_t)(n ? n : 1));
+    if (!fill) abort();
+    memcpy(fill, *at, sizeof *fill * (size_t)n);
+    for (int e = 0; e < ne; e++) (*list)[fill[from[e]]++] = to[e];
+    free(fill);
+}
+
+/* Data edges p -> consumer, plus reader -> assign for every other reader
+ * of an assign's target (the write must wait for the reads). */
+static void build_edges(fuser *F) {
+    const ir_graph *g = F->g;
+    int ne = 0, cap = 0;
+    for (int i = 0; i < g->n; i++) cap += g->nodes[i].ninputs;
+    int *from = calloc((size_t)(2 * cap + 1), sizeof *from), *to = calloc((size_t)(2 * cap + 1), sizeof *to);
+    if (!from || !to) abort();
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++) from[ne] = g->nodes[i].input[j], to[ne++] = i;
+    build_csr(g->n, from, to, ne, &F->cons_at, &F->cons);
+    for (int a = 0; a < g->n; a++) {
+        if (g->nodes[a].op != IR_OP_ASSIGN) continue;
+        int t = g->nodes[a].input[0];
+        for (int e = F->cons_at[t]; e < F->cons_at[t + 1]; e++) {
+            int r = F->cons[e];
+            if (r == a || ne >= 2 * cap) continue;
+            from[ne] = r, to[ne++] = a;
+        }
+    }
+    build_csr(g->n, from, to, ne, &F->succ_at, &F->succ);
+    free(from);
+    free(to);
+}
+
+/* ---- legality of a candidate group ----------------------------------------------------- */
+
+static const ir_type *type_of(const fuser *F, int i) { return &F->g->nodes[i].type; }
+
+static int is_vec(const ir_type *t, int64_t len) {
+    return t->ndim == 1 && t->dim[0] == len && t->dtype == IR_F32;
+}
+
+/* Role of member m in a channel group over X. */
+static int cr_role(const fuser *F, int m, const ir_type *X) {
+    if (F->cls[m] == C_CR) return R_R;
+    if (ir_type_equal(type_of(F, m), X)) return R_P;
+    return R_E;
+}
+
+/* Is input k of reduction m one of the reduced tensors (vs a per-channel statistic)? */
+static int cr_big_input(const fuser *F, int m, int k) {
+    const ir_node *n = &F->g->nodes[m];
+    return ir_type_equal(type_of(F, n->input[k]), type_of(F, n->input[0]));
+}
+
+/* Whether the members in F->cand (marked in F->in) may form one group. */
+static int legal(fuser *F) {
+    const ir_graph *g = F->g;
+    int ncr = 0, nsm = 0, first_cr = -1, first_sm = -1;
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        if (F->cls[m] == C_CR) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
+        if (F->cls[m] == C_SM) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
+    }
+    if (ncr && nsm) return 0;
+    if (F->ncand > IR_GROUP_MAX_NODES) return 0;
+    int kind = ncr ? K_CR : nsm ? K_SM : K_EW;
+    const ir_type *S = type_of(F, F->cand[0]), *X = NULL;
+    int logits = -1, label = -1;
+    int64_t C = 0, N = 0;
+    if (kind == K_CR) {
+        X = type_of(F, g->nodes[first_cr].input[0]);
+        C = X->dim[1];
+    } else if (kind == K_SM) {
+        logits = g->nodes[first_sm].input[0], label = g->nodes[first_sm].input[1];
+        N = type_of(F, logits)->dim[0];
+    }
+    /* Membership: every member fits the iteration space. */
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        const ir_node *n = &g->nodes[m];
+        const ir_type *t = &n->type;
+        if (kind == K_EW && !ir_type_equal(t, S)) return 0;
+        if (kind == K_CR) {
+            if (F->cls[m] == C_CR) {
+                if (!ir_type_equal(type_of(F, n->input[0]), X)) return 0;
+            } else if (ir_type_equal(t, X)) {
+                if (n->op == IR_OP_ASSIGN) return 0; /* a pass could re-read what it wrote */
+            } else if (!is_vec(t, C)) {
+                return 0;
+            }
+        }
+        if (kind == K_SM) {
+            if (F->cls[m] == C_SM) {
+                if (n->input[0] != logits || n->input[1] != label) return 0;
+            } else if (!is_vec(t, N) || n->op == IR_OP_ASSIGN) {
+                return 0;
+            }
+        }
+    }
+    /* Edges inside the group: only what the kernel can render. */
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        const ir_node *n = &g->nodes[m];
+        for (int k = 0; k < n->ninputs; k++) {
+            int p = n->input[k];
+            if (!F->in[p]) continue;
+            int acc = F->cls[m] == C_PW ? ir_op_access(n->op, k) : -1;
+            if (kind == K_EW) {
+                if (acc != 'i' && acc != 0) return 0;
+            } else if (kind == K_CR) {
+                int rm = cr_role(F, m, X), rp = cr_role(F, p, X);
+                if (rm == R_R) {
+                    if (cr_big_input(F, m, k) ? rp != R_P : rp == R_P) return 0;
+                } else if (rm == R_P) {
+                    if (acc == 'i' ? rp != R_P : acc == 'c' ? rp == R_P : acc != 0) return 0;
+                } else {
+                    if ((acc != 'i' && acc != 0) || rp == R_P) return 0;
+                }
+            } else {
+                if (F->cls[m] == C_SM) {
+                    if (k < 2 || !is_vec(type_of(F, p), N)) return 0;
+                } else if ((acc != 'i' && acc != 0) || !is_vec(type_of(F, p), N)) {
+                    return 0;
+                }
+            }
+        }
+    }
+    /* Assigns: one per target; members read the target where it is written. */
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        if (g->nodes[m].op != IR_OP_ASSIGN) continue;
+        int t = g->nodes[m].input[0];
+        for (int e = F->cons_at[t]; e < F->cons_at[t + 1]; e++) {
+            int r = F->cons[e];
+            if (r == m || !F->in[r]) continue;
+            if (g->nodes[r].op == IR_OP_ASSIGN) return 0;
+            for (int k = 0; k < g->nodes[r].ninputs; k++) {
+                if (g->nodes[r].input[k] != t) continue;
+                int acc = F->cls[r] == C_PW ? ir_op_access(g->nodes[r].op, k) : 'c';
+                if (acc == 's' || acc == 'o') return 0;
+                if (kind == K_EW && acc == 'c') return 0;
+            }
+        }
+    }
+    /* Buffers: inputs read from outside, values stored, assign targets. */
+    int nbuf = 0;
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        const ir_node *n = &g->nodes[m];
+        for (int k = 0; k < n->ninputs; k++) {
+            int p = n->input[k];
+            if (F->in[p] || F->stamp[p] == -F->cur - 1) continue;
+            int reads = F->cls[m] != C_PW || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
+            if (!reads) continue;
+            F->stamp[p] = -F->cur - 1;
+            nbuf++;
+        }
+        if (n->op == IR_OP_ASSIGN) continue;
+        int stored = F->cons_at[m] == F->cons_at[m + 1] ||
+                     (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD));
+        for (int e = F->cons_at[m]; e < F->cons_at[m + 1] && !stored; e++) stored = !F->in[F->cons[e]];
+        nbuf += stored;
+    }
+    F->cur++;
+    if (nbuf > IR_GROUP_MAX_BUFFERS) return 0;
+    /* Passes of a channel group: a reduction needs a pass after the ones
+     * that make its per-channel inputs; a stored prologue/epilogue value of
+     * type X is written in the pass after the statistics it uses. */
+    if (kind == K_CR) {
+        int passes = 0;
+        int *level = F->queue; /* scratch, indexed by position after sorting */
+        /* cand in index order = topological order */
+        for (int a = 1; a < F->ncand; a++)
+            for (int b = a; b > 0 && F->cand[b - 1] > F->cand[b]; b--) {
+                int t = F->cand[b];
+                F->cand[b] = F->cand[b - 1], F->cand[b - 1] = t;
+            }
+        for (int a = 0; a < F->ncand; a++) {
+            int m = F->cand[a], lv = 0;
+            const ir_node *n = &g->nodes[m];
+            for (int k = 0; k < n->ninputs; k++)
+                for (int b = 0; b < a; b++)
+                    if (F->cand[b] == n->input[k] && level[b] > lv) lv = level[b];
+            int role = cr_role(F, m, X);
+            if (role == R_R) lv++;
+            level[a] = lv;
+            if (role == R_R && lv > passes) passes = lv;
+            if (role == R_P) {
+                int stored = (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)) ||
+                             F->cons_at[m] == F->cons_at[m + 1];
+                for (int e = F->cons_at[m]; e < F->cons_at[m + 1] && !stored; e++)
+                    stored = !F->in[F->cons[e]];
+                if (stored && lv + 1 > passes) passes = lv + 1;
+            }
+        }
+        if (passes > IR_GROUP_MAX_PASSES) return 0;
+    }
+    /* Convexity: no path from the group through other nodes back into it.
+     * A visited node stands for its whole group (groups run as one step). */
+    int head = 0, tail = 0, mark = ++F->cur;
+    for (int a = 0; a < F->ncand; a++) {
+        int m = F->cand[a];
+        for (int e = F->succ_at[m]; e < F->succ_at[m + 1]; e++) {
+            int s = F->succ[e];
+            if (!F->in[s] && F->stamp[s] != mark) F->stamp[s] = mark, F->queue[tail++] = s;
+        }
+    }
+    int ok = 1;
+    while (head < tail && ok) {
+        int v = F->queue[head++];
+        /* the whole group of v is reached */
+        if (F->gid[v] >= 0)
+            for (int w = F->gid[v]; w >= 0; w = F->next[w])
+                if (F->stamp[w] != mark && !F->in[w]) F->stamp[w] = mark, F->queue[tail++] = w;
+        for (int e = F->succ_at[v]; e < F->succ_at[v + 1]; e++) {
+            int s = F->succ[e];
+            if (F->in[s]) {
+                ok = 0;
+                break;
+            }
+            if (F->stamp[s] != mark) F->stamp[s] = mark, F->queue[tail++] = s;
+        }
+    }
+    F->cur++;
+    return ok;
+}
+
+/* Merges the groups labelled a and b (a != b) if legal; 1 when merged. */
+static int try_merge(fuser *F, int a, int b) {
+    F->ncand = 0;
+    for (int w = a; w >= 0; w = F->next[w]) F->cand[F->ncand++] = w, F->in[w] = 1;
+    for (int w = b; w >= 0; w = F->next[w]) F->cand[F->ncand++] = w, F->in[w] = 1;
+    int ok = legal(F);
+    for (int i = 0; i < F->ncand; i++) F->in[F->cand[i]] = 0;
+    if (!ok) return 0;
+    /* Label = the smaller index; append the other list. */
+    int keep = a < b ? a : b, drop = a < b ? b : a, tail = keep;
+    while (F->next[tail] >= 0) tail = F->next[tail];
+    F->next[tail] = drop;
+    for (int w = drop; w >= 0; w = F->next[w]) F->gid[w] = keep;
+    F->size[keep] += F->size[drop];
+    F->size[drop] = 0;
+    return 1;
+}
+
+/* ---- scheduling ----------------------------------------------------------------------- */
+
+static void heap_push(int *h, int *n, const int *key, int v) {
+    int i = (*n)++;
+    h[i] = v;
+    while (i > 0 && key[h[(i - 1) / 2]] > key[h[i]]) {
+        int p = (i - 1) / 2, t = h[p];
+        h[p] = h[i], h[i] = t, i = p;
+    }
+}
+
+static int heap_pop(int *h, int *n, const int *key) {
+    int top = h[0], i = 0;
+    h[0] = h[--*n];
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && key[h[l]] < key[h[m]]) m = l;
+        if (r < *n && key[h[r]] < key[h[m]]) m = r;
+        if (m == i) break;
+        int t = h[m];
+        h[m] = h[i], h[i] = t, i = m;
+    }
+    return top;
+}
+
+/* The new order: groups (labelled by their smallest member, which is also
+ * their key) as units, ready units in order of their smallest index, so an
+ * unchanged graph keeps its order. Returns order[] of old indices. */
+static int schedule(fuser *F, int *order) {
+    const ir_graph *g = F->g;
+    int n = g->n;
+    int *unit = malloc(sizeof *unit * (size_t)n), *indeg = calloc((size_t)n, sizeof *indeg);
+    int *heap = malloc(sizeof *heap * (size_t)n), *key = malloc(sizeof *key * (size_t)n);
+    if (!unit || !indeg || !heap || !key) abort();
+    for (int i = 0; i < n; i++) unit[i] = F->gid[i] >= 0 ? F->gid[i] : i, key[i] = i;
+    for (int i = 0; i < n; i++)
+        for (int e = F->succ_at[i]; e < F->succ_at[i + 1]; e++)
+            if (unit[F->succ[e]] != unit[i]) indeg[unit[F->succ[e]]]++;
+    int nh = 0, k = 0;
+    for (int u = 0; u < n; u++)
+        if (unit[u] == u && indeg[u] == 0) heap_push(heap, &nh, key, u);
+    while (nh) {
+        int u = heap_pop(heap, &nh, key);
+        for (int w = u; w >= 0; w = F->gid[u] >= 0 ? F->next[w] : -1) order[k++] = w;
+        for (int w = u; w >= 0; w = F->gid[u] >= 0 ? F->next[w] : -1)
+            for (int e = F->succ_at[w]; e < F->succ_at[w + 1]; e++) {
+                int s = unit[F->succ[e]];
+                if (s != u && --indeg[s] == 0) heap_push(heap, &nh, key, s);
+            }
+    }
+    free(unit), free(indeg), free(heap), free(key);
+    return k == n ? 0 : -1;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
+    const ir_graph *g = *gp;
+    int n = g->n;
+    size_t sz = (size_t)(n ? n : 1);
+    fuser F = {.g = g, .n = n};
+    F.cls = calloc(sz, 1);
+    F.in = calloc(sz, 1);
+    F.gid = malloc(sizeof *F.gid * sz);
+    F.next = malloc(sizeof *F.next * sz);
+    F.size = calloc(sz, sizeof *F.size);
+    F.stamp = calloc(sz, sizeof *F.stamp);
+    F.queue = malloc(sizeof *F.queue * sz);
+    F.cand = malloc(sizeof *F.cand * sz);
+    if (!F.cls || !F.in || !F.gid || !F.next || !F.size || !F.stamp || !F.queue || !F.cand) abort();
+    F.cur = 1;
+    for (int i = 0; i < n; i++) {
+        F.cls[i] = (unsigned char)node_class(&g->nodes[i]);
+        F.gid[i] = F.cls[i] == C_NONE ? -1 : i;
+        F.next[i] = -1;
+        F.size[i] = F.cls[i] != C_NONE;
+    }
+    build_edges(&F);
+
+    /* Sweeps until nothing merges: a merge refused early (too many stored
+     * values while an update's assigns were not in yet) can become legal
+     * once the groups around it have grown. */
+    for (int sweep = 0, merged = 1; merged && sweep < 8; sweep++) {
+        merged = 0;
+        for (int v = 0; v < n; v++) {
+            if (F.cls[v] == C_NONE) continue;
+            for (int k = 0; k < g->nodes[v].ninputs; k++) {
+                int p = g->nodes[v].input[k];
+                if (F.cls[p] != C_NONE && F.gid[p] != F.gid[v])
+                    merged += try_merge(&F, F.gid[p], F.gid[v]);
+            }
+        }
+    }
+
+    /* Members of each list in index order (the schedule emits lists in order). */
+    for (int u = 0; u < n; u++) {
+        if (F.gid[u] != u || F.size[u] < 2) continue;
+        int cnt = 0;
+        for (int w = u; w >= 0; w = F.next[w]) F.cand[cnt++] = w;
+        qsort(F.cand, (size_t)cnt, sizeof *F.cand, cmp_int);
+        for (int a = 0; a < cnt; a++) F.next[F.cand[a]] = a + 1 < cnt ? F.cand[a + 1] : -1;
+    }
+    int *order = malloc(sizeof *order * sz), *map = malloc(sizeof *map * sz);
+    int *newgid = calloc(sz + 1, sizeof *newgid);
+    if (!order || !map || !newgid) abort();
+    int rc = schedule(&F, order);
+    ir_graph *out = NULL;
+    if (rc) {
+        snprintf(err, errlen, "internal error: fuse: the grouped graph has a cycle");
+    } else {
+        out = ir_new();
+        out->nodes = malloc(sizeof *out->nodes * sz);
+        if (!out->nodes) abort();
+        out->cap = (int)sz;
+        int groups = 0;
+        for (int k = 0; k < n; k++) map[order[k]] = k;
+        for (int k = 0; k < n; k++) {
+            int old = order[k];
+            ir_node c = g->nodes[old];
+            for (int j = 0; j < c.ninputs; j++) c.input[j] = map[c.input[j]];
+            c.group = 0;
+            int lab = F.gid[old];
+            if (lab >= 0 && F.size[lab] >= 2) {
+                if (!newgid[lab]) newgid[lab] = ++groups;
+                c.group = newgid[lab];
+            }
+            out->nodes[out->n++] = c;
+        }
+    }
+    free(F.cls), free(F.in), free(F.gid), free(F.next), free(F.size), free(F.stamp);
+    free(F.queue), free(F.cand), free(F.succ_at), free(F.succ), free(F.cons_at), free(F.cons);
+    free(order), free(map), free(newgid);
+    if (rc) return -1;
+    ir_free(*gp);
+    *gp = out;
+    return 0;
+}
+
+/* Drops every group (for --no-fuse on a plan's graph, and tests). */
+void pass_unfuse(ir_graph *g) {
+    for (int i = 0; i < g->n; i++) g->nodes[i].group = 0;
+}

@@ -1,0 +1,431 @@
+/* passes/memplan.c — where every activation lives: offsets in one arena.
+ *
+ * Lifetimes come from the execution order (passes.h: one step per fusion
+ * group or other non-source node, in graph order). A tensor is born at the
+ * step that stores it and dies after the last step that reads it, directly
+ * or through a view (flatten, reshape_like); outputs the runtime reads
+ * after a step (loss, logits) live to the end; parameter gradients are
+ * kept out of the arena altogether (they are read after the step, and
+ * later by collectives), as are sources (inputs are written from the host
+ * between steps; parameters and states live in the store).
+ *
+ * In place: an elementwise step (every member pointwise, one output shape)
+ * reads each input at the element it writes, and its kernel loads before it
+ * stores (codegen/fused.c), so an output may take over the bytes of an
+ * input that dies at that step, when both have the same size and every
+ * read of that input in the step is at the element index. The output then
+ * extends the input's allocation. (Channel-reduction steps re-read their
+ * inputs in later passes, and GEMM steps read whole panels: never in place.)
+ *
+ * Placement is the offline greedy of TFLite's arena planner / ggml-allocr's
+ * best fit: allocations by decreasing size, each into the smallest gap
+ * between the already placed allocations whose lifetimes meet its own, or
+ * at the top. Two orders (by size, and by size x lifetime) are tried and
+ * the smaller arena kept. The lower bound is the largest sum of sizes live
+ * at one step: no placement can beat it, and best fit usually lands within
+ * a few percent of it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/passes.h"
+
+#define MEMP_MAGIC "DPCM"
+#define MEMP_VERSION 1u
+
+static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
+
+static int64_t align_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) abort();
+    return p;
+}
+
+void pass_memplan_free(pass_memplan *m) {
+    if (!m) return;
+    free(m->offset), free(m->bytes), free(m->def), free(m->last), free(m->inplace), free(m->step);
+    free(m);
+}
+
+static pass_memplan *new_plan(int n) {
+    pass_memplan *m = xcalloc(1, sizeof *m);
+    m->n = n;
+    m->offset = xcalloc((size_t)n, sizeof *m->offset);
+    m->bytes = xcalloc((size_t)n, sizeof *m->bytes);
+    m->def = xcalloc((size_t)n, sizeof *m->def);
+    m->last = xcalloc((size_t)n, sizeof *m->last);
+    m->inplace = xcalloc((size_t)n, sizeof *m->inplace);
+    m->step = xcalloc((size_t)n, sizeof *m->step);
+    return m;
+}
+
+/* ---- lifetimes ------------------------------------------------------------------------- */
+
+pass_memplan *pass_memplan_lifetimes(const ir_graph *g) {
+    int n = g->n;
+    pass_memplan *m = new_plan(n);
+    m->graph_hash = ir_graph_hash(g);
+    unsigned char *stored = xcalloc((size_t)n, 1), *keep = xcalloc((size_t)n, 1);
+    ir_stored(g, stored);
+    int cur = -1;
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        m->offset[i] = -1, m->inplace[i] = -1, m->def[i] = m->last[i] = -1;
+        if (is_source(nd->op)) {
+            m->step[i] = -1;
+            continue;
+        }
+        if (!(nd->group && i > 0 && g->nodes[i - 1].group == nd->group)) cur++;
+        m->step[i] = cur;
+    }
+    m->nsteps = cur + 1;
+    /* keep: 1 = the runtime reads it after the step (live to the end),
+     * 2 = a parameter gradient (out of the arena). A view passes its flags
+     * to the storage it reads. */
+    for (int i = 0; i < n; i++) {
+        int r = ir_storage_of(g, i);
+        unsigned f = g->nodes[i].flags;
+        if (f & IR_FLAG_GRAD) keep[r] = 2;
+        else if ((f & (IR_FLAG_OUTPUT | IR_FLAG_LOSS)) && keep[r] != 2) keep[r] = 1;
+    }
+    for (int i = 0; i < n; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (is_source(nd->op) || ir_is_view(nd->op) || nd->op == IR_OP_ASSIGN || !stored[i] ||
+            keep[i] == 2)
+            continue;
+        m->bytes[i] = align_up(ir_numel(&nd->type) * (int64_t)ir_dtype_size(nd->type.dtype));
+        m->def[i] = m->last[i] = m->step[i];
+        if (keep[i] == 1) m->last[i] = m->nsteps - 1;
+    }
+    for (int c = 0; c < n; c++)
+        for (int k = 0; k < g->nodes[c].ninputs; k++) {
+            int r = ir_storage_of(g, g->nodes[c].input[k]);
+            if (m->bytes[r] && m->step[c] > m->last[r]) m->last[r] = m->step[c];
+        }
+    free(stored);
+    free(keep);
+    return m;
+}
+
+/* First and one-past-last node of step s (steps are contiguous runs). */
+static void step_range(const pass_memplan *m, int s, int at, int *lo, int *hi) {
+    *lo = at, *hi = at + 1;
+    while (*lo > 0 && m->step[*lo - 1] == s) --*lo;
+    while (*hi < m->n && m->step[*hi] == s) ++*hi;
+}
+
+int pass_memplan_inplace_ok(const ir_graph *g, const pass_memplan *m, int o, int e) {
+    if (o < 0 || e < 0 || o >= m->n || e >= m->n || o == e) return 0;
+    if (!m->bytes[o] || !m->bytes[e] || m->bytes[o] != m->bytes[e]) return 0;
+    const ir_node *on = &g->nodes[o], *en = &g->nodes[e];
+    if (ir_numel(&on->type) != ir_numel(&en->type) || on->type.dtype != en->type.dtype) return 0;
+    int s = m->step[o];
+    if (m->def[e] >= s || m->last[e] != s || m->last[e] == m->nsteps - 1) return 0;
+    /* keep-to-the-end inputs (last == nsteps - 1) are excluded above */
+    int lo, hi, reads = 0;
+    step_range(m, s, o, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        const ir_node *nd = &g->nodes[i];
+        if (!ir_op_expr(nd->op) || !ir_type_equal(&nd->type, &on->type)) return 0;
+        for (int k = 0; k < nd->ninputs; k++) {
+            if (ir_storage_of(g, nd->input[k]) != e) continue;
+            int acc = nd->op == IR_OP_ASSIGN ? (k == 1 ? 'i' : 'w') : ir_op_access(nd->op, k);
+            if (acc == 'w' || (acc && acc != 'i')) return 0;
+            reads += acc == 'i';
+        }
+    }
+    return reads > 0;
+}
+
+/* ---- placement ------------------------------------------------------------------------- */
+
+typedef struct {
+    int head;           /* node owning the allocation */
+    int def, last;
+    int64_t bytes, off;
+} alloc_t;
+
+typedef struct {
+    int64_t lo, hi;
+} span;
+
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static int64_t sort_key_mode;
+static int cmp_alloc(const void *a, const void *b) {
+    const alloc_t *x = *(const alloc_t *const *)a, *y = *(const alloc_t *const *)b;
+    int64_t kx = x->bytes, ky = y->bytes;
+    if (sort_key_mode) kx *= x->last - x->def + 1, ky *= y->last - y->def + 1;
+    if (kx != ky) return kx < ky ? 1 : -1;
+    if (x->def != y->def) return x->def - y->def;
+    return x->head - y->head;
+}
+
+/* Places every allocation; returns the arena size. */
+static int64_t place(alloc_t *al, int na, int mode) {
+    alloc_t **order = xcalloc((size_t)na, sizeof *order);
+    span *busy = xcalloc((size_t)na, sizeof *busy);
+    for (int i = 0; i < na; i++) order[i] = &al[i], al[i].off = -1;
+    sort_key_mode = mode;
+    qsort(order, (size_t)na, sizeof *order, cmp_alloc);
+    int64_t top = 0;
+    for (int i = 0; i < na; i++) {
+        alloc_t *a = order[i];
+        int nb = 0;
+        for (int j = 0; j < i; j++) {
+            const alloc_t *b = order[j];
+            if (b->def <= a->last && a->def <= b->last) busy[nb++] = (span){b->off, b->off + b->bytes};
+        }
+        qsort(busy, (size_t)nb, sizeof *busy, cmp_span);
+        /* smallest gap between busy spans that fits, else above them all */
+        int64_t best = -1, best_gap = INT64_MAX, at = 0;
+        for (int j = 0; j < nb; j++) {
+            int64_t gap = busy[j].lo - at;
+            if (gap >= a->bytes && gap < best_gap) best = at, best_gap = gap;
+            if (busy[j].hi > at) at = busy[j].hi;
+        }
+        a->off = best >= 0 ? best : at;
+        if (a->off + a->bytes > top) top = a->off + a->bytes;
+    }
+    free(order);
+    free(busy);
+    return top;
+}
+
+pass_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
+    char why[256];
+    if (ir_verify(g, why, sizeof why)) {
+        snprintf(err, errlen, "memplan: %s", why);
+        return NULL;
+    }
+    pass_memplan *m = pass_memplan_lifetimes(g);
+    int n = g->n;
+    int *owner = xcalloc((size_t)n, sizeof *owner);  /* allocation head of each arena node */
+    int *claimed = xcalloc((size_t)n, sizeof *claimed);
+    for (int i = 0; i < n; i++) owner[i] = m->bytes[i] ? i : -1, claimed[i] = -1;
+    /* In place, in execution order: an output takes over the allocation of
+     * an input that dies here (at most one output per allocation). */
+    for (int o = 0; o < n; o++) {
+        if (!m->bytes[o]) continue;
+        int s = m->step[o], lo, hi;
+        step_range(m, s, o, &lo, &hi);
+        for (int i = lo; i < hi && m->inplace[o] < 0; i++)
+            for (int k = 0; k < g->nodes[i].ninputs && m->inplace[o] < 0; k++) {
+                int e = ir_storage_of(g, g->nodes[i].input[k]);
+                if (!m->bytes[e] || owner[e] < 0) continue;
+                int head = owner[e];
+                if (claimed[head] == s || !pass_memplan_inplace_ok(g, m, o, e)) continue;
+                /* the allocation must end with e: nothing of it lives on */
+                if (m->last[head] > s) continue;
+                claimed[head] = s;
+                owner[o] = head;
+                m->inplace[o] = e;
+                if (m->last[o] > m->last[head]) m->last[head] = m->last[o];
+            }
+    }
+    /* last[] of a head now spans its whole chain; keep the nodes' own for
+     * reporting by recomputing them from a fresh lifetime pass. */
+    pass_memplan *own = pass_memplan_lifetimes(g);
+    int na = 0;
+    alloc_t *al = xcalloc((size_t)n, sizeof *al);
+    int *slot = xcalloc((size_t)n, sizeof *slot);
+    for (int i = 0; i < n; i++)
+        if (m->bytes[i] && owner[i] == i) {
+            slot[i] = na;
+            al[na++] = (alloc_t){i, m->def[i], m->last[i], m->bytes[i], -1};
+        }
+    int64_t best = place(al, na, 0);
+    alloc_t *al2 = xcalloc((size_t)(na ? na : 1), sizeof *al2);
+    memcpy(al2, al, sizeof *al * (size_t)na);
+    int64_t other = place(al2, na, 1);
+    if (other < best) {
+        memcpy(al, al2, sizeof *al * (size_t)na);
+        best = other;
+    }
+    m->arena_bytes = best;
+    /* Lower bound: the most bytes live at one step (allocations as placed,
+     * in-place chains counted once). */
+    int64_t *live = xcalloc((size_t)(m->nsteps + 1), sizeof *live);
+    for (int a = 0; a < na; a++)
+        for (int s = al[a].def; s <= al[a].last; s++) live[s] += al[a].bytes;
+    for (int s = 0; s < m->nsteps; s++)
+        if (live[s] > m->lower_bytes) m->lower_bytes = live[s];
+    for (int i = 0; i < n; i++) {
+        if (!m->bytes[i]) continue;
+        m->naive_bytes += m->bytes[i];
+        m->offset[i] = al[slot[owner[i]]].off;
+        m->last[i] = own->last[i];
+    }
+    free(live), free(al), free(al2), free(slot), free(owner), free(claimed);
+    pass_memplan_free(own);
+    return m;
+}
+
+/* ---- checking -------------------------------------------------------------------------- */
+
+typedef struct {
+    int node;
+    int64_t lo, hi;
+} placed;
+
+static int cmp_placed(const void *a, const void *b) {
+    const placed *x = a, *y = b;
+    if (x->lo != y->lo) return (x->lo > y->lo) - (x->lo < y->lo);
+    return x->node - y->node;
+}
+
+int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size_t errlen) {
+    if (m->n != g->n || m->graph_hash != ir_graph_hash(g)) {
+        snprintf(err, errlen, "memory plan was made for another graph");
+        return -1;
+    }
+    pass_memplan *L = pass_memplan_lifetimes(g);
+    placed *p = xcalloc((size_t)g->n, sizeof *p);
+    int np = 0, rc = 0;
+    if (m->arena_bytes < 0 || m->arena_bytes > ((int64_t)1 << 50)) {
+        snprintf(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
+        rc = -1;
+    }
+    for (int i = 0; i < g->n && !rc; i++) {
+        if (m->offset[i] < 0) continue;
+        if (!L->bytes[i] || m->offset[i] % MEMPLAN_ALIGN || m->offset[i] > m->arena_bytes - L->bytes[i]) {
+            snprintf(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit", i,
+                     ir_ops[g->nodes[i].op].name, m->offset[i]);
+            rc = -1;
+            break;
+        }
+        p[np++] = (placed){i, m->offset[i], m->offset[i] + L->bytes[i]};
+    }
+    qsort(p, (size_t)np, sizeof *p, cmp_placed);
+    for (int a = 0; a < np && !rc; a++)
+        for (int b = a + 1; b < np && p[b].lo < p[a].hi && !rc; b++) {
+            int u = p[a].node, v = p[b].node;
+            if (L->def[u] > L->last[v] || L->def[v] > L->last[u]) continue; /* never both live */
+            int same = p[a].lo == p[b].lo && p[a].hi == p[b].hi;
+            if (same && (pass_memplan_inplace_ok(g, L, v, u) || pass_memplan_inplace_ok(g, L, u, v)))
+                continue;
+            snprintf(err, errlen,
+                     "memory plan: nodes %d and %d share bytes while both are live (steps %d-%d, %d-%d)",
+                     u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
+            rc = -1;
+        }
+    free(p);
+    pass_memplan_free(L);
+    return rc;
+}
+
+/* ---- bytes ----------------------------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *b;
+    size_t len, cap;
+} wbuf;
+
+static void put(wbuf *w, const void *data, size_t n) {
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 1024;
+        while (cap < w->len + n) cap *= 2;
+        w->b = realloc(w->b, cap);
+        if (!w->b) abort();
+        w->cap = cap;
+    }
+    memcpy(w->b + w->len, data, n);
+    w->len += n;
+}
+
+static void put_u64(wbuf *w, uint64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 8);
+}
+
+static void put_u32(wbuf *w, uint32_t v) {
+    unsigned char b[4];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+    put(w, b, 4);
+}
+
+int pass_memplan_serialize(const pass_memplan *m, unsigned char **out, size_t *len) {
+    wbuf w = {0};
+    put(&w, MEMP_MAGIC, 4);
+    put_u32(&w, MEMP_VERSION);
+    put_u64(&w, 0); /* total length, patched below */
+    put_u64(&w, m->graph_hash);
+    put_u64(&w, (uint64_t)m->arena_bytes);
+    put_u64(&w, (uint64_t)m->naive_bytes);
+    put_u64(&w, (uint64_t)m->lower_bytes);
+    put_u32(&w, (uint32_t)m->n);
+    for (int i = 0; i < m->n; i++) put_u64(&w, (uint64_t)m->offset[i]);
+    for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
+    *out = w.b;
+    *len = w.len;
+    return 0;
+}
+
+static uint64_t rd64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t rd32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+#define HEAD_BYTES 52 /* magic, version, length, hash, 3 sizes, count */
+
+int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_graph *g,
+                              pass_memplan **out, char *err, size_t errlen) {
+    uint64_t h = ir_graph_hash(g);
+    size_t pos = 0;
+    *out = NULL;
+    while (pos < len) {
+        const unsigned char *r = buf + pos;
+        size_t left = len - pos;
+        if (left < HEAD_BYTES || memcmp(r, MEMP_MAGIC, 4)) {
+            snprintf(err, errlen, "memory plan: bad record at byte %zu", pos);
+            return -1;
+        }
+        if (rd32(r + 4) != MEMP_VERSION) {
+            snprintf(err, errlen, "memory plan: version %u, this build reads %u", rd32(r + 4),
+                     MEMP_VERSION);
+            return -1;
+        }
+        uint64_t total = rd64(r + 8), n = rd32(r + 48);
+        if (total > left || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
+            total != HEAD_BYTES + 8 * n) {
+            snprintf(err, errlen, "memory plan: truncated or malformed record");
+            return -1;
+        }
+        if (rd64(r + 16) == h && !*out && n == (uint64_t)g->n) {
+            pass_memplan *m = pass_memplan_lifetimes(g);
+            m->arena_bytes = (int64_t)rd64(r + 24);
+            m->naive_bytes = (int64_t)rd64(r + 32);
+            m->lower_bytes = (int64_t)rd64(r + 40);
+            for (int i = 0; i < g->n; i++) {
+                int64_t off = (int64_t)rd64(r + HEAD_BYTES + 8 * (size_t)i);
+                m->offset[i] = off < 0 ? -1 : off;
+            }
+            char why[256];
+            if (pass_memplan_check(m, g, why, sizeof why)) {
+                snprintf(err, errlen, "%s", why);
+                pass_memplan_free(m);
+                return -1;
+            }
+            *out = m;
+        }
+        pos += (size_t)total;
+    }
+    if (*out) return 0;
+    snprintf(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
+    return 1;
+}

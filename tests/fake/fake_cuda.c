@@ -1,0 +1,391 @@
+/* tests/fake/fake_cuda.c — a stand-in for libcuda and libcublas that runs on
+ * the host, so the cuda backend's own code (memory, staging copies, launch
+ * arguments, GEMM pointers, CUDA-graph capture and replay) runs end to end
+ * on a machine without a GPU. tests/unit/test_cuda_fake.c loads it through
+ * DPC_LIBCUDA and DPC_LIBCUBLAS.
+ *
+ * What it is: one "device" (sm_90, 132 SMs) whose memory is host memory,
+ * whose streams run each operation when it is issued (so all ordering is
+ * trivially kept), and which cannot run GPU code: the module image (a real
+ * NVRTC cubin) is accepted and ignored, and a kernel runs the C-dialect
+ * function of the same name that the test registers (codegen emits the same
+ * kernels, names and arguments in both dialects). GEMMs run through cblas
+ * exactly as cuBLAS defines its arguments. While a stream captures, launches
+ * and GEMMs are recorded with their argument values (as the driver does) and
+ * a graph launch replays them; copies, memsets and allocations during a
+ * capture fail, as the real driver refuses the unsafe ones.
+ *
+ * Every function is defined under the header's name, so it gets the
+ * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
+ * checked against the real prototype.
+ */
+#include <cblas.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARGS 64
+
+/* The C dialect's kernel ABI (codegen.h): iterations [lo, hi) of count. */
+typedef void (*c_kernel)(void *const *arg, long long count, long long lo, long long hi);
+
+struct CUctx_st { int unused; };
+struct CUstream_st { int capturing; };
+struct CUevent_st { int unused; };
+struct CUmod_st { int unused; };
+struct CUfunc_st {
+    char name[128];
+    c_kernel fn;
+    int nargs;
+    struct CUfunc_st *next;
+};
+struct cublasContext { CUstream stream; };
+
+typedef struct {
+    int gemm; /* 0: a kernel */
+    struct CUfunc_st *f;
+    void *arg[MAX_ARGS];
+    long long count;
+    /* GEMM */
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc, batch;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+    long long sa, sb, sc;
+} op;
+
+struct CUgraph_st {
+    op *ops;
+    size_t n, cap;
+};
+struct CUgraphExec_st {
+    struct CUgraph_st g;
+};
+
+static struct CUctx_st the_ctx;
+static struct CUfunc_st *registry; /* kernels the test registered */
+static struct CUgraph_st *recording; /* the capture in progress */
+static CUstream capture_stream;
+
+/* For the test: the C function that stands for kernel `name`. */
+void fake_cuda_register(const char *name, c_kernel fn, int nargs) {
+    struct CUfunc_st *f = calloc(1, sizeof *f);
+    if (!f) abort();
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->fn = fn;
+    f->nargs = nargs;
+    f->next = registry;
+    registry = f;
+}
+
+/* For the test: forget every registered kernel. */
+void fake_cuda_reset(void) {
+    while (registry) {
+        struct CUfunc_st *f = registry;
+        registry = f->next;
+        free(f);
+    }
+}
+
+static void run(const op *o) {
+    if (!o->gemm) {
+        o->f->fn(o->arg, o->count, 0, o->count);
+        return;
+    }
+    for (int p = 0; p < o->batch; p++)
+        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha,
+                    o->A + p * o->sa, o->lda, o->B + p * o->sb, o->ldb, o->beta, o->C + p * o->sc,
+                    o->ldc);
+}
+
+/* Runs now, or records when the stream captures. */
+static CUresult issue(CUstream s, const op *o) {
+    if (s && s->capturing) {
+        if (recording->n == recording->cap) {
+            recording->cap = recording->cap ? 2 * recording->cap : 64;
+            recording->ops = realloc(recording->ops, recording->cap * sizeof *recording->ops);
+            if (!recording->ops) abort();
+        }
+        recording->ops[recording->n++] = *o;
+        return CUDA_SUCCESS;
+    }
+    run(o);
+    return CUDA_SUCCESS;
+}
+
+static CUresult not_captured(CUstream s) {
+    return s && s->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* ---- driver ------------------------------------------------------------------- */
+
+CUresult CUDAAPI cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s) {
+    *s = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s) {
+    *s = r == CUDA_SUCCESS ? "no error" : "an error of the fake driver";
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal) {
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice d) {
+    (void)d;
+    snprintf(name, (size_t)len, "dpc fake CUDA device");
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    (void)d;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceTotalMem(size_t *b, CUdevice d) {
+    (void)d;
+    *b = (size_t)1 << 30;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    (void)d;
+    *c = &the_ctx;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
+    return c == &the_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
+    if (recording) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(m, 0xA5, n); /* garbage, as fresh device memory is: the backend must zero it */
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+    free((void *)(uintptr_t)p);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemAllocHost(void **p, size_t n) {
+    *p = malloc(n);
+    return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+    free(p);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemGetInfo(size_t *fr, size_t *total) {
+    *fr = *total = (size_t)1 << 30;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+    if (not_captured(s)) return not_captured(s);
+    memset((void *)(uintptr_t)p, v, n);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    if (not_captured(s)) return not_captured(s);
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (not_captured(s)) return not_captured(s);
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (not_captured(s)) return not_captured(s);
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags) {
+    (void)flags;
+    *s = calloc(1, sizeof **s);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult CUDAAPI cuStreamDestroy(CUstream s) {
+    free(s);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
+    /* Illegal on a capturing stream, as with the driver. */
+    return s && s->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+    (void)s, (void)e, (void)flags;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags) {
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent e) {
+    free(e);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
+    (void)e, (void)s;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+    (void)a, (void)b;
+    *ms = 0;
+    return CUDA_SUCCESS;
+}
+
+static struct CUmod_st the_module;
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n,
+                                    CUjit_option *opt, void **val) {
+    (void)n, (void)opt, (void)val;
+    /* The image must be what NVRTC makes for an sm_90 device: a cubin. */
+    if (!image || memcmp(image, "\177ELF", 4)) return CUDA_ERROR_INVALID_IMAGE;
+    *m = &the_module;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleUnload(CUmodule m) { return m == &the_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    (void)m;
+    for (struct CUfunc_st *r = registry; r; r = r->next)
+        if (!strcmp(r->name, name)) {
+            *f = r;
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
+                                CUstream s, void **params, void **extra) {
+    if (!f || !params || extra || gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 ||
+        bz != 1 || shm)
+        return CUDA_ERROR_INVALID_VALUE;
+    op o;
+    memset(&o, 0, sizeof o);
+    o.f = f;
+    /* The ABI: a device pointer per buffer, then the count (long long). */
+    for (int j = 0; j < f->nargs; j++) {
+        CUdeviceptr p;
+        memcpy(&p, params[j], sizeof p);
+        o.arg[j] = (void *)(uintptr_t)p;
+    }
+    memcpy(&o.count, params[f->nargs], sizeof o.count);
+    return issue(s, &o);
+}
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+    (void)mode;
+    if (recording) return CUDA_ERROR_ILLEGAL_STATE;
+    recording = calloc(1, sizeof *recording);
+    if (!recording) return CUDA_ERROR_OUT_OF_MEMORY;
+    s->capturing = 1;
+    capture_stream = s;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g) {
+    if (!recording || s != capture_stream) return CUDA_ERROR_ILLEGAL_STATE;
+    s->capturing = 0;
+    *g = recording;
+    recording = NULL;
+    capture_stream = NULL;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) {
+    (void)flags;
+    *e = calloc(1, sizeof **e);
+    if (!*e) return CUDA_ERROR_OUT_OF_MEMORY;
+    (*e)->g.n = g->n;
+    (*e)->g.ops = malloc(g->n * sizeof *g->ops + 1);
+    if (!(*e)->g.ops) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (g->n) memcpy((*e)->g.ops, g->ops, g->n * sizeof *g->ops);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) {
+    if (s && s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    for (size_t i = 0; i < e->g.n; i++) run(&e->g.ops[i]);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {
+    free(e->g.ops);
+    free(e);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphDestroy(CUgraph g) {
+    free(g->ops);
+    free(g);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGraphGetNodes(CUgraph g, CUgraphNode *nodes, size_t *n) {
+    if (nodes) return CUDA_ERROR_NOT_SUPPORTED;
+    *n = g->n;
+    return CUDA_SUCCESS;
+}
+
+/* ---- cuBLAS ----------------------------------------------------------------------- */
+
+cublasStatus_t CUBLASWINAPI cublasCreate(cublasHandle_t *h) {
+    *h = calloc(1, sizeof **h);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+cublasStatus_t CUBLASWINAPI cublasDestroy(cublasHandle_t h) {
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t CUBLASWINAPI cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t CUBLASWINAPI cublasSetWorkspace(cublasHandle_t h, void *w, size_t n) {
+    (void)h;
+    return w && n ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    (void)h;
+    return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH ? CUBLAS_STATUS_SUCCESS
+                                                                      : CUBLAS_STATUS_INVALID_VALUE;
+}
+/* The argument rules cuBLAS documents, then the product. */
+cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long sa, const float *B, int ldb,
+    long long sb, const float *beta, float *C, int ldc, long long sc, int batch) {
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
+        (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
+        ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    op o;
+    memset(&o, 0, sizeof o);
+    o.gemm = 1;
+    o.ta = ta, o.tb = tb, o.m = m, o.n = n, o.k = k, o.lda = lda, o.ldb = ldb, o.ldc = ldc;
+    o.batch = batch, o.alpha = *alpha, o.beta = *beta; /* host pointer mode: by value */
+    o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
+    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+cublasStatus_t CUBLASWINAPI cublasGetProperty(libraryPropertyType t, int *v) {
+    *v = t == MAJOR_VERSION ? 13 : 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+const char *CUBLASWINAPI cublasGetStatusName(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_FAKE_ERROR";
+}
+const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS ? "success" : "an error of the fake cuBLAS";
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# tests/gpu/check.sh OUTDIR — the cuda backend on a real GPU (issue 7; DESIGN
+# §6, §8), in one go, in under 8 minutes on one H200:
+#   1. environment (GPU, driver, toolkit) and dependencies;
+#   2. build (make all gpu-tools);
+#   3. cuda vs cpu parity on resnet18 at batch 128: one training step from
+#      the same weights (loss, logits, gradients, updated weights, momentum,
+#      BatchNorm statistics), the eval program after it, the same step
+#      replayed as a CUDA graph; tolerances in tests/gpu/cuda_check.c;
+#      then 50 steady-state steps eager and as a graph (ms/step, img/s,
+#      launches per step);
+#   4. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
+#      cuda (epoch times, img/s, launches per step); then --gpus 16 (16
+#      replicas sharing the GPU), skipped with a message while dprun refuses
+#      --gpus 16 (the data-parallel issue) or --device cuda (not wired yet).
+# Writes OUTDIR/check.log (everything printed), OUTDIR/figures.txt (`name
+# value` lines, the figures to report), OUTDIR/metrics*.jsonl (dprun's
+# per-epoch metrics). Exit status 0 when every step that ran passed.
+#
+# How to run it with the device tool, from the development checkout:
+#   mkdir -p data && cp ../shared/data/cifar10-jpeg.pack ../shared/data/cifar10.py data/
+#   make        # leaves build/rel/gen: the lexer and parser, for a machine without flex/bison
+#   run(command="bash tests/gpu/check.sh $OUT", carry=["data", "build/rel/gen"], timeout_s=560)
+# data/ and build/ are ignored by git, hence `carry`; the pack is 56 MB of
+# the 64 MiB a call may carry, so carry nothing else big. The GPU machine
+# has no network: make's dependency check (scripts/deps.sh, which would
+# apt-get) is skipped, flex/bison are replaced by the carried generated
+# sources when missing, and without OpenBLAS a small C cblas_sgemm
+# (tests/gpu/cblas_shim) stands in for it (the cpu side of the parity check
+# only). Each stage has a time limit; what is left of the 8 minutes is
+# checked before the optional ones.
+set -u
+out=${1:?usage: tests/gpu/check.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+exec > >(tee "$out/check.log") 2>&1
+t_start=$(date +%s)
+budget=${DPC_CHECK_BUDGET:-470} # seconds for everything, leaving the call's margin
+work=$(mktemp -d /tmp/dpc-gpu-check.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export DPC_CACHE_DIR=$work/cache
+figures=$out/figures.txt
+: >"$figures"
+status=0
+elapsed() { echo $(($(date +%s) - t_start)); }
+left() { echo $((budget - $(elapsed))); }
+say() { echo "== [$(elapsed) s] $*"; }
+fig() { echo "$1 ${*:2}" >>"$figures"; echo "figure: $1 ${*:2}"; }
+fail() { echo "FAIL: $*"; status=1; }
+
+# ---- 1. environment ---------------------------------------------------------------
+say "environment"
+uname -a
+nproc
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
+fig gpu "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+if [ -z "${CUDA_HOME:-}" ] || [ ! -f "$CUDA_HOME/include/nvrtc.h" ]; then
+    CUDA_HOME=/usr/local/cuda
+    if [ ! -f "$CUDA_HOME/include/nvrtc.h" ] && command -v nvcc >/dev/null; then
+        CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    fi
+fi
+export CUDA_HOME
+echo "CUDA_HOME=$CUDA_HOME"
+"$CUDA_HOME/bin/nvcc" --version 2>&1 | tail -n 2 || true
+[ -f "$CUDA_HOME/include/nvrtc.h" ] || { fail "no CUDA toolkit (nvrtc.h) at $CUDA_HOME"; exit 1; }
+# The driver library: the loader's search, else where driver mounts put it.
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
+    for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+        if [ -e "$d/libcuda.so.1" ]; then
+            export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+            echo "libcuda.so.1 found in $d"
+            break
+        fi
+    done
+fi
+# cuBLAS: the toolkit's, else a Python wheel's.
+if [ ! -e "$CUDA_HOME/lib64/libcublas.so.13" ] && [ -z "${DPC_LIBCUBLAS:-}" ]; then
+    c=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -n 1)
+    if [ -n "$c" ]; then
+        export DPC_LIBCUBLAS=$c LD_LIBRARY_PATH=$(dirname "$c")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        echo "cuBLAS: $c"
+    fi
+fi
+
+# ---- dependencies (no network there) ---------------------------------------------------
+mkdir -p build && touch build/.deps-ok
+if ! command -v bison >/dev/null || ! command -v flex >/dev/null; then
+    if [ -f build/rel/gen/parser.c ] && [ -f build/rel/gen/parser.h ] && [ -f build/rel/gen/lexer.c ]; then
+        echo "no flex/bison: using the carried build/rel/gen"
+        touch build/rel/gen/parser.c build/rel/gen/parser.h
+        sleep 1
+        touch build/rel/gen/lexer.c
+        rm -f build/rel/gen/*.o
+    else
+        fail "no flex/bison and no carried build/rel/gen (carry it: see the header)"
+        exit 1
+    fi
+fi
+have_cblas=0
+for h in /usr/include/cblas.h /usr/include/x86_64-linux-gnu/cblas.h /usr/include/openblas/cblas.h; do
+    [ -f "$h" ] && have_cblas=1
+done
+if [ $have_cblas = 1 ] && ! echo 'int main(void) { return 0; }' | cc -x c - -lopenblas -o "$work/blas-probe" 2>/dev/null; then
+    have_cblas=0
+fi
+if [ $have_cblas = 0 ] || [ -n "${DPC_CHECK_FORCE_SHIM:-}" ]; then
+    echo "no OpenBLAS: building tests/gpu/cblas_shim as libopenblas.so"
+    mkdir -p "$work/shim"
+    cc -O3 -march=native -fPIC -shared -std=c11 -Wall -Wextra -Werror -o "$work/shim/libopenblas.so" \
+        tests/gpu/cblas_shim/cblas_shim.c || { fail "cannot build the cblas shim"; exit 1; }
+    export C_INCLUDE_PATH=$root/tests/gpu/cblas_shim${C_INCLUDE_PATH:+:$C_INCLUDE_PATH}
+    export LIBRARY_PATH=$work/shim${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$work/shim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fig cpu_blas "cblas shim (no OpenBLAS on this machine)"
+else
+    fig cpu_blas OpenBLAS
+fi
+
+# ---- 2. build ---------------------------------------------------------------------------
+say "build"
+if ! timeout 240 make -j"$(nproc)" all gpu-tools CUDA_HOME="$CUDA_HOME" >"$work/make.log" 2>&1; then
+    tail -n 40 "$work/make.log"
+    fail "make failed"
+    exit 1
+fi
+tail -n 3 "$work/make.log"
+[ -x build/rel/gpu/cuda_check ] || { fail "build/rel/gpu/cuda_check was not built"; exit 1; }
+fig build_s "$(elapsed)"
+
+plan=$work/resnet18.plan
+bin/dpc models/resnet18.net -o "$plan" || { fail "dpc models/resnet18.net"; exit 1; }
+bin/dpc models/resnet18.net --stats 2>/dev/null | grep 'kernels per step' | sed 's/^/  /'
+fig resnet18_train_kernels_per_step "$(bin/dpc models/resnet18.net --stats 2>/dev/null |
+    sed -n 's/^train kernels per step: fused \([0-9]*\).*/\1/p')"
+
+# ---- 3. parity and step timings -----------------------------------------------------------
+say "cuda vs cpu parity, CUDA graph replay, 50-step timings (resnet18, batch 128)"
+DPC_DEBUG=1 timeout 200 build/rel/gpu/cuda_check "$plan" --bench 50 --figures "$figures" \
+    >"$out/cuda_check.txt" 2>&1
+rc=$?
+cat "$out/cuda_check.txt"
+case $rc in
+0) echo "parity: passed" ;;
+2) fail "cuda_check found no CUDA device"; exit 1 ;;
+124) fail "cuda_check ran past 200 s" ;;
+*) fail "cuda_check: exit $rc" ;;
+esac
+
+# ---- 4. training ------------------------------------------------------------------------------
+say "CIFAR-10"
+py=/usr/bin/python3
+"$py" -c 'import numpy, PIL' 2>/dev/null || py=python3
+data=""
+if [ -f data/cifar10-jpeg.pack ] && [ -f data/cifar10.py ]; then
+    if timeout 150 "$py" data/cifar10.py "$work/cifar" >"$work/unpack.log" 2>&1; then
+        data=$work/cifar/cifar-10-batches-bin
+        ls -la "$data" | tail -n +2
+    else
+        cat "$work/unpack.log"
+        fail "cannot unpack the CIFAR-10 pack"
+    fi
+else
+    fail "no data/cifar10-jpeg.pack + data/cifar10.py (copy them from ../shared/data: see the header)"
+fi
+
+# train TAG GPUS: 2 epochs of resnet18 at batch 128 per replica.
+train() {
+    local tag=$1 gpus=$2
+    local probe
+    if ! probe=$(bin/dprun "$plan" --device cuda --gpus "$gpus" --schedule 2>&1 >/dev/null); then
+        echo "SKIP $tag: dprun refuses --device cuda --gpus $gpus: $(echo "$probe" | head -n 1)"
+        fig "${tag}" "skipped: $(echo "$probe" | head -n 1)"
+        return 0
+    fi
+    local limit=$(($(left) - 20))
+    if [ "$limit" -lt 60 ]; then
+        echo "SKIP $tag: only $(left) s of the budget left"
+        fig "${tag}" "skipped: out of time"
+        return 0
+    fi
+    say "dprun --device cuda --gpus $gpus: 2 epochs (limit $limit s)"
+    local log=$out/dprun-$tag.log
+    DPC_DEBUG=1 timeout "$limit" bin/dprun "$plan" --device cuda --gpus "$gpus" --data "$data" \
+        --epochs 2 --metrics "$out/metrics-$tag.jsonl" >"$log" 2>&1
+    local rc=$?
+    grep -v '^dpc: cuda: module' "$log" | tail -n 30
+    [ $rc = 0 ] || { fail "dprun $tag: exit $rc$([ $rc = 124 ] && echo ' (time limit)')"; return 0; }
+    local imgs
+    imgs=$(sed -n 's/.* \([0-9]*\) train \/ .*/\1/p' "$log" | head -n 1)
+    imgs=${imgs:-50000}
+    local e=0
+    while read -r sec; do
+        fig "${tag}_epoch${e}_s" "$sec"
+        fig "${tag}_epoch${e}_img_per_s" "$(awk -v n="$imgs" -v s="$sec" 'BEGIN { printf "%.0f", n / s }')"
+        e=$((e + 1))
+    done < <(sed -n 's/^EPOCH *[0-9]*:.*Time per epoch *\([0-9.]*\) seconds.*/\1/p' "$log")
+    fig "${tag}_final" "$(grep '^Training time' "$log" | tail -n 1)"
+    # The backend's counters (DPC_DEBUG=1, printed when it is freed):
+    # launches over every step, training and evaluation alike.
+    grep '^dpc: cuda: .* launches' "$log" | tail -n 1 | sed 's/^/  /'
+}
+if [ -n "$data" ]; then
+    train b128 1
+    train gpus16 16
+fi
+
+# ---- summary ----------------------------------------------------------------------------------
+say "done in $(elapsed) s (status $status)"
+fig total_s "$(elapsed)"
+echo "---- figures ($figures)"
+cat "$figures"
+exit $status

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# CUDA without a GPU (DESIGN §8): every kernel of every model in models/,
+# train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
+# writes them into plans (section KCUD), compiles with NVRTC to a cubin for
+# sm_80 and for sm_90, and each cubin holds every kernel the program names.
+# bf16 plans join in once dpc has --precision. One check per program and
+# architecture, plus one per plan written. The two architectures compile in
+# parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
+# A build without the CUDA toolkit has no NVRTC: the tool says so, 0 checks.
+set -u
+bin=${DPC_BIN:-bin}
+build=${DPC_BUILD:-build/rel}
+tool=$build/tests/test_cuda
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export DPC_CACHE_DIR=$tmp/cache
+pass=0 fail=0
+
+[ -x "$tool" ] || { echo "FAIL: $tool not built"; echo "0 passed, 1 failed"; exit 1; }
+
+variants=("fused:" "unfused:--no-fuse")
+if "$bin/dpc" --help 2>&1 | grep -q -- '--precision'; then
+    variants+=("bf16-fused:--precision bf16" "bf16-unfused:--precision bf16 --no-fuse")
+fi
+plans=()
+for m in models/*.net; do
+    for v in "${variants[@]}"; do
+        name=${v%%:*} flags=${v#*:}
+        out=$tmp/$(basename "$m" .net).$name.plan
+        # shellcheck disable=SC2086 # flags are words
+        if "$bin/dpc" "$m" --target cuda $flags -o "$out" 2>"$tmp/err"; then
+            pass=$((pass + 1))
+            plans+=("$out")
+        else
+            fail=$((fail + 1))
+            echo "FAIL: dpc $m --target cuda $flags: $(head -n 3 "$tmp/err")"
+        fi
+    done
+done
+
+for arch in sm_80 sm_90; do
+    "$tool" --plans --arch "$arch" "${plans[@]}" >"$tmp/$arch.log" 2>&1 &
+done
+wait
+for arch in sm_80 sm_90; do
+    grep -v '^[0-9]* passed' "$tmp/$arch.log" | sed "s|$tmp/||"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/$arch.log" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "FAIL: NVRTC for $arch gave no result"; fail=$((fail + 1))
+        continue
+    fi
+    p=${line%% passed*} f=${line#*, }
+    pass=$((pass + p)) fail=$((fail + ${f%% failed*}))
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

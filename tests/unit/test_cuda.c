@@ -1,0 +1,687 @@
+/* tests/unit/test_cuda.c — the cuda backend as far as a machine without a
+ * GPU can check it: backend selection (`cuda` refused with a clear message,
+ * `auto` falling back with one notice), the dlopen loaders (every driver
+ * entry point resolves against the toolkit's stub libcuda; cuBLAS and NCCL
+ * load and answer their version), NVRTC's target choice and disk cache,
+ * and the cg_gemm -> cublasSgemmStridedBatched argument mapping, both as
+ * expected values for ResNet-18's shapes and executed with cuBLAS's
+ * documented semantics against the cpu backend's cblas on every GEMM of
+ * the models.
+ *
+ *     test_cuda                      the unit tests
+ *     test_cuda --plans [--arch sm_XX] PLAN...
+ *                                    compile every program of each plan's
+ *                                    KCUD section with NVRTC for sm_80 and
+ *                                    sm_90, or the one arch named
+ *                                    (tests/nvrtc_test.sh)
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "ir/plan.h"
+#include "passes/passes.h"
+#include "runtime/backend.h"
+#include "runtime/backend_cuda.h"
+#include "runtime/backend_select.h"
+#include "runtime/cuda_compile.h"
+#include "runtime/rng.h"
+#include "tests/harness.h"
+
+#ifdef DPC_HAVE_CUDA
+#include "runtime/cuda_loader.h"
+#endif
+
+static char err[8192];
+static int have_device; /* set once: this machine has a usable CUDA device */
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+/* Runs fn with stderr going to a file; returns what it printed (malloc'd). */
+static char *capture_stderr(void (*fn)(void *), void *arg) {
+    char path[] = "/tmp/dpc-test-cuda-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return NULL;
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *out = malloc((size_t)n + 1);
+    if (out) {
+        lseek(fd, 0, SEEK_SET);
+        ssize_t r = read(fd, out, (size_t)n);
+        out[r > 0 ? r : 0] = 0;
+    }
+    close(fd);
+    unlink(path);
+    return out;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* A model's train (training = 1) or eval graph after the passes. */
+static ir_graph *model_graph(const char *path, int batch, int training, int fuse) {
+    fe_program *fp = fe_parse_file(path);
+    if (!fp) return NULL;
+    ir_graph *g = fe_build_graph(fp, batch, training);
+    pass_options o = pass_default_options();
+    o.fuse = fuse;
+    int rc = !g ? -1
+             : training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err)
+                        : pass_run_eval(&g, &o, err, sizeof err);
+    fe_free(fp);
+    if (rc) {
+        fprintf(stderr, "  %s: %s\n", path, err);
+        ir_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* ---- selection ------------------------------------------------------------------ */
+
+TEST(open_cpu) {
+    int fb = -1;
+    rt_backend *be = rt_backend_open("cpu", &fb, err, sizeof err);
+    CHECK(be != NULL);
+    if (!be) return;
+    CHECK_STR(be->name, "cpu");
+    CHECK(fb == 0);
+    rt_backend_free(be);
+}
+
+TEST(open_refuses_unknown_device) {
+    rt_backend *be = rt_backend_open("tpu", NULL, err, sizeof err);
+    CHECK(be == NULL);
+    CHECK_MSG(strstr(err, "'tpu'") && strstr(err, "auto, cpu, cuda"), "%s", err);
+}
+
+/* Without a driver (this machine, CI) `cuda` names the reason; with one,
+ * it opens the device. */
+TEST(open_cuda) {
+    char why[512] = "";
+    int n = rt_cuda_device_count(why, sizeof why);
+    have_device = n > 0;
+    rt_backend *be = rt_backend_open("cuda", NULL, err, sizeof err);
+    if (have_device) {
+        CHECK_MSG(be != NULL, "%s", err);
+        if (be) CHECK_STR(be->name, "cuda");
+        rt_backend_free(be);
+        return;
+    }
+    CHECK(be == NULL);
+    CHECK_MSG(!strncmp(err, "--device cuda: no CUDA device (", 31), "%s", err);
+    CHECK_MSG(strstr(err, why) != NULL, "'%s' lacks the reason '%s'", err, why);
+    if (rt_cuda_compiled()) /* the loader says which library it could not load */
+        CHECK_MSG(strstr(err, "libcuda") || strstr(err, "cuInit") || getenv("DPC_LIBCUDA"), "%s",
+                  err);
+    else
+        CHECK_MSG(strstr(err, "without the CUDA toolkit") != NULL, "%s", err);
+    /* The backend constructor says the same on its own. */
+    CHECK(rt_backend_cuda(0, err, sizeof err) == NULL);
+    CHECK(err[0] != 0);
+}
+
+typedef struct {
+    rt_backend *be[2];
+    int fb[2];
+} auto_run;
+
+static void open_auto_twice(void *arg) {
+    auto_run *r = arg;
+    for (int i = 0; i < 2; i++) r->be[i] = rt_backend_open("auto", &r->fb[i], err, sizeof err);
+}
+
+TEST(auto_falls_back_with_one_notice) {
+    auto_run r = {{NULL, NULL}, {-1, -1}};
+    char *out = capture_stderr(open_auto_twice, &r);
+    CHECK(r.be[0] && r.be[1]);
+    if (have_device) {
+        CHECK(r.be[0] && !strcmp(r.be[0]->name, "cuda") && r.fb[0] == 0);
+    } else {
+        for (int i = 0; i < 2; i++) {
+            CHECK(r.be[i] && !strcmp(r.be[i]->name, "cpu"));
+            CHECK(r.fb[i] == 1);
+        }
+        CHECK_MSG(count_lines(out) == 1, "stderr was:\n%s", out ? out : "");
+        CHECK_MSG(out && !strncmp(out, "dpc: no CUDA device (", 21) &&
+                      strstr(out, "): using the cpu backend\n"),
+                  "%s", out ? out : "");
+    }
+    free(out);
+    rt_backend_free(r.be[0]);
+    rt_backend_free(r.be[1]);
+}
+
+TEST(graph_api_needs_cuda) {
+    rt_backend *be = rt_backend_cpu();
+    CHECK(rt_cuda_graph_begin(be, err, sizeof err) == -1);
+    CHECK_MSG(strcasestr(err, "cuda") != NULL, "%s", err);
+    CHECK(rt_cuda_graph_end(be, err, sizeof err) == NULL);
+    rt_cuda_stats s;
+    CHECK(rt_cuda_stats_get(be, &s) == -1);
+    CHECK(!rt_backend_is_cuda(be));
+    rt_backend_free(be);
+}
+
+/* ---- GEMM descriptors to cuBLAS -------------------------------------------------
+ * Expected argument lists, derived by hand from row-major algebra: a
+ * row-major X[r][c] is the column-major (c x r) matrix with ld c. So
+ *   conv forward   out[K][nbP] = W[K][CKK] · col[CKK][nbP]
+ *                  -> C(nbP x K) = col(nbP x CKK) · W(CKK x K): N, N
+ *   grad data      col[CKK][nbP] = Wᵀ · dy[K][nbP]
+ *                  -> C(nbP x CKK) = dy(nbP x K) · (stored W)ᵀ: N, T
+ *   grad weight    dW[K][CKK] = dy[K][nbP] · colᵀ
+ *                  -> C(CKK x K) = (stored col)ᵀ · dy(nbP x K): T, N
+ *   dense          y[N][U] = x[N][F] · wᵀ -> C(U x N) = (stored w)ᵀ · x: T, N */
+
+static void expect_args(const cg_gemm *d, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                        int64_t lda, int64_t ldb, int64_t ldc, const char *what) {
+    rt_sgemm_args a;
+    int rc = rt_cublas_sgemm_args(d, &a, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", what, err);
+    CHECK_MSG(a.transa == ta && a.transb == tb, "%s: trans %d %d", what, a.transa, a.transb);
+    CHECK_MSG(a.m == m && a.n == n && a.k == k, "%s: m n k = %d %d %d, want %lld %lld %lld", what,
+              a.m, a.n, a.k, (long long)m, (long long)n, (long long)k);
+    CHECK_MSG(a.lda == lda && a.ldb == ldb && a.ldc == ldc, "%s: ld %d %d %d, want %lld %lld %lld",
+              what, a.lda, a.ldb, a.ldc, (long long)lda, (long long)ldb, (long long)ldc);
+    CHECK_MSG(a.batch == 1 && a.stride_a == 0 && a.stride_b == 0 && a.stride_c == 0,
+              "%s: batch %d strides %lld %lld %lld", what, a.batch, a.stride_a, a.stride_b,
+              a.stride_c);
+    CHECK(a.alpha == d->alpha && a.beta == d->beta);
+    CHECK(a.off_a == d->off_a && a.off_b == d->off_b && a.off_c == d->off_c);
+}
+
+/* Is there a GEMM call with these sizes in p? */
+static int program_has(const cg_program *p, int ta, int tb, int64_t m, int64_t n, int64_t k) {
+    for (int c = 0; c < p->ncalls; c++) {
+        const cg_gemm *d = &p->calls[c].gemm;
+        if (p->calls[c].kind == CG_CALL_GEMM && d->transa == ta && d->transb == tb && d->m == m &&
+            d->n == n && d->k == k)
+            return 1;
+    }
+    return 0;
+}
+
+TEST(sgemm_args_for_resnet18_shapes) {
+    ir_graph *g = model_graph("models/resnet18.net", 128, 1, 1);
+    CHECK(g != NULL);
+    if (!g) return;
+    cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    size_t max = cg_default_options().scratch_max_bytes;
+    /* The stem (7x7/2, 3 -> 64 at 32x32), a stage-2 3x3 conv, the 1x1/2
+     * shortcut into stage 3, a stage-4 3x3 conv. */
+    const cg_conv_shape convs[] = {
+        {128, 3, 32, 32, 64, 7, 2, 3, 16, 16},
+        {128, 128, 4, 4, 128, 3, 1, 1, 4, 4},
+        {128, 128, 4, 4, 256, 1, 2, 0, 2, 2},
+        {128, 512, 1, 1, 512, 3, 1, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof convs / sizeof *convs; i++) {
+        const cg_conv_shape *c = &convs[i];
+        int64_t nb = cg_conv_chunk(c, max), np = nb * c->Ho * c->Wo, ckk = c->C * c->k * c->k;
+        char what[64];
+        snprintf(what, sizeof what, "conv %zu forward", i);
+        cg_gemm f = cg_gemm_conv_forward(c, nb, 0, cg_conv_col_elems(c, nb));
+        expect_args(&f, 0, 0, np, c->K, ckk, np, ckk, np, what);
+        snprintf(what, sizeof what, "conv %zu grad data", i);
+        cg_gemm gd = cg_gemm_conv_grad_data(c, nb, cg_conv_col_elems(c, nb), 0);
+        expect_args(&gd, 0, 1, np, ckk, c->K, np, ckk, np, what);
+        snprintf(what, sizeof what, "conv %zu grad weight", i);
+        cg_gemm gw = cg_gemm_conv_grad_weight(c, nb, 0, cg_conv_col_elems(c, nb), i & 1);
+        expect_args(&gw, 1, 0, ckk, c->K, np, np, np, ckk, what);
+        CHECK(gw.beta == (float)(i & 1));
+        if (p) {
+            CHECK_MSG(program_has(p, 0, 0, np, c->K, ckk), "resnet18 lacks %s", "the forward");
+            CHECK_MSG(program_has(p, 1, 0, ckk, c->K, np), "resnet18 lacks %s", "the weight grad");
+            if (i) /* the stem's input needs no gradient */
+                CHECK_MSG(program_has(p, 0, 1, np, ckk, c->K), "resnet18 lacks %s", "the data grad");
+        }
+    }
+    cg_gemm dn = cg_gemm_dense(128, 512, 10);
+    expect_args(&dn, 1, 0, 10, 128, 512, 512, 512, 10, "dense");
+    cg_gemm dd = cg_gemm_dense_grad_data(128, 512, 10);
+    expect_args(&dd, 0, 0, 512, 128, 10, 512, 10, 512, "dense grad data");
+    cg_gemm dw = cg_gemm_dense_grad_weight(128, 512, 10);
+    expect_args(&dw, 0, 1, 512, 10, 128, 512, 10, 512, "dense grad weight");
+    if (p) CHECK(program_has(p, 1, 0, 10, 128, 512));
+    cg_program_free(p);
+    ir_free(g);
+}
+
+TEST(sgemm_args_refuse_what_cublas_refuses) {
+    cg_gemm ok = cg_gemm_dense(4, 8, 3);
+    rt_sgemm_args a;
+    CHECK(rt_cublas_sgemm_args(&ok, &a, err, sizeof err) == 0);
+    cg_gemm d = ok;
+    d.transa = 2;
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == -1);
+    d = ok;
+    d.lda = d.k - 1; /* transa: A is stored k x m */
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == -1 && strstr(err, "lda"));
+    d = ok;
+    d.ldc = d.m - 1;
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == -1 && strstr(err, "ldc"));
+    d = ok;
+    d.m = (int64_t)INT_MAX + 1;
+    d.ldc = d.m;
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == -1);
+    d = ok;
+    d.batch = 3;
+    d.stride_c = d.ldc * d.n - 1; /* entries of C would overlap */
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == -1);
+    d.stride_c = d.ldc * d.n;
+    d.stride_a = 0; /* a shared operand is fine */
+    CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == 0);
+    CHECK(a.batch == 3 && a.stride_a == 0 && a.stride_c == d.ldc * d.n);
+}
+
+/* cublasSgemmStridedBatched as its documentation defines it, executed on
+ * the host: for each p, C_p = alpha op(A_p) op(B_p) + beta C_p with X_p =
+ * X + p * strideX, column-major, op(X)(i, j) = X[j + i * ld] when
+ * transposed, X[i + j * ld] otherwise; beta == 0 never reads C. */
+static void cublas_semantics(const rt_sgemm_args *a, const float *A, const float *B, float *C) {
+    A += a->off_a, B += a->off_b, C += a->off_c;
+    /* op(A) and op(B) gathered by the definition above into rows of k, so
+     * the inner product runs over contiguous memory. */
+    float *pa = malloc(sizeof(float) * (size_t)a->m * (size_t)a->k + 1);
+    float *pb = malloc(sizeof(float) * (size_t)a->n * (size_t)a->k + 1);
+    if (!pa || !pb) abort();
+    for (int p = 0; p < a->batch; p++) {
+        const float *Ap = A + p * a->stride_a, *Bp = B + p * a->stride_b;
+        float *Cp = C + p * a->stride_c;
+        for (int i = 0; i < a->m; i++)
+            for (int l = 0; l < a->k; l++)
+                pa[(int64_t)i * a->k + l] =
+                    a->transa ? Ap[l + (int64_t)i * a->lda] : Ap[i + (int64_t)l * a->lda];
+        for (int j = 0; j < a->n; j++)
+            for (int l = 0; l < a->k; l++)
+                pb[(int64_t)j * a->k + l] =
+                    a->transb ? Bp[j + (int64_t)l * a->ldb] : Bp[l + (int64_t)j * a->ldb];
+        for (int j = 0; j < a->n; j++)
+            for (int i = 0; i < a->m; i++) {
+                const float *x = pa + (int64_t)i * a->k, *y = pb + (int64_t)j * a->k;
+                double s = 0;
+                for (int l = 0; l < a->k; l++) s += (double)x[l] * y[l];
+                float *c = &Cp[i + (int64_t)j * a->ldc];
+                *c = a->beta == 0 ? (float)(a->alpha * s) : (float)(a->alpha * s + a->beta * *c);
+            }
+    }
+    free(pa);
+    free(pb);
+}
+
+/* Every GEMM call of a program, on random operands: the cpu backend's
+ * cblas interpretation of the descriptor and cuBLAS's of the mapped
+ * arguments agree. Operands that share a buffer (A and C in the scratch
+ * area) share it in both runs. Returns the number of calls compared. */
+static int compare_gemms(rt_backend *cpu, const cg_program *p, const ir_graph *g, double *worst) {
+    int compared = 0;
+    rt_rng rng;
+    rt_rng_seed(&rng, 7);
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
+            const cg_call *c = &p->calls[ci];
+            if (c->kind != CG_CALL_GEMM) continue;
+            rt_sgemm_args a;
+            if (rt_cublas_sgemm_args(&c->gemm, &a, err, sizeof err)) {
+                CHECK_MSG(0, "step %d: %s", si, err);
+                continue;
+            }
+            /* One array per distinct slot, twice over, as long as the
+             * furthest element an operand in it reaches (the scratch area
+             * is far larger than one GEMM's part of it). */
+            const int64_t rows[3] = {a.transa ? a.k : a.m, a.transb ? a.n : a.k, a.m};
+            const int64_t cols[3] = {a.transa ? a.m : a.k, a.transb ? a.k : a.n, a.n};
+            const int64_t ld[3] = {a.lda, a.ldb, a.ldc}, off[3] = {a.off_a, a.off_b, a.off_c};
+            const int64_t stride[3] = {a.stride_a, a.stride_b, a.stride_c};
+            float *mine[3], *ref[3];
+            int64_t size[3], reach[3];
+            for (int j = 0; j < 3; j++)
+                reach[j] = off[j] + (a.batch - 1) * stride[j] + (cols[j] - 1) * ld[j] + rows[j];
+            for (int j = 0; j < 3; j++) {
+                int same = -1;
+                for (int q = 0; q < j; q++)
+                    if (c->arg[q] == c->arg[j]) same = q;
+                size[j] = 0;
+                for (int q = 0; q < 3; q++)
+                    if (c->arg[q] == c->arg[j] && reach[q] > size[j]) size[j] = reach[q];
+                CHECK(size[j] <= cg_slot_size(p, g, s, c->arg[j]));
+                if (same >= 0) {
+                    mine[j] = mine[same], ref[j] = ref[same];
+                    continue;
+                }
+                mine[j] = malloc(sizeof(float) * (size_t)size[j]);
+                ref[j] = malloc(sizeof(float) * (size_t)size[j]);
+                for (int64_t e = 0; e < size[j]; e++)
+                    mine[j][e] = ref[j][e] = (float)(rt_rng_uniform(&rng) * 2 - 1);
+            }
+            CHECK(cpu->gemm(cpu, &c->gemm, ref[0], ref[1], ref[2], err, sizeof err) == 0);
+            cublas_semantics(&a, mine[0], mine[1], mine[2]);
+            /* The whole C buffer: the product where it goes, nothing
+             * changed anywhere else. Tolerance: fp32 sums of k terms of
+             * size ~1 in another order. */
+            double tol = 1e-5 * (a.k + 10);
+            for (int64_t e = 0; e < size[2]; e++) {
+                double d = mine[2][e] - ref[2][e];
+                if (d < 0) d = -d;
+                if (d > *worst) *worst = d;
+                if (d > tol) {
+                    CHECK_MSG(0, "step %d (%s) gemm %c%c %dx%dx%d: element %lld differs by %g",
+                              si, ir_ops[s->op].name, a.transa ? 'T' : 'N', a.transb ? 'T' : 'N',
+                              a.m, a.n, a.k, (long long)e, d);
+                    break;
+                }
+            }
+            for (int j = 0; j < 3; j++) {
+                int same = 0;
+                for (int q = 0; q < j; q++) same |= c->arg[q] == c->arg[j];
+                if (!same) free(mine[j]), free(ref[j]);
+            }
+            compared++;
+        }
+    }
+    return compared;
+}
+
+TEST(sgemm_args_execute_like_cblas_on_every_model_gemm) {
+    static const char *const models[] = {"models/resnet18.net", "models/resnet18_cifar.net",
+                                         "models/cnn_small.net", "models/mlp.net"};
+    /* Every layer's shape kind at a size a naive product checks in seconds:
+     * one image where that allows batch statistics everywhere (chunks are
+     * whole images, so it is one chunk); resnet18 ends at 1x1 and needs 2. */
+    static const int batch[] = {2, 1, 2, 2};
+    rt_backend *cpu = rt_backend_cpu();
+    int total = 0;
+    double worst = 0;
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++)
+        for (int training = 1; training >= 0; training--) {
+            ir_graph *g = model_graph(models[m], batch[m], training, 1);
+            CHECK_MSG(g != NULL, "%s", models[m]);
+            if (!g) continue;
+            cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+            CHECK_MSG(p != NULL, "%s: %s", models[m], err);
+            if (p) {
+                int n = compare_gemms(cpu, p, g, &worst);
+                CHECK_MSG(n > 0, "%s has no GEMM", models[m]);
+                total += n;
+            }
+            cg_program_free(p);
+            ir_free(g);
+        }
+    fprintf(stderr, "  %d GEMM calls compared, worst difference %.3g\n", total, worst);
+    rt_backend_free(cpu);
+}
+
+/* ---- NVRTC ----------------------------------------------------------------------- */
+
+TEST(nvrtc_target_choice) {
+    const int archs[] = {75, 80, 86, 87, 89, 90, 100, 120};
+    char t[24];
+    int ptx = -1;
+    CHECK(rt_nvrtc_pick_target(90, archs, 8, t, sizeof t, &ptx, err, sizeof err) == 0);
+    CHECK_STR(t, "sm_90");
+    CHECK(ptx == 0);
+    CHECK(rt_nvrtc_pick_target(80, archs, 8, t, sizeof t, &ptx, err, sizeof err) == 0);
+    CHECK_STR(t, "sm_80");
+    /* Newer than NVRTC knows: PTX of the newest it knows, JIT-compiled. */
+    CHECK(rt_nvrtc_pick_target(130, archs, 8, t, sizeof t, &ptx, err, sizeof err) == 0);
+    CHECK_STR(t, "compute_120");
+    CHECK(ptx == 1);
+    /* A variant between two listed ones runs the older one's PTX. */
+    CHECK(rt_nvrtc_pick_target(103, archs, 8, t, sizeof t, &ptx, err, sizeof err) == 0);
+    CHECK_STR(t, "compute_100");
+    CHECK(rt_nvrtc_pick_target(70, archs, 8, t, sizeof t, &ptx, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "sm_70") && strstr(err, "sm_75"), "%s", err);
+    CHECK(rt_nvrtc_pick_target(90, archs, 0, t, sizeof t, &ptx, err, sizeof err) == -1);
+}
+
+#ifdef DPC_HAVE_CUDA
+
+TEST(nvrtc_knows_ampere_and_hopper) {
+    int archs[64];
+    int n = rt_nvrtc_archs(archs, 64);
+    int has80 = 0, has90 = 0;
+    for (int i = 0; i < n; i++) has80 |= archs[i] == 80, has90 |= archs[i] == 90;
+    CHECK_MSG(has80 && has90, "NVRTC %s supports %d archs", rt_nvrtc_version(), n);
+    CHECK(strcmp(rt_nvrtc_version(), "0.0") != 0);
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+TEST(nvrtc_cache) {
+    char dir[] = "/tmp/dpc-test-nvrtc-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *old = getenv("DPC_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("DPC_CACHE_DIR", dir, 1);
+    ir_graph *g = model_graph("models/mlp.net", 4, 1, 1);
+    cg_program *p = g ? cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err) : NULL;
+    CHECK(p != NULL);
+    if (p) {
+        rt_cuda_image a, b, c;
+        CHECK_MSG(rt_cuda_compile_cached(p->source, 80, &a, err, sizeof err) == 0, "%s", err);
+        CHECK(!a.cache_hit && !a.is_ptx && a.size > 16 && !memcmp(a.data, "\177ELF", 4));
+        CHECK_STR(a.target, "sm_80");
+        CHECK(a.path && file_exists(a.path));
+        CHECK_MSG(rt_cuda_compile_cached(p->source, 80, &b, err, sizeof err) == 0, "%s", err);
+        CHECK(b.cache_hit && b.size == a.size && !memcmp(a.data, b.data, a.size));
+        /* Every kernel is in the cubin's symbol table. */
+        for (int k = 0; k < p->nkernels; k++)
+            CHECK_MSG(memmem(a.data, a.size, p->kernels[k].name, strlen(p->kernels[k].name)),
+                      "%s", p->kernels[k].name);
+        /* A device newer than NVRTC: PTX, cached on its own. */
+        CHECK_MSG(rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0, "%s", err);
+        CHECK(c.is_ptx && !strncmp(c.target, "compute_", 8) && strstr((char *)c.data, ".entry"));
+        CHECK(c.size == strlen((char *)c.data) + 1);
+        rt_cuda_image_free(&c);
+        CHECK(rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0 && c.cache_hit);
+        CHECK(c.size == strlen((char *)c.data) + 1);
+        rt_cuda_image_free(&a);
+        rt_cuda_image_free(&b);
+        rt_cuda_image_free(&c);
+    }
+    /* A compile error: NVRTC's log in the message, the source kept. */
+    const char *bad = "extern \"C\" __global__ void k0_bad(float *b0, long long count) {\n"
+                      "    b0[0] = undefined_thing;\n}\n";
+    rt_cuda_image x;
+    CHECK(rt_cuda_compile_cached(bad, 90, &x, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "undefined_thing") && strstr(err, "sm_90"), "%s", err);
+    char *cu = strstr(err, dir);
+    if (cu) {
+        char path[512];
+        snprintf(path, sizeof path, "%.*s", (int)strcspn(cu, " "), cu);
+        CHECK_MSG(file_exists(path), "%s", path);
+    } else {
+        CHECK_MSG(0, "the message does not name the kept source: %s", err);
+    }
+    if (saved) setenv("DPC_CACHE_DIR", saved, 1);
+    else unsetenv("DPC_CACHE_DIR");
+    free(saved);
+    cg_program_free(p);
+    ir_free(g);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
+/* ---- loaders ---------------------------------------------------------------------- */
+
+TEST(cublas_loads_without_a_driver) {
+    CHECK_MSG(rt_cublas_load(err, sizeof err) == 0, "%s", err);
+    int major = 0;
+    CHECK(rt_cublas.cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
+    CHECK_MSG(major == CUBLAS_VER_MAJOR, "libcublas %d, headers %d", major, CUBLAS_VER_MAJOR);
+    CHECK_STR(rt_cublas_status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+}
+
+TEST(nccl_loads_without_a_driver) {
+    int v = 0;
+    CHECK_MSG(rt_nccl_version(&v, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(v >= 20000 && v / 10000 == NCCL_MAJOR, "NCCL version %d", v);
+    /* The wrapper refuses before touching NCCL when a rank is no GPU. */
+    rt_backend *cpu = rt_backend_cpu();
+    rt_nccl_comm *comm = NULL;
+    CHECK(rt_nccl_init_all(&cpu, 1, &comm, err, sizeof err) == -1 && strstr(err, "cuda backend"));
+    rt_backend_free(cpu);
+}
+
+/* The toolkit's stub libcuda exports every entry point and fails every
+ * call: loading it proves each symbol the backend uses exists with the
+ * versioned name the headers map to, and the refusal names the cause.
+ * Runs last: a loaded driver library stays loaded. */
+TEST(driver_entry_points_resolve_against_the_stub) {
+    if (have_device) return; /* a real driver is already loaded */
+    const char *home = getenv("CUDA_HOME");
+    char stub[512];
+    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", home && *home ? home : "/usr/local/cuda");
+    if (!file_exists(stub)) {
+        fprintf(stderr, "  (no %s: skipped)\n", stub);
+        return;
+    }
+    setenv("DPC_LIBCUDA", stub, 1);
+    CHECK_MSG(rt_cu_load(err, sizeof err) == 0, "%s", err);
+    char why[512];
+    CHECK(rt_cuda_device_count(why, sizeof why) == 0);
+    CHECK_MSG(strstr(why, "cuInit") && strstr(why, "CUDA_ERROR"), "%s", why);
+    rt_backend *be = rt_backend_open("cuda", NULL, err, sizeof err);
+    CHECK(be == NULL);
+    CHECK_MSG(strstr(err, "--device cuda: no CUDA device (cuInit: ") != NULL, "%s", err);
+    fprintf(stderr, "  stub driver: %s\n", err);
+    unsetenv("DPC_LIBCUDA");
+}
+
+/* ---- --plans: every kernel of compiled plans through NVRTC ----------------------- */
+
+static int plans_passed, plans_failed;
+
+static const char *plan_archs[2] = {"sm_80", "sm_90"};
+static int plan_narchs = 2;
+
+static void compile_program(const char *plan, const char *which, const cg_program *p) {
+    const char *const *archs = plan_archs;
+    for (int a = 0; a < plan_narchs; a++) {
+        rt_cuda_image img;
+        if (rt_nvrtc_compile(p->source, archs[a], &img, err, sizeof err)) {
+            printf("FAIL %s %s %s: %s\n", plan, which, archs[a], err);
+            plans_failed++;
+            continue;
+        }
+        int missing = 0;
+        for (int k = 0; k < p->nkernels; k++)
+            if (!memmem(img.data, img.size, p->kernels[k].name, strlen(p->kernels[k].name))) {
+                if (!missing) printf("FAIL %s %s %s: kernel %s not in the cubin\n", plan, which,
+                                     archs[a], p->kernels[k].name);
+                missing++;
+            }
+        if (missing) {
+            plans_failed++;
+        } else {
+            printf("ok   %s %s %s: %d kernels, %zu KiB cubin\n", plan, which, archs[a], p->nkernels,
+                   img.size >> 10);
+            plans_passed++;
+        }
+        rt_cuda_image_free(&img);
+    }
+    fflush(stdout);
+}
+
+static int compile_plans(int n, char **paths) {
+    for (int i = 0; i < n; i++) {
+        dpc_plan *plan = plan_read(paths[i], err, sizeof err);
+        if (!plan) {
+            printf("FAIL %s: %s\n", paths[i], err);
+            plans_failed++;
+            continue;
+        }
+        const plan_section *sec = plan_find_section(plan, "KCUD");
+        int found[2] = {0, 0};
+        const ir_graph *graphs[2] = {plan->train, plan->eval};
+        const char *names[2] = {"train", "eval"};
+        size_t off = 0;
+        while (sec && off < sec->len) {
+            size_t used = 0;
+            cg_program *p = cg_program_parse_prefix(sec->data + off, sec->len - off, &used, err,
+                                                    sizeof err);
+            if (!p) {
+                printf("FAIL %s: KCUD: %s\n", paths[i], err);
+                plans_failed++;
+                break;
+            }
+            off += used;
+            int w = -1;
+            for (int k = 0; k < 2; k++)
+                if (graphs[k] && p->graph_hash == cg_graph_hash(graphs[k])) w = k;
+            if (p->dialect != CG_DIALECT_CUDA || w < 0) {
+                printf("FAIL %s: a KCUD program for no graph of the plan\n", paths[i]);
+                plans_failed++;
+            } else {
+                found[w]++;
+                compile_program(paths[i], names[w], p);
+            }
+            cg_program_free(p);
+        }
+        for (int k = 0; k < 2; k++)
+            if (graphs[k] && !found[k]) {
+                printf("FAIL %s: no CUDA program for its %s graph\n", paths[i], names[k]);
+                plans_failed++;
+            }
+        plan_free(plan);
+    }
+    printf("%d passed, %d failed\n", plans_passed, plans_failed);
+    return plans_failed ? 1 : 0;
+}
+
+#endif /* DPC_HAVE_CUDA */
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--plans")) {
+#ifdef DPC_HAVE_CUDA
+        int first = 2;
+        if (argc >= 4 && !strcmp(argv[2], "--arch")) {
+            plan_archs[0] = argv[3];
+            plan_narchs = 1;
+            first = 4;
+        }
+        return compile_plans(argc - first, argv + first);
+#else
+        printf("note: built without the CUDA toolkit: no NVRTC to compile plans with\n");
+        printf("0 passed, 0 failed\n");
+        return 0;
+#endif
+    }
+    RUN(open_cpu);
+    RUN(open_refuses_unknown_device);
+    RUN(open_cuda);
+    RUN(auto_falls_back_with_one_notice);
+    RUN(graph_api_needs_cuda);
+    RUN(sgemm_args_for_resnet18_shapes);
+    RUN(sgemm_args_refuse_what_cublas_refuses);
+    RUN(sgemm_args_execute_like_cblas_on_every_model_gemm);
+    RUN(nvrtc_target_choice);
+#ifdef DPC_HAVE_CUDA
+    RUN(nvrtc_knows_ampere_and_hopper);
+    RUN(nvrtc_cache);
+    RUN(cublas_loads_without_a_driver);
+    RUN(nccl_loads_without_a_driver);
+    RUN(driver_entry_points_resolve_against_the_stub);
+#endif
+    return harness_done();
+}

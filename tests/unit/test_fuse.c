@@ -1,0 +1,491 @@
+/* tests/unit/test_fuse.c — the fusion pass and fused kernels.
+ *
+ * Structure: which nodes a graph's groups hold, the rules that refuse a
+ * merge (a cycle through another group, a read of a value an assign
+ * overwrote, a shape the kernel cannot loop over), contiguity, the dump,
+ * the DOT clusters and the plan file's GRPS section.
+ *
+ * Invariance (DESIGN §4: every pass leaves results unchanged): two training
+ * steps and an eval pass of every model with fusion on and off and memory
+ * planning on and off give BIT-IDENTICAL losses, logits, gradients,
+ * parameters, momenta and BatchNorm statistics: the fused kernels evaluate
+ * the same expressions in the same order (reductions accumulate in the
+ * same (n, j) order), and modules are compiled with -ffp-contract=off. The
+ * same holds on random chains of pointwise ops and reductions.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+#include "ir/plan.h"
+#include "passes/passes.h"
+#include "runtime/runtime.h"
+#include "tests/harness.h"
+
+static rt_backend *be;
+static char err[4096];
+
+static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
+    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
+    return id;
+}
+#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int)
+#define FA(...) (double[]){__VA_ARGS__}
+
+static int find(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* Members of node i's group, as "op op op" (or the op alone). */
+static const char *group_of(const ir_graph *g, int i, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    int grp = g->nodes[i].group;
+    for (int j = 0; j < g->n && used < n; j++)
+        if (j == i || (grp && g->nodes[j].group == grp))
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? " " : "", ir_ops[g->nodes[j].op].name);
+    return buf;
+}
+
+static int count_groups_with(const ir_graph *g, const char *ops) {
+    int count = 0;
+    char buf[512];
+    for (int grp = 1; grp <= ir_num_groups(g); grp++)
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].group == grp) {
+                count += !strcmp(group_of(g, i, buf, sizeof buf), ops);
+                break;
+            }
+    return count;
+}
+
+/* ---- structure ------------------------------------------------------------------------ */
+
+/* conv -> batchnorm (lowered) -> relu, through the whole training pipeline. */
+static ir_graph *bn_relu_net(int residual) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "image", ir_shape4(4, 3, 6, 6), 0);
+    int lab = ir_add_input(g, "label", (ir_type){1, {4}, IR_I32}, 5);
+    int w = ir_add_param(g, "conv.weight", ir_shape4(3, 3, 3, 3), IR_INIT_XAVIER);
+    int ga = ir_add_param(g, "bn.gamma", ir_shape1(3), IR_INIT_ONE);
+    int bt = ir_add_param(g, "bn.beta", ir_shape1(3), IR_INIT_ZERO);
+    int rm = ir_add_state(g, "bn.running_mean", ir_shape1(3), IR_INIT_ZERO);
+    int rv = ir_add_state(g, "bn.running_var", ir_shape1(3), IR_INIT_ONE);
+    int fw = ir_add_param(g, "fc.weight", ir_shape2(5, 3), IR_INIT_XAVIER);
+    int c = N(CONV, x, w), (int64_t[]){3, 1, 1}, NULL);
+    int bn = N(BATCHNORM, c, ga, bt, rm, rv), (int64_t[]){1}, FA(1e-5, 0.9));
+    int r = residual ? N(ADD, x, bn), NULL, NULL) : bn;
+    r = N(RELU, r), NULL, NULL);
+    int gp = N(GLOBAL_AVGPOOL, r), NULL, NULL);
+    int fc = N(DENSE, gp, fw), NULL, NULL);
+    int loss = N(SOFTMAX_CE, fc, lab), NULL, NULL);
+    g->nodes[loss].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    snprintf(g->nodes[loss].name, IR_NAME_MAX, "loss");
+    g->nodes[fc].flags |= IR_FLAG_OUTPUT;
+    snprintf(g->nodes[fc].name, IR_NAME_MAX, "logits");
+    return g;
+}
+
+TEST(groups_of_a_training_step) {
+    for (int residual = 0; residual < 2; residual++) {
+        ir_graph *g = bn_relu_net(residual);
+        pass_options o = pass_default_options();
+        CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
+        CHECK(ir_verify(g, err, sizeof err) == 0);
+        /* forward BatchNorm: statistics, normalise, running statistics, relu */
+        CHECK(count_groups_with(g, residual ? "bn_mean bn_var bn_apply ema ema add relu assign assign"
+                                            : "bn_mean bn_var bn_apply ema ema relu assign assign") == 1);
+        /* loss and its gradient */
+        CHECK(count_groups_with(g, "softmax_cross_entropy ones_like softmax_ce_grad") == 1);
+        /* backward BatchNorm with the per-channel updates of gamma and beta */
+        CHECK(count_groups_with(g, "global_avgpool_grad relu_grad bn_grad_gamma bias_grad bn_grad_data "
+                                   "sgd_momentum add sgd_momentum add assign assign assign assign") == 1);
+        /* the conv and dense weights' updates, one kernel each */
+        CHECK(count_groups_with(g, "sgd_momentum add assign assign") == 2);
+        /* opaque ops stay alone */
+        for (int i = 0; i < g->n; i++)
+            if (ir_ops[g->nodes[i].op].fuse == IR_FUSE_OPAQUE || ir_ops[g->nodes[i].op].fuse == IR_FUSE_WINDOW)
+                CHECK(g->nodes[i].group == 0);
+        ir_free(g);
+    }
+}
+
+/* Two branches where joining both chains would need group A before and
+ * after group B: a1 -> b1 and b2 -> a2 with a and b pointwise. */
+TEST(no_cycle_through_another_group) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape2(2, 3), 0);
+    int w = ir_add_param(g, "w", ir_shape2(3, 3), IR_INIT_XAVIER);
+    int a1 = N(RELU, x), NULL, NULL);
+    int d1 = N(DENSE, a1, w), NULL, NULL);  /* opaque between a1 and b */
+    int b1 = N(RELU, d1), NULL, NULL);
+    int b2 = N(ADD, b1, d1), NULL, NULL);
+    int d2 = N(DENSE, b2, w), NULL, NULL);
+    int a2 = N(ADD, a1, d2), NULL, NULL); /* a1 and a2 would be one group: a cycle via d1, d2 */
+    g->nodes[a2].flags |= IR_FLAG_OUTPUT;
+    CHECK(pass_fuse(&g, err, sizeof err) == 0);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    int ia1 = -1, ia2 = -1;
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].op == IR_OP_RELU && g->nodes[g->nodes[i].input[0]].op == IR_OP_INPUT) ia1 = i;
+        if (g->nodes[i].op == IR_OP_ADD && g->nodes[i].flags & IR_FLAG_OUTPUT) ia2 = i;
+    }
+    CHECK(ia1 >= 0 && ia2 >= 0);
+    CHECK(g->nodes[ia1].group == 0 || g->nodes[ia1].group != g->nodes[ia2].group);
+    /* b1 and b2 do fuse */
+    CHECK(count_groups_with(g, "relu add") == 1);
+    (void)b2;
+    ir_free(g);
+}
+
+/* An assign overwrites a parameter: a reader outside its group must run
+ * first, whatever order fusion picks. */
+TEST(assign_waits_for_readers) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape2(2, 3), 0);
+    int w = ir_add_param(g, "w", ir_shape2(2, 3), IR_INIT_XAVIER);
+    int r = N(RELU, x), NULL, NULL);
+    int s = N(ADD, r, w), NULL, NULL);    /* reads w */
+    int w2 = N(RELU, r), NULL, NULL);
+    N(ASSIGN, w, w2), NULL, NULL);        /* may join r's group, but after s */
+    int t = N(ADD, s, s), NULL, NULL);
+    g->nodes[t].flags |= IR_FLAG_OUTPUT;
+    CHECK(pass_fuse(&g, err, sizeof err) == 0);
+    CHECK(ir_verify(g, err, sizeof err) == 0); /* assign after every read of w */
+    ir_free(g);
+}
+
+TEST(dump_dot_and_plan_show_groups) {
+    ir_graph *g = bn_relu_net(1);
+    pass_options o = pass_default_options();
+    CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ir_dump(g, f);
+    fclose(f);
+    CHECK(strstr(text, "# kernel g1: 9 ops: bn_mean bn_var bn_apply ema ema add relu assign assign\n"));
+    CHECK(strstr(text, " @g1\n") || strstr(text, " @g1  #"));
+    free(text);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    ir_dot(g, "net", f);
+    fclose(f);
+    CHECK(strstr(text, "subgraph cluster_g1 {") && strstr(text, "label=\"kernel g1: bn_mean bn_var"));
+    free(text);
+    /* the plan file keeps the groups */
+    dpc_plan plan = {0};
+    ir_train_defaults(&plan.schedule);
+    plan.train = g;
+    plan.eval = bn_relu_net(0);
+    CHECK(pass_run_eval(&plan.eval, &o, err, sizeof err) == 0);
+    snprintf(plan.model, sizeof plan.model, "net");
+    char path[] = "/tmp/dpc-fuse-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK(plan_write(&plan, path, err, sizeof err) == 0);
+    dpc_plan *back = plan_read(path, err, sizeof err);
+    CHECK(back != NULL);
+    if (back) {
+        CHECK(back->train->n == g->n && back->eval->n == plan.eval->n);
+        for (int i = 0; i < g->n && i < back->train->n; i++) CHECK(back->train->nodes[i].group == g->nodes[i].group);
+        for (int i = 0; i < plan.eval->n && i < back->eval->n; i++)
+            CHECK(back->eval->nodes[i].group == plan.eval->nodes[i].group);
+        CHECK(ir_graph_hash(back->train) == ir_graph_hash(g));
+        CHECK(plan_find_section(back, "GRPS") == NULL); /* not an extra section */
+        CHECK(plan_add_section(back, "GRPS", "x", 1) == -1);
+        plan_free(back);
+    }
+    unlink(path);
+    ir_free(plan.eval);
+    ir_free(g);
+}
+
+TEST(verify_refuses_split_groups) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape1(4), 0);
+    int a = N(RELU, x), NULL, NULL);
+    int b = N(RELU, a), NULL, NULL);
+    int c = N(RELU, b), NULL, NULL);
+    g->nodes[a].group = g->nodes[c].group = 1;
+    CHECK(ir_verify(g, err, sizeof err) == -1 && strstr(err, "not contiguous"));
+    g->nodes[b].group = 1;
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    g->nodes[x].group = 1;
+    CHECK(ir_verify(g, err, sizeof err) == -1 && strstr(err, "cannot be in a fusion group"));
+    ir_free(g);
+}
+
+/* ---- invariance ------------------------------------------------------------------------ */
+
+/* A plan in memory as dpc makes it: passes, C kernels, memory plans. */
+static dpc_plan *compile(ir_graph *train, ir_graph *eval, const ir_train *t, int fuse, int memplan) {
+    dpc_plan *p = calloc(1, sizeof *p);
+    p->schedule = *t;
+    p->train = train;
+    p->eval = eval;
+    snprintf(p->model, sizeof p->model, "test");
+    pass_options o = pass_default_options();
+    o.fuse = fuse;
+    int ok = pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) == 0 &&
+             pass_run_eval(&p->eval, &o, err, sizeof err) == 0;
+    CHECK_MSG(ok, "%s", err);
+    const ir_graph *progs[2] = {p->train, p->eval};
+    for (int want = 0; want < 1 + memplan && ok; want++) {
+        unsigned char *sec = NULL;
+        size_t len = 0;
+        for (int i = 0; i < 2 && ok; i++) {
+            unsigned char *bytes = NULL;
+            size_t n = 0;
+            if (want == 0) {
+                cg_program *cp = cg_generate(progs[i], CG_DIALECT_C, NULL, err, sizeof err);
+                ok = cp && !cg_program_serialize(cp, &bytes, &n);
+                cg_program_free(cp);
+            } else {
+                pass_memplan *m = pass_memplan_run(progs[i], err, sizeof err);
+                ok = m && !pass_memplan_serialize(m, &bytes, &n);
+                pass_memplan_free(m);
+            }
+            sec = realloc(sec, len + n + 1);
+            memcpy(sec + len, bytes, n);
+            len += n;
+            free(bytes);
+        }
+        CHECK_MSG(ok, "%s", err);
+        if (ok) CHECK(plan_add_section(p, want ? MEMPLAN_SECTION : "KCPU", sec, len) == 0);
+        free(sec);
+    }
+    if (!ok) {
+        plan_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+typedef struct {
+    int n;
+    char name[256][IR_NAME_MAX + 24];
+    float *data[256];
+    size_t bytes[256];
+} snapshot;
+
+static void snap(snapshot *s, const char *name, const void *data, size_t bytes) {
+    if (s->n == 256) return;
+    snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
+    s->data[s->n] = malloc(bytes);
+    memcpy(s->data[s->n], data, bytes);
+    s->bytes[s->n++] = bytes;
+}
+
+static void snap_free(snapshot *s) {
+    for (int i = 0; i < s->n; i++) free(s->data[i]);
+    s->n = 0;
+}
+
+static size_t bytes_of(const ir_node *n) { return (size_t)ir_numel(&n->type) * 4; }
+
+/* Two training steps and one eval batch from a fixed init and fixed data;
+ * records what the runtime can read afterwards. */
+static int run_plan(const dpc_plan *p, snapshot *s) {
+    rt_store *st = rt_store_new(be, p->train);
+    rt_store_init(st, p->train, &p->schedule, 7);
+    rt_exec *tr = rt_exec_new(be, st, p->train, p, err, sizeof err);
+    rt_exec *ev = tr ? rt_exec_new(be, st, p->eval, p, err, sizeof err) : NULL;
+    CHECK_MSG(tr && ev, "%s", err);
+    int rc = tr && ev ? 0 : -1;
+    rt_rng rng;
+    rt_rng_seed(&rng, 99);
+    for (int step = 0; step < 2 && !rc; step++) {
+        const ir_graph *g = p->train;
+        for (int i = 0; i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->op != IR_OP_INPUT || ir_numel(&n->type) == 1) continue;
+            int64_t cnt = ir_numel(&n->type);
+            float *buf = malloc(bytes_of(n));
+            for (int64_t j = 0; j < cnt; j++) {
+                if (n->type.dtype == IR_I32)
+                    ((int32_t *)buf)[j] = (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
+                else
+                    buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
+            }
+            CHECK(rt_exec_set_input(tr, n->name, buf, bytes_of(n)) == 0);
+            free(buf);
+        }
+        CHECK(rt_exec_set_scalar(tr, "lr", 0.1f) == 0);
+        CHECK(rt_exec_set_scalar(tr, "grad_scale", 0.25f) == 0);
+        if (rt_exec_run(tr, err, sizeof err)) {
+            CHECK_MSG(0, "%s", err);
+            rc = -1;
+            break;
+        }
+        for (int i = 0; i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (!(n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD))) continue;
+            float *buf = malloc(bytes_of(n));
+            char name[IR_NAME_MAX + 24];
+            snprintf(name, sizeof name, "step %d %s", step % 10, n->name);
+            CHECK(rt_exec_get_node(tr, i, buf, bytes_of(n)) == 0);
+            snap(s, name, buf, bytes_of(n));
+            free(buf);
+        }
+    }
+    for (int k = 0; k < rt_store_count(st) && !rc; k++) {
+        size_t b = (size_t)ir_numel(rt_store_type(st, k)) * 4;
+        float *buf = malloc(b);
+        rt_store_read(st, k, buf);
+        snap(s, rt_store_name(st, k), buf, b);
+        free(buf);
+    }
+    if (!rc) {
+        const ir_graph *g = p->eval;
+        for (int i = 0; i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->op != IR_OP_INPUT) continue;
+            float *buf = calloc(1, bytes_of(n));
+            for (int64_t j = 0; j < ir_numel(&n->type) && n->type.dtype != IR_I32; j++)
+                buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
+            CHECK(rt_exec_set_input(ev, n->name, buf, bytes_of(n)) == 0);
+            free(buf);
+        }
+        rc = rt_exec_run(ev, err, sizeof err);
+        int lg = find(g, "logits");
+        CHECK(lg >= 0);
+        if (lg >= 0) {
+            float *buf = malloc(bytes_of(&g->nodes[lg]));
+            CHECK(rt_exec_get_node(ev, lg, buf, bytes_of(&g->nodes[lg])) == 0);
+            snap(s, "eval logits", buf, bytes_of(&g->nodes[lg]));
+            free(buf);
+        }
+    }
+    rt_exec_free(tr);
+    rt_exec_free(ev);
+    rt_store_free(st);
+    return rc;
+}
+
+/* Every snapshot entry bit for bit (matched by name: fusion reorders
+ * nodes); reports the first difference. */
+static int same(const snapshot *a, const snapshot *b, const char *what) {
+    if (a->n != b->n) {
+        fprintf(stderr, "  %s: %d vs %d tensors\n", what, a->n, b->n);
+        return 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        int k = 0;
+        while (k < b->n && strcmp(a->name[i], b->name[k])) k++;
+        if (k == b->n || a->bytes[i] != b->bytes[k]) {
+            fprintf(stderr, "  %s: no matching %s\n", what, a->name[i]);
+            return 0;
+        }
+        if (memcmp(a->data[i], b->data[k], a->bytes[i])) {
+            size_t j = 0;
+            while (a->data[i][j] == b->data[k][j] || (a->data[i][j] != a->data[i][j] && b->data[k][j] != b->data[k][j]))
+                j++;
+            fprintf(stderr, "  %s: %s differs at [%zu]: %.9g vs %.9g\n", what, a->name[i], j,
+                    a->data[i][j], b->data[k][j]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The model at the given batch, four ways. */
+static void check_invariance(const char *model, int batch) {
+    fe_program *fp = fe_parse_file(model);
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_train t = *fe_train(fp);
+    t.batch = t.eval_batch = batch;
+    snapshot ref = {0}, got = {0};
+    static const int modes[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
+    for (int m = 0; m < 4; m++) {
+        dpc_plan *p = compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t,
+                              modes[m][0], modes[m][1]);
+        if (!p) break;
+        snapshot *s = m == 0 ? &ref : &got;
+        CHECK(run_plan(p, s) == 0);
+        if (m) {
+            char what[128];
+            snprintf(what, sizeof what, "%s batch %d, fuse %d memplan %d", model, batch, modes[m][0],
+                     modes[m][1]);
+            CHECK_MSG(same(&ref, &got, what), "%s", what);
+            snap_free(&got);
+        }
+        plan_free(p);
+    }
+    CHECK(ref.n > 10);
+    snap_free(&ref);
+    fe_free(fp);
+}
+
+TEST(mlp_is_invariant) { check_invariance("models/mlp.net", 8); }
+TEST(cnn_small_is_invariant) { check_invariance("models/cnn_small.net", 8); }
+TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
+TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
+
+#ifdef DPC_HAVE_CUDA
+#include <nvrtc.h>
+
+/* The fused kernels of the models compile for the GPU too (no GPU needed). */
+TEST(nvrtc_compiles_fused_models) {
+    static const char *models[] = {"models/cnn_small.net", "models/resnet18.net"};
+    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+        fe_program *fp = fe_parse_file(models[k]);
+        CHECK(fp != NULL);
+        if (!fp) continue;
+        for (int training = 0; training < 2; training++) {
+            ir_graph *g = fe_build_graph(fp, 8, training);
+            pass_options o = pass_default_options();
+            int rc = training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err)
+                              : pass_run_eval(&g, &o, err, sizeof err);
+            CHECK(rc == 0 && ir_num_groups(g) > 0);
+            cg_program *p = rc ? NULL : cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+            CHECK(p != NULL);
+            if (p) {
+                nvrtcProgram prog;
+                CHECK(nvrtcCreateProgram(&prog, p->source, "fused.cu", 0, NULL, NULL) == NVRTC_SUCCESS);
+                const char *opts[] = {"--gpu-architecture=sm_80", "--std=c++17"};
+                nvrtcResult r = nvrtcCompileProgram(prog, 2, opts);
+                if (r != NVRTC_SUCCESS) {
+                    size_t n = 0;
+                    nvrtcGetProgramLogSize(prog, &n);
+                    char *log = malloc(n + 1);
+                    nvrtcGetProgramLog(prog, log);
+                    log[n] = 0;
+                    fprintf(stderr, "  nvrtc %s: %.2000s\n", models[k], log);
+                    free(log);
+                }
+                CHECK_MSG(r == NVRTC_SUCCESS, "%s", models[k]);
+                nvrtcDestroyProgram(&prog);
+            }
+            cg_program_free(p);
+            ir_free(g);
+        }
+        fe_free(fp);
+    }
+}
+#endif
+
+int main(void) {
+    be = rt_backend_cpu();
+    RUN(groups_of_a_training_step);
+    RUN(no_cycle_through_another_group);
+    RUN(assign_waits_for_readers);
+    RUN(dump_dot_and_plan_show_groups);
+    RUN(verify_refuses_split_groups);
+    RUN(mlp_is_invariant);
+    RUN(cnn_small_is_invariant);
+    RUN(resnet18_is_invariant);
+    RUN(resnet18_cifar_is_invariant);
+#ifdef DPC_HAVE_CUDA
+    RUN(nvrtc_compiles_fused_models);
+#endif
+    rt_backend_free(be);
+    return harness_done();
+}
