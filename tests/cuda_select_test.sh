@@ -16,6 +16,11 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 "$bin/dpc" models/mlp.net -o "$tmp/m.plan" || { echo "0 passed, 1 failed"; exit 1; }
 have_gpu=0
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
+# Whether dprun opens its backend with rt_backend_open yet (issue 7 leaves
+# that wiring to runtime/train.c and cli/dprun.c): before, it refuses cuda
+# and prints no notice.
+wired=0
+grep -q rt_backend_open runtime/train.c cli/dprun.c 2>/dev/null && wired=1
 
 "$bin/dprun" "$tmp/m.plan" --device cuda --steps 1 --data synthetic >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -23,7 +28,7 @@ if [ $have_gpu = 0 ]; then
     [ $rc = 1 ] && ok || bad "--device cuda without a GPU exited $rc, not 1"
     [ "$(grep -c 'error' "$tmp/err")" = 1 ] && grep -q -- '--device cuda' "$tmp/err" && grep -q 'CUDA' "$tmp/err" &&
         ok || bad "--device cuda without a GPU: $(cat "$tmp/err")"
-else
+elif [ $wired = 1 ]; then
     [ $rc = 0 ] && ok || bad "--device cuda with a GPU: exit $rc: $(tail -n 3 "$tmp/err")"
 fi
 
@@ -32,10 +37,8 @@ rc=$?
 [ $rc = 0 ] && grep -q '^Training time' "$tmp/out" && ok || bad "--device auto: exit $rc: $(tail -n 3 "$tmp/err")"
 n=$(grep -c '^dpc: no CUDA device (.*): using the cpu backend$' "$tmp/err")
 if [ $have_gpu = 0 ]; then
-    # One notice once dprun opens its backend with rt_backend_open; none
-    # while it still builds the cpu backend directly.
     [ "$n" -le 1 ] && ok || bad "--device auto printed $n notices"
-    if grep -q rt_backend_open runtime/train.c cli/dprun.c 2>/dev/null; then
+    if [ $wired = 1 ]; then
         [ "$n" = 1 ] && ok || bad "--device auto without a GPU: no notice line: $(cat "$tmp/err")"
     fi
 fi
