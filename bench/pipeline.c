@@ -46,10 +46,11 @@ static double measure(const rt_batcher *b, int workers, int64_t count, double st
     const rt_batch *bt;
     rt_pipeline_stats first = {0};
     while ((bt = rt_pipeline_next(p))) {
-        sink += bt->images[bt->seq % 1000]; /* touch the batch, as a copy would */
+        int64_t seq = bt->seq; /* bt belongs to the workers again after release */
+        sink += bt->images[seq % 1000]; /* touch the batch, as a copy would */
         rt_pipeline_release(p);
         if (step_s > 0) step_for(step_s);
-        if (bt->seq == 0) rt_pipeline_get_stats(p, &first);
+        if (seq == 0) rt_pipeline_get_stats(p, &first);
     }
     double t = now() - t0;
     rt_pipeline_get_stats(p, st);

@@ -9,6 +9,7 @@
 
 #include "ir/plan.h"
 #include "runtime/pipeline.h"
+#include "runtime/backend_cuda.h"
 #include "runtime/schedule.h"
 #include "runtime/train.h"
 
@@ -25,6 +26,7 @@ static void usage(FILE *f) {
           "  --lr-scaling none|linear override the schedule's lr scaling\n"
           "  --warmup-epochs K        override the schedule's warmup\n"
           "  --warmup-per-iteration   ramp the warmup every step (Goyal et al.), not every epoch\n"
+          "  --momentum-correction    rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)\n"
           "  --seed S                 all randomness: init, shuffle, augmentation (default 0)\n"
           "  --no-augment             no padding, cropping or mirroring\n"
           "  --no-shuffle             keep the dataset's order\n"
@@ -111,8 +113,8 @@ int main(int argc, char **argv) {
                 return bad("--device: '%s' is not one of auto, cpu, cuda", val);
             /* Checked here, before anything else runs, so scripts can probe
              * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
-            if (!strcmp(val, "cuda"))
-                return bad("--device cuda: no CUDA device/backend in this build");
+            if (!strcmp(val, "cuda") && !rt_cuda_compiled())
+                return bad("--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
             o.device = val;
         } else if (!strcmp(opt, "--data")) {
             VALUE();
@@ -142,6 +144,8 @@ int main(int argc, char **argv) {
             VALUE();
             if (parse_long(opt, val, 0, 100000, &n)) return 1;
             o.warmup_epochs = (int)n;
+        } else if (!strcmp(opt, "--momentum-correction")) {
+            o.momentum_correction = 1;
         } else if (!strcmp(opt, "--warmup-per-iteration")) {
             FLAG();
             o.warmup_per_iteration = 1;

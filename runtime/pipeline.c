@@ -53,6 +53,7 @@ struct rt_pipeline {
     int stop;
     int64_t claimed, consumed;
     int holding; /* the consumer holds batch `consumed` */
+    rt_batch current; /* the consumer's copy of what next() returned */
     slot *slots;
     order_buf *orders;
     int norders;
@@ -232,8 +233,9 @@ const rt_batch *rt_pipeline_next(rt_pipeline *p) {
     }
     p->stats.delivered++;
     p->holding = 1;
+    p->current = s->view;
     pthread_mutex_unlock(&p->mu);
-    return &s->view;
+    return &p->current;
 }
 
 void rt_pipeline_release(rt_pipeline *p) {

@@ -39,7 +39,9 @@
 
 typedef struct rt_pipeline rt_pipeline;
 
-/* One prepared batch; valid from rt_pipeline_next until rt_pipeline_release. */
+/* One prepared batch. images and labels are valid from rt_pipeline_next
+ * until rt_pipeline_release (then the workers refill that memory); the
+ * other fields until the next rt_pipeline_next. */
 typedef struct {
     const float *images;   /* batch x oc x oh x ow */
     const int32_t *labels; /* batch */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "runtime/backend.h"
+#include "runtime/backend_select.h"
 #include "runtime/check.h"
 #include "runtime/data.h"
 #include "runtime/exec.h"
@@ -200,6 +201,7 @@ typedef struct {
     FILE *metrics;
     rt_progress bar;
     char err[1024];
+    double prev_lr; /* the last step's lr, for --momentum-correction */
 } run;
 
 static void run_free(run *r) {
@@ -301,7 +303,6 @@ static int open_data(run *r) {
 }
 
 static int build(run *r) {
-    r->be = rt_backend_cpu();
     r->st = rt_store_new(r->be, r->plan->train);
     if (r->o->load_params) {
         if (load_params(r->plan, r->st, r->o->load_params, r->err, sizeof r->err))
@@ -332,9 +333,33 @@ static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
 
 /* One optimizer step on the global batch bt; adds the per-sample losses to
  * *loss_sum. The input slot goes back to the workers as soon as the
- * program has copied it, so they prepare ahead while the step runs. Each
- * replica would take its slice of bt. */
+ * program has copied it, so they prepare ahead while the step runs: bt
+ * must not be read after this returns. Each replica would take its slice
+ * of bt. */
+/* Goyal et al.'s momentum correction: MXNet's velocity carries the lr
+ * (v = m*v - lr*g), so when the lr changes from a to b the stored velocity
+ * is rescaled by b/a to keep the effective momentum. A host pass over the
+ * optimizer state, only on the steps where the lr changes. */
+static void correct_momentum(run *r, double lr) {
+    if (!r->o->momentum_correction || r->prev_lr <= 0 || lr == r->prev_lr) return;
+    float scale = (float)(lr / r->prev_lr);
+    for (int i = 0; i < rt_store_count(r->st); i++) {
+        const char *name = rt_store_name(r->st, i);
+        size_t len = strlen(name);
+        if (len < 9 || strcmp(name + len - 9, ".momentum") != 0) continue;
+        int64_t n = ir_numel(rt_store_type(r->st, i));
+        float *v = malloc(sizeof *v * (size_t)n);
+        if (!v) abort();
+        rt_store_read(r->st, i, v);
+        for (int64_t j = 0; j < n; j++) v[j] *= scale;
+        rt_store_write(r->st, i, v);
+        free(v);
+    }
+}
+
 static int step(run *r, rt_pipeline *in, const rt_batch *bt, double lr, double *loss_sum) {
+    correct_momentum(r, lr);
+    r->prev_lr = lr;
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     if (rt_exec_set_input(r->train, "image", bt->images, sizeof(float) * img * (size_t)r->batch) ||
         rt_exec_set_input(r->train, "label", bt->labels, sizeof(int32_t) * (size_t)r->batch) ||
@@ -403,11 +428,12 @@ static int benchmark(run *r) {
     rt_pipeline_stats st0 = {0}, st1;
     const rt_batch *bt;
     while ((bt = rt_pipeline_next(r->input))) {
+        int64_t seq = bt->seq; /* step() hands bt back to the workers */
         if (step(r, r->input, bt, lr, &sum)) return 1;
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */
-        if (bt->seq == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st0);
+        if (seq == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st0);
     }
     double t = now() - t0;
     rt_pipeline_get_stats(r->input, &st1);
@@ -522,8 +548,8 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     r.plan = plan, r.o = &o;
     rt_progress_init(&r.bar, stderr);
     int rc = 0;
-    if (o.device && !strcmp(o.device, "cuda")) {
-        rc = print_error("--device cuda: no CUDA device/backend in this build");
+    if (!(r.be = rt_backend_open(o.device, NULL, r.err, sizeof r.err))) {
+        rc = print_error("%s", r.err);
     } else if (o.gpus > 1) {
         /* The partition pass (all-reduce of gradients between replicas) does
          * not exist yet; running one replica with a 16x lr would only look

@@ -40,6 +40,7 @@ typedef struct {
     int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
     int warmup_epochs;         /* -1: the plan's */
     int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
+    int momentum_correction;   /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
     const char *load_params;   /* safetensors to start from, or NULL */
     const char *save_params;   /* safetensors to write at the end, or NULL */

@@ -71,7 +71,7 @@ expect_fail gpus-zero "--gpus: '0'" "$bin/dprun" "$tmp/mlp.plan" --gpus 0
 expect_fail seed-negative "--seed: '-1'" "$bin/dprun" "$tmp/mlp.plan" --seed -1
 expect_fail lr-scaling "--lr-scaling: 'cubic'" "$bin/dprun" "$tmp/mlp.plan" --lr-scaling cubic
 expect_fail device-tpu "--device: 'tpu'" "$bin/dprun" "$tmp/mlp.plan" --device tpu
-expect_fail device-cuda "no CUDA device/backend in this build" "$bin/dprun" "$tmp/mlp.plan" --device cuda
+expect_fail device-cuda "--device cuda: " "$bin/dprun" "$tmp/mlp.plan" --device cuda
 expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
 expect_fail gpus-train "replicas are not implemented" "$bin/dprun" "$tmp/mlp.plan" --gpus 2
@@ -302,6 +302,16 @@ check "non-finite loss stops the run (exit $rc)" test $rc -ne 0
 check "non-finite loss message: $(tail -n 1 "$tmp/nan.err")" grep -Eq 'loss is (nan|infinite) at step [0-9]+ \(epoch 0, step [0-9]+ of the epoch, lr 100000\)' "$tmp/nan.err"
 "$bin/dprun" "$tmp/mlp.plan" --benchmark 3 >"$tmp/bench.out" 2>/dev/null || bad "--benchmark"
 check "benchmark: last line $(tail -n 1 "$tmp/bench.out")" bash -c "tail -n 1 '$tmp/bench.out' | grep -Eq '^throughput: [0-9]+(\.[0-9]+)? img/s$'"
+
+# Goyal momentum correction: no effect while the lr is constant (epoch 0 of
+# mlp), an effect once it changes (epoch 1: 0.01 -> 0.002).
+for mc in plain corr; do
+    flag=; [ $mc = corr ] && flag=--momentum-correction
+    "$bin/dprun" "$tmp/mlp.plan" --data synthetic --steps 20 $flag --save-params "$tmp/mc1_$mc.st" >/dev/null 2>&1
+    "$bin/dprun" "$tmp/mlp.plan" --data synthetic --epochs 2 $flag --save-params "$tmp/mc2_$mc.st" >/dev/null 2>&1
+done
+check "momentum correction: same params while the lr is constant" cmp -s "$tmp/mc1_plain.st" "$tmp/mc1_corr.st"
+check "momentum correction: changes the run once the lr changes" bash -c "! cmp -s '$tmp/mc2_plain.st' '$tmp/mc2_corr.st'"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -47,8 +47,12 @@ static int64_t compare(const rt_batcher *b, int workers, int depth, int first_ep
         CHECK_MSG(memcmp(bt->images, want, img * sizeof *want) == 0 &&
                       memcmp(bt->labels, wlab, (size_t)b->batch * sizeof *wlab) == 0,
                   "workers %d depth %d: batch %lld differs", workers, depth, (long long)n);
-        /* Alternate explicit and implicit release. */
-        if (n % 2) rt_pipeline_release(p);
+        /* Alternate explicit and implicit release; after a release the
+         * descriptor stays the consumer's. */
+        if (n % 2) {
+            rt_pipeline_release(p);
+            CHECK(bt->seq == n && bt->epoch == epoch && bt->index == index && bt->real == real);
+        }
         n++;
     }
     CHECK(rt_pipeline_next(p) == NULL); /* stays at the end */
