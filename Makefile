@@ -31,6 +31,8 @@ CPPFLAGS += -DDPC_HAVE_CUDA -isystem $(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc
 endif
 
+include mk/mpi.mk
+
 LIB_DIRS := frontend ir passes codegen runtime
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 GEN_SRCS := $(BUILD)/gen/lexer.c $(BUILD)/gen/parser.c

@@ -15,6 +15,7 @@
 typedef struct {
     const char *model, *out, *dot, *dump_after, *target, *emit_dir;
     int dump_ir, summary, batch, no_fuse, no_memplan, stats;
+    double bucket_mb; /* partition's bucket size, 0: the default */
 } dpc_args;
 
 static void usage(FILE *f) {
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
           "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
           "  --no-fuse          one kernel per op (no fusion groups)\n"
           "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
+          "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
           "  --stats            kernels per step and activation memory, fused and planned vs not\n"
           "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
           "  -h, --help         this text\n",
@@ -44,7 +46,7 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
-            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels")) {
+            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o")) a->out = v;
@@ -54,6 +56,13 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
                     return die("--target takes cpu, cuda or all, got", v);
                 a->target = v;
+            }
+            else if (!strcmp(s, "--bucket-mb")) {
+                char *end;
+                double mb = strtod(v, &end);
+                if (*end || !(mb > 0) || mb > 1 << 20)
+                    return die("--bucket-mb needs a positive number of MiB, got", v);
+                a->bucket_mb = mb;
             }
             else {
                 char *end;
@@ -90,7 +99,7 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         int known = 0;
         for (int i = 0; pass_names[i]; i++) known |= !strcmp(pass_names[i], a->dump_after);
         if (!known)
-            return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer fuse)",
+            return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer partition fuse)",
                        a->dump_after);
     }
     if (!a->target) a->target = "all";
@@ -215,7 +224,8 @@ static int print_stats(const char *prog, const ir_graph *g, char *err, size_t er
         for (int i = 0; i < flat->n; i++) flat_naive += mu->bytes[i];
         for (int i = 0; i < g->n; i++) {
             const ir_node *n = &g->nodes[i];
-            if (n->flags & IR_FLAG_GRAD) grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
+            if ((n->flags & IR_FLAG_GRAD) || n->op == IR_OP_ALLREDUCE)
+                grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
             if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
         }
         printf("%s program (batch %lld): %d nodes, %d fusion groups\n", prog, (long long)batch, g->n,
@@ -231,8 +241,12 @@ static int print_stats(const char *prog, const ir_graph *g, char *err, size_t er
                prog, mib(m->arena_bytes), m->naive_bytes ? 100.0 * (double)m->arena_bytes / (double)m->naive_bytes : 0.0,
                mib(m->naive_bytes), m->lower_bytes ? (double)m->arena_bytes / (double)m->lower_bytes : 0.0,
                mib(m->lower_bytes), mib(flat_naive));
-        printf("%s outside the arena: gradients %.1f MiB, conv scratch %.1f MiB\n", prog, mib(grads),
-               mib(pf->scratch * 4));
+        printf("%s outside the arena: gradients and their all-reduced sums %.1f MiB, conv scratch %.1f MiB\n",
+               prog, mib(grads), mib(pf->scratch * 4));
+        if (pass_partition_buckets(g, NULL, 0) > 0) {
+            printf("%s ", prog);
+            pass_partition_describe(g, stdout);
+        }
     }
     pass_memplan_free(m);
     pass_memplan_free(mu);
@@ -284,6 +298,8 @@ int main(int argc, char **argv) {
     pass_options po = pass_default_options();
     po.fuse = !a.no_fuse;
     po.memplan = !a.no_memplan;
+    po.bucket_bytes = a.bucket_mb > 0 ? (size_t)(a.bucket_mb * (1 << 20)) : 0;
+    if (a.bucket_mb > 0 && po.bucket_bytes < 4) po.bucket_bytes = 4; /* at least one float */
     po.dump_after = a.dump_after && strcmp(a.dump_after, "elaborate") ? a.dump_after : NULL;
     po.dump = stdout;
     pass_options eval_po = po;

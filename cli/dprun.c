@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ir/plan.h"
+#include "runtime/collective.h"
 #include "runtime/pipeline.h"
 #include "runtime/backend_cuda.h"
 #include "runtime/schedule.h"
@@ -17,7 +18,8 @@ static void usage(FILE *f) {
     fputs("usage: dprun PLAN [options]\n"
           "  --info                   print the plan summary and exit\n"
           "  --schedule               print `epoch E lr X` for every epoch and exit\n"
-          "  --gpus N                 data-parallel replicas (default 1; sets the global batch)\n"
+          "  --gpus N                 data-parallel replicas (default 1; sets the global batch);\n"
+          "                           under `mpirun -np P`, N per process: P x N in all\n"
           "  --device auto|cpu|cuda   where to run (auto: GPUs if any, else cpu)\n"
           "  --data DIR|synthetic     CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)\n"
           "  --epochs N               stop after N epochs\n"
@@ -65,10 +67,31 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     return 0;
 }
 
+static int run_main(int argc, char **argv, int rank, int ranks);
+
+/* Under mpirun every process joins MPI first (it may take its own
+ * arguments out of argv); an error on one rank ends the whole job, since
+ * the others would wait for it in their next collective. */
 int main(int argc, char **argv) {
+    int rank = 0, ranks = 1;
+    char err[512];
+    if (rt_mpi_init(&argc, &argv, &rank, &ranks, err, sizeof err)) {
+        fprintf(stderr, "dprun: error: %s\n", err);
+        rt_mpi_abort(1);
+        return 1;
+    }
+    int rc = run_main(argc, argv, rank, ranks);
+    fflush(stdout);
+    if (rc && ranks > 1) rt_mpi_abort(rc);
+    rt_mpi_finalize();
+    return rc;
+}
+
+static int run_main(int argc, char **argv, int rank, int ranks) {
     const char *path = NULL;
     int info = 0, schedule = 0;
     rt_train_options o = rt_train_defaults();
+    o.rank = rank, o.ranks = ranks;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         /* `--opt=value` and `--opt value` both work. */
@@ -201,7 +224,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     int rc = 0;
-    if (info) {
+    if ((info || schedule) && rank != 0) {
+        /* one answer per job */
+    } else if (info) {
         plan_info(plan, stdout);
     } else if (schedule) {
         ir_train t;
@@ -209,11 +234,11 @@ int main(int argc, char **argv) {
             fprintf(stderr, "dprun: error: %s\n", err);
             rc = 1;
         } else {
-            if (o.gpus > 1)
-                fprintf(stderr, "dprun: note: --gpus %d: the schedule of global batch %d (%d x %d); "
-                        "training with replicas is not implemented in this build yet\n",
-                        o.gpus, o.gpus * t.batch, o.gpus, t.batch);
-            rt_schedule s = rt_schedule_make(&t, o.gpus * t.batch);
+            int replicas = o.gpus * ranks;
+            if (replicas > 1)
+                fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
+                        replicas * t.batch, replicas, t.batch);
+            rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
             s.per_iteration = o.warmup_per_iteration;
             rt_schedule_print(&s, stdout);
         }

@@ -605,6 +605,16 @@ static int r_batchnorm(cg_ctx *cx, int node) {
     return 0;
 }
 
+/* allreduce: a step without a kernel. Its buffers are the sum (buf[0]) and
+ * the local gradient (buf[1]); the executor hands them to the
+ * communication queue, or, with one replica, makes the sum share the
+ * gradient's bytes (runtime/exec.c). */
+static int r_allreduce(cg_ctx *cx, int node) {
+    cg_begin_step(cx, node);
+    cg_step_slot(cx, cx->g->nodes[node].input[0]);
+    return 0;
+}
+
 static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = {cg_lower_gemm_op},
     [IR_OP_BATCHNORM] = {r_batchnorm},
@@ -620,6 +630,7 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_RESHAPE_LIKE] = {r_alias},
     [IR_OP_DENSE_GRAD_DATA] = {cg_lower_gemm_op},
     [IR_OP_DENSE_GRAD_WEIGHT] = {cg_lower_gemm_op},
+    [IR_OP_ALLREDUCE] = {r_allreduce},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

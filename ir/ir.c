@@ -526,6 +526,15 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = *w;
         return 0;
     }
+    case IR_OP_ALLREDUCE: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype != IR_F32) return fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
+        if (n->iattr[0] < 0 || n->iattr[1] < 0)
+            return fail(err, errlen, "allreduce: bucket %" PRId64 " / offset %" PRId64 " must not be negative",
+                        n->iattr[0], n->iattr[1]);
+        *out = *x;
+        return 0;
+    }
     case IR_OP_COUNT:
         break;
     }

@@ -109,6 +109,14 @@ typedef enum {
  *   sgd_momentum(w, grad, v, lr[1], grad_scale[1]) momentum,wd
  *                         momentum*v - lr*(grad*grad_scale + wd*w)  -> w
  *                         (MXNet's SGD; the new w is add(w, new v))
+ *   allreduce(grad) bucket,offset   the sum of grad over every data-parallel
+ *                         replica (passes/partition.c). Out of place: the
+ *                         local gradient keeps its value for its other
+ *                         readers. No kernel: the executor hands the step to
+ *                         the communication queue, or with one replica lets
+ *                         the sum share the gradient's bytes. A bucket's
+ *                         gradients travel packed, each at its element
+ *                         offset                                -> grad
  */
 #define IR_OPS(X)                                                            \
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                   \
@@ -145,7 +153,8 @@ typedef enum {
     X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")    \
     X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "") \
     X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "") \
-    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd") \
+    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

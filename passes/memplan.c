@@ -89,7 +89,11 @@ pass_memplan *pass_memplan_lifetimes(const ir_graph *g) {
     for (int i = 0; i < n; i++) {
         int r = ir_storage_of(g, i);
         unsigned f = g->nodes[i].flags;
-        if (f & IR_FLAG_GRAD) keep[r] = 2;
+        /* A gradient's all-reduced sum is written by the communication
+         * queue while later steps run (collective.h): like the gradient it
+         * gets a buffer of its own rather than arena bytes whose owner
+         * changes under the transfer. */
+        if ((f & IR_FLAG_GRAD) || g->nodes[i].op == IR_OP_ALLREDUCE) keep[r] = 2;
         else if ((f & (IR_FLAG_OUTPUT | IR_FLAG_LOSS)) && keep[r] != 2) keep[r] = 1;
     }
     for (int i = 0; i < n; i++) {

@@ -8,6 +8,9 @@
  *                IR_FLAG_GRAD and named "PARAM.grad"
  *     optimizer  MXNet SGD with momentum as graph ops; adds the scalar inputs
  *                "lr" and "grad_scale" and a state "PARAM.momentum" per param
+ *     partition  data parallelism (SPMD): an allreduce (sum over replicas) of
+ *                every parameter gradient, packed into buckets in backward
+ *                completion order; the update reads the sums (partition.c)
  *     fuse       groups pointwise chains and per-channel reductions into one
  *                kernel each (ir_node.group) and orders the graph so each
  *                group is contiguous (rules in fuse.c); off with o->fuse = 0
@@ -42,10 +45,33 @@ int pass_fuse(ir_graph **g, char *err, size_t errlen);
 /* Clears every node's group. */
 void pass_unfuse(ir_graph *g);
 
+/* ---- data parallelism (partition.c) ---------------------------------------
+ * After the optimizer, before fuse: every IR_FLAG_GRAD node g gets a node
+ * allreduce(g){bucket, offset} right after it, named "g.sum", which the
+ * optimizer's update reads instead of g; every other reader (BatchNorm's
+ * data gradient) keeps the local value. Buckets are filled in graph order
+ * up to bucket_bytes (0: PASS_BUCKET_BYTES_DEFAULT); offset is the
+ * gradient's element offset in its packed bucket. A graph without
+ * gradients is left alone; a partitioned one is refused. */
+#define PASS_BUCKET_BYTES_DEFAULT ((size_t)25 << 20)
+int pass_partition(ir_graph **g, size_t bucket_bytes, char *err, size_t errlen);
+size_t pass_partition_bucket_bytes(size_t requested); /* 0 -> the default */
+typedef struct {
+    int first, last; /* graph indices of its first and last allreduce node */
+    int grads;       /* gradients in it */
+    int64_t floats;  /* packed size */
+} pass_bucket;
+/* The buckets of a partitioned graph (out[0..max-1] filled); returns how
+ * many there are (0 when the graph has no allreduce). */
+int pass_partition_buckets(const ir_graph *g, pass_bucket *out, int max);
+/* One line: `all-reduce: G gradients, X MiB, in B buckets: ...` */
+void pass_partition_describe(const ir_graph *g, FILE *f);
+
 typedef struct {
     int fuse, memplan;      /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
     const char *dump_after; /* pass name, or NULL */
     FILE *dump;             /* where --dump-ir=PASS writes */
+    size_t bucket_bytes;    /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
 } pass_options;
 
 pass_options pass_default_options(void);
@@ -62,7 +88,8 @@ int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen)
  * every stored activation: not sources (inputs have their own buffers;
  * parameters and states live in the runtime's store), not gradients of
  * parameters (IR_FLAG_GRAD: persistent buffers outside the arena, read after
- * the step and by collectives). A tensor lives from the step that makes it
+ * the step and by collectives) nor their sums (allreduce: written by the
+ * communication queue while later steps run). A tensor lives from the step that makes it
  * to the last step that reads it (directly or through a view); outputs
  * (IR_FLAG_OUTPUT, IR_FLAG_LOSS) live to the end. An elementwise step may
  * write an output over an input that dies there (same size, every read of

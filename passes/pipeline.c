@@ -11,10 +11,10 @@
 
 #include "passes/passes.h"
 
-const char *const pass_names[] = {"lower", "autodiff", "optimizer", "fuse", NULL};
+const char *const pass_names[] = {"lower", "autodiff", "optimizer", "partition", "fuse", NULL};
 
 pass_options pass_default_options(void) {
-    pass_options o = {1, 1, NULL, NULL};
+    pass_options o = {1, 1, NULL, NULL, 0};
     return o;
 }
 
@@ -52,7 +52,11 @@ int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char 
     if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
     if (pass_autodiff(g, err, errlen) || after("autodiff", *g, o, err, errlen)) return -1;
     if (pass_optimizer(g, t, err, errlen) || after("optimizer", *g, o, err, errlen)) return -1;
-    /* [partition goes here: its all-reduces must exist before fusion] */
+    /* The all-reduces exist before fusion, so fuse sees them as the opaque
+     * steps they are and never groups across them. */
+    if (pass_partition(g, o ? o->bucket_bytes : 0, err, errlen) ||
+        after("partition", *g, o, err, errlen))
+        return -1;
     if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
     if (after("fuse", *g, o, err, errlen)) return -1;
     return 0;

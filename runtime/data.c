@@ -205,6 +205,7 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
                     size_t errlen) {
     memset(b, 0, sizeof *b);
     b->ds = ds, b->mode = mode, b->seed = seed, b->batch = batch;
+    b->stride = batch, b->offset = 0;
     b->oc = c, b->oh = h, b->ow = w;
     b->shuffle = mode == RT_BATCH_TRAIN;
     b->augment = mode != RT_BATCH_EVAL && (t->pad > 0 || t->random_crop > 0 || t->random_mirror);
@@ -235,6 +236,18 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     } else {
         b->batches = (ds->count + batch - 1) / batch;
     }
+    return 0;
+}
+
+int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen) {
+    if (global < b->batch || offset < 0 || offset + b->batch > global)
+        return fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
+                    offset, global);
+    int64_t batches = b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
+    if (batches == 0)
+        return fail(err, errlen, "%s: %lld training images do not fill one global batch of %d", b->ds->name,
+                    (long long)b->ds->count, global);
+    b->stride = global, b->offset = offset, b->batches = batches;
     return 0;
 }
 

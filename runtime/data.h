@@ -79,6 +79,9 @@ typedef struct {
     uint64_t seed;
     int batch;
     int64_t batches;        /* per epoch */
+    /* Batch k of an epoch is positions [k*stride + offset, + batch) of the
+     * epoch's order: stride = batch and offset 0, unless sharded. */
+    int64_t stride, offset;
 } rt_batcher;
 
 /* Checks the dataset fits the program's image input (c, h, w) and the train
@@ -86,6 +89,13 @@ typedef struct {
 int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int batch,
                     rt_batch_mode mode, uint64_t seed, int c, int h, int w, char *err,
                     size_t errlen);
+/* Data parallelism across processes: b (made with the batch of this
+ * process's replicas) delivers this process's slice of every global batch,
+ * positions [k*global + offset, + b->batch) of the epoch's order, with as
+ * many batches per epoch as the global batch has. So P processes see
+ * together exactly the samples one process with the global batch sees.
+ * 0, or -1 with a message. */
+int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen);
 /* The epoch's record order (ds->count entries): a seeded Fisher-Yates
  * shuffle, or the identity when not shuffling. */
 void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order);

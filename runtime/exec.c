@@ -20,6 +20,7 @@
 #include "passes/passes.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/collective.h"
 #include "runtime/exec.h"
 
 struct rt_exec {
@@ -37,6 +38,13 @@ struct rt_exec {
     double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
     double *prof_cpu; /* the calling thread's CPU seconds per call */
     int runs;
+    /* Data parallelism: with a communication queue attached, bucket b
+     * starts after step start_at[b] (its last allreduce node) and is waited
+     * for before step wait_at[b] (the first reader of one of its sums), or
+     * at the end of the run. */
+    rt_coll_queue *coll;
+    int nbuckets;
+    int *start_at, *wait_at;
 };
 
 static double clock_s(clockid_t id) {
@@ -151,6 +159,11 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
                 rc = fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
             else
                 ex->buf[i] = rt_store_buffer(ex->st, k);
+        } else if (n->op == IR_OP_ALLREDUCE) {
+            /* One replica: the sum is the gradient itself, so share its
+             * bytes and skip the step; rt_exec_set_collective gives the sum
+             * a buffer of its own. */
+            ex->buf[i] = ex->buf[n->input[0]];
         } else if (ir_storage_of(g, i) != i) {
             ex->buf[i] = ex->buf[ir_storage_of(g, i)]; /* a view or an assign */
         } else if (!stored[i]) {
@@ -261,6 +274,8 @@ void rt_exec_free(rt_exec *ex) {
     if (ex->arena) ex->be->free(ex->be, ex->arena);
     if (ex->mod) ex->be->module_free(ex->be, ex->mod);
     free(ex->kern);
+    free(ex->start_at);
+    free(ex->wait_at);
     free(ex->buf);
     free(ex->owned);
     cg_program_free(ex->prog);
@@ -279,11 +294,95 @@ static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
     return id == CG_SCRATCH ? ex->scratch : ex->buf[id];
 }
 
+/* The step running each node (a fusion group's members run in the step of
+ * the group's last node); -1 for sources. */
+static int *steps_of_nodes(const rt_exec *ex) {
+    const ir_graph *g = ex->g;
+    int *step = malloc(sizeof *step * (size_t)(g->n + 1));
+    RT_CHECK_ALLOC(step);
+    for (int i = 0; i < g->n; i++) step[i] = -1;
+    for (int si = 0; si < ex->prog->nsteps; si++) {
+        int k = ex->prog->steps[si].node;
+        step[k] = si;
+        for (int j = k - 1; g->nodes[k].group && j >= 0 && g->nodes[j].group == g->nodes[k].group; j--)
+            step[j] = si;
+    }
+    return step;
+}
+
+int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen) {
+    const ir_graph *g = ex->g;
+    int nb = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] + 1 > nb)
+            nb = (int)g->nodes[i].iattr[0] + 1;
+    if (rt_coll_queue_buckets(q) != 0)
+        return fail(err, errlen, "the communication queue has buckets of another program");
+    int *step = steps_of_nodes(ex);
+    rt_coll_piece *piece = malloc(sizeof *piece * (size_t)(g->n + 1));
+    RT_CHECK_ALLOC(piece);
+    free(ex->start_at), free(ex->wait_at);
+    ex->start_at = malloc(sizeof(int) * (size_t)(nb + 1));
+    ex->wait_at = malloc(sizeof(int) * (size_t)(nb + 1));
+    RT_CHECK_ALLOC(ex->start_at && ex->wait_at);
+    int rc = 0;
+    for (int b = 0; b < nb && !rc; b++) {
+        /* The bucket's gradients in packing order (offsets ascend along the
+         * graph, partition.c), checked to tile the bucket. */
+        int np = 0;
+        int64_t packed = 0;
+        ex->start_at[b] = -1;
+        ex->wait_at[b] = ex->prog->nsteps;
+        for (int i = 0; i < g->n && !rc; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
+            if (n->iattr[1] != packed)
+                rc = fail(err, errlen, "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
+                          (long long)n->iattr[1], b, (long long)packed);
+            else if (!ex->buf[n->input[0]] || step[i] < 0)
+                rc = fail(err, errlen, "allreduce node %d has no buffer or step", i);
+            else if (ex->buf[i] == ex->buf[n->input[0]]) {
+                /* Out of place from now on: the local gradient keeps its
+                 * value for its other readers (passes/partition.c). */
+                ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+                ex->owned[i] = 1;
+            }
+            packed += ir_numel(&n->type);
+            piece[np++] = (rt_coll_piece){ex->buf[n->input[0]], ex->buf[i], ir_numel(&n->type)};
+            if (step[i] > ex->start_at[b]) ex->start_at[b] = step[i];
+            for (int j = i + 1; j < g->n; j++)
+                for (int k = 0; k < g->nodes[j].ninputs; k++)
+                    if (g->nodes[j].input[k] == i && step[j] >= 0 && step[j] < ex->wait_at[b])
+                        ex->wait_at[b] = step[j];
+        }
+        if (!rc && np == 0) rc = fail(err, errlen, "bucket %d has no gradients", b);
+        if (!rc && ex->wait_at[b] <= ex->start_at[b])
+            rc = fail(err, errlen, "bucket %d is read (step %d) before its last gradient is summed (step %d)",
+                      b, ex->wait_at[b], ex->start_at[b]);
+        if (!rc) rt_coll_queue_add_bucket(q, piece, np);
+    }
+    free(piece);
+    free(step);
+    if (rc) return -1;
+    ex->nbuckets = nb;
+    ex->coll = q;
+    return 0;
+}
+
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
     const cg_program *p = ex->prog;
     rt_backend *be = ex->be;
     for (int si = 0; si < p->nsteps; si++) {
         const cg_step *s = &p->steps[si];
+        for (int b = 0; b < ex->nbuckets; b++)
+            if (ex->wait_at[b] == si && rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
+        if (s->op == IR_OP_ALLREDUCE) {
+            /* No kernel: one replica shares the gradient's bytes; replicas
+             * hand the bucket to the communication queue. */
+            for (int b = 0; b < ex->nbuckets; b++)
+                if (ex->start_at[b] == si) rt_coll_queue_start(ex->coll, b);
+            continue;
+        }
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
             const cg_call *c = &p->calls[ci];
             void *args[CG_MAX_ARGS];
@@ -312,6 +411,9 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
         }
     }
     ex->runs++;
+    /* Sums nobody reads within the step must still be complete when the
+     * caller looks at them. */
+    if (ex->coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
     return be->sync(be, err, errlen);
 }
 

@@ -60,6 +60,17 @@ void rt_exec_free(rt_exec *ex);
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);
 int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
+/* Data parallelism: hands the program's allreduce steps (partition pass)
+ * to a replica's communication queue (runtime/collective.h), registering
+ * one bucket per bucket of the graph, before the first run; each sum gets a
+ * buffer of its own. Each run then starts a bucket right after its last
+ * gradient and waits for it before the first update that reads its sums.
+ * Without a queue (one replica) a sum shares its gradient's bytes and the
+ * step does nothing. Free the queue before the exec. 0, or -1 with a
+ * message when the program's order cannot overlap (a sum read before its
+ * bucket is complete). */
+typedef struct rt_coll_queue rt_coll_queue;
+int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
 /* Copies a named tensor's current value to host; -1 if unknown or size differs. */
 int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
 /* Same, by node index (any node, named or not; aliases read their target).

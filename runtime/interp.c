@@ -507,6 +507,7 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_DENSE_GRAD_WEIGHT] = op_dense_grad_weight,
     [IR_OP_SOFTMAX_CE_GRAD] = op_softmax_ce_grad,
     [IR_OP_SGD_MOMENTUM] = op_sgd_momentum,
+    [IR_OP_ALLREDUCE] = op_copy, /* the sum over one replica */
 };
 
 void rt_interp_run(rt_interp *it) {

@@ -129,7 +129,7 @@ static void fill(rt_pipeline *p, int64_t k) {
     const int64_t *order = epoch_order(p, epoch);
     slot *s = &p->slots[k % p->depth];
     pthread_mutex_unlock(&p->mu);
-    int real = rt_batcher_fill(b, order, epoch, index * b->batch, b->batch, s->images, s->labels);
+    int real = rt_batcher_fill(b, order, epoch, index * b->stride + b->offset, b->batch, s->images, s->labels);
     pthread_mutex_lock(&p->mu);
     s->view = (rt_batch){s->images, s->labels, real, epoch, index, k};
     s->seq = k;

@@ -3,9 +3,21 @@
  *
  * One step: take the next global batch from the input pipeline (worker
  * threads prepared it while the previous steps ran), hand each replica its
- * slice (today one replica, the whole batch), set lr and grad_scale =
- * 1/global batch, run the train program (forward, backward, update in one
- * compiled program), read back the per-sample losses. The article's log
+ * slice, set lr and grad_scale = 1/global batch, run the train program
+ * (forward, backward, all-reduce of the gradients, update: one compiled
+ * program per replica, runtime/replicas.h), read back the per-sample
+ * losses.
+ *
+ * Data parallelism. `--gpus N` runs N replicas, `mpirun -np P` P processes
+ * of them: R = P x N replicas, global batch G = R x b (b: the plan's
+ * per-device batch). Global replica g = rank x N + r takes samples
+ * [g b, (g+1) b) of every global batch, so the global batch is the same
+ * samples, in the same order, whatever R is split into; the gradients are
+ * summed over all R replicas and scaled by 1/G. Every replica keeps its own
+ * BatchNorm statistics (per-device BatchNorm, as Gluon); evaluation hands
+ * the eval batches round-robin to the replicas, each using its own
+ * statistics, as Gluon evaluates on a list of devices. Parameter files hold
+ * replica 0's tensors. Under MPI only rank 0 prints and writes files. The article's log
  * lines go to `out`; a progress bar goes to stderr when it is a terminal.
  */
 #include "runtime/train.h"
@@ -20,10 +32,12 @@
 #include "runtime/backend.h"
 #include "runtime/backend_select.h"
 #include "runtime/check.h"
+#include "runtime/collective.h"
 #include "runtime/data.h"
 #include "runtime/exec.h"
 #include "runtime/pipeline.h"
 #include "runtime/progress.h"
+#include "runtime/replicas.h"
 #include "runtime/safetensors.h"
 #include "runtime/schedule.h"
 
@@ -32,6 +46,7 @@ rt_train_options rt_train_defaults(void) {
     memset(&o, 0, sizeof o);
     o.device = "auto";
     o.gpus = 1;
+    o.ranks = 1;
     o.lr_scaling = -1;
     o.warmup_epochs = -1;
     o.steps = -1;
@@ -194,9 +209,14 @@ typedef struct {
     rt_dataset *train_ds, *test_ds;
     rt_batcher train_b, test_b, train_eval_b;
     rt_backend *be;
-    rt_store *st;
-    rt_exec *train, *eval;
+    rt_backend **bes;   /* each replica's backend (on the cpu: be, shared) */
+    rt_coll *coll;      /* NULL with one replica in the job */
+    rt_replicas *R;
+    int local, total;   /* replicas in this process, in the job */
+    size_t img;         /* floats per image */
+    rt_store *st;       /* replica 0's: parameter files */
     rt_pipeline *input; /* training batches, prepared ahead */
+    FILE *quiet;        /* ranks other than 0 write their log here (/dev/null) */
     float *logits, *loss;
     FILE *metrics;
     rt_progress bar;
@@ -206,10 +226,11 @@ typedef struct {
 
 static void run_free(run *r) {
     rt_pipeline_free(r->input);
-    rt_exec_free(r->train);
-    rt_exec_free(r->eval);
-    rt_store_free(r->st);
+    rt_replicas_free(r->R);
+    rt_coll_free(r->coll);
+    free(r->bes);
     if (r->be) rt_backend_free(r->be);
+    if (r->quiet) fclose(r->quiet);
     rt_dataset_free(r->train_ds);
     rt_dataset_free(r->test_ds);
     free(r->logits), free(r->loss);
@@ -279,6 +300,7 @@ static int open_data(run *r) {
     const char *env = getenv("DPC_DATA");
     if (!spec && env && *env) spec = env;
     if (!spec || !strcmp(spec, "synthetic")) {
+        if (o->rank == 0)
         fprintf(stderr, "dprun: note: %s: using the built-in synthetic dataset (%d train / %d test "
                 "images, 10 classes); --data DIR trains on CIFAR-10\n",
                 spec ? "--data synthetic" : "no --data and $DPC_DATA unset", RT_SYNTHETIC_TRAIN,
@@ -290,8 +312,12 @@ static int open_data(run *r) {
         if (r->train_ds) r->test_ds = rt_data_cifar10(spec, 0, r->err, sizeof r->err);
         if (!r->test_ds) return print_error("%s", r->err);
     }
-    if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, r->global, RT_BATCH_TRAIN, o->seed, r->c, r->h,
+    /* This process's replicas' slice of each global batch (all of it
+     * without MPI). */
+    int slice = r->batch * r->local;
+    if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, slice, RT_BATCH_TRAIN, o->seed, r->c, r->h,
                         r->w, r->err, sizeof r->err) ||
+        (o->ranks > 1 && rt_batcher_shard(&r->train_b, r->global, o->rank * slice, r->err, sizeof r->err)) ||
         rt_batcher_init(&r->test_b, r->test_ds, &r->t, r->eval_batch, RT_BATCH_EVAL, o->seed, r->c, r->h,
                         r->w, r->err, sizeof r->err) ||
         rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL, o->seed,
@@ -302,20 +328,38 @@ static int open_data(run *r) {
     return 0;
 }
 
+/* The replicas of this process on the cpu backend, joined by the local
+ * communicator (or the mpi one across processes), with identical weights:
+ * global replica 0's, from the seed or --load-params (read by rank 0 only,
+ * so the file need only exist there). */
 static int build(run *r) {
-    r->st = rt_store_new(r->be, r->plan->train);
-    if (r->o->load_params) {
-        if (load_params(r->plan, r->st, r->o->load_params, r->err, sizeof r->err))
-            return print_error("%s", r->err);
-    } else {
-        rt_store_init(r->st, r->plan->train, &r->t, r->o->seed);
+    const rt_train_options *o = r->o;
+    /* Before the first kernel module loads: replicas share the cores. */
+    if (!strcmp(r->be->name, "cpu")) rt_replicas_cpu_threads(r->local);
+    r->bes = calloc((size_t)r->local, sizeof *r->bes);
+    RT_CHECK_ALLOC(r->bes);
+    for (int i = 0; i < r->local; i++) r->bes[i] = r->be; /* one device: they share it */
+    if (o->ranks > 1) {
+        r->coll = rt_coll_mpi_new(r->local, r->be, r->err, sizeof r->err);
+        if (!r->coll) return print_error("%s", r->err);
+    } else if (r->local > 1) {
+        r->coll = rt_coll_local_new(r->local, r->be);
     }
-    r->train = rt_exec_new(r->be, r->st, r->plan->train, r->plan, r->err, sizeof r->err);
-    if (!r->train) return print_error("cannot build the train program: %s", r->err);
-    r->eval = rt_exec_new(r->be, r->st, r->plan->eval, r->plan, r->err, sizeof r->err);
-    if (!r->eval) return print_error("cannot build the eval program: %s", r->err);
-    r->loss = malloc(sizeof(float) * (size_t)r->batch);
-    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes);
+    r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
+    if (!r->R) return print_error("%s", r->err);
+    r->st = rt_replicas_store(r->R, 0);
+    int bad = 0;
+    if (o->load_params && o->rank == 0) {
+        if (load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err)) bad = print_error("%s", r->err);
+    } else {
+        rt_store_init(r->st, r->plan->train, &r->t, o->seed);
+    }
+    /* Every process learns whether rank 0 could read the file before any
+     * waits for its weights. */
+    if (rt_mpi_any(bad)) return 1;
+    if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return print_error("%s", r->err);
+    r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local);
+    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
     RT_CHECK_ALLOC(r->loss && r->logits);
     return 0;
 }
@@ -343,43 +387,106 @@ static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
 static void correct_momentum(run *r, double lr) {
     if (!r->o->momentum_correction || r->prev_lr <= 0 || lr == r->prev_lr) return;
     float scale = (float)(lr / r->prev_lr);
-    for (int i = 0; i < rt_store_count(r->st); i++) {
-        const char *name = rt_store_name(r->st, i);
-        size_t len = strlen(name);
-        if (len < 9 || strcmp(name + len - 9, ".momentum") != 0) continue;
-        int64_t n = ir_numel(rt_store_type(r->st, i));
-        float *v = malloc(sizeof *v * (size_t)n);
-        if (!v) abort();
-        rt_store_read(r->st, i, v);
-        for (int64_t j = 0; j < n; j++) v[j] *= scale;
-        rt_store_write(r->st, i, v);
-        free(v);
+    for (int k = 0; k < r->local; k++) { /* every replica's state, alike */
+        rt_store *st = rt_replicas_store(r->R, k);
+        for (int i = 0; i < rt_store_count(st); i++) {
+            const char *name = rt_store_name(st, i);
+            size_t len = strlen(name);
+            if (len < 9 || strcmp(name + len - 9, ".momentum") != 0) continue;
+            int64_t n = ir_numel(rt_store_type(st, i));
+            float *v = malloc(sizeof *v * (size_t)n);
+            if (!v) abort();
+            rt_store_read(st, i, v);
+            for (int64_t j = 0; j < n; j++) v[j] *= scale;
+            rt_store_write(st, i, v);
+            free(v);
+        }
     }
 }
 
 static int step(run *r, rt_pipeline *in, const rt_batch *bt, double lr, double *loss_sum) {
     correct_momentum(r, lr);
     r->prev_lr = lr;
-    size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
-    if (rt_exec_set_input(r->train, "image", bt->images, sizeof(float) * img * (size_t)r->batch) ||
-        rt_exec_set_input(r->train, "label", bt->labels, sizeof(int32_t) * (size_t)r->batch) ||
-        rt_exec_set_scalar(r->train, "lr", (float)lr) ||
-        rt_exec_set_scalar(r->train, "grad_scale", 1.0f / (float)r->global))
-        return run_error(r, "the train program refused its inputs");
-    rt_pipeline_release(in);
-    if (rt_exec_run(r->train, r->err, sizeof r->err))
+    /* bt holds this process's slice of the global batch (the batcher is
+     * sharded); replica r takes samples [r b, (r + 1) b) of it. */
+    if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global, r->loss, r->err,
+                         sizeof r->err))
         return run_error(r, "train step failed: %s", r->err);
-    if (rt_exec_get(r->train, "loss", r->loss, sizeof(float) * (size_t)r->batch))
-        return run_error(r, "cannot read the train program's loss");
+    rt_pipeline_release(in);
     double s = 0;
-    for (int i = 0; i < r->batch; i++) s += r->loss[i];
+    for (int i = 0; i < r->batch * r->local; i++) s += r->loss[i];
+    /* The loss of the whole global batch: every process sees the same sum
+     * (so all stop together on a non-finite one). */
+    rt_mpi_allreduce_sum_f64(&s, 1);
     *loss_sum += s;
+    return 0;
+}
+
+/* Accuracy with several replicas: eval batch i goes to global replica
+ * i mod R, which prepares it itself (batch preparation is a pure function
+ * of the batch index) and classifies it with its own parameters and
+ * BatchNorm statistics. */
+typedef struct {
+    run *r;
+    const rt_batcher *b;
+    int64_t right[RT_MAX_LOCAL_REPLICAS], seen[RT_MAX_LOCAL_REPLICAS];
+} eval_job;
+
+static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errlen) {
+    eval_job *j = arg;
+    run *r = j->r;
+    const rt_batcher *b = j->b;
+    rt_exec *ex = rt_replicas_eval(R, k);
+    size_t n = (size_t)r->eval_batch;
+    float *img = malloc(sizeof(float) * r->img * n);
+    int32_t *lab = malloc(sizeof(int32_t) * n);
+    float *logits = r->logits + (size_t)k * n * (size_t)r->classes;
+    RT_CHECK_ALLOC(img && lab);
+    int rc = 0;
+    for (int64_t bi = rt_replicas_global(R, k); bi < b->batches && !rc; bi += r->total) {
+        int real = rt_batcher_fill(b, NULL, 0, bi * (int64_t)n, (int)n, img, lab);
+        if (rt_exec_set_input(ex, "image", img, sizeof(float) * r->img * n) ||
+            (r->eval_has_label && rt_exec_set_input(ex, "label", lab, sizeof(int32_t) * n))) {
+            snprintf(err, errlen, "the eval program refused its inputs");
+            rc = -1;
+        } else if (rt_exec_run(ex, err, errlen)) {
+            rc = -1;
+        } else if (rt_exec_get(ex, "logits", logits, sizeof(float) * n * (size_t)r->classes)) {
+            snprintf(err, errlen, "cannot read the eval program's logits");
+            rc = -1;
+        }
+        for (int i = 0; i < real && !rc; i++) {
+            const float *l = logits + (size_t)i * (size_t)r->classes;
+            int best = 0;
+            for (int c = 1; c < r->classes; c++)
+                if (l[c] > l[best]) best = c;
+            j->right[k] += best == lab[i];
+        }
+        j->seen[k] += real;
+    }
+    free(img);
+    free(lab);
+    return rc;
+}
+
+static int accuracy_replicas(run *r, const rt_batcher *b, double *acc) {
+    eval_job j;
+    memset(&j, 0, sizeof j);
+    j.r = r, j.b = b;
+    if (rt_replicas_run(r->R, eval_replica, &j, r->err, sizeof r->err))
+        return run_error(r, "eval failed: %s", r->err);
+    double count[2] = {0, 0};
+    for (int k = 0; k < r->local; k++) count[0] += (double)j.right[k], count[1] += (double)j.seen[k];
+    rt_mpi_allreduce_sum_f64(count, 2);
+    *acc = count[1] > 0 ? count[0] / count[1] : 0;
     return 0;
 }
 
 /* Fraction of the batcher's images whose largest logit is the label (ties:
  * the first class), with the eval program (BatchNorm inference mode). */
 static int accuracy(run *r, const rt_batcher *b, const char *what, double *acc) {
+    if (r->total > 1) return accuracy_replicas(r, b, acc);
+    rt_exec *eval = rt_replicas_eval(r->R, 0);
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     rt_pipeline *in = start_input(r, b, b->batches);
     if (!in) return 1;
@@ -389,19 +496,19 @@ static int accuracy(run *r, const rt_batcher *b, const char *what, double *acc) 
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
     while (!rc && (bt = rt_pipeline_next(in))) {
-        if (rt_exec_set_input(r->eval, "image", bt->images, sizeof(float) * img * (size_t)r->eval_batch) ||
+        if (rt_exec_set_input(eval, "image", bt->images, sizeof(float) * img * (size_t)r->eval_batch) ||
             (r->eval_has_label &&
-             rt_exec_set_input(r->eval, "label", bt->labels, sizeof(int32_t) * (size_t)r->eval_batch))) {
+             rt_exec_set_input(eval, "label", bt->labels, sizeof(int32_t) * (size_t)r->eval_batch))) {
             rc = run_error(r, "the eval program refused its inputs");
             break;
         }
         /* Labels are needed after the run: keep the slot until then. */
-        if (rt_exec_run(r->eval, r->err, sizeof r->err)) {
+        if (rt_exec_run(eval, r->err, sizeof r->err)) {
             rc = run_error(r, "eval failed: %s", r->err);
             break;
         }
         size_t lbytes = sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes;
-        if (rt_exec_get(r->eval, "logits", r->logits, lbytes)) {
+        if (rt_exec_get(eval, "logits", r->logits, lbytes)) {
             rc = run_error(r, "cannot read the eval program's logits");
             break;
         }
@@ -550,19 +657,27 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     int rc = 0;
     if (!(r.be = rt_backend_open(o.device, NULL, r.err, sizeof r.err))) {
         rc = print_error("%s", r.err);
-    } else if (o.gpus > 1) {
-        /* The partition pass (all-reduce of gradients between replicas) does
-         * not exist yet; running one replica with a 16x lr would only look
-         * like the article's run. */
-        rc = print_error("--gpus %d: data-parallel replicas are not implemented in this build yet "
-                         "(`--gpus %d --schedule` prints the schedule for that global batch)",
-                         o.gpus, o.gpus);
+    } else if (o.gpus > RT_MAX_LOCAL_REPLICAS) {
+        rc = print_error("--gpus %d: at most %d replicas per process (run more processes under mpirun)",
+                         o.gpus, RT_MAX_LOCAL_REPLICAS);
     } else if (rt_train_schedule(plan, &o, &r.t, r.err, sizeof r.err)) {
         rc = print_error("%s", r.err);
     }
     if (!rc) rc = check_programs(&r);
     if (!rc) {
-        r.global = r.batch * o.gpus;
+        if (o.ranks < 1) o.ranks = 1;
+        r.local = o.gpus;
+        r.total = o.gpus * o.ranks;
+        r.global = r.batch * r.total;
+        r.img = (size_t)r.c * (size_t)r.h * (size_t)r.w;
+        if (o.rank != 0) {
+            /* Only rank 0 speaks: the others' log and progress go nowhere. */
+            r.quiet = fopen("/dev/null", "w");
+            if (!r.quiet) rc = print_error("/dev/null: %s", strerror(errno));
+            o.out = r.quiet;
+            o.metrics = NULL, o.save_params = NULL;
+            rt_progress_init(&r.bar, r.quiet);
+        }
         r.sched = rt_schedule_make(&r.t, r.global);
         r.sched.per_iteration = o.warmup_per_iteration;
         rc = open_data(&r);
@@ -572,12 +687,15 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
         if (!r.metrics) rc = print_error("%s: cannot write: %s", o.metrics, strerror(errno));
     }
     if (!rc) rc = build(&r);
-    if (!rc) {
+    if (!rc && o.rank == 0) {
         fprintf(stderr, "dprun: %s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
                 "epoch, %lld train / %lld test images (%s)\n", plan->model,
-                (long long)ir_num_params(plan->train), r.be->name, o.gpus, o.gpus > 1 ? "s" : "", r.batch,
+                (long long)ir_num_params(plan->train), r.be->name, r.total, r.total > 1 ? "s" : "", r.batch,
                 (long)r.train_b.batches, (long long)r.train_ds->count, (long long)r.test_ds->count,
                 r.train_ds->name);
+        if (r.total > 1) rt_replicas_banner(stderr, r.be->name, 1, r.local, o.ranks, r.batch);
+    }
+    if (!rc) {
         rc = o.benchmark ? benchmark(&r) : train_loop(&r);
     }
     if (!rc && o.save_params && save_params(plan, r.st, o.save_params, r.err, sizeof r.err))

@@ -36,7 +36,10 @@ typedef struct {
     uint64_t seed;             /* init, shuffle, augmentation */
     const char *data;          /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
     const char *device;        /* "auto", "cpu" or "cuda" */
-    int gpus;                  /* data-parallel replicas */
+    int gpus;                  /* data-parallel replicas in this process */
+    int rank, ranks;           /* MPI (rt_mpi_init): this process and how many; 0 and 1
+                                * without mpirun. The job runs ranks x gpus replicas;
+                                * only rank 0 prints the log and writes files. */
     int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
     int warmup_epochs;         /* -1: the plan's */
     int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
@@ -54,7 +57,7 @@ typedef struct {
 
 rt_train_options rt_train_defaults(void);
 /* Applies the schedule overrides of o to a copy of the plan's train section
- * and checks it; global batch = gpus x per-device batch. 0 or -1 + err. */
+ * and checks it; global batch = ranks x gpus x per-device batch. 0 or -1 + err. */
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen);
 /* Runs training; returns the process exit status. */

@@ -74,7 +74,7 @@ expect_fail device-tpu "--device: 'tpu'" "$bin/dprun" "$tmp/mlp.plan" --device t
 expect_fail device-cuda "--device cuda: " "$bin/dprun" "$tmp/mlp.plan" --device cuda
 expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
-expect_fail gpus-train "replicas are not implemented" "$bin/dprun" "$tmp/mlp.plan" --gpus 2
+expect_fail gpus-per-process "at most 256 replicas per process" "$bin/dprun" "$tmp/mlp.plan" --gpus 257
 "$bin/dprun" "$tmp/mlp.plan" --info | grep -q '^model: mlp' && ok || bad "--info"
 "$bin/dprun" --help | grep -q -- '--warmup-per-iteration' && ok || bad "--help"
 

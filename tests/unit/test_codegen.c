@@ -71,7 +71,8 @@ static ir_graph *all_ops_graph(void) {
     int dc2 = N(RESHAPE_LIKE, dc, c), NULL, NULL);
     int dw1 = N(CONV_GRAD_WEIGHT, dc2, x), IA(3, 2, 1), NULL);
     N(CONV_GRAD_DATA, dc2, w1), IA(3, 2, 1, 9, 9), NULL);
-    int nv1 = N(SGD_MOMENTUM, w1, dw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
+    int sw1 = N(ALLREDUCE, dw1), IA(0, 0), NULL);
+    int nv1 = N(SGD_MOMENTUM, w1, sw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
     int nw1 = N(ADD, w1, nv1), NULL, NULL);
     N(ASSIGN, v1, nv1), NULL, NULL);
     N(ASSIGN, w1, nw1), NULL, NULL);

@@ -1,0 +1,169 @@
+/* runtime/collective.h — gradient all-reduce between data-parallel replicas.
+ *
+ * A communicator joins R replicas of one per-device program. Every replica
+ * makes the same collective calls in the same order (they run the same
+ * program), each from its own host thread; a call returns when every
+ * replica's buffer holds the result. Kinds:
+ *
+ *   local  replicas that share a process (`dprun --gpus N`). Deterministic:
+ *          element i of a sum is ((x_0 + x_1) + ...) + x_{N-1} over the
+ *          replicas in index order, accumulated in double and rounded once,
+ *          whichever thread adds and whenever the threads arrive. Every
+ *          replica gets the same floats.
+ *   mpi    the local sum, then MPI_Allreduce(MPI_SUM) of the doubles across
+ *          the ranks of MPI_COMM_WORLD (`mpirun -np P dprun --gpus N`: P x N
+ *          replicas; rank p holds global replicas p*N .. p*N+N-1). Summing in
+ *          double makes the result independent of how MPI associates the
+ *          ranks' partial sums: a sum of a few floats is exact in double, so
+ *          P ranks x N replicas give the floats one process with P*N
+ *          replicas gives (bit for bit, short of an exponent spread of more
+ *          than 29 bits between addends).
+ *   nccl   distinct GPUs (the CUDA issue fills this in): same calls, summed
+ *          by NCCL on a communication stream of each device; the NCCL
+ *          unique id travels from rank 0 by rt_mpi_bcast_bytes. Its queue
+ *          is a CUDA stream per replica instead of a thread: start records
+ *          an event on the compute stream and makes the communication
+ *          stream wait for it, packs with cudaMemcpyAsync, ncclAllReduce
+ *          (ncclFloat, ncclSum), unpacks and records a "done" event; wait
+ *          makes the compute stream wait for that event (the host does not
+ *          block). NCCL's ring order is fixed for a given set of devices,
+ *          so runs repeat exactly, but its float sums are not the local
+ *          kind's double-rounded ones.
+ *
+ * Buffers are device pointers of the backend the communicator was made
+ * with. Host-memory backends (cpu) are reduced in place; others are staged
+ * through host memory (copy_out, reduce, copy_in) until nccl exists.
+ *
+ * Buckets and the communication queue. The partition pass packs parameter
+ * gradients into buckets (passes.h); a replica's executor registers each
+ * bucket once as a list of pieces (local gradient -> reduced output) and,
+ * while the backward pass continues, hands a bucket to the replica's
+ * communication queue as soon as its last gradient is written. The queue
+ * (one host thread per replica here; a CUDA stream for nccl) packs the
+ * pieces contiguously, all-reduces the bucket and unpacks the sums into the
+ * outputs. The executor waits for a bucket only before the first step that
+ * reads one of its sums (the optimizer update).
+ *
+ * Usage:
+ *     rt_coll *c = rt_coll_local_new(n, be);             // or rt_coll_mpi_new
+ *     // in replica r's thread:
+ *     rt_coll_allreduce_sum(c, r, buf, count, err, sizeof err);   // blocking
+ *     rt_coll_broadcast(c, r, buf, bytes, err, sizeof err);       // from replica 0
+ *     rt_coll_queue *q = rt_coll_queue_new(c, r);
+ *     rt_coll_piece p[] = {{grad_a, sum_a, na}, {grad_b, sum_b, nb}};
+ *     int b = rt_coll_queue_add_bucket(q, p, 2);          // once
+ *     rt_coll_queue_start(q, b);                          // per step
+ *     if (rt_coll_queue_wait(q, b, err, sizeof err)) ...;
+ *     rt_coll_queue_free(q);
+ *     rt_coll_free(c);                                    // after every queue
+ *
+ * Failure: a replica that fails calls rt_coll_abort(c); every blocked or
+ * later call of every replica then returns -1 instead of waiting forever.
+ * MPI failures abort the job (MPI_ERRORS_ARE_FATAL semantics, with the
+ * file:line of the failing call printed by RT_MPI_CHECK).
+ */
+#ifndef DPC_RT_COLLECTIVE_H
+#define DPC_RT_COLLECTIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_coll rt_coll;
+typedef struct rt_coll_queue rt_coll_queue;
+
+typedef enum { RT_COLL_LOCAL, RT_COLL_MPI, RT_COLL_NCCL } rt_coll_kind;
+
+/* n replicas in this process, buffers of backend be (not owned). */
+rt_coll *rt_coll_local_new(int n, rt_backend *be);
+/* Replica r's buffers belong to be (replicas on different devices each
+ * open a backend of their own); the queue of replica r packs with it. */
+void rt_coll_set_backend(rt_coll *c, int replica, rt_backend *be);
+rt_backend *rt_coll_backend(const rt_coll *c, int replica);
+/* n replicas in this process and the same on every MPI rank; rt_mpi_init
+ * first. NULL + message when this build has no MPI or MPI is not running. */
+rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen);
+void rt_coll_free(rt_coll *c);
+
+/* For the kinds that span processes (runtime/mpi.c; nccl's bootstrap): the
+ * cross-rank half of each collective, called by one thread of the process
+ * while its other replicas wait. 0, or non-zero on failure. */
+typedef struct {
+    int (*sum_f64)(double *buf, int64_t n);   /* in place, sum over ranks */
+    int (*bcast)(void *buf, int64_t bytes);   /* from rank 0 */
+    int (*barrier)(void);
+} rt_coll_ranks_ops;
+rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
+                           const rt_coll_ranks_ops *ops);
+
+rt_coll_kind rt_coll_kind_of(const rt_coll *c);
+const char *rt_coll_name(const rt_coll *c); /* "local", "mpi", "nccl" */
+int rt_coll_local_size(const rt_coll *c);   /* replicas in this process */
+int rt_coll_size(const rt_coll *c);         /* replicas in the job */
+int rt_coll_rank(const rt_coll *c);         /* this process's MPI rank (0 for local) */
+/* Index in the job of this process's replica r: rank * local_size + r. */
+int rt_coll_global_replica(const rt_coll *c, int r);
+
+/* buf (count floats on the device) becomes the sum over every replica's
+ * buf. Collective: every replica calls it with the same count. */
+int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
+                          size_t errlen);
+/* Every replica's buf (bytes on the device) becomes global replica 0's. */
+int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen);
+/* Waits until every replica of the job got here. */
+int rt_coll_barrier(rt_coll *c, int replica, char *err, size_t errlen);
+/* Wakes every waiting replica with an error; later calls fail at once. */
+void rt_coll_abort(rt_coll *c);
+int rt_coll_aborted(rt_coll *c);
+
+/* ---- buckets on a communication queue ---- */
+
+/* One gradient of a bucket: count floats at src (the local gradient, read)
+ * whose sum over replicas goes to dst (written). Device pointers. */
+typedef struct {
+    const void *src;
+    void *dst;
+    int64_t count;
+} rt_coll_piece;
+
+#define RT_COLL_BUCKET_BYTES_DEFAULT ((size_t)25 << 20) /* PyTorch DDP's default */
+
+/* Replica r's queue; a communication thread of its own (host backends). */
+rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica);
+/* Registers a bucket (the pieces are copied); returns its id (0, 1, ...).
+ * Every replica must register the same buckets with the same counts. */
+int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int n);
+int rt_coll_queue_buckets(const rt_coll_queue *q);
+/* Everything the replica computed so far is in the pieces' sources:
+ * reduce the bucket asynchronously. Buckets are reduced in the order they
+ * are started, which must be the same on every replica. */
+void rt_coll_queue_start(rt_coll_queue *q, int bucket);
+/* Blocks until the bucket's sums are in its outputs; 0 at once when the
+ * bucket was not started. -1 + message when its reduction failed. */
+int rt_coll_queue_wait(rt_coll_queue *q, int bucket, char *err, size_t errlen);
+int rt_coll_queue_wait_all(rt_coll_queue *q, char *err, size_t errlen);
+void rt_coll_queue_free(rt_coll_queue *q);
+
+/* ---- MPI (one process per node or per device, under mpirun) ----
+ * runtime/mpi.c: only programs that call these link against MPI. */
+
+/* Joins MPI when this process was started by an MPI launcher (OpenMPI's
+ * OMPI_COMM_WORLD_SIZE, PMI/PMIx variables), asking for thread support
+ * (the communication threads reduce while the main thread waits). Sets
+ * *rank and *size (0 and 1 when not under a launcher). -1 + message when
+ * launched by mpirun but this build has no MPI, or MPI fails to start. */
+int rt_mpi_init(int *argc, char ***argv, int *rank, int *size, char *err, size_t errlen);
+int rt_mpi_active(void); /* rt_mpi_init joined MPI */
+void rt_mpi_finalize(void);
+/* Ends every rank of the job (an error on one rank must not leave the
+ * others blocked in a collective). */
+void rt_mpi_abort(int code);
+/* Main-thread helpers over the ranks (no-ops, returning 0, without MPI):
+ * sum of doubles in place, broadcast of bytes from rank root (the NCCL
+ * unique id), and the logical or of a flag (one rank failing fails all). */
+int rt_mpi_allreduce_sum_f64(double *buf, int n);
+int rt_mpi_bcast_bytes(void *buf, size_t bytes, int root);
+int rt_mpi_any(int flag);
+int rt_mpi_barrier(void);
+
+#endif

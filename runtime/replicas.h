@@ -1,0 +1,101 @@
+/* runtime/replicas.h — the data-parallel replicas of a plan in this process.
+ *
+ * `dprun --gpus N` runs N replicas of the plan's per-device program, one
+ * host thread each. Every replica has its own parameter store (its copy of
+ * the weights, its own BatchNorm running statistics: per-device BatchNorm
+ * as in Gluon), its own train and eval executors, and, when there is more
+ * than one replica in the job, its own communication queue on a shared
+ * communicator (collective.h) through which the train program's allreduce
+ * steps (passes/partition.c) sum the gradients. Weights stay identical on
+ * every replica because every replica starts from global replica 0's
+ * (rt_replicas_sync) and applies the same summed gradient.
+ *
+ * Replicas are placed on the devices present: replica r of N on device
+ * r*D/N (contiguous blocks); with fewer devices than replicas, replicas
+ * share one, which gives the same results as N devices, only slower.
+ *
+ * Usage:
+ *     rt_replicas_cpu_threads(n);                  // before the first kernel module loads
+ *     rt_coll *c = n > 1 ? rt_coll_local_new(n, be) : NULL;   // or rt_coll_mpi_new
+ *     rt_backend *bes[n];  (each replica's backend; on the cpu all the same)
+ *     rt_replicas *R = rt_replicas_new(bes, plan, n, c, err, sizeof err);
+ *     rt_store_init(rt_replicas_store(R, 0), plan->train, &t, seed);
+ *     rt_replicas_sync(R, err, sizeof err);        // everyone gets replica 0's tensors
+ *     // one step: replica r takes images [r*b, (r+1)*b) of this process's slice
+ *     rt_replicas_step(R, images, labels, lr, 1.0f / global_batch, losses, err, sizeof err);
+ *     // anything else, on every replica's thread at once:
+ *     rt_replicas_run(R, fn, arg, err, sizeof err);
+ *     rt_replicas_free(R);  rt_coll_free(c);
+ */
+#ifndef DPC_RT_REPLICAS_H
+#define DPC_RT_REPLICAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ir/plan.h"
+
+/* Replicas one process runs (--gpus); more run as more MPI processes. */
+#define RT_MAX_LOCAL_REPLICAS 256
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_store rt_store;
+typedef struct rt_exec rt_exec;
+typedef struct rt_coll rt_coll;
+typedef struct rt_replicas rt_replicas;
+
+/* n replicas of plan's train and eval programs, replica r on backend be[r]
+ * (not owned; replicas sharing a device may share one backend, as all do
+ * on the cpu). coll joins them (and other processes' replicas, mpi); NULL
+ * only when n is 1 and the job has no other process. Stores are
+ * uninitialised. */
+rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
+                             char *err, size_t errlen);
+void rt_replicas_free(rt_replicas *R);
+
+int rt_replicas_count(const rt_replicas *R);
+rt_store *rt_replicas_store(rt_replicas *R, int r);
+rt_exec *rt_replicas_train(rt_replicas *R, int r);
+rt_exec *rt_replicas_eval(rt_replicas *R, int r);
+rt_coll *rt_replicas_coll(rt_replicas *R);
+/* This process's replica r in the job: rank * n + r (r without MPI). */
+int rt_replicas_global(const rt_replicas *R, int r);
+/* Replicas in the job (every process). */
+int rt_replicas_total(const rt_replicas *R);
+
+/* Runs fn(R, r, arg) for every replica r at once, each on its replica's
+ * thread (inline when n is 1), and returns when all are done: 0, or -1
+ * with the first failure's message. A failing replica aborts the
+ * communicator so the others return from their collectives too (the
+ * replicas cannot be used after that). */
+typedef int (*rt_replica_fn)(rt_replicas *R, int r, void *arg, char *err, size_t errlen);
+int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size_t errlen);
+
+/* Every replica's persistent tensors (parameters, BatchNorm statistics,
+ * optimizer state) become global replica 0's. */
+int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
+
+/* One training step. images/labels hold this process's n*b samples
+ * (b: the plan's per-device batch), replica r taking [r*b, (r+1)*b); lr
+ * and grad_scale (1/global batch) go to every replica; losses receives the
+ * n*b per-sample losses in the same order (may be NULL). */
+int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
+                     float grad_scale, float *losses, char *err, size_t errlen);
+
+/* Threads for the cpu backend when n replicas share the host's cores:
+ * unless the user chose (OMP_NUM_THREADS), each replica's kernels get
+ * cores/n OpenMP threads (at least 1), and OpenBLAS runs single-threaded
+ * in each replica's thread (several callers at once; OPENBLAS_NUM_THREADS
+ * overrides). Call before the first kernel module loads (libgomp reads its
+ * environment once). No effect when n is 1. */
+void rt_replicas_cpu_threads(int n);
+
+/* Which device each replica runs on: device_of[r] = r*devices/n. */
+void rt_replicas_place(int n, int devices, int *device_of);
+/* The start-up banner: replicas, global batch, and how the replicas were
+ * placed on the devices (`4 replicas share cpu`). One or more lines. */
+void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local, int ranks,
+                        int batch);
+
+#endif
