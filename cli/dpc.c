@@ -144,6 +144,15 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
     return 0;
 }
 
+/* Appends a serialised record to a plan section being built; frees it. */
+static void append_bytes(unsigned char **section, size_t *len, unsigned char *bytes, size_t n) {
+    *section = realloc(*section, *len + n);
+    if (!*section) abort();
+    memcpy(*section + *len, bytes, n);
+    *len += n;
+    free(bytes);
+}
+
 /* Renders both programs in one dialect into one plan section (when plan is
  * to be written) and into DIR (--emit-kernels). */
 static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *emit_dir, char *err,
@@ -157,15 +166,10 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *em
         unsigned char *bytes;
         size_t n;
         if (!p || (emit_dir && emit_kernels(emit_dir, prog_names[i], p, progs[i], err, errlen)) ||
-            cg_program_serialize(p, &bytes, &n)) {
+            cg_program_serialize(p, &bytes, &n))
             rc = -1;
-        } else {
-            section = realloc(section, len + n);
-            if (!section) abort();
-            memcpy(section + len, bytes, n);
-            len += n;
-            free(bytes);
-        }
+        else
+            append_bytes(&section, &len, bytes, n);
         cg_program_free(p);
     }
     if (!rc && to_plan && plan_add_section(plan, cg_section_tag(d), section, len)) {
@@ -186,15 +190,10 @@ static int add_memplans(dpc_plan *plan, char *err, size_t errlen) {
         pass_memplan *m = pass_memplan_run(progs[i], err, errlen);
         unsigned char *bytes;
         size_t n;
-        if (!m || pass_memplan_serialize(m, &bytes, &n)) {
+        if (!m || pass_memplan_serialize(m, &bytes, &n))
             rc = -1;
-        } else {
-            section = realloc(section, len + n);
-            if (!section) abort();
-            memcpy(section + len, bytes, n);
-            len += n;
-            free(bytes);
-        }
+        else
+            append_bytes(&section, &len, bytes, n);
         pass_memplan_free(m);
     }
     if (!rc && plan_add_section(plan, MEMPLAN_SECTION, section, len)) {
