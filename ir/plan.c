@@ -984,7 +984,10 @@ static void info_program(const char *what, const ir_graph *g, FILE *f) {
         states += n->op == IR_OP_STATE;
         if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
     }
-    fprintf(f, "%s program: %d nodes, batch %" PRId64 "\n", what, g->n, batch);
+    int groups = ir_num_groups(g);
+    fprintf(f, "%s program: %d nodes, batch %" PRId64, what, g->n, batch);
+    if (groups) fprintf(f, ", %d fusion groups", groups);
+    fputc('\n', f);
     fprintf(f, "  inputs:");
     char buf[96];
     int any = 0;

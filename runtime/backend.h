@@ -25,8 +25,9 @@
  * DPC_DEBUG=2 also the generated source; DPC_PROFILE=1 times every call
  * and prints where each program's time went when its executor is freed. DPC_CACHE_DIR (default
  * ~/.cache/dpc) holds compiled modules; CC overrides the C compiler.
- * OpenBLAS and OpenMP take their usual thread-count variables
- * (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+ * The cpu backend runs kernels and GEMMs on one thread pool of DPC_THREADS
+ * threads (else OMP_NUM_THREADS, else the CPUs the process may use);
+ * OpenBLAS itself is set to one thread.
  */
 #ifndef DPC_RT_BACKEND_H
 #define DPC_RT_BACKEND_H

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,19 +38,27 @@ struct rt_kernel {
 
 /* ---- the thread pool -------------------------------------------------------------- */
 
+/* A job is `parts` independent parts; every thread of the pool (the caller
+ * too) claims parts one at a time from a shared ticket until none is left.
+ * Claiming, not a fixed part per thread, matters on a shared machine: a
+ * worker the OS has descheduled holds up nothing it has not claimed (with
+ * a fixed split the caller waited for it at every kernel, and one thread
+ * measured faster than two at load 20). */
 typedef void (*pool_task)(void *ctx, int part, int parts);
 
 typedef struct {
     int n;                      /* threads, the caller included */
-    pthread_t *th;
     pthread_mutex_t mu;         /* guards sleeping and waking */
     pthread_cond_t job_cv, done_cv;
-    atomic_uint gen;            /* bumped for every job */
-    atomic_int pending;         /* workers still on the current job */
+    /* The current job: generation (32 bits) | parts (16) | next part (16).
+     * One word, so a worker that wakes late can never claim a part of a
+     * job that is not the one it read. */
+    _Atomic uint64_t ticket;
+    atomic_int done;            /* parts finished */
     atomic_int busy;            /* a caller owns the pool */
+    uint32_t gen;               /* the caller's job counter */
     pool_task fn;
     void *ctx;
-    int stop;
 } cpu_pool;
 
 static cpu_pool pool;
@@ -58,6 +67,7 @@ static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 /* Spin this many rounds for the next job before sleeping: a few tens of
  * microseconds, the usual gap between two kernels of a step. */
 #define POOL_SPIN 4000
+#define MAX_PARTS 4096
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -65,36 +75,55 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-typedef struct {
-    int index;
-} worker_arg;
+static uint32_t ticket_gen(uint64_t t) { return (uint32_t)(t >> 32); }
 
-static void *pool_worker(void *arg) {
-    int me = ((worker_arg *)arg)->index;
-    free(arg);
-    unsigned seen = 0;
+/* The next part of job g, or -1 when g is over or fully claimed. */
+static int claim(uint32_t g, int *parts) {
+    uint64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
     for (;;) {
-        unsigned g = atomic_load_explicit(&pool.gen, memory_order_acquire);
-        for (int spin = 0; g == seen && spin < POOL_SPIN; spin++) {
-            cpu_relax();
-            g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+        int np = (int)((t >> 16) & 0xffff), next = (int)(t & 0xffff);
+        if (ticket_gen(t) != g || next >= np) return -1;
+        if (atomic_compare_exchange_weak_explicit(&pool.ticket, &t, t + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            *parts = np;
+            return next;
         }
-        if (g == seen) {
-            pthread_mutex_lock(&pool.mu);
-            while ((g = atomic_load_explicit(&pool.gen, memory_order_acquire)) == seen && !pool.stop)
-                pthread_cond_wait(&pool.job_cv, &pool.mu);
-            int stop = pool.stop;
-            pthread_mutex_unlock(&pool.mu);
-            if (stop) return NULL;
-        }
-        seen = g;
-        pool.fn(pool.ctx, me, pool.n);
-        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+    }
+}
+
+/* Runs the parts of job g this thread can claim. */
+static void work(uint32_t g) {
+    int part, parts;
+    while ((part = claim(g, &parts)) >= 0) {
+        /* a claimed, unfinished part keeps job g (and fn, ctx) alive */
+        pool.fn(pool.ctx, part, parts);
+        if (atomic_fetch_add_explicit(&pool.done, 1, memory_order_acq_rel) + 1 == parts) {
             pthread_mutex_lock(&pool.mu);
             pthread_cond_signal(&pool.done_cv);
             pthread_mutex_unlock(&pool.mu);
         }
     }
+}
+
+static void *pool_worker(void *arg) {
+    (void)arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t g = ticket_gen(atomic_load_explicit(&pool.ticket, memory_order_acquire));
+        for (int spin = 0; g == seen && spin < POOL_SPIN; spin++) {
+            cpu_relax();
+            g = ticket_gen(atomic_load_explicit(&pool.ticket, memory_order_acquire));
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&pool.mu);
+            while ((g = ticket_gen(atomic_load_explicit(&pool.ticket, memory_order_acquire))) == seen)
+                pthread_cond_wait(&pool.job_cv, &pool.mu);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        seen = g;
+        work(g);
+    }
+    return NULL;
 }
 
 static int env_threads(const char *name) {
@@ -118,44 +147,42 @@ static void pool_start(void) {
     pthread_mutex_init(&pool.mu, NULL);
     pthread_cond_init(&pool.job_cv, NULL);
     pthread_cond_init(&pool.done_cv, NULL);
-    pool.th = calloc((size_t)n, sizeof *pool.th);
-    RT_CHECK_ALLOC(pool.th);
     for (int i = 1; i < n; i++) {
-        worker_arg *a = malloc(sizeof *a);
-        RT_CHECK_ALLOC(a);
-        a->index = i;
+        pthread_t th;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, (size_t)16 << 20); /* kernels keep plane buffers on the stack */
-        if (pthread_create(&pool.th[i], &attr, pool_worker, a)) RT_FAIL("pthread_create failed");
+        pthread_attr_setstacksize(&attr, (size_t)16 << 20); /* room for kernels' local arrays */
+        if (pthread_create(&th, &attr, pool_worker, NULL)) RT_FAIL("pthread_create failed");
         pthread_attr_destroy(&attr);
-        pthread_detach(pool.th[i]);
+        pthread_detach(th);
     }
 }
 
-/* Runs fn(ctx, part, parts) for every part in [0, parts) on the pool, the
- * caller taking part 0; returns when all are done. A second caller while
- * the pool is busy (replicas on their own threads) runs every part itself. */
-static void pool_run(pool_task fn, void *ctx) {
+/* Runs fn(ctx, part, parts) for every part in [0, parts) on the pool and
+ * returns when all are done. A second caller while the pool is busy
+ * (replicas on threads of their own) runs every part itself. */
+static void pool_run(pool_task fn, void *ctx, int parts) {
     int expect = 0;
-    if (pool.n == 1 || !atomic_compare_exchange_strong(&pool.busy, &expect, 1)) {
-        int parts = pool.n;
+    if (parts > MAX_PARTS) parts = MAX_PARTS;
+    if (pool.n == 1 || parts == 1 || !atomic_compare_exchange_strong(&pool.busy, &expect, 1)) {
         for (int p = 0; p < parts; p++) fn(ctx, p, parts);
         return;
     }
     pool.fn = fn;
     pool.ctx = ctx;
-    atomic_store_explicit(&pool.pending, pool.n - 1, memory_order_relaxed);
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    uint32_t g = ++pool.gen;
+    if (g == 0) g = ++pool.gen; /* 0 is what workers start out having seen */
     pthread_mutex_lock(&pool.mu);
-    atomic_fetch_add_explicit(&pool.gen, 1, memory_order_release);
+    atomic_store_explicit(&pool.ticket, (uint64_t)g << 32 | (uint64_t)parts << 16, memory_order_release);
     pthread_cond_broadcast(&pool.job_cv);
     pthread_mutex_unlock(&pool.mu);
-    fn(ctx, 0, pool.n);
-    for (int spin = 0; atomic_load_explicit(&pool.pending, memory_order_acquire) && spin < POOL_SPIN; spin++)
+    work(g);
+    for (int spin = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < parts && spin < POOL_SPIN; spin++)
         cpu_relax();
-    if (atomic_load_explicit(&pool.pending, memory_order_acquire)) {
+    if (atomic_load_explicit(&pool.done, memory_order_acquire) < parts) {
         pthread_mutex_lock(&pool.mu);
-        while (atomic_load_explicit(&pool.pending, memory_order_acquire))
+        while (atomic_load_explicit(&pool.done, memory_order_acquire) < parts)
             pthread_cond_wait(&pool.done_cv, &pool.mu);
         pthread_mutex_unlock(&pool.mu);
     }
@@ -295,8 +322,12 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
         k->fn(args, (long long)count, 0, (long long)count);
         return 0;
     }
+    /* a few parts per thread, so a thread held up elsewhere costs little */
     launch_job j = {k, args, count};
-    pool_run(launch_part, &j);
+    int64_t parts = 4 * (int64_t)pool.n;
+    if (parts > count / (k->grain > 1 ? k->grain / 2 : 1)) parts = count / (k->grain > 1 ? k->grain / 2 : 1);
+    if (parts < pool.n) parts = pool.n;
+    pool_run(launch_part, &j, (int)(parts < count ? parts : count));
     return 0;
 }
 
@@ -341,7 +372,8 @@ static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const floa
     gemm_job j = {d, A, B, C, d->m >= d->n};
     int64_t split = j.split_m ? d->m : d->n;
     if (pool.n > 1 && split >= 32 && d->m * d->n * d->k >= ((int64_t)1 << 18)) {
-        pool_run(gemm_part, &j);
+        int64_t blocks = (split + 15) / 16, parts = 2 * (int64_t)pool.n;
+        pool_run(gemm_part, &j, (int)(parts < blocks ? parts : blocks));
     } else {
         gemm_part(&j, 0, 1);
     }

@@ -626,6 +626,81 @@ static void *compile_unique(void *arg) {
     return NULL;
 }
 
+/* The cpu backend's thread pool: a kernel split across the pool computes
+ * every iteration exactly once, GEMMs split into blocks equal one call, and
+ * two threads launching at once (replicas) both get whole, right results
+ * (the second runs alone while the pool is busy). */
+typedef struct {
+    rt_kernel *k;
+    int ok;
+} pool_arg;
+
+static void *launch_many(void *arg) {
+    pool_arg *a = arg;
+    enum { N = 100003 };
+    float *out = calloc(N, sizeof *out);
+    a->ok = 1;
+    for (int rep = 0; rep < 200 && a->ok; rep++) {
+        for (int i = 0; i < N; i++) out[i] = (float)(rep - 1);
+        void *args[] = {out};
+        char e[256];
+        if (be->launch(be, a->k, args, 1, N, e, sizeof e)) a->ok = 0;
+        for (int i = 0; i < N && a->ok; i++) /* each iteration ran once: += i + 1 */
+            if (out[i] != (float)(i + rep)) a->ok = 0;
+    }
+    free(out);
+    return NULL;
+}
+
+TEST(thread_pool_splits_kernels_and_gemms) {
+    const char *src = "typedef long long idx_t;\n"
+                      "const idx_t pool_probe_grain = 1000;\n"
+                      "void pool_probe(void *const *arg, idx_t count, idx_t lo, idx_t hi) {\n"
+                      "    float *b0 = (float *)arg[0];\n"
+                      "    (void)count;\n"
+                      "    for (idx_t i = lo; i < hi; i++) b0[i] += (float)i + 1.0f;\n"
+                      "}\n";
+    rt_module *m = be->compile(be, src, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) return;
+    rt_kernel *k = be->kernel(be, m, "pool_probe", 1, err, sizeof err);
+    CHECK(k != NULL);
+    pool_arg a[2] = {{k, 0}, {k, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, launch_many, &a[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(a[0].ok && a[1].ok);
+    /* a module without the grain symbol is refused with a message */
+    rt_module *m2 = be->compile(be, "void lonely(void) {}\n", err, sizeof err);
+    CHECK(m2 && be->kernel(be, m2, "lonely", 1, err, sizeof err) == NULL && strstr(err, "lonely_grain"));
+    if (m2) be->module_free(be, m2);
+    be->module_free(be, m);
+    /* GEMM blocks: split along m (m >= n) and along n, against one call */
+    int shapes[2][3] = {{300, 70, 50}, {40, 333, 90}};
+    for (int t = 0; t < 2; t++) {
+        int M = shapes[t][0], Nn = shapes[t][1], K = shapes[t][2];
+        cg_gemm d = {.transa = t, .transb = 1 - t, .m = M, .n = Nn, .k = K, .alpha = 1, .beta = 0,
+                     .lda = t ? K : M, .ldb = t ? K : Nn, .ldc = M, .batch = 1};
+        float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * Nn);
+        float *C = calloc((size_t)M * Nn, sizeof(float));
+        double *R = calloc((size_t)M * Nn, sizeof(double));
+        for (int i = 0; i < M * K; i++) A[i] = (float)((i * 7) % 13) - 6.0f;
+        for (int i = 0; i < K * Nn; i++) B[i] = (float)((i * 5) % 11) - 5.0f;
+        CHECK(be->gemm(be, &d, A, B, C, err, sizeof err) == 0);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < Nn; j++)
+                for (int q = 0; q < K; q++) {
+                    double av = t ? A[q + (size_t)i * K] : A[i + (size_t)q * M];
+                    double bv = t ? B[q + (size_t)j * K] : B[j + (size_t)q * Nn];
+                    R[i + (size_t)j * M] += av * bv;
+                }
+        int bad = 0;
+        for (int i = 0; i < M * Nn; i++) bad += C[i] != (float)R[i]; /* small integers: exact */
+        CHECK_MSG(bad == 0, "gemm shape %d: %d wrong", t, bad);
+        free(A), free(B), free(C), free(R);
+    }
+}
+
 TEST(compile_cache_hits_and_races) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -674,6 +749,7 @@ int main(void) {
     RUN(resnet18_training_step_matches_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
+    RUN(thread_pool_splits_kernels_and_gemms);
     RUN(compile_cache_hits_and_races);
     RUN(compile_error_names_the_source);
     rt_backend_free(be);
