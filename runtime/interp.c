@@ -70,27 +70,48 @@ static chan_layout layout_of(const ir_type *t) {
 #define AT(l, ni, ci, i) (((ni) * (l).c + (ci)) * (l).inner + (i))
 #define IDX4(t, a, b, c, d) ((((a) * (t)->dim[1] + (b)) * (t)->dim[2] + (c)) * (t)->dim[3] + (d))
 
+/* Index into x (NCHW) of tap t = i*k + j of the k x k window whose top-left
+ * corner is (h0, w0) in channel c of image n, or -1 where the tap falls on
+ * the zero padding. Every windowed op (conv, pools, their gradients) walks
+ * its windows through this one rule. */
+static int64_t window_tap(const ir_type *xt, int64_t n, int64_t c, int64_t h0, int64_t w0,
+                          int64_t k, int64_t t) {
+    int64_t ih = h0 + t / k, iw = w0 + t % k;
+    if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3]) return -1;
+    return IDX4(xt, n, c, ih, iw);
+}
+
 /* ---- forward ops ------------------------------------------------------------ */
 
-static void op_conv(op_args *a) {
-    const ir_type *xt = a->in[0], *wt = a->in[1], *yt = &a->n->type;
-    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
-    const double *x = a->x[0], *w = a->x[1];
+/* Convolution and its two gradients are one loop over (output position,
+ * input channel, tap) that differs only in which product it accumulates
+ * where; weights are [O, C, k, k], so tap t of (o, c) is element
+ * (o*C + c)*k*k + t. out starts zeroed. */
+typedef enum { CONV_FORWARD, CONV_GRAD_DATA, CONV_GRAD_WEIGHT } conv_mode;
+
+static void conv_loop(conv_mode mode, const ir_type *xt, const ir_type *yt, const ir_node *node,
+                      const double *x, const double *w, const double *dy, double *out) {
+    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2], C = xt->dim[1];
     for (int64_t n = 0; n < yt->dim[0]; n++)
         for (int64_t o = 0; o < yt->dim[1]; o++)
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
-                    double sum = 0;
-                    for (int64_t c = 0; c < xt->dim[1]; c++)
-                        for (int64_t i = 0; i < k; i++)
-                            for (int64_t j = 0; j < k; j++) {
-                                int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                                if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3])
-                                    continue; /* zero padding */
-                                sum += x[IDX4(xt, n, c, ih, iw)] * w[IDX4(wt, o, c, i, j)];
-                            }
-                    a->y[IDX4(yt, n, o, oh, ow)] = sum;
+                    int64_t yi = IDX4(yt, n, o, oh, ow);
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t t = 0; t < k * k; t++) {
+                            int64_t xi = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                            if (xi < 0) continue; /* zero padding */
+                            int64_t wi = (o * C + c) * k * k + t;
+                            if (mode == CONV_FORWARD) out[yi] += x[xi] * w[wi];
+                            else if (mode == CONV_GRAD_DATA) out[xi] += dy[yi] * w[wi];
+                            else out[wi] += dy[yi] * x[xi];
+                        }
                 }
+}
+
+static void op_conv(op_args *a) {
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_FORWARD, a->in[0], &a->n->type, a->n, a->x[0], a->x[1], NULL, a->y);
 }
 
 static void op_bias_add(op_args *a) {
@@ -117,13 +138,10 @@ static void op_add(op_args *a) {
 static int64_t window_argmax(const double *x, const ir_type *xt, int64_t n, int64_t c,
                              int64_t h0, int64_t w0, int64_t k) {
     int64_t best = -1;
-    for (int64_t i = 0; i < k; i++)
-        for (int64_t j = 0; j < k; j++) {
-            int64_t ih = h0 + i, iw = w0 + j;
-            if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3]) continue;
-            int64_t at = IDX4(xt, n, c, ih, iw);
-            if (best < 0 || x[at] > x[best]) best = at; /* strict: ties keep the first */
-        }
+    for (int64_t t = 0; t < k * k; t++) {
+        int64_t at = window_tap(xt, n, c, h0, w0, k, t);
+        if (at >= 0 && (best < 0 || x[at] > x[best])) best = at; /* strict: ties keep the first */
+    }
     return best;
 }
 
@@ -150,12 +168,10 @@ static void op_avgpool(op_args *a) {
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
                     double sum = 0;
-                    for (int64_t i = 0; i < k; i++)
-                        for (int64_t j = 0; j < k; j++) {
-                            int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                            if (ih >= 0 && ih < xt->dim[2] && iw >= 0 && iw < xt->dim[3])
-                                sum += a->x[0][IDX4(xt, n, c, ih, iw)];
-                        }
+                    for (int64_t t = 0; t < k * k; t++) {
+                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                        if (at >= 0) sum += a->x[0][at];
+                    }
                     a->y[IDX4(yt, n, c, oh, ow)] = sum / (double)(k * k);
                 }
 }
@@ -175,14 +191,23 @@ static void op_copy(op_args *a) {
     memcpy(a->y, a->x[0], sizeof(double) * (size_t)ir_numel(&a->n->type));
 }
 
+/* c[i][j] = sum over q of a(i, q) * b(q, j), c row-major [m, n]; the
+ * strides say how a and b are laid out, so dense and both its gradients
+ * (which read the same matrices transposed) are this one loop. */
+static void matmul(int64_t m, int64_t n, int64_t depth, const double *a, int64_t a_row,
+                   int64_t a_col, const double *b, int64_t b_row, int64_t b_col, double *c) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int64_t q = 0; q < depth; q++) sum += a[i * a_row + q * a_col] * b[q * b_row + j * b_col];
+            c[i * n + j] = sum;
+        }
+}
+
+/* dense(x [N, F], w [U, F]) = x w^T. */
 static void op_dense(op_args *a) {
     int64_t N = a->in[0]->dim[0], F = a->in[0]->dim[1], U = a->in[1]->dim[0];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t u = 0; u < U; u++) {
-            double sum = 0;
-            for (int64_t f = 0; f < F; f++) sum += a->x[0][n * F + f] * a->x[1][u * F + f];
-            a->y[n * U + u] = sum;
-        }
+    matmul(N, U, F, a->x[0], F, 1, a->x[1], 1, F, a->y);
 }
 
 /* A label is a class index stored as a double; anything else is -1. */
@@ -305,43 +330,13 @@ static void op_ones_like(op_args *a) {
 /* ---- backward ops ------------------------------------------------------------ */
 
 static void op_conv_grad_data(op_args *a) {
-    const ir_type *dyt = a->in[0], *wt = a->in[1], *xt = &a->n->type;
-    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
-    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(xt));
-    for (int64_t n = 0; n < dyt->dim[0]; n++)
-        for (int64_t o = 0; o < dyt->dim[1]; o++)
-            for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
-                    double d = a->x[0][IDX4(dyt, n, o, oh, ow)];
-                    for (int64_t c = 0; c < xt->dim[1]; c++)
-                        for (int64_t i = 0; i < k; i++)
-                            for (int64_t j = 0; j < k; j++) {
-                                int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                                if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3])
-                                    continue;
-                                a->y[IDX4(xt, n, c, ih, iw)] += d * a->x[1][IDX4(wt, o, c, i, j)];
-                            }
-                }
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_GRAD_DATA, &a->n->type, a->in[0], a->n, NULL, a->x[1], a->x[0], a->y);
 }
 
 static void op_conv_grad_weight(op_args *a) {
-    const ir_type *dyt = a->in[0], *xt = a->in[1], *wt = &a->n->type;
-    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
-    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(wt));
-    for (int64_t n = 0; n < dyt->dim[0]; n++)
-        for (int64_t o = 0; o < dyt->dim[1]; o++)
-            for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
-                    double d = a->x[0][IDX4(dyt, n, o, oh, ow)];
-                    for (int64_t c = 0; c < xt->dim[1]; c++)
-                        for (int64_t i = 0; i < k; i++)
-                            for (int64_t j = 0; j < k; j++) {
-                                int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                                if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3])
-                                    continue;
-                                a->y[IDX4(wt, o, c, i, j)] += d * a->x[1][IDX4(xt, n, c, ih, iw)];
-                            }
-                }
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_GRAD_WEIGHT, a->in[1], a->in[0], a->n, a->x[1], NULL, a->x[0], a->y);
 }
 
 static void op_bias_grad(op_args *a) {
@@ -415,12 +410,10 @@ static void op_avgpool_grad(op_args *a) {
             for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
                     double d = a->x[0][IDX4(dyt, n, c, oh, ow)] / (double)(k * k);
-                    for (int64_t i = 0; i < k; i++)
-                        for (int64_t j = 0; j < k; j++) {
-                            int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                            if (ih >= 0 && ih < xt->dim[2] && iw >= 0 && iw < xt->dim[3])
-                                a->y[IDX4(xt, n, c, ih, iw)] += d;
-                        }
+                    for (int64_t t = 0; t < k * k; t++) {
+                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                        if (at >= 0) a->y[at] += d;
+                    }
                 }
 }
 
@@ -432,24 +425,16 @@ static void op_global_avgpool_grad(op_args *a) {
                 a->y[AT(l, n, c, i)] = a->x[0][n * l.c + c] / (double)l.inner;
 }
 
+/* dense_grad_data(dy [N, U], w [U, F]) = dy w. */
 static void op_dense_grad_data(op_args *a) {
     int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t f = 0; f < F; f++) {
-            double sum = 0;
-            for (int64_t u = 0; u < U; u++) sum += a->x[0][n * U + u] * a->x[1][u * F + f];
-            a->y[n * F + f] = sum;
-        }
+    matmul(N, F, U, a->x[0], U, 1, a->x[1], F, 1, a->y);
 }
 
+/* dense_grad_weight(dy [N, U], x [N, F]) = dy^T x. */
 static void op_dense_grad_weight(op_args *a) {
     int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
-    for (int64_t u = 0; u < U; u++)
-        for (int64_t f = 0; f < F; f++) {
-            double sum = 0;
-            for (int64_t n = 0; n < N; n++) sum += a->x[0][n * U + u] * a->x[1][n * F + f];
-            a->y[u * F + f] = sum;
-        }
+    matmul(U, F, N, a->x[0], 1, U, a->x[1], F, 1, a->y);
 }
 
 static void op_softmax_ce_grad(op_args *a) {
