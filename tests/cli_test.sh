@@ -1,23 +1,7 @@
 #!/usr/bin/env bash
 # CLI contract tests for dpc and dprun (DESIGN §9): exit codes, messages,
 # parameter counts of the models, plan round trip and refusal of bad plans.
-set -u
-bin=${DPC_BIN:-bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect_fail NAME EXPECTED_STDERR_SUBSTRING CMD...
-expect_fail() {
-    local name=$1 want=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($out)"; return; fi
-    if [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $out"; return; fi
-    case "$out" in *"$want"*) ok ;; *) bad "$name: stderr '$out' lacks '$want'" ;; esac
-}
+. tests/lib.sh
 
 # parameters: N of the two ResNet-18 variants (Gluon's counts)
 for pair in resnet18:11181642 resnet18_cifar:11173962; do
@@ -27,12 +11,12 @@ for pair in resnet18:11181642 resnet18_cifar:11173962; do
 done
 
 # usage errors
-expect_fail no-args "no model file" "$bin/dpc"
-expect_fail nothing-to-do "nothing to do" "$bin/dpc" models/mlp.net
-expect_fail unknown-option "unknown option: --frobnicate" "$bin/dpc" models/mlp.net --frobnicate
-expect_fail bad-batch "--batch needs a positive integer" "$bin/dpc" models/mlp.net --batch 0 -o "$tmp/x.plan"
-expect_fail missing-model "nope.net" "$bin/dpc" "$tmp/nope.net" -o "$tmp/x.plan"
-expect_fail dump-unknown-pass "unknown pass" "$bin/dpc" models/mlp.net --dump-ir=frobnicate
+expect_fail_line no-args "no model file" "$bin/dpc"
+expect_fail_line nothing-to-do "nothing to do" "$bin/dpc" models/mlp.net
+expect_fail_line unknown-option "unknown option: --frobnicate" "$bin/dpc" models/mlp.net --frobnicate
+expect_fail_line bad-batch "--batch needs a positive integer" "$bin/dpc" models/mlp.net --batch 0 -o "$tmp/x.plan"
+expect_fail_line missing-model "nope.net" "$bin/dpc" "$tmp/nope.net" -o "$tmp/x.plan"
+expect_fail_line dump-unknown-pass "unknown pass" "$bin/dpc" models/mlp.net --dump-ir=frobnicate
 
 # compile, inspect, dump, dot
 if "$bin/dpc" models/resnet18.net -o "$tmp/r.plan" 2>"$tmp/err"; then ok; else bad "compile resnet18: $(cat "$tmp/err")"; fi
@@ -46,18 +30,17 @@ grep -q '= conv ' "$tmp/a.ir" && ok || bad "--dump-ir shows no conv"
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
 
 # plans that must be refused
-expect_fail plan-missing "cannot open" "$bin/dprun" "$tmp/none.plan" --info
+expect_fail_line plan-missing "cannot open" "$bin/dprun" "$tmp/none.plan" --info
 printf 'hello\n' >"$tmp/text.plan"
-expect_fail plan-text "not a dpc plan" "$bin/dprun" "$tmp/text.plan" --info
+expect_fail_line plan-text "not a dpc plan" "$bin/dprun" "$tmp/text.plan" --info
 size=$(stat -c %s "$tmp/r.plan")
 head -c $((size / 2)) "$tmp/r.plan" >"$tmp/trunc.plan"
-expect_fail plan-truncated "truncated" "$bin/dprun" "$tmp/trunc.plan" --info
+expect_fail_line plan-truncated "truncated" "$bin/dprun" "$tmp/trunc.plan" --info
 cp "$tmp/r.plan" "$tmp/flip.plan"
 printf '\xff' | dd of="$tmp/flip.plan" bs=1 seek=$((size - 10)) conv=notrunc status=none
-expect_fail plan-corrupt "checksum" "$bin/dprun" "$tmp/flip.plan" --info
+expect_fail_line plan-corrupt "checksum" "$bin/dprun" "$tmp/flip.plan" --info
 cp "$tmp/r.plan" "$tmp/ver.plan"
 printf '\x63' | dd of="$tmp/ver.plan" bs=1 seek=8 conv=notrunc status=none
-expect_fail plan-version "version 99" "$bin/dprun" "$tmp/ver.plan" --info
+expect_fail_line plan-version "version 99" "$bin/dprun" "$tmp/ver.plan" --info
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

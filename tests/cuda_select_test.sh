@@ -4,14 +4,7 @@
 # at most one notice line, and the GPU check tool (tests/gpu/cuda_check)
 # reports that it has nothing to check (exit 2). On a machine with a CUDA
 # device and driver the first two become: cuda opens it, auto picks it.
-set -u
-bin=${DPC_BIN:-bin}
-build=${DPC_BUILD:-build/rel}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/lib.sh
 
 "$bin/dpc" models/mlp.net -o "$tmp/m.plan" || { echo "0 passed, 1 failed"; exit 1; }
 have_gpu=0
@@ -49,5 +42,4 @@ if [ -x "$build/gpu/cuda_check" ] && [ $have_gpu = 0 ]; then
     [ $rc = 2 ] && grep -q 'no CUDA device' "$tmp/err" && ok ||
         bad "cuda_check without a GPU: exit $rc: $(cat "$tmp/err")"
 fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

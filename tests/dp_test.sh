@@ -6,17 +6,7 @@
 # there, `mpirun -np 2 dprun --gpus 2` against `dprun --gpus 4` step for
 # step (bit-identical parameters after every step; one log). Runs from the
 # repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-build=${DPC_BUILD:-build/rel}
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+. tests/lib.sh
 
 # Max relative difference of every tensor of two safetensors files
 # (max|a-b| / max|b| per tensor) must be <= $3; prints the worst.
@@ -162,5 +152,4 @@ else
         bad "a missing --load-params file under mpirun: exit $rc: $out"; fi
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

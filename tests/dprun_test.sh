@@ -5,28 +5,7 @@
 # files (also read back by a plain json + numpy reader), data errors,
 # divergence, benchmark. Runs from the repository root; binaries
 # in $DPC_BIN. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect_fail NAME EXPECTED_STDERR_SUBSTRING CMD...: exit 1, the message on
-# the last line of stderr, no crash.
-expect_fail() {
-    local name=$1 want=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($out)"; return; fi
-    local last; last=$(printf '%s\n' "$out" | tail -n 1)
-    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$out' lacks '$want'" ;; esac
-}
-# check NAME CONDITION-COMMAND...
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+. tests/lib.sh
 
 "$bin/dpc" models/resnet18.net -o "$tmp/r.plan" || bad "compile resnet18"
 "$bin/dpc" models/mlp.net -o "$tmp/mlp.plan" || bad "compile mlp"
@@ -313,5 +292,4 @@ done
 check "momentum correction: same params while the lr is constant" cmp -s "$tmp/mc1_plain.st" "$tmp/mc1_corr.st"
 check "momentum correction: changes the run once the lr changes" bash -c "! cmp -s '$tmp/mc2_plain.st' '$tmp/mc2_corr.st'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

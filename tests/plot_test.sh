@@ -4,20 +4,12 @@
 # the runs, axes carry ticks and labels; metrics written by dprun itself
 # plot too; bad input gives one `plot: error:` line and exit 1, never a
 # traceback. Runs from the repository root. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
+. tests/lib.sh
 plot=scripts/plot
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 
-# expect_fail NAME EXPECTED_STDERR_SUBSTRING ARGS...: exit 1, one line.
-expect_fail() {
+# expect_plot_fail NAME WANT ARGS...: scripts/plot ARGS exits 1 with one line
+# `plot: error: ...WANT`.
+expect_plot_fail() {
     local name=$1 want=$2; shift 2
     local err rc
     err=$("$plot" "$@" 2>&1 >/dev/null); rc=$?
@@ -114,23 +106,22 @@ printf '\n\n' >"$tmp/blank.jsonl"
 : >"$tmp/empty.jsonl"
 printf '\xff\xfe\x00garbage' >"$tmp/binary.jsonl"
 mkdir "$tmp/folder.jsonl"
-expect_fail no-args "no metrics files" 
-expect_fail missing-file "nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
-expect_fail bad-json "badjson.jsonl:2: not JSON" "$tmp/run1.jsonl" "$tmp/badjson.jsonl"
-expect_fail no-loss "noloss.jsonl:1: no 'train_loss'" "$tmp/noloss.jsonl"
-expect_fail negative-epoch "negepoch.jsonl:1: no non-negative integer 'epoch'" "$tmp/negepoch.jsonl"
-expect_fail nan-loss "nan.jsonl:1: 'train_loss' is NaN, not a finite number" "$tmp/nan.jsonl"
-expect_fail accuracy-range "acc.jsonl:1: 'test_accuracy' 7.0 is outside 0..1" "$tmp/acc.jsonl"
-expect_fail not-object "list.jsonl:1: a JSON object per line expected" "$tmp/list.jsonl"
-expect_fail empty "empty.jsonl: no epochs (empty file?)" "$tmp/empty.jsonl"
-expect_fail blank "blank.jsonl: no epochs" "$tmp/blank.jsonl"
-expect_fail binary "binary.jsonl: cannot read" "$tmp/binary.jsonl"
-expect_fail folder "folder.jsonl: cannot read: Is a directory" "$tmp/folder.jsonl"
-expect_fail empty-name "empty run name" "=$tmp/run1.jsonl"
-expect_fail unknown-option "unknown option --frobnicate" --frobnicate "$tmp/run1.jsonl"
-expect_fail o-without-value "-o needs a value" "$tmp/run1.jsonl" -o
-expect_fail unwritable "cannot write" -o "$tmp/no/such/dir/x.svg" "$tmp/run1.jsonl"
+expect_plot_fail no-args "no metrics files" 
+expect_plot_fail missing-file "nope.jsonl: cannot read: No such file or directory" "$tmp/nope.jsonl"
+expect_plot_fail bad-json "badjson.jsonl:2: not JSON" "$tmp/run1.jsonl" "$tmp/badjson.jsonl"
+expect_plot_fail no-loss "noloss.jsonl:1: no 'train_loss'" "$tmp/noloss.jsonl"
+expect_plot_fail negative-epoch "negepoch.jsonl:1: no non-negative integer 'epoch'" "$tmp/negepoch.jsonl"
+expect_plot_fail nan-loss "nan.jsonl:1: 'train_loss' is NaN, not a finite number" "$tmp/nan.jsonl"
+expect_plot_fail accuracy-range "acc.jsonl:1: 'test_accuracy' 7.0 is outside 0..1" "$tmp/acc.jsonl"
+expect_plot_fail not-object "list.jsonl:1: a JSON object per line expected" "$tmp/list.jsonl"
+expect_plot_fail empty "empty.jsonl: no epochs (empty file?)" "$tmp/empty.jsonl"
+expect_plot_fail blank "blank.jsonl: no epochs" "$tmp/blank.jsonl"
+expect_plot_fail binary "binary.jsonl: cannot read" "$tmp/binary.jsonl"
+expect_plot_fail folder "folder.jsonl: cannot read: Is a directory" "$tmp/folder.jsonl"
+expect_plot_fail empty-name "empty run name" "=$tmp/run1.jsonl"
+expect_plot_fail unknown-option "unknown option --frobnicate" --frobnicate "$tmp/run1.jsonl"
+expect_plot_fail o-without-value "-o needs a value" "$tmp/run1.jsonl" -o
+expect_plot_fail unwritable "cannot write" -o "$tmp/no/such/dir/x.svg" "$tmp/run1.jsonl"
 check "no output file after an error" test ! -e "$tmp/no/such/dir/x.svg"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

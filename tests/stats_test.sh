@@ -5,13 +5,7 @@
 # states (kernels per step at least 2x fewer with fusion; planned
 # activation memory at most 50% of naive and within 1.2x of the lower
 # bound). Sizes and counts only: no timing.
-set -u
-bin=${DPC_BIN:-bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. tests/lib.sh
 
 # field LINE_PREFIX WORD: the number after WORD on the stats line starting with LINE_PREFIX
 field() { grep "^$1" "$tmp/stats" | sed -n "s/.*[ ,]$2 \([0-9]*\).*/\1/p" | head -n 1; }
@@ -59,5 +53,4 @@ k=$(ls "$tmp/k/train-c"/*bn_mean*.c 2>/dev/null | head -n 1)
 "$bin/dpc" models/cnn_small.net --target cuda --emit-kernels "$tmp/kc" && ls "$tmp/kc/train-cuda" | grep -q '\.cu$' && ok ||
     bad "--emit-kernels --target cuda wrote no .cu files"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

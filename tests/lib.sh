@@ -1,0 +1,47 @@
+# tests/lib.sh — what the shell tests share. Source it from the repository
+# root (tests/run.sh runs every tests/*_test.sh from there):
+#
+#     . tests/lib.sh              # bin, build, py, tmp (removed at exit), counters
+#     check NAME CMD...           # a pass when CMD succeeds
+#     expect_fail NAME WANT CMD...       # exit 1, WANT on the last line of stderr
+#     expect_fail_line NAME WANT CMD...  # exit 1, stderr one line holding WANT
+#     finish                      # prints `N passed, N failed`; the exit status
+#
+# DPC_BIN and DPC_BUILD (set by tests/run.sh) name the binaries and the build
+# tree; DPC_DATA is unset so dprun never picks up real data by accident.
+set -u
+bin=${DPC_BIN:-bin}
+build=${DPC_BUILD:-build/rel}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset DPC_DATA
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+
+# Runs CMD, keeping its stderr in $fail_err; 0 when it exited 1 (the
+# status of every clear refusal), else counts a failure.
+run_expect_exit1() {
+    local name=$1; shift
+    local rc
+    fail_err=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($fail_err)"; return 1; fi
+}
+expect_fail() {
+    local name=$1 want=$2; shift 2
+    run_expect_exit1 "$name" "$@" || return
+    local last; last=$(printf '%s\n' "$fail_err" | tail -n 1)
+    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks '$want'" ;; esac
+}
+expect_fail_line() {
+    local name=$1 want=$2; shift 2
+    run_expect_exit1 "$name" "$@" || return
+    if [ "$(printf '%s\n' "$fail_err" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $fail_err"; return; fi
+    case "$fail_err" in *"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks '$want'" ;; esac
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
