@@ -301,7 +301,10 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
         float *buf = malloc(sizeof(float) * (size_t)f->tensors[j].numel + 1);
         RT_CHECK_ALLOC(buf);
         rt_st_copy(f, j, buf);
-        rt_store_write(stores[sl[i].replica], sl[i].index, buf);
+        /* Replica 0's parameters and optimizer state are every replica's. */
+        int shared = sl[i].replica == 0 && !per_replica(plan, sl[i].name);
+        for (int r = 0; r < n; r++)
+            if (r == sl[i].replica || shared) rt_store_write(stores[r], sl[i].index, buf);
         free(buf);
     }
     if (rc) {

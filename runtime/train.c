@@ -26,6 +26,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -231,6 +232,12 @@ typedef struct {
 } run;
 
 static void run_free(run *r) {
+    /* The snapshot's size comes from replica 0's store: before the replicas go. */
+    int count = r->st ? rt_store_count(r->st) : 0;
+    for (int i = 0; r->snapshot && i < r->local * count; i++) free(r->snapshot[i]);
+    free(r->snapshot);
+    free(r->params);
+    free(r->scratch);
     rt_pipeline_free(r->input);
     rt_replicas_free(r->R);
     rt_coll_free(r->coll);
@@ -241,11 +248,6 @@ static void run_free(run *r) {
     rt_dataset_free(r->test_ds);
     free(r->logits), free(r->loss);
     if (r->metrics) fclose(r->metrics);
-    free(r->params);
-    free(r->scratch);
-    int count = r->st ? rt_store_count(r->st) : 0;
-    for (int i = 0; r->snapshot && i < r->local * count; i++) free(r->snapshot[i]);
-    free(r->snapshot);
 }
 
 /* Prints `dprun: error: ...` and gives the exit status. */
@@ -572,11 +574,13 @@ static int benchmark(run *r) {
 /* ---- checkpoints, signals, non-finite steps ---- */
 
 /* The first SIGINT/SIGTERM asks the loop to stop after the current step; a
- * second one while it finishes ends the process at once (default action). */
+ * second one while it finishes ends the process at once (default action).
+ * The count is atomic: two signals may reach two threads at once. */
 static volatile sig_atomic_t stop_signal;
+static atomic_int stop_signals_seen;
 
 static void on_stop_signal(int sig) {
-    if (stop_signal) {
+    if (atomic_fetch_add(&stop_signals_seen, 1) > 0) {
         signal(sig, SIG_DFL);
         raise(sig);
         return;
@@ -591,6 +595,7 @@ static void catch_stop_signals(struct sigaction old[2]) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART; /* reads and waits elsewhere carry on */
     stop_signal = 0;
+    atomic_store(&stop_signals_seen, 0);
     sigaction(SIGINT, &sa, &old[0]);
     sigaction(SIGTERM, &sa, &old[1]);
 }
