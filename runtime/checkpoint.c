@@ -194,6 +194,19 @@ static int meta_i64(const rt_st_file *f, const char *path, const char *key, int6
     return 0;
 }
 
+static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint64_t *out, char *err,
+                    size_t errlen) {
+    const char *v = need_meta(f, path, key, err, errlen);
+    if (!v) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-')
+        return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    *out = x;
+    return 0;
+}
+
 static int meta_f64(const rt_st_file *f, const char *path, const char *key, double *out, char *err,
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
@@ -255,7 +268,7 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     int rc = meta_i64(f, path, "step", &s->step, err, errlen);
     if (!rc) rc = meta_i64(f, path, "steps_per_epoch", &s->steps_per_epoch, err, errlen);
     if (!rc) rc = meta_i64(f, path, "global_batch", &v, err, errlen), s->global_batch = (int)v;
-    if (!rc) rc = meta_i64(f, path, "seed", &v, err, errlen), s->seed = (uint64_t)v;
+    if (!rc) rc = meta_u64(f, path, "seed", &s->seed, err, errlen);
     if (!rc) rc = meta_str(f, path, "data", s->data, sizeof s->data, err, errlen);
     if (!rc) rc = meta_i64(f, path, "shuffle", &v, err, errlen), s->shuffle = (int)v;
     if (!rc) rc = meta_i64(f, path, "augment", &v, err, errlen), s->augment = (int)v;
