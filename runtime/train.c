@@ -229,6 +229,7 @@ typedef struct {
     int *params, nparams;  /* replica 0's parameters: the non-finite check */
     float *scratch;        /* one parameter, read back */
     float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
+    double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
 } run;
 
 static void run_free(run *r) {
@@ -703,6 +704,7 @@ static int resume_run(run *r) {
  * The update reads every gradient element (w += m v - lr (g s + wd w)), so
  * a non-finite gradient shows here. One host read of the parameters. */
 static int nonfinite_param(run *r) {
+    double t0 = now();
     if (!r->params) {
         int count = rt_store_count(r->st);
         int64_t most = 1;
@@ -727,12 +729,14 @@ static int nonfinite_param(run *r) {
         for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f800000u) == 0x7f800000u;
         if (bad) return i;
     }
+    r->check_s += now() - t0;
     return -1;
 }
 
 /* --on-nan skip: copies every replica's persistent tensors to the host
  * (take) or back (restore), so a bad step can be undone. */
 static void snapshot(run *r, int restore) {
+    double t0 = now();
     int count = rt_store_count(r->st);
     if (!r->snapshot) {
         r->snapshot = calloc((size_t)(r->local * count) + 1, sizeof *r->snapshot);
@@ -750,6 +754,7 @@ static void snapshot(run *r, int restore) {
             else rt_store_read(st, i, r->snapshot[k * count + i]);
         }
     }
+    r->snapshot_s += now() - t0;
 }
 
 /* After a step whose loss or parameters are not finite: stop (1, with the
@@ -880,6 +885,10 @@ static int train_loop(run *r) {
                     "%.4f s before the first batch; %d data worker%s\n", e, wait,
                     (long long)(st2.stalls - st1.stalls), steps, st1.wait_s - st0.wait_s, o->data_workers,
                     o->data_workers == 1 ? "" : "s");
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dprun: debug: epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
+                    "of steps\n", e, r->check_s, r->snapshot_s, dt);
+        r->check_s = r->snapshot_s = 0;
         double acc = -1;
         if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
             if (accuracy(r, &r->test_b, "test accuracy", &acc)) return 1;
