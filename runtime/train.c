@@ -29,7 +29,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/backend_select.h"
@@ -688,7 +690,13 @@ static int resume_run(run *r) {
     if (o->metrics) {
         /* Lines written after the checkpoint are dropped: the resumed run
          * writes them again. */
-        if (s->metrics_bytes >= 0 && truncate(o->metrics, (off_t)s->metrics_bytes) != 0 && errno != ENOENT)
+        struct stat sb;
+        int have = stat(o->metrics, &sb) == 0;
+        if (have && s->metrics_bytes >= 0 && sb.st_size < (off_t)s->metrics_bytes)
+            return print_error("%s: %lld bytes, shorter than the %lld it had at the checkpoint; resume with the "
+                               "same --metrics file, or another name to start a new one", o->metrics,
+                               (long long)sb.st_size, (long long)s->metrics_bytes);
+        if (have && s->metrics_bytes >= 0 && truncate(o->metrics, (off_t)s->metrics_bytes) != 0)
             return print_error("%s: cannot truncate to the checkpoint's %lld bytes: %s", o->metrics,
                                (long long)s->metrics_bytes, strerror(errno));
         r->metrics = fopen(o->metrics, "a");

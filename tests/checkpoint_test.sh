@@ -58,6 +58,9 @@ check "the resumed run prints the remaining EPOCH lines, losses as uninterrupted
 # epoch, as the uninterrupted run's (times aside).
 strip() { sed -E 's/"(seconds|img_per_s|input_wait_s)": [0-9.]*(, )?//g' "$1"; }
 check "metrics appended on resume, not truncated or duplicated" cmp -s <(strip "$tmp/full.jsonl") <(strip "$tmp/a.jsonl")
+head -c 10 "$tmp/a.jsonl" >"$tmp/short.jsonl"
+expect_fail "a metrics file shorter than at the checkpoint" "shorter than the" \
+    "$bin/dprun" $M --metrics "$tmp/short.jsonl" --checkpoint "$tmp/ck" --resume
 
 # --checkpoint-every, and resuming a resumed run across an epoch boundary.
 dprun $M --steps 30 --checkpoint "$tmp/ev" --checkpoint-every 7 >/dev/null 2>"$tmp/e1.err"
