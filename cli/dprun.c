@@ -36,6 +36,10 @@ static void usage(FILE *f) {
           "  --load-params F          start from a safetensors file\n"
           "  --save-params F          write parameters and BatchNorm statistics at the end\n"
           "  --metrics FILE           one JSON object per epoch (scripts/plot draws them)\n"
+          "  --checkpoint DIR         write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)\n"
+          "  --checkpoint-every N     also every N steps\n"
+          "  --resume                 continue from DIR's checkpoint (same flags otherwise)\n"
+          "  --on-nan stop|skip       a non-finite loss or gradient stops the run (default) or skips the step\n"
           "  --benchmark N            time N steps after a warm-up; last line `throughput: X img/s`\n"
           "  -h, --help               this text\n",
           f);
@@ -68,6 +72,21 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 }
 
 static int run_main(int argc, char **argv, int rank, int ranks);
+
+/* This command line with --resume added (once), for the message of a run
+ * stopped by a signal; NULL when it does not fit. */
+static const char *resume_command_line(int argc, char **argv, char *buf, size_t len) {
+    int has_resume = 0;
+    snprintf(buf, len, "dprun");
+    for (int i = 1; i < argc; i++) {
+        has_resume |= !strcmp(argv[i], "--resume");
+        if (strlen(buf) + strlen(argv[i]) + 12 >= len) return NULL;
+        strcat(buf, " ");
+        strcat(buf, argv[i]);
+    }
+    if (!has_resume) strcat(buf, " --resume");
+    return buf;
+}
 
 /* Under mpirun every process joins MPI first (it may take its own
  * arguments out of argv); an error on one rank ends the whole job, since
@@ -203,8 +222,21 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             VALUE();
             if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
             o.benchmark = n;
-        } else if (!strcmp(opt, "--checkpoint") || !strcmp(opt, "--resume")) {
-            return bad("%s is not implemented in this build yet", opt);
+        } else if (!strcmp(opt, "--checkpoint")) {
+            VALUE();
+            if (!*val) return bad("--checkpoint needs a directory");
+            o.checkpoint = val;
+        } else if (!strcmp(opt, "--checkpoint-every")) {
+            VALUE();
+            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
+            o.checkpoint_every = n;
+        } else if (!strcmp(opt, "--resume")) {
+            FLAG();
+            o.resume = 1;
+        } else if (!strcmp(opt, "--on-nan")) {
+            VALUE();
+            if (strcmp(val, "stop") && strcmp(val, "skip")) return bad("--on-nan: '%s' is not one of stop, skip", val);
+            o.on_nan_skip = !strcmp(val, "skip");
         } else if (a[0] == '-' && a[1]) {
             return bad("unknown option: %s (see dprun --help)", a);
         } else if (path) {
@@ -216,6 +248,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
 #undef FLAG
     }
     if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
+    char resume_command[4096];
+    o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
 
     char err[512];
     dpc_plan *plan = plan_read(path, err, sizeof err);

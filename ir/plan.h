@@ -43,6 +43,7 @@ typedef struct {
     ir_graph *eval;  /* inference program at the eval batch */
     int nextra;
     plan_section extra[PLAN_MAX_SECTIONS];
+    uint64_t checksum; /* the file's payload checksum (plan_read; 0 otherwise): names the plan */
 } dpc_plan;
 
 int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen);

@@ -124,8 +124,9 @@ static const int64_t *epoch_order(rt_pipeline *p, int epoch) {
 /* Prepares batch k into its slot. Called and returns with p->mu held. */
 static void fill(rt_pipeline *p, int64_t k) {
     const rt_batcher *b = p->b;
-    int epoch = p->cfg.first_epoch + (int)(k / b->batches);
-    int64_t index = k % b->batches;
+    int64_t pos = k + p->cfg.first_index; /* batches from the start of first_epoch */
+    int epoch = p->cfg.first_epoch + (int)(pos / b->batches);
+    int64_t index = pos % b->batches;
     const int64_t *order = epoch_order(p, epoch);
     slot *s = &p->slots[k % p->depth];
     pthread_mutex_unlock(&p->mu);
@@ -160,7 +161,8 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
         fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d", cfg->depth);
         return NULL;
     }
-    if (cfg->count < 0 || b->batches <= 0 || cfg->first_epoch < 0) {
+    if (cfg->count < 0 || b->batches <= 0 || cfg->first_epoch < 0 || cfg->first_index < 0 ||
+        cfg->first_index >= b->batches) {
         fail(err, errlen, "the input pipeline was asked for %lld batches of a batcher with %lld per "
              "epoch", (long long)cfg->count, (long long)b->batches);
         return NULL;

@@ -1,9 +1,10 @@
 /* runtime/pipeline.h — worker threads that prepare batches ahead of the
  * training step, so the step never waits on input in steady state.
  *
- * A pipeline delivers `count` batches of one batcher in sequence: batch k
- * of the sequence is batch k % batches of epoch first_epoch + k / batches
- * (the epoch's own shuffled order, reshuffled every epoch). `workers`
+ * A pipeline delivers `count` batches of one batcher in sequence: with
+ * p = first_index + k, batch k of the sequence is batch p % batches of
+ * epoch first_epoch + p / batches (the epoch's own shuffled order,
+ * reshuffled every epoch); first_index > 0 starts mid-epoch (a resumed run). `workers`
  * threads fill a ring of `depth` slots ahead of the consumer, across epoch
  * boundaries too, so the first batch of an epoch is ready while the last
  * one of the previous epoch (or an evaluation) runs.
@@ -55,6 +56,7 @@ typedef struct {
     int workers;      /* threads; 0 prepares each batch inside rt_pipeline_next */
     int depth;        /* slots (batches in flight); at least 2, 0 for workers + 2 */
     int first_epoch;  /* epoch of the sequence's first batch */
+    int64_t first_index; /* its index in that epoch (0 .. batches-1) */
     int64_t count;    /* batches to deliver */
     void *(*host_alloc)(void *ctx, size_t bytes); /* NULL: aligned malloc */
     void (*host_free)(void *ctx, void *ptr);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -127,6 +128,9 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
         ok = fwrite(t[i].data, sizeof(float), cnt, f) == cnt;
     }
     free(h.s);
+    /* On disk before the rename, so PATH is always the old file or the
+     * complete new one, even across a crash. */
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok) {
         int e = errno;
@@ -438,6 +442,51 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
     return rc;
 }
 
+/* The "__metadata__" object: its string values are kept (rt_st_meta);
+ * anything else in it is skipped, as other writers may put it there. */
+static int jmetadata(jparse *j, rt_st_file *f) {
+    jws(j);
+    if (j->p >= j->end || *j->p != '{') return jskip(j, 1);
+    j->p++;
+    jws(j);
+    if (j->p < j->end && *j->p == '}') {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        char *key, *value = NULL;
+        if (jstring(j, &key)) return -1;
+        if (jexpect(j, ':')) {
+            free(key);
+            return -1;
+        }
+        jws(j);
+        int rc = j->p < j->end && *j->p == '"' ? jstring(j, &value) : jskip(j, 2);
+        if (!rc && value) {
+            char **nk = realloc(f->meta_keys, sizeof *nk * (size_t)(f->nmeta + 1));
+            if (nk) f->meta_keys = nk;
+            char **nv = nk ? realloc(f->meta_values, sizeof *nv * (size_t)(f->nmeta + 1)) : NULL;
+            if (nv) f->meta_values = nv;
+            if (!nk || !nv) {
+                rc = jfail(j, "out of memory");
+            } else {
+                f->meta_keys[f->nmeta] = key, f->meta_values[f->nmeta] = value;
+                f->nmeta++;
+                key = value = NULL;
+            }
+        }
+        free(key);
+        free(value);
+        if (rc) return -1;
+        jws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        return jexpect(j, '}');
+    }
+}
+
 /* Parses buf, taking ownership of it (freed on failure too). */
 static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, char *err,
                                size_t errlen) {
@@ -484,7 +533,7 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
             }
             if (!strcmp(key, "__metadata__")) {
                 free(key);
-                rc = jskip(&j, 1); /* informational only */
+                rc = jmetadata(&j, f);
             } else {
                 if (f->n == cap) {
                     if (cap >= (1 << 20)) {
@@ -576,6 +625,9 @@ rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, 
 void rt_st_free(rt_st_file *f) {
     if (!f) return;
     for (int i = 0; i < f->n; i++) free(f->tensors[i].name);
+    for (int i = 0; i < f->nmeta; i++) free(f->meta_keys[i]), free(f->meta_values[i]);
+    free(f->meta_keys);
+    free(f->meta_values);
     free(f->tensors);
     free(f->bytes);
     free(f);
@@ -585,6 +637,12 @@ int rt_st_find(const rt_st_file *f, const char *name) {
     for (int i = 0; i < f->n; i++)
         if (!strcmp(f->tensors[i].name, name)) return i;
     return -1;
+}
+
+const char *rt_st_meta(const rt_st_file *f, const char *key) {
+    for (int i = 0; i < f->nmeta; i++)
+        if (!strcmp(f->meta_keys[i], key)) return f->meta_values[i];
+    return NULL;
 }
 
 void rt_st_copy(const rt_st_file *f, int i, float *host) {

@@ -17,6 +17,7 @@
  *     rt_st_file *f = rt_st_read("p.safetensors", err, sizeof err);  // NULL + message
  *     int i = rt_st_find(f, "conv0.weight");
  *     rt_st_copy(f, i, host_floats);        // f->tensors[i].shape says how many
+ *     const char *m = rt_st_meta(f, "model");   // a "__metadata__" string, or NULL
  *     rt_st_free(f);
  *
  * The reader trusts nothing: the header length is bounded by the file, the
@@ -41,7 +42,7 @@ typedef struct {
     const float *data; /* numel floats */
 } rt_st_entry;
 
-/* Writes atomically (PATH.tmp, then rename). meta: NULL, or pairs of
+/* Writes atomically (PATH.tmp, fsync, then rename). meta: NULL, or pairs of
  * strings ending with NULL ({"model", "resnet18_v1", NULL}). 0 or -1 + err. */
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen);
@@ -60,6 +61,8 @@ typedef struct {
     unsigned char *bytes;   /* the whole file */
     size_t size;
     size_t data_start;      /* 8 + header length */
+    int nmeta;              /* "__metadata__" string pairs, in header order */
+    char **meta_keys, **meta_values;
 } rt_st_file;
 
 rt_st_file *rt_st_read(const char *path, char *err, size_t errlen);
@@ -68,6 +71,8 @@ rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, 
                         size_t errlen);
 void rt_st_free(rt_st_file *f);
 int rt_st_find(const rt_st_file *f, const char *name); /* -1 if absent */
+/* The "__metadata__" string value of key, or NULL. */
+const char *rt_st_meta(const rt_st_file *f, const char *key);
 /* Copies tensor i's numel floats to host (any alignment in the file). */
 void rt_st_copy(const rt_st_file *f, int i, float *host);
 

@@ -24,14 +24,19 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/backend_select.h"
 #include "runtime/check.h"
+#include "runtime/checkpoint.h"
 #include "runtime/collective.h"
 #include "runtime/data.h"
 #include "runtime/exec.h"
@@ -222,9 +227,20 @@ typedef struct {
     rt_progress bar;
     char err[1024];
     double prev_lr; /* the last step's lr, for --momentum-correction */
+    rt_ckpt_state resumed; /* where the loop starts: zero, or --resume's checkpoint */
+    int *params, nparams;  /* replica 0's parameters: the non-finite check */
+    float *scratch;        /* one parameter, read back */
+    float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
+    double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
 } run;
 
 static void run_free(run *r) {
+    /* The snapshot's size comes from replica 0's store: before the replicas go. */
+    int count = r->st ? rt_store_count(r->st) : 0;
+    for (int i = 0; r->snapshot && i < r->local * count; i++) free(r->snapshot[i]);
+    free(r->snapshot);
+    free(r->params);
+    free(r->scratch);
     rt_pipeline_free(r->input);
     rt_replicas_free(r->R);
     rt_coll_free(r->coll);
@@ -364,15 +380,22 @@ static int build(run *r) {
     return 0;
 }
 
-/* A pipeline over `count` batches of b, as the options say. */
-static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
+/* A pipeline over `count` batches of b from batch `index` of `epoch`, as
+ * the options say. */
+static rt_pipeline *start_input_at(run *r, const rt_batcher *b, int64_t count, int epoch, int64_t index) {
     rt_pipeline_config cfg = rt_pipeline_defaults();
     cfg.workers = r->o->data_workers;
     cfg.depth = r->o->data_depth;
     cfg.count = count;
+    cfg.first_epoch = epoch;
+    cfg.first_index = index;
     rt_pipeline *p = rt_pipeline_new(b, &cfg, r->err, sizeof r->err);
     if (!p) print_error("%s", r->err);
     return p;
+}
+
+static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
+    return start_input_at(r, b, count, 0, 0);
 }
 
 /* One optimizer step on the global batch bt; adds the per-sample losses to
@@ -551,6 +574,240 @@ static int benchmark(run *r) {
     return 0;
 }
 
+/* ---- checkpoints, signals, non-finite steps ---- */
+
+/* The first SIGINT/SIGTERM asks the loop to stop after the current step; a
+ * second one while it finishes ends the process at once (default action).
+ * The count is atomic: two signals may reach two threads at once. */
+static volatile sig_atomic_t stop_signal;
+static atomic_int stop_signals_seen;
+
+static void on_stop_signal(int sig) {
+    if (atomic_fetch_add(&stop_signals_seen, 1) > 0) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_signal = sig;
+}
+
+static void catch_stop_signals(struct sigaction old[2]) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* reads and waits elsewhere carry on */
+    stop_signal = 0;
+    atomic_store(&stop_signals_seen, 0);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+static void release_stop_signals(const struct sigaction old[2]) {
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+/* Every process stops at the same step. */
+static int stop_requested(void) { return rt_mpi_any(stop_signal != 0); }
+
+/* Writes the checkpoint at s's position (counters filled by the loop; the
+ * run's shape filled here). Only rank 0 writes (--checkpoint needs one
+ * process today). */
+static int write_checkpoint(run *r, rt_ckpt_state *s) {
+    const rt_train_options *o = r->o;
+    if (!o->checkpoint || o->rank != 0) return 0;
+    double t0 = now();
+    s->steps_per_epoch = (int64_t)r->train_b.batches;
+    s->global_batch = r->global;
+    s->seed = o->seed;
+    snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
+    s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
+    s->prev_lr = r->prev_lr;
+    s->metrics_bytes = -1;
+    if (r->metrics) {
+        fflush(r->metrics);
+        s->metrics_bytes = (int64_t)ftell(r->metrics);
+    }
+    rt_store *stores[RT_MAX_LOCAL_REPLICAS];
+    for (int k = 0; k < r->local; k++) stores[k] = rt_replicas_store(r->R, k);
+    if (rt_ckpt_write(o->checkpoint, r->plan, stores, r->local, s, r->err, sizeof r->err))
+        return run_error(r, "%s", r->err);
+    if (rt_debug_level() >= 1)
+        fprintf(stderr, "dprun: debug: checkpoint at step %lld written to %s in %.3f s\n", (long long)s->step,
+                o->checkpoint, now() - t0);
+    return 0;
+}
+
+/* Option combinations, and a fresh run never overwrites a checkpoint. */
+static int check_checkpoint_options(const rt_train_options *o) {
+    if (!o->checkpoint) {
+        if (o->resume) return print_error("--resume needs --checkpoint DIR (the directory to resume from)");
+        if (o->checkpoint_every) return print_error("--checkpoint-every needs --checkpoint DIR");
+        return 0;
+    }
+    if (o->ranks > 1)
+        return print_error("--checkpoint under mpirun is not supported yet (the other processes' BatchNorm "
+                           "statistics would be lost); use --gpus N in one process");
+    if (o->benchmark) return print_error("--checkpoint and --benchmark do not go together");
+    if (o->resume && o->load_params)
+        return print_error("--resume and --load-params both set the parameters; use one");
+    if (o->resume && !rt_ckpt_exists(o->checkpoint))
+        return print_error("--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint, o->checkpoint,
+                           RT_CKPT_FILE);
+    if (!o->resume && rt_ckpt_exists(o->checkpoint))
+        return print_error("%s already holds a checkpoint; add --resume to continue it, or remove it or choose "
+                           "another directory to start afresh", o->checkpoint);
+    return 0;
+}
+
+/* --resume: the stores, the position and the metrics file from the
+ * checkpoint, after checking it was made by a run of this shape. */
+static int resume_run(run *r) {
+    const rt_train_options *o = r->o;
+    rt_store *stores[RT_MAX_LOCAL_REPLICAS];
+    for (int k = 0; k < r->local; k++) stores[k] = rt_replicas_store(r->R, k);
+    rt_ckpt_state *s = &r->resumed;
+    if (rt_ckpt_read(o->checkpoint, r->plan, stores, r->local, s, r->err, sizeof r->err))
+        return print_error("%s", r->err);
+    const char *d = o->checkpoint;
+    if (s->seed != o->seed)
+        return print_error("checkpoint refused: %s was written with --seed %llu; this run has --seed %llu "
+                           "(resume with the same flags)", d, (unsigned long long)s->seed,
+                           (unsigned long long)o->seed);
+    if (strcmp(s->data, r->train_ds->name))
+        return print_error("checkpoint refused: %s was written training on %s; this run has %s", d, s->data,
+                           r->train_ds->name);
+    if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
+        return print_error("checkpoint refused: %s was written with global batch %d (%lld steps per epoch); "
+                           "this run has %d (%lld)", d, s->global_batch, (long long)s->steps_per_epoch,
+                           r->global, (long long)r->train_b.batches);
+    if (s->shuffle != r->train_b.shuffle || s->augment != r->train_b.augment)
+        return print_error("checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
+                           "same --no-shuffle / --no-augment", d, s->shuffle ? "with" : "without",
+                           s->augment ? "with" : "without");
+    r->prev_lr = s->prev_lr;
+    if (o->metrics) {
+        /* Lines written after the checkpoint are dropped: the resumed run
+         * writes them again. */
+        struct stat sb;
+        int have = stat(o->metrics, &sb) == 0;
+        if (have && s->metrics_bytes >= 0 && sb.st_size < (off_t)s->metrics_bytes)
+            return print_error("%s: %lld bytes, shorter than the %lld it had at the checkpoint; resume with the "
+                               "same --metrics file, or another name to start a new one", o->metrics,
+                               (long long)sb.st_size, (long long)s->metrics_bytes);
+        if (have && s->metrics_bytes >= 0 && truncate(o->metrics, (off_t)s->metrics_bytes) != 0)
+            return print_error("%s: cannot truncate to the checkpoint's %lld bytes: %s", o->metrics,
+                               (long long)s->metrics_bytes, strerror(errno));
+        r->metrics = fopen(o->metrics, "a");
+        if (!r->metrics) return print_error("%s: cannot write: %s", o->metrics, strerror(errno));
+    }
+    long spe = (long)r->train_b.batches;
+    fprintf(stderr, "dprun: resumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n", d,
+            RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe), spe);
+    return 0;
+}
+
+/* Index of a replica-0 parameter that is not finite after the step, or -1.
+ * The update reads every gradient element (w += m v - lr (g s + wd w)), so
+ * a non-finite gradient shows here. One host read of the parameters. */
+static int nonfinite_param(run *r) {
+    double t0 = now();
+    if (!r->params) {
+        int count = rt_store_count(r->st);
+        int64_t most = 1;
+        r->params = malloc(sizeof(int) * (size_t)(count + 1));
+        RT_CHECK_ALLOC(r->params);
+        for (int i = 0; i < count; i++) {
+            int n = find_node(r->plan->train, rt_store_name(r->st, i));
+            if (n < 0 || r->plan->train->nodes[n].op != IR_OP_PARAM) continue;
+            r->params[r->nparams++] = i;
+            if (ir_numel(rt_store_type(r->st, i)) > most) most = ir_numel(rt_store_type(r->st, i));
+        }
+        r->scratch = malloc(sizeof(float) * (size_t)most);
+        RT_CHECK_ALLOC(r->scratch);
+    }
+    for (int p = 0; p < r->nparams; p++) {
+        int i = r->params[p];
+        int64_t n = ir_numel(rt_store_type(r->st, i));
+        rt_store_read(r->st, i, r->scratch);
+        /* All exponent bits set: inf or nan. An or-reduction vectorises. */
+        const uint32_t *bits = (const uint32_t *)r->scratch;
+        uint32_t bad = 0;
+        for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f800000u) == 0x7f800000u;
+        if (bad) return i;
+    }
+    r->check_s += now() - t0;
+    return -1;
+}
+
+/* --on-nan skip: copies every replica's persistent tensors to the host
+ * (take) or back (restore), so a bad step can be undone. */
+static void snapshot(run *r, int restore) {
+    double t0 = now();
+    int count = rt_store_count(r->st);
+    if (!r->snapshot) {
+        r->snapshot = calloc((size_t)(r->local * count) + 1, sizeof *r->snapshot);
+        RT_CHECK_ALLOC(r->snapshot);
+        for (int k = 0; k < r->local; k++)
+            for (int i = 0; i < count; i++) {
+                r->snapshot[k * count + i] = malloc(sizeof(float) * (size_t)ir_numel(rt_store_type(r->st, i)) + 1);
+                RT_CHECK_ALLOC(r->snapshot[k * count + i]);
+            }
+    }
+    for (int k = 0; k < r->local; k++) {
+        rt_store *st = rt_replicas_store(r->R, k);
+        for (int i = 0; i < count; i++) {
+            if (restore) rt_store_write(st, i, r->snapshot[k * count + i]);
+            else rt_store_read(st, i, r->snapshot[k * count + i]);
+        }
+    }
+    r->snapshot_s += now() - t0;
+}
+
+/* After a step whose loss or parameters are not finite: stop (1, with the
+ * place) or, with --on-nan skip, undo the step (0). */
+static int nonfinite_step(run *r, double step_loss, int bad_param, double prev_lr, long done, int e, long s,
+                          double lr) {
+    char what[IR_NAME_MAX + 96];
+    if (!isfinite(step_loss))
+        snprintf(what, sizeof what, "the loss is %s", isnan(step_loss) ? "nan" : "infinite");
+    else
+        snprintf(what, sizeof what, "a gradient is not finite (parameter '%s' is after the update)",
+                 rt_store_name(r->st, bad_param));
+    if (r->o->on_nan_skip) {
+        snapshot(r, 1);
+        r->prev_lr = prev_lr;
+        rt_progress_clear(&r->bar);
+        fprintf(stderr, "dprun: warning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
+                "the step (--on-nan skip)\n", what, done, e, s, lr);
+        return 0;
+    }
+    char kept[4200];
+    if (r->o->checkpoint && rt_ckpt_exists(r->o->checkpoint))
+        snprintf(kept, sizeof kept, "the last good checkpoint stays in %s", r->o->checkpoint);
+    else
+        snprintf(kept, sizeof kept, "no checkpoint was written (--checkpoint DIR keeps one)");
+    return run_error(r, "%s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); stopping; %s (a lower lr or "
+                     "a warmup may help; --on-nan skip skips such steps)", what, done, e, s, lr, kept);
+}
+
+/* The message for a run stopped by a signal; returns the exit status. */
+static int stopped_by_signal(run *r, long done, int e, long s) {
+    const rt_train_options *o = r->o;
+    int sig = stop_signal;
+    rt_progress_clear(&r->bar);
+    if (o->rank != 0) return 128 + sig;
+    if (o->checkpoint)
+        fprintf(stderr, "dprun: interrupted (%s) at epoch %d step %ld (%ld steps done); checkpoint written to "
+                "%s; resume with: %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM", e, s, done, o->checkpoint,
+                o->resume_command ? o->resume_command : "dprun PLAN --checkpoint DIR --resume (same flags)");
+    else
+        fprintf(stderr, "dprun: interrupted (%s) at epoch %d step %ld (%ld steps done); no checkpoint was written "
+                "(--checkpoint DIR keeps one)\n", sig == SIGINT ? "SIGINT" : "SIGTERM", e, s, done);
+    return 128 + sig;
+}
+
 /* The epoch's metrics object, without its closing brace (the last epoch's
  * gets the final accuracies appended). */
 static void metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch, long steps,
@@ -565,42 +822,64 @@ static void metrics_line(char *buf, size_t len, int epoch, double lr, double los
 static int train_loop(run *r) {
     const rt_train_options *o = r->o;
     FILE *out = o->out;
-    long spe = (long)r->train_b.batches, done = 0;
+    /* A resumed run starts at the checkpoint's step, mid-epoch perhaps,
+     * with that epoch's loss sum and time so far. */
+    long spe = (long)r->train_b.batches, done = (long)r->resumed.step;
     int64_t total = (int64_t)r->t.epochs * spe;
     if (o->steps >= 0 && o->steps < total) total = o->steps;
-    double total_time = 0, test_acc = -1;
+    double total_time = r->resumed.total_seconds, test_acc = -1;
     long test_acc_done = -1; /* the step count test_acc was measured at */
     char pending[512] = "";  /* the last epoch's metrics, completed at the end */
-    if (total > 0) {
-        r->input = start_input(r, &r->train_b, total);
+    snprintf(pending, sizeof pending, "%s", r->resumed.metrics_pending);
+    if (total > done) {
+        r->input = start_input_at(r, &r->train_b, total - done, (int)(done / spe), done % spe);
         if (!r->input) return 1;
     }
-    for (int e = 0; e < r->t.epochs && done < total; e++) {
-        double t0 = 0, loss_sum = 0;
-        long steps = 0;
+    for (int e = (int)(done / spe); e < r->t.epochs && done < total; e++) {
+        int resumed = done % spe != 0; /* this epoch began before the checkpoint */
+        double t0 = 0, loss_sum = resumed ? r->resumed.epoch_loss_sum : 0;
+        double t_before = resumed ? r->resumed.epoch_seconds : 0;
+        long steps = done % spe, skipped = resumed ? (long)r->resumed.epoch_skipped : 0;
         rt_pipeline_stats st0, st1, st2;
         rt_pipeline_get_stats(r->input, &st0);
         char label[48];
         snprintf(label, sizeof label, "epoch %d", e);
-        rt_progress_begin(&r->bar, label, (long)(total - done < spe ? total - done : spe));
-        for (long s = 0; s < spe && done < total; s++) {
+        rt_progress_begin(&r->bar, label, (long)(total - done < spe - steps ? total - done : spe - steps));
+        for (long s = steps; s < spe && done < total; s++) {
             const rt_batch *bt = rt_pipeline_next(r->input);
             if (!bt) return run_error(r, "the input pipeline ended after %ld steps of %lld", done, (long long)total);
             /* The epoch's clock starts at its first batch, as the article's. */
-            if (s == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st1);
-            double lr = rt_schedule_step_lr(&r->sched, e, s, spe);
-            double before = loss_sum;
-            if (step(r, r->input, bt, lr, &loss_sum)) return 1;
-            if (!isfinite(loss_sum - before))
-                return run_error(r, "the loss is %s at step %ld (epoch %d, step %ld of the epoch, "
-                                   "lr %.6g); stopping",
-                                   isnan(loss_sum - before) ? "nan" : "infinite", done, e, s, lr);
+            if (!t0) t0 = now() - t_before, rt_pipeline_get_stats(r->input, &st1);
+            double lr = rt_schedule_step_lr(&r->sched, e, s, spe), prev_lr = r->prev_lr, step_loss = 0;
+            if (o->on_nan_skip) snapshot(r, 0);
+            if (step(r, r->input, bt, lr, &step_loss)) return 1;
+            int bad_param = isfinite(step_loss) ? nonfinite_param(r) : -1;
+            if (!isfinite(step_loss) || bad_param >= 0) {
+                if (nonfinite_step(r, step_loss, bad_param, prev_lr, done, e, s, lr)) return 1;
+                skipped++;
+            } else {
+                loss_sum += step_loss;
+            }
+            if (rt_debug_level() >= 2 && o->rank == 0)
+                fprintf(stderr, "dprun: debug: step %ld loss %.17g\n", done, step_loss / r->global);
             steps++, done++;
             double el = now() - t0;
+            long counted = steps - skipped;
             rt_progress_update(&r->bar, steps, el > 0 ? (double)steps * r->global / el : 0,
-                               loss_sum / ((double)steps * r->global));
+                               counted ? loss_sum / ((double)counted * r->global) : NAN);
+            /* Mid-epoch checkpoints; the epoch's last step gets the epoch's. */
+            int stop = stop_requested();
+            if (s + 1 < spe && (stop || done == total ||
+                                (o->checkpoint_every > 0 && done % o->checkpoint_every == 0))) {
+                rt_ckpt_state cs = {.step = done, .epoch_loss_sum = loss_sum, .epoch_skipped = skipped,
+                                    .epoch_seconds = now() - t0, .total_seconds = total_time};
+                snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", pending);
+                if (write_checkpoint(r, &cs)) return 1;
+            }
+            if (stop && s + 1 < spe) return stopped_by_signal(r, done, e, s + 1);
         }
-        double dt = now() - t0, mean = loss_sum / ((double)steps * r->global);
+        long counted = steps - skipped;
+        double dt = now() - t0, mean = counted ? loss_sum / ((double)counted * r->global) : NAN;
         rt_pipeline_get_stats(r->input, &st2);
         rt_progress_clear(&r->bar);
         total_time += dt;
@@ -614,6 +893,10 @@ static int train_loop(run *r) {
                     "%.4f s before the first batch; %d data worker%s\n", e, wait,
                     (long long)(st2.stalls - st1.stalls), steps, st1.wait_s - st0.wait_s, o->data_workers,
                     o->data_workers == 1 ? "" : "s");
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dprun: debug: epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
+                    "of steps\n", e, r->check_s, r->snapshot_s, dt);
+        r->check_s = r->snapshot_s = 0;
         double acc = -1;
         if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
             if (accuracy(r, &r->test_b, "test accuracy", &acc)) return 1;
@@ -625,6 +908,12 @@ static int train_loop(run *r) {
             if (*pending) fprintf(r->metrics, "%s}\n", pending);
             metrics_line(pending, sizeof pending, e, lr, mean, r->global, steps, dt, wait, acc);
             fflush(r->metrics);
+        }
+        if (steps == spe) { /* a whole epoch: its checkpoint */
+            rt_ckpt_state cs = {.step = done, .total_seconds = total_time};
+            snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", pending);
+            if (write_checkpoint(r, &cs)) return 1;
+            if (stop_requested()) return stopped_by_signal(r, done, e + 1, 0);
         }
     }
     rt_pipeline_free(r->input);
@@ -664,6 +953,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
         rc = print_error("%s", r.err);
     }
     if (!rc) rc = check_programs(&r);
+    if (!rc) rc = check_checkpoint_options(&o);
     if (!rc) {
         if (o.ranks < 1) o.ranks = 1;
         r.local = o.gpus;
@@ -682,11 +972,12 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
         r.sched.per_iteration = o.warmup_per_iteration;
         rc = open_data(&r);
     }
-    if (!rc && o.metrics && !o.benchmark) {
+    if (!rc && o.metrics && !o.benchmark && !o.resume) {
         r.metrics = fopen(o.metrics, "w");
         if (!r.metrics) rc = print_error("%s: cannot write: %s", o.metrics, strerror(errno));
     }
     if (!rc) rc = build(&r);
+    if (!rc && o.resume) rc = resume_run(&r);
     if (!rc && o.rank == 0) {
         fprintf(stderr, "dprun: %s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
                 "epoch, %lld train / %lld test images (%s)\n", plan->model,
@@ -695,8 +986,13 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
                 r.train_ds->name);
         if (r.total > 1) rt_replicas_banner(stderr, r.be->name, 1, r.local, o.ranks, r.batch);
     }
-    if (!rc) {
-        rc = o.benchmark ? benchmark(&r) : train_loop(&r);
+    if (!rc && o.benchmark) {
+        rc = benchmark(&r);
+    } else if (!rc) {
+        struct sigaction old[2];
+        catch_stop_signals(old);
+        rc = train_loop(&r);
+        release_stop_signals(old);
     }
     if (!rc && o.save_params && save_params(plan, r.st, o.save_params, r.err, sizeof r.err))
         rc = print_error("%s", r.err);

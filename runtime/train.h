@@ -14,6 +14,22 @@
  * bar too when stderr is a terminal. DPC_DEBUG=1 adds, per epoch, how long
  * the steps waited for input.
  *
+ * Checkpoints (--checkpoint DIR, runtime/checkpoint.h): written at every
+ * epoch end, every checkpoint_every steps, when --steps stops the run
+ * mid-epoch, and when SIGINT/SIGTERM stops it (the current step finishes,
+ * the checkpoint is written, exit status 128 + signal; a second signal
+ * ends the process at once). A fresh run refuses a directory that holds a
+ * checkpoint; --resume continues from it bit-identically (the same
+ * per-step losses and final weights as a run never stopped), appending to
+ * the metrics file from where the checkpoint left it. DPC_DEBUG=2 prints
+ * every step's mean loss (`dprun: debug: step S loss X`, exact decimal).
+ *
+ * Non-finite loss or parameters after a step (a non-finite gradient makes
+ * the updated parameters non-finite): the run stops with the step, epoch
+ * and lr, exit 1, leaving the last good checkpoint; with on_nan_skip the
+ * step's update is undone instead (a host copy of every replica's
+ * persistent tensors is taken before each step) and training continues.
+ *
  * Metrics (--metrics FILE): one JSON object per epoch, keys epoch, lr,
  * train_loss (mean over the epoch), batch (global), steps, seconds (from
  * the first batch, as the EPOCH line), img_per_s, input_wait_s (time the
@@ -52,6 +68,11 @@ typedef struct {
     const char *metrics;       /* JSON lines, one per epoch, or NULL */
     int data_workers;          /* batch-preparation threads; 0: on the training thread */
     int data_depth;            /* batches prepared ahead (slots); 0: data_workers + 2 */
+    const char *checkpoint;    /* directory: a checkpoint at every epoch end, or NULL */
+    long checkpoint_every;     /* >0: also every N steps */
+    int resume;                /* continue from the checkpoint in `checkpoint` */
+    int on_nan_skip;           /* a non-finite loss or gradient skips the step (else stops the run) */
+    const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;                 /* the log (stdout) */
 } rt_train_options;
 

@@ -22,11 +22,14 @@ static ir_train article_data(void) {
     return t;
 }
 
-/* Every batch of the pipeline equals rt_batcher_fill with the epoch's
- * order; returns the number of batches compared. */
-static int64_t compare(const rt_batcher *b, int workers, int depth, int first_epoch, int64_t count) {
+/* Every batch of the pipeline, started at batch first_index of
+ * first_epoch, equals rt_batcher_fill with the epoch's order; returns the
+ * number of batches compared. */
+static int64_t compare_from(const rt_batcher *b, int workers, int depth, int first_epoch, int64_t first_index,
+                            int64_t count) {
     rt_pipeline_config cfg = rt_pipeline_defaults();
     cfg.workers = workers, cfg.depth = depth, cfg.first_epoch = first_epoch, cfg.count = count;
+    cfg.first_index = first_index;
     rt_pipeline *p = rt_pipeline_new(b, &cfg, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (!p) return -1;
@@ -38,8 +41,8 @@ static int64_t compare(const rt_batcher *b, int workers, int depth, int first_ep
     int order_epoch = -1;
     const rt_batch *bt;
     while ((bt = rt_pipeline_next(p))) {
-        int epoch = first_epoch + (int)(n / b->batches);
-        int64_t index = n % b->batches;
+        int epoch = first_epoch + (int)((first_index + n) / b->batches);
+        int64_t index = (first_index + n) % b->batches;
         CHECK(bt->seq == n && bt->epoch == epoch && bt->index == index);
         if (epoch != order_epoch) rt_batcher_order(b, epoch, order), order_epoch = epoch;
         int real = rt_batcher_fill(b, order, epoch, index * b->batch, b->batch, want, wlab);
@@ -64,6 +67,10 @@ static int64_t compare(const rt_batcher *b, int workers, int depth, int first_ep
     return n;
 }
 
+static int64_t compare(const rt_batcher *b, int workers, int depth, int first_epoch, int64_t count) {
+    return compare_from(b, workers, depth, first_epoch, 0, count);
+}
+
 TEST(training_batches_match_direct_preparation) {
     ir_train t = article_data();
     /* 6 batches of 8 per epoch (50 records, last 2 dropped): small, so the
@@ -77,6 +84,9 @@ TEST(training_batches_match_direct_preparation) {
         for (int d = 0; d < 5; d++) CHECK(compare(&b, workers[w], depths[d], 0, 6 * 4 + 3) == 27);
     /* Starting mid-schedule (a resumed run) and a single batch. */
     CHECK(compare(&b, 2, 4, 5, 13) == 13);
+    /* ... and mid-epoch, across epoch ends, with any worker count. */
+    for (int w = 0; w < 5; w++) CHECK(compare_from(&b, workers[w], depths[w], 2, 4, 9) == 9);
+    CHECK(compare_from(&b, 2, 3, 0, 5, 1) == 1);
     CHECK(compare(&b, 3, 2, 0, 1) == 1);
     CHECK(compare(&b, 3, 2, 0, 0) == 0);
     rt_dataset_free(ds);

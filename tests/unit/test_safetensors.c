@@ -70,6 +70,8 @@ TEST(round_trip_keeps_order_and_values) {
     rt_st_copy(f, rt_st_find(f, "alpha.bias"), got);
     CHECK(memcmp(got, b, sizeof b) == 0);
     CHECK(rt_st_find(f, "nope") == -1);
+    CHECK(f->nmeta == 1 && rt_st_meta(f, "model") && !strcmp(rt_st_meta(f, "model"), "test\"net"));
+    CHECK(rt_st_meta(f, "nope") == NULL);
     /* The header text is plain JSON a 20-line reader can use. */
     const char *h = (const char *)f->bytes + 8;
     CHECK(strncmp(h, "{\"__metadata__\":{\"model\":\"test\\\"net\"},\"zeta.weight\":{\"dtype\":\"F32\","
@@ -101,6 +103,17 @@ TEST(accepts_other_writers_style) {
                         16),
               "");
     CHECK_STR(parse_err("{}", 0), "");
+    /* Metadata strings are kept; other values there are skipped. */
+    size_t len;
+    unsigned char *b = make_file("{\"__metadata__\":{\"n\":[1,{\"x\":2}],\"format\":\"pt\",\"e\":\"\\u00e9\"}}", 0, &len);
+    rt_st_file *f = rt_st_parse("m.safetensors", b, len, err, sizeof err);
+    CHECK_MSG(f != NULL, "%s", err);
+    if (f) {
+        CHECK(f->nmeta == 2 && !strcmp(rt_st_meta(f, "format"), "pt") && !strcmp(rt_st_meta(f, "e"), "\xc3\xa9"));
+        CHECK(rt_st_meta(f, "n") == NULL);
+        rt_st_free(f);
+    }
+    free(b);
 }
 
 TEST(malformed_headers_are_refused) {

@@ -1,0 +1,331 @@
+/* runtime/checkpoint.c — checkpoints as safetensors files with a checksum
+ * and the run's position in the metadata (checkpoint.h). */
+#include "runtime/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/check.h"
+#include "runtime/exec.h"
+#include "runtime/safetensors.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void ckpt_path(const char *dir, char *path, size_t len) { snprintf(path, len, "%s/%s", dir, RT_CKPT_FILE); }
+
+int rt_ckpt_exists(const char *dir) {
+    char path[4096];
+    ckpt_path(dir, path, sizeof path);
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* ---- the checksum: FNV-1a 64 (as plan files), fed piece by piece ---- */
+
+#define FNV_OFFSET 0xcbf29ce484222325ull
+#define FNV_PRIME 0x100000001b3ull
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * FNV_PRIME;
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s, strlen(s) + 1); }
+
+/* One tensor's table entry: name, rank and shape. */
+static uint64_t fnv_entry(uint64_t h, const char *name, int ndim, const int64_t *shape) {
+    h = fnv_str(h, name);
+    h = fnv(h, &ndim, sizeof ndim);
+    return fnv(h, shape, sizeof *shape * (size_t)ndim);
+}
+
+/* ---- which tensors ---- */
+
+/* BatchNorm running statistics: the eval program's STATE tensors (it holds
+ * no optimizer state). They are the only persistent tensors that differ
+ * between replicas. */
+static int per_replica(const dpc_plan *plan, const char *name) {
+    for (int i = 0; i < plan->eval->n; i++)
+        if (plan->eval->nodes[i].op == IR_OP_STATE && !strcmp(plan->eval->nodes[i].name, name)) return 1;
+    return 0;
+}
+
+typedef struct {
+    char name[IR_NAME_MAX + 32];
+    int replica, index; /* store and entry */
+} slot;
+
+/* The checkpoint's tensors in file order: replica 0's store, then each
+ * further replica's BatchNorm statistics. Returns how many (slots sized by
+ * the caller: n * store count). */
+static int list_slots(const dpc_plan *plan, rt_store *const *stores, int n, slot *out) {
+    int k = 0, count = rt_store_count(stores[0]);
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < count; i++) {
+            const char *name = rt_store_name(stores[r], i);
+            if (r > 0 && !per_replica(plan, name)) continue;
+            if (r == 0) snprintf(out[k].name, sizeof out[k].name, "%s", name);
+            else snprintf(out[k].name, sizeof out[k].name, "replica.%d/%s", r, name);
+            out[k].replica = r, out[k].index = i;
+            k++;
+        }
+    return k;
+}
+
+/* ---- metadata ---- */
+
+enum { META_MAX = 48 };
+
+typedef struct {
+    const char *kv[META_MAX + 1];
+    char val[META_MAX / 2][600];
+    int n;
+} meta_list;
+
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
+    char *v = m->val[m->n / 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v, sizeof m->val[0], fmt, ap);
+    va_end(ap);
+    m->kv[m->n++] = key;
+    m->kv[m->n++] = v;
+    m->kv[m->n] = NULL;
+}
+
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+                  const rt_ckpt_state *s, char *err, size_t errlen) {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
+    char path[4096];
+    ckpt_path(dir, path, sizeof path);
+
+    /* Doubles go out as hex floats ("%a"): exact, so a resumed run's sums
+     * continue bit for bit. */
+    meta_list m = {.n = 0};
+    meta_add(&m, "producer", "dpc");
+    meta_add(&m, "dpc_checkpoint", "%s", RT_CKPT_VERSION);
+    meta_add(&m, "model", "%s", plan->model);
+    meta_add(&m, "plan_checksum", "%016" PRIx64, plan->checksum);
+    meta_add(&m, "replicas", "%d", n);
+    meta_add(&m, "step", "%" PRId64, s->step);
+    meta_add(&m, "steps_per_epoch", "%" PRId64, s->steps_per_epoch);
+    meta_add(&m, "global_batch", "%d", s->global_batch);
+    meta_add(&m, "seed", "%" PRIu64, s->seed);
+    meta_add(&m, "data", "%s", s->data);
+    meta_add(&m, "shuffle", "%d", s->shuffle);
+    meta_add(&m, "augment", "%d", s->augment);
+    meta_add(&m, "epoch_loss_sum", "%a", s->epoch_loss_sum);
+    meta_add(&m, "epoch_skipped", "%" PRId64, s->epoch_skipped);
+    meta_add(&m, "prev_lr", "%a", s->prev_lr);
+    meta_add(&m, "epoch_seconds", "%a", s->epoch_seconds);
+    meta_add(&m, "total_seconds", "%a", s->total_seconds);
+    meta_add(&m, "metrics_bytes", "%" PRId64, s->metrics_bytes);
+    meta_add(&m, "metrics_pending", "%s", s->metrics_pending);
+
+    int count = rt_store_count(stores[0]);
+    slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
+    RT_CHECK_ALLOC(sl);
+    int k = list_slots(plan, stores, n, sl);
+    rt_st_entry *e = calloc((size_t)k + 1, sizeof *e);
+    float **data = calloc((size_t)k + 1, sizeof *data);
+    RT_CHECK_ALLOC(e && data);
+    uint64_t h = FNV_OFFSET;
+    for (int i = 0; i < m.n; i++) h = fnv_str(h, m.kv[i]);
+    for (int i = 0; i < k; i++) {
+        rt_store *st = stores[sl[i].replica];
+        const ir_type *t = rt_store_type(st, sl[i].index);
+        data[i] = malloc(sizeof(float) * (size_t)ir_numel(t) + 1);
+        RT_CHECK_ALLOC(data[i]);
+        rt_store_read(st, sl[i].index, data[i]);
+        e[i] = (rt_st_entry){sl[i].name, t->ndim, t->dim, data[i]};
+        h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
+    }
+    for (int i = 0; i < k; i++) h = fnv(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(stores[sl[i].replica], sl[i].index)));
+    meta_add(&m, "checksum", "%016" PRIx64, h);
+
+    int rc = rt_st_write(path, e, k, m.kv, err, errlen);
+    if (!rc) {
+        /* The rename itself on disk: the new checkpoint survives a crash. */
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (fd < 0 || fsync(fd) != 0) rc = fail(err, errlen, "--checkpoint %s: cannot sync the directory: %s", dir, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    for (int i = 0; i < k; i++) free(data[i]);
+    free(data);
+    free(e);
+    free(sl);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+static const char *need_meta(const rt_st_file *f, const char *path, const char *key, char *err, size_t errlen) {
+    const char *v = rt_st_meta(f, key);
+    if (!v) fail(err, errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", path, key);
+    return v;
+}
+
+static int meta_i64(const rt_st_file *f, const char *path, const char *key, int64_t *out, char *err,
+                    size_t errlen) {
+    const char *v = need_meta(f, path, key, err, errlen);
+    if (!v) return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno) return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint64_t *out, char *err,
+                    size_t errlen) {
+    const char *v = need_meta(f, path, key, err, errlen);
+    if (!v) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || *v == '-')
+        return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int meta_f64(const rt_st_file *f, const char *path, const char *key, double *out, char *err,
+                    size_t errlen) {
+    const char *v = need_meta(f, path, key, err, errlen);
+    if (!v) return -1;
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end) return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    *out = x;
+    return 0;
+}
+
+static int meta_str(const rt_st_file *f, const char *path, const char *key, char *out, size_t len, char *err,
+                    size_t errlen) {
+    const char *v = need_meta(f, path, key, err, errlen);
+    if (!v) return -1;
+    snprintf(out, len, "%s", v);
+    return 0;
+}
+
+static uint64_t file_checksum(const rt_st_file *f) {
+    uint64_t h = FNV_OFFSET;
+    for (int i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_keys[i], "checksum")) h = fnv_str(fnv_str(h, f->meta_keys[i]), f->meta_values[i]);
+    for (int i = 0; i < f->n; i++) h = fnv_entry(h, f->tensors[i].name, f->tensors[i].ndim, f->tensors[i].shape);
+    for (int i = 0; i < f->n; i++)
+        h = fnv(h, f->bytes + f->data_start + f->tensors[i].begin, (size_t)(f->tensors[i].end - f->tensors[i].begin));
+    return h;
+}
+
+/* Format, checksum, plan and replica count; then the position. */
+static int check_header(const rt_st_file *f, const char *path, const dpc_plan *plan, int n, rt_ckpt_state *s,
+                        char *err, size_t errlen) {
+    const char *version = need_meta(f, path, "dpc_checkpoint", err, errlen);
+    if (!version) return -1;
+    if (strcmp(version, RT_CKPT_VERSION))
+        return fail(err, errlen, "%s: checkpoint format version %s; this dprun reads version %s", path, version,
+                    RT_CKPT_VERSION);
+    const char *sum = need_meta(f, path, "checksum", err, errlen);
+    if (!sum) return -1;
+    char want[32];
+    snprintf(want, sizeof want, "%016" PRIx64, file_checksum(f));
+    if (strcmp(sum, want))
+        return fail(err, errlen, "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)", path, sum,
+                    want);
+    char model[IR_NAME_MAX], plan_sum[32], mine[32];
+    if (meta_str(f, path, "model", model, sizeof model, err, errlen) ||
+        meta_str(f, path, "plan_checksum", plan_sum, sizeof plan_sum, err, errlen))
+        return -1;
+    snprintf(mine, sizeof mine, "%016" PRIx64, plan->checksum);
+    if (strcmp(model, plan->model) || strcmp(plan_sum, mine))
+        return fail(err, errlen, "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
+                    "plan is model %s, plan checksum %s", path, model, plan_sum, plan->model, mine);
+    int64_t replicas, v;
+    if (meta_i64(f, path, "replicas", &replicas, err, errlen)) return -1;
+    if (replicas != n)
+        return fail(err, errlen, "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
+                    "%d", path, (long long)replicas, replicas == 1 ? "" : "s", n);
+    memset(s, 0, sizeof *s);
+    int rc = meta_i64(f, path, "step", &s->step, err, errlen);
+    if (!rc) rc = meta_i64(f, path, "steps_per_epoch", &s->steps_per_epoch, err, errlen);
+    if (!rc) rc = meta_i64(f, path, "global_batch", &v, err, errlen), s->global_batch = (int)v;
+    if (!rc) rc = meta_u64(f, path, "seed", &s->seed, err, errlen);
+    if (!rc) rc = meta_str(f, path, "data", s->data, sizeof s->data, err, errlen);
+    if (!rc) rc = meta_i64(f, path, "shuffle", &v, err, errlen), s->shuffle = (int)v;
+    if (!rc) rc = meta_i64(f, path, "augment", &v, err, errlen), s->augment = (int)v;
+    if (!rc) rc = meta_f64(f, path, "epoch_loss_sum", &s->epoch_loss_sum, err, errlen);
+    if (!rc) rc = meta_i64(f, path, "epoch_skipped", &s->epoch_skipped, err, errlen);
+    if (!rc) rc = meta_f64(f, path, "prev_lr", &s->prev_lr, err, errlen);
+    if (!rc) rc = meta_f64(f, path, "epoch_seconds", &s->epoch_seconds, err, errlen);
+    if (!rc) rc = meta_f64(f, path, "total_seconds", &s->total_seconds, err, errlen);
+    if (!rc) rc = meta_i64(f, path, "metrics_bytes", &s->metrics_bytes, err, errlen);
+    if (!rc) rc = meta_str(f, path, "metrics_pending", s->metrics_pending, sizeof s->metrics_pending, err, errlen);
+    if (!rc && (s->step < 0 || s->steps_per_epoch <= 0))
+        rc = fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path, (long long)s->step,
+                  (long long)s->steps_per_epoch);
+    return rc;
+}
+
+int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n, rt_ckpt_state *s,
+                 char *err, size_t errlen) {
+    char path[4096];
+    ckpt_path(dir, path, sizeof path);
+    char why[1024];
+    rt_st_file *f = rt_st_read(path, why, sizeof why);
+    if (!f) return fail(err, errlen, "checkpoint refused: %s", why);
+    int rc = check_header(f, path, plan, n, s, err, errlen);
+    int count = rt_store_count(stores[0]);
+    slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
+    RT_CHECK_ALLOC(sl);
+    int k = list_slots(plan, stores, n, sl);
+    if (!rc && f->n != k)
+        rc = fail(err, errlen, "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d", path,
+                  f->n, n, n == 1 ? "" : "s", k);
+    /* Every tensor present with our shape before anything is written. */
+    for (int i = 0; i < k && !rc; i++) {
+        int j = rt_st_find(f, sl[i].name);
+        const ir_type *t = rt_store_type(stores[sl[i].replica], sl[i].index);
+        int same = j >= 0 && f->tensors[j].ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++) same = f->tensors[j].shape[d] == t->dim[d];
+        if (j < 0) rc = fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
+        else if (!same) rc = fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path, sl[i].name);
+    }
+    for (int i = 0; i < k && !rc; i++) {
+        int j = rt_st_find(f, sl[i].name);
+        float *buf = malloc(sizeof(float) * (size_t)f->tensors[j].numel + 1);
+        RT_CHECK_ALLOC(buf);
+        rt_st_copy(f, j, buf);
+        /* Replica 0's parameters and optimizer state are every replica's. */
+        int shared = sl[i].replica == 0 && !per_replica(plan, sl[i].name);
+        for (int r = 0; r < n; r++)
+            if (r == sl[i].replica || shared) rt_store_write(stores[r], sl[i].index, buf);
+        free(buf);
+    }
+    if (rc) {
+        /* Say once that the file was refused, keep the detail. */
+        snprintf(why, sizeof why, "%s", err);
+        fail(err, errlen, "checkpoint refused: %s", why);
+    }
+    free(sl);
+    rt_st_free(f);
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* runtime/checkpoint.h — training checkpoints: what a run needs to continue
+ * bit-identically to one that was never interrupted.
+ *
+ * A checkpoint is one safetensors file, DIR/checkpoint.safetensors, holding
+ *   - every persistent tensor of replica 0 (parameters, BatchNorm running
+ *     statistics, optimizer state) under its own name; parameters and
+ *     optimizer state are identical on every replica after a step;
+ *   - the BatchNorm statistics of replicas 1..n-1 as "replica.K/NAME"
+ *     (per-device BatchNorm: they differ per replica);
+ *   - in "__metadata__": the plan it belongs to (model name and the plan
+ *     file's checksum), the run's position and counters (rt_ckpt_state),
+ *     and "checksum": FNV-1a 64 over the metadata, the tensor table and
+ *     all tensor bytes.
+ * No random-generator state is stored: the epoch's order and every
+ * augmentation draw are pure functions of (seed, epoch, record)
+ * (runtime/data.h), so the seed and the step count place the data stream
+ * exactly; the init generator is spent once the parameters exist.
+ *
+ * Writing is atomic: safetensors' PATH.tmp, fsync, rename, then an fsync of
+ * DIR, so DIR always holds the previous complete checkpoint or the new one.
+ *
+ * Usage:
+ *     rt_ckpt_state s = {...};                    // position and counters
+ *     rt_store *stores[n] = {replica 0's store, ...};
+ *     if (rt_ckpt_write(dir, plan, stores, n, &s, err, sizeof err)) ...;
+ *     if (rt_ckpt_exists(dir)) ...;               // before a fresh run: refuse
+ *     if (rt_ckpt_read(dir, plan, stores, n, &s, err, sizeof err)) ...;
+ *
+ * rt_ckpt_read checks everything (format, checksum, plan, replica count,
+ * every tensor and shape) before it writes a byte into the stores, and
+ * names what is wrong: a corrupt, truncated or foreign checkpoint is
+ * refused, never half-loaded.
+ */
+#ifndef DPC_RT_CHECKPOINT_H
+#define DPC_RT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/plan.h"
+
+#define RT_CKPT_FILE "checkpoint.safetensors"
+#define RT_CKPT_VERSION "1"
+
+typedef struct rt_store rt_store;
+
+/* Where the run stands. The caller fills and checks the run-shape fields
+ * (seed, data, batch) against its own options on resume. */
+typedef struct {
+    int64_t step;            /* optimizer steps done: the next step's index */
+    int64_t steps_per_epoch;
+    int global_batch;
+    uint64_t seed;
+    char data[256];          /* dataset name ("synthetic" or the folder) */
+    int shuffle, augment;
+    double epoch_loss_sum;   /* the current epoch's summed per-sample losses so far */
+    int64_t epoch_skipped;   /* steps of the current epoch dropped by --on-nan skip */
+    double prev_lr;          /* the last step's lr (--momentum-correction) */
+    double epoch_seconds;    /* the current epoch's time so far */
+    double total_seconds;    /* the finished epochs' time */
+    int64_t metrics_bytes;   /* length of the metrics file at this point; -1: none */
+    char metrics_pending[512]; /* the last finished epoch's metrics line, not yet written */
+} rt_ckpt_state;
+
+/* 1 when DIR holds a checkpoint file (valid or not), else 0. */
+int rt_ckpt_exists(const char *dir);
+/* Writes DIR/checkpoint.safetensors (creating DIR if needed) from n
+ * replicas' stores. 0, or -1 + message; the previous checkpoint stays. */
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+                  const rt_ckpt_state *s, char *err, size_t errlen);
+/* Loads DIR's checkpoint into n replicas' stores and *s. 0, or -1 + message
+ * (stores untouched). */
+int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+                 rt_ckpt_state *s, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Checkpoints, resume, signals and divergence (dprun --checkpoint DIR,
+# --checkpoint-every N, --resume, --on-nan): a resumed run's per-step
+# losses (DPC_DEBUG=2 `step S loss X` lines, exact) and final weights equal
+# an uninterrupted run's, at --gpus 1 and --gpus 4 (per-replica BatchNorm),
+# stopped by --steps and by a real SIGTERM; corrupt, truncated and foreign
+# checkpoints are refused; a fresh run never overwrites a checkpoint; a
+# diverging run stops and keeps its last good checkpoint; --on-nan skip
+# undoes the bad steps. Synthetic data, small nets. Runs from the
+# repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
+set -u
+bin=${DPC_BIN:-bin}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset DPC_DATA
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+# expect_fail NAME EXPECTED_STDERR_SUBSTRING CMD...: exit 1 and the message
+# on the last line of stderr.
+expect_fail() {
+    local name=$1 want=$2; shift 2
+    local out rc
+    out=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($out)"; return; fi
+    local last; last=$(printf '%s\n' "$out" | tail -n 1)
+    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$last' lacks '$want'" ;; esac
+}
+# The per-step loss lines of stderr files, in order.
+losses() { cat "$@" | grep '^dprun: debug: step [0-9]* loss '; }
+dprun() { DPC_DEBUG=2 "$bin/dprun" "$@"; }
+
+"$bin/dpc" models/mlp.net -o "$tmp/mlp.plan" || bad "compile mlp"
+"$bin/dpc" models/cnn_small.net --batch 8 -o "$tmp/cnn.plan" || bad "compile cnn_small"
+"$bin/dpc" models/mlp.net --batch 32 -o "$tmp/mlp32.plan" || bad "compile mlp --batch 32"
+# lr 1e6 from epoch 1: epoch 0 trains, epoch 1 blows up a few steps in.
+sed -e 's/lr {[^}]*}/lr {0: 0.01, 1: 1000000}/' models/mlp.net >"$tmp/div.net"
+"$bin/dpc" "$tmp/div.net" -o "$tmp/div.plan" || bad "compile div"
+M="$tmp/mlp.plan --data synthetic --seed 3"
+
+# ---- --gpus 1: stop mid-epoch with --steps, resume, compare ----------------
+dprun $M --metrics "$tmp/full.jsonl" --save-params "$tmp/full.st" >"$tmp/full.out" 2>"$tmp/full.err"
+check "uninterrupted run: $(tail -n 2 "$tmp/full.err")" [ "$(losses "$tmp/full.err" | wc -l)" -eq 156 ]
+dprun $M --metrics "$tmp/a.jsonl" --steps 40 --checkpoint "$tmp/ck" >"$tmp/a.out" 2>"$tmp/a.err"
+check "--steps 40 writes a checkpoint" [ -f "$tmp/ck/checkpoint.safetensors" ]
+cp "$tmp/ck/checkpoint.safetensors" "$tmp/step40.safetensors"
+dprun $M --metrics "$tmp/a.jsonl" --checkpoint "$tmp/ck" --resume --save-params "$tmp/res.st" \
+    >"$tmp/b.out" 2>"$tmp/b.err"
+check "resume says what it restored: $(grep resumed "$tmp/b.err")" \
+    grep -q "resumed from $tmp/ck/checkpoint.safetensors: 40 steps restored (epoch 0, step 40 of 78)" "$tmp/b.err"
+check "gpus 1: resumed per-step losses equal the uninterrupted run's" \
+    cmp -s <(losses "$tmp/full.err") <(losses "$tmp/a.err" "$tmp/b.err")
+check "gpus 1: resumed final weights equal the uninterrupted run's" cmp -s "$tmp/full.st" "$tmp/res.st"
+check "the resumed run prints the remaining EPOCH lines, losses as uninterrupted" \
+    cmp -s <(grep '^EPOCH' "$tmp/full.out" | cut -d'|' -f1-3) <(grep '^EPOCH' "$tmp/b.out" | cut -d'|' -f1-3)
+# The metrics file continues where the checkpoint left it: one line per
+# epoch, as the uninterrupted run's (times aside).
+strip() { sed -E 's/"(seconds|img_per_s|input_wait_s)": [0-9.]*(, )?//g' "$1"; }
+check "metrics appended on resume, not truncated or duplicated" cmp -s <(strip "$tmp/full.jsonl") <(strip "$tmp/a.jsonl")
+head -c 10 "$tmp/a.jsonl" >"$tmp/short.jsonl"
+expect_fail "a metrics file shorter than at the checkpoint" "shorter than the" \
+    "$bin/dprun" $M --metrics "$tmp/short.jsonl" --checkpoint "$tmp/ck" --resume
+
+# --checkpoint-every, and resuming a resumed run across an epoch boundary.
+dprun $M --steps 30 --checkpoint "$tmp/ev" --checkpoint-every 7 >/dev/null 2>"$tmp/e1.err"
+dprun $M --steps 100 --checkpoint "$tmp/ev" --checkpoint-every 7 --resume >/dev/null 2>"$tmp/e2.err"
+dprun $M --checkpoint "$tmp/ev" --checkpoint-every 7 --resume --save-params "$tmp/ev.st" >/dev/null 2>"$tmp/e3.err"
+check "--checkpoint-every 7: three runs give the uninterrupted losses" \
+    cmp -s <(losses "$tmp/full.err") <(losses "$tmp/e1.err" "$tmp/e2.err" "$tmp/e3.err")
+check "--checkpoint-every 7: three runs give the uninterrupted weights" cmp -s "$tmp/full.st" "$tmp/ev.st"
+check "--checkpoint-every writes every 7 steps" grep -q "checkpoint at step 28 written" \
+    <(DPC_DEBUG=1 "$bin/dprun" $M --steps 30 --checkpoint "$tmp/ev28" --checkpoint-every 7 2>&1)
+
+# ---- --gpus 4, BatchNorm statistics per replica -------------------------------
+C="$tmp/cnn.plan --data synthetic --seed 5 --gpus 4"
+dprun $C --steps 24 --save-params "$tmp/c_full.st" >/dev/null 2>"$tmp/c_full.err"
+dprun $C --steps 11 --checkpoint "$tmp/cck" >/dev/null 2>"$tmp/c_a.err"
+dprun $C --steps 24 --checkpoint "$tmp/cck" --resume --save-params "$tmp/c_res.st" >/dev/null 2>"$tmp/c_b.err"
+check "gpus 4: uninterrupted run trains 24 steps: $(tail -n 1 "$tmp/c_full.err")" \
+    [ "$(losses "$tmp/c_full.err" | wc -l)" -eq 24 ]
+check "gpus 4: resumed per-step losses equal the uninterrupted run's" \
+    cmp -s <(losses "$tmp/c_full.err") <(losses "$tmp/c_a.err" "$tmp/c_b.err")
+check "gpus 4: resumed final weights and BatchNorm statistics equal the uninterrupted run's" \
+    cmp -s "$tmp/c_full.st" "$tmp/c_res.st"
+expect_fail "other replica count refused" "written by a run of 4 replicas (--gpus); this run has 2" \
+    "$bin/dprun" "$tmp/cnn.plan" --data synthetic --seed 5 --gpus 2 --checkpoint "$tmp/cck" --resume
+
+# ---- a real SIGTERM to a running dprun ------------------------------------------
+# The run is long (4 epochs); the test waits for its third step, then
+# sends SIGTERM: the step finishes, the checkpoint is written, exit 143.
+S="$M --epochs 4"
+dprun $S --save-params "$tmp/s_full.st" >/dev/null 2>"$tmp/s_full.err"
+DPC_DEBUG=2 "$bin/dprun" $S --checkpoint "$tmp/sck" >/dev/null 2>"$tmp/s_a.err" &
+pid=$!
+for _ in $(seq 600); do grep -q 'debug: step 2 loss' "$tmp/s_a.err" && break; sleep 0.05; done
+kill -TERM $pid
+wait $pid; rc=$?
+check "SIGTERM: exit 143 (got $rc)" [ $rc -eq 143 ]
+check "SIGTERM: says where it stopped and how to resume: $(tail -n 1 "$tmp/s_a.err")" grep -Eq \
+    "^dprun: interrupted \(SIGTERM\) at epoch [0-9]+ step [0-9]+ \([0-9]+ steps done\); checkpoint written to $tmp/sck; resume with: dprun $tmp/mlp.plan .*--checkpoint $tmp/sck --resume$" \
+    "$tmp/s_a.err"
+dprun $S --checkpoint "$tmp/sck" --resume --save-params "$tmp/s_res.st" >/dev/null 2>"$tmp/s_b.err"
+check "SIGTERM + resume: per-step losses equal the uninterrupted run's" \
+    cmp -s <(losses "$tmp/s_full.err") <(losses "$tmp/s_a.err" "$tmp/s_b.err")
+check "SIGTERM + resume: final weights equal the uninterrupted run's" cmp -s "$tmp/s_full.st" "$tmp/s_res.st"
+# SIGINT without --checkpoint: a clean stop that says nothing was saved.
+DPC_DEBUG=2 "$bin/dprun" $S >/dev/null 2>"$tmp/i.err" &
+pid=$!
+for _ in $(seq 600); do grep -q 'debug: step 2 loss' "$tmp/i.err" && break; sleep 0.05; done
+kill -INT $pid
+wait $pid; rc=$?
+check "SIGINT: exit 130 (got $rc)" [ $rc -eq 130 ]
+check "SIGINT without --checkpoint: $(tail -n 1 "$tmp/i.err")" \
+    grep -q "interrupted (SIGINT) at epoch .*; no checkpoint was written" "$tmp/i.err"
+# Two signals at once (both pending while the process is stopped): the
+# second ends the process at once, without the orderly stop.
+DPC_DEBUG=2 "$bin/dprun" $S --checkpoint "$tmp/twice" >/dev/null 2>"$tmp/t.err" &
+pid=$!
+for _ in $(seq 600); do grep -q 'debug: step 2 loss' "$tmp/t.err" && break; sleep 0.05; done
+kill -STOP $pid; kill -INT $pid; kill -TERM $pid; kill -CONT $pid
+wait $pid; rc=$?
+check "second signal: killed at once (exit $rc)" [ $rc -eq 130 -o $rc -eq 143 ]
+check "second signal: no orderly stop" bash -c "! grep -q interrupted '$tmp/t.err'"
+
+# ---- refusals ---------------------------------------------------------------------
+cp "$tmp/step40.safetensors" "$tmp/good.safetensors"
+mkdir -p "$tmp/bad"
+refuse() { # name, want, file
+    cp "$3" "$tmp/bad/checkpoint.safetensors"
+    expect_fail "$1" "$2" "$bin/dprun" $M --checkpoint "$tmp/bad" --resume
+}
+size=$(stat -c %s "$tmp/good.safetensors")
+flip() { # offset: a copy with that byte inverted
+    cp "$tmp/good.safetensors" "$tmp/flipped"
+    local b; b=$(od -An -tu1 -j "$1" -N1 "$tmp/flipped" | tr -d ' ')
+    printf "$(printf '\\%03o' $((255 - b)))" | dd of="$tmp/flipped" bs=1 seek="$1" conv=notrunc status=none
+}
+flip $((size - 1000))
+refuse "a flipped data byte" "corrupt checkpoint: checksum mismatch" "$tmp/flipped"
+# A metadata value (the step count) changed in the header.
+sed 's/"step":"40"/"step":"41"/' "$tmp/good.safetensors" >"$tmp/edited"
+check "the header edit applies" bash -c "! cmp -s '$tmp/good.safetensors' '$tmp/edited'"
+refuse "an edited step count" "corrupt checkpoint: checksum mismatch" "$tmp/edited"
+flip 30
+refuse "a flipped header byte" "checkpoint refused: $tmp/bad/checkpoint.safetensors" "$tmp/flipped"
+head -c $((size / 2)) "$tmp/good.safetensors" >"$tmp/trunc"
+refuse "a truncated checkpoint" "checkpoint refused: $tmp/bad/checkpoint.safetensors" "$tmp/trunc"
+: >"$tmp/empty"
+refuse "an empty checkpoint" "checkpoint refused: $tmp/bad/checkpoint.safetensors: not a safetensors file" "$tmp/empty"
+refuse "a checkpoint of another model" "belongs to another plan (model cnn_small" "$tmp/cck/checkpoint.safetensors"
+cp "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
+expect_fail "a checkpoint of another plan of the same model" "belongs to another plan (model mlp" \
+    "$bin/dprun" "$tmp/mlp32.plan" --data synthetic --seed 3 --checkpoint "$tmp/bad" --resume
+expect_fail "another seed" "was written with --seed 3; this run has --seed 4" \
+    "$bin/dprun" "$tmp/mlp.plan" --data synthetic --seed 4 --checkpoint "$tmp/bad" --resume
+# A parameter file is not a checkpoint.
+"$bin/dprun" $M --steps 1 --save-params "$tmp/p.st" >/dev/null 2>&1
+refuse "a parameter file" "not a dpc checkpoint: no 'dpc_checkpoint' in its metadata" "$tmp/p.st"
+# Never silently start over an existing checkpoint.
+cp "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
+expect_fail "fresh run over a checkpoint" "already holds a checkpoint; add --resume to continue it" \
+    "$bin/dprun" $M --checkpoint "$tmp/bad"
+check "the existing checkpoint is untouched" cmp -s "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
+expect_fail "--resume without a checkpoint" "--resume: no checkpoint in $tmp/none" \
+    "$bin/dprun" $M --checkpoint "$tmp/none" --resume
+expect_fail "--resume without --checkpoint" "--resume needs --checkpoint DIR" "$bin/dprun" $M --resume
+expect_fail "--on-nan value" "--on-nan: 'maybe' is not one of stop, skip" "$bin/dprun" $M --on-nan maybe
+expect_fail "--checkpoint-every 0" "--checkpoint-every: '0' is not an integer" \
+    "$bin/dprun" $M --checkpoint "$tmp/x" --checkpoint-every 0
+# A crash between the temporary file and the rename leaves checkpoint.safetensors.tmp:
+# the checkpoint itself still loads.
+cp "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
+head -c 100 "$tmp/good.safetensors" >"$tmp/bad/checkpoint.safetensors.tmp"
+"$bin/dprun" $M --checkpoint "$tmp/bad" --resume --steps 40 >/dev/null 2>"$tmp/tmpfile.err"
+check "a stale .tmp beside a good checkpoint: $(tail -n 1 "$tmp/tmpfile.err")" grep -q "40 steps restored" "$tmp/tmpfile.err"
+
+# ---- divergence ---------------------------------------------------------------------
+D="$tmp/div.plan --data synthetic --seed 3"
+"$bin/dprun" $D --checkpoint "$tmp/dck" >/dev/null 2>"$tmp/d.err"; rc=$?
+check "divergence: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "divergence: step, epoch and lr in the message: $(tail -n 1 "$tmp/d.err")" grep -Eq \
+    "^dprun: error: (the loss is (nan|infinite)|a gradient is not finite .*) at step [0-9]+ \(epoch 1, step [0-9]+ of the epoch, lr 1e\+06\); stopping; the last good checkpoint stays in $tmp/dck" \
+    "$tmp/d.err"
+"$bin/dprun" $D --checkpoint "$tmp/dck" --resume --epochs 1 >"$tmp/d2.out" 2>"$tmp/d2.err"; rc=$?
+check "divergence: the last good checkpoint (epoch 0's end) loads: $(tail -n 1 "$tmp/d2.err")" \
+    [ $rc -eq 0 ] && grep -q "78 steps restored" "$tmp/d2.err" && grep -q '^Training time' "$tmp/d2.out"
+# --on-nan skip: the bad steps are undone, so after the first one every
+# later step sees the same state and is skipped too: the final weights are
+# those before the first bad step.
+"$bin/dprun" $D --on-nan skip --save-params "$tmp/skip.st" >"$tmp/skip.out" 2>"$tmp/skip.err"; rc=$?
+check "--on-nan skip: exit 0 (got $rc)" [ $rc -eq 0 ]
+first=$(grep -m1 -o 'at step [0-9]*' "$tmp/skip.err" | grep -o '[0-9]*$')
+check "--on-nan skip: warns per skipped step: $(grep -m1 warning "$tmp/skip.err")" \
+    [ -n "$first" ] && [ "$(grep -c 'skipped the step (--on-nan skip)' "$tmp/skip.err")" -eq $((156 - first)) ]
+"$bin/dprun" $D --steps "${first:-0}" --save-params "$tmp/before.st" >/dev/null 2>&1
+check "--on-nan skip: skipped steps leave the weights as before the first bad one" \
+    cmp -s "$tmp/skip.st" "$tmp/before.st"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,266 @@
+/* Tests for runtime/checkpoint: a round trip restores every replica's
+ * tensors (shared ones from replica 0, BatchNorm statistics per replica)
+ * and the counters exactly; every flipped header byte, sampled data bytes
+ * and every truncation are refused and leave the stores untouched; another
+ * plan, model or replica count is refused. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "frontend/frontend.h"
+#include "passes/passes.h"
+#include "runtime/checkpoint.h"
+#include "runtime/runtime.h"
+#include "tests/harness.h"
+
+static char err[2048];
+static rt_backend *be;
+static char dir[256];
+
+static const char *BN =
+    "input image[3, 8, 8]\n"
+    "input label class(10)\n"
+    "network bn_tiny {\n"
+    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
+    "    logits = dense(global_avgpool(x), 10)\n"
+    "    loss = softmax_cross_entropy(logits, label)\n"
+    "}\n"
+    "train {\n"
+    "    batch 4 per device\n"
+    "    epochs 1\n"
+    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
+    "    lr {0: 0.1}\n"
+    "    eval batch 5\n"
+    "}\n";
+
+static dpc_plan *make_plan(void) {
+    fe_program *fp = fe_parse_string("t.net", BN, strlen(BN));
+    if (!fp) return NULL;
+    dpc_plan *p = calloc(1, sizeof *p);
+    p->schedule = *fe_train(fp);
+    snprintf(p->model, sizeof p->model, "%s", fe_network_name(fp));
+    p->train = fe_build_graph(fp, 4, 1);
+    p->eval = fe_build_graph(fp, p->schedule.eval_batch, 0);
+    pass_options o = pass_default_options();
+    if (pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) || pass_run_eval(&p->eval, &o, err, sizeof err)) {
+        fprintf(stderr, "plan: %s\n", err);
+        return NULL;
+    }
+    fe_free(fp);
+    p->checksum = 0x0123456789abcdefull;
+    return p;
+}
+
+/* n stores, each tensor filled with values that name store, tensor and element. */
+static void make_stores(const dpc_plan *p, int n, rt_store **st, float salt) {
+    for (int r = 0; r < n; r++) {
+        st[r] = rt_store_new(be, p->train);
+        for (int i = 0; i < rt_store_count(st[r]); i++) {
+            int64_t k = ir_numel(rt_store_type(st[r], i));
+            float *v = malloc(sizeof *v * (size_t)k);
+            for (int64_t j = 0; j < k; j++) v[j] = salt + 1000.0f * (float)r + 10.0f * (float)i + 0.001f * (float)j;
+            rt_store_write(st[r], i, v);
+            free(v);
+        }
+    }
+}
+
+static void free_stores(rt_store **st, int n) {
+    for (int r = 0; r < n; r++) rt_store_free(st[r]);
+}
+
+/* Tensor i of store a equals tensor i of store b. */
+static int same_tensor(rt_store *a, rt_store *b, int i) {
+    int64_t k = ir_numel(rt_store_type(a, i));
+    float *x = malloc(sizeof *x * (size_t)k), *y = malloc(sizeof *y * (size_t)k);
+    rt_store_read(a, i, x);
+    rt_store_read(b, i, y);
+    int same = !memcmp(x, y, sizeof *x * (size_t)k);
+    free(x);
+    free(y);
+    return same;
+}
+
+static int is_bn_stat(const char *name) { return strstr(name, "running") != NULL; }
+
+static rt_ckpt_state sample_state(void) {
+    rt_ckpt_state s;
+    memset(&s, 0, sizeof s);
+    s.step = 41, s.steps_per_epoch = 13, s.global_batch = 12, s.seed = 18446744073709551615ull;
+    snprintf(s.data, sizeof s.data, "synthetic");
+    s.shuffle = 1, s.augment = 0;
+    s.epoch_loss_sum = 0.1 + 0.2; /* not a short decimal: must survive exactly */
+    s.epoch_skipped = 2, s.prev_lr = 1.0 / 3.0;
+    s.epoch_seconds = 1.5, s.total_seconds = 1e-300;
+    s.metrics_bytes = 1234;
+    snprintf(s.metrics_pending, sizeof s.metrics_pending, "{\"epoch\": 2, \"lr\": 0.1");
+    return s;
+}
+
+static char *ckpt_file(void) {
+    static char path[300];
+    snprintf(path, sizeof path, "%s/%s", dir, RT_CKPT_FILE);
+    return path;
+}
+
+TEST(round_trip_restores_replicas_and_counters) {
+    dpc_plan *p = make_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    rt_store *src[3], *dst[3];
+    make_stores(p, 3, src, 0.5f);
+    make_stores(p, 3, dst, -7.0f);
+    rt_ckpt_state s = sample_state(), got;
+    CHECK(!rt_ckpt_exists(dir));
+    CHECK_MSG(rt_ckpt_write(dir, p, src, 3, &s, err, sizeof err) == 0, "%s", err);
+    CHECK(rt_ckpt_exists(dir));
+    CHECK_MSG(rt_ckpt_read(dir, p, dst, 3, &got, err, sizeof err) == 0, "%s", err);
+    CHECK(got.step == 41 && got.steps_per_epoch == 13 && got.global_batch == 12);
+    CHECK(got.seed == 18446744073709551615ull && !strcmp(got.data, "synthetic"));
+    CHECK(got.shuffle == 1 && got.augment == 0 && got.epoch_skipped == 2 && got.metrics_bytes == 1234);
+    CHECK(got.epoch_loss_sum == 0.1 + 0.2 && got.prev_lr == 1.0 / 3.0);
+    CHECK(got.epoch_seconds == 1.5 && got.total_seconds == 1e-300);
+    CHECK_STR(got.metrics_pending, s.metrics_pending);
+    int stats = 0;
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < rt_store_count(dst[r]); i++) {
+            const char *name = rt_store_name(dst[r], i);
+            /* BatchNorm statistics per replica; the rest is replica 0's. */
+            int own = r == 0 || is_bn_stat(name);
+            stats += r > 0 && own;
+            CHECK_MSG(same_tensor(dst[r], src[own ? r : 0], i), "replica %d tensor %s", r, name);
+        }
+    CHECK(stats == 2 * 2 * 1); /* replicas 1, 2 x running mean, var x one BatchNorm */
+    free_stores(src, 3);
+    free_stores(dst, 3);
+    unlink(ckpt_file());
+    ir_free(p->train), ir_free(p->eval), free(p);
+}
+
+/* Refused, and the stores keep their values. */
+static int refused_untouched(const dpc_plan *p, int n) {
+    rt_store *dst[3], *ref[3];
+    make_stores(p, n, dst, -7.0f);
+    make_stores(p, n, ref, -7.0f);
+    rt_ckpt_state got;
+    err[0] = 0;
+    int rc = rt_ckpt_read(dir, p, dst, n, &got, err, sizeof err);
+    int untouched = 1;
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < rt_store_count(dst[r]); i++) untouched &= same_tensor(dst[r], ref[r], i);
+    free_stores(dst, n);
+    free_stores(ref, n);
+    return rc != 0 && untouched && !strncmp(err, "checkpoint refused: ", 20);
+}
+
+static unsigned char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*len);
+    if (fread(b, 1, *len, f) != *len) *len = 0;
+    fclose(f);
+    return b;
+}
+
+static void write_all(const char *path, const unsigned char *b, size_t len) {
+    FILE *f = fopen(path, "wb");
+    fwrite(b, 1, len, f);
+    fclose(f);
+}
+
+TEST(corrupt_and_truncated_checkpoints_are_refused) {
+    dpc_plan *p = make_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    rt_store *src[2];
+    make_stores(p, 2, src, 0.5f);
+    rt_ckpt_state s = sample_state();
+    CHECK_MSG(rt_ckpt_write(dir, p, src, 2, &s, err, sizeof err) == 0, "%s", err);
+    size_t len = 0;
+    unsigned char *good = read_all(ckpt_file(), &len);
+    CHECK(good && len > 100);
+    if (!good) return;
+    size_t header = 8 + (size_t)good[0] + ((size_t)good[1] << 8);
+    int missed = 0, tried = 0;
+    /* Every header byte, every 7th data byte, inverted. */
+    for (size_t at = 0; at < len; at += at < header ? 1 : 7) {
+        good[at] = (unsigned char)~good[at];
+        write_all(ckpt_file(), good, len);
+        good[at] = (unsigned char)~good[at];
+        tried++;
+        if (!refused_untouched(p, 2)) {
+            if (missed++ < 3) fprintf(stderr, "flipped byte %zu was accepted\n", at);
+        }
+    }
+    CHECK_MSG(missed == 0, "%d of %d flipped bytes accepted", missed, tried);
+    missed = 0;
+    for (size_t cut = 0; cut < len; cut += cut < header + 64 ? 1 : 61) {
+        write_all(ckpt_file(), good, cut);
+        missed += !refused_untouched(p, 2);
+    }
+    CHECK_MSG(missed == 0, "%d truncations accepted", missed);
+    /* The intact file still loads. */
+    write_all(ckpt_file(), good, len);
+    rt_store *dst[2];
+    make_stores(p, 2, dst, 1.0f);
+    rt_ckpt_state got;
+    CHECK_MSG(rt_ckpt_read(dir, p, dst, 2, &got, err, sizeof err) == 0, "%s", err);
+    free_stores(dst, 2);
+    free(good);
+    free_stores(src, 2);
+    unlink(ckpt_file());
+    ir_free(p->train), ir_free(p->eval), free(p);
+}
+
+TEST(another_plan_model_or_replica_count_is_refused) {
+    dpc_plan *p = make_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    rt_store *src[2];
+    make_stores(p, 2, src, 0.5f);
+    rt_ckpt_state s = sample_state();
+    CHECK_MSG(rt_ckpt_write(dir, p, src, 2, &s, err, sizeof err) == 0, "%s", err);
+    p->checksum ^= 1;
+    CHECK(refused_untouched(p, 2));
+    CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny, plan checksum 0123456789abcdef); this plan is "
+                          "model bn_tiny, plan checksum 0123456789abcdee") != NULL, "%s", err);
+    p->checksum ^= 1;
+    snprintf(p->model, sizeof p->model, "other");
+    CHECK(refused_untouched(p, 2));
+    CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny") != NULL, "%s", err);
+    snprintf(p->model, sizeof p->model, "bn_tiny");
+    CHECK(refused_untouched(p, 3));
+    CHECK_MSG(strstr(err, "written by a run of 2 replicas (--gpus); this run has 3") != NULL, "%s", err);
+    free_stores(src, 2);
+    unlink(ckpt_file());
+    ir_free(p->train), ir_free(p->eval), free(p);
+}
+
+TEST(an_unwritable_directory_is_an_error) {
+    dpc_plan *p = make_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    rt_store *src[1];
+    make_stores(p, 1, src, 0.5f);
+    rt_ckpt_state s = sample_state();
+    CHECK(rt_ckpt_write("/nonexistent/dir/ck", p, src, 1, &s, err, sizeof err) != 0);
+    CHECK_MSG(strstr(err, "--checkpoint /nonexistent/dir/ck: cannot create the directory") != NULL, "%s", err);
+    free_stores(src, 1);
+    ir_free(p->train), ir_free(p->eval), free(p);
+}
+
+int main(void) {
+    be = rt_backend_cpu();
+    snprintf(dir, sizeof dir, "/tmp/dpc_test_ckpt_%d", (int)getpid());
+    RUN(round_trip_restores_replicas_and_counters);
+    RUN(corrupt_and_truncated_checkpoints_are_refused);
+    RUN(another_plan_model_or_replica_count_is_refused);
+    RUN(an_unwritable_directory_is_an_error);
+    rmdir(dir);
+    rt_backend_free(be);
+    return harness_done();
+}
