@@ -49,7 +49,7 @@
 /* Bounds on dimensions and integer attributes: far below where the shape
  * rules' arithmetic (size + 2*pad, products of dims) could overflow. */
 #define MAX_VALUE ((int64_t)1 << 40)
-#define MAX_NUMEL ((int64_t)1 << 40) /* elements in one tensor */
+#define MAX_NUMEL IR_MAX_NUMEL /* elements in one tensor */
 #define MAX_TOTAL ((int64_t)1 << 50) /* elements in all of a program's tensors */
 /* Smallest encoded node: ten u32/i32 fields and an empty name. */
 #define NODE_MIN_BYTES 40
