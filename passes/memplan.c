@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/bytes.h"
 #include "passes/passes.h"
 
 #define MEMP_MAGIC "DPCM"
@@ -329,62 +330,25 @@ int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size
 
 /* ---- bytes ----------------------------------------------------------------------------- */
 
-typedef struct {
-    unsigned char *b;
-    size_t len, cap;
-} wbuf;
-
-static void put(wbuf *w, const void *data, size_t n) {
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 1024;
-        while (cap < w->len + n) cap *= 2;
-        w->b = realloc(w->b, cap);
-        if (!w->b) abort();
-        w->cap = cap;
-    }
-    memcpy(w->b + w->len, data, n);
-    w->len += n;
-}
-
-static void put_u64(wbuf *w, uint64_t v) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 8);
-}
-
-static void put_u32(wbuf *w, uint32_t v) {
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 4);
-}
-
 int pass_memplan_serialize(const pass_memplan *m, unsigned char **out, size_t *len) {
-    wbuf w = {0};
-    put(&w, MEMP_MAGIC, 4);
-    put_u32(&w, MEMP_VERSION);
-    put_u64(&w, 0); /* total length, patched below */
-    put_u64(&w, m->graph_hash);
-    put_u64(&w, (uint64_t)m->arena_bytes);
-    put_u64(&w, (uint64_t)m->naive_bytes);
-    put_u64(&w, (uint64_t)m->lower_bytes);
-    put_u32(&w, (uint32_t)m->n);
-    for (int i = 0; i < m->n; i++) put_u64(&w, (uint64_t)m->offset[i]);
-    for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
-    *out = w.b;
+    ir_wbuf w = {0};
+    ir_put(&w, MEMP_MAGIC, 4);
+    ir_put_u32(&w, MEMP_VERSION);
+    ir_put_u64(&w, 0); /* total length, patched below */
+    ir_put_u64(&w, m->graph_hash);
+    ir_put_i64(&w, m->arena_bytes);
+    ir_put_i64(&w, m->naive_bytes);
+    ir_put_i64(&w, m->lower_bytes);
+    ir_put_u32(&w, (uint32_t)m->n);
+    for (int i = 0; i < m->n; i++) ir_put_i64(&w, m->offset[i]);
+    ir_patch_u64(&w, 8, w.len);
+    if (w.oom) {
+        free(w.p);
+        return -1;
+    }
+    *out = w.p;
     *len = w.len;
     return 0;
-}
-
-static uint64_t rd64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint32_t rd32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
 }
 
 #define HEAD_BYTES 52 /* magic, version, length, hash, 3 sizes, count */
@@ -395,30 +359,32 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
     size_t pos = 0;
     *out = NULL;
     while (pos < len) {
-        const unsigned char *r = buf + pos;
-        size_t left = len - pos;
-        if (left < HEAD_BYTES || memcmp(r, MEMP_MAGIC, 4)) {
+        ir_rbuf r = {buf + pos, len - pos, 0, 0};
+        const unsigned char *magic = ir_take(&r, 4);
+        uint32_t version = ir_get_u32(&r);
+        uint64_t total = ir_get_u64(&r), hash = ir_get_u64(&r);
+        int64_t arena = ir_get_i64(&r), naive = ir_get_i64(&r), lower = ir_get_i64(&r);
+        uint64_t n = ir_get_u32(&r);
+        if (r.bad || memcmp(magic, MEMP_MAGIC, 4)) {
             snprintf(err, errlen, "memory plan: bad record at byte %zu", pos);
             return -1;
         }
-        if (rd32(r + 4) != MEMP_VERSION) {
-            snprintf(err, errlen, "memory plan: version %u, this build reads %u", rd32(r + 4),
-                     MEMP_VERSION);
+        if (version != MEMP_VERSION) {
+            snprintf(err, errlen, "memory plan: version %u, this build reads %u", version, MEMP_VERSION);
             return -1;
         }
-        uint64_t total = rd64(r + 8), n = rd32(r + 48);
-        if (total > left || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
+        if (total > r.len || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
             total != HEAD_BYTES + 8 * n) {
             snprintf(err, errlen, "memory plan: truncated or malformed record");
             return -1;
         }
-        if (rd64(r + 16) == h && !*out && n == (uint64_t)g->n) {
+        if (hash == h && !*out && n == (uint64_t)g->n) {
             pass_memplan *m = pass_memplan_lifetimes(g);
-            m->arena_bytes = (int64_t)rd64(r + 24);
-            m->naive_bytes = (int64_t)rd64(r + 32);
-            m->lower_bytes = (int64_t)rd64(r + 40);
+            m->arena_bytes = arena;
+            m->naive_bytes = naive;
+            m->lower_bytes = lower;
             for (int i = 0; i < g->n; i++) {
-                int64_t off = (int64_t)rd64(r + HEAD_BYTES + 8 * (size_t)i);
+                int64_t off = ir_get_i64(&r);
                 m->offset[i] = off < 0 ? -1 : off;
             }
             char why[256];
