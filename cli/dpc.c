@@ -16,6 +16,7 @@ typedef struct {
     const char *model, *out, *dot, *dump_after, *target, *emit_dir;
     int dump_ir, summary, batch, no_fuse, no_memplan, stats;
     double bucket_mb; /* partition's bucket size, 0: the default */
+    const char *max_memory; /* --max-memory, else $DPC_MAX_MEMORY */
 } dpc_args;
 
 static void usage(FILE *f) {
@@ -31,6 +32,8 @@ static void usage(FILE *f) {
           "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
           "  --stats            kernels per step and activation memory, fused and planned vs not\n"
           "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
+          "  --max-memory SIZE  refuse a plan needing more per device (e.g. 16G; default 256G,\n"
+          "                     or $DPC_MAX_MEMORY)\n"
           "  -h, --help         this text\n",
           f);
 }
@@ -46,12 +49,14 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
-            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb")) {
+            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
+            !strcmp(s, "--max-memory")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o")) a->out = v;
             else if (!strcmp(s, "--dot")) a->dot = v;
             else if (!strcmp(s, "--emit-kernels")) a->emit_dir = v;
+            else if (!strcmp(s, "--max-memory")) a->max_memory = v;
             else if (!strcmp(s, "--target")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
                     return die("--target takes cpu, cuda or all, got", v);
@@ -103,6 +108,9 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
                        a->dump_after);
     }
     if (!a->target) a->target = "all";
+    if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
+    if (a->max_memory && pass_parse_size(a->max_memory) < 0)
+        return die("--max-memory (or DPC_MAX_MEMORY) needs a size such as 16G or 512M, got", a->max_memory);
     return 0;
 }
 
@@ -202,6 +210,29 @@ static int add_memplans(dpc_plan *plan, char *err, size_t errlen) {
     }
     free(section);
     return rc;
+}
+
+/* Refuses a plan whose memory per device (with memory planning as asked)
+ * exceeds the limit, before code is generated for it. */
+static int check_memory(const dpc_plan *plan, const dpc_args *a, int memplan, char *err, size_t errlen) {
+    pass_memplan *mt = memplan ? pass_memplan_run(plan->train, err, errlen) : NULL;
+    pass_memplan *me = mt ? pass_memplan_run(plan->eval, err, errlen) : NULL;
+    if (memplan && !me) {
+        pass_memplan_free(mt);
+        return -1;
+    }
+    pass_memory need;
+    pass_memory_need(plan->train, mt, plan->eval, me, &need);
+    pass_memplan_free(mt);
+    pass_memplan_free(me);
+    int64_t limit = a->max_memory ? pass_parse_size(a->max_memory) : PASS_MAX_MEMORY_DEFAULT;
+    if (pass_memory_total(&need) <= limit) return 0;
+    char what[400], total[32], lim[32];
+    pass_memory_describe(&need, what, sizeof what);
+    snprintf(err, errlen, "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
+             "DPC_MAX_MEMORY)", pass_bytes_str(pass_memory_total(&need), total, sizeof total), what,
+             pass_bytes_str(limit, lim, sizeof lim));
+    return -1;
 }
 
 static double mib(int64_t b) { return (double)b / (1 << 20); }
@@ -305,6 +336,10 @@ int main(int argc, char **argv) {
     eval_po.dump_after = NULL; /* one dump: the training program's */
     if (!rc && (pass_run_train(&plan.train, &plan.schedule, &po, err, sizeof err) ||
                 pass_run_eval(&plan.eval, &eval_po, err, sizeof err))) {
+        fprintf(stderr, "%s: error: %s\n", a.model, err);
+        rc = 1;
+    }
+    if (!rc && check_memory(&plan, &a, po.memplan, err, sizeof err)) {
         fprintf(stderr, "%s: error: %s\n", a.model, err);
         rc = 1;
     }

@@ -30,7 +30,7 @@ enum {
     FE_MAX_OP_ARGS = 6,
 };
 #define FE_MAX_SIZE ((int64_t)1 << 24)  /* any dimension, channel count, ... */
-#define FE_MAX_NUMEL ((int64_t)1 << 40) /* elements in one tensor */
+#define FE_MAX_NUMEL IR_MAX_NUMEL       /* elements in one tensor */
 
 typedef struct {
     int line, col;

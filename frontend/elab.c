@@ -135,15 +135,6 @@ static int next_count(elab *E, scope *S, const char *name) {
     return (*n)++;
 }
 
-static int64_t numel(const ir_type *t) { /* saturates instead of overflowing */
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->dim[i] > 0 && n > FE_MAX_NUMEL / t->dim[i]) return FE_MAX_NUMEL + 1;
-        n *= t->dim[i];
-    }
-    return n;
-}
-
 /* Every node the elaborator adds passes here: size limits, position. */
 static int added(elab *E, const scope *S, fe_loc loc, int id) {
     if (id < 0) return -1;
@@ -151,8 +142,9 @@ static int added(elab *E, const scope *S, fe_loc loc, int id) {
     n->line = loc.line;
     n->col = loc.col;
     char buf[96];
-    if (numel(&n->type) > FE_MAX_NUMEL) {
-        error_at(E, S, loc, "tensor %s is too large", ir_type_str(&n->type, buf, sizeof buf));
+    if (ir_numel(&n->type) > FE_MAX_NUMEL) {
+        error_at(E, S, loc, "tensor %s is too large (more than 2^40 elements)",
+                 ir_type_str(&n->type, buf, sizeof buf));
         return -1;
     }
     if (E->g->n > FE_MAX_NODES) {
@@ -183,8 +175,8 @@ static int param(elab *E, const scope *S, fe_loc loc, const char *inst, const ch
                  S->prefix, inst, leaf, IR_NAME_MAX - 1);
         return -1;
     }
-    if (numel(&type) > FE_MAX_NUMEL) {
-        error_at(E, S, loc, "parameter %s %s is too large", name,
+    if (ir_numel(&type) > FE_MAX_NUMEL) {
+        error_at(E, S, loc, "parameter %s %s is too large (more than 2^40 elements)", name,
                  ir_type_str(&type, buf, sizeof buf));
         return -1;
     }
@@ -465,9 +457,9 @@ static int add_inputs(elab *E) {
         t.dtype = in->classes ? IR_I32 : IR_F32;
         for (const fe_num *d = in->dims; d; d = d->next) t.dim[t.ndim++] = d->i;
         fe_loc loc = in->loc;
-        if (numel(&t) > FE_MAX_NUMEL) {
+        if (ir_numel(&t) > FE_MAX_NUMEL) {
             char buf[96];
-            fe_error(&E->diag, loc, "input %s %s is too large", in->name,
+            fe_error(&E->diag, loc, "input %s %s is too large (more than 2^40 elements)", in->name,
                      ir_type_str(&t, buf, sizeof buf));
             return -1;
         }

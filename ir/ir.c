@@ -96,7 +96,12 @@ ir_type ir_shape4(int64_t a, int64_t b, int64_t c, int64_t d) {
 
 int64_t ir_numel(const ir_type *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->dim[i];
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t d = t->dim[i];
+        if (d <= 0) return 0;
+        if (n > INT64_MAX / d) return INT64_MAX;
+        n *= d;
+    }
     return n;
 }
 
@@ -205,6 +210,12 @@ int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int
     for (int i = 0; iattr && i < ir_op_num_iattrs(op); i++) n.iattr[i] = iattr[i];
     for (int i = 0; fattr && i < ir_op_num_fattrs(op); i++) n.fattr[i] = fattr[i];
     if (ir_infer_type(g, &n, &n.type, err, errlen)) return -1;
+    if (ir_numel(&n.type) > IR_MAX_NUMEL) {
+        char buf[96];
+        snprintf(err, errlen, "tensor %s is too large (more than 2^40 elements)",
+                 ir_type_str(&n.type, buf, sizeof buf));
+        return -1;
+    }
     return push(g, &n);
 }
 

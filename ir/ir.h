@@ -239,6 +239,13 @@ ir_graph *ir_clone(const ir_graph *g);
 ir_type ir_shape1(int64_t a);
 ir_type ir_shape2(int64_t a, int64_t b);
 ir_type ir_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
+/* Elements in one tensor at most: every product of dimensions, and the
+ * shape rules' sums of a few, stay far from int64 overflow. ir_add_node
+ * refuses larger results; the frontend and the plan loader refuse larger
+ * sources. */
+#define IR_MAX_NUMEL ((int64_t)1 << 40)
+/* Elements of t; INT64_MAX when the product would overflow, 0 with a
+ * dimension that is not positive. */
 int64_t ir_numel(const ir_type *t);
 size_t ir_dtype_size(ir_dtype d);
 int ir_type_equal(const ir_type *a, const ir_type *b);

@@ -45,11 +45,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ir/bytes.h"
+
 #define HEADER_SIZE PLAN_HEADER_SIZE
 /* Bounds on dimensions and integer attributes: far below where the shape
  * rules' arithmetic (size + 2*pad, products of dims) could overflow. */
 #define MAX_VALUE ((int64_t)1 << 40)
-#define MAX_NUMEL ((int64_t)1 << 40) /* elements in one tensor */
+#define MAX_NUMEL IR_MAX_NUMEL /* elements in one tensor */
 #define MAX_TOTAL ((int64_t)1 << 50) /* elements in all of a program's tensors */
 /* Smallest encoded node: ten u32/i32 fields and an empty name. */
 #define NODE_MIN_BYTES 40
@@ -87,12 +89,6 @@ PRINTF(3, 4) static int fmt(char *why, size_t n, const char *f, ...) {
     va_end(ap);
     return -1;
 }
-
-static uint32_t le32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
 
 /* Two's complement without implementation-defined conversions. */
 static int32_t to_i32(uint32_t v) {
@@ -286,123 +282,68 @@ static int check_plan(const dpc_plan *p, char *why, size_t wn) {
 
 /* ---- encoding ----------------------------------------------------------- */
 
-typedef struct {
-    unsigned char *p;
-    size_t len, cap;
-    int oom;
-} wbuf;
-
-static void put(wbuf *b, const void *data, size_t n) {
-    if (b->oom) return;
-    if (n > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < n) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        unsigned char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
-static void put_u32(wbuf *b, uint32_t v) {
-    unsigned char c[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    put(b, c, 4);
-}
-static void put_u64(wbuf *b, uint64_t v) {
-    put_u32(b, (uint32_t)v);
-    put_u32(b, (uint32_t)(v >> 32));
-}
-static void put_i32(wbuf *b, int v) { put_u32(b, (uint32_t)v); }
-static void put_i64(wbuf *b, int64_t v) { put_u64(b, (uint64_t)v); }
-static void put_f64(wbuf *b, double v) {
-    uint64_t u;
-    memcpy(&u, &v, sizeof u);
-    put_u64(b, u);
-}
-static void put_str(wbuf *b, const char *s) {
-    size_t n = strlen(s);
-    put_u32(b, (uint32_t)n);
-    put(b, s, n);
-}
-
 /* Starts a section; end_section() patches its length in. */
-static size_t begin_section(wbuf *b, const char *tag) {
-    put(b, tag, 4);
-    put_u64(b, 0);
+static size_t begin_section(ir_wbuf *b, const char *tag) {
+    ir_put(b, tag, 4);
+    ir_put_u64(b, 0);
     return b->len;
 }
-static void end_section(wbuf *b, size_t start) {
-    if (b->oom) return;
-    uint64_t n = b->len - start;
-    for (int i = 0; i < 8; i++) b->p[start - 8 + (size_t)i] = (unsigned char)(n >> (8 * i));
-}
+static void end_section(ir_wbuf *b, size_t start) { ir_patch_u64(b, start - 8, b->len - start); }
 
-static void put_graph(wbuf *b, const ir_graph *g) {
-    put_u32(b, (uint32_t)g->n);
+static void put_graph(ir_wbuf *b, const ir_graph *g) {
+    ir_put_u32(b, (uint32_t)g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
-        put_u32(b, (uint32_t)n->op);
-        put_u32(b, (uint32_t)n->ninputs);
-        for (int j = 0; j < n->ninputs; j++) put_u32(b, (uint32_t)n->input[j]);
-        put_u32(b, (uint32_t)nia);
-        for (int j = 0; j < nia; j++) put_i64(b, n->iattr[j]);
-        put_u32(b, (uint32_t)nfa);
-        for (int j = 0; j < nfa; j++) put_f64(b, n->fattr[j]);
-        put_u32(b, (uint32_t)n->type.ndim);
-        for (int d = 0; d < n->type.ndim; d++) put_i64(b, n->type.dim[d]);
-        put_u32(b, (uint32_t)n->type.dtype);
-        put_u32(b, n->flags);
-        put_str(b, n->name);
-        put_i32(b, n->line);
-        put_i32(b, n->col);
+        ir_put_u32(b, (uint32_t)n->op);
+        ir_put_u32(b, (uint32_t)n->ninputs);
+        for (int j = 0; j < n->ninputs; j++) ir_put_u32(b, (uint32_t)n->input[j]);
+        ir_put_u32(b, (uint32_t)nia);
+        for (int j = 0; j < nia; j++) ir_put_i64(b, n->iattr[j]);
+        ir_put_u32(b, (uint32_t)nfa);
+        for (int j = 0; j < nfa; j++) ir_put_f64(b, n->fattr[j]);
+        ir_put_u32(b, (uint32_t)n->type.ndim);
+        for (int d = 0; d < n->type.ndim; d++) ir_put_i64(b, n->type.dim[d]);
+        ir_put_u32(b, (uint32_t)n->type.dtype);
+        ir_put_u32(b, n->flags);
+        ir_put_str(b, n->name);
+        ir_put_i32(b, n->line);
+        ir_put_i32(b, n->col);
     }
 }
 
-static void put_schedule(wbuf *b, const ir_train *t) {
-    put_i32(b, t->batch);
-    put_i32(b, t->epochs);
-    put_f64(b, t->init_magnitude);
-    put_u32(b, (uint32_t)t->optimizer);
-    put_f64(b, t->momentum);
-    put_f64(b, t->wd);
-    put_i32(b, t->lr_steps);
+static void put_schedule(ir_wbuf *b, const ir_train *t) {
+    ir_put_i32(b, t->batch);
+    ir_put_i32(b, t->epochs);
+    ir_put_f64(b, t->init_magnitude);
+    ir_put_u32(b, (uint32_t)t->optimizer);
+    ir_put_f64(b, t->momentum);
+    ir_put_f64(b, t->wd);
+    ir_put_i32(b, t->lr_steps);
     for (int i = 0; i < t->lr_steps; i++) {
-        put_i32(b, t->lr_epoch[i]);
-        put_f64(b, t->lr_value[i]);
+        ir_put_i32(b, t->lr_epoch[i]);
+        ir_put_f64(b, t->lr_value[i]);
     }
-    put_u32(b, (uint32_t)t->lr_scaling);
-    put_i32(b, t->reference_batch);
-    put_i32(b, t->warmup_epochs);
-    put_str(b, t->dataset);
-    put_i32(b, t->pad);
-    put_i32(b, t->random_crop);
-    put_i32(b, t->random_mirror);
-    put_i32(b, t->normalize);
-    for (int c = 0; c < 3; c++) put_f64(b, t->mean[c]);
-    for (int c = 0; c < 3; c++) put_f64(b, t->std[c]);
-    put_i32(b, t->eval_batch);
+    ir_put_u32(b, (uint32_t)t->lr_scaling);
+    ir_put_i32(b, t->reference_batch);
+    ir_put_i32(b, t->warmup_epochs);
+    ir_put_str(b, t->dataset);
+    ir_put_i32(b, t->pad);
+    ir_put_i32(b, t->random_crop);
+    ir_put_i32(b, t->random_mirror);
+    ir_put_i32(b, t->normalize);
+    for (int c = 0; c < 3; c++) ir_put_f64(b, t->mean[c]);
+    for (int c = 0; c < 3; c++) ir_put_f64(b, t->std[c]);
+    ir_put_i32(b, t->eval_batch);
 }
 
 /* The whole file: header and payload. The plan has passed check_plan(). */
-static void encode(wbuf *b, const dpc_plan *p) {
+static void encode(ir_wbuf *b, const dpc_plan *p) {
     unsigned char header[HEADER_SIZE] = {0};
-    put(b, header, sizeof header);
+    ir_put(b, header, sizeof header);
     size_t s = begin_section(b, "META");
-    put_str(b, p->model);
-    put_str(b, p->source);
+    ir_put_str(b, p->model);
+    ir_put_str(b, p->source);
     end_section(b, s);
     s = begin_section(b, "SCHD");
     put_schedule(b, &p->schedule);
@@ -417,24 +358,24 @@ static void encode(wbuf *b, const dpc_plan *p) {
         s = begin_section(b, "GRPS");
         const ir_graph *gs[2] = {p->train, p->eval};
         for (int k = 0; k < 2; k++) {
-            put_u32(b, (uint32_t)gs[k]->n);
-            for (int i = 0; i < gs[k]->n; i++) put_u32(b, (uint32_t)gs[k]->nodes[i].group);
+            ir_put_u32(b, (uint32_t)gs[k]->n);
+            for (int i = 0; i < gs[k]->n; i++) ir_put_u32(b, (uint32_t)gs[k]->nodes[i].group);
         }
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
         s = begin_section(b, p->extra[i].tag);
-        put(b, p->extra[i].data, p->extra[i].len);
+        ir_put(b, p->extra[i].data, p->extra[i].len);
         end_section(b, s);
     }
     if (b->oom) return;
     size_t plen = b->len - HEADER_SIZE;
-    wbuf h = {header, 0, sizeof header, 0};
-    put(&h, magic, 8);
-    put_u32(&h, PLAN_VERSION);
-    put_u32(&h, 0);
-    put_u64(&h, plen);
-    put_u64(&h, plan_checksum(b->p + HEADER_SIZE, plen));
+    ir_wbuf h = {header, 0, sizeof header, 0};
+    ir_put(&h, magic, 8);
+    ir_put_u32(&h, PLAN_VERSION);
+    ir_put_u32(&h, 0);
+    ir_put_u64(&h, plen);
+    ir_put_u64(&h, plan_checksum(b->p + HEADER_SIZE, plen));
     memcpy(b->p, header, sizeof header);
 }
 
@@ -479,7 +420,7 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
         set_err(err, errlen, path, "cannot write plan: %s", why);
         return -1;
     }
-    wbuf b = {0};
+    ir_wbuf b = {0};
     encode(&b, p);
     if (b.oom) {
         free(b.p);
@@ -556,13 +497,13 @@ static int need(rd *r, size_t n) {
 
 static uint32_t get_u32(rd *r) {
     if (!need(r, 4)) return 0;
-    uint32_t v = le32(r->p);
+    uint32_t v = ir_le32(r->p);
     r->p += 4;
     return v;
 }
 static uint64_t get_u64(rd *r) {
     if (!need(r, 8)) return 0;
-    uint64_t v = le64(r->p);
+    uint64_t v = ir_le64(r->p);
     r->p += 8;
     return v;
 }
@@ -775,7 +716,7 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
             fmt(why, wn, "corrupt plan: bad section tag at offset %zu", off);
             goto fail;
         }
-        uint64_t slen = le64(pay + off + 4);
+        uint64_t slen = ir_le64(pay + off + 4);
         off += 12;
         if (slen > plen - off) {
             fmt(why, wn, "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
@@ -852,18 +793,18 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
         set_err(err, errlen, name, "not a dpc plan file");
         return NULL;
     }
-    if (len >= 12 && le32(buf + 8) != PLAN_VERSION) {
+    if (len >= 12 && ir_le32(buf + 8) != PLAN_VERSION) {
         set_err(err, errlen, name,
                 "plan format version %" PRIu32 ", this dprun reads version %u; recompile the "
                 "model with this dpc",
-                le32(buf + 8), PLAN_VERSION);
+                ir_le32(buf + 8), PLAN_VERSION);
         return NULL;
     }
     if (len < HEADER_SIZE) {
         set_err(err, errlen, name, "truncated plan (%zu of %d bytes)", len, HEADER_SIZE);
         return NULL;
     }
-    uint32_t flags = le32(buf + 12);
+    uint32_t flags = ir_le32(buf + 12);
     if (flags) {
         set_err(err, errlen, name,
                 "plan uses features this dprun lacks (flags 0x%" PRIx32
@@ -871,7 +812,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
                 flags);
         return NULL;
     }
-    uint64_t plen = le64(buf + 16);
+    uint64_t plen = ir_le64(buf + 16);
     if (plen > UINT64_MAX - HEADER_SIZE) {
         set_err(err, errlen, name, "corrupt plan: payload length %" PRIu64, plen);
         return NULL;
@@ -885,7 +826,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
         set_err(err, errlen, name, "corrupt plan: data after the end of the payload");
         return NULL;
     }
-    if (plan_checksum(buf + HEADER_SIZE, (size_t)plen) != le64(buf + 24)) {
+    if (plan_checksum(buf + HEADER_SIZE, (size_t)plen) != ir_le64(buf + 24)) {
         set_err(err, errlen, name, "corrupt plan: checksum mismatch");
         return NULL;
     }
@@ -898,7 +839,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
 
 /* A header that plan_read_mem() will get past, so the payload is worth reading. */
 static int header_ok(const unsigned char *h) {
-    return memcmp(h, magic, 8) == 0 && le32(h + 8) == PLAN_VERSION && le32(h + 12) == 0;
+    return memcmp(h, magic, 8) == 0 && ir_le32(h + 8) == PLAN_VERSION && ir_le32(h + 12) == 0;
 }
 
 dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
@@ -941,7 +882,7 @@ dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
         }
         if (!header_done && len == HEADER_SIZE) {
             header_done = 1;
-            uint64_t plen = le64(buf + 16);
+            uint64_t plen = ir_le64(buf + 16);
             if (header_ok(buf))
                 limit =
                     plen >= SIZE_MAX - HEADER_SIZE - 1 ? SIZE_MAX : HEADER_SIZE + (size_t)plen + 1;

@@ -25,11 +25,14 @@
  * at one step: no placement can beat it, and best fit usually lands within
  * a few percent of it.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/bytes.h"
 #include "passes/passes.h"
 
 #define MEMP_MAGIC "DPCM"
@@ -327,62 +330,25 @@ int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size
 
 /* ---- bytes ----------------------------------------------------------------------------- */
 
-typedef struct {
-    unsigned char *b;
-    size_t len, cap;
-} wbuf;
-
-static void put(wbuf *w, const void *data, size_t n) {
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 1024;
-        while (cap < w->len + n) cap *= 2;
-        w->b = realloc(w->b, cap);
-        if (!w->b) abort();
-        w->cap = cap;
-    }
-    memcpy(w->b + w->len, data, n);
-    w->len += n;
-}
-
-static void put_u64(wbuf *w, uint64_t v) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 8);
-}
-
-static void put_u32(wbuf *w, uint32_t v) {
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 4);
-}
-
 int pass_memplan_serialize(const pass_memplan *m, unsigned char **out, size_t *len) {
-    wbuf w = {0};
-    put(&w, MEMP_MAGIC, 4);
-    put_u32(&w, MEMP_VERSION);
-    put_u64(&w, 0); /* total length, patched below */
-    put_u64(&w, m->graph_hash);
-    put_u64(&w, (uint64_t)m->arena_bytes);
-    put_u64(&w, (uint64_t)m->naive_bytes);
-    put_u64(&w, (uint64_t)m->lower_bytes);
-    put_u32(&w, (uint32_t)m->n);
-    for (int i = 0; i < m->n; i++) put_u64(&w, (uint64_t)m->offset[i]);
-    for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
-    *out = w.b;
+    ir_wbuf w = {0};
+    ir_put(&w, MEMP_MAGIC, 4);
+    ir_put_u32(&w, MEMP_VERSION);
+    ir_put_u64(&w, 0); /* total length, patched below */
+    ir_put_u64(&w, m->graph_hash);
+    ir_put_i64(&w, m->arena_bytes);
+    ir_put_i64(&w, m->naive_bytes);
+    ir_put_i64(&w, m->lower_bytes);
+    ir_put_u32(&w, (uint32_t)m->n);
+    for (int i = 0; i < m->n; i++) ir_put_i64(&w, m->offset[i]);
+    ir_patch_u64(&w, 8, w.len);
+    if (w.oom) {
+        free(w.p);
+        return -1;
+    }
+    *out = w.p;
     *len = w.len;
     return 0;
-}
-
-static uint64_t rd64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint32_t rd32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
 }
 
 #define HEAD_BYTES 52 /* magic, version, length, hash, 3 sizes, count */
@@ -393,30 +359,32 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
     size_t pos = 0;
     *out = NULL;
     while (pos < len) {
-        const unsigned char *r = buf + pos;
-        size_t left = len - pos;
-        if (left < HEAD_BYTES || memcmp(r, MEMP_MAGIC, 4)) {
+        ir_rbuf r = {buf + pos, len - pos, 0, 0};
+        const unsigned char *magic = ir_take(&r, 4);
+        uint32_t version = ir_get_u32(&r);
+        uint64_t total = ir_get_u64(&r), hash = ir_get_u64(&r);
+        int64_t arena = ir_get_i64(&r), naive = ir_get_i64(&r), lower = ir_get_i64(&r);
+        uint64_t n = ir_get_u32(&r);
+        if (r.bad || memcmp(magic, MEMP_MAGIC, 4)) {
             snprintf(err, errlen, "memory plan: bad record at byte %zu", pos);
             return -1;
         }
-        if (rd32(r + 4) != MEMP_VERSION) {
-            snprintf(err, errlen, "memory plan: version %u, this build reads %u", rd32(r + 4),
-                     MEMP_VERSION);
+        if (version != MEMP_VERSION) {
+            snprintf(err, errlen, "memory plan: version %u, this build reads %u", version, MEMP_VERSION);
             return -1;
         }
-        uint64_t total = rd64(r + 8), n = rd32(r + 48);
-        if (total > left || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
+        if (total > r.len || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
             total != HEAD_BYTES + 8 * n) {
             snprintf(err, errlen, "memory plan: truncated or malformed record");
             return -1;
         }
-        if (rd64(r + 16) == h && !*out && n == (uint64_t)g->n) {
+        if (hash == h && !*out && n == (uint64_t)g->n) {
             pass_memplan *m = pass_memplan_lifetimes(g);
-            m->arena_bytes = (int64_t)rd64(r + 24);
-            m->naive_bytes = (int64_t)rd64(r + 32);
-            m->lower_bytes = (int64_t)rd64(r + 40);
+            m->arena_bytes = arena;
+            m->naive_bytes = naive;
+            m->lower_bytes = lower;
             for (int i = 0; i < g->n; i++) {
-                int64_t off = (int64_t)rd64(r + HEAD_BYTES + 8 * (size_t)i);
+                int64_t off = ir_get_i64(&r);
                 m->offset[i] = off < 0 ? -1 : off;
             }
             char why[256];
@@ -432,4 +400,108 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
     if (*out) return 0;
     snprintf(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
     return 1;
+}
+
+/* ---- memory needs and limits ------------------------------------------------------------ */
+
+int64_t pass_bytes_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+int64_t pass_bytes_mul(int64_t a, int64_t k) {
+    return k > 0 && a > INT64_MAX / k ? INT64_MAX : a * k;
+}
+
+static int64_t node_bytes(const ir_node *n) {
+    return pass_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
+}
+
+/* Mirrors runtime/exec.c's binding: views and assigns share their storage,
+ * values kept in a fused kernel's registers take none, planned tensors sit
+ * in the arena, everything else stored gets its own buffer. An all-reduced
+ * sum is counted as its own buffer, as it is with several replicas. */
+int64_t pass_program_bytes(const ir_graph *g, const pass_memplan *m) {
+    unsigned char *stored = xcalloc((size_t)g->n, 1);
+    ir_stored(g, stored);
+    int64_t total = m ? m->arena_bytes : 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE || ir_storage_of(g, i) != i || !stored[i] ||
+            (m && i < m->n && m->offset[i] >= 0))
+            continue;
+        total = pass_bytes_add(total, node_bytes(n));
+    }
+    free(stored);
+    return total;
+}
+
+static int64_t input_batch(const ir_graph *g) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_INPUT && g->nodes[i].type.ndim > 0) return g->nodes[i].type.dim[0];
+    return 0;
+}
+
+void pass_memory_need(const ir_graph *train, const pass_memplan *train_plan, const ir_graph *eval,
+                      const pass_memplan *eval_plan, pass_memory *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < train->n; i++) { /* the store holds the train program's sources */
+        const ir_node *n = &train->nodes[i];
+        if (n->op == IR_OP_PARAM) out->params = pass_bytes_add(out->params, node_bytes(n));
+        if (n->op == IR_OP_STATE) out->state = pass_bytes_add(out->state, node_bytes(n));
+    }
+    out->train = pass_program_bytes(train, train_plan);
+    out->train_batch = input_batch(train);
+    if (eval) {
+        out->eval = pass_program_bytes(eval, eval_plan);
+        out->eval_batch = input_batch(eval);
+    }
+}
+
+int64_t pass_memory_total(const pass_memory *m) {
+    return pass_bytes_add(pass_bytes_add(m->params, m->state), pass_bytes_add(m->train, m->eval));
+}
+
+const char *pass_bytes_str(int64_t bytes, char *buf, size_t n) {
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, n, "%" PRId64 " bytes", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) v /= 1024, u++;
+    snprintf(buf, n, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+void pass_memory_describe(const pass_memory *m, char *buf, size_t n) {
+    char p[32], s[32], t[32], e[32];
+    snprintf(buf, n,
+             "parameters %s, optimizer and BatchNorm state %s, train program %s at batch %" PRId64
+             ", eval program %s at batch %" PRId64,
+             pass_bytes_str(m->params, p, sizeof p), pass_bytes_str(m->state, s, sizeof s),
+             pass_bytes_str(m->train, t, sizeof t), m->train_batch, pass_bytes_str(m->eval, e, sizeof e),
+             m->eval_batch);
+}
+
+int64_t pass_parse_size(const char *s) {
+    if (!s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0)) return -1;
+    while (*end == ' ') end++;
+    double scale = 1;
+    const char *units = "KMGTPE";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (u) {
+        for (const char *k = units; k <= u; k++) scale *= 1024;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    } else if (*end == 'b' || *end == 'B') {
+        end++;
+    }
+    if (*end) return -1;
+    v *= scale;
+    if (v < 1 || v >= 9.2e18) return -1; /* below a byte, or past int64 */
+    return (int64_t)v;
 }

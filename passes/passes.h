@@ -143,4 +143,50 @@ int pass_memplan_serialize(const pass_memplan *m, unsigned char **out, size_t *l
 int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_graph *g,
                               pass_memplan **out, char *err, size_t errlen);
 
+/* ---- memory needs and limits (memplan.c) --------------------------------
+ * What one device holds for a plan, in bytes, the way the runtime allocates
+ * it (runtime/exec.c, runtime/store.c): parameters and states (momentum,
+ * BatchNorm statistics) once, in the store both programs share; per
+ * program its arena (or, without a plan, a buffer per stored tensor) plus
+ * the buffers outside it (inputs, gradients, all-reduced sums). Sums
+ * saturate at INT64_MAX. Refusing a plan whose total exceeds a limit
+ * turns an absurd model or batch into one message at compile or load time
+ * instead of an allocation failure deep in a run.
+ *
+ * Usage:
+ *     pass_memory need;
+ *     pass_memory_need(train, train_plan, eval, eval_plan, &need);  // plans may be NULL
+ *     int64_t limit = pass_parse_size(getenv("DPC_MAX_MEMORY"));  // -1: malformed
+ *     if (pass_memory_total(&need) > limit) { pass_memory_describe(&need, buf, sizeof buf); ... }
+ */
+typedef struct {
+    int64_t params;       /* trainable parameters */
+    int64_t state;        /* optimizer state and BatchNorm running statistics */
+    int64_t train, eval;  /* each program's activations, inputs and gradients */
+    int64_t train_batch, eval_batch; /* the programs' batches, for messages */
+} pass_memory;
+
+/* Bytes program g needs besides the store; m: its memory plan, or NULL
+ * when it runs without one (a buffer per stored tensor). */
+int64_t pass_program_bytes(const ir_graph *g, const pass_memplan *m);
+void pass_memory_need(const ir_graph *train, const pass_memplan *train_plan, const ir_graph *eval,
+                      const pass_memplan *eval_plan, pass_memory *out);
+int64_t pass_memory_total(const pass_memory *m);
+/* "parameters 4.0 GiB, optimizer and BatchNorm state 4.0 GiB, train
+ * program 8.1 GiB at batch 128, eval program 1.2 GiB at batch 80" */
+void pass_memory_describe(const pass_memory *m, char *buf, size_t n);
+/* Adds without overflowing: INT64_MAX when the sum would pass it. */
+int64_t pass_bytes_add(int64_t a, int64_t b);
+/* a x k, saturating like pass_bytes_add (a, k >= 0). */
+int64_t pass_bytes_mul(int64_t a, int64_t k);
+/* "12.4 GiB", "512.0 MiB", "100 bytes" into buf; returns buf. */
+const char *pass_bytes_str(int64_t bytes, char *buf, size_t n);
+/* A size as a user writes it: bytes ("1000000"), or a number with a unit
+ * K, M, G, T (powers of 1024; "KiB", "MB" ... spelt either way, any case):
+ * "8G", "1.5 GiB", "512m". -1 when malformed, zero or negative. */
+int64_t pass_parse_size(const char *s);
+/* dpc's limit when neither --max-memory nor DPC_MAX_MEMORY says otherwise:
+ * more than any single accelerator holds, so only absurd plans hit it. */
+#define PASS_MAX_MEMORY_DEFAULT ((int64_t)256 << 30)
+
 #endif

@@ -45,6 +45,7 @@ struct rt_backend {
     const char *name;      /* "cpu", "cuda" */
     cg_dialect dialect;    /* what the backend compiles */
     void *impl;            /* the backend's own state */
+    int64_t memory_bytes;  /* the device's memory; 0: the host's (cpu) */
 
     void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
     void (*free)(rt_backend *be, void *ptr);

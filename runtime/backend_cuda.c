@@ -67,6 +67,7 @@ typedef struct {
 
 typedef struct {
     int ordinal, sm, nsm;
+    size_t memory; /* the device's, in bytes */
     char name[192];
     CUdevice dev;
     CUcontext ctx; /* the device's primary context, shared with cuBLAS and NCCL */
@@ -483,6 +484,7 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
         cuTry(rt_cu.cuDeviceTotalMem(&mem, c->dev), err, errlen))
         return -1;
     c->sm = 10 * major + minor;
+    c->memory = mem;
     if (c->nsm < 1) c->nsm = 1;
     snprintf(c->name, sizeof c->name, "%s, sm_%d, %d SMs, %.0f GiB", dname, c->sm, c->nsm,
              (double)mem / (1 << 30));
@@ -519,6 +521,7 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     rt_backend *be = calloc(1, sizeof *be);
     RT_CHECK_ALLOC(be);
     be->name = "cuda";
+    be->memory_bytes = (int64_t)c->memory;
     be->dialect = CG_DIALECT_CUDA;
     be->impl = c;
     be->alloc = cuda_alloc;

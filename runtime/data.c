@@ -116,6 +116,32 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
 #define CIFAR_RECORD 3073 /* 1 label byte + 3 x 32 x 32 */
 #define CIFAR_IMAGE (CIFAR_RECORD - 1)
 
+/* Checks that a batch file of `size` bytes is non-empty and holds whole
+ * records; its record count in *records. `name` is the file, for messages. */
+static int check_size(const char *name, size_t size, size_t *records, char *err, size_t errlen) {
+    if (size == 0)
+        return fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
+                    "records)", name, CIFAR_RECORD);
+    if (size % CIFAR_RECORD)
+        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
+                    "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
+                    name, size, CIFAR_RECORD, size / CIFAR_RECORD, size % CIFAR_RECORD);
+    *records = size / CIFAR_RECORD;
+    return 0;
+}
+
+/* Checks record r (CIFAR_RECORD bytes at rec) of file `name` and stores it
+ * as record r of labels/pixels. */
+static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *labels, uint8_t *pixels,
+                       char *err, size_t errlen) {
+    if (rec[0] > 9)
+        return fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
+                    "the file)", name, r, rec[0], r * CIFAR_RECORD);
+    labels[r] = rec[0];
+    memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
+    return 0;
+}
+
 /* Checks that path is a non-empty regular file of whole records; its
  * record count in *records. The sizes of every file are checked before any
  * is read, so a bad last file fails in milliseconds, not after 150 MB. */
@@ -126,16 +152,7 @@ static int check_file(const char *path, size_t *records, char *err, size_t errle
                     "test_batch.bin)", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) return fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
     if (!S_ISREG(sb.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
-    size_t n = (size_t)sb.st_size;
-    if (n == 0)
-        return fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
-                    "records)", path, CIFAR_RECORD);
-    if (n % CIFAR_RECORD)
-        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
-                    "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
-                    path, n, CIFAR_RECORD, n / CIFAR_RECORD, n % CIFAR_RECORD);
-    *records = n / CIFAR_RECORD;
-    return 0;
+    return check_size(path, (size_t)sb.st_size, records, err, errlen);
 }
 
 /* Reads `records` records of path into labels/pixels, checking labels.
@@ -151,16 +168,25 @@ static int read_records(const char *path, size_t records, uint8_t *labels, uint8
         if (got != CIFAR_RECORD)
             rc = fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got, CIFAR_RECORD,
                       ferror(f) ? strerror(errno) : "the file shrank while being read");
-        else if (rec[0] > 9)
-            rc = fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
-                      "the file)", path, r, rec[0], r * CIFAR_RECORD);
-        else {
-            labels[r] = rec[0];
-            memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
-        }
+        else
+            rc = take_record(path, r, rec, labels, pixels, err, errlen);
     }
     fclose(f);
     return rc;
+}
+
+rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t size, char *err,
+                                  size_t errlen) {
+    size_t records;
+    if (check_size(name, size, &records, err, errlen)) return NULL;
+    rt_dataset *ds = dataset_new((int64_t)records, 3, 32, 32);
+    snprintf(ds->name, sizeof ds->name, "%.250s", name);
+    for (size_t r = 0; r < records; r++)
+        if (take_record(name, r, data + r * CIFAR_RECORD, ds->labels, ds->pixels, err, errlen)) {
+            rt_dataset_free(ds);
+            return NULL;
+        }
+    return ds;
 }
 
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {

@@ -40,6 +40,7 @@
 #include "runtime/collective.h"
 #include "runtime/data.h"
 #include "runtime/exec.h"
+#include "runtime/limits.h"
 #include "runtime/pipeline.h"
 #include "runtime/progress.h"
 #include "runtime/replicas.h"
@@ -954,6 +955,11 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     }
     if (!rc) rc = check_programs(&r);
     if (!rc) rc = check_checkpoint_options(&o);
+    /* Refuse what cannot fit before loading data or allocating anything:
+     * per replica store + programs, and the training and eval batches in flight. */
+    int64_t slots = o.data_depth ? o.data_depth : o.data_workers + 2;
+    int64_t inputs = slots * ((int64_t)r.batch * o.gpus + r.eval_batch) * ((int64_t)r.c * r.h * r.w + 1) * 4;
+    if (!rc && rt_memory_check(plan, r.be, o.gpus, inputs, r.err, sizeof r.err)) rc = print_error("%s", r.err);
     if (!rc) {
         if (o.ranks < 1) o.ranks = 1;
         r.local = o.gpus;

@@ -4,6 +4,7 @@
 # written). NAME.net may be missing or a directory on purpose.
 # Run from the repository root; binaries come from $DPC_BIN (default bin).
 set -u
+unset DPC_MAX_MEMORY # the memory-limit cases expect the default limit
 bin=${DPC_BIN:-bin}
 dir=tests/golden/errors
 tmp=$(mktemp -d)

@@ -513,6 +513,36 @@ TEST(determinism_per_seed) {
     rt_dataset_free(ds);
 }
 
+/* The in-memory parser (what the fuzzer drives): the file reader's checks
+ * and messages, for a buffer. */
+TEST(cifar_parse_from_memory) {
+    enum { REC = 3073 };
+    uint8_t buf[3 * REC + 1];
+    for (int r = 0; r < 3; r++) {
+        buf[r * REC] = (uint8_t)(r + 7);
+        for (int i = 0; i < REC - 1; i++) buf[r * REC + 1 + i] = (uint8_t)(i + r);
+    }
+    rt_dataset *ds = rt_data_cifar10_parse("mem.bin", buf, 3 * REC, err, sizeof err);
+    CHECK_MSG(ds != NULL, "%s", err);
+    if (ds) {
+        int y;
+        const uint8_t *p = rt_dataset_get(ds, 2, &y);
+        CHECK(ds->count == 3 && ds->c == 3 && ds->h == 32 && ds->w == 32);
+        CHECK(y == 9 && p[0] == 2 && p[3071] == ((3071 + 2) & 255));
+        rt_dataset_free(ds);
+    }
+    CHECK(rt_data_cifar10_parse("mem.bin", buf, 0, err, sizeof err) == NULL);
+    CHECK(strstr(err, "mem.bin: size 0: the file is empty") != NULL);
+    CHECK(rt_data_cifar10_parse("mem.bin", buf, 3 * REC + 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "mem.bin: size 9220 is not a whole number of 3073-byte CIFAR-10 records: "
+                      "record 3 has only 1 bytes") != NULL);
+    CHECK(rt_data_cifar10_parse("mem.bin", buf, REC - 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "record 0 has only 3072 bytes") != NULL);
+    buf[2 * REC] = 10;
+    CHECK(rt_data_cifar10_parse("mem.bin", buf, 3 * REC, err, sizeof err) == NULL);
+    CHECK(strstr(err, "mem.bin: record 2 has label 10; CIFAR-10 labels are 0-9 (byte 6146") != NULL);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -520,6 +550,7 @@ int main(void) {
     RUN(synthetic_is_learnable);
     RUN(cifar_reader_reads_records);
     RUN(cifar_reader_refuses_bad_files);
+    RUN(cifar_parse_from_memory);
     RUN(eval_batches_normalise_and_pad);
     RUN(train_batches_shuffle_crop_and_mirror);
     RUN(batcher_refuses_mismatches);
