@@ -242,6 +242,10 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     }
     if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     if ((sweep_dir || sweep_out) && !sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
+    /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
+    if (sweep_spec && (o.metrics || o.save_params || o.benchmark))
+        return bad("--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params "
+                   "or --benchmark");
 
     char err[512];
     /* A spec has key=values; anything else names a sweep file. */

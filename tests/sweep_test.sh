@@ -68,6 +68,7 @@ expect_fail "missing file" "--sweep: $tmp/none: cannot read" "$plan" --sweep "$t
 expect_fail "--sweep-out alone" "--sweep-dir and --sweep-out need --sweep" "$plan" --sweep-out "$tmp/t.md"
 expect_fail "unwritable folder" "--sweep-dir $tmp/no/such: cannot create" "$plan" --sweep lr=0.1 \
     --sweep-dir "$tmp/no/such"
+expect_fail "--sweep with --metrics" "it takes no --metrics" "$plan" --sweep lr=0.1 --metrics "$tmp/m.jsonl"
 expect_fail "--lr not a number" "--lr: 'x' is not a positive number" "$plan" --lr x
 expect_fail "--lr zero" "--lr: '0' is not a positive number" "$plan" --lr 0
 
