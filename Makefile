@@ -42,7 +42,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(wildcard */*.h) $(BUILD)/gen/parser.h
 DEPS_OK  := build/.deps-ok
 
-.PHONY: all test install clean run deps fuzz
+.PHONY: all test install clean run deps fuzz article
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
@@ -90,6 +90,10 @@ test: all $(TEST_BINS)
 
 run: all
 	@scripts/run.sh
+
+# The article's three runs, table and plot: `make article ARGS='--epochs 1'`.
+article: all
+	@DPC_BIN=$(BIN) scripts/article.sh $(ARGS)
 
 # libFuzzer targets (clang): FUZZ_TIME seconds each, default 60.
 fuzz:

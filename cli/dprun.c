@@ -12,6 +12,7 @@
 #include "runtime/pipeline.h"
 #include "runtime/backend_cuda.h"
 #include "runtime/schedule.h"
+#include "runtime/sweep.h"
 #include "runtime/train.h"
 
 static void usage(FILE *f) {
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
           "  --eval-every K           test accuracy every K epochs\n"
           "  --lr-scaling none|linear override the schedule's lr scaling\n"
           "  --warmup-epochs K        override the schedule's warmup\n"
+          "  --lr X                   base lr: the schedule's dict scaled so epoch 0 has X (before scaling)\n"
           "  --warmup-per-iteration   ramp the warmup every step (Goyal et al.), not every epoch\n"
           "  --momentum-correction    rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)\n"
           "  --seed S                 all randomness: init, shuffle, augmentation (default 0)\n"
@@ -41,6 +43,12 @@ static void usage(FILE *f) {
           "  --resume                 continue from DIR's checkpoint (same flags otherwise)\n"
           "  --on-nan stop|skip       a non-finite loss or gradient stops the run (default) or skips the step\n"
           "  --benchmark N            time N steps after a warm-up; last line `throughput: X img/s`\n"
+          "  --sweep SPEC|FILE        train every combination of 'lr=0.05,0.1 warmup=0,5' (or a file with\n"
+          "                           one key=values per line), print one table ranked by test accuracy;\n"
+          "                           keys: lr warmup epochs gpus seed lr-scaling momentum-correction\n"
+          "                           warmup-per-iteration\n"
+          "  --sweep-dir DIR          the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)\n"
+          "  --sweep-out FILE         also write the sweep's table to FILE\n"
           "  -h, --help               this text\n",
           f);
 }
@@ -109,6 +117,7 @@ int main(int argc, char **argv) {
 static int run_main(int argc, char **argv, int rank, int ranks) {
     const char *path = NULL;
     int info = 0, schedule = 0;
+    const char *sweep_spec = NULL, *sweep_dir = NULL, *sweep_out = NULL;
     rt_train_options o = rt_train_defaults();
     o.rank = rank, o.ranks = ranks;
     for (int i = 1; i < argc; i++) {
@@ -186,6 +195,22 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             VALUE();
             if (parse_long(opt, val, 0, 100000, &n)) return 1;
             o.warmup_epochs = (int)n;
+        } else if (!strcmp(opt, "--lr")) {
+            VALUE();
+            char *end;
+            errno = 0;
+            double x = strtod(val, &end);
+            if (!*val || *end || errno || !(x > 0) || x > 1e30) return bad("--lr: '%s' is not a positive number", val);
+            o.lr = x;
+        } else if (!strcmp(opt, "--sweep")) {
+            VALUE();
+            sweep_spec = val;
+        } else if (!strcmp(opt, "--sweep-dir")) {
+            VALUE();
+            sweep_dir = val;
+        } else if (!strcmp(opt, "--sweep-out")) {
+            VALUE();
+            sweep_out = val;
         } else if (!strcmp(opt, "--momentum-correction")) {
             o.momentum_correction = 1;
         } else if (!strcmp(opt, "--warmup-per-iteration")) {
@@ -250,8 +275,26 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     char resume_command[4096];
     o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
+    if ((sweep_dir || sweep_out) && !sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
+    /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
+    if (sweep_spec && (o.metrics || o.save_params || o.benchmark || o.checkpoint))
+        return bad("--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
+                   "--benchmark or --checkpoint");
 
     char err[512];
+    /* A spec has key=values; anything else names a sweep file. */
+    rt_sweep sweep;
+    if (sweep_spec && (strchr(sweep_spec, '=') ? rt_sweep_parse(&sweep, sweep_spec, err, sizeof err)
+                                               : rt_sweep_read(&sweep, sweep_spec, err, sizeof err)))
+        return bad("--sweep: %s", err);
+    char default_dir[4096];
+    if (sweep_spec && !sweep_dir) {
+        /* r.plan -> r-sweep, beside the plan. */
+        size_t len = strlen(path);
+        if (len > 5 && !strcmp(path + len - 5, ".plan")) len -= 5;
+        snprintf(default_dir, sizeof default_dir, "%.*s-sweep", (int)len, path);
+        sweep_dir = default_dir;
+    }
     dpc_plan *plan = plan_read(path, err, sizeof err);
     if (!plan) {
         fprintf(stderr, "%s\n", err);
@@ -276,6 +319,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             s.per_iteration = o.warmup_per_iteration;
             rt_schedule_print(&s, stdout);
         }
+    } else if (sweep_spec) {
+        rc = rt_sweep_run(plan, &sweep, &o, sweep_dir, sweep_out);
     } else {
         rc = rt_train(plan, &o);
     }

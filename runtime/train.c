@@ -74,6 +74,13 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     *t = plan->schedule;
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
     if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
+    if (o->lr < 0 || isnan(o->lr)) return fail(err, errlen, "--lr must be positive, got %g", o->lr);
+    if (o->lr > 0) {
+        /* The dict keeps its shape: every entry scales with epoch 0's. */
+        if (!(t->lr_value[0] > 0)) return fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
+        double k = o->lr / t->lr_value[0];
+        for (int i = 0; i < t->lr_steps; i++) t->lr_value[i] *= k;
+    }
     /* --epochs stops the run early or extends it with the dict's last
      * value; it does not squeeze the schedule, so a warmup is checked
      * against the longer of the two. */
@@ -254,15 +261,17 @@ static void run_free(run *r) {
     if (r->metrics) fclose(r->metrics);
 }
 
+/* The last error this thread printed, for rt_train_result.error. */
+static _Thread_local char last_error[256];
+
 /* Prints `dprun: error: ...` and gives the exit status. */
 static int print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int print_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "dprun: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "dprun: error: %s\n", last_error);
     return 1;
 }
 
@@ -830,6 +839,7 @@ static int train_loop(run *r) {
     if (o->steps >= 0 && o->steps < total) total = o->steps;
     double total_time = r->resumed.total_seconds, test_acc = -1;
     long test_acc_done = -1; /* the step count test_acc was measured at */
+    rt_train_result *res = o->result;
     char pending[512] = "";  /* the last epoch's metrics, completed at the end */
     snprintf(pending, sizeof pending, "%s", r->resumed.metrics_pending);
     if (total > done) {
@@ -884,6 +894,7 @@ static int train_loop(run *r) {
         rt_pipeline_get_stats(r->input, &st2);
         rt_progress_clear(&r->bar);
         total_time += dt;
+        if (res) res->epochs = e + 1, res->train_loss = mean, res->seconds = total_time;
         double lr = rt_schedule_epoch_lr(&r->sched, e);
         fprintf(out, "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
                 mean, r->global, lr, dt);
@@ -926,6 +937,7 @@ static int train_loop(run *r) {
     fprintf(out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n", total_time,
             train_acc, test_acc);
     fflush(out);
+    if (res) res->finished = 1, res->train_accuracy = train_acc, res->test_accuracy = test_acc;
     if (r->metrics && *pending) {
         if (!strstr(pending, "\"test_accuracy\""))
             snprintf(pending + strlen(pending), sizeof pending - strlen(pending), ", \"test_accuracy\": %.6f",
@@ -945,6 +957,12 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     r.plan = plan, r.o = &o;
     rt_progress_init(&r.bar, stderr);
     int rc = 0;
+    last_error[0] = 0;
+    if (o.result) {
+        memset(o.result, 0, sizeof *o.result);
+        o.result->train_loss = NAN;
+        o.result->train_accuracy = o.result->test_accuracy = -1;
+    }
     if (!(r.be = rt_backend_open(o.device, NULL, r.err, sizeof r.err))) {
         rc = print_error("%s", r.err);
     } else if (o.gpus > RT_MAX_LOCAL_REPLICAS) {
@@ -1003,5 +1021,9 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     if (!rc && o.save_params && save_params(plan, r.st, o.save_params, r.err, sizeof r.err))
         rc = print_error("%s", r.err);
     run_free(&r);
+    if (o.result) {
+        o.result->status = rc;
+        if (rc) snprintf(o.result->error, sizeof o.result->error, "%s", last_error);
+    }
     return rc;
 }

@@ -45,6 +45,19 @@
 
 #include "ir/plan.h"
 
+/* What a run reached: rt_train fills it when rt_train_options.result is
+ * set (the sweep ranks runs by it). */
+typedef struct {
+    int status;            /* rt_train's exit status */
+    int finished;          /* 1: trained and measured the final accuracies */
+    int epochs;            /* epochs completed */
+    double train_loss;     /* the last completed epoch's mean; NAN before the first */
+    double train_accuracy; /* the final ones; -1 when not measured */
+    double test_accuracy;
+    double seconds;        /* training time, as the `Training time` line */
+    char error[256];       /* a failed run's message (without `dprun: error: `) */
+} rt_train_result;
+
 typedef struct {
     int epochs;                /* 0: the plan's */
     long steps;                /* stop after this many optimizer steps; -1: no limit,
@@ -58,6 +71,8 @@ typedef struct {
                                 * only rank 0 prints the log and writes files. */
     int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
     int warmup_epochs;         /* -1: the plan's */
+    double lr;                 /* >0: base lr; the dict is scaled so epoch 0 has it (before
+                                * any linear scaling); 0: the plan's */
     int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
     int momentum_correction;   /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
@@ -74,6 +89,7 @@ typedef struct {
     int on_nan_skip;           /* a non-finite loss or gradient skips the step (else stops the run) */
     const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;                 /* the log (stdout) */
+    rt_train_result *result;   /* filled at the end when not NULL */
 } rt_train_options;
 
 rt_train_options rt_train_defaults(void);

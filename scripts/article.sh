@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# scripts/article.sh (`make article ARGS=...`): reproduce the reference
+# article's experiment with one command. Compiles the model
+# (models/resnet18.net) and trains it three times, as the article does:
+#
+#   run 1  batch 128 on 1 device, lr 0.1
+#   run 2  batch 2048 on 16 replicas, lr 0.1 (no scaling, no warmup)
+#   run 3  batch 2048 on 16 replicas, lr scaled x16 (linear) with a 5-epoch warmup
+#
+# on whatever devices are present (GPU if any, else the CPU, where 16
+# replicas share it). Writes into the output folder: run{1,2,3}.log (the
+# article's log lines), run{1,2,3}.jsonl (dprun --metrics), article.svg
+# (train loss and test accuracy per epoch, one curve per run) and
+# article.md (the results table beside the article's own figures).
+#
+# Options:
+#   --epochs N       train N epochs per run (default: the plan's, 45); shorter runs
+#                    are marked "shortened" in the table
+#   --steps N        stop each run after N optimizer steps (for tests)
+#   --data DIR|synthetic   CIFAR-10 binary folder (default: $DPC_DATA, else
+#                    /tmp/cifar10/cifar-10-batches-bin when present)
+#   --out DIR        output folder (default results/article-<UTC date and time>)
+#   --device auto|cpu|cuda (default auto)
+#   --model FILE     the .net to compile (default models/resnet18.net)
+#   --replicas N     replicas of runs 2 and 3 (default 16, as the article)
+#   --warmup K       warmup epochs of run 3 (default 5, as the article)
+# Exit status: 0 when all three runs finished, 1 otherwise (the table then
+# says which run failed and why).
+set -u
+cd "$(dirname "$0")/.."
+bin=${DPC_BIN:-bin}
+py=/usr/bin/python3
+
+die() { echo "article: error: $*" >&2; exit 1; }
+need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
+positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: '$2' is not a positive integer"; }
+
+epochs= steps= data=${DPC_DATA:-} out= device=auto model=models/resnet18.net replicas=16 warmup=5
+while [ $# -gt 0 ]; do
+    case $1 in
+    --epochs) need_value "$@"; positive "$1" "$2"; epochs=$2; shift 2 ;;
+    --steps) need_value "$@"; positive "$1" "$2"; steps=$2; shift 2 ;;
+    --data) need_value "$@"; data=$2; shift 2 ;;
+    --out) need_value "$@"; out=$2; shift 2 ;;
+    --device) need_value "$@"; device=$2; shift 2 ;;
+    --model) need_value "$@"; model=$2; shift 2 ;;
+    --replicas) need_value "$@"; positive "$1" "$2"; replicas=$2; shift 2 ;;
+    --warmup) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || die "--warmup: '$2' is not a non-negative integer"
+        warmup=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see scripts/article.sh --help)" ;;
+    esac
+done
+
+if [ -z "$data" ]; then
+    if [ -f /tmp/cifar10/cifar-10-batches-bin/data_batch_1.bin ]; then
+        data=/tmp/cifar10/cifar-10-batches-bin
+    else
+        die "no CIFAR-10: set DPC_DATA or pass --data DIR (the binary version, cifar-10-binary.tar.gz, \
+from the dataset authors' page, unpacked: DIR holds data_batch_1.bin ... test_batch.bin; see README.md), \
+or --data synthetic for a smoke run"
+    fi
+fi
+[ "$data" = synthetic ] || [ -d "$data" ] || die "--data: '$data' is not a folder"
+[ -f "$model" ] || die "--model: '$model' not found"
+[ -x "$bin/dprun" ] || die "$bin/dprun not found: run make first"
+out=${out:-results/article-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$out" || die "cannot create $out"
+
+plan=$out/model.plan
+"$bin/dpc" "$model" -o "$plan" >"$out/dpc.log" 2>&1 || { cat "$out/dpc.log" >&2; die "dpc failed on $model"; }
+
+common=(--data "$data" --device "$device" --eval-every 1)
+[ -n "$epochs" ] && common+=(--epochs "$epochs")
+[ -n "$steps" ] && common+=(--steps "$steps")
+run_args=(
+    "--gpus 1"
+    "--gpus $replicas --lr-scaling none --warmup-epochs 0"
+    "--gpus $replicas --lr-scaling linear --warmup-epochs $warmup"
+)
+names=("run1" "run2" "run3")
+status=0
+for i in 0 1 2; do
+    n=${names[$i]}
+    # shellcheck disable=SC2206 # the run's options split into words on purpose
+    args=(${run_args[$i]})
+    echo "article: $n: $bin/dprun $plan ${args[*]} ${common[*]} (log: $out/$n.log)"
+    # The whole planned schedule, for the table (--epochs would cut it short).
+    "$bin/dprun" "$plan" "${args[@]}" --schedule >"$out/$n.schedule" 2>/dev/null
+    if "$bin/dprun" "$plan" "${args[@]}" "${common[@]}" --metrics "$out/$n.jsonl" >"$out/$n.log" 2>&1; then
+        tail -n 1 "$out/$n.log" | sed "s/^/article: $n: /"
+    else
+        echo "article: $n failed: $(grep -m1 'error:' "$out/$n.log")" >&2
+        status=1
+    fi
+done
+
+# Every run that wrote at least one epoch is plotted.
+curves=()
+labels=("lr 0.1" "lr 0.1" "scaled lr + ${warmup}-epoch warmup")
+for i in 0 1 2; do
+    n=${names[$i]}
+    [ -s "$out/$n.jsonl" ] || continue
+    batch=$(grep -m1 -o 'batch *[0-9]*' "$out/$n.log" | tr -s ' ' | cut -d' ' -f2)
+    curves+=("$n: batch $batch, ${labels[$i]}=$out/$n.jsonl")
+done
+if [ ${#curves[@]} -gt 0 ]; then
+    scripts/plot -o "$out/article.svg" --title "$(basename "$model" .net): the article's three runs" \
+        "${curves[@]}" || status=1
+fi
+$py scripts/article_table.py --out "$out/article.md" --device "$device" --data "$data" \
+    --epochs "${epochs:-}" --steps "${steps:-}" --model "$model" "$out" || status=1
+
+echo "article: table $out/article.md, plot $out/article.svg, logs and metrics $out/run{1,2,3}.{log,jsonl}"
+[ -f "$out/article.md" ] && cat "$out/article.md"
+exit $status

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/article.sh end to end on the synthetic set with a small model and
+# a few steps: three runs, a table with three rows beside the article's
+# figures and the right global batches and lr schedules, an SVG that parses
+# as XML with three curves per panel; a failed run is reported in the
+# table; bad options give one `article: error:` line. Runs from the
+# repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
+set -u
+bin=${DPC_BIN:-bin}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset DPC_DATA
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+expect_fail() { # NAME WANT ARGS...: exit 1 and the message on stderr's last line
+    local name=$1 want=$2; shift 2
+    local err rc
+    err=$(DPC_BIN=$bin scripts/article.sh "$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($err)"; return; fi
+    case "$(printf '%s\n' "$err" | tail -n 1)" in "article: error: "*"$want"*) ok ;;
+    *) bad "$name: '$err' lacks '$want'" ;; esac
+}
+
+out=$tmp/art
+DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 --steps 2 \
+    --replicas 4 --warmup 1 --out "$out" >"$tmp/log" 2>&1
+rc=$?
+check "article.sh exits 0 (exit $rc: $(tail -n 5 "$tmp/log"))" [ $rc = 0 ]
+for f in run1.log run2.log run3.log run1.jsonl run2.jsonl run3.jsonl article.svg article.md; do
+    check "$f written" [ -s "$out/$f" ]
+done
+check "it says where the results went" grep -q "article: table $out/article.md" "$tmp/log"
+
+# The table: three rows (batch 32 on one replica, 4 x 32 twice), the lr
+# schedules from --schedule, the article's figures, the shortened note.
+$py - "$out/article.md" <<'EOF' || bad "article.md content"
+import sys
+text = open(sys.argv[1]).read()
+rows = [l for l in text.splitlines() if l.startswith("| ") and l.split("|")[1].strip() in "123"]
+rows = [[c.strip() for c in l.strip("|").split("|")] for l in rows]
+assert [r[0] for r in rows] == ["1", "2", "3"], rows
+assert [r[1] for r in rows] == ["32", "128", "128"], [r[1] for r in rows]
+assert rows[0][2].startswith("0.05"), rows[0][2]
+assert rows[1][2].startswith("0.05;"), rows[1][2]        # no scaling, no warmup
+assert rows[2][2].startswith("0.05 → 0.2 warmup"), rows[2][2]  # x4, 1-epoch warmup
+for r in rows:
+    assert len(r) == 10, r
+    epoch_s, total_s, train_acc, test_acc = (float(r[k]) for k in (3, 4, 5, 6))
+    assert epoch_s > 0 and total_s > 0 and 0 <= train_acc <= 1 and 0 <= test_acc <= 1, r
+for fig in ("0.8475", "0.7829", "0.8416", "999.79", "977.40", "916.39"):
+    assert fig in text, fig
+assert "**Shortened**" in text and "1 epoch" in text, text
+EOF
+
+# The plot: XML, three run curves in each of the two panels, named by run.
+$py - "$out/article.svg" <<'EOF' || bad "article.svg content"
+import sys, xml.dom.minidom
+doc = xml.dom.minidom.parse(sys.argv[1])
+panels = [g for g in doc.getElementsByTagName("g") if g.getAttribute("class") == "panel"]
+assert len(panels) == 2, len(panels)
+for p in panels:
+    runs = [e.getAttribute("data-run") for e in p.getElementsByTagName("path") if e.getAttribute("class") == "run"]
+    assert len(runs) == 3 and [r[:4] for r in runs] == ["run1", "run2", "run3"], runs
+EOF
+
+# A run that failed is named in the table, with its reason, and the table
+# script exits 1; the other rows stay.
+fake=$tmp/fake
+mkdir -p "$fake"
+cp "$out"/run1.* "$out"/run3.* "$fake"/
+cp "$out/run2.schedule" "$fake"/
+printf 'EPOCH  0: train loss  2.3 | batch  128 | lr 0.050 | Time per epoch 1.00 seconds\n%s\n' \
+    "dprun: error: the loss is nan at step 3 (epoch 0, step 3 of the epoch, lr 10); stopping" >"$fake/run2.log"
+$py scripts/article_table.py --out "$fake/article.md" "$fake" >/dev/null 2>&1
+check "a failed run makes the table script exit 1" [ $? = 1 ]
+check "the failed run's reason is in its row" grep -q "^| 2 | 128 | .*failed: the loss is nan at step 3" "$fake/article.md"
+check "the other runs keep their rows" grep -q "^| 3 | 128 | .* | 0\.[0-9]* |" "$fake/article.md"
+
+expect_fail "bad --epochs" "--epochs: 'x' is not a positive integer" --epochs x
+expect_fail "missing --data folder" "--data: '$tmp/none' is not a folder" --data "$tmp/none"
+expect_fail "missing model" "--model: 'nope.net' not found" --data synthetic --model nope.net
+expect_fail "unknown option" "unknown option '--frobnicate'" --frobnicate
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# scripts/scaling.sh on the synthetic set with a small model, three global
+# batches and a few steps: one run per batch and mode with the right
+# replica count and lr flags, a table with one row per batch, an SVG (XML)
+# of test accuracy against batch with two curves of three points, left to
+# right in batch order; LARS reported as not implemented; bad options give
+# one `scaling: error:` line. scripts/plot --vs-batch input errors too.
+# Runs from the repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
+set -u
+bin=${DPC_BIN:-bin}
+py=/usr/bin/python3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+unset DPC_DATA
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+expect_fail() { # NAME WANT CMD...: exit 1 and the message on stderr's last line
+    local name=$1 want=$2; shift 2
+    local err rc
+    err=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($err)"; return; fi
+    case "$(printf '%s\n' "$err" | tail -n 1)" in *"error: "*"$want"*) ok ;;
+    *) bad "$name: '$err' lacks '$want'" ;; esac
+}
+
+out=$tmp/sc
+DPC_BIN=$bin scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "32 64 128" \
+    --epochs 2 --steps 3 --warmup 1 --out "$out" >"$tmp/log" 2>&1
+rc=$?
+check "scaling.sh exits 0 (exit $rc: $(tail -n 5 "$tmp/log"))" [ $rc = 0 ]
+check "LARS is reported as not implemented" grep -q "^scaling: LARS: not implemented" "$tmp/log"
+for b in 32 64 128; do
+    for m in plain scaled; do
+        check "$m-$b.log has the final line" grep -q '^Training time .* test accuracy' "$out/$m-$b.log"
+    done
+    check "batch $b: global batch $b in the log" grep -q "| batch  *$b |" "$out/scaled-$b.log"
+done
+check "batch 128 runs 4 replicas" grep -q "4 replicas x batch 32" "$out/plain-128.log"
+check "scaled runs scale the lr" grep -q -- "--gpus 4 --lr-scaling linear --warmup-epochs 1" "$tmp/log"
+check "plain runs do not" grep -q -- "--gpus 4 --lr-scaling none --warmup-epochs 0" "$tmp/log"
+
+$py - "$out/scaling.md" <<'EOF' || bad "scaling.md content"
+import sys
+text = open(sys.argv[1]).read()
+rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in text.splitlines()
+        if l.startswith("| ") and l.split("|")[1].strip().isdigit()]
+assert [r[:2] for r in rows] == [["32", "1"], ["64", "2"], ["128", "4"]], rows
+for r in rows:
+    assert 0 <= float(r[2]) <= 1 and 0 <= float(r[3]) <= 1 and r[4] == "not implemented", r
+assert "LARS: not implemented in dpc" in text and "synthetic" in text, text
+EOF
+
+$py - "$out/scaling.svg" <<'EOF' || bad "scaling.svg content"
+import sys, xml.dom.minidom
+doc = xml.dom.minidom.parse(sys.argv[1])
+paths = [p for p in doc.getElementsByTagName("path") if p.getAttribute("class") == "run"]
+assert [p.getAttribute("data-run") for p in paths] == ["lr unscaled, no warmup", "linear scaling + 1-epoch warmup"], \
+    [p.getAttribute("data-run") for p in paths]
+for p in paths:
+    xs = [float(t[1:].split(",")[0]) for t in p.getAttribute("d").split()]
+    assert len(xs) == 3 and xs == sorted(xs), xs
+    # log2 axis: 32 -> 64 and 64 -> 128 are the same distance
+    assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 0.2, xs
+ticks = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.getAttribute("class") == "xtick"]
+assert ticks == ["32", "64", "128"], ticks
+notes = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.getAttribute("class") == "note"]
+assert len(notes) == 1 and "LARS not implemented" in notes[0], notes
+EOF
+
+# plot --vs-batch on its own: same-name files form one curve; files without
+# a batch or a test accuracy are refused with one line.
+printf '{"epoch": 0, "train_loss": 1, "batch": 256, "test_accuracy": 0.5}\n' >"$tmp/a.jsonl"
+printf '{"epoch": 0, "train_loss": 1, "batch": 1024, "test_accuracy": 0.4}\n' >"$tmp/b.jsonl"
+printf '{"epoch": 0, "train_loss": 1, "test_accuracy": 0.4}\n' >"$tmp/nobatch.jsonl"
+printf '{"epoch": 0, "train_loss": 1, "batch": 64}\n' >"$tmp/noacc.jsonl"
+scripts/plot --vs-batch -o "$tmp/v.svg" "x=$tmp/a.jsonl" "x=$tmp/b.jsonl" "y=$tmp/b.jsonl" 2>"$tmp/v.err"
+check "plot --vs-batch (exit $?: $(cat "$tmp/v.err"))" [ -s "$tmp/v.svg" ]
+check "two curves" [ "$(grep -c 'class="run"' "$tmp/v.svg")" = 2 ]
+expect_fail "no batch" "nobatch.jsonl: no positive 'batch'" scripts/plot --vs-batch "$tmp/nobatch.jsonl"
+expect_fail "no accuracy" "noacc.jsonl: no 'test_accuracy'" scripts/plot --vs-batch "$tmp/noacc.jsonl"
+
+expect_fail "batch not a multiple" "--batches: 48 is not a multiple of the plan's per-device batch 32" \
+    env DPC_BIN="$bin" scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "32 48" --out "$tmp/x"
+expect_fail "bad batch" "--batches: 'abc' is not a positive integer" \
+    env DPC_BIN="$bin" scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "abc" --out "$tmp/x"
+expect_fail "unknown option" "unknown option '--lars'" env DPC_BIN="$bin" scripts/scaling.sh --lars
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
