@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "runtime/backend.h"
+#include "runtime/backend_cuda.h"
 #include "runtime/check.h"
 
 
@@ -51,6 +52,7 @@ struct rt_coll {
     /* staging for backends whose buffers are not host memory */
     void **stage;
     size_t *stage_cap;
+    rt_nccl_comm **nccl; /* nccl kind: per replica, its rank */
 };
 
 static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
@@ -93,8 +95,27 @@ rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, i
     return c;
 }
 
+rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errlen) {
+    if (n < 2) {
+        snprintf(err, errlen, "the nccl collective joins at least 2 replicas (got %d)", n);
+        return NULL;
+    }
+    rt_nccl_comm **comms = calloc((size_t)n, sizeof *comms);
+    RT_CHECK_ALLOC(comms);
+    if (rt_nccl_init_all(bes, n, comms, err, errlen)) {
+        free(comms);
+        return NULL;
+    }
+    rt_coll *c = coll_new(RT_COLL_NCCL, n, bes[0]);
+    for (int r = 0; r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    c->nccl = comms;
+    return c;
+}
+
 void rt_coll_free(rt_coll *c) {
     if (!c) return;
+    for (int r = 0; c->nccl && r < c->n; r++) rt_nccl_free(c->nccl[r]);
+    free(c->nccl);
     for (int r = 0; r < c->n; r++) free(c->stage[r]);
     free(c->stage);
     free(c->stage_cap);
@@ -378,7 +399,7 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
         b->piece[i] = pieces[i];
         b->total += pieces[i].count;
     }
-    if (n > 1 && b->total > q->pack_cap) {
+    if (n > 1 && b->total > q->pack_cap && !q->c->nccl) { /* nccl sums the pieces in place */
         rt_backend *be = q->c->be[q->replica];
         if (q->pack) be->free(be, q->pack);
         q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
@@ -392,10 +413,34 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
 
+/* The nccl kind: the replica's communication stream is its queue. The
+ * pieces are summed out of place (src -> dst) by one NCCL group after the
+ * compute stream's current point; a failure shows at the wait. */
+static void start_on_stream(rt_coll_queue *q, int id) {
+    const bucket *b = &q->b[id];
+    const void **src = malloc(sizeof *src * (size_t)b->n);
+    void **dst = malloc(sizeof *dst * (size_t)b->n);
+    int64_t *count = malloc(sizeof *count * (size_t)b->n);
+    RT_CHECK_ALLOC(src && dst && count);
+    for (int i = 0; i < b->n; i++)
+        src[i] = b->piece[i].src, dst[i] = b->piece[i].dst, count[i] = b->piece[i].count;
+    char why[256];
+    int rc = rt_nccl_bucket_start(q->c->nccl[q->replica], id, src, dst, count, b->n, why, sizeof why);
+    if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+    q->state[id] = rc ? B_FAILED : B_QUEUED;
+    free(src), free(dst), free(count);
+}
+
+int rt_coll_queue_stream_ordered(const rt_coll_queue *q) { return q->c->nccl != NULL; }
+
 void rt_coll_queue_start(rt_coll_queue *q, int id) {
     if (id < 0 || id >= q->nb) {
         RT_FAIL("rt_coll_queue_start: no bucket %d (%d registered)", id, q->nb);
         abort();
+    }
+    if (q->c->nccl) {
+        start_on_stream(q, id);
+        return;
     }
     char why[64];
     /* What the replica computed must be in memory before the thread reads
@@ -426,6 +471,15 @@ int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     if (id < 0 || id >= q->nb) {
         snprintf(err, errlen, "no bucket %d (%d registered)", id, q->nb);
         return -1;
+    }
+    if (q->c->nccl) { /* the compute stream waits, the host does not */
+        int st = q->state[id];
+        q->state[id] = B_IDLE;
+        if (st == B_FAILED) {
+            snprintf(err, errlen, "%s", q->why);
+            return -1;
+        }
+        return st == B_QUEUED ? rt_nccl_bucket_join(q->c->nccl[q->replica], id, err, errlen) : 0;
     }
     pthread_mutex_lock(&q->mu);
     while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
