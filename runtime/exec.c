@@ -517,7 +517,7 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
     if (m == RUN_CAPTURE) ex->captured = 1;
     ex->runs++;
     if (rt_debug_level() >= 1 && ex->runs <= 3)
-        fprintf(stderr, "dpc: %s: run %d (%s): %" PRId64 " kernel launches, %" PRId64 " graph launches\n",
+        fprintf(stderr, "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches\n",
                 ex->be->name, ex->runs, m == RUN_EAGER ? "eager" : m == RUN_CAPTURE ? "recorded" : "replayed",
                 ex->last_calls, ex->last_graph_launches);
     return ex->be->sync(ex->be, err, errlen);
