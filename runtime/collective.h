@@ -50,7 +50,7 @@
  * reads one of its sums (the optimizer update).
  *
  * Usage:
- *     rt_coll *c = rt_coll_local_new(n, be);             // or rt_coll_mpi_new
+ *     rt_coll *c = rt_coll_local_new(n, be);     // or rt_coll_mpi_new, rt_coll_nccl_new
  *     // in replica r's thread:
  *     rt_coll_allreduce_sum(c, r, buf, count, err, sizeof err);   // blocking
  *     rt_coll_broadcast(c, r, buf, bytes, err, sizeof err);       // from replica 0
@@ -103,6 +103,19 @@ typedef struct {
 } rt_coll_ranks_ops;
 rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
                            const rt_coll_ranks_ops *ops);
+/* For the kinds whose queue is a device stream (runtime/coll_nccl.c): per
+ * replica a context; start enqueues bucket `bucket`'s sums (src[i] ->
+ * dst[i], count[i] floats, i < n) behind the replica's queued work, join
+ * makes the replica's later work wait for them, free ends a context (from
+ * rt_coll_free). The collective owns the contexts. */
+typedef struct {
+    int (*start)(void *ctx, int bucket, const void *const *src, void *const *dst,
+                 const int64_t *count, int n, char *err, size_t errlen);
+    int (*join)(void *ctx, int bucket, char *err, size_t errlen);
+    void (*free)(void *ctx);
+} rt_coll_stream_ops;
+rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
+                            const rt_coll_stream_ops *ops, void *const *ctx);
 
 rt_coll_kind rt_coll_kind_of(const rt_coll *c);
 const char *rt_coll_name(const rt_coll *c); /* "local", "mpi", "nccl" */

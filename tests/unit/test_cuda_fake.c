@@ -624,6 +624,32 @@ TEST(nccl_on_two_devices_equals_local) {
         /* NCCL refuses two ranks on one device, with a message. */
         rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
         CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL && strstr(err, "share device 0"));
+        /* DPC_COLL forces a kind; what cannot be is refused with a message. */
+        rt_backend *pair[2] = {two[0], rt_backend_cuda(1, err, sizeof err)};
+        setenv("DPC_COLL", "local", 1);
+        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        CHECK_MSG(c && !strcmp(rt_coll_name(c), "local"), "%s", err);
+        rt_coll_free(c);
+        setenv("DPC_COLL", "nccl", 1);
+        c = rt_replicas_coll_new(two, 2, 1, err, sizeof err);
+        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs every replica"), "%s", err);
+        setenv("DPC_COLL", "gloo", 1);
+        c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
+        unsetenv("DPC_COLL");
+        rt_backend_free(pair[1]);
+        /* Placement: 4 replicas on the 2 devices, two each, a backend each. */
+        rt_backend *four[4];
+        int devices = 0;
+        CHECK(rt_replicas_open_backends(two[0], 4, four, &devices, err, sizeof err) == 0 && devices == 2);
+        int dev_ok = 1;
+        for (int r = 0; r < 4; r++) {
+            dev_ok &= rt_cuda_device_ordinal(four[r]) == r / 2 && four[r] != two[0];
+            for (int q = 0; q < r; q++) dev_ok &= four[q] != four[r];
+        }
+        CHECK(dev_ok);
+        rt_replicas_close_backends(two[0], 4, four);
+        CHECK(four[0] == two[0] && four[3] == two[0]);
         rt_backend_free(two[0]);
         rt_backend_free(two[1]);
     }
