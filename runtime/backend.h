@@ -16,6 +16,13 @@
  *     be->free(be, buf);
  *     rt_backend_free(be);
  *
+ * Optional CUDA-graph hooks (NULL where the backend has none, as on cpu):
+ *     be->graph_begin(be, err, sizeof err);             // this thread's calls record
+ *     ... launch / gemm / copy ...                     // recorded, not run
+ *     rt_graph *gr = be->graph_end(be, err, sizeof err);
+ *     be->graph_launch(be, gr, err, sizeof err);        // replay, as often as asked
+ *     be->graph_free(be, gr);
+ *
  * Device pointers are opaque `void *` to the caller; adding a byte offset
  * to one ((char *)p + off) names a location inside the same buffer, on
  * every backend. Functions that can fail on bad input return non-zero with
@@ -40,6 +47,7 @@
 typedef struct rt_backend rt_backend;
 typedef struct rt_module rt_module; /* a compiled kernel module */
 typedef struct rt_kernel rt_kernel; /* one entry point of a module */
+typedef struct rt_graph rt_graph;   /* a recorded sequence of calls (CUDA graph) */
 
 struct rt_backend {
     const char *name;      /* "cpu", "cuda" */
@@ -67,6 +75,12 @@ struct rt_backend {
                 char *err, size_t errlen);
     int (*sync)(rt_backend *be, char *err, size_t errlen);
     void (*destroy)(rt_backend *be);
+    /* Graph capture and replay (see the usage above); NULL: not supported,
+     * callers run eagerly. */
+    int (*graph_begin)(rt_backend *be, char *err, size_t errlen);
+    rt_graph *(*graph_end)(rt_backend *be, char *err, size_t errlen);
+    int (*graph_launch)(rt_backend *be, rt_graph *g, char *err, size_t errlen);
+    void (*graph_free)(rt_backend *be, rt_graph *g);
 };
 
 /* The reference backend: generated C compiled with the host compiler,

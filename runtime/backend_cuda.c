@@ -101,6 +101,9 @@ struct rt_cuda_graph {
 };
 
 static void cuda_destroy(rt_backend *be);
+static rt_graph *graph_end(rt_backend *be, char *err, size_t errlen);
+static int graph_launch(rt_backend *be, rt_graph *g, char *err, size_t errlen);
+static void graph_free(rt_backend *be, rt_graph *g);
 
 int rt_cuda_compiled(void) { return 1; }
 
@@ -536,6 +539,10 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     be->gemm = cuda_gemm;
     be->sync = cuda_sync;
     be->destroy = cuda_destroy;
+    be->graph_begin = rt_cuda_graph_begin;
+    be->graph_end = graph_end;
+    be->graph_launch = graph_launch;
+    be->graph_free = graph_free;
     return be;
 }
 
@@ -547,6 +554,10 @@ int rt_cuda_stats_get(const rt_backend *be, rt_cuda_stats *s) {
 
 const char *rt_cuda_device_name(const rt_backend *be) {
     return rt_backend_is_cuda(be) ? impl_of(be)->name : "";
+}
+
+int rt_cuda_device_ordinal(const rt_backend *be) {
+    return rt_backend_is_cuda(be) ? impl_of(be)->ordinal : -1;
 }
 
 /* ---- CUDA graphs ------------------------------------------------------------------ */
@@ -618,11 +629,22 @@ void rt_cuda_graph_free(rt_backend *be, rt_cuda_graph *g) {
 
 int rt_cuda_graph_nodes(const rt_cuda_graph *g) { return g ? (int)g->nodes : 0; }
 
+/* The backend table's graph hooks: the same graphs under backend.h's name. */
+static rt_graph *graph_end(rt_backend *be, char *err, size_t errlen) {
+    return (rt_graph *)rt_cuda_graph_end(be, err, errlen);
+}
+static int graph_launch(rt_backend *be, rt_graph *g, char *err, size_t errlen) {
+    return rt_cuda_graph_launch(be, (rt_cuda_graph *)g, err, errlen);
+}
+static void graph_free(rt_backend *be, rt_graph *g) { rt_cuda_graph_free(be, (rt_cuda_graph *)g); }
+
 /* ---- NCCL ------------------------------------------------------------------------- */
 
 struct rt_nccl_comm {
     rt_backend *be;
     ncclComm_t comm;
+    CUevent *bucket_done; /* by bucket id */
+    int nbuckets;
 };
 
 int rt_nccl_version(int *version, char *err, size_t errlen) {
@@ -696,10 +718,60 @@ int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
     return cuTry(rt_cu.cuStreamWaitEvent(ci->compute, ci->ev_comm, 0), err, errlen);
 }
 
+int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
+                         const int64_t *count, int n, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    if (id < 0) {
+        snprintf(err, errlen, "NCCL bucket %d", id);
+        return -1;
+    }
+    while (c->nbuckets <= id) {
+        c->bucket_done = realloc(c->bucket_done, sizeof *c->bucket_done * (size_t)(c->nbuckets + 1));
+        RT_CHECK_ALLOC(c->bucket_done);
+        c->bucket_done[c->nbuckets] = NULL;
+        if (cuTry(rt_cu.cuEventCreate(&c->bucket_done[c->nbuckets], CU_EVENT_DISABLE_TIMING), err,
+                  errlen))
+            return -1;
+        c->nbuckets++;
+    }
+    /* The bucket's gradients are complete at this point of the compute
+     * stream; the communication stream waits for it and nothing later. */
+    if (cuTry(rt_cu.cuEventRecord(ci->ev_compute, ci->compute), err, errlen) ||
+        cuTry(rt_cu.cuStreamWaitEvent(ci->comm, ci->ev_compute, 0), err, errlen) ||
+        ncclTry(rt_nccl.ncclGroupStart(), err, errlen))
+        return -1;
+    /* One group: NCCL fuses the pieces into few kernels, no packing copies. */
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = ncclTry(rt_nccl.ncclAllReduce(src[i], dst[i], (size_t)count[i], ncclFloat, ncclSum,
+                                           c->comm, ci->comm),
+                     err, errlen);
+    if (ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
+    if (rc || cuTry(rt_cu.cuEventRecord(c->bucket_done[id], ci->comm), err, errlen) ||
+        cuTry(rt_cu.cuEventRecord(ci->ev_comm, ci->comm), err, errlen))
+        return -1;
+    return 0;
+}
+
+int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    if (id < 0 || id >= c->nbuckets) {
+        snprintf(err, errlen, "NCCL bucket %d was never started", id);
+        return -1;
+    }
+    use(ci);
+    return cuTry(rt_cu.cuStreamWaitEvent(ci->compute, c->bucket_done[id], 0), err, errlen);
+}
+
 void rt_nccl_free(rt_nccl_comm *c) {
     if (!c) return;
-    use(impl_of(c->be));
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    rt_cu.cuStreamSynchronize(ci->comm); /* no all-reduce of ours still queued */
     rt_nccl.ncclCommDestroy(c->comm);
+    for (int i = 0; i < c->nbuckets; i++) rt_cu.cuEventDestroy(c->bucket_done[i]);
+    free(c->bucket_done);
     free(c);
 }
 
@@ -765,6 +837,11 @@ const char *rt_cuda_device_name(const rt_backend *be) {
     return "";
 }
 
+int rt_cuda_device_ordinal(const rt_backend *be) {
+    (void)be;
+    return -1;
+}
+
 int rt_nccl_version(int *version, char *err, size_t errlen) {
     *version = 0;
     snprintf(err, errlen, NO_CUDA);
@@ -789,6 +866,19 @@ int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, 
 
 int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
     (void)c;
+    snprintf(err, errlen, NO_CUDA);
+    return -1;
+}
+
+int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
+                         const int64_t *count, int n, char *err, size_t errlen) {
+    (void)c, (void)id, (void)src, (void)dst, (void)count, (void)n;
+    snprintf(err, errlen, NO_CUDA);
+    return -1;
+}
+
+int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
+    (void)c, (void)id;
     snprintf(err, errlen, NO_CUDA);
     return -1;
 }

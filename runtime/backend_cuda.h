@@ -10,6 +10,8 @@
  *     rt_cuda_graph *gr = rt_cuda_graph_end(be, err, sizeof err);
  *     for (...) { rt_exec_set_input(...); rt_cuda_graph_launch(be, gr, err, sizeof err); }
  *     rt_cuda_graph_free(be, gr);
+ *     // the same through the backend table (backend.h), as rt_exec does:
+ *     be->graph_begin(be, ...); ...; rt_graph *g = be->graph_end(be, ...);
  *
  * What the backend does (DESIGN §6):
  *   memory    cuMemAlloc, zero-filled by a memset on the compute stream;
@@ -52,6 +54,8 @@ int rt_cuda_device_count(char *why, size_t whylen);
 rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen);
 /* 1 if be is a cuda backend. */
 int rt_backend_is_cuda(const rt_backend *be);
+/* The device ordinal of a cuda backend; -1 for another backend. */
+int rt_cuda_device_ordinal(const rt_backend *be);
 
 /* ---- CUDA graphs -------------------------------------------------------------
  * Between begin and end the compute stream records instead of running:
@@ -96,13 +100,18 @@ typedef struct {
 } rt_sgemm_args;
 int rt_cublas_sgemm_args(const cg_gemm *d, rt_sgemm_args *a, char *err, size_t errlen);
 
-/* ---- NCCL (the data-parallel issue builds the `nccl` collective on this) ----
+/* ---- NCCL (the `nccl` collective, collective.h, is built on this) ----
  * One communicator per cuda backend, all in this process, one device each
  * (NCCL refuses two ranks on one GPU: replicas sharing a device reduce
  * locally first). All-reduce runs on the backend's communication stream:
  * it starts once the work queued so far on the compute stream is done
  * (an event), and rt_nccl_join makes later compute work wait for every
- * all-reduce issued so far, so the two overlap in between. */
+ * all-reduce issued so far, so the two overlap in between. A bucket
+ * (rt_nccl_bucket_start) does the same for a list of gradients, summed out
+ * of place into their outputs in one NCCL group, with an event of its own
+ * that rt_nccl_bucket_join makes the compute stream wait for. Both are
+ * stream work only, so a CUDA graph captured on the compute stream holds
+ * them (the communication stream joins the capture through the events). */
 typedef struct rt_nccl_comm rt_nccl_comm;
 /* NCCL's version code (e.g. 22809); loads libnccl. -1 + message. */
 int rt_nccl_version(int *version, char *err, size_t errlen);
@@ -111,6 +120,12 @@ int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *
 /* In place: buf (device floats of be) = sum over the ranks. Enqueued. */
 int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, size_t errlen);
 int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen);
+/* Bucket `id` (0, 1, ...; events are made on first use): src[i] (count[i]
+ * device floats) summed over the ranks into dst[i], for i < n. Enqueued. */
+int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
+                         const int64_t *count, int n, char *err, size_t errlen);
+/* Later compute-stream work waits for bucket id (the host does not block). */
+int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen);
 void rt_nccl_free(rt_nccl_comm *c);
 
 #endif

@@ -14,6 +14,10 @@
  * finished phase 3, because phase 2 of the next call starts behind its
  * phase-1 barrier, which every replica reaches only after its phase 3.
  *
+ * Stream kinds (nccl, runtime/coll_nccl.c) plug in through
+ * rt_coll_stream_ops: their queue enqueues each bucket on the replica's
+ * communication stream instead of handing it to a thread.
+ *
  * Ranks (mpi, later nccl bootstrapping) plug in through rt_coll_ranks_ops,
  * called only from inside the barrier's serial section (one thread, the
  * others blocked); runtime/mpi.c holds the MPI calls, so programs that never
@@ -51,6 +55,9 @@ struct rt_coll {
     /* staging for backends whose buffers are not host memory */
     void **stage;
     size_t *stage_cap;
+    /* Kinds whose queue is a device stream (nccl): per replica, its rank. */
+    rt_coll_stream_ops sops;
+    void **sctx;
 };
 
 static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
@@ -93,8 +100,23 @@ rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, i
     return c;
 }
 
+rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
+                            const rt_coll_stream_ops *ops, void *const *ctx) {
+    rt_coll *c = coll_new(kind, n, bes[0]);
+    c->sops = *ops;
+    c->sctx = calloc((size_t)c->n, sizeof *c->sctx);
+    RT_CHECK_ALLOC(c->sctx);
+    for (int r = 0; r < c->n; r++) {
+        rt_coll_set_backend(c, r, bes[r]);
+        c->sctx[r] = ctx[r];
+    }
+    return c;
+}
+
 void rt_coll_free(rt_coll *c) {
     if (!c) return;
+    for (int r = 0; c->sctx && r < c->n; r++) c->sops.free(c->sctx[r]);
+    free(c->sctx);
     for (int r = 0; r < c->n; r++) free(c->stage[r]);
     free(c->stage);
     free(c->stage_cap);
@@ -378,7 +400,7 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
         b->piece[i] = pieces[i];
         b->total += pieces[i].count;
     }
-    if (n > 1 && b->total > q->pack_cap) {
+    if (n > 1 && b->total > q->pack_cap && !q->c->sctx) { /* a stream kind needs no packing */
         rt_backend *be = q->c->be[q->replica];
         if (q->pack) be->free(be, q->pack);
         q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
@@ -392,10 +414,35 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
 
+/* A stream kind (nccl): the replica's communication stream is its queue.
+ * The pieces are summed out of place (src -> dst) after the compute
+ * stream's current point (nccl: one NCCL group); a failure shows at the
+ * wait. */
+static void start_on_stream(rt_coll_queue *q, int id) {
+    const bucket *b = &q->b[id];
+    const void **src = malloc(sizeof *src * (size_t)b->n);
+    void **dst = malloc(sizeof *dst * (size_t)b->n);
+    int64_t *count = malloc(sizeof *count * (size_t)b->n);
+    RT_CHECK_ALLOC(src && dst && count);
+    for (int i = 0; i < b->n; i++)
+        src[i] = b->piece[i].src, dst[i] = b->piece[i].dst, count[i] = b->piece[i].count;
+    char why[256];
+    int rc = q->c->sops.start(q->c->sctx[q->replica], id, src, dst, count, b->n, why, sizeof why);
+    if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+    q->state[id] = rc ? B_FAILED : B_QUEUED;
+    free(src), free(dst), free(count);
+}
+
+int rt_coll_queue_stream_ordered(const rt_coll_queue *q) { return q->c->sctx != NULL; }
+
 void rt_coll_queue_start(rt_coll_queue *q, int id) {
     if (id < 0 || id >= q->nb) {
         RT_FAIL("rt_coll_queue_start: no bucket %d (%d registered)", id, q->nb);
         abort();
+    }
+    if (q->c->sctx) {
+        start_on_stream(q, id);
+        return;
     }
     char why[64];
     /* What the replica computed must be in memory before the thread reads
@@ -426,6 +473,15 @@ int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     if (id < 0 || id >= q->nb) {
         snprintf(err, errlen, "no bucket %d (%d registered)", id, q->nb);
         return -1;
+    }
+    if (q->c->sctx) { /* the compute stream waits, the host does not */
+        int st = q->state[id];
+        q->state[id] = B_IDLE;
+        if (st == B_FAILED) {
+            snprintf(err, errlen, "%s", q->why);
+            return -1;
+        }
+        return st == B_QUEUED ? q->c->sops.join(q->c->sctx[q->replica], id, err, errlen) : 0;
     }
     pthread_mutex_lock(&q->mu);
     while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);

@@ -18,21 +18,26 @@
  *          P ranks x N replicas give the floats one process with P*N
  *          replicas gives (bit for bit, short of an exponent spread of more
  *          than 29 bits between addends).
- *   nccl   distinct GPUs (the CUDA issue fills this in): same calls, summed
- *          by NCCL on a communication stream of each device; the NCCL
- *          unique id travels from rank 0 by rt_mpi_bcast_bytes. Its queue
- *          is a CUDA stream per replica instead of a thread: start records
- *          an event on the compute stream and makes the communication
- *          stream wait for it, packs with cudaMemcpyAsync, ncclAllReduce
- *          (ncclFloat, ncclSum), unpacks and records a "done" event; wait
- *          makes the compute stream wait for that event (the host does not
- *          block). NCCL's ring order is fixed for a given set of devices,
- *          so runs repeat exactly, but its float sums are not the local
- *          kind's double-rounded ones.
+ *   nccl   distinct GPUs in this process, one NCCL rank per replica
+ *          (rt_coll_nccl_new; `dprun --gpus N` picks it when the N replicas
+ *          run on the cuda backend on N distinct devices). Its queue is the
+ *          replica's communication stream instead of a thread: start
+ *          records an event on the compute stream, makes the communication
+ *          stream wait for it and sums the bucket's pieces out of place
+ *          (src -> dst) in one NCCL group (ncclFloat, ncclSum, no packing
+ *          copies), then records the bucket's "done" event; wait makes the
+ *          compute stream wait for that event (the host does not block).
+ *          All of it is stream work, so a CUDA graph captures it. NCCL's
+ *          ring order is fixed for a given set of devices, so runs repeat
+ *          exactly, but its float sums are not the local kind's
+ *          double-rounded ones. The blocking calls (all-reduce, broadcast,
+ *          barrier) use the local protocol, staged through host memory.
+ *          Not done yet: replicas sharing a GPU (the local kind is used for
+ *          them, whole) and NCCL across MPI processes (the mpi kind is used).
  *
  * Buffers are device pointers of the backend the communicator was made
  * with. Host-memory backends (cpu) are reduced in place; others are staged
- * through host memory (copy_out, reduce, copy_in) until nccl exists.
+ * through host memory (copy_out, reduce, copy_in) by the local and mpi kinds.
  *
  * Buckets and the communication queue. The partition pass packs parameter
  * gradients into buckets (passes.h); a replica's executor registers each
@@ -45,7 +50,7 @@
  * reads one of its sums (the optimizer update).
  *
  * Usage:
- *     rt_coll *c = rt_coll_local_new(n, be);             // or rt_coll_mpi_new
+ *     rt_coll *c = rt_coll_local_new(n, be);     // or rt_coll_mpi_new, rt_coll_nccl_new
  *     // in replica r's thread:
  *     rt_coll_allreduce_sum(c, r, buf, count, err, sizeof err);   // blocking
  *     rt_coll_broadcast(c, r, buf, bytes, err, sizeof err);       // from replica 0
@@ -83,6 +88,9 @@ rt_backend *rt_coll_backend(const rt_coll *c, int replica);
 /* n replicas in this process and the same on every MPI rank; rt_mpi_init
  * first. NULL + message when this build has no MPI or MPI is not running. */
 rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen);
+/* n replicas, replica r on the cuda backend bes[r], every one on a device
+ * of its own; NULL + message (no NCCL, a shared device, n < 2). */
+rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errlen);
 void rt_coll_free(rt_coll *c);
 
 /* For the kinds that span processes (runtime/mpi.c; nccl's bootstrap): the
@@ -95,6 +103,19 @@ typedef struct {
 } rt_coll_ranks_ops;
 rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
                            const rt_coll_ranks_ops *ops);
+/* For the kinds whose queue is a device stream (runtime/coll_nccl.c): per
+ * replica a context; start enqueues bucket `bucket`'s sums (src[i] ->
+ * dst[i], count[i] floats, i < n) behind the replica's queued work, join
+ * makes the replica's later work wait for them, free ends a context (from
+ * rt_coll_free). The collective owns the contexts. */
+typedef struct {
+    int (*start)(void *ctx, int bucket, const void *const *src, void *const *dst,
+                 const int64_t *count, int n, char *err, size_t errlen);
+    int (*join)(void *ctx, int bucket, char *err, size_t errlen);
+    void (*free)(void *ctx);
+} rt_coll_stream_ops;
+rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
+                            const rt_coll_stream_ops *ops, void *const *ctx);
 
 rt_coll_kind rt_coll_kind_of(const rt_coll *c);
 const char *rt_coll_name(const rt_coll *c); /* "local", "mpi", "nccl" */
@@ -142,6 +163,9 @@ void rt_coll_queue_start(rt_coll_queue *q, int bucket);
  * bucket was not started. -1 + message when its reduction failed. */
 int rt_coll_queue_wait(rt_coll_queue *q, int bucket, char *err, size_t errlen);
 int rt_coll_queue_wait_all(rt_coll_queue *q, char *err, size_t errlen);
+/* 1 when start and wait only enqueue stream work (nccl): a CUDA graph can
+ * capture them; 0 when a host thread reduces (local, mpi). */
+int rt_coll_queue_stream_ordered(const rt_coll_queue *q);
 void rt_coll_queue_free(rt_coll_queue *q);
 
 /* ---- MPI (one process per node or per device, under mpirun) ----

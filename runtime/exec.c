@@ -45,6 +45,14 @@ struct rt_exec {
     rt_coll_queue *coll;
     int nbuckets;
     int *start_at, *wait_at;
+    /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
+     * host actions, recorded by the second run and replayed after. */
+    int graphs;
+    rt_graph **seg;
+    int nseg, seg_cap;
+    int captured;      /* seg holds every segment of the step */
+    int seg_is_open;   /* a segment is being recorded or was launched */
+    int64_t last_calls, last_graph_launches; /* of the latest run */
 };
 
 static double clock_s(clockid_t id) {
@@ -266,6 +274,8 @@ fail:
 void rt_exec_free(rt_exec *ex) {
     if (!ex) return;
     if (ex->prof && ex->runs) print_profile(ex);
+    for (int i = 0; i < ex->nseg; i++) ex->be->graph_free(ex->be, ex->seg[i]);
+    free(ex->seg);
     free(ex->prof);
     free(ex->prof_cpu);
     for (int i = 0; ex->g && i < ex->g->n; i++)
@@ -369,20 +379,84 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
     return 0;
 }
 
-int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
+int rt_exec_use_graphs(rt_exec *ex, int on) {
+    ex->graphs = on && ex->be->graph_begin && ex->be->graph_end && ex->be->graph_launch &&
+                 ex->be->graph_free;
+    return ex->graphs;
+}
+
+void rt_exec_launches(const rt_exec *ex, int64_t *calls, int64_t *graph_launches) {
+    *calls = ex->last_calls;
+    *graph_launches = ex->last_graph_launches;
+}
+
+typedef enum { RUN_EAGER, RUN_CAPTURE, RUN_REPLAY } run_mode;
+
+/* Device work is about to be issued: a capture starts recording a new
+ * segment; a replay launches the segment's graph (and issues nothing). */
+static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) {
+    if (m == RUN_EAGER || ex->seg_is_open) return 0;
+    ex->seg_is_open = 1;
+    if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
+    if (cur >= ex->nseg) return fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
+    ex->last_graph_launches++;
+    return ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen);
+}
+
+/* A host action follows (or the step ends): a capture keeps the segment
+ * and runs it at once, so the recording step computes like any other. */
+static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen) {
+    if (!ex->seg_is_open) return 0;
+    ex->seg_is_open = 0;
+    (*cur)++;
+    if (m != RUN_CAPTURE) return 0;
+    rt_graph *g = ex->be->graph_end(ex->be, err, errlen);
+    if (!g) return -1;
+    if (ex->nseg == ex->seg_cap) {
+        ex->seg_cap = ex->seg_cap ? 2 * ex->seg_cap : 4;
+        ex->seg = realloc(ex->seg, sizeof *ex->seg * (size_t)ex->seg_cap);
+        RT_CHECK_ALLOC(ex->seg);
+    }
+    ex->seg[ex->nseg++] = g;
+    ex->last_graph_launches++;
+    return ex->be->graph_launch(ex->be, g, err, errlen);
+}
+
+/* The step's calls, eagerly or through graphs. Collective actions of a
+ * stream-ordered queue (nccl) are device work like the calls: captured and
+ * replayed with them. A host queue's (local, mpi) are host actions that
+ * end a segment; while recording, a bucket is waited for right after its
+ * start, so its thread never touches the compute stream during a capture. */
+static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     const cg_program *p = ex->prog;
     rt_backend *be = ex->be;
+    int stream_coll = ex->coll && rt_coll_queue_stream_ordered(ex->coll);
+    int cur = 0;
     for (int si = 0; si < p->nsteps; si++) {
         const cg_step *s = &p->steps[si];
-        for (int b = 0; b < ex->nbuckets; b++)
-            if (ex->wait_at[b] == si && rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
+        for (int b = 0; b < ex->nbuckets; b++) {
+            if (ex->wait_at[b] != si) continue;
+            if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+                return -1;
+            if (m != RUN_REPLAY || !stream_coll)
+                if (rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
+        }
         if (s->op == IR_OP_ALLREDUCE) {
             /* No kernel: one replica shares the gradient's bytes; replicas
              * hand the bucket to the communication queue. */
-            for (int b = 0; b < ex->nbuckets; b++)
-                if (ex->start_at[b] == si) rt_coll_queue_start(ex->coll, b);
+            for (int b = 0; b < ex->nbuckets; b++) {
+                if (ex->start_at[b] != si) continue;
+                if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+                    return -1;
+                if (m == RUN_REPLAY && stream_coll) continue;
+                rt_coll_queue_start(ex->coll, b);
+                if (m == RUN_CAPTURE && !stream_coll && rt_coll_queue_wait(ex->coll, b, err, errlen))
+                    return -1;
+            }
             continue;
         }
+        if (seg_open(ex, m, cur, err, errlen)) return -1;
+        if (m == RUN_REPLAY) continue;
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
             const cg_call *c = &p->calls[ci];
             void *args[CG_MAX_ARGS];
@@ -408,13 +482,45 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
                 return fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
                             ir_ops[s->op].name, why);
             }
+            ex->last_calls++;
         }
     }
-    ex->runs++;
     /* Sums nobody reads within the step must still be complete when the
-     * caller looks at them. */
-    if (ex->coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
-    return be->sync(be, err, errlen);
+     * caller looks at them; a stream queue's waits also join its stream
+     * back into a capture. */
+    if (ex->coll && stream_coll) {
+        if (seg_open(ex, m, cur, err, errlen)) return -1;
+        if (m != RUN_REPLAY && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
+    }
+    if (seg_close(ex, m, &cur, err, errlen)) return -1;
+    if (ex->coll && !stream_coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
+    if (m == RUN_REPLAY && cur != ex->nseg)
+        return fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur, ex->nseg);
+    return 0;
+}
+
+int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
+    /* Run 1 is eager (the warm-up: cuBLAS chooses its kernels, modules
+     * load); run 2 records; profiling times calls one by one, so never. */
+    run_mode m = !ex->graphs || ex->prof || ex->runs == 0 ? RUN_EAGER
+                 : ex->captured                           ? RUN_REPLAY
+                                                          : RUN_CAPTURE;
+    ex->last_calls = ex->last_graph_launches = 0;
+    int rc = run_steps(ex, m, err, errlen);
+    if (rc && ex->seg_is_open && m == RUN_CAPTURE) { /* leave the backend recording nothing */
+        char why[64];
+        rt_graph *g = ex->be->graph_end(ex->be, why, sizeof why);
+        if (g) ex->be->graph_free(ex->be, g);
+    }
+    ex->seg_is_open = 0;
+    if (rc) return -1;
+    if (m == RUN_CAPTURE) ex->captured = 1;
+    ex->runs++;
+    if (rt_debug_level() >= 1 && ex->runs <= 3)
+        fprintf(stderr, "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches\n",
+                ex->be->name, ex->runs, m == RUN_EAGER ? "eager" : m == RUN_CAPTURE ? "recorded" : "replayed",
+                ex->last_calls, ex->last_graph_launches);
+    return ex->be->sync(ex->be, err, errlen);
 }
 
 static int find_input(const rt_exec *ex, const char *name) {

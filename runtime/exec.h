@@ -71,6 +71,19 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
  * bucket is complete). */
 typedef struct rt_coll_queue rt_coll_queue;
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
+/* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is
+ * eager (the warm-up), run 2 records the step and runs it, later runs
+ * replay the recording: one graph launch instead of a launch per kernel.
+ * Set inputs (rt_exec_set_input/_scalar) before each run as usual: they are
+ * copied into the same buffers the graph reads. A stream-ordered
+ * communication queue (nccl) is recorded with the step; a host one (local,
+ * mpi) splits it into segments around its bucket starts and waits.
+ * DPC_PROFILE keeps the runs eager. Returns 1 when graphs will be used, 0
+ * when the backend has none (the runs stay eager). Call before run 2. */
+int rt_exec_use_graphs(rt_exec *ex, int on);
+/* Kernel launches + GEMMs issued one by one, and graph launches, by the
+ * latest run (DPC_DEBUG=1 prints them for the first three runs). */
+void rt_exec_launches(const rt_exec *ex, int64_t *calls, int64_t *graph_launches);
 /* Copies a named tensor's current value to host; -1 if unknown or size differs. */
 int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
 /* Same, by node index (any node, named or not; aliases read their target).

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/backend.h"
+#include "runtime/backend_cuda.h"
 #include "runtime/check.h"
 #include "runtime/collective.h"
 #include "runtime/exec.h"
@@ -83,6 +84,12 @@ static void *worker(void *p) {
 static int fail(char *err, size_t errlen, const char *msg, int r, const char *why) {
     snprintf(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "", why ? why : "");
     return -1;
+}
+
+/* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
+static int graphs_wanted(void) {
+    const char *v = getenv("DPC_CUDA_GRAPH");
+    return !v || !*v || strcmp(v, "0") != 0;
 }
 
 rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
@@ -156,10 +163,17 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
             }
         }
     }
+    rt_replicas_use_graphs(R, graphs_wanted());
     return R;
 bad:
     rt_replicas_free(R);
     return NULL;
+}
+
+int rt_replicas_use_graphs(rt_replicas *R, int on) {
+    int used = 0;
+    for (int r = 0; r < R->n; r++) used += rt_exec_use_graphs(R->train[r], on);
+    return used == R->n;
 }
 
 static void stop_threads(rt_replicas *R) {
@@ -329,4 +343,79 @@ void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local
         fputc('\n', f);
     }
     free(dev);
+}
+
+int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *devices, char *err,
+                              size_t errlen) {
+    *devices = 1;
+    for (int r = 0; r < n; r++) bes[r] = first;
+    if (n == 1 || !rt_backend_is_cuda(first)) return 0;
+    char why[256];
+    int d = rt_cuda_device_count(why, sizeof why);
+    if (d < 1) d = 1;
+    *devices = d < n ? d : n;
+    int *dev = malloc(sizeof *dev * (size_t)n);
+    RT_CHECK_ALLOC(dev);
+    rt_replicas_place(n, *devices, dev);
+    int rc = 0;
+    for (int r = 0; r < n && !rc; r++) {
+        bes[r] = rt_backend_cuda(dev[r], err, errlen);
+        if (!bes[r]) rc = -1;
+    }
+    free(dev);
+    if (rc) {
+        for (int r = 0; r < n; r++)
+            if (bes[r] == NULL) bes[r] = first;
+        rt_replicas_close_backends(first, n, bes);
+    }
+    return rc;
+}
+
+void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes) {
+    for (int r = 0; r < n; r++) {
+        if (bes[r] && bes[r] != first) rt_backend_free(bes[r]);
+        bes[r] = first;
+    }
+}
+
+/* True when every replica runs on a cuda backend of its own device. */
+static int distinct_cuda_devices(rt_backend *const *bes, int n) {
+    for (int r = 0; r < n; r++) {
+        if (!rt_backend_is_cuda(bes[r])) return 0;
+        for (int q = 0; q < r; q++)
+            if (rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r]))
+                return 0;
+    }
+    return 1;
+}
+
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (ranks > 1) {
+        rt_coll *c = rt_coll_mpi_new(n, bes[0], err, errlen);
+        for (int r = 0; c && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+        return c;
+    }
+    if (n == 1) return NULL;
+    const char *want = getenv("DPC_COLL");
+    if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
+        return NULL;
+    }
+    if (distinct_cuda_devices(bes, n) && !(want && !strcmp(want, "local"))) {
+        char why[512];
+        rt_coll *c = rt_coll_nccl_new(n, bes, why, sizeof why);
+        if (c) return c;
+        if (want && !strcmp(want, "nccl")) {
+            snprintf(err, errlen, "DPC_COLL=nccl: %s", why);
+            return NULL;
+        }
+        fprintf(stderr, "dprun: note: %s: the replicas sum their gradients through host memory\n", why);
+    } else if (want && !strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL=nccl needs every replica on a CUDA device of its own");
+        return NULL;
+    }
+    rt_coll *c = rt_coll_local_new(n, bes[0]);
+    for (int r = 0; r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
 }

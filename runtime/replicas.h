@@ -14,10 +14,18 @@
  * r*D/N (contiguous blocks); with fewer devices than replicas, replicas
  * share one, which gives the same results as N devices, only slower.
  *
+ * On the cuda backend every replica gets a backend of its own (its own
+ * compute and communication streams); replicas on distinct devices sum
+ * their gradients with NCCL, replicas sharing a device through host memory
+ * (the local kind), and each replica's train step runs as a CUDA graph
+ * after one eager warm-up step (rt_exec_use_graphs; DPC_CUDA_GRAPH=0 keeps
+ * it eager).
+ *
  * Usage:
  *     rt_replicas_cpu_threads(n);                  // before the first kernel module loads
- *     rt_coll *c = n > 1 ? rt_coll_local_new(n, be) : NULL;   // or rt_coll_mpi_new
- *     rt_backend *bes[n];  (each replica's backend; on the cpu all the same)
+ *     rt_backend *bes[n];  int devices;            // each replica's backend
+ *     rt_replicas_open_backends(be, n, bes, &devices, err, sizeof err);
+ *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, err, sizeof err); // NULL: one replica
  *     rt_replicas *R = rt_replicas_new(bes, plan, n, c, err, sizeof err);
  *     rt_store_init(rt_replicas_store(R, 0), plan->train, &t, seed);
  *     rt_replicas_sync(R, err, sizeof err);        // everyone gets replica 0's tensors
@@ -25,7 +33,7 @@
  *     rt_replicas_step(R, images, labels, lr, 1.0f / global_batch, losses, err, sizeof err);
  *     // anything else, on every replica's thread at once:
  *     rt_replicas_run(R, fn, arg, err, sizeof err);
- *     rt_replicas_free(R);  rt_coll_free(c);
+ *     rt_replicas_free(R);  rt_coll_free(c);  rt_replicas_close_backends(be, n, bes);
  */
 #ifndef DPC_RT_REPLICAS_H
 #define DPC_RT_REPLICAS_H
@@ -82,6 +90,26 @@ int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
  * n*b per-sample losses in the same order (may be NULL). */
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen);
+
+/* CUDA graphs for every replica's train program (rt_exec_use_graphs), on
+ * by default unless DPC_CUDA_GRAPH=0; 1 when every replica will use them. */
+int rt_replicas_use_graphs(rt_replicas *R, int on);
+
+/* Each replica's backend in bes[0..n): `first` for every replica on the
+ * cpu or with one replica; on cuda with several, a new cuda backend per
+ * replica (replica threads never share streams or staging buffers),
+ * replica r on device r*D/n of the D = min(devices present, n) used
+ * (*devices). -1 + message when a device cannot be opened. */
+int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *devices, char *err,
+                              size_t errlen);
+/* Frees the backends rt_replicas_open_backends opened (not `first`). */
+void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
+/* The communicator of n replicas on bes: mpi across processes (ranks > 1),
+ * nccl when every replica has a cuda device of its own, else local; NULL
+ * for one replica in one process (err empty) or on failure (err says why).
+ * DPC_COLL=local|nccl forces a kind; when NCCL cannot start and was not
+ * forced, a note says so and the local kind runs. */
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
  * unless the user chose (OMP_NUM_THREADS), each replica's kernels get

@@ -223,6 +223,7 @@ typedef struct {
     rt_batcher train_b, test_b, train_eval_b;
     rt_backend *be;
     rt_backend **bes;   /* each replica's backend (on the cpu: be, shared) */
+    int devices;        /* devices the replicas are placed on */
     rt_coll *coll;      /* NULL with one replica in the job */
     rt_replicas *R;
     int local, total;   /* replicas in this process, in the job */
@@ -252,6 +253,7 @@ static void run_free(run *r) {
     rt_pipeline_free(r->input);
     rt_replicas_free(r->R);
     rt_coll_free(r->coll);
+    if (r->bes) rt_replicas_close_backends(r->be, r->local, r->bes);
     free(r->bes);
     if (r->be) rt_backend_free(r->be);
     if (r->quiet) fclose(r->quiet);
@@ -354,8 +356,8 @@ static int open_data(run *r) {
     return 0;
 }
 
-/* The replicas of this process on the cpu backend, joined by the local
- * communicator (or the mpi one across processes), with identical weights:
+/* The replicas of this process (a cuda backend each on the GPU), joined by
+ * their communicator (rt_replicas_coll_new), with identical weights:
  * global replica 0's, from the seed or --load-params (read by rank 0 only,
  * so the file need only exist there). */
 static int build(run *r) {
@@ -364,13 +366,10 @@ static int build(run *r) {
     if (!strcmp(r->be->name, "cpu")) rt_replicas_cpu_threads(r->local);
     r->bes = calloc((size_t)r->local, sizeof *r->bes);
     RT_CHECK_ALLOC(r->bes);
-    for (int i = 0; i < r->local; i++) r->bes[i] = r->be; /* one device: they share it */
-    if (o->ranks > 1) {
-        r->coll = rt_coll_mpi_new(r->local, r->be, r->err, sizeof r->err);
-        if (!r->coll) return print_error("%s", r->err);
-    } else if (r->local > 1) {
-        r->coll = rt_coll_local_new(r->local, r->be);
-    }
+    if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))
+        return print_error("%s", r->err);
+    r->coll = rt_replicas_coll_new(r->bes, r->local, o->ranks, r->err, sizeof r->err);
+    if (!r->coll && r->err[0]) return print_error("%s", r->err);
     r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
     if (!r->R) return print_error("%s", r->err);
     r->st = rt_replicas_store(r->R, 0);
@@ -1008,7 +1007,10 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
                 (long long)ir_num_params(plan->train), r.be->name, r.total, r.total > 1 ? "s" : "", r.batch,
                 (long)r.train_b.batches, (long long)r.train_ds->count, (long long)r.test_ds->count,
                 r.train_ds->name);
-        if (r.total > 1) rt_replicas_banner(stderr, r.be->name, 1, r.local, o.ranks, r.batch);
+        if (r.total > 1) {
+            rt_replicas_banner(stderr, r.be->name, r.devices, r.local, o.ranks, r.batch);
+            fprintf(stderr, "dprun: gradients summed by the %s collective\n", rt_coll_name(r.coll));
+        }
     }
     if (!rc && o.benchmark) {
         rc = benchmark(&r);

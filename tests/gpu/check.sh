@@ -9,11 +9,18 @@
 #      replayed as a CUDA graph; tolerances in tests/gpu/cuda_check.c;
 #      then 50 steady-state steps eager and as a graph (ms/step, img/s,
 #      launches per step);
-#   4. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
+#   4. dprun's training loop, 30 steady-state steps of synthetic data
+#      (--benchmark): CUDA-graph replay (the default) vs DPC_CUDA_GRAPH=0,
+#      img/s and kernel launches per step (DPC_DEBUG=1 prints them for a
+#      replica's first three steps: eager, recorded, replayed); the same
+#      for --gpus 4 (replicas sharing the GPU: local collective, the step
+#      recorded as segments around the all-reduces);
+#   5. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
 #      cuda (epoch times, img/s, launches per step); then --gpus 16 (16
-#      replicas sharing the GPU). A run dprun refuses (--gpus 16 before the
-#      data-parallel issue, --device cuda before rt_backend_open is wired in)
-#      or that no longer fits the time budget is skipped with a message.
+#      replicas sharing the GPU, local collective) for one epoch's 24
+#      steps. A run dprun refuses or that no longer fits the time budget is
+#      skipped with a message. (One GPU: the nccl collective, which needs a
+#      device per replica, is tested on the fake driver only.)
 # Writes OUTDIR/check.log (everything printed), OUTDIR/figures.txt (`name
 # value` lines, the figures to report), OUTDIR/metrics*.jsonl (dprun's
 # per-epoch metrics), OUTDIR/cuda_check.txt and OUTDIR/dprun-*.log: at most
@@ -152,7 +159,35 @@ case $rc in
 *) fail "cuda_check: exit $rc" ;;
 esac
 
-# ---- 4. training ------------------------------------------------------------------------------
+# ---- 4. the training loop's steady state: graphs vs eager ---------------------------------------
+# launches TAG LOG: replica 0's kernel and graph launches in its third step.
+launches() {
+    fig "$1_launches_per_step" "$(grep -m 1 'run 3 (' "$2" | sed 's/^dpc: [a-z]*: //')"
+}
+bench() { # TAG GRAPHS GPUS
+    local tag=$1 graphs=$2 gpus=$3 log=$work/bench-$1.log
+    if [ "$(left)" -lt 90 ]; then
+        fig "$tag" "skipped: out of time"
+        return 0
+    fi
+    say "dprun --benchmark 30 --gpus $gpus, DPC_CUDA_GRAPH=$graphs"
+    DPC_CUDA_GRAPH=$graphs DPC_DEBUG=1 timeout 120 bin/dprun "$plan" --device cuda --gpus "$gpus" \
+        --data synthetic --benchmark 30 >"$log" 2>&1
+    local rc=$?
+    grep -e '^benchmark:' -e '^throughput:' -e 'run [123] (' -e 'error' -e 'collective' "$log" | head -n 12
+    if [ $rc != 0 ]; then
+        fail "dprun --benchmark ($tag): exit $rc"
+        tail -n 20 "$log"
+        return 0
+    fi
+    fig "${tag}_img_per_s" "$(sed -n 's/^throughput: \([0-9.]*\) img\/s/\1/p' "$log")"
+    launches "$tag" "$log"
+}
+bench graph_b128 1 1
+bench eager_b128 0 1
+bench graph_gpus4 1 4
+
+# ---- 5. training ------------------------------------------------------------------------------
 say "CIFAR-10"
 py=/usr/bin/python3
 "$py" -c 'import numpy, PIL' 2>/dev/null || py=python3
@@ -172,8 +207,9 @@ fi
 # train TAG GPUS: 2 epochs of resnet18 at batch 128 per replica. A dprun
 # that refuses the flags (--device cuda before it is wired to
 # rt_backend_open, --gpus 16 before the data-parallel issue) is a skip.
-train() {
+train() { # TAG GPUS [more dprun flags]
     local tag=$1 gpus=$2
+    shift 2
     local limit=$(($(left) - 20))
     if [ "$limit" -lt 60 ]; then
         echo "SKIP $tag: only $(left) s of the budget left"
@@ -183,7 +219,7 @@ train() {
     say "dprun --device cuda --gpus $gpus: 2 epochs (limit $limit s)"
     local log=$out/dprun-$tag.log
     DPC_DEBUG=1 timeout "$limit" bin/dprun "$plan" --device cuda --gpus "$gpus" --data "$data" \
-        --epochs 2 --metrics "$out/metrics-$tag.jsonl" >"$log" 2>&1
+        --epochs 2 "$@" --metrics "$out/metrics-$tag.jsonl" >"$log" 2>&1
     local rc=$?
     grep -v '^dpc: cuda: module' "$log" | tail -n 30
     if [ $rc != 0 ]; then
@@ -211,10 +247,11 @@ train() {
     # every launch of the run, training and evaluation alike; per training
     # step see cuda_eager_launches_per_step.
     fig "${tag}_backend_counters" "$(grep '^dpc: cuda: .* launches' "$log" | tail -n 1)"
+    launches "$tag" "$log"
 }
 if [ -n "$data" ]; then
     train b128 1
-    train gpus16 16
+    train gpus16 16 --steps 24
 fi
 
 # ---- summary ----------------------------------------------------------------------------------

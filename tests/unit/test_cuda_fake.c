@@ -9,6 +9,12 @@
  * results equal the cpu backend's up to the order of GEMM sums (1e-4
  * relative; a wrong pointer, offset, argument or order is off by O(1)),
  * and a replayed graph equals the eager step bit for bit.
+ * Data parallelism on two fake devices (the fake's libnccl sums across the
+ * replica threads): the nccl collective trains like the local one, its
+ * buckets start in backward completion order, and training with CUDA
+ * graphs (whole steps with nccl, segments around a host-thread collective)
+ * gives the eager losses and weights bit for bit with one graph launch per
+ * step or per segment.
  * What only a GPU can show (the CUDA kernels' results, real asynchrony) is
  * tests/gpu/check.sh's. Without the CUDA toolkit there is nothing to test.
  */
@@ -24,8 +30,10 @@
 #include "runtime/backend.h"
 #include "runtime/backend_cuda.h"
 #include "runtime/backend_select.h"
+#include "runtime/collective.h"
 #include "runtime/compile_cache.h"
 #include "runtime/exec.h"
+#include "runtime/replicas.h"
 #include "runtime/rng.h"
 #include "tests/harness.h"
 
@@ -38,6 +46,8 @@ static char err[8192];
 static char fake_path[1024];
 static void (*fake_register)(const char *, c_kernel, int);
 static void (*fake_reset)(void);
+static int (*fake_nccl_calls)(int, const void **, long long *, int);
+static void (*fake_nccl_clear)(void);
 static void *c_modules[16];
 static int n_c_modules;
 
@@ -51,11 +61,15 @@ static int load_fake(void) {
         return -1;
     }
     void *reg = dlsym(h, "fake_cuda_register"), *reset = dlsym(h, "fake_cuda_reset");
-    if (!reg || !reset) return -1;
+    void *calls = dlsym(h, "fake_nccl_calls"), *clear = dlsym(h, "fake_nccl_clear");
+    if (!reg || !reset || !calls || !clear) return -1;
     memcpy(&fake_register, &reg, sizeof reg); /* POSIX: dlsym's void * is the function */
     memcpy(&fake_reset, &reset, sizeof reset);
+    memcpy(&fake_nccl_calls, &calls, sizeof calls);
+    memcpy(&fake_nccl_clear, &clear, sizeof clear);
     setenv("DPC_LIBCUDA", fake_path, 1);
     setenv("DPC_LIBCUBLAS", fake_path, 1);
+    setenv("DPC_LIBNCCL", fake_path, 1);
     return 0;
 }
 
@@ -401,6 +415,321 @@ TEST(resnet18_eval_equals_cpu) {
     ir_free(g);
 }
 
+
+/* ---- replicas: nccl, buckets, graphs ------------------------------------------------ */
+
+static const char *BN_NET =
+    "input image[3, 8, 8]\n"
+    "input label class(10)\n"
+    "network bn_tiny {\n"
+    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
+    "    y = batchnorm(conv(x, 4, k=3, s=1, p=1, bias=false))\n"
+    "    x = relu(x + y)\n"
+    "    logits = dense(global_avgpool(x), 10)\n"
+    "    loss = softmax_cross_entropy(logits, label)\n"
+    "}\n"
+    "train {\n"
+    "    batch 4 per device\n"
+    "    epochs 1\n"
+    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
+    "    lr {0: 0.1}\n"
+    "    eval batch 4\n"
+    "}\n";
+
+enum { BATCH = 4, IMG = 3 * 8 * 8, STEPS = 4, MAXREP = 2 };
+
+/* The train program only: its eval slot holds the same graph, so every
+ * kernel the replicas load has one C stand-in (both programs would name
+ * theirs k0_..., k1_..., and the fake finds kernels by name). Small
+ * buckets, so there are several. */
+static dpc_plan *tiny_plan(void) {
+    fe_program *fp = fe_parse_string("t.net", BN_NET, strlen(BN_NET));
+    if (!fp) return NULL;
+    dpc_plan *p = calloc(1, sizeof *p);
+    p->schedule = *fe_train(fp);
+    snprintf(p->model, sizeof p->model, "%s", fe_network_name(fp));
+    p->train = fe_build_graph(fp, BATCH, 1);
+    pass_options o = pass_default_options();
+    o.bucket_bytes = 200;
+    int rc = pass_run_train(&p->train, &p->schedule, &o, err, sizeof err);
+    fe_free(fp);
+    CHECK_MSG(rc == 0, "%s", err);
+    if (rc || register_kernels(p->train)) {
+        ir_free(p->train);
+        free(p);
+        return NULL;
+    }
+    p->eval = p->train;
+    return p;
+}
+
+static void free_plan(dpc_plan *p) {
+    if (!p) return;
+    ir_free(p->train);
+    free(p);
+    fake_reset();
+}
+
+typedef struct {
+    float loss[STEPS][MAXREP * BATCH];
+    int ntensors;
+    float *tensor[64];  /* replica 0's store after the steps */
+    int64_t len[64];
+    int64_t calls, graph_launches; /* replica 0's last step */
+    char coll[16];
+    int graphs_used;
+} job_result;
+
+static void result_free(job_result *r) {
+    for (int i = 0; i < r->ntensors; i++) free(r->tensor[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* n replicas, on devices 0..n-1 (distinct) or all on device 0, summed by
+ * `kind` ("nccl", "local" or "auto": rt_replicas_coll_new's choice),
+ * STEPS steps of synthetic data with a changing lr. 0 or -1. */
+static int run_job(const dpc_plan *p, int n, int distinct, const char *kind, int graphs, job_result *out) {
+    memset(out, 0, sizeof *out);
+    rt_backend *bes[MAXREP] = {0};
+    int ok = 1;
+    for (int r = 0; r < n && ok; r++) {
+        bes[r] = rt_backend_cuda(distinct ? r : 0, err, sizeof err);
+        CHECK_MSG(bes[r] != NULL, "%s", err);
+        ok = bes[r] != NULL;
+    }
+    rt_coll *c = NULL;
+    if (ok && n > 1) {
+        if (!strcmp(kind, "nccl"))
+            c = rt_coll_nccl_new(n, bes, err, sizeof err);
+        else if (!strcmp(kind, "local"))
+            c = rt_coll_local_new(n, bes[0]);
+        else
+            c = rt_replicas_coll_new(bes, n, 1, err, sizeof err);
+        CHECK_MSG(c != NULL, "%s collective: %s", kind, err);
+        ok = c != NULL;
+        for (int r = 0; ok && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+        if (c) snprintf(out->coll, sizeof out->coll, "%s", rt_coll_name(c));
+    }
+    rt_replicas *R = ok ? rt_replicas_new(bes, p, n, c, err, sizeof err) : NULL;
+    CHECK_MSG(!ok || R != NULL, "%s", err);
+    ok = ok && R;
+    if (ok) {
+        out->graphs_used = rt_replicas_use_graphs(R, graphs);
+        ir_train t = p->schedule;
+        rt_store_init(rt_replicas_store(R, 0), p->train, &t, 21);
+        ok = rt_replicas_sync(R, err, sizeof err) == 0;
+        CHECK_MSG(ok, "%s", err);
+    }
+    float img[MAXREP * BATCH * IMG];
+    int32_t lab[MAXREP * BATCH];
+    for (int step = 0; ok && step < STEPS; step++) {
+        uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(step + 1);
+        for (int i = 0; i < n * BATCH * IMG; i++) {
+            h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+            img[i] = (float)((double)(h >> 11) / (double)(1ull << 53) * 2 - 1);
+        }
+        for (int i = 0; i < n * BATCH; i++) lab[i] = (int32_t)((i * 7 + step * 3) % 10);
+        float lr = 0.1f / (float)(step + 1);
+        ok = rt_replicas_step(R, img, lab, lr, 1.0f / (float)(n * BATCH), out->loss[step], err,
+                              sizeof err) == 0;
+        CHECK_MSG(ok, "step %d: %s", step, err);
+    }
+    if (ok) {
+        rt_exec_launches(rt_replicas_train(R, 0), &out->calls, &out->graph_launches);
+        rt_store *st = rt_replicas_store(R, 0);
+        for (int i = 0; i < rt_store_count(st) && i < 64; i++) {
+            out->len[i] = ir_numel(rt_store_type(st, i));
+            out->tensor[i] = malloc(sizeof(float) * (size_t)out->len[i]);
+            rt_store_read(st, i, out->tensor[i]);
+            out->ntensors++;
+        }
+    }
+    rt_replicas_free(R);
+    rt_coll_free(c);
+    for (int r = 0; r < n; r++)
+        if (bes[r]) rt_backend_free(bes[r]);
+    return ok ? 0 : -1;
+}
+
+/* tol 0: bit for bit; else |a-b| <= tol * (|b| + 1e-3) elementwise. The
+ * number of tensors (and the loss) that differ. */
+static int results_differ(const job_result *a, const job_result *b, int n, double tol, const char *what) {
+    int bad = 0;
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < n * BATCH; i++)
+            if (tol == 0 ? memcmp(&a->loss[s][i], &b->loss[s][i], sizeof(float)) != 0
+                         : !(fabs((double)a->loss[s][i] - b->loss[s][i]) <= tol * (fabs(b->loss[s][i]) + 1e-3))) {
+                if (!bad++) CHECK_MSG(0, "%s: step %d loss %d: %.9g vs %.9g", what, s, i, a->loss[s][i], b->loss[s][i]);
+            }
+    CHECK_MSG(a->ntensors == b->ntensors && a->ntensors > 0, "%s: %d vs %d tensors", what, a->ntensors,
+              b->ntensors);
+    for (int t = 0; t < a->ntensors && t < b->ntensors; t++)
+        for (int64_t i = 0; i < a->len[t]; i++)
+            if (tol == 0 ? memcmp(&a->tensor[t][i], &b->tensor[t][i], sizeof(float)) != 0
+                         : !(fabs((double)a->tensor[t][i] - b->tensor[t][i]) <=
+                             tol * (fabs(b->tensor[t][i]) + 1e-3))) {
+                if (!bad++) CHECK_MSG(0, "%s: tensor %d element %lld: %.9g vs %.9g", what, t, (long long)i,
+                                      a->tensor[t][i], b->tensor[t][i]);
+                break;
+            }
+    return bad;
+}
+
+static int program_launches(const ir_graph *g) {
+    cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+    int gemms = 0, n = p ? cg_program_launches(p, &gemms) : -1;
+    cg_program_free(p);
+    return n;
+}
+
+TEST(one_replica_graph_replay_equals_eager) {
+    dpc_plan *p = tiny_plan();
+    if (!p) return;
+    job_result eager, graph;
+    if (!run_job(p, 1, 1, "", 0, &eager) && !run_job(p, 1, 1, "", 1, &graph)) {
+        CHECK(graph.graphs_used == 1 && eager.graphs_used == 0);
+        CHECK(results_differ(&graph, &eager, 1, 0, "graphs on vs off") == 0);
+        int launches = program_launches(p->train);
+        CHECK_MSG(eager.calls == launches && eager.graph_launches == 0, "eager step: %lld calls, %lld graphs, program %d",
+                  (long long)eager.calls, (long long)eager.graph_launches, launches);
+        CHECK_MSG(graph.calls == 0 && graph.graph_launches == 1, "replayed step: %lld calls, %lld graphs",
+                  (long long)graph.calls, (long long)graph.graph_launches);
+    }
+    result_free(&eager);
+    result_free(&graph);
+    free_plan(p);
+}
+
+/* The cpu backend has no graph hooks: the loop stays eager. */
+TEST(cpu_backend_reports_no_graphs) {
+    rt_backend *be = rt_backend_cpu();
+    CHECK(be->graph_begin == NULL && be->graph_launch == NULL);
+    rt_backend_free(be);
+}
+
+TEST(nccl_on_two_devices_equals_local) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    job_result nccl, local, autod, shared;
+    memset(&autod, 0, sizeof autod), memset(&shared, 0, sizeof shared);
+    if (p && !run_job(p, 2, 1, "nccl", 0, &nccl) && !run_job(p, 2, 1, "local", 0, &local)) {
+        CHECK(!strcmp(nccl.coll, "nccl") && !strcmp(local.coll, "local"));
+        /* Float sums of two replicas round like the local kind's double
+         * ones; the tolerance is for NCCL's order on more. */
+        CHECK(results_differ(&nccl, &local, 2, 1e-5, "nccl vs local") == 0);
+        /* rt_replicas_coll_new: nccl on distinct devices, local when shared. */
+        if (!run_job(p, 2, 1, "auto", 0, &autod)) CHECK_MSG(!strcmp(autod.coll, "nccl"), "%s", autod.coll);
+        if (!run_job(p, 2, 0, "auto", 0, &shared)) CHECK_MSG(!strcmp(shared.coll, "local"), "%s", shared.coll);
+        CHECK(results_differ(&shared, &local, 2, 0, "local: shared device vs two") == 0);
+        /* NCCL refuses two ranks on one device, with a message. */
+        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
+        CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL && strstr(err, "share device 0"));
+        /* DPC_COLL forces a kind; what cannot be is refused with a message. */
+        rt_backend *pair[2] = {two[0], rt_backend_cuda(1, err, sizeof err)};
+        setenv("DPC_COLL", "local", 1);
+        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        CHECK_MSG(c && !strcmp(rt_coll_name(c), "local"), "%s", err);
+        rt_coll_free(c);
+        setenv("DPC_COLL", "nccl", 1);
+        c = rt_replicas_coll_new(two, 2, 1, err, sizeof err);
+        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs every replica"), "%s", err);
+        setenv("DPC_COLL", "gloo", 1);
+        c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
+        unsetenv("DPC_COLL");
+        rt_backend_free(pair[1]);
+        /* Placement: 4 replicas on the 2 devices, two each, a backend each. */
+        rt_backend *four[4];
+        int devices = 0;
+        CHECK(rt_replicas_open_backends(two[0], 4, four, &devices, err, sizeof err) == 0 && devices == 2);
+        int dev_ok = 1;
+        for (int r = 0; r < 4; r++) {
+            dev_ok &= rt_cuda_device_ordinal(four[r]) == r / 2 && four[r] != two[0];
+            for (int q = 0; q < r; q++) dev_ok &= four[q] != four[r];
+        }
+        CHECK(dev_ok);
+        rt_replicas_close_backends(two[0], 4, four);
+        CHECK(four[0] == two[0] && four[3] == two[0]);
+        rt_backend_free(two[0]);
+        rt_backend_free(two[1]);
+    }
+    result_free(&nccl), result_free(&local), result_free(&autod), result_free(&shared);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
+}
+
+/* The bucket of the gradients the backward pass completes first is
+ * all-reduced first: the fake's log of rank 0 is the buckets in id order,
+ * each its gradients in packing order, once per step (graphs too), and the
+ * ids ascend with the position of each bucket's last gradient (its last
+ * allreduce node, which follows the gradient in execution order). */
+TEST(nccl_buckets_start_in_backward_order_and_replay) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    job_result eager, graph;
+    memset(&eager, 0, sizeof eager), memset(&graph, 0, sizeof graph);
+    long long expect[256];
+    int ne = 0, nb = 0, last_grad[64];
+    const ir_graph *g = p ? p->train : NULL;
+    for (int b = 0; g && b < 64; b++) {
+        int found = 0;
+        last_grad[b] = -1;
+        for (int i = 0; i < g->n && ne < 256; i++)
+            if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] == b) {
+                expect[ne++] = ir_numel(&g->nodes[i].type);
+                last_grad[b] = i; /* right after its gradient (partition.c) */
+                found = 1;
+            }
+        if (!found) break;
+        nb++;
+    }
+    CHECK_MSG(nb >= 3, "%d buckets; the test wants several", nb);
+    for (int b = 1; b < nb; b++)
+        CHECK_MSG(last_grad[b] > last_grad[b - 1], "bucket %d completes at node %d, before bucket %d (%d)", b,
+                  last_grad[b], b - 1, last_grad[b - 1]);
+    for (int pass = 0; p && pass < 2; pass++) {
+        job_result *r = pass ? &graph : &eager;
+        fake_nccl_clear();
+        if (run_job(p, 2, 1, "nccl", pass, r)) break;
+        const void *src[1024];
+        long long cnt[1024];
+        int got = fake_nccl_calls(0, src, cnt, 1024);
+        CHECK_MSG(got == STEPS * ne, "%s: %d all-reduces, expected %d x %d", pass ? "graphs" : "eager", got,
+                  STEPS, ne);
+        for (int i = 0; i < got && i < 1024; i++)
+            if (cnt[i] != expect[i % ne]) {
+                CHECK_MSG(0, "%s: all-reduce %d has %lld floats, expected %lld", pass ? "graphs" : "eager", i,
+                          cnt[i], expect[i % ne]);
+                break;
+            }
+    }
+    if (eager.ntensors && graph.ntensors) {
+        CHECK(graph.graphs_used == 1);
+        CHECK(results_differ(&graph, &eager, 2, 0, "nccl: graphs on vs off") == 0);
+        /* The all-reduces are inside the graph: one launch per step. */
+        CHECK_MSG(graph.calls == 0 && graph.graph_launches == 1, "%lld calls, %lld graph launches",
+                  (long long)graph.calls, (long long)graph.graph_launches);
+    }
+    result_free(&eager), result_free(&graph);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
+}
+
+/* Replicas sharing a device sum through host threads (local): the step
+ * is recorded as segments around the bucket starts and waits. */
+TEST(local_collective_graph_segments_equal_eager) {
+    dpc_plan *p = tiny_plan();
+    job_result eager, graph;
+    memset(&eager, 0, sizeof eager), memset(&graph, 0, sizeof graph);
+    if (p && !run_job(p, 2, 0, "local", 0, &eager) && !run_job(p, 2, 0, "local", 1, &graph)) {
+        CHECK(results_differ(&graph, &eager, 2, 0, "local: graphs on vs off") == 0);
+        CHECK_MSG(graph.calls == 0 && graph.graph_launches > 1, "%lld calls, %lld graph launches",
+                  (long long)graph.calls, (long long)graph.graph_launches);
+    }
+    result_free(&eager), result_free(&graph);
+    free_plan(p);
+}
+
 int main(void) {
     if (load_fake()) {
         printf("0 passed, 1 failed\n");
@@ -411,6 +740,11 @@ int main(void) {
     RUN(cnn_small_step_equals_cpu);
     RUN(resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
+    RUN(one_replica_graph_replay_equals_eager);
+    RUN(cpu_backend_reports_no_graphs);
+    RUN(nccl_on_two_devices_equals_local);
+    RUN(nccl_buckets_start_in_backward_order_and_replay);
+    RUN(local_collective_graph_segments_equal_eager);
     for (int i = 0; i < n_c_modules; i++) dlclose(c_modules[i]);
     return harness_done();
 }
