@@ -170,11 +170,13 @@ bench() { # TAG GRAPHS GPUS
         fig "$tag" "skipped: out of time"
         return 0
     fi
-    say "dprun --benchmark 30 --gpus $gpus, DPC_CUDA_GRAPH=$graphs"
-    DPC_CUDA_GRAPH=$graphs DPC_DEBUG=1 timeout 120 bin/dprun "$plan" --device cuda --gpus "$gpus" \
+    local limit=$(($(left) - 30))
+    [ "$limit" -gt 120 ] && limit=120
+    say "dprun --benchmark 30 --gpus $gpus, DPC_CUDA_GRAPH=$graphs (limit $limit s)"
+    DPC_CUDA_GRAPH=$graphs DPC_DEBUG=1 timeout "$limit" bin/dprun "$plan" --device cuda --gpus "$gpus" \
         --data synthetic --benchmark 30 >"$log" 2>&1
     local rc=$?
-    grep -e '^benchmark:' -e '^throughput:' -e 'run [123] (' -e 'error' -e 'collective' "$log" | head -n 12
+    grep -e '^benchmark:' -e '^throughput:' -e 'run 3 (' -e 'error' -e 'collective' "$log" | head -n 12
     if [ $rc != 0 ]; then
         fail "dprun --benchmark ($tag): exit $rc"
         tail -n 20 "$log"
