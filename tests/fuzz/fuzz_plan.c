@@ -1,9 +1,12 @@
-/* libFuzzer target: the plan loader, and the kernel programs a plan holds. */
+/* libFuzzer target: the plan loader, the kernel programs and memory plans a
+ * plan holds, and the memory dprun would check it against (limits.h). */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "codegen/codegen.h"
 #include "ir/plan.h"
+#include "passes/passes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
@@ -17,6 +20,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (cg_section_find(s->data, s->len, p->train, &prog, err, sizeof err) == 0 && prog)
             cg_program_check(prog, p->train, err, sizeof err);
         cg_program_free(prog);
+    }
+    /* What dprun adds up before allocating: saturating sums, never overflow. */
+    const plan_section *mp = plan_find_section(p, MEMPLAN_SECTION);
+    if (p->train && p->eval) {
+        pass_memplan *mt = NULL, *me = NULL;
+        if (mp) {
+            pass_memplan_section_find(mp->data, mp->len, p->train, &mt, err, sizeof err);
+            pass_memplan_section_find(mp->data, mp->len, p->eval, &me, err, sizeof err);
+        }
+        pass_memory need;
+        pass_memory_need(p->train, mt, p->eval, me, &need);
+        if (pass_memory_total(&need) < 0) abort();
+        pass_memplan_free(mt);
+        pass_memplan_free(me);
     }
     plan_free(p);
     return 0;
