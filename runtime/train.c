@@ -244,8 +244,9 @@ static void run_free(run *r) {
     if (r->metrics) fclose(r->metrics);
 }
 
-/* The last error this thread printed, for rt_train_result.error. */
-static _Thread_local char last_error[256];
+/* The last error this thread printed (whole: run_error passes up to 1400
+ * characters), for rt_train_result.error. */
+static _Thread_local char last_error[2048];
 
 /* Prints `dprun: error: ...` and gives the exit status. */
 static int print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
