@@ -112,9 +112,13 @@ for i in 0 1 2; do
     batch=$(grep -m1 '^EPOCH' "$out/$n.log" | grep -o 'batch *[0-9]*' | tr -s ' ' | cut -d' ' -f2)
     curves+=("$n: batch $batch${labels[$i]}=$out/$n.jsonl")
 done
+note=() plan_epochs="the plan's"
+if [ -n "$steps" ] || { [ -n "$epochs" ] && [ "$epochs" -lt 45 ]; }; then
+    note=(--note "shortened: ${epochs:-$plan_epochs} epoch(s) per run${steps:+, at most $steps steps}, of the article's 45")
+fi
 if [ ${#curves[@]} -gt 0 ]; then
     scripts/plot -o "$out/article.svg" --title "$(basename "$model" .net): the article's three runs" \
-        "${curves[@]}" || status=1
+        "${note[@]}" "${curves[@]}" || status=1
 fi
 $py scripts/article_table.py --out "$out/article.md" --device "$device" --data "$data" \
     --epochs "${epochs:-}" --steps "${steps:-}" --model "$model" "$out" || status=1
