@@ -722,7 +722,11 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     run_free(&r);
     if (o.result) {
         o.result->status = rc;
-        if (rc) snprintf(o.result->error, sizeof o.result->error, "%s", last_error);
+        if (rc) { /* cut to fit; snprintf here draws a truncation warning */
+            size_t n = strnlen(last_error, sizeof o.result->error - 1);
+            memcpy(o.result->error, last_error, n);
+            o.result->error[n] = 0;
+        }
     }
     return rc;
 }
