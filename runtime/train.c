@@ -263,8 +263,9 @@ static void run_free(run *r) {
     if (r->metrics) fclose(r->metrics);
 }
 
-/* The last error this thread printed, for rt_train_result.error. */
-static _Thread_local char last_error[256];
+/* The last error this thread printed (whole: run_error passes up to 1400
+ * characters), for rt_train_result.error. */
+static _Thread_local char last_error[2048];
 
 /* Prints `dprun: error: ...` and gives the exit status. */
 static int print_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1025,7 +1026,11 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
     run_free(&r);
     if (o.result) {
         o.result->status = rc;
-        if (rc) snprintf(o.result->error, sizeof o.result->error, "%s", last_error);
+        if (rc) { /* cut to fit; snprintf here draws a truncation warning */
+            size_t n = strnlen(last_error, sizeof o.result->error - 1);
+            memcpy(o.result->error, last_error, n);
+            o.result->error[n] = 0;
+        }
     }
     return rc;
 }

@@ -24,6 +24,8 @@
 #   --model FILE     the .net to compile (default models/resnet18.net)
 #   --replicas N     replicas of runs 2 and 3 (default 16, as the article)
 #   --warmup K       warmup epochs of run 3 (default 5, as the article)
+#   --report-only    train nothing: redo the table and plot from the logs and
+#                    metrics already in --out (e.g. after a run was stopped)
 # Exit status: 0 when all three runs finished, 1 otherwise (the table then
 # says which run failed and why).
 set -u
@@ -36,6 +38,7 @@ need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: '$2' is not a positive integer"; }
 
 epochs= steps= data=${DPC_DATA:-} out= device=auto model=models/resnet18.net replicas=16 warmup=5
+report_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --epochs) need_value "$@"; positive "$1" "$2"; epochs=$2; shift 2 ;;
@@ -47,12 +50,16 @@ while [ $# -gt 0 ]; do
     --replicas) need_value "$@"; positive "$1" "$2"; replicas=$2; shift 2 ;;
     --warmup) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || die "--warmup: '$2' is not a non-negative integer"
         warmup=$2; shift 2 ;;
+    --report-only) report_only=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see scripts/article.sh --help)" ;;
     esac
 done
 
-if [ -z "$data" ]; then
+if [ $report_only = 1 ]; then
+    [ -n "$out" ] && [ -d "$out" ] || die "--report-only needs --out DIR, the folder of an earlier run"
+    [ -n "$data" ] || data=/tmp/cifar10/cifar-10-batches-bin
+elif [ -z "$data" ]; then
     if [ -f /tmp/cifar10/cifar-10-batches-bin/data_batch_1.bin ]; then
         data=/tmp/cifar10/cifar-10-batches-bin
     else
@@ -61,14 +68,14 @@ from the dataset authors' page, unpacked: DIR holds data_batch_1.bin ... test_ba
 or --data synthetic for a smoke run"
     fi
 fi
-[ "$data" = synthetic ] || [ -d "$data" ] || die "--data: '$data' is not a folder"
+[ $report_only = 1 ] || [ "$data" = synthetic ] || [ -d "$data" ] || die "--data: '$data' is not a folder"
 [ -f "$model" ] || die "--model: '$model' not found"
 [ -x "$bin/dprun" ] || die "$bin/dprun not found: run make first"
 out=${out:-results/article-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || die "cannot create $out"
 
 plan=$out/model.plan
-"$bin/dpc" "$model" -o "$plan" >"$out/dpc.log" 2>&1 || { cat "$out/dpc.log" >&2; die "dpc failed on $model"; }
+[ $report_only = 1 ] || "$bin/dpc" "$model" -o "$plan" >"$out/dpc.log" 2>&1 || { cat "$out/dpc.log" >&2; die "dpc failed on $model"; }
 
 common=(--data "$data" --device "$device" --eval-every 1)
 [ -n "$epochs" ] && common+=(--epochs "$epochs")
@@ -81,6 +88,7 @@ run_args=(
 names=("run1" "run2" "run3")
 status=0
 for i in 0 1 2; do
+    [ $report_only = 1 ] && break
     n=${names[$i]}
     # shellcheck disable=SC2206 # the run's options split into words on purpose
     args=(${run_args[$i]})
@@ -97,16 +105,20 @@ done
 
 # Every run that wrote at least one epoch is plotted.
 curves=()
-labels=("lr 0.1" "lr 0.1" "scaled lr + ${warmup}-epoch warmup")
+labels=("" ", lr unscaled" ", linear scaling + ${warmup}-epoch warmup")
 for i in 0 1 2; do
     n=${names[$i]}
     [ -s "$out/$n.jsonl" ] || continue
-    batch=$(grep -m1 -o 'batch *[0-9]*' "$out/$n.log" | tr -s ' ' | cut -d' ' -f2)
-    curves+=("$n: batch $batch, ${labels[$i]}=$out/$n.jsonl")
+    batch=$(grep -m1 '^EPOCH' "$out/$n.log" | grep -o 'batch *[0-9]*' | tr -s ' ' | cut -d' ' -f2)
+    curves+=("$n: batch $batch${labels[$i]}=$out/$n.jsonl")
 done
+note=() plan_epochs="the plan's"
+if [ -n "$steps" ] || { [ -n "$epochs" ] && [ "$epochs" -lt 45 ]; }; then
+    note=(--note "shortened: ${epochs:-$plan_epochs} epoch(s) per run${steps:+, at most $steps steps}, of the article's 45")
+fi
 if [ ${#curves[@]} -gt 0 ]; then
     scripts/plot -o "$out/article.svg" --title "$(basename "$model" .net): the article's three runs" \
-        "${curves[@]}" || status=1
+        "${note[@]}" "${curves[@]}" || status=1
 fi
 $py scripts/article_table.py --out "$out/article.md" --device "$device" --data "$data" \
     --epochs "${epochs:-}" --steps "${steps:-}" --model "$model" "$out" || status=1

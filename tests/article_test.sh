@@ -63,8 +63,20 @@ panels = [g for g in doc.getElementsByTagName("g") if g.getAttribute("class") ==
 assert len(panels) == 2, len(panels)
 for p in panels:
     runs = [e.getAttribute("data-run") for e in p.getElementsByTagName("path") if e.getAttribute("class") == "run"]
-    assert len(runs) == 3 and [r[:4] for r in runs] == ["run1", "run2", "run3"], runs
+    assert runs == ["run1: batch 32", "run2: batch 128, lr unscaled",
+                    "run3: batch 128, linear scaling + 1-epoch warmup"], runs
 EOF
+
+# --report-only redoes the table and plot from the logs, training nothing.
+cp "$out/article.md" "$tmp/first.md"
+rm "$out/article.md" "$out/article.svg"
+DPC_BIN=$bin scripts/article.sh --report-only --out "$out" --data synthetic --model models/cnn_small.net \
+    --epochs 1 --steps 2 --warmup 1 --replicas 4 >"$tmp/log2" 2>&1
+rc=$?
+check "--report-only exits 0 (exit $rc: $(tail -n 3 "$tmp/log2"))" [ $rc = 0 ]
+check "--report-only trains nothing" [ "$(grep -c 'dprun ' "$tmp/log2")" = 0 ]
+check "--report-only gives the same table" cmp -s "$out/article.md" "$tmp/first.md"
+check "--report-only redraws the plot" [ -s "$out/article.svg" ]
 
 # A run that failed is named in the table, with its reason, and the table
 # script exits 1; the other rows stay.
@@ -82,6 +94,7 @@ check "the other runs keep their rows" grep -q "^| 3 | 128 | .* | 0\.[0-9]* |" "
 expect_fail "bad --epochs" "--epochs: 'x' is not a positive integer" --epochs x
 expect_fail "missing --data folder" "--data: '$tmp/none' is not a folder" --data "$tmp/none"
 expect_fail "missing model" "--model: 'nope.net' not found" --data synthetic --model nope.net
+expect_fail "--report-only without a folder" "--report-only needs --out DIR" --report-only --out "$tmp/none"
 expect_fail "unknown option" "unknown option '--frobnicate'" --frobnicate
 
 echo "$pass passed, $fail failed"
