@@ -9,6 +9,8 @@
 #      replayed as a CUDA graph; tolerances in tests/gpu/cuda_check.c;
 #      then 50 steady-state steps eager and as a graph (ms/step, img/s,
 #      launches per step);
+#   3b. the same with dpc --precision bf16 on the GPU against the fp32 plan
+#      on the cpu (bf16 tolerances), and its 50-step timings (bf16_* figures);
 #   4. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
 #      cuda (epoch times, img/s, launches per step); then --gpus 16 (16
 #      replicas sharing the GPU). A run dprun refuses (--gpus 16 before the
@@ -151,6 +153,32 @@ case $rc in
 124) fail "cuda_check ran past 200 s" ;;
 *) fail "cuda_check: exit $rc" ;;
 esac
+
+# ---- 3b. mixed precision -----------------------------------------------------------------------
+# The bf16 plan on the GPU (cublasGemmEx on bf16 operands, bf16 activations)
+# against the fp32 plan on the cpu, with bf16 tolerances (cuda_check --ref),
+# then its 50-step timings; figures named bf16_*. Output appended to
+# cuda_check.txt.
+if [ "$(left)" -lt 200 ]; then
+    echo "SKIP bf16: only $(left) s of the budget left"
+    fig bf16 "skipped: out of time"
+else
+    say "bf16: cuda (dpc --precision bf16) vs cpu fp32, 50-step timings (resnet18, batch 128)"
+    bfplan=$work/resnet18-bf16.plan
+    if bin/dpc models/resnet18.net --precision bf16 -o "$bfplan"; then
+        timeout 150 build/rel/gpu/cuda_check "$bfplan" --ref "$plan" --tol-scale 150 --tag bf16 \
+            --bench 50 --figures "$figures" >"$work/bf16.txt" 2>&1
+        rc=$?
+        cat "$work/bf16.txt" | tee -a "$out/cuda_check.txt"
+        case $rc in
+        0) echo "bf16 parity: passed" ;;
+        124) fail "cuda_check bf16 ran past 150 s" ;;
+        *) fail "cuda_check bf16: exit $rc" ;;
+        esac
+    else
+        fail "dpc models/resnet18.net --precision bf16"
+    fi
+fi
 
 # ---- 4. training ------------------------------------------------------------------------------
 say "CIFAR-10"
