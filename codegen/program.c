@@ -15,6 +15,7 @@
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,9 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
     c->arg[0] = slot_a;
     c->arg[1] = slot_b;
     c->arg[2] = slot_c;
-    c->gemm = *d;
+    /* the fields only: the struct's trailing padding stays zero, so calls
+     * compare bytewise equal to parsed ones */
+    memcpy(&c->gemm, d, offsetof(cg_gemm, type_c) + sizeof d->type_c);
 }
 
 void cg_program_free(cg_program *p) {

@@ -394,26 +394,58 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
  * forward pass's choice), windows in row-major order. A plane belongs to
  * one iteration, so overlapping windows need no atomics; the work is one
  * window scan per output instead of one per (input, window) pair.
- * b1 = dy, b2 = x. */
-static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, ir_dtype tdx, int64_t k,
-                          int64_t s, int64_t p) {
+ * b1 = dy, b2 = x, all f32 (with bf16 tensors: the gathered form below). */
+static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64_t k, int64_t s,
+                          int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
+    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = H * W + Ho * Wo * k * k, .writes = {1}};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "const float *xp = b2 + i * %" PRId64 ", *dyp = b1 + i * %" PRId64 ";\n"
+                  "float *d = b0 + i * %" PRId64 ";\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) d[j] = 0.0f;\n"
+                  "for (idx_t oh = 0; oh < %" PRId64 "; oh++)\n"
+                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n",
+                  H * W, Ho * Wo, H * W, H * W, Ho, Wo);
+    window_argmax(b, H, W, k, s, p, "        ", IR_F32);
+    cg_str_printf(b, "        if (best >= 0) d[best] += dyp[oh * %" PRId64 " + ow];\n    }\n", Wo);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* max-pool's gradient into bf16, gathered: each dx element sums, in acc_t,
+ * the dy of the windows whose first maximum it is (windows in row-major
+ * order, the scatter's order), and is rounded once. The scatter above
+ * would round after every addition where windows overlap. b1 = dy, b2 = x. */
+static int k_maxpool_grad_gather(cg_ctx *cx, const ir_type *x, const ir_type *dy, ir_dtype tdx,
+                                 int64_t k, int64_t s, int64_t p) {
+    int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
+    int64_t span = (k + s - 1) / s;
     ir_dtype tx = x->dtype, tdy = dy->dtype;
-    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = H * W + Ho * Wo * k * k, .writes = {1},
+    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = span * span * k * k, .writes = {1},
                   .type = {tdx, tdy, tx}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
-                  "const %s *xp = b2 + i * %" PRId64 ";\n"
-                  "const %s *dyp = b1 + i * %" PRId64 ";\n"
-                  "%s *d = b0 + i * %" PRId64 ";\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++) d[j] = %s0.0f%s;\n"
-                  "for (idx_t oh = 0; oh < %" PRId64 "; oh++)\n"
-                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n",
-                  ctype(tx), H * W, ctype(tdy), Ho * Wo, ctype(tdx), H * W, H * W, cg_st(tdx),
-                  cg_end(tdx), Ho, Wo);
+                  "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
+                  "const idx_t plane = i / %" PRId64 ";\n"
+                  "const %s *xp = b2 + plane * %" PRId64 ";\n"
+                  "const %s *dyp = b1 + plane * %" PRId64 ";\n"
+                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
+                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
+                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
+                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
+                  "acc_t sum = 0;\n"
+                  "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n",
+                  W, W, H, W * H, ctype(tx), H * W, ctype(tdy), Ho * Wo, p, p, k, k - 1, s - 1, s, k,
+                  k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
     window_argmax(b, H, W, k, s, p, "        ", tx);
-    cg_str_printf(b, "        if (best >= 0) d[best] = %s%sd[best]%s + %sdyp[oh * %" PRId64 " + ow]%s%s;\n    }\n",
-                  cg_st(tdx), cg_ld(tdx), cg_end(tdx), cg_ld(tdy), Wo, cg_end(tdy), cg_end(tdx));
+    cg_str_printf(b,
+                  "        if (best == h * %" PRId64 " + w) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "    }\n"
+                  "b0[i] = %s(float)sum%s;\n",
+                  W, cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -600,7 +632,11 @@ static int r_pool(cg_ctx *cx, int node) {
         break;
     case IR_OP_MAXPOOL_GRAD: {
         const ir_type *x = in_type(cx, n, 1);
-        k = k_maxpool_grad(cx, x, in_type(cx, n, 0), n->type.dtype, a[0], a[1], a[2]);
+        const ir_type *dy = in_type(cx, n, 0);
+        if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16)
+            return simple_step(cx, node, k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+                               ir_numel(x));
+        k = k_maxpool_grad(cx, x, in_type(cx, n, 0), a[0], a[1], a[2]);
         return simple_step(cx, node, k, x->dim[0] * x->dim[1]);
     }
     default:

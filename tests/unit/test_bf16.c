@@ -314,6 +314,149 @@ TEST(cpu_gemm_bf16_operands) {
     rt_backend_free(be);
 }
 
+/* ---- kernels: bf16 storage gives the f32 result, rounded once -------------------
+ * One op at a time, on inputs that bf16 holds exactly (the weights too):
+ * with bf16 activations every kernel and GEMM computes what the f32 graph
+ * computes, in the same order, and rounds once on store, so each output
+ * must equal the f32 graph's output rounded to bf16, bit for bit (a
+ * parameter-shaped GEMM result, f32 in both, equal outright). This checks
+ * the conversions at every load and store, the bf16 scratch layout of the
+ * convolutions and the GEMM element types and offsets. */
+
+typedef struct {
+    const char *name;
+    ir_op op;
+    int nin;
+    ir_type in[3];
+    int act[3];       /* input k is an activation: bf16 in the bf16 graph */
+    int64_t ia[5];
+    int out_act;      /* the output is bf16 in the bf16 graph */
+} op_case;
+
+static ir_graph *op_graph(const op_case *c, ir_dtype t, int *out) {
+    ir_graph *g = ir_new();
+    int in[3];
+    for (int k = 0; k < c->nin; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", k);
+        ir_type ty = c->in[k];
+        ty.dtype = c->act[k] ? t : IR_F32;
+        in[k] = ir_add_input(g, name, ty, 0);
+    }
+    *out = ir_add_node(g, c->op, in, c->nin, c->ia, NULL, err, sizeof err);
+    if (*out < 0) {
+        fprintf(stderr, "%s: %s\n", c->name, err);
+        ir_free(g);
+        return NULL;
+    }
+    if (c->out_act) g->nodes[*out].type.dtype = t;
+    g->nodes[*out].flags |= IR_FLAG_OUTPUT;
+    return g;
+}
+
+/* Runs the op on inputs val[k] (floats bf16 holds exactly); the output as floats. */
+static float *run_op(rt_backend *be, const op_case *c, ir_dtype t, float *const *val) {
+    int out;
+    ir_graph *g = op_graph(c, t, &out);
+    if (!g) return NULL;
+    rt_store *st = rt_store_new(be, g);
+    rt_exec *ex = rt_exec_new(be, st, g, NULL, err, sizeof err);
+    float *res = NULL;
+    if (!ex) {
+        fprintf(stderr, "%s: %s\n", c->name, err);
+    } else {
+        int ok = 1;
+        for (int k = 0; k < c->nin && ok; k++) {
+            int64_t n = ir_numel(&g->nodes[k].type);
+            char name[16];
+            snprintf(name, sizeof name, "in%d", k);
+            if (g->nodes[k].type.dtype == IR_BF16) {
+                bf16_t *h = malloc(sizeof *h * (size_t)n);
+                for (int64_t i = 0; i < n; i++) h[i] = dpc_f32_to_bf16(val[k][i]);
+                ok = rt_exec_set_input(ex, name, h, sizeof *h * (size_t)n) == 0;
+                free(h);
+            } else {
+                ok = rt_exec_set_input(ex, name, val[k], sizeof(float) * (size_t)n) == 0;
+            }
+        }
+        int64_t n = ir_numel(&g->nodes[out].type);
+        res = malloc(sizeof *res * (size_t)n);
+        if (!ok || rt_exec_run(ex, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", c->name, err);
+            free(res), res = NULL;
+        } else if (g->nodes[out].type.dtype == IR_BF16) {
+            bf16_t *h = malloc(sizeof *h * (size_t)n);
+            rt_exec_get_node(ex, out, h, sizeof *h * (size_t)n);
+            for (int64_t i = 0; i < n; i++) res[i] = dpc_bf16_to_f32(h[i]);
+            free(h);
+        } else {
+            rt_exec_get_node(ex, out, res, sizeof *res * (size_t)n);
+        }
+    }
+    rt_exec_free(ex);
+    rt_store_free(st);
+    ir_free(g);
+    return res;
+}
+
+TEST(ops_in_bf16_equal_f32_rounded) {
+    const op_case cases[] = {
+        {"conv k3 s2 p1", IR_OP_CONV, 2, {ir_shape4(3, 5, 9, 9), ir_shape4(6, 5, 3, 3)}, {1, 0}, {3, 2, 1}, 1},
+        {"conv k1 s1", IR_OP_CONV, 2, {ir_shape4(2, 4, 5, 5), ir_shape4(7, 4, 1, 1)}, {1, 0}, {1, 1, 0}, 1},
+        {"conv_grad_data", IR_OP_CONV_GRAD_DATA, 2, {ir_shape4(3, 6, 5, 5), ir_shape4(6, 5, 3, 3)}, {1, 0},
+         {3, 2, 1, 9, 9}, 1},
+        {"conv_grad_weight", IR_OP_CONV_GRAD_WEIGHT, 2, {ir_shape4(3, 6, 5, 5), ir_shape4(3, 5, 9, 9)},
+         {1, 1}, {3, 2, 1}, 0},
+        {"dense", IR_OP_DENSE, 2, {ir_shape2(4, 12), ir_shape2(5, 12)}, {1, 0}, {0}, 1},
+        {"dense f32 out", IR_OP_DENSE, 2, {ir_shape2(4, 12), ir_shape2(5, 12)}, {1, 0}, {0}, 0},
+        {"dense_grad_data", IR_OP_DENSE_GRAD_DATA, 2, {ir_shape2(4, 5), ir_shape2(5, 12)}, {1, 0}, {0}, 1},
+        {"dense_grad_weight", IR_OP_DENSE_GRAD_WEIGHT, 2, {ir_shape2(4, 5), ir_shape2(4, 12)}, {1, 1}, {0}, 0},
+        {"maxpool", IR_OP_MAXPOOL, 1, {ir_shape4(2, 3, 9, 9)}, {1}, {3, 2, 1}, 1},
+        {"maxpool_grad", IR_OP_MAXPOOL_GRAD, 2, {ir_shape4(2, 3, 5, 5), ir_shape4(2, 3, 9, 9)}, {1, 1},
+         {3, 2, 1}, 1},
+        {"avgpool", IR_OP_AVGPOOL, 1, {ir_shape4(2, 3, 9, 9)}, {1}, {3, 2, 1}, 1},
+        {"avgpool_grad", IR_OP_AVGPOOL_GRAD, 1, {ir_shape4(2, 3, 5, 5)}, {1}, {3, 2, 1, 9, 9}, 1},
+        {"global_avgpool", IR_OP_GLOBAL_AVGPOOL, 1, {ir_shape4(2, 3, 5, 5)}, {1}, {0}, 1},
+        {"relu_grad", IR_OP_RELU_GRAD, 2, {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)}, {1, 1}, {0}, 1},
+        {"add f32 + bf16", IR_OP_ADD, 2, {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)}, {0, 1}, {0}, 1},
+        {"bias_grad", IR_OP_BIAS_GRAD, 1, {ir_shape4(2, 3, 4, 4)}, {1}, {0}, 0},
+    };
+    rt_backend *be = rt_backend_cpu();
+    uint64_t s = 99;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const op_case *c = &cases[ci];
+        float *val[3] = {0};
+        for (int k = 0; k < c->nin; k++) {
+            int64_t n = ir_numel(&c->in[k]);
+            val[k] = malloc(sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < n; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                /* few distinct values: max-pool ties; bf16 holds them exactly */
+                val[k][i] = c->op == IR_OP_MAXPOOL_GRAD && k == 1 ? (float)((s >> 60) % 4) * 0.25f
+                                                                  : (float)((int)(s >> 56) - 128) / 64.0f;
+            }
+        }
+        float *f = run_op(be, c, IR_F32, val), *b = run_op(be, c, IR_BF16, val);
+        CHECK_MSG(f && b, "%s", c->name);
+        if (f && b) {
+            int out;
+            ir_graph *g = op_graph(c, IR_F32, &out);
+            int64_t n = ir_numel(&g->nodes[out].type), bad = 0, nonzero = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float want = c->out_act ? dpc_bf16_to_f32(dpc_f32_to_bf16(f[i])) : f[i];
+                bad += memcmp(&b[i], &want, sizeof want) != 0;
+                nonzero += f[i] != 0;
+            }
+            CHECK_MSG(bad == 0, "%s: %lld of %lld elements differ", c->name, (long long)bad, (long long)n);
+            CHECK_MSG(nonzero > n / 8, "%s: %lld nonzero", c->name, (long long)nonzero);
+            ir_free(g);
+        }
+        free(f), free(b);
+        for (int k = 0; k < c->nin; k++) free(val[k]);
+    }
+    rt_backend_free(be);
+}
+
 /* ---- memory -------------------------------------------------------------------- */
 
 TEST(arena_shrinks) {
@@ -348,6 +491,7 @@ int main(void) {
     RUN(models_generate_and_round_trip);
     RUN(bad_gemm_types_are_refused);
     RUN(cpu_gemm_bf16_operands);
+    RUN(ops_in_bf16_equal_f32_rounded);
     RUN(arena_shrinks);
     return harness_done();
 }
