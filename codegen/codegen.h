@@ -48,7 +48,9 @@
  * (offset) buffer pointers, and `const long long NAME_grain` is the count
  * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
  * const T *b1, ..., long long count)` launched with any grid; the body loops
- * grid-stride. Element types are float, or int for i32 labels. A body may
+ * grid-stride. Element types are float, int for i32 labels, or bf16_t
+ * (16-bit storage, codegen/bf16.h) for bf16 tensors, whose elements the
+ * body converts to float on load and rounds back on store. A body may
  * read `count`.
  * Reductions accumulate in acc_t (double); per-channel ones in
  * CG_REDUCE_LANES partial sums combined as a fixed tree (fused.c).
@@ -219,7 +221,10 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
  * conv_grad_weight step right after the conv_grad_data of the same dy
  * (single chunk each, as autodiff emits them) finds dy already in CNHW in
  * the scratch area, where that step left it, and skips its own layout pass:
- * the one place scratch contents outlive a step. */
+ * the one place scratch contents outlive a step. With bf16 activations the
+ * columns, dy's CNHW block and a bf16 copy of the weight (after the block,
+ * 256-byte aligned) are bf16 at the same float offsets, GEMM results stay
+ * f32 (codegen/gemm.c). */
 typedef struct {
     int64_t N, C, H, W; /* input */
     int64_t K, k, s, p; /* filters, kernel, stride, padding */
