@@ -18,12 +18,16 @@
  *   eval logits after the step              1e-3  (running statistics after
  *                                                  one step are far from the
  *                                                  batch's: larger activations)
- * Mixed precision (--ref): the cpu side runs PLAN2 instead (the fp32 plan of
- * the model PLAN holds in bf16: same parameters, batch and data), every
- * cuda-vs-cpu tolerance above is multiplied by X (check.sh: 150, so loss
- * 1.5e-2, gradients 0.3, weights 1.5e-3, BatchNorm statistics 1.5e-2, eval
- * logits 0.15, the bf16 error tests/bf16_test.sh measures on the cpu), and
- * every figure's name starts with T_.
+ * Mixed precision: --tol-scale X multiplies every cuda-vs-cpu tolerance
+ * above, --tag T starts every figure's name with T_. check.sh runs the
+ * bf16 plan on both backends with X = 50: the cpu emulates bf16 bit for bit
+ * (codegen/bf16.h), so they differ only where a GEMM's f32 sum, taken in
+ * another order, rounds to a neighbouring bf16, and BatchNorm's backward
+ * pass amplifies such flips. --ref PLAN2 runs PLAN2 on the cpu instead
+ * (the fp32 plan of the same model: bf16 against fp32); at bf16's own
+ * error (tests/bf16_test.sh: ResNet-18 at batch 8, update errors of 0.3-0.5
+ * relative L2, as a PyTorch model with bf16 activations shows too) no one
+ * scale fits, so that is for reading the figures, not a pass/fail check.
  * Then the same step replayed as a CUDA graph from the same starting
  * weights must give the eager cuda step's results (tolerance 1e-6; cuBLAS
  * and the kernels are deterministic, so expect 0).
