@@ -13,7 +13,7 @@
 #include "passes/passes.h"
 
 typedef struct {
-    const char *model, *out, *dot, *dump_after, *target, *emit_dir;
+    const char *model, *out, *dot, *dump_after, *target, *emit_dir, *precision;
     int dump_ir, summary, batch, no_fuse, no_memplan, stats;
     double bucket_mb; /* partition's bucket size, 0: the default */
     const char *max_memory; /* --max-memory, else $DPC_MAX_MEMORY */
@@ -30,6 +30,8 @@ static void usage(FILE *f) {
           "  --no-fuse          one kernel per op (no fusion groups)\n"
           "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
           "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
+          "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
+          "                     weights, reductions and optimizer (default fp32)\n"
           "  --stats            kernels per step and activation memory, fused and planned vs not\n"
           "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
           "  --max-memory SIZE  refuse a plan needing more per device (e.g. 16G; default 256G,\n"
@@ -50,13 +52,18 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
             !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
-            !strcmp(s, "--max-memory")) {
+            !strcmp(s, "--max-memory") || !strcmp(s, "--precision")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o")) a->out = v;
             else if (!strcmp(s, "--dot")) a->dot = v;
             else if (!strcmp(s, "--emit-kernels")) a->emit_dir = v;
             else if (!strcmp(s, "--max-memory")) a->max_memory = v;
+            else if (!strcmp(s, "--precision")) {
+                pass_precision_kind p;
+                if (pass_precision_parse(v, &p)) return die("--precision takes fp32 or bf16, got", v);
+                a->precision = v;
+            }
             else if (!strcmp(s, "--target")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
                     return die("--target takes cpu, cuda or all, got", v);
@@ -104,7 +111,8 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
         int known = 0;
         for (int i = 0; pass_names[i]; i++) known |= !strcmp(pass_names[i], a->dump_after);
         if (!known)
-            return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer partition fuse)",
+            return die("unknown pass for --dump-ir (known: elaborate lower autodiff optimizer partition "
+                       "precision fuse)",
                        a->dump_after);
     }
     if (!a->target) a->target = "all";
@@ -258,8 +266,8 @@ static int print_stats(const char *prog, const ir_graph *g, char *err, size_t er
                 grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
             if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
         }
-        printf("%s program (batch %lld): %d nodes, %d fusion groups\n", prog, (long long)batch, g->n,
-               ir_num_groups(g));
+        printf("%s program (batch %lld, %s): %d nodes, %d fusion groups\n", prog, (long long)batch,
+               pass_precision_name(pass_precision_of(g)), g->n, ir_num_groups(g));
         printf("%s kernels per step: fused %d, unfused %d (%.2fx fewer; %d of them GEMMs)\n", prog, lf,
                lu, lf ? (double)lu / lf : 0.0, gf);
         printf("%s steps: fused %d, unfused %d\n", prog, pf->nsteps, pu->nsteps);
@@ -332,6 +340,7 @@ int main(int argc, char **argv) {
     if (a.bucket_mb > 0 && po.bucket_bytes < 4) po.bucket_bytes = 4; /* at least one float */
     po.dump_after = a.dump_after && strcmp(a.dump_after, "elaborate") ? a.dump_after : NULL;
     po.dump = stdout;
+    if (a.precision) pass_precision_parse(a.precision, &po.precision);
     pass_options eval_po = po;
     eval_po.dump_after = NULL; /* one dump: the training program's */
     if (!rc && (pass_run_train(&plan.train, &plan.schedule, &po, err, sizeof err) ||

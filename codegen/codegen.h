@@ -48,7 +48,9 @@
  * (offset) buffer pointers, and `const long long NAME_grain` is the count
  * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
  * const T *b1, ..., long long count)` launched with any grid; the body loops
- * grid-stride. Element types are float, or int for i32 labels. A body may
+ * grid-stride. Element types are float, int for i32 labels, or bf16_t
+ * (16-bit storage, codegen/bf16.h) for bf16 tensors, whose elements the
+ * body converts to float on load and rounds back on store. A body may
  * read `count`.
  * Reductions accumulate in acc_t (double); per-channel ones in
  * CG_REDUCE_LANES partial sums combined as a fixed tree (fused.c).
@@ -81,8 +83,13 @@ typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA } cg_dialect;
  *     C_b = alpha * op(A_b) * op(B_b) + beta * C_b
  *   X_b = X + off_x + b * stride_x;  op(A) is m x k, op(B) k x n, C m x n.
  * A stride of 0 reuses the same operand (a weight shared by every image).
- * The cpu backend loops cblas_sgemm(CblasColMajor, ...) over the batch; the
- * cuda backend hands it to cublasSgemmStridedBatched. */
+ * Element types: A and B both f32 or both bf16 (type_a == type_b), C f32 or
+ * bf16; the product always accumulates in f32 and offsets and strides count
+ * elements of the operand's own type. The cpu backend loops
+ * cblas_sgemm(CblasColMajor, ...) over the batch (bf16 operands converted
+ * to float first); the cuda backend hands it to cublasSgemmStridedBatched,
+ * or with bf16 to cublasGemmStridedBatchedEx (CUDA_R_16BF operands,
+ * CUBLAS_COMPUTE_32F). */
 typedef struct {
     int transa, transb; /* 0: N, 1: T */
     int64_t m, n, k;
@@ -91,8 +98,12 @@ typedef struct {
     int64_t batch;
     int64_t stride_a, stride_b, stride_c; /* elements between batch entries */
     int64_t off_a, off_b, off_c;          /* element offsets of entry 0 */
+    int type_a, type_b, type_c;           /* ir_dtype: IR_F32 (0) or IR_BF16 */
 } cg_gemm;
 
+/* One past the last element of operand 'a', 'b' or 'c' the GEMM touches
+ * (offsets included), in elements of that operand; -1 on overflow. */
+int64_t cg_gemm_extent(const cg_gemm *d, int operand);
 /* Checks sizes, leading dimensions (lda >= rows of A as stored, >= 1) and
  * that every element the GEMM touches lies inside buffers of size_a/b/c
  * elements; sizes must fit a BLAS int. 0 when valid, else -1 + message. */
@@ -210,7 +221,10 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
  * conv_grad_weight step right after the conv_grad_data of the same dy
  * (single chunk each, as autodiff emits them) finds dy already in CNHW in
  * the scratch area, where that step left it, and skips its own layout pass:
- * the one place scratch contents outlive a step. */
+ * the one place scratch contents outlive a step. With bf16 activations the
+ * columns, dy's CNHW block and a bf16 copy of the weight (after the block,
+ * 256-byte aligned) are bf16 at the same float offsets, GEMM results stay
+ * f32 (codegen/gemm.c). */
 typedef struct {
     int64_t N, C, H, W; /* input */
     int64_t K, k, s, p; /* filters, kernel, stride, padding */

@@ -50,13 +50,13 @@ typedef struct {
      * v<k> before it (see operand()), deduplicated. */
     cg_str *pre;
     int nload, first_load;
-    char loads[32][48];
+    char loads[32][72];
     /* Channel groups: per-channel loads (b[c]) made once per channel, at
      * the top of the iteration, as c<k>: the passes' loops then hold no load
      * that could alias their stores, and vectorise. */
     cg_str chan_pre;
     int nchan;
-    char chan[64][48];
+    char chan[64][72];
     /* channel groups */
     const ir_type *X;
     int64_t N, C, inner;
@@ -64,7 +64,7 @@ typedef struct {
 } grp;
 
 int cg_fusible(const ir_node *n) {
-    if (n->type.dtype != IR_F32) return 0;
+    if (n->type.dtype == IR_I32) return 0;
     return ir_op_expr(n->op) || ir_op_reduce(n->op) != IR_REDUCE_NONE;
 }
 
@@ -128,18 +128,20 @@ static void operand(grp *G, int m, int k, int acc, cg_str *o) {
         return;
     }
     int a = arg_of(G, p, 0);
-    char load[48];
+    char at[48], load[72];
     switch (acc) {
     case 'c':
-        snprintf(load, sizeof load, "b%d[c]", a);
+        snprintf(at, sizeof at, "b%d[c]", a);
         G->used_c = 1;
         break;
-    case 's': snprintf(load, sizeof load, "b%d[0]", a); break;
+    case 's': snprintf(at, sizeof at, "b%d[0]", a); break;
     case 'o':
-        snprintf(load, sizeof load, "b%d[%s / %" PRId64 "]", a, G->idx, inner_of(&nd(G, m)->type));
+        snprintf(at, sizeof at, "b%d[%s / %" PRId64 "]", a, G->idx, inner_of(&nd(G, m)->type));
         break;
-    default: snprintf(load, sizeof load, "b%d[%s]", a, G->idx); break;
+    default: snprintf(at, sizeof at, "b%d[%s]", a, G->idx); break;
     }
+    ir_dtype t = G->arg_type[a]; /* a bf16 element is read as float */
+    snprintf(load, sizeof load, "%s%s%s", cg_ld(t), at, cg_end(t));
     if (acc == 'c' && G->kind == K_CR) {
         int k2 = 0;
         while (k2 < G->nchan && strcmp(G->chan[k2], load)) k2++;
@@ -230,10 +232,14 @@ static void stores(grp *G, cg_str *b, const char *at, int (*which)(const grp *, 
         if (n->op == IR_OP_ASSIGN) {
             cg_str v = {0};
             operand(G, m, 1, 'i', &v);
-            cg_str_printf(b, "b%d[%s] = %s;\n", arg_of(G, n->input[0], 1), at, v.s);
+            int a = arg_of(G, n->input[0], 1);
+            cg_str_printf(b, "b%d[%s] = %s%s%s;\n", a, at, cg_st(G->arg_type[a]), v.s,
+                          cg_end(G->arg_type[a]));
             cg_str_free(&v);
         } else if (G->cx->stored[m]) {
-            cg_str_printf(b, "b%d[%s] = t%d;\n", arg_of(G, m, 1), at, m - G->lo);
+            int a = arg_of(G, m, 1);
+            cg_str_printf(b, "b%d[%s] = %st%d%s;\n", a, at, cg_st(G->arg_type[a]), m - G->lo,
+                          cg_end(G->arg_type[a]));
         }
     }
 }
@@ -249,7 +255,8 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
         /* a lone node: one line, as it always was */
         cg_str e = {0};
         expr_loaded(G, G->lo, &b, "", &e);
-        cg_str_printf(&b, "b%d[i] = %s;\n", arg_of(G, G->lo, 1), e.s);
+        int a = arg_of(G, G->lo, 1);
+        cg_str_printf(&b, "b%d[i] = %s%s%s;\n", a, cg_st(G->arg_type[a]), e.s, cg_end(G->arg_type[a]));
         cg_str_free(&e);
     } else {
         for (int m = G->lo; m < G->hi; m++) compute(G, m, &b, "");
@@ -271,7 +278,7 @@ enum { ROLE_P, ROLE_R, ROLE_E };
 
 static int role(const grp *G, int m) {
     if (ir_op_reduce(nd(G, m)->op) == IR_REDUCE_CHANNEL) return ROLE_R;
-    return ir_type_equal(&nd(G, m)->type, G->X) ? ROLE_P : ROLE_E;
+    return ir_type_same_shape(&nd(G, m)->type, G->X) ? ROLE_P : ROLE_E;
 }
 
 static int is_e(const grp *G, int m) { return role(G, m) == ROLE_E; }
@@ -396,7 +403,11 @@ static int body_channel(grp *G, cg_kdef *kd) {
             if (mark[m - G->lo]) compute(G, m, &body, "        ");
         for (int m = G->lo; m < G->hi; m++)
             if (role(G, m) == ROLE_P && G->cx->stored[m] && G->level[m - G->lo] + 1 == p)
-                cg_str_printf(&body, "        b%d[e] = t%d;\n", arg_of(G, m, 1), m - G->lo);
+            {
+                int a = arg_of(G, m, 1);
+                cg_str_printf(&body, "        b%d[e] = %st%d%s;\n", a, cg_st(G->arg_type[a]), m - G->lo,
+                              cg_end(G->arg_type[a]));
+            }
         for (int m = G->lo; m < G->hi; m++) {
             const ir_node *n = nd(G, m);
             if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
@@ -457,37 +468,46 @@ static int body_row(grp *G, cg_kdef *kd) {
     const ir_node *f = nd(G, first);
     int64_t K = G->g->nodes[f->input[0]].type.dim[1];
     int L = arg_of(G, f->input[0], 0), Y = arg_of(G, f->input[1], 0);
+    ir_dtype tl = G->arg_type[L];
+    /* rowj: element j of the logits row as float (bf16 logits are converted) */
+    char rowj[64], rowy[64];
+    snprintf(rowj, sizeof rowj, "%srow[j]%s", cg_ld(tl), cg_end(tl));
+    snprintf(rowy, sizeof rowy, "%srow[y]%s", cg_ld(tl), cg_end(tl));
     cg_str *b = &kd->body;
     cg_str_printf(b,
-                  "const float *row = b%d + i * %" PRId64 ";\n"
-                  "float mx = row[0];\n"
-                  "for (idx_t j = 1; j < %" PRId64 "; j++) if (row[j] > mx) mx = row[j];\n"
+                  "const %s *row = b%d + i * %" PRId64 ";\n"
+                  "float mx = %srow[0]%s;\n"
+                  "for (idx_t j = 1; j < %" PRId64 "; j++) if (%s > mx) mx = %s;\n"
                   "acc_t s = 0;\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += exp((acc_t)row[j] - mx);\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += exp((acc_t)%s - mx);\n"
                   "const acc_t lse = mx + log(s);\n"
                   "const int y = b%d[i];\n"
                   "const int bad = y < 0 || y >= %" PRId64 ";\n",
-                  L, K, K, K, Y, K);
+                  cg_ctype(tl), L, K, cg_ld(tl), cg_end(tl), K, rowj, rowj, K, rowj, Y, K);
     G->idx = "i";
     int lone = G->hi - G->lo == 1;
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
         if (n->op == IR_OP_SOFTMAX_CE) {
-            if (lone)
-                cg_str_printf(b, "b%d[i] = bad ? DPC_NAN : (float)(lse - row[y]);\n", arg_of(G, m, 1));
-            else
-                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - row[y]);\n", m - G->lo);
+            if (lone) {
+                int a = arg_of(G, m, 1);
+                cg_str_printf(b, "b%d[i] = %sbad ? DPC_NAN : (float)(lse - %s)%s;\n", a,
+                              cg_st(G->arg_type[a]), rowy, cg_end(G->arg_type[a]));
+            } else {
+                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - %s);\n", m - G->lo, rowy);
+            }
         } else if (n->op == IR_OP_SOFTMAX_CE_GRAD) {
             cg_str d = {0};
             operand(G, m, 2, 'i', &d);
+            int a = arg_of(G, m, 1);
             cg_str_printf(b,
                           "{\n"
                           "    const acc_t d = %s;\n"
                           "    for (idx_t j = 0; j < %" PRId64 "; j++)\n"
-                          "        b%d[i * %" PRId64 " + j] = bad ? DPC_NAN : "
-                          "(float)((exp((acc_t)row[j] - lse) - (j == y)) * d);\n"
+                          "        b%d[i * %" PRId64 " + j] = %sbad ? DPC_NAN : "
+                          "(float)((exp((acc_t)%s - lse) - (j == y)) * d)%s;\n"
                           "}\n",
-                          d.s, K, arg_of(G, m, 1), K);
+                          d.s, K, a, K, cg_st(G->arg_type[a]), rowj, cg_end(G->arg_type[a]));
             cg_str_free(&d);
         } else {
             compute(G, m, b, "");

@@ -36,6 +36,16 @@ static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_
     return -1;
 }
 
+int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
+    if (operand == 'a')
+        return extent(d->off_a, d->batch, d->stride_a, d->transa ? d->k : d->m, d->transa ? d->m : d->k,
+                      d->lda);
+    if (operand == 'b')
+        return extent(d->off_b, d->batch, d->stride_b, d->transb ? d->n : d->k, d->transb ? d->k : d->n,
+                      d->ldb);
+    return extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
+}
+
 int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c,
                      char *err, size_t errlen) {
     if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
@@ -46,6 +56,12 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
         d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
         snprintf(err, errlen, "gemm: a size does not fit a BLAS int");
+        return -1;
+    }
+    if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
+        (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
+        snprintf(err, errlen, "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
+                 d->type_a, d->type_b, d->type_c);
         return -1;
     }
     if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
@@ -145,6 +161,19 @@ static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_
                            .Ho = y->dim[2], .Wo = y->dim[3]};
 }
 
+/* Mixed precision: a GEMM-backed op whose output or an input is stored in
+ * bf16 runs its GEMM on bf16 operands (activations, columns and a bf16 copy
+ * of the f32 master weight in the scratch area) with f32 accumulation into
+ * an f32 result, which the next kernel rounds once when it stores bf16. */
+static int gemm_bf16(const ir_graph *g, const ir_node *n) {
+    int bf = n->type.dtype == IR_BF16;
+    for (int j = 0; j < n->ninputs; j++) bf |= g->nodes[n->input[j]].type.dtype == IR_BF16;
+    return bf;
+}
+
+/* Float offsets of bf16 regions in the scratch area start on 256 bytes. */
+static int64_t align64(int64_t floats) { return (floats + 63) / 64 * 64; }
+
 /* Whether a conv_grad_weight step can take dy in CNHW from the step before
  * it: the conv_grad_data of the same dy and convolution, each in a single
  * chunk, leaves that block in the scratch area where this step would put
@@ -157,6 +186,7 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
     return prev->op == IR_OP_CONV_GRAD_DATA && pn->input[0] == n->input[0] &&
+           gemm_bf16(g, pn) == gemm_bf16(g, n) &&
            pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
            ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
 }
@@ -178,35 +208,60 @@ static int lower_conv(cg_ctx *cx, int node) {
     int64_t nb = cg_conv_chunk(&c, cx->opt.scratch_max_bytes);
     int64_t blk = cg_conv_col_elems(&c, nb); /* where the CNHW block starts */
     int reuse_dy = dy_left_by_previous_step(cx, node, &c, nb);
+    /* bf16: the GEMM operands (columns, dy's CNHW block, the weight's bf16
+     * copy at wofs) are bf16 in the scratch area; their float offsets are
+     * where the f32 layout puts them, their GEMM offsets count bf16
+     * elements (x2). GEMM results stay f32. */
+    int bf = gemm_bf16(g, n);
+    ir_dtype to = bf ? IR_BF16 : IR_F32, tn = n->type.dtype;
+    ir_dtype t0 = g->nodes[n->input[0]].type.dtype, t1 = g->nodes[n->input[1]].type.dtype;
+    int64_t ew = bf ? 2 : 1; /* operand elements per float of scratch */
+    int64_t wofs = align64(cg_conv_scratch_elems(&c, nb));
+    int cast_w = bf && op != IR_OP_CONV_GRAD_WEIGHT;
+    int kcast = cast_w ? cg_kernel_cast(cx, IR_BF16, t1) : 0;
+    if (kcast < 0) return -1;
     cg_step *s = cg_begin_step(cx, node);
-    s->scratch = cg_conv_scratch_elems(&c, nb);
+    s->scratch = cast_w ? wofs + (c.K * CKK + 1) / 2 : cg_conv_scratch_elems(&c, nb);
     int out = 0, in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
     int sc = cg_step_slot(cx, CG_SCRATCH);
+    int wslot = in1; /* the weight operand: the parameter, or its bf16 copy */
+    if (cast_w) {
+        cg_add_kernel_call(cx, kcast, c.K * CKK, 2, (int[]){sc, in1}, (int64_t[]){wofs, 0});
+        wslot = sc;
+    }
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         /* kernels for this chunk size (the last chunk may be smaller) */
-        int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c, cnt) : cg_kernel_im2col(cx, &c, cnt);
-        int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt) : cg_kernel_to_cnhw(cx, c.K, P, cnt);
+        int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32)
+                   : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1);
+        int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
+                                    : cg_kernel_to_cnhw(cx, c.K, P, cnt, to, t0);
         if (kcol < 0 || klay < 0) return -1;
         cg_gemm d;
         switch (op) {
         case IR_OP_CONV: /* in0 = x, in1 = w */
             cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, n0 * CHW});
             d = cg_gemm_conv_forward(&c, cnt, 0, blk);
-            cg_add_gemm_call(cx, &d, sc, in1, sc);
+            if (cast_w) d.off_b = ew * wofs;
+            d.type_a = d.type_b = to;
+            cg_add_gemm_call(cx, &d, sc, wslot, sc);
             cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc}, (int64_t[]){n0 * KP, blk});
             break;
         case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
             cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
-            d = cg_gemm_conv_grad_data(&c, cnt, blk, 0);
-            cg_add_gemm_call(cx, &d, sc, in1, sc);
+            d = cg_gemm_conv_grad_data(&c, cnt, ew * blk, 0);
+            if (cast_w) d.off_b = ew * wofs;
+            d.type_a = d.type_b = to;
+            cg_add_gemm_call(cx, &d, sc, wslot, sc);
             cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){n0 * CHW, 0});
             break;
         default: /* conv_grad_weight: in0 = dy, in1 = x */
             cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, n0 * CHW});
             if (!reuse_dy)
                 cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
-            d = cg_gemm_conv_grad_weight(&c, cnt, 0, blk, n0 > 0);
+            d = cg_gemm_conv_grad_weight(&c, cnt, 0, ew * blk, n0 > 0);
+            d.type_a = d.type_b = to;
+            d.type_c = tn;
             cg_add_gemm_call(cx, &d, sc, sc, out);
             break;
         }
@@ -236,8 +291,40 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     default:
         return cg_fail(cx, "node %d: %s is not a GEMM op", node, ir_ops[n->op].name);
     }
-    cg_begin_step(cx, node);
-    int s0 = cg_step_slot(cx, n->input[0]), s1 = cg_step_slot(cx, n->input[1]);
-    cg_add_gemm_call(cx, &d, s1, s0, 0);
+    if (!gemm_bf16(g, n)) {
+        cg_begin_step(cx, node);
+        int s0 = cg_step_slot(cx, n->input[0]), s1 = cg_step_slot(cx, n->input[1]);
+        cg_add_gemm_call(cx, &d, s1, s0, 0);
+        return 0;
+    }
+    /* bf16: A (input 1) and B (input 0) as bf16, an f32 one (the weight,
+     * or the image's view) through a bf16 copy in the scratch area; C is
+     * the output in its own type. */
+    int in[2] = {n->input[1], n->input[0]}, kcast[2] = {0, 0};
+    int64_t fofs[2] = {0, 0}, used = 0;
+    for (int j = 0; j < 2; j++) {
+        ir_dtype t = g->nodes[in[j]].type.dtype;
+        if (t == IR_BF16) continue;
+        kcast[j] = cg_kernel_cast(cx, IR_BF16, t);
+        if (kcast[j] < 0) return -1;
+        fofs[j] = used;
+        used = align64(used + (ir_numel(&g->nodes[in[j]].type) + 1) / 2);
+    }
+    cg_step *s = cg_begin_step(cx, node);
+    s->scratch = used;
+    int slot[2];
+    for (int j = 0; j < 2; j++) {
+        slot[j] = cg_step_slot(cx, in[j]);
+        if (g->nodes[in[j]].type.dtype == IR_BF16) continue;
+        int sc = cg_step_slot(cx, CG_SCRATCH);
+        cg_add_kernel_call(cx, kcast[j], ir_numel(&g->nodes[in[j]].type), 2, (int[]){sc, slot[j]},
+                           (int64_t[]){fofs[j], 0});
+        slot[j] = sc;
+    }
+    d.off_a = 2 * fofs[0];
+    d.off_b = 2 * fofs[1];
+    d.type_a = d.type_b = IR_BF16;
+    d.type_c = n->type.dtype;
+    cg_add_gemm_call(cx, &d, slot[0], slot[1], 0);
     return 0;
 }

@@ -40,6 +40,7 @@ typedef struct {
     cg_str *bodies; /* rendered bodies by kernel index, to share identical kernels */
     unsigned char *stored; /* ir_stored() of g */
     int kcap, scap, ccap;
+    int bf16; /* the graph stores some tensor in bf16: the prelude converts */
     char *err;
     size_t errlen;
 } cg_ctx;
@@ -57,14 +58,25 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
  * images. im2col: one iteration per (column row, image), count = CKK*nb;
  * col2im: one per element of dx, count = nb*C*H*W. */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb);
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb);
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype col, ir_dtype x);
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype dx, ir_dtype col);
 /* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back, one row of P per
  * iteration: count = K*nb. */
-int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb);
-int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb);
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype dst, ir_dtype src);
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype dst, ir_dtype src);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
+
+/* Reading an element of type t as float, and storing a float as t: wrap
+ * the access in cg_ld(t) ... cg_end(t), the value in cg_st(t) ... cg_end(t)
+ * (bf16 converts, codegen/bf16.h; f32 and i32 are used as they are). */
+static inline const char *cg_ld(ir_dtype t) { return t == IR_BF16 ? "dpc_bf16_to_f32(" : ""; }
+static inline const char *cg_st(ir_dtype t) { return t == IR_BF16 ? "dpc_f32_to_bf16(" : ""; }
+static inline const char *cg_end(ir_dtype t) { return t == IR_BF16 ? ")" : ""; }
+/* The element type's name in kernels: "float", "bf16_t", "int". */
+const char *cg_ctype(ir_dtype t);
+/* b0[i] = b1[i] converted (f32 <-> bf16), count = elements. */
+int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from);
 
 int cg_fail(cg_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A double constant for acc_t arithmetic, into buf (>= 32 bytes). */

@@ -1,7 +1,7 @@
 /* codegen/program.c — building, checking and (de)serialising cg_programs.
  *
- * Byte layout (little endian), version 2 (the layout of 1; the C kernel ABI
- * changed, so version-1 programs are skipped and regenerated):
+ * Byte layout (little endian), version 3 (2 plus the GEMM element types;
+ * programs of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
  *   u32 nkernels, each: u32 name_len, name, u32 nargs
@@ -10,10 +10,12 @@
  *   u32 ncalls,   each: u32 kind, i32 kernel, i64 count, u32 nargs,
  *                       nargs x (i32 slot, i64 off), then the GEMM: u32 transa,
  *                       u32 transb, i64 m n k, f32 alpha beta, i64 lda ldb ldc
- *                       batch stride_a stride_b stride_c off_a off_b off_c
+ *                       batch stride_a stride_b stride_c off_a off_b off_c,
+ *                       u32 type_a type_b type_c
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +23,9 @@
 #include "codegen/internal.h"
 
 #define CG_MAGIC "DPCK"
-/* 2: the C kernel ABI runs a range of iterations and exports NAME_grain. */
-#define CG_VERSION 2u
+/* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
+ * 3: GEMM element types (bf16). */
+#define CG_VERSION 3u
 
 /* ---- building ------------------------------------------------------------------ */
 
@@ -87,7 +90,9 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
     c->arg[0] = slot_a;
     c->arg[1] = slot_b;
     c->arg[2] = slot_c;
-    c->gemm = *d;
+    /* the fields only: the struct's trailing padding stays zero, so calls
+     * compare bytewise equal to parsed ones */
+    memcpy(&c->gemm, d, offsetof(cg_gemm, type_c) + sizeof d->type_c);
 }
 
 void cg_program_free(cg_program *p) {
@@ -193,6 +198,9 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
         int64_t u[] = {d->lda,     d->ldb,      d->ldc,      d->batch, d->stride_a,
                        d->stride_b, d->stride_c, d->off_a, d->off_b,  d->off_c};
         for (int j = 0; j < 10; j++) put_i64(&w, u[j]);
+        put_u32(&w, (uint32_t)d->type_a);
+        put_u32(&w, (uint32_t)d->type_b);
+        put_u32(&w, (uint32_t)d->type_c);
     }
     for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
     *out = w.b;
@@ -328,7 +336,7 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
             return parse_fail(p, err, errlen, "bad step");
     }
 
-    if (get_count(&r, 140, &p->ncalls)) return parse_fail(p, err, errlen, "bad call count");
+    if (get_count(&r, 152, &p->ncalls)) return parse_fail(p, err, errlen, "bad call count");
     p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
     if (!p->calls) abort();
     for (int i = 0; i < p->ncalls; i++) {
@@ -354,7 +362,13 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
         int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
                         &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
         for (int j = 0; j < 10; j++) *u[j] = get_i64(&r);
+        d->type_a = (int)get_u32(&r);
+        d->type_b = (int)get_u32(&r);
+        d->type_c = (int)get_u32(&r);
         if (r.bad) return parse_fail(p, err, errlen, "truncated call");
+        if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
+            (d->type_c != IR_F32 && d->type_c != IR_BF16))
+            return parse_fail(p, err, errlen, "bad gemm element type");
         if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1)
             return parse_fail(p, err, errlen, "bad gemm transpose flag");
         if (c->kind == CG_CALL_KERNEL) {
@@ -467,6 +481,19 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
             }
             if (call->kind == CG_CALL_GEMM) {
                 char why[160];
+                /* A GEMM reads a node in the node's own element type, and
+                 * the scratch area (floats) holds twice as many bf16. */
+                const int type[3] = {call->gemm.type_a, call->gemm.type_b, call->gemm.type_c};
+                for (int j = 0; j < call->nargs && j < 3; j++) {
+                    int id = s->buf[call->arg[j]];
+                    if (id == CG_SCRATCH) {
+                        if (type[j] == IR_BF16) size[j] *= 2;
+                    } else if ((int)g->nodes[id].type.dtype != type[j]) {
+                        snprintf(err, errlen, "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
+                                 i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
+                        return -1;
+                    }
+                }
                 if (call->nargs != 3 ||
                     cg_gemm_validate(&call->gemm, size[0], size[1], size[2], why, sizeof why)) {
                     snprintf(err, errlen, "kernel program: step %d (%s) call %d: %s", i,

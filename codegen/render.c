@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/bf16.h"
 #include "codegen/internal.h"
 
 /* ---- strings ---------------------------------------------------------------- */
@@ -101,7 +102,25 @@ static const char *prelude(cg_dialect d) {
            "#define DPC_NEG_INF (-INFINITY)\n\n";
 }
 
-static const char *ctype(ir_dtype t) { return t == IR_I32 ? "int" : "float"; }
+/* bf16 storage (codegen/bf16.h): the bit casts and qualifiers each dialect
+ * needs, then the one text of the conversions. Only modules that hold bf16
+ * tensors get it, so f32 modules are as they always were. */
+#define CG_STR_(x) #x
+#define CG_STR(x) CG_STR_(x)
+static const char *bf16_prelude(cg_dialect d) {
+    if (d == CG_DIALECT_CUDA)
+        return "typedef unsigned short bf16_t;\n"
+               "#define dpc_f2u __float_as_uint\n"
+               "#define dpc_u2f __uint_as_float\n"
+               "#define DPC_FN static __device__ __forceinline__\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n";
+    return "typedef unsigned short bf16_t;\n"
+           "static inline unsigned dpc_f2u(float f) { union { float f; unsigned u; } v; v.f = f; return v.u; }\n"
+           "static inline float dpc_u2f(unsigned u) { union { float f; unsigned u; } v; v.u = u; return v.f; }\n"
+           "#define DPC_FN static inline\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n";
+}
+
+const char *cg_ctype(ir_dtype t) { return t == IR_I32 ? "int" : t == IR_BF16 ? "bf16_t" : "float"; }
+#define ctype cg_ctype
 
 /* Appends the body indented by `ind` spaces. */
 static void append_body(cg_str *out, const cg_str *body, int ind) {
@@ -151,7 +170,8 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
 /* The identity of a kernel apart from its name: types, writes, body. */
 static void kernel_key(const cg_kdef *kd, cg_str *key) {
     for (int j = 0; j < kd->nargs; j++)
-        cg_str_printf(key, "%c%c", kd->type[j] == IR_I32 ? 'i' : 'f', kd->writes[j] ? 'w' : 'r');
+        cg_str_printf(key, "%c%c", kd->type[j] == IR_I32 ? 'i' : kd->type[j] == IR_BF16 ? 'h' : 'f',
+                      kd->writes[j] ? 'w' : 'r');
     cg_str_printf(key, "|%" PRId64 "|%d|", kd->cost, kd->no_restrict);
     cg_str_append(key, kd->body.s ? kd->body.s : "", kd->body.len);
 }
@@ -298,22 +318,23 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
     return cg_emit_kernel(cx, &kd);
 }
 
-static int k_global_avgpool(cg_ctx *cx, const ir_type *x) {
+static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y) {
     int64_t inner = inner_of(x);
-    cg_kdef kd = {.op = "global_avgpool", .nargs = 2, .cost = inner, .writes = {1}};
+    ir_dtype tx = x->dtype, ty = y->dtype;
+    cg_kdef kd = {.op = "global_avgpool", .nargs = 2, .cost = inner, .writes = {1}, .type = {ty, tx}};
     cg_str_printf(&kd.body,
-                  "const float *row = b1 + i * %" PRId64 ";\n"
+                  "const %s *row = b1 + i * %" PRId64 ";\n"
                   "acc_t s = 0;\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += row[j];\n"
-                  "b0[i] = (float)(s / %" PRId64 ".0);\n",
-                  inner, inner, inner);
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += %srow[j]%s;\n"
+                  "b0[i] = %s(float)(s / %" PRId64 ".0)%s;\n",
+                  ctype(tx), inner, inner, cg_ld(tx), cg_end(tx), cg_st(ty), inner, cg_end(ty));
     return cg_emit_kernel(cx, &kd);
 }
 
 /* The first maximum of window (oh, ow) of plane xp, padding never winning:
  * sets `best` to its index in the plane or -1. */
 static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
-                          const char *ind) {
+                          const char *ind, ir_dtype tx) {
     /* The window clipped to the plane once, then a scan without per-tap
      * bounds checks: same taps in the same row-major order as testing each
      * one, so the same (first) maximum wins. The best value rides along in
@@ -329,26 +350,28 @@ static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s,
                   "%s    for (idx_t kh = kh0; kh < kh1; kh++)\n"
                   "%s        for (idx_t kw = kw0; kw < kw1; kw++) {\n"
                   "%s            const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
-                  "%s            const float v = xp[at];\n"
+                  "%s            const float v = %sxp[at]%s;\n"
                   "%s            if (best < 0 || v > bv) best = at, bv = v;\n"
                   "%s        }\n"
                   "%s}\n",
                   ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, ind, W,
-                  ind, ind, ind, ind);
+                  ind, cg_ld(tx), cg_end(tx), ind, ind, ind);
 }
 
 static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, int64_t k,
                   int64_t s, int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = y->dim[2], Wo = y->dim[3];
-    cg_kdef kd = {.op = is_max ? "maxpool" : "avgpool", .nargs = 2, .cost = k * k, .writes = {1}};
+    ir_dtype tx = x->dtype, ty = y->dtype;
+    cg_kdef kd = {.op = is_max ? "maxpool" : "avgpool", .nargs = 2, .cost = k * k, .writes = {1},
+                  .type = {ty, tx}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
                   "const idx_t ow = i %% %" PRId64 ", oh = (i / %" PRId64 ") %% %" PRId64 ";\n"
-                  "const float *xp = b1 + (i / %" PRId64 ") * %" PRId64 ";\n",
-                  Wo, Wo, Ho, Wo * Ho, H * W);
+                  "const %s *xp = b1 + (i / %" PRId64 ") * %" PRId64 ";\n",
+                  Wo, Wo, Ho, ctype(tx), Wo * Ho, H * W);
     if (is_max) {
-        window_argmax(b, H, W, k, s, p, "");
-        cg_str_printf(b, "b0[i] = best < 0 ? DPC_NEG_INF : bv;\n");
+        window_argmax(b, H, W, k, s, p, "", tx);
+        cg_str_printf(b, "b0[i] = %sbest < 0 ? DPC_NEG_INF : bv%s;\n", cg_st(ty), cg_end(ty));
     } else {
         cg_str_printf(b,
                       "acc_t sum = 0;\n"
@@ -357,11 +380,11 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
                       "    if (ih < 0 || ih >= %" PRId64 ") continue;\n"
                       "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                       "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
-                      "        if (iw >= 0 && iw < %" PRId64 ") sum += xp[ih * %" PRId64 " + iw];\n"
+                      "        if (iw >= 0 && iw < %" PRId64 ") sum += %sxp[ih * %" PRId64 " + iw]%s;\n"
                       "    }\n"
                       "}\n"
-                      "b0[i] = (float)(sum / %" PRId64 ".0);\n",
-                      k, s, p, H, k, s, p, W, W, k * k);
+                      "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
+                      k, s, p, H, k, s, p, W, cg_ld(tx), W, cg_end(tx), cg_st(ty), k * k, cg_end(ty));
     }
     return cg_emit_kernel(cx, &kd);
 }
@@ -371,7 +394,7 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
  * forward pass's choice), windows in row-major order. A plane belongs to
  * one iteration, so overlapping windows need no atomics; the work is one
  * window scan per output instead of one per (input, window) pair.
- * b1 = dy, b2 = x. */
+ * b1 = dy, b2 = x, all f32 (with bf16 tensors: the gathered form below). */
 static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64_t k, int64_t s,
                           int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
@@ -384,8 +407,45 @@ static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
                   "for (idx_t oh = 0; oh < %" PRId64 "; oh++)\n"
                   "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n",
                   H * W, Ho * Wo, H * W, H * W, Ho, Wo);
-    window_argmax(b, H, W, k, s, p, "        ");
+    window_argmax(b, H, W, k, s, p, "        ", IR_F32);
     cg_str_printf(b, "        if (best >= 0) d[best] += dyp[oh * %" PRId64 " + ow];\n    }\n", Wo);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* max-pool's gradient into bf16, gathered: each dx element sums, in acc_t,
+ * the dy of the windows whose first maximum it is (windows in row-major
+ * order, the scatter's order), and is rounded once. The scatter above
+ * would round after every addition where windows overlap. b1 = dy, b2 = x. */
+static int k_maxpool_grad_gather(cg_ctx *cx, const ir_type *x, const ir_type *dy, ir_dtype tdx,
+                                 int64_t k, int64_t s, int64_t p) {
+    int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
+    int64_t span = (k + s - 1) / s;
+    ir_dtype tx = x->dtype, tdy = dy->dtype;
+    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = span * span * k * k, .writes = {1},
+                  .type = {tdx, tdy, tx}};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
+                  "const idx_t plane = i / %" PRId64 ";\n"
+                  "const %s *xp = b2 + plane * %" PRId64 ";\n"
+                  "const %s *dyp = b1 + plane * %" PRId64 ";\n"
+                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
+                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
+                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
+                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
+                  "acc_t sum = 0;\n"
+                  "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n",
+                  W, W, H, W * H, ctype(tx), H * W, ctype(tdy), Ho * Wo, p, p, k, k - 1, s - 1, s, k,
+                  k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
+    window_argmax(b, H, W, k, s, p, "        ", tx);
+    cg_str_printf(b,
+                  "        if (best == h * %" PRId64 " + w) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "    }\n"
+                  "b0[i] = %s(float)sum%s;\n",
+                  W, cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -397,13 +457,15 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
                           int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
     int64_t span = (k + s - 1) / s;
-    cg_kdef kd = {.op = "avgpool_grad", .nargs = 2, .cost = span * span, .writes = {1}};
+    ir_dtype tdx = x->dtype, tdy = dy->dtype;
+    cg_kdef kd = {.op = "avgpool_grad", .nargs = 2, .cost = span * span, .writes = {1},
+                  .type = {tdx, tdy}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t plane = i / %" PRId64 ";\n"
-                  "const float *dyp = b1 + plane * %" PRId64 ";\n",
-                  W, W, H, W * H, Ho * Wo);
+                  "const %s *dyp = b1 + plane * %" PRId64 ";\n",
+                  W, W, H, W * H, ctype(tdy), Ho * Wo);
     cg_str_printf(b,
                   "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
                   "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
@@ -413,10 +475,10 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
                   "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
-                  "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += dyp[oh * %" PRId64 " + ow];\n"
-                  "b0[i] = (float)(sum / %" PRId64 ".0);\n",
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
                   p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1,
-                  Wo, k * k);
+                  cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), k * k, cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -428,29 +490,33 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
  * inner loop keeps a constant trip count with a select per element: at the
  * 8x8 to 1x1 planes of a CIFAR network that unrolls and vectorises, where
  * splitting each row into padding and interior runs measured 2x slower. */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc, ir_dtype tx) {
     int64_t P = c->Ho * c->Wo;
-    cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = P, .writes = {1}};
+    cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = P, .writes = {1}, .type = {tc, tx}};
+    /* the same type is copied as it is (0.0f converts to bf16's +0 bits) */
+    const char *ld = tc == tx ? "" : cg_ld(tx), *le = tc == tx ? "" : cg_end(tx);
+    const char *st = tc == tx ? "" : cg_st(tc), *se = tc == tx ? "" : cg_end(tc);
     cg_str_printf(&kd.body,
                   "const idx_t r = i / %" PRId64 ", img = i - r * %" PRId64 ";\n"
                   "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64 ", c = r / %" PRId64 ";\n"
-                  "const float *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
-                  "float *out = b0 + r * %" PRId64 " + img * %" PRId64 ";\n"
+                  "const %s *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
+                  "%s *out = b0 + r * %" PRId64 " + img * %" PRId64 ";\n"
                   "for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
                   "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
-                  "    float *o = out + oh * %" PRId64 ";\n"
+                  "    %s *o = out + oh * %" PRId64 ";\n"
                   "    if (ih < 0 || ih >= %" PRId64 ") {\n"
                   "        for (idx_t ow = 0; ow < %" PRId64 "; ow++) o[ow] = 0.0f;\n"
                   "        continue;\n"
                   "    }\n"
-                  "    const float *row = xp + ih * %" PRId64 ";\n"
+                  "    const %s *row = xp + ih * %" PRId64 ";\n"
                   "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n"
                   "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
-                  "        o[ow] = iw >= 0 && iw < %" PRId64 " ? row[iw] : 0.0f;\n"
+                  "        o[ow] = %siw >= 0 && iw < %" PRId64 " ? %srow[iw]%s : 0.0f%s;\n"
                   "    }\n"
                   "}\n",
-                  nb, nb, c->k, c->k, c->k, c->k * c->k, c->C, c->H * c->W, nb * P, P, c->Ho, c->s, c->p,
-                  c->Wo, c->H, c->Wo, c->W, c->Wo, c->s, c->p, c->W);
+                  nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), c->C, c->H * c->W, ctype(tc), nb * P,
+                  P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, c->Wo, ctype(tx), c->W, c->Wo, c->s, c->p,
+                  st, c->W, ld, le, se);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -459,14 +525,15 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
  * entries im2col copied it to, so no two iterations write one element.
  * (Scattering each column row into a plane of dx measured slower at these
  * plane sizes.) */
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tdx, ir_dtype tc) {
     int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W, np = nb * P;
     int64_t span = (c->k + c->s - 1) / c->s;
-    cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1}};
+    cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1},
+                  .type = {tdx, tc}};
     cg_str_printf(&kd.body,
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n"
-                  "const float *col = b1 + c * %" PRId64 " + img * %" PRId64 ";\n"
+                  "const %s *col = b1 + c * %" PRId64 " + img * %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
                   "    const idx_t th = h + %" PRId64 " - kh;\n"
@@ -474,38 +541,54 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb) {
                   "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                   "        const idx_t tw = w + %" PRId64 " - kw;\n"
                   "        if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64 ") continue;\n"
-                  "        sum += col[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "];\n"
+                  "        sum += %scol[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "]%s;\n"
                   "    }\n"
                   "}\n"
-                  "b0[i] = (float)sum;\n",
-                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, c->k * c->k * np, P, c->k, c->p,
-                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, c->k, np, c->s, c->Wo, c->s);
+                  "b0[i] = %s(float)sum%s;\n",
+                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, ctype(tc), c->k * c->k * np, P, c->k, c->p,
+                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, cg_ld(tc), c->k, np, c->s, c->Wo, c->s,
+                  cg_end(tc), cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
 /* b0[k][img*P + q] = b1[img][k][q] for a chunk of nb images: one (k, img)
  * row of P contiguous floats per iteration. */
-int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb) {
-    cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = P, .writes = {1}};
+/* dst[q] = src[q], converted when the element types differ. */
+static void copy_line(cg_str *b, ir_dtype dst, ir_dtype src, int64_t P) {
+    if (dst == src)
+        cg_str_printf(b, "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n", P);
+    else
+        cg_str_printf(b, "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = %s%ssrc[q]%s%s;\n", P,
+                      cg_st(dst), cg_ld(src), cg_end(src), cg_end(dst));
+}
+
+int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype td, ir_dtype ts) {
+    cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = P, .writes = {1}, .type = {td, ts}};
     cg_str_printf(&kd.body,
                   "const idx_t k = i / %" PRId64 ", img = i - k * %" PRId64 ";\n"
-                  "const float *src = b1 + (img * %" PRId64 " + k) * %" PRId64 ";\n"
-                  "float *dst = b0 + k * %" PRId64 " + img * %" PRId64 ";\n"
-                  "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n",
-                  nb, nb, K, P, nb * P, P, P);
+                  "const %s *src = b1 + (img * %" PRId64 " + k) * %" PRId64 ";\n"
+                  "%s *dst = b0 + k * %" PRId64 " + img * %" PRId64 ";\n",
+                  nb, nb, ctype(ts), K, P, ctype(td), nb * P, P);
+    copy_line(&kd.body, td, ts, P);
     return cg_emit_kernel(cx, &kd);
 }
 
 /* b0[img][k][q] = b1[k][img*P + q]: back to NCHW, one (img, k) row per
  * iteration. */
-int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb) {
-    cg_kdef kd = {.op = "from_cnhw", .nargs = 2, .cost = P, .writes = {1}};
+int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype td, ir_dtype ts) {
+    cg_kdef kd = {.op = "from_cnhw", .nargs = 2, .cost = P, .writes = {1}, .type = {td, ts}};
     cg_str_printf(&kd.body,
                   "const idx_t img = i / %" PRId64 ", k = i - img * %" PRId64 ";\n"
-                  "const float *src = b1 + k * %" PRId64 " + img * %" PRId64 ";\n"
-                  "float *dst = b0 + i * %" PRId64 ";\n"
-                  "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n",
-                  K, K, nb * P, P, P, P);
+                  "const %s *src = b1 + k * %" PRId64 " + img * %" PRId64 ";\n"
+                  "%s *dst = b0 + i * %" PRId64 ";\n",
+                  K, K, ctype(ts), nb * P, P, ctype(td), P);
+    copy_line(&kd.body, td, ts, P);
+    return cg_emit_kernel(cx, &kd);
+}
+
+int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from) {
+    cg_kdef kd = {.op = "cast", .nargs = 2, .cost = 1, .writes = {1}, .type = {to, from}};
+    cg_str_printf(&kd.body, "b0[i] = %s%sb1[i]%s%s;\n", cg_st(to), cg_ld(from), cg_end(from), cg_end(to));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -535,7 +618,7 @@ static int simple_step(cg_ctx *cx, int node, int kernel, int64_t count) {
 
 static int r_global_avgpool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
-    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0)), ir_numel(&n->type));
+    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0), &n->type), ir_numel(&n->type));
 }
 
 static int r_pool(cg_ctx *cx, int node) {
@@ -549,6 +632,10 @@ static int r_pool(cg_ctx *cx, int node) {
         break;
     case IR_OP_MAXPOOL_GRAD: {
         const ir_type *x = in_type(cx, n, 1);
+        const ir_type *dy = in_type(cx, n, 0);
+        if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16)
+            return simple_step(cx, node, k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+                               ir_numel(x));
         k = k_maxpool_grad(cx, x, in_type(cx, n, 0), a[0], a[1], a[2]);
         return simple_step(cx, node, k, x->dim[0] * x->dim[1]);
     }
@@ -572,6 +659,8 @@ static int r_alias(cg_ctx *cx, int node) {
 static int r_batchnorm(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_type *x = &cx->g->nodes[n->input[0]].type;
+    if (x->dtype != IR_F32 || n->type.dtype != IR_F32)
+        return cg_fail(cx, "node %d: batchnorm on bf16 tensors must be lowered first (passes/lower.c)", node);
     int64_t C = x->dim[1], M = x->dim[0] * inner_of(x), count = ir_numel(x);
     int training = n->iattr[0] != 0;
     double eps = n->fattr[0], momentum = n->fattr[1];
@@ -652,6 +741,8 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     cx.p->dialect = d;
     cx.p->graph_hash = cg_graph_hash(g);
     cg_str_printf(&cx.src, "%s", prelude(d));
+    for (int i = 0; i < g->n && !cx.bf16; i++) cx.bf16 = g->nodes[i].type.dtype == IR_BF16;
+    if (cx.bf16) cg_str_printf(&cx.src, "%s", bf16_prelude(d));
     cx.stored = malloc((size_t)(g->n ? g->n : 1));
     if (!cx.stored) abort();
     ir_stored(g, cx.stored);
@@ -661,11 +752,6 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
         if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE) continue;
         if ((unsigned)n->op >= IR_OP_COUNT) {
             rc = cg_fail(&cx, "node %d: bad op %d", i, (int)n->op);
-            break;
-        }
-        if (n->type.dtype == IR_BF16) {
-            rc = cg_fail(&cx, "node %d (%s): bf16 is not supported by the %s renderer yet", i,
-                         ir_ops[n->op].name, cg_dialect_name(d));
             break;
         }
         const cg_rule *r = &rules[n->op];

@@ -114,6 +114,13 @@ int ir_type_equal(const ir_type *a, const ir_type *b) {
     return 1;
 }
 
+int ir_type_same_shape(const ir_type *a, const ir_type *b) {
+    if (a->ndim != b->ndim || (a->dtype == IR_I32) != (b->dtype == IR_I32)) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dim[i] != b->dim[i]) return 0;
+    return 1;
+}
+
 static const char *dtype_name(ir_dtype d) {
     return d == IR_F32 ? "f32" : d == IR_BF16 ? "bf16" : d == IR_I32 ? "i32" : "?";
 }
@@ -336,7 +343,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     }
     case IR_OP_ADD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
-        if (!ir_type_equal(a, b))
+        if (!ir_type_same_shape(a, b))
             return fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
         if (a->dtype == IR_I32)
             return fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
@@ -410,7 +417,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
             return fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
         int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
-        if (acts == 2 && !ir_type_equal(x, in_type(g, n, 1)))
+        if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
             return fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
                         TYPE_STR(in_type(g, n, 1)));
         for (int i = acts; i < n->ninputs; i++)
@@ -424,7 +431,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_ASSIGN:
     case IR_OP_RELU_GRAD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
-        if (!ir_type_equal(a, b))
+        if (!ir_type_same_shape(a, b))
             return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
         if (n->op == IR_OP_ASSIGN) {
             ir_op dst = g->nodes[n->input[0]].op;
@@ -468,7 +475,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
         ir_type fwd;
         if (infer_window(op, x, n, &fwd, err, errlen)) return -1;
-        if (!ir_type_equal(&fwd, dy))
+        if (!ir_type_same_shape(&fwd, dy))
             return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
         *out = *x;
         return 0;
@@ -480,7 +487,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         if (h <= 0 || w <= 0) return fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
         ir_type x = ir_shape4(dy->dim[0], dy->dim[1], h, w), fwd;
         if (infer_window(op, &x, n, &fwd, err, errlen)) return -1;
-        if (!ir_type_equal(&fwd, dy))
+        if (!ir_type_same_shape(&fwd, dy))
             return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
         *out = x;
         return 0;
@@ -495,9 +502,10 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     }
     case IR_OP_RESHAPE_LIKE: {
         const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
-        if (ir_numel(x) != ir_numel(like) || x->dtype != like->dtype)
+        if (ir_numel(x) != ir_numel(like) || (x->dtype == IR_I32) != (like->dtype == IR_I32))
             return fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
         *out = *like;
+        out->dtype = x->dtype; /* a view of x's bytes */
         return 0;
     }
     case IR_OP_DENSE_GRAD_DATA: {
@@ -529,7 +537,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SGD_MOMENTUM: {
         const ir_type *w = in_type(g, n, 0);
         for (int i = 1; i < 3; i++)
-            if (!ir_type_equal(w, in_type(g, n, i)))
+            if (!ir_type_same_shape(w, in_type(g, n, i)))
                 return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
                             TYPE_STR(in_type(g, n, i)));
         for (int i = 3; i < 5; i++)
@@ -693,9 +701,17 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
             char why[200];
             if (ir_infer_type(g, n, &t, why, sizeof why))
                 return fail(err, errlen, "node %d (%s): %s", i, info->name, why);
-            if (!ir_type_equal(&t, &n->type))
+            /* Shape rules give float results as f32; the storage type of a
+             * float value (f32 or bf16) is the precision pass's choice, except
+             * where bytes are shared: a view or an assign has its storage's
+             * type, an all-reduced gradient is f32. */
+            if (!ir_type_same_shape(&t, &n->type))
                 return fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i, info->name,
                             TYPE_STR(&n->type), TYPE_STR(&t));
+            int shared = ir_is_view(n->op) || n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE;
+            if (shared && n->type.dtype != g->nodes[n->input[0]].type.dtype)
+                return fail(err, errlen, "node %d (%s): type %s differs from its storage's %s", i,
+                            info->name, TYPE_STR(&n->type), TYPE_STR(&g->nodes[n->input[0]].type));
         }
         if (n->op == IR_OP_ASSIGN) /* a write must follow every read of its target */
             for (int j = i + 1; j < g->n; j++)

@@ -249,6 +249,9 @@ ir_type ir_shape4(int64_t a, int64_t b, int64_t c, int64_t d);
 int64_t ir_numel(const ir_type *t);
 size_t ir_dtype_size(ir_dtype d);
 int ir_type_equal(const ir_type *a, const ir_type *b);
+/* Same shape, and both float (f32 or bf16) or both i32: what shape rules
+ * compare, since a float tensor's storage type is the precision pass's. */
+int ir_type_same_shape(const ir_type *a, const ir_type *b);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);
 

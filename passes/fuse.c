@@ -97,7 +97,7 @@ typedef struct {
 } fuser;
 
 static int node_class(const ir_node *n) {
-    if (n->type.dtype != IR_F32) return C_NONE;
+    if (n->type.dtype == IR_I32) return C_NONE; /* f32 or bf16 storage: codegen converts */
     if (ir_op_expr(n->op)) return C_PW;
     switch (ir_op_reduce(n->op)) {
     case IR_REDUCE_CHANNEL: return C_CR;
@@ -151,20 +151,20 @@ static void build_edges(fuser *F) {
 static const ir_type *type_of(const fuser *F, int i) { return &F->g->nodes[i].type; }
 
 static int is_vec(const ir_type *t, int64_t len) {
-    return t->ndim == 1 && t->dim[0] == len && t->dtype == IR_F32;
+    return t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32;
 }
 
 /* Role of member m in a channel group over X. */
 static int cr_role(const fuser *F, int m, const ir_type *X) {
     if (F->cls[m] == C_CR) return R_R;
-    if (ir_type_equal(type_of(F, m), X)) return R_P;
+    if (ir_type_same_shape(type_of(F, m), X)) return R_P;
     return R_E;
 }
 
 /* Is input k of reduction m one of the reduced tensors (vs a per-channel statistic)? */
 static int cr_big_input(const fuser *F, int m, int k) {
     const ir_node *n = &F->g->nodes[m];
-    return ir_type_equal(type_of(F, n->input[k]), type_of(F, n->input[0]));
+    return ir_type_same_shape(type_of(F, n->input[k]), type_of(F, n->input[0]));
 }
 
 /* Whether the members in F->cand (marked in F->in) may form one group. */
@@ -194,11 +194,11 @@ static int legal(fuser *F) {
         int m = F->cand[a];
         const ir_node *n = &g->nodes[m];
         const ir_type *t = &n->type;
-        if (kind == K_EW && !ir_type_equal(t, S)) return 0;
+        if (kind == K_EW && !ir_type_same_shape(t, S)) return 0;
         if (kind == K_CR) {
             if (F->cls[m] == C_CR) {
-                if (!ir_type_equal(type_of(F, n->input[0]), X)) return 0;
-            } else if (ir_type_equal(t, X)) {
+                if (!ir_type_same_shape(type_of(F, n->input[0]), X)) return 0;
+            } else if (ir_type_same_shape(t, X)) {
                 if (n->op == IR_OP_ASSIGN) return 0; /* a pass could re-read what it wrote */
             } else if (!is_vec(t, C)) {
                 return 0;

@@ -11,6 +11,8 @@
  *     partition  data parallelism (SPMD): an allreduce (sum over replicas) of
  *                every parameter gradient, packed into buckets in backward
  *                completion order; the update reads the sums (partition.c)
+ *     precision  with --precision bf16, which tensors are stored in bf16
+ *                (activations and their gradients; precision.c states the rule)
  *     fuse       groups pointwise chains and per-channel reductions into one
  *                kernel each (ir_node.group) and orders the graph so each
  *                group is contiguous (rules in fuse.c); off with o->fuse = 0
@@ -67,11 +69,26 @@ int pass_partition_buckets(const ir_graph *g, pass_bucket *out, int max);
 /* One line: `all-reduce: G gradients, X MiB, in B buckets: ...` */
 void pass_partition_describe(const ir_graph *g, FILE *f);
 
+/* ---- mixed precision (precision.c) ------------------------------------------
+ * After partition (train) or lower (eval), before fuse. FP32 leaves the
+ * graph alone; BF16 sets the dtype of every activation and activation
+ * gradient to IR_BF16 (rule in precision.c). Master weights, optimizer
+ * state, BatchNorm statistics, parameter gradients, reductions, the loss
+ * and outputs stay f32. */
+typedef enum { PASS_PRECISION_FP32, PASS_PRECISION_BF16 } pass_precision_kind;
+int pass_precision(ir_graph **g, pass_precision_kind p, char *err, size_t errlen);
+/* "fp32" / "bf16" -> *out; -1 for anything else. */
+int pass_precision_parse(const char *name, pass_precision_kind *out);
+/* BF16 when any tensor of g is stored in bf16. */
+pass_precision_kind pass_precision_of(const ir_graph *g);
+const char *pass_precision_name(pass_precision_kind p);
+
 typedef struct {
     int fuse, memplan;      /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
     const char *dump_after; /* pass name, or NULL */
     FILE *dump;             /* where --dump-ir=PASS writes */
     size_t bucket_bytes;    /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
+    pass_precision_kind precision; /* storage of activations (default fp32) */
 } pass_options;
 
 pass_options pass_default_options(void);

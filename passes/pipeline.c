@@ -11,10 +11,11 @@
 
 #include "passes/passes.h"
 
-const char *const pass_names[] = {"lower", "autodiff", "optimizer", "partition", "fuse", NULL};
+const char *const pass_names[] = {"lower",     "autodiff",  "optimizer", "partition",
+                                   "precision", "fuse",      NULL};
 
 pass_options pass_default_options(void) {
-    pass_options o = {1, 1, NULL, NULL, 0};
+    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32};
     return o;
 }
 
@@ -57,6 +58,9 @@ int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char 
     if (pass_partition(g, o ? o->bucket_bytes : 0, err, errlen) ||
         after("partition", *g, o, err, errlen))
         return -1;
+    if (pass_precision(g, o ? o->precision : PASS_PRECISION_FP32, err, errlen) ||
+        after("precision", *g, o, err, errlen))
+        return -1;
     if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
     if (after("fuse", *g, o, err, errlen)) return -1;
     return 0;
@@ -67,6 +71,9 @@ int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char 
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen) {
     if (check_options(o, err, errlen)) return -1;
     if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
+    if (pass_precision(g, o ? o->precision : PASS_PRECISION_FP32, err, errlen) ||
+        after("precision", *g, o, err, errlen))
+        return -1;
     if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
     if (after("fuse", *g, o, err, errlen)) return -1;
     return 0;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/bf16.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/compile_cache.h"
@@ -362,11 +363,58 @@ static void gemm_part(void *ctx, int p, int parts) {
     }
 }
 
+/* The elements [off, end) of a bf16 operand as floats (a new buffer). */
+static float *widen(const void *base, int64_t off, int64_t end) {
+    const bf16_t *h = (const bf16_t *)base + off;
+    float *f = malloc(sizeof(float) * (size_t)(end - off + 1));
+    RT_CHECK_ALLOC(f);
+    for (int64_t i = 0; i < end - off; i++) f[i] = dpc_bf16_to_f32(h[i]);
+    return f;
+}
+
+static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C);
+
+/* bf16 operands: widened to float (exact), an f32 GEMM, and a bf16 C
+ * rounded to nearest even once at the end: correct, not fast (a GPU's
+ * tensor cores are what bf16 is for). */
+static int gemm_mixed(const cg_gemm *d, const void *A, const void *B, void *C, char *err,
+                      size_t errlen) {
+    int64_t ea = cg_gemm_extent(d, 'a'), eb = cg_gemm_extent(d, 'b'), ec = cg_gemm_extent(d, 'c');
+    if (ea < 0 || eb < 0 || ec < 0) {
+        snprintf(err, errlen, "gemm: extents overflow");
+        return -1;
+    }
+    cg_gemm w = *d;
+    float *fa = NULL, *fb = NULL, *fc = NULL;
+    if (d->type_a == IR_BF16) {
+        fa = widen(A, d->off_a, ea);
+        fb = widen(B, d->off_b, eb);
+        w.off_a = w.off_b = 0;
+    }
+    if (d->type_c == IR_BF16) {
+        fc = widen(C, d->off_c, ec); /* what lies between columns stays as it was */
+        w.off_c = 0;
+    }
+    gemm_f32(&w, fa ? fa : A, fb ? fb : B, fc ? fc : C);
+    if (fc) {
+        bf16_t *h = (bf16_t *)C + d->off_c;
+        for (int64_t i = 0; i < ec - d->off_c; i++) h[i] = dpc_f32_to_bf16(fc[i]);
+    }
+    free(fa);
+    free(fb);
+    free(fc);
+    return 0;
+}
+
 static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
                     char *err, size_t errlen) {
     (void)be;
-    (void)err;
-    (void)errlen;
+    if (d->type_a != IR_F32 || d->type_b != IR_F32 || d->type_c != IR_F32)
+        return gemm_mixed(d, A, B, C, err, errlen);
+    return gemm_f32(d, A, B, C);
+}
+
+static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C) {
     /* Split the larger of m and n: every block then re-packs the smaller
      * operand (the weights, mostly) and its own share of the larger one. */
     gemm_job j = {d, A, B, C, d->m >= d->n};

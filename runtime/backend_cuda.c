@@ -369,7 +369,22 @@ static int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const flo
     rt_sgemm_args a;
     if (rt_cublas_sgemm_args(d, &a, err, errlen)) return -1;
     use(c);
-    if (cublasTry(rt_cublas.cublasSgemmStridedBatched(
+    if (d->type_a == IR_BF16 || d->type_c == IR_BF16) {
+        /* Mixed precision (codegen/gemm.c): bf16 A and B, f32 or bf16 C, f32
+         * accumulation; offsets count elements of each operand's type. */
+        cudaDataType ta = d->type_a == IR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        cudaDataType tc = d->type_c == IR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        size_t ea = ir_dtype_size((ir_dtype)d->type_a), ec = ir_dtype_size((ir_dtype)d->type_c);
+        if (cublasTry(rt_cublas.cublasGemmStridedBatchedEx(
+                          c->blas, a.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha,
+                          (const char *)A + a.off_a * ea, ta, a.lda, a.stride_a,
+                          (const char *)B + a.off_b * ea, ta, a.ldb, a.stride_b, &a.beta,
+                          (char *)C + a.off_c * ec, tc, a.ldc, a.stride_c, a.batch, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT),
+                      err, errlen))
+            return -1;
+    } else if (cublasTry(rt_cublas.cublasSgemmStridedBatched(
                       c->blas, a.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
                       a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha, A + a.off_a,
                       a.lda, a.stride_a, B + a.off_b, a.ldb, a.stride_b, &a.beta, C + a.off_c, a.ldc,

@@ -66,7 +66,8 @@
 
 #define RT_CUBLAS_FUNCS(X)                                                                      \
     X(cublasCreate) X(cublasDestroy) X(cublasSetStream) X(cublasSetWorkspace)                   \
-    X(cublasSetMathMode) X(cublasSgemmStridedBatched) X(cublasGetProperty)                      \
+    X(cublasSetMathMode) X(cublasSgemmStridedBatched) X(cublasGemmStridedBatchedEx)           \
+    X(cublasGetProperty)                                                                        \
     X(cublasGetStatusName) X(cublasGetStatusString)
 
 #define RT_NCCL_FUNCS(X)                                                                        \

@@ -42,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/bf16.h"
+
 #define MAX_ARGS 64
 
 /* The C dialect's kernel ABI (codegen.h): iterations [lo, hi) of count. */
@@ -81,6 +83,7 @@ typedef struct {
     const void *src;
     void *dst;
     size_t bytes; /* copy: bytes; all-reduce: floats */
+    int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
 } op;
 
 struct CUgraph_st {
@@ -124,6 +127,35 @@ void fake_cuda_reset(void) {
 }
 
 static void allreduce_now(struct ncclComm *c, const float *src, float *dst, size_t count);
+/* A column-major rows x cols bf16 matrix (leading dimension ld) as floats. */
+static float *widen(const void *src, int rows, int cols, int ld) {
+    const bf16_t *h = src;
+    float *f = malloc(sizeof(float) * ((size_t)ld * (size_t)cols + 1));
+    if (!f) abort();
+    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++) f[i] = i % (size_t)ld < (size_t)rows ? dpc_bf16_to_f32(h[i]) : 0;
+    return f;
+}
+
+/* The Ex GEMM with bf16 operands: each batch entry widened, multiplied in
+ * f32, C rounded back when it is bf16. */
+static void run_bf16(const op *o) {
+    int ra = o->ta == CUBLAS_OP_T ? o->k : o->m, ca = o->ta == CUBLAS_OP_T ? o->m : o->k;
+    int rb = o->tb == CUBLAS_OP_T ? o->n : o->k, cb = o->tb == CUBLAS_OP_T ? o->k : o->n;
+    for (int p = 0; p < o->batch; p++) {
+        float *a = o->bf16_ab ? widen((const bf16_t *)o->A + p * o->sa, ra, ca, o->lda) : (float *)o->A + p * o->sa;
+        float *b = o->bf16_ab ? widen((const bf16_t *)o->B + p * o->sb, rb, cb, o->ldb) : (float *)o->B + p * o->sb;
+        float *c = o->bf16_c ? widen((bf16_t *)o->C + p * o->sc, o->m, o->n, o->ldc) : o->C + p * o->sc;
+        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha, a,
+                    o->lda, b, o->ldb, o->beta, c, o->ldc);
+        if (o->bf16_c)
+            for (int j = 0; j < o->n; j++)
+                for (int i = 0; i < o->m; i++)
+                    ((bf16_t *)o->C + p * o->sc)[(size_t)j * o->ldc + i] = dpc_f32_to_bf16(c[(size_t)j * o->ldc + i]);
+        if (o->bf16_ab) free(a), free(b);
+        if (o->bf16_c) free(c);
+    }
+}
 
 static void run(const op *o) {
     if (o->kind == OP_KERNEL) {
@@ -136,6 +168,10 @@ static void run(const op *o) {
     }
     if (o->kind == OP_COPY) {
         memmove(o->dst, o->src, o->bytes);
+        return;
+    }
+    if (o->bf16_ab || o->bf16_c) {
+        run_bf16(o);
         return;
     }
     for (int p = 0; p < o->batch; p++)
@@ -418,21 +454,47 @@ cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t h, cublasMath_t m) 
     return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH ? CUBLAS_STATUS_SUCCESS
                                                                       : CUBLAS_STATUS_INVALID_VALUE;
 }
-/* The argument rules cuBLAS documents, then the product. */
+/* The argument rules cuBLAS documents for its strided-batched GEMMs. */
+static int gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda,
+                        int ldb, int ldc, int batch) {
+    return m >= 0 && n >= 0 && k >= 0 && batch >= 0 && (ta == CUBLAS_OP_N || ta == CUBLAS_OP_T) &&
+           (tb == CUBLAS_OP_N || tb == CUBLAS_OP_T) &&
+           lda >= (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) &&
+           ldb >= (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) && ldc >= (m > 1 ? m : 1);
+}
+/* The argument rules, then the product. */
 cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
     cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
     const float *alpha, const float *A, int lda, long long sa, const float *B, int ldb,
     long long sb, const float *beta, float *C, int ldc, long long sc, int batch) {
-    if (m < 0 || n < 0 || k < 0 || batch < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) ||
-        (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) || lda < (ta == CUBLAS_OP_N ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
-        ldb < (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
-        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc, batch)) return CUBLAS_STATUS_INVALID_VALUE;
     op o;
     memset(&o, 0, sizeof o);
     o.kind = OP_GEMM;
     o.ta = ta, o.tb = tb, o.m = m, o.n = n, o.k = k, o.lda = lda, o.ldb = ldb, o.ldc = ldc;
     o.batch = batch, o.alpha = *alpha, o.beta = *beta; /* host pointer mode: by value */
     o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
+    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+/* f32 or bf16 operands (A and B alike), f32 compute, the default algorithm:
+ * what codegen/gemm.c's mixed-precision descriptors ask for. */
+cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+    cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
+    long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    int ok_ab = (at == CUDA_R_16BF || at == CUDA_R_32F) && bt == at;
+    if (!ok_ab || (ct != CUDA_R_16BF && ct != CUDA_R_32F) || compute != CUBLAS_COMPUTE_32F ||
+        algo != CUBLAS_GEMM_DEFAULT)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc, batch)) return CUBLAS_STATUS_INVALID_VALUE;
+    op o;
+    memset(&o, 0, sizeof o);
+    o.kind = OP_GEMM;
+    o.ta = ta, o.tb = tb, o.m = m, o.n = n, o.k = k, o.lda = lda, o.ldb = ldb, o.ldc = ldc;
+    o.batch = batch, o.alpha = *(const float *)alpha, o.beta = *(const float *)beta;
+    o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
+    o.bf16_ab = at == CUDA_R_16BF, o.bf16_c = ct == CUDA_R_16BF;
     return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 cublasStatus_t CUBLASWINAPI cublasGetProperty(libraryPropertyType t, int *v) {

@@ -9,6 +9,8 @@
 #      replayed as a CUDA graph; tolerances in tests/gpu/cuda_check.c;
 #      then 50 steady-state steps eager and as a graph (ms/step, img/s,
 #      launches per step);
+#   3b. the same for dpc --precision bf16 (cuda vs the cpu's bit-exact bf16
+#      emulation, tolerances x50) and its 50-step timings (bf16_* figures);
 #   4. dprun's training loop, 30 steady-state steps of synthetic data
 #      (--benchmark): CUDA-graph replay (the default) vs DPC_CUDA_GRAPH=0,
 #      img/s and kernel launches per step (DPC_DEBUG=1 prints them for a
@@ -158,6 +160,34 @@ case $rc in
 124) fail "cuda_check ran past 200 s" ;;
 *) fail "cuda_check: exit $rc" ;;
 esac
+
+# ---- 3b. mixed precision -----------------------------------------------------------------------
+# The bf16 plan (dpc --precision bf16) on the GPU (cublasGemmEx on bf16
+# operands, bf16 activations) against the same plan on the cpu, which
+# emulates bf16 bit for bit: tolerances x50 (GEMM sums in another order
+# round to neighbouring bf16 values; see tests/gpu/cuda_check.c); then its
+# 50-step timings. Figures named bf16_*; output appended to cuda_check.txt.
+# bf16 against fp32 is tests/bf16_test.sh's (cpu).
+if [ "$(left)" -lt 200 ]; then
+    echo "SKIP bf16: only $(left) s of the budget left"
+    fig bf16 "skipped: out of time"
+else
+    say "bf16: cuda vs cpu on the bf16 plan, 50-step timings (resnet18, batch 128)"
+    bfplan=$work/resnet18-bf16.plan
+    if bin/dpc models/resnet18.net --precision bf16 -o "$bfplan"; then
+        timeout 150 build/rel/gpu/cuda_check "$bfplan" --tol-scale 50 --tag bf16 \
+            --bench 50 --figures "$figures" >"$work/bf16.txt" 2>&1
+        rc=$?
+        cat "$work/bf16.txt" | tee -a "$out/cuda_check.txt"
+        case $rc in
+        0) echo "bf16 parity: passed" ;;
+        124) fail "cuda_check bf16 ran past 150 s" ;;
+        *) fail "cuda_check bf16: exit $rc" ;;
+        esac
+    else
+        fail "dpc models/resnet18.net --precision bf16"
+    fi
+fi
 
 # ---- 4. the training loop's steady state: graphs vs eager ---------------------------------------
 # launches TAG LOG: replica 0's kernel and graph launches in its third step.

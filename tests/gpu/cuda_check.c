@@ -2,6 +2,7 @@
  * step timings (tests/gpu/check.sh runs it on a GPU machine).
  *
  *     cuda_check PLAN [--seed S] [--bench N] [--figures FILE]
+ *                [--ref PLAN2 --tol-scale X --tag T]
  *
  * Parity: both backends start from the same weights (initialised on the
  * cpu, copied to the device bit for bit) and take one training step on the
@@ -17,6 +18,16 @@
  *   eval logits after the step              1e-3  (running statistics after
  *                                                  one step are far from the
  *                                                  batch's: larger activations)
+ * Mixed precision: --tol-scale X multiplies every cuda-vs-cpu tolerance
+ * above, --tag T starts every figure's name with T_. check.sh runs the
+ * bf16 plan on both backends with X = 50: the cpu emulates bf16 bit for bit
+ * (codegen/bf16.h), so they differ only where a GEMM's f32 sum, taken in
+ * another order, rounds to a neighbouring bf16, and BatchNorm's backward
+ * pass amplifies such flips. --ref PLAN2 runs PLAN2 on the cpu instead
+ * (the fp32 plan of the same model: bf16 against fp32); at bf16's own
+ * error (tests/bf16_test.sh: ResNet-18 at batch 8, update errors of 0.3-0.5
+ * relative L2, as a PyTorch model with bf16 activations shows too) no one
+ * scale fits, so that is for reading the figures, not a pass/fail check.
  * Then the same step replayed as a CUDA graph from the same starting
  * weights must give the eager cuda step's results (tolerance 1e-6; cuBLAS
  * and the kernels are deterministic, so expect 0).
@@ -55,14 +66,16 @@ static double now(void) {
 }
 
 static void figure(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *fig_tag = ""; /* --tag: "bf16_" */
+static double tol_scale = 1;      /* --tol-scale */
 static void figure(const char *name, const char *fmt, ...) {
     char v[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(v, sizeof v, fmt, ap);
     va_end(ap);
-    printf("figure: %s %s\n", name, v);
-    if (figures) fprintf(figures, "%s %s\n", name, v);
+    printf("figure: %s%s %s\n", fig_tag, name, v);
+    if (figures) fprintf(figures, "%s%s %s\n", fig_tag, name, v);
 }
 
 static void *xmalloc(size_t n) {
@@ -285,6 +298,7 @@ static void compare_results(const char *tag, side *s, const batch_data *b, const
     double w_fwd = 0, w_grad = 0, w_w = 0, w_bn = 0, w_eval = 0;
     double t_fwd = graph ? 1e-6 : 1e-4, t_grad = graph ? 1e-6 : 2e-3, t_w = graph ? 1e-6 : 1e-5;
     double t_bn = graph ? 1e-6 : 1e-4, t_eval = graph ? 1e-6 : 1e-3;
+    if (!graph) t_fwd *= tol_scale, t_grad *= tol_scale, t_w *= tol_scale, t_bn *= tol_scale, t_eval *= tol_scale;
     snprintf(what, sizeof what, "%s loss", tag);
     compare(what, got->loss, ref->loss, b->batch, t_fwd, &w_fwd);
     if (got->has_logits && ref->has_logits) {
@@ -366,7 +380,7 @@ static int bench(side *s, const batch_data *b, rt_cuda_graph *g, int steps, cons
 }
 
 int main(int argc, char **argv) {
-    const char *path = NULL, *fig = NULL;
+    const char *path = NULL, *fig = NULL, *ref_path = NULL;
     uint64_t seed = 1;
     int steps = 0;
     for (int i = 1; i < argc; i++) {
@@ -376,19 +390,33 @@ int main(int argc, char **argv) {
             steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--figures") && i + 1 < argc)
             fig = argv[++i];
+        else if (!strcmp(argv[i], "--ref") && i + 1 < argc)
+            ref_path = argv[++i];
+        else if (!strcmp(argv[i], "--tol-scale") && i + 1 < argc)
+            tol_scale = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--tag") && i + 1 < argc) {
+            static char tag[64];
+            snprintf(tag, sizeof tag, "%s_", argv[++i]);
+            fig_tag = tag;
+        }
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE]\n");
+            fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
             return 1;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE]\n");
+        fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
         return 1;
     }
     dpc_plan *plan = plan_read(path, err, sizeof err);
     if (!plan) {
+        fprintf(stderr, "cuda_check: %s\n", err);
+        return 1;
+    }
+    dpc_plan *ref = ref_path ? plan_read(ref_path, err, sizeof err) : NULL;
+    if (ref_path && !ref) {
         fprintf(stderr, "cuda_check: %s\n", err);
         return 1;
     }
@@ -403,7 +431,7 @@ int main(int argc, char **argv) {
     rt_backend *cpu = rt_backend_cpu();
     side c = {0}, g = {0};
     double t0 = now();
-    if (side_open(&c, cpu, plan)) return 1;
+    if (side_open(&c, cpu, ref ? ref : plan)) return 1;
     double t1 = now();
     if (side_open(&g, gpu, plan)) return 1;
     double t2 = now();
@@ -411,7 +439,7 @@ int main(int argc, char **argv) {
     figure("cuda_build_s", "%.1f (NVRTC or cache, load, bind train+eval)", t2 - t1);
 
     /* Same starting point: the cpu's initialisation, copied bit for bit. */
-    rt_store_init(c.st, plan->train, &plan->schedule, seed);
+    rt_store_init(c.st, (ref ? ref : plan)->train, &plan->schedule, seed);
     snapshot init = snap(c.st);
     restore(g.st, &init);
     batch_data b;
@@ -468,6 +496,7 @@ int main(int argc, char **argv) {
     rt_backend_free(cpu);
     rt_backend_free(gpu);
     plan_free(plan);
+    if (ref) plan_free(ref);
     if (figures) fclose(figures);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

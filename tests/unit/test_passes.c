@@ -335,8 +335,9 @@ TEST(pipeline_verifies_and_dumps) {
     CHECK_STR(pass_names[1], "autodiff");
     CHECK_STR(pass_names[2], "optimizer");
     CHECK_STR(pass_names[3], "partition");
-    CHECK_STR(pass_names[4], "fuse");
-    CHECK(pass_names[5] == NULL);
+    CHECK_STR(pass_names[4], "precision");
+    CHECK_STR(pass_names[5], "fuse");
+    CHECK(pass_names[6] == NULL);
 
     ir_graph *g = small_cnn(1);
     CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
