@@ -1,5 +1,6 @@
 /* ir/ir.c — graph construction, the op table, shape rules, verification. */
 #include "ir/ir.h"
+#include "ir/err.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -228,14 +229,6 @@ int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int
 
 /* ---- shape rules ------------------------------------------------------- */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 #define TYPE_STR(t) ir_type_str((t), (char[96]){0}, 96)
 
 static const ir_type *in_type(const ir_graph *g, const ir_node *n, int i) {
@@ -250,9 +243,9 @@ static int64_t window_out(int64_t size, int64_t k, int64_t s, int64_t p) {
 
 static int check_window(const char *op, const ir_node *n, char *err, size_t errlen) {
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
-    if (k <= 0) return fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
-    if (s <= 0) return fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
-    if (p < 0) return fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
+    if (k <= 0) return ir_fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
+    if (s <= 0) return ir_fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
+    if (p < 0) return ir_fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
     return 0;
 }
 
@@ -260,14 +253,14 @@ static int need_rank(const char *op, const char *what, const ir_type *t, int ran
                      size_t errlen) {
     if (t->ndim == rank && t->dtype != IR_I32) return 0;
     if (t->dtype == IR_I32)
-        return fail(err, errlen, "%s: %s must be a float tensor, got %s", op, what, TYPE_STR(t));
-    return fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
+        return ir_fail(err, errlen, "%s: %s must be a float tensor, got %s", op, what, TYPE_STR(t));
+    return ir_fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
 }
 
 static int need_vector(const char *op, const char *what, const ir_type *t, int64_t len,
                        char *err, size_t errlen) {
     if (t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32) return 0;
-    return fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len, TYPE_STR(t));
+    return ir_fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len, TYPE_STR(t));
 }
 
 static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_type *out,
@@ -275,11 +268,11 @@ static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_t
     if (need_rank(op, "input", x, 4, err, errlen) || check_window(op, n, err, errlen)) return -1;
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
     if (2 * p > k)
-        return fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64, op,
+        return ir_fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64, op,
                     p, k);
     int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
     if (ho < 1 || wo < 1)
-        return fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op, k,
+        return ir_fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op, k,
                     TYPE_STR(x));
     *out = ir_shape4(x->dim[0], x->dim[1], ho, wo);
     return 0;
@@ -300,12 +293,12 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (w->dim[1] != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "conv: weight %s does not fit input %s with kernel %" PRId64, TYPE_STR(w),
                         TYPE_STR(x), k);
         int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
         if (ho < 1 || wo < 1)
-            return fail(err, errlen, "conv: kernel %" PRId64 " is larger than the padded input %s", k,
+            return ir_fail(err, errlen, "conv: kernel %" PRId64 " is larger than the padded input %s", k,
                         TYPE_STR(x));
         *out = ir_shape4(x->dim[0], w->dim[0], ho, wo);
         return 0;
@@ -313,7 +306,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_BIAS_ADD: {
         const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (x->ndim < 2 || x->dtype == IR_I32)
-            return fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
+            return ir_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
                         TYPE_STR(x));
         if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
         *out = *x;
@@ -322,31 +315,31 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_BATCHNORM: {
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
+            return ir_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
                         TYPE_STR(x));
         static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
         for (int i = 1; i < 5; i++)
             if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (!(n->fattr[0] > 0))
-            return fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
+            return ir_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
         if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
-            return fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
+            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
         *out = *x;
         return 0;
     }
     case IR_OP_RELU: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype == IR_I32)
-            return fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
+            return ir_fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
         *out = *x;
         return 0;
     }
     case IR_OP_ADD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
+            return ir_fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
         if (a->dtype == IR_I32)
-            return fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
+            return ir_fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
         *out = *a;
         return 0;
     }
@@ -362,19 +355,19 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_FLATTEN: {
         const ir_type *x = in_type(g, n, 0);
         if (x->ndim < 2 || x->dtype == IR_I32)
-            return fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
+            return ir_fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
         *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
         return 0;
     }
     case IR_OP_DENSE: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "dense: expects a [batch, features] input, got %s (use flatten first)",
                         TYPE_STR(x));
         if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
         if (w->dim[1] != x->dim[1])
-            return fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
+            return ir_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
                         TYPE_STR(x));
         *out = ir_shape2(x->dim[0], w->dim[0]);
         return 0;
@@ -382,17 +375,17 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SOFTMAX_CE: {
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "softmax_cross_entropy: logits must be [batch, classes], got %s",
                         TYPE_STR(x));
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "softmax_cross_entropy: labels must be class indices [%" PRId64
                         "]:i32, got %s",
                         x->dim[0], TYPE_STR(y));
         const ir_node *label = &g->nodes[n->input[1]];
         if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
                         " classes",
                         x->dim[1], label->iattr[0]);
@@ -403,7 +396,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_BIAS_GRAD: {
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
         *out = ir_shape1(x->dim[1]);
         return 0;
     }
@@ -415,15 +408,15 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
          * activations; the rest are per-channel vectors. */
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
         int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
         if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
-            return fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
+            return ir_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
                         TYPE_STR(in_type(g, n, 1)));
         for (int i = acts; i < n->ninputs; i++)
             if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
-            return fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
+            return ir_fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
         *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
         return 0;
     }
@@ -432,11 +425,11 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_RELU_GRAD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
+            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
         if (n->op == IR_OP_ASSIGN) {
             ir_op dst = g->nodes[n->input[0]].op;
             if (dst != IR_OP_PARAM && dst != IR_OP_STATE)
-                return fail(err, errlen, "assign: target must be a param or state, got %s",
+                return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
                             ir_ops[dst].name);
         }
         *out = *a;
@@ -454,7 +447,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3], wd = n->iattr[4];
         if (w->dim[0] != dy->dim[1] || w->dim[2] != k || w->dim[3] != k || h <= 0 || wd <= 0 ||
             window_out(h, k, s, p) != dy->dim[2] || window_out(wd, k, s, p) != dy->dim[3])
-            return fail(err, errlen, "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree",
+            return ir_fail(err, errlen, "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree",
                         op, TYPE_STR(dy), TYPE_STR(w), h, wd);
         *out = ir_shape4(dy->dim[0], w->dim[1], h, wd);
         return 0;
@@ -467,7 +460,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
             window_out(x->dim[3], k, s, p) != dy->dim[3])
-            return fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy), TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy), TYPE_STR(x));
         *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
         return 0;
     }
@@ -476,7 +469,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         ir_type fwd;
         if (infer_window(op, x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
         *out = *x;
         return 0;
     }
@@ -484,11 +477,11 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *dy = in_type(g, n, 0);
         int64_t h = n->iattr[3], w = n->iattr[4];
         if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
-        if (h <= 0 || w <= 0) return fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
+        if (h <= 0 || w <= 0) return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
         ir_type x = ir_shape4(dy->dim[0], dy->dim[1], h, w), fwd;
         if (infer_window(op, &x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
         *out = x;
         return 0;
     }
@@ -496,14 +489,14 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *dy = in_type(g, n, 0);
         if (need_rank(op, "dy", dy, 2, err, errlen)) return -1;
         if (n->iattr[0] <= 0 || n->iattr[1] <= 0)
-            return fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0], n->iattr[1]);
+            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0], n->iattr[1]);
         *out = ir_shape4(dy->dim[0], dy->dim[1], n->iattr[0], n->iattr[1]);
         return 0;
     }
     case IR_OP_RESHAPE_LIKE: {
         const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
         if (ir_numel(x) != ir_numel(like) || (x->dtype == IR_I32) != (like->dtype == IR_I32))
-            return fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
+            return ir_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
         *out = *like;
         out->dtype = x->dtype; /* a view of x's bytes */
         return 0;
@@ -512,7 +505,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen)) return -1;
         if (w->dim[0] != dy->dim[1])
-            return fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy), TYPE_STR(w));
+            return ir_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy), TYPE_STR(w));
         *out = ir_shape2(dy->dim[0], w->dim[1]);
         return 0;
     }
@@ -520,7 +513,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen)) return -1;
         if (x->dim[0] != dy->dim[0])
-            return fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy), TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy), TYPE_STR(x));
         *out = ir_shape2(dy->dim[1], x->dim[1]);
         return 0;
     }
@@ -529,7 +522,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         if (need_rank(op, "logits", x, 2, err, errlen)) return -1;
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0] ||
             need_vector(op, "dloss", d, x->dim[0], err, errlen))
-            return fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op, TYPE_STR(y),
+            return ir_fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op, TYPE_STR(y),
                         TYPE_STR(d), TYPE_STR(x));
         *out = *x;
         return 0;
@@ -538,7 +531,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         const ir_type *w = in_type(g, n, 0);
         for (int i = 1; i < 3; i++)
             if (!ir_type_same_shape(w, in_type(g, n, i)))
-                return fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
+                return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
                             TYPE_STR(in_type(g, n, i)));
         for (int i = 3; i < 5; i++)
             if (need_vector(op, i == 3 ? "lr" : "grad_scale", in_type(g, n, i), 1, err, errlen)) return -1;
@@ -547,9 +540,9 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     }
     case IR_OP_ALLREDUCE: {
         const ir_type *x = in_type(g, n, 0);
-        if (x->dtype != IR_F32) return fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
+        if (x->dtype != IR_F32) return ir_fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
         if (n->iattr[0] < 0 || n->iattr[1] < 0)
-            return fail(err, errlen, "allreduce: bucket %" PRId64 " / offset %" PRId64 " must not be negative",
+            return ir_fail(err, errlen, "allreduce: bucket %" PRId64 " / offset %" PRId64 " must not be negative",
                         n->iattr[0], n->iattr[1]);
         *out = *x;
         return 0;
@@ -557,7 +550,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_COUNT:
         break;
     }
-    return fail(err, errlen, "no shape rule for op %d", (int)n->op);
+    return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
 }
 
 /* ---- verification ------------------------------------------------------- */
@@ -575,17 +568,17 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
         const ir_node *n = &g->nodes[i];
         int grp = n->group;
         if (grp < 0 || grp > g->n) {
-            rc = fail(err, errlen, "node %d: bad fusion group %d", i, grp);
+            rc = ir_fail(err, errlen, "node %d: bad fusion group %d", i, grp);
             break;
         }
         if (grp && (is_source(n->op) || ir_is_view(n->op))) {
-            rc = fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
+            rc = ir_fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
             break;
         }
         if (grp != prev && grp) {
             if (!closed && !(closed = calloc((size_t)g->n + 1, 1))) abort();
             if (closed[grp])
-                rc = fail(err, errlen, "node %d: fusion group %d is not contiguous", i, grp);
+                rc = ir_fail(err, errlen, "node %d: fusion group %d is not contiguous", i, grp);
             closed[grp] = 1;
         }
         prev = grp;
@@ -673,55 +666,55 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     int losses = 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if ((unsigned)n->op >= IR_OP_COUNT) return fail(err, errlen, "node %d: bad op %d", i, n->op);
+        if ((unsigned)n->op >= IR_OP_COUNT) return ir_fail(err, errlen, "node %d: bad op %d", i, n->op);
         const ir_op_info *info = &ir_ops[n->op];
         if (n->ninputs < info->min_arity || n->ninputs > info->max_arity)
-            return fail(err, errlen, "node %d (%s): %d inputs", i, info->name, n->ninputs);
+            return ir_fail(err, errlen, "node %d (%s): %d inputs", i, info->name, n->ninputs);
         for (int j = 0; j < n->ninputs; j++)
             if (n->input[j] < 0 || n->input[j] >= i)
-                return fail(err, errlen, "node %d (%s): input %d = %d breaks topological order", i,
+                return ir_fail(err, errlen, "node %d (%s): input %d = %d breaks topological order", i,
                             info->name, j, n->input[j]);
         if (n->type.ndim < 1 || n->type.ndim > IR_MAX_DIMS)
-            return fail(err, errlen, "node %d (%s): rank %d", i, info->name, n->type.ndim);
+            return ir_fail(err, errlen, "node %d (%s): rank %d", i, info->name, n->type.ndim);
         for (int d = 0; d < n->type.ndim; d++)
             if (n->type.dim[d] <= 0 || n->type.dim[d] > (1ll << 40))
-                return fail(err, errlen, "node %d (%s): dimension %d is %" PRId64, i, info->name, d,
+                return ir_fail(err, errlen, "node %d (%s): dimension %d is %" PRId64, i, info->name, d,
                             n->type.dim[d]);
         if (memchr(n->name, 0, sizeof n->name) == NULL)
-            return fail(err, errlen, "node %d: name not terminated", i);
+            return ir_fail(err, errlen, "node %d: name not terminated", i);
         if (is_source(n->op)) {
-            if (!n->name[0]) return fail(err, errlen, "node %d (%s): source without a name", i, info->name);
+            if (!n->name[0]) return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
             for (int j = 0; j < i; j++)
                 if (is_source(g->nodes[j].op) && strcmp(g->nodes[j].name, n->name) == 0)
-                    return fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
+                    return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
             if (n->op != IR_OP_INPUT && (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))
-                return fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
+                return ir_fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
         } else {
             ir_type t;
             char why[200];
             if (ir_infer_type(g, n, &t, why, sizeof why))
-                return fail(err, errlen, "node %d (%s): %s", i, info->name, why);
+                return ir_fail(err, errlen, "node %d (%s): %s", i, info->name, why);
             /* Shape rules give float results as f32; the storage type of a
              * float value (f32 or bf16) is the precision pass's choice, except
              * where bytes are shared: a view or an assign has its storage's
              * type, an all-reduced gradient is f32. */
             if (!ir_type_same_shape(&t, &n->type))
-                return fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i, info->name,
+                return ir_fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i, info->name,
                             TYPE_STR(&n->type), TYPE_STR(&t));
             int shared = ir_is_view(n->op) || n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE;
             if (shared && n->type.dtype != g->nodes[n->input[0]].type.dtype)
-                return fail(err, errlen, "node %d (%s): type %s differs from its storage's %s", i,
+                return ir_fail(err, errlen, "node %d (%s): type %s differs from its storage's %s", i,
                             info->name, TYPE_STR(&n->type), TYPE_STR(&g->nodes[n->input[0]].type));
         }
         if (n->op == IR_OP_ASSIGN) /* a write must follow every read of its target */
             for (int j = i + 1; j < g->n; j++)
                 for (int k = 0; k < g->nodes[j].ninputs; k++)
                     if (g->nodes[j].input[k] == n->input[0])
-                        return fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
+                        return ir_fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
                                     ir_ops[g->nodes[j].op].name, n->input[0], i);
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
-    if (losses > 1) return fail(err, errlen, "%d loss nodes", losses);
+    if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);
     return verify_groups(g, err, errlen);
 }
 
@@ -862,44 +855,44 @@ void ir_train_defaults(ir_train *t) {
 }
 
 int ir_train_check(const ir_train *t, char *err, size_t errlen) {
-    if (t->batch <= 0) return fail(err, errlen, "batch must be positive, got %d", t->batch);
-    if (t->epochs <= 0) return fail(err, errlen, "epochs must be positive, got %d", t->epochs);
+    if (t->batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", t->batch);
+    if (t->epochs <= 0) return ir_fail(err, errlen, "epochs must be positive, got %d", t->epochs);
     if (t->eval_batch <= 0)
-        return fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
+        return ir_fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
     if (!(t->init_magnitude > 0))
-        return fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
-    if (t->optimizer != IR_OPT_SGD) return fail(err, errlen, "unknown optimizer %d", t->optimizer);
+        return ir_fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
+    if (t->optimizer != IR_OPT_SGD) return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
     if (!(t->momentum >= 0 && t->momentum < 1))
-        return fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
-    if (!(t->wd >= 0)) return fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
+        return ir_fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
+    if (!(t->wd >= 0)) return ir_fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
     if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
-        return fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
+        return ir_fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
                     t->lr_steps);
     if (t->lr_epoch[0] != 0)
-        return fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
+        return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
     for (int i = 0; i < t->lr_steps; i++) {
         if (!(t->lr_value[i] >= 0) || t->lr_value[i] > 1e6)
-            return fail(err, errlen, "lr at epoch %d must be >= 0, got %g", t->lr_epoch[i],
+            return ir_fail(err, errlen, "lr at epoch %d must be >= 0, got %g", t->lr_epoch[i],
                         t->lr_value[i]);
         if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
-            return fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
+            return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
                         t->lr_epoch[i - 1]);
     }
     if (t->lr_scaling != IR_LR_SCALING_NONE && t->lr_scaling != IR_LR_SCALING_LINEAR)
-        return fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
+        return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
     if (t->reference_batch <= 0)
-        return fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
+        return ir_fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
     if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
-        return fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
+        return ir_fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
                     t->warmup_epochs, t->epochs);
     if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
-        return fail(err, errlen, "dataset name not terminated");
-    if (t->pad < 0 || t->pad > 64) return fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
+        return ir_fail(err, errlen, "dataset name not terminated");
+    if (t->pad < 0 || t->pad > 64) return ir_fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
     if (t->random_crop < 0 || t->random_crop > 4096)
-        return fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
+        return ir_fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
     for (int c = 0; c < 3; c++)
         if (!(t->std[c] > 0) || t->mean[c] != t->mean[c])
-            return fail(err, errlen, "normalize std must be positive, got %g", t->std[c]);
+            return ir_fail(err, errlen, "normalize std must be positive, got %g", t->std[c]);
     return 0;
 }
 

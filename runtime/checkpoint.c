@@ -1,6 +1,7 @@
 /* runtime/checkpoint.c — checkpoints as safetensors files with a checksum
  * and the run's position in the metadata (checkpoint.h). */
 #include "runtime/checkpoint.h"
+#include "ir/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,15 +16,6 @@
 #include "runtime/check.h"
 #include "runtime/exec.h"
 #include "runtime/safetensors.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void ckpt_path(const char *dir, char *path, size_t len) { snprintf(path, len, "%s/%s", dir, RT_CKPT_FILE); }
 
@@ -112,7 +104,7 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
 int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
                   const rt_ckpt_state *s, char *err, size_t errlen) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
+        return ir_fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
     char path[4096];
     ckpt_path(dir, path, sizeof path);
 
@@ -164,7 +156,7 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
     if (!rc) {
         /* The rename itself on disk: the new checkpoint survives a crash. */
         int fd = open(dir, O_RDONLY | O_DIRECTORY);
-        if (fd < 0 || fsync(fd) != 0) rc = fail(err, errlen, "--checkpoint %s: cannot sync the directory: %s", dir, strerror(errno));
+        if (fd < 0 || fsync(fd) != 0) rc = ir_fail(err, errlen, "--checkpoint %s: cannot sync the directory: %s", dir, strerror(errno));
         if (fd >= 0) close(fd);
     }
     for (int i = 0; i < k; i++) free(data[i]);
@@ -178,7 +170,7 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
 
 static const char *need_meta(const rt_st_file *f, const char *path, const char *key, char *err, size_t errlen) {
     const char *v = rt_st_meta(f, key);
-    if (!v) fail(err, errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", path, key);
+    if (!v) ir_fail(err, errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", path, key);
     return v;
 }
 
@@ -189,7 +181,7 @@ static int meta_i64(const rt_st_file *f, const char *path, const char *key, int6
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno) return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    if (!*v || *end || errno) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     *out = x;
     return 0;
 }
@@ -202,7 +194,7 @@ static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (!*v || *end || errno || *v == '-')
-        return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+        return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     *out = x;
     return 0;
 }
@@ -213,7 +205,7 @@ static int meta_f64(const rt_st_file *f, const char *path, const char *key, doub
     if (!v) return -1;
     char *end;
     double x = strtod(v, &end);
-    if (!*v || *end) return fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+    if (!*v || *end) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     *out = x;
     return 0;
 }
@@ -242,14 +234,14 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     const char *version = need_meta(f, path, "dpc_checkpoint", err, errlen);
     if (!version) return -1;
     if (strcmp(version, RT_CKPT_VERSION))
-        return fail(err, errlen, "%s: checkpoint format version %s; this dprun reads version %s", path, version,
+        return ir_fail(err, errlen, "%s: checkpoint format version %s; this dprun reads version %s", path, version,
                     RT_CKPT_VERSION);
     const char *sum = need_meta(f, path, "checksum", err, errlen);
     if (!sum) return -1;
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, file_checksum(f));
     if (strcmp(sum, want))
-        return fail(err, errlen, "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)", path, sum,
+        return ir_fail(err, errlen, "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)", path, sum,
                     want);
     char model[IR_NAME_MAX], plan_sum[32], mine[32];
     if (meta_str(f, path, "model", model, sizeof model, err, errlen) ||
@@ -257,12 +249,12 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
         return -1;
     snprintf(mine, sizeof mine, "%016" PRIx64, plan->checksum);
     if (strcmp(model, plan->model) || strcmp(plan_sum, mine))
-        return fail(err, errlen, "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
+        return ir_fail(err, errlen, "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
                     "plan is model %s, plan checksum %s", path, model, plan_sum, plan->model, mine);
     int64_t replicas, v;
     if (meta_i64(f, path, "replicas", &replicas, err, errlen)) return -1;
     if (replicas != n)
-        return fail(err, errlen, "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
+        return ir_fail(err, errlen, "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
                     "%d", path, (long long)replicas, replicas == 1 ? "" : "s", n);
     memset(s, 0, sizeof *s);
     int rc = meta_i64(f, path, "step", &s->step, err, errlen);
@@ -280,7 +272,7 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     if (!rc) rc = meta_i64(f, path, "metrics_bytes", &s->metrics_bytes, err, errlen);
     if (!rc) rc = meta_str(f, path, "metrics_pending", s->metrics_pending, sizeof s->metrics_pending, err, errlen);
     if (!rc && (s->step < 0 || s->steps_per_epoch <= 0))
-        rc = fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path, (long long)s->step,
+        rc = ir_fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path, (long long)s->step,
                   (long long)s->steps_per_epoch);
     return rc;
 }
@@ -291,14 +283,14 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
     ckpt_path(dir, path, sizeof path);
     char why[1024];
     rt_st_file *f = rt_st_read(path, why, sizeof why);
-    if (!f) return fail(err, errlen, "checkpoint refused: %s", why);
+    if (!f) return ir_fail(err, errlen, "checkpoint refused: %s", why);
     int rc = check_header(f, path, plan, n, s, err, errlen);
     int count = rt_store_count(stores[0]);
     slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
     RT_CHECK_ALLOC(sl);
     int k = list_slots(plan, stores, n, sl);
     if (!rc && f->n != k)
-        rc = fail(err, errlen, "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d", path,
+        rc = ir_fail(err, errlen, "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d", path,
                   f->n, n, n == 1 ? "" : "s", k);
     /* Every tensor present with our shape before anything is written. */
     for (int i = 0; i < k && !rc; i++) {
@@ -306,8 +298,8 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
         const ir_type *t = rt_store_type(stores[sl[i].replica], sl[i].index);
         int same = j >= 0 && f->tensors[j].ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = f->tensors[j].shape[d] == t->dim[d];
-        if (j < 0) rc = fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
-        else if (!same) rc = fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path, sl[i].name);
+        if (j < 0) rc = ir_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
+        else if (!same) rc = ir_fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path, sl[i].name);
     }
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
@@ -323,7 +315,7 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
     if (rc) {
         /* Say once that the file was refused, keep the detail. */
         snprintf(why, sizeof why, "%s", err);
-        fail(err, errlen, "checkpoint refused: %s", why);
+        ir_fail(err, errlen, "checkpoint refused: %s", why);
     }
     free(sl);
     rt_st_free(f);

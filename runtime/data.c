@@ -1,5 +1,6 @@
 /* runtime/data.c — CIFAR-10 reader, synthetic dataset, batch preparation. */
 #include "runtime/data.h"
+#include "ir/err.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,15 +12,6 @@
 
 #include "runtime/check.h"
 #include "runtime/rng.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* A generator for one (seed, a, b, c) key. Chaining the key through the
  * seeding keeps streams for neighbouring epochs or records unrelated, and
@@ -120,10 +112,10 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
  * records; its record count in *records. `name` is the file, for messages. */
 static int check_size(const char *name, size_t size, size_t *records, char *err, size_t errlen) {
     if (size == 0)
-        return fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
+        return ir_fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
                     "records)", name, CIFAR_RECORD);
     if (size % CIFAR_RECORD)
-        return fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
+        return ir_fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
                     "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
                     name, size, CIFAR_RECORD, size / CIFAR_RECORD, size % CIFAR_RECORD);
     *records = size / CIFAR_RECORD;
@@ -135,7 +127,7 @@ static int check_size(const char *name, size_t size, size_t *records, char *err,
 static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *labels, uint8_t *pixels,
                        char *err, size_t errlen) {
     if (rec[0] > 9)
-        return fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
+        return ir_fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
                     "the file)", name, r, rec[0], r * CIFAR_RECORD);
     labels[r] = rec[0];
     memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
@@ -148,10 +140,10 @@ static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *
 static int check_file(const char *path, size_t *records, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return fail(err, errlen, "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
+        return ir_fail(err, errlen, "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
                     "test_batch.bin)", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
-    if (!S_ISREG(sb.st_mode)) return fail(err, errlen, "%s: not a regular file", path);
+    if (S_ISDIR(sb.st_mode)) return ir_fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
+    if (!S_ISREG(sb.st_mode)) return ir_fail(err, errlen, "%s: not a regular file", path);
     return check_size(path, (size_t)sb.st_size, records, err, errlen);
 }
 
@@ -160,13 +152,13 @@ static int check_file(const char *path, size_t *records, char *err, size_t errle
 static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels, char *err,
                         size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     uint8_t rec[CIFAR_RECORD];
     int rc = 0;
     for (size_t r = 0; r < records && !rc; r++) {
         size_t got = fread(rec, 1, CIFAR_RECORD, f);
         if (got != CIFAR_RECORD)
-            rc = fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got, CIFAR_RECORD,
+            rc = ir_fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got, CIFAR_RECORD,
                       ferror(f) ? strerror(errno) : "the file shrank while being read");
         else
             rc = take_record(path, r, rec, labels, pixels, err, errlen);
@@ -197,7 +189,7 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     struct stat sb;
     if (stat(path, &sb) == 0) snprintf(base, sizeof base, "%s/cifar-10-batches-bin", dir);
     if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fail(err, errlen, "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
+        ir_fail(err, errlen, "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
         return NULL;
     }
     const char *names[5] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
@@ -236,18 +228,18 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     b->shuffle = mode == RT_BATCH_TRAIN;
     b->augment = mode != RT_BATCH_EVAL && (t->pad > 0 || t->random_crop > 0 || t->random_mirror);
     b->pad = t->pad, b->crop = t->random_crop, b->mirror = t->random_mirror;
-    if (batch <= 0) return fail(err, errlen, "batch must be positive, got %d", batch);
-    if (ds->count <= 0) return fail(err, errlen, "%s: the dataset is empty", ds->name);
+    if (batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", batch);
+    if (ds->count <= 0) return ir_fail(err, errlen, "%s: the dataset is empty", ds->name);
     if (c != ds->c || c < 1 || c > 3)
-        return fail(err, errlen, "%s: images have %d channels but the program's image input has %d",
+        return ir_fail(err, errlen, "%s: images have %d channels but the program's image input has %d",
                     ds->name, ds->c, c);
     if (b->crop > 0 && (b->crop != h || b->crop != w))
-        return fail(err, errlen, "random_crop %d does not give the program's %dx%d images", b->crop, h, w);
+        return ir_fail(err, errlen, "random_crop %d does not give the program's %dx%d images", b->crop, h, w);
     if (b->crop > 0 && (b->crop > ds->h + 2 * b->pad || b->crop > ds->w + 2 * b->pad))
-        return fail(err, errlen, "random_crop %d is larger than the padded %dx%d images", b->crop,
+        return ir_fail(err, errlen, "random_crop %d is larger than the padded %dx%d images", b->crop,
                     ds->h + 2 * b->pad, ds->w + 2 * b->pad);
     if (b->crop == 0 && (ds->h != h || ds->w != w))
-        return fail(err, errlen, "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
+        return ir_fail(err, errlen, "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
                     ds->name, ds->c, ds->h, ds->w, c, h, w);
     for (int ch = 0; ch < c; ch++)
         for (int v = 0; v < 256; v++) {
@@ -257,7 +249,7 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     if (mode == RT_BATCH_TRAIN) {
         b->batches = ds->count / batch;
         if (b->batches == 0)
-            return fail(err, errlen, "%s: %lld training images do not fill one batch of %d", ds->name,
+            return ir_fail(err, errlen, "%s: %lld training images do not fill one batch of %d", ds->name,
                         (long long)ds->count, batch);
     } else {
         b->batches = (ds->count + batch - 1) / batch;
@@ -267,11 +259,11 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
 
 int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen) {
     if (global < b->batch || offset < 0 || offset + b->batch > global)
-        return fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
+        return ir_fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
                     offset, global);
     int64_t batches = b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
     if (batches == 0)
-        return fail(err, errlen, "%s: %lld training images do not fill one global batch of %d", b->ds->name,
+        return ir_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d", b->ds->name,
                     (long long)b->ds->count, global);
     b->stride = global, b->offset = offset, b->batches = batches;
     return 0;

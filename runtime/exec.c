@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "passes/passes.h"
+#include "ir/err.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/collective.h"
@@ -117,15 +118,6 @@ static void print_profile(const rt_exec *ex) {
     free(rows);
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static size_t node_bytes(const ir_node *n) {
     return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
 }
@@ -139,7 +131,7 @@ static int load_memplan(const ir_graph *g, const dpc_plan *plan, pass_memplan **
     if (!sec) return 0;
     char why[512];
     int rc = pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
-    if (rc < 0) return fail(err, errlen, "plan section %s: %s", MEMPLAN_SECTION, why);
+    if (rc < 0) return ir_fail(err, errlen, "plan section %s: %s", MEMPLAN_SECTION, why);
     return 0;
 }
 
@@ -161,10 +153,10 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
         if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) {
             int k = rt_store_find(ex->st, n->name);
             if (k < 0)
-                rc = fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,
+                rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,
                           n->name);
             else if (!ir_type_equal(rt_store_type(ex->st, k), &n->type))
-                rc = fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
+                rc = ir_fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
             else
                 ex->buf[i] = rt_store_buffer(ex->st, k);
         } else if (n->op == IR_OP_ALLREDUCE) {
@@ -192,7 +184,7 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
             for (int j = 0; j < ex->prog->calls[c].nargs && !rc; j++) {
                 int id = s->buf[ex->prog->calls[c].arg[j]];
                 if (id != CG_SCRATCH && !ex->buf[id])
-                    rc = fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
+                    rc = ir_fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
                               ir_ops[s->op].name, id);
             }
     }
@@ -212,7 +204,7 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
         char why[512];
         int rc = cg_section_find(sec->data, sec->len, g, &p, why, sizeof why);
         if (rc < 0) {
-            fail(err, errlen, "plan section %s: %s", sec->tag, why);
+            ir_fail(err, errlen, "plan section %s: %s", sec->tag, why);
             return NULL;
         }
         if (rc == 0 && p->dialect == be->dialect) return p;
@@ -327,7 +319,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
         if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] + 1 > nb)
             nb = (int)g->nodes[i].iattr[0] + 1;
     if (rt_coll_queue_buckets(q) != 0)
-        return fail(err, errlen, "the communication queue has buckets of another program");
+        return ir_fail(err, errlen, "the communication queue has buckets of another program");
     int *step = steps_of_nodes(ex);
     rt_coll_piece *piece = malloc(sizeof *piece * (size_t)(g->n + 1));
     RT_CHECK_ALLOC(piece);
@@ -347,10 +339,10 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
             const ir_node *n = &g->nodes[i];
             if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
             if (n->iattr[1] != packed)
-                rc = fail(err, errlen, "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
+                rc = ir_fail(err, errlen, "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
                           (long long)n->iattr[1], b, (long long)packed);
             else if (!ex->buf[n->input[0]] || step[i] < 0)
-                rc = fail(err, errlen, "allreduce node %d has no buffer or step", i);
+                rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
             else if (ex->buf[i] == ex->buf[n->input[0]]) {
                 /* Out of place from now on: the local gradient keeps its
                  * value for its other readers (passes/partition.c). */
@@ -365,9 +357,9 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
                     if (g->nodes[j].input[k] == i && step[j] >= 0 && step[j] < ex->wait_at[b])
                         ex->wait_at[b] = step[j];
         }
-        if (!rc && np == 0) rc = fail(err, errlen, "bucket %d has no gradients", b);
+        if (!rc && np == 0) rc = ir_fail(err, errlen, "bucket %d has no gradients", b);
         if (!rc && ex->wait_at[b] <= ex->start_at[b])
-            rc = fail(err, errlen, "bucket %d is read (step %d) before its last gradient is summed (step %d)",
+            rc = ir_fail(err, errlen, "bucket %d is read (step %d) before its last gradient is summed (step %d)",
                       b, ex->wait_at[b], ex->start_at[b]);
         if (!rc) rt_coll_queue_add_bucket(q, piece, np);
     }
@@ -398,7 +390,7 @@ static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) 
     if (m == RUN_EAGER || ex->seg_is_open) return 0;
     ex->seg_is_open = 1;
     if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
-    if (cur >= ex->nseg) return fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
+    if (cur >= ex->nseg) return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
     ex->last_graph_launches++;
     return ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen);
 }
@@ -479,7 +471,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             if (rc) {
                 char why[256];
                 snprintf(why, sizeof why, "%s", err);
-                return fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
+                return ir_fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
                             ir_ops[s->op].name, why);
             }
             ex->last_calls++;
@@ -495,7 +487,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     if (seg_close(ex, m, &cur, err, errlen)) return -1;
     if (ex->coll && !stream_coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
     if (m == RUN_REPLAY && cur != ex->nseg)
-        return fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur, ex->nseg);
+        return ir_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur, ex->nseg);
     return 0;
 }
 

@@ -15,6 +15,7 @@
  * epoch has been released (see order_slots()).
  */
 #include "runtime/pipeline.h"
+#include "ir/err.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -61,15 +62,6 @@ struct rt_pipeline {
     int nthreads;
     rt_pipeline_stats stats;
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static double now(void) {
     struct timespec ts;
@@ -154,16 +146,16 @@ static void *worker(void *arg) {
 rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg, char *err,
                              size_t errlen) {
     if (cfg->workers < 0 || cfg->workers > RT_PIPELINE_MAX_WORKERS) {
-        fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS, cfg->workers);
+        ir_fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS, cfg->workers);
         return NULL;
     }
     if (cfg->depth != 0 && cfg->depth < 2) {
-        fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d", cfg->depth);
+        ir_fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d", cfg->depth);
         return NULL;
     }
     if (cfg->count < 0 || b->batches <= 0 || cfg->first_epoch < 0 || cfg->first_index < 0 ||
         cfg->first_index >= b->batches) {
-        fail(err, errlen, "the input pipeline was asked for %lld batches of a batcher with %lld per "
+        ir_fail(err, errlen, "the input pipeline was asked for %lld batches of a batcher with %lld per "
              "epoch", (long long)cfg->count, (long long)b->batches);
         return NULL;
     }
@@ -199,7 +191,7 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
     for (int i = 0; i < cfg->workers; i++) {
         int e = pthread_create(&p->threads[i], NULL, worker, p);
         if (e) {
-            fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1, cfg->workers,
+            ir_fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1, cfg->workers,
                  strerror(e));
             rt_pipeline_free(p);
             return NULL;

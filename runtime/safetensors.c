@@ -1,5 +1,6 @@
 /* runtime/safetensors.c — safetensors writer and a bounds-checked reader. */
 #include "runtime/safetensors.h"
+#include "ir/err.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,15 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- writer -------------------------------------------------------------- */
 
@@ -93,7 +85,7 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
     for (int i = 0; i < n; i++) {
         if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
             free(h.s);
-            return fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
+            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
         }
         uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
         if (h.n > 1) sb_puts(&h, ",");
@@ -112,12 +104,12 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
         free(h.s);
-        return fail(err, errlen, "%s: path too long", path);
+        return ir_fail(err, errlen, "%s: path too long", path);
     }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         free(h.s);
-        return fail(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        return ir_fail(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
@@ -135,12 +127,12 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
     if (!ok) {
         int e = errno;
         remove(tmp);
-        return fail(err, errlen, "%s: write failed: %s", tmp, strerror(e));
+        return ir_fail(err, errlen, "%s: write failed: %s", tmp, strerror(e));
     }
     if (rename(tmp, path) != 0) {
         int e = errno;
         remove(tmp);
-        return fail(err, errlen, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
+        return ir_fail(err, errlen, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
     }
     return 0;
 }
@@ -156,7 +148,7 @@ typedef struct {
 
 static int jfail(jparse *j, const char *what) {
     /* Offsets count from the first byte after the 8 length bytes. */
-    return fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
+    return ir_fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
                 (long)(j->p - j->start), what);
 }
 
@@ -403,40 +395,40 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > (((uint64_t)1 << 61) / (uint64_t)t->shape[d]))
-                return fail(err, errlen, "%s: tensor '%s' is impossibly large", name, t->name);
+                return ir_fail(err, errlen, "%s: tensor '%s' is impossibly large", name, t->name);
             numel *= (uint64_t)t->shape[d];
         }
         t->numel = (int64_t)numel;
         if (t->end < t->begin || t->end > data_len)
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
                         "(truncated file?)",
                         name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
                         (unsigned long long)data_len);
         if (t->end - t->begin != numel * sizeof(float))
-            return fail(err, errlen,
+            return ir_fail(err, errlen,
                         "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu",
                         name, t->name, (unsigned long long)(numel * sizeof(float)),
                         (unsigned long long)(t->end - t->begin));
         for (int k = 0; k < i; k++)
             if (!strcmp(f->tensors[k].name, t->name))
-                return fail(err, errlen, "%s: tensor '%s' appears twice", name, t->name);
+                return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, t->name);
     }
     rt_st_tensor **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
-    if (!order) return fail(err, errlen, "%s: out of memory", name);
+    if (!order) return ir_fail(err, errlen, "%s: out of memory", name);
     for (int i = 0; i < f->n; i++) order[i] = &f->tensors[i];
     qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
     uint64_t at = 0;
     int rc = 0;
     for (int i = 0; i < f->n && !rc; i++) {
         if (order[i]->begin != at)
-            rc = fail(err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
+            rc = ir_fail(err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
                       order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)at,
                       order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
         at = order[i]->end;
     }
     if (!rc && at != data_len)
-        rc = fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
+        rc = ir_fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
                   (unsigned long long)data_len, (unsigned long long)at);
     free(order);
     return rc;
@@ -492,27 +484,27 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
                                size_t errlen) {
     if (len < 8) {
         free(buf);
-        fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
+        ir_fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
              name, len);
         return NULL;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
     if (hlen > RT_ST_MAX_HEADER || hlen > len - 8) {
-        fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
+        ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
              name, (unsigned long long)hlen, len);
         free(buf);
         return NULL;
     }
     if (hlen < 2 || buf[8] != '{') {
-        fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
+        ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
         free(buf);
         return NULL;
     }
     rt_st_file *f = calloc(1, sizeof *f);
     if (!f) {
         free(buf);
-        fail(err, errlen, "%s: out of memory", name);
+        ir_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     f->bytes = buf, f->size = len, f->data_start = 8 + (size_t)hlen;
@@ -580,7 +572,7 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
 rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     unsigned char *buf = NULL;
@@ -592,7 +584,7 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
             if (!nb) {
                 free(buf);
                 fclose(fp);
-                fail(err, errlen, "%s: out of memory", path);
+                ir_fail(err, errlen, "%s: out of memory", path);
                 return NULL;
             }
             buf = nb;
@@ -605,7 +597,7 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
     fclose(fp);
     if (bad) {
         free(buf);
-        fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
         return NULL;
     }
     return parse_owned(path, buf, len, err, errlen);
@@ -615,7 +607,7 @@ rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, 
                         size_t errlen) {
     unsigned char *copy = malloc(len ? len : 1);
     if (!copy) {
-        fail(err, errlen, "%s: out of memory", name);
+        ir_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     if (len) memcpy(copy, buf, len);

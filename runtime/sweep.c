@@ -1,5 +1,6 @@
 /* runtime/sweep.c — sweep specs, their combinations, ranking and the table. */
 #include "runtime/sweep.h"
+#include "ir/err.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -31,15 +32,6 @@ static const struct {
 };
 #define NKEYS (sizeof KEYS / sizeof KEYS[0])
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static const char *key_name(rt_sweep_key k) {
     for (size_t i = 0; i < NKEYS; i++)
         if (KEYS[i].key == k) return KEYS[i].name;
@@ -58,7 +50,7 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
     case KIND_POSITIVE_REAL: {
         double d = strtod(v, &end);
         if (!*v || *end || errno || !isfinite(d) || d <= 0)
-            return fail(err, errlen, "%s: '%s' is not a positive number", key, v);
+            return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, v);
         *out = d;
         return 0;
     }
@@ -71,36 +63,36 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         if (!strcmp(key, "gpus")) hi = RT_MAX_LOCAL_REPLICAS;
         long long n = strtoll(v, &end, 10);
         if (!*v || *end || errno || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
-            return fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, v, lo, hi);
+            return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, v, lo, hi);
         *out = (double)n;
         return 0;
     }
     case KIND_SCALING:
         if (!strcmp(v, "none")) *out = IR_LR_SCALING_NONE;
         else if (!strcmp(v, "linear")) *out = IR_LR_SCALING_LINEAR;
-        else return fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
+        else return ir_fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
         return 0;
     case KIND_BOOL:
         if (!strcmp(v, "0")) *out = 0;
         else if (!strcmp(v, "1")) *out = 1;
-        else return fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
+        else return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
         return 0;
     }
-    return fail(err, errlen, "%s: unknown value kind", key);
+    return ir_fail(err, errlen, "%s: unknown value kind", key);
 }
 
 /* One `key=v1,v2,...` token (NUL-terminated, no blanks) into a new axis. */
 static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     const char *eq = strchr(tok, '=');
-    if (!eq || eq == tok) return fail(err, errlen, "'%s' is not key=value[,value...]", tok);
+    if (!eq || eq == tok) return ir_fail(err, errlen, "'%s' is not key=value[,value...]", tok);
     size_t klen = (size_t)(eq - tok);
     int k = -1;
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(KEYS[i].name) == klen && !strncmp(KEYS[i].name, tok, klen)) k = (int)i;
-    if (k < 0) return fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok, key_list());
+    if (k < 0) return ir_fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok, key_list());
     for (int a = 0; a < s->axes; a++)
-        if (s->axis[a].key == KEYS[k].key) return fail(err, errlen, "'%s' is given twice", KEYS[k].name);
-    if (s->axes == RT_SWEEP_MAX_KEYS) return fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
+        if (s->axis[a].key == KEYS[k].key) return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
+    if (s->axes == RT_SWEEP_MAX_KEYS) return ir_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
     rt_sweep_axis *ax = &s->axis[s->axes];
     memset(ax, 0, sizeof *ax);
     ax->key = KEYS[k].key;
@@ -108,17 +100,17 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     for (;;) {
         const char *comma = strchr(v, ',');
         size_t len = comma ? (size_t)(comma - v) : strlen(v);
-        if (len == 0) return fail(err, errlen, "'%s': an empty value", tok);
-        if (len >= RT_SWEEP_VALUE_LEN) return fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
+        if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", tok);
+        if (len >= RT_SWEEP_VALUE_LEN) return ir_fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
         if (ax->count == RT_SWEEP_MAX_VALUES)
-            return fail(err, errlen, "'%s': more than %d values", KEYS[k].name, RT_SWEEP_MAX_VALUES);
+            return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name, RT_SWEEP_MAX_VALUES);
         char *text = ax->text[ax->count];
         memcpy(text, v, len);
         text[len] = 0;
         if (parse_value(KEYS[k].name, KEYS[k].kind, text, &ax->value[ax->count], err, errlen)) return -1;
         for (int j = 0; j < ax->count; j++)
             if (ax->value[j] == ax->value[ax->count])
-                return fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, text);
+                return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, text);
         ax->count++;
         if (!comma) break;
         v = comma + 1;
@@ -136,21 +128,21 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
         if (!*p) break;
         size_t len = 0;
         while (p[len] && !isspace((unsigned char)p[len])) len++;
-        if (len >= sizeof tok) return fail(err, errlen, "'%.40s...' is too long", p);
+        if (len >= sizeof tok) return ir_fail(err, errlen, "'%.40s...' is too long", p);
         memcpy(tok, p, len);
         tok[len] = 0;
         if (parse_token(s, tok, err, errlen)) return -1;
         p += len;
     }
-    if (s->axes == 0) return fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
+    if (s->axes == 0) return ir_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
     if (rt_sweep_count(s) > RT_SWEEP_MAX_RUNS)
-        return fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s), RT_SWEEP_MAX_RUNS);
+        return ir_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s), RT_SWEEP_MAX_RUNS);
     return 0;
 }
 
 int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    if (!f) return ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     /* Comments out, lines joined by blanks: then the spec parser does the rest,
      * and an error names the line it came from. */
     char spec[16384] = "", line[2048];
@@ -158,7 +150,7 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
     while (fgets(line, sizeof line, f)) {
         lineno++;
         if (!strchr(line, '\n') && !feof(f)) {
-            rc = fail(err, errlen, "%s:%d: line too long", path, lineno);
+            rc = ir_fail(err, errlen, "%s:%d: line too long", path, lineno);
             break;
         }
         char *hash = strchr(line, '#');
@@ -169,23 +161,23 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
         while (isspace((unsigned char)*q)) q++;
         if (!*q) continue;
         if (rt_sweep_parse(&one, line, lerr, sizeof lerr)) {
-            rc = fail(err, errlen, "%s:%d: %s", path, lineno, lerr);
+            rc = ir_fail(err, errlen, "%s:%d: %s", path, lineno, lerr);
             break;
         }
         if (strlen(spec) + strlen(line) + 2 > sizeof spec) {
-            rc = fail(err, errlen, "%s:%d: the sweep is too long", path, lineno);
+            rc = ir_fail(err, errlen, "%s:%d: the sweep is too long", path, lineno);
             break;
         }
         strcat(spec, " ");
         strcat(spec, line);
     }
-    if (!rc && ferror(f)) rc = fail(err, errlen, "%s: read error", path);
+    if (!rc && ferror(f)) rc = ir_fail(err, errlen, "%s: read error", path);
     fclose(f);
     if (rc) return rc;
     if (rt_sweep_parse(s, spec, err, errlen)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", err);
-        return fail(err, errlen, "%s: %s", path, msg);
+        return ir_fail(err, errlen, "%s: %s", path, msg);
     }
     return 0;
 }

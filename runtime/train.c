@@ -21,6 +21,7 @@
  * lines go to `out`; a progress bar goes to stderr when it is a terminal.
  */
 #include "runtime/train.h"
+#include "ir/err.h"
 
 #include <errno.h>
 #include <math.h>
@@ -60,24 +61,15 @@ rt_train_options rt_train_defaults(void) {
     return o;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen) {
     *t = plan->schedule;
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
     if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
-    if (o->lr < 0 || isnan(o->lr)) return fail(err, errlen, "--lr must be positive, got %g", o->lr);
+    if (o->lr < 0 || isnan(o->lr)) return ir_fail(err, errlen, "--lr must be positive, got %g", o->lr);
     if (o->lr > 0) {
         /* The dict keeps its shape: every entry scales with epoch 0's. */
-        if (!(t->lr_value[0] > 0)) return fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
+        if (!(t->lr_value[0] > 0)) return ir_fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
         double k = o->lr / t->lr_value[0];
         for (int i = 0; i < t->lr_steps; i++) t->lr_value[i] *= k;
     }
@@ -87,7 +79,7 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
-    if (o->gpus < 1) return fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
+    if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
     return 0;
 }
 
@@ -108,13 +100,13 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
                            ir_dtype dt, char *err, size_t errlen) {
     int i = find_node(g, name);
     if (i < 0) {
-        fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
+        ir_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
         return NULL;
     }
     const ir_node *n = &g->nodes[i];
     if (n->type.ndim != ndim || n->type.dtype != dt) {
         char buf[64];
-        fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog, name,
+        ir_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog, name,
              ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
         return NULL;
     }
@@ -170,7 +162,7 @@ static int load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
         const rt_st_tensor *ft = &f->tensors[i];
         int k = rt_store_find(st, ft->name);
         if (k < 0) {
-            rc = fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name, plan->model);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name, plan->model);
             break;
         }
         const ir_type *t = rt_store_type(st, k);
@@ -183,7 +175,7 @@ static int load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
                          (long long)ft->shape[d]);
             strcat(got, "]");
-            rc = fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name, got,
+            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name, got,
                       plan->model, want);
             break;
         }
@@ -194,7 +186,7 @@ static int load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
     int n = saved_tensors(plan, st, idx);
     for (int i = 0; i < n && !rc; i++)
         if (rt_st_find(f, rt_store_name(st, idx[i])) < 0)
-            rc = fail(err, errlen, "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
+            rc = ir_fail(err, errlen, "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
                       path, rt_store_name(st, idx[i]), plan->model);
     free(idx);
     for (int i = 0; i < f->n && !rc; i++) {

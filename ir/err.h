@@ -1,0 +1,22 @@
+/* ir/err.h — errors handed back to the caller as text.
+ *
+ * Usage:
+ *     int parse_thing(..., char *err, size_t errlen) {
+ *         if (bad) return ir_fail(err, errlen, "%s: line %d: no value", path, line);
+ *         ...
+ *     }
+ *
+ * Most functions of the compiler and runtime report failure as -1 (or NULL)
+ * plus a message in a caller's buffer; this is the one helper they format it
+ * with.
+ */
+#ifndef DPC_IR_ERR_H
+#define DPC_IR_ERR_H
+
+#include <stddef.h>
+
+/* Formats the message into err (at most errlen bytes, always terminated when
+ * errlen > 0) and returns -1. */
+int ir_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
