@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "codegen/internal.h"
+#include "ir/bytes.h"
 
 #define CG_MAGIC "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
@@ -110,144 +111,71 @@ uint64_t cg_graph_hash(const ir_graph *g) { return ir_graph_hash(g); }
 
 /* ---- serialising ------------------------------------------------------------------ */
 
-typedef struct {
-    unsigned char *b;
-    size_t len, cap;
-} wbuf;
-
-static void put(wbuf *w, const void *data, size_t n) {
-    if (w->len + n > w->cap) {
-        size_t cap = w->cap ? w->cap : 4096;
-        while (cap < w->len + n) cap *= 2;
-        w->b = realloc(w->b, cap);
-        if (!w->b) abort();
-        w->cap = cap;
-    }
-    memcpy(w->b + w->len, data, n);
-    w->len += n;
-}
-
-static void put_u64(wbuf *w, uint64_t v) {
-    unsigned char b[8];
-    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 8);
-}
-
-static void put_u32(wbuf *w, uint32_t v) {
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-    put(w, b, 4);
-}
-
-static void put_f32(wbuf *w, float f) {
-    uint32_t v;
-    memcpy(&v, &f, 4);
-    put_u32(w, v);
-}
-
-#define put_i32(w, v) put_u32((w), (uint32_t)(int32_t)(v))
-#define put_i64(w, v) put_u64((w), (uint64_t)(int64_t)(v))
-
 int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) {
-    wbuf w = {0};
-    put(&w, CG_MAGIC, 4);
-    put_u32(&w, CG_VERSION);
-    put_u64(&w, 0); /* total length, patched below */
-    put_u32(&w, (uint32_t)p->dialect);
-    put_u64(&w, p->graph_hash);
-    put_i64(&w, p->scratch);
-    put_u64(&w, p->source_len);
-    put(&w, p->source, p->source_len);
-    put_u32(&w, (uint32_t)p->nkernels);
+    ir_wbuf w = {0};
+    ir_put(&w, CG_MAGIC, 4);
+    ir_put_u32(&w, CG_VERSION);
+    ir_put_u64(&w, 0); /* total length, patched below */
+    ir_put_u32(&w, (uint32_t)p->dialect);
+    ir_put_u64(&w, p->graph_hash);
+    ir_put_i64(&w, p->scratch);
+    ir_put_u64(&w, p->source_len);
+    ir_put(&w, p->source, p->source_len);
+    ir_put_u32(&w, (uint32_t)p->nkernels);
     for (int k = 0; k < p->nkernels; k++) {
         size_t n = strlen(p->kernels[k].name);
-        put_u32(&w, (uint32_t)n);
-        put(&w, p->kernels[k].name, n);
-        put_u32(&w, (uint32_t)p->kernels[k].nargs);
+        ir_put_u32(&w, (uint32_t)n);
+        ir_put(&w, p->kernels[k].name, n);
+        ir_put_u32(&w, (uint32_t)p->kernels[k].nargs);
     }
-    put_u32(&w, (uint32_t)p->nsteps);
+    ir_put_u32(&w, (uint32_t)p->nsteps);
     for (int i = 0; i < p->nsteps; i++) {
         const cg_step *s = &p->steps[i];
-        put_i32(&w, s->node);
-        put_i32(&w, s->op);
-        put_i32(&w, s->alias);
-        put_i64(&w, s->scratch);
-        put_u32(&w, (uint32_t)s->first_call);
-        put_u32(&w, (uint32_t)s->ncalls);
-        put_u32(&w, (uint32_t)s->nbuf);
-        for (int j = 0; j < s->nbuf; j++) put_i32(&w, s->buf[j]);
+        ir_put_i32(&w, s->node);
+        ir_put_i32(&w, s->op);
+        ir_put_i32(&w, s->alias);
+        ir_put_i64(&w, s->scratch);
+        ir_put_u32(&w, (uint32_t)s->first_call);
+        ir_put_u32(&w, (uint32_t)s->ncalls);
+        ir_put_u32(&w, (uint32_t)s->nbuf);
+        for (int j = 0; j < s->nbuf; j++) ir_put_i32(&w, s->buf[j]);
     }
-    put_u32(&w, (uint32_t)p->ncalls);
+    ir_put_u32(&w, (uint32_t)p->ncalls);
     for (int i = 0; i < p->ncalls; i++) {
         const cg_call *c = &p->calls[i];
         const cg_gemm *d = &c->gemm;
-        put_u32(&w, (uint32_t)c->kind);
-        put_i32(&w, c->kernel);
-        put_i64(&w, c->count);
-        put_u32(&w, (uint32_t)c->nargs);
+        ir_put_u32(&w, (uint32_t)c->kind);
+        ir_put_i32(&w, c->kernel);
+        ir_put_i64(&w, c->count);
+        ir_put_u32(&w, (uint32_t)c->nargs);
         for (int j = 0; j < c->nargs; j++) {
-            put_i32(&w, c->arg[j]);
-            put_i64(&w, c->off[j]);
+            ir_put_i32(&w, c->arg[j]);
+            ir_put_i64(&w, c->off[j]);
         }
-        put_u32(&w, (uint32_t)d->transa);
-        put_u32(&w, (uint32_t)d->transb);
+        ir_put_u32(&w, (uint32_t)d->transa);
+        ir_put_u32(&w, (uint32_t)d->transb);
         int64_t v[] = {d->m, d->n, d->k};
-        for (int j = 0; j < 3; j++) put_i64(&w, v[j]);
-        put_f32(&w, d->alpha);
-        put_f32(&w, d->beta);
+        for (int j = 0; j < 3; j++) ir_put_i64(&w, v[j]);
+        ir_put_f32(&w, d->alpha);
+        ir_put_f32(&w, d->beta);
         int64_t u[] = {d->lda,     d->ldb,      d->ldc,      d->batch, d->stride_a,
                        d->stride_b, d->stride_c, d->off_a, d->off_b,  d->off_c};
-        for (int j = 0; j < 10; j++) put_i64(&w, u[j]);
-        put_u32(&w, (uint32_t)d->type_a);
-        put_u32(&w, (uint32_t)d->type_b);
-        put_u32(&w, (uint32_t)d->type_c);
+        for (int j = 0; j < 10; j++) ir_put_i64(&w, u[j]);
+        ir_put_u32(&w, (uint32_t)d->type_a);
+        ir_put_u32(&w, (uint32_t)d->type_b);
+        ir_put_u32(&w, (uint32_t)d->type_c);
     }
-    for (int i = 0; i < 8; i++) w.b[8 + i] = (unsigned char)((uint64_t)w.len >> (8 * i));
-    *out = w.b;
+    ir_patch_u64(&w, 8, w.len); /* the total length */
+    if (w.oom) {
+        free(w.p);
+        return -1;
+    }
+    *out = w.p;
     *len = w.len;
     return 0;
 }
 
 /* ---- parsing ------------------------------------------------------------------------ */
-
-typedef struct {
-    const unsigned char *b;
-    size_t len, pos;
-    int bad;
-} rbuf;
-
-static const unsigned char *take(rbuf *r, size_t n) {
-    if (r->bad || n > r->len - r->pos) {
-        r->bad = 1;
-        return NULL;
-    }
-    const unsigned char *p = r->b + r->pos;
-    r->pos += n;
-    return p;
-}
-
-static uint64_t get_u64(rbuf *r) {
-    const unsigned char *p = take(r, 8);
-    uint64_t v = 0;
-    for (int i = 0; p && i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint32_t get_u32(rbuf *r) {
-    const unsigned char *p = take(r, 4);
-    uint32_t v = 0;
-    for (int i = 0; p && i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static int32_t get_i32(rbuf *r) { return (int32_t)get_u32(r); }
-static int64_t get_i64(rbuf *r) { return (int64_t)get_u64(r); }
-static float get_f32(rbuf *r) {
-    uint32_t v = get_u32(r);
-    float f;
-    memcpy(&f, &v, 4);
-    return f;
-}
 
 static cg_program *parse_fail(cg_program *p, char *err, size_t errlen, const char *why) {
     snprintf(err, errlen, "kernel program: %s", why);
@@ -257,8 +185,8 @@ static cg_program *parse_fail(cg_program *p, char *err, size_t errlen, const cha
 
 /* A count read from the bytes, refused when it could not possibly fit in
  * what is left (each record takes at least min_size bytes). */
-static int get_count(rbuf *r, size_t min_size, int *out) {
-    uint32_t n = get_u32(r);
+static int get_count(ir_rbuf *r, size_t min_size, int *out) {
+    uint32_t n = ir_get_u32(r);
     if (r->bad || n > (r->len - r->pos) / min_size || n > (1u << 30)) return -1;
     *out = (int)n;
     return 0;
@@ -266,11 +194,11 @@ static int get_count(rbuf *r, size_t min_size, int *out) {
 
 cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t *used, char *err,
                                     size_t errlen) {
-    rbuf r = {buf, len, 0, 0};
-    const unsigned char *magic = take(&r, 4);
+    ir_rbuf r = {buf, len, 0, 0};
+    const unsigned char *magic = ir_take(&r, 4);
     if (!magic || memcmp(magic, CG_MAGIC, 4) != 0) return parse_fail(NULL, err, errlen, "bad magic");
-    uint32_t version = get_u32(&r);
-    uint64_t total = get_u64(&r);
+    uint32_t version = ir_get_u32(&r);
+    uint64_t total = ir_get_u64(&r);
     if (r.bad) return parse_fail(NULL, err, errlen, "truncated header");
     if (version != CG_VERSION) {
         snprintf(err, errlen, "kernel program: version %u, this build reads %u", version, CG_VERSION);
@@ -280,14 +208,14 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     r.len = (size_t)total; /* never read past this record */
     cg_program *p = calloc(1, sizeof *p);
     if (!p) abort();
-    uint32_t dialect = get_u32(&r);
+    uint32_t dialect = ir_get_u32(&r);
     if (dialect > CG_DIALECT_CUDA) return parse_fail(p, err, errlen, "bad dialect");
     p->dialect = (cg_dialect)dialect;
-    p->graph_hash = get_u64(&r);
-    p->scratch = get_i64(&r);
-    uint64_t slen = get_u64(&r);
+    p->graph_hash = ir_get_u64(&r);
+    p->scratch = ir_get_i64(&r);
+    uint64_t slen = ir_get_u64(&r);
     if (r.bad || slen > r.len - r.pos) return parse_fail(p, err, errlen, "truncated source");
-    const unsigned char *src = take(&r, (size_t)slen);
+    const unsigned char *src = ir_take(&r, (size_t)slen);
     if (memchr(src, 0, (size_t)slen)) return parse_fail(p, err, errlen, "NUL in source");
     p->source = malloc((size_t)slen + 1);
     if (!p->source) abort();
@@ -300,16 +228,16 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     p->kernels = calloc((size_t)p->nkernels + 1, sizeof *p->kernels);
     if (!p->kernels) abort();
     for (int k = 0; k < p->nkernels; k++) {
-        uint32_t n = get_u32(&r);
+        uint32_t n = ir_get_u32(&r);
         if (r.bad || n == 0 || n >= CG_NAME_MAX) return parse_fail(p, err, errlen, "bad kernel name");
-        const unsigned char *name = take(&r, n);
+        const unsigned char *name = ir_take(&r, n);
         if (!name) return parse_fail(p, err, errlen, "truncated kernel name");
         for (uint32_t i = 0; i < n; i++)
             if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
                   (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
                 return parse_fail(p, err, errlen, "bad kernel name");
         memcpy(p->kernels[k].name, name, n);
-        uint32_t nargs = get_u32(&r);
+        uint32_t nargs = ir_get_u32(&r);
         if (nargs < 1 || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad kernel arity");
         p->kernels[k].nargs = (int)nargs;
     }
@@ -319,18 +247,18 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     if (!p->steps) abort();
     for (int i = 0; i < p->nsteps; i++) {
         cg_step *s = &p->steps[i];
-        s->node = get_i32(&r);
-        s->op = get_i32(&r);
-        s->alias = get_i32(&r);
-        s->scratch = get_i64(&r);
-        uint32_t first = get_u32(&r), n = get_u32(&r), nbuf = get_u32(&r);
+        s->node = ir_get_i32(&r);
+        s->op = ir_get_i32(&r);
+        s->alias = ir_get_i32(&r);
+        s->scratch = ir_get_i64(&r);
+        uint32_t first = ir_get_u32(&r), n = ir_get_u32(&r), nbuf = ir_get_u32(&r);
         if (r.bad) return parse_fail(p, err, errlen, "truncated step");
         if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30))
             return parse_fail(p, err, errlen, "bad step");
         s->first_call = (int)first;
         s->ncalls = (int)n;
         s->nbuf = (int)nbuf;
-        for (int j = 0; j < s->nbuf; j++) s->buf[j] = get_i32(&r);
+        for (int j = 0; j < s->nbuf; j++) s->buf[j] = ir_get_i32(&r);
         if (r.bad) return parse_fail(p, err, errlen, "truncated step");
         if (s->op < 0 || s->op >= IR_OP_COUNT || s->scratch < 0 || s->scratch > p->scratch)
             return parse_fail(p, err, errlen, "bad step");
@@ -342,29 +270,29 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     for (int i = 0; i < p->ncalls; i++) {
         cg_call *c = &p->calls[i];
         cg_gemm *d = &c->gemm;
-        c->kind = (int)get_u32(&r);
-        c->kernel = get_i32(&r);
-        c->count = get_i64(&r);
-        uint32_t nargs = get_u32(&r);
+        c->kind = (int)ir_get_u32(&r);
+        c->kernel = ir_get_i32(&r);
+        c->count = ir_get_i64(&r);
+        uint32_t nargs = ir_get_u32(&r);
         if (r.bad || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad call");
         c->nargs = (int)nargs;
         for (int j = 0; j < c->nargs; j++) {
-            c->arg[j] = get_i32(&r);
-            c->off[j] = get_i64(&r);
+            c->arg[j] = ir_get_i32(&r);
+            c->off[j] = ir_get_i64(&r);
         }
-        d->transa = (int)get_u32(&r);
-        d->transb = (int)get_u32(&r);
-        d->m = get_i64(&r);
-        d->n = get_i64(&r);
-        d->k = get_i64(&r);
-        d->alpha = get_f32(&r);
-        d->beta = get_f32(&r);
+        d->transa = (int)ir_get_u32(&r);
+        d->transb = (int)ir_get_u32(&r);
+        d->m = ir_get_i64(&r);
+        d->n = ir_get_i64(&r);
+        d->k = ir_get_i64(&r);
+        d->alpha = ir_get_f32(&r);
+        d->beta = ir_get_f32(&r);
         int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
                         &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
-        for (int j = 0; j < 10; j++) *u[j] = get_i64(&r);
-        d->type_a = (int)get_u32(&r);
-        d->type_b = (int)get_u32(&r);
-        d->type_c = (int)get_u32(&r);
+        for (int j = 0; j < 10; j++) *u[j] = ir_get_i64(&r);
+        d->type_a = (int)ir_get_u32(&r);
+        d->type_b = (int)ir_get_u32(&r);
+        d->type_c = (int)ir_get_u32(&r);
         if (r.bad) return parse_fail(p, err, errlen, "truncated call");
         if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
             (d->type_c != IR_F32 && d->type_c != IR_BF16))

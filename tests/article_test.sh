@@ -5,24 +5,10 @@
 # as XML with three curves per panel; a failed run is reported in the
 # table; bad options give one `article: error:` line. Runs from the
 # repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-expect_fail() { # NAME WANT ARGS...: exit 1 and the message on stderr's last line
-    local name=$1 want=$2; shift 2
-    local err rc
-    err=$(DPC_BIN=$bin scripts/article.sh "$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($err)"; return; fi
-    case "$(printf '%s\n' "$err" | tail -n 1)" in "article: error: "*"$want"*) ok ;;
-    *) bad "$name: '$err' lacks '$want'" ;; esac
-}
+. tests/lib.sh
+fail_prefix='article: error: '
+# article_fail NAME WANT ARGS...: scripts/article.sh ARGS refuses with `article: error: ...WANT`.
+article_fail() { local name=$1 want=$2; shift 2; expect_fail "$name" "$want" env DPC_BIN="$bin" scripts/article.sh "$@"; }
 
 out=$tmp/art
 DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 --steps 2 \
@@ -91,11 +77,10 @@ check "a failed run makes the table script exit 1" [ $? = 1 ]
 check "the failed run's reason is in its row" grep -q "^| 2 | 128 | .*failed: the loss is nan at step 3" "$fake/article.md"
 check "the other runs keep their rows" grep -q "^| 3 | 128 | .* | 0\.[0-9]* |" "$fake/article.md"
 
-expect_fail "bad --epochs" "--epochs: 'x' is not a positive integer" --epochs x
-expect_fail "missing --data folder" "--data: '$tmp/none' is not a folder" --data "$tmp/none"
-expect_fail "missing model" "--model: 'nope.net' not found" --data synthetic --model nope.net
-expect_fail "--report-only without a folder" "--report-only needs --out DIR" --report-only --out "$tmp/none"
-expect_fail "unknown option" "unknown option '--frobnicate'" --frobnicate
+article_fail "bad --epochs" "--epochs: 'x' is not a positive integer" --epochs x
+article_fail "missing --data folder" "--data: '$tmp/none' is not a folder" --data "$tmp/none"
+article_fail "missing model" "--model: 'nope.net' not found" --data synthetic --model nope.net
+article_fail "--report-only without a folder" "--report-only needs --out DIR" --report-only --out "$tmp/none"
+article_fail "unknown option" "unknown option '--frobnicate'" --frobnicate
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

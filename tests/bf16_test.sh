@@ -15,16 +15,7 @@
 # for the dense layer, 7-14% for the convolutions below; a PyTorch model of
 # the same net with every activation and gradient rounded to bf16 shows the
 # same 8-15%).
-set -u
-bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
+. tests/lib.sh
 
 # ---- refusal and the plan's record ------------------------------------------------
 if "$bin/dpc" models/mlp.net --precision fp16 -o "$tmp/x.plan" 2>"$tmp/err"; then
@@ -100,5 +91,4 @@ for m in mlp cnn_small; do
     fi
 done
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

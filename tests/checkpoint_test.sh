@@ -8,25 +8,7 @@
 # diverging run stops and keeps its last good checkpoint; --on-nan skip
 # undoes the bad steps. Synthetic data, small nets. Runs from the
 # repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-# expect_fail NAME EXPECTED_STDERR_SUBSTRING CMD...: exit 1 and the message
-# on the last line of stderr.
-expect_fail() {
-    local name=$1 want=$2; shift 2
-    local out rc
-    out=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($out)"; return; fi
-    local last; last=$(printf '%s\n' "$out" | tail -n 1)
-    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$last' lacks '$want'" ;; esac
-}
+. tests/lib.sh
 # The per-step loss lines of stderr files, in order.
 losses() { cat "$@" | grep '^dprun: debug: step [0-9]* loss '; }
 dprun() { DPC_DEBUG=2 "$bin/dprun" "$@"; }
@@ -197,5 +179,4 @@ check "--on-nan skip: warns per skipped step: $(grep -m1 warning "$tmp/skip.err"
 check "--on-nan skip: skipped steps leave the weights as before the first bad one" \
     cmp -s "$tmp/skip.st" "$tmp/before.st"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

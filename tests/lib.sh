@@ -4,6 +4,7 @@
 #     . tests/lib.sh              # bin, build, py, tmp (removed at exit), counters
 #     check NAME CMD...           # a pass when CMD succeeds
 #     expect_fail NAME WANT CMD...       # exit 1, WANT on the last line of stderr
+#                                        # (after $fail_prefix, a pattern, if set)
 #     expect_fail_line NAME WANT CMD...  # exit 1, stderr one line holding WANT
 #     finish                      # prints `N passed, N failed`; the exit status
 #
@@ -17,6 +18,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset DPC_DATA
 pass=0 fail=0
+fail_prefix='' # e.g. '*dprun: error: ': what must come before WANT on the line
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
@@ -33,7 +35,7 @@ expect_fail() {
     local name=$1 want=$2; shift 2
     run_expect_exit1 "$name" "$@" || return
     local last; last=$(printf '%s\n' "$fail_err" | tail -n 1)
-    case "$last" in *"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks '$want'" ;; esac
+    case "$last" in $fail_prefix*"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks $fail_prefix'$want'" ;; esac
 }
 expect_fail_line() {
     local name=$1 want=$2; shift 2

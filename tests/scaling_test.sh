@@ -6,24 +6,8 @@
 # right in batch order; LARS reported as not implemented; bad options give
 # one `scaling: error:` line. scripts/plot --vs-batch input errors too.
 # Runs from the repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-expect_fail() { # NAME WANT CMD...: exit 1 and the message on stderr's last line
-    local name=$1 want=$2; shift 2
-    local err rc
-    err=$("$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($err)"; return; fi
-    case "$(printf '%s\n' "$err" | tail -n 1)" in *"error: "*"$want"*) ok ;;
-    *) bad "$name: '$err' lacks '$want'" ;; esac
-}
+. tests/lib.sh
+fail_prefix='*error: '
 
 out=$tmp/sc
 DPC_BIN=$bin scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "32 64 128" \
@@ -87,5 +71,4 @@ expect_fail "bad batch" "--batches: 'abc' is not a positive integer" \
     env DPC_BIN="$bin" scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "abc" --out "$tmp/x"
 expect_fail "unknown option" "unknown option '--lars'" env DPC_BIN="$bin" scripts/scaling.sh --lars
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

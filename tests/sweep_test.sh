@@ -6,23 +6,10 @@
 # log and metrics; sweep files work; bad specs give one clear error; --lr
 # sets the base lr. Runs from the repository root; binaries in $DPC_BIN.
 # Prints `N passed, N failed`.
-set -u
-bin=${DPC_BIN:-bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-unset DPC_DATA
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
-expect_fail() { # NAME WANT ARGS...: exit 1, the message on stderr's last line
-    local name=$1 want=$2; shift 2
-    local err rc
-    err=$("$bin/dprun" "$@" 2>&1 >/dev/null); rc=$?
-    if [ $rc -ne 1 ]; then bad "$name: exit $rc, want 1 ($err)"; return; fi
-    case "$(printf '%s\n' "$err" | tail -n 1)" in *"dprun: error: "*"$want"*) ok ;;
-    *) bad "$name: '$err' lacks '$want'" ;; esac
-}
+. tests/lib.sh
+fail_prefix='*dprun: error: '
+# dprun_fail NAME WANT ARGS...: dprun ARGS refuses with `dprun: error: ...WANT`.
+dprun_fail() { local name=$1 want=$2; shift 2; expect_fail "$name" "$want" "$bin/dprun" "$@"; }
 
 plan=$tmp/mlp.plan
 "$bin/dpc" models/mlp.net -o "$plan" || { echo "dpc failed"; echo "0 passed, 1 failed"; exit 1; }
@@ -61,20 +48,19 @@ check "all runs failed: exit 1" [ $? = 1 ]
 check "all runs failed: the table is still printed" grep -q '^| — | 1000 |' "$tmp/out3"
 check "all runs failed: one error line says so" grep -q 'dprun: error: the sweep has no successful run' "$tmp/err3"
 
-expect_fail "unknown key" "--sweep: 'rate' is not a sweep key" "$plan" --sweep 'rate=0.1'
-expect_fail "bad value" "--sweep: lr: 'abc' is not a positive number" "$plan" --sweep 'lr=0.1,abc'
-expect_fail "empty value" "--sweep: 'warmup=0,': an empty value" "$plan" --sweep 'warmup=0,'
-expect_fail "missing file" "--sweep: $tmp/none: cannot read" "$plan" --sweep "$tmp/none"
-expect_fail "--sweep-out alone" "--sweep-dir and --sweep-out need --sweep" "$plan" --sweep-out "$tmp/t.md"
-expect_fail "unwritable folder" "--sweep-dir $tmp/no/such: cannot create" "$plan" --sweep lr=0.1 \
+dprun_fail "unknown key" "--sweep: 'rate' is not a sweep key" "$plan" --sweep 'rate=0.1'
+dprun_fail "bad value" "--sweep: lr: 'abc' is not a positive number" "$plan" --sweep 'lr=0.1,abc'
+dprun_fail "empty value" "--sweep: 'warmup=0,': an empty value" "$plan" --sweep 'warmup=0,'
+dprun_fail "missing file" "--sweep: $tmp/none: cannot read" "$plan" --sweep "$tmp/none"
+dprun_fail "--sweep-out alone" "--sweep-dir and --sweep-out need --sweep" "$plan" --sweep-out "$tmp/t.md"
+dprun_fail "unwritable folder" "--sweep-dir $tmp/no/such: cannot create" "$plan" --sweep lr=0.1 \
     --sweep-dir "$tmp/no/such"
-expect_fail "--sweep with --metrics" "it takes no --metrics" "$plan" --sweep lr=0.1 --metrics "$tmp/m.jsonl"
-expect_fail "--lr not a number" "--lr: 'x' is not a positive number" "$plan" --lr x
-expect_fail "--lr zero" "--lr: '0' is not a positive number" "$plan" --lr 0
+dprun_fail "--sweep with --metrics" "it takes no --metrics" "$plan" --sweep lr=0.1 --metrics "$tmp/m.jsonl"
+dprun_fail "--lr not a number" "--lr: 'x' is not a positive number" "$plan" --lr x
+dprun_fail "--lr zero" "--lr: '0' is not a positive number" "$plan" --lr 0
 
 # --lr scales the dict {0: 0.01, 1: 0.002} so that epoch 0 has 0.05.
 check "--lr sets the base lr" [ "$("$bin/dprun" "$plan" --lr 0.05 --schedule 2>/dev/null | tr '\n' ' ')" = \
     "epoch 0 lr 0.050 epoch 1 lr 0.010 " ]
 
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish
