@@ -18,6 +18,7 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/interp.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 static char err[256];
@@ -26,18 +27,9 @@ static char err[256];
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
-static double rnd(void) { /* uniform in [-1, 1) */
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1;
-}
+static double rnd(void) { return tg_rnd(&rng_state); } /* uniform in [-1, 1) */
 
 /* ---- graph building ------------------------------------------------------------- */
-
-static int op(ir_graph *g, ir_op o, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, o, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "building %s: %s\n", ir_ops[o].name, err);
-    return id;
-}
 
 static int param(ir_graph *g, const char *name, ir_type t) {
     return ir_add_param(g, name, t, IR_INIT_XAVIER);
@@ -46,7 +38,7 @@ static int param(ir_graph *g, const char *name, ir_type t) {
 static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, int p) {
     const ir_type *xt = &g->nodes[x].type;
     int w = param(g, name, ir_shape4(cout, xt->dim[1], k, k));
-    return op(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+    return tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
 }
 
 static int batchnorm(ir_graph *g, int x, const char *name) {
@@ -60,7 +52,7 @@ static int batchnorm(ir_graph *g, int x, const char *name) {
     int rm = ir_add_state(g, buf, c, IR_INIT_ZERO);
     snprintf(buf, sizeof buf, "%s.running_var", name);
     int rv = ir_add_state(g, buf, c, IR_INIT_ONE);
-    return op(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
+    return tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
               (double[]){1e-5, 0.9});
 }
 
@@ -68,7 +60,7 @@ static int batchnorm(ir_graph *g, int x, const char *name) {
 static int loss_on(ir_graph *g, int logits) {
     const ir_type *t = &g->nodes[logits].type;
     int label = ir_add_input(g, "label", (ir_type){1, {t->dim[0]}, IR_I32}, t->dim[1]);
-    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+    int l = tg_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
     if (l >= 0) g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
     return l;
 }
@@ -76,9 +68,9 @@ static int loss_on(ir_graph *g, int logits) {
 /* Any tensor to a loss: flatten, a fixed random projection to 3 classes
  * (an input, so it gets no gradient), softmax cross-entropy. */
 static int head(ir_graph *g, int t) {
-    if (g->nodes[t].type.ndim != 2) t = op(g, IR_OP_FLATTEN, &t, 1, NULL, NULL);
+    if (g->nodes[t].type.ndim != 2) t = tg_node(g, IR_OP_FLATTEN, &t, 1, NULL, NULL);
     int proj = ir_add_input(g, "proj", ir_shape2(3, g->nodes[t].type.dim[1]), 0);
-    return loss_on(g, op(g, IR_OP_DENSE, (int[]){t, proj}, 2, NULL, NULL));
+    return loss_on(g, tg_node(g, IR_OP_DENSE, (int[]){t, proj}, 2, NULL, NULL));
 }
 
 /* ---- values for every source, shared by the forward and gradient graphs ---------- */
@@ -273,7 +265,7 @@ static void conv_case(int k, int s, int p) {
     int x = param(g, "x", ir_shape4(2, 2, 7, 6));
     int y = conv(g, x, "w", 3, k, s, p);
     int b = param(g, "b", ir_shape1(3));
-    head(g, op(g, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL));
+    head(g, tg_node(g, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL));
     fixture f;
     fixture_init(&f, g);
     CHECK_MSG(check_gradients(&f) == 3, "conv k=%d s=%d p=%d", k, s, p);
@@ -304,7 +296,7 @@ TEST(bias_add_gradients) {
         ir_graph *g = ir_new();
         int x = param(g, "x", rank == 4 ? ir_shape4(2, 3, 2, 2) : ir_shape2(4, 3));
         int b = param(g, "b", ir_shape1(3));
-        head(g, op(g, IR_OP_BIAS_ADD, (int[]){x, b}, 2, NULL, NULL));
+        head(g, tg_node(g, IR_OP_BIAS_ADD, (int[]){x, b}, 2, NULL, NULL));
         fixture f;
         fixture_init(&f, g);
         CHECK(check_gradients(&f) == 2);
@@ -331,7 +323,7 @@ TEST(batchnorm_training_gradients) {
 TEST(relu_gradients) {
     ir_graph *g = ir_new();
     int x = param(g, "x", ir_shape4(2, 2, 3, 3));
-    head(g, op(g, IR_OP_RELU, &x, 1, NULL, NULL));
+    head(g, tg_node(g, IR_OP_RELU, &x, 1, NULL, NULL));
     fixture f;
     fixture_init(&f, g);
     for (int e = 0; e < 36; e++) /* both signs, never near 0 */
@@ -344,7 +336,7 @@ TEST(add_gradients_and_accumulation) {
     /* two params through add */
     ir_graph *g = ir_new();
     int a = param(g, "a", ir_shape2(3, 4)), b = param(g, "b", ir_shape2(3, 4));
-    head(g, op(g, IR_OP_ADD, (int[]){a, b}, 2, NULL, NULL));
+    head(g, tg_node(g, IR_OP_ADD, (int[]){a, b}, 2, NULL, NULL));
     fixture f;
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 2);
@@ -356,7 +348,7 @@ TEST(add_gradients_and_accumulation) {
     /* add(x, x): the two pass-through contributions are summed */
     g = ir_new();
     int x = param(g, "x", ir_shape2(3, 4));
-    head(g, op(g, IR_OP_ADD, (int[]){x, x}, 2, NULL, NULL));
+    head(g, tg_node(g, IR_OP_ADD, (int[]){x, x}, 2, NULL, NULL));
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 1);
     fixture_free(&f);
@@ -365,10 +357,10 @@ TEST(add_gradients_and_accumulation) {
     g = ir_new();
     x = param(g, "x", ir_shape4(2, 2, 4, 4));
     int w = param(g, "w", ir_shape4(2, 2, 3, 3));
-    int u = op(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL);
-    int r = op(g, IR_OP_RELU, &u, 1, NULL, NULL);
-    int s = op(g, IR_OP_ADD, (int[]){u, r}, 2, NULL, NULL);
-    int v = op(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int u = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int r = tg_node(g, IR_OP_RELU, &u, 1, NULL, NULL);
+    int s = tg_node(g, IR_OP_ADD, (int[]){u, r}, 2, NULL, NULL);
+    int v = tg_node(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1}, NULL);
     head(g, v);
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 2);
@@ -392,7 +384,7 @@ TEST(maxpool_gradients) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ir_graph *g = ir_new();
         int x = param(g, "x", ir_shape4(2, 2, 5, 6));
-        head(g, op(g, IR_OP_MAXPOOL, &x, 1,
+        head(g, tg_node(g, IR_OP_MAXPOOL, &x, 1,
                    (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
         fixture f;
         fixture_init(&f, g);
@@ -408,7 +400,7 @@ TEST(maxpool_gradients) {
 static void tie_case(int k, int s, int p, const double *x, const double *want_mask, int hw) {
     ir_graph *g = ir_new();
     int xp = param(g, "x", ir_shape4(1, 1, hw, hw));
-    head(g, op(g, IR_OP_MAXPOOL, &xp, 1, (int64_t[]){k, s, p}, NULL));
+    head(g, tg_node(g, IR_OP_MAXPOOL, &xp, 1, (int64_t[]){k, s, p}, NULL));
     fixture f;
     fixture_init(&f, g);
     memcpy(f.val[xp], x, sizeof(double) * (size_t)(hw * hw));
@@ -455,7 +447,7 @@ TEST(avgpool_gradients) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ir_graph *g = ir_new();
         int x = param(g, "x", ir_shape4(2, 2, 5, 6));
-        head(g, op(g, IR_OP_AVGPOOL, &x, 1,
+        head(g, tg_node(g, IR_OP_AVGPOOL, &x, 1,
                    (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
         fixture f;
         fixture_init(&f, g);
@@ -468,7 +460,7 @@ TEST(avgpool_gradients) {
 TEST(global_avgpool_and_flatten_gradients) {
     ir_graph *g = ir_new();
     int x = param(g, "x", ir_shape4(2, 3, 3, 2));
-    head(g, op(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL));
+    head(g, tg_node(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL));
     fixture f;
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 1);
@@ -487,7 +479,7 @@ TEST(dense_gradients) {
     ir_graph *g = ir_new();
     int x = param(g, "x", ir_shape2(3, 5));
     int w = param(g, "w", ir_shape2(4, 5));
-    loss_on(g, op(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL));
+    loss_on(g, tg_node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL));
     fixture f;
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 2);
@@ -525,23 +517,23 @@ TEST(softmax_cross_entropy_gradient) {
 TEST(small_resnet_gradients) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "image", ir_shape4(2, 3, 6, 6), 0);
-    int stem = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, x, "c0", 4, 3, 1, 1), "bn0")}, 1,
+    int stem = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, x, "c0", 4, 3, 1, 1), "bn0")}, 1,
                   NULL, NULL);
-    int pool = op(g, IR_OP_MAXPOOL, &stem, 1, (int64_t[]){3, 2, 1}, NULL); /* 3x3 */
-    int y = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, pool, "c1", 4, 3, 1, 1), "bn1")}, 1,
+    int pool = tg_node(g, IR_OP_MAXPOOL, &stem, 1, (int64_t[]){3, 2, 1}, NULL); /* 3x3 */
+    int y = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, pool, "c1", 4, 3, 1, 1), "bn1")}, 1,
                NULL, NULL);
     y = batchnorm(g, conv(g, y, "c2", 4, 3, 1, 1), "bn2");
-    int b1 = op(g, IR_OP_RELU, (int[]){op(g, IR_OP_ADD, (int[]){pool, y}, 2, NULL, NULL)}, 1,
+    int b1 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){pool, y}, 2, NULL, NULL)}, 1,
                 NULL, NULL);
-    y = op(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, b1, "c3", 6, 3, 2, 1), "bn3")}, 1, NULL,
+    y = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, b1, "c3", 6, 3, 2, 1), "bn3")}, 1, NULL,
            NULL); /* 2x2 */
     y = batchnorm(g, conv(g, y, "c4", 6, 3, 1, 1), "bn4");
     int sc = batchnorm(g, conv(g, b1, "c5", 6, 1, 2, 0), "bn5");
-    int b2 = op(g, IR_OP_RELU, (int[]){op(g, IR_OP_ADD, (int[]){sc, y}, 2, NULL, NULL)}, 1, NULL,
+    int b2 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){sc, y}, 2, NULL, NULL)}, 1, NULL,
                 NULL);
-    int gap = op(g, IR_OP_GLOBAL_AVGPOOL, &b2, 1, NULL, NULL);
-    int fc = op(g, IR_OP_DENSE, (int[]){gap, param(g, "fc.weight", ir_shape2(3, 6))}, 2, NULL, NULL);
-    int logits = op(g, IR_OP_BIAS_ADD, (int[]){fc, param(g, "fc.bias", ir_shape1(3))}, 2, NULL, NULL);
+    int gap = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &b2, 1, NULL, NULL);
+    int fc = tg_node(g, IR_OP_DENSE, (int[]){gap, param(g, "fc.weight", ir_shape2(3, 6))}, 2, NULL, NULL);
+    int logits = tg_node(g, IR_OP_BIAS_ADD, (int[]){fc, param(g, "fc.bias", ir_shape1(3))}, 2, NULL, NULL);
     snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
     loss_on(g, logits);
     CHECK(ir_verify(g, err, sizeof err) == 0);

@@ -5,6 +5,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/rng.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 #ifdef DPC_HAVE_CUDA
@@ -13,14 +14,6 @@
 
 static char err[4096];
 
-static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
-    return id;
-}
-#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define IA(...) (int64_t[]){__VA_ARGS__}
-#define FA(...) (double[]){__VA_ARGS__}
 
 /* A graph holding every op of ir.h at least once (a small training step
  * plus the ops a lowered graph no longer has). */

@@ -11,6 +11,7 @@
 #include "passes/passes.h"
 #include "runtime/compile_cache.h"
 #include "runtime/runtime.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 static rt_backend *be;
@@ -136,14 +137,6 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
 
 #define TOL 1e-5
 
-static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
-    return id;
-}
-#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define IA(...) (int64_t[]){__VA_ARGS__}
-#define FA(...) (double[]){__VA_ARGS__}
 
 /* ---- GEMM-backed ops ------------------------------------------------------------- */
 

@@ -22,24 +22,12 @@
 #include "ir/plan.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 static rt_backend *be;
 static char err[4096];
 
-static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
-    return id;
-}
-#define N(op, ...) node(g, IR_OP_##op, (int[]){__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int)
-#define FA(...) (double[]){__VA_ARGS__}
-
-static int find(const ir_graph *g, const char *name) {
-    for (int i = 0; i < g->n; i++)
-        if (!strcmp(g->nodes[i].name, name)) return i;
-    return -1;
-}
 
 /* Members of node i's group, as "op op op" (or the op alone). */
 static const char *group_of(const ir_graph *g, int i, char *buf, size_t n) {
@@ -354,7 +342,7 @@ static int run_plan(const dpc_plan *p, snapshot *s) {
             free(buf);
         }
         rc = rt_exec_run(ev, err, sizeof err);
-        int lg = find(g, "logits");
+        int lg = tg_find(g, "logits");
         CHECK(lg >= 0);
         if (lg >= 0) {
             float *buf = malloc(bytes_of(&g->nodes[lg]));

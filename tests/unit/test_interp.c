@@ -5,15 +5,11 @@
 
 #include "ir/ir.h"
 #include "runtime/interp.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 static char err[256];
 
-static int node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "ir_add_node(%s): %s\n", ir_ops[op].name, err);
-    return id;
-}
 
 static void fill(rt_interp *it, int id, const double *v, int64_t n) {
     memcpy(rt_interp_buffer(it, id), v, sizeof(double) * (size_t)n);
@@ -22,8 +18,7 @@ static void fill(rt_interp *it, int id, const double *v, int64_t n) {
 /* Deterministic values in [-1, 1) (xorshift), so tests need no seed file. */
 static double rnd(void) {
     static uint64_t s = 0x9E3779B97F4A7C15ull;
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-    return (double)(s >> 11) / (double)(1ull << 53) * 2 - 1;
+    return tg_rnd(&s);
 }
 
 static void fill_random(rt_interp *it, int id, const ir_graph *g) {
@@ -45,8 +40,8 @@ TEST(conv_valid_and_padded) {
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 3, 3), 0);
     int w2 = ir_add_param(g, "w2", ir_shape4(1, 1, 2, 2), IR_INIT_ONE);
     int w3 = ir_add_param(g, "w3", ir_shape4(1, 1, 3, 3), IR_INIT_ONE);
-    int valid = node(g, IR_OP_CONV, (int[]){x, w2}, 2, (int64_t[]){2, 1, 0}, NULL);
-    int padded = node(g, IR_OP_CONV, (int[]){x, w3}, 2, (int64_t[]){3, 2, 1}, NULL);
+    int valid = tg_node(g, IR_OP_CONV, (int[]){x, w2}, 2, (int64_t[]){2, 1, 0}, NULL);
+    int padded = tg_node(g, IR_OP_CONV, (int[]){x, w3}, 2, (int64_t[]){3, 2, 1}, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, nine, 9);
     fill(it, w2, (double[]){1, 1, 1, 1}, 4);
@@ -66,7 +61,7 @@ TEST(conv_channels_and_weight_layout) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(1, 2, 1, 2), 0);
     int w = ir_add_param(g, "w", ir_shape4(2, 2, 1, 1), IR_INIT_XAVIER);
-    int y = node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){1, 1, 0}, NULL);
+    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){1, 1, 0}, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 2, 10, 20}, 4);  /* c0 = (1,2), c1 = (10,20) */
     fill(it, w, (double[]){1, 0.5, -1, 3}, 4); /* w[0] = (1, .5), w[1] = (-1, 3) */
@@ -80,9 +75,9 @@ TEST(conv_channels_and_weight_layout) {
 TEST(pools_with_padding) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 3, 3), 0);
-    int avg = node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
-    int mx = node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
-    int mx2 = node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 1, 1}, NULL);
+    int avg = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
+    int mx = tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
+    int mx2 = tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 1, 1}, NULL);
     rt_interp *it = rt_interp_new(g);
     double neg[9];
     for (int i = 0; i < 9; i++) neg[i] = -nine[i];
@@ -106,13 +101,13 @@ TEST(global_avgpool_flatten_dense_bias_relu_add) {
     int x = ir_add_input(g, "x", ir_shape4(1, 2, 2, 2), 0);
     int w = ir_add_param(g, "w", ir_shape2(2, 2), IR_INIT_XAVIER);
     int b = ir_add_param(g, "b", ir_shape1(2), IR_INIT_ZERO);
-    int gap = node(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL);
-    int flat = node(g, IR_OP_FLATTEN, &x, 1, NULL, NULL);
-    int d = node(g, IR_OP_DENSE, (int[]){gap, w}, 2, NULL, NULL);
-    int db = node(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL);
-    int r = node(g, IR_OP_RELU, &db, 1, NULL, NULL);
-    int s = node(g, IR_OP_ADD, (int[]){r, db}, 2, NULL, NULL);
-    int xb = node(g, IR_OP_BIAS_ADD, (int[]){x, b}, 2, NULL, NULL);
+    int gap = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL);
+    int flat = tg_node(g, IR_OP_FLATTEN, &x, 1, NULL, NULL);
+    int d = tg_node(g, IR_OP_DENSE, (int[]){gap, w}, 2, NULL, NULL);
+    int db = tg_node(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL);
+    int r = tg_node(g, IR_OP_RELU, &db, 1, NULL, NULL);
+    int s = tg_node(g, IR_OP_ADD, (int[]){r, db}, 2, NULL, NULL);
+    int xb = tg_node(g, IR_OP_BIAS_ADD, (int[]){x, b}, 2, NULL, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 2, 3, 4, 10, 20, 30, 40}, 8);
     fill(it, w, (double[]){1, 1, 0, -1}, 4);
@@ -138,9 +133,9 @@ TEST(softmax_cross_entropy_is_stable) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape2(3, 3), 0);
     int y = ir_add_input(g, "y", (ir_type){1, {3}, IR_I32}, 3);
-    int l = node(g, IR_OP_SOFTMAX_CE, (int[]){x, y}, 2, NULL, NULL);
-    int dl = node(g, IR_OP_ONES_LIKE, &l, 1, NULL, NULL);
-    int gr = node(g, IR_OP_SOFTMAX_CE_GRAD, (int[]){x, y, dl}, 3, NULL, NULL);
+    int l = tg_node(g, IR_OP_SOFTMAX_CE, (int[]){x, y}, 2, NULL, NULL);
+    int dl = tg_node(g, IR_OP_ONES_LIKE, &l, 1, NULL, NULL);
+    int gr = tg_node(g, IR_OP_SOFTMAX_CE_GRAD, (int[]){x, y, dl}, 3, NULL, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 2, 3, 1000, 0, 0, -1000, 0, 1000}, 9);
     fill(it, y, (double[]){2, 1, 2}, 3);
@@ -171,7 +166,7 @@ TEST(batchnorm_training_updates_running_stats) {
     int beta = ir_add_param(g, "beta", ir_shape1(2), IR_INIT_ZERO);
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
-    int y = node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
                  (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, bn_x, 8);
@@ -200,7 +195,7 @@ TEST(batchnorm_eval_uses_running_stats) {
     int beta = ir_add_param(g, "beta", ir_shape1(2), IR_INIT_ZERO);
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
-    int y = node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){0},
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){0},
                  (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 3, 5, 7}, 4);
@@ -225,12 +220,12 @@ TEST(bn_primitives_ema_assign) {
     int gamma = ir_add_param(g, "gamma", ir_shape1(2), IR_INIT_ONE);
     int beta = ir_add_param(g, "beta", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
-    int m = node(g, IR_OP_BN_MEAN, &x, 1, NULL, NULL);
-    int v = node(g, IR_OP_BN_VAR, (int[]){x, m}, 2, NULL, NULL);
-    int y = node(g, IR_OP_BN_APPLY, (int[]){x, m, v, gamma, beta}, 5, NULL, (double[]){1e-3});
-    int e = node(g, IR_OP_EMA, (int[]){rv, v}, 2, NULL, (double[]){0.75, 4 / 3.0});
-    int a = node(g, IR_OP_ASSIGN, (int[]){rv, e}, 2, NULL, NULL);
-    int one = node(g, IR_OP_ONES_LIKE, &y, 1, NULL, NULL);
+    int m = tg_node(g, IR_OP_BN_MEAN, &x, 1, NULL, NULL);
+    int v = tg_node(g, IR_OP_BN_VAR, (int[]){x, m}, 2, NULL, NULL);
+    int y = tg_node(g, IR_OP_BN_APPLY, (int[]){x, m, v, gamma, beta}, 5, NULL, (double[]){1e-3});
+    int e = tg_node(g, IR_OP_EMA, (int[]){rv, v}, 2, NULL, (double[]){0.75, 4 / 3.0});
+    int a = tg_node(g, IR_OP_ASSIGN, (int[]){rv, e}, 2, NULL, NULL);
+    int one = tg_node(g, IR_OP_ONES_LIKE, &y, 1, NULL, NULL);
     CHECK(ir_verify(g, err, sizeof err) == 0);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, bn_x, 8);
@@ -259,7 +254,7 @@ TEST(sgd_momentum_is_mxnet_rule) {
     int v = ir_add_state(g, "v", ir_shape1(2), IR_INIT_ZERO);
     int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
     int sc = ir_add_input(g, "scale", ir_shape1(1), 0);
-    int u = node(g, IR_OP_SGD_MOMENTUM, (int[]){w, gr, v, lr, sc}, 5, NULL, (double[]){0.9, 0.01});
+    int u = tg_node(g, IR_OP_SGD_MOMENTUM, (int[]){w, gr, v, lr, sc}, 5, NULL, (double[]){0.9, 0.01});
     rt_interp *it = rt_interp_new(g);
     fill(it, w, (double[]){2, -1}, 2);
     fill(it, gr, (double[]){8, 4}, 2);
@@ -278,9 +273,9 @@ TEST(relu_grad_and_maxpool_grad_first_max) {
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 2, 4), 0);
     int dy = ir_add_input(g, "dy", ir_shape4(1, 1, 1, 2), 0);
     int d8 = ir_add_input(g, "d8", ir_shape4(1, 1, 2, 4), 0);
-    int r = node(g, IR_OP_RELU, &x, 1, NULL, NULL);
-    int rg = node(g, IR_OP_RELU_GRAD, (int[]){d8, r}, 2, NULL, NULL);
-    int mg = node(g, IR_OP_MAXPOOL_GRAD, (int[]){dy, x}, 2, (int64_t[]){2, 2, 0}, NULL);
+    int r = tg_node(g, IR_OP_RELU, &x, 1, NULL, NULL);
+    int rg = tg_node(g, IR_OP_RELU_GRAD, (int[]){d8, r}, 2, NULL, NULL);
+    int mg = tg_node(g, IR_OP_MAXPOOL_GRAD, (int[]){dy, x}, 2, (int64_t[]){2, 2, 0}, NULL);
     rt_interp *it = rt_interp_new(g);
     /* window 0 = (5 5 / 5 1): three-way tie, the top-left wins;
      * window 1 = (0 -2 / 3 3): the tie in row 1 goes to its first column. */
@@ -302,17 +297,17 @@ static void check_conv_adjoint(int n, int c, int h, int k_out, int k, int s, int
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(n, c, h, h + 1), 0);
     int w = ir_add_param(g, "w", ir_shape4(k_out, c, k, k), IR_INIT_XAVIER);
-    int y = node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
     CHECK(y >= 0);
     if (y < 0) return;
     ir_type yt = g->nodes[y].type;
     int dy = ir_add_input(g, "dy", yt, 0);
-    int dx = node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1}, NULL);
-    int dw = node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p}, NULL);
-    int ap = node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){k, s, k / 2 < p ? k / 2 : p}, NULL);
+    int dx = tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1}, NULL);
+    int dw = tg_node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p}, NULL);
+    int ap = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){k, s, k / 2 < p ? k / 2 : p}, NULL);
     ir_type at = g->nodes[ap].type;
     int day = ir_add_input(g, "day", at, 0);
-    int dax = node(g, IR_OP_AVGPOOL_GRAD, &day, 1,
+    int dax = tg_node(g, IR_OP_AVGPOOL_GRAD, &day, 1,
                    (int64_t[]){k, s, k / 2 < p ? k / 2 : p, h, h + 1}, NULL);
     CHECK(ir_verify(g, err, sizeof err) == 0);
     rt_interp *it = rt_interp_new(g);
@@ -342,14 +337,14 @@ TEST(dense_and_global_pool_grads_are_adjoints) {
     int x = ir_add_input(g, "x", ir_shape2(3, 4), 0);
     int w = ir_add_param(g, "w", ir_shape2(5, 4), IR_INIT_XAVIER);
     int dy = ir_add_input(g, "dy", ir_shape2(3, 5), 0);
-    int y = node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
-    int dx = node(g, IR_OP_DENSE_GRAD_DATA, (int[]){dy, w}, 2, NULL, NULL);
-    int dw = node(g, IR_OP_DENSE_GRAD_WEIGHT, (int[]){dy, x}, 2, NULL, NULL);
+    int y = tg_node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
+    int dx = tg_node(g, IR_OP_DENSE_GRAD_DATA, (int[]){dy, w}, 2, NULL, NULL);
+    int dw = tg_node(g, IR_OP_DENSE_GRAD_WEIGHT, (int[]){dy, x}, 2, NULL, NULL);
     int im = ir_add_input(g, "im", ir_shape4(2, 3, 2, 3), 0);
-    int gp = node(g, IR_OP_GLOBAL_AVGPOOL, &im, 1, NULL, NULL);
+    int gp = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &im, 1, NULL, NULL);
     int dg = ir_add_input(g, "dg", ir_shape2(2, 3), 0);
-    int dim = node(g, IR_OP_GLOBAL_AVGPOOL_GRAD, &dg, 1, (int64_t[]){2, 3}, NULL);
-    int db = node(g, IR_OP_BIAS_GRAD, &im, 1, NULL, NULL);
+    int dim = tg_node(g, IR_OP_GLOBAL_AVGPOOL_GRAD, &dg, 1, (int64_t[]){2, 3}, NULL);
+    int db = tg_node(g, IR_OP_BIAS_GRAD, &im, 1, NULL, NULL);
     rt_interp *it = rt_interp_new(g);
     fill_random(it, x, g), fill_random(it, w, g), fill_random(it, dy, g);
     fill_random(it, im, g), fill_random(it, dg, g);

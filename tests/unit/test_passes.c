@@ -7,29 +7,15 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/interp.h"
+#include "tests/graphs.h"
 #include "tests/harness.h"
 
 static char err[256];
 
 static uint64_t rng_state = 0x853C49E6748FEA9Bull;
-static double rnd(void) { /* uniform in [-1, 1) */
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / (double)(1ull << 53) * 2 - 1;
-}
-
-static int op(ir_graph *g, ir_op o, const int *in, int nin, const int64_t *ia, const double *fa) {
-    int id = ir_add_node(g, o, in, nin, ia, fa, err, sizeof err);
-    if (id < 0) fprintf(stderr, "building %s: %s\n", ir_ops[o].name, err);
-    return id;
-}
+static double rnd(void) { return tg_rnd(&rng_state); } /* uniform in [-1, 1) */
 
 static int is_source(ir_op o) { return o == IR_OP_INPUT || o == IR_OP_PARAM || o == IR_OP_STATE; }
-
-static int find(const ir_graph *g, const char *name) {
-    for (int i = 0; i < g->n; i++)
-        if (!strcmp(g->nodes[i].name, name)) return i;
-    return -1;
-}
 
 static int count_op(const ir_graph *g, ir_op o) {
     int c = 0;
@@ -48,7 +34,7 @@ static int batchnorm(ir_graph *g, int x, const char *name, int training) {
     int rm = ir_add_state(g, buf, c, IR_INIT_ZERO);
     snprintf(buf, sizeof buf, "%s.running_var", name);
     int rv = ir_add_state(g, buf, c, IR_INIT_ONE);
-    int y = op(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){training},
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){training},
                (double[]){1e-5, 0.9});
     if (y >= 0) snprintf(g->nodes[y].name, IR_NAME_MAX, "%s", name);
     return y;
@@ -79,7 +65,7 @@ static ir_graph *bn_graph(int rank, int training) {
     int x = ir_add_input(g, "x", rank == 4 ? ir_shape4(3, 2, 2, 3) : ir_shape2(5, 4), 0);
     int y = batchnorm(g, x, "bn", training);
     g->nodes[y].flags |= IR_FLAG_OUTPUT;
-    int r = op(g, IR_OP_RELU, &y, 1, NULL, NULL);
+    int r = tg_node(g, IR_OP_RELU, &y, 1, NULL, NULL);
     snprintf(g->nodes[r].name, IR_NAME_MAX, "out");
     return g;
 }
@@ -103,12 +89,12 @@ static void check_lower_keeps_results(int rank, int training) {
     }
     CHECK(a >= g->n && b >= low->n);
     /* the batchnorm's name and flags now belong to bn_apply */
-    int bn = find(low, "bn");
+    int bn = tg_find(low, "bn");
     CHECK(bn >= 0 && low->nodes[bn].op == IR_OP_BN_APPLY);
     CHECK(bn >= 0 && (low->nodes[bn].flags & IR_FLAG_OUTPUT));
     if (!training && bn >= 0) { /* eval normalises with the running statistics */
-        CHECK(low->nodes[bn].input[1] == find(low, "bn.running_mean"));
-        CHECK(low->nodes[bn].input[2] == find(low, "bn.running_var"));
+        CHECK(low->nodes[bn].input[1] == tg_find(low, "bn.running_mean"));
+        CHECK(low->nodes[bn].input[2] == tg_find(low, "bn.running_var"));
     }
 
     rt_interp *hi = rt_interp_new(g), *lo = rt_interp_new(low);
@@ -119,7 +105,7 @@ static void check_lower_keeps_results(int rank, int training) {
         rt_interp_run(lo);
         static const char *names[] = {"bn", "out", "bn.running_mean", "bn.running_var"};
         for (int k = 0; k < 4; k++) {
-            int i = find(g, names[k]), j = find(low, names[k]);
+            int i = tg_find(g, names[k]), j = tg_find(low, names[k]);
             const double *u = rt_interp_buffer(hi, i), *v = rt_interp_buffer(lo, j);
             double worst = 0;
             for (int64_t e = 0; e < ir_numel(&g->nodes[i].type); e++)
@@ -129,8 +115,8 @@ static void check_lower_keeps_results(int rank, int training) {
         }
     }
     if (!training) { /* eval changes nothing persistent */
-        double *rv = rt_interp_buffer(lo, find(low, "bn.running_var"));
-        double *rv0 = rt_interp_buffer(hi, find(g, "bn.running_var"));
+        double *rv = rt_interp_buffer(lo, tg_find(low, "bn.running_var"));
+        double *rv0 = rt_interp_buffer(hi, tg_find(g, "bn.running_var"));
         CHECK(rv[0] == rv0[0]);
     }
     rt_interp_free(hi);
@@ -153,24 +139,24 @@ TEST(running_variance_is_unbiased) {
     CHECK(pass_lower(&g, err, sizeof err) == 0);
     int ev = -1;
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_EMA && g->nodes[i].input[0] == find(g, "bn.running_var")) ev = i;
+        if (g->nodes[i].op == IR_OP_EMA && g->nodes[i].input[0] == tg_find(g, "bn.running_var")) ev = i;
     CHECK(ev >= 0 && g->nodes[ev].fattr[0] == 0.9);
     CHECK(ev >= 0 && fabs(g->nodes[ev].fattr[1] - 4 / 3.0) < 1e-15); /* M = N*H*W = 4 */
     rt_interp *it = rt_interp_new(g);
     memcpy(rt_interp_buffer(it, x), (double[]){1, 2, 3, 4}, sizeof(double[4]));
-    rt_interp_buffer(it, find(g, "bn.gamma"))[0] = 1;
-    rt_interp_buffer(it, find(g, "bn.running_var"))[0] = 1;
+    rt_interp_buffer(it, tg_find(g, "bn.gamma"))[0] = 1;
+    rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0] = 1;
     rt_interp_run(it);
     /* mean 2.5, biased variance 1.25, unbiased 5/3 */
-    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_mean"))[0], 0.25, 1e-15);
+    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.25, 1e-15);
     double rv1 = 0.9 + 0.1 * 5 / 3.0;
-    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_var"))[0], rv1, 1e-15);
+    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0], rv1, 1e-15);
     rt_interp_run(it);
-    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_mean"))[0], 0.9 * 0.25 + 0.25, 1e-15);
-    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn.running_var"))[0], 0.9 * rv1 + 0.1 * 5 / 3.0,
+    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.9 * 0.25 + 0.25, 1e-15);
+    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0], 0.9 * rv1 + 0.1 * 5 / 3.0,
                1e-15);
     /* and the output is normalised with the biased one */
-    CHECK_NEAR(rt_interp_buffer(it, find(g, "bn"))[0], -1.5 / sqrt(1.25 + 1e-5), 1e-14);
+    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn"))[0], -1.5 / sqrt(1.25 + 1e-5), 1e-14);
     rt_interp_free(it);
     ir_free(g);
 }
@@ -199,11 +185,11 @@ static ir_graph *dense_net(void) {
     int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 2);
     int w = ir_add_param(g, "w", ir_shape2(2, 3), IR_INIT_XAVIER);
     int b = ir_add_param(g, "b", ir_shape1(2), IR_INIT_ZERO);
-    int d = op(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
-    int logits = op(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL);
+    int d = tg_node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
+    int logits = tg_node(g, IR_OP_BIAS_ADD, (int[]){d, b}, 2, NULL, NULL);
     snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
     g->nodes[logits].flags |= IR_FLAG_OUTPUT;
-    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+    int l = tg_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
     snprintf(g->nodes[l].name, IR_NAME_MAX, "loss");
     g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
     return g;
@@ -236,12 +222,12 @@ TEST(optimizer_step_is_mxnet_sgd) {
     t.wd = 0.01;
     pass_options o = pass_default_options();
     CHECK(pass_run_train(&g, &t, &o, err, sizeof err) == 0);
-    int lr = find(g, "lr"), scale = find(g, "grad_scale");
-    int vw = find(g, "w.momentum"), vb = find(g, "b.momentum");
+    int lr = tg_find(g, "lr"), scale = tg_find(g, "grad_scale");
+    int vw = tg_find(g, "w.momentum"), vb = tg_find(g, "b.momentum");
     CHECK(lr >= 0 && g->nodes[lr].op == IR_OP_INPUT && ir_numel(&g->nodes[lr].type) == 1);
     CHECK(scale >= 0 && g->nodes[scale].op == IR_OP_INPUT);
     CHECK(vw >= 0 && g->nodes[vw].op == IR_OP_STATE && g->nodes[vw].iattr[0] == IR_INIT_ZERO);
-    CHECK(vw >= 0 && ir_type_equal(&g->nodes[vw].type, &g->nodes[find(g, "w")].type));
+    CHECK(vw >= 0 && ir_type_equal(&g->nodes[vw].type, &g->nodes[tg_find(g, "w")].type));
     CHECK(vb > vw); /* definition order */
     CHECK(count_op(g, IR_OP_SGD_MOMENTUM) == 2 && count_op(g, IR_OP_ASSIGN) == 4);
     if (lr < 0 || scale < 0 || vw < 0 || vb < 0) return;
@@ -254,11 +240,11 @@ TEST(optimizer_step_is_mxnet_sgd) {
     int y[2] = {1, 0};
     const double rate = 0.1, gs = 0.5; /* grad_scale = 1 / global batch */
     rt_interp *it = rt_interp_new(g);
-    memcpy(rt_interp_buffer(it, find(g, "x")), x, sizeof x);
-    rt_interp_buffer(it, find(g, "label"))[0] = y[0];
-    rt_interp_buffer(it, find(g, "label"))[1] = y[1];
-    memcpy(rt_interp_buffer(it, find(g, "w")), w, sizeof w);
-    memcpy(rt_interp_buffer(it, find(g, "b")), b, sizeof b);
+    memcpy(rt_interp_buffer(it, tg_find(g, "x")), x, sizeof x);
+    rt_interp_buffer(it, tg_find(g, "label"))[0] = y[0];
+    rt_interp_buffer(it, tg_find(g, "label"))[1] = y[1];
+    memcpy(rt_interp_buffer(it, tg_find(g, "w")), w, sizeof w);
+    memcpy(rt_interp_buffer(it, tg_find(g, "b")), b, sizeof b);
     rt_interp_buffer(it, lr)[0] = rate;
     rt_interp_buffer(it, scale)[0] = gs;
     for (int step = 0; step < 3; step++) {
@@ -274,11 +260,11 @@ TEST(optimizer_step_is_mxnet_sgd) {
         }
         rt_interp_run(it);
         for (int i = 0; i < 6; i++) {
-            CHECK_NEAR(rt_interp_buffer(it, find(g, "w"))[i], w[i], 1e-15);
+            CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "w"))[i], w[i], 1e-15);
             CHECK_NEAR(rt_interp_buffer(it, vw)[i], v[i], 1e-15);
         }
         for (int i = 0; i < 2; i++) {
-            CHECK_NEAR(rt_interp_buffer(it, find(g, "b"))[i], b[i], 1e-15);
+            CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "b"))[i], b[i], 1e-15);
             CHECK_NEAR(rt_interp_buffer(it, vb)[i], vbias[i], 1e-15);
         }
     }
@@ -294,21 +280,21 @@ static ir_graph *small_cnn(int training) {
     int x = ir_add_input(g, "image", ir_shape4(2, 3, 8, 8), 0);
     int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 4);
     int w0 = ir_add_param(g, "conv0.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
-    int c = op(g, IR_OP_CONV, (int[]){x, w0}, 2, (int64_t[]){3, 1, 1}, NULL);
-    int r = op(g, IR_OP_RELU, (int[]){batchnorm(g, c, "bn0", training)}, 1, NULL, NULL);
-    int m = op(g, IR_OP_MAXPOOL, &r, 1, (int64_t[]){3, 2, 1}, NULL);
+    int c = tg_node(g, IR_OP_CONV, (int[]){x, w0}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int r = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, c, "bn0", training)}, 1, NULL, NULL);
+    int m = tg_node(g, IR_OP_MAXPOOL, &r, 1, (int64_t[]){3, 2, 1}, NULL);
     int w1 = ir_add_param(g, "conv1.weight", ir_shape4(4, 4, 3, 3), IR_INIT_XAVIER);
-    int c1 = op(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1}, NULL);
-    int s = op(g, IR_OP_ADD, (int[]){m, batchnorm(g, c1, "bn1", training)}, 2, NULL, NULL);
-    int gp = op(g, IR_OP_GLOBAL_AVGPOOL, (int[]){op(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1, NULL, NULL);
+    int c1 = tg_node(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int s = tg_node(g, IR_OP_ADD, (int[]){m, batchnorm(g, c1, "bn1", training)}, 2, NULL, NULL);
+    int gp = tg_node(g, IR_OP_GLOBAL_AVGPOOL, (int[]){tg_node(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1, NULL, NULL);
     int fw = ir_add_param(g, "fc.weight", ir_shape2(4, 4), IR_INIT_XAVIER);
     int fb = ir_add_param(g, "fc.bias", ir_shape1(4), IR_INIT_ZERO);
-    int logits = op(g, IR_OP_BIAS_ADD, (int[]){op(g, IR_OP_DENSE, (int[]){gp, fw}, 2, NULL, NULL), fb},
+    int logits = tg_node(g, IR_OP_BIAS_ADD, (int[]){tg_node(g, IR_OP_DENSE, (int[]){gp, fw}, 2, NULL, NULL), fb},
                     2, NULL, NULL);
     snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
     g->nodes[logits].flags |= IR_FLAG_OUTPUT;
     if (training) {
-        int l = op(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
+        int l = tg_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, label}, 2, NULL, NULL);
         snprintf(g->nodes[l].name, IR_NAME_MAX, "loss");
         g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
     }
@@ -345,8 +331,8 @@ TEST(pipeline_verifies_and_dumps) {
     CHECK(count_op(g, IR_OP_BATCHNORM) == 0);
     /* every persistent tensor is written once, after its last reader (ir_verify) */
     CHECK(count_op(g, IR_OP_ASSIGN) == 2 * 2 + 2 * 8); /* 2 per bn, 2 per param */
-    CHECK(find(g, "logits") >= 0 && (g->nodes[find(g, "logits")].flags & IR_FLAG_OUTPUT));
-    CHECK(ir_loss_node(g) == find(g, "loss"));
+    CHECK(tg_find(g, "logits") >= 0 && (g->nodes[tg_find(g, "logits")].flags & IR_FLAG_OUTPUT));
+    CHECK(ir_loss_node(g) == tg_find(g, "loss"));
     ir_free(g);
 
     int rc;
@@ -385,7 +371,7 @@ TEST(gradients_are_named_and_flagged) {
         params++;
         char name[IR_NAME_MAX + 8];
         snprintf(name, sizeof name, "%s.grad", g->nodes[i].name);
-        int d = find(g, name);
+        int d = tg_find(g, name);
         CHECK_MSG(d > i && (g->nodes[d].flags & IR_FLAG_GRAD), "%s", name);
         CHECK(d >= 0 && ir_type_equal(&g->nodes[d].type, &g->nodes[i].type));
     }
@@ -401,11 +387,11 @@ TEST(gradients_are_named_and_flagged) {
     int p = ir_add_param(g, "p", ir_shape2(2, 3), IR_INIT_XAVIER);
     int q = ir_add_param(g, "q", ir_shape2(2, 3), IR_INIT_XAVIER);
     int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 3);
-    int s = op(g, IR_OP_ADD, (int[]){p, q}, 2, NULL, NULL);
-    int l = op(g, IR_OP_SOFTMAX_CE, (int[]){s, label}, 2, NULL, NULL);
+    int s = tg_node(g, IR_OP_ADD, (int[]){p, q}, 2, NULL, NULL);
+    int l = tg_node(g, IR_OP_SOFTMAX_CE, (int[]){s, label}, 2, NULL, NULL);
     g->nodes[l].flags |= IR_FLAG_LOSS;
     CHECK(pass_autodiff(&g, err, sizeof err) == 0);
-    int gp = find(g, "p.grad"), gq = find(g, "q.grad");
+    int gp = tg_find(g, "p.grad"), gq = tg_find(g, "q.grad");
     CHECK(gp >= 0 && gq >= 0 && gp != gq);
     CHECK(gp >= 0 && gq >= 0 && g->nodes[gp].input[0] == g->nodes[gq].input[0]); /* both copy dy */
     CHECK(ir_verify(g, err, sizeof err) == 0);
@@ -425,9 +411,9 @@ TEST(pass_errors) {
 
     /* a parameter that does not reach the loss */
     g = dense_net();
-    int x = find(g, "x");
+    int x = tg_find(g, "x");
     int u = ir_add_param(g, "unused.weight", ir_shape2(4, 3), IR_INIT_XAVIER);
-    op(g, IR_OP_DENSE, (int[]){x, u}, 2, NULL, NULL);
+    tg_node(g, IR_OP_DENSE, (int[]){x, u}, 2, NULL, NULL);
     before = g, n = g->n;
     CHECK(pass_autodiff(&g, err, sizeof err) == -1);
     CHECK_STR(err, "autodiff: parameter 'unused.weight' does not reach the loss");

@@ -1,0 +1,44 @@
+/* tests/graphs.h — building IR graphs by hand in unit tests.
+ *
+ * Usage:
+ *     #include "tests/graphs.h"
+ *     ir_graph *g = ir_new();                        // N() builds into `g`
+ *     int x = ir_add_input(g, "image", ir_shape4(2, 3, 8, 8), 0);
+ *     int c = N(CONV, x, w), IA(3, 1, 1), NULL);     // -1, message printed, on a shape error
+ *     int y = N(BATCHNORM, c, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
+ *     double v = tg_rnd(&state);                     // deterministic, uniform in [-1, 1)
+ *     int i = tg_find(g, "conv.weight");             // node by name, or -1
+ */
+#ifndef DPC_TESTS_GRAPHS_H
+#define DPC_TESTS_GRAPHS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/ir.h"
+
+static inline int tg_node(ir_graph *g, ir_op op, const int *in, int nin, const int64_t *ia,
+                          const double *fa) {
+    char err[256];
+    int id = ir_add_node(g, op, in, nin, ia, fa, err, sizeof err);
+    if (id < 0) fprintf(stderr, "  ir_add_node(%s): %s\n", ir_ops[op].name, err);
+    return id;
+}
+#define N(op, ...) tg_node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define IA(...) (int64_t[]){__VA_ARGS__}
+#define FA(...) (double[]){__VA_ARGS__}
+
+/* xorshift64: the same values on every machine. */
+static inline double tg_rnd(uint64_t *state) {
+    *state ^= *state << 13, *state ^= *state >> 7, *state ^= *state << 17;
+    return (double)(*state >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+static inline int tg_find(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+#endif
