@@ -412,6 +412,20 @@ static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
     return cg_emit_kernel(cx, &kd);
 }
 
+/* The windows (rows oh0..oh1, columns ow0..ow1 of dy) that contain input
+ * element (h, w): oh*s - p <= h <= oh*s - p + k - 1, clipped to the output.
+ * Shared by the gathered pool gradients. */
+static void pool_windows_of(cg_str *b, int64_t k, int64_t s, int64_t p, int64_t Ho, int64_t Wo) {
+    cg_str_printf(b,
+                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
+                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
+                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
+                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n",
+                  p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
+}
+
 /* max-pool's gradient into bf16, gathered: each dx element sums, in acc_t,
  * the dy of the windows whose first maximum it is (windows in row-major
  * order, the scatter's order), and is rounded once. The scatter above
@@ -428,18 +442,13 @@ static int k_maxpool_grad_gather(cg_ctx *cx, const ir_type *x, const ir_type *dy
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t plane = i / %" PRId64 ";\n"
                   "const %s *xp = b2 + plane * %" PRId64 ";\n"
-                  "const %s *dyp = b1 + plane * %" PRId64 ";\n"
-                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
-                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
-                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
-                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
+                  "const %s *dyp = b1 + plane * %" PRId64 ";\n",
+                  W, W, H, W * H, ctype(tx), H * W, ctype(tdy), Ho * Wo);
+    pool_windows_of(b, k, s, p, Ho, Wo);
+    cg_str_printf(b,
                   "acc_t sum = 0;\n"
                   "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
-                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n",
-                  W, W, H, W * H, ctype(tx), H * W, ctype(tdy), Ho * Wo, p, p, k, k - 1, s - 1, s, k,
-                  k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n");
     window_argmax(b, H, W, k, s, p, "        ", tx);
     cg_str_printf(b,
                   "        if (best == h * %" PRId64 " + w) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
@@ -466,18 +475,12 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
                   "const idx_t plane = i / %" PRId64 ";\n"
                   "const %s *dyp = b1 + plane * %" PRId64 ";\n",
                   W, W, H, W * H, ctype(tdy), Ho * Wo);
+    pool_windows_of(b, k, s, p, Ho, Wo);
     cg_str_printf(b,
-                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
-                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
-                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
-                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
                   "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
                   "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
-                  p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1,
                   cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), k * k, cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
