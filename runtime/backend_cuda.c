@@ -545,6 +545,7 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     be->alloc = cuda_alloc;
     be->free = cuda_free;
     be->copy_in = cuda_copy_in;
+    be->async_copy = 1;
     be->copy_out = cuda_copy_out;
     be->copy = cuda_copy;
     be->compile = cuda_compile;
