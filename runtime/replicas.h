@@ -112,7 +112,8 @@ int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int3
 /* 1 when every replica's backend copies asynchronously (async_copy, cuda)
  * and DPC_INPUT_OVERLAP is not 0: the two halves above overlap the next
  * batch's copy with the step; 0 on the cpu, where rt_replicas_step keeps
- * its order. */
+ * its order. DPC_INPUT_OVERLAP=1: 1 on any backend (tests of the order on
+ * the cpu, where it changes nothing). */
 int rt_replicas_overlap(const rt_replicas *R);
 
 /* CUDA graphs for every replica's train program (rt_exec_use_graphs), on
