@@ -6,7 +6,9 @@
  * slice, set lr and grad_scale = 1/global batch, run the train program
  * (forward, backward, all-reduce of the gradients, update: one compiled
  * program per replica, runtime/replicas.h), read back the per-sample
- * losses.
+ * losses. On cuda (rt_replicas_overlap) the next batch is taken and its
+ * copy enqueued behind the step before the losses are read, so the device
+ * does not wait for the host between steps (step()).
  *
  * Data parallelism. `--gpus N` runs N replicas, `mpirun -np P` P processes
  * of them: R = P x N replicas, global batch G = R x b (b: the plan's
