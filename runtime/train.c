@@ -441,8 +441,8 @@ static void correct_momentum(run *r, double lr) {
  * step, and only then are the losses read: the device does not idle while
  * the host takes and stages it. *next is that batch, already in the
  * device's inputs and handed back to the workers: pass it as bt with
- * staged = 1. NULL next (the run's last step, the benchmark), or no
- * overlap: the next batch is the caller's to take, as before. */
+ * staged = 1. NULL next (the run's last step), or no overlap: the next
+ * batch is the caller's to take, as before. */
 static int step(run *r, rt_pipeline *in, const rt_batch *bt, int staged, double lr, double *loss_sum,
                 const rt_batch **next) {
     correct_momentum(r, lr);
@@ -588,10 +588,12 @@ static int benchmark(run *r) {
     r->input = start_input(r, &r->train_b, r->o->benchmark + 1);
     if (!r->input) return 1;
     rt_pipeline_stats st0 = {0}, st1;
-    const rt_batch *bt;
-    while ((bt = rt_pipeline_next(r->input))) {
+    const rt_batch *bt, *next = NULL; /* next: staged by the last step (r->overlap) */
+    while ((bt = next ? next : rt_pipeline_next(r->input))) {
         int64_t seq = bt->seq; /* step() hands bt back to the workers */
-        if (step(r, r->input, bt, 0, lr, &sum, NULL)) return 1;
+        int staged = next != NULL;
+        next = NULL;
+        if (step(r, r->input, bt, staged, lr, &sum, seq < r->o->benchmark ? &next : NULL)) return 1;
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */

@@ -308,5 +308,7 @@ check "input overlap, --on-nan skip: same parameters" cmp -s "$tmp/ovn0.st" "$tm
 check "input overlap, --on-nan skip: same steps skipped" bash -c "cmp -s <(grep -E 'debug: step|skipped' '$tmp/ovn0.err') <(grep -E 'debug: step|skipped' '$tmp/ovn1.err') && grep -q skipped '$tmp/ovn1.err'"
 check "DPC_DEBUG notes the overlap once" test "$(grep -c 'overlaps each step' "$tmp/ov1.err")" -eq 1
 check "DPC_INPUT_OVERLAP=0: no overlap on the cpu" bash -c "! grep -q 'overlaps each step' '$tmp/ov0.err'"
+DPC_INPUT_OVERLAP=1 "$bin/dprun" "$tmp/mlp.plan" --benchmark 3 --gpus 2 >"$tmp/ovb.out" 2>/dev/null || bad "overlap --benchmark"
+check "input overlap: --benchmark $(tail -n 1 "$tmp/ovb.out")" grep -Eq '^benchmark: 3 steps of batch 128 .*' "$tmp/ovb.out"
 
 finish
