@@ -54,6 +54,11 @@ struct rt_backend {
     cg_dialect dialect;    /* what the backend compiles */
     void *impl;            /* the backend's own state */
     int64_t memory_bytes;  /* the device's memory; 0: the host's (cpu) */
+    /* copy_in is stream-ordered and returns once the host memory is free,
+     * before the device has the bytes (cuda): a copy issued after a run
+     * lands after that run's work and overlaps it. 0: copies are done
+     * when copy_in returns (cpu). */
+    int async_copy;
 
     void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
     void (*free)(rt_backend *be, void *ptr);

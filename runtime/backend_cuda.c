@@ -54,7 +54,12 @@ int rt_cublas_sgemm_args(const cg_gemm *d, rt_sgemm_args *a, char *err, size_t e
 _Static_assert(CUBLAS_OP_N == 0 && CUBLAS_OP_T == 1, "rt_sgemm_args stores cuBLAS's op values");
 _Static_assert(sizeof(CUdeviceptr) == sizeof(void *), "device pointers travel as void *");
 
-#define STAGES 4            /* pinned staging buffers for copy_in */
+/* Pinned staging buffers for copy_in, each reused only once its last
+ * copy has run (its event). A step copies four inputs (batch, labels, lr,
+ * grad_scale); train.c stages the next batch behind a step and then reads
+ * the step's loss, which waits for everything queued so far, so a slot's
+ * previous copy has always run by the time it comes round again. */
+#define STAGES 4
 #define BLOCK 256           /* threads per block: a multiple of the warp, 8 blocks fill an SM */
 #define BLOCKS_PER_SM 16    /* grid cap: two full waves, the rest grid-stride */
 
@@ -545,6 +550,7 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     be->alloc = cuda_alloc;
     be->free = cuda_free;
     be->copy_in = cuda_copy_in;
+    be->async_copy = 1;
     be->copy_out = cuda_copy_out;
     be->copy = cuda_copy;
     be->compile = cuda_compile;

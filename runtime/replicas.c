@@ -276,25 +276,79 @@ typedef struct {
     float *losses;
 } step_arg;
 
-static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
-    const step_arg *a = p;
+/* Replica r's slice of images/labels into its train program's inputs. */
+static int set_batch(rt_replicas *R, int r, const float *images, const int32_t *labels) {
     rt_exec *ex = R->train[r];
     size_t b = (size_t)R->batch, off = (size_t)r * b;
-    if (rt_exec_set_input(ex, "image", a->images + off * R->image_elems, sizeof(float) * b * R->image_elems) ||
-        rt_exec_set_input(ex, "label", a->labels + off, sizeof(int32_t) * b) ||
-        rt_exec_set_scalar(ex, "lr", a->lr) || rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
+    return rt_exec_set_input(ex, "image", images + off * R->image_elems, sizeof(float) * b * R->image_elems) ||
+           rt_exec_set_input(ex, "label", labels + off, sizeof(int32_t) * b);
+}
+
+/* Sets the inputs (images NULL: already set) and enqueues the step. */
+static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
+    rt_exec *ex = R->train[r];
+    if ((a->images && set_batch(R, r, a->images, a->labels)) || rt_exec_set_scalar(ex, "lr", a->lr) ||
+        rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
     char why[ERR_MAX - 64];
     if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
-    if (a->losses && rt_exec_get(ex, "loss", a->losses + off, sizeof(float) * b))
+    return 0;
+}
+
+/* Reads the losses (waits for the step). */
+static int losses_one(rt_replicas *R, int r, float *losses, char *err, size_t errlen) {
+    size_t b = (size_t)R->batch, off = (size_t)r * b;
+    if (losses && rt_exec_get(R->train[r], "loss", losses + off, sizeof(float) * b))
         return fail(err, errlen, "cannot read the train program's loss", r, NULL);
     return 0;
+}
+
+static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    const step_arg *a = p;
+    return enqueue_one(R, r, a, err, errlen) || losses_one(R, r, a->losses, err, errlen) ? -1 : 0;
 }
 
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen) {
     step_arg a = {images, labels, lr, grad_scale, losses};
     return rt_replicas_run(R, step_one, &a, err, errlen);
+}
+
+static int enqueue_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    return enqueue_one(R, r, p, err, errlen);
+}
+
+int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t *labels, float lr,
+                             float grad_scale, char *err, size_t errlen) {
+    step_arg a = {images, labels, lr, grad_scale, NULL};
+    return rt_replicas_run(R, enqueue_job, &a, err, errlen);
+}
+
+/* The next batch's copy goes on the stream behind this step, then the
+ * losses are read. */
+static int finish_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    const step_arg *a = p;
+    if (a->images && set_batch(R, r, a->images, a->labels))
+        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+    return losses_one(R, r, a->losses, err, errlen);
+}
+
+int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
+                            float *losses, char *err, size_t errlen) {
+    step_arg a = {next_images, next_labels, 0, 0, losses};
+    return rt_replicas_run(R, finish_job, &a, err, errlen);
+}
+
+/* DPC_INPUT_OVERLAP=0 keeps the copies in step order on every backend;
+ * =1 takes the overlapping order on any (on the cpu a copy is done when it
+ * returns, so this only tests train.c's order with it). */
+int rt_replicas_overlap(const rt_replicas *R) {
+    const char *v = getenv("DPC_INPUT_OVERLAP");
+    if (v && !strcmp(v, "0")) return 0;
+    if (v && !strcmp(v, "1")) return 1;
+    for (int r = 0; r < R->n; r++)
+        if (!R->be[r]->async_copy) return 0;
+    return 1;
 }
 
 void rt_replicas_cpu_threads(int n) {

@@ -31,6 +31,9 @@
  *     rt_replicas_sync(R, err, sizeof err);        // everyone gets replica 0's tensors
  *     // one step: replica r takes images [r*b, (r+1)*b) of this process's slice
  *     rt_replicas_step(R, images, labels, lr, 1.0f / global_batch, losses, err, sizeof err);
+ *     // or, overlapping the next batch's copy (rt_replicas_overlap):
+ *     rt_replicas_step_enqueue(R, images, labels, lr, 1.0f / global_batch, err, sizeof err);
+ *     rt_replicas_step_finish(R, next_images, next_labels, losses, err, sizeof err);
  *     // anything else, on every replica's thread at once:
  *     rt_replicas_run(R, fn, arg, err, sizeof err);
  *     rt_replicas_free(R);  rt_coll_free(c);  rt_replicas_close_backends(be, n, bes);
@@ -90,6 +93,28 @@ int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
  * n*b per-sample losses in the same order (may be NULL). */
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen);
+
+/* The same step in two halves, so that the next batch's host work and
+ * copy overlap this step's compute (train.c, when rt_replicas_overlap):
+ * rt_replicas_step_enqueue sets lr and grad_scale, and the replicas'
+ * slices of images/labels unless they are NULL (the previous
+ * rt_replicas_step_finish staged them), and enqueues the step without
+ * waiting for it; rt_replicas_step_finish copies the next step's
+ * next_images/next_labels (NULL: none) into the train programs' inputs,
+ * stream-ordered after this step's work (which has read its own), then
+ * reads the losses as rt_replicas_step does (waiting for the step). The
+ * host memory of both batches is free when each call returns. Results are
+ * bit-identical to rt_replicas_step. */
+int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t *labels, float lr,
+                             float grad_scale, char *err, size_t errlen);
+int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
+                            float *losses, char *err, size_t errlen);
+/* 1 when every replica's backend copies asynchronously (async_copy, cuda)
+ * and DPC_INPUT_OVERLAP is not 0: the two halves above overlap the next
+ * batch's copy with the step; 0 on the cpu, where rt_replicas_step keeps
+ * its order. DPC_INPUT_OVERLAP=1: 1 on any backend (tests of the order on
+ * the cpu, where it changes nothing). */
+int rt_replicas_overlap(const rt_replicas *R);
 
 /* CUDA graphs for every replica's train program (rt_exec_use_graphs), on
  * by default unless DPC_CUDA_GRAPH=0; 1 when every replica will use them. */

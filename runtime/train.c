@@ -6,7 +6,9 @@
  * slice, set lr and grad_scale = 1/global batch, run the train program
  * (forward, backward, all-reduce of the gradients, update: one compiled
  * program per replica, runtime/replicas.h), read back the per-sample
- * losses.
+ * losses. On cuda (rt_replicas_overlap) the next batch is taken and its
+ * copy enqueued behind the step before the losses are read, so the device
+ * does not wait for the host between steps (step()).
  *
  * Data parallelism. `--gpus N` runs N replicas, `mpirun -np P` P processes
  * of them: R = P x N replicas, global batch G = R x b (b: the plan's
@@ -233,6 +235,7 @@ typedef struct {
     float *scratch;        /* one parameter, read back */
     float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
     double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
+    int overlap;           /* the next batch's copy overlaps each step (rt_replicas_overlap) */
 } run;
 
 static void run_free(run *r) {
@@ -366,6 +369,10 @@ static int build(run *r) {
     r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
     if (!r->R) return print_error("%s", r->err);
     r->st = rt_replicas_store(r->R, 0);
+    r->overlap = rt_replicas_overlap(r->R);
+    if (r->overlap && rt_debug_level() >= 1 && o->rank == 0)
+        fprintf(stderr, "dprun: debug: the next batch's copy to the device overlaps each step "
+                "(DPC_INPUT_OVERLAP=0 turns it off)\n");
     int bad = 0;
     if (o->load_params && o->rank == 0) {
         if (load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err)) bad = print_error("%s", r->err);
@@ -400,11 +407,6 @@ static rt_pipeline *start_input(run *r, const rt_batcher *b, int64_t count) {
     return start_input_at(r, b, count, 0, 0);
 }
 
-/* One optimizer step on the global batch bt; adds the per-sample losses to
- * *loss_sum. The input slot goes back to the workers as soon as the
- * program has copied it, so they prepare ahead while the step runs: bt
- * must not be read after this returns. Each replica would take its slice
- * of bt. */
 /* Goyal et al.'s momentum correction: MXNet's velocity carries the lr
  * (v = m*v - lr*g), so when the lr changes from a to b the stored velocity
  * is rescaled by b/a to keep the effective momentum. A host pass over the
@@ -429,15 +431,43 @@ static void correct_momentum(run *r, double lr) {
     }
 }
 
-static int step(run *r, rt_pipeline *in, const rt_batch *bt, double lr, double *loss_sum) {
+/* One optimizer step on the global batch bt; adds the per-sample losses to
+ * *loss_sum. The input slot goes back to the workers as soon as the
+ * program has copied it, so they prepare ahead while the step runs: bt
+ * must not be read after this returns.
+ *
+ * With r->overlap (cuda) and next non-NULL, the step is enqueued, then the
+ * next batch is taken from the pipeline and its copy enqueued behind the
+ * step, and only then are the losses read: the device does not idle while
+ * the host takes and stages it. *next is that batch, already in the
+ * device's inputs and handed back to the workers: pass it as bt with
+ * staged = 1. NULL next (the run's last step), or no overlap: the next
+ * batch is the caller's to take, as before. */
+static int step(run *r, rt_pipeline *in, const rt_batch *bt, int staged, double lr, double *loss_sum,
+                const rt_batch **next) {
     correct_momentum(r, lr);
     r->prev_lr = lr;
     /* bt holds this process's slice of the global batch (the batcher is
      * sharded); replica r takes samples [r b, (r + 1) b) of it. */
-    if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global, r->loss, r->err,
-                         sizeof r->err))
-        return run_error(r, "train step failed: %s", r->err);
-    rt_pipeline_release(in);
+    const rt_batch *nb = NULL;
+    if (!r->overlap) {
+        if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global, r->loss,
+                             r->err, sizeof r->err))
+            return run_error(r, "train step failed: %s", r->err);
+        rt_pipeline_release(in);
+    } else {
+        if (rt_replicas_step_enqueue(r->R, staged ? NULL : bt->images, staged ? NULL : bt->labels, (float)lr,
+                                     1.0f / (float)r->global, r->err, sizeof r->err))
+            return run_error(r, "train step failed: %s", r->err);
+        if (!staged) rt_pipeline_release(in);
+        if (next && !(nb = rt_pipeline_next(in)))
+            return run_error(r, "the input pipeline ended before the run's last step");
+        if (rt_replicas_step_finish(r->R, nb ? nb->images : NULL, nb ? nb->labels : NULL, r->loss, r->err,
+                                    sizeof r->err))
+            return run_error(r, "train step failed: %s", r->err);
+        if (nb) rt_pipeline_release(in);
+    }
+    if (next) *next = nb;
     double s = 0;
     for (int i = 0; i < r->batch * r->local; i++) s += r->loss[i];
     /* The loss of the whole global batch: every process sees the same sum
@@ -558,10 +588,12 @@ static int benchmark(run *r) {
     r->input = start_input(r, &r->train_b, r->o->benchmark + 1);
     if (!r->input) return 1;
     rt_pipeline_stats st0 = {0}, st1;
-    const rt_batch *bt;
-    while ((bt = rt_pipeline_next(r->input))) {
+    const rt_batch *bt, *next = NULL; /* next: staged by the last step (r->overlap) */
+    while ((bt = next ? next : rt_pipeline_next(r->input))) {
         int64_t seq = bt->seq; /* step() hands bt back to the workers */
-        if (step(r, r->input, bt, lr, &sum)) return 1;
+        int staged = next != NULL;
+        next = NULL;
+        if (step(r, r->input, bt, staged, lr, &sum, seq < r->o->benchmark ? &next : NULL)) return 1;
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */
@@ -834,6 +866,7 @@ static int train_loop(run *r) {
     rt_train_result *res = o->result;
     char pending[512] = "";  /* the last epoch's metrics, completed at the end */
     snprintf(pending, sizeof pending, "%s", r->resumed.metrics_pending);
+    const rt_batch *next = NULL; /* staged by the last step (r->overlap) */
     if (total > done) {
         r->input = start_input_at(r, &r->train_b, total - done, (int)(done / spe), done % spe);
         if (!r->input) return 1;
@@ -849,13 +882,18 @@ static int train_loop(run *r) {
         snprintf(label, sizeof label, "epoch %d", e);
         rt_progress_begin(&r->bar, label, (long)(total - done < spe - steps ? total - done : spe - steps));
         for (long s = steps; s < spe && done < total; s++) {
-            const rt_batch *bt = rt_pipeline_next(r->input);
+            /* With r->overlap the previous step took this batch and staged
+             * it on the device (it may have been the previous epoch's last
+             * step: the pipeline runs on across epochs). */
+            int staged = next != NULL;
+            const rt_batch *bt = staged ? next : rt_pipeline_next(r->input);
+            next = NULL;
             if (!bt) return run_error(r, "the input pipeline ended after %ld steps of %lld", done, (long long)total);
             /* The epoch's clock starts at its first batch, as the article's. */
             if (!t0) t0 = now() - t_before, rt_pipeline_get_stats(r->input, &st1);
             double lr = rt_schedule_step_lr(&r->sched, e, s, spe), prev_lr = r->prev_lr, step_loss = 0;
             if (o->on_nan_skip) snapshot(r, 0);
-            if (step(r, r->input, bt, lr, &step_loss)) return 1;
+            if (step(r, r->input, bt, staged, lr, &step_loss, done + 1 < total ? &next : NULL)) return 1;
             int bad_param = isfinite(step_loss) ? nonfinite_param(r) : -1;
             if (!isfinite(step_loss) || bad_param >= 0) {
                 if (nonfinite_step(r, step_loss, bad_param, prev_lr, done, e, s, lr)) return 1;

@@ -292,4 +292,23 @@ done
 check "momentum correction: same params while the lr is constant" cmp -s "$tmp/mc1_plain.st" "$tmp/mc1_corr.st"
 check "momentum correction: changes the run once the lr changes" bash -c "! cmp -s '$tmp/mc2_plain.st' '$tmp/mc2_corr.st'"
 
+# The next batch's copy overlapping the step (on by itself on cuda only;
+# DPC_INPUT_OVERLAP=1 takes its order on the cpu too, where it changes
+# nothing): the same losses and parameters across an epoch boundary, up to
+# a --steps limit, with two replicas, and with skipped non-finite steps.
+for ov in 0 1; do
+    DPC_INPUT_OVERLAP=$ov DPC_DEBUG=2 "$bin/dprun" "$tmp/mlp.plan" --data synthetic --epochs 2 --steps 50 --gpus 2 \
+        --save-params "$tmp/ov$ov.st" >/dev/null 2>"$tmp/ov$ov.err" || bad "DPC_INPUT_OVERLAP=$ov"
+    DPC_INPUT_OVERLAP=$ov DPC_DEBUG=2 "$bin/dprun" "$tmp/diverge.plan" --steps 30 --on-nan skip \
+        --save-params "$tmp/ovn$ov.st" >/dev/null 2>"$tmp/ovn$ov.err" || bad "DPC_INPUT_OVERLAP=$ov --on-nan skip"
+done
+check "input overlap: same parameters" cmp -s "$tmp/ov0.st" "$tmp/ov1.st"
+check "input overlap: same 50 step losses" bash -c "cmp -s <(grep 'debug: step' '$tmp/ov0.err') <(grep 'debug: step' '$tmp/ov1.err') && test \$(grep -c 'debug: step' '$tmp/ov1.err') -eq 50"
+check "input overlap, --on-nan skip: same parameters" cmp -s "$tmp/ovn0.st" "$tmp/ovn1.st"
+check "input overlap, --on-nan skip: same steps skipped" bash -c "cmp -s <(grep -E 'debug: step|skipped' '$tmp/ovn0.err') <(grep -E 'debug: step|skipped' '$tmp/ovn1.err') && grep -q skipped '$tmp/ovn1.err'"
+check "DPC_DEBUG notes the overlap once" test "$(grep -c 'overlaps each step' "$tmp/ov1.err")" -eq 1
+check "DPC_INPUT_OVERLAP=0: no overlap on the cpu" bash -c "! grep -q 'overlaps each step' '$tmp/ov0.err'"
+DPC_INPUT_OVERLAP=1 "$bin/dprun" "$tmp/mlp.plan" --benchmark 3 --gpus 2 >"$tmp/ovb.out" 2>/dev/null || bad "overlap --benchmark"
+check "input overlap: --benchmark $(tail -n 1 "$tmp/ovb.out")" grep -Eq '^benchmark: 3 steps of batch 128 .*' "$tmp/ovb.out"
+
 finish

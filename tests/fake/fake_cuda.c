@@ -25,7 +25,9 @@
  * called it, then each recv buffer gets the sum in rank order (so ranks
  * must be driven from separate threads, as dpc's replicas are). Captured,
  * it is recorded and the barrier happens at replay. fake_nccl_calls lists
- * what each rank reduced, in call order, for tests of bucket order.
+ * what each rank reduced, in call order, for tests of bucket order;
+ * fake_trace_start/fake_trace record the order copies and other stream
+ * work ran in (tests of what overlaps what).
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
@@ -157,7 +159,38 @@ static void run_bf16(const op *o) {
     }
 }
 
+/* The stream work in the order it ran, one letter each, while tracing
+ * (fake_trace_start .. fake_trace): h host to device, d device to host,
+ * k anything else (kernel, GEMM, device copy, all-reduce). */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char trace_buf[1 << 16];
+static int trace_n, tracing;
+
+static void trace(char c) {
+    if (!tracing) return;
+    pthread_mutex_lock(&trace_mu);
+    if (trace_n < (int)sizeof trace_buf - 1) trace_buf[trace_n++] = c;
+    pthread_mutex_unlock(&trace_mu);
+}
+
+void fake_trace_start(void) {
+    pthread_mutex_lock(&trace_mu);
+    trace_n = 0, tracing = 1;
+    pthread_mutex_unlock(&trace_mu);
+}
+
+/* Stops tracing; the trace so far, NUL-terminated, into buf. */
+void fake_trace(char *buf, int max) {
+    pthread_mutex_lock(&trace_mu);
+    tracing = 0;
+    int n = trace_n < max - 1 ? trace_n : max - 1;
+    memcpy(buf, trace_buf, (size_t)n);
+    buf[n] = 0;
+    pthread_mutex_unlock(&trace_mu);
+}
+
 static void run(const op *o) {
+    trace('k');
     if (o->kind == OP_KERNEL) {
         o->f->fn(o->arg, o->count, 0, o->count);
         return;
@@ -281,11 +314,13 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstr
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
     if (not_captured(s)) return not_captured(s);
+    trace('h');
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     if (not_captured(s)) return not_captured(s);
+    trace('d');
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
 }

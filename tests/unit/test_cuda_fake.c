@@ -48,6 +48,8 @@ static void (*fake_register)(const char *, c_kernel, int);
 static void (*fake_reset)(void);
 static int (*fake_nccl_calls)(int, const void **, long long *, int);
 static void (*fake_nccl_clear)(void);
+static void (*fake_trace_start)(void);
+static void (*fake_trace)(char *, int);
 static void *c_modules[16];
 static int n_c_modules;
 
@@ -62,7 +64,10 @@ static int load_fake(void) {
     }
     void *reg = dlsym(h, "fake_cuda_register"), *reset = dlsym(h, "fake_cuda_reset");
     void *calls = dlsym(h, "fake_nccl_calls"), *clear = dlsym(h, "fake_nccl_clear");
-    if (!reg || !reset || !calls || !clear) return -1;
+    void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
+    if (!reg || !reset || !calls || !clear || !tstart || !tget) return -1;
+    memcpy(&fake_trace_start, &tstart, sizeof tstart);
+    memcpy(&fake_trace, &tget, sizeof tget);
     memcpy(&fake_register, &reg, sizeof reg); /* POSIX: dlsym's void * is the function */
     memcpy(&fake_reset, &reset, sizeof reset);
     memcpy(&fake_nccl_calls, &calls, sizeof calls);
@@ -485,6 +490,22 @@ static void result_free(job_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* Step `step`'s synthetic batch for n replicas. */
+static void job_batch(int step, int n, float *img, int32_t *lab) {
+    uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(step + 1);
+    for (int i = 0; i < n * BATCH * IMG; i++) {
+        h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+        img[i] = (float)((double)(h >> 11) / (double)(1ull << 53) * 2 - 1);
+    }
+    for (int i = 0; i < n * BATCH; i++) lab[i] = (int32_t)((i * 7 + step * 3) % 10);
+}
+
+/* run_job's steps as train.c runs them on cuda (rt_replicas_overlap):
+ * each step enqueued, the next batch staged behind it, then the loss read.
+ * job_trace: the fake's trace of the steps (fake_trace). */
+static int job_overlap;
+static char job_trace[1 << 14];
+
 /* n replicas, on devices 0..n-1 (distinct) or all on device 0, summed by
  * `kind` ("nccl", "local" or "auto": rt_replicas_coll_new's choice),
  * STEPS steps of synthetic data with a changing lr. 0 or -1. */
@@ -522,18 +543,25 @@ static int run_job(const dpc_plan *p, int n, int distinct, const char *kind, int
     }
     float img[MAXREP * BATCH * IMG];
     int32_t lab[MAXREP * BATCH];
+    if (ok && job_overlap) CHECK(rt_replicas_overlap(R) == 1);
+    if (ok) fake_trace_start();
     for (int step = 0; ok && step < STEPS; step++) {
-        uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(step + 1);
-        for (int i = 0; i < n * BATCH * IMG; i++) {
-            h ^= h << 13, h ^= h >> 7, h ^= h << 17;
-            img[i] = (float)((double)(h >> 11) / (double)(1ull << 53) * 2 - 1);
+        float lr = 0.1f / (float)(step + 1), scale = 1.0f / (float)(n * BATCH);
+        if (!job_overlap) {
+            job_batch(step, n, img, lab);
+            ok = rt_replicas_step(R, img, lab, lr, scale, out->loss[step], err, sizeof err) == 0;
+        } else {
+            if (step == 0) job_batch(0, n, img, lab);
+            ok = rt_replicas_step_enqueue(R, step == 0 ? img : NULL, lab, lr, scale, err, sizeof err) == 0;
+            int more = step + 1 < STEPS;
+            /* The buffers are free again: the next batch goes into them. */
+            if (more) job_batch(step + 1, n, img, lab);
+            ok = ok && rt_replicas_step_finish(R, more ? img : NULL, more ? lab : NULL, out->loss[step], err,
+                                               sizeof err) == 0;
         }
-        for (int i = 0; i < n * BATCH; i++) lab[i] = (int32_t)((i * 7 + step * 3) % 10);
-        float lr = 0.1f / (float)(step + 1);
-        ok = rt_replicas_step(R, img, lab, lr, 1.0f / (float)(n * BATCH), out->loss[step], err,
-                              sizeof err) == 0;
         CHECK_MSG(ok, "step %d: %s", step, err);
     }
+    fake_trace(job_trace, (int)sizeof job_trace);
     if (ok) {
         rt_exec_launches(rt_replicas_train(R, 0), &out->calls, &out->graph_launches);
         rt_store *st = rt_replicas_store(R, 0);
@@ -600,11 +628,86 @@ TEST(one_replica_graph_replay_equals_eager) {
     free_plan(p);
 }
 
-/* The cpu backend has no graph hooks: the loop stays eager. */
+/* The cpu backend has no graph hooks: the loop stays eager; and its
+ * copies are done when copy_in returns: train.c keeps the step order. */
 TEST(cpu_backend_reports_no_graphs) {
     rt_backend *be = rt_backend_cpu();
     CHECK(be->graph_begin == NULL && be->graph_launch == NULL);
+    CHECK(be->async_copy == 0);
     rt_backend_free(be);
+}
+
+/* Loss reads ('d') in a trace that are not right behind the next batch's
+ * two copies ('hh') behind stream work ('k'), and loss reads in all. */
+static int reads_not_behind_copies(const char *t, int *reads) {
+    int bad = 0;
+    *reads = 0;
+    for (int i = 0; t[i]; i++)
+        if (t[i] == 'd') {
+            (*reads)++;
+            bad += !(i >= 3 && t[i - 1] == 'h' && t[i - 2] == 'h' && t[i - 3] == 'k');
+        }
+    return bad;
+}
+
+/* The next batch's copy overlapping the step (rt_replicas_step_enqueue and
+ * _finish, as train.c runs them on cuda) gives the losses and weights of
+ * rt_replicas_step bit for bit: eager and with graphs, one replica and
+ * two (local on a shared device, nccl on two). With one replica the
+ * fake's trace shows each step's loss read after the next batch's image
+ * and label copies, which come after the step's work, except the last
+ * step's (no next batch). DPC_INPUT_OVERLAP=0 turns it off. */
+TEST(input_copy_overlap_equals_step_order) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    const struct {
+        int n, distinct;
+        const char *kind;
+    } cfg[] = {{1, 0, "auto"}, {2, 0, "local"}, {2, 1, "nccl"}};
+    for (int c = 0; p && c < 3; c++)
+        for (int graphs = 0; graphs < 2; graphs++) {
+            job_result base, ovl;
+            memset(&ovl, 0, sizeof ovl);
+            char what[64], base_trace[sizeof job_trace];
+            snprintf(what, sizeof what, "%d replica(s), %s, graphs %s", cfg[c].n, cfg[c].kind,
+                     graphs ? "on" : "off");
+            job_overlap = 0;
+            int rc = run_job(p, cfg[c].n, cfg[c].distinct, cfg[c].kind, graphs, &base);
+            snprintf(base_trace, sizeof base_trace, "%s", job_trace);
+            job_overlap = 1;
+            if (!rc && !run_job(p, cfg[c].n, cfg[c].distinct, cfg[c].kind, graphs, &ovl)) {
+                CHECK_MSG(results_differ(&ovl, &base, cfg[c].n, 0, what) == 0, "%s", what);
+                CHECK_MSG(ovl.graphs_used == graphs, "%s", what);
+                if (cfg[c].n == 1) {
+                    int reads = 0, late = reads_not_behind_copies(job_trace, &reads);
+                    CHECK_MSG(reads == STEPS && late == 1, "%s: %d loss reads, %d not behind the next copy: %s",
+                              what, reads, late, job_trace);
+                    /* Only the last read goes straight after the step's work. */
+                    size_t len = strlen(job_trace);
+                    CHECK_MSG(len >= 2 && job_trace[len - 1] == 'd' && job_trace[len - 2] == 'k', "%s: %s", what,
+                              job_trace);
+                    /* Today's order reads every loss straight after its step. */
+                    CHECK_MSG(reads_not_behind_copies(base_trace, &reads) == STEPS && reads == STEPS, "%s: %s",
+                              what, base_trace);
+                }
+            }
+            job_overlap = 0;
+            result_free(&base), result_free(&ovl);
+        }
+    /* The switch. */
+    rt_backend *be = rt_backend_cuda(0, err, sizeof err);
+    rt_replicas *R = p && be ? rt_replicas_new(&be, p, 1, NULL, err, sizeof err) : NULL;
+    CHECK_MSG(R != NULL, "%s", err);
+    if (R) {
+        CHECK(rt_replicas_overlap(R) == 1);
+        setenv("DPC_INPUT_OVERLAP", "0", 1);
+        CHECK(rt_replicas_overlap(R) == 0);
+        unsetenv("DPC_INPUT_OVERLAP");
+    }
+    rt_replicas_free(R);
+    if (be) rt_backend_free(be);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
 }
 
 TEST(nccl_on_two_devices_equals_local) {
@@ -745,6 +848,7 @@ int main(void) {
     RUN(nccl_on_two_devices_equals_local);
     RUN(nccl_buckets_start_in_backward_order_and_replay);
     RUN(local_collective_graph_segments_equal_eager);
+    RUN(input_copy_overlap_equals_step_order);
     for (int i = 0; i < n_c_modules; i++) dlclose(c_modules[i]);
     return harness_done();
 }
