@@ -18,7 +18,11 @@
  * rt_coll_stream_ops: their queue enqueues each bucket on the replica's
  * communication stream instead of handing it to a thread.
  *
- * Ranks (mpi, later nccl bootstrapping) plug in through rt_coll_ranks_ops,
+ * Device kinds (nccl with replicas sharing GPUs) plug in through
+ * rt_coll_device_ops: their all-reduce (device_allreduce) runs on the host
+ * queue threads like local's, but adds and sums device memory.
+ *
+ * Ranks (mpi, nccl across processes) plug in through rt_coll_ranks_ops,
  * called only from inside the barrier's serial section (one thread, the
  * others blocked); runtime/mpi.c holds the MPI calls, so programs that never
  * join MPI link without it.
