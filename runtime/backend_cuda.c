@@ -677,17 +677,15 @@ int rt_nccl_version(int *version, char *err, size_t errlen) {
     return ncclTry(rt_nccl.ncclGetVersion(version), err, errlen);
 }
 
-int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen) {
+/* Loads NCCL and checks that bes are n cuda backends on distinct devices
+ * (devs[i]: bes[i]'s); -1 + message. */
+static int nccl_ranks_ok(rt_backend *const *bes, int n, int *devs, char *err, size_t errlen) {
     int v = 0;
     if (n < 1) {
         snprintf(err, errlen, "NCCL needs at least one rank (got %d)", n);
         return -1;
     }
     if (rt_nccl_version(&v, err, errlen)) return -1;
-    int *devs = calloc((size_t)n, sizeof *devs);
-    ncclComm_t *raw = calloc((size_t)n, sizeof *raw);
-    RT_CHECK_ALLOC(devs);
-    RT_CHECK_ALLOC(raw);
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         if (!rt_backend_is_cuda(bes[i])) {
@@ -705,13 +703,65 @@ int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *
                 rc = -1;
             }
     }
-    if (!rc) rc = ncclTry(rt_nccl.ncclCommInitAll(raw, n, devs), err, errlen);
-    for (int i = 0; i < n && !rc; i++) {
+    return rc;
+}
+
+static void wrap_comms(rt_backend *const *bes, int n, ncclComm_t *raw, rt_nccl_comm **comms) {
+    for (int i = 0; i < n; i++) {
         comms[i] = calloc(1, sizeof **comms);
         RT_CHECK_ALLOC(comms[i]);
         comms[i]->be = bes[i];
         comms[i]->comm = raw[i];
     }
+}
+
+int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen) {
+    int *devs = calloc((size_t)(n > 0 ? n : 1), sizeof *devs);
+    ncclComm_t *raw = calloc((size_t)(n > 0 ? n : 1), sizeof *raw);
+    RT_CHECK_ALLOC(devs);
+    RT_CHECK_ALLOC(raw);
+    int rc = nccl_ranks_ok(bes, n, devs, err, errlen);
+    if (!rc) rc = ncclTry(rt_nccl.ncclCommInitAll(raw, n, devs), err, errlen);
+    if (!rc) wrap_comms(bes, n, raw, comms);
+    free(devs);
+    free(raw);
+    return rc;
+}
+
+_Static_assert(sizeof(ncclUniqueId) == RT_NCCL_ID_BYTES, "RT_NCCL_ID_BYTES is NCCL's id size");
+
+int rt_nccl_unique_id(void *id, char *err, size_t errlen) {
+    int v = 0;
+    if (rt_nccl_version(&v, err, errlen)) return -1;
+    ncclUniqueId u;
+    if (ncclTry(rt_nccl.ncclGetUniqueId(&u), err, errlen)) return -1;
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first, int nranks,
+                       rt_nccl_comm **comms, char *err, size_t errlen) {
+    int *devs = calloc((size_t)(n > 0 ? n : 1), sizeof *devs);
+    ncclComm_t *raw = calloc((size_t)(n > 0 ? n : 1), sizeof *raw);
+    RT_CHECK_ALLOC(devs);
+    RT_CHECK_ALLOC(raw);
+    int rc = nccl_ranks_ok(bes, n, devs, err, errlen);
+    if (!rc && (first < 0 || first + n > nranks)) {
+        snprintf(err, errlen, "NCCL ranks %d..%d of %d", first, first + n - 1, nranks);
+        rc = -1;
+    }
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    /* One thread inits several ranks: NCCL wants them in one group, each
+     * with its device's context current. */
+    int grouped = !rc && !ncclTry(rt_nccl.ncclGroupStart(), err, errlen);
+    if (!rc && !grouped) rc = -1;
+    for (int i = 0; i < n && !rc; i++) {
+        use(impl_of(bes[i]));
+        rc = ncclTry(rt_nccl.ncclCommInitRank(&raw[i], nranks, u, first + i), err, errlen);
+    }
+    if (grouped && ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
+    if (!rc) wrap_comms(bes, n, raw, comms);
     free(devs);
     free(raw);
     return rc;
@@ -873,6 +923,19 @@ int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *
     (void)bes;
     (void)n;
     (void)comms;
+    snprintf(err, errlen, NO_CUDA);
+    return -1;
+}
+
+int rt_nccl_unique_id(void *id, char *err, size_t errlen) {
+    (void)id;
+    snprintf(err, errlen, NO_CUDA);
+    return -1;
+}
+
+int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first, int nranks,
+                       rt_nccl_comm **comms, char *err, size_t errlen) {
+    (void)bes, (void)n, (void)id, (void)first, (void)nranks, (void)comms;
     snprintf(err, errlen, NO_CUDA);
     return -1;
 }

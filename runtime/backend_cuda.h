@@ -117,6 +117,14 @@ typedef struct rt_nccl_comm rt_nccl_comm;
 int rt_nccl_version(int *version, char *err, size_t errlen);
 /* comms[i] for bes[i]; -1 + message (no NCCL, a shared device, ...). */
 int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen);
+/* Across processes: rank 0 makes the id (RT_NCCL_ID_BYTES bytes, NCCL's
+ * ncclUniqueId) and every process gets it (MPI); then each inits its n
+ * backends (distinct devices) as NCCL ranks first .. first+n-1 of nranks,
+ * in one NCCL group. -1 + message. */
+#define RT_NCCL_ID_BYTES 128
+int rt_nccl_unique_id(void *id, char *err, size_t errlen);
+int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first, int nranks,
+                       rt_nccl_comm **comms, char *err, size_t errlen);
 /* In place: buf (device floats of be) = sum over the ranks. Enqueued. */
 int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, size_t errlen);
 int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen);

@@ -18,7 +18,11 @@
  * rt_coll_stream_ops: their queue enqueues each bucket on the replica's
  * communication stream instead of handing it to a thread.
  *
- * Ranks (mpi, later nccl bootstrapping) plug in through rt_coll_ranks_ops,
+ * Device kinds (nccl with replicas sharing GPUs) plug in through
+ * rt_coll_device_ops: their all-reduce (device_allreduce) runs on the host
+ * queue threads like local's, but adds and sums device memory.
+ *
+ * Ranks (mpi, nccl across processes) plug in through rt_coll_ranks_ops,
  * called only from inside the barrier's serial section (one thread, the
  * others blocked); runtime/mpi.c holds the MPI calls, so programs that never
  * join MPI link without it.
@@ -58,6 +62,12 @@ struct rt_coll {
     /* Kinds whose queue is a device stream (nccl): per replica, its rank. */
     rt_coll_stream_ops sops;
     void **sctx;
+    /* Kinds that sum device by device (nccl on shared GPUs): per replica,
+     * the first replica of its device, and the context of each such one. */
+    rt_coll_device_ops dops;
+    void **dctx;
+    int *leader;
+    int ngroups;
 };
 
 static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
@@ -113,10 +123,38 @@ rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
     return c;
 }
 
+rt_coll *rt_coll_device_new(rt_coll_kind kind, int n, rt_backend *const *bes, const int *leader,
+                            const rt_coll_device_ops *ops, void *const *ctx) {
+    rt_coll *c = coll_new(kind, n, bes[0]);
+    c->dops = *ops;
+    c->dctx = calloc((size_t)c->n, sizeof *c->dctx);
+    c->leader = calloc((size_t)c->n, sizeof *c->leader);
+    RT_CHECK_ALLOC(c->dctx && c->leader);
+    for (int r = 0; r < c->n; r++) {
+        rt_coll_set_backend(c, r, bes[r]);
+        c->leader[r] = leader[r];
+        c->dctx[r] = leader[r] == r ? ctx[r] : NULL;
+        c->ngroups += leader[r] == r;
+    }
+    return c;
+}
+
+void rt_coll_set_ranks(rt_coll *c, int rank, int ranks, const rt_coll_ranks_ops *ops) {
+    c->rank = rank;
+    c->ranks = ranks < 1 ? 1 : ranks;
+    if (ops) c->ops = *ops;
+}
+
+int rt_coll_device_groups(const rt_coll *c) { return c->dctx ? c->ngroups : 0; }
+
 void rt_coll_free(rt_coll *c) {
     if (!c) return;
     for (int r = 0; c->sctx && r < c->n; r++) c->sops.free(c->sctx[r]);
     free(c->sctx);
+    for (int r = 0; c->dctx && r < c->n; r++)
+        if (c->dctx[r]) c->dops.free(c->dctx[r]);
+    free(c->dctx);
+    free(c->leader);
     for (int r = 0; r < c->n; r++) free(c->stage[r]);
     free(c->stage);
     free(c->stage_cap);
@@ -228,6 +266,56 @@ static int serial_sum_ranks(rt_coll *c, void *arg) {
     return 0;
 }
 
+/* Aborts the communicator from a replica's thread with the reason. */
+static void abort_with(rt_coll *c, const char *why) {
+    pthread_mutex_lock(&c->mu);
+    if (!c->why[0]) snprintf(c->why, sizeof c->why, "%s", why);
+    c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int serial_same_sizes(rt_coll *c, void *arg) {
+    (void)arg;
+    return same_counts(c, "all-reduce sizes differ");
+}
+
+/* Device by device (rt_coll_device_new): every replica's buf is complete
+ * on its device (sync), the first replica of each device adds the others'
+ * in replica order, the devices' sums are summed (NCCL), and the other
+ * replicas copy their leader's result. Nobody enters the cross-device sum
+ * unless every device's adds succeeded, and a leader's buf is not reused
+ * before every copy of it is made. */
+static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, char *err,
+                            size_t errlen) {
+    rt_backend *be = c->be[replica];
+    int lead = c->leader[replica];
+    size_t bytes = sizeof(float) * (size_t)count;
+    char why[180];
+    if (be->sync(be, why, sizeof why)) abort_with(c, why);
+    c->ptr[replica] = buf;
+    c->cnt[replica] = count;
+    if (barrier(c, serial_same_sizes, NULL)) return failed(c, err, errlen);
+    if (lead == replica) {
+        const float **others = malloc(sizeof *others * (size_t)c->n);
+        RT_CHECK_ALLOC(others);
+        int k = 0;
+        for (int q = 0; q < c->n; q++)
+            if (q != replica && c->leader[q] == replica) others[k++] = c->ptr[q];
+        if (c->dops.add(c->dctx[replica], buf, others, k, count, why, sizeof why)) abort_with(c, why);
+        free(others);
+    }
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    if (lead == replica && c->dops.sum(c->dctx[replica], buf, count, why, sizeof why)) abort_with(c, why);
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    if (lead != replica && bytes) {
+        be->copy(be, buf, c->ptr[lead], bytes);
+        if (be->sync(be, why, sizeof why)) abort_with(c, why);
+    }
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    return 0;
+}
+
 int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
                           size_t errlen) {
     if (replica < 0 || replica >= c->n) {
@@ -235,6 +323,7 @@ int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, ch
         return -1;
     }
     if (c->n == 1 && c->ranks == 1) return 0; /* the sum over one replica */
+    if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
     size_t bytes = sizeof(float) * (size_t)count;
     float *h = host_view(c, replica, buf, bytes, 1);
     c->ptr[replica] = h;

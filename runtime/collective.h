@@ -32,8 +32,14 @@
  *          exactly, but its float sums are not the local kind's
  *          double-rounded ones. The blocking calls (all-reduce, broadcast,
  *          barrier) use the local protocol, staged through host memory.
- *          Not done yet: replicas sharing a GPU (the local kind is used for
- *          them, whole) and NCCL across MPI processes (the mpi kind is used).
+ *          Replicas sharing GPUs (`--gpus 4` on 2): one NCCL rank per
+ *          device; the bucket is summed on each device first (its first
+ *          replica adds the others' packed buckets in replica order, one
+ *          exact float add each), the devices' sums are all-reduced by
+ *          NCCL and copied back to the device's other replicas. That runs
+ *          on the host queue threads, like local (no whole-step graph).
+ *          Under mpirun (rt_coll_nccl_ranks_new) the NCCL ranks span the
+ *          processes: rank 0's unique id is broadcast over MPI.
  *
  * Buffers are device pointers of the backend the communicator was made
  * with. Host-memory backends (cpu) are reduced in place; others are staged
@@ -88,8 +94,11 @@ rt_backend *rt_coll_backend(const rt_coll *c, int replica);
 /* n replicas in this process and the same on every MPI rank; rt_mpi_init
  * first. NULL + message when this build has no MPI or MPI is not running. */
 rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen);
-/* n replicas, replica r on the cuda backend bes[r], every one on a device
- * of its own; NULL + message (no NCCL, a shared device, n < 2). */
+/* n replicas, replica r on the cuda backend bes[r]. Every one on a device
+ * of its own: one NCCL rank each, buckets on the communication streams.
+ * Replicas sharing devices (at least 2 devices): one NCCL rank per device,
+ * the replicas of a device summed on it first (rt_coll_device_new). NULL +
+ * message (no NCCL, one device only, n < 2). */
 rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errlen);
 void rt_coll_free(rt_coll *c);
 
@@ -103,6 +112,13 @@ typedef struct {
 } rt_coll_ranks_ops;
 rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
                            const rt_coll_ranks_ops *ops);
+/* rt_coll_nccl_new across `ranks` MPI processes with n replicas each, this one
+ * `rank`: rank 0 makes the NCCL unique id, ops->bcast hands it to every
+ * rank, and device d of this process becomes NCCL rank rank * D + d of
+ * ranks * D (D: this process's devices, the same on every rank). ops also
+ * carries the blocking calls across ranks (rt_mpi_ranks_ops). */
+rt_coll *rt_coll_nccl_ranks_new(int n, rt_backend *const *bes, int rank, int ranks,
+                                const rt_coll_ranks_ops *ops, char *err, size_t errlen);
 /* For the kinds whose queue is a device stream (runtime/coll_nccl.c): per
  * replica a context; start enqueues bucket `bucket`'s sums (src[i] ->
  * dst[i], count[i] floats, i < n) behind the replica's queued work, join
@@ -116,6 +132,28 @@ typedef struct {
 } rt_coll_stream_ops;
 rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
                             const rt_coll_stream_ops *ops, void *const *ctx);
+/* For the kinds that sum device by device (nccl with replicas sharing a
+ * GPU, runtime/coll_nccl.c): replica leader[r] (the first replica on r's
+ * device) holds a context; add makes its buf the sum of itself and the
+ * other replicas' bufs on its device (nothers, in replica order), sum then
+ * sums the leaders' bufs across devices; both are done when they return.
+ * The all-reduce runs on the host queue threads (like local): every replica
+ * syncs its device, the leaders add and sum, the others copy the leader's
+ * result back. free ends a context (from rt_coll_free). */
+typedef struct {
+    int (*add)(void *ctx, float *buf, const float *const *others, int nothers, int64_t count,
+               char *err, size_t errlen);
+    int (*sum)(void *ctx, float *buf, int64_t count, char *err, size_t errlen);
+    void (*free)(void *ctx);
+} rt_coll_device_ops;
+rt_coll *rt_coll_device_new(rt_coll_kind kind, int n, rt_backend *const *bes, const int *leader,
+                            const rt_coll_device_ops *ops, void *const *ctx);
+/* Makes c span MPI ranks (nccl across processes): rank, ranks and the
+ * cross-rank half of the blocking calls, as rt_coll_ranks_new's. */
+void rt_coll_set_ranks(rt_coll *c, int rank, int ranks, const rt_coll_ranks_ops *ops);
+/* Devices whose replicas c sums device by device (rt_coll_device_new); 0
+ * for every other communicator. */
+int rt_coll_device_groups(const rt_coll *c);
 
 rt_coll_kind rt_coll_kind_of(const rt_coll *c);
 const char *rt_coll_name(const rt_coll *c); /* "local", "mpi", "nccl" */
@@ -189,5 +227,8 @@ int rt_mpi_allreduce_sum_f64(double *buf, int n);
 int rt_mpi_bcast_bytes(void *buf, size_t bytes, int root);
 int rt_mpi_any(int flag);
 int rt_mpi_barrier(void);
+/* The mpi collective's cross-rank operations, this rank and the number of
+ * ranks (for rt_coll_nccl_ranks_new); NULL + message without MPI running. */
+const rt_coll_ranks_ops *rt_mpi_ranks_ops(int *rank, int *ranks, char *err, size_t errlen);
 
 #endif

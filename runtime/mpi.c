@@ -173,6 +173,23 @@ int rt_mpi_any(int flag) {
     return flag != 0;
 }
 
+const rt_coll_ranks_ops *rt_mpi_ranks_ops(int *rank, int *ranks, char *err, size_t errlen) {
+    *rank = 0, *ranks = 1;
+#ifdef DPC_HAVE_MPI
+    static const rt_coll_ranks_ops ops = {mpi_sum_f64, mpi_bcast, mpi_barrier};
+    if (!mpi_joined) {
+        snprintf(err, errlen, "MPI is not running (start under mpirun)");
+        return NULL;
+    }
+    RT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+    RT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, ranks));
+    return &ops;
+#else
+    snprintf(err, errlen, "this build has no MPI");
+    return NULL;
+#endif
+}
+
 int rt_mpi_barrier(void) {
 #ifdef DPC_HAVE_MPI
     if (mpi_joined) RT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));

@@ -432,31 +432,62 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes) {
     }
 }
 
-/* True when every replica runs on a cuda backend of its own device. */
-static int distinct_cuda_devices(rt_backend *const *bes, int n) {
+/* The devices the replicas run on when every one is on a cuda backend;
+ * 0 when one is not. */
+static int cuda_devices(rt_backend *const *bes, int n) {
+    int d = 0;
     for (int r = 0; r < n; r++) {
         if (!rt_backend_is_cuda(bes[r])) return 0;
-        for (int q = 0; q < r; q++)
-            if (rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r]))
-                return 0;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r]);
+        d += !seen;
     }
-    return 1;
+    return d;
+}
+
+/* Under mpirun: nccl when every process runs the cuda backend on as many
+ * devices as rank 0 (all processes decide alike, none is left waiting),
+ * else mpi. */
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, char *err, size_t errlen) {
+    int d = cuda_devices(bes, n), d0 = d;
+    rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
+    int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
+    if (!rt_mpi_any(!can)) {
+        int rank = 0, ranks = 1;
+        const rt_coll_ranks_ops *ops = rt_mpi_ranks_ops(&rank, &ranks, err, errlen);
+        char why[512] = "";
+        rt_coll *c = ops ? rt_coll_nccl_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
+        if (c) return c;
+        /* rt_coll_nccl_ranks_new fails on every rank alike. */
+        if (want && !strcmp(want, "nccl")) {
+            snprintf(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
+            return NULL;
+        }
+        if (rank == 0)
+            fprintf(stderr, "dprun: note: %s: the processes sum their gradients through MPI\n", ops ? why : err);
+    } else if (want && !strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        return NULL;
+    }
+    if (errlen) err[0] = 0;
+    rt_coll *c = rt_coll_mpi_new(n, bes[0], err, errlen);
+    for (int r = 0; c && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
 }
 
 rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
-    if (ranks > 1) {
-        rt_coll *c = rt_coll_mpi_new(n, bes[0], err, errlen);
-        for (int r = 0; c && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
-        return c;
-    }
-    if (n == 1) return NULL;
     const char *want = getenv("DPC_COLL");
     if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
         snprintf(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
-    if (distinct_cuda_devices(bes, n) && !(want && !strcmp(want, "local"))) {
+    if (ranks > 1) return ranks_coll_new(bes, n, want, err, errlen);
+    if (n == 1) return NULL;
+    /* nccl: a rank per replica on distinct devices, a rank per device
+     * (the replicas of each summed on it first) when they share >= 2. */
+    if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
         char why[512];
         rt_coll *c = rt_coll_nccl_new(n, bes, why, sizeof why);
         if (c) return c;
@@ -466,7 +497,7 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *er
         }
         fprintf(stderr, "dprun: note: %s: the replicas sum their gradients through host memory\n", why);
     } else if (want && !strcmp(want, "nccl")) {
-        snprintf(err, errlen, "DPC_COLL=nccl needs every replica on a CUDA device of its own");
+        snprintf(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;
     }
     rt_coll *c = rt_coll_local_new(n, bes[0]);

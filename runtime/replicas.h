@@ -16,8 +16,9 @@
  *
  * On the cuda backend every replica gets a backend of its own (its own
  * compute and communication streams); replicas on distinct devices sum
- * their gradients with NCCL, replicas sharing a device through host memory
- * (the local kind), and each replica's train step runs as a CUDA graph
+ * their gradients with NCCL; replicas sharing devices sum on each device
+ * first, then with NCCL across the devices (on one device only, through
+ * host memory: the local kind); and each replica's train step runs as a CUDA graph
  * after one eager warm-up step (rt_exec_use_graphs; DPC_CUDA_GRAPH=0 keeps
  * it eager).
  *
@@ -129,11 +130,14 @@ int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *d
                               size_t errlen);
 /* Frees the backends rt_replicas_open_backends opened (not `first`). */
 void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
-/* The communicator of n replicas on bes: mpi across processes (ranks > 1),
- * nccl when every replica has a cuda device of its own, else local; NULL
- * for one replica in one process (err empty) or on failure (err says why).
- * DPC_COLL=local|nccl forces a kind; when NCCL cannot start and was not
- * forced, a note says so and the local kind runs. */
+/* The communicator of n replicas on bes: nccl when they run on the cuda
+ * backend on at least 2 devices (a rank per device when replicas share
+ * them), else local; across processes (ranks > 1) nccl when every process
+ * runs the cuda backend on as many devices as rank 0 (decided together
+ * over MPI), else mpi. NULL for one replica in one process (err empty) or
+ * on failure (err says why). DPC_COLL=local|nccl forces a kind; when NCCL
+ * cannot start and was not forced, a note says so and the local (mpi)
+ * kind runs. */
 rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:

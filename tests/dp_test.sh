@@ -139,6 +139,12 @@ else
         test "$(grep -c '^Training time' "$tmp/mpi_3.log")" = 1
     check "under mpirun the banner counts every process's replicas" \
         grep -q '4 replicas (2 processes x 2) x batch 4 per device = global batch 16' "$tmp/mpi_3.log"
+    # The processes agree over MPI on the kind: on the cpu, mpi (nccl needs cuda on every one).
+    check "under mpirun on the cpu the processes choose the mpi collective" \
+        grep -q 'gradients summed by the mpi collective' "$tmp/mpi_3.log"
+    out=$(DPC_COLL=nccl timeout 60 "${mpi[@]}" "$bin/dprun" "$tmp/bn.plan" --data "$tmp/cifar" --gpus 2 --steps 1 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s\n' "$out" | grep -q 'DPC_COLL=nccl needs every process on the cuda backend'; then ok; else
+        bad "DPC_COLL=nccl under mpirun on the cpu: exit $rc: $out"; fi
     # Parameters from a file that only rank 0 reads, broadcast to the rest.
     "$bin/dprun" "$tmp/bn.plan" --data "$tmp/cifar" --gpus 4 --steps 2 --load-params "$tmp/bn3.st" \
         --save-params "$tmp/l4.st" >/dev/null 2>&1 || bad "--load-params --gpus 4"

@@ -28,6 +28,11 @@
  * what each rank reduced, in call order, for tests of bucket order;
  * fake_trace_start/fake_trace record the order copies and other stream
  * work ran in (tests of what overlaps what).
+ * ncclGetUniqueId makes a recognisable id; ncclCommInitRank checks it and
+ * its rank and nranks, logs them (fake_nccl_inits) and joins the ranks of
+ * the same id in this process. Processes share nothing: an all-reduce of
+ * a communicator whose ranks are not all in this process fails (no
+ * cross-process sum is faked) instead of waiting forever.
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
@@ -43,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "codegen/bf16.h"
 
@@ -547,15 +553,21 @@ const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
 
 #define MAX_CALLS 4096
 
-typedef struct {
+#define MAX_RANKS 64
+#define FAKE_ID "dpc-fake-nccl-id"
+
+typedef struct world {
     int n, refs;
+    int local;               /* ranks made in this process */
+    char id[NCCL_UNIQUE_ID_BYTES]; /* ncclCommInitRank's; empty for InitAll */
+    struct world *next;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
     unsigned long gen;
-    const float *src[MAX_DEVICES];
-    float *dst[MAX_DEVICES];
-    size_t count[MAX_DEVICES];
+    const float *src[MAX_RANKS];
+    float *dst[MAX_RANKS];
+    size_t count[MAX_RANKS];
 } world;
 
 struct ncclComm {
@@ -590,7 +602,7 @@ void fake_nccl_clear(void) {
 static void allreduce_now(struct ncclComm *c, const float *src, float *dst, size_t count) {
     world *w = c->w;
     pthread_mutex_lock(&log_mu);
-    if (log_n[c->rank] < MAX_CALLS) {
+    if (c->rank < MAX_DEVICES && log_n[c->rank] < MAX_CALLS) {
         log_src[c->rank][log_n[c->rank]] = src;
         log_count[c->rank][log_n[c->rank]++] = (long long)count;
     }
@@ -622,13 +634,64 @@ ncclResult_t ncclGetVersion(int *version) {
     return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    static int made;
     memset(id, 0, sizeof *id);
+    snprintf(id->internal, sizeof id->internal, FAKE_ID " %ld %d", (long)getpid(), ++made);
     return ncclSuccess;
 }
-/* Across processes: not faked. */
+
+#define MAX_INITS 64
+static struct { char id[NCCL_UNIQUE_ID_BYTES]; int rank, nranks; } inits[MAX_INITS];
+static int ninits;
+static world *worlds; /* ncclCommInitRank's, by id */
+
+/* For the test: ncclCommInitRank call i's id, rank and nranks; returns how
+ * many calls there were. */
+int fake_nccl_inits(int i, char *id, int *rank, int *nranks) {
+    pthread_mutex_lock(&log_mu);
+    int n = ninits < MAX_INITS ? ninits : MAX_INITS;
+    if (i >= 0 && i < n) {
+        memcpy(id, inits[i].id, NCCL_UNIQUE_ID_BYTES);
+        *rank = inits[i].rank, *nranks = inits[i].nranks;
+    }
+    pthread_mutex_unlock(&log_mu);
+    return n;
+}
+
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
-    (void)comm, (void)nranks, (void)id, (void)rank;
-    return ncclInvalidUsage;
+    if (nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks ||
+        strncmp(id.internal, FAKE_ID " ", strlen(FAKE_ID) + 1))
+        return ncclInvalidArgument;
+    pthread_mutex_lock(&log_mu);
+    if (ninits < MAX_INITS) {
+        memcpy(inits[ninits].id, id.internal, NCCL_UNIQUE_ID_BYTES);
+        inits[ninits].rank = rank, inits[ninits].nranks = nranks;
+    }
+    ninits++;
+    world *w = worlds;
+    while (w && memcmp(w->id, id.internal, NCCL_UNIQUE_ID_BYTES)) w = w->next;
+    if (w && w->n != nranks) {
+        pthread_mutex_unlock(&log_mu);
+        return ncclInvalidUsage;
+    }
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) abort();
+        w->n = nranks;
+        memcpy(w->id, id.internal, NCCL_UNIQUE_ID_BYTES);
+        pthread_mutex_init(&w->mu, NULL);
+        pthread_cond_init(&w->cv, NULL);
+        w->next = worlds;
+        worlds = w;
+    }
+    w->refs++;
+    w->local++;
+    pthread_mutex_unlock(&log_mu);
+    *comm = calloc(1, sizeof **comm);
+    if (!*comm) return ncclSystemError;
+    (*comm)->w = w;
+    (*comm)->rank = rank;
+    return ncclSuccess;
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
     if (ndev < 1 || ndev > MAX_DEVICES) return ncclInvalidArgument;
@@ -639,7 +702,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
     }
     world *w = calloc(1, sizeof *w);
     if (!w) return ncclSystemError;
-    w->n = w->refs = ndev;
+    w->n = w->refs = w->local = ndev;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     for (int i = 0; i < ndev; i++) {
@@ -652,9 +715,17 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
 }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     world *w = comm->w;
+    pthread_mutex_lock(&log_mu); /* guards worlds */
     pthread_mutex_lock(&w->mu);
     int last = --w->refs == 0;
     pthread_mutex_unlock(&w->mu);
+    if (last)
+        for (world **p = &worlds; *p; p = &(*p)->next)
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+    pthread_mutex_unlock(&log_mu);
     if (last) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
@@ -671,6 +742,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t red, ncclComm_t comm, cudaStream_t s) {
     if (type != ncclFloat || red != ncclSum || !comm || !send || !recv) return ncclInvalidArgument;
+    if (comm->w->local != comm->w->n) return ncclInvalidUsage; /* ranks in other processes */
     op o;
     memset(&o, 0, sizeof o);
     o.kind = OP_ALLREDUCE;

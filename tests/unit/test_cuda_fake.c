@@ -50,6 +50,7 @@ static int (*fake_nccl_calls)(int, const void **, long long *, int);
 static void (*fake_nccl_clear)(void);
 static void (*fake_trace_start)(void);
 static void (*fake_trace)(char *, int);
+static int (*fake_nccl_inits)(int, char *, int *, int *);
 static void *c_modules[16];
 static int n_c_modules;
 
@@ -65,9 +66,11 @@ static int load_fake(void) {
     void *reg = dlsym(h, "fake_cuda_register"), *reset = dlsym(h, "fake_cuda_reset");
     void *calls = dlsym(h, "fake_nccl_calls"), *clear = dlsym(h, "fake_nccl_clear");
     void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
-    if (!reg || !reset || !calls || !clear || !tstart || !tget) return -1;
+    void *inits = dlsym(h, "fake_nccl_inits");
+    if (!reg || !reset || !calls || !clear || !tstart || !tget || !inits) return -1;
     memcpy(&fake_trace_start, &tstart, sizeof tstart);
     memcpy(&fake_trace, &tget, sizeof tget);
+    memcpy(&fake_nccl_inits, &inits, sizeof inits);
     memcpy(&fake_register, &reg, sizeof reg); /* POSIX: dlsym's void * is the function */
     memcpy(&fake_reset, &reset, sizeof reset);
     memcpy(&fake_nccl_calls, &calls, sizeof calls);
@@ -441,7 +444,7 @@ static const char *BN_NET =
     "    eval batch 4\n"
     "}\n";
 
-enum { BATCH = 4, IMG = 3 * 8 * 8, STEPS = 4, MAXREP = 2 };
+enum { BATCH = 4, IMG = 3 * 8 * 8, STEPS = 4, MAXREP = 4 };
 
 /* The train program only: its eval slot holds the same graph, so every
  * kernel the replicas load has one C stand-in (both programs would name
@@ -482,6 +485,7 @@ typedef struct {
     int64_t len[64];
     int64_t calls, graph_launches; /* replica 0's last step */
     char coll[16];
+    int groups; /* rt_coll_device_groups */
     int graphs_used;
 } job_result;
 
@@ -506,15 +510,16 @@ static void job_batch(int step, int n, float *img, int32_t *lab) {
 static int job_overlap;
 static char job_trace[1 << 14];
 
-/* n replicas, on devices 0..n-1 (distinct) or all on device 0, summed by
- * `kind` ("nccl", "local" or "auto": rt_replicas_coll_new's choice),
- * STEPS steps of synthetic data with a changing lr. 0 or -1. */
-static int run_job(const dpc_plan *p, int n, int distinct, const char *kind, int graphs, job_result *out) {
+/* n replicas on `devs` devices (replica r on device r*devs/n, as placed by
+ * rt_replicas_place), summed by `kind` ("nccl", "local" or "auto":
+ * rt_replicas_coll_new's choice), STEPS steps of synthetic data with a
+ * changing lr. 0 or -1. */
+static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int graphs, job_result *out) {
     memset(out, 0, sizeof *out);
     rt_backend *bes[MAXREP] = {0};
     int ok = 1;
     for (int r = 0; r < n && ok; r++) {
-        bes[r] = rt_backend_cuda(distinct ? r : 0, err, sizeof err);
+        bes[r] = rt_backend_cuda(r * devs / n, err, sizeof err);
         CHECK_MSG(bes[r] != NULL, "%s", err);
         ok = bes[r] != NULL;
     }
@@ -530,6 +535,7 @@ static int run_job(const dpc_plan *p, int n, int distinct, const char *kind, int
         ok = c != NULL;
         for (int r = 0; ok && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
         if (c) snprintf(out->coll, sizeof out->coll, "%s", rt_coll_name(c));
+        if (c) out->groups = rt_coll_device_groups(c);
     }
     rt_replicas *R = ok ? rt_replicas_new(bes, p, n, c, err, sizeof err) : NULL;
     CHECK_MSG(!ok || R != NULL, "%s", err);
@@ -661,9 +667,9 @@ TEST(input_copy_overlap_equals_step_order) {
     setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
     dpc_plan *p = tiny_plan();
     const struct {
-        int n, distinct;
+        int n, devs;
         const char *kind;
-    } cfg[] = {{1, 0, "auto"}, {2, 0, "local"}, {2, 1, "nccl"}};
+    } cfg[] = {{1, 1, "auto"}, {2, 1, "local"}, {2, 2, "nccl"}};
     for (int c = 0; p && c < 3; c++)
         for (int graphs = 0; graphs < 2; graphs++) {
             job_result base, ovl;
@@ -672,10 +678,10 @@ TEST(input_copy_overlap_equals_step_order) {
             snprintf(what, sizeof what, "%d replica(s), %s, graphs %s", cfg[c].n, cfg[c].kind,
                      graphs ? "on" : "off");
             job_overlap = 0;
-            int rc = run_job(p, cfg[c].n, cfg[c].distinct, cfg[c].kind, graphs, &base);
+            int rc = run_job(p, cfg[c].n, cfg[c].devs, cfg[c].kind, graphs, &base);
             snprintf(base_trace, sizeof base_trace, "%s", job_trace);
             job_overlap = 1;
-            if (!rc && !run_job(p, cfg[c].n, cfg[c].distinct, cfg[c].kind, graphs, &ovl)) {
+            if (!rc && !run_job(p, cfg[c].n, cfg[c].devs, cfg[c].kind, graphs, &ovl)) {
                 CHECK_MSG(results_differ(&ovl, &base, cfg[c].n, 0, what) == 0, "%s", what);
                 CHECK_MSG(ovl.graphs_used == graphs, "%s", what);
                 if (cfg[c].n == 1) {
@@ -715,14 +721,14 @@ TEST(nccl_on_two_devices_equals_local) {
     dpc_plan *p = tiny_plan();
     job_result nccl, local, autod, shared;
     memset(&autod, 0, sizeof autod), memset(&shared, 0, sizeof shared);
-    if (p && !run_job(p, 2, 1, "nccl", 0, &nccl) && !run_job(p, 2, 1, "local", 0, &local)) {
+    if (p && !run_job(p, 2, 2, "nccl", 0, &nccl) && !run_job(p, 2, 2, "local", 0, &local)) {
         CHECK(!strcmp(nccl.coll, "nccl") && !strcmp(local.coll, "local"));
         /* Float sums of two replicas round like the local kind's double
          * ones; the tolerance is for NCCL's order on more. */
         CHECK(results_differ(&nccl, &local, 2, 1e-5, "nccl vs local") == 0);
         /* rt_replicas_coll_new: nccl on distinct devices, local when shared. */
-        if (!run_job(p, 2, 1, "auto", 0, &autod)) CHECK_MSG(!strcmp(autod.coll, "nccl"), "%s", autod.coll);
-        if (!run_job(p, 2, 0, "auto", 0, &shared)) CHECK_MSG(!strcmp(shared.coll, "local"), "%s", shared.coll);
+        if (!run_job(p, 2, 2, "auto", 0, &autod)) CHECK_MSG(!strcmp(autod.coll, "nccl"), "%s", autod.coll);
+        if (!run_job(p, 2, 1, "auto", 0, &shared)) CHECK_MSG(!strcmp(shared.coll, "local"), "%s", shared.coll);
         CHECK(results_differ(&shared, &local, 2, 0, "local: shared device vs two") == 0);
         /* NCCL refuses two ranks on one device, with a message. */
         rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
@@ -735,7 +741,7 @@ TEST(nccl_on_two_devices_equals_local) {
         rt_coll_free(c);
         setenv("DPC_COLL", "nccl", 1);
         c = rt_replicas_coll_new(two, 2, 1, err, sizeof err);
-        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs every replica"), "%s", err);
+        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices"), "%s", err);
         setenv("DPC_COLL", "gloo", 1);
         c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
         CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
@@ -793,7 +799,7 @@ TEST(nccl_buckets_start_in_backward_order_and_replay) {
     for (int pass = 0; p && pass < 2; pass++) {
         job_result *r = pass ? &graph : &eager;
         fake_nccl_clear();
-        if (run_job(p, 2, 1, "nccl", pass, r)) break;
+        if (run_job(p, 2, 2, "nccl", pass, r)) break;
         const void *src[1024];
         long long cnt[1024];
         int got = fake_nccl_calls(0, src, cnt, 1024);
@@ -824,13 +830,146 @@ TEST(local_collective_graph_segments_equal_eager) {
     dpc_plan *p = tiny_plan();
     job_result eager, graph;
     memset(&eager, 0, sizeof eager), memset(&graph, 0, sizeof graph);
-    if (p && !run_job(p, 2, 0, "local", 0, &eager) && !run_job(p, 2, 0, "local", 1, &graph)) {
+    if (p && !run_job(p, 2, 1, "local", 0, &eager) && !run_job(p, 2, 1, "local", 1, &graph)) {
         CHECK(results_differ(&graph, &eager, 2, 0, "local: graphs on vs off") == 0);
         CHECK_MSG(graph.calls == 0 && graph.graph_launches > 1, "%lld calls, %lld graph launches",
                   (long long)graph.calls, (long long)graph.graph_launches);
     }
     result_free(&eager), result_free(&graph);
     free_plan(p);
+}
+
+/* The buckets of the plan's train program (allreduce nodes by bucket id). */
+static int plan_buckets(const dpc_plan *p) {
+    int nb = 0;
+    for (int i = 0; i < p->train->n; i++)
+        if (p->train->nodes[i].op == IR_OP_ALLREDUCE && (int)p->train->nodes[i].iattr[0] + 1 > nb)
+            nb = (int)p->train->nodes[i].iattr[0] + 1;
+    return nb;
+}
+
+/* 4 replicas on 2 devices: each device's 2 replicas add their buckets on
+ * it, one NCCL rank per device sums them (the log: ranks 0 and 1, one
+ * all-reduce per bucket and step; no rank 2 or 3), and the weights are the
+ * local kind's within float rounding. rt_replicas_coll_new picks it; with
+ * one device it keeps local. */
+TEST(nccl_sums_replicas_sharing_a_device_on_it_first) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    job_result hier, local, autod, one, graph;
+    memset(&hier, 0, sizeof hier), memset(&local, 0, sizeof local), memset(&autod, 0, sizeof autod);
+    memset(&one, 0, sizeof one), memset(&graph, 0, sizeof graph);
+    if (p) fake_nccl_clear();
+    if (p && !run_job(p, 4, 2, "nccl", 0, &hier)) {
+        CHECK_MSG(!strcmp(hier.coll, "nccl") && hier.groups == 2, "%s, %d device groups", hier.coll, hier.groups);
+        const void *src[1024];
+        long long cnt[1024];
+        int nb = plan_buckets(p);
+        CHECK_MSG(nb >= 3, "%d buckets", nb);
+        for (int rank = 0; rank < 4; rank++) {
+            int got = fake_nccl_calls(rank, src, cnt, 1024), want = rank < 2 ? STEPS * nb : 0;
+            CHECK_MSG(got == want, "NCCL rank %d: %d all-reduces, expected %d", rank, got, want);
+        }
+        if (!run_job(p, 4, 2, "local", 0, &local))
+            CHECK(results_differ(&hier, &local, 4, 1e-5, "nccl on shared devices vs local") == 0);
+        /* Host queue threads: graphs are recorded as segments, same floats. */
+        if (!run_job(p, 4, 2, "nccl", 1, &graph)) {
+            CHECK(results_differ(&graph, &hier, 4, 0, "nccl on shared devices: graphs on vs off") == 0);
+            CHECK_MSG(graph.calls == 0 && graph.graph_launches > 1, "%lld calls, %lld graph launches",
+                      (long long)graph.calls, (long long)graph.graph_launches);
+        }
+        if (!run_job(p, 4, 2, "auto", 0, &autod)) {
+            CHECK_MSG(!strcmp(autod.coll, "nccl") && autod.groups == 2, "%s", autod.coll);
+            CHECK(results_differ(&autod, &hier, 4, 0, "auto vs nccl on shared devices") == 0);
+        }
+        if (!run_job(p, 4, 1, "auto", 0, &one)) CHECK_MSG(!strcmp(one.coll, "local"), "%s", one.coll);
+        /* The nccl kind refuses a single device with a message. */
+        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
+        CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL && strstr(err, "at least 2 devices"));
+        rt_backend_free(two[0]);
+        rt_backend_free(two[1]);
+    }
+    result_free(&hier), result_free(&local), result_free(&autod), result_free(&one), result_free(&graph);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
+}
+
+/* Stand-ins for MPI across processes, seen from one process: bcast keeps
+ * what "rank 0" sent and hands it to the other ranks; nobody else fails. */
+static int sim_rank, sim_bcasts;
+static unsigned char sim_msg[1 + RT_NCCL_ID_BYTES];
+static int sim_sum(double *buf, int64_t n) {
+    (void)buf, (void)n;
+    return 0;
+}
+static int sim_bcast(void *buf, int64_t bytes) {
+    if (bytes != (int64_t)sizeof sim_msg) return -1;
+    if (sim_rank == 0) memcpy(sim_msg, buf, sizeof sim_msg);
+    else memcpy(buf, sim_msg, sizeof sim_msg);
+    sim_bcasts++;
+    return 0;
+}
+static int sim_barrier(void) { return 0; }
+
+/* Checks the fake's ncclCommInitRank calls from `from` on: n of them,
+ * ranks first.., of nranks, with the id rank 0 broadcast. */
+static void check_inits(int from, int n, int first, int nranks, const char *what) {
+    char id[RT_NCCL_ID_BYTES];
+    int rank = -1, nr = -1, total = fake_nccl_inits(0, id, &rank, &nr);
+    CHECK_MSG(total == from + n, "%s: %d ncclCommInitRank calls, expected %d", what, total - from, n);
+    for (int i = 0; i < n && from + i < total; i++) {
+        fake_nccl_inits(from + i, id, &rank, &nr);
+        CHECK_MSG(rank == first + i && nr == nranks && !memcmp(id, sim_msg + 1, sizeof id),
+                  "%s: init %d: rank %d of %d (expected %d of %d), id '%.40s'", what, i, rank, nr, first + i,
+                  nranks, id);
+    }
+}
+
+/* Under mpirun: rank 0 makes the id, the broadcast carries it, process p's
+ * device d is NCCL rank p * D + d of P * D. */
+TEST(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    rt_coll_ranks_ops ops = {sim_sum, sim_bcast, sim_barrier};
+    rt_backend *b[4];
+    for (int r = 0; r < 4; r++) b[r] = rt_backend_cuda(r / 2, err, sizeof err);
+    rt_backend *pair0[2] = {b[0], b[2]}, *pair1[2] = {b[1], b[3]};
+    char none[RT_NCCL_ID_BYTES];
+    int x, y, base = fake_nccl_inits(-1, none, &x, &y);
+    /* Two processes of 2 devices, one replica each: ranks 0,1 and 2,3 of 4. */
+    sim_rank = 0, sim_bcasts = 0;
+    rt_coll *c0 = rt_coll_nccl_ranks_new(2, pair0, 0, 2, &ops, err, sizeof err);
+    CHECK_MSG(c0 != NULL, "%s", err);
+    CHECK(sim_msg[0] == 1 && sim_bcasts == 1);
+    check_inits(base, 2, 0, 4, "process 0 of 2");
+    sim_rank = 1;
+    rt_coll *c1 = rt_coll_nccl_ranks_new(2, pair1, 1, 2, &ops, err, sizeof err);
+    CHECK_MSG(c1 != NULL, "%s", err);
+    check_inits(base + 2, 2, 2, 4, "process 1 of 2");
+    if (c0 && c1) {
+        CHECK(rt_coll_size(c1) == 4 && rt_coll_rank(c1) == 1 && rt_coll_global_replica(c1, 1) == 3);
+        CHECK(!strcmp(rt_coll_name(c1), "nccl") && rt_coll_device_groups(c1) == 0);
+    }
+    rt_coll_free(c0);
+    rt_coll_free(c1);
+    /* 4 replicas on 2 devices as process 2 of 3: a rank per device, 4 and 5 of 6. */
+    sim_rank = 0;
+    rt_backend *lead[2] = {b[0], b[2]};
+    rt_coll *c = rt_coll_nccl_ranks_new(2, lead, 0, 3, &ops, err, sizeof err); /* makes the id */
+    CHECK_MSG(c != NULL, "%s", err);
+    sim_rank = 2;
+    rt_coll *c2 = rt_coll_nccl_ranks_new(4, b, 2, 3, &ops, err, sizeof err);
+    CHECK_MSG(c2 != NULL, "%s", err);
+    check_inits(base + 6, 2, 4, 6, "process 2 of 3, devices shared");
+    if (c2) CHECK(rt_coll_device_groups(c2) == 2 && rt_coll_size(c2) == 12 && rt_coll_global_replica(c2, 1) == 9);
+    rt_coll_free(c);
+    rt_coll_free(c2);
+    /* Rank 0 could not make an id: the others say so instead of waiting. */
+    sim_rank = 1;
+    sim_msg[0] = 0;
+    CHECK(rt_coll_nccl_ranks_new(2, pair1, 1, 2, &ops, err, sizeof err) == NULL &&
+          strstr(err, "process 0 could not make the NCCL id"));
+    for (int r = 0; r < 4; r++) rt_backend_free(b[r]);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
 }
 
 int main(void) {
@@ -849,6 +988,8 @@ int main(void) {
     RUN(nccl_buckets_start_in_backward_order_and_replay);
     RUN(local_collective_graph_segments_equal_eager);
     RUN(input_copy_overlap_equals_step_order);
+    RUN(nccl_sums_replicas_sharing_a_device_on_it_first);
+    RUN(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id);
     for (int i = 0; i < n_c_modules; i++) dlclose(c_modules[i]);
     return harness_done();
 }
