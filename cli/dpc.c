@@ -196,21 +196,18 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *em
     return rc;
 }
 
-/* Both programs' memory plans in one section, records back to back. */
-static int add_memplans(dpc_plan *plan, char *err, size_t errlen) {
-    const ir_graph *progs[2] = {plan->train, plan->eval};
+/* Both programs' memory plans (train, eval) in one section, records back to back. */
+static int add_memplans(dpc_plan *plan, pass_memplan *const plans[2], char *err, size_t errlen) {
     unsigned char *section = NULL;
     size_t len = 0;
     int rc = 0;
     for (int i = 0; i < 2 && !rc; i++) {
-        pass_memplan *m = pass_memplan_run(progs[i], err, errlen);
         unsigned char *bytes;
         size_t n;
-        if (!m || pass_memplan_serialize(m, &bytes, &n))
+        if (pass_memplan_serialize(plans[i], &bytes, &n))
             rc = -1;
         else
             append_bytes(&section, &len, bytes, n);
-        pass_memplan_free(m);
     }
     if (!rc && plan_add_section(plan, MEMPLAN_SECTION, section, len)) {
         snprintf(err, errlen, "cannot add plan section %s", MEMPLAN_SECTION);
@@ -220,19 +217,13 @@ static int add_memplans(dpc_plan *plan, char *err, size_t errlen) {
     return rc;
 }
 
-/* Refuses a plan whose memory per device (with memory planning as asked)
- * exceeds the limit, before code is generated for it. */
-static int check_memory(const dpc_plan *plan, const dpc_args *a, int memplan, char *err, size_t errlen) {
-    pass_memplan *mt = memplan ? pass_memplan_run(plan->train, err, errlen) : NULL;
-    pass_memplan *me = mt ? pass_memplan_run(plan->eval, err, errlen) : NULL;
-    if (memplan && !me) {
-        pass_memplan_free(mt);
-        return -1;
-    }
+/* Refuses a plan whose memory per device exceeds the limit, before code is
+ * generated for it; plans: the programs' memory plans, or NULLs without
+ * memory planning. */
+static int check_memory(const dpc_plan *plan, const dpc_args *a, pass_memplan *const plans[2], char *err,
+                        size_t errlen) {
     pass_memory need;
-    pass_memory_need(plan->train, mt, plan->eval, me, &need);
-    pass_memplan_free(mt);
-    pass_memplan_free(me);
+    pass_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
     int64_t limit = a->max_memory ? pass_parse_size(a->max_memory) : PASS_MAX_MEMORY_DEFAULT;
     if (pass_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
@@ -348,7 +339,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: error: %s\n", a.model, err);
         rc = 1;
     }
-    if (!rc && check_memory(&plan, &a, po.memplan, err, sizeof err)) {
+    /* The memory plans, made once: the limit checks them, the plan file stores them. */
+    pass_memplan *memplans[2] = {NULL, NULL};
+    if (!rc && po.memplan &&
+        (!(memplans[0] = pass_memplan_run(plan.train, err, sizeof err)) ||
+         !(memplans[1] = pass_memplan_run(plan.eval, err, sizeof err)))) {
+        fprintf(stderr, "%s: error: %s\n", a.model, err);
+        rc = 1;
+    }
+    if (!rc && check_memory(&plan, &a, memplans, err, sizeof err)) {
         fprintf(stderr, "%s: error: %s\n", a.model, err);
         rc = 1;
     }
@@ -360,7 +359,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: error: code generation: %s\n", a.model, err);
         rc = 1;
     }
-    if (!rc && a.out && po.memplan && add_memplans(&plan, err, sizeof err)) {
+    if (!rc && a.out && po.memplan && add_memplans(&plan, memplans, err, sizeof err)) {
         fprintf(stderr, "%s: error: memory planning: %s\n", a.model, err);
         rc = 1;
     }
@@ -374,6 +373,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         rc = 1;
     }
+    pass_memplan_free(memplans[0]);
+    pass_memplan_free(memplans[1]);
     ir_free(plan.train);
     ir_free(plan.eval);
     plan_free_sections(&plan);
