@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Parity with PyTorch (DESIGN §8, issue 3): from identical weights and the
-# same batch of 128, one training step of dpc (cpu backend) and of PyTorch
+# Parity with PyTorch (DESIGN §8, issues 3 and 13): from identical weights and
+# the same batches, training steps of dpc (cpu backend) and of PyTorch
 # (MXNet-form SGD) agree — loss and logits to 1e-4, every parameter update
 # and BatchNorm running statistic to 1e-3 (max-abs-error / max-abs-value),
 # for ResNet-18 v1 and the small CNN. tests/parity/torch_step.py holds the
@@ -55,26 +55,46 @@ for tool in dpc_step dpc_bisect; do # dpc_bisect: a diagnostic, built so it keep
     fi
 done
 
+# Each case: model, per-replica batch, then torch_step.py's options. The
+# weights are the torch model's own initialisation (not dpc's), BatchNorm
+# gamma/beta and running statistics random (tests/parity/torch_step.py),
+# on photo-like images: a backward pass that reads a wrong gamma, or a
+# value equal to it only at gamma = 1, fails here. After 3 steps the
+# momentum is non-zero and gamma has moved; 4 replicas are checked against
+# a ghost-BatchNorm reference (per-replica statistics, summed gradients).
+cases=(
+    "resnet18 128"
+    "resnet18 128 --steps 3"
+    "resnet18 32 --replicas 4"
+    "cnn_small 128"
+    "cnn_small 128 --steps 3"
+    "cnn_small 32 --replicas 4 --steps 3"
+)
 passed=0 failed=0
-for model in resnet18 cnn_small; do
+for case in "${cases[@]}"; do
+    read -r model batch opts <<<"$case"
+    # shellcheck disable=SC2086
+    set -- $opts
+    name="$model b$batch${opts:+ $opts}"
+    tag=$(echo "$model-$batch$opts" | tr -c 'a-z0-9_\n-' '_')
     start=$(date +%s)
     # --no-memplan: the driver reads the forward ReLU outputs and max-pool
     # inputs after the step, which the arena reuses once they are dead.
     # Fusion stays on (the default), so the fused kernels are what is checked;
     # tests/unit/test_fuse.c shows planning changes no bit of the results.
-    if ! "$bin/dpc" "models/$model.net" --batch 128 --no-memplan -o "$tmp/$model.plan" 2>"$tmp/dpc.log"; then
-        echo "FAIL $model: dpc cannot compile models/$model.net: $(cat "$tmp/dpc.log")"
+    if ! "$bin/dpc" "models/$model.net" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
+        echo "FAIL $name: dpc cannot compile models/$model.net: $(cat "$tmp/dpc.log")"
         failed=$((failed + 1))
         continue
     fi
-    "$py" tests/parity/torch_step.py --model "$model" --plan "$tmp/$model.plan" \
-        --driver "$driver" --dir "$tmp/$model" --table "$build/parity/$model.table" \
-        >"$tmp/$model.log" 2>&1
+    "$py" tests/parity/torch_step.py --model "$model" --plan "$tmp/$tag.plan" \
+        --driver "$driver" --dir "$tmp/$tag" --table "$build/parity/$tag.table" "$@" \
+        >"$tmp/$tag.log" 2>&1
     rc=$?
-    sed 's/^/    /' "$tmp/$model.log" | grep -v -E '^    [0-9]+ passed, [0-9]+ failed$'
-    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$model.log" | tail -n 1)
+    sed 's/^/    /' "$tmp/$tag.log" | grep -v -E '^    [0-9]+ passed, [0-9]+ failed$'
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$tag.log" | tail -n 1)
     if [ -z "$line" ]; then
-        echo "FAIL $model: torch_step.py exited $rc without a result line"
+        echo "FAIL $name: torch_step.py exited $rc without a result line"
         failed=$((failed + 1))
         continue
     fi
@@ -82,7 +102,7 @@ for model in resnet18 cnn_small; do
     f=${f%% failed*}
     [ "$rc" != 0 ] && [ "$f" = 0 ] && f=1
     passed=$((passed + p)) failed=$((failed + f))
-    echo "$model: $line ($(($(date +%s) - start))s)"
+    echo "$name: $line ($(($(date +%s) - start))s)"
 done
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

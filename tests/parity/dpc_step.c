@@ -1,10 +1,12 @@
-/* tests/parity/dpc_step.c — one training step of a plan on the cpu backend,
- * from given weights and a given batch; the dpc half of the PyTorch parity
- * test (tests/parity_test.sh runs it through tests/parity/torch_step.py).
+/* tests/parity/dpc_step.c — training steps of a plan on the cpu backend,
+ * from given weights and given batches, on one or more replicas (the
+ * data-parallel runtime dprun uses: runtime/replicas.h, local all-reduce);
+ * the dpc half of the PyTorch parity test (tests/parity_test.sh runs it
+ * through tests/parity/torch_step.py).
  *
  * Usage:
  *     dpc_step PLAN --names
- *     dpc_step PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR OUT.safetensors
+ *     dpc_step PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR OUT.safetensors [--replicas R] [--steps K]
  *
  * --names prints `NAME d0,d1,...` for every parameter and BatchNorm running
  * statistic in definition order (what INIT must hold) and the batch last
@@ -12,16 +14,19 @@
  *
  *   INIT     every parameter and BatchNorm running statistic of the plan
  *            (dpc names, F32); optimizer state starts at zero
- *   IMAGE    the batch, float32 NCHW, already normalised (raw bytes)
- *   LABEL    int32 class indices (raw bytes)
- *   LR       learning rate; grad_scale is 1/batch (one device)
+ *   IMAGE    K*R*b images, float32 NCHW, already normalised (raw bytes):
+ *            step s takes [s*R*b, (s+1)*R*b), replica r the r-th b of those
+ *   LABEL    int32 class indices, in the same order (raw bytes)
+ *   LR       learning rate; grad_scale is 1/(R*b)
  *
- * OUT holds, in this order: "loss" (per sample) and "logits" of the step,
- * "PARAM.grad" for every parameter (gradient of the summed loss), "relu.K"
- * for the K-th ReLU output of the forward pass, "maxpool.K.in" for the K-th
- * max-pool's input, then every persistent tensor after the step (parameters,
- * running statistics, optimizer state). Its metadata records model, batch, lr, momentum, wd.
- * Exits 0, or 1 with one line on stderr.
+ * OUT holds "sS.rR.loss" (per sample) and "sS.rR.logits" of step S on
+ * replica R, "sS.rR.relu.K" for its K-th forward ReLU output and
+ * "sS.rR.maxpool.K.in" for its K-th max-pool's input; "PARAM.grad" for
+ * every parameter (replica 0's gradient of its summed loss in the last
+ * step); every persistent tensor of replica 0 after the steps (parameters,
+ * running statistics, optimizer state) and "rR.NAME" for the running
+ * statistics of replica R >= 1. Its metadata records model, batch, lr,
+ * momentum, wd, replicas, steps. Exits 0, or 1 with one line on stderr.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,7 +34,9 @@
 #include <string.h>
 
 #include "ir/plan.h"
+#include "runtime/collective.h"
 #include "runtime/exec.h"
+#include "runtime/replicas.h"
 #include "runtime/runtime.h"
 #include "runtime/safetensors.h"
 
@@ -149,9 +156,72 @@ static int list_names(const char *plan_path) {
     return 0;
 }
 
+/* Reads node i of replica r's train program after a step into OUT as NAME. */
+static void out_node(out_list *o, rt_replicas *R, int r, const ir_graph *g, int i, const char *name) {
+    const ir_type *t = &g->nodes[i].type;
+    if (rt_exec_get_node(rt_replicas_train(R, r), i, out_add(o, name, t), sizeof(float) * (size_t)ir_numel(t)))
+        die("cannot read '%s' of replica %d", name, r);
+}
+
+/* What the reference needs of step s on replica r: the per-sample losses
+ * and logits, and the forward ReLU outputs ("relu.K" in graph order) and
+ * max-pool inputs ("maxpool.K.in"), prefixed "sS.rR.". The reference takes
+ * dpc's side of a ReLU kink or a max-pool near-tie where rounding decides
+ * (tests/parity/torch_step.py). They are read after the step: relu_grad
+ * and maxpool_grad read these buffers in the backward pass, so they live at
+ * least that long, but a memory planner that reuses them afterwards would
+ * break this (the test then fails loudly on the ReLU/max-pool checks). */
+static void out_step(out_list *o, rt_replicas *R, int r, const ir_graph *g, int s) {
+    char name[IR_NAME_MAX + 32];
+    int relu = 0, pool = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (!strcmp(n->name, "loss") || !strcmp(n->name, "logits")) {
+            snprintf(name, sizeof name, "s%d.r%d.%s", s, r, n->name);
+            out_node(o, R, r, g, i, name);
+        } else if (n->op == IR_OP_RELU) {
+            snprintf(name, sizeof name, "s%d.r%d.relu.%d", s, r, relu++);
+            out_node(o, R, r, g, i, name);
+        } else if (n->op == IR_OP_MAXPOOL) {
+            snprintf(name, sizeof name, "s%d.r%d.maxpool.%d.in", s, r, pool++);
+            out_node(o, R, r, g, n->input[0], name);
+        }
+    }
+}
+
+/* "PARAM.grad" for every parameter: replica 0's own gradient of its summed
+ * loss in the last step (before the all-reduce). */
+static void out_grads(out_list *o, rt_replicas *R, const ir_graph *g) {
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_PARAM) continue;
+        char name[IR_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%s.grad", n->name);
+        const ir_node *gn = find_named(g, name);
+        if (!gn || !(gn->flags & IR_FLAG_GRAD) || !ir_type_equal(&gn->type, &n->type))
+            die("no gradient node '%s'", name);
+        out_node(o, R, 0, g, (int)(gn - g->nodes), name);
+    }
+}
+
+static int parse_count(const char *flag, const char *v, int max) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || end == v || n < 1 || n > max) die("%s must be 1..%d, got '%s'", flag, max, v);
+    return (int)n;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[2], "--names")) return list_names(argv[1]);
-    if (argc != 7) die("usage: dpc_step PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR OUT.safetensors");
+    int replicas = 1, steps = 1;
+    for (; argc >= 9; argc -= 2) {
+        if (!strcmp(argv[argc - 2], "--replicas")) replicas = parse_count("--replicas", argv[argc - 1], 64);
+        else if (!strcmp(argv[argc - 2], "--steps")) steps = parse_count("--steps", argv[argc - 1], 100);
+        else break;
+    }
+    if (argc != 7)
+        die("usage: dpc_step PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR OUT.safetensors "
+            "[--replicas R] [--steps K]");
     const char *plan_path = argv[1], *init_path = argv[2], *image_path = argv[3],
                *label_path = argv[4], *out_path = argv[6];
     char *end;
@@ -163,88 +233,71 @@ int main(int argc, char **argv) {
     if (!plan) die("%s", err);
     const ir_graph *g = plan->train;
     const ir_node *image = find_named(g, "image"), *label = find_named(g, "label");
-    const ir_node *loss = find_named(g, "loss"), *logits = find_named(g, "logits");
-    if (!image || !label || !loss || !logits) die("%s: no image, label, loss or logits", plan_path);
+    if (!image || !label || !find_named(g, "loss") || !find_named(g, "logits"))
+        die("%s: no image, label, loss or logits", plan_path);
     if (label->type.dtype != IR_I32 || image->type.dtype != IR_F32) die("unexpected input dtypes");
     int64_t batch = image->type.dim[0];
 
+    rt_replicas_cpu_threads(replicas);
     rt_backend *be = rt_backend_cpu();
-    rt_store *st = rt_store_new(be, g);
+    rt_backend *bes[64];
+    int devices;
+    if (rt_replicas_open_backends(be, replicas, bes, &devices, err, sizeof err)) die("%s", err);
+    rt_coll *coll = rt_replicas_coll_new(bes, replicas, 1, err, sizeof err);
+    if (!coll && err[0]) die("%s", err);
+    rt_replicas *R = rt_replicas_new(bes, plan, replicas, coll, err, sizeof err);
+    if (!R) die("%s", err);
+    rt_store *st = rt_replicas_store(R, 0);
     rt_store_init(st, g, &plan->schedule, 1); /* optimizer state: zero */
-    rt_exec *ex = rt_exec_new(be, st, g, plan, err, sizeof err);
-    if (!ex) die("%s", err);
     load_init(plan, st, init_path);
+    if (rt_replicas_sync(R, err, sizeof err)) die("%s", err);
 
-    size_t image_bytes = sizeof(float) * (size_t)ir_numel(&image->type);
-    size_t label_bytes = sizeof(int32_t) * (size_t)ir_numel(&label->type);
-    void *img = read_raw(image_path, image_bytes), *lab = read_raw(label_path, label_bytes);
-    if (rt_exec_set_input(ex, "image", img, image_bytes) ||
-        rt_exec_set_input(ex, "label", lab, label_bytes) || rt_exec_set_scalar(ex, "lr", lr) ||
-        rt_exec_set_scalar(ex, "grad_scale", 1.0f / (float)batch))
-        die("cannot set the inputs of the train program");
+    /* Step s takes samples [s*R*b, (s+1)*R*b): replica r its r-th slice. */
+    size_t step_images = (size_t)replicas * (size_t)ir_numel(&image->type);
+    size_t step_labels = (size_t)replicas * (size_t)ir_numel(&label->type);
+    float *img = read_raw(image_path, sizeof(float) * step_images * (size_t)steps);
+    int32_t *lab = read_raw(label_path, sizeof(int32_t) * step_labels * (size_t)steps);
+    float grad_scale = 1.0f / (float)(batch * replicas);
+    out_list o = {0};
+    for (int s = 0; s < steps; s++) {
+        if (rt_replicas_step(R, img + (size_t)s * step_images, lab + (size_t)s * step_labels, lr,
+                             grad_scale, NULL, err, sizeof err))
+            die("step %d failed: %s", s, err);
+        for (int r = 0; r < replicas; r++) out_step(&o, R, r, g, s);
+    }
     free(img);
     free(lab);
-    if (rt_exec_run(ex, err, sizeof err)) die("step failed: %s", err);
-
-    out_list o = {0};
-    if (rt_exec_get(ex, "loss", out_add(&o, "loss", &loss->type),
-                    sizeof(float) * (size_t)ir_numel(&loss->type)) ||
-        rt_exec_get(ex, "logits", out_add(&o, "logits", &logits->type),
-                    sizeof(float) * (size_t)ir_numel(&logits->type)))
-        die("cannot read loss or logits");
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_PARAM) continue;
-        char name[IR_NAME_MAX + 8];
-        snprintf(name, sizeof name, "%s.grad", n->name);
-        const ir_node *gn = find_named(g, name);
-        if (!gn || !(gn->flags & IR_FLAG_GRAD) || !ir_type_equal(&gn->type, &n->type))
-            die("no gradient node '%s'", name);
-        if (rt_exec_get_node(ex, (int)(gn - g->nodes), out_add(&o, name, &gn->type),
-                             sizeof(float) * (size_t)ir_numel(&gn->type)))
-            die("cannot read '%s'", name);
-    }
-    /* Forward ReLU outputs, "relu.K" in graph order: the reference takes
-     * dpc's side of the kink where rounding puts an input on the other side
-     * of zero. They are read after the step: relu_grad and maxpool_grad read
-     * these buffers in the backward pass, so they live at least that long,
-     * but a memory planner that reuses them afterwards would break this
-     * (the test then fails loudly on the ReLU/max-pool checks). */
-    for (int i = 0, k = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_RELU) continue;
-        char name[32];
-        snprintf(name, sizeof name, "relu.%d", k++);
-        if (rt_exec_get_node(ex, i, out_add(&o, name, &n->type),
-                             sizeof(float) * (size_t)ir_numel(&n->type)))
-            die("cannot read '%s'", name);
-    }
-    /* Inputs of the forward max-pools, "maxpool.K.in": the reference routes
-     * each window's gradient where dpc's maximum is, for near-ties. */
-    for (int i = 0, k = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_MAXPOOL) continue;
-        const ir_node *in = &g->nodes[n->input[0]];
-        char name[32];
-        snprintf(name, sizeof name, "maxpool.%d.in", k++);
-        if (rt_exec_get_node(ex, n->input[0], out_add(&o, name, &in->type),
-                             sizeof(float) * (size_t)ir_numel(&in->type)))
-            die("cannot read '%s'", name);
-    }
+    out_grads(&o, R, g);
+    /* Every persistent tensor of replica 0 after the steps (parameters,
+     * running statistics, optimizer state), and the other replicas' own
+     * running statistics as "rR.NAME" (per-device BatchNorm). */
     for (int k = 0; k < rt_store_count(st); k++) {
         const ir_type *t = rt_store_type(st, k);
         if (t->dtype != IR_F32) die("'%s' is not F32", rt_store_name(st, k));
         rt_store_read(st, k, out_add(&o, rt_store_name(st, k), t));
     }
+    for (int r = 1; r < replicas; r++) {
+        rt_store *rs = rt_replicas_store(R, r);
+        for (int k = 0; k < rt_store_count(rs); k++) {
+            const char *name = rt_store_name(rs, k);
+            const ir_node *n = find_named(plan->eval, name);
+            if (!n || n->op != IR_OP_STATE) continue;
+            char rname[IR_NAME_MAX + 16];
+            snprintf(rname, sizeof rname, "r%d.%s", r, name);
+            rt_store_read(rs, k, out_add(&o, rname, rt_store_type(rs, k)));
+        }
+    }
     for (int i = 0; i < o.n; i++) o.e[i].shape = o.shape[i];
 
-    char sbatch[32], slr[32], smom[32], swd[32];
+    char sbatch[32], slr[32], smom[32], swd[32], srep[16], ssteps[16];
     snprintf(sbatch, sizeof sbatch, "%lld", (long long)batch);
     snprintf(slr, sizeof slr, "%.9g", (double)lr);
     snprintf(smom, sizeof smom, "%.17g", plan->schedule.momentum);
     snprintf(swd, sizeof swd, "%.17g", plan->schedule.wd);
-    const char *meta[] = {"model", plan->model, "batch", sbatch, "lr", slr,
-                          "momentum", smom, "wd", swd, NULL};
+    snprintf(srep, sizeof srep, "%d", replicas);
+    snprintf(ssteps, sizeof ssteps, "%d", steps);
+    const char *meta[] = {"model", plan->model, "batch", sbatch, "lr", slr, "momentum", smom,
+                          "wd", swd, "replicas", srep, "steps", ssteps, NULL};
     if (rt_st_write(out_path, o.e, o.n, meta, err, sizeof err)) die("%s", err);
 
     for (int i = 0; i < o.n; i++) {
@@ -254,8 +307,9 @@ int main(int argc, char **argv) {
     free(o.e);
     free(o.data);
     free(o.shape);
-    rt_exec_free(ex);
-    rt_store_free(st);
+    rt_replicas_free(R);
+    rt_coll_free(coll);
+    rt_replicas_close_backends(be, replicas, bes);
     rt_backend_free(be);
     plan_free(plan);
     return 0;

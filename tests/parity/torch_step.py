@@ -225,13 +225,46 @@ def init_values(dpc, rng, magnitude=2.24):
     return vals
 
 
+def normalise(px):
+    """uint8 NCHW pixels -> float32 as dprun's input pipeline makes them
+    (float32 v/255, then (x - mean) / std in double, rounded once)."""
+    x = (px.astype(np.float32) / np.float32(255)).astype(np.float64)
+    mean = np.array(CIFAR_MEAN, np.float64).reshape(1, 3, 1, 1)
+    std = np.array(CIFAR_STD, np.float64).reshape(1, 3, 1, 1)
+    return ((x - mean) / std).astype(np.float32)
+
+
 def batch_values(rng, batch, classes=10):
-    raw = rng.integers(0, 256, (batch, 3, 32, 32)).astype(np.float32) / 255.0
-    mean = np.array(CIFAR_MEAN, np.float32).reshape(1, 3, 1, 1)
-    std = np.array(CIFAR_STD, np.float32).reshape(1, 3, 1, 1)
-    image = ((raw - mean) / std).astype(np.float32)
-    label = rng.integers(0, classes, batch).astype(np.int32)
-    return image, label
+    """Photo-like 8-bit images: smooth colour fields (a random 4x4 grid per
+    channel, bilinearly upsampled), a few bright or dark discs, and a little
+    pixel noise, so neighbouring pixels correlate and channel statistics
+    are far from uniform noise's; then normalised as dprun does."""
+    grid = rng.uniform(0, 255, (batch, 3, 4, 4))
+    t = np.linspace(0, 3, 32)
+    i0 = np.minimum(t.astype(int), 2)
+    f = (t - i0)[None, None, :, None]
+    rows = grid[:, :, i0, :] * (1 - f) + grid[:, :, i0 + 1, :] * f
+    g = (t - i0)[None, None, None, :]
+    img = rows[:, :, :, i0] * (1 - g) + rows[:, :, :, i0 + 1] * g
+    yy, xx = np.mgrid[0:32, 0:32]
+    for n in range(batch):
+        for _ in range(rng.integers(1, 4)):
+            cy, cx, rad = rng.uniform(0, 32), rng.uniform(0, 32), rng.uniform(3, 10)
+            disc = ((yy - cy) ** 2 + (xx - cx) ** 2) < rad ** 2
+            img[n][:, disc] = rng.uniform(0, 255, (3, 1))
+    img += rng.normal(0, 6, img.shape)
+    px = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+    return normalise(px), rng.integers(0, classes, batch).astype(np.int32)
+
+
+def cifar_values(path, batch):
+    """The first `batch` records of a CIFAR-10 binary file, normalised as
+    dprun does."""
+    raw = np.fromfile(path, np.uint8)
+    if raw.size < batch * 3073:
+        raise SystemExit("%s holds fewer than %d records" % (path, batch))
+    raw = raw[:batch * 3073].reshape(batch, 3073)
+    return normalise(raw[:, 1:].reshape(batch, 3, 32, 32)), raw[:, 0].astype(np.int32)
 
 
 # ---- the torch step -----------------------------------------------------------
@@ -244,6 +277,9 @@ class ReluTap(nn.Module):
 
     def __init__(self, masks):
         super().__init__()
+        self.reset(masks)
+
+    def reset(self, masks):
         self.masks, self.outputs, self.flips = masks, [], []
 
     def forward(self, x):
@@ -278,6 +314,9 @@ class MaxPoolTap(nn.Module):
     def __init__(self, k, s, p, inputs):
         super().__init__()
         self.k, self.s, self.p = k, s, p
+        self.reset(inputs)
+
+    def reset(self, inputs):
         self.inputs, self.seen, self.flips = inputs, [], []
 
     def forward(self, x):
@@ -323,51 +362,84 @@ def tap_modules(model, relu, pool_inputs):
     return pool
 
 
-def torch_step(model_name, pairs, init, image, label, lr, momentum, wd, dtype, taps=None):
-    """One MXNet-form training step. taps: None, or (relu masks, max-pool
-    inputs) of dpc's step in call order, which the reference then follows at
-    kinks and near-ties. Returns ({dpc-style name: float64 ndarray},
-    {"relu.K" / "maxpool.K.in": (flips, largest margin)})."""
+def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, replicas=1, steps=1,
+                taps=None):
+    """`steps` MXNet-form training steps of `replicas` data-parallel
+    replicas with per-replica ("ghost") BatchNorm, as dpc_step runs them:
+    step s takes the global batch image[s*R*b : (s+1)*R*b], replica r its
+    r-th slice of b; replica r normalises its slice with its own batch
+    statistics and updates its own running statistics; the gradients of the
+    replicas' summed losses are summed, then one SGD step with
+    rescale = 1/(R*b) and the velocity carried across steps.
+    taps: None, or {"sS.rR.": (relu masks, max-pool inputs)} of dpc's steps
+    in call order, which the reference then follows at kinks and near-ties.
+    Returns ({dpc-style name: float64 ndarray}, {tap name: (flips, largest
+    margin)})."""
     torch.manual_seed(0)
     model = build_model(model_name).to(dtype)
-    relu = ReluTap(taps[0] if taps else None)
-    pool = tap_modules(model, relu, taps[1] if taps else None)
+    relu = ReluTap(None)
+    pool = tap_modules(model, relu, None)
     sd = model.state_dict()
     with torch.no_grad():
         for dn, tn in pairs:
             sd[tn].copy_(torch.from_numpy(init[dn]).to(dtype))
     model.train()
     params = dict(model.named_parameters())
-    x = torch.from_numpy(image).to(dtype)
-    y = torch.from_numpy(label).long()
-    logits = model(x)
-    loss = F.cross_entropy(logits, y, reduction="none")
-    loss.sum().backward()  # gradient of the summed loss (MXNet backward())
-    rescale = 1.0 / image.shape[0]
-    out = {"loss": loss.detach(), "logits": logits.detach()}
-    pools = pool.seen if pool else []
-    if taps and (len(relu.outputs) != len(taps[0]) or len(pools) != len(taps[1])):
-        raise SystemExit("torch ran %d ReLUs and %d max-pools, dpc %d and %d" % (
-            len(relu.outputs), len(pools), len(taps[0]), len(taps[1])))
-    flips = {}
-    for k, v in enumerate(relu.outputs):
-        out["relu.%d" % k] = v
-        flips["relu.%d" % k] = relu.flips[k] if taps else (0, 0.0)
-    for k, v in enumerate(pools):
-        out["maxpool.%d.in" % k] = v
-        flips["maxpool.%d.in" % k] = pool.flips[k] if taps else (0, 0.0)
+    stat_names = [tn for _, tn in pairs if tn not in params]
+    stats = [{tn: sd[tn].clone() for tn in stat_names} for _ in range(replicas)]
+    velocity = {tn: torch.zeros_like(w) for tn, w in params.items()}
+    batch = image.shape[0] // (replicas * steps)
+    out, flips, grad0 = {}, {}, {}
+    for s in range(steps):
+        for w in params.values():
+            w.grad = None
+        for r in range(replicas):
+            key = "s%d.r%d." % (s, r)
+            with torch.no_grad():
+                for tn in stat_names:
+                    sd[tn].copy_(stats[r][tn])
+            t = taps.get(key) if taps else None
+            relu.reset(t[0] if t else None)
+            if pool:
+                pool.reset(t[1] if t else None)
+            lo = (s * replicas + r) * batch
+            x = torch.from_numpy(image[lo:lo + batch]).to(dtype)
+            y = torch.from_numpy(label[lo:lo + batch]).long()
+            logits = model(x)
+            loss = F.cross_entropy(logits, y, reduction="none")
+            loss.sum().backward()  # gradient of the summed loss (MXNet backward())
+            out[key + "loss"], out[key + "logits"] = loss.detach(), logits.detach()
+            pools = pool.seen if pool else []
+            if t and (len(relu.outputs) != len(t[0]) or len(pools) != len(t[1])):
+                raise SystemExit("torch ran %d ReLUs and %d max-pools, dpc %d and %d" % (
+                    len(relu.outputs), len(pools), len(t[0]), len(t[1])))
+            for k, v in enumerate(relu.outputs):
+                out[key + "relu.%d" % k] = v
+                flips[key + "relu.%d" % k] = relu.flips[k] if t else (0, 0.0)
+            for k, v in enumerate(pools):
+                out[key + "maxpool.%d.in" % k] = v
+                flips[key + "maxpool.%d.in" % k] = pool.flips[k] if t else (0, 0.0)
+            with torch.no_grad():
+                for tn in stat_names:
+                    stats[r][tn] = sd[tn].clone()
+            if s == steps - 1 and r == 0:
+                grad0 = {tn: w.grad.clone() for tn, w in params.items()}
+        rescale = 1.0 / (replicas * batch)
+        with torch.no_grad():
+            for tn, w in params.items():
+                v = velocity[tn]
+                v.mul_(momentum).sub_(lr * (w.grad * rescale + wd * w))
+                w += v
     with torch.no_grad():
         for dn, tn in pairs:
             if tn in params:
-                w = params[tn]
-                v = torch.zeros_like(w)
-                v = momentum * v - lr * (w.grad * rescale + wd * w)
-                w += v
-                out[dn + ".grad"] = w.grad.clone()
-                out[dn + ".momentum"] = v
-        sd = model.state_dict()
-        for dn, tn in pairs:
-            out[dn] = sd[tn]
+                out[dn] = params[tn].detach().clone()
+                out[dn + ".grad"] = grad0[tn]
+                out[dn + ".momentum"] = velocity[tn].clone()
+            else:
+                out[dn] = stats[0][tn]
+                for r in range(1, replicas):
+                    out["r%d.%s" % (r, dn)] = stats[r][tn]
     return {k: v.detach().double().numpy() for k, v in out.items()}, flips
 
 
@@ -394,6 +466,18 @@ def main():
     ap.add_argument("--verbose", action="store_true",
                     help="print the whole per-tensor table (else: failures and flips only)")
     ap.add_argument("--table", help="also write the whole per-tensor table to this file")
+    ap.add_argument("--init", choices=["torch", "xavier"], default="torch",
+                    help="conv/dense weights: the torch model's own initialisation (default: not "
+                    "what dpc would draw), or dpc's Xavier")
+    ap.add_argument("--cifar", help="a CIFAR-10 binary batch file: its first records are the "
+                    "batches (normalised as dprun does), else synthetic images")
+    ap.add_argument("--gamma", choices=["random", "one"], default="random",
+                    help="BatchNorm gamma: uniform in [0.5, 1.5], or 1")
+    ap.add_argument("--beta", choices=["random", "zero"], default="random",
+                    help="BatchNorm beta: uniform in [-0.5, 0.5], or 0")
+    ap.add_argument("--steps", type=int, default=1, help="training steps (momentum carried)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="data-parallel replicas with per-replica (ghost) BatchNorm")
     ap.add_argument("--torch32", action="store_true",
                     help="also run the step in float32 torch and show its error (not checked)")
     a = ap.parse_args()
@@ -404,7 +488,19 @@ def main():
     pairs = map_names(dpc, build_model(a.model))
     rng = np.random.default_rng(a.seed)
     init = init_values(dpc, rng)
-    image, label = batch_values(rng, batch)
+    if a.init == "torch":
+        torch.manual_seed(a.seed)
+        sd = build_model(a.model).state_dict()
+        for dn, tn in pairs:
+            if dn.endswith(".weight"):
+                init[dn] = sd[tn].numpy().astype(np.float32)
+    for dn in init:
+        if dn.endswith(".gamma") and a.gamma == "one":
+            init[dn][:] = 1
+        if dn.endswith(".beta") and a.beta == "zero":
+            init[dn][:] = 0
+    count = batch * a.replicas * a.steps
+    image, label = cifar_values(a.cifar, count) if a.cifar else batch_values(rng, count)
     init_path = os.path.join(a.dir, "init.safetensors")
     image_path, label_path = os.path.join(a.dir, "image.f32"), os.path.join(a.dir, "label.i32")
     out_path = os.path.join(a.dir, "out.safetensors")
@@ -413,7 +509,8 @@ def main():
     label.tofile(label_path)
 
     t0 = time.time()
-    r = subprocess.run([a.driver, a.plan, init_path, image_path, label_path, repr(a.lr), out_path],
+    r = subprocess.run([a.driver, a.plan, init_path, image_path, label_path, repr(a.lr), out_path,
+                        "--replicas", str(a.replicas), "--steps", str(a.steps)],
                        capture_output=True, text=True)
     t_dpc = time.time() - t0
     if r.returncode != 0:
@@ -427,27 +524,33 @@ def main():
     momentum = float(np.float32(float(meta["momentum"])))
     wd = float(np.float32(float(meta["wd"])))
     assert int(meta["batch"]) == batch
-    nrelu = sum(1 for n in got if n.startswith("relu."))
-    npool = sum(1 for n in got if n.startswith("maxpool."))
-    taps = ([got["relu.%d" % k] > 0 for k in range(nrelu)],
-            [got["maxpool.%d.in" % k] for k in range(npool)])
+    assert int(meta["replicas"]) == a.replicas and int(meta["steps"]) == a.steps
+    keys = ["s%d.r%d." % (s, r) for s in range(a.steps) for r in range(a.replicas)]
+    nrelu = sum(1 for n in got if n.startswith(keys[0] + "relu."))
+    npool = sum(1 for n in got if n.startswith(keys[0] + "maxpool."))
+    taps = {k: ([got[k + "relu.%d" % j] > 0 for j in range(nrelu)],
+                [got[k + "maxpool.%d.in" % j] for j in range(npool)]) for k in keys}
 
     t0 = time.time()
-    ref, flips = torch_step(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
-                            taps)
+    ref, flips = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
+                             a.replicas, a.steps, taps)
     t_ref = time.time() - t0
     t32 = None
     if a.torch32:
-        t32, _ = torch_step(a.model, pairs, init, image, label, lr, momentum, wd, torch.float32)
+        t32, _ = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float32,
+                             a.replicas, a.steps)
 
     # What to check: every tensor dpc returned, and every one we expect.
-    checks = [("loss", "loss", None), ("logits", "logits", None)]
-    checks += [("relu", "relu.%d" % k, None) for k in range(nrelu)]
-    checks += [("maxpool", "maxpool.%d.in" % k, None) for k in range(npool)]
+    checks = []
+    for k in keys:
+        checks += [("loss", k + "loss", None), ("logits", k + "logits", None)]
+        checks += [("relu", k + "relu.%d" % j, None) for j in range(nrelu)]
+        checks += [("maxpool", k + "maxpool.%d.in" % j, None) for j in range(npool)]
     for dn, tn in pairs:
         kind = dn.rsplit(".", 1)[-1]
         if kind in ("running_mean", "running_var"):
             checks.append((kind, dn, init[dn]))
+            checks += [(kind, "r%d.%s" % (r, dn), init[dn]) for r in range(1, a.replicas)]
         else:
             checks.append(("update", dn, init[dn]))
             checks.append(("grad", dn + ".grad", None))
@@ -462,13 +565,14 @@ def main():
         failed += 1
 
     def flip_sum(prefix):
-        fl = [f for n, f in flips.items() if n.startswith(prefix)]
+        fl = [f for n, f in flips.items() if prefix in n]
         return sum(f[0] for f in fl), max([f[1] for f in fl] + [0.0])
-    print("%s: batch %d, lr %g, momentum %g, wd %g; dpc step %.2fs (with kernel compile), "
-          "torch float64 step %.2fs" % (a.model, batch, lr, momentum, wd, t_dpc, t_ref))
+    print("%s: %d step(s) of %d replica(s) x batch %d, lr %g, momentum %g, wd %g, %s weights; "
+          "dpc %.2fs (with kernel compile), torch float64 %.2fs" % (
+              a.model, a.steps, a.replicas, batch, lr, momentum, wd, a.init, t_dpc, t_ref))
     print("  rounding flips the reference followed (allowed within %g of max|x|): "
           "%d ReLU kink(s), largest %.2e; %d max-pool near-tie(s), largest %.2e" % (
-              (KINK,) + flip_sum("relu.") + flip_sum("maxpool.")))
+              (KINK,) + flip_sum(".relu.") + flip_sum(".maxpool.")))
     head = "  %-12s %-44s %10s %10s %10s%s" % ("group", "tensor", "rel err", "abs err", "max |ref|",
                                                "    torch32" if t32 else "")
     table, shown, worst = [head], [], {}

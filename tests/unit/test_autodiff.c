@@ -98,8 +98,8 @@ static void fixture_init(fixture *f, ir_graph *g) {
                 f->val[i][e] = (double)((int64_t)((r + 1) / 2 * (double)n->iattr[0]) % n->iattr[0]);
             else if (n->op == IR_OP_STATE) /* running statistics: variance must be positive */
                 f->val[i][e] = 1 + 0.5 * r;
-            else if (strstr(n->name, ".gamma"))
-                f->val[i][e] = 1 + 0.5 * r;
+            else if (strstr(n->name, ".gamma")) /* far from the initial 1, either sign */
+                f->val[i][e] = 1.5 * r + (r < 0 ? -0.5 : 0.5);
             else
                 f->val[i][e] = r;
         }
