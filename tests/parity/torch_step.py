@@ -1,25 +1,36 @@
-"""tests/parity/torch_step.py — one training step of dpc against PyTorch.
+"""tests/parity/torch_step.py — training steps of dpc against PyTorch.
 
 Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
     /usr/bin/python3 tests/parity/torch_step.py --model resnet18|cnn_small \
         --plan PLAN --driver DPC_STEP --dir WORKDIR [--seed S] [--lr LR] \
+        [--steps K] [--replicas R] [--init torch|xavier] [--cifar FILE] \
+        [--gamma random|one] [--beta random|zero] \
         [--table FILE] [--verbose] [--torch32]
 
 1. Asks the driver (tests/parity/dpc_step.c) for the plan's parameters and
    BatchNorm statistics in definition order and maps them one to one onto
    the torch model's state_dict (same order; shapes and kinds must agree,
    or it stops with the list of mismatches).
-2. Draws non-trivial weights (Xavier conv/dense weights as dpc's init, random
-   gamma, beta, biases and running statistics) and a normalised CIFAR-shaped
-   batch with labels; writes init.safetensors, image.f32, label.i32 to WORKDIR.
-3. Runs one dpc step (the driver), and the same step in torch: train-mode
-   forward, per-sample softmax cross-entropy, backward of the SUM (MXNet's
-   backward()), then MXNet's SGD
+2. Draws weights dpc did not make: conv/dense weights from the torch
+   model's own initialisation (--init xavier: dpc's), BatchNorm gamma
+   uniform in [0.5, 1.5], beta and biases in [-0.5, 0.5], random running
+   statistics (--gamma one / --beta zero: the trivial values, to compare);
+   and K*R*b photo-like images (smooth colour fields and discs, 8-bit,
+   normalised as dprun does; --cifar FILE: the first records of a CIFAR-10
+   binary file) with labels; writes init.safetensors, image.f32, label.i32
+   to WORKDIR.
+3. Runs K dpc steps of R replicas (the driver: runtime/replicas.h, the
+   local all-reduce), and the same steps in torch: per replica, train-mode
+   forward of its own b samples with its own BatchNorm batch statistics and
+   running statistics (ghost BatchNorm, as per-device BatchNorm), per-sample
+   softmax cross-entropy, backward of the SUM (MXNet's backward()); the
+   replicas' gradients summed; then MXNet's SGD
        v = momentum*v - lr*(grad*rescale + wd*w);  w += v
-   with rescale = 1/batch, v = 0 before the step, wd on every parameter
-   (momentum and wd as the plan's schedule says, rounded to float32 as dpc's
-   kernels hold them). BatchNorm: torch momentum 0.1 == MXNet momentum 0.9,
-   eps 1e-5, running variance from the unbiased batch variance (as dpc).
+   with rescale = 1/(R*b), v = 0 before the first step, wd on every
+   parameter (momentum and wd as the plan's schedule says, rounded to
+   float32 as dpc's kernels hold them). BatchNorm: torch momentum 0.1 ==
+   MXNet momentum 0.9, eps 1e-5, running variance from the unbiased batch
+   variance (as dpc).
    The reference runs in float64 (from the same float32 weights and batch),
    so the errors are dpc's float32 error alone (--torch32 also shows a
    float32 torch step's error beside it, for scale; not checked).
@@ -35,7 +46,9 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
    the reference's own decision must be within KINK (1e-4 of the tensor's
    max-abs value) of the kink, or the check fails, so a wrong ReLU or
    max-pool in dpc cannot hide behind this.
-4. Compares, as max-abs-error / max-abs-value of the reference:
+4. Compares, as max-abs-error / max-abs-value of the reference (every
+   step and replica for the forward values; after the last step for the
+   rest; gradients are replica 0's in the last step):
        loss, logits                          1e-4
        every parameter's update (new - old)  1e-3
        every parameter's gradient (of the summed loss)    1e-3
@@ -478,6 +491,9 @@ def main():
     ap.add_argument("--steps", type=int, default=1, help="training steps (momentum carried)")
     ap.add_argument("--replicas", type=int, default=1,
                     help="data-parallel replicas with per-replica (ghost) BatchNorm")
+    ap.add_argument("--no-follow", action="store_true",
+                    help="diagnostic: the reference takes its own side of ReLU kinks and max-pool "
+                    "near-ties instead of dpc's (what a plain float64 reference shows)")
     ap.add_argument("--torch32", action="store_true",
                     help="also run the step in float32 torch and show its error (not checked)")
     a = ap.parse_args()
@@ -533,7 +549,7 @@ def main():
 
     t0 = time.time()
     ref, flips = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
-                             a.replicas, a.steps, taps)
+                             a.replicas, a.steps, None if a.no_follow else taps)
     t_ref = time.time() - t0
     t32 = None
     if a.torch32:
