@@ -346,8 +346,16 @@ static int flush_metrics(run *r) {
  * data, batch, shuffling and augmentation have their own keys. */
 static void run_flags(const run *r, char *out, size_t len) {
     const rt_train_options *o = r->o;
-    snprintf(out, len, "--lr=%.17g;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
-             "--momentum-correction=%s;--on-nan=%s", r->t.lr_steps > 0 ? r->t.lr_value[0] : 0.0,
+    /* The shortest decimal that reads back as the same double: exact, and
+     * "0.01" rather than 0.010000000000000000208 in a message. */
+    double lr = r->t.lr_steps > 0 ? r->t.lr_value[0] : 0.0;
+    char lrs[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(lrs, sizeof lrs, "%.*g", digits, lr);
+        if (strtod(lrs, NULL) == lr) break;
+    }
+    snprintf(out, len, "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
+             "--momentum-correction=%s;--on-nan=%s", lrs,
              r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
              o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
              o->on_nan_skip ? "skip" : "stop");

@@ -52,7 +52,7 @@ expect_fail "resume with another --metrics" \
     "was written with --metrics $tmp/r.jsonl; this run has --metrics $tmp/other.jsonl" \
     "$bin/dprun" $M --metrics "$tmp/other.jsonl" --checkpoint "$tmp/rck" --resume
 check "the other metrics file is untouched" [ "$(cat "$tmp/other.jsonl")" = unrelated ]
-expect_fail "resume with another --lr" "was written with --lr 0.01; this run has --lr 0.5" \
+expect_fail "resume with another --lr" "was written with --lr 0.01; this run has --lr 0.5 (a resume" \
     "$bin/dprun" $M --lr 0.5 --checkpoint "$tmp/rck" --resume
 expect_fail "resume with --on-nan skip" "was written with --on-nan stop; this run has --on-nan skip" \
     "$bin/dprun" $M --on-nan skip --checkpoint "$tmp/rck" --resume
