@@ -8,6 +8,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "ir/file.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
@@ -141,7 +142,9 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
         if (k < p->nkernels && cg_kernel_source(p, k, &off, &len)) continue;
         if (k < p->nkernels) snprintf(path, sizeof path, "%s/%s.%s", sub, p->kernels[k].name, ext);
         else snprintf(path, sizeof path, "%s/steps.txt", sub);
-        FILE *f = fopen(path, "w");
+        char *text = NULL;
+        size_t tlen = 0;
+        FILE *f = open_memstream(&text, &tlen);
         if (!f) {
             snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
             return -1;
@@ -152,10 +155,15 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
         } else {
             cg_program_describe(p, g, f);
         }
-        if (fclose(f)) {
-            snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+        int bad = fclose(f) != 0;
+        char why[1024];
+        if (bad || ir_file_write_all(path, text, tlen, why, sizeof why)) {
+            if (bad) snprintf(err, errlen, "cannot write %.300s: out of memory", path);
+            else snprintf(err, errlen, "%.500s", why);
+            free(text);
             return -1;
         }
+        free(text);
     }
     return 0;
 }
@@ -286,14 +294,43 @@ static int print_stats(const char *prog, const ir_graph *g, char *err, size_t er
 }
 
 static int write_dot(const ir_graph *g, const char *name, const char *path) {
-    FILE *f = fopen(path, "w");
+    char *text = NULL, err[1024];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) {
         perror(path);
         return 1;
     }
     ir_dot(g, name, f);
-    if (fclose(f)) {
-        perror(path);
+    int rc = fclose(f) != 0 ? (perror(path), 1) : 0;
+    if (!rc && ir_file_write_all(path, text, len, err, sizeof err)) {
+        fprintf(stderr, "dpc: error: --dot %s\n", err);
+        rc = 1;
+    }
+    free(text);
+    return rc;
+}
+
+/* Outputs are refused before any work when they name the model (or each
+ * other), or cannot be written. */
+static int check_outputs(const dpc_args *a) {
+    const char *outs[2][2] = {{"-o", a->out}, {"--dot", a->dot}};
+    char err[1024];
+    for (int k = 0; k < 2; k++) {
+        const char *o = outs[k][1];
+        if (!o) continue;
+        if (ir_file_same(o, a->model) || !strcmp(o, a->model)) {
+            fprintf(stderr, "dpc: error: %s %s is the model being compiled; writing it would destroy it\n",
+                    outs[k][0], o);
+            return 1;
+        }
+        if (ir_file_check_writable(o, outs[k][0], err, sizeof err)) {
+            fprintf(stderr, "dpc: error: %s\n", err);
+            return 1;
+        }
+    }
+    if (a->out && a->dot && (!strcmp(a->out, a->dot) || ir_file_same(a->out, a->dot))) {
+        fprintf(stderr, "dpc: error: -o and --dot name the same file %s\n", a->out);
         return 1;
     }
     return 0;
@@ -307,6 +344,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc) return 1;
+    if (check_outputs(&a)) return 1;
 
     fe_program *prog = fe_parse_file(a.model);
     if (!prog) return 1;

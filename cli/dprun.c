@@ -81,18 +81,49 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 
 static int run_main(int argc, char **argv, int rank, int ranks);
 
-/* This command line with --resume added (once), for the message of a run
- * stopped by a signal; NULL when it does not fit. */
+/* Appends s to buf quoted for sh: bare when only safe characters, else in
+ * single quotes with each ' written '\''. 0, or -1 when it does not fit. */
+static int append_quoted(char *buf, size_t len, const char *s) {
+    size_t n = strlen(buf);
+    int plain = *s != 0;
+    for (const char *p = s; *p; p++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p)) plain = 0;
+    if (plain) {
+        if (n + strlen(s) + 1 >= len) return -1;
+        strcpy(buf + n, s);
+        return 0;
+    }
+    if (n + 1 >= len) return -1;
+    buf[n++] = '\'';
+    for (const char *p = s; *p; p++) {
+        const char *piece = *p == '\'' ? "'\\''" : NULL;
+        size_t k = piece ? 4 : 1;
+        if (n + k + 2 >= len) return -1;
+        if (piece) memcpy(buf + n, piece, k);
+        else buf[n] = *p;
+        n += k;
+    }
+    buf[n++] = '\'';
+    buf[n] = 0;
+    return 0;
+}
+
+/* This command line with --resume added (once), shell-quoted so it can be
+ * pasted, for the message of a run stopped by a signal; NULL when it does
+ * not fit. */
 static const char *resume_command_line(int argc, char **argv, char *buf, size_t len) {
     int has_resume = 0;
     snprintf(buf, len, "dprun");
     for (int i = 1; i < argc; i++) {
         has_resume |= !strcmp(argv[i], "--resume");
-        if (strlen(buf) + strlen(argv[i]) + 12 >= len) return NULL;
+        if (strlen(buf) + 2 >= len) return NULL;
         strcat(buf, " ");
-        strcat(buf, argv[i]);
+        if (append_quoted(buf, len, argv[i])) return NULL;
     }
-    if (!has_resume) strcat(buf, " --resume");
+    if (!has_resume) {
+        if (strlen(buf) + 10 >= len) return NULL;
+        strcat(buf, " --resume");
+    }
     return buf;
 }
 
@@ -275,6 +306,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     char resume_command[4096];
     o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
+    o.plan_path = path;
     if ((sweep_dir || sweep_out) && !sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
     if (sweep_spec && (o.metrics || o.save_params || o.benchmark || o.checkpoint))

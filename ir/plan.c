@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "ir/bytes.h"
+#include "ir/file.h"
 
 #define HEADER_SIZE PLAN_HEADER_SIZE
 /* Bounds on dimensions and integer attributes: far below where the shape
@@ -379,37 +380,6 @@ static void encode(ir_wbuf *b, const dpc_plan *p) {
     memcpy(b->p, header, sizeof header);
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n) {
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Makes the rename durable; best effort, as not every file system can. */
-static void sync_dir(const char *path) {
-    char *dir = strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir)
-        d = "/";
-    else if (slash)
-        *slash = 0, d = dir;
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
     char why[512];
     if (!p) {
@@ -427,41 +397,15 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
         set_err(err, errlen, path, "cannot write plan: out of memory");
         return -1;
     }
-    /* A temporary next to the target, renamed over it once complete, so a
-     * reader never sees half a plan and a failed write keeps the old one. */
-    size_t tlen = strlen(path) + 48;
-    char *tmp = malloc(tlen);
-    int fd = -1;
-    for (unsigned i = 0; tmp && i < 100 && fd < 0; i++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), i);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        set_err(err, errlen, path, "cannot create plan: %s",
-                tmp ? strerror(errno) : "out of memory");
-        free(tmp);
-        free(b.p);
-        return -1;
-    }
-    const char *step = NULL;
-    if (write_all(fd, b.p, b.len))
-        step = "cannot write plan";
-    else if (fsync(fd))
-        step = "cannot write plan (fsync)";
-    int saved = errno;
-    if (close(fd) && !step) step = "cannot write plan", saved = errno;
-    if (!step && rename(tmp, path)) step = "cannot write plan (rename)", saved = errno;
+    /* ir_file: a reader never sees half a plan, a failed write keeps the
+     * old one, and no planted link is followed. */
+    char msg[1024];
+    int rc = ir_file_write_all(path, b.p, b.len, msg, sizeof msg);
     free(b.p);
-    if (step) {
-        unlink(tmp);
-        free(tmp);
-        set_err(err, errlen, path, "%s: %s", step, strerror(saved));
-        return -1;
-    }
-    free(tmp);
-    sync_dir(path);
-    return 0;
+    size_t pl = strlen(path);
+    const char *m = !strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2) ? msg + pl + 2 : msg;
+    if (rc) set_err(err, errlen, path, "cannot write plan: %s", m);
+    return rc;
 }
 
 /* ---- decoding ----------------------------------------------------------- */
@@ -843,9 +787,16 @@ static int header_ok(const unsigned char *h) {
 }
 
 dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    /* A regular file only: a FIFO or a device would block or never end. */
+    char why[1024];
+    long long size;
+    int fd = ir_file_open_read(path, &size, why, sizeof why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        set_err(err, errlen, path, "cannot open: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        size_t pl = strlen(path);
+        const char *m = !strncmp(why, path, pl) && !strncmp(why + pl, ": ", 2) ? why + pl + 2 : why;
+        set_err(err, errlen, path, "%s", fd >= 0 ? strerror(errno) : m);
         return NULL;
     }
     /* Read the header, then as much as it announces plus one byte (to see

@@ -85,7 +85,7 @@ enum { META_MAX = 48 };
 
 typedef struct {
     const char *kv[META_MAX + 1];
-    char val[META_MAX / 2][600];
+    char val[META_MAX / 2][4200]; /* metrics_path is up to 4096 */
     int n;
 } meta_list;
 
@@ -110,26 +110,29 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
 
     /* Doubles go out as hex floats ("%a"): exact, so a resumed run's sums
      * continue bit for bit. */
-    meta_list m = {.n = 0};
-    meta_add(&m, "producer", "dpc");
-    meta_add(&m, "dpc_checkpoint", "%s", RT_CKPT_VERSION);
-    meta_add(&m, "model", "%s", plan->model);
-    meta_add(&m, "plan_checksum", "%016" PRIx64, plan->checksum);
-    meta_add(&m, "replicas", "%d", n);
-    meta_add(&m, "step", "%" PRId64, s->step);
-    meta_add(&m, "steps_per_epoch", "%" PRId64, s->steps_per_epoch);
-    meta_add(&m, "global_batch", "%d", s->global_batch);
-    meta_add(&m, "seed", "%" PRIu64, s->seed);
-    meta_add(&m, "data", "%s", s->data);
-    meta_add(&m, "shuffle", "%d", s->shuffle);
-    meta_add(&m, "augment", "%d", s->augment);
-    meta_add(&m, "epoch_loss_sum", "%a", s->epoch_loss_sum);
-    meta_add(&m, "epoch_skipped", "%" PRId64, s->epoch_skipped);
-    meta_add(&m, "prev_lr", "%a", s->prev_lr);
-    meta_add(&m, "epoch_seconds", "%a", s->epoch_seconds);
-    meta_add(&m, "total_seconds", "%a", s->total_seconds);
-    meta_add(&m, "metrics_bytes", "%" PRId64, s->metrics_bytes);
-    meta_add(&m, "metrics_pending", "%s", s->metrics_pending);
+    meta_list *mp = calloc(1, sizeof *mp); /* 100 KB: not on the stack */
+    RT_CHECK_ALLOC(mp);
+    meta_add(mp, "producer", "dpc");
+    meta_add(mp, "dpc_checkpoint", "%s", RT_CKPT_VERSION);
+    meta_add(mp, "model", "%s", plan->model);
+    meta_add(mp, "plan_checksum", "%016" PRIx64, plan->checksum);
+    meta_add(mp, "replicas", "%d", n);
+    meta_add(mp, "step", "%" PRId64, s->step);
+    meta_add(mp, "steps_per_epoch", "%" PRId64, s->steps_per_epoch);
+    meta_add(mp, "global_batch", "%d", s->global_batch);
+    meta_add(mp, "seed", "%" PRIu64, s->seed);
+    meta_add(mp, "data", "%s", s->data);
+    meta_add(mp, "shuffle", "%d", s->shuffle);
+    meta_add(mp, "augment", "%d", s->augment);
+    meta_add(mp, "epoch_loss_sum", "%a", s->epoch_loss_sum);
+    meta_add(mp, "epoch_skipped", "%" PRId64, s->epoch_skipped);
+    meta_add(mp, "prev_lr", "%a", s->prev_lr);
+    meta_add(mp, "epoch_seconds", "%a", s->epoch_seconds);
+    meta_add(mp, "total_seconds", "%a", s->total_seconds);
+    meta_add(mp, "metrics_bytes", "%" PRId64, s->metrics_bytes);
+    meta_add(mp, "metrics_pending", "%s", s->metrics_pending);
+    meta_add(mp, "metrics_path", "%s", s->metrics_path);
+    meta_add(mp, "flags", "%s", s->flags);
 
     int count = rt_store_count(stores[0]);
     slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
@@ -139,7 +142,7 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
     float **data = calloc((size_t)k + 1, sizeof *data);
     RT_CHECK_ALLOC(e && data);
     uint64_t h = FNV_OFFSET;
-    for (int i = 0; i < m.n; i++) h = fnv_str(h, m.kv[i]);
+    for (int i = 0; i < mp->n; i++) h = fnv_str(h, mp->kv[i]);
     for (int i = 0; i < k; i++) {
         rt_store *st = stores[sl[i].replica];
         const ir_type *t = rt_store_type(st, sl[i].index);
@@ -150,15 +153,11 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
         h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
     }
     for (int i = 0; i < k; i++) h = fnv(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(stores[sl[i].replica], sl[i].index)));
-    meta_add(&m, "checksum", "%016" PRIx64, h);
+    meta_add(mp, "checksum", "%016" PRIx64, h);
 
-    int rc = rt_st_write(path, e, k, m.kv, err, errlen);
-    if (!rc) {
-        /* The rename itself on disk: the new checkpoint survives a crash. */
-        int fd = open(dir, O_RDONLY | O_DIRECTORY);
-        if (fd < 0 || fsync(fd) != 0) rc = ir_fail(err, errlen, "--checkpoint %s: cannot sync the directory: %s", dir, strerror(errno));
-        if (fd >= 0) close(fd);
-    }
+    /* rt_st_write syncs the file and DIR (ir_file): it survives a crash. */
+    int rc = rt_st_write(path, e, k, mp->kv, err, errlen);
+    free(mp);
     for (int i = 0; i < k; i++) free(data[i]);
     free(data);
     free(e);
@@ -271,6 +270,8 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     if (!rc) rc = meta_f64(f, path, "total_seconds", &s->total_seconds, err, errlen);
     if (!rc) rc = meta_i64(f, path, "metrics_bytes", &s->metrics_bytes, err, errlen);
     if (!rc) rc = meta_str(f, path, "metrics_pending", s->metrics_pending, sizeof s->metrics_pending, err, errlen);
+    if (!rc) rc = meta_str(f, path, "metrics_path", s->metrics_path, sizeof s->metrics_path, err, errlen);
+    if (!rc) rc = meta_str(f, path, "flags", s->flags, sizeof s->flags, err, errlen);
     if (!rc && (s->step < 0 || s->steps_per_epoch <= 0))
         rc = ir_fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path, (long long)s->step,
                   (long long)s->steps_per_epoch);

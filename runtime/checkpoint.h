@@ -16,8 +16,9 @@
  * (runtime/data.h), so the seed and the step count place the data stream
  * exactly; the init generator is spent once the parameters exist.
  *
- * Writing is atomic: safetensors' PATH.tmp, fsync, rename, then an fsync of
- * DIR, so DIR always holds the previous complete checkpoint or the new one.
+ * Writing is atomic (ir/file.h: a fresh temporary, fsync, rename, an fsync
+ * of DIR), so DIR always holds the previous complete checkpoint or the new
+ * one, and no link planted in DIR is followed.
  *
  * Usage:
  *     rt_ckpt_state s = {...};                    // position and counters
@@ -40,7 +41,7 @@
 #include "ir/plan.h"
 
 #define RT_CKPT_FILE "checkpoint.safetensors"
-#define RT_CKPT_VERSION "1"
+#define RT_CKPT_VERSION "2" /* 2: metrics_path and flags */
 
 typedef struct rt_store rt_store;
 
@@ -60,6 +61,8 @@ typedef struct {
     double total_seconds;    /* the finished epochs' time */
     int64_t metrics_bytes;   /* length of the metrics file at this point; -1: none */
     char metrics_pending[512]; /* the last finished epoch's metrics line, not yet written */
+    char metrics_path[4096]; /* the metrics file, absolute; "": none */
+    char flags[1024];        /* the flags that change the arithmetic: "--lr=0.1;--on-nan=stop;..." */
 } rt_ckpt_state;
 
 /* 1 when DIR holds a checkpoint file (valid or not), else 0. */

@@ -1,6 +1,7 @@
 /* runtime/safetensors.c — safetensors writer and a bounds-checked reader. */
 #include "runtime/safetensors.h"
 #include "ir/err.h"
+#include "ir/file.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -101,40 +102,22 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
      * reference writer does; JSON allows trailing whitespace. */
     while ((8 + h.n) % 8) sb_puts(&h, " ");
 
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        free(h.s);
-        return ir_fail(err, errlen, "%s: path too long", path);
-    }
-    FILE *f = fopen(tmp, "wb");
+    /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
+     * so PATH is always the old file or the complete new one. */
+    ir_file *f = ir_file_open(path, err, errlen);
     if (!f) {
         free(h.s);
-        return ir_fail(err, errlen, "%s: cannot write: %s", tmp, strerror(errno));
+        return -1;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.s, 1, h.n, f) == h.n;
+    ir_file_write(f, len8, 8);
+    ir_file_write(f, h.s, h.n);
     /* dpc only runs on little-endian hosts, so floats go out as they are. */
-    for (int i = 0; ok && i < n; i++) {
-        size_t cnt = (size_t)numel_of(t[i].ndim, t[i].shape);
-        ok = fwrite(t[i].data, sizeof(float), cnt, f) == cnt;
-    }
+    for (int i = 0; i < n; i++)
+        ir_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
     free(h.s);
-    /* On disk before the rename, so PATH is always the old file or the
-     * complete new one, even across a crash. */
-    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) {
-        int e = errno;
-        remove(tmp);
-        return ir_fail(err, errlen, "%s: write failed: %s", tmp, strerror(e));
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return ir_fail(err, errlen, "%s: cannot rename to %s: %s", tmp, path, strerror(e));
-    }
-    return 0;
+    return ir_file_commit(f, err, errlen);
 }
 
 /* ---- reader: a JSON subset parser over [p, end) --------------------------- */
@@ -480,7 +463,9 @@ static int jmetadata(jparse *j, rt_st_file *f) {
 }
 
 /* Parses buf, taking ownership of it (freed on failure too). */
-static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, char *err,
+/* buf holds the first len bytes of a total-byte file (len == total, or at
+ * least the whole header); the layout is checked against total. */
+static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total, char *err,
                                size_t errlen) {
     if (len < 8) {
         free(buf);
@@ -492,7 +477,7 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
     if (hlen > RT_ST_MAX_HEADER || hlen > len - 8) {
         ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
-             name, (unsigned long long)hlen, len);
+             name, (unsigned long long)hlen, total);
         free(buf);
         return NULL;
     }
@@ -507,7 +492,7 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
         ir_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
-    f->bytes = buf, f->size = len, f->data_start = 8 + (size_t)hlen;
+    f->bytes = buf, f->size = total, f->data_start = 8 + (size_t)hlen;
 
     const char *h = (const char *)buf + 8;
     jparse j = {h, h, h + hlen, name, err, errlen};
@@ -569,38 +554,72 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
     return f;
 }
 
+static int read_full(int fd, unsigned char *p, size_t n) {
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        p += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* A regular file only (a FIFO or /dev/zero is refused at once), read in
+ * two parts: the header, checked against the file's size (the tensors
+ * must cover the data exactly, so a file larger or smaller than its header
+ * declares is refused before its data is read), then the data. */
 rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 1 << 16;
-            unsigned char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(fp);
-                ir_fail(err, errlen, "%s: out of memory", path);
-                return NULL;
-            }
-            buf = nb;
+    long long size;
+    int fd = ir_file_open_read(path, &size, err, errlen);
+    if (fd < 0) return NULL;
+    unsigned char head[8];
+    size_t total = (size_t)size, hlen = 0;
+    if (total >= 8) {
+        if (read_full(fd, head, 8)) {
+            close(fd);
+            ir_fail(err, errlen, "%s: cannot read: %s", path, errno ? strerror(errno) : "the file shrank");
+            return NULL;
         }
-        size_t got = fread(buf + len, 1, cap - len, fp);
-        len += got;
-        if (got == 0) break;
+        uint64_t h = 0;
+        for (int i = 7; i >= 0; i--) h = h << 8 | head[i];
+        /* parse_owned names a header that does not fit */
+        hlen = h <= RT_ST_MAX_HEADER && h <= total - 8 ? (size_t)h : 0;
     }
-    int bad = ferror(fp), e = errno;
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+    size_t first = total >= 8 ? 8 + hlen : total;
+    unsigned char *buf = malloc(first + 1);
+    if (!buf) {
+        close(fd);
+        ir_fail(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    return parse_owned(path, buf, len, err, errlen);
+    if (total >= 8) memcpy(buf, head, 8);
+    else if (read_full(fd, buf, total)) first = 0;
+    if (total >= 8 && read_full(fd, buf + 8, hlen)) first = 0;
+    if (!first && total) {
+        close(fd);
+        free(buf);
+        ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+        return NULL;
+    }
+    rt_st_file *f = parse_owned(path, buf, first, total, err, errlen);
+    if (f && total > first) {
+        unsigned char *all = realloc(f->bytes, total + 1);
+        if (!all) {
+            ir_fail(err, errlen, "%s: out of memory (%zu bytes)", path, total);
+            rt_st_free(f);
+            f = NULL;
+        } else {
+            f->bytes = all;
+            /* One byte more must not come: the file grew while read. */
+            if (read_full(fd, all + first, total - first) || read(fd, all + total, 1) != 0) {
+                ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+                rt_st_free(f);
+                f = NULL;
+            }
+        }
+    }
+    close(fd);
+    return f;
 }
 
 rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, char *err,
@@ -611,7 +630,7 @@ rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, 
         return NULL;
     }
     if (len) memcpy(copy, buf, len);
-    return parse_owned(name, copy, len, err, errlen);
+    return parse_owned(name, copy, len, len, err, errlen);
 }
 
 void rt_st_free(rt_st_file *f) {

@@ -20,7 +20,9 @@
  *     const char *m = rt_st_meta(f, "model");   // a "__metadata__" string, or NULL
  *     rt_st_free(f);
  *
- * The reader trusts nothing: the header length is bounded by the file, the
+ * The reader trusts nothing: only a regular file is read (a FIFO or
+ * /dev/zero is refused at once), the header is checked against the file's
+ * size before the data is read, the header length is bounded by the file, the
  * JSON subset parser checks every byte it reads, shapes must match the byte
  * ranges, ranges must tile the data section exactly (no overlaps, no holes,
  * as the reference implementation requires) and names must be unique.
@@ -42,7 +44,8 @@ typedef struct {
     const float *data; /* numel floats */
 } rt_st_entry;
 
-/* Writes atomically (PATH.tmp, fsync, then rename). meta: NULL, or pairs of
+/* Writes atomically through ir_file (a fresh temporary, fsync, rename;
+ * no planted link followed). meta: NULL, or pairs of
  * strings ending with NULL ({"model", "resnet18_v1", NULL}). 0 or -1 + err. */
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen);

@@ -1,6 +1,7 @@
 /* runtime/sweep.c — sweep specs, their combinations, ranking and the table. */
 #include "runtime/sweep.h"
 #include "ir/err.h"
+#include "ir/file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -312,8 +313,16 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
                 base->ranks);
         return 1;
     }
-    if (mkdir(dir, 0777) && errno != EEXIST) {
-        fprintf(stderr, "dprun: error: --sweep-dir %s: cannot create: %s\n", dir, strerror(errno));
+    /* Every output checked before the first run, not after the last. */
+    char err[1024];
+    if (ir_file_check_dir(dir, "--sweep-dir", err, sizeof err) ||
+        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, sizeof err))) {
+        fprintf(stderr, "dprun: error: %s\n", err);
+        return 1;
+    }
+    if (table_path && base->plan_path && ir_file_same(table_path, base->plan_path)) {
+        fprintf(stderr, "dprun: error: --sweep-out %s is the plan of this run; writing it would destroy it\n",
+                table_path);
         return 1;
     }
     long n = rt_sweep_count(s);
@@ -328,7 +337,10 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         rt_sweep_label(s, i, label, sizeof label);
         snprintf(log_path, sizeof log_path, "%s/run-%ld.log", dir, i + 1);
         snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", dir, i + 1);
-        FILE *log = fopen(log_path, "w");
+        /* The log in memory, written through ir_file when the run ends. */
+        char *log_text = NULL;
+        size_t log_len = 0;
+        FILE *log = open_memstream(&log_text, &log_len);
         if (!log) {
             fprintf(stderr, "dprun: error: %s: cannot write: %s\n", log_path, strerror(errno));
             rc = 1;
@@ -343,7 +355,12 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
         rt_train(plan, &o);
         if (res[i].status && res[i].error[0]) fprintf(log, "dprun: error: %s\n", res[i].error);
-        fclose(log);
+        int lost = fclose(log) != 0;
+        if (lost || ir_file_write_all(log_path, log_text, log_len, err, sizeof err)) {
+            fprintf(stderr, "dprun: error: %s\n", lost ? "out of memory for a sweep log" : err);
+            rc = 1;
+        }
+        free(log_text);
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;
         if (ok)
@@ -355,17 +372,18 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         rt_sweep_table(s, res, n, stdout);
         fflush(stdout);
         if (table_path) {
-            FILE *f = fopen(table_path, "w");
-            if (!f) {
-                fprintf(stderr, "dprun: error: --sweep-out %s: cannot write: %s\n", table_path, strerror(errno));
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            if (f) rt_sweep_table(s, res, n, f);
+            if (!f || fclose(f) != 0) {
+                fprintf(stderr, "dprun: error: --sweep-out %s: out of memory\n", table_path);
                 rc = 1;
-            } else {
-                rt_sweep_table(s, res, n, f);
-                if (fclose(f)) {
-                    fprintf(stderr, "dprun: error: --sweep-out %s: write error\n", table_path);
-                    rc = 1;
-                }
+            } else if (ir_file_write_all(table_path, text, len, err, sizeof err)) {
+                fprintf(stderr, "dprun: error: --sweep-out %s\n", err);
+                rc = 1;
             }
+            free(text);
         }
         if (!good) {
             fprintf(stderr, "dprun: error: the sweep has no successful run (the table says why)\n");

@@ -24,6 +24,7 @@
  */
 #include "runtime/train.h"
 #include "ir/err.h"
+#include "ir/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -226,7 +227,18 @@ typedef struct {
     rt_pipeline *input; /* training batches, prepared ahead */
     FILE *quiet;        /* ranks other than 0 write their log here (/dev/null) */
     float *logits, *loss;
+    /* --metrics: the file's whole text in memory (open_memstream), written
+     * through ir_file after every epoch. Rewriting a file of one line per
+     * epoch costs nothing, and it gets what every other output gets: no
+     * link planted at the name or a temporary is followed, a reader sees
+     * whole lines, and truncating at a resume is keeping the first bytes.
+     * Appending with O_APPEND|O_NOFOLLOW would refuse a link the user
+     * named and leave half lines after a crash. */
     FILE *metrics;
+    char *metrics_buf;
+    size_t metrics_len;
+    const char *metrics_path; /* o->metrics, or on --resume the checkpoint's */
+    char metrics_abs[4096];   /* metrics_path made absolute, for the checkpoint */
     rt_progress bar;
     char err[1024];
     double prev_lr; /* the last step's lr, for --momentum-correction */
@@ -256,6 +268,7 @@ static void run_free(run *r) {
     rt_dataset_free(r->test_ds);
     free(r->logits), free(r->loss);
     if (r->metrics) fclose(r->metrics);
+    free(r->metrics_buf);
 }
 
 /* The last error this thread printed (whole: run_error passes up to 1400
@@ -283,6 +296,136 @@ static int run_error(run *r, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return print_error("%s", msg);
+}
+
+/* path made absolute without requiring that it exist: its directory
+ * resolved, its last part kept (a checkpoint names its metrics file so a
+ * resume from another directory finds the same one). */
+static void absolute_path(const char *path, char *out, size_t len) {
+    char *full = realpath(path, NULL);
+    if (full) {
+        snprintf(out, len, "%s", full);
+        free(full);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    char *d = realpath(dir, NULL);
+    const char *base = slash ? slash + 1 : path, *dd = d ? d : dir;
+    size_t dl = strlen(dd), bl = strlen(base);
+    if (dl + 1 + bl < len) {
+        memcpy(out, dd, dl);
+        out[dl] = '/';
+        memcpy(out + dl + 1, base, bl + 1);
+    } else {
+        snprintf(out, len, "%s", path);
+    }
+    free(d);
+}
+
+static int open_metrics(run *r) {
+    r->metrics = open_memstream(&r->metrics_buf, &r->metrics_len);
+    if (!r->metrics) return print_error("--metrics %s: %s", r->metrics_path, strerror(errno));
+    absolute_path(r->metrics_path, r->metrics_abs, sizeof r->metrics_abs);
+    return 0;
+}
+
+/* The metrics text so far, replacing the file atomically (see run). */
+static int flush_metrics(run *r) {
+    if (fflush(r->metrics) != 0 || ferror(r->metrics))
+        return run_error(r, "--metrics %s: out of memory", r->metrics_path);
+    if (ir_file_write_all(r->metrics_path, r->metrics_buf, r->metrics_len, r->err, sizeof r->err))
+        return run_error(r, "--metrics %s", r->err);
+    return 0;
+}
+
+/* The flags that change the arithmetic of a step, as the checkpoint keeps
+ * them: "--flag=value;..." with the effective values (the plan's when the
+ * flag was not given, so `--lr 0.1` equals a plan whose lr is 0.1). Seed,
+ * data, batch, shuffling and augmentation have their own keys. */
+static void run_flags(const run *r, char *out, size_t len) {
+    const rt_train_options *o = r->o;
+    /* The shortest decimal that reads back as the same double: exact, and
+     * "0.01" rather than 0.010000000000000000208 in a message. */
+    double lr = r->t.lr_steps > 0 ? r->t.lr_value[0] : 0.0;
+    char lrs[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(lrs, sizeof lrs, "%.*g", digits, lr);
+        if (strtod(lrs, NULL) == lr) break;
+    }
+    snprintf(out, len, "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
+             "--momentum-correction=%s;--on-nan=%s", lrs,
+             r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
+             o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
+             o->on_nan_skip ? "skip" : "stop");
+}
+
+/* Each flag of the checkpoint's list against this run's; the first that
+ * differs is named with both values. */
+static int check_flags(const char *dir, const char *saved, const run *r) {
+    char mine[1024], theirs[1024], *sp, *mp;
+    run_flags(r, mine, sizeof mine);
+    snprintf(theirs, sizeof theirs, "%s", saved);
+    for (char *t = strtok_r(theirs, ";", &sp); t; t = strtok_r(NULL, ";", &sp)) {
+        char *eq = strchr(t, '=');
+        if (!eq) continue;
+        *eq = 0;
+        char copy[1024];
+        const char *now = "none";
+        snprintf(copy, sizeof copy, "%s", mine);
+        for (char *m = strtok_r(copy, ";", &mp); m; m = strtok_r(NULL, ";", &mp)) {
+            char *e = strchr(m, '=');
+            if (e && (size_t)(e - m) == strlen(t) && !strncmp(m, t, strlen(t))) now = e + 1;
+        }
+        if (strcmp(now, eq + 1))
+            return print_error("checkpoint refused: %s was written with %s %s; this run has %s %s (a resume "
+                               "continues bit for bit only with the same flags)", dir, t, eq + 1, t, now);
+    }
+    return 0;
+}
+
+/* Outputs that name an input of this run would destroy it; outputs that
+ * cannot be written would fail only after the training. Both are refused
+ * before any work. Inputs compare by (st_dev, st_ino), not by name. */
+static int check_outputs(run *r) {
+    const rt_train_options *o = r->o;
+    const char *outs[2][2] = {{"--metrics", o->metrics}, {"--save-params", o->save_params}};
+    char inputs[10][4200];
+    const char *what[10];
+    int n = 0;
+    if (o->plan_path) snprintf(inputs[n], sizeof inputs[n], "%s", o->plan_path), what[n++] = "the plan";
+    if (o->load_params) snprintf(inputs[n], sizeof inputs[n], "%s", o->load_params), what[n++] = "--load-params";
+    if (o->checkpoint)
+        snprintf(inputs[n], sizeof inputs[n], "%s/%s", o->checkpoint, RT_CKPT_FILE), what[n++] = "the checkpoint";
+    const char *data = o->data ? o->data : getenv("DPC_DATA");
+    if (data && *data && strcmp(data, "synthetic")) {
+        static const char *files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+        struct stat sb;
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/cifar-10-batches-bin", data);
+        int nested = stat(probe, &sb) == 0 && S_ISDIR(sb.st_mode);
+        for (int i = 0; i < 6; i++) {
+            snprintf(inputs[n], sizeof inputs[n], "%s%s/%s", data, nested ? "/cifar-10-batches-bin" : "", files[i]);
+            what[n++] = "a --data file";
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!outs[k][1]) continue;
+        for (int i = 0; i < n; i++)
+            if (ir_file_same(outs[k][1], inputs[i]))
+                return print_error("%s %s is %s (%s) of this run; writing it would destroy it", outs[k][0],
+                                   outs[k][1], what[i], inputs[i]);
+        if (o->benchmark) continue; /* --benchmark writes neither */
+        if (k == 0 && o->resume) continue; /* resume_run checks the checkpoint's file */
+        if (ir_file_check_writable(outs[k][1], outs[k][0], r->err, sizeof r->err)) return print_error("%s", r->err);
+    }
+    if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
+        return print_error("--metrics and --save-params name the same file %s", o->metrics);
+    if (o->checkpoint && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
+        return print_error("%s", r->err);
+    return 0;
 }
 
 static int check_programs(run *r) {
@@ -661,8 +804,10 @@ static int write_checkpoint(run *r, rt_ckpt_state *s) {
     s->metrics_bytes = -1;
     if (r->metrics) {
         fflush(r->metrics);
-        s->metrics_bytes = (int64_t)ftell(r->metrics);
+        s->metrics_bytes = (int64_t)r->metrics_len;
+        snprintf(s->metrics_path, sizeof s->metrics_path, "%s", r->metrics_abs);
     }
+    run_flags(r, s->flags, sizeof s->flags);
     rt_store *stores[RT_MAX_LOCAL_REPLICAS];
     for (int k = 0; k < r->local; k++) stores[k] = rt_replicas_store(r->R, k);
     if (rt_ckpt_write(o->checkpoint, r->plan, stores, r->local, s, r->err, sizeof r->err))
@@ -720,21 +865,40 @@ static int resume_run(run *r) {
         return print_error("checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
                            "same --no-shuffle / --no-augment", d, s->shuffle ? "with" : "without",
                            s->augment ? "with" : "without");
+    if (check_flags(d, s->flags, r)) return 1;
     r->prev_lr = s->prev_lr;
-    if (o->metrics) {
+    /* The metrics file is the checkpoint's: appended to, never another. */
+    char mine[4096] = "";
+    if (o->metrics) absolute_path(o->metrics, mine, sizeof mine);
+    if (o->metrics && !*s->metrics_path)
+        return print_error("checkpoint refused: %s was written without --metrics; this run has --metrics %s "
+                           "(its file would lack the epochs before the checkpoint)", d, o->metrics);
+    if (o->metrics && strcmp(mine, s->metrics_path) && !ir_file_same(o->metrics, s->metrics_path))
+        return print_error("checkpoint refused: %s was written with --metrics %s; this run has --metrics %s "
+                           "(resume with the same file, or without --metrics to append to it)", d,
+                           s->metrics_path, o->metrics);
+    if (*s->metrics_path && s->metrics_bytes >= 0) {
+        r->metrics_path = o->metrics ? o->metrics : s->metrics_path;
+        size_t len = 0;
+        struct stat sb;
+        unsigned char *old = NULL;
+        if (stat(r->metrics_path, &sb) == 0 || s->metrics_bytes > 0) {
+            old = ir_file_read(r->metrics_path, (size_t)1 << 30, &len, r->err, sizeof r->err);
+            if (!old) return print_error("--metrics %s", r->err);
+        }
+        if (len < (size_t)s->metrics_bytes) {
+            free(old);
+            return print_error("%s: %zu bytes, shorter than the %lld it had at the checkpoint; it is not the "
+                               "file the checkpoint was written with", r->metrics_path, len,
+                               (long long)s->metrics_bytes);
+        }
         /* Lines written after the checkpoint are dropped: the resumed run
          * writes them again. */
-        struct stat sb;
-        int have = stat(o->metrics, &sb) == 0;
-        if (have && s->metrics_bytes >= 0 && sb.st_size < (off_t)s->metrics_bytes)
-            return print_error("%s: %lld bytes, shorter than the %lld it had at the checkpoint; resume with the "
-                               "same --metrics file, or another name to start a new one", o->metrics,
-                               (long long)sb.st_size, (long long)s->metrics_bytes);
-        if (have && s->metrics_bytes >= 0 && truncate(o->metrics, (off_t)s->metrics_bytes) != 0)
-            return print_error("%s: cannot truncate to the checkpoint's %lld bytes: %s", o->metrics,
-                               (long long)s->metrics_bytes, strerror(errno));
-        r->metrics = fopen(o->metrics, "a");
-        if (!r->metrics) return print_error("%s: cannot write: %s", o->metrics, strerror(errno));
+        int rc = open_metrics(r);
+        if (!rc && s->metrics_bytes > 0) fwrite(old, 1, (size_t)s->metrics_bytes, r->metrics);
+        free(old);
+        if (!rc) rc = flush_metrics(r);
+        if (rc) return 1;
     }
     long spe = (long)r->train_b.batches;
     fprintf(stderr, "dprun: resumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n", d,
@@ -949,7 +1113,7 @@ static int train_loop(run *r) {
         if (r->metrics) {
             if (*pending) fprintf(r->metrics, "%s}\n", pending);
             metrics_line(pending, sizeof pending, e, lr, mean, r->global, steps, dt, wait, acc);
-            fflush(r->metrics);
+            if (flush_metrics(r)) return 1;
         }
         if (steps == spe) { /* a whole epoch: its checkpoint */
             rt_ckpt_state cs = {.step = done, .total_seconds = total_time};
@@ -973,9 +1137,8 @@ static int train_loop(run *r) {
             snprintf(pending + strlen(pending), sizeof pending - strlen(pending), ", \"test_accuracy\": %.6f",
                      test_acc);
         fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", pending, train_acc);
-        fflush(r->metrics);
+        if (flush_metrics(r)) return 1;
     }
-    if (r->metrics && ferror(r->metrics)) return run_error(r, "%s: write error", o->metrics);
     return 0;
 }
 
@@ -1024,11 +1187,14 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt) {
         }
         r.sched = rt_schedule_make(&r.t, r.global);
         r.sched.per_iteration = o.warmup_per_iteration;
-        rc = open_data(&r);
+        rc = check_outputs(&r);
+        if (!rc) rc = open_data(&r);
     }
     if (!rc && o.metrics && !o.benchmark && !o.resume) {
-        r.metrics = fopen(o.metrics, "w");
-        if (!r.metrics) rc = print_error("%s: cannot write: %s", o.metrics, strerror(errno));
+        /* Empty at the start, as a fresh run's file is. */
+        r.metrics_path = o.metrics;
+        rc = open_metrics(&r);
+        if (!rc) rc = flush_metrics(&r);
     }
     if (!rc) rc = build(&r);
     if (!rc && o.resume) rc = resume_run(&r);

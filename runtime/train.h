@@ -21,7 +21,8 @@
  * ends the process at once). A fresh run refuses a directory that holds a
  * checkpoint; --resume continues from it bit-identically (the same
  * per-step losses and final weights as a run never stopped), appending to
- * the metrics file from where the checkpoint left it. DPC_DEBUG=2 prints
+ * the metrics file the checkpoint was written with from where it left it
+ * (another --metrics, or a flag that changes the arithmetic, is refused). DPC_DEBUG=2 prints
  * every step's mean loss (`dprun: debug: step S loss X`, exact decimal).
  *
  * Non-finite loss or parameters after a step (a non-finite gradient makes
@@ -87,6 +88,7 @@ typedef struct {
     long checkpoint_every;     /* >0: also every N steps */
     int resume;                /* continue from the checkpoint in `checkpoint` */
     int on_nan_skip;           /* a non-finite loss or gradient skips the step (else stops the run) */
+    const char *plan_path;     /* the plan's file, or NULL: no output may name it */
     const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;                 /* the log (stdout) */
     rt_train_result *result;   /* filled at the end when not NULL */

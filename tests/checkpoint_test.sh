@@ -40,9 +40,28 @@ check "the resumed run prints the remaining EPOCH lines, losses as uninterrupted
 # epoch, as the uninterrupted run's (times aside).
 strip() { sed -E 's/"(seconds|img_per_s|input_wait_s)": [0-9.]*(, )?//g' "$1"; }
 check "metrics appended on resume, not truncated or duplicated" cmp -s <(strip "$tmp/full.jsonl") <(strip "$tmp/a.jsonl")
-head -c 10 "$tmp/a.jsonl" >"$tmp/short.jsonl"
+cp "$tmp/a.jsonl" "$tmp/a.keep" && head -c 10 "$tmp/a.keep" >"$tmp/a.jsonl"
 expect_fail "a metrics file shorter than at the checkpoint" "shorter than the" \
-    "$bin/dprun" $M --metrics "$tmp/short.jsonl" --checkpoint "$tmp/ck" --resume
+    "$bin/dprun" $M --metrics "$tmp/a.jsonl" --checkpoint "$tmp/ck" --resume
+cp "$tmp/a.keep" "$tmp/a.jsonl"
+# --resume appends to the checkpoint's metrics file: without --metrics too;
+# another --metrics, or a flag that changes the arithmetic, is refused.
+dprun $M --metrics "$tmp/r.jsonl" --steps 40 --checkpoint "$tmp/rck" >/dev/null 2>&1
+printf 'unrelated\n' >"$tmp/other.jsonl"
+expect_fail "resume with another --metrics" \
+    "was written with --metrics $tmp/r.jsonl; this run has --metrics $tmp/other.jsonl" \
+    "$bin/dprun" $M --metrics "$tmp/other.jsonl" --checkpoint "$tmp/rck" --resume
+check "the other metrics file is untouched" [ "$(cat "$tmp/other.jsonl")" = unrelated ]
+expect_fail "resume with another --lr" "was written with --lr 0.01; this run has --lr 0.5 (a resume" \
+    "$bin/dprun" $M --lr 0.5 --checkpoint "$tmp/rck" --resume
+expect_fail "resume with --on-nan skip" "was written with --on-nan stop; this run has --on-nan skip" \
+    "$bin/dprun" $M --on-nan skip --checkpoint "$tmp/rck" --resume
+expect_fail "resume with --warmup-per-iteration" "with --warmup-per-iteration off; this run has --warmup-per-iteration on" \
+    "$bin/dprun" $M --warmup-per-iteration --checkpoint "$tmp/rck" --resume
+abs_bin=$(cd "$bin" && pwd)
+(cd "$tmp" && "$abs_bin/dprun" mlp.plan --data synthetic --seed 3 --checkpoint rck --resume >/dev/null 2>&1) ||
+    bad "resume without --metrics, from another directory"
+check "resume without --metrics appends to the checkpoint's file" cmp -s <(strip "$tmp/full.jsonl") <(strip "$tmp/r.jsonl")
 
 # --checkpoint-every, and resuming a resumed run across an epoch boundary.
 dprun $M --steps 30 --checkpoint "$tmp/ev" --checkpoint-every 7 >/dev/null 2>"$tmp/e1.err"
@@ -71,18 +90,25 @@ expect_fail "other replica count refused" "written by a run of 4 replicas (--gpu
 # ---- a real SIGTERM to a running dprun ------------------------------------------
 # The run is long (4 epochs); the test waits for its third step, then
 # sends SIGTERM: the step finishes, the checkpoint is written, exit 143.
+# The checkpoint folder's name has a space and a quote: the printed resume
+# command is pasted to sh as it is.
 S="$M --epochs 4"
+sck="$tmp/s ck'q"
 dprun $S --save-params "$tmp/s_full.st" >/dev/null 2>"$tmp/s_full.err"
-DPC_DEBUG=2 "$bin/dprun" $S --checkpoint "$tmp/sck" >/dev/null 2>"$tmp/s_a.err" &
+DPC_DEBUG=2 "$bin/dprun" $S --checkpoint "$sck" >/dev/null 2>"$tmp/s_a.err" &
 pid=$!
 for _ in $(seq 600); do grep -q 'debug: step 2 loss' "$tmp/s_a.err" && break; sleep 0.05; done
 kill -TERM $pid
 wait $pid; rc=$?
 check "SIGTERM: exit 143 (got $rc)" [ $rc -eq 143 ]
 check "SIGTERM: says where it stopped and how to resume: $(tail -n 1 "$tmp/s_a.err")" grep -Eq \
-    "^dprun: interrupted \(SIGTERM\) at epoch [0-9]+ step [0-9]+ \([0-9]+ steps done\); checkpoint written to $tmp/sck; resume with: dprun $tmp/mlp.plan .*--checkpoint $tmp/sck --resume$" \
+    "^dprun: interrupted \(SIGTERM\) at epoch [0-9]+ step [0-9]+ \([0-9]+ steps done\); checkpoint written to .*; resume with: dprun $tmp/mlp.plan .*--resume$" \
     "$tmp/s_a.err"
-dprun $S --checkpoint "$tmp/sck" --resume --save-params "$tmp/s_res.st" >/dev/null 2>"$tmp/s_b.err"
+check "SIGTERM: the resume command quotes the folder" \
+    grep -qF -- "--checkpoint '$tmp/s ck'\\''q' --resume" "$tmp/s_a.err"
+cmd=$(tail -n 1 "$tmp/s_a.err" | sed 's/.*; resume with: //')
+PATH="$abs_bin:$PATH" DPC_DEBUG=2 sh -c "$cmd --save-params '$tmp/s_res.st'" >/dev/null 2>"$tmp/s_b.err"
+check "SIGTERM: the pasted resume command resumes: $(tail -n 1 "$tmp/s_b.err")" grep -q "steps restored" "$tmp/s_b.err"
 check "SIGTERM + resume: per-step losses equal the uninterrupted run's" \
     cmp -s <(losses "$tmp/s_full.err") <(losses "$tmp/s_a.err" "$tmp/s_b.err")
 check "SIGTERM + resume: final weights equal the uninterrupted run's" cmp -s "$tmp/s_full.st" "$tmp/s_res.st"

@@ -27,6 +27,20 @@ case "$info" in *11181642*) ok ;; *) bad "--info lacks the parameter count" ;; e
 cmp -s "$tmp/a.ir" "$tmp/b.ir" && [ -s "$tmp/a.ir" ] && ok || bad "--dump-ir is not stable"
 grep -q '= conv ' "$tmp/a.ir" && ok || bad "--dump-ir shows no conv"
 "$bin/dpc" models/mlp.net --dot "$tmp/g.dot" && head -c 7 "$tmp/g.dot" | grep -q digraph && ok || bad "--dot"
+# Outputs that name the model, or cannot be written, are refused before any work.
+cp models/mlp.net "$tmp/m.net" && cp models/mlp.net "$tmp/m.keep"
+expect_fail_line out-is-model "-o $tmp/m.net is the model being compiled" "$bin/dpc" "$tmp/m.net" -o "$tmp/m.net"
+ln -s "$tmp/m.net" "$tmp/m.alias"
+expect_fail_line out-is-model-alias "-o $tmp/m.alias is the model being compiled" "$bin/dpc" "$tmp/m.net" -o "$tmp/m.alias"
+expect_fail_line dot-is-model "--dot $tmp/m.net is the model being compiled" "$bin/dpc" "$tmp/m.net" --dot "$tmp/m.net"
+cmp -s "$tmp/m.net" "$tmp/m.keep" && ok || bad "the model was changed"
+expect_fail_line out-bad-dir "-o $tmp/no/dir/x.plan: cannot write in $tmp/no/dir" "$bin/dpc" "$tmp/m.net" -o "$tmp/no/dir/x.plan"
+mkfifo "$tmp/p.fifo"
+expect_fail_line out-fifo "not a regular file (a FIFO)" timeout 60 "$bin/dpc" "$tmp/m.net" -o "$tmp/p.fifo"
+# A link planted at the old temporary's name is not followed.
+printf 'precious' >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/v.plan.tmp"
+"$bin/dpc" "$tmp/m.net" -o "$tmp/v.plan" && [ "$(cat "$tmp/victim")" = precious ] && [ -f "$tmp/v.plan" ] && ok ||
+    bad "dpc -o followed a planted link"
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
 
 # plans that must be refused

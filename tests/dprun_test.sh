@@ -227,6 +227,53 @@ EOF
 expect_fail load-missing-tensor "no tensor '" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/drop.safetensors"
 expect_fail load-wrong-shape "has shape [3072,128]; mlp needs [128,3072]" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/shape.safetensors"
 expect_fail save-bad-dir "cannot write" "$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/no/such/dir/p.safetensors"
+# Trailing bytes, or a file larger than its header declares, are refused.
+cp "$tmp/a.safetensors" "$tmp/tail.safetensors" && printf 'garbage' >>"$tmp/tail.safetensors"
+expect_fail load-trailing "data bytes but the tensors cover" "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/tail.safetensors"
+# Devices and FIFOs are refused at once (timeout: a hang fails, not hangs).
+expect_fail load-dev-zero "/dev/zero: not a regular file (a character device)" \
+    timeout 60 "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params /dev/zero
+mkfifo "$tmp/fifo.safetensors"
+expect_fail load-fifo "not a regular file (a FIFO)" \
+    timeout 60 "$bin/dprun" "$tmp/mlp.plan" --steps 0 --load-params "$tmp/fifo.safetensors"
+expect_fail plan-fifo "not a regular file (a FIFO)" timeout 60 "$bin/dprun" "$tmp/fifo.safetensors" --info
+
+# ---- outputs: never clobber, never follow a planted link ------------------------
+# A link planted at the old temporary's name (PATH.tmp) is not followed.
+printf 'precious' >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/out.st.tmp"
+"$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/out.st" >/dev/null 2>&1 || bad "save beside a planted link"
+check "a link planted at out.st.tmp: the victim is untouched" [ "$(cat "$tmp/victim")" = precious ]
+check "a link planted at out.st.tmp: out.st is a new regular file" bash -c "[ -f '$tmp/out.st' ] && [ ! -L '$tmp/out.st' ]"
+# A link the user names is written through, to the file it names.
+cp "$tmp/victim" "$tmp/named" && ln -s "$tmp/named" "$tmp/named.link"
+"$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/named.link" >/dev/null 2>&1 || bad "save through a named link"
+check "a named link stays a link to the replaced file" bash -c "[ -L '$tmp/named.link' ] && cmp -s '$tmp/named' '$tmp/out.st'"
+# An output that is not a regular file is refused before any step.
+mkfifo "$tmp/m.fifo"
+expect_fail metrics-fifo "--metrics $tmp/m.fifo: not a regular file (a FIFO); refusing to replace it" \
+    timeout 60 "$bin/dprun" "$tmp/mlp.plan" --steps 1 --metrics "$tmp/m.fifo"
+check "the FIFO is still a FIFO" [ -p "$tmp/m.fifo" ]
+mkdir "$tmp/adir"
+expect_fail save-dir "--save-params $tmp/adir: not a regular file (a directory)" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/adir"
+# Unwritable outputs fail before training, not after it: no step runs.
+for opt in --save-params --metrics; do
+    DPC_DEBUG=2 "$bin/dprun" "$tmp/mlp.plan" --epochs 1 $opt "$tmp/no/such/dir/x" >"$tmp/early.out" 2>"$tmp/early.err"
+    check "$opt in a missing folder: exit 1 before any step: $(tail -n 1 "$tmp/early.err")" bash -c \
+        "grep -q 'dprun: error: $opt $tmp/no/such/dir/x: cannot write in' '$tmp/early.err' && ! grep -q 'debug: step' '$tmp/early.err' && ! grep -q EPOCH '$tmp/early.out'"
+done
+# An output that names an input of the run is refused, the input untouched.
+cp "$tmp/mlp.plan" "$tmp/keep.plan"
+expect_fail metrics-is-plan "--metrics $tmp/mlp.plan is the plan" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --metrics "$tmp/mlp.plan"
+expect_fail save-is-plan "--save-params $tmp/mlp.plan is the plan" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --save-params "$tmp/mlp.plan"
+check "the plan is untouched" cmp -s "$tmp/mlp.plan" "$tmp/keep.plan"
+cp "$tmp/a.safetensors" "$tmp/keep.safetensors"
+expect_fail save-is-load "is --load-params" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --load-params "$tmp/a.safetensors" --save-params "$tmp/a.safetensors"
+check "the loaded parameters are untouched" cmp -s "$tmp/a.safetensors" "$tmp/keep.safetensors"
 
 # ---- data ----------------------------------------------------------------------
 # A small CIFAR-10-format folder: 100 records per training file, 50 test.
@@ -273,6 +320,11 @@ printf 'x' >>"$tmp/cifar/data_batch_5.bin"
 expect_fail data-extra-byte "data_batch_5.bin: size 307301 is not a whole number of 3073-byte CIFAR-10 records: record 100 has only 1 bytes" \
     "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
 mkcifar "$tmp/small" 5
+cp "$tmp/small/data_batch_1.bin" "$tmp/keep.bin"
+ln -s "$tmp/small/data_batch_1.bin" "$tmp/alias.bin"
+expect_fail save-is-data "--save-params $tmp/alias.bin is a --data file ($tmp/small/data_batch_1.bin)" \
+    "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/small" --save-params "$tmp/alias.bin"
+check "the data file is untouched" cmp -s "$tmp/small/data_batch_1.bin" "$tmp/keep.bin"
 expect_fail data-too-small "do not fill one batch of 64" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/small"
 
 # ---- divergence, benchmark -------------------------------------------------------

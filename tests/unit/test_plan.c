@@ -335,13 +335,13 @@ TEST(overwrite_is_atomic_and_clean) {
     dpc_plan *q = plan_read(path, err, sizeof err);
     CHECK_MSG(q != NULL, "%s", err);
     plan_free(q);
-    /* A rename onto a directory fails: the error names the path, and the
-     * temporary file is gone. */
+    /* A directory is refused before any temporary is made (ir_file): the
+     * error names the path, and nothing is left behind. */
     char sub[160];
     snprintf(sub, sizeof sub, "%s/sub", dir);
     CHECK(mkdir(sub, 0700) == 0);
     CHECK(plan_write(&p, sub, err, sizeof err) != 0);
-    CHECK_MSG(strstr(err, sub) && strstr(err, "Is a directory") && !strchr(err, '\n'), "%s", err);
+    CHECK_MSG(strstr(err, sub) && strstr(err, "not a regular file (a directory)") && !strchr(err, '\n'), "%s", err);
     DIR *d = opendir(dir);
     int entries = 0;
     for (struct dirent *e; d && (e = readdir(d));)
@@ -575,10 +575,10 @@ TEST(not_plan_files) {
     CHECK_STR(err, want);
     p = plan_read("/tmp", err, sizeof err);
     CHECK(p == NULL);
-    CHECK_MSG(strstr(err, "/tmp: error: cannot read") != NULL, "%s", err);
-    p = plan_read("/dev/zero", err, sizeof err); /* endless, but no plan */
+    CHECK_STR(err, "/tmp: error: not a regular file (a directory); refusing to read it");
+    p = plan_read("/dev/zero", err, sizeof err); /* endless: refused unread */
     CHECK(p == NULL);
-    CHECK_STR(err, "/dev/zero: error: not a dpc plan file");
+    CHECK_STR(err, "/dev/zero: error: not a regular file (a character device); refusing to read it");
     p = plan_read_mem("n.plan", NULL, 0, err, sizeof err);
     CHECK(p == NULL);
     CHECK_STR(err, "n.plan: error: not a dpc plan file");

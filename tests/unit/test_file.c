@@ -1,0 +1,144 @@
+/* tests/unit/test_file.c — ir/file.h: a write never follows a link planted
+ * at a temporary's name, replaces only regular files, writes through a
+ * link the caller named to the file it names, keeps the old file on
+ * abort; reads refuse FIFOs and devices at once and bound the size. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ir/file.h"
+#include "tests/harness.h"
+
+static char dir[256];
+
+static void put(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static int holds(const char *path, const char *text) {
+    size_t len;
+    char err[512];
+    unsigned char *b = ir_file_read(path, 1 << 20, &len, err, sizeof err);
+    int same = b && len == strlen(text) && !memcmp(b, text, len);
+    free(b);
+    return same;
+}
+
+static const char *at(const char *name) {
+    static char buf[4][512];
+    static int k;
+    char *p = buf[k++ % 4];
+    snprintf(p, 512, "%s/%s", dir, name);
+    return p;
+}
+
+TEST(planted_links_are_not_followed) {
+    char err[512];
+    put(at("victim"), "precious");
+    /* The old writers' names: PATH.tmp and PATH.tmp.PID.0..2. */
+    CHECK(symlink(at("victim"), at("out.tmp")) == 0);
+    char name[64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "out.tmp.%ld.%d", (long)getpid(), i);
+        CHECK(symlink(at("victim"), at(name)) == 0);
+    }
+    CHECK(ir_file_write_all(at("out"), "new", 3, err, sizeof err) == 0);
+    CHECK(holds(at("victim"), "precious"));
+    CHECK(holds(at("out"), "new"));
+    struct stat sb;
+    CHECK(lstat(at("out"), &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK(lstat(at("out.tmp"), &sb) == 0 && S_ISLNK(sb.st_mode)); /* left alone */
+}
+
+TEST(a_named_link_is_written_through) {
+    char err[512];
+    CHECK(mkdir(at("real"), 0777) == 0);
+    put(at("real/target"), "old");
+    chmod(at("real/target"), 0640);
+    CHECK(symlink("real/target", at("link")) == 0);
+    CHECK(ir_file_write_all(at("link"), "through", 7, err, sizeof err) == 0);
+    struct stat sb;
+    CHECK(lstat(at("link"), &sb) == 0 && S_ISLNK(sb.st_mode)); /* still the link */
+    CHECK(holds(at("real/target"), "through"));
+    CHECK(stat(at("real/target"), &sb) == 0 && (sb.st_mode & 0777) == 0640); /* bits kept */
+    /* No temporary left in either directory. */
+    CHECK(access(at("link.tmp"), F_OK) != 0);
+}
+
+TEST(only_regular_files_are_replaced) {
+    char err[512];
+    CHECK(mkfifo(at("fifo"), 0666) == 0);
+    CHECK(ir_file_write_all(at("fifo"), "x", 1, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "not a regular file (a FIFO)") != NULL, "%s", err);
+    struct stat sb;
+    CHECK(lstat(at("fifo"), &sb) == 0 && S_ISFIFO(sb.st_mode));
+    CHECK(ir_file_write_all("/dev/null", "x", 1, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "a character device") != NULL, "%s", err);
+    CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+    CHECK(mkdir(at("adir"), 0777) == 0);
+    CHECK(ir_file_write_all(at("adir"), "x", 1, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "a directory") != NULL, "%s", err);
+    CHECK(ir_file_check_writable(at("fifo"), "--metrics", err, sizeof err) == -1);
+    CHECK_MSG(strncmp(err, "--metrics ", 10) == 0, "%s", err);
+    CHECK(ir_file_check_writable(at("no/such/x"), "--save-params", err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "cannot write in") != NULL, "%s", err);
+    CHECK(ir_file_check_writable(at("fresh"), "-o", err, sizeof err) == 0);
+    CHECK(access(at("fresh"), F_OK) != 0); /* the check creates nothing */
+}
+
+TEST(abort_keeps_the_old_file) {
+    char err[512];
+    put(at("keep"), "before");
+    ir_file *f = ir_file_open(at("keep"), err, sizeof err);
+    CHECK(f != NULL);
+    if (f) {
+        ir_file_write(f, "after", 5);
+        CHECK(holds(at("keep"), "before")); /* not visible before commit */
+        ir_file_abort(f);
+    }
+    CHECK(holds(at("keep"), "before"));
+}
+
+TEST(reads_are_bounded) {
+    char err[512];
+    size_t len;
+    /* O_NONBLOCK: a FIFO without a writer does not block the open. */
+    CHECK(ir_file_read(at("fifo"), 100, &len, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "not a regular file (a FIFO)") != NULL, "%s", err);
+    CHECK(ir_file_read("/dev/zero", 100, &len, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "a character device") != NULL, "%s", err);
+    put(at("big"), "0123456789");
+    CHECK(ir_file_read(at("big"), 9, &len, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "10 bytes, more than the 9") != NULL, "%s", err);
+    unsigned char *b = ir_file_read(at("big"), 10, &len, err, sizeof err);
+    CHECK(b && len == 10 && b[10] == 0);
+    free(b);
+}
+
+TEST(same_file_by_inode) {
+    CHECK(ir_file_same(at("big"), at("big")));
+    CHECK(link(at("big"), at("hard")) == 0);
+    CHECK(ir_file_same(at("big"), at("hard")));
+    CHECK(!ir_file_same(at("big"), at("keep")));
+    CHECK(!ir_file_same(at("big"), at("missing")));
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/dpc-test-file-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    RUN(planted_links_are_not_followed);
+    RUN(a_named_link_is_written_through);
+    RUN(only_regular_files_are_replaced);
+    RUN(abort_keeps_the_old_file);
+    RUN(reads_are_bounded);
+    RUN(same_file_by_inode);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) return 1;
+    return harness_done();
+}
