@@ -415,7 +415,8 @@ static int check_outputs(run *r) {
     }
     if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
         return print_error("--metrics and --save-params name the same file %s", o->metrics);
-    if (o->checkpoint && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
+    /* The job's checkpoint is rank 0's to write (write_checkpoint). */
+    if (o->checkpoint && o->rank == 0 && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
         return print_error("%s", r->err);
     return 0;
 }
@@ -843,6 +844,9 @@ static int check_checkpoint_options(const rt_train_options *o) {
     if (o->benchmark) return print_error("--checkpoint and --benchmark do not go together");
     if (o->resume && o->load_params)
         return print_error("--resume and --load-params both set the parameters; use one");
+    /* Only rank 0 reads and writes the job's checkpoint: the directory need
+     * exist on its machine alone (a rank that exits ends the job). */
+    if (o->rank != 0) return 0;
     if (o->resume && !rt_ckpt_exists(o->checkpoint))
         return print_error("--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint, o->checkpoint,
                            RT_CKPT_FILE);
