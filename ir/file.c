@@ -224,7 +224,8 @@ int ir_file_check_writable(const char *path, const char *what, char *err, size_t
 int ir_file_check_dir(const char *path, const char *what, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        if (errno != ENOENT || mkdir(path, 0777) != 0)
+        /* EEXIST: another process made it between the stat and here. */
+        if (errno != ENOENT || (mkdir(path, 0777) != 0 && errno != EEXIST))
             return ir_fail(err, errlen, "%s %s: cannot create the directory: %s", what, path, strerror(errno));
     } else if (!S_ISDIR(sb.st_mode)) {
         return ir_fail(err, errlen, "%s %s: not a directory", what, path);

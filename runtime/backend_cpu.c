@@ -414,17 +414,30 @@ static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const floa
     return gemm_f32(d, A, B, C);
 }
 
+/* How many blocks a GEMM is split into: a function of its shape alone,
+ * never of the thread count. OpenBLAS may round a block's elements
+ * differently from the whole product's (other kernels and blocking at other
+ * sizes), so a split that followed the threads made results depend on the
+ * machine and on how many replicas share it (seen: --gpus 4 in one process
+ * and mpirun -np 2 --gpus 2 differed from the second step on). One part
+ * per 2^18 multiply-adds, blocks of at least 16 rows or columns, at most
+ * GEMM_MAX_PARTS: enough to keep a few cores busy, few enough that
+ * re-packing the unsplit operand per block stays cheap. */
+enum { GEMM_MAX_PARTS = 8 };
+
+static int gemm_parts(const cg_gemm *d, int64_t split) {
+    if (split < 32) return 1;
+    int64_t parts = d->m * d->n * d->k >> 18, blocks = (split + 15) / 16;
+    if (parts > GEMM_MAX_PARTS) parts = GEMM_MAX_PARTS;
+    if (parts > blocks) parts = blocks;
+    return parts < 1 ? 1 : (int)parts;
+}
+
 static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C) {
     /* Split the larger of m and n: every block then re-packs the smaller
      * operand (the weights, mostly) and its own share of the larger one. */
     gemm_job j = {d, A, B, C, d->m >= d->n};
-    int64_t split = j.split_m ? d->m : d->n;
-    if (pool.n > 1 && split >= 32 && d->m * d->n * d->k >= ((int64_t)1 << 18)) {
-        int64_t blocks = (split + 15) / 16, parts = 2 * (int64_t)pool.n;
-        pool_run(gemm_part, &j, (int)(parts < blocks ? parts : blocks));
-    } else {
-        gemm_part(&j, 0, 1);
-    }
+    pool_run(gemm_part, &j, gemm_parts(d, j.split_m ? d->m : d->n));
     return 0;
 }
 

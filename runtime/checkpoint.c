@@ -57,23 +57,50 @@ static int per_replica(const dpc_plan *plan, const char *name) {
     return 0;
 }
 
+int64_t rt_ckpt_stats_count(const dpc_plan *plan, rt_store *st) {
+    int64_t n = 0;
+    for (int i = 0; i < rt_store_count(st); i++)
+        if (per_replica(plan, rt_store_name(st, i))) n += ir_numel(rt_store_type(st, i));
+    return n;
+}
+
+/* Copies replica st's statistics out of (to_store 0) or into (1) buf. */
+static void stats_copy(const dpc_plan *plan, rt_store *st, float *buf, int to_store) {
+    for (int i = 0; i < rt_store_count(st); i++) {
+        if (!per_replica(plan, rt_store_name(st, i))) continue;
+        if (to_store) rt_store_write(st, i, buf);
+        else rt_store_read(st, i, buf);
+        buf += ir_numel(rt_store_type(st, i));
+    }
+}
+
+void rt_ckpt_stats_read(const dpc_plan *plan, rt_store *st, float *out) { stats_copy(plan, st, out, 0); }
+void rt_ckpt_stats_write(const dpc_plan *plan, rt_store *st, const float *in) {
+    stats_copy(plan, st, (float *)in, 1);
+}
+
 typedef struct {
     char name[IR_NAME_MAX + 32];
-    int replica, index; /* store and entry */
+    int replica, index; /* replica, and its tensor's entry in the store */
+    int64_t offset;     /* replica >= 1: where in stats[] its floats begin */
 } slot;
 
 /* The checkpoint's tensors in file order: replica 0's store, then each
- * further replica's BatchNorm statistics. Returns how many (slots sized by
- * the caller: n * store count). */
-static int list_slots(const dpc_plan *plan, rt_store *const *stores, int n, slot *out) {
-    int k = 0, count = rt_store_count(stores[0]);
-    for (int r = 0; r < n; r++)
+ * further replica's BatchNorm statistics (as laid out in stats[], the
+ * replica's S floats after the previous one's). Returns how many (slots
+ * sized by the caller: total * store count). */
+static int list_slots(const dpc_plan *plan, rt_store *store0, int total, slot *out) {
+    int k = 0, count = rt_store_count(store0);
+    int64_t off = 0;
+    for (int r = 0; r < total; r++)
         for (int i = 0; i < count; i++) {
-            const char *name = rt_store_name(stores[r], i);
-            if (r > 0 && !per_replica(plan, name)) continue;
+            const char *name = rt_store_name(store0, i);
+            int stat = per_replica(plan, name);
+            if (r > 0 && !stat) continue;
             if (r == 0) snprintf(out[k].name, sizeof out[k].name, "%s", name);
             else snprintf(out[k].name, sizeof out[k].name, "replica.%d/%s", r, name);
-            out[k].replica = r, out[k].index = i;
+            out[k].replica = r, out[k].index = i, out[k].offset = stat ? off : -1;
+            if (stat) off += ir_numel(rt_store_type(store0, i));
             k++;
         }
     return k;
@@ -101,7 +128,7 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
     m->kv[m->n] = NULL;
 }
 
-int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n, const float *stats,
                   const rt_ckpt_state *s, char *err, size_t errlen) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ir_fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
@@ -134,25 +161,26 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores
     meta_add(mp, "metrics_path", "%s", s->metrics_path);
     meta_add(mp, "flags", "%s", s->flags);
 
-    int count = rt_store_count(stores[0]);
+    int count = rt_store_count(store0);
     slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
     RT_CHECK_ALLOC(sl);
-    int k = list_slots(plan, stores, n, sl);
+    int k = list_slots(plan, store0, n, sl);
     rt_st_entry *e = calloc((size_t)k + 1, sizeof *e);
     float **data = calloc((size_t)k + 1, sizeof *data);
     RT_CHECK_ALLOC(e && data);
     uint64_t h = FNV_OFFSET;
     for (int i = 0; i < mp->n; i++) h = fnv_str(h, mp->kv[i]);
     for (int i = 0; i < k; i++) {
-        rt_store *st = stores[sl[i].replica];
-        const ir_type *t = rt_store_type(st, sl[i].index);
-        data[i] = malloc(sizeof(float) * (size_t)ir_numel(t) + 1);
+        const ir_type *t = rt_store_type(store0, sl[i].index);
+        size_t bytes = sizeof(float) * (size_t)ir_numel(t);
+        data[i] = malloc(bytes + 1);
         RT_CHECK_ALLOC(data[i]);
-        rt_store_read(st, sl[i].index, data[i]);
+        if (sl[i].replica == 0) rt_store_read(store0, sl[i].index, data[i]);
+        else memcpy(data[i], stats + sl[i].offset, bytes);
         e[i] = (rt_st_entry){sl[i].name, t->ndim, t->dim, data[i]};
         h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
     }
-    for (int i = 0; i < k; i++) h = fnv(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(stores[sl[i].replica], sl[i].index)));
+    for (int i = 0; i < k; i++) h = fnv(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
     meta_add(mp, "checksum", "%016" PRIx64, h);
 
     /* rt_st_write syncs the file and DIR (ir_file): it survives a crash. */
@@ -278,7 +306,7 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     return rc;
 }
 
-int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n, rt_ckpt_state *s,
+int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n, float *stats, rt_ckpt_state *s,
                  char *err, size_t errlen) {
     char path[4096];
     ckpt_path(dir, path, sizeof path);
@@ -286,17 +314,17 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
     rt_st_file *f = rt_st_read(path, why, sizeof why);
     if (!f) return ir_fail(err, errlen, "checkpoint refused: %s", why);
     int rc = check_header(f, path, plan, n, s, err, errlen);
-    int count = rt_store_count(stores[0]);
+    int count = rt_store_count(store0);
     slot *sl = calloc((size_t)(n * count) + 1, sizeof *sl);
     RT_CHECK_ALLOC(sl);
-    int k = list_slots(plan, stores, n, sl);
+    int k = list_slots(plan, store0, n, sl);
     if (!rc && f->n != k)
         rc = ir_fail(err, errlen, "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d", path,
                   f->n, n, n == 1 ? "" : "s", k);
     /* Every tensor present with our shape before anything is written. */
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
-        const ir_type *t = rt_store_type(stores[sl[i].replica], sl[i].index);
+        const ir_type *t = rt_store_type(store0, sl[i].index);
         int same = j >= 0 && f->tensors[j].ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = f->tensors[j].shape[d] == t->dim[d];
         if (j < 0) rc = ir_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
@@ -304,15 +332,17 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores,
     }
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
+        if (sl[i].replica > 0) {
+            rt_st_copy(f, j, stats + sl[i].offset);
+            continue;
+        }
         float *buf = malloc(sizeof(float) * (size_t)f->tensors[j].numel + 1);
         RT_CHECK_ALLOC(buf);
         rt_st_copy(f, j, buf);
-        /* Replica 0's parameters and optimizer state are every replica's. */
-        int shared = sl[i].replica == 0 && !per_replica(plan, sl[i].name);
-        for (int r = 0; r < n; r++)
-            if (r == sl[i].replica || shared) rt_store_write(stores[r], sl[i].index, buf);
+        rt_store_write(store0, sl[i].index, buf);
         free(buf);
     }
+    if (!rc) rt_ckpt_stats_read(plan, store0, stats); /* replica 0's, as the others' */
     if (rc) {
         /* Say once that the file was refused, keep the detail. */
         snprintf(why, sizeof why, "%s", err);

@@ -20,12 +20,22 @@
  * of DIR), so DIR always holds the previous complete checkpoint or the new
  * one, and no link planted in DIR is followed.
  *
+ * Under mpirun the checkpoint is the job's: rank 0 writes one file holding
+ * every process's replicas' statistics (gathered before the write) and
+ * reads it on resume for every process (the tensors then travel over MPI:
+ * runtime/train.c). Statistics therefore go in and out as one host array,
+ * replica after replica, S = rt_ckpt_stats_count floats each.
+ *
  * Usage:
  *     rt_ckpt_state s = {...};                    // position and counters
- *     rt_store *stores[n] = {replica 0's store, ...};
- *     if (rt_ckpt_write(dir, plan, stores, n, &s, err, sizeof err)) ...;
+ *     int64_t S = rt_ckpt_stats_count(plan, store0);
+ *     float *stats = ...;                          // total * S
+ *     rt_ckpt_stats_read(plan, store_r, stats + r * S);   // each replica r
+ *     if (rt_ckpt_write(dir, plan, store0, total, stats, &s, err, sizeof err)) ...;
  *     if (rt_ckpt_exists(dir)) ...;               // before a fresh run: refuse
- *     if (rt_ckpt_read(dir, plan, stores, n, &s, err, sizeof err)) ...;
+ *     if (rt_ckpt_read(dir, plan, store0, total, stats, &s, err, sizeof err)) ...;
+ *     // then every replica's parameters become store0's, and
+ *     rt_ckpt_stats_write(plan, store_r, stats + r * S);  // each replica r
  *
  * rt_ckpt_read checks everything (format, checksum, plan, replica count,
  * every tensor and shape) before it writes a byte into the stores, and
@@ -67,13 +77,23 @@ typedef struct {
 
 /* 1 when DIR holds a checkpoint file (valid or not), else 0. */
 int rt_ckpt_exists(const char *dir);
-/* Writes DIR/checkpoint.safetensors (creating DIR if needed) from n
- * replicas' stores. 0, or -1 + message; the previous checkpoint stays. */
-int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+/* Floats of one replica's BatchNorm running statistics (the tensors that
+ * differ between replicas), and copies of them out of and into a store,
+ * in store order. */
+int64_t rt_ckpt_stats_count(const dpc_plan *plan, rt_store *st);
+void rt_ckpt_stats_read(const dpc_plan *plan, rt_store *st, float *out);
+void rt_ckpt_stats_write(const dpc_plan *plan, rt_store *st, const float *in);
+/* Writes DIR/checkpoint.safetensors (creating DIR if needed) from replica
+ * 0's store (parameters, optimizer state: every replica's) and the
+ * statistics of all n replicas of the job (stats: n * S floats; replica 0's
+ * are taken from store0). 0, or -1 + message; the previous checkpoint
+ * stays. */
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n, const float *stats,
                   const rt_ckpt_state *s, char *err, size_t errlen);
-/* Loads DIR's checkpoint into n replicas' stores and *s. 0, or -1 + message
- * (stores untouched). */
-int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *const *stores, int n,
+/* Loads DIR's checkpoint of an n-replica job into store0 (everything of
+ * replica 0), stats (every replica's statistics, n * S floats, replica 0's
+ * first) and *s. 0, or -1 + message (store0 untouched). */
+int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n, float *stats,
                  rt_ckpt_state *s, char *err, size_t errlen);
 
 #endif

@@ -245,6 +245,10 @@ static int same_counts(rt_coll *c, const char *what) {
     return 0;
 }
 
+static int ordered(const rt_coll *c) { return c->ranks > 1 && c->ops.chain_in && c->ops.chain_out; }
+
+/* acc starts at zero, or, in the ordered sum across processes, at the
+ * running sum of the processes before this one. */
 static int serial_begin_sum(rt_coll *c, void *arg) {
     (void)arg;
     if (same_counts(c, "all-reduce sizes differ")) return -1;
@@ -254,12 +258,20 @@ static int serial_begin_sum(rt_coll *c, void *arg) {
         RT_CHECK_ALLOC(c->acc);
         c->acc_cap = c->cnt[0];
     }
+    memset(c->acc, 0, sizeof *c->acc * (size_t)c->cnt[0]);
+    if (ordered(c) && c->ops.chain_in(c->acc, c->cnt[0])) {
+        snprintf(c->why, sizeof c->why, "receiving the sum of the processes before failed");
+        return -1;
+    }
     return 0;
 }
 
 static int serial_sum_ranks(rt_coll *c, void *arg) {
     (void)arg;
-    if (c->ranks > 1 && c->ops.sum_f64 && c->ops.sum_f64(c->acc, c->cnt[0])) {
+    int bad = 0;
+    if (ordered(c)) bad = c->ops.chain_out(c->acc, c->cnt[0]);
+    else if (c->ranks > 1 && c->ops.sum_f64) bad = c->ops.sum_f64(c->acc, c->cnt[0]);
+    if (bad) {
         snprintf(c->why, sizeof c->why, "summing across %d processes failed", c->ranks);
         return -1;
     }
@@ -335,7 +347,7 @@ int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, ch
     const float *const *src = (const float *const *)c->ptr;
     double *acc = c->acc;
     for (int64_t i = lo; i < hi; i++) {
-        double s = 0;
+        double s = acc[i];
         for (int q = 0; q < c->n; q++) s += (double)src[q][i];
         acc[i] = s;
     }

@@ -109,6 +109,14 @@ typedef struct {
     int (*sum_f64)(double *buf, int64_t n);   /* in place, sum over ranks */
     int (*bcast)(void *buf, int64_t bytes);   /* from rank 0 */
     int (*barrier)(void);
+    /* The all-reduce's ordered sum (NULL: sum_f64): rank p > 0 receives
+     * into buf the running sum of ranks 0..p-1 (chain_in; rank 0 keeps
+     * buf), adds its own replicas, and chain_out passes buf on to p+1;
+     * then every rank receives the last rank's, the whole sum. Each
+     * element is thus added in global replica order, as one process with
+     * all the replicas adds it: bit-identical whatever the process count. */
+    int (*chain_in)(double *buf, int64_t n);
+    int (*chain_out)(double *buf, int64_t n);
 } rt_coll_ranks_ops;
 rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
                            const rt_coll_ranks_ops *ops);

@@ -423,7 +423,8 @@ static int check_outputs(run *r) {
     }
     if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
         return print_error("--metrics and --save-params name the same file %s", o->metrics);
-    if (o->checkpoint && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
+    /* The job's checkpoint is rank 0's to write (write_checkpoint). */
+    if (o->checkpoint && o->rank == 0 && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
         return print_error("%s", r->err);
     return 0;
 }
@@ -788,34 +789,57 @@ static void release_stop_signals(const struct sigaction old[2]) {
 /* Every process stops at the same step. */
 static int stop_requested(void) { return rt_mpi_any(stop_signal != 0); }
 
+/* Every replica's BatchNorm statistics in the job, in global replica order
+ * (rt_ckpt_stats_count floats each), on every process: each process fills
+ * its own replicas' rows, then broadcasts them in turn (bit-exact, unlike
+ * a sum). A collective: every process calls it at the same step. */
+static float *gather_stats(run *r) {
+    int64_t S = rt_ckpt_stats_count(r->plan, r->st);
+    float *stats = malloc(sizeof(float) * (size_t)(S * r->total) + 1);
+    RT_CHECK_ALLOC(stats);
+    int first = r->o->rank * r->local;
+    for (int k = 0; k < r->local; k++)
+        rt_ckpt_stats_read(r->plan, rt_replicas_store(r->R, k), stats + (first + k) * S);
+    for (int p = 0; p < r->o->ranks && r->o->ranks > 1; p++)
+        if (rt_mpi_bcast_bytes(stats + (int64_t)p * r->local * S, sizeof(float) * (size_t)(S * r->local), p)) {
+            free(stats);
+            return NULL;
+        }
+    return stats;
+}
+
 /* Writes the checkpoint at s's position (counters filled by the loop; the
- * run's shape filled here). Only rank 0 writes (--checkpoint needs one
- * process today). */
+ * run's shape filled here). Every process gathers its replicas' statistics
+ * to rank 0, which writes one checkpoint for the job; a failure stops every
+ * process. */
 static int write_checkpoint(run *r, rt_ckpt_state *s) {
     const rt_train_options *o = r->o;
-    if (!o->checkpoint || o->rank != 0) return 0;
+    if (!o->checkpoint) return 0;
     double t0 = now();
-    s->steps_per_epoch = (int64_t)r->train_b.batches;
-    s->global_batch = r->global;
-    s->seed = o->seed;
-    snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
-    s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
-    s->prev_lr = r->prev_lr;
-    s->metrics_bytes = -1;
-    if (r->metrics) {
-        fflush(r->metrics);
-        s->metrics_bytes = (int64_t)r->metrics_len;
-        snprintf(s->metrics_path, sizeof s->metrics_path, "%s", r->metrics_abs);
+    float *stats = gather_stats(r);
+    int bad = !stats ? run_error(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
+    if (!bad && o->rank == 0) {
+        s->steps_per_epoch = (int64_t)r->train_b.batches;
+        s->global_batch = r->global;
+        s->seed = o->seed;
+        snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
+        s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
+        s->prev_lr = r->prev_lr;
+        s->metrics_bytes = -1;
+        if (r->metrics) {
+            fflush(r->metrics);
+            s->metrics_bytes = (int64_t)r->metrics_len;
+            snprintf(s->metrics_path, sizeof s->metrics_path, "%s", r->metrics_abs);
+        }
+        run_flags(r, s->flags, sizeof s->flags);
+        if (rt_ckpt_write(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
+            bad = run_error(r, "%s", r->err);
+        else if (rt_debug_level() >= 1)
+            fprintf(stderr, "dprun: debug: checkpoint at step %lld written to %s in %.3f s\n", (long long)s->step,
+                    o->checkpoint, now() - t0);
     }
-    run_flags(r, s->flags, sizeof s->flags);
-    rt_store *stores[RT_MAX_LOCAL_REPLICAS];
-    for (int k = 0; k < r->local; k++) stores[k] = rt_replicas_store(r->R, k);
-    if (rt_ckpt_write(o->checkpoint, r->plan, stores, r->local, s, r->err, sizeof r->err))
-        return run_error(r, "%s", r->err);
-    if (rt_debug_level() >= 1)
-        fprintf(stderr, "dprun: debug: checkpoint at step %lld written to %s in %.3f s\n", (long long)s->step,
-                o->checkpoint, now() - t0);
-    return 0;
+    free(stats);
+    return rt_mpi_any(bad);
 }
 
 /* Option combinations, and a fresh run never overwrites a checkpoint. */
@@ -825,12 +849,12 @@ static int check_checkpoint_options(const rt_train_options *o) {
         if (o->checkpoint_every) return print_error("--checkpoint-every needs --checkpoint DIR");
         return 0;
     }
-    if (o->ranks > 1)
-        return print_error("--checkpoint under mpirun is not supported yet (the other processes' BatchNorm "
-                           "statistics would be lost); use --gpus N in one process");
     if (o->benchmark) return print_error("--checkpoint and --benchmark do not go together");
     if (o->resume && o->load_params)
         return print_error("--resume and --load-params both set the parameters; use one");
+    /* Only rank 0 reads and writes the job's checkpoint: the directory need
+     * exist on its machine alone (a rank that exits ends the job). */
+    if (o->rank != 0) return 0;
     if (o->resume && !rt_ckpt_exists(o->checkpoint))
         return print_error("--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint, o->checkpoint,
                            RT_CKPT_FILE);
@@ -842,12 +866,10 @@ static int check_checkpoint_options(const rt_train_options *o) {
 
 /* --resume: the stores, the position and the metrics file from the
  * checkpoint, after checking it was made by a run of this shape. */
-static int resume_run(run *r) {
+static int resume_checked(run *r, float *stats) {
     const rt_train_options *o = r->o;
-    rt_store *stores[RT_MAX_LOCAL_REPLICAS];
-    for (int k = 0; k < r->local; k++) stores[k] = rt_replicas_store(r->R, k);
     rt_ckpt_state *s = &r->resumed;
-    if (rt_ckpt_read(o->checkpoint, r->plan, stores, r->local, s, r->err, sizeof r->err))
+    if (rt_ckpt_read(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
         return print_error("%s", r->err);
     const char *d = o->checkpoint;
     if (s->seed != o->seed)
@@ -866,7 +888,6 @@ static int resume_run(run *r) {
                            "same --no-shuffle / --no-augment", d, s->shuffle ? "with" : "without",
                            s->augment ? "with" : "without");
     if (check_flags(d, s->flags, r)) return 1;
-    r->prev_lr = s->prev_lr;
     /* The metrics file is the checkpoint's: appended to, never another. */
     char mine[4096] = "";
     if (o->metrics) absolute_path(o->metrics, mine, sizeof mine);
@@ -904,6 +925,32 @@ static int resume_run(run *r) {
     fprintf(stderr, "dprun: resumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n", d,
             RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe), spe);
     return 0;
+}
+
+/* --resume: rank 0 reads and checks the job's checkpoint (only its machine
+ * needs the directory); the position, replica 0's tensors and every
+ * replica's statistics then reach every process and replica. */
+static int resume_run(run *r) {
+    const rt_train_options *o = r->o;
+    int64_t S = rt_ckpt_stats_count(r->plan, r->st);
+    float *stats = malloc(sizeof(float) * (size_t)(S * r->total) + 1);
+    RT_CHECK_ALLOC(stats);
+    int bad = o->rank == 0 ? resume_checked(r, stats) : 0;
+    if (rt_mpi_any(bad)) {
+        free(stats);
+        return 1;
+    }
+    if (o->ranks > 1 && (rt_mpi_bcast_bytes(&r->resumed, sizeof r->resumed, 0) ||
+                         rt_mpi_bcast_bytes(stats, sizeof(float) * (size_t)(S * r->total), 0))) {
+        free(stats);
+        return print_error("--resume: cannot send the checkpoint to the other processes over MPI");
+    }
+    r->prev_lr = r->resumed.prev_lr;
+    bad = rt_replicas_sync(r->R, r->err, sizeof r->err) ? print_error("%s", r->err) : 0;
+    for (int k = 0; k < r->local && !bad; k++)
+        rt_ckpt_stats_write(r->plan, rt_replicas_store(r->R, k), stats + (o->rank * r->local + k) * S);
+    free(stats);
+    return bad;
 }
 
 /* Index of a replica-0 parameter that is not finite after the step, or -1.

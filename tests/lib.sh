@@ -6,7 +6,8 @@
 #     expect_fail NAME WANT CMD...       # exit 1, WANT on the last line of stderr
 #                                        # (after $fail_prefix, a pattern, if set)
 #     expect_fail_line NAME WANT CMD...  # exit 1, stderr one line holding WANT
-#     finish                      # prints `N passed, N failed`; the exit status
+#     skip NAME                   # a check that could not run here (never a pass)
+#     finish                      # prints `N passed, N failed[, N skipped]`; the exit status
 #
 # DPC_BIN and DPC_BUILD (set by tests/run.sh) name the binaries and the build
 # tree; DPC_DATA is unset so dprun never picks up real data by accident.
@@ -17,10 +18,11 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset DPC_DATA
-pass=0 fail=0
+pass=0 fail=0 skipped=0
 fail_prefix='' # e.g. '*dprun: error: ': what must come before WANT on the line
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+skip() { skipped=$((skipped + 1)); echo "SKIP: $*"; }
 check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 
 # Runs CMD, keeping its stderr in $fail_err; 0 when it exited 1 (the
@@ -44,6 +46,6 @@ expect_fail_line() {
     case "$fail_err" in *"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks '$want'" ;; esac
 }
 finish() {
-    echo "$pass passed, $fail failed"
+    if [ "$skipped" -gt 0 ]; then echo "$pass passed, $fail failed, $skipped skipped"; else echo "$pass passed, $fail failed"; fi
     [ "$fail" -eq 0 ]
 }

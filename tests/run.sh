@@ -6,7 +6,7 @@ build=${1:?build dir}
 bin=${2:?bin dir}
 export DPC_BIN=$bin DPC_BUILD=$build
 export DPC_CACHE_DIR=${DPC_CACHE_DIR:-$build/cache}
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 run_one() { # name, command...
     local name=$1; shift
     local log; log=$(mktemp)
@@ -17,8 +17,9 @@ run_one() { # name, command...
         echo "FAIL $name: exited $rc without a result line"; sed 's/^/    /' "$log" | tail -n 30
         failed=$((failed + 1))
     else
-        local p f; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
-        passed=$((passed + p)); failed=$((failed + f))
+        local p f s=0; p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+        case "$line" in *skipped*) s=${line##*failed, }; s=${s%% skipped*} ;; esac
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
         if [ "$f" != 0 ] || [ $rc != 0 ]; then
             echo "FAIL $name ($line, exit $rc)"; grep -v -E '^[0-9]+ passed' "$log" | sed 's/^/    /' | tail -n 40
             [ "$f" = 0 ] && failed=$((failed + 1))
@@ -36,5 +37,5 @@ for s in tests/*_test.sh; do
     [ -f "$s" ] || continue
     run_one "$(basename "$s")" bash "$s"
 done
-echo "$passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
 [ "$failed" = 0 ]

@@ -98,6 +98,35 @@ static rt_ckpt_state sample_state(void) {
     return s;
 }
 
+/* The checkpoint of n replicas in this process, as runtime/train.c
+ * gathers and scatters it (without MPI): every replica's statistics in one
+ * array; on reading, replica 0's other tensors become every replica's. */
+static int write_stores(const char *d, const dpc_plan *p, rt_store **st, int n, const rt_ckpt_state *s) {
+    int64_t S = rt_ckpt_stats_count(p, st[0]);
+    float *stats = malloc(sizeof(float) * (size_t)(n * S) + 1);
+    for (int r = 0; r < n; r++) rt_ckpt_stats_read(p, st[r], stats + r * S);
+    int rc = rt_ckpt_write(d, p, st[0], n, stats, s, err, sizeof err);
+    free(stats);
+    return rc;
+}
+
+static int read_stores(const char *d, const dpc_plan *p, rt_store **st, int n, rt_ckpt_state *s) {
+    int64_t S = rt_ckpt_stats_count(p, st[0]);
+    float *stats = malloc(sizeof(float) * (size_t)(n * S) + 1);
+    int rc = rt_ckpt_read(d, p, st[0], n, stats, s, err, sizeof err);
+    for (int r = 1; r < n && !rc; r++) {
+        for (int i = 0; i < rt_store_count(st[0]); i++) {
+            float *buf = malloc(sizeof(float) * (size_t)ir_numel(rt_store_type(st[0], i)) + 1);
+            rt_store_read(st[0], i, buf);
+            rt_store_write(st[r], i, buf);
+            free(buf);
+        }
+        rt_ckpt_stats_write(p, st[r], stats + r * S);
+    }
+    free(stats);
+    return rc;
+}
+
 static char *ckpt_file(void) {
     static char path[300];
     snprintf(path, sizeof path, "%s/%s", dir, RT_CKPT_FILE);
@@ -113,9 +142,9 @@ TEST(round_trip_restores_replicas_and_counters) {
     make_stores(p, 3, dst, -7.0f);
     rt_ckpt_state s = sample_state(), got;
     CHECK(!rt_ckpt_exists(dir));
-    CHECK_MSG(rt_ckpt_write(dir, p, src, 3, &s, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(write_stores(dir, p, src, 3, &s) == 0, "%s", err);
     CHECK(rt_ckpt_exists(dir));
-    CHECK_MSG(rt_ckpt_read(dir, p, dst, 3, &got, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(read_stores(dir, p, dst, 3, &got) == 0, "%s", err);
     CHECK(got.step == 41 && got.steps_per_epoch == 13 && got.global_batch == 12);
     CHECK(got.seed == 18446744073709551615ull && !strcmp(got.data, "synthetic"));
     CHECK(got.shuffle == 1 && got.augment == 0 && got.epoch_skipped == 2 && got.metrics_bytes == 1234);
@@ -145,7 +174,7 @@ static int refused_untouched(const dpc_plan *p, int n) {
     make_stores(p, n, ref, -7.0f);
     rt_ckpt_state got;
     err[0] = 0;
-    int rc = rt_ckpt_read(dir, p, dst, n, &got, err, sizeof err);
+    int rc = read_stores(dir, p, dst, n, &got);
     int untouched = 1;
     for (int r = 0; r < n; r++)
         for (int i = 0; i < rt_store_count(dst[r]); i++) untouched &= same_tensor(dst[r], ref[r], i);
@@ -179,7 +208,7 @@ TEST(corrupt_and_truncated_checkpoints_are_refused) {
     rt_store *src[2];
     make_stores(p, 2, src, 0.5f);
     rt_ckpt_state s = sample_state();
-    CHECK_MSG(rt_ckpt_write(dir, p, src, 2, &s, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(write_stores(dir, p, src, 2, &s) == 0, "%s", err);
     size_t len = 0;
     unsigned char *good = read_all(ckpt_file(), &len);
     CHECK(good && len > 100);
@@ -208,7 +237,7 @@ TEST(corrupt_and_truncated_checkpoints_are_refused) {
     rt_store *dst[2];
     make_stores(p, 2, dst, 1.0f);
     rt_ckpt_state got;
-    CHECK_MSG(rt_ckpt_read(dir, p, dst, 2, &got, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(read_stores(dir, p, dst, 2, &got) == 0, "%s", err);
     free_stores(dst, 2);
     free(good);
     free_stores(src, 2);
@@ -223,7 +252,7 @@ TEST(another_plan_model_or_replica_count_is_refused) {
     rt_store *src[2];
     make_stores(p, 2, src, 0.5f);
     rt_ckpt_state s = sample_state();
-    CHECK_MSG(rt_ckpt_write(dir, p, src, 2, &s, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(write_stores(dir, p, src, 2, &s) == 0, "%s", err);
     p->checksum ^= 1;
     CHECK(refused_untouched(p, 2));
     CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny, plan checksum 0123456789abcdef); this plan is "
@@ -247,7 +276,7 @@ TEST(an_unwritable_directory_is_an_error) {
     rt_store *src[1];
     make_stores(p, 1, src, 0.5f);
     rt_ckpt_state s = sample_state();
-    CHECK(rt_ckpt_write("/nonexistent/dir/ck", p, src, 1, &s, err, sizeof err) != 0);
+    CHECK(write_stores("/nonexistent/dir/ck", p, src, 1, &s) != 0);
     CHECK_MSG(strstr(err, "--checkpoint /nonexistent/dir/ck: cannot create the directory") != NULL, "%s", err);
     free_stores(src, 1);
     ir_free(p->train), ir_free(p->eval), free(p);
