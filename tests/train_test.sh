@@ -11,7 +11,11 @@ for m in mlp cnn_small; do
     if ! "$bin/dpc" "models/$m.net" -o "$tmp/$m.plan" 2>"$tmp/err"; then
         echo "FAIL: compile $m: $(cat "$tmp/err")"; fail=$((fail + 1)); continue
     fi
-    "$bin/dprun" "$tmp/$m.plan" --data synthetic --epochs 2 --seed 3 >"$tmp/$m.out" 2>&1
+    # 3 epochs: after 2, cnn_small's eval-mode accuracy (running BatchNorm
+    # statistics) sat near the threshold and depended on the CPU's kernels
+    # (0.877 with seed 3 on an AVX-512 machine, >= 0.95 on AVX2; 1.000 on
+    # both after 3).
+    "$bin/dprun" "$tmp/$m.plan" --data synthetic --epochs 3 --seed 3 >"$tmp/$m.out" 2>&1
     acc=$(tail -n 1 "$tmp/$m.out" | sed -n 's/.*test accuracy \([0-9.]*\)$/\1/p')
     if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }'; then
         pass=$((pass + 1))
