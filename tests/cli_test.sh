@@ -29,6 +29,16 @@ grep -q '= conv ' "$tmp/a.ir" && ok || bad "--dump-ir shows no conv"
 "$bin/dpc" models/mlp.net --dot "$tmp/g.dot" && head -c 7 "$tmp/g.dot" | grep -q digraph && ok || bad "--dot"
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
 
+# 20000 declared (unused) inputs compile: elaboration and verification stay
+# linear in the number of sources (they were quadratic: 15 s)
+{
+    echo 'input image[3, 32, 32]'; echo 'input label class(10)'
+    seq 0 19999 | sed 's/.*/input u&[4]/'
+    printf 'network n {\n    logits = dense(flatten(image), 10)\n    loss = softmax_cross_entropy(logits, label)\n}\n'
+} >"$tmp/many.net"
+if "$bin/dpc" "$tmp/many.net" -o "$tmp/many.plan" 2>"$tmp/err"; then ok; else bad "20000 inputs: $(cat "$tmp/err")"; fi
+"$bin/dprun" "$tmp/many.plan" --info | grep -q 'u19999 \[128,4\]' && ok || bad "20000 inputs: the plan lacks input u19999"
+
 # plans that must be refused
 expect_fail_line plan-missing "cannot open" "$bin/dprun" "$tmp/none.plan" --info
 printf 'hello\n' >"$tmp/text.plan"
