@@ -144,11 +144,15 @@ fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) 
     return deep(P, e, depth + 1) ? NULL : e;
 }
 
-fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc) {
-    fe_expr *e = fe_new_literal(P, FE_ADD, loc, 0, 0);
-    e->lhs = lhs;
-    e->rhs = rhs;
-    int depth = lhs->depth > rhs->depth ? lhs->depth : rhs->depth;
+fe_expr *fe_new_sum(fe_program *P, fe_arg *terms) {
+    if (!terms->next) return terms->value;
+    fe_expr *e = fe_new_literal(P, FE_ADD, terms->next->key_loc, 0, 0);
+    e->args = terms;
+    int depth = 0;
+    for (fe_arg *a = terms; a; a = a->next) {
+        e->nargs++;
+        if (a->value->depth > depth) depth = a->value->depth;
+    }
     return deep(P, e, depth + 1) ? NULL : e;
 }
 

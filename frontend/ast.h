@@ -21,7 +21,8 @@
 
 /* Limits that keep hostile input from exhausting the stack or int64. */
 enum {
-    FE_MAX_EXPR_DEPTH = 100,   /* nesting of one expression */
+    FE_MAX_EXPR_DEPTH = 100,   /* nesting of calls in one expression (a sum of
+                                  * any length is one level) */
     FE_MAX_CALL_DEPTH = 50,    /* nesting of block calls */
     FE_MAX_NODES = 100000,     /* IR nodes in one graph */
     FE_MAX_CALLS = 1 << 16,    /* block calls while elaborating one graph */
@@ -89,14 +90,14 @@ typedef struct fe_arg {
 
 struct fe_expr {
     fe_expr_kind kind;
-    fe_loc loc; /* literal, name, callee, or the '+' */
+    fe_loc loc; /* literal, name, callee, or the first '+' */
     int depth;
     int64_t i; /* FE_INT, FE_BOOL */
     double f;  /* FE_FLOAT */
     const char *name;
-    fe_arg *args; /* FE_CALL, in source order */
+    fe_arg *args; /* FE_CALL, in source order; FE_ADD: the terms, each
+                   * arg's key_loc the '+' before it (the first: the term) */
     int nargs;
-    fe_expr *lhs, *rhs; /* FE_ADD */
     /* resolved by the checker: exactly one is set for a call */
     const fe_opdef *op;
     const fe_block *block;
@@ -236,7 +237,9 @@ typedef struct {
 fe_expr *fe_new_literal(fe_program *P, fe_expr_kind kind, fe_loc loc, int64_t i, double f);
 fe_expr *fe_new_name(fe_program *P, const char *name, fe_loc loc);
 fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args);
-fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc);
+/* `a + b + c` from its terms (args with no key); a lone term is returned
+ * as it is. */
+fe_expr *fe_new_sum(fe_program *P, fe_arg *terms);
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value);
 fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
 fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc);

@@ -201,7 +201,9 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
         ERR(C, e->loc, "unknown name '%s'", e->name);
         return -1;
     case FE_ADD:
-        return check_expr(C, S, e->lhs) || check_expr(C, S, e->rhs) ? -1 : 0;
+        for (fe_arg *a = e->args; a; a = a->next)
+            if (check_expr(C, S, a->value)) return -1;
+        return 0;
     case FE_CALL:
         return check_call(C, S, e);
     }
@@ -253,11 +255,10 @@ typedef struct {
 static int visit_block(dfs_state *D, fe_block *b);
 
 static int visit_expr(dfs_state *D, const fe_expr *e) {
-    if (e->kind == FE_ADD) return visit_expr(D, e->lhs) || visit_expr(D, e->rhs) ? -1 : 0;
-    if (e->kind != FE_CALL) return 0;
+    if (e->kind != FE_CALL && e->kind != FE_ADD) return 0;
     for (const fe_arg *a = e->args; a; a = a->next)
         if (visit_expr(D, a->value)) return -1;
-    if (!e->block) return 0;
+    if (e->kind == FE_ADD || !e->block) return 0;
     fe_block *callee = (fe_block *)e->block;
     if (callee->mark == 1) {
         if (callee == D->path[D->depth - 1]) {

@@ -388,30 +388,40 @@ static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
     return 0;
 }
 
-static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
-    value a, b;
-    if (eval(E, S, e->lhs, &a) || eval(E, S, e->rhs, &b)) return -1;
-    if (a.kind == V_TENSOR && b.kind == V_TENSOR) {
-        int id = node(E, S, e->loc, IR_OP_ADD, (int[]){a.node, b.node}, 2, NULL, NULL);
+/* a + b at the '+' written at loc, into *a. */
+static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
+    if (a->kind == V_TENSOR && b->kind == V_TENSOR) {
+        int id = node(E, S, loc, IR_OP_ADD, (int[]){a->node, b->node}, 2, NULL, NULL);
         if (id < 0) return -1;
-        *out = (value){V_TENSOR, id, 0, 0};
+        *a = (value){V_TENSOR, id, 0, 0};
         return 0;
     }
-    if (a.kind == V_INT && b.kind == V_INT) {
-        if ((b.i > 0 && a.i > INT64_MAX - b.i) || (b.i < 0 && a.i < INT64_MIN - b.i)) {
-            error_at(E, S, e->loc, "integer overflow in '+'");
+    if (a->kind == V_INT && b->kind == V_INT) {
+        if ((b->i > 0 && a->i > INT64_MAX - b->i) || (b->i < 0 && a->i < INT64_MIN - b->i)) {
+            error_at(E, S, loc, "integer overflow in '+'");
             return -1;
         }
-        *out = (value){V_INT, -1, a.i + b.i, 0};
+        a->i += b->i;
         return 0;
     }
-    if ((a.kind == V_INT || a.kind == V_FLOAT) && (b.kind == V_INT || b.kind == V_FLOAT)) {
-        double x = a.kind == V_INT ? (double)a.i : a.f, y = b.kind == V_INT ? (double)b.i : b.f;
-        *out = (value){V_FLOAT, -1, 0, x + y};
+    if ((a->kind == V_INT || a->kind == V_FLOAT) && (b->kind == V_INT || b->kind == V_FLOAT)) {
+        double x = a->kind == V_INT ? (double)a->i : a->f, y = b->kind == V_INT ? (double)b->i : b->f;
+        *a = (value){V_FLOAT, -1, 0, x + y};
         return 0;
     }
-    error_at(E, S, e->loc, "cannot add %s and %s", kind_name(a.kind), kind_name(b.kind));
+    error_at(E, S, loc, "cannot add %s and %s", kind_name(a->kind), kind_name(b->kind));
     return -1;
+}
+
+/* Terms left to right, folded as they come: ((a + b) + c) + ... */
+static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
+    const fe_arg *t = e->args;
+    if (eval(E, S, t->value, out)) return -1;
+    for (t = t->next; t; t = t->next) {
+        value b;
+        if (eval(E, S, t->value, &b) || add2(E, S, t->key_loc, out, &b)) return -1;
+    }
+    return 0;
 }
 
 static int eval(elab *E, scope *S, const fe_expr *e, value *out) {

@@ -132,7 +132,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 
 %type <expr> expr term ret
 %type <arg> arg
-%type <list> args args_opt stmts params params_opt dims
+%type <list> sum args args_opt stmts params params_opt dims
 %type <stmt> assign
 %type <num> sint num
 %type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
@@ -207,9 +207,15 @@ assign
     : IDENT '=' expr                    { $$ = fe_new_stmt(P, $1, L(@1), $3); }
     ;
 
+/* A sum is one n-ary node, its terms in a list: as long as it likes, one
+ * level deep (left recursion keeps the parser's stack flat too). */
 expr
-    : term
-    | expr '+' term                     { if (!($$ = fe_new_add(P, $1, $3, L(@2)))) YYABORT; }
+    : sum                               { if (!($$ = fe_new_sum(P, $1.first))) YYABORT; }
+    ;
+
+sum
+    : term                              { $$ = ONE(fe_new_arg(P, NULL, L(@1), $1)); }
+    | sum '+' term                      { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); }
     ;
 
 term
