@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "frontend/ast.h"
@@ -187,6 +188,20 @@ fe_num *fe_new_num(fe_program *P, fe_loc loc, int is_float, int64_t i, double f)
     n->i = i;
     n->f = f;
     return n;
+}
+
+const char *fe_negated(fe_program *P, const char *text) {
+    size_t n = strlen(text);
+    char *s = fe_alloc(&P->arena, n + 2);
+    s[0] = '-';
+    memcpy(s + 1, text, n + 1);
+    return s;
+}
+
+void fe_int_hint(int is_float, double f, char *buf, size_t n) {
+    buf[0] = 0;
+    if (is_float && f == floor(f) && fabs(f) < 1e15)
+        snprintf(buf, n, " (write %.0f: an integer has no '.' or exponent)", f);
 }
 
 fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value) {

@@ -72,6 +72,19 @@ typedef struct {
 void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A number token (it has a '.' or an exponent): its value and its text. */
+typedef struct {
+    double v;
+    const char *text;
+} fe_float;
+
+/* "-" and text, in the arena: the text of a negated number. */
+const char *fe_negated(fe_program *P, const char *text);
+
+/* Where an integer is wanted and a number f came: " (write 3: ...)" when f
+ * is integral, so `k=3.0` says how to fix it; "" otherwise. */
+void fe_int_hint(int is_float, double f, char *buf, size_t n);
+
 /* ---- expressions -------------------------------------------------------- */
 
 typedef enum { FE_INT, FE_FLOAT, FE_BOOL, FE_NAME, FE_CALL, FE_ADD } fe_expr_kind;
@@ -94,6 +107,7 @@ struct fe_expr {
     int depth;
     int64_t i; /* FE_INT, FE_BOOL */
     double f;  /* FE_FLOAT */
+    const char *text; /* FE_FLOAT: as written ("3.0", "-1e-5"), for messages */
     const char *name;
     fe_arg *args; /* FE_CALL, in source order; FE_ADD: the terms, each
                    * arg's key_loc the '+' before it (the first: the term) */
@@ -135,6 +149,7 @@ typedef struct fe_num {
     int is_float;
     int64_t i;
     double f;
+    const char *text; /* a float as written, for messages */
 } fe_num;
 
 typedef struct fe_input {

@@ -324,7 +324,9 @@ static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n
 static int get_int(checker *C, const fe_num *n, const char *what, int64_t lo, int64_t hi,
                    int *out) {
     if (n->is_float) {
-        ERR(C, n->loc, "%s must be an integer, got %g", what, n->f);
+        char hint[96];
+        fe_int_hint(1, n->f, hint, sizeof hint);
+        ERR(C, n->loc, "%s must be an integer, got %s%s", what, n->text, hint);
         return -1;
     }
     if (n->i < lo) {

@@ -118,11 +118,12 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
     fe_pair *pair;
     fe_titem *titem;
     fe_list list;
+    fe_float ff;
 }
 
 %token <s> IDENT "identifier"
 %token <i> INT "integer"
-%token <f> FLOAT "number"
+%token <ff> FLOAT "number"
 %token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
 %token RETURN "return" TRUE "true" FALSE "false"
 %token BATCH "batch" PER "per" DEVICE "device" EPOCHS "epochs" INIT "init"
@@ -221,8 +222,8 @@ sum
 term
     : INT                               { $$ = fe_new_literal(P, FE_INT, L(@1), $1, 0); }
     | '-' INT                           { $$ = fe_new_literal(P, FE_INT, L(@1), -$2, 0); }
-    | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1); }
-    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2); }
+    | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1.v); $$->text = $1.text; }
+    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2.v); $$->text = fe_negated(P, $2.text); }
     | TRUE                              { $$ = fe_new_literal(P, FE_BOOL, L(@1), 1, 0); }
     | FALSE                             { $$ = fe_new_literal(P, FE_BOOL, L(@1), 0, 0); }
     | IDENT                             { $$ = fe_new_name(P, $1, L(@1)); }
@@ -361,8 +362,8 @@ sint
 
 num
     : sint
-    | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1); }
-    | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2); }
+    | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1.v); $$->text = $1.text; }
+    | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2.v); $$->text = fe_negated(P, $2.text); }
     ;
 
 %%
