@@ -309,5 +309,9 @@ const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
 
 /* Semantic checks after a successful parse; 0 when the program is fine. */
 int fe_check(fe_program *P);
+/* Checks on the trial training graph g (its inputs first, in declaration
+ * order): every input the network reads is one the data feeds, every
+ * parameter reaches the loss. 0 when fine. */
+int fe_check_graph(fe_program *P, const ir_graph *g);
 
 #endif

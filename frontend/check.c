@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "frontend/ast.h"
@@ -568,4 +569,73 @@ int fe_check(fe_program *P) {
         check_bodies(&C) || check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
+}
+
+/* ---- the elaborated graph -------------------------------------------------- */
+
+/* The inputs a dataset fills: cifar10 gives images and their labels. */
+static int fed(const char *dataset, const char *name) {
+    (void)dataset; /* cifar10 is the only one (check_item) */
+    return !strcmp(name, "image") || !strcmp(name, "label");
+}
+
+/* An input the network reads but no data fills would train on zeros. */
+static int check_fed(fe_program *P, const ir_graph *g, const unsigned char *read) {
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_INPUT || !read[i] || fed(P->train.dataset, n->name)) continue;
+        fe_error(&P->diag, (fe_loc){n->line, n->col},
+                 "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
+                 P->train.dataset);
+        return -1;
+    }
+    return 0;
+}
+
+/* A parameter that does not reach the loss gets no gradient (autodiff
+ * refuses it); say where it was made and which of the user's names it
+ * feeds, the first named statement computed from it. */
+static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
+    int loss = ir_loss_node(g);
+    if (loss < 0) return 0; /* mark_loss reported it */
+    memset(mark, 0, (size_t)g->n);
+    mark[loss] = 1;
+    for (int i = loss; i >= 0; i--)
+        if (mark[i])
+            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
+    for (int p = 0; p < g->n; p++) {
+        const ir_node *n = &g->nodes[p];
+        if (n->op != IR_OP_PARAM || mark[p]) continue;
+        /* mark[] now: computed from p */
+        memset(mark, 0, (size_t)g->n);
+        mark[p] = 1;
+        const char *feeds = NULL;
+        for (int i = p + 1; i < g->n && !feeds; i++) {
+            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
+            if (mark[i] && g->nodes[i].name[0]) feeds = g->nodes[i].name;
+        }
+        if (feeds)
+            fe_error(&P->diag, (fe_loc){n->line, n->col},
+                     "parameter '%s' does not reach the loss: it feeds '%s', which 'loss' does "
+                     "not use",
+                     n->name, feeds);
+        else
+            fe_error(&P->diag, (fe_loc){n->line, n->col},
+                     "parameter '%s' does not reach the loss: the result of this call is never "
+                     "used",
+                     n->name);
+        return -1;
+    }
+    return 0;
+}
+
+int fe_check_graph(fe_program *P, const ir_graph *g) {
+    unsigned char *mark = calloc((size_t)g->n + 1, 1);
+    if (!mark) abort();
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
+    int rc = check_fed(P, g, mark);
+    if (!rc) rc = check_reach(P, g, mark);
+    free(mark);
+    return rc;
 }
