@@ -418,7 +418,7 @@ static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
             ERR(C, p->value->loc, "lr must not be negative, got %g", v);
             return -1;
         }
-        if (v > 1e6) {
+        if (v > IR_MAX_LR) {
             ERR(C, p->value->loc, "lr must be at most 1e6, got %g", v);
             return -1;
         }

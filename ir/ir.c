@@ -914,8 +914,11 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
     if (t->lr_epoch[0] != 0)
         return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
     for (int i = 0; i < t->lr_steps; i++) {
-        if (!(t->lr_value[i] >= 0) || t->lr_value[i] > 1e6)
-            return ir_fail(err, errlen, "lr at epoch %d must be >= 0, got %g", t->lr_epoch[i],
+        if (!(t->lr_value[i] >= 0))
+            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g", t->lr_epoch[i],
+                        t->lr_value[i]);
+        if (t->lr_value[i] > IR_MAX_LR)
+            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g", t->lr_epoch[i],
                         t->lr_value[i]);
         if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
             return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
