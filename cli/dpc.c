@@ -288,12 +288,13 @@ static int print_stats(const char *prog, const ir_graph *g, char *err, size_t er
 static int write_dot(const ir_graph *g, const char *name, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) {
-        perror(path);
+        fprintf(stderr, "dpc: error: --dot: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
     ir_dot(g, name, f);
-    if (fclose(f)) {
-        perror(path);
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        fprintf(stderr, "dpc: error: --dot: cannot write %s: %s\n", path, strerror(errno ? errno : EIO));
         return 1;
     }
     return 0;

@@ -27,6 +27,9 @@ case "$info" in *11181642*) ok ;; *) bad "--info lacks the parameter count" ;; e
 cmp -s "$tmp/a.ir" "$tmp/b.ir" && [ -s "$tmp/a.ir" ] && ok || bad "--dump-ir is not stable"
 grep -q '= conv ' "$tmp/a.ir" && ok || bad "--dump-ir shows no conv"
 "$bin/dpc" models/mlp.net --dot "$tmp/g.dot" && head -c 7 "$tmp/g.dot" | grep -q digraph && ok || bad "--dot"
+expect_fail_line dot-unwritable "dpc: error: --dot: cannot write $tmp/no/such/g.dot: No such file or directory" \
+    "$bin/dpc" models/mlp.net --dot "$tmp/no/such/g.dot" -o "$tmp/dotfail.plan"
+[ ! -e "$tmp/dotfail.plan" ] && ok || bad "--dot failed but a plan was written"
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
 
 # 20000 declared (unused) inputs compile: elaboration and verification stay
