@@ -1,9 +1,9 @@
 /* frontend/ast.c — arena, diagnostics and the tree builders the parser's
  * actions call. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <math.h>
 #include <string.h>
 
 #include "frontend/ast.h"
