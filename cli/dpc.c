@@ -298,11 +298,15 @@ static int write_dot(const ir_graph *g, const char *name, const char *path) {
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        perror(path);
+        fprintf(stderr, "dpc: error: --dot: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
     ir_dot(g, name, f);
-    int rc = fclose(f) != 0 ? (perror(path), 1) : 0;
+    int rc = 0;
+    if (fclose(f) != 0) {
+        fprintf(stderr, "dpc: error: --dot %s: %s\n", path, strerror(errno));
+        rc = 1;
+    }
     if (!rc && ir_file_write_all(path, text, len, err, sizeof err)) {
         fprintf(stderr, "dpc: error: --dot %s\n", err);
         rc = 1;

@@ -2,6 +2,7 @@
  * print its lr schedule, or train it (runtime/train.c does the work). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,7 +232,9 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             char *end;
             errno = 0;
             double x = strtod(val, &end);
-            if (!*val || *end || errno || !(x > 0) || x > 1e30) return bad("--lr: '%s' is not a positive number", val);
+            if (!*val || *end || (errno && errno != ERANGE) || !(x > 0) || isinf(x))
+                return bad("--lr: '%s' is not a positive number", val);
+            if (x > IR_MAX_LR) return bad("--lr: '%s' is above the largest lr, 1e6", val);
             o.lr = x;
         } else if (!strcmp(opt, "--sweep")) {
             VALUE();

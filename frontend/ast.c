@@ -1,5 +1,6 @@
 /* frontend/ast.c — arena, diagnostics and the tree builders the parser's
  * actions call. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,11 +145,15 @@ fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) 
     return deep(P, e, depth + 1) ? NULL : e;
 }
 
-fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc) {
-    fe_expr *e = fe_new_literal(P, FE_ADD, loc, 0, 0);
-    e->lhs = lhs;
-    e->rhs = rhs;
-    int depth = lhs->depth > rhs->depth ? lhs->depth : rhs->depth;
+fe_expr *fe_new_sum(fe_program *P, fe_arg *terms) {
+    if (!terms->next) return terms->value;
+    fe_expr *e = fe_new_literal(P, FE_ADD, terms->next->key_loc, 0, 0);
+    e->args = terms;
+    int depth = 0;
+    for (fe_arg *a = terms; a; a = a->next) {
+        e->nargs++;
+        if (a->value->depth > depth) depth = a->value->depth;
+    }
     return deep(P, e, depth + 1) ? NULL : e;
 }
 
@@ -183,6 +188,20 @@ fe_num *fe_new_num(fe_program *P, fe_loc loc, int is_float, int64_t i, double f)
     n->i = i;
     n->f = f;
     return n;
+}
+
+const char *fe_negated(fe_program *P, const char *text) {
+    size_t n = strlen(text);
+    char *s = fe_alloc(&P->arena, n + 2);
+    s[0] = '-';
+    memcpy(s + 1, text, n + 1);
+    return s;
+}
+
+void fe_int_hint(int is_float, double f, char *buf, size_t n) {
+    buf[0] = 0;
+    if (is_float && f == floor(f) && fabs(f) < 1e15)
+        snprintf(buf, n, " (write %.0f: an integer has no '.' or exponent)", f);
 }
 
 fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value) {

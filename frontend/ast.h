@@ -21,7 +21,8 @@
 
 /* Limits that keep hostile input from exhausting the stack or int64. */
 enum {
-    FE_MAX_EXPR_DEPTH = 100,   /* nesting of one expression */
+    FE_MAX_EXPR_DEPTH = 100,   /* nesting of calls in one expression (a sum of
+                                  * any length is one level) */
     FE_MAX_CALL_DEPTH = 50,    /* nesting of block calls */
     FE_MAX_NODES = 100000,     /* IR nodes in one graph */
     FE_MAX_CALLS = 1 << 16,    /* block calls while elaborating one graph */
@@ -71,6 +72,19 @@ typedef struct {
 void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A number token (it has a '.' or an exponent): its value and its text. */
+typedef struct {
+    double v;
+    const char *text;
+} fe_float;
+
+/* "-" and text, in the arena: the text of a negated number. */
+const char *fe_negated(fe_program *P, const char *text);
+
+/* Where an integer is wanted and a number f came: " (write 3: ...)" when f
+ * is integral, so `k=3.0` says how to fix it; "" otherwise. */
+void fe_int_hint(int is_float, double f, char *buf, size_t n);
+
 /* ---- expressions -------------------------------------------------------- */
 
 typedef enum { FE_INT, FE_FLOAT, FE_BOOL, FE_NAME, FE_CALL, FE_ADD } fe_expr_kind;
@@ -89,14 +103,15 @@ typedef struct fe_arg {
 
 struct fe_expr {
     fe_expr_kind kind;
-    fe_loc loc; /* literal, name, callee, or the '+' */
+    fe_loc loc; /* literal, name, callee, or the first '+' */
     int depth;
     int64_t i; /* FE_INT, FE_BOOL */
     double f;  /* FE_FLOAT */
+    const char *text; /* FE_FLOAT: as written ("3.0", "-1e-5"), for messages */
     const char *name;
-    fe_arg *args; /* FE_CALL, in source order */
+    fe_arg *args; /* FE_CALL, in source order; FE_ADD: the terms, each
+                   * arg's key_loc the '+' before it (the first: the term) */
     int nargs;
-    fe_expr *lhs, *rhs; /* FE_ADD */
     /* resolved by the checker: exactly one is set for a call */
     const fe_opdef *op;
     const fe_block *block;
@@ -134,6 +149,7 @@ typedef struct fe_num {
     int is_float;
     int64_t i;
     double f;
+    const char *text; /* a float as written, for messages */
 } fe_num;
 
 typedef struct fe_input {
@@ -236,7 +252,9 @@ typedef struct {
 fe_expr *fe_new_literal(fe_program *P, fe_expr_kind kind, fe_loc loc, int64_t i, double f);
 fe_expr *fe_new_name(fe_program *P, const char *name, fe_loc loc);
 fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args);
-fe_expr *fe_new_add(fe_program *P, fe_expr *lhs, fe_expr *rhs, fe_loc loc);
+/* `a + b + c` from its terms (args with no key); a lone term is returned
+ * as it is. */
+fe_expr *fe_new_sum(fe_program *P, fe_arg *terms);
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value);
 fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
 fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc);
@@ -291,5 +309,9 @@ const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
 
 /* Semantic checks after a successful parse; 0 when the program is fine. */
 int fe_check(fe_program *P);
+/* Checks on the trial training graph g (its inputs first, in declaration
+ * order): every input the network reads is one the data feeds, every
+ * parameter reaches the loss. 0 when fine. */
+int fe_check_graph(fe_program *P, const ir_graph *g);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "frontend/ast.h"
@@ -201,7 +202,9 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
         ERR(C, e->loc, "unknown name '%s'", e->name);
         return -1;
     case FE_ADD:
-        return check_expr(C, S, e->lhs) || check_expr(C, S, e->rhs) ? -1 : 0;
+        for (fe_arg *a = e->args; a; a = a->next)
+            if (check_expr(C, S, a->value)) return -1;
+        return 0;
     case FE_CALL:
         return check_call(C, S, e);
     }
@@ -253,11 +256,10 @@ typedef struct {
 static int visit_block(dfs_state *D, fe_block *b);
 
 static int visit_expr(dfs_state *D, const fe_expr *e) {
-    if (e->kind == FE_ADD) return visit_expr(D, e->lhs) || visit_expr(D, e->rhs) ? -1 : 0;
-    if (e->kind != FE_CALL) return 0;
+    if (e->kind != FE_CALL && e->kind != FE_ADD) return 0;
     for (const fe_arg *a = e->args; a; a = a->next)
         if (visit_expr(D, a->value)) return -1;
-    if (!e->block) return 0;
+    if (e->kind == FE_ADD || !e->block) return 0;
     fe_block *callee = (fe_block *)e->block;
     if (callee->mark == 1) {
         if (callee == D->path[D->depth - 1]) {
@@ -323,7 +325,9 @@ static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n
 static int get_int(checker *C, const fe_num *n, const char *what, int64_t lo, int64_t hi,
                    int *out) {
     if (n->is_float) {
-        ERR(C, n->loc, "%s must be an integer, got %g", what, n->f);
+        char hint[96];
+        fe_int_hint(1, n->f, hint, sizeof hint);
+        ERR(C, n->loc, "%s must be an integer, got %s%s", what, n->text, hint);
         return -1;
     }
     if (n->i < lo) {
@@ -414,7 +418,7 @@ static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
             ERR(C, p->value->loc, "lr must not be negative, got %g", v);
             return -1;
         }
-        if (v > 1e6) {
+        if (v > IR_MAX_LR) {
             ERR(C, p->value->loc, "lr must be at most 1e6, got %g", v);
             return -1;
         }
@@ -565,4 +569,73 @@ int fe_check(fe_program *P) {
         check_bodies(&C) || check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
+}
+
+/* ---- the elaborated graph -------------------------------------------------- */
+
+/* The inputs a dataset fills: cifar10 gives images and their labels. */
+static int fed(const char *dataset, const char *name) {
+    (void)dataset; /* cifar10 is the only one (check_item) */
+    return !strcmp(name, "image") || !strcmp(name, "label");
+}
+
+/* An input the network reads but no data fills would train on zeros. */
+static int check_fed(fe_program *P, const ir_graph *g, const unsigned char *read) {
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_INPUT || !read[i] || fed(P->train.dataset, n->name)) continue;
+        fe_error(&P->diag, (fe_loc){n->line, n->col},
+                 "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
+                 P->train.dataset);
+        return -1;
+    }
+    return 0;
+}
+
+/* A parameter that does not reach the loss gets no gradient (autodiff
+ * refuses it); say where it was made and which of the user's names it
+ * feeds, the first named statement computed from it. */
+static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
+    int loss = ir_loss_node(g);
+    if (loss < 0) return 0; /* mark_loss reported it */
+    memset(mark, 0, (size_t)g->n);
+    mark[loss] = 1;
+    for (int i = loss; i >= 0; i--)
+        if (mark[i])
+            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
+    for (int p = 0; p < g->n; p++) {
+        const ir_node *n = &g->nodes[p];
+        if (n->op != IR_OP_PARAM || mark[p]) continue;
+        /* mark[] now: computed from p */
+        memset(mark, 0, (size_t)g->n);
+        mark[p] = 1;
+        const char *feeds = NULL;
+        for (int i = p + 1; i < g->n && !feeds; i++) {
+            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
+            if (mark[i] && g->nodes[i].name[0]) feeds = g->nodes[i].name;
+        }
+        if (feeds)
+            fe_error(&P->diag, (fe_loc){n->line, n->col},
+                     "parameter '%s' does not reach the loss: it feeds '%s', which 'loss' does "
+                     "not use",
+                     n->name, feeds);
+        else
+            fe_error(&P->diag, (fe_loc){n->line, n->col},
+                     "parameter '%s' does not reach the loss: the result of this call is never "
+                     "used",
+                     n->name);
+        return -1;
+    }
+    return 0;
+}
+
+int fe_check_graph(fe_program *P, const ir_graph *g) {
+    unsigned char *mark = calloc((size_t)g->n + 1, 1);
+    if (!mark) abort();
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
+    int rc = check_fed(P, g, mark);
+    if (!rc) rc = check_reach(P, g, mark);
+    free(mark);
+    return rc;
 }

@@ -60,6 +60,7 @@ typedef struct {
     int node;  /* V_TENSOR */
     int64_t i; /* V_INT, V_BOOL */
     double f;  /* V_FLOAT */
+    const char *text; /* V_FLOAT of a literal: as written; NULL when computed */
 } value;
 
 typedef struct scope {
@@ -92,7 +93,10 @@ static const char *describe(const value *v, char *buf, size_t n) {
     switch (v->kind) {
     case V_TENSOR: return "a tensor";
     case V_INT: snprintf(buf, n, "%" PRId64, v->i); return buf;
-    case V_FLOAT: snprintf(buf, n, "%g", v->f); return buf;
+    case V_FLOAT:
+        if (v->text) return v->text;
+        snprintf(buf, n, "%g", v->f);
+        return buf;
     case V_BOOL: return v->i ? "true" : "false";
     }
     return "?";
@@ -258,10 +262,11 @@ static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_
         v->kind = V_FLOAT;
         v->f = (double)v->i;
     }
-    char buf[48];
+    char buf[48], hint[96] = "";
     if (v->kind != want[spec->kind]) {
-        error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %s", spec->name, op->name,
-                 kind_name(want[spec->kind]), describe(v, buf, sizeof buf));
+        if (spec->kind == FE_ARG_INT) fe_int_hint(v->kind == V_FLOAT, v->f, hint, sizeof hint);
+        error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %s%s", spec->name, op->name,
+                 kind_name(want[spec->kind]), describe(v, buf, sizeof buf), hint);
         return -1;
     }
     if (spec->kind == FE_ARG_INT && (v->i < spec->min || v->i > FE_MAX_SIZE)) {
@@ -337,7 +342,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     }
     if (id < 0) return -1;
-    *out = (value){V_TENSOR, id, 0, 0};
+    *out = (value){V_TENSOR, id, 0, 0, NULL};
     return 0;
 }
 
@@ -388,30 +393,40 @@ static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
     return 0;
 }
 
-static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
-    value a, b;
-    if (eval(E, S, e->lhs, &a) || eval(E, S, e->rhs, &b)) return -1;
-    if (a.kind == V_TENSOR && b.kind == V_TENSOR) {
-        int id = node(E, S, e->loc, IR_OP_ADD, (int[]){a.node, b.node}, 2, NULL, NULL);
+/* a + b at the '+' written at loc, into *a. */
+static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
+    if (a->kind == V_TENSOR && b->kind == V_TENSOR) {
+        int id = node(E, S, loc, IR_OP_ADD, (int[]){a->node, b->node}, 2, NULL, NULL);
         if (id < 0) return -1;
-        *out = (value){V_TENSOR, id, 0, 0};
+        *a = (value){V_TENSOR, id, 0, 0, NULL};
         return 0;
     }
-    if (a.kind == V_INT && b.kind == V_INT) {
-        if ((b.i > 0 && a.i > INT64_MAX - b.i) || (b.i < 0 && a.i < INT64_MIN - b.i)) {
-            error_at(E, S, e->loc, "integer overflow in '+'");
+    if (a->kind == V_INT && b->kind == V_INT) {
+        if ((b->i > 0 && a->i > INT64_MAX - b->i) || (b->i < 0 && a->i < INT64_MIN - b->i)) {
+            error_at(E, S, loc, "integer overflow in '+'");
             return -1;
         }
-        *out = (value){V_INT, -1, a.i + b.i, 0};
+        a->i += b->i;
         return 0;
     }
-    if ((a.kind == V_INT || a.kind == V_FLOAT) && (b.kind == V_INT || b.kind == V_FLOAT)) {
-        double x = a.kind == V_INT ? (double)a.i : a.f, y = b.kind == V_INT ? (double)b.i : b.f;
-        *out = (value){V_FLOAT, -1, 0, x + y};
+    if ((a->kind == V_INT || a->kind == V_FLOAT) && (b->kind == V_INT || b->kind == V_FLOAT)) {
+        double x = a->kind == V_INT ? (double)a->i : a->f, y = b->kind == V_INT ? (double)b->i : b->f;
+        *a = (value){V_FLOAT, -1, 0, x + y, NULL};
         return 0;
     }
-    error_at(E, S, e->loc, "cannot add %s and %s", kind_name(a.kind), kind_name(b.kind));
+    error_at(E, S, loc, "cannot add %s and %s", kind_name(a->kind), kind_name(b->kind));
     return -1;
+}
+
+/* Terms left to right, folded as they come: ((a + b) + c) + ... */
+static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
+    const fe_arg *t = e->args;
+    if (eval(E, S, t->value, out)) return -1;
+    for (t = t->next; t; t = t->next) {
+        value b;
+        if (eval(E, S, t->value, &b) || add2(E, S, t->key_loc, out, &b)) return -1;
+    }
+    return 0;
 }
 
 static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
@@ -421,9 +436,9 @@ static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
         return -1;
     }
     switch (e->kind) {
-    case FE_INT: *out = (value){V_INT, -1, e->i, 0}; return 0;
-    case FE_FLOAT: *out = (value){V_FLOAT, -1, 0, e->f}; return 0;
-    case FE_BOOL: *out = (value){V_BOOL, -1, e->i, 0}; return 0;
+    case FE_INT: *out = (value){V_INT, -1, e->i, 0, NULL}; return 0;
+    case FE_FLOAT: *out = (value){V_FLOAT, -1, 0, e->f, e->text}; return 0;
+    case FE_BOOL: *out = (value){V_BOOL, -1, e->i, 0, NULL}; return 0;
     case FE_NAME: return lookup(E, S, e, out);
     case FE_ADD: return eval_add(E, S, e, out);
     case FE_CALL: return e->block ? call_block(E, S, e, out) : call_op(E, S, e, out);
@@ -466,7 +481,7 @@ static int add_inputs(elab *E) {
         int id = ir_add_input(E->g, in->name, t, in->classes ? in->classes->i : 0);
         if (added(E, NULL, loc, id) < 0) return -1;
         value *v = fe_alloc(&E->tmp, sizeof *v);
-        *v = (value){V_TENSOR, id, 0, 0};
+        *v = (value){V_TENSOR, id, 0, 0, NULL};
         fe_map_put(&E->tmp, &E->inputs, in->name, v);
     }
     return 0;

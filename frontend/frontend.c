@@ -49,10 +49,9 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
     } else if (fe_run_parser(P, src, len) == 0 && fe_check(P) == 0) {
         /* Types and shapes: elaborate once at the training batch. */
         ir_graph *g = fe_build_graph(P, P->train.batch, 1);
-        if (g) {
-            ir_free(g);
-            return P;
-        }
+        int rc = g ? fe_check_graph(P, g) : -1;
+        ir_free(g);
+        if (rc == 0) return P;
     }
     fe_free(P);
     return NULL;

@@ -13,7 +13,9 @@
  * argument counts, keywords) and the train section; fe_build_graph expands
  * blocks into IR nodes and reports shape errors at the offending expression.
  * fe_parse_* also elaborates once at the train batch, so a program it
- * returns builds at any sane batch. The grammar is documented at the top of
+ * returns builds at any sane batch, and checks that graph: an input the
+ * network reads must be one the data fills (image, label), and every
+ * parameter must reach the loss; both are reported at their source. The grammar is documented at the top of
  * frontend/parser.y. Every diagnostic is one line on stderr; functions then
  * return NULL / -1.
  */

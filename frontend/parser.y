@@ -118,11 +118,12 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
     fe_pair *pair;
     fe_titem *titem;
     fe_list list;
+    fe_float ff;
 }
 
 %token <s> IDENT "identifier"
 %token <i> INT "integer"
-%token <f> FLOAT "number"
+%token <ff> FLOAT "number"
 %token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
 %token RETURN "return" TRUE "true" FALSE "false"
 %token BATCH "batch" PER "per" DEVICE "device" EPOCHS "epochs" INIT "init"
@@ -132,7 +133,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 
 %type <expr> expr term ret
 %type <arg> arg
-%type <list> args args_opt stmts params params_opt dims
+%type <list> sum args args_opt stmts params params_opt dims
 %type <stmt> assign
 %type <num> sint num
 %type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
@@ -207,16 +208,22 @@ assign
     : IDENT '=' expr                    { $$ = fe_new_stmt(P, $1, L(@1), $3); }
     ;
 
+/* A sum is one n-ary node, its terms in a list: as long as it likes, one
+ * level deep (left recursion keeps the parser's stack flat too). */
 expr
-    : term
-    | expr '+' term                     { if (!($$ = fe_new_add(P, $1, $3, L(@2)))) YYABORT; }
+    : sum                               { if (!($$ = fe_new_sum(P, $1.first))) YYABORT; }
+    ;
+
+sum
+    : term                              { $$ = ONE(fe_new_arg(P, NULL, L(@1), $1)); }
+    | sum '+' term                      { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); }
     ;
 
 term
     : INT                               { $$ = fe_new_literal(P, FE_INT, L(@1), $1, 0); }
     | '-' INT                           { $$ = fe_new_literal(P, FE_INT, L(@1), -$2, 0); }
-    | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1); }
-    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2); }
+    | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1.v); $$->text = $1.text; }
+    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2.v); $$->text = fe_negated(P, $2.text); }
     | TRUE                              { $$ = fe_new_literal(P, FE_BOOL, L(@1), 1, 0); }
     | FALSE                             { $$ = fe_new_literal(P, FE_BOOL, L(@1), 0, 0); }
     | IDENT                             { $$ = fe_new_name(P, $1, L(@1)); }
@@ -355,8 +362,8 @@ sint
 
 num
     : sint
-    | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1); }
-    | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2); }
+    | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1.v); $$->text = $1.text; }
+    | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2.v); $$->text = fe_negated(P, $2.text); }
     ;
 
 %%

@@ -662,7 +662,52 @@ uint64_t ir_graph_hash(const ir_graph *g) {
     return h;
 }
 
+/* Source names seen so far: open addressing over node indices, so that
+ * verifying a graph stays linear in its nodes (a model may declare
+ * thousands of inputs). */
+typedef struct {
+    int *slot; /* node index + 1; 0 = empty */
+    size_t mask;
+} name_set;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Index of the source already called g->nodes[i].name, else records i and
+ * returns -1. */
+static int name_set_add(name_set *ns, const ir_graph *g, int i) {
+    size_t k = (size_t)name_hash(g->nodes[i].name) & ns->mask;
+    for (; ns->slot[k]; k = (k + 1) & ns->mask)
+        if (!strcmp(g->nodes[ns->slot[k] - 1].name, g->nodes[i].name)) return ns->slot[k] - 1;
+    ns->slot[k] = i + 1;
+    return -1;
+}
+
+static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err, size_t errlen);
+
 int ir_verify(const ir_graph *g, char *err, size_t errlen) {
+    size_t cap = 16;
+    while (cap < (size_t)g->n * 2) cap *= 2;
+    name_set names = {calloc(cap, sizeof(int)), cap - 1};
+    /* last_read[k]: the last node reading node k, -1 if none (assign order). */
+    int *last_read = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
+    if (!names.slot || !last_read) abort();
+    for (int i = 0; i < g->n; i++) last_read[i] = -1;
+    for (int i = 0; i < g->n; i++)
+        for (int k = 0; k < g->nodes[i].ninputs && k < IR_MAX_INPUTS; k++) {
+            int in = g->nodes[i].input[k];
+            if (in >= 0 && in < g->n) last_read[in] = i;
+        }
+    int rc = verify_nodes(g, &names, last_read, err, errlen);
+    free(names.slot);
+    free(last_read);
+    return rc;
+}
+
+static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err, size_t errlen) {
     int losses = 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
@@ -684,9 +729,8 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
             return ir_fail(err, errlen, "node %d: name not terminated", i);
         if (is_source(n->op)) {
             if (!n->name[0]) return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
-            for (int j = 0; j < i; j++)
-                if (is_source(g->nodes[j].op) && strcmp(g->nodes[j].name, n->name) == 0)
-                    return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
+            if (name_set_add(names, g, i) >= 0)
+                return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
             if (n->op != IR_OP_INPUT && (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))
                 return ir_fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
         } else {
@@ -706,12 +750,11 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
                 return ir_fail(err, errlen, "node %d (%s): type %s differs from its storage's %s", i,
                             info->name, TYPE_STR(&n->type), TYPE_STR(&g->nodes[n->input[0]].type));
         }
-        if (n->op == IR_OP_ASSIGN) /* a write must follow every read of its target */
-            for (int j = i + 1; j < g->n; j++)
-                for (int k = 0; k < g->nodes[j].ninputs; k++)
-                    if (g->nodes[j].input[k] == n->input[0])
-                        return ir_fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
-                                    ir_ops[g->nodes[j].op].name, n->input[0], i);
+        if (n->op == IR_OP_ASSIGN && last_read[n->input[0]] > i) { /* a write follows every read of its target */
+            int j = last_read[n->input[0]];
+            return ir_fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
+                           ir_ops[g->nodes[j].op].name, n->input[0], i);
+        }
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);
@@ -871,8 +914,11 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
     if (t->lr_epoch[0] != 0)
         return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
     for (int i = 0; i < t->lr_steps; i++) {
-        if (!(t->lr_value[i] >= 0) || t->lr_value[i] > 1e6)
-            return ir_fail(err, errlen, "lr at epoch %d must be >= 0, got %g", t->lr_epoch[i],
+        if (!(t->lr_value[i] >= 0))
+            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g", t->lr_epoch[i],
+                        t->lr_value[i]);
+        if (t->lr_value[i] > IR_MAX_LR)
+            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g", t->lr_epoch[i],
                         t->lr_value[i]);
         if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
             return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],

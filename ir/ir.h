@@ -316,6 +316,7 @@ void ir_summary(const ir_graph *g, FILE *f);
 /* ---- the training schedule (the .net `train` section) ------------------ */
 
 #define IR_MAX_LR_STEPS 32
+#define IR_MAX_LR 1e6 /* the largest lr a schedule may hold (ir_train_check) */
 
 typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
 typedef enum { IR_OPT_SGD } ir_optimizer;

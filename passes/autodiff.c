@@ -288,8 +288,12 @@ int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     int rc = 0;
     for (int i = 0; i < in->n && !rc; i++)
         if (in->nodes[i].op == IR_OP_PARAM && !A.live[i]) {
-            snprintf(err, errlen, "autodiff: parameter '%s' does not reach the loss",
-                     in->nodes[i].name);
+            if (in->nodes[i].line > 0) /* the frontend refuses these first; other graphs */
+                snprintf(err, errlen, "autodiff: parameter '%s' (made at %d:%d) does not reach the loss",
+                         in->nodes[i].name, in->nodes[i].line, in->nodes[i].col);
+            else
+                snprintf(err, errlen, "autodiff: parameter '%s' does not reach the loss",
+                         in->nodes[i].name);
             rc = -1;
         }
     if (!rc) rc = backward(&A, loss);

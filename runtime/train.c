@@ -197,7 +197,12 @@ static int load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
         float *buf = malloc(sizeof(float) * (size_t)f->tensors[i].numel + 1);
         RT_CHECK_ALLOC(buf);
         rt_st_copy(f, i, buf);
-        rt_store_write(st, k, buf);
+        /* A NaN or Inf would poison the first step: refuse it here, by name. */
+        for (int64_t j = 0; j < f->tensors[i].numel && !rc; j++)
+            if (!isfinite(buf[j]))
+                rc = ir_fail(err, errlen, "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
+                             path, f->tensors[i].name, isnan(buf[j]) ? "NaN" : "an infinity", (long long)j);
+        if (!rc) rt_store_write(st, k, buf);
         free(buf);
     }
     rt_st_free(f);
@@ -1078,6 +1083,9 @@ static int train_loop(run *r) {
     char pending[512] = "";  /* the last epoch's metrics, completed at the end */
     snprintf(pending, sizeof pending, "%s", r->resumed.metrics_pending);
     const rt_batch *next = NULL; /* staged by the last step (r->overlap) */
+    /* Whether a step has changed the parameters (a resumed run's had): with
+     * --on-nan skip every step may be undone, and such a run saves nothing. */
+    int progress = done > 0;
     if (total > done) {
         r->input = start_input_at(r, &r->train_b, total - done, (int)(done / spe), done % spe);
         if (!r->input) return 1;
@@ -1111,6 +1119,7 @@ static int train_loop(run *r) {
                 skipped++;
             } else {
                 loss_sum += step_loss;
+                progress = 1;
             }
             if (rt_debug_level() >= 2 && o->rank == 0)
                 fprintf(stderr, "dprun: debug: step %ld loss %.17g\n", done, step_loss / r->global);
@@ -1121,8 +1130,8 @@ static int train_loop(run *r) {
                                counted ? loss_sum / ((double)counted * r->global) : NAN);
             /* Mid-epoch checkpoints; the epoch's last step gets the epoch's. */
             int stop = stop_requested();
-            if (s + 1 < spe && (stop || done == total ||
-                                (o->checkpoint_every > 0 && done % o->checkpoint_every == 0))) {
+            if (s + 1 < spe && (stop || (progress && done == total) ||
+                                (progress && o->checkpoint_every > 0 && done % o->checkpoint_every == 0))) {
                 rt_ckpt_state cs = {.step = done, .epoch_loss_sum = loss_sum, .epoch_skipped = skipped,
                                     .epoch_seconds = now() - t0, .total_seconds = total_time};
                 snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", pending);
@@ -1162,13 +1171,17 @@ static int train_loop(run *r) {
             metrics_line(pending, sizeof pending, e, lr, mean, r->global, steps, dt, wait, acc);
             if (flush_metrics(r)) return 1;
         }
-        if (steps == spe) { /* a whole epoch: its checkpoint */
+        if (steps == spe && progress) { /* a whole epoch: its checkpoint */
             rt_ckpt_state cs = {.step = done, .total_seconds = total_time};
             snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", pending);
             if (write_checkpoint(r, &cs)) return 1;
             if (stop_requested()) return stopped_by_signal(r, done, e + 1, 0);
         }
     }
+    if (!progress && done > 0)
+        return run_error(r, "all %ld steps were skipped (--on-nan skip): each had a non-finite loss or gradient, "
+                         "so the parameters never changed; nothing was saved (a lower lr or a warmup may help)",
+                         done);
     rt_pipeline_free(r->input);
     r->input = NULL;
     double train_acc;

@@ -41,7 +41,20 @@ expect_fail_line out-fifo "not a regular file (a FIFO)" timeout 60 "$bin/dpc" "$
 printf 'precious' >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/v.plan.tmp"
 "$bin/dpc" "$tmp/m.net" -o "$tmp/v.plan" && [ "$(cat "$tmp/victim")" = precious ] && [ -f "$tmp/v.plan" ] && ok ||
     bad "dpc -o followed a planted link"
+expect_fail_line dot-unwritable "dpc: error: --dot $tmp/no/such/g.dot: cannot write in $tmp/no/such: No such file or directory" \
+    "$bin/dpc" models/mlp.net --dot "$tmp/no/such/g.dot" -o "$tmp/dotfail.plan"
+[ ! -e "$tmp/dotfail.plan" ] && ok || bad "--dot failed but a plan was written"
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
+
+# 20000 declared (unused) inputs compile: elaboration and verification stay
+# linear in the number of sources (they were quadratic: 15 s)
+{
+    echo 'input image[3, 32, 32]'; echo 'input label class(10)'
+    seq 0 19999 | sed 's/.*/input u&[4]/'
+    printf 'network n {\n    logits = dense(flatten(image), 10)\n    loss = softmax_cross_entropy(logits, label)\n}\n'
+} >"$tmp/many.net"
+if "$bin/dpc" "$tmp/many.net" -o "$tmp/many.plan" 2>"$tmp/err"; then ok; else bad "20000 inputs: $(cat "$tmp/err")"; fi
+"$bin/dprun" "$tmp/many.plan" --info | grep -q 'u19999 \[128,4\]' && ok || bad "20000 inputs: the plan lacks input u19999"
 
 # plans that must be refused
 expect_fail_line plan-missing "cannot open" "$bin/dprun" "$tmp/none.plan" --info

@@ -165,6 +165,38 @@ EOF
 check "loaded parameters give the same accuracy" test "$(tail -n 1 "$tmp/a.out" | cut -d'|' -f2-)" = "$(tail -n 1 "$tmp/a2.out" | cut -d'|' -f2-)"
 check "load then save is byte-identical" cmp -s "$tmp/a.safetensors" "$tmp/a2.safetensors"
 
+# A NaN or Inf in a parameter file is refused at load, naming the tensor
+# and the element, before any step (and nothing is saved).
+for bad in nan inf; do
+    $py - "$tmp/a.safetensors" "$tmp/$bad.safetensors" $bad <<'EOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+at = 8 + n + h['dense1.bias']['data_offsets'][0] + 4 * 3  # element 3
+b[at:at + 4] = struct.pack('<f', float(sys.argv[3]))
+open(sys.argv[2], 'wb').write(b)
+EOF
+done
+expect_fail load-nan "dprun: error: $tmp/nan.safetensors: tensor 'dense1.bias' holds NaN at element 3; refusing to start from it" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --load-params "$tmp/nan.safetensors" --save-params "$tmp/nan_out.st"
+[ ! -e "$tmp/nan_out.st" ] && ok || bad "a refused --load-params still saved parameters"
+expect_fail load-inf "tensor 'dense1.bias' holds an infinity at element 3" \
+    "$bin/dprun" "$tmp/mlp.plan" --steps 1 --load-params "$tmp/inf.safetensors"
+
+# --on-nan skip where every step is skipped: exit 1, say so, save nothing
+# (an init so large that the first loss, and every one after, is NaN).
+sed -e 's/magnitude=2.24/magnitude=1e200/' models/mlp.net >"$tmp/allnan.net"
+"$bin/dpc" "$tmp/allnan.net" -o "$tmp/allnan.plan" || bad "compile allnan"
+"$bin/dprun" "$tmp/allnan.plan" --steps 5 --on-nan skip --save-params "$tmp/allnan.st" --checkpoint "$tmp/allnan.ck" \
+    >/dev/null 2>"$tmp/allnan.err"; rc=$?
+check "--on-nan skip, every step skipped: exit 1 (got $rc)" [ $rc -eq 1 ]
+check "--on-nan skip, every step skipped: $(tail -n 1 "$tmp/allnan.err")" grep -q \
+    '^dprun: error: all 5 steps were skipped (--on-nan skip): each had a non-finite loss or gradient, so the parameters never changed; nothing was saved' \
+    "$tmp/allnan.err"
+check "--on-nan skip, every step skipped: no parameter file, no checkpoint" \
+    bash -c "[ ! -e '$tmp/allnan.st' ] && [ ! -e '$tmp/allnan.ck/checkpoint.safetensors' ]"
+
 # A BatchNorm net: running statistics are saved, momentum is not; any
 # json + numpy reader can load the file.
 "$bin/dprun" "$tmp/tiny.plan" --steps 5 --seed 1 --save-params "$tmp/t.safetensors" >"$tmp/t.out" 2>"$tmp/t.err" ||

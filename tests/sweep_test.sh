@@ -58,6 +58,8 @@ dprun_fail "unwritable folder" "--sweep-dir $tmp/no/such: cannot create" "$plan"
 dprun_fail "--sweep with --metrics" "it takes no --metrics" "$plan" --sweep lr=0.1 --metrics "$tmp/m.jsonl"
 dprun_fail "--lr not a number" "--lr: 'x' is not a positive number" "$plan" --lr x
 dprun_fail "--lr zero" "--lr: '0' is not a positive number" "$plan" --lr 0
+dprun_fail "--lr too large" "--lr: '1000001' is above the largest lr, 1e6" "$plan" --lr 1000001 --schedule
+check "--lr 1e6 is allowed" [ "$("$bin/dprun" "$plan" --lr 1e6 --schedule 2>/dev/null | head -n 1)" = "epoch 0 lr 1000000.000" ]
 
 # --lr scales the dict {0: 0.01, 1: 0.002} so that epoch 0 has 0.05.
 check "--lr sets the base lr" [ "$("$bin/dprun" "$plan" --lr 0.05 --schedule 2>/dev/null | tr '\n' ' ')" = \

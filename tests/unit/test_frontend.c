@@ -521,12 +521,48 @@ TEST(limits) {
     char *src = NULL, line[256];
     size_t len = 0, cap = 0;
 
-    /* a long `+` chain is as deep as it is long */
+    /* a long flat `+` chain is one level deep: it compiles, one add per
+     * '+', folded left to right */
     append(&src, &len, &cap, NET_HEAD "network n {\n  x = image");
     for (int i = 0; i < 5000; i++) append(&src, &len, &cap, " + image");
     append(&src, &len, &cap, "\n" NET_TAIL);
     fe_program *p = parse(src);
-    CHECK(p == NULL && strstr(errbuf, "nested too deeply"));
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    ir_graph *g = p ? fe_build_graph(p, 2, 1) : NULL;
+    int adds = 0, chained = 1;
+    for (int i = 0; g && i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_ADD) {
+            /* each add reads the previous one (the first reads the input) */
+            int lhs = g->nodes[i].input[0];
+            chained &= adds ? g->nodes[lhs].op == IR_OP_ADD : g->nodes[lhs].op == IR_OP_INPUT;
+            adds++;
+        }
+    CHECK_MSG(adds == 5000 && chained, "%d adds, chained %d", adds, chained);
+    ir_free(g);
+    fe_free(p);
+
+    /* 300000 integer terms: no recursion along a sum, so no stack to run out of */
+    len = 0;
+    append(&src, &len, &cap, NET_HEAD "network n {\n  k = 0");
+    for (int i = 0; i < 300000; i++) append(&src, &len, &cap, " + 1");
+    append(&src, &len, &cap, "\n  x = conv(image, 2, k=1, s=k)\n" NET_TAIL);
+    p = parse(src);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    g = p ? fe_build_graph(p, 2, 1) : NULL;
+    int conv = g ? find_op(g, IR_OP_CONV, 0) : -1;
+    CHECK(conv >= 0 && g->nodes[conv].iattr[1] == 300000); /* the stride: the sum */
+    ir_free(g);
+    fe_free(p);
+
+    /* calls nested past the limit inside a sum still are */
+    len = 0;
+    append(&src, &len, &cap, NET_HEAD "network n {\n  x = image + ");
+    for (int i = 0; i < 101; i++) append(&src, &len, &cap, "relu(");
+    append(&src, &len, &cap, "image");
+    for (int i = 0; i < 101; i++) append(&src, &len, &cap, ")");
+    append(&src, &len, &cap, "\n" NET_TAIL);
+    p = parse(src);
+    CHECK_MSG(p == NULL && strstr(errbuf, "nested too deeply (more than 100 levels)"), "%s", errbuf);
     fe_free(p);
 
     /* each block doubles the work of the next: stopped, not run for ages */

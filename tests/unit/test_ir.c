@@ -179,6 +179,12 @@ TEST(train_schedule_checks) {
     ir_train_defaults(&t);
     t.lr_value[0] = -0.1;
     CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "lr at epoch 0 must not be negative, got -0.1");
+    t.lr_value[0] = 1000001; /* the bound it breaks, the value exactly */
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "lr at epoch 0 must be at most 1e6, got 1000001");
+    t.lr_value[0] = 1e6;
+    CHECK(ir_train_check(&t, err, sizeof err) == 0);
     ir_train_defaults(&t);
     t.warmup_epochs = 5;
     CHECK(ir_train_check(&t, err, sizeof err) != 0);

@@ -419,6 +419,15 @@ TEST(pass_errors) {
     CHECK_STR(err, "autodiff: parameter 'unused.weight' does not reach the loss");
     CHECK(g == before && g->n == n);
     ir_free(g);
+    /* ... named with its source position when it has one */
+    g = dense_net();
+    x = tg_find(g, "x");
+    u = ir_add_param(g, "unused.weight", ir_shape2(4, 3), IR_INIT_XAVIER);
+    g->nodes[u].line = 7, g->nodes[u].col = 3;
+    tg_node(g, IR_OP_DENSE, (int[]){x, u}, 2, NULL, NULL);
+    CHECK(pass_autodiff(&g, err, sizeof err) == -1);
+    CHECK_STR(err, "autodiff: parameter 'unused.weight' (made at 7:3) does not reach the loss");
+    ir_free(g);
 
     /* batchnorm must be lowered first */
     g = small_cnn(1);
