@@ -106,6 +106,13 @@ install: all
 clean:
 	rm -rf build bin
 
+# ---- the PyTorch parity drivers (tests/parity_test.sh runs them) ----------------
+PARITY_TOOLS := $(BUILD)/parity/dpc_step $(BUILD)/parity/dpc_bisect
+test: $(PARITY_TOOLS)
+$(BUILD)/parity/%: tests/parity/%.c $(BUILD)/libdpc.a $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+
 # ---- CUDA: device-check tools and the fake driver (issue 7) -------------------
 # tests/gpu/check.sh builds and runs the tools on a GPU machine (`make
 # gpu-tools`); `make test` builds them too, so they keep compiling where there

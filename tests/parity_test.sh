@@ -14,8 +14,6 @@ build=${DPC_BUILD:-build/rel}
 bin=${DPC_BIN:-bin}
 export DPC_CACHE_DIR=${DPC_CACHE_DIR:-$build/cache}
 py=/usr/bin/python3 # Debian's python with python3-torch, not whatever is on PATH
-CC=${CC:-cc}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 
 fail_setup() {
     echo "FAIL parity: $*"
@@ -27,33 +25,15 @@ if ! "$py" -c 'import torch, torchvision, numpy' >/dev/null 2>&1; then
     fail_setup "$py cannot import torch, torchvision and numpy; run scripts/deps.sh" \
         "(installs python3-torch python3-torchvision python3-numpy)"
 fi
-[ -f "$build/libdpc.a" ] && [ -x "$bin/dpc" ] || fail_setup "no $build/libdpc.a or $bin/dpc; run make first"
+[ -x "$bin/dpc" ] || fail_setup "no $bin/dpc; run make first"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The driver, built as the Makefile builds its test programs.
-cppflags=(-I. "-I$build/gen" -D_GNU_SOURCE)
-cflags=(-std=c11 -Wall -Wextra -Werror -g -pthread)
-ldlibs=(-lopenblas -lm -ldl -lpthread)
-if [ -f "$CUDA_HOME/include/nvrtc.h" ]; then
-    cppflags+=(-DDPC_HAVE_CUDA -isystem "$CUDA_HOME/include")
-    ldlibs+=("-L$CUDA_HOME/lib64" "-Wl,-rpath,$CUDA_HOME/lib64" -lnvrtc)
-fi
-if [ "${SANITIZE:-}" = 1 ] || nm "$build/libdpc.a" 2>/dev/null | grep -q __asan_report; then
-    cflags+=(-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-else
-    cflags+=(-O2)
-fi
-mkdir -p "$build/parity"
+# The drivers: `make test` builds them ($build/parity/, the Makefile's
+# flags, MPI included when the library has it).
 driver=$build/parity/dpc_step
-for tool in dpc_step dpc_bisect; do # dpc_bisect: a diagnostic, built so it keeps compiling
-    if ! "$CC" "${cppflags[@]}" "${cflags[@]}" -o "$build/parity/$tool" "tests/parity/$tool.c" \
-        "$build/libdpc.a" "${ldlibs[@]}" 2>"$tmp/cc.log"; then
-        cat "$tmp/cc.log"
-        fail_setup "cannot build tests/parity/$tool.c"
-    fi
-done
+[ -x "$driver" ] && [ -x "$build/parity/dpc_bisect" ] || fail_setup "no $driver; run make test (it builds the drivers)"
 
 # Each case: model, per-replica batch, then torch_step.py's options. The
 # weights are the torch model's own initialisation (not dpc's), BatchNorm
