@@ -12,6 +12,6 @@ data=${1:-${DPC_DATA:-synthetic}}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -O2 -I. -D_GNU_SOURCE -pthread -o "$tmp/pipeline" \
-    bench/pipeline.c runtime/pipeline.c runtime/data.c runtime/rng.c ir/err.c -lm
+    bench/pipeline.c runtime/pipeline.c runtime/data.c runtime/rng.c ir/err.c ir/file.c -lm
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$tmp/pipeline" "$data" "${2:-400}" "${3:-128}" "${4:-20}"

@@ -1,6 +1,7 @@
 /* runtime/data.c — CIFAR-10 reader, synthetic dataset, batch preparation. */
 #include "runtime/data.h"
 #include "ir/err.h"
+#include "ir/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "runtime/check.h"
@@ -151,8 +153,16 @@ static int check_file(const char *path, size_t *records, char *err, size_t errle
  * Record by record through stdio's buffer: no second copy of the file. */
 static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels, char *err,
                         size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    /* Opened as a regular file again (ir_file_open_read: O_NONBLOCK, then
+     * fstat), so one swapped for a FIFO since check_file cannot hang us. */
+    long long size;
+    int fd = ir_file_open_read(path, &size, err, errlen);
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    }
     uint8_t rec[CIFAR_RECORD];
     int rc = 0;
     for (size_t r = 0; r < records && !rc; r++) {

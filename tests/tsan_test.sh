@@ -5,6 +5,6 @@
 # gcc; when neither can build a TSan binary it says so and counts nothing.
 # Prints `N passed, N failed` (the unit test's own line).
 . tests/tsan.sh tsan_test
-tsan_build test_pipeline_tsan tests/unit/test_pipeline.c runtime/pipeline.c runtime/data.c runtime/rng.c ir/err.c -lm
+tsan_build test_pipeline_tsan tests/unit/test_pipeline.c runtime/pipeline.c runtime/data.c runtime/rng.c ir/err.c ir/file.c -lm
 tsan_run test_pipeline_tsan
 tsan_finish
