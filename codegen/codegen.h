@@ -168,7 +168,8 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
 void cg_program_free(cg_program *p);
 const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
 /* A float constant as C / CUDA source that reads back as the same float
- * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it. */
+ * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it.
+ * NULL when v is not finite or is beyond a float's range (3.5e38). */
 const char *cg_float_lit(double v, char *buf);
 const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
 

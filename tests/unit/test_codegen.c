@@ -178,6 +178,28 @@ TEST(float_literals_round_trip) {
         CHECK(buf[strlen(buf) - 1] == 'f');
         CHECK(strtof(buf, NULL) == (float)vals[i]);
     }
+    /* No text for what a float cannot hold: these used to render "inf.0f". */
+    CHECK(cg_float_lit(3.5e38, buf) == NULL);
+    CHECK(cg_float_lit(-1e39, buf) == NULL);
+    CHECK(cg_float_lit(INFINITY, buf) == NULL);
+    CHECK(cg_float_lit(NAN, buf) == NULL);
+    CHECK(cg_float_lit(3.4e38, buf) != NULL);
+}
+
+/* A graph whose attribute is beyond a float (a plan edited, or a pass that
+ * computed it) is refused by name, in both dialects, and renders nothing. */
+TEST(unrepresentable_attribute_is_refused) {
+    for (int d = 0; d < 2; d++) {
+        ir_graph *g = ir_new();
+        int x = ir_add_input(g, "x", ir_shape1(8), 0);
+        int y = N(EMA, x, x), NULL, FA(0.5, 3.5e38));
+        snprintf(g->nodes[y].name, sizeof g->nodes[y].name, "big");
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p == NULL);
+        CHECK_MSG(strstr(err, "'big'") && strstr(err, "not a finite 32-bit float"), "%s", err);
+        cg_program_free(p);
+        ir_free(g);
+    }
 }
 
 /* bf16 storage (dpc --precision bf16; tests/unit/test_bf16.c checks the
@@ -472,6 +494,7 @@ int main(void) {
     RUN(dialects_share_steps_and_bodies);
     RUN(steps_layout);
     RUN(float_literals_round_trip);
+    RUN(unrepresentable_attribute_is_refused);
     RUN(bf16_dtype_is_rendered);
     RUN(gemm_validation);
     RUN(conv_descriptors_fit_their_buffers);
