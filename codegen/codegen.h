@@ -193,8 +193,15 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
                     char *err, size_t errlen);
 /* Checks a (parsed) program against the graph it will run: hash, node ids,
  * slots, kernel indices and argument counts, GEMM descriptors against
- * buffer sizes, kernel offsets inside their buffers. */
+ * buffer sizes, kernel offsets inside their buffers, kernel counts within
+ * their output buffer. */
 int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen);
+
+/* 0 when two programs are the same in every byte they serialise to
+ * (source, kernels, steps, calls with their counts, offsets and GEMM
+ * descriptors); else 1 and what names the first difference: "kernel
+ * k5_sgd_momentum differs", "call 12 of kernel k3_relu differs ...". */
+int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n);
 
 /* Kernel launches and GEMM calls one run of the program makes (what an
  * eager framework would dispatch one by one), and how many are GEMMs. */
