@@ -395,6 +395,47 @@ TEST(check_refuses_a_program_for_another_graph) {
     ir_free(g);
 }
 
+/* A kernel call whose count runs past its output is refused by the check;
+ * and the comparison dprun makes with what the graph renders names what
+ * differs: a call's count, a kernel's text. */
+TEST(kernel_counts_are_bounded_and_differences_named) {
+    ir_graph *g = all_ops_graph();
+    for (int d = 0; d < 2; d++) {
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        cg_program *q = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p && q);
+        if (!p || !q) break;
+        char what[256];
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 0);
+        int c = 0;
+        while (c < p->ncalls && p->calls[c].kind != CG_CALL_KERNEL) c++;
+        CHECK(c < p->ncalls);
+        if (c == p->ncalls) break;
+        p->calls[c].count += 1000000;
+        CHECK(cg_program_check(p, g, err, sizeof err) != 0);
+        CHECK_MSG(strstr(err, "is beyond its output"), "%s", err);
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 1);
+        CHECK_MSG(strstr(what, "differs (count") && strstr(what, p->kernels[p->calls[c].kernel].name),
+                  "%s", what);
+        p->calls[c].count -= 1000000;
+        CHECK(cg_program_check(p, g, err, sizeof err) == 0);
+        /* one byte of one kernel's body */
+        size_t off, len;
+        int k = p->nkernels - 1;
+        CHECK(cg_kernel_source(p, k, &off, &len) == 0);
+        char *b = strstr(p->source + off, "b0[");
+        CHECK(b && b < p->source + off + len);
+        if (b) b[1] = 'X';
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 1);
+        char want[96];
+        snprintf(want, sizeof want, "kernel %s differs", p->kernels[k].name);
+        CHECK_STR(what, want);
+        cg_program_free(p);
+        cg_program_free(q);
+    }
+    ir_free(g);
+}
+
 TEST(section_holds_several_programs) {
     ir_graph *g = all_ops_graph(), *h = ir_new(), *k = ir_new();
     int x = ir_add_input(h, "x", ir_shape2(2, 3), 0);
@@ -501,6 +542,7 @@ int main(void) {
     RUN(serialise_round_trip);
     RUN(parse_rejects_truncated_and_corrupted_bytes);
     RUN(check_refuses_a_program_for_another_graph);
+    RUN(kernel_counts_are_bounded_and_differences_named);
     RUN(section_holds_several_programs);
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_compiles_every_kernel);
