@@ -203,10 +203,10 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
  * program (an older dpc's format) is simply not used; a malformed section
  * is an error. */
 static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_plan *plan,
-                                char *err, size_t errlen) {
+                                const cg_options *o, char *err, size_t errlen) {
     const char *pname = plan && plan->name[0] ? plan->name : "plan";
     char why[512];
-    cg_program *gen = cg_generate(g, be->dialect, NULL, why, sizeof why);
+    cg_program *gen = cg_generate(g, be->dialect, o, why, sizeof why);
     if (!gen) {
         if (plan) ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
         else ir_fail(err, errlen, "%s", why);
@@ -240,6 +240,11 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
 
 rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
                      char *err, size_t errlen) {
+    return rt_exec_new_opts(be, st, g, plan, NULL, err, errlen);
+}
+
+rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                          const cg_options *o, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (ir_verify(g, err, errlen)) return NULL;
     rt_exec *ex = calloc(1, sizeof *ex);
@@ -251,7 +256,7 @@ rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_
     ex->owned = calloc((size_t)g->n + 1, 1);
     RT_CHECK_ALLOC(ex->buf);
     RT_CHECK_ALLOC(ex->owned);
-    ex->prog = load_program(be, g, plan, err, errlen);
+    ex->prog = load_program(be, g, plan, o, err, errlen);
     if (!ex->prog || cg_program_check(ex->prog, g, err, errlen)) goto fail;
     ex->mod = be->compile(be, ex->prog->source, err, errlen);
     if (!ex->mod) goto fail;
