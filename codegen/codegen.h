@@ -57,7 +57,9 @@
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
- * whose graph hash matches a graph.
+ * whose graph hash matches a graph. They are for reading: dprun renders
+ * the program from the graph again and refuses a plan whose section
+ * differs (cg_program_diff); it never compiles a plan's source.
  */
 #ifndef DPC_CODEGEN_H
 #define DPC_CODEGEN_H

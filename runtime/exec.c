@@ -1,9 +1,10 @@
 /* runtime/exec.c — bind a graph's nodes to buffers and run its program.
  *
- * The program (cg_program) comes from the plan's kernel section for the
- * backend's dialect when it holds one for this graph, else it is generated
- * here. Which buffer each node lives in is decided in bind_buffers() alone:
- * parameters and states in the store, views and assigns in the storage they
+ * The program (cg_program) is always rendered here from the graph; the
+ * plan's kernel section, when it holds a program for this graph, must be
+ * that program exactly or the plan is refused (load_program). Which
+ * buffer each node lives in is decided in bind_buffers() alone: parameters
+ * and states in the store, views and assigns in the storage they
  * alias, fused values nothing outside their group reads nowhere, and every
  * other tensor at its offset in one arena when the plan holds a memory plan
  * for this graph (section MEMP), else in a buffer of its own (no plan, or
