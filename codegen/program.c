@@ -480,6 +480,16 @@ static int same_text(const cg_program *a, int ka, const cg_program *b, int kb) {
     return nx == ny && !memcmp(x, y, nx);
 }
 
+/* Field by field: a descriptor returned by value may carry any padding. */
+static int gemm_eq(const cg_gemm *a, const cg_gemm *b) {
+    return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
+           a->k == b->k && a->alpha == b->alpha && a->beta == b->beta && a->lda == b->lda &&
+           a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
+           a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
+           a->off_a == b->off_a && a->off_b == b->off_b && a->off_c == b->off_c &&
+           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c;
+}
+
 int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n) {
     unsigned char *x = NULL, *y = NULL;
     size_t nx = 0, ny = 0;
@@ -509,9 +519,10 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
     for (int c = 0; c < have->ncalls && c < want->ncalls; c++) {
         const cg_call *a = &have->calls[c], *b = &want->calls[c];
         if (a->kind == b->kind && a->kernel == b->kernel && a->count == b->count &&
-            a->nargs == b->nargs && !memcmp(a->arg, b->arg, sizeof a->arg) &&
-            !memcmp(a->off, b->off, sizeof a->off) &&
-            (a->kind != CG_CALL_GEMM || !memcmp(&a->gemm, &b->gemm, sizeof a->gemm)))
+            a->nargs == b->nargs && a->nargs >= 0 && a->nargs <= CG_MAX_ARGS &&
+            !memcmp(a->arg, b->arg, sizeof *a->arg * (size_t)a->nargs) &&
+            !memcmp(a->off, b->off, sizeof *a->off * (size_t)a->nargs) &&
+            (a->kind != CG_CALL_GEMM || gemm_eq(&a->gemm, &b->gemm)))
             continue;
         if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)
             return snprintf(what, n, "call %d of kernel %s differs (count %" PRId64 ", the graph's %" PRId64 ")",
@@ -523,7 +534,8 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
         const cg_step *a = &have->steps[i], *b = &want->steps[i];
         if (a->node != b->node || a->op != b->op || a->alias != b->alias || a->nbuf != b->nbuf ||
             a->scratch != b->scratch || a->first_call != b->first_call || a->ncalls != b->ncalls ||
-            memcmp(a->buf, b->buf, sizeof a->buf))
+            a->nbuf < 0 || a->nbuf > CG_MAX_BUFS ||
+            memcmp(a->buf, b->buf, sizeof *a->buf * (size_t)a->nbuf))
             return snprintf(what, n, "step %d (node %d) differs", i, a->node), 1;
     }
     return snprintf(what, n, "its steps or calls differ (%d steps, %d calls; the graph's %d, %d)",
