@@ -57,7 +57,9 @@
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
- * whose graph hash matches a graph.
+ * whose graph hash matches a graph. They are for reading: dprun renders
+ * the program from the graph again and refuses a plan whose section
+ * differs (cg_program_diff); it never compiles a plan's source.
  */
 #ifndef DPC_CODEGEN_H
 #define DPC_CODEGEN_H
@@ -168,7 +170,8 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
 void cg_program_free(cg_program *p);
 const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
 /* A float constant as C / CUDA source that reads back as the same float
- * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it. */
+ * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it.
+ * NULL when v is not finite or is beyond a float's range (3.5e38). */
 const char *cg_float_lit(double v, char *buf);
 const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
 
@@ -192,8 +195,15 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
                     char *err, size_t errlen);
 /* Checks a (parsed) program against the graph it will run: hash, node ids,
  * slots, kernel indices and argument counts, GEMM descriptors against
- * buffer sizes, kernel offsets inside their buffers. */
+ * buffer sizes, kernel offsets inside their buffers, kernel counts within
+ * their output buffer. */
 int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen);
+
+/* 0 when two programs are the same in every byte they serialise to
+ * (source, kernels, steps, calls with their counts, offsets and GEMM
+ * descriptors); else 1 and what names the first difference: "kernel
+ * k5_sgd_momentum differs", "call 12 of kernel k3_relu differs ...". */
+int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n);
 
 /* Kernel launches and GEMM calls one run of the program makes (what an
  * eager framework would dispatch one by one), and how many are GEMMs. */

@@ -187,10 +187,10 @@ static void expr_of(grp *G, int m, cg_str *o) {
             operand(G, m, k, acc, o);
             t++;
         } else if (t[0] == '@' && t[1] >= '0' && t[1] < '0' + IR_MAX_FATTRS) {
-            cg_str_printf(o, "%s", cg_float_lit(n->fattr[t[1] - '0'], lit));
+            cg_str_printf(o, "%s", cg_lit(G->cx, n->fattr[t[1] - '0'], 0, lit));
             t++;
         } else if (t[0] == '#' && (t[1] == 'M' || t[1] == 'I')) {
-            cg_str_printf(o, "%s", cg_float_lit(1.0 / (double)(t[1] == 'M' ? M : inner), lit));
+            cg_str_printf(o, "%s", cg_lit(G->cx, 1.0 / (double)(t[1] == 'M' ? M : inner), 0, lit));
             t++;
         } else {
             cg_str_append(o, t, 1);
@@ -390,7 +390,7 @@ static int body_channel(grp *G, cg_kdef *kd) {
                 stat(G, m, 2, &s1);
                 stat(G, m, 3, &s2);
                 cg_str_printf(b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n",
-                              t, s1.s, t, s2.s, cg_double_lit(n->fattr[0], lit));
+                              t, s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
             }
             cg_str_free(&s1);
             cg_str_free(&s2);

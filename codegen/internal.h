@@ -41,6 +41,7 @@ typedef struct {
     unsigned char *stored; /* ir_stored() of g */
     int kcap, scap, ccap;
     int bf16; /* the graph stores some tensor in bf16: the prelude converts */
+    int bad_literal; /* a constant had no checked literal: cg_generate fails */
     char *err;
     size_t errlen;
 } cg_ctx;
@@ -80,7 +81,10 @@ int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from);
 
 int cg_fail(cg_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A double constant for acc_t arithmetic, into buf (>= 32 bytes). */
-const char *cg_double_lit(double v, char *buf);
+const char *cg_double_lit(double v, char *buf); /* NULL: not a finite double */
+/* The float (dbl 0) or double literal of v; when there is none, sets
+ * cx->bad_literal and cx->err and returns "0", so the kernel is never used. */
+const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf);
 
 /* Fusion groups and lone pointwise / reduction nodes (fused.c). */
 int cg_fusible(const ir_node *n);

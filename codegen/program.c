@@ -434,6 +434,18 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                     snprintf(err, errlen, "kernel program: step %d call %d: bad kernel", i, c);
                     return -1;
                 }
+                /* Every kernel writes at least one element of arg 0 per
+                 * iteration (a bf16 kernel's scratch holds two per float):
+                 * the count never runs past its output. The rest of a
+                 * kernel's bounds is its body's, rendered from the graph. */
+                int64_t room = call->nargs < 1 ? -1 : size[0] - call->off[0];
+                if (call->nargs >= 1 && s->buf[call->arg[0]] == CG_SCRATCH) room += size[0];
+                if (call->count < 0 || call->count > room) {
+                    snprintf(err, errlen, "kernel program: step %d call %d (%s): count %" PRId64
+                                          " is beyond its output (%" PRId64 " elements)",
+                             i, c, p->kernels[call->kernel].name, call->count, room);
+                    return -1;
+                }
                 for (int j = 0; j < call->nargs; j++)
                     if (call->off[j] < 0 || call->off[j] >= size[j]) {
                         snprintf(err, errlen, "kernel program: step %d call %d: offset %" PRId64
@@ -445,6 +457,89 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
         }
     }
     return 0;
+}
+
+/* Kernel k's text (prelude for k < 0: everything before the first kernel). */
+static int kernel_text(const cg_program *p, int k, const char **at, size_t *len) {
+    size_t off = 0, n = 0;
+    if (k < 0) {
+        *at = p->source ? p->source : "";
+        *len = p->nkernels && !cg_kernel_source(p, 0, &off, &n) ? off : p->source_len;
+        return 0;
+    }
+    if (cg_kernel_source(p, k, &off, &n)) return -1;
+    *at = p->source + off;
+    *len = n;
+    return 0;
+}
+
+static int same_text(const cg_program *a, int ka, const cg_program *b, int kb) {
+    const char *x, *y;
+    size_t nx, ny;
+    if (kernel_text(a, ka, &x, &nx) || kernel_text(b, kb, &y, &ny)) return 0;
+    return nx == ny && !memcmp(x, y, nx);
+}
+
+/* Field by field: a descriptor returned by value may carry any padding. */
+static int gemm_eq(const cg_gemm *a, const cg_gemm *b) {
+    return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
+           a->k == b->k && a->alpha == b->alpha && a->beta == b->beta && a->lda == b->lda &&
+           a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
+           a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
+           a->off_a == b->off_a && a->off_b == b->off_b && a->off_c == b->off_c &&
+           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c;
+}
+
+int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n) {
+    unsigned char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    if (cg_program_serialize(have, &x, &nx) || cg_program_serialize(want, &y, &ny)) {
+        free(x);
+        free(y);
+        snprintf(what, n, "cannot serialise the kernel program");
+        return 1;
+    }
+    int same = nx == ny && !memcmp(x, y, nx);
+    free(x);
+    free(y);
+    if (same) return 0;
+    /* Name the first kernel (by the embedded program's name) that differs:
+     * its text, its argument count, then a call's geometry. */
+    for (int k = 0; k < have->nkernels; k++) {
+        const char *name = have->kernels[k].name;
+        if (k >= want->nkernels || strcmp(name, want->kernels[k].name))
+            return snprintf(what, n, "kernel %s is not one the graph renders", name), 1;
+        if (have->kernels[k].nargs != want->kernels[k].nargs || !same_text(have, k, want, k))
+            return snprintf(what, n, "kernel %s differs", name), 1;
+    }
+    if (want->nkernels > have->nkernels)
+        return snprintf(what, n, "kernel %s is missing", want->kernels[have->nkernels].name), 1;
+    if (!same_text(have, -1, want, -1))
+        return snprintf(what, n, "the kernel prelude differs"), 1;
+    for (int c = 0; c < have->ncalls && c < want->ncalls; c++) {
+        const cg_call *a = &have->calls[c], *b = &want->calls[c];
+        if (a->kind == b->kind && a->kernel == b->kernel && a->count == b->count &&
+            a->nargs == b->nargs && a->nargs >= 0 && a->nargs <= CG_MAX_ARGS &&
+            !memcmp(a->arg, b->arg, sizeof *a->arg * (size_t)a->nargs) &&
+            !memcmp(a->off, b->off, sizeof *a->off * (size_t)a->nargs) &&
+            (a->kind != CG_CALL_GEMM || gemm_eq(&a->gemm, &b->gemm)))
+            continue;
+        if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)
+            return snprintf(what, n, "call %d of kernel %s differs (count %" PRId64 ", the graph's %" PRId64 ")",
+                            c, have->kernels[a->kernel].name, a->count, b->count), 1;
+        return snprintf(what, n, "call %d (%s) differs", c, a->kind == CG_CALL_GEMM ? "a GEMM" : "a kernel"),
+               1;
+    }
+    for (int i = 0; i < have->nsteps && i < want->nsteps; i++) {
+        const cg_step *a = &have->steps[i], *b = &want->steps[i];
+        if (a->node != b->node || a->op != b->op || a->alias != b->alias || a->nbuf != b->nbuf ||
+            a->scratch != b->scratch || a->first_call != b->first_call || a->ncalls != b->ncalls ||
+            a->nbuf < 0 || a->nbuf > CG_MAX_BUFS ||
+            memcmp(a->buf, b->buf, sizeof *a->buf * (size_t)a->nbuf))
+            return snprintf(what, n, "step %d (node %d) differs", i, a->node), 1;
+    }
+    return snprintf(what, n, "its steps or calls differ (%d steps, %d calls; the graph's %d, %d)",
+                    have->nsteps, have->ncalls, want->nsteps, want->ncalls), 1;
 }
 
 /* ---- statistics and listings -------------------------------------------------------- */

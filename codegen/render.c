@@ -61,20 +61,45 @@ void cg_str_free(cg_str *b) {
     *b = (cg_str){0};
 }
 
+/* A literal is checked before it is emitted: only the characters a decimal
+ * constant has, and it reads back as the value meant. Anything else (an
+ * infinity or NaN prints as "inf"/"nan", a double beyond FLT_MAX becomes an
+ * infinite float) gives NULL, never text. */
+static int lit_text_ok(const char *s) {
+    if (!*s) return 0;
+    for (const char *c = s; *c; c++)
+        if (!strchr("0123456789.e+-", *c)) return 0;
+    return 1;
+}
+
 const char *cg_float_lit(double v, char *buf) {
+    float f = (float)v;
+    if (!isfinite(v) || !isfinite(f)) return NULL;
     /* %.9g round-trips any float; the literal needs a '.' or an exponent
      * before its 'f' suffix to be a float constant at all. */
-    snprintf(buf, 32, "%.9g", (double)(float)v);
+    snprintf(buf, 32, "%.9g", (double)f);
     if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    if (!lit_text_ok(buf) || strtof(buf, NULL) != f) return NULL;
     strcat(buf, "f");
     return buf;
 }
 
 /* A double constant for acc_t arithmetic (eps inside double sqrt). */
 const char *cg_double_lit(double v, char *buf) {
+    if (!isfinite(v)) return NULL;
     snprintf(buf, 32, "%.17g", v);
     if (!strpbrk(buf, ".e")) strcat(buf, ".0");
+    if (!lit_text_ok(buf) || strtod(buf, NULL) != v) return NULL;
     return buf;
+}
+
+const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf) {
+    const char *s = dbl ? cg_double_lit(v, buf) : cg_float_lit(v, buf);
+    if (s) return s;
+    if (!cx->bad_literal) cg_fail(cx, "constant %.9g cannot be written as a finite %s literal", v,
+                                  dbl ? "double" : "float");
+    cx->bad_literal = 1;
+    return "0";
 }
 
 int cg_fail(cg_ctx *cx, const char *fmt, ...) {
@@ -261,10 +286,10 @@ static int expand(cg_ctx *cx, const char *op, const char *tmpl, const tmpl_env *
                 t++;
             }
         } else if (*t == '@' && t[1] >= '0' && t[1] < '0' + IR_MAX_FATTRS) {
-            cg_str_printf(&ex, "%s", cg_float_lit(e->fattr[t[1] - '0'], lit));
+            cg_str_printf(&ex, "%s", cg_lit(cx, e->fattr[t[1] - '0'], 0, lit));
             t++;
         } else if (*t == '#' && (t[1] == 'M' || t[1] == 'I')) {
-            cg_str_printf(&ex, "%s", cg_float_lit(1.0 / (double)(t[1] == 'M' ? M : inner), lit));
+            cg_str_printf(&ex, "%s", cg_lit(cx, 1.0 / (double)(t[1] == 'M' ? M : inner), 0, lit));
             t++;
         } else {
             cg_str_append(&ex, t, 1);
@@ -296,7 +321,7 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
     if (kind == RED_VAR) cg_str_printf(b, "const acc_t m = b2[c];\n");
     if (kind == RED_DOT_XHAT)
         cg_str_printf(b, "const acc_t m = b3[c];\nconst acc_t inv = 1.0 / sqrt((acc_t)b4[c] + %s);\n",
-                      cg_double_lit(eps, lit));
+                      cg_lit(cx, eps, 1, lit));
     cg_str_printf(b, "acc_t s = 0;\n"
                      "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
                      "    const float *row = b1 + (n * %" PRId64 " + c) * %" PRId64 ";\n",
@@ -750,6 +775,17 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     if (!cx.stored) abort();
     ir_stored(g, cx.stored);
     int rc = 0;
+    /* Every attribute becomes a float literal somewhere: refuse the graph,
+     * naming the node, rather than render one that is not a finite float. */
+    for (int i = 0; i < g->n && !rc; i++) {
+        const ir_node *n = &g->nodes[i];
+        int nfa = (unsigned)n->op < IR_OP_COUNT ? ir_op_num_fattrs(n->op) : 0;
+        for (int j = 0; j < nfa && !rc; j++)
+            if (!isfinite(n->fattr[j]) || !isfinite((float)n->fattr[j]))
+                rc = cg_fail(&cx, "node %d (%s '%s' at %d:%d): attribute %d is %g, not a finite "
+                                  "32-bit float",
+                             i, ir_ops[n->op].name, n->name, n->line, n->col, j, n->fattr[j]);
+    }
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE) continue;
@@ -773,6 +809,7 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     for (int k = 0; k < cx.p->nkernels; k++) cg_str_free(&cx.bodies[k]);
     free(cx.bodies);
     free(cx.stored);
+    if (!rc && cx.bad_literal) rc = -1;
     if (rc) {
         cg_str_free(&cx.src);
         cg_program_free(cx.p);

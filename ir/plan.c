@@ -777,7 +777,10 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
     char why[600];
     dpc_plan *p = decode(buf + HEADER_SIZE, (size_t)plen, why, sizeof why);
     if (!p) set_err(err, errlen, name, "%s", why);
-    else p->checksum = ir_le64(buf + 24);
+    else {
+        p->checksum = ir_le64(buf + 24);
+        snprintf(p->name, sizeof p->name, "%s", name);
+    }
     return p;
 }
 

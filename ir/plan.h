@@ -44,6 +44,7 @@ typedef struct {
     int nextra;
     plan_section extra[PLAN_MAX_SECTIONS];
     uint64_t checksum; /* the file's payload checksum (plan_read; 0 otherwise): names the plan */
+    char name[512];    /* the path (or name) plan_read/plan_read_mem read it as; for messages */
 } dpc_plan;
 
 int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen);

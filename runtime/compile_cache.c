@@ -2,9 +2,11 @@
  * result by content hash. See compile_cache.h. */
 #include "runtime/compile_cache.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/sha256.h"
 
 extern char **environ;
 
@@ -28,33 +31,63 @@ uint64_t rt_hash(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-/* mkdir -p: creates each missing component of path. */
+/* mkdir -p: creates each missing component of path, private to its owner. */
 static int mkdirs(const char *path) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;
-        if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+        if (mkdir(buf, 0700) && errno != EEXIST) return -1;
         *p = '/';
     }
-    if (mkdir(buf, 0755) && errno != EEXIST) return -1;
+    if (mkdir(buf, 0700) && errno != EEXIST) return -1;
     return 0;
+}
+
+/* The default directory: ~/.cache/dpc, HOME from the environment or, when
+ * unset, the password database. Never a shared /tmp path another user
+ * could have made first; /tmp/dpc-cache-UID only when the user has no home
+ * at all, and then the ownership check below still applies. */
+static void default_dir(char *path, size_t n) {
+    const char *home = getenv("HOME");
+    if (!home || !*home) {
+        struct passwd *pw = getpwuid(geteuid());
+        home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : NULL;
+    }
+    if (home) snprintf(path, n, "%s/.cache/dpc", home);
+    else snprintf(path, n, "/tmp/dpc-cache-%ld", (long)geteuid());
 }
 
 char *rt_cache_dir(char *err, size_t errlen) {
     const char *env = getenv("DPC_CACHE_DIR");
     char path[4096];
-    if (env && *env) {
-        snprintf(path, sizeof path, "%s", env);
-    } else {
-        const char *home = getenv("HOME");
-        if (!home || !*home) home = "/tmp";
-        snprintf(path, sizeof path, "%s/.cache/dpc", home);
-    }
+    if (env && *env) snprintf(path, sizeof path, "%s", env);
+    else default_dir(path, sizeof path);
     if (mkdirs(path)) {
         snprintf(err, errlen, "cannot create the kernel cache directory %s: %s", path,
                  strerror(errno));
+        return NULL;
+    }
+    /* What is in this directory gets dlopen'ed: it is the security boundary,
+     * so it must be ours and no one else may write to it. */
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "kernel cache %s is not a directory", path);
+        return NULL;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen,
+                 "kernel cache directory %s belongs to uid %ld, not to this user (uid %ld); "
+                 "refusing to load kernels from it (set DPC_CACHE_DIR to a directory of your own)",
+                 path, (long)st.st_uid, (long)geteuid());
+        return NULL;
+    }
+    if (st.st_mode & 022) {
+        snprintf(err, errlen,
+                 "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
+                 "kernels from it (chmod go-w it, or set DPC_CACHE_DIR)",
+                 path, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
         return NULL;
     }
     char *out = strdup(path);
@@ -145,6 +178,74 @@ static char *read_text(const char *path, size_t max) {
     return buf;
 }
 
+/* The whole file (malloc'd, *len bytes); NULL when it cannot be read. */
+static unsigned char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1 << 20;
+            unsigned char *b = realloc(buf, cap);
+            RT_CHECK_ALLOC(b);
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static void sum_path(char *out, size_t n, const char *obj) { snprintf(out, n, "%s.sha256", obj); }
+
+int rt_cache_record(const char *obj, const void *data, size_t n) {
+    unsigned char d[32];
+    char hex[66], path[4400], tmp[4500];
+    rt_sha256(data, n, d);
+    rt_sha256_hex(d, hex);
+    strcat(hex, "\n");
+    sum_path(path, sizeof path, obj);
+    temp_name(tmp, sizeof tmp, path, "");
+    if (write_file(tmp, hex, 65) || rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+int rt_cache_matches(const char *obj, const void *data, size_t n) {
+    char path[4400], want[80] = "";
+    sum_path(path, sizeof path, obj);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    unsigned char d[32];
+    char hex[65];
+    rt_sha256(data, n, d);
+    rt_sha256_hex(d, hex);
+    return got == 65 && !memcmp(want, hex, 64) && want[64] == '\n' ? 1 : -1;
+}
+
+void rt_cache_rebuild_notice(const char *obj, int match) {
+    fprintf(stderr,
+            "dpc: kernel cache: %s %s; compiling it again\n", obj,
+            match < 0 ? "does not match the checksum recorded when it was compiled (truncated or "
+                        "corrupted)"
+                      : "has no recorded checksum (not written by this dpc)");
+}
+
 char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen) {
     if (hit) *hit = 0;
     char *dir = rt_cache_dir(err, errlen);
@@ -159,15 +260,26 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
      * unlikely without a cryptographic hash. */
     uint64_t h2 = rt_hash(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], so[4300], c_path[4300];
-    snprintf(base, sizeof base, "%s/dpc-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
+    snprintf(base, sizeof base, "%s/dpc2-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
     snprintf(so, sizeof so, "%s.so", base);
     snprintf(c_path, sizeof c_path, "%s.c", base);
     free(dir);
-    if (access(so, R_OK) == 0) {
-        if (hit) *hit = 1;
-        char *out = strdup(so);
-        RT_CHECK_ALLOC(out);
-        return out;
+    /* A cached object is used only when it is, byte for byte, what was
+     * compiled for it: a truncated one (a 1000-byte prefix of a good .so
+     * gave SIGBUS in dlopen) is compiled again. What keeps others' code out
+     * is rt_cache_dir's check of the directory, not this. */
+    size_t have_len = 0;
+    unsigned char *have = read_all(so, &have_len);
+    if (have) {
+        int match = rt_cache_matches(so, have, have_len);
+        free(have);
+        if (match == 1) {
+            if (hit) *hit = 1;
+            char *out = strdup(so);
+            RT_CHECK_ALLOC(out);
+            return out;
+        }
+        rt_cache_rebuild_notice(so, match);
     }
     char tmp_c[4400], tmp_so[4400], tmp_log[4400];
     temp_name(tmp_c, sizeof tmp_c, base, ".c");
@@ -199,6 +311,17 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
         return NULL;
     }
     unlink(tmp_log);
+    /* The checksum first, then the object: a reader that finds the object
+     * finds its checksum. */
+    size_t built_len = 0;
+    unsigned char *built = read_all(tmp_so, &built_len);
+    if (!built || rt_cache_record(so, built, built_len)) {
+        snprintf(err, errlen, "cannot record the checksum of %s: %s", so, strerror(errno));
+        free(built);
+        unlink(tmp_so);
+        return NULL;
+    }
+    free(built);
     if (rename(tmp_so, so)) {
         snprintf(err, errlen, "cannot move %s into place: %s", tmp_so, strerror(errno));
         unlink(tmp_so);

@@ -1,10 +1,17 @@
 /* runtime/compile_cache.h — generated C to a shared object, once per source.
  *
- * Modules live in $DPC_CACHE_DIR (default ~/.cache/dpc) as NAME.so beside
- * NAME.c, where NAME hashes the compiler command, its flags, the CPU model
+ * Modules live in $DPC_CACHE_DIR (default ~/.cache/dpc, HOME or else the
+ * password database's home) as NAME.so beside NAME.c and NAME.so.sha256,
+ * where NAME hashes the compiler command, its flags, the CPU model
  * (-march=native code is machine specific) and the source. Every file is
  * written to a temporary name and renamed into place, so processes that
  * compile the same module at once never see a partial file.
+ *
+ * Trust: the directory is created 0700 and refused when another user owns
+ * it or its group or others may write to it; that is what keeps others'
+ * code out of dlopen. The SHA-256 beside each object is checked before it
+ * is used, so a truncated or corrupted object is compiled again (with a
+ * notice); it is no defence against someone who can write the directory.
  *
  * Usage:
  *     int hit;
@@ -36,6 +43,13 @@ char *rt_cache_dir(char *err, size_t errlen);
  * error the source stays at DIR/NAME.c and err names it with the compiler's
  * message. *hit (may be NULL) says whether the module was already there. */
 char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen);
+/* OBJ.sha256 := SHA-256 of data (0, or -1 with errno). */
+int rt_cache_record(const char *obj, const void *data, size_t n);
+/* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
+ * when it differs. */
+int rt_cache_matches(const char *obj, const void *data, size_t n);
+/* "dpc: kernel cache: OBJ does not match ...; compiling it again" on stderr. */
+void rt_cache_rebuild_notice(const char *obj, int match);
 /* 64-bit FNV-1a, chainable through h (start with RT_HASH_INIT). */
 #define RT_HASH_INIT 14695981039346656037ull
 uint64_t rt_hash(uint64_t h, const void *data, size_t n);

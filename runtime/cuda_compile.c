@@ -237,14 +237,17 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     /* A second, differently seeded hash, as the C cache does. */
     uint64_t h2 = rt_hash(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], cu[4300], bin[4300];
-    snprintf(base, sizeof base, "%s/dpc-cuda-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
+    snprintf(base, sizeof base, "%s/dpc2-cuda-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
     snprintf(cu, sizeof cu, "%s.cu", base);
     snprintf(bin, sizeof bin, "%s.%s", base, is_ptx ? "ptx" : "cubin");
     free(dir);
 
     size_t n = 0;
     unsigned char *cached = read_file(bin, &n);
-    if (cached && plausible(cached, n, is_ptx)) {
+    /* Only what was compiled for it, byte for byte (see compile_cache.h). */
+    int match = cached ? rt_cache_matches(bin, cached, n) : 0;
+    if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
+    if (cached && match == 1 && plausible(cached, n, is_ptx)) {
         img->data = cached;
         img->size = n + (size_t)is_ptx; /* PTX: its NUL too */
         img->is_ptx = is_ptx;
@@ -270,7 +273,9 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     }
     free(log);
     /* A cache that cannot be written costs time, not correctness. */
-    if (write_atomic(bin, img->data, img->size - (size_t)img->is_ptx) && rt_debug_level() >= 1)
+    if ((rt_cache_record(bin, img->data, img->size - (size_t)img->is_ptx) ||
+         write_atomic(bin, img->data, img->size - (size_t)img->is_ptx)) &&
+        rt_debug_level() >= 1)
         fprintf(stderr, "dpc: cuda: cannot cache %s: %s\n", bin, strerror(errno));
     img->path = strdup(bin);
     RT_CHECK_ALLOC(img->path);

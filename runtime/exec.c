@@ -1,9 +1,10 @@
 /* runtime/exec.c — bind a graph's nodes to buffers and run its program.
  *
- * The program (cg_program) comes from the plan's kernel section for the
- * backend's dialect when it holds one for this graph, else it is generated
- * here. Which buffer each node lives in is decided in bind_buffers() alone:
- * parameters and states in the store, views and assigns in the storage they
+ * The program (cg_program) is always rendered here from the graph; the
+ * plan's kernel section, when it holds a program for this graph, must be
+ * that program exactly or the plan is refused (load_program). Which
+ * buffer each node lives in is decided in bind_buffers() alone: parameters
+ * and states in the store, views and assigns in the storage they
  * alias, fused values nothing outside their group reads nowhere, and every
  * other tensor at its offset in one arena when the plan holds a memory plan
  * for this graph (section MEMP), else in a buffer of its own (no plan, or
@@ -193,31 +194,58 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
     return rc;
 }
 
-/* The plan's program for this graph; a malformed section is an error, a
- * section without this graph's program (an older plan, another graph) means
- * generating the kernels here. */
+/* dprun never compiles source it did not render: the kernels come from
+ * the graph, through the same cg_generate (default options) dpc renders
+ * them with, and a plan section holding a program for this graph must be
+ * that program byte for byte (source, calls, counts, offsets, GEMMs), or
+ * the plan is refused. A plan's checksum is no signature, anyone can
+ * recompute it; the embedded sources are there to be read (dpc
+ * --emit-kernels), never to be run. A section without this graph's
+ * program (an older dpc's format) is simply not used; a malformed section
+ * is an error. */
 static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_plan *plan,
-                                char *err, size_t errlen) {
+                                const cg_options *o, char *err, size_t errlen) {
+    const char *pname = plan && plan->name[0] ? plan->name : "plan";
+    char why[512];
+    cg_program *gen = cg_generate(g, be->dialect, o, why, sizeof why);
+    if (!gen) {
+        if (plan) ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
+        else ir_fail(err, errlen, "%s", why);
+        return NULL;
+    }
     const plan_section *sec = plan ? plan_find_section(plan, cg_section_tag(be->dialect)) : NULL;
     if (sec) {
         cg_program *p = NULL;
-        char why[512];
         int rc = cg_section_find(sec->data, sec->len, g, &p, why, sizeof why);
         if (rc < 0) {
-            ir_fail(err, errlen, "plan section %s: %s", sec->tag, why);
+            ir_fail(err, errlen, "%s: plan section %s: %s", pname, sec->tag, why);
+            cg_program_free(gen);
             return NULL;
         }
-        if (rc == 0 && p->dialect == be->dialect) return p;
-        cg_program_free(p);
-        if (rt_debug_level() >= 1)
+        if (rc == 0 && cg_program_diff(p, gen, why, sizeof why)) {
+            ir_fail(err, errlen,
+                    "%s: plan section %s is not what its graph renders (%s): the plan was "
+                    "edited or made by another dpc; refusing to run it (recompile the model)",
+                    pname, sec->tag, why);
+            cg_program_free(p);
+            cg_program_free(gen);
+            return NULL;
+        }
+        if (rc != 0 && rt_debug_level() >= 1)
             fprintf(stderr, "dpc: %s: plan section %s has no program for this graph; "
-                            "generating kernels\n", be->name, sec->tag);
+                            "using the kernels rendered from it\n", be->name, sec->tag);
+        cg_program_free(p);
     }
-    return cg_generate(g, be->dialect, NULL, err, errlen);
+    return gen;
 }
 
 rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
                      char *err, size_t errlen) {
+    return rt_exec_new_opts(be, st, g, plan, NULL, err, errlen);
+}
+
+rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                          const cg_options *o, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (ir_verify(g, err, errlen)) return NULL;
     rt_exec *ex = calloc(1, sizeof *ex);
@@ -229,7 +257,7 @@ rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_
     ex->owned = calloc((size_t)g->n + 1, 1);
     RT_CHECK_ALLOC(ex->buf);
     RT_CHECK_ALLOC(ex->owned);
-    ex->prog = load_program(be, g, plan, err, errlen);
+    ex->prog = load_program(be, g, plan, o, err, errlen);
     if (!ex->prog || cg_program_check(ex->prog, g, err, errlen)) goto fail;
     ex->mod = be->compile(be, ex->prog->source, err, errlen);
     if (!ex->mod) goto fail;

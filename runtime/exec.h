@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codegen/codegen.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
 
@@ -52,8 +53,15 @@ void rt_store_write(rt_store *st, int i, const float *host);
 void *rt_store_buffer(rt_store *st, int i);
 
 /* ---- programs ---- */
+/* The kernels are always rendered here from g (cg_generate with dpc's
+ * default options); a program for g in the plan's section must be exactly
+ * that one, else the plan is refused (it is there to be read, not run). */
 rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
                      char *err, size_t errlen);
+/* The same, rendering with options o (tests: a small scratch bound to take
+ * the chunked convolution path); NULL is rt_exec_new. */
+rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                          const cg_options *o, char *err, size_t errlen);
 void rt_exec_free(rt_exec *ex);
 /* Copies host data into an input. Returns -1 if there is no such input or
  * the size differs. */

@@ -178,6 +178,28 @@ TEST(float_literals_round_trip) {
         CHECK(buf[strlen(buf) - 1] == 'f');
         CHECK(strtof(buf, NULL) == (float)vals[i]);
     }
+    /* No text for what a float cannot hold: these used to render "inf.0f". */
+    CHECK(cg_float_lit(3.5e38, buf) == NULL);
+    CHECK(cg_float_lit(-1e39, buf) == NULL);
+    CHECK(cg_float_lit(INFINITY, buf) == NULL);
+    CHECK(cg_float_lit(NAN, buf) == NULL);
+    CHECK(cg_float_lit(3.4e38, buf) != NULL);
+}
+
+/* A graph whose attribute is beyond a float (a plan edited, or a pass that
+ * computed it) is refused by name, in both dialects, and renders nothing. */
+TEST(unrepresentable_attribute_is_refused) {
+    for (int d = 0; d < 2; d++) {
+        ir_graph *g = ir_new();
+        int x = ir_add_input(g, "x", ir_shape1(8), 0);
+        int y = N(EMA, x, x), NULL, FA(0.5, 3.5e38));
+        snprintf(g->nodes[y].name, sizeof g->nodes[y].name, "big");
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p == NULL);
+        CHECK_MSG(strstr(err, "'big'") && strstr(err, "not a finite 32-bit float"), "%s", err);
+        cg_program_free(p);
+        ir_free(g);
+    }
 }
 
 /* bf16 storage (dpc --precision bf16; tests/unit/test_bf16.c checks the
@@ -373,6 +395,47 @@ TEST(check_refuses_a_program_for_another_graph) {
     ir_free(g);
 }
 
+/* A kernel call whose count runs past its output is refused by the check;
+ * and the comparison dprun makes with what the graph renders names what
+ * differs: a call's count, a kernel's text. */
+TEST(kernel_counts_are_bounded_and_differences_named) {
+    ir_graph *g = all_ops_graph();
+    for (int d = 0; d < 2; d++) {
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        cg_program *q = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p && q);
+        if (!p || !q) break;
+        char what[256];
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 0);
+        int c = 0;
+        while (c < p->ncalls && p->calls[c].kind != CG_CALL_KERNEL) c++;
+        CHECK(c < p->ncalls);
+        if (c == p->ncalls) break;
+        p->calls[c].count += 1000000;
+        CHECK(cg_program_check(p, g, err, sizeof err) != 0);
+        CHECK_MSG(strstr(err, "is beyond its output"), "%s", err);
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 1);
+        CHECK_MSG(strstr(what, "differs (count") && strstr(what, p->kernels[p->calls[c].kernel].name),
+                  "%s", what);
+        p->calls[c].count -= 1000000;
+        CHECK(cg_program_check(p, g, err, sizeof err) == 0);
+        /* one byte of one kernel's body */
+        size_t off, len;
+        int k = p->nkernels - 1;
+        CHECK(cg_kernel_source(p, k, &off, &len) == 0);
+        char *b = strstr(p->source + off, "b0[");
+        CHECK(b && b < p->source + off + len);
+        if (b) b[1] = 'X';
+        CHECK(cg_program_diff(p, q, what, sizeof what) == 1);
+        char want[96];
+        snprintf(want, sizeof want, "kernel %s differs", p->kernels[k].name);
+        CHECK_STR(what, want);
+        cg_program_free(p);
+        cg_program_free(q);
+    }
+    ir_free(g);
+}
+
 TEST(section_holds_several_programs) {
     ir_graph *g = all_ops_graph(), *h = ir_new(), *k = ir_new();
     int x = ir_add_input(h, "x", ir_shape2(2, 3), 0);
@@ -472,12 +535,14 @@ int main(void) {
     RUN(dialects_share_steps_and_bodies);
     RUN(steps_layout);
     RUN(float_literals_round_trip);
+    RUN(unrepresentable_attribute_is_refused);
     RUN(bf16_dtype_is_rendered);
     RUN(gemm_validation);
     RUN(conv_descriptors_fit_their_buffers);
     RUN(serialise_round_trip);
     RUN(parse_rejects_truncated_and_corrupted_bytes);
     RUN(check_refuses_a_program_for_another_graph);
+    RUN(kernel_counts_are_bounded_and_differences_named);
     RUN(section_holds_several_programs);
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_compiles_every_kernel);

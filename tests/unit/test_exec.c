@@ -72,6 +72,9 @@ static int compare(const char *what, int node, const float *got, const double *r
 /* Runs g on the cpu backend (with the plan if given) and in the interpreter
  * from the same source values; compares every non-source node and every
  * param/state afterwards. Returns the number of mismatching tensors. */
+/* The options the executor renders with (NULL: dprun's defaults). */
+static const cg_options *exec_opts;
+
 static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
     if (ir_verify(g, err, sizeof err)) {
         fprintf(stderr, "  graph does not verify: %s\n", err);
@@ -82,7 +85,7 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
     float **vals = calloc((size_t)g->n, sizeof *vals);
     fill_sources(g, &rng, vals);
     rt_store *st = rt_store_new(be, g);
-    rt_exec *ex = rt_exec_new(be, st, g, plan, err, sizeof err);
+    rt_exec *ex = rt_exec_new_opts(be, st, g, plan, exec_opts, err, sizeof err);
     if (!ex) {
         fprintf(stderr, "  rt_exec_new: %s\n", err);
         rt_store_free(st);
@@ -194,6 +197,12 @@ TEST(conv_chunked_via_plan_section) {
     CHECK(cg_program_serialize(p, &bytes, &len) == 0);
     dpc_plan plan = {0};
     CHECK(plan_add_section(&plan, "KCPU", bytes, len) == 0);
+    /* dprun renders with dpc's defaults: this program is not that one */
+    rt_store *st0 = rt_store_new(be, g);
+    CHECK(rt_exec_new(be, st0, g, &plan, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "is not what its graph renders (kernel k0_im2col differs)"), "%s", err);
+    rt_store_free(st0);
+    exec_opts = &o;
     CHECK(run_both(g, &plan, TOL) == 0);
     plan_free_sections(&plan);
     /* a section for another graph: kernels are generated instead */
@@ -205,10 +214,11 @@ TEST(conv_chunked_via_plan_section) {
     /* a truncated section is refused with a message */
     CHECK(plan_add_section(&plan, "KCPU", bytes, len - 3) == 0);
     rt_store *st = rt_store_new(be, g);
-    CHECK(rt_exec_new(be, st, g, &plan, err, sizeof err) == NULL);
+    CHECK(rt_exec_new_opts(be, st, g, &plan, &o, err, sizeof err) == NULL);
     CHECK(strstr(err, "KCPU") != NULL);
     rt_store_free(st);
     plan_free_sections(&plan);
+    exec_opts = NULL;
     free(bytes);
     cg_program_free(p);
     ir_free(g);
