@@ -258,7 +258,7 @@ static int serial_begin_sum(rt_coll *c, void *arg) {
         RT_CHECK_ALLOC(c->acc);
         c->acc_cap = c->cnt[0];
     }
-    memset(c->acc, 0, sizeof *c->acc * (size_t)c->cnt[0]);
+    if (c->cnt[0]) memset(c->acc, 0, sizeof *c->acc * (size_t)c->cnt[0]); /* acc is NULL when nothing was ever summed */
     if (ordered(c) && c->ops.chain_in(c->acc, c->cnt[0])) {
         snprintf(c->why, sizeof c->why, "receiving the sum of the processes before failed");
         return -1;
