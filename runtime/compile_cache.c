@@ -1,6 +1,7 @@
 /* runtime/compile_cache.c — run the host compiler on generated C, cache the
  * result by content hash. See compile_cache.h. */
 #include "runtime/compile_cache.h"
+#include "ir/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -131,14 +132,6 @@ static void quote(char *cmd, size_t n, const char *s) {
     cmd[len] = 0;
 }
 
-static int write_file(const char *path, const char *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(data, 1, n, f);
-    int rc = fclose(f);
-    return w == n && rc == 0 ? 0 : -1;
-}
-
 /* A name no other thread or process uses at the same time. */
 static void temp_name(char *out, size_t n, const char *base, const char *ext) {
     static unsigned counter;
@@ -178,50 +171,21 @@ static char *read_text(const char *path, size_t max) {
     return buf;
 }
 
-/* The whole file (malloc'd, *len bytes); NULL when it cannot be read. */
-static unsigned char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            unsigned char *b = realloc(buf, cap);
-            RT_CHECK_ALLOC(b);
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
+unsigned char *rt_cache_read(const char *path, size_t *len) {
+    char err[64]; /* why does not matter: a cache miss */
+    return ir_file_read(path, (size_t)1 << 30, len, err, sizeof err);
 }
 
 static void sum_path(char *out, size_t n, const char *obj) { snprintf(out, n, "%s.sha256", obj); }
 
 int rt_cache_record(const char *obj, const void *data, size_t n) {
     unsigned char d[32];
-    char hex[66], path[4400], tmp[4500];
+    char hex[66], path[4400], why[256];
     rt_sha256(data, n, d);
     rt_sha256_hex(d, hex);
     strcat(hex, "\n");
     sum_path(path, sizeof path, obj);
-    temp_name(tmp, sizeof tmp, path, "");
-    if (write_file(tmp, hex, 65) || rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
+    return ir_file_write_all(path, hex, 65, why, sizeof why);
 }
 
 int rt_cache_matches(const char *obj, const void *data, size_t n) {
@@ -269,7 +233,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
      * gave SIGBUS in dlopen) is compiled again. What keeps others' code out
      * is rt_cache_dir's check of the directory, not this. */
     size_t have_len = 0;
-    unsigned char *have = read_all(so, &have_len);
+    unsigned char *have = rt_cache_read(so, &have_len);
     if (have) {
         int match = rt_cache_matches(so, have, have_len);
         free(have);
@@ -281,13 +245,11 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
         }
         rt_cache_rebuild_notice(so, match);
     }
-    char tmp_c[4400], tmp_so[4400], tmp_log[4400];
-    temp_name(tmp_c, sizeof tmp_c, base, ".c");
+    char tmp_so[4400], tmp_log[4400], why[1024];
     temp_name(tmp_so, sizeof tmp_so, base, ".so");
     temp_name(tmp_log, sizeof tmp_log, base, ".log");
-    if (write_file(tmp_c, source, srclen) || rename(tmp_c, c_path)) {
-        snprintf(err, errlen, "cannot write kernel source %s: %s", c_path, strerror(errno));
-        unlink(tmp_c);
+    if (ir_file_write_all(c_path, source, srclen, why, sizeof why)) {
+        snprintf(err, errlen, "cannot write kernel source: %s", why);
         return NULL;
     }
     char cmd[16384] = "";
@@ -314,7 +276,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     /* The checksum first, then the object: a reader that finds the object
      * finds its checksum. */
     size_t built_len = 0;
-    unsigned char *built = read_all(tmp_so, &built_len);
+    unsigned char *built = rt_cache_read(tmp_so, &built_len);
     if (!built || rt_cache_record(so, built, built_len)) {
         snprintf(err, errlen, "cannot record the checksum of %s: %s", so, strerror(errno));
         free(built);

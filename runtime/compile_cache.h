@@ -45,6 +45,9 @@ char *rt_cache_dir(char *err, size_t errlen);
 char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen);
 /* OBJ.sha256 := SHA-256 of data (0, or -1 with errno). */
 int rt_cache_record(const char *obj, const void *data, size_t n);
+/* A cached file's bytes (malloc'd, NUL-terminated, *len without the NUL):
+ * a regular file only, at most 1 GiB; NULL otherwise (a cache miss). */
+unsigned char *rt_cache_read(const char *path, size_t *len);
 /* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
  * when it differs. */
 int rt_cache_matches(const char *obj, const void *data, size_t n);

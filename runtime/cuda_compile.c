@@ -1,5 +1,6 @@
 /* runtime/cuda_compile.c — NVRTC and its on-disk cache. See cuda_compile.h. */
 #include "runtime/cuda_compile.h"
+#include "ir/file.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -154,60 +155,6 @@ int rt_nvrtc_archs(int *archs, int max) {
 
 /* ---- the cache ------------------------------------------------------------- */
 
-static int write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(data, 1, n, f);
-    int rc = fclose(f);
-    return w == n && rc == 0 ? 0 : -1;
-}
-
-/* Writes under a name no other thread or process uses, then renames into
- * place: a reader sees the whole file or none. */
-static int write_atomic(const char *path, const void *data, size_t n) {
-    static unsigned counter;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    unsigned c = counter++;
-    pthread_mutex_unlock(&mu);
-    char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld.%u", path, (long)getpid(), c);
-    if (write_file(tmp, data, n) || rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-/* The whole file, NUL-terminated; NULL when unreadable. */
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            unsigned char *b = realloc(buf, cap);
-            RT_CHECK_ALLOC(b);
-            buf = b;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 /* A cached image is usable when it is non-empty and looks like what it
  * claims: an ELF file, or PTX text. Anything else is compiled again. */
@@ -243,7 +190,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     free(dir);
 
     size_t n = 0;
-    unsigned char *cached = read_file(bin, &n);
+    unsigned char *cached = rt_cache_read(bin, &n); /* NUL-terminated: PTX is text */
     /* Only what was compiled for it, byte for byte (see compile_cache.h). */
     int match = cached ? rt_cache_matches(bin, cached, n) : 0;
     if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
@@ -260,11 +207,12 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     free(cached);
 
     /* The source first: it is what a failed compile leaves to look at. */
-    if (write_atomic(cu, source, srclen)) {
-        snprintf(err, errlen, "cannot write kernel source %s: %s", cu, strerror(errno));
+    /* Into place atomically (ir/file.h): a reader sees the whole file or none. */
+    char *log = NULL, why[1024];
+    if (ir_file_write_all(cu, source, srclen, why, sizeof why)) {
+        snprintf(err, errlen, "cannot write kernel source: %s", why);
         return -1;
     }
-    char *log = NULL, why[256];
     if (compile(source, target, img, &log, why, sizeof why)) {
         snprintf(err, errlen, "NVRTC %s could not compile %s for %s: %s%s%.3000s",
                  rt_nvrtc_version(), cu, target, why, log && *log ? "\n" : "", log ? log : "");
@@ -274,9 +222,9 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     free(log);
     /* A cache that cannot be written costs time, not correctness. */
     if ((rt_cache_record(bin, img->data, img->size - (size_t)img->is_ptx) ||
-         write_atomic(bin, img->data, img->size - (size_t)img->is_ptx)) &&
+         ir_file_write_all(bin, img->data, img->size - (size_t)img->is_ptx, why, sizeof why)) &&
         rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cuda: cannot cache %s: %s\n", bin, strerror(errno));
+        fprintf(stderr, "dpc: cuda: cannot cache %s\n", bin);
     img->path = strdup(bin);
     RT_CHECK_ALLOC(img->path);
     return 0;
