@@ -1,8 +1,8 @@
 /* codegen/codegen.h — from an IR graph to kernel source plus a step list.
  *
  * One expression renderer, two dialects: C (compiled at run time by the host
- * compiler, parallel loops via OpenMP) and CUDA C (for NVRTC, grid-stride
- * loops). Every kernel is a loop over an index i in [0, count) whose body is
+ * compiler; the cpu backend's own thread pool runs ranges of a kernel's
+ * iterations) and CUDA C (for NVRTC, grid-stride loops). Every kernel is a loop over an index i in [0, count) whose body is
  * the same text in both dialects; only the prelude, the signature and the
  * loop header differ. Shapes are baked in as constants.
  *

@@ -41,7 +41,7 @@ typedef struct {
     ir_dtype dtype;
 } ir_type;
 
-/* How an op may be grouped by the fusion pass (DESIGN §4.4). */
+/* How an op may be grouped by the fusion pass (docs/DESIGN.md §5.7). */
 typedef enum {
     IR_FUSE_NONE,        /* sources: inputs, parameters, state */
     IR_FUSE_ELEMENTWISE, /* out[i] = f(in[i], ...) */
@@ -54,8 +54,10 @@ typedef enum {
 /* The op table. X(ID, "name", min_arity, max_arity, fusion class,
  *                 "integer attributes", "float attributes")
  * Attribute strings name the slots of iattr[] / fattr[] in order, comma
- * separated; they drive the text dump, the plan file and the frontend's
- * keyword checks. Shape rules live in ir.c in a table indexed the same way.
+ * separated; they fix how many slots ir_add_node copies, what the text dump
+ * prints and how many values the plan file holds per node. The frontend's
+ * keyword checks are its own operator table's (frontend/elab.c). Shape
+ * rules are the switch of ir_infer_type in ir.c.
  *
  * Forward ops (what the frontend emits):
  *   input, param, state   sources (state: BatchNorm running statistics,

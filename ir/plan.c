@@ -204,7 +204,7 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp((*(const ir_node *const *)a)->name, (*(const ir_node *const *)b)->name);
 }
 
-/* Both programs bind the same parameter and state buffers (DESIGN §5), so
+/* Both programs bind the same parameter and state buffers (docs/DESIGN.md §6), so
  * each of eval's must be one of train's, by name, kind and type. */
 static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, size_t wn) {
     int ns = 0;

@@ -7,7 +7,7 @@
  * which values flow in registers, and only the values something outside the
  * group reads are stored (ir_stored()).
  *
- * What may be grouped (the rules of DESIGN §4.4, as this pass applies them):
+ * What may be grouped (the rules of docs/DESIGN.md §5.7, as this pass applies them):
  *
  *   1. Only pointwise ops (those with an ir_op_expr: relu, add, bias_add,
  *      bn_apply, bn_grad_data, relu_grad, ema, sgd_momentum, assign, ...)

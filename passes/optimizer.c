@@ -3,7 +3,7 @@
  * Appending the update to the graph makes a whole training step one
  * program: the update fuses with the backward pass's tail and no parameter
  * makes a round trip to the host. MXNet's rule, wd on every parameter as
- * Gluon's Trainer applies it (DESIGN §4.2):
+ * Gluon's Trainer applies it (docs/DESIGN.md §5.4):
  *
  *     v' = sgd_momentum(w, w.grad, v, lr, grad_scale){momentum, wd}
  *        = momentum*v - lr*(grad*grad_scale + wd*w)

@@ -1,4 +1,4 @@
-/* passes/partition.c — data parallelism, SPMD (DESIGN §4.3).
+/* passes/partition.c — data parallelism, SPMD (docs/DESIGN.md §5.5).
  *
  * The plan stays ONE per-device program; N replicas run it on their own
  * slices of the global batch. What makes them one training run is that

@@ -13,7 +13,7 @@
  *     // the same through the backend table (backend.h), as rt_exec does:
  *     be->graph_begin(be, ...); ...; rt_graph *g = be->graph_end(be, ...);
  *
- * What the backend does (DESIGN §6):
+ * What the backend does (docs/DESIGN.md §8.2):
  *   memory    cuMemAlloc, zero-filled by a memset on the compute stream;
  *   copy_in   through a ring of pinned staging buffers and
  *             cuMemcpyHtoDAsync on the compute stream: the caller's buffer
@@ -24,7 +24,8 @@
  *   launch    cuLaunchKernel, 256-thread blocks, a grid covering count up to
  *             16 blocks per multiprocessor (the kernels loop grid-stride);
  *   gemm      cublasSgemmStridedBatched from the cg_gemm descriptor,
- *             plain fp32 (DPC_TF32=1 allows TF32 tensor cores);
+ *             plain fp32 (DPC_TF32=1 allows TF32 tensor cores); bf16
+ *             operands: cublasGemmStridedBatchedEx, f32 compute;
  *   streams   one compute stream (everything above) and one communication
  *             stream (NCCL) per backend, ordered by events.
  * Device memory is a CUdeviceptr cast to void *, so (char *)p + off works

@@ -10,14 +10,14 @@
  *          replicas in index order, accumulated in double and rounded once,
  *          whichever thread adds and whenever the threads arrive. Every
  *          replica gets the same floats.
- *   mpi    the local sum, then MPI_Allreduce(MPI_SUM) of the doubles across
- *          the ranks of MPI_COMM_WORLD (`mpirun -np P dprun --gpus N`: P x N
- *          replicas; rank p holds global replicas p*N .. p*N+N-1). Summing in
- *          double makes the result independent of how MPI associates the
- *          ranks' partial sums: a sum of a few floats is exact in double, so
- *          P ranks x N replicas give the floats one process with P*N
- *          replicas gives (bit for bit, short of an exponent spread of more
- *          than 29 bits between addends).
+ *   mpi    the local sum, chained across the ranks of MPI_COMM_WORLD
+ *          (`mpirun -np P dprun --gpus N`: P x N replicas; rank p holds
+ *          global replicas p*N .. p*N+N-1): rank p receives the running
+ *          double sum of ranks 0..p-1, adds its own replicas in replica
+ *          order and passes it on; the last rank broadcasts it
+ *          (rt_coll_ranks_ops' chain_in/chain_out). Every element is added
+ *          in global replica order, as one process with P*N replicas adds
+ *          it: bit for bit the same floats for any process count.
  *   nccl   distinct GPUs in this process, one NCCL rank per replica
  *          (rt_coll_nccl_new; `dprun --gpus N` picks it when the N replicas
  *          run on the cuda backend on N distinct devices). Its queue is the

@@ -79,7 +79,7 @@ static int cmp_prof(const void *a, const void *b) {
  * made them and their shape), on stderr when the exec is freed. Calls are
  * synchronised one by one, so the figures are per call on any backend.
  * The cpu column is the calling thread's CPU time: with one thread
- * (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1) it is the work itself, what
+ * (DPC_THREADS=1: a pool of one) it is the work itself, what
  * other processes on a shared machine do not inflate. */
 static void print_profile(const rt_exec *ex) {
     const cg_program *p = ex->prog;

@@ -23,7 +23,7 @@
  * it eager).
  *
  * Usage:
- *     rt_replicas_cpu_threads(n);                  // before the first kernel module loads
+ *     rt_replicas_cpu_threads(n);                  // before the first cpu backend opens
  *     rt_backend *bes[n];  int devices;            // each replica's backend
  *     rt_replicas_open_backends(be, n, bes, &devices, err, sizeof err);
  *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, err, sizeof err); // NULL: one replica
@@ -141,11 +141,13 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
 rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
- * unless the user chose (OMP_NUM_THREADS), each replica's kernels get
- * cores/n OpenMP threads (at least 1), and OpenBLAS runs single-threaded
- * in each replica's thread (several callers at once; OPENBLAS_NUM_THREADS
- * overrides). Call before the first kernel module loads (libgomp reads its
- * environment once). No effect when n is 1. */
+ * unless OMP_NUM_THREADS is set, sets it to cores/n (at least 1), and
+ * unless OPENBLAS_NUM_THREADS is set, makes OpenBLAS single-threaded. The
+ * cpu backend's thread pool (one per process, shared by the replicas: a
+ * call that finds it busy runs on its caller's thread) reads
+ * OMP_NUM_THREADS only when the first cpu backend opens (after DPC_THREADS),
+ * so this sizes the pool only if called before that; the pool itself
+ * already runs OpenBLAS single-threaded. No effect when n is 1. */
 void rt_replicas_cpu_threads(int n);
 
 /* Which device each replica runs on: device_of[r] = r*devices/n. */

@@ -86,7 +86,7 @@ static void xavier(float *w, const ir_type *t, double magnitude, rt_rng *rng) {
 
 void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
     (void)g; /* the store recorded each tensor's initialiser when it was made */
-    double magnitude = 2.24; /* the DESIGN's default when there is no schedule */
+    double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
     if (t) magnitude = t->init_magnitude;
     rt_rng rng;
     rt_rng_seed(&rng, seed);

@@ -6,7 +6,7 @@
  *     int rc = rt_train(plan, &o);      // exit status: 0, or 1 with a message
  *
  * rt_train binds the plan's train and eval programs to one parameter store
- * on the cpu backend, initialises it from the seed (or loads a safetensors
+ * per replica on the backend --device picks, initialises it from the seed (or loads a safetensors
  * file), runs the epochs with the schedule's lr, prints the reference
  * article's log lines on stdout, and finishes with train and test accuracy
  * measured by the eval program (BatchNorm in inference mode). Notices go to

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI contract tests for dpc and dprun (DESIGN §9): exit codes, messages,
+# CLI contract tests for dpc and dprun (docs/DESIGN.md §15): exit codes, messages,
 # parameter counts of the models, plan round trip and refusal of bad plans.
 . tests/lib.sh
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# dprun's command line (DESIGN §9): flags and their errors, the lr schedule
+# dprun's command line (docs/DESIGN.md §15): flags and their errors, the lr schedule
 # of the reference article's three runs, training log lines, determinism
 # (also across data worker counts), metrics, the progress bar, parameter
 # files (also read back by a plain json + numpy reader), data errors,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUDA without a GPU (DESIGN §8): every kernel of every model in models/,
+# CUDA without a GPU (docs/DESIGN.md §13): every kernel of every model in models/,
 # train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.

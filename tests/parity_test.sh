@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Parity with PyTorch (DESIGN §8, issues 3 and 13): from identical weights and
+# Parity with PyTorch (docs/DESIGN.md §13, issues 3 and 13): from identical weights and
 # the same batches, training steps of dpc (cpu backend) and of PyTorch
 # (MXNet-form SGD) agree — loss and logits to 1e-4, every parameter update
 # and BatchNorm running statistic to 1e-3 (max-abs-error / max-abs-value),

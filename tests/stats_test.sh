@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fusion and memory planning through the CLI (DESIGN §9: --no-fuse,
+# Fusion and memory planning through the CLI (docs/DESIGN.md §15: --no-fuse,
 # --no-memplan, --stats, --dump-ir, --dot, --emit-kernels): the flags do
 # what they say, and ResNet-18 at batch 128 meets the targets the README
 # states (kernels per step at least 2x fewer with fusion; planned

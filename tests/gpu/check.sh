@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/gpu/check.sh OUTDIR — the cuda backend on a real GPU (issue 7; DESIGN
-# §6, §8), in one go, in under 8 minutes on one H200:
+# tests/gpu/check.sh OUTDIR — the cuda backend on a real GPU (issue 7;
+# docs/DESIGN.md §8, §13), in one go, in under 8 minutes on one H200:
 #   1. environment (GPU, driver, toolkit) and dependencies;
 #   2. build (make all gpu-tools);
 #   3. cuda vs cpu parity on resnet18 at batch 128: one training step from

@@ -5,7 +5,7 @@
  * overwrote, a shape the kernel cannot loop over), contiguity, the dump,
  * the DOT clusters and the plan file's GRPS section.
  *
- * Invariance (DESIGN §4: every pass leaves results unchanged): two training
+ * Invariance (docs/DESIGN.md §5: every pass leaves results unchanged): two training
  * steps and an eval pass of every model with fusion on and off and memory
  * planning on and off give BIT-IDENTICAL losses, logits, gradients,
  * parameters, momenta and BatchNorm statistics: the fused kernels evaluate

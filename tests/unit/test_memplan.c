@@ -1,6 +1,6 @@
 /* tests/unit/test_memplan.c — the memory planner.
  *
- * Property (DESIGN §8): on the models and on hundreds of random graphs,
+ * Property (docs/DESIGN.md §13): on the models and on hundreds of random graphs,
  * fused and not, no two tensors that are live at the same step share a
  * byte of the arena (an in-place pair excepted: an elementwise step
  * writing its output over an input that dies there), every offset is

@@ -50,7 +50,7 @@ TEST(article_run2_batch2048_unscaled) {
     for (int e = 0; e < 45; e++) CHECK_NEAR(rt_schedule_epoch_lr(&s, e), unscaled(e), 1e-12);
 }
 
-/* Run 3: batch 2048, lr x16, 5-epoch warmup: the printed values of DESIGN §7. */
+/* Run 3: batch 2048, lr x16, 5-epoch warmup: the printed values of docs/DESIGN.md §10.4. */
 TEST(article_run3_scaled_with_warmup) {
     ir_train t = article();
     rt_schedule s = rt_schedule_make(&t, 16 * 128);
