@@ -1,6 +1,7 @@
 /* ir/ir.c — graph construction, the op table, shape rules, verification. */
 #include "ir/ir.h"
 #include "ir/err.h"
+#include "ir/hash.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -621,23 +622,14 @@ int ir_num_groups(const ir_graph *g) {
     return m;
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static uint64_t hash_i64(uint64_t h, int64_t v) {
     unsigned char b[8];
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
-    return hash_bytes(h, b, 8);
+    return ir_fnv1a(h, b, 8);
 }
 
 uint64_t ir_graph_hash(const ir_graph *g) {
-    uint64_t h = hash_i64(14695981039346656037ull, g->n);
+    uint64_t h = hash_i64(IR_FNV1A_INIT, g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         h = hash_i64(h, n->op);
@@ -670,16 +662,10 @@ typedef struct {
     size_t mask;
 } name_set;
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Index of the source already called g->nodes[i].name, else records i and
  * returns -1. */
 static int name_set_add(name_set *ns, const ir_graph *g, int i) {
-    size_t k = (size_t)name_hash(g->nodes[i].name) & ns->mask;
+    size_t k = (size_t)ir_fnv1a_str(IR_FNV1A_INIT, g->nodes[i].name) & ns->mask;
     for (; ns->slot[k]; k = (k + 1) & ns->mask)
         if (!strcmp(g->nodes[ns->slot[k] - 1].name, g->nodes[i].name)) return ns->slot[k] - 1;
     ns->slot[k] = i + 1;

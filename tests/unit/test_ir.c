@@ -1,6 +1,7 @@
 /* Tests for ir/: op table, shape rules, verifier, text form, schedule checks. */
 #include <stdlib.h>
 
+#include "ir/hash.h"
 #include "ir/ir.h"
 #include "tests/harness.h"
 
@@ -191,6 +192,17 @@ TEST(train_schedule_checks) {
     CHECK_STR(err, "warmup of 5 epochs does not fit 1 epochs of training");
 }
 
+/* FNV-1a 64: the published vector, chaining, and the _str form's NUL. */
+TEST(fnv1a_values) {
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "", 0) == 0xcbf29ce484222325ull);
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "a", 1) == 0xaf63dc4c8601ec8cull);
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "foobar", 6) == 0x85944171f73967e8ull);
+    CHECK(ir_fnv1a(ir_fnv1a(IR_FNV1A_INIT, "foo", 3), "bar", 3) == 0x85944171f73967e8ull);
+    CHECK(ir_fnv1a_str(IR_FNV1A_INIT, "a") == ir_fnv1a(IR_FNV1A_INIT, "a", 2));
+    CHECK(ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "ab"), "c") !=
+          ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "a"), "bc"));
+}
+
 int main(void) {
     RUN(op_table_lookup);
     RUN(conv_and_pool_shapes);
@@ -198,5 +210,6 @@ int main(void) {
     RUN(verify_catches_broken_graphs);
     RUN(dump_is_stable_text);
     RUN(train_schedule_checks);
+    RUN(fnv1a_values);
     return harness_done();
 }
