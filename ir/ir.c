@@ -556,8 +556,6 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
 
 /* ---- verification ------------------------------------------------------- */
 
-static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
-
 /* Fusion groups: ids in 1..n, never on a source or a view (they compute
  * nothing), each group one contiguous run of nodes, so the group's kernel
  * runs where its nodes stand and the graph order stays the execution
@@ -572,7 +570,7 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
             rc = ir_fail(err, errlen, "node %d: bad fusion group %d", i, grp);
             break;
         }
-        if (grp && (is_source(n->op) || ir_is_view(n->op))) {
+        if (grp && (ir_is_source(n->op) || ir_is_view(n->op))) {
             rc = ir_fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
             break;
         }
@@ -713,7 +711,7 @@ static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char
                             n->type.dim[d]);
         if (memchr(n->name, 0, sizeof n->name) == NULL)
             return ir_fail(err, errlen, "node %d: name not terminated", i);
-        if (is_source(n->op)) {
+        if (ir_is_source(n->op)) {
             if (!n->name[0]) return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
             if (name_set_add(names, g, i) >= 0)
                 return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
@@ -803,12 +801,12 @@ void ir_dump(const ir_graph *g, FILE *f) {
                     group_ops(g, i, ops, sizeof ops));
         }
         fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
-        if (is_source(n->op)) fprintf(f, " \"%s\"", n->name);
+        if (ir_is_source(n->op)) fprintf(f, " \"%s\"", n->name);
         for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
         print_attrs(n, f);
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
         if (n->group) fprintf(f, " @g%d", n->group);
-        if (!is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
+        if (!ir_is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
         if (n->flags & IR_FLAG_LOSS) fprintf(f, " [loss]");
         else if (n->flags & IR_FLAG_OUTPUT) fprintf(f, " [output]");
         fputc('\n', f);
@@ -829,7 +827,7 @@ void ir_dot(const ir_graph *g, const char *title, FILE *f) {
                     "  subgraph cluster_g%d {\n    label=\"kernel g%d: %s\";\n    style=filled;"
                     " fillcolor=\"#e8f0ff\"; fontname=\"monospace\"; fontsize=10;\n",
                     n->group, n->group, group_ops(g, i, ops, sizeof ops));
-        const char *shape = is_source(n->op) ? "note" : "box";
+        const char *shape = ir_is_source(n->op) ? "note" : "box";
         const char *color = n->op == IR_OP_PARAM   ? "lightyellow"
                             : n->op == IR_OP_STATE ? "lightgrey"
                             : n->op == IR_OP_INPUT ? "lightblue"
@@ -850,7 +848,7 @@ void ir_summary(const ir_graph *g, FILE *f) {
     fprintf(f, "%-5s %-22s %-26s %-20s %12s\n", "node", "op", "name", "output", "params");
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (is_source(n->op) && n->op != IR_OP_INPUT) continue;
+        if (ir_is_source(n->op) && n->op != IR_OP_INPUT) continue;
         int64_t params = 0;
         for (int j = 0; j < n->ninputs; j++) {
             const ir_node *in = &g->nodes[n->input[j]];

@@ -177,6 +177,9 @@ int ir_op_num_iattrs(ir_op op);
 int ir_op_num_fattrs(ir_op op);
 /* Name of attribute slot i ("k", "eps"); writes into buf, returns buf. */
 const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n);
+/* A source: a node with no inputs whose value comes from outside the graph
+ * (the data, the parameters, the optimizer and BatchNorm state). */
+static inline int ir_is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
 
 /* ---- per-element rules -------------------------------------------------
  * A pointwise op computes output element i from a C expression over its

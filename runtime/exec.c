@@ -577,8 +577,7 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
     int found = -1;
     for (int i = 0; i < g->n && found < 0; i++) {
         ir_op op = g->nodes[i].op;
-        if ((op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE) &&
-            !strcmp(g->nodes[i].name, name))
+        if (ir_is_source(op) && !strcmp(g->nodes[i].name, name))
             found = i;
     }
     for (int i = 0; i < g->n && found < 0; i++)
