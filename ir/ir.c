@@ -3,6 +3,7 @@
 #include "ir/err.h"
 #include "ir/hash.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +14,12 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
     IR_OPS(X)
 #undef X
 };
+
+/* Plans store an op as its index in this table (ir/plan.c), so the order is
+ * part of the file format: a new op is appended at the end of IR_OPS, never
+ * inserted, or PLAN_VERSION is bumped. Then update this count and the list
+ * in tests/unit/test_ir.c (op_order_is_pinned). */
+static_assert(IR_OP_COUNT == 35, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)

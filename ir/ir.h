@@ -118,6 +118,8 @@ typedef enum {
  *                         gradients travel packed, each at its element
  *                         offset                                -> grad
  */
+/* New ops go at the end: plans store an op as its index (the static_assert
+ * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
 #define IR_OPS(X)                                                            \
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                   \
     X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                      \

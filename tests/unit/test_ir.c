@@ -28,6 +28,24 @@ TEST(op_table_lookup) {
     for (int i = 0; i < IR_OP_COUNT; i++) CHECK(ir_ops[i].min_arity <= ir_ops[i].max_arity);
 }
 
+/* Plan files store ops by index: the table's order is part of the format.
+ * A new op is appended at the end (extend this list), never inserted, or
+ * PLAN_VERSION (ir/plan.h) is bumped. */
+TEST(op_order_is_pinned) {
+    static const char *const order[] = {
+        "input", "param", "state", "conv", "bias_add", "batchnorm", "relu", "add",
+        "maxpool", "avgpool", "global_avgpool", "flatten", "dense",
+        "softmax_cross_entropy", "bn_mean", "bn_var", "bn_apply", "ema", "assign",
+        "ones_like", "conv_grad_data", "conv_grad_weight", "bias_grad", "bn_grad_gamma",
+        "bn_grad_data", "relu_grad", "maxpool_grad", "avgpool_grad", "global_avgpool_grad",
+        "reshape_like", "dense_grad_data", "dense_grad_weight", "softmax_ce_grad",
+        "sgd_momentum", "allreduce"
+    };
+    CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
+    for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
+        CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i, ir_ops[i].name, order[i]);
+}
+
 TEST(conv_and_pool_shapes) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "image", ir_shape4(128, 3, 32, 32), 0);
@@ -205,6 +223,7 @@ TEST(fnv1a_values) {
 
 int main(void) {
     RUN(op_table_lookup);
+    RUN(op_order_is_pinned);
     RUN(conv_and_pool_shapes);
     RUN(shape_errors_name_the_shapes);
     RUN(verify_catches_broken_graphs);
