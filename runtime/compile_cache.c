@@ -15,11 +15,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/sha256.h"
 
 extern char **environ;
@@ -251,10 +251,9 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     quote(cmd, sizeof cmd, c_path);
     strncat(cmd, " 2>", sizeof cmd - strlen(cmd) - 1);
     quote(cmd, sizeof cmd, tmp_log);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = rt_now();
     int rc = run_shell(cmd);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = rt_now() - t0;
     if (rc != 0) {
         char *log = read_text(tmp_log, 4000);
         snprintf(err, errlen, "compiling %s failed (%s %s):\n%s", c_path, cc, RT_CC_FLAGS,
@@ -282,8 +281,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
         return NULL;
     }
     if (rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so,
-                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so, seconds);
     char *out = strdup(so);
     RT_CHECK_ALLOC(out);
     return out;
