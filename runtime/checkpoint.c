@@ -3,6 +3,7 @@
 #include "runtime/checkpoint.h"
 #include "ir/err.h"
 #include "ir/hash.h"
+#include "ir/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -195,11 +196,7 @@ static int meta_i64(const rt_st_file *f, const char *path, const char *key, int6
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_i64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
@@ -207,12 +204,7 @@ static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || errno || *v == '-')
-        return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_u64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
@@ -220,10 +212,7 @@ static int meta_f64(const rt_st_file *f, const char *path, const char *key, doub
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_f64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
