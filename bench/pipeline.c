@@ -16,13 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/clock.h"
 #include "runtime/pipeline.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Stands in for a device step: the time passes, the CPU stays free for
  * the workers (as it is while a GPU computes). */
@@ -42,7 +37,7 @@ static double measure(const rt_batcher *b, int workers, int64_t count, double st
         exit(1);
     }
     double sink = 0;
-    double t0 = now();
+    double t0 = rt_now();
     const rt_batch *bt;
     rt_pipeline_stats first = {0};
     while ((bt = rt_pipeline_next(p))) {
@@ -52,7 +47,7 @@ static double measure(const rt_batcher *b, int workers, int64_t count, double st
         if (step_s > 0) step_for(step_s);
         if (seq == 0) rt_pipeline_get_stats(p, &first);
     }
-    double t = now() - t0;
+    double t = rt_now() - t0;
     rt_pipeline_get_stats(p, st);
     /* Waits after the first batch: the steady state. */
     st->stalls -= first.stalls;
@@ -72,14 +67,14 @@ int main(int argc, char **argv) {
         return 1;
     }
     char err[1024];
-    double t0 = now();
+    double t0 = rt_now();
     rt_dataset *ds = strcmp(data, "synthetic") ? rt_data_cifar10(data, 1, err, sizeof err)
                                                : rt_data_synthetic(RT_SYNTHETIC_TRAIN, 3, 32, 32, 1, RT_SYNTHETIC_SEED);
     if (!ds) {
         fprintf(stderr, "pipeline: %s\n", err);
         return 1;
     }
-    printf("data: %s, %lld training images, loaded in %.2f s\n", ds->name, (long long)ds->count, now() - t0);
+    printf("data: %s, %lld training images, loaded in %.2f s\n", ds->name, (long long)ds->count, rt_now() - t0);
     ir_train t;
     memset(&t, 0, sizeof t);
     t.pad = 4, t.random_crop = 32, t.random_mirror = 1, t.normalize = 1;

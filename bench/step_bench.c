@@ -14,14 +14,9 @@
 #include <time.h>
 
 #include "ir/plan.h"
+#include "runtime/clock.h"
 #include "runtime/runtime.h"
 
-static double clock_s(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -77,17 +72,17 @@ int main(int argc, char **argv) {
     }
     double t[64];
     for (int r = 0; r < reps; r++) {
-        double t0 = now(), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        double t0 = rt_now(), c0 = rt_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         for (int s = 0; s < steps; s++)
             if (rt_exec_run(ex, err, sizeof err)) {
                 fprintf(stderr, "%s\n", err);
                 return 1;
             }
-        t[r] = (now() - t0) / steps;
+        t[r] = (rt_now() - t0) / steps;
         /* CPU time of all threads: with one thread, the work itself, which
          * other processes on a shared machine inflate far less than wall time */
         printf("repeat %d: %.1f ms per step, %.1f ms cpu\n", r, 1e3 * t[r],
-               1e3 * (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps);
+               1e3 * (rt_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / steps);
     }
     qsort(t, (size_t)reps, sizeof *t, cmp);
     printf("step_ms: %.1f %.1f %.1f\n", 1e3 * t[0], 1e3 * t[reps / 2], 1e3 * t[reps - 1]);

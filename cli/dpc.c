@@ -10,6 +10,7 @@
 #include "frontend/frontend.h"
 #include "ir/file.h"
 #include "ir/ir.h"
+#include "ir/parse.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
 
@@ -71,16 +72,14 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
                 a->target = v;
             }
             else if (!strcmp(s, "--bucket-mb")) {
-                char *end;
-                double mb = strtod(v, &end);
-                if (*end || !(mb > 0) || mb > 1 << 20)
+                double mb;
+                if (ir_parse_f64(v, &mb) || !(mb > 0) || mb > 1 << 20)
                     return die("--bucket-mb needs a positive number of MiB, got", v);
                 a->bucket_mb = mb;
             }
             else {
-                char *end;
-                long b = strtol(v, &end, 10);
-                if (*end || b <= 0 || b > 1 << 20) return die("--batch needs a positive integer, got", v);
+                int64_t b;
+                if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20) return die("--batch needs a positive integer, got", v);
                 a->batch = (int)b;
             }
         } else if (!strcmp(s, "--summary")) {

@@ -1,6 +1,5 @@
 /* cli/dprun.c — the runtime driver: load a plan, then print its summary,
  * print its lr schedule, or train it (runtime/train.c does the work). */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/parse.h"
 #include "ir/plan.h"
 #include "runtime/collective.h"
 #include "runtime/pipeline.h"
@@ -67,16 +67,14 @@ static int bad(const char *fmt, ...) {
 
 /* A whole-string integer in [lo, hi]. */
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) {
+    int64_t v;
+    if (ir_parse_i64(s, &v) || v < lo || v > hi) {
         char range[64];
         snprintf(range, sizeof range, "an integer in %ld..%ld", lo, hi);
         fprintf(stderr, "dprun: error: %s: '%s' is not %s\n", opt, s, range);
         return -1;
     }
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -229,10 +227,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             o.warmup_epochs = (int)n;
         } else if (!strcmp(opt, "--lr")) {
             VALUE();
-            char *end;
-            errno = 0;
-            double x = strtod(val, &end);
-            if (!*val || *end || (errno && errno != ERANGE) || !(x > 0) || isinf(x))
+            double x;
+            if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x))
                 return bad("--lr: '%s' is not a positive number", val);
             if (x > IR_MAX_LR) return bad("--lr: '%s' is above the largest lr, 1e6", val);
             o.lr = x;
@@ -252,12 +248,9 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             o.warmup_per_iteration = 1;
         } else if (!strcmp(opt, "--seed")) {
             VALUE();
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(val, &end, 10);
-            if (!*val || *end || errno || val[0] == '-')
-                return bad("--seed: '%s' is not a non-negative integer", val);
-            o.seed = (uint64_t)s;
+            uint64_t s;
+            if (ir_parse_u64(val, &s)) return bad("--seed: '%s' is not a non-negative integer", val);
+            o.seed = s;
         } else if (!strcmp(opt, "--no-augment")) {
             FLAG();
             o.no_augment = 1;

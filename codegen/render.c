@@ -788,7 +788,7 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     }
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE) continue;
+        if (ir_is_source(n->op)) continue;
         if ((unsigned)n->op >= IR_OP_COUNT) {
             rc = cg_fail(&cx, "node %d: bad op %d", i, (int)n->op);
             break;

@@ -446,10 +446,6 @@ static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
     return -1;
 }
 
-static int is_source(const ir_node *n) {
-    return n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
-}
-
 static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
     for (const fe_stmt *s = body; s; s = s->next) {
         value *v = fe_alloc(&E->tmp, sizeof *v);
@@ -457,7 +453,7 @@ static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
         fe_map_put(&E->tmp, &S->vars, s->name, v);
         if (top && v->kind == V_TENSOR) { /* label nodes with the network's names */
             ir_node *n = &E->g->nodes[v->node];
-            if (!is_source(n) && !n->name[0]) snprintf(n->name, sizeof n->name, "%s", s->name);
+            if (!ir_is_source(n->op) && !n->name[0]) snprintf(n->name, sizeof n->name, "%s", s->name);
         }
     }
     return 0;

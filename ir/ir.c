@@ -1,7 +1,9 @@
 /* ir/ir.c — graph construction, the op table, shape rules, verification. */
 #include "ir/ir.h"
 #include "ir/err.h"
+#include "ir/hash.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,6 +14,12 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
     IR_OPS(X)
 #undef X
 };
+
+/* Plans store an op as its index in this table (ir/plan.c), so the order is
+ * part of the file format: a new op is appended at the end of IR_OPS, never
+ * inserted, or PLAN_VERSION is bumped. Then update this count and the list
+ * in tests/unit/test_ir.c (op_order_is_pinned). */
+static_assert(IR_OP_COUNT == 35, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -555,8 +563,6 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
 
 /* ---- verification ------------------------------------------------------- */
 
-static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
-
 /* Fusion groups: ids in 1..n, never on a source or a view (they compute
  * nothing), each group one contiguous run of nodes, so the group's kernel
  * runs where its nodes stand and the graph order stays the execution
@@ -571,7 +577,7 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
             rc = ir_fail(err, errlen, "node %d: bad fusion group %d", i, grp);
             break;
         }
-        if (grp && (is_source(n->op) || ir_is_view(n->op))) {
+        if (grp && (ir_is_source(n->op) || ir_is_view(n->op))) {
             rc = ir_fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
             break;
         }
@@ -621,23 +627,14 @@ int ir_num_groups(const ir_graph *g) {
     return m;
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n) {
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static uint64_t hash_i64(uint64_t h, int64_t v) {
     unsigned char b[8];
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
-    return hash_bytes(h, b, 8);
+    return ir_fnv1a(h, b, 8);
 }
 
 uint64_t ir_graph_hash(const ir_graph *g) {
-    uint64_t h = hash_i64(14695981039346656037ull, g->n);
+    uint64_t h = hash_i64(IR_FNV1A_INIT, g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         h = hash_i64(h, n->op);
@@ -670,16 +667,10 @@ typedef struct {
     size_t mask;
 } name_set;
 
-static uint64_t name_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* Index of the source already called g->nodes[i].name, else records i and
  * returns -1. */
 static int name_set_add(name_set *ns, const ir_graph *g, int i) {
-    size_t k = (size_t)name_hash(g->nodes[i].name) & ns->mask;
+    size_t k = (size_t)ir_fnv1a_str(IR_FNV1A_INIT, g->nodes[i].name) & ns->mask;
     for (; ns->slot[k]; k = (k + 1) & ns->mask)
         if (!strcmp(g->nodes[ns->slot[k] - 1].name, g->nodes[i].name)) return ns->slot[k] - 1;
     ns->slot[k] = i + 1;
@@ -727,7 +718,7 @@ static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char
                             n->type.dim[d]);
         if (memchr(n->name, 0, sizeof n->name) == NULL)
             return ir_fail(err, errlen, "node %d: name not terminated", i);
-        if (is_source(n->op)) {
+        if (ir_is_source(n->op)) {
             if (!n->name[0]) return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
             if (name_set_add(names, g, i) >= 0)
                 return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
@@ -817,12 +808,12 @@ void ir_dump(const ir_graph *g, FILE *f) {
                     group_ops(g, i, ops, sizeof ops));
         }
         fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
-        if (is_source(n->op)) fprintf(f, " \"%s\"", n->name);
+        if (ir_is_source(n->op)) fprintf(f, " \"%s\"", n->name);
         for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
         print_attrs(n, f);
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
         if (n->group) fprintf(f, " @g%d", n->group);
-        if (!is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
+        if (!ir_is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
         if (n->flags & IR_FLAG_LOSS) fprintf(f, " [loss]");
         else if (n->flags & IR_FLAG_OUTPUT) fprintf(f, " [output]");
         fputc('\n', f);
@@ -843,7 +834,7 @@ void ir_dot(const ir_graph *g, const char *title, FILE *f) {
                     "  subgraph cluster_g%d {\n    label=\"kernel g%d: %s\";\n    style=filled;"
                     " fillcolor=\"#e8f0ff\"; fontname=\"monospace\"; fontsize=10;\n",
                     n->group, n->group, group_ops(g, i, ops, sizeof ops));
-        const char *shape = is_source(n->op) ? "note" : "box";
+        const char *shape = ir_is_source(n->op) ? "note" : "box";
         const char *color = n->op == IR_OP_PARAM   ? "lightyellow"
                             : n->op == IR_OP_STATE ? "lightgrey"
                             : n->op == IR_OP_INPUT ? "lightblue"
@@ -864,7 +855,7 @@ void ir_summary(const ir_graph *g, FILE *f) {
     fprintf(f, "%-5s %-22s %-26s %-20s %12s\n", "node", "op", "name", "output", "params");
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (is_source(n->op) && n->op != IR_OP_INPUT) continue;
+        if (ir_is_source(n->op) && n->op != IR_OP_INPUT) continue;
         int64_t params = 0;
         for (int j = 0; j < n->ninputs; j++) {
             const ir_node *in = &g->nodes[n->input[j]];

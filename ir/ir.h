@@ -120,6 +120,8 @@ typedef enum {
  *                         gradients travel packed, each at its element
  *                         offset                                -> grad
  */
+/* New ops go at the end: plans store an op as its index (the static_assert
+ * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
 #define IR_OPS(X)                                                            \
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                   \
     X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                      \
@@ -179,6 +181,9 @@ int ir_op_num_iattrs(ir_op op);
 int ir_op_num_fattrs(ir_op op);
 /* Name of attribute slot i ("k", "eps"); writes into buf, returns buf. */
 const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n);
+/* A source: a node with no inputs whose value comes from outside the graph
+ * (the data, the parameters, the optimizer and BatchNorm state). */
+static inline int ir_is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
 
 /* ---- per-element rules -------------------------------------------------
  * A pointwise op computes output element i from a C expression over its

@@ -47,6 +47,7 @@
 
 #include "ir/bytes.h"
 #include "ir/file.h"
+#include "ir/hash.h"
 
 #define HEADER_SIZE PLAN_HEADER_SIZE
 /* Bounds on dimensions and integer attributes: far below where the shape
@@ -61,13 +62,7 @@ static const char magic[8] = "DPCPLAN";
 static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
 
 uint64_t plan_checksum(const void *data, size_t len) {
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3u;
-    }
-    return h;
+    return ir_fnv1a(IR_FNV1A_INIT, data, len);
 }
 
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))

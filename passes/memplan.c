@@ -38,8 +38,6 @@
 #define MEMP_MAGIC "DPCM"
 #define MEMP_VERSION 1u
 
-static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
-
 static int64_t align_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
 static void *xcalloc(size_t n, size_t size) {
@@ -78,7 +76,7 @@ pass_memplan *pass_memplan_lifetimes(const ir_graph *g) {
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[i];
         m->offset[i] = -1, m->inplace[i] = -1, m->def[i] = m->last[i] = -1;
-        if (is_source(nd->op)) {
+        if (ir_is_source(nd->op)) {
             m->step[i] = -1;
             continue;
         }
@@ -101,7 +99,7 @@ pass_memplan *pass_memplan_lifetimes(const ir_graph *g) {
     }
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[i];
-        if (is_source(nd->op) || ir_is_view(nd->op) || nd->op == IR_OP_ASSIGN || !stored[i] ||
+        if (ir_is_source(nd->op) || ir_is_view(nd->op) || nd->op == IR_OP_ASSIGN || !stored[i] ||
             keep[i] == 2)
             continue;
         m->bytes[i] = align_up(ir_numel(&nd->type) * (int64_t)ir_dtype_size(nd->type.dtype));

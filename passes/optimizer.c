@@ -26,8 +26,7 @@
 static int source_named(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         ir_op op = g->nodes[i].op;
-        if ((op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE) &&
-            strcmp(g->nodes[i].name, name) == 0)
+        if (ir_is_source(op) && strcmp(g->nodes[i].name, name) == 0)
             return i;
     }
     return -1;

@@ -1,5 +1,6 @@
 /* runtime/backend_select.c — `--device auto|cpu|cuda`. See backend_select.h. */
 #include "runtime/backend_select.h"
+#include "ir/parse.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,9 +13,8 @@
 static int default_ordinal(void) {
     const char *s = getenv("DPC_CUDA_DEVICE");
     if (!s || !*s) return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return *end || v < 0 || v > 4096 ? -1 : (int)v;
+    int64_t v;
+    return ir_parse_i64(s, &v) || v < 0 || v > 4096 ? -1 : (int)v;
 }
 
 /* The cuda backend, or NULL and why: "no CUDA device (REASON)" when none

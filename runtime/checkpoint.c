@@ -2,6 +2,8 @@
  * and the run's position in the metadata (checkpoint.h). */
 #include "runtime/checkpoint.h"
 #include "ir/err.h"
+#include "ir/hash.h"
+#include "ir/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,22 +30,11 @@ int rt_ckpt_exists(const char *dir) {
 
 /* ---- the checksum: FNV-1a 64 (as plan files), fed piece by piece ---- */
 
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv(uint64_t h, const void *data, size_t len) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * FNV_PRIME;
-    return h;
-}
-
-static uint64_t fnv_str(uint64_t h, const char *s) { return fnv(h, s, strlen(s) + 1); }
-
 /* One tensor's table entry: name, rank and shape. */
 static uint64_t fnv_entry(uint64_t h, const char *name, int ndim, const int64_t *shape) {
-    h = fnv_str(h, name);
-    h = fnv(h, &ndim, sizeof ndim);
-    return fnv(h, shape, sizeof *shape * (size_t)ndim);
+    h = ir_fnv1a_str(h, name);
+    h = ir_fnv1a(h, &ndim, sizeof ndim);
+    return ir_fnv1a(h, shape, sizeof *shape * (size_t)ndim);
 }
 
 /* ---- which tensors ---- */
@@ -168,8 +159,8 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
     rt_st_entry *e = calloc((size_t)k + 1, sizeof *e);
     float **data = calloc((size_t)k + 1, sizeof *data);
     RT_CHECK_ALLOC(e && data);
-    uint64_t h = FNV_OFFSET;
-    for (int i = 0; i < mp->n; i++) h = fnv_str(h, mp->kv[i]);
+    uint64_t h = IR_FNV1A_INIT;
+    for (int i = 0; i < mp->n; i++) h = ir_fnv1a_str(h, mp->kv[i]);
     for (int i = 0; i < k; i++) {
         const ir_type *t = rt_store_type(store0, sl[i].index);
         size_t bytes = sizeof(float) * (size_t)ir_numel(t);
@@ -180,7 +171,7 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
         e[i] = (rt_st_entry){sl[i].name, t->ndim, t->dim, data[i]};
         h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
     }
-    for (int i = 0; i < k; i++) h = fnv(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
+    for (int i = 0; i < k; i++) h = ir_fnv1a(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
     meta_add(mp, "checksum", "%016" PRIx64, h);
 
     /* rt_st_write syncs the file and DIR (ir_file): it survives a crash. */
@@ -205,11 +196,7 @@ static int meta_i64(const rt_st_file *f, const char *path, const char *key, int6
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || errno) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_i64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
@@ -217,12 +204,7 @@ static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || errno || *v == '-')
-        return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_u64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
@@ -230,10 +212,7 @@ static int meta_f64(const rt_st_file *f, const char *path, const char *key, doub
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    *out = x;
+    if (ir_parse_f64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
     return 0;
 }
 
@@ -246,12 +225,12 @@ static int meta_str(const rt_st_file *f, const char *path, const char *key, char
 }
 
 static uint64_t file_checksum(const rt_st_file *f) {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = IR_FNV1A_INIT;
     for (int i = 0; i < f->nmeta; i++)
-        if (strcmp(f->meta_keys[i], "checksum")) h = fnv_str(fnv_str(h, f->meta_keys[i]), f->meta_values[i]);
+        if (strcmp(f->meta_keys[i], "checksum")) h = ir_fnv1a_str(ir_fnv1a_str(h, f->meta_keys[i]), f->meta_values[i]);
     for (int i = 0; i < f->n; i++) h = fnv_entry(h, f->tensors[i].name, f->tensors[i].ndim, f->tensors[i].shape);
     for (int i = 0; i < f->n; i++)
-        h = fnv(h, f->bytes + f->data_start + f->tensors[i].begin, (size_t)(f->tensors[i].end - f->tensors[i].begin));
+        h = ir_fnv1a(h, f->bytes + f->data_start + f->tensors[i].begin, (size_t)(f->tensors[i].end - f->tensors[i].begin));
     return h;
 }
 

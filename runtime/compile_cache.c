@@ -2,6 +2,7 @@
  * result by content hash. See compile_cache.h. */
 #include "runtime/compile_cache.h"
 #include "ir/file.h"
+#include "ir/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,23 +15,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/sha256.h"
 
 extern char **environ;
-
-uint64_t rt_hash(uint64_t h, const void *data, size_t n) {
-    const unsigned char *b = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 /* mkdir -p: creates each missing component of path, private to its owner. */
 static int mkdirs(const char *path) {
@@ -109,7 +101,7 @@ static uint64_t hash_cpu(uint64_t h) {
     char line[512];
     while (fgets(line, sizeof line, f))
         if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5)) {
-            h = rt_hash(h, line, strlen(line));
+            h = ir_fnv1a(h, line, strlen(line));
             if (line[0] == 'f') break;
         }
     fclose(f);
@@ -215,14 +207,14 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     char *dir = rt_cache_dir(err, errlen);
     if (!dir) return NULL;
     const char *cc = compiler();
-    uint64_t h = rt_hash(RT_HASH_INIT, cc, strlen(cc) + 1);
-    h = rt_hash(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
+    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, cc);
+    h = ir_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
     h = hash_cpu(h);
     size_t srclen = strlen(source);
-    h = rt_hash(h, source, srclen);
+    h = ir_fnv1a(h, source, srclen);
     /* A second, differently seeded hash makes a collision astronomically
      * unlikely without a cryptographic hash. */
-    uint64_t h2 = rt_hash(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], so[4300], c_path[4300];
     snprintf(base, sizeof base, "%s/dpc2-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
     snprintf(so, sizeof so, "%s.so", base);
@@ -259,10 +251,9 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     quote(cmd, sizeof cmd, c_path);
     strncat(cmd, " 2>", sizeof cmd - strlen(cmd) - 1);
     quote(cmd, sizeof cmd, tmp_log);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = rt_now();
     int rc = run_shell(cmd);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double seconds = rt_now() - t0;
     if (rc != 0) {
         char *log = read_text(tmp_log, 4000);
         snprintf(err, errlen, "compiling %s failed (%s %s):\n%s", c_path, cc, RT_CC_FLAGS,
@@ -290,8 +281,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
         return NULL;
     }
     if (rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so,
-                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so, seconds);
     char *out = strdup(so);
     RT_CHECK_ALLOC(out);
     return out;

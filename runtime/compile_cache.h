@@ -53,8 +53,5 @@ unsigned char *rt_cache_read(const char *path, size_t *len);
 int rt_cache_matches(const char *obj, const void *data, size_t n);
 /* "dpc: kernel cache: OBJ does not match ...; compiling it again" on stderr. */
 void rt_cache_rebuild_notice(const char *obj, int match);
-/* 64-bit FNV-1a, chainable through h (start with RT_HASH_INIT). */
-#define RT_HASH_INIT 14695981039346656037ull
-uint64_t rt_hash(uint64_t h, const void *data, size_t n);
 
 #endif

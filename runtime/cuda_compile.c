@@ -1,6 +1,7 @@
 /* runtime/cuda_compile.c — NVRTC and its on-disk cache. See cuda_compile.h. */
 #include "runtime/cuda_compile.h"
 #include "ir/file.h"
+#include "ir/hash.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -175,14 +176,14 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     if (!dir) return -1;
     static const char *const opts[] = {RT_NVRTC_OPTIONS};
     const char *ver = rt_nvrtc_version();
-    uint64_t h = rt_hash(RT_HASH_INIT, "nvrtc", 6);
-    h = rt_hash(h, ver, strlen(ver) + 1);
-    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = rt_hash(h, opts[i], strlen(opts[i]) + 1);
-    h = rt_hash(h, target, strlen(target) + 1);
+    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, "nvrtc");
+    h = ir_fnv1a_str(h, ver);
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
+    h = ir_fnv1a_str(h, target);
     size_t srclen = strlen(source);
-    h = rt_hash(h, source, srclen);
+    h = ir_fnv1a(h, source, srclen);
     /* A second, differently seeded hash, as the C cache does. */
-    uint64_t h2 = rt_hash(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], cu[4300], bin[4300];
     snprintf(base, sizeof base, "%s/dpc2-cuda-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
     snprintf(cu, sizeof cu, "%s.cu", base);

@@ -22,6 +22,7 @@
 #include "ir/err.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/collective.h"
 #include "runtime/exec.h"
 
@@ -57,12 +58,6 @@ struct rt_exec {
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
 
-static double clock_s(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 typedef struct {
     char what[96];
@@ -481,7 +476,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             const cg_call *c = &p->calls[ci];
             void *args[CG_MAX_ARGS];
             int rc;
-            double t0 = ex->prof ? now() : 0, c0 = ex->prof ? clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
+            double t0 = ex->prof ? rt_now() : 0, c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
             if (c->kind == CG_CALL_GEMM) {
                 rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
                               slot_ptr(ex, s, c->arg[2]), err, errlen);
@@ -493,8 +488,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             }
             if (!rc && ex->prof) {
                 rc = be->sync(be, err, errlen);
-                ex->prof[ci] += now() - t0;
-                ex->prof_cpu[ci] += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+                ex->prof[ci] += rt_now() - t0;
+                ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
             }
             if (rc) {
                 char why[256];
@@ -577,8 +572,7 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
     int found = -1;
     for (int i = 0; i < g->n && found < 0; i++) {
         ir_op op = g->nodes[i].op;
-        if ((op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE) &&
-            !strcmp(g->nodes[i].name, name))
+        if (ir_is_source(op) && !strcmp(g->nodes[i].name, name))
             found = i;
     }
     for (int i = 0; i < g->n && found < 0; i++)

@@ -499,7 +499,7 @@ void rt_interp_run(rt_interp *it) {
     const ir_graph *g = it->g;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE) continue;
+        if (ir_is_source(n->op)) continue;
         op_fn fn = (unsigned)n->op < IR_OP_COUNT ? op_table[n->op] : NULL;
         if (!fn) {
             fprintf(stderr, "rt_interp: no rule for op %d at node %d\n", (int)n->op, i);

@@ -23,9 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/check.h"
+#include "runtime/clock.h"
 
 typedef struct {
     float *images;
@@ -62,12 +62,6 @@ struct rt_pipeline {
     int nthreads;
     rt_pipeline_stats stats;
 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *default_alloc(void *ctx, size_t bytes) {
     (void)ctx;
@@ -212,16 +206,16 @@ const rt_batch *rt_pipeline_next(rt_pipeline *p) {
     slot *s = &p->slots[k % p->depth];
     if (p->nthreads == 0) {
         /* No workers: prepare it here, timed as waiting (it is). */
-        double t0 = now();
+        double t0 = rt_now();
         p->claimed = k + 1;
         fill(p, k);
-        double w = now() - t0;
+        double w = rt_now() - t0;
         p->stats.stalls++, p->stats.wait_s += w;
         if (w > p->stats.max_wait_s) p->stats.max_wait_s = w;
     } else if (!(s->ready && s->seq == k)) {
-        double t0 = now();
+        double t0 = rt_now();
         while (!(s->ready && s->seq == k)) pthread_cond_wait(&p->ready_cv, &p->mu);
-        double w = now() - t0;
+        double w = rt_now() - t0;
         p->stats.stalls++, p->stats.wait_s += w;
         if (w > p->stats.max_wait_s) p->stats.max_wait_s = w;
     }

@@ -4,14 +4,9 @@
 #include <math.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "runtime/clock.h"
 
 void rt_progress_init(rt_progress *p, FILE *f) {
     memset(p, 0, sizeof *p);
@@ -22,7 +17,7 @@ void rt_progress_init(rt_progress *p, FILE *f) {
 void rt_progress_begin(rt_progress *p, const char *label, long total) {
     snprintf(p->label, sizeof p->label, "%s", label);
     p->total = total;
-    p->t_begin = now();
+    p->t_begin = rt_now();
     p->t_drawn = 0;
 }
 
@@ -67,7 +62,7 @@ void rt_progress_format(char *buf, size_t len, int width, const char *label, lon
 
 void rt_progress_update(rt_progress *p, long done, double img_s, double loss) {
     if (!p->enabled) return;
-    double t = now();
+    double t = rt_now();
     if (done < p->total && t - p->t_drawn < 0.1) return;
     p->t_drawn = t;
     char line[512];

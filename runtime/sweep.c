@@ -2,6 +2,7 @@
 #include "runtime/sweep.h"
 #include "ir/err.h"
 #include "ir/file.h"
+#include "ir/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -45,12 +46,10 @@ static const char *key_list(void) {
 
 /* One value of a key, checked by its kind; 0 or -1 with a message. */
 static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err, size_t errlen) {
-    char *end;
-    errno = 0;
     switch (kind) {
     case KIND_POSITIVE_REAL: {
-        double d = strtod(v, &end);
-        if (!*v || *end || errno || !isfinite(d) || d <= 0)
+        double d;
+        if (ir_parse_f64(v, &d) || !isfinite(d) || d <= 0)
             return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, v);
         *out = d;
         return 0;
@@ -62,8 +61,8 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         long long lo = kind == KIND_POSITIVE_COUNT ? 1 : 0, hi = 100000;
         if (kind == KIND_SEED) hi = 1LL << 53;
         if (!strcmp(key, "gpus")) hi = RT_MAX_LOCAL_REPLICAS;
-        long long n = strtoll(v, &end, 10);
-        if (!*v || *end || errno || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
+        int64_t n;
+        if (ir_parse_i64(v, &n) || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
             return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, v, lo, hi);
         *out = (double)n;
         return 0;

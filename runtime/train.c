@@ -34,12 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runtime/backend.h"
 #include "runtime/backend_select.h"
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/checkpoint.h"
 #include "runtime/collective.h"
 #include "runtime/data.h"
@@ -84,12 +84,6 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (o->epochs > 0) t->epochs = o->epochs;
     if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
     return 0;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int find_node(const ir_graph *g, const char *name) {
@@ -696,7 +690,7 @@ static int accuracy(run *r, const rt_batcher *b, const char *what, double *acc) 
     if (!in) return 1;
     int64_t right = 0, total = 0;
     int rc = 0;
-    double t0 = now();
+    double t0 = rt_now();
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
     while (!rc && (bt = rt_pipeline_next(in))) {
@@ -724,7 +718,7 @@ static int accuracy(run *r, const rt_batcher *b, const char *what, double *acc) 
             right += best == bt->labels[i];
         }
         total += bt->real;
-        rt_progress_update(&r->bar, (long)(bt->index + 1), (double)total / (now() - t0), NAN);
+        rt_progress_update(&r->bar, (long)(bt->index + 1), (double)total / (rt_now() - t0), NAN);
     }
     rt_progress_clear(&r->bar);
     rt_pipeline_free(in);
@@ -746,9 +740,9 @@ static int benchmark(run *r) {
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */
-        if (seq == 0) t0 = now(), rt_pipeline_get_stats(r->input, &st0);
+        if (seq == 0) t0 = rt_now(), rt_pipeline_get_stats(r->input, &st0);
     }
-    double t = now() - t0;
+    double t = rt_now() - t0;
     rt_pipeline_get_stats(r->input, &st1);
     fprintf(r->o->out, "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step); "
             "input from %d data worker%s, waited %.3f seconds\n", r->o->benchmark, r->global, t,
@@ -820,7 +814,7 @@ static float *gather_stats(run *r) {
 static int write_checkpoint(run *r, rt_ckpt_state *s) {
     const rt_train_options *o = r->o;
     if (!o->checkpoint) return 0;
-    double t0 = now();
+    double t0 = rt_now();
     float *stats = gather_stats(r);
     int bad = !stats ? run_error(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
     if (!bad && o->rank == 0) {
@@ -841,7 +835,7 @@ static int write_checkpoint(run *r, rt_ckpt_state *s) {
             bad = run_error(r, "%s", r->err);
         else if (rt_debug_level() >= 1)
             fprintf(stderr, "dprun: debug: checkpoint at step %lld written to %s in %.3f s\n", (long long)s->step,
-                    o->checkpoint, now() - t0);
+                    o->checkpoint, rt_now() - t0);
     }
     free(stats);
     return rt_mpi_any(bad);
@@ -962,7 +956,7 @@ static int resume_run(run *r) {
  * The update reads every gradient element (w += m v - lr (g s + wd w)), so
  * a non-finite gradient shows here. One host read of the parameters. */
 static int nonfinite_param(run *r) {
-    double t0 = now();
+    double t0 = rt_now();
     if (!r->params) {
         int count = rt_store_count(r->st);
         int64_t most = 1;
@@ -987,14 +981,14 @@ static int nonfinite_param(run *r) {
         for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f800000u) == 0x7f800000u;
         if (bad) return i;
     }
-    r->check_s += now() - t0;
+    r->check_s += rt_now() - t0;
     return -1;
 }
 
 /* --on-nan skip: copies every replica's persistent tensors to the host
  * (take) or back (restore), so a bad step can be undone. */
 static void snapshot(run *r, int restore) {
-    double t0 = now();
+    double t0 = rt_now();
     int count = rt_store_count(r->st);
     if (!r->snapshot) {
         r->snapshot = calloc((size_t)(r->local * count) + 1, sizeof *r->snapshot);
@@ -1012,7 +1006,7 @@ static void snapshot(run *r, int restore) {
             else rt_store_read(st, i, r->snapshot[k * count + i]);
         }
     }
-    r->snapshot_s += now() - t0;
+    r->snapshot_s += rt_now() - t0;
 }
 
 /* After a step whose loss or parameters are not finite: stop (1, with the
@@ -1109,7 +1103,7 @@ static int train_loop(run *r) {
             next = NULL;
             if (!bt) return run_error(r, "the input pipeline ended after %ld steps of %lld", done, (long long)total);
             /* The epoch's clock starts at its first batch, as the article's. */
-            if (!t0) t0 = now() - t_before, rt_pipeline_get_stats(r->input, &st1);
+            if (!t0) t0 = rt_now() - t_before, rt_pipeline_get_stats(r->input, &st1);
             double lr = rt_schedule_step_lr(&r->sched, e, s, spe), prev_lr = r->prev_lr, step_loss = 0;
             if (o->on_nan_skip) snapshot(r, 0);
             if (step(r, r->input, bt, staged, lr, &step_loss, done + 1 < total ? &next : NULL)) return 1;
@@ -1124,7 +1118,7 @@ static int train_loop(run *r) {
             if (rt_debug_level() >= 2 && o->rank == 0)
                 fprintf(stderr, "dprun: debug: step %ld loss %.17g\n", done, step_loss / r->global);
             steps++, done++;
-            double el = now() - t0;
+            double el = rt_now() - t0;
             long counted = steps - skipped;
             rt_progress_update(&r->bar, steps, el > 0 ? (double)steps * r->global / el : 0,
                                counted ? loss_sum / ((double)counted * r->global) : NAN);
@@ -1133,14 +1127,14 @@ static int train_loop(run *r) {
             if (s + 1 < spe && (stop || (progress && done == total) ||
                                 (progress && o->checkpoint_every > 0 && done % o->checkpoint_every == 0))) {
                 rt_ckpt_state cs = {.step = done, .epoch_loss_sum = loss_sum, .epoch_skipped = skipped,
-                                    .epoch_seconds = now() - t0, .total_seconds = total_time};
+                                    .epoch_seconds = rt_now() - t0, .total_seconds = total_time};
                 snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", pending);
                 if (write_checkpoint(r, &cs)) return 1;
             }
             if (stop && s + 1 < spe) return stopped_by_signal(r, done, e, s + 1);
         }
         long counted = steps - skipped;
-        double dt = now() - t0, mean = counted ? loss_sum / ((double)counted * r->global) : NAN;
+        double dt = rt_now() - t0, mean = counted ? loss_sum / ((double)counted * r->global) : NAN;
         rt_pipeline_get_stats(r->input, &st2);
         rt_progress_clear(&r->bar);
         total_time += dt;

@@ -47,23 +47,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ir/plan.h"
 #include "runtime/backend.h"
 #include "runtime/backend_cuda.h"
+#include "runtime/clock.h"
 #include "runtime/exec.h"
 #include "runtime/rng.h"
 
 static int passed, failed;
 static FILE *figures;
 static char err[4096];
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void figure(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static const char *fig_tag = ""; /* --tag: "bf16_" */
@@ -357,10 +351,10 @@ static int bench(side *s, const batch_data *b, rt_cuda_graph *g, int steps, cons
         if (one_step(s, b, g, loss)) return -1;
     rt_cuda_stats s0, s1;
     rt_cuda_stats_get(s->be, &s0);
-    double t0 = now();
+    double t0 = rt_now();
     for (int i = 0; i < steps; i++)
         if (one_step(s, b, g, loss)) return -1;
-    double t = now() - t0;
+    double t = rt_now() - t0;
     rt_cuda_stats_get(s->be, &s1);
     char name[64];
     snprintf(name, sizeof name, "%s_ms_per_step", tag);
@@ -430,11 +424,11 @@ int main(int argc, char **argv) {
     figure("device", "%s", rt_cuda_device_name(gpu));
     rt_backend *cpu = rt_backend_cpu();
     side c = {0}, g = {0};
-    double t0 = now();
+    double t0 = rt_now();
     if (side_open(&c, cpu, ref ? ref : plan)) return 1;
-    double t1 = now();
+    double t1 = rt_now();
     if (side_open(&g, gpu, plan)) return 1;
-    double t2 = now();
+    double t2 = rt_now();
     figure("cpu_build_s", "%.1f (compile and bind train+eval)", t1 - t0);
     figure("cuda_build_s", "%.1f (NVRTC or cache, load, bind train+eval)", t2 - t1);
 

@@ -89,7 +89,7 @@ static void fixture_init(fixture *f, ir_graph *g) {
     f->val = calloc((size_t)g->n, sizeof *f->val);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
+        if (!ir_is_source(n->op)) continue;
         int64_t m = ir_numel(&n->type);
         f->val[i] = malloc(sizeof(double) * (size_t)m);
         for (int64_t e = 0; e < m; e++) {
@@ -117,8 +117,7 @@ static void fixture_free(fixture *f) {
 static int source_named(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         ir_op o = g->nodes[i].op;
-        if ((o == IR_OP_INPUT || o == IR_OP_PARAM || o == IR_OP_STATE) &&
-            !strcmp(g->nodes[i].name, name))
+        if (ir_is_source(o) && !strcmp(g->nodes[i].name, name))
             return i;
     }
     return -1;

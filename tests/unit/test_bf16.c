@@ -122,7 +122,7 @@ TEST(rule_on_cnn_small) {
         const ir_node *n = &g->nodes[i];
         int is_bf = n->type.dtype == IR_BF16;
         bf += is_bf;
-        if (n->op == IR_OP_INPUT || n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+        if (ir_is_source(n->op))
             CHECK_MSG(!is_bf, "source %s", n->name);
         if (n->flags & (IR_FLAG_GRAD | IR_FLAG_OUTPUT | IR_FLAG_LOSS)) CHECK_MSG(!is_bf, "node %d", i);
         if (ir_op_reduce(n->op) == IR_REDUCE_CHANNEL || n->op == IR_OP_SGD_MOMENTUM || n->op == IR_OP_EMA ||

@@ -25,7 +25,7 @@ static char err[4096];
 static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
+        if (!ir_is_source(n->op)) continue;
         int64_t cnt = ir_numel(&n->type);
         vals[i] = malloc(sizeof(float) * (size_t)cnt);
         if (n->type.dtype == IR_I32) {

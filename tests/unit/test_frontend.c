@@ -252,7 +252,7 @@ TEST(small_net_parameter_names_and_order) {
     int k = 0, n = (int)(sizeof want / sizeof want[0]);
     for (int i = 0; i < g->n; i++) {
         const ir_node *nd = &g->nodes[i];
-        if (nd->op != IR_OP_INPUT && nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE) continue;
+        if (!ir_is_source(nd->op)) continue;
         CHECK(k < n);
         if (k >= n) break;
         CHECK_STR(nd->name, want[k].name);

@@ -1,6 +1,7 @@
 /* Tests for ir/: op table, shape rules, verifier, text form, schedule checks. */
 #include <stdlib.h>
 
+#include "ir/hash.h"
 #include "ir/ir.h"
 #include "tests/harness.h"
 
@@ -25,6 +26,24 @@ TEST(op_table_lookup) {
     CHECK_STR(ir_op_attr_name(IR_OP_BATCHNORM, 1, 1, buf, sizeof buf), "momentum");
     CHECK_STR(ir_op_attr_name(IR_OP_RELU, 0, 0, buf, sizeof buf), "");
     for (int i = 0; i < IR_OP_COUNT; i++) CHECK(ir_ops[i].min_arity <= ir_ops[i].max_arity);
+}
+
+/* Plan files store ops by index: the table's order is part of the format.
+ * A new op is appended at the end (extend this list), never inserted, or
+ * PLAN_VERSION (ir/plan.h) is bumped. */
+TEST(op_order_is_pinned) {
+    static const char *const order[] = {
+        "input", "param", "state", "conv", "bias_add", "batchnorm", "relu", "add",
+        "maxpool", "avgpool", "global_avgpool", "flatten", "dense",
+        "softmax_cross_entropy", "bn_mean", "bn_var", "bn_apply", "ema", "assign",
+        "ones_like", "conv_grad_data", "conv_grad_weight", "bias_grad", "bn_grad_gamma",
+        "bn_grad_data", "relu_grad", "maxpool_grad", "avgpool_grad", "global_avgpool_grad",
+        "reshape_like", "dense_grad_data", "dense_grad_weight", "softmax_ce_grad",
+        "sgd_momentum", "allreduce"
+    };
+    CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
+    for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
+        CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i, ir_ops[i].name, order[i]);
 }
 
 TEST(conv_and_pool_shapes) {
@@ -191,12 +210,25 @@ TEST(train_schedule_checks) {
     CHECK_STR(err, "warmup of 5 epochs does not fit 1 epochs of training");
 }
 
+/* FNV-1a 64: the published vector, chaining, and the _str form's NUL. */
+TEST(fnv1a_values) {
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "", 0) == 0xcbf29ce484222325ull);
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "a", 1) == 0xaf63dc4c8601ec8cull);
+    CHECK(ir_fnv1a(IR_FNV1A_INIT, "foobar", 6) == 0x85944171f73967e8ull);
+    CHECK(ir_fnv1a(ir_fnv1a(IR_FNV1A_INIT, "foo", 3), "bar", 3) == 0x85944171f73967e8ull);
+    CHECK(ir_fnv1a_str(IR_FNV1A_INIT, "a") == ir_fnv1a(IR_FNV1A_INIT, "a", 2));
+    CHECK(ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "ab"), "c") !=
+          ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "a"), "bc"));
+}
+
 int main(void) {
     RUN(op_table_lookup);
+    RUN(op_order_is_pinned);
     RUN(conv_and_pool_shapes);
     RUN(shape_errors_name_the_shapes);
     RUN(verify_catches_broken_graphs);
     RUN(dump_is_stable_text);
     RUN(train_schedule_checks);
+    RUN(fnv1a_values);
     return harness_done();
 }

@@ -30,8 +30,6 @@ static int rnd(int n) { /* uniform in [0, n) */
     return (int)(rs % (uint64_t)n);
 }
 
-static int is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
-
 /* ---- an independent check -------------------------------------------------------------- */
 
 /* Lifetimes straight from the definition: steps in graph order (a group is
@@ -42,7 +40,7 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
     int *step = calloc((size_t)n, sizeof *step), *last = calloc((size_t)n, sizeof *last);
     int s = -1;
     for (int i = 0; i < n; i++) {
-        if (is_source(g->nodes[i].op)) {
+        if (ir_is_source(g->nodes[i].op)) {
             step[i] = -1;
             continue;
         }
@@ -70,7 +68,7 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
         if (off < 0) continue;
         const ir_node *a = &g->nodes[i];
         int64_t size = ir_numel(&a->type) * 4;
-        if (is_source(a->op) || ir_is_view(a->op) || a->op == IR_OP_ASSIGN || !stored[i] ||
+        if (ir_is_source(a->op) || ir_is_view(a->op) || a->op == IR_OP_ASSIGN || !stored[i] ||
             (a->flags & IR_FLAG_GRAD)) {
             fprintf(stderr, "  %s: node %d (%s) should not be in the arena\n", what, i, ir_ops[a->op].name);
             bad++;

@@ -9,6 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "ir/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/collective.h"
@@ -227,9 +228,8 @@ TEST(shape_rule_and_dump) {
 static void fill(const ir_graph *g, rt_interp *it, uint64_t seed) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
-        uint64_t h = seed;
-        for (const char *p = n->name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        if (!ir_is_source(n->op)) continue;
+        uint64_t h = ir_fnv1a(seed, n->name, strlen(n->name));
         double *b = rt_interp_buffer(it, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             h ^= h << 13, h ^= h >> 7, h ^= h << 17;
