@@ -191,21 +191,35 @@ rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t 
     return ds;
 }
 
-rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
-    /* Accept the folder the archive unpacks to, or its parent. */
-    char base[4096], path[4200];
-    snprintf(base, sizeof base, "%s", dir);
+/* The five training batches, then the test batch. */
+static const char *const cifar_files[RT_CIFAR10_FILES] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                                          "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+
+/* Accept the folder the archive unpacks to, or its parent. */
+static void cifar_base(const char *dir, char *base, size_t len) {
+    char path[4200];
     snprintf(path, sizeof path, "%s/cifar-10-batches-bin/test_batch.bin", dir);
     struct stat sb;
-    if (stat(path, &sb) == 0) snprintf(base, sizeof base, "%s/cifar-10-batches-bin", dir);
+    if (stat(path, &sb) == 0) snprintf(base, len, "%s/cifar-10-batches-bin", dir);
+    else snprintf(base, len, "%s", dir);
+}
+
+void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]) {
+    char base[4096];
+    cifar_base(dir, base, sizeof base);
+    for (int f = 0; f < RT_CIFAR10_FILES; f++) snprintf(paths[f], 4200, "%s/%s", base, cifar_files[f]);
+}
+
+rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
+    char base[4096], path[4200];
+    cifar_base(dir, base, sizeof base);
+    struct stat sb;
     if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         ir_fail(err, errlen, "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
         return NULL;
     }
-    const char *names[5] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                            "data_batch_4.bin", "data_batch_5.bin"};
+    const char *const *names = train ? cifar_files : cifar_files + 5;
     int nfiles = train ? 5 : 1;
-    if (!train) names[0] = "test_batch.bin";
     size_t records[5], total = 0;
     for (int f = 0; f < nfiles; f++) {
         snprintf(path, sizeof path, "%s/%s", base, names[f]);

@@ -60,6 +60,11 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
  * bytes) with labels 0-9. NULL and one message naming the file (and the
  * record) otherwise; nothing is half-loaded. */
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen);
+/* The paths rt_data_cifar10 reads for dir: data_batch_1..5.bin, then
+ * test_batch.bin (whether or not they exist; dprun refuses outputs that
+ * name them). */
+#define RT_CIFAR10_FILES 6
+void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]);
 /* One CIFAR-10 batch file already in memory (size bytes at data), checked
  * as rt_data_cifar10 checks each file, with the same messages naming
  * `name`. The dataset copies what it needs; NULL and a message otherwise. */

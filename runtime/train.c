@@ -390,25 +390,19 @@ static int check_flags(const char *dir, const char *saved, const run *r) {
 static int check_outputs(run *r) {
     const rt_train_options *o = r->o;
     const char *outs[2][2] = {{"--metrics", o->metrics}, {"--save-params", o->save_params}};
-    char inputs[10][4200];
-    const char *what[10];
+    const char *inputs[3 + RT_CIFAR10_FILES], *what[3 + RT_CIFAR10_FILES];
+    char ckpt[4200], files[RT_CIFAR10_FILES][4200];
     int n = 0;
-    if (o->plan_path) snprintf(inputs[n], sizeof inputs[n], "%s", o->plan_path), what[n++] = "the plan";
-    if (o->load_params) snprintf(inputs[n], sizeof inputs[n], "%s", o->load_params), what[n++] = "--load-params";
-    if (o->checkpoint)
-        snprintf(inputs[n], sizeof inputs[n], "%s/%s", o->checkpoint, RT_CKPT_FILE), what[n++] = "the checkpoint";
+    if (o->plan_path) inputs[n] = o->plan_path, what[n++] = "the plan";
+    if (o->load_params) inputs[n] = o->load_params, what[n++] = "--load-params";
+    if (o->checkpoint) {
+        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
+        inputs[n] = ckpt, what[n++] = "the checkpoint";
+    }
     const char *data = o->data ? o->data : getenv("DPC_DATA");
     if (data && *data && strcmp(data, "synthetic")) {
-        static const char *files[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
-        struct stat sb;
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/cifar-10-batches-bin", data);
-        int nested = stat(probe, &sb) == 0 && S_ISDIR(sb.st_mode);
-        for (int i = 0; i < 6; i++) {
-            snprintf(inputs[n], sizeof inputs[n], "%s%s/%s", data, nested ? "/cifar-10-batches-bin" : "", files[i]);
-            what[n++] = "a --data file";
-        }
+        rt_data_cifar10_paths(data, files);
+        for (int i = 0; i < RT_CIFAR10_FILES; i++) inputs[n] = files[i], what[n++] = "a --data file";
     }
     for (int k = 0; k < 2; k++) {
         if (!outs[k][1]) continue;
