@@ -268,6 +268,18 @@ int ir_file_open_read(const char *path, long long *size, char *err, size_t errle
     return fd;
 }
 
+int ir_file_read_exact(int fd, void *p, size_t n) {
+    unsigned char *at = p;
+    while (n) {
+        ssize_t r = read(fd, at, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) return 1;
+        at += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
 unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
     long long size;
     int fd = ir_file_open_read(path, &size, err, errlen);
@@ -283,27 +295,22 @@ unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err
         ir_fail(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    size_t got = 0;
-    /* One byte more than fstat said, to notice a file that grows. */
-    while (got <= (size_t)size) {
-        ssize_t r = read(fd, buf + got, (size_t)size + 1 - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            close(fd);
-            free(buf);
-            ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
-            return NULL;
-        }
-        if (r == 0) break;
-        got += (size_t)r;
+    /* Then one byte more than fstat said, to notice a file that grew. */
+    unsigned char extra;
+    int rc = ir_file_read_exact(fd, buf, (size_t)size);
+    if (rc == 0) {
+        int more = ir_file_read_exact(fd, &extra, 1);
+        rc = more == 1 ? 0 : more == 0 ? 1 : -1;
     }
+    int e = errno;
     close(fd);
-    if (got != (size_t)size) {
+    if (rc) {
         free(buf);
-        ir_fail(err, errlen, "%s: changed while being read", path);
+        if (rc < 0) ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        else ir_fail(err, errlen, "%s: changed while being read", path);
         return NULL;
     }
+    size_t got = (size_t)size;
     buf[got] = 0;
     *len = got;
     return buf;

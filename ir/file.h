@@ -59,6 +59,9 @@ int ir_file_same(const char *a, const char *b);
 /* Opens path for reading only when it is a regular file (O_NONBLOCK, so
  * a FIFO does not block the open); its size in *size. fd or -1 + message. */
 int ir_file_open_read(const char *path, long long *size, char *err, size_t errlen);
+/* Reads exactly n bytes from fd, retrying when a signal interrupts: 0; -1
+ * on a read error (errno says why); 1 when the file ends first. */
+int ir_file_read_exact(int fd, void *p, size_t n);
 /* The whole of a regular file of at most max bytes (NUL-terminated, the
  * terminator not counted in *len); NULL + message otherwise. */
 unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen);

@@ -554,16 +554,6 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
     return f;
 }
 
-static int read_full(int fd, unsigned char *p, size_t n) {
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r, n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* A regular file only (a FIFO or /dev/zero is refused at once), read in
  * two parts: the header, checked against the file's size (the tensors
  * must cover the data exactly, so a file larger or smaller than its header
@@ -575,9 +565,11 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
     unsigned char head[8];
     size_t total = (size_t)size, hlen = 0;
     if (total >= 8) {
-        if (read_full(fd, head, 8)) {
+        int rc = ir_file_read_exact(fd, head, 8);
+        if (rc) {
+            int e = errno;
             close(fd);
-            ir_fail(err, errlen, "%s: cannot read: %s", path, errno ? strerror(errno) : "the file shrank");
+            ir_fail(err, errlen, "%s: cannot read: %s", path, rc < 0 ? strerror(e) : "the file shrank");
             return NULL;
         }
         uint64_t h = 0;
@@ -593,8 +585,8 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     if (total >= 8) memcpy(buf, head, 8);
-    else if (read_full(fd, buf, total)) first = 0;
-    if (total >= 8 && read_full(fd, buf + 8, hlen)) first = 0;
+    else if (ir_file_read_exact(fd, buf, total)) first = 0;
+    if (total >= 8 && ir_file_read_exact(fd, buf + 8, hlen)) first = 0;
     if (!first && total) {
         close(fd);
         free(buf);
@@ -611,7 +603,7 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         } else {
             f->bytes = all;
             /* One byte more must not come: the file grew while read. */
-            if (read_full(fd, all + first, total - first) || read(fd, all + total, 1) != 0) {
+            if (ir_file_read_exact(fd, all + first, total - first) || ir_file_read_exact(fd, all + total, 1) != 1) {
                 ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
                 rt_st_free(f);
                 f = NULL;
