@@ -181,17 +181,18 @@ int rt_cache_record(const char *obj, const void *data, size_t n) {
 }
 
 int rt_cache_matches(const char *obj, const void *data, size_t n) {
-    char path[4400], want[80] = "";
+    char path[4400];
     sum_path(path, sizeof path, obj);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t got = fread(want, 1, sizeof want - 1, f);
-    fclose(f);
+    size_t got = 0;
+    unsigned char *want = rt_cache_read(path, &got);
+    if (!want) return 0;
     unsigned char d[32];
     char hex[65];
     rt_sha256(data, n, d);
     rt_sha256_hex(d, hex);
-    return got == 65 && !memcmp(want, hex, 64) && want[64] == '\n' ? 1 : -1;
+    int match = got == 65 && !memcmp(want, hex, 64) && want[64] == '\n';
+    free(want);
+    return match ? 1 : -1;
 }
 
 void rt_cache_rebuild_notice(const char *obj, int match) {
