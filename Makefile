@@ -34,12 +34,13 @@ endif
 include mk/mpi.mk
 
 LIB_DIRS := frontend ir passes codegen runtime
-LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+# Sources and headers at any depth (runtime/ has a folder per room).
+LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c'))
 GEN_SRCS := $(BUILD)/gen/lexer.c $(BUILD)/gen/parser.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/lexer.o $(BUILD)/gen/parser.o
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
-HEADERS  := $(wildcard */*.h) $(BUILD)/gen/parser.h
+HEADERS  := $(shell find $(LIB_DIRS) cli -name '*.h') $(BUILD)/gen/parser.h
 DEPS_OK  := build/.deps-ok
 
 .PHONY: all test install clean run deps fuzz article

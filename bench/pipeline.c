@@ -1,5 +1,5 @@
 /* bench/pipeline.c — the input pipeline's own throughput: how many
- * training images per second runtime/pipeline.c prepares (shuffle, pad 4,
+ * training images per second runtime/data/pipeline.c prepares (shuffle, pad 4,
  * random 32x32 crop, random mirror, normalise, as the article), with 0
  * (on the consumer's thread), 1, 2 and 4 worker threads, and whether a
  * step of a given length ever waits for input. Figures only; nothing here
@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "runtime/clock.h"
-#include "runtime/pipeline.h"
+#include "runtime/data/data.h"
 
 /* Stands in for a device step: the time passes, the CPU stays free for
  * the workers (as it is while a GPU computes). */

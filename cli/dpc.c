@@ -178,7 +178,7 @@ static void append_bytes(unsigned char **section, size_t *len, unsigned char *by
 
 /* Renders both programs in one dialect into one plan section (when plan is
  * to be written) and into DIR (--emit-kernels). cg_generate with the
- * default options (NULL) is what dprun renders too (runtime/exec.c): it
+ * default options (NULL) is what dprun renders too (runtime/exec/exec.c): it
  * refuses a plan whose section is not exactly this. */
 static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *emit_dir, char *err,
                        size_t errlen) {

@@ -1,5 +1,5 @@
 /* cli/dprun.c — the runtime driver: load a plan, then print its summary,
- * print its lr schedule, or train it (runtime/train.c does the work). */
+ * print its lr schedule, or train it (runtime/train/train.c does the work). */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,12 +9,10 @@
 
 #include "ir/parse.h"
 #include "ir/plan.h"
-#include "runtime/collective.h"
-#include "runtime/pipeline.h"
-#include "runtime/backend_cuda.h"
-#include "runtime/schedule.h"
-#include "runtime/sweep.h"
-#include "runtime/train.h"
+#include "runtime/comm/comm.h"
+#include "runtime/data/data.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/train/train.h"
 
 static void usage(FILE *f) {
     fputs("usage: dprun PLAN [options]\n"

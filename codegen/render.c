@@ -725,7 +725,7 @@ static int r_batchnorm(cg_ctx *cx, int node) {
 /* allreduce: a step without a kernel. Its buffers are the sum (buf[0]) and
  * the local gradient (buf[1]); the executor hands them to the
  * communication queue, or, with one replica, makes the sum share the
- * gradient's bytes (runtime/exec.c). */
+ * gradient's bytes (runtime/exec/exec.c). */
 static int r_allreduce(cg_ctx *cx, int node) {
     cg_begin_step(cx, node);
     cg_step_slot(cx, cx->g->nodes[node].input[0]);

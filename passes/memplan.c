@@ -412,7 +412,7 @@ static int64_t node_bytes(const ir_node *n) {
     return pass_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
 }
 
-/* Mirrors runtime/exec.c's binding: views and assigns share their storage,
+/* Mirrors runtime/exec/exec.c's binding: views and assigns share their storage,
  * values kept in a fused kernel's registers take none, planned tensors sit
  * in the arena, everything else stored gets its own buffer. An all-reduced
  * sum is counted as its own buffer, as it is with several replicas. */

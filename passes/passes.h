@@ -162,7 +162,7 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
 
 /* ---- memory needs and limits (memplan.c) --------------------------------
  * What one device holds for a plan, in bytes, the way the runtime allocates
- * it (runtime/exec.c, runtime/store.c): parameters and states (momentum,
+ * it (runtime/exec/exec.c, runtime/exec/store.c): parameters and states (momentum,
  * BatchNorm statistics) once, in the store both programs share; per
  * program its arena (or, without a plan, a buffer per stored tensor) plus
  * the buffers outside it (inputs, gradients, all-reduced sums). Sums

@@ -13,9 +13,8 @@
 #ifndef DPC_RUNTIME_H
 #define DPC_RUNTIME_H
 
-#include "runtime/backend.h"
-#include "runtime/exec.h"
-#include "runtime/interp.h"
-#include "runtime/rng.h"
+#include "runtime/device/device.h"
+#include "runtime/exec/exec.h"
+#include "runtime/data/data.h"
 
 #endif

@@ -10,10 +10,10 @@
 have_gpu=0
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
 # Whether dprun opens its backend with rt_backend_open yet (issue 7 leaves
-# that wiring to runtime/train.c and cli/dprun.c): before, it refuses cuda
+# that wiring to runtime/train/train.c and cli/dprun.c): before, it refuses cuda
 # and prints no notice.
 wired=0
-grep -q rt_backend_open runtime/train.c cli/dprun.c 2>/dev/null && wired=1
+grep -q rt_backend_open runtime/train/train.c cli/dprun.c 2>/dev/null && wired=1
 
 "$bin/dprun" "$tmp/m.plan" --device cuda --steps 1 --data synthetic >"$tmp/out" 2>"$tmp/err"
 rc=$?

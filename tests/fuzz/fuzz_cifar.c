@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime/data.h"
+#include "runtime/data/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];

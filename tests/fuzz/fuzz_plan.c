@@ -9,7 +9,7 @@
  * dimension, dtype; a schedule value; a kernel program's counts, slots,
  * offsets, buffers, GEMM sizes; a memory plan's offsets — applied in place,
  * then the checksum fixed up. Whatever gets through plan_read must then
- * pass what dprun does before it runs anything (runtime/exec.c): render
+ * pass what dprun does before it runs anything (runtime/exec/exec.c): render
  * the kernels from the graph, check them, compare them with the embedded
  * program. A rendered program that fails its own check aborts: the graph
  * validation let through a graph the renderer cannot handle. */

@@ -49,11 +49,11 @@
 #include <string.h>
 
 #include "ir/plan.h"
-#include "runtime/backend.h"
-#include "runtime/backend_cuda.h"
+#include "runtime/device/device.h"
+#include "runtime/cuda/cuda.h"
 #include "runtime/clock.h"
-#include "runtime/exec.h"
-#include "runtime/rng.h"
+#include "runtime/exec/exec.h"
+#include "runtime/data/data.h"
 
 static int passed, failed;
 static FILE *figures;

@@ -6,7 +6,7 @@
  *     dpc_bisect PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR [THRESHOLD]
  *
  * Runs the plan's train program once on the cpu backend and once in the
- * double-precision interpreter (runtime/interp.h) from the same weights and
+ * double-precision interpreter (runtime/exec/exec.h) from the same weights and
  * batch (the files tests/parity/torch_step.py leaves in its --dir), then
  * prints, for every node in graph order, max-abs-error / max-abs-value of
  * the compiled result against the interpreter's; nodes above THRESHOLD
@@ -26,7 +26,7 @@
 
 #include "ir/plan.h"
 #include "runtime/runtime.h"
-#include "runtime/safetensors.h"
+#include "runtime/train/safetensors.h"
 
 static void die(const char *msg, const char *arg) {
     fprintf(stderr, "dpc_bisect: %s%s\n", msg, arg ? arg : "");

@@ -1,6 +1,6 @@
 /* tests/parity/dpc_step.c — training steps of a plan on the cpu backend,
  * from given weights and given batches, on one or more replicas (the
- * data-parallel runtime dprun uses: runtime/replicas.h, local all-reduce);
+ * data-parallel runtime dprun uses: runtime/train/replicas.h, local all-reduce);
  * the dpc half of the PyTorch parity test (tests/parity_test.sh runs it
  * through tests/parity/torch_step.py).
  *
@@ -34,11 +34,11 @@
 #include <string.h>
 
 #include "ir/plan.h"
-#include "runtime/collective.h"
-#include "runtime/exec.h"
-#include "runtime/replicas.h"
+#include "runtime/comm/comm.h"
+#include "runtime/exec/exec.h"
+#include "runtime/train/replicas.h"
 #include "runtime/runtime.h"
-#include "runtime/safetensors.h"
+#include "runtime/train/safetensors.h"
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {

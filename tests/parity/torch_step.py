@@ -19,7 +19,7 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
    normalised as dprun does; --cifar FILE: the first records of a CIFAR-10
    binary file) with labels; writes init.safetensors, image.f32, label.i32
    to WORKDIR.
-3. Runs K dpc steps of R replicas (the driver: runtime/replicas.h, the
+3. Runs K dpc steps of R replicas (the driver: runtime/train/replicas.h, the
    local all-reduce), and the same steps in torch: per replica, train-mode
    forward of its own b samples with its own BatchNorm batch statistics and
    running statistics (ghost BatchNorm, as per-device BatchNorm), per-sample

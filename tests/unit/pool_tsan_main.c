@@ -1,6 +1,6 @@
 /* tests/unit/pool_tsan_main.c — the cpu backend's thread pool under
- * ThreadSanitizer (tests/pool_tsan_test.sh builds it with runtime/backend_cpu.c
- * and runtime/compile_cache.c only). Three threads launch a kernel 300 times
+ * ThreadSanitizer (tests/pool_tsan_test.sh builds it with runtime/device/cpu.c
+ * and runtime/device/cache.c only). Three threads launch a kernel 300 times
  * each while the pool has three threads of its own: one caller at a time
  * owns the pool, the others run their kernels alone; every iteration must
  * run exactly once. Prints `N passed, N failed`. */
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/backend.h"
+#include "runtime/device/device.h"
 
 static rt_backend *be;
 static rt_kernel *k;

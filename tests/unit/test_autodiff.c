@@ -17,7 +17,7 @@
 
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/interp.h"
+#include "runtime/exec/exec.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
 

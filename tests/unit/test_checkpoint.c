@@ -10,7 +10,7 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/checkpoint.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/runtime.h"
 #include "tests/harness.h"
 
@@ -98,7 +98,7 @@ static rt_ckpt_state sample_state(void) {
     return s;
 }
 
-/* The checkpoint of n replicas in this process, as runtime/train.c
+/* The checkpoint of n replicas in this process, as runtime/train/train.c
  * gathers and scatters it (without MPI): every replica's statistics in one
  * array; on reading, replica 0's other tensors become every replica's. */
 static int write_stores(const char *d, const dpc_plan *p, rt_store **st, int n, const rt_ckpt_state *s) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "codegen/codegen.h"
-#include "runtime/rng.h"
+#include "runtime/data/data.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
 

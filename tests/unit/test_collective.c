@@ -1,4 +1,4 @@
-/* Tests for runtime/collective.c: the local all-reduce from N threads is the
+/* Tests for runtime/comm/collective.c: the local all-reduce from N threads is the
  * replica-order sum whatever the threads' timing, for every size (empty,
  * fewer elements than replicas, large, growing); broadcast; barriers;
  * aborts and mismatched calls fail instead of hanging; buckets on the
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/backend.h"
-#include "runtime/collective.h"
+#include "runtime/device/device.h"
+#include "runtime/comm/comm.h"
 #include "tests/harness.h"
 
 static uint64_t mix(uint64_t x) { /* splitmix64: values and delays per (replica, call) */

@@ -25,15 +25,14 @@
 #include "frontend/frontend.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
-#include "runtime/backend.h"
-#include "runtime/backend_cuda.h"
-#include "runtime/backend_select.h"
-#include "runtime/cuda_compile.h"
-#include "runtime/rng.h"
+#include "runtime/device/device.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/nvrtc.h"
+#include "runtime/data/data.h"
 #include "tests/harness.h"
 
 #ifdef DPC_HAVE_CUDA
-#include "runtime/cuda_loader.h"
+#include "runtime/cuda/loader.h"
 #endif
 
 static char err[8192];

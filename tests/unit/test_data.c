@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/data.h"
+#include "runtime/data/data.h"
 #include "tests/harness.h"
 
 static char err[1024];

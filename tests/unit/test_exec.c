@@ -9,7 +9,7 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/compile_cache.h"
+#include "runtime/device/device.h"
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"

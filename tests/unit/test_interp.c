@@ -1,10 +1,10 @@
-/* Tests for runtime/interp.c: forward ops against small cases worked out by
+/* Tests for runtime/exec/interp.c: forward ops against small cases worked out by
  * hand, backward ops against their forward ops (adjoint identities), and
  * the stateful ops (batchnorm's running statistics, ema, assign). */
 #include <stdlib.h>
 
 #include "ir/ir.h"
-#include "runtime/interp.h"
+#include "runtime/exec/exec.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
 

@@ -12,7 +12,7 @@
 #include "ir/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/collective.h"
+#include "runtime/comm/comm.h"
 #include "runtime/runtime.h"
 #include "tests/harness.h"
 

@@ -7,7 +7,7 @@
 #include "ir/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/interp.h"
+#include "runtime/exec/exec.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
 

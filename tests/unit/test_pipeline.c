@@ -6,7 +6,7 @@
  * build it alone under ThreadSanitizer. */
 #include <stdlib.h>
 
-#include "runtime/pipeline.h"
+#include "runtime/data/data.h"
 #include "tests/harness.h"
 
 static char err[1024];

@@ -1,7 +1,7 @@
 /* Tests for runtime/progress: the bar's text, and silence off a terminal. */
 #include <math.h>
 
-#include "runtime/progress.h"
+#include "runtime/train/progress.h"
 #include "tests/harness.h"
 
 TEST(format_fits_and_counts) {

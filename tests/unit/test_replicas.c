@@ -1,4 +1,4 @@
-/* Tests for runtime/replicas.c with the partition pass and the local
+/* Tests for runtime/train/replicas.c with the partition pass and the local
  * collective: N replicas x batch b train exactly like 1 replica x batch N*b
  * when there is no BatchNorm; with BatchNorm each replica normalises its own
  * sub-batch ("ghost" BatchNorm: checked against per-sub-batch runs of the
@@ -11,8 +11,8 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/collective.h"
-#include "runtime/replicas.h"
+#include "runtime/comm/comm.h"
+#include "runtime/train/replicas.h"
 #include "runtime/runtime.h"
 #include "tests/harness.h"
 

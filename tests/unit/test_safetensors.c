@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/safetensors.h"
+#include "runtime/train/safetensors.h"
 #include "tests/harness.h"
 
 static char err[512];

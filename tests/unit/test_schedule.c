@@ -1,6 +1,6 @@
 /* Tests for runtime/schedule: the reference article's three runs, epoch by
  * epoch, plus per-iteration (Goyal) warmup. */
-#include "runtime/schedule.h"
+#include "runtime/train/train.h"
 #include "tests/harness.h"
 
 /* The article's train section: lr {0: 0.1, 35: 0.05, 40: 0.02, 44: 0.01},

@@ -1,4 +1,4 @@
-/* Tests for the data sharding of runtime/data.c (rt_batcher_shard), which
+/* Tests for the data sharding of runtime/data/cifar.c (rt_batcher_shard), which
  * `mpirun -np P dprun --gpus N` relies on: the P processes' slices of
  * every global batch, side by side, are exactly the global batch one
  * process would prepare (same samples, same augmentation draws), through
@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data.h"
-#include "runtime/pipeline.h"
+#include "runtime/data/data.h"
 #include "tests/harness.h"
 
 static char err[512];

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/sweep.h"
+#include "runtime/train/train.h"
 #include "tests/harness.h"
 
 static char err[512];

@@ -1,0 +1,619 @@
+/* runtime/comm/collective.c — the local and mpi communicators and the host
+ * communication queue (collective.h).
+ *
+ * The local all-reduce is a three-phase protocol over one barrier:
+ *   1. every replica posts its buffer (host memory) and arrives; the last
+ *      to arrive checks the counts and sizes the shared double accumulator;
+ *   2. replica r sums its 1/N slice of the elements over ALL replicas'
+ *      buffers, in replica order 0..N-1, into the accumulator: the work is
+ *      spread over the threads, the order of the additions is not;
+ *      the last to arrive at the second barrier all-reduces the accumulator
+ *      across MPI ranks (mpi kind);
+ *   3. every replica rounds the accumulator into its own buffer.
+ * Nobody writes the accumulator of the next call before every replica has
+ * finished phase 3, because phase 2 of the next call starts behind its
+ * phase-1 barrier, which every replica reaches only after its phase 3.
+ *
+ * Stream kinds (nccl, runtime/cuda/nccl.c) plug in through
+ * rt_coll_stream_ops: their queue enqueues each bucket on the replica's
+ * communication stream instead of handing it to a thread.
+ *
+ * Device kinds (nccl with replicas sharing GPUs) plug in through
+ * rt_coll_device_ops: their all-reduce (device_allreduce) runs on the host
+ * queue threads like local's, but adds and sums device memory.
+ *
+ * Ranks (mpi, nccl across processes) plug in through rt_coll_ranks_ops,
+ * called only from inside the barrier's serial section (one thread, the
+ * others blocked); runtime/comm/mpi.c holds the MPI calls, so programs that never
+ * join MPI link without it.
+ */
+#include "runtime/comm/comm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+#include "runtime/check.h"
+
+
+struct rt_coll {
+    rt_coll_kind kind;
+    int n;            /* replicas in this process */
+    int rank, ranks;  /* 0 and 1 for local */
+    rt_coll_ranks_ops ops; /* across ranks (mpi) */
+    rt_backend **be;  /* per replica: whose memory its buffers are */
+    unsigned char *host; /* per replica: its device pointers are host memory (cpu) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived;
+    unsigned long gen;
+    int aborted;
+    char why[200];    /* the reason of an abort from inside the protocol */
+    /* the call in progress */
+    void **ptr;       /* per replica: its host buffer */
+    int64_t *cnt;     /* per replica: elements (all-reduce) or bytes (broadcast) */
+    double *acc;
+    int64_t acc_cap;
+    /* staging for backends whose buffers are not host memory */
+    void **stage;
+    size_t *stage_cap;
+    /* Kinds whose queue is a device stream (nccl): per replica, its rank. */
+    rt_coll_stream_ops sops;
+    void **sctx;
+    /* Kinds that sum device by device (nccl on shared GPUs): per replica,
+     * the first replica of its device, and the context of each such one. */
+    rt_coll_device_ops dops;
+    void **dctx;
+    int *leader;
+    int ngroups;
+};
+
+static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
+    rt_coll *c = calloc(1, sizeof *c);
+    RT_CHECK_ALLOC(c);
+    c->kind = kind;
+    c->n = n < 1 ? 1 : n;
+    c->ranks = 1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->ptr = calloc((size_t)c->n, sizeof *c->ptr);
+    c->cnt = calloc((size_t)c->n, sizeof *c->cnt);
+    c->stage = calloc((size_t)c->n, sizeof *c->stage);
+    c->stage_cap = calloc((size_t)c->n, sizeof *c->stage_cap);
+    c->be = calloc((size_t)c->n, sizeof *c->be);
+    c->host = calloc((size_t)c->n, 1);
+    RT_CHECK_ALLOC(c->ptr && c->cnt && c->stage && c->stage_cap && c->be && c->host);
+    for (int r = 0; r < c->n; r++) rt_coll_set_backend(c, r, be);
+    return c;
+}
+
+void rt_coll_set_backend(rt_coll *c, int replica, rt_backend *be) {
+    if (replica < 0 || replica >= c->n) return;
+    c->be[replica] = be;
+    c->host[replica] = be && be->name && !strcmp(be->name, "cpu");
+}
+
+rt_backend *rt_coll_backend(const rt_coll *c, int replica) {
+    return replica >= 0 && replica < c->n ? c->be[replica] : NULL;
+}
+
+rt_coll *rt_coll_local_new(int n, rt_backend *be) { return coll_new(RT_COLL_LOCAL, n, be); }
+
+rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
+                           const rt_coll_ranks_ops *ops) {
+    rt_coll *c = coll_new(kind, n, be);
+    c->rank = rank;
+    c->ranks = ranks < 1 ? 1 : ranks;
+    if (ops) c->ops = *ops;
+    return c;
+}
+
+rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
+                            const rt_coll_stream_ops *ops, void *const *ctx) {
+    rt_coll *c = coll_new(kind, n, bes[0]);
+    c->sops = *ops;
+    c->sctx = calloc((size_t)c->n, sizeof *c->sctx);
+    RT_CHECK_ALLOC(c->sctx);
+    for (int r = 0; r < c->n; r++) {
+        rt_coll_set_backend(c, r, bes[r]);
+        c->sctx[r] = ctx[r];
+    }
+    return c;
+}
+
+rt_coll *rt_coll_device_new(rt_coll_kind kind, int n, rt_backend *const *bes, const int *leader,
+                            const rt_coll_device_ops *ops, void *const *ctx) {
+    rt_coll *c = coll_new(kind, n, bes[0]);
+    c->dops = *ops;
+    c->dctx = calloc((size_t)c->n, sizeof *c->dctx);
+    c->leader = calloc((size_t)c->n, sizeof *c->leader);
+    RT_CHECK_ALLOC(c->dctx && c->leader);
+    for (int r = 0; r < c->n; r++) {
+        rt_coll_set_backend(c, r, bes[r]);
+        c->leader[r] = leader[r];
+        c->dctx[r] = leader[r] == r ? ctx[r] : NULL;
+        c->ngroups += leader[r] == r;
+    }
+    return c;
+}
+
+void rt_coll_set_ranks(rt_coll *c, int rank, int ranks, const rt_coll_ranks_ops *ops) {
+    c->rank = rank;
+    c->ranks = ranks < 1 ? 1 : ranks;
+    if (ops) c->ops = *ops;
+}
+
+int rt_coll_device_groups(const rt_coll *c) { return c->dctx ? c->ngroups : 0; }
+
+void rt_coll_free(rt_coll *c) {
+    if (!c) return;
+    for (int r = 0; c->sctx && r < c->n; r++) c->sops.free(c->sctx[r]);
+    free(c->sctx);
+    for (int r = 0; c->dctx && r < c->n; r++)
+        if (c->dctx[r]) c->dops.free(c->dctx[r]);
+    free(c->dctx);
+    free(c->leader);
+    for (int r = 0; r < c->n; r++) free(c->stage[r]);
+    free(c->stage);
+    free(c->stage_cap);
+    free(c->ptr);
+    free(c->cnt);
+    free(c->acc);
+    free(c->be);
+    free(c->host);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+rt_coll_kind rt_coll_kind_of(const rt_coll *c) { return c->kind; }
+const char *rt_coll_name(const rt_coll *c) {
+    return c->kind == RT_COLL_MPI ? "mpi" : c->kind == RT_COLL_NCCL ? "nccl" : "local";
+}
+int rt_coll_local_size(const rt_coll *c) { return c->n; }
+int rt_coll_size(const rt_coll *c) { return c->n * c->ranks; }
+int rt_coll_rank(const rt_coll *c) { return c->rank; }
+int rt_coll_global_replica(const rt_coll *c, int r) { return c->rank * c->n + r; }
+
+void rt_coll_abort(rt_coll *c) {
+    pthread_mutex_lock(&c->mu);
+    c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int rt_coll_aborted(rt_coll *c) {
+    pthread_mutex_lock(&c->mu);
+    int a = c->aborted;
+    pthread_mutex_unlock(&c->mu);
+    return a;
+}
+
+static int failed(rt_coll *c, char *err, size_t errlen) {
+    snprintf(err, errlen, "collective aborted%s%s", c->why[0] ? ": " : "", c->why);
+    return -1;
+}
+
+/* Waits for every local replica. The last to arrive runs `serial` (if any)
+ * while the others are still blocked, so it may touch shared state and
+ * call MPI; a non-zero return aborts the communicator with c->why set. */
+typedef int (*serial_fn)(rt_coll *c, void *arg);
+
+static int barrier(rt_coll *c, serial_fn serial, void *arg) {
+    pthread_mutex_lock(&c->mu);
+    if (c->aborted) {
+        pthread_mutex_unlock(&c->mu);
+        return -1;
+    }
+    unsigned long gen = c->gen;
+    if (++c->arrived == c->n) {
+        if (serial && serial(c, arg)) c->aborted = 1;
+        c->arrived = 0;
+        c->gen++;
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        while (gen == c->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
+    }
+    int rc = c->aborted ? -1 : 0;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* Host memory of replica r holding `bytes`: the buffer itself on host
+ * backends, else the replica's staging area filled from the device. */
+static void *host_view(rt_coll *c, int r, void *buf, size_t bytes, int fill) {
+    if (c->host[r]) return buf;
+    if (c->stage_cap[r] < bytes) {
+        free(c->stage[r]);
+        c->stage[r] = malloc(bytes ? bytes : 1);
+        RT_CHECK_ALLOC(c->stage[r]);
+        c->stage_cap[r] = bytes;
+    }
+    if (fill && bytes) c->be[r]->copy_out(c->be[r], c->stage[r], buf, bytes);
+    return c->stage[r];
+}
+
+static int same_counts(rt_coll *c, const char *what) {
+    for (int r = 1; r < c->n; r++)
+        if (c->cnt[r] != c->cnt[0]) {
+            snprintf(c->why, sizeof c->why, "%s: replica %d passed %lld, replica 0 %lld", what, r,
+                     (long long)c->cnt[r], (long long)c->cnt[0]);
+            return -1;
+        }
+    return 0;
+}
+
+static int ordered(const rt_coll *c) { return c->ranks > 1 && c->ops.chain_in && c->ops.chain_out; }
+
+/* acc starts at zero, or, in the ordered sum across processes, at the
+ * running sum of the processes before this one. */
+static int serial_begin_sum(rt_coll *c, void *arg) {
+    (void)arg;
+    if (same_counts(c, "all-reduce sizes differ")) return -1;
+    if (c->acc_cap < c->cnt[0]) {
+        free(c->acc);
+        c->acc = malloc(sizeof *c->acc * (size_t)c->cnt[0]);
+        RT_CHECK_ALLOC(c->acc);
+        c->acc_cap = c->cnt[0];
+    }
+    if (c->cnt[0]) memset(c->acc, 0, sizeof *c->acc * (size_t)c->cnt[0]); /* acc is NULL when nothing was ever summed */
+    if (ordered(c) && c->ops.chain_in(c->acc, c->cnt[0])) {
+        snprintf(c->why, sizeof c->why, "receiving the sum of the processes before failed");
+        return -1;
+    }
+    return 0;
+}
+
+static int serial_sum_ranks(rt_coll *c, void *arg) {
+    (void)arg;
+    int bad = 0;
+    if (ordered(c)) bad = c->ops.chain_out(c->acc, c->cnt[0]);
+    else if (c->ranks > 1 && c->ops.sum_f64) bad = c->ops.sum_f64(c->acc, c->cnt[0]);
+    if (bad) {
+        snprintf(c->why, sizeof c->why, "summing across %d processes failed", c->ranks);
+        return -1;
+    }
+    return 0;
+}
+
+/* Aborts the communicator from a replica's thread with the reason. */
+static void abort_with(rt_coll *c, const char *why) {
+    pthread_mutex_lock(&c->mu);
+    if (!c->why[0]) snprintf(c->why, sizeof c->why, "%s", why);
+    c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int serial_same_sizes(rt_coll *c, void *arg) {
+    (void)arg;
+    return same_counts(c, "all-reduce sizes differ");
+}
+
+/* Device by device (rt_coll_device_new): every replica's buf is complete
+ * on its device (sync), the first replica of each device adds the others'
+ * in replica order, the devices' sums are summed (NCCL), and the other
+ * replicas copy their leader's result. Nobody enters the cross-device sum
+ * unless every device's adds succeeded, and a leader's buf is not reused
+ * before every copy of it is made. */
+static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, char *err,
+                            size_t errlen) {
+    rt_backend *be = c->be[replica];
+    int lead = c->leader[replica];
+    size_t bytes = sizeof(float) * (size_t)count;
+    char why[180];
+    if (be->sync(be, why, sizeof why)) abort_with(c, why);
+    c->ptr[replica] = buf;
+    c->cnt[replica] = count;
+    if (barrier(c, serial_same_sizes, NULL)) return failed(c, err, errlen);
+    if (lead == replica) {
+        const float **others = malloc(sizeof *others * (size_t)c->n);
+        RT_CHECK_ALLOC(others);
+        int k = 0;
+        for (int q = 0; q < c->n; q++)
+            if (q != replica && c->leader[q] == replica) others[k++] = c->ptr[q];
+        if (c->dops.add(c->dctx[replica], buf, others, k, count, why, sizeof why)) abort_with(c, why);
+        free(others);
+    }
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    if (lead == replica && c->dops.sum(c->dctx[replica], buf, count, why, sizeof why)) abort_with(c, why);
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    if (lead != replica && bytes) {
+        be->copy(be, buf, c->ptr[lead], bytes);
+        if (be->sync(be, why, sizeof why)) abort_with(c, why);
+    }
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    return 0;
+}
+
+int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
+                          size_t errlen) {
+    if (replica < 0 || replica >= c->n) {
+        snprintf(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
+        return -1;
+    }
+    if (c->n == 1 && c->ranks == 1) return 0; /* the sum over one replica */
+    if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
+    size_t bytes = sizeof(float) * (size_t)count;
+    float *h = host_view(c, replica, buf, bytes, 1);
+    c->ptr[replica] = h;
+    c->cnt[replica] = count;
+    if (barrier(c, serial_begin_sum, NULL)) return failed(c, err, errlen);
+    /* Phase 2: this replica's slice of the elements, every replica's value
+     * of each element added in replica order. */
+    int64_t lo = count * replica / c->n, hi = count * (replica + 1) / c->n;
+    const float *const *src = (const float *const *)c->ptr;
+    double *acc = c->acc;
+    for (int64_t i = lo; i < hi; i++) {
+        double s = acc[i];
+        for (int q = 0; q < c->n; q++) s += (double)src[q][i];
+        acc[i] = s;
+    }
+    if (barrier(c, serial_sum_ranks, NULL)) return failed(c, err, errlen);
+    for (int64_t i = 0; i < count; i++) h[i] = (float)acc[i];
+    if (!c->host[replica] && bytes) c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
+    return 0;
+}
+
+static int serial_bcast(rt_coll *c, void *arg) {
+    (void)arg;
+    if (same_counts(c, "broadcast sizes differ")) return -1;
+    if (c->ranks > 1 && c->ops.bcast && c->ops.bcast(c->ptr[0], c->cnt[0])) {
+        snprintf(c->why, sizeof c->why, "broadcast across %d processes failed", c->ranks);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen) {
+    if (replica < 0 || replica >= c->n) {
+        snprintf(err, errlen, "broadcast: replica %d of %d", replica, c->n);
+        return -1;
+    }
+    if (c->n == 1 && c->ranks == 1) return 0;
+    void *h = host_view(c, replica, buf, bytes, replica == 0);
+    c->ptr[replica] = h;
+    c->cnt[replica] = (int64_t)bytes;
+    if (barrier(c, serial_bcast, NULL)) return failed(c, err, errlen);
+    if (replica != 0 && bytes) memcpy(h, c->ptr[0], bytes);
+    /* Replica 0's buffer must stay as it is until every copy is made. */
+    if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
+    if (!c->host[replica] && replica != 0 && bytes) c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
+    return 0;
+}
+
+static int serial_ranks_barrier(rt_coll *c, void *arg) {
+    (void)arg;
+    if (c->ranks > 1 && c->ops.barrier && c->ops.barrier()) {
+        snprintf(c->why, sizeof c->why, "barrier across %d processes failed", c->ranks);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_coll_barrier(rt_coll *c, int replica, char *err, size_t errlen) {
+    (void)replica;
+    if (barrier(c, serial_ranks_barrier, NULL)) return failed(c, err, errlen);
+    return 0;
+}
+
+/* ---- the communication queue ------------------------------------------------ */
+
+enum { B_IDLE, B_QUEUED, B_DONE, B_FAILED };
+
+typedef struct {
+    rt_coll_piece *piece;
+    int n;
+    int64_t total; /* floats */
+} bucket;
+
+struct rt_coll_queue {
+    rt_coll *c;
+    int replica;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bucket *b;
+    int nb, cap;
+    int *state;
+    int *fifo; /* ring of started bucket ids; a bucket is in it at most once */
+    int head, count;
+    int stop;
+    void *pack;       /* device memory: the largest bucket, packed */
+    int64_t pack_cap; /* floats */
+    char why[320];
+};
+
+/* Packs the bucket's gradients, sums them over the replicas, unpacks the
+ * sums. A one-piece bucket is summed in its output directly. */
+static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
+    rt_backend *be = q->c->be[q->replica];
+    if (b->n == 1) {
+        const rt_coll_piece *p = &b->piece[0];
+        if (p->dst != p->src) be->copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count);
+        return rt_coll_allreduce_sum(q->c, q->replica, p->dst, p->count, err, errlen);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < b->n; i++) {
+        be->copy(be, (float *)q->pack + off, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count);
+        off += b->piece[i].count;
+    }
+    if (rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen)) return -1;
+    off = 0;
+    for (int i = 0; i < b->n; i++) {
+        be->copy(be, b->piece[i].dst, (float *)q->pack + off, sizeof(float) * (size_t)b->piece[i].count);
+        off += b->piece[i].count;
+    }
+    return 0;
+}
+
+static void *queue_main(void *arg) {
+    rt_coll_queue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && q->count == 0) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->count == 0) { /* stopping, nothing left */
+            pthread_mutex_unlock(&q->mu);
+            return NULL;
+        }
+        int id = q->fifo[q->head];
+        q->head = (q->head + 1) % q->nb;
+        q->count--;
+        pthread_mutex_unlock(&q->mu);
+        char why[256];
+        int rc = run_bucket(q, &q->b[id], why, sizeof why);
+        pthread_mutex_lock(&q->mu);
+        if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+        q->state[id] = rc ? B_FAILED : B_DONE;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica) {
+    rt_coll_queue *q = calloc(1, sizeof *q);
+    RT_CHECK_ALLOC(q);
+    q->c = c;
+    q->replica = replica;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    return q;
+}
+
+int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int n) {
+    /* Registration happens before the first start: the thread is idle. */
+    if (q->nb == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 8;
+        q->b = realloc(q->b, sizeof *q->b * (size_t)q->cap);
+        q->state = realloc(q->state, sizeof *q->state * (size_t)q->cap);
+        q->fifo = realloc(q->fifo, sizeof *q->fifo * (size_t)q->cap);
+        RT_CHECK_ALLOC(q->b && q->state && q->fifo);
+    }
+    bucket *b = &q->b[q->nb];
+    b->n = n;
+    b->total = 0;
+    b->piece = malloc(sizeof *b->piece * (size_t)(n > 0 ? n : 1));
+    RT_CHECK_ALLOC(b->piece);
+    for (int i = 0; i < n; i++) {
+        b->piece[i] = pieces[i];
+        b->total += pieces[i].count;
+    }
+    if (n > 1 && b->total > q->pack_cap && !q->c->sctx) { /* a stream kind needs no packing */
+        rt_backend *be = q->c->be[q->replica];
+        if (q->pack) be->free(be, q->pack);
+        q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
+        q->pack_cap = b->total;
+    }
+    q->state[q->nb] = B_IDLE;
+    /* The ring's ids stay valid as it grows: nothing is queued yet. */
+    q->head = q->count = 0;
+    return q->nb++;
+}
+
+int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
+
+/* A stream kind (nccl): the replica's communication stream is its queue.
+ * The pieces are summed out of place (src -> dst) after the compute
+ * stream's current point (nccl: one NCCL group); a failure shows at the
+ * wait. */
+static void start_on_stream(rt_coll_queue *q, int id) {
+    const bucket *b = &q->b[id];
+    const void **src = malloc(sizeof *src * (size_t)b->n);
+    void **dst = malloc(sizeof *dst * (size_t)b->n);
+    int64_t *count = malloc(sizeof *count * (size_t)b->n);
+    RT_CHECK_ALLOC(src && dst && count);
+    for (int i = 0; i < b->n; i++)
+        src[i] = b->piece[i].src, dst[i] = b->piece[i].dst, count[i] = b->piece[i].count;
+    char why[256];
+    int rc = q->c->sops.start(q->c->sctx[q->replica], id, src, dst, count, b->n, why, sizeof why);
+    if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+    q->state[id] = rc ? B_FAILED : B_QUEUED;
+    free(src), free(dst), free(count);
+}
+
+int rt_coll_queue_stream_ordered(const rt_coll_queue *q) { return q->c->sctx != NULL; }
+
+void rt_coll_queue_start(rt_coll_queue *q, int id) {
+    if (id < 0 || id >= q->nb) {
+        RT_FAIL("rt_coll_queue_start: no bucket %d (%d registered)", id, q->nb);
+        abort();
+    }
+    if (q->c->sctx) {
+        start_on_stream(q, id);
+        return;
+    }
+    char why[64];
+    /* What the replica computed must be in memory before the thread reads
+     * it (a no-op on the cpu backend, whose calls are synchronous). */
+    rt_backend *be = q->c->be[q->replica];
+    be->sync(be, why, sizeof why);
+    pthread_mutex_lock(&q->mu);
+    if (!q->running) {
+        if (pthread_create(&q->thread, NULL, queue_main, q)) {
+            RT_SYS_FAIL("pthread_create (communication queue)");
+            abort();
+        }
+        q->running = 1;
+    }
+    if (q->state[id] == B_QUEUED) {
+        pthread_mutex_unlock(&q->mu);
+        RT_FAIL("rt_coll_queue_start: bucket %d started twice without a wait", id);
+        abort();
+    }
+    q->state[id] = B_QUEUED;
+    q->fifo[(q->head + q->count) % q->nb] = id;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
+    if (id < 0 || id >= q->nb) {
+        snprintf(err, errlen, "no bucket %d (%d registered)", id, q->nb);
+        return -1;
+    }
+    if (q->c->sctx) { /* the compute stream waits, the host does not */
+        int st = q->state[id];
+        q->state[id] = B_IDLE;
+        if (st == B_FAILED) {
+            snprintf(err, errlen, "%s", q->why);
+            return -1;
+        }
+        return st == B_QUEUED ? q->c->sops.join(q->c->sctx[q->replica], id, err, errlen) : 0;
+    }
+    pthread_mutex_lock(&q->mu);
+    while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
+    int st = q->state[id];
+    q->state[id] = B_IDLE;
+    if (st == B_FAILED) snprintf(err, errlen, "%s", q->why);
+    pthread_mutex_unlock(&q->mu);
+    return st == B_FAILED ? -1 : 0;
+}
+
+int rt_coll_queue_wait_all(rt_coll_queue *q, char *err, size_t errlen) {
+    int rc = 0;
+    for (int b = 0; b < q->nb; b++)
+        if (rt_coll_queue_wait(q, b, err, errlen)) rc = -1; /* keep waiting for the rest */
+    return rc;
+}
+
+void rt_coll_queue_free(rt_coll_queue *q) {
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (q->running) pthread_join(q->thread, NULL);
+    for (int i = 0; i < q->nb; i++) free(q->b[i].piece);
+    free(q->b);
+    free(q->state);
+    free(q->fifo);
+    if (q->pack) q->c->be[q->replica]->free(q->c->be[q->replica], q->pack);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
+

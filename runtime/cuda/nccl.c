@@ -1,0 +1,214 @@
+/* runtime/cuda/nccl.c — the nccl collective (collective.h). Replicas on
+ * distinct devices: one NCCL rank per replica, each on a cuda backend of
+ * its own device, its queue the backend's communication stream
+ * (backend_cuda.h's rt_nccl_bucket_*). Replicas sharing devices: one NCCL
+ * rank per device, the replicas of a device summed on it first
+ * (rt_coll_device_new). Under mpirun the ranks span the processes.
+ * Apart from collective.c so that the host collectives build and link
+ * without the cuda backend (the ThreadSanitizer test compiles them alone). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/check.h"
+#include "runtime/comm/comm.h"
+
+static int nccl_start(void *ctx, int bucket, const void *const *src, void *const *dst,
+                      const int64_t *count, int n, char *err, size_t errlen) {
+    return rt_nccl_bucket_start(ctx, bucket, src, dst, count, n, err, errlen);
+}
+
+static int nccl_join(void *ctx, int bucket, char *err, size_t errlen) {
+    return rt_nccl_bucket_join(ctx, bucket, err, errlen);
+}
+
+static void nccl_free(void *ctx) { rt_nccl_free(ctx); }
+
+/* ---- replicas sharing a device: add on it, then NCCL across devices ---- */
+
+typedef struct {
+    rt_nccl_comm *comm;
+    rt_backend *be;
+    float *one; /* 1.0f on the device: y += x is the GEMM y = x * [1] + y */
+} device_sum;
+
+#define ADD_CHUNK ((int64_t)1 << 30) /* rows of one GEMM: within a BLAS int */
+
+/* buf += others[k] for k in order: a GEMM with k = 1 on the leader's
+ * compute stream (cuBLAS; no kernel to compile), one exact float add per
+ * element, so the order fixes the result. */
+static int device_add(void *ctx, float *buf, const float *const *others, int nothers, int64_t count,
+                      char *err, size_t errlen) {
+    device_sum *d = ctx;
+    for (int k = 0; k < nothers; k++)
+        for (int64_t at = 0; at < count; at += ADD_CHUNK) {
+            int64_t m = count - at < ADD_CHUNK ? count - at : ADD_CHUNK;
+            cg_gemm g;
+            memset(&g, 0, sizeof g);
+            g.m = m, g.n = 1, g.k = 1;
+            g.alpha = 1, g.beta = 1;
+            g.lda = m, g.ldb = 1, g.ldc = m;
+            g.batch = 1;
+            if (d->be->gemm(d->be, &g, others[k] + at, d->one, buf + at, err, errlen)) return -1;
+        }
+    return 0;
+}
+
+/* The devices' sums: NCCL on the communication stream, then wait for it. */
+static int device_nccl(void *ctx, float *buf, int64_t count, char *err, size_t errlen) {
+    device_sum *d = ctx;
+    if (rt_nccl_allreduce_sum(d->comm, buf, (size_t)count, err, errlen) ||
+        rt_nccl_join(d->comm, err, errlen))
+        return -1;
+    return d->be->sync(d->be, err, errlen);
+}
+
+static void device_free(void *ctx) {
+    device_sum *d = ctx;
+    if (!d) return;
+    if (d->one) d->be->free(d->be, d->one);
+    rt_nccl_free(d->comm);
+    free(d);
+}
+
+/* leader[r]: the first replica on r's device; the number of devices, or
+ * -1 + message when a replica is not on the cuda backend. */
+static int group_by_device(rt_backend *const *bes, int n, int *leader, char *err, size_t errlen) {
+    int devices = 0;
+    for (int r = 0; r < n; r++) {
+        if (!rt_backend_is_cuda(bes[r])) {
+            snprintf(err, errlen, "the nccl collective needs the cuda backend (replica %d is on %s)", r,
+                     bes[r] ? bes[r]->name : "none");
+            return -1;
+        }
+        leader[r] = r;
+        for (int q = 0; q < r; q++)
+            if (rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r])) {
+                leader[r] = q;
+                break;
+            }
+        devices += leader[r] == r;
+    }
+    return devices;
+}
+
+/* Across processes every step either succeeds on every rank or fails on
+ * all (a rank left alone in ncclCommInitRank would wait forever): the
+ * number of ranks that failed, summed over the ranks. */
+static int ranks_failed(const rt_coll_ranks_ops *ops, int ranks, int failed) {
+    if (ranks < 2) return failed;
+    double f = failed ? 1 : 0;
+    if (ops->sum_f64(&f, 1)) return 1;
+    return f > 0;
+}
+
+/* The NCCL ranks of this process's devices (lb[0..d)): one process, or
+ * rank * d .. rank * d + d - 1 of ranks * d with rank 0's id. */
+static int init_comms(rt_backend *const *lb, int d, int rank, int ranks, const rt_coll_ranks_ops *ops,
+                      rt_nccl_comm **comms, char *err, size_t errlen) {
+    if (ranks < 2) return rt_nccl_init_all(lb, d, comms, err, errlen);
+    int v = 0;
+    int bad = rt_nccl_version(&v, err, errlen) != 0;
+    if (ranks_failed(ops, ranks, bad)) {
+        if (!bad) snprintf(err, errlen, "NCCL cannot start on another process");
+        return -1;
+    }
+    /* Byte 0: whether rank 0 made the id; then the id. */
+    unsigned char msg[1 + RT_NCCL_ID_BYTES];
+    memset(msg, 0, sizeof msg);
+    if (rank == 0) msg[0] = rt_nccl_unique_id(msg + 1, err, errlen) == 0;
+    if (ops->bcast(msg, (int64_t)sizeof msg)) {
+        snprintf(err, errlen, "broadcasting the NCCL id failed");
+        return -1;
+    }
+    if (!msg[0]) {
+        if (rank != 0) snprintf(err, errlen, "process 0 could not make the NCCL id");
+        return -1;
+    }
+    bad = rt_nccl_init_ranks(lb, d, msg + 1, rank * d, ranks * d, comms, err, errlen) != 0;
+    if (ranks_failed(ops, ranks, bad)) {
+        if (!bad) {
+            for (int i = 0; i < d; i++) rt_nccl_free(comms[i]);
+            snprintf(err, errlen, "NCCL could not start on another process");
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks, const rt_coll_ranks_ops *ops,
+                         char *err, size_t errlen) {
+    int *leader = calloc((size_t)n, sizeof *leader);
+    RT_CHECK_ALLOC(leader);
+    int d = group_by_device(bes, n, leader, err, errlen);
+    if (ranks > 1 && ranks_failed(ops, ranks, d < 0)) {
+        if (d >= 0) snprintf(err, errlen, "the nccl collective cannot start on another process");
+        d = -1;
+    }
+    if (d < 0) {
+        free(leader);
+        return NULL;
+    }
+    if (ranks < 2 && d < 2) {
+        snprintf(err, errlen,
+                 "the nccl collective needs replicas on at least 2 devices (all %d share device %d)", n,
+                 rt_cuda_device_ordinal(bes[0]));
+        free(leader);
+        return NULL;
+    }
+    rt_backend **lb = calloc((size_t)d, sizeof *lb);
+    rt_nccl_comm **comms = calloc((size_t)d, sizeof *comms);
+    RT_CHECK_ALLOC(lb && comms);
+    for (int r = 0, i = 0; r < n; r++)
+        if (leader[r] == r) lb[i++] = bes[r];
+    rt_coll *c = NULL;
+    if (!init_comms(lb, d, rank, ranks, ops, comms, err, errlen)) {
+        if (d == n) {
+            static const rt_coll_stream_ops sops = {nccl_start, nccl_join, nccl_free};
+            c = rt_coll_stream_new(RT_COLL_NCCL, n, bes, &sops, (void *const *)comms);
+        } else {
+            static const rt_coll_device_ops dops = {device_add, device_nccl, device_free};
+            void **ctx = calloc((size_t)n, sizeof *ctx);
+            RT_CHECK_ALLOC(ctx);
+            static const float one = 1.0f;
+            for (int r = 0, i = 0; r < n; r++) {
+                if (leader[r] != r) continue;
+                device_sum *s = calloc(1, sizeof *s);
+                RT_CHECK_ALLOC(s);
+                s->comm = comms[i++];
+                s->be = bes[r];
+                s->one = s->be->alloc(s->be, sizeof one);
+                s->be->copy_in(s->be, s->one, &one, sizeof one);
+                ctx[r] = s;
+            }
+            c = rt_coll_device_new(RT_COLL_NCCL, n, bes, leader, &dops, ctx);
+            free(ctx);
+        }
+        if (ranks > 1) rt_coll_set_ranks(c, rank, ranks, ops);
+    }
+    free(comms);
+    free(lb);
+    free(leader);
+    return c;
+}
+
+rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errlen) {
+    if (n < 2) {
+        snprintf(err, errlen, "the nccl collective joins at least 2 replicas (got %d)", n);
+        return NULL;
+    }
+    return nccl_new(n, bes, 0, 1, NULL, err, errlen);
+}
+
+rt_coll *rt_coll_nccl_ranks_new(int n, rt_backend *const *bes, int rank, int ranks,
+                                const rt_coll_ranks_ops *ops, char *err, size_t errlen) {
+    if (n < 1 || ranks < 1 || rank < 0 || rank >= ranks || (ranks > 1 && !ops)) {
+        snprintf(err, errlen, "the nccl collective: %d replicas on rank %d of %d", n, rank, ranks);
+        return NULL;
+    }
+    if (ranks == 1) return rt_coll_nccl_new(n, bes, err, errlen);
+    return nccl_new(n, bes, rank, ranks, ops, err, errlen);
+}

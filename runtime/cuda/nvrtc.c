@@ -1,0 +1,258 @@
+/* runtime/cuda/nvrtc.c — NVRTC and its on-disk cache. See cuda_compile.h. */
+#include "runtime/cuda/nvrtc.h"
+#include "ir/file.h"
+#include "ir/hash.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+#include "runtime/check.h"
+
+int rt_nvrtc_pick_target(int sm, const int *archs, int narchs, char *target, size_t len,
+                         int *is_ptx, char *err, size_t errlen) {
+    int newest = -1, oldest = -1, exact = 0;
+    for (int i = 0; i < narchs; i++) {
+        if (archs[i] == sm) exact = 1;
+        if (archs[i] <= sm && archs[i] > newest) newest = archs[i];
+        if (oldest < 0 || archs[i] < oldest) oldest = archs[i];
+    }
+    if (exact) {
+        snprintf(target, len, "sm_%d", sm);
+        *is_ptx = 0;
+        return 0;
+    }
+    if (newest < 0) {
+        if (oldest < 0)
+            snprintf(err, errlen, "NVRTC reports no architectures it can compile for");
+        else
+            snprintf(err, errlen,
+                     "the device is sm_%d, older than every architecture this NVRTC (%s) "
+                     "compiles for (the oldest is sm_%d)",
+                     sm, rt_nvrtc_version(), oldest);
+        return -1;
+    }
+    /* Not in the list: PTX for the newest architecture below the device,
+     * which the driver compiles for the device when it loads the module.
+     * (A device between two listed ones, e.g. a variant NVRTC skips, gets
+     * the one below it, which it can run.) */
+    snprintf(target, len, "compute_%d", newest);
+    *is_ptx = 1;
+    return 0;
+}
+
+void rt_cuda_image_free(rt_cuda_image *img) {
+    if (!img) return;
+    free(img->data);
+    free(img->path);
+    memset(img, 0, sizeof *img);
+}
+
+#ifdef DPC_HAVE_CUDA
+
+#include <errno.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "runtime/cuda/loader.h"
+
+static char nvrtc_version_buf[32];
+
+static void nvrtc_version_init(void) {
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = 0;
+    snprintf(nvrtc_version_buf, sizeof nvrtc_version_buf, "%d.%d", major, minor);
+}
+
+const char *rt_nvrtc_version(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, nvrtc_version_init);
+    return nvrtc_version_buf;
+}
+
+/* NVRTC's log, trimmed, malloc'd ("" when there is none). */
+static char *program_log(nvrtcProgram prog) {
+    size_t n = 0;
+    if (nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS) n = 0;
+    char *log = malloc(n + 1);
+    RT_CHECK_ALLOC(log);
+    log[0] = 0;
+    if (n && nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = 0;
+    log[n] = 0;
+    size_t len = strlen(log);
+    while (len && (log[len - 1] == '\n' || log[len - 1] == ' ')) log[--len] = 0;
+    return log;
+}
+
+/* Compiles; on failure *log (malloc'd) holds NVRTC's log. */
+static int compile(const char *source, const char *target, rt_cuda_image *img, char **log,
+                   char *err, size_t errlen) {
+    memset(img, 0, sizeof *img);
+    *log = NULL;
+    snprintf(img->target, sizeof img->target, "%s", target);
+    img->is_ptx = strncmp(target, "compute_", 8) == 0;
+    nvrtcProgram prog;
+    if (nvrtcTry(nvrtcCreateProgram(&prog, source, "dpc_kernels.cu", 0, NULL, NULL), err, errlen))
+        return -1;
+    char arch[48];
+    snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
+    const char *opts[] = {arch, RT_NVRTC_OPTIONS};
+    nvrtcResult rc = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
+    if (rc != NVRTC_SUCCESS) {
+        *log = program_log(prog);
+        snprintf(err, errlen, "%s", nvrtcGetErrorString(rc));
+        nvrtcDestroyProgram(&prog);
+        return -1;
+    }
+    size_t n = 0;
+    int bad = img->is_ptx ? nvrtcTry(nvrtcGetPTXSize(prog, &n), err, errlen)
+                          : nvrtcTry(nvrtcGetCUBINSize(prog, &n), err, errlen);
+    if (!bad && n == 0) {
+        snprintf(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
+                 target);
+        bad = 1;
+    }
+    if (!bad) {
+        img->data = malloc(n + 1);
+        RT_CHECK_ALLOC(img->data);
+        bad = img->is_ptx ? nvrtcTry(nvrtcGetPTX(prog, (char *)img->data), err, errlen)
+                          : nvrtcTry(nvrtcGetCUBIN(prog, (char *)img->data), err, errlen);
+        img->data[n] = 0;
+        /* PTX: the text and its NUL (NVRTC's size counts the NUL too). */
+        img->size = img->is_ptx ? strlen((char *)img->data) + 1 : n;
+    }
+    nvrtcDestroyProgram(&prog);
+    if (bad) {
+        rt_cuda_image_free(img);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
+                     size_t errlen) {
+    char *log = NULL, why[256];
+    int rc = compile(source, target, img, &log, why, sizeof why);
+    if (rc)
+        snprintf(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
+                 rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
+    free(log);
+    return rc;
+}
+
+int rt_nvrtc_archs(int *archs, int max) {
+    int n = 0;
+    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return 0;
+    int *all = malloc(sizeof *all * (size_t)n);
+    RT_CHECK_ALLOC(all);
+    if (nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) n = 0;
+    for (int i = 0; i < n && i < max; i++) archs[i] = all[i];
+    free(all);
+    return n < max ? n : max;
+}
+
+/* ---- the cache ------------------------------------------------------------- */
+
+
+/* A cached image is usable when it is non-empty and looks like what it
+ * claims: an ELF file, or PTX text. Anything else is compiled again. */
+static int plausible(const unsigned char *d, size_t n, int is_ptx) {
+    if (n < 16) return 0;
+    return is_ptx ? memchr(d, 0, n) == NULL : memcmp(d, "\177ELF", 4) == 0;
+}
+
+int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,
+                           size_t errlen) {
+    memset(img, 0, sizeof *img);
+    int archs[64], is_ptx = 0;
+    int narchs = rt_nvrtc_archs(archs, 64);
+    char target[24];
+    if (rt_nvrtc_pick_target(sm, archs, narchs, target, sizeof target, &is_ptx, err, errlen))
+        return -1;
+    char *dir = rt_cache_dir(err, errlen);
+    if (!dir) return -1;
+    static const char *const opts[] = {RT_NVRTC_OPTIONS};
+    const char *ver = rt_nvrtc_version();
+    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, "nvrtc");
+    h = ir_fnv1a_str(h, ver);
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
+    h = ir_fnv1a_str(h, target);
+    size_t srclen = strlen(source);
+    h = ir_fnv1a(h, source, srclen);
+    /* A second, differently seeded hash, as the C cache does. */
+    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    char base[4200], cu[4300], bin[4300];
+    snprintf(base, sizeof base, "%s/dpc2-cuda-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
+    snprintf(cu, sizeof cu, "%s.cu", base);
+    snprintf(bin, sizeof bin, "%s.%s", base, is_ptx ? "ptx" : "cubin");
+    free(dir);
+
+    size_t n = 0;
+    unsigned char *cached = rt_cache_read(bin, &n); /* NUL-terminated: PTX is text */
+    /* Only what was compiled for it, byte for byte (see compile_cache.h). */
+    int match = cached ? rt_cache_matches(bin, cached, n) : 0;
+    if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
+    if (cached && match == 1 && plausible(cached, n, is_ptx)) {
+        img->data = cached;
+        img->size = n + (size_t)is_ptx; /* PTX: its NUL too */
+        img->is_ptx = is_ptx;
+        img->cache_hit = 1;
+        snprintf(img->target, sizeof img->target, "%s", target);
+        img->path = strdup(bin);
+        RT_CHECK_ALLOC(img->path);
+        return 0;
+    }
+    free(cached);
+
+    /* The source first: it is what a failed compile leaves to look at. */
+    /* Into place atomically (ir/file.h): a reader sees the whole file or none. */
+    char *log = NULL, why[1024];
+    if (ir_file_write_all(cu, source, srclen, why, sizeof why)) {
+        snprintf(err, errlen, "cannot write kernel source: %s", why);
+        return -1;
+    }
+    if (compile(source, target, img, &log, why, sizeof why)) {
+        snprintf(err, errlen, "NVRTC %s could not compile %s for %s: %s%s%.3000s",
+                 rt_nvrtc_version(), cu, target, why, log && *log ? "\n" : "", log ? log : "");
+        free(log);
+        return -1;
+    }
+    free(log);
+    /* A cache that cannot be written costs time, not correctness. */
+    if ((rt_cache_record(bin, img->data, img->size - (size_t)img->is_ptx) ||
+         ir_file_write_all(bin, img->data, img->size - (size_t)img->is_ptx, why, sizeof why)) &&
+        rt_debug_level() >= 1)
+        fprintf(stderr, "dpc: cuda: cannot cache %s\n", bin);
+    img->path = strdup(bin);
+    RT_CHECK_ALLOC(img->path);
+    return 0;
+}
+
+#else /* no toolkit */
+
+int rt_nvrtc_archs(int *archs, int max) {
+    (void)archs;
+    (void)max;
+    return 0;
+}
+
+const char *rt_nvrtc_version(void) { return "none"; }
+
+int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
+                     size_t errlen) {
+    (void)source;
+    (void)target;
+    memset(img, 0, sizeof *img);
+    snprintf(err, errlen, "this build has no NVRTC (compiled without the CUDA toolkit)");
+    return -1;
+}
+
+int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,
+                           size_t errlen) {
+    (void)sm;
+    return rt_nvrtc_compile(source, "none", img, err, errlen);
+}
+
+#endif

@@ -1,0 +1,249 @@
+/* runtime/data/data.h — datasets and batch preparation.
+ *
+ * A dataset is `count` records, each an 8-bit image in CHW order plus a
+ * class label. Two sources exist: the CIFAR-10 binary files and a built-in
+ * synthetic set (10 classes, each a smooth random prototype image plus
+ * per-image noise: learnable, CIFAR-shaped, deterministic from a seed).
+ *
+ * A batcher turns records into the float batches a program takes, as the
+ * reference article does: scale to [0, 1]; for the training set, zero-pad,
+ * random crop and random mirror; then normalise by mean/std. The epoch's
+ * order and every random draw are pure functions of (seed, epoch, record),
+ * so any batch of any epoch can be prepared by any thread, in any order,
+ * with the same result.
+ *
+ * Usage:
+ *     rt_dataset *train = rt_data_cifar10(dir, 1, err, sizeof err);  // or rt_data_synthetic
+ *     rt_batcher b;
+ *     rt_batcher_init(&b, train, &plan->schedule, 128, RT_BATCH_TRAIN, seed, 3, 32, 32,
+ *                     err, sizeof err);
+ *     int64_t *order = malloc(train->count * sizeof *order);
+ *     rt_batcher_order(&b, epoch, order);            // once per epoch
+ *     for (int64_t s = 0; s < b.batches; s++)
+ *         rt_batcher_fill(&b, order, epoch, s * 128, 128, images, labels);
+ *     rt_dataset_free(train);
+ *
+ * Training batches are normally prepared ahead by worker threads:
+ * runtime/data/data.h.
+ */
+#ifndef DPC_RT_DATA_DATA_H
+#define DPC_RT_DATA_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+typedef struct {
+    char name[256]; /* "synthetic" or the folder */
+    int64_t count;
+    int c, h, w;
+    int classes;
+    uint8_t *pixels; /* count x c x h x w */
+    uint8_t *labels; /* count */
+} rt_dataset;
+
+/* Record i: its c*h*w pixels, and its label in *label. */
+const uint8_t *rt_dataset_get(const rt_dataset *ds, int64_t i, int *label);
+void rt_dataset_free(rt_dataset *ds);
+
+/* The synthetic set: `count` images of c x h x w in 10 classes. Train and
+ * test (split 1 / 0) share the class prototypes, not the images. */
+rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uint64_t seed);
+#define RT_SYNTHETIC_TRAIN 5000
+#define RT_SYNTHETIC_TEST 1000
+#define RT_SYNTHETIC_SEED 20170608u /* fixed: like a real dataset, not --seed */
+
+/* CIFAR-10 binary: data_batch_1..5.bin (train=1) or test_batch.bin, in dir
+ * or in dir/cifar-10-batches-bin. Each file must be a regular, readable,
+ * non-empty file of whole 3073-byte records (1 label byte + 3072 CHW
+ * bytes) with labels 0-9. NULL and one message naming the file (and the
+ * record) otherwise; nothing is half-loaded. */
+rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen);
+/* The paths rt_data_cifar10 reads for dir: data_batch_1..5.bin, then
+ * test_batch.bin (whether or not they exist; dprun refuses outputs that
+ * name them). */
+#define RT_CIFAR10_FILES 6
+void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]);
+/* One CIFAR-10 batch file already in memory (size bytes at data), checked
+ * as rt_data_cifar10 checks each file, with the same messages naming
+ * `name`. The dataset copies what it needs; NULL and a message otherwise. */
+rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t size, char *err,
+                                  size_t errlen);
+
+/* How a batcher treats its dataset. */
+typedef enum {
+    RT_BATCH_TRAIN, /* shuffled, augmented; the last partial batch is dropped */
+    RT_BATCH_EVAL,  /* dataset order, normalise only; the last batch is padded */
+    RT_BATCH_TRAIN_EVAL, /* the training set augmented as in training, dataset
+                          * order, last batch padded: the article's train accuracy */
+} rt_batch_mode;
+
+typedef struct {
+    const rt_dataset *ds;
+    rt_batch_mode mode;
+    int shuffle, augment;   /* from the mode, then --no-shuffle / --no-augment */
+    int pad, crop, mirror;  /* augmentation from the train section */
+    int oc, oh, ow;         /* output image shape (the program's input) */
+    float lut[3][256];      /* pixel value -> normalised float, per channel */
+    uint64_t seed;
+    int batch;
+    int64_t batches;        /* per epoch */
+    /* Batch k of an epoch is positions [k*stride + offset, + batch) of the
+     * epoch's order: stride = batch and offset 0, unless sharded. */
+    int64_t stride, offset;
+} rt_batcher;
+
+/* Checks the dataset fits the program's image input (c, h, w) and the train
+ * section's augmentation. 0, or -1 with a message. */
+int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int batch,
+                    rt_batch_mode mode, uint64_t seed, int c, int h, int w, char *err,
+                    size_t errlen);
+/* Data parallelism across processes: b (made with the batch of this
+ * process's replicas) delivers this process's slice of every global batch,
+ * positions [k*global + offset, + b->batch) of the epoch's order, with as
+ * many batches per epoch as the global batch has. So P processes see
+ * together exactly the samples one process with the global batch sees.
+ * 0, or -1 with a message. */
+int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen);
+/* The epoch's record order (ds->count entries): a seeded Fisher-Yates
+ * shuffle, or the identity when not shuffling. */
+void rt_batcher_order(const rt_batcher *b, int epoch, int64_t *order);
+/* Where one sample's pixels come from: the top-left corner (oy, ox) of the
+ * crop in the zero-padded image (0 .. h + 2 pad - crop), and whether the
+ * crop is mirrored left-right. */
+typedef struct {
+    int oy, ox;
+    int flip;
+} rt_augment;
+
+/* The draws for record `rec` in `epoch`: random when augmenting (a pure
+ * function of seed, mode, epoch, record), else the centre crop, no mirror. */
+void rt_batcher_draw(const rt_batcher *b, int epoch, int64_t rec, rt_augment *a);
+/* Record `rec` as the program's input (oc x oh x ow floats): scale to
+ * [0, 1], zero-pad, crop at a, mirror if a->flip, normalise. */
+void rt_batcher_prepare(const rt_batcher *b, int64_t rec, const rt_augment *a, float *out);
+
+/* Fills n samples, positions [first, first + n) of the epoch's order, into
+ * images (n x oc x oh x ow floats) and labels. Positions past the end are
+ * zero images with label 0. Returns the number of real samples. Thread
+ * safe: reads only b, order and the dataset. */
+int rt_batcher_fill(const rt_batcher *b, const int64_t *order, int epoch, int64_t first, int n,
+                    float *images, int32_t *labels);
+
+/* ---- worker threads that prepare batches ahead of the
+ * training step, so the step never waits on input in steady state.
+ *
+ * A pipeline delivers `count` batches of one batcher in sequence: with
+ * p = first_index + k, batch k of the sequence is batch p % batches of
+ * epoch first_epoch + p / batches (the epoch's own shuffled order,
+ * reshuffled every epoch); first_index > 0 starts mid-epoch (a resumed run). `workers`
+ * threads fill a ring of `depth` slots ahead of the consumer, across epoch
+ * boundaries too, so the first batch of an epoch is ready while the last
+ * one of the previous epoch (or an evaluation) runs.
+ *
+ * Every batch's content is a pure function of (seed, epoch, index) — see
+ * runtime/data/data.h — so which thread prepares which batch, and when, never
+ * changes what the consumer sees: 0, 1 or 8 workers give identical bytes.
+ *
+ * Usage:
+ *     rt_pipeline_config cfg = rt_pipeline_defaults();  // 2 workers, 4 slots
+ *     cfg.count = epochs * b.batches;
+ *     rt_pipeline *p = rt_pipeline_new(&b, &cfg, err, sizeof err);
+ *     const rt_batch *bt;
+ *     while ((bt = rt_pipeline_next(p))) {           // blocks only if not ready yet
+ *         copy bt->images / bt->labels to the device;
+ *         rt_pipeline_release(p);                    // the slot goes back to the workers
+ *         run the step;
+ *     }
+ *     rt_pipeline_stats st; rt_pipeline_get_stats(p, &st);  // how long next() waited
+ *     rt_pipeline_free(p);                           // stops and joins the workers, any time
+ *
+ * One consumer thread only. The slots are host memory from cfg.host_alloc
+ * (default: 64-byte aligned malloc), so a backend that wants page-locked
+ * memory for its copies can supply its own allocator.
+ */
+
+typedef struct rt_pipeline rt_pipeline;
+
+/* One prepared batch. images and labels are valid from rt_pipeline_next
+ * until rt_pipeline_release (then the workers refill that memory); the
+ * other fields until the next rt_pipeline_next. */
+typedef struct {
+    const float *images;   /* batch x oc x oh x ow */
+    const int32_t *labels; /* batch */
+    int real;              /* samples that are real; the rest is padding (eval) */
+    int epoch;
+    int64_t index;         /* batch index within the epoch */
+    int64_t seq;           /* position in the pipeline's sequence */
+} rt_batch;
+
+typedef struct {
+    int workers;      /* threads; 0 prepares each batch inside rt_pipeline_next */
+    int depth;        /* slots (batches in flight); at least 2, 0 for workers + 2 */
+    int first_epoch;  /* epoch of the sequence's first batch */
+    int64_t first_index; /* its index in that epoch (0 .. batches-1) */
+    int64_t count;    /* batches to deliver */
+    void *(*host_alloc)(void *ctx, size_t bytes); /* NULL: aligned malloc */
+    void (*host_free)(void *ctx, void *ptr);
+    void *alloc_ctx;
+} rt_pipeline_config;
+
+/* How long the consumer waited for input, over all next() calls so far. */
+typedef struct {
+    int64_t delivered;  /* batches handed out */
+    int64_t stalls;     /* next() calls that had to wait */
+    double wait_s;      /* total time next() waited */
+    double max_wait_s;  /* longest single wait */
+} rt_pipeline_stats;
+
+#define RT_PIPELINE_WORKERS 2
+#define RT_PIPELINE_MAX_WORKERS 64
+
+rt_pipeline_config rt_pipeline_defaults(void);
+/* Starts the workers. NULL + message when the configuration is invalid or
+ * a thread cannot be started. */
+rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg, char *err,
+                             size_t errlen);
+/* The next batch of the sequence, waiting for it if needed; NULL after the
+ * last. Releases the previous batch if the caller has not. */
+const rt_batch *rt_pipeline_next(rt_pipeline *p);
+/* Hands the current batch's slot back to the workers. */
+void rt_pipeline_release(rt_pipeline *p);
+void rt_pipeline_get_stats(rt_pipeline *p, rt_pipeline_stats *st);
+/* Stops the workers (each finishes the batch in hand), joins them, frees
+ * everything. NULL is fine. */
+void rt_pipeline_free(rt_pipeline *p);
+
+/* ---- the deterministic generator behind every random draw
+ * (parameter init now; shuffling and augmentation later).
+ *
+ * xoshiro256** seeded through splitmix64, so any 64-bit seed (0 included)
+ * gives a well-mixed state, and the same seed gives the same stream on
+ * every machine.
+ *
+ * Usage:
+ *     rt_rng r;
+ *     rt_rng_seed(&r, seed);
+ *     uint64_t x = rt_rng_next(&r);
+ *     float u = rt_rng_uniform(&r);             // [0, 1)
+ *     float v = rt_rng_uniform_range(&r, -a, a);
+ *     rt_rng child = rt_rng_split(&r);           // an independent stream
+ */
+
+typedef struct {
+    uint64_t s[4];
+} rt_rng;
+
+void rt_rng_seed(rt_rng *r, uint64_t seed);
+uint64_t rt_rng_next(rt_rng *r);
+/* 24 random bits as a float in [0, 1): every value exactly representable. */
+float rt_rng_uniform(rt_rng *r);
+/* lo + (hi - lo) * u in double, rounded once to float. */
+float rt_rng_uniform_range(rt_rng *r, float lo, float hi);
+/* Uniform integer in [0, n) without modulo bias; n >= 1. */
+uint64_t rt_rng_below(rt_rng *r, uint64_t n);
+/* A new generator seeded from this one's next output. */
+rt_rng rt_rng_split(rt_rng *r);
+
+#endif

@@ -1,0 +1,177 @@
+/* runtime/device/device.h — what a device backend provides, as a table of
+ * functions, and the backends there are.
+ *
+ * Usage:
+ *     rt_backend *be = rt_backend_cpu();
+ *     void *buf = be->alloc(be, bytes);                 // device memory
+ *     be->copy_in(be, buf, host, bytes);
+ *     rt_module *m = be->compile(be, source, err, sizeof err);
+ *     rt_kernel *k = be->kernel(be, m, "k0_relu", nargs, err, sizeof err);
+ *     void *args[] = {out, in};                         // device pointers
+ *     be->launch(be, k, args, 2, count, err, sizeof err);
+ *     be->gemm(be, &desc, A, B, C, err, sizeof err);    // cg_gemm, column-major
+ *     be->sync(be, err, sizeof err);
+ *     be->copy_out(be, host, buf, bytes);
+ *     be->module_free(be, m);
+ *     be->free(be, buf);
+ *     rt_backend_free(be);
+ *
+ * Optional CUDA-graph hooks (NULL where the backend has none, as on cpu):
+ *     be->graph_begin(be, err, sizeof err);             // this thread's calls record
+ *     ... launch / gemm / copy ...                     // recorded, not run
+ *     rt_graph *gr = be->graph_end(be, err, sizeof err);
+ *     be->graph_launch(be, gr, err, sizeof err);        // replay, as often as asked
+ *     be->graph_free(be, gr);
+ *
+ * Device pointers are opaque `void *` to the caller; adding a byte offset
+ * to one ((char *)p + off) names a location inside the same buffer, on
+ * every backend. Functions that can fail on bad input return non-zero with
+ * a message in err; allocation failures abort with file:line.
+ *
+ * Environment: DPC_DEBUG=1 prints kernel counts and compile-cache hits,
+ * DPC_DEBUG=2 also the generated source; DPC_PROFILE=1 times every call
+ * and prints where each program's time went when its executor is freed. DPC_CACHE_DIR (default
+ * ~/.cache/dpc) holds compiled modules; CC overrides the C compiler.
+ * The cpu backend runs kernels and GEMMs on one thread pool of DPC_THREADS
+ * threads (else OMP_NUM_THREADS, else the CPUs the process may use);
+ * OpenBLAS itself is set to one thread.
+ */
+#ifndef DPC_RT_DEVICE_DEVICE_H
+#define DPC_RT_DEVICE_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_module rt_module; /* a compiled kernel module */
+typedef struct rt_kernel rt_kernel; /* one entry point of a module */
+typedef struct rt_graph rt_graph;   /* a recorded sequence of calls (CUDA graph) */
+
+struct rt_backend {
+    const char *name;      /* "cpu", "cuda" */
+    cg_dialect dialect;    /* what the backend compiles */
+    void *impl;            /* the backend's own state */
+    int64_t memory_bytes;  /* the device's memory; 0: the host's (cpu) */
+    /* copy_in is stream-ordered and returns once the host memory is free,
+     * before the device has the bytes (cuda): a copy issued after a run
+     * lands after that run's work and overlaps it. 0: copies are done
+     * when copy_in returns (cpu). */
+    int async_copy;
+
+    void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
+    void (*free)(rt_backend *be, void *ptr);
+    void (*copy_in)(rt_backend *be, void *dst, const void *host, size_t bytes);
+    void (*copy_out)(rt_backend *be, void *host, const void *src, size_t bytes);
+    void (*copy)(rt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+
+    rt_module *(*compile)(rt_backend *be, const char *source, char *err, size_t errlen);
+    void (*module_free)(rt_backend *be, rt_module *m);
+    /* The named entry point; nargs is the kernel's buffer count. */
+    rt_kernel *(*kernel)(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
+                         size_t errlen);
+    /* Runs iterations [0, count) of a kernel over the given buffers. */
+    int (*launch)(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
+                  char *err, size_t errlen);
+    /* C = alpha op(A) op(B) + beta C per the descriptor; A, B, C are buffer
+     * base pointers, the descriptor's off_* are applied here. */
+    int (*gemm)(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
+                char *err, size_t errlen);
+    int (*sync)(rt_backend *be, char *err, size_t errlen);
+    void (*destroy)(rt_backend *be);
+    /* Graph capture and replay (see the usage above); NULL: not supported,
+     * callers run eagerly. */
+    int (*graph_begin)(rt_backend *be, char *err, size_t errlen);
+    rt_graph *(*graph_end)(rt_backend *be, char *err, size_t errlen);
+    int (*graph_launch)(rt_backend *be, rt_graph *g, char *err, size_t errlen);
+    void (*graph_free)(rt_backend *be, rt_graph *g);
+};
+
+/* The reference backend: generated C compiled with the host compiler,
+ * OpenBLAS for GEMMs. A new handle each call; free with rt_backend_free. */
+rt_backend *rt_backend_cpu(void);
+void rt_backend_free(rt_backend *be);
+
+/* Value of DPC_DEBUG (0 when unset). */
+int rt_debug_level(void);
+
+/* ---- which backend `--device auto|cpu|cuda` gets.
+ *
+ * Usage (dprun, the training loop):
+ *     int fallback = 0;
+ *     rt_backend *be = rt_backend_open(o->device, &fallback, err, sizeof err);
+ *     if (!be) { fprintf(stderr, "dprun: error: %s\n", err); return 1; }
+ *     ...
+ *     rt_backend_free(be);
+ *
+ *   "cpu"   the cpu backend.
+ *   "cuda"  the cuda backend on device $DPC_CUDA_DEVICE (default 0), or NULL
+ *           and a message saying why not: "--device cuda: no CUDA device
+ *           (cannot load the CUDA driver libcuda.so.1: ...)".
+ *   "auto"  (or NULL) the cuda backend when it can be opened, else the cpu
+ *           backend with *is_fallback = 1 and, once per process (replicas
+ *           open one backend each), one line on stderr:
+ *           "dpc: no CUDA device (REASON): using the cpu backend".
+ * Anything else is refused with a message naming the three choices.
+ * is_fallback may be NULL.
+ */
+
+rt_backend *rt_backend_open(const char *device, int *is_fallback, char *err, size_t errlen);
+/* Same on a given CUDA device (replica placement); ordinal is ignored by
+ * the cpu backend. */
+rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback, char *err,
+                               size_t errlen);
+
+/* ---- generated C to a shared object, once per source.
+ *
+ * Modules live in $DPC_CACHE_DIR (default ~/.cache/dpc, HOME or else the
+ * password database's home) as NAME.so beside NAME.c and NAME.so.sha256,
+ * where NAME hashes the compiler command, its flags, the CPU model
+ * (-march=native code is machine specific) and the source. Every file is
+ * written to a temporary name and renamed into place, so processes that
+ * compile the same module at once never see a partial file.
+ *
+ * Trust: the directory is created 0700 and refused when another user owns
+ * it or its group or others may write to it; that is what keeps others'
+ * code out of dlopen. The SHA-256 beside each object is checked before it
+ * is used, so a truncated or corrupted object is compiled again (with a
+ * notice); it is no defence against someone who can write the directory.
+ *
+ * Usage:
+ *     int hit;
+ *     char *so = rt_cache_compile_c(source, &hit, err, sizeof err);  // malloc'd path
+ *     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+ */
+
+/* Flags every module is compiled with (after $CC, default "cc").
+ * -ffp-contract=off: no multiply-add contracted across what were separate
+ * ops, so a fused kernel rounds exactly as the unfused ones (bit-identical
+ * results with and without fusion). -fno-math-errno: sqrtf is a pure
+ * function, so a per-channel sqrtf(var + eps) is hoisted out of the loop
+ * over the channel's elements (the value is the same either way).
+ * -fno-trapping-math: no one traps floating-point exceptions, so a select
+ * feeding a reduction (relu_grad's mask, then a sum) may be if-converted
+ * and vectorised; values are unchanged. -fopenmp-simd: `#pragma omp simd`
+ * only; threads are the backend's own pool, not OpenMP's. */
+#define RT_CC_FLAGS \
+    "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -fPIC -shared"
+
+/* The cache directory, created if missing; NULL + message on failure. */
+char *rt_cache_dir(char *err, size_t errlen);
+/* Path of the compiled module for source; compiles on a miss. On a compile
+ * error the source stays at DIR/NAME.c and err names it with the compiler's
+ * message. *hit (may be NULL) says whether the module was already there. */
+char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen);
+/* OBJ.sha256 := SHA-256 of data (0, or -1 with errno). */
+int rt_cache_record(const char *obj, const void *data, size_t n);
+/* A cached file's bytes (malloc'd, NUL-terminated, *len without the NUL):
+ * a regular file only, at most 1 GiB; NULL otherwise (a cache miss). */
+unsigned char *rt_cache_read(const char *path, size_t *len);
+/* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
+ * when it differs. */
+int rt_cache_matches(const char *obj, const void *data, size_t n);
+/* "dpc: kernel cache: OBJ does not match ...; compiling it again" on stderr. */
+void rt_cache_rebuild_notice(const char *obj, int match);
+
+#endif

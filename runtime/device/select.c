@@ -1,0 +1,73 @@
+/* runtime/device/select.c — `--device auto|cpu|cuda`. See backend_select.h. */
+#include "runtime/device/device.h"
+#include "ir/parse.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda/cuda.h"
+
+/* $DPC_CUDA_DEVICE, else 0. */
+static int default_ordinal(void) {
+    const char *s = getenv("DPC_CUDA_DEVICE");
+    if (!s || !*s) return 0;
+    int64_t v;
+    return ir_parse_i64(s, &v) || v < 0 || v > 4096 ? -1 : (int)v;
+}
+
+/* The cuda backend, or NULL and why: "no CUDA device (REASON)" when none
+ * can be used at all, the device's own error otherwise. */
+static rt_backend *open_cuda(int ordinal, char *why, size_t whylen) {
+    char reason[768];
+    if (ordinal < 0) {
+        snprintf(why, whylen, "DPC_CUDA_DEVICE='%s' is not a device number", getenv("DPC_CUDA_DEVICE"));
+        return NULL;
+    }
+    int n = rt_cuda_device_count(reason, sizeof reason);
+    if (n == 0) {
+        snprintf(why, whylen, "no CUDA device (%s)", reason);
+        return NULL;
+    }
+    rt_backend *be = rt_backend_cuda(ordinal, reason, sizeof reason);
+    if (!be) snprintf(why, whylen, "CUDA device %d: %s", ordinal, reason);
+    return be;
+}
+
+rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback, char *err,
+                               size_t errlen) {
+    if (is_fallback) *is_fallback = 0;
+    if (errlen) err[0] = 0;
+    if (!device) device = "auto";
+    if (!strcmp(device, "cpu")) return rt_backend_cpu();
+    if (strcmp(device, "cuda") && strcmp(device, "auto")) {
+        snprintf(err, errlen, "--device: '%s' is not one of auto, cpu, cuda", device);
+        return NULL;
+    }
+    char why[1024];
+    rt_backend *be = open_cuda(ordinal, why, sizeof why);
+    if (be) return be;
+    if (!strcmp(device, "cuda")) {
+        snprintf(err, errlen, "--device cuda: %s", why);
+        return NULL;
+    }
+    /* auto: the cpu backend runs. Said once per process, whatever the
+     * number of replicas asking. */
+    static atomic_int told;
+    if (!atomic_exchange(&told, 1)) {
+        const char *r = why;
+        if (!strncmp(r, "no CUDA device (", 16)) { /* already says it: keep the reason only */
+            fprintf(stderr, "dpc: %s: using the cpu backend\n", r);
+        } else {
+            fprintf(stderr, "dpc: no CUDA device (%s): using the cpu backend\n", r);
+        }
+        fflush(stderr);
+    }
+    if (is_fallback) *is_fallback = 1;
+    return rt_backend_cpu();
+}
+
+rt_backend *rt_backend_open(const char *device, int *is_fallback, char *err, size_t errlen) {
+    return rt_backend_open_on(device, default_ordinal(), is_fallback, err, errlen);
+}

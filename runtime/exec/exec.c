@@ -1,0 +1,581 @@
+/* runtime/exec/exec.c — bind a graph's nodes to buffers and run its program.
+ *
+ * The program (cg_program) is always rendered here from the graph; the
+ * plan's kernel section, when it holds a program for this graph, must be
+ * that program exactly or the plan is refused (load_program). Which
+ * buffer each node lives in is decided in bind_buffers() alone: parameters
+ * and states in the store, views and assigns in the storage they
+ * alias, fused values nothing outside their group reads nowhere, and every
+ * other tensor at its offset in one arena when the plan holds a memory plan
+ * for this graph (section MEMP), else in a buffer of its own (no plan, or
+ * compiled with --no-memplan; tests that read every node after a step rely
+ * on that).
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "passes/passes.h"
+#include "ir/err.h"
+#include "runtime/device/device.h"
+#include "runtime/check.h"
+#include "runtime/clock.h"
+#include "runtime/comm/comm.h"
+#include "runtime/exec/exec.h"
+
+struct rt_exec {
+    rt_backend *be;
+    rt_store *st;
+    ir_graph *g; /* our copy: the caller's graph may go away */
+    cg_program *prog;
+    rt_module *mod;
+    rt_kernel **kern; /* by kernel index */
+    void **buf;       /* device buffer of every node, NULL when it has none */
+    unsigned char *owned;
+    void *scratch;
+    void *arena;      /* every planned activation, at its offset */
+    int64_t arena_bytes;
+    double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
+    double *prof_cpu; /* the calling thread's CPU seconds per call */
+    int runs;
+    /* Data parallelism: with a communication queue attached, bucket b
+     * starts after step start_at[b] (its last allreduce node) and is waited
+     * for before step wait_at[b] (the first reader of one of its sums), or
+     * at the end of the run. */
+    rt_coll_queue *coll;
+    int nbuckets;
+    int *start_at, *wait_at;
+    /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
+     * host actions, recorded by the second run and replayed after. */
+    int graphs;
+    rt_graph **seg;
+    int nseg, seg_cap;
+    int captured;      /* seg holds every segment of the step */
+    int seg_is_open;   /* a segment is being recorded or was launched */
+    int64_t last_calls, last_graph_launches; /* of the latest run */
+};
+
+
+typedef struct {
+    char what[96];
+    double sec, cpu;
+    int calls;
+} prof_row;
+
+static int cmp_prof(const void *a, const void *b) {
+    double x = ((const prof_row *)a)->sec, y = ((const prof_row *)b)->sec;
+    return (x < y) - (x > y);
+}
+
+/* DPC_PROFILE=1: where a run's time goes, by kernel (GEMMs by the op that
+ * made them and their shape), on stderr when the exec is freed. Calls are
+ * synchronised one by one, so the figures are per call on any backend.
+ * The cpu column is the calling thread's CPU time: with one thread
+ * (DPC_THREADS=1: a pool of one) it is the work itself, what
+ * other processes on a shared machine do not inflate. */
+static void print_profile(const rt_exec *ex) {
+    const cg_program *p = ex->prog;
+    prof_row *rows = calloc((size_t)p->ncalls + 1, sizeof *rows);
+    RT_CHECK_ALLOC(rows);
+    int nr = 0;
+    double total = 0, cpu = 0;
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
+            const cg_call *c = &p->calls[ci];
+            char what[96];
+            if (c->kind == CG_CALL_GEMM)
+                snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64, ir_ops[s->op].name,
+                         c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n,
+                         c->gemm.k);
+            else
+                snprintf(what, sizeof what, "%s", p->kernels[c->kernel].name);
+            int r = 0;
+            while (r < nr && strcmp(rows[r].what, what)) r++;
+            if (r == nr) snprintf(rows[nr++].what, sizeof rows->what, "%s", what);
+            rows[r].sec += ex->prof[ci];
+            rows[r].cpu += ex->prof_cpu[ci];
+            rows[r].calls++;
+            total += ex->prof[ci];
+            cpu += ex->prof_cpu[ci];
+        }
+    }
+    qsort(rows, (size_t)nr, sizeof *rows, cmp_prof);
+    int runs = ex->runs ? ex->runs : 1;
+    fprintf(stderr, "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
+            ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
+    for (int r = 0; r < nr && r < 60; r++)
+        fprintf(stderr, "  %8.2f ms %5.1f%% %8.2f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
+                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs, rows[r].calls,
+                rows[r].what);
+    free(rows);
+}
+
+static size_t node_bytes(const ir_node *n) {
+    return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
+}
+
+/* The plan's memory plan for this graph, NULL when it has none (a
+ * malformed one is an error: -1). */
+static int load_memplan(const ir_graph *g, const dpc_plan *plan, pass_memplan **out, char *err,
+                        size_t errlen) {
+    *out = NULL;
+    const plan_section *sec = plan ? plan_find_section(plan, MEMPLAN_SECTION) : NULL;
+    if (!sec) return 0;
+    char why[512];
+    int rc = pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
+    if (rc < 0) return ir_fail(err, errlen, "plan section %s: %s", MEMPLAN_SECTION, why);
+    return 0;
+}
+
+/* Every node's buffer (see the top of this file). */
+static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t errlen) {
+    const ir_graph *g = ex->g;
+    pass_memplan *mp = NULL;
+    if (load_memplan(g, plan, &mp, err, errlen)) return -1;
+    unsigned char *stored = malloc((size_t)g->n + 1);
+    RT_CHECK_ALLOC(stored);
+    ir_stored(g, stored);
+    if (mp && mp->arena_bytes > 0) {
+        ex->arena = ex->be->alloc(ex->be, (size_t)mp->arena_bytes);
+        ex->arena_bytes = mp->arena_bytes;
+    }
+    int rc = 0;
+    for (int i = 0; i < g->n && !rc; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) {
+            int k = rt_store_find(ex->st, n->name);
+            if (k < 0)
+                rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,
+                          n->name);
+            else if (!ir_type_equal(rt_store_type(ex->st, k), &n->type))
+                rc = ir_fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
+            else
+                ex->buf[i] = rt_store_buffer(ex->st, k);
+        } else if (n->op == IR_OP_ALLREDUCE) {
+            /* One replica: the sum is the gradient itself, so share its
+             * bytes and skip the step; rt_exec_set_collective gives the sum
+             * a buffer of its own. */
+            ex->buf[i] = ex->buf[n->input[0]];
+        } else if (ir_storage_of(g, i) != i) {
+            ex->buf[i] = ex->buf[ir_storage_of(g, i)]; /* a view or an assign */
+        } else if (!stored[i]) {
+            ex->buf[i] = NULL; /* lives in a fused kernel's registers */
+        } else if (mp && mp->offset[i] >= 0) {
+            ex->buf[i] = (char *)ex->arena + mp->offset[i];
+        } else {
+            ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+            ex->owned[i] = 1;
+        }
+    }
+    free(stored);
+    pass_memplan_free(mp);
+    /* Every buffer a step names must exist. */
+    for (int si = 0; si < ex->prog->nsteps && !rc; si++) {
+        const cg_step *s = &ex->prog->steps[si];
+        for (int c = s->first_call; c < s->first_call + s->ncalls && !rc; c++)
+            for (int j = 0; j < ex->prog->calls[c].nargs && !rc; j++) {
+                int id = s->buf[ex->prog->calls[c].arg[j]];
+                if (id != CG_SCRATCH && !ex->buf[id])
+                    rc = ir_fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
+                              ir_ops[s->op].name, id);
+            }
+    }
+    if (!rc && ex->prog->scratch > 0)
+        ex->scratch = ex->be->alloc(ex->be, sizeof(float) * (size_t)ex->prog->scratch);
+    return rc;
+}
+
+/* dprun never compiles source it did not render: the kernels come from
+ * the graph, through the same cg_generate (default options) dpc renders
+ * them with, and a plan section holding a program for this graph must be
+ * that program byte for byte (source, calls, counts, offsets, GEMMs), or
+ * the plan is refused. A plan's checksum is no signature, anyone can
+ * recompute it; the embedded sources are there to be read (dpc
+ * --emit-kernels), never to be run. A section without this graph's
+ * program (an older dpc's format) is simply not used; a malformed section
+ * is an error. */
+static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_plan *plan,
+                                const cg_options *o, char *err, size_t errlen) {
+    const char *pname = plan && plan->name[0] ? plan->name : "plan";
+    char why[512];
+    cg_program *gen = cg_generate(g, be->dialect, o, why, sizeof why);
+    if (!gen) {
+        if (plan) ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
+        else ir_fail(err, errlen, "%s", why);
+        return NULL;
+    }
+    const plan_section *sec = plan ? plan_find_section(plan, cg_section_tag(be->dialect)) : NULL;
+    if (sec) {
+        cg_program *p = NULL;
+        int rc = cg_section_find(sec->data, sec->len, g, &p, why, sizeof why);
+        if (rc < 0) {
+            ir_fail(err, errlen, "%s: plan section %s: %s", pname, sec->tag, why);
+            cg_program_free(gen);
+            return NULL;
+        }
+        if (rc == 0 && cg_program_diff(p, gen, why, sizeof why)) {
+            ir_fail(err, errlen,
+                    "%s: plan section %s is not what its graph renders (%s): the plan was "
+                    "edited or made by another dpc; refusing to run it (recompile the model)",
+                    pname, sec->tag, why);
+            cg_program_free(p);
+            cg_program_free(gen);
+            return NULL;
+        }
+        if (rc != 0 && rt_debug_level() >= 1)
+            fprintf(stderr, "dpc: %s: plan section %s has no program for this graph; "
+                            "using the kernels rendered from it\n", be->name, sec->tag);
+        cg_program_free(p);
+    }
+    return gen;
+}
+
+rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                     char *err, size_t errlen) {
+    return rt_exec_new_opts(be, st, g, plan, NULL, err, errlen);
+}
+
+rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                          const cg_options *o, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (ir_verify(g, err, errlen)) return NULL;
+    rt_exec *ex = calloc(1, sizeof *ex);
+    RT_CHECK_ALLOC(ex);
+    ex->be = be;
+    ex->st = st;
+    ex->g = ir_clone(g);
+    ex->buf = calloc((size_t)g->n + 1, sizeof *ex->buf);
+    ex->owned = calloc((size_t)g->n + 1, 1);
+    RT_CHECK_ALLOC(ex->buf);
+    RT_CHECK_ALLOC(ex->owned);
+    ex->prog = load_program(be, g, plan, o, err, errlen);
+    if (!ex->prog || cg_program_check(ex->prog, g, err, errlen)) goto fail;
+    ex->mod = be->compile(be, ex->prog->source, err, errlen);
+    if (!ex->mod) goto fail;
+    ex->kern = calloc((size_t)ex->prog->nkernels + 1, sizeof *ex->kern);
+    RT_CHECK_ALLOC(ex->kern);
+    for (int k = 0; k < ex->prog->nkernels; k++) {
+        const cg_kernel *kd = &ex->prog->kernels[k];
+        ex->kern[k] = be->kernel(be, ex->mod, kd->name, kd->nargs, err, errlen);
+        if (!ex->kern[k]) goto fail;
+    }
+    if (bind_buffers(ex, plan, err, errlen)) goto fail;
+    const char *prof = getenv("DPC_PROFILE");
+    if (prof && *prof && strcmp(prof, "0")) {
+        ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
+        ex->prof_cpu = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof_cpu);
+        RT_CHECK_ALLOC(ex->prof);
+        RT_CHECK_ALLOC(ex->prof_cpu);
+    }
+    if (rt_debug_level() >= 1) {
+        int gemms = 0;
+        for (int c = 0; c < ex->prog->ncalls; c++) gemms += ex->prog->calls[c].kind == CG_CALL_GEMM;
+        fprintf(stderr,
+                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
+                "arena %.1f MiB\n",
+                be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
+                (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
+    }
+    return ex;
+fail:
+    rt_exec_free(ex);
+    return NULL;
+}
+
+void rt_exec_free(rt_exec *ex) {
+    if (!ex) return;
+    if (ex->prof && ex->runs) print_profile(ex);
+    for (int i = 0; i < ex->nseg; i++) ex->be->graph_free(ex->be, ex->seg[i]);
+    free(ex->seg);
+    free(ex->prof);
+    free(ex->prof_cpu);
+    for (int i = 0; ex->g && i < ex->g->n; i++)
+        if (ex->owned[i]) ex->be->free(ex->be, ex->buf[i]);
+    if (ex->scratch) ex->be->free(ex->be, ex->scratch);
+    if (ex->arena) ex->be->free(ex->be, ex->arena);
+    if (ex->mod) ex->be->module_free(ex->be, ex->mod);
+    free(ex->kern);
+    free(ex->start_at);
+    free(ex->wait_at);
+    free(ex->buf);
+    free(ex->owned);
+    cg_program_free(ex->prog);
+    ir_free(ex->g);
+    free(ex);
+}
+
+/* Element size of a step slot's buffer (scratch holds floats). */
+static size_t slot_elem(const rt_exec *ex, const cg_step *s, int slot) {
+    int id = s->buf[slot];
+    return id == CG_SCRATCH ? sizeof(float) : ir_dtype_size(ex->g->nodes[id].type.dtype);
+}
+
+static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
+    int id = s->buf[slot];
+    return id == CG_SCRATCH ? ex->scratch : ex->buf[id];
+}
+
+/* The step running each node (a fusion group's members run in the step of
+ * the group's last node); -1 for sources. */
+static int *steps_of_nodes(const rt_exec *ex) {
+    const ir_graph *g = ex->g;
+    int *step = malloc(sizeof *step * (size_t)(g->n + 1));
+    RT_CHECK_ALLOC(step);
+    for (int i = 0; i < g->n; i++) step[i] = -1;
+    for (int si = 0; si < ex->prog->nsteps; si++) {
+        int k = ex->prog->steps[si].node;
+        step[k] = si;
+        for (int j = k - 1; g->nodes[k].group && j >= 0 && g->nodes[j].group == g->nodes[k].group; j--)
+            step[j] = si;
+    }
+    return step;
+}
+
+int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen) {
+    const ir_graph *g = ex->g;
+    int nb = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] + 1 > nb)
+            nb = (int)g->nodes[i].iattr[0] + 1;
+    if (rt_coll_queue_buckets(q) != 0)
+        return ir_fail(err, errlen, "the communication queue has buckets of another program");
+    int *step = steps_of_nodes(ex);
+    rt_coll_piece *piece = malloc(sizeof *piece * (size_t)(g->n + 1));
+    RT_CHECK_ALLOC(piece);
+    free(ex->start_at), free(ex->wait_at);
+    ex->start_at = malloc(sizeof(int) * (size_t)(nb + 1));
+    ex->wait_at = malloc(sizeof(int) * (size_t)(nb + 1));
+    RT_CHECK_ALLOC(ex->start_at && ex->wait_at);
+    int rc = 0;
+    for (int b = 0; b < nb && !rc; b++) {
+        /* The bucket's gradients in packing order (offsets ascend along the
+         * graph, partition.c), checked to tile the bucket. */
+        int np = 0;
+        int64_t packed = 0;
+        ex->start_at[b] = -1;
+        ex->wait_at[b] = ex->prog->nsteps;
+        for (int i = 0; i < g->n && !rc; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
+            if (n->iattr[1] != packed)
+                rc = ir_fail(err, errlen, "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
+                          (long long)n->iattr[1], b, (long long)packed);
+            else if (!ex->buf[n->input[0]] || step[i] < 0)
+                rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
+            else if (ex->buf[i] == ex->buf[n->input[0]]) {
+                /* Out of place from now on: the local gradient keeps its
+                 * value for its other readers (passes/partition.c). */
+                ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+                ex->owned[i] = 1;
+            }
+            packed += ir_numel(&n->type);
+            piece[np++] = (rt_coll_piece){ex->buf[n->input[0]], ex->buf[i], ir_numel(&n->type)};
+            if (step[i] > ex->start_at[b]) ex->start_at[b] = step[i];
+            for (int j = i + 1; j < g->n; j++)
+                for (int k = 0; k < g->nodes[j].ninputs; k++)
+                    if (g->nodes[j].input[k] == i && step[j] >= 0 && step[j] < ex->wait_at[b])
+                        ex->wait_at[b] = step[j];
+        }
+        if (!rc && np == 0) rc = ir_fail(err, errlen, "bucket %d has no gradients", b);
+        if (!rc && ex->wait_at[b] <= ex->start_at[b])
+            rc = ir_fail(err, errlen, "bucket %d is read (step %d) before its last gradient is summed (step %d)",
+                      b, ex->wait_at[b], ex->start_at[b]);
+        if (!rc) rt_coll_queue_add_bucket(q, piece, np);
+    }
+    free(piece);
+    free(step);
+    if (rc) return -1;
+    ex->nbuckets = nb;
+    ex->coll = q;
+    return 0;
+}
+
+int rt_exec_use_graphs(rt_exec *ex, int on) {
+    ex->graphs = on && ex->be->graph_begin && ex->be->graph_end && ex->be->graph_launch &&
+                 ex->be->graph_free;
+    return ex->graphs;
+}
+
+void rt_exec_launches(const rt_exec *ex, int64_t *calls, int64_t *graph_launches) {
+    *calls = ex->last_calls;
+    *graph_launches = ex->last_graph_launches;
+}
+
+typedef enum { RUN_EAGER, RUN_CAPTURE, RUN_REPLAY } run_mode;
+
+/* Device work is about to be issued: a capture starts recording a new
+ * segment; a replay launches the segment's graph (and issues nothing). */
+static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) {
+    if (m == RUN_EAGER || ex->seg_is_open) return 0;
+    ex->seg_is_open = 1;
+    if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
+    if (cur >= ex->nseg) return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
+    ex->last_graph_launches++;
+    return ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen);
+}
+
+/* A host action follows (or the step ends): a capture keeps the segment
+ * and runs it at once, so the recording step computes like any other. */
+static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen) {
+    if (!ex->seg_is_open) return 0;
+    ex->seg_is_open = 0;
+    (*cur)++;
+    if (m != RUN_CAPTURE) return 0;
+    rt_graph *g = ex->be->graph_end(ex->be, err, errlen);
+    if (!g) return -1;
+    if (ex->nseg == ex->seg_cap) {
+        ex->seg_cap = ex->seg_cap ? 2 * ex->seg_cap : 4;
+        ex->seg = realloc(ex->seg, sizeof *ex->seg * (size_t)ex->seg_cap);
+        RT_CHECK_ALLOC(ex->seg);
+    }
+    ex->seg[ex->nseg++] = g;
+    ex->last_graph_launches++;
+    return ex->be->graph_launch(ex->be, g, err, errlen);
+}
+
+/* The step's calls, eagerly or through graphs. Collective actions of a
+ * stream-ordered queue (nccl) are device work like the calls: captured and
+ * replayed with them. A host queue's (local, mpi) are host actions that
+ * end a segment; while recording, a bucket is waited for right after its
+ * start, so its thread never touches the compute stream during a capture. */
+static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
+    const cg_program *p = ex->prog;
+    rt_backend *be = ex->be;
+    int stream_coll = ex->coll && rt_coll_queue_stream_ordered(ex->coll);
+    int cur = 0;
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int b = 0; b < ex->nbuckets; b++) {
+            if (ex->wait_at[b] != si) continue;
+            if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+                return -1;
+            if (m != RUN_REPLAY || !stream_coll)
+                if (rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
+        }
+        if (s->op == IR_OP_ALLREDUCE) {
+            /* No kernel: one replica shares the gradient's bytes; replicas
+             * hand the bucket to the communication queue. */
+            for (int b = 0; b < ex->nbuckets; b++) {
+                if (ex->start_at[b] != si) continue;
+                if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+                    return -1;
+                if (m == RUN_REPLAY && stream_coll) continue;
+                rt_coll_queue_start(ex->coll, b);
+                if (m == RUN_CAPTURE && !stream_coll && rt_coll_queue_wait(ex->coll, b, err, errlen))
+                    return -1;
+            }
+            continue;
+        }
+        if (seg_open(ex, m, cur, err, errlen)) return -1;
+        if (m == RUN_REPLAY) continue;
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
+            const cg_call *c = &p->calls[ci];
+            void *args[CG_MAX_ARGS];
+            int rc;
+            double t0 = ex->prof ? rt_now() : 0, c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
+            if (c->kind == CG_CALL_GEMM) {
+                rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
+                              slot_ptr(ex, s, c->arg[2]), err, errlen);
+            } else {
+                for (int j = 0; j < c->nargs; j++)
+                    args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
+                              (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
+                rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, err, errlen);
+            }
+            if (!rc && ex->prof) {
+                rc = be->sync(be, err, errlen);
+                ex->prof[ci] += rt_now() - t0;
+                ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            }
+            if (rc) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", err);
+                return ir_fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
+                            ir_ops[s->op].name, why);
+            }
+            ex->last_calls++;
+        }
+    }
+    /* Sums nobody reads within the step must still be complete when the
+     * caller looks at them; a stream queue's waits also join its stream
+     * back into a capture. */
+    if (ex->coll && stream_coll) {
+        if (seg_open(ex, m, cur, err, errlen)) return -1;
+        if (m != RUN_REPLAY && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
+    }
+    if (seg_close(ex, m, &cur, err, errlen)) return -1;
+    if (ex->coll && !stream_coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
+    if (m == RUN_REPLAY && cur != ex->nseg)
+        return ir_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur, ex->nseg);
+    return 0;
+}
+
+int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
+    /* Run 1 is eager (the warm-up: cuBLAS chooses its kernels, modules
+     * load); run 2 records; profiling times calls one by one, so never. */
+    run_mode m = !ex->graphs || ex->prof || ex->runs == 0 ? RUN_EAGER
+                 : ex->captured                           ? RUN_REPLAY
+                                                          : RUN_CAPTURE;
+    ex->last_calls = ex->last_graph_launches = 0;
+    int rc = run_steps(ex, m, err, errlen);
+    if (rc && ex->seg_is_open && m == RUN_CAPTURE) { /* leave the backend recording nothing */
+        char why[64];
+        rt_graph *g = ex->be->graph_end(ex->be, why, sizeof why);
+        if (g) ex->be->graph_free(ex->be, g);
+    }
+    ex->seg_is_open = 0;
+    if (rc) return -1;
+    if (m == RUN_CAPTURE) ex->captured = 1;
+    ex->runs++;
+    if (rt_debug_level() >= 1 && ex->runs <= 3)
+        fprintf(stderr, "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches\n",
+                ex->be->name, ex->runs, m == RUN_EAGER ? "eager" : m == RUN_CAPTURE ? "recorded" : "replayed",
+                ex->last_calls, ex->last_graph_launches);
+    return ex->be->sync(ex->be, err, errlen);
+}
+
+static int find_input(const rt_exec *ex, const char *name) {
+    for (int i = 0; i < ex->g->n; i++)
+        if (ex->g->nodes[i].op == IR_OP_INPUT && !strcmp(ex->g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes) {
+    int i = find_input(ex, name);
+    if (i < 0 || node_bytes(&ex->g->nodes[i]) != bytes) return -1;
+    ex->be->copy_in(ex->be, ex->buf[i], host, bytes);
+    return 0;
+}
+
+int rt_exec_set_scalar(rt_exec *ex, const char *name, float value) {
+    int i = find_input(ex, name);
+    if (i < 0 || ir_numel(&ex->g->nodes[i].type) != 1 || ex->g->nodes[i].type.dtype != IR_F32)
+        return -1;
+    ex->be->copy_in(ex->be, ex->buf[i], &value, sizeof value);
+    return 0;
+}
+
+int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
+    if (node < 0 || node >= ex->g->n || node_bytes(&ex->g->nodes[node]) != bytes) return -1;
+    if (!ex->buf[node]) return -1; /* a fused value that is never stored */
+    ex->be->copy_out(ex->be, host, ex->buf[node], bytes);
+    return 0;
+}
+
+/* Sources by their unique name first, then the first node with that label. */
+int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
+    const ir_graph *g = ex->g;
+    int found = -1;
+    for (int i = 0; i < g->n && found < 0; i++) {
+        ir_op op = g->nodes[i].op;
+        if (ir_is_source(op) && !strcmp(g->nodes[i].name, name))
+            found = i;
+    }
+    for (int i = 0; i < g->n && found < 0; i++)
+        if (!strcmp(g->nodes[i].name, name)) found = i;
+    return rt_exec_get_node(ex, found, host, bytes);
+}

@@ -1,0 +1,152 @@
+/* runtime/exec/exec.h — run a compiled program (train or eval) on a backend.
+ *
+ * Usage:
+ *     rt_backend *be = rt_backend_cpu();                  // or rt_backend_auto(...)
+ *     rt_store *st = rt_store_new(be, plan->train);       // params, states, momentum
+ *     rt_store_init(st, plan->train, &plan->schedule, seed); // xavier / zero / one
+ *     rt_exec *train = rt_exec_new(be, st, plan->train, plan, err, sizeof err);
+ *     rt_exec *eval  = rt_exec_new(be, st, plan->eval,  plan, err, sizeof err);
+ *     rt_exec_set_input(train, "image", images, n_bytes);   // host memory
+ *     rt_exec_set_input(train, "label", labels, n_bytes);   // int32
+ *     rt_exec_set_scalar(train, "lr", 0.1f);
+ *     rt_exec_set_scalar(train, "grad_scale", 1.0f / global_batch);
+ *     if (rt_exec_run(train, err, sizeof err)) ...;         // one training step
+ *     rt_exec_get(train, "loss", host_losses, n_bytes);     // per-sample losses
+ *
+ * A store holds every persistent tensor (params, BatchNorm running stats,
+ * optimizer state) by name; the train and eval programs bound to the same
+ * store share them. Everything else lives in the exec's own memory:
+ * activations in one arena laid out by the plan's memory plan (or a buffer
+ * each without one), parameter gradients in buffers of their own. Tensors are addressed by their node's name: sources by
+ * their unique name, others by the label the frontend or a pass gave them
+ * ("loss", "logits", "conv0.weight.grad").
+ */
+#ifndef DPC_RT_EXEC_EXEC_H
+#define DPC_RT_EXEC_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codegen/codegen.h"
+#include "ir/ir.h"
+#include "ir/plan.h"
+#include "runtime/device/device.h"
+
+typedef struct rt_backend rt_backend;
+typedef struct rt_store rt_store;
+typedef struct rt_exec rt_exec;
+
+/* ---- persistent tensors ---- */
+rt_store *rt_store_new(rt_backend *be, const ir_graph *g);
+void rt_store_free(rt_store *st);
+/* Initialises params and states as their init says; xavier draws from a
+ * generator seeded with `seed`, in definition order. */
+void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed);
+int rt_store_count(const rt_store *st);
+/* i-th persistent tensor in definition order (params and states as they
+ * appear in the graph, then optimizer state). */
+const char *rt_store_name(const rt_store *st, int i);
+const ir_type *rt_store_type(const rt_store *st, int i);
+int rt_store_find(const rt_store *st, const char *name); /* -1 if absent */
+void rt_store_read(rt_store *st, int i, float *host);        /* numel floats */
+void rt_store_write(rt_store *st, int i, const float *host);
+/* The i-th tensor's device buffer (executors, collectives). */
+void *rt_store_buffer(rt_store *st, int i);
+
+/* ---- programs ---- */
+/* The kernels are always rendered here from g (cg_generate with dpc's
+ * default options); a program for g in the plan's section must be exactly
+ * that one, else the plan is refused (it is there to be read, not run). */
+rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                     char *err, size_t errlen);
+/* The same, rendering with options o (tests: a small scratch bound to take
+ * the chunked convolution path); NULL is rt_exec_new. */
+rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
+                          const cg_options *o, char *err, size_t errlen);
+void rt_exec_free(rt_exec *ex);
+/* Copies host data into an input. Returns -1 if there is no such input or
+ * the size differs. */
+int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);
+int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
+int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
+/* Data parallelism: hands the program's allreduce steps (partition pass)
+ * to a replica's communication queue (runtime/comm/comm.h), registering
+ * one bucket per bucket of the graph, before the first run; each sum gets a
+ * buffer of its own. Each run then starts a bucket right after its last
+ * gradient and waits for it before the first update that reads its sums.
+ * Without a queue (one replica) a sum shares its gradient's bytes and the
+ * step does nothing. Free the queue before the exec. 0, or -1 with a
+ * message when the program's order cannot overlap (a sum read before its
+ * bucket is complete). */
+typedef struct rt_coll_queue rt_coll_queue;
+int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
+/* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is
+ * eager (the warm-up), run 2 records the step and runs it, later runs
+ * replay the recording: one graph launch instead of a launch per kernel.
+ * Set inputs (rt_exec_set_input/_scalar) before each run as usual: they are
+ * copied into the same buffers the graph reads. A stream-ordered
+ * communication queue (nccl) is recorded with the step; a host one (local,
+ * mpi) splits it into segments around its bucket starts and waits.
+ * DPC_PROFILE keeps the runs eager. Returns 1 when graphs will be used, 0
+ * when the backend has none (the runs stay eager). Call before run 2. */
+int rt_exec_use_graphs(rt_exec *ex, int on);
+/* Kernel launches + GEMMs issued one by one, and graph launches, by the
+ * latest run (DPC_DEBUG=1 prints them for the first three runs). */
+void rt_exec_launches(const rt_exec *ex, int64_t *calls, int64_t *graph_launches);
+/* Copies a named tensor's current value to host; -1 if unknown or size differs. */
+int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
+/* Same, by node index (any node, named or not; aliases read their target).
+ * A fused value that is never stored cannot be read (-1). With a memory
+ * plan, a tensor shares arena bytes with others once it is dead: after a
+ * step only outputs (loss, logits), gradients, sources and what lives to
+ * the end hold their values; compile with --no-memplan to read the rest. */
+int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes);
+
+/* ---- the reference interpreter: every op, naive loops,
+ * double precision. It is the oracle the generated kernels, the passes and
+ * finite-difference gradient checks are tested against; never fast.
+ *
+ * Usage:
+ *     rt_interp *it = rt_interp_new(g);            // a buffer per node
+ *     double *x = rt_interp_buffer(it, image_node); // fill inputs, params, states
+ *     ...                                           // labels: class index as double
+ *     rt_interp_run(it);                            // every non-source node in order
+ *     double *loss = rt_interp_buffer(it, loss_node);
+ *     rt_interp_free(it);
+ *
+ * `assign` copies its value into the target's buffer, so after a run the
+ * buffers of params and states hold their updated values, as on a device.
+ */
+
+typedef struct rt_interp rt_interp;
+
+rt_interp *rt_interp_new(const ir_graph *g);
+void rt_interp_free(rt_interp *it);
+double *rt_interp_buffer(rt_interp *it, int node); /* ir_numel(type) doubles */
+void rt_interp_run(rt_interp *it);
+
+/* ---- refuse a plan that cannot fit, before allocating it.
+ *
+ * dprun adds up what a run will allocate (passes.h's pass_memory: the
+ * store, each program's arena and buffers, from the plan's memory plans)
+ * for every replica of this process, plus the input pipeline's batches,
+ * and refuses a plan that needs more than the limit with one message
+ * naming both, instead of failing an allocation deep in the run. The
+ * limit is $DPC_MAX_MEMORY when set, else the device's memory (cuda) or
+ * the host's physical memory (cpu).
+ *
+ * Usage:
+ *     if (rt_memory_check(plan, be, replicas, input_bytes, err, sizeof err))
+ *         fprintf(stderr, "dprun: error: %s\n", err);
+ */
+
+/* The host's physical memory in bytes (0 when the system does not say). */
+int64_t rt_host_memory(void);
+
+/* 0 when `replicas` copies of the plan's programs and store, plus
+ * input_bytes of host batches, fit the limit; -1 with a message otherwise
+ * (also for a malformed DPC_MAX_MEMORY or memory plan). */
+int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int64_t input_bytes,
+                    char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,515 @@
+/* runtime/exec/interp.c — the reference interpreter.
+ *
+ * Every op of ir.h evaluated with naive loops over NCHW tensors in double
+ * precision, exactly as the op table's comment defines it. Nothing here is
+ * meant to be fast: it is the oracle that generated kernels, passes and
+ * finite-difference gradient checks are compared against, so every loop is
+ * written in the most obvious form, one small function per op.
+ *
+ * Labels (i32 tensors) are held as doubles carrying the class index.
+ */
+#include "runtime/exec/exec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rt_interp {
+    const ir_graph *g;
+    double **buf; /* one buffer per node, ir_numel(type) doubles */
+};
+
+/* The view of one node's operands that each op function receives. */
+typedef struct {
+    const ir_node *n;
+    const ir_type *in[IR_MAX_INPUTS];
+    double *x[IR_MAX_INPUTS]; /* input buffers */
+    double *y;                /* output buffer */
+} op_args;
+
+rt_interp *rt_interp_new(const ir_graph *g) {
+    rt_interp *it = calloc(1, sizeof *it);
+    if (!it) abort();
+    it->g = g;
+    it->buf = calloc((size_t)(g->n ? g->n : 1), sizeof *it->buf);
+    if (!it->buf) abort();
+    for (int i = 0; i < g->n; i++) {
+        it->buf[i] = calloc((size_t)ir_numel(&g->nodes[i].type), sizeof(double));
+        if (!it->buf[i]) abort();
+    }
+    return it;
+}
+
+void rt_interp_free(rt_interp *it) {
+    if (!it) return;
+    for (int i = 0; i < it->g->n; i++) free(it->buf[i]);
+    free(it->buf);
+    free(it);
+}
+
+double *rt_interp_buffer(rt_interp *it, int node) {
+    if (node < 0 || node >= it->g->n) return NULL;
+    return it->buf[node];
+}
+
+/* ---- shape helpers -------------------------------------------------------- */
+
+/* Per-channel layout of a rank-2 or rank-4 activation: element (n, c, i)
+ * lives at (n*C + c)*inner + i, where inner is H*W (1 for rank 2). */
+typedef struct {
+    int64_t n, c, inner;
+} chan_layout;
+
+static chan_layout layout_of(const ir_type *t) {
+    chan_layout l = {t->dim[0], t->ndim > 1 ? t->dim[1] : 1, 1};
+    for (int d = 2; d < t->ndim; d++) l.inner *= t->dim[d];
+    return l;
+}
+
+#define AT(l, ni, ci, i) (((ni) * (l).c + (ci)) * (l).inner + (i))
+#define IDX4(t, a, b, c, d) ((((a) * (t)->dim[1] + (b)) * (t)->dim[2] + (c)) * (t)->dim[3] + (d))
+
+/* Index into x (NCHW) of tap t = i*k + j of the k x k window whose top-left
+ * corner is (h0, w0) in channel c of image n, or -1 where the tap falls on
+ * the zero padding. Every windowed op (conv, pools, their gradients) walks
+ * its windows through this one rule. */
+static int64_t window_tap(const ir_type *xt, int64_t n, int64_t c, int64_t h0, int64_t w0,
+                          int64_t k, int64_t t) {
+    int64_t ih = h0 + t / k, iw = w0 + t % k;
+    if (ih < 0 || ih >= xt->dim[2] || iw < 0 || iw >= xt->dim[3]) return -1;
+    return IDX4(xt, n, c, ih, iw);
+}
+
+/* ---- forward ops ------------------------------------------------------------ */
+
+/* Convolution and its two gradients are one loop over (output position,
+ * input channel, tap) that differs only in which product it accumulates
+ * where; weights are [O, C, k, k], so tap t of (o, c) is element
+ * (o*C + c)*k*k + t. out starts zeroed. */
+typedef enum { CONV_FORWARD, CONV_GRAD_DATA, CONV_GRAD_WEIGHT } conv_mode;
+
+static void conv_loop(conv_mode mode, const ir_type *xt, const ir_type *yt, const ir_node *node,
+                      const double *x, const double *w, const double *dy, double *out) {
+    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2], C = xt->dim[1];
+    for (int64_t n = 0; n < yt->dim[0]; n++)
+        for (int64_t o = 0; o < yt->dim[1]; o++)
+            for (int64_t oh = 0; oh < yt->dim[2]; oh++)
+                for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
+                    int64_t yi = IDX4(yt, n, o, oh, ow);
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t t = 0; t < k * k; t++) {
+                            int64_t xi = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                            if (xi < 0) continue; /* zero padding */
+                            int64_t wi = (o * C + c) * k * k + t;
+                            if (mode == CONV_FORWARD) out[yi] += x[xi] * w[wi];
+                            else if (mode == CONV_GRAD_DATA) out[xi] += dy[yi] * w[wi];
+                            else out[wi] += dy[yi] * x[xi];
+                        }
+                }
+}
+
+static void op_conv(op_args *a) {
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_FORWARD, a->in[0], &a->n->type, a->n, a->x[0], a->x[1], NULL, a->y);
+}
+
+static void op_bias_add(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][AT(l, n, c, i)] + a->x[1][c];
+}
+
+static void op_relu(op_args *a) {
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] > 0 ? a->x[0][i] : 0;
+}
+
+static void op_add(op_args *a) {
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] + a->x[1][i];
+}
+
+/* Index of the first maximum of one pooling window in row-major scan order,
+ * or -1 if the window holds only padding (the shape rule rules that out).
+ * Padding counts as -inf: it never wins, not even against -inf inputs. */
+static int64_t window_argmax(const double *x, const ir_type *xt, int64_t n, int64_t c,
+                             int64_t h0, int64_t w0, int64_t k) {
+    int64_t best = -1;
+    for (int64_t t = 0; t < k * k; t++) {
+        int64_t at = window_tap(xt, n, c, h0, w0, k, t);
+        if (at >= 0 && (best < 0 || x[at] > x[best])) best = at; /* strict: ties keep the first */
+    }
+    return best;
+}
+
+static void op_maxpool(op_args *a) {
+    const ir_type *xt = a->in[0], *yt = &a->n->type;
+    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
+    for (int64_t n = 0; n < yt->dim[0]; n++)
+        for (int64_t c = 0; c < yt->dim[1]; c++)
+            for (int64_t oh = 0; oh < yt->dim[2]; oh++)
+                for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
+                    int64_t at = window_argmax(a->x[0], xt, n, c, oh * s - p, ow * s - p, k);
+                    a->y[IDX4(yt, n, c, oh, ow)] = at < 0 ? -INFINITY : a->x[0][at];
+                }
+}
+
+/* Average pooling divides by k*k whatever the padding (count_include_pad,
+ * the MXNet and PyTorch default). With floor output a window never reaches
+ * past the padded border, so k*k is also the clipped window size. */
+static void op_avgpool(op_args *a) {
+    const ir_type *xt = a->in[0], *yt = &a->n->type;
+    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
+    for (int64_t n = 0; n < yt->dim[0]; n++)
+        for (int64_t c = 0; c < yt->dim[1]; c++)
+            for (int64_t oh = 0; oh < yt->dim[2]; oh++)
+                for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
+                    double sum = 0;
+                    for (int64_t t = 0; t < k * k; t++) {
+                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                        if (at >= 0) sum += a->x[0][at];
+                    }
+                    a->y[IDX4(yt, n, c, oh, ow)] = sum / (double)(k * k);
+                }
+}
+
+static void op_global_avgpool(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++) {
+            double sum = 0;
+            for (int64_t i = 0; i < l.inner; i++) sum += a->x[0][AT(l, n, c, i)];
+            a->y[n * l.c + c] = sum / (double)l.inner;
+        }
+}
+
+/* flatten and reshape_like: same data, new shape. */
+static void op_copy(op_args *a) {
+    memcpy(a->y, a->x[0], sizeof(double) * (size_t)ir_numel(&a->n->type));
+}
+
+/* c[i][j] = sum over q of a(i, q) * b(q, j), c row-major [m, n]; the
+ * strides say how a and b are laid out, so dense and both its gradients
+ * (which read the same matrices transposed) are this one loop. */
+static void matmul(int64_t m, int64_t n, int64_t depth, const double *a, int64_t a_row,
+                   int64_t a_col, const double *b, int64_t b_row, int64_t b_col, double *c) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (int64_t q = 0; q < depth; q++) sum += a[i * a_row + q * a_col] * b[q * b_row + j * b_col];
+            c[i * n + j] = sum;
+        }
+}
+
+/* dense(x [N, F], w [U, F]) = x w^T. */
+static void op_dense(op_args *a) {
+    int64_t N = a->in[0]->dim[0], F = a->in[0]->dim[1], U = a->in[1]->dim[0];
+    matmul(N, U, F, a->x[0], F, 1, a->x[1], 1, F, a->y);
+}
+
+/* A label is a class index stored as a double; anything else is -1. */
+static int64_t label_of(double v, int64_t classes) {
+    if (!(v >= 0 && v < (double)classes) || v != floor(v)) return -1;
+    return (int64_t)v;
+}
+
+/* log(sum(exp(row))) computed around the row's maximum so it never
+ * overflows; also used by the gradient for the softmax itself. */
+static double log_sum_exp(const double *row, int64_t K) {
+    double m = row[0];
+    for (int64_t k = 1; k < K; k++)
+        if (row[k] > m) m = row[k];
+    double sum = 0;
+    for (int64_t k = 0; k < K; k++) sum += exp(row[k] - m);
+    return m + log(sum);
+}
+
+static void op_softmax_ce(op_args *a) {
+    int64_t N = a->in[0]->dim[0], K = a->in[0]->dim[1];
+    for (int64_t n = 0; n < N; n++) {
+        const double *row = a->x[0] + n * K;
+        int64_t y = label_of(a->x[1][n], K);
+        a->y[n] = y < 0 ? NAN : log_sum_exp(row, K) - row[y];
+    }
+}
+
+/* ---- BatchNorm: the high-level op and its primitives ------------------------ */
+
+static void channel_mean(const double *x, chan_layout l, double *mean) {
+    for (int64_t c = 0; c < l.c; c++) {
+        double sum = 0;
+        for (int64_t n = 0; n < l.n; n++)
+            for (int64_t i = 0; i < l.inner; i++) sum += x[AT(l, n, c, i)];
+        mean[c] = sum / (double)(l.n * l.inner);
+    }
+}
+
+/* Biased (divide by M) variance around the given mean. */
+static void channel_var(const double *x, chan_layout l, const double *mean, double *var) {
+    for (int64_t c = 0; c < l.c; c++) {
+        double sum = 0;
+        for (int64_t n = 0; n < l.n; n++)
+            for (int64_t i = 0; i < l.inner; i++) {
+                double d = x[AT(l, n, c, i)] - mean[c];
+                sum += d * d;
+            }
+        var[c] = sum / (double)(l.n * l.inner);
+    }
+}
+
+static void bn_normalise(const double *x, chan_layout l, const double *mean, const double *var,
+                         const double *gamma, const double *beta, double eps, double *y) {
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++) {
+            double inv = 1.0 / sqrt(var[c] + eps);
+            for (int64_t i = 0; i < l.inner; i++) {
+                int64_t at = AT(l, n, c, i);
+                y[at] = (x[at] - mean[c]) * inv * gamma[c] + beta[c];
+            }
+        }
+}
+
+static void ema(double *running, const double *value, int64_t n, double momentum, double scale,
+                double *out) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = momentum * running[i] + (1 - momentum) * value[i] * scale;
+}
+
+/* batchnorm(x, gamma, beta, running_mean, running_var) training; eps, momentum.
+ * Training normalises with the batch statistics and updates the running
+ * ones in place (unbiased variance, as cuDNN); inference uses the running
+ * statistics and changes nothing. */
+static void op_batchnorm(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    double eps = a->n->fattr[0], momentum = a->n->fattr[1];
+    double *rmean = a->x[3], *rvar = a->x[4];
+    if (!a->n->iattr[0]) {
+        bn_normalise(a->x[0], l, rmean, rvar, a->x[1], a->x[2], eps, a->y);
+        return;
+    }
+    double *mean = malloc(sizeof(double) * (size_t)l.c), *var = malloc(sizeof(double) * (size_t)l.c);
+    if (!mean || !var) abort();
+    channel_mean(a->x[0], l, mean);
+    channel_var(a->x[0], l, mean, var);
+    bn_normalise(a->x[0], l, mean, var, a->x[1], a->x[2], eps, a->y);
+    int64_t M = l.n * l.inner;
+    ema(rmean, mean, l.c, momentum, 1.0, rmean);
+    ema(rvar, var, l.c, momentum, M > 1 ? (double)M / (double)(M - 1) : 1.0, rvar);
+    free(mean);
+    free(var);
+}
+
+static void op_bn_mean(op_args *a) { channel_mean(a->x[0], layout_of(a->in[0]), a->y); }
+static void op_bn_var(op_args *a) { channel_var(a->x[0], layout_of(a->in[0]), a->x[1], a->y); }
+
+static void op_bn_apply(op_args *a) {
+    bn_normalise(a->x[0], layout_of(a->in[0]), a->x[1], a->x[2], a->x[3], a->x[4],
+                 a->n->fattr[0], a->y);
+}
+
+static void op_ema(op_args *a) {
+    ema(a->x[0], a->x[1], ir_numel(&a->n->type), a->n->fattr[0], a->n->fattr[1], a->y);
+}
+
+/* The target's buffer and the assign's own both end up holding the value:
+ * readers of the assign see the new value, as on a device where they alias. */
+static void op_assign(op_args *a) {
+    size_t bytes = sizeof(double) * (size_t)ir_numel(&a->n->type);
+    memmove(a->x[0], a->x[1], bytes);
+    memcpy(a->y, a->x[1], bytes);
+}
+
+static void op_ones_like(op_args *a) {
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = 1;
+}
+
+/* ---- backward ops ------------------------------------------------------------ */
+
+static void op_conv_grad_data(op_args *a) {
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_GRAD_DATA, &a->n->type, a->in[0], a->n, NULL, a->x[1], a->x[0], a->y);
+}
+
+static void op_conv_grad_weight(op_args *a) {
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(&a->n->type));
+    conv_loop(CONV_GRAD_WEIGHT, a->in[1], a->in[0], a->n, a->x[1], NULL, a->x[0], a->y);
+}
+
+static void op_bias_grad(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t c = 0; c < l.c; c++) {
+        double sum = 0;
+        for (int64_t n = 0; n < l.n; n++)
+            for (int64_t i = 0; i < l.inner; i++) sum += a->x[0][AT(l, n, c, i)];
+        a->y[c] = sum;
+    }
+}
+
+/* bn_grad_gamma(dy, x, mean, var) eps: per-channel sum(dy * xhat). */
+static void op_bn_grad_gamma(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    const double *dy = a->x[0], *x = a->x[1], *mean = a->x[2], *var = a->x[3];
+    for (int64_t c = 0; c < l.c; c++) {
+        double inv = 1.0 / sqrt(var[c] + a->n->fattr[0]), sum = 0;
+        for (int64_t n = 0; n < l.n; n++)
+            for (int64_t i = 0; i < l.inner; i++) {
+                int64_t at = AT(l, n, c, i);
+                sum += dy[at] * (x[at] - mean[c]) * inv;
+            }
+        a->y[c] = sum;
+    }
+}
+
+/* bn_grad_data(dy, x, mean, var, gamma, dgamma, dbeta) eps. */
+static void op_bn_grad_data(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    const double *dy = a->x[0], *x = a->x[1], *mean = a->x[2], *var = a->x[3];
+    const double *gamma = a->x[4], *dgamma = a->x[5], *dbeta = a->x[6];
+    double M = (double)(l.n * l.inner);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++) {
+            double inv = 1.0 / sqrt(var[c] + a->n->fattr[0]);
+            for (int64_t i = 0; i < l.inner; i++) {
+                int64_t at = AT(l, n, c, i);
+                double xhat = (x[at] - mean[c]) * inv;
+                a->y[at] = gamma[c] * inv * (dy[at] - dbeta[c] / M - xhat * dgamma[c] / M);
+            }
+        }
+}
+
+static void op_relu_grad(op_args *a) {
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[1][i] > 0 ? a->x[0][i] : 0;
+}
+
+/* Each window's dy goes to the element the forward pass picked: the first
+ * maximum in row-major order. Overlapping windows accumulate. */
+static void op_maxpool_grad(op_args *a) {
+    const ir_type *dyt = a->in[0], *xt = a->in[1];
+    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(xt));
+    for (int64_t n = 0; n < dyt->dim[0]; n++)
+        for (int64_t c = 0; c < dyt->dim[1]; c++)
+            for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
+                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
+                    int64_t at = window_argmax(a->x[1], xt, n, c, oh * s - p, ow * s - p, k);
+                    if (at >= 0) a->y[at] += a->x[0][IDX4(dyt, n, c, oh, ow)];
+                }
+}
+
+static void op_avgpool_grad(op_args *a) {
+    const ir_type *dyt = a->in[0], *xt = &a->n->type;
+    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
+    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(xt));
+    for (int64_t n = 0; n < dyt->dim[0]; n++)
+        for (int64_t c = 0; c < dyt->dim[1]; c++)
+            for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
+                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
+                    double d = a->x[0][IDX4(dyt, n, c, oh, ow)] / (double)(k * k);
+                    for (int64_t t = 0; t < k * k; t++) {
+                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
+                        if (at >= 0) a->y[at] += d;
+                    }
+                }
+}
+
+static void op_global_avgpool_grad(op_args *a) {
+    chan_layout l = layout_of(&a->n->type);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][n * l.c + c] / (double)l.inner;
+}
+
+/* dense_grad_data(dy [N, U], w [U, F]) = dy w. */
+static void op_dense_grad_data(op_args *a) {
+    int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
+    matmul(N, F, U, a->x[0], U, 1, a->x[1], F, 1, a->y);
+}
+
+/* dense_grad_weight(dy [N, U], x [N, F]) = dy^T x. */
+static void op_dense_grad_weight(op_args *a) {
+    int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
+    matmul(U, F, N, a->x[0], 1, U, a->x[1], F, 1, a->y);
+}
+
+static void op_softmax_ce_grad(op_args *a) {
+    int64_t N = a->in[0]->dim[0], K = a->in[0]->dim[1];
+    for (int64_t n = 0; n < N; n++) {
+        const double *row = a->x[0] + n * K;
+        double lse = log_sum_exp(row, K), d = a->x[2][n];
+        int64_t y = label_of(a->x[1][n], K);
+        for (int64_t k = 0; k < K; k++)
+            a->y[n * K + k] = y < 0 ? NAN : (exp(row[k] - lse) - (k == y)) * d;
+    }
+}
+
+/* sgd_momentum(w, grad, v, lr, grad_scale) momentum, wd: MXNet's update. */
+static void op_sgd_momentum(op_args *a) {
+    double momentum = a->n->fattr[0], wd = a->n->fattr[1], lr = a->x[3][0], scale = a->x[4][0];
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++)
+        a->y[i] = momentum * a->x[2][i] - lr * (a->x[1][i] * scale + wd * a->x[0][i]);
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+typedef void (*op_fn)(op_args *);
+
+static const op_fn op_table[IR_OP_COUNT] = {
+    [IR_OP_CONV] = op_conv,
+    [IR_OP_BIAS_ADD] = op_bias_add,
+    [IR_OP_BATCHNORM] = op_batchnorm,
+    [IR_OP_RELU] = op_relu,
+    [IR_OP_ADD] = op_add,
+    [IR_OP_MAXPOOL] = op_maxpool,
+    [IR_OP_AVGPOOL] = op_avgpool,
+    [IR_OP_GLOBAL_AVGPOOL] = op_global_avgpool,
+    [IR_OP_FLATTEN] = op_copy,
+    [IR_OP_DENSE] = op_dense,
+    [IR_OP_SOFTMAX_CE] = op_softmax_ce,
+    [IR_OP_BN_MEAN] = op_bn_mean,
+    [IR_OP_BN_VAR] = op_bn_var,
+    [IR_OP_BN_APPLY] = op_bn_apply,
+    [IR_OP_EMA] = op_ema,
+    [IR_OP_ASSIGN] = op_assign,
+    [IR_OP_ONES_LIKE] = op_ones_like,
+    [IR_OP_CONV_GRAD_DATA] = op_conv_grad_data,
+    [IR_OP_CONV_GRAD_WEIGHT] = op_conv_grad_weight,
+    [IR_OP_BIAS_GRAD] = op_bias_grad,
+    [IR_OP_BN_GRAD_GAMMA] = op_bn_grad_gamma,
+    [IR_OP_BN_GRAD_DATA] = op_bn_grad_data,
+    [IR_OP_RELU_GRAD] = op_relu_grad,
+    [IR_OP_MAXPOOL_GRAD] = op_maxpool_grad,
+    [IR_OP_AVGPOOL_GRAD] = op_avgpool_grad,
+    [IR_OP_GLOBAL_AVGPOOL_GRAD] = op_global_avgpool_grad,
+    [IR_OP_RESHAPE_LIKE] = op_copy,
+    [IR_OP_DENSE_GRAD_DATA] = op_dense_grad_data,
+    [IR_OP_DENSE_GRAD_WEIGHT] = op_dense_grad_weight,
+    [IR_OP_SOFTMAX_CE_GRAD] = op_softmax_ce_grad,
+    [IR_OP_SGD_MOMENTUM] = op_sgd_momentum,
+    [IR_OP_ALLREDUCE] = op_copy, /* the sum over one replica */
+};
+
+void rt_interp_run(rt_interp *it) {
+    const ir_graph *g = it->g;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (ir_is_source(n->op)) continue;
+        op_fn fn = (unsigned)n->op < IR_OP_COUNT ? op_table[n->op] : NULL;
+        if (!fn) {
+            fprintf(stderr, "rt_interp: no rule for op %d at node %d\n", (int)n->op, i);
+            abort();
+        }
+        op_args a = {.n = n, .y = it->buf[i]};
+        for (int j = 0; j < n->ninputs; j++) {
+            a.in[j] = &g->nodes[n->input[j]].type;
+            a.x[j] = it->buf[n->input[j]];
+        }
+        fn(&a);
+    }
+}

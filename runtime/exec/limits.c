@@ -1,0 +1,67 @@
+/* runtime/exec/limits.c — the load-time memory check (limits.h). */
+#include "runtime/exec/exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "passes/passes.h"
+
+int64_t rt_host_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? pass_bytes_mul(pages, page) : 0;
+}
+
+/* g's memory plan from the plan file, NULL when it has none. */
+static int find_memplan(const dpc_plan *plan, const ir_graph *g, pass_memplan **out, char *err,
+                        size_t errlen) {
+    *out = NULL;
+    const plan_section *sec = plan_find_section(plan, MEMPLAN_SECTION);
+    if (!sec) return 0;
+    char why[400];
+    if (pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why) < 0) {
+        snprintf(err, errlen, "the plan's memory plan is unusable: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int64_t input_bytes,
+                    char *err, size_t errlen) {
+    const char *env = getenv("DPC_MAX_MEMORY");
+    int64_t limit;
+    const char *whose;
+    if (env && *env) {
+        limit = pass_parse_size(env);
+        whose = "DPC_MAX_MEMORY";
+        if (limit < 0) {
+            snprintf(err, errlen, "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
+            return -1;
+        }
+    } else if (be->memory_bytes > 0) {
+        limit = be->memory_bytes, whose = "the device's memory; set DPC_MAX_MEMORY to change it";
+    } else {
+        limit = rt_host_memory(), whose = "the host's memory; set DPC_MAX_MEMORY to change it";
+        if (limit <= 0) return 0; /* nothing to compare with */
+    }
+    pass_memplan *mt = NULL, *me = NULL;
+    if (find_memplan(plan, plan->train, &mt, err, errlen) || find_memplan(plan, plan->eval, &me, err, errlen)) {
+        pass_memplan_free(mt);
+        return -1;
+    }
+    pass_memory need;
+    pass_memory_need(plan->train, mt, plan->eval, me, &need);
+    pass_memplan_free(mt);
+    pass_memplan_free(me);
+    int64_t each = pass_memory_total(&need);
+    int64_t total = pass_bytes_add(pass_bytes_mul(each, replicas), input_bytes);
+    if (total <= limit) return 0;
+    char what[400], t[32], e[32], in[32], lim[32];
+    pass_memory_describe(&need, what, sizeof what);
+    snprintf(err, errlen, "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
+             "batches %s; the limit is %s (%s)", plan->source[0] ? plan->source : plan->model,
+             pass_bytes_str(total, t, sizeof t), be->name, replicas, replicas == 1 ? "" : "s",
+             pass_bytes_str(each, e, sizeof e), what, pass_bytes_str(input_bytes, in, sizeof in),
+             pass_bytes_str(limit, lim, sizeof lim), whose);
+    return -1;
+}

@@ -1,0 +1,133 @@
+/* runtime/exec/store.c — persistent tensors by name: parameters, BatchNorm
+ * running statistics, optimizer state. The train and eval programs bind the
+ * same store, so both see one copy of every weight. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/device/device.h"
+#include "runtime/check.h"
+#include "runtime/exec/exec.h"
+#include "runtime/data/data.h"
+
+typedef struct {
+    char name[IR_NAME_MAX];
+    ir_type type;
+    ir_init init;
+    void *buf;
+    size_t bytes;
+} store_entry;
+
+struct rt_store {
+    rt_backend *be;
+    int n;
+    store_entry *t;
+};
+
+static int is_persistent(const ir_node *n) { return n->op == IR_OP_PARAM || n->op == IR_OP_STATE; }
+
+/* Optimizer state is a STATE named "PARAM.something" for a PARAM of the
+ * graph ("conv0.weight.momentum"); BatchNorm statistics are not. */
+static int is_optimizer_state(const ir_graph *g, const ir_node *n) {
+    if (n->op != IR_OP_STATE) return 0;
+    const char *dot = strrchr(n->name, '.');
+    if (!dot) return 0;
+    size_t len = (size_t)(dot - n->name);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *p = &g->nodes[i];
+        if (p->op == IR_OP_PARAM && strlen(p->name) == len && !strncmp(p->name, n->name, len))
+            return 1;
+    }
+    return 0;
+}
+
+rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
+    rt_store *st = calloc(1, sizeof *st);
+    RT_CHECK_ALLOC(st);
+    st->be = be;
+    st->t = calloc((size_t)g->n + 1, sizeof *st->t);
+    RT_CHECK_ALLOC(st->t);
+    /* Definition order, optimizer state last (exec.h). */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            if (!is_persistent(n) || is_optimizer_state(g, n) != pass) continue;
+            if (rt_store_find(st, n->name) >= 0) continue; /* ir_verify rules this out */
+            store_entry *e = &st->t[st->n++];
+            snprintf(e->name, sizeof e->name, "%s", n->name);
+            e->type = n->type;
+            e->init = (ir_init)n->iattr[0];
+            e->bytes = (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
+            e->buf = be->alloc(be, e->bytes);
+        }
+    return st;
+}
+
+void rt_store_free(rt_store *st) {
+    if (!st) return;
+    for (int i = 0; i < st->n; i++) st->be->free(st->be, st->t[i].buf);
+    free(st->t);
+    free(st);
+}
+
+/* MXNet's Xavier(rnd_type="uniform", factor_type="avg", magnitude):
+ * scale = sqrt(magnitude / ((fan_in + fan_out) / 2)), w ~ U(-scale, scale),
+ * fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field. */
+static void xavier(float *w, const ir_type *t, double magnitude, rt_rng *rng) {
+    double field = 1;
+    for (int d = 2; d < t->ndim; d++) field *= (double)t->dim[d];
+    double fan_in = t->ndim >= 2 ? (double)t->dim[1] * field : (double)t->dim[0];
+    double fan_out = (double)t->dim[0] * field;
+    float scale = (float)sqrt(magnitude / ((fan_in + fan_out) / 2));
+    int64_t n = ir_numel(t);
+    for (int64_t i = 0; i < n; i++) w[i] = rt_rng_uniform_range(rng, -scale, scale);
+}
+
+void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
+    (void)g; /* the store recorded each tensor's initialiser when it was made */
+    double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
+    if (t) magnitude = t->init_magnitude;
+    rt_rng rng;
+    rt_rng_seed(&rng, seed);
+    for (int i = 0; i < st->n; i++) {
+        store_entry *e = &st->t[i];
+        int64_t n = ir_numel(&e->type);
+        float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
+        RT_CHECK_ALLOC(host);
+        if (e->init == IR_INIT_XAVIER)
+            xavier(host, &e->type, magnitude, &rng);
+        else
+            for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
+        st->be->copy_in(st->be, e->buf, host, e->bytes);
+        free(host);
+    }
+}
+
+int rt_store_count(const rt_store *st) { return st->n; }
+
+const char *rt_store_name(const rt_store *st, int i) {
+    return i >= 0 && i < st->n ? st->t[i].name : NULL;
+}
+
+const ir_type *rt_store_type(const rt_store *st, int i) {
+    return i >= 0 && i < st->n ? &st->t[i].type : NULL;
+}
+
+int rt_store_find(const rt_store *st, const char *name) {
+    for (int i = 0; i < st->n; i++)
+        if (!strcmp(st->t[i].name, name)) return i;
+    return -1;
+}
+
+void rt_store_read(rt_store *st, int i, float *host) {
+    if (i < 0 || i >= st->n) return;
+    st->be->copy_out(st->be, host, st->t[i].buf, st->t[i].bytes);
+}
+
+void rt_store_write(rt_store *st, int i, const float *host) {
+    if (i < 0 || i >= st->n) return;
+    st->be->copy_in(st->be, st->t[i].buf, host, st->t[i].bytes);
+}
+
+void *rt_store_buffer(rt_store *st, int i) { return i >= 0 && i < st->n ? st->t[i].buf : NULL; }

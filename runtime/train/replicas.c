@@ -1,0 +1,506 @@
+/* runtime/train/replicas.c — N replicas of a plan, one host thread each
+ * (replicas.h).
+ *
+ * The threads are made once and then wait for jobs: rt_replicas_run hands
+ * every thread the same function, each calls it with its replica index, and
+ * the caller waits for all. A training step is one such job; so are
+ * evaluation and the start-up broadcast of the weights. With one replica
+ * the job runs on the caller's thread, exactly as a plain single-device
+ * run would.
+ */
+#include "runtime/train/replicas.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/device/device.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/exec/exec.h"
+
+#define ERR_MAX 512
+
+typedef struct rt_replicas rt_replicas;
+typedef struct {
+    rt_replicas *R;
+    int r;
+} worker_arg;
+
+struct rt_replicas {
+    rt_backend **be;
+    const dpc_plan *plan;
+    int n;
+    rt_coll *coll;
+    int batch;          /* per replica */
+    size_t image_elems; /* floats per image */
+    rt_store **st;
+    rt_exec **train, **eval;
+    rt_coll_queue **q;
+    /* the thread pool */
+    pthread_t *th;
+    worker_arg *wargs;
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t job_cv, done_cv;
+    unsigned long job;  /* generation of the current job */
+    int pending, stop;
+    rt_replica_fn fn;
+    void *arg;
+    int *rc;
+    char (*err)[ERR_MAX];
+};
+
+
+static void *worker(void *p) {
+    rt_replicas *R = ((worker_arg *)p)->R;
+    int r = ((worker_arg *)p)->r;
+    unsigned long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&R->mu);
+        while (R->job == seen && !R->stop) pthread_cond_wait(&R->job_cv, &R->mu);
+        if (R->stop) {
+            pthread_mutex_unlock(&R->mu);
+            return NULL;
+        }
+        seen = R->job;
+        rt_replica_fn fn = R->fn;
+        void *arg = R->arg;
+        pthread_mutex_unlock(&R->mu);
+        R->err[r][0] = 0;
+        int rc = fn(R, r, arg, R->err[r], ERR_MAX);
+        /* The others may be blocked in a collective waiting for us. */
+        if (rc && R->coll) rt_coll_abort(R->coll);
+        pthread_mutex_lock(&R->mu);
+        R->rc[r] = rc;
+        if (--R->pending == 0) pthread_cond_broadcast(&R->done_cv);
+        pthread_mutex_unlock(&R->mu);
+    }
+}
+
+static int fail(char *err, size_t errlen, const char *msg, int r, const char *why) {
+    snprintf(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "", why ? why : "");
+    return -1;
+}
+
+/* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
+static int graphs_wanted(void) {
+    const char *v = getenv("DPC_CUDA_GRAPH");
+    return !v || !*v || strcmp(v, "0") != 0;
+}
+
+rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
+                             char *err, size_t errlen) {
+    if (n < 1 || !plan->train || !plan->eval) {
+        snprintf(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
+        return NULL;
+    }
+    if (coll && rt_coll_local_size(coll) != n) {
+        snprintf(err, errlen, "replicas: communicator for %d replicas, not %d", rt_coll_local_size(coll), n);
+        return NULL;
+    }
+    rt_replicas *R = calloc(1, sizeof *R);
+    RT_CHECK_ALLOC(R);
+    R->plan = plan, R->n = n, R->coll = coll;
+    R->be = calloc((size_t)n, sizeof *R->be);
+    RT_CHECK_ALLOC(R->be);
+    for (int r = 0; r < n; r++) R->be[r] = be[r];
+    R->st = calloc((size_t)n, sizeof *R->st);
+    R->train = calloc((size_t)n, sizeof *R->train);
+    R->eval = calloc((size_t)n, sizeof *R->eval);
+    R->q = calloc((size_t)n, sizeof *R->q);
+    R->rc = calloc((size_t)n, sizeof *R->rc);
+    R->err = calloc((size_t)n, sizeof *R->err);
+    RT_CHECK_ALLOC(R->st && R->train && R->eval && R->q && R->rc && R->err);
+    pthread_mutex_init(&R->mu, NULL);
+    pthread_cond_init(&R->job_cv, NULL);
+    pthread_cond_init(&R->done_cv, NULL);
+    const ir_graph *g = plan->train;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_INPUT && !strcmp(g->nodes[i].name, "image") && g->nodes[i].type.ndim >= 1) {
+            R->batch = (int)g->nodes[i].type.dim[0];
+            R->image_elems = (size_t)(ir_numel(&g->nodes[i].type) / g->nodes[i].type.dim[0]);
+        }
+    int shared = coll && rt_coll_size(coll) > 1; /* gradients really travel */
+    char why[ERR_MAX];
+    if (shared) {
+        /* Without allreduce nodes every replica would train on its own
+         * slice and silently drift apart. */
+        int sums = 0, grads = 0;
+        for (int i = 0; i < g->n; i++)
+            sums += g->nodes[i].op == IR_OP_ALLREDUCE, grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
+        if (grads && !sums) {
+            snprintf(err, errlen, "the plan's train program has no all-reduce of its gradients (compiled "
+                     "by a dpc without the partition pass?): recompile it to run %d replicas",
+                     rt_coll_size(coll));
+            rt_replicas_free(R);
+            return NULL;
+        }
+    }
+    /* Built one after another on this thread: the compile cache and the
+     * backend's module loading are not meant for concurrent callers. */
+    for (int r = 0; r < n; r++) {
+        R->st[r] = rt_store_new(be[r], plan->train);
+        R->train[r] = rt_exec_new(be[r], R->st[r], plan->train, plan, why, sizeof why);
+        if (!R->train[r]) {
+            fail(err, errlen, "cannot build the train program", r, why);
+            goto bad;
+        }
+        R->eval[r] = rt_exec_new(be[r], R->st[r], plan->eval, plan, why, sizeof why);
+        if (!R->eval[r]) {
+            fail(err, errlen, "cannot build the eval program", r, why);
+            goto bad;
+        }
+        if (shared) {
+            rt_coll_set_backend(coll, r, be[r]);
+            R->q[r] = rt_coll_queue_new(coll, r);
+            if (rt_exec_set_collective(R->train[r], R->q[r], why, sizeof why)) {
+                fail(err, errlen, "cannot attach the collective", r, why);
+                goto bad;
+            }
+        }
+    }
+    rt_replicas_use_graphs(R, graphs_wanted());
+    return R;
+bad:
+    rt_replicas_free(R);
+    return NULL;
+}
+
+int rt_replicas_use_graphs(rt_replicas *R, int on) {
+    int used = 0;
+    for (int r = 0; r < R->n; r++) used += rt_exec_use_graphs(R->train[r], on);
+    return used == R->n;
+}
+
+static void stop_threads(rt_replicas *R) {
+    if (!R->nthreads) return;
+    pthread_mutex_lock(&R->mu);
+    R->stop = 1;
+    pthread_cond_broadcast(&R->job_cv);
+    pthread_mutex_unlock(&R->mu);
+    for (int r = 0; r < R->nthreads; r++) pthread_join(R->th[r], NULL);
+    R->nthreads = 0;
+}
+
+void rt_replicas_free(rt_replicas *R) {
+    if (!R) return;
+    stop_threads(R);
+    free(R->th);
+    free(R->wargs);
+    /* Queues first: their threads read the executors' buffers. */
+    for (int r = 0; r < R->n; r++) rt_coll_queue_free(R->q[r]);
+    for (int r = 0; r < R->n; r++) {
+        rt_exec_free(R->train[r]);
+        rt_exec_free(R->eval[r]);
+        rt_store_free(R->st[r]);
+    }
+    free(R->q), free(R->train), free(R->eval), free(R->st), free(R->rc), free(R->err), free(R->be);
+    pthread_mutex_destroy(&R->mu);
+    pthread_cond_destroy(&R->job_cv);
+    pthread_cond_destroy(&R->done_cv);
+    free(R);
+}
+
+int rt_replicas_count(const rt_replicas *R) { return R->n; }
+rt_store *rt_replicas_store(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->st[r] : NULL; }
+rt_exec *rt_replicas_train(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->train[r] : NULL; }
+rt_exec *rt_replicas_eval(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->eval[r] : NULL; }
+rt_coll *rt_replicas_coll(rt_replicas *R) { return R->coll; }
+int rt_replicas_global(const rt_replicas *R, int r) {
+    return R->coll ? rt_coll_global_replica(R->coll, r) : r;
+}
+int rt_replicas_total(const rt_replicas *R) { return R->coll ? rt_coll_size(R->coll) : R->n; }
+
+int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size_t errlen) {
+    if (R->n == 1) {
+        int rc = fn(R, 0, arg, err, errlen);
+        if (rc && R->coll) rt_coll_abort(R->coll);
+        return rc ? -1 : 0;
+    }
+    if (!R->nthreads) {
+        R->th = calloc((size_t)R->n, sizeof *R->th);
+        R->wargs = calloc((size_t)R->n, sizeof *R->wargs);
+        RT_CHECK_ALLOC(R->th && R->wargs);
+        for (int r = 0; r < R->n; r++) {
+            R->wargs[r] = (worker_arg){R, r};
+            if (pthread_create(&R->th[r], NULL, worker, &R->wargs[r])) {
+                RT_SYS_FAIL("pthread_create (replica %d)", r);
+                abort();
+            }
+            R->nthreads++;
+        }
+    }
+    pthread_mutex_lock(&R->mu);
+    R->fn = fn, R->arg = arg;
+    R->pending = R->n;
+    R->job++;
+    pthread_cond_broadcast(&R->job_cv);
+    while (R->pending) pthread_cond_wait(&R->done_cv, &R->mu);
+    pthread_mutex_unlock(&R->mu);
+    /* The first replica that failed for a reason of its own; replicas that
+     * only saw the collective aborted come last. */
+    int first = -1;
+    for (int r = 0; r < R->n; r++)
+        if (R->rc[r] && (first < 0 || (strstr(R->err[first], "collective aborted") &&
+                                       !strstr(R->err[r], "collective aborted"))))
+            first = r;
+    if (first < 0) return 0;
+    snprintf(err, errlen, "%s", R->err[first]);
+    return -1;
+}
+
+static int sync_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) {
+    (void)arg;
+    rt_store *st = R->st[r];
+    for (int i = 0; i < rt_store_count(st); i++) {
+        const ir_type *t = rt_store_type(st, i);
+        size_t bytes = (size_t)ir_numel(t) * ir_dtype_size(t->dtype);
+        if (rt_coll_broadcast(R->coll, r, rt_store_buffer(st, i), bytes, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen) {
+    if (!R->coll || rt_coll_size(R->coll) == 1) return 0;
+    return rt_replicas_run(R, sync_one, NULL, err, errlen);
+}
+
+typedef struct {
+    const float *images;
+    const int32_t *labels;
+    float lr, grad_scale;
+    float *losses;
+} step_arg;
+
+/* Replica r's slice of images/labels into its train program's inputs. */
+static int set_batch(rt_replicas *R, int r, const float *images, const int32_t *labels) {
+    rt_exec *ex = R->train[r];
+    size_t b = (size_t)R->batch, off = (size_t)r * b;
+    return rt_exec_set_input(ex, "image", images + off * R->image_elems, sizeof(float) * b * R->image_elems) ||
+           rt_exec_set_input(ex, "label", labels + off, sizeof(int32_t) * b);
+}
+
+/* Sets the inputs (images NULL: already set) and enqueues the step. */
+static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
+    rt_exec *ex = R->train[r];
+    if ((a->images && set_batch(R, r, a->images, a->labels)) || rt_exec_set_scalar(ex, "lr", a->lr) ||
+        rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
+        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+    char why[ERR_MAX - 64];
+    if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
+    return 0;
+}
+
+/* Reads the losses (waits for the step). */
+static int losses_one(rt_replicas *R, int r, float *losses, char *err, size_t errlen) {
+    size_t b = (size_t)R->batch, off = (size_t)r * b;
+    if (losses && rt_exec_get(R->train[r], "loss", losses + off, sizeof(float) * b))
+        return fail(err, errlen, "cannot read the train program's loss", r, NULL);
+    return 0;
+}
+
+static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    const step_arg *a = p;
+    return enqueue_one(R, r, a, err, errlen) || losses_one(R, r, a->losses, err, errlen) ? -1 : 0;
+}
+
+int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
+                     float grad_scale, float *losses, char *err, size_t errlen) {
+    step_arg a = {images, labels, lr, grad_scale, losses};
+    return rt_replicas_run(R, step_one, &a, err, errlen);
+}
+
+static int enqueue_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    return enqueue_one(R, r, p, err, errlen);
+}
+
+int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t *labels, float lr,
+                             float grad_scale, char *err, size_t errlen) {
+    step_arg a = {images, labels, lr, grad_scale, NULL};
+    return rt_replicas_run(R, enqueue_job, &a, err, errlen);
+}
+
+/* The next batch's copy goes on the stream behind this step, then the
+ * losses are read. */
+static int finish_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
+    const step_arg *a = p;
+    if (a->images && set_batch(R, r, a->images, a->labels))
+        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+    return losses_one(R, r, a->losses, err, errlen);
+}
+
+int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
+                            float *losses, char *err, size_t errlen) {
+    step_arg a = {next_images, next_labels, 0, 0, losses};
+    return rt_replicas_run(R, finish_job, &a, err, errlen);
+}
+
+/* DPC_INPUT_OVERLAP=0 keeps the copies in step order on every backend;
+ * =1 takes the overlapping order on any (on the cpu a copy is done when it
+ * returns, so this only tests train.c's order with it). */
+int rt_replicas_overlap(const rt_replicas *R) {
+    const char *v = getenv("DPC_INPUT_OVERLAP");
+    if (v && !strcmp(v, "0")) return 0;
+    if (v && !strcmp(v, "1")) return 1;
+    for (int r = 0; r < R->n; r++)
+        if (!R->be[r]->async_copy) return 0;
+    return 1;
+}
+
+void rt_replicas_cpu_threads(int n) {
+    if (n <= 1) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long per = cores > n ? cores / n : 1;
+    if (!getenv("OMP_NUM_THREADS")) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%ld", per);
+        setenv("OMP_NUM_THREADS", buf, 1);
+    }
+    /* Several replica threads call cblas at once: each does its own GEMMs
+     * single-threaded instead of contending for one OpenBLAS thread pool. */
+    if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+}
+
+void rt_replicas_place(int n, int devices, int *device_of) {
+    if (devices < 1) devices = 1;
+    for (int r = 0; r < n; r++) device_of[r] = (int)((long)r * devices / n);
+}
+
+void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local, int ranks, int batch) {
+    int total = local * ranks;
+    if (devices < 1) devices = 1;
+    fprintf(f, "dprun: %d replica%s", total, total == 1 ? "" : "s");
+    if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
+    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * batch);
+    int *dev = malloc(sizeof *dev * (size_t)(local + 1));
+    RT_CHECK_ALLOC(dev);
+    rt_replicas_place(local, devices, dev);
+    for (int d = 0, r = 0; d < devices && r < local; d++) {
+        int lo = r;
+        while (r < local && dev[r] == d) r++;
+        if (r == lo) continue;
+        char name[64];
+        if (devices == 1)
+            snprintf(name, sizeof name, "%s", device_name);
+        else
+            snprintf(name, sizeof name, "%s:%d", device_name, d);
+        fprintf(f, "dprun: %s%s: replica%s %d", ranks > 1 ? "this process, " : "", name,
+                r - lo == 1 ? "" : "s", lo);
+        if (r - lo > 1) fprintf(f, "-%d", r - 1);
+        if (r - lo > 1)
+            fprintf(f, " share it (per-device BatchNorm and the global batch as on %d devices; slower)",
+                    r - lo);
+        fputc('\n', f);
+    }
+    free(dev);
+}
+
+int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *devices, char *err,
+                              size_t errlen) {
+    *devices = 1;
+    for (int r = 0; r < n; r++) bes[r] = first;
+    if (n == 1 || !rt_backend_is_cuda(first)) return 0;
+    char why[256];
+    int d = rt_cuda_device_count(why, sizeof why);
+    if (d < 1) d = 1;
+    *devices = d < n ? d : n;
+    int *dev = malloc(sizeof *dev * (size_t)n);
+    RT_CHECK_ALLOC(dev);
+    rt_replicas_place(n, *devices, dev);
+    int rc = 0;
+    for (int r = 0; r < n && !rc; r++) {
+        bes[r] = rt_backend_cuda(dev[r], err, errlen);
+        if (!bes[r]) rc = -1;
+    }
+    free(dev);
+    if (rc) {
+        for (int r = 0; r < n; r++)
+            if (bes[r] == NULL) bes[r] = first;
+        rt_replicas_close_backends(first, n, bes);
+    }
+    return rc;
+}
+
+void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes) {
+    for (int r = 0; r < n; r++) {
+        if (bes[r] && bes[r] != first) rt_backend_free(bes[r]);
+        bes[r] = first;
+    }
+}
+
+/* The devices the replicas run on when every one is on a cuda backend;
+ * 0 when one is not. */
+static int cuda_devices(rt_backend *const *bes, int n) {
+    int d = 0;
+    for (int r = 0; r < n; r++) {
+        if (!rt_backend_is_cuda(bes[r])) return 0;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++)
+            seen = rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r]);
+        d += !seen;
+    }
+    return d;
+}
+
+/* Under mpirun: nccl when every process runs the cuda backend on as many
+ * devices as rank 0 (all processes decide alike, none is left waiting),
+ * else mpi. */
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, char *err, size_t errlen) {
+    int d = cuda_devices(bes, n), d0 = d;
+    rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
+    int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
+    if (!rt_mpi_any(!can)) {
+        int rank = 0, ranks = 1;
+        const rt_coll_ranks_ops *ops = rt_mpi_ranks_ops(&rank, &ranks, err, errlen);
+        char why[512] = "";
+        rt_coll *c = ops ? rt_coll_nccl_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
+        if (c) return c;
+        /* rt_coll_nccl_ranks_new fails on every rank alike. */
+        if (want && !strcmp(want, "nccl")) {
+            snprintf(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
+            return NULL;
+        }
+        if (rank == 0)
+            fprintf(stderr, "dprun: note: %s: the processes sum their gradients through MPI\n", ops ? why : err);
+    } else if (want && !strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        return NULL;
+    }
+    if (errlen) err[0] = 0;
+    rt_coll *c = rt_coll_mpi_new(n, bes[0], err, errlen);
+    for (int r = 0; c && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
+}
+
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    const char *want = getenv("DPC_COLL");
+    if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
+        return NULL;
+    }
+    if (ranks > 1) return ranks_coll_new(bes, n, want, err, errlen);
+    if (n == 1) return NULL;
+    /* nccl: a rank per replica on distinct devices, a rank per device
+     * (the replicas of each summed on it first) when they share >= 2. */
+    if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
+        char why[512];
+        rt_coll *c = rt_coll_nccl_new(n, bes, why, sizeof why);
+        if (c) return c;
+        if (want && !strcmp(want, "nccl")) {
+            snprintf(err, errlen, "DPC_COLL=nccl: %s", why);
+            return NULL;
+        }
+        fprintf(stderr, "dprun: note: %s: the replicas sum their gradients through host memory\n", why);
+    } else if (want && !strcmp(want, "nccl")) {
+        snprintf(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
+        return NULL;
+    }
+    rt_coll *c = rt_coll_local_new(n, bes[0]);
+    for (int r = 0; r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
+}

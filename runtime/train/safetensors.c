@@ -1,0 +1,654 @@
+/* runtime/train/safetensors.c — safetensors writer and a bounds-checked reader. */
+#include "runtime/train/safetensors.h"
+#include "ir/err.h"
+#include "ir/file.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- writer -------------------------------------------------------------- */
+
+/* A growable string for the JSON header. */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) {
+            fprintf(stderr, "dprun: error: out of memory\n");
+            exit(1);
+        }
+        b->s = p, b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* JSON string with the escapes the grammar requires. */
+static void sb_json_string(sbuf *b, const char *s) {
+    sb_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            sb_putn(b, e, 2);
+        } else if (*p < 0x20) {
+            sb_printf(b, "\\u%04x", *p);
+        } else {
+            sb_putn(b, (const char *)p, 1);
+        }
+    }
+    sb_puts(b, "\"");
+}
+
+static int64_t numel_of(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
+                size_t errlen) {
+    sbuf h = {0};
+    sb_puts(&h, "{");
+    if (meta && meta[0]) {
+        sb_puts(&h, "\"__metadata__\":{");
+        for (int i = 0; meta[i] && meta[i + 1]; i += 2) {
+            if (i) sb_puts(&h, ",");
+            sb_json_string(&h, meta[i]);
+            sb_puts(&h, ":");
+            sb_json_string(&h, meta[i + 1]);
+        }
+        sb_puts(&h, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
+            free(h.s);
+            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
+        }
+        uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
+        if (h.n > 1) sb_puts(&h, ",");
+        sb_json_string(&h, t[i].name);
+        sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++) sb_printf(&h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+        sb_printf(&h, "],\"data_offsets\":[%llu,", (unsigned long long)off);
+        sb_printf(&h, "%llu]}", (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    sb_puts(&h, "}");
+    /* Pad with spaces so the data section starts 8-byte aligned, as the
+     * reference writer does; JSON allows trailing whitespace. */
+    while ((8 + h.n) % 8) sb_puts(&h, " ");
+
+    /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
+     * so PATH is always the old file or the complete new one. */
+    ir_file *f = ir_file_open(path, err, errlen);
+    if (!f) {
+        free(h.s);
+        return -1;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    ir_file_write(f, len8, 8);
+    ir_file_write(f, h.s, h.n);
+    /* dpc only runs on little-endian hosts, so floats go out as they are. */
+    for (int i = 0; i < n; i++)
+        ir_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
+    free(h.s);
+    return ir_file_commit(f, err, errlen);
+}
+
+/* ---- reader: a JSON subset parser over [p, end) --------------------------- */
+
+typedef struct {
+    const char *start, *p, *end;
+    const char *file;
+    char *err;
+    size_t errlen;
+} jparse;
+
+static int jfail(jparse *j, const char *what) {
+    /* Offsets count from the first byte after the 8 length bytes. */
+    return ir_fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
+                (long)(j->p - j->start), what);
+}
+
+static void jws(jparse *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int jexpect(jparse *j, char c) {
+    jws(j);
+    if (j->p >= j->end || *j->p != c) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "expected '%c'%s", c, j->p >= j->end ? " but the header ended" : "");
+        return jfail(j, msg);
+    }
+    j->p++;
+    return 0;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Parses a string into a fresh heap copy (UTF-8; \u escapes decoded). */
+static int jstring(jparse *j, char **out) {
+    *out = NULL;
+    jws(j);
+    if (j->p >= j->end || *j->p != '"') return jfail(j, "expected a string");
+    j->p++;
+    sbuf b = {0};
+    sb_puts(&b, "");
+    for (;;) {
+        if (j->p >= j->end) {
+            free(b.s);
+            return jfail(j, "unterminated string");
+        }
+        unsigned char c = (unsigned char)*j->p++;
+        if (c == '"') break;
+        if (c < 0x20) {
+            free(b.s);
+            return jfail(j, "control character in a string");
+        }
+        if (c != '\\') {
+            sb_putn(&b, (const char *)&c, 1);
+            continue;
+        }
+        if (j->p >= j->end) {
+            free(b.s);
+            return jfail(j, "unterminated string");
+        }
+        char e = *j->p++;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            static const char repl[] = "\"\\/\b\f\n\r\t";
+            sb_putn(&b, &repl[simple - "\"\\/bfnrt"], 1);
+            continue;
+        }
+        if (e != 'u' || j->end - j->p < 4) {
+            free(b.s);
+            return jfail(j, "bad escape in a string");
+        }
+        unsigned cp = 0;
+        for (int i = 0; i < 4; i++) {
+            int h = hexval(j->p[i]);
+            if (h < 0) {
+                free(b.s);
+                return jfail(j, "bad \\u escape in a string");
+            }
+            cp = cp * 16 + (unsigned)h;
+        }
+        j->p += 4;
+        if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            /* NUL would truncate names; surrogates never name dpc tensors. */
+            free(b.s);
+            return jfail(j, "unsupported \\u escape in a string");
+        }
+        char u[3];
+        if (cp < 0x80) {
+            u[0] = (char)cp;
+            sb_putn(&b, u, 1);
+        } else if (cp < 0x800) {
+            u[0] = (char)(0xC0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 63));
+            sb_putn(&b, u, 2);
+        } else {
+            u[0] = (char)(0xE0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 63));
+            u[2] = (char)(0x80 | (cp & 63));
+            sb_putn(&b, u, 3);
+        }
+    }
+    *out = b.s;
+    return 0;
+}
+
+/* A non-negative integer without sign, fraction or exponent, below 2^62. */
+static int juint(jparse *j, uint64_t *out) {
+    jws(j);
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "expected a non-negative integer");
+    uint64_t v = 0;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        v = v * 10 + (uint64_t)(*j->p++ - '0');
+        if (v > ((uint64_t)1 << 62)) return jfail(j, "integer too large");
+    }
+    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
+        return jfail(j, "expected an integer, got a fraction");
+    *out = v;
+    return 0;
+}
+
+/* Skips any JSON value (for keys we do not use); depth-limited. */
+static int jskip(jparse *j, int depth) {
+    if (depth > 32) return jfail(j, "nested too deeply");
+    jws(j);
+    if (j->p >= j->end) return jfail(j, "expected a value but the header ended");
+    char c = *j->p;
+    if (c == '"') {
+        char *s;
+        if (jstring(j, &s)) return -1;
+        free(s);
+        return 0;
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        jws(j);
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                char *k;
+                if (jstring(j, &k)) return -1;
+                free(k);
+                if (jexpect(j, ':')) return -1;
+            }
+            if (jskip(j, depth + 1)) return -1;
+            jws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            return jexpect(j, close);
+        }
+    }
+    /* numbers, true, false, null: a run of their characters */
+    const char *start = j->p;
+    while (j->p < j->end && strchr("0123456789+-.eEtruefalsn", *j->p)) j->p++;
+    if (j->p == start) return jfail(j, "unexpected character");
+    return 0;
+}
+
+/* A tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
+static int jtensor(jparse *j, rt_st_tensor *t) {
+    int have_dtype = 0, have_shape = 0, have_off = 0;
+    char msg[256];
+    if (jexpect(j, '{')) return -1;
+    jws(j);
+    if (j->p < j->end && *j->p == '}') {
+        j->p++;
+    } else {
+        for (;;) {
+            char *key;
+            if (jstring(j, &key)) return -1;
+            if (jexpect(j, ':')) {
+                free(key);
+                return -1;
+            }
+            int rc = 0;
+            if (!strcmp(key, "dtype")) {
+                char *dt;
+                rc = jstring(j, &dt);
+                if (!rc && strcmp(dt, "F32") != 0) {
+                    snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported",
+                             t->name, dt);
+                    rc = jfail(j, msg);
+                }
+                free(dt);
+                have_dtype = 1;
+            } else if (!strcmp(key, "shape")) {
+                rc = jexpect(j, '[');
+                t->ndim = 0;
+                jws(j);
+                if (!rc && j->p < j->end && *j->p == ']') {
+                    j->p++;
+                } else {
+                    while (!rc) {
+                        uint64_t d;
+                        if ((rc = juint(j, &d))) break;
+                        if (t->ndim == RT_ST_MAX_DIMS) {
+                            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions",
+                                     t->name, RT_ST_MAX_DIMS);
+                            rc = jfail(j, msg);
+                            break;
+                        }
+                        t->shape[t->ndim++] = (int64_t)d;
+                        jws(j);
+                        if (j->p < j->end && *j->p == ',') {
+                            j->p++;
+                            continue;
+                        }
+                        rc = jexpect(j, ']');
+                        break;
+                    }
+                }
+                have_shape = 1;
+            } else if (!strcmp(key, "data_offsets")) {
+                rc = jexpect(j, '[') || juint(j, &t->begin) || jexpect(j, ',') || juint(j, &t->end) ||
+                     jexpect(j, ']');
+                have_off = 1;
+            } else {
+                rc = jskip(j, 1);
+            }
+            free(key);
+            if (rc) return -1;
+            jws(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (jexpect(j, '}')) return -1;
+            break;
+        }
+    }
+    if (!have_dtype || !have_shape || !have_off) {
+        snprintf(msg, sizeof msg, "tensor '%s' lacks %s", t->name,
+                 !have_dtype ? "\"dtype\"" : !have_shape ? "\"shape\"" : "\"data_offsets\"");
+        return jfail(j, msg);
+    }
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const rt_st_tensor *x = *(const rt_st_tensor *const *)a, *y = *(const rt_st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* Shapes agree with byte ranges; ranges tile [0, data_len) exactly. */
+static int check_layout(rt_st_file *f, const char *name, char *err, size_t errlen) {
+    uint64_t data_len = f->size - f->data_start;
+    for (int i = 0; i < f->n; i++) {
+        rt_st_tensor *t = &f->tensors[i];
+        uint64_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] && numel > (((uint64_t)1 << 61) / (uint64_t)t->shape[d]))
+                return ir_fail(err, errlen, "%s: tensor '%s' is impossibly large", name, t->name);
+            numel *= (uint64_t)t->shape[d];
+        }
+        t->numel = (int64_t)numel;
+        if (t->end < t->begin || t->end > data_len)
+            return ir_fail(err, errlen,
+                        "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
+                        "(truncated file?)",
+                        name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                        (unsigned long long)data_len);
+        if (t->end - t->begin != numel * sizeof(float))
+            return ir_fail(err, errlen,
+                        "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu",
+                        name, t->name, (unsigned long long)(numel * sizeof(float)),
+                        (unsigned long long)(t->end - t->begin));
+        for (int k = 0; k < i; k++)
+            if (!strcmp(f->tensors[k].name, t->name))
+                return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, t->name);
+    }
+    rt_st_tensor **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
+    if (!order) return ir_fail(err, errlen, "%s: out of memory", name);
+    for (int i = 0; i < f->n; i++) order[i] = &f->tensors[i];
+    qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
+    uint64_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < f->n && !rc; i++) {
+        if (order[i]->begin != at)
+            rc = ir_fail(err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
+                      order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)at,
+                      order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
+        at = order[i]->end;
+    }
+    if (!rc && at != data_len)
+        rc = ir_fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
+                  (unsigned long long)data_len, (unsigned long long)at);
+    free(order);
+    return rc;
+}
+
+/* The "__metadata__" object: its string values are kept (rt_st_meta);
+ * anything else in it is skipped, as other writers may put it there. */
+static int jmetadata(jparse *j, rt_st_file *f) {
+    jws(j);
+    if (j->p >= j->end || *j->p != '{') return jskip(j, 1);
+    j->p++;
+    jws(j);
+    if (j->p < j->end && *j->p == '}') {
+        j->p++;
+        return 0;
+    }
+    for (;;) {
+        char *key, *value = NULL;
+        if (jstring(j, &key)) return -1;
+        if (jexpect(j, ':')) {
+            free(key);
+            return -1;
+        }
+        jws(j);
+        int rc = j->p < j->end && *j->p == '"' ? jstring(j, &value) : jskip(j, 2);
+        if (!rc && value) {
+            char **nk = realloc(f->meta_keys, sizeof *nk * (size_t)(f->nmeta + 1));
+            if (nk) f->meta_keys = nk;
+            char **nv = nk ? realloc(f->meta_values, sizeof *nv * (size_t)(f->nmeta + 1)) : NULL;
+            if (nv) f->meta_values = nv;
+            if (!nk || !nv) {
+                rc = jfail(j, "out of memory");
+            } else {
+                f->meta_keys[f->nmeta] = key, f->meta_values[f->nmeta] = value;
+                f->nmeta++;
+                key = value = NULL;
+            }
+        }
+        free(key);
+        free(value);
+        if (rc) return -1;
+        jws(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        return jexpect(j, '}');
+    }
+}
+
+/* Parses buf, taking ownership of it (freed on failure too). */
+/* buf holds the first len bytes of a total-byte file (len == total, or at
+ * least the whole header); the layout is checked against total. */
+static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total, char *err,
+                               size_t errlen) {
+    if (len < 8) {
+        free(buf);
+        ir_fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
+             name, len);
+        return NULL;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    if (hlen > RT_ST_MAX_HEADER || hlen > len - 8) {
+        ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
+             name, (unsigned long long)hlen, total);
+        free(buf);
+        return NULL;
+    }
+    if (hlen < 2 || buf[8] != '{') {
+        ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
+        free(buf);
+        return NULL;
+    }
+    rt_st_file *f = calloc(1, sizeof *f);
+    if (!f) {
+        free(buf);
+        ir_fail(err, errlen, "%s: out of memory", name);
+        return NULL;
+    }
+    f->bytes = buf, f->size = total, f->data_start = 8 + (size_t)hlen;
+
+    const char *h = (const char *)buf + 8;
+    jparse j = {h, h, h + hlen, name, err, errlen};
+    int cap = 0, rc = jexpect(&j, '{');
+    jws(&j);
+    if (!rc && j.p < j.end && *j.p == '}') {
+        j.p++;
+    } else {
+        while (!rc) {
+            char *key;
+            if ((rc = jstring(&j, &key))) break;
+            if ((rc = jexpect(&j, ':'))) {
+                free(key);
+                break;
+            }
+            if (!strcmp(key, "__metadata__")) {
+                free(key);
+                rc = jmetadata(&j, f);
+            } else {
+                if (f->n == cap) {
+                    if (cap >= (1 << 20)) {
+                        free(key);
+                        rc = jfail(&j, "too many tensors");
+                        break;
+                    }
+                    cap = cap ? 2 * cap : 64;
+                    rt_st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
+                    if (!nt) {
+                        free(key);
+                        rc = jfail(&j, "out of memory");
+                        break;
+                    }
+                    f->tensors = nt;
+                }
+                rt_st_tensor *t = &f->tensors[f->n++];
+                memset(t, 0, sizeof *t);
+                t->name = key;
+                rc = jtensor(&j, t);
+            }
+            if (rc) break;
+            jws(&j);
+            if (j.p < j.end && *j.p == ',') {
+                j.p++;
+                continue;
+            }
+            rc = jexpect(&j, '}');
+            break;
+        }
+    }
+    if (!rc) {
+        jws(&j);
+        if (j.p != j.end) rc = jfail(&j, "trailing bytes after the JSON object");
+    }
+    if (!rc) rc = check_layout(f, name, err, errlen);
+    if (rc) {
+        rt_st_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* A regular file only (a FIFO or /dev/zero is refused at once), read in
+ * two parts: the header, checked against the file's size (the tensors
+ * must cover the data exactly, so a file larger or smaller than its header
+ * declares is refused before its data is read), then the data. */
+rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
+    long long size;
+    int fd = ir_file_open_read(path, &size, err, errlen);
+    if (fd < 0) return NULL;
+    unsigned char head[8];
+    size_t total = (size_t)size, hlen = 0;
+    if (total >= 8) {
+        int rc = ir_file_read_exact(fd, head, 8);
+        if (rc) {
+            int e = errno;
+            close(fd);
+            ir_fail(err, errlen, "%s: cannot read: %s", path, rc < 0 ? strerror(e) : "the file shrank");
+            return NULL;
+        }
+        uint64_t h = 0;
+        for (int i = 7; i >= 0; i--) h = h << 8 | head[i];
+        /* parse_owned names a header that does not fit */
+        hlen = h <= RT_ST_MAX_HEADER && h <= total - 8 ? (size_t)h : 0;
+    }
+    size_t first = total >= 8 ? 8 + hlen : total;
+    unsigned char *buf = malloc(first + 1);
+    if (!buf) {
+        close(fd);
+        ir_fail(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    if (total >= 8) memcpy(buf, head, 8);
+    else if (ir_file_read_exact(fd, buf, total)) first = 0;
+    if (total >= 8 && ir_file_read_exact(fd, buf + 8, hlen)) first = 0;
+    if (!first && total) {
+        close(fd);
+        free(buf);
+        ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+        return NULL;
+    }
+    rt_st_file *f = parse_owned(path, buf, first, total, err, errlen);
+    if (f && total > first) {
+        unsigned char *all = realloc(f->bytes, total + 1);
+        if (!all) {
+            ir_fail(err, errlen, "%s: out of memory (%zu bytes)", path, total);
+            rt_st_free(f);
+            f = NULL;
+        } else {
+            f->bytes = all;
+            /* One byte more must not come: the file grew while read. */
+            if (ir_file_read_exact(fd, all + first, total - first) || ir_file_read_exact(fd, all + total, 1) != 1) {
+                ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+                rt_st_free(f);
+                f = NULL;
+            }
+        }
+    }
+    close(fd);
+    return f;
+}
+
+rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, char *err,
+                        size_t errlen) {
+    unsigned char *copy = malloc(len ? len : 1);
+    if (!copy) {
+        ir_fail(err, errlen, "%s: out of memory", name);
+        return NULL;
+    }
+    if (len) memcpy(copy, buf, len);
+    return parse_owned(name, copy, len, len, err, errlen);
+}
+
+void rt_st_free(rt_st_file *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) free(f->tensors[i].name);
+    for (int i = 0; i < f->nmeta; i++) free(f->meta_keys[i]), free(f->meta_values[i]);
+    free(f->meta_keys);
+    free(f->meta_values);
+    free(f->tensors);
+    free(f->bytes);
+    free(f);
+}
+
+int rt_st_find(const rt_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->tensors[i].name, name)) return i;
+    return -1;
+}
+
+const char *rt_st_meta(const rt_st_file *f, const char *key) {
+    for (int i = 0; i < f->nmeta; i++)
+        if (!strcmp(f->meta_keys[i], key)) return f->meta_values[i];
+    return NULL;
+}
+
+void rt_st_copy(const rt_st_file *f, int i, float *host) {
+    const rt_st_tensor *t = &f->tensors[i];
+    memcpy(host, f->bytes + f->data_start + t->begin, (size_t)(t->end - t->begin));
+}

@@ -1,0 +1,48 @@
+/* runtime/train/schedule.c — per-epoch lr dict, linear scaling, warmup. */
+#include "runtime/train/train.h"
+
+rt_schedule rt_schedule_make(const ir_train *t, int global_batch) {
+    rt_schedule s = {.t = t, .global_batch = global_batch, .per_iteration = 0};
+    return s;
+}
+
+double rt_schedule_dict_lr(const ir_train *t, int epoch) {
+    /* ir_train_check guarantees the keys increase and start at 0. */
+    double lr = t->lr_value[0];
+    for (int i = 0; i < t->lr_steps; i++)
+        if (t->lr_epoch[i] <= epoch) lr = t->lr_value[i];
+    return lr;
+}
+
+double rt_schedule_scale(const rt_schedule *s) {
+    if (s->t->lr_scaling != IR_LR_SCALING_LINEAR || s->t->reference_batch <= 0) return 1.0;
+    return (double)s->global_batch / (double)s->t->reference_batch;
+}
+
+/* Warmup position `frac` in [0, 1): lr moves from the unscaled epoch-0 value
+ * towards the scaled value of epoch K, the first epoch after warmup. */
+static double warmup_lr(const rt_schedule *s, double frac) {
+    double from = rt_schedule_dict_lr(s->t, 0);
+    double to = rt_schedule_dict_lr(s->t, s->t->warmup_epochs) * rt_schedule_scale(s);
+    return from + (to - from) * frac;
+}
+
+double rt_schedule_epoch_lr(const rt_schedule *s, int epoch) {
+    int k = s->t->warmup_epochs;
+    if (k > 0 && epoch < k) return warmup_lr(s, (double)epoch / k);
+    return rt_schedule_dict_lr(s->t, epoch) * rt_schedule_scale(s);
+}
+
+double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long steps_per_epoch) {
+    int k = s->t->warmup_epochs;
+    if (!s->per_iteration || k <= 0 || epoch >= k || steps_per_epoch <= 0)
+        return rt_schedule_epoch_lr(s, epoch);
+    /* Goyal et al.: a constant increment every iteration, reaching the
+     * scaled lr exactly when epoch K starts. */
+    double it = (double)epoch * steps_per_epoch + step;
+    return warmup_lr(s, it / ((double)k * steps_per_epoch));
+}
+
+void rt_schedule_print(const rt_schedule *s, FILE *f) {
+    for (int e = 0; e < s->t->epochs; e++) fprintf(f, "epoch %d lr %.3f\n", e, rt_schedule_epoch_lr(s, e));
+}

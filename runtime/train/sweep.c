@@ -1,0 +1,394 @@
+/* runtime/train/sweep.c — sweep specs, their combinations, ranking and the table. */
+#include "runtime/train/train.h"
+#include "ir/err.h"
+#include "ir/file.h"
+#include "ir/parse.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/stat.h>
+
+#include "runtime/train/replicas.h"
+
+/* The keys a spec may name, with what a value must be. */
+typedef enum { KIND_POSITIVE_REAL, KIND_COUNT, KIND_POSITIVE_COUNT, KIND_SEED, KIND_SCALING, KIND_BOOL } value_kind;
+
+static const struct {
+    const char *name;
+    rt_sweep_key key;
+    value_kind kind;
+} KEYS[] = {
+    {"lr", RT_SWEEP_LR, KIND_POSITIVE_REAL},
+    {"warmup", RT_SWEEP_WARMUP, KIND_COUNT},
+    {"epochs", RT_SWEEP_EPOCHS, KIND_POSITIVE_COUNT},
+    {"gpus", RT_SWEEP_GPUS, KIND_POSITIVE_COUNT},
+    {"seed", RT_SWEEP_SEED, KIND_SEED},
+    {"lr-scaling", RT_SWEEP_LR_SCALING, KIND_SCALING},
+    {"momentum-correction", RT_SWEEP_MOMENTUM_CORRECTION, KIND_BOOL},
+    {"warmup-per-iteration", RT_SWEEP_WARMUP_PER_ITERATION, KIND_BOOL},
+};
+#define NKEYS (sizeof KEYS / sizeof KEYS[0])
+
+static const char *key_name(rt_sweep_key k) {
+    for (size_t i = 0; i < NKEYS; i++)
+        if (KEYS[i].key == k) return KEYS[i].name;
+    return "?";
+}
+
+static const char *key_list(void) {
+    return "lr, warmup, epochs, gpus, seed, lr-scaling, momentum-correction, warmup-per-iteration";
+}
+
+/* One value of a key, checked by its kind; 0 or -1 with a message. */
+static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err, size_t errlen) {
+    switch (kind) {
+    case KIND_POSITIVE_REAL: {
+        double d;
+        if (ir_parse_f64(v, &d) || !isfinite(d) || d <= 0)
+            return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, v);
+        *out = d;
+        return 0;
+    }
+    case KIND_COUNT:
+    case KIND_POSITIVE_COUNT:
+    case KIND_SEED: {
+        /* Values travel as doubles: seeds up to 2^53 stay exact. */
+        long long lo = kind == KIND_POSITIVE_COUNT ? 1 : 0, hi = 100000;
+        if (kind == KIND_SEED) hi = 1LL << 53;
+        if (!strcmp(key, "gpus")) hi = RT_MAX_LOCAL_REPLICAS;
+        int64_t n;
+        if (ir_parse_i64(v, &n) || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
+            return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, v, lo, hi);
+        *out = (double)n;
+        return 0;
+    }
+    case KIND_SCALING:
+        if (!strcmp(v, "none")) *out = IR_LR_SCALING_NONE;
+        else if (!strcmp(v, "linear")) *out = IR_LR_SCALING_LINEAR;
+        else return ir_fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
+        return 0;
+    case KIND_BOOL:
+        if (!strcmp(v, "0")) *out = 0;
+        else if (!strcmp(v, "1")) *out = 1;
+        else return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
+        return 0;
+    }
+    return ir_fail(err, errlen, "%s: unknown value kind", key);
+}
+
+/* One `key=v1,v2,...` token (NUL-terminated, no blanks) into a new axis. */
+static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
+    const char *eq = strchr(tok, '=');
+    if (!eq || eq == tok) return ir_fail(err, errlen, "'%s' is not key=value[,value...]", tok);
+    size_t klen = (size_t)(eq - tok);
+    int k = -1;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strlen(KEYS[i].name) == klen && !strncmp(KEYS[i].name, tok, klen)) k = (int)i;
+    if (k < 0) return ir_fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok, key_list());
+    for (int a = 0; a < s->axes; a++)
+        if (s->axis[a].key == KEYS[k].key) return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
+    if (s->axes == RT_SWEEP_MAX_KEYS) return ir_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
+    rt_sweep_axis *ax = &s->axis[s->axes];
+    memset(ax, 0, sizeof *ax);
+    ax->key = KEYS[k].key;
+    const char *v = eq + 1;
+    for (;;) {
+        const char *comma = strchr(v, ',');
+        size_t len = comma ? (size_t)(comma - v) : strlen(v);
+        if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", tok);
+        if (len >= RT_SWEEP_VALUE_LEN) return ir_fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
+        if (ax->count == RT_SWEEP_MAX_VALUES)
+            return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name, RT_SWEEP_MAX_VALUES);
+        char *text = ax->text[ax->count];
+        memcpy(text, v, len);
+        text[len] = 0;
+        if (parse_value(KEYS[k].name, KEYS[k].kind, text, &ax->value[ax->count], err, errlen)) return -1;
+        for (int j = 0; j < ax->count; j++)
+            if (ax->value[j] == ax->value[ax->count])
+                return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, text);
+        ax->count++;
+        if (!comma) break;
+        v = comma + 1;
+    }
+    s->axes++;
+    return 0;
+}
+
+int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    const char *p = spec;
+    char tok[1024];
+    for (;;) {
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        size_t len = 0;
+        while (p[len] && !isspace((unsigned char)p[len])) len++;
+        if (len >= sizeof tok) return ir_fail(err, errlen, "'%.40s...' is too long", p);
+        memcpy(tok, p, len);
+        tok[len] = 0;
+        if (parse_token(s, tok, err, errlen)) return -1;
+        p += len;
+    }
+    if (s->axes == 0) return ir_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
+    if (rt_sweep_count(s) > RT_SWEEP_MAX_RUNS)
+        return ir_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s), RT_SWEEP_MAX_RUNS);
+    return 0;
+}
+
+int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) return ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    /* Comments out, lines joined by blanks: then the spec parser does the rest,
+     * and an error names the line it came from. */
+    char spec[16384] = "", line[2048];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = ir_fail(err, errlen, "%s:%d: line too long", path, lineno);
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        rt_sweep one;
+        char lerr[512];
+        const char *q = line;
+        while (isspace((unsigned char)*q)) q++;
+        if (!*q) continue;
+        if (rt_sweep_parse(&one, line, lerr, sizeof lerr)) {
+            rc = ir_fail(err, errlen, "%s:%d: %s", path, lineno, lerr);
+            break;
+        }
+        if (strlen(spec) + strlen(line) + 2 > sizeof spec) {
+            rc = ir_fail(err, errlen, "%s:%d: the sweep is too long", path, lineno);
+            break;
+        }
+        strcat(spec, " ");
+        strcat(spec, line);
+    }
+    if (!rc && ferror(f)) rc = ir_fail(err, errlen, "%s: read error", path);
+    fclose(f);
+    if (rc) return rc;
+    if (rt_sweep_parse(s, spec, err, errlen)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", err);
+        return ir_fail(err, errlen, "%s: %s", path, msg);
+    }
+    return 0;
+}
+
+long rt_sweep_count(const rt_sweep *s) {
+    long n = 1;
+    for (int a = 0; a < s->axes; a++) {
+        n *= s->axis[a].count;
+        if (n > RT_SWEEP_MAX_RUNS) return RT_SWEEP_MAX_RUNS + 1L;
+    }
+    return n;
+}
+
+/* Combination i's value index on axis a: mixed radix, the last axis fastest. */
+static int digit(const rt_sweep *s, long i, int a) {
+    for (int b = s->axes - 1; b > a; b--) i /= s->axis[b].count;
+    return (int)(i % s->axis[a].count);
+}
+
+void rt_sweep_apply(const rt_sweep *s, long i, rt_train_options *o) {
+    for (int a = 0; a < s->axes; a++) {
+        double v = s->axis[a].value[digit(s, i, a)];
+        switch (s->axis[a].key) {
+        case RT_SWEEP_LR: o->lr = v; break;
+        case RT_SWEEP_WARMUP: o->warmup_epochs = (int)v; break;
+        case RT_SWEEP_EPOCHS: o->epochs = (int)v; break;
+        case RT_SWEEP_GPUS: o->gpus = (int)v; break;
+        case RT_SWEEP_SEED: o->seed = (uint64_t)v; break;
+        case RT_SWEEP_LR_SCALING: o->lr_scaling = (int)v; break;
+        case RT_SWEEP_MOMENTUM_CORRECTION: o->momentum_correction = (int)v; break;
+        case RT_SWEEP_WARMUP_PER_ITERATION: o->warmup_per_iteration = (int)v; break;
+        }
+    }
+}
+
+void rt_sweep_label(const rt_sweep *s, long i, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int a = 0; a < s->axes && used < len; a++) {
+        int w = snprintf(buf + used, len - used, "%s%s=%s", a ? " " : "", key_name(s->axis[a].key),
+                         s->axis[a].text[digit(s, i, a)]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+int rt_sweep_ok(const rt_train_result *r, char *why, size_t len) {
+    if (r->status != 0) {
+        snprintf(why, len, "failed: %s", r->error[0] ? r->error : "training stopped with an error");
+        return 0;
+    }
+    if (!r->finished) {
+        snprintf(why, len, "failed: no final accuracy");
+        return 0;
+    }
+    if (!isfinite(r->train_loss)) {
+        /* Without a stop on NaN the run trains on; it must still rank last. */
+        snprintf(why, len, "diverged: train loss %s", isnan(r->train_loss) ? "nan" : "inf");
+        return 0;
+    }
+    if (!isfinite(r->test_accuracy) || r->test_accuracy < 0) {
+        snprintf(why, len, "failed: no test accuracy");
+        return 0;
+    }
+    snprintf(why, len, "ok");
+    return 1;
+}
+
+/* qsort has no context argument: the results being ranked, per thread. */
+static _Thread_local const rt_train_result *ranking;
+
+static int better_first(const void *pa, const void *pb) {
+    long a = *(const long *)pa, b = *(const long *)pb;
+    char why[8];
+    int oka = rt_sweep_ok(&ranking[a], why, sizeof why), okb = rt_sweep_ok(&ranking[b], why, sizeof why);
+    if (oka != okb) return okb - oka;
+    if (oka) {
+        const rt_train_result *x = &ranking[a], *y = &ranking[b];
+        if (x->test_accuracy != y->test_accuracy) return x->test_accuracy > y->test_accuracy ? -1 : 1;
+        if (x->train_loss != y->train_loss) return x->train_loss < y->train_loss ? -1 : 1;
+    }
+    return (a > b) - (a < b);
+}
+
+void rt_sweep_rank(const rt_train_result *res, long n, long *order) {
+    for (long i = 0; i < n; i++) order[i] = i;
+    ranking = res;
+    qsort(order, (size_t)n, sizeof *order, better_first);
+    ranking = NULL;
+}
+
+/* A table cell: the reason text without the characters that end a cell or row. */
+static void put_cell(const char *s, FILE *f) {
+    for (; *s; s++) fputc(*s == '|' || *s == '\n' ? ' ' : *s, f);
+}
+
+void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE *f) {
+    long *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
+    if (!order) {
+        fputs("dprun: error: out of memory for the sweep table\n", stderr);
+        return;
+    }
+    rt_sweep_rank(res, n, order);
+    fputs("| rank |", f);
+    for (int a = 0; a < s->axes; a++) fprintf(f, " %s |", key_name(s->axis[a].key));
+    fputs(" train loss | train accuracy | test accuracy | time (s) | run | result |\n|---:|", f);
+    for (int a = 0; a < s->axes; a++) fputs("---|", f);
+    fputs("---:|---:|---:|---:|---:|---|\n", f);
+    for (long k = 0; k < n; k++) {
+        long i = order[k];
+        const rt_train_result *r = &res[i];
+        char why[320];
+        int ok = rt_sweep_ok(r, why, sizeof why);
+        if (ok) fprintf(f, "| %ld |", k + 1);
+        else fputs("| — |", f);
+        for (int a = 0; a < s->axes; a++) fprintf(f, " %s |", s->axis[a].text[digit(s, i, a)]);
+        if (r->epochs > 0) fprintf(f, " %.4f |", r->train_loss);
+        else fputs(" — |", f);
+        if (r->finished) fprintf(f, " %.4f | %.4f |", r->train_accuracy, r->test_accuracy);
+        else fputs(" — | — |", f);
+        fprintf(f, " %.2f | %ld | ", r->seconds, i + 1);
+        put_cell(why, f);
+        fputs(" |\n", f);
+    }
+    free(order);
+}
+
+int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
+                 const char *table_path) {
+    if (base->ranks > 1) {
+        fprintf(stderr, "dprun: error: --sweep runs in one process; not under mpirun with %d processes\n",
+                base->ranks);
+        return 1;
+    }
+    /* Every output checked before the first run, not after the last. */
+    char err[1024];
+    if (ir_file_check_dir(dir, "--sweep-dir", err, sizeof err) ||
+        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, sizeof err))) {
+        fprintf(stderr, "dprun: error: %s\n", err);
+        return 1;
+    }
+    if (table_path && base->plan_path && ir_file_same(table_path, base->plan_path)) {
+        fprintf(stderr, "dprun: error: --sweep-out %s is the plan of this run; writing it would destroy it\n",
+                table_path);
+        return 1;
+    }
+    long n = rt_sweep_count(s);
+    rt_train_result *res = calloc((size_t)n, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "dprun: error: out of memory for %ld sweep results\n", n);
+        return 1;
+    }
+    int rc = 0, good = 0;
+    for (long i = 0; i < n && !rc; i++) {
+        char label[512], log_path[4096], metrics_path[4096], why[320];
+        rt_sweep_label(s, i, label, sizeof label);
+        snprintf(log_path, sizeof log_path, "%s/run-%ld.log", dir, i + 1);
+        snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", dir, i + 1);
+        /* The log in memory, written through ir_file when the run ends. */
+        char *log_text = NULL;
+        size_t log_len = 0;
+        FILE *log = open_memstream(&log_text, &log_len);
+        if (!log) {
+            fprintf(stderr, "dprun: error: %s: cannot write: %s\n", log_path, strerror(errno));
+            rc = 1;
+            break;
+        }
+        fprintf(stderr, "dprun: sweep: run %ld of %ld: %s (log %s)\n", i + 1, n, label, log_path);
+        rt_train_options o = *base;
+        rt_sweep_apply(s, i, &o);
+        o.out = log;
+        o.metrics = metrics_path;
+        o.result = &res[i];
+        fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
+        rt_train(plan, &o);
+        if (res[i].status && res[i].error[0]) fprintf(log, "dprun: error: %s\n", res[i].error);
+        int lost = fclose(log) != 0;
+        if (lost || ir_file_write_all(log_path, log_text, log_len, err, sizeof err)) {
+            fprintf(stderr, "dprun: error: %s\n", lost ? "out of memory for a sweep log" : err);
+            rc = 1;
+        }
+        free(log_text);
+        int ok = rt_sweep_ok(&res[i], why, sizeof why);
+        good += ok;
+        if (ok)
+            fprintf(stderr, "dprun: sweep: run %ld: test accuracy %.4f\n", i + 1, res[i].test_accuracy);
+        else
+            fprintf(stderr, "dprun: sweep: run %ld: %s\n", i + 1, why);
+    }
+    if (!rc) {
+        rt_sweep_table(s, res, n, stdout);
+        fflush(stdout);
+        if (table_path) {
+            char *text = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&text, &len);
+            if (f) rt_sweep_table(s, res, n, f);
+            if (!f || fclose(f) != 0) {
+                fprintf(stderr, "dprun: error: --sweep-out %s: out of memory\n", table_path);
+                rc = 1;
+            } else if (ir_file_write_all(table_path, text, len, err, sizeof err)) {
+                fprintf(stderr, "dprun: error: --sweep-out %s\n", err);
+                rc = 1;
+            }
+            free(text);
+        }
+        if (!good) {
+            fprintf(stderr, "dprun: error: the sweep has no successful run (the table says why)\n");
+            rc = 1;
+        }
+    }
+    free(res);
+    return rc;
+}

@@ -1,0 +1,229 @@
+/* runtime/train/train.h — the training loop `dprun` runs.
+ *
+ * Usage:
+ *     rt_train_options o = rt_train_defaults();
+ *     o.epochs = 1; o.data = "synthetic"; o.seed = 7;
+ *     int rc = rt_train(plan, &o);      // exit status: 0, or 1 with a message
+ *
+ * rt_train binds the plan's train and eval programs to one parameter store
+ * per replica on the backend --device picks, initialises it from the seed (or loads a safetensors
+ * file), runs the epochs with the schedule's lr, prints the reference
+ * article's log lines on stdout, and finishes with train and test accuracy
+ * measured by the eval program (BatchNorm in inference mode). Notices go to
+ * stderr as `dprun: note: ...`, errors as `dprun: error: ...`; a progress
+ * bar too when stderr is a terminal. DPC_DEBUG=1 adds, per epoch, how long
+ * the steps waited for input.
+ *
+ * Checkpoints (--checkpoint DIR, runtime/train/checkpoint.h): written at every
+ * epoch end, every checkpoint_every steps, when --steps stops the run
+ * mid-epoch, and when SIGINT/SIGTERM stops it (the current step finishes,
+ * the checkpoint is written, exit status 128 + signal; a second signal
+ * ends the process at once). A fresh run refuses a directory that holds a
+ * checkpoint; --resume continues from it bit-identically (the same
+ * per-step losses and final weights as a run never stopped), appending to
+ * the metrics file the checkpoint was written with from where it left it
+ * (another --metrics, or a flag that changes the arithmetic, is refused). DPC_DEBUG=2 prints
+ * every step's mean loss (`dprun: debug: step S loss X`, exact decimal).
+ *
+ * Non-finite loss or parameters after a step (a non-finite gradient makes
+ * the updated parameters non-finite): the run stops with the step, epoch
+ * and lr, exit 1, leaving the last good checkpoint; with on_nan_skip the
+ * step's update is undone instead (a host copy of every replica's
+ * persistent tensors is taken before each step) and training continues.
+ *
+ * Metrics (--metrics FILE): one JSON object per epoch, keys epoch, lr,
+ * train_loss (mean over the epoch), batch (global), steps, seconds (from
+ * the first batch, as the EPOCH line), img_per_s, input_wait_s (time the
+ * steps waited for the input pipeline), test_accuracy when --eval-every
+ * asked for it; the last epoch's object also carries the final
+ * train_accuracy and test_accuracy.
+ */
+#ifndef DPC_RT_TRAIN_TRAIN_H
+#define DPC_RT_TRAIN_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stddef.h>
+
+#include "ir/plan.h"
+#include "ir/ir.h"
+
+/* What a run reached: rt_train fills it when rt_train_options.result is
+ * set (the sweep ranks runs by it). */
+typedef struct {
+    int status;            /* rt_train's exit status */
+    int finished;          /* 1: trained and measured the final accuracies */
+    int epochs;            /* epochs completed */
+    double train_loss;     /* the last completed epoch's mean; NAN before the first */
+    double train_accuracy; /* the final ones; -1 when not measured */
+    double test_accuracy;
+    double seconds;        /* training time, as the `Training time` line */
+    char error[256];       /* a failed run's message (without `dprun: error: `) */
+} rt_train_result;
+
+typedef struct {
+    int epochs;                /* 0: the plan's */
+    long steps;                /* stop after this many optimizer steps; -1: no limit,
+                                * 0: only evaluate (e.g. parameters from --load-params) */
+    uint64_t seed;             /* init, shuffle, augmentation */
+    const char *data;          /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
+    const char *device;        /* "auto", "cpu" or "cuda" */
+    int gpus;                  /* data-parallel replicas in this process */
+    int rank, ranks;           /* MPI (rt_mpi_init): this process and how many; 0 and 1
+                                * without mpirun. The job runs ranks x gpus replicas;
+                                * only rank 0 prints the log and writes files. */
+    int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
+    int warmup_epochs;         /* -1: the plan's */
+    double lr;                 /* >0: base lr; the dict is scaled so epoch 0 has it (before
+                                * any linear scaling); 0: the plan's */
+    int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
+    int momentum_correction;   /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
+    int no_augment, no_shuffle;
+    const char *load_params;   /* safetensors to start from, or NULL */
+    const char *save_params;   /* safetensors to write at the end, or NULL */
+    long benchmark;            /* >0: time this many steps after a warm-up, then stop */
+    int eval_every;            /* >0: test accuracy every K epochs */
+    const char *metrics;       /* JSON lines, one per epoch, or NULL */
+    int data_workers;          /* batch-preparation threads; 0: on the training thread */
+    int data_depth;            /* batches prepared ahead (slots); 0: data_workers + 2 */
+    const char *checkpoint;    /* directory: a checkpoint at every epoch end, or NULL */
+    long checkpoint_every;     /* >0: also every N steps */
+    int resume;                /* continue from the checkpoint in `checkpoint` */
+    int on_nan_skip;           /* a non-finite loss or gradient skips the step (else stops the run) */
+    const char *plan_path;     /* the plan's file, or NULL: no output may name it */
+    const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
+    FILE *out;                 /* the log (stdout) */
+    rt_train_result *result;   /* filled at the end when not NULL */
+} rt_train_options;
+
+rt_train_options rt_train_defaults(void);
+/* Applies the schedule overrides of o to a copy of the plan's train section
+ * and checks it; global batch = ranks x gpus x per-device batch. 0 or -1 + err. */
+int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
+                      size_t errlen);
+/* Runs training; returns the process exit status. */
+int rt_train(const dpc_plan *plan, const rt_train_options *o);
+
+/* ---- the learning-rate schedule of a training run.
+ *
+ * The train section gives a per-epoch dict ({0: 0.1, 35: 0.05, ...}), an
+ * optional linear scaling by global batch / reference batch (Goyal et al.)
+ * and an optional warmup of K epochs. Warmup ramps linearly from the
+ * unscaled epoch-0 value at epoch 0 to the scaled value of epoch K, either
+ * once per epoch (the reference article: 0.1, 0.4, ..., 1.6 for a x16 scale
+ * and K = 5) or once per iteration (Goyal et al.).
+ *
+ * Usage:
+ *     rt_schedule s = rt_schedule_make(&plan->schedule, global_batch);
+ *     s.per_iteration = 1;                           // optional
+ *     double lr = rt_schedule_epoch_lr(&s, epoch);   // what the log prints
+ *     double lr = rt_schedule_step_lr(&s, epoch, step, steps_per_epoch);
+ */
+
+typedef struct {
+    const ir_train *t; /* the dict, scaling and warmup (not owned) */
+    int global_batch;  /* per-device batch x replicas */
+    int per_iteration; /* 1: warmup ramps every step, 0: every epoch */
+} rt_schedule;
+
+rt_schedule rt_schedule_make(const ir_train *t, int global_batch);
+/* The dict's value at epoch e: the entry with the largest key <= e. */
+double rt_schedule_dict_lr(const ir_train *t, int epoch);
+/* global_batch / reference_batch under linear scaling, else 1. */
+double rt_schedule_scale(const rt_schedule *s);
+/* lr in effect at the start of epoch e (per-iteration warmup agrees with
+ * per-epoch warmup there, so this is also the printed value). */
+double rt_schedule_epoch_lr(const rt_schedule *s, int epoch);
+/* lr of step `step` (0-based within the epoch) of epoch e. */
+double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long steps_per_epoch);
+/* `epoch E lr X` for every epoch of t->epochs: what `dprun --schedule` prints. */
+void rt_schedule_print(const rt_schedule *s, FILE *f);
+
+/* ---- local hyperparameter sweeps: `dprun PLAN --sweep SPEC`.
+ *
+ * A spec names keys and their values, `lr=0.05,0.1,0.2 warmup=0,5`; a
+ * sweep file holds the same, one `key=v1,v2,...` per line (blank lines and
+ * `#` comments ignored). Every combination (the cartesian product, the last
+ * key varying fastest) is one training run with those overrides; the runs
+ * are ranked by test accuracy and printed as one Markdown table.
+ *
+ * Keys: lr (base lr: the schedule's dict scaled so that epoch 0 has this
+ * value, before any linear scaling), warmup (epochs), epochs, gpus, seed,
+ * lr-scaling (none|linear), momentum-correction (0|1),
+ * warmup-per-iteration (0|1).
+ *
+ * Usage:
+ *     rt_sweep s;
+ *     if (rt_sweep_parse(&s, "lr=0.1,0.2 warmup=0,5", err, sizeof err)) ...  // or rt_sweep_read
+ *     long n = rt_sweep_count(&s);
+ *     rt_train_result *res = calloc(n, sizeof *res);
+ *     for (long i = 0; i < n; i++) {
+ *         rt_train_options o = base;
+ *         rt_sweep_apply(&s, i, &o);
+ *         o.result = &res[i];
+ *         rt_train(plan, &o);
+ *     }
+ *     rt_sweep_table(&s, res, n, stdout);   // ranked, failed runs last with their reason
+ * or all of that, with a log and metrics file per run in a folder:
+ *     int rc = rt_sweep_run(plan, &s, &base, "r-sweep", "table.md");
+ */
+
+#define RT_SWEEP_MAX_KEYS 8
+#define RT_SWEEP_MAX_VALUES 32
+#define RT_SWEEP_MAX_RUNS 4096
+#define RT_SWEEP_VALUE_LEN 32
+
+typedef enum {
+    RT_SWEEP_LR,
+    RT_SWEEP_WARMUP,
+    RT_SWEEP_EPOCHS,
+    RT_SWEEP_GPUS,
+    RT_SWEEP_SEED,
+    RT_SWEEP_LR_SCALING,
+    RT_SWEEP_MOMENTUM_CORRECTION,
+    RT_SWEEP_WARMUP_PER_ITERATION,
+} rt_sweep_key;
+
+typedef struct {
+    rt_sweep_key key;
+    int count;
+    char text[RT_SWEEP_MAX_VALUES][RT_SWEEP_VALUE_LEN]; /* as written, for the table */
+    double value[RT_SWEEP_MAX_VALUES];                  /* parsed (lr-scaling: IR_LR_SCALING_*) */
+} rt_sweep_axis;
+
+typedef struct {
+    int axes;
+    rt_sweep_axis axis[RT_SWEEP_MAX_KEYS];
+} rt_sweep;
+
+/* Parses `key=v1,v2 key=v1 ...` (keys separated by blanks or newlines) into
+ * s; 0, or -1 with a message naming the bad token. */
+int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen);
+/* The same from a file (one key per line, `#` comments). */
+int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen);
+/* Number of combinations. */
+long rt_sweep_count(const rt_sweep *s);
+/* Sets combination i's values in o. */
+void rt_sweep_apply(const rt_sweep *s, long i, rt_train_options *o);
+/* `lr=0.1 warmup=5`: combination i as written in the spec. */
+void rt_sweep_label(const rt_sweep *s, long i, char *buf, size_t len);
+/* order[0..n) = combination indices best first: finished runs with a finite
+ * train loss and test accuracy by test accuracy (higher first), then train
+ * loss (lower first), then index; failed or diverged runs last, by index. */
+void rt_sweep_rank(const rt_train_result *res, long n, long *order);
+/* Whether a run counts in the ranking (finished, finite loss and accuracy);
+ * else why not, in why. */
+int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
+/* The whole sweep: every combination in turn with base's other options,
+ * each with its log in DIR/run-N.log and metrics in DIR/run-N.jsonl (DIR
+ * is created; N counts from 1 in spec order); then the ranked table on
+ * stdout and, when table_path is set, in that file. Progress goes to
+ * stderr. Exit status: 0, or 1 on set-up errors or when no run succeeded
+ * (failed runs are rows of the table, not errors of the sweep). */
+int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
+                 const char *table_path);
+/* The ranked Markdown table: rank, the swept values, train loss, train and
+ * test accuracy, seconds, run number; failed runs last with their reason. */
+void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE *f);
+
+#endif
