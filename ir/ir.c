@@ -436,7 +436,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
             return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
         if (n->op == IR_OP_ASSIGN) {
             ir_op dst = g->nodes[n->input[0]].op;
-            if (dst != IR_OP_PARAM && dst != IR_OP_STATE)
+            if (!ir_is_persistent(dst))
                 return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
                             ir_ops[dst].name);
         }
@@ -775,7 +775,7 @@ static void print_attrs(const ir_node *n, FILE *f) {
     char name[32];
     for (int i = 0; i < ir_op_num_iattrs(n->op); i++) {
         ir_op_attr_name(n->op, 0, i, name, sizeof name);
-        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE)
+        if (ir_is_persistent(n->op))
             fprintf(f, " init=%s", init_name(n->iattr[0]));
         else if (n->op == IR_OP_INPUT && n->iattr[0] == 0)
             continue;

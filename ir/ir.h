@@ -184,6 +184,9 @@ const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t 
 /* A source: a node with no inputs whose value comes from outside the graph
  * (the data, the parameters, the optimizer and BatchNorm state). */
 static inline int ir_is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
+/* Persistent: a source that lives across steps (parameters, optimizer and
+ * BatchNorm state): what checkpoints save and executors keep resident. */
+static inline int ir_is_persistent(ir_op op) { return op == IR_OP_PARAM || op == IR_OP_STATE; }
 
 /* ---- per-element rules -------------------------------------------------
  * A pointwise op computes output element i from a C expression over its

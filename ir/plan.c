@@ -204,18 +204,18 @@ static int cmp_names(const void *a, const void *b) {
 static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, size_t wn) {
     int ns = 0;
     for (int i = 0; i < train->n; i++)
-        ns += train->nodes[i].op == IR_OP_PARAM || train->nodes[i].op == IR_OP_STATE;
+        ns += ir_is_persistent(train->nodes[i].op);
     const ir_node **sorted = malloc(sizeof *sorted * (size_t)(ns ? ns : 1));
     if (!sorted) return fmt(why, wn, "out of memory");
     ns = 0;
     for (int i = 0; i < train->n; i++)
-        if (train->nodes[i].op == IR_OP_PARAM || train->nodes[i].op == IR_OP_STATE)
+        if (ir_is_persistent(train->nodes[i].op))
             sorted[ns++] = &train->nodes[i];
     qsort(sorted, (size_t)ns, sizeof *sorted, cmp_names);
     int rc = 0;
     for (int i = 0; i < eval->n && !rc; i++) {
         const ir_node *e = &eval->nodes[i];
-        if (e->op != IR_OP_PARAM && e->op != IR_OP_STATE) continue;
+        if (!ir_is_persistent(e->op)) continue;
         const ir_node **hit = bsearch(&e, sorted, (size_t)ns, sizeof *sorted, cmp_names);
         char a[96], b[96];
         if (!hit)

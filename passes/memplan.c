@@ -422,7 +422,7 @@ int64_t pass_program_bytes(const ir_graph *g, const pass_memplan *m) {
     int64_t total = m ? m->arena_bytes : 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE || ir_storage_of(g, i) != i || !stored[i] ||
+        if (ir_is_persistent(n->op) || ir_storage_of(g, i) != i || !stored[i] ||
             (m && i < m->n && m->offset[i] >= 0))
             continue;
         total = pass_bytes_add(total, node_bytes(n));

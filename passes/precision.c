@@ -58,7 +58,7 @@ int pass_precision(ir_graph **gp, pass_precision_kind p, char *err, size_t errle
             per_sample[i] = 1;
             continue;
         }
-        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) continue;
+        if (ir_is_persistent(n->op)) continue;
         for (int k = 0; k < n->ninputs && keeps_samples(n->op); k++)
             if (per_sample[n->input[k]]) per_sample[i] = 1;
         if (ir_is_view(n->op) || n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE) {

@@ -146,7 +146,7 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) {
+        if (ir_is_persistent(n->op)) {
             int k = rt_store_find(ex->st, n->name);
             if (k < 0)
                 rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,

@@ -25,7 +25,6 @@ struct rt_store {
     store_entry *t;
 };
 
-static int is_persistent(const ir_node *n) { return n->op == IR_OP_PARAM || n->op == IR_OP_STATE; }
 
 /* Optimizer state is a STATE named "PARAM.something" for a PARAM of the
  * graph ("conv0.weight.momentum"); BatchNorm statistics are not. */
@@ -52,7 +51,7 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < g->n; i++) {
             const ir_node *n = &g->nodes[i];
-            if (!is_persistent(n) || is_optimizer_state(g, n) != pass) continue;
+            if (!ir_is_persistent(n->op) || is_optimizer_state(g, n) != pass) continue;
             if (rt_store_find(st, n->name) >= 0) continue; /* ir_verify rules this out */
             store_entry *e = &st->t[st->n++];
             snprintf(e->name, sizeof e->name, "%s", n->name);

@@ -115,7 +115,7 @@ static int saved_tensors(const dpc_plan *plan, const rt_store *st, int *idx) {
     int n = 0;
     for (int i = 0; i < plan->eval->n; i++) {
         const ir_node *nd = &plan->eval->nodes[i];
-        if (nd->op != IR_OP_PARAM && nd->op != IR_OP_STATE) continue;
+        if (!ir_is_persistent(nd->op)) continue;
         int k = rt_store_find(st, nd->name);
         if (k >= 0) idx[n++] = k;
     }

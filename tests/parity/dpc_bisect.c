@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
         const ir_node *n = &g->nodes[i];
         int64_t numel = ir_numel(&n->type);
         double *ib = rt_interp_buffer(it, i);
-        if (n->op == IR_OP_PARAM || n->op == IR_OP_STATE) {
+        if (ir_is_persistent(n->op)) {
             int k = rt_st_find(f, n->name), s = rt_store_find(st, n->name);
             float *v = calloc((size_t)numel + 1, sizeof *v);
             if (k >= 0) {
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         }
         free(host);
         rel[i] = s > 0 ? e / s : (e > 0 ? INFINITY : 0);
-        int fresh = rel[i] > threshold && n->op != IR_OP_PARAM && n->op != IR_OP_STATE;
+        int fresh = rel[i] > threshold && !ir_is_persistent(n->op);
         for (int k = 0; k < n->ninputs && fresh; k++)
             if (rel[n->input[k]] > threshold) fresh = 0;
         char ty[64];

@@ -80,7 +80,7 @@ static const ir_node *find_named(const ir_graph *g, const char *name) {
 static int is_saved(const ir_graph *eval, const char *name) {
     for (int i = 0; i < eval->n; i++) {
         const ir_node *n = &eval->nodes[i];
-        if ((n->op == IR_OP_PARAM || n->op == IR_OP_STATE) && !strcmp(n->name, name)) return 1;
+        if (ir_is_persistent(n->op) && !strcmp(n->name, name)) return 1;
     }
     return 0;
 }
@@ -144,7 +144,7 @@ static int list_names(const char *plan_path) {
     const ir_graph *g = plan->eval;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
+        if (!ir_is_persistent(n->op)) continue;
         printf("%s ", n->name);
         for (int d = 0; d < n->type.ndim; d++) printf("%s%lld", d ? "," : "", (long long)n->type.dim[d]);
         printf("\n");

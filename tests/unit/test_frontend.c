@@ -65,7 +65,7 @@ static char *read_file(const char *path, size_t *len) {
 static int count_sources(const ir_graph *g) {
     int n = 0;
     for (int i = 0; i < g->n; i++)
-        n += g->nodes[i].op == IR_OP_PARAM || g->nodes[i].op == IR_OP_STATE;
+        n += ir_is_persistent(g->nodes[i].op);
     return n;
 }
 
@@ -285,7 +285,7 @@ TEST(names_independent_of_batch_and_mode) {
                 const ir_node *a = &g[0]->nodes[i], *b = &g[v]->nodes[i];
                 CHECK(a->op == b->op);
                 CHECK_STR(a->name, b->name);
-                if (a->op == IR_OP_PARAM || a->op == IR_OP_STATE)
+                if (ir_is_persistent(a->op))
                     CHECK(ir_type_equal(&a->type, &b->type));
             }
         }
