@@ -14,13 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RT_CHECK_ALLOC(p)                                                               \
-    do {                                                                                \
-        if (!(p)) {                                                                     \
-            fprintf(stderr, "%s:%d: out of memory (%s)\n", __FILE__, __LINE__, #p);     \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
+#include "ir/err.h"
+
+/* One out-of-memory report for compiler and runtime: ir/err.h's. */
+#define RT_CHECK_ALLOC(p) IR_CHECK_ALLOC(p)
 
 #define RT_SYS_FAIL(...)                                                                \
     do {                                                                                \
