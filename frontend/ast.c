@@ -96,12 +96,18 @@ void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...) {
     if (d->nerrors++) return;
     va_list ap;
     va_start(ap, fmt);
-    if (loc.line > 0)
-        fprintf(stderr, "%s:%d:%d: error: ", d->path, loc.line, loc.col);
-    else
-        fprintf(stderr, "%s: error: ", d->path);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    if (d->msg && d->msglen) {
+        int used = loc.line > 0 ? snprintf(d->msg, d->msglen, "%s:%d:%d: error: ", d->path, loc.line, loc.col)
+                                : snprintf(d->msg, d->msglen, "%s: error: ", d->path);
+        if (used >= 0 && (size_t)used < d->msglen) vsnprintf(d->msg + used, d->msglen - (size_t)used, fmt, ap);
+    } else {
+        if (loc.line > 0)
+            fprintf(stderr, "%s:%d:%d: error: ", d->path, loc.line, loc.col);
+        else
+            fprintf(stderr, "%s: error: ", d->path);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
     va_end(ap);
 }
 

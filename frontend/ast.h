@@ -63,10 +63,14 @@ void fe_map_put(fe_arena *a, fe_map *m, const char *key, void *val);
 
 /* ---- diagnostics ---------------------------------------------------------- */
 
-/* Only the first error is printed: one clear line, never a cascade. */
+/* Only the first error is printed: one clear line, never a cascade. With
+ * msg set (msglen > 0) it is written there, without the newline, instead of
+ * to stderr. */
 typedef struct {
     const char *path;
     int nerrors;
+    char *msg;
+    size_t msglen;
 } fe_diag;
 
 void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...)

@@ -508,12 +508,18 @@ static int mark_loss(elab *E, scope *top) {
 }
 
 ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
+    return fe_build_graph_err(p, batch, training, NULL, 0);
+}
+
+ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err, size_t errlen) {
     if (!p) return NULL;
     elab E = {0};
     E.P = p;
     E.batch = batch;
     E.training = training ? 1 : 0;
     E.diag.path = p->path;
+    E.diag.msg = err;
+    E.diag.msglen = errlen;
     if (batch < 1 || batch > FE_MAX_SIZE) {
         fe_error(&E.diag, (fe_loc){0, 0}, "batch size %d is out of range (1..%" PRId64 ")", batch,
                  FE_MAX_SIZE);
@@ -525,9 +531,9 @@ ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
     int rc = add_inputs(&E);
     if (!rc) rc = exec_stmts(&E, top, p->networks->body, 1);
     if (!rc) rc = mark_loss(&E, top);
-    char err[256];
-    if (!rc && ir_verify(E.g, err, sizeof err)) {
-        fe_error(&E.diag, p->networks->loc, "internal error: %s", err);
+    char why[256];
+    if (!rc && ir_verify(E.g, why, sizeof why)) {
+        fe_error(&E.diag, p->networks->loc, "internal error: %s", why);
         rc = -1;
     }
     fe_arena_free(&E.tmp);

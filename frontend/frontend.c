@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
+#include "ir/err.h"
 
 enum { MAX_SOURCE = 16 << 20 }; /* bytes; a model is a few KiB */
 
@@ -34,11 +35,17 @@ static int is_text(const unsigned char *s, size_t n) {
 }
 
 fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
+    return fe_parse_string_err(path, src, len, NULL, 0);
+}
+
+fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err, size_t errlen) {
     fe_program *P = calloc(1, sizeof *P);
-    if (!P) return NULL;
+    IR_CHECK_ALLOC(P);
     size_t plen = strlen(path);
     P->path = fe_strndup(&P->arena, path, plen);
     P->diag.path = P->path;
+    P->diag.msg = err;
+    P->diag.msglen = errlen;
     fe_loc start = {1, 1};
     if (len == 0 || !src) {
         fe_error(&P->diag, start, "empty file");
@@ -48,7 +55,7 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
         fe_error(&P->diag, start, "not a text file");
     } else if (fe_run_parser(P, src, len) == 0 && fe_check(P) == 0) {
         /* Types and shapes: elaborate once at the training batch. */
-        ir_graph *g = fe_build_graph(P, P->train.batch, 1);
+        ir_graph *g = fe_build_graph_err(P, P->train.batch, 1, err, errlen);
         int rc = g ? fe_check_graph(P, g) : -1;
         ir_free(g);
         if (rc == 0) return P;
@@ -57,10 +64,13 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
     return NULL;
 }
 
-fe_program *fe_parse_file(const char *path) {
+fe_program *fe_parse_file(const char *path) { return fe_parse_file_err(path, NULL, 0); }
+
+fe_program *fe_parse_file_err(const char *path, char *errbuf, size_t errlen) {
+    fe_diag d = {path, 0, errbuf, errlen}; /* for the read errors */
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "%s: error: cannot read: %s\n", path, strerror(errno));
+        fe_error(&d, (fe_loc){0, 0}, "cannot read: %s", strerror(errno));
         return NULL;
     }
     size_t cap = 4096, len = 0;
@@ -87,11 +97,11 @@ fe_program *fe_parse_file(const char *path) {
     }
     fclose(f);
     if (!buf || err) {
-        fprintf(stderr, "%s: error: cannot read: %s\n", path, strerror(buf ? err : ENOMEM));
+        fe_error(&d, (fe_loc){0, 0}, "cannot read: %s", strerror(buf ? err : ENOMEM));
         free(buf);
         return NULL;
     }
-    fe_program *p = fe_parse_string(path, buf, len);
+    fe_program *p = fe_parse_string_err(path, buf, len, errbuf, errlen);
     free(buf);
     return p;
 }

@@ -92,8 +92,26 @@ typedef struct {
 } pass_options;
 
 pass_options pass_default_options(void);
-/* The names dump_after may take, NULL-terminated. */
-extern const char *const pass_names[];
+
+/* ---- the registry (pipeline.c) ---------------------------------------------
+ * Every pass in the order pass_run_* runs it, the programs it runs in, and a
+ * line about it; the names are what dump_after (--dump-ir=PASS) may take.
+ * The pipeline, dpc's --dump-ir check and dpc's help all read it. */
+typedef struct {
+    const ir_train *train;     /* the train section (optimizer), NULL for eval */
+    const pass_options *options; /* may be NULL: the defaults */
+} pass_context;
+enum { PASS_TRAIN = 1, PASS_EVAL = 2 };
+typedef struct {
+    const char *name;
+    int (*run)(ir_graph **g, const pass_context *c, char *err, size_t errlen);
+    unsigned programs; /* PASS_TRAIN | PASS_EVAL */
+    const char *about; /* one line */
+} pass_info;
+/* Terminated by an entry whose name is NULL. */
+extern const pass_info pass_registry[];
+/* The entry named name, or NULL. */
+const pass_info *pass_find(const char *name);
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);

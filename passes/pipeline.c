@@ -1,35 +1,74 @@
-/* passes/pipeline.c — the pass manager.
+/* passes/pipeline.c — the pass manager and the registry of passes.
  *
- * Runs the passes in their fixed order (fuse only when o->fuse; --dump-ir=fuse
- * then shows the unfused graph), checks the graph with ir_verify
- * after each one (a pass that breaks an invariant is caught at its own
- * door, not three passes later), and prints the graph after the pass named
- * by --dump-ir=PASS.
+ * Runs the passes of pass_registry in its order, each in the programs it
+ * names (fuse only when o->fuse; --dump-ir=fuse then shows the unfused
+ * graph), checks the graph with ir_verify after each one (a pass that
+ * breaks an invariant is caught at its own door, not three passes later),
+ * and prints the graph after the pass named by --dump-ir=PASS.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "ir/err.h"
 #include "passes/passes.h"
 
-const char *const pass_names[] = {"lower",     "autodiff",  "optimizer", "partition",
-                                   "precision", "fuse",      NULL};
+static int run_lower(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    (void)c;
+    return pass_lower(g, err, errlen);
+}
+
+static int run_autodiff(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    (void)c;
+    return pass_autodiff(g, err, errlen);
+}
+
+static int run_optimizer(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    return pass_optimizer(g, c->train, err, errlen);
+}
+
+static int run_partition(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    return pass_partition(g, c->options ? c->options->bucket_bytes : 0, err, errlen);
+}
+
+static int run_precision(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    return pass_precision(g, c->options ? c->options->precision : PASS_PRECISION_FP32, err, errlen);
+}
+
+static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    if (c->options && !c->options->fuse) return 0;
+    return pass_fuse(g, err, errlen);
+}
+
+/* The all-reduces (partition) exist before fusion, so fuse sees them as the
+ * opaque steps they are and never groups across them. The eval program is
+ * the forward pass with running-statistics BatchNorm: no gradients, no
+ * update. */
+const pass_info pass_registry[] = {
+    {"lower", run_lower, PASS_TRAIN | PASS_EVAL, "batchnorm into its statistics and their use"},
+    {"autodiff", run_autodiff, PASS_TRAIN, "reverse-mode gradients from the loss"},
+    {"optimizer", run_optimizer, PASS_TRAIN, "SGD with momentum as graph ops"},
+    {"partition", run_partition, PASS_TRAIN, "all-reduce of the gradients, in buckets"},
+    {"precision", run_precision, PASS_TRAIN | PASS_EVAL, "bf16 storage of activations (--precision)"},
+    {"fuse", run_fuse, PASS_TRAIN | PASS_EVAL, "fusion groups, one kernel each (--no-fuse: none)"},
+    {NULL, NULL, 0, NULL},
+};
 
 pass_options pass_default_options(void) {
     pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32};
     return o;
 }
 
-static int known_pass(const char *name) {
-    for (int i = 0; pass_names[i]; i++)
-        if (strcmp(pass_names[i], name) == 0) return 1;
-    return 0;
+const pass_info *pass_find(const char *name) {
+    for (const pass_info *p = pass_registry; p->name; p++)
+        if (strcmp(p->name, name) == 0) return p;
+    return NULL;
 }
 
 static int check_options(const pass_options *o, char *err, size_t errlen) {
-    if (o && o->dump_after && !known_pass(o->dump_after)) {
+    if (o && o->dump_after && !pass_find(o->dump_after)) {
         int used = snprintf(err, errlen, "unknown pass '%s' (known:", o->dump_after);
-        for (int i = 0; pass_names[i] && used >= 0 && (size_t)used < errlen; i++)
-            used += snprintf(err + used, errlen - (size_t)used, " %s", pass_names[i]);
+        for (const pass_info *p = pass_registry; p->name && used >= 0 && (size_t)used < errlen; p++)
+            used += snprintf(err + used, errlen - (size_t)used, " %s", p->name);
         if (used >= 0 && (size_t)used < errlen) snprintf(err + used, errlen - (size_t)used, ")");
         return -1;
     }
@@ -39,42 +78,28 @@ static int check_options(const pass_options *o, char *err, size_t errlen) {
 /* Verifies the graph a pass left and dumps it when asked to. */
 static int after(const char *pass, ir_graph *g, const pass_options *o, char *err, size_t errlen) {
     char why[256];
-    if (ir_verify(g, why, sizeof why)) {
-        snprintf(err, errlen, "internal error: graph invalid after %s: %s", pass, why);
-        return -1;
-    }
+    if (ir_verify(g, why, sizeof why))
+        return ir_fail(err, errlen, "internal error: graph invalid after %s: %s", pass, why);
     if (o && o->dump_after && strcmp(o->dump_after, pass) == 0) ir_dump(g, o->dump ? o->dump : stdout);
+    return 0;
+}
+
+static int run_program(ir_graph **g, unsigned program, const ir_train *t, const pass_options *o,
+                       char *err, size_t errlen) {
+    if (check_options(o, err, errlen)) return -1;
+    pass_context c = {t, o};
+    for (const pass_info *p = pass_registry; p->name; p++) {
+        if (!(p->programs & program)) continue;
+        if (p->run(g, &c, err, errlen) || after(p->name, *g, o, err, errlen)) return -1;
+    }
     return 0;
 }
 
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen) {
-    if (check_options(o, err, errlen)) return -1;
-    if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
-    if (pass_autodiff(g, err, errlen) || after("autodiff", *g, o, err, errlen)) return -1;
-    if (pass_optimizer(g, t, err, errlen) || after("optimizer", *g, o, err, errlen)) return -1;
-    /* The all-reduces exist before fusion, so fuse sees them as the opaque
-     * steps they are and never groups across them. */
-    if (pass_partition(g, o ? o->bucket_bytes : 0, err, errlen) ||
-        after("partition", *g, o, err, errlen))
-        return -1;
-    if (pass_precision(g, o ? o->precision : PASS_PRECISION_FP32, err, errlen) ||
-        after("precision", *g, o, err, errlen))
-        return -1;
-    if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
-    if (after("fuse", *g, o, err, errlen)) return -1;
-    return 0;
+    return run_program(g, PASS_TRAIN, t, o, err, errlen);
 }
 
-/* The eval program is the forward pass with running-statistics BatchNorm:
- * no gradients, no update. */
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen) {
-    if (check_options(o, err, errlen)) return -1;
-    if (pass_lower(g, err, errlen) || after("lower", *g, o, err, errlen)) return -1;
-    if (pass_precision(g, o ? o->precision : PASS_PRECISION_FP32, err, errlen) ||
-        after("precision", *g, o, err, errlen))
-        return -1;
-    if ((!o || o->fuse) && pass_fuse(g, err, errlen)) return -1;
-    if (after("fuse", *g, o, err, errlen)) return -1;
-    return 0;
+    return run_program(g, PASS_EVAL, NULL, o, err, errlen);
 }

@@ -289,10 +289,10 @@ TEST(generated_code_unchanged_and_pipeline_order) {
     CHECK(text && strstr(text, "allreduce") && !strstr(text, "@g")); /* before fuse */
     free(text);
     int found = 0;
-    for (int i = 0; pass_names[i]; i++) {
-        if (!strcmp(pass_names[i], "partition")) {
-            CHECK(i > 0 && !strcmp(pass_names[i - 1], "optimizer"));
-            CHECK(pass_names[i + 1] && !strcmp(pass_names[i + 1], "precision")); /* then fuse */
+    for (int i = 0; pass_registry[i].name; i++) {
+        if (!strcmp(pass_registry[i].name, "partition")) {
+            CHECK(i > 0 && !strcmp(pass_registry[i - 1].name, "optimizer"));
+            CHECK(pass_registry[i + 1].name && !strcmp(pass_registry[i + 1].name, "precision")); /* then fuse */
             found = 1;
         }
     }

@@ -1,0 +1,51 @@
+/* driver/compile.h — the whole compile as one call: .net source → frontend
+ * → passes → memory plans → kernels → plan file (and the reports dpc
+ * prints on the way). cli/dpc.c parses arguments into a dpc_options and
+ * calls dpc_compile; tests call it with source text.
+ *
+ * Usage:
+ *     dpc_options o = {0};
+ *     o.model = "mlp.net";            // read, or only named when o.source is set
+ *     o.out = "mlp.plan";
+ *     char err[4096];
+ *     if (dpc_compile(&o, err, sizeof err)) fprintf(stderr, "%s\n", err);
+ *
+ * On failure err holds the one line dpc prints (no newline): the frontend's
+ * "FILE:LINE:COL: error: ...", "FILE: error: ..." for the passes, memory
+ * limit and code generation, "dpc: error: ..." for the outputs. Nothing is
+ * written to stderr; the reports (summary, IR dumps, stats) go to o->report.
+ */
+#ifndef DPC_DRIVER_COMPILE_H
+#define DPC_DRIVER_COMPILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *model;              /* the .net path: read, or named in messages */
+    const char *source;             /* its text (source_len bytes), or NULL to read model */
+    size_t source_len;
+    const char *out;                /* -o: the plan file, or NULL */
+    const char *dot;                /* --dot: Graphviz of the final training graph, or NULL */
+    const char *emit_dir;           /* --emit-kernels: a kernel source per file, or NULL */
+    const char *target;             /* cpu | cuda | all (NULL: all): kernels emitted */
+    const char *precision;          /* fp32 | bf16 (NULL: fp32) */
+    const char *dump_after;         /* --dump-ir=PASS: "elaborate" or a pass_registry name */
+    const char *max_memory;         /* a size (pass_parse_size), NULL: PASS_MAX_MEMORY_DEFAULT */
+    int dump_ir;                    /* --dump-ir: the final training graph (or after dump_after) */
+    int summary, stats;             /* --summary, --stats */
+    int batch;                      /* > 0: overrides the train section's batch */
+    int no_fuse, no_memplan;
+    double bucket_mb;               /* partition's bucket size in MiB, 0: the default */
+    FILE *report;                   /* summary, dumps, stats; NULL: stdout */
+} dpc_options;
+
+/* Values a caller may get wrong, in the words of dpc's usage errors
+ * ("dpc: error: ..."): dump_after, max_memory, target, precision. 0 or -1. */
+int dpc_options_check(const dpc_options *o, char *err, size_t errlen);
+
+/* Checks the options and outputs, compiles, writes what o asks for. 0, or
+ * -1 with the message in err. */
+int dpc_compile(const dpc_options *o, char *err, size_t errlen);
+
+#endif
