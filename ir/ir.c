@@ -286,14 +286,15 @@ static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_t
     return 0;
 }
 
-int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+/* The op has no rule: a node ir_verify or a pass made up. */
+static int no_rule(const ir_node *n, char *err, size_t errlen) {
+    return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
+}
+
+/* Convolution and its two gradients. */
+static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
-    case IR_OP_INPUT:
-    case IR_OP_PARAM:
-    case IR_OP_STATE:
-        *out = n->type;
-        return 0;
     case IR_OP_CONV: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "input", x, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
@@ -311,142 +312,6 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = ir_shape4(x->dim[0], w->dim[0], ho, wo);
         return 0;
     }
-    case IR_OP_BIAS_ADD: {
-        const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
-        if (x->ndim < 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
-                        TYPE_STR(x));
-        if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
-        *out = *x;
-        return 0;
-    }
-    case IR_OP_BATCHNORM: {
-        const ir_type *x = in_type(g, n, 0);
-        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                        TYPE_STR(x));
-        static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
-        for (int i = 1; i < 5; i++)
-            if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
-        if (!(n->fattr[0] > 0))
-            return ir_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
-        if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
-            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
-        *out = *x;
-        return 0;
-    }
-    case IR_OP_RELU: {
-        const ir_type *x = in_type(g, n, 0);
-        if (x->dtype == IR_I32)
-            return ir_fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
-        *out = *x;
-        return 0;
-    }
-    case IR_OP_ADD: {
-        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
-        if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
-        if (a->dtype == IR_I32)
-            return ir_fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
-        *out = *a;
-        return 0;
-    }
-    case IR_OP_MAXPOOL:
-    case IR_OP_AVGPOOL:
-        return infer_window(op, in_type(g, n, 0), n, out, err, errlen);
-    case IR_OP_GLOBAL_AVGPOOL: {
-        const ir_type *x = in_type(g, n, 0);
-        if (need_rank(op, "input", x, 4, err, errlen)) return -1;
-        *out = ir_shape2(x->dim[0], x->dim[1]);
-        return 0;
-    }
-    case IR_OP_FLATTEN: {
-        const ir_type *x = in_type(g, n, 0);
-        if (x->ndim < 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
-        *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
-        return 0;
-    }
-    case IR_OP_DENSE: {
-        const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
-        if (x->ndim != 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen,
-                        "dense: expects a [batch, features] input, got %s (use flatten first)",
-                        TYPE_STR(x));
-        if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
-        if (w->dim[1] != x->dim[1])
-            return ir_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
-                        TYPE_STR(x));
-        *out = ir_shape2(x->dim[0], w->dim[0]);
-        return 0;
-    }
-    case IR_OP_SOFTMAX_CE: {
-        const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
-        if (x->ndim != 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen,
-                        "softmax_cross_entropy: logits must be [batch, classes], got %s",
-                        TYPE_STR(x));
-        if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
-            return ir_fail(err, errlen,
-                        "softmax_cross_entropy: labels must be class indices [%" PRId64
-                        "]:i32, got %s",
-                        x->dim[0], TYPE_STR(y));
-        const ir_node *label = &g->nodes[n->input[1]];
-        if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
-            return ir_fail(err, errlen,
-                        "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
-                        " classes",
-                        x->dim[1], label->iattr[0]);
-        *out = ir_shape1(x->dim[0]);
-        return 0;
-    }
-    case IR_OP_BN_MEAN:
-    case IR_OP_BIAS_GRAD: {
-        const ir_type *x = in_type(g, n, 0);
-        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
-        *out = ir_shape1(x->dim[1]);
-        return 0;
-    }
-    case IR_OP_BN_VAR:
-    case IR_OP_BN_GRAD_GAMMA:
-    case IR_OP_BN_APPLY:
-    case IR_OP_BN_GRAD_DATA: {
-        /* Input 0 (dy for the grads) and, for the grads, input 1 (x) are
-         * activations; the rest are per-channel vectors. */
-        const ir_type *x = in_type(g, n, 0);
-        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
-        int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
-        if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
-            return ir_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
-                        TYPE_STR(in_type(g, n, 1)));
-        for (int i = acts; i < n->ninputs; i++)
-            if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
-        if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
-            return ir_fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
-        *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
-        return 0;
-    }
-    case IR_OP_EMA:
-    case IR_OP_ASSIGN:
-    case IR_OP_RELU_GRAD: {
-        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
-        if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
-        if (n->op == IR_OP_ASSIGN) {
-            ir_op dst = g->nodes[n->input[0]].op;
-            if (!ir_is_persistent(dst))
-                return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
-                            ir_ops[dst].name);
-        }
-        *out = *a;
-        return 0;
-    }
-    case IR_OP_ONES_LIKE:
-        *out = *in_type(g, n, 0);
-        out->dtype = IR_F32;
-        return 0;
     case IR_OP_CONV_GRAD_DATA: {
         const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
@@ -470,6 +335,24 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
             window_out(x->dim[3], k, s, p) != dy->dim[3])
             return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy), TYPE_STR(x));
         *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
+        return 0;
+    }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* Pooling (max, average, global average) and the gradients. */
+static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_MAXPOOL:
+    case IR_OP_AVGPOOL:
+        return infer_window(op, in_type(g, n, 0), n, out, err, errlen);
+    case IR_OP_GLOBAL_AVGPOOL: {
+        const ir_type *x = in_type(g, n, 0);
+        if (need_rank(op, "input", x, 4, err, errlen)) return -1;
+        *out = ir_shape2(x->dim[0], x->dim[1]);
         return 0;
     }
     case IR_OP_MAXPOOL_GRAD: {
@@ -501,12 +384,146 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = ir_shape4(dy->dim[0], dy->dim[1], n->iattr[0], n->iattr[1]);
         return 0;
     }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* Per-channel ops: bias, BatchNorm and the statistics and gradients it lowers to. */
+static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_BIAS_ADD: {
+        const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
+                        TYPE_STR(x));
+        if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_BATCHNORM: {
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
+                        TYPE_STR(x));
+        static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
+        for (int i = 1; i < 5; i++)
+            if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
+        if (!(n->fattr[0] > 0))
+            return ir_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
+        if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
+            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_BN_MEAN:
+    case IR_OP_BIAS_GRAD: {
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+        *out = ir_shape1(x->dim[1]);
+        return 0;
+    }
+    case IR_OP_BN_VAR:
+    case IR_OP_BN_GRAD_GAMMA:
+    case IR_OP_BN_APPLY:
+    case IR_OP_BN_GRAD_DATA: {
+        /* Input 0 (dy for the grads) and, for the grads, input 1 (x) are
+         * activations; the rest are per-channel vectors. */
+        const ir_type *x = in_type(g, n, 0);
+        if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+        int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
+        if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
+            return ir_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
+                        TYPE_STR(in_type(g, n, 1)));
+        for (int i = acts; i < n->ninputs; i++)
+            if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
+        if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
+            return ir_fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
+        *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
+        return 0;
+    }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* Elementwise ops and views: the output has an input's shape. */
+static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_RELU: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return ir_fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_ADD: {
+        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (!ir_type_same_shape(a, b))
+            return ir_fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
+        if (a->dtype == IR_I32)
+            return ir_fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
+        *out = *a;
+        return 0;
+    }
+    case IR_OP_EMA:
+    case IR_OP_ASSIGN:
+    case IR_OP_RELU_GRAD: {
+        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (!ir_type_same_shape(a, b))
+            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
+        if (n->op == IR_OP_ASSIGN) {
+            ir_op dst = g->nodes[n->input[0]].op;
+            if (!ir_is_persistent(dst))
+                return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
+                            ir_ops[dst].name);
+        }
+        *out = *a;
+        return 0;
+    }
+    case IR_OP_ONES_LIKE:
+        *out = *in_type(g, n, 0);
+        out->dtype = IR_F32;
+        return 0;
     case IR_OP_RESHAPE_LIKE: {
         const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
         if (ir_numel(x) != ir_numel(like) || (x->dtype == IR_I32) != (like->dtype == IR_I32))
             return ir_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
         *out = *like;
         out->dtype = x->dtype; /* a view of x's bytes */
+        return 0;
+    }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* flatten, dense and the gradients of dense. */
+static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_FLATTEN: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
+        *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
+        return 0;
+    }
+    case IR_OP_DENSE: {
+        const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
+        if (x->ndim != 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen,
+                        "dense: expects a [batch, features] input, got %s (use flatten first)",
+                        TYPE_STR(x));
+        if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
+        if (w->dim[1] != x->dim[1])
+            return ir_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
+                        TYPE_STR(x));
+        *out = ir_shape2(x->dim[0], w->dim[0]);
         return 0;
     }
     case IR_OP_DENSE_GRAD_DATA: {
@@ -525,6 +542,35 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = ir_shape2(dy->dim[1], x->dim[1]);
         return 0;
     }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* The loss and its gradient. */
+static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
+    case IR_OP_SOFTMAX_CE: {
+        const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
+        if (x->ndim != 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen,
+                        "softmax_cross_entropy: logits must be [batch, classes], got %s",
+                        TYPE_STR(x));
+        if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
+            return ir_fail(err, errlen,
+                        "softmax_cross_entropy: labels must be class indices [%" PRId64
+                        "]:i32, got %s",
+                        x->dim[0], TYPE_STR(y));
+        const ir_node *label = &g->nodes[n->input[1]];
+        if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
+            return ir_fail(err, errlen,
+                        "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
+                        " classes",
+                        x->dim[1], label->iattr[0]);
+        *out = ir_shape1(x->dim[0]);
+        return 0;
+    }
     case IR_OP_SOFTMAX_CE_GRAD: {
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1), *d = in_type(g, n, 2);
         if (need_rank(op, "logits", x, 2, err, errlen)) return -1;
@@ -535,6 +581,15 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = *x;
         return 0;
     }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+/* The optimizer update and the gradient all-reduce. */
+static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    switch (n->op) {
     case IR_OP_SGD_MOMENTUM: {
         const ir_type *w = in_type(g, n, 0);
         for (int i = 1; i < 3; i++)
@@ -555,10 +610,61 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
         *out = *x;
         return 0;
     }
+    default:
+        return no_rule(n, err, errlen);
+    }
+}
+
+int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    switch (n->op) {
+    case IR_OP_INPUT:
+    case IR_OP_PARAM:
+    case IR_OP_STATE:
+        *out = n->type;
+        return 0;
+    case IR_OP_CONV:
+    case IR_OP_CONV_GRAD_DATA:
+    case IR_OP_CONV_GRAD_WEIGHT:
+        return infer_conv(g, n, out, err, errlen);
+    case IR_OP_MAXPOOL:
+    case IR_OP_AVGPOOL:
+    case IR_OP_GLOBAL_AVGPOOL:
+    case IR_OP_MAXPOOL_GRAD:
+    case IR_OP_AVGPOOL_GRAD:
+    case IR_OP_GLOBAL_AVGPOOL_GRAD:
+        return infer_pool(g, n, out, err, errlen);
+    case IR_OP_BIAS_ADD:
+    case IR_OP_BATCHNORM:
+    case IR_OP_BN_MEAN:
+    case IR_OP_BIAS_GRAD:
+    case IR_OP_BN_VAR:
+    case IR_OP_BN_GRAD_GAMMA:
+    case IR_OP_BN_APPLY:
+    case IR_OP_BN_GRAD_DATA:
+        return infer_channel(g, n, out, err, errlen);
+    case IR_OP_RELU:
+    case IR_OP_ADD:
+    case IR_OP_EMA:
+    case IR_OP_ASSIGN:
+    case IR_OP_RELU_GRAD:
+    case IR_OP_ONES_LIKE:
+    case IR_OP_RESHAPE_LIKE:
+        return infer_pointwise(g, n, out, err, errlen);
+    case IR_OP_FLATTEN:
+    case IR_OP_DENSE:
+    case IR_OP_DENSE_GRAD_DATA:
+    case IR_OP_DENSE_GRAD_WEIGHT:
+        return infer_dense(g, n, out, err, errlen);
+    case IR_OP_SOFTMAX_CE:
+    case IR_OP_SOFTMAX_CE_GRAD:
+        return infer_loss(g, n, out, err, errlen);
+    case IR_OP_SGD_MOMENTUM:
+    case IR_OP_ALLREDUCE:
+        return infer_update(g, n, out, err, errlen);
     case IR_OP_COUNT:
         break;
     }
-    return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
+    return no_rule(n, err, errlen);
 }
 
 /* ---- verification ------------------------------------------------------- */

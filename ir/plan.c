@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "ir/bytes.h"
+#include "ir/err.h"
 #include "ir/file.h"
 #include "ir/hash.h"
 
@@ -78,13 +79,6 @@ PRINTF(4, 5) static void set_err(char *err, size_t errlen, const char *name, con
     va_end(ap);
 }
 
-PRINTF(3, 4) static int fmt(char *why, size_t n, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(why, n, f, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* Two's complement without implementation-defined conversions. */
 static int32_t to_i32(uint32_t v) {
@@ -126,72 +120,72 @@ static int has_groups(const ir_graph *g) {
 /* Everything about one node the encoding needs, and every range ir.c's
  * arithmetic relies on; ir_verify() then checks the graph's meaning. */
 static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
-    if ((unsigned)n->op >= IR_OP_COUNT) return fmt(why, wn, "node %d: unknown op %u", idx, n->op);
+    if ((unsigned)n->op >= IR_OP_COUNT) return ir_fail(why, wn, "node %d: unknown op %u", idx, n->op);
     const ir_op_info *info = &ir_ops[n->op];
     int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
     if (n->ninputs < info->min_arity || n->ninputs > info->max_arity || n->ninputs > IR_MAX_INPUTS)
-        return fmt(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
+        return ir_fail(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
                    n->ninputs, info->min_arity, info->max_arity);
     for (int j = 0; j < n->ninputs; j++)
         if (n->input[j] < 0 || n->input[j] >= idx)
-            return fmt(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
+            return ir_fail(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
                        info->name, j, n->input[j]);
     for (int j = 0; j < IR_MAX_IATTRS; j++) {
         int64_t v = n->iattr[j];
         if (j >= nia && v)
-            return fmt(why, wn, "node %d (%s): integer attribute slot %d is set but unused", idx,
+            return ir_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused", idx,
                        info->name, j);
         if (v < -MAX_VALUE || v > MAX_VALUE)
-            return fmt(why, wn, "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
+            return ir_fail(why, wn, "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
                        idx, info->name, j, v);
     }
     for (int j = 0; j < IR_MAX_FATTRS; j++) {
         if (j >= nfa && n->fattr[j] != 0)
-            return fmt(why, wn, "node %d (%s): float attribute slot %d is set but unused", idx,
+            return ir_fail(why, wn, "node %d (%s): float attribute slot %d is set but unused", idx,
                        info->name, j);
         if (!isfinite(n->fattr[j]))
-            return fmt(why, wn, "node %d (%s): float attribute %d is not finite", idx, info->name,
+            return ir_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx, info->name,
                        j);
     }
     const ir_type *t = &n->type;
     if (t->ndim < 1 || t->ndim > IR_MAX_DIMS)
-        return fmt(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name, t->ndim,
+        return ir_fail(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name, t->ndim,
                    IR_MAX_DIMS);
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         if (t->dim[d] <= 0 || t->dim[d] > MAX_VALUE)
-            return fmt(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
+            return ir_fail(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
                        t->dim[d]);
         if (numel > MAX_NUMEL / t->dim[d])
-            return fmt(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
+            return ir_fail(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
                        info->name);
         numel *= t->dim[d];
     }
     if ((unsigned)t->dtype > IR_I32)
-        return fmt(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
+        return ir_fail(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
     if (!memchr(n->name, 0, sizeof n->name))
-        return fmt(why, wn, "node %d (%s): name not terminated", idx, info->name);
+        return ir_fail(why, wn, "node %d (%s): name not terminated", idx, info->name);
     if (has_control(n->name, strlen(n->name)))
-        return fmt(why, wn, "node %d (%s): name contains a control character", idx, info->name);
+        return ir_fail(why, wn, "node %d (%s): name contains a control character", idx, info->name);
     if (n->line < 0 || n->col < 0)
-        return fmt(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name, n->line,
+        return ir_fail(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name, n->line,
                    n->col);
     return 0;
 }
 
 static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn) {
     char sub[256];
-    if (!g) return fmt(why, wn, "no %s", what);
-    if (g->n < 0 || (g->n && !g->nodes)) return fmt(why, wn, "%s: bad node array", what);
+    if (!g) return ir_fail(why, wn, "no %s", what);
+    if (g->n < 0 || (g->n && !g->nodes)) return ir_fail(why, wn, "%s: bad node array", what);
     int64_t total = 0;
     for (int i = 0; i < g->n; i++) {
-        if (check_node(&g->nodes[i], i, sub, sizeof sub)) return fmt(why, wn, "%s: %s", what, sub);
+        if (check_node(&g->nodes[i], i, sub, sizeof sub)) return ir_fail(why, wn, "%s: %s", what, sub);
         int64_t numel = ir_numel(&g->nodes[i].type);
         if (total > MAX_TOTAL - numel)
-            return fmt(why, wn, "%s: more than 2^50 elements in all", what);
+            return ir_fail(why, wn, "%s: more than 2^50 elements in all", what);
         total += numel;
     }
-    if (ir_verify(g, sub, sizeof sub)) return fmt(why, wn, "%s: %s", what, sub);
+    if (ir_verify(g, sub, sizeof sub)) return ir_fail(why, wn, "%s: %s", what, sub);
     return 0;
 }
 
@@ -206,7 +200,7 @@ static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, 
     for (int i = 0; i < train->n; i++)
         ns += ir_is_persistent(train->nodes[i].op);
     const ir_node **sorted = malloc(sizeof *sorted * (size_t)(ns ? ns : 1));
-    if (!sorted) return fmt(why, wn, "out of memory");
+    if (!sorted) return ir_fail(why, wn, "out of memory");
     ns = 0;
     for (int i = 0; i < train->n; i++)
         if (ir_is_persistent(train->nodes[i].op))
@@ -219,10 +213,10 @@ static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, 
         const ir_node **hit = bsearch(&e, sorted, (size_t)ns, sizeof *sorted, cmp_names);
         char a[96], b[96];
         if (!hit)
-            rc = fmt(why, wn, "eval program: %s '%s' is not in the train program",
+            rc = ir_fail(why, wn, "eval program: %s '%s' is not in the train program",
                      ir_ops[e->op].name, e->name);
         else if ((*hit)->op != e->op || !ir_type_equal(&(*hit)->type, &e->type))
-            rc = fmt(why, wn, "eval program: %s '%s' %s differs from the train program's %s %s",
+            rc = ir_fail(why, wn, "eval program: %s '%s' %s differs from the train program's %s %s",
                      ir_ops[e->op].name, e->name, ir_type_str(&e->type, a, sizeof a),
                      ir_ops[(*hit)->op].name, ir_type_str(&(*hit)->type, b, sizeof b));
     }
@@ -233,45 +227,45 @@ static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, 
 static int check_schedule(const ir_train *t, char *why, size_t wn) {
     char sub[256];
     if ((unsigned)t->optimizer > IR_OPT_SGD)
-        return fmt(why, wn, "schedule: unknown optimizer %u", t->optimizer);
+        return ir_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
     if ((unsigned)t->lr_scaling > IR_LR_SCALING_LINEAR)
-        return fmt(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
+        return ir_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
-        return fmt(why, wn, "schedule: %d lr steps", t->lr_steps);
+        return ir_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
     const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0], &t->mean[1],
                          &t->mean[2],        &t->std[0],   &t->std[1], &t->std[2]};
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-        if (!isfinite(*d[i])) return fmt(why, wn, "schedule: a value is not finite");
+        if (!isfinite(*d[i])) return ir_fail(why, wn, "schedule: a value is not finite");
     for (int i = 0; i < t->lr_steps; i++)
-        if (!isfinite(t->lr_value[i])) return fmt(why, wn, "schedule: an lr is not finite");
+        if (!isfinite(t->lr_value[i])) return ir_fail(why, wn, "schedule: an lr is not finite");
     if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
-        return fmt(why, wn, "schedule: bad dataset name");
-    if (ir_train_check(t, sub, sizeof sub)) return fmt(why, wn, "schedule: %s", sub);
+        return ir_fail(why, wn, "schedule: bad dataset name");
+    if (ir_train_check(t, sub, sizeof sub)) return ir_fail(why, wn, "schedule: %s", sub);
     return 0;
 }
 
 /* Everything a plan must satisfy to be written, or to be accepted on reading. */
 static int check_plan(const dpc_plan *p, char *why, size_t wn) {
     if (!memchr(p->model, 0, sizeof p->model) || has_control(p->model, strlen(p->model)))
-        return fmt(why, wn, "bad model name");
+        return ir_fail(why, wn, "bad model name");
     if (!memchr(p->source, 0, sizeof p->source) || has_control(p->source, strlen(p->source)))
-        return fmt(why, wn, "bad source path");
+        return ir_fail(why, wn, "bad source path");
     if (check_schedule(&p->schedule, why, wn) || check_graph(p->train, "train program", why, wn) ||
         check_graph(p->eval, "eval program", why, wn) || check_shared(p->train, p->eval, why, wn))
         return -1;
     if (p->nextra < 0 || p->nextra > PLAN_MAX_SECTIONS)
-        return fmt(why, wn, "%d extra sections", p->nextra);
+        return ir_fail(why, wn, "%d extra sections", p->nextra);
     for (int i = 0; i < p->nextra; i++) {
         const plan_section *s = &p->extra[i];
         if (!valid_tag(s->tag) || is_required(s->tag))
-            return fmt(why, wn,
+            return ir_fail(why, wn,
                        "extra section %d: bad tag (4 printable characters, not "
                        "META, SCHD, GTRN or GEVL)",
                        i);
-        if (s->len && !s->data) return fmt(why, wn, "section %s has no data", s->tag);
+        if (s->len && !s->data) return ir_fail(why, wn, "section %s has no data", s->tag);
         for (int j = 0; j < i; j++)
             if (strcmp(p->extra[j].tag, s->tag) == 0)
-                return fmt(why, wn, "duplicated section %s", s->tag);
+                return ir_fail(why, wn, "duplicated section %s", s->tag);
     }
     return 0;
 }
@@ -482,6 +476,15 @@ static void get_done(rd *r) {
         rd_fail(r, "%zu unexpected bytes at the end", (size_t)(r->end - r->p));
 }
 
+/* An attribute count, which must be the op's. */
+static int get_count(rd *r, const char *op, const char *kind, int expected) {
+    uint32_t n = get_u32(r);
+    if (r->failed) return -1;
+    if (n != (uint32_t)expected)
+        return rd_fail(r, "%s with %" PRIu32 " %s attributes, expected %d", op, n, kind, expected);
+    return 0;
+}
+
 /* Decodes the fields; ranges that need no decoding are left to check_node(). */
 static int get_node(rd *r, ir_node *n, int idx) {
     r->node = idx;
@@ -502,18 +505,11 @@ static int get_node(rd *r, ir_node *n, int idx) {
                            j, in);
         n->input[j] = (int)in;
     }
-    uint32_t nia = get_u32(r);
-    if (r->failed) return -1;
-    if (nia != (uint32_t)ir_op_num_iattrs(n->op))
-        return rd_fail(r, "%s with %" PRIu32 " integer attributes, expected %d", name, nia,
-                       ir_op_num_iattrs(n->op));
-    for (uint32_t j = 0; j < nia; j++) n->iattr[j] = get_i64(r);
-    uint32_t nfa = get_u32(r);
-    if (r->failed) return -1;
-    if (nfa != (uint32_t)ir_op_num_fattrs(n->op))
-        return rd_fail(r, "%s with %" PRIu32 " float attributes, expected %d", name, nfa,
-                       ir_op_num_fattrs(n->op));
-    for (uint32_t j = 0; j < nfa; j++) n->fattr[j] = get_f64(r);
+    int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
+    if (get_count(r, name, "integer", nia)) return -1;
+    for (int j = 0; j < nia; j++) n->iattr[j] = get_i64(r);
+    if (get_count(r, name, "float", nfa)) return -1;
+    for (int j = 0; j < nfa; j++) n->fattr[j] = get_f64(r);
     uint32_t ndim = get_u32(r);
     if (r->failed) return -1;
     if (ndim < 1 || ndim > IR_MAX_DIMS)
@@ -633,96 +629,101 @@ void plan_free(dpc_plan *p) {
     free(p);
 }
 
-/* Returns a plan or NULL with the reason in why (no file name, no prefix). */
-static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t wn) {
-    dpc_plan *p = calloc(1, sizeof *p);
-    if (!p) {
-        fmt(why, wn, "out of memory");
-        return NULL;
-    }
-    const unsigned char *span[5] = {0}; /* META SCHD GTRN GEVL GRPS */
-    size_t span_len[5] = {0};
+/* The payload's section table: the required sections' (and GRPS's) bytes
+ * into span[], every other section copied into p->extra. 0, or -1 with the
+ * reason in why. */
+enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, NSPANS };
+typedef struct {
+    const unsigned char *p[NSPANS];
+    size_t len[NSPANS];
+} spans;
+
+static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, spans *sp, char *why,
+                          size_t wn) {
     size_t off = 0;
     while (off < plen) {
-        if (plen - off < 12) {
-            fmt(why, wn, "corrupt plan: section header at offset %zu runs past the end", off);
-            goto fail;
-        }
+        if (plen - off < 12)
+            return ir_fail(why, wn, "corrupt plan: section header at offset %zu runs past the end", off);
         char tag[5];
         memcpy(tag, pay + off, 4);
         tag[4] = 0;
-        if (!valid_tag(tag)) {
-            fmt(why, wn, "corrupt plan: bad section tag at offset %zu", off);
-            goto fail;
-        }
+        if (!valid_tag(tag)) return ir_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
         uint64_t slen = ir_le64(pay + off + 4);
         off += 12;
-        if (slen > plen - off) {
-            fmt(why, wn, "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
-                slen);
-            goto fail;
-        }
+        if (slen > plen - off)
+            return ir_fail(why, wn, "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
+                           slen);
         int dup = 0, req = -1;
-        for (int i = 0; i < 5; i++)
-            if (strcmp(tag, i < 4 ? required[i] : "GRPS") == 0) req = i, dup = span[i] != NULL;
+        for (int i = 0; i < NSPANS; i++)
+            if (strcmp(tag, i < 4 ? required[i] : "GRPS") == 0) req = i, dup = sp->p[i] != NULL;
         for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
-        if (dup) {
-            fmt(why, wn, "corrupt plan: duplicated section %s", tag);
-            goto fail;
-        }
+        if (dup) return ir_fail(why, wn, "corrupt plan: duplicated section %s", tag);
         if (req >= 0) {
-            span[req] = pay + off;
-            span_len[req] = (size_t)slen;
+            sp->p[req] = pay + off;
+            sp->len[req] = (size_t)slen;
         } else if (p->nextra == PLAN_MAX_SECTIONS) {
-            fmt(why, wn, "corrupt plan: more than %d extra sections", PLAN_MAX_SECTIONS);
-            goto fail;
+            return ir_fail(why, wn, "corrupt plan: more than %d extra sections", PLAN_MAX_SECTIONS);
         } else if (plan_add_section(p, tag, pay + off, (size_t)slen)) {
-            fmt(why, wn, "out of memory");
-            goto fail;
+            return ir_fail(why, wn, "out of memory");
         }
         off += (size_t)slen;
     }
     for (int i = 0; i < 4; i++)
-        if (!span[i]) {
-            fmt(why, wn, "corrupt plan: missing section %s", required[i]);
-            goto fail;
-        }
+        if (!sp->p[i]) return ir_fail(why, wn, "corrupt plan: missing section %s", required[i]);
+    return 0;
+}
 
-    rd r = {span[0], span[0] + span_len[0], "section META", -1, "", 0};
+static rd reader(const spans *sp, int i, const char *what) {
+    return (rd){sp->p[i], sp->p[i] + sp->len[i], what, -1, "", 0};
+}
+
+/* The required sections' contents (and the fusion groups when there are
+ * any) into p, in file order; the first failure stops it. */
+static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
+    rd r = reader(sp, SPAN_META, "section META");
     get_str(&r, p->model, sizeof p->model, "model name");
     get_str(&r, p->source, sizeof p->source, "source path");
     get_done(&r);
     if (!r.failed) {
-        r = (rd){span[1], span[1] + span_len[1], "schedule", -1, "", 0};
+        r = reader(sp, SPAN_SCHD, "schedule");
         get_schedule(&r, &p->schedule);
     }
     if (!r.failed) {
-        r = (rd){span[2], span[2] + span_len[2], "train program", -1, "", 0};
+        r = reader(sp, SPAN_GTRN, "train program");
         p->train = get_graph(&r);
     }
     if (!r.failed) {
-        r = (rd){span[3], span[3] + span_len[3], "eval program", -1, "", 0};
+        r = reader(sp, SPAN_GEVL, "eval program");
         p->eval = get_graph(&r);
     }
-    if (!r.failed && span[4]) {
-        r = (rd){span[4], span[4] + span_len[4], "fusion groups", -1, "", 0};
+    if (!r.failed && sp->p[SPAN_GRPS]) {
+        r = reader(sp, SPAN_GRPS, "fusion groups");
         get_groups(&r, p->train);
         get_groups(&r, p->eval);
         get_done(&r);
     }
-    if (r.failed) {
-        fmt(why, wn, "corrupt plan: %s", r.why);
-        goto fail;
+    return r.failed ? ir_fail(why, wn, "corrupt plan: %s", r.why) : 0;
+}
+
+/* Returns a plan or NULL with the reason in why (no file name, no prefix). */
+static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t wn) {
+    dpc_plan *p = calloc(1, sizeof *p);
+    if (!p) {
+        ir_fail(why, wn, "out of memory");
+        return NULL;
     }
+    spans sp = {{0}, {0}};
     char sub[512];
+    if (split_sections(p, pay, plen, &sp, why, wn) || read_sections(p, &sp, why, wn)) {
+        plan_free(p);
+        return NULL;
+    }
     if (check_plan(p, sub, sizeof sub)) {
-        fmt(why, wn, "corrupt plan: %s", sub);
-        goto fail;
+        ir_fail(why, wn, "corrupt plan: %s", sub);
+        plan_free(p);
+        return NULL;
     }
     return p;
-fail:
-    plan_free(p);
-    return NULL;
 }
 
 dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, char *err,
