@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
+#include "ir/err.h"
 
 /* ---- arena -------------------------------------------------------------- */
 
@@ -24,10 +25,7 @@ void *fe_alloc(fe_arena *a, size_t n) {
     if (!c || c->cap - c->used < n) {
         size_t cap = n > CHUNK_SIZE ? n : CHUNK_SIZE;
         c = malloc(sizeof *c + cap);
-        if (!c) {
-            fputs("dpc: out of memory\n", stderr);
-            abort();
-        }
+        IR_CHECK_ALLOC(c);
         c->used = 0;
         c->cap = cap;
         c->next = a->head;

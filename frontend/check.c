@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
+#include "ir/err.h"
 
 typedef struct {
     fe_program *P;
@@ -631,7 +632,7 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
 
 int fe_check_graph(fe_program *P, const ir_graph *g) {
     unsigned char *mark = calloc((size_t)g->n + 1, 1);
-    if (!mark) abort();
+    IR_CHECK_ALLOC(mark);
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
     int rc = check_fed(P, g, mark);

@@ -148,7 +148,7 @@ const char *ir_type_str(const ir_type *t, char *buf, size_t n) {
 
 ir_graph *ir_new(void) {
     ir_graph *g = calloc(1, sizeof *g);
-    if (!g) abort();
+    IR_CHECK_ALLOC(g);
     return g;
 }
 
@@ -162,7 +162,7 @@ ir_graph *ir_clone(const ir_graph *g) {
     ir_graph *c = ir_new();
     if (g->n) {
         c->nodes = malloc(sizeof *c->nodes * (size_t)g->n);
-        if (!c->nodes) abort();
+        IR_CHECK_ALLOC(c->nodes);
         memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->n);
     }
     c->n = c->cap = g->n;
@@ -173,7 +173,7 @@ static int push(ir_graph *g, const ir_node *node) {
     if (g->n == g->cap) {
         g->cap = g->cap ? g->cap * 2 : 64;
         g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-        if (!g->nodes) abort();
+        IR_CHECK_ALLOC(g->nodes);
     }
     g->nodes[g->n] = *node;
     return g->n++;
@@ -205,22 +205,16 @@ int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init) {
 int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int64_t *iattr,
                 const double *fattr, char *err, size_t errlen) {
     ir_node n = {0};
-    if ((unsigned)op >= IR_OP_COUNT) {
-        snprintf(err, errlen, "unknown op %d", (int)op);
-        return -1;
-    }
+    if ((unsigned)op >= IR_OP_COUNT)
+        return ir_fail(err, errlen, "unknown op %d", (int)op);
     n.op = op;
-    if (ninputs < ir_ops[op].min_arity || ninputs > ir_ops[op].max_arity) {
-        snprintf(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].min_arity,
+    if (ninputs < ir_ops[op].min_arity || ninputs > ir_ops[op].max_arity)
+        return ir_fail(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].min_arity,
                  ninputs);
-        return -1;
-    }
     n.ninputs = ninputs;
     for (int i = 0; i < ninputs; i++) {
-        if (inputs[i] < 0 || inputs[i] >= g->n) {
-            snprintf(err, errlen, "%s: input %d refers to no node", ir_ops[op].name, i);
-            return -1;
-        }
+        if (inputs[i] < 0 || inputs[i] >= g->n)
+            return ir_fail(err, errlen, "%s: input %d refers to no node", ir_ops[op].name, i);
         n.input[i] = inputs[i];
     }
     for (int i = 0; iattr && i < ir_op_num_iattrs(op); i++) n.iattr[i] = iattr[i];
@@ -228,9 +222,8 @@ int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int
     if (ir_infer_type(g, &n, &n.type, err, errlen)) return -1;
     if (ir_numel(&n.type) > IR_MAX_NUMEL) {
         char buf[96];
-        snprintf(err, errlen, "tensor %s is too large (more than 2^40 elements)",
+        return ir_fail(err, errlen, "tensor %s is too large (more than 2^40 elements)",
                  ir_type_str(&n.type, buf, sizeof buf));
-        return -1;
     }
     return push(g, &n);
 }
@@ -688,7 +681,10 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
             break;
         }
         if (grp != prev && grp) {
-            if (!closed && !(closed = calloc((size_t)g->n + 1, 1))) abort();
+            if (!closed) {
+                closed = calloc((size_t)g->n + 1, 1);
+                IR_CHECK_ALLOC(closed);
+            }
             if (closed[grp])
                 rc = ir_fail(err, errlen, "node %d: fusion group %d is not contiguous", i, grp);
             closed[grp] = 1;
@@ -791,7 +787,8 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     name_set names = {calloc(cap, sizeof(int)), cap - 1};
     /* last_read[k]: the last node reading node k, -1 if none (assign order). */
     int *last_read = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-    if (!names.slot || !last_read) abort();
+    IR_CHECK_ALLOC(names.slot);
+    IR_CHECK_ALLOC(last_read);
     for (int i = 0; i < g->n; i++) last_read[i] = -1;
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].ninputs && k < IR_MAX_INPUTS; k++) {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/err.h"
 #include "passes/passes.h"
 
 typedef struct {
@@ -64,7 +65,7 @@ static int copy_node(lowering *L, const ir_node *n) {
     if (L->out->n == L->out->cap) {
         L->out->cap = L->out->cap ? 2 * L->out->cap : 64;
         L->out->nodes = realloc(L->out->nodes, sizeof *L->out->nodes * (size_t)L->out->cap);
-        if (!L->out->nodes) abort();
+        IR_CHECK_ALLOC(L->out->nodes);
     }
     L->out->nodes[L->out->n] = c;
     return L->out->n++;
@@ -110,7 +111,8 @@ int pass_lower(ir_graph **g, char *err, size_t errlen) {
     lowering L = {ir_new(), NULL, NULL, 0, err, errlen};
     L.map = malloc(sizeof *L.map * (size_t)(in->n ? in->n : 1));
     L.assigns = malloc(sizeof *L.assigns * 4 * (size_t)(in->n ? in->n : 1)); /* 2 per batchnorm */
-    if (!L.map || !L.assigns) abort();
+    IR_CHECK_ALLOC(L.map);
+    IR_CHECK_ALLOC(L.assigns);
     int rc = 0;
     for (int i = 0; i < in->n && !rc; i++) {
         const ir_node *n = &in->nodes[i];

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "ir/bytes.h"
+#include "ir/err.h"
 #include "passes/passes.h"
 
 #define MEMP_MAGIC "DPCM"
@@ -42,7 +43,7 @@ static int64_t align_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_AL
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
-    if (!p) abort();
+    IR_CHECK_ALLOC(p);
     return p;
 }
 
@@ -207,7 +208,7 @@ static int64_t place(alloc_t *al, int na, int mode) {
 pass_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
     char why[256];
     if (ir_verify(g, why, sizeof why)) {
-        snprintf(err, errlen, "memplan: %s", why);
+        ir_fail(err, errlen, "memplan: %s", why);
         return NULL;
     }
     pass_memplan *m = pass_memplan_lifetimes(g);
@@ -287,23 +288,19 @@ static int cmp_placed(const void *a, const void *b) {
 }
 
 int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size_t errlen) {
-    if (m->n != g->n || m->graph_hash != ir_graph_hash(g)) {
-        snprintf(err, errlen, "memory plan was made for another graph");
-        return -1;
-    }
+    if (m->n != g->n || m->graph_hash != ir_graph_hash(g))
+        return ir_fail(err, errlen, "memory plan was made for another graph");
     pass_memplan *L = pass_memplan_lifetimes(g);
     placed *p = xcalloc((size_t)g->n, sizeof *p);
     int np = 0, rc = 0;
     if (m->arena_bytes < 0 || m->arena_bytes > ((int64_t)1 << 50)) {
-        snprintf(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
-        rc = -1;
+        rc = ir_fail(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
     }
     for (int i = 0; i < g->n && !rc; i++) {
         if (m->offset[i] < 0) continue;
         if (!L->bytes[i] || m->offset[i] % MEMPLAN_ALIGN || m->offset[i] > m->arena_bytes - L->bytes[i]) {
-            snprintf(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit", i,
+            rc = ir_fail(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit", i,
                      ir_ops[g->nodes[i].op].name, m->offset[i]);
-            rc = -1;
             break;
         }
         p[np++] = (placed){i, m->offset[i], m->offset[i] + L->bytes[i]};
@@ -316,10 +313,9 @@ int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size
             int same = p[a].lo == p[b].lo && p[a].hi == p[b].hi;
             if (same && (pass_memplan_inplace_ok(g, L, v, u) || pass_memplan_inplace_ok(g, L, u, v)))
                 continue;
-            snprintf(err, errlen,
+            rc = ir_fail(err, errlen,
                      "memory plan: nodes %d and %d share bytes while both are live (steps %d-%d, %d-%d)",
                      u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
-            rc = -1;
         }
     free(p);
     pass_memplan_free(L);
@@ -363,18 +359,13 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
         uint64_t total = ir_get_u64(&r), hash = ir_get_u64(&r);
         int64_t arena = ir_get_i64(&r), naive = ir_get_i64(&r), lower = ir_get_i64(&r);
         uint64_t n = ir_get_u32(&r);
-        if (r.bad || memcmp(magic, MEMP_MAGIC, 4)) {
-            snprintf(err, errlen, "memory plan: bad record at byte %zu", pos);
-            return -1;
-        }
-        if (version != MEMP_VERSION) {
-            snprintf(err, errlen, "memory plan: version %u, this build reads %u", version, MEMP_VERSION);
-            return -1;
-        }
+        if (r.bad || memcmp(magic, MEMP_MAGIC, 4))
+            return ir_fail(err, errlen, "memory plan: bad record at byte %zu", pos);
+        if (version != MEMP_VERSION)
+            return ir_fail(err, errlen, "memory plan: version %u, this build reads %u", version, MEMP_VERSION);
         if (total > r.len || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
             total != HEAD_BYTES + 8 * n) {
-            snprintf(err, errlen, "memory plan: truncated or malformed record");
-            return -1;
+            return ir_fail(err, errlen, "memory plan: truncated or malformed record");
         }
         if (hash == h && !*out && n == (uint64_t)g->n) {
             pass_memplan *m = pass_memplan_lifetimes(g);
@@ -387,7 +378,7 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
             }
             char why[256];
             if (pass_memplan_check(m, g, why, sizeof why)) {
-                snprintf(err, errlen, "%s", why);
+                ir_fail(err, errlen, "%s", why);
                 pass_memplan_free(m);
                 return -1;
             }
@@ -396,7 +387,7 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
         pos += (size_t)total;
     }
     if (*out) return 0;
-    snprintf(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
+    ir_fail(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
     return 1;
 }
 

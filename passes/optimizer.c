@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/err.h"
 #include "passes/passes.h"
 
 static int source_named(const ir_graph *g, const char *name) {
@@ -44,14 +45,10 @@ static int grad_of(const ir_graph *g, const char *param) {
  * reject the duplicate later with a less helpful message). */
 static int add_source(ir_graph *g, ir_op op, const char *name, ir_type t, char *err,
                       size_t errlen) {
-    if (strlen(name) >= IR_NAME_MAX) {
-        snprintf(err, errlen, "optimizer: name '%s' is too long", name);
-        return -1;
-    }
-    if (source_named(g, name) >= 0) {
-        snprintf(err, errlen, "optimizer: the graph already has a tensor named '%s'", name);
-        return -1;
-    }
+    if (strlen(name) >= IR_NAME_MAX)
+        return ir_fail(err, errlen, "optimizer: name '%s' is too long", name);
+    if (source_named(g, name) >= 0)
+        return ir_fail(err, errlen, "optimizer: the graph already has a tensor named '%s'", name);
     return op == IR_OP_INPUT ? ir_add_input(g, name, t, 0) : ir_add_state(g, name, t, IR_INIT_ZERO);
 }
 
@@ -59,14 +56,14 @@ static int emit(ir_graph *g, ir_op op, const int *in, int nin, const double *fat
                 size_t errlen) {
     char why[200];
     int id = ir_add_node(g, op, in, nin, NULL, fattr, why, sizeof why);
-    if (id < 0) snprintf(err, errlen, "optimizer: %s", why);
+    if (id < 0) ir_fail(err, errlen, "optimizer: %s", why);
     return id;
 }
 
 static int build(ir_graph *g, const ir_train *t, char *err, size_t errlen) {
     int nparams = g->n; /* the nodes that can be parameters: those there now */
     int *assigns = malloc(sizeof *assigns * 4 * (size_t)(nparams ? nparams : 1));
-    if (!assigns) abort();
+    IR_CHECK_ALLOC(assigns);
     int nassigns = 0, rc = -1;
     int lr = add_source(g, IR_OP_INPUT, "lr", ir_shape1(1), err, errlen);
     int scale = lr < 0 ? -1 : add_source(g, IR_OP_INPUT, "grad_scale", ir_shape1(1), err, errlen);
@@ -77,7 +74,7 @@ static int build(ir_graph *g, const ir_train *t, char *err, size_t errlen) {
         memcpy(pname, g->nodes[p].name, IR_NAME_MAX); /* adding nodes moves g->nodes */
         int grad = grad_of(g, pname);
         if (grad < 0) {
-            snprintf(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
+            ir_fail(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
                      pname);
             goto done;
         }

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/err.h"
 #include "passes/passes.h"
 
 /* Whether `reader` reading the gradient at input `slot` must see the sum
@@ -53,15 +54,11 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     size_t cap = pass_partition_bucket_bytes(bucket_bytes);
     int ngrads = 0;
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].op == IR_OP_ALLREDUCE) {
-            snprintf(err, errlen, "partition: the graph is partitioned already (node %d)", i);
-            return -1;
-        }
+        if (g->nodes[i].op == IR_OP_ALLREDUCE)
+            return ir_fail(err, errlen, "partition: the graph is partitioned already (node %d)", i);
         if (g->nodes[i].flags & IR_FLAG_GRAD) {
-            if (g->nodes[i].type.dtype != IR_F32) {
-                snprintf(err, errlen, "partition: gradient '%s' is not f32", g->nodes[i].name);
-                return -1;
-            }
+            if (g->nodes[i].type.dtype != IR_F32)
+                return ir_fail(err, errlen, "partition: gradient '%s' is not f32", g->nodes[i].name);
             ngrads++;
         }
     }
@@ -70,7 +67,10 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     /* Buckets along completion order (= graph order of the gradients). */
     int64_t *bucket = malloc(sizeof *bucket * (size_t)g->n), *offset = malloc(sizeof *offset * (size_t)g->n);
     int *map = malloc(sizeof *map * (size_t)g->n), *sum = malloc(sizeof *sum * (size_t)g->n);
-    if (!bucket || !offset || !map || !sum) abort();
+    IR_CHECK_ALLOC(bucket);
+    IR_CHECK_ALLOC(offset);
+    IR_CHECK_ALLOC(map);
+    IR_CHECK_ALLOC(sum);
     int64_t cur = 0, used = 0; /* bucket id, its bytes so far */
     for (int i = 0; i < g->n; i++) {
         sum[i] = -1;
@@ -87,7 +87,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     ir_graph *ng = ir_new();
     ng->cap = g->n + ngrads;
     ng->nodes = calloc((size_t)ng->cap, sizeof *ng->nodes);
-    if (!ng->nodes) abort();
+    IR_CHECK_ALLOC(ng->nodes);
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         ir_node n = g->nodes[i];
@@ -120,8 +120,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
      * harmless; an update reading something else is not ours to judge. */
     char why[200];
     if (!rc && ir_verify(ng, why, sizeof why)) {
-        snprintf(err, errlen, "partition: %s", why);
-        rc = -1;
+        rc = ir_fail(err, errlen, "partition: %s", why);
     }
     free(bucket), free(offset), free(map), free(sum);
     if (rc) {
