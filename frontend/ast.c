@@ -137,9 +137,8 @@ static int deep(fe_program *P, fe_expr *e, int depth) {
     return 1;
 }
 
-fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) {
-    fe_expr *e = fe_new_literal(P, FE_CALL, loc, 0, 0);
-    e->name = name;
+/* e takes args: their count, and a depth one more than the deepest. */
+static fe_expr *with_args(fe_program *P, fe_expr *e, fe_arg *args) {
     e->args = args;
     int depth = 0;
     for (fe_arg *a = args; a; a = a->next) {
@@ -149,16 +148,15 @@ fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) 
     return deep(P, e, depth + 1) ? NULL : e;
 }
 
+fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args) {
+    fe_expr *e = fe_new_literal(P, FE_CALL, loc, 0, 0);
+    e->name = name;
+    return with_args(P, e, args);
+}
+
 fe_expr *fe_new_sum(fe_program *P, fe_arg *terms) {
     if (!terms->next) return terms->value;
-    fe_expr *e = fe_new_literal(P, FE_ADD, terms->next->key_loc, 0, 0);
-    e->args = terms;
-    int depth = 0;
-    for (fe_arg *a = terms; a; a = a->next) {
-        e->nargs++;
-        if (a->value->depth > depth) depth = a->value->depth;
-    }
-    return deep(P, e, depth + 1) ? NULL : e;
+    return with_args(P, fe_new_literal(P, FE_ADD, terms->next->key_loc, 0, 0), terms);
 }
 
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value) {

@@ -24,14 +24,15 @@ typedef struct {
 
 /* ---- declarations ------------------------------------------------------- */
 
+static int duplicate(checker *C, const char *what, const char *name, fe_loc at, fe_loc first) {
+    ERR(C, at, "duplicate %s '%s' (first defined at %d:%d)", what, name, first.line, first.col);
+    return -1;
+}
+
 static int check_inputs(checker *C) {
     for (fe_input *in = C->P->inputs; in; in = in->next) {
         fe_input *prev = fe_map_get(&C->inputs, in->name);
-        if (prev) {
-            ERR(C, in->loc, "duplicate input '%s' (first defined at %d:%d)", in->name,
-                prev->loc.line, prev->loc.col);
-            return -1;
-        }
+        if (prev) return duplicate(C, "input", in->name, in->loc, prev->loc);
         if (strlen(in->name) >= IR_NAME_MAX) {
             ERR(C, in->loc, "input name '%s' is too long (at most %d characters)", in->name,
                 IR_NAME_MAX - 1);
@@ -72,11 +73,7 @@ static int check_inputs(checker *C) {
 static int check_block_headers(checker *C) {
     for (fe_block *b = C->P->blocks; b; b = b->next) {
         fe_block *prev = fe_map_get(&C->blocks, b->name);
-        if (prev) {
-            ERR(C, b->loc, "duplicate block '%s' (first defined at %d:%d)", b->name,
-                prev->loc.line, prev->loc.col);
-            return -1;
-        }
+        if (prev) return duplicate(C, "block", b->name, b->loc, prev->loc);
         if (fe_find_op(b->name)) {
             ERR(C, b->loc, "block '%s' has the name of a built-in operator", b->name);
             return -1;

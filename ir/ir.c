@@ -158,6 +158,16 @@ void ir_free(ir_graph *g) {
     free(g);
 }
 
+int ir_replace(ir_graph **g, ir_graph *ng, int failed) {
+    if (failed) {
+        ir_free(ng);
+        return -1;
+    }
+    ir_free(*g);
+    *g = ng;
+    return 0;
+}
+
 ir_graph *ir_clone(const ir_graph *g) {
     ir_graph *c = ir_new();
     if (g->n) {

@@ -245,6 +245,9 @@ typedef struct {
 ir_graph *ir_new(void);
 void ir_free(ir_graph *g);
 ir_graph *ir_clone(const ir_graph *g);
+/* A pass's last step: when failed, frees ng and returns -1 (the caller's
+ * graph stays as it was); else frees *g, puts ng in its place, returns 0. */
+int ir_replace(ir_graph **g, ir_graph *ng, int failed);
 
 ir_type ir_shape1(int64_t a);
 ir_type ir_shape2(int64_t a, int64_t b);

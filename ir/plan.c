@@ -573,14 +573,21 @@ static void get_groups(rd *r, ir_graph *g) {
     }
 }
 
+/* An enum's value, at most max. */
+static int get_enum(rd *r, uint32_t max, const char *what, uint32_t *out) {
+    *out = get_u32(r);
+    if (r->failed) return -1;
+    if (*out > max) return rd_fail(r, "unknown %s %" PRIu32, what, *out);
+    return 0;
+}
+
 static int get_schedule(rd *r, ir_train *t) {
     memset(t, 0, sizeof *t);
     t->batch = get_i32(r);
     t->epochs = get_i32(r);
     t->init_magnitude = get_f64(r);
-    uint32_t opt = get_u32(r);
-    if (r->failed) return -1;
-    if (opt > IR_OPT_SGD) return rd_fail(r, "unknown optimizer %" PRIu32, opt);
+    uint32_t opt, scaling;
+    if (get_enum(r, IR_OPT_SGD, "optimizer", &opt)) return -1;
     t->optimizer = (ir_optimizer)opt;
     t->momentum = get_f64(r);
     t->wd = get_f64(r);
@@ -593,9 +600,7 @@ static int get_schedule(rd *r, ir_train *t) {
         t->lr_epoch[i] = get_i32(r);
         t->lr_value[i] = get_f64(r);
     }
-    uint32_t scaling = get_u32(r);
-    if (r->failed) return -1;
-    if (scaling > IR_LR_SCALING_LINEAR) return rd_fail(r, "unknown lr scaling %" PRIu32, scaling);
+    if (get_enum(r, IR_LR_SCALING_LINEAR, "lr scaling", &scaling)) return -1;
     t->lr_scaling = (ir_lr_scaling)scaling;
     t->reference_batch = get_i32(r);
     t->warmup_epochs = get_i32(r);

@@ -300,11 +300,5 @@ int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     free(A.live);
     free(A.owned);
     free(A.grad);
-    if (rc) {
-        ir_free(A.g);
-        return -1;
-    }
-    ir_free(*gp);
-    *gp = A.g;
-    return 0;
+    return ir_replace(gp, A.g, rc);
 }

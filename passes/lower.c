@@ -126,11 +126,5 @@ int pass_lower(ir_graph **g, char *err, size_t errlen) {
     }
     free(L.map);
     free(L.assigns);
-    if (rc) {
-        ir_free(L.out);
-        return -1;
-    }
-    ir_free(*g);
-    *g = L.out;
-    return 0;
+    return ir_replace(g, L.out, rc);
 }

@@ -104,11 +104,5 @@ int pass_optimizer(ir_graph **gp, const ir_train *t, char *err, size_t errlen) {
         t = &defaults;
     }
     ir_graph *g = ir_clone(*gp); /* a failed pass leaves the caller's graph intact */
-    if (build(g, t, err, errlen)) {
-        ir_free(g);
-        return -1;
-    }
-    ir_free(*gp);
-    *gp = g;
-    return 0;
+    return ir_replace(gp, g, build(g, t, err, errlen));
 }

@@ -123,13 +123,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
         rc = ir_fail(err, errlen, "partition: %s", why);
     }
     free(bucket), free(offset), free(map), free(sum);
-    if (rc) {
-        ir_free(ng);
-        return -1;
-    }
-    ir_free(*gp);
-    *gp = ng;
-    return 0;
+    return ir_replace(gp, ng, rc);
 }
 
 int pass_partition_buckets(const ir_graph *g, pass_bucket *out, int max) {

@@ -145,36 +145,41 @@ static int64_t window_argmax(const double *x, const ir_type *xt, int64_t n, int6
     return best;
 }
 
-static void op_maxpool(op_args *a) {
-    const ir_type *xt = a->in[0], *yt = &a->n->type;
-    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
-    for (int64_t n = 0; n < yt->dim[0]; n++)
-        for (int64_t c = 0; c < yt->dim[1]; c++)
-            for (int64_t oh = 0; oh < yt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
-                    int64_t at = window_argmax(a->x[0], xt, n, c, oh * s - p, ow * s - p, k);
-                    a->y[IDX4(yt, n, c, oh, ow)] = at < 0 ? -INFINITY : a->x[0][at];
-                }
+/* One pooled value: the window of size k at (h0, w0) of channel c of sample n. */
+typedef double (*pool_fn)(const double *x, const ir_type *xt, int64_t n, int64_t c, int64_t h0,
+                          int64_t w0, int64_t k);
+
+static double window_max(const double *x, const ir_type *xt, int64_t n, int64_t c, int64_t h0,
+                         int64_t w0, int64_t k) {
+    int64_t at = window_argmax(x, xt, n, c, h0, w0, k);
+    return at < 0 ? -INFINITY : x[at];
 }
 
 /* Average pooling divides by k*k whatever the padding (count_include_pad,
  * the MXNet and PyTorch default). With floor output a window never reaches
  * past the padded border, so k*k is also the clipped window size. */
-static void op_avgpool(op_args *a) {
+static double window_mean(const double *x, const ir_type *xt, int64_t n, int64_t c, int64_t h0,
+                          int64_t w0, int64_t k) {
+    double sum = 0;
+    for (int64_t t = 0; t < k * k; t++) {
+        int64_t at = window_tap(xt, n, c, h0, w0, k, t);
+        if (at >= 0) sum += x[at];
+    }
+    return sum / (double)(k * k);
+}
+
+static void pool(op_args *a, pool_fn window) {
     const ir_type *xt = a->in[0], *yt = &a->n->type;
     int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
     for (int64_t n = 0; n < yt->dim[0]; n++)
         for (int64_t c = 0; c < yt->dim[1]; c++)
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
-                    double sum = 0;
-                    for (int64_t t = 0; t < k * k; t++) {
-                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
-                        if (at >= 0) sum += a->x[0][at];
-                    }
-                    a->y[IDX4(yt, n, c, oh, ow)] = sum / (double)(k * k);
-                }
+                for (int64_t ow = 0; ow < yt->dim[3]; ow++)
+                    a->y[IDX4(yt, n, c, oh, ow)] = window(a->x[0], xt, n, c, oh * s - p, ow * s - p, k);
 }
+
+static void op_maxpool(op_args *a) { pool(a, window_max); }
+static void op_avgpool(op_args *a) { pool(a, window_mean); }
 
 static void op_global_avgpool(op_args *a) {
     chan_layout l = layout_of(a->in[0]);
@@ -386,36 +391,40 @@ static void op_relu_grad(op_args *a) {
     for (int64_t i = 0; i < n; i++) a->y[i] = a->x[1][i] > 0 ? a->x[0][i] : 0;
 }
 
-/* Each window's dy goes to the element the forward pass picked: the first
- * maximum in row-major order. Overlapping windows accumulate. */
-static void op_maxpool_grad(op_args *a) {
-    const ir_type *dyt = a->in[0], *xt = a->in[1];
-    int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
-    memset(a->y, 0, sizeof(double) * (size_t)ir_numel(xt));
-    for (int64_t n = 0; n < dyt->dim[0]; n++)
-        for (int64_t c = 0; c < dyt->dim[1]; c++)
-            for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
-                    int64_t at = window_argmax(a->x[1], xt, n, c, oh * s - p, ow * s - p, k);
-                    if (at >= 0) a->y[at] += a->x[0][IDX4(dyt, n, c, oh, ow)];
-                }
+/* Hands one window's dy (the window of size k at (h0, w0) of channel c of
+ * sample n) to the inputs it came from; overlapping windows accumulate. */
+typedef void (*spread_fn)(op_args *a, const ir_type *xt, int64_t n, int64_t c, int64_t h0,
+                          int64_t w0, int64_t k, double dy);
+
+/* To the element the forward pass picked: the first maximum in row-major order. */
+static void spread_max(op_args *a, const ir_type *xt, int64_t n, int64_t c, int64_t h0, int64_t w0,
+                       int64_t k, double dy) {
+    int64_t at = window_argmax(a->x[1], xt, n, c, h0, w0, k);
+    if (at >= 0) a->y[at] += dy;
 }
 
-static void op_avgpool_grad(op_args *a) {
-    const ir_type *dyt = a->in[0], *xt = &a->n->type;
+static void spread_mean(op_args *a, const ir_type *xt, int64_t n, int64_t c, int64_t h0, int64_t w0,
+                        int64_t k, double dy) {
+    double d = dy / (double)(k * k);
+    for (int64_t t = 0; t < k * k; t++) {
+        int64_t at = window_tap(xt, n, c, h0, w0, k, t);
+        if (at >= 0) a->y[at] += d;
+    }
+}
+
+static void pool_grad(op_args *a, const ir_type *xt, spread_fn spread) {
+    const ir_type *dyt = a->in[0];
     int64_t k = a->n->iattr[0], s = a->n->iattr[1], p = a->n->iattr[2];
     memset(a->y, 0, sizeof(double) * (size_t)ir_numel(xt));
     for (int64_t n = 0; n < dyt->dim[0]; n++)
         for (int64_t c = 0; c < dyt->dim[1]; c++)
             for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
-                for (int64_t ow = 0; ow < dyt->dim[3]; ow++) {
-                    double d = a->x[0][IDX4(dyt, n, c, oh, ow)] / (double)(k * k);
-                    for (int64_t t = 0; t < k * k; t++) {
-                        int64_t at = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
-                        if (at >= 0) a->y[at] += d;
-                    }
-                }
+                for (int64_t ow = 0; ow < dyt->dim[3]; ow++)
+                    spread(a, xt, n, c, oh * s - p, ow * s - p, k, a->x[0][IDX4(dyt, n, c, oh, ow)]);
 }
+
+static void op_maxpool_grad(op_args *a) { pool_grad(a, a->in[1], spread_max); }
+static void op_avgpool_grad(op_args *a) { pool_grad(a, &a->n->type, spread_mean); }
 
 static void op_global_avgpool_grad(op_args *a) {
     chan_layout l = layout_of(&a->n->type);
