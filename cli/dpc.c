@@ -30,7 +30,7 @@ static void usage(FILE *f) {
           "  elaborate          the training graph as the frontend built it\n",
           f);
     for (const pass_info *p = pass_registry; p->name; p++)
-        fprintf(f, "  %-18s %s%s\n", p->name, p->about, p->programs & PASS_TRAIN && !(p->programs & PASS_EVAL) ? " (train only)" : "");
+        fprintf(f, "  %-18s %s%s\n", p->name, p->about, p->programs & PASS_EVAL ? "" : " (train only)");
 }
 
 static int die(const char *msg, const char *arg) {
@@ -100,7 +100,7 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
                    "--emit-kernels", NULL);
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
-    char err[512];
+    char err[16384];
     if (dpc_options_check(a, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
