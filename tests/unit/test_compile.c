@@ -14,12 +14,13 @@
 
 static char err[4096];
 
-static const char *MLP =
+/* conv + batchnorm + pooling + dense: every pass has work to do. */
+static const char *NET =
     "input image[3, 8, 8]\n"
     "input label class(10)\n"
-    "network mlp_tiny {\n"
-    "    x = relu(dense(flatten(image), 32))\n"
-    "    logits = dense(x, 10)\n"
+    "network cnn_tiny {\n"
+    "    x = relu(batchnorm(conv(image, 4, k=3, p=1, bias=false)))\n"
+    "    logits = dense(global_avgpool(maxpool(x, k=2)), 10)\n"
     "    loss = softmax_cross_entropy(logits, label)\n"
     "}\n"
     "train {\n"
@@ -51,14 +52,14 @@ static dpc_options from_text(const char *src) {
 
 TEST(compiles_source_text_to_a_plan_that_loads) {
     char out[128];
-    dpc_options o = from_text(MLP);
+    dpc_options o = from_text(NET);
     o.out = tmp_file(out, sizeof out, "tiny.plan");
     o.batch = 4;
     CHECK_MSG(dpc_compile(&o, err, sizeof err) == 0, "%s", err);
     dpc_plan *p = plan_read(out, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (p) {
-        CHECK_STR(p->model, "mlp_tiny");
+        CHECK_STR(p->model, "cnn_tiny");
         CHECK_STR(p->source, "tiny.net");
         CHECK(p->schedule.batch == 4 && p->schedule.eval_batch == 5);
         CHECK(p->train && p->eval && ir_loss_node(p->train) >= 0);
@@ -72,7 +73,7 @@ TEST(compiles_source_text_to_a_plan_that_loads) {
 
 TEST(target_and_no_memplan_shape_the_sections) {
     char out[128];
-    dpc_options o = from_text(MLP);
+    dpc_options o = from_text(NET);
     o.out = tmp_file(out, sizeof out, "cpu.plan");
     o.target = "cpu";
     o.no_memplan = 1;
@@ -90,7 +91,7 @@ TEST(reports_go_to_the_report_stream) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    dpc_options o = from_text(MLP);
+    dpc_options o = from_text(NET);
     o.dump_ir = 1;
     o.dump_after = "autodiff";
     o.report = f;
@@ -129,22 +130,22 @@ TEST(missing_file_and_bad_options_are_refused) {
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "/nonexistent/dir/m.net: error: cannot read") == err, "%s", err);
 
-    o = from_text(MLP);
+    o = from_text(NET);
     o.dump_after = "fuse2";
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "unknown pass for --dump-ir") && strstr(err, "elaborate lower autodiff") &&
               strstr(err, "fuse2"), "%s", err);
-    o = from_text(MLP);
+    o = from_text(NET);
     o.precision = "fp16";
     CHECK(dpc_compile(&o, err, sizeof err) == -1 && strstr(err, "fp16"));
-    o = from_text(MLP);
+    o = from_text(NET);
     o.max_memory = "1K";
     o.stats = 1;
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "tiny.net: error: the plan needs") == err, "%s", err);
 
     char out[128];
-    o = from_text(MLP);
+    o = from_text(NET);
     o.out = tmp_file(out, sizeof out, "same");
     o.dot = out;
     CHECK(dpc_compile(&o, err, sizeof err) == -1 && strstr(err, "name the same file"));
