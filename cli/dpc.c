@@ -129,7 +129,7 @@ static const char *const prog_names[2] = {"train", "eval"};
 static int emit_kernels(const char *dir, const char *prog, const cg_program *p, const ir_graph *g,
                         char *err, size_t errlen) {
     char sub[4096], path[4400];
-    const char *dname = cg_dialect_name(p->dialect), *ext = p->dialect == CG_DIALECT_CUDA ? "cu" : "c";
+    const char *dname = cg_dialect_name(p->dialect), *ext = cg_dialect_of(p->dialect)->ext;
     snprintf(sub, sizeof sub, "%s/%s-%s", dir, prog, dname);
     if ((mkdir(dir, 0755) && errno != EEXIST) || (mkdir(sub, 0755) && errno != EEXIST)) {
         snprintf(err, errlen, "cannot create %.300s: %s", sub, strerror(errno));

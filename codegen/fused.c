@@ -318,9 +318,8 @@ static void lane_sum(cg_str *b, int t, int lo, int hi) {
  * multiple of LANES each block of lanes is contiguous in memory. */
 static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
     int64_t L = CG_REDUCE_LANES, M = G->N * G->inner;
-    /* The lanes are independent, so vectorising the lane loop reorders no
-     * sum: the C dialect says so (GCC unrolls it otherwise and gives up). */
-    const char *simd = G->cx->dialect == CG_DIALECT_C ? "    #pragma omp simd\n" : "";
+    /* The lanes are independent: a dialect may say so (lane_simd). */
+    const char *simd = G->cx->dl->lane_simd;
     if (G->inner % L == 0) {
         cg_str_printf(b,
                       "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"

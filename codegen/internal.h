@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "codegen/codegen.h"
+#include "ir/err.h"
 
 typedef struct {
     char *s;
@@ -33,7 +34,7 @@ typedef struct {
 /* The program being built plus the module source for both dialect parts. */
 typedef struct {
     cg_program *p;
-    cg_dialect dialect;
+    const cg_dialect_desc *dl; /* the dialect's table (codegen/dialect.c) */
     cg_options opt;
     const ir_graph *g;
     cg_str src;

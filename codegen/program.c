@@ -209,7 +209,7 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     cg_program *p = calloc(1, sizeof *p);
     if (!p) abort();
     uint32_t dialect = ir_get_u32(&r);
-    if (dialect > CG_DIALECT_CUDA) return parse_fail(p, err, errlen, "bad dialect");
+    if (!cg_dialect_of((cg_dialect)dialect)) return parse_fail(p, err, errlen, "bad dialect");
     p->dialect = (cg_dialect)dialect;
     p->graph_hash = ir_get_u64(&r);
     p->scratch = ir_get_i64(&r);
