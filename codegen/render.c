@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/fusion.h"
 #include "codegen/internal.h"
 
 /* ---- strings ---------------------------------------------------------------- */
@@ -759,7 +760,7 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
             break;
         }
         const cg_rule *r = &rules[n->op];
-        if (n->group || cg_fusible(n)) {
+        if (n->group || fu_node_class(n) != FU_NONE) {
             /* a fusion group (contiguous, ir_verify), or a lone node rendered as one */
             int hi = i + 1;
             while (n->group && hi < g->n && g->nodes[hi].group == n->group) hi++;
