@@ -31,7 +31,7 @@ static void str_reserve(cg_str *b, size_t extra) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1) cap *= 2;
     char *s = realloc(b->s, cap);
-    if (!s) abort();
+    IR_CHECK_ALLOC(s);
     b->s = s;
     b->cap = cap;
 }
@@ -100,14 +100,6 @@ const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf) {
                                   dbl ? "double" : "float");
     cx->bad_literal = 1;
     return "0";
-}
-
-int cg_fail(cg_ctx *cx, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (cx->errlen) vsnprintf(cx->err, cx->errlen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* ---- dialects --------------------------------------------------------------
@@ -180,7 +172,7 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
         cx->kcap = cx->kcap ? 2 * cx->kcap : 64;
         p->kernels = realloc(p->kernels, sizeof *p->kernels * (size_t)cx->kcap);
         cx->bodies = realloc(cx->bodies, sizeof *cx->bodies * (size_t)cx->kcap);
-        if (!p->kernels || !cx->bodies) abort();
+        IR_CHECK_ALLOC(p->kernels && cx->bodies);
     }
     int k = p->nkernels++;
     cg_kernel *kr = &p->kernels[k];
@@ -731,14 +723,14 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
         return NULL;
     }
     cx.p = calloc(1, sizeof *cx.p);
-    if (!cx.p) abort();
+    IR_CHECK_ALLOC(cx.p);
     cx.p->dialect = d;
     cx.p->graph_hash = cg_graph_hash(g);
     cg_str_printf(&cx.src, "%s", cx.dl->prelude);
     for (int i = 0; i < g->n && !cx.bf16; i++) cx.bf16 = g->nodes[i].type.dtype == IR_BF16;
     if (cx.bf16) cg_str_printf(&cx.src, "%s", cx.dl->bf16_prelude);
     cx.stored = malloc((size_t)(g->n ? g->n : 1));
-    if (!cx.stored) abort();
+    IR_CHECK_ALLOC(cx.stored);
     ir_stored(g, cx.stored);
     int rc = 0;
     /* Every attribute becomes a float literal somewhere: refuse the graph,
