@@ -77,7 +77,36 @@
 #define CG_NAME_MAX 64
 #define CG_SCRATCH (-1) /* a step buffer slot naming the scratch area */
 
-typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA } cg_dialect;
+typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA, CG_DIALECT_COUNT } cg_dialect;
+
+/* ---- dialects ---------------------------------------------------------------
+ * What a target's text differs in, as data (codegen/dialect.c holds one
+ * table per dialect; the renderer reads fields, it never tests which
+ * dialect it has). A kernel is emitted as
+ *     [grain line]  kernel_head NAME( params ) {      C: params unpacked in
+ *     body_head  loop_head  <body, indented 8>  "    }\n}\n\n"
+ * where params are `const T *RESTRICTbJ, ` for each argument followed by
+ * params_tail, or, with unpack_args, params_tail alone and each argument
+ * unpacked from `void *const *arg` as the body's first lines. */
+typedef struct {
+    const char *name;         /* "c", "cuda": messages, kernel directories */
+    const char *target;       /* dpc --target that selects it: "cpu", "cuda" */
+    const char *ext;          /* file extension of an emitted module: "c", "cu" */
+    const char *section;      /* plan section of its programs: "KCPU", "KCUD" */
+    const char *prelude;      /* idx_t, acc_t, DPC_NAN, DPC_NEG_INF */
+    const char *bf16_prelude; /* bf16_t, the bit casts, DPC_FN, then the conversions */
+    const char *kernel_head;  /* before the kernel's name */
+    const char *restrict_kw;  /* spelling of restrict on a pointer, with its space */
+    int unpack_args;          /* arguments come as void *const *arg (see above) */
+    const char *params_tail;  /* the signature after the argument parameters */
+    const char *body_head;    /* first line(s) of the function after the arguments */
+    const char *loop_head;    /* opens the loop over the kernel's iterations i */
+    int grain;                /* exports `const idx_t NAME_grain` (the cpu thread pool) */
+    const char *lane_simd;    /* line before a loop over independent reduction lanes */
+} cg_dialect_desc;
+
+/* The table of dialect d; NULL when d names none. */
+const cg_dialect_desc *cg_dialect_of(cg_dialect d);
 
 /* ---- GEMM descriptor -------------------------------------------------------
  * Column-major and cuBLAS-shaped, described once for every backend:

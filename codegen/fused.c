@@ -32,14 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/fusion.h"
 #include "codegen/internal.h"
-
-enum { K_EW, K_CR, K_SM };
 
 typedef struct {
     cg_ctx *cx;
     const ir_graph *g;
-    int lo, hi, kind;
+    int lo, hi, kind; /* fu_kind */
     int nargs;
     int arg_node[CG_MAX_ARGS];
     ir_dtype arg_type[CG_MAX_ARGS];
@@ -62,11 +61,6 @@ typedef struct {
     int64_t N, C, inner;
     int level[CG_MAX_GROUP];
 } grp;
-
-int cg_fusible(const ir_node *n) {
-    if (n->type.dtype == IR_I32) return 0;
-    return ir_op_expr(n->op) || ir_op_reduce(n->op) != IR_REDUCE_NONE;
-}
 
 static const ir_node *nd(const grp *G, int i) { return &G->g->nodes[i]; }
 static int member(const grp *G, int i) { return i >= G->lo && i < G->hi; }
@@ -142,7 +136,7 @@ static void operand(grp *G, int m, int k, int acc, cg_str *o) {
     }
     ir_dtype t = G->arg_type[a]; /* a bf16 element is read as float */
     snprintf(load, sizeof load, "%s%s%s", cg_ld(t), at, cg_end(t));
-    if (acc == 'c' && G->kind == K_CR) {
+    if (acc == 'c' && G->kind == FU_CHANNEL_GROUP) {
         int k2 = 0;
         while (k2 < G->nchan && strcmp(G->chan[k2], load)) k2++;
         if (k2 == G->nchan && k2 < 64) {
@@ -274,15 +268,11 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
 
 /* ---- channel reductions -------------------------------------------------------------------- */
 
-enum { ROLE_P, ROLE_R, ROLE_E };
+/* Roles and levels are the fusion contract's (codegen/fusion.h). */
+static int role(const grp *G, int m) { return fu_channel_role(nd(G, m), G->X); }
 
-static int role(const grp *G, int m) {
-    if (ir_op_reduce(nd(G, m)->op) == IR_REDUCE_CHANNEL) return ROLE_R;
-    return ir_type_same_shape(&nd(G, m)->type, G->X) ? ROLE_P : ROLE_E;
-}
-
-static int is_e(const grp *G, int m) { return role(G, m) == ROLE_E; }
-static int is_r(const grp *G, int m) { return role(G, m) == ROLE_R; }
+static int is_e(const grp *G, int m) { return role(G, m) == FU_PER_CHANNEL; }
+static int is_r(const grp *G, int m) { return role(G, m) == FU_REDUCTION; }
 
 /* Marks member m and the prologue members it reads (a pass recomputes them). */
 static void need(const grp *G, int m, unsigned char *mark) {
@@ -290,7 +280,7 @@ static void need(const grp *G, int m, unsigned char *mark) {
     mark[m - G->lo] = 1;
     const ir_node *n = nd(G, m);
     for (int k = 0; k < n->ninputs; k++)
-        if (member(G, n->input[k]) && role(G, n->input[k]) == ROLE_P) need(G, n->input[k], mark);
+        if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS) need(G, n->input[k], mark);
 }
 
 /* Per-channel operand k of reduction m: a statistic of this channel. */
@@ -318,9 +308,8 @@ static void lane_sum(cg_str *b, int t, int lo, int hi) {
  * multiple of LANES each block of lanes is contiguous in memory. */
 static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
     int64_t L = CG_REDUCE_LANES, M = G->N * G->inner;
-    /* The lanes are independent, so vectorising the lane loop reorders no
-     * sum: the C dialect says so (GCC unrolls it otherwise and gives up). */
-    const char *simd = G->cx->dialect == CG_DIALECT_C ? "    #pragma omp simd\n" : "";
+    /* The lanes are independent: a dialect may say so (lane_simd). */
+    const char *simd = G->cx->dl->lane_simd;
     if (G->inner % L == 0) {
         cg_str_printf(b,
                       "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
@@ -346,105 +335,121 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
     cg_str_printf(b, "    }\n}\n");
 }
 
-static int body_channel(grp *G, cg_kdef *kd) {
-    const ir_graph *g = G->g;
-    int cnt = G->hi - G->lo, passes = 0;
+/* Levels of the members and the passes the group makes (codegen/fusion.h). */
+static int channel_levels(grp *G) {
+    int mem[CG_MAX_GROUP];
+    unsigned char st[CG_MAX_GROUP];
+    for (int m = G->lo; m < G->hi; m++) mem[m - G->lo] = m, st[m - G->lo] = G->cx->stored[m];
+    return fu_channel_levels(G->g, mem, G->hi - G->lo, st, G->X, G->level);
+}
+
+/* The members pass p recomputes: the prologue inputs of its reductions
+ * and the X-shaped values it stores, with what they read. */
+static void pass_marks(const grp *G, int p, unsigned char *mark) {
+    for (int m = G->lo; m < G->hi; m++) {
+        int r = role(G, m), lv = G->level[m - G->lo];
+        if (r == FU_REDUCTION && lv == p) {
+            const ir_node *n = nd(G, m);
+            for (int k = 0; k < n->ninputs; k++)
+                if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS) need(G, n->input[k], mark);
+        }
+        if (r == FU_ELEMENTS && G->cx->stored[m] && fu_store_pass(lv) == p) need(G, m, mark);
+    }
+}
+
+/* Before pass p's loop: the statistics its reductions read, then their
+ * accumulators. */
+static void pass_accumulators(grp *G, int p, cg_str *b) {
+    char lit[40];
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
-        int lv = 0;
-        for (int k = 0; k < n->ninputs; k++)
-            if (member(G, n->input[k]) && G->level[n->input[k] - G->lo] > lv)
-                lv = G->level[n->input[k] - G->lo];
-        if (role(G, m) == ROLE_R) lv++;
-        G->level[m - G->lo] = lv;
-        if (role(G, m) == ROLE_R && lv > passes) passes = lv;
-        if (role(G, m) == ROLE_P && G->cx->stored[m] && lv + 1 > passes) passes = lv + 1;
+        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        int t = m - G->lo;
+        cg_str s1 = {0}, s2 = {0};
+        if (n->op == IR_OP_BN_VAR) {
+            stat(G, m, 1, &s1);
+            cg_str_printf(b, "const acc_t m%d = %s;\n", t, s1.s);
+        } else if (n->op == IR_OP_BN_GRAD_GAMMA) {
+            stat(G, m, 2, &s1);
+            stat(G, m, 3, &s2);
+            cg_str_printf(b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n",
+                          t, s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
+        }
+        cg_str_free(&s1);
+        cg_str_free(&s2);
+        cg_str_printf(b, "acc_t s%d[%d] = {0};\n", t, CG_REDUCE_LANES);
     }
-    (void)g;
+}
+
+/* Pass p's element body: the marked prologue values, the stores due in
+ * this pass, accumulation into lane l. */
+static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *body) {
+    for (int m = G->lo; m < G->hi; m++)
+        if (mark[m - G->lo]) compute(G, m, body, "        ");
+    for (int m = G->lo; m < G->hi; m++)
+        if (role(G, m) == FU_ELEMENTS && G->cx->stored[m] && fu_store_pass(G->level[m - G->lo]) == p) {
+            int a = arg_of(G, m, 1);
+            cg_str_printf(body, "        b%d[e] = %st%d%s;\n", a, cg_st(G->arg_type[a]), m - G->lo,
+                          cg_end(G->arg_type[a]));
+        }
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        int t = m - G->lo;
+        cg_str x = {0}, y = {0};
+        operand(G, m, 0, 'i', &x);
+        switch (n->op) {
+        case IR_OP_BN_MEAN:
+        case IR_OP_BIAS_GRAD: cg_str_printf(body, "        s%d[l] += %s;\n", t, x.s); break;
+        case IR_OP_BN_VAR:
+            cg_str_printf(body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t, t);
+            break;
+        default: /* bn_grad_gamma(dy, x, mean, var) */
+            operand(G, m, 1, 'i', &y);
+            cg_str_printf(body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t, t);
+            break;
+        }
+        cg_str_free(&x);
+        cg_str_free(&y);
+    }
+}
+
+/* After pass p's loop: its reductions' results (lanes summed as a tree),
+ * then the [C] members of level p. */
+static void pass_results(grp *G, int p, cg_str *b) {
+    for (int m = G->lo; m < G->hi; m++) {
+        const ir_node *n = nd(G, m);
+        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        int t = m - G->lo;
+        cg_str_printf(b, "const acc_t r%d = ", t);
+        lane_sum(b, t, 0, CG_REDUCE_LANES);
+        cg_str_printf(b, ";\n");
+        if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
+            cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t, G->N * G->inner);
+        else
+            cg_str_printf(b, "const float t%d = (float)r%d;\n", t, t);
+    }
+    for (int m = G->lo; m < G->hi; m++)
+        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == p) compute(G, m, b, "");
+}
+
+static int body_channel(grp *G, cg_kdef *kd) {
+    int cnt = G->hi - G->lo, passes = channel_levels(G);
     cg_str text = {0}, *b = &text;
-    char lit[40];
     G->idx = "i";
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == ROLE_E && G->level[m - G->lo] == 0) compute(G, m, b, "");
+        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
     for (int p = 1; p <= passes; p++) {
         unsigned char mark[CG_MAX_GROUP] = {0};
-        for (int m = G->lo; m < G->hi; m++) {
-            int r = role(G, m), lv = G->level[m - G->lo];
-            if (r == ROLE_R && lv == p) {
-                const ir_node *n = nd(G, m);
-                for (int k = 0; k < n->ninputs; k++)
-                    if (member(G, n->input[k]) && role(G, n->input[k]) == ROLE_P) need(G, n->input[k], mark);
-            }
-            if (r == ROLE_P && G->cx->stored[m] && lv + 1 == p) need(G, m, mark);
-        }
-        /* statistics this pass's reductions read, then accumulators */
-        for (int m = G->lo; m < G->hi; m++) {
-            const ir_node *n = nd(G, m);
-            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
-            int t = m - G->lo;
-            cg_str s1 = {0}, s2 = {0};
-            if (n->op == IR_OP_BN_VAR) {
-                stat(G, m, 1, &s1);
-                cg_str_printf(b, "const acc_t m%d = %s;\n", t, s1.s);
-            } else if (n->op == IR_OP_BN_GRAD_GAMMA) {
-                stat(G, m, 2, &s1);
-                stat(G, m, 3, &s2);
-                cg_str_printf(b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n",
-                              t, s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
-            }
-            cg_str_free(&s1);
-            cg_str_free(&s2);
-            cg_str_printf(b, "acc_t s%d[%d] = {0};\n", t, CG_REDUCE_LANES);
-        }
-        /* The element body: prologue values, stores, accumulation into lane l. */
+        pass_marks(G, p, mark);
+        pass_accumulators(G, p, b);
         cg_str body = {0};
         G->idx = "e";
-        for (int m = G->lo; m < G->hi; m++)
-            if (mark[m - G->lo]) compute(G, m, &body, "        ");
-        for (int m = G->lo; m < G->hi; m++)
-            if (role(G, m) == ROLE_P && G->cx->stored[m] && G->level[m - G->lo] + 1 == p)
-            {
-                int a = arg_of(G, m, 1);
-                cg_str_printf(&body, "        b%d[e] = %st%d%s;\n", a, cg_st(G->arg_type[a]), m - G->lo,
-                              cg_end(G->arg_type[a]));
-            }
-        for (int m = G->lo; m < G->hi; m++) {
-            const ir_node *n = nd(G, m);
-            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
-            int t = m - G->lo;
-            cg_str x = {0}, y = {0};
-            operand(G, m, 0, 'i', &x);
-            switch (n->op) {
-            case IR_OP_BN_MEAN:
-            case IR_OP_BIAS_GRAD: cg_str_printf(&body, "        s%d[l] += %s;\n", t, x.s); break;
-            case IR_OP_BN_VAR:
-                cg_str_printf(&body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t, t);
-                break;
-            default: /* bn_grad_gamma(dy, x, mean, var) */
-                operand(G, m, 1, 'i', &y);
-                cg_str_printf(&body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t, t);
-                break;
-            }
-            cg_str_free(&x);
-            cg_str_free(&y);
-        }
+        pass_element_body(G, p, mark, &body);
         channel_loop(G, b, &body);
         cg_str_free(&body);
         G->idx = "i";
-        for (int m = G->lo; m < G->hi; m++) {
-            const ir_node *n = nd(G, m);
-            if (role(G, m) != ROLE_R || G->level[m - G->lo] != p) continue;
-            int t = m - G->lo;
-            cg_str_printf(b, "const acc_t r%d = ", t);
-            lane_sum(b, t, 0, CG_REDUCE_LANES);
-            cg_str_printf(b, ";\n");
-            if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
-                cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t, G->N * G->inner);
-            else
-                cg_str_printf(b, "const float t%d = (float)r%d;\n", t, t);
-        }
-        for (int m = G->lo; m < G->hi; m++)
-            if (role(G, m) == ROLE_E && G->level[m - G->lo] == p) compute(G, m, b, "");
+        pass_results(G, p, b);
     }
     stores(G, b, "c", is_r);
     stores(G, b, "c", is_e);
@@ -544,24 +549,24 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
     int ncr = 0, nsm = 0;
     for (int m = lo; m < hi; m++) {
         const ir_node *n = &cx->g->nodes[m];
-        if (!cg_fusible(n)) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
-        ir_reduce_kind r = ir_op_reduce(n->op);
-        if (r == IR_REDUCE_CHANNEL && !G.X) G.X = &cx->g->nodes[n->input[0]].type;
-        ncr += r == IR_REDUCE_CHANNEL;
-        nsm += r == IR_REDUCE_ROW;
+        fu_class c = fu_node_class(n);
+        if (c == FU_NONE) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
+        if (c == FU_CHANNEL && !G.X) G.X = &cx->g->nodes[n->input[0]].type;
+        ncr += c == FU_CHANNEL;
+        nsm += c == FU_ROW;
     }
-    if (ncr && nsm) return fail_group(cx, lo, hi, "channel and row reductions");
-    G.kind = ncr ? K_CR : nsm ? K_SM : K_EW;
+    G.kind = fu_group_kind(ncr, nsm);
+    if (G.kind < 0) return fail_group(cx, lo, hi, "channel and row reductions");
     if (collect_args(&G)) return fail_group(cx, lo, hi, "too many buffers");
     char name[48];
     group_name(&G, name, sizeof name);
     cg_kdef kd = {.op = name};
     int64_t count;
-    if (G.kind == K_CR) {
+    if (G.kind == FU_CHANNEL_GROUP) {
         G.N = G.X->dim[0], G.C = G.X->dim[1], G.inner = inner_of(G.X);
         count = G.C;
         body_channel(&G, &kd);
-    } else if (G.kind == K_SM) {
+    } else if (G.kind == FU_ROW_GROUP) {
         int first = lo;
         while (ir_op_reduce(cx->g->nodes[first].op) != IR_REDUCE_ROW) first++;
         count = cx->g->nodes[cx->g->nodes[first].input[0]].type.dim[0];

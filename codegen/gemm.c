@@ -32,8 +32,7 @@ static int64_t extent(int64_t off, int64_t batch, int64_t stride, int64_t rows, 
 }
 
 static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_t want) {
-    snprintf(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
-    return -1;
+    return ir_fail(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
 }
 
 int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
@@ -49,25 +48,21 @@ int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
 int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c,
                      char *err, size_t errlen) {
     if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
-        snprintf(err, errlen, "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64
+        return ir_fail(err, errlen, "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64
                               ", %" PRId64 ", %" PRId64 ")", d->m, d->n, d->k, d->batch);
-        return -1;
     }
     if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
         d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
-        snprintf(err, errlen, "gemm: a size does not fit a BLAS int");
-        return -1;
+        return ir_fail(err, errlen, "gemm: a size does not fit a BLAS int");
     }
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
-        snprintf(err, errlen, "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
+        return ir_fail(err, errlen, "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
                  d->type_a, d->type_b, d->type_c);
-        return -1;
     }
     if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
         d->off_c < 0) {
-        snprintf(err, errlen, "gemm: negative stride or offset");
-        return -1;
+        return ir_fail(err, errlen, "gemm: negative stride or offset");
     }
     int64_t ra = d->transa ? d->k : d->m, ca = d->transa ? d->m : d->k;
     int64_t rb = d->transb ? d->n : d->k, cb = d->transb ? d->k : d->n;
@@ -82,8 +77,7 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     int64_t eb = extent(d->off_b, d->batch, d->stride_b, rb, cb, d->ldb);
     int64_t ec = extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
     if (ea < 0 || eb < 0 || ec < 0) {
-        snprintf(err, errlen, "gemm: extents overflow");
-        return -1;
+        return ir_fail(err, errlen, "gemm: extents overflow");
     }
     if (ea > size_a) return vfail(err, errlen, "A's buffer (elements)", size_a, ea);
     if (eb > size_b) return vfail(err, errlen, "B's buffer (elements)", size_b, eb);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "codegen/codegen.h"
+#include "ir/err.h"
 
 typedef struct {
     char *s;
@@ -33,7 +34,7 @@ typedef struct {
 /* The program being built plus the module source for both dialect parts. */
 typedef struct {
     cg_program *p;
-    cg_dialect dialect;
+    const cg_dialect_desc *dl; /* the dialect's table (codegen/dialect.c) */
     cg_options opt;
     const ir_graph *g;
     cg_str src;
@@ -79,16 +80,17 @@ const char *cg_ctype(ir_dtype t);
 /* b0[i] = b1[i] converted (f32 <-> bf16), count = elements. */
 int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from);
 
-int cg_fail(cg_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message into cx->err (ir_fail); returns -1. */
+#define cg_fail(cx, ...) ir_fail((cx)->err, (cx)->errlen, __VA_ARGS__)
 /* A double constant for acc_t arithmetic, into buf (>= 32 bytes). */
 const char *cg_double_lit(double v, char *buf); /* NULL: not a finite double */
 /* The float (dbl 0) or double literal of v; when there is none, sets
  * cx->bad_literal and cx->err and returns "0", so the kernel is never used. */
 const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf);
 
-/* Fusion groups and lone pointwise / reduction nodes (fused.c). */
-int cg_fusible(const ir_node *n);
-/* One step, one kernel for nodes lo..hi-1 (a group, or one node). */
+/* Fusion groups and lone pointwise / reduction nodes (fused.c; which
+ * nodes are fusible is codegen/fusion.h's fu_node_class): one step, one
+ * kernel for nodes lo..hi-1 (a group, or one node). */
 int cg_render_group(cg_ctx *cx, int lo, int hi);
 
 #endif

@@ -30,13 +30,19 @@
 
 /* ---- building ------------------------------------------------------------------ */
 
+/* Array a of *cap elements of `size` bytes, n in use, with room for one
+ * more: full, it doubles (starting at `first`). */
+static void *grow(void *a, int n, int *cap, int first, size_t size) {
+    if (n < *cap) return a;
+    *cap = *cap ? 2 * *cap : first;
+    a = realloc(a, size * (size_t)*cap);
+    IR_CHECK_ALLOC(a);
+    return a;
+}
+
 cg_step *cg_begin_step(cg_ctx *cx, int node) {
     cg_program *p = cx->p;
-    if (p->nsteps == cx->scap) {
-        cx->scap = cx->scap ? 2 * cx->scap : 64;
-        p->steps = realloc(p->steps, sizeof *p->steps * (size_t)cx->scap);
-        if (!p->steps) abort();
-    }
+    p->steps = grow(p->steps, p->nsteps, &cx->scap, 64, sizeof *p->steps);
     cg_step *s = &p->steps[p->nsteps++];
     memset(s, 0, sizeof *s);
     s->node = node;
@@ -59,11 +65,7 @@ int cg_step_slot(cg_ctx *cx, int id) {
 
 static cg_call *new_call(cg_ctx *cx) {
     cg_program *p = cx->p;
-    if (p->ncalls == cx->ccap) {
-        cx->ccap = cx->ccap ? 2 * cx->ccap : 128;
-        p->calls = realloc(p->calls, sizeof *p->calls * (size_t)cx->ccap);
-        if (!p->calls) abort();
-    }
+    p->calls = grow(p->calls, p->ncalls, &cx->ccap, 128, sizeof *p->calls);
     cg_call *c = &p->calls[p->ncalls++];
     memset(c, 0, sizeof *c);
     p->steps[p->nsteps - 1].ncalls++;
@@ -178,7 +180,7 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
 /* ---- parsing ------------------------------------------------------------------------ */
 
 static cg_program *parse_fail(cg_program *p, char *err, size_t errlen, const char *why) {
-    snprintf(err, errlen, "kernel program: %s", why);
+    ir_fail(err, errlen, "kernel program: %s", why);
     cg_program_free(p);
     return NULL;
 }
@@ -192,6 +194,141 @@ static int get_count(ir_rbuf *r, size_t min_size, int *out) {
     return 0;
 }
 
+/* The phases of a record after its header read into p; each returns NULL
+ * or why the bytes are refused. Dialect, graph hash, scratch, source: */
+static const char *parse_head(ir_rbuf *r, cg_program *p) {
+    uint32_t dialect = ir_get_u32(r);
+    if (!cg_dialect_of((cg_dialect)dialect)) return "bad dialect";
+    p->dialect = (cg_dialect)dialect;
+    p->graph_hash = ir_get_u64(r);
+    p->scratch = ir_get_i64(r);
+    uint64_t slen = ir_get_u64(r);
+    if (r->bad || slen > r->len - r->pos) return "truncated source";
+    const unsigned char *src = ir_take(r, (size_t)slen);
+    if (memchr(src, 0, (size_t)slen)) return "NUL in source";
+    p->source = malloc((size_t)slen + 1);
+    IR_CHECK_ALLOC(p->source);
+    memcpy(p->source, src, (size_t)slen);
+    p->source[slen] = 0;
+    p->source_len = (size_t)slen;
+    if (p->scratch < 0) return "negative scratch size";
+    return NULL;
+}
+
+/* Kernels: names (C identifiers) and argument counts. */
+static const char *parse_kernels(ir_rbuf *r, cg_program *p) {
+    if (get_count(r, 8, &p->nkernels)) return "bad kernel count";
+    p->kernels = calloc((size_t)p->nkernels + 1, sizeof *p->kernels);
+    IR_CHECK_ALLOC(p->kernels);
+    for (int k = 0; k < p->nkernels; k++) {
+        uint32_t n = ir_get_u32(r);
+        if (r->bad || n == 0 || n >= CG_NAME_MAX) return "bad kernel name";
+        const unsigned char *name = ir_take(r, n);
+        if (!name) return "truncated kernel name";
+        for (uint32_t i = 0; i < n; i++)
+            if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
+                  (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
+                return "bad kernel name";
+        memcpy(p->kernels[k].name, name, n);
+        uint32_t nargs = ir_get_u32(r);
+        if (nargs < 1 || nargs > CG_MAX_ARGS) return "bad kernel arity";
+        p->kernels[k].nargs = (int)nargs;
+    }
+    return NULL;
+}
+
+static const char *parse_steps(ir_rbuf *r, cg_program *p) {
+    if (get_count(r, 36, &p->nsteps)) return "bad step count";
+    p->steps = calloc((size_t)p->nsteps + 1, sizeof *p->steps);
+    IR_CHECK_ALLOC(p->steps);
+    for (int i = 0; i < p->nsteps; i++) {
+        cg_step *s = &p->steps[i];
+        s->node = ir_get_i32(r);
+        s->op = ir_get_i32(r);
+        s->alias = ir_get_i32(r);
+        s->scratch = ir_get_i64(r);
+        uint32_t first = ir_get_u32(r), n = ir_get_u32(r), nbuf = ir_get_u32(r);
+        if (r->bad) return "truncated step";
+        if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30)) return "bad step";
+        s->first_call = (int)first;
+        s->ncalls = (int)n;
+        s->nbuf = (int)nbuf;
+        for (int j = 0; j < s->nbuf; j++) s->buf[j] = ir_get_i32(r);
+        if (r->bad) return "truncated step";
+        if (s->op < 0 || s->op >= IR_OP_COUNT || s->scratch < 0 || s->scratch > p->scratch)
+            return "bad step";
+    }
+    return NULL;
+}
+
+/* One call: its slots and offsets, then the GEMM descriptor every call carries. */
+static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
+    cg_gemm *d = &c->gemm;
+    c->kind = (int)ir_get_u32(r);
+    c->kernel = ir_get_i32(r);
+    c->count = ir_get_i64(r);
+    uint32_t nargs = ir_get_u32(r);
+    if (r->bad || nargs > CG_MAX_ARGS) return "bad call";
+    c->nargs = (int)nargs;
+    for (int j = 0; j < c->nargs; j++) {
+        c->arg[j] = ir_get_i32(r);
+        c->off[j] = ir_get_i64(r);
+    }
+    d->transa = (int)ir_get_u32(r);
+    d->transb = (int)ir_get_u32(r);
+    d->m = ir_get_i64(r);
+    d->n = ir_get_i64(r);
+    d->k = ir_get_i64(r);
+    d->alpha = ir_get_f32(r);
+    d->beta = ir_get_f32(r);
+    int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
+                    &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
+    for (int j = 0; j < 10; j++) *u[j] = ir_get_i64(r);
+    d->type_a = (int)ir_get_u32(r);
+    d->type_b = (int)ir_get_u32(r);
+    d->type_c = (int)ir_get_u32(r);
+    if (r->bad) return "truncated call";
+    if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
+        (d->type_c != IR_F32 && d->type_c != IR_BF16))
+        return "bad gemm element type";
+    if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1) return "bad gemm transpose flag";
+    if (c->kind == CG_CALL_KERNEL) {
+        if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
+            c->count < 0)
+            return "bad kernel call";
+    } else if (c->kind == CG_CALL_GEMM) {
+        if (c->nargs != 3) return "bad gemm call";
+    } else {
+        return "bad call kind";
+    }
+    for (int j = 0; j < c->nargs; j++)
+        if (c->off[j] < 0) return "negative offset";
+    return NULL;
+}
+
+static const char *parse_calls(ir_rbuf *r, cg_program *p) {
+    if (get_count(r, 152, &p->ncalls)) return "bad call count";
+    p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
+    IR_CHECK_ALLOC(p->calls);
+    for (int i = 0; i < p->ncalls; i++) {
+        const char *why = parse_call(r, p, &p->calls[i]);
+        if (why) return why;
+    }
+    return NULL;
+}
+
+/* Steps own contiguous, in-range call ranges whose slots they hold. */
+static const char *check_call_ranges(const cg_program *p) {
+    for (int i = 0; i < p->nsteps; i++) {
+        const cg_step *s = &p->steps[i];
+        if ((int64_t)s->first_call + s->ncalls > p->ncalls) return "step calls out of range";
+        for (int c = s->first_call; c < s->first_call + s->ncalls; c++)
+            for (int j = 0; j < p->calls[c].nargs; j++)
+                if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf) return "call slot out of range";
+    }
+    return NULL;
+}
+
 cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t *used, char *err,
                                     size_t errlen) {
     ir_rbuf r = {buf, len, 0, 0};
@@ -201,127 +338,20 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
     uint64_t total = ir_get_u64(&r);
     if (r.bad) return parse_fail(NULL, err, errlen, "truncated header");
     if (version != CG_VERSION) {
-        snprintf(err, errlen, "kernel program: version %u, this build reads %u", version, CG_VERSION);
+        ir_fail(err, errlen, "kernel program: version %u, this build reads %u", version, CG_VERSION);
         return NULL;
     }
     if (total > len || total < 20) return parse_fail(NULL, err, errlen, "truncated");
     r.len = (size_t)total; /* never read past this record */
     cg_program *p = calloc(1, sizeof *p);
-    if (!p) abort();
-    uint32_t dialect = ir_get_u32(&r);
-    if (dialect > CG_DIALECT_CUDA) return parse_fail(p, err, errlen, "bad dialect");
-    p->dialect = (cg_dialect)dialect;
-    p->graph_hash = ir_get_u64(&r);
-    p->scratch = ir_get_i64(&r);
-    uint64_t slen = ir_get_u64(&r);
-    if (r.bad || slen > r.len - r.pos) return parse_fail(p, err, errlen, "truncated source");
-    const unsigned char *src = ir_take(&r, (size_t)slen);
-    if (memchr(src, 0, (size_t)slen)) return parse_fail(p, err, errlen, "NUL in source");
-    p->source = malloc((size_t)slen + 1);
-    if (!p->source) abort();
-    memcpy(p->source, src, (size_t)slen);
-    p->source[slen] = 0;
-    p->source_len = (size_t)slen;
-    if (p->scratch < 0) return parse_fail(p, err, errlen, "negative scratch size");
-
-    if (get_count(&r, 8, &p->nkernels)) return parse_fail(p, err, errlen, "bad kernel count");
-    p->kernels = calloc((size_t)p->nkernels + 1, sizeof *p->kernels);
-    if (!p->kernels) abort();
-    for (int k = 0; k < p->nkernels; k++) {
-        uint32_t n = ir_get_u32(&r);
-        if (r.bad || n == 0 || n >= CG_NAME_MAX) return parse_fail(p, err, errlen, "bad kernel name");
-        const unsigned char *name = ir_take(&r, n);
-        if (!name) return parse_fail(p, err, errlen, "truncated kernel name");
-        for (uint32_t i = 0; i < n; i++)
-            if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
-                  (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
-                return parse_fail(p, err, errlen, "bad kernel name");
-        memcpy(p->kernels[k].name, name, n);
-        uint32_t nargs = ir_get_u32(&r);
-        if (nargs < 1 || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad kernel arity");
-        p->kernels[k].nargs = (int)nargs;
-    }
-
-    if (get_count(&r, 36, &p->nsteps)) return parse_fail(p, err, errlen, "bad step count");
-    p->steps = calloc((size_t)p->nsteps + 1, sizeof *p->steps);
-    if (!p->steps) abort();
-    for (int i = 0; i < p->nsteps; i++) {
-        cg_step *s = &p->steps[i];
-        s->node = ir_get_i32(&r);
-        s->op = ir_get_i32(&r);
-        s->alias = ir_get_i32(&r);
-        s->scratch = ir_get_i64(&r);
-        uint32_t first = ir_get_u32(&r), n = ir_get_u32(&r), nbuf = ir_get_u32(&r);
-        if (r.bad) return parse_fail(p, err, errlen, "truncated step");
-        if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30))
-            return parse_fail(p, err, errlen, "bad step");
-        s->first_call = (int)first;
-        s->ncalls = (int)n;
-        s->nbuf = (int)nbuf;
-        for (int j = 0; j < s->nbuf; j++) s->buf[j] = ir_get_i32(&r);
-        if (r.bad) return parse_fail(p, err, errlen, "truncated step");
-        if (s->op < 0 || s->op >= IR_OP_COUNT || s->scratch < 0 || s->scratch > p->scratch)
-            return parse_fail(p, err, errlen, "bad step");
-    }
-
-    if (get_count(&r, 152, &p->ncalls)) return parse_fail(p, err, errlen, "bad call count");
-    p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
-    if (!p->calls) abort();
-    for (int i = 0; i < p->ncalls; i++) {
-        cg_call *c = &p->calls[i];
-        cg_gemm *d = &c->gemm;
-        c->kind = (int)ir_get_u32(&r);
-        c->kernel = ir_get_i32(&r);
-        c->count = ir_get_i64(&r);
-        uint32_t nargs = ir_get_u32(&r);
-        if (r.bad || nargs > CG_MAX_ARGS) return parse_fail(p, err, errlen, "bad call");
-        c->nargs = (int)nargs;
-        for (int j = 0; j < c->nargs; j++) {
-            c->arg[j] = ir_get_i32(&r);
-            c->off[j] = ir_get_i64(&r);
-        }
-        d->transa = (int)ir_get_u32(&r);
-        d->transb = (int)ir_get_u32(&r);
-        d->m = ir_get_i64(&r);
-        d->n = ir_get_i64(&r);
-        d->k = ir_get_i64(&r);
-        d->alpha = ir_get_f32(&r);
-        d->beta = ir_get_f32(&r);
-        int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
-                        &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
-        for (int j = 0; j < 10; j++) *u[j] = ir_get_i64(&r);
-        d->type_a = (int)ir_get_u32(&r);
-        d->type_b = (int)ir_get_u32(&r);
-        d->type_c = (int)ir_get_u32(&r);
-        if (r.bad) return parse_fail(p, err, errlen, "truncated call");
-        if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
-            (d->type_c != IR_F32 && d->type_c != IR_BF16))
-            return parse_fail(p, err, errlen, "bad gemm element type");
-        if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1)
-            return parse_fail(p, err, errlen, "bad gemm transpose flag");
-        if (c->kind == CG_CALL_KERNEL) {
-            if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
-                c->count < 0)
-                return parse_fail(p, err, errlen, "bad kernel call");
-        } else if (c->kind == CG_CALL_GEMM) {
-            if (c->nargs != 3) return parse_fail(p, err, errlen, "bad gemm call");
-        } else {
-            return parse_fail(p, err, errlen, "bad call kind");
-        }
-        for (int j = 0; j < c->nargs; j++)
-            if (c->off[j] < 0) return parse_fail(p, err, errlen, "negative offset");
-    }
-    /* Steps own contiguous, in-range call ranges whose slots they hold. */
-    for (int i = 0; i < p->nsteps; i++) {
-        const cg_step *s = &p->steps[i];
-        if ((int64_t)s->first_call + s->ncalls > p->ncalls)
-            return parse_fail(p, err, errlen, "step calls out of range");
-        for (int c = s->first_call; c < s->first_call + s->ncalls; c++)
-            for (int j = 0; j < p->calls[c].nargs; j++)
-                if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf)
-                    return parse_fail(p, err, errlen, "call slot out of range");
-    }
-    if (r.pos != r.len) return parse_fail(p, err, errlen, "trailing bytes in record");
+    IR_CHECK_ALLOC(p);
+    const char *why = parse_head(&r, p);
+    if (!why) why = parse_kernels(&r, p);
+    if (!why) why = parse_steps(&r, p);
+    if (!why) why = parse_calls(&r, p);
+    if (!why) why = check_call_ranges(p);
+    if (!why && r.pos != r.len) why = "trailing bytes in record";
+    if (why) return parse_fail(p, err, errlen, why);
     if (used) *used = r.pos;
     return p;
 }
@@ -365,7 +395,7 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
         pos += used;
     }
     if (*out) return 0;
-    snprintf(err, errlen, "kernel section holds no program for this graph (hash %016" PRIx64 ")", h);
+    ir_fail(err, errlen, "kernel section holds no program for this graph (hash %016" PRIx64 ")", h);
     return 1;
 }
 
@@ -381,21 +411,18 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
 
 int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen) {
     if (p->graph_hash != cg_graph_hash(g)) {
-        snprintf(err, errlen, "kernel program was made for another graph");
-        return -1;
+        return ir_fail(err, errlen, "kernel program was made for another graph");
     }
     for (int i = 0; i < p->nsteps; i++) {
         const cg_step *s = &p->steps[i];
         if (s->node < 0 || s->node >= g->n || s->op != (int)g->nodes[s->node].op ||
             s->buf[0] != s->node || s->alias >= s->node || s->alias < -1 ||
             (int64_t)s->first_call + s->ncalls > p->ncalls || s->scratch > p->scratch) {
-            snprintf(err, errlen, "kernel program: step %d does not fit the graph", i);
-            return -1;
+            return ir_fail(err, errlen, "kernel program: step %d does not fit the graph", i);
         }
         for (int j = 0; j < s->nbuf; j++)
             if (s->buf[j] != CG_SCRATCH && (s->buf[j] < 0 || s->buf[j] >= g->n)) {
-                snprintf(err, errlen, "kernel program: step %d names node %d", i, s->buf[j]);
-                return -1;
+                return ir_fail(err, errlen, "kernel program: step %d names node %d", i, s->buf[j]);
             }
         for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
             const cg_call *call = &p->calls[c];
@@ -403,8 +430,7 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
             for (int j = 0; j < call->nargs; j++) {
                 size[j] = cg_slot_size(p, g, s, call->arg[j]);
                 if (size[j] < 0) {
-                    snprintf(err, errlen, "kernel program: step %d call %d: bad slot", i, c);
-                    return -1;
+                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad slot", i, c);
                 }
             }
             if (call->kind == CG_CALL_GEMM) {
@@ -417,22 +443,19 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                     if (id == CG_SCRATCH) {
                         if (type[j] == IR_BF16) size[j] *= 2;
                     } else if ((int)g->nodes[id].type.dtype != type[j]) {
-                        snprintf(err, errlen, "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
+                        return ir_fail(err, errlen, "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
                                  i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
-                        return -1;
                     }
                 }
                 if (call->nargs != 3 ||
                     cg_gemm_validate(&call->gemm, size[0], size[1], size[2], why, sizeof why)) {
-                    snprintf(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
+                    return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
                              ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
-                    return -1;
                 }
             } else {
                 if (call->kernel < 0 || call->kernel >= p->nkernels ||
                     call->nargs != p->kernels[call->kernel].nargs) {
-                    snprintf(err, errlen, "kernel program: step %d call %d: bad kernel", i, c);
-                    return -1;
+                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad kernel", i, c);
                 }
                 /* Every kernel writes at least one element of arg 0 per
                  * iteration (a bf16 kernel's scratch holds two per float):
@@ -441,17 +464,15 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 int64_t room = call->nargs < 1 ? -1 : size[0] - call->off[0];
                 if (call->nargs >= 1 && s->buf[call->arg[0]] == CG_SCRATCH) room += size[0];
                 if (call->count < 0 || call->count > room) {
-                    snprintf(err, errlen, "kernel program: step %d call %d (%s): count %" PRId64
+                    return ir_fail(err, errlen, "kernel program: step %d call %d (%s): count %" PRId64
                                           " is beyond its output (%" PRId64 " elements)",
                              i, c, p->kernels[call->kernel].name, call->count, room);
-                    return -1;
                 }
                 for (int j = 0; j < call->nargs; j++)
                     if (call->off[j] < 0 || call->off[j] >= size[j]) {
-                        snprintf(err, errlen, "kernel program: step %d call %d: offset %" PRId64
+                        return ir_fail(err, errlen, "kernel program: step %d call %d: offset %" PRId64
                                               " outside its buffer",
                                  i, c, call->off[j]);
-                        return -1;
                     }
             }
         }

@@ -15,6 +15,17 @@
 #include "ir/plan.h"
 #include "passes/passes.h"
 
+/* --target all, or the one dialect whose table names this target. */
+static int target_wants(const char *target, cg_dialect d) {
+    return !strcmp(target, "all") || !strcmp(target, cg_dialect_of(d)->target);
+}
+
+static int known_target(const char *target) {
+    for (int d = 0; d < CG_DIALECT_COUNT; d++)
+        if (target_wants(target, (cg_dialect)d)) return 1;
+    return 0;
+}
+
 int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
     if (o->dump_after && strcmp(o->dump_after, "elaborate") != 0 && !pass_find(o->dump_after)) {
         char known[256] = "elaborate";
@@ -26,7 +37,7 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
     if (o->max_memory && pass_parse_size(o->max_memory) < 0)
         return ir_fail(err, errlen, "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
                        "or 512M, got: %s", o->max_memory);
-    if (o->target && strcmp(o->target, "cpu") && strcmp(o->target, "cuda") && strcmp(o->target, "all"))
+    if (o->target && !known_target(o->target))
         return ir_fail(err, errlen, "dpc: error: --target takes cpu, cuda or all, got: %s", o->target);
     pass_precision_kind p;
     if (o->precision && pass_precision_parse(o->precision, &p))
@@ -41,7 +52,7 @@ static const char *const prog_names[2] = {"train", "eval"};
 static int emit_kernels(const char *dir, const char *prog, const cg_program *p, const ir_graph *g,
                         char *err, size_t errlen) {
     char sub[4096], path[4400];
-    const char *dname = cg_dialect_name(p->dialect), *ext = p->dialect == CG_DIALECT_CUDA ? "cu" : "c";
+    const char *dname = cg_dialect_name(p->dialect), *ext = cg_dialect_of(p->dialect)->ext;
     snprintf(sub, sizeof sub, "%s/%s-%s", dir, prog, dname);
     if ((mkdir(dir, 0755) && errno != EEXIST) || (mkdir(sub, 0755) && errno != EEXIST))
         return ir_fail(err, errlen, "cannot create %.300s: %s", sub, strerror(errno));
@@ -277,11 +288,10 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
         return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (check_memory(plan, o, memplans, why, sizeof why)) return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (o->dump_ir && !o->dump_after) ir_dump(plan->train, report);
-    int want_c = strcmp(target, "cuda") != 0, want_cuda = strcmp(target, "cpu") != 0;
-    if ((o->out || o->emit_dir) &&
-        ((want_c && add_kernels(plan, CG_DIALECT_C, o->out != NULL, o->emit_dir, why, sizeof why)) ||
-         (want_cuda && add_kernels(plan, CG_DIALECT_CUDA, o->out != NULL, o->emit_dir, why, sizeof why))))
-        return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
+    for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
+        if (target_wants(target, (cg_dialect)d) &&
+            add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why))
+            return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
     if (o->out && po.memplan && add_memplans(plan, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: memory planning: %s", model, why);
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||

@@ -7,7 +7,9 @@
  * which values flow in registers, and only the values something outside the
  * group reads are stored (ir_stored()).
  *
- * What may be grouped (the rules of docs/DESIGN.md §5.7, as this pass applies them):
+ * What may be grouped (the rules of docs/DESIGN.md §5.7, as this pass applies them;
+ * node classes, group kinds, channel roles and pass levels are the contract
+ * codegen/fusion.h shares with codegen/fused.c, which renders the groups):
  *
  *   1. Only pointwise ops (those with an ir_op_expr: relu, add, bias_add,
  *      bn_apply, bn_grad_data, relu_grad, ema, sgd_momentum, assign, ...)
@@ -75,16 +77,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/fusion.h"
+#include "ir/err.h"
 #include "passes/passes.h"
-
-enum { C_NONE, C_PW, C_CR, C_SM };   /* node classes */
-enum { K_EW, K_CR, K_SM };           /* group kinds */
-enum { R_P, R_R, R_E, R_SM };        /* roles in a channel group: prologue/epilogue, reduction, [C] */
 
 typedef struct {
     const ir_graph *g;
     int n;
-    unsigned char *cls;
+    unsigned char *cls; /* fu_class per node */
     int *gid;          /* group label per node (its first member's index), -1 not fusible */
     int *next;         /* member list per label, through next[] */
     int *size;         /* members per label */
@@ -96,26 +96,16 @@ typedef struct {
     int *cand, ncand;
 } fuser;
 
-static int node_class(const ir_node *n) {
-    if (n->type.dtype == IR_I32) return C_NONE; /* f32 or bf16 storage: codegen converts */
-    if (ir_op_expr(n->op)) return C_PW;
-    switch (ir_op_reduce(n->op)) {
-    case IR_REDUCE_CHANNEL: return C_CR;
-    case IR_REDUCE_ROW: return C_SM;
-    default: return C_NONE;
-    }
-}
-
 /* ---- graph structure ---------------------------------------------------------------- */
 
 static void build_csr(int n, const int *from, const int *to, int ne, int **at, int **list) {
     *at = calloc((size_t)n + 1, sizeof **at);
     *list = malloc(sizeof **list * (size_t)(ne ? ne : 1));
-    if (!*at || !*list) abort();
+    IR_CHECK_ALLOC(*at && *list);
     for (int e = 0; e < ne; e++) (*at)[from[e] + 1]++;
     for (int i = 0; i < n; i++) (*at)[i + 1] += (*at)[i];
     int *fill = malloc(sizeof *fill * (size_t)(n ? n : 1));
-    if (!fill) abort();
+    IR_CHECK_ALLOC(fill);
     memcpy(fill, *at, sizeof *fill * (size_t)n);
     for (int e = 0; e < ne; e++) (*list)[fill[from[e]]++] = to[e];
     free(fill);
@@ -128,7 +118,7 @@ static void build_edges(fuser *F) {
     int ne = 0, cap = 0;
     for (int i = 0; i < g->n; i++) cap += g->nodes[i].ninputs;
     int *from = calloc((size_t)(2 * cap + 1), sizeof *from), *to = calloc((size_t)(2 * cap + 1), sizeof *to);
-    if (!from || !to) abort();
+    IR_CHECK_ALLOC(from && to);
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->nodes[i].ninputs; j++) from[ne] = g->nodes[i].input[j], to[ne++] = i;
     build_csr(g->n, from, to, ne, &F->cons_at, &F->cons);
@@ -154,12 +144,8 @@ static int is_vec(const ir_type *t, int64_t len) {
     return t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32;
 }
 
-/* Role of member m in a channel group over X. */
-static int cr_role(const fuser *F, int m, const ir_type *X) {
-    if (F->cls[m] == C_CR) return R_R;
-    if (ir_type_same_shape(type_of(F, m), X)) return R_P;
-    return R_E;
-}
+/* Role of member m in a channel group over X (codegen/fusion.h). */
+static int cr_role(const fuser *F, int m, const ir_type *X) { return fu_channel_role(&F->g->nodes[m], X); }
 
 /* Is input k of reduction m one of the reduced tensors (vs a per-channel statistic)? */
 static int cr_big_input(const fuser *F, int m, int k) {
@@ -167,80 +153,108 @@ static int cr_big_input(const fuser *F, int m, int k) {
     return ir_type_same_shape(type_of(F, n->input[k]), type_of(F, n->input[0]));
 }
 
-/* Whether the members in F->cand (marked in F->in) may form one group. */
-static int legal(fuser *F) {
+/* Whether candidate member m's value is stored: something outside the
+ * candidate reads it, it is flagged, or nothing reads it (ir_stored). */
+static int cand_stored(const fuser *F, int m) {
+    const ir_node *n = &F->g->nodes[m];
+    int stored = F->cons_at[m] == F->cons_at[m + 1] ||
+                 (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD));
+    for (int e = F->cons_at[m]; e < F->cons_at[m + 1] && !stored; e++) stored = !F->in[F->cons[e]];
+    return stored;
+}
+
+/* The iteration space of a candidate (rule 2). */
+typedef struct {
+    int kind;             /* fu_kind */
+    const ir_type *S, *X; /* elementwise: the members' type; channel: the reduced shape */
+    int logits, label;    /* row: the softmax inputs */
+    int64_t C, N;         /* channel: channels; row: samples */
+} space;
+
+/* The candidate's kind and space; 0 when it has none (channel and row
+ * reductions together) or too many nodes (rule 6). */
+static int group_space(const fuser *F, space *sp) {
     const ir_graph *g = F->g;
     int ncr = 0, nsm = 0, first_cr = -1, first_sm = -1;
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
-        if (F->cls[m] == C_CR) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
-        if (F->cls[m] == C_SM) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
+        if (F->cls[m] == FU_CHANNEL) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
+        if (F->cls[m] == FU_ROW) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
     }
-    if (ncr && nsm) return 0;
-    if (F->ncand > IR_GROUP_MAX_NODES) return 0;
-    int kind = ncr ? K_CR : nsm ? K_SM : K_EW;
-    const ir_type *S = type_of(F, F->cand[0]), *X = NULL;
-    int logits = -1, label = -1;
-    int64_t C = 0, N = 0;
-    if (kind == K_CR) {
-        X = type_of(F, g->nodes[first_cr].input[0]);
-        C = X->dim[1];
-    } else if (kind == K_SM) {
-        logits = g->nodes[first_sm].input[0], label = g->nodes[first_sm].input[1];
-        N = type_of(F, logits)->dim[0];
+    *sp = (space){.kind = fu_group_kind(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};
+    if (sp->kind < 0 || F->ncand > IR_GROUP_MAX_NODES) return 0;
+    if (sp->kind == FU_CHANNEL_GROUP) {
+        sp->X = type_of(F, g->nodes[first_cr].input[0]);
+        sp->C = sp->X->dim[1];
+    } else if (sp->kind == FU_ROW_GROUP) {
+        sp->logits = g->nodes[first_sm].input[0], sp->label = g->nodes[first_sm].input[1];
+        sp->N = type_of(F, sp->logits)->dim[0];
     }
-    /* Membership: every member fits the iteration space. */
+    return 1;
+}
+
+/* Membership: every member fits the iteration space. */
+static int members_fit(const fuser *F, const space *sp) {
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
-        const ir_node *n = &g->nodes[m];
+        const ir_node *n = &F->g->nodes[m];
         const ir_type *t = &n->type;
-        if (kind == K_EW && !ir_type_same_shape(t, S)) return 0;
-        if (kind == K_CR) {
-            if (F->cls[m] == C_CR) {
-                if (!ir_type_same_shape(type_of(F, n->input[0]), X)) return 0;
-            } else if (ir_type_same_shape(t, X)) {
+        if (sp->kind == FU_ELEMENTWISE && !ir_type_same_shape(t, sp->S)) return 0;
+        if (sp->kind == FU_CHANNEL_GROUP) {
+            if (F->cls[m] == FU_CHANNEL) {
+                if (!ir_type_same_shape(type_of(F, n->input[0]), sp->X)) return 0;
+            } else if (ir_type_same_shape(t, sp->X)) {
                 if (n->op == IR_OP_ASSIGN) return 0; /* a pass could re-read what it wrote */
-            } else if (!is_vec(t, C)) {
+            } else if (!is_vec(t, sp->C)) {
                 return 0;
             }
         }
-        if (kind == K_SM) {
-            if (F->cls[m] == C_SM) {
-                if (n->input[0] != logits || n->input[1] != label) return 0;
-            } else if (!is_vec(t, N) || n->op == IR_OP_ASSIGN) {
+        if (sp->kind == FU_ROW_GROUP) {
+            if (F->cls[m] == FU_ROW) {
+                if (n->input[0] != sp->logits || n->input[1] != sp->label) return 0;
+            } else if (!is_vec(t, sp->N) || n->op == IR_OP_ASSIGN) {
                 return 0;
             }
         }
     }
-    /* Edges inside the group: only what the kernel can render. */
+    return 1;
+}
+
+/* Edges inside the group: only what the kernel can render (rule 3). */
+static int edges_renderable(const fuser *F, const space *sp) {
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
-        const ir_node *n = &g->nodes[m];
+        const ir_node *n = &F->g->nodes[m];
         for (int k = 0; k < n->ninputs; k++) {
             int p = n->input[k];
             if (!F->in[p]) continue;
-            int acc = F->cls[m] == C_PW ? ir_op_access(n->op, k) : -1;
-            if (kind == K_EW) {
+            int acc = F->cls[m] == FU_POINTWISE ? ir_op_access(n->op, k) : -1;
+            if (sp->kind == FU_ELEMENTWISE) {
                 if (acc != 'i' && acc != 0) return 0;
-            } else if (kind == K_CR) {
-                int rm = cr_role(F, m, X), rp = cr_role(F, p, X);
-                if (rm == R_R) {
-                    if (cr_big_input(F, m, k) ? rp != R_P : rp == R_P) return 0;
-                } else if (rm == R_P) {
-                    if (acc == 'i' ? rp != R_P : acc == 'c' ? rp == R_P : acc != 0) return 0;
+            } else if (sp->kind == FU_CHANNEL_GROUP) {
+                int rm = cr_role(F, m, sp->X), rp = cr_role(F, p, sp->X);
+                if (rm == FU_REDUCTION) {
+                    if (cr_big_input(F, m, k) ? rp != FU_ELEMENTS : rp == FU_ELEMENTS) return 0;
+                } else if (rm == FU_ELEMENTS) {
+                    if (acc == 'i' ? rp != FU_ELEMENTS : acc == 'c' ? rp == FU_ELEMENTS : acc != 0) return 0;
                 } else {
-                    if ((acc != 'i' && acc != 0) || rp == R_P) return 0;
+                    if ((acc != 'i' && acc != 0) || rp == FU_ELEMENTS) return 0;
                 }
             } else {
-                if (F->cls[m] == C_SM) {
-                    if (k < 2 || !is_vec(type_of(F, p), N)) return 0;
-                } else if ((acc != 'i' && acc != 0) || !is_vec(type_of(F, p), N)) {
+                if (F->cls[m] == FU_ROW) {
+                    if (k < 2 || !is_vec(type_of(F, p), sp->N)) return 0;
+                } else if ((acc != 'i' && acc != 0) || !is_vec(type_of(F, p), sp->N)) {
                     return 0;
                 }
             }
         }
     }
-    /* Assigns: one per target; members read the target where it is written. */
+    return 1;
+}
+
+/* Assigns: one per target; members read the target where it is written (rule 5). */
+static int assigns_ok(const fuser *F, int kind) {
+    const ir_graph *g = F->g;
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
         if (g->nodes[m].op != IR_OP_ASSIGN) continue;
@@ -251,67 +265,54 @@ static int legal(fuser *F) {
             if (g->nodes[r].op == IR_OP_ASSIGN) return 0;
             for (int k = 0; k < g->nodes[r].ninputs; k++) {
                 if (g->nodes[r].input[k] != t) continue;
-                int acc = F->cls[r] == C_PW ? ir_op_access(g->nodes[r].op, k) : 'c';
+                int acc = F->cls[r] == FU_POINTWISE ? ir_op_access(g->nodes[r].op, k) : 'c';
                 if (acc == 's' || acc == 'o') return 0;
-                if (kind == K_EW && acc == 'c') return 0;
+                if (kind == FU_ELEMENTWISE && acc == 'c') return 0;
             }
         }
     }
-    /* Buffers: inputs read from outside, values stored, assign targets. */
+    return 1;
+}
+
+/* Buffers (kernel arguments): inputs read from outside, values stored,
+ * assign targets (rule 6). */
+static int count_buffers(fuser *F) {
     int nbuf = 0;
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
-        const ir_node *n = &g->nodes[m];
+        const ir_node *n = &F->g->nodes[m];
         for (int k = 0; k < n->ninputs; k++) {
             int p = n->input[k];
             if (F->in[p] || F->stamp[p] == -F->cur - 1) continue;
-            int reads = F->cls[m] != C_PW || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
+            int reads = F->cls[m] != FU_POINTWISE || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
             if (!reads) continue;
             F->stamp[p] = -F->cur - 1;
             nbuf++;
         }
-        if (n->op == IR_OP_ASSIGN) continue;
-        int stored = F->cons_at[m] == F->cons_at[m + 1] ||
-                     (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD));
-        for (int e = F->cons_at[m]; e < F->cons_at[m + 1] && !stored; e++) stored = !F->in[F->cons[e]];
-        nbuf += stored;
+        if (n->op != IR_OP_ASSIGN) nbuf += cand_stored(F, m);
     }
     F->cur++;
-    if (nbuf > IR_GROUP_MAX_BUFFERS) return 0;
-    /* Passes of a channel group: a reduction needs a pass after the ones
-     * that make its per-channel inputs; a stored prologue/epilogue value of
-     * type X is written in the pass after the statistics it uses. */
-    if (kind == K_CR) {
-        int passes = 0;
-        int *level = F->queue; /* scratch, indexed by position after sorting */
-        /* cand in index order = topological order */
-        for (int a = 1; a < F->ncand; a++)
-            for (int b = a; b > 0 && F->cand[b - 1] > F->cand[b]; b--) {
-                int t = F->cand[b];
-                F->cand[b] = F->cand[b - 1], F->cand[b - 1] = t;
-            }
-        for (int a = 0; a < F->ncand; a++) {
-            int m = F->cand[a], lv = 0;
-            const ir_node *n = &g->nodes[m];
-            for (int k = 0; k < n->ninputs; k++)
-                for (int b = 0; b < a; b++)
-                    if (F->cand[b] == n->input[k] && level[b] > lv) lv = level[b];
-            int role = cr_role(F, m, X);
-            if (role == R_R) lv++;
-            level[a] = lv;
-            if (role == R_R && lv > passes) passes = lv;
-            if (role == R_P) {
-                int stored = (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)) ||
-                             F->cons_at[m] == F->cons_at[m + 1];
-                for (int e = F->cons_at[m]; e < F->cons_at[m + 1] && !stored; e++)
-                    stored = !F->in[F->cons[e]];
-                if (stored && lv + 1 > passes) passes = lv + 1;
-            }
+    return nbuf;
+}
+
+/* Passes of a channel group over X, by the levels of codegen/fusion.h.
+ * Sorts F->cand into index (= topological) order. */
+static int channel_passes(fuser *F, const ir_type *X) {
+    for (int a = 1; a < F->ncand; a++)
+        for (int b = a; b > 0 && F->cand[b - 1] > F->cand[b]; b--) {
+            int t = F->cand[b];
+            F->cand[b] = F->cand[b - 1], F->cand[b - 1] = t;
         }
-        if (passes > IR_GROUP_MAX_PASSES) return 0;
-    }
-    /* Convexity: no path from the group through other nodes back into it.
-     * A visited node stands for its whole group (groups run as one step). */
+    unsigned char stored[IR_GROUP_MAX_NODES];
+    int level[IR_GROUP_MAX_NODES];
+    for (int a = 0; a < F->ncand; a++) stored[a] = (unsigned char)cand_stored(F, F->cand[a]);
+    return fu_channel_levels(F->g, F->cand, F->ncand, stored, X, level);
+}
+
+/* Convexity: no path from the group through other nodes back into it
+ * (rule 4). A visited node stands for its whole group (groups run as one
+ * step). */
+static int convex(fuser *F) {
     int head = 0, tail = 0, mark = ++F->cur;
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
@@ -338,6 +339,18 @@ static int legal(fuser *F) {
     }
     F->cur++;
     return ok;
+}
+
+/* Whether the members in F->cand (marked in F->in) may form one group:
+ * the rules of the header, in order. */
+static int legal(fuser *F) {
+    space sp;
+    if (!group_space(F, &sp) || !members_fit(F, &sp) || !edges_renderable(F, &sp) ||
+        !assigns_ok(F, sp.kind))
+        return 0;
+    if (count_buffers(F) > IR_GROUP_MAX_BUFFERS) return 0;
+    if (sp.kind == FU_CHANNEL_GROUP && channel_passes(F, sp.X) > IR_GROUP_MAX_PASSES) return 0;
+    return convex(F);
 }
 
 /* Merges the groups labelled a and b (a != b) if legal; 1 when merged. */
@@ -391,7 +404,7 @@ static int schedule(fuser *F, int *order) {
     int n = g->n;
     int *unit = malloc(sizeof *unit * (size_t)n), *indeg = calloc((size_t)n, sizeof *indeg);
     int *heap = malloc(sizeof *heap * (size_t)n), *key = malloc(sizeof *key * (size_t)n);
-    if (!unit || !indeg || !heap || !key) abort();
+    IR_CHECK_ALLOC(unit && indeg && heap && key);
     for (int i = 0; i < n; i++) unit[i] = F->gid[i] >= 0 ? F->gid[i] : i, key[i] = i;
     for (int i = 0; i < n; i++)
         for (int e = F->succ_at[i]; e < F->succ_at[i + 1]; e++)
@@ -430,13 +443,13 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     F.stamp = calloc(sz, sizeof *F.stamp);
     F.queue = malloc(sizeof *F.queue * sz);
     F.cand = malloc(sizeof *F.cand * sz);
-    if (!F.cls || !F.in || !F.gid || !F.next || !F.size || !F.stamp || !F.queue || !F.cand) abort();
+    IR_CHECK_ALLOC(F.cls && F.in && F.gid && F.next && F.size && F.stamp && F.queue && F.cand);
     F.cur = 1;
     for (int i = 0; i < n; i++) {
-        F.cls[i] = (unsigned char)node_class(&g->nodes[i]);
-        F.gid[i] = F.cls[i] == C_NONE ? -1 : i;
+        F.cls[i] = (unsigned char)fu_node_class(&g->nodes[i]);
+        F.gid[i] = F.cls[i] == FU_NONE ? -1 : i;
         F.next[i] = -1;
-        F.size[i] = F.cls[i] != C_NONE;
+        F.size[i] = F.cls[i] != FU_NONE;
     }
     build_edges(&F);
 
@@ -446,10 +459,10 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     for (int sweep = 0, merged = 1; merged && sweep < 8; sweep++) {
         merged = 0;
         for (int v = 0; v < n; v++) {
-            if (F.cls[v] == C_NONE) continue;
+            if (F.cls[v] == FU_NONE) continue;
             for (int k = 0; k < g->nodes[v].ninputs; k++) {
                 int p = g->nodes[v].input[k];
-                if (F.cls[p] != C_NONE && F.gid[p] != F.gid[v])
+                if (F.cls[p] != FU_NONE && F.gid[p] != F.gid[v])
                     merged += try_merge(&F, F.gid[p], F.gid[v]);
             }
         }
@@ -465,15 +478,15 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     }
     int *order = malloc(sizeof *order * sz), *map = malloc(sizeof *map * sz);
     int *newgid = calloc(sz + 1, sizeof *newgid);
-    if (!order || !map || !newgid) abort();
+    IR_CHECK_ALLOC(order && map && newgid);
     int rc = schedule(&F, order);
     ir_graph *out = NULL;
     if (rc) {
-        snprintf(err, errlen, "internal error: fuse: the grouped graph has a cycle");
+        ir_fail(err, errlen, "internal error: fuse: the grouped graph has a cycle");
     } else {
         out = ir_new();
         out->nodes = malloc(sizeof *out->nodes * sz);
-        if (!out->nodes) abort();
+        IR_CHECK_ALLOC(out->nodes);
         out->cap = (int)sz;
         int groups = 0;
         for (int k = 0; k < n; k++) map[order[k]] = k;

@@ -125,6 +125,42 @@ TEST(dialects_share_steps_and_bodies) {
     ir_free(g);
 }
 
+/* Every dialect's table is complete and its own (name, extension, plan
+ * section), an unknown value names none, and a module is made of the
+ * table's text: it opens with the prelude, each kernel with the head and
+ * the loop header. */
+TEST(dialect_tables_are_complete) {
+    ir_graph *g = all_ops_graph();
+    for (int d = 0; d < CG_DIALECT_COUNT; d++) {
+        const cg_dialect_desc *t = cg_dialect_of((cg_dialect)d);
+        CHECK(t != NULL);
+        if (!t) continue;
+        const char *field[] = {t->name,        t->ext,         t->section,     t->prelude,
+                               t->bf16_prelude, t->kernel_head, t->restrict_kw, t->params_tail,
+                               t->body_head,    t->loop_head,   t->lane_simd,   t->target};
+        for (size_t f = 0; f < sizeof field / sizeof *field; f++) CHECK(field[f] != NULL);
+        CHECK(t->name[0] && t->ext[0] && strlen(t->section) == 4 && t->loop_head[0] && t->target[0]);
+        CHECK_STR(cg_dialect_name((cg_dialect)d), t->name);
+        CHECK_STR(cg_section_tag((cg_dialect)d), t->section);
+        for (int e = 0; e < d; e++) {
+            const cg_dialect_desc *o = cg_dialect_of((cg_dialect)e);
+            CHECK(strcmp(o->name, t->name) && strcmp(o->ext, t->ext) && strcmp(o->section, t->section) &&
+                  strcmp(o->target, t->target));
+        }
+        cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
+        CHECK(p != NULL);
+        if (!p) continue;
+        CHECK(strncmp(p->source, t->prelude, strlen(t->prelude)) == 0);
+        CHECK(count_of(p->source, t->kernel_head) >= p->nkernels);
+        CHECK(count_of(p->source, t->loop_head) == p->nkernels);
+        cg_program_free(p);
+    }
+    CHECK(cg_dialect_of(CG_DIALECT_COUNT) == NULL);
+    CHECK(cg_generate(g, CG_DIALECT_COUNT, NULL, err, sizeof err) == NULL);
+    CHECK_STR(err, "codegen: no dialect 2");
+    ir_free(g);
+}
+
 TEST(steps_layout) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(2, 3, 5, 5), 0);
@@ -533,6 +569,7 @@ TEST(nvrtc_compiles_every_kernel) {
 int main(void) {
     RUN(all_ops_graph_covers_every_op);
     RUN(dialects_share_steps_and_bodies);
+    RUN(dialect_tables_are_complete);
     RUN(steps_layout);
     RUN(float_literals_round_trip);
     RUN(unrepresentable_attribute_is_refused);

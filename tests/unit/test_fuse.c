@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "codegen/fusion.h"
 #include "frontend/frontend.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
@@ -460,6 +461,37 @@ TEST(nvrtc_compiles_fused_models) {
 }
 #endif
 
+/* The contract fuse.c groups by and fused.c renders by (codegen/fusion.h):
+ * BatchNorm's mean, variance and a stored normalised value are three
+ * passes over a channel; a [C] update runs between them; channel and row
+ * reductions never share a group; i32 values never fuse. */
+TEST(fusion_contract_levels) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 3, 4, 4), 0);
+    int ga = ir_add_param(g, "gamma", ir_shape1(3), IR_INIT_ONE);
+    int bt = ir_add_param(g, "beta", ir_shape1(3), IR_INIT_ZERO);
+    int lab = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 10);
+    int mean = N(BN_MEAN, x), NULL, NULL);
+    int var = N(BN_VAR, x, mean), NULL, NULL);
+    int y = N(BN_APPLY, x, mean, var, ga, bt), NULL, FA(1e-5));
+    int r = N(RELU, y), NULL, NULL);
+    const ir_type *X = &g->nodes[x].type;
+    int member[] = {mean, var, y, r}, level[4];
+    unsigned char stored[] = {1, 1, 0, 1};
+    CHECK(fu_channel_levels(g, member, 4, stored, X, level) == 3);
+    CHECK(level[0] == 1 && level[1] == 2 && level[2] == 2 && level[3] == 2);
+    CHECK(fu_channel_role(&g->nodes[mean], X) == FU_REDUCTION);
+    CHECK(fu_channel_role(&g->nodes[r], X) == FU_ELEMENTS);
+    CHECK(fu_channel_role(&g->nodes[ga], X) == FU_PER_CHANNEL);
+    stored[3] = 0; /* nothing X-shaped stored: the statistics' two passes */
+    CHECK(fu_channel_levels(g, member, 4, stored, X, level) == 2);
+    CHECK(fu_node_class(&g->nodes[mean]) == FU_CHANNEL && fu_node_class(&g->nodes[r]) == FU_POINTWISE);
+    CHECK(fu_node_class(&g->nodes[x]) == FU_NONE && fu_node_class(&g->nodes[lab]) == FU_NONE);
+    CHECK(fu_group_kind(1, 1) == -1 && fu_group_kind(0, 0) == FU_ELEMENTWISE);
+    CHECK(fu_group_kind(2, 0) == FU_CHANNEL_GROUP && fu_group_kind(0, 1) == FU_ROW_GROUP);
+    ir_free(g);
+}
+
 int main(void) {
     be = rt_backend_cpu();
     RUN(groups_of_a_training_step);
@@ -467,6 +499,7 @@ int main(void) {
     RUN(assign_waits_for_readers);
     RUN(dump_dot_and_plan_show_groups);
     RUN(verify_refuses_split_groups);
+    RUN(fusion_contract_levels);
     RUN(mlp_is_invariant);
     RUN(cnn_small_is_invariant);
     RUN(resnet18_is_invariant);
