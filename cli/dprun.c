@@ -148,6 +148,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     const char *sweep_spec = NULL, *sweep_dir = NULL, *sweep_out = NULL;
     rt_train_options o = rt_train_defaults();
     o.rank = rank, o.ranks = ranks;
+    o.log_prefix = "dprun: ";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         /* `--opt=value` and `--opt value` both work. */
@@ -300,6 +301,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     char resume_command[4096];
     o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
+    if (!o.resume_command) o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
     o.plan_path = path;
     if ((sweep_dir || sweep_out) && !sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
@@ -307,7 +309,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
         return bad("--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
                    "--benchmark or --checkpoint");
 
-    char err[512];
+    char err[2048];
     /* A spec has key=values; anything else names a sweep file. */
     rt_sweep sweep;
     if (sweep_spec && (strchr(sweep_spec, '=') ? rt_sweep_parse(&sweep, sweep_spec, err, sizeof err)
@@ -346,10 +348,11 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
             rt_schedule_print(&s, stdout);
         }
     } else if (sweep_spec) {
-        rc = rt_sweep_run(plan, &sweep, &o, sweep_dir, sweep_out);
+        rc = rt_sweep_run(plan, &sweep, &o, sweep_dir, sweep_out, err, sizeof err);
     } else {
-        rc = rt_train(plan, &o);
+        rc = rt_train(plan, &o, err, sizeof err);
     }
+    if (rc && *err) bad("%s", err);
     plan_free(plan);
     return rc;
 }

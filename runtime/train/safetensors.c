@@ -2,6 +2,7 @@
 #include "runtime/train/safetensors.h"
 #include "ir/err.h"
 #include "ir/file.h"
+#include "runtime/check.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,10 +24,7 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
         char *p = realloc(b->s, cap);
-        if (!p) {
-            fprintf(stderr, "dprun: error: out of memory\n");
-            exit(1);
-        }
+        RT_CHECK_ALLOC(p);
         b->s = p, b->cap = cap;
     }
     memcpy(b->s + b->n, s, n);
