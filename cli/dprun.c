@@ -1,6 +1,7 @@
 /* cli/dprun.c — the runtime driver: load a plan, then print its summary,
  * print its lr schedule, or train it (runtime/train/train.c does the work). */
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,42 +15,103 @@
 #include "runtime/cuda/cuda.h"
 #include "runtime/train/train.h"
 
+/* Everything the command line sets. */
+typedef struct {
+    const char *path;
+    int info, schedule;
+    const char *sweep_spec, *sweep_dir, *sweep_out;
+    rt_train_options o;
+} dprun_args;
+
+typedef enum {
+    ARG_HELP,     /* print the usage and exit */
+    ARG_FLAG,     /* int = 1; takes no value */
+    ARG_STRING,   /* const char * */
+    ARG_NONEMPTY, /* const char *, not empty (`check` is the message) */
+    ARG_INT,      /* int in [lo, hi] */
+    ARG_LONG,     /* long in [lo, hi] */
+    ARG_CHOICE,   /* int: the index of the value in `check` ("a|b") */
+    ARG_DEVICE,   /* const char *: one of `check`, and cuda only in a CUDA build */
+    ARG_LR,       /* double: a positive lr up to IR_MAX_LR */
+    ARG_SEED,     /* uint64_t */
+} arg_kind;
+
+typedef struct {
+    const char *name;  /* as typed: --gpus (ARG_HELP: also -h) */
+    const char *shown; /* the help line's left column */
+    arg_kind kind;
+    size_t at;         /* where it is stored: offset in dprun_args */
+    long lo, hi;       /* ARG_INT, ARG_LONG */
+    const char *check; /* ARG_CHOICE / ARG_DEVICE: the values; ARG_NONEMPTY: the message */
+    const char *help;  /* each '\n' continues on an indented line */
+} arg_spec;
+
+#define AT(field) offsetof(dprun_args, field)
+#define OPT(field) AT(o.field)
+
+static const arg_spec args[] = {
+    {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit"},
+    {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL, "print `epoch E lr X` for every epoch and exit"},
+    {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
+     "data-parallel replicas (default 1; sets the global batch);\n"
+     "under `mpirun -np P`, N per process: P x N in all"},
+    {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
+     "where to run (auto: GPUs if any, else cpu)"},
+    {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0, "--data needs a folder or 'synthetic'",
+     "CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)"},
+    {"--epochs", "--epochs N", ARG_INT, OPT(epochs), 1, 100000, NULL, "stop after N epochs"},
+    {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL, "stop after N optimizer steps (0: only evaluate)"},
+    {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL, "test accuracy every K epochs"},
+    {"--lr-scaling", "--lr-scaling none|linear", ARG_CHOICE, OPT(lr_scaling), 0, 0, "none|linear", /* IR_LR_SCALING_* */
+     "override the schedule's lr scaling"},
+    {"--warmup-epochs", "--warmup-epochs K", ARG_INT, OPT(warmup_epochs), 0, 100000, NULL,
+     "override the schedule's warmup"},
+    {"--lr", "--lr X", ARG_LR, OPT(lr), 0, 0, NULL,
+     "base lr: the schedule's dict scaled so epoch 0 has X (before scaling)"},
+    {"--warmup-per-iteration", "--warmup-per-iteration", ARG_FLAG, OPT(warmup_per_iteration), 0, 0, NULL,
+     "ramp the warmup every step (Goyal et al.), not every epoch"},
+    {"--momentum-correction", "--momentum-correction", ARG_FLAG, OPT(momentum_correction), 0, 0, NULL,
+     "rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)"},
+    {"--seed", "--seed S", ARG_SEED, OPT(seed), 0, 0, NULL, "all randomness: init, shuffle, augmentation (default 0)"},
+    {"--no-augment", "--no-augment", ARG_FLAG, OPT(no_augment), 0, 0, NULL, "no padding, cropping or mirroring"},
+    {"--no-shuffle", "--no-shuffle", ARG_FLAG, OPT(no_shuffle), 0, 0, NULL, "keep the dataset's order"},
+    {"--data-workers", "--data-workers N", ARG_INT, OPT(data_workers), 0, RT_PIPELINE_MAX_WORKERS, NULL,
+     "threads preparing batches ahead (default 2; 0: none)"},
+    {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL, "start from a safetensors file"},
+    {"--save-params", "--save-params F", ARG_STRING, OPT(save_params), 0, 0, NULL,
+     "write parameters and BatchNorm statistics at the end"},
+    {"--metrics", "--metrics FILE", ARG_STRING, OPT(metrics), 0, 0, NULL,
+     "one JSON object per epoch (scripts/plot draws them)"},
+    {"--checkpoint", "--checkpoint DIR", ARG_NONEMPTY, OPT(checkpoint), 0, 0, "--checkpoint needs a directory",
+     "write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)"},
+    {"--checkpoint-every", "--checkpoint-every N", ARG_LONG, OPT(checkpoint_every), 1, LONG_MAX, NULL,
+     "also every N steps"},
+    {"--resume", "--resume", ARG_FLAG, OPT(resume), 0, 0, NULL, "continue from DIR's checkpoint (same flags otherwise)"},
+    {"--on-nan", "--on-nan stop|skip", ARG_CHOICE, OPT(on_nan_skip), 0, 0, "stop|skip",
+     "a non-finite loss or gradient stops the run (default) or skips the step"},
+    {"--benchmark", "--benchmark N", ARG_LONG, OPT(benchmark), 1, LONG_MAX, NULL,
+     "time N steps after a warm-up; last line `throughput: X img/s`"},
+    {"--sweep", "--sweep SPEC|FILE", ARG_STRING, AT(sweep_spec), 0, 0, NULL,
+     "train every combination of 'lr=0.05,0.1 warmup=0,5' (or a file with\n"
+     "one key=values per line), print one table ranked by test accuracy;\n"
+     "keys: lr warmup epochs gpus seed lr-scaling momentum-correction\n"
+     "warmup-per-iteration"},
+    {"--sweep-dir", "--sweep-dir DIR", ARG_STRING, AT(sweep_dir), 0, 0, NULL,
+     "the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)"},
+    {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL, "also write the sweep's table to FILE"},
+    {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text"},
+};
+
 static void usage(FILE *f) {
-    fputs("usage: dprun PLAN [options]\n"
-          "  --info                   print the plan summary and exit\n"
-          "  --schedule               print `epoch E lr X` for every epoch and exit\n"
-          "  --gpus N                 data-parallel replicas (default 1; sets the global batch);\n"
-          "                           under `mpirun -np P`, N per process: P x N in all\n"
-          "  --device auto|cpu|cuda   where to run (auto: GPUs if any, else cpu)\n"
-          "  --data DIR|synthetic     CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)\n"
-          "  --epochs N               stop after N epochs\n"
-          "  --steps N                stop after N optimizer steps (0: only evaluate)\n"
-          "  --eval-every K           test accuracy every K epochs\n"
-          "  --lr-scaling none|linear override the schedule's lr scaling\n"
-          "  --warmup-epochs K        override the schedule's warmup\n"
-          "  --lr X                   base lr: the schedule's dict scaled so epoch 0 has X (before scaling)\n"
-          "  --warmup-per-iteration   ramp the warmup every step (Goyal et al.), not every epoch\n"
-          "  --momentum-correction    rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)\n"
-          "  --seed S                 all randomness: init, shuffle, augmentation (default 0)\n"
-          "  --no-augment             no padding, cropping or mirroring\n"
-          "  --no-shuffle             keep the dataset's order\n"
-          "  --data-workers N         threads preparing batches ahead (default 2; 0: none)\n"
-          "  --load-params F          start from a safetensors file\n"
-          "  --save-params F          write parameters and BatchNorm statistics at the end\n"
-          "  --metrics FILE           one JSON object per epoch (scripts/plot draws them)\n"
-          "  --checkpoint DIR         write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)\n"
-          "  --checkpoint-every N     also every N steps\n"
-          "  --resume                 continue from DIR's checkpoint (same flags otherwise)\n"
-          "  --on-nan stop|skip       a non-finite loss or gradient stops the run (default) or skips the step\n"
-          "  --benchmark N            time N steps after a warm-up; last line `throughput: X img/s`\n"
-          "  --sweep SPEC|FILE        train every combination of 'lr=0.05,0.1 warmup=0,5' (or a file with\n"
-          "                           one key=values per line), print one table ranked by test accuracy;\n"
-          "                           keys: lr warmup epochs gpus seed lr-scaling momentum-correction\n"
-          "                           warmup-per-iteration\n"
-          "  --sweep-dir DIR          the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)\n"
-          "  --sweep-out FILE         also write the sweep's table to FILE\n"
-          "  -h, --help               this text\n",
-          f);
+    fputs("usage: dprun PLAN [options]\n", f);
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
+        fprintf(f, "  %-24s ", args[i].shown);
+        for (const char *p = args[i].help; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n') fprintf(f, "%27s", "");
+        }
+        fputc('\n', f);
+    }
 }
 
 static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -63,16 +125,105 @@ static int bad(const char *fmt, ...) {
     return 1;
 }
 
-/* A whole-string integer in [lo, hi]. */
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    int64_t v;
-    if (ir_parse_i64(s, &v) || v < lo || v > hi) {
-        char range[64];
-        snprintf(range, sizeof range, "an integer in %ld..%ld", lo, hi);
-        fprintf(stderr, "dprun: error: %s: '%s' is not %s\n", opt, s, range);
-        return -1;
+/* The index of val in "a|b|c", or -1; the values as "a, b, c" in list. */
+static int choice(const char *choices, const char *val, char *list, size_t len) {
+    int found = -1, i = 0;
+    list[0] = 0;
+    for (const char *p = choices; *p; i++) {
+        size_t n = strcspn(p, "|");
+        if (strlen(val) == n && !strncmp(p, val, n)) found = i;
+        snprintf(list + strlen(list), len - strlen(list), "%s%.*s", i ? ", " : "", (int)n, p);
+        p += n + (p[n] == '|');
     }
-    *out = (long)v;
+    return found;
+}
+
+/* Stores option s's value val (NULL: none was given) in a; 1 after an error. */
+static int store(const arg_spec *s, const char *val, dprun_args *a) {
+    char *at = (char *)a + s->at, list[128];
+    int64_t v;
+    double x;
+    switch (s->kind) {
+    case ARG_HELP:
+        return 0;
+    case ARG_FLAG:
+        if (val) return bad("%s takes no value", s->name);
+        *(int *)at = 1;
+        return 0;
+    case ARG_NONEMPTY:
+        if (!*val) return bad("%s", s->check);
+        /* fallthrough */
+    case ARG_STRING:
+        *(const char **)at = val;
+        return 0;
+    case ARG_INT:
+    case ARG_LONG:
+        if (ir_parse_i64(val, &v) || v < s->lo || v > s->hi)
+            return bad("%s: '%s' is not an integer in %ld..%ld", s->name, val, s->lo, s->hi);
+        if (s->kind == ARG_INT) *(int *)at = (int)v;
+        else *(long *)at = (long)v;
+        return 0;
+    case ARG_CHOICE:
+    case ARG_DEVICE: {
+        int k = choice(s->check, val, list, sizeof list);
+        if (k < 0) return bad("%s: '%s' is not one of %s", s->name, val, list);
+        if (s->kind == ARG_CHOICE) {
+            *(int *)at = k;
+            return 0;
+        }
+        /* Checked here, before anything else runs, so scripts can probe
+         * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
+        if (!strcmp(val, "cuda") && !rt_cuda_compiled())
+            return bad("--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
+        *(const char **)at = val;
+        return 0;
+    }
+    case ARG_LR:
+        if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x)) return bad("%s: '%s' is not a positive number", s->name, val);
+        if (x > IR_MAX_LR) return bad("%s: '%s' is above the largest lr, 1e6", s->name, val);
+        *(double *)at = x;
+        return 0;
+    case ARG_SEED:
+        if (ir_parse_u64(val, (uint64_t *)at)) return bad("%s: '%s' is not a non-negative integer", s->name, val);
+        return 0;
+    }
+    return 0;
+}
+
+/* The command line into a: 0, 1 after an error, 2 after --help. Options
+ * take `--opt=value` or `--opt value`. */
+static int parse_args(int argc, char **argv, dprun_args *a) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL;
+        char opt[64];
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq && (size_t)(eq - arg) < sizeof opt) {
+            snprintf(opt, sizeof opt, "%.*s", (int)(eq - arg), arg);
+            val = eq + 1;
+        } else {
+            snprintf(opt, sizeof opt, "%s", arg);
+        }
+        const arg_spec *s = NULL;
+        for (size_t k = 0; k < sizeof args / sizeof *args && !s; k++)
+            if (!strcmp(opt, args[k].name) || (args[k].kind == ARG_HELP && !strcmp(opt, "-h"))) s = &args[k];
+        if (s && s->kind == ARG_HELP) {
+            usage(stdout);
+            return 2;
+        }
+        if (s) {
+            if (!val && s->kind != ARG_FLAG) {
+                if (i + 1 >= argc) return bad("%s needs a value", opt);
+                val = argv[++i];
+            }
+            if (store(s, val, a)) return 1;
+        } else if (arg[0] == '-' && arg[1]) {
+            return bad("unknown option: %s (see dprun --help)", arg);
+        } else if (a->path) {
+            return bad("more than one plan file: %s", arg);
+        } else {
+            a->path = arg;
+        }
+    }
     return 0;
 }
 
@@ -142,213 +293,76 @@ int main(int argc, char **argv) {
     return rc;
 }
 
-static int run_main(int argc, char **argv, int rank, int ranks) {
-    const char *path = NULL;
-    int info = 0, schedule = 0;
-    const char *sweep_spec = NULL, *sweep_dir = NULL, *sweep_out = NULL;
-    rt_train_options o = rt_train_defaults();
-    o.rank = rank, o.ranks = ranks;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        /* `--opt=value` and `--opt value` both work. */
-        char opt[64];
-        const char *val = NULL;
-        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-        if (eq && (size_t)(eq - a) < sizeof opt) {
-            memcpy(opt, a, (size_t)(eq - a));
-            opt[eq - a] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(opt, sizeof opt, "%s", a);
-        }
-#define VALUE()                                                                          \
-    do {                                                                                 \
-        if (!val) {                                                                      \
-            if (i + 1 >= argc) return bad("%s needs a value", opt);                \
-            val = argv[++i];                                                             \
-        }                                                                                \
-    } while (0)
-#define FLAG()                                                                           \
-    do {                                                                                 \
-        if (val) return bad("%s takes no value", opt);                             \
-    } while (0)
-        long n;
-        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(opt, "--info")) {
-            FLAG();
-            info = 1;
-        } else if (!strcmp(opt, "--schedule")) {
-            FLAG();
-            schedule = 1;
-        } else if (!strcmp(opt, "--gpus")) {
-            VALUE();
-            if (parse_long(opt, val, 1, 4096, &n)) return 1;
-            o.gpus = (int)n;
-        } else if (!strcmp(opt, "--device")) {
-            VALUE();
-            if (strcmp(val, "auto") && strcmp(val, "cpu") && strcmp(val, "cuda"))
-                return bad("--device: '%s' is not one of auto, cpu, cuda", val);
-            /* Checked here, before anything else runs, so scripts can probe
-             * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
-            if (!strcmp(val, "cuda") && !rt_cuda_compiled())
-                return bad("--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
-            o.device = val;
-        } else if (!strcmp(opt, "--data")) {
-            VALUE();
-            if (!*val) return bad("--data needs a folder or 'synthetic'");
-            o.data = val;
-        } else if (!strcmp(opt, "--epochs")) {
-            VALUE();
-            if (parse_long(opt, val, 1, 100000, &n)) return 1;
-            o.epochs = (int)n;
-        } else if (!strcmp(opt, "--steps")) {
-            VALUE();
-            if (parse_long(opt, val, 0, LONG_MAX, &n)) return 1;
-            o.steps = n;
-        } else if (!strcmp(opt, "--eval-every")) {
-            VALUE();
-            if (parse_long(opt, val, 1, 100000, &n)) return 1;
-            o.eval_every = (int)n;
-        } else if (!strcmp(opt, "--lr-scaling")) {
-            VALUE();
-            if (!strcmp(val, "none"))
-                o.lr_scaling = IR_LR_SCALING_NONE;
-            else if (!strcmp(val, "linear"))
-                o.lr_scaling = IR_LR_SCALING_LINEAR;
-            else
-                return bad("--lr-scaling: '%s' is not one of none, linear", val);
-        } else if (!strcmp(opt, "--warmup-epochs")) {
-            VALUE();
-            if (parse_long(opt, val, 0, 100000, &n)) return 1;
-            o.warmup_epochs = (int)n;
-        } else if (!strcmp(opt, "--lr")) {
-            VALUE();
-            double x;
-            if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x))
-                return bad("--lr: '%s' is not a positive number", val);
-            if (x > IR_MAX_LR) return bad("--lr: '%s' is above the largest lr, 1e6", val);
-            o.lr = x;
-        } else if (!strcmp(opt, "--sweep")) {
-            VALUE();
-            sweep_spec = val;
-        } else if (!strcmp(opt, "--sweep-dir")) {
-            VALUE();
-            sweep_dir = val;
-        } else if (!strcmp(opt, "--sweep-out")) {
-            VALUE();
-            sweep_out = val;
-        } else if (!strcmp(opt, "--momentum-correction")) {
-            o.momentum_correction = 1;
-        } else if (!strcmp(opt, "--warmup-per-iteration")) {
-            FLAG();
-            o.warmup_per_iteration = 1;
-        } else if (!strcmp(opt, "--seed")) {
-            VALUE();
-            uint64_t s;
-            if (ir_parse_u64(val, &s)) return bad("--seed: '%s' is not a non-negative integer", val);
-            o.seed = s;
-        } else if (!strcmp(opt, "--no-augment")) {
-            FLAG();
-            o.no_augment = 1;
-        } else if (!strcmp(opt, "--no-shuffle")) {
-            FLAG();
-            o.no_shuffle = 1;
-        } else if (!strcmp(opt, "--data-workers")) {
-            VALUE();
-            if (parse_long(opt, val, 0, RT_PIPELINE_MAX_WORKERS, &n)) return 1;
-            o.data_workers = (int)n;
-        } else if (!strcmp(opt, "--load-params")) {
-            VALUE();
-            o.load_params = val;
-        } else if (!strcmp(opt, "--save-params")) {
-            VALUE();
-            o.save_params = val;
-        } else if (!strcmp(opt, "--metrics")) {
-            VALUE();
-            o.metrics = val;
-        } else if (!strcmp(opt, "--benchmark")) {
-            VALUE();
-            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
-            o.benchmark = n;
-        } else if (!strcmp(opt, "--checkpoint")) {
-            VALUE();
-            if (!*val) return bad("--checkpoint needs a directory");
-            o.checkpoint = val;
-        } else if (!strcmp(opt, "--checkpoint-every")) {
-            VALUE();
-            if (parse_long(opt, val, 1, LONG_MAX, &n)) return 1;
-            o.checkpoint_every = n;
-        } else if (!strcmp(opt, "--resume")) {
-            FLAG();
-            o.resume = 1;
-        } else if (!strcmp(opt, "--on-nan")) {
-            VALUE();
-            if (strcmp(val, "stop") && strcmp(val, "skip")) return bad("--on-nan: '%s' is not one of stop, skip", val);
-            o.on_nan_skip = !strcmp(val, "skip");
-        } else if (a[0] == '-' && a[1]) {
-            return bad("unknown option: %s (see dprun --help)", a);
-        } else if (path) {
-            return bad("more than one plan file: %s", a);
-        } else {
-            path = a;
-        }
-#undef VALUE
-#undef FLAG
-    }
-    if (!path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
-    char resume_command[4096];
-    o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
-    o.plan_path = path;
-    if ((sweep_dir || sweep_out) && !sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
+/* The combinations of options, the sweep spec read, the sweep's folder
+ * defaulted beside the plan: 0, or 1 after an error. */
+static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t len) {
+    if (!a->path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
+    const rt_train_options *o = &a->o;
+    if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
-    if (sweep_spec && (o.metrics || o.save_params || o.benchmark || o.checkpoint))
+    if (a->sweep_spec && (o->metrics || o->save_params || o->benchmark || o->checkpoint))
         return bad("--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
                    "--benchmark or --checkpoint");
-
+    if (!a->sweep_spec) return 0;
     char err[512];
     /* A spec has key=values; anything else names a sweep file. */
-    rt_sweep sweep;
-    if (sweep_spec && (strchr(sweep_spec, '=') ? rt_sweep_parse(&sweep, sweep_spec, err, sizeof err)
-                                               : rt_sweep_read(&sweep, sweep_spec, err, sizeof err)))
+    if (strchr(a->sweep_spec, '=') ? rt_sweep_parse(sweep, a->sweep_spec, err, sizeof err)
+                                   : rt_sweep_read(sweep, a->sweep_spec, err, sizeof err))
         return bad("--sweep: %s", err);
-    char default_dir[4096];
-    if (sweep_spec && !sweep_dir) {
+    if (!a->sweep_dir) {
         /* r.plan -> r-sweep, beside the plan. */
-        size_t len = strlen(path);
-        if (len > 5 && !strcmp(path + len - 5, ".plan")) len -= 5;
-        snprintf(default_dir, sizeof default_dir, "%.*s-sweep", (int)len, path);
-        sweep_dir = default_dir;
+        size_t n = strlen(a->path);
+        if (n > 5 && !strcmp(a->path + n - 5, ".plan")) n -= 5;
+        snprintf(default_dir, len, "%.*s-sweep", (int)n, a->path);
+        a->sweep_dir = default_dir;
     }
-    dpc_plan *plan = plan_read(path, err, sizeof err);
+    return 0;
+}
+
+/* --schedule: `epoch E lr X` lines for the job's global batch. */
+static int print_schedule(const dpc_plan *plan, const rt_train_options *o) {
+    ir_train t;
+    char err[512];
+    if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
+    int replicas = o->gpus * o->ranks;
+    if (replicas > 1)
+        fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n", replicas * t.batch,
+                replicas, t.batch);
+    rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
+    s.per_iteration = o->warmup_per_iteration;
+    rt_schedule_print(&s, stdout);
+    return 0;
+}
+
+static int run_main(int argc, char **argv, int rank, int ranks) {
+    dprun_args a = {.o = rt_train_defaults()};
+    a.o.rank = rank, a.o.ranks = ranks;
+    a.o.log_prefix = "dprun: ";
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc == 2 ? 0 : 1;
+    rt_sweep sweep;
+    char default_dir[4096], resume_command[4096];
+    if (check_args(&a, &sweep, default_dir, sizeof default_dir)) return 1;
+    a.o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
+    if (!a.o.resume_command) a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
+    a.o.plan_path = a.path;
+
+    char err[2048];
+    dpc_plan *plan = plan_read(a.path, err, sizeof err);
     if (!plan) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    int rc = 0;
-    if ((info || schedule) && rank != 0) {
+    if ((a.info || a.schedule) && rank != 0) {
         /* one answer per job */
-    } else if (info) {
+    } else if (a.info) {
         plan_info(plan, stdout);
-    } else if (schedule) {
-        ir_train t;
-        if (rt_train_schedule(plan, &o, &t, err, sizeof err)) {
-            fprintf(stderr, "dprun: error: %s\n", err);
-            rc = 1;
-        } else {
-            int replicas = o.gpus * ranks;
-            if (replicas > 1)
-                fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
-                        replicas * t.batch, replicas, t.batch);
-            rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
-            s.per_iteration = o.warmup_per_iteration;
-            rt_schedule_print(&s, stdout);
-        }
-    } else if (sweep_spec) {
-        rc = rt_sweep_run(plan, &sweep, &o, sweep_dir, sweep_out);
+    } else if (a.schedule) {
+        rc = print_schedule(plan, &a.o);
     } else {
-        rc = rt_train(plan, &o);
+        rc = a.sweep_spec ? rt_sweep_run(plan, &sweep, &a.o, a.sweep_dir, a.sweep_out, err, sizeof err)
+                          : rt_train(plan, &a.o, err, sizeof err);
+        if (rc && *err) bad("%s", err);
     }
     plan_free(plan);
     return rc;

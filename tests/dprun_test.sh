@@ -52,6 +52,7 @@ expect_fail lr-scaling "--lr-scaling: 'cubic'" "$bin/dprun" "$tmp/mlp.plan" --lr
 expect_fail device-tpu "--device: 'tpu'" "$bin/dprun" "$tmp/mlp.plan" --device tpu
 expect_fail device-cuda "--device cuda: " "$bin/dprun" "$tmp/mlp.plan" --device cuda
 expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
+expect_fail flag-value-momentum "--momentum-correction takes no value" "$bin/dprun" "$tmp/mlp.plan" --momentum-correction=1
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
 expect_fail gpus-per-process "at most 256 replicas per process" "$bin/dprun" "$tmp/mlp.plan" --gpus 257
 "$bin/dprun" "$tmp/mlp.plan" --info | grep -q '^model: mlp' && ok || bad "--info"

@@ -192,28 +192,27 @@ static const char *need_meta(const rt_st_file *f, const char *path, const char *
     return v;
 }
 
+/* A value that does not parse as its key's kind. */
+static int corrupt(const char *path, const char *key, const char *v, char *err, size_t errlen) {
+    return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
+}
+
 static int meta_i64(const rt_st_file *f, const char *path, const char *key, int64_t *out, char *err,
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
-    if (!v) return -1;
-    if (ir_parse_i64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    return 0;
+    return !v ? -1 : ir_parse_i64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
 
 static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint64_t *out, char *err,
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
-    if (!v) return -1;
-    if (ir_parse_u64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    return 0;
+    return !v ? -1 : ir_parse_u64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
 
 static int meta_f64(const rt_st_file *f, const char *path, const char *key, double *out, char *err,
                     size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
-    if (!v) return -1;
-    if (ir_parse_f64(v, out)) return ir_fail(err, errlen, "%s: corrupt checkpoint: '%s' is '%s'", path, key, v);
-    return 0;
+    return !v ? -1 : ir_parse_f64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
 
 static int meta_str(const rt_st_file *f, const char *path, const char *key, char *out, size_t len, char *err,

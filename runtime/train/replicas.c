@@ -370,10 +370,12 @@ void rt_replicas_place(int n, int devices, int *device_of) {
     for (int r = 0; r < n; r++) device_of[r] = (int)((long)r * devices / n);
 }
 
-void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local, int ranks, int batch) {
+void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices, int local, int ranks,
+                        int batch) {
+    if (!prefix) prefix = "";
     int total = local * ranks;
     if (devices < 1) devices = 1;
-    fprintf(f, "dprun: %d replica%s", total, total == 1 ? "" : "s");
+    fprintf(f, "%s%d replica%s", prefix, total, total == 1 ? "" : "s");
     if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
     fprintf(f, " x batch %d per device = global batch %d\n", batch, total * batch);
     int *dev = malloc(sizeof *dev * (size_t)(local + 1));
@@ -388,7 +390,7 @@ void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local
             snprintf(name, sizeof name, "%s", device_name);
         else
             snprintf(name, sizeof name, "%s:%d", device_name, d);
-        fprintf(f, "dprun: %s%s: replica%s %d", ranks > 1 ? "this process, " : "", name,
+        fprintf(f, "%s%s%s: replica%s %d", prefix, ranks > 1 ? "this process, " : "", name,
                 r - lo == 1 ? "" : "s", lo);
         if (r - lo > 1) fprintf(f, "-%d", r - 1);
         if (r - lo > 1)
@@ -449,7 +451,8 @@ static int cuda_devices(rt_backend *const *bes, int n) {
 /* Under mpirun: nccl when every process runs the cuda backend on as many
  * devices as rank 0 (all processes decide alike, none is left waiting),
  * else mpi. */
-static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, char *err, size_t errlen) {
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, const char *prefix, char *err,
+                               size_t errlen) {
     int d = cuda_devices(bes, n), d0 = d;
     rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
     int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
@@ -465,7 +468,7 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
             return NULL;
         }
         if (rank == 0)
-            fprintf(stderr, "dprun: note: %s: the processes sum their gradients through MPI\n", ops ? why : err);
+            fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix, ops ? why : err);
     } else if (want && !strcmp(want, "nccl")) {
         snprintf(err, errlen, "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
         return NULL;
@@ -476,14 +479,16 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
     return c;
 }
 
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen) {
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix, char *err,
+                              size_t errlen) {
     if (errlen) err[0] = 0;
+    if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
     if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
         snprintf(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
-    if (ranks > 1) return ranks_coll_new(bes, n, want, err, errlen);
+    if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
     if (n == 1) return NULL;
     /* nccl: a rank per replica on distinct devices, a rank per device
      * (the replicas of each summed on it first) when they share >= 2. */
@@ -495,7 +500,7 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *er
             snprintf(err, errlen, "DPC_COLL=nccl: %s", why);
             return NULL;
         }
-        fprintf(stderr, "dprun: note: %s: the replicas sum their gradients through host memory\n", why);
+        fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n", prefix, why);
     } else if (want && !strcmp(want, "nccl")) {
         snprintf(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;

@@ -26,7 +26,7 @@
  *     rt_replicas_cpu_threads(n);                  // before the first cpu backend opens
  *     rt_backend *bes[n];  int devices;            // each replica's backend
  *     rt_replicas_open_backends(be, n, bes, &devices, err, sizeof err);
- *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, err, sizeof err); // NULL: one replica
+ *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, "dprun: ", err, sizeof err); // NULL: one replica
  *     rt_replicas *R = rt_replicas_new(bes, plan, n, c, err, sizeof err);
  *     rt_store_init(rt_replicas_store(R, 0), plan->train, &t, seed);
  *     rt_replicas_sync(R, err, sizeof err);        // everyone gets replica 0's tensors
@@ -136,9 +136,10 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
  * runs the cuda backend on as many devices as rank 0 (decided together
  * over MPI), else mpi. NULL for one replica in one process (err empty) or
  * on failure (err says why). DPC_COLL=local|nccl forces a kind; when NCCL
- * cannot start and was not forced, a note says so and the local (mpi)
- * kind runs. */
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen);
+ * cannot start and was not forced, a note on stderr (`PREFIX note: ...`,
+ * prefix NULL: none) says so and the local (mpi) kind runs. */
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix, char *err,
+                              size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
  * unless OMP_NUM_THREADS is set, sets it to cores/n (at least 1), and
@@ -153,8 +154,9 @@ void rt_replicas_cpu_threads(int n);
 /* Which device each replica runs on: device_of[r] = r*devices/n. */
 void rt_replicas_place(int n, int devices, int *device_of);
 /* The start-up banner: replicas, global batch, and how the replicas were
- * placed on the devices (`4 replicas share cpu`). One or more lines. */
-void rt_replicas_banner(FILE *f, const char *device_name, int devices, int local, int ranks,
+ * placed on the devices (`4 replicas share cpu`). One or more lines, each
+ * starting with prefix (NULL: none). */
+void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices, int local, int ranks,
                         int batch);
 
 #endif

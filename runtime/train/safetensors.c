@@ -1,18 +1,17 @@
-/* runtime/train/safetensors.c — safetensors writer and a bounds-checked reader. */
+/* runtime/train/safetensors.c — the bounds-checked safetensors reader
+ * (safetensors_write.c writes them). */
 #include "runtime/train/safetensors.h"
 #include "ir/err.h"
 #include "ir/file.h"
+#include "runtime/check.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* ---- writer -------------------------------------------------------------- */
-
-/* A growable string for the JSON header. */
+/* A growable string: jstring decodes into it. */
 typedef struct {
     char *s;
     size_t n, cap;
@@ -23,10 +22,7 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
         char *p = realloc(b->s, cap);
-        if (!p) {
-            fprintf(stderr, "dprun: error: out of memory\n");
-            exit(1);
-        }
+        RT_CHECK_ALLOC(p);
         b->s = p, b->cap = cap;
     }
     memcpy(b->s + b->n, s, n);
@@ -35,90 +31,6 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
 }
 
 static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* JSON string with the escapes the grammar requires. */
-static void sb_json_string(sbuf *b, const char *s) {
-    sb_puts(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            char e[2] = {'\\', (char)*p};
-            sb_putn(b, e, 2);
-        } else if (*p < 0x20) {
-            sb_printf(b, "\\u%04x", *p);
-        } else {
-            sb_putn(b, (const char *)p, 1);
-        }
-    }
-    sb_puts(b, "\"");
-}
-
-static int64_t numel_of(int ndim, const int64_t *shape) {
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= shape[d];
-    return n;
-}
-
-int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
-                size_t errlen) {
-    sbuf h = {0};
-    sb_puts(&h, "{");
-    if (meta && meta[0]) {
-        sb_puts(&h, "\"__metadata__\":{");
-        for (int i = 0; meta[i] && meta[i + 1]; i += 2) {
-            if (i) sb_puts(&h, ",");
-            sb_json_string(&h, meta[i]);
-            sb_puts(&h, ":");
-            sb_json_string(&h, meta[i + 1]);
-        }
-        sb_puts(&h, "}");
-    }
-    uint64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
-            free(h.s);
-            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
-        }
-        uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
-        if (h.n > 1) sb_puts(&h, ",");
-        sb_json_string(&h, t[i].name);
-        sb_puts(&h, ":{\"dtype\":\"F32\",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++) sb_printf(&h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
-        sb_printf(&h, "],\"data_offsets\":[%llu,", (unsigned long long)off);
-        sb_printf(&h, "%llu]}", (unsigned long long)(off + bytes));
-        off += bytes;
-    }
-    sb_puts(&h, "}");
-    /* Pad with spaces so the data section starts 8-byte aligned, as the
-     * reference writer does; JSON allows trailing whitespace. */
-    while ((8 + h.n) % 8) sb_puts(&h, " ");
-
-    /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
-     * so PATH is always the old file or the complete new one. */
-    ir_file *f = ir_file_open(path, err, errlen);
-    if (!f) {
-        free(h.s);
-        return -1;
-    }
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    ir_file_write(f, len8, 8);
-    ir_file_write(f, h.s, h.n);
-    /* dpc only runs on little-endian hosts, so floats go out as they are. */
-    for (int i = 0; i < n; i++)
-        ir_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
-    free(h.s);
-    return ir_file_commit(f, err, errlen);
-}
 
 /* ---- reader: a JSON subset parser over [p, end) --------------------------- */
 
@@ -148,6 +60,29 @@ static int jexpect(jparse *j, char c) {
     }
     j->p++;
     return 0;
+}
+
+/* Opens an object or array: 1 when members follow, 0 when it is empty
+ * (closed too), -1 on error. */
+static int jopen(jparse *j, char open, char close) {
+    if (jexpect(j, open)) return -1;
+    jws(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        return 0;
+    }
+    return 1;
+}
+
+/* After a member: 1 when a ',' (another member) follows, 0 when the
+ * closing character does, -1 otherwise. */
+static int jnext(jparse *j, char close) {
+    jws(j);
+    if (j->p < j->end && *j->p == ',') {
+        j->p++;
+        return 1;
+    }
+    return jexpect(j, close) ? -1 : 0;
 }
 
 static int hexval(char c) {
@@ -228,6 +163,16 @@ static int jstring(jparse *j, char **out) {
 }
 
 /* A non-negative integer without sign, fraction or exponent, below 2^62. */
+/* A member's key and its ':'; 0, or -1 (nothing to free). */
+static int jkey(jparse *j, char **key) {
+    if (jstring(j, key)) return -1;
+    if (jexpect(j, ':')) {
+        free(*key);
+        return -1;
+    }
+    return 0;
+}
+
 static int juint(jparse *j, uint64_t *out) {
     jws(j);
     if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "expected a non-negative integer");
@@ -285,78 +230,55 @@ static int jskip(jparse *j, int depth) {
     return 0;
 }
 
+/* A tensor's "shape": [d, ...]. */
+static int jshape(jparse *j, rt_st_tensor *t) {
+    t->ndim = 0;
+    int more = jopen(j, '[', ']');
+    for (; more > 0; more = jnext(j, ']')) {
+        uint64_t d;
+        if (juint(j, &d)) return -1;
+        if (t->ndim == RT_ST_MAX_DIMS) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", t->name, RT_ST_MAX_DIMS);
+            return jfail(j, msg);
+        }
+        t->shape[t->ndim++] = (int64_t)d;
+    }
+    return more;
+}
+
 /* A tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
 static int jtensor(jparse *j, rt_st_tensor *t) {
     int have_dtype = 0, have_shape = 0, have_off = 0;
     char msg[256];
-    if (jexpect(j, '{')) return -1;
-    jws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-    } else {
-        for (;;) {
-            char *key;
-            if (jstring(j, &key)) return -1;
-            if (jexpect(j, ':')) {
-                free(key);
-                return -1;
+    int more = jopen(j, '{', '}');
+    for (; more > 0; more = jnext(j, '}')) {
+        char *key;
+        if (jkey(j, &key)) return -1;
+        int rc = 0;
+        if (!strcmp(key, "dtype")) {
+            char *dt;
+            rc = jstring(j, &dt);
+            if (!rc && strcmp(dt, "F32") != 0) {
+                snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported", t->name, dt);
+                rc = jfail(j, msg);
             }
-            int rc = 0;
-            if (!strcmp(key, "dtype")) {
-                char *dt;
-                rc = jstring(j, &dt);
-                if (!rc && strcmp(dt, "F32") != 0) {
-                    snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported",
-                             t->name, dt);
-                    rc = jfail(j, msg);
-                }
-                free(dt);
-                have_dtype = 1;
-            } else if (!strcmp(key, "shape")) {
-                rc = jexpect(j, '[');
-                t->ndim = 0;
-                jws(j);
-                if (!rc && j->p < j->end && *j->p == ']') {
-                    j->p++;
-                } else {
-                    while (!rc) {
-                        uint64_t d;
-                        if ((rc = juint(j, &d))) break;
-                        if (t->ndim == RT_ST_MAX_DIMS) {
-                            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions",
-                                     t->name, RT_ST_MAX_DIMS);
-                            rc = jfail(j, msg);
-                            break;
-                        }
-                        t->shape[t->ndim++] = (int64_t)d;
-                        jws(j);
-                        if (j->p < j->end && *j->p == ',') {
-                            j->p++;
-                            continue;
-                        }
-                        rc = jexpect(j, ']');
-                        break;
-                    }
-                }
-                have_shape = 1;
-            } else if (!strcmp(key, "data_offsets")) {
-                rc = jexpect(j, '[') || juint(j, &t->begin) || jexpect(j, ',') || juint(j, &t->end) ||
-                     jexpect(j, ']');
-                have_off = 1;
-            } else {
-                rc = jskip(j, 1);
-            }
-            free(key);
-            if (rc) return -1;
-            jws(j);
-            if (j->p < j->end && *j->p == ',') {
-                j->p++;
-                continue;
-            }
-            if (jexpect(j, '}')) return -1;
-            break;
+            free(dt);
+            have_dtype = 1;
+        } else if (!strcmp(key, "shape")) {
+            rc = jshape(j, t);
+            have_shape = 1;
+        } else if (!strcmp(key, "data_offsets")) {
+            rc = jexpect(j, '[') || juint(j, &t->begin) || jexpect(j, ',') || juint(j, &t->end) ||
+                 jexpect(j, ']');
+            have_off = 1;
+        } else {
+            rc = jskip(j, 1);
         }
+        free(key);
+        if (rc) return -1;
     }
+    if (more < 0) return -1;
     if (!have_dtype || !have_shape || !have_off) {
         snprintf(msg, sizeof msg, "tensor '%s' lacks %s", t->name,
                  !have_dtype ? "\"dtype\"" : !have_shape ? "\"shape\"" : "\"data_offsets\"");
@@ -422,19 +344,10 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
 static int jmetadata(jparse *j, rt_st_file *f) {
     jws(j);
     if (j->p >= j->end || *j->p != '{') return jskip(j, 1);
-    j->p++;
-    jws(j);
-    if (j->p < j->end && *j->p == '}') {
-        j->p++;
-        return 0;
-    }
-    for (;;) {
+    int more = jopen(j, '{', '}');
+    for (; more > 0; more = jnext(j, '}')) {
         char *key, *value = NULL;
-        if (jstring(j, &key)) return -1;
-        if (jexpect(j, ':')) {
-            free(key);
-            return -1;
-        }
+        if (jkey(j, &key)) return -1;
         jws(j);
         int rc = j->p < j->end && *j->p == '"' ? jstring(j, &value) : jskip(j, 2);
         if (!rc && value) {
@@ -453,36 +366,74 @@ static int jmetadata(jparse *j, rt_st_file *f) {
         free(key);
         free(value);
         if (rc) return -1;
-        jws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        return jexpect(j, '}');
     }
+    return more;
 }
 
-/* Parses buf, taking ownership of it (freed on failure too). */
-/* buf holds the first len bytes of a total-byte file (len == total, or at
- * least the whole header); the layout is checked against total. */
+/* A new tensor named key in f (key is f's from here, or freed on failure). */
+static rt_st_tensor *new_tensor(jparse *j, rt_st_file *f, int *cap, char *key) {
+    if (f->n == *cap) {
+        const char *why = NULL;
+        int grown = *cap ? 2 * *cap : 64;
+        rt_st_tensor *nt = NULL;
+        if (*cap >= (1 << 20)) why = "too many tensors";
+        else if (!(nt = realloc(f->tensors, (size_t)grown * sizeof *nt))) why = "out of memory";
+        if (why) {
+            free(key);
+            jfail(j, why);
+            return NULL;
+        }
+        f->tensors = nt, *cap = grown;
+    }
+    rt_st_tensor *t = &f->tensors[f->n++];
+    memset(t, 0, sizeof *t);
+    t->name = key;
+    return t;
+}
+
+/* The header object: "__metadata__" and the tensors' entries. */
+static int jheader(jparse *j, rt_st_file *f) {
+    int cap = 0, more = jopen(j, '{', '}');
+    for (; more > 0; more = jnext(j, '}')) {
+        char *key;
+        if (jkey(j, &key)) return -1;
+        if (!strcmp(key, "__metadata__")) {
+            free(key);
+            if (jmetadata(j, f)) return -1;
+            continue;
+        }
+        rt_st_tensor *t = new_tensor(j, f, &cap, key);
+        if (!t || jtensor(j, t)) return -1;
+    }
+    if (more < 0) return -1;
+    jws(j);
+    if (j->p != j->end) return jfail(j, "trailing bytes after the JSON object");
+    return 0;
+}
+
+/* The 8-byte little-endian header length, checked against the file. */
+static int header_length(const char *name, const unsigned char *buf, size_t len, size_t total, uint64_t *hlen,
+                         char *err, size_t errlen) {
+    if (len < 8)
+        return ir_fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
+                       name, len);
+    *hlen = 0;
+    for (int i = 7; i >= 0; i--) *hlen = *hlen << 8 | buf[i];
+    if (*hlen > RT_ST_MAX_HEADER || *hlen > len - 8)
+        return ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
+                       name, (unsigned long long)*hlen, total);
+    if (*hlen < 2 || buf[8] != '{')
+        return ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
+    return 0;
+}
+
+/* Parses buf, taking ownership of it (freed on failure too). buf holds
+ * the first len bytes of a total-byte file (len == total, or at least the
+ * whole header); the layout is checked against total. */
 static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total, char *err,
                                size_t errlen) {
-    if (len < 8) {
-        free(buf);
-        ir_fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
-             name, len);
-        return NULL;
-    }
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
-    if (hlen > RT_ST_MAX_HEADER || hlen > len - 8) {
-        ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
-             name, (unsigned long long)hlen, total);
-        free(buf);
-        return NULL;
-    }
-    if (hlen < 2 || buf[8] != '{') {
-        ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
+    if (header_length(name, buf, len, total, &hlen, err, errlen)) {
         free(buf);
         return NULL;
     }
@@ -493,61 +444,9 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
         return NULL;
     }
     f->bytes = buf, f->size = total, f->data_start = 8 + (size_t)hlen;
-
     const char *h = (const char *)buf + 8;
     jparse j = {h, h, h + hlen, name, err, errlen};
-    int cap = 0, rc = jexpect(&j, '{');
-    jws(&j);
-    if (!rc && j.p < j.end && *j.p == '}') {
-        j.p++;
-    } else {
-        while (!rc) {
-            char *key;
-            if ((rc = jstring(&j, &key))) break;
-            if ((rc = jexpect(&j, ':'))) {
-                free(key);
-                break;
-            }
-            if (!strcmp(key, "__metadata__")) {
-                free(key);
-                rc = jmetadata(&j, f);
-            } else {
-                if (f->n == cap) {
-                    if (cap >= (1 << 20)) {
-                        free(key);
-                        rc = jfail(&j, "too many tensors");
-                        break;
-                    }
-                    cap = cap ? 2 * cap : 64;
-                    rt_st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
-                    if (!nt) {
-                        free(key);
-                        rc = jfail(&j, "out of memory");
-                        break;
-                    }
-                    f->tensors = nt;
-                }
-                rt_st_tensor *t = &f->tensors[f->n++];
-                memset(t, 0, sizeof *t);
-                t->name = key;
-                rc = jtensor(&j, t);
-            }
-            if (rc) break;
-            jws(&j);
-            if (j.p < j.end && *j.p == ',') {
-                j.p++;
-                continue;
-            }
-            rc = jexpect(&j, '}');
-            break;
-        }
-    }
-    if (!rc) {
-        jws(&j);
-        if (j.p != j.end) rc = jfail(&j, "trailing bytes after the JSON object");
-    }
-    if (!rc) rc = check_layout(f, name, err, errlen);
-    if (rc) {
+    if (jheader(&j, f) || check_layout(f, name, err, errlen)) {
         rt_st_free(f);
         return NULL;
     }

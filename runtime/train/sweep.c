@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 
+#include "runtime/check.h"
 #include "runtime/train/replicas.h"
 
 /* The keys a spec may name, with what a value must be. */
@@ -276,10 +277,7 @@ static void put_cell(const char *s, FILE *f) {
 
 void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE *f) {
     long *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
-    if (!order) {
-        fputs("dprun: error: out of memory for the sweep table\n", stderr);
-        return;
-    }
+    RT_CHECK_ALLOC(order);
     rt_sweep_rank(res, n, order);
     fputs("| rank |", f);
     for (int a = 0; a < s->axes; a++) fprintf(f, " %s |", key_name(s->axis[a].key));
@@ -305,34 +303,51 @@ void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE 
     free(order);
 }
 
+/* The ranked table on stdout and in table_path; an error when no run
+ * succeeded. */
+static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, int good, const char *table_path,
+                        char *err, size_t errlen) {
+    rt_sweep_table(s, res, n, stdout);
+    fflush(stdout);
+    if (table_path) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (f) rt_sweep_table(s, res, n, f);
+        int rc = 0;
+        char why[1024];
+        if (!f || fclose(f) != 0)
+            rc = ir_fail(err, errlen, "--sweep-out %s: out of memory", table_path);
+        else if (ir_file_write_all(table_path, text, len, why, sizeof why))
+            rc = ir_fail(err, errlen, "--sweep-out %s", why);
+        free(text);
+        if (rc) return rc;
+    }
+    if (!good) return ir_fail(err, errlen, "the sweep has no successful run (the table says why)");
+    return 0;
+}
+
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
-                 const char *table_path) {
+                 const char *table_path, char *err, size_t errlen) {
     if (base->ranks > 1) {
-        fprintf(stderr, "dprun: error: --sweep runs in one process; not under mpirun with %d processes\n",
-                base->ranks);
+        ir_fail(err, errlen, "--sweep runs in one process; not under mpirun with %d processes", base->ranks);
         return 1;
     }
     /* Every output checked before the first run, not after the last. */
-    char err[1024];
-    if (ir_file_check_dir(dir, "--sweep-dir", err, sizeof err) ||
-        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, sizeof err))) {
-        fprintf(stderr, "dprun: error: %s\n", err);
+    if (ir_file_check_dir(dir, "--sweep-dir", err, errlen) ||
+        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, errlen)))
         return 1;
-    }
     if (table_path && base->plan_path && ir_file_same(table_path, base->plan_path)) {
-        fprintf(stderr, "dprun: error: --sweep-out %s is the plan of this run; writing it would destroy it\n",
-                table_path);
+        ir_fail(err, errlen, "--sweep-out %s is the plan of this run; writing it would destroy it", table_path);
         return 1;
     }
+    const char *P = base->log_prefix ? base->log_prefix : "";
     long n = rt_sweep_count(s);
     rt_train_result *res = calloc((size_t)n, sizeof *res);
-    if (!res) {
-        fprintf(stderr, "dprun: error: out of memory for %ld sweep results\n", n);
-        return 1;
-    }
+    RT_CHECK_ALLOC(res);
     int rc = 0, good = 0;
     for (long i = 0; i < n && !rc; i++) {
-        char label[512], log_path[4096], metrics_path[4096], why[320];
+        char label[512], log_path[4096], metrics_path[4096], why[320], why_run[2048];
         rt_sweep_label(s, i, label, sizeof label);
         snprintf(log_path, sizeof log_path, "%s/run-%ld.log", dir, i + 1);
         snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", dir, i + 1);
@@ -341,54 +356,32 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         size_t log_len = 0;
         FILE *log = open_memstream(&log_text, &log_len);
         if (!log) {
-            fprintf(stderr, "dprun: error: %s: cannot write: %s\n", log_path, strerror(errno));
-            rc = 1;
+            rc = ir_fail(err, errlen, "%s: cannot write: %s", log_path, strerror(errno));
             break;
         }
-        fprintf(stderr, "dprun: sweep: run %ld of %ld: %s (log %s)\n", i + 1, n, label, log_path);
+        fprintf(stderr, "%ssweep: run %ld of %ld: %s (log %s)\n", P, i + 1, n, label, log_path);
         rt_train_options o = *base;
         rt_sweep_apply(s, i, &o);
         o.out = log;
         o.metrics = metrics_path;
         o.result = &res[i];
         fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
-        rt_train(plan, &o);
-        if (res[i].status && res[i].error[0]) fprintf(log, "dprun: error: %s\n", res[i].error);
+        /* A failed run is a row of the table; its message goes where the
+         * run's own lines would. */
+        if (rt_train(plan, &o, why_run, sizeof why_run) && *why_run) fprintf(stderr, "%serror: %s\n", P, why_run);
+        if (res[i].status && res[i].error[0]) fprintf(log, "%serror: %s\n", P, res[i].error);
         int lost = fclose(log) != 0;
-        if (lost || ir_file_write_all(log_path, log_text, log_len, err, sizeof err)) {
-            fprintf(stderr, "dprun: error: %s\n", lost ? "out of memory for a sweep log" : err);
-            rc = 1;
-        }
+        if (lost) rc = ir_fail(err, errlen, "out of memory for a sweep log");
+        else if (ir_file_write_all(log_path, log_text, log_len, err, errlen)) rc = -1;
         free(log_text);
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;
         if (ok)
-            fprintf(stderr, "dprun: sweep: run %ld: test accuracy %.4f\n", i + 1, res[i].test_accuracy);
+            fprintf(stderr, "%ssweep: run %ld: test accuracy %.4f\n", P, i + 1, res[i].test_accuracy);
         else
-            fprintf(stderr, "dprun: sweep: run %ld: %s\n", i + 1, why);
+            fprintf(stderr, "%ssweep: run %ld: %s\n", P, i + 1, why);
     }
-    if (!rc) {
-        rt_sweep_table(s, res, n, stdout);
-        fflush(stdout);
-        if (table_path) {
-            char *text = NULL;
-            size_t len = 0;
-            FILE *f = open_memstream(&text, &len);
-            if (f) rt_sweep_table(s, res, n, f);
-            if (!f || fclose(f) != 0) {
-                fprintf(stderr, "dprun: error: --sweep-out %s: out of memory\n", table_path);
-                rc = 1;
-            } else if (ir_file_write_all(table_path, text, len, err, sizeof err)) {
-                fprintf(stderr, "dprun: error: --sweep-out %s\n", err);
-                rc = 1;
-            }
-            free(text);
-        }
-        if (!good) {
-            fprintf(stderr, "dprun: error: the sweep has no successful run (the table says why)\n");
-            rc = 1;
-        }
-    }
+    if (!rc) rc = finish_sweep(s, res, n, good, table_path, err, errlen);
     free(res);
-    return rc;
+    return rc ? 1 : 0;
 }

@@ -3,16 +3,20 @@
  * Usage:
  *     rt_train_options o = rt_train_defaults();
  *     o.epochs = 1; o.data = "synthetic"; o.seed = 7;
- *     int rc = rt_train(plan, &o);      // exit status: 0, or 1 with a message
+ *     o.log_prefix = "dprun: ";         // starts the notes it prints on stderr
+ *     char err[2048];
+ *     int rc = rt_train(plan, &o, err, sizeof err);  // exit status: 0, or 1 with err
+ *     if (rc && *err) fprintf(stderr, "dprun: error: %s\n", err);
  *
  * rt_train binds the plan's train and eval programs to one parameter store
  * per replica on the backend --device picks, initialises it from the seed (or loads a safetensors
  * file), runs the epochs with the schedule's lr, prints the reference
  * article's log lines on stdout, and finishes with train and test accuracy
  * measured by the eval program (BatchNorm in inference mode). Notices go to
- * stderr as `dprun: note: ...`, errors as `dprun: error: ...`; a progress
- * bar too when stderr is a terminal. DPC_DEBUG=1 adds, per epoch, how long
- * the steps waited for input.
+ * stderr as `PREFIX note: ...` (o.log_prefix), a progress bar too when
+ * stderr is a terminal; an error ends the run and comes back in err (empty
+ * on ranks other than 0 when rank 0 has the message). DPC_DEBUG=1 adds,
+ * per epoch, how long the steps waited for input.
  *
  * Checkpoints (--checkpoint DIR, runtime/train/checkpoint.h): written at every
  * epoch end, every checkpoint_every steps, when --steps stops the run
@@ -23,7 +27,7 @@
  * per-step losses and final weights as a run never stopped), appending to
  * the metrics file the checkpoint was written with from where it left it
  * (another --metrics, or a flag that changes the arithmetic, is refused). DPC_DEBUG=2 prints
- * every step's mean loss (`dprun: debug: step S loss X`, exact decimal).
+ * every step's mean loss (`PREFIX debug: step S loss X`, exact decimal).
  *
  * Non-finite loss or parameters after a step (a non-finite gradient makes
  * the updated parameters non-finite): the run stops with the step, epoch
@@ -58,7 +62,7 @@ typedef struct {
     double train_accuracy; /* the final ones; -1 when not measured */
     double test_accuracy;
     double seconds;        /* training time, as the `Training time` line */
-    char error[256];       /* a failed run's message (without `dprun: error: `) */
+    char error[256];       /* a failed run's message (rt_train's err, cut to fit) */
 } rt_train_result;
 
 typedef struct {
@@ -93,6 +97,8 @@ typedef struct {
     const char *plan_path;     /* the plan's file, or NULL: no output may name it */
     const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;                 /* the log (stdout) */
+    const char *log_prefix;    /* starts every line on stderr (notes, warnings, progress of a
+                                * sweep), e.g. "dprun: "; NULL: none */
     rt_train_result *result;   /* filled at the end when not NULL */
 } rt_train_options;
 
@@ -101,8 +107,9 @@ rt_train_options rt_train_defaults(void);
  * and checks it; global batch = ranks x gpus x per-device batch. 0 or -1 + err. */
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen);
-/* Runs training; returns the process exit status. */
-int rt_train(const dpc_plan *plan, const rt_train_options *o);
+/* Runs training; returns the process exit status: 0, 1 with the message in
+ * err (empty when another rank has it), or 128 + signal. */
+int rt_train(const dpc_plan *plan, const rt_train_options *o, char *err, size_t errlen);
 
 /* ---- the learning-rate schedule of a training run.
  *
@@ -161,11 +168,11 @@ void rt_schedule_print(const rt_schedule *s, FILE *f);
  *         rt_train_options o = base;
  *         rt_sweep_apply(&s, i, &o);
  *         o.result = &res[i];
- *         rt_train(plan, &o);
+ *         rt_train(plan, &o, err, sizeof err);
  *     }
  *     rt_sweep_table(&s, res, n, stdout);   // ranked, failed runs last with their reason
  * or all of that, with a log and metrics file per run in a folder:
- *     int rc = rt_sweep_run(plan, &s, &base, "r-sweep", "table.md");
+ *     int rc = rt_sweep_run(plan, &s, &base, "r-sweep", "table.md", err, sizeof err);
  */
 
 #define RT_SWEEP_MAX_KEYS 8
@@ -218,10 +225,11 @@ int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
  * each with its log in DIR/run-N.log and metrics in DIR/run-N.jsonl (DIR
  * is created; N counts from 1 in spec order); then the ranked table on
  * stdout and, when table_path is set, in that file. Progress goes to
- * stderr. Exit status: 0, or 1 on set-up errors or when no run succeeded
- * (failed runs are rows of the table, not errors of the sweep). */
+ * stderr, each line starting with base->log_prefix. Exit status: 0, or 1
+ * with err on set-up errors or when no run succeeded (failed runs are rows
+ * of the table, not errors of the sweep). */
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
-                 const char *table_path);
+                 const char *table_path, char *err, size_t errlen);
 /* The ranked Markdown table: rank, the swept values, train loss, train and
  * test accuracy, seconds, run number; failed runs last with their reason. */
 void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE *f);

@@ -528,7 +528,7 @@ static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int gra
         else if (!strcmp(kind, "local"))
             c = rt_coll_local_new(n, bes[0]);
         else
-            c = rt_replicas_coll_new(bes, n, 1, err, sizeof err);
+            c = rt_replicas_coll_new(bes, n, 1, "dprun: ", err, sizeof err);
         CHECK_MSG(c != NULL, "%s collective: %s", kind, err);
         ok = c != NULL;
         for (int r = 0; ok && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
@@ -734,14 +734,14 @@ TEST(nccl_on_two_devices_equals_local) {
         /* DPC_COLL forces a kind; what cannot be is refused with a message. */
         rt_backend *pair[2] = {two[0], rt_backend_cuda(1, err, sizeof err)};
         setenv("DPC_COLL", "local", 1);
-        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, "dprun: ", err, sizeof err);
         CHECK_MSG(c && !strcmp(rt_coll_name(c), "local"), "%s", err);
         rt_coll_free(c);
         setenv("DPC_COLL", "nccl", 1);
-        c = rt_replicas_coll_new(two, 2, 1, err, sizeof err);
+        c = rt_replicas_coll_new(two, 2, 1, "dprun: ", err, sizeof err);
         CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices"), "%s", err);
         setenv("DPC_COLL", "gloo", 1);
-        c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
+        c = rt_replicas_coll_new(pair, 2, 1, "dprun: ", err, sizeof err);
         CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
         unsetenv("DPC_COLL");
         rt_backend_free(pair[1]);

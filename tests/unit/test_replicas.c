@@ -399,8 +399,8 @@ TEST(placement_and_banner) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    rt_replicas_banner(f, "cpu", 1, 16, 1, 128);
-    rt_replicas_banner(f, "cuda", 2, 4, 2, 64);
+    rt_replicas_banner(f, "dprun: ", "cpu", 1, 16, 1, 128);
+    rt_replicas_banner(f, "dprun: ", "cuda", 2, 4, 2, 64);
     fclose(f);
     CHECK_MSG(strstr(text, "16 replicas x batch 128 per device = global batch 2048") != NULL, "%s", text);
     CHECK_MSG(strstr(text, "cpu: replicas 0-15 share it") != NULL, "%s", text);

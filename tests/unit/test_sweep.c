@@ -1,7 +1,8 @@
 /* Tests for runtime/sweep: the spec parser and its errors, sweep files, the
  * cartesian product and how it lands in rt_train_options, the ranking
  * (test accuracy, ties, failed and diverged runs last) and the table; plus
- * the base-lr override (--lr) of rt_train_schedule. */
+ * the base-lr override (--lr) of rt_train_schedule; and that rt_train and
+ * rt_sweep_run hand their errors back instead of printing them. */
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -197,6 +198,40 @@ TEST(base_lr_override) {
     CHECK_MSG(strstr(err, "--lr must be positive") != NULL, "%s", err);
 }
 
+/* The library reports through err and result; stderr stays empty. */
+TEST(errors_come_back) {
+    dpc_plan plan;
+    memset(&plan, 0, sizeof plan); /* batch 0: the schedule check refuses it */
+    snprintf(plan.model, sizeof plan.model, "empty");
+    rt_train_result res;
+    rt_train_options o = rt_train_defaults();
+    o.device = "cpu";
+    o.result = &res;
+    fflush(stderr);
+    FILE *cap = tmpfile();
+    CHECK(cap != NULL);
+    int saved = dup(2);
+    dup2(fileno(cap), 2);
+    char msg[2048] = "stale";
+    int rc = rt_train(&plan, &o, msg, sizeof msg);
+    rt_sweep s;
+    char serr[512] = "";
+    CHECK(rt_sweep_parse(&s, "lr=0.1", err, sizeof err) == 0);
+    rt_train_options base = rt_train_defaults();
+    base.ranks = 2;
+    int src = rt_sweep_run(&plan, &s, &base, "unused-sweep-dir", NULL, serr, sizeof serr);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(rc == 1);
+    CHECK_STR(msg, "batch must be positive, got 0");
+    CHECK(res.status == 1 && !strcmp(res.error, msg));
+    CHECK(src == 1);
+    CHECK_STR(serr, "--sweep runs in one process; not under mpirun with 2 processes");
+    CHECK(ftell(cap) == 0); /* nothing printed */
+    fclose(cap);
+}
+
 int main(void) {
     RUN(parses_keys_and_values);
     RUN(bad_tokens_are_named);
@@ -205,5 +240,6 @@ int main(void) {
     RUN(ranking);
     RUN(table);
     RUN(base_lr_override);
+    RUN(errors_come_back);
     return harness_done();
 }

@@ -1,0 +1,129 @@
+/* runtime/train/internal.h — private to runtime/train: the state of one
+ * training run (rt_train) and the functions its files share.
+ *
+ *     train.c   rt_train: the phases of a run, defaults, the schedule overrides
+ *     setup.c   checks of the plan's programs and the outputs, the data, the replicas
+ *     params.c  --load-params / --save-params
+ *     loop.c    the epochs and steps, --benchmark
+ *     eval.c    accuracy with the eval program
+ *     guard.c   non-finite steps: the check, --on-nan skip's snapshot
+ *     resume.c  checkpoints of the run, --resume
+ *     stop.c    SIGINT/SIGTERM
+ *     report.c  errors, the metrics file
+ *
+ * Errors: a function that fails records its message with rt_run_fail and
+ * returns nonzero; rt_train hands the message to its caller. Lines on
+ * stderr start with o->log_prefix (never NULL here).
+ */
+#ifndef DPC_RT_TRAIN_INTERNAL_H
+#define DPC_RT_TRAIN_INTERNAL_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/data/data.h"
+#include "runtime/device/device.h"
+#include "runtime/exec/exec.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/progress.h"
+#include "runtime/train/replicas.h"
+#include "runtime/train/train.h"
+
+typedef struct {
+    const dpc_plan *plan;
+    const rt_train_options *o;
+    ir_train t;
+    rt_schedule sched;
+    int batch, global, eval_batch, classes;
+    int c, h, w;
+    int eval_has_label;
+    rt_dataset *train_ds, *test_ds;
+    rt_batcher train_b, test_b, train_eval_b;
+    rt_backend *be;
+    rt_backend **bes;   /* each replica's backend (on the cpu: be, shared) */
+    int devices;        /* devices the replicas are placed on */
+    rt_coll *coll;      /* NULL with one replica in the job */
+    rt_replicas *R;
+    int local, total;   /* replicas in this process, in the job */
+    size_t img;         /* floats per image */
+    rt_store *st;       /* replica 0's: parameter files */
+    rt_pipeline *input; /* training batches, prepared ahead */
+    FILE *quiet;        /* ranks other than 0 write their log here (/dev/null) */
+    float *logits, *loss;
+    /* --metrics: the file's whole text in memory (open_memstream), written
+     * through ir_file after every epoch. Rewriting a file of one line per
+     * epoch costs nothing, and it gets what every other output gets: no
+     * link planted at the name or a temporary is followed, a reader sees
+     * whole lines, and truncating at a resume is keeping the first bytes.
+     * Appending with O_APPEND|O_NOFOLLOW would refuse a link the user
+     * named and leave half lines after a crash. */
+    FILE *metrics;
+    char *metrics_buf;
+    size_t metrics_len;
+    const char *metrics_path; /* o->metrics, or on --resume the checkpoint's */
+    char metrics_abs[4096];   /* metrics_path made absolute, for the checkpoint */
+    rt_progress bar;
+    char err[1024];        /* scratch for the callees' messages */
+    char error[2048];      /* the run's error (rt_run_fail): what rt_train returns */
+    double prev_lr; /* the last step's lr, for --momentum-correction */
+    rt_ckpt_state resumed; /* where the loop starts: zero, or --resume's checkpoint */
+    int *params, nparams;  /* replica 0's parameters: the non-finite check */
+    float *scratch;        /* one parameter, read back */
+    float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
+    double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
+    int overlap;           /* the next batch's copy overlaps each step (rt_replicas_overlap) */
+} rt_run;
+
+/* Records the run's error (after erasing the progress bar, so the caller's
+ * message starts a line) and returns 1, the exit status. */
+int rt_run_fail(rt_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* path made absolute without requiring that it exist. */
+void rt_run_absolute_path(const char *path, char *out, size_t len);
+/* --metrics: the text in memory, and the file replaced by it. */
+int rt_run_open_metrics(rt_run *r);
+int rt_run_flush_metrics(rt_run *r);
+/* The epoch's metrics object, without its closing brace. */
+void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch, long steps,
+                         double seconds, double wait, double test_acc);
+
+/* setup.c */
+int rt_run_find_node(const ir_graph *g, const char *name);
+int rt_run_check_programs(rt_run *r);
+int rt_run_check_outputs(rt_run *r);
+int rt_run_open_data(rt_run *r);
+int rt_run_build(rt_run *r);
+
+/* params.c: 0 or -1 + err. */
+int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen);
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen);
+
+/* loop.c */
+/* A pipeline over `count` batches of b from batch `index` of `epoch`. */
+rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch, int64_t index);
+int rt_run_benchmark(rt_run *r);
+/* The epochs from r->resumed's position, then the final accuracies. */
+int rt_run_train(rt_run *r);
+
+/* eval.c: the fraction of b's images classified right. */
+int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc);
+
+/* guard.c */
+int rt_run_nonfinite_param(rt_run *r);
+void rt_run_snapshot(rt_run *r, int restore);
+int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done, int e, long s,
+                          double lr);
+
+/* resume.c */
+int rt_run_check_checkpoint_options(rt_run *r);
+int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s);
+int rt_run_resume(rt_run *r);
+
+/* stop.c */
+void rt_run_catch_signals(struct sigaction old[2]);
+void rt_run_release_signals(const struct sigaction old[2]);
+int rt_run_stop_requested(void);
+int rt_run_stopped(rt_run *r, long done, int e, long s);
+
+#endif

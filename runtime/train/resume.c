@@ -1,0 +1,224 @@
+/* runtime/train/resume.c — a run's checkpoints (runtime/train/checkpoint.h
+ * holds the file format): writing one at the loop's position, the option
+ * checks, and --resume: reading one back after checking it was made by a
+ * run of this shape and flags. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ir/err.h"
+#include "ir/file.h"
+#include "runtime/check.h"
+#include "runtime/clock.h"
+#include "runtime/train/internal.h"
+
+/* The flags that change the arithmetic of a step, as the checkpoint keeps
+ * them: "--flag=value;..." with the effective values (the plan's when the
+ * flag was not given, so `--lr 0.1` equals a plan whose lr is 0.1). Seed,
+ * data, batch, shuffling and augmentation have their own keys. */
+static void run_flags(const rt_run *r, char *out, size_t len) {
+    const rt_train_options *o = r->o;
+    /* The shortest decimal that reads back as the same double: exact, and
+     * "0.01" rather than 0.010000000000000000208 in a message. */
+    double lr = r->t.lr_steps > 0 ? r->t.lr_value[0] : 0.0;
+    char lrs[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(lrs, sizeof lrs, "%.*g", digits, lr);
+        if (strtod(lrs, NULL) == lr) break;
+    }
+    snprintf(out, len, "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
+             "--momentum-correction=%s;--on-nan=%s", lrs,
+             r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
+             o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
+             o->on_nan_skip ? "skip" : "stop");
+}
+
+/* Each flag of the checkpoint's list against this run's; the first that
+ * differs is named with both values. */
+static int check_flags(const char *dir, const char *saved, rt_run *r) {
+    char mine[1024], theirs[1024], *sp, *mp;
+    run_flags(r, mine, sizeof mine);
+    snprintf(theirs, sizeof theirs, "%s", saved);
+    for (char *t = strtok_r(theirs, ";", &sp); t; t = strtok_r(NULL, ";", &sp)) {
+        char *eq = strchr(t, '=');
+        if (!eq) continue;
+        *eq = 0;
+        char copy[1024];
+        const char *now = "none";
+        snprintf(copy, sizeof copy, "%s", mine);
+        for (char *m = strtok_r(copy, ";", &mp); m; m = strtok_r(NULL, ";", &mp)) {
+            char *e = strchr(m, '=');
+            if (e && (size_t)(e - m) == strlen(t) && !strncmp(m, t, strlen(t))) now = e + 1;
+        }
+        if (strcmp(now, eq + 1))
+            return rt_run_fail(r, "checkpoint refused: %s was written with %s %s; this run has %s %s (a resume "
+                               "continues bit for bit only with the same flags)", dir, t, eq + 1, t, now);
+    }
+    return 0;
+}
+
+/* Every replica's BatchNorm statistics in the job, in global replica order
+ * (rt_ckpt_stats_count floats each), on every process: each process fills
+ * its own replicas' rows, then broadcasts them in turn (bit-exact, unlike
+ * a sum). A collective: every process calls it at the same step. */
+static float *gather_stats(rt_run *r) {
+    int64_t S = rt_ckpt_stats_count(r->plan, r->st);
+    float *stats = malloc(sizeof(float) * (size_t)(S * r->total) + 1);
+    RT_CHECK_ALLOC(stats);
+    int first = r->o->rank * r->local;
+    for (int k = 0; k < r->local; k++)
+        rt_ckpt_stats_read(r->plan, rt_replicas_store(r->R, k), stats + (first + k) * S);
+    for (int p = 0; p < r->o->ranks && r->o->ranks > 1; p++)
+        if (rt_mpi_bcast_bytes(stats + (int64_t)p * r->local * S, sizeof(float) * (size_t)(S * r->local), p)) {
+            free(stats);
+            return NULL;
+        }
+    return stats;
+}
+
+/* Writes the checkpoint at s's position (counters filled by the loop; the
+ * run's shape filled here). Every process gathers its replicas' statistics
+ * to rank 0, which writes one checkpoint for the job; a failure stops every
+ * process. */
+int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
+    const rt_train_options *o = r->o;
+    if (!o->checkpoint) return 0;
+    double t0 = rt_now();
+    float *stats = gather_stats(r);
+    int bad = !stats ? rt_run_fail(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
+    if (!bad && o->rank == 0) {
+        s->steps_per_epoch = (int64_t)r->train_b.batches;
+        s->global_batch = r->global;
+        s->seed = o->seed;
+        snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
+        s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
+        s->prev_lr = r->prev_lr;
+        s->metrics_bytes = -1;
+        if (r->metrics) {
+            fflush(r->metrics);
+            s->metrics_bytes = (int64_t)r->metrics_len;
+            snprintf(s->metrics_path, sizeof s->metrics_path, "%s", r->metrics_abs);
+        }
+        run_flags(r, s->flags, sizeof s->flags);
+        if (rt_ckpt_write(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
+            bad = rt_run_fail(r, "%s", r->err);
+        else if (rt_debug_level() >= 1)
+            fprintf(stderr, "%sdebug: checkpoint at step %lld written to %s in %.3f s\n", o->log_prefix,
+                    (long long)s->step, o->checkpoint, rt_now() - t0);
+    }
+    free(stats);
+    return rt_mpi_any(bad);
+}
+
+/* Option combinations, and a fresh run never overwrites a checkpoint. */
+int rt_run_check_checkpoint_options(rt_run *r) {
+    const rt_train_options *o = r->o;
+    if (!o->checkpoint) {
+        if (o->resume) return rt_run_fail(r, "--resume needs --checkpoint DIR (the directory to resume from)");
+        if (o->checkpoint_every) return rt_run_fail(r, "--checkpoint-every needs --checkpoint DIR");
+        return 0;
+    }
+    if (o->benchmark) return rt_run_fail(r, "--checkpoint and --benchmark do not go together");
+    if (o->resume && o->load_params)
+        return rt_run_fail(r, "--resume and --load-params both set the parameters; use one");
+    /* Only rank 0 reads and writes the job's checkpoint: the directory need
+     * exist on its machine alone (a rank that exits ends the job). */
+    if (o->rank != 0) return 0;
+    if (o->resume && !rt_ckpt_exists(o->checkpoint))
+        return rt_run_fail(r, "--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint, o->checkpoint,
+                           RT_CKPT_FILE);
+    if (!o->resume && rt_ckpt_exists(o->checkpoint))
+        return rt_run_fail(r, "%s already holds a checkpoint; add --resume to continue it, or remove it or choose "
+                           "another directory to start afresh", o->checkpoint);
+    return 0;
+}
+
+/* --resume: the stores, the position and the metrics file from the
+ * checkpoint, after checking it was made by a run of this shape. */
+static int resume_checked(rt_run *r, float *stats) {
+    const rt_train_options *o = r->o;
+    rt_ckpt_state *s = &r->resumed;
+    if (rt_ckpt_read(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
+    const char *d = o->checkpoint;
+    if (s->seed != o->seed)
+        return rt_run_fail(r, "checkpoint refused: %s was written with --seed %llu; this run has --seed %llu "
+                           "(resume with the same flags)", d, (unsigned long long)s->seed,
+                           (unsigned long long)o->seed);
+    if (strcmp(s->data, r->train_ds->name))
+        return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s", d, s->data,
+                           r->train_ds->name);
+    if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
+        return rt_run_fail(r, "checkpoint refused: %s was written with global batch %d (%lld steps per epoch); "
+                           "this run has %d (%lld)", d, s->global_batch, (long long)s->steps_per_epoch,
+                           r->global, (long long)r->train_b.batches);
+    if (s->shuffle != r->train_b.shuffle || s->augment != r->train_b.augment)
+        return rt_run_fail(r, "checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
+                           "same --no-shuffle / --no-augment", d, s->shuffle ? "with" : "without",
+                           s->augment ? "with" : "without");
+    if (check_flags(d, s->flags, r)) return 1;
+    /* The metrics file is the checkpoint's: appended to, never another. */
+    char mine[4096] = "";
+    if (o->metrics) rt_run_absolute_path(o->metrics, mine, sizeof mine);
+    if (o->metrics && !*s->metrics_path)
+        return rt_run_fail(r, "checkpoint refused: %s was written without --metrics; this run has --metrics %s "
+                           "(its file would lack the epochs before the checkpoint)", d, o->metrics);
+    if (o->metrics && strcmp(mine, s->metrics_path) && !ir_file_same(o->metrics, s->metrics_path))
+        return rt_run_fail(r, "checkpoint refused: %s was written with --metrics %s; this run has --metrics %s "
+                           "(resume with the same file, or without --metrics to append to it)", d,
+                           s->metrics_path, o->metrics);
+    if (*s->metrics_path && s->metrics_bytes >= 0) {
+        r->metrics_path = o->metrics ? o->metrics : s->metrics_path;
+        size_t len = 0;
+        struct stat sb;
+        unsigned char *old = NULL;
+        if (stat(r->metrics_path, &sb) == 0 || s->metrics_bytes > 0) {
+            old = ir_file_read(r->metrics_path, (size_t)1 << 30, &len, r->err, sizeof r->err);
+            if (!old) return rt_run_fail(r, "--metrics %s", r->err);
+        }
+        if (len < (size_t)s->metrics_bytes) {
+            free(old);
+            return rt_run_fail(r, "%s: %zu bytes, shorter than the %lld it had at the checkpoint; it is not the "
+                               "file the checkpoint was written with", r->metrics_path, len,
+                               (long long)s->metrics_bytes);
+        }
+        /* Lines written after the checkpoint are dropped: the resumed run
+         * writes them again. */
+        int rc = rt_run_open_metrics(r);
+        if (!rc && s->metrics_bytes > 0) fwrite(old, 1, (size_t)s->metrics_bytes, r->metrics);
+        free(old);
+        if (!rc) rc = rt_run_flush_metrics(r);
+        if (rc) return 1;
+    }
+    long spe = (long)r->train_b.batches;
+    fprintf(stderr, "%sresumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n",
+            o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe), spe);
+    return 0;
+}
+
+/* --resume: rank 0 reads and checks the job's checkpoint (only its machine
+ * needs the directory); the position, replica 0's tensors and every
+ * replica's statistics then reach every process and replica. */
+int rt_run_resume(rt_run *r) {
+    const rt_train_options *o = r->o;
+    int64_t S = rt_ckpt_stats_count(r->plan, r->st);
+    float *stats = malloc(sizeof(float) * (size_t)(S * r->total) + 1);
+    RT_CHECK_ALLOC(stats);
+    int bad = o->rank == 0 ? resume_checked(r, stats) : 0;
+    if (rt_mpi_any(bad)) {
+        free(stats);
+        return 1;
+    }
+    if (o->ranks > 1 && (rt_mpi_bcast_bytes(&r->resumed, sizeof r->resumed, 0) ||
+                         rt_mpi_bcast_bytes(stats, sizeof(float) * (size_t)(S * r->total), 0))) {
+        free(stats);
+        return rt_run_fail(r, "--resume: cannot send the checkpoint to the other processes over MPI");
+    }
+    r->prev_lr = r->resumed.prev_lr;
+    bad = rt_replicas_sync(r->R, r->err, sizeof r->err) ? rt_run_fail(r, "%s", r->err) : 0;
+    for (int k = 0; k < r->local && !bad; k++)
+        rt_ckpt_stats_write(r->plan, rt_replicas_store(r->R, k), stats + (o->rank * r->local + k) * S);
+    free(stats);
+    return bad;
+}
+

@@ -1,0 +1,86 @@
+/* runtime/train/safetensors_write.c — the safetensors writer: a JSON header
+ * (8-byte aligned), then every tensor's F32 data, replacing PATH atomically. */
+#include "runtime/train/safetensors.h"
+#include "ir/err.h"
+#include "ir/file.h"
+#include "runtime/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* JSON string with the escapes the grammar requires. */
+static void json_string(FILE *h, const char *s) {
+    fputc('"', h);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fputc('\\', h), fputc(*p, h);
+        else if (*p < 0x20) fprintf(h, "\\u%04x", *p);
+        else fputc(*p, h);
+    }
+    fputc('"', h);
+}
+
+static int64_t numel_of(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
+                size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *h = open_memstream(&text, &len);
+    RT_CHECK_ALLOC(h);
+    fputc('{', h);
+    int any = meta && meta[0]; /* a member before the next: a comma */
+    if (any) {
+        fputs("\"__metadata__\":{", h);
+        for (int i = 0; meta[i] && meta[i + 1]; i += 2) {
+            if (i) fputc(',', h);
+            json_string(h, meta[i]);
+            fputc(':', h);
+            json_string(h, meta[i + 1]);
+        }
+        fputc('}', h);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
+            fclose(h);
+            free(text);
+            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
+        }
+        uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
+        if (any) fputc(',', h);
+        any = 1;
+        json_string(h, t[i].name);
+        fputs(":{\"dtype\":\"F32\",\"shape\":[", h);
+        for (int d = 0; d < t[i].ndim; d++) fprintf(h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+        fprintf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    fputc('}', h);
+    /* Pad with spaces so the data section starts 8-byte aligned, as the
+     * reference writer does; JSON allows trailing whitespace. */
+    RT_CHECK_ALLOC(fflush(h) == 0);
+    for (size_t pad = (8 - len % 8) % 8; pad > 0; pad--) fputc(' ', h);
+    RT_CHECK_ALLOC(fclose(h) == 0);
+
+    /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
+     * so PATH is always the old file or the complete new one. */
+    ir_file *f = ir_file_open(path, err, errlen);
+    if (!f) {
+        free(text);
+        return -1;
+    }
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    ir_file_write(f, len8, 8);
+    ir_file_write(f, text, len);
+    /* dpc only runs on little-endian hosts, so floats go out as they are. */
+    for (int i = 0; i < n; i++)
+        ir_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
+    free(text);
+    return ir_file_commit(f, err, errlen);
+}

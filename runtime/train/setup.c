@@ -1,0 +1,179 @@
+/* runtime/train/setup.c — a run's set-up before its first step: the plan's
+ * programs and the outputs checked, the data opened, the replicas built. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/err.h"
+#include "ir/file.h"
+#include "runtime/check.h"
+#include "runtime/train/internal.h"
+#include "runtime/train/safetensors.h"
+
+int rt_run_find_node(const ir_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* An input of the given name, rank and dtype; NULL + message otherwise. */
+static const ir_node *need(const ir_graph *g, const char *prog, const char *name, int ndim,
+                           ir_dtype dt, char *err, size_t errlen) {
+    int i = rt_run_find_node(g, name);
+    if (i < 0) {
+        ir_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
+        return NULL;
+    }
+    const ir_node *n = &g->nodes[i];
+    if (n->type.ndim != ndim || n->type.dtype != dt) {
+        char buf[64];
+        ir_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog, name,
+             ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
+        return NULL;
+    }
+    return n;
+}
+
+/* Outputs that name an input of this run would destroy it; outputs that
+ * cannot be written would fail only after the training. Both are refused
+ * before any work. Inputs compare by (st_dev, st_ino), not by name. */
+int rt_run_check_outputs(rt_run *r) {
+    const rt_train_options *o = r->o;
+    const char *outs[2][2] = {{"--metrics", o->metrics}, {"--save-params", o->save_params}};
+    const char *inputs[3 + RT_CIFAR10_FILES], *what[3 + RT_CIFAR10_FILES];
+    char ckpt[4200], files[RT_CIFAR10_FILES][4200];
+    int n = 0;
+    if (o->plan_path) inputs[n] = o->plan_path, what[n++] = "the plan";
+    if (o->load_params) inputs[n] = o->load_params, what[n++] = "--load-params";
+    if (o->checkpoint) {
+        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
+        inputs[n] = ckpt, what[n++] = "the checkpoint";
+    }
+    const char *data = o->data ? o->data : getenv("DPC_DATA");
+    if (data && *data && strcmp(data, "synthetic")) {
+        rt_data_cifar10_paths(data, files);
+        for (int i = 0; i < RT_CIFAR10_FILES; i++) inputs[n] = files[i], what[n++] = "a --data file";
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!outs[k][1]) continue;
+        for (int i = 0; i < n; i++)
+            if (ir_file_same(outs[k][1], inputs[i]))
+                return rt_run_fail(r, "%s %s is %s (%s) of this run; writing it would destroy it", outs[k][0],
+                                   outs[k][1], what[i], inputs[i]);
+        if (o->benchmark) continue; /* --benchmark writes neither */
+        if (k == 0 && o->resume) continue; /* resume_run checks the checkpoint's file */
+        if (ir_file_check_writable(outs[k][1], outs[k][0], r->err, sizeof r->err))
+            return rt_run_fail(r, "%s", r->err);
+    }
+    if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
+        return rt_run_fail(r, "--metrics and --save-params name the same file %s", o->metrics);
+    /* The job's checkpoint is rank 0's to write (write_checkpoint). */
+    if (o->checkpoint && o->rank == 0 && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
+    return 0;
+}
+
+int rt_run_check_programs(rt_run *r) {
+    const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
+    if (!tg || !eg) return rt_run_fail(r, "the plan lacks its train or eval program");
+    char *err = r->err;
+    size_t el = sizeof r->err;
+    const ir_node *img = need(tg, "train", "image", 4, IR_F32, err, el);
+    const ir_node *lab = img ? need(tg, "train", "label", 1, IR_I32, err, el) : NULL;
+    const ir_node *lr = lab ? need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
+    const ir_node *gs = lr ? need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
+    const ir_node *loss = gs ? need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
+    const ir_node *eimg = loss ? need(eg, "eval", "image", 4, IR_F32, err, el) : NULL;
+    const ir_node *lg = eimg ? need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
+    if (!lg) {
+        if (lab && !lr)
+            strncat(err, " (was the plan compiled without the optimizer pass?)", el - strlen(err) - 1);
+        return rt_run_fail(r, "%s", err);
+    }
+    r->batch = (int)img->type.dim[0];
+    r->c = (int)img->type.dim[1], r->h = (int)img->type.dim[2], r->w = (int)img->type.dim[3];
+    r->eval_batch = (int)eimg->type.dim[0];
+    r->classes = (int)lg->type.dim[1];
+    if (lab->type.dim[0] != r->batch || loss->type.dim[0] != r->batch)
+        return rt_run_fail(r, "the plan's train program has label/loss batches unlike its image batch %d",
+                           r->batch);
+    if (eimg->type.dim[1] != r->c || eimg->type.dim[2] != r->h || eimg->type.dim[3] != r->w ||
+        lg->type.dim[0] != r->eval_batch)
+        return rt_run_fail(r, "the plan's eval program takes other images than its train program");
+    if (r->classes < 10) return rt_run_fail(r, "the model has %d classes; the datasets have 10", r->classes);
+    int el_i = rt_run_find_node(eg, "label");
+    r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
+    return 0;
+}
+
+int rt_run_open_data(rt_run *r) {
+    const rt_train_options *o = r->o;
+    const char *spec = o->data;
+    const char *env = getenv("DPC_DATA");
+    if (!spec && env && *env) spec = env;
+    if (!spec || !strcmp(spec, "synthetic")) {
+        if (o->rank == 0)
+        fprintf(stderr, "%snote: %s: using the built-in synthetic dataset (%d train / %d test "
+                "images, 10 classes); --data DIR trains on CIFAR-10\n", o->log_prefix,
+                spec ? "--data synthetic" : "no --data and $DPC_DATA unset", RT_SYNTHETIC_TRAIN,
+                RT_SYNTHETIC_TEST);
+        r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
+        r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
+    } else {
+        r->train_ds = rt_data_cifar10(spec, 1, r->err, sizeof r->err);
+        if (r->train_ds) r->test_ds = rt_data_cifar10(spec, 0, r->err, sizeof r->err);
+        if (!r->test_ds) return rt_run_fail(r, "%s", r->err);
+    }
+    /* This process's replicas' slice of each global batch (all of it
+     * without MPI). */
+    int slice = r->batch * r->local;
+    if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, slice, RT_BATCH_TRAIN, o->seed, r->c, r->h,
+                        r->w, r->err, sizeof r->err) ||
+        (o->ranks > 1 && rt_batcher_shard(&r->train_b, r->global, o->rank * slice, r->err, sizeof r->err)) ||
+        rt_batcher_init(&r->test_b, r->test_ds, &r->t, r->eval_batch, RT_BATCH_EVAL, o->seed, r->c, r->h,
+                        r->w, r->err, sizeof r->err) ||
+        rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL, o->seed,
+                        r->c, r->h, r->w, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
+    if (o->no_shuffle) r->train_b.shuffle = 0;
+    if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
+    return 0;
+}
+
+/* The replicas of this process (a cuda backend each on the GPU), joined by
+ * their communicator (rt_replicas_coll_new), with identical weights:
+ * global replica 0's, from the seed or --load-params (read by rank 0 only,
+ * so the file need only exist there). */
+int rt_run_build(rt_run *r) {
+    const rt_train_options *o = r->o;
+    /* Before the first kernel module loads: replicas share the cores. */
+    if (!strcmp(r->be->name, "cpu")) rt_replicas_cpu_threads(r->local);
+    r->bes = calloc((size_t)r->local, sizeof *r->bes);
+    RT_CHECK_ALLOC(r->bes);
+    if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
+    r->coll = rt_replicas_coll_new(r->bes, r->local, o->ranks, o->log_prefix, r->err, sizeof r->err);
+    if (!r->coll && r->err[0]) return rt_run_fail(r, "%s", r->err);
+    r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
+    if (!r->R) return rt_run_fail(r, "%s", r->err);
+    r->st = rt_replicas_store(r->R, 0);
+    r->overlap = rt_replicas_overlap(r->R);
+    if (r->overlap && rt_debug_level() >= 1 && o->rank == 0)
+        fprintf(stderr, "%sdebug: the next batch's copy to the device overlaps each step "
+                "(DPC_INPUT_OVERLAP=0 turns it off)\n", o->log_prefix);
+    int bad = 0;
+    if (o->load_params && o->rank == 0) {
+        if (rt_run_load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err))
+            bad = rt_run_fail(r, "%s", r->err);
+    } else {
+        rt_store_init(r->st, r->plan->train, &r->t, o->seed);
+    }
+    /* Every process learns whether rank 0 could read the file before any
+     * waits for its weights. */
+    if (rt_mpi_any(bad)) return 1;
+    if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
+    r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local);
+    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
+    RT_CHECK_ALLOC(r->loss && r->logits);
+    return 0;
+}
+
