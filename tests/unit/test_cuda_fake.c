@@ -182,6 +182,17 @@ typedef struct {
     rt_exec *ex;
 } side;
 
+/* Ends a cpu-against-cuda test: both sides, the fake's state, the graph. */
+static void sides_free(side *const sides[2], ir_graph *g) {
+    for (int k = 0; k < 2; k++) {
+        rt_exec_free(sides[k]->ex);
+        rt_store_free(sides[k]->st);
+        rt_backend_free(sides[k]->be);
+    }
+    fake_reset();
+    ir_free(g);
+}
+
 static void fill_inputs(rt_exec *ex, const ir_graph *g, uint64_t seed) {
     rt_rng r;
     rt_rng_seed(&r, seed);
@@ -361,13 +372,7 @@ static void step_matches_cpu(const char *model, int batch) {
         state_free(&su);
         cg_program_free(p);
     }
-    for (int k = 0; k < 2; k++) {
-        rt_exec_free(sides[k]->ex);
-        rt_store_free(sides[k]->st);
-        rt_backend_free(sides[k]->be);
-    }
-    fake_reset();
-    ir_free(g);
+    sides_free(sides, g);
 }
 
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4); }
@@ -401,13 +406,7 @@ TEST(resnet18_eval_equals_cpu) {
         state_free(&sc);
         state_free(&su);
     }
-    for (int k = 0; k < 2; k++) {
-        rt_exec_free(sides[k]->ex);
-        rt_store_free(sides[k]->st);
-        rt_backend_free(sides[k]->be);
-    }
-    fake_reset();
-    ir_free(g);
+    sides_free(sides, g);
 }
 
 
