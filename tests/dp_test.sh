@@ -29,45 +29,12 @@ EOF
 
 # ---- the nets -------------------------------------------------------------------
 # No BatchNorm: the global batch decides everything.
-cat >"$tmp/mlp.net" <<'EOF'
-input image[3, 32, 32]
-input label class(10)
-network dp_mlp {
+cifar_net "$tmp/mlp.net" dp_mlp 8 1 $'lr {0: 0.05}\nlr_scaling none' '' 10 <<'EOF'
     x = relu(dense(flatten(image), 32))
     logits = dense(x, 10)
-    loss = softmax_cross_entropy(logits, label)
-}
-train {
-    batch 8 per device
-    epochs 1
-    init xavier(magnitude=2.24)
-    optimizer sgd(momentum=0.9, wd=0.0001)
-    lr {0: 0.05}
-    lr_scaling none
-    data cifar10 { normalize mean(0.4914, 0.4822, 0.4465) std(0.2023, 0.1994, 0.2010) }
-    eval batch 10
-}
 EOF
 # BatchNorm: per-device statistics (tests/dp/ghost_bn.py builds the same net).
-cat >"$tmp/bn.net" <<'EOF'
-input image[3, 32, 32]
-input label class(10)
-network dp_bn {
-    x = relu(batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false)))
-    logits = dense(global_avgpool(x), 10)
-    loss = softmax_cross_entropy(logits, label)
-}
-train {
-    batch 4 per device
-    epochs 1
-    init xavier(magnitude=2.24)
-    optimizer sgd(momentum=0.9, wd=0.0001)
-    lr {0: 0.1}
-    lr_scaling none
-    data cifar10 { normalize mean(0.4914, 0.4822, 0.4465) std(0.2023, 0.1994, 0.2010) }
-    eval batch 10
-}
-EOF
+cifar_net "$tmp/bn.net" dp_bn 4 1 $'lr {0: 0.1}\nlr_scaling none' '' 10 <<<"$conv_bn_body"
 "$bin/dpc" "$tmp/mlp.net" -o "$tmp/mlp.plan" || bad "compile mlp"
 "$bin/dpc" "$tmp/mlp.net" --batch 32 -o "$tmp/mlp32.plan" || bad "compile mlp at batch 32"
 "$bin/dpc" "$tmp/bn.net" -o "$tmp/bn.plan" || bad "compile bn"

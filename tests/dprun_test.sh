@@ -12,27 +12,8 @@
 
 # A tiny conv net with BatchNorm: fast, and its parameter file holds
 # running statistics.
-cat >"$tmp/tiny.net" <<'EOF'
-input image[3, 32, 32]
-input label class(10)
-network tiny_bn {
-    x = relu(batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false)))
-    logits = dense(global_avgpool(x), 10)
-    loss = softmax_cross_entropy(logits, label)
-}
-train {
-    batch 16 per device
-    epochs 2
-    init xavier(magnitude=2.24)
-    optimizer sgd(momentum=0.9, wd=0.0001)
-    lr {0: 0.1, 1: 0.05}
-    lr_scaling linear(reference_batch=16)
-    warmup 1 epochs
-    data cifar10 { pad 4; random_crop 32; random_mirror
-                   normalize mean(0.4914, 0.4822, 0.4465) std(0.2023, 0.1994, 0.2010) }
-    eval batch 50
-}
-EOF
+cifar_net "$tmp/tiny.net" tiny_bn 16 2 $'lr {0: 0.1, 1: 0.05}\nlr_scaling linear(reference_batch=16)\nwarmup 1 epochs' \
+    'pad 4; random_crop 32; random_mirror; ' 50 <<<"$conv_bn_body"
 "$bin/dpc" "$tmp/tiny.net" -o "$tmp/tiny.plan" || bad "compile tiny"
 # An lr that must blow the loss up.
 sed -e 's/lr {[^}]*}/lr {0: 100000}/' models/mlp.net >"$tmp/diverge.net"

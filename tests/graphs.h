@@ -8,6 +8,7 @@
  *     int y = N(BATCHNORM, c, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
  *     double v = tg_rnd(&state);                     // deterministic, uniform in [-1, 1)
  *     int i = tg_find(g, "conv.weight");             // node by name, or -1
+ *     int bn[4]; tg_bn_params(g, c, "bn1", bn);      // bn1.gamma, .beta, .running_mean, .running_var
  */
 #ifndef DPC_TESTS_GRAPHS_H
 #define DPC_TESTS_GRAPHS_H
@@ -39,6 +40,21 @@ static inline int tg_find(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++)
         if (!strcmp(g->nodes[i].name, name)) return i;
     return -1;
+}
+
+/* BatchNorm's gamma (one), beta (zero), running mean (zero) and variance
+ * (one) for x's channels, named NAME.gamma ... NAME.running_var: ids in p. */
+static inline void tg_bn_params(ir_graph *g, int x, const char *name, int p[4]) {
+    char buf[IR_NAME_MAX];
+    ir_type c = ir_shape1(g->nodes[x].type.dim[1]);
+    snprintf(buf, sizeof buf, "%s.gamma", name);
+    p[0] = ir_add_param(g, buf, c, IR_INIT_ONE);
+    snprintf(buf, sizeof buf, "%s.beta", name);
+    p[1] = ir_add_param(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_mean", name);
+    p[2] = ir_add_state(g, buf, c, IR_INIT_ZERO);
+    snprintf(buf, sizeof buf, "%s.running_var", name);
+    p[3] = ir_add_state(g, buf, c, IR_INIT_ONE);
 }
 
 #endif

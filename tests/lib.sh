@@ -8,6 +8,8 @@
 #     expect_fail_line NAME WANT CMD...  # exit 1, stderr one line holding WANT
 #     skip NAME                   # a check that could not run here (never a pass)
 #     finish                      # prints `N passed, N failed[, N skipped]`; the exit status
+#     cifar_net FILE NAME BATCH EPOCHS SCHEDULE AUGMENT EVAL <<<"$conv_bn_body"
+#                                 # a small .net on CIFAR-shaped data (below)
 #
 # DPC_BIN and DPC_BUILD (set by tests/run.sh) name the binaries and the build
 # tree; DPC_DATA is unset so dprun never picks up real data by accident.
@@ -49,3 +51,28 @@ finish() {
     if [ "$skipped" -gt 0 ]; then echo "$pass passed, $fail failed, $skipped skipped"; else echo "$pass passed, $fail failed"; fi
     [ "$fail" -eq 0 ]
 }
+
+# cifar_net FILE NAME BATCH EPOCHS SCHEDULE AUGMENT EVAL: writes FILE, a .net
+# on 3x32x32 images of 10 classes: network NAME of the lines on stdin (ending
+# in `logits`) and the softmax loss; trained BATCH per device for EPOCHS
+# with xavier(magnitude=2.24) and sgd(momentum=0.9, wd=0.0001), then the
+# train lines SCHEDULE (lr, lr_scaling, warmup: one or more lines), on
+# cifar10 with the AUGMENT items (may be empty) before the CIFAR
+# normalisation, and eval batch EVAL.
+cifar_net() {
+    local file=$1 name=$2 batch=$3 epochs=$4 schedule=$5 augment=$6 eval=$7
+    {
+        printf 'input image[3, 32, 32]\ninput label class(10)\nnetwork %s {\n' "$name"
+        cat
+        printf '    loss = softmax_cross_entropy(logits, label)\n}\ntrain {\n'
+        printf '    batch %s per device\n    epochs %s\n' "$batch" "$epochs"
+        printf '    init xavier(magnitude=2.24)\n    optimizer sgd(momentum=0.9, wd=0.0001)\n'
+        printf '%s\n' "$schedule" | sed 's/^/    /'
+        printf '    data cifar10 { %snormalize mean(0.4914, 0.4822, 0.4465) std(0.2023, 0.1994, 0.2010) }\n' "$augment"
+        printf '    eval batch %s\n}\n' "$eval"
+    } >"$file"
+}
+# A conv with BatchNorm and the classifier over the global average: fast, and
+# its parameter files hold running statistics.
+conv_bn_body='    x = relu(batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false)))
+    logits = dense(global_avgpool(x), 10)'

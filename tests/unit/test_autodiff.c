@@ -42,17 +42,9 @@ static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, in
 }
 
 static int batchnorm(ir_graph *g, int x, const char *name) {
-    char buf[IR_NAME_MAX];
-    ir_type c = ir_shape1(g->nodes[x].type.dim[1]);
-    snprintf(buf, sizeof buf, "%s.gamma", name);
-    int gamma = ir_add_param(g, buf, c, IR_INIT_ONE);
-    snprintf(buf, sizeof buf, "%s.beta", name);
-    int beta = ir_add_param(g, buf, c, IR_INIT_ZERO);
-    snprintf(buf, sizeof buf, "%s.running_mean", name);
-    int rm = ir_add_state(g, buf, c, IR_INIT_ZERO);
-    snprintf(buf, sizeof buf, "%s.running_var", name);
-    int rv = ir_add_state(g, buf, c, IR_INIT_ONE);
-    return tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
+    int bn[4];
+    tg_bn_params(g, x, name, bn);
+    return tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5, (int64_t[]){1},
               (double[]){1e-5, 0.9});
 }
 

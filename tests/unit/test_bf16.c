@@ -18,6 +18,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
+#include "tests/fixture.h"
 #include "tests/harness.h"
 
 static char err[4096];
@@ -97,20 +98,10 @@ TEST(random_floats_round_to_the_nearest) {
 /* ---- the precision pass --------------------------------------------------------- */
 
 static ir_graph *compile(const char *model, int batch, int training, pass_precision_kind p, int fuse) {
-    fe_program *fp = fe_parse_file(model);
-    if (!fp) return NULL;
-    ir_graph *g = fe_build_graph(fp, batch, training);
     pass_options o = pass_default_options();
     o.precision = p;
     o.fuse = fuse;
-    int rc = training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err) : pass_run_eval(&g, &o, err, sizeof err);
-    fe_free(fp);
-    if (rc) {
-        fprintf(stderr, "%s: %s\n", model, err);
-        ir_free(g);
-        return NULL;
-    }
-    return g;
+    return fx_model_graph(model, batch, training, &o, err, sizeof err);
 }
 
 TEST(rule_on_cnn_small) {

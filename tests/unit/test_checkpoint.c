@@ -12,43 +12,18 @@
 #include "passes/passes.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/runtime.h"
+#include "tests/fixture.h"
 #include "tests/harness.h"
 
 static char err[2048];
 static rt_backend *be;
 static char dir[256];
 
-static const char *BN =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network bn_tiny {\n"
-    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
-    "    logits = dense(global_avgpool(x), 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 4 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 5\n"
-    "}\n";
+static const char *BN = FX_NET("bn_tiny", FX_CONV_BN FX_GAP_LOGITS, 4, 5);
 
 static dpc_plan *make_plan(void) {
-    fe_program *fp = fe_parse_string("t.net", BN, strlen(BN));
-    if (!fp) return NULL;
-    dpc_plan *p = calloc(1, sizeof *p);
-    p->schedule = *fe_train(fp);
-    snprintf(p->model, sizeof p->model, "%s", fe_network_name(fp));
-    p->train = fe_build_graph(fp, 4, 1);
-    p->eval = fe_build_graph(fp, p->schedule.eval_batch, 0);
-    pass_options o = pass_default_options();
-    if (pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) || pass_run_eval(&p->eval, &o, err, sizeof err)) {
-        fprintf(stderr, "plan: %s\n", err);
-        return NULL;
-    }
-    fe_free(fp);
-    p->checksum = 0x0123456789abcdefull;
+    dpc_plan *p = fx_plan(BN, 4, NULL, 1, err, sizeof err);
+    if (p) p->checksum = 0x0123456789abcdefull;
     return p;
 }
 
@@ -164,7 +139,7 @@ TEST(round_trip_restores_replicas_and_counters) {
     free_stores(src, 3);
     free_stores(dst, 3);
     unlink(ckpt_file());
-    ir_free(p->train), ir_free(p->eval), free(p);
+    fx_plan_free(p);
 }
 
 /* Refused, and the stores keep their values. */
@@ -201,14 +176,21 @@ static void write_all(const char *path, const unsigned char *b, size_t len) {
     fclose(f);
 }
 
-TEST(corrupt_and_truncated_checkpoints_are_refused) {
+/* The plan, n stores of it (salt 0.5), and their checkpoint in dir. */
+static dpc_plan *plan_checkpointed(rt_store **src, int n) {
     dpc_plan *p = make_plan();
     CHECK(p != NULL);
-    if (!p) return;
-    rt_store *src[2];
-    make_stores(p, 2, src, 0.5f);
+    if (!p) return NULL;
+    make_stores(p, n, src, 0.5f);
     rt_ckpt_state s = sample_state();
-    CHECK_MSG(write_stores(dir, p, src, 2, &s) == 0, "%s", err);
+    CHECK_MSG(write_stores(dir, p, src, n, &s) == 0, "%s", err);
+    return p;
+}
+
+TEST(corrupt_and_truncated_checkpoints_are_refused) {
+    rt_store *src[2];
+    dpc_plan *p = plan_checkpointed(src, 2);
+    if (!p) return;
     size_t len = 0;
     unsigned char *good = read_all(ckpt_file(), &len);
     CHECK(good && len > 100);
@@ -242,17 +224,13 @@ TEST(corrupt_and_truncated_checkpoints_are_refused) {
     free(good);
     free_stores(src, 2);
     unlink(ckpt_file());
-    ir_free(p->train), ir_free(p->eval), free(p);
+    fx_plan_free(p);
 }
 
 TEST(another_plan_model_or_replica_count_is_refused) {
-    dpc_plan *p = make_plan();
-    CHECK(p != NULL);
-    if (!p) return;
     rt_store *src[2];
-    make_stores(p, 2, src, 0.5f);
-    rt_ckpt_state s = sample_state();
-    CHECK_MSG(write_stores(dir, p, src, 2, &s) == 0, "%s", err);
+    dpc_plan *p = plan_checkpointed(src, 2);
+    if (!p) return;
     p->checksum ^= 1;
     CHECK(refused_untouched(p, 2));
     CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny, plan checksum 0123456789abcdef); this plan is "
@@ -266,7 +244,7 @@ TEST(another_plan_model_or_replica_count_is_refused) {
     CHECK_MSG(strstr(err, "written by a run of 2 replicas (--gpus); this run has 3") != NULL, "%s", err);
     free_stores(src, 2);
     unlink(ckpt_file());
-    ir_free(p->train), ir_free(p->eval), free(p);
+    fx_plan_free(p);
 }
 
 TEST(an_unwritable_directory_is_an_error) {
@@ -279,7 +257,7 @@ TEST(an_unwritable_directory_is_an_error) {
     CHECK(write_stores("/nonexistent/dir/ck", p, src, 1, &s) != 0);
     CHECK_MSG(strstr(err, "--checkpoint /nonexistent/dir/ck: cannot create the directory") != NULL, "%s", err);
     free_stores(src, 1);
-    ir_free(p->train), ir_free(p->eval), free(p);
+    fx_plan_free(p);
 }
 
 int main(void) {

@@ -70,23 +70,13 @@ static int count_lines(const char *s) {
     return n;
 }
 
+#include "tests/fixture.h" /* here, not above: those includes are the cuda room's */
+
 /* A model's train (training = 1) or eval graph after the passes. */
 static ir_graph *model_graph(const char *path, int batch, int training, int fuse) {
-    fe_program *fp = fe_parse_file(path);
-    if (!fp) return NULL;
-    ir_graph *g = fe_build_graph(fp, batch, training);
     pass_options o = pass_default_options();
     o.fuse = fuse;
-    int rc = !g ? -1
-             : training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err)
-                        : pass_run_eval(&g, &o, err, sizeof err);
-    fe_free(fp);
-    if (rc) {
-        fprintf(stderr, "  %s: %s\n", path, err);
-        ir_free(g);
-        return NULL;
-    }
-    return g;
+    return fx_model_graph(path, batch, training, &o, err, sizeof err);
 }
 
 /* ---- selection ------------------------------------------------------------------ */

@@ -37,6 +37,8 @@
 
 #ifdef DPC_HAVE_CUDA
 
+#include "tests/fixture.h" /* here, not above: those includes are the cuda room's */
+
 /* The C dialect's kernel ABI (codegen.h); the fake runs [0, count). */
 typedef void (*c_kernel)(void *const *arg, long long count, long long lo, long long hi);
 
@@ -80,20 +82,7 @@ static int load_fake(void) {
 }
 
 static ir_graph *model_graph(const char *path, int batch, int training) {
-    fe_program *fp = fe_parse_file(path);
-    if (!fp) return NULL;
-    ir_graph *g = fe_build_graph(fp, batch, training);
-    pass_options o = pass_default_options();
-    int rc = !g ? -1
-             : training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err)
-                        : pass_run_eval(&g, &o, err, sizeof err);
-    fe_free(fp);
-    if (rc) {
-        fprintf(stderr, "  %s: %s\n", path, err);
-        ir_free(g);
-        return NULL;
-    }
-    return g;
+    return fx_model_graph(path, batch, training, NULL, err, sizeof err);
 }
 
 /* Registers g's C-dialect kernels with the fake under their names; checks
@@ -192,6 +181,17 @@ typedef struct {
     rt_store *st;
     rt_exec *ex;
 } side;
+
+/* Ends a cpu-against-cuda test: both sides, the fake's state, the graph. */
+static void sides_free(side *const sides[2], ir_graph *g) {
+    for (int k = 0; k < 2; k++) {
+        rt_exec_free(sides[k]->ex);
+        rt_store_free(sides[k]->st);
+        rt_backend_free(sides[k]->be);
+    }
+    fake_reset();
+    ir_free(g);
+}
 
 static void fill_inputs(rt_exec *ex, const ir_graph *g, uint64_t seed) {
     rt_rng r;
@@ -372,13 +372,7 @@ static void step_matches_cpu(const char *model, int batch) {
         state_free(&su);
         cg_program_free(p);
     }
-    for (int k = 0; k < 2; k++) {
-        rt_exec_free(sides[k]->ex);
-        rt_store_free(sides[k]->st);
-        rt_backend_free(sides[k]->be);
-    }
-    fake_reset();
-    ir_free(g);
+    sides_free(sides, g);
 }
 
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4); }
@@ -412,35 +406,13 @@ TEST(resnet18_eval_equals_cpu) {
         state_free(&sc);
         state_free(&su);
     }
-    for (int k = 0; k < 2; k++) {
-        rt_exec_free(sides[k]->ex);
-        rt_store_free(sides[k]->st);
-        rt_backend_free(sides[k]->be);
-    }
-    fake_reset();
-    ir_free(g);
+    sides_free(sides, g);
 }
 
 
 /* ---- replicas: nccl, buckets, graphs ------------------------------------------------ */
 
-static const char *BN_NET =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network bn_tiny {\n"
-    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
-    "    y = batchnorm(conv(x, 4, k=3, s=1, p=1, bias=false))\n"
-    "    x = relu(x + y)\n"
-    "    logits = dense(global_avgpool(x), 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 4 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 4\n"
-    "}\n";
+static const char *BN_NET = FX_NET("bn_tiny", FX_BN_RESIDUAL FX_GAP_LOGITS, 4, 4);
 
 enum { BATCH = 4, IMG = 3 * 8 * 8, STEPS = 4, MAXREP = 4 };
 
@@ -449,20 +421,12 @@ enum { BATCH = 4, IMG = 3 * 8 * 8, STEPS = 4, MAXREP = 4 };
  * theirs k0_..., k1_..., and the fake finds kernels by name). Small
  * buckets, so there are several. */
 static dpc_plan *tiny_plan(void) {
-    fe_program *fp = fe_parse_string("t.net", BN_NET, strlen(BN_NET));
-    if (!fp) return NULL;
-    dpc_plan *p = calloc(1, sizeof *p);
-    p->schedule = *fe_train(fp);
-    snprintf(p->model, sizeof p->model, "%s", fe_network_name(fp));
-    p->train = fe_build_graph(fp, BATCH, 1);
     pass_options o = pass_default_options();
     o.bucket_bytes = 200;
-    int rc = pass_run_train(&p->train, &p->schedule, &o, err, sizeof err);
-    fe_free(fp);
-    CHECK_MSG(rc == 0, "%s", err);
-    if (rc || register_kernels(p->train)) {
-        ir_free(p->train);
-        free(p);
+    dpc_plan *p = fx_plan(BN_NET, BATCH, &o, 0, err, sizeof err);
+    CHECK_MSG(p != NULL, "%s", err);
+    if (!p || register_kernels(p->train)) {
+        fx_plan_free(p);
         return NULL;
     }
     p->eval = p->train;
@@ -471,8 +435,7 @@ static dpc_plan *tiny_plan(void) {
 
 static void free_plan(dpc_plan *p) {
     if (!p) return;
-    ir_free(p->train);
-    free(p);
+    fx_plan_free(p);
     fake_reset();
 }
 

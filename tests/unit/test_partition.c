@@ -14,6 +14,7 @@
 #include "passes/passes.h"
 #include "runtime/comm/comm.h"
 #include "runtime/runtime.h"
+#include "tests/fixture.h"
 #include "tests/harness.h"
 
 static char err[1024];
@@ -22,21 +23,7 @@ static char err[1024];
  * it, so gradients come in several sizes and BatchNorm's dgamma/dbeta have
  * a second reader. */
 static const char *NET =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network part {\n"
-    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
-    "    x = relu(dense(flatten(x), 16))\n"
-    "    logits = dense(x, 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 4 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 4\n"
-    "}\n";
+    FX_NET("part", FX_CONV_BN "    x = relu(dense(flatten(x), 16))\n" "    logits = dense(x, 10)\n", 4, 4);
 
 /* lower + autodiff + optimizer: the graph partition sees in the pipeline. */
 static ir_graph *before_partition(fe_program **fpp) {

@@ -14,6 +14,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/train/replicas.h"
 #include "runtime/runtime.h"
+#include "tests/fixture.h"
 #include "tests/harness.h"
 
 static char err[2048];
@@ -21,66 +22,16 @@ static rt_backend *be;
 static rt_backend *bes[16]; /* every replica on the one cpu backend */
 
 static const char *MLP =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network mlp_tiny {\n"
-    "    x = relu(dense(flatten(image), 32))\n"
-    "    logits = dense(x, 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 3 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 5\n"
-    "}\n";
-
-static const char *BN =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network bn_tiny {\n"
-    "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
-    "    y = batchnorm(conv(x, 4, k=3, s=1, p=1, bias=false))\n"
-    "    x = relu(x + y)\n"
-    "    logits = dense(global_avgpool(x), 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 4 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 5\n"
-    "}\n";
+    FX_NET("mlp_tiny", "    x = relu(dense(flatten(image), 32))\n" "    logits = dense(x, 10)\n", 3, 5);
+static const char *BN = FX_NET("bn_tiny", FX_BN_RESIDUAL FX_GAP_LOGITS, 4, 5);
 
 #define IMG (3 * 8 * 8)
 
 static dpc_plan *make_plan(const char *src, int batch, size_t bucket_bytes, int fuse) {
-    fe_program *fp = fe_parse_string("t.net", src, strlen(src));
-    if (!fp) return NULL;
-    dpc_plan *p = calloc(1, sizeof *p);
-    p->schedule = *fe_train(fp);
-    snprintf(p->model, sizeof p->model, "%s", fe_network_name(fp));
-    p->train = fe_build_graph(fp, batch, 1);
-    p->eval = fe_build_graph(fp, p->schedule.eval_batch, 0);
     pass_options o = pass_default_options();
     o.fuse = fuse;
     o.bucket_bytes = bucket_bytes;
-    if (pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) ||
-        pass_run_eval(&p->eval, &o, err, sizeof err)) {
-        fprintf(stderr, "plan: %s\n", err);
-        p = NULL;
-    }
-    fe_free(fp);
-    return p;
-}
-
-static void free_plan(dpc_plan *p) {
-    if (!p) return;
-    ir_free(p->train);
-    ir_free(p->eval);
-    free(p);
+    return fx_plan(src, batch, &o, 1, err, sizeof err);
 }
 
 static void batch_data(int step, int n, float *img, int32_t *lab) {
@@ -177,8 +128,8 @@ static int mlp_equivalence(int n, int fuse) {
     rt_replicas_free(Rn);
     rt_replicas_free(R1);
     rt_coll_free(cn);
-    free_plan(pn);
-    free_plan(p1);
+    fx_plan_free(pn);
+    fx_plan_free(p1);
     return bad;
 }
 
@@ -289,7 +240,7 @@ TEST(batchnorm_per_replica_and_summed_update) {
     rt_store_free(rs);
     rt_replicas_free(R);
     rt_coll_free(c);
-    free_plan(p);
+    fx_plan_free(p);
 }
 
 /* ---- bit-identical whatever the timing and the bucket size ---- */
@@ -335,7 +286,7 @@ TEST(bit_identical_across_runs_and_bucket_sizes) {
     CHECK(memcmp(x, z, sizeof(float) * (size_t)n1) == 0); /* other buckets */
     CHECK(near_all("unfused", w, x, n1, 1e-5) == 0);         /* fusion only reorders nothing */
     free(x), free(y), free(z), free(w);
-    free_plan(a), free_plan(b), free_plan(u);
+    fx_plan_free(a), fx_plan_free(b), fx_plan_free(u);
 }
 
 /* ---- start-up broadcast, failures ---- */
@@ -355,7 +306,7 @@ TEST(sync_gives_every_replica_replica_zeros_tensors) {
     CHECK(rt_replicas_total(R) == 3 && rt_replicas_global(R, 2) == 2);
     rt_replicas_free(R);
     rt_coll_free(c);
-    free_plan(p);
+    fx_plan_free(p);
 }
 
 static int one_fails(rt_replicas *R, int r, void *arg, char *e, size_t el) {
@@ -385,7 +336,7 @@ TEST(a_failing_replica_does_not_hang_the_others) {
     c = rt_coll_local_new(2, be);
     CHECK(rt_replicas_new(bes, p, 3, c, err, sizeof err) == NULL);
     rt_coll_free(c);
-    free_plan(p);
+    fx_plan_free(p);
 }
 
 TEST(placement_and_banner) {
