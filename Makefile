@@ -43,7 +43,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(shell find $(LIB_DIRS) cli -name '*.h') $(BUILD)/gen/parser.h
 DEPS_OK  := build/.deps-ok
 
-.PHONY: all test install clean run deps fuzz article
+.PHONY: all test install clean run deps fuzz article format format-check
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
@@ -106,6 +106,14 @@ install: all
 
 clean:
 	rm -rf build bin
+
+# Style is .clang-format's: `make format` applies it, `make format-check`
+# (run by CI) fails on the first file that differs, naming it.
+FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format: | $(DEPS_OK)
+	clang-format -i $(FORMAT_SRCS)
+format-check: | $(DEPS_OK)
+	clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 # ---- the PyTorch parity drivers (tests/parity_test.sh runs them) ----------------
 PARITY_TOOLS := $(BUILD)/parity/dpc_step $(BUILD)/parity/dpc_bisect
