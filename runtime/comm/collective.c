@@ -92,7 +92,7 @@ static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
 void rt_coll_set_backend(rt_coll *c, int replica, rt_backend *be) {
     if (replica < 0 || replica >= c->n) return;
     c->be[replica] = be;
-    c->host[replica] = be && be->name && !strcmp(be->name, "cpu");
+    c->host[replica] = be && be->host_memory;
 }
 
 rt_backend *rt_coll_backend(const rt_coll *c, int replica) {

@@ -191,7 +191,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
 
     size_t n = 0;
     unsigned char *cached = rt_cache_read(bin, &n); /* NUL-terminated: PTX is text */
-    /* Only what was compiled for it, byte for byte (see compile_cache.h). */
+    /* Only what was compiled for it, byte for byte (see device.h). */
     int match = cached ? rt_cache_matches(bin, cached, n) : 0;
     if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
     if (cached && match == 1 && plausible(cached, n, is_ptx)) {
