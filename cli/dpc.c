@@ -8,6 +8,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "ir/bytes.h"
 #include "ir/file.h"
 #include "ir/ir.h"
 #include "ir/parse.h"
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, dpc_args *a) {
     }
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
-    if (a->max_memory && pass_parse_size(a->max_memory) < 0)
+    if (a->max_memory && ir_parse_size(a->max_memory) < 0)
         return die("--max-memory (or DPC_MAX_MEMORY) needs a size such as 16G or 512M, got", a->max_memory);
     return 0;
 }
@@ -233,13 +234,13 @@ static int check_memory(const dpc_plan *plan, const dpc_args *a, pass_memplan *c
                         size_t errlen) {
     pass_memory need;
     pass_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
-    int64_t limit = a->max_memory ? pass_parse_size(a->max_memory) : PASS_MAX_MEMORY_DEFAULT;
+    int64_t limit = a->max_memory ? ir_parse_size(a->max_memory) : PASS_MAX_MEMORY_DEFAULT;
     if (pass_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
     snprintf(err, errlen, "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
-             "DPC_MAX_MEMORY)", pass_bytes_str(pass_memory_total(&need), total, sizeof total), what,
-             pass_bytes_str(limit, lim, sizeof lim));
+             "DPC_MAX_MEMORY)", ir_bytes_str(pass_memory_total(&need), total, sizeof total), what,
+             ir_bytes_str(limit, lim, sizeof lim));
     return -1;
 }
 

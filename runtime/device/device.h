@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/codegen.h"
+#include "codegen/program.h"
 
 typedef struct rt_backend rt_backend;
 typedef struct rt_module rt_module; /* a compiled kernel module */
@@ -181,6 +181,13 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
 
 /* The cache directory, created if missing; NULL + message on failure. */
 char *rt_cache_dir(char *err, size_t errlen);
+/* DIR/dpc2-KINDHASH, the name (without extension) of source's cached
+ * files: h covers the compiler, its options and target, and the source is
+ * hashed into it here, then again with another seed (a collision is then
+ * astronomically unlikely without a cryptographic hash). Both compilers
+ * (C here, NVRTC in runtime/cuda/nvrtc.c) name their files this way. */
+void rt_cache_base(char *base, size_t n, const char *dir, const char *kind, uint64_t h,
+                   const char *source);
 /* Path of the compiled module for source; compiles on a miss. On a compile
  * error the source stays at DIR/NAME.c and err names it with the compiler's
  * message. *hit (may be NULL) says whether the module was already there. */
