@@ -9,9 +9,11 @@
 #include "codegen/codegen.h"
 #include "driver/compile.h"
 #include "frontend/frontend.h"
+#include "ir/bytes.h"
 #include "ir/err.h"
 #include "ir/file.h"
 #include "ir/ir.h"
+#include "ir/parse.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
 
@@ -34,7 +36,7 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
         return ir_fail(err, errlen, "dpc: error: unknown pass for --dump-ir (known: %s): %s", known,
                        o->dump_after);
     }
-    if (o->max_memory && pass_parse_size(o->max_memory) < 0)
+    if (o->max_memory && ir_parse_size(o->max_memory) < 0)
         return ir_fail(err, errlen, "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
                        "or 512M, got: %s", o->max_memory);
     if (o->target && !known_target(o->target))
@@ -146,13 +148,13 @@ static int check_memory(const dpc_plan *plan, const dpc_options *o, pass_memplan
                         char *err, size_t errlen) {
     pass_memory need;
     pass_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
-    int64_t limit = o->max_memory ? pass_parse_size(o->max_memory) : PASS_MAX_MEMORY_DEFAULT;
+    int64_t limit = o->max_memory ? ir_parse_size(o->max_memory) : PASS_MAX_MEMORY_DEFAULT;
     if (pass_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
     return ir_fail(err, errlen, "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
-                   "DPC_MAX_MEMORY)", pass_bytes_str(pass_memory_total(&need), total, sizeof total), what,
-                   pass_bytes_str(limit, lim, sizeof lim));
+                   "DPC_MAX_MEMORY)", ir_bytes_str(pass_memory_total(&need), total, sizeof total), what,
+                   ir_bytes_str(limit, lim, sizeof lim));
 }
 
 static double mib(int64_t b) { return (double)b / (1 << 20); }

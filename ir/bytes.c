@@ -1,6 +1,8 @@
 /* ir/bytes.c — little-endian writer and reader (bytes.h). */
 #include "ir/bytes.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,4 +110,25 @@ double ir_get_f64(ir_rbuf *r) {
     double v;
     memcpy(&v, &u, sizeof v);
     return v;
+}
+
+/* ---- byte counts --------------------------------------------------------------- */
+
+int64_t ir_bytes_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
+int64_t ir_bytes_mul(int64_t a, int64_t k) {
+    return k > 0 && a > INT64_MAX / k ? INT64_MAX : a * k;
+}
+
+const char *ir_bytes_str(int64_t bytes, char *buf, size_t n) {
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) {
+        snprintf(buf, n, "%" PRId64 " bytes", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) v /= 1024, u++;
+    snprintf(buf, n, "%.1f %s", v, units[u]);
+    return buf;
 }

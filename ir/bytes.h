@@ -61,4 +61,12 @@ int64_t ir_get_i64(ir_rbuf *r);
 float ir_get_f32(ir_rbuf *r);
 double ir_get_f64(ir_rbuf *r);
 
+/* ---- byte counts (memory needs and limits) ---- */
+/* Adds without overflowing: INT64_MAX when the sum would pass it. */
+int64_t ir_bytes_add(int64_t a, int64_t b);
+/* a x k, saturating like ir_bytes_add (a, k >= 0). */
+int64_t ir_bytes_mul(int64_t a, int64_t k);
+/* "12.4 GiB", "512.0 MiB", "100 bytes" into buf; returns buf. */
+const char *ir_bytes_str(int64_t bytes, char *buf, size_t n);
+
 #endif

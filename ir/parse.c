@@ -1,6 +1,7 @@
 /* ir/parse.c — whole-string numbers (parse.h). */
 #include "ir/parse.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -31,4 +32,28 @@ int ir_parse_f64(const char *s, double *out) {
     if (!*s || *end || (errno == ERANGE && isinf(v))) return -1;
     *out = v;
     return 0;
+}
+
+int64_t ir_parse_size(const char *s) {
+    if (!s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0)) return -1;
+    while (*end == ' ') end++;
+    double scale = 1;
+    const char *units = "KMGTPE";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (u) {
+        for (const char *k = units; k <= u; k++) scale *= 1024;
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    } else if (*end == 'b' || *end == 'B') {
+        end++;
+    }
+    if (*end) return -1;
+    v *= scale;
+    if (v < 1 || v >= 9.2e18) return -1; /* below a byte, or past int64 */
+    return (int64_t)v;
 }

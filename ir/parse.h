@@ -26,4 +26,9 @@ int ir_parse_u64(const char *s, uint64_t *out);
  * one too small for a normal double is kept as strtod rounds it. */
 int ir_parse_f64(const char *s, double *out);
 
+/* A size as a user writes it: bytes ("1000000"), or a number with a unit
+ * K, M, G, T (powers of 1024; "KiB", "MB" ... spelt either way, any case):
+ * "8G", "1.5 GiB", "512m". -1 when malformed, zero or negative. */
+int64_t ir_parse_size(const char *s);
+
 #endif

@@ -393,14 +393,8 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
 
 /* ---- memory needs and limits ------------------------------------------------------------ */
 
-int64_t pass_bytes_add(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
-
-int64_t pass_bytes_mul(int64_t a, int64_t k) {
-    return k > 0 && a > INT64_MAX / k ? INT64_MAX : a * k;
-}
-
 static int64_t node_bytes(const ir_node *n) {
-    return pass_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
+    return ir_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
 }
 
 /* Mirrors runtime/exec/exec.c's binding: views and assigns share their storage,
@@ -416,7 +410,7 @@ int64_t pass_program_bytes(const ir_graph *g, const pass_memplan *m) {
         if (ir_is_persistent(n->op) || ir_storage_of(g, i) != i || !stored[i] ||
             (m && i < m->n && m->offset[i] >= 0))
             continue;
-        total = pass_bytes_add(total, node_bytes(n));
+        total = ir_bytes_add(total, node_bytes(n));
     }
     free(stored);
     return total;
@@ -433,8 +427,8 @@ void pass_memory_need(const ir_graph *train, const pass_memplan *train_plan, con
     memset(out, 0, sizeof *out);
     for (int i = 0; i < train->n; i++) { /* the store holds the train program's sources */
         const ir_node *n = &train->nodes[i];
-        if (n->op == IR_OP_PARAM) out->params = pass_bytes_add(out->params, node_bytes(n));
-        if (n->op == IR_OP_STATE) out->state = pass_bytes_add(out->state, node_bytes(n));
+        if (n->op == IR_OP_PARAM) out->params = ir_bytes_add(out->params, node_bytes(n));
+        if (n->op == IR_OP_STATE) out->state = ir_bytes_add(out->state, node_bytes(n));
     }
     out->train = pass_program_bytes(train, train_plan);
     out->train_batch = input_batch(train);
@@ -445,20 +439,7 @@ void pass_memory_need(const ir_graph *train, const pass_memplan *train_plan, con
 }
 
 int64_t pass_memory_total(const pass_memory *m) {
-    return pass_bytes_add(pass_bytes_add(m->params, m->state), pass_bytes_add(m->train, m->eval));
-}
-
-const char *pass_bytes_str(int64_t bytes, char *buf, size_t n) {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024) {
-        snprintf(buf, n, "%" PRId64 " bytes", bytes);
-        return buf;
-    }
-    double v = (double)bytes / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 5) v /= 1024, u++;
-    snprintf(buf, n, "%.1f %s", v, units[u]);
-    return buf;
+    return ir_bytes_add(ir_bytes_add(m->params, m->state), ir_bytes_add(m->train, m->eval));
 }
 
 void pass_memory_describe(const pass_memory *m, char *buf, size_t n) {
@@ -466,31 +447,7 @@ void pass_memory_describe(const pass_memory *m, char *buf, size_t n) {
     snprintf(buf, n,
              "parameters %s, optimizer and BatchNorm state %s, train program %s at batch %" PRId64
              ", eval program %s at batch %" PRId64,
-             pass_bytes_str(m->params, p, sizeof p), pass_bytes_str(m->state, s, sizeof s),
-             pass_bytes_str(m->train, t, sizeof t), m->train_batch, pass_bytes_str(m->eval, e, sizeof e),
+             ir_bytes_str(m->params, p, sizeof p), ir_bytes_str(m->state, s, sizeof s),
+             ir_bytes_str(m->train, t, sizeof t), m->train_batch, ir_bytes_str(m->eval, e, sizeof e),
              m->eval_batch);
-}
-
-int64_t pass_parse_size(const char *s) {
-    if (!s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v > 0)) return -1;
-    while (*end == ' ') end++;
-    double scale = 1;
-    const char *units = "KMGTPE";
-    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
-    if (u) {
-        for (const char *k = units; k <= u; k++) scale *= 1024;
-        end++;
-        if (*end == 'i' || *end == 'I') end++;
-        if (*end == 'b' || *end == 'B') end++;
-    } else if (*end == 'b' || *end == 'B') {
-        end++;
-    }
-    if (*end) return -1;
-    v *= scale;
-    if (v < 1 || v >= 9.2e18) return -1; /* below a byte, or past int64 */
-    return (int64_t)v;
 }

@@ -105,7 +105,7 @@ void rt_coll_free(rt_coll *c);
 /* For the kinds that span processes (runtime/comm/mpi.c; nccl's bootstrap): the
  * cross-rank half of each collective, called by one thread of the process
  * while its other replicas wait. 0, or non-zero on failure. */
-typedef struct {
+typedef struct rt_coll_ranks_ops {
     int (*sum_f64)(double *buf, int64_t n);   /* in place, sum over ranks */
     int (*bcast)(void *buf, int64_t bytes);   /* from rank 0 */
     int (*barrier)(void);

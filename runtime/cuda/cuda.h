@@ -3,14 +3,14 @@
  *
  * Usage:
  *     rt_backend *be = rt_backend_cuda(0, err, sizeof err);  // NULL + why
- *     ... the rt_backend table, as backend.h says ...
+ *     ... the rt_backend table, as device.h says ...
  *     // steady state as one CUDA graph (inputs are copied before each launch):
  *     rt_cuda_graph_begin(be, err, sizeof err);
  *     rt_exec_run(train, err, sizeof err);     // recorded, not run; sync is a no-op
  *     rt_cuda_graph *gr = rt_cuda_graph_end(be, err, sizeof err);
  *     for (...) { rt_exec_set_input(...); rt_cuda_graph_launch(be, gr, err, sizeof err); }
  *     rt_cuda_graph_free(be, gr);
- *     // the same through the backend table (backend.h), as rt_exec does:
+ *     // the same through the backend table (device.h), as rt_exec does:
  *     be->graph_begin(be, ...); ...; rt_graph *g = be->graph_end(be, ...);
  *
  * What the backend does (docs/DESIGN.md §8.2):
@@ -19,7 +19,7 @@
  *             cuMemcpyHtoDAsync on the compute stream: the caller's buffer
  *             is free on return and the copy overlaps queued work;
  *   copy_out  cuMemcpyDtoHAsync on the compute stream, then waits for it;
- *   compile   NVRTC to a cubin for the device (cuda_compile.h), loaded with
+ *   compile   NVRTC to a cubin for the device (nvrtc.h), loaded with
  *             cuModuleLoadDataEx;
  *   launch    cuLaunchKernel, 256-thread blocks, a grid covering count up to
  *             16 blocks per multiprocessor (the kernels loop grid-stride);
@@ -29,8 +29,8 @@
  *   streams   one compute stream (everything above) and one communication
  *             stream (NCCL) per backend, ordered by events.
  * Device memory is a CUdeviceptr cast to void *, so (char *)p + off works
- * as backend.h promises. Failures of calls that cannot fail on good input
- * (a lost device) exit with file:line (cuda_loader.h's checks).
+ * as device.h promises. Failures of calls that cannot fail on good input
+ * (a lost device) exit with file:line (loader.h's checks).
  *
  * Environment: DPC_CUDA_DEVICE picks the device of rt_backend_open (default
  * 0); DPC_TF32=1 lets cuBLAS use TF32; DPC_DEBUG=1 prints the device, module
@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/codegen.h"
+#include "codegen/program.h"
 #include "runtime/device/device.h"
 
 /* 1 when this build has the cuda backend (the CUDA toolkit was found). */

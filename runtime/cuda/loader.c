@@ -1,5 +1,5 @@
 /* runtime/cuda/loader.c — dlopen the CUDA driver, cuBLAS and NCCL; the
- * check macros' reporting. See cuda_loader.h. */
+ * check macros' reporting. See loader.h. */
 #include "runtime/cuda/loader.h"
 
 #ifdef DPC_HAVE_CUDA

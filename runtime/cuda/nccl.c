@@ -1,20 +1,215 @@
-/* runtime/cuda/nccl.c — the nccl collective (collective.h). Replicas on
+/* runtime/cuda/nccl.c — the nccl collective (comm.h). Replicas on
  * distinct devices: one NCCL rank per replica, each on a cuda backend of
  * its own device, its queue the backend's communication stream
- * (backend_cuda.h's rt_nccl_bucket_*). Replicas sharing devices: one NCCL
+ * (cuda.h's rt_nccl_bucket_*). Replicas sharing devices: one NCCL
  * rank per device, the replicas of a device summed on it first
  * (rt_coll_device_new). Under mpirun the ranks span the processes.
  * Apart from collective.c so that the host collectives build and link
- * without the cuda backend (the ThreadSanitizer test compiles them alone). */
+ * without the cuda backend (the ThreadSanitizer test compiles them alone).
+ * First the NCCL calls on the backend's streams (cuda.h's rt_nccl_*; a
+ * build without the toolkit has stubs.c's), then the collective. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/device/device.h"
-#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/internal.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
+
+#ifdef DPC_HAVE_CUDA
+
+/* ---- NCCL calls (cuda.h's rt_nccl_*) --------------------------------------- */
+
+struct rt_nccl_comm {
+    rt_backend *be;
+    ncclComm_t comm;
+    CUevent *bucket_done; /* by bucket id */
+    int nbuckets;
+};
+
+int rt_nccl_version(int *version, char *err, size_t errlen) {
+    char e[512];
+    if (rt_nccl_load(e, sizeof e)) {
+        snprintf(err, errlen, "cannot load NCCL %s: %s", rt_nccl_library(), e);
+        return -1;
+    }
+    return ncclTry(rt_nccl.ncclGetVersion(version), err, errlen);
+}
+
+/* Loads NCCL and checks that bes are n cuda backends on distinct devices
+ * (devs[i]: bes[i]'s); -1 + message. */
+static int nccl_ranks_ok(rt_backend *const *bes, int n, int *devs, char *err, size_t errlen) {
+    int v = 0;
+    if (n < 1) {
+        snprintf(err, errlen, "NCCL needs at least one rank (got %d)", n);
+        return -1;
+    }
+    if (rt_nccl_version(&v, err, errlen)) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        if (!rt_backend_is_cuda(bes[i])) {
+            snprintf(err, errlen, "NCCL rank %d is not on a cuda backend", i);
+            rc = -1;
+            break;
+        }
+        devs[i] = impl_of(bes[i])->ordinal;
+        for (int j = 0; j < i; j++)
+            if (devs[j] == devs[i]) {
+                snprintf(err, errlen,
+                         "NCCL ranks %d and %d share device %d: NCCL needs one rank per GPU "
+                         "(reduce replicas of one device locally first)",
+                         j, i, devs[i]);
+                rc = -1;
+            }
+    }
+    return rc;
+}
+
+static void wrap_comms(rt_backend *const *bes, int n, ncclComm_t *raw, rt_nccl_comm **comms) {
+    for (int i = 0; i < n; i++) {
+        comms[i] = calloc(1, sizeof **comms);
+        RT_CHECK_ALLOC(comms[i]);
+        comms[i]->be = bes[i];
+        comms[i]->comm = raw[i];
+    }
+}
+
+int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen) {
+    int *devs = calloc((size_t)(n > 0 ? n : 1), sizeof *devs);
+    ncclComm_t *raw = calloc((size_t)(n > 0 ? n : 1), sizeof *raw);
+    RT_CHECK_ALLOC(devs);
+    RT_CHECK_ALLOC(raw);
+    int rc = nccl_ranks_ok(bes, n, devs, err, errlen);
+    if (!rc) rc = ncclTry(rt_nccl.ncclCommInitAll(raw, n, devs), err, errlen);
+    if (!rc) wrap_comms(bes, n, raw, comms);
+    free(devs);
+    free(raw);
+    return rc;
+}
+
+_Static_assert(sizeof(ncclUniqueId) == RT_NCCL_ID_BYTES, "RT_NCCL_ID_BYTES is NCCL's id size");
+
+int rt_nccl_unique_id(void *id, char *err, size_t errlen) {
+    int v = 0;
+    if (rt_nccl_version(&v, err, errlen)) return -1;
+    ncclUniqueId u;
+    if (ncclTry(rt_nccl.ncclGetUniqueId(&u), err, errlen)) return -1;
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first, int nranks,
+                       rt_nccl_comm **comms, char *err, size_t errlen) {
+    int *devs = calloc((size_t)(n > 0 ? n : 1), sizeof *devs);
+    ncclComm_t *raw = calloc((size_t)(n > 0 ? n : 1), sizeof *raw);
+    RT_CHECK_ALLOC(devs);
+    RT_CHECK_ALLOC(raw);
+    int rc = nccl_ranks_ok(bes, n, devs, err, errlen);
+    if (!rc && (first < 0 || first + n > nranks)) {
+        snprintf(err, errlen, "NCCL ranks %d..%d of %d", first, first + n - 1, nranks);
+        rc = -1;
+    }
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    /* One thread inits several ranks: NCCL wants them in one group, each
+     * with its device's context current. */
+    int grouped = !rc && !ncclTry(rt_nccl.ncclGroupStart(), err, errlen);
+    if (!rc && !grouped) rc = -1;
+    for (int i = 0; i < n && !rc; i++) {
+        use(impl_of(bes[i]));
+        rc = ncclTry(rt_nccl.ncclCommInitRank(&raw[i], nranks, u, first + i), err, errlen);
+    }
+    if (grouped && ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
+    if (!rc) wrap_comms(bes, n, raw, comms);
+    free(devs);
+    free(raw);
+    return rc;
+}
+
+int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    /* The gradient is complete when the compute stream gets here: the
+     * all-reduce waits for that point only, not for later backward work. */
+    if (cuTry(rt_cu.cuEventRecord(ci->ev_compute, ci->compute), err, errlen) ||
+        cuTry(rt_cu.cuStreamWaitEvent(ci->comm, ci->ev_compute, 0), err, errlen) ||
+        ncclTry(rt_nccl.ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c->comm, ci->comm), err,
+                errlen) ||
+        cuTry(rt_cu.cuEventRecord(ci->ev_comm, ci->comm), err, errlen))
+        return -1;
+    return 0;
+}
+
+int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    /* ev_comm was last recorded after the latest all-reduce; the comm stream
+     * runs in order, so waiting for it waits for all of them. */
+    return cuTry(rt_cu.cuStreamWaitEvent(ci->compute, ci->ev_comm, 0), err, errlen);
+}
+
+int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
+                         const int64_t *count, int n, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    if (id < 0) {
+        snprintf(err, errlen, "NCCL bucket %d", id);
+        return -1;
+    }
+    while (c->nbuckets <= id) {
+        c->bucket_done = realloc(c->bucket_done, sizeof *c->bucket_done * (size_t)(c->nbuckets + 1));
+        RT_CHECK_ALLOC(c->bucket_done);
+        c->bucket_done[c->nbuckets] = NULL;
+        if (cuTry(rt_cu.cuEventCreate(&c->bucket_done[c->nbuckets], CU_EVENT_DISABLE_TIMING), err,
+                  errlen))
+            return -1;
+        c->nbuckets++;
+    }
+    /* The bucket's gradients are complete at this point of the compute
+     * stream; the communication stream waits for it and nothing later. */
+    if (cuTry(rt_cu.cuEventRecord(ci->ev_compute, ci->compute), err, errlen) ||
+        cuTry(rt_cu.cuStreamWaitEvent(ci->comm, ci->ev_compute, 0), err, errlen) ||
+        ncclTry(rt_nccl.ncclGroupStart(), err, errlen))
+        return -1;
+    /* One group: NCCL fuses the pieces into few kernels, no packing copies. */
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = ncclTry(rt_nccl.ncclAllReduce(src[i], dst[i], (size_t)count[i], ncclFloat, ncclSum,
+                                           c->comm, ci->comm),
+                     err, errlen);
+    if (ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
+    if (rc || cuTry(rt_cu.cuEventRecord(c->bucket_done[id], ci->comm), err, errlen) ||
+        cuTry(rt_cu.cuEventRecord(ci->ev_comm, ci->comm), err, errlen))
+        return -1;
+    return 0;
+}
+
+int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    if (id < 0 || id >= c->nbuckets) {
+        snprintf(err, errlen, "NCCL bucket %d was never started", id);
+        return -1;
+    }
+    use(ci);
+    return cuTry(rt_cu.cuStreamWaitEvent(ci->compute, c->bucket_done[id], 0), err, errlen);
+}
+
+void rt_nccl_free(rt_nccl_comm *c) {
+    if (!c) return;
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    rt_cu.cuStreamSynchronize(ci->comm); /* no all-reduce of ours still queued */
+    rt_nccl.ncclCommDestroy(c->comm);
+    for (int i = 0; i < c->nbuckets; i++) rt_cu.cuEventDestroy(c->bucket_done[i]);
+    free(c->bucket_done);
+    free(c);
+}
+
+#endif
+
+/* ---- the nccl collective ------------------------------------------------------ */
 
 static int nccl_start(void *ctx, int bucket, const void *const *src, void *const *dst,
                       const int64_t *count, int n, char *err, size_t errlen) {

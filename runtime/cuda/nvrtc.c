@@ -179,19 +179,15 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     h = ir_fnv1a_str(h, ver);
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
     h = ir_fnv1a_str(h, target);
-    size_t srclen = strlen(source);
-    h = ir_fnv1a(h, source, srclen);
-    /* A second, differently seeded hash, as the C cache does. */
-    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], cu[4300], bin[4300];
-    snprintf(base, sizeof base, "%s/dpc2-cuda-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
+    rt_cache_base(base, sizeof base, dir, "cuda-", h, source);
     snprintf(cu, sizeof cu, "%s.cu", base);
     snprintf(bin, sizeof bin, "%s.%s", base, is_ptx ? "ptx" : "cubin");
     free(dir);
 
     size_t n = 0;
     unsigned char *cached = rt_cache_read(bin, &n); /* NUL-terminated: PTX is text */
-    /* Only what was compiled for it, byte for byte (see compile_cache.h). */
+    /* Only what was compiled for it, byte for byte (see device.h). */
     int match = cached ? rt_cache_matches(bin, cached, n) : 0;
     if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
     if (cached && match == 1 && plausible(cached, n, is_ptx)) {
@@ -209,7 +205,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     /* The source first: it is what a failed compile leaves to look at. */
     /* Into place atomically (ir/file.h): a reader sees the whole file or none. */
     char *log = NULL, why[1024];
-    if (ir_file_write_all(cu, source, srclen, why, sizeof why)) {
+    if (ir_file_write_all(cu, source, strlen(source), why, sizeof why)) {
         snprintf(err, errlen, "cannot write kernel source: %s", why);
         return -1;
     }

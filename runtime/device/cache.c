@@ -202,6 +202,16 @@ void rt_cache_rebuild_notice(const char *obj, int match) {
                       : "has no recorded checksum (not written by this dpc)");
 }
 
+void rt_cache_base(char *base, size_t n, const char *dir, const char *kind, uint64_t h,
+                   const char *source) {
+    size_t srclen = strlen(source);
+    h = ir_fnv1a(h, source, srclen);
+    /* A second, differently seeded hash makes a collision astronomically
+     * unlikely without a cryptographic hash. */
+    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    snprintf(base, n, "%s/dpc2-%s%016" PRIx64 "%08" PRIx32, dir, kind, h, (uint32_t)h2);
+}
+
 char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen) {
     if (hit) *hit = 0;
     char *dir = rt_cache_dir(err, errlen);
@@ -210,13 +220,8 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, cc);
     h = ir_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
     h = hash_cpu(h);
-    size_t srclen = strlen(source);
-    h = ir_fnv1a(h, source, srclen);
-    /* A second, differently seeded hash makes a collision astronomically
-     * unlikely without a cryptographic hash. */
-    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     char base[4200], so[4300], c_path[4300];
-    snprintf(base, sizeof base, "%s/dpc2-%016" PRIx64 "%08" PRIx32, dir, h, (uint32_t)h2);
+    rt_cache_base(base, sizeof base, dir, "", h, source);
     snprintf(so, sizeof so, "%s.so", base);
     snprintf(c_path, sizeof c_path, "%s.c", base);
     free(dir);
@@ -240,7 +245,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     char tmp_so[4400], tmp_log[4400], why[1024];
     temp_name(tmp_so, sizeof tmp_so, base, ".so");
     temp_name(tmp_log, sizeof tmp_log, base, ".log");
-    if (ir_file_write_all(c_path, source, srclen, why, sizeof why)) {
+    if (ir_file_write_all(c_path, source, strlen(source), why, sizeof why)) {
         snprintf(err, errlen, "cannot write kernel source: %s", why);
         return NULL;
     }

@@ -449,24 +449,30 @@ static int cpu_sync(rt_backend *be, char *err, size_t errlen) {
 
 static void cpu_destroy(rt_backend *be) { free(be); }
 
+/* The cpu backend: host memory, one device (the host), host collectives. */
+static const rt_backend cpu_table = {
+    .name = "cpu",
+    .dialect = CG_DIALECT_C,
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_in = cpu_copy,
+    .copy_out = cpu_copy,
+    .copy = cpu_copy,
+    .compile = cpu_compile,
+    .module_free = cpu_module_free,
+    .kernel = cpu_kernel,
+    .launch = cpu_launch,
+    .gemm = cpu_gemm,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+};
+
 rt_backend *rt_backend_cpu(void) {
     pthread_once(&pool_once, pool_start);
     rt_backend *be = calloc(1, sizeof *be);
     RT_CHECK_ALLOC(be);
-    be->name = "cpu";
-    be->dialect = CG_DIALECT_C;
-    be->alloc = cpu_alloc;
-    be->free = cpu_free;
-    be->copy_in = cpu_copy;
-    be->copy_out = cpu_copy;
-    be->copy = cpu_copy;
-    be->compile = cpu_compile;
-    be->module_free = cpu_module_free;
-    be->kernel = cpu_kernel;
-    be->launch = cpu_launch;
-    be->gemm = cpu_gemm;
-    be->sync = cpu_sync;
-    be->destroy = cpu_destroy;
+    *be = cpu_table;
     return be;
 }
 

@@ -42,12 +42,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/codegen.h"
+#include "codegen/program.h"
 
 typedef struct rt_backend rt_backend;
 typedef struct rt_module rt_module; /* a compiled kernel module */
 typedef struct rt_kernel rt_kernel; /* one entry point of a module */
 typedef struct rt_graph rt_graph;   /* a recorded sequence of calls (CUDA graph) */
+typedef struct rt_coll rt_coll;     /* a communicator among replicas (comm.h) */
+struct rt_coll_ranks_ops;           /* comm.h's rt_coll_ranks_ops */
 
 struct rt_backend {
     const char *name;      /* "cpu", "cuda" */
@@ -59,6 +61,26 @@ struct rt_backend {
      * lands after that run's work and overlaps it. 0: copies are done
      * when copy_in returns (cpu). */
     int async_copy;
+
+    /* ---- capabilities: what code outside a backend asks instead of its name.
+     * 1: device pointers are host pointers (cpu): collectives read and
+     * write buffers in place, and replicas share the host's cores. */
+    int host_memory;
+    /* Which of device_count's devices this backend runs on (0 on cpu). */
+    int ordinal;
+    /* Devices of this kind the process may use, 0 + why when none; NULL:
+     * the host only. */
+    int (*device_count)(char *why, size_t whylen);
+    /* Another backend of this kind on device `ordinal` (one per replica);
+     * NULL + message. NULL hook: replicas share this backend. */
+    rt_backend *(*open_device)(int ordinal, char *err, size_t errlen);
+    /* The backend's own collective (cuda: nccl, comm.h) among n replicas on
+     * bes, all of this kind, and the same across `ranks` processes; NULL +
+     * why when it cannot be made. Both or neither; NULL: the host
+     * collectives (local, mpi) only. */
+    rt_coll *(*coll_new)(int n, rt_backend *const *bes, char *err, size_t errlen);
+    rt_coll *(*coll_ranks_new)(int n, rt_backend *const *bes, int rank, int ranks,
+                               const struct rt_coll_ranks_ops *ops, char *err, size_t errlen);
 
     void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
     void (*free)(rt_backend *be, void *ptr);
@@ -159,6 +181,13 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
 
 /* The cache directory, created if missing; NULL + message on failure. */
 char *rt_cache_dir(char *err, size_t errlen);
+/* DIR/dpc2-KINDHASH, the name (without extension) of source's cached
+ * files: h covers the compiler, its options and target, and the source is
+ * hashed into it here, then again with another seed (a collision is then
+ * astronomically unlikely without a cryptographic hash). Both compilers
+ * (C here, NVRTC in runtime/cuda/nvrtc.c) name their files this way. */
+void rt_cache_base(char *base, size_t n, const char *dir, const char *kind, uint64_t h,
+                   const char *source);
 /* Path of the compiled module for source; compiles on a miss. On a compile
  * error the source stays at DIR/NAME.c and err names it with the compiler's
  * message. *hit (may be NULL) says whether the module was already there. */

@@ -1,4 +1,4 @@
-/* runtime/device/select.c — `--device auto|cpu|cuda`. See backend_select.h. */
+/* runtime/device/select.c — `--device auto|cpu|cuda`. See device.h. */
 #include "runtime/device/device.h"
 #include "ir/parse.h"
 
@@ -35,25 +35,39 @@ static rt_backend *open_cuda(int ordinal, char *why, size_t whylen) {
     return be;
 }
 
-rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback, char *err,
-                               size_t errlen) {
-    if (is_fallback) *is_fallback = 0;
-    if (errlen) err[0] = 0;
-    if (!device) device = "auto";
-    if (!strcmp(device, "cpu")) return rt_backend_cpu();
-    if (strcmp(device, "cuda") && strcmp(device, "auto")) {
-        snprintf(err, errlen, "--device: '%s' is not one of auto, cpu, cuda", device);
-        return NULL;
+static rt_backend *open_cpu(int ordinal, char *why, size_t whylen) {
+    (void)ordinal, (void)why, (void)whylen;
+    return rt_backend_cpu();
+}
+
+/* The backends `--device NAME` names. auto tries those marked `preferred`
+ * in order and falls back to the first entry, which always opens. */
+static const struct {
+    const char *name;
+    rt_backend *(*open)(int ordinal, char *why, size_t whylen); /* NULL + why */
+    int preferred;
+} backends[] = {
+    {"cpu", open_cpu, 0},
+    {"cuda", open_cuda, 1},
+};
+#define NBACKENDS ((int)(sizeof backends / sizeof *backends))
+
+/* "auto, cpu, cuda" */
+static void choices(char *buf, size_t n) {
+    size_t at = (size_t)snprintf(buf, n, "auto");
+    for (int i = 0; i < NBACKENDS && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, ", %s", backends[i].name);
+}
+
+/* auto: the preferred backends in order, else the fallback. Said once per
+ * process, whatever the number of replicas asking. */
+static rt_backend *open_auto(int ordinal, int *is_fallback) {
+    char why[1024] = "";
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (!backends[i].preferred) continue;
+        rt_backend *be = backends[i].open(ordinal, why, sizeof why);
+        if (be) return be;
     }
-    char why[1024];
-    rt_backend *be = open_cuda(ordinal, why, sizeof why);
-    if (be) return be;
-    if (!strcmp(device, "cuda")) {
-        snprintf(err, errlen, "--device cuda: %s", why);
-        return NULL;
-    }
-    /* auto: the cpu backend runs. Said once per process, whatever the
-     * number of replicas asking. */
     static atomic_int told;
     if (!atomic_exchange(&told, 1)) {
         const char *r = why;
@@ -65,7 +79,26 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
         fflush(stderr);
     }
     if (is_fallback) *is_fallback = 1;
-    return rt_backend_cpu();
+    return backends[0].open(ordinal, why, sizeof why);
+}
+
+rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback, char *err,
+                               size_t errlen) {
+    if (is_fallback) *is_fallback = 0;
+    if (errlen) err[0] = 0;
+    if (!device) device = "auto";
+    if (!strcmp(device, "auto")) return open_auto(ordinal, is_fallback);
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (strcmp(device, backends[i].name)) continue;
+        char why[1024] = "";
+        rt_backend *be = backends[i].open(ordinal, why, sizeof why);
+        if (!be) snprintf(err, errlen, "--device %s: %s", device, why);
+        return be;
+    }
+    char list[128];
+    choices(list, sizeof list);
+    snprintf(err, errlen, "--device: '%s' is not one of %s", device, list);
+    return NULL;
 }
 
 rt_backend *rt_backend_open(const char *device, int *is_fallback, char *err, size_t errlen) {

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "passes/passes.h"
+#include "passes/memplan.h"
 #include "ir/err.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/codegen.h"
+#include "codegen/program.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
 #include "runtime/device/device.h"
@@ -127,7 +127,7 @@ void rt_interp_run(rt_interp *it);
 
 /* ---- refuse a plan that cannot fit, before allocating it.
  *
- * dprun adds up what a run will allocate (passes.h's pass_memory: the
+ * dprun adds up what a run will allocate (passes/memplan.h's pass_memory: the
  * store, each program's arena and buffers, from the plan's memory plans)
  * for every replica of this process, plus the input pipeline's batches,
  * and refuses a plan that needs more than the limit with one message

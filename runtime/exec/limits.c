@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "passes/passes.h"
+#include "ir/bytes.h"
+#include "ir/parse.h"
+#include "passes/memplan.h"
 
 int64_t rt_host_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? pass_bytes_mul(pages, page) : 0;
+    return pages > 0 && page > 0 ? ir_bytes_mul(pages, page) : 0;
 }
 
 /* g's memory plan from the plan file, NULL when it has none. */
@@ -32,7 +34,7 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     int64_t limit;
     const char *whose;
     if (env && *env) {
-        limit = pass_parse_size(env);
+        limit = ir_parse_size(env);
         whose = "DPC_MAX_MEMORY";
         if (limit < 0) {
             snprintf(err, errlen, "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
@@ -54,14 +56,14 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     pass_memplan_free(mt);
     pass_memplan_free(me);
     int64_t each = pass_memory_total(&need);
-    int64_t total = pass_bytes_add(pass_bytes_mul(each, replicas), input_bytes);
+    int64_t total = ir_bytes_add(ir_bytes_mul(each, replicas), input_bytes);
     if (total <= limit) return 0;
     char what[400], t[32], e[32], in[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
     snprintf(err, errlen, "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
              "batches %s; the limit is %s (%s)", plan->source[0] ? plan->source : plan->model,
-             pass_bytes_str(total, t, sizeof t), be->name, replicas, replicas == 1 ? "" : "s",
-             pass_bytes_str(each, e, sizeof e), what, pass_bytes_str(input_bytes, in, sizeof in),
-             pass_bytes_str(limit, lim, sizeof lim), whose);
+             ir_bytes_str(total, t, sizeof t), be->name, replicas, replicas == 1 ? "" : "s",
+             ir_bytes_str(each, e, sizeof e), what, ir_bytes_str(input_bytes, in, sizeof in),
+             ir_bytes_str(limit, lim, sizeof lim), whose);
     return -1;
 }

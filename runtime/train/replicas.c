@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "runtime/device/device.h"
-#include "runtime/cuda/cuda.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
@@ -405,9 +404,9 @@ int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *d
                               size_t errlen) {
     *devices = 1;
     for (int r = 0; r < n; r++) bes[r] = first;
-    if (n == 1 || !rt_backend_is_cuda(first)) return 0;
+    if (n == 1 || !first->open_device || !first->device_count) return 0;
     char why[256];
-    int d = rt_cuda_device_count(why, sizeof why);
+    int d = first->device_count(why, sizeof why);
     if (d < 1) d = 1;
     *devices = d < n ? d : n;
     int *dev = malloc(sizeof *dev * (size_t)n);
@@ -415,7 +414,7 @@ int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *d
     rt_replicas_place(n, *devices, dev);
     int rc = 0;
     for (int r = 0; r < n && !rc; r++) {
-        bes[r] = rt_backend_cuda(dev[r], err, errlen);
+        bes[r] = first->open_device(dev[r], err, errlen);
         if (!bes[r]) rc = -1;
     }
     free(dev);
@@ -434,15 +433,16 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes) {
     }
 }
 
-/* The devices the replicas run on when every one is on a cuda backend;
- * 0 when one is not. */
+/* The devices the replicas run on when every one is on a backend of the
+ * kind with a collective of its own (cuda: nccl); 0 when one is not. */
 static int cuda_devices(rt_backend *const *bes, int n) {
     int d = 0;
     for (int r = 0; r < n; r++) {
-        if (!rt_backend_is_cuda(bes[r])) return 0;
+        if (!bes[r] || !bes[r]->coll_new || !bes[r]->coll_ranks_new ||
+            bes[r]->coll_new != bes[0]->coll_new)
+            return 0;
         int seen = 0;
-        for (int q = 0; q < r && !seen; q++)
-            seen = rt_cuda_device_ordinal(bes[q]) == rt_cuda_device_ordinal(bes[r]);
+        for (int q = 0; q < r && !seen; q++) seen = bes[q]->ordinal == bes[r]->ordinal;
         d += !seen;
     }
     return d;
@@ -460,9 +460,9 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
         int rank = 0, ranks = 1;
         const rt_coll_ranks_ops *ops = rt_mpi_ranks_ops(&rank, &ranks, err, errlen);
         char why[512] = "";
-        rt_coll *c = ops ? rt_coll_nccl_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
+        rt_coll *c = ops ? bes[0]->coll_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
         if (c) return c;
-        /* rt_coll_nccl_ranks_new fails on every rank alike. */
+        /* coll_ranks_new (nccl) fails on every rank alike. */
         if (want && !strcmp(want, "nccl")) {
             snprintf(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
             return NULL;
@@ -494,7 +494,7 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
      * (the replicas of each summed on it first) when they share >= 2. */
     if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
         char why[512];
-        rt_coll *c = rt_coll_nccl_new(n, bes, why, sizeof why);
+        rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
         if (c) return c;
         if (want && !strcmp(want, "nccl")) {
             snprintf(err, errlen, "DPC_COLL=nccl: %s", why);

@@ -146,7 +146,7 @@ int rt_run_open_data(rt_run *r) {
 int rt_run_build(rt_run *r) {
     const rt_train_options *o = r->o;
     /* Before the first kernel module loads: replicas share the cores. */
-    if (!strcmp(r->be->name, "cpu")) rt_replicas_cpu_threads(r->local);
+    if (r->be->host_memory) rt_replicas_cpu_threads(r->local);
     r->bes = calloc((size_t)r->local, sizeof *r->bes);
     RT_CHECK_ALLOC(r->bes);
     if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))

@@ -1,0 +1,231 @@
+/* runtime/comm/queue.c — the communication queue (comm.h): per replica a
+ * thread that sums started buckets in order over the communicator (host
+ * kinds), or, for stream kinds (nccl), each bucket enqueued on the
+ * replica's communication stream. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/comm/internal.h"
+#include "runtime/device/device.h"
+
+/* ---- the communication queue ------------------------------------------------ */
+
+enum { B_IDLE, B_QUEUED, B_DONE, B_FAILED };
+
+typedef struct {
+    rt_coll_piece *piece;
+    int n;
+    int64_t total; /* floats */
+} bucket;
+
+struct rt_coll_queue {
+    rt_coll *c;
+    int replica;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bucket *b;
+    int nb, cap;
+    int *state;
+    int *fifo; /* ring of started bucket ids; a bucket is in it at most once */
+    int head, count;
+    int stop;
+    void *pack;       /* device memory: the largest bucket, packed */
+    int64_t pack_cap; /* floats */
+    char why[320];
+};
+
+/* Packs the bucket's gradients, sums them over the replicas, unpacks the
+ * sums. A one-piece bucket is summed in its output directly. */
+static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
+    rt_backend *be = q->c->be[q->replica];
+    if (b->n == 1) {
+        const rt_coll_piece *p = &b->piece[0];
+        if (p->dst != p->src) be->copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count);
+        return rt_coll_allreduce_sum(q->c, q->replica, p->dst, p->count, err, errlen);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < b->n; i++) {
+        be->copy(be, (float *)q->pack + off, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count);
+        off += b->piece[i].count;
+    }
+    if (rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen)) return -1;
+    off = 0;
+    for (int i = 0; i < b->n; i++) {
+        be->copy(be, b->piece[i].dst, (float *)q->pack + off, sizeof(float) * (size_t)b->piece[i].count);
+        off += b->piece[i].count;
+    }
+    return 0;
+}
+
+static void *queue_main(void *arg) {
+    rt_coll_queue *q = arg;
+    for (;;) {
+        pthread_mutex_lock(&q->mu);
+        while (!q->stop && q->count == 0) pthread_cond_wait(&q->cv, &q->mu);
+        if (q->count == 0) { /* stopping, nothing left */
+            pthread_mutex_unlock(&q->mu);
+            return NULL;
+        }
+        int id = q->fifo[q->head];
+        q->head = (q->head + 1) % q->nb;
+        q->count--;
+        pthread_mutex_unlock(&q->mu);
+        char why[256];
+        int rc = run_bucket(q, &q->b[id], why, sizeof why);
+        pthread_mutex_lock(&q->mu);
+        if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+        q->state[id] = rc ? B_FAILED : B_DONE;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica) {
+    rt_coll_queue *q = calloc(1, sizeof *q);
+    RT_CHECK_ALLOC(q);
+    q->c = c;
+    q->replica = replica;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    return q;
+}
+
+int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int n) {
+    /* Registration happens before the first start: the thread is idle. */
+    if (q->nb == q->cap) {
+        q->cap = q->cap ? 2 * q->cap : 8;
+        q->b = realloc(q->b, sizeof *q->b * (size_t)q->cap);
+        q->state = realloc(q->state, sizeof *q->state * (size_t)q->cap);
+        q->fifo = realloc(q->fifo, sizeof *q->fifo * (size_t)q->cap);
+        RT_CHECK_ALLOC(q->b && q->state && q->fifo);
+    }
+    bucket *b = &q->b[q->nb];
+    b->n = n;
+    b->total = 0;
+    b->piece = malloc(sizeof *b->piece * (size_t)(n > 0 ? n : 1));
+    RT_CHECK_ALLOC(b->piece);
+    for (int i = 0; i < n; i++) {
+        b->piece[i] = pieces[i];
+        b->total += pieces[i].count;
+    }
+    if (n > 1 && b->total > q->pack_cap && !q->c->sctx) { /* a stream kind needs no packing */
+        rt_backend *be = q->c->be[q->replica];
+        if (q->pack) be->free(be, q->pack);
+        q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
+        q->pack_cap = b->total;
+    }
+    q->state[q->nb] = B_IDLE;
+    /* The ring's ids stay valid as it grows: nothing is queued yet. */
+    q->head = q->count = 0;
+    return q->nb++;
+}
+
+int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
+
+/* A stream kind (nccl): the replica's communication stream is its queue.
+ * The pieces are summed out of place (src -> dst) after the compute
+ * stream's current point (nccl: one NCCL group); a failure shows at the
+ * wait. */
+static void start_on_stream(rt_coll_queue *q, int id) {
+    const bucket *b = &q->b[id];
+    const void **src = malloc(sizeof *src * (size_t)b->n);
+    void **dst = malloc(sizeof *dst * (size_t)b->n);
+    int64_t *count = malloc(sizeof *count * (size_t)b->n);
+    RT_CHECK_ALLOC(src && dst && count);
+    for (int i = 0; i < b->n; i++)
+        src[i] = b->piece[i].src, dst[i] = b->piece[i].dst, count[i] = b->piece[i].count;
+    char why[256];
+    int rc = q->c->sops.start(q->c->sctx[q->replica], id, src, dst, count, b->n, why, sizeof why);
+    if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
+    q->state[id] = rc ? B_FAILED : B_QUEUED;
+    free(src), free(dst), free(count);
+}
+
+int rt_coll_queue_stream_ordered(const rt_coll_queue *q) { return q->c->sctx != NULL; }
+
+void rt_coll_queue_start(rt_coll_queue *q, int id) {
+    if (id < 0 || id >= q->nb) {
+        RT_FAIL("rt_coll_queue_start: no bucket %d (%d registered)", id, q->nb);
+        abort();
+    }
+    if (q->c->sctx) {
+        start_on_stream(q, id);
+        return;
+    }
+    char why[64];
+    /* What the replica computed must be in memory before the thread reads
+     * it (a no-op on the cpu backend, whose calls are synchronous). */
+    rt_backend *be = q->c->be[q->replica];
+    be->sync(be, why, sizeof why);
+    pthread_mutex_lock(&q->mu);
+    if (!q->running) {
+        if (pthread_create(&q->thread, NULL, queue_main, q)) {
+            RT_SYS_FAIL("pthread_create (communication queue)");
+            abort();
+        }
+        q->running = 1;
+    }
+    if (q->state[id] == B_QUEUED) {
+        pthread_mutex_unlock(&q->mu);
+        RT_FAIL("rt_coll_queue_start: bucket %d started twice without a wait", id);
+        abort();
+    }
+    q->state[id] = B_QUEUED;
+    q->fifo[(q->head + q->count) % q->nb] = id;
+    q->count++;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
+    if (id < 0 || id >= q->nb) {
+        snprintf(err, errlen, "no bucket %d (%d registered)", id, q->nb);
+        return -1;
+    }
+    if (q->c->sctx) { /* the compute stream waits, the host does not */
+        int st = q->state[id];
+        q->state[id] = B_IDLE;
+        if (st == B_FAILED) {
+            snprintf(err, errlen, "%s", q->why);
+            return -1;
+        }
+        return st == B_QUEUED ? q->c->sops.join(q->c->sctx[q->replica], id, err, errlen) : 0;
+    }
+    pthread_mutex_lock(&q->mu);
+    while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
+    int st = q->state[id];
+    q->state[id] = B_IDLE;
+    if (st == B_FAILED) snprintf(err, errlen, "%s", q->why);
+    pthread_mutex_unlock(&q->mu);
+    return st == B_FAILED ? -1 : 0;
+}
+
+int rt_coll_queue_wait_all(rt_coll_queue *q, char *err, size_t errlen) {
+    int rc = 0;
+    for (int b = 0; b < q->nb; b++)
+        if (rt_coll_queue_wait(q, b, err, errlen)) rc = -1; /* keep waiting for the rest */
+    return rc;
+}
+
+void rt_coll_queue_free(rt_coll_queue *q) {
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    if (q->running) pthread_join(q->thread, NULL);
+    for (int i = 0; i < q->nb; i++) free(q->b[i].piece);
+    free(q->b);
+    free(q->state);
+    free(q->fifo);
+    if (q->pack) q->c->be[q->replica]->free(q->c->be[q->replica], q->pack);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
+
