@@ -113,7 +113,7 @@ FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format: | $(DEPS_OK)
 	clang-format -i $(FORMAT_SRCS)
 format-check: | $(DEPS_OK)
-	clang-format --dry-run -Werror $(FORMAT_SRCS)
+	@clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 # ---- the PyTorch parity drivers (tests/parity_test.sh runs them) ----------------
 PARITY_TOOLS := $(BUILD)/parity/dpc_step $(BUILD)/parity/dpc_bisect
