@@ -27,7 +27,8 @@ static void step_for(double seconds) {
 }
 
 /* Runs `count` batches through a pipeline; returns seconds, fills stats. */
-static double measure(const rt_batcher *b, int workers, int64_t count, double step_s, rt_pipeline_stats *st) {
+static double measure(const rt_batcher *b, int workers, int64_t count, double step_s,
+                      rt_pipeline_stats *st) {
     rt_pipeline_config cfg = rt_pipeline_defaults();
     cfg.workers = workers, cfg.count = count;
     char err[256];
@@ -41,7 +42,7 @@ static double measure(const rt_batcher *b, int workers, int64_t count, double st
     const rt_batch *bt;
     rt_pipeline_stats first = {0};
     while ((bt = rt_pipeline_next(p))) {
-        int64_t seq = bt->seq; /* bt belongs to the workers again after release */
+        int64_t seq = bt->seq;          /* bt belongs to the workers again after release */
         sink += bt->images[seq % 1000]; /* touch the batch, as a copy would */
         rt_pipeline_release(p);
         if (step_s > 0) step_for(step_s);
@@ -68,13 +69,15 @@ int main(int argc, char **argv) {
     }
     char err[1024];
     double t0 = rt_now();
-    rt_dataset *ds = strcmp(data, "synthetic") ? rt_data_cifar10(data, 1, err, sizeof err)
-                                               : rt_data_synthetic(RT_SYNTHETIC_TRAIN, 3, 32, 32, 1, RT_SYNTHETIC_SEED);
+    rt_dataset *ds = strcmp(data, "synthetic")
+                         ? rt_data_cifar10(data, 1, err, sizeof err)
+                         : rt_data_synthetic(RT_SYNTHETIC_TRAIN, 3, 32, 32, 1, RT_SYNTHETIC_SEED);
     if (!ds) {
         fprintf(stderr, "pipeline: %s\n", err);
         return 1;
     }
-    printf("data: %s, %lld training images, loaded in %.2f s\n", ds->name, (long long)ds->count, rt_now() - t0);
+    printf("data: %s, %lld training images, loaded in %.2f s\n", ds->name, (long long)ds->count,
+           rt_now() - t0);
     ir_train t;
     memset(&t, 0, sizeof t);
     t.pad = 4, t.random_crop = 32, t.random_mirror = 1, t.normalize = 1;
@@ -85,8 +88,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pipeline: %s\n", err);
         return 1;
     }
-    printf("pipeline: %lld batches of %d (shuffle, pad 4, crop 32, mirror, normalise), consumer does nothing\n",
-           (long long)count, batch);
+    printf(
+        "pipeline: %lld batches of %d (shuffle, pad 4, crop 32, mirror, normalise), consumer does nothing\n",
+        (long long)count, batch);
     int workers[] = {0, 1, 2, 4};
     double rate1 = 0;
     for (int i = 0; i < 4; i++) {
@@ -94,19 +98,20 @@ int main(int argc, char **argv) {
         double s = measure(&b, workers[i], count, 0, &st);
         double rate = (double)count * batch / s;
         if (workers[i] == 1) rate1 = rate;
-        printf("workers %d: %10.0f img/s  (%.3f ms per batch)\n", workers[i], rate, 1e3 * s / (double)count);
+        printf("workers %d: %10.0f img/s  (%.3f ms per batch)\n", workers[i], rate,
+               1e3 * s / (double)count);
     }
     /* A step longer than one worker needs per batch: the steps should never
      * wait after the first batch. */
     double step_s = step_ms / 1e3;
     int64_t n = count < 100 ? count : 100;
-    printf("with a %.1f ms step (%lld steps; one worker prepares a batch in %.3f ms):\n", step_ms, (long long)n,
-           rate1 > 0 ? 1e3 * batch / rate1 : 0.0);
+    printf("with a %.1f ms step (%lld steps; one worker prepares a batch in %.3f ms):\n", step_ms,
+           (long long)n, rate1 > 0 ? 1e3 * batch / rate1 : 0.0);
     for (int w = 1; w <= 2; w++) {
         rt_pipeline_stats st;
         measure(&b, w, n, step_s, &st);
-        printf("workers %d: the steps waited %.4f s in %lld of %lld steps after the first\n", w, st.wait_s,
-               (long long)st.stalls, (long long)(n - 1));
+        printf("workers %d: the steps waited %.4f s in %lld of %lld steps after the first\n", w,
+               st.wait_s, (long long)st.stalls, (long long)(n - 1));
     }
     rt_dataset_free(ds);
     return 0;

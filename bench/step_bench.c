@@ -17,7 +17,6 @@
 #include "runtime/clock.h"
 #include "runtime/runtime.h"
 
-
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -57,7 +56,8 @@ int main(int argc, char **argv) {
         float *buf = malloc(sizeof(float) * (size_t)cnt);
         for (int64_t j = 0; j < cnt; j++) {
             if (n->type.dtype == IR_I32)
-                ((int32_t *)buf)[j] = (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
+                ((int32_t *)buf)[j] =
+                    (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
             else
                 buf[j] = rt_rng_uniform_range(&rng, -1.0f, 1.0f);
         }

@@ -30,7 +30,8 @@ static void usage(FILE *f) {
           "  elaborate          the training graph as the frontend built it\n",
           f);
     for (const pass_info *p = pass_registry; p->name; p++)
-        fprintf(f, "  %-18s %s%s\n", p->name, p->about, p->programs & PASS_EVAL ? "" : " (train only)");
+        fprintf(f, "  %-18s %s%s\n", p->name, p->about,
+                p->programs & PASS_EVAL ? "" : " (train only)");
 }
 
 static int die(const char *msg, const char *arg) {
@@ -48,29 +49,32 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             !strcmp(s, "--max-memory") || !strcmp(s, "--precision")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
-            if (!strcmp(s, "-o")) a->out = v;
-            else if (!strcmp(s, "--dot")) a->dot = v;
-            else if (!strcmp(s, "--emit-kernels")) a->emit_dir = v;
-            else if (!strcmp(s, "--max-memory")) a->max_memory = v;
+            if (!strcmp(s, "-o"))
+                a->out = v;
+            else if (!strcmp(s, "--dot"))
+                a->dot = v;
+            else if (!strcmp(s, "--emit-kernels"))
+                a->emit_dir = v;
+            else if (!strcmp(s, "--max-memory"))
+                a->max_memory = v;
             else if (!strcmp(s, "--precision")) {
                 pass_precision_kind p;
-                if (pass_precision_parse(v, &p)) return die("--precision takes fp32 or bf16, got", v);
+                if (pass_precision_parse(v, &p))
+                    return die("--precision takes fp32 or bf16, got", v);
                 a->precision = v;
-            }
-            else if (!strcmp(s, "--target")) {
+            } else if (!strcmp(s, "--target")) {
                 if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
                     return die("--target takes cpu, cuda or all, got", v);
                 a->target = v;
-            }
-            else if (!strcmp(s, "--bucket-mb")) {
+            } else if (!strcmp(s, "--bucket-mb")) {
                 double mb;
                 if (ir_parse_f64(v, &mb) || !(mb > 0) || mb > 1 << 20)
                     return die("--bucket-mb needs a positive number of MiB, got", v);
                 a->bucket_mb = mb;
-            }
-            else {
+            } else {
                 int64_t b;
-                if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20) return die("--batch needs a positive integer, got", v);
+                if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
+                    return die("--batch needs a positive integer, got", v);
                 a->batch = (int)b;
             }
         } else if (!strcmp(s, "--summary")) {
@@ -97,7 +101,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
     if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats or "
-                   "--emit-kernels", NULL);
+                   "--emit-kernels",
+                   NULL);
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
     char err[16384];

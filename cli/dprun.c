@@ -46,47 +46,58 @@ typedef struct {
     const char *help;  /* each '\n' continues on an indented line */
 } arg_spec;
 
-#define AT(field) offsetof(dprun_args, field)
+#define AT(field)  offsetof(dprun_args, field)
 #define OPT(field) AT(o.field)
 
 static const arg_spec args[] = {
     {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit"},
-    {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL, "print `epoch E lr X` for every epoch and exit"},
+    {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL,
+     "print `epoch E lr X` for every epoch and exit"},
     {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
      "data-parallel replicas (default 1; sets the global batch);\n"
      "under `mpirun -np P`, N per process: P x N in all"},
     {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
      "where to run (auto: GPUs if any, else cpu)"},
-    {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0, "--data needs a folder or 'synthetic'",
+    {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,
+     "--data needs a folder or 'synthetic'",
      "CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)"},
     {"--epochs", "--epochs N", ARG_INT, OPT(epochs), 1, 100000, NULL, "stop after N epochs"},
-    {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL, "stop after N optimizer steps (0: only evaluate)"},
-    {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL, "test accuracy every K epochs"},
-    {"--lr-scaling", "--lr-scaling none|linear", ARG_CHOICE, OPT(lr_scaling), 0, 0, "none|linear", /* IR_LR_SCALING_* */
+    {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL,
+     "stop after N optimizer steps (0: only evaluate)"},
+    {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL,
+     "test accuracy every K epochs"},
+    {"--lr-scaling", "--lr-scaling none|linear", ARG_CHOICE, OPT(lr_scaling), 0, 0,
+     "none|linear", /* IR_LR_SCALING_* */
      "override the schedule's lr scaling"},
     {"--warmup-epochs", "--warmup-epochs K", ARG_INT, OPT(warmup_epochs), 0, 100000, NULL,
      "override the schedule's warmup"},
     {"--lr", "--lr X", ARG_LR, OPT(lr), 0, 0, NULL,
      "base lr: the schedule's dict scaled so epoch 0 has X (before scaling)"},
-    {"--warmup-per-iteration", "--warmup-per-iteration", ARG_FLAG, OPT(warmup_per_iteration), 0, 0, NULL,
-     "ramp the warmup every step (Goyal et al.), not every epoch"},
-    {"--momentum-correction", "--momentum-correction", ARG_FLAG, OPT(momentum_correction), 0, 0, NULL,
-     "rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)"},
-    {"--seed", "--seed S", ARG_SEED, OPT(seed), 0, 0, NULL, "all randomness: init, shuffle, augmentation (default 0)"},
-    {"--no-augment", "--no-augment", ARG_FLAG, OPT(no_augment), 0, 0, NULL, "no padding, cropping or mirroring"},
-    {"--no-shuffle", "--no-shuffle", ARG_FLAG, OPT(no_shuffle), 0, 0, NULL, "keep the dataset's order"},
-    {"--data-workers", "--data-workers N", ARG_INT, OPT(data_workers), 0, RT_PIPELINE_MAX_WORKERS, NULL,
-     "threads preparing batches ahead (default 2; 0: none)"},
-    {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL, "start from a safetensors file"},
+    {"--warmup-per-iteration", "--warmup-per-iteration", ARG_FLAG, OPT(warmup_per_iteration), 0, 0,
+     NULL, "ramp the warmup every step (Goyal et al.), not every epoch"},
+    {"--momentum-correction", "--momentum-correction", ARG_FLAG, OPT(momentum_correction), 0, 0,
+     NULL, "rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)"},
+    {"--seed", "--seed S", ARG_SEED, OPT(seed), 0, 0, NULL,
+     "all randomness: init, shuffle, augmentation (default 0)"},
+    {"--no-augment", "--no-augment", ARG_FLAG, OPT(no_augment), 0, 0, NULL,
+     "no padding, cropping or mirroring"},
+    {"--no-shuffle", "--no-shuffle", ARG_FLAG, OPT(no_shuffle), 0, 0, NULL,
+     "keep the dataset's order"},
+    {"--data-workers", "--data-workers N", ARG_INT, OPT(data_workers), 0, RT_PIPELINE_MAX_WORKERS,
+     NULL, "threads preparing batches ahead (default 2; 0: none)"},
+    {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL,
+     "start from a safetensors file"},
     {"--save-params", "--save-params F", ARG_STRING, OPT(save_params), 0, 0, NULL,
      "write parameters and BatchNorm statistics at the end"},
     {"--metrics", "--metrics FILE", ARG_STRING, OPT(metrics), 0, 0, NULL,
      "one JSON object per epoch (scripts/plot draws them)"},
-    {"--checkpoint", "--checkpoint DIR", ARG_NONEMPTY, OPT(checkpoint), 0, 0, "--checkpoint needs a directory",
+    {"--checkpoint", "--checkpoint DIR", ARG_NONEMPTY, OPT(checkpoint), 0, 0,
+     "--checkpoint needs a directory",
      "write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)"},
-    {"--checkpoint-every", "--checkpoint-every N", ARG_LONG, OPT(checkpoint_every), 1, LONG_MAX, NULL,
-     "also every N steps"},
-    {"--resume", "--resume", ARG_FLAG, OPT(resume), 0, 0, NULL, "continue from DIR's checkpoint (same flags otherwise)"},
+    {"--checkpoint-every", "--checkpoint-every N", ARG_LONG, OPT(checkpoint_every), 1, LONG_MAX,
+     NULL, "also every N steps"},
+    {"--resume", "--resume", ARG_FLAG, OPT(resume), 0, 0, NULL,
+     "continue from DIR's checkpoint (same flags otherwise)"},
     {"--on-nan", "--on-nan stop|skip", ARG_CHOICE, OPT(on_nan_skip), 0, 0, "stop|skip",
      "a non-finite loss or gradient stops the run (default) or skips the step"},
     {"--benchmark", "--benchmark N", ARG_LONG, OPT(benchmark), 1, LONG_MAX, NULL,
@@ -98,7 +109,8 @@ static const arg_spec args[] = {
      "warmup-per-iteration"},
     {"--sweep-dir", "--sweep-dir DIR", ARG_STRING, AT(sweep_dir), 0, 0, NULL,
      "the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)"},
-    {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL, "also write the sweep's table to FILE"},
+    {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL,
+     "also write the sweep's table to FILE"},
     {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text"},
 };
 
@@ -144,8 +156,7 @@ static int store(const arg_spec *s, const char *val, dprun_args *a) {
     int64_t v;
     double x;
     switch (s->kind) {
-    case ARG_HELP:
-        return 0;
+    case ARG_HELP: return 0;
     case ARG_FLAG:
         if (val) return bad("%s takes no value", s->name);
         *(int *)at = 1;
@@ -153,15 +164,15 @@ static int store(const arg_spec *s, const char *val, dprun_args *a) {
     case ARG_NONEMPTY:
         if (!*val) return bad("%s", s->check);
         /* fallthrough */
-    case ARG_STRING:
-        *(const char **)at = val;
-        return 0;
+    case ARG_STRING: *(const char **)at = val; return 0;
     case ARG_INT:
     case ARG_LONG:
         if (ir_parse_i64(val, &v) || v < s->lo || v > s->hi)
             return bad("%s: '%s' is not an integer in %ld..%ld", s->name, val, s->lo, s->hi);
-        if (s->kind == ARG_INT) *(int *)at = (int)v;
-        else *(long *)at = (long)v;
+        if (s->kind == ARG_INT)
+            *(int *)at = (int)v;
+        else
+            *(long *)at = (long)v;
         return 0;
     case ARG_CHOICE:
     case ARG_DEVICE: {
@@ -174,17 +185,20 @@ static int store(const arg_spec *s, const char *val, dprun_args *a) {
         /* Checked here, before anything else runs, so scripts can probe
          * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
         if (!strcmp(val, "cuda") && !rt_cuda_compiled())
-            return bad("--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
+            return bad(
+                "--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
         *(const char **)at = val;
         return 0;
     }
     case ARG_LR:
-        if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x)) return bad("%s: '%s' is not a positive number", s->name, val);
+        if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x))
+            return bad("%s: '%s' is not a positive number", s->name, val);
         if (x > IR_MAX_LR) return bad("%s: '%s' is above the largest lr, 1e6", s->name, val);
         *(double *)at = x;
         return 0;
     case ARG_SEED:
-        if (ir_parse_u64(val, (uint64_t *)at)) return bad("%s: '%s' is not a non-negative integer", s->name, val);
+        if (ir_parse_u64(val, (uint64_t *)at))
+            return bad("%s: '%s' is not a non-negative integer", s->name, val);
         return 0;
     }
     return 0;
@@ -205,7 +219,8 @@ static int parse_args(int argc, char **argv, dprun_args *a) {
         }
         const arg_spec *s = NULL;
         for (size_t k = 0; k < sizeof args / sizeof *args && !s; k++)
-            if (!strcmp(opt, args[k].name) || (args[k].kind == ARG_HELP && !strcmp(opt, "-h"))) s = &args[k];
+            if (!strcmp(opt, args[k].name) || (args[k].kind == ARG_HELP && !strcmp(opt, "-h")))
+                s = &args[k];
         if (s && s->kind == ARG_HELP) {
             usage(stdout);
             return 2;
@@ -235,7 +250,8 @@ static int append_quoted(char *buf, size_t len, const char *s) {
     size_t n = strlen(buf);
     int plain = *s != 0;
     for (const char *p = s; *p; p++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p)) plain = 0;
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *p))
+            plain = 0;
     if (plain) {
         if (n + strlen(s) + 1 >= len) return -1;
         strcpy(buf + n, s);
@@ -247,8 +263,10 @@ static int append_quoted(char *buf, size_t len, const char *s) {
         const char *piece = *p == '\'' ? "'\\''" : NULL;
         size_t k = piece ? 4 : 1;
         if (n + k + 2 >= len) return -1;
-        if (piece) memcpy(buf + n, piece, k);
-        else buf[n] = *p;
+        if (piece)
+            memcpy(buf + n, piece, k);
+        else
+            buf[n] = *p;
         n += k;
     }
     buf[n++] = '\'';
@@ -298,11 +316,13 @@ int main(int argc, char **argv) {
 static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t len) {
     if (!a->path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
-    if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec) return bad("--sweep-dir and --sweep-out need --sweep");
+    if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec)
+        return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
     if (a->sweep_spec && (o->metrics || o->save_params || o->benchmark || o->checkpoint))
-        return bad("--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
-                   "--benchmark or --checkpoint");
+        return bad(
+            "--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
+            "--benchmark or --checkpoint");
     if (!a->sweep_spec) return 0;
     char err[512];
     /* A spec has key=values; anything else names a sweep file. */
@@ -326,8 +346,8 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o) {
     if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
     int replicas = o->gpus * o->ranks;
     if (replicas > 1)
-        fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n", replicas * t.batch,
-                replicas, t.batch);
+        fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
+                replicas * t.batch, replicas, t.batch);
     rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
     s.per_iteration = o->warmup_per_iteration;
     rt_schedule_print(&s, stdout);
@@ -344,7 +364,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     char default_dir[4096], resume_command[4096];
     if (check_args(&a, &sweep, default_dir, sizeof default_dir)) return 1;
     a.o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
-    if (!a.o.resume_command) a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
+    if (!a.o.resume_command)
+        a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
     a.o.plan_path = a.path;
 
     char err[2048];
@@ -360,8 +381,9 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     } else if (a.schedule) {
         rc = print_schedule(plan, &a.o);
     } else {
-        rc = a.sweep_spec ? rt_sweep_run(plan, &sweep, &a.o, a.sweep_dir, a.sweep_out, err, sizeof err)
-                          : rt_train(plan, &a.o, err, sizeof err);
+        rc = a.sweep_spec
+                 ? rt_sweep_run(plan, &sweep, &a.o, a.sweep_dir, a.sweep_out, err, sizeof err)
+                 : rt_train(plan, &a.o, err, sizeof err);
         if (rc && *err) bad("%s", err);
     }
     plan_free(plan);

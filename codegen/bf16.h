@@ -27,12 +27,12 @@
 
 #include <string.h>
 
-#define CG_BF16_FUNCTIONS                                                              \
-    DPC_FN float dpc_bf16_to_f32(bf16_t h) { return dpc_u2f((unsigned)h << 16); }      \
-    DPC_FN bf16_t dpc_f32_to_bf16(float f) {                                           \
-        unsigned u = dpc_f2u(f);                                                       \
-        if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);      \
-        return (bf16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                       \
+#define CG_BF16_FUNCTIONS                                                         \
+    DPC_FN float dpc_bf16_to_f32(bf16_t h) { return dpc_u2f((unsigned)h << 16); } \
+    DPC_FN bf16_t dpc_f32_to_bf16(float f) {                                      \
+        unsigned u = dpc_f2u(f);                                                  \
+        if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);  \
+        return (bf16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                  \
     }
 
 /* The host's instance of the same text. */

@@ -141,12 +141,10 @@ int64_t cg_conv_scratch_elems(const cg_conv_shape *c, int64_t nb);
 int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes);
 /* Forward: out[K][nb*P] = W[K][CKK] · col[CKK][nb*P]:
  * A = columns (scratch), B = w, C = the CNHW block (scratch). */
-cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off,
-                             int64_t out_off);
+cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off, int64_t out_off);
 /* Data gradient: col[CKK][nb*P] = Wᵀ · dy[K][nb*P]:
  * A = dy in CNHW (scratch), B = w, C = columns (scratch); col2im follows. */
-cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off,
-                               int64_t col_off);
+cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off, int64_t col_off);
 /* Weight gradient: dW[K][CKK] (+)= dy[K][nb*P] · col[CKK][nb*P]ᵀ:
  * A = columns, B = dy in CNHW (both scratch), C = dw; beta = accumulate
  * (0 for the first chunk, 1 after), so chunks sum in order. */

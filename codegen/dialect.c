@@ -10,7 +10,7 @@
 /* bf16 storage (codegen/bf16.h): each dialect's bit casts and qualifiers,
  * then the one text of the conversions. */
 #define CG_STR_(x) #x
-#define CG_STR(x) CG_STR_(x)
+#define CG_STR(x)  CG_STR_(x)
 
 static const cg_dialect_desc dialect_c = {
     .name = "c",
@@ -23,10 +23,11 @@ static const cg_dialect_desc dialect_c = {
                "typedef double acc_t;\n"
                "#define DPC_NAN NAN\n"
                "#define DPC_NEG_INF (-INFINITY)\n\n",
-    .bf16_prelude = "typedef unsigned short bf16_t;\n"
-                    "static inline unsigned dpc_f2u(float f) { union { float f; unsigned u; } v; v.f = f; return v.u; }\n"
-                    "static inline float dpc_u2f(unsigned u) { union { float f; unsigned u; } v; v.u = u; return v.f; }\n"
-                    "#define DPC_FN static inline\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n",
+    .bf16_prelude =
+        "typedef unsigned short bf16_t;\n"
+        "static inline unsigned dpc_f2u(float f) { union { float f; unsigned u; } v; v.f = f; return v.u; }\n"
+        "static inline float dpc_u2f(unsigned u) { union { float f; unsigned u; } v; v.u = u; return v.f; }\n"
+        "#define DPC_FN static inline\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n",
     .kernel_head = "void ",
     .restrict_kw = "restrict ",
     /* the kernel runs iterations [lo, hi) of count, so the backend's thread
@@ -51,10 +52,11 @@ static const cg_dialect_desc dialect_cuda = {
                "typedef double acc_t;\n"
                "#define DPC_NAN __int_as_float(0x7fc00000)\n"
                "#define DPC_NEG_INF __int_as_float(0xff800000)\n\n",
-    .bf16_prelude = "typedef unsigned short bf16_t;\n"
-                    "#define dpc_f2u __float_as_uint\n"
-                    "#define dpc_u2f __uint_as_float\n"
-                    "#define DPC_FN static __device__ __forceinline__\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n",
+    .bf16_prelude =
+        "typedef unsigned short bf16_t;\n"
+        "#define dpc_f2u __float_as_uint\n"
+        "#define dpc_u2f __uint_as_float\n"
+        "#define DPC_FN static __device__ __forceinline__\n" CG_STR(CG_BF16_FUNCTIONS) "\n\n",
     .kernel_head = "extern \"C\" __global__ void ",
     .restrict_kw = "__restrict__ ",
     .unpack_args = 0,

@@ -250,7 +250,8 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
         cg_str e = {0};
         expr_loaded(G, G->lo, &b, "", &e);
         int a = arg_of(G, G->lo, 1);
-        cg_str_printf(&b, "b%d[i] = %s%s%s;\n", a, cg_st(G->arg_type[a]), e.s, cg_end(G->arg_type[a]));
+        cg_str_printf(&b, "b%d[i] = %s%s%s;\n", a, cg_st(G->arg_type[a]), e.s,
+                      cg_end(G->arg_type[a]));
         cg_str_free(&e);
     } else {
         for (int m = G->lo; m < G->hi; m++) compute(G, m, &b, "");
@@ -280,7 +281,8 @@ static void need(const grp *G, int m, unsigned char *mark) {
     mark[m - G->lo] = 1;
     const ir_node *n = nd(G, m);
     for (int k = 0; k < n->ninputs; k++)
-        if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS) need(G, n->input[k], mark);
+        if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS)
+            need(G, n->input[k], mark);
 }
 
 /* Per-channel operand k of reduction m: a statistic of this channel. */
@@ -328,7 +330,8 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       M, L, M % L ? "" : simd, L);
         if (M % L) cg_str_printf(b, "        if (q >= %" PRId64 ") break;\n", M);
         cg_str_printf(b,
-                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64 " + q %% %" PRId64 ";\n",
+                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64
+                      " + q %% %" PRId64 ";\n",
                       G->inner, G->C, G->inner, G->inner);
     }
     cg_str_append(b, body->s ? body->s : "", body->len);
@@ -351,7 +354,8 @@ static void pass_marks(const grp *G, int p, unsigned char *mark) {
         if (r == FU_REDUCTION && lv == p) {
             const ir_node *n = nd(G, m);
             for (int k = 0; k < n->ninputs; k++)
-                if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS) need(G, n->input[k], mark);
+                if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS)
+                    need(G, n->input[k], mark);
         }
         if (r == FU_ELEMENTS && G->cx->stored[m] && fu_store_pass(lv) == p) need(G, m, mark);
     }
@@ -372,8 +376,9 @@ static void pass_accumulators(grp *G, int p, cg_str *b) {
         } else if (n->op == IR_OP_BN_GRAD_GAMMA) {
             stat(G, m, 2, &s1);
             stat(G, m, 3, &s2);
-            cg_str_printf(b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n",
-                          t, s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
+            cg_str_printf(
+                b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n", t,
+                s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
         }
         cg_str_free(&s1);
         cg_str_free(&s2);
@@ -387,7 +392,8 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
     for (int m = G->lo; m < G->hi; m++)
         if (mark[m - G->lo]) compute(G, m, body, "        ");
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_ELEMENTS && G->cx->stored[m] && fu_store_pass(G->level[m - G->lo]) == p) {
+        if (role(G, m) == FU_ELEMENTS && G->cx->stored[m] &&
+            fu_store_pass(G->level[m - G->lo]) == p) {
             int a = arg_of(G, m, 1);
             cg_str_printf(body, "        b%d[e] = %st%d%s;\n", a, cg_st(G->arg_type[a]), m - G->lo,
                           cg_end(G->arg_type[a]));
@@ -402,11 +408,13 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
         case IR_OP_BN_MEAN:
         case IR_OP_BIAS_GRAD: cg_str_printf(body, "        s%d[l] += %s;\n", t, x.s); break;
         case IR_OP_BN_VAR:
-            cg_str_printf(body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t, t);
+            cg_str_printf(body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t,
+                          t);
             break;
         default: /* bn_grad_gamma(dy, x, mean, var) */
             operand(G, m, 1, 'i', &y);
-            cg_str_printf(body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t, t);
+            cg_str_printf(body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t,
+                          t);
             break;
         }
         cg_str_free(&x);
@@ -425,7 +433,8 @@ static void pass_results(grp *G, int p, cg_str *b) {
         lane_sum(b, t, 0, CG_REDUCE_LANES);
         cg_str_printf(b, ";\n");
         if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
-            cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t, G->N * G->inner);
+            cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t,
+                          G->N * G->inner);
         else
             cg_str_printf(b, "const float t%d = (float)r%d;\n", t, t);
     }
@@ -499,7 +508,8 @@ static int body_row(grp *G, cg_kdef *kd) {
                 cg_str_printf(b, "b%d[i] = %sbad ? DPC_NAN : (float)(lse - %s)%s;\n", a,
                               cg_st(G->arg_type[a]), rowy, cg_end(G->arg_type[a]));
             } else {
-                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - %s);\n", m - G->lo, rowy);
+                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - %s);\n",
+                              m - G->lo, rowy);
             }
         } else if (n->op == IR_OP_SOFTMAX_CE_GRAD) {
             cg_str d = {0};

@@ -34,7 +34,8 @@ int fu_channel_levels(const ir_graph *g, const int *member, int n, const unsigne
         if (role == FU_REDUCTION) lv++;
         level[a] = lv;
         if (role == FU_REDUCTION && lv > passes) passes = lv;
-        if (role == FU_ELEMENTS && stored[a] && fu_store_pass(lv) > passes) passes = fu_store_pass(lv);
+        if (role == FU_ELEMENTS && stored[a] && fu_store_pass(lv) > passes)
+            passes = fu_store_pass(lv);
     }
     return passes;
 }

@@ -37,19 +37,21 @@ static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_
 
 int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
     if (operand == 'a')
-        return extent(d->off_a, d->batch, d->stride_a, d->transa ? d->k : d->m, d->transa ? d->m : d->k,
-                      d->lda);
+        return extent(d->off_a, d->batch, d->stride_a, d->transa ? d->k : d->m,
+                      d->transa ? d->m : d->k, d->lda);
     if (operand == 'b')
-        return extent(d->off_b, d->batch, d->stride_b, d->transb ? d->n : d->k, d->transb ? d->k : d->n,
-                      d->ldb);
+        return extent(d->off_b, d->batch, d->stride_b, d->transb ? d->n : d->k,
+                      d->transb ? d->k : d->n, d->ldb);
     return extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
 }
 
-int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c,
-                     char *err, size_t errlen) {
+int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
+                     size_t errlen) {
     if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
-        return ir_fail(err, errlen, "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64
-                              ", %" PRId64 ", %" PRId64 ")", d->m, d->n, d->k, d->batch);
+        return ir_fail(err, errlen,
+                       "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64 ", %" PRId64
+                       ", %" PRId64 ")",
+                       d->m, d->n, d->k, d->batch);
     }
     if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
         d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
@@ -57,8 +59,9 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     }
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
-        return ir_fail(err, errlen, "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
-                 d->type_a, d->type_b, d->type_c);
+        return ir_fail(err, errlen,
+                       "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
+                       d->type_a, d->type_b, d->type_c);
     }
     if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
         d->off_c < 0) {
@@ -105,54 +108,102 @@ int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes) {
 
 /* Row-major X[r][c] is the column-major (c x r) matrix with ld c; with
  * np = nb*P rows of the CNHW blocks: */
-cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off,
-                             int64_t out_off) {
+cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off, int64_t out_off) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* out(np x K) = col(np x CKK) · W(CKK x K) */
-    return (cg_gemm){.m = np, .n = c->K, .k = CKK, .alpha = 1, .beta = 0,
-                     .lda = np, .ldb = CKK, .ldc = np, .batch = 1,
-                     .off_a = col_off, .off_c = out_off};
+    return (cg_gemm){.m = np,
+                     .n = c->K,
+                     .k = CKK,
+                     .alpha = 1,
+                     .beta = 0,
+                     .lda = np,
+                     .ldb = CKK,
+                     .ldc = np,
+                     .batch = 1,
+                     .off_a = col_off,
+                     .off_c = out_off};
 }
 
 cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off,
                                int64_t col_off) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* col(np x CKK) = dy(np x K) · W(CKK x K)ᵀ */
-    return (cg_gemm){.transb = 1, .m = np, .n = CKK, .k = c->K, .alpha = 1, .beta = 0,
-                     .lda = np, .ldb = CKK, .ldc = np, .batch = 1,
-                     .off_a = dy_off, .off_c = col_off};
+    return (cg_gemm){.transb = 1,
+                     .m = np,
+                     .n = CKK,
+                     .k = c->K,
+                     .alpha = 1,
+                     .beta = 0,
+                     .lda = np,
+                     .ldb = CKK,
+                     .ldc = np,
+                     .batch = 1,
+                     .off_a = dy_off,
+                     .off_c = col_off};
 }
 
 cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t nb, int64_t col_off,
                                  int64_t dy_off, int accumulate) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* dW(CKK x K) (+)= col(np x CKK)ᵀ · dy(np x K) */
-    return (cg_gemm){.transa = 1, .m = CKK, .n = c->K, .k = np, .alpha = 1,
-                     .beta = accumulate ? 1.0f : 0.0f, .lda = np, .ldb = np, .ldc = CKK,
-                     .batch = 1, .off_a = col_off, .off_b = dy_off};
+    return (cg_gemm){.transa = 1,
+                     .m = CKK,
+                     .n = c->K,
+                     .k = np,
+                     .alpha = 1,
+                     .beta = accumulate ? 1.0f : 0.0f,
+                     .lda = np,
+                     .ldb = np,
+                     .ldc = CKK,
+                     .batch = 1,
+                     .off_a = col_off,
+                     .off_b = dy_off};
 }
 
 cg_gemm cg_gemm_dense(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){.transa = 1, .m = U, .n = N, .k = F, .alpha = 1, .beta = 0,
-                     .lda = F, .ldb = F, .ldc = U, .batch = 1};
+    return (cg_gemm){.transa = 1,
+                     .m = U,
+                     .n = N,
+                     .k = F,
+                     .alpha = 1,
+                     .beta = 0,
+                     .lda = F,
+                     .ldb = F,
+                     .ldc = U,
+                     .batch = 1};
 }
 
 cg_gemm cg_gemm_dense_grad_data(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){.m = F, .n = N, .k = U, .alpha = 1, .beta = 0,
-                     .lda = F, .ldb = U, .ldc = F, .batch = 1};
+    return (cg_gemm){
+        .m = F, .n = N, .k = U, .alpha = 1, .beta = 0, .lda = F, .ldb = U, .ldc = F, .batch = 1};
 }
 
 cg_gemm cg_gemm_dense_grad_weight(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){.transb = 1, .m = F, .n = U, .k = N, .alpha = 1, .beta = 0,
-                     .lda = F, .ldb = U, .ldc = F, .batch = 1};
+    return (cg_gemm){.transb = 1,
+                     .m = F,
+                     .n = U,
+                     .k = N,
+                     .alpha = 1,
+                     .beta = 0,
+                     .lda = F,
+                     .ldb = U,
+                     .ldc = F,
+                     .batch = 1};
 }
 
 /* ---- lowering -------------------------------------------------------------------- */
 
 static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_t *a) {
-    return (cg_conv_shape){.N = x->dim[0], .C = x->dim[1], .H = x->dim[2], .W = x->dim[3],
-                           .K = y->dim[1], .k = a[0], .s = a[1], .p = a[2],
-                           .Ho = y->dim[2], .Wo = y->dim[3]};
+    return (cg_conv_shape){.N = x->dim[0],
+                           .C = x->dim[1],
+                           .H = x->dim[2],
+                           .W = x->dim[3],
+                           .K = y->dim[1],
+                           .k = a[0],
+                           .s = a[1],
+                           .p = a[2],
+                           .Ho = y->dim[2],
+                           .Wo = y->dim[3]};
 }
 
 /* Mixed precision: a GEMM-backed op whose output or an input is stored in
@@ -180,8 +231,8 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
     return prev->op == IR_OP_CONV_GRAD_DATA && pn->input[0] == n->input[0] &&
-           gemm_bf16(g, pn) == gemm_bf16(g, n) &&
-           pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
+           gemm_bf16(g, pn) == gemm_bf16(g, n) && pn->iattr[0] == n->iattr[0] &&
+           pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
            ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
 }
 
@@ -226,8 +277,9 @@ static int lower_conv(cg_ctx *cx, int node) {
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         /* kernels for this chunk size (the last chunk may be smaller) */
-        int kcol = op == IR_OP_CONV_GRAD_DATA ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32)
-                   : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1);
+        int kcol = op == IR_OP_CONV_GRAD_DATA
+                       ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32)
+                       : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1);
         int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
                                     : cg_kernel_to_cnhw(cx, c.K, P, cnt, to, t0);
         if (kcol < 0 || klay < 0) return -1;
@@ -252,7 +304,8 @@ static int lower_conv(cg_ctx *cx, int node) {
         default: /* conv_grad_weight: in0 = dy, in1 = x */
             cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, n0 * CHW});
             if (!reuse_dy)
-                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0},
+                                   (int64_t[]){blk, n0 * KP});
             d = cg_gemm_conv_grad_weight(&c, cnt, 0, ew * blk, n0 > 0);
             d.type_a = d.type_b = to;
             d.type_c = tn;
@@ -271,8 +324,7 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     switch (n->op) {
     case IR_OP_CONV:
     case IR_OP_CONV_GRAD_DATA:
-    case IR_OP_CONV_GRAD_WEIGHT:
-        return lower_conv(cx, node);
+    case IR_OP_CONV_GRAD_WEIGHT: return lower_conv(cx, node);
     case IR_OP_DENSE: /* (x[N,F], w[U,F]) */
         d = cg_gemm_dense(t0->dim[0], t0->dim[1], t1->dim[0]);
         break;
@@ -282,8 +334,7 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     case IR_OP_DENSE_GRAD_WEIGHT: /* (dy[N,U], x[N,F]) */
         d = cg_gemm_dense_grad_weight(t0->dim[0], t1->dim[1], t0->dim[1]);
         break;
-    default:
-        return cg_fail(cx, "node %d: %s is not a GEMM op", node, ir_ops[n->op].name);
+    default: return cg_fail(cx, "node %d: %s is not a GEMM op", node, ir_ops[n->op].name);
     }
     if (!gemm_bf16(g, n)) {
         cg_begin_step(cx, node);

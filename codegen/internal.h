@@ -38,10 +38,10 @@ typedef struct {
     cg_options opt;
     const ir_graph *g;
     cg_str src;
-    cg_str *bodies; /* rendered bodies by kernel index, to share identical kernels */
+    cg_str *bodies;        /* rendered bodies by kernel index, to share identical kernels */
     unsigned char *stored; /* ir_stored() of g */
     int kcap, scap, ccap;
-    int bf16; /* the graph stores some tensor in bf16: the prelude converts */
+    int bf16;        /* the graph stores some tensor in bf16: the prelude converts */
     int bad_literal; /* a constant had no checked literal: cg_generate fails */
     char *err;
     size_t errlen;

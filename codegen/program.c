@@ -23,7 +23,7 @@
 #include "codegen/internal.h"
 #include "ir/bytes.h"
 
-#define CG_MAGIC "DPCK"
+#define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
  * 3: GEMM element types (bf16). */
 #define CG_VERSION 3u
@@ -160,8 +160,8 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
         for (int j = 0; j < 3; j++) ir_put_i64(&w, v[j]);
         ir_put_f32(&w, d->alpha);
         ir_put_f32(&w, d->beta);
-        int64_t u[] = {d->lda,     d->ldb,      d->ldc,      d->batch, d->stride_a,
-                       d->stride_b, d->stride_c, d->off_a, d->off_b,  d->off_c};
+        int64_t u[] = {d->lda,      d->ldb,      d->ldc,   d->batch, d->stride_a,
+                       d->stride_b, d->stride_c, d->off_a, d->off_b, d->off_c};
         for (int j = 0; j < 10; j++) ir_put_i64(&w, u[j]);
         ir_put_u32(&w, (uint32_t)d->type_a);
         ir_put_u32(&w, (uint32_t)d->type_b);
@@ -249,7 +249,8 @@ static const char *parse_steps(ir_rbuf *r, cg_program *p) {
         s->scratch = ir_get_i64(r);
         uint32_t first = ir_get_u32(r), n = ir_get_u32(r), nbuf = ir_get_u32(r);
         if (r->bad) return "truncated step";
-        if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30)) return "bad step";
+        if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30))
+            return "bad step";
         s->first_call = (int)first;
         s->ncalls = (int)n;
         s->nbuf = (int)nbuf;
@@ -291,7 +292,8 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16))
         return "bad gemm element type";
-    if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1) return "bad gemm transpose flag";
+    if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1)
+        return "bad gemm transpose flag";
     if (c->kind == CG_CALL_KERNEL) {
         if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
             c->count < 0)
@@ -324,7 +326,8 @@ static const char *check_call_ranges(const cg_program *p) {
         if ((int64_t)s->first_call + s->ncalls > p->ncalls) return "step calls out of range";
         for (int c = s->first_call; c < s->first_call + s->ncalls; c++)
             for (int j = 0; j < p->calls[c].nargs; j++)
-                if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf) return "call slot out of range";
+                if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf)
+                    return "call slot out of range";
     }
     return NULL;
 }
@@ -333,12 +336,14 @@ cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t
                                     size_t errlen) {
     ir_rbuf r = {buf, len, 0, 0};
     const unsigned char *magic = ir_take(&r, 4);
-    if (!magic || memcmp(magic, CG_MAGIC, 4) != 0) return parse_fail(NULL, err, errlen, "bad magic");
+    if (!magic || memcmp(magic, CG_MAGIC, 4) != 0)
+        return parse_fail(NULL, err, errlen, "bad magic");
     uint32_t version = ir_get_u32(&r);
     uint64_t total = ir_get_u64(&r);
     if (r.bad) return parse_fail(NULL, err, errlen, "truncated header");
     if (version != CG_VERSION) {
-        ir_fail(err, errlen, "kernel program: version %u, this build reads %u", version, CG_VERSION);
+        ir_fail(err, errlen, "kernel program: version %u, this build reads %u", version,
+                CG_VERSION);
         return NULL;
     }
     if (total > len || total < 20) return parse_fail(NULL, err, errlen, "truncated");
@@ -443,19 +448,22 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                     if (id == CG_SCRATCH) {
                         if (type[j] == IR_BF16) size[j] *= 2;
                     } else if ((int)g->nodes[id].type.dtype != type[j]) {
-                        return ir_fail(err, errlen, "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
-                                 i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
+                        return ir_fail(
+                            err, errlen,
+                            "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
+                            i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
                     }
                 }
                 if (call->nargs != 3 ||
                     cg_gemm_validate(&call->gemm, size[0], size[1], size[2], why, sizeof why)) {
                     return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
-                             ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
+                                   ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
                 }
             } else {
                 if (call->kernel < 0 || call->kernel >= p->nkernels ||
                     call->nargs != p->kernels[call->kernel].nargs) {
-                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad kernel", i, c);
+                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad kernel", i,
+                                   c);
                 }
                 /* Every kernel writes at least one element of arg 0 per
                  * iteration (a bf16 kernel's scratch holds two per float):
@@ -464,15 +472,17 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 int64_t room = call->nargs < 1 ? -1 : size[0] - call->off[0];
                 if (call->nargs >= 1 && s->buf[call->arg[0]] == CG_SCRATCH) room += size[0];
                 if (call->count < 0 || call->count > room) {
-                    return ir_fail(err, errlen, "kernel program: step %d call %d (%s): count %" PRId64
-                                          " is beyond its output (%" PRId64 " elements)",
-                             i, c, p->kernels[call->kernel].name, call->count, room);
+                    return ir_fail(err, errlen,
+                                   "kernel program: step %d call %d (%s): count %" PRId64
+                                   " is beyond its output (%" PRId64 " elements)",
+                                   i, c, p->kernels[call->kernel].name, call->count, room);
                 }
                 for (int j = 0; j < call->nargs; j++)
                     if (call->off[j] < 0 || call->off[j] >= size[j]) {
-                        return ir_fail(err, errlen, "kernel program: step %d call %d: offset %" PRId64
-                                              " outside its buffer",
-                                 i, c, call->off[j]);
+                        return ir_fail(err, errlen,
+                                       "kernel program: step %d call %d: offset %" PRId64
+                                       " outside its buffer",
+                                       i, c, call->off[j]);
                     }
             }
         }
@@ -535,8 +545,7 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
     }
     if (want->nkernels > have->nkernels)
         return snprintf(what, n, "kernel %s is missing", want->kernels[have->nkernels].name), 1;
-    if (!same_text(have, -1, want, -1))
-        return snprintf(what, n, "the kernel prelude differs"), 1;
+    if (!same_text(have, -1, want, -1)) return snprintf(what, n, "the kernel prelude differs"), 1;
     for (int c = 0; c < have->ncalls && c < want->ncalls; c++) {
         const cg_call *a = &have->calls[c], *b = &want->calls[c];
         if (a->kind == b->kind && a->kernel == b->kernel && a->count == b->count &&
@@ -546,9 +555,13 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
             (a->kind != CG_CALL_GEMM || gemm_eq(&a->gemm, &b->gemm)))
             continue;
         if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)
-            return snprintf(what, n, "call %d of kernel %s differs (count %" PRId64 ", the graph's %" PRId64 ")",
-                            c, have->kernels[a->kernel].name, a->count, b->count), 1;
-        return snprintf(what, n, "call %d (%s) differs", c, a->kind == CG_CALL_GEMM ? "a GEMM" : "a kernel"),
+            return snprintf(what, n,
+                            "call %d of kernel %s differs (count %" PRId64 ", the graph's %" PRId64
+                            ")",
+                            c, have->kernels[a->kernel].name, a->count, b->count),
+                   1;
+        return snprintf(what, n, "call %d (%s) differs", c,
+                        a->kind == CG_CALL_GEMM ? "a GEMM" : "a kernel"),
                1;
     }
     for (int i = 0; i < have->nsteps && i < want->nsteps; i++) {
@@ -560,7 +573,8 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
             return snprintf(what, n, "step %d (node %d) differs", i, a->node), 1;
     }
     return snprintf(what, n, "its steps or calls differ (%d steps, %d calls; the graph's %d, %d)",
-                    have->nsteps, have->ncalls, want->nsteps, want->ncalls), 1;
+                    have->nsteps, have->ncalls, want->nsteps, want->ncalls),
+           1;
 }
 
 /* ---- statistics and listings -------------------------------------------------------- */
@@ -606,9 +620,9 @@ void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
         for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
             const cg_call *call = &p->calls[c];
             if (call->kind == CG_CALL_GEMM)
-                fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64, c > s->first_call ? "," : ":",
-                        call->gemm.transa ? 'T' : 'N', call->gemm.transb ? 'T' : 'N', call->gemm.m,
-                        call->gemm.n, call->gemm.k);
+                fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64,
+                        c > s->first_call ? "," : ":", call->gemm.transa ? 'T' : 'N',
+                        call->gemm.transb ? 'T' : 'N', call->gemm.m, call->gemm.n, call->gemm.k);
             else
                 fprintf(f, "%s %s x%" PRId64, c > s->first_call ? "," : ":",
                         p->kernels[call->kernel].name, call->count);

@@ -14,12 +14,12 @@
 
 #include "ir/ir.h"
 
-#define CG_MAX_ARGS IR_GROUP_MAX_BUFFERS /* a fused kernel's buffers */
-#define CG_MAX_BUFS (CG_MAX_ARGS + 2)     /* + the step's node + scratch */
-#define CG_MAX_GROUP IR_GROUP_MAX_NODES
+#define CG_MAX_ARGS     IR_GROUP_MAX_BUFFERS /* a fused kernel's buffers */
+#define CG_MAX_BUFS     (CG_MAX_ARGS + 2)    /* + the step's node + scratch */
+#define CG_MAX_GROUP    IR_GROUP_MAX_NODES
 #define CG_REDUCE_LANES 8 /* partial sums of a per-channel reduction */
-#define CG_NAME_MAX 64
-#define CG_SCRATCH (-1) /* a step buffer slot naming the scratch area */
+#define CG_NAME_MAX     64
+#define CG_SCRATCH      (-1) /* a step buffer slot naming the scratch area */
 
 typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA, CG_DIALECT_COUNT } cg_dialect;
 
@@ -53,8 +53,8 @@ int64_t cg_gemm_extent(const cg_gemm *d, int operand);
 /* Checks sizes, leading dimensions (lda >= rows of A as stored, >= 1) and
  * that every element the GEMM touches lies inside buffers of size_a/b/c
  * elements; sizes must fit a BLAS int. 0 when valid, else -1 + message. */
-int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c,
-                     char *err, size_t errlen);
+int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
+                     size_t errlen);
 
 /* ---- programs ------------------------------------------------------------- */
 

@@ -96,8 +96,9 @@ const char *cg_double_lit(double v, char *buf) {
 const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf) {
     const char *s = dbl ? cg_double_lit(v, buf) : cg_float_lit(v, buf);
     if (s) return s;
-    if (!cx->bad_literal) cg_fail(cx, "constant %.9g cannot be written as a finite %s literal", v,
-                                  dbl ? "double" : "float");
+    if (!cx->bad_literal)
+        cg_fail(cx, "constant %.9g cannot be written as a finite %s literal", v,
+                dbl ? "double" : "float");
     cx->bad_literal = 1;
     return "0";
 }
@@ -136,13 +137,14 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
     const char *rs = kd->no_restrict ? "" : dl->restrict_kw;
     if (!dl->unpack_args)
         for (int j = 0; j < kd->nargs; j++)
-            cg_str_printf(o, "%s%s *%sb%d, ", kd->writes[j] ? "" : "const ", ctype(kd->type[j]), rs, j);
+            cg_str_printf(o, "%s%s *%sb%d, ", kd->writes[j] ? "" : "const ", ctype(kd->type[j]), rs,
+                          j);
     cg_str_printf(o, "%s", dl->params_tail);
     if (dl->unpack_args)
         for (int j = 0; j < kd->nargs; j++) {
             const char *c = kd->writes[j] ? "" : "const ";
-            cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]), rs, j, c,
-                          ctype(kd->type[j]), j);
+            cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]), rs, j,
+                          c, ctype(kd->type[j]), j);
         }
     cg_str_printf(o, "%s%s", dl->body_head, dl->loop_head);
     append_body(o, &kd->body, 8);
@@ -152,7 +154,10 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
 /* The identity of a kernel apart from its name: types, writes, body. */
 static void kernel_key(const cg_kdef *kd, cg_str *key) {
     for (int j = 0; j < kd->nargs; j++)
-        cg_str_printf(key, "%c%c", kd->type[j] == IR_I32 ? 'i' : kd->type[j] == IR_BF16 ? 'h' : 'f',
+        cg_str_printf(key, "%c%c",
+                      kd->type[j] == IR_I32    ? 'i'
+                      : kd->type[j] == IR_BF16 ? 'h'
+                                               : 'f',
                       kd->writes[j] ? 'w' : 'r');
     cg_str_printf(key, "|%" PRId64 "|%d|", kd->cost, kd->no_restrict);
     cg_str_append(key, kd->body.s ? kd->body.s : "", kd->body.len);
@@ -252,12 +257,12 @@ static int expand(cg_ctx *cx, const char *op, const char *tmpl, const tmpl_env *
             cg_str_append(&ex, t, 1);
         }
     }
-    if (need_c) cg_str_printf(&kd.body, "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ";\n", inner, C);
+    if (need_c)
+        cg_str_printf(&kd.body, "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ";\n", inner, C);
     cg_str_printf(&kd.body, "b0[i] = %s;\n", ex.s);
     cg_str_free(&ex);
     return cg_emit_kernel(cx, &kd);
 }
-
 
 /* ---- reduction, pooling and layout kernels ------------------------------------- */
 
@@ -277,14 +282,17 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
     cg_str_printf(b, "const idx_t c = i;\n");
     if (kind == RED_VAR) cg_str_printf(b, "const acc_t m = b2[c];\n");
     if (kind == RED_DOT_XHAT)
-        cg_str_printf(b, "const acc_t m = b3[c];\nconst acc_t inv = 1.0 / sqrt((acc_t)b4[c] + %s);\n",
+        cg_str_printf(b,
+                      "const acc_t m = b3[c];\nconst acc_t inv = 1.0 / sqrt((acc_t)b4[c] + %s);\n",
                       cg_lit(cx, eps, 1, lit));
-    cg_str_printf(b, "acc_t s = 0;\n"
-                     "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
-                     "    const float *row = b1 + (n * %" PRId64 " + c) * %" PRId64 ";\n",
+    cg_str_printf(b,
+                  "acc_t s = 0;\n"
+                  "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
+                  "    const float *row = b1 + (n * %" PRId64 " + c) * %" PRId64 ";\n",
                   N, C, inner);
     if (kind == RED_DOT_XHAT)
-        cg_str_printf(b, "    const float *xr = b2 + (n * %" PRId64 " + c) * %" PRId64 ";\n", C, inner);
+        cg_str_printf(b, "    const float *xr = b2 + (n * %" PRId64 " + c) * %" PRId64 ";\n", C,
+                      inner);
     cg_str_printf(b, "    for (idx_t j = 0; j < %" PRId64 "; j++) ", inner);
     switch (kind) {
     case RED_MEAN:
@@ -303,7 +311,8 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
 static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y) {
     int64_t inner = inner_of(x);
     ir_dtype tx = x->dtype, ty = y->dtype;
-    cg_kdef kd = {.op = "global_avgpool", .nargs = 2, .cost = inner, .writes = {1}, .type = {ty, tx}};
+    cg_kdef kd = {
+        .op = "global_avgpool", .nargs = 2, .cost = inner, .writes = {1}, .type = {ty, tx}};
     cg_str_printf(&kd.body,
                   "const %s *row = b1 + i * %" PRId64 ";\n"
                   "acc_t s = 0;\n"
@@ -321,30 +330,35 @@ static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s,
      * bounds checks: same taps in the same row-major order as testing each
      * one, so the same (first) maximum wins. The best value rides along in
      * a register (bv == xp[best]) instead of being reloaded per tap. */
-    cg_str_printf(b,
-                  "%sidx_t best = -1;\n"
-                  "%sfloat bv = 0.0f;\n"
-                  "%s{\n"
-                  "%s    const idx_t h0 = oh * %" PRId64 " - %" PRId64 ", w0 = ow * %" PRId64 " - %" PRId64 ";\n"
-                  "%s    const idx_t kh0 = h0 < 0 ? -h0 : 0, kw0 = w0 < 0 ? -w0 : 0;\n"
-                  "%s    const idx_t kh1 = h0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - h0 : %" PRId64 ";\n"
-                  "%s    const idx_t kw1 = w0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - w0 : %" PRId64 ";\n"
-                  "%s    for (idx_t kh = kh0; kh < kh1; kh++)\n"
-                  "%s        for (idx_t kw = kw0; kw < kw1; kw++) {\n"
-                  "%s            const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
-                  "%s            const float v = %sxp[at]%s;\n"
-                  "%s            if (best < 0 || v > bv) best = at, bv = v;\n"
-                  "%s        }\n"
-                  "%s}\n",
-                  ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, ind, W,
-                  ind, cg_ld(tx), cg_end(tx), ind, ind, ind);
+    cg_str_printf(
+        b,
+        "%sidx_t best = -1;\n"
+        "%sfloat bv = 0.0f;\n"
+        "%s{\n"
+        "%s    const idx_t h0 = oh * %" PRId64 " - %" PRId64 ", w0 = ow * %" PRId64 " - %" PRId64
+        ";\n"
+        "%s    const idx_t kh0 = h0 < 0 ? -h0 : 0, kw0 = w0 < 0 ? -w0 : 0;\n"
+        "%s    const idx_t kh1 = h0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - h0 : %" PRId64 ";\n"
+        "%s    const idx_t kw1 = w0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - w0 : %" PRId64 ";\n"
+        "%s    for (idx_t kh = kh0; kh < kh1; kh++)\n"
+        "%s        for (idx_t kw = kw0; kw < kw1; kw++) {\n"
+        "%s            const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
+        "%s            const float v = %sxp[at]%s;\n"
+        "%s            if (best < 0 || v > bv) best = at, bv = v;\n"
+        "%s        }\n"
+        "%s}\n",
+        ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, ind, W,
+        ind, cg_ld(tx), cg_end(tx), ind, ind, ind);
 }
 
-static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, int64_t k,
-                  int64_t s, int64_t p) {
+static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, int64_t k, int64_t s,
+                  int64_t p) {
     int64_t H = x->dim[2], W = x->dim[3], Ho = y->dim[2], Wo = y->dim[3];
     ir_dtype tx = x->dtype, ty = y->dtype;
-    cg_kdef kd = {.op = is_max ? "maxpool" : "avgpool", .nargs = 2, .cost = k * k, .writes = {1},
+    cg_kdef kd = {.op = is_max ? "maxpool" : "avgpool",
+                  .nargs = 2,
+                  .cost = k * k,
+                  .writes = {1},
                   .type = {ty, tx}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
@@ -355,18 +369,19 @@ static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, in
         window_argmax(b, H, W, k, s, p, "", tx);
         cg_str_printf(b, "b0[i] = %sbest < 0 ? DPC_NEG_INF : bv%s;\n", cg_st(ty), cg_end(ty));
     } else {
-        cg_str_printf(b,
-                      "acc_t sum = 0;\n"
-                      "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
-                      "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
-                      "    if (ih < 0 || ih >= %" PRId64 ") continue;\n"
-                      "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
-                      "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
-                      "        if (iw >= 0 && iw < %" PRId64 ") sum += %sxp[ih * %" PRId64 " + iw]%s;\n"
-                      "    }\n"
-                      "}\n"
-                      "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
-                      k, s, p, H, k, s, p, W, cg_ld(tx), W, cg_end(tx), cg_st(ty), k * k, cg_end(ty));
+        cg_str_printf(
+            b,
+            "acc_t sum = 0;\n"
+            "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
+            "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
+            "    if (ih < 0 || ih >= %" PRId64 ") continue;\n"
+            "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
+            "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
+            "        if (iw >= 0 && iw < %" PRId64 ") sum += %sxp[ih * %" PRId64 " + iw]%s;\n"
+            "    }\n"
+            "}\n"
+            "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
+            k, s, p, H, k, s, p, W, cg_ld(tx), W, cg_end(tx), cg_st(ty), k * k, cg_end(ty));
     }
     return cg_emit_kernel(cx, &kd);
 }
@@ -398,14 +413,15 @@ static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
  * element (h, w): oh*s - p <= h <= oh*s - p + k - 1, clipped to the output.
  * Shared by the gathered pool gradients. */
 static void pool_windows_of(cg_str *b, int64_t k, int64_t s, int64_t p, int64_t Ho, int64_t Wo) {
-    cg_str_printf(b,
-                  "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
-                  "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
-                  "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
-                  "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
-                  "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n",
-                  p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
+    cg_str_printf(
+        b,
+        "const idx_t lh = h + %" PRId64 ", lw = w + %" PRId64 ";\n"
+        "const idx_t oh0 = lh < %" PRId64 " ? 0 : (lh - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+        "const idx_t ow0 = lw < %" PRId64 " ? 0 : (lw - %" PRId64 " + %" PRId64 ") / %" PRId64 ";\n"
+        "idx_t oh1 = lh / %" PRId64 ", ow1 = lw / %" PRId64 ";\n"
+        "if (oh1 > %" PRId64 ") oh1 = %" PRId64 ";\n"
+        "if (ow1 > %" PRId64 ") ow1 = %" PRId64 ";\n",
+        p, p, k, k - 1, s - 1, s, k, k - 1, s - 1, s, s, s, Ho - 1, Ho - 1, Wo - 1, Wo - 1);
 }
 
 /* max-pool's gradient into bf16, gathered: each dx element sums, in acc_t,
@@ -417,7 +433,10 @@ static int k_maxpool_grad_gather(cg_ctx *cx, const ir_type *x, const ir_type *dy
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
     int64_t span = (k + s - 1) / s;
     ir_dtype tx = x->dtype, tdy = dy->dtype;
-    cg_kdef kd = {.op = "maxpool_grad", .nargs = 3, .cost = span * span * k * k, .writes = {1},
+    cg_kdef kd = {.op = "maxpool_grad",
+                  .nargs = 3,
+                  .cost = span * span * k * k,
+                  .writes = {1},
                   .type = {tdx, tdy, tx}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
@@ -427,13 +446,13 @@ static int k_maxpool_grad_gather(cg_ctx *cx, const ir_type *x, const ir_type *dy
                   "const %s *dyp = b1 + plane * %" PRId64 ";\n",
                   W, W, H, W * H, ctype(tx), H * W, ctype(tdy), Ho * Wo);
     pool_windows_of(b, k, s, p, Ho, Wo);
-    cg_str_printf(b,
-                  "acc_t sum = 0;\n"
-                  "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
-                  "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n");
+    cg_str_printf(b, "acc_t sum = 0;\n"
+                     "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
+                     "    for (idx_t ow = ow0; ow <= ow1; ow++) {\n");
     window_argmax(b, H, W, k, s, p, "        ", tx);
     cg_str_printf(b,
-                  "        if (best == h * %" PRId64 " + w) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "        if (best == h * %" PRId64 " + w) sum += %sdyp[oh * %" PRId64
+                  " + ow]%s;\n"
                   "    }\n"
                   "b0[i] = %s(float)sum%s;\n",
                   W, cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), cg_end(tdx));
@@ -449,8 +468,8 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
     int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
     int64_t span = (k + s - 1) / s;
     ir_dtype tdx = x->dtype, tdy = dy->dtype;
-    cg_kdef kd = {.op = "avgpool_grad", .nargs = 2, .cost = span * span, .writes = {1},
-                  .type = {tdx, tdy}};
+    cg_kdef kd = {
+        .op = "avgpool_grad", .nargs = 2, .cost = span * span, .writes = {1}, .type = {tdx, tdy}};
     cg_str *b = &kd.body;
     cg_str_printf(b,
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
@@ -461,7 +480,8 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
     cg_str_printf(b,
                   "acc_t sum = 0;\n"
                   "for (idx_t oh = oh0; oh <= oh1; oh++)\n"
-                  "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "    for (idx_t ow = ow0; ow <= ow1; ow++) sum += %sdyp[oh * %" PRId64
+                  " + ow]%s;\n"
                   "b0[i] = %s(float)(sum / %" PRId64 ".0)%s;\n",
                   cg_ld(tdy), Wo, cg_end(tdy), cg_st(tdx), k * k, cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
@@ -483,7 +503,8 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
     const char *st = tc == tx ? "" : cg_st(tc), *se = tc == tx ? "" : cg_end(tc);
     cg_str_printf(&kd.body,
                   "const idx_t r = i / %" PRId64 ", img = i - r * %" PRId64 ";\n"
-                  "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64 ", c = r / %" PRId64 ";\n"
+                  "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64
+                  ", c = r / %" PRId64 ";\n"
                   "const %s *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
                   "%s *out = b0 + r * %" PRId64 " + img * %" PRId64 ";\n"
                   "for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
@@ -499,9 +520,9 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
                   "        o[ow] = %siw >= 0 && iw < %" PRId64 " ? %srow[iw]%s : 0.0f%s;\n"
                   "    }\n"
                   "}\n",
-                  nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), c->C, c->H * c->W, ctype(tc), nb * P,
-                  P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, c->Wo, ctype(tx), c->W, c->Wo, c->s, c->p,
-                  st, c->W, ld, le, se);
+                  nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), c->C, c->H * c->W, ctype(tc),
+                  nb * P, P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, c->Wo, ctype(tx), c->W,
+                  c->Wo, c->s, c->p, st, c->W, ld, le, se);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -513,8 +534,8 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
 int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tdx, ir_dtype tc) {
     int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W, np = nb * P;
     int64_t span = (c->k + c->s - 1) / c->s;
-    cg_kdef kd = {.op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1},
-                  .type = {tdx, tc}};
+    cg_kdef kd = {
+        .op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1}, .type = {tdx, tc}};
     cg_str_printf(&kd.body,
                   "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
                   "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n"
@@ -522,17 +543,20 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype td
                   "acc_t sum = 0;\n"
                   "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
                   "    const idx_t th = h + %" PRId64 " - kh;\n"
-                  "    if (th < 0 || th %% %" PRId64 " != 0 || th / %" PRId64 " >= %" PRId64 ") continue;\n"
+                  "    if (th < 0 || th %% %" PRId64 " != 0 || th / %" PRId64 " >= %" PRId64
+                  ") continue;\n"
                   "    for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                   "        const idx_t tw = w + %" PRId64 " - kw;\n"
-                  "        if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64 ") continue;\n"
-                  "        sum += %scol[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64 ") * %" PRId64 " + tw / %" PRId64 "]%s;\n"
+                  "        if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64
+                  ") continue;\n"
+                  "        sum += %scol[(kh * %" PRId64 " + kw) * %" PRId64 " + (th / %" PRId64
+                  ") * %" PRId64 " + tw / %" PRId64 "]%s;\n"
                   "    }\n"
                   "}\n"
                   "b0[i] = %s(float)sum%s;\n",
-                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, ctype(tc), c->k * c->k * np, P, c->k, c->p,
-                  c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, cg_ld(tc), c->k, np, c->s, c->Wo, c->s,
-                  cg_end(tc), cg_st(tdx), cg_end(tdx));
+                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, ctype(tc), c->k * c->k * np, P, c->k,
+                  c->p, c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, cg_ld(tc), c->k, np, c->s,
+                  c->Wo, c->s, cg_end(tc), cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -573,7 +597,8 @@ int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype t
 
 int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from) {
     cg_kdef kd = {.op = "cast", .nargs = 2, .cost = 1, .writes = {1}, .type = {to, from}};
-    cg_str_printf(&kd.body, "b0[i] = %s%sb1[i]%s%s;\n", cg_st(to), cg_ld(from), cg_end(from), cg_end(to));
+    cg_str_printf(&kd.body, "b0[i] = %s%sb1[i]%s%s;\n", cg_st(to), cg_ld(from), cg_end(from),
+                  cg_end(to));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -603,7 +628,8 @@ static int simple_step(cg_ctx *cx, int node, int kernel, int64_t count) {
 
 static int r_global_avgpool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
-    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0), &n->type), ir_numel(&n->type));
+    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0), &n->type),
+                       ir_numel(&n->type));
 }
 
 static int r_pool(cg_ctx *cx, int node) {
@@ -619,14 +645,13 @@ static int r_pool(cg_ctx *cx, int node) {
         const ir_type *x = in_type(cx, n, 1);
         const ir_type *dy = in_type(cx, n, 0);
         if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16)
-            return simple_step(cx, node, k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+            return simple_step(cx, node,
+                               k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
                                ir_numel(x));
         k = k_maxpool_grad(cx, x, in_type(cx, n, 0), a[0], a[1], a[2]);
         return simple_step(cx, node, k, x->dim[0] * x->dim[1]);
     }
-    default:
-        k = k_avgpool_grad(cx, &n->type, in_type(cx, n, 0), a[0], a[1], a[2]);
-        break;
+    default: k = k_avgpool_grad(cx, &n->type, in_type(cx, n, 0), a[0], a[1], a[2]); break;
     }
     return simple_step(cx, node, k, ir_numel(&n->type));
 }
@@ -645,7 +670,8 @@ static int r_batchnorm(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_type *x = &cx->g->nodes[n->input[0]].type;
     if (x->dtype != IR_F32 || n->type.dtype != IR_F32)
-        return cg_fail(cx, "node %d: batchnorm on bf16 tensors must be lowered first (passes/lower.c)", node);
+        return cg_fail(
+            cx, "node %d: batchnorm on bf16 tensors must be lowered first (passes/lower.c)", node);
     int64_t C = x->dim[1], M = x->dim[0] * inner_of(x), count = ir_numel(x);
     int training = n->iattr[0] != 0;
     double eps = n->fattr[0], momentum = n->fattr[1];
@@ -715,7 +741,10 @@ cg_options cg_default_options(void) {
 
 cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, char *err,
                         size_t errlen) {
-    cg_ctx cx = {.dl = cg_dialect_of(d), .opt = o ? *o : cg_default_options(), .g = g, .err = err,
+    cg_ctx cx = {.dl = cg_dialect_of(d),
+                 .opt = o ? *o : cg_default_options(),
+                 .g = g,
+                 .err = err,
                  .errlen = errlen};
     if (errlen) err[0] = 0;
     if (!cx.dl) {
@@ -740,8 +769,9 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
         int nfa = (unsigned)n->op < IR_OP_COUNT ? ir_op_num_fattrs(n->op) : 0;
         for (int j = 0; j < nfa && !rc; j++)
             if (!isfinite(n->fattr[j]) || !isfinite((float)n->fattr[j]))
-                rc = cg_fail(&cx, "node %d (%s '%s' at %d:%d): attribute %d is %g, not a finite "
-                                  "32-bit float",
+                rc = cg_fail(&cx,
+                             "node %d (%s '%s' at %d:%d): attribute %d is %g, not a finite "
+                             "32-bit float",
                              i, ir_ops[n->op].name, n->name, n->line, n->col, j, n->fattr[j]);
     }
     for (int i = 0; i < g->n && !rc; i++) {

@@ -37,13 +37,17 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
                        o->dump_after);
     }
     if (o->max_memory && ir_parse_size(o->max_memory) < 0)
-        return ir_fail(err, errlen, "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
-                       "or 512M, got: %s", o->max_memory);
+        return ir_fail(err, errlen,
+                       "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
+                       "or 512M, got: %s",
+                       o->max_memory);
     if (o->target && !known_target(o->target))
-        return ir_fail(err, errlen, "dpc: error: --target takes cpu, cuda or all, got: %s", o->target);
+        return ir_fail(err, errlen, "dpc: error: --target takes cpu, cuda or all, got: %s",
+                       o->target);
     pass_precision_kind p;
     if (o->precision && pass_precision_parse(o->precision, &p))
-        return ir_fail(err, errlen, "dpc: error: --precision takes fp32 or bf16, got: %s", o->precision);
+        return ir_fail(err, errlen, "dpc: error: --precision takes fp32 or bf16, got: %s",
+                       o->precision);
     return 0;
 }
 
@@ -62,8 +66,10 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
     if (p->nkernels && !cg_kernel_source(p, 0, &off, &len)) prelude = off;
     for (int k = 0; k <= p->nkernels; k++) {
         if (k < p->nkernels && cg_kernel_source(p, k, &off, &len)) continue;
-        if (k < p->nkernels) snprintf(path, sizeof path, "%s/%s.%s", sub, p->kernels[k].name, ext);
-        else snprintf(path, sizeof path, "%s/steps.txt", sub);
+        if (k < p->nkernels)
+            snprintf(path, sizeof path, "%s/%s.%s", sub, p->kernels[k].name, ext);
+        else
+            snprintf(path, sizeof path, "%s/steps.txt", sub);
         char *text = NULL;
         size_t tlen = 0;
         FILE *f = open_memstream(&text, &tlen);
@@ -152,8 +158,10 @@ static int check_memory(const dpc_plan *plan, const dpc_options *o, pass_memplan
     if (pass_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
-    return ir_fail(err, errlen, "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
-                   "DPC_MAX_MEMORY)", ir_bytes_str(pass_memory_total(&need), total, sizeof total), what,
+    return ir_fail(err, errlen,
+                   "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
+                   "DPC_MAX_MEMORY)",
+                   ir_bytes_str(pass_memory_total(&need), total, sizeof total), what,
                    ir_bytes_str(limit, lim, sizeof lim));
 }
 
@@ -180,22 +188,27 @@ static int print_stats(FILE *out, const char *prog, const ir_graph *g, char *err
                 grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
             if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
         }
-        fprintf(out, "%s program (batch %lld, %s): %d nodes, %d fusion groups\n", prog, (long long)batch,
-                pass_precision_name(pass_precision_of(g)), g->n, ir_num_groups(g));
-        fprintf(out, "%s kernels per step: fused %d, unfused %d (%.2fx fewer; %d of them GEMMs)\n", prog, lf,
-                lu, lf ? (double)lu / lf : 0.0, gf);
+        fprintf(out, "%s program (batch %lld, %s): %d nodes, %d fusion groups\n", prog,
+                (long long)batch, pass_precision_name(pass_precision_of(g)), g->n,
+                ir_num_groups(g));
+        fprintf(out, "%s kernels per step: fused %d, unfused %d (%.2fx fewer; %d of them GEMMs)\n",
+                prog, lf, lu, lf ? (double)lu / lf : 0.0, gf);
         fprintf(out, "%s steps: fused %d, unfused %d\n", prog, pf->nsteps, pu->nsteps);
         fprintf(out, "%s arena bytes: planned %lld, naive %lld, lower bound %lld\n", prog,
                 (long long)m->arena_bytes, (long long)m->naive_bytes, (long long)m->lower_bytes);
-        fprintf(out, "%s activation memory: planned %.1f MiB = %.1f%% of naive %.1f MiB (a buffer per "
+        fprintf(out,
+                "%s activation memory: planned %.1f MiB = %.1f%% of naive %.1f MiB (a buffer per "
                 "tensor), %.3fx the lower bound %.1f MiB (most bytes live at one step); "
                 "unfused and unplanned %.1f MiB\n",
                 prog, mib(m->arena_bytes),
                 m->naive_bytes ? 100.0 * (double)m->arena_bytes / (double)m->naive_bytes : 0.0,
-                mib(m->naive_bytes), m->lower_bytes ? (double)m->arena_bytes / (double)m->lower_bytes : 0.0,
+                mib(m->naive_bytes),
+                m->lower_bytes ? (double)m->arena_bytes / (double)m->lower_bytes : 0.0,
                 mib(m->lower_bytes), mib(flat_naive));
-        fprintf(out, "%s outside the arena: gradients and their all-reduced sums %.1f MiB, conv scratch "
-                "%.1f MiB\n", prog, mib(grads), mib(pf->scratch * 4));
+        fprintf(out,
+                "%s outside the arena: gradients and their all-reduced sums %.1f MiB, conv scratch "
+                "%.1f MiB\n",
+                prog, mib(grads), mib(pf->scratch * 4));
         if (pass_partition_buckets(g, NULL, 0) > 0) {
             fprintf(out, "%s ", prog);
             pass_partition_describe(g, out);
@@ -209,14 +222,18 @@ static int print_stats(FILE *out, const char *prog, const ir_graph *g, char *err
     return rc;
 }
 
-static int write_dot(const ir_graph *g, const char *name, const char *path, char *err, size_t errlen) {
+static int write_dot(const ir_graph *g, const char *name, const char *path, char *err,
+                     size_t errlen) {
     char *text = NULL, why[1024];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return ir_fail(err, errlen, "dpc: error: --dot: cannot write %s: %s", path, strerror(errno));
+    if (!f)
+        return ir_fail(err, errlen, "dpc: error: --dot: cannot write %s: %s", path,
+                       strerror(errno));
     ir_dot(g, name, f);
     int rc = 0;
-    if (fclose(f) != 0) rc = ir_fail(err, errlen, "dpc: error: --dot %s: %s", path, strerror(errno));
+    if (fclose(f) != 0)
+        rc = ir_fail(err, errlen, "dpc: error: --dot %s: %s", path, strerror(errno));
     if (!rc && ir_file_write_all(path, text, len, why, sizeof why))
         rc = ir_fail(err, errlen, "dpc: error: --dot %s", why);
     free(text);
@@ -232,8 +249,10 @@ static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
         const char *out = outs[k][1];
         if (!out) continue;
         if (ir_file_same(out, o->model) || !strcmp(out, o->model))
-            return ir_fail(err, errlen, "dpc: error: %s %s is the model being compiled; writing it would "
-                           "destroy it", outs[k][0], out);
+            return ir_fail(err, errlen,
+                           "dpc: error: %s %s is the model being compiled; writing it would "
+                           "destroy it",
+                           outs[k][0], out);
         if (ir_file_check_writable(out, outs[k][0], why, sizeof why))
             return ir_fail(err, errlen, "dpc: error: %s", why);
     }
@@ -244,15 +263,17 @@ static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
 
 /* The frontend's two programs at the schedule's batches. */
 static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen) {
-    fe_program *prog = o->source ? fe_parse_string_err(o->model, o->source, o->source_len, err, errlen)
-                                 : fe_parse_file_err(o->model, err, errlen);
+    fe_program *prog = o->source
+                           ? fe_parse_string_err(o->model, o->source, o->source_len, err, errlen)
+                           : fe_parse_file_err(o->model, err, errlen);
     if (!prog) return -1;
     plan->schedule = *fe_train(prog);
     if (o->batch) plan->schedule.batch = o->batch;
     snprintf(plan->model, sizeof plan->model, "%s", fe_network_name(prog));
     snprintf(plan->source, sizeof plan->source, "%s", o->model);
     plan->train = fe_build_graph_err(prog, plan->schedule.batch, 1, err, errlen);
-    plan->eval = plan->train ? fe_build_graph_err(prog, plan->schedule.eval_batch, 0, err, errlen) : NULL;
+    plan->eval =
+        plan->train ? fe_build_graph_err(prog, plan->schedule.eval_batch, 0, err, errlen) : NULL;
     fe_free(prog);
     return plan->train && plan->eval ? 0 : -1;
 }
@@ -271,8 +292,8 @@ static pass_options pass_options_of(const dpc_options *o, FILE *report) {
 
 /* Everything after the frontend; why: a stage's own message (the buffer
  * sizes dpc has always used), prefixed with the model's path into err. */
-static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memplans[2], FILE *report,
-                        char *err, size_t errlen) {
+static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memplans[2],
+                        FILE *report, char *err, size_t errlen) {
     const char *model = o->model, *target = o->target ? o->target : "all";
     char why[512];
     if (o->summary) ir_summary(plan->train, report);
@@ -288,7 +309,8 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
     if (po.memplan && (!(memplans[0] = pass_memplan_run(plan->train, why, sizeof why)) ||
                        !(memplans[1] = pass_memplan_run(plan->eval, why, sizeof why))))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
-    if (check_memory(plan, o, memplans, why, sizeof why)) return ir_fail(err, errlen, "%s: error: %s", model, why);
+    if (check_memory(plan, o, memplans, why, sizeof why))
+        return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (o->dump_ir && !o->dump_after) ir_dump(plan->train, report);
     for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
         if (target_wants(target, (cg_dialect)d) &&

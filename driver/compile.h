@@ -22,22 +22,22 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *model;              /* the .net path: read, or named in messages */
-    const char *source;             /* its text (source_len bytes), or NULL to read model */
+    const char *model;  /* the .net path: read, or named in messages */
+    const char *source; /* its text (source_len bytes), or NULL to read model */
     size_t source_len;
-    const char *out;                /* -o: the plan file, or NULL */
-    const char *dot;                /* --dot: Graphviz of the final training graph, or NULL */
-    const char *emit_dir;           /* --emit-kernels: a kernel source per file, or NULL */
-    const char *target;             /* cpu | cuda | all (NULL: all): kernels emitted */
-    const char *precision;          /* fp32 | bf16 (NULL: fp32) */
-    const char *dump_after;         /* --dump-ir=PASS: "elaborate" or a pass_registry name */
-    const char *max_memory;         /* a size (ir_parse_size), NULL: PASS_MAX_MEMORY_DEFAULT */
-    int dump_ir;                    /* --dump-ir: the final training graph (or after dump_after) */
-    int summary, stats;             /* --summary, --stats */
-    int batch;                      /* > 0: overrides the train section's batch */
+    const char *out;        /* -o: the plan file, or NULL */
+    const char *dot;        /* --dot: Graphviz of the final training graph, or NULL */
+    const char *emit_dir;   /* --emit-kernels: a kernel source per file, or NULL */
+    const char *target;     /* cpu | cuda | all (NULL: all): kernels emitted */
+    const char *precision;  /* fp32 | bf16 (NULL: fp32) */
+    const char *dump_after; /* --dump-ir=PASS: "elaborate" or a pass_registry name */
+    const char *max_memory; /* a size (ir_parse_size), NULL: PASS_MAX_MEMORY_DEFAULT */
+    int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
+    int summary, stats;     /* --summary, --stats */
+    int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
-    double bucket_mb;               /* partition's bucket size in MiB, 0: the default */
-    FILE *report;                   /* summary, dumps, stats; NULL: stdout */
+    double bucket_mb; /* partition's bucket size in MiB, 0: the default */
+    FILE *report;     /* summary, dumps, stats; NULL: stdout */
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors

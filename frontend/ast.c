@@ -95,9 +95,11 @@ void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     if (d->msg && d->msglen) {
-        int used = loc.line > 0 ? snprintf(d->msg, d->msglen, "%s:%d:%d: error: ", d->path, loc.line, loc.col)
+        int used = loc.line > 0 ? snprintf(d->msg, d->msglen, "%s:%d:%d: error: ", d->path,
+                                           loc.line, loc.col)
                                 : snprintf(d->msg, d->msglen, "%s: error: ", d->path);
-        if (used >= 0 && (size_t)used < d->msglen) vsnprintf(d->msg + used, d->msglen - (size_t)used, fmt, ap);
+        if (used >= 0 && (size_t)used < d->msglen)
+            vsnprintf(d->msg + used, d->msglen - (size_t)used, fmt, ap);
     } else {
         if (loc.line > 0)
             fprintf(stderr, "%s:%d:%d: error: ", d->path, loc.line, loc.col);
@@ -231,11 +233,13 @@ fe_titem *fe_new_titem(fe_program *P, fe_titem_kind kind, fe_loc loc) {
 /* Declarations are appended to per-kind lists in source order (tail
  * pointers keep that linear); duplicates are the checker's business, so
  * that it can report them in order. */
-#define APPEND_TAIL(P, list, node)                    \
-    do {                                              \
-        if ((P)->list##_last) (P)->list##_last->next = (node); \
-        else (P)->list = (node);                      \
-        (P)->list##_last = (node);                    \
+#define APPEND_TAIL(P, list, node)           \
+    do {                                     \
+        if ((P)->list##_last)                \
+            (P)->list##_last->next = (node); \
+        else                                 \
+            (P)->list = (node);              \
+        (P)->list##_last = (node);           \
     } while (0)
 
 void fe_add_input(fe_program *P, const char *name, fe_loc loc, fe_num *dims, fe_num *classes) {

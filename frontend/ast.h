@@ -21,16 +21,16 @@
 
 /* Limits that keep hostile input from exhausting the stack or int64. */
 enum {
-    FE_MAX_EXPR_DEPTH = 100,   /* nesting of calls in one expression (a sum of
+    FE_MAX_EXPR_DEPTH = 100, /* nesting of calls in one expression (a sum of
                                   * any length is one level) */
-    FE_MAX_CALL_DEPTH = 50,    /* nesting of block calls */
-    FE_MAX_NODES = 100000,     /* IR nodes in one graph */
-    FE_MAX_CALLS = 1 << 16,    /* block calls while elaborating one graph */
-    FE_MAX_STEPS = 1 << 20,    /* expressions evaluated for one graph */
-    FE_MAX_OPEN = 8,           /* tracked open braces, for "unterminated" */
+    FE_MAX_CALL_DEPTH = 50,  /* nesting of block calls */
+    FE_MAX_NODES = 100000,   /* IR nodes in one graph */
+    FE_MAX_CALLS = 1 << 16,  /* block calls while elaborating one graph */
+    FE_MAX_STEPS = 1 << 20,  /* expressions evaluated for one graph */
+    FE_MAX_OPEN = 8,         /* tracked open braces, for "unterminated" */
     FE_MAX_OP_ARGS = 6,
 };
-#define FE_MAX_SIZE ((int64_t)1 << 24)  /* any dimension, channel count, ... */
+#define FE_MAX_SIZE  ((int64_t)1 << 24) /* any dimension, channel count, ... */
 #define FE_MAX_NUMEL IR_MAX_NUMEL       /* elements in one tensor */
 
 typedef struct {
@@ -73,8 +73,7 @@ typedef struct {
     size_t msglen;
 } fe_diag;
 
-void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void fe_error(fe_diag *d, fe_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A number token (it has a '.' or an exponent): its value and its text. */
 typedef struct {
@@ -109,8 +108,8 @@ struct fe_expr {
     fe_expr_kind kind;
     fe_loc loc; /* literal, name, callee, or the first '+' */
     int depth;
-    int64_t i; /* FE_INT, FE_BOOL */
-    double f;  /* FE_FLOAT */
+    int64_t i;        /* FE_INT, FE_BOOL */
+    double f;         /* FE_FLOAT */
     const char *text; /* FE_FLOAT: as written ("3.0", "-1e-5"), for messages */
     const char *name;
     fe_arg *args; /* FE_CALL, in source order; FE_ADD: the terms, each
@@ -207,9 +206,9 @@ typedef struct fe_titem {
     fe_num *num;       /* batch, epochs, warmup, eval batch, pad, random_crop */
     const char *ident; /* init xavier, optimizer sgd, lr_scaling linear, data cifar10 */
     fe_loc ident_loc;
-    fe_kw *kws;             /* (magnitude=2.24) */
-    fe_pair *pairs;         /* lr {0: 0.1, ...} */
-    fe_num *mean, *std;     /* normalize */
+    fe_kw *kws;         /* (magnitude=2.24) */
+    fe_pair *pairs;     /* lr {0: 0.1, ...} */
+    fe_num *mean, *std; /* normalize */
     fe_loc mean_loc, std_loc;
     struct fe_titem *items; /* data cifar10 { ... } */
 } fe_titem;
@@ -236,13 +235,13 @@ struct fe_program {
     fe_block *blocks, *blocks_last;
     fe_network *networks, *networks_last; /* exactly one after checking */
     fe_train_sec *trains, *trains_last;   /* at most one after checking */
-    ir_train train;       /* defaults + the train section, validated */
+    ir_train train;                       /* defaults + the train section, validated */
     /* lexer state */
-    int line, col;         /* position of the next character */
-    fe_loc end;            /* just past the last token: where EOF is reported */
-    int train_mode;        /* 0 outside, 1 after `train`, 2 inside its braces */
+    int line, col;  /* position of the next character */
+    fe_loc end;     /* just past the last token: where EOF is reported */
+    int train_mode; /* 0 outside, 1 after `train`, 2 inside its braces */
     int train_depth;
-    char tok[48];          /* text of the last token, for syntax errors */
+    char tok[48];              /* text of the last token, for syntax errors */
     fe_open open[FE_MAX_OPEN]; /* innermost braces not yet closed */
     int nopen;
 };

@@ -159,8 +159,8 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
             if (npos >= nparams) {
                 int optional = 0;
                 for (int i = 0; e->op && i < nparams; i++) optional |= !e->op->arg[i].required;
-                ERR(C, a->value->loc, "too many arguments to %s'%s' (it takes %s%d)", what,
-                    e->name, optional ? "at most " : "", nparams);
+                ERR(C, a->value->loc, "too many arguments to %s'%s' (it takes %s%d)", what, e->name,
+                    optional ? "at most " : "", nparams);
                 return -1;
             }
             a->slot = npos++;
@@ -193,8 +193,7 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
     switch (e->kind) {
     case FE_INT:
     case FE_FLOAT:
-    case FE_BOOL:
-        return 0;
+    case FE_BOOL: return 0;
     case FE_NAME:
         if (fe_map_get(&S->names, e->name) || fe_map_get(&C->inputs, e->name)) return 0;
         ERR(C, e->loc, "unknown name '%s'", e->name);
@@ -203,8 +202,7 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
         for (fe_arg *a = e->args; a; a = a->next)
             if (check_expr(C, S, a->value)) return -1;
         return 0;
-    case FE_CALL:
-        return check_call(C, S, e);
+    case FE_CALL: return check_call(C, S, e);
     }
     return 0;
 }
@@ -308,12 +306,18 @@ static int check_recursion(checker *C) {
 /* ---- train section ------------------------------------------------------- */
 
 static const char *item_names[FE_T_COUNT] = {
-    [FE_T_BATCH] = "batch",           [FE_T_EPOCHS] = "epochs",
-    [FE_T_INIT] = "init",             [FE_T_OPTIMIZER] = "optimizer",
-    [FE_T_LR] = "lr",                 [FE_T_LR_SCALING] = "lr_scaling",
-    [FE_T_WARMUP] = "warmup",         [FE_T_DATA] = "data",
-    [FE_T_EVAL_BATCH] = "eval batch", [FE_T_PAD] = "pad",
-    [FE_T_RANDOM_CROP] = "random_crop", [FE_T_RANDOM_MIRROR] = "random_mirror",
+    [FE_T_BATCH] = "batch",
+    [FE_T_EPOCHS] = "epochs",
+    [FE_T_INIT] = "init",
+    [FE_T_OPTIMIZER] = "optimizer",
+    [FE_T_LR] = "lr",
+    [FE_T_LR_SCALING] = "lr_scaling",
+    [FE_T_WARMUP] = "warmup",
+    [FE_T_DATA] = "data",
+    [FE_T_EVAL_BATCH] = "eval batch",
+    [FE_T_PAD] = "pad",
+    [FE_T_RANDOM_CROP] = "random_crop",
+    [FE_T_RANDOM_MIRROR] = "random_mirror",
     [FE_T_NORMALIZE] = "normalize",
 };
 
@@ -329,8 +333,10 @@ static int get_int(checker *C, const fe_num *n, const char *what, int64_t lo, in
         return -1;
     }
     if (n->i < lo) {
-        if (lo == 1) ERR(C, n->loc, "%s must be positive, got %" PRId64, what, n->i);
-        else ERR(C, n->loc, "%s must not be negative, got %" PRId64, what, n->i);
+        if (lo == 1)
+            ERR(C, n->loc, "%s must be positive, got %" PRId64, what, n->i);
+        else
+            ERR(C, n->loc, "%s must not be negative, got %" PRId64, what, n->i);
         return -1;
     }
     if (n->i > hi) {
@@ -439,8 +445,10 @@ static int check_normalize(checker *C, const fe_titem *it, ir_train *t) {
         }
         int c = 0;
         for (const fe_num *v = lists[l]; v; v = v->next, c++)
-            if (l == 0) t->mean[c] = num_value(v);
-            else if (get_real(C, v, "std", POSITIVE, &t->std[c])) return -1;
+            if (l == 0)
+                t->mean[c] = num_value(v);
+            else if (get_real(C, v, "std", POSITIVE, &t->std[c]))
+                return -1;
     }
     t->normalize = 1;
     return 0;
@@ -455,12 +463,9 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
     static const char *const linear_kws[] = {"reference_batch", NULL};
     static const char *const no_kws[] = {NULL};
     switch (it->kind) {
-    case FE_T_BATCH:
-        return get_int(C, it->num, "batch", 1, 1 << 20, &t->batch);
-    case FE_T_EPOCHS:
-        return get_int(C, it->num, "epochs", 1, 1000000, &t->epochs);
-    case FE_T_EVAL_BATCH:
-        return get_int(C, it->num, "eval batch", 1, 1 << 20, &t->eval_batch);
+    case FE_T_BATCH: return get_int(C, it->num, "batch", 1, 1 << 20, &t->batch);
+    case FE_T_EPOCHS: return get_int(C, it->num, "epochs", 1, 1000000, &t->epochs);
+    case FE_T_EVAL_BATCH: return get_int(C, it->num, "eval batch", 1, 1 << 20, &t->eval_batch);
     case FE_T_WARMUP:
         *warmup = it;
         return get_int(C, it->num, "warmup", 0, 1000000, &t->warmup_epochs);
@@ -485,8 +490,7 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
                                             : get_real(C, k->value, "wd", NONNEGATIVE, &t->wd))
                 return -1;
         return 0;
-    case FE_T_LR:
-        return check_lr(C, it, t);
+    case FE_T_LR: return check_lr(C, it, t);
     case FE_T_LR_SCALING:
         if (!strcmp(it->ident, "none")) {
             t->lr_scaling = IR_LR_SCALING_NONE;
@@ -511,17 +515,11 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         t->pad = t->random_crop = t->random_mirror = t->normalize = 0;
         for (int c = 0; c < 3; c++) t->mean[c] = 0, t->std[c] = 1;
         return check_items(C, it->items, t, "data section", warmup);
-    case FE_T_PAD:
-        return get_int(C, it->num, "pad", 0, 64, &t->pad);
-    case FE_T_RANDOM_CROP:
-        return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
-    case FE_T_RANDOM_MIRROR:
-        t->random_mirror = 1;
-        return 0;
-    case FE_T_NORMALIZE:
-        return check_normalize(C, it, t);
-    case FE_T_COUNT:
-        break;
+    case FE_T_PAD: return get_int(C, it->num, "pad", 0, 64, &t->pad);
+    case FE_T_RANDOM_CROP: return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
+    case FE_T_RANDOM_MIRROR: t->random_mirror = 1; return 0;
+    case FE_T_NORMALIZE: return check_normalize(C, it, t);
+    case FE_T_COUNT: break;
     }
     return 0;
 }
@@ -563,8 +561,8 @@ static int check_train(checker *C) {
 
 int fe_check(fe_program *P) {
     checker C = {P, {0}, {0}};
-    if (check_inputs(&C) || check_block_headers(&C) || check_sections(&C) ||
-        check_bodies(&C) || check_recursion(&C) || check_train(&C))
+    if (check_inputs(&C) || check_block_headers(&C) || check_sections(&C) || check_bodies(&C) ||
+        check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
 }

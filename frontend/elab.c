@@ -20,24 +20,37 @@
 
 /* Argument specs: required tensor / integer, optional integer / float /
  * boolean with a default. */
-#define TENSOR(name) {name, FE_ARG_TENSOR, 1, 0, 0}
-#define INT(name, min) {name, FE_ARG_INT, 1, 0, min}
-#define INT_OPT(name, def, min) {name, FE_ARG_INT, 0, def, min}
-#define FLOAT_OPT(name, def) {name, FE_ARG_FLOAT, 0, def, 0}
-#define BOOL_OPT(name, def) {name, FE_ARG_BOOL, 0, def, 0}
+#define TENSOR(name) \
+    { name, FE_ARG_TENSOR, 1, 0, 0 }
+#define INT(name, min) \
+    { name, FE_ARG_INT, 1, 0, min }
+#define INT_OPT(name, def, min) \
+    { name, FE_ARG_INT, 0, def, min }
+#define FLOAT_OPT(name, def) \
+    { name, FE_ARG_FLOAT, 0, def, 0 }
+#define BOOL_OPT(name, def) \
+    { name, FE_ARG_BOOL, 0, def, 0 }
 #define SAME_AS_K (-1) /* pool stride default */
 
 static const fe_opdef ops[] = {
-    {"conv", FE_OP_CONV, 6,
+    {"conv",
+     FE_OP_CONV,
+     6,
      {TENSOR("x"), INT("channels", 1), INT("k", 1), INT_OPT("s", 1, 1), INT_OPT("p", 0, 0),
       BOOL_OPT("bias", 1)}},
-    {"batchnorm", FE_OP_BATCHNORM, 3,
+    {"batchnorm",
+     FE_OP_BATCHNORM,
+     3,
      {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9)}},
     {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
     {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
-    {"maxpool", FE_OP_MAXPOOL, 4,
+    {"maxpool",
+     FE_OP_MAXPOOL,
+     4,
      {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
-    {"avgpool", FE_OP_AVGPOOL, 4,
+    {"avgpool",
+     FE_OP_AVGPOOL,
+     4,
      {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
     {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {TENSOR("x")}},
     {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
@@ -57,20 +70,20 @@ typedef enum { V_TENSOR, V_INT, V_FLOAT, V_BOOL } vkind;
 
 typedef struct {
     vkind kind;
-    int node;  /* V_TENSOR */
-    int64_t i; /* V_INT, V_BOOL */
-    double f;  /* V_FLOAT */
+    int node;         /* V_TENSOR */
+    int64_t i;        /* V_INT, V_BOOL */
+    double f;         /* V_FLOAT */
     const char *text; /* V_FLOAT of a literal: as written; NULL when computed */
 } value;
 
 typedef struct scope {
     struct scope *parent;
-    const char *prefix;     /* "" or "down0.basic1." */
-    const fe_block *block;  /* NULL for the network */
-    fe_loc call_loc;        /* where this block was called */
+    const char *prefix;    /* "" or "down0.basic1." */
+    const fe_block *block; /* NULL for the network */
+    fe_loc call_loc;       /* where this block was called */
     int depth;
-    fe_map vars;            /* name -> value* */
-    fe_map counts;          /* op or block name -> int* */
+    fe_map vars;   /* name -> value* */
+    fe_map counts; /* op or block name -> int* */
 } scope;
 
 typedef struct {
@@ -78,8 +91,8 @@ typedef struct {
     ir_graph *g;
     int batch, training;
     fe_diag diag;
-    fe_arena tmp; /* scopes and values; freed when the build ends */
-    fe_map inputs; /* name -> value* */
+    fe_arena tmp;     /* scopes and values; freed when the build ends */
+    fe_map inputs;    /* name -> value* */
     int calls, steps; /* bound the work: blocks can call blocks twice, and so on */
 } elab;
 
@@ -305,8 +318,9 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     for (int i = 0; i < op->nargs; i++) {
         if (!present[i]) { /* the checker made sure required ones are there */
             const fe_argspec *spec = &op->arg[i];
-            a.v[i].kind = spec->kind == FE_ARG_FLOAT ? V_FLOAT : spec->kind == FE_ARG_BOOL ? V_BOOL
-                                                                                          : V_INT;
+            a.v[i].kind = spec->kind == FE_ARG_FLOAT  ? V_FLOAT
+                          : spec->kind == FE_ARG_BOOL ? V_BOOL
+                                                      : V_INT;
             a.v[i].i = (int64_t)spec->def;
             a.v[i].f = spec->def;
             if (spec->def == SAME_AS_K) a.v[i].i = a.v[1].i;
@@ -330,8 +344,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     case FE_OP_MAXPOOL:
     case FE_OP_AVGPOOL:
-        id = node(E, S, e->loc, op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL,
-                  &v[0].node, 1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
+        id = node(E, S, e->loc, op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL, &v[0].node,
+                  1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
         break;
     case FE_OP_GLOBAL_AVGPOOL:
         id = node(E, S, e->loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
@@ -410,7 +424,8 @@ static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
         return 0;
     }
     if ((a->kind == V_INT || a->kind == V_FLOAT) && (b->kind == V_INT || b->kind == V_FLOAT)) {
-        double x = a->kind == V_INT ? (double)a->i : a->f, y = b->kind == V_INT ? (double)b->i : b->f;
+        double x = a->kind == V_INT ? (double)a->i : a->f,
+               y = b->kind == V_INT ? (double)b->i : b->f;
         *a = (value){V_FLOAT, -1, 0, x + y, NULL};
         return 0;
     }
@@ -453,7 +468,8 @@ static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
         fe_map_put(&E->tmp, &S->vars, s->name, v);
         if (top && v->kind == V_TENSOR) { /* label nodes with the network's names */
             ir_node *n = &E->g->nodes[v->node];
-            if (!ir_is_source(n->op) && !n->name[0]) snprintf(n->name, sizeof n->name, "%s", s->name);
+            if (!ir_is_source(n->op) && !n->name[0])
+                snprintf(n->name, sizeof n->name, "%s", s->name);
         }
     }
     return 0;
@@ -511,7 +527,8 @@ ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
     return fe_build_graph_err(p, batch, training, NULL, 0);
 }
 
-ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err, size_t errlen) {
+ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err,
+                             size_t errlen) {
     if (!p) return NULL;
     elab E = {0};
     E.P = p;

@@ -20,8 +20,10 @@ static int is_text(const unsigned char *s, size_t n) {
             i++;
             continue;
         }
-        size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                     : c >= 0xe0 && c <= 0xef ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
         if (len == 0 || i + len > n) return 0;
         for (size_t k = 1; k < len; k++)
             if ((s[i + k] & 0xc0) != 0x80) return 0;
@@ -38,7 +40,8 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
     return fe_parse_string_err(path, src, len, NULL, 0);
 }
 
-fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err, size_t errlen) {
+fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err,
+                                size_t errlen) {
     fe_program *P = calloc(1, sizeof *P);
     IR_CHECK_ALLOC(P);
     size_t plen = strlen(path);

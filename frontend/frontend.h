@@ -32,7 +32,8 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len);
 /* The same, with the diagnostic written to err (one line, no newline)
  * instead of stderr. */
 fe_program *fe_parse_file_err(const char *path, char *err, size_t errlen);
-fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err, size_t errlen);
+fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err,
+                                size_t errlen);
 void fe_free(fe_program *p);
 
 /* Name of the `network` (e.g. "resnet18_v1"). */
@@ -45,6 +46,7 @@ const ir_train *fe_train(const fe_program *p);
  * names and their order are the same for every batch and mode. */
 ir_graph *fe_build_graph(const fe_program *p, int batch, int training);
 /* The same, with the diagnostic in err instead of on stderr. */
-ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err, size_t errlen);
+ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err,
+                             size_t errlen);
 
 #endif

@@ -23,12 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define IR_CHECK_ALLOC(p)                                                               \
-    do {                                                                                \
-        if (!(p)) {                                                                     \
-            fprintf(stderr, "%s:%d: out of memory (%s)\n", __FILE__, __LINE__, #p);     \
-            abort();                                                                    \
-        }                                                                               \
+#define IR_CHECK_ALLOC(p)                                                           \
+    do {                                                                            \
+        if (!(p)) {                                                                 \
+            fprintf(stderr, "%s:%d: out of memory (%s)\n", __FILE__, __LINE__, #p); \
+            abort();                                                                \
+        }                                                                           \
     } while (0)
 
 /* Formats the message into err (at most errlen bytes, always terminated when

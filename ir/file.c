@@ -15,16 +15,20 @@
 
 struct ir_file {
     int fd;
-    int failed;     /* errno of the first failed write, or 0 */
-    char *target;   /* the file to replace (a symlink resolved) */
-    char *tmp;      /* the temporary beside it */
+    int failed;        /* errno of the first failed write, or 0 */
+    char *target;      /* the file to replace (a symlink resolved) */
+    char *tmp;         /* the temporary beside it */
     const char *shown; /* the path as the caller named it, for messages */
     char shown_buf[1];
 };
 
 static const char *kind_of(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "of another type";
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "of another type";
 }
 
 /* The file to write for path: path itself, or what the symlink path
@@ -50,7 +54,8 @@ static char *resolve_target(const char *path, int *exists, mode_t *mode, char *e
         /* The user named the link: write through it, to the file it names. */
         t = realpath(path, NULL);
         if (!t) {
-            ir_fail(err, errlen, "%s: a symbolic link that cannot be followed: %s", path, strerror(errno));
+            ir_fail(err, errlen, "%s: a symbolic link that cannot be followed: %s", path,
+                    strerror(errno));
             return NULL;
         }
         if (stat(t, &sb) != 0) {
@@ -66,7 +71,8 @@ static char *resolve_target(const char *path, int *exists, mode_t *mode, char *e
         }
     }
     if (!S_ISREG(sb.st_mode)) {
-        ir_fail(err, errlen, "%s: not a regular file (%s); refusing to replace it", path, kind_of(sb.st_mode));
+        ir_fail(err, errlen, "%s: not a regular file (%s); refusing to replace it", path,
+                kind_of(sb.st_mode));
         free(t);
         return NULL;
     }
@@ -114,8 +120,10 @@ static char *dir_of(const char *path) {
         free(d);
         return strdup(".");
     }
-    if (slash == d) slash[1] = 0;
-    else *slash = 0;
+    if (slash == d)
+        slash[1] = 0;
+    else
+        *slash = 0;
     return d;
 }
 
@@ -150,7 +158,8 @@ ir_file *ir_file_open(const char *path, char *err, size_t errlen) {
     f->fd = make_temp(target, exists ? (mode & 0777) : 0666, &f->tmp);
     if (f->fd < 0) {
         char *d = dir_of(target);
-        ir_fail(err, errlen, "%s: cannot write in %s: %s", path, d ? d : "its directory", strerror(errno));
+        ir_fail(err, errlen, "%s: cannot write in %s: %s", path, d ? d : "its directory",
+                strerror(errno));
         free(d);
         free(target);
         free(f);
@@ -191,8 +200,10 @@ void ir_file_abort(ir_file *f) {
 int ir_file_commit(ir_file *f, char *err, size_t errlen) {
     const char *step = NULL;
     int e = f->failed;
-    if (e) step = "cannot write";
-    else if (fsync(f->fd) != 0) step = "cannot write (fsync)", e = errno;
+    if (e)
+        step = "cannot write";
+    else if (fsync(f->fd) != 0)
+        step = "cannot write (fsync)", e = errno;
     if (close(f->fd) != 0 && !step) step = "cannot write", e = errno;
     if (!step && rename(f->tmp, f->target) != 0) step = "cannot write (rename)", e = errno;
     if (step) {
@@ -226,7 +237,8 @@ int ir_file_check_dir(const char *path, const char *what, char *err, size_t errl
     if (stat(path, &sb) != 0) {
         /* EEXIST: another process made it between the stat and here. */
         if (errno != ENOENT || (mkdir(path, 0777) != 0 && errno != EEXIST))
-            return ir_fail(err, errlen, "%s %s: cannot create the directory: %s", what, path, strerror(errno));
+            return ir_fail(err, errlen, "%s %s: cannot create the directory: %s", what, path,
+                           strerror(errno));
     } else if (!S_ISDIR(sb.st_mode)) {
         return ir_fail(err, errlen, "%s %s: not a directory", what, path);
     }
@@ -237,7 +249,9 @@ int ir_file_check_dir(const char *path, const char *what, char *err, size_t errl
     char *tmp;
     int fd = make_temp(probe, 0600, &tmp);
     free(probe);
-    if (fd < 0) return ir_fail(err, errlen, "%s %s: cannot write in the directory: %s", what, path, strerror(errno));
+    if (fd < 0)
+        return ir_fail(err, errlen, "%s %s: cannot write in the directory: %s", what, path,
+                       strerror(errno));
     close(fd);
     unlink(tmp);
     free(tmp);
@@ -246,7 +260,8 @@ int ir_file_check_dir(const char *path, const char *what, char *err, size_t errl
 
 int ir_file_same(const char *a, const char *b) {
     struct stat x, y;
-    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
 }
 
 int ir_file_open_read(const char *path, long long *size, char *err, size_t errlen) {
@@ -260,7 +275,8 @@ int ir_file_open_read(const char *path, long long *size, char *err, size_t errle
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", path, kind_of(sb.st_mode));
+        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", path,
+                       kind_of(sb.st_mode));
     }
     /* Regular files ignore O_NONBLOCK; cleared all the same. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -286,7 +302,8 @@ unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err
     if (fd < 0) return NULL;
     if ((unsigned long long)size > max) {
         close(fd);
-        ir_fail(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path, size, max);
+        ir_fail(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path, size,
+                max);
         return NULL;
     }
     unsigned char *buf = malloc((size_t)size + 1);
@@ -306,8 +323,10 @@ unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err
     close(fd);
     if (rc) {
         free(buf);
-        if (rc < 0) ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
-        else ir_fail(err, errlen, "%s: changed while being read", path);
+        if (rc < 0)
+            ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+        else
+            ir_fail(err, errlen, "%s: changed while being read", path);
         return NULL;
     }
     size_t got = (size_t)size;

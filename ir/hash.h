@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define IR_FNV1A_INIT 0xcbf29ce484222325ull
+#define IR_FNV1A_INIT  0xcbf29ce484222325ull
 #define IR_FNV1A_PRIME 0x100000001b3ull
 
 static inline uint64_t ir_fnv1a(uint64_t h, const void *data, size_t n) {
@@ -27,6 +27,8 @@ static inline uint64_t ir_fnv1a(uint64_t h, const void *data, size_t n) {
 
 /* s with its terminating NUL, so that chained strings keep their bounds
  * ("ab","c" and "a","bc" differ). */
-static inline uint64_t ir_fnv1a_str(uint64_t h, const char *s) { return ir_fnv1a(h, s, strlen(s) + 1); }
+static inline uint64_t ir_fnv1a_str(uint64_t h, const char *s) {
+    return ir_fnv1a(h, s, strlen(s) + 1);
+}
 
 #endif

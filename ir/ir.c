@@ -215,12 +215,11 @@ int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init) {
 int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int64_t *iattr,
                 const double *fattr, char *err, size_t errlen) {
     ir_node n = {0};
-    if ((unsigned)op >= IR_OP_COUNT)
-        return ir_fail(err, errlen, "unknown op %d", (int)op);
+    if ((unsigned)op >= IR_OP_COUNT) return ir_fail(err, errlen, "unknown op %d", (int)op);
     n.op = op;
     if (ninputs < ir_ops[op].min_arity || ninputs > ir_ops[op].max_arity)
-        return ir_fail(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name, ir_ops[op].min_arity,
-                 ninputs);
+        return ir_fail(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name,
+                       ir_ops[op].min_arity, ninputs);
     n.ninputs = ninputs;
     for (int i = 0; i < ninputs; i++) {
         if (inputs[i] < 0 || inputs[i] >= g->n)
@@ -233,7 +232,7 @@ int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int
     if (ir_numel(&n.type) > IR_MAX_NUMEL) {
         char buf[96];
         return ir_fail(err, errlen, "tensor %s is too large (more than 2^40 elements)",
-                 ir_type_str(&n.type, buf, sizeof buf));
+                       ir_type_str(&n.type, buf, sizeof buf));
     }
     return push(g, &n);
 }
@@ -254,7 +253,8 @@ static int64_t window_out(int64_t size, int64_t k, int64_t s, int64_t p) {
 
 static int check_window(const char *op, const ir_node *n, char *err, size_t errlen) {
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
-    if (k <= 0) return ir_fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
+    if (k <= 0)
+        return ir_fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
     if (s <= 0) return ir_fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
     if (p < 0) return ir_fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
     return 0;
@@ -268,23 +268,23 @@ static int need_rank(const char *op, const char *what, const ir_type *t, int ran
     return ir_fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
 }
 
-static int need_vector(const char *op, const char *what, const ir_type *t, int64_t len,
-                       char *err, size_t errlen) {
+static int need_vector(const char *op, const char *what, const ir_type *t, int64_t len, char *err,
+                       size_t errlen) {
     if (t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32) return 0;
     return ir_fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len, TYPE_STR(t));
 }
 
-static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_type *out,
-                        char *err, size_t errlen) {
+static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_type *out, char *err,
+                        size_t errlen) {
     if (need_rank(op, "input", x, 4, err, errlen) || check_window(op, n, err, errlen)) return -1;
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
     if (2 * p > k)
-        return ir_fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64, op,
-                    p, k);
+        return ir_fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64,
+                       op, p, k);
     int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
     if (ho < 1 || wo < 1)
-        return ir_fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op, k,
-                    TYPE_STR(x));
+        return ir_fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op,
+                       k, TYPE_STR(x));
     *out = ir_shape4(x->dim[0], x->dim[1], ho, wo);
     return 0;
 }
@@ -300,18 +300,19 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     switch (n->op) {
     case IR_OP_CONV: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
-        if (need_rank(op, "input", x, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
-            check_window(op, n, err, errlen))
+        if (need_rank(op, "input", x, 4, err, errlen) ||
+            need_rank(op, "weight", w, 4, err, errlen) || check_window(op, n, err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (w->dim[1] != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
             return ir_fail(err, errlen,
-                        "conv: weight %s does not fit input %s with kernel %" PRId64, TYPE_STR(w),
-                        TYPE_STR(x), k);
+                           "conv: weight %s does not fit input %s with kernel %" PRId64,
+                           TYPE_STR(w), TYPE_STR(x), k);
         int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
         if (ho < 1 || wo < 1)
-            return ir_fail(err, errlen, "conv: kernel %" PRId64 " is larger than the padded input %s", k,
-                        TYPE_STR(x));
+            return ir_fail(err, errlen,
+                           "conv: kernel %" PRId64 " is larger than the padded input %s", k,
+                           TYPE_STR(x));
         *out = ir_shape4(x->dim[0], w->dim[0], ho, wo);
         return 0;
     }
@@ -320,11 +321,13 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
             check_window(op, n, err, errlen))
             return -1;
-        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3], wd = n->iattr[4];
+        int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3],
+                wd = n->iattr[4];
         if (w->dim[0] != dy->dim[1] || w->dim[2] != k || w->dim[3] != k || h <= 0 || wd <= 0 ||
             window_out(h, k, s, p) != dy->dim[2] || window_out(wd, k, s, p) != dy->dim[3])
-            return ir_fail(err, errlen, "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree",
-                        op, TYPE_STR(dy), TYPE_STR(w), h, wd);
+            return ir_fail(err, errlen,
+                           "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree", op,
+                           TYPE_STR(dy), TYPE_STR(w), h, wd);
         *out = ir_shape4(dy->dim[0], w->dim[1], h, wd);
         return 0;
     }
@@ -336,12 +339,12 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
             window_out(x->dim[3], k, s, p) != dy->dim[3])
-            return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy), TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy),
+                           TYPE_STR(x));
         *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
@@ -350,8 +353,7 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_MAXPOOL:
-    case IR_OP_AVGPOOL:
-        return infer_window(op, in_type(g, n, 0), n, out, err, errlen);
+    case IR_OP_AVGPOOL: return infer_window(op, in_type(g, n, 0), n, out, err, errlen);
     case IR_OP_GLOBAL_AVGPOOL: {
         const ir_type *x = in_type(g, n, 0);
         if (need_rank(op, "input", x, 4, err, errlen)) return -1;
@@ -363,7 +365,8 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         ir_type fwd;
         if (infer_window(op, x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
+                           TYPE_STR(&fwd));
         *out = *x;
         return 0;
     }
@@ -371,11 +374,13 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         const ir_type *dy = in_type(g, n, 0);
         int64_t h = n->iattr[3], w = n->iattr[4];
         if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
-        if (h <= 0 || w <= 0) return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
+        if (h <= 0 || w <= 0)
+            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
         ir_type x = ir_shape4(dy->dim[0], dy->dim[1], h, w), fwd;
         if (infer_window(op, &x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy), TYPE_STR(&fwd));
+            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
+                           TYPE_STR(&fwd));
         *out = x;
         return 0;
     }
@@ -383,24 +388,25 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         const ir_type *dy = in_type(g, n, 0);
         if (need_rank(op, "dy", dy, 2, err, errlen)) return -1;
         if (n->iattr[0] <= 0 || n->iattr[1] <= 0)
-            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0], n->iattr[1]);
+            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0],
+                           n->iattr[1]);
         *out = ir_shape4(dy->dim[0], dy->dim[1], n->iattr[0], n->iattr[1]);
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
 /* Per-channel ops: bias, BatchNorm and the statistics and gradients it lowers to. */
-static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                         size_t errlen) {
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_BIAS_ADD: {
         const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (x->ndim < 2 || x->dtype == IR_I32)
             return ir_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
-                        TYPE_STR(x));
+                           TYPE_STR(x));
         if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
         *out = *x;
         return 0;
@@ -409,14 +415,15 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
             return ir_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                        TYPE_STR(x));
+                           TYPE_STR(x));
         static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
         for (int i = 1; i < 5; i++)
             if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (!(n->fattr[0] > 0))
             return ir_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
         if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
-            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g", n->fattr[1]);
+            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g",
+                           n->fattr[1]);
         *out = *x;
         return 0;
     }
@@ -424,7 +431,8 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
     case IR_OP_BIAS_GRAD: {
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
+                           TYPE_STR(x));
         *out = ir_shape1(x->dim[1]);
         return 0;
     }
@@ -436,11 +444,12 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
          * activations; the rest are per-channel vectors. */
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op, TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
+                           TYPE_STR(x));
         int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
         if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
             return ir_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
-                        TYPE_STR(in_type(g, n, 1)));
+                           TYPE_STR(in_type(g, n, 1)));
         for (int i = acts; i < n->ninputs; i++)
             if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
@@ -448,13 +457,13 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
         *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
 /* Elementwise ops and views: the output has an input's shape. */
-static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                           size_t errlen) {
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_RELU: {
@@ -478,12 +487,13 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_RELU_GRAD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a), TYPE_STR(b));
+            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
+                           TYPE_STR(b));
         if (n->op == IR_OP_ASSIGN) {
             ir_op dst = g->nodes[n->input[0]].op;
             if (!ir_is_persistent(dst))
                 return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
-                            ir_ops[dst].name);
+                               ir_ops[dst].name);
         }
         *out = *a;
         return 0;
@@ -495,18 +505,19 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_RESHAPE_LIKE: {
         const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
         if (ir_numel(x) != ir_numel(like) || (x->dtype == IR_I32) != (like->dtype == IR_I32))
-            return ir_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x), TYPE_STR(like));
+            return ir_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x),
+                           TYPE_STR(like));
         *out = *like;
         out->dtype = x->dtype; /* a view of x's bytes */
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
 /* flatten, dense and the gradients of dense. */
-static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                       size_t errlen) {
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_FLATTEN: {
@@ -520,33 +531,36 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
             return ir_fail(err, errlen,
-                        "dense: expects a [batch, features] input, got %s (use flatten first)",
-                        TYPE_STR(x));
+                           "dense: expects a [batch, features] input, got %s (use flatten first)",
+                           TYPE_STR(x));
         if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
         if (w->dim[1] != x->dim[1])
             return ir_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
-                        TYPE_STR(x));
+                           TYPE_STR(x));
         *out = ir_shape2(x->dim[0], w->dim[0]);
         return 0;
     }
     case IR_OP_DENSE_GRAD_DATA: {
         const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
-        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen)) return -1;
+        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen))
+            return -1;
         if (w->dim[0] != dy->dim[1])
-            return ir_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy), TYPE_STR(w));
+            return ir_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy),
+                           TYPE_STR(w));
         *out = ir_shape2(dy->dim[0], w->dim[1]);
         return 0;
     }
     case IR_OP_DENSE_GRAD_WEIGHT: {
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
-        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen)) return -1;
+        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen))
+            return -1;
         if (x->dim[0] != dy->dim[0])
-            return ir_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy), TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy),
+                           TYPE_STR(x));
         *out = ir_shape2(dy->dim[1], x->dim[1]);
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
@@ -558,19 +572,19 @@ static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
             return ir_fail(err, errlen,
-                        "softmax_cross_entropy: logits must be [batch, classes], got %s",
-                        TYPE_STR(x));
+                           "softmax_cross_entropy: logits must be [batch, classes], got %s",
+                           TYPE_STR(x));
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
             return ir_fail(err, errlen,
-                        "softmax_cross_entropy: labels must be class indices [%" PRId64
-                        "]:i32, got %s",
-                        x->dim[0], TYPE_STR(y));
+                           "softmax_cross_entropy: labels must be class indices [%" PRId64
+                           "]:i32, got %s",
+                           x->dim[0], TYPE_STR(y));
         const ir_node *label = &g->nodes[n->input[1]];
         if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
             return ir_fail(err, errlen,
-                        "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
-                        " classes",
-                        x->dim[1], label->iattr[0]);
+                           "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
+                           " classes",
+                           x->dim[1], label->iattr[0]);
         *out = ir_shape1(x->dim[0]);
         return 0;
     }
@@ -579,18 +593,18 @@ static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         if (need_rank(op, "logits", x, 2, err, errlen)) return -1;
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0] ||
             need_vector(op, "dloss", d, x->dim[0], err, errlen))
-            return ir_fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op, TYPE_STR(y),
-                        TYPE_STR(d), TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op,
+                           TYPE_STR(y), TYPE_STR(d), TYPE_STR(x));
         *out = *x;
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
 /* The optimizer update and the gradient all-reduce. */
-static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                        size_t errlen) {
     const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_SGD_MOMENTUM: {
@@ -598,23 +612,26 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
         for (int i = 1; i < 3; i++)
             if (!ir_type_same_shape(w, in_type(g, n, i)))
                 return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
-                            TYPE_STR(in_type(g, n, i)));
+                               TYPE_STR(in_type(g, n, i)));
         for (int i = 3; i < 5; i++)
-            if (need_vector(op, i == 3 ? "lr" : "grad_scale", in_type(g, n, i), 1, err, errlen)) return -1;
+            if (need_vector(op, i == 3 ? "lr" : "grad_scale", in_type(g, n, i), 1, err, errlen))
+                return -1;
         *out = *w;
         return 0;
     }
     case IR_OP_ALLREDUCE: {
         const ir_type *x = in_type(g, n, 0);
-        if (x->dtype != IR_F32) return ir_fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
+        if (x->dtype != IR_F32)
+            return ir_fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
         if (n->iattr[0] < 0 || n->iattr[1] < 0)
-            return ir_fail(err, errlen, "allreduce: bucket %" PRId64 " / offset %" PRId64 " must not be negative",
-                        n->iattr[0], n->iattr[1]);
+            return ir_fail(err, errlen,
+                           "allreduce: bucket %" PRId64 " / offset %" PRId64
+                           " must not be negative",
+                           n->iattr[0], n->iattr[1]);
         *out = *x;
         return 0;
     }
-    default:
-        return no_rule(n, err, errlen);
+    default: return no_rule(n, err, errlen);
     }
 }
 
@@ -622,20 +639,16 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     switch (n->op) {
     case IR_OP_INPUT:
     case IR_OP_PARAM:
-    case IR_OP_STATE:
-        *out = n->type;
-        return 0;
+    case IR_OP_STATE: *out = n->type; return 0;
     case IR_OP_CONV:
     case IR_OP_CONV_GRAD_DATA:
-    case IR_OP_CONV_GRAD_WEIGHT:
-        return infer_conv(g, n, out, err, errlen);
+    case IR_OP_CONV_GRAD_WEIGHT: return infer_conv(g, n, out, err, errlen);
     case IR_OP_MAXPOOL:
     case IR_OP_AVGPOOL:
     case IR_OP_GLOBAL_AVGPOOL:
     case IR_OP_MAXPOOL_GRAD:
     case IR_OP_AVGPOOL_GRAD:
-    case IR_OP_GLOBAL_AVGPOOL_GRAD:
-        return infer_pool(g, n, out, err, errlen);
+    case IR_OP_GLOBAL_AVGPOOL_GRAD: return infer_pool(g, n, out, err, errlen);
     case IR_OP_BIAS_ADD:
     case IR_OP_BATCHNORM:
     case IR_OP_BN_MEAN:
@@ -643,29 +656,23 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_BN_VAR:
     case IR_OP_BN_GRAD_GAMMA:
     case IR_OP_BN_APPLY:
-    case IR_OP_BN_GRAD_DATA:
-        return infer_channel(g, n, out, err, errlen);
+    case IR_OP_BN_GRAD_DATA: return infer_channel(g, n, out, err, errlen);
     case IR_OP_RELU:
     case IR_OP_ADD:
     case IR_OP_EMA:
     case IR_OP_ASSIGN:
     case IR_OP_RELU_GRAD:
     case IR_OP_ONES_LIKE:
-    case IR_OP_RESHAPE_LIKE:
-        return infer_pointwise(g, n, out, err, errlen);
+    case IR_OP_RESHAPE_LIKE: return infer_pointwise(g, n, out, err, errlen);
     case IR_OP_FLATTEN:
     case IR_OP_DENSE:
     case IR_OP_DENSE_GRAD_DATA:
-    case IR_OP_DENSE_GRAD_WEIGHT:
-        return infer_dense(g, n, out, err, errlen);
+    case IR_OP_DENSE_GRAD_WEIGHT: return infer_dense(g, n, out, err, errlen);
     case IR_OP_SOFTMAX_CE:
-    case IR_OP_SOFTMAX_CE_GRAD:
-        return infer_loss(g, n, out, err, errlen);
+    case IR_OP_SOFTMAX_CE_GRAD: return infer_loss(g, n, out, err, errlen);
     case IR_OP_SGD_MOMENTUM:
-    case IR_OP_ALLREDUCE:
-        return infer_update(g, n, out, err, errlen);
-    case IR_OP_COUNT:
-        break;
+    case IR_OP_ALLREDUCE: return infer_update(g, n, out, err, errlen);
+    case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);
 }
@@ -687,7 +694,8 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
             break;
         }
         if (grp && (ir_is_source(n->op) || ir_is_view(n->op))) {
-            rc = ir_fail(err, errlen, "node %d (%s) cannot be in a fusion group", i, ir_ops[n->op].name);
+            rc = ir_fail(err, errlen, "node %d (%s) cannot be in a fusion group", i,
+                         ir_ops[n->op].name);
             break;
         }
         if (grp != prev && grp) {
@@ -789,7 +797,8 @@ static int name_set_add(name_set *ns, const ir_graph *g, int i) {
     return -1;
 }
 
-static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err, size_t errlen);
+static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err,
+                        size_t errlen);
 
 int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     size_t cap = 16;
@@ -811,31 +820,35 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     return rc;
 }
 
-static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err, size_t errlen) {
+static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err,
+                        size_t errlen) {
     int losses = 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if ((unsigned)n->op >= IR_OP_COUNT) return ir_fail(err, errlen, "node %d: bad op %d", i, n->op);
+        if ((unsigned)n->op >= IR_OP_COUNT)
+            return ir_fail(err, errlen, "node %d: bad op %d", i, n->op);
         const ir_op_info *info = &ir_ops[n->op];
         if (n->ninputs < info->min_arity || n->ninputs > info->max_arity)
             return ir_fail(err, errlen, "node %d (%s): %d inputs", i, info->name, n->ninputs);
         for (int j = 0; j < n->ninputs; j++)
             if (n->input[j] < 0 || n->input[j] >= i)
-                return ir_fail(err, errlen, "node %d (%s): input %d = %d breaks topological order", i,
-                            info->name, j, n->input[j]);
+                return ir_fail(err, errlen, "node %d (%s): input %d = %d breaks topological order",
+                               i, info->name, j, n->input[j]);
         if (n->type.ndim < 1 || n->type.ndim > IR_MAX_DIMS)
             return ir_fail(err, errlen, "node %d (%s): rank %d", i, info->name, n->type.ndim);
         for (int d = 0; d < n->type.ndim; d++)
             if (n->type.dim[d] <= 0 || n->type.dim[d] > (1ll << 40))
-                return ir_fail(err, errlen, "node %d (%s): dimension %d is %" PRId64, i, info->name, d,
-                            n->type.dim[d]);
+                return ir_fail(err, errlen, "node %d (%s): dimension %d is %" PRId64, i, info->name,
+                               d, n->type.dim[d]);
         if (memchr(n->name, 0, sizeof n->name) == NULL)
             return ir_fail(err, errlen, "node %d: name not terminated", i);
         if (ir_is_source(n->op)) {
-            if (!n->name[0]) return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
+            if (!n->name[0])
+                return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
             if (name_set_add(names, g, i) >= 0)
                 return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
-            if (n->op != IR_OP_INPUT && (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))
+            if (n->op != IR_OP_INPUT &&
+                (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))
                 return ir_fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
         } else {
             ir_type t;
@@ -847,14 +860,16 @@ static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char
              * where bytes are shared: a view or an assign has its storage's
              * type, an all-reduced gradient is f32. */
             if (!ir_type_same_shape(&t, &n->type))
-                return ir_fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i, info->name,
-                            TYPE_STR(&n->type), TYPE_STR(&t));
+                return ir_fail(err, errlen, "node %d (%s): type %s, shape rule says %s", i,
+                               info->name, TYPE_STR(&n->type), TYPE_STR(&t));
             int shared = ir_is_view(n->op) || n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE;
             if (shared && n->type.dtype != g->nodes[n->input[0]].type.dtype)
-                return ir_fail(err, errlen, "node %d (%s): type %s differs from its storage's %s", i,
-                            info->name, TYPE_STR(&n->type), TYPE_STR(&g->nodes[n->input[0]].type));
+                return ir_fail(err, errlen, "node %d (%s): type %s differs from its storage's %s",
+                               i, info->name, TYPE_STR(&n->type),
+                               TYPE_STR(&g->nodes[n->input[0]].type));
         }
-        if (n->op == IR_OP_ASSIGN && last_read[n->input[0]] > i) { /* a write follows every read of its target */
+        if (n->op == IR_OP_ASSIGN &&
+            last_read[n->input[0]] > i) { /* a write follows every read of its target */
             int j = last_read[n->input[0]];
             return ir_fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
                            ir_ops[g->nodes[j].op].name, n->input[0], i);
@@ -927,8 +942,10 @@ void ir_dump(const ir_graph *g, FILE *f) {
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
         if (n->group) fprintf(f, " @g%d", n->group);
         if (!ir_is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
-        if (n->flags & IR_FLAG_LOSS) fprintf(f, " [loss]");
-        else if (n->flags & IR_FLAG_OUTPUT) fprintf(f, " [output]");
+        if (n->flags & IR_FLAG_LOSS)
+            fprintf(f, " [loss]");
+        else if (n->flags & IR_FLAG_OUTPUT)
+            fprintf(f, " [output]");
         fputc('\n', f);
     }
 }
@@ -1008,25 +1025,27 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
         return ir_fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
     if (!(t->init_magnitude > 0))
         return ir_fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
-    if (t->optimizer != IR_OPT_SGD) return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
+    if (t->optimizer != IR_OPT_SGD)
+        return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
     if (!(t->momentum >= 0 && t->momentum < 1))
         return ir_fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
     if (!(t->wd >= 0)) return ir_fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
     if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
         return ir_fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
-                    t->lr_steps);
+                       t->lr_steps);
     if (t->lr_epoch[0] != 0)
-        return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
+        return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d",
+                       t->lr_epoch[0]);
     for (int i = 0; i < t->lr_steps; i++) {
         if (!(t->lr_value[i] >= 0))
-            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g", t->lr_epoch[i],
-                        t->lr_value[i]);
+            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g",
+                           t->lr_epoch[i], t->lr_value[i]);
         if (t->lr_value[i] > IR_MAX_LR)
-            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g", t->lr_epoch[i],
-                        t->lr_value[i]);
+            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g",
+                           t->lr_epoch[i], t->lr_value[i]);
         if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
-            return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
-                        t->lr_epoch[i - 1]);
+            return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d",
+                           t->lr_epoch[i], t->lr_epoch[i - 1]);
     }
     if (t->lr_scaling != IR_LR_SCALING_NONE && t->lr_scaling != IR_LR_SCALING_LINEAR)
         return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
@@ -1034,10 +1053,11 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
         return ir_fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
     if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
         return ir_fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
-                    t->warmup_epochs, t->epochs);
+                       t->warmup_epochs, t->epochs);
     if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
         return ir_fail(err, errlen, "dataset name not terminated");
-    if (t->pad < 0 || t->pad > 64) return ir_fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
+    if (t->pad < 0 || t->pad > 64)
+        return ir_fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
     if (t->random_crop < 0 || t->random_crop > 4096)
         return ir_fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
     for (int c = 0; c < 3; c++)

@@ -27,11 +27,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define IR_MAX_DIMS 4
+#define IR_MAX_DIMS   4
 #define IR_MAX_INPUTS 8
 #define IR_MAX_IATTRS 6
 #define IR_MAX_FATTRS 2
-#define IR_NAME_MAX 64
+#define IR_NAME_MAX   64
 
 typedef enum { IR_F32, IR_BF16, IR_I32 } ir_dtype;
 
@@ -122,49 +122,48 @@ typedef enum {
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
-#define IR_OPS(X)                                                            \
-    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                   \
-    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                      \
-    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                      \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                     \
-    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")               \
-    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training",         \
-      "eps,momentum")                                                        \
-    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                     \
-    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                       \
-    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")               \
-    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")               \
-    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")   \
-    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                 \
-    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                        \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "") \
-    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                 \
-    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                   \
-    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")            \
-    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")               \
-    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                 \
-    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")           \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "") \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "") \
-    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")             \
-    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")  \
-    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")    \
-    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")           \
-    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")     \
-    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "") \
+#define IR_OPS(X)                                                                     \
+    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                              \
+    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                 \
+    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                 \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                                \
+    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                          \
+    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training", "eps,momentum")    \
+    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                \
+    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                  \
+    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
+    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
+    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")              \
+    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                            \
+    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                   \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "")           \
+    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                            \
+    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                              \
+    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                       \
+    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")              \
+    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                      \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "")        \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")        \
+    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                        \
+    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")             \
+    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")               \
+    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                      \
+    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                \
+    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")            \
     X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_INJECTIVE, "h,w", "") \
-    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")       \
-    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")    \
-    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "") \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "") \
-    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd") \
+    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                  \
+    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")               \
+    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")            \
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")     \
     X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
     IR_OPS(X)
 #undef X
-    IR_OP_COUNT
+        IR_OP_COUNT
 } ir_op;
 
 typedef struct {
@@ -183,7 +182,9 @@ int ir_op_num_fattrs(ir_op op);
 const char *ir_op_attr_name(ir_op op, int is_float, int slot, char *buf, size_t n);
 /* A source: a node with no inputs whose value comes from outside the graph
  * (the data, the parameters, the optimizer and BatchNorm state). */
-static inline int ir_is_source(ir_op op) { return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE; }
+static inline int ir_is_source(ir_op op) {
+    return op == IR_OP_INPUT || op == IR_OP_PARAM || op == IR_OP_STATE;
+}
 /* Persistent: a source that lives across steps (parameters, optimizer and
  * BatchNorm state): what checkpoints save and executors keep resident. */
 static inline int ir_is_persistent(ir_op op) { return op == IR_OP_PARAM || op == IR_OP_STATE; }
@@ -274,12 +275,11 @@ int ir_add_input(ir_graph *g, const char *name, ir_type type, int64_t classes);
 int ir_add_param(ir_graph *g, const char *name, ir_type type, ir_init init);
 int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init);
 /* iattr/fattr may be NULL (all zero); missing trailing slots are zero. */
-int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs,
-                const int64_t *iattr, const double *fattr, char *err, size_t errlen);
+int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int64_t *iattr,
+                const double *fattr, char *err, size_t errlen);
 
 /* Shape inference for an op given its inputs and attributes. */
-int ir_infer_type(const ir_graph *g, const ir_node *node, ir_type *out, char *err,
-                  size_t errlen);
+int ir_infer_type(const ir_graph *g, const ir_node *node, ir_type *out, char *err, size_t errlen);
 
 /* Structural checks: topological order, arity, input indices, types agree
  * with the shape rules, unique source names, exactly one loss node at most.
@@ -294,9 +294,9 @@ int64_t ir_num_params(const ir_graph *g);
 /* Limits of a fusion group, the contract between passes/fuse.c and
  * codegen: nodes, distinct buffers (kernel arguments), passes over a
  * channel's data in a channel-reduction group. */
-#define IR_GROUP_MAX_NODES 64
+#define IR_GROUP_MAX_NODES   64
 #define IR_GROUP_MAX_BUFFERS 16
-#define IR_GROUP_MAX_PASSES 4
+#define IR_GROUP_MAX_PASSES  4
 
 /* ---- storage: what fusion and memory planning agree on ------------------
  * A view (flatten, reshape_like) reads its input's bytes as another shape
@@ -329,19 +329,19 @@ void ir_summary(const ir_graph *g, FILE *f);
 /* ---- the training schedule (the .net `train` section) ------------------ */
 
 #define IR_MAX_LR_STEPS 32
-#define IR_MAX_LR 1e6 /* the largest lr a schedule may hold (ir_train_check) */
+#define IR_MAX_LR       1e6 /* the largest lr a schedule may hold (ir_train_check) */
 
 typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
 typedef enum { IR_OPT_SGD } ir_optimizer;
 
 typedef struct {
-    int batch;            /* per device */
+    int batch; /* per device */
     int epochs;
     double init_magnitude; /* xavier(magnitude=...), uniform, factor "avg" */
     ir_optimizer optimizer;
     double momentum, wd;
-    int lr_steps;                        /* entries in the lr dict */
-    int lr_epoch[IR_MAX_LR_STEPS];       /* sorted, first is 0 */
+    int lr_steps;                  /* entries in the lr dict */
+    int lr_epoch[IR_MAX_LR_STEPS]; /* sorted, first is 0 */
     double lr_value[IR_MAX_LR_STEPS];
     ir_lr_scaling lr_scaling;
     int reference_batch;

@@ -50,21 +50,19 @@
 #include "ir/file.h"
 #include "ir/hash.h"
 
-#define HEADER_SIZE PLAN_HEADER_SIZE
+#define HEADER_SIZE    PLAN_HEADER_SIZE
 /* Bounds on dimensions and integer attributes: far below where the shape
  * rules' arithmetic (size + 2*pad, products of dims) could overflow. */
-#define MAX_VALUE ((int64_t)1 << 40)
-#define MAX_NUMEL IR_MAX_NUMEL /* elements in one tensor */
-#define MAX_TOTAL ((int64_t)1 << 50) /* elements in all of a program's tensors */
+#define MAX_VALUE      ((int64_t)1 << 40)
+#define MAX_NUMEL      IR_MAX_NUMEL       /* elements in one tensor */
+#define MAX_TOTAL      ((int64_t)1 << 50) /* elements in all of a program's tensors */
 /* Smallest encoded node: ten u32/i32 fields and an empty name. */
 #define NODE_MIN_BYTES 40
 
 static const char magic[8] = "DPCPLAN";
 static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
 
-uint64_t plan_checksum(const void *data, size_t len) {
-    return ir_fnv1a(IR_FNV1A_INIT, data, len);
-}
+uint64_t plan_checksum(const void *data, size_t len) { return ir_fnv1a(IR_FNV1A_INIT, data, len); }
 
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -78,7 +76,6 @@ PRINTF(4, 5) static void set_err(char *err, size_t errlen, const char *name, con
     vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
 }
-
 
 /* Two's complement without implementation-defined conversions. */
 static int32_t to_i32(uint32_t v) {
@@ -120,45 +117,47 @@ static int has_groups(const ir_graph *g) {
 /* Everything about one node the encoding needs, and every range ir.c's
  * arithmetic relies on; ir_verify() then checks the graph's meaning. */
 static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
-    if ((unsigned)n->op >= IR_OP_COUNT) return ir_fail(why, wn, "node %d: unknown op %u", idx, n->op);
+    if ((unsigned)n->op >= IR_OP_COUNT)
+        return ir_fail(why, wn, "node %d: unknown op %u", idx, n->op);
     const ir_op_info *info = &ir_ops[n->op];
     int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
     if (n->ninputs < info->min_arity || n->ninputs > info->max_arity || n->ninputs > IR_MAX_INPUTS)
         return ir_fail(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
-                   n->ninputs, info->min_arity, info->max_arity);
+                       n->ninputs, info->min_arity, info->max_arity);
     for (int j = 0; j < n->ninputs; j++)
         if (n->input[j] < 0 || n->input[j] >= idx)
             return ir_fail(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
-                       info->name, j, n->input[j]);
+                           info->name, j, n->input[j]);
     for (int j = 0; j < IR_MAX_IATTRS; j++) {
         int64_t v = n->iattr[j];
         if (j >= nia && v)
-            return ir_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused", idx,
-                       info->name, j);
+            return ir_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused",
+                           idx, info->name, j);
         if (v < -MAX_VALUE || v > MAX_VALUE)
-            return ir_fail(why, wn, "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
-                       idx, info->name, j, v);
+            return ir_fail(why, wn,
+                           "node %d (%s): integer attribute %d is out of range (%" PRId64 ")", idx,
+                           info->name, j, v);
     }
     for (int j = 0; j < IR_MAX_FATTRS; j++) {
         if (j >= nfa && n->fattr[j] != 0)
             return ir_fail(why, wn, "node %d (%s): float attribute slot %d is set but unused", idx,
-                       info->name, j);
+                           info->name, j);
         if (!isfinite(n->fattr[j]))
-            return ir_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx, info->name,
-                       j);
+            return ir_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx,
+                           info->name, j);
     }
     const ir_type *t = &n->type;
     if (t->ndim < 1 || t->ndim > IR_MAX_DIMS)
         return ir_fail(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name, t->ndim,
-                   IR_MAX_DIMS);
+                       IR_MAX_DIMS);
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         if (t->dim[d] <= 0 || t->dim[d] > MAX_VALUE)
             return ir_fail(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
-                       t->dim[d]);
+                           t->dim[d]);
         if (numel > MAX_NUMEL / t->dim[d])
             return ir_fail(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
-                       info->name);
+                           info->name);
         numel *= t->dim[d];
     }
     if ((unsigned)t->dtype > IR_I32)
@@ -169,7 +168,7 @@ static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
         return ir_fail(why, wn, "node %d (%s): name contains a control character", idx, info->name);
     if (n->line < 0 || n->col < 0)
         return ir_fail(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name, n->line,
-                   n->col);
+                       n->col);
     return 0;
 }
 
@@ -179,7 +178,8 @@ static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn
     if (g->n < 0 || (g->n && !g->nodes)) return ir_fail(why, wn, "%s: bad node array", what);
     int64_t total = 0;
     for (int i = 0; i < g->n; i++) {
-        if (check_node(&g->nodes[i], i, sub, sizeof sub)) return ir_fail(why, wn, "%s: %s", what, sub);
+        if (check_node(&g->nodes[i], i, sub, sizeof sub))
+            return ir_fail(why, wn, "%s: %s", what, sub);
         int64_t numel = ir_numel(&g->nodes[i].type);
         if (total > MAX_TOTAL - numel)
             return ir_fail(why, wn, "%s: more than 2^50 elements in all", what);
@@ -197,14 +197,12 @@ static int cmp_names(const void *a, const void *b) {
  * each of eval's must be one of train's, by name, kind and type. */
 static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, size_t wn) {
     int ns = 0;
-    for (int i = 0; i < train->n; i++)
-        ns += ir_is_persistent(train->nodes[i].op);
+    for (int i = 0; i < train->n; i++) ns += ir_is_persistent(train->nodes[i].op);
     const ir_node **sorted = malloc(sizeof *sorted * (size_t)(ns ? ns : 1));
     if (!sorted) return ir_fail(why, wn, "out of memory");
     ns = 0;
     for (int i = 0; i < train->n; i++)
-        if (ir_is_persistent(train->nodes[i].op))
-            sorted[ns++] = &train->nodes[i];
+        if (ir_is_persistent(train->nodes[i].op)) sorted[ns++] = &train->nodes[i];
     qsort(sorted, (size_t)ns, sizeof *sorted, cmp_names);
     int rc = 0;
     for (int i = 0; i < eval->n && !rc; i++) {
@@ -214,11 +212,11 @@ static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, 
         char a[96], b[96];
         if (!hit)
             rc = ir_fail(why, wn, "eval program: %s '%s' is not in the train program",
-                     ir_ops[e->op].name, e->name);
+                         ir_ops[e->op].name, e->name);
         else if ((*hit)->op != e->op || !ir_type_equal(&(*hit)->type, &e->type))
             rc = ir_fail(why, wn, "eval program: %s '%s' %s differs from the train program's %s %s",
-                     ir_ops[e->op].name, e->name, ir_type_str(&e->type, a, sizeof a),
-                     ir_ops[(*hit)->op].name, ir_type_str(&(*hit)->type, b, sizeof b));
+                         ir_ops[e->op].name, e->name, ir_type_str(&e->type, a, sizeof a),
+                         ir_ops[(*hit)->op].name, ir_type_str(&(*hit)->type, b, sizeof b));
     }
     free(sorted);
     return rc;
@@ -259,9 +257,9 @@ static int check_plan(const dpc_plan *p, char *why, size_t wn) {
         const plan_section *s = &p->extra[i];
         if (!valid_tag(s->tag) || is_required(s->tag))
             return ir_fail(why, wn,
-                       "extra section %d: bad tag (4 printable characters, not "
-                       "META, SCHD, GTRN or GEVL)",
-                       i);
+                           "extra section %d: bad tag (4 printable characters, not "
+                           "META, SCHD, GTRN or GEVL)",
+                           i);
         if (s->len && !s->data) return ir_fail(why, wn, "section %s has no data", s->tag);
         for (int j = 0; j < i; j++)
             if (strcmp(p->extra[j].tag, s->tag) == 0)
@@ -648,15 +646,18 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
     size_t off = 0;
     while (off < plen) {
         if (plen - off < 12)
-            return ir_fail(why, wn, "corrupt plan: section header at offset %zu runs past the end", off);
+            return ir_fail(why, wn, "corrupt plan: section header at offset %zu runs past the end",
+                           off);
         char tag[5];
         memcpy(tag, pay + off, 4);
         tag[4] = 0;
-        if (!valid_tag(tag)) return ir_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
+        if (!valid_tag(tag))
+            return ir_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
         uint64_t slen = ir_le64(pay + off + 4);
         off += 12;
         if (slen > plen - off)
-            return ir_fail(why, wn, "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
+            return ir_fail(why, wn,
+                           "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
                            slen);
         int dup = 0, req = -1;
         for (int i = 0; i < NSPANS; i++)
@@ -777,7 +778,8 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
     }
     char why[600];
     dpc_plan *p = decode(buf + HEADER_SIZE, (size_t)plen, why, sizeof why);
-    if (!p) set_err(err, errlen, name, "%s", why);
+    if (!p)
+        set_err(err, errlen, name, "%s", why);
     else {
         p->checksum = ir_le64(buf + 24);
         snprintf(p->name, sizeof p->name, "%s", name);
@@ -906,10 +908,12 @@ void plan_info(const dpc_plan *p, FILE *f) {
     /* The graphs' node types are the record: dpc --precision bf16 stores
      * activations as bf16 (passes/precision.c). */
     int bf16 = 0;
-    for (int i = 0; p->train && i < p->train->n; i++) bf16 |= p->train->nodes[i].type.dtype == IR_BF16;
-    fprintf(f, "precision: %s\n", bf16 ? "bf16 (activations and GEMM operands; f32 master weights, "
-                                         "statistics, gradients and optimizer)"
-                                       : "fp32");
+    for (int i = 0; p->train && i < p->train->n; i++)
+        bf16 |= p->train->nodes[i].type.dtype == IR_BF16;
+    fprintf(f, "precision: %s\n",
+            bf16 ? "bf16 (activations and GEMM operands; f32 master weights, "
+                   "statistics, gradients and optimizer)"
+                 : "fp32");
     if (p->train) info_program("train", p->train, f);
     if (p->eval) info_program("eval", p->eval, f);
     fprintf(f, "schedule:\n");

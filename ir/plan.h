@@ -23,10 +23,10 @@
 
 #include "ir/ir.h"
 
-#define PLAN_MAGIC "DPCPLAN"
-#define PLAN_VERSION 1u
+#define PLAN_MAGIC        "DPCPLAN"
+#define PLAN_VERSION      1u
 #define PLAN_MAX_SECTIONS 32
-#define PLAN_HEADER_SIZE 32
+#define PLAN_HEADER_SIZE  32
 
 /* An opaque extra section: tag plus bytes (kernel sources, memory plans). */
 typedef struct {

@@ -81,11 +81,10 @@ static int grad_conv(autodiff *A, int i, ir_node n, int dy) {
     int x = n.input[0], w = n.input[1];
     const ir_type *xt = &A->g->nodes[x].type;
     int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2];
-    if (A->live[x] &&
-        contribute(A, x,
-                   emit(A, i, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2,
-                        (int64_t[]){k, s, p, xt->dim[2], xt->dim[3]}, NULL),
-                   1))
+    if (A->live[x] && contribute(A, x,
+                                 emit(A, i, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2,
+                                      (int64_t[]){k, s, p, xt->dim[2], xt->dim[3]}, NULL),
+                                 1))
         return -1;
     if (A->live[w] &&
         contribute(A, w, emit(A, i, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, n.iattr, NULL), 1))
@@ -125,8 +124,7 @@ static int grad_avgpool(autodiff *A, int i, ir_node n, int dy) {
 static int grad_global_avgpool(autodiff *A, int i, ir_node n, int dy) {
     const ir_type *xt = &A->g->nodes[n.input[0]].type;
     int64_t attrs[] = {xt->dim[2], xt->dim[3]};
-    return contribute(A, n.input[0], emit(A, i, IR_OP_GLOBAL_AVGPOOL_GRAD, &dy, 1, attrs, NULL),
-                      1);
+    return contribute(A, n.input[0], emit(A, i, IR_OP_GLOBAL_AVGPOOL_GRAD, &dy, 1, attrs, NULL), 1);
 }
 
 static int grad_flatten(autodiff *A, int i, ir_node n, int dy) {
@@ -147,9 +145,8 @@ static int grad_dense(autodiff *A, int i, ir_node n, int dy) {
 
 static int grad_softmax_ce(autodiff *A, int i, ir_node n, int dy) {
     int logits = n.input[0], label = n.input[1];
-    return contribute(A, logits,
-                      emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL, NULL),
-                      1);
+    return contribute(
+        A, logits, emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL, NULL), 1);
 }
 
 /* bn_apply(x, m, v, gamma, beta) with m = bn_mean(x), v = bn_var(x, m):
@@ -178,11 +175,10 @@ static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
         dbeta = emit(A, i, IR_OP_BIAS_GRAD, &dy, 1, NULL, NULL);
         if (dbeta < 0) return -1;
     }
-    if (need_dx &&
-        contribute(A, x,
-                   emit(A, i, IR_OP_BN_GRAD_DATA, (int[]){dy, x, m, v, gamma, dgamma, dbeta}, 7,
-                        NULL, &eps),
-                   1))
+    if (need_dx && contribute(A, x,
+                              emit(A, i, IR_OP_BN_GRAD_DATA,
+                                   (int[]){dy, x, m, v, gamma, dgamma, dbeta}, 7, NULL, &eps),
+                              1))
         return -1;
     /* dgamma and dbeta are also read by bn_grad_data, but they are each made
      * for their parameter alone: no copy needed. */
@@ -267,12 +263,11 @@ static int name_gradients(autodiff *A) {
 int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     const ir_graph *in = *gp;
     int loss = ir_loss_node(in);
-    if (loss < 0)
-        return ir_fail(err, errlen, "autodiff: the graph has no loss node");
+    if (loss < 0) return ir_fail(err, errlen, "autodiff: the graph has no loss node");
     for (int i = 0; i < in->n; i++)
         if (in->nodes[i].flags & IR_FLAG_GRAD)
             return ir_fail(err, errlen, "autodiff: the graph already has gradients ('%s')",
-                     in->nodes[i].name);
+                           in->nodes[i].name);
     autodiff A = {ir_clone(in), NULL, NULL, NULL, err, errlen};
     size_t n = (size_t)(in->n ? in->n : 1);
     A.live = calloc(n, 1);
@@ -288,11 +283,12 @@ int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     for (int i = 0; i < in->n && !rc; i++)
         if (in->nodes[i].op == IR_OP_PARAM && !A.live[i]) {
             if (in->nodes[i].line > 0) /* the frontend refuses these first; other graphs */
-                ir_fail(err, errlen, "autodiff: parameter '%s' (made at %d:%d) does not reach the loss",
-                         in->nodes[i].name, in->nodes[i].line, in->nodes[i].col);
+                ir_fail(err, errlen,
+                        "autodiff: parameter '%s' (made at %d:%d) does not reach the loss",
+                        in->nodes[i].name, in->nodes[i].line, in->nodes[i].col);
             else
                 ir_fail(err, errlen, "autodiff: parameter '%s' does not reach the loss",
-                         in->nodes[i].name);
+                        in->nodes[i].name);
             rc = -1;
         }
     if (!rc) rc = backward(&A, loss);

@@ -84,13 +84,13 @@
 typedef struct {
     const ir_graph *g;
     int n;
-    unsigned char *cls; /* fu_class per node */
-    int *gid;          /* group label per node (its first member's index), -1 not fusible */
-    int *next;         /* member list per label, through next[] */
-    int *size;         /* members per label */
+    unsigned char *cls;  /* fu_class per node */
+    int *gid;            /* group label per node (its first member's index), -1 not fusible */
+    int *next;           /* member list per label, through next[] */
+    int *size;           /* members per label */
     int *succ_at, *succ; /* CSR successors: consumers, and reader -> assign anti-edges */
     int *cons_at, *cons; /* CSR consumers (data edges only) */
-    int *stamp, cur;   /* BFS visited marks */
+    int *stamp, cur;     /* BFS visited marks */
     int *queue;
     unsigned char *in; /* membership of the candidate group */
     int *cand, ncand;
@@ -117,7 +117,8 @@ static void build_edges(fuser *F) {
     const ir_graph *g = F->g;
     int ne = 0, cap = 0;
     for (int i = 0; i < g->n; i++) cap += g->nodes[i].ninputs;
-    int *from = calloc((size_t)(2 * cap + 1), sizeof *from), *to = calloc((size_t)(2 * cap + 1), sizeof *to);
+    int *from = calloc((size_t)(2 * cap + 1), sizeof *from),
+        *to = calloc((size_t)(2 * cap + 1), sizeof *to);
     IR_CHECK_ALLOC(from && to);
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->nodes[i].ninputs; j++) from[ne] = g->nodes[i].input[j], to[ne++] = i;
@@ -145,7 +146,9 @@ static int is_vec(const ir_type *t, int64_t len) {
 }
 
 /* Role of member m in a channel group over X (codegen/fusion.h). */
-static int cr_role(const fuser *F, int m, const ir_type *X) { return fu_channel_role(&F->g->nodes[m], X); }
+static int cr_role(const fuser *F, int m, const ir_type *X) {
+    return fu_channel_role(&F->g->nodes[m], X);
+}
 
 /* Is input k of reduction m one of the reduced tensors (vs a per-channel statistic)? */
 static int cr_big_input(const fuser *F, int m, int k) {
@@ -181,7 +184,8 @@ static int group_space(const fuser *F, space *sp) {
         if (F->cls[m] == FU_CHANNEL) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
         if (F->cls[m] == FU_ROW) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
     }
-    *sp = (space){.kind = fu_group_kind(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};
+    *sp = (space){
+        .kind = fu_group_kind(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};
     if (sp->kind < 0 || F->ncand > IR_GROUP_MAX_NODES) return 0;
     if (sp->kind == FU_CHANNEL_GROUP) {
         sp->X = type_of(F, g->nodes[first_cr].input[0]);
@@ -236,7 +240,8 @@ static int edges_renderable(const fuser *F, const space *sp) {
                 if (rm == FU_REDUCTION) {
                     if (cr_big_input(F, m, k) ? rp != FU_ELEMENTS : rp == FU_ELEMENTS) return 0;
                 } else if (rm == FU_ELEMENTS) {
-                    if (acc == 'i' ? rp != FU_ELEMENTS : acc == 'c' ? rp == FU_ELEMENTS : acc != 0) return 0;
+                    if (acc == 'i' ? rp != FU_ELEMENTS : acc == 'c' ? rp == FU_ELEMENTS : acc != 0)
+                        return 0;
                 } else {
                     if ((acc != 'i' && acc != 0) || rp == FU_ELEMENTS) return 0;
                 }
@@ -284,7 +289,8 @@ static int count_buffers(fuser *F) {
         for (int k = 0; k < n->ninputs; k++) {
             int p = n->input[k];
             if (F->in[p] || F->stamp[p] == -F->cur - 1) continue;
-            int reads = F->cls[m] != FU_POINTWISE || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
+            int reads =
+                F->cls[m] != FU_POINTWISE || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
             if (!reads) continue;
             F->stamp[p] = -F->cur - 1;
             nbuf++;

@@ -36,10 +36,12 @@
 #include "ir/err.h"
 #include "passes/passes.h"
 
-#define MEMP_MAGIC "DPCM"
+#define MEMP_MAGIC   "DPCM"
 #define MEMP_VERSION 1u
 
-static int64_t align_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+static int64_t align_up(int64_t b) {
+    return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN;
+}
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
@@ -95,8 +97,10 @@ pass_memplan *pass_memplan_lifetimes(const ir_graph *g) {
          * queue while later steps run (collective.h): like the gradient it
          * gets a buffer of its own rather than arena bytes whose owner
          * changes under the transfer. */
-        if ((f & IR_FLAG_GRAD) || g->nodes[i].op == IR_OP_ALLREDUCE) keep[r] = 2;
-        else if ((f & (IR_FLAG_OUTPUT | IR_FLAG_LOSS)) && keep[r] != 2) keep[r] = 1;
+        if ((f & IR_FLAG_GRAD) || g->nodes[i].op == IR_OP_ALLREDUCE)
+            keep[r] = 2;
+        else if ((f & (IR_FLAG_OUTPUT | IR_FLAG_LOSS)) && keep[r] != 2)
+            keep[r] = 1;
     }
     for (int i = 0; i < n; i++) {
         const ir_node *nd = &g->nodes[i];
@@ -150,7 +154,7 @@ int pass_memplan_inplace_ok(const ir_graph *g, const pass_memplan *m, int o, int
 /* ---- placement ------------------------------------------------------------------------- */
 
 typedef struct {
-    int head;           /* node owning the allocation */
+    int head; /* node owning the allocation */
     int def, last;
     int64_t bytes, off;
 } alloc_t;
@@ -187,7 +191,8 @@ static int64_t place(alloc_t *al, int na, int mode) {
         int nb = 0;
         for (int j = 0; j < i; j++) {
             const alloc_t *b = order[j];
-            if (b->def <= a->last && a->def <= b->last) busy[nb++] = (span){b->off, b->off + b->bytes};
+            if (b->def <= a->last && a->def <= b->last)
+                busy[nb++] = (span){b->off, b->off + b->bytes};
         }
         qsort(busy, (size_t)nb, sizeof *busy, cmp_span);
         /* smallest gap between busy spans that fits, else above them all */
@@ -213,7 +218,7 @@ pass_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
     }
     pass_memplan *m = pass_memplan_lifetimes(g);
     int n = g->n;
-    int *owner = xcalloc((size_t)n, sizeof *owner);  /* allocation head of each arena node */
+    int *owner = xcalloc((size_t)n, sizeof *owner); /* allocation head of each arena node */
     int *claimed = xcalloc((size_t)n, sizeof *claimed);
     for (int i = 0; i < n; i++) owner[i] = m->bytes[i] ? i : -1, claimed[i] = -1;
     /* In place, in execution order: an output takes over the allocation of
@@ -298,9 +303,11 @@ int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size
     }
     for (int i = 0; i < g->n && !rc; i++) {
         if (m->offset[i] < 0) continue;
-        if (!L->bytes[i] || m->offset[i] % MEMPLAN_ALIGN || m->offset[i] > m->arena_bytes - L->bytes[i]) {
-            rc = ir_fail(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit", i,
-                     ir_ops[g->nodes[i].op].name, m->offset[i]);
+        if (!L->bytes[i] || m->offset[i] % MEMPLAN_ALIGN ||
+            m->offset[i] > m->arena_bytes - L->bytes[i]) {
+            rc =
+                ir_fail(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit",
+                        i, ir_ops[g->nodes[i].op].name, m->offset[i]);
             break;
         }
         p[np++] = (placed){i, m->offset[i], m->offset[i] + L->bytes[i]};
@@ -311,11 +318,13 @@ int pass_memplan_check(const pass_memplan *m, const ir_graph *g, char *err, size
             int u = p[a].node, v = p[b].node;
             if (L->def[u] > L->last[v] || L->def[v] > L->last[u]) continue; /* never both live */
             int same = p[a].lo == p[b].lo && p[a].hi == p[b].hi;
-            if (same && (pass_memplan_inplace_ok(g, L, v, u) || pass_memplan_inplace_ok(g, L, u, v)))
+            if (same &&
+                (pass_memplan_inplace_ok(g, L, v, u) || pass_memplan_inplace_ok(g, L, u, v)))
                 continue;
-            rc = ir_fail(err, errlen,
-                     "memory plan: nodes %d and %d share bytes while both are live (steps %d-%d, %d-%d)",
-                     u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
+            rc = ir_fail(
+                err, errlen,
+                "memory plan: nodes %d and %d share bytes while both are live (steps %d-%d, %d-%d)",
+                u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
         }
     free(p);
     pass_memplan_free(L);
@@ -362,7 +371,8 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
         if (r.bad || memcmp(magic, MEMP_MAGIC, 4))
             return ir_fail(err, errlen, "memory plan: bad record at byte %zu", pos);
         if (version != MEMP_VERSION)
-            return ir_fail(err, errlen, "memory plan: version %u, this build reads %u", version, MEMP_VERSION);
+            return ir_fail(err, errlen, "memory plan: version %u, this build reads %u", version,
+                           MEMP_VERSION);
         if (total > r.len || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
             total != HEAD_BYTES + 8 * n) {
             return ir_fail(err, errlen, "memory plan: truncated or malformed record");
@@ -418,7 +428,8 @@ int64_t pass_program_bytes(const ir_graph *g, const pass_memplan *m) {
 
 static int64_t input_batch(const ir_graph *g) {
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_INPUT && g->nodes[i].type.ndim > 0) return g->nodes[i].type.dim[0];
+        if (g->nodes[i].op == IR_OP_INPUT && g->nodes[i].type.ndim > 0)
+            return g->nodes[i].type.dim[0];
     return 0;
 }
 
@@ -448,6 +459,6 @@ void pass_memory_describe(const pass_memory *m, char *buf, size_t n) {
              "parameters %s, optimizer and BatchNorm state %s, train program %s at batch %" PRId64
              ", eval program %s at batch %" PRId64,
              ir_bytes_str(m->params, p, sizeof p), ir_bytes_str(m->state, s, sizeof s),
-             ir_bytes_str(m->train, t, sizeof t), m->train_batch, ir_bytes_str(m->eval, e, sizeof e),
-             m->eval_batch);
+             ir_bytes_str(m->train, t, sizeof t), m->train_batch,
+             ir_bytes_str(m->eval, e, sizeof e), m->eval_batch);
 }

@@ -35,21 +35,21 @@
  *     pass_memplan_section_find(bytes, len, g, &q, err, sizeof err);
  *     pass_memplan_free(m);
  */
-#define MEMPLAN_ALIGN 64
+#define MEMPLAN_ALIGN   64
 #define MEMPLAN_SECTION "MEMP"
 
 typedef struct {
-    uint64_t graph_hash;   /* ir_graph_hash of the graph planned */
-    int n;                 /* nodes */
+    uint64_t graph_hash; /* ir_graph_hash of the graph planned */
+    int n;               /* nodes */
     int nsteps;
-    int64_t *offset;       /* per node: byte offset in the arena, -1 if not in it */
-    int64_t *bytes;        /* per node: bytes it occupies there (aligned), 0 if none */
-    int *def, *last;       /* per node: first and last step of its lifetime, -1 */
-    int *inplace;          /* per node: the node whose bytes it takes over, -1 */
-    int *step;             /* per node: its step, -1 for sources */
-    int64_t arena_bytes;   /* the arena's planned size */
-    int64_t naive_bytes;   /* every arena tensor in a buffer of its own */
-    int64_t lower_bytes;   /* the most bytes live at one step: no plan does better */
+    int64_t *offset;     /* per node: byte offset in the arena, -1 if not in it */
+    int64_t *bytes;      /* per node: bytes it occupies there (aligned), 0 if none */
+    int *def, *last;     /* per node: first and last step of its lifetime, -1 */
+    int *inplace;        /* per node: the node whose bytes it takes over, -1 */
+    int *step;           /* per node: its step, -1 for sources */
+    int64_t arena_bytes; /* the arena's planned size */
+    int64_t naive_bytes; /* every arena tensor in a buffer of its own */
+    int64_t lower_bytes; /* the most bytes live at one step: no plan does better */
 } pass_memplan;
 
 pass_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen);
@@ -90,9 +90,9 @@ int pass_memplan_section_find(const unsigned char *buf, size_t len, const ir_gra
  *     if (pass_memory_total(&need) > limit) { pass_memory_describe(&need, buf, sizeof buf); ... }
  */
 typedef struct {
-    int64_t params;       /* trainable parameters */
-    int64_t state;        /* optimizer state and BatchNorm running statistics */
-    int64_t train, eval;  /* each program's activations, inputs and gradients */
+    int64_t params;                  /* trainable parameters */
+    int64_t state;                   /* optimizer state and BatchNorm running statistics */
+    int64_t train, eval;             /* each program's activations, inputs and gradients */
     int64_t train_batch, eval_batch; /* the programs' batches, for messages */
 } pass_memory;
 

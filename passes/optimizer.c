@@ -27,8 +27,7 @@
 static int source_named(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         ir_op op = g->nodes[i].op;
-        if (ir_is_source(op) && strcmp(g->nodes[i].name, name) == 0)
-            return i;
+        if (ir_is_source(op) && strcmp(g->nodes[i].name, name) == 0) return i;
     }
     return -1;
 }
@@ -75,7 +74,7 @@ static int build(ir_graph *g, const ir_train *t, char *err, size_t errlen) {
         int grad = grad_of(g, pname);
         if (grad < 0) {
             ir_fail(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
-                     pname);
+                    pname);
             goto done;
         }
         snprintf(name, sizeof name, "%s.momentum", pname);

@@ -58,14 +58,16 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
             return ir_fail(err, errlen, "partition: the graph is partitioned already (node %d)", i);
         if (g->nodes[i].flags & IR_FLAG_GRAD) {
             if (g->nodes[i].type.dtype != IR_F32)
-                return ir_fail(err, errlen, "partition: gradient '%s' is not f32", g->nodes[i].name);
+                return ir_fail(err, errlen, "partition: gradient '%s' is not f32",
+                               g->nodes[i].name);
             ngrads++;
         }
     }
     if (!ngrads) return 0; /* nothing to reduce (an eval graph) */
 
     /* Buckets along completion order (= graph order of the gradients). */
-    int64_t *bucket = malloc(sizeof *bucket * (size_t)g->n), *offset = malloc(sizeof *offset * (size_t)g->n);
+    int64_t *bucket = malloc(sizeof *bucket * (size_t)g->n),
+            *offset = malloc(sizeof *offset * (size_t)g->n);
     int *map = malloc(sizeof *map * (size_t)g->n), *sum = malloc(sizeof *sum * (size_t)g->n);
     IR_CHECK_ALLOC(bucket);
     IR_CHECK_ALLOC(offset);
@@ -159,6 +161,7 @@ void pass_partition_describe(const ir_graph *g, FILE *f) {
     fprintf(f, "all-reduce: %d gradients, %.1f MiB, in %d bucket%s:", grads,
             (double)floats * 4 / (1 << 20), nb, nb == 1 ? "" : "s");
     for (int i = 0; i < nb && i < 256; i++)
-        fprintf(f, "%s %.1f MiB (%d)", i ? "," : "", (double)b[i].floats * 4 / (1 << 20), b[i].grads);
+        fprintf(f, "%s %.1f MiB (%d)", i ? "," : "", (double)b[i].floats * 4 / (1 << 20),
+                b[i].grads);
     fprintf(f, "%s\n", nb > 256 ? ", ..." : "");
 }

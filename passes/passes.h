@@ -85,10 +85,10 @@ pass_precision_kind pass_precision_of(const ir_graph *g);
 const char *pass_precision_name(pass_precision_kind p);
 
 typedef struct {
-    int fuse, memplan;      /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
-    const char *dump_after; /* pass name, or NULL */
-    FILE *dump;             /* where --dump-ir=PASS writes */
-    size_t bucket_bytes;    /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
+    int fuse, memplan;             /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
+    const char *dump_after;        /* pass name, or NULL */
+    FILE *dump;                    /* where --dump-ir=PASS writes */
+    size_t bucket_bytes;           /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
     pass_precision_kind precision; /* storage of activations (default fp32) */
 } pass_options;
 
@@ -99,7 +99,7 @@ pass_options pass_default_options(void);
  * line about it; the names are what dump_after (--dump-ir=PASS) may take.
  * The pipeline, dpc's --dump-ir check and dpc's help all read it. */
 typedef struct {
-    const ir_train *train;     /* the train section (optimizer), NULL for eval */
+    const ir_train *train;       /* the train section (optimizer), NULL for eval */
     const pass_options *options; /* may be NULL: the defaults */
 } pass_context;
 enum { PASS_TRAIN = 1, PASS_EVAL = 2 };

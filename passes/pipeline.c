@@ -48,7 +48,8 @@ const pass_info pass_registry[] = {
     {"autodiff", run_autodiff, PASS_TRAIN, "reverse-mode gradients from the loss"},
     {"optimizer", run_optimizer, PASS_TRAIN, "SGD with momentum as graph ops"},
     {"partition", run_partition, PASS_TRAIN, "all-reduce of the gradients, in buckets"},
-    {"precision", run_precision, PASS_TRAIN | PASS_EVAL, "bf16 storage of activations (--precision)"},
+    {"precision", run_precision, PASS_TRAIN | PASS_EVAL,
+     "bf16 storage of activations (--precision)"},
     {"fuse", run_fuse, PASS_TRAIN | PASS_EVAL, "fusion groups, one kernel each (--no-fuse: none)"},
     {NULL, NULL, 0, NULL},
 };
@@ -80,7 +81,8 @@ static int after(const char *pass, ir_graph *g, const pass_options *o, char *err
     char why[256];
     if (ir_verify(g, why, sizeof why))
         return ir_fail(err, errlen, "internal error: graph invalid after %s: %s", pass, why);
-    if (o && o->dump_after && strcmp(o->dump_after, pass) == 0) ir_dump(g, o->dump ? o->dump : stdout);
+    if (o && o->dump_after && strcmp(o->dump_after, pass) == 0)
+        ir_dump(g, o->dump ? o->dump : stdout);
     return 0;
 }
 

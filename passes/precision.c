@@ -39,10 +39,8 @@ static int keeps_samples(ir_op op) {
     case IR_OP_ALLREDUCE:
     case IR_OP_SGD_MOMENTUM:
     case IR_OP_EMA:
-    case IR_OP_ASSIGN:
-        return 0;
-    default:
-        return 1;
+    case IR_OP_ASSIGN: return 0;
+    default: return 1;
     }
 }
 
@@ -67,7 +65,8 @@ int pass_precision(ir_graph **gp, pass_precision_kind p, char *err, size_t errle
             continue;
         }
         unsigned runtime_reads = IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD;
-        if (per_sample[i] && n->type.dtype == IR_F32 && n->type.ndim >= 2 && !(n->flags & runtime_reads))
+        if (per_sample[i] && n->type.dtype == IR_F32 && n->type.ndim >= 2 &&
+            !(n->flags & runtime_reads))
             n->type.dtype = IR_BF16;
     }
     free(per_sample);
@@ -75,9 +74,12 @@ int pass_precision(ir_graph **gp, pass_precision_kind p, char *err, size_t errle
 }
 
 int pass_precision_parse(const char *name, pass_precision_kind *out) {
-    if (!strcmp(name, "fp32")) *out = PASS_PRECISION_FP32;
-    else if (!strcmp(name, "bf16")) *out = PASS_PRECISION_BF16;
-    else return -1;
+    if (!strcmp(name, "fp32"))
+        *out = PASS_PRECISION_FP32;
+    else if (!strcmp(name, "bf16"))
+        *out = PASS_PRECISION_BF16;
+    else
+        return -1;
     return 0;
 }
 

@@ -19,19 +19,19 @@
 /* One out-of-memory report for compiler and runtime: ir/err.h's. */
 #define RT_CHECK_ALLOC(p) IR_CHECK_ALLOC(p)
 
-#define RT_SYS_FAIL(...)                                                                \
-    do {                                                                                \
-        int rt_errno_ = errno;                                                          \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                 \
-        fprintf(stderr, __VA_ARGS__);                                                   \
-        fprintf(stderr, ": %s\n", strerror(rt_errno_));                                 \
+#define RT_SYS_FAIL(...)                                \
+    do {                                                \
+        int rt_errno_ = errno;                          \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                   \
+        fprintf(stderr, ": %s\n", strerror(rt_errno_)); \
     } while (0)
 
-#define RT_FAIL(...)                                                                    \
-    do {                                                                                \
-        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                 \
-        fprintf(stderr, __VA_ARGS__);                                                   \
-        fputc('\n', stderr);                                                            \
+#define RT_FAIL(...)                                    \
+    do {                                                \
+        fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                   \
+        fputc('\n', stderr);                            \
     } while (0)
 
 #endif

@@ -26,26 +26,25 @@
  * (ending in `logits`), the softmax loss, and one epoch of sgd(momentum=0.9,
  * wd=0.0001) at lr 0.1 with BATCH per device and eval batch EVAL (numbers,
  * not macros: they are pasted as written). One string literal. */
-#define FX_NET(name, body, batch, eval)                                                \
-    "input image[3, 8, 8]\n"                                                           \
-    "input label class(10)\n"                                                          \
-    "network " name " {\n" body                                                        \
-    "    loss = softmax_cross_entropy(logits, label)\n"                                \
-    "}\n"                                                                              \
-    "train {\n"                                                                        \
-    "    batch " #batch " per device\n"                                                \
-    "    epochs 1\n"                                                                   \
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"                                     \
-    "    lr {0: 0.1}\n"                                                                \
-    "    eval batch " #eval "\n"                                                       \
+#define FX_NET(name, body, batch, eval)                                             \
+    "input image[3, 8, 8]\n"                                                        \
+    "input label class(10)\n"                                                       \
+    "network " name " {\n" body "    loss = softmax_cross_entropy(logits, label)\n" \
+    "}\n"                                                                           \
+    "train {\n"                                                                     \
+    "    batch " #batch " per device\n"                                             \
+    "    epochs 1\n"                                                                \
+    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"                                  \
+    "    lr {0: 0.1}\n"                                                             \
+    "    eval batch " #eval "\n"                                                    \
     "}\n"
 
 /* Bodies for FX_NET: a conv with BatchNorm, a second one on a residual
  * branch, the classifier over the global average. */
 #define FX_CONV_BN "    x = relu(batchnorm(conv(image, 4, k=3, s=1, p=1, bias=false)))\n"
-#define FX_BN_RESIDUAL                                                                 \
-    FX_CONV_BN                                                                         \
-    "    y = batchnorm(conv(x, 4, k=3, s=1, p=1, bias=false))\n"                       \
+#define FX_BN_RESIDUAL                                           \
+    FX_CONV_BN                                                   \
+    "    y = batchnorm(conv(x, 4, k=3, s=1, p=1, bias=false))\n" \
     "    x = relu(x + y)\n"
 #define FX_GAP_LOGITS "    logits = dense(global_avgpool(x), 10)\n"
 
@@ -89,14 +88,14 @@ static inline dpc_plan *fx_plan(const char *src, int batch, const pass_options *
 /* A model file's train (training = 1) or eval graph at BATCH after the
  * passes with options O (NULL: the defaults); NULL, the message printed and
  * in err, when it is refused. */
-static inline ir_graph *fx_model_graph(const char *path, int batch, int training, const pass_options *o,
-                                       char *err, size_t errlen) {
+static inline ir_graph *fx_model_graph(const char *path, int batch, int training,
+                                       const pass_options *o, char *err, size_t errlen) {
     fe_program *fp = fe_parse_file(path);
     if (!fp) return NULL;
     pass_options defaults = pass_default_options();
     if (!o) o = &defaults;
     ir_graph *g = fe_build_graph(fp, batch, training);
-    int rc = !g ? -1
+    int rc = !g         ? -1
              : training ? pass_run_train(&g, fe_train(fp), o, err, errlen)
                         : pass_run_eval(&g, o, err, errlen);
     fe_free(fp);

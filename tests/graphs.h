@@ -27,8 +27,10 @@ static inline int tg_node(ir_graph *g, ir_op op, const int *in, int nin, const i
     return id;
 }
 #define N(op, ...) tg_node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
-#define IA(...) (int64_t[]){__VA_ARGS__}
-#define FA(...) (double[]){__VA_ARGS__}
+#define IA(...) \
+    (int64_t[]) { __VA_ARGS__ }
+#define FA(...) \
+    (double[]) { __VA_ARGS__ }
 
 /* xorshift64: the same values on every machine. */
 static inline double tg_rnd(uint64_t *state) {

@@ -21,58 +21,57 @@ static const char *harness_current;
 
 #define TEST(name) static void name(void)
 
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__,       \
-                    harness_current, #cond);                                           \
-            harness_current_failed = 1;                                                \
-        }                                                                              \
+#define CHECK(cond)                                                                               \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, harness_current, \
+                    #cond);                                                                       \
+            harness_current_failed = 1;                                                           \
+        }                                                                                         \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                           \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            fprintf(stderr, "%s:%d: %s: check failed: %s: ", __FILE__, __LINE__,       \
-                    harness_current, #cond);                                           \
-            fprintf(stderr, __VA_ARGS__);                                              \
-            fputc('\n', stderr);                                                       \
-            harness_current_failed = 1;                                                \
-        }                                                                              \
+#define CHECK_MSG(cond, ...)                                                                      \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "%s:%d: %s: check failed: %s: ", __FILE__, __LINE__, harness_current, \
+                    #cond);                                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fputc('\n', stderr);                                                                  \
+            harness_current_failed = 1;                                                           \
+        }                                                                                         \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                          \
-    do {                                                                               \
-        double ha_ = (double)(a), hb_ = (double)(b);                                   \
-        if (!(fabs(ha_ - hb_) <= (tol))) {                                             \
-            fprintf(stderr, "%s:%d: %s: %s = %.9g, expected %.9g (tol %g)\n", __FILE__, \
-                    __LINE__, harness_current, #a, ha_, hb_, (double)(tol));           \
-            harness_current_failed = 1;                                                \
-        }                                                                              \
+#define CHECK_NEAR(a, b, tol)                                                                     \
+    do {                                                                                          \
+        double ha_ = (double)(a), hb_ = (double)(b);                                              \
+        if (!(fabs(ha_ - hb_) <= (tol))) {                                                        \
+            fprintf(stderr, "%s:%d: %s: %s = %.9g, expected %.9g (tol %g)\n", __FILE__, __LINE__, \
+                    harness_current, #a, ha_, hb_, (double)(tol));                                \
+            harness_current_failed = 1;                                                           \
+        }                                                                                         \
     } while (0)
 
-#define CHECK_STR(a, b)                                                                \
-    do {                                                                               \
-        const char *hs_a = (a), *hs_b = (b);                                           \
-        if (!hs_a || !hs_b || strcmp(hs_a, hs_b) != 0) {                               \
-            fprintf(stderr, "%s:%d: %s: %s = \"%s\", expected \"%s\"\n", __FILE__,      \
-                    __LINE__, harness_current, #a, hs_a ? hs_a : "(null)",             \
-                    hs_b ? hs_b : "(null)");                                           \
-            harness_current_failed = 1;                                                \
-        }                                                                              \
+#define CHECK_STR(a, b)                                                                      \
+    do {                                                                                     \
+        const char *hs_a = (a), *hs_b = (b);                                                 \
+        if (!hs_a || !hs_b || strcmp(hs_a, hs_b) != 0) {                                     \
+            fprintf(stderr, "%s:%d: %s: %s = \"%s\", expected \"%s\"\n", __FILE__, __LINE__, \
+                    harness_current, #a, hs_a ? hs_a : "(null)", hs_b ? hs_b : "(null)");    \
+            harness_current_failed = 1;                                                      \
+        }                                                                                    \
     } while (0)
 
-#define RUN(name)                                                                      \
-    do {                                                                               \
-        harness_current = #name;                                                       \
-        harness_current_failed = 0;                                                    \
-        name();                                                                        \
-        if (harness_current_failed) {                                                  \
-            harness_failed++;                                                          \
-            fprintf(stderr, "FAIL %s\n", #name);                                       \
-        } else {                                                                       \
-            harness_passed++;                                                          \
-        }                                                                              \
+#define RUN(name)                                \
+    do {                                         \
+        harness_current = #name;                 \
+        harness_current_failed = 0;              \
+        name();                                  \
+        if (harness_current_failed) {            \
+            harness_failed++;                    \
+            fprintf(stderr, "FAIL %s\n", #name); \
+        } else {                                 \
+            harness_passed++;                    \
+        }                                        \
     } while (0)
 
 static inline int harness_done(void) {

@@ -226,7 +226,9 @@ static int serial_begin_sum(rt_coll *c, void *arg) {
         RT_CHECK_ALLOC(c->acc);
         c->acc_cap = c->cnt[0];
     }
-    if (c->cnt[0]) memset(c->acc, 0, sizeof *c->acc * (size_t)c->cnt[0]); /* acc is NULL when nothing was ever summed */
+    if (c->cnt[0])
+        memset(c->acc, 0,
+               sizeof *c->acc * (size_t)c->cnt[0]); /* acc is NULL when nothing was ever summed */
     if (ordered(c) && c->ops.chain_in(c->acc, c->cnt[0])) {
         snprintf(c->why, sizeof c->why, "receiving the sum of the processes before failed");
         return -1;
@@ -237,8 +239,10 @@ static int serial_begin_sum(rt_coll *c, void *arg) {
 static int serial_sum_ranks(rt_coll *c, void *arg) {
     (void)arg;
     int bad = 0;
-    if (ordered(c)) bad = c->ops.chain_out(c->acc, c->cnt[0]);
-    else if (c->ranks > 1 && c->ops.sum_f64) bad = c->ops.sum_f64(c->acc, c->cnt[0]);
+    if (ordered(c))
+        bad = c->ops.chain_out(c->acc, c->cnt[0]);
+    else if (c->ranks > 1 && c->ops.sum_f64)
+        bad = c->ops.sum_f64(c->acc, c->cnt[0]);
     if (bad) {
         snprintf(c->why, sizeof c->why, "summing across %d processes failed", c->ranks);
         return -1;
@@ -282,11 +286,13 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
         int k = 0;
         for (int q = 0; q < c->n; q++)
             if (q != replica && c->leader[q] == replica) others[k++] = c->ptr[q];
-        if (c->dops.add(c->dctx[replica], buf, others, k, count, why, sizeof why)) abort_with(c, why);
+        if (c->dops.add(c->dctx[replica], buf, others, k, count, why, sizeof why))
+            abort_with(c, why);
         free(others);
     }
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
-    if (lead == replica && c->dops.sum(c->dctx[replica], buf, count, why, sizeof why)) abort_with(c, why);
+    if (lead == replica && c->dops.sum(c->dctx[replica], buf, count, why, sizeof why))
+        abort_with(c, why);
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
     if (lead != replica && bytes) {
         be->copy(be, buf, c->ptr[lead], bytes);
@@ -348,7 +354,8 @@ int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *er
     if (replica != 0 && bytes) memcpy(h, c->ptr[0], bytes);
     /* Replica 0's buffer must stay as it is until every copy is made. */
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
-    if (!c->host[replica] && replica != 0 && bytes) c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
+    if (!c->host[replica] && replica != 0 && bytes)
+        c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
     return 0;
 }
 

@@ -106,8 +106,8 @@ void rt_coll_free(rt_coll *c);
  * cross-rank half of each collective, called by one thread of the process
  * while its other replicas wait. 0, or non-zero on failure. */
 typedef struct rt_coll_ranks_ops {
-    int (*sum_f64)(double *buf, int64_t n);   /* in place, sum over ranks */
-    int (*bcast)(void *buf, int64_t bytes);   /* from rank 0 */
+    int (*sum_f64)(double *buf, int64_t n); /* in place, sum over ranks */
+    int (*bcast)(void *buf, int64_t bytes); /* from rank 0 */
     int (*barrier)(void);
     /* The all-reduce's ordered sum (NULL: sum_f64): rank p > 0 receives
      * into buf the running sum of ranks 0..p-1 (chain_in; rank 0 keeps

@@ -11,20 +11,20 @@
 
 struct rt_coll {
     rt_coll_kind kind;
-    int n;            /* replicas in this process */
-    int rank, ranks;  /* 0 and 1 for local */
+    int n;                 /* replicas in this process */
+    int rank, ranks;       /* 0 and 1 for local */
     rt_coll_ranks_ops ops; /* across ranks (mpi) */
-    rt_backend **be;  /* per replica: whose memory its buffers are */
-    unsigned char *host; /* per replica: its device pointers are host memory (cpu) */
+    rt_backend **be;       /* per replica: whose memory its buffers are */
+    unsigned char *host;   /* per replica: its device pointers are host memory (cpu) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
     unsigned long gen;
     int aborted;
-    char why[200];    /* the reason of an abort from inside the protocol */
+    char why[200]; /* the reason of an abort from inside the protocol */
     /* the call in progress */
-    void **ptr;       /* per replica: its host buffer */
-    int64_t *cnt;     /* per replica: elements (all-reduce) or bytes (broadcast) */
+    void **ptr;   /* per replica: its host buffer */
+    int64_t *cnt; /* per replica: elements (all-reduce) or bytes (broadcast) */
     double *acc;
     int64_t acc_cap;
     /* staging for backends whose buffers are not host memory */

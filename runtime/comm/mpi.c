@@ -21,23 +21,23 @@
 /* mpiCheck: report the failing call with file:line and MPI's own words,
  * then end the whole job (a rank that returned would leave the others
  * blocked in their next collective). */
-#define RT_MPI_CHECK(call)                                                                \
-    do {                                                                                  \
-        int rt_mpi_rc_ = (call);                                                          \
-        if (rt_mpi_rc_ != MPI_SUCCESS) {                                                  \
-            char rt_mpi_s_[MPI_MAX_ERROR_STRING];                                         \
-            int rt_mpi_l_ = 0;                                                            \
-            MPI_Error_string(rt_mpi_rc_, rt_mpi_s_, &rt_mpi_l_);                          \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,          \
-                    rt_mpi_s_);                                                           \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
-        }                                                                                 \
+#define RT_MPI_CHECK(call)                                                                   \
+    do {                                                                                     \
+        int rt_mpi_rc_ = (call);                                                             \
+        if (rt_mpi_rc_ != MPI_SUCCESS) {                                                     \
+            char rt_mpi_s_[MPI_MAX_ERROR_STRING];                                            \
+            int rt_mpi_l_ = 0;                                                               \
+            MPI_Error_string(rt_mpi_rc_, rt_mpi_s_, &rt_mpi_l_);                             \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, rt_mpi_s_); \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                    \
+        }                                                                                    \
     } while (0)
 
 static int mpi_sum_f64(double *buf, int64_t n) {
     for (int64_t at = 0; at < n; at += INT_MAX) {
         int chunk = n - at > INT_MAX ? INT_MAX : (int)(n - at);
-        RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + at, chunk, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        RT_MPI_CHECK(
+            MPI_Allreduce(MPI_IN_PLACE, buf + at, chunk, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     }
     return 0;
 }
@@ -66,7 +66,8 @@ static int mpi_chain_in(double *buf, int64_t n) {
     int size, rank = mpi_rank_size(&size);
     for (int64_t at = 0; rank > 0 && at < n; at += INT_MAX) {
         int chunk = n - at > INT_MAX ? INT_MAX : (int)(n - at);
-        RT_MPI_CHECK(MPI_Recv(buf + at, chunk, MPI_DOUBLE, rank - 1, CHAIN_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        RT_MPI_CHECK(MPI_Recv(buf + at, chunk, MPI_DOUBLE, rank - 1, CHAIN_TAG, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE));
     }
     return 0;
 }
@@ -75,7 +76,9 @@ static int mpi_chain_out(double *buf, int64_t n) {
     int size, rank = mpi_rank_size(&size);
     for (int64_t at = 0; at < n; at += INT_MAX) {
         int chunk = n - at > INT_MAX ? INT_MAX : (int)(n - at);
-        if (rank + 1 < size) RT_MPI_CHECK(MPI_Send(buf + at, chunk, MPI_DOUBLE, rank + 1, CHAIN_TAG, MPI_COMM_WORLD));
+        if (rank + 1 < size)
+            RT_MPI_CHECK(
+                MPI_Send(buf + at, chunk, MPI_DOUBLE, rank + 1, CHAIN_TAG, MPI_COMM_WORLD));
         RT_MPI_CHECK(MPI_Bcast(buf + at, chunk, MPI_DOUBLE, size - 1, MPI_COMM_WORLD));
     }
     return 0;
@@ -137,8 +140,10 @@ int rt_mpi_init(int *argc, char ***argv, int *rank, int *size, char *err, size_t
     RT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     mpi_joined = 1;
     if (provided < MPI_THREAD_SERIALIZED) {
-        snprintf(err, errlen, "MPI provides thread level %d; dprun needs MPI_THREAD_SERIALIZED "
-                 "(replica threads take turns calling MPI)", provided);
+        snprintf(err, errlen,
+                 "MPI provides thread level %d; dprun needs MPI_THREAD_SERIALIZED "
+                 "(replica threads take turns calling MPI)",
+                 provided);
         return -1;
     }
     RT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
@@ -147,7 +152,8 @@ int rt_mpi_init(int *argc, char ***argv, int *rank, int *size, char *err, size_t
 #else
     (void)argc, (void)argv;
     if (launched == 1) return 0; /* mpirun -np 1: one process is all there is */
-    snprintf(err, errlen, "started by an MPI launcher (%d processes), but this build has no MPI: "
+    snprintf(err, errlen,
+             "started by an MPI launcher (%d processes), but this build has no MPI: "
              "install OpenMPI's development files (libopenmpi-dev) and rebuild",
              launched);
     return -1;
@@ -172,7 +178,8 @@ void rt_mpi_abort(int code) {
 
 int rt_mpi_allreduce_sum_f64(double *buf, int n) {
 #ifdef DPC_HAVE_MPI
-    if (mpi_joined) RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    if (mpi_joined)
+        RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 #else
     (void)buf, (void)n;
 #endif
@@ -207,7 +214,8 @@ int rt_mpi_any(int flag) {
 const rt_coll_ranks_ops *rt_mpi_ranks_ops(int *rank, int *ranks, char *err, size_t errlen) {
     *rank = 0, *ranks = 1;
 #ifdef DPC_HAVE_MPI
-    static const rt_coll_ranks_ops ops = {mpi_sum_f64, mpi_bcast, mpi_barrier, mpi_chain_in, mpi_chain_out};
+    static const rt_coll_ranks_ops ops = {mpi_sum_f64, mpi_bcast, mpi_barrier, mpi_chain_in,
+                                          mpi_chain_out};
     if (!mpi_joined) {
         snprintf(err, errlen, "MPI is not running (start under mpirun)");
         return NULL;

@@ -50,13 +50,15 @@ static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errle
     }
     int64_t off = 0;
     for (int i = 0; i < b->n; i++) {
-        be->copy(be, (float *)q->pack + off, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count);
+        be->copy(be, (float *)q->pack + off, b->piece[i].src,
+                 sizeof(float) * (size_t)b->piece[i].count);
         off += b->piece[i].count;
     }
     if (rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen)) return -1;
     off = 0;
     for (int i = 0; i < b->n; i++) {
-        be->copy(be, b->piece[i].dst, (float *)q->pack + off, sizeof(float) * (size_t)b->piece[i].count);
+        be->copy(be, b->piece[i].dst, (float *)q->pack + off,
+                 sizeof(float) * (size_t)b->piece[i].count);
         off += b->piece[i].count;
     }
     return 0;
@@ -228,4 +230,3 @@ void rt_coll_queue_free(rt_coll_queue *q) {
     pthread_cond_destroy(&q->cv);
     free(q);
 }
-

@@ -48,7 +48,8 @@ int rt_cuda_device_count(char *why, size_t whylen) {
     int n = 0;
     CUresult r = rt_cu.cuDeviceGetCount(&n);
     if (r != CUDA_SUCCESS) {
-        snprintf(why, whylen, "cuDeviceGetCount: %s: %s", rt_cu_error_name(r), rt_cu_error_string(r));
+        snprintf(why, whylen, "cuDeviceGetCount: %s: %s", rt_cu_error_name(r),
+                 rt_cu_error_string(r));
         return 0;
     }
     if (n == 0) snprintf(why, whylen, "the CUDA driver sees no device");
@@ -68,7 +69,8 @@ static void *cuda_alloc(rt_backend *be, size_t bytes) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         size_t fr = 0, total = 0;
         rt_cu.cuMemGetInfo(&fr, &total);
-        fprintf(stderr, "%s:%d: cuda: out of device memory: %zu bytes asked, %zu of %zu free on %s\n",
+        fprintf(stderr,
+                "%s:%d: cuda: out of device memory: %zu bytes asked, %zu of %zu free on %s\n",
                 __FILE__, __LINE__, n, fr, total, c->name);
         exit(EXIT_FAILURE);
     }
@@ -208,9 +210,11 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
     size_t mem = 0;
     char dname[128] = "";
     if (cuTry(rt_cu.cuDeviceGet(&c->dev, ordinal), err, errlen) ||
-        cuTry(rt_cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev),
+        cuTry(rt_cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                         c->dev),
               err, errlen) ||
-        cuTry(rt_cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev),
+        cuTry(rt_cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                         c->dev),
               err, errlen) ||
         cuTry(rt_cu.cuDeviceGetAttribute(&c->nsm, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev),
               err, errlen) ||
@@ -278,8 +282,8 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     if (rt_debug_level() >= 1) {
         int drv = 0;
         rt_cu.cuDriverGetVersion(&drv);
-        fprintf(stderr, "dpc: cuda: device %d: %s (driver CUDA %d.%d, NVRTC %s)\n", ordinal, c->name,
-                drv / 1000, drv % 1000 / 10, rt_nvrtc_version());
+        fprintf(stderr, "dpc: cuda: device %d: %s (driver CUDA %d.%d, NVRTC %s)\n", ordinal,
+                c->name, drv / 1000, drv % 1000 / 10, rt_nvrtc_version());
     }
     rt_backend *be = calloc(1, sizeof *be);
     RT_CHECK_ALLOC(be);

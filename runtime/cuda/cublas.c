@@ -14,7 +14,8 @@
 int rt_cublas_sgemm_args(const cg_gemm *d, rt_sgemm_args *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     if ((d->transa != 0 && d->transa != 1) || (d->transb != 0 && d->transb != 1)) {
-        snprintf(err, errlen, "gemm: trans flags must be 0 or 1 (got %d, %d)", d->transa, d->transb);
+        snprintf(err, errlen, "gemm: trans flags must be 0 or 1 (got %d, %d)", d->transa,
+                 d->transb);
         return -1;
     }
     /* The descriptor's own rules (sizes >= 1 and within an int, leading
@@ -67,13 +68,13 @@ int cuda_blas_up(cuda_impl *c, char *err, size_t errlen) {
     /* Plain fp32 unless asked: TF32 would change results by ~1e-3 and the
      * cpu backend is the reference. */
     const char *tf32 = getenv("DPC_TF32");
-    cublasMath_t mode = tf32 && *tf32 && strcmp(tf32, "0") ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                           : CUBLAS_DEFAULT_MATH;
+    cublasMath_t mode =
+        tf32 && *tf32 && strcmp(tf32, "0") ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
     return cublasTry(rt_cublas.cublasSetMathMode(c->blas, mode), err, errlen);
 }
 
-int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
-              char *err, size_t errlen) {
+int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C, char *err,
+              size_t errlen) {
     cuda_impl *c = impl_of(be);
     rt_sgemm_args a;
     if (rt_cublas_sgemm_args(d, &a, err, errlen)) return -1;
@@ -89,16 +90,16 @@ int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, 
                           a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha,
                           (const char *)A + a.off_a * ea, ta, a.lda, a.stride_a,
                           (const char *)B + a.off_b * ea, ta, a.ldb, a.stride_b, &a.beta,
-                          (char *)C + a.off_c * ec, tc, a.ldc, a.stride_c, a.batch, CUBLAS_COMPUTE_32F,
-                          CUBLAS_GEMM_DEFAULT),
+                          (char *)C + a.off_c * ec, tc, a.ldc, a.stride_c, a.batch,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       err, errlen))
             return -1;
     } else if (cublasTry(rt_cublas.cublasSgemmStridedBatched(
-                      c->blas, a.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha, A + a.off_a,
-                      a.lda, a.stride_a, B + a.off_b, a.ldb, a.stride_b, &a.beta, C + a.off_c, a.ldc,
-                      a.stride_c, a.batch),
-                  err, errlen))
+                             c->blas, a.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha,
+                             A + a.off_a, a.lda, a.stride_a, B + a.off_b, a.ldb, a.stride_b,
+                             &a.beta, C + a.off_c, a.ldc, a.stride_c, a.batch),
+                         err, errlen))
         return -1;
     if (c->capturing)
         c->stats.captured_gemms++;

@@ -31,9 +31,9 @@
 #define STAGES 4
 
 typedef struct {
-    void *host;    /* pinned */
+    void *host; /* pinned */
     size_t cap;
-    CUevent done;  /* recorded after the copy that last read it */
+    CUevent done; /* recorded after the copy that last read it */
     int pending;
 } stage;
 
@@ -90,8 +90,8 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
                 char *err, size_t errlen);
 
 /* cublas.c: the table's gemm, and the handle's set-up on the compute stream. */
-int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
-              char *err, size_t errlen);
+int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C, char *err,
+              size_t errlen);
 int cuda_blas_up(cuda_impl *c, char *err, size_t errlen);
 
 /* graph.c: the table's graph hooks (rt_cuda_graph_* under device.h's names). */

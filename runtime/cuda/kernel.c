@@ -10,8 +10,8 @@
 #include "runtime/check.h"
 #include "runtime/cuda/internal.h"
 
-#define BLOCK 256           /* threads per block: a multiple of the warp, 8 blocks fill an SM */
-#define BLOCKS_PER_SM 16    /* grid cap: two full waves, the rest grid-stride */
+#define BLOCK         256 /* threads per block: a multiple of the warp, 8 blocks fill an SM */
+#define BLOCKS_PER_SM 16  /* grid cap: two full waves, the rest grid-stride */
 
 rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);

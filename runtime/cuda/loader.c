@@ -15,7 +15,7 @@ rt_cublas_api rt_cublas;
 rt_nccl_api rt_nccl;
 
 #define RT_STR_(x) #x
-#define RT_STR(x) RT_STR_(x)
+#define RT_STR(x)  RT_STR_(x)
 
 /* One library: its handle once every symbol resolved. */
 typedef struct {
@@ -45,48 +45,47 @@ static int resolve(void *h, const char *lib, const char *sym, void *slot, size_t
     void *p = dlsym(h, sym);
     if (!p) {
         const char *why = dlerror();
-        snprintf(err, errlen, "%s has no %s (%s): a library older than this build's toolkit?",
-                 lib, sym, why ? why : "null symbol");
+        snprintf(err, errlen, "%s has no %s (%s): a library older than this build's toolkit?", lib,
+                 sym, why ? why : "null symbol");
         return -1;
     }
     memcpy(slot, &p, size);
     return 0;
 }
 
-#define RT_RESOLVE(name)                                                                    \
+#define RT_RESOLVE(name) \
     if (!rc) rc = resolve(h, path, RT_STR(name), &tmp.name, sizeof tmp.name, err, errlen);
 
 /* Each loader: under its mutex, dlopen once, resolve every entry point into
  * a local table and publish it only when all resolved (a half-filled table
  * is never visible). RTLD_NODELETE + never dlclose: the driver and NCCL
  * start threads that must not lose their code. */
-#define RT_DEFINE_LOADER(fn, state, api_t, table, list, library)                              \
-    int fn(char *err, size_t errlen) {                                                        \
-        pthread_mutex_lock(&state.mu);                                                        \
-        int rc = 0;                                                                           \
-        if (!state.handle) {                                                                  \
-            const char *path = library();                                                     \
-            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);                    \
-            if (!h) {                                                                         \
-                const char *why = dlerror();                                                  \
-                snprintf(err, errlen, "%s", why ? why : path);                                \
-                rc = -1;                                                                      \
-            } else {                                                                          \
-                api_t tmp;                                                                    \
-                memset(&tmp, 0, sizeof tmp);                                                  \
-                list(RT_RESOLVE)                                                      \
-                if (!rc) {                                                                    \
-                    table = tmp;                                                              \
-                    state.handle = h;                                                         \
-                } else {                                                                      \
-                    dlclose(h);                                                               \
-                }                                                                             \
-            }                                                                                 \
-        }                                                                                     \
-        pthread_mutex_unlock(&state.mu);                                                      \
-        return rc;                                                                            \
+#define RT_DEFINE_LOADER(fn, state, api_t, table, list, library)           \
+    int fn(char *err, size_t errlen) {                                     \
+        pthread_mutex_lock(&state.mu);                                     \
+        int rc = 0;                                                        \
+        if (!state.handle) {                                               \
+            const char *path = library();                                  \
+            void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE); \
+            if (!h) {                                                      \
+                const char *why = dlerror();                               \
+                snprintf(err, errlen, "%s", why ? why : path);             \
+                rc = -1;                                                   \
+            } else {                                                       \
+                api_t tmp;                                                 \
+                memset(&tmp, 0, sizeof tmp);                               \
+                list(RT_RESOLVE) if (!rc) {                                \
+                    table = tmp;                                           \
+                    state.handle = h;                                      \
+                }                                                          \
+                else {                                                     \
+                    dlclose(h);                                            \
+                }                                                          \
+            }                                                              \
+        }                                                                  \
+        pthread_mutex_unlock(&state.mu);                                   \
+        return rc;                                                         \
     }
-
 
 RT_DEFINE_LOADER(rt_cu_load, cu_lib, rt_cu_api, rt_cu, RT_CU_FUNCS, rt_cu_library)
 RT_DEFINE_LOADER(rt_cublas_load, cublas_lib, rt_cublas_api, rt_cublas, RT_CUBLAS_FUNCS,
@@ -119,8 +118,7 @@ static const struct {
     {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "the driver is not initialised"},
     {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE",
      "the device is busy or unavailable"},
-    {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM",
-     "an operating system call failed"},
+    {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM", "an operating system call failed"},
     {CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
      "the driver library and the kernel module differ in version"},
     {CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
@@ -190,18 +188,18 @@ static void die(const char *msg) {
     exit(EXIT_FAILURE);
 }
 
-#define RT_CHECK_FNS(kind, type, ok)                                                          \
-    void rt_##kind##_check_(type r, const char *call, const char *file, int line) {           \
-        if (r == ok) return;                                                                  \
-        char msg[1024];                                                                       \
-        kind##_message(r, call, file, line, msg, sizeof msg);                                 \
-        die(msg);                                                                             \
-    }                                                                                         \
-    int rt_##kind##_try_(type r, const char *call, const char *file, int line, char *err,    \
-                         size_t errlen) {                                                     \
-        if (r == ok) return 0;                                                                \
-        if (errlen) kind##_message(r, call, file, line, err, errlen);                         \
-        return -1;                                                                            \
+#define RT_CHECK_FNS(kind, type, ok)                                                      \
+    void rt_##kind##_check_(type r, const char *call, const char *file, int line) {       \
+        if (r == ok) return;                                                              \
+        char msg[1024];                                                                   \
+        kind##_message(r, call, file, line, msg, sizeof msg);                             \
+        die(msg);                                                                         \
+    }                                                                                     \
+    int rt_##kind##_try_(type r, const char *call, const char *file, int line, char *err, \
+                         size_t errlen) {                                                 \
+        if (r == ok) return 0;                                                            \
+        if (errlen) kind##_message(r, call, file, line, err, errlen);                     \
+        return -1;                                                                        \
     }
 
 RT_CHECK_FNS(cu, CUresult, CUDA_SUCCESS)

@@ -51,6 +51,8 @@
 /* ---- the entry points -------------------------------------------------------
  * X(name): name is the header's spelling; it may be a macro for a versioned
  * symbol, which both the member and the dlsym name follow. */
+/* One entry point per X, grouped as in the header: kept as written. */
+/* clang-format off */
 #define RT_CU_FUNCS(X)                                                                          \
     X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                       \
     X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)               \
@@ -74,11 +76,18 @@
     X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll)                 \
     X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclAllReduce) X(ncclGroupStart)              \
     X(ncclGroupEnd) X(ncclGetErrorString)
+/* clang-format on */
 
 #define RT_LOADER_MEMBER(name) __typeof__(&name) name;
-typedef struct { RT_CU_FUNCS(RT_LOADER_MEMBER) } rt_cu_api;
-typedef struct { RT_CUBLAS_FUNCS(RT_LOADER_MEMBER) } rt_cublas_api;
-typedef struct { RT_NCCL_FUNCS(RT_LOADER_MEMBER) } rt_nccl_api;
+typedef struct {
+    RT_CU_FUNCS(RT_LOADER_MEMBER)
+} rt_cu_api;
+typedef struct {
+    RT_CUBLAS_FUNCS(RT_LOADER_MEMBER)
+} rt_cublas_api;
+typedef struct {
+    RT_NCCL_FUNCS(RT_LOADER_MEMBER)
+} rt_nccl_api;
 
 /* Filled by the loaders below; read only after one returned 0. */
 extern rt_cu_api rt_cu;
@@ -116,14 +125,14 @@ int rt_nccl_try_(ncclResult_t r, const char *call, const char *file, int line, c
 int rt_nvrtc_try_(nvrtcResult r, const char *call, const char *file, int line, char *err,
                   size_t errlen);
 
-#define cuCheck(call) rt_cu_check_((call), #call, __FILE__, __LINE__)
-#define cublasCheck(call) rt_cublas_check_((call), #call, __FILE__, __LINE__)
-#define ncclCheck(call) rt_nccl_check_((call), #call, __FILE__, __LINE__)
-#define nvrtcCheck(call) rt_nvrtc_check_((call), #call, __FILE__, __LINE__)
-#define cuTry(call, err, errlen) rt_cu_try_((call), #call, __FILE__, __LINE__, err, errlen)
+#define cuCheck(call)                rt_cu_check_((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call)            rt_cublas_check_((call), #call, __FILE__, __LINE__)
+#define ncclCheck(call)              rt_nccl_check_((call), #call, __FILE__, __LINE__)
+#define nvrtcCheck(call)             rt_nvrtc_check_((call), #call, __FILE__, __LINE__)
+#define cuTry(call, err, errlen)     rt_cu_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define cublasTry(call, err, errlen) rt_cublas_try_((call), #call, __FILE__, __LINE__, err, errlen)
-#define ncclTry(call, err, errlen) rt_nccl_try_((call), #call, __FILE__, __LINE__, err, errlen)
-#define nvrtcTry(call, err, errlen) rt_nvrtc_try_((call), #call, __FILE__, __LINE__, err, errlen)
+#define ncclTry(call, err, errlen)   rt_nccl_try_((call), #call, __FILE__, __LINE__, err, errlen)
+#define nvrtcTry(call, err, errlen)  rt_nvrtc_try_((call), #call, __FILE__, __LINE__, err, errlen)
 
 #endif /* DPC_HAVE_CUDA */
 #endif

@@ -76,7 +76,8 @@ static void wrap_comms(rt_backend *const *bes, int n, ncclComm_t *raw, rt_nccl_c
     }
 }
 
-int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen) {
+int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err,
+                     size_t errlen) {
     int *devs = calloc((size_t)(n > 0 ? n : 1), sizeof *devs);
     ncclComm_t *raw = calloc((size_t)(n > 0 ? n : 1), sizeof *raw);
     RT_CHECK_ALLOC(devs);
@@ -159,7 +160,8 @@ int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *
         return -1;
     }
     while (c->nbuckets <= id) {
-        c->bucket_done = realloc(c->bucket_done, sizeof *c->bucket_done * (size_t)(c->nbuckets + 1));
+        c->bucket_done =
+            realloc(c->bucket_done, sizeof *c->bucket_done * (size_t)(c->nbuckets + 1));
         RT_CHECK_ALLOC(c->bucket_done);
         c->bucket_done[c->nbuckets] = NULL;
         if (cuTry(rt_cu.cuEventCreate(&c->bucket_done[c->nbuckets], CU_EVENT_DISABLE_TIMING), err,
@@ -275,7 +277,8 @@ static int group_by_device(rt_backend *const *bes, int n, int *leader, char *err
     int devices = 0;
     for (int r = 0; r < n; r++) {
         if (!rt_backend_is_cuda(bes[r])) {
-            snprintf(err, errlen, "the nccl collective needs the cuda backend (replica %d is on %s)", r,
+            snprintf(err, errlen,
+                     "the nccl collective needs the cuda backend (replica %d is on %s)", r,
                      bes[r] ? bes[r]->name : "none");
             return -1;
         }
@@ -302,8 +305,9 @@ static int ranks_failed(const rt_coll_ranks_ops *ops, int ranks, int failed) {
 
 /* The NCCL ranks of this process's devices (lb[0..d)): one process, or
  * rank * d .. rank * d + d - 1 of ranks * d with rank 0's id. */
-static int init_comms(rt_backend *const *lb, int d, int rank, int ranks, const rt_coll_ranks_ops *ops,
-                      rt_nccl_comm **comms, char *err, size_t errlen) {
+static int init_comms(rt_backend *const *lb, int d, int rank, int ranks,
+                      const rt_coll_ranks_ops *ops, rt_nccl_comm **comms, char *err,
+                      size_t errlen) {
     if (ranks < 2) return rt_nccl_init_all(lb, d, comms, err, errlen);
     int v = 0;
     int bad = rt_nccl_version(&v, err, errlen) != 0;
@@ -334,8 +338,8 @@ static int init_comms(rt_backend *const *lb, int d, int rank, int ranks, const r
     return 0;
 }
 
-static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks, const rt_coll_ranks_ops *ops,
-                         char *err, size_t errlen) {
+static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks,
+                         const rt_coll_ranks_ops *ops, char *err, size_t errlen) {
     int *leader = calloc((size_t)n, sizeof *leader);
     RT_CHECK_ALLOC(leader);
     int d = group_by_device(bes, n, leader, err, errlen);
@@ -348,9 +352,10 @@ static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks, con
         return NULL;
     }
     if (ranks < 2 && d < 2) {
-        snprintf(err, errlen,
-                 "the nccl collective needs replicas on at least 2 devices (all %d share device %d)", n,
-                 rt_cuda_device_ordinal(bes[0]));
+        snprintf(
+            err, errlen,
+            "the nccl collective needs replicas on at least 2 devices (all %d share device %d)", n,
+            rt_cuda_device_ordinal(bes[0]));
         free(leader);
         return NULL;
     }

@@ -155,7 +155,6 @@ int rt_nvrtc_archs(int *archs, int max) {
 
 /* ---- the cache ------------------------------------------------------------- */
 
-
 /* A cached image is usable when it is non-empty and looks like what it
  * claims: an ELF file, or PTX text. Anything else is compiled again. */
 static int plausible(const unsigned char *d, size_t n, int is_ptx) {

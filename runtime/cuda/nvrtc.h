@@ -36,8 +36,8 @@ typedef struct {
     size_t size;         /* bytes, the PTX's NUL included */
     int is_ptx;
     int cache_hit;
-    char target[24];     /* "sm_90", "compute_120" */
-    char *path;          /* the cached image, or NULL (uncached compiles) */
+    char target[24]; /* "sm_90", "compute_120" */
+    char *path;      /* the cached image, or NULL (uncached compiles) */
 } rt_cuda_image;
 
 /* Architectures this NVRTC generates code for (75, 80, ..., 120); returns

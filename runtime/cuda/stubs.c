@@ -76,7 +76,8 @@ int rt_nccl_version(int *version, char *err, size_t errlen) {
     return no_cuda(err, errlen);
 }
 
-int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err, size_t errlen) {
+int rt_nccl_init_all(rt_backend *const *bes, int n, rt_nccl_comm **comms, char *err,
+                     size_t errlen) {
     (void)bes, (void)n, (void)comms;
     return no_cuda(err, errlen);
 }

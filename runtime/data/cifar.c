@@ -72,13 +72,15 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
         float grid[PROTO_GRID][PROTO_GRID];
         for (int ch = 0; ch < c; ch++) {
             for (int gy = 0; gy < PROTO_GRID; gy++)
-                for (int gx = 0; gx < PROTO_GRID; gx++) grid[gy][gx] = 64 + 128 * rt_rng_uniform(&r);
+                for (int gx = 0; gx < PROTO_GRID; gx++)
+                    grid[gy][gx] = 64 + 128 * rt_rng_uniform(&r);
             for (int y = 0; y < h; y++)
                 for (int x = 0; x < w; x++) {
                     float fy = h > 1 ? (float)y * (PROTO_GRID - 1) / (float)(h - 1) : 0;
                     float fx = w > 1 ? (float)x * (PROTO_GRID - 1) / (float)(w - 1) : 0;
                     int y0 = (int)fy, x0 = (int)fx;
-                    int y1 = y0 + 1 < PROTO_GRID ? y0 + 1 : y0, x1 = x0 + 1 < PROTO_GRID ? x0 + 1 : x0;
+                    int y1 = y0 + 1 < PROTO_GRID ? y0 + 1 : y0,
+                        x1 = x0 + 1 < PROTO_GRID ? x0 + 1 : x0;
                     float ay = fy - (float)y0, ax = fx - (float)x0;
                     float top = grid[y0][x0] * (1 - ax) + grid[y0][x1] * ax;
                     float bot = grid[y1][x0] * (1 - ax) + grid[y1][x1] * ax;
@@ -107,29 +109,35 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
 /* ---- CIFAR-10 binary -------------------------------------------------------- */
 
 #define CIFAR_RECORD 3073 /* 1 label byte + 3 x 32 x 32 */
-#define CIFAR_IMAGE (CIFAR_RECORD - 1)
+#define CIFAR_IMAGE  (CIFAR_RECORD - 1)
 
 /* Checks that a batch file of `size` bytes is non-empty and holds whole
  * records; its record count in *records. `name` is the file, for messages. */
 static int check_size(const char *name, size_t size, size_t *records, char *err, size_t errlen) {
     if (size == 0)
-        return ir_fail(err, errlen, "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
-                    "records)", name, CIFAR_RECORD);
+        return ir_fail(err, errlen,
+                       "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
+                       "records)",
+                       name, CIFAR_RECORD);
     if (size % CIFAR_RECORD)
-        return ir_fail(err, errlen, "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
-                    "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
-                    name, size, CIFAR_RECORD, size / CIFAR_RECORD, size % CIFAR_RECORD);
+        return ir_fail(
+            err, errlen,
+            "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
+            "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
+            name, size, CIFAR_RECORD, size / CIFAR_RECORD, size % CIFAR_RECORD);
     *records = size / CIFAR_RECORD;
     return 0;
 }
 
 /* Checks record r (CIFAR_RECORD bytes at rec) of file `name` and stores it
  * as record r of labels/pixels. */
-static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *labels, uint8_t *pixels,
-                       char *err, size_t errlen) {
+static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *labels,
+                       uint8_t *pixels, char *err, size_t errlen) {
     if (rec[0] > 9)
-        return ir_fail(err, errlen, "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
-                    "the file)", name, r, rec[0], r * CIFAR_RECORD);
+        return ir_fail(err, errlen,
+                       "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
+                       "the file)",
+                       name, r, rec[0], r * CIFAR_RECORD);
     labels[r] = rec[0];
     memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
     return 0;
@@ -141,17 +149,20 @@ static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *
 static int check_file(const char *path, size_t *records, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return ir_fail(err, errlen, "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
-                    "test_batch.bin)", path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) return ir_fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
+        return ir_fail(err, errlen,
+                       "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
+                       "test_batch.bin)",
+                       path, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return ir_fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
     if (!S_ISREG(sb.st_mode)) return ir_fail(err, errlen, "%s: not a regular file", path);
     return check_size(path, (size_t)sb.st_size, records, err, errlen);
 }
 
 /* Reads `records` records of path into labels/pixels, checking labels.
  * Record by record through stdio's buffer: no second copy of the file. */
-static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels, char *err,
-                        size_t errlen) {
+static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels,
+                        char *err, size_t errlen) {
     /* Opened as a regular file again (ir_file_open_read: O_NONBLOCK, then
      * fstat), so one swapped for a FIFO since check_file cannot hang us. */
     long long size;
@@ -167,8 +178,9 @@ static int read_records(const char *path, size_t records, uint8_t *labels, uint8
     for (size_t r = 0; r < records && !rc; r++) {
         size_t got = fread(rec, 1, CIFAR_RECORD, f);
         if (got != CIFAR_RECORD)
-            rc = ir_fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got, CIFAR_RECORD,
-                      ferror(f) ? strerror(errno) : "the file shrank while being read");
+            rc = ir_fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got,
+                         CIFAR_RECORD,
+                         ferror(f) ? strerror(errno) : "the file shrank while being read");
         else
             rc = take_record(path, r, rec, labels, pixels, err, errlen);
     }
@@ -191,22 +203,26 @@ rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t 
 }
 
 /* The five training batches, then the test batch. */
-static const char *const cifar_files[RT_CIFAR10_FILES] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                                                          "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
+static const char *const cifar_files[RT_CIFAR10_FILES] = {"data_batch_1.bin", "data_batch_2.bin",
+                                                          "data_batch_3.bin", "data_batch_4.bin",
+                                                          "data_batch_5.bin", "test_batch.bin"};
 
 /* Accept the folder the archive unpacks to, or its parent. */
 static void cifar_base(const char *dir, char *base, size_t len) {
     char path[4200];
     snprintf(path, sizeof path, "%s/cifar-10-batches-bin/test_batch.bin", dir);
     struct stat sb;
-    if (stat(path, &sb) == 0) snprintf(base, len, "%s/cifar-10-batches-bin", dir);
-    else snprintf(base, len, "%s", dir);
+    if (stat(path, &sb) == 0)
+        snprintf(base, len, "%s/cifar-10-batches-bin", dir);
+    else
+        snprintf(base, len, "%s", dir);
 }
 
 void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]) {
     char base[4096];
     cifar_base(dir, base, sizeof base);
-    for (int f = 0; f < RT_CIFAR10_FILES; f++) snprintf(paths[f], 4200, "%s/%s", base, cifar_files[f]);
+    for (int f = 0; f < RT_CIFAR10_FILES; f++)
+        snprintf(paths[f], 4200, "%s/%s", base, cifar_files[f]);
 }
 
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
@@ -214,7 +230,8 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     cifar_base(dir, base, sizeof base);
     struct stat sb;
     if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        ir_fail(err, errlen, "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
+        ir_fail(err, errlen,
+                "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
         return NULL;
     }
     const char *const *names = train ? cifar_files : cifar_files + 5;
@@ -230,7 +247,8 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     size_t at = 0;
     for (int f = 0; f < nfiles; f++) {
         snprintf(path, sizeof path, "%s/%s", base, names[f]);
-        if (read_records(path, records[f], ds->labels + at, ds->pixels + at * CIFAR_IMAGE, err, errlen)) {
+        if (read_records(path, records[f], ds->labels + at, ds->pixels + at * CIFAR_IMAGE, err,
+                         errlen)) {
             rt_dataset_free(ds);
             return NULL;
         }
@@ -254,16 +272,19 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     if (batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", batch);
     if (ds->count <= 0) return ir_fail(err, errlen, "%s: the dataset is empty", ds->name);
     if (c != ds->c || c < 1 || c > 3)
-        return ir_fail(err, errlen, "%s: images have %d channels but the program's image input has %d",
-                    ds->name, ds->c, c);
+        return ir_fail(err, errlen,
+                       "%s: images have %d channels but the program's image input has %d", ds->name,
+                       ds->c, c);
     if (b->crop > 0 && (b->crop != h || b->crop != w))
-        return ir_fail(err, errlen, "random_crop %d does not give the program's %dx%d images", b->crop, h, w);
+        return ir_fail(err, errlen, "random_crop %d does not give the program's %dx%d images",
+                       b->crop, h, w);
     if (b->crop > 0 && (b->crop > ds->h + 2 * b->pad || b->crop > ds->w + 2 * b->pad))
-        return ir_fail(err, errlen, "random_crop %d is larger than the padded %dx%d images", b->crop,
-                    ds->h + 2 * b->pad, ds->w + 2 * b->pad);
+        return ir_fail(err, errlen, "random_crop %d is larger than the padded %dx%d images",
+                       b->crop, ds->h + 2 * b->pad, ds->w + 2 * b->pad);
     if (b->crop == 0 && (ds->h != h || ds->w != w))
-        return ir_fail(err, errlen, "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
-                    ds->name, ds->c, ds->h, ds->w, c, h, w);
+        return ir_fail(err, errlen,
+                       "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
+                       ds->name, ds->c, ds->h, ds->w, c, h, w);
     for (int ch = 0; ch < c; ch++)
         for (int v = 0; v < 256; v++) {
             float x = (float)v / 255.0f;
@@ -272,8 +293,8 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     if (mode == RT_BATCH_TRAIN) {
         b->batches = ds->count / batch;
         if (b->batches == 0)
-            return ir_fail(err, errlen, "%s: %lld training images do not fill one batch of %d", ds->name,
-                        (long long)ds->count, batch);
+            return ir_fail(err, errlen, "%s: %lld training images do not fill one batch of %d",
+                           ds->name, (long long)ds->count, batch);
     } else {
         b->batches = (ds->count + batch - 1) / batch;
     }
@@ -282,12 +303,13 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
 
 int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen) {
     if (global < b->batch || offset < 0 || offset + b->batch > global)
-        return ir_fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
-                    offset, global);
-    int64_t batches = b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
+        return ir_fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d",
+                       b->batch, offset, global);
+    int64_t batches =
+        b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
     if (batches == 0)
-        return ir_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d", b->ds->name,
-                    (long long)b->ds->count, global);
+        return ir_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d",
+                       b->ds->name, (long long)b->ds->count, global);
     b->stride = global, b->offset = offset, b->batches = batches;
     return 0;
 }

@@ -51,8 +51,8 @@ void rt_dataset_free(rt_dataset *ds);
  * test (split 1 / 0) share the class prototypes, not the images. */
 rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uint64_t seed);
 #define RT_SYNTHETIC_TRAIN 5000
-#define RT_SYNTHETIC_TEST 1000
-#define RT_SYNTHETIC_SEED 20170608u /* fixed: like a real dataset, not --seed */
+#define RT_SYNTHETIC_TEST  1000
+#define RT_SYNTHETIC_SEED  20170608u /* fixed: like a real dataset, not --seed */
 
 /* CIFAR-10 binary: data_batch_1..5.bin (train=1) or test_batch.bin, in dir
  * or in dir/cifar-10-batches-bin. Each file must be a regular, readable,
@@ -73,8 +73,8 @@ rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t 
 
 /* How a batcher treats its dataset. */
 typedef enum {
-    RT_BATCH_TRAIN, /* shuffled, augmented; the last partial batch is dropped */
-    RT_BATCH_EVAL,  /* dataset order, normalise only; the last batch is padded */
+    RT_BATCH_TRAIN,      /* shuffled, augmented; the last partial batch is dropped */
+    RT_BATCH_EVAL,       /* dataset order, normalise only; the last batch is padded */
     RT_BATCH_TRAIN_EVAL, /* the training set augmented as in training, dataset
                           * order, last batch padded: the article's train accuracy */
 } rt_batch_mode;
@@ -82,13 +82,13 @@ typedef enum {
 typedef struct {
     const rt_dataset *ds;
     rt_batch_mode mode;
-    int shuffle, augment;   /* from the mode, then --no-shuffle / --no-augment */
-    int pad, crop, mirror;  /* augmentation from the train section */
-    int oc, oh, ow;         /* output image shape (the program's input) */
-    float lut[3][256];      /* pixel value -> normalised float, per channel */
+    int shuffle, augment;  /* from the mode, then --no-shuffle / --no-augment */
+    int pad, crop, mirror; /* augmentation from the train section */
+    int oc, oh, ow;        /* output image shape (the program's input) */
+    float lut[3][256];     /* pixel value -> normalised float, per channel */
     uint64_t seed;
     int batch;
-    int64_t batches;        /* per epoch */
+    int64_t batches; /* per epoch */
     /* Batch k of an epoch is positions [k*stride + offset, + batch) of the
      * epoch's order: stride = batch and offset 0, unless sharded. */
     int64_t stride, offset;
@@ -174,16 +174,16 @@ typedef struct {
     const int32_t *labels; /* batch */
     int real;              /* samples that are real; the rest is padding (eval) */
     int epoch;
-    int64_t index;         /* batch index within the epoch */
-    int64_t seq;           /* position in the pipeline's sequence */
+    int64_t index; /* batch index within the epoch */
+    int64_t seq;   /* position in the pipeline's sequence */
 } rt_batch;
 
 typedef struct {
-    int workers;      /* threads; 0 prepares each batch inside rt_pipeline_next */
-    int depth;        /* slots (batches in flight); at least 2, 0 for workers + 2 */
-    int first_epoch;  /* epoch of the sequence's first batch */
+    int workers;         /* threads; 0 prepares each batch inside rt_pipeline_next */
+    int depth;           /* slots (batches in flight); at least 2, 0 for workers + 2 */
+    int first_epoch;     /* epoch of the sequence's first batch */
     int64_t first_index; /* its index in that epoch (0 .. batches-1) */
-    int64_t count;    /* batches to deliver */
+    int64_t count;       /* batches to deliver */
     void *(*host_alloc)(void *ctx, size_t bytes); /* NULL: aligned malloc */
     void (*host_free)(void *ctx, void *ptr);
     void *alloc_ctx;
@@ -191,13 +191,13 @@ typedef struct {
 
 /* How long the consumer waited for input, over all next() calls so far. */
 typedef struct {
-    int64_t delivered;  /* batches handed out */
-    int64_t stalls;     /* next() calls that had to wait */
-    double wait_s;      /* total time next() waited */
-    double max_wait_s;  /* longest single wait */
+    int64_t delivered; /* batches handed out */
+    int64_t stalls;    /* next() calls that had to wait */
+    double wait_s;     /* total time next() waited */
+    double max_wait_s; /* longest single wait */
 } rt_pipeline_stats;
 
-#define RT_PIPELINE_WORKERS 2
+#define RT_PIPELINE_WORKERS     2
 #define RT_PIPELINE_MAX_WORKERS 64
 
 rt_pipeline_config rt_pipeline_defaults(void);

@@ -30,8 +30,8 @@
 typedef struct {
     float *images;
     int32_t *labels;
-    int64_t seq;  /* the batch it holds; -1: none */
-    int ready;    /* filled, not yet released */
+    int64_t seq; /* the batch it holds; -1: none */
+    int ready;   /* filled, not yet released */
     rt_batch view;
 } slot;
 
@@ -53,7 +53,7 @@ struct rt_pipeline {
     pthread_cond_t order_cv; /* an epoch's order is ready */
     int stop;
     int64_t claimed, consumed;
-    int holding; /* the consumer holds batch `consumed` */
+    int holding;      /* the consumer holds batch `consumed` */
     rt_batch current; /* the consumer's copy of what next() returned */
     slot *slots;
     order_buf *orders;
@@ -86,16 +86,15 @@ rt_pipeline_config rt_pipeline_defaults(void) {
  * means k < consumed + depth, and a worker still reading epoch e's order
  * holds some k' < (e + 1) * B with k' >= consumed; so k - k' < depth while
  * k - k' > (n - 1) * B, impossible when (n - 1) * B >= depth - 1. */
-static int order_slots(int depth, int64_t batches) {
-    return 2 + (int)((depth - 1) / batches);
-}
+static int order_slots(int depth, int64_t batches) { return 2 + (int)((depth - 1) / batches); }
 
 /* The order of `epoch` (NULL when the batcher keeps dataset order). Called
  * and returns with p->mu held; computes outside it. */
 static const int64_t *epoch_order(rt_pipeline *p, int epoch) {
     if (!p->b->shuffle) return NULL;
     order_buf *o = &p->orders[epoch % p->norders];
-    while (o->epoch == epoch && o->state == ORDER_COMPUTING) pthread_cond_wait(&p->order_cv, &p->mu);
+    while (o->epoch == epoch && o->state == ORDER_COMPUTING)
+        pthread_cond_wait(&p->order_cv, &p->mu);
     if (o->epoch == epoch && o->state == ORDER_READY) return o->order;
     o->epoch = epoch;
     o->state = ORDER_COMPUTING;
@@ -116,7 +115,8 @@ static void fill(rt_pipeline *p, int64_t k) {
     const int64_t *order = epoch_order(p, epoch);
     slot *s = &p->slots[k % p->depth];
     pthread_mutex_unlock(&p->mu);
-    int real = rt_batcher_fill(b, order, epoch, index * b->stride + b->offset, b->batch, s->images, s->labels);
+    int real = rt_batcher_fill(b, order, epoch, index * b->stride + b->offset, b->batch, s->images,
+                               s->labels);
     pthread_mutex_lock(&p->mu);
     s->view = (rt_batch){s->images, s->labels, real, epoch, index, k};
     s->seq = k;
@@ -140,24 +140,29 @@ static void *worker(void *arg) {
 rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg, char *err,
                              size_t errlen) {
     if (cfg->workers < 0 || cfg->workers > RT_PIPELINE_MAX_WORKERS) {
-        ir_fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS, cfg->workers);
+        ir_fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS,
+                cfg->workers);
         return NULL;
     }
     if (cfg->depth != 0 && cfg->depth < 2) {
-        ir_fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d", cfg->depth);
+        ir_fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d",
+                cfg->depth);
         return NULL;
     }
     if (cfg->count < 0 || b->batches <= 0 || cfg->first_epoch < 0 || cfg->first_index < 0 ||
         cfg->first_index >= b->batches) {
-        ir_fail(err, errlen, "the input pipeline was asked for %lld batches of a batcher with %lld per "
-             "epoch", (long long)cfg->count, (long long)b->batches);
+        ir_fail(err, errlen,
+                "the input pipeline was asked for %lld batches of a batcher with %lld per "
+                "epoch",
+                (long long)cfg->count, (long long)b->batches);
         return NULL;
     }
     rt_pipeline *p = calloc(1, sizeof *p);
     RT_CHECK_ALLOC(p);
     p->b = b;
     p->cfg = *cfg;
-    if (!p->cfg.host_alloc || !p->cfg.host_free) p->cfg.host_alloc = default_alloc, p->cfg.host_free = default_free;
+    if (!p->cfg.host_alloc || !p->cfg.host_free)
+        p->cfg.host_alloc = default_alloc, p->cfg.host_free = default_free;
     p->depth = cfg->depth ? cfg->depth : cfg->workers + 2;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work_cv, NULL);
@@ -168,7 +173,8 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
     RT_CHECK_ALLOC(p->slots);
     for (int i = 0; i < p->depth; i++) {
         p->slots[i].images = p->cfg.host_alloc(p->cfg.alloc_ctx, img * sizeof(float));
-        p->slots[i].labels = p->cfg.host_alloc(p->cfg.alloc_ctx, (size_t)b->batch * sizeof(int32_t));
+        p->slots[i].labels =
+            p->cfg.host_alloc(p->cfg.alloc_ctx, (size_t)b->batch * sizeof(int32_t));
         RT_CHECK_ALLOC(p->slots[i].images && p->slots[i].labels);
         p->slots[i].seq = -1;
     }
@@ -185,8 +191,8 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
     for (int i = 0; i < cfg->workers; i++) {
         int e = pthread_create(&p->threads[i], NULL, worker, p);
         if (e) {
-            ir_fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1, cfg->workers,
-                 strerror(e));
+            ir_fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1,
+                    cfg->workers, strerror(e));
             rt_pipeline_free(p);
             return NULL;
         }

@@ -47,15 +47,19 @@ static void default_dir(char *path, size_t n) {
         struct passwd *pw = getpwuid(geteuid());
         home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : NULL;
     }
-    if (home) snprintf(path, n, "%s/.cache/dpc", home);
-    else snprintf(path, n, "/tmp/dpc-cache-%ld", (long)geteuid());
+    if (home)
+        snprintf(path, n, "%s/.cache/dpc", home);
+    else
+        snprintf(path, n, "/tmp/dpc-cache-%ld", (long)geteuid());
 }
 
 char *rt_cache_dir(char *err, size_t errlen) {
     const char *env = getenv("DPC_CACHE_DIR");
     char path[4096];
-    if (env && *env) snprintf(path, sizeof path, "%s", env);
-    else default_dir(path, sizeof path);
+    if (env && *env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        default_dir(path, sizeof path);
     if (mkdirs(path)) {
         snprintf(err, errlen, "cannot create the kernel cache directory %s: %s", path,
                  strerror(errno));
@@ -195,8 +199,7 @@ int rt_cache_matches(const char *obj, const void *data, size_t n) {
 }
 
 void rt_cache_rebuild_notice(const char *obj, int match) {
-    fprintf(stderr,
-            "dpc: kernel cache: %s %s; compiling it again\n", obj,
+    fprintf(stderr, "dpc: kernel cache: %s %s; compiling it again\n", obj,
             match < 0 ? "does not match the checksum recorded when it was compiled (truncated or "
                         "corrupted)"
                       : "has no recorded checksum (not written by this dpc)");
@@ -285,8 +288,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
         unlink(tmp_so);
         return NULL;
     }
-    if (rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so, seconds);
+    if (rt_debug_level() >= 1) fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so, seconds);
     char *out = strdup(so);
     RT_CHECK_ALLOC(out);
     return out;

@@ -47,16 +47,16 @@ struct rt_kernel {
 typedef void (*pool_task)(void *ctx, int part, int parts);
 
 typedef struct {
-    int n;                      /* threads, the caller included */
-    pthread_mutex_t mu;         /* guards sleeping and waking */
+    int n;              /* threads, the caller included */
+    pthread_mutex_t mu; /* guards sleeping and waking */
     pthread_cond_t job_cv, done_cv;
     /* The current job: generation (32 bits) | parts (16) | next part (16).
      * One word, so a worker that wakes late can never claim a part of a
      * job that is not the one it read. */
     _Atomic uint64_t ticket;
-    atomic_int done;            /* parts finished */
-    atomic_int busy;            /* a caller owns the pool */
-    uint32_t gen;               /* the caller's job counter */
+    atomic_int done; /* parts finished */
+    atomic_int busy; /* a caller owns the pool */
+    uint32_t gen;    /* the caller's job counter */
     pool_task fn;
     void *ctx;
 } cpu_pool;
@@ -116,7 +116,8 @@ static void *pool_worker(void *arg) {
         }
         if (g == seen) {
             pthread_mutex_lock(&pool.mu);
-            while ((g = ticket_gen(atomic_load_explicit(&pool.ticket, memory_order_acquire))) == seen)
+            while ((g = ticket_gen(atomic_load_explicit(&pool.ticket, memory_order_acquire))) ==
+                   seen)
                 pthread_cond_wait(&pool.job_cv, &pool.mu);
             pthread_mutex_unlock(&pool.mu);
         }
@@ -174,11 +175,13 @@ static void pool_run(pool_task fn, void *ctx, int parts) {
     uint32_t g = ++pool.gen;
     if (g == 0) g = ++pool.gen; /* 0 is what workers start out having seen */
     pthread_mutex_lock(&pool.mu);
-    atomic_store_explicit(&pool.ticket, (uint64_t)g << 32 | (uint64_t)parts << 16, memory_order_release);
+    atomic_store_explicit(&pool.ticket, (uint64_t)g << 32 | (uint64_t)parts << 16,
+                          memory_order_release);
     pthread_cond_broadcast(&pool.job_cv);
     pthread_mutex_unlock(&pool.mu);
     work(g);
-    for (int spin = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < parts && spin < POOL_SPIN; spin++)
+    for (int spin = 0;
+         atomic_load_explicit(&pool.done, memory_order_acquire) < parts && spin < POOL_SPIN; spin++)
         cpu_relax();
     if (atomic_load_explicit(&pool.done, memory_order_acquire) < parts) {
         pthread_mutex_lock(&pool.mu);
@@ -248,7 +251,8 @@ static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, siz
         free(path);
         return NULL;
     }
-    if (debug >= 1) fprintf(stderr, "dpc: cpu: module %s (%s)\n", path, hit ? "cache hit" : "compiled");
+    if (debug >= 1)
+        fprintf(stderr, "dpc: cpu: module %s (%s)\n", path, hit ? "cache hit" : "compiled");
     rt_module *m = calloc(1, sizeof *m);
     RT_CHECK_ALLOC(m);
     m->handle = h;
@@ -283,8 +287,8 @@ static rt_kernel *cpu_kernel(rt_backend *be, rt_module *m, const char *name, int
     snprintf(gname, sizeof gname, "%s_grain", name);
     const long long *grain = dlsym(m->handle, gname);
     if (!grain) {
-        snprintf(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name, m->path,
-                 gname);
+        snprintf(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name,
+                 m->path, gname);
         return NULL;
     }
     rt_kernel *k = calloc(1, sizeof *k);
@@ -325,7 +329,8 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
     /* a few parts per thread, so a thread held up elsewhere costs little */
     launch_job j = {k, args, count};
     int64_t parts = 4 * (int64_t)pool.n;
-    if (parts > count / (k->grain > 1 ? k->grain / 2 : 1)) parts = count / (k->grain > 1 ? k->grain / 2 : 1);
+    if (parts > count / (k->grain > 1 ? k->grain / 2 : 1))
+        parts = count / (k->grain > 1 ? k->grain / 2 : 1);
     if (parts < pool.n) parts = pool.n;
     pool_run(launch_part, &j, (int)(parts < count ? parts : count));
     return 0;
@@ -338,10 +343,11 @@ typedef struct {
     int split_m; /* 1: blocks of C's rows, 0: of its columns */
 } gemm_job;
 
-static void sgemm(const cg_gemm *d, int64_t m, int64_t n, const float *A, const float *B, float *C) {
-    cblas_sgemm(CblasColMajor, d->transa ? CblasTrans : CblasNoTrans, d->transb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)d->k, d->alpha, A, (int)d->lda, B, (int)d->ldb, d->beta, C,
-                (int)d->ldc);
+static void sgemm(const cg_gemm *d, int64_t m, int64_t n, const float *A, const float *B,
+                  float *C) {
+    cblas_sgemm(CblasColMajor, d->transa ? CblasTrans : CblasNoTrans,
+                d->transb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)d->k, d->alpha, A,
+                (int)d->lda, B, (int)d->ldb, d->beta, C, (int)d->ldc);
 }
 
 /* Part p of every batch entry: rows [lo, hi) of C take rows of op(A);

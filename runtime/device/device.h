@@ -52,10 +52,10 @@ typedef struct rt_coll rt_coll;     /* a communicator among replicas (comm.h) */
 struct rt_coll_ranks_ops;           /* comm.h's rt_coll_ranks_ops */
 
 struct rt_backend {
-    const char *name;      /* "cpu", "cuda" */
-    cg_dialect dialect;    /* what the backend compiles */
-    void *impl;            /* the backend's own state */
-    int64_t memory_bytes;  /* the device's memory; 0: the host's (cpu) */
+    const char *name;     /* "cpu", "cuda" */
+    cg_dialect dialect;   /* what the backend compiles */
+    void *impl;           /* the backend's own state */
+    int64_t memory_bytes; /* the device's memory; 0: the host's (cpu) */
     /* copy_in is stream-ordered and returns once the host memory is free,
      * before the device has the bytes (cuda): a copy issued after a run
      * lands after that run's work and overlaps it. 0: copies are done

@@ -22,7 +22,8 @@ static int default_ordinal(void) {
 static rt_backend *open_cuda(int ordinal, char *why, size_t whylen) {
     char reason[768];
     if (ordinal < 0) {
-        snprintf(why, whylen, "DPC_CUDA_DEVICE='%s' is not a device number", getenv("DPC_CUDA_DEVICE"));
+        snprintf(why, whylen, "DPC_CUDA_DEVICE='%s' is not a device number",
+                 getenv("DPC_CUDA_DEVICE"));
         return NULL;
     }
     int n = rt_cuda_device_count(reason, sizeof reason);

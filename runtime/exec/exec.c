@@ -36,7 +36,7 @@ struct rt_exec {
     void **buf;       /* device buffer of every node, NULL when it has none */
     unsigned char *owned;
     void *scratch;
-    void *arena;      /* every planned activation, at its offset */
+    void *arena; /* every planned activation, at its offset */
     int64_t arena_bytes;
     double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
     double *prof_cpu; /* the calling thread's CPU seconds per call */
@@ -53,11 +53,10 @@ struct rt_exec {
     int graphs;
     rt_graph **seg;
     int nseg, seg_cap;
-    int captured;      /* seg holds every segment of the step */
-    int seg_is_open;   /* a segment is being recorded or was launched */
+    int captured;                            /* seg holds every segment of the step */
+    int seg_is_open;                         /* a segment is being recorded or was launched */
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
-
 
 typedef struct {
     char what[96];
@@ -88,9 +87,9 @@ static void print_profile(const rt_exec *ex) {
             const cg_call *c = &p->calls[ci];
             char what[96];
             if (c->kind == CG_CALL_GEMM)
-                snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64, ir_ops[s->op].name,
-                         c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n,
-                         c->gemm.k);
+                snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64,
+                         ir_ops[s->op].name, c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N',
+                         c->gemm.m, c->gemm.n, c->gemm.k);
             else
                 snprintf(what, sizeof what, "%s", p->kernels[c->kernel].name);
             int r = 0;
@@ -105,12 +104,14 @@ static void print_profile(const rt_exec *ex) {
     }
     qsort(rows, (size_t)nr, sizeof *rows, cmp_prof);
     int runs = ex->runs ? ex->runs : 1;
-    fprintf(stderr, "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
-            ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
+    fprintf(
+        stderr,
+        "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
+        ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
     for (int r = 0; r < nr && r < 60; r++)
         fprintf(stderr, "  %8.2f ms %5.1f%% %8.2f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
-                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs, rows[r].calls,
-                rows[r].what);
+                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,
+                rows[r].calls, rows[r].what);
     free(rows);
 }
 
@@ -149,8 +150,8 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
         if (ir_is_persistent(n->op)) {
             int k = rt_store_find(ex->st, n->name);
             if (k < 0)
-                rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store", ir_ops[n->op].name,
-                          n->name);
+                rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store",
+                             ir_ops[n->op].name, n->name);
             else if (!ir_type_equal(rt_store_type(ex->st, k), &n->type))
                 rc = ir_fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
             else
@@ -181,7 +182,7 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
                 int id = s->buf[ex->prog->calls[c].arg[j]];
                 if (id != CG_SCRATCH && !ex->buf[id])
                     rc = ir_fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
-                              ir_ops[s->op].name, id);
+                                 ir_ops[s->op].name, id);
             }
     }
     if (!rc && ex->prog->scratch > 0)
@@ -204,8 +205,10 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
     char why[512];
     cg_program *gen = cg_generate(g, be->dialect, o, why, sizeof why);
     if (!gen) {
-        if (plan) ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
-        else ir_fail(err, errlen, "%s", why);
+        if (plan)
+            ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
+        else
+            ir_fail(err, errlen, "%s", why);
         return NULL;
     }
     const plan_section *sec = plan ? plan_find_section(plan, cg_section_tag(be->dialect)) : NULL;
@@ -227,8 +230,10 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
             return NULL;
         }
         if (rc != 0 && rt_debug_level() >= 1)
-            fprintf(stderr, "dpc: %s: plan section %s has no program for this graph; "
-                            "using the kernels rendered from it\n", be->name, sec->tag);
+            fprintf(stderr,
+                    "dpc: %s: plan section %s has no program for this graph; "
+                    "using the kernels rendered from it\n",
+                    be->name, sec->tag);
         cg_program_free(p);
     }
     return gen;
@@ -329,7 +334,8 @@ static int *steps_of_nodes(const rt_exec *ex) {
     for (int si = 0; si < ex->prog->nsteps; si++) {
         int k = ex->prog->steps[si].node;
         step[k] = si;
-        for (int j = k - 1; g->nodes[k].group && j >= 0 && g->nodes[j].group == g->nodes[k].group; j--)
+        for (int j = k - 1; g->nodes[k].group && j >= 0 && g->nodes[j].group == g->nodes[k].group;
+             j--)
             step[j] = si;
     }
     return step;
@@ -362,8 +368,9 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
             const ir_node *n = &g->nodes[i];
             if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
             if (n->iattr[1] != packed)
-                rc = ir_fail(err, errlen, "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
-                          (long long)n->iattr[1], b, (long long)packed);
+                rc = ir_fail(err, errlen,
+                             "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
+                             (long long)n->iattr[1], b, (long long)packed);
             else if (!ex->buf[n->input[0]] || step[i] < 0)
                 rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
             else if (ex->buf[i] == ex->buf[n->input[0]]) {
@@ -382,8 +389,9 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
         }
         if (!rc && np == 0) rc = ir_fail(err, errlen, "bucket %d has no gradients", b);
         if (!rc && ex->wait_at[b] <= ex->start_at[b])
-            rc = ir_fail(err, errlen, "bucket %d is read (step %d) before its last gradient is summed (step %d)",
-                      b, ex->wait_at[b], ex->start_at[b]);
+            rc = ir_fail(err, errlen,
+                         "bucket %d is read (step %d) before its last gradient is summed (step %d)",
+                         b, ex->wait_at[b], ex->start_at[b]);
         if (!rc) rt_coll_queue_add_bucket(q, piece, np);
     }
     free(piece);
@@ -413,7 +421,8 @@ static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) 
     if (m == RUN_EAGER || ex->seg_is_open) return 0;
     ex->seg_is_open = 1;
     if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
-    if (cur >= ex->nseg) return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
+    if (cur >= ex->nseg)
+        return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
     ex->last_graph_launches++;
     return ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen);
 }
@@ -451,7 +460,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
         const cg_step *s = &p->steps[si];
         for (int b = 0; b < ex->nbuckets; b++) {
             if (ex->wait_at[b] != si) continue;
-            if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+            if (stream_coll ? seg_open(ex, m, cur, err, errlen)
+                            : seg_close(ex, m, &cur, err, errlen))
                 return -1;
             if (m != RUN_REPLAY || !stream_coll)
                 if (rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
@@ -461,11 +471,13 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
              * hand the bucket to the communication queue. */
             for (int b = 0; b < ex->nbuckets; b++) {
                 if (ex->start_at[b] != si) continue;
-                if (stream_coll ? seg_open(ex, m, cur, err, errlen) : seg_close(ex, m, &cur, err, errlen))
+                if (stream_coll ? seg_open(ex, m, cur, err, errlen)
+                                : seg_close(ex, m, &cur, err, errlen))
                     return -1;
                 if (m == RUN_REPLAY && stream_coll) continue;
                 rt_coll_queue_start(ex->coll, b);
-                if (m == RUN_CAPTURE && !stream_coll && rt_coll_queue_wait(ex->coll, b, err, errlen))
+                if (m == RUN_CAPTURE && !stream_coll &&
+                    rt_coll_queue_wait(ex->coll, b, err, errlen))
                     return -1;
             }
             continue;
@@ -476,7 +488,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             const cg_call *c = &p->calls[ci];
             void *args[CG_MAX_ARGS];
             int rc;
-            double t0 = ex->prof ? rt_now() : 0, c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
+            double t0 = ex->prof ? rt_now() : 0,
+                   c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
             if (c->kind == CG_CALL_GEMM) {
                 rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
                               slot_ptr(ex, s, c->arg[2]), err, errlen);
@@ -495,7 +508,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
                 char why[256];
                 snprintf(why, sizeof why, "%s", err);
                 return ir_fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
-                            ir_ops[s->op].name, why);
+                               ir_ops[s->op].name, why);
             }
             ex->last_calls++;
         }
@@ -510,7 +523,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     if (seg_close(ex, m, &cur, err, errlen)) return -1;
     if (ex->coll && !stream_coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
     if (m == RUN_REPLAY && cur != ex->nseg)
-        return ir_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur, ex->nseg);
+        return ir_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur,
+                       ex->nseg);
     return 0;
 }
 
@@ -532,8 +546,13 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
     if (m == RUN_CAPTURE) ex->captured = 1;
     ex->runs++;
     if (rt_debug_level() >= 1 && ex->runs <= 3)
-        fprintf(stderr, "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches\n",
-                ex->be->name, ex->runs, m == RUN_EAGER ? "eager" : m == RUN_CAPTURE ? "recorded" : "replayed",
+        fprintf(stderr,
+                "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64
+                " graph launches\n",
+                ex->be->name, ex->runs,
+                m == RUN_EAGER     ? "eager"
+                : m == RUN_CAPTURE ? "recorded"
+                                   : "replayed",
                 ex->last_calls, ex->last_graph_launches);
     return ex->be->sync(ex->be, err, errlen);
 }
@@ -572,8 +591,7 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
     int found = -1;
     for (int i = 0; i < g->n && found < 0; i++) {
         ir_op op = g->nodes[i].op;
-        if (ir_is_source(op) && !strcmp(g->nodes[i].name, name))
-            found = i;
+        if (ir_is_source(op) && !strcmp(g->nodes[i].name, name)) found = i;
     }
     for (int i = 0; i < g->n && found < 0; i++)
         if (!strcmp(g->nodes[i].name, name)) found = i;

@@ -48,7 +48,7 @@ int rt_store_count(const rt_store *st);
 const char *rt_store_name(const rt_store *st, int i);
 const ir_type *rt_store_type(const rt_store *st, int i);
 int rt_store_find(const rt_store *st, const char *name); /* -1 if absent */
-void rt_store_read(rt_store *st, int i, float *host);        /* numel floats */
+void rt_store_read(rt_store *st, int i, float *host);    /* numel floats */
 void rt_store_write(rt_store *st, int i, const float *host);
 /* The i-th tensor's device buffer (executors, collectives). */
 void *rt_store_buffer(rt_store *st, int i);

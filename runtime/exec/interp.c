@@ -67,7 +67,7 @@ static chan_layout layout_of(const ir_type *t) {
     return l;
 }
 
-#define AT(l, ni, ci, i) (((ni) * (l).c + (ci)) * (l).inner + (i))
+#define AT(l, ni, ci, i)    (((ni) * (l).c + (ci)) * (l).inner + (i))
 #define IDX4(t, a, b, c, d) ((((a) * (t)->dim[1] + (b)) * (t)->dim[2] + (c)) * (t)->dim[3] + (d))
 
 /* Index into x (NCHW) of tap t = i*k + j of the k x k window whose top-left
@@ -102,9 +102,12 @@ static void conv_loop(conv_mode mode, const ir_type *xt, const ir_type *yt, cons
                             int64_t xi = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
                             if (xi < 0) continue; /* zero padding */
                             int64_t wi = (o * C + c) * k * k + t;
-                            if (mode == CONV_FORWARD) out[yi] += x[xi] * w[wi];
-                            else if (mode == CONV_GRAD_DATA) out[xi] += dy[yi] * w[wi];
-                            else out[wi] += dy[yi] * x[xi];
+                            if (mode == CONV_FORWARD)
+                                out[yi] += x[xi] * w[wi];
+                            else if (mode == CONV_GRAD_DATA)
+                                out[xi] += dy[yi] * w[wi];
+                            else
+                                out[wi] += dy[yi] * x[xi];
                         }
                 }
 }
@@ -135,8 +138,8 @@ static void op_add(op_args *a) {
 /* Index of the first maximum of one pooling window in row-major scan order,
  * or -1 if the window holds only padding (the shape rule rules that out).
  * Padding counts as -inf: it never wins, not even against -inf inputs. */
-static int64_t window_argmax(const double *x, const ir_type *xt, int64_t n, int64_t c,
-                             int64_t h0, int64_t w0, int64_t k) {
+static int64_t window_argmax(const double *x, const ir_type *xt, int64_t n, int64_t c, int64_t h0,
+                             int64_t w0, int64_t k) {
     int64_t best = -1;
     for (int64_t t = 0; t < k * k; t++) {
         int64_t at = window_tap(xt, n, c, h0, w0, k, t);
@@ -175,7 +178,8 @@ static void pool(op_args *a, pool_fn window) {
         for (int64_t c = 0; c < yt->dim[1]; c++)
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < yt->dim[3]; ow++)
-                    a->y[IDX4(yt, n, c, oh, ow)] = window(a->x[0], xt, n, c, oh * s - p, ow * s - p, k);
+                    a->y[IDX4(yt, n, c, oh, ow)] =
+                        window(a->x[0], xt, n, c, oh * s - p, ow * s - p, k);
 }
 
 static void op_maxpool(op_args *a) { pool(a, window_max); }
@@ -204,7 +208,8 @@ static void matmul(int64_t m, int64_t n, int64_t depth, const double *a, int64_t
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
             double sum = 0;
-            for (int64_t q = 0; q < depth; q++) sum += a[i * a_row + q * a_col] * b[q * b_row + j * b_col];
+            for (int64_t q = 0; q < depth; q++)
+                sum += a[i * a_row + q * a_col] * b[q * b_row + j * b_col];
             c[i * n + j] = sum;
         }
 }
@@ -295,7 +300,8 @@ static void op_batchnorm(op_args *a) {
         bn_normalise(a->x[0], l, rmean, rvar, a->x[1], a->x[2], eps, a->y);
         return;
     }
-    double *mean = malloc(sizeof(double) * (size_t)l.c), *var = malloc(sizeof(double) * (size_t)l.c);
+    double *mean = malloc(sizeof(double) * (size_t)l.c),
+           *var = malloc(sizeof(double) * (size_t)l.c);
     if (!mean || !var) abort();
     channel_mean(a->x[0], l, mean);
     channel_var(a->x[0], l, mean, var);
@@ -311,8 +317,8 @@ static void op_bn_mean(op_args *a) { channel_mean(a->x[0], layout_of(a->in[0]), 
 static void op_bn_var(op_args *a) { channel_var(a->x[0], layout_of(a->in[0]), a->x[1], a->y); }
 
 static void op_bn_apply(op_args *a) {
-    bn_normalise(a->x[0], layout_of(a->in[0]), a->x[1], a->x[2], a->x[3], a->x[4],
-                 a->n->fattr[0], a->y);
+    bn_normalise(a->x[0], layout_of(a->in[0]), a->x[1], a->x[2], a->x[3], a->x[4], a->n->fattr[0],
+                 a->y);
 }
 
 static void op_ema(op_args *a) {
@@ -420,7 +426,8 @@ static void pool_grad(op_args *a, const ir_type *xt, spread_fn spread) {
         for (int64_t c = 0; c < dyt->dim[1]; c++)
             for (int64_t oh = 0; oh < dyt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < dyt->dim[3]; ow++)
-                    spread(a, xt, n, c, oh * s - p, ow * s - p, k, a->x[0][IDX4(dyt, n, c, oh, ow)]);
+                    spread(a, xt, n, c, oh * s - p, ow * s - p, k,
+                           a->x[0][IDX4(dyt, n, c, oh, ow)]);
 }
 
 static void op_maxpool_grad(op_args *a) { pool_grad(a, a->in[1], spread_max); }

@@ -37,7 +37,8 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
         limit = ir_parse_size(env);
         whose = "DPC_MAX_MEMORY";
         if (limit < 0) {
-            snprintf(err, errlen, "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
+            snprintf(err, errlen, "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'",
+                     env);
             return -1;
         }
     } else if (be->memory_bytes > 0) {
@@ -47,7 +48,8 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
         if (limit <= 0) return 0; /* nothing to compare with */
     }
     pass_memplan *mt = NULL, *me = NULL;
-    if (find_memplan(plan, plan->train, &mt, err, errlen) || find_memplan(plan, plan->eval, &me, err, errlen)) {
+    if (find_memplan(plan, plan->train, &mt, err, errlen) ||
+        find_memplan(plan, plan->eval, &me, err, errlen)) {
         pass_memplan_free(mt);
         return -1;
     }
@@ -60,10 +62,11 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     if (total <= limit) return 0;
     char what[400], t[32], e[32], in[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
-    snprintf(err, errlen, "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
-             "batches %s; the limit is %s (%s)", plan->source[0] ? plan->source : plan->model,
-             ir_bytes_str(total, t, sizeof t), be->name, replicas, replicas == 1 ? "" : "s",
-             ir_bytes_str(each, e, sizeof e), what, ir_bytes_str(input_bytes, in, sizeof in),
-             ir_bytes_str(limit, lim, sizeof lim), whose);
+    snprintf(err, errlen,
+             "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
+             "batches %s; the limit is %s (%s)",
+             plan->source[0] ? plan->source : plan->model, ir_bytes_str(total, t, sizeof t),
+             be->name, replicas, replicas == 1 ? "" : "s", ir_bytes_str(each, e, sizeof e), what,
+             ir_bytes_str(input_bytes, in, sizeof in), ir_bytes_str(limit, lim, sizeof lim), whose);
     return -1;
 }

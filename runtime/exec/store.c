@@ -25,7 +25,6 @@ struct rt_store {
     store_entry *t;
 };
 
-
 /* Optimizer state is a STATE named "PARAM.something" for a PARAM of the
  * graph ("conv0.weight.momentum"); BatchNorm statistics are not. */
 static int is_optimizer_state(const ir_graph *g, const ir_node *n) {
@@ -84,7 +83,7 @@ static void xavier(float *w, const ir_type *t, double magnitude, rt_rng *rng) {
 }
 
 void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
-    (void)g; /* the store recorded each tensor's initialiser when it was made */
+    (void)g;                 /* the store recorded each tensor's initialiser when it was made */
     double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
     if (t) magnitude = t->init_magnitude;
     rt_rng rng;

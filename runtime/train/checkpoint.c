@@ -19,7 +19,9 @@
 #include "runtime/exec/exec.h"
 #include "runtime/train/safetensors.h"
 
-static void ckpt_path(const char *dir, char *path, size_t len) { snprintf(path, len, "%s/%s", dir, RT_CKPT_FILE); }
+static void ckpt_path(const char *dir, char *path, size_t len) {
+    snprintf(path, len, "%s/%s", dir, RT_CKPT_FILE);
+}
 
 int rt_ckpt_exists(const char *dir) {
     char path[4096];
@@ -44,7 +46,8 @@ static uint64_t fnv_entry(uint64_t h, const char *name, int ndim, const int64_t 
  * between replicas. */
 static int per_replica(const dpc_plan *plan, const char *name) {
     for (int i = 0; i < plan->eval->n; i++)
-        if (plan->eval->nodes[i].op == IR_OP_STATE && !strcmp(plan->eval->nodes[i].name, name)) return 1;
+        if (plan->eval->nodes[i].op == IR_OP_STATE && !strcmp(plan->eval->nodes[i].name, name))
+            return 1;
     return 0;
 }
 
@@ -59,13 +62,17 @@ int64_t rt_ckpt_stats_count(const dpc_plan *plan, rt_store *st) {
 static void stats_copy(const dpc_plan *plan, rt_store *st, float *buf, int to_store) {
     for (int i = 0; i < rt_store_count(st); i++) {
         if (!per_replica(plan, rt_store_name(st, i))) continue;
-        if (to_store) rt_store_write(st, i, buf);
-        else rt_store_read(st, i, buf);
+        if (to_store)
+            rt_store_write(st, i, buf);
+        else
+            rt_store_read(st, i, buf);
         buf += ir_numel(rt_store_type(st, i));
     }
 }
 
-void rt_ckpt_stats_read(const dpc_plan *plan, rt_store *st, float *out) { stats_copy(plan, st, out, 0); }
+void rt_ckpt_stats_read(const dpc_plan *plan, rt_store *st, float *out) {
+    stats_copy(plan, st, out, 0);
+}
 void rt_ckpt_stats_write(const dpc_plan *plan, rt_store *st, const float *in) {
     stats_copy(plan, st, (float *)in, 1);
 }
@@ -88,8 +95,10 @@ static int list_slots(const dpc_plan *plan, rt_store *store0, int total, slot *o
             const char *name = rt_store_name(store0, i);
             int stat = per_replica(plan, name);
             if (r > 0 && !stat) continue;
-            if (r == 0) snprintf(out[k].name, sizeof out[k].name, "%s", name);
-            else snprintf(out[k].name, sizeof out[k].name, "replica.%d/%s", r, name);
+            if (r == 0)
+                snprintf(out[k].name, sizeof out[k].name, "%s", name);
+            else
+                snprintf(out[k].name, sizeof out[k].name, "replica.%d/%s", r, name);
             out[k].replica = r, out[k].index = i, out[k].offset = stat ? off : -1;
             if (stat) off += ir_numel(rt_store_type(store0, i));
             k++;
@@ -107,7 +116,8 @@ typedef struct {
     int n;
 } meta_list;
 
-static void meta_add(meta_list *m, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void meta_add(meta_list *m, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
     char *v = m->val[m->n / 2];
     va_list ap;
@@ -119,10 +129,11 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
     m->kv[m->n] = NULL;
 }
 
-int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n, const float *stats,
-                  const rt_ckpt_state *s, char *err, size_t errlen) {
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n,
+                  const float *stats, const rt_ckpt_state *s, char *err, size_t errlen) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return ir_fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
+        return ir_fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir,
+                       strerror(errno));
     char path[4096];
     ckpt_path(dir, path, sizeof path);
 
@@ -166,12 +177,16 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
         size_t bytes = sizeof(float) * (size_t)ir_numel(t);
         data[i] = malloc(bytes + 1);
         RT_CHECK_ALLOC(data[i]);
-        if (sl[i].replica == 0) rt_store_read(store0, sl[i].index, data[i]);
-        else memcpy(data[i], stats + sl[i].offset, bytes);
+        if (sl[i].replica == 0)
+            rt_store_read(store0, sl[i].index, data[i]);
+        else
+            memcpy(data[i], stats + sl[i].offset, bytes);
         e[i] = (rt_st_entry){sl[i].name, t->ndim, t->dim, data[i]};
         h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
     }
-    for (int i = 0; i < k; i++) h = ir_fnv1a(h, data[i], sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
+    for (int i = 0; i < k; i++)
+        h = ir_fnv1a(h, data[i],
+                     sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
     meta_add(mp, "checksum", "%016" PRIx64, h);
 
     /* rt_st_write syncs the file and DIR (ir_file): it survives a crash. */
@@ -186,7 +201,8 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
 
 /* ---- reading ---- */
 
-static const char *need_meta(const rt_st_file *f, const char *path, const char *key, char *err, size_t errlen) {
+static const char *need_meta(const rt_st_file *f, const char *path, const char *key, char *err,
+                             size_t errlen) {
     const char *v = rt_st_meta(f, key);
     if (!v) ir_fail(err, errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", path, key);
     return v;
@@ -203,8 +219,8 @@ static int meta_i64(const rt_st_file *f, const char *path, const char *key, int6
     return !v ? -1 : ir_parse_i64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
 
-static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint64_t *out, char *err,
-                    size_t errlen) {
+static int meta_u64(const rt_st_file *f, const char *path, const char *key, uint64_t *out,
+                    char *err, size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     return !v ? -1 : ir_parse_u64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
@@ -215,8 +231,8 @@ static int meta_f64(const rt_st_file *f, const char *path, const char *key, doub
     return !v ? -1 : ir_parse_f64(v, out) ? corrupt(path, key, v, err, errlen) : 0;
 }
 
-static int meta_str(const rt_st_file *f, const char *path, const char *key, char *out, size_t len, char *err,
-                    size_t errlen) {
+static int meta_str(const rt_st_file *f, const char *path, const char *key, char *out, size_t len,
+                    char *err, size_t errlen) {
     const char *v = need_meta(f, path, key, err, errlen);
     if (!v) return -1;
     snprintf(out, len, "%s", v);
@@ -226,41 +242,51 @@ static int meta_str(const rt_st_file *f, const char *path, const char *key, char
 static uint64_t file_checksum(const rt_st_file *f) {
     uint64_t h = IR_FNV1A_INIT;
     for (int i = 0; i < f->nmeta; i++)
-        if (strcmp(f->meta_keys[i], "checksum")) h = ir_fnv1a_str(ir_fnv1a_str(h, f->meta_keys[i]), f->meta_values[i]);
-    for (int i = 0; i < f->n; i++) h = fnv_entry(h, f->tensors[i].name, f->tensors[i].ndim, f->tensors[i].shape);
+        if (strcmp(f->meta_keys[i], "checksum"))
+            h = ir_fnv1a_str(ir_fnv1a_str(h, f->meta_keys[i]), f->meta_values[i]);
     for (int i = 0; i < f->n; i++)
-        h = ir_fnv1a(h, f->bytes + f->data_start + f->tensors[i].begin, (size_t)(f->tensors[i].end - f->tensors[i].begin));
+        h = fnv_entry(h, f->tensors[i].name, f->tensors[i].ndim, f->tensors[i].shape);
+    for (int i = 0; i < f->n; i++)
+        h = ir_fnv1a(h, f->bytes + f->data_start + f->tensors[i].begin,
+                     (size_t)(f->tensors[i].end - f->tensors[i].begin));
     return h;
 }
 
 /* Format, checksum, plan and replica count; then the position. */
-static int check_header(const rt_st_file *f, const char *path, const dpc_plan *plan, int n, rt_ckpt_state *s,
-                        char *err, size_t errlen) {
+static int check_header(const rt_st_file *f, const char *path, const dpc_plan *plan, int n,
+                        rt_ckpt_state *s, char *err, size_t errlen) {
     const char *version = need_meta(f, path, "dpc_checkpoint", err, errlen);
     if (!version) return -1;
     if (strcmp(version, RT_CKPT_VERSION))
-        return ir_fail(err, errlen, "%s: checkpoint format version %s; this dprun reads version %s", path, version,
-                    RT_CKPT_VERSION);
+        return ir_fail(err, errlen, "%s: checkpoint format version %s; this dprun reads version %s",
+                       path, version, RT_CKPT_VERSION);
     const char *sum = need_meta(f, path, "checksum", err, errlen);
     if (!sum) return -1;
     char want[32];
     snprintf(want, sizeof want, "%016" PRIx64, file_checksum(f));
     if (strcmp(sum, want))
-        return ir_fail(err, errlen, "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)", path, sum,
-                    want);
+        return ir_fail(err, errlen,
+                       "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)", path,
+                       sum, want);
     char model[IR_NAME_MAX], plan_sum[32], mine[32];
     if (meta_str(f, path, "model", model, sizeof model, err, errlen) ||
         meta_str(f, path, "plan_checksum", plan_sum, sizeof plan_sum, err, errlen))
         return -1;
     snprintf(mine, sizeof mine, "%016" PRIx64, plan->checksum);
     if (strcmp(model, plan->model) || strcmp(plan_sum, mine))
-        return ir_fail(err, errlen, "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
-                    "plan is model %s, plan checksum %s", path, model, plan_sum, plan->model, mine);
+        return ir_fail(
+            err, errlen,
+            "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
+            "plan is model %s, plan checksum %s",
+            path, model, plan_sum, plan->model, mine);
     int64_t replicas, v;
     if (meta_i64(f, path, "replicas", &replicas, err, errlen)) return -1;
     if (replicas != n)
-        return ir_fail(err, errlen, "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
-                    "%d", path, (long long)replicas, replicas == 1 ? "" : "s", n);
+        return ir_fail(
+            err, errlen,
+            "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
+            "%d",
+            path, (long long)replicas, replicas == 1 ? "" : "s", n);
     memset(s, 0, sizeof *s);
     int rc = meta_i64(f, path, "step", &s->step, err, errlen);
     if (!rc) rc = meta_i64(f, path, "steps_per_epoch", &s->steps_per_epoch, err, errlen);
@@ -275,17 +301,21 @@ static int check_header(const rt_st_file *f, const char *path, const dpc_plan *p
     if (!rc) rc = meta_f64(f, path, "epoch_seconds", &s->epoch_seconds, err, errlen);
     if (!rc) rc = meta_f64(f, path, "total_seconds", &s->total_seconds, err, errlen);
     if (!rc) rc = meta_i64(f, path, "metrics_bytes", &s->metrics_bytes, err, errlen);
-    if (!rc) rc = meta_str(f, path, "metrics_pending", s->metrics_pending, sizeof s->metrics_pending, err, errlen);
-    if (!rc) rc = meta_str(f, path, "metrics_path", s->metrics_path, sizeof s->metrics_path, err, errlen);
+    if (!rc)
+        rc = meta_str(f, path, "metrics_pending", s->metrics_pending, sizeof s->metrics_pending,
+                      err, errlen);
+    if (!rc)
+        rc =
+            meta_str(f, path, "metrics_path", s->metrics_path, sizeof s->metrics_path, err, errlen);
     if (!rc) rc = meta_str(f, path, "flags", s->flags, sizeof s->flags, err, errlen);
     if (!rc && (s->step < 0 || s->steps_per_epoch <= 0))
-        rc = ir_fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path, (long long)s->step,
-                  (long long)s->steps_per_epoch);
+        rc = ir_fail(err, errlen, "%s: corrupt checkpoint: step %lld of %lld per epoch", path,
+                     (long long)s->step, (long long)s->steps_per_epoch);
     return rc;
 }
 
-int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n, float *stats, rt_ckpt_state *s,
-                 char *err, size_t errlen) {
+int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n, float *stats,
+                 rt_ckpt_state *s, char *err, size_t errlen) {
     char path[4096];
     ckpt_path(dir, path, sizeof path);
     char why[1024];
@@ -297,16 +327,20 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n,
     RT_CHECK_ALLOC(sl);
     int k = list_slots(plan, store0, n, sl);
     if (!rc && f->n != k)
-        rc = ir_fail(err, errlen, "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d", path,
-                  f->n, n, n == 1 ? "" : "s", k);
+        rc = ir_fail(err, errlen,
+                     "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d",
+                     path, f->n, n, n == 1 ? "" : "s", k);
     /* Every tensor present with our shape before anything is written. */
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
         const ir_type *t = rt_store_type(store0, sl[i].index);
         int same = j >= 0 && f->tensors[j].ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = f->tensors[j].shape[d] == t->dim[d];
-        if (j < 0) rc = ir_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
-        else if (!same) rc = ir_fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path, sl[i].name);
+        if (j < 0)
+            rc = ir_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
+        else if (!same)
+            rc = ir_fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path,
+                         sl[i].name);
     }
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);

@@ -50,7 +50,7 @@
 
 #include "ir/plan.h"
 
-#define RT_CKPT_FILE "checkpoint.safetensors"
+#define RT_CKPT_FILE    "checkpoint.safetensors"
 #define RT_CKPT_VERSION "2" /* 2: metrics_path and flags */
 
 typedef struct rt_store rt_store;
@@ -58,21 +58,21 @@ typedef struct rt_store rt_store;
 /* Where the run stands. The caller fills and checks the run-shape fields
  * (seed, data, batch) against its own options on resume. */
 typedef struct {
-    int64_t step;            /* optimizer steps done: the next step's index */
+    int64_t step; /* optimizer steps done: the next step's index */
     int64_t steps_per_epoch;
     int global_batch;
     uint64_t seed;
-    char data[256];          /* dataset name ("synthetic" or the folder) */
+    char data[256]; /* dataset name ("synthetic" or the folder) */
     int shuffle, augment;
-    double epoch_loss_sum;   /* the current epoch's summed per-sample losses so far */
-    int64_t epoch_skipped;   /* steps of the current epoch dropped by --on-nan skip */
-    double prev_lr;          /* the last step's lr (--momentum-correction) */
-    double epoch_seconds;    /* the current epoch's time so far */
-    double total_seconds;    /* the finished epochs' time */
-    int64_t metrics_bytes;   /* length of the metrics file at this point; -1: none */
+    double epoch_loss_sum;     /* the current epoch's summed per-sample losses so far */
+    int64_t epoch_skipped;     /* steps of the current epoch dropped by --on-nan skip */
+    double prev_lr;            /* the last step's lr (--momentum-correction) */
+    double epoch_seconds;      /* the current epoch's time so far */
+    double total_seconds;      /* the finished epochs' time */
+    int64_t metrics_bytes;     /* length of the metrics file at this point; -1: none */
     char metrics_pending[512]; /* the last finished epoch's metrics line, not yet written */
-    char metrics_path[4096]; /* the metrics file, absolute; "": none */
-    char flags[1024];        /* the flags that change the arithmetic: "--lr=0.1;--on-nan=stop;..." */
+    char metrics_path[4096];   /* the metrics file, absolute; "": none */
+    char flags[1024]; /* the flags that change the arithmetic: "--lr=0.1;--on-nan=stop;..." */
 } rt_ckpt_state;
 
 /* 1 when DIR holds a checkpoint file (valid or not), else 0. */
@@ -88,8 +88,8 @@ void rt_ckpt_stats_write(const dpc_plan *plan, rt_store *st, const float *in);
  * statistics of all n replicas of the job (stats: n * S floats; replica 0's
  * are taken from store0). 0, or -1 + message; the previous checkpoint
  * stays. */
-int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n, const float *stats,
-                  const rt_ckpt_state *s, char *err, size_t errlen);
+int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n,
+                  const float *stats, const rt_ckpt_state *s, char *err, size_t errlen);
 /* Loads DIR's checkpoint of an n-replica job into store0 (everything of
  * replica 0), stats (every replica's statistics, n * S floats, replica 0's
  * first) and *s. 0, or -1 + message (store0 untouched). */

@@ -63,7 +63,8 @@ static int accuracy_replicas(rt_run *r, const rt_batcher *b, double *acc) {
     if (rt_replicas_run(r->R, eval_replica, &j, r->err, sizeof r->err))
         return rt_run_fail(r, "eval failed: %s", r->err);
     double count[2] = {0, 0};
-    for (int k = 0; k < r->local; k++) count[0] += (double)j.right[k], count[1] += (double)j.seen[k];
+    for (int k = 0; k < r->local; k++)
+        count[0] += (double)j.right[k], count[1] += (double)j.seen[k];
     rt_mpi_allreduce_sum_f64(count, 2);
     *acc = count[1] > 0 ? count[0] / count[1] : 0;
     return 0;
@@ -83,9 +84,10 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
     while (!rc && (bt = rt_pipeline_next(in))) {
-        if (rt_exec_set_input(eval, "image", bt->images, sizeof(float) * img * (size_t)r->eval_batch) ||
-            (r->eval_has_label &&
-             rt_exec_set_input(eval, "label", bt->labels, sizeof(int32_t) * (size_t)r->eval_batch))) {
+        if (rt_exec_set_input(eval, "image", bt->images,
+                              sizeof(float) * img * (size_t)r->eval_batch) ||
+            (r->eval_has_label && rt_exec_set_input(eval, "label", bt->labels,
+                                                    sizeof(int32_t) * (size_t)r->eval_batch))) {
             rc = rt_run_fail(r, "the eval program refused its inputs");
             break;
         }

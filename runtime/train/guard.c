@@ -52,15 +52,18 @@ void rt_run_snapshot(rt_run *r, int restore) {
         RT_CHECK_ALLOC(r->snapshot);
         for (int k = 0; k < r->local; k++)
             for (int i = 0; i < count; i++) {
-                r->snapshot[k * count + i] = malloc(sizeof(float) * (size_t)ir_numel(rt_store_type(r->st, i)) + 1);
+                r->snapshot[k * count + i] =
+                    malloc(sizeof(float) * (size_t)ir_numel(rt_store_type(r->st, i)) + 1);
                 RT_CHECK_ALLOC(r->snapshot[k * count + i]);
             }
     }
     for (int k = 0; k < r->local; k++) {
         rt_store *st = rt_replicas_store(r->R, k);
         for (int i = 0; i < count; i++) {
-            if (restore) rt_store_write(st, i, r->snapshot[k * count + i]);
-            else rt_store_read(st, i, r->snapshot[k * count + i]);
+            if (restore)
+                rt_store_write(st, i, r->snapshot[k * count + i]);
+            else
+                rt_store_read(st, i, r->snapshot[k * count + i]);
         }
     }
     r->snapshot_s += rt_now() - t0;
@@ -68,8 +71,8 @@ void rt_run_snapshot(rt_run *r, int restore) {
 
 /* After a step whose loss or parameters are not finite: stop (1, with the
  * place) or, with --on-nan skip, undo the step (0). */
-int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done, int e, long s,
-                          double lr) {
+int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done,
+                          int e, long s, double lr) {
     char what[IR_NAME_MAX + 96];
     if (!isfinite(step_loss))
         snprintf(what, sizeof what, "the loss is %s", isnan(step_loss) ? "nan" : "infinite");
@@ -80,8 +83,10 @@ int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double pre
         rt_run_snapshot(r, 1);
         r->prev_lr = prev_lr;
         rt_progress_clear(&r->bar);
-        fprintf(stderr, "%swarning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
-                "the step (--on-nan skip)\n", r->o->log_prefix, what, done, e, s, lr);
+        fprintf(stderr,
+                "%swarning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
+                "the step (--on-nan skip)\n",
+                r->o->log_prefix, what, done, e, s, lr);
         return 0;
     }
     char kept[4200];
@@ -89,6 +94,9 @@ int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double pre
         snprintf(kept, sizeof kept, "the last good checkpoint stays in %s", r->o->checkpoint);
     else
         snprintf(kept, sizeof kept, "no checkpoint was written (--checkpoint DIR keeps one)");
-    return rt_run_fail(r, "%s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); stopping; %s (a lower lr or "
-                     "a warmup may help; --on-nan skip skips such steps)", what, done, e, s, lr, kept);
+    return rt_run_fail(
+        r,
+        "%s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); stopping; %s (a lower lr or "
+        "a warmup may help; --on-nan skip skips such steps)",
+        what, done, e, s, lr, kept);
 }

@@ -42,9 +42,9 @@ typedef struct {
     rt_dataset *train_ds, *test_ds;
     rt_batcher train_b, test_b, train_eval_b;
     rt_backend *be;
-    rt_backend **bes;   /* each replica's backend (on the cpu: be, shared) */
-    int devices;        /* devices the replicas are placed on */
-    rt_coll *coll;      /* NULL with one replica in the job */
+    rt_backend **bes; /* each replica's backend (on the cpu: be, shared) */
+    int devices;      /* devices the replicas are placed on */
+    rt_coll *coll;    /* NULL with one replica in the job */
     rt_replicas *R;
     int local, total;   /* replicas in this process, in the job */
     size_t img;         /* floats per image */
@@ -67,13 +67,13 @@ typedef struct {
     rt_progress bar;
     char err[1024];        /* scratch for the callees' messages */
     char error[2048];      /* the run's error (rt_run_fail): what rt_train returns */
-    double prev_lr; /* the last step's lr, for --momentum-correction */
+    double prev_lr;        /* the last step's lr, for --momentum-correction */
     rt_ckpt_state resumed; /* where the loop starts: zero, or --resume's checkpoint */
     int *params, nparams;  /* replica 0's parameters: the non-finite check */
     float *scratch;        /* one parameter, read back */
     float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
     double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
-    int overlap;           /* the next batch's copy overlaps each step (rt_replicas_overlap) */
+    int overlap;                /* the next batch's copy overlaps each step (rt_replicas_overlap) */
 } rt_run;
 
 /* Records the run's error (after erasing the progress bar, so the caller's
@@ -85,8 +85,8 @@ void rt_run_absolute_path(const char *path, char *out, size_t len);
 int rt_run_open_metrics(rt_run *r);
 int rt_run_flush_metrics(rt_run *r);
 /* The epoch's metrics object, without its closing brace. */
-void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch, long steps,
-                         double seconds, double wait, double test_acc);
+void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch,
+                         long steps, double seconds, double wait, double test_acc);
 
 /* setup.c */
 int rt_run_find_node(const ir_graph *g, const char *name);
@@ -96,12 +96,15 @@ int rt_run_open_data(rt_run *r);
 int rt_run_build(rt_run *r);
 
 /* params.c: 0 or -1 + err. */
-int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen);
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen);
+int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+                       size_t errlen);
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+                       size_t errlen);
 
 /* loop.c */
 /* A pipeline over `count` batches of b from batch `index` of `epoch`. */
-rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch, int64_t index);
+rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch,
+                             int64_t index);
 int rt_run_benchmark(rt_run *r);
 /* The epochs from r->resumed's position, then the final accuracies. */
 int rt_run_train(rt_run *r);
@@ -112,8 +115,8 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
 /* guard.c */
 int rt_run_nonfinite_param(rt_run *r);
 void rt_run_snapshot(rt_run *r, int restore);
-int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done, int e, long s,
-                          double lr);
+int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done,
+                          int e, long s, double lr);
 
 /* resume.c */
 int rt_run_check_checkpoint_options(rt_run *r);

@@ -15,7 +15,8 @@
 
 /* A pipeline over `count` batches of b from batch `index` of `epoch`, as
  * the options say. */
-rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch, int64_t index) {
+rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch,
+                             int64_t index) {
     rt_pipeline_config cfg = rt_pipeline_defaults();
     cfg.workers = r->o->data_workers;
     cfg.depth = r->o->data_depth;
@@ -63,27 +64,27 @@ static void correct_momentum(rt_run *r, double lr) {
  * device's inputs and handed back to the workers: pass it as bt with
  * staged = 1. NULL next (the run's last step), or no overlap: the next
  * batch is the caller's to take, as before. */
-static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, double lr, double *loss_sum,
-                const rt_batch **next) {
+static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, double lr,
+                double *loss_sum, const rt_batch **next) {
     correct_momentum(r, lr);
     r->prev_lr = lr;
     /* bt holds this process's slice of the global batch (the batcher is
      * sharded); replica r takes samples [r b, (r + 1) b) of it. */
     const rt_batch *nb = NULL;
     if (!r->overlap) {
-        if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global, r->loss,
-                             r->err, sizeof r->err))
+        if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global,
+                             r->loss, r->err, sizeof r->err))
             return rt_run_fail(r, "train step failed: %s", r->err);
         rt_pipeline_release(in);
     } else {
-        if (rt_replicas_step_enqueue(r->R, staged ? NULL : bt->images, staged ? NULL : bt->labels, (float)lr,
-                                     1.0f / (float)r->global, r->err, sizeof r->err))
+        if (rt_replicas_step_enqueue(r->R, staged ? NULL : bt->images, staged ? NULL : bt->labels,
+                                     (float)lr, 1.0f / (float)r->global, r->err, sizeof r->err))
             return rt_run_fail(r, "train step failed: %s", r->err);
         if (!staged) rt_pipeline_release(in);
         if (next && !(nb = rt_pipeline_next(in)))
             return rt_run_fail(r, "the input pipeline ended before the run's last step");
-        if (rt_replicas_step_finish(r->R, nb ? nb->images : NULL, nb ? nb->labels : NULL, r->loss, r->err,
-                                    sizeof r->err))
+        if (rt_replicas_step_finish(r->R, nb ? nb->images : NULL, nb ? nb->labels : NULL, r->loss,
+                                    r->err, sizeof r->err))
             return rt_run_fail(r, "train step failed: %s", r->err);
         if (nb) rt_pipeline_release(in);
     }
@@ -96,7 +97,6 @@ static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, doub
     *loss_sum += s;
     return 0;
 }
-
 
 int rt_run_benchmark(rt_run *r) {
     double lr = rt_schedule_epoch_lr(&r->sched, 0), sum = 0, t0 = 0;
@@ -116,21 +116,23 @@ int rt_run_benchmark(rt_run *r) {
     }
     double t = rt_now() - t0;
     rt_pipeline_get_stats(r->input, &st1);
-    fprintf(r->o->out, "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step); "
-            "input from %d data worker%s, waited %.3f seconds\n", r->o->benchmark, r->global, t,
-            r->o->data_workers, r->o->data_workers == 1 ? "" : "s", st1.wait_s - st0.wait_s);
+    fprintf(r->o->out,
+            "benchmark: %ld steps of batch %d in %.3f seconds (after 1 warm-up step); "
+            "input from %d data worker%s, waited %.3f seconds\n",
+            r->o->benchmark, r->global, t, r->o->data_workers, r->o->data_workers == 1 ? "" : "s",
+            st1.wait_s - st0.wait_s);
     fprintf(r->o->out, "throughput: %.1f img/s\n", (double)r->o->benchmark * r->global / t);
     return 0;
 }
 
 /* The loop's position and what it carries from epoch to epoch. */
 typedef struct {
-    long spe, done;          /* steps per epoch; steps done */
-    int64_t total;           /* steps the run makes */
+    long spe, done; /* steps per epoch; steps done */
+    int64_t total;  /* steps the run makes */
     double total_time, test_acc;
-    long test_acc_done;      /* the step count test_acc was measured at */
-    char pending[512];       /* the last epoch's metrics, completed at the end */
-    const rt_batch *next;    /* staged by the last step (r->overlap) */
+    long test_acc_done;   /* the step count test_acc was measured at */
+    char pending[512];    /* the last epoch's metrics, completed at the end */
+    const rt_batch *next; /* staged by the last step (r->overlap) */
     /* Whether a step has changed the parameters (a resumed run's had): with
      * --on-nan skip every step may be undone, and such a run saves nothing. */
     int progress;
@@ -154,12 +156,16 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
     int staged = L->next != NULL;
     const rt_batch *bt = staged ? L->next : rt_pipeline_next(r->input);
     L->next = NULL;
-    if (!bt) return rt_run_fail(r, "the input pipeline ended after %ld steps of %lld", L->done, (long long)L->total);
+    if (!bt)
+        return rt_run_fail(r, "the input pipeline ended after %ld steps of %lld", L->done,
+                           (long long)L->total);
     /* The epoch's clock starts at its first batch, as the article's. */
     if (!E->t0) E->t0 = rt_now() - E->t_before, rt_pipeline_get_stats(r->input, &E->st1);
-    double lr = rt_schedule_step_lr(&r->sched, E->e, s, L->spe), prev_lr = r->prev_lr, step_loss = 0;
+    double lr = rt_schedule_step_lr(&r->sched, E->e, s, L->spe), prev_lr = r->prev_lr,
+           step_loss = 0;
     if (o->on_nan_skip) rt_run_snapshot(r, 0);
-    if (step(r, r->input, bt, staged, lr, &step_loss, L->done + 1 < L->total ? &L->next : NULL)) return 1;
+    if (step(r, r->input, bt, staged, lr, &step_loss, L->done + 1 < L->total ? &L->next : NULL))
+        return 1;
     int bad_param = isfinite(step_loss) ? rt_run_nonfinite_param(r) : -1;
     if (!isfinite(step_loss) || bad_param >= 0) {
         if (rt_run_nonfinite_step(r, step_loss, bad_param, prev_lr, L->done, E->e, s, lr)) return 1;
@@ -169,7 +175,8 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
         L->progress = 1;
     }
     if (rt_debug_level() >= 2 && o->rank == 0)
-        fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, L->done, step_loss / r->global);
+        fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, L->done,
+                step_loss / r->global);
     E->steps++, L->done++;
     double el = rt_now() - E->t0;
     long counted = E->steps - E->skipped;
@@ -177,10 +184,14 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
                        counted ? E->loss_sum / ((double)counted * r->global) : NAN);
     /* Mid-epoch checkpoints; the epoch's last step gets the epoch's. */
     int stop = rt_run_stop_requested();
-    if (s + 1 < L->spe && (stop || (L->progress && L->done == L->total) ||
-                           (L->progress && o->checkpoint_every > 0 && L->done % o->checkpoint_every == 0))) {
-        rt_ckpt_state cs = {.step = L->done, .epoch_loss_sum = E->loss_sum, .epoch_skipped = E->skipped,
-                            .epoch_seconds = rt_now() - E->t0, .total_seconds = L->total_time};
+    if (s + 1 < L->spe &&
+        (stop || (L->progress && L->done == L->total) ||
+         (L->progress && o->checkpoint_every > 0 && L->done % o->checkpoint_every == 0))) {
+        rt_ckpt_state cs = {.step = L->done,
+                            .epoch_loss_sum = E->loss_sum,
+                            .epoch_skipped = E->skipped,
+                            .epoch_seconds = rt_now() - E->t0,
+                            .total_seconds = L->total_time};
         snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", L->pending);
         if (rt_run_write_checkpoint(r, &cs)) return 1;
     }
@@ -195,7 +206,8 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     FILE *out = o->out;
     int e = E->e;
     long counted = E->steps - E->skipped;
-    double dt = rt_now() - E->t0, mean = counted ? E->loss_sum / ((double)counted * r->global) : NAN;
+    double dt = rt_now() - E->t0,
+           mean = counted ? E->loss_sum / ((double)counted * r->global) : NAN;
     rt_pipeline_stats st2;
     rt_pipeline_get_stats(r->input, &st2);
     rt_progress_clear(&r->bar);
@@ -203,18 +215,23 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     rt_train_result *res = o->result;
     if (res) res->epochs = e + 1, res->train_loss = mean, res->seconds = L->total_time;
     double lr = rt_schedule_epoch_lr(&r->sched, e);
-    fprintf(out, "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
+    fprintf(out,
+            "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
             mean, r->global, lr, dt);
     fflush(out);
     double wait = st2.wait_s - E->st1.wait_s;
     if (rt_debug_level() >= 1)
-        fprintf(stderr, "%sdebug: epoch %d input: the steps waited %.4f s in %lld of %ld steps, "
-                "%.4f s before the first batch; %d data worker%s\n", o->log_prefix, e, wait,
-                (long long)(st2.stalls - E->st1.stalls), E->steps, E->st1.wait_s - E->st0.wait_s,
-                o->data_workers, o->data_workers == 1 ? "" : "s");
+        fprintf(stderr,
+                "%sdebug: epoch %d input: the steps waited %.4f s in %lld of %ld steps, "
+                "%.4f s before the first batch; %d data worker%s\n",
+                o->log_prefix, e, wait, (long long)(st2.stalls - E->st1.stalls), E->steps,
+                E->st1.wait_s - E->st0.wait_s, o->data_workers, o->data_workers == 1 ? "" : "s");
     if (rt_debug_level() >= 1)
-        fprintf(stderr, "%sdebug: epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
-                "of steps\n", o->log_prefix, e, r->check_s, r->snapshot_s, dt);
+        fprintf(
+            stderr,
+            "%sdebug: epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
+            "of steps\n",
+            o->log_prefix, e, r->check_s, r->snapshot_s, dt);
     r->check_s = r->snapshot_s = 0;
     double acc = -1;
     if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
@@ -225,7 +242,8 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     }
     if (r->metrics) {
         if (*L->pending) fprintf(r->metrics, "%s}\n", L->pending);
-        rt_run_metrics_line(L->pending, sizeof L->pending, e, lr, mean, r->global, E->steps, dt, wait, acc);
+        rt_run_metrics_line(L->pending, sizeof L->pending, e, lr, mean, r->global, E->steps, dt,
+                            wait, acc);
         if (rt_run_flush_metrics(r)) return 1;
     }
     if (E->steps == L->spe && L->progress) { /* a whole epoch: its checkpoint */
@@ -242,14 +260,17 @@ static int train_epoch(rt_run *r, loop_state *L, int e) {
     /* A resumed run starts at the checkpoint's step, mid-epoch perhaps,
      * with that epoch's loss sum and time so far. */
     int resumed = L->done % L->spe != 0; /* this epoch began before the checkpoint */
-    epoch_state E = {.e = e, .loss_sum = resumed ? r->resumed.epoch_loss_sum : 0,
-                     .t_before = resumed ? r->resumed.epoch_seconds : 0, .steps = L->done % L->spe,
+    epoch_state E = {.e = e,
+                     .loss_sum = resumed ? r->resumed.epoch_loss_sum : 0,
+                     .t_before = resumed ? r->resumed.epoch_seconds : 0,
+                     .steps = L->done % L->spe,
                      .skipped = resumed ? (long)r->resumed.epoch_skipped : 0};
     rt_pipeline_get_stats(r->input, &E.st0);
     char label[48];
     snprintf(label, sizeof label, "epoch %d", e);
     long left = L->spe - E.steps;
-    rt_progress_begin(&r->bar, label, (long)(L->total - L->done < left ? L->total - L->done : left));
+    rt_progress_begin(&r->bar, label,
+                      (long)(L->total - L->done < left ? L->total - L->done : left));
     for (long s = E.steps; s < L->spe && L->done < L->total; s++) {
         int rc = train_step(r, L, &E, s);
         if (rc) return rc;
@@ -261,25 +282,29 @@ static int train_epoch(rt_run *r, loop_state *L, int e) {
 static int finish(rt_run *r, loop_state *L) {
     const rt_train_options *o = r->o;
     if (!L->progress && L->done > 0)
-        return rt_run_fail(r, "all %ld steps were skipped (--on-nan skip): each had a non-finite loss or gradient, "
-                           "so the parameters never changed; nothing was saved (a lower lr or a warmup may help)",
-                           L->done);
+        return rt_run_fail(
+            r,
+            "all %ld steps were skipped (--on-nan skip): each had a non-finite loss or gradient, "
+            "so the parameters never changed; nothing was saved (a lower lr or a warmup may help)",
+            L->done);
     rt_pipeline_free(r->input);
     r->input = NULL;
     double train_acc;
     if (rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc)) return 1;
     /* The last --eval-every pass measured these very parameters. */
-    if (L->test_acc_done != L->done && rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc)) return 1;
-    fprintf(o->out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n", L->total_time,
-            train_acc, L->test_acc);
+    if (L->test_acc_done != L->done &&
+        rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc))
+        return 1;
+    fprintf(o->out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n",
+            L->total_time, train_acc, L->test_acc);
     fflush(o->out);
     rt_train_result *res = o->result;
     if (res) res->finished = 1, res->train_accuracy = train_acc, res->test_accuracy = L->test_acc;
     char *pending = L->pending;
     if (r->metrics && *pending) {
         if (!strstr(pending, "\"test_accuracy\""))
-            snprintf(pending + strlen(pending), sizeof L->pending - strlen(pending), ", \"test_accuracy\": %.6f",
-                     L->test_acc);
+            snprintf(pending + strlen(pending), sizeof L->pending - strlen(pending),
+                     ", \"test_accuracy\": %.6f", L->test_acc);
         fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", pending, train_acc);
         if (rt_run_flush_metrics(r)) return 1;
     }
@@ -288,14 +313,18 @@ static int finish(rt_run *r, loop_state *L) {
 
 int rt_run_train(rt_run *r) {
     const rt_train_options *o = r->o;
-    loop_state L = {.spe = (long)r->train_b.batches, .done = (long)r->resumed.step,
-                    .total_time = r->resumed.total_seconds, .test_acc = -1, .test_acc_done = -1};
+    loop_state L = {.spe = (long)r->train_b.batches,
+                    .done = (long)r->resumed.step,
+                    .total_time = r->resumed.total_seconds,
+                    .test_acc = -1,
+                    .test_acc_done = -1};
     L.total = (int64_t)r->t.epochs * L.spe;
     if (o->steps >= 0 && o->steps < L.total) L.total = o->steps;
     snprintf(L.pending, sizeof L.pending, "%s", r->resumed.metrics_pending);
     L.progress = L.done > 0;
     if (L.total > L.done) {
-        r->input = rt_run_input_at(r, &r->train_b, L.total - L.done, (int)(L.done / L.spe), L.done % L.spe);
+        r->input = rt_run_input_at(r, &r->train_b, L.total - L.done, (int)(L.done / L.spe),
+                                   L.done % L.spe);
         if (!r->input) return 1;
     }
     for (int e = (int)(L.done / L.spe); e < r->t.epochs && L.done < L.total; e++) {

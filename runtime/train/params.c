@@ -10,7 +10,6 @@
 #include "runtime/train/internal.h"
 #include "runtime/train/safetensors.h"
 
-
 /* What --save-params writes: every parameter and BatchNorm statistic in
  * definition order. The eval program holds exactly those (no optimizer
  * state), in the same order as the train program. */
@@ -25,7 +24,8 @@ static int saved_tensors(const dpc_plan *plan, const rt_store *st, int *idx) {
     return n;
 }
 
-int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen) {
+int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+                       size_t errlen) {
     int *idx = malloc(sizeof(int) * (size_t)(rt_store_count(st) + 1));
     RT_CHECK_ALLOC(idx);
     int n = saved_tensors(plan, st, idx);
@@ -49,7 +49,8 @@ int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, cha
     return rc;
 }
 
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen) {
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+                       size_t errlen) {
     rt_st_file *f = rt_st_read(path, err, errlen);
     if (!f) return -1;
     int rc = 0;
@@ -58,7 +59,8 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
         const rt_st_tensor *ft = &f->tensors[i];
         int k = rt_store_find(st, ft->name);
         if (k < 0) {
-            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name, plan->model);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name,
+                         plan->model);
             break;
         }
         const ir_type *t = rt_store_type(st, k);
@@ -71,8 +73,8 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
                          (long long)ft->shape[d]);
             strcat(got, "]");
-            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name, got,
-                      plan->model, want);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name,
+                         got, plan->model, want);
             break;
         }
     }
@@ -82,8 +84,9 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
     int n = saved_tensors(plan, st, idx);
     for (int i = 0; i < n && !rc; i++)
         if (rt_st_find(f, rt_store_name(st, idx[i])) < 0)
-            rc = ir_fail(err, errlen, "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
-                      path, rt_store_name(st, idx[i]), plan->model);
+            rc = ir_fail(err, errlen,
+                         "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
+                         path, rt_store_name(st, idx[i]), plan->model);
     free(idx);
     for (int i = 0; i < f->n && !rc; i++) {
         int k = rt_store_find(st, f->tensors[i].name);
@@ -93,8 +96,10 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
         /* A NaN or Inf would poison the first step: refuse it here, by name. */
         for (int64_t j = 0; j < f->tensors[i].numel && !rc; j++)
             if (!isfinite(buf[j]))
-                rc = ir_fail(err, errlen, "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
-                             path, f->tensors[i].name, isnan(buf[j]) ? "NaN" : "an infinity", (long long)j);
+                rc = ir_fail(err, errlen,
+                             "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
+                             path, f->tensors[i].name, isnan(buf[j]) ? "NaN" : "an infinity",
+                             (long long)j);
         if (!rc) rt_store_write(st, k, buf);
         free(buf);
     }

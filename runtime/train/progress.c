@@ -43,7 +43,8 @@ void rt_progress_format(char *buf, size_t len, int width, const char *label, lon
     clock_str(eta, sizeof eta, done > 0 ? elapsed / (double)done * (double)(total - done) : 0);
     if (!isnan(loss)) snprintf(lossbuf, sizeof lossbuf, " | loss %7.4f", loss);
     int digits = snprintf(tot, sizeof tot, "%ld", total);
-    snprintf(tail, sizeof tail, " %*ld/%s | %7.0f img/s%s | eta %5s", digits, done, tot, img_s, lossbuf, eta);
+    snprintf(tail, sizeof tail, " %*ld/%s | %7.0f img/s%s | eta %5s", digits, done, tot, img_s,
+             lossbuf, eta);
     /* The bar gets what is left of the line, between 10 and 40 cells;
      * one column stays free so the terminal never wraps. */
     int room = width - 1 - (int)strlen(label) - (int)strlen(tail) - 3;
@@ -66,7 +67,8 @@ void rt_progress_update(rt_progress *p, long done, double img_s, double loss) {
     if (done < p->total && t - p->t_drawn < 0.1) return;
     p->t_drawn = t;
     char line[512];
-    rt_progress_format(line, sizeof line, columns(p->f), p->label, done, p->total, img_s, loss, t - p->t_begin);
+    rt_progress_format(line, sizeof line, columns(p->f), p->label, done, p->total, img_s, loss,
+                       t - p->t_begin);
     /* Carriage return, the text, erase to the end of the line. */
     fprintf(p->f, "\r%s\033[K", line);
     fflush(p->f);

@@ -20,8 +20,8 @@
 
 typedef struct {
     FILE *f;
-    int enabled;   /* a terminal; else every call does nothing */
-    int shown;     /* a bar is on the line now */
+    int enabled; /* a terminal; else every call does nothing */
+    int shown;   /* a bar is on the line now */
     char label[48];
     long total;
     double t_begin, t_drawn;

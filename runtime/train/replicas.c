@@ -45,14 +45,13 @@ struct rt_replicas {
     int nthreads;
     pthread_mutex_t mu;
     pthread_cond_t job_cv, done_cv;
-    unsigned long job;  /* generation of the current job */
+    unsigned long job; /* generation of the current job */
     int pending, stop;
     rt_replica_fn fn;
     void *arg;
     int *rc;
     char (*err)[ERR_MAX];
 };
-
 
 static void *worker(void *p) {
     rt_replicas *R = ((worker_arg *)p)->R;
@@ -98,7 +97,8 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
         return NULL;
     }
     if (coll && rt_coll_local_size(coll) != n) {
-        snprintf(err, errlen, "replicas: communicator for %d replicas, not %d", rt_coll_local_size(coll), n);
+        snprintf(err, errlen, "replicas: communicator for %d replicas, not %d",
+                 rt_coll_local_size(coll), n);
         return NULL;
     }
     rt_replicas *R = calloc(1, sizeof *R);
@@ -119,7 +119,8 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
     pthread_cond_init(&R->done_cv, NULL);
     const ir_graph *g = plan->train;
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_INPUT && !strcmp(g->nodes[i].name, "image") && g->nodes[i].type.ndim >= 1) {
+        if (g->nodes[i].op == IR_OP_INPUT && !strcmp(g->nodes[i].name, "image") &&
+            g->nodes[i].type.ndim >= 1) {
             R->batch = (int)g->nodes[i].type.dim[0];
             R->image_elems = (size_t)(ir_numel(&g->nodes[i].type) / g->nodes[i].type.dim[0]);
         }
@@ -130,9 +131,11 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
          * slice and silently drift apart. */
         int sums = 0, grads = 0;
         for (int i = 0; i < g->n; i++)
-            sums += g->nodes[i].op == IR_OP_ALLREDUCE, grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
+            sums += g->nodes[i].op == IR_OP_ALLREDUCE,
+                grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
         if (grads && !sums) {
-            snprintf(err, errlen, "the plan's train program has no all-reduce of its gradients (compiled "
+            snprintf(err, errlen,
+                     "the plan's train program has no all-reduce of its gradients (compiled "
                      "by a dpc without the partition pass?): recompile it to run %d replicas",
                      rt_coll_size(coll));
             rt_replicas_free(R);
@@ -206,7 +209,9 @@ void rt_replicas_free(rt_replicas *R) {
 
 int rt_replicas_count(const rt_replicas *R) { return R->n; }
 rt_store *rt_replicas_store(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->st[r] : NULL; }
-rt_exec *rt_replicas_train(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->train[r] : NULL; }
+rt_exec *rt_replicas_train(rt_replicas *R, int r) {
+    return r >= 0 && r < R->n ? R->train[r] : NULL;
+}
 rt_exec *rt_replicas_eval(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->eval[r] : NULL; }
 rt_coll *rt_replicas_coll(rt_replicas *R) { return R->coll; }
 int rt_replicas_global(const rt_replicas *R, int r) {
@@ -279,15 +284,16 @@ typedef struct {
 static int set_batch(rt_replicas *R, int r, const float *images, const int32_t *labels) {
     rt_exec *ex = R->train[r];
     size_t b = (size_t)R->batch, off = (size_t)r * b;
-    return rt_exec_set_input(ex, "image", images + off * R->image_elems, sizeof(float) * b * R->image_elems) ||
+    return rt_exec_set_input(ex, "image", images + off * R->image_elems,
+                             sizeof(float) * b * R->image_elems) ||
            rt_exec_set_input(ex, "label", labels + off, sizeof(int32_t) * b);
 }
 
 /* Sets the inputs (images NULL: already set) and enqueues the step. */
 static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
     rt_exec *ex = R->train[r];
-    if ((a->images && set_batch(R, r, a->images, a->labels)) || rt_exec_set_scalar(ex, "lr", a->lr) ||
-        rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
+    if ((a->images && set_batch(R, r, a->images, a->labels)) ||
+        rt_exec_set_scalar(ex, "lr", a->lr) || rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
     char why[ERR_MAX - 64];
     if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
@@ -369,8 +375,8 @@ void rt_replicas_place(int n, int devices, int *device_of) {
     for (int r = 0; r < n; r++) device_of[r] = (int)((long)r * devices / n);
 }
 
-void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices, int local, int ranks,
-                        int batch) {
+void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
+                        int local, int ranks, int batch) {
     if (!prefix) prefix = "";
     int total = local * ranks;
     if (devices < 1) devices = 1;
@@ -393,8 +399,9 @@ void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, in
                 r - lo == 1 ? "" : "s", lo);
         if (r - lo > 1) fprintf(f, "-%d", r - 1);
         if (r - lo > 1)
-            fprintf(f, " share it (per-device BatchNorm and the global batch as on %d devices; slower)",
-                    r - lo);
+            fprintf(
+                f, " share it (per-device BatchNorm and the global batch as on %d devices; slower)",
+                r - lo);
         fputc('\n', f);
     }
     free(dev);
@@ -451,8 +458,8 @@ static int cuda_devices(rt_backend *const *bes, int n) {
 /* Under mpirun: nccl when every process runs the cuda backend on as many
  * devices as rank 0 (all processes decide alike, none is left waiting),
  * else mpi. */
-static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, const char *prefix, char *err,
-                               size_t errlen) {
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, const char *prefix,
+                               char *err, size_t errlen) {
     int d = cuda_devices(bes, n), d0 = d;
     rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
     int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
@@ -468,9 +475,11 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
             return NULL;
         }
         if (rank == 0)
-            fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix, ops ? why : err);
+            fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix,
+                    ops ? why : err);
     } else if (want && !strcmp(want, "nccl")) {
-        snprintf(err, errlen, "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        snprintf(err, errlen,
+                 "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
         return NULL;
     }
     if (errlen) err[0] = 0;
@@ -479,8 +488,8 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
     return c;
 }
 
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix, char *err,
-                              size_t errlen) {
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
+                              char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
@@ -500,7 +509,8 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
             snprintf(err, errlen, "DPC_COLL=nccl: %s", why);
             return NULL;
         }
-        fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n", prefix, why);
+        fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n",
+                prefix, why);
     } else if (want && !strcmp(want, "nccl")) {
         snprintf(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;

@@ -138,8 +138,8 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
  * on failure (err says why). DPC_COLL=local|nccl forces a kind; when NCCL
  * cannot start and was not forced, a note on stderr (`PREFIX note: ...`,
  * prefix NULL: none) says so and the local (mpi) kind runs. */
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix, char *err,
-                              size_t errlen);
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
+                              char *err, size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
  * unless OMP_NUM_THREADS is set, sets it to cores/n (at least 1), and
@@ -156,7 +156,7 @@ void rt_replicas_place(int n, int devices, int *device_of);
 /* The start-up banner: replicas, global batch, and how the replicas were
  * placed on the devices (`4 replicas share cpu`). One or more lines, each
  * starting with prefix (NULL: none). */
-void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices, int local, int ranks,
-                        int batch);
+void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
+                        int local, int ranks, int batch);
 
 #endif

@@ -30,7 +30,8 @@ void rt_run_absolute_path(const char *path, char *out, size_t len) {
     }
     const char *slash = strrchr(path, '/');
     char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
     char *d = realpath(dir, NULL);
     const char *base = slash ? slash + 1 : path, *dd = d ? d : dir;
     size_t dl = strlen(dd), bl = strlen(base);
@@ -60,14 +61,15 @@ int rt_run_flush_metrics(rt_run *r) {
     return 0;
 }
 
-
 /* The epoch's metrics object, without its closing brace (the last epoch's
  * gets the final accuracies appended). */
-void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch, long steps,
-                         double seconds, double wait, double test_acc) {
-    snprintf(buf, len, "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %.9g, \"batch\": %d, \"steps\": %ld, "
-             "\"seconds\": %.3f, \"img_per_s\": %.1f, \"input_wait_s\": %.4f", epoch, lr, loss, batch, steps,
-             seconds, seconds > 0 ? (double)steps * batch / seconds : 0.0, wait);
+void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch,
+                         long steps, double seconds, double wait, double test_acc) {
+    snprintf(buf, len,
+             "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %.9g, \"batch\": %d, \"steps\": %ld, "
+             "\"seconds\": %.3f, \"img_per_s\": %.1f, \"input_wait_s\": %.4f",
+             epoch, lr, loss, batch, steps, seconds,
+             seconds > 0 ? (double)steps * batch / seconds : 0.0, wait);
     if (test_acc >= 0)
         snprintf(buf + strlen(buf), len - strlen(buf), ", \"test_accuracy\": %.6f", test_acc);
 }

@@ -26,9 +26,10 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
         snprintf(lrs, sizeof lrs, "%.*g", digits, lr);
         if (strtod(lrs, NULL) == lr) break;
     }
-    snprintf(out, len, "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
-             "--momentum-correction=%s;--on-nan=%s", lrs,
-             r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
+    snprintf(out, len,
+             "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
+             "--momentum-correction=%s;--on-nan=%s",
+             lrs, r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
              o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
              o->on_nan_skip ? "skip" : "stop");
 }
@@ -51,8 +52,11 @@ static int check_flags(const char *dir, const char *saved, rt_run *r) {
             if (e && (size_t)(e - m) == strlen(t) && !strncmp(m, t, strlen(t))) now = e + 1;
         }
         if (strcmp(now, eq + 1))
-            return rt_run_fail(r, "checkpoint refused: %s was written with %s %s; this run has %s %s (a resume "
-                               "continues bit for bit only with the same flags)", dir, t, eq + 1, t, now);
+            return rt_run_fail(
+                r,
+                "checkpoint refused: %s was written with %s %s; this run has %s %s (a resume "
+                "continues bit for bit only with the same flags)",
+                dir, t, eq + 1, t, now);
     }
     return 0;
 }
@@ -69,7 +73,8 @@ static float *gather_stats(rt_run *r) {
     for (int k = 0; k < r->local; k++)
         rt_ckpt_stats_read(r->plan, rt_replicas_store(r->R, k), stats + (first + k) * S);
     for (int p = 0; p < r->o->ranks && r->o->ranks > 1; p++)
-        if (rt_mpi_bcast_bytes(stats + (int64_t)p * r->local * S, sizeof(float) * (size_t)(S * r->local), p)) {
+        if (rt_mpi_bcast_bytes(stats + (int64_t)p * r->local * S,
+                               sizeof(float) * (size_t)(S * r->local), p)) {
             free(stats);
             return NULL;
         }
@@ -85,7 +90,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
     if (!o->checkpoint) return 0;
     double t0 = rt_now();
     float *stats = gather_stats(r);
-    int bad = !stats ? rt_run_fail(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
+    int bad =
+        !stats ? rt_run_fail(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
     if (!bad && o->rank == 0) {
         s->steps_per_epoch = (int64_t)r->train_b.batches;
         s->global_batch = r->global;
@@ -103,8 +109,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
         if (rt_ckpt_write(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
             bad = rt_run_fail(r, "%s", r->err);
         else if (rt_debug_level() >= 1)
-            fprintf(stderr, "%sdebug: checkpoint at step %lld written to %s in %.3f s\n", o->log_prefix,
-                    (long long)s->step, o->checkpoint, rt_now() - t0);
+            fprintf(stderr, "%sdebug: checkpoint at step %lld written to %s in %.3f s\n",
+                    o->log_prefix, (long long)s->step, o->checkpoint, rt_now() - t0);
     }
     free(stats);
     return rt_mpi_any(bad);
@@ -114,7 +120,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
 int rt_run_check_checkpoint_options(rt_run *r) {
     const rt_train_options *o = r->o;
     if (!o->checkpoint) {
-        if (o->resume) return rt_run_fail(r, "--resume needs --checkpoint DIR (the directory to resume from)");
+        if (o->resume)
+            return rt_run_fail(r, "--resume needs --checkpoint DIR (the directory to resume from)");
         if (o->checkpoint_every) return rt_run_fail(r, "--checkpoint-every needs --checkpoint DIR");
         return 0;
     }
@@ -125,11 +132,14 @@ int rt_run_check_checkpoint_options(rt_run *r) {
      * exist on its machine alone (a rank that exits ends the job). */
     if (o->rank != 0) return 0;
     if (o->resume && !rt_ckpt_exists(o->checkpoint))
-        return rt_run_fail(r, "--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint, o->checkpoint,
-                           RT_CKPT_FILE);
+        return rt_run_fail(r, "--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint,
+                           o->checkpoint, RT_CKPT_FILE);
     if (!o->resume && rt_ckpt_exists(o->checkpoint))
-        return rt_run_fail(r, "%s already holds a checkpoint; add --resume to continue it, or remove it or choose "
-                           "another directory to start afresh", o->checkpoint);
+        return rt_run_fail(
+            r,
+            "%s already holds a checkpoint; add --resume to continue it, or remove it or choose "
+            "another directory to start afresh",
+            o->checkpoint);
     return 0;
 }
 
@@ -142,31 +152,43 @@ static int resume_checked(rt_run *r, float *stats) {
         return rt_run_fail(r, "%s", r->err);
     const char *d = o->checkpoint;
     if (s->seed != o->seed)
-        return rt_run_fail(r, "checkpoint refused: %s was written with --seed %llu; this run has --seed %llu "
-                           "(resume with the same flags)", d, (unsigned long long)s->seed,
-                           (unsigned long long)o->seed);
+        return rt_run_fail(
+            r,
+            "checkpoint refused: %s was written with --seed %llu; this run has --seed %llu "
+            "(resume with the same flags)",
+            d, (unsigned long long)s->seed, (unsigned long long)o->seed);
     if (strcmp(s->data, r->train_ds->name))
-        return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s", d, s->data,
-                           r->train_ds->name);
+        return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s",
+                           d, s->data, r->train_ds->name);
     if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
-        return rt_run_fail(r, "checkpoint refused: %s was written with global batch %d (%lld steps per epoch); "
-                           "this run has %d (%lld)", d, s->global_batch, (long long)s->steps_per_epoch,
-                           r->global, (long long)r->train_b.batches);
+        return rt_run_fail(
+            r,
+            "checkpoint refused: %s was written with global batch %d (%lld steps per epoch); "
+            "this run has %d (%lld)",
+            d, s->global_batch, (long long)s->steps_per_epoch, r->global,
+            (long long)r->train_b.batches);
     if (s->shuffle != r->train_b.shuffle || s->augment != r->train_b.augment)
-        return rt_run_fail(r, "checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
-                           "same --no-shuffle / --no-augment", d, s->shuffle ? "with" : "without",
-                           s->augment ? "with" : "without");
+        return rt_run_fail(
+            r,
+            "checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
+            "same --no-shuffle / --no-augment",
+            d, s->shuffle ? "with" : "without", s->augment ? "with" : "without");
     if (check_flags(d, s->flags, r)) return 1;
     /* The metrics file is the checkpoint's: appended to, never another. */
     char mine[4096] = "";
     if (o->metrics) rt_run_absolute_path(o->metrics, mine, sizeof mine);
     if (o->metrics && !*s->metrics_path)
-        return rt_run_fail(r, "checkpoint refused: %s was written without --metrics; this run has --metrics %s "
-                           "(its file would lack the epochs before the checkpoint)", d, o->metrics);
+        return rt_run_fail(
+            r,
+            "checkpoint refused: %s was written without --metrics; this run has --metrics %s "
+            "(its file would lack the epochs before the checkpoint)",
+            d, o->metrics);
     if (o->metrics && strcmp(mine, s->metrics_path) && !ir_file_same(o->metrics, s->metrics_path))
-        return rt_run_fail(r, "checkpoint refused: %s was written with --metrics %s; this run has --metrics %s "
-                           "(resume with the same file, or without --metrics to append to it)", d,
-                           s->metrics_path, o->metrics);
+        return rt_run_fail(
+            r,
+            "checkpoint refused: %s was written with --metrics %s; this run has --metrics %s "
+            "(resume with the same file, or without --metrics to append to it)",
+            d, s->metrics_path, o->metrics);
     if (*s->metrics_path && s->metrics_bytes >= 0) {
         r->metrics_path = o->metrics ? o->metrics : s->metrics_path;
         size_t len = 0;
@@ -178,9 +200,11 @@ static int resume_checked(rt_run *r, float *stats) {
         }
         if (len < (size_t)s->metrics_bytes) {
             free(old);
-            return rt_run_fail(r, "%s: %zu bytes, shorter than the %lld it had at the checkpoint; it is not the "
-                               "file the checkpoint was written with", r->metrics_path, len,
-                               (long long)s->metrics_bytes);
+            return rt_run_fail(
+                r,
+                "%s: %zu bytes, shorter than the %lld it had at the checkpoint; it is not the "
+                "file the checkpoint was written with",
+                r->metrics_path, len, (long long)s->metrics_bytes);
         }
         /* Lines written after the checkpoint are dropped: the resumed run
          * writes them again. */
@@ -192,7 +216,8 @@ static int resume_checked(rt_run *r, float *stats) {
     }
     long spe = (long)r->train_b.batches;
     fprintf(stderr, "%sresumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n",
-            o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe), spe);
+            o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe),
+            (long long)(s->step % spe), spe);
     return 0;
 }
 
@@ -212,13 +237,14 @@ int rt_run_resume(rt_run *r) {
     if (o->ranks > 1 && (rt_mpi_bcast_bytes(&r->resumed, sizeof r->resumed, 0) ||
                          rt_mpi_bcast_bytes(stats, sizeof(float) * (size_t)(S * r->total), 0))) {
         free(stats);
-        return rt_run_fail(r, "--resume: cannot send the checkpoint to the other processes over MPI");
+        return rt_run_fail(r,
+                           "--resume: cannot send the checkpoint to the other processes over MPI");
     }
     r->prev_lr = r->resumed.prev_lr;
     bad = rt_replicas_sync(r->R, r->err, sizeof r->err) ? rt_run_fail(r, "%s", r->err) : 0;
     for (int k = 0; k < r->local && !bad; k++)
-        rt_ckpt_stats_write(r->plan, rt_replicas_store(r->R, k), stats + (o->rank * r->local + k) * S);
+        rt_ckpt_stats_write(r->plan, rt_replicas_store(r->R, k),
+                            stats + (o->rank * r->local + k) * S);
     free(stats);
     return bad;
 }
-

@@ -44,18 +44,20 @@ typedef struct {
 static int jfail(jparse *j, const char *what) {
     /* Offsets count from the first byte after the 8 length bytes. */
     return ir_fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
-                (long)(j->p - j->start), what);
+                   (long)(j->p - j->start), what);
 }
 
 static void jws(jparse *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
 }
 
 static int jexpect(jparse *j, char c) {
     jws(j);
     if (j->p >= j->end || *j->p != c) {
         char msg[64];
-        snprintf(msg, sizeof msg, "expected '%c'%s", c, j->p >= j->end ? " but the header ended" : "");
+        snprintf(msg, sizeof msg, "expected '%c'%s", c,
+                 j->p >= j->end ? " but the header ended" : "");
         return jfail(j, msg);
     }
     j->p++;
@@ -175,7 +177,8 @@ static int jkey(jparse *j, char **key) {
 
 static int juint(jparse *j, uint64_t *out) {
     jws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "expected a non-negative integer");
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9')
+        return jfail(j, "expected a non-negative integer");
     uint64_t v = 0;
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
         v = v * 10 + (uint64_t)(*j->p++ - '0');
@@ -239,7 +242,8 @@ static int jshape(jparse *j, rt_st_tensor *t) {
         if (juint(j, &d)) return -1;
         if (t->ndim == RT_ST_MAX_DIMS) {
             char msg[256];
-            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", t->name, RT_ST_MAX_DIMS);
+            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", t->name,
+                     RT_ST_MAX_DIMS);
             return jfail(j, msg);
         }
         t->shape[t->ndim++] = (int64_t)d;
@@ -260,7 +264,8 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
             char *dt;
             rc = jstring(j, &dt);
             if (!rc && strcmp(dt, "F32") != 0) {
-                snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported", t->name, dt);
+                snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported",
+                         t->name, dt);
                 rc = jfail(j, msg);
             }
             free(dt);
@@ -281,7 +286,9 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
     if (more < 0) return -1;
     if (!have_dtype || !have_shape || !have_off) {
         snprintf(msg, sizeof msg, "tensor '%s' lacks %s", t->name,
-                 !have_dtype ? "\"dtype\"" : !have_shape ? "\"shape\"" : "\"data_offsets\"");
+                 !have_dtype   ? "\"dtype\""
+                 : !have_shape ? "\"shape\""
+                               : "\"data_offsets\"");
         return jfail(j, msg);
     }
     return 0;
@@ -289,7 +296,9 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
 
 static int cmp_begin(const void *a, const void *b) {
     const rt_st_tensor *x = *(const rt_st_tensor *const *)a, *y = *(const rt_st_tensor *const *)b;
-    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+    return x->begin < y->begin   ? -1
+           : x->begin > y->begin ? 1
+                                 : (x->end > y->end) - (x->end < y->end);
 }
 
 /* Shapes agree with byte ranges; ranges tile [0, data_len) exactly. */
@@ -305,16 +314,18 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
         }
         t->numel = (int64_t)numel;
         if (t->end < t->begin || t->end > data_len)
-            return ir_fail(err, errlen,
-                        "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
-                        "(truncated file?)",
-                        name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                        (unsigned long long)data_len);
+            return ir_fail(
+                err, errlen,
+                "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
+                "(truncated file?)",
+                name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                (unsigned long long)data_len);
         if (t->end - t->begin != numel * sizeof(float))
-            return ir_fail(err, errlen,
-                        "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu",
-                        name, t->name, (unsigned long long)(numel * sizeof(float)),
-                        (unsigned long long)(t->end - t->begin));
+            return ir_fail(
+                err, errlen,
+                "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu", name,
+                t->name, (unsigned long long)(numel * sizeof(float)),
+                (unsigned long long)(t->end - t->begin));
         for (int k = 0; k < i; k++)
             if (!strcmp(f->tensors[k].name, t->name))
                 return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, t->name);
@@ -327,14 +338,15 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
     int rc = 0;
     for (int i = 0; i < f->n && !rc; i++) {
         if (order[i]->begin != at)
-            rc = ir_fail(err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
-                      order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)at,
-                      order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
+            rc = ir_fail(
+                err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
+                order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)at,
+                order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
         at = order[i]->end;
     }
     if (!rc && at != data_len)
         rc = ir_fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
-                  (unsigned long long)data_len, (unsigned long long)at);
+                     (unsigned long long)data_len, (unsigned long long)at);
     free(order);
     return rc;
 }
@@ -376,8 +388,10 @@ static rt_st_tensor *new_tensor(jparse *j, rt_st_file *f, int *cap, char *key) {
         const char *why = NULL;
         int grown = *cap ? 2 * *cap : 64;
         rt_st_tensor *nt = NULL;
-        if (*cap >= (1 << 20)) why = "too many tensors";
-        else if (!(nt = realloc(f->tensors, (size_t)grown * sizeof *nt))) why = "out of memory";
+        if (*cap >= (1 << 20))
+            why = "too many tensors";
+        else if (!(nt = realloc(f->tensors, (size_t)grown * sizeof *nt)))
+            why = "out of memory";
         if (why) {
             free(key);
             jfail(j, why);
@@ -412,26 +426,30 @@ static int jheader(jparse *j, rt_st_file *f) {
 }
 
 /* The 8-byte little-endian header length, checked against the file. */
-static int header_length(const char *name, const unsigned char *buf, size_t len, size_t total, uint64_t *hlen,
-                         char *err, size_t errlen) {
+static int header_length(const char *name, const unsigned char *buf, size_t len, size_t total,
+                         uint64_t *hlen, char *err, size_t errlen) {
     if (len < 8)
-        return ir_fail(err, errlen, "%s: not a safetensors file: %zu bytes, too short for the header length",
+        return ir_fail(err, errlen,
+                       "%s: not a safetensors file: %zu bytes, too short for the header length",
                        name, len);
     *hlen = 0;
     for (int i = 7; i >= 0; i--) *hlen = *hlen << 8 | buf[i];
     if (*hlen > RT_ST_MAX_HEADER || *hlen > len - 8)
-        return ir_fail(err, errlen, "%s: not a safetensors file: header length %llu does not fit the %zu-byte file",
-                       name, (unsigned long long)*hlen, total);
+        return ir_fail(
+            err, errlen,
+            "%s: not a safetensors file: header length %llu does not fit the %zu-byte file", name,
+            (unsigned long long)*hlen, total);
     if (*hlen < 2 || buf[8] != '{')
-        return ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object", name);
+        return ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object",
+                       name);
     return 0;
 }
 
 /* Parses buf, taking ownership of it (freed on failure too). buf holds
  * the first len bytes of a total-byte file (len == total, or at least the
  * whole header); the layout is checked against total. */
-static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total, char *err,
-                               size_t errlen) {
+static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total,
+                               char *err, size_t errlen) {
     uint64_t hlen = 0;
     if (header_length(name, buf, len, total, &hlen, err, errlen)) {
         free(buf);
@@ -468,7 +486,8 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         if (rc) {
             int e = errno;
             close(fd);
-            ir_fail(err, errlen, "%s: cannot read: %s", path, rc < 0 ? strerror(e) : "the file shrank");
+            ir_fail(err, errlen, "%s: cannot read: %s", path,
+                    rc < 0 ? strerror(e) : "the file shrank");
             return NULL;
         }
         uint64_t h = 0;
@@ -483,8 +502,10 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         ir_fail(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    if (total >= 8) memcpy(buf, head, 8);
-    else if (ir_file_read_exact(fd, buf, total)) first = 0;
+    if (total >= 8)
+        memcpy(buf, head, 8);
+    else if (ir_file_read_exact(fd, buf, total))
+        first = 0;
     if (total >= 8 && ir_file_read_exact(fd, buf + 8, hlen)) first = 0;
     if (!first && total) {
         close(fd);
@@ -502,7 +523,8 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         } else {
             f->bytes = all;
             /* One byte more must not come: the file grew while read. */
-            if (ir_file_read_exact(fd, all + first, total - first) || ir_file_read_exact(fd, all + total, 1) != 1) {
+            if (ir_file_read_exact(fd, all + first, total - first) ||
+                ir_file_read_exact(fd, all + total, 1) != 1) {
                 ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
                 rt_st_free(f);
                 f = NULL;

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ST_MAX_DIMS 8
+#define RT_ST_MAX_DIMS   8
 /* The reference implementation refuses headers above 100 MB; so do we. */
 #define RT_ST_MAX_HEADER 100000000ull
 
@@ -59,12 +59,12 @@ typedef struct {
 } rt_st_tensor;
 
 typedef struct {
-    int n;                  /* tensors, in header order */
+    int n; /* tensors, in header order */
     rt_st_tensor *tensors;
-    unsigned char *bytes;   /* the whole file */
+    unsigned char *bytes; /* the whole file */
     size_t size;
-    size_t data_start;      /* 8 + header length */
-    int nmeta;              /* "__metadata__" string pairs, in header order */
+    size_t data_start; /* 8 + header length */
+    int nmeta;         /* "__metadata__" string pairs, in header order */
     char **meta_keys, **meta_values;
 } rt_st_file;
 

@@ -13,9 +13,12 @@
 static void json_string(FILE *h, const char *s) {
     fputc('"', h);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fputc('\\', h), fputc(*p, h);
-        else if (*p < 0x20) fprintf(h, "\\u%04x", *p);
-        else fputc(*p, h);
+        if (*p == '"' || *p == '\\')
+            fputc('\\', h), fputc(*p, h);
+        else if (*p < 0x20)
+            fprintf(h, "\\u%04x", *p);
+        else
+            fputc(*p, h);
     }
     fputc('"', h);
 }
@@ -49,15 +52,18 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
         if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
             fclose(h);
             free(text);
-            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name, t[i].ndim);
+            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name,
+                           t[i].ndim);
         }
         uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
         if (any) fputc(',', h);
         any = 1;
         json_string(h, t[i].name);
         fputs(":{\"dtype\":\"F32\",\"shape\":[", h);
-        for (int d = 0; d < t[i].ndim; d++) fprintf(h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
-        fprintf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
+        for (int d = 0; d < t[i].ndim; d++)
+            fprintf(h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+        fprintf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                (unsigned long long)(off + bytes));
         off += bytes;
     }
     fputc('}', h);

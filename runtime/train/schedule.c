@@ -44,5 +44,6 @@ double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long step
 }
 
 void rt_schedule_print(const rt_schedule *s, FILE *f) {
-    for (int e = 0; e < s->t->epochs; e++) fprintf(f, "epoch %d lr %.3f\n", e, rt_schedule_epoch_lr(s, e));
+    for (int e = 0; e < s->t->epochs; e++)
+        fprintf(f, "epoch %d lr %.3f\n", e, rt_schedule_epoch_lr(s, e));
 }

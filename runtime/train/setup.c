@@ -26,8 +26,8 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
     const ir_node *n = &g->nodes[i];
     if (n->type.ndim != ndim || n->type.dtype != dt) {
         char buf[64];
-        ir_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog, name,
-             ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
+        ir_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog,
+                name, ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
         return NULL;
     }
     return n;
@@ -51,15 +51,16 @@ int rt_run_check_outputs(rt_run *r) {
     const char *data = o->data ? o->data : getenv("DPC_DATA");
     if (data && *data && strcmp(data, "synthetic")) {
         rt_data_cifar10_paths(data, files);
-        for (int i = 0; i < RT_CIFAR10_FILES; i++) inputs[n] = files[i], what[n++] = "a --data file";
+        for (int i = 0; i < RT_CIFAR10_FILES; i++)
+            inputs[n] = files[i], what[n++] = "a --data file";
     }
     for (int k = 0; k < 2; k++) {
         if (!outs[k][1]) continue;
         for (int i = 0; i < n; i++)
             if (ir_file_same(outs[k][1], inputs[i]))
-                return rt_run_fail(r, "%s %s is %s (%s) of this run; writing it would destroy it", outs[k][0],
-                                   outs[k][1], what[i], inputs[i]);
-        if (o->benchmark) continue; /* --benchmark writes neither */
+                return rt_run_fail(r, "%s %s is %s (%s) of this run; writing it would destroy it",
+                                   outs[k][0], outs[k][1], what[i], inputs[i]);
+        if (o->benchmark) continue;        /* --benchmark writes neither */
         if (k == 0 && o->resume) continue; /* resume_run checks the checkpoint's file */
         if (ir_file_check_writable(outs[k][1], outs[k][0], r->err, sizeof r->err))
             return rt_run_fail(r, "%s", r->err);
@@ -67,7 +68,8 @@ int rt_run_check_outputs(rt_run *r) {
     if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
         return rt_run_fail(r, "--metrics and --save-params name the same file %s", o->metrics);
     /* The job's checkpoint is rank 0's to write (write_checkpoint). */
-    if (o->checkpoint && o->rank == 0 && ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
+    if (o->checkpoint && o->rank == 0 &&
+        ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     return 0;
 }
@@ -86,7 +88,8 @@ int rt_run_check_programs(rt_run *r) {
     const ir_node *lg = eimg ? need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
     if (!lg) {
         if (lab && !lr)
-            strncat(err, " (was the plan compiled without the optimizer pass?)", el - strlen(err) - 1);
+            strncat(err, " (was the plan compiled without the optimizer pass?)",
+                    el - strlen(err) - 1);
         return rt_run_fail(r, "%s", err);
     }
     r->batch = (int)img->type.dim[0];
@@ -94,12 +97,14 @@ int rt_run_check_programs(rt_run *r) {
     r->eval_batch = (int)eimg->type.dim[0];
     r->classes = (int)lg->type.dim[1];
     if (lab->type.dim[0] != r->batch || loss->type.dim[0] != r->batch)
-        return rt_run_fail(r, "the plan's train program has label/loss batches unlike its image batch %d",
-                           r->batch);
+        return rt_run_fail(
+            r, "the plan's train program has label/loss batches unlike its image batch %d",
+            r->batch);
     if (eimg->type.dim[1] != r->c || eimg->type.dim[2] != r->h || eimg->type.dim[3] != r->w ||
         lg->type.dim[0] != r->eval_batch)
         return rt_run_fail(r, "the plan's eval program takes other images than its train program");
-    if (r->classes < 10) return rt_run_fail(r, "the model has %d classes; the datasets have 10", r->classes);
+    if (r->classes < 10)
+        return rt_run_fail(r, "the model has %d classes; the datasets have 10", r->classes);
     int el_i = rt_run_find_node(eg, "label");
     r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
     return 0;
@@ -112,10 +117,11 @@ int rt_run_open_data(rt_run *r) {
     if (!spec && env && *env) spec = env;
     if (!spec || !strcmp(spec, "synthetic")) {
         if (o->rank == 0)
-        fprintf(stderr, "%snote: %s: using the built-in synthetic dataset (%d train / %d test "
-                "images, 10 classes); --data DIR trains on CIFAR-10\n", o->log_prefix,
-                spec ? "--data synthetic" : "no --data and $DPC_DATA unset", RT_SYNTHETIC_TRAIN,
-                RT_SYNTHETIC_TEST);
+            fprintf(stderr,
+                    "%snote: %s: using the built-in synthetic dataset (%d train / %d test "
+                    "images, 10 classes); --data DIR trains on CIFAR-10\n",
+                    o->log_prefix, spec ? "--data synthetic" : "no --data and $DPC_DATA unset",
+                    RT_SYNTHETIC_TRAIN, RT_SYNTHETIC_TEST);
         r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
         r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
     } else {
@@ -128,11 +134,12 @@ int rt_run_open_data(rt_run *r) {
     int slice = r->batch * r->local;
     if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, slice, RT_BATCH_TRAIN, o->seed, r->c, r->h,
                         r->w, r->err, sizeof r->err) ||
-        (o->ranks > 1 && rt_batcher_shard(&r->train_b, r->global, o->rank * slice, r->err, sizeof r->err)) ||
-        rt_batcher_init(&r->test_b, r->test_ds, &r->t, r->eval_batch, RT_BATCH_EVAL, o->seed, r->c, r->h,
-                        r->w, r->err, sizeof r->err) ||
-        rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL, o->seed,
-                        r->c, r->h, r->w, r->err, sizeof r->err))
+        (o->ranks > 1 &&
+         rt_batcher_shard(&r->train_b, r->global, o->rank * slice, r->err, sizeof r->err)) ||
+        rt_batcher_init(&r->test_b, r->test_ds, &r->t, r->eval_batch, RT_BATCH_EVAL, o->seed, r->c,
+                        r->h, r->w, r->err, sizeof r->err) ||
+        rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL,
+                        o->seed, r->c, r->h, r->w, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     if (o->no_shuffle) r->train_b.shuffle = 0;
     if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
@@ -151,15 +158,18 @@ int rt_run_build(rt_run *r) {
     RT_CHECK_ALLOC(r->bes);
     if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
-    r->coll = rt_replicas_coll_new(r->bes, r->local, o->ranks, o->log_prefix, r->err, sizeof r->err);
+    r->coll =
+        rt_replicas_coll_new(r->bes, r->local, o->ranks, o->log_prefix, r->err, sizeof r->err);
     if (!r->coll && r->err[0]) return rt_run_fail(r, "%s", r->err);
     r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
     if (!r->R) return rt_run_fail(r, "%s", r->err);
     r->st = rt_replicas_store(r->R, 0);
     r->overlap = rt_replicas_overlap(r->R);
     if (r->overlap && rt_debug_level() >= 1 && o->rank == 0)
-        fprintf(stderr, "%sdebug: the next batch's copy to the device overlaps each step "
-                "(DPC_INPUT_OVERLAP=0 turns it off)\n", o->log_prefix);
+        fprintf(stderr,
+                "%sdebug: the next batch's copy to the device overlaps each step "
+                "(DPC_INPUT_OVERLAP=0 turns it off)\n",
+                o->log_prefix);
     int bad = 0;
     if (o->load_params && o->rank == 0) {
         if (rt_run_load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err))
@@ -172,8 +182,8 @@ int rt_run_build(rt_run *r) {
     if (rt_mpi_any(bad)) return 1;
     if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
     r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local);
-    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
+    r->logits =
+        malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
     RT_CHECK_ALLOC(r->loss && r->logits);
     return 0;
 }
-

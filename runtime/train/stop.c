@@ -49,12 +49,16 @@ int rt_run_stopped(rt_run *r, long done, int e, long s) {
     rt_progress_clear(&r->bar);
     if (o->rank != 0) return 128 + sig;
     if (o->checkpoint)
-        fprintf(stderr, "%sinterrupted (%s) at epoch %d step %ld (%ld steps done); checkpoint written to "
-                "%s; resume with: %s\n", o->log_prefix, sig == SIGINT ? "SIGINT" : "SIGTERM", e, s, done,
-                o->checkpoint, o->resume_command ? o->resume_command : "the same command with --resume");
+        fprintf(stderr,
+                "%sinterrupted (%s) at epoch %d step %ld (%ld steps done); checkpoint written to "
+                "%s; resume with: %s\n",
+                o->log_prefix, sig == SIGINT ? "SIGINT" : "SIGTERM", e, s, done, o->checkpoint,
+                o->resume_command ? o->resume_command : "the same command with --resume");
     else
-        fprintf(stderr, "%sinterrupted (%s) at epoch %d step %ld (%ld steps done); no checkpoint was written "
-                "(--checkpoint DIR keeps one)\n", o->log_prefix, sig == SIGINT ? "SIGINT" : "SIGTERM", e, s,
-                done);
+        fprintf(
+            stderr,
+            "%sinterrupted (%s) at epoch %d step %ld (%ld steps done); no checkpoint was written "
+            "(--checkpoint DIR keeps one)\n",
+            o->log_prefix, sig == SIGINT ? "SIGINT" : "SIGTERM", e, s, done);
     return 128 + sig;
 }

@@ -17,7 +17,14 @@
 #include "runtime/train/replicas.h"
 
 /* The keys a spec may name, with what a value must be. */
-typedef enum { KIND_POSITIVE_REAL, KIND_COUNT, KIND_POSITIVE_COUNT, KIND_SEED, KIND_SCALING, KIND_BOOL } value_kind;
+typedef enum {
+    KIND_POSITIVE_REAL,
+    KIND_COUNT,
+    KIND_POSITIVE_COUNT,
+    KIND_SEED,
+    KIND_SCALING,
+    KIND_BOOL
+} value_kind;
 
 static const struct {
     const char *name;
@@ -46,7 +53,8 @@ static const char *key_list(void) {
 }
 
 /* One value of a key, checked by its kind; 0 or -1 with a message. */
-static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err, size_t errlen) {
+static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err,
+                       size_t errlen) {
     switch (kind) {
     case KIND_POSITIVE_REAL: {
         double d;
@@ -69,14 +77,20 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         return 0;
     }
     case KIND_SCALING:
-        if (!strcmp(v, "none")) *out = IR_LR_SCALING_NONE;
-        else if (!strcmp(v, "linear")) *out = IR_LR_SCALING_LINEAR;
-        else return ir_fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
+        if (!strcmp(v, "none"))
+            *out = IR_LR_SCALING_NONE;
+        else if (!strcmp(v, "linear"))
+            *out = IR_LR_SCALING_LINEAR;
+        else
+            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
         return 0;
     case KIND_BOOL:
-        if (!strcmp(v, "0")) *out = 0;
-        else if (!strcmp(v, "1")) *out = 1;
-        else return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
+        if (!strcmp(v, "0"))
+            *out = 0;
+        else if (!strcmp(v, "1"))
+            *out = 1;
+        else
+            return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
         return 0;
     }
     return ir_fail(err, errlen, "%s: unknown value kind", key);
@@ -90,10 +104,14 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     int k = -1;
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(KEYS[i].name) == klen && !strncmp(KEYS[i].name, tok, klen)) k = (int)i;
-    if (k < 0) return ir_fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok, key_list());
+    if (k < 0)
+        return ir_fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok,
+                       key_list());
     for (int a = 0; a < s->axes; a++)
-        if (s->axis[a].key == KEYS[k].key) return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
-    if (s->axes == RT_SWEEP_MAX_KEYS) return ir_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
+        if (s->axis[a].key == KEYS[k].key)
+            return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
+    if (s->axes == RT_SWEEP_MAX_KEYS)
+        return ir_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
     rt_sweep_axis *ax = &s->axis[s->axes];
     memset(ax, 0, sizeof *ax);
     ax->key = KEYS[k].key;
@@ -102,13 +120,16 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
         const char *comma = strchr(v, ',');
         size_t len = comma ? (size_t)(comma - v) : strlen(v);
         if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", tok);
-        if (len >= RT_SWEEP_VALUE_LEN) return ir_fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
+        if (len >= RT_SWEEP_VALUE_LEN)
+            return ir_fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
         if (ax->count == RT_SWEEP_MAX_VALUES)
-            return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name, RT_SWEEP_MAX_VALUES);
+            return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name,
+                           RT_SWEEP_MAX_VALUES);
         char *text = ax->text[ax->count];
         memcpy(text, v, len);
         text[len] = 0;
-        if (parse_value(KEYS[k].name, KEYS[k].kind, text, &ax->value[ax->count], err, errlen)) return -1;
+        if (parse_value(KEYS[k].name, KEYS[k].kind, text, &ax->value[ax->count], err, errlen))
+            return -1;
         for (int j = 0; j < ax->count; j++)
             if (ax->value[j] == ax->value[ax->count])
                 return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, text);
@@ -135,9 +156,11 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
         if (parse_token(s, tok, err, errlen)) return -1;
         p += len;
     }
-    if (s->axes == 0) return ir_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
+    if (s->axes == 0)
+        return ir_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
     if (rt_sweep_count(s) > RT_SWEEP_MAX_RUNS)
-        return ir_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s), RT_SWEEP_MAX_RUNS);
+        return ir_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s),
+                       RT_SWEEP_MAX_RUNS);
     return 0;
 }
 
@@ -253,11 +276,13 @@ static _Thread_local const rt_train_result *ranking;
 static int better_first(const void *pa, const void *pb) {
     long a = *(const long *)pa, b = *(const long *)pb;
     char why[8];
-    int oka = rt_sweep_ok(&ranking[a], why, sizeof why), okb = rt_sweep_ok(&ranking[b], why, sizeof why);
+    int oka = rt_sweep_ok(&ranking[a], why, sizeof why),
+        okb = rt_sweep_ok(&ranking[b], why, sizeof why);
     if (oka != okb) return okb - oka;
     if (oka) {
         const rt_train_result *x = &ranking[a], *y = &ranking[b];
-        if (x->test_accuracy != y->test_accuracy) return x->test_accuracy > y->test_accuracy ? -1 : 1;
+        if (x->test_accuracy != y->test_accuracy)
+            return x->test_accuracy > y->test_accuracy ? -1 : 1;
         if (x->train_loss != y->train_loss) return x->train_loss < y->train_loss ? -1 : 1;
     }
     return (a > b) - (a < b);
@@ -289,13 +314,19 @@ void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE 
         const rt_train_result *r = &res[i];
         char why[320];
         int ok = rt_sweep_ok(r, why, sizeof why);
-        if (ok) fprintf(f, "| %ld |", k + 1);
-        else fputs("| — |", f);
+        if (ok)
+            fprintf(f, "| %ld |", k + 1);
+        else
+            fputs("| — |", f);
         for (int a = 0; a < s->axes; a++) fprintf(f, " %s |", s->axis[a].text[digit(s, i, a)]);
-        if (r->epochs > 0) fprintf(f, " %.4f |", r->train_loss);
-        else fputs(" — |", f);
-        if (r->finished) fprintf(f, " %.4f | %.4f |", r->train_accuracy, r->test_accuracy);
-        else fputs(" — | — |", f);
+        if (r->epochs > 0)
+            fprintf(f, " %.4f |", r->train_loss);
+        else
+            fputs(" — |", f);
+        if (r->finished)
+            fprintf(f, " %.4f | %.4f |", r->train_accuracy, r->test_accuracy);
+        else
+            fputs(" — | — |", f);
         fprintf(f, " %.2f | %ld | ", r->seconds, i + 1);
         put_cell(why, f);
         fputs(" |\n", f);
@@ -305,8 +336,8 @@ void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE 
 
 /* The ranked table on stdout and in table_path; an error when no run
  * succeeded. */
-static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, int good, const char *table_path,
-                        char *err, size_t errlen) {
+static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, int good,
+                        const char *table_path, char *err, size_t errlen) {
     rt_sweep_table(s, res, n, stdout);
     fflush(stdout);
     if (table_path) {
@@ -327,10 +358,11 @@ static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, i
     return 0;
 }
 
-int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
-                 const char *table_path, char *err, size_t errlen) {
+int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
+                 const char *dir, const char *table_path, char *err, size_t errlen) {
     if (base->ranks > 1) {
-        ir_fail(err, errlen, "--sweep runs in one process; not under mpirun with %d processes", base->ranks);
+        ir_fail(err, errlen, "--sweep runs in one process; not under mpirun with %d processes",
+                base->ranks);
         return 1;
     }
     /* Every output checked before the first run, not after the last. */
@@ -338,7 +370,8 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         (table_path && ir_file_check_writable(table_path, "--sweep-out", err, errlen)))
         return 1;
     if (table_path && base->plan_path && ir_file_same(table_path, base->plan_path)) {
-        ir_fail(err, errlen, "--sweep-out %s is the plan of this run; writing it would destroy it", table_path);
+        ir_fail(err, errlen, "--sweep-out %s is the plan of this run; writing it would destroy it",
+                table_path);
         return 1;
     }
     const char *P = base->log_prefix ? base->log_prefix : "";
@@ -368,16 +401,20 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
         /* A failed run is a row of the table; its message goes where the
          * run's own lines would. */
-        if (rt_train(plan, &o, why_run, sizeof why_run) && *why_run) fprintf(stderr, "%serror: %s\n", P, why_run);
+        if (rt_train(plan, &o, why_run, sizeof why_run) && *why_run)
+            fprintf(stderr, "%serror: %s\n", P, why_run);
         if (res[i].status && res[i].error[0]) fprintf(log, "%serror: %s\n", P, res[i].error);
         int lost = fclose(log) != 0;
-        if (lost) rc = ir_fail(err, errlen, "out of memory for a sweep log");
-        else if (ir_file_write_all(log_path, log_text, log_len, err, errlen)) rc = -1;
+        if (lost)
+            rc = ir_fail(err, errlen, "out of memory for a sweep log");
+        else if (ir_file_write_all(log_path, log_text, log_len, err, errlen))
+            rc = -1;
         free(log_text);
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;
         if (ok)
-            fprintf(stderr, "%ssweep: run %ld: test accuracy %.4f\n", P, i + 1, res[i].test_accuracy);
+            fprintf(stderr, "%ssweep: run %ld: test accuracy %.4f\n", P, i + 1,
+                    res[i].test_accuracy);
         else
             fprintf(stderr, "%ssweep: run %ld: %s\n", P, i + 1, why);
     }

@@ -53,10 +53,12 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     *t = plan->schedule;
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
     if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
-    if (o->lr < 0 || isnan(o->lr)) return ir_fail(err, errlen, "--lr must be positive, got %g", o->lr);
+    if (o->lr < 0 || isnan(o->lr))
+        return ir_fail(err, errlen, "--lr must be positive, got %g", o->lr);
     if (o->lr > 0) {
         /* The dict keeps its shape: every entry scales with epoch 0's. */
-        if (!(t->lr_value[0] > 0)) return ir_fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
+        if (!(t->lr_value[0] > 0))
+            return ir_fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
         double k = o->lr / t->lr_value[0];
         for (int i = 0; i < t->lr_steps; i++) t->lr_value[i] *= k;
     }
@@ -91,20 +93,24 @@ static void run_free(rt_run *r) {
     free(r->metrics_buf);
 }
 
-
 /* Everything that can be refused before loading data or allocating
  * anything: the device, the options, the plan's programs, the memory. */
 static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
-    if (!(r->be = rt_backend_open(o->device, NULL, r->err, sizeof r->err))) return rt_run_fail(r, "%s", r->err);
+    if (!(r->be = rt_backend_open(o->device, NULL, r->err, sizeof r->err)))
+        return rt_run_fail(r, "%s", r->err);
     if (o->gpus > RT_MAX_LOCAL_REPLICAS)
-        return rt_run_fail(r, "--gpus %d: at most %d replicas per process (run more processes under mpirun)",
-                           o->gpus, RT_MAX_LOCAL_REPLICAS);
-    if (rt_train_schedule(plan, o, &r->t, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
+        return rt_run_fail(
+            r, "--gpus %d: at most %d replicas per process (run more processes under mpirun)",
+            o->gpus, RT_MAX_LOCAL_REPLICAS);
+    if (rt_train_schedule(plan, o, &r->t, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
     if (rt_run_check_programs(r) || rt_run_check_checkpoint_options(r)) return 1;
     /* Per replica store + programs, and the training and eval batches in flight. */
     int64_t slots = o->data_depth ? o->data_depth : o->data_workers + 2;
-    int64_t inputs = slots * ((int64_t)r->batch * o->gpus + r->eval_batch) * ((int64_t)r->c * r->h * r->w + 1) * 4;
-    if (rt_memory_check(plan, r->be, o->gpus, inputs, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
+    int64_t inputs = slots * ((int64_t)r->batch * o->gpus + r->eval_batch) *
+                     ((int64_t)r->c * r->h * r->w + 1) * 4;
+    if (rt_memory_check(plan, r->be, o->gpus, inputs, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
     return 0;
 }
 
@@ -141,14 +147,17 @@ static int open_run(rt_run *r, rt_train_options *o) {
 static void banner(const rt_run *r, const dpc_plan *plan) {
     const rt_train_options *o = r->o;
     if (o->rank != 0) return;
-    fprintf(stderr, "%s%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
-            "epoch, %lld train / %lld test images (%s)\n", o->log_prefix, plan->model,
-            (long long)ir_num_params(plan->train), r->be->name, r->total, r->total > 1 ? "s" : "", r->batch,
-            (long)r->train_b.batches, (long long)r->train_ds->count, (long long)r->test_ds->count,
-            r->train_ds->name);
+    fprintf(stderr,
+            "%s%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
+            "epoch, %lld train / %lld test images (%s)\n",
+            o->log_prefix, plan->model, (long long)ir_num_params(plan->train), r->be->name,
+            r->total, r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
+            (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
     if (r->total > 1) {
-        rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks, r->batch);
-        fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix, rt_coll_name(r->coll));
+        rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
+                           r->batch);
+        fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,
+                rt_coll_name(r->coll));
     }
 }
 
@@ -164,7 +173,8 @@ static int run_it(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
         rc = rt_run_train(r);
         rt_run_release_signals(old);
     }
-    if (!rc && o->save_params && rt_run_save_params(plan, r->st, o->save_params, r->err, sizeof r->err))
+    if (!rc && o->save_params &&
+        rt_run_save_params(plan, r->st, o->save_params, r->err, sizeof r->err))
         rc = rt_run_fail(r, "%s", r->err);
     return rc;
 }

@@ -61,45 +61,46 @@ typedef struct {
     double train_loss;     /* the last completed epoch's mean; NAN before the first */
     double train_accuracy; /* the final ones; -1 when not measured */
     double test_accuracy;
-    double seconds;        /* training time, as the `Training time` line */
-    char error[256];       /* a failed run's message (rt_train's err, cut to fit) */
+    double seconds;  /* training time, as the `Training time` line */
+    char error[256]; /* a failed run's message (rt_train's err, cut to fit) */
 } rt_train_result;
 
 typedef struct {
-    int epochs;                /* 0: the plan's */
-    long steps;                /* stop after this many optimizer steps; -1: no limit,
+    int epochs;         /* 0: the plan's */
+    long steps;         /* stop after this many optimizer steps; -1: no limit,
                                 * 0: only evaluate (e.g. parameters from --load-params) */
-    uint64_t seed;             /* init, shuffle, augmentation */
-    const char *data;          /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
-    const char *device;        /* "auto", "cpu" or "cuda" */
-    int gpus;                  /* data-parallel replicas in this process */
-    int rank, ranks;           /* MPI (rt_mpi_init): this process and how many; 0 and 1
+    uint64_t seed;      /* init, shuffle, augmentation */
+    const char *data;   /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
+    const char *device; /* "auto", "cpu" or "cuda" */
+    int gpus;           /* data-parallel replicas in this process */
+    int rank, ranks;    /* MPI (rt_mpi_init): this process and how many; 0 and 1
                                 * without mpirun. The job runs ranks x gpus replicas;
                                 * only rank 0 prints the log and writes files. */
-    int lr_scaling;            /* -1: the plan's; else IR_LR_SCALING_* */
-    int warmup_epochs;         /* -1: the plan's */
-    double lr;                 /* >0: base lr; the dict is scaled so epoch 0 has it (before
+    int lr_scaling;     /* -1: the plan's; else IR_LR_SCALING_* */
+    int warmup_epochs;  /* -1: the plan's */
+    double lr;          /* >0: base lr; the dict is scaled so epoch 0 has it (before
                                 * any linear scaling); 0: the plan's */
-    int warmup_per_iteration;  /* Goyal's per-step ramp instead of per epoch */
-    int momentum_correction;   /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
+    int warmup_per_iteration; /* Goyal's per-step ramp instead of per epoch */
+    int momentum_correction;  /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
-    const char *load_params;   /* safetensors to start from, or NULL */
-    const char *save_params;   /* safetensors to write at the end, or NULL */
-    long benchmark;            /* >0: time this many steps after a warm-up, then stop */
-    int eval_every;            /* >0: test accuracy every K epochs */
-    const char *metrics;       /* JSON lines, one per epoch, or NULL */
-    int data_workers;          /* batch-preparation threads; 0: on the training thread */
-    int data_depth;            /* batches prepared ahead (slots); 0: data_workers + 2 */
-    const char *checkpoint;    /* directory: a checkpoint at every epoch end, or NULL */
-    long checkpoint_every;     /* >0: also every N steps */
-    int resume;                /* continue from the checkpoint in `checkpoint` */
-    int on_nan_skip;           /* a non-finite loss or gradient skips the step (else stops the run) */
-    const char *plan_path;     /* the plan's file, or NULL: no output may name it */
-    const char *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
-    FILE *out;                 /* the log (stdout) */
-    const char *log_prefix;    /* starts every line on stderr (notes, warnings, progress of a
+    const char *load_params; /* safetensors to start from, or NULL */
+    const char *save_params; /* safetensors to write at the end, or NULL */
+    long benchmark;          /* >0: time this many steps after a warm-up, then stop */
+    int eval_every;          /* >0: test accuracy every K epochs */
+    const char *metrics;     /* JSON lines, one per epoch, or NULL */
+    int data_workers;        /* batch-preparation threads; 0: on the training thread */
+    int data_depth;          /* batches prepared ahead (slots); 0: data_workers + 2 */
+    const char *checkpoint;  /* directory: a checkpoint at every epoch end, or NULL */
+    long checkpoint_every;   /* >0: also every N steps */
+    int resume;              /* continue from the checkpoint in `checkpoint` */
+    int on_nan_skip;         /* a non-finite loss or gradient skips the step (else stops the run) */
+    const char *plan_path;   /* the plan's file, or NULL: no output may name it */
+    const char
+        *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
+    FILE *out;           /* the log (stdout) */
+    const char *log_prefix;  /* starts every line on stderr (notes, warnings, progress of a
                                 * sweep), e.g. "dprun: "; NULL: none */
-    rt_train_result *result;   /* filled at the end when not NULL */
+    rt_train_result *result; /* filled at the end when not NULL */
 } rt_train_options;
 
 rt_train_options rt_train_defaults(void);
@@ -175,10 +176,10 @@ void rt_schedule_print(const rt_schedule *s, FILE *f);
  *     int rc = rt_sweep_run(plan, &s, &base, "r-sweep", "table.md", err, sizeof err);
  */
 
-#define RT_SWEEP_MAX_KEYS 8
+#define RT_SWEEP_MAX_KEYS   8
 #define RT_SWEEP_MAX_VALUES 32
-#define RT_SWEEP_MAX_RUNS 4096
-#define RT_SWEEP_VALUE_LEN 32
+#define RT_SWEEP_MAX_RUNS   4096
+#define RT_SWEEP_VALUE_LEN  32
 
 typedef enum {
     RT_SWEEP_LR,
@@ -228,8 +229,8 @@ int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
  * stderr, each line starting with base->log_prefix. Exit status: 0, or 1
  * with err on set-up errors or when no run succeeded (failed runs are rows
  * of the table, not errors of the sweep). */
-int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base, const char *dir,
-                 const char *table_path, char *err, size_t errlen);
+int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
+                 const char *dir, const char *table_path, char *err, size_t errlen);
 /* The ranked Markdown table: rank, the swept values, train loss, train and
  * test accuracy, seconds, run number; failed runs last with their reason. */
 void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE *f);

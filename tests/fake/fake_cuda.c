@@ -58,19 +58,29 @@
 typedef void (*c_kernel)(void *const *arg, long long count, long long lo, long long hi);
 
 #define MAX_DEVICES 8
-#define MAX_JOINED 8
+#define MAX_JOINED  8
 
-struct CUctx_st { int device; };
-struct CUstream_st { struct CUgraph_st *rec; }; /* rec: the capture it records into */
-struct CUevent_st { struct CUgraph_st *rec; };  /* recorded inside that capture */
-struct CUmod_st { int unused; };
+struct CUctx_st {
+    int device;
+};
+struct CUstream_st {
+    struct CUgraph_st *rec;
+}; /* rec: the capture it records into */
+struct CUevent_st {
+    struct CUgraph_st *rec;
+}; /* recorded inside that capture */
+struct CUmod_st {
+    int unused;
+};
 struct CUfunc_st {
     char name[128];
     c_kernel fn;
     int nargs;
     struct CUfunc_st *next;
 };
-struct cublasContext { CUstream stream; };
+struct cublasContext {
+    CUstream stream;
+};
 
 enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_COPY };
 
@@ -90,7 +100,7 @@ typedef struct {
     struct ncclComm *comm;
     const void *src;
     void *dst;
-    size_t bytes; /* copy: bytes; all-reduce: floats */
+    size_t bytes;        /* copy: bytes; all-reduce: floats */
     int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
 } op;
 
@@ -105,7 +115,7 @@ struct CUgraphExec_st {
 };
 
 static struct CUctx_st ctxs[MAX_DEVICES];
-static struct CUfunc_st *registry; /* kernels the test registered */
+static struct CUfunc_st *registry;       /* kernels the test registered */
 static _Thread_local int capturing_here; /* this thread began a capture */
 
 static int devices(void) {
@@ -140,7 +150,8 @@ static float *widen(const void *src, int rows, int cols, int ld) {
     const bf16_t *h = src;
     float *f = malloc(sizeof(float) * ((size_t)ld * (size_t)cols + 1));
     if (!f) abort();
-    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++) f[i] = i % (size_t)ld < (size_t)rows ? dpc_bf16_to_f32(h[i]) : 0;
+    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++)
+        f[i] = i % (size_t)ld < (size_t)rows ? dpc_bf16_to_f32(h[i]) : 0;
     return f;
 }
 
@@ -150,16 +161,20 @@ static void run_bf16(const op *o) {
     int ra = o->ta == CUBLAS_OP_T ? o->k : o->m, ca = o->ta == CUBLAS_OP_T ? o->m : o->k;
     int rb = o->tb == CUBLAS_OP_T ? o->n : o->k, cb = o->tb == CUBLAS_OP_T ? o->k : o->n;
     for (int p = 0; p < o->batch; p++) {
-        float *a = o->bf16_ab ? widen((const bf16_t *)o->A + p * o->sa, ra, ca, o->lda) : (float *)o->A + p * o->sa;
-        float *b = o->bf16_ab ? widen((const bf16_t *)o->B + p * o->sb, rb, cb, o->ldb) : (float *)o->B + p * o->sb;
-        float *c = o->bf16_c ? widen((bf16_t *)o->C + p * o->sc, o->m, o->n, o->ldc) : o->C + p * o->sc;
+        float *a = o->bf16_ab ? widen((const bf16_t *)o->A + p * o->sa, ra, ca, o->lda)
+                              : (float *)o->A + p * o->sa;
+        float *b = o->bf16_ab ? widen((const bf16_t *)o->B + p * o->sb, rb, cb, o->ldb)
+                              : (float *)o->B + p * o->sb;
+        float *c =
+            o->bf16_c ? widen((bf16_t *)o->C + p * o->sc, o->m, o->n, o->ldc) : o->C + p * o->sc;
         cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
                     o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha, a,
                     o->lda, b, o->ldb, o->beta, c, o->ldc);
         if (o->bf16_c)
             for (int j = 0; j < o->n; j++)
                 for (int i = 0; i < o->m; i++)
-                    ((bf16_t *)o->C + p * o->sc)[(size_t)j * o->ldc + i] = dpc_f32_to_bf16(c[(size_t)j * o->ldc + i]);
+                    ((bf16_t *)o->C + p * o->sc)[(size_t)j * o->ldc + i] =
+                        dpc_f32_to_bf16(c[(size_t)j * o->ldc + i]);
         if (o->bf16_ab) free(a), free(b);
         if (o->bf16_c) free(c);
     }
@@ -242,8 +257,13 @@ static CUresult not_captured(CUstream s) {
 
 /* ---- driver ------------------------------------------------------------------- */
 
-CUresult CUDAAPI cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
-CUresult CUDAAPI cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuInit(unsigned int flags) {
+    return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDriverGetVersion(int *v) {
+    *v = 13000;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s) {
     *s = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
     return CUDA_SUCCESS;
@@ -252,7 +272,10 @@ CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s) {
     *s = r == CUDA_SUCCESS ? "no error" : "an error of the fake driver";
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDeviceGetCount(int *n) { *n = devices(); return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDeviceGetCount(int *n) {
+    *n = devices();
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal) {
     if (ordinal < 0 || ordinal >= devices()) return CUDA_ERROR_INVALID_DEVICE;
     *d = ordinal;
@@ -284,7 +307,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     *c = &ctxs[d];
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) { (void)d; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) {
+    (void)d;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
     return c >= ctxs && c < ctxs + MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
@@ -377,7 +403,10 @@ CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
     e->rec = s ? s->rec : NULL;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+    (void)e;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     (void)a, (void)b;
     *ms = 0;
@@ -394,7 +423,9 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int
     *m = &the_module;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuModuleUnload(CUmodule m) { return m == &the_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; }
+CUresult CUDAAPI cuModuleUnload(CUmodule m) {
+    return m == &the_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     (void)m;
     for (struct CUfunc_st *r = registry; r; r = r->next)
@@ -407,8 +438,8 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                 CUstream s, void **params, void **extra) {
-    if (!f || !params || extra || gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 || by != 1 ||
-        bz != 1 || shm)
+    if (!f || !params || extra || gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 ||
+        by != 1 || bz != 1 || shm)
         return CUDA_ERROR_INVALID_VALUE;
     op o;
     memset(&o, 0, sizeof o);
@@ -492,8 +523,9 @@ cublasStatus_t CUBLASWINAPI cublasSetWorkspace(cublasHandle_t h, void *w, size_t
 }
 cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
     (void)h;
-    return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH ? CUBLAS_STATUS_SUCCESS
-                                                                      : CUBLAS_STATUS_INVALID_VALUE;
+    return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH
+               ? CUBLAS_STATUS_SUCCESS
+               : CUBLAS_STATUS_INVALID_VALUE;
 }
 /* The argument rules cuBLAS documents for its strided-batched GEMMs. */
 static int gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda,
@@ -504,10 +536,12 @@ static int gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n
            ldb >= (tb == CUBLAS_OP_N ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) && ldc >= (m > 1 ? m : 1);
 }
 /* The argument rules, then the product. */
-cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
-    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-    const float *alpha, const float *A, int lda, long long sa, const float *B, int ldb,
-    long long sb, const float *beta, float *C, int ldc, long long sc, int batch) {
+cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                                      cublasOperation_t tb, int m, int n, int k,
+                                                      const float *alpha, const float *A, int lda,
+                                                      long long sa, const float *B, int ldb,
+                                                      long long sb, const float *beta, float *C,
+                                                      int ldc, long long sc, int batch) {
     if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc, batch)) return CUBLAS_STATUS_INVALID_VALUE;
     op o;
     memset(&o, 0, sizeof o);
@@ -515,7 +549,8 @@ cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(
     o.ta = ta, o.tb = tb, o.m = m, o.n = n, o.k = k, o.lda = lda, o.ldb = ldb, o.ldc = ldc;
     o.batch = batch, o.alpha = *alpha, o.beta = *beta; /* host pointer mode: by value */
     o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
-    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
+                                                : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 /* f32 or bf16 operands (A and B alike), f32 compute, the default algorithm:
  * what codegen/gemm.c's mixed-precision descriptors ask for. */
@@ -536,7 +571,8 @@ cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
     o.batch = batch, o.alpha = *(const float *)alpha, o.beta = *(const float *)beta;
     o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
     o.bf16_ab = at == CUDA_R_16BF, o.bf16_c = ct == CUDA_R_16BF;
-    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+    return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
+                                                : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 cublasStatus_t CUBLASWINAPI cublasGetProperty(libraryPropertyType t, int *v) {
     *v = t == MAJOR_VERSION ? 13 : 0;
@@ -554,11 +590,11 @@ const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
 #define MAX_CALLS 4096
 
 #define MAX_RANKS 64
-#define FAKE_ID "dpc-fake-nccl-id"
+#define FAKE_ID   "dpc-fake-nccl-id"
 
 typedef struct world {
     int n, refs;
-    int local;               /* ranks made in this process */
+    int local;                     /* ranks made in this process */
     char id[NCCL_UNIQUE_ID_BYTES]; /* ncclCommInitRank's; empty for InitAll */
     struct world *next;
     pthread_mutex_t mu;
@@ -641,7 +677,10 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
 }
 
 #define MAX_INITS 64
-static struct { char id[NCCL_UNIQUE_ID_BYTES]; int rank, nranks; } inits[MAX_INITS];
+static struct {
+    char id[NCCL_UNIQUE_ID_BYTES];
+    int rank, nranks;
+} inits[MAX_INITS];
 static int ninits;
 static world *worlds; /* ncclCommInitRank's, by id */
 

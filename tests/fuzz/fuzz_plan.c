@@ -98,7 +98,8 @@ static void add(walker *w, int width, int real) {
         w->bad = 1;
         return;
     }
-    if (w->nf < MAX_FIELDS) w->f[w->nf++] = (field){(uint32_t)w->pos, (uint8_t)width, (uint8_t)real};
+    if (w->nf < MAX_FIELDS)
+        w->f[w->nf++] = (field){(uint32_t)w->pos, (uint8_t)width, (uint8_t)real};
     w->pos += (size_t)width;
 }
 static uint64_t take(walker *w, int width) { /* a field, recorded, and its value */
@@ -110,8 +111,10 @@ static uint64_t peek4(const walker *w) {
     return w->pos + 4 <= w->n ? le(w->b + w->pos, 4) : UINT64_MAX / 2;
 }
 static void skip(walker *w, uint64_t n) {
-    if (w->pos > w->n || n > w->n - w->pos) w->bad = 1;
-    else w->pos += (size_t)n;
+    if (w->pos > w->n || n > w->n - w->pos)
+        w->bad = 1;
+    else
+        w->pos += (size_t)n;
 }
 
 static void walk_graph(walker *w, size_t end) {
@@ -126,8 +129,8 @@ static void walk_graph(walker *w, size_t end) {
         for (uint64_t j = 0; j < nfa && j < 16 && !w->bad; j++) add(w, 8, 1);
         uint64_t nd = take(w, 4);
         for (uint64_t j = 0; j < nd && j < 16 && !w->bad; j++) take(w, 8);
-        take(w, 4); /* dtype */
-        take(w, 4); /* flags */
+        take(w, 4);            /* dtype */
+        take(w, 4);            /* flags */
         skip(w, peek4(w) + 4); /* name */
         take(w, 4);
         take(w, 4); /* line, col */
@@ -202,10 +205,14 @@ static int walk(const uint8_t *pay, size_t n, field *f) {
         w.bad = 0;
         walker sub = w;
         sub.n = end;
-        if (!strcmp(tag, "GTRN") || !strcmp(tag, "GEVL")) walk_graph(&sub, end);
-        else if (!strcmp(tag, "SCHD")) walk_schedule(&sub);
-        else if (!strcmp(tag, "KCPU") || !strcmp(tag, "KCUD")) walk_programs(&sub, end);
-        else if (!strcmp(tag, "MEMP")) walk_memplans(&sub, end);
+        if (!strcmp(tag, "GTRN") || !strcmp(tag, "GEVL"))
+            walk_graph(&sub, end);
+        else if (!strcmp(tag, "SCHD"))
+            walk_schedule(&sub);
+        else if (!strcmp(tag, "KCPU") || !strcmp(tag, "KCUD"))
+            walk_programs(&sub, end);
+        else if (!strcmp(tag, "MEMP"))
+            walk_memplans(&sub, end);
         w.nf = sub.nf;
         w.pos = end;
     }
@@ -218,8 +225,8 @@ static void edit(uint8_t *pay, const field *f, const uint8_t *op) {
     unsigned how = op[2] % 12;
     uint64_t amount = le(op + 3, 2);
     if (f->real) {
-        static const double vals[] = {0.0, -0.0, 1.0, -1.0, NAN, INFINITY, -INFINITY, 3.5e38, -3.5e38,
-                                      1e-45, 1e300, 5e-324};
+        static const double vals[] = {0.0,       -0.0,   1.0,     -1.0,  NAN,   INFINITY,
+                                      -INFINITY, 3.5e38, -3.5e38, 1e-45, 1e300, 5e-324};
         double v = vals[how];
         if (f->width == 8) {
             uint64_t bits;
@@ -241,7 +248,7 @@ static void edit(uint8_t *pay, const field *f, const uint8_t *op) {
     case 2: v = 0; break;
     case 3: v = top; break; /* -1 */
     case 4: v = amount; break;
-    case 5: v = top >> 1; break; /* INT_MAX */
+    case 5: v = top >> 1; break;       /* INT_MAX */
     case 6: v = (top >> 1) + 1; break; /* INT_MIN */
     case 7: v = (uint64_t)1 << (f->width == 8 ? 40 : 30); break;
     case 8: v += 1; break;

@@ -11,7 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!f) return 0;
     for (int i = 0; i < f->n; i++) { /* every accepted tensor must be readable */
         if (f->tensors[i].numel > (1 << 20)) continue;
-        float *host = malloc(sizeof *host * (size_t)(f->tensors[i].numel ? f->tensors[i].numel : 1));
+        float *host =
+            malloc(sizeof *host * (size_t)(f->tensors[i].numel ? f->tensors[i].numel : 1));
         if (!host) abort();
         rt_st_copy(f, i, host);
         free(host);

@@ -61,7 +61,7 @@ static char err[4096];
 
 static void figure(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static const char *fig_tag = ""; /* --tag: "bf16_" */
-static double tol_scale = 1;      /* --tol-scale */
+static double tol_scale = 1;     /* --tol-scale */
 static void figure(const char *name, const char *fmt, ...) {
     char v[256];
     va_list ap;
@@ -211,8 +211,10 @@ static void make_batch(batch_data *b, const dpc_plan *plan, uint64_t seed) {
     rt_rng_seed(&r, seed ^ 0x5eed);
     for (int64_t i = 0; i < n; i++) b->img[i] = rt_rng_uniform_range(&r, -2.0f, 2.0f);
     for (int64_t i = 0; i < en; i++) b->eimg[i] = rt_rng_uniform_range(&r, -2.0f, 2.0f);
-    for (int i = 0; i < b->batch; i++) b->lab[i] = (int32_t)(rt_rng_next(&r) % (uint64_t)b->classes);
-    for (int i = 0; i < b->ebatch; i++) b->elab[i] = (int32_t)(rt_rng_next(&r) % (uint64_t)b->classes);
+    for (int i = 0; i < b->batch; i++)
+        b->lab[i] = (int32_t)(rt_rng_next(&r) % (uint64_t)b->classes);
+    for (int i = 0; i < b->ebatch; i++)
+        b->elab[i] = (int32_t)(rt_rng_next(&r) % (uint64_t)b->classes);
 }
 
 static int set_train_inputs(rt_exec *ex, const batch_data *b) {
@@ -292,7 +294,9 @@ static void compare_results(const char *tag, side *s, const batch_data *b, const
     double w_fwd = 0, w_grad = 0, w_w = 0, w_bn = 0, w_eval = 0;
     double t_fwd = graph ? 1e-6 : 1e-4, t_grad = graph ? 1e-6 : 2e-3, t_w = graph ? 1e-6 : 1e-5;
     double t_bn = graph ? 1e-6 : 1e-4, t_eval = graph ? 1e-6 : 1e-3;
-    if (!graph) t_fwd *= tol_scale, t_grad *= tol_scale, t_w *= tol_scale, t_bn *= tol_scale, t_eval *= tol_scale;
+    if (!graph)
+        t_fwd *= tol_scale, t_grad *= tol_scale, t_w *= tol_scale, t_bn *= tol_scale,
+            t_eval *= tol_scale;
     snprintf(what, sizeof what, "%s loss", tag);
     compare(what, got->loss, ref->loss, b->batch, t_fwd, &w_fwd);
     if (got->has_logits && ref->has_logits) {
@@ -337,7 +341,8 @@ static void compare_results(const char *tag, side *s, const batch_data *b, const
 
 static int one_step(side *s, const batch_data *b, rt_cuda_graph *g, float *loss) {
     if (set_train_inputs(s->train, b)) return -1;
-    int rc = g ? rt_cuda_graph_launch(s->be, g, err, sizeof err) : rt_exec_run(s->train, err, sizeof err);
+    int rc = g ? rt_cuda_graph_launch(s->be, g, err, sizeof err)
+               : rt_exec_run(s->train, err, sizeof err);
     if (rc) {
         fprintf(stderr, "cuda_check: step: %s\n", err);
         return -1;
@@ -392,16 +397,19 @@ int main(int argc, char **argv) {
             static char tag[64];
             snprintf(tag, sizeof tag, "%s_", argv[++i]);
             fig_tag = tag;
-        }
-        else if (argv[i][0] != '-' && !path)
+        } else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
+            fprintf(
+                stderr,
+                "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
             return 1;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
+        fprintf(
+            stderr,
+            "usage: cuda_check PLAN [--seed S] [--bench N] [--figures FILE] [--ref PLAN2 --tol-scale X --tag T]\n");
         return 1;
     }
     dpc_plan *plan = plan_read(path, err, sizeof err);

@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n->ninputs && fresh; k++)
             if (rel[n->input[k]] > threshold) fresh = 0;
         char ty[64];
-        printf("%s %%%-5d %-20s %-36s %-18s rel %.3e abs %.3e max %.3e  in:", 
+        printf("%s %%%-5d %-20s %-36s %-18s rel %.3e abs %.3e max %.3e  in:",
                rel[i] > threshold ? (fresh ? "**" : "! ") : "  ", i, ir_ops[n->op].name, n->name,
                ir_type_str(&n->type, ty, sizeof ty), rel[i], e, s);
         for (int k = 0; k < n->ninputs; k++) printf(" %%%d", n->input[k]);

@@ -101,7 +101,8 @@ static void load_init(const dpc_plan *plan, rt_store *st, const char *path) {
         int k = rt_store_find(st, ft->name);
         if (k < 0 || !is_saved(plan->eval, ft->name))
             die("%s: '%s' is not a parameter or statistic of %s", path, ft->name, plan->model);
-        if (!same_shape(rt_store_type(st, k), ft)) die("%s: '%s' has the wrong shape", path, ft->name);
+        if (!same_shape(rt_store_type(st, k), ft))
+            die("%s: '%s' has the wrong shape", path, ft->name);
         float *buf = xmalloc(sizeof(float) * (size_t)ft->numel);
         rt_st_copy(f, i, buf);
         rt_store_write(st, k, buf);
@@ -146,7 +147,8 @@ static int list_names(const char *plan_path) {
         const ir_node *n = &g->nodes[i];
         if (!ir_is_persistent(n->op)) continue;
         printf("%s ", n->name);
-        for (int d = 0; d < n->type.ndim; d++) printf("%s%lld", d ? "," : "", (long long)n->type.dim[d]);
+        for (int d = 0; d < n->type.ndim; d++)
+            printf("%s%lld", d ? "," : "", (long long)n->type.dim[d]);
         printf("\n");
     }
     const ir_node *image = find_named(plan->train, "image");
@@ -157,9 +159,11 @@ static int list_names(const char *plan_path) {
 }
 
 /* Reads node i of replica r's train program after a step into OUT as NAME. */
-static void out_node(out_list *o, rt_replicas *R, int r, const ir_graph *g, int i, const char *name) {
+static void out_node(out_list *o, rt_replicas *R, int r, const ir_graph *g, int i,
+                     const char *name) {
     const ir_type *t = &g->nodes[i].type;
-    if (rt_exec_get_node(rt_replicas_train(R, r), i, out_add(o, name, t), sizeof(float) * (size_t)ir_numel(t)))
+    if (rt_exec_get_node(rt_replicas_train(R, r), i, out_add(o, name, t),
+                         sizeof(float) * (size_t)ir_numel(t)))
         die("cannot read '%s' of replica %d", name, r);
 }
 
@@ -215,9 +219,12 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[2], "--names")) return list_names(argv[1]);
     int replicas = 1, steps = 1;
     for (; argc >= 9; argc -= 2) {
-        if (!strcmp(argv[argc - 2], "--replicas")) replicas = parse_count("--replicas", argv[argc - 1], 64);
-        else if (!strcmp(argv[argc - 2], "--steps")) steps = parse_count("--steps", argv[argc - 1], 100);
-        else break;
+        if (!strcmp(argv[argc - 2], "--replicas"))
+            replicas = parse_count("--replicas", argv[argc - 1], 64);
+        else if (!strcmp(argv[argc - 2], "--steps"))
+            steps = parse_count("--steps", argv[argc - 1], 100);
+        else
+            break;
     }
     if (argc != 7)
         die("usage: dpc_step PLAN INIT.safetensors IMAGE.f32 LABEL.i32 LR OUT.safetensors "
@@ -296,8 +303,9 @@ int main(int argc, char **argv) {
     snprintf(swd, sizeof swd, "%.17g", plan->schedule.wd);
     snprintf(srep, sizeof srep, "%d", replicas);
     snprintf(ssteps, sizeof ssteps, "%d", steps);
-    const char *meta[] = {"model", plan->model, "batch", sbatch, "lr", slr, "momentum", smom,
-                          "wd", swd, "replicas", srep, "steps", ssteps, NULL};
+    const char *meta[] = {"model",    plan->model, "batch", sbatch, "lr",
+                          slr,        "momentum",  smom,    "wd",   swd,
+                          "replicas", srep,        "steps", ssteps, NULL};
     if (rt_st_write(out_path, o.e, o.n, meta, err, sizeof err)) die("%s", err);
 
     for (int i = 0; i < o.n; i++) {

@@ -45,7 +45,7 @@ static int batchnorm(ir_graph *g, int x, const char *name) {
     int bn[4];
     tg_bn_params(g, x, name, bn);
     return tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5, (int64_t[]){1},
-              (double[]){1e-5, 0.9});
+                   (double[]){1e-5, 0.9});
 }
 
 /* softmax_cross_entropy(logits, label) flagged as the loss. */
@@ -68,10 +68,10 @@ static int head(ir_graph *g, int t) {
 /* ---- values for every source, shared by the forward and gradient graphs ---------- */
 
 typedef struct {
-    ir_graph *fwd;   /* the original (unlowered) forward graph */
-    double **val;    /* per fwd node: source values, NULL for other nodes */
-    ir_graph *grad;  /* lower + autodiff of fwd */
-    rt_interp *fit;  /* interpreter on fwd, for the finite differences */
+    ir_graph *fwd;  /* the original (unlowered) forward graph */
+    double **val;   /* per fwd node: source values, NULL for other nodes */
+    ir_graph *grad; /* lower + autodiff of fwd */
+    rt_interp *fit; /* interpreter on fwd, for the finite differences */
 } fixture;
 
 static void fixture_init(fixture *f, ir_graph *g) {
@@ -109,8 +109,7 @@ static void fixture_free(fixture *f) {
 static int source_named(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++) {
         ir_op o = g->nodes[i].op;
-        if (ir_is_source(o) && !strcmp(g->nodes[i].name, name))
-            return i;
+        if (ir_is_source(o) && !strcmp(g->nodes[i].name, name)) return i;
     }
     return -1;
 }
@@ -180,8 +179,10 @@ static double kink_margin(fixture *f) {
                             int64_t h = oh * s - p + i2, w = ow * s - p + j2;
                             if (h < 0 || h >= xt->dim[2] || w < 0 || w >= xt->dim[3]) continue;
                             double v = x[(b * xt->dim[2] + h) * xt->dim[3] + w];
-                            if (v > best) second = best, best = v;
-                            else if (v > second) second = v;
+                            if (v > best)
+                                second = best, best = v;
+                            else if (v > second)
+                                second = v;
                         }
                     /* a window of relu zeros ties, but every candidate has a zero
                      * gradient; the relu margin covers how close they are to moving */
@@ -200,7 +201,8 @@ static int check_gradients(fixture *f) {
         CHECK_MSG(0, "differentiation failed: %s", err);
         return 0;
     }
-    CHECK_MSG(kink_margin(f) > 1e-4, "inputs too close to a relu/maxpool kink (%g)", kink_margin(f));
+    CHECK_MSG(kink_margin(f) > 1e-4, "inputs too close to a relu/maxpool kink (%g)",
+              kink_margin(f));
     rt_interp *it = rt_interp_new(f->grad);
     load(f, f->grad, it);
     rt_interp_run(it);
@@ -371,12 +373,13 @@ static void spaced_values(double *v, int64_t n) {
 }
 
 TEST(maxpool_gradients) {
-    static const int cases[][3] = {{2, 2, 0}, {2, 1, 0}, {3, 2, 1}, {3, 1, 1}, {3, 2, 0}, {3, 3, 1}};
+    static const int cases[][3] = {{2, 2, 0}, {2, 1, 0}, {3, 2, 1},
+                                   {3, 1, 1}, {3, 2, 0}, {3, 3, 1}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ir_graph *g = ir_new();
         int x = param(g, "x", ir_shape4(2, 2, 5, 6));
-        head(g, tg_node(g, IR_OP_MAXPOOL, &x, 1,
-                   (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
+        head(g, tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){cases[i][0], cases[i][1], cases[i][2]},
+                        NULL));
         fixture f;
         fixture_init(&f, g);
         spaced_values(f.val[x], 120);
@@ -420,10 +423,10 @@ static void tie_case(int k, int s, int p, const double *x, const double *want_ma
 TEST(maxpool_ties_route_to_first_maximum) {
     /* 4x4, k2 s2: window 0 all equal, window 1 ties across its second row,
      * window 2 across its last row, window 3 down its last column. */
-    const double x1[16] = {1, 1, 0, 0,   /* */
-                           1, 1, 3, 3,   /* */
-                           2, -1, 7, 9,  /* */
-                           5, 5, 2, 9};
+    const double x1[16] = {1, 1,  0, 0, /* */
+                           1, 1,  3, 3, /* */
+                           2, -1, 7, 9, /* */
+                           5, 5,  2, 9};
     const double m1[16] = {1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 4, 3, 0, 0, 0};
     tie_case(2, 2, 0, x1, m1, 4);
     /* all equal and negative, k3 s2 p1: the padded zeros must not win, and
@@ -434,12 +437,13 @@ TEST(maxpool_ties_route_to_first_maximum) {
 }
 
 TEST(avgpool_gradients) {
-    static const int cases[][3] = {{2, 2, 0}, {3, 2, 1}, {3, 1, 1}, {3, 2, 0}, {2, 1, 1}, {5, 2, 2}};
+    static const int cases[][3] = {{2, 2, 0}, {3, 2, 1}, {3, 1, 1},
+                                   {3, 2, 0}, {2, 1, 1}, {5, 2, 2}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ir_graph *g = ir_new();
         int x = param(g, "x", ir_shape4(2, 2, 5, 6));
-        head(g, tg_node(g, IR_OP_AVGPOOL, &x, 1,
-                   (int64_t[]){cases[i][0], cases[i][1], cases[i][2]}, NULL));
+        head(g, tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){cases[i][0], cases[i][1], cases[i][2]},
+                        NULL));
         fixture f;
         fixture_init(&f, g);
         CHECK_MSG(check_gradients(&f) == 1, "avgpool k=%d s=%d p=%d", cases[i][0], cases[i][1],
@@ -509,22 +513,24 @@ TEST(small_resnet_gradients) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "image", ir_shape4(2, 3, 6, 6), 0);
     int stem = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, x, "c0", 4, 3, 1, 1), "bn0")}, 1,
-                  NULL, NULL);
+                       NULL, NULL);
     int pool = tg_node(g, IR_OP_MAXPOOL, &stem, 1, (int64_t[]){3, 2, 1}, NULL); /* 3x3 */
     int y = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, pool, "c1", 4, 3, 1, 1), "bn1")}, 1,
-               NULL, NULL);
+                    NULL, NULL);
     y = batchnorm(g, conv(g, y, "c2", 4, 3, 1, 1), "bn2");
-    int b1 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){pool, y}, 2, NULL, NULL)}, 1,
-                NULL, NULL);
+    int b1 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){pool, y}, 2, NULL, NULL)},
+                     1, NULL, NULL);
     y = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, conv(g, b1, "c3", 6, 3, 2, 1), "bn3")}, 1, NULL,
-           NULL); /* 2x2 */
+                NULL); /* 2x2 */
     y = batchnorm(g, conv(g, y, "c4", 6, 3, 1, 1), "bn4");
     int sc = batchnorm(g, conv(g, b1, "c5", 6, 1, 2, 0), "bn5");
-    int b2 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){sc, y}, 2, NULL, NULL)}, 1, NULL,
-                NULL);
+    int b2 = tg_node(g, IR_OP_RELU, (int[]){tg_node(g, IR_OP_ADD, (int[]){sc, y}, 2, NULL, NULL)},
+                     1, NULL, NULL);
     int gap = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &b2, 1, NULL, NULL);
-    int fc = tg_node(g, IR_OP_DENSE, (int[]){gap, param(g, "fc.weight", ir_shape2(3, 6))}, 2, NULL, NULL);
-    int logits = tg_node(g, IR_OP_BIAS_ADD, (int[]){fc, param(g, "fc.bias", ir_shape1(3))}, 2, NULL, NULL);
+    int fc = tg_node(g, IR_OP_DENSE, (int[]){gap, param(g, "fc.weight", ir_shape2(3, 6))}, 2, NULL,
+                     NULL);
+    int logits =
+        tg_node(g, IR_OP_BIAS_ADD, (int[]){fc, param(g, "fc.bias", ir_shape1(3))}, 2, NULL, NULL);
     snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
     loss_on(g, logits);
     CHECK(ir_verify(g, err, sizeof err) == 0);

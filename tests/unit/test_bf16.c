@@ -45,8 +45,8 @@ TEST(rounds_to_nearest_ties_to_even) {
 TEST(infinities_nan_zero_and_subnormals) {
     CHECK(dpc_f32_to_bf16(INFINITY) == 0x7f80);
     CHECK(dpc_f32_to_bf16(-INFINITY) == 0xff80);
-    CHECK(dpc_f32_to_bf16(FLT_MAX) == 0x7f80);   /* beyond the largest bf16 + half an ulp */
-    CHECK(to_bf16_bits(0x7f7f7fffu) == 0x7f7f);  /* the largest bf16 stays finite */
+    CHECK(dpc_f32_to_bf16(FLT_MAX) == 0x7f80);  /* beyond the largest bf16 + half an ulp */
+    CHECK(to_bf16_bits(0x7f7f7fffu) == 0x7f7f); /* the largest bf16 stays finite */
     CHECK(dpc_f32_to_bf16(-FLT_MAX) == 0xff80);
     CHECK(dpc_f32_to_bf16(0.0f) == 0x0000);
     CHECK(dpc_f32_to_bf16(-0.0f) == 0x8000);
@@ -97,7 +97,8 @@ TEST(random_floats_round_to_the_nearest) {
 
 /* ---- the precision pass --------------------------------------------------------- */
 
-static ir_graph *compile(const char *model, int batch, int training, pass_precision_kind p, int fuse) {
+static ir_graph *compile(const char *model, int batch, int training, pass_precision_kind p,
+                         int fuse) {
     pass_options o = pass_default_options();
     o.precision = p;
     o.fuse = fuse;
@@ -113,11 +114,12 @@ TEST(rule_on_cnn_small) {
         const ir_node *n = &g->nodes[i];
         int is_bf = n->type.dtype == IR_BF16;
         bf += is_bf;
-        if (ir_is_source(n->op))
-            CHECK_MSG(!is_bf, "source %s", n->name);
-        if (n->flags & (IR_FLAG_GRAD | IR_FLAG_OUTPUT | IR_FLAG_LOSS)) CHECK_MSG(!is_bf, "node %d", i);
-        if (ir_op_reduce(n->op) == IR_REDUCE_CHANNEL || n->op == IR_OP_SGD_MOMENTUM || n->op == IR_OP_EMA ||
-            n->op == IR_OP_CONV_GRAD_WEIGHT || n->op == IR_OP_DENSE_GRAD_WEIGHT || n->op == IR_OP_ALLREDUCE)
+        if (ir_is_source(n->op)) CHECK_MSG(!is_bf, "source %s", n->name);
+        if (n->flags & (IR_FLAG_GRAD | IR_FLAG_OUTPUT | IR_FLAG_LOSS))
+            CHECK_MSG(!is_bf, "node %d", i);
+        if (ir_op_reduce(n->op) == IR_REDUCE_CHANNEL || n->op == IR_OP_SGD_MOMENTUM ||
+            n->op == IR_OP_EMA || n->op == IR_OP_CONV_GRAD_WEIGHT ||
+            n->op == IR_OP_DENSE_GRAD_WEIGHT || n->op == IR_OP_ALLREDUCE)
             CHECK_MSG(!is_bf, "node %d (%s) accumulates: f32", i, ir_ops[n->op].name);
         if (n->op == IR_OP_CONV || n->op == IR_OP_CONV_GRAD_DATA || n->op == IR_OP_RELU ||
             n->op == IR_OP_RELU_GRAD || n->op == IR_OP_BN_APPLY || n->op == IR_OP_BN_GRAD_DATA ||
@@ -189,10 +191,10 @@ TEST(prelude_only_with_bf16) {
 static int same_gemm(const cg_gemm *a, const cg_gemm *b) {
     return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
            a->k == b->k && a->alpha == b->alpha && a->beta == b->beta && a->lda == b->lda &&
-           a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch && a->stride_a == b->stride_a &&
-           a->stride_b == b->stride_b && a->stride_c == b->stride_c && a->off_a == b->off_a &&
-           a->off_b == b->off_b && a->off_c == b->off_c && a->type_a == b->type_a &&
-           a->type_b == b->type_b && a->type_c == b->type_c;
+           a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
+           a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
+           a->off_a == b->off_a && a->off_b == b->off_b && a->off_c == b->off_c &&
+           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c;
 }
 
 /* Every model, train and eval, fused and not: the bf16 program checks
@@ -210,7 +212,8 @@ TEST(models_generate_and_round_trip) {
                     cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
                     CHECK_MSG(p != NULL, "%s: %s", models[m], err);
                     if (!p) continue;
-                    CHECK_MSG(cg_program_check(p, g, err, sizeof err) == 0, "%s: %s", models[m], err);
+                    CHECK_MSG(cg_program_check(p, g, err, sizeof err) == 0, "%s: %s", models[m],
+                              err);
                     int bf_gemms = 0;
                     for (int c = 0; c < p->ncalls; c++)
                         if (p->calls[c].kind == CG_CALL_GEMM) {
@@ -219,7 +222,8 @@ TEST(models_generate_and_round_trip) {
                         }
                     int gemms;
                     cg_program_launches(p, &gemms);
-                    CHECK_MSG(bf_gemms == gemms, "%s: %d of %d GEMMs bf16", models[m], bf_gemms, gemms);
+                    CHECK_MSG(bf_gemms == gemms, "%s: %d of %d GEMMs bf16", models[m], bf_gemms,
+                              gemms);
                     unsigned char *bytes;
                     size_t len;
                     cg_program_serialize(p, &bytes, &len);
@@ -257,7 +261,8 @@ TEST(bad_gemm_types_are_refused) {
         CHECK(strstr(err, "element type") != NULL);
         free(bytes);
         p->calls[c].gemm = keep;
-        p->calls[c].gemm.type_c = p->calls[c].gemm.type_c == IR_F32 ? IR_BF16 : IR_F32; /* C is a node */
+        p->calls[c].gemm.type_c =
+            p->calls[c].gemm.type_c == IR_F32 ? IR_BF16 : IR_F32; /* C is a node */
         CHECK(cg_program_check(p, g, err, sizeof err) != 0);
         p->calls[c].gemm = keep;
         CHECK(cg_program_check(p, g, err, sizeof err) == 0);
@@ -282,8 +287,20 @@ TEST(cpu_gemm_bf16_operands) {
         b[i] = dpc_f32_to_bf16((float)((double)(s >> 40) / (1 << 24) - 0.5));
     }
     /* C = A^T B with A stored K x M (transa), B K x N, offsets into both */
-    cg_gemm d = {.transa = 1, .m = M, .n = N, .k = K, .alpha = 1, .beta = 0, .lda = K, .ldb = K,
-                 .ldc = M, .batch = 1, .off_a = 8, .off_b = 8, .type_a = IR_BF16, .type_b = IR_BF16};
+    cg_gemm d = {.transa = 1,
+                 .m = M,
+                 .n = N,
+                 .k = K,
+                 .alpha = 1,
+                 .beta = 0,
+                 .lda = K,
+                 .ldb = K,
+                 .ldc = M,
+                 .batch = 1,
+                 .off_a = 8,
+                 .off_b = 8,
+                 .type_a = IR_BF16,
+                 .type_b = IR_BF16};
     CHECK(cg_gemm_validate(&d, K * M + 8, N * K + 8, M * N, err, sizeof err) == 0);
     rt_backend *be = rt_backend_cpu();
     CHECK(be->gemm(be, &d, (const float *)a, (const float *)b, cf, err, sizeof err) == 0);
@@ -295,7 +312,8 @@ TEST(cpu_gemm_bf16_operands) {
         for (int i = 0; i < M; i++) {
             double ref = 0;
             for (int k = 0; k < K; k++)
-                ref += (double)dpc_bf16_to_f32(a[8 + i * K + k]) * dpc_bf16_to_f32(b[8 + j * K + k]);
+                ref +=
+                    (double)dpc_bf16_to_f32(a[8 + i * K + k]) * dpc_bf16_to_f32(b[8 + j * K + k]);
             double e = fabs(cf[j * M + i] - ref);
             if (e > worst) worst = e;
             rounded += cb[j * M + i] == dpc_f32_to_bf16(cf[j * M + i]);
@@ -319,9 +337,9 @@ typedef struct {
     ir_op op;
     int nin;
     ir_type in[3];
-    int act[3];       /* input k is an activation: bf16 in the bf16 graph */
+    int act[3]; /* input k is an activation: bf16 in the bf16 graph */
     int64_t ia[5];
-    int out_act;      /* the output is bf16 in the bf16 graph */
+    int out_act; /* the output is bf16 in the bf16 graph */
 } op_case;
 
 static ir_graph *op_graph(const op_case *c, ir_dtype t, int *out) {
@@ -392,24 +410,75 @@ static float *run_op(rt_backend *be, const op_case *c, ir_dtype t, float *const 
 
 TEST(ops_in_bf16_equal_f32_rounded) {
     const op_case cases[] = {
-        {"conv k3 s2 p1", IR_OP_CONV, 2, {ir_shape4(3, 5, 9, 9), ir_shape4(6, 5, 3, 3)}, {1, 0}, {3, 2, 1}, 1},
-        {"conv k1 s1", IR_OP_CONV, 2, {ir_shape4(2, 4, 5, 5), ir_shape4(7, 4, 1, 1)}, {1, 0}, {1, 1, 0}, 1},
-        {"conv_grad_data", IR_OP_CONV_GRAD_DATA, 2, {ir_shape4(3, 6, 5, 5), ir_shape4(6, 5, 3, 3)}, {1, 0},
-         {3, 2, 1, 9, 9}, 1},
-        {"conv_grad_weight", IR_OP_CONV_GRAD_WEIGHT, 2, {ir_shape4(3, 6, 5, 5), ir_shape4(3, 5, 9, 9)},
-         {1, 1}, {3, 2, 1}, 0},
+        {"conv k3 s2 p1",
+         IR_OP_CONV,
+         2,
+         {ir_shape4(3, 5, 9, 9), ir_shape4(6, 5, 3, 3)},
+         {1, 0},
+         {3, 2, 1},
+         1},
+        {"conv k1 s1",
+         IR_OP_CONV,
+         2,
+         {ir_shape4(2, 4, 5, 5), ir_shape4(7, 4, 1, 1)},
+         {1, 0},
+         {1, 1, 0},
+         1},
+        {"conv_grad_data",
+         IR_OP_CONV_GRAD_DATA,
+         2,
+         {ir_shape4(3, 6, 5, 5), ir_shape4(6, 5, 3, 3)},
+         {1, 0},
+         {3, 2, 1, 9, 9},
+         1},
+        {"conv_grad_weight",
+         IR_OP_CONV_GRAD_WEIGHT,
+         2,
+         {ir_shape4(3, 6, 5, 5), ir_shape4(3, 5, 9, 9)},
+         {1, 1},
+         {3, 2, 1},
+         0},
         {"dense", IR_OP_DENSE, 2, {ir_shape2(4, 12), ir_shape2(5, 12)}, {1, 0}, {0}, 1},
         {"dense f32 out", IR_OP_DENSE, 2, {ir_shape2(4, 12), ir_shape2(5, 12)}, {1, 0}, {0}, 0},
-        {"dense_grad_data", IR_OP_DENSE_GRAD_DATA, 2, {ir_shape2(4, 5), ir_shape2(5, 12)}, {1, 0}, {0}, 1},
-        {"dense_grad_weight", IR_OP_DENSE_GRAD_WEIGHT, 2, {ir_shape2(4, 5), ir_shape2(4, 12)}, {1, 1}, {0}, 0},
+        {"dense_grad_data",
+         IR_OP_DENSE_GRAD_DATA,
+         2,
+         {ir_shape2(4, 5), ir_shape2(5, 12)},
+         {1, 0},
+         {0},
+         1},
+        {"dense_grad_weight",
+         IR_OP_DENSE_GRAD_WEIGHT,
+         2,
+         {ir_shape2(4, 5), ir_shape2(4, 12)},
+         {1, 1},
+         {0},
+         0},
         {"maxpool", IR_OP_MAXPOOL, 1, {ir_shape4(2, 3, 9, 9)}, {1}, {3, 2, 1}, 1},
-        {"maxpool_grad", IR_OP_MAXPOOL_GRAD, 2, {ir_shape4(2, 3, 5, 5), ir_shape4(2, 3, 9, 9)}, {1, 1},
-         {3, 2, 1}, 1},
+        {"maxpool_grad",
+         IR_OP_MAXPOOL_GRAD,
+         2,
+         {ir_shape4(2, 3, 5, 5), ir_shape4(2, 3, 9, 9)},
+         {1, 1},
+         {3, 2, 1},
+         1},
         {"avgpool", IR_OP_AVGPOOL, 1, {ir_shape4(2, 3, 9, 9)}, {1}, {3, 2, 1}, 1},
         {"avgpool_grad", IR_OP_AVGPOOL_GRAD, 1, {ir_shape4(2, 3, 5, 5)}, {1}, {3, 2, 1, 9, 9}, 1},
         {"global_avgpool", IR_OP_GLOBAL_AVGPOOL, 1, {ir_shape4(2, 3, 5, 5)}, {1}, {0}, 1},
-        {"relu_grad", IR_OP_RELU_GRAD, 2, {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)}, {1, 1}, {0}, 1},
-        {"add f32 + bf16", IR_OP_ADD, 2, {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)}, {0, 1}, {0}, 1},
+        {"relu_grad",
+         IR_OP_RELU_GRAD,
+         2,
+         {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)},
+         {1, 1},
+         {0},
+         1},
+        {"add f32 + bf16",
+         IR_OP_ADD,
+         2,
+         {ir_shape4(2, 3, 4, 4), ir_shape4(2, 3, 4, 4)},
+         {0, 1},
+         {0},
+         1},
         {"bias_grad", IR_OP_BIAS_GRAD, 1, {ir_shape4(2, 3, 4, 4)}, {1}, {0}, 0},
     };
     rt_backend *be = rt_backend_cpu();
@@ -423,8 +492,9 @@ TEST(ops_in_bf16_equal_f32_rounded) {
             for (int64_t i = 0; i < n; i++) {
                 s = s * 6364136223846793005ull + 1442695040888963407ull;
                 /* few distinct values: max-pool ties; bf16 holds them exactly */
-                val[k][i] = c->op == IR_OP_MAXPOOL_GRAD && k == 1 ? (float)((s >> 60) % 4) * 0.25f
-                                                                  : (float)((int)(s >> 56) - 128) / 64.0f;
+                val[k][i] = c->op == IR_OP_MAXPOOL_GRAD && k == 1
+                                ? (float)((s >> 60) % 4) * 0.25f
+                                : (float)((int)(s >> 56) - 128) / 64.0f;
             }
         }
         float *f = run_op(be, c, IR_F32, val), *b = run_op(be, c, IR_BF16, val);
@@ -438,7 +508,8 @@ TEST(ops_in_bf16_equal_f32_rounded) {
                 bad += memcmp(&b[i], &want, sizeof want) != 0;
                 nonzero += f[i] != 0;
             }
-            CHECK_MSG(bad == 0, "%s: %lld of %lld elements differ", c->name, (long long)bad, (long long)n);
+            CHECK_MSG(bad == 0, "%s: %lld of %lld elements differ", c->name, (long long)bad,
+                      (long long)n);
             CHECK_MSG(nonzero > n / 8, "%s: %lld nonzero", c->name, (long long)nonzero);
             ir_free(g);
         }

@@ -43,7 +43,7 @@ TEST(reads_past_the_end) {
     const unsigned char b[6] = {1, 0, 0, 0, 9, 9};
     ir_rbuf r = {b, sizeof b, 0, 0};
     CHECK(ir_get_u32(&r) == 1 && !r.bad && ir_left(&r) == 2);
-    CHECK(ir_get_u32(&r) == 0 && r.bad);       /* only 2 bytes left */
+    CHECK(ir_get_u32(&r) == 0 && r.bad);               /* only 2 bytes left */
     CHECK(ir_take(&r, 0) == NULL && ir_left(&r) == 0); /* stays bad */
     ir_rbuf huge = {b, sizeof b, 0, 0};
     CHECK(ir_take(&huge, SIZE_MAX) == NULL && huge.bad);

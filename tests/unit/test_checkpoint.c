@@ -34,7 +34,8 @@ static void make_stores(const dpc_plan *p, int n, rt_store **st, float salt) {
         for (int i = 0; i < rt_store_count(st[r]); i++) {
             int64_t k = ir_numel(rt_store_type(st[r], i));
             float *v = malloc(sizeof *v * (size_t)k);
-            for (int64_t j = 0; j < k; j++) v[j] = salt + 1000.0f * (float)r + 10.0f * (float)i + 0.001f * (float)j;
+            for (int64_t j = 0; j < k; j++)
+                v[j] = salt + 1000.0f * (float)r + 10.0f * (float)i + 0.001f * (float)j;
             rt_store_write(st[r], i, v);
             free(v);
         }
@@ -76,7 +77,8 @@ static rt_ckpt_state sample_state(void) {
 /* The checkpoint of n replicas in this process, as runtime/train/train.c
  * gathers and scatters it (without MPI): every replica's statistics in one
  * array; on reading, replica 0's other tensors become every replica's. */
-static int write_stores(const char *d, const dpc_plan *p, rt_store **st, int n, const rt_ckpt_state *s) {
+static int write_stores(const char *d, const dpc_plan *p, rt_store **st, int n,
+                        const rt_ckpt_state *s) {
     int64_t S = rt_ckpt_stats_count(p, st[0]);
     float *stats = malloc(sizeof(float) * (size_t)(n * S) + 1);
     for (int r = 0; r < n; r++) rt_ckpt_stats_read(p, st[r], stats + r * S);
@@ -122,7 +124,8 @@ TEST(round_trip_restores_replicas_and_counters) {
     CHECK_MSG(read_stores(dir, p, dst, 3, &got) == 0, "%s", err);
     CHECK(got.step == 41 && got.steps_per_epoch == 13 && got.global_batch == 12);
     CHECK(got.seed == 18446744073709551615ull && !strcmp(got.data, "synthetic"));
-    CHECK(got.shuffle == 1 && got.augment == 0 && got.epoch_skipped == 2 && got.metrics_bytes == 1234);
+    CHECK(got.shuffle == 1 && got.augment == 0 && got.epoch_skipped == 2 &&
+          got.metrics_bytes == 1234);
     CHECK(got.epoch_loss_sum == 0.1 + 0.2 && got.prev_lr == 1.0 / 3.0);
     CHECK(got.epoch_seconds == 1.5 && got.total_seconds == 1e-300);
     CHECK_STR(got.metrics_pending, s.metrics_pending);
@@ -152,7 +155,8 @@ static int refused_untouched(const dpc_plan *p, int n) {
     int rc = read_stores(dir, p, dst, n, &got);
     int untouched = 1;
     for (int r = 0; r < n; r++)
-        for (int i = 0; i < rt_store_count(dst[r]); i++) untouched &= same_tensor(dst[r], ref[r], i);
+        for (int i = 0; i < rt_store_count(dst[r]); i++)
+            untouched &= same_tensor(dst[r], ref[r], i);
     free_stores(dst, n);
     free_stores(ref, n);
     return rc != 0 && untouched && !strncmp(err, "checkpoint refused: ", 20);
@@ -233,15 +237,20 @@ TEST(another_plan_model_or_replica_count_is_refused) {
     if (!p) return;
     p->checksum ^= 1;
     CHECK(refused_untouched(p, 2));
-    CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny, plan checksum 0123456789abcdef); this plan is "
-                          "model bn_tiny, plan checksum 0123456789abcdee") != NULL, "%s", err);
+    CHECK_MSG(
+        strstr(
+            err,
+            "belongs to another plan (model bn_tiny, plan checksum 0123456789abcdef); this plan is "
+            "model bn_tiny, plan checksum 0123456789abcdee") != NULL,
+        "%s", err);
     p->checksum ^= 1;
     snprintf(p->model, sizeof p->model, "other");
     CHECK(refused_untouched(p, 2));
     CHECK_MSG(strstr(err, "belongs to another plan (model bn_tiny") != NULL, "%s", err);
     snprintf(p->model, sizeof p->model, "bn_tiny");
     CHECK(refused_untouched(p, 3));
-    CHECK_MSG(strstr(err, "written by a run of 2 replicas (--gpus); this run has 3") != NULL, "%s", err);
+    CHECK_MSG(strstr(err, "written by a run of 2 replicas (--gpus); this run has 3") != NULL, "%s",
+              err);
     free_stores(src, 2);
     unlink(ckpt_file());
     fx_plan_free(p);
@@ -255,7 +264,8 @@ TEST(an_unwritable_directory_is_an_error) {
     make_stores(p, 1, src, 0.5f);
     rt_ckpt_state s = sample_state();
     CHECK(write_stores("/nonexistent/dir/ck", p, src, 1, &s) != 0);
-    CHECK_MSG(strstr(err, "--checkpoint /nonexistent/dir/ck: cannot create the directory") != NULL, "%s", err);
+    CHECK_MSG(strstr(err, "--checkpoint /nonexistent/dir/ck: cannot create the directory") != NULL,
+              "%s", err);
     free_stores(src, 1);
     fx_plan_free(p);
 }

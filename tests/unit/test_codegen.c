@@ -14,7 +14,6 @@
 
 static char err[4096];
 
-
 /* A graph holding every op of ir.h at least once (a small training step
  * plus the ops a lowered graph no longer has). */
 static ir_graph *all_ops_graph(void) {
@@ -105,7 +104,8 @@ TEST(dialects_share_steps_and_bodies) {
         CHECK(count_of(u->source, "gridDim.x") == u->nkernels);
         CHECK(strstr(u->source, "#include") == NULL); /* NVRTC has no libc headers */
         CHECK(strstr(u->source, "#pragma omp") == NULL);
-        CHECK(count_of(c->source, "(void *const *arg, idx_t count, idx_t lo, idx_t hi)") == c->nkernels);
+        CHECK(count_of(c->source, "(void *const *arg, idx_t count, idx_t lo, idx_t hi)") ==
+              c->nkernels);
         CHECK(count_of(c->source, "_grain = ") == c->nkernels);
         CHECK(strstr(c->source, "__global__") == NULL);
         /* the relu body, identical in both: loads first, then the select */
@@ -135,17 +135,18 @@ TEST(dialect_tables_are_complete) {
         const cg_dialect_desc *t = cg_dialect_of((cg_dialect)d);
         CHECK(t != NULL);
         if (!t) continue;
-        const char *field[] = {t->name,        t->ext,         t->section,     t->prelude,
+        const char *field[] = {t->name,         t->ext,         t->section,     t->prelude,
                                t->bf16_prelude, t->kernel_head, t->restrict_kw, t->params_tail,
                                t->body_head,    t->loop_head,   t->lane_simd,   t->target};
         for (size_t f = 0; f < sizeof field / sizeof *field; f++) CHECK(field[f] != NULL);
-        CHECK(t->name[0] && t->ext[0] && strlen(t->section) == 4 && t->loop_head[0] && t->target[0]);
+        CHECK(t->name[0] && t->ext[0] && strlen(t->section) == 4 && t->loop_head[0] &&
+              t->target[0]);
         CHECK_STR(cg_dialect_name((cg_dialect)d), t->name);
         CHECK_STR(cg_section_tag((cg_dialect)d), t->section);
         for (int e = 0; e < d; e++) {
             const cg_dialect_desc *o = cg_dialect_of((cg_dialect)e);
-            CHECK(strcmp(o->name, t->name) && strcmp(o->ext, t->ext) && strcmp(o->section, t->section) &&
-                  strcmp(o->target, t->target));
+            CHECK(strcmp(o->name, t->name) && strcmp(o->ext, t->ext) &&
+                  strcmp(o->section, t->section) && strcmp(o->target, t->target));
         }
         cg_program *p = cg_generate(g, (cg_dialect)d, NULL, err, sizeof err);
         CHECK(p != NULL);
@@ -193,7 +194,8 @@ TEST(steps_layout) {
         CHECK(s->buf[gm->arg[0]] == CG_SCRATCH && s->buf[gm->arg[1]] == w);
         CHECK(s->buf[gm->arg[2]] == CG_SCRATCH && gm->gemm.off_c == cols);
         CHECK(gm->gemm.m == 50 && gm->gemm.n == 4 && gm->gemm.k == 27);
-        CHECK(back->kind == CG_CALL_KERNEL && back->count == 4 * 2); /* one row of 25 per (image, filter) */
+        CHECK(back->kind == CG_CALL_KERNEL &&
+              back->count == 4 * 2); /* one row of 25 per (image, filter) */
         CHECK(s->buf[back->arg[0]] == y && back->off[1] == cols);
         s = &p->steps[3]; /* flatten aliases */
         CHECK(s->node == f && s->alias == y && s->ncalls == 0);
@@ -245,7 +247,8 @@ TEST(bf16_dtype_is_rendered) {
     int x = ir_add_input(g, "x", (ir_type){2, {2, 3}, IR_BF16}, 0);
     g->nodes[N(RELU, x), NULL, NULL)].type.dtype = IR_BF16;
     cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
-    CHECK(p && strstr(p->source, "b0[i] = dpc_f32_to_bf16(") && strstr(p->source, "dpc_bf16_to_f32(b1[i])"));
+    CHECK(p && strstr(p->source, "b0[i] = dpc_f32_to_bf16(") &&
+          strstr(p->source, "dpc_bf16_to_f32(b1[i])"));
     cg_program_free(p);
     ir_free(g);
 }
@@ -293,8 +296,8 @@ TEST(gemm_validation) {
 
 /* Conv descriptors fit exactly the buffers they name. */
 TEST(conv_descriptors_fit_their_buffers) {
-    cg_conv_shape c = {.N = 3, .C = 5, .H = 11, .W = 9, .K = 7, .k = 3, .s = 2, .p = 1,
-                       .Ho = 6, .Wo = 5};
+    cg_conv_shape c = {
+        .N = 3, .C = 5, .H = 11, .W = 9, .K = 7, .k = 3, .s = 2, .p = 1, .Ho = 6, .Wo = 5};
     int64_t P = 30, CKK = 45, w = 7 * CKK;
     CHECK(cg_conv_col_elems(&c, 2) == 2 * CKK * P);
     CHECK(cg_conv_scratch_elems(&c, 2) == 2 * (CKK + 7) * P);
@@ -390,7 +393,7 @@ TEST(parse_rejects_truncated_and_corrupted_bytes) {
     for (int t = 0; t < 300; t++) {
         unsigned char *copy = malloc(n);
         memcpy(copy, b, n);
-        size_t at = (size_t)rt_rng_below(&rng, n - p->source_len) ;
+        size_t at = (size_t)rt_rng_below(&rng, n - p->source_len);
         if (at >= 44) at += p->source_len; /* skip most of the source text */
         copy[at] ^= (unsigned char)(1u << rt_rng_below(&rng, 8));
         cg_program *q = cg_program_parse(copy, n, err, sizeof err);
@@ -451,7 +454,8 @@ TEST(kernel_counts_are_bounded_and_differences_named) {
         CHECK(cg_program_check(p, g, err, sizeof err) != 0);
         CHECK_MSG(strstr(err, "is beyond its output"), "%s", err);
         CHECK(cg_program_diff(p, q, what, sizeof what) == 1);
-        CHECK_MSG(strstr(what, "differs (count") && strstr(what, p->kernels[p->calls[c].kernel].name),
+        CHECK_MSG(strstr(what, "differs (count") &&
+                      strstr(what, p->kernels[p->calls[c].kernel].name),
                   "%s", what);
         p->calls[c].count -= 1000000;
         CHECK(cg_program_check(p, g, err, sizeof err) == 0);

@@ -58,7 +58,8 @@ static void *allreduce_worker(void *arg) {
         int64_t cnt = w->sizes[k];
         float *buf = w->out[k];
         for (int64_t i = 0; i < cnt; i++) buf[i] = value(w->r, i, k);
-        if (w->jitter) nap(mix((uint64_t)w->r * 7919u + (uint64_t)k + (uint64_t)w->jitter * 104729u));
+        if (w->jitter)
+            nap(mix((uint64_t)w->r * 7919u + (uint64_t)k + (uint64_t)w->jitter * 104729u));
         if (rt_coll_allreduce_sum(w->c, w->r, buf, cnt, w->err, sizeof w->err)) {
             w->rc = -1;
             return NULL;
@@ -91,8 +92,8 @@ static int run_allreduce(rt_backend *be, int n, int calls, const int64_t *sizes,
                 float want = expected(n, i, k), got = w[r].out[k][i];
                 if (memcmp(&want, &got, sizeof want)) {
                     if (bad < 5)
-                        fprintf(stderr, "n=%d replica %d call %d element %lld: %.9g, want %.9g\n", n, r,
-                                k, (long long)i, got, want);
+                        fprintf(stderr, "n=%d replica %d call %d element %lld: %.9g, want %.9g\n",
+                                n, r, k, (long long)i, got, want);
                     bad++;
                     break;
                 }
@@ -118,7 +119,8 @@ TEST(sum_does_not_depend_on_timing) {
      * must come out bit-identical (and equal to the serial reference). */
     rt_backend *be = rt_backend_cpu();
     int64_t sizes[] = {777, 5, 2049, 64};
-    for (int run = 1; run <= 6; run++) CHECK_MSG(run_allreduce(be, 5, 4, sizes, run) == 0, "run %d", run);
+    for (int run = 1; run <= 6; run++)
+        CHECK_MSG(run_allreduce(be, 5, 4, sizes, run) == 0, "run %d", run);
     rt_backend_free(be);
 }
 
@@ -281,8 +283,13 @@ static int fake_sync(rt_backend *be, char *err, size_t errlen) {
 }
 
 TEST(device_buffers_are_staged) {
-    rt_backend fake = {.name = "fake", .alloc = fake_alloc, .free = fake_free, .copy_in = fake_copy,
-                       .copy_out = fake_copy, .copy = fake_copy, .sync = fake_sync};
+    rt_backend fake = {.name = "fake",
+                       .alloc = fake_alloc,
+                       .free = fake_free,
+                       .copy_in = fake_copy,
+                       .copy_out = fake_copy,
+                       .copy = fake_copy,
+                       .sync = fake_sync};
     fake_copies = 0;
     int64_t sizes[] = {100, 3};
     CHECK(run_allreduce(&fake, 3, 2, sizes, 0) == 0);
@@ -291,8 +298,8 @@ TEST(device_buffers_are_staged) {
 
 /* ---- buckets on the communication queue ---- */
 
-#define QN 3       /* replicas */
-#define QP 5       /* gradients */
+#define QN     3 /* replicas */
+#define QP     5 /* gradients */
 #define QSTEPS 4
 static const int64_t qcount[QP] = {7, 1, 300, 2, 64};
 
@@ -329,10 +336,12 @@ static void *queue_worker(void *arg) {
             if (p == 0) rt_coll_queue_start(q, 2);
         }
         /* "update": wait in another order than started */
-        if (rt_coll_queue_wait(q, 2, a->err, sizeof a->err) || rt_coll_queue_wait(q, 0, a->err, sizeof a->err) ||
+        if (rt_coll_queue_wait(q, 2, a->err, sizeof a->err) ||
+            rt_coll_queue_wait(q, 0, a->err, sizeof a->err) ||
             rt_coll_queue_wait_all(q, a->err, sizeof a->err))
             a->rc = -1;
-        for (int p = 0; p < QP; p++) memcpy(a->result[s][p], a->dst[p], sizeof(float) * (size_t)qcount[p]);
+        for (int p = 0; p < QP; p++)
+            memcpy(a->result[s][p], a->dst[p], sizeof(float) * (size_t)qcount[p]);
     }
     rt_coll_queue_free(q);
     return NULL;
@@ -364,7 +373,8 @@ TEST(queue_reduces_buckets_into_outputs) {
                 }
         /* the local gradients are left as they were (other readers) */
         for (int p = 0; p < QP; p++)
-            for (int64_t i = 0; i < qcount[p]; i++) bad += a[r].src[p][i] != grad(r, QSTEPS - 1, p, i);
+            for (int64_t i = 0; i < qcount[p]; i++)
+                bad += a[r].src[p][i] != grad(r, QSTEPS - 1, p, i);
         for (int p = 0; p < QP; p++) be->free(be, a[r].src[p]), be->free(be, a[r].dst[p]);
     }
     CHECK_MSG(bad == 0, "%d wrong elements", bad);
@@ -542,7 +552,10 @@ static int mpi_main(int argc, char **argv) {
     CHECK_STR(id, "id-of-rank-0");
     CHECK(rt_mpi_any(rank == size - 1) == 1 && rt_mpi_any(0) == 0);
     CHECK(rt_mpi_barrier() == 0);
-    if (harness_current_failed) harness_failed++; else harness_passed++;
+    if (harness_current_failed)
+        harness_failed++;
+    else
+        harness_passed++;
     rt_backend_free(be);
     rt_mpi_finalize();
     return harness_done();

@@ -15,21 +15,20 @@
 static char err[4096];
 
 /* conv + batchnorm + pooling + dense: every pass has work to do. */
-static const char *NET =
-    "input image[3, 8, 8]\n"
-    "input label class(10)\n"
-    "network cnn_tiny {\n"
-    "    x = relu(batchnorm(conv(image, 4, k=3, p=1, bias=false)))\n"
-    "    logits = dense(global_avgpool(maxpool(x, k=2)), 10)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n"
-    "train {\n"
-    "    batch 3 per device\n"
-    "    epochs 1\n"
-    "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
-    "    lr {0: 0.1}\n"
-    "    eval batch 5\n"
-    "}\n";
+static const char *NET = "input image[3, 8, 8]\n"
+                         "input label class(10)\n"
+                         "network cnn_tiny {\n"
+                         "    x = relu(batchnorm(conv(image, 4, k=3, p=1, bias=false)))\n"
+                         "    logits = dense(global_avgpool(maxpool(x, k=2)), 10)\n"
+                         "    loss = softmax_cross_entropy(logits, label)\n"
+                         "}\n"
+                         "train {\n"
+                         "    batch 3 per device\n"
+                         "    epochs 1\n"
+                         "    optimizer sgd(momentum=0.9, wd=0.0001)\n"
+                         "    lr {0: 0.1}\n"
+                         "    eval batch 5\n"
+                         "}\n";
 
 /* A directory of its own under /tmp for a test's outputs. */
 static char dir[64];
@@ -103,18 +102,18 @@ TEST(reports_go_to_the_report_stream) {
 
 TEST(bad_source_names_the_file_and_line) {
     char out[128];
-    const char *bad =
-        "input image[3, 8, 8]\n"
-        "input label class(10)\n"
-        "network n {\n"
-        "    x = frobnicate(image)\n"
-        "    loss = softmax_cross_entropy(x, label)\n"
-        "}\n";
+    const char *bad = "input image[3, 8, 8]\n"
+                      "input label class(10)\n"
+                      "network n {\n"
+                      "    x = frobnicate(image)\n"
+                      "    loss = softmax_cross_entropy(x, label)\n"
+                      "}\n";
     dpc_options o = from_text(bad);
     o.out = tmp_file(out, sizeof out, "bad.plan");
     err[0] = 0;
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
-    CHECK_MSG(!strncmp(err, "tiny.net:4:", 11) && strstr(err, "error: ") && strstr(err, "frobnicate"),
+    CHECK_MSG(!strncmp(err, "tiny.net:4:", 11) && strstr(err, "error: ") &&
+                  strstr(err, "frobnicate"),
               "%s", err);
     CHECK(access(out, F_OK) != 0); /* nothing written */
 
@@ -133,8 +132,9 @@ TEST(missing_file_and_bad_options_are_refused) {
     o = from_text(NET);
     o.dump_after = "fuse2";
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "unknown pass for --dump-ir") && strstr(err, "elaborate lower autodiff") &&
-              strstr(err, "fuse2"), "%s", err);
+    CHECK_MSG(strstr(err, "unknown pass for --dump-ir") &&
+                  strstr(err, "elaborate lower autodiff") && strstr(err, "fuse2"),
+              "%s", err);
     o = from_text(NET);
     o.precision = "fp16";
     CHECK(dpc_compile(&o, err, sizeof err) == -1 && strstr(err, "fp16"));

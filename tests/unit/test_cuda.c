@@ -237,7 +237,8 @@ TEST(sgemm_args_for_resnet18_shapes) {
             CHECK_MSG(program_has(p, 0, 0, np, c->K, ckk), "resnet18 lacks %s", "the forward");
             CHECK_MSG(program_has(p, 1, 0, ckk, c->K, np), "resnet18 lacks %s", "the weight grad");
             if (i) /* the stem's input needs no gradient */
-                CHECK_MSG(program_has(p, 0, 1, np, ckk, c->K), "resnet18 lacks %s", "the data grad");
+                CHECK_MSG(program_has(p, 0, 1, np, ckk, c->K), "resnet18 lacks %s",
+                          "the data grad");
         }
     }
     cg_gemm dn = cg_gemm_dense(128, 512, 10);
@@ -370,9 +371,9 @@ static int compare_gemms(rt_backend *cpu, const cg_program *p, const ir_graph *g
                 if (d < 0) d = -d;
                 if (d > *worst) *worst = d;
                 if (d > tol) {
-                    CHECK_MSG(0, "step %d (%s) gemm %c%c %dx%dx%d: element %lld differs by %g",
-                              si, ir_ops[s->op].name, a.transa ? 'T' : 'N', a.transb ? 'T' : 'N',
-                              a.m, a.n, a.k, (long long)e, d);
+                    CHECK_MSG(0, "step %d (%s) gemm %c%c %dx%dx%d: element %lld differs by %g", si,
+                              ir_ops[s->op].name, a.transa ? 'T' : 'N', a.transb ? 'T' : 'N', a.m,
+                              a.n, a.k, (long long)e, d);
                     break;
                 }
             }
@@ -474,8 +475,8 @@ TEST(nvrtc_cache) {
         CHECK(b.cache_hit && b.size == a.size && !memcmp(a.data, b.data, a.size));
         /* Every kernel is in the cubin's symbol table. */
         for (int k = 0; k < p->nkernels; k++)
-            CHECK_MSG(memmem(a.data, a.size, p->kernels[k].name, strlen(p->kernels[k].name)),
-                      "%s", p->kernels[k].name);
+            CHECK_MSG(memmem(a.data, a.size, p->kernels[k].name, strlen(p->kernels[k].name)), "%s",
+                      p->kernels[k].name);
         /* A device newer than NVRTC: PTX, cached on its own. */
         CHECK_MSG(rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0, "%s", err);
         CHECK(c.is_ptx && !strncmp(c.target, "compute_", 8) && strstr((char *)c.data, ".entry"));
@@ -501,8 +502,10 @@ TEST(nvrtc_cache) {
     } else {
         CHECK_MSG(0, "the message does not name the kept source: %s", err);
     }
-    if (saved) setenv("DPC_CACHE_DIR", saved, 1);
-    else unsetenv("DPC_CACHE_DIR");
+    if (saved)
+        setenv("DPC_CACHE_DIR", saved, 1);
+    else
+        unsetenv("DPC_CACHE_DIR");
     free(saved);
     cg_program_free(p);
     ir_free(g);
@@ -518,7 +521,8 @@ TEST(cublas_loads_without_a_driver) {
     int major = 0;
     CHECK(rt_cublas.cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
     CHECK_MSG(major == CUBLAS_VER_MAJOR, "libcublas %d, headers %d", major, CUBLAS_VER_MAJOR);
-    CHECK_STR(rt_cublas_status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
+    CHECK_STR(rt_cublas_status_name(CUBLAS_STATUS_NOT_INITIALIZED),
+              "CUBLAS_STATUS_NOT_INITIALIZED");
 }
 
 TEST(nccl_loads_without_a_driver) {
@@ -540,7 +544,8 @@ TEST(driver_entry_points_resolve_against_the_stub) {
     if (have_device) return; /* a real driver is already loaded */
     const char *home = getenv("CUDA_HOME");
     char stub[512];
-    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so", home && *home ? home : "/usr/local/cuda");
+    snprintf(stub, sizeof stub, "%s/lib64/stubs/libcuda.so",
+             home && *home ? home : "/usr/local/cuda");
     if (!file_exists(stub)) {
         fprintf(stderr, "  (no %s: skipped)\n", stub);
         return;
@@ -576,8 +581,9 @@ static void compile_program(const char *plan, const char *which, const cg_progra
         int missing = 0;
         for (int k = 0; k < p->nkernels; k++)
             if (!memmem(img.data, img.size, p->kernels[k].name, strlen(p->kernels[k].name))) {
-                if (!missing) printf("FAIL %s %s %s: kernel %s not in the cubin\n", plan, which,
-                                     archs[a], p->kernels[k].name);
+                if (!missing)
+                    printf("FAIL %s %s %s: kernel %s not in the cubin\n", plan, which, archs[a],
+                           p->kernels[k].name);
                 missing++;
             }
         if (missing) {
@@ -607,8 +613,8 @@ static int compile_plans(int n, char **paths) {
         size_t off = 0;
         while (sec && off < sec->len) {
             size_t used = 0;
-            cg_program *p = cg_program_parse_prefix(sec->data + off, sec->len - off, &used, err,
-                                                    sizeof err);
+            cg_program *p =
+                cg_program_parse_prefix(sec->data + off, sec->len - off, &used, err, sizeof err);
             if (!p) {
                 printf("FAIL %s: KCUD: %s\n", paths[i], err);
                 plans_failed++;

@@ -57,7 +57,8 @@ static int n_c_modules;
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
     const char *build = getenv("DPC_BUILD");
-    snprintf(fake_path, sizeof fake_path, "%s/fake/libfakecuda.so", build && *build ? build : "build/rel");
+    snprintf(fake_path, sizeof fake_path, "%s/fake/libfakecuda.so",
+             build && *build ? build : "build/rel");
     void *h = dlopen(fake_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         fprintf(stderr, "cannot load the fake driver: %s (run through make test)\n", dlerror());
@@ -94,7 +95,8 @@ static int register_kernels(const ir_graph *g) {
     CHECK_MSG(!rc, "%s", err);
     if (!rc && pc->nkernels != pu->nkernels) rc = -1;
     for (int k = 0; !rc && k < pc->nkernels; k++)
-        if (strcmp(pc->kernels[k].name, pu->kernels[k].name) || pc->kernels[k].nargs != pu->kernels[k].nargs)
+        if (strcmp(pc->kernels[k].name, pu->kernels[k].name) ||
+            pc->kernels[k].nargs != pu->kernels[k].nargs)
             rc = -1;
     CHECK_MSG(!rc, "the C and CUDA dialects emit different kernels");
     char *so = rc ? NULL : rt_cache_compile_c(pc->source, NULL, err, sizeof err);
@@ -107,8 +109,10 @@ static int register_kernels(const ir_graph *g) {
         void *sym = dlsym(h, pc->kernels[k].name);
         c_kernel fn;
         memcpy(&fn, &sym, sizeof fn);
-        if (!sym) rc = -1;
-        else fake_register(pc->kernels[k].name, fn, pc->kernels[k].nargs);
+        if (!sym)
+            rc = -1;
+        else
+            fake_register(pc->kernels[k].name, fn, pc->kernels[k].nargs);
     }
     if (h && n_c_modules < 16) c_modules[n_c_modules++] = h;
     free(so);
@@ -221,9 +225,9 @@ static void fill_inputs(rt_exec *ex, const ir_graph *g, uint64_t seed) {
 /* What a step leaves that stays valid after it (exec.h: outputs,
  * gradients) and every store tensor, as host copies. */
 typedef struct {
-    int n;          /* entries: live nodes, then store tensors */
+    int n; /* entries: live nodes, then store tensors */
     char **what;
-    float **v;      /* raw bytes as floats (i32 outputs compare bitwise too) */
+    float **v; /* raw bytes as floats (i32 outputs compare bitwise too) */
     int64_t *len;
 } state;
 
@@ -328,8 +332,8 @@ static void step_matches_cpu(const char *model, int batch) {
         CHECK_MSG(s1.launches - s0.launches + s1.gemms - s0.gemms == launches &&
                       s1.gemms - s0.gemms == gemms,
                   "%lld launches + %lld gemms, the program makes %d (%d gemms)",
-                  (long long)(s1.launches - s0.launches), (long long)(s1.gemms - s0.gemms), launches,
-                  gemms);
+                  (long long)(s1.launches - s0.launches), (long long)(s1.gemms - s0.gemms),
+                  launches, gemms);
         state sc = state_of(&c, g), su = state_of(&u, g);
         CHECK(state_diff(&su, &sc, 1e-4, model) == 0);
         state_free(&sc);
@@ -409,7 +413,6 @@ TEST(resnet18_eval_equals_cpu) {
     sides_free(sides, g);
 }
 
-
 /* ---- replicas: nccl, buckets, graphs ------------------------------------------------ */
 
 static const char *BN_NET = FX_NET("bn_tiny", FX_BN_RESIDUAL FX_GAP_LOGITS, 4, 4);
@@ -442,7 +445,7 @@ static void free_plan(dpc_plan *p) {
 typedef struct {
     float loss[STEPS][MAXREP * BATCH];
     int ntensors;
-    float *tensor[64];  /* replica 0's store after the steps */
+    float *tensor[64]; /* replica 0's store after the steps */
     int64_t len[64];
     int64_t calls, graph_launches; /* replica 0's last step */
     char coll[16];
@@ -475,7 +478,8 @@ static char job_trace[1 << 14];
  * rt_replicas_place), summed by `kind` ("nccl", "local" or "auto":
  * rt_replicas_coll_new's choice), STEPS steps of synthetic data with a
  * changing lr. 0 or -1. */
-static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int graphs, job_result *out) {
+static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int graphs,
+                   job_result *out) {
     memset(out, 0, sizeof *out);
     rt_backend *bes[MAXREP] = {0};
     int ok = 1;
@@ -519,12 +523,13 @@ static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int gra
             ok = rt_replicas_step(R, img, lab, lr, scale, out->loss[step], err, sizeof err) == 0;
         } else {
             if (step == 0) job_batch(0, n, img, lab);
-            ok = rt_replicas_step_enqueue(R, step == 0 ? img : NULL, lab, lr, scale, err, sizeof err) == 0;
+            ok = rt_replicas_step_enqueue(R, step == 0 ? img : NULL, lab, lr, scale, err,
+                                          sizeof err) == 0;
             int more = step + 1 < STEPS;
             /* The buffers are free again: the next batch goes into them. */
             if (more) job_batch(step + 1, n, img, lab);
-            ok = ok && rt_replicas_step_finish(R, more ? img : NULL, more ? lab : NULL, out->loss[step], err,
-                                               sizeof err) == 0;
+            ok = ok && rt_replicas_step_finish(R, more ? img : NULL, more ? lab : NULL,
+                                               out->loss[step], err, sizeof err) == 0;
         }
         CHECK_MSG(ok, "step %d: %s", step, err);
     }
@@ -548,23 +553,28 @@ static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int gra
 
 /* tol 0: bit for bit; else |a-b| <= tol * (|b| + 1e-3) elementwise. The
  * number of tensors (and the loss) that differ. */
-static int results_differ(const job_result *a, const job_result *b, int n, double tol, const char *what) {
+static int results_differ(const job_result *a, const job_result *b, int n, double tol,
+                          const char *what) {
     int bad = 0;
     for (int s = 0; s < STEPS; s++)
         for (int i = 0; i < n * BATCH; i++)
             if (tol == 0 ? memcmp(&a->loss[s][i], &b->loss[s][i], sizeof(float)) != 0
-                         : !(fabs((double)a->loss[s][i] - b->loss[s][i]) <= tol * (fabs(b->loss[s][i]) + 1e-3))) {
-                if (!bad++) CHECK_MSG(0, "%s: step %d loss %d: %.9g vs %.9g", what, s, i, a->loss[s][i], b->loss[s][i]);
+                         : !(fabs((double)a->loss[s][i] - b->loss[s][i]) <=
+                             tol * (fabs(b->loss[s][i]) + 1e-3))) {
+                if (!bad++)
+                    CHECK_MSG(0, "%s: step %d loss %d: %.9g vs %.9g", what, s, i, a->loss[s][i],
+                              b->loss[s][i]);
             }
-    CHECK_MSG(a->ntensors == b->ntensors && a->ntensors > 0, "%s: %d vs %d tensors", what, a->ntensors,
-              b->ntensors);
+    CHECK_MSG(a->ntensors == b->ntensors && a->ntensors > 0, "%s: %d vs %d tensors", what,
+              a->ntensors, b->ntensors);
     for (int t = 0; t < a->ntensors && t < b->ntensors; t++)
         for (int64_t i = 0; i < a->len[t]; i++)
             if (tol == 0 ? memcmp(&a->tensor[t][i], &b->tensor[t][i], sizeof(float)) != 0
                          : !(fabs((double)a->tensor[t][i] - b->tensor[t][i]) <=
                              tol * (fabs(b->tensor[t][i]) + 1e-3))) {
-                if (!bad++) CHECK_MSG(0, "%s: tensor %d element %lld: %.9g vs %.9g", what, t, (long long)i,
-                                      a->tensor[t][i], b->tensor[t][i]);
+                if (!bad++)
+                    CHECK_MSG(0, "%s: tensor %d element %lld: %.9g vs %.9g", what, t, (long long)i,
+                              a->tensor[t][i], b->tensor[t][i]);
                 break;
             }
     return bad;
@@ -585,10 +595,12 @@ TEST(one_replica_graph_replay_equals_eager) {
         CHECK(graph.graphs_used == 1 && eager.graphs_used == 0);
         CHECK(results_differ(&graph, &eager, 1, 0, "graphs on vs off") == 0);
         int launches = program_launches(p->train);
-        CHECK_MSG(eager.calls == launches && eager.graph_launches == 0, "eager step: %lld calls, %lld graphs, program %d",
-                  (long long)eager.calls, (long long)eager.graph_launches, launches);
-        CHECK_MSG(graph.calls == 0 && graph.graph_launches == 1, "replayed step: %lld calls, %lld graphs",
-                  (long long)graph.calls, (long long)graph.graph_launches);
+        CHECK_MSG(eager.calls == launches && eager.graph_launches == 0,
+                  "eager step: %lld calls, %lld graphs, program %d", (long long)eager.calls,
+                  (long long)eager.graph_launches, launches);
+        CHECK_MSG(graph.calls == 0 && graph.graph_launches == 1,
+                  "replayed step: %lld calls, %lld graphs", (long long)graph.calls,
+                  (long long)graph.graph_launches);
     }
     result_free(&eager);
     result_free(&graph);
@@ -647,15 +659,17 @@ TEST(input_copy_overlap_equals_step_order) {
                 CHECK_MSG(ovl.graphs_used == graphs, "%s", what);
                 if (cfg[c].n == 1) {
                     int reads = 0, late = reads_not_behind_copies(job_trace, &reads);
-                    CHECK_MSG(reads == STEPS && late == 1, "%s: %d loss reads, %d not behind the next copy: %s",
-                              what, reads, late, job_trace);
+                    CHECK_MSG(reads == STEPS && late == 1,
+                              "%s: %d loss reads, %d not behind the next copy: %s", what, reads,
+                              late, job_trace);
                     /* Only the last read goes straight after the step's work. */
                     size_t len = strlen(job_trace);
-                    CHECK_MSG(len >= 2 && job_trace[len - 1] == 'd' && job_trace[len - 2] == 'k', "%s: %s", what,
-                              job_trace);
+                    CHECK_MSG(len >= 2 && job_trace[len - 1] == 'd' && job_trace[len - 2] == 'k',
+                              "%s: %s", what, job_trace);
                     /* Today's order reads every loss straight after its step. */
-                    CHECK_MSG(reads_not_behind_copies(base_trace, &reads) == STEPS && reads == STEPS, "%s: %s",
-                              what, base_trace);
+                    CHECK_MSG(reads_not_behind_copies(base_trace, &reads) == STEPS &&
+                                  reads == STEPS,
+                              "%s: %s", what, base_trace);
                 }
             }
             job_overlap = 0;
@@ -688,11 +702,14 @@ TEST(nccl_on_two_devices_equals_local) {
          * ones; the tolerance is for NCCL's order on more. */
         CHECK(results_differ(&nccl, &local, 2, 1e-5, "nccl vs local") == 0);
         /* rt_replicas_coll_new: nccl on distinct devices, local when shared. */
-        if (!run_job(p, 2, 2, "auto", 0, &autod)) CHECK_MSG(!strcmp(autod.coll, "nccl"), "%s", autod.coll);
-        if (!run_job(p, 2, 1, "auto", 0, &shared)) CHECK_MSG(!strcmp(shared.coll, "local"), "%s", shared.coll);
+        if (!run_job(p, 2, 2, "auto", 0, &autod))
+            CHECK_MSG(!strcmp(autod.coll, "nccl"), "%s", autod.coll);
+        if (!run_job(p, 2, 1, "auto", 0, &shared))
+            CHECK_MSG(!strcmp(shared.coll, "local"), "%s", shared.coll);
         CHECK(results_differ(&shared, &local, 2, 0, "local: shared device vs two") == 0);
         /* NCCL refuses two ranks on one device, with a message. */
-        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
+        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err),
+                              rt_backend_cuda(0, err, sizeof err)};
         CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL && strstr(err, "share device 0"));
         /* DPC_COLL forces a kind; what cannot be is refused with a message. */
         rt_backend *pair[2] = {two[0], rt_backend_cuda(1, err, sizeof err)};
@@ -702,7 +719,9 @@ TEST(nccl_on_two_devices_equals_local) {
         rt_coll_free(c);
         setenv("DPC_COLL", "nccl", 1);
         c = rt_replicas_coll_new(two, 2, 1, "dprun: ", err, sizeof err);
-        CHECK_MSG(c == NULL && strstr(err, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices"), "%s", err);
+        CHECK_MSG(c == NULL &&
+                      strstr(err, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices"),
+                  "%s", err);
         setenv("DPC_COLL", "gloo", 1);
         c = rt_replicas_coll_new(pair, 2, 1, "dprun: ", err, sizeof err);
         CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
@@ -711,7 +730,8 @@ TEST(nccl_on_two_devices_equals_local) {
         /* Placement: 4 replicas on the 2 devices, two each, a backend each. */
         rt_backend *four[4];
         int devices = 0;
-        CHECK(rt_replicas_open_backends(two[0], 4, four, &devices, err, sizeof err) == 0 && devices == 2);
+        CHECK(rt_replicas_open_backends(two[0], 4, four, &devices, err, sizeof err) == 0 &&
+              devices == 2);
         int dev_ok = 1;
         for (int r = 0; r < 4; r++) {
             dev_ok &= rt_cuda_device_ordinal(four[r]) == r / 2 && four[r] != two[0];
@@ -755,8 +775,9 @@ TEST(nccl_buckets_start_in_backward_order_and_replay) {
     }
     CHECK_MSG(nb >= 3, "%d buckets; the test wants several", nb);
     for (int b = 1; b < nb; b++)
-        CHECK_MSG(last_grad[b] > last_grad[b - 1], "bucket %d completes at node %d, before bucket %d (%d)", b,
-                  last_grad[b], b - 1, last_grad[b - 1]);
+        CHECK_MSG(last_grad[b] > last_grad[b - 1],
+                  "bucket %d completes at node %d, before bucket %d (%d)", b, last_grad[b], b - 1,
+                  last_grad[b - 1]);
     for (int pass = 0; p && pass < 2; pass++) {
         job_result *r = pass ? &graph : &eager;
         fake_nccl_clear();
@@ -764,12 +785,12 @@ TEST(nccl_buckets_start_in_backward_order_and_replay) {
         const void *src[1024];
         long long cnt[1024];
         int got = fake_nccl_calls(0, src, cnt, 1024);
-        CHECK_MSG(got == STEPS * ne, "%s: %d all-reduces, expected %d x %d", pass ? "graphs" : "eager", got,
-                  STEPS, ne);
+        CHECK_MSG(got == STEPS * ne, "%s: %d all-reduces, expected %d x %d",
+                  pass ? "graphs" : "eager", got, STEPS, ne);
         for (int i = 0; i < got && i < 1024; i++)
             if (cnt[i] != expect[i % ne]) {
-                CHECK_MSG(0, "%s: all-reduce %d has %lld floats, expected %lld", pass ? "graphs" : "eager", i,
-                          cnt[i], expect[i % ne]);
+                CHECK_MSG(0, "%s: all-reduce %d has %lld floats, expected %lld",
+                          pass ? "graphs" : "eager", i, cnt[i], expect[i % ne]);
                 break;
             }
     }
@@ -822,7 +843,8 @@ TEST(nccl_sums_replicas_sharing_a_device_on_it_first) {
     memset(&one, 0, sizeof one), memset(&graph, 0, sizeof graph);
     if (p) fake_nccl_clear();
     if (p && !run_job(p, 4, 2, "nccl", 0, &hier)) {
-        CHECK_MSG(!strcmp(hier.coll, "nccl") && hier.groups == 2, "%s, %d device groups", hier.coll, hier.groups);
+        CHECK_MSG(!strcmp(hier.coll, "nccl") && hier.groups == 2, "%s, %d device groups", hier.coll,
+                  hier.groups);
         const void *src[1024];
         long long cnt[1024];
         int nb = plan_buckets(p);
@@ -835,22 +857,28 @@ TEST(nccl_sums_replicas_sharing_a_device_on_it_first) {
             CHECK(results_differ(&hier, &local, 4, 1e-5, "nccl on shared devices vs local") == 0);
         /* Host queue threads: graphs are recorded as segments, same floats. */
         if (!run_job(p, 4, 2, "nccl", 1, &graph)) {
-            CHECK(results_differ(&graph, &hier, 4, 0, "nccl on shared devices: graphs on vs off") == 0);
-            CHECK_MSG(graph.calls == 0 && graph.graph_launches > 1, "%lld calls, %lld graph launches",
-                      (long long)graph.calls, (long long)graph.graph_launches);
+            CHECK(results_differ(&graph, &hier, 4, 0, "nccl on shared devices: graphs on vs off") ==
+                  0);
+            CHECK_MSG(graph.calls == 0 && graph.graph_launches > 1,
+                      "%lld calls, %lld graph launches", (long long)graph.calls,
+                      (long long)graph.graph_launches);
         }
         if (!run_job(p, 4, 2, "auto", 0, &autod)) {
             CHECK_MSG(!strcmp(autod.coll, "nccl") && autod.groups == 2, "%s", autod.coll);
             CHECK(results_differ(&autod, &hier, 4, 0, "auto vs nccl on shared devices") == 0);
         }
-        if (!run_job(p, 4, 1, "auto", 0, &one)) CHECK_MSG(!strcmp(one.coll, "local"), "%s", one.coll);
+        if (!run_job(p, 4, 1, "auto", 0, &one))
+            CHECK_MSG(!strcmp(one.coll, "local"), "%s", one.coll);
         /* The nccl kind refuses a single device with a message. */
-        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err)};
-        CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL && strstr(err, "at least 2 devices"));
+        rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err),
+                              rt_backend_cuda(0, err, sizeof err)};
+        CHECK(rt_coll_nccl_new(2, two, err, sizeof err) == NULL &&
+              strstr(err, "at least 2 devices"));
         rt_backend_free(two[0]);
         rt_backend_free(two[1]);
     }
-    result_free(&hier), result_free(&local), result_free(&autod), result_free(&one), result_free(&graph);
+    result_free(&hier), result_free(&local), result_free(&autod), result_free(&one),
+        result_free(&graph);
     free_plan(p);
     unsetenv("DPC_FAKE_CUDA_DEVICES");
 }
@@ -865,8 +893,10 @@ static int sim_sum(double *buf, int64_t n) {
 }
 static int sim_bcast(void *buf, int64_t bytes) {
     if (bytes != (int64_t)sizeof sim_msg) return -1;
-    if (sim_rank == 0) memcpy(sim_msg, buf, sizeof sim_msg);
-    else memcpy(buf, sim_msg, sizeof sim_msg);
+    if (sim_rank == 0)
+        memcpy(sim_msg, buf, sizeof sim_msg);
+    else
+        memcpy(buf, sim_msg, sizeof sim_msg);
     sim_bcasts++;
     return 0;
 }
@@ -877,12 +907,13 @@ static int sim_barrier(void) { return 0; }
 static void check_inits(int from, int n, int first, int nranks, const char *what) {
     char id[RT_NCCL_ID_BYTES];
     int rank = -1, nr = -1, total = fake_nccl_inits(0, id, &rank, &nr);
-    CHECK_MSG(total == from + n, "%s: %d ncclCommInitRank calls, expected %d", what, total - from, n);
+    CHECK_MSG(total == from + n, "%s: %d ncclCommInitRank calls, expected %d", what, total - from,
+              n);
     for (int i = 0; i < n && from + i < total; i++) {
         fake_nccl_inits(from + i, id, &rank, &nr);
         CHECK_MSG(rank == first + i && nr == nranks && !memcmp(id, sim_msg + 1, sizeof id),
-                  "%s: init %d: rank %d of %d (expected %d of %d), id '%.40s'", what, i, rank, nr, first + i,
-                  nranks, id);
+                  "%s: init %d: rank %d of %d (expected %d of %d), id '%.40s'", what, i, rank, nr,
+                  first + i, nranks, id);
     }
 }
 
@@ -921,7 +952,9 @@ TEST(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id) {
     rt_coll *c2 = rt_coll_nccl_ranks_new(4, b, 2, 3, &ops, err, sizeof err);
     CHECK_MSG(c2 != NULL, "%s", err);
     check_inits(base + 6, 2, 4, 6, "process 2 of 3, devices shared");
-    if (c2) CHECK(rt_coll_device_groups(c2) == 2 && rt_coll_size(c2) == 12 && rt_coll_global_replica(c2, 1) == 9);
+    if (c2)
+        CHECK(rt_coll_device_groups(c2) == 2 && rt_coll_size(c2) == 12 &&
+              rt_coll_global_replica(c2, 1) == 9);
     rt_coll_free(c);
     rt_coll_free(c2);
     /* Rank 0 could not make an id: the others say so instead of waiting. */

@@ -22,7 +22,8 @@ static ir_train article_data(void) {
 }
 
 TEST(synthetic_is_deterministic_and_shaped) {
-    rt_dataset *a = rt_data_synthetic(200, 3, 32, 32, 1, 7), *b = rt_data_synthetic(200, 3, 32, 32, 1, 7);
+    rt_dataset *a = rt_data_synthetic(200, 3, 32, 32, 1, 7),
+               *b = rt_data_synthetic(200, 3, 32, 32, 1, 7);
     rt_dataset *t = rt_data_synthetic(200, 3, 32, 32, 0, 7);
     CHECK(a->count == 200 && a->c == 3 && a->h == 32 && a->w == 32 && a->classes == 10);
     CHECK(memcmp(a->pixels, b->pixels, 200 * 3072) == 0 && memcmp(a->labels, b->labels, 200) == 0);
@@ -45,7 +46,8 @@ TEST(synthetic_is_deterministic_and_shaped) {
 /* Nearest class mean (computed on train) classifies the test split well:
  * the set is learnable. */
 TEST(synthetic_is_learnable) {
-    rt_dataset *tr = rt_data_synthetic(1000, 3, 32, 32, 1, 3), *te = rt_data_synthetic(300, 3, 32, 32, 0, 3);
+    rt_dataset *tr = rt_data_synthetic(1000, 3, 32, 32, 1, 3),
+               *te = rt_data_synthetic(300, 3, 32, 32, 0, 3);
     static double mean[10][3072];
     int cnt[10] = {0};
     memset(mean, 0, sizeof mean);
@@ -168,14 +170,17 @@ TEST(cifar_reader_refuses_bad_files) {
     fputc(255, f);
     fclose(f);
     CHECK(rt_data_cifar10(dir, 0, err, sizeof err) == NULL);
-    CHECK(strstr(err, "test_batch.bin: record 2 has label 255; CIFAR-10 labels are 0-9 (byte 6146") != NULL);
+    CHECK(
+        strstr(err, "test_batch.bin: record 2 has label 255; CIFAR-10 labels are 0-9 (byte 6146") !=
+        NULL);
 
     /* extra bytes after whole records, and a record cut short */
     write_all(3);
     write_batch("data_batch_2.bin", 2, 3, 1, -1);
     CHECK(rt_data_cifar10(dir, 1, err, sizeof err) == NULL);
-    CHECK(strstr(err, "data_batch_2.bin: size 9220 is not a whole number of 3073-byte CIFAR-10 records: "
-                      "record 3 has only 1 bytes") != NULL);
+    CHECK(strstr(err,
+                 "data_batch_2.bin: size 9220 is not a whole number of 3073-byte CIFAR-10 records: "
+                 "record 3 has only 1 bytes") != NULL);
     write_all(3);
     snprintf(path, sizeof path, "%s/data_batch_2.bin", dir);
     CHECK(truncate(path, 3073 + 1000) == 0);
@@ -246,7 +251,8 @@ TEST(eval_batches_normalise_and_pad) {
 
 /* Finds the crop offset and mirror that explain an augmented image; pixels
  * from the padding hold the normalised zero. */
-static int explains(const rt_batcher *b, const uint8_t *src, const float *out, int dy, int dx, int flip) {
+static int explains(const rt_batcher *b, const uint8_t *src, const float *out, int dy, int dx,
+                    int flip) {
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < 32; y++)
             for (int x = 0; x < 32; x++) {
@@ -321,7 +327,8 @@ TEST(train_batches_shuffle_crop_and_mirror) {
 
     /* The train-accuracy pass augments with its own draws, in dataset order. */
     rt_batcher te;
-    CHECK(rt_batcher_init(&te, ds, &t, 10, RT_BATCH_TRAIN_EVAL, 42, 3, 32, 32, err, sizeof err) == 0);
+    CHECK(rt_batcher_init(&te, ds, &t, 10, RT_BATCH_TRAIN_EVAL, 42, 3, 32, 32, err, sizeof err) ==
+          0);
     CHECK(te.augment && !te.shuffle && te.batches == 11);
     rt_dataset_free(ds);
 }
@@ -392,8 +399,8 @@ TEST(known_pixel_lands_where_it_should) {
                         }
                 int overlap = (32 - abs(oy - 4)) * (32 - abs(ox - 4));
                 CHECK_MSG(markers == 1 && !bad && pads == 3 * (1024 - overlap),
-                          "oy %d ox %d flip %d: %d markers, %d pads, %d misplaced", oy, ox, flip, markers,
-                          pads, bad);
+                          "oy %d ox %d flip %d: %d markers, %d pads, %d misplaced", oy, ox, flip,
+                          markers, pads, bad);
                 cases++;
             }
     CHECK(cases == 162);
@@ -421,8 +428,8 @@ TEST(crop_offsets_uniform_and_mirror_half) {
     rt_dataset *ds = rt_data_synthetic(1000, 3, 32, 32, 1, 5);
     for (int mode = 0; mode < 2; mode++) {
         rt_batcher b;
-        CHECK(rt_batcher_init(&b, ds, &t, 10, mode ? RT_BATCH_TRAIN_EVAL : RT_BATCH_TRAIN, 2024, 3, 32, 32,
-                              err, sizeof err) == 0);
+        CHECK(rt_batcher_init(&b, ds, &t, 10, mode ? RT_BATCH_TRAIN_EVAL : RT_BATCH_TRAIN, 2024, 3,
+                              32, 32, err, sizeof err) == 0);
         static int ny[9], nx[9], nxy[9][9], flips[9];
         memset(ny, 0, sizeof ny), memset(nx, 0, sizeof nx), memset(nxy, 0, sizeof nxy);
         memset(flips, 0, sizeof flips);
@@ -431,7 +438,8 @@ TEST(crop_offsets_uniform_and_mirror_half) {
             for (int64_t rec = 0; rec < ds->count; rec++) {
                 rt_augment a;
                 rt_batcher_draw(&b, epoch, rec, &a);
-                CHECK(a.oy >= 0 && a.oy <= 8 && a.ox >= 0 && a.ox <= 8 && (a.flip == 0 || a.flip == 1));
+                CHECK(a.oy >= 0 && a.oy <= 8 && a.ox >= 0 && a.ox <= 8 &&
+                      (a.flip == 0 || a.flip == 1));
                 ny[a.oy]++, nx[a.ox]++, nxy[a.oy][a.ox]++;
                 flips[a.oy] += a.flip;
                 nflip += a.flip;
@@ -443,12 +451,14 @@ TEST(crop_offsets_uniform_and_mirror_half) {
             chi_x += (nx[i] - ey) * (nx[i] - ey) / ey;
             for (int j = 0; j < 9; j++) chi_xy += (nxy[i][j] - exy) * (nxy[i][j] - exy) / exy;
             /* mirror independent of the crop row */
-            CHECK_MSG(fabs((double)flips[i] / ny[i] - 0.5) < 0.1, "row %d: %d of %d mirrored", i, flips[i], ny[i]);
+            CHECK_MSG(fabs((double)flips[i] / ny[i] - 0.5) < 0.1, "row %d: %d of %d mirrored", i,
+                      flips[i], ny[i]);
         }
         /* 8 and 80 degrees of freedom: means 8 and 80, sd 4 and 12.6 */
-        CHECK_MSG(chi_y < 40 && chi_x < 40 && chi_xy < 160, "mode %d: chi2 y %.1f x %.1f joint %.1f", mode,
-                  chi_y, chi_x, chi_xy);
-        CHECK_MSG(fabs((double)nflip / n - 0.5) < 0.03, "mode %d: %d of %d mirrored", mode, nflip, n);
+        CHECK_MSG(chi_y < 40 && chi_x < 40 && chi_xy < 160,
+                  "mode %d: chi2 y %.1f x %.1f joint %.1f", mode, chi_y, chi_x, chi_xy);
+        CHECK_MSG(fabs((double)nflip / n - 0.5) < 0.03, "mode %d: %d of %d mirrored", mode, nflip,
+                  n);
     }
     rt_dataset_free(ds);
 }
@@ -540,7 +550,8 @@ TEST(cifar_parse_from_memory) {
     CHECK(strstr(err, "record 0 has only 3072 bytes") != NULL);
     buf[2 * REC] = 10;
     CHECK(rt_data_cifar10_parse("mem.bin", buf, 3 * REC, err, sizeof err) == NULL);
-    CHECK(strstr(err, "mem.bin: record 2 has label 10; CIFAR-10 labels are 0-9 (byte 6146") != NULL);
+    CHECK(strstr(err, "mem.bin: record 2 has label 10; CIFAR-10 labels are 0-9 (byte 6146") !=
+          NULL);
 }
 
 int main(void) {

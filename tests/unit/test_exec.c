@@ -31,7 +31,8 @@ static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
         if (n->type.dtype == IR_I32) {
             int32_t *lab = (int32_t *)vals[i];
             int64_t classes = n->iattr[0] > 0 ? n->iattr[0] : 10;
-            for (int64_t j = 0; j < cnt; j++) lab[j] = (int32_t)rt_rng_below(rng, (uint64_t)classes);
+            for (int64_t j = 0; j < cnt; j++)
+                lab[j] = (int32_t)rt_rng_below(rng, (uint64_t)classes);
             if (!strcmp(n->name, "badlabel")) lab[cnt - 1] = (int32_t)classes;
         } else {
             int pos = !strncmp(n->name, "pos", 3);
@@ -53,8 +54,10 @@ static int compare(const char *what, int node, const float *got, const double *r
     for (int64_t i = 0; i < n; i++) {
         double r = ref[i], gv = got[i];
         if (r != r || gv != gv) {
-            if ((r != r) != (gv != gv)) bad++;
-            else continue;
+            if ((r != r) != (gv != gv))
+                bad++;
+            else
+                continue;
         } else if (isinf(r) || isinf(gv)) {
             if (r != gv) bad++;
         } else if (fabs(gv - r) > rtol * (fabs(r) + rms) + 1e-30) {
@@ -139,7 +142,6 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
 }
 
 #define TOL 1e-5
-
 
 /* ---- GEMM-backed ops ------------------------------------------------------------- */
 
@@ -240,10 +242,10 @@ TEST(dense_ops) {
 TEST(resnet18_gemm_shapes) {
     static const int64_t shapes[][6] = {
         /* C, K, H, k, s, p */
-        {3, 64, 32, 7, 2, 3},    {64, 64, 8, 3, 1, 1},    {64, 128, 8, 3, 2, 1},
-        {128, 128, 4, 3, 1, 1},  {64, 128, 8, 1, 2, 0},   {128, 256, 4, 3, 2, 1},
-        {256, 256, 2, 3, 1, 1},  {128, 256, 4, 1, 2, 0},  {256, 512, 2, 3, 2, 1},
-        {512, 512, 1, 3, 1, 1},  {256, 512, 2, 1, 2, 0},
+        {3, 64, 32, 7, 2, 3},   {64, 64, 8, 3, 1, 1},   {64, 128, 8, 3, 2, 1},
+        {128, 128, 4, 3, 1, 1}, {64, 128, 8, 1, 2, 0},  {128, 256, 4, 3, 2, 1},
+        {256, 256, 2, 3, 1, 1}, {128, 256, 4, 1, 2, 0}, {256, 512, 2, 3, 2, 1},
+        {512, 512, 1, 3, 1, 1}, {256, 512, 2, 1, 2, 0},
     };
     ir_graph *g = ir_new();
     char name[32];
@@ -315,8 +317,8 @@ TEST(pooling) {
         N(MAXPOOL_GRAD, dy, x), IA(k, s, p), NULL);
         N(AVGPOOL_GRAD, dy), IA(k, s, p, 9, 11), NULL);
         (void)ap;
-        CHECK_MSG(run_both(g, NULL, TOL) == 0, "pool k%lld s%lld p%lld", (long long)k,
-                  (long long)s, (long long)p);
+        CHECK_MSG(run_both(g, NULL, TOL) == 0, "pool k%lld s%lld p%lld", (long long)k, (long long)s,
+                  (long long)p);
         ir_free(g);
     }
 }
@@ -675,16 +677,27 @@ TEST(thread_pool_splits_kernels_and_gemms) {
     CHECK(a[0].ok && a[1].ok);
     /* a module without the grain symbol is refused with a message */
     rt_module *m2 = be->compile(be, "void lonely(void) {}\n", err, sizeof err);
-    CHECK(m2 && be->kernel(be, m2, "lonely", 1, err, sizeof err) == NULL && strstr(err, "lonely_grain"));
+    CHECK(m2 && be->kernel(be, m2, "lonely", 1, err, sizeof err) == NULL &&
+          strstr(err, "lonely_grain"));
     if (m2) be->module_free(be, m2);
     be->module_free(be, m);
     /* GEMM blocks: split along m (m >= n) and along n, against one call */
     int shapes[2][3] = {{300, 70, 50}, {40, 333, 90}};
     for (int t = 0; t < 2; t++) {
         int M = shapes[t][0], Nn = shapes[t][1], K = shapes[t][2];
-        cg_gemm d = {.transa = t, .transb = 1 - t, .m = M, .n = Nn, .k = K, .alpha = 1, .beta = 0,
-                     .lda = t ? K : M, .ldb = t ? K : Nn, .ldc = M, .batch = 1};
-        float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * Nn);
+        cg_gemm d = {.transa = t,
+                     .transb = 1 - t,
+                     .m = M,
+                     .n = Nn,
+                     .k = K,
+                     .alpha = 1,
+                     .beta = 0,
+                     .lda = t ? K : M,
+                     .ldb = t ? K : Nn,
+                     .ldc = M,
+                     .batch = 1};
+        float *A = malloc(sizeof(float) * (size_t)M * K),
+              *B = malloc(sizeof(float) * (size_t)K * Nn);
         float *C = calloc((size_t)M * Nn, sizeof(float));
         double *R = calloc((size_t)M * Nn, sizeof(double));
         for (int i = 0; i < M * K; i++) A[i] = (float)((i * 7) % 13) - 6.0f;
@@ -707,8 +720,9 @@ TEST(thread_pool_splits_kernels_and_gemms) {
 TEST(compile_cache_hits_and_races) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(unique_src, sizeof unique_src, "/* %ld.%09ld %ld */ int dpc_probe(void) { return 7; }\n",
-             (long)ts.tv_sec, ts.tv_nsec, (long)getpid());
+    snprintf(unique_src, sizeof unique_src,
+             "/* %ld.%09ld %ld */ int dpc_probe(void) { return 7; }\n", (long)ts.tv_sec, ts.tv_nsec,
+             (long)getpid());
     pthread_t th[3];
     int ok[3] = {0};
     for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, compile_unique, &ok[i]);

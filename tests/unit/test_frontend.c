@@ -64,8 +64,7 @@ static char *read_file(const char *path, size_t *len) {
 
 static int count_sources(const ir_graph *g) {
     int n = 0;
-    for (int i = 0; i < g->n; i++)
-        n += ir_is_persistent(g->nodes[i].op);
+    for (int i = 0; i < g->n; i++) n += ir_is_persistent(g->nodes[i].op);
     return n;
 }
 
@@ -84,9 +83,8 @@ static int find_name(const ir_graph *g, const char *name) {
 
 /* Field by field: struct padding may differ between equal nodes. */
 static int node_equal(const ir_node *a, const ir_node *b) {
-    if (a->op != b->op || a->ninputs != b->ninputs || a->flags != b->flags ||
-        a->line != b->line || a->col != b->col || strcmp(a->name, b->name) ||
-        !ir_type_equal(&a->type, &b->type))
+    if (a->op != b->op || a->ninputs != b->ninputs || a->flags != b->flags || a->line != b->line ||
+        a->col != b->col || strcmp(a->name, b->name) || !ir_type_equal(&a->type, &b->type))
         return 0;
     for (int i = 0; i < a->ninputs; i++)
         if (a->input[i] != b->input[i]) return 0;
@@ -97,20 +95,19 @@ static int node_equal(const ir_node *a, const ir_node *b) {
     return 1;
 }
 
-static const char *small_net =
-    "input image[3, 8, 8]\n"
-    "input label class(4)\n"
-    "block unit(x, c) {\n"
-    "    y = relu(batchnorm(conv(x, c, k=3, p=1, bias=false)))\n"
-    "    return y\n"
-    "}\n"
-    "network tiny {\n"
-    "    x = unit(image, 4)\n"
-    "    x = unit(x, 4)\n"
-    "    x = conv(x, 6, k=1)\n"
-    "    logits = dense(flatten(x), 4)\n"
-    "    loss = softmax_cross_entropy(logits, label)\n"
-    "}\n";
+static const char *small_net = "input image[3, 8, 8]\n"
+                               "input label class(4)\n"
+                               "block unit(x, c) {\n"
+                               "    y = relu(batchnorm(conv(x, c, k=3, p=1, bias=false)))\n"
+                               "    return y\n"
+                               "}\n"
+                               "network tiny {\n"
+                               "    x = unit(image, 4)\n"
+                               "    x = unit(x, 4)\n"
+                               "    x = conv(x, 6, k=1)\n"
+                               "    logits = dense(flatten(x), 4)\n"
+                               "    loss = softmax_cross_entropy(logits, label)\n"
+                               "}\n";
 
 /* ---- models ------------------------------------------------------------ */
 
@@ -285,8 +282,7 @@ TEST(names_independent_of_batch_and_mode) {
                 const ir_node *a = &g[0]->nodes[i], *b = &g[v]->nodes[i];
                 CHECK(a->op == b->op);
                 CHECK_STR(a->name, b->name);
-                if (ir_is_persistent(a->op))
-                    CHECK(ir_type_equal(&a->type, &b->type));
+                if (ir_is_persistent(a->op)) CHECK(ir_type_equal(&a->type, &b->type));
             }
         }
         for (int v = 0; v < 4; v++) ir_free(g[v]);
@@ -356,22 +352,21 @@ static ir_graph *build_src(const char *src, int batch) {
 }
 
 TEST(arguments_defaults_and_arithmetic) {
-    ir_graph *g = build_src(
-        "input image[3, 16, 16]; input label class(10);\n"
-        "block twice(x, c) { return conv(x, c + c, 1, 1, 0, false) }\n"
-        "block shadow(image) { image = relu(image); return image }\n"
-        "network n {\n"
-        "  c = 4\n"
-        "  x = twice(image, c=c)\n"           /* keyword argument to a block */
-        "  x = maxpool(x, 2)\n"              /* s defaults to k */
-        "  x = avgpool(x, k=3, s=1, p=1)\n"
-        "  y = shadow(x)\n"
-        "  x = add(x, y) + y\n"
-        "  x = batchnorm(x, eps=1e-3, momentum=0)\n"
-        "  logits = dense(global_avgpool(x), 10, bias=false)\n"
-        "  loss = softmax_cross_entropy(logits, label)\n"
-        "}\n",
-        3);
+    ir_graph *g = build_src("input image[3, 16, 16]; input label class(10);\n"
+                            "block twice(x, c) { return conv(x, c + c, 1, 1, 0, false) }\n"
+                            "block shadow(image) { image = relu(image); return image }\n"
+                            "network n {\n"
+                            "  c = 4\n"
+                            "  x = twice(image, c=c)\n" /* keyword argument to a block */
+                            "  x = maxpool(x, 2)\n"     /* s defaults to k */
+                            "  x = avgpool(x, k=3, s=1, p=1)\n"
+                            "  y = shadow(x)\n"
+                            "  x = add(x, y) + y\n"
+                            "  x = batchnorm(x, eps=1e-3, momentum=0)\n"
+                            "  logits = dense(global_avgpool(x), 10, bias=false)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            3);
     CHECK(g != NULL);
     if (!g) return;
     int w = find_name(g, "twice0.conv0.weight");
@@ -436,7 +431,8 @@ typedef struct {
     const char *msg; /* the whole stderr */
 } bad;
 
-#define NET_TAIL "  logits = dense(flatten(x), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n"
+#define NET_TAIL \
+    "  logits = dense(flatten(x), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n"
 #define NET_HEAD "input image[3, 8, 8]\ninput label class(2)\n"
 
 static const bad bads[] = {
@@ -490,7 +486,8 @@ static const bad bads[] = {
     {"input x[2] network n { loss = relu(x) }",
      "t.net:1:31: error: loss must be the result of softmax_cross_entropy, not relu\n"},
     {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
-    {"network n { loss = \xc3\xa9t\xc3\xa9 }", "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
+    {"network n { loss = \xc3\xa9t\xc3\xa9 }",
+     "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
     {"network n {\n  loss = relu(x)\n}\n", "t.net:2:15: error: unknown name 'x'\n"},
     {"block b(x) { return c(x) }\nblock c(x) { return b(x) }\nnetwork n { loss = b(1) }",
      "t.net:2:21: error: recursive blocks: b -> c -> b\n"},
@@ -562,7 +559,8 @@ TEST(limits) {
     for (int i = 0; i < 101; i++) append(&src, &len, &cap, ")");
     append(&src, &len, &cap, "\n" NET_TAIL);
     p = parse(src);
-    CHECK_MSG(p == NULL && strstr(errbuf, "nested too deeply (more than 100 levels)"), "%s", errbuf);
+    CHECK_MSG(p == NULL && strstr(errbuf, "nested too deeply (more than 100 levels)"), "%s",
+              errbuf);
     fe_free(p);
 
     /* each block doubles the work of the next: stopped, not run for ages */
@@ -591,10 +589,11 @@ TEST(limits) {
 
     /* parameter names longer than the IR allows */
     len = 0;
-    append(&src, &len, &cap, NET_HEAD "block a_rather_long_block_name_indeed(x) { return conv(x, 2, k=1) }\n"
-                             "block another_long_block_name(x) { return "
-                             "a_rather_long_block_name_indeed(x) }\n"
-                             "network n {\n  x = another_long_block_name(image)\n" NET_TAIL);
+    append(&src, &len, &cap,
+           NET_HEAD "block a_rather_long_block_name_indeed(x) { return conv(x, 2, k=1) }\n"
+                    "block another_long_block_name(x) { return "
+                    "a_rather_long_block_name_indeed(x) }\n"
+                    "network n {\n  x = another_long_block_name(image)\n" NET_TAIL);
     p = parse(src);
     CHECK_MSG(p == NULL && strstr(errbuf, "is too long"), "%s", errbuf);
     fe_free(p);

@@ -29,7 +29,6 @@
 static rt_backend *be;
 static char err[4096];
 
-
 /* Members of node i's group, as "op op op" (or the op alone). */
 static const char *group_of(const ir_graph *g, int i, char *buf, size_t n) {
     size_t used = 0;
@@ -37,7 +36,8 @@ static const char *group_of(const ir_graph *g, int i, char *buf, size_t n) {
     int grp = g->nodes[i].group;
     for (int j = 0; j < g->n && used < n; j++)
         if (j == i || (grp && g->nodes[j].group == grp))
-            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? " " : "", ir_ops[g->nodes[j].op].name);
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? " " : "",
+                                     ir_ops[g->nodes[j].op].name);
     return buf;
 }
 
@@ -87,18 +87,21 @@ TEST(groups_of_a_training_step) {
         CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
         CHECK(ir_verify(g, err, sizeof err) == 0);
         /* forward BatchNorm: statistics, normalise, running statistics, relu */
-        CHECK(count_groups_with(g, residual ? "bn_mean bn_var bn_apply ema ema add relu assign assign"
-                                            : "bn_mean bn_var bn_apply ema ema relu assign assign") == 1);
+        CHECK(count_groups_with(
+                  g, residual ? "bn_mean bn_var bn_apply ema ema add relu assign assign"
+                              : "bn_mean bn_var bn_apply ema ema relu assign assign") == 1);
         /* loss and its gradient */
         CHECK(count_groups_with(g, "softmax_cross_entropy ones_like softmax_ce_grad") == 1);
         /* backward BatchNorm */
-        CHECK(count_groups_with(g, "global_avgpool_grad relu_grad bn_grad_gamma bias_grad bn_grad_data") == 1);
+        CHECK(count_groups_with(
+                  g, "global_avgpool_grad relu_grad bn_grad_gamma bias_grad bn_grad_data") == 1);
         /* every update reads its gradient's all-reduced sum (partition), so
          * none joins the backward kernels: one kernel per parameter */
         CHECK(count_groups_with(g, "sgd_momentum add assign assign") == 4);
         /* opaque ops stay alone */
         for (int i = 0; i < g->n; i++)
-            if (ir_ops[g->nodes[i].op].fuse == IR_FUSE_OPAQUE || ir_ops[g->nodes[i].op].fuse == IR_FUSE_WINDOW)
+            if (ir_ops[g->nodes[i].op].fuse == IR_FUSE_OPAQUE ||
+                ir_ops[g->nodes[i].op].fuse == IR_FUSE_WINDOW)
                 CHECK(g->nodes[i].group == 0);
         ir_free(g);
     }
@@ -121,7 +124,8 @@ TEST(no_cycle_through_another_group) {
     CHECK(ir_verify(g, err, sizeof err) == 0);
     int ia1 = -1, ia2 = -1;
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].op == IR_OP_RELU && g->nodes[g->nodes[i].input[0]].op == IR_OP_INPUT) ia1 = i;
+        if (g->nodes[i].op == IR_OP_RELU && g->nodes[g->nodes[i].input[0]].op == IR_OP_INPUT)
+            ia1 = i;
         if (g->nodes[i].op == IR_OP_ADD && g->nodes[i].flags & IR_FLAG_OUTPUT) ia2 = i;
     }
     CHECK(ia1 >= 0 && ia2 >= 0);
@@ -158,14 +162,16 @@ TEST(dump_dot_and_plan_show_groups) {
     FILE *f = open_memstream(&text, &len);
     ir_dump(g, f);
     fclose(f);
-    CHECK(strstr(text, "# kernel g1: 9 ops: bn_mean bn_var bn_apply ema ema add relu assign assign\n"));
+    CHECK(strstr(text,
+                 "# kernel g1: 9 ops: bn_mean bn_var bn_apply ema ema add relu assign assign\n"));
     CHECK(strstr(text, " @g1\n") || strstr(text, " @g1  #"));
     free(text);
     text = NULL;
     f = open_memstream(&text, &len);
     ir_dot(g, "net", f);
     fclose(f);
-    CHECK(strstr(text, "subgraph cluster_g1 {") && strstr(text, "label=\"kernel g1: bn_mean bn_var"));
+    CHECK(strstr(text, "subgraph cluster_g1 {") &&
+          strstr(text, "label=\"kernel g1: bn_mean bn_var"));
     free(text);
     /* the plan file keeps the groups */
     dpc_plan plan = {0};
@@ -183,7 +189,8 @@ TEST(dump_dot_and_plan_show_groups) {
     CHECK(back != NULL);
     if (back) {
         CHECK(back->train->n == g->n && back->eval->n == plan.eval->n);
-        for (int i = 0; i < g->n && i < back->train->n; i++) CHECK(back->train->nodes[i].group == g->nodes[i].group);
+        for (int i = 0; i < g->n && i < back->train->n; i++)
+            CHECK(back->train->nodes[i].group == g->nodes[i].group);
         for (int i = 0; i < plan.eval->n && i < back->eval->n; i++)
             CHECK(back->eval->nodes[i].group == plan.eval->nodes[i].group);
         CHECK(ir_graph_hash(back->train) == ir_graph_hash(g));
@@ -214,7 +221,8 @@ TEST(verify_refuses_split_groups) {
 /* ---- invariance ------------------------------------------------------------------------ */
 
 /* A plan in memory as dpc makes it: passes, C kernels, memory plans. */
-static dpc_plan *compile(ir_graph *train, ir_graph *eval, const ir_train *t, int fuse, int memplan) {
+static dpc_plan *compile(ir_graph *train, ir_graph *eval, const ir_train *t, int fuse,
+                         int memplan) {
     dpc_plan *p = calloc(1, sizeof *p);
     p->schedule = *t;
     p->train = train;
@@ -299,7 +307,8 @@ static int run_plan(const dpc_plan *p, snapshot *s) {
             float *buf = malloc(bytes_of(n));
             for (int64_t j = 0; j < cnt; j++) {
                 if (n->type.dtype == IR_I32)
-                    ((int32_t *)buf)[j] = (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
+                    ((int32_t *)buf)[j] =
+                        (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
                 else
                     buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
             }
@@ -374,7 +383,8 @@ static int same(const snapshot *a, const snapshot *b, const char *what) {
         }
         if (memcmp(a->data[i], b->data[k], a->bytes[i])) {
             size_t j = 0;
-            while (a->data[i][j] == b->data[k][j] || (a->data[i][j] != a->data[i][j] && b->data[k][j] != b->data[k][j]))
+            while (a->data[i][j] == b->data[k][j] ||
+                   (a->data[i][j] != a->data[i][j] && b->data[k][j] != b->data[k][j]))
                 j++;
             fprintf(stderr, "  %s: %s differs at [%zu]: %.9g vs %.9g\n", what, a->name[i], j,
                     a->data[i][j], b->data[k][j]);
@@ -401,8 +411,8 @@ static void check_invariance(const char *model, int batch) {
         CHECK(run_plan(p, s) == 0);
         if (m) {
             char what[128];
-            snprintf(what, sizeof what, "%s batch %d, fuse %d memplan %d", model, batch, modes[m][0],
-                     modes[m][1]);
+            snprintf(what, sizeof what, "%s batch %d, fuse %d memplan %d", model, batch,
+                     modes[m][0], modes[m][1]);
             CHECK_MSG(same(&ref, &got, what), "%s", what);
             snap_free(&got);
         }
@@ -438,7 +448,8 @@ TEST(nvrtc_compiles_fused_models) {
             CHECK(p != NULL);
             if (p) {
                 nvrtcProgram prog;
-                CHECK(nvrtcCreateProgram(&prog, p->source, "fused.cu", 0, NULL, NULL) == NVRTC_SUCCESS);
+                CHECK(nvrtcCreateProgram(&prog, p->source, "fused.cu", 0, NULL, NULL) ==
+                      NVRTC_SUCCESS);
                 const char *opts[] = {"--gpu-architecture=sm_80", "--std=c++17"};
                 nvrtcResult r = nvrtcCompileProgram(prog, 2, opts);
                 if (r != NVRTC_SUCCESS) {
@@ -485,7 +496,8 @@ TEST(fusion_contract_levels) {
     CHECK(fu_channel_role(&g->nodes[ga], X) == FU_PER_CHANNEL);
     stored[3] = 0; /* nothing X-shaped stored: the statistics' two passes */
     CHECK(fu_channel_levels(g, member, 4, stored, X, level) == 2);
-    CHECK(fu_node_class(&g->nodes[mean]) == FU_CHANNEL && fu_node_class(&g->nodes[r]) == FU_POINTWISE);
+    CHECK(fu_node_class(&g->nodes[mean]) == FU_CHANNEL &&
+          fu_node_class(&g->nodes[r]) == FU_POINTWISE);
     CHECK(fu_node_class(&g->nodes[x]) == FU_NONE && fu_node_class(&g->nodes[lab]) == FU_NONE);
     CHECK(fu_group_kind(1, 1) == -1 && fu_group_kind(0, 0) == FU_ELEMENTWISE);
     CHECK(fu_group_kind(2, 0) == FU_CHANNEL_GROUP && fu_group_kind(0, 1) == FU_ROW_GROUP);

@@ -10,7 +10,6 @@
 
 static char err[256];
 
-
 static void fill(rt_interp *it, int id, const double *v, int64_t n) {
     memcpy(rt_interp_buffer(it, id), v, sizeof(double) * (size_t)n);
 }
@@ -167,7 +166,7 @@ TEST(batchnorm_training_updates_running_stats) {
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
     int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
-                 (double[]){1e-5, 0.9});
+                    (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, bn_x, 8);
     fill(it, gamma, (double[]){2, 1}, 2);
@@ -196,7 +195,7 @@ TEST(batchnorm_eval_uses_running_stats) {
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
     int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){0},
-                 (double[]){1e-5, 0.9});
+                    (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 3, 5, 7}, 4);
     fill(it, gamma, (double[]){1, 2}, 2);
@@ -254,7 +253,8 @@ TEST(sgd_momentum_is_mxnet_rule) {
     int v = ir_add_state(g, "v", ir_shape1(2), IR_INIT_ZERO);
     int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
     int sc = ir_add_input(g, "scale", ir_shape1(1), 0);
-    int u = tg_node(g, IR_OP_SGD_MOMENTUM, (int[]){w, gr, v, lr, sc}, 5, NULL, (double[]){0.9, 0.01});
+    int u =
+        tg_node(g, IR_OP_SGD_MOMENTUM, (int[]){w, gr, v, lr, sc}, 5, NULL, (double[]){0.9, 0.01});
     rt_interp *it = rt_interp_new(g);
     fill(it, w, (double[]){2, -1}, 2);
     fill(it, gr, (double[]){8, 4}, 2);
@@ -302,13 +302,14 @@ static void check_conv_adjoint(int n, int c, int h, int k_out, int k, int s, int
     if (y < 0) return;
     ir_type yt = g->nodes[y].type;
     int dy = ir_add_input(g, "dy", yt, 0);
-    int dx = tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1}, NULL);
+    int dx =
+        tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1}, NULL);
     int dw = tg_node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p}, NULL);
     int ap = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){k, s, k / 2 < p ? k / 2 : p}, NULL);
     ir_type at = g->nodes[ap].type;
     int day = ir_add_input(g, "day", at, 0);
     int dax = tg_node(g, IR_OP_AVGPOOL_GRAD, &day, 1,
-                   (int64_t[]){k, s, k / 2 < p ? k / 2 : p, h, h + 1}, NULL);
+                      (int64_t[]){k, s, k / 2 < p ? k / 2 : p, h, h + 1}, NULL);
     CHECK(ir_verify(g, err, sizeof err) == 0);
     rt_interp *it = rt_interp_new(g);
     fill_random(it, x, g), fill_random(it, w, g), fill_random(it, dy, g), fill_random(it, day, g);

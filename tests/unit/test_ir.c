@@ -11,7 +11,8 @@ static int conv(ir_graph *g, int x, int cout, int cin, int k, int s, int p) {
     char name[32];
     snprintf(name, sizeof name, "w%d", g->n);
     int w = ir_add_param(g, name, ir_shape4(cout, cin, k, k), IR_INIT_XAVIER);
-    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL, err, sizeof err);
+    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL, err,
+                       sizeof err);
 }
 
 TEST(op_table_lookup) {
@@ -32,18 +33,45 @@ TEST(op_table_lookup) {
  * A new op is appended at the end (extend this list), never inserted, or
  * PLAN_VERSION (ir/plan.h) is bumped. */
 TEST(op_order_is_pinned) {
-    static const char *const order[] = {
-        "input", "param", "state", "conv", "bias_add", "batchnorm", "relu", "add",
-        "maxpool", "avgpool", "global_avgpool", "flatten", "dense",
-        "softmax_cross_entropy", "bn_mean", "bn_var", "bn_apply", "ema", "assign",
-        "ones_like", "conv_grad_data", "conv_grad_weight", "bias_grad", "bn_grad_gamma",
-        "bn_grad_data", "relu_grad", "maxpool_grad", "avgpool_grad", "global_avgpool_grad",
-        "reshape_like", "dense_grad_data", "dense_grad_weight", "softmax_ce_grad",
-        "sgd_momentum", "allreduce"
-    };
+    static const char *const order[] = {"input",
+                                        "param",
+                                        "state",
+                                        "conv",
+                                        "bias_add",
+                                        "batchnorm",
+                                        "relu",
+                                        "add",
+                                        "maxpool",
+                                        "avgpool",
+                                        "global_avgpool",
+                                        "flatten",
+                                        "dense",
+                                        "softmax_cross_entropy",
+                                        "bn_mean",
+                                        "bn_var",
+                                        "bn_apply",
+                                        "ema",
+                                        "assign",
+                                        "ones_like",
+                                        "conv_grad_data",
+                                        "conv_grad_weight",
+                                        "bias_grad",
+                                        "bn_grad_gamma",
+                                        "bn_grad_data",
+                                        "relu_grad",
+                                        "maxpool_grad",
+                                        "avgpool_grad",
+                                        "global_avgpool_grad",
+                                        "reshape_like",
+                                        "dense_grad_data",
+                                        "dense_grad_weight",
+                                        "softmax_ce_grad",
+                                        "sgd_momentum",
+                                        "allreduce"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
-        CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i, ir_ops[i].name, order[i]);
+        CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
+                  ir_ops[i].name, order[i]);
 }
 
 TEST(conv_and_pool_shapes) {
@@ -87,7 +115,8 @@ TEST(shape_errors_name_the_shapes) {
     int w2 = ir_add_param(g, "dw2", ir_shape2(7, 3072), IR_INIT_XAVIER);
     int logits = ir_add_node(g, IR_OP_DENSE, (int[]){f, w2}, 2, NULL, NULL, err, sizeof err);
     CHECK(logits >= 0);
-    CHECK(ir_add_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, lbl}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK(ir_add_node(g, IR_OP_SOFTMAX_CE, (int[]){logits, lbl}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
     CHECK(strstr(err, "7 logits per sample but 10 classes") != NULL);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){lbl}, 1, NULL, NULL, err, sizeof err) == -1);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) == -1);

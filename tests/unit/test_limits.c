@@ -29,7 +29,8 @@ TEST(shape_rule_result_too_large_is_refused) {
     CHECK(y < 0);
     CHECK_STR(err, "tensor [2097152,1048576] is too large (more than 2^40 elements)");
     int w2 = ir_add_param(g, "w2", ir_shape2((int64_t)1 << 19, 8), IR_INIT_ZERO);
-    CHECK(ir_add_node(g, IR_OP_DENSE, (int[]){x, w2}, 2, NULL, NULL, err, sizeof err) >= 0); /* 2^40 */
+    CHECK(ir_add_node(g, IR_OP_DENSE, (int[]){x, w2}, 2, NULL, NULL, err, sizeof err) >=
+          0); /* 2^40 */
     ir_free(g);
 }
 
@@ -44,7 +45,8 @@ TEST(sizes_parse) {
     CHECK(ir_parse_size("100b") == 100);
     const char *bad[] = {"", "0", "-1", "8X", "G", "1e30", "nan", "inf", "8GG", "0.1", "12 apples"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_MSG(ir_parse_size(bad[i]) == -1, "'%s' -> %lld", bad[i], (long long)ir_parse_size(bad[i]));
+        CHECK_MSG(ir_parse_size(bad[i]) == -1, "'%s' -> %lld", bad[i],
+                  (long long)ir_parse_size(bad[i]));
     CHECK(ir_parse_size(NULL) == -1);
 }
 
@@ -87,7 +89,8 @@ TEST(memory_need_by_hand) {
     CHECK(pass_memory_total(&need) == 512 + 64 + 128 + m->arena_bytes + 640);
     char what[400], expect[400];
     pass_memory_describe(&need, what, sizeof what);
-    snprintf(expect, sizeof expect, "parameters 512 bytes, optimizer and BatchNorm state 64 bytes, "
+    snprintf(expect, sizeof expect,
+             "parameters 512 bytes, optimizer and BatchNorm state 64 bytes, "
              "train program %lld bytes at batch 4, eval program 640 bytes at batch 4",
              (long long)(128 + m->arena_bytes));
     CHECK_STR(what, expect);

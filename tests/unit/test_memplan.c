@@ -70,12 +70,13 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
         int64_t size = ir_numel(&a->type) * 4;
         if (ir_is_source(a->op) || ir_is_view(a->op) || a->op == IR_OP_ASSIGN || !stored[i] ||
             (a->flags & IR_FLAG_GRAD)) {
-            fprintf(stderr, "  %s: node %d (%s) should not be in the arena\n", what, i, ir_ops[a->op].name);
+            fprintf(stderr, "  %s: node %d (%s) should not be in the arena\n", what, i,
+                    ir_ops[a->op].name);
             bad++;
         }
         if (off % 64 || off + size > m->arena_bytes) {
-            fprintf(stderr, "  %s: node %d at %lld+%lld outside arena %lld\n", what, i, (long long)off,
-                    (long long)size, (long long)m->arena_bytes);
+            fprintf(stderr, "  %s: node %d at %lld+%lld outside arena %lld\n", what, i,
+                    (long long)off, (long long)size, (long long)m->arena_bytes);
             bad++;
         }
         if (size > maxlive) maxlive = size;
@@ -83,8 +84,8 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
             int64_t oj = m->offset[j];
             if (oj < 0) continue;
             int64_t sj = ir_numel(&g->nodes[j].type) * 4;
-            if (oj >= off + size || off >= oj + sj) continue;        /* bytes apart */
-            if (step[i] > last[j] || step[j] > last[i]) continue;    /* never both live */
+            if (oj >= off + size || off >= oj + sj) continue;     /* bytes apart */
+            if (step[i] > last[j] || step[j] > last[i]) continue; /* never both live */
             /* in place: j written over i at the step where i dies, i an input of that step */
             int inplace = off == oj && size == sj && last[i] == step[j] && m->inplace[j] == i;
             if (inplace) {
@@ -96,21 +97,24 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
                             while (ir_is_view(g->nodes[r].op)) r = g->nodes[r].input[0];
                             if (r == i) {
                                 reads++;
-                                if (!ir_op_expr(g->nodes[q].op) || ir_op_access(g->nodes[q].op, k) != 'i')
+                                if (!ir_op_expr(g->nodes[q].op) ||
+                                    ir_op_access(g->nodes[q].op, k) != 'i')
                                     inplace = 0;
                             }
                         }
                 inplace = inplace && reads;
             }
             if (!inplace) {
-                fprintf(stderr, "  %s: nodes %d (%s, steps %d-%d) and %d (%s, steps %d-%d) overlap\n",
-                        what, i, ir_ops[g->nodes[i].op].name, step[i], last[i], j,
+                fprintf(stderr,
+                        "  %s: nodes %d (%s, steps %d-%d) and %d (%s, steps %d-%d) overlap\n", what,
+                        i, ir_ops[g->nodes[i].op].name, step[i], last[i], j,
                         ir_ops[g->nodes[j].op].name, step[j], last[j]);
                 bad++;
             }
         }
     }
-    if (m->arena_bytes < m->lower_bytes || m->lower_bytes < maxlive || m->arena_bytes > m->naive_bytes) {
+    if (m->arena_bytes < m->lower_bytes || m->lower_bytes < maxlive ||
+        m->arena_bytes > m->naive_bytes) {
         fprintf(stderr, "  %s: arena %lld, lower bound %lld, largest %lld, naive %lld\n", what,
                 (long long)m->arena_bytes, (long long)m->lower_bytes, (long long)maxlive,
                 (long long)m->naive_bytes);
@@ -171,7 +175,8 @@ static ir_graph *random_graph(int size) {
             r.vec[r.nvec++ % 64] = m;
             r.vec[r.nvec++ % 64] = s;
             if (r.nvec > 64) r.nvec = 64;
-            id = add(&r, IR_OP_BN_APPLY, (int[]){a, m, s, v, pick(r.vec, r.nvec)}, 5, (double[]){1e-5});
+            id = add(&r, IR_OP_BN_APPLY, (int[]){a, m, s, v, pick(r.vec, r.nvec)}, 5,
+                     (double[]){1e-5});
             if (na < 8 && rnd(2)) { /* a running statistic */
                 char name[16];
                 snprintf(name, sizeof name, "st%d", r.nstates++);
@@ -191,7 +196,8 @@ static ir_graph *random_graph(int size) {
             if (r.nflat < 16) r.flat[r.nflat++] = add(&r, IR_OP_FLATTEN, &a, 1, NULL);
             break;
         case 7:
-            if (r.nflat) id = add(&r, IR_OP_RESHAPE_LIKE, (int[]){pick(r.flat, r.nflat), a}, 2, NULL);
+            if (r.nflat)
+                id = add(&r, IR_OP_RESHAPE_LIKE, (int[]){pick(r.flat, r.nflat), a}, 2, NULL);
             break;
         case 8:
             if (r.nflat) {
@@ -205,10 +211,13 @@ static ir_graph *random_graph(int size) {
             break;
         }
         case 10:
-            id = add(&r, IR_OP_BN_GRAD_DATA, (int[]){a, b, v, pick(r.vec, r.nvec), v, pick(r.vec, r.nvec), v}, 7,
+            id = add(&r, IR_OP_BN_GRAD_DATA,
+                     (int[]){a, b, v, pick(r.vec, r.nvec), v, pick(r.vec, r.nvec), v}, 7,
                      (double[]){1e-5});
             break;
-        case 11: id = add(&r, IR_OP_BN_GRAD_GAMMA, (int[]){a, b, v, pick(r.vec, r.nvec)}, 4, (double[]){1e-5});
+        case 11:
+            id = add(&r, IR_OP_BN_GRAD_GAMMA, (int[]){a, b, v, pick(r.vec, r.nvec)}, 4,
+                     (double[]){1e-5});
             if (id >= 0 && r.nvec < 64) r.vec[r.nvec++] = id;
             id = -1;
             break;
@@ -276,7 +285,8 @@ TEST(models_plans_are_sound) {
                 CHECK(m != NULL);
                 if (m) {
                     char what[128];
-                    snprintf(what, sizeof what, "%s %s fuse %d", models[k], training ? "train" : "eval", fuse);
+                    snprintf(what, sizeof what, "%s %s fuse %d", models[k],
+                             training ? "train" : "eval", fuse);
                     CHECK_MSG(check_plan(g, m, what) == 0, "%s", what);
                     if (strstr(models[k], "resnet18.net") && training && fuse) {
                         CHECK_MSG(2 * m->arena_bytes <= m->naive_bytes, "%lld of %lld",
@@ -318,7 +328,8 @@ TEST(section_round_trip_and_refusal) {
     pass_memplan *L = pass_memplan_lifetimes(g);
     for (int i = 0; i < g->n && c < 0; i++)
         for (int j = i + 1; j < g->n && c < 0; j++)
-            if (m->offset[i] >= 0 && m->offset[j] >= 0 && L->def[j] <= L->last[i] && L->def[i] <= L->last[j])
+            if (m->offset[i] >= 0 && m->offset[j] >= 0 && L->def[j] <= L->last[i] &&
+                L->def[i] <= L->last[j])
                 a = i, c = j;
     CHECK(c >= 0);
     if (c >= 0) {

@@ -22,8 +22,10 @@ static char err[1024];
 /* A small net with a dense layer without BatchNorm and a conv layer with
  * it, so gradients come in several sizes and BatchNorm's dgamma/dbeta have
  * a second reader. */
-static const char *NET =
-    FX_NET("part", FX_CONV_BN "    x = relu(dense(flatten(x), 16))\n" "    logits = dense(x, 10)\n", 4, 4);
+static const char *NET = FX_NET("part",
+                                FX_CONV_BN "    x = relu(dense(flatten(x), 16))\n"
+                                           "    logits = dense(x, 10)\n",
+                                4, 4);
 
 /* lower + autodiff + optimizer: the graph partition sees in the pipeline. */
 static ir_graph *before_partition(fe_program **fpp) {
@@ -103,7 +105,8 @@ TEST(update_reads_the_sum_backward_reads_local) {
         }
         /* nothing but the update reads a sum */
         for (int k = 0; k < n->ninputs; k++)
-            if (g->nodes[n->input[k]].op == IR_OP_ALLREDUCE) CHECK(n->op == IR_OP_SGD_MOMENTUM && k == 1);
+            if (g->nodes[n->input[k]].op == IR_OP_ALLREDUCE)
+                CHECK(n->op == IR_OP_SGD_MOMENTUM && k == 1);
     }
     CHECK(sgd == 7 && bn_data == 1);
     ir_free(g);
@@ -122,8 +125,9 @@ static int check_buckets(const ir_graph *g, size_t cap) {
         int64_t bytes = ir_numel(&n->type) * 4;
         if (used > 0 && used + bytes > (int64_t)cap) bucket++, used = 0;
         if (n->iattr[0] != bucket || n->iattr[1] != used / 4) {
-            fprintf(stderr, "  node %d: bucket %lld offset %lld, want %lld %lld\n", i, (long long)n->iattr[0],
-                    (long long)n->iattr[1], (long long)bucket, (long long)(used / 4));
+            fprintf(stderr, "  node %d: bucket %lld offset %lld, want %lld %lld\n", i,
+                    (long long)n->iattr[0], (long long)n->iattr[1], (long long)bucket,
+                    (long long)(used / 4));
             bad++;
         }
         /* buckets appear in graph order: backward completion order */
@@ -221,8 +225,8 @@ static void fill(const ir_graph *g, rt_interp *it, uint64_t seed) {
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             h ^= h << 13, h ^= h >> 7, h ^= h << 17;
             double r = (double)(h >> 11) / (double)(1ull << 53);
-            b[e] = n->type.dtype == IR_I32 ? (double)(h % 10)
-                   : !strcmp(n->name, "lr") ? 0.1
+            b[e] = n->type.dtype == IR_I32          ? (double)(h % 10)
+                   : !strcmp(n->name, "lr")         ? 0.1
                    : !strcmp(n->name, "grad_scale") ? 0.25
                    : strstr(n->name, "running_var") ? 0.5 + r
                                                     : 2 * r - 1;
@@ -279,7 +283,8 @@ TEST(generated_code_unchanged_and_pipeline_order) {
     for (int i = 0; pass_registry[i].name; i++) {
         if (!strcmp(pass_registry[i].name, "partition")) {
             CHECK(i > 0 && !strcmp(pass_registry[i - 1].name, "optimizer"));
-            CHECK(pass_registry[i + 1].name && !strcmp(pass_registry[i + 1].name, "precision")); /* then fuse */
+            CHECK(pass_registry[i + 1].name &&
+                  !strcmp(pass_registry[i + 1].name, "precision")); /* then fuse */
             found = 1;
         }
     }
@@ -312,7 +317,8 @@ TEST(generated_code_unchanged_and_pipeline_order) {
     if (ex) {
         CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == 0);
         CHECK(rt_exec_set_input(ex, "label", lab, sizeof lab) == 0);
-        CHECK(rt_exec_set_scalar(ex, "lr", 0.1f) == 0 && rt_exec_set_scalar(ex, "grad_scale", 0.25f) == 0);
+        CHECK(rt_exec_set_scalar(ex, "lr", 0.1f) == 0 &&
+              rt_exec_set_scalar(ex, "grad_scale", 0.25f) == 0);
         CHECK(rt_exec_run(ex, err, sizeof err) == 0);
         /* the sum of one replica is the local gradient */
         float gl[160], gs[160];
@@ -354,7 +360,8 @@ TEST(executor_hands_buckets_to_the_queue) {
     float img[4 * 3 * 8 * 8];
     int32_t lab[4] = {9, 0, 3, 3};
     for (int step = 0; step < 3; step++) {
-        for (int i = 0; i < 4 * 3 * 8 * 8; i++) img[i] = (float)((i * 13 + step) % 23) / 23.0f - 0.5f;
+        for (int i = 0; i < 4 * 3 * 8 * 8; i++)
+            img[i] = (float)((i * 13 + step) % 23) / 23.0f - 0.5f;
         rt_exec *ex[2] = {e1, e2};
         for (int k = 0; k < 2; k++) {
             CHECK(rt_exec_set_input(ex[k], "image", img, sizeof img) == 0);

@@ -25,8 +25,8 @@ static int count_op(const ir_graph *g, ir_op o) {
 static int batchnorm(ir_graph *g, int x, const char *name, int training) {
     int bn[4];
     tg_bn_params(g, x, name, bn);
-    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5, (int64_t[]){training},
-               (double[]){1e-5, 0.9});
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5,
+                    (int64_t[]){training}, (double[]){1e-5, 0.9});
     if (y >= 0) snprintf(g->nodes[y].name, IR_NAME_MAX, "%s", name);
     return y;
 }
@@ -44,8 +44,8 @@ static void fill_sources(const ir_graph *g, rt_interp *it) {
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             double r = rnd();
             b[e] = n->type.dtype == IR_I32 ? (double)((int64_t)((r + 1) * 1.5) % 3)
-                   : n->op == IR_OP_STATE ? 1 + 0.5 * r
-                                          : 2 * r + 0.3;
+                   : n->op == IR_OP_STATE  ? 1 + 0.5 * r
+                                           : 2 * r + 0.3;
         }
     }
 }
@@ -130,7 +130,8 @@ TEST(running_variance_is_unbiased) {
     CHECK(pass_lower(&g, err, sizeof err) == 0);
     int ev = -1;
     for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_EMA && g->nodes[i].input[0] == tg_find(g, "bn.running_var")) ev = i;
+        if (g->nodes[i].op == IR_OP_EMA && g->nodes[i].input[0] == tg_find(g, "bn.running_var"))
+            ev = i;
     CHECK(ev >= 0 && g->nodes[ev].fattr[0] == 0.9);
     CHECK(ev >= 0 && fabs(g->nodes[ev].fattr[1] - 4 / 3.0) < 1e-15); /* M = N*H*W = 4 */
     rt_interp *it = rt_interp_new(g);
@@ -193,8 +194,9 @@ static void dense_net_grad(const double *x, const int *y, const double *w, const
     memset(db, 0, sizeof(double[2]));
     for (int n = 0; n < 2; n++) {
         double z[2], p[2];
-        for (int u = 0; u < 2; u++) z[u] = b[u] + x[n * 3] * w[u * 3] + x[n * 3 + 1] * w[u * 3 + 1] +
-                                           x[n * 3 + 2] * w[u * 3 + 2];
+        for (int u = 0; u < 2; u++)
+            z[u] = b[u] + x[n * 3] * w[u * 3] + x[n * 3 + 1] * w[u * 3 + 1] +
+                   x[n * 3 + 2] * w[u * 3 + 2];
         p[0] = 1 / (1 + exp(z[1] - z[0]));
         p[1] = 1 - p[0];
         for (int u = 0; u < 2; u++) {
@@ -277,11 +279,13 @@ static ir_graph *small_cnn(int training) {
     int w1 = ir_add_param(g, "conv1.weight", ir_shape4(4, 4, 3, 3), IR_INIT_XAVIER);
     int c1 = tg_node(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1}, NULL);
     int s = tg_node(g, IR_OP_ADD, (int[]){m, batchnorm(g, c1, "bn1", training)}, 2, NULL, NULL);
-    int gp = tg_node(g, IR_OP_GLOBAL_AVGPOOL, (int[]){tg_node(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1, NULL, NULL);
+    int gp = tg_node(g, IR_OP_GLOBAL_AVGPOOL, (int[]){tg_node(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1,
+                     NULL, NULL);
     int fw = ir_add_param(g, "fc.weight", ir_shape2(4, 4), IR_INIT_XAVIER);
     int fb = ir_add_param(g, "fc.bias", ir_shape1(4), IR_INIT_ZERO);
-    int logits = tg_node(g, IR_OP_BIAS_ADD, (int[]){tg_node(g, IR_OP_DENSE, (int[]){gp, fw}, 2, NULL, NULL), fb},
-                    2, NULL, NULL);
+    int logits = tg_node(g, IR_OP_BIAS_ADD,
+                         (int[]){tg_node(g, IR_OP_DENSE, (int[]){gp, fw}, 2, NULL, NULL), fb}, 2,
+                         NULL, NULL);
     snprintf(g->nodes[logits].name, IR_NAME_MAX, "logits");
     g->nodes[logits].flags |= IR_FLAG_OUTPUT;
     if (training) {
@@ -309,11 +313,13 @@ TEST(pipeline_verifies_and_dumps) {
     pass_options o = pass_default_options();
     CHECK(o.fuse == 1 && o.memplan == 1 && o.dump_after == NULL);
     const char *order[] = {"lower", "autodiff", "optimizer", "partition", "precision", "fuse"};
-    const unsigned in[] = {PASS_TRAIN | PASS_EVAL, PASS_TRAIN, PASS_TRAIN, PASS_TRAIN,
-                           PASS_TRAIN | PASS_EVAL, PASS_TRAIN | PASS_EVAL};
+    const unsigned in[] = {
+        PASS_TRAIN | PASS_EVAL, PASS_TRAIN, PASS_TRAIN, PASS_TRAIN, PASS_TRAIN | PASS_EVAL,
+        PASS_TRAIN | PASS_EVAL};
     for (int i = 0; i < 6; i++) {
         CHECK_STR(pass_registry[i].name, order[i]);
-        CHECK(pass_registry[i].programs == in[i] && pass_registry[i].run && pass_registry[i].about[0]);
+        CHECK(pass_registry[i].programs == in[i] && pass_registry[i].run &&
+              pass_registry[i].about[0]);
         CHECK(pass_find(order[i]) == &pass_registry[i]);
     }
     CHECK(pass_registry[6].name == NULL && pass_find("elaborate") == NULL);

@@ -25,8 +25,8 @@ static ir_train article_data(void) {
 /* Every batch of the pipeline, started at batch first_index of
  * first_epoch, equals rt_batcher_fill with the epoch's order; returns the
  * number of batches compared. */
-static int64_t compare_from(const rt_batcher *b, int workers, int depth, int first_epoch, int64_t first_index,
-                            int64_t count) {
+static int64_t compare_from(const rt_batcher *b, int workers, int depth, int first_epoch,
+                            int64_t first_index, int64_t count) {
     rt_pipeline_config cfg = rt_pipeline_defaults();
     cfg.workers = workers, cfg.depth = depth, cfg.first_epoch = first_epoch, cfg.count = count;
     cfg.first_index = first_index;
@@ -67,7 +67,8 @@ static int64_t compare_from(const rt_batcher *b, int workers, int depth, int fir
     return n;
 }
 
-static int64_t compare(const rt_batcher *b, int workers, int depth, int first_epoch, int64_t count) {
+static int64_t compare(const rt_batcher *b, int workers, int depth, int first_epoch,
+                       int64_t count) {
     return compare_from(b, workers, depth, first_epoch, 0, count);
 }
 
@@ -97,7 +98,8 @@ TEST(eval_batches_keep_order_and_pad) {
     rt_dataset *ds = rt_data_synthetic(45, 3, 32, 32, 0, 11);
     rt_batcher ev, te;
     CHECK(rt_batcher_init(&ev, ds, &t, 10, RT_BATCH_EVAL, 1, 3, 32, 32, err, sizeof err) == 0);
-    CHECK(rt_batcher_init(&te, ds, &t, 10, RT_BATCH_TRAIN_EVAL, 1, 3, 32, 32, err, sizeof err) == 0);
+    CHECK(rt_batcher_init(&te, ds, &t, 10, RT_BATCH_TRAIN_EVAL, 1, 3, 32, 32, err, sizeof err) ==
+          0);
     CHECK(compare(&ev, 2, 3, 0, ev.batches) == 5);
     CHECK(compare(&te, 3, 0, 0, te.batches) == 5);
     rt_pipeline_config cfg = rt_pipeline_defaults();

@@ -341,7 +341,9 @@ TEST(overwrite_is_atomic_and_clean) {
     snprintf(sub, sizeof sub, "%s/sub", dir);
     CHECK(mkdir(sub, 0700) == 0);
     CHECK(plan_write(&p, sub, err, sizeof err) != 0);
-    CHECK_MSG(strstr(err, sub) && strstr(err, "not a regular file (a directory)") && !strchr(err, '\n'), "%s", err);
+    CHECK_MSG(strstr(err, sub) && strstr(err, "not a regular file (a directory)") &&
+                  !strchr(err, '\n'),
+              "%s", err);
     DIR *d = opendir(dir);
     int entries = 0;
     for (struct dirent *e; d && (e = readdir(d));)
@@ -578,7 +580,8 @@ TEST(not_plan_files) {
     CHECK_STR(err, "/tmp: error: not a regular file (a directory); refusing to read it");
     p = plan_read("/dev/zero", err, sizeof err); /* endless: refused unread */
     CHECK(p == NULL);
-    CHECK_STR(err, "/dev/zero: error: not a regular file (a character device); refusing to read it");
+    CHECK_STR(err,
+              "/dev/zero: error: not a regular file (a character device); refusing to read it");
     p = plan_read_mem("n.plan", NULL, 0, err, sizeof err);
     CHECK(p == NULL);
     CHECK_STR(err, "n.plan: error: not a dpc plan file");
@@ -788,11 +791,11 @@ TEST(hand_built_baseline_is_accepted) {
 TEST(hostile_nodes) {
     nspec b[3], n;
     base_nodes(b);
-#define CASE(at, edit, want)                                                                       \
-    do {                                                                                           \
-        n = b[at];                                                                                 \
-        edit;                                                                                      \
-        expect_node(&n, at, want);                                                                 \
+#define CASE(at, edit, want)       \
+    do {                           \
+        n = b[at];                 \
+        edit;                      \
+        expect_node(&n, at, want); \
     } while (0)
     char want[128];
     snprintf(want, sizeof want, "train program, node 2: unknown op %d", IR_OP_COUNT);
@@ -959,12 +962,12 @@ TEST(hostile_sections) {
     b_put(&futr, "future\0bytes", 12);
     size_t len;
     unsigned char *f;
-#define EXPECT(want, ...)                                                                          \
-    do {                                                                                           \
-        sec s_[] = {__VA_ARGS__};                                                                  \
-        f = plan_of(s_, (int)(sizeof s_ / sizeof *s_), &len);                                      \
-        expect_refused(f, len, want);                                                              \
-        free(f);                                                                                   \
+#define EXPECT(want, ...)                                     \
+    do {                                                      \
+        sec s_[] = {__VA_ARGS__};                             \
+        f = plan_of(s_, (int)(sizeof s_ / sizeof *s_), &len); \
+        expect_refused(f, len, want);                         \
+        free(f);                                              \
     } while (0)
     EXPECT("missing section GEVL", {"META", m}, {"SCHD", sch}, {"GTRN", g});
     EXPECT("missing section META", {"SCHD", sch}, {"GTRN", g}, {"GEVL", g});

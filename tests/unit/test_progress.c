@@ -9,7 +9,8 @@ TEST(format_fits_and_counts) {
     rt_progress_format(buf, sizeof buf, 80, "epoch 3", 97, 390, 2075.4, 1.23456, 60.0);
     CHECK_MSG(strlen(buf) <= 79, "%zu columns: %s", strlen(buf), buf);
     CHECK_MSG(strstr(buf, "epoch 3 [") == buf, "%s", buf);
-    CHECK_MSG(strstr(buf, "]  97/390 |    2075 img/s | loss  1.2346 | eta  3:01") != NULL, "%s", buf);
+    CHECK_MSG(strstr(buf, "]  97/390 |    2075 img/s | loss  1.2346 | eta  3:01") != NULL, "%s",
+              buf);
     /* a quarter done: a quarter of the cells filled */
     const char *open = strchr(buf, '['), *close = strchr(buf, ']');
     int cells = (int)(close - open - 1), full = 0;
@@ -19,7 +20,8 @@ TEST(format_fits_and_counts) {
     char buf2[512];
     rt_progress_format(buf2, sizeof buf2, 80, "epoch 3", 390, 390, 12.0, 0.5, 600.0);
     CHECK_MSG(strlen(buf2) == strlen(buf), "%s | %s", buf, buf2);
-    CHECK(strstr(buf2, "[########################################]") || strchr(buf2, '.') > strchr(buf2, ']'));
+    CHECK(strstr(buf2, "[########################################]") ||
+          strchr(buf2, '.') > strchr(buf2, ']'));
     /* no loss (evaluation); long runs */
     rt_progress_format(buf, sizeof buf, 120, "test accuracy", 5, 100, 999.0, NAN, 7200.0);
     CHECK_MSG(strstr(buf, "loss") == NULL && strstr(buf, "eta 38:00:00"), "%s", buf);

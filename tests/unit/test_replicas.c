@@ -21,8 +21,10 @@ static char err[2048];
 static rt_backend *be;
 static rt_backend *bes[16]; /* every replica on the one cpu backend */
 
-static const char *MLP =
-    FX_NET("mlp_tiny", "    x = relu(dense(flatten(image), 32))\n" "    logits = dense(x, 10)\n", 3, 5);
+static const char *MLP = FX_NET("mlp_tiny",
+                                "    x = relu(dense(flatten(image), 32))\n"
+                                "    logits = dense(x, 10)\n",
+                                3, 5);
 static const char *BN = FX_NET("bn_tiny", FX_BN_RESIDUAL FX_GAP_LOGITS, 4, 5);
 
 #define IMG (3 * 8 * 8)
@@ -52,7 +54,8 @@ static int near_all(const char *what, const float *a, const float *b, int64_t n,
     for (int64_t i = 0; i < n; i++)
         if (!(fabs((double)a[i] - b[i]) <= tol * (fabs(b[i]) + rms))) {
             if (!bad)
-                fprintf(stderr, "  %s[%lld]: %.9g vs %.9g (rms %.3g)\n", what, (long long)i, a[i], b[i], rms);
+                fprintf(stderr, "  %s[%lld]: %.9g vs %.9g (rms %.3g)\n", what, (long long)i, a[i],
+                        b[i], rms);
             bad++;
         }
     return bad;
@@ -175,14 +178,17 @@ TEST(batchnorm_per_replica_and_summed_update) {
         double **sum = calloc((size_t)g->n, sizeof *sum);
         for (int r = 0; r < n; r++) {
             for (int i = 0; i < nst; i++) rt_store_write(rs, i, snap[r][i]);
-            CHECK(rt_exec_set_input(ref, "image", img + (size_t)r * b * IMG, sizeof(float) * (size_t)(b * IMG)) == 0);
+            CHECK(rt_exec_set_input(ref, "image", img + (size_t)r * b * IMG,
+                                    sizeof(float) * (size_t)(b * IMG)) == 0);
             CHECK(rt_exec_set_input(ref, "label", lab + r * b, sizeof(int32_t) * (size_t)b) == 0);
-            CHECK(rt_exec_set_scalar(ref, "lr", lr) == 0 && rt_exec_set_scalar(ref, "grad_scale", gs) == 0);
+            CHECK(rt_exec_set_scalar(ref, "lr", lr) == 0 &&
+                  rt_exec_set_scalar(ref, "grad_scale", gs) == 0);
             CHECK(rt_exec_run(ref, err, sizeof err) == 0);
             for (int k = 0; k < g->n; k++) {
                 if (!(g->nodes[k].flags & IR_FLAG_GRAD)) continue;
                 int64_t cnt = ir_numel(&g->nodes[k].type);
-                float *want = malloc(sizeof(float) * (size_t)cnt), *got = malloc(sizeof(float) * (size_t)cnt);
+                float *want = malloc(sizeof(float) * (size_t)cnt),
+                      *got = malloc(sizeof(float) * (size_t)cnt);
                 rt_exec_get_node(ref, k, want, sizeof(float) * (size_t)cnt);
                 rt_exec_get_node(rt_replicas_train(R, r), k, got, sizeof(float) * (size_t)cnt);
                 /* the replica's local gradient is its own sub-batch's: the
@@ -197,7 +203,8 @@ TEST(batchnorm_per_replica_and_summed_update) {
             for (int i = 0; i < nst; i++) {
                 if (!strstr(rt_store_name(rs, i), "running_")) continue;
                 float *want = read_tensor(rs, i), *got = read_tensor(rt_replicas_store(R, r), i);
-                bad += memcmp(want, got, sizeof(float) * (size_t)ir_numel(rt_store_type(rs, i))) != 0;
+                bad +=
+                    memcmp(want, got, sizeof(float) * (size_t)ir_numel(rt_store_type(rs, i))) != 0;
                 free(want), free(got);
             }
         }
@@ -284,7 +291,7 @@ TEST(bit_identical_across_runs_and_bucket_sizes) {
     CHECK(n1 == n2 && n1 == n3 && n1 == n4);
     CHECK(memcmp(x, y, sizeof(float) * (size_t)n1) == 0); /* again */
     CHECK(memcmp(x, z, sizeof(float) * (size_t)n1) == 0); /* other buckets */
-    CHECK(near_all("unfused", w, x, n1, 1e-5) == 0);         /* fusion only reorders nothing */
+    CHECK(near_all("unfused", w, x, n1, 1e-5) == 0);      /* fusion only reorders nothing */
     free(x), free(y), free(z), free(w);
     fx_plan_free(a), fx_plan_free(b), fx_plan_free(u);
 }
@@ -353,10 +360,13 @@ TEST(placement_and_banner) {
     rt_replicas_banner(f, "dprun: ", "cpu", 1, 16, 1, 128);
     rt_replicas_banner(f, "dprun: ", "cuda", 2, 4, 2, 64);
     fclose(f);
-    CHECK_MSG(strstr(text, "16 replicas x batch 128 per device = global batch 2048") != NULL, "%s", text);
+    CHECK_MSG(strstr(text, "16 replicas x batch 128 per device = global batch 2048") != NULL, "%s",
+              text);
     CHECK_MSG(strstr(text, "cpu: replicas 0-15 share it") != NULL, "%s", text);
-    CHECK_MSG(strstr(text, "8 replicas (2 processes x 4) x batch 64 per device = global batch 512") != NULL,
-              "%s", text);
+    CHECK_MSG(
+        strstr(text, "8 replicas (2 processes x 4) x batch 64 per device = global batch 512") !=
+            NULL,
+        "%s", text);
     CHECK_MSG(strstr(text, "cuda:1: replicas 2-3 share it") != NULL, "%s", text);
     free(text);
 }

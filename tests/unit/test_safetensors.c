@@ -74,9 +74,11 @@ TEST(round_trip_keeps_order_and_values) {
     CHECK(rt_st_meta(f, "nope") == NULL);
     /* The header text is plain JSON a 20-line reader can use. */
     const char *h = (const char *)f->bytes + 8;
-    CHECK(strncmp(h, "{\"__metadata__\":{\"model\":\"test\\\"net\"},\"zeta.weight\":{\"dtype\":\"F32\","
-                     "\"shape\":[2,3],\"data_offsets\":[0,24]}",
-                  96) == 0);
+    CHECK(
+        strncmp(h,
+                "{\"__metadata__\":{\"model\":\"test\\\"net\"},\"zeta.weight\":{\"dtype\":\"F32\","
+                "\"shape\":[2,3],\"data_offsets\":[0,24]}",
+                96) == 0);
     rt_st_free(f);
     remove(path);
 }
@@ -97,19 +99,22 @@ TEST(writing_twice_is_byte_identical) {
 
 TEST(accepts_other_writers_style) {
     /* Whitespace, sorted keys, metadata last, unknown keys, escaped names. */
-    CHECK_STR(parse_err("{ \"b\" : {\"shape\": [ 2 ], \"dtype\":\"F32\", \"data_offsets\":[8,16]},\n"
-                        "  \"a\\u00e9\": {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],"
-                        "\"extra\":[1,{\"x\":null}]}, \"__metadata__\": {\"format\":\"pt\"}}   ",
-                        16),
-              "");
+    CHECK_STR(
+        parse_err("{ \"b\" : {\"shape\": [ 2 ], \"dtype\":\"F32\", \"data_offsets\":[8,16]},\n"
+                  "  \"a\\u00e9\": {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],"
+                  "\"extra\":[1,{\"x\":null}]}, \"__metadata__\": {\"format\":\"pt\"}}   ",
+                  16),
+        "");
     CHECK_STR(parse_err("{}", 0), "");
     /* Metadata strings are kept; other values there are skipped. */
     size_t len;
-    unsigned char *b = make_file("{\"__metadata__\":{\"n\":[1,{\"x\":2}],\"format\":\"pt\",\"e\":\"\\u00e9\"}}", 0, &len);
+    unsigned char *b = make_file(
+        "{\"__metadata__\":{\"n\":[1,{\"x\":2}],\"format\":\"pt\",\"e\":\"\\u00e9\"}}", 0, &len);
     rt_st_file *f = rt_st_parse("m.safetensors", b, len, err, sizeof err);
     CHECK_MSG(f != NULL, "%s", err);
     if (f) {
-        CHECK(f->nmeta == 2 && !strcmp(rt_st_meta(f, "format"), "pt") && !strcmp(rt_st_meta(f, "e"), "\xc3\xa9"));
+        CHECK(f->nmeta == 2 && !strcmp(rt_st_meta(f, "format"), "pt") &&
+              !strcmp(rt_st_meta(f, "e"), "\xc3\xa9"));
         CHECK(rt_st_meta(f, "n") == NULL);
         rt_st_free(f);
     }
@@ -129,7 +134,8 @@ TEST(malformed_headers_are_refused) {
                  "non-negative integer"));
     CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8),
                  "expected '}'"));
-    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8), "lacks \"shape\""));
+    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8),
+                 "lacks \"shape\""));
     CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                            "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
                            16),
@@ -144,10 +150,11 @@ TEST(malformed_headers_are_refused) {
                            "\"data_offsets\":[0,8]}}",
                            8),
                  "more than 8 dimensions"));
-    CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],"
-                           "\"data_offsets\":[0,8]}}",
-                           8),
-                 "impossibly large"));
+    CHECK(strstr(
+        parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],"
+                  "\"data_offsets\":[0,8]}}",
+                  8),
+        "impossibly large"));
     CHECK(strstr(parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
                            "\"data_offsets\":[0,8]}}",
                            8),

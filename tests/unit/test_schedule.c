@@ -61,7 +61,8 @@ TEST(article_run3_scaled_with_warmup) {
         expect[e] = e <= 5 ? warm[e] : e < 35 ? 1.6 : e < 40 ? 0.8 : e < 44 ? 0.32 : 0.16;
     for (int e = 0; e < 45; e++) {
         double lr = rt_schedule_epoch_lr(&s, e);
-        CHECK_MSG(fabs(lr - expect[e]) < 1e-12, "epoch %d: lr %.17g, expected %g", e, lr, expect[e]);
+        CHECK_MSG(fabs(lr - expect[e]) < 1e-12, "epoch %d: lr %.17g, expected %g", e, lr,
+                  expect[e]);
         char got[32], want[32];
         snprintf(got, sizeof got, "%.3f", lr);
         snprintf(want, sizeof want, "%.3f", expect[e]);

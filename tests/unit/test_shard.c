@@ -25,7 +25,8 @@ TEST(slices_side_by_side_are_the_global_batch) {
     rt_batcher whole, part[3];
     CHECK(rt_batcher_init(&whole, ds, &t, G, RT_BATCH_TRAIN, 11, 3, 32, 32, err, sizeof err) == 0);
     for (int p = 0; p < P; p++) {
-        CHECK(rt_batcher_init(&part[p], ds, &t, L, RT_BATCH_TRAIN, 11, 3, 32, 32, err, sizeof err) == 0);
+        CHECK(rt_batcher_init(&part[p], ds, &t, L, RT_BATCH_TRAIN, 11, 3, 32, 32, err,
+                              sizeof err) == 0);
         CHECK(rt_batcher_shard(&part[p], G, p * L, err, sizeof err) == 0);
         CHECK(part[p].batches == whole.batches); /* 500 / 24 = 20 */
     }
@@ -65,10 +66,11 @@ TEST(bad_slices_are_refused) {
     ir_train t = schedule();
     rt_batcher b;
     CHECK(rt_batcher_init(&b, ds, &t, 8, RT_BATCH_TRAIN, 1, 3, 32, 32, err, sizeof err) == 0);
-    CHECK(b.stride == 8 && b.offset == 0); /* unsharded */
+    CHECK(b.stride == 8 && b.offset == 0);                     /* unsharded */
     CHECK(rt_batcher_shard(&b, 16, 9, err, sizeof err) == -1); /* past the global batch */
     CHECK(rt_batcher_shard(&b, 4, 0, err, sizeof err) == -1);  /* global smaller than the slice */
-    CHECK(rt_batcher_shard(&b, 64, 8, err, sizeof err) == -1); /* 50 images, no global batch of 64 */
+    CHECK(rt_batcher_shard(&b, 64, 8, err, sizeof err) ==
+          -1); /* 50 images, no global batch of 64 */
     CHECK(strstr(err, "global batch of 64") != NULL);
     CHECK(rt_batcher_shard(&b, 48, 40, err, sizeof err) == 0 && b.batches == 1);
     rt_dataset_free(ds);

@@ -26,7 +26,8 @@ static int parse_fails(const char *spec, const char *want) {
 
 TEST(parses_keys_and_values) {
     rt_sweep s;
-    CHECK(rt_sweep_parse(&s, "  lr=0.05,0.1,0.2\twarmup=0,5 lr-scaling=none,linear ", err, sizeof err) == 0);
+    CHECK(rt_sweep_parse(&s, "  lr=0.05,0.1,0.2\twarmup=0,5 lr-scaling=none,linear ", err,
+                         sizeof err) == 0);
     CHECK(s.axes == 3);
     CHECK(s.axis[0].key == RT_SWEEP_LR && s.axis[0].count == 3);
     CHECK_NEAR(s.axis[0].value[2], 0.2, 0);
@@ -35,8 +36,10 @@ TEST(parses_keys_and_values) {
     CHECK(s.axis[2].key == RT_SWEEP_LR_SCALING);
     CHECK(s.axis[2].value[0] == IR_LR_SCALING_NONE && s.axis[2].value[1] == IR_LR_SCALING_LINEAR);
     CHECK(rt_sweep_count(&s) == 12);
-    CHECK(rt_sweep_parse(&s, "seed=0,9007199254740992 gpus=1,2,4 epochs=1 momentum-correction=0,1 "
-                             "warmup-per-iteration=1", err, sizeof err) == 0);
+    CHECK(rt_sweep_parse(&s,
+                         "seed=0,9007199254740992 gpus=1,2,4 epochs=1 momentum-correction=0,1 "
+                         "warmup-per-iteration=1",
+                         err, sizeof err) == 0);
     CHECK(rt_sweep_count(&s) == 2 * 3 * 1 * 2 * 1);
 }
 
@@ -65,12 +68,16 @@ TEST(bad_tokens_are_named) {
     CHECK(parse_fails("lr=0.1,0.10", "lr: '0.10' is given twice"));
     CHECK(parse_fails("lr=0.1 warmup=0,5 lr=0.2", "'lr' is given twice"));
     char many[512] = "seed=0";
-    for (int i = 1; i <= RT_SWEEP_MAX_VALUES; i++) snprintf(many + strlen(many), sizeof many - strlen(many), ",%d", i);
+    for (int i = 1; i <= RT_SWEEP_MAX_VALUES; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), ",%d", i);
     CHECK(parse_fails(many, "more than 32 values"));
-    CHECK(parse_fails("lr=1,2,3,4,5,6,7,8 warmup=1,2,3,4,5,6,7,8 seed=1,2,3,4,5,6,7,8 epochs=1,2,3,4,5,6,7,8",
-                      "4096 combinations; at most 4096") == 0);
-    CHECK(parse_fails("lr=1,2,3,4,5,6,7,8 warmup=1,2,3,4,5,6,7,8 seed=1,2,3,4,5,6,7,8 epochs=1,2,3,4,5,6,7,8,9",
-                      "combinations; at most 4096"));
+    CHECK(
+        parse_fails(
+            "lr=1,2,3,4,5,6,7,8 warmup=1,2,3,4,5,6,7,8 seed=1,2,3,4,5,6,7,8 epochs=1,2,3,4,5,6,7,8",
+            "4096 combinations; at most 4096") == 0);
+    CHECK(parse_fails(
+        "lr=1,2,3,4,5,6,7,8 warmup=1,2,3,4,5,6,7,8 seed=1,2,3,4,5,6,7,8 epochs=1,2,3,4,5,6,7,8,9",
+        "combinations; at most 4096"));
 }
 
 /* Combinations run through the spec like nested loops, the last key fastest. */
@@ -91,8 +98,10 @@ TEST(combinations_and_options) {
     rt_sweep_label(&s, 3, label, sizeof label);
     CHECK_STR(label, "lr=0.1 warmup=5");
 
-    CHECK(rt_sweep_parse(&s, "gpus=2 seed=7 epochs=3 lr-scaling=none momentum-correction=1 warmup-per-iteration=1",
-                         err, sizeof err) == 0);
+    CHECK(rt_sweep_parse(
+              &s,
+              "gpus=2 seed=7 epochs=3 lr-scaling=none momentum-correction=1 warmup-per-iteration=1",
+              err, sizeof err) == 0);
     rt_train_options o = rt_train_defaults();
     rt_sweep_apply(&s, 0, &o);
     CHECK(o.gpus == 2 && o.seed == 7 && o.epochs == 3 && o.lr_scaling == IR_LR_SCALING_NONE);
@@ -127,7 +136,8 @@ TEST(sweep_file) {
 static rt_train_result done(double test_acc, double loss) {
     rt_train_result r;
     memset(&r, 0, sizeof r);
-    r.finished = 1, r.epochs = 1, r.train_loss = loss, r.train_accuracy = test_acc, r.test_accuracy = test_acc;
+    r.finished = 1, r.epochs = 1, r.train_loss = loss, r.train_accuracy = test_acc,
+    r.test_accuracy = test_acc;
     return r;
 }
 
@@ -146,7 +156,8 @@ TEST(ranking) {
     long order[7];
     rt_sweep_rank(res, 7, order);
     const long want[] = {1, 4, 6, 2, 0, 3, 5};
-    for (int k = 0; k < 7; k++) CHECK_MSG(order[k] == want[k], "rank %d: run %ld, want %ld", k, order[k], want[k]);
+    for (int k = 0; k < 7; k++)
+        CHECK_MSG(order[k] == want[k], "rank %d: run %ld, want %ld", k, order[k], want[k]);
     char why[128];
     CHECK(rt_sweep_ok(&res[3], why, sizeof why) == 0);
     CHECK_STR(why, "failed: the loss is nan at step 6");
@@ -169,11 +180,12 @@ TEST(table) {
     FILE *f = open_memstream(&buf, &len);
     rt_sweep_table(&s, res, 3, f);
     fclose(f);
-    const char *want = "| rank | lr | train loss | train accuracy | test accuracy | time (s) | run | result |\n"
-                       "|---:|---|---:|---:|---:|---:|---:|---|\n"
-                       "| 1 | 0.01 | 0.1000 | 0.9500 | 0.9500 | 0.00 | 2 | ok |\n"
-                       "| 2 | 0.0001 | 1.5000 | 0.4000 | 0.4000 | 0.00 | 1 | ok |\n"
-                       "| — | 1000 | — | — | — | 0.00 | 3 | failed: the loss   is nan |\n";
+    const char *want =
+        "| rank | lr | train loss | train accuracy | test accuracy | time (s) | run | result |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---|\n"
+        "| 1 | 0.01 | 0.1000 | 0.9500 | 0.9500 | 0.00 | 2 | ok |\n"
+        "| 2 | 0.0001 | 1.5000 | 0.4000 | 0.4000 | 0.00 | 1 | ok |\n"
+        "| — | 1000 | — | — | — | 0.00 | 3 | failed: the loss   is nan |\n";
     CHECK_STR(buf, want);
     free(buf);
 }

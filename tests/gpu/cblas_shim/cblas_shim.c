@@ -17,8 +17,10 @@ static void colmajor(int ta, int tb, int m, int n, int k, float alpha, const flo
                      const float *B, int ldb, float beta, float *C, int ldc) {
     for (int j = 0; j < n; j++) {
         float *c = C + (size_t)j * ldc;
-        if (beta == 0) memset(c, 0, sizeof *c * (size_t)m);
-        else if (beta != 1) for (int i = 0; i < m; i++) c[i] *= beta;
+        if (beta == 0)
+            memset(c, 0, sizeof *c * (size_t)m);
+        else if (beta != 1)
+            for (int i = 0; i < m; i++) c[i] *= beta;
     }
     if (alpha == 0 || k == 0) return;
     float *panel = malloc(sizeof *panel * MB * KB);
