@@ -160,8 +160,7 @@ int rt_coll_aborted(rt_coll *c) {
 }
 
 static int failed(rt_coll *c, char *err, size_t errlen) {
-    snprintf(err, errlen, "collective aborted%s%s", c->why[0] ? ": " : "", c->why);
-    return -1;
+    return ir_fail(err, errlen, "collective aborted%s%s", c->why[0] ? ": " : "", c->why);
 }
 
 /* Waits for every local replica. The last to arrive runs `serial` (if any)
@@ -305,8 +304,7 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
 int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
                           size_t errlen) {
     if (replica < 0 || replica >= c->n) {
-        snprintf(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
-        return -1;
+        return ir_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
     }
     if (c->n == 1 && c->ranks == 1) return 0; /* the sum over one replica */
     if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
@@ -343,8 +341,7 @@ static int serial_bcast(rt_coll *c, void *arg) {
 
 int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen) {
     if (replica < 0 || replica >= c->n) {
-        snprintf(err, errlen, "broadcast: replica %d of %d", replica, c->n);
-        return -1;
+        return ir_fail(err, errlen, "broadcast: replica %d of %d", replica, c->n);
     }
     if (c->n == 1 && c->ranks == 1) return 0;
     void *h = host_view(c, replica, buf, bytes, replica == 0);

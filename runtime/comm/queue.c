@@ -186,15 +186,13 @@ void rt_coll_queue_start(rt_coll_queue *q, int id) {
 
 int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     if (id < 0 || id >= q->nb) {
-        snprintf(err, errlen, "no bucket %d (%d registered)", id, q->nb);
-        return -1;
+        return ir_fail(err, errlen, "no bucket %d (%d registered)", id, q->nb);
     }
     if (q->c->sctx) { /* the compute stream waits, the host does not */
         int st = q->state[id];
         q->state[id] = B_IDLE;
         if (st == B_FAILED) {
-            snprintf(err, errlen, "%s", q->why);
-            return -1;
+            return ir_fail(err, errlen, "%s", q->why);
         }
         return st == B_QUEUED ? q->c->sops.join(q->c->sctx[q->replica], id, err, errlen) : 0;
     }
@@ -202,7 +200,7 @@ int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
     int st = q->state[id];
     q->state[id] = B_IDLE;
-    if (st == B_FAILED) snprintf(err, errlen, "%s", q->why);
+    if (st == B_FAILED) ir_fail(err, errlen, "%s", q->why);
     pthread_mutex_unlock(&q->mu);
     return st == B_FAILED ? -1 : 0;
 }

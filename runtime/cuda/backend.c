@@ -202,8 +202,7 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
     int n = rt_cuda_device_count(err, errlen);
     if (n == 0) return -1;
     if (ordinal < 0 || ordinal >= n) {
-        snprintf(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, n);
-        return -1;
+        return ir_fail(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, n);
     }
     c->ordinal = ordinal;
     int major = 0, minor = 0;

@@ -1,6 +1,7 @@
 /* runtime/cuda/loader.c — dlopen the CUDA driver, cuBLAS and NCCL; the
  * check macros' reporting. See loader.h. */
 #include "runtime/cuda/loader.h"
+#include "ir/err.h"
 
 #ifdef DPC_HAVE_CUDA
 
@@ -45,9 +46,8 @@ static int resolve(void *h, const char *lib, const char *sym, void *slot, size_t
     void *p = dlsym(h, sym);
     if (!p) {
         const char *why = dlerror();
-        snprintf(err, errlen, "%s has no %s (%s): a library older than this build's toolkit?", lib,
-                 sym, why ? why : "null symbol");
-        return -1;
+        return ir_fail(err, errlen, "%s has no %s (%s): a library older than this build's toolkit?",
+                       lib, sym, why ? why : "null symbol");
     }
     memcpy(slot, &p, size);
     return 0;
@@ -69,7 +69,7 @@ static int resolve(void *h, const char *lib, const char *sym, void *slot, size_t
             void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE); \
             if (!h) {                                                      \
                 const char *why = dlerror();                               \
-                snprintf(err, errlen, "%s", why ? why : path);             \
+                ir_fail(err, errlen, "%s", why ? why : path);              \
                 rc = -1;                                                   \
             } else {                                                       \
                 api_t tmp;                                                 \

@@ -26,12 +26,12 @@ int rt_nvrtc_pick_target(int sm, const int *archs, int narchs, char *target, siz
     }
     if (newest < 0) {
         if (oldest < 0)
-            snprintf(err, errlen, "NVRTC reports no architectures it can compile for");
+            ir_fail(err, errlen, "NVRTC reports no architectures it can compile for");
         else
-            snprintf(err, errlen,
-                     "the device is sm_%d, older than every architecture this NVRTC (%s) "
-                     "compiles for (the oldest is sm_%d)",
-                     sm, rt_nvrtc_version(), oldest);
+            ir_fail(err, errlen,
+                    "the device is sm_%d, older than every architecture this NVRTC (%s) "
+                    "compiles for (the oldest is sm_%d)",
+                    sm, rt_nvrtc_version(), oldest);
         return -1;
     }
     /* Not in the list: PTX for the newest architecture below the device,
@@ -102,7 +102,7 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
     nvrtcResult rc = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
     if (rc != NVRTC_SUCCESS) {
         *log = program_log(prog);
-        snprintf(err, errlen, "%s", nvrtcGetErrorString(rc));
+        ir_fail(err, errlen, "%s", nvrtcGetErrorString(rc));
         nvrtcDestroyProgram(&prog);
         return -1;
     }
@@ -110,8 +110,8 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
     int bad = img->is_ptx ? nvrtcTry(nvrtcGetPTXSize(prog, &n), err, errlen)
                           : nvrtcTry(nvrtcGetCUBINSize(prog, &n), err, errlen);
     if (!bad && n == 0) {
-        snprintf(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
-                 target);
+        ir_fail(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
+                target);
         bad = 1;
     }
     if (!bad) {
@@ -136,8 +136,8 @@ int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img,
     char *log = NULL, why[256];
     int rc = compile(source, target, img, &log, why, sizeof why);
     if (rc)
-        snprintf(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
-                 rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
+        ir_fail(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
+                rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
     free(log);
     return rc;
 }
@@ -205,12 +205,11 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     /* Into place atomically (ir/file.h): a reader sees the whole file or none. */
     char *log = NULL, why[1024];
     if (ir_file_write_all(cu, source, strlen(source), why, sizeof why)) {
-        snprintf(err, errlen, "cannot write kernel source: %s", why);
-        return -1;
+        return ir_fail(err, errlen, "cannot write kernel source: %s", why);
     }
     if (compile(source, target, img, &log, why, sizeof why)) {
-        snprintf(err, errlen, "NVRTC %s could not compile %s for %s: %s%s%.3000s",
-                 rt_nvrtc_version(), cu, target, why, log && *log ? "\n" : "", log ? log : "");
+        ir_fail(err, errlen, "NVRTC %s could not compile %s for %s: %s%s%.3000s",
+                rt_nvrtc_version(), cu, target, why, log && *log ? "\n" : "", log ? log : "");
         free(log);
         return -1;
     }
@@ -240,8 +239,7 @@ int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img,
     (void)source;
     (void)target;
     memset(img, 0, sizeof *img);
-    snprintf(err, errlen, "this build has no NVRTC (compiled without the CUDA toolkit)");
-    return -1;
+    return ir_fail(err, errlen, "this build has no NVRTC (compiled without the CUDA toolkit)");
 }
 
 int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,

@@ -6,14 +6,12 @@
 #include <stdio.h>
 
 #include "runtime/cuda/cuda.h"
+#include "ir/err.h"
 
 #define NO_CUDA "this build has no CUDA backend (compiled without the CUDA toolkit)"
 
 /* Every failing stub: the message, -1. */
-static int no_cuda(char *err, size_t errlen) {
-    snprintf(err, errlen, NO_CUDA);
-    return -1;
-}
+static int no_cuda(char *err, size_t errlen) { return ir_fail(err, errlen, NO_CUDA); }
 
 int rt_cuda_compiled(void) { return 0; }
 

@@ -61,29 +61,29 @@ char *rt_cache_dir(char *err, size_t errlen) {
     else
         default_dir(path, sizeof path);
     if (mkdirs(path)) {
-        snprintf(err, errlen, "cannot create the kernel cache directory %s: %s", path,
-                 strerror(errno));
+        ir_fail(err, errlen, "cannot create the kernel cache directory %s: %s", path,
+                strerror(errno));
         return NULL;
     }
     /* What is in this directory gets dlopen'ed: it is the security boundary,
      * so it must be ours and no one else may write to it. */
     struct stat st;
     if (stat(path, &st) || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "kernel cache %s is not a directory", path);
+        ir_fail(err, errlen, "kernel cache %s is not a directory", path);
         return NULL;
     }
     if (st.st_uid != geteuid()) {
-        snprintf(err, errlen,
-                 "kernel cache directory %s belongs to uid %ld, not to this user (uid %ld); "
-                 "refusing to load kernels from it (set DPC_CACHE_DIR to a directory of your own)",
-                 path, (long)st.st_uid, (long)geteuid());
+        ir_fail(err, errlen,
+                "kernel cache directory %s belongs to uid %ld, not to this user (uid %ld); "
+                "refusing to load kernels from it (set DPC_CACHE_DIR to a directory of your own)",
+                path, (long)st.st_uid, (long)geteuid());
         return NULL;
     }
     if (st.st_mode & 022) {
-        snprintf(err, errlen,
-                 "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
-                 "kernels from it (chmod go-w it, or set DPC_CACHE_DIR)",
-                 path, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+        ir_fail(err, errlen,
+                "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
+                "kernels from it (chmod go-w it, or set DPC_CACHE_DIR)",
+                path, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
         return NULL;
     }
     char *out = strdup(path);
@@ -249,7 +249,7 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     temp_name(tmp_so, sizeof tmp_so, base, ".so");
     temp_name(tmp_log, sizeof tmp_log, base, ".log");
     if (ir_file_write_all(c_path, source, strlen(source), why, sizeof why)) {
-        snprintf(err, errlen, "cannot write kernel source: %s", why);
+        ir_fail(err, errlen, "cannot write kernel source: %s", why);
         return NULL;
     }
     char cmd[16384] = "";
@@ -264,8 +264,8 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     double seconds = rt_now() - t0;
     if (rc != 0) {
         char *log = read_text(tmp_log, 4000);
-        snprintf(err, errlen, "compiling %s failed (%s %s):\n%s", c_path, cc, RT_CC_FLAGS,
-                 log && *log ? log : "(no compiler output)");
+        ir_fail(err, errlen, "compiling %s failed (%s %s):\n%s", c_path, cc, RT_CC_FLAGS,
+                log && *log ? log : "(no compiler output)");
         free(log);
         unlink(tmp_log);
         unlink(tmp_so);
@@ -277,14 +277,14 @@ char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen)
     size_t built_len = 0;
     unsigned char *built = rt_cache_read(tmp_so, &built_len);
     if (!built || rt_cache_record(so, built, built_len)) {
-        snprintf(err, errlen, "cannot record the checksum of %s: %s", so, strerror(errno));
+        ir_fail(err, errlen, "cannot record the checksum of %s: %s", so, strerror(errno));
         free(built);
         unlink(tmp_so);
         return NULL;
     }
     free(built);
     if (rename(tmp_so, so)) {
-        snprintf(err, errlen, "cannot move %s into place: %s", tmp_so, strerror(errno));
+        ir_fail(err, errlen, "cannot move %s into place: %s", tmp_so, strerror(errno));
         unlink(tmp_so);
         return NULL;
     }

@@ -247,7 +247,7 @@ static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, siz
      * a kernel pointer can never outlive its code. */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
-        snprintf(err, errlen, "dlopen %s: %s", path, dlerror());
+        ir_fail(err, errlen, "dlopen %s: %s", path, dlerror());
         free(path);
         return NULL;
     }
@@ -280,15 +280,15 @@ static rt_kernel *cpu_kernel(rt_backend *be, rt_module *m, const char *name, int
     void *sym = dlsym(m->handle, name);
     if (!sym) {
         const char *why = dlerror();
-        snprintf(err, errlen, "kernel %s not in %s: %s", name, m->path, why ? why : "null symbol");
+        ir_fail(err, errlen, "kernel %s not in %s: %s", name, m->path, why ? why : "null symbol");
         return NULL;
     }
     char gname[256];
     snprintf(gname, sizeof gname, "%s_grain", name);
     const long long *grain = dlsym(m->handle, gname);
     if (!grain) {
-        snprintf(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name,
-                 m->path, gname);
+        ir_fail(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name,
+                m->path, gname);
         return NULL;
     }
     rt_kernel *k = calloc(1, sizeof *k);
@@ -318,8 +318,7 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
                       char *err, size_t errlen) {
     (void)be;
     if (nargs != k->nargs) {
-        snprintf(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
-        return -1;
+        return ir_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }
     if (count <= 0) return 0;
     if (count < k->grain || pool.n == 1) {
@@ -386,8 +385,7 @@ static int gemm_mixed(const cg_gemm *d, const void *A, const void *B, void *C, c
                       size_t errlen) {
     int64_t ea = cg_gemm_extent(d, 'a'), eb = cg_gemm_extent(d, 'b'), ec = cg_gemm_extent(d, 'c');
     if (ea < 0 || eb < 0 || ec < 0) {
-        snprintf(err, errlen, "gemm: extents overflow");
-        return -1;
+        return ir_fail(err, errlen, "gemm: extents overflow");
     }
     cg_gemm w = *d;
     float *fa = NULL, *fb = NULL, *fc = NULL;

@@ -1,5 +1,6 @@
 /* runtime/device/select.c — `--device auto|cpu|cuda`. See device.h. */
 #include "runtime/device/device.h"
+#include "ir/err.h"
 #include "ir/parse.h"
 
 #include <stdatomic.h>
@@ -93,12 +94,12 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
         if (strcmp(device, backends[i].name)) continue;
         char why[1024] = "";
         rt_backend *be = backends[i].open(ordinal, why, sizeof why);
-        if (!be) snprintf(err, errlen, "--device %s: %s", device, why);
+        if (!be) ir_fail(err, errlen, "--device %s: %s", device, why);
         return be;
     }
     char list[128];
     choices(list, sizeof list);
-    snprintf(err, errlen, "--device: '%s' is not one of %s", device, list);
+    ir_fail(err, errlen, "--device: '%s' is not one of %s", device, list);
     return NULL;
 }
 

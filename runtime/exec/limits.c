@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "ir/err.h"
 #include "ir/bytes.h"
 #include "ir/parse.h"
 #include "passes/memplan.h"
@@ -22,8 +23,7 @@ static int find_memplan(const dpc_plan *plan, const ir_graph *g, pass_memplan **
     if (!sec) return 0;
     char why[400];
     if (pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why) < 0) {
-        snprintf(err, errlen, "the plan's memory plan is unusable: %s", why);
-        return -1;
+        return ir_fail(err, errlen, "the plan's memory plan is unusable: %s", why);
     }
     return 0;
 }
@@ -37,9 +37,8 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
         limit = ir_parse_size(env);
         whose = "DPC_MAX_MEMORY";
         if (limit < 0) {
-            snprintf(err, errlen, "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'",
-                     env);
-            return -1;
+            return ir_fail(err, errlen,
+                           "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
         }
     } else if (be->memory_bytes > 0) {
         limit = be->memory_bytes, whose = "the device's memory; set DPC_MAX_MEMORY to change it";
@@ -62,11 +61,11 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     if (total <= limit) return 0;
     char what[400], t[32], e[32], in[32], lim[32];
     pass_memory_describe(&need, what, sizeof what);
-    snprintf(err, errlen,
-             "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
-             "batches %s; the limit is %s (%s)",
-             plan->source[0] ? plan->source : plan->model, ir_bytes_str(total, t, sizeof t),
-             be->name, replicas, replicas == 1 ? "" : "s", ir_bytes_str(each, e, sizeof e), what,
-             ir_bytes_str(input_bytes, in, sizeof in), ir_bytes_str(limit, lim, sizeof lim), whose);
-    return -1;
+    return ir_fail(err, errlen,
+                   "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
+                   "batches %s; the limit is %s (%s)",
+                   plan->source[0] ? plan->source : plan->model, ir_bytes_str(total, t, sizeof t),
+                   be->name, replicas, replicas == 1 ? "" : "s", ir_bytes_str(each, e, sizeof e),
+                   what, ir_bytes_str(input_bytes, in, sizeof in),
+                   ir_bytes_str(limit, lim, sizeof lim), whose);
 }

@@ -80,8 +80,8 @@ static void *worker(void *p) {
 }
 
 static int fail(char *err, size_t errlen, const char *msg, int r, const char *why) {
-    snprintf(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "", why ? why : "");
-    return -1;
+    return ir_fail(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "",
+                   why ? why : "");
 }
 
 /* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
@@ -93,12 +93,12 @@ static int graphs_wanted(void) {
 rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
                              char *err, size_t errlen) {
     if (n < 1 || !plan->train || !plan->eval) {
-        snprintf(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
+        ir_fail(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
         return NULL;
     }
     if (coll && rt_coll_local_size(coll) != n) {
-        snprintf(err, errlen, "replicas: communicator for %d replicas, not %d",
-                 rt_coll_local_size(coll), n);
+        ir_fail(err, errlen, "replicas: communicator for %d replicas, not %d",
+                rt_coll_local_size(coll), n);
         return NULL;
     }
     rt_replicas *R = calloc(1, sizeof *R);
@@ -134,10 +134,10 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
             sums += g->nodes[i].op == IR_OP_ALLREDUCE,
                 grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
         if (grads && !sums) {
-            snprintf(err, errlen,
-                     "the plan's train program has no all-reduce of its gradients (compiled "
-                     "by a dpc without the partition pass?): recompile it to run %d replicas",
-                     rt_coll_size(coll));
+            ir_fail(err, errlen,
+                    "the plan's train program has no all-reduce of its gradients (compiled "
+                    "by a dpc without the partition pass?): recompile it to run %d replicas",
+                    rt_coll_size(coll));
             rt_replicas_free(R);
             return NULL;
         }
@@ -253,8 +253,7 @@ int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size
                                        !strstr(R->err[r], "collective aborted"))))
             first = r;
     if (first < 0) return 0;
-    snprintf(err, errlen, "%s", R->err[first]);
-    return -1;
+    return ir_fail(err, errlen, "%s", R->err[first]);
 }
 
 static int sync_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) {
@@ -471,15 +470,15 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
         if (c) return c;
         /* coll_ranks_new (nccl) fails on every rank alike. */
         if (want && !strcmp(want, "nccl")) {
-            snprintf(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
+            ir_fail(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
             return NULL;
         }
         if (rank == 0)
             fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix,
                     ops ? why : err);
     } else if (want && !strcmp(want, "nccl")) {
-        snprintf(err, errlen,
-                 "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        ir_fail(err, errlen,
+                "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
         return NULL;
     }
     if (errlen) err[0] = 0;
@@ -494,7 +493,7 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
     if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
     if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
-        snprintf(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
+        ir_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
     if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
@@ -506,13 +505,13 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
         rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
         if (c) return c;
         if (want && !strcmp(want, "nccl")) {
-            snprintf(err, errlen, "DPC_COLL=nccl: %s", why);
+            ir_fail(err, errlen, "DPC_COLL=nccl: %s", why);
             return NULL;
         }
         fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n",
                 prefix, why);
     } else if (want && !strcmp(want, "nccl")) {
-        snprintf(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
+        ir_fail(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;
     }
     rt_coll *c = rt_coll_local_new(n, bes[0]);
