@@ -397,8 +397,10 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
 
 /* ---- decoding ----------------------------------------------------------- */
 
+/* ir/bytes.h's bounded reader plus what a message needs: the first failure,
+ * and where it happened. */
 typedef struct {
-    const unsigned char *p, *end;
+    ir_rbuf b;
     const char *what; /* "train program", "section META", ... for messages */
     int node;         /* node being decoded, or -1 */
     char why[512];    /* first failure */
@@ -417,26 +419,21 @@ PRINTF(2, 3) static int rd_fail(rd *r, const char *f, ...) {
     return -1;
 }
 
-static int need(rd *r, size_t n) {
-    if (r->failed) return 0;
-    if ((size_t)(r->end - r->p) < n) {
-        rd_fail(r, "ends early");
-        return 0;
-    }
-    return 1;
+/* The next n bytes, or NULL with "ends early" recorded. */
+static const unsigned char *take(rd *r, size_t n) {
+    if (r->failed) return NULL;
+    const unsigned char *q = ir_take(&r->b, n);
+    if (!q) rd_fail(r, "ends early");
+    return q;
 }
 
 static uint32_t get_u32(rd *r) {
-    if (!need(r, 4)) return 0;
-    uint32_t v = ir_le32(r->p);
-    r->p += 4;
-    return v;
+    const unsigned char *q = take(r, 4);
+    return q ? ir_le32(q) : 0;
 }
 static uint64_t get_u64(rd *r) {
-    if (!need(r, 8)) return 0;
-    uint64_t v = ir_le64(r->p);
-    r->p += 8;
-    return v;
+    const unsigned char *q = take(r, 8);
+    return q ? ir_le64(q) : 0;
 }
 static int get_i32(rd *r) { return to_i32(get_u32(r)); }
 static int64_t get_i64(rd *r) { return to_i64(get_u64(r)); }
@@ -455,23 +452,22 @@ static void get_str(rd *r, char *dst, size_t cap, const char *field) {
         rd_fail(r, "%s is %" PRIu32 " bytes long, at most %zu allowed", field, n, cap - 1);
         return;
     }
-    if (!need(r, n)) return;
-    if (memchr(r->p, 0, n)) {
+    const unsigned char *q = take(r, n);
+    if (!q) return;
+    if (memchr(q, 0, n)) {
         rd_fail(r, "%s contains a NUL byte", field);
         return;
     }
-    if (has_control((const char *)r->p, n)) {
+    if (has_control((const char *)q, n)) {
         rd_fail(r, "%s contains a control character", field);
         return;
     }
-    memcpy(dst, r->p, n);
+    memcpy(dst, q, n);
     dst[n] = 0;
-    r->p += n;
 }
 
 static void get_done(rd *r) {
-    if (!r->failed && r->p != r->end)
-        rd_fail(r, "%zu unexpected bytes at the end", (size_t)(r->end - r->p));
+    if (!r->failed && ir_left(&r->b)) rd_fail(r, "%zu unexpected bytes at the end", ir_left(&r->b));
 }
 
 /* An attribute count, which must be the op's. */
@@ -529,8 +525,8 @@ static ir_graph *get_graph(rd *r) {
     uint32_t n = get_u32(r);
     if (r->failed) return NULL;
     /* Never allocate from a count the bytes can't back. */
-    if (n > (size_t)(r->end - r->p) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
-        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, (size_t)(r->end - r->p));
+    if (n > ir_left(&r->b) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
+        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, ir_left(&r->b));
         return NULL;
     }
     ir_graph *g = ir_new();
@@ -680,7 +676,7 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
 }
 
 static rd reader(const spans *sp, int i, const char *what) {
-    return (rd){sp->p[i], sp->p[i] + sp->len[i], what, -1, "", 0};
+    return (rd){{sp->p[i], sp->len[i], 0, 0}, what, -1, "", 0};
 }
 
 /* The required sections' contents (and the fusion groups when there are
