@@ -106,89 +106,63 @@ int64_t cg_conv_chunk(const cg_conv_shape *c, size_t max_bytes) {
     return nb;
 }
 
+/* One GEMM of alpha 1, no batch, no offsets: what every lowering starts from. */
+static cg_gemm gemm_2d(int transa, int transb, int64_t m, int64_t n, int64_t k, float beta,
+                       int64_t lda, int64_t ldb, int64_t ldc) {
+    return (cg_gemm){.transa = transa,
+                     .transb = transb,
+                     .m = m,
+                     .n = n,
+                     .k = k,
+                     .alpha = 1,
+                     .beta = beta,
+                     .lda = lda,
+                     .ldb = ldb,
+                     .ldc = ldc,
+                     .batch = 1};
+}
+
 /* Row-major X[r][c] is the column-major (c x r) matrix with ld c; with
  * np = nb*P rows of the CNHW blocks: */
 cg_gemm cg_gemm_conv_forward(const cg_conv_shape *c, int64_t nb, int64_t col_off, int64_t out_off) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* out(np x K) = col(np x CKK) · W(CKK x K) */
-    return (cg_gemm){.m = np,
-                     .n = c->K,
-                     .k = CKK,
-                     .alpha = 1,
-                     .beta = 0,
-                     .lda = np,
-                     .ldb = CKK,
-                     .ldc = np,
-                     .batch = 1,
-                     .off_a = col_off,
-                     .off_c = out_off};
+    cg_gemm g = gemm_2d(0, 0, np, c->K, CKK, 0, np, CKK, np);
+    g.off_a = col_off;
+    g.off_c = out_off;
+    return g;
 }
 
 cg_gemm cg_gemm_conv_grad_data(const cg_conv_shape *c, int64_t nb, int64_t dy_off,
                                int64_t col_off) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* col(np x CKK) = dy(np x K) · W(CKK x K)ᵀ */
-    return (cg_gemm){.transb = 1,
-                     .m = np,
-                     .n = CKK,
-                     .k = c->K,
-                     .alpha = 1,
-                     .beta = 0,
-                     .lda = np,
-                     .ldb = CKK,
-                     .ldc = np,
-                     .batch = 1,
-                     .off_a = dy_off,
-                     .off_c = col_off};
+    cg_gemm g = gemm_2d(0, 1, np, CKK, c->K, 0, np, CKK, np);
+    g.off_a = dy_off;
+    g.off_c = col_off;
+    return g;
 }
 
 cg_gemm cg_gemm_conv_grad_weight(const cg_conv_shape *c, int64_t nb, int64_t col_off,
                                  int64_t dy_off, int accumulate) {
     int64_t np = nb * c->Ho * c->Wo, CKK = c->C * c->k * c->k;
     /* dW(CKK x K) (+)= col(np x CKK)ᵀ · dy(np x K) */
-    return (cg_gemm){.transa = 1,
-                     .m = CKK,
-                     .n = c->K,
-                     .k = np,
-                     .alpha = 1,
-                     .beta = accumulate ? 1.0f : 0.0f,
-                     .lda = np,
-                     .ldb = np,
-                     .ldc = CKK,
-                     .batch = 1,
-                     .off_a = col_off,
-                     .off_b = dy_off};
+    cg_gemm g = gemm_2d(1, 0, CKK, c->K, np, accumulate ? 1.0f : 0.0f, np, np, CKK);
+    g.off_a = col_off;
+    g.off_b = dy_off;
+    return g;
 }
 
 cg_gemm cg_gemm_dense(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){.transa = 1,
-                     .m = U,
-                     .n = N,
-                     .k = F,
-                     .alpha = 1,
-                     .beta = 0,
-                     .lda = F,
-                     .ldb = F,
-                     .ldc = U,
-                     .batch = 1};
+    return gemm_2d(1, 0, U, N, F, 0, F, F, U);
 }
 
 cg_gemm cg_gemm_dense_grad_data(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){
-        .m = F, .n = N, .k = U, .alpha = 1, .beta = 0, .lda = F, .ldb = U, .ldc = F, .batch = 1};
+    return gemm_2d(0, 0, F, N, U, 0, F, U, F);
 }
 
 cg_gemm cg_gemm_dense_grad_weight(int64_t N, int64_t F, int64_t U) {
-    return (cg_gemm){.transb = 1,
-                     .m = F,
-                     .n = U,
-                     .k = N,
-                     .alpha = 1,
-                     .beta = 0,
-                     .lda = F,
-                     .ldb = U,
-                     .ldc = F,
-                     .batch = 1};
+    return gemm_2d(0, 1, F, U, N, 0, F, U, F);
 }
 
 /* ---- lowering -------------------------------------------------------------------- */
