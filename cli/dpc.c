@@ -9,7 +9,7 @@
 #include "passes/passes.h"
 
 static void usage(FILE *f) {
-    fputs("usage: dpc MODEL.net [-o PLAN] [options]\n"
+    fputs("usage: dpc MODEL.net [-o PLAN] [--cost [--device h200]] [options]\n"
           "  -o PLAN            write the compiled plan\n"
           "  --summary          layer table and trainable parameter count\n"
           "  --dump-ir[=PASS]   IR text after all passes (or after PASS)\n"
@@ -22,6 +22,9 @@ static void usage(FILE *f) {
           "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
           "                     weights, reductions and optimizer (default fp32)\n"
           "  --stats            kernels per step and activation memory, fused and planned vs not\n"
+          "  --cost             per-kernel modelled GPU time of the CUDA kernels (threads, serial\n"
+          "                     loop, bytes, flops, us) and the step's totals, train and eval\n"
+          "  --device NAME      the GPU --cost models (default h200)\n"
           "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
           "  --max-memory SIZE  refuse a plan needing more per device (e.g. 16G; default 256G,\n"
           "                     or $DPC_MAX_MEMORY)\n"
@@ -46,7 +49,7 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
             !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
-            !strcmp(s, "--max-memory") || !strcmp(s, "--precision")) {
+            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o"))
@@ -57,6 +60,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
                 a->emit_dir = v;
             else if (!strcmp(s, "--max-memory"))
                 a->max_memory = v;
+            else if (!strcmp(s, "--device"))
+                a->cost_device = v;
             else if (!strcmp(s, "--precision")) {
                 pass_precision_kind p;
                 if (pass_precision_parse(v, &p))
@@ -85,6 +90,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             a->no_memplan = 1;
         } else if (!strcmp(s, "--stats")) {
             a->stats = 1;
+        } else if (!strcmp(s, "--cost")) {
+            a->cost = 1;
         } else if (!strcmp(s, "--dump-ir")) {
             a->dump_ir = 1;
         } else if (!strncmp(s, "--dump-ir=", 10)) {
@@ -99,8 +106,9 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         }
     }
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
-    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir)
-        return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats or "
+    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir &&
+        !a->cost)
+        return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost or "
                    "--emit-kernels",
                    NULL);
     if (!a->target) a->target = "all";

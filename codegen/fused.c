@@ -263,6 +263,7 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
     cg_str_append(&kd->body, b.s ? b.s : "", b.len);
     cg_str_free(&b);
     kd->cost = G->hi - G->lo;
+    kd->serial = 1;
     kd->no_restrict = 1; /* may run in place */
     return 0;
 }
@@ -468,6 +469,7 @@ static int body_channel(grp *G, cg_kdef *kd) {
     cg_str_free(&text);
     cg_str_free(&G->chan_pre);
     kd->cost = G->N * G->inner * (passes > 0 ? passes : 1) * (cnt > 1 ? 2 : 1);
+    kd->serial = G->N * G->inner * (passes > 0 ? passes : 1); /* a loop over the channel per pass */
     return 0;
 }
 
@@ -530,6 +532,9 @@ static int body_row(grp *G, cg_kdef *kd) {
     }
     if (!lone) stores(G, b, "i", not_grad);
     kd->cost = 6 * K;
+    int grads = 0; /* the max and sum loops, plus one per gradient row written */
+    for (int m = G->lo; m < G->hi; m++) grads += nd(G, m)->op == IR_OP_SOFTMAX_CE_GRAD;
+    kd->serial = (2 + grads) * K;
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 
 #include "codegen/codegen.h"
+#include "codegen/cost.h"
 #include "ir/err.h"
 
 typedef struct {
@@ -27,6 +28,7 @@ typedef struct {
     ir_dtype type[CG_MAX_ARGS];
     int writes[CG_MAX_ARGS]; /* arguments the body stores to */
     int64_t cost;
+    int64_t serial;  /* longest loop one iteration runs (the cost report); 0: cost */
     int no_restrict; /* arguments may alias (in-place elementwise kernels) */
     cg_str body;
 } cg_kdef;
@@ -40,12 +42,18 @@ typedef struct {
     cg_str src;
     cg_str *bodies;        /* rendered bodies by kernel index, to share identical kernels */
     unsigned char *stored; /* ir_stored() of g */
+    cg_kernel_info *info; /* by kernel index, for the cost report (codegen/cost.h) */
     int kcap, scap, ccap;
     int bf16;        /* the graph stores some tensor in bf16: the prelude converts */
     int bad_literal; /* a constant had no checked literal: cg_generate fails */
     char *err;
     size_t errlen;
 } cg_ctx;
+
+/* cg_generate, also handing back what each kernel's definition knew
+ * (*info: nkernels entries, malloc'd; the caller frees it). */
+cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *o,
+                             cg_kernel_info **info, char *err, size_t errlen);
 
 /* Renders (or finds an identical) kernel; returns its index. Frees kd->body. */
 int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd);

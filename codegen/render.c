@@ -177,13 +177,22 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
         cx->kcap = cx->kcap ? 2 * cx->kcap : 64;
         p->kernels = realloc(p->kernels, sizeof *p->kernels * (size_t)cx->kcap);
         cx->bodies = realloc(cx->bodies, sizeof *cx->bodies * (size_t)cx->kcap);
-        IR_CHECK_ALLOC(p->kernels && cx->bodies);
+        cx->info = realloc(cx->info, sizeof *cx->info * (size_t)cx->kcap);
+        IR_CHECK_ALLOC(p->kernels && cx->bodies && cx->info);
     }
     int k = p->nkernels++;
     cg_kernel *kr = &p->kernels[k];
     memset(kr, 0, sizeof *kr);
     snprintf(kr->name, sizeof kr->name, "k%d_%s", k, kd->op);
     kr->nargs = kd->nargs;
+    cg_kernel_info *ki = &cx->info[k];
+    memset(ki, 0, sizeof *ki);
+    ki->work = kd->cost > 0 ? kd->cost : 1;
+    ki->serial = kd->serial > 0 ? kd->serial : ki->work;
+    for (int j = 0; j < kd->nargs; j++) {
+        ki->type[j] = kd->type[j];
+        ki->writes[j] = kd->writes[j];
+    }
     cx->bodies[k] = key;
     wrap_kernel(cx, kr->name, kd);
     cg_str_free(&kd->body);
@@ -741,6 +750,12 @@ cg_options cg_default_options(void) {
 
 cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, char *err,
                         size_t errlen) {
+    return cg_generate_info(g, d, o, NULL, err, errlen);
+}
+
+cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *o,
+                             cg_kernel_info **info, char *err, size_t errlen) {
+    if (info) *info = NULL;
     cg_ctx cx = {.dl = cg_dialect_of(d),
                  .opt = o ? *o : cg_default_options(),
                  .g = g,
@@ -798,6 +813,7 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
     free(cx.bodies);
     free(cx.stored);
     if (!rc && cx.bad_literal) rc = -1;
+    if (rc || !info) free(cx.info);
     if (rc) {
         cg_str_free(&cx.src);
         cg_program_free(cx.p);
@@ -807,5 +823,6 @@ cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, ch
         if (cx.p->steps[s].scratch > cx.p->scratch) cx.p->scratch = cx.p->steps[s].scratch;
     cx.p->source = cx.src.s;
     cx.p->source_len = cx.src.len;
+    if (info) *info = cx.info;
     return cx.p;
 }

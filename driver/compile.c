@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "codegen/codegen.h"
+#include "codegen/cost.h"
 #include "driver/compile.h"
 #include "frontend/frontend.h"
 #include "ir/bytes.h"
@@ -48,6 +49,10 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
     if (o->precision && pass_precision_parse(o->precision, &p))
         return ir_fail(err, errlen, "dpc: error: --precision takes fp32 or bf16, got: %s",
                        o->precision);
+    char names[256];
+    if (o->cost_device && !cg_device_find(o->cost_device))
+        return ir_fail(err, errlen, "dpc: error: --device: unknown device %s (known: %s)",
+                       o->cost_device, cg_device_names(names, sizeof names));
     return 0;
 }
 
@@ -321,6 +326,10 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||
                      print_stats(report, "eval", plan->eval, why, sizeof why)))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
+    const cg_device *dev = cg_device_find(o->cost_device ? o->cost_device : "h200");
+    if (o->cost && (cg_cost_report(report, "train", plan->train, dev, NULL, why, sizeof why) ||
+                    cg_cost_report(report, "eval", plan->eval, dev, NULL, why, sizeof why)))
+        return ir_fail(err, errlen, "%s: error: cost report: %s", model, why);
     if (o->dot && write_dot(plan->train, plan->model, o->dot, err, errlen)) return -1;
     if (o->out && plan_write(plan, o->out, why, sizeof why)) return ir_fail(err, errlen, "%s", why);
     return 0;

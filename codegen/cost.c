@@ -1,0 +1,178 @@
+/* codegen/cost.c — the per-kernel cost model (codegen/cost.h): the device
+ * table, each call's threads, serial loop, bytes and flops, and the
+ * roofline that turns them into microseconds. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/internal.h"
+
+/* The devices, one row each. h200 (NVIDIA H200 SXM 141 GB datasheet,
+ * nvidia.com/en-us/data-center/h200, and the H100/H200 Hopper whitepaper):
+ * 132 SMs, 2048 resident threads per SM (compute capability 9.0, CUDA C
+ * Programming Guide, table of technical specifications), 4.8 TB/s HBM3e,
+ * 67 TFLOP/s FP32, 495 TFLOP/s TF32 and 989 TFLOP/s BF16 dense tensor-core
+ * peak. launch_us: ~2 us per kernel node replayed inside a CUDA graph (our
+ * round figure for a dependent chain of small graph nodes; tests/gpu/
+ * check.sh measures it). iter_ns: a thread of a kernel that does not fill
+ * the GPU runs its loop alone; an iteration is a global load (and a
+ * double add) whose ~0.5 us HBM latency (about 1000 cycles at 1.98 GHz)
+ * the few warps resident cannot hide; the independent partial-sum lanes
+ * (CG_REDUCE_LANES) keep ~25 loads in flight, so 20 ns per iteration, a
+ * round figure for the first GPU run to calibrate. */
+const cg_device cg_devices[] = {
+    {.name = "h200",
+     .sms = 132,
+     .threads_per_sm = 2048,
+     .hbm_bytes_per_s = 4.8e12,
+     .fp32_flops = 67e12,
+     .tf32_flops = 495e12,
+     .bf16_flops = 989e12,
+     .launch_us = 2.0,
+     .iter_ns = 20.0},
+    {.name = NULL},
+};
+
+const cg_device *cg_device_find(const char *name) {
+    for (const cg_device *d = cg_devices; name && d->name; d++)
+        if (!strcmp(d->name, name)) return d;
+    return NULL;
+}
+
+const char *cg_device_names(char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = 0;
+    for (const cg_device *d = cg_devices; d->name && len < n; d++) {
+        int w = snprintf(buf + len, n - len, "%s%s", len ? ", " : "", d->name);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+    return buf;
+}
+
+/* cuBLAS reaches a large share of peak only on large products: 70% from
+ * 2^30 multiply-adds (a ResNet convolution at batch 128), 40% from 2^24,
+ * 10% below (tile quantisation and launch-bound shapes). A stated rule of
+ * thumb, not a measurement. */
+double cg_gemm_fraction(const cg_gemm *d) {
+    double macs = (double)d->m * (double)d->n * (double)d->k * (double)(d->batch > 0 ? d->batch : 1);
+    return macs >= 1073741824.0 ? 0.7 : macs >= 16777216.0 ? 0.4 : 0.1;
+}
+
+static double seconds_us(double s) { return s * 1e6; }
+
+double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t serial, int64_t bytes,
+                    int64_t flops) {
+    double t = seconds_us((double)bytes / dev->hbm_bytes_per_s);
+    double f = seconds_us((double)flops / dev->fp32_flops);
+    double chain = threads < (int64_t)dev->sms * dev->threads_per_sm
+                       ? (double)serial * dev->iter_ns * 1e-3
+                       : 0.0;
+    if (f > t) t = f;
+    if (chain > t) t = chain;
+    return t + dev->launch_us;
+}
+
+static int64_t esize(int dtype) { return (int64_t)ir_dtype_size((ir_dtype)dtype); }
+
+/* A GEMM: every operand once (a stride-0 operand once for the batch), C
+ * read too when beta accumulates. f32 GEMMs run plain FP32 (the cuda
+ * backend leaves cuBLAS in its default math mode unless DPC_TF32 is set,
+ * runtime/cuda/cublas.c), bf16 ones on the BF16 tensor cores. */
+static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
+    int64_t b = d->batch > 0 ? d->batch : 1;
+    int64_t na = d->m * d->k * (d->stride_a ? b : 1), nb = d->k * d->n * (d->stride_b ? b : 1);
+    int64_t nc = d->m * d->n * b * (d->beta != 0.0f ? 2 : 1);
+    snprintf(c->name, sizeof c->name, "gemm %" PRId64 "x%" PRId64 "x%" PRId64 "%s", d->m, d->n,
+             d->k, d->type_a == IR_BF16 ? " bf16" : "");
+    c->kind = CG_CALL_GEMM;
+    c->threads = d->m * d->n * b;
+    c->serial = d->k;
+    c->bytes = na * esize(d->type_a) + nb * esize(d->type_b) + nc * esize(d->type_c);
+    c->flops = 2 * d->m * d->n * d->k * b;
+    c->peak = d->type_a == IR_BF16 ? dev->bf16_flops : dev->fp32_flops;
+    double t = seconds_us((double)c->bytes / dev->hbm_bytes_per_s);
+    double f = seconds_us((double)c->flops / (c->peak * cg_gemm_fraction(d)));
+    c->us = (f > t ? f : t) + dev->launch_us;
+}
+
+/* A kernel: `count` threads (one per iteration), each running the
+ * kernel's serial loop; an argument's bytes are its buffer from the call's
+ * offset, read (or written) once, but never more than the iterations can
+ * touch (count * serial elements: a conv chunk's slice of the scratch). */
+static void kernel_cost(const cg_device *dev, const cg_program *p, const ir_graph *g,
+                        const cg_step *s, const cg_call *call, const cg_kernel_info *ki,
+                        cg_call_cost *c) {
+    snprintf(c->name, sizeof c->name, "%s", p->kernels[call->kernel].name);
+    c->kind = CG_CALL_KERNEL;
+    c->threads = call->count;
+    c->serial = ki->serial;
+    int64_t reach = call->count * ki->serial;
+    for (int j = 0; j < call->nargs; j++) {
+        int64_t n = cg_slot_size(p, g, s, call->arg[j]) - call->off[j];
+        if (n > reach) n = reach;
+        if (n > 0) c->bytes += n * esize(ki->type[j]);
+    }
+    c->flops = call->count * ki->work;
+    c->peak = dev->fp32_flops;
+    c->us = cg_kernel_us(dev, c->threads, c->serial, c->bytes, c->flops);
+}
+
+int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out, int *n,
+                     cg_cost_totals *t, char *err, size_t errlen) {
+    cg_kernel_info *info = NULL;
+    cg_program *p = cg_generate_info(g, CG_DIALECT_CUDA, NULL, &info, err, errlen);
+    if (!p) return -1;
+    cg_call_cost *cs = calloc((size_t)p->ncalls + 1, sizeof *cs);
+    IR_CHECK_ALLOC(cs);
+    cg_cost_totals tot = {0};
+    double bound_flops_us = 0;
+    int k = 0;
+    for (int si = 0; si < p->nsteps; si++) {
+        const cg_step *s = &p->steps[si];
+        for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++, k++) {
+            const cg_call *call = &p->calls[ci];
+            if (call->kind == CG_CALL_GEMM) {
+                gemm_cost(dev, &call->gemm, &cs[k]);
+                tot.gemms++;
+            } else {
+                kernel_cost(dev, p, g, s, call, &info[call->kernel], &cs[k]);
+                tot.kernels++;
+            }
+            tot.bytes += cs[k].bytes;
+            tot.flops += cs[k].flops;
+            tot.step_us += cs[k].us;
+            bound_flops_us += seconds_us((double)cs[k].flops / cs[k].peak);
+        }
+    }
+    double bytes_us = seconds_us((double)tot.bytes / dev->hbm_bytes_per_s);
+    tot.bound_us = (bytes_us > bound_flops_us ? bytes_us : bound_flops_us) +
+                   (tot.kernels + tot.gemms) * dev->launch_us;
+    *out = cs;
+    *n = k;
+    if (t) *t = tot;
+    free(info);
+    cg_program_free(p);
+    return 0;
+}
+
+int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device *dev,
+                   cg_cost_totals *t, char *err, size_t errlen) {
+    cg_call_cost *cs = NULL;
+    cg_cost_totals tot;
+    int n = 0;
+    if (cg_cost_estimate(g, dev, &cs, &n, &tot, err, errlen)) return -1;
+    fprintf(f, "%s program on %s (CUDA kernels, modelled):\n", prog, dev->name);
+    fprintf(f, "  %-44s %10s %10s %12s %14s %10s\n", "kernel", "threads", "serial", "bytes",
+            "flops", "us");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-44s %10" PRId64 " %10" PRId64 " %12" PRId64 " %14" PRId64 " %10.1f\n",
+                cs[i].name, cs[i].threads, cs[i].serial, cs[i].bytes, cs[i].flops, cs[i].us);
+    fprintf(f, "%s total: modelled step %.1f us, lower bound %.1f us\n", prog, tot.step_us,
+            tot.bound_us);
+    fprintf(f, "%s total: %d kernels and %d GEMMs per step, %" PRId64 " bytes per step (%.1f MB)\n",
+            prog, tot.kernels, tot.gemms, tot.bytes, (double)tot.bytes / 1e6);
+    if (t) *t = tot;
+    free(cs);
+    return 0;
+}
