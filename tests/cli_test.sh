@@ -70,4 +70,17 @@ cp "$tmp/r.plan" "$tmp/ver.plan"
 printf '\x63' | dd of="$tmp/ver.plan" bs=1 seek=8 conv=notrunc status=none
 expect_fail_line plan-version "version 99" "$bin/dprun" "$tmp/ver.plan" --info
 
+# --cost: both programs' tables and totals; an unknown --device is refused naming the known ones
+if "$bin/dpc" models/resnet18.net --cost >"$tmp/cost.txt" 2>"$tmp/err"; then ok; else bad "--cost: $(cat "$tmp/err")"; fi
+for prog in train eval; do
+    grep -q "^$prog program on h200" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog table"
+    grep -q "^$prog total: modelled step [0-9.]* us, lower bound [0-9.]* us$" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog step time"
+    grep -q "^$prog total: [0-9]* kernels and [0-9]* GEMMs per step, [0-9]* bytes per step" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog counts"
+done
+grep -Eq '^ +kernel +threads +serial +bytes +flops +us$' "$tmp/cost.txt" && ok || bad "--cost lacks the column header"
+grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign +64 +98304 ' "$tmp/cost.txt" && ok || bad "--cost: BatchNorm statistics row"
+"$bin/dpc" models/resnet18.net --cost --device h200 | cmp -s - "$tmp/cost.txt" && ok || bad "--device h200 is not the default"
+expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200)" "$bin/dpc" models/mlp.net --cost --device tpu9
+expect_fail_line cost-device-value "missing value after: --device" "$bin/dpc" models/mlp.net --cost --device
+
 finish
