@@ -106,8 +106,7 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         }
     }
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
-    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir &&
-        !a->cost)
+    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir && !a->cost)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost or "
                    "--emit-kernels",
                    NULL);

@@ -55,7 +55,8 @@ const char *cg_device_names(char *buf, size_t n) {
  * 10% below (tile quantisation and launch-bound shapes). A stated rule of
  * thumb, not a measurement. */
 double cg_gemm_fraction(const cg_gemm *d) {
-    double macs = (double)d->m * (double)d->n * (double)d->k * (double)(d->batch > 0 ? d->batch : 1);
+    double macs =
+        (double)d->m * (double)d->n * (double)d->k * (double)(d->batch > 0 ? d->batch : 1);
     return macs >= 1073741824.0 ? 0.7 : macs >= 16777216.0 ? 0.4 : 0.1;
 }
 

@@ -37,13 +37,13 @@ typedef struct {
 /* A GPU's constants; one const row per device (cg_devices, codegen/cost.c). */
 typedef struct {
     const char *name;
-    int sms, threads_per_sm;  /* resident threads = sms * threads_per_sm */
-    double hbm_bytes_per_s;   /* memory bandwidth */
-    double fp32_flops;        /* CUDA-core FP32 peak, flop/s */
-    double tf32_flops;        /* dense tensor-core peaks, flop/s */
+    int sms, threads_per_sm; /* resident threads = sms * threads_per_sm */
+    double hbm_bytes_per_s;  /* memory bandwidth */
+    double fp32_flops;       /* CUDA-core FP32 peak, flop/s */
+    double tf32_flops;       /* dense tensor-core peaks, flop/s */
     double bf16_flops;
-    double launch_us;         /* per kernel or GEMM inside a CUDA graph */
-    double iter_ns;           /* one iteration of a thread's serial loop */
+    double launch_us; /* per kernel or GEMM inside a CUDA graph */
+    double iter_ns;   /* one iteration of a thread's serial loop */
 } cg_device;
 
 extern const cg_device cg_devices[]; /* ends with a row whose name is NULL */
@@ -60,8 +60,8 @@ typedef struct {
     int64_t serial;         /* kernel: longest loop one thread runs; GEMM: k */
     int64_t bytes;          /* read + written */
     int64_t flops;
-    double peak;            /* flop/s the call is modelled against */
-    double us;              /* modelled time, launch included */
+    double peak; /* flop/s the call is modelled against */
+    double us;   /* modelled time, launch included */
 } cg_call_cost;
 
 typedef struct {

@@ -42,7 +42,7 @@ typedef struct {
     cg_str src;
     cg_str *bodies;        /* rendered bodies by kernel index, to share identical kernels */
     unsigned char *stored; /* ir_stored() of g */
-    cg_kernel_info *info; /* by kernel index, for the cost report (codegen/cost.h) */
+    cg_kernel_info *info;  /* by kernel index, for the cost report (codegen/cost.h) */
     int kcap, scap, ccap;
     int bf16;        /* the graph stores some tensor in bf16: the prelude converts */
     int bad_literal; /* a constant had no checked literal: cg_generate fails */

@@ -34,12 +34,13 @@ typedef struct {
     const char *max_memory; /* a size (ir_parse_size), NULL: PASS_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
     int summary, stats;     /* --summary, --stats */
-    int cost;               /* --cost: per-kernel modelled times (codegen/cost.h) */
-    const char *cost_device; /* --device for --cost (NULL: h200); a cg_devices name */
     int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
     double bucket_mb; /* partition's bucket size in MiB, 0: the default */
-    FILE *report;     /* summary, dumps, stats; NULL: stdout */
+    FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
+
+    int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
+    const char *cost_device; /* --device for --cost (NULL: h200), a cg_devices name */
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors

@@ -61,8 +61,7 @@ TEST(small_graph_by_hand) {
     CHECK(c[1].kind == CG_CALL_KERNEL && c[1].threads == 3 && c[1].serial == 100);
     CHECK(c[1].bytes == (300 + 3) * 4 && c[1].flops == 300);
     for (int i = 0; i < 2; i++)
-        CHECK_NEAR(c[i].us, formula_us(d, c[i].threads, c[i].serial, c[i].bytes, c[i].flops),
-                   1e-9);
+        CHECK_NEAR(c[i].us, formula_us(d, c[i].threads, c[i].serial, c[i].bytes, c[i].flops), 1e-9);
     /* the chain term is what makes bn_mean the slower one: 100 x 20 ns */
     CHECK_NEAR(c[1].us, 100 * d->iter_ns / 1e3 + d->launch_us, 1e-9);
     /* dense: y[4,3] = x[4,5] w^T: 2*4*3*5 flops, A+B+C = 15+20+12 floats,
