@@ -163,11 +163,14 @@ int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device
     cg_cost_totals tot;
     int n = 0;
     if (cg_cost_estimate(g, dev, &cs, &n, &tot, err, errlen)) return -1;
+    int w = 6; /* the name column fits the longest name */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(cs[i].name) > w) w = (int)strlen(cs[i].name);
     fprintf(f, "%s program on %s (CUDA kernels, modelled):\n", prog, dev->name);
-    fprintf(f, "  %-44s %10s %10s %12s %14s %10s\n", "kernel", "threads", "serial", "bytes",
+    fprintf(f, "  %-*s %10s %10s %12s %14s %10s\n", w, "kernel", "threads", "serial", "bytes",
             "flops", "us");
     for (int i = 0; i < n; i++)
-        fprintf(f, "  %-44s %10" PRId64 " %10" PRId64 " %12" PRId64 " %14" PRId64 " %10.1f\n",
+        fprintf(f, "  %-*s %10" PRId64 " %10" PRId64 " %12" PRId64 " %14" PRId64 " %10.1f\n", w,
                 cs[i].name, cs[i].threads, cs[i].serial, cs[i].bytes, cs[i].flops, cs[i].us);
     fprintf(f, "%s total: modelled step %.1f us, lower bound %.1f us\n", prog, tot.step_us,
             tot.bound_us);

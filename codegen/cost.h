@@ -46,7 +46,8 @@ typedef struct {
     double iter_ns;   /* one iteration of a thread's serial loop */
 } cg_device;
 
-extern const cg_device cg_devices[]; /* ends with a row whose name is NULL */
+/* The devices: the first is the default, a row whose name is NULL ends them. */
+extern const cg_device cg_devices[];
 
 /* The device called name, or NULL. */
 const cg_device *cg_device_find(const char *name);

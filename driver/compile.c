@@ -326,7 +326,7 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||
                      print_stats(report, "eval", plan->eval, why, sizeof why)))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
-    const cg_device *dev = cg_device_find(o->cost_device ? o->cost_device : "h200");
+    const cg_device *dev = o->cost_device ? cg_device_find(o->cost_device) : &cg_devices[0];
     if (o->cost && (cg_cost_report(report, "train", plan->train, dev, NULL, why, sizeof why) ||
                     cg_cost_report(report, "eval", plan->eval, dev, NULL, why, sizeof why)))
         return ir_fail(err, errlen, "%s: error: cost report: %s", model, why);

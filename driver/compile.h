@@ -40,7 +40,7 @@ typedef struct {
     FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
 
     int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
-    const char *cost_device; /* --device for --cost (NULL: h200), a cg_devices name */
+    const char *cost_device; /* --device for --cost, a cg_devices name (NULL: the first, h200) */
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors
