@@ -84,8 +84,8 @@ static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
     int64_t b = d->batch > 0 ? d->batch : 1;
     int64_t na = d->m * d->k * (d->stride_a ? b : 1), nb = d->k * d->n * (d->stride_b ? b : 1);
     int64_t nc = d->m * d->n * b * (d->beta != 0.0f ? 2 : 1);
-    snprintf(c->name, sizeof c->name, "gemm %" PRId64 "x%" PRId64 "x%" PRId64 "%s", d->m, d->n,
-             d->k, d->type_a == IR_BF16 ? " bf16" : "");
+    snprintf(c->name, sizeof c->name, "gemm_%" PRId64 "x%" PRId64 "x%" PRId64 "%s", d->m, d->n,
+             d->k, d->type_a == IR_BF16 ? "_bf16" : "");
     c->kind = CG_CALL_GEMM;
     c->threads = d->m * d->n * b;
     c->serial = d->k;
