@@ -109,7 +109,7 @@ static void print_profile(const rt_exec *ex) {
         "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
         ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
     for (int r = 0; r < nr && r < 60; r++)
-        fprintf(stderr, "  %8.2f ms %5.1f%% %8.2f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
+        fprintf(stderr, "  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
                 100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,
                 rows[r].calls, rows[r].what);
     free(rows);

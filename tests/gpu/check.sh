@@ -17,6 +17,8 @@
 #      replica's first three steps: eager, recorded, replayed); the same
 #      for --gpus 4 (replicas sharing the GPU: local collective, the step
 #      recorded as segments around the all-reduces);
+#   4b. dpc --cost's modelled time per kernel beside DPC_PROFILE=1's
+#      measurement (tests/gpu/cost_vs_profile.sh), fp32 and bf16;
 #   5. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
 #      cuda (epoch times, img/s, launches per step); then --gpus 16 (16
 #      replicas sharing the GPU, local collective) for one epoch's 24
@@ -218,6 +220,32 @@ bench() { # TAG GRAPHS GPUS
 bench graph_b128 1 1
 bench eager_b128 0 1
 bench graph_gpus4 1 4
+
+# ---- 4b. the cost model beside the measurement ----------------------------------------------
+# dpc --cost's modelled time per kernel and GEMM of the train program next
+# to what DPC_PROFILE=1 measures (each call synchronised, eager), by
+# tests/gpu/cost_vs_profile.sh: the first GPU run calibrates the model.
+cost_vs_measured() { # TAG PLAN [dpc flags]
+    local tag=$1 p=$2
+    shift 2
+    if [ "$(left)" -lt 90 ]; then
+        echo "SKIP cost_$tag: only $(left) s of the budget left"
+        fig "cost_$tag" "skipped: out of time"
+        return 0
+    fi
+    say "cost model vs DPC_PROFILE=1 ($tag)"
+    bin/dpc models/resnet18.net --cost "$@" >"$work/cost-$tag.txt" || { fail "dpc --cost $tag"; return 0; }
+    DPC_PROFILE=1 timeout 60 bin/dprun "$p" --device cuda --data synthetic --steps 5 \
+        >/dev/null 2>"$work/profile-$tag.txt" || { fail "dprun DPC_PROFILE=1 ($tag)"; return 0; }
+    if tests/gpu/cost_vs_profile.sh "$work/cost-$tag.txt" "$work/profile-$tag.txt" >"$work/side-$tag.txt"; then
+        head -n 21 "$work/side-$tag.txt"
+        fig "cost_${tag}_step" "$(tail -n 1 "$work/side-$tag.txt" | awk '{ print "modelled_us", $3, "measured_us", $4, "ratio", $5 }')"
+    else
+        fail "cost_vs_profile $tag"
+    fi
+}
+cost_vs_measured fp32 "$plan"
+[ -n "${bfplan:-}" ] && [ -f "$bfplan" ] && cost_vs_measured bf16 "$bfplan" --precision bf16
 
 # ---- 5. training ------------------------------------------------------------------------------
 say "CIFAR-10"
