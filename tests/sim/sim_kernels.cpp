@@ -1,0 +1,108 @@
+/* tests/sim/sim_kernels.cpp — runs the hand-written kernels of
+ * tests/sim/kernels under the simulator (tests/sim_test.sh):
+ *     sim_kernels sum N GRID BLOCK    block_sum == a serial sum
+ *     sim_kernels allsum WARPS        warp_allsum: every lane its warp's sum, the ballot
+ *     sim_kernels divergent           divergent_barrier (must fail)
+ *     sim_kernels halfwarp MASK       half_warp_shfl with MASK (0xffffffff must fail)
+ * Prints `ok` and exits 0, or prints the failure on stderr and exits 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "sim.h"
+
+extern "C" void sim_entry_block_sum(void **);
+extern "C" void sim_entry_warp_allsum(void **);
+extern "C" void sim_entry_divergent_barrier(void **);
+extern "C" void sim_entry_half_warp_shfl(void **);
+
+static int launch(const char *name, sim_entry fn, unsigned grid, unsigned block, void **args) {
+    char err[512];
+    if (sim_launch(name, fn, {grid, 1, 1}, {block, 1, 1}, 0, args, err, sizeof err)) {
+        fprintf(stderr, "sim_kernels: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* Small integers, so that every order of summation is exact. */
+static float value(unsigned i) { return (float)((int)((i * 2654435761u) >> 28) - 8); }
+
+int main(int argc, char **argv) {
+    if (argc >= 5 && !strcmp(argv[1], "sum")) {
+        int n = atoi(argv[2]);
+        unsigned grid = (unsigned)atoi(argv[3]), block = (unsigned)atoi(argv[4]);
+        std::vector<float> in(n), out(grid, -1.0f);
+        double serial = 0;
+        for (int i = 0; i < n; i++) serial += in[i] = value(i);
+        float *o = out.data();
+        const float *p = in.data();
+        void *args[] = {&o, &p, &n};
+        if (launch("block_sum", sim_entry_block_sum, grid, block, args)) return 1;
+        double got = 0;
+        for (float v : out) got += v;
+        if (got != serial) {
+            fprintf(stderr, "sim_kernels: block_sum %g, serial sum %g\n", got, serial);
+            return 1;
+        }
+        printf("ok %g\n", got);
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "allsum")) {
+        unsigned warps = (unsigned)atoi(argv[2]), n = warps * 32;
+        std::vector<float> in(n), out(n);
+        std::vector<unsigned> votes(warps);
+        for (unsigned i = 0; i < n; i++) in[i] = value(i);
+        float *o = out.data();
+        unsigned *v = votes.data();
+        const float *p = in.data();
+        void *args[] = {&o, &v, &p};
+        if (launch("warp_allsum", sim_entry_warp_allsum, 1, n, args)) return 1;
+        for (unsigned w = 0; w < warps; w++) {
+            float sum = 0;
+            unsigned ballot = 0;
+            for (unsigned l = 0; l < 32; l++) {
+                sum += in[w * 32 + l];
+                if (in[w * 32 + l] > 0) ballot |= 1u << l;
+            }
+            for (unsigned l = 0; l < 32; l++)
+                if (out[w * 32 + l] != sum) {
+                    fprintf(stderr, "sim_kernels: warp %u lane %u: %g, want %g\n", w, l, out[w * 32 + l], sum);
+                    return 1;
+                }
+            if (votes[w] != ballot) {
+                fprintf(stderr, "sim_kernels: warp %u ballot 0x%08x, want 0x%08x\n", w, votes[w], ballot);
+                return 1;
+            }
+        }
+        printf("ok\n");
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "divergent")) {
+        std::vector<float> out(64);
+        float *o = out.data();
+        void *args[] = {&o};
+        if (launch("divergent_barrier", sim_entry_divergent_barrier, 2, 64, args)) return 1;
+        printf("ok\n");
+        return 0;
+    }
+    if (argc >= 3 && !strcmp(argv[1], "halfwarp")) {
+        unsigned mask = (unsigned)strtoul(argv[2], nullptr, 0);
+        std::vector<float> out(64, -1.0f);
+        float *o = out.data();
+        void *args[] = {&o, &mask};
+        if (launch("half_warp_shfl", sim_entry_half_warp_shfl, 1, 64, args)) return 1;
+        for (unsigned t = 0; t < 64; t++) {
+            float want = t % 32 < 16 ? (float)(t ^ 1) : -1.0f;
+            if (out[t] != want) {
+                fprintf(stderr, "sim_kernels: half_warp_shfl out[%u] %g, want %g\n", t, out[t], want);
+                return 1;
+            }
+        }
+        printf("ok\n");
+        return 0;
+    }
+    fprintf(stderr, "usage: sim_kernels sum N GRID BLOCK | allsum WARPS | divergent | halfwarp MASK\n");
+    return 2;
+}
