@@ -25,7 +25,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+#define __noinline__    __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static
 /* __restrict__ is already a g++ / clang++ keyword. */
@@ -57,8 +57,8 @@ static inline long long __double_as_longlong(double v) { return sim_bits_<long l
 /* ---- math: <math.h> gives sqrtf, sqrt, exp, expf, log, ... as on the device
  * (glibc declares __expf and __logf itself);
  * CUDA's overloaded min/max and the fast intrinsics the dialect may use. */
-#define SIM_MINMAX_(T)                                                                             \
-    static inline T min(T a, T b) { return a < b ? a : b; }                                        \
+#define SIM_MINMAX_(T)                                      \
+    static inline T min(T a, T b) { return a < b ? a : b; } \
     static inline T max(T a, T b) { return a > b ? a : b; }
 SIM_MINMAX_(int)
 SIM_MINMAX_(unsigned)
@@ -78,7 +78,9 @@ static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1
 static inline void __syncthreads(void) { sim_syncthreads(); }
 static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { sim_warp_op(SIM_SYNCWARP, mask, 0, 0, 32); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    sim_warp_op(SIM_SYNCWARP, mask, 0, 0, 32);
+}
 static inline unsigned __activemask(void) { return sim_activemask(); }
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
     return (unsigned)sim_warp_op(SIM_BALLOT, mask, pred != 0, 0, 32);
@@ -99,13 +101,16 @@ template <typename T> static inline T sim_shfl_(int op, unsigned mask, T v, int 
 template <typename T> static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
     return sim_shfl_(SIM_SHFL, mask, v, src, width);
 }
-template <typename T> static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <typename T>
+static inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
     return sim_shfl_(SIM_SHFL_UP, mask, v, (int)delta, width);
 }
-template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
     return sim_shfl_(SIM_SHFL_DOWN, mask, v, (int)delta, width);
 }
-template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+template <typename T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
     return sim_shfl_(SIM_SHFL_XOR, mask, v, lane_mask, width);
 }
 
@@ -155,7 +160,7 @@ static inline void sim_call_(void (*f)(A...), void **args, std::index_sequence<I
 template <typename... A> static inline void sim_call(void (*f)(A...), void **args) {
     sim_call_(f, args, std::index_sequence_for<A...>{});
 }
-#define SIM_KERNEL(name)                                                                           \
+#define SIM_KERNEL(name) \
     extern "C" void sim_entry_##name(void **args) { sim_call(name, args); }
 
 #endif
