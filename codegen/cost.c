@@ -62,14 +62,20 @@ double cg_gemm_fraction(const cg_gemm *d) {
 
 static double seconds_us(double s) { return s * 1e6; }
 
+/* The roofline of kernels and GEMMs alike: bytes at HBM bandwidth or flops
+ * at the given rate, whichever takes longer (launch not included). */
+static double roofline_us(const cg_device *dev, int64_t bytes, int64_t flops, double flops_per_s) {
+    double t = seconds_us((double)bytes / dev->hbm_bytes_per_s);
+    double f = seconds_us((double)flops / flops_per_s);
+    return f > t ? f : t;
+}
+
 double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t serial, int64_t bytes,
                     int64_t flops) {
-    double t = seconds_us((double)bytes / dev->hbm_bytes_per_s);
-    double f = seconds_us((double)flops / dev->fp32_flops);
+    double t = roofline_us(dev, bytes, flops, dev->fp32_flops);
     double chain = threads < (int64_t)dev->sms * dev->threads_per_sm
                        ? (double)serial * dev->iter_ns * 1e-3
                        : 0.0;
-    if (f > t) t = f;
     if (chain > t) t = chain;
     return t + dev->launch_us;
 }
@@ -92,9 +98,7 @@ static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
     c->bytes = na * esize(d->type_a) + nb * esize(d->type_b) + nc * esize(d->type_c);
     c->flops = 2 * d->m * d->n * d->k * b;
     c->peak = d->type_a == IR_BF16 ? dev->bf16_flops : dev->fp32_flops;
-    double t = seconds_us((double)c->bytes / dev->hbm_bytes_per_s);
-    double f = seconds_us((double)c->flops / (c->peak * cg_gemm_fraction(d)));
-    c->us = (f > t ? f : t) + dev->launch_us;
+    c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_gemm_fraction(d)) + dev->launch_us;
 }
 
 /* A kernel: `count` threads (one per iteration), each running the

@@ -189,10 +189,7 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
     memset(ki, 0, sizeof *ki);
     ki->work = kd->cost > 0 ? kd->cost : 1;
     ki->serial = kd->serial > 0 ? kd->serial : ki->work;
-    for (int j = 0; j < kd->nargs; j++) {
-        ki->type[j] = kd->type[j];
-        ki->writes[j] = kd->writes[j];
-    }
+    for (int j = 0; j < kd->nargs; j++) ki->type[j] = kd->type[j];
     cx->bodies[k] = key;
     wrap_kernel(cx, kr->name, kd);
     cg_str_free(&kd->body);
