@@ -31,11 +31,10 @@ static int known_target(const char *target) {
 
 int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
     if (o->dump_after && strcmp(o->dump_after, "elaborate") != 0 && !pass_find(o->dump_after)) {
-        char known[256] = "elaborate";
-        for (const pass_info *p = pass_registry; p->name; p++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), " %s", p->name);
-        return ir_fail(err, errlen, "dpc: error: unknown pass for --dump-ir (known: %s): %s", known,
-                       o->dump_after);
+        char known[256];
+        return ir_fail(err, errlen,
+                       "dpc: error: unknown pass for --dump-ir (known: elaborate %s): %s",
+                       pass_names_str(known, sizeof known), o->dump_after);
     }
     if (o->max_memory && ir_parse_size(o->max_memory) < 0)
         return ir_fail(err, errlen,

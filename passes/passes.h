@@ -113,6 +113,8 @@ typedef struct {
 extern const pass_info pass_registry[];
 /* The entry named name, or NULL. */
 const pass_info *pass_find(const char *name);
+/* "lower autodiff ..." for messages: the names in order into buf; returns buf. */
+const char *pass_names_str(char *buf, size_t n);
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);

@@ -65,14 +65,22 @@ const pass_info *pass_find(const char *name) {
     return NULL;
 }
 
-static int check_options(const pass_options *o, char *err, size_t errlen) {
-    if (o && o->dump_after && !pass_find(o->dump_after)) {
-        int used = snprintf(err, errlen, "unknown pass '%s' (known:", o->dump_after);
-        for (const pass_info *p = pass_registry; p->name && used >= 0 && (size_t)used < errlen; p++)
-            used += snprintf(err + used, errlen - (size_t)used, " %s", p->name);
-        if (used >= 0 && (size_t)used < errlen) snprintf(err + used, errlen - (size_t)used, ")");
-        return -1;
+const char *pass_names_str(char *buf, size_t n) {
+    size_t len = 0;
+    if (n) buf[0] = 0;
+    for (const pass_info *p = pass_registry; p->name && len < n; p++) {
+        int w = snprintf(buf + len, n - len, "%s%s", len ? " " : "", p->name);
+        if (w < 0) break;
+        len += (size_t)w;
     }
+    return buf;
+}
+
+static int check_options(const pass_options *o, char *err, size_t errlen) {
+    char known[256];
+    if (o && o->dump_after && !pass_find(o->dump_after))
+        return ir_fail(err, errlen, "unknown pass '%s' (known: %s)", o->dump_after,
+                       pass_names_str(known, sizeof known));
     return 0;
 }
 
