@@ -95,6 +95,27 @@ typedef struct {
     const char *loop_head;    /* opens the loop over the kernel's iterations i */
     int grain;                /* exports `const idx_t NAME_grain` (the cpu thread pool) */
     const char *lane_simd;    /* line before a loop over independent reduction lanes */
+    /* Launch geometry: a dialect with gpu_launch records each call's grid
+     * and block (program.h cg_launch); threads_per_block is what a kernel
+     * of one iteration per thread gets. */
+    int gpu_launch;
+    uint32_t threads_per_block;
+    /* The reduction skeleton. A cooperative kernel (cg_kdef.block > 0)
+     * runs one iteration per block of `block` threads: coop_loop_head opens
+     * its loop over i, a loop over an iteration's elements starts at
+     * thread_first and steps by thread_step (times reduce_lanes, the
+     * partial sums each thread keeps), block_sum / block_max ("%s" around
+     * the thread's value) give every thread the block's result, and
+     * first_thread prefixes a statement only one thread of the block runs.
+     * max_block and warp bound the block size a kernel may choose. In C an
+     * iteration is one thread: block 1, 8 lanes, identity combines. */
+    const char *coop_prelude; /* helpers the combines call */
+    const char *coop_loop_head;
+    const char *thread_first, *thread_step;
+    int reduce_lanes;
+    const char *block_sum, *block_max;
+    const char *first_thread;
+    int warp, max_block;
 } cg_dialect_desc;
 
 /* The table of dialect d; NULL when d names none. */

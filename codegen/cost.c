@@ -110,9 +110,14 @@ static void kernel_cost(const cg_device *dev, const cg_program *p, const ir_grap
                         cg_call_cost *c) {
     snprintf(c->name, sizeof c->name, "%s", p->kernels[call->kernel].name);
     c->kind = CG_CALL_KERNEL;
-    c->threads = call->count;
+    /* the threads the recorded launch starts (a grid-stride loop covers
+     * the rest); a cooperative kernel's block shares an iteration */
+    int64_t threads = (int64_t)call->launch.grid * call->launch.block;
+    int64_t per_iter = ki->block > 0 ? ki->block : 1;
+    int64_t needed = call->count * per_iter;
+    c->threads = threads > 0 && threads < needed ? threads : needed;
     c->serial = ki->serial;
-    int64_t reach = call->count * ki->serial;
+    int64_t reach = needed * ki->serial;
     for (int j = 0; j < call->nargs; j++) {
         int64_t n = cg_slot_size(p, g, s, call->arg[j]) - call->off[j];
         if (n > reach) n = reach;

@@ -31,6 +31,7 @@ typedef struct {
     int64_t work;               /* estimated operations of one iteration (>= 1) */
     int64_t serial;             /* the longest loop one iteration runs, in iterations (>= 1) */
     ir_dtype type[CG_MAX_ARGS]; /* each argument's element type (its bytes) */
+    int block;                  /* threads cooperating on one iteration; 0: one each */
 } cg_kernel_info;
 
 /* A GPU's constants; one const row per device (cg_devices, codegen/cost.c). */

@@ -40,6 +40,16 @@ static const cg_dialect_desc dialect_c = {
     /* the lanes are independent, so vectorising their loop reorders no sum:
      * the C dialect says so (GCC unrolls it otherwise and gives up) */
     .lane_simd = "    #pragma omp simd\n",
+    .coop_prelude = "typedef double red_t;\n\n",
+    .coop_loop_head = "    for (idx_t i = lo; i < hi; i++) {\n",
+    .thread_first = "0",
+    .thread_step = "1",
+    .reduce_lanes = CG_REDUCE_LANES,
+    .block_sum = "%s",
+    .block_max = "%s",
+    .first_thread = "",
+    .warp = 1,
+    .max_block = 1,
 };
 
 static const cg_dialect_desc dialect_cuda = {
@@ -67,6 +77,54 @@ static const cg_dialect_desc dialect_cuda = {
                  "         i += (idx_t)gridDim.x * blockDim.x) {\n",
     .grain = 0,
     .lane_simd = "",
+    .gpu_launch = 1,
+    .threads_per_block = 256, /* a multiple of the warp; 8 blocks fill an SM */
+    /* f32 partial sums (docs/DESIGN.md gives the error bound); a block's
+     * sum is a xor butterfly in each warp, the warps' partials through
+     * shared memory, then every warp reduces those partials the same way,
+     * so every thread holds the same bits and the order depends on the
+     * block size only. blockDim.x must be a multiple of 32. */
+    .coop_prelude =
+        "typedef float red_t;\n"
+        "#ifndef DPC_SHARED_ARRAY\n"
+        "#define DPC_SHARED_ARRAY(type, name, n) __shared__ type name[n]\n"
+        "#endif\n"
+        "static __device__ __forceinline__ float dpc_warp_sum(float v) {\n"
+        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+        "    return v;\n"
+        "}\n"
+        "static __device__ __forceinline__ float dpc_warp_max(float v) {\n"
+        "    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+        "    return v;\n"
+        "}\n"
+        "static __device__ float dpc_block_sum(float v) {\n"
+        "    DPC_SHARED_ARRAY(float, dpc_part, 32);\n"
+        "    v = dpc_warp_sum(v);\n"
+        "    __syncthreads(); /* the previous combine's readers are done */\n"
+        "    if ((threadIdx.x & 31) == 0) dpc_part[threadIdx.x >> 5] = v;\n"
+        "    __syncthreads();\n"
+        "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part[threadIdx.x & 31] : 0.0f;\n"
+        "    return dpc_warp_sum(v);\n"
+        "}\n"
+        "static __device__ float dpc_block_max(float v) {\n"
+        "    DPC_SHARED_ARRAY(float, dpc_part_max, 32);\n"
+        "    v = dpc_warp_max(v);\n"
+        "    __syncthreads();\n"
+        "    if ((threadIdx.x & 31) == 0) dpc_part_max[threadIdx.x >> 5] = v;\n"
+        "    __syncthreads();\n"
+        "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part_max[threadIdx.x & 31] : DPC_NEG_INF;\n"
+        "    return dpc_warp_max(v);\n"
+        "}\n\n",
+    /* one iteration per block, grid-stride over blocks */
+    .coop_loop_head = "    for (idx_t i = blockIdx.x; i < count; i += gridDim.x) {\n",
+    .thread_first = "threadIdx.x",
+    .thread_step = "blockDim.x",
+    .reduce_lanes = 1,
+    .block_sum = "dpc_block_sum(%s)",
+    .block_max = "dpc_block_max(%s)",
+    .first_thread = "if (threadIdx.x == 0) ",
+    .warp = 32,
+    .max_block = 1024,
 };
 
 static const cg_dialect_desc *const dialects[CG_DIALECT_COUNT] = {

@@ -30,6 +30,9 @@ typedef struct {
     int64_t cost;
     int64_t serial;  /* longest loop one iteration runs (the cost report); 0: cost */
     int no_restrict; /* arguments may alias (in-place elementwise kernels) */
+    /* > 0: a cooperative kernel, one iteration per block of `block`
+     * threads (the dialect's reduction skeleton; 1 in C); 0: one per thread */
+    int block;
     cg_str body;
 } cg_kdef;
 
@@ -63,6 +66,9 @@ cg_step *cg_begin_step(cg_ctx *cx, int node);
 int cg_step_slot(cg_ctx *cx, int node_or_scratch); /* slot in the current step */
 void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const int *slot,
                         const int64_t *off);
+/* The launch of `count` iterations of a kernel whose definition had
+ * cg_kdef.block = block, in dialect dl (all zero where it records none). */
+cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int64_t count);
 void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c);
 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb

@@ -1,6 +1,6 @@
 /* codegen/program.c — building, checking and (de)serialising cg_programs.
  *
- * Byte layout (little endian), version 3 (2 plus the GEMM element types;
+ * Byte layout (little endian), version 4 (3 plus the launch geometry;
  * programs of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
@@ -11,7 +11,8 @@
  *                       nargs x (i32 slot, i64 off), then the GEMM: u32 transa,
  *                       u32 transb, i64 m n k, f32 alpha beta, i64 lda ldb ldc
  *                       batch stride_a stride_b stride_c off_a off_b off_c,
- *                       u32 type_a type_b type_c
+ *                       u32 type_a type_b type_c, then the launch: u32 grid
+ *                       block shared (all 0 in a C program and in GEMMs)
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
@@ -25,8 +26,8 @@
 
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
- * 3: GEMM element types (bf16). */
-#define CG_VERSION 3u
+ * 3: GEMM element types (bf16). 4: each call's launch geometry. */
+#define CG_VERSION 4u
 
 /* ---- building ------------------------------------------------------------------ */
 
@@ -78,11 +79,23 @@ void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const 
     c->kind = CG_CALL_KERNEL;
     c->kernel = kernel;
     c->count = count;
+    c->launch = cg_launch_for(cx->dl, cx->info[kernel].block, count);
     c->nargs = nargs;
     for (int j = 0; j < nargs; j++) {
         c->arg[j] = slot[j];
         c->off[j] = off[j];
     }
+}
+
+cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int64_t count) {
+    cg_launch l = {0};
+    if (!dl->gpu_launch) return l;
+    int64_t grid = count;
+    l.block = block > 0 ? (uint32_t)block : dl->threads_per_block;
+    if (block <= 0) grid = (count + l.block - 1) / l.block;
+    /* the loops are grid-stride: a capped grid still covers count */
+    l.grid = (uint32_t)(grid < 1 ? 1 : grid > CG_MAX_GRID ? CG_MAX_GRID : grid);
+    return l;
 }
 
 void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c) {
@@ -166,6 +179,9 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
         ir_put_u32(&w, (uint32_t)d->type_a);
         ir_put_u32(&w, (uint32_t)d->type_b);
         ir_put_u32(&w, (uint32_t)d->type_c);
+        ir_put_u32(&w, c->launch.grid);
+        ir_put_u32(&w, c->launch.block);
+        ir_put_u32(&w, c->launch.shared);
     }
     ir_patch_u64(&w, 8, w.len); /* the total length */
     if (w.oom) {
@@ -288,6 +304,9 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     d->type_a = (int)ir_get_u32(r);
     d->type_b = (int)ir_get_u32(r);
     d->type_c = (int)ir_get_u32(r);
+    c->launch.grid = ir_get_u32(r);
+    c->launch.block = ir_get_u32(r);
+    c->launch.shared = ir_get_u32(r);
     if (r->bad) return "truncated call";
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16))
@@ -298,6 +317,14 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
         if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
             c->count < 0)
             return "bad kernel call";
+        const cg_dialect_desc *dl = cg_dialect_of(p->dialect);
+        const cg_launch *l = &c->launch;
+        if (dl && dl->gpu_launch ? l->grid < 1 || l->grid > CG_MAX_GRID || l->block < 1 ||
+                                       l->block > CG_MAX_BLOCK || l->shared > CG_MAX_SHARED
+                                 : l->grid || l->block || l->shared)
+            return "bad launch geometry";
+    } else if (c->launch.grid || c->launch.block || c->launch.shared) {
+        return "bad launch geometry";
     } else if (c->kind == CG_CALL_GEMM) {
         if (c->nargs != 3) return "bad gemm call";
     } else {
@@ -309,7 +336,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
 }
 
 static const char *parse_calls(ir_rbuf *r, cg_program *p) {
-    if (get_count(r, 152, &p->ncalls)) return "bad call count";
+    if (get_count(r, 164, &p->ncalls)) return "bad call count";
     p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
     IR_CHECK_ALLOC(p->calls);
     for (int i = 0; i < p->ncalls; i++) {
@@ -552,6 +579,7 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
             a->nargs == b->nargs && a->nargs >= 0 && a->nargs <= CG_MAX_ARGS &&
             !memcmp(a->arg, b->arg, sizeof *a->arg * (size_t)a->nargs) &&
             !memcmp(a->off, b->off, sizeof *a->off * (size_t)a->nargs) &&
+            !memcmp(&a->launch, &b->launch, sizeof a->launch) &&
             (a->kind != CG_CALL_GEMM || gemm_eq(&a->gemm, &b->gemm)))
             continue;
         if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)

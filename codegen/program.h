@@ -19,7 +19,10 @@
 #define CG_MAX_GROUP    IR_GROUP_MAX_NODES
 #define CG_REDUCE_LANES 8 /* partial sums of a per-channel reduction */
 #define CG_NAME_MAX     64
-#define CG_SCRATCH      (-1) /* a step buffer slot naming the scratch area */
+#define CG_SCRATCH      (-1)        /* a step buffer slot naming the scratch area */
+#define CG_MAX_GRID     2147483647u /* CUDA's limit on gridDim.x */
+#define CG_MAX_BLOCK    1024u       /* threads per block */
+#define CG_MAX_SHARED   49152u      /* dynamic shared bytes without an opt-in */
 
 typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA, CG_DIALECT_COUNT } cg_dialect;
 
@@ -65,6 +68,14 @@ typedef struct {
     int nargs;
 } cg_kernel;
 
+/* How a CUDA kernel call is launched, fixed at compile time so the
+ * runtime, the cost report and the simulator all use the same geometry:
+ * grid blocks of block threads (x only) and shared bytes of dynamic
+ * shared memory. All zero in C programs (the thread pool splits count). */
+typedef struct {
+    uint32_t grid, block, shared;
+} cg_launch;
+
 typedef struct {
     int kind;      /* cg_call_kind */
     int kernel;    /* CG_CALL_KERNEL: index into kernels[] */
@@ -73,6 +84,7 @@ typedef struct {
     int arg[CG_MAX_ARGS];     /* slots into the step's buf[] */
     int64_t off[CG_MAX_ARGS]; /* element offsets (kernel calls) */
     cg_gemm gemm;             /* CG_CALL_GEMM; slots A, B, C = arg[0..2] */
+    cg_launch launch;         /* CG_CALL_KERNEL in a CUDA program */
 } cg_call;
 
 typedef struct {

@@ -146,7 +146,7 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
             cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]), rs, j,
                           c, ctype(kd->type[j]), j);
         }
-    cg_str_printf(o, "%s%s", dl->body_head, dl->loop_head);
+    cg_str_printf(o, "%s%s", dl->body_head, kd->block ? dl->coop_loop_head : dl->loop_head);
     append_body(o, &kd->body, 8);
     cg_str_printf(o, "    }\n}\n\n");
 }
@@ -159,7 +159,7 @@ static void kernel_key(const cg_kdef *kd, cg_str *key) {
                       : kd->type[j] == IR_BF16 ? 'h'
                                                : 'f',
                       kd->writes[j] ? 'w' : 'r');
-    cg_str_printf(key, "|%" PRId64 "|%d|", kd->cost, kd->no_restrict);
+    cg_str_printf(key, "|%" PRId64 "|%d|%d|", kd->cost, kd->no_restrict, kd->block);
     cg_str_append(key, kd->body.s ? kd->body.s : "", kd->body.len);
 }
 
@@ -189,6 +189,7 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
     memset(ki, 0, sizeof *ki);
     ki->work = kd->cost > 0 ? kd->cost : 1;
     ki->serial = kd->serial > 0 ? kd->serial : ki->work;
+    ki->block = kd->block;
     for (int j = 0; j < kd->nargs; j++) ki->type[j] = kd->type[j];
     cx->bodies[k] = key;
     wrap_kernel(cx, kr->name, kd);
@@ -770,6 +771,7 @@ cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *
     cg_str_printf(&cx.src, "%s", cx.dl->prelude);
     for (int i = 0; i < g->n && !cx.bf16; i++) cx.bf16 = g->nodes[i].type.dtype == IR_BF16;
     if (cx.bf16) cg_str_printf(&cx.src, "%s", cx.dl->bf16_prelude);
+    cg_str_printf(&cx.src, "%s", cx.dl->coop_prelude);
     cx.stored = malloc((size_t)(g->n ? g->n : 1));
     IR_CHECK_ALLOC(cx.stored);
     ir_stored(g, cx.stored);

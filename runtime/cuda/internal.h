@@ -87,7 +87,7 @@ void cuda_module_free(rt_backend *be, rt_module *m);
 rt_kernel *cuda_kernel(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
                        size_t errlen);
 int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
-                char *err, size_t errlen);
+                const cg_launch *geometry, char *err, size_t errlen);
 
 /* cublas.c: the table's gemm, and the handle's set-up on the compute stream. */
 int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C, char *err,

@@ -106,7 +106,7 @@ static unsigned grid_for(const cuda_impl *c, int64_t count) {
 }
 
 int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
-                char *err, size_t errlen) {
+                const cg_launch *geometry, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (nargs != k->nargs) {
         return ir_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
@@ -123,9 +123,15 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
         params[j] = &ptr[j];
     }
     params[nargs] = &n;
-    if (cuTry(rt_cu.cuLaunchKernel(k->fn, grid_for(c, count), 1, 1, BLOCK, 1, 1, 0, c->compute,
-                                   params, NULL),
-              err, errlen))
+    /* The program's geometry (codegen decided it from the kernel's shape);
+     * without one, one thread per iteration. */
+    int recorded = geometry && geometry->grid && geometry->block;
+    unsigned grid = recorded ? geometry->grid : grid_for(c, count);
+    unsigned block = recorded ? geometry->block : BLOCK;
+    unsigned shared = recorded ? geometry->shared : 0;
+    if (cuTry(
+            rt_cu.cuLaunchKernel(k->fn, grid, 1, 1, block, 1, 1, shared, c->compute, params, NULL),
+            err, errlen))
         return -1;
     if (c->capturing)
         c->stats.captured_launches++;

@@ -315,8 +315,8 @@ static void launch_part(void *ctx, int p, int n) {
 }
 
 static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
-                      char *err, size_t errlen) {
-    (void)be;
+                      const cg_launch *geometry, char *err, size_t errlen) {
+    (void)be, (void)geometry; /* the thread pool splits count itself */
     if (nargs != k->nargs) {
         return ir_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }

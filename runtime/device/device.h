@@ -8,7 +8,7 @@
  *     rt_module *m = be->compile(be, source, err, sizeof err);
  *     rt_kernel *k = be->kernel(be, m, "k0_relu", nargs, err, sizeof err);
  *     void *args[] = {out, in};                         // device pointers
- *     be->launch(be, k, args, 2, count, err, sizeof err);
+ *     be->launch(be, k, args, 2, count, NULL, err, sizeof err);
  *     be->gemm(be, &desc, A, B, C, err, sizeof err);    // cg_gemm, column-major
  *     be->sync(be, err, sizeof err);
  *     be->copy_out(be, host, buf, bytes);
@@ -93,9 +93,11 @@ struct rt_backend {
     /* The named entry point; nargs is the kernel's buffer count. */
     rt_kernel *(*kernel)(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
                          size_t errlen);
-    /* Runs iterations [0, count) of a kernel over the given buffers. */
+    /* Runs iterations [0, count) of a kernel over the given buffers, with
+     * the call's recorded geometry (a GPU's; NULL or all zero: the
+     * backend's own choice, one thread per iteration). */
     int (*launch)(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
-                  char *err, size_t errlen);
+                  const cg_launch *geometry, char *err, size_t errlen);
     /* C = alpha op(A) op(B) + beta C per the descriptor; A, B, C are buffer
      * base pointers, the descriptor's off_* are applied here. */
     int (*gemm)(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,

@@ -497,7 +497,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
                 for (int j = 0; j < c->nargs; j++)
                     args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
                               (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
-                rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, err, errlen);
+                rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err,
+                                errlen);
             }
             if (!rc && ex->prof) {
                 rc = be->sync(be, err, errlen);

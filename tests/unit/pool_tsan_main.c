@@ -22,7 +22,7 @@ static void *launcher(void *arg) {
         for (int i = 0; i < N; i++) out[i] = (float)(rep - 1);
         void *args[] = {out};
         char e[256];
-        if (be->launch(be, k, args, 1, N, e, sizeof e)) ok = 0;
+        if (be->launch(be, k, args, 1, N, NULL, e, sizeof e)) ok = 0;
         for (int i = 0; i < N; i++)
             if (out[i] != (float)(i + rep)) ok = 0; /* += i + 1, once */
     }

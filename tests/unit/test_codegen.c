@@ -99,7 +99,16 @@ TEST(dialects_share_steps_and_bodies) {
         for (int k = 0; k < c->nkernels && k < u->nkernels; k++)
             CHECK_STR(c->kernels[k].name, u->kernels[k].name);
         CHECK(memcmp(c->steps, u->steps, sizeof *c->steps * (size_t)c->nsteps) == 0);
-        CHECK(memcmp(c->calls, u->calls, sizeof *c->calls * (size_t)c->ncalls) == 0);
+        /* the calls differ only in the launch geometry CUDA records */
+        for (int i = 0; i < c->ncalls && i < u->ncalls; i++) {
+            cg_call a = c->calls[i], b = u->calls[i];
+            CHECK(a.launch.grid == 0 && a.launch.block == 0 && a.launch.shared == 0);
+            if (b.kind == CG_CALL_KERNEL)
+                CHECK((int64_t)b.launch.grid * b.launch.block >= b.count && b.launch.block > 0 &&
+                      b.launch.block % 32 == 0 && b.launch.block <= 1024);
+            memset(&b.launch, 0, sizeof b.launch);
+            CHECK(memcmp(&a, &b, sizeof a) == 0);
+        }
         CHECK(count_of(u->source, "extern \"C\" __global__ void ") == u->nkernels);
         CHECK(count_of(u->source, "gridDim.x") == u->nkernels);
         CHECK(strstr(u->source, "#include") == NULL); /* NVRTC has no libc headers */

@@ -649,7 +649,7 @@ static void *launch_many(void *arg) {
         for (int i = 0; i < N; i++) out[i] = (float)(rep - 1);
         void *args[] = {out};
         char e[256];
-        if (be->launch(be, a->k, args, 1, N, e, sizeof e)) a->ok = 0;
+        if (be->launch(be, a->k, args, 1, N, NULL, e, sizeof e)) a->ok = 0;
         for (int i = 0; i < N && a->ok; i++) /* each iteration ran once: += i + 1 */
             if (out[i] != (float)(i + rep)) a->ok = 0;
     }
