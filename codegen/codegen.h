@@ -107,7 +107,8 @@ typedef struct {
      * partial sums each thread keeps), block_sum / block_max ("%s" around
      * the thread's value) give every thread the block's result, and
      * first_thread prefixes a statement only one thread of the block runs.
-     * max_block and warp bound the block size a kernel may choose. In C an
+     * max_block and warp bound the block size a kernel may choose, which
+ * grows toward fill_threads per launch. In C an
      * iteration is one thread: block 1, 8 lanes, identity combines. */
     const char *coop_prelude; /* helpers the combines call */
     const char *coop_loop_head;
@@ -116,6 +117,9 @@ typedef struct {
     const char *block_sum, *block_max;
     const char *first_thread;
     int warp, max_block;
+    int64_t fill_threads; /* threads a launch wants when it has the elements */
+    int gather_pool_grad; /* max-pool's f32 gradient gathered per dx element, not
+                             scattered per plane (fewer operations, far fewer threads) */
 } cg_dialect_desc;
 
 /* The table of dialect d; NULL when d names none. */

@@ -50,6 +50,7 @@ static const cg_dialect_desc dialect_c = {
     .first_thread = "",
     .warp = 1,
     .max_block = 1,
+    .fill_threads = 1,
 };
 
 static const cg_dialect_desc dialect_cuda = {
@@ -97,7 +98,7 @@ static const cg_dialect_desc dialect_cuda = {
         "    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
         "    return v;\n"
         "}\n"
-        "static __device__ float dpc_block_sum(float v) {\n"
+        "static __device__ __forceinline__ float dpc_block_sum(float v) {\n"
         "    DPC_SHARED_ARRAY(float, dpc_part, 32);\n"
         "    v = dpc_warp_sum(v);\n"
         "    __syncthreads(); /* the previous combine's readers are done */\n"
@@ -106,7 +107,7 @@ static const cg_dialect_desc dialect_cuda = {
         "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part[threadIdx.x & 31] : 0.0f;\n"
         "    return dpc_warp_sum(v);\n"
         "}\n"
-        "static __device__ float dpc_block_max(float v) {\n"
+        "static __device__ __forceinline__ float dpc_block_max(float v) {\n"
         "    DPC_SHARED_ARRAY(float, dpc_part_max, 32);\n"
         "    v = dpc_warp_max(v);\n"
         "    __syncthreads();\n"
@@ -125,6 +126,9 @@ static const cg_dialect_desc dialect_cuda = {
     .first_thread = "if (threadIdx.x == 0) ",
     .warp = 32,
     .max_block = 1024,
+    /* a quarter of an H200's resident threads (132 SMs x 2048) */
+    .fill_threads = 65536,
+    .gather_pool_grad = 1,
 };
 
 static const cg_dialect_desc *const dialects[CG_DIALECT_COUNT] = {

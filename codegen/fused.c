@@ -218,8 +218,10 @@ static void compute(grp *G, int m, cg_str *b, const char *ind) {
 }
 
 /* Stores at the end of an iteration at index `at`: stored values, then
- * assigns (the value into the target). `which` filters members. */
-static void stores(grp *G, cg_str *b, const char *at, int (*which)(const grp *, int)) {
+ * assigns (the value into the target). `which` filters members; each
+ * statement gets prefix `one` (a cooperative kernel's first_thread). */
+static void stores(grp *G, cg_str *b, const char *at, int (*which)(const grp *, int),
+                   const char *one) {
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
         if (which && !which(G, m)) continue;
@@ -227,12 +229,12 @@ static void stores(grp *G, cg_str *b, const char *at, int (*which)(const grp *, 
             cg_str v = {0};
             operand(G, m, 1, 'i', &v);
             int a = arg_of(G, n->input[0], 1);
-            cg_str_printf(b, "b%d[%s] = %s%s%s;\n", a, at, cg_st(G->arg_type[a]), v.s,
+            cg_str_printf(b, "%sb%d[%s] = %s%s%s;\n", one, a, at, cg_st(G->arg_type[a]), v.s,
                           cg_end(G->arg_type[a]));
             cg_str_free(&v);
         } else if (G->cx->stored[m]) {
             int a = arg_of(G, m, 1);
-            cg_str_printf(b, "b%d[%s] = %st%d%s;\n", a, at, cg_st(G->arg_type[a]), m - G->lo,
+            cg_str_printf(b, "%sb%d[%s] = %st%d%s;\n", one, a, at, cg_st(G->arg_type[a]), m - G->lo,
                           cg_end(G->arg_type[a]));
         }
     }
@@ -255,7 +257,7 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
         cg_str_free(&e);
     } else {
         for (int m = G->lo; m < G->hi; m++) compute(G, m, &b, "");
-        stores(G, &b, "i", NULL);
+        stores(G, &b, "i", NULL, "");
     }
     if (G->used_c)
         cg_str_printf(&kd->body, "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ";\n", inner_of(S),
@@ -304,16 +306,21 @@ static void lane_sum(cg_str *b, int t, int lo, int hi) {
 }
 
 /* One pass over the N*inner elements of channel c, element q of the
- * channel's sequence (q = n*inner + j) accumulating into lane q % LANES.
+ * channel's sequence (q = n*inner + j) accumulating into lane q % LANES
+ * of the thread that owns it (dialect.c: reduce_lanes, thread_first/step).
  * Lanes make the summation order part of the generated text, whatever the
  * compiler vectorises, and the LANES independent chains are what lets it
  * vectorise: a serial double sum was latency bound. When inner is a
- * multiple of LANES each block of lanes is contiguous in memory. */
+ * multiple of LANES (> 1) each block of lanes is contiguous in memory; a
+ * block of GPU threads walks q in steps of the block size, so neighbouring
+ * threads read neighbouring elements of a plane (coalesced; the whole
+ * channel is one run when it is contiguous, N == 1 or channel-major). */
 static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
-    int64_t L = CG_REDUCE_LANES, M = G->N * G->inner;
+    const cg_dialect_desc *dl = G->cx->dl;
+    int64_t L = dl->reduce_lanes, M = G->N * G->inner;
     /* The lanes are independent: a dialect may say so (lane_simd). */
-    const char *simd = G->cx->dl->lane_simd;
-    if (G->inner % L == 0) {
+    const char *simd = dl->lane_simd;
+    if (L > 1 && G->inner % L == 0) {
         cg_str_printf(b,
                       "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
                       "    const idx_t base = (n * %" PRId64 " + c) * %" PRId64 ";\n"
@@ -323,12 +330,14 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       "        const idx_t e = base + j + l;\n",
                       G->N, G->C, G->inner, G->inner, L, simd, L);
     } else {
+        char first[64], step[64];
+        cg_thread_range(dl, L, first, step, sizeof first);
         cg_str_printf(b,
-                      "for (idx_t q0 = 0; q0 < %" PRId64 "; q0 += %" PRId64 ") {\n"
+                      "for (idx_t q0 = %s; q0 < %" PRId64 "; q0 += %s) {\n"
                       "%s"
                       "    for (idx_t l = 0; l < %" PRId64 "; l++) {\n"
                       "        const idx_t q = q0 + l;\n",
-                      M, L, M % L ? "" : simd, L);
+                      first, M, step, M % L ? "" : simd, L);
         if (M % L) cg_str_printf(b, "        if (q >= %" PRId64 ") break;\n", M);
         cg_str_printf(b,
                       "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64
@@ -373,17 +382,18 @@ static void pass_accumulators(grp *G, int p, cg_str *b) {
         cg_str s1 = {0}, s2 = {0};
         if (n->op == IR_OP_BN_VAR) {
             stat(G, m, 1, &s1);
-            cg_str_printf(b, "const acc_t m%d = %s;\n", t, s1.s);
+            cg_str_printf(b, "const red_t m%d = %s;\n", t, s1.s);
         } else if (n->op == IR_OP_BN_GRAD_GAMMA) {
             stat(G, m, 2, &s1);
             stat(G, m, 3, &s2);
-            cg_str_printf(
-                b, "const acc_t m%d = %s;\nconst acc_t inv%d = 1.0 / sqrt((acc_t)%s + %s);\n", t,
-                s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
+            cg_str_printf(b,
+                          "const red_t m%d = %s;\n"
+                          "const red_t inv%d = (red_t)(1.0 / sqrt((acc_t)%s + %s));\n",
+                          t, s1.s, t, s2.s, cg_lit(G->cx, n->fattr[0], 1, lit));
         }
         cg_str_free(&s1);
         cg_str_free(&s2);
-        cg_str_printf(b, "acc_t s%d[%d] = {0};\n", t, CG_REDUCE_LANES);
+        cg_str_printf(b, "red_t s%d[%d] = {0};\n", t, G->cx->dl->reduce_lanes);
     }
 }
 
@@ -409,7 +419,7 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
         case IR_OP_BN_MEAN:
         case IR_OP_BIAS_GRAD: cg_str_printf(body, "        s%d[l] += %s;\n", t, x.s); break;
         case IR_OP_BN_VAR:
-            cg_str_printf(body, "        { const acc_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t,
+            cg_str_printf(body, "        { const red_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t,
                           t);
             break;
         default: /* bn_grad_gamma(dy, x, mean, var) */
@@ -423,16 +433,20 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
     }
 }
 
-/* After pass p's loop: its reductions' results (lanes summed as a tree),
- * then the [C] members of level p. */
+/* After pass p's loop: its reductions' results (each thread's lanes
+ * summed as a tree, then the dialect's block_sum over the threads), then
+ * the [C] members of level p. */
 static void pass_results(grp *G, int p, cg_str *b) {
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
         if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
         int t = m - G->lo;
+        cg_str lanes = {0};
+        lane_sum(&lanes, t, 0, G->cx->dl->reduce_lanes);
         cg_str_printf(b, "const acc_t r%d = ", t);
-        lane_sum(b, t, 0, CG_REDUCE_LANES);
+        cg_str_printf(b, G->cx->dl->block_sum, lanes.s);
         cg_str_printf(b, ";\n");
+        cg_str_free(&lanes);
         if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
             cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t,
                           G->N * G->inner);
@@ -461,15 +475,18 @@ static int body_channel(grp *G, cg_kdef *kd) {
         G->idx = "i";
         pass_results(G, p, b);
     }
-    stores(G, b, "c", is_r);
-    stores(G, b, "c", is_e);
+    const char *one = G->cx->dl->first_thread;
+    stores(G, b, "c", is_r, one);
+    stores(G, b, "c", is_e, one);
     cg_str_printf(&kd->body, "const idx_t c = i;\n");
     cg_str_append(&kd->body, G->chan_pre.s ? G->chan_pre.s : "", G->chan_pre.len);
     cg_str_append(&kd->body, text.s ? text.s : "", text.len);
     cg_str_free(&text);
     cg_str_free(&G->chan_pre);
     kd->cost = G->N * G->inner * (passes > 0 ? passes : 1) * (cnt > 1 ? 2 : 1);
-    kd->serial = G->N * G->inner * (passes > 0 ? passes : 1); /* a loop over the channel per pass */
+    kd->block = cg_coop_block(G->cx->dl, G->C, G->N * G->inner);
+    /* a loop over the thread's share of the channel per pass */
+    kd->serial = (G->N * G->inner + kd->block - 1) / kd->block * (passes > 0 ? passes : 1);
     return 0;
 }
 
@@ -490,16 +507,32 @@ static int body_row(grp *G, cg_kdef *kd) {
     snprintf(rowj, sizeof rowj, "%srow[j]%s", cg_ld(tl), cg_end(tl));
     snprintf(rowy, sizeof rowy, "%srow[y]%s", cg_ld(tl), cg_end(tl));
     cg_str *b = &kd->body;
+    /* The row's max, then the sum of exponentials: each thread's share of
+     * the row (the whole row in C), combined over the block. */
+    const cg_dialect_desc *dl = G->cx->dl;
+    kd->block = cg_coop_block(dl, G->g->nodes[f->input[0]].type.dim[0], K);
+    char from[64], step[64], forj[200];
+    cg_thread_range(dl, 1, from, step, sizeof from);
+    snprintf(forj, sizeof forj, "for (idx_t j = %s; j < %" PRId64 "; j += %s)", from, K, step);
     cg_str_printf(b,
                   "const %s *row = b%d + i * %" PRId64 ";\n"
-                  "float mx = %srow[0]%s;\n"
-                  "for (idx_t j = 1; j < %" PRId64 "; j++) if (%s > mx) mx = %s;\n"
-                  "acc_t s = 0;\n"
-                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += exp((acc_t)%s - mx);\n"
-                  "const acc_t lse = mx + log(s);\n"
+                  "float part_mx = DPC_NEG_INF;\n"
+                  "%s if (%s > part_mx) part_mx = %s;\n",
+                  cg_ctype(tl), L, K, forj, rowj, rowj);
+    cg_str_printf(b, "const float mx = ");
+    cg_str_printf(b, dl->block_max, "part_mx");
+    cg_str_printf(b,
+                  ";\n"
+                  "red_t s = 0;\n"
+                  "%s s += exp((red_t)%s - mx);\n"
+                  "const acc_t lse = mx + log((acc_t)",
+                  forj, rowj);
+    cg_str_printf(b, dl->block_sum, "s");
+    cg_str_printf(b,
+                  ");\n"
                   "const int y = b%d[i];\n"
                   "const int bad = y < 0 || y >= %" PRId64 ";\n",
-                  cg_ctype(tl), L, K, cg_ld(tl), cg_end(tl), K, rowj, rowj, K, rowj, Y, K);
+                  Y, K);
     G->idx = "i";
     int lone = G->hi - G->lo == 1;
     for (int m = G->lo; m < G->hi; m++) {
@@ -507,8 +540,9 @@ static int body_row(grp *G, cg_kdef *kd) {
         if (n->op == IR_OP_SOFTMAX_CE) {
             if (lone) {
                 int a = arg_of(G, m, 1);
-                cg_str_printf(b, "b%d[i] = %sbad ? DPC_NAN : (float)(lse - %s)%s;\n", a,
-                              cg_st(G->arg_type[a]), rowy, cg_end(G->arg_type[a]));
+                cg_str_printf(b, "%sb%d[i] = %sbad ? DPC_NAN : (float)(lse - %s)%s;\n",
+                              dl->first_thread, a, cg_st(G->arg_type[a]), rowy,
+                              cg_end(G->arg_type[a]));
             } else {
                 cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - %s);\n",
                               m - G->lo, rowy);
@@ -520,21 +554,21 @@ static int body_row(grp *G, cg_kdef *kd) {
             cg_str_printf(b,
                           "{\n"
                           "    const acc_t d = %s;\n"
-                          "    for (idx_t j = 0; j < %" PRId64 "; j++)\n"
+                          "    %s\n"
                           "        b%d[i * %" PRId64 " + j] = %sbad ? DPC_NAN : "
                           "(float)((exp((acc_t)%s - lse) - (j == y)) * d)%s;\n"
                           "}\n",
-                          d.s, K, a, K, cg_st(G->arg_type[a]), rowj, cg_end(G->arg_type[a]));
+                          d.s, forj, a, K, cg_st(G->arg_type[a]), rowj, cg_end(G->arg_type[a]));
             cg_str_free(&d);
         } else {
             compute(G, m, b, "");
         }
     }
-    if (!lone) stores(G, b, "i", not_grad);
+    if (!lone) stores(G, b, "i", not_grad, G->cx->dl->first_thread);
     kd->cost = 6 * K;
     int grads = 0; /* the max and sum loops, plus one per gradient row written */
     for (int m = G->lo; m < G->hi; m++) grads += nd(G, m)->op == IR_OP_SOFTMAX_CE_GRAD;
-    kd->serial = (2 + grads) * K;
+    kd->serial = (2 + grads) * ((K + kd->block - 1) / kd->block);
     return 0;
 }
 

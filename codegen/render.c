@@ -197,6 +197,38 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
     return k;
 }
 
+/* ---- the cooperative skeleton's sizes --------------------------------------- */
+
+/* Threads of a cooperative kernel of `iters` iterations that each loop
+ * over `elems` elements: a power of two near elems / 4 (each thread then
+ * keeps a few loads in flight), raised until the launch has the dialect's
+ * fill_threads (wide but shallow reductions, ResNet-18's 512 channels of
+ * 128 values, still fill the GPU) but never past one thread per element,
+ * within the dialect's warp and max_block. At 1024 a ResNet-18 channel of
+ * 128 x 32 x 32 values is 128 loads per thread per pass. */
+int cg_coop_block(const cg_dialect_desc *dl, int64_t iters, int64_t elems) {
+    int64_t b = dl->warp;
+    while (b < dl->max_block && b < elems && (b * 4 < elems || b * iters < dl->fill_threads))
+        b *= 2;
+    return (int)(b < dl->max_block ? b : dl->max_block);
+}
+
+/* A thread's share of a loop over the elements of one iteration: it
+ * starts at the dialect's thread_first and steps by thread_step, both
+ * times `lanes` (C: one thread, so 0 and lanes; CUDA: the block's
+ * threads, lanes 1). Into first and step. */
+void cg_thread_range(const cg_dialect_desc *dl, int64_t lanes, char *first, char *step, size_t n) {
+    if (lanes == 1) {
+        snprintf(first, n, "%s", dl->thread_first);
+        snprintf(step, n, "%s", dl->thread_step);
+    } else {
+        snprintf(first, n, "(idx_t)%s * %" PRId64, dl->thread_first, lanes);
+        snprintf(step, n, "(idx_t)%s * %" PRId64, dl->thread_step, lanes);
+    }
+    if (!strcmp(dl->thread_first, "0")) snprintf(first, n, "0");
+    if (!strcmp(dl->thread_step, "1")) snprintf(step, n, "%" PRId64, lanes);
+}
+
 /* ---- templates for elementwise and injective ops ------------------------------
  * A template is an expression for the output element i:
  *   $k    input k at i            $kc  input k at the channel of i
@@ -508,6 +540,16 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
     /* the same type is copied as it is (0.0f converts to bf16's +0 bits) */
     const char *ld = tc == tx ? "" : cg_ld(tx), *le = tc == tx ? "" : cg_end(tx);
     const char *st = tc == tx ? "" : cg_st(tc), *se = tc == tx ? "" : cg_end(tc);
+    /* an output row at least a warp wide is shared by the block's threads
+     * (all of it in C): ow = first, first + step, ... */
+    char ow[160];
+    const char *first = "0", *step = "1";
+    if (c->Wo >= cx->dl->warp) {
+        kd.block = cg_coop_block(cx->dl, c->C * c->k * c->k * nb, P);
+        first = cx->dl->thread_first, step = cx->dl->thread_step;
+    }
+    kd.serial = kd.block ? c->Ho * ((c->Wo + kd.block - 1) / kd.block) : P;
+    snprintf(ow, sizeof ow, "for (idx_t ow = %s; ow < %" PRId64 "; ow += %s)", first, c->Wo, step);
     cg_str_printf(&kd.body,
                   "const idx_t r = i / %" PRId64 ", img = i - r * %" PRId64 ";\n"
                   "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64
@@ -518,18 +560,18 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
                   "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
                   "    %s *o = out + oh * %" PRId64 ";\n"
                   "    if (ih < 0 || ih >= %" PRId64 ") {\n"
-                  "        for (idx_t ow = 0; ow < %" PRId64 "; ow++) o[ow] = 0.0f;\n"
+                  "        %s o[ow] = 0.0f;\n"
                   "        continue;\n"
                   "    }\n"
                   "    const %s *row = xp + ih * %" PRId64 ";\n"
-                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n"
+                  "    %s {\n"
                   "        const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
                   "        o[ow] = %siw >= 0 && iw < %" PRId64 " ? %srow[iw]%s : 0.0f%s;\n"
                   "    }\n"
                   "}\n",
                   nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), c->C, c->H * c->W, ctype(tc),
-                  nb * P, P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, c->Wo, ctype(tx), c->W,
-                  c->Wo, c->s, c->p, st, c->W, ld, le, se);
+                  nb * P, P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, ow, ctype(tx), c->W, ow,
+                  c->s, c->p, st, c->W, ld, le, se);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -567,17 +609,27 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype td
     return cg_emit_kernel(cx, &kd);
 }
 
-/* b0[k][img*P + q] = b1[img][k][q] for a chunk of nb images: one (k, img)
- * row of P contiguous floats per iteration. */
-/* dst[q] = src[q], converted when the element types differ. */
-static void copy_line(cg_str *b, ir_dtype dst, ir_dtype src, int64_t P) {
-    if (dst == src)
-        cg_str_printf(b, "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = src[q];\n", P);
-    else
-        cg_str_printf(b, "for (idx_t q = 0; q < %" PRId64 "; q++) dst[q] = %s%ssrc[q]%s%s;\n", P,
-                      cg_st(dst), cg_ld(src), cg_end(src), cg_end(dst));
+/* dst[q] = src[q] for q in [0, P), converted when the element types
+ * differ. A row at least a warp long is shared by a block of threads
+ * (the cooperative skeleton: all of it in C, a coalesced slice each on a
+ * GPU); a shorter one is one thread's. Sets kd's block and serial. */
+static void copy_line(cg_ctx *cx, cg_kdef *kd, ir_dtype dst, ir_dtype src, int64_t rows,
+                      int64_t P) {
+    const cg_dialect_desc *dl = cx->dl;
+    const char *first = "0", *step = "1";
+    if (P >= dl->warp) {
+        kd->block = cg_coop_block(dl, rows, P);
+        first = dl->thread_first, step = dl->thread_step;
+    }
+    kd->serial = kd->block ? (P + kd->block - 1) / kd->block : P;
+    cg_str_printf(&kd->body,
+                  "for (idx_t q = %s; q < %" PRId64 "; q += %s) dst[q] = %s%ssrc[q]%s%s;\n", first,
+                  P, step, dst == src ? "" : cg_st(dst), dst == src ? "" : cg_ld(src),
+                  dst == src ? "" : cg_end(src), dst == src ? "" : cg_end(dst));
 }
 
+/* b0[k][img*P + q] = b1[img][k][q] for a chunk of nb images: one (k, img)
+ * row of P contiguous floats per iteration. */
 int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype td, ir_dtype ts) {
     cg_kdef kd = {.op = "to_cnhw", .nargs = 2, .cost = P, .writes = {1}, .type = {td, ts}};
     cg_str_printf(&kd.body,
@@ -585,7 +637,7 @@ int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype td,
                   "const %s *src = b1 + (img * %" PRId64 " + k) * %" PRId64 ";\n"
                   "%s *dst = b0 + k * %" PRId64 " + img * %" PRId64 ";\n",
                   nb, nb, ctype(ts), K, P, ctype(td), nb * P, P);
-    copy_line(&kd.body, td, ts, P);
+    copy_line(cx, &kd, td, ts, K * nb, P);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -598,7 +650,7 @@ int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype t
                   "const %s *src = b1 + k * %" PRId64 " + img * %" PRId64 ";\n"
                   "%s *dst = b0 + i * %" PRId64 ";\n",
                   K, K, ctype(ts), nb * P, P, ctype(td), P);
-    copy_line(&kd.body, td, ts, P);
+    copy_line(cx, &kd, td, ts, K * nb, P);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -651,7 +703,10 @@ static int r_pool(cg_ctx *cx, int node) {
     case IR_OP_MAXPOOL_GRAD: {
         const ir_type *x = in_type(cx, n, 1);
         const ir_type *dy = in_type(cx, n, 0);
-        if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16)
+        /* bf16, and a GPU (one thread per plane would leave it idle): the
+         * gathered form, one thread per dx element */
+        if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16 ||
+            cx->dl->gather_pool_grad)
             return simple_step(cx, node,
                                k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
                                ir_numel(x));
