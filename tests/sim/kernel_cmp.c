@@ -117,9 +117,11 @@ static void on_segv(int sig, siginfo_t *si, void *uc) {
             if (!b || a < b->map || a >= b->map + b->maplen) continue;
             long long e = (long long)((a - b->p) / (long long)cur.esize[j]);
             long long len = (long long)(b->bytes / cur.esize[j]);
-            n = snprintf(msg, sizeof msg, "kernel_cmp: %s: SIGSEGV in %s (%s): argument %d, element %lld of %lld (%s)",
-                         prog_label, cur.kernel, copy_name[cur.copy], j, e, len,
-                         a < b->p ? "before its start" : "past its end");
+            n = snprintf(
+                msg, sizeof msg,
+                "kernel_cmp: %s: SIGSEGV in %s (%s): argument %d, element %lld of %lld (%s)",
+                prog_label, cur.kernel, copy_name[cur.copy], j, e, len,
+                a < b->p ? "before its start" : "past its end");
         }
     if (cur.copy == 1 || cur.copy == 2) {
         const char *w = sim_where ? sim_where() : NULL;
@@ -241,7 +243,8 @@ typedef struct {
     size_t body_len;
 } ksig;
 
-static const char *grid_stride = "for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;";
+static const char *grid_stride =
+    "for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;";
 static const char *coop_head = "for (idx_t i = blockIdx.x; i < count; i += gridDim.x)";
 
 static ksig parse_sig(const char *src, const char *name) {
@@ -260,10 +263,12 @@ static ksig parse_sig(const char *src, const char *name) {
         if (k.nargs == CG_MAX_ARGS) die("%s: too many parameters", name);
         int c = !strncmp(p, "const ", 6);
         const char *t = p + (c ? 6 : 0);
-        k.type[k.nargs] = !strncmp(t, "float ", 6)    ? T_F32
-                          : !strncmp(t, "bf16_t ", 7) ? T_BF16
-                          : !strncmp(t, "int ", 4)    ? T_I32
-                                                      : (die("%s: parameter %d: unknown type '%.20s'", name, k.nargs, t), T_F32);
+        k.type[k.nargs] =
+            !strncmp(t, "float ", 6)    ? T_F32
+            : !strncmp(t, "bf16_t ", 7) ? T_BF16
+            : !strncmp(t, "int ", 4)
+                ? T_I32
+                : (die("%s: parameter %d: unknown type '%.20s'", name, k.nargs, t), T_F32);
         k.writes[k.nargs++] = !c;
         p = strchr(p, ',');
         if (!p) die("%s: unterminated parameter list", name);
@@ -299,14 +304,17 @@ static unsigned char *variance_nodes(const ir_graph *g) {
 
 /* A hash of a call's argument lengths, offsets and fills. */
 static const unsigned char *var;
-static uint64_t shape_of(const cg_program *p, const ir_graph *g, const cg_step *st, const cg_call *cl) {
+static uint64_t shape_of(const cg_program *p, const ir_graph *g, const cg_step *st,
+                         const cg_call *cl) {
     int64_t v[3 * CG_MAX_ARGS];
     for (int j = 0; j < cl->nargs; j++) {
         int node = st->buf[cl->arg[j]];
         v[3 * j] = cg_slot_size(p, g, st, cl->arg[j]);
         v[3 * j + 1] = cl->off[j];
         const ir_node *n = node >= 0 ? &g->nodes[node] : NULL;
-        v[3 * j + 2] = !n ? -1 : n->type.dtype * 2 + var[node] + (n->type.dtype == IR_I32 ? 8 * n->iattr[0] : 0);
+        v[3 * j + 2] =
+            !n ? -1
+               : n->type.dtype * 2 + var[node] + (n->type.dtype == IR_I32 ? 8 * n->iattr[0] : 0);
     }
     return plan_checksum(v, sizeof v[0] * 3 * (size_t)cl->nargs);
 }
@@ -361,7 +369,9 @@ int main(int argc, char **argv) {
     char err[1024];
     dpc_plan *plan = plan_read(argv[1], err, sizeof err);
     if (!plan) die("%s", err);
-    const ir_graph *g = !strcmp(argv[2], "train") ? plan->train : !strcmp(argv[2], "eval") ? plan->eval : NULL;
+    const ir_graph *g = !strcmp(argv[2], "train")  ? plan->train
+                        : !strcmp(argv[2], "eval") ? plan->eval
+                                                   : NULL;
     if (!g) die("no %s program", argv[2]);
     cg_program *prog[2];
     for (int d = 0; d < 2; d++) {
@@ -413,12 +423,14 @@ int main(int argc, char **argv) {
                 clc->count != cl->count || clc->nargs != cl->nargs)
                 die("step %d call %d: the C call differs from the CUDA call (%s)", s, ci, name);
             ksig k = parse_sig(pu->source, name);
-            if (k.nargs != cl->nargs) die("%s: %d parameters, the call passes %d", name, k.nargs, cl->nargs);
+            if (k.nargs != cl->nargs)
+                die("%s: %d parameters, the call passes %d", name, k.nargs, cl->nargs);
             char sym[CG_NAME_MAX + 16];
             snprintf(sym, sizeof sym, "sim_entry_%s", name);
             sim_entry fu = (sim_entry)(uintptr_t)dlsym(du, sym);
             void (*fc)(void *const *, long long, long long, long long) =
-                (void (*)(void *const *, long long, long long, long long))(uintptr_t)dlsym(dc, name);
+                (void (*)(void *const *, long long, long long, long long))(uintptr_t)dlsym(dc,
+                                                                                           name);
             if (!fu || !fc) die("%s: not in the compiled modules", name);
 
             /* a call like an earlier one (kernel, count, launch, every
@@ -427,7 +439,8 @@ int main(int argc, char **argv) {
             for (int e = 0; e < nseen && !dup; e++) {
                 const cg_call *q = seen[e];
                 dup = q->kernel == cl->kernel && q->count == cl->count && q->nargs == cl->nargs &&
-                      !memcmp(&q->launch, &cl->launch, sizeof q->launch) && seen_shape[e] == shape_of(pu, g, st, cl);
+                      !memcmp(&q->launch, &cl->launch, sizeof q->launch) &&
+                      seen_shape[e] == shape_of(pu, g, st, cl);
             }
             if (dup && !shrink) {
                 repeats++;
@@ -459,8 +472,11 @@ int main(int argc, char **argv) {
                     slotname[j] = "scratch";
                 } else {
                     const ir_node *n = &g->nodes[node];
-                    etype t = n->type.dtype == IR_BF16 ? T_BF16 : n->type.dtype == IR_I32 ? T_I32 : T_F32;
-                    if (t != k.type[j]) die("%s: argument %d: the slot's dtype is not the parameter's", name, j);
+                    etype t = n->type.dtype == IR_BF16  ? T_BF16
+                              : n->type.dtype == IR_I32 ? T_I32
+                                                        : T_F32;
+                    if (t != k.type[j])
+                        die("%s: argument %d: the slot's dtype is not the parameter's", name, j);
                     bytes = (size_t)(size - cl->off[j]) * esize(t);
                     if (t == T_I32) {
                         kind = FILL_LABEL;
@@ -470,7 +486,8 @@ int main(int argc, char **argv) {
                     }
                     slotname[j] = n->name[0] ? n->name : ir_ops[n->op].name;
                 }
-                if (shrink && !strcmp(shrink, name) && k.writes[j] && !shrunk && bytes >= esize(k.type[j])) {
+                if (shrink && !strcmp(shrink, name) && k.writes[j] && !shrunk &&
+                    bytes >= esize(k.type[j])) {
                     bytes -= esize(k.type[j]); /* the first written argument */
                     shrunk = shrink_seen = 1;
                 }
@@ -535,14 +552,15 @@ int main(int argc, char **argv) {
             for (int j = 0; j < cl->nargs; j++) {
                 const char *what = slotname[j];
                 if (k.coop && memcmp(b[j][1].p, b[j][2].p, b[j][1].bytes)) {
-                    failf("%s: argument %d (%s): two CUDA runs on the same inputs differ", name, j, what);
+                    failf("%s: argument %d (%s): two CUDA runs on the same inputs differ", name, j,
+                          what);
                     same = within = 0;
                 }
                 if (!k.writes[j]) {
                     for (int c = 0; c <= 1; c++)
                         if (memcmp(orig[j], b[j][c].p, b[j][c].bytes)) {
-                            failf("%s: argument %d (%s) is const but the %s kernel wrote it", name, j, what,
-                                  copy_name[c]);
+                            failf("%s: argument %d (%s) is const but the %s kernel wrote it", name,
+                                  j, what, copy_name[c]);
                             same = within = 0;
                         }
                     continue;
@@ -557,12 +575,15 @@ int main(int argc, char **argv) {
                 rms = len[j] ? sqrt(rms / (double)len[j]) : 0;
                 for (size_t i = 0; i < len[j]; i++) {
                     double vc = elem(b[j][0].p, i, t), vu = elem(b[j][1].p, i, t);
-                    if ((is_nan(vc) && is_nan(vu)) || !memcmp(b[j][0].p + i * esize(t), b[j][1].p + i * esize(t), esize(t)))
+                    if ((is_nan(vc) && is_nan(vu)) ||
+                        !memcmp(b[j][0].p + i * esize(t), b[j][1].p + i * esize(t), esize(t)))
                         continue;
                     same = 0;
-                    if (!k.coop || t == T_I32 || is_nan(vc) || is_nan(vu) || isinf(vc) || isinf(vu)) {
-                        failf("%s: argument %d (%s) element %zu: %.9g (CUDA) vs %.9g (C), not bit-identical%s", name, j,
-                              what, i, vu, vc, k.coop ? "" : " (one iteration per thread)");
+                    if (!k.coop || t == T_I32 || is_nan(vc) || is_nan(vu) || isinf(vc) ||
+                        isinf(vu)) {
+                        failf(
+                            "%s: argument %d (%s) element %zu: %.9g (CUDA) vs %.9g (C), not bit-identical%s",
+                            name, j, what, i, vu, vc, k.coop ? "" : " (one iteration per thread)");
                         within = 0;
                         break;
                     }
@@ -577,9 +598,10 @@ int main(int argc, char **argv) {
                         snprintf(worst_kernel, sizeof worst_kernel, "%s", name);
                     }
                     if (fabs(vu - vc) > allow) {
-                        failf("%s: argument %d (%s) element %zu: %.9g (CUDA) vs %.9g (C): error %.3g of scale %.3g > "
-                              "tolerance %.3g",
-                              name, j, what, i, vu, vc, e, scale, tol);
+                        failf(
+                            "%s: argument %d (%s) element %zu: %.9g (CUDA) vs %.9g (C): error %.3g of scale %.3g > "
+                            "tolerance %.3g",
+                            name, j, what, i, vu, vc, e, scale, tol);
                         within = 0;
                         break;
                     }
@@ -596,11 +618,13 @@ int main(int argc, char **argv) {
         }
     }
     if (shrink && !shrink_seen) die("--shrink %s: no call of that kernel", shrink);
-    printf("%s: %d kernel calls compared (%d cooperative; %d repeats of a compared call and %d GEMMs "
-           "skipped): %d bit-identical, %d within tolerance",
-           label, calls, coop_calls, repeats, gemms, bitid, tolok);
+    printf(
+        "%s: %d kernel calls compared (%d cooperative; %d repeats of a compared call and %d GEMMs "
+        "skipped): %d bit-identical, %d within tolerance",
+        label, calls, coop_calls, repeats, gemms, bitid, tolok);
     if (worst_tol > 0)
-        printf("; worst cooperative error %.3g (tolerance %.3g, %s)", worst, worst_tol, worst_kernel);
+        printf("; worst cooperative error %.3g (tolerance %.3g, %s)", worst, worst_tol,
+               worst_kernel);
     else if (coop_calls)
         printf("; cooperative kernels all bit-identical");
     printf("\n");
