@@ -420,9 +420,13 @@ int main(int argc, char **argv) {
             }
             const char *name = pu->kernels[cl->kernel].name;
             if (clc->kind != CG_CALL_KERNEL || strcmp(pc->kernels[clc->kernel].name, name) ||
-                clc->count != cl->count || clc->nargs != cl->nargs)
+                clc->nargs != cl->nargs)
                 die("step %d call %d: the C call differs from the CUDA call (%s)", s, ci, name);
             ksig k = parse_sig(pu->source, name);
+            /* Cooperative kernels, and kernels a dialect computes another way
+             * (another count: codegen.h gather_pool_grad), sum in another
+             * order: they are held to the tolerance, not to the bits. */
+            int loose = k.coop || clc->count != cl->count;
             if (k.nargs != cl->nargs)
                 die("%s: %d parameters, the call passes %d", name, k.nargs, cl->nargs);
             char sym[CG_NAME_MAX + 16];
@@ -459,7 +463,7 @@ int main(int argc, char **argv) {
             cur.kernel = name;
             cur.nargs = cl->nargs;
             rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)(st->first_call + ci) * 0x100000001b3ull;
-            int big = -1, shrunk = 0, ncopies = k.coop ? COPIES : COPIES - 1;
+            int big = -1, shrunk = 0, ncopies = loose ? COPIES : COPIES - 1;
             for (int j = 0; j < cl->nargs; j++) {
                 int slot = cl->arg[j], node = st->buf[slot];
                 int64_t size = cg_slot_size(pu, g, st, slot);
@@ -499,7 +503,7 @@ int main(int argc, char **argv) {
                 }
                 fill(b[j][0].p, bytes, k.type[j], kind, classes);
                 for (int c = 1; c < ncopies; c++) memcpy(b[j][c].p, b[j][0].p, bytes);
-                if (k.coop) set_abs(b[j][3].p, len[j], k.type[j]);
+                if (loose) set_abs(b[j][3].p, len[j], k.type[j]);
                 if (!k.writes[j] && (big < 0 || len[j] > len[big])) big = j;
             }
             /* the original inputs, for the read-only check */
@@ -509,12 +513,12 @@ int main(int argc, char **argv) {
                 if (!orig[j]) die("out of memory");
                 memcpy(orig[j], b[j][0].p, b[j][0].bytes);
             }
-            if (drop_one && k.coop && big >= 0 && len[big] > 0)
+            if (drop_one && loose && big >= 0 && len[big] > 0)
                 for (int c = 1; c <= 2; c++) memset(b[big][c].p, 0, esize(k.type[big]));
 
             /* the runs */
             long long count = cl->count;
-            for (int c = 1; c <= 1 + k.coop; c++) {
+            for (int c = 1; c <= 1 + loose; c++) {
                 void *ptr[CG_MAX_ARGS + 1], *args[CG_MAX_ARGS + 1];
                 for (int j = 0; j < cl->nargs; j++) {
                     ptr[j] = b[j][c].p;
@@ -527,11 +531,11 @@ int main(int argc, char **argv) {
                     die("%s", err);
             }
             for (int c = 0; c < COPIES; c += 3) {
-                if (c == 3 && !k.coop) break;
+                if (c == 3 && !loose) break;
                 void *ptr[CG_MAX_ARGS];
                 for (int j = 0; j < cl->nargs; j++) ptr[j] = b[j][c].p;
                 cur.copy = c;
-                fc(ptr, count, 0, count);
+                fc(ptr, (long long)clc->count, 0, (long long)clc->count);
             }
             cur.kernel = NULL;
 
@@ -540,7 +544,7 @@ int main(int argc, char **argv) {
             coop_calls += k.coop;
             int same = 1, within = 1;
             double tol = 0;
-            if (k.coop) {
+            if (loose) {
                 int64_t l = 0;
                 for (int j = 0; j < cl->nargs; j++)
                     if (!k.writes[j] && (int64_t)len[j] > l) l = (int64_t)len[j];
@@ -551,7 +555,7 @@ int main(int argc, char **argv) {
             }
             for (int j = 0; j < cl->nargs; j++) {
                 const char *what = slotname[j];
-                if (k.coop && memcmp(b[j][1].p, b[j][2].p, b[j][1].bytes)) {
+                if (loose && memcmp(b[j][1].p, b[j][2].p, b[j][1].bytes)) {
                     failf("%s: argument %d (%s): two CUDA runs on the same inputs differ", name, j,
                           what);
                     same = within = 0;
@@ -579,11 +583,11 @@ int main(int argc, char **argv) {
                         !memcmp(b[j][0].p + i * esize(t), b[j][1].p + i * esize(t), esize(t)))
                         continue;
                     same = 0;
-                    if (!k.coop || t == T_I32 || is_nan(vc) || is_nan(vu) || isinf(vc) ||
+                    if (!loose || t == T_I32 || is_nan(vc) || is_nan(vu) || isinf(vc) ||
                         isinf(vu)) {
                         failf(
                             "%s: argument %d (%s) element %zu: %.9g (CUDA) vs %.9g (C), not bit-identical%s",
-                            name, j, what, i, vu, vc, k.coop ? "" : " (one iteration per thread)");
+                            name, j, what, i, vu, vc, loose ? "" : " (one iteration per thread)");
                         within = 0;
                         break;
                     }
