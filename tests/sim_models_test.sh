@@ -6,6 +6,9 @@
 # a buffer one element short is a SIGSEGV in its guard page, reported as
 # one line naming the kernel and the argument; dropping one element of a
 # cooperative kernel's input (CUDA copy only) must exceed the tolerance.
+# Then cnn_small with every step run whole (--per-step: the path of a step
+# whose calls differ between the dialects), which must pass, and fail with
+# a dropped element.
 # Under the sanitized tree only mlp and cnn_small, fp32 fused, run.
 # Builds into $DPC_BUILD/sim/kcmp; compiled modules are cached there by
 # content hash. Prints `N passed, N failed`.
@@ -35,11 +38,18 @@ build_or_fail() { # what, command...
     bad "cannot build $what:"; sed 's/^/    /' "$tmp/cc.err" | head -20
     return 1
 }
+# With the CUDA toolkit in libdpc (the loader and NVRTC), kernel_cmp gets
+# its --device mode.
+cuda_home=${CUDA_HOME:-/usr/local/cuda} cuda_c=() cuda_l=()
+if nm "$build/libdpc.a" 2>/dev/null | grep -q ' T rt_cu_load$'; then
+    cuda_c=(-DDPC_HAVE_CUDA -isystem "$cuda_home/include")
+    cuda_l=(-L"$cuda_home/lib64" -Wl,-rpath,"$cuda_home/lib64" -lnvrtc)
+fi
 build_or_fail sim.o "$cxx" "${flags[@]}" "${san[@]}" -c tests/sim/sim.cpp -o "$out/sim.o" || { finish; exit; }
-build_or_fail kernel_cmp.o "$cc" "${cflags[@]}" "${san[@]}" -c tests/sim/kernel_cmp.c -o "$out/kernel_cmp.o" || { finish; exit; }
+build_or_fail kernel_cmp.o "$cc" "${cflags[@]}" "${cuda_c[@]}" "${san[@]}" -c tests/sim/kernel_cmp.c -o "$out/kernel_cmp.o" || { finish; exit; }
 # -rdynamic: the CUDA modules it loads call the simulator in the executable
 build_or_fail kernel_cmp "$cxx" "${san[@]}" -rdynamic -o "$out/kernel_cmp" "$out/kernel_cmp.o" "$out/sim.o" \
-    "$build/libdpc.a" -lopenblas -lm -ldl -lpthread || { finish; exit; }
+    "$build/libdpc.a" -lopenblas -lm -ldl -lpthread "${cuda_l[@]}" || { finish; exit; }
 kc=$out/kernel_cmp
 
 # Runs kernel_cmp, printing its summary line; a check.
@@ -84,5 +94,22 @@ case "$(cat "$tmp/cs.out")" in
 *"(0 cooperative"*) skip "the tolerance is tight: cnn_small has no cooperative kernels (yet)" ;;
 *) expect_fail "one dropped element of a cooperative kernel exceeds the tolerance" \
     '> tolerance' "$kc" "$tmp/cs.plan" train "$out/mod" --drop-one ;;
+esac
+
+# ---- every step run whole (--per-step) -----------------------------------------
+# The path a step takes when its calls differ between the dialects (a CUDA
+# channel group split into kernels of its own), forced for every step of
+# cnn_small: must pass, run the steps whole, and fail on a dropped element.
+for prog in train eval; do
+    cmp_prog "cnn_small fp32 fused $prog --per-step" "$tmp/cs.plan" "$prog" "$out/mod" --per-step
+    case "$(cat "$tmp/kc.out")" in
+    *" steps run whole ("*) ok ;;
+    *) bad "cnn_small $prog --per-step ran no step whole: $(cat "$tmp/kc.out")" ;;
+    esac
+done
+case "$(cat "$tmp/cs.out")" in
+*"(0 cooperative"*) skip "--per-step --drop-one: cnn_small has no cooperative kernels (yet)" ;;
+*) expect_fail "--per-step: one dropped element of a cooperative step exceeds the tolerance" \
+    '> tolerance' "$kc" "$tmp/cs.plan" train "$out/mod" --drop-one --per-step ;;
 esac
 finish
