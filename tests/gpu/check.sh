@@ -11,6 +11,10 @@
 #      launches per step);
 #   3b. the same for dpc --precision bf16 (cuda vs the cpu's bit-exact bf16
 #      emulation, tolerances x50) and its 50-step timings (bf16_* figures);
+#   3c. every CUDA kernel call of resnet18 and cnn_small (batch 4, fp32 and
+#      bf16, train and eval) on the GPU against its C-dialect kernel
+#      (tests/sim/kernel_cmp.c --device: what tests/sim_models_test.sh runs
+#      under the simulator);
 #   4. dprun's training loop, 30 steady-state steps of synthetic data
 #      (--benchmark): CUDA-graph replay (the default) vs DPC_CUDA_GRAPH=0,
 #      img/s and kernel launches per step (DPC_DEBUG=1 prints them for a
@@ -190,6 +194,70 @@ else
         fail "dpc models/resnet18.net --precision bf16"
     fi
 fi
+
+# ---- 3c. every CUDA kernel call against the C dialect, on the device --------------------------
+# tests/sim/kernel_cmp.c --device: the comparison tests/sim_models_test.sh
+# runs under the simulator, with the CUDA side on this GPU (NVRTC for its
+# architecture, every call's buffers between poisoned margins, the recorded
+# launch geometry): resnet18 and cnn_small at batch 4, fp32 and bf16,
+# fused, train and eval, the eight programs in parallel; one line each
+# (calls compared, bit-identical, within tolerance, the worst error).
+# Kernels calling a math function are held to the tolerance here (the
+# device's expf/logf/sqrtf are not glibc's).
+kernel_cmp_device() {
+    if [ "$(left)" -lt 150 ]; then
+        echo "SKIP kernel_cmp --device: only $(left) s of the budget left"
+        fig kernel_cmp_device "skipped: out of time"
+        return 0
+    fi
+    say "kernel_cmp --device: every CUDA kernel call against the C dialect"
+    if ! command -v g++ >/dev/null; then
+        fail "kernel_cmp --device: no g++ (the harness links the simulator)"
+        return 0
+    fi
+    local d=$work/kcmp f=(-O2 -g -Wall -Wextra -Werror -ffp-contract=off)
+    mkdir -p "$d/mod"
+    if ! { g++ -std=c++17 "${f[@]}" -Itests/sim -c tests/sim/sim.cpp -o "$d/sim.o" &&
+        cc -std=c11 "${f[@]}" -D_GNU_SOURCE -I. -DDPC_HAVE_CUDA -isystem "$CUDA_HOME/include" \
+            -c tests/sim/kernel_cmp.c -o "$d/kernel_cmp.o" &&
+        g++ -rdynamic -o "$d/kernel_cmp" "$d/kernel_cmp.o" "$d/sim.o" build/rel/libdpc.a \
+            -lopenblas -lm -ldl -lpthread -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lnvrtc; } \
+        >"$d/build.log" 2>&1; then
+        head -n 20 "$d/build.log"
+        fail "kernel_cmp --device: cannot build the harness"
+        return 0
+    fi
+    export KCMP_CC="cc -O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd"
+    local runs=() m p prog opts
+    for m in resnet18 cnn_small; do
+        for p in fp32 bf16; do
+            opts=(--batch 4)
+            [ $p = bf16 ] && opts+=(--precision bf16)
+            bin/dpc models/$m.net "${opts[@]}" -o "$d/$m-$p.plan" >/dev/null ||
+                { fail "dpc models/$m.net ${opts[*]}"; continue; }
+            for prog in train eval; do
+                (timeout 100 "$d/kernel_cmp" "$d/$m-$p.plan" $prog "$d/mod" --device \
+                    >"$d/$m-$p-$prog.out" 2>"$d/$m-$p-$prog.err"
+                    echo $? >"$d/$m-$p-$prog.rc") &
+                runs+=("$m-$p-$prog")
+            done
+        done
+    done
+    wait
+    local r passed=0
+    for r in "${runs[@]}"; do
+        if [ "$(cat "$d/$r.rc")" = 0 ]; then
+            passed=$((passed + 1))
+            echo "ok   $r: $(cat "$d/$r.out")"
+        else
+            echo "FAIL $r: exit $(cat "$d/$r.rc")$([ "$(cat "$d/$r.rc")" = 124 ] && echo ' (time limit)')"
+            head -n 8 "$d/$r.err" | sed 's/^/    /'
+            fail "kernel_cmp --device $r"
+        fi
+    done
+    fig kernel_cmp_device "$passed of ${#runs[@]} programs passed"
+}
+kernel_cmp_device
 
 # ---- 4. the training loop's steady state: graphs vs eager ---------------------------------------
 # launches TAG LOG: replica 0's kernel and graph launches in its third step.
