@@ -8,7 +8,8 @@
 # cooperative kernel's input (CUDA copy only) must exceed the tolerance.
 # Then cnn_small with every step run whole (--per-step: the path of a step
 # whose calls differ between the dialects), which must pass, and fail with
-# a dropped element.
+# a dropped element. Then --device (the CUDA side through the driver API)
+# against the fake driver, when it runs CUDA source.
 # Under the sanitized tree only mlp and cnn_small, fp32 fused, run.
 # Builds into $DPC_BUILD/sim/kcmp; compiled modules are cached there by
 # content hash. Prints `N passed, N failed`.
@@ -111,4 +112,25 @@ case "$(cat "$tmp/cs.out")" in
 *) expect_fail "--per-step: one dropped element of a cooperative step exceeds the tolerance" \
     '> tolerance' "$kc" "$tmp/cs.plan" train "$out/mod" --drop-one --per-step ;;
 esac
+
+# ---- --device against the fake driver ---------------------------------------------
+# The driver-API path (NVRTC image, device buffers between poisoned
+# margins, cuLaunchKernel with the recorded geometry) with DPC_LIBCUDA at
+# the fake driver, which runs the CUDA source under the simulator: mlp's
+# train program must pass, and a buffer one element short must be caught
+# by its margin. A fake that does not run CUDA source yet is a skip.
+fake=$build/fake/libfakecuda.so
+devrun() { DPC_LIBCUDA=$fake DPC_CACHE_DIR=$tmp/nvrtc "$kc" "$@" --device; }
+if [ ${#cuda_c[@]} = 0 ] || [ ! -f "$fake" ]; then
+    skip "--device against the fake driver: no CUDA toolkit in this build, or no $fake"
+elif devrun "$tmp/mlp.plan" train "$out/mod" >"$tmp/kc.out" 2>"$tmp/kc.err"; then
+    ok; echo "ok   $(cat "$tmp/kc.out")"
+    $one_line "--device: a buffer one element short overwrites its margin" \
+        'k0_bias_add_relu (CUDA on the device) wrote past the end of argument 0' \
+        devrun "$tmp/mlp.plan" train "$out/mod" --shrink k0_bias_add_relu
+elif grep -q 'cuModuleGetFunction(k0_' "$tmp/kc.err"; then
+    skip "--device against the fake driver: it does not run CUDA source (yet): $(head -c 300 "$tmp/kc.err")"
+else
+    bad "mlp train --device (fake driver): $(head -c 2000 "$tmp/kc.err")"
+fi
 finish
