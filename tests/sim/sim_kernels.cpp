@@ -1,6 +1,8 @@
 /* tests/sim/sim_kernels.cpp — runs the hand-written kernels of
  * tests/sim/kernels under the simulator (tests/sim_test.sh):
  *     sim_kernels sum N GRID BLOCK    block_sum == a serial sum
+ *     sim_kernels tree N GRID BLOCK   tree_sum == a serial sum
+ *     sim_kernels shared MODE         shared_check in MODE (see its source)
  *     sim_kernels allsum WARPS        warp_allsum: every lane its warp's sum, the ballot
  *     sim_kernels divergent           divergent_barrier (must fail)
  *     sim_kernels halfwarp MASK       half_warp_shfl with MASK (0xffffffff must fail)
@@ -16,6 +18,8 @@ extern "C" void sim_entry_block_sum(void **);
 extern "C" void sim_entry_warp_allsum(void **);
 extern "C" void sim_entry_divergent_barrier(void **);
 extern "C" void sim_entry_half_warp_shfl(void **);
+extern "C" void sim_entry_tree_sum(void **);
+extern "C" void sim_entry_shared_check(void **);
 
 static int launch(const char *name, sim_entry fn, unsigned grid, unsigned block, void **args) {
     char err[512];
@@ -30,7 +34,8 @@ static int launch(const char *name, sim_entry fn, unsigned grid, unsigned block,
 static float value(unsigned i) { return (float)((int)((i * 2654435761u) >> 28) - 8); }
 
 int main(int argc, char **argv) {
-    if (argc >= 5 && !strcmp(argv[1], "sum")) {
+    if (argc >= 5 && (!strcmp(argv[1], "sum") || !strcmp(argv[1], "tree"))) {
+        bool tree = !strcmp(argv[1], "tree");
         int n = atoi(argv[2]);
         unsigned grid = (unsigned)atoi(argv[3]), block = (unsigned)atoi(argv[4]);
         std::vector<float> in(n), out(grid, -1.0f);
@@ -39,11 +44,13 @@ int main(int argc, char **argv) {
         float *o = out.data();
         const float *p = in.data();
         void *args[] = {&o, &p, &n};
-        if (launch("block_sum", sim_entry_block_sum, grid, block, args)) return 1;
+        const char *name = tree ? "tree_sum" : "block_sum";
+        if (launch(name, tree ? sim_entry_tree_sum : sim_entry_block_sum, grid, block, args))
+            return 1;
         double got = 0;
         for (float v : out) got += v;
         if (got != serial) {
-            fprintf(stderr, "sim_kernels: block_sum %g, serial sum %g\n", got, serial);
+            fprintf(stderr, "sim_kernels: %s %g, serial sum %g\n", name, got, serial);
             return 1;
         }
         printf("ok %g\n", got);
@@ -68,11 +75,13 @@ int main(int argc, char **argv) {
             }
             for (unsigned l = 0; l < 32; l++)
                 if (out[w * 32 + l] != sum) {
-                    fprintf(stderr, "sim_kernels: warp %u lane %u: %g, want %g\n", w, l, out[w * 32 + l], sum);
+                    fprintf(stderr, "sim_kernels: warp %u lane %u: %g, want %g\n", w, l,
+                            out[w * 32 + l], sum);
                     return 1;
                 }
             if (votes[w] != ballot) {
-                fprintf(stderr, "sim_kernels: warp %u ballot 0x%08x, want 0x%08x\n", w, votes[w], ballot);
+                fprintf(stderr, "sim_kernels: warp %u ballot 0x%08x, want 0x%08x\n", w, votes[w],
+                        ballot);
                 return 1;
             }
         }
@@ -96,13 +105,33 @@ int main(int argc, char **argv) {
         for (unsigned t = 0; t < 64; t++) {
             float want = t % 32 < 16 ? (float)(t ^ 1) : -1.0f;
             if (out[t] != want) {
-                fprintf(stderr, "sim_kernels: half_warp_shfl out[%u] %g, want %g\n", t, out[t], want);
+                fprintf(stderr, "sim_kernels: half_warp_shfl out[%u] %g, want %g\n", t, out[t],
+                        want);
                 return 1;
             }
         }
         printf("ok\n");
         return 0;
     }
-    fprintf(stderr, "usage: sim_kernels sum N GRID BLOCK | allsum WARPS | divergent | halfwarp MASK\n");
+    if (argc >= 3 && !strcmp(argv[1], "shared")) {
+        int mode = atoi(argv[2]);
+        std::vector<float> out(64, -1.0f);
+        float *o = out.data();
+        void *args[] = {&o, &mode};
+        if (launch("shared_check", sim_entry_shared_check, 1, 64, args)) return 1;
+        for (unsigned t = 0; t < 64; t++) {
+            float want = mode == 3 || mode == 4 ? (float)(t ^ 1) : 0.0f;
+            if (out[t] != want) {
+                fprintf(stderr, "sim_kernels: shared_check %d out[%u] %g, want %g\n", mode, t,
+                        out[t], want);
+                return 1;
+            }
+        }
+        printf("ok\n");
+        return 0;
+    }
+    fprintf(
+        stderr,
+        "usage: sim_kernels sum|tree N GRID BLOCK | shared MODE | allsum WARPS | divergent | halfwarp MASK\n");
     return 2;
 }
