@@ -444,6 +444,43 @@ extern "C" const char *sim_where(void) {
     return buf;
 }
 
+/* This OS thread's fibers and their stacks, each above a guard page, kept
+ * from launch to launch (mapping them anew costs more than a small kernel). */
+namespace {
+struct Pool {
+    char *mem = nullptr;
+    Fiber *f = nullptr;
+    unsigned long long n = 0;
+    size_t bytes = 0;
+    Fiber *get(unsigned long long want) {
+        if (want <= n) return f;
+        release();
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), each = stack_size + page;
+        char *m = (char *)mmap(nullptr, each * want, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return nullptr;
+        Fiber *fs = new (std::nothrow) Fiber[want];
+        if (!fs) {
+            munmap(m, each * want);
+            return nullptr;
+        }
+        for (unsigned long long t = 0; t < want; t++) {
+            mprotect(m + t * each, page, PROT_NONE); /* a stack overflow faults */
+            fs[t].stack = m + t * each + page;
+        }
+        mem = m, f = fs, n = want, bytes = each * want;
+        return f;
+    }
+    void release() {
+        delete[] f;
+        if (mem) munmap(mem, bytes);
+        mem = nullptr, f = nullptr, n = 0;
+    }
+    ~Pool() { release(); }
+};
+thread_local Pool pool;
+} // namespace
+
 static int sim_fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int sim_fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -466,20 +503,8 @@ extern "C" int sim_launch(const char *name, sim_entry fn, sim_dim3 grid, sim_dim
     if (shared_bytes)
         return sim_fail(err, errlen, "%s: dynamic shared memory (%zu bytes) is not simulated yet",
                         name, shared_bytes);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), each = stack_size + page;
-    char *mem = (char *)mmap(nullptr, each * n, PROT_READ | PROT_WRITE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED)
-        return sim_fail(err, errlen, "%s: cannot map %llu fiber stacks", name, n);
-    Fiber *fibers = new (std::nothrow) Fiber[n];
-    if (!fibers) {
-        munmap(mem, each * n);
-        return sim_fail(err, errlen, "%s: out of memory for %llu fibers", name, n);
-    }
-    for (unsigned long long t = 0; t < n; t++) {
-        mprotect(mem + t * each, page, PROT_NONE); /* a stack overflow faults */
-        fibers[t].stack = mem + t * each + page;
-    }
+    Fiber *fibers = pool.get(n);
+    if (!fibers) return sim_fail(err, errlen, "%s: cannot map %llu fiber stacks", name, n);
     S = Sim{};
     S.active = true, S.name = name, S.fn = fn, S.args = args, S.f = fibers, S.n = (unsigned)n;
     gridDim = {grid.x, grid.y, grid.z};
@@ -493,7 +518,5 @@ extern "C" int sim_launch(const char *name, sim_entry fn, sim_dim3 grid, sim_dim
             }
     if (rc) sim_fail(err, errlen, "%s", S.msg);
     S.active = false;
-    delete[] fibers;
-    munmap(mem, each * n);
     return rc;
 }
