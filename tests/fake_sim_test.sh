@@ -9,6 +9,8 @@
 #  - every per-step loss (DPC_DEBUG=2) agrees within 1e-4 relative and every
 #    saved parameter within 1e-3 (of max(1, |cpu|));
 #  - a second cuda run gives the same losses and parameter bytes;
+#  - cnn_small with --gpus 2 on two fake devices (two replica threads
+#    launching at once) trains like --gpus 2 on the cpu;
 #  - a kernel cache whose .cu sources are gone makes the fake refuse the
 #    image with one clear line and dprun exit 1, not crash.
 # Prints `N passed, N failed`.
@@ -37,23 +39,9 @@ for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
     open(f'{sys.argv[1]}/{name}', 'wb').write(rec)
 PY
 
-lr_cnn_small=() lr_resnet18=(--lr 0.0001)
-train() { # model device tag
-    local -n lr=lr_$1
-    DPC_DEBUG=2 "$bin/dprun" "$tmp/$1.plan" --device "$2" --data "$tmp/cifar" --steps 3 --no-shuffle \
-        --no-augment "${lr[@]}" --save-params "$tmp/$1-$3.st" >/dev/null 2>"$tmp/$1-$3.err" ||
-        { bad "$1 on $2: $(tail -n 3 "$tmp/$1-$3.err")"; return 1; }
-    sed -n 's/.*debug: step \([0-9]*\) loss \(.*\)/\1 \2/p' "$tmp/$1-$3.err" >"$tmp/$1-$3.loss"
-}
-for m in $models; do
-    if ! "$bin/dpc" "models/$m.net" --batch 4 -o "$tmp/$m.plan" >/dev/null 2>"$tmp/dpc.err"; then
-        bad "dpc $m: $(cat "$tmp/dpc.err")"
-        continue
-    fi
-    train "$m" cpu cpu && train "$m" cuda cuda && train "$m" cuda cuda2 || continue
-    check "$m: 3 losses on each side" [ "$(cat "$tmp/$m-cpu.loss" "$tmp/$m-cuda.loss" | wc -l)" = 6 ]
-    check "$m: simulated cuda == cpu (losses 1e-4, parameters 1e-3)" \
-        $py - "$tmp/$m-cpu.loss" "$tmp/$m-cuda.loss" "$tmp/$m-cpu.st" "$tmp/$m-cuda.st" <<'PY'
+# cmp.py CPU.loss CUDA.loss CPU.st CUDA.st: the losses within 1e-4 relative,
+# every tensor's every value within 1e-3 of max(1, |cpu|).
+cat >"$tmp/cmp.py" <<'PY'
 import json, struct, sys
 def tensors(p):
     d = open(p, 'rb').read()
@@ -72,6 +60,8 @@ def tensors(p):
 ok = True
 lc = [l.split() for l in open(sys.argv[1])]
 lg = [l.split() for l in open(sys.argv[2])]
+if not lc or len(lc) != len(lg):
+    print(f'{len(lc)} cpu losses, {len(lg)} cuda losses'); ok = False
 for (s, a), (_, b) in zip(lc, lg):
     a, b = float(a), float(b)
     if abs(a - b) > 1e-4 * abs(a):
@@ -85,9 +75,38 @@ for k in tc.keys() & tg.keys():
             print(f'{k}[{i}]: cpu {a!r} cuda {b!r}'); ok = False; break
 sys.exit(0 if ok else 1)
 PY
+lr_cnn_small=() lr_resnet18=(--lr 0.0001)
+train() { # model device tag [dprun options...]
+    local -n lr=lr_$1
+    local m=$1 dev=$2 tag=$3
+    shift 3
+    DPC_DEBUG=2 "$bin/dprun" "$tmp/$m.plan" --device "$dev" "$@" --data "$tmp/cifar" --steps 3 --no-shuffle \
+        --no-augment "${lr[@]}" --save-params "$tmp/$m-$tag.st" >/dev/null 2>"$tmp/$m-$tag.err" ||
+        { bad "$m on $dev: $(tail -n 3 "$tmp/$m-$tag.err")"; return 1; }
+    sed -n 's/.*debug: step \([0-9]*\) loss \(.*\)/\1 \2/p' "$tmp/$m-$tag.err" >"$tmp/$m-$tag.loss"
+}
+for m in $models; do
+    if ! "$bin/dpc" "models/$m.net" --batch 4 -o "$tmp/$m.plan" >/dev/null 2>"$tmp/dpc.err"; then
+        bad "dpc $m: $(cat "$tmp/dpc.err")"
+        continue
+    fi
+    train "$m" cpu cpu && train "$m" cuda cuda && train "$m" cuda cuda2 || continue
+    check "$m: 3 losses on each side" [ "$(cat "$tmp/$m-cpu.loss" "$tmp/$m-cuda.loss" | wc -l)" = 6 ]
+    check "$m: simulated cuda == cpu (losses 1e-4, parameters 1e-3)" \
+        $py "$tmp/cmp.py" "$tmp/$m-cpu.loss" "$tmp/$m-cuda.loss" "$tmp/$m-cpu.st" "$tmp/$m-cuda.st"
     check "$m: two cuda runs: the same losses" cmp -s "$tmp/$m-cuda.loss" "$tmp/$m-cuda2.loss"
     check "$m: two cuda runs: the same parameter bytes" cmp -s "$tmp/$m-cuda.st" "$tmp/$m-cuda2.st"
 done
+
+# ---- two replica threads launching at once (each its own simulator state
+# and shared memory): --gpus 2 on two fake devices == --gpus 2 on the cpu.
+if [ -f "$tmp/cnn_small.plan" ]; then
+    if DPC_FAKE_CUDA_DEVICES=2 train cnn_small cuda g2 --gpus 2 && train cnn_small cpu g2cpu --gpus 2; then
+        check "cnn_small --gpus 2: simulated cuda == cpu" \
+            $py "$tmp/cmp.py" "$tmp/cnn_small-g2cpu.loss" "$tmp/cnn_small-g2.loss" \
+            "$tmp/cnn_small-g2cpu.st" "$tmp/cnn_small-g2.st"
+    fi
+fi
 
 # ---- an image whose source is gone ----------------------------------------------
 # The NVRTC cache of the runs above, without its .cu files: the cubins are
