@@ -8,7 +8,9 @@
 #    lanes (or lanes past the end of the block) are reported as errors;
 #    a shared-memory tree reduction runs without a race reported, while
 #    write-write, write-read and read-write races and an index past the end
-#    of a DPC_SHARED_ARRAY are reported;
+#    of a DPC_SHARED_ARRAY are reported; a SIGSEGV handler names the faulting
+#    kernel, block and thread with sim_where() (lane 15 runs on first after
+#    the shuffle that lane 15 completes);
 #  - compiles every emitted CUDA kernel of every model (train and eval, fp32
 #    and bf16) as host C++ against cuda_sim.h, each with its SIM_KERNEL entry;
 #  - runs emitted elementwise kernels of mlp under the simulator and compares
@@ -81,6 +83,8 @@ if [ $built = 1 ] && build_or_fail sim_kernels "$cxx" "${flags[@]}" -o "$out/sim
     expect_fail "shared: a read of another thread's write" \
         "$sc s: thread 1 (1,0,0) reads s[0], which thread 0 (0,0,0) wrote in the same barrier interval with no barrier or warp operation of both between them (a write-read race)" \
         "$k" shared 6
+    expect_fail "sim_where names the faulting kernel, block and thread" \
+        'kernel half_warp_shfl block (0,0,0) thread (15,0,0)' "$k" where
     check "warp_allsum: xor butterfly and ballot" "$k" allsum 8
     check "half-warp shuffle with a half-warp mask" "$k" halfwarp 0x0000ffff
     expect_fail "divergent barrier" \

@@ -3,13 +3,18 @@
  *     sim_kernels sum N GRID BLOCK    block_sum == a serial sum
  *     sim_kernels tree N GRID BLOCK   tree_sum == a serial sum
  *     sim_kernels shared MODE         shared_check in MODE (see its source)
+ *     sim_kernels where               half_warp_shfl writing to a page it may not
+ *                                     touch: the SIGSEGV handler prints sim_where()
  *     sim_kernels allsum WARPS        warp_allsum: every lane its warp's sum, the ballot
  *     sim_kernels divergent           divergent_barrier (must fail)
  *     sim_kernels halfwarp MASK       half_warp_shfl with MASK (0xffffffff must fail)
  * Prints `ok` and exits 0, or prints the failure on stderr and exits 1. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <vector>
 
 #include "sim.h"
@@ -130,8 +135,30 @@ int main(int argc, char **argv) {
         printf("ok\n");
         return 0;
     }
-    fprintf(
-        stderr,
-        "usage: sim_kernels sum|tree N GRID BLOCK | shared MODE | allsum WARPS | divergent | halfwarp MASK\n");
+    if (argc >= 2 && !strcmp(argv[1], "where")) {
+        if (*sim_where()) {
+            fprintf(stderr, "sim_kernels: sim_where() outside a launch: '%s'\n", sim_where());
+            return 1;
+        }
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = [](int) {
+            const char *w = sim_where();
+            ssize_t r = write(2, w, strlen(w));
+            r = write(2, "\n", 1);
+            (void)r;
+            _exit(1);
+        };
+        sigaction(SIGSEGV, &sa, nullptr);
+        float *o = (float *)mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        unsigned mask = 0x0000ffffu;
+        void *args[] = {&o, &mask};
+        launch("half_warp_shfl", sim_entry_half_warp_shfl, 1, 64, args);
+        fprintf(stderr, "sim_kernels: the write to a PROT_NONE page did not fault\n");
+        return 2;
+    }
+    fprintf(stderr,
+            "usage: sim_kernels sum|tree N GRID BLOCK | shared MODE | where | allsum WARPS | "
+            "divergent | halfwarp MASK\n");
     return 2;
 }
