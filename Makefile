@@ -134,10 +134,23 @@ test: $(GPU_TOOLS)
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+#
+# `make fake` builds it: libcuda + libcublas + libnccl in one library whose
+# kernels run their CUDA source under the simulator (tests/sim, C++: the
+# library links with g++). Kernel objects are built at run time with g++
+# against FAKE_SIM_DIR's headers (DPC_FAKE_SIM_DIR overrides it).
+.PHONY: fake
+fake: $(BUILD)/fake/libfakecuda.so
 ifeq ($(HAVE_CUDA),1)
 test: $(BUILD)/fake/libfakecuda.so
 endif
-$(BUILD)/fake/libfakecuda.so: tests/fake/fake_cuda.c | $(DEPS_OK)
+SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
+$(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fPIC -shared -o $@ $< -lopenblas
+	$(CXX) -std=c++17 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -fPIC -pthread -Itests/sim -c -o $@ $<
+$(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/sim -DFAKE_SIM_DIR='"$(abspath tests/sim)"' -fPIC -c -o $@ $<
+$(BUILD)/fake/libfakecuda.so: $(BUILD)/fake/fake_cuda.o $(BUILD)/fake/sim.o
+	$(CXX) $(SANFLAGS) -pthread -shared -o $@ $^ -lopenblas -ldl
 # ---- end of the CUDA block ------------------------------------------------------

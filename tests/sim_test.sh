@@ -6,6 +6,11 @@
 #    equals the serial sum, a butterfly and a ballot give every lane its
 #    warp's values, a divergent __syncthreads() and a shuffle naming exited
 #    lanes (or lanes past the end of the block) are reported as errors;
+#    a shared-memory tree reduction runs without a race reported, while
+#    write-write, write-read and read-write races and an index past the end
+#    of a DPC_SHARED_ARRAY are reported; a SIGSEGV handler names the faulting
+#    kernel, block and thread with sim_where() (lane 15 runs on first after
+#    the shuffle that lane 15 completes);
 #  - compiles every emitted CUDA kernel of every model (train and eval, fp32
 #    and bf16) as host C++ against cuda_sim.h, each with its SIM_KERNEL entry;
 #  - runs emitted elementwise kernels of mlp under the simulator and compares
@@ -21,7 +26,9 @@ flags=(-std=c++17 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -Itests/sim)
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off)
 case "$build" in
 *asan*)
-    san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    # -fno-sanitize=null: gcc's UBSan reports the address of a thread_local
+    # (threadIdx) in an executable as null; the fake's -fPIC objects are fine.
+    san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -fno-sanitize=null)
     flags+=("${san[@]}") cflags+=("${san[@]}")
     ;;
 esac
@@ -42,7 +49,7 @@ build_or_fail() { # what, command...
 built=1
 build_or_fail sim.o "$cxx" "${flags[@]}" -c tests/sim/sim.cpp -o "$out/sim.o" || built=0
 objs=()
-for k in block_sum warp_allsum divergent_barrier half_warp_shfl; do
+for k in block_sum warp_allsum divergent_barrier half_warp_shfl tree_sum shared_check; do
     kernel_tu "tests/sim/kernels/$k.cu" >"$out/$k.cpp"
     build_or_fail "$k" "$cxx" "${flags[@]}" -c "$out/$k.cpp" -o "$out/$k.o" || built=0
     objs+=("$out/$k.o")
@@ -56,6 +63,28 @@ if [ $built = 1 ] && build_or_fail sim_kernels "$cxx" "${flags[@]}" -o "$out/sim
     expect_fail "full-mask shuffle in a partial warp (block of 200)" \
         'block_sum: block (0,0,0): __shfl_down_sync with mask 0xffffffff in thread 192 (192,0,0) names lane 8, which does not exist (block of 200 threads)' \
         "$k" sum 5000 2 200
+    check "tree_sum: shared tree, __syncwarp and shuffle tail (no race reported)" "$k" tree 100000 3 1024
+    check "tree_sum, 64 threads" "$k" tree 999 2 64
+    check "shared: __syncthreads orders a write and another thread's read" "$k" shared 3
+    check "shared: __syncwarp orders lanes of one warp" "$k" shared 4
+    sc='shared_check: block (0,0,0): shared array'
+    expect_fail "shared: write-write race" \
+        "$sc s: thread 1 (1,0,0) writes s[0], which thread 0 (0,0,0) wrote in the same barrier interval with no barrier or warp operation of both between them (a write-write race)" \
+        "$k" shared 0
+    expect_fail "shared: a write after another thread's read" \
+        "$sc s: thread 1 (1,0,0) writes s[1], which thread 0 (0,0,0) read in the same barrier interval with no barrier or warp operation of both between them (a read-write race)" \
+        "$k" shared 1
+    expect_fail "shared: index past the end" \
+        'shared_check: block (0,0,0): thread 32 (32,0,0): index 32 is outside shared array small[32]' \
+        "$k" shared 2
+    expect_fail "shared: __syncwarp does not order two warps" \
+        "$sc s: thread 63 (63,0,0) writes s[63], which thread 31 (31,0,0) read in the same barrier interval with no barrier or warp operation of both between them (a read-write race)" \
+        "$k" shared 5
+    expect_fail "shared: a read of another thread's write" \
+        "$sc s: thread 1 (1,0,0) reads s[0], which thread 0 (0,0,0) wrote in the same barrier interval with no barrier or warp operation of both between them (a write-read race)" \
+        "$k" shared 6
+    expect_fail "sim_where names the faulting kernel, block and thread" \
+        'kernel half_warp_shfl block (0,0,0) thread (15,0,0)' "$k" where
     check "warp_allsum: xor butterfly and ballot" "$k" allsum 8
     check "half-warp shuffle with a half-warp mask" "$k" halfwarp 0x0000ffff
     expect_fail "divergent barrier" \

@@ -8,10 +8,17 @@
  * What it is: DPC_FAKE_CUDA_DEVICES "devices" (default 1, at most 8; sm_90,
  * 132 SMs) whose memory is host memory,
  * whose streams run each operation when it is issued (so all ordering is
- * trivially kept), and which cannot run GPU code: the module image (a real
- * NVRTC cubin) is accepted and ignored, and a kernel runs the C-dialect
- * function of the same name that the test registers (codegen emits the same
- * kernels, names and arguments in both dialects). GEMMs run through cblas
+ * trivially kept), and whose kernels run the exact CUDA source under the
+ * simulator (tests/sim): cuModuleLoadDataEx finds the cached cubin equal to
+ * the image in the kernel cache ($DPC_CACHE_DIR, else ~/.cache/dpc, where
+ * rt_cuda_compile_cached writes BASE.cu and then BASE.cubin), builds its
+ * sibling BASE.cu as host C++ against tests/sim/cuda_sim.h with g++ into a
+ * shared object (cached by a hash of the source in CACHE/fake-sim) and
+ * dlopens it; cuLaunchKernel runs sim_launch with the grid, block and
+ * parameter values it was given. Each OS thread has its own simulator state
+ * and shared memory (cuda_sim.h), so replicas launch at the same time with
+ * no lock. The simulator's directory is baked in (FAKE_SIM_DIR) and
+ * DPC_FAKE_SIM_DIR overrides it. GEMMs run through cblas
  * exactly as cuBLAS defines its arguments. While a stream captures, launches
  * and GEMMs are recorded with their argument values (as the driver does) and
  * a graph launch replays them; host copies, memsets and allocations during
@@ -41,6 +48,9 @@
 #include <cblas.h>
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <math.h>
@@ -48,14 +58,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen/bf16.h"
+#include "sim.h"
 
-#define MAX_ARGS 64
+#define MAX_ARGS        64
+#define MAX_PARAM_BYTES (MAX_ARGS * 8)
 
-/* The C dialect's kernel ABI (codegen.h): iterations [lo, hi) of count. */
-typedef void (*c_kernel)(void *const *arg, long long count, long long lo, long long hi);
+#ifndef FAKE_SIM_DIR
+#error "build with -DFAKE_SIM_DIR=\"/abs/path/to/tests/sim\""
+#endif
 
 #define MAX_DEVICES 8
 #define MAX_JOINED  8
@@ -70,12 +84,14 @@ struct CUevent_st {
     struct CUgraph_st *rec;
 }; /* recorded inside that capture */
 struct CUmod_st {
-    int unused;
+    void *so;                /* the kernels built for the simulator */
+    struct CUfunc_st *funcs; /* handed out by cuModuleGetFunction */
 };
 struct CUfunc_st {
     char name[128];
-    c_kernel fn;
+    sim_entry fn;
     int nargs;
+    size_t size[MAX_ARGS]; /* each parameter's bytes */
     struct CUfunc_st *next;
 };
 struct cublasContext {
@@ -87,8 +103,8 @@ enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_COPY };
 typedef struct {
     int kind;
     struct CUfunc_st *f;
-    void *arg[MAX_ARGS];
-    long long count;
+    unsigned grid, block;                 /* x only: y = z = 1 */
+    unsigned char param[MAX_PARAM_BYTES]; /* the values, each 8-aligned */
     /* GEMM */
     cublasOperation_t ta, tb;
     int m, n, k, lda, ldb, ldc, batch;
@@ -115,33 +131,12 @@ struct CUgraphExec_st {
 };
 
 static struct CUctx_st ctxs[MAX_DEVICES];
-static struct CUfunc_st *registry;       /* kernels the test registered */
 static _Thread_local int capturing_here; /* this thread began a capture */
 
 static int devices(void) {
     const char *s = getenv("DPC_FAKE_CUDA_DEVICES");
     int n = s && *s ? atoi(s) : 1;
     return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
-}
-
-/* For the test: the C function that stands for kernel `name`. */
-void fake_cuda_register(const char *name, c_kernel fn, int nargs) {
-    struct CUfunc_st *f = calloc(1, sizeof *f);
-    if (!f) abort();
-    snprintf(f->name, sizeof f->name, "%s", name);
-    f->fn = fn;
-    f->nargs = nargs;
-    f->next = registry;
-    registry = f;
-}
-
-/* For the test: forget every registered kernel. */
-void fake_cuda_reset(void) {
-    while (registry) {
-        struct CUfunc_st *f = registry;
-        registry = f->next;
-        free(f);
-    }
 }
 
 static void allreduce_now(struct ncclComm *c, const float *src, float *dst, size_t count);
@@ -210,29 +205,44 @@ void fake_trace(char *buf, int max) {
     pthread_mutex_unlock(&trace_mu);
 }
 
-static void run(const op *o) {
-    trace('k');
-    if (o->kind == OP_KERNEL) {
-        o->f->fn(o->arg, o->count, 0, o->count);
-        return;
+/* A kernel under the simulator: its one-line error on stderr. */
+static CUresult run_kernel(const op *o) {
+    void *args[MAX_ARGS];
+    size_t off = 0;
+    for (int j = 0; j < o->f->nargs; j++) {
+        args[j] = (void *)(o->param + off);
+        off += (o->f->size[j] + 7) / 8 * 8;
     }
+    char err[1024];
+    sim_dim3 grid = {o->grid, 1, 1}, block = {o->block, 1, 1};
+    if (sim_launch(o->f->name, o->f->fn, grid, block, 0, args, err, sizeof err)) {
+        fprintf(stderr, "fake cuda: %s\n", err);
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult run(const op *o) {
+    trace('k');
+    if (o->kind == OP_KERNEL) return run_kernel(o);
     if (o->kind == OP_ALLREDUCE) {
         allreduce_now(o->comm, o->src, o->dst, o->bytes);
-        return;
+        return CUDA_SUCCESS;
     }
     if (o->kind == OP_COPY) {
         memmove(o->dst, o->src, o->bytes);
-        return;
+        return CUDA_SUCCESS;
     }
     if (o->bf16_ab || o->bf16_c) {
         run_bf16(o);
-        return;
+        return CUDA_SUCCESS;
     }
     for (int p = 0; p < o->batch; p++)
         cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
                     o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha,
                     o->A + p * o->sa, o->lda, o->B + p * o->sb, o->ldb, o->beta, o->C + p * o->sc,
                     o->ldc);
+    return CUDA_SUCCESS;
 }
 
 /* Runs now, or records when the stream captures. */
@@ -247,8 +257,7 @@ static CUresult issue(CUstream s, const op *o) {
         g->ops[g->n++] = *o;
         return CUDA_SUCCESS;
     }
-    run(o);
-    return CUDA_SUCCESS;
+    return run(o);
 }
 
 static CUresult not_captured(CUstream s) {
@@ -413,45 +422,308 @@ CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     return CUDA_SUCCESS;
 }
 
-static struct CUmod_st the_module;
+/* ---- modules: the cubin's CUDA source, built for the simulator -------------------- */
+
+static pthread_mutex_t module_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The bytes an ELF64 image spans: the furthest end of its headers, its
+ * sections' and its segments' contents (0 when it is not ELF64). */
+static size_t elf_size(const unsigned char *d) {
+    if (memcmp(d, "\177ELF", 4) || d[4] != 2) return 0;
+    uint64_t phoff, shoff, v;
+    uint16_t phentsize, phnum, shentsize, shnum;
+    memcpy(&phoff, d + 0x20, 8), memcpy(&shoff, d + 0x28, 8);
+    memcpy(&phentsize, d + 0x36, 2), memcpy(&phnum, d + 0x38, 2);
+    memcpy(&shentsize, d + 0x3A, 2), memcpy(&shnum, d + 0x3C, 2);
+    uint64_t end = 64;
+    if (shoff + (uint64_t)shnum * shentsize > end) end = shoff + (uint64_t)shnum * shentsize;
+    if (phoff + (uint64_t)phnum * phentsize > end) end = phoff + (uint64_t)phnum * phentsize;
+    for (unsigned i = 0; i < shnum && shentsize >= 0x28; i++) {
+        const unsigned char *h = d + shoff + (uint64_t)i * shentsize;
+        uint32_t type;
+        uint64_t off;
+        memcpy(&type, h + 4, 4), memcpy(&off, h + 0x18, 8), memcpy(&v, h + 0x20, 8);
+        if (type != 8 /* SHT_NOBITS */ && off + v > end) end = off + v;
+    }
+    for (unsigned i = 0; i < phnum && phentsize >= 0x28; i++) {
+        const unsigned char *h = d + phoff + (uint64_t)i * phentsize;
+        uint64_t off;
+        memcpy(&off, h + 8, 8), memcpy(&v, h + 0x20, 8);
+        if (off + v > end) end = off + v;
+    }
+    return end;
+}
+
+/* The whole file, NUL-terminated (*n its length), or NULL. */
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    if (!fseek(f, 0, SEEK_END)) {
+        long len = ftell(f);
+        if (len >= 0 && !fseek(f, 0, SEEK_SET) && (buf = malloc((size_t)len + 1))) {
+            if (fread(buf, 1, (size_t)len, f) == (size_t)len) {
+                buf[len] = 0;
+                *n = (size_t)len;
+            } else {
+                free(buf);
+                buf = NULL;
+            }
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* rt_cache_dir's directory, absolute (the kernel TU includes by path). */
+static void cache_dir(char *dir, size_t n) {
+    const char *env = getenv("DPC_CACHE_DIR"), *home = getenv("HOME");
+    char given[4096], abs[PATH_MAX];
+    if (env && *env)
+        snprintf(given, sizeof given, "%s", env);
+    else
+        snprintf(given, sizeof given, "%s/.cache/dpc", home && *home ? home : "/tmp");
+    snprintf(dir, n, "%s", realpath(given, abs) ? abs : given);
+}
+
+/* BASE.cu of the dpc2-cuda-BASE.cubin in the cache whose bytes are image's,
+ * read into memory; NULL with why set when there is none. */
+static char *find_source(const void *image, char *cu, size_t culen, char *why, size_t whylen) {
+    char dir[4096];
+    cache_dir(dir, sizeof dir);
+    size_t want = elf_size(image);
+    DIR *d = want ? opendir(dir) : NULL;
+    if (!d) {
+        snprintf(why, whylen, "%s",
+                 want ? "cannot open the kernel cache" : "the image is not an ELF cubin");
+        return NULL;
+    }
+    char *src = NULL;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "dpc2-cuda-", 10) || len < 6 ||
+            strcmp(e->d_name + len - 6, ".cubin"))
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n = 0;
+        char *bin = read_file(path, &n);
+        found = bin && n == want && !memcmp(bin, image, n);
+        free(bin);
+        if (found) snprintf(cu, culen, "%.*s.cu", (int)(strlen(path) - 6), path);
+    }
+    closedir(d);
+    if (!found) {
+        snprintf(why, whylen, "no dpc2-cuda-*.cubin in %s equals the image", dir);
+        return NULL;
+    }
+    size_t n = 0;
+    src = read_file(cu, &n);
+    if (!src) snprintf(why, whylen, "cannot read %s, the source of the image", cu);
+    return src;
+}
+
+static uint64_t fnv(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* s single-quoted for the shell, appended to buf. */
+static void quote(char *buf, size_t n, const char *s) {
+    size_t k = strlen(buf);
+    if (k + 1 < n) buf[k++] = '\'';
+    for (; *s && k + 5 < n; s++) {
+        if (*s == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else
+            buf[k++] = *s;
+    }
+    if (k + 1 < n) buf[k++] = '\'';
+    buf[k] = 0;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_SAN \
+    " -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+#else
+#define SIM_SAN ""
+#endif
+#define SIM_CXXFLAGS "-std=c++17 -O1 -fPIC -shared -ffp-contract=off" SIM_SAN
+
+/* The shared object of source (its kernels, SIM_KERNEL each), built into
+ * CACHE/fake-sim/HASH.so unless it is there; its path into so. */
+static int build_so(const char *source, char *so, size_t solen, char *why, size_t whylen) {
+    const char *simdir = getenv("DPC_FAKE_SIM_DIR");
+    if (!simdir || !*simdir) simdir = FAKE_SIM_DIR;
+    char dir[4096], hdr[4200], self[4096];
+    Dl_info info;
+    if (!dladdr((void *)cuInit, &info) || !info.dli_fname || !realpath(info.dli_fname, self)) {
+        snprintf(why, whylen, "cannot find the fake driver's own file");
+        return -1;
+    }
+    /* The source, the flags and the simulator's headers name the object. */
+    uint64_t h = fnv(0xcbf29ce484222325ull, SIM_CXXFLAGS, sizeof SIM_CXXFLAGS);
+    h = fnv(h, self, strlen(self));
+    const char *const hdrs[] = {"cuda_sim.h", "sim.h"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(hdr, sizeof hdr, "%s/%s", simdir, hdrs[i]);
+        size_t n = 0;
+        char *t = read_file(hdr, &n);
+        if (!t) {
+            snprintf(why, whylen, "cannot read %s (set DPC_FAKE_SIM_DIR to tests/sim)", hdr);
+            return -1;
+        }
+        h = fnv(h, t, n);
+        free(t);
+    }
+    h = fnv(h, source, strlen(source));
+    cache_dir(dir, sizeof dir);
+    strncat(dir, "/fake-sim", sizeof dir - strlen(dir) - 1);
+    if (mkdir(dir, 0700) && access(dir, W_OK)) {
+        snprintf(why, whylen, "cannot create %s", dir);
+        return -1;
+    }
+    snprintf(so, solen, "%s/%016llx.so", dir, (unsigned long long)h);
+    if (!access(so, R_OK)) return 0;
+    char cu[4300], tu[4300], tmp[4300], log[4300];
+    snprintf(cu, sizeof cu, "%s/%016llx.cu", dir, (unsigned long long)h);
+    snprintf(tu, sizeof tu, "%s/%016llx.cpp", dir, (unsigned long long)h);
+    snprintf(tmp, sizeof tmp, "%s/tmp-%ld-%016llx.so", dir, (long)getpid(), (unsigned long long)h);
+    snprintf(log, sizeof log, "%s/%016llx.log", dir, (unsigned long long)h);
+    FILE *f = fopen(cu, "w"), *g = fopen(tu, "w");
+    if (f) fputs(source, f);
+    /* The TU of tests/sim_test.sh's kernel_tu: the simulator, the text, an
+     * entry per `extern "C" __global__ void NAME(`. */
+    if (g) {
+        fprintf(g, "#include \"cuda_sim.h\"\n#include \"%s\"\n", cu);
+        const char *key = "extern \"C\" __global__ void ";
+        for (const char *p = source; (p = strstr(p, key)); p++) {
+            if (p != source && p[-1] != '\n') continue;
+            const char *nm = p + strlen(key), *e = nm;
+            while ((*e >= 'A' && *e <= 'Z') || (*e >= 'a' && *e <= 'z') ||
+                   (*e >= '0' && *e <= '9') || *e == '_')
+                e++;
+            if (*e == '(') fprintf(g, "SIM_KERNEL(%.*s)\n", (int)(e - nm), nm);
+        }
+    }
+    int bad = !f || !g;
+    if (f) bad |= fclose(f) != 0;
+    if (g) bad |= fclose(g) != 0;
+    if (bad) {
+        snprintf(why, whylen, "cannot write %s", tu);
+        return -1;
+    }
+    char cmd[20000] = "g++ " SIM_CXXFLAGS " -I";
+    quote(cmd, sizeof cmd, simdir);
+    strncat(cmd, " -o ", sizeof cmd - strlen(cmd) - 1);
+    quote(cmd, sizeof cmd, tmp);
+    strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
+    quote(cmd, sizeof cmd, tu);
+    strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
+    quote(cmd, sizeof cmd, self); /* the simulator's symbols */
+    strncat(cmd, " 2>", sizeof cmd - strlen(cmd) - 1);
+    quote(cmd, sizeof cmd, log);
+    if (system(cmd) != 0) {
+        size_t n = 0;
+        char *t = read_file(log, &n);
+        char *nl = t ? strchr(t, '\n') : NULL;
+        if (nl) *nl = 0;
+        snprintf(why, whylen, "g++ cannot build %s for the simulator (%s): %s", cu, log,
+                 t ? t : "no log");
+        free(t);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, so)) {
+        snprintf(why, whylen, "cannot rename %s to %s", tmp, so);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
 
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n,
                                     CUjit_option *opt, void **val) {
     (void)n, (void)opt, (void)val;
-    /* The image must be what NVRTC makes for an sm_90 device: a cubin. */
-    if (!image || memcmp(image, "\177ELF", 4)) return CUDA_ERROR_INVALID_IMAGE;
-    *m = &the_module;
+    char cu[4400], so[4400], why[24576];
+    if (!image) return CUDA_ERROR_INVALID_IMAGE;
+    pthread_mutex_lock(&module_mu);
+    char *src = find_source(image, cu, sizeof cu, why, sizeof why);
+    int rc = src ? build_so(src, so, sizeof so, why, sizeof why) : -1;
+    free(src);
+    void *h = rc ? NULL : dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (!rc && !h) snprintf(why, sizeof why, "cannot load %s: %s", so, dlerror());
+    pthread_mutex_unlock(&module_mu);
+    if (!h) {
+        fprintf(stderr, "fake cuda: cuModuleLoadDataEx: %s\n", why);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *m = calloc(1, sizeof **m);
+    if (!*m) return CUDA_ERROR_OUT_OF_MEMORY;
+    (*m)->so = h;
     return CUDA_SUCCESS;
 }
+/* The object stays loaded: its thread_local shared memory may outlive this. */
 CUresult CUDAAPI cuModuleUnload(CUmodule m) {
-    return m == &the_module ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    while (m->funcs) {
+        struct CUfunc_st *f = m->funcs;
+        m->funcs = f->next;
+        free(f);
+    }
+    free(m);
+    return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
-    (void)m;
-    for (struct CUfunc_st *r = registry; r; r = r->next)
-        if (!strcmp(r->name, name)) {
-            *f = r;
-            return CUDA_SUCCESS;
+    char sym[200];
+    if (!m || strlen(name) >= 128) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(sym, sizeof sym, "sim_entry_%s", name);
+    void *entry = dlsym(m->so, sym);
+    snprintf(sym, sizeof sym, "sim_sizes_%s", name);
+    void *sizes = dlsym(m->so, sym);
+    if (!entry || !sizes) return CUDA_ERROR_NOT_FOUND;
+    struct CUfunc_st *r = calloc(1, sizeof *r);
+    if (!r) return CUDA_ERROR_OUT_OF_MEMORY;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    memcpy(&r->fn, &entry, sizeof entry); /* POSIX: dlsym's void * is the function */
+    const size_t *(*get)(void);
+    memcpy(&get, &sizes, sizeof sizes);
+    size_t total = 0;
+    for (const size_t *z = get(); *z; z++) {
+        total += (*z + 7) / 8 * 8;
+        if (r->nargs == MAX_ARGS || total > MAX_PARAM_BYTES) {
+            free(r);
+            return CUDA_ERROR_NOT_SUPPORTED;
         }
-    return CUDA_ERROR_NOT_FOUND;
+        r->size[r->nargs++] = *z;
+    }
+    r->next = m->funcs;
+    m->funcs = r;
+    *f = r;
+    return CUDA_SUCCESS;
 }
+/* What the simulator runs: a 1-D grid of 1-D blocks, no dynamic shared
+ * memory (not simulated); each parameter's value is copied now (captures
+ * record them by value, as the driver does). */
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz, unsigned int shm,
                                 CUstream s, void **params, void **extra) {
-    if (!f || !params || extra || gx == 0 || gy != 1 || gz != 1 || bx == 0 || bx > 1024 ||
-        by != 1 || bz != 1 || shm)
+    if (!f || !params || extra || gx == 0 || gx > 0x7fffffffu || gy != 1 || gz != 1 || bx == 0 ||
+        bx > 1024 || by != 1 || bz != 1 || shm)
         return CUDA_ERROR_INVALID_VALUE;
     op o;
     memset(&o, 0, sizeof o);
     o.kind = OP_KERNEL;
     o.f = f;
-    /* The ABI: a device pointer per buffer, then the count (long long). */
+    o.grid = gx, o.block = bx;
+    size_t off = 0;
     for (int j = 0; j < f->nargs; j++) {
-        CUdeviceptr p;
-        memcpy(&p, params[j], sizeof p);
-        o.arg[j] = (void *)(uintptr_t)p;
+        memcpy(o.param + off, params[j], f->size[j]);
+        off += (f->size[j] + 7) / 8 * 8;
     }
-    memcpy(&o.count, params[f->nargs], sizeof o.count);
     return issue(s, &o);
 }
 
@@ -484,7 +756,10 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long lon
 }
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) {
     if (s && s->rec) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    for (size_t i = 0; i < e->g.n; i++) run(&e->g.ops[i]);
+    for (size_t i = 0; i < e->g.n; i++) {
+        CUresult r = run(&e->g.ops[i]);
+        if (r != CUDA_SUCCESS) return r;
+    }
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec e) {

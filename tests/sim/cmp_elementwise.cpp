@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
     }
     args[nb] = &count;
     char err[512];
-    if (sim_launch(SIM_NAME, SIM_ENTRY, {grid, 1, 1}, {block, 1, 1}, 0, args.data(), err, sizeof err)) {
+    if (sim_launch(SIM_NAME, SIM_ENTRY, {grid, 1, 1}, {block, 1, 1}, 0, args.data(), err,
+                   sizeof err)) {
         fprintf(stderr, "cmp_elementwise: %s\n", err);
         return 1;
     }
@@ -50,8 +51,9 @@ int main(int argc, char **argv) {
         if (memcmp(sim[b].data(), ref[b].data(), sim[b].size() * sizeof(float))) {
             size_t i = 0;
             while (!memcmp(&sim[b][i], &ref[b][i], sizeof(float))) i++;
-            fprintf(stderr, "cmp_elementwise: %s: buffer %d differs at %zu: %a (simulated) vs %a (C)\n", SIM_NAME, b,
-                    i, sim[b][i], ref[b][i]);
+            fprintf(stderr,
+                    "cmp_elementwise: %s: buffer %d differs at %zu: %a (simulated) vs %a (C)\n",
+                    SIM_NAME, b, i, sim[b][i], ref[b][i]);
             return 1;
         }
     printf("ok\n");

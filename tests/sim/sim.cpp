@@ -14,7 +14,19 @@
  * has arrived at one; only the 32 threads of that warp take part. When no
  * thread can run, either every thread waits at the barrier (all go on), or
  * every thread has exited (the block is done), or the kernel is wrong and
- * the launch fails with a message. Blocks run one after another. */
+ * the launch fails with a message. Blocks run one after another.
+ *
+ * All of the runner's state is thread_local, so OS threads can run launches
+ * at the same time (tests/fake drives each replica from its own thread).
+ *
+ * Race detection (DPC_SHARED_ARRAY, sim.h): every element of a checked
+ * shared array remembers its last write and, per thread, its last read in
+ * the current barrier interval (an epoch: a new one at each block start and
+ * each barrier), each with the number of warp operations completed by then.
+ * Two accesses of different threads in one epoch are ordered only when both
+ * are lanes of one warp and a warp operation that both took part in
+ * completed in between: a thread's pair[l] holds the number of the last
+ * such operation it shared with lane l. */
 #include "sim.h"
 
 #include <signal.h>
@@ -23,6 +35,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <new>
+#include <vector>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -40,8 +53,8 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-uint3 threadIdx, blockIdx;
-dim3 blockDim, gridDim;
+thread_local uint3 threadIdx, blockIdx;
+thread_local dim3 blockDim, gridDim;
 
 namespace {
 
@@ -56,7 +69,8 @@ struct Fiber {
     int op, arg, width;
     unsigned mask;
     unsigned long long value, result;
-    void *fake_stack; /* ASan's fake stack while switched out */
+    void *fake_stack;            /* ASan's fake stack while switched out */
+    unsigned long long pair[32]; /* the last warp operation shared with each lane */
 };
 
 struct Sim {
@@ -70,7 +84,11 @@ struct Sim {
     ucontext_t sched;
     const void *sched_bottom; /* the scheduler's stack, for ASan */
     size_t sched_size;
-} S;
+    unsigned long long seq; /* warp operations completed */
+};
+thread_local Sim S;
+/* Barrier intervals, never reset: shared-array shadows outlive a launch. */
+thread_local unsigned long long epoch = 1;
 
 const size_t stack_size = 256 * 1024;
 
@@ -156,13 +174,15 @@ void diagnose() {
             if (!(f.mask >> l & 1)) continue;
             unsigned u = base + l;
             if (u >= S.n) {
-                fail("%s with mask 0x%08x in %s names lane %u, which does not exist (block of %u threads)",
-                     op_names[f.op], f.mask, thread_str(t, a, sizeof a), l, S.n);
+                fail(
+                    "%s with mask 0x%08x in %s names lane %u, which does not exist (block of %u threads)",
+                    op_names[f.op], f.mask, thread_str(t, a, sizeof a), l, S.n);
                 return;
             }
             if (S.f[u].state == EXITED) {
-                fail("%s with mask 0x%08x in %s names inactive lane %u (%s has exited)", op_names[f.op],
-                     f.mask, thread_str(t, a, sizeof a), l, thread_str(u, b, sizeof b));
+                fail("%s with mask 0x%08x in %s names inactive lane %u (%s has exited)",
+                     op_names[f.op], f.mask, thread_str(t, a, sizeof a), l,
+                     thread_str(u, b, sizeof b));
                 return;
             }
         }
@@ -173,7 +193,8 @@ void diagnose() {
             if (S.f[u].state == BARRIER) continue;
             fail("__syncthreads() in %s is not reached by every thread of the block: %s %s%s",
                  thread_str(t, a, sizeof a), thread_str(u, b, sizeof b),
-                 S.f[u].state == EXITED ? "has exited" : "waits at ", S.f[u].state == EXITED ? "" : waits_at(S.f[u]));
+                 S.f[u].state == EXITED ? "has exited" : "waits at ",
+                 S.f[u].state == EXITED ? "" : waits_at(S.f[u]));
             return;
         }
     }
@@ -211,10 +232,12 @@ __attribute__((noinline)) void init_fiber(Fiber &f) {
     makecontext(&f.ctx, fiber_main, 0);
     f.state = READY;
     f.fake_stack = nullptr;
+    memset(f.pair, 0, sizeof f.pair);
 }
 
 int run_block() {
     for (unsigned t = 0; t < S.n; t++) init_fiber(S.f[t]);
+    epoch++;
     for (;;) {
         bool ran = false;
         for (unsigned t = 0; t < S.n && !S.failed; t++)
@@ -231,6 +254,7 @@ int run_block() {
         }
         if (exited == S.n) return 0;
         if (barrier == S.n) {
+            epoch++;
             for (unsigned t = 0; t < S.n; t++) S.f[t].state = READY;
             continue;
         }
@@ -263,17 +287,24 @@ void complete_warp(unsigned base, unsigned mask) {
         if (!(mask >> l & 1)) continue;
         const Fiber &g = S.f[base + l];
         if (g.op != me.op || g.mask != mask || g.width != me.width) {
-            fail("%s with mask 0x%08x in %s meets %s with mask 0x%08x in lane %u", op_names[me.op], mask,
-                 thread_str(S.cur, a, sizeof a), op_names[g.op], g.mask, l);
+            fail("%s with mask 0x%08x in %s meets %s with mask 0x%08x in lane %u", op_names[me.op],
+                 mask, thread_str(S.cur, a, sizeof a), op_names[g.op], g.mask, l);
             return;
         }
         if (g.value) ballot |= 1u << l;
     }
+    S.seq++;
+    for (unsigned l = 0; l < 32; l++)
+        if (mask >> l & 1)
+            for (unsigned m = 0; m < 32; m++)
+                if (mask >> m & 1) S.f[base + l].pair[m] = S.seq;
     for (unsigned l = 0; l < 32; l++) {
         if (!(mask >> l & 1)) continue;
         Fiber &g = S.f[base + l];
-        if (me.op == SIM_BALLOT) g.result = ballot;
-        else if (me.op == SIM_SYNCWARP) g.result = 0;
+        if (me.op == SIM_BALLOT)
+            g.result = ballot;
+        else if (me.op == SIM_SYNCWARP)
+            g.result = 0;
         else {
             int s = shfl_src(me.op, l, g.arg, g.width);
             if (s >= 0 && !(mask >> s & 1)) {
@@ -290,7 +321,8 @@ void complete_warp(unsigned base, unsigned mask) {
 
 } // namespace
 
-extern "C" unsigned long long sim_warp_op(int op, unsigned mask, unsigned long long value, int arg, int width) {
+extern "C" unsigned long long sim_warp_op(int op, unsigned mask, unsigned long long value, int arg,
+                                          int width) {
     char a[64];
     Fiber &f = S.f[S.cur];
     if (!S.active) return value;
@@ -330,7 +362,127 @@ extern "C" unsigned sim_activemask(void) {
     return m;
 }
 
-static int sim_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* ---- shared arrays ----------------------------------------------------------- */
+
+namespace {
+struct Read {
+    unsigned tid;
+    unsigned long long seq;
+};
+struct Elem {
+    unsigned long long w_epoch, w_seq, r_epoch;
+    unsigned w_tid;
+    std::vector<Read> reads; /* of r_epoch, one per thread */
+};
+/* An access of thread u when seq was s happened before the running thread's now. */
+bool ordered(unsigned u, unsigned long long s) {
+    return u == S.cur || (u / 32 == S.cur / 32 && S.f[S.cur].pair[u % 32] > s);
+}
+void race(const char *name, long long i, bool write, unsigned u, bool u_wrote) {
+    char a[64], b[64];
+    fail("shared array %s: %s %s %s[%lld], which %s %s in the same barrier interval with no "
+         "barrier or warp operation of both between them (a %s-%s race)",
+         name, thread_str(S.cur, a, sizeof a), write ? "writes" : "reads", name, i,
+         thread_str(u, b, sizeof b), u_wrote ? "wrote" : "read", u_wrote ? "write" : "read",
+         write ? "write" : "read");
+}
+} // namespace
+
+struct sim_shadow {
+    size_t n;
+    Elem *e;
+};
+
+extern "C" void sim_shadow_free(sim_shadow *sh) {
+    if (!sh) return;
+    delete[] sh->e;
+    delete sh;
+}
+
+extern "C" void sim_shared_access(sim_shadow **shadow, const char *name, size_t n, long long i,
+                                  int write) {
+    if (!S.active) return;
+    char a[64];
+    if (write < 0) {
+        fail("%s: index %lld is outside shared array %s[%zu]", thread_str(S.cur, a, sizeof a), i,
+             name, n);
+        yield(false); /* never resumed */
+    }
+    sim_shadow *sh = *shadow;
+    if (!sh) {
+        sh = new sim_shadow{n, new Elem[n]()};
+        *shadow = sh;
+    }
+    Elem &e = sh->e[i];
+    if (e.w_epoch == epoch && !ordered(e.w_tid, e.w_seq)) {
+        race(name, i, write, e.w_tid, true);
+        yield(false);
+    }
+    if (e.r_epoch != epoch) e.reads.clear(), e.r_epoch = epoch;
+    if (write) {
+        for (const Read &r : e.reads)
+            if (!ordered(r.tid, r.seq)) {
+                race(name, i, true, r.tid, false);
+                yield(false);
+            }
+        e.w_epoch = epoch, e.w_seq = S.seq, e.w_tid = S.cur;
+        return;
+    }
+    for (Read &r : e.reads)
+        if (r.tid == S.cur) {
+            r.seq = S.seq;
+            return;
+        }
+    e.reads.push_back({S.cur, S.seq});
+}
+
+extern "C" const char *sim_where(void) {
+    static thread_local char buf[256];
+    if (!S.active) return "";
+    snprintf(buf, sizeof buf, "kernel %s block (%u,%u,%u) thread (%u,%u,%u)", S.name, blockIdx.x,
+             blockIdx.y, blockIdx.z, threadIdx.x, threadIdx.y, threadIdx.z);
+    return buf;
+}
+
+/* This OS thread's fibers and their stacks, each above a guard page, kept
+ * from launch to launch (mapping them anew costs more than a small kernel). */
+namespace {
+struct Pool {
+    char *mem = nullptr;
+    Fiber *f = nullptr;
+    unsigned long long n = 0;
+    size_t bytes = 0;
+    Fiber *get(unsigned long long want) {
+        if (want <= n) return f;
+        release();
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), each = stack_size + page;
+        char *m = (char *)mmap(nullptr, each * want, PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) return nullptr;
+        Fiber *fs = new (std::nothrow) Fiber[want];
+        if (!fs) {
+            munmap(m, each * want);
+            return nullptr;
+        }
+        for (unsigned long long t = 0; t < want; t++) {
+            mprotect(m + t * each, page, PROT_NONE); /* a stack overflow faults */
+            fs[t].stack = m + t * each + page;
+        }
+        mem = m, f = fs, n = want, bytes = each * want;
+        return f;
+    }
+    void release() {
+        delete[] f;
+        if (mem) munmap(mem, bytes);
+        mem = nullptr, f = nullptr, n = 0;
+    }
+    ~Pool() { release(); }
+};
+thread_local Pool pool;
+} // namespace
+
+static int sim_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int sim_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -339,31 +491,20 @@ static int sim_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-extern "C" int sim_launch(const char *name, sim_entry fn, sim_dim3 grid, sim_dim3 block, size_t shared_bytes,
-                          void **args, char *err, size_t errlen) {
+extern "C" int sim_launch(const char *name, sim_entry fn, sim_dim3 grid, sim_dim3 block,
+                          size_t shared_bytes, void **args, char *err, size_t errlen) {
     if (S.active) return sim_fail(err, errlen, "%s: launched from inside a simulated kernel", name);
     unsigned long long n = (unsigned long long)block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || grid.y > 65535 || grid.z > 65535)
         return sim_fail(err, errlen, "%s: bad grid (%u,%u,%u)", name, grid.x, grid.y, grid.z);
     if (!n || n > 1024 || block.z > 64)
-        return sim_fail(err, errlen, "%s: bad block (%u,%u,%u): 1 to 1024 threads", name, block.x, block.y,
-                        block.z);
+        return sim_fail(err, errlen, "%s: bad block (%u,%u,%u): 1 to 1024 threads", name, block.x,
+                        block.y, block.z);
     if (shared_bytes)
-        return sim_fail(err, errlen, "%s: dynamic shared memory (%zu bytes) is not simulated yet", name,
-                        shared_bytes);
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), each = stack_size + page;
-    char *mem = (char *)mmap(nullptr, each * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                             -1, 0);
-    if (mem == MAP_FAILED) return sim_fail(err, errlen, "%s: cannot map %llu fiber stacks", name, n);
-    Fiber *fibers = new (std::nothrow) Fiber[n];
-    if (!fibers) {
-        munmap(mem, each * n);
-        return sim_fail(err, errlen, "%s: out of memory for %llu fibers", name, n);
-    }
-    for (unsigned long long t = 0; t < n; t++) {
-        mprotect(mem + t * each, page, PROT_NONE); /* a stack overflow faults */
-        fibers[t].stack = mem + t * each + page;
-    }
+        return sim_fail(err, errlen, "%s: dynamic shared memory (%zu bytes) is not simulated yet",
+                        name, shared_bytes);
+    Fiber *fibers = pool.get(n);
+    if (!fibers) return sim_fail(err, errlen, "%s: cannot map %llu fiber stacks", name, n);
     S = Sim{};
     S.active = true, S.name = name, S.fn = fn, S.args = args, S.f = fibers, S.n = (unsigned)n;
     gridDim = {grid.x, grid.y, grid.z};
@@ -377,7 +518,5 @@ extern "C" int sim_launch(const char *name, sim_entry fn, sim_dim3 grid, sim_dim
             }
     if (rc) sim_fail(err, errlen, "%s", S.msg);
     S.active = false;
-    delete[] fibers;
-    munmap(mem, each * n);
     return rc;
 }

@@ -3,19 +3,19 @@
  * next to the tests): device selection, zero-filled allocations, staged
  * copies, launch arguments, GEMM pointers and offsets, the training step of
  * cnn_small and resnet18 through rt_exec, and CUDA-graph capture and replay.
- * The fake runs the C-dialect function of each kernel (same names and
- * arguments as the CUDA dialect; the CUDA module itself is still compiled by
- * NVRTC and handed to the fake driver as a cubin) and cblas for GEMMs, so
- * results equal the cpu backend's up to the order of GEMM sums (1e-4
- * relative; a wrong pointer, offset, argument or order is off by O(1)),
- * and a replayed graph equals the eager step bit for bit.
+ * The CUDA module is compiled by NVRTC and handed to the fake driver as a
+ * cubin; the fake finds its source in the kernel cache and runs each kernel's
+ * exact CUDA text under the simulator (tests/sim) with the launch's grid and
+ * block, and cblas for GEMMs, so results equal the cpu backend's up to the
+ * order of sums (1e-4 relative; a wrong pointer, offset, argument or order
+ * is off by O(1)), and a replayed graph equals the eager step bit for bit.
  * Data parallelism on two fake devices (the fake's libnccl sums across the
  * replica threads): the nccl collective trains like the local one, its
  * buckets start in backward completion order, and training with CUDA
  * graphs (whole steps with nccl, segments around a host-thread collective)
  * gives the eager losses and weights bit for bit with one graph launch per
  * step or per segment.
- * What only a GPU can show (the CUDA kernels' results, real asynchrony) is
+ * What only a GPU can show (real hardware, real asynchrony) is
  * tests/gpu/check.sh's. Without the CUDA toolkit there is nothing to test.
  */
 #include <dlfcn.h>
@@ -39,20 +39,13 @@
 
 #include "tests/fixture.h" /* here, not above: those includes are the cuda room's */
 
-/* The C dialect's kernel ABI (codegen.h); the fake runs [0, count). */
-typedef void (*c_kernel)(void *const *arg, long long count, long long lo, long long hi);
-
 static char err[8192];
 static char fake_path[1024];
-static void (*fake_register)(const char *, c_kernel, int);
-static void (*fake_reset)(void);
 static int (*fake_nccl_calls)(int, const void **, long long *, int);
 static void (*fake_nccl_clear)(void);
 static void (*fake_trace_start)(void);
 static void (*fake_trace)(char *, int);
 static int (*fake_nccl_inits)(int, char *, int *, int *);
-static void *c_modules[16];
-static int n_c_modules;
 
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
@@ -64,16 +57,13 @@ static int load_fake(void) {
         fprintf(stderr, "cannot load the fake driver: %s (run through make test)\n", dlerror());
         return -1;
     }
-    void *reg = dlsym(h, "fake_cuda_register"), *reset = dlsym(h, "fake_cuda_reset");
     void *calls = dlsym(h, "fake_nccl_calls"), *clear = dlsym(h, "fake_nccl_clear");
     void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
     void *inits = dlsym(h, "fake_nccl_inits");
-    if (!reg || !reset || !calls || !clear || !tstart || !tget || !inits) return -1;
-    memcpy(&fake_trace_start, &tstart, sizeof tstart);
+    if (!calls || !clear || !tstart || !tget || !inits) return -1;
+    memcpy(&fake_trace_start, &tstart, sizeof tstart); /* POSIX: dlsym's void * is the function */
     memcpy(&fake_trace, &tget, sizeof tget);
     memcpy(&fake_nccl_inits, &inits, sizeof inits);
-    memcpy(&fake_register, &reg, sizeof reg); /* POSIX: dlsym's void * is the function */
-    memcpy(&fake_reset, &reset, sizeof reset);
     memcpy(&fake_nccl_calls, &calls, sizeof calls);
     memcpy(&fake_nccl_clear, &clear, sizeof clear);
     setenv("DPC_LIBCUDA", fake_path, 1);
@@ -84,41 +74,6 @@ static int load_fake(void) {
 
 static ir_graph *model_graph(const char *path, int batch, int training) {
     return fx_model_graph(path, batch, training, NULL, err, sizeof err);
-}
-
-/* Registers g's C-dialect kernels with the fake under their names; checks
- * that the CUDA dialect has the same kernels (names, buffer counts). */
-static int register_kernels(const ir_graph *g) {
-    cg_program *pc = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
-    cg_program *pu = pc ? cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err) : NULL;
-    int rc = pc && pu ? 0 : -1;
-    CHECK_MSG(!rc, "%s", err);
-    if (!rc && pc->nkernels != pu->nkernels) rc = -1;
-    for (int k = 0; !rc && k < pc->nkernels; k++)
-        if (strcmp(pc->kernels[k].name, pu->kernels[k].name) ||
-            pc->kernels[k].nargs != pu->kernels[k].nargs)
-            rc = -1;
-    CHECK_MSG(!rc, "the C and CUDA dialects emit different kernels");
-    char *so = rc ? NULL : rt_cache_compile_c(pc->source, NULL, err, sizeof err);
-    void *h = so ? dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) : NULL;
-    if (!rc && !h) {
-        CHECK_MSG(0, "C module: %s", so ? dlerror() : err);
-        rc = -1;
-    }
-    for (int k = 0; !rc && k < pc->nkernels; k++) {
-        void *sym = dlsym(h, pc->kernels[k].name);
-        c_kernel fn;
-        memcpy(&fn, &sym, sizeof fn);
-        if (!sym)
-            rc = -1;
-        else
-            fake_register(pc->kernels[k].name, fn, pc->kernels[k].nargs);
-    }
-    if (h && n_c_modules < 16) c_modules[n_c_modules++] = h;
-    free(so);
-    cg_program_free(pc);
-    cg_program_free(pu);
-    return rc;
 }
 
 /* ---- selection and memory ---------------------------------------------------------- */
@@ -186,14 +141,13 @@ typedef struct {
     rt_exec *ex;
 } side;
 
-/* Ends a cpu-against-cuda test: both sides, the fake's state, the graph. */
+/* Ends a cpu-against-cuda test: both sides, the graph. */
 static void sides_free(side *const sides[2], ir_graph *g) {
     for (int k = 0; k < 2; k++) {
         rt_exec_free(sides[k]->ex);
         rt_store_free(sides[k]->st);
         rt_backend_free(sides[k]->be);
     }
-    fake_reset();
     ir_free(g);
 }
 
@@ -299,10 +253,7 @@ static int state_diff(const state *a, const state *b, double tol, const char *wh
 static void step_matches_cpu(const char *model, int batch) {
     ir_graph *g = model_graph(model, batch, 1);
     CHECK(g != NULL);
-    if (!g || register_kernels(g)) {
-        ir_free(g);
-        return;
-    }
+    if (!g) return;
     side c = {rt_backend_cpu(), NULL, NULL}, u = {rt_backend_cuda(0, err, sizeof err), NULL, NULL};
     CHECK_MSG(u.be != NULL, "%s", err);
     if (!u.be) {
@@ -386,10 +337,7 @@ TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4); }
 TEST(resnet18_eval_equals_cpu) {
     ir_graph *g = model_graph("models/resnet18.net", 6, 0);
     CHECK(g != NULL);
-    if (!g || register_kernels(g)) {
-        ir_free(g);
-        return;
-    }
+    if (!g) return;
     side c = {rt_backend_cpu(), NULL, NULL}, u = {rt_backend_cuda(0, err, sizeof err), NULL, NULL};
     ir_train t;
     ir_train_defaults(&t);
@@ -428,10 +376,7 @@ static dpc_plan *tiny_plan(void) {
     o.bucket_bytes = 200;
     dpc_plan *p = fx_plan(BN_NET, BATCH, &o, 0, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
-    if (!p || register_kernels(p->train)) {
-        fx_plan_free(p);
-        return NULL;
-    }
+    if (!p) return NULL;
     p->eval = p->train;
     return p;
 }
@@ -439,7 +384,6 @@ static dpc_plan *tiny_plan(void) {
 static void free_plan(dpc_plan *p) {
     if (!p) return;
     fx_plan_free(p);
-    fake_reset();
 }
 
 typedef struct {
@@ -984,7 +928,6 @@ int main(void) {
     RUN(input_copy_overlap_equals_step_order);
     RUN(nccl_sums_replicas_sharing_a_device_on_it_first);
     RUN(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id);
-    for (int i = 0; i < n_c_modules; i++) dlclose(c_modules[i]);
     return harness_done();
 }
 
