@@ -15,7 +15,12 @@
 # content hash. Prints `N passed, N failed`.
 . tests/lib.sh
 out=$build/sim/kcmp
-mkdir -p "$out/mod"
+# The module cache's keys cover the TU's text, not the simulator headers it
+# includes: a change there empties the cache.
+stamp=$(cat tests/sim/cuda_sim.h tests/sim/sim.h | cksum)
+if [ "$(cat "$out/mod/sim-headers" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$out/mod" && mkdir -p "$out/mod" && echo "$stamp" >"$out/mod/sim-headers"
+fi
 cxx=${CXX:-g++} cc=${CC:-cc}
 flags=(-std=c++17 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -Itests/sim)
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -D_GNU_SOURCE -I.)
@@ -120,7 +125,7 @@ esac
 # train program must pass, and a buffer one element short must be caught
 # by its margin. A fake that does not run CUDA source yet is a skip.
 fake=$build/fake/libfakecuda.so
-devrun() { DPC_LIBCUDA=$fake DPC_CACHE_DIR=$tmp/nvrtc "$kc" "$@" --device; }
+devrun() { DPC_LIBCUDA=$fake DPC_CACHE_DIR=$out/nvrtc "$kc" "$@" --device; }
 if [ ${#cuda_c[@]} = 0 ] || [ ! -f "$fake" ]; then
     skip "--device against the fake driver: no CUDA toolkit in this build, or no $fake"
 elif devrun "$tmp/mlp.plan" train "$out/mod" >"$tmp/kc.out" 2>"$tmp/kc.err"; then
