@@ -6,7 +6,10 @@
  * works for any control flow: a barrier inside a loop, a branch or a helper
  * function. Fission would need a compiler pass over our source and cannot
  * even express the divergent barrier we want to report. The price is a
- * context switch per thread per barrier, which the tests can afford.
+ * context switch per thread per barrier, which the tests can afford. On
+ * x86-64 the switch is six pushes and a stack swap (sim_switch below):
+ * glibc's swapcontext saves the signal mask with a system call on every
+ * switch, which was half of a simulated training step's time.
  *
  * Scheduling is deterministic: the threads of a block run in order of their
  * linear id, each until it exits or blocks (at __syncthreads or a warp
@@ -62,8 +65,74 @@ enum { READY, BARRIER, WARP, EXITED };
 const char *const op_names[SIM_NOPS] = {"__shfl_sync",     "__shfl_up_sync", "__shfl_down_sync",
                                         "__shfl_xor_sync", "__ballot_sync",  "__syncwarp"};
 
+/* A suspended execution context: where to switch back to. */
+#if defined(__x86_64__)
+struct Context {
+    void *sp; /* the saved stack pointer; callee-saved registers lie above it */
+};
+/* Saves the callee-saved registers and the x87 / SSE control words on the
+ * current stack, stores the stack pointer in *from, and continues on `to`
+ * (a context saved the same way, or a fresh stack from make_context). */
+extern "C" void sim_switch(void **from, void *to);
+asm(".text\n"
+    ".globl sim_switch\n"
+    ".type sim_switch, @function\n"
+    "sim_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    subq $8, %rsp\n"
+    "    stmxcsr (%rsp)\n"
+    "    fnstcw 4(%rsp)\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    ldmxcsr (%rsp)\n"
+    "    fldcw 4(%rsp)\n"
+    "    addq $8, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size sim_switch, .-sim_switch\n");
+static void switch_to(Context *from, Context *to) { sim_switch(&from->sp, to->sp); }
+/* A context that starts entry() on [stack, stack + size): the frame
+ * sim_switch pops (control words, six registers, then entry as the return
+ * address), placed so that entry starts as if called (rsp = 8 mod 16). */
+static void make_context(Context *c, char *stack, size_t size, void (*entry)()) {
+    uintptr_t top = ((uintptr_t)(stack + size)) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 16); /* entry's own return slot above: never used */
+    sp[1] = nullptr;
+    sp[0] = (void *)entry;
+    sp -= 6;
+    memset(sp, 0, 6 * sizeof *sp);
+    sp -= 1;
+    unsigned words[2];
+    __asm__ volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(words[0]), "=m"(words[1]));
+    memcpy(sp, words, sizeof words);
+    c->sp = sp;
+}
+#else
+struct Context {
+    ucontext_t uc;
+};
+static void switch_to(Context *from, Context *to) { swapcontext(&from->uc, &to->uc); }
+static void make_context(Context *c, char *stack, size_t size, void (*entry)()) {
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = nullptr;
+    makecontext(&c->uc, entry, 0);
+}
+#endif
+
 struct Fiber {
-    ucontext_t ctx;
+    Context ctx;
     char *stack; /* usable part, above a guard page */
     int state;
     int op, arg, width;
@@ -81,7 +150,7 @@ struct Sim {
     void **args;
     Fiber *f;
     unsigned n, cur;
-    ucontext_t sched;
+    Context sched;
     const void *sched_bottom; /* the scheduler's stack, for ASan */
     size_t sched_size;
     unsigned long long seq; /* warp operations completed */
@@ -130,7 +199,7 @@ void fail(const char *fmt, ...) {
 void yield(bool exiting) {
     Fiber &f = S.f[S.cur];
     start_switch(exiting ? nullptr : &f.fake_stack, S.sched_bottom, S.sched_size);
-    swapcontext(&f.ctx, &S.sched);
+    switch_to(&f.ctx, &S.sched);
     finish_switch(f.fake_stack, &S.sched_bottom, &S.sched_size);
 }
 
@@ -147,7 +216,7 @@ void resume(unsigned t) {
     Fiber &f = S.f[t];
     void *fake = nullptr;
     start_switch(&fake, f.stack, stack_size);
-    swapcontext(&S.sched, &f.ctx);
+    switch_to(&S.sched, &f.ctx);
     finish_switch(fake, nullptr, nullptr);
 }
 
@@ -225,11 +294,7 @@ __attribute__((noinline)) void init_fiber(Fiber &f) {
     /* An abandoned fiber (a failed launch) leaves its frames poisoned. */
     __asan_unpoison_memory_region(f.stack, stack_size);
 #endif
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack;
-    f.ctx.uc_stack.ss_size = stack_size;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, fiber_main, 0);
+    make_context(&f.ctx, f.stack, stack_size, fiber_main);
     f.state = READY;
     f.fake_stack = nullptr;
     memset(f.pair, 0, sizeof f.pair);
