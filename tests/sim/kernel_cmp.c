@@ -108,13 +108,17 @@
 extern const char *sim_where(void) __attribute__((weak));
 
 static const char *prog_label = "";
+/* One line on stderr: "kernel_cmp: PROGRAM: message". */
+static void vreport(const char *fmt, va_list ap) {
+    fprintf(stderr, "kernel_cmp: %s: ", prog_label);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kernel_cmp: %s: ", prog_label);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vreport(fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -592,9 +596,7 @@ static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void failf(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "kernel_cmp: %s: ", prog_label);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vreport(fmt, ap);
     va_end(ap);
     nfail++;
 }
