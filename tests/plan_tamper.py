@@ -72,7 +72,9 @@ class Prog:
         for _ in range(nc):
             self.calls.append(p)
             na = struct.unpack_from("<I", b, p + 4 + 4 + 8)[0]
-            p += 4 + 4 + 8 + 4 + 12 * na + 4 + 4 + 24 + 8 + 24 + 56 + 12
+            # kind kernel count nargs, (slot, off) x nargs, the GEMM (transa
+            # transb, m n k, alpha beta, 10 x i64, 3 types), the launch (3 x u32)
+            p += 4 + 4 + 8 + 4 + 12 * na + 4 + 4 + 24 + 8 + 80 + 12 + 12
 
 
 def node_offsets(g):
