@@ -90,39 +90,32 @@ static const cg_dialect_desc dialect_cuda = {
         "#ifndef DPC_SHARED_ARRAY\n"
         "#define DPC_SHARED_ARRAY(type, name, n) __shared__ type name[n]\n"
         "#endif\n"
-        "static __device__ __forceinline__ float dpc_warp_sum(float v) {\n"
-        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+        /* is_max: a max (identity -inf), else a sum (identity 0) */
+        "static __device__ __forceinline__ float dpc_combine(float a, float b, int is_max) {\n"
+        "    return is_max ? fmaxf(a, b) : a + b;\n"
+        "}\n"
+        "static __device__ __forceinline__ float dpc_warp_reduce(float v, int is_max) {\n"
+        "    for (int o = 16; o > 0; o >>= 1)\n"
+        "        v = dpc_combine(v, __shfl_xor_sync(0xffffffffu, v, o), is_max);\n"
         "    return v;\n"
         "}\n"
-        "static __device__ __forceinline__ float dpc_warp_max(float v) {\n"
-        "    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
-        "    return v;\n"
-        "}\n"
-        "static __device__ __forceinline__ float dpc_block_sum(float v) {\n"
+        "static __device__ __forceinline__ float dpc_block_reduce(float v, int is_max) {\n"
         "    DPC_SHARED_ARRAY(float, dpc_part, 32);\n"
-        "    v = dpc_warp_sum(v);\n"
+        "    v = dpc_warp_reduce(v, is_max);\n"
         "    __syncthreads(); /* the previous combine's readers are done */\n"
         "    if ((threadIdx.x & 31) == 0) dpc_part[threadIdx.x >> 5] = v;\n"
         "    __syncthreads();\n"
-        "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part[threadIdx.x & 31] : 0.0f;\n"
-        "    return dpc_warp_sum(v);\n"
-        "}\n"
-        "static __device__ __forceinline__ float dpc_block_max(float v) {\n"
-        "    DPC_SHARED_ARRAY(float, dpc_part_max, 32);\n"
-        "    v = dpc_warp_max(v);\n"
-        "    __syncthreads();\n"
-        "    if ((threadIdx.x & 31) == 0) dpc_part_max[threadIdx.x >> 5] = v;\n"
-        "    __syncthreads();\n"
-        "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part_max[threadIdx.x & 31] : DPC_NEG_INF;\n"
-        "    return dpc_warp_max(v);\n"
+        "    v = (threadIdx.x & 31) < (blockDim.x >> 5) ? dpc_part[threadIdx.x & 31]\n"
+        "        : is_max ? DPC_NEG_INF : 0.0f;\n"
+        "    return dpc_warp_reduce(v, is_max);\n"
         "}\n\n",
     /* one iteration per block, grid-stride over blocks */
     .coop_loop_head = "    for (idx_t i = blockIdx.x; i < count; i += gridDim.x) {\n",
     .thread_first = "threadIdx.x",
     .thread_step = "blockDim.x",
     .reduce_lanes = 1,
-    .block_sum = "dpc_block_sum(%s)",
-    .block_max = "dpc_block_max(%s)",
+    .block_sum = "dpc_block_reduce(%s, 0)",
+    .block_max = "dpc_block_reduce(%s, 1)",
     .first_thread = "if (threadIdx.x == 0) ",
     .warp = 32,
     .max_block = 1024,
