@@ -108,8 +108,8 @@ typedef struct {
      * the thread's value) give every thread the block's result, and
      * first_thread prefixes a statement only one thread of the block runs.
      * max_block and warp bound the block size a kernel may choose, which
- * grows toward fill_threads per launch. In C an
-     * iteration is one thread: block 1, 8 lanes, identity combines. */
+     * grows toward fill_threads per launch. In C an iteration is one
+     * thread: block 1, 8 lanes, identity combines. */
     const char *coop_prelude; /* helpers the combines call */
     const char *coop_loop_head;
     const char *thread_first, *thread_step;

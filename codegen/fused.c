@@ -305,6 +305,23 @@ static void lane_sum(cg_str *b, int t, int lo, int hi) {
     cg_str_printf(b, ")");
 }
 
+/* A thread's share of a loop over the elements of one iteration: it
+ * starts at the dialect's thread_first and steps by thread_step, both
+ * times `lanes` (C: one thread, so 0 and lanes; CUDA: the block's
+ * threads, lanes 1). Into first and step. */
+static void thread_range(const cg_dialect_desc *dl, int64_t lanes, char *first, char *step,
+                         size_t n) {
+    if (lanes == 1) {
+        snprintf(first, n, "%s", dl->thread_first);
+        snprintf(step, n, "%s", dl->thread_step);
+    } else {
+        snprintf(first, n, "(idx_t)%s * %" PRId64, dl->thread_first, lanes);
+        snprintf(step, n, "(idx_t)%s * %" PRId64, dl->thread_step, lanes);
+    }
+    if (!strcmp(dl->thread_first, "0")) snprintf(first, n, "0");
+    if (!strcmp(dl->thread_step, "1")) snprintf(step, n, "%" PRId64, lanes);
+}
+
 /* One pass over the N*inner elements of channel c, element q of the
  * channel's sequence (q = n*inner + j) accumulating into lane q % LANES
  * of the thread that owns it (dialect.c: reduce_lanes, thread_first/step).
@@ -331,7 +348,7 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       G->N, G->C, G->inner, G->inner, L, simd, L);
     } else {
         char first[64], step[64];
-        cg_thread_range(dl, L, first, step, sizeof first);
+        thread_range(dl, L, first, step, sizeof first);
         cg_str_printf(b,
                       "for (idx_t q0 = %s; q0 < %" PRId64 "; q0 += %s) {\n"
                       "%s"
@@ -511,9 +528,9 @@ static int body_row(grp *G, cg_kdef *kd) {
      * the row (the whole row in C), combined over the block. */
     const cg_dialect_desc *dl = G->cx->dl;
     kd->block = cg_coop_block(dl, G->g->nodes[f->input[0]].type.dim[0], K);
-    char from[64], step[64], forj[200];
-    cg_thread_range(dl, 1, from, step, sizeof from);
-    snprintf(forj, sizeof forj, "for (idx_t j = %s; j < %" PRId64 "; j += %s)", from, K, step);
+    char forj[200];
+    snprintf(forj, sizeof forj, "for (idx_t j = %s; j < %" PRId64 "; j += %s)", dl->thread_first, K,
+             dl->thread_step);
     cg_str_printf(b,
                   "const %s *row = b%d + i * %" PRId64 ";\n"
                   "float part_mx = DPC_NEG_INF;\n"

@@ -86,9 +86,6 @@ int cg_lower_gemm_op(cg_ctx *cx, int node);
 /* Threads per block of a cooperative kernel (cg_kdef.block) of `iters`
  * iterations, each looping over `elems` elements (1 in C). */
 int cg_coop_block(const cg_dialect_desc *dl, int64_t iters, int64_t elems);
-/* The start and step ("0", "8"; "threadIdx.x", "blockDim.x") of a
- * thread's share of such a loop, whose threads keep `lanes` partials. */
-void cg_thread_range(const cg_dialect_desc *dl, int64_t lanes, char *first, char *step, size_t n);
 
 /* Reading an element of type t as float, and storing a float as t: wrap
  * the access in cg_ld(t) ... cg_end(t), the value in cg_st(t) ... cg_end(t)

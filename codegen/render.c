@@ -213,20 +213,16 @@ int cg_coop_block(const cg_dialect_desc *dl, int64_t iters, int64_t elems) {
     return (int)(b < dl->max_block ? b : dl->max_block);
 }
 
-/* A thread's share of a loop over the elements of one iteration: it
- * starts at the dialect's thread_first and steps by thread_step, both
- * times `lanes` (C: one thread, so 0 and lanes; CUDA: the block's
- * threads, lanes 1). Into first and step. */
-void cg_thread_range(const cg_dialect_desc *dl, int64_t lanes, char *first, char *step, size_t n) {
-    if (lanes == 1) {
-        snprintf(first, n, "%s", dl->thread_first);
-        snprintf(step, n, "%s", dl->thread_step);
-    } else {
-        snprintf(first, n, "(idx_t)%s * %" PRId64, dl->thread_first, lanes);
-        snprintf(step, n, "(idx_t)%s * %" PRId64, dl->thread_step, lanes);
-    }
-    if (!strcmp(dl->thread_first, "0")) snprintf(first, n, "0");
-    if (!strcmp(dl->thread_step, "1")) snprintf(step, n, "%" PRId64, lanes);
+/* A row of `len` elements in each iteration of a kernel whose iterations
+ * hold `elems` elements: shared by a block of threads (kd->block) when it
+ * is at least a warp long, all of it in C; else one thread's. Sets the
+ * start and step of a thread's loop over the row. */
+static void share_row(const cg_ctx *cx, cg_kdef *kd, int64_t iters, int64_t len, int64_t elems,
+                      const char **first, const char **step) {
+    *first = "0", *step = "1";
+    if (len < cx->dl->warp) return;
+    kd->block = cg_coop_block(cx->dl, iters, elems);
+    *first = cx->dl->thread_first, *step = cx->dl->thread_step;
 }
 
 /* ---- templates for elementwise and injective ops ------------------------------
@@ -543,11 +539,8 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
     /* an output row at least a warp wide is shared by the block's threads
      * (all of it in C): ow = first, first + step, ... */
     char ow[160];
-    const char *first = "0", *step = "1";
-    if (c->Wo >= cx->dl->warp) {
-        kd.block = cg_coop_block(cx->dl, c->C * c->k * c->k * nb, P);
-        first = cx->dl->thread_first, step = cx->dl->thread_step;
-    }
+    const char *first, *step;
+    share_row(cx, &kd, c->C * c->k * c->k * nb, c->Wo, P, &first, &step);
     kd.serial = kd.block ? c->Ho * ((c->Wo + kd.block - 1) / kd.block) : P;
     snprintf(ow, sizeof ow, "for (idx_t ow = %s; ow < %" PRId64 "; ow += %s)", first, c->Wo, step);
     cg_str_printf(&kd.body,
@@ -615,12 +608,8 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype td
  * GPU); a shorter one is one thread's. Sets kd's block and serial. */
 static void copy_line(cg_ctx *cx, cg_kdef *kd, ir_dtype dst, ir_dtype src, int64_t rows,
                       int64_t P) {
-    const cg_dialect_desc *dl = cx->dl;
-    const char *first = "0", *step = "1";
-    if (P >= dl->warp) {
-        kd->block = cg_coop_block(dl, rows, P);
-        first = dl->thread_first, step = dl->thread_step;
-    }
+    const char *first, *step;
+    share_row(cx, kd, rows, P, P, &first, &step);
     kd->serial = kd->block ? (P + kd->block - 1) / kd->block : P;
     cg_str_printf(&kd->body,
                   "for (idx_t q = %s; q < %" PRId64 "; q += %s) dst[q] = %s%ssrc[q]%s%s;\n", first,
