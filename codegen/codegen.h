@@ -120,6 +120,12 @@ typedef struct {
     int64_t fill_threads; /* threads a launch wants when it has the elements */
     int gather_pool_grad; /* max-pool's f32 gradient gathered per dx element, not
                              scattered per plane (fewer operations, far fewer threads) */
+    /* Channel reductions split over blocks (codegen/fused.c) until a launch
+     * has split_blocks blocks; 0: one block per channel. split_loop_head
+     * (two %d: the split) opens such a kernel's loop over channels,
+     * split_part (one %d) is the block's chunk of its channel. */
+    int64_t split_blocks;
+    const char *split_loop_head, *split_part;
 } cg_dialect_desc;
 
 /* The table of dialect d; NULL when d names none. */

@@ -122,6 +122,10 @@ static const cg_dialect_desc dialect_cuda = {
     /* a quarter of an H200's resident threads (132 SMs x 2048) */
     .fill_threads = 65536,
     .gather_pool_grad = 1,
+    /* 4 blocks per SM of an H200 (132 SMs) */
+    .split_blocks = 4 * 132,
+    .split_loop_head = "    for (idx_t i = blockIdx.x / %d; i < count; i += gridDim.x / %d) {\n",
+    .split_part = "blockIdx.x %% %d",
 };
 
 static const cg_dialect_desc *const dialects[CG_DIALECT_COUNT] = {

@@ -60,6 +60,11 @@ typedef struct {
     const ir_type *X;
     int64_t N, C, inner;
     int level[CG_MAX_GROUP];
+    /* A channel split over `split` blocks (> 1: dialect split_blocks): each
+     * block's share of a pass is q in [qlo, qhi); partial sums go to the
+     * scratch argument b<nargs>, one per (reduction, channel, block). */
+    int split;
+    int64_t chunk;
 } grp;
 
 static const ir_node *nd(const grp *G, int i) { return &G->g->nodes[i]; }
@@ -346,6 +351,14 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       "    for (idx_t l = 0; l < %" PRId64 "; l++) {\n"
                       "        const idx_t e = base + j + l;\n",
                       G->N, G->C, G->inner, G->inner, L, simd, L);
+    } else if (G->split > 1) { /* lanes 1: this block's share of the channel */
+        cg_str_printf(b,
+                      "for (idx_t q0 = qlo + %s; q0 < qhi; q0 += %s) {\n"
+                      "    for (idx_t l = 0; l < 1; l++) {\n"
+                      "        const idx_t q = q0 + l;\n"
+                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64
+                      " + q %% %" PRId64 ";\n",
+                      dl->thread_first, dl->thread_step, G->inner, G->C, G->inner, G->inner);
     } else {
         char first[64], step[64];
         thread_range(dl, L, first, step, sizeof first);
@@ -450,6 +463,14 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
     }
 }
 
+/* Where reduction member m's partials start in the scratch argument:
+ * reductions in member order, each [C][split]. */
+static int64_t partial_offset(const grp *G, int m) {
+    int64_t k = 0;
+    for (int q = G->lo; q < m; q++) k += role(G, q) == FU_REDUCTION;
+    return k * G->C * G->split;
+}
+
 /* After pass p's loop: its reductions' results (each thread's lanes
  * summed as a tree, then the dialect's block_sum over the threads), then
  * the [C] members of level p. */
@@ -458,12 +479,21 @@ static void pass_results(grp *G, int p, cg_str *b) {
         const ir_node *n = nd(G, m);
         if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
         int t = m - G->lo;
-        cg_str lanes = {0};
-        lane_sum(&lanes, t, 0, G->cx->dl->reduce_lanes);
-        cg_str_printf(b, "const acc_t r%d = ", t);
-        cg_str_printf(b, G->cx->dl->block_sum, lanes.s);
-        cg_str_printf(b, ";\n");
-        cg_str_free(&lanes);
+        if (G->split > 1) {
+            /* the blocks' partials, written by an earlier kernel of the step,
+             * in block order: the same sum on every block and every run */
+            cg_str_printf(b,
+                          "acc_t r%d = 0;\n"
+                          "for (idx_t s = 0; s < %d; s++) r%d += b%d[%" PRId64 " + c * %d + s];\n",
+                          t, G->split, t, G->nargs, partial_offset(G, m), G->split);
+        } else {
+            cg_str lanes = {0};
+            lane_sum(&lanes, t, 0, G->cx->dl->reduce_lanes);
+            cg_str_printf(b, "const acc_t r%d = ", t);
+            cg_str_printf(b, G->cx->dl->block_sum, lanes.s);
+            cg_str_printf(b, ";\n");
+            cg_str_free(&lanes);
+        }
         if (n->op == IR_OP_BN_MEAN || n->op == IR_OP_BN_VAR)
             cg_str_printf(b, "const float t%d = (float)(r%d / %" PRId64 ".0);\n", t, t,
                           G->N * G->inner);
@@ -504,6 +534,135 @@ static int body_channel(grp *G, cg_kdef *kd) {
     kd->block = cg_coop_block(G->cx->dl, G->C, G->N * G->inner);
     /* a loop over the thread's share of the channel per pass */
     kd->serial = (G->N * G->inner + kd->block - 1) / kd->block * (passes > 0 ? passes : 1);
+    return 0;
+}
+
+/* ---- channels split over blocks ------------------------------------------------------------
+ * With a dialect's split_blocks, a channel group whose channels are too few
+ * to fill the GPU one block each is one kernel per pass instead of one
+ * kernel: the channel's elements are cut into `split` chunks, a block per
+ * (channel, chunk). Pass k's kernel first merges the partials of passes
+ * < k (each block in block order, so every block and every run has the
+ * same statistic), then runs pass k over its chunk (the element stores due
+ * in it, its reductions' block sums), and writes its partials; a last
+ * kernel of one block per channel merges everything and makes the
+ * per-channel stores. The next pass needs the whole channel's statistic,
+ * which no block has until every block is done: hence kernels, not one. */
+
+/* Blocks per channel (1: no split), with the block size and chunk. */
+static int split_of(const grp *G, int64_t *chunk) {
+    const cg_dialect_desc *dl = G->cx->dl;
+    int64_t M = G->N * G->inner;
+    if (!dl->split_blocks || dl->reduce_lanes != 1 || G->nargs >= CG_MAX_ARGS) return 1;
+    int64_t S = (dl->split_blocks + G->C - 1) / G->C;
+    /* a chunk of at least 512 elements: a few loads per thread */
+    if (S > M / 512) S = M / 512;
+    if (S <= 1) return 1;
+    *chunk = (M + S - 1) / S;
+    return (int)S;
+}
+
+/* Whether pass p has reductions (the last pass's need a merge kernel). */
+static int reduces_in(const grp *G, int p) {
+    for (int m = G->lo; m < G->hi; m++)
+        if (role(G, m) == FU_REDUCTION && G->level[m - G->lo] == p) return 1;
+    return 0;
+}
+
+/* The text of kernel k of a split group (k = passes + 1: the merge). When
+ * the last pass reduces nothing, its kernel already has every statistic
+ * and the first block of each channel makes the per-channel stores. */
+static void split_kernel_body(grp *G, int k, int passes, cg_kdef *kd) {
+    const cg_dialect_desc *dl = G->cx->dl;
+    cg_str text = {0}, *b = &text;
+    G->chan_pre.len = 0, G->nchan = 0;
+    G->idx = "i";
+    for (int m = G->lo; m < G->hi; m++)
+        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
+    for (int p = 1; p < k; p++) pass_results(G, p, b);
+    if (k <= passes) {
+        unsigned char mark[CG_MAX_GROUP] = {0};
+        pass_marks(G, k, mark);
+        pass_accumulators(G, k, b);
+        cg_str body = {0};
+        G->idx = "e";
+        pass_element_body(G, k, mark, &body);
+        channel_loop(G, b, &body);
+        cg_str_free(&body);
+        G->idx = "i";
+        for (int m = G->lo; m < G->hi; m++) {
+            if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != k) continue;
+            int t = m - G->lo;
+            char part[32];
+            snprintf(part, sizeof part, "s%d[0]", t);
+            cg_str_printf(b, "const float p%d = ", t);
+            cg_str_printf(b, dl->block_sum, part);
+            cg_str_printf(b, ";\n%sb%d[%" PRId64 " + c * %d + part] = p%d;\n", dl->first_thread,
+                          G->nargs, partial_offset(G, m), G->split, t);
+        }
+        if (k == passes && !reduces_in(G, passes)) {
+            char first[64];
+            snprintf(first, sizeof first, "if (part == 0) %s", dl->first_thread);
+            pass_results(G, k, b);
+            stores(G, b, "c", is_r, first);
+            stores(G, b, "c", is_e, first);
+        }
+    } else {
+        stores(G, b, "c", is_r, dl->first_thread);
+        stores(G, b, "c", is_e, dl->first_thread);
+    }
+    cg_str_printf(&kd->body, "const idx_t c = i;\n");
+    if (k <= passes) {
+        cg_str_printf(&kd->body, "const idx_t part = ");
+        cg_str_printf(&kd->body, dl->split_part, G->split);
+        cg_str_printf(&kd->body,
+                      ";\nconst idx_t qlo = part * %" PRId64 ";\n"
+                      "const idx_t qhi = qlo + %" PRId64 " < %" PRId64 " ? qlo + %" PRId64
+                      " : %" PRId64 ";\n",
+                      G->chunk, G->chunk, G->N * G->inner, G->chunk, G->N * G->inner);
+    }
+    cg_str_append(&kd->body, G->chan_pre.s ? G->chan_pre.s : "", G->chan_pre.len);
+    cg_str_append(&kd->body, text.s ? text.s : "", text.len);
+    cg_str_free(&text);
+}
+
+static int render_channel_split(grp *G, const char *name) {
+    cg_ctx *cx = G->cx;
+    int passes = channel_levels(G), cnt = G->hi - G->lo, nred = 0;
+    for (int m = G->lo; m < G->hi; m++) nred += role(G, m) == FU_REDUCTION;
+    int64_t M = G->N * G->inner;
+    int kern[CG_MAX_GROUP + 1], kernels = passes + reduces_in(G, passes);
+    for (int k = 1; k <= kernels; k++) {
+        char op[64];
+        snprintf(op, sizeof op, k <= passes ? "%s_pass%d" : "%s_merge", name, k);
+        cg_kdef kd = {.op = op, .nargs = G->nargs + 1};
+        split_kernel_body(G, k, passes, &kd);
+        if (k <= passes) {
+            kd.block = cg_coop_block(cx->dl, G->C * G->split, G->chunk);
+            kd.split = G->split;
+            kd.cost = M * (cnt > 1 ? 2 : 1);
+            kd.serial = (G->chunk + kd.block - 1) / kd.block;
+        } else {
+            kd.block = cx->dl->warp;
+            kd.cost = (int64_t)nred * G->split;
+            kd.serial = (int64_t)passes * G->split; /* the merge loops */
+        }
+        for (int a = 0; a < G->nargs; a++) kd.type[a] = G->arg_type[a], kd.writes[a] = G->writes[a];
+        kd.type[G->nargs] = IR_F32;
+        kd.writes[G->nargs] = 1;
+        kern[k] = cg_emit_kernel(cx, &kd);
+        if (kern[k] < 0) return -1;
+    }
+    cg_str_free(&G->chan_pre);
+    cg_step *s = cg_begin_step(cx, G->hi - 1);
+    if (cx->g->nodes[G->hi - 1].op == IR_OP_ASSIGN) s->alias = cx->g->nodes[G->hi - 1].input[0];
+    int slot[CG_MAX_ARGS];
+    int64_t off[CG_MAX_ARGS] = {0};
+    for (int a = 0; a < G->nargs; a++) slot[a] = cg_step_slot(cx, G->arg_node[a]);
+    slot[G->nargs] = cg_step_slot(cx, CG_SCRATCH);
+    cx->p->steps[cx->p->nsteps - 1].scratch = (int64_t)nred * G->C * G->split;
+    for (int k = 1; k <= kernels; k++)
+        cg_add_kernel_call(cx, kern[k], G->C, G->nargs + 1, slot, off);
     return 0;
 }
 
@@ -630,6 +789,8 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
     int64_t count;
     if (G.kind == FU_CHANNEL_GROUP) {
         G.N = G.X->dim[0], G.C = G.X->dim[1], G.inner = inner_of(G.X);
+        G.split = split_of(&G, &G.chunk);
+        if (G.split > 1) return render_channel_split(&G, name);
         count = G.C;
         body_channel(&G, &kd);
     } else if (G.kind == FU_ROW_GROUP) {

@@ -33,6 +33,7 @@ typedef struct {
     /* > 0: a cooperative kernel, one iteration per block of `block`
      * threads (the dialect's reduction skeleton; 1 in C); 0: one per thread */
     int block;
+    int split; /* > 1: each iteration runs on `split` blocks (launch grid count * split) */
     cg_str body;
 } cg_kdef;
 
@@ -67,8 +68,9 @@ int cg_step_slot(cg_ctx *cx, int node_or_scratch); /* slot in the current step *
 void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const int *slot,
                         const int64_t *off);
 /* The launch of `count` iterations of a kernel whose definition had
- * cg_kdef.block = block, in dialect dl (all zero where it records none). */
-cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int64_t count);
+ * cg_kdef.block = block and .split = split, in dialect dl (all zero where
+ * it records none). */
+cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int split, int64_t count);
 void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c);
 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb

@@ -79,7 +79,7 @@ void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const 
     c->kind = CG_CALL_KERNEL;
     c->kernel = kernel;
     c->count = count;
-    c->launch = cg_launch_for(cx->dl, cx->info[kernel].block, count);
+    c->launch = cg_launch_for(cx->dl, cx->info[kernel].block, cx->info[kernel].split, count);
     c->nargs = nargs;
     for (int j = 0; j < nargs; j++) {
         c->arg[j] = slot[j];
@@ -87,10 +87,10 @@ void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const 
     }
 }
 
-cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int64_t count) {
+cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int split, int64_t count) {
     cg_launch l = {0};
     if (!dl->gpu_launch) return l;
-    int64_t grid = count;
+    int64_t grid = count * (split > 1 ? split : 1);
     l.block = block > 0 ? (uint32_t)block : dl->threads_per_block;
     if (block <= 0) grid = (count + l.block - 1) / l.block;
     /* the loops are grid-stride: a capped grid still covers count */

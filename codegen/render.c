@@ -146,7 +146,11 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
             cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, ctype(kd->type[j]), rs, j,
                           c, ctype(kd->type[j]), j);
         }
-    cg_str_printf(o, "%s%s", dl->body_head, kd->block ? dl->coop_loop_head : dl->loop_head);
+    cg_str_printf(o, "%s", dl->body_head);
+    if (kd->split > 1)
+        cg_str_printf(o, dl->split_loop_head, kd->split, kd->split);
+    else
+        cg_str_printf(o, "%s", kd->block ? dl->coop_loop_head : dl->loop_head);
     append_body(o, &kd->body, 8);
     cg_str_printf(o, "    }\n}\n\n");
 }
@@ -159,7 +163,7 @@ static void kernel_key(const cg_kdef *kd, cg_str *key) {
                       : kd->type[j] == IR_BF16 ? 'h'
                                                : 'f',
                       kd->writes[j] ? 'w' : 'r');
-    cg_str_printf(key, "|%" PRId64 "|%d|%d|", kd->cost, kd->no_restrict, kd->block);
+    cg_str_printf(key, "|%" PRId64 "|%d|%d|%d|", kd->cost, kd->no_restrict, kd->block, kd->split);
     cg_str_append(key, kd->body.s ? kd->body.s : "", kd->body.len);
 }
 
@@ -190,6 +194,7 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
     ki->work = kd->cost > 0 ? kd->cost : 1;
     ki->serial = kd->serial > 0 ? kd->serial : ki->work;
     ki->block = kd->block;
+    ki->split = kd->split;
     for (int j = 0; j < kd->nargs; j++) ki->type[j] = kd->type[j];
     cx->bodies[k] = key;
     wrap_kernel(cx, kr->name, kd);

@@ -298,6 +298,8 @@ typedef struct {
 static const char *grid_stride =
     "for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;";
 static const char *coop_head = "for (idx_t i = blockIdx.x; i < count; i += gridDim.x)";
+/* a channel split over blocks (codegen/dialect.c split_loop_head) */
+static const char *split_head = "for (idx_t i = blockIdx.x / ";
 
 /* Whether text calls a math function whose result may differ in the last
  * bits between a GPU's library and glibc (fabsf, fmaxf and the like are
@@ -352,7 +354,7 @@ static ksig parse_sig(const char *src, const char *name) {
     }
     char *head = strndup(k.body, k.body_len);
     if (!head) die("out of memory");
-    if (strstr(head, coop_head))
+    if (strstr(head, coop_head) || strstr(head, split_head))
         k.coop = 1;
     else if (!strstr(head, grid_stride))
         die("%s: neither the grid-stride nor the cooperative loop head", name);
