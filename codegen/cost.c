@@ -70,9 +70,12 @@ static double roofline_us(const cg_device *dev, int64_t bytes, int64_t flops, do
     return f > t ? f : t;
 }
 
-double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t serial, int64_t bytes,
-                    int64_t flops) {
+double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t blocks, int64_t serial,
+                    int64_t bytes, int64_t flops) {
     double t = roofline_us(dev, bytes, flops, dev->fp32_flops);
+    /* an SM's share of bandwidth and peak each: a grid of fewer blocks
+     * than SMs leaves the others idle */
+    if (blocks > 0 && blocks < dev->sms) t *= (double)dev->sms / (double)blocks;
     double chain = threads < (int64_t)dev->sms * dev->threads_per_sm
                        ? (double)serial * dev->iter_ns * 1e-3
                        : 0.0;
@@ -113,7 +116,7 @@ static void kernel_cost(const cg_device *dev, const cg_program *p, const ir_grap
     /* the threads the recorded launch starts (a grid-stride loop covers
      * the rest); a cooperative kernel's block shares an iteration */
     int64_t threads = (int64_t)call->launch.grid * call->launch.block;
-    int64_t per_iter = ki->block > 0 ? ki->block : 1;
+    int64_t per_iter = (ki->block > 0 ? ki->block : 1) * (ki->split > 1 ? ki->split : 1);
     int64_t needed = call->count * per_iter;
     c->threads = threads > 0 && threads < needed ? threads : needed;
     c->serial = ki->serial;
@@ -125,7 +128,7 @@ static void kernel_cost(const cg_device *dev, const cg_program *p, const ir_grap
     }
     c->flops = call->count * ki->work;
     c->peak = dev->fp32_flops;
-    c->us = cg_kernel_us(dev, c->threads, c->serial, c->bytes, c->flops);
+    c->us = cg_kernel_us(dev, c->threads, call->launch.grid, c->serial, c->bytes, c->flops);
 }
 
 int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out, int *n,

@@ -9,10 +9,11 @@
  *     cg_cost_report(stdout, "train", g, dev, &totals, err, sizeof err);
  *
  * The model (docs/DESIGN.md, "Cost report"), times in microseconds:
- *   kernel  max(bytes / hbm, flops / fp32, chain) + launch, where chain =
- *           serial * iter_ns when threads < sms * threads_per_sm (a kernel
- *           that does not fill the GPU cannot hide its per-thread loop),
- *           else 0;
+ *   kernel  max(bytes / hbm, flops / fp32) * max(1, sms / blocks), chain)
+ *           + launch, where chain = serial * iter_ns when threads < sms *
+ *           threads_per_sm (a kernel that does not fill the GPU cannot
+ *           hide its per-thread loop), else 0, and a grid of fewer blocks
+ *           than SMs gets only its SMs' share of bandwidth and peak;
  *   GEMM    max(bytes / hbm, flops / (peak * cg_gemm_fraction)) + launch,
  *           peak = bf16 for bf16 operands, fp32 for f32 ones;
  *   bound   max(sum bytes / hbm, sum flops / each call's peak) + launches.
@@ -32,6 +33,7 @@ typedef struct {
     int64_t serial;             /* the longest loop one iteration runs, in iterations (>= 1) */
     ir_dtype type[CG_MAX_ARGS]; /* each argument's element type (its bytes) */
     int block;                  /* threads cooperating on one iteration; 0: one each */
+    int split;                  /* > 1: blocks per iteration */
 } cg_kernel_info;
 
 /* A GPU's constants; one const row per device (cg_devices, codegen/cost.c). */
@@ -73,9 +75,10 @@ typedef struct {
 
 /* The fraction of peak a GEMM of m*n*k*batch multiply-adds reaches. */
 double cg_gemm_fraction(const cg_gemm *d);
-/* Modelled time of a kernel of these figures on dev (launch included). */
-double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t serial, int64_t bytes,
-                    int64_t flops);
+/* Modelled time of a kernel of these figures on dev (launch included);
+ * blocks: the launch's grid (0: unknown, taken as filling every SM). */
+double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t blocks, int64_t serial,
+                    int64_t bytes, int64_t flops);
 
 /* One estimate per call of the CUDA program of g, in program order, and
  * the totals. *out is malloc'd (*n entries). 0, or -1 with a message. */

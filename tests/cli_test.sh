@@ -78,7 +78,7 @@ for prog in train eval; do
     grep -q "^$prog total: [0-9]* kernels and [0-9]* GEMMs per step, [0-9]* bytes per step" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog counts"
 done
 grep -Eq '^ +kernel +threads +serial +bytes +flops +us$' "$tmp/cost.txt" && ok || bad "--cost lacks the column header"
-grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign +65536 +96 ' "$tmp/cost.txt" && ok || bad "--cost: BatchNorm statistics row (64 blocks of 1024 threads, 32 elements each per pass)"
+grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp/cost.txt" && ok || bad "--cost: BatchNorm statistics row (576 blocks of 1024 threads, 4 elements each)"
 "$bin/dpc" models/resnet18.net --cost --device h200 | cmp -s - "$tmp/cost.txt" && ok || bad "--device h200 is not the default"
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200)" "$bin/dpc" models/mlp.net --cost --device tpu9
 expect_fail_line cost-device-value "missing value after: --device" "$bin/dpc" models/mlp.net --cost --device
