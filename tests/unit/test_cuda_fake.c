@@ -183,14 +183,16 @@ typedef struct {
     char **what;
     float **v; /* raw bytes as floats (i32 outputs compare bitwise too) */
     int64_t *len;
+    int *backward; /* a gradient, or a stored tensor the update wrote from one */
 } state;
 
 static state state_of(side *sd, const ir_graph *g) {
-    state s = {0, NULL, NULL, NULL};
+    state s = {0, NULL, NULL, NULL, NULL};
     int cap = g->n + rt_store_count(sd->st) + 1;
     s.what = calloc((size_t)cap, sizeof *s.what);
     s.v = calloc((size_t)cap, sizeof *s.v);
     s.len = calloc((size_t)cap, sizeof *s.len);
+    s.backward = calloc((size_t)cap, sizeof *s.backward);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!(n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD))) continue;
@@ -204,6 +206,7 @@ static state state_of(side *sd, const ir_graph *g) {
         snprintf(name, sizeof name, "node %d (%s '%s')", i, ir_ops[n->op].name, n->name);
         s.what[s.n] = strdup(name);
         s.v[s.n] = x;
+        s.backward[s.n] = (n->flags & IR_FLAG_GRAD) != 0;
         s.len[s.n++] = (int64_t)(bytes / 4);
     }
     for (int i = 0; i < rt_store_count(sd->st); i++) {
@@ -212,6 +215,7 @@ static state state_of(side *sd, const ir_graph *g) {
         rt_store_read(sd->st, i, x);
         s.what[s.n] = strdup(rt_store_name(sd->st, i));
         s.v[s.n] = x;
+        s.backward[s.n] = 1;
         s.len[s.n++] = n;
     }
     return s;
@@ -219,15 +223,24 @@ static state state_of(side *sd, const ir_graph *g) {
 
 static void state_free(state *s) {
     for (int i = 0; i < s->n; i++) free(s->what[i]), free(s->v[i]);
-    free(s->what), free(s->v), free(s->len);
+    free(s->what), free(s->v), free(s->len), free(s->backward);
 }
 
 /* tol 0: bit for bit. Else relative L2 per tensor: the cpu backend splits
  * GEMMs into blocks across its threads (a dense layer's columns become
- * matrix-vector products), the fake runs each as one cblas call, so sums
- * of the same products come in another order; a wrong pointer, offset or
- * argument is off by O(1). Returns the number of tensors that differ. */
-static int state_diff(const state *a, const state *b, double tol, const char *what) {
+ * matrix-vector products), the fake runs each as one cblas call, and the
+ * CUDA reductions sum in f32 in another order than the C dialect's double
+ * lanes, so sums of the same terms round differently; a wrong pointer,
+ * offset or argument is off by O(1). Gradients, and the tensors the update
+ * wrote from them, are held to back_tol instead: the backward pass is not
+ * continuous. A ReLU whose input lies within rounding of zero passes its
+ * gradient on one side and drops it on the other (seen: resnet18 at batch
+ * 4, a pre-activation of 1.3e-7 in f32 against 0, which moved one channel's
+ * beta gradient by 0.108 and every weight gradient before it by ~0.6%);
+ * each kernel on its own is held to its error bound on identical inputs by
+ * tests/sim_models_test.sh. Returns the number of tensors that differ. */
+static int state_diff(const state *a, const state *b, double tol, double back_tol,
+                      const char *what) {
     int diffs = 0;
     CHECK_MSG(a->n == b->n, "%s: %d vs %d tensors", what, a->n, b->n);
     for (int i = 0; i < a->n && i < b->n; i++) {
@@ -241,7 +254,7 @@ static int state_diff(const state *a, const state *b, double tol, const char *wh
                 num += d * d;
                 den += (double)b->v[i][j] * b->v[i][j];
             }
-            bad = !(sqrt(num) <= tol * (sqrt(den) + 1e-30));
+            bad = !(sqrt(num) <= (a->backward[i] ? back_tol : tol) * (sqrt(den) + 1e-30));
         }
         if (bad && diffs++ < 5)
             CHECK_MSG(0, "%s: %s differs (rel L2 %.3g)", what, a->what[i],
@@ -250,7 +263,7 @@ static int state_diff(const state *a, const state *b, double tol, const char *wh
     return diffs;
 }
 
-static void step_matches_cpu(const char *model, int batch) {
+static void step_matches_cpu(const char *model, int batch, double back_tol) {
     ir_graph *g = model_graph(model, batch, 1);
     CHECK(g != NULL);
     if (!g) return;
@@ -286,7 +299,7 @@ static void step_matches_cpu(const char *model, int batch) {
                   (long long)(s1.launches - s0.launches), (long long)(s1.gemms - s0.gemms),
                   launches, gemms);
         state sc = state_of(&c, g), su = state_of(&u, g);
-        CHECK(state_diff(&su, &sc, 1e-4, model) == 0);
+        CHECK(state_diff(&su, &sc, 1e-4, back_tol, model) == 0);
         state_free(&sc);
 
         /* Graph: record the step, restore the starting weights and replay:
@@ -317,7 +330,7 @@ static void step_matches_cpu(const char *model, int batch) {
                 CHECK(rt_cuda_graph_launch(u.be, gr, err, sizeof err) == 0);
                 CHECK(u.be->sync(u.be, err, sizeof err) == 0);
                 state sr = state_of(&u, g);
-                CHECK(state_diff(&sr, &su, 0, "graph replay vs eager") == 0);
+                CHECK(state_diff(&sr, &su, 0, 0, "graph replay vs eager") == 0);
                 state_free(&sr);
             }
             rt_cuda_graph_free(u.be, gr);
@@ -330,8 +343,9 @@ static void step_matches_cpu(const char *model, int batch) {
     sides_free(sides, g);
 }
 
-TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4); }
-TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4); }
+TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
+/* 18 layers of ReLUs: a few kinks may flip (state_diff), 3e-2 allows ~5 */
+TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4, 3e-2); }
 
 /* The eval program (another module, other kernels) on the same store. */
 TEST(resnet18_eval_equals_cpu) {
@@ -354,7 +368,7 @@ TEST(resnet18_eval_equals_cpu) {
     }
     if (c.ex && u.ex) {
         state sc = state_of(&c, g), su = state_of(&u, g);
-        CHECK(state_diff(&su, &sc, 1e-4, "resnet18 eval") == 0);
+        CHECK(state_diff(&su, &sc, 1e-4, 1e-4, "resnet18 eval") == 0);
         state_free(&sc);
         state_free(&su);
     }
