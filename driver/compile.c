@@ -29,13 +29,75 @@ static int known_target(const char *target) {
     return 0;
 }
 
-int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
-    if (o->dump_after && strcmp(o->dump_after, "elaborate") != 0 && !pass_find(o->dump_after)) {
-        char known[256];
+static pass_options pass_options_of(const dpc_options *o) {
+    pass_options po = pass_default_options();
+    po.fuse = !o->no_fuse;
+    po.memplan = !o->no_memplan;
+    return po;
+}
+
+int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen) {
+    pass_options po = pass_options_of(o);
+    pass_pipeline base;
+    char why[512];
+    if (o->passes && (o->disable_passes || o->no_fuse || o->no_memplan))
         return ir_fail(err, errlen,
-                       "dpc: error: unknown pass for --dump-ir (known: elaborate %s): %s",
-                       pass_names_str(known, sizeof known), o->dump_after);
+                       "dpc: error: --passes names the whole pipeline: leave %s out of it "
+                       "instead of %s",
+                       o->disable_passes ? o->disable_passes
+                       : o->no_fuse      ? "fuse"
+                                         : "memplan",
+                       o->disable_passes ? "--disable-pass"
+                       : o->no_fuse      ? "--no-fuse"
+                                         : "--no-memplan");
+    if (o->passes) po.fuse = po.memplan = 1; /* base: the options of every pass */
+    pass_pipeline_default(&po, &base);
+    /* The flags are the options' defaults: --bucket-mb is partition's
+     * bucket_mb, --precision precision's precision. */
+    if (o->bucket_mb > 0) pass_pipeline_set(&base, "partition", "bucket_mb", o->bucket_mb);
+    pass_precision_kind p;
+    if (o->precision && !pass_precision_parse(o->precision, &p))
+        pass_pipeline_set(&base, "precision", "precision", p);
+    if (o->passes) {
+        if (pass_pipeline_parse(o->passes, &base, out, why, sizeof why))
+            return ir_fail(err, errlen, "dpc: error: %s", why);
+    } else {
+        *out = base;
+        if (o->disable_passes && pass_pipeline_remove(out, o->disable_passes, why, sizeof why))
+            return ir_fail(err, errlen, "dpc: error: %s", why);
+        if (pass_pipeline_check(out, why, sizeof why))
+            return ir_fail(err, errlen, "dpc: error: --disable-pass: %s", why);
     }
+    return 0;
+}
+
+/* "elaborate" or a pass of pl; what names the flag. */
+static int check_pass_name(const char *name, const pass_pipeline *pl, const char *what, char *err,
+                           size_t errlen) {
+    char known[256];
+    if (!strcmp(name, "elaborate")) return 0;
+    if (!pass_find(name))
+        return ir_fail(err, errlen, "dpc: error: unknown pass for %s (known: elaborate %s): %s",
+                       what, pass_names_str(known, sizeof known), name);
+    if (pass_pipeline_find(pl, name) < 0)
+        return ir_fail(err, errlen, "dpc: error: %s=%s: '%s' is not in the pipeline", what, name,
+                       name);
+    return 0;
+}
+
+int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
+    pass_pipeline pl;
+    if (dpc_pipeline(o, &pl, err, errlen)) return -1;
+    if (o->dump_after && check_pass_name(o->dump_after, &pl, "--dump-ir", err, errlen)) return -1;
+    if (o->print_ir_after && strcmp(o->print_ir_after, "all") &&
+        strcmp(o->print_ir_after, "changed") &&
+        check_pass_name(o->print_ir_after, &pl, "--print-ir-after", err, errlen))
+        return -1;
+    if (o->print_ir_after && !o->dump_dir)
+        return ir_fail(err, errlen, "dpc: error: --print-ir-after needs --dump-dir DIR");
+    if (o->dump_dir && !o->print_ir_after)
+        return ir_fail(err, errlen,
+                       "dpc: error: --dump-dir needs --print-ir-after=NAME|all|changed");
     if (o->max_memory && ir_parse_size(o->max_memory) < 0)
         return ir_fail(err, errlen,
                        "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
@@ -262,6 +324,109 @@ static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
     }
     if (o->out && o->dot && (!strcmp(o->out, o->dot) || ir_file_same(o->out, o->dot)))
         return ir_fail(err, errlen, "dpc: error: -o and --dot name the same file %s", o->out);
+    if (o->dump_dir && ir_file_check_dir(o->dump_dir, "--dump-dir", why, sizeof why))
+        return ir_fail(err, errlen, "dpc: error: %s", why);
+    return 0;
+}
+
+/* ---- --dump-ir=PASS, --print-ir-after, --time-passes: the pass hook -------- */
+
+typedef struct {
+    const dpc_options *o;
+    FILE *report;
+    char *last; /* --print-ir-after=changed: the dump of the graph before the pass */
+    size_t last_len;
+    int rows;   /* --time-passes rows printed */
+    int failed; /* the hook refused: its message is msg, whole */
+    char msg[1024];
+} inspect;
+
+static char *dump_text(const ir_graph *g, size_t *len) {
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    IR_CHECK_ALLOC(f);
+    ir_dump(g, f);
+    IR_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
+    return text;
+}
+
+/* DIR/NN-PASS.PROG.ir, written the safe way (ir/file.h); a link planted
+ * at the name, or a name that is the model or another output, is refused
+ * rather than written through. */
+static int write_dump(const inspect *in, int index, const char *pass, const char *prog,
+                      const char *text, size_t len, char *err, size_t errlen) {
+    const dpc_options *o = in->o;
+    char path[4400], why[1024];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%02d-%s.%s.ir", o->dump_dir, index, pass, prog);
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return ir_fail(err, errlen,
+                       "dpc: error: --dump-dir: %s is a symbolic link; not writing "
+                       "through it",
+                       path);
+    const char *inputs[3] = {o->model, o->out, o->dot};
+    for (int k = 0; k < 3; k++)
+        if (inputs[k] && ir_file_same(path, inputs[k]))
+            return ir_fail(err, errlen, "dpc: error: --dump-dir: %s is %s; not overwriting it",
+                           path, k ? "another output" : "the model being compiled");
+    if (ir_file_write_all(path, text, len, why, sizeof why))
+        return ir_fail(err, errlen, "dpc: error: --dump-dir: %s", why);
+    return 0;
+}
+
+/* The graph as the program starts (00-elaborate.PROG.ir). */
+static int inspect_start(inspect *in, const char *prog, const ir_graph *g, char *err,
+                         size_t errlen) {
+    const char *what = in->o->print_ir_after;
+    free(in->last);
+    in->last = NULL;
+    if (!what) return 0;
+    in->last = dump_text(g, &in->last_len);
+    if (strcmp(what, "all") && strcmp(what, "changed") && strcmp(what, "elaborate")) return 0;
+    return write_dump(in, 0, "elaborate", prog, in->last, in->last_len, err, errlen);
+}
+
+/* --time-passes' figures after a pass: kernels per step as the C dialect
+ * renders the graph (cg_program_launches, as --stats counts them) and the
+ * arena pass_memplan_run plans for it; '-' where the graph cannot be
+ * rendered or planned yet. */
+static void time_row(inspect *in, const char *prog, const pass_info *p, const ir_graph *g,
+                     int nodes_before, double ms) {
+    char why[512], kernels[32] = "-", arena[32] = "-";
+    int gemms;
+    cg_program *cp = cg_generate(g, CG_DIALECT_C, NULL, why, sizeof why);
+    if (cp) snprintf(kernels, sizeof kernels, "%d", cg_program_launches(cp, &gemms));
+    cg_program_free(cp);
+    pass_memplan *m = pass_memplan_run(g, why, sizeof why);
+    if (m) snprintf(arena, sizeof arena, "%lld", (long long)m->arena_bytes);
+    pass_memplan_free(m);
+    if (!in->rows++)
+        fprintf(in->report, "%-7s %-10s %10s %12s %11s %8s %14s\n", "program", "pass", "ms",
+                "nodes_before", "nodes_after", "kernels", "arena_bytes");
+    fprintf(in->report, "%-7s %-10s %10.3f %12d %11d %8s %14s\n", prog, p->name, ms, nodes_before,
+            g->n, kernels, arena);
+}
+
+static int inspect_pass(void *user, unsigned program, int index, const pass_info *p,
+                        const ir_graph *g, int nodes_before, double ms, char *err, size_t errlen) {
+    inspect *in = user;
+    const dpc_options *o = in->o;
+    const char *prog = program == PASS_TRAIN ? "train" : "eval", *what = o->print_ir_after;
+    if (program == PASS_TRAIN && o->dump_after && !strcmp(o->dump_after, p->name))
+        ir_dump(g, in->report);
+    if (what && (!strcmp(what, "all") || !strcmp(what, "changed") || !strcmp(what, p->name))) {
+        size_t len;
+        char *text = dump_text(g, &len);
+        int same = in->last && len == in->last_len && !memcmp(text, in->last, len);
+        free(in->last);
+        in->last = text, in->last_len = len;
+        if (!(same && !strcmp(what, "changed")) &&
+            write_dump(in, index + 1, p->name, prog, text, len, in->msg, sizeof in->msg)) {
+            in->failed = 1;
+            return ir_fail(err, errlen, "%s", in->msg);
+        }
+    }
+    if (o->time_passes) time_row(in, prog, p, g, nodes_before, ms);
     return 0;
 }
 
@@ -282,18 +447,6 @@ static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen)
     return plan->train && plan->eval ? 0 : -1;
 }
 
-static pass_options pass_options_of(const dpc_options *o, FILE *report) {
-    pass_options po = pass_default_options();
-    po.fuse = !o->no_fuse;
-    po.memplan = !o->no_memplan;
-    po.bucket_bytes = o->bucket_mb > 0 ? (size_t)(o->bucket_mb * (1 << 20)) : 0;
-    if (o->bucket_mb > 0 && po.bucket_bytes < 4) po.bucket_bytes = 4; /* at least one float */
-    po.dump_after = o->dump_after && strcmp(o->dump_after, "elaborate") ? o->dump_after : NULL;
-    po.dump = report;
-    if (o->precision) pass_precision_parse(o->precision, &po.precision);
-    return po;
-}
-
 /* Everything after the frontend; why: a stage's own message (the buffer
  * sizes dpc has always used), prefixed with the model's path into err. */
 static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memplans[2],
@@ -303,16 +456,21 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
     if (o->summary) ir_summary(plan->train, report);
     if (o->dump_after && !strcmp(o->dump_after, "elaborate")) ir_dump(plan->train, report);
 
-    pass_options po = pass_options_of(o, report);
-    pass_options eval_po = po;
-    eval_po.dump_after = NULL; /* one dump: the training program's */
-    if (pass_run_train(&plan->train, &plan->schedule, &po, why, sizeof why) ||
-        pass_run_eval(&plan->eval, &eval_po, why, sizeof why))
-        return ir_fail(err, errlen, "%s: error: %s", model, why);
-    /* The memory plans, made once: the limit checks them, the plan file stores them. */
-    if (po.memplan && (!(memplans[0] = pass_memplan_run(plan->train, why, sizeof why)) ||
-                       !(memplans[1] = pass_memplan_run(plan->eval, why, sizeof why))))
-        return ir_fail(err, errlen, "%s: error: %s", model, why);
+    pass_pipeline pl;
+    if (dpc_pipeline(o, &pl, err, errlen)) return -1;
+    inspect in = {.o = o, .report = report};
+    pass_env train_env = {&plan->schedule, &memplans[0], inspect_pass, &in};
+    pass_env eval_env = {NULL, &memplans[1], inspect_pass, &in};
+    int rc = inspect_start(&in, "train", plan->train, err, errlen);
+    if (!rc && pass_pipeline_run(&pl, PASS_TRAIN, &plan->train, &train_env, why, sizeof why))
+        rc = 1;
+    if (!rc) rc = inspect_start(&in, "eval", plan->eval, err, errlen);
+    if (!rc && pass_pipeline_run(&pl, PASS_EVAL, &plan->eval, &eval_env, why, sizeof why)) rc = 1;
+    free(in.last);
+    if (rc > 0 && in.failed) return ir_fail(err, errlen, "%s", in.msg);
+    if (rc > 0) return ir_fail(err, errlen, "%s: error: %s", model, why);
+    if (rc) return -1;
+    /* The memory plans are memplan's: the limit checks them, the plan file stores them. */
     if (check_memory(plan, o, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (o->dump_ir && !o->dump_after) ir_dump(plan->train, report);
@@ -320,7 +478,7 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
         if (target_wants(target, (cg_dialect)d) &&
             add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why))
             return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
-    if (o->out && po.memplan && add_memplans(plan, memplans, why, sizeof why))
+    if (o->out && memplans[0] && add_memplans(plan, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: memory planning: %s", model, why);
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||
                      print_stats(report, "eval", plan->eval, why, sizeof why)))

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "passes/passes.h"
+
 typedef struct {
     const char *model;  /* the .net path: read, or named in messages */
     const char *source; /* its text (source_len bytes), or NULL to read model */
@@ -41,12 +43,25 @@ typedef struct {
 
     int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
     const char *cost_device; /* --device for --cost, a cg_devices name (NULL: the first, h200) */
+
+    /* The pipeline (dpc_pipeline): --passes SPEC, else the default less
+     * --disable-pass NAMES (and no_fuse, no_memplan); not both. */
+    const char *passes, *disable_passes;
+    const char *print_ir_after; /* --print-ir-after: a pass, elaborate, all or changed */
+    const char *dump_dir;       /* --dump-dir: where print_ir_after's files go */
+    int time_passes;            /* --time-passes: a row per pass to the report */
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors
  * ("dpc: error: ..."): dump_after, max_memory, target, precision,
  * cost_device. 0 or -1. */
 int dpc_options_check(const dpc_options *o, char *err, size_t errlen);
+
+/* The pipeline o asks for: the default one (pass_pipeline_default) as
+ * --no-fuse, --no-memplan, --disable-pass, --bucket-mb and --precision set
+ * it, or --passes over it (those two flags give the options the spec
+ * leaves out). 0 or -1 + "dpc: error: ..." in err. */
+int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen);
 
 /* Checks the options and outputs, compiles, writes what o asks for. 0, or
  * -1 with the message in err. */

@@ -17,9 +17,10 @@
  *                kernel each (ir_node.group) and orders the graph so each
  *                group is contiguous (rules in fuse.c); off with o->fuse = 0
  *
- * and then, on the final graph, the memory planner (not a graph rewrite):
- *     memplan    lifetimes over the execution order, in-place reuse, best-fit
- *                offsets of every activation in one arena (pass_memplan_run)
+ *     memplan    the memory plan of the final graph (not a graph rewrite):
+ *                lifetimes over the execution order, in-place reuse,
+ *                best-fit offsets of every activation in one arena
+ *                (pass_memplan_run); the last pass of a pipeline
  *
  * Each pass takes the graph by reference and may replace it (*g is freed and
  * set to the new graph); it returns 0, or -1 with a message in err. Every
@@ -29,6 +30,12 @@
  *     pass_options o = pass_default_options();
  *     if (pass_run_train(&train, &schedule, &o, err, sizeof err)) ...;
  *     if (pass_run_eval(&eval, &o, err, sizeof err)) ...;
+ * or, a pipeline of one's own (dpc --passes):
+ *     pass_pipeline base, pl;
+ *     pass_pipeline_default(&o, &base);
+ *     if (pass_pipeline_parse("lower,autodiff,fuse", &base, &pl, err, sizeof err)) ...;
+ *     pass_env e = {&schedule, &memplan, NULL, NULL};
+ *     if (pass_pipeline_run(&pl, PASS_TRAIN, &train, &e, err, sizeof err)) ...;
  */
 #ifndef DPC_PASSES_H
 #define DPC_PASSES_H
@@ -85,7 +92,7 @@ pass_precision_kind pass_precision_of(const ir_graph *g);
 const char *pass_precision_name(pass_precision_kind p);
 
 typedef struct {
-    int fuse, memplan;             /* 1 = on; memplan is the caller's to run (pass_memplan_run) */
+    int fuse, memplan;             /* 1 = in the default pipeline */
     const char *dump_after;        /* pass name, or NULL */
     FILE *dump;                    /* where --dump-ir=PASS writes */
     size_t bucket_bytes;           /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
@@ -94,20 +101,44 @@ typedef struct {
 
 pass_options pass_default_options(void);
 
-/* ---- the registry (pipeline.c) ---------------------------------------------
- * Every pass in the order pass_run_* runs it, the programs it runs in, and a
- * line about it; the names are what dump_after (--dump-ir=PASS) may take.
- * The pipeline, dpc's --dump-ir check and dpc's help all read it. */
-typedef struct {
-    const ir_train *train;       /* the train section (optimizer), NULL for eval */
-    const pass_options *options; /* may be NULL: the defaults */
-} pass_context;
+/* ---- the registry and the pipeline (pipeline.c) ------------------------------
+ * Every pass, in the order of the default pipeline: its name, the programs
+ * it applies to, a line about it, its options and its prerequisites. The
+ * default pipeline, --passes, --list-passes, --dump-ir's check and dpc's
+ * help all read it. Adding a pass is one entry and its run function.
+ *
+ * A pipeline is text: `lower,autodiff,partition(bucket_mb=25),precision(bf16)`.
+ * An option value without a name (only the first) is the pass's first
+ * option. Options not given take the base pipeline's value for that pass
+ * (the flags: --bucket-mb, --precision), else the registry's default. */
 enum { PASS_TRAIN = 1, PASS_EVAL = 2 };
+enum { PASS_OPTS_MAX = 4, PASS_DEPS_MAX = 8, PASS_PIPELINE_MAX = 32 };
+typedef enum { PASS_OPT_INT, PASS_OPT_FLOAT, PASS_OPT_ENUM, PASS_OPT_SIZE } pass_opt_type;
+typedef struct {
+    const char *name; /* NULL ends a pass's list */
+    pass_opt_type type;
+    double def;            /* default; for an enum, the index into values */
+    double min, max;       /* int, float, size: the range (min excluded when min_open) */
+    int min_open;          /* 1: min itself is out of range */
+    const char *values[4]; /* enum: the allowed names, NULL-terminated */
+    const char *help;      /* one line */
+} pass_opt;
+
+typedef struct {
+    const ir_train *train;  /* the train section (optimizer), NULL for eval */
+    const double *arg;      /* the step's option values, in the pass's option order */
+    pass_memplan **memplan; /* where memplan leaves its plan (replacing any), or NULL */
+} pass_context;
 typedef struct {
     const char *name;
     int (*run)(ir_graph **g, const pass_context *c, char *err, size_t errlen);
     unsigned programs; /* PASS_TRAIN | PASS_EVAL */
     const char *about; /* one line */
+    /* Passes that must come earlier in the pipeline (of those that apply
+     * to the program being run), and passes that, when present, must come
+     * earlier; "*" in after means every other pass. */
+    const char *requires[PASS_DEPS_MAX], *after[PASS_DEPS_MAX];
+    pass_opt opts[PASS_OPTS_MAX];
 } pass_info;
 /* Terminated by an entry whose name is NULL. */
 extern const pass_info pass_registry[];
@@ -115,6 +146,67 @@ extern const pass_info pass_registry[];
 const pass_info *pass_find(const char *name);
 /* "lower autodiff ..." for messages: the names in order into buf; returns buf. */
 const char *pass_names_str(char *buf, size_t n);
+/* The index of p's option named name, or -1. */
+int pass_opt_find(const pass_info *p, const char *name);
+/* Parses text as a value of o (range checked): 0, or -1 + message naming
+ * the option, the allowed range or values and the text. */
+int pass_opt_parse(const pass_opt *o, const char *text, double *out, char *err, size_t errlen);
+/* The value in the form pass_opt_parse reads back to the same double. */
+const char *pass_opt_str(const pass_opt *o, double v, char *buf, size_t n);
+/* --list-passes: the registry, a block per pass. */
+void pass_list(FILE *f);
+
+typedef struct {
+    const pass_info *pass;
+    double arg[PASS_OPTS_MAX];
+} pass_step;
+typedef struct {
+    int n;
+    pass_step step[PASS_PIPELINE_MAX];
+} pass_pipeline;
+
+/* The default pipeline as o sets it: every pass of the registry (fuse
+ * unless o->fuse, memplan unless o->memplan), partition's bucket_mb from
+ * o->bucket_bytes, precision's from o->precision. */
+void pass_pipeline_default(const pass_options *o, pass_pipeline *out);
+/* Parses spec over base (whose steps give the options' defaults) and
+ * checks it (pass_pipeline_check). 0, or -1 + message quoting the
+ * offending part of the spec. */
+int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeline *out, char *err,
+                        size_t errlen);
+/* Removes the passes named in names ("fuse,memplan"); -1 + message for an
+ * unknown one. */
+int pass_pipeline_remove(pass_pipeline *pl, const char *names, char *err, size_t errlen);
+/* The prerequisites of every step, for train and for eval (the steps that
+ * apply to it); 0 or -1 + message naming the passes. */
+int pass_pipeline_check(const pass_pipeline *pl, char *err, size_t errlen);
+/* Sets option opt of pass's step to v (a value its schema allows); -1 when
+ * pl has no such step or option. */
+int pass_pipeline_set(pass_pipeline *pl, const char *pass, const char *opt, double v);
+/* The index of the step running pass name, or -1. */
+int pass_pipeline_find(const pass_pipeline *pl, const char *name);
+/* The pipeline as text pass_pipeline_parse reads back to the same
+ * pipeline (every option written name=value). */
+void pass_pipeline_print(const pass_pipeline *pl, FILE *f);
+
+/* Called after each step that runs in the program (index: its position in
+ * pl, from 0); ms: the pass's wall time; nodes_before: the graph's node
+ * count before it. Non-zero stops the pipeline (message in err). */
+typedef int (*pass_hook)(void *user, unsigned program, int index, const pass_info *p,
+                         const ir_graph *g, int nodes_before, double ms, char *err, size_t errlen);
+typedef struct {
+    const ir_train *train;  /* NULL for eval */
+    pass_memplan **memplan; /* where the memplan step leaves its plan, or NULL */
+    pass_hook hook;         /* or NULL */
+    void *user;
+} pass_env;
+/* Runs the steps of pl that apply to program, ir_verify after each. 0 or
+ * -1 + message. */
+int pass_pipeline_run(const pass_pipeline *pl, unsigned program, ir_graph **g, const pass_env *e,
+                      char *err, size_t errlen);
+
+/* The default pipeline of o without memplan (memplan is the caller's to
+ * run), and --dump-ir=o->dump_after to o->dump (stdout when NULL). */
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);
