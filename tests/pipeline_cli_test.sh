@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The pass pipeline through dpc (docs/DESIGN.md §5, §15): --list-passes,
+# --print-pipeline fed back through --passes gives byte-identical plans,
+# --disable-pass and its aliases equal the matching --passes spec, the flags
+# give the options a spec leaves out, every refusal names the offending part,
+# --print-ir-after writes the numbered files (changed skips an unchanged
+# pass, planted links and inputs are not written through), --time-passes has
+# a row per pass whose figures agree with --stats.
+. tests/lib.sh
+dpc=$bin/dpc
+default='lower,autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,memplan'
+
+# ---- the registry ---------------------------------------------------------------
+"$dpc" --list-passes >"$tmp/list" 2>&1 && ok || bad "--list-passes: $(cat "$tmp/list")"
+for p in lower:train,eval autodiff:train optimizer:train partition:train precision:train,eval \
+    fuse:train,eval memplan:train,eval; do
+    grep -q "^${p%%:*} *${p##*:}: " "$tmp/list" && ok || bad "--list-passes lacks '${p%%:*} ${p##*:}'"
+done
+grep -q 'option bucket_mb (float, (0, 1048576\], default 25)' "$tmp/list" && ok || bad "--list-passes: bucket_mb"
+grep -q 'option precision (enum, fp32|bf16, default fp32)' "$tmp/list" && ok || bad "--list-passes: precision"
+grep -A1 '^optimizer ' "$tmp/list" | grep -q 'requires (earlier in the pipeline): autodiff' && ok ||
+    bad "--list-passes: optimizer's prerequisite"
+"$dpc" --help >"$tmp/help"
+for p in lower autodiff optimizer partition precision fuse memplan --passes --disable-pass \
+    --print-pipeline --list-passes --print-ir-after --dump-dir --time-passes; do
+    grep -q -- "^  $p" "$tmp/help" && ok || bad "--help lacks $p"
+done
+
+# ---- --print-pipeline, and feeding it back ---------------------------------------
+[ "$("$dpc" --print-pipeline)" = "$default" ] && ok || bad "--print-pipeline: $("$dpc" --print-pipeline)"
+[ "$("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)" = \
+    'lower,autodiff,optimizer,partition(bucket_mb=0.5),precision(precision=bf16),memplan' ] && ok ||
+    bad "--print-pipeline with flags: $("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)"
+[ "$("$dpc" --print-pipeline --passes='lower,precision(bf16)')" = 'lower,precision(precision=bf16)' ] &&
+    ok || bad "--print-pipeline --passes"
+n=0
+for m in mlp cnn_small resnet18_cifar; do
+    for flags in "" "--precision bf16" "--no-fuse" "--precision bf16 --no-fuse" "--no-memplan" \
+        "--bucket-mb 0.0001"; do
+        [ "$m" = resnet18_cifar ] && [ -n "$flags" ] && [ "$flags" != "--precision bf16" ] && continue
+        n=$((n + 1))
+        # shellcheck disable=SC2086 # the flags are words
+        spec=$("$dpc" --print-pipeline $flags)
+        "$dpc" "models/$m.net" --batch 4 $flags -o "$tmp/a$n.plan" &&
+            "$dpc" "models/$m.net" --batch 4 --passes="$spec" -o "$tmp/b$n.plan" &&
+            cmp -s "$tmp/a$n.plan" "$tmp/b$n.plan" && ok || bad "$m $flags: --passes='$spec' gives another plan"
+    done
+done
+
+# ---- --disable-pass, its aliases, and the flags under --passes ------------------------
+plan() { # NAME ARGS...: cnn_small at batch 4 into $tmp/NAME.plan
+    local name=$1; shift
+    "$dpc" models/cnn_small.net --batch 4 "$@" -o "$tmp/$name.plan" || bad "compile $name: $*"
+}
+same() { cmp -s "$tmp/$2.plan" "$tmp/$3.plan" && ok || bad "$1: plans $2 and $3 differ"; }
+plan nofuse --no-fuse
+plan dis-fuse --disable-pass=fuse
+plan spec-nofuse --passes='lower,autodiff,optimizer,partition,precision,memplan'
+same "--no-fuse is --disable-pass=fuse" nofuse dis-fuse
+same "--disable-pass=fuse is its --passes" dis-fuse spec-nofuse
+plan nomem --no-memplan
+plan dis-mem --disable-pass memplan
+plan spec-nomem --passes 'lower,autodiff,optimizer,partition,precision,fuse'
+same "--no-memplan is --disable-pass=memplan" nomem dis-mem
+same "--disable-pass=memplan is its --passes" dis-mem spec-nomem
+plan both --no-fuse --no-memplan
+plan dis-both --disable-pass=fuse,memplan
+same "--disable-pass=fuse,memplan" both dis-both
+plan fused
+cmp -s "$tmp/fused.plan" "$tmp/nofuse.plan" && bad "--no-fuse changed nothing" || ok
+plan dis-part --disable-pass=partition
+plan spec-nopart --passes='lower,autodiff,optimizer,precision,fuse,memplan'
+same "--disable-pass=partition is its --passes" dis-part spec-nopart
+# The flags give the options a spec leaves out; the spec's own values win.
+plan tiny --bucket-mb 0.0001
+plan tiny-flag --bucket-mb 0.0001 --passes='lower,autodiff,optimizer,partition,precision,fuse,memplan'
+plan tiny-spec --bucket-mb 5 --passes='lower,autodiff,optimizer,partition(bucket_mb=0.0001),precision,fuse,memplan'
+same "--bucket-mb under --passes" tiny tiny-flag
+same "the spec's bucket_mb over --bucket-mb" tiny tiny-spec
+cmp -s "$tmp/tiny.plan" "$tmp/fused.plan" && bad "--bucket-mb 0.0001 changed nothing" || ok
+plan bf16 --precision bf16
+plan bf16-spec --passes='lower,autodiff,optimizer,partition,precision(bf16),fuse,memplan'
+plan bf16-flag --precision bf16 --passes='lower,autodiff,optimizer,partition,precision,fuse,memplan'
+plan fp32-spec --precision bf16 --passes='lower,autodiff,optimizer,partition,precision(precision=fp32),fuse,memplan'
+same "precision(bf16) is --precision bf16" bf16 bf16-spec
+same "--precision under --passes" bf16 bf16-flag
+same "the spec's precision over --precision" fused fp32-spec
+
+# ---- refusals: one line, exit 1, naming the part ------------------------------------
+m=models/mlp.net
+refuse() { expect_fail_line "$1" "$2" "$dpc" "$m" -o "$tmp/refused.plan" "${@:3}"; }
+refuse unknown-pass "dpc: error: --passes: unknown pass 'frob'" --passes='lower,frob'
+refuse unknown-option "unknown option 'size' in 'partition(size=3)'" --passes='lower,autodiff,optimizer,partition(size=3)'
+refuse option-of-none "unknown option 'x' in 'lower(x=1)' (lower: no options)" --passes='lower(x=1)'
+refuse bad-range "'partition(bucket_mb=0)': bucket_mb takes float in (0, 1048576], got '0'" \
+    --passes='lower,autodiff,optimizer,partition(bucket_mb=0)'
+refuse bad-type "'partition(bucket_mb=big)': bucket_mb takes float" --passes='lower,autodiff,optimizer,partition(bucket_mb=big)'
+refuse bad-enum "'precision(fp16)': precision takes fp32|bf16, got 'fp16'" --passes='lower,precision(fp16)'
+refuse second-positional "'fp32' in 'precision(bf16,fp32)': only the first option may go without a name" \
+    --passes='lower,precision(bf16,fp32)'
+refuse option-twice "'precision(precision=bf16,precision=fp32)': option 'precision' given twice" \
+    --passes='lower,precision(precision=bf16,precision=fp32)'
+refuse empty-value "'precision(precision=)': an empty option value" --passes='lower,precision(precision=)'
+refuse takes-none "'fuse(1)': pass 'fuse' takes no options" --passes='lower,fuse(1)'
+refuse duplicate "pass 'fuse' appears twice" --passes='lower,fuse,fuse'
+refuse needs-before "pass 'optimizer' needs 'autodiff' before it" --passes='lower,optimizer'
+refuse needs-lower "pass 'memplan' needs 'lower' before it" --passes='memplan'
+refuse order "pass 'optimizer' must come before 'fuse'" --passes='lower,autodiff,fuse,optimizer'
+refuse memplan-last "pass 'fuse' must come before 'memplan'" --passes='lower,memplan,fuse'
+refuse unbalanced-open "'partition(bucket_mb=25': unbalanced parentheses" --passes='lower,autodiff,optimizer,partition(bucket_mb=25'
+refuse unbalanced-close "'fuse)': unbalanced parentheses" --passes='lower,fuse)'
+refuse nested "'partition((1))': unbalanced parentheses" --passes='lower,autodiff,optimizer,partition((1))'
+refuse empty-element "an empty element at offset 6 of 'lower,,fuse'" --passes='lower,,fuse'
+refuse trailing-comma "an empty element at offset 6 of 'lower,'" --passes='lower,'
+refuse empty-spec "--passes: an empty pipeline" --passes=
+refuse missing-name "'(bf16)': a pass name is missing" --passes='lower,(bf16)'
+refuse passes-and-disable "--passes names the whole pipeline: leave fuse out of it instead of --disable-pass" \
+    --passes=lower --disable-pass=fuse
+refuse passes-and-no-fuse "instead of --no-fuse" --passes=lower --no-fuse
+refuse passes-and-no-memplan "instead of --no-memplan" --passes=lower --no-memplan
+refuse disable-unknown "--disable-pass: unknown pass 'frob'" --disable-pass=fuse,frob
+refuse disable-prerequisite "--disable-pass: pass 'autodiff' needs 'lower' before it" --disable-pass=lower
+refuse dump-not-run "--dump-ir=fuse: 'fuse' is not in the pipeline" --no-fuse --dump-ir=fuse
+refuse bucket-flag "--bucket-mb: bucket_mb takes float in (0, 1048576], got '0'" --bucket-mb 0
+[ ! -e "$tmp/refused.plan" ] && ok || bad "a refused pipeline wrote a plan"
+
+# ---- --print-ir-after -------------------------------------------------------------
+c=models/cnn_small.net
+files() { (cd "$1" && ls | tr '\n' ' '); }
+"$dpc" "$c" --batch 2 --print-ir-after=all --dump-dir "$tmp/all" && ok || bad "--print-ir-after=all"
+want="00-elaborate.eval.ir 00-elaborate.train.ir 01-lower.eval.ir 01-lower.train.ir 02-autodiff.train.ir "
+want+="03-optimizer.train.ir 04-partition.train.ir 05-precision.eval.ir 05-precision.train.ir "
+want+="06-fuse.eval.ir 06-fuse.train.ir 07-memplan.eval.ir 07-memplan.train.ir "
+[ "$(files "$tmp/all")" = "$want" ] && ok || bad "--print-ir-after=all wrote: $(files "$tmp/all")"
+"$dpc" "$c" --batch 2 --dump-ir=optimizer >"$tmp/opt.ir"
+cmp -s "$tmp/opt.ir" "$tmp/all/03-optimizer.train.ir" && ok || bad "03-optimizer.train.ir is not --dump-ir=optimizer"
+"$dpc" "$c" --batch 2 --dump-ir=elaborate >"$tmp/elab.ir"
+cmp -s "$tmp/elab.ir" "$tmp/all/00-elaborate.train.ir" && ok || bad "00-elaborate.train.ir is not --dump-ir=elaborate"
+cmp -s "$tmp/all/04-partition.train.ir" "$tmp/all/05-precision.train.ir" && ok ||
+    bad "precision at fp32 changed the graph"
+# changed: precision at fp32 and memplan leave the graph as it was
+"$dpc" "$c" --batch 2 --print-ir-after=changed --dump-dir "$tmp/ch" && ok || bad "--print-ir-after=changed"
+want="00-elaborate.eval.ir 00-elaborate.train.ir 01-lower.eval.ir 01-lower.train.ir 02-autodiff.train.ir "
+want+="03-optimizer.train.ir 04-partition.train.ir 06-fuse.eval.ir 06-fuse.train.ir "
+[ "$(files "$tmp/ch")" = "$want" ] && ok || bad "--print-ir-after=changed wrote: $(files "$tmp/ch")"
+"$dpc" "$c" --batch 2 --precision bf16 --print-ir-after=changed --dump-dir "$tmp/chbf" && ok || bad "changed, bf16"
+[ -f "$tmp/chbf/05-precision.train.ir" ] && [ -f "$tmp/chbf/05-precision.eval.ir" ] && ok ||
+    bad "changed: bf16 precision skipped: $(files "$tmp/chbf")"
+"$dpc" "$c" --batch 2 --print-ir-after=optimizer --dump-dir "$tmp/one" && ok || bad "--print-ir-after=optimizer"
+[ "$(files "$tmp/one")" = "03-optimizer.train.ir " ] && ok || bad "--print-ir-after=optimizer wrote: $(files "$tmp/one")"
+"$dpc" "$c" --batch 2 --passes='lower,autodiff,optimizer,fuse' --print-ir-after=fuse --dump-dir "$tmp/f" && ok ||
+    bad "--print-ir-after=fuse of a --passes pipeline"
+[ "$(files "$tmp/f")" = "04-fuse.eval.ir 04-fuse.train.ir " ] && ok || bad "numbering follows --passes: $(files "$tmp/f")"
+# A planted link is refused, not written through; the model is never overwritten.
+mkdir "$tmp/trap" && printf 'precious' >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/trap/03-optimizer.train.ir"
+expect_fail_line planted-link "--dump-dir: $tmp/trap/03-optimizer.train.ir is a symbolic link" \
+    "$dpc" "$c" --print-ir-after=optimizer --dump-dir "$tmp/trap"
+[ "$(cat "$tmp/victim")" = precious ] && ok || bad "--dump-dir wrote through a planted link"
+mkdir "$tmp/in" && cp "$c" "$tmp/in/01-lower.train.ir" && cp "$c" "$tmp/keep.net"
+expect_fail_line dump-is-model "is the model being compiled; not overwriting it" \
+    "$dpc" "$tmp/in/01-lower.train.ir" --print-ir-after=lower --dump-dir "$tmp/in"
+cmp -s "$tmp/in/01-lower.train.ir" "$tmp/keep.net" && ok || bad "--dump-dir overwrote the model"
+refuse after-needs-dir "--print-ir-after needs --dump-dir DIR" --print-ir-after=all
+refuse dir-needs-after "--dump-dir needs --print-ir-after" --dump-dir "$tmp/x"
+refuse after-unknown "unknown pass for --print-ir-after (known: elaborate lower" --print-ir-after=frob --dump-dir "$tmp/x"
+refuse after-not-run "--print-ir-after=fuse: 'fuse' is not in the pipeline" --disable-pass=fuse --print-ir-after=fuse --dump-dir "$tmp/x"
+: >"$tmp/afile"
+refuse dir-parent-missing "--dump-dir $tmp/no/such: cannot create the directory" --print-ir-after=all --dump-dir "$tmp/no/such"
+refuse dir-is-file "--dump-dir $tmp/afile: not a directory" --print-ir-after=all --dump-dir "$tmp/afile"
+
+# ---- --time-passes -----------------------------------------------------------------
+"$dpc" "$c" --time-passes --stats >"$tmp/time" 2>&1 && ok || bad "--time-passes: $(cat "$tmp/time")"
+grep -q '^program pass  *ms  *nodes_before  *nodes_after  *kernels  *arena_bytes$' "$tmp/time" && ok ||
+    bad "--time-passes has no header"
+for p in train:lower train:autodiff train:optimizer train:partition train:precision train:fuse train:memplan \
+    eval:lower eval:precision eval:fuse eval:memplan; do
+    [ "$(grep -c "^${p%%:*} *${p##*:} *[0-9.]* *[0-9]* *[0-9]* *[0-9-]* *[0-9-]*$" "$tmp/time")" = 1 ] && ok ||
+        bad "--time-passes: no single row for $p"
+done
+[ "$(grep -c '^\(train\|eval\)  *[a-z]*  *[0-9.]* ' "$tmp/time")" = 11 ] && ok || bad "--time-passes: not 11 rows"
+row() { grep "^$1 *$2 " "$tmp/time" | awk "{print \$$3}"; }
+fused=$(grep '^train kernels per step' "$tmp/time" | sed 's/.*: fused \([0-9]*\).*/\1/')
+unfused=$(grep '^train kernels per step' "$tmp/time" | sed 's/.*unfused \([0-9]*\).*/\1/')
+arena=$(grep '^train arena bytes' "$tmp/time" | sed 's/.*planned \([0-9]*\).*/\1/')
+[ "$(row train fuse 6)" = "$fused" ] && [ "$(row train memplan 6)" = "$fused" ] && ok ||
+    bad "kernels after fuse $(row train fuse 6), --stats fused $fused"
+[ "$(row train partition 6)" = "$unfused" ] && ok || bad "kernels before fuse $(row train partition 6), --stats unfused $unfused"
+[ "$(row train memplan 7)" = "$arena" ] && ok || bad "arena after memplan $(row train memplan 7), --stats $arena"
+[ "$(row train fuse 4)" = "$(row train fuse 5)" ] && [ "$(row train lower 4)" -lt "$(row train lower 5)" ] && ok ||
+    bad "node counts before/after: fuse $(row train fuse 4)/$(row train fuse 5), lower $(row train lower 4)/$(row train lower 5)"
+finish
