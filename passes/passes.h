@@ -163,14 +163,18 @@ typedef struct {
 typedef struct {
     int n;
     pass_step step[PASS_PIPELINE_MAX];
+    /* Bit i: pass_registry[i] already ran on the graph the pipeline starts
+     * from (a graph read back from a dump): it counts as earlier for the
+     * prerequisites, and a step may not run it again. 0 from the frontend. */
+    unsigned done;
 } pass_pipeline;
 
 /* The default pipeline as o sets it: every pass of the registry (fuse
  * unless o->fuse, memplan unless o->memplan), partition's bucket_mb from
  * o->bucket_bytes, precision's from o->precision. */
 void pass_pipeline_default(const pass_options *o, pass_pipeline *out);
-/* Parses spec over base (whose steps give the options' defaults) and
- * checks it (pass_pipeline_check). 0, or -1 + message quoting the
+/* Parses spec over base (whose steps give the options' defaults, and whose
+ * done out takes) and checks it (pass_pipeline_check). 0, or -1 + message quoting the
  * offending part of the spec. */
 int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeline *out, char *err,
                         size_t errlen);

@@ -240,7 +240,7 @@ static void step_defaults(pass_step *s, const pass_info *p, const pass_pipeline 
 }
 
 void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
-    out->n = 0;
+    out->n = 0, out->done = 0;
     for (const pass_info *p = pass_registry; p->name; p++) {
         if ((!o->fuse && !strcmp(p->name, "fuse")) || (!o->memplan && !strcmp(p->name, "memplan")))
             continue;
@@ -265,8 +265,9 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
     char *open = strchr(text, '(');
     size_t name_len = open ? (size_t)(open - text) : elem_len;
     char name[64];
-    if (name_len == 0 || name_len >= sizeof name)
-        return ir_fail(err, errlen, "--passes: '%s': a pass name is missing", text);
+    if (name_len == 0) return ir_fail(err, errlen, "--passes: '%s': a pass name is missing", text);
+    if (name_len >= sizeof name)
+        return ir_fail(err, errlen, "--passes: unknown pass '%.60s...'", text);
     memcpy(name, text, name_len);
     name[name_len] = 0;
     const pass_info *p = pass_find(name);
@@ -293,7 +294,8 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
             i = pass_opt_find(p, item);
             if (i < 0) {
                 char names[128] = "";
-                for (int k = 0, len = 0; k < PASS_OPTS_MAX && p->opts[k].name; k++)
+                for (int k = 0, len = 0;
+                     k < PASS_OPTS_MAX && p->opts[k].name && len < (int)sizeof names; k++)
                     len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", k ? " " : "",
                                     p->opts[k].name);
                 return ir_fail(err, errlen, "--passes: unknown option '%s' in '%s' (%s: %s)", item,
@@ -319,7 +321,7 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
 
 int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeline *out, char *err,
                         size_t errlen) {
-    out->n = 0;
+    out->n = 0, out->done = base ? base->done : 0;
     if (!*spec) return ir_fail(err, errlen, "--passes: an empty pipeline");
     for (const char *at = spec;;) {
         /* An element ends at the first comma outside parentheses. */
@@ -352,7 +354,8 @@ int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeli
 
 int pass_pipeline_remove(pass_pipeline *pl, const char *names, char *err, size_t errlen) {
     char buf[256], known[256];
-    snprintf(buf, sizeof buf, "%s", names);
+    if (snprintf(buf, sizeof buf, "%s", names) >= (int)sizeof buf)
+        return ir_fail(err, errlen, "--disable-pass: too long: '%.60s...'", names);
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
          name = strtok_r(NULL, ",", &save)) {
         if (!pass_find(name))
@@ -366,15 +369,20 @@ int pass_pipeline_remove(pass_pipeline *pl, const char *names, char *err, size_t
     return 0;
 }
 
+static int done(const pass_pipeline *pl, const pass_info *p) {
+    return (pl->done >> (p - pass_registry)) & 1;
+}
+
 static int check_program(const pass_pipeline *pl, unsigned program, char *err, size_t errlen) {
     const char *prog = program == PASS_TRAIN ? "train" : "eval";
     for (int i = 0; i < pl->n; i++) {
         const pass_info *p = pl->step[i].pass;
         if (!(p->programs & program)) continue;
+        if (done(pl, p)) return ir_fail(err, errlen, "pass '%s' already ran on the graph", p->name);
         for (int r = 0; r < PASS_DEPS_MAX && p->requires[r]; r++) {
             const pass_info *q = pass_find(p->requires[r]);
             int at = pass_pipeline_find(pl, p->requires[r]);
-            if (q && (q->programs & program) && (at < 0 || at > i))
+            if (q && (q->programs & program) && !done(pl, q) && (at < 0 || at > i))
                 return ir_fail(err, errlen, "pass '%s' needs '%s' before it (%s program)", p->name,
                                q->name, prog);
         }

@@ -57,14 +57,15 @@ TEST(option_values_parse_and_print_back) {
                    sz = {.name = "s", .type = PASS_OPT_SIZE, .min = 0, .max = 1 << 30};
     double v = 0;
     CHECK(pass_opt_parse(&i, "8", &v, err, sizeof err) == 0 && v == 8);
-    CHECK(pass_opt_parse(&i, "9", &v, err, sizeof err) == -1 && strstr(err, "n takes int in [1, 8]") &&
-          strstr(err, "'9'"));
+    CHECK(pass_opt_parse(&i, "9", &v, err, sizeof err) == -1 &&
+          strstr(err, "n takes int in [1, 8]") && strstr(err, "'9'"));
     CHECK(pass_opt_parse(&i, "1.5", &v, err, sizeof err) == -1);
     CHECK(pass_opt_parse(&fl, "0", &v, err, sizeof err) == -1 && strstr(err, "(0, 1]"));
     CHECK(pass_opt_parse(&fl, "1", &v, err, sizeof err) == 0 && v == 1);
     CHECK(pass_opt_parse(&fl, "nan", &v, err, sizeof err) == -1);
     CHECK(pass_opt_parse(&e, "c", &v, err, sizeof err) == 0 && v == 2);
-    CHECK(pass_opt_parse(&e, "d", &v, err, sizeof err) == -1 && strstr(err, "e takes a|b|c, got 'd'"));
+    CHECK(pass_opt_parse(&e, "d", &v, err, sizeof err) == -1 &&
+          strstr(err, "e takes a|b|c, got 'd'"));
     CHECK(pass_opt_parse(&sz, "4K", &v, err, sizeof err) == 0 && v == 4096);
     CHECK(pass_opt_parse(&sz, "2G", &v, err, sizeof err) == -1 && strstr(err, "a size"));
     char buf[64];
@@ -131,7 +132,8 @@ TEST(text_pipelines_round_trip_and_take_their_defaults) {
     char *t = printed(&base);
     t[strlen(t) - 1] = 0;
     CHECK_MSG(pass_pipeline_parse(t, NULL, &again, err, sizeof err) == 0, "%s", err);
-    CHECK(again.n == base.n && !memcmp(again.step, base.step, (size_t)base.n * sizeof base.step[0]));
+    CHECK(again.n == base.n &&
+          !memcmp(again.step, base.step, (size_t)base.n * sizeof base.step[0]));
     free(t);
 }
 
@@ -140,8 +142,10 @@ TEST(bad_pipelines_are_refused_naming_the_part) {
         const char *spec, *want;
     } bad[] = {
         {"lower,frob", "unknown pass 'frob' (known: lower autodiff"},
-        {"lower,autodiff,optimizer,partition(size=1)", "unknown option 'size' in 'partition(size=1)'"},
-        {"lower,autodiff,optimizer,partition(bucket_mb=-1)", "'partition(bucket_mb=-1)': bucket_mb takes"},
+        {"lower,autodiff,optimizer,partition(size=1)",
+         "unknown option 'size' in 'partition(size=1)'"},
+        {"lower,autodiff,optimizer,partition(bucket_mb=-1)",
+         "'partition(bucket_mb=-1)': bucket_mb takes"},
         {"lower,precision(fp16)", "precision takes fp32|bf16, got 'fp16'"},
         {"lower,precision(bf16,fp32)", "'fp32' in 'precision(bf16,fp32)': only the first"},
         {"lower,precision(precision=bf16,precision=bf16)", "option 'precision' given twice"},
@@ -169,6 +173,18 @@ TEST(bad_pipelines_are_refused_naming_the_part) {
     pl.step[pl.n++].pass = pass_find("precision");
     pl.step[pl.n++].pass = pass_find("lower");
     CHECK(pass_pipeline_check(&pl, err, sizeof err) == -1 && strstr(err, "needs 'lower'"));
+    /* a graph read back after lower and autodiff: those count as earlier, and do not run again */
+    pass_pipeline base = {.done = 1u << (pass_find("lower") - pass_registry) |
+                                  1u << (pass_find("autodiff") - pass_registry)};
+    CHECK_MSG(
+        pass_pipeline_parse("optimizer,partition,fuse,memplan", &base, &pl, err, sizeof err) == 0 &&
+            pl.done == base.done,
+        "%s", err);
+    CHECK(pass_pipeline_parse("optimizer,lower", &base, &pl, err, sizeof err) == -1 &&
+          strstr(err, "pass 'lower' already ran on the graph"));
+    base.done = 0;
+    CHECK(pass_pipeline_parse("optimizer", &base, &pl, err, sizeof err) == -1 &&
+          strstr(err, "pass 'optimizer' needs 'autodiff' before it"));
 }
 
 typedef struct {
@@ -207,7 +223,8 @@ TEST(pipeline_runs_each_applicable_step_and_leaves_the_plan) {
      * the one pass_run_* makes */
     pass_memplan *direct = pass_memplan_run(train, err, sizeof err);
     CHECK(m[0] && m[1] && direct && m[0]->arena_bytes == direct->arena_bytes &&
-          m[0]->n == direct->n && !memcmp(m[0]->offset, direct->offset, (size_t)direct->n * sizeof direct->offset[0]));
+          m[0]->n == direct->n &&
+          !memcmp(m[0]->offset, direct->offset, (size_t)direct->n * sizeof direct->offset[0]));
     ir_graph *legacy = fe_build_graph(fp, 4, 1);
     CHECK(pass_run_train(&legacy, fe_train(fp), &o, err, sizeof err) == 0);
     CHECK(legacy->n == train->n && ir_graph_hash(legacy) == ir_graph_hash(train));
