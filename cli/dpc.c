@@ -10,9 +10,12 @@
 
 static void usage(FILE *f) {
     fputs("usage: dpc MODEL.net [-o PLAN] [--cost [--device h200]] [options]\n"
+          "       dpc --from-ir FILE.ir [-o PLAN] [options]\n"
           "  -o PLAN            write the compiled plan\n"
           "  --summary          layer table and trainable parameter count\n"
           "  --dump-ir[=PASS]   IR text after all passes (or after PASS)\n"
+          "  --from-ir FILE     continue from a --dump-ir text instead of a model: the passes\n"
+          "                     after its `# after:` pass\n"
           "  --dot FILE         Graphviz of the final training graph\n"
           "  --batch N          override the per-device batch of the train section\n"
           "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
@@ -49,7 +52,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
             !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
-            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device")) {
+            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device") ||
+            !strcmp(s, "--from-ir")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o"))
@@ -62,6 +66,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
                 a->max_memory = v;
             else if (!strcmp(s, "--device"))
                 a->cost_device = v;
+            else if (!strcmp(s, "--from-ir"))
+                a->from_ir = v;
             else if (!strcmp(s, "--precision")) {
                 pass_precision_kind p;
                 if (pass_precision_parse(v, &p))
@@ -105,7 +111,7 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             a->model = s;
         }
     }
-    if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
+    if (!a->model && !a->from_ir) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
     if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir && !a->cost)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost or "
                    "--emit-kernels",

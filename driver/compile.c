@@ -16,6 +16,7 @@
 #include "ir/ir.h"
 #include "ir/parse.h"
 #include "ir/plan.h"
+#include "ir/text.h"
 #include "passes/passes.h"
 
 /* --target all, or the one dialect whose table names this target. */
@@ -248,11 +249,12 @@ static int write_dot(const ir_graph *g, const char *name, const char *path, char
  * other), or cannot be written. */
 static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
     const char *outs[2][2] = {{"-o", o->out}, {"--dot", o->dot}};
+    const char *input = o->from_ir ? o->from_ir : o->model;
     char why[1024];
     for (int k = 0; k < 2; k++) {
         const char *out = outs[k][1];
         if (!out) continue;
-        if (ir_file_same(out, o->model) || !strcmp(out, o->model))
+        if (ir_file_same(out, input) || !strcmp(out, input))
             return ir_fail(err, errlen,
                            "dpc: error: %s %s is the model being compiled; writing it would "
                            "destroy it",
@@ -282,6 +284,72 @@ static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen)
     return plan->train && plan->eval ? 0 : -1;
 }
 
+/* Registry position of a pass: -1 for "elaborate" (before the first),
+ * -2 for a name that is neither. */
+static int pass_index(const char *name) {
+    if (!strcmp(name, "elaborate")) return -1;
+    const pass_info *p = pass_find(name);
+    return p ? (int)(p - pass_registry) : -2;
+}
+
+/* The last pass of the eval program at or before the pass at index k: the
+ * eval program's state when the train program's is after k. */
+static int eval_index(int k) {
+    int last = -1;
+    for (int i = 0; i <= k && pass_registry[i].name; i++)
+        if (pass_registry[i].programs & PASS_EVAL) last = i;
+    return last;
+}
+
+/* The graph dpc --from-ir continues from, and the pass it is after (into
+ * after, at least 32 bytes). */
+static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char *err,
+                         size_t errlen) {
+    ir_text_file t;
+    const char *path = o->from_ir;
+    if (o->source ? ir_text_parse(path, o->source, o->source_len, &t, err, errlen)
+                  : ir_text_read(path, &t, err, errlen))
+        return -1;
+    const char *missing = !t.model[0]                 ? "'# model' line"
+                          : !t.after[0]               ? "'# after:' line"
+                          : !t.has_train              ? "'# train' line"
+                          : !t.graph[IR_TEXT_TRAIN]   ? "train program"
+                          : !t.graph[IR_TEXT_EVAL]    ? "eval program"
+                          : pass_index(t.after) == -2 ? ""
+                                                      : NULL;
+    char known[256];
+    int rc = 0;
+    if (missing && !missing[0])
+        rc = ir_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
+                     path, t.after, pass_names_str(known, sizeof known));
+    else if (missing)
+        rc = ir_fail(err, errlen, "%s: error: no %s: --from-ir needs a whole dump (dpc --dump-ir)",
+                     path, missing);
+    if (rc) {
+        ir_text_free(&t);
+        return -1;
+    }
+    plan->schedule = t.train;
+    snprintf(plan->model, sizeof plan->model, "%s", t.model);
+    snprintf(plan->source, sizeof plan->source, "%s", t.source);
+    snprintf(after, 32, "%s", t.after);
+    plan->train = t.graph[IR_TEXT_TRAIN];
+    plan->eval = t.graph[IR_TEXT_EVAL];
+    return 0;
+}
+
+/* The header of a dump of both programs after the pass named after. */
+static void dump_header(const dpc_plan *plan, const char *after, FILE *f) {
+    ir_text_file t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.model, sizeof t.model, "%s", plan->model);
+    snprintf(t.source, sizeof t.source, "%s", plan->source);
+    snprintf(t.after, sizeof t.after, "%s", after);
+    t.has_train = 1;
+    t.train = plan->schedule;
+    ir_text_write_header(&t, f);
+}
+
 static pass_options pass_options_of(const dpc_options *o, FILE *report) {
     pass_options po = pass_default_options();
     po.fuse = !o->no_fuse;
@@ -294,20 +362,36 @@ static pass_options pass_options_of(const dpc_options *o, FILE *report) {
     return po;
 }
 
-/* Everything after the frontend; why: a stage's own message (the buffer
- * sizes dpc has always used), prefixed with the model's path into err. */
-static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memplans[2],
-                        FILE *report, char *err, size_t errlen) {
-    const char *model = o->model, *target = o->target ? o->target : "all";
+/* Everything after the frontend (or --from-ir's reading, after: the pass
+ * its graphs are after, "elaborate" for the frontend's); why: a stage's own
+ * message (the buffer sizes dpc has always used), prefixed with the input's
+ * path into err. A dump after PASS is the train program after PASS and the
+ * eval program after the last of its passes up to PASS (ir/text.h). */
+static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
+                        pass_memplan *memplans[2], FILE *report, char *err, size_t errlen) {
+    const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     char why[512];
+    int done = pass_index(after), dump_at = o->dump_after ? pass_index(o->dump_after) : -2;
+    if (o->dump_after && dump_at <= done && (o->from_ir || dump_at > -1))
+        return ir_fail(err, errlen, "dpc: error: --dump-ir=%s: %s is already after %s",
+                       o->dump_after, model, after);
     if (o->summary) ir_summary(plan->train, report);
-    if (o->dump_after && !strcmp(o->dump_after, "elaborate")) ir_dump(plan->train, report);
+    if (o->dump_after) {
+        dump_header(plan, o->dump_after, report);
+        ir_text_write_program(IR_TEXT_TRAIN, dump_at == -1 ? plan->train : NULL, report);
+    }
 
     pass_options po = pass_options_of(o, report);
     pass_options eval_po = po;
-    eval_po.dump_after = NULL; /* one dump: the training program's */
-    if (pass_run_train(&plan->train, &plan->schedule, &po, why, sizeof why) ||
-        pass_run_eval(&plan->eval, &eval_po, why, sizeof why))
+    eval_po.dump_after = NULL;
+    if (pass_run_rest(&plan->train, PASS_TRAIN, after, &plan->schedule, &po, why, sizeof why))
+        return ir_fail(err, errlen, "%s: error: %s", model, why);
+    if (o->dump_after) { /* the eval program now, or when its pass has run */
+        int e = eval_index(dump_at);
+        ir_text_write_program(IR_TEXT_EVAL, e <= done ? plan->eval : NULL, report);
+        if (e > done) eval_po.dump_after = pass_registry[e].name;
+    }
+    if (pass_run_rest(&plan->eval, PASS_EVAL, after, NULL, &eval_po, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
     /* The memory plans, made once: the limit checks them, the plan file stores them. */
     if (po.memplan && (!(memplans[0] = pass_memplan_run(plan->train, why, sizeof why)) ||
@@ -315,7 +399,13 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
         return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (check_memory(plan, o, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
-    if (o->dump_ir && !o->dump_after) ir_dump(plan->train, report);
+    if (o->dump_ir && !o->dump_after) {
+        int last = 0;
+        while (pass_registry[last + 1].name) last++;
+        dump_header(plan, pass_registry[last].name, report);
+        ir_text_write_program(IR_TEXT_TRAIN, plan->train, report);
+        ir_text_write_program(IR_TEXT_EVAL, plan->eval, report);
+    }
     for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
         if (target_wants(target, (cg_dialect)d) &&
             add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why))
@@ -335,13 +425,21 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
 }
 
 int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
-    if (!o->model) return ir_fail(err, errlen, "dpc: error: no model file");
+    if (!o->model && !o->from_ir) return ir_fail(err, errlen, "dpc: error: no model file");
+    if (o->model && o->from_ir)
+        return ir_fail(err, errlen, "dpc: error: give a model or --from-ir FILE, not both");
+    if (o->from_ir && o->batch)
+        return ir_fail(err, errlen,
+                       "dpc: error: --batch: the graph of --from-ir %s has its batch already",
+                       o->from_ir);
     if (dpc_options_check(o, err, errlen) || check_outputs(o, err, errlen)) return -1;
     FILE *report = o->report ? o->report : stdout;
     dpc_plan plan = {0};
     pass_memplan *memplans[2] = {NULL, NULL};
-    int rc = build(o, &plan, err, errlen);
-    if (!rc) rc = compile_plan(o, &plan, memplans, report, err, errlen);
+    char after[32] = "elaborate";
+    int rc =
+        o->from_ir ? build_from_ir(o, &plan, after, err, errlen) : build(o, &plan, err, errlen);
+    if (!rc) rc = compile_plan(o, after, &plan, memplans, report, err, errlen);
     pass_memplan_free(memplans[0]);
     pass_memplan_free(memplans[1]);
     ir_free(plan.train);

@@ -10,6 +10,10 @@
  *     char err[4096];
  *     if (dpc_compile(&o, err, sizeof err)) fprintf(stderr, "%s\n", err);
  *
+ * A dump (--dump-ir, o.dump_after) is the whole IR text form (ir/text.h):
+ * a header with the model, the pass it is after and the train section, then
+ * the train and the eval program; o.from_ir continues from such a file.
+ *
  * On failure err holds the one line dpc prints (no newline): the frontend's
  * "FILE:LINE:COL: error: ...", "FILE: error: ..." for the passes, memory
  * limit and code generation, "dpc: error: ..." for the outputs. Nothing is
@@ -41,6 +45,12 @@ typedef struct {
 
     int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
     const char *cost_device; /* --device for --cost, a cg_devices name (NULL: the first, h200) */
+
+    /* --from-ir: an IR text file (ir/text.h, what --dump-ir prints) to
+     * continue from instead of a model: its header's `# after:` pass says
+     * which passes remain. Read, or only named when source is set (its
+     * text); model stays NULL. */
+    const char *from_ir;
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors

@@ -118,5 +118,10 @@ const char *pass_names_str(char *buf, size_t n);
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);
+/* The passes of program (PASS_TRAIN or PASS_EVAL) that come after the pass
+ * named after in the registry ("elaborate" or NULL: all of them), as
+ * pass_run_*: for a graph read back from its text (dpc --from-ir). */
+int pass_run_rest(ir_graph **g, unsigned program, const char *after, const ir_train *t,
+                  const pass_options *o, char *err, size_t errlen);
 
 #endif

@@ -94,11 +94,19 @@ static int after(const char *pass, ir_graph *g, const pass_options *o, char *err
     return 0;
 }
 
-static int run_program(ir_graph **g, unsigned program, const ir_train *t, const pass_options *o,
-                       char *err, size_t errlen) {
+int pass_run_rest(ir_graph **g, unsigned program, const char *start, const ir_train *t,
+                  const pass_options *o, char *err, size_t errlen) {
     if (check_options(o, err, errlen)) return -1;
+    const pass_info *p = pass_registry;
+    if (start && strcmp(start, "elaborate")) {
+        char known[256];
+        if (!(p = pass_find(start)))
+            return ir_fail(err, errlen, "unknown pass '%s' (known: elaborate %s)", start,
+                           pass_names_str(known, sizeof known));
+        p++;
+    }
     pass_context c = {t, o};
-    for (const pass_info *p = pass_registry; p->name; p++) {
+    for (; p->name; p++) {
         if (!(p->programs & program)) continue;
         if (p->run(g, &c, err, errlen) || after(p->name, *g, o, err, errlen)) return -1;
     }
@@ -107,9 +115,9 @@ static int run_program(ir_graph **g, unsigned program, const ir_train *t, const 
 
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen) {
-    return run_program(g, PASS_TRAIN, t, o, err, errlen);
+    return pass_run_rest(g, PASS_TRAIN, NULL, t, o, err, errlen);
 }
 
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen) {
-    return run_program(g, PASS_EVAL, NULL, o, err, errlen);
+    return pass_run_rest(g, PASS_EVAL, NULL, NULL, o, err, errlen);
 }
