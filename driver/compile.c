@@ -393,6 +393,7 @@ static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
     }
     if (pass_run_rest(&plan->eval, PASS_EVAL, after, NULL, &eval_po, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
+    if (o->dump_after) ir_text_write_end(report);
     /* The memory plans, made once: the limit checks them, the plan file stores them. */
     if (po.memplan && (!(memplans[0] = pass_memplan_run(plan->train, why, sizeof why)) ||
                        !(memplans[1] = pass_memplan_run(plan->eval, why, sizeof why))))
@@ -405,6 +406,7 @@ static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
         dump_header(plan, pass_registry[last].name, report);
         ir_text_write_program(IR_TEXT_TRAIN, plan->train, report);
         ir_text_write_program(IR_TEXT_EVAL, plan->eval, report);
+        ir_text_write_end(report);
     }
     for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
         if (target_wants(target, (cg_dialect)d) &&

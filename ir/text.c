@@ -14,6 +14,10 @@
 #include "ir/parse.h"
 
 #define TEXT_VERSION 1
+/* Bits of ir_text_parse's seen: the keyword lines met (comment_line's kws
+ * order), programs named at 8 + slot. */
+#define VERSION_SEEN (1u << 0)
+#define END_SEEN     (1u << 4)
 /* Integer attributes, dimensions: the plan reader's bound (ir/plan.c). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
@@ -73,10 +77,13 @@ void ir_text_write_program(int which, const ir_graph *g, FILE *f) {
     if (g) ir_dump(g, f);
 }
 
+void ir_text_write_end(FILE *f) { fputs("# end\n", f); }
+
 void ir_text_write(const ir_text_file *t, FILE *f) {
     ir_text_write_header(t, f);
     for (int k = 0; k < 2; k++)
         if (t->graph[k]) ir_text_write_program(k, t->graph[k], f);
+    ir_text_write_end(f);
 }
 
 void ir_text_free(ir_text_file *t) {
@@ -212,7 +219,9 @@ static int string(rd *r, char *buf, size_t n, const char *what) {
     const char *start = r->p++;
     size_t len = 0;
     for (;;) {
-        if (r->p >= r->line_end) return fail(r, start, "%s: unterminated string", what);
+        if (r->p >= r->line_end)
+            return fail(r, r->p, "unexpected end of %s, expected '\"' to end %s",
+                        r->line_end >= r->end ? "file" : "line", what);
         unsigned char c = (unsigned char)*r->p;
         if (c == '"') break;
         if (c < 0x20 || c == 0x7f)
@@ -540,15 +549,17 @@ static int comment_line(rd *r, ir_text_file *out, open_graph *o, int *pending, u
            ((r->p[len] >= 'a' && r->p[len] <= 'z') || r->p[len] == '-'))
         kw[len] = r->p[len], len++;
     kw[len] = 0;
-    static const char *const kws[] = {"dpc-ir", "model", "after", "train", "program", "graph"};
+    static const char *const kws[] = {"dpc-ir", "model",   "after", "train",
+                                      "end",    "program", "graph"};
     int k = 0;
-    while (k < 6 && strcmp(kw, kws[k])) k++;
-    if (k == 6 || (r->p + len < r->line_end && word_char(r->p[len]))) return 0; /* a comment */
+    while (k < 7 && strcmp(kw, kws[k])) k++;
+    if (k == 7 || (r->p + len < r->line_end && word_char(r->p[len]))) return 0; /* a comment */
     const char *at = r->p;
     r->p += len;
-    if (k < 4 && (*seen & (1u << k))) return fail(r, at, "a second '# %s' line", kws[k]);
+    if (k < 5 && (*seen & (1u << k))) return fail(r, at, "a second '# %s' line", kws[k]);
     *seen |= 1u << k;
     switch (k) {
+    case 4: return end_of_line(r) || close_graph(r, o, out, r->line_start);
     case 0: {
         int64_t v;
         if (int_value(r, 0, INT32_MAX, "a version", &v)) return -1;
@@ -567,7 +578,7 @@ static int comment_line(rd *r, ir_text_file *out, open_graph *o, int *pending, u
                word(r, out->after, sizeof out->after, "the name of the last pass run") ||
                end_of_line(r);
     case 3: out->has_train = 1; return train_line(r, &out->train);
-    case 4: {
+    case 5: {
         char p[16];
         const char *pat = (ws(r), r->p);
         if (word(r, p, sizeof p, "train or eval")) return -1;
@@ -625,6 +636,8 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
         ws(&r);
         if (r.p == r.line_end) {
             /* blank */
+        } else if (seen & END_SEEN) {
+            rc = fail(&r, r.p, "text after '# end'");
         } else if (*r.p == '#') {
             r.p++;
             rc = comment_line(&r, out, &o, &pending, &seen);
@@ -639,7 +652,9 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
     if (!rc) { /* the position after the last character */
         if (len && text[len - 1] != '\n') r.line--, r.line_start = last;
         r.p = r.line_end = r.end;
-        if (pending >= 0)
+        if ((seen & VERSION_SEEN) && !(seen & END_SEEN))
+            rc = fail(&r, r.p, "unexpected end of file, expected '# end' (truncated file?)");
+        else if (pending >= 0)
             rc = fail(&r, r.p, "program %s has no '# graph: N nodes' line (truncated file?)",
                       program_names[pending]);
         else

@@ -14,6 +14,7 @@
  *     # program eval
  *     # graph: 40 nodes
  *     ...
+ *     # end
  *
  * `# after:` names the last pass that ran (a pass_registry name, or
  * "elaborate"): the eval program is the eval pipeline up to that point.
@@ -25,7 +26,8 @@
  * Reading trusts nothing: at most IR_TEXT_MAX_BYTES of text and
  * IR_TEXT_MAX_NODES nodes per graph; every number is range checked; each
  * node's type must be its shape rule's; a graph with fewer node lines than
- * its `# graph: N nodes` is a truncated file; each graph must pass
+ * its `# graph: N nodes`, or a file with a `# dpc-ir` line but no `# end`
+ * as its last, is a truncated file; each graph must pass
  * ir_verify. Errors read as `FILE:LINE:COL: error: ...` (as the .net
  * frontend's), naming what was expected.
  *
@@ -64,7 +66,9 @@ void ir_text_write_header(const ir_text_file *t, FILE *f);
 /* `# program train|eval`, then ir_dump(g) unless g is NULL (a caller whose
  * graph is printed later, by the pass pipeline's dump). */
 void ir_text_write_program(int which, const ir_graph *g, FILE *f);
-/* Header and every program t holds. */
+/* `# end`: the last line of a file with a header (a cut file is refused). */
+void ir_text_write_end(FILE *f);
+/* Header, every program t holds, `# end`. */
 void ir_text_write(const ir_text_file *t, FILE *f);
 
 /* Parses len bytes of text named name (for messages) into *out (zeroed

@@ -302,6 +302,10 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
     refused_str(edit(2, "%0 = relu %0 : [2,3]"), "t.ir:2:11: error: %0 is not defined before %0");
     refused_str(edit(1, "# graph: 3 nodes"),
                 "t.ir:5:1: error: more nodes than the 3 of '# graph: 3 nodes'");
+    refused_str("# dpc-ir 1\n# graph: 0 nodes\n",
+                "t.ir:3:1: error: unexpected end of file, expected '# end' (truncated file?)");
+    refused_str("# graph: 0 nodes\n# end\n%0 = input \"x\" : [2]\n",
+                "t.ir:3:1: error: text after '# end'");
     refused_str("# dpc-ir 2\n", "t.ir:1:3: error: IR text version 2, this dpc reads version 1");
     refused_str("# program train\n# program train\n", "t.ir:2:11: error: a second program train");
     refused_str("# train batch=0\n", "t.ir:1:15: error: batch 0 out of range 1..1048576");
