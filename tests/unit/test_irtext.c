@@ -141,7 +141,7 @@ static int list_models(char names[][128], int max) {
     for (struct dirent *e; d && (e = readdir(d)) && n < max;) {
         size_t len = strlen(e->d_name);
         if (len > 4 && len < 100 && !strcmp(e->d_name + len - 4, ".net"))
-            snprintf(names[n++], 128, "models/%s", e->d_name);
+            snprintf(names[n++], 128, "models/%.100s", e->d_name);
     }
     if (d) closedir(d);
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
