@@ -310,21 +310,20 @@ static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char
     if (o->source ? ir_text_parse(path, o->source, o->source_len, &t, err, errlen)
                   : ir_text_read(path, &t, err, errlen))
         return -1;
-    const char *missing = !t.model[0]                 ? "'# model' line"
-                          : !t.after[0]               ? "'# after:' line"
-                          : !t.has_train              ? "'# train' line"
-                          : !t.graph[IR_TEXT_TRAIN]   ? "train program"
-                          : !t.graph[IR_TEXT_EVAL]    ? "eval program"
-                          : pass_index(t.after) == -2 ? ""
-                                                      : NULL;
+    const char *missing = !t.model[0]               ? "'# model' line"
+                          : !t.after[0]             ? "'# after:' line"
+                          : !t.has_train            ? "'# train' line"
+                          : !t.graph[IR_TEXT_TRAIN] ? "train program"
+                          : !t.graph[IR_TEXT_EVAL]  ? "eval program"
+                                                    : NULL;
     char known[256];
     int rc = 0;
-    if (missing && !missing[0])
-        rc = ir_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
-                     path, t.after, pass_names_str(known, sizeof known));
-    else if (missing)
+    if (missing)
         rc = ir_fail(err, errlen, "%s: error: no %s: --from-ir needs a whole dump (dpc --dump-ir)",
                      path, missing);
+    else if (pass_index(t.after) == -2)
+        rc = ir_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
+                     path, t.after, pass_names_str(known, sizeof known));
     if (rc) {
         ir_text_free(&t);
         return -1;
@@ -372,7 +371,7 @@ static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
     const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     char why[512];
     int done = pass_index(after), dump_at = o->dump_after ? pass_index(o->dump_after) : -2;
-    if (o->dump_after && dump_at <= done && (o->from_ir || dump_at > -1))
+    if (o->from_ir && o->dump_after && dump_at <= done)
         return ir_fail(err, errlen, "dpc: error: --dump-ir=%s: %s is already after %s",
                        o->dump_after, model, after);
     if (o->summary) ir_summary(plan->train, report);

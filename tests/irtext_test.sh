@@ -53,6 +53,8 @@ line=$(grep -n '^input' models/mlp.net | head -n 1 | cut -d: -f1)
 expect_fail_line a-net-file "models/mlp.net:$line:1: error: unexpected 'input'" "$bin/dpc" --from-ir models/mlp.net -o "$tmp/x.plan"
 awk '/^# program eval/ { exit } go; /^# program train/ { go = 1 }' "$tmp/optimizer.ir" >"$tmp/bare.ir"
 expect_fail_line bare-graph "no '# model' line: --from-ir needs a whole dump" "$bin/dpc" --from-ir "$tmp/bare.ir" -o "$tmp/x.plan"
+sed 's/^# after: optimizer$/# after: optimiser/' "$tmp/optimizer.ir" >"$tmp/badpass.ir"
+expect_fail_line unknown-after "'# after: optimiser' names no pass" "$bin/dpc" --from-ir "$tmp/badpass.ir" -o "$tmp/x.plan"
 expect_fail_line missing "$tmp/nope.ir: error:" "$bin/dpc" --from-ir "$tmp/nope.ir" -o "$tmp/x.plan"
 expect_fail_line with-batch "--batch" "$bin/dpc" --from-ir "$tmp/lower.ir" --batch 4 -o "$tmp/x.plan"
 expect_fail_line with-model "not both" "$bin/dpc" models/mlp.net --from-ir "$tmp/lower.ir" -o "$tmp/x.plan"
