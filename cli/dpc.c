@@ -11,9 +11,12 @@
 static void usage(FILE *f) {
     fputs(
         "usage: dpc MODEL.net [-o PLAN] [--cost [--device h200]] [options]\n"
+        "       dpc --from-ir FILE.ir [-o PLAN] [options]\n"
         "  -o PLAN            write the compiled plan\n"
         "  --summary          layer table and trainable parameter count\n"
         "  --dump-ir[=PASS]   IR text after all passes (or after PASS)\n"
+        "  --from-ir FILE     continue from a --dump-ir text instead of a model: the pipeline\n"
+        "                     less the passes up to its `# after:` pass (they are done)\n"
         "  --dot FILE         Graphviz of the final training graph\n"
         "  --batch N          override the per-device batch of the train section\n"
         "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
@@ -36,6 +39,7 @@ static void usage(FILE *f) {
         "  --disable-pass=P[,P...]  drop passes from the default pipeline (--no-fuse is\n"
         "                     --disable-pass=fuse, --no-memplan --disable-pass=memplan)\n"
         "  --print-pipeline   print the pipeline the other flags give, in --passes syntax\n"
+        "                     (with --from-ir: the passes left to run)\n"
         "  --print-ir-after=PASS|all|changed  write the IR after each such pass to\n"
         "                     --dump-dir DIR as NN-PASS.train.ir / .eval.ir (00: elaborate)\n"
         "  --dump-dir DIR     where --print-ir-after writes (created if missing)\n"
@@ -100,7 +104,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         }
         if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
             !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
-            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device")) {
+            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device") ||
+            !strcmp(s, "--from-ir")) {
             if (i + 1 >= argc) return die("missing value after", s);
             const char *v = argv[++i];
             if (!strcmp(s, "-o"))
@@ -113,6 +118,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
                 a->max_memory = v;
             else if (!strcmp(s, "--device"))
                 a->cost_device = v;
+            else if (!strcmp(s, "--from-ir"))
+                a->from_ir = v;
             else if (!strcmp(s, "--precision")) {
                 pass_precision_kind p;
                 if (pass_precision_parse(v, &p))
@@ -165,7 +172,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         }
     }
     int print_only = list_passes || print_pipeline; /* no model needed */
-    if (!a->model && !print_only) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
+    if (!a->model && !a->from_ir && !print_only)
+        return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
     if (!print_only && !a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats &&
         !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost, "

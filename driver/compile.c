@@ -16,6 +16,7 @@
 #include "ir/ir.h"
 #include "ir/parse.h"
 #include "ir/plan.h"
+#include "ir/text.h"
 #include "passes/passes.h"
 
 /* --target all, or the one dialect whose table names this target. */
@@ -36,10 +37,29 @@ static pass_options pass_options_of(const dpc_options *o) {
     return po;
 }
 
-int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen) {
+/* The passes a graph dumped after the pass named after has been through:
+ * those of the registry up to and including it (the default order; a
+ * pipeline cannot reorder them, only leave some out), but never memplan,
+ * whose result is the plan's arena, not the graph: a dump holds none of it,
+ * so memplan runs again. 0 for "elaborate". */
+static unsigned done_mask(const char *after) {
+    unsigned done = 0;
+    if (!after || !strcmp(after, "elaborate")) return 0;
+    for (int i = 0; pass_registry[i].name; i++) {
+        if (strcmp(pass_registry[i].name, "memplan")) done |= 1u << i;
+        if (!strcmp(pass_registry[i].name, after)) break;
+    }
+    return done;
+}
+
+/* dpc_pipeline for a graph after the pass named after (NULL: the
+ * frontend's): the passes it has been through are done (done_mask), the
+ * default pipeline leaves them out, and --passes may not name them. */
+static int pipeline_after(const dpc_options *o, const char *after, pass_pipeline *out, char *err,
+                          size_t errlen) {
     pass_options po = pass_options_of(o);
     pass_pipeline base;
-    char why[512];
+    char why[512], from[400] = "";
     if (o->passes && (o->disable_passes || o->no_fuse || o->no_memplan))
         return ir_fail(err, errlen,
                        "dpc: error: --passes names the whole pipeline: leave %s out of it "
@@ -58,40 +78,97 @@ int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t err
     pass_precision_kind p;
     if (o->precision && !pass_precision_parse(o->precision, &p))
         pass_pipeline_set(&base, "precision", "precision", p);
+    base.done = done_mask(after);
+    if (after)
+        snprintf(from, sizeof from, " (--from-ir %.200s is after %s: the passes up to it are done)",
+                 o->from_ir, after);
     if (o->passes) {
         if (pass_pipeline_parse(o->passes, &base, out, why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: %s", why);
+            return ir_fail(err, errlen, "dpc: error: %s%s", why, from);
     } else {
         *out = base;
+        for (const pass_info *q = pass_registry; q->name; q++)
+            if ((out->done >> (q - pass_registry)) & 1) pass_pipeline_remove(out, q->name, NULL, 0);
         if (o->disable_passes && pass_pipeline_remove(out, o->disable_passes, why, sizeof why))
             return ir_fail(err, errlen, "dpc: error: %s", why);
         if (pass_pipeline_check(out, why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: --disable-pass: %s", why);
+            return ir_fail(err, errlen, "dpc: error: --disable-pass: %s%s", why, from);
     }
     return 0;
 }
 
-/* "elaborate" or a pass of pl; what names the flag. */
-static int check_pass_name(const char *name, const pass_pipeline *pl, const char *what, char *err,
-                           size_t errlen) {
+/* --from-ir's file, checked for what dpc needs of it: the header and both
+ * programs. 0, or -1 + "FILE[:LINE:COL]: error: ..." (nothing left in *t). */
+static int read_from_ir(const dpc_options *o, ir_text_file *t, char *err, size_t errlen) {
+    const char *path = o->from_ir;
+    if (o->source ? ir_text_parse(path, o->source, o->source_len, t, err, errlen)
+                  : ir_text_read(path, t, err, errlen))
+        return -1;
+    const char *missing = !t->model[0]               ? "'# model' line"
+                          : !t->after[0]             ? "'# after:' line"
+                          : !t->has_train            ? "'# train' line"
+                          : !t->graph[IR_TEXT_TRAIN] ? "train program"
+                          : !t->graph[IR_TEXT_EVAL]  ? "eval program"
+                                                     : NULL;
     char known[256];
-    if (!strcmp(name, "elaborate")) return 0;
-    if (!pass_find(name))
+    int rc = 0;
+    if (missing)
+        rc = ir_fail(err, errlen,
+                     "%s: error: no %s: --from-ir needs a whole dump of both programs (dpc "
+                     "--dump-ir[=PASS]; a --print-ir-after file holds one program)",
+                     path, missing);
+    else if (strcmp(t->after, "elaborate") && !pass_find(t->after))
+        rc = ir_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
+                     path, t->after, pass_names_str(known, sizeof known));
+    if (rc) ir_text_free(t);
+    return rc;
+}
+
+int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen) {
+    if (!o->from_ir) return pipeline_after(o, NULL, out, err, errlen);
+    ir_text_file t;
+    if (read_from_ir(o, &t, err, errlen)) return -1;
+    int rc = pipeline_after(o, t.after, out, err, errlen);
+    ir_text_free(&t);
+    return rc;
+}
+
+/* "elaborate" or a pass of pl; what names the flag; after: --from-ir's
+ * pass (NULL without), before which nothing can be dumped. */
+static int check_pass_name(const dpc_options *o, const char *name, const pass_pipeline *pl,
+                           const char *what, const char *after, char *err, size_t errlen) {
+    char known[256];
+    const pass_info *p = pass_find(name);
+    if (strcmp(name, "elaborate") && !p)
         return ir_fail(err, errlen, "dpc: error: unknown pass for %s (known: elaborate %s): %s",
                        what, pass_names_str(known, sizeof known), name);
-    if (pass_pipeline_find(pl, name) < 0)
+    if (after && (!p || ((pl->done >> (p - pass_registry)) & 1)))
+        return ir_fail(err, errlen, "dpc: error: %s=%s: %s is already after %s", what, name,
+                       o->from_ir, after);
+    if (p && pass_pipeline_find(pl, name) < 0)
         return ir_fail(err, errlen, "dpc: error: %s=%s: '%s' is not in the pipeline", what, name,
                        name);
     return 0;
 }
 
-int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
-    pass_pipeline pl;
-    if (dpc_pipeline(o, &pl, err, errlen)) return -1;
-    if (o->dump_after && check_pass_name(o->dump_after, &pl, "--dump-ir", err, errlen)) return -1;
+/* --dump-ir=PASS and --print-ir-after=PASS name passes of pl. */
+static int check_dump_names(const dpc_options *o, const pass_pipeline *pl, const char *after,
+                            char *err, size_t errlen) {
+    if (o->dump_after && check_pass_name(o, o->dump_after, pl, "--dump-ir", after, err, errlen))
+        return -1;
     if (o->print_ir_after && strcmp(o->print_ir_after, "all") &&
         strcmp(o->print_ir_after, "changed") &&
-        check_pass_name(o->print_ir_after, &pl, "--print-ir-after", err, errlen))
+        check_pass_name(o, o->print_ir_after, pl, "--print-ir-after", after, err, errlen))
+        return -1;
+    return 0;
+}
+
+/* The pipeline of --from-ir depends on its file: dpc_compile checks it
+ * once the file is read. */
+int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
+    pass_pipeline pl;
+    if (!o->from_ir &&
+        (dpc_pipeline(o, &pl, err, errlen) || check_dump_names(o, &pl, NULL, err, errlen)))
         return -1;
     if (o->print_ir_after && !o->dump_dir)
         return ir_fail(err, errlen, "dpc: error: --print-ir-after needs --dump-dir DIR");
@@ -310,11 +387,12 @@ static int write_dot(const ir_graph *g, const char *name, const char *path, char
  * other), or cannot be written. */
 static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
     const char *outs[2][2] = {{"-o", o->out}, {"--dot", o->dot}};
+    const char *input = o->from_ir ? o->from_ir : o->model;
     char why[1024];
     for (int k = 0; k < 2; k++) {
         const char *out = outs[k][1];
         if (!out) continue;
-        if (ir_file_same(out, o->model) || !strcmp(out, o->model))
+        if (ir_file_same(out, input) || !strcmp(out, input))
             return ir_fail(err, errlen,
                            "dpc: error: %s %s is the model being compiled; writing it would "
                            "destroy it",
@@ -329,11 +407,28 @@ static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
     return 0;
 }
 
+/* The header of a dump of both programs after the pass named after. */
+static void dump_header(const dpc_plan *plan, const char *after, FILE *f) {
+    ir_text_file t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.model, sizeof t.model, "%s", plan->model);
+    snprintf(t.source, sizeof t.source, "%s", plan->source);
+    snprintf(t.after, sizeof t.after, "%s", after);
+    t.has_train = 1;
+    t.train = plan->schedule;
+    ir_text_write_header(&t, f);
+}
+
 /* ---- --dump-ir=PASS, --print-ir-after, --time-passes: the pass hook -------- */
 
 typedef struct {
     const dpc_options *o;
+    const dpc_plan *plan; /* model, source, schedule: the dumps' header */
     FILE *report;
+    /* --dump-ir=PASS: the step of the pipeline after which each program is
+     * printed (the eval program's: the last of its steps up to PASS), -1
+     * for the graph as the program starts. */
+    int dump_step[2];
     char *last; /* --print-ir-after=changed: the dump of the graph before the pass */
     size_t last_len;
     int rows;   /* --time-passes rows printed */
@@ -350,11 +445,12 @@ static char *dump_text(const ir_graph *g, size_t *len) {
     return text;
 }
 
-/* DIR/NN-PASS.PROG.ir, written the safe way (ir/file.h); a link planted
- * at the name, or a name that is the model or another output, is refused
- * rather than written through. */
+/* DIR/NN-PASS.PROG.ir: the text form with its header (`# after: PASS`)
+ * and the one program, graph the ir_dump text of it; written the safe
+ * way (ir/file.h): a link planted at the name, or a name that is the
+ * model or another output, is refused rather than written through. */
 static int write_dump(const inspect *in, int index, const char *pass, const char *prog,
-                      const char *text, size_t len, char *err, size_t errlen) {
+                      const char *graph, size_t graph_len, char *err, size_t errlen) {
     const dpc_options *o = in->o;
     char path[4400], why[1024];
     struct stat sb;
@@ -364,26 +460,43 @@ static int write_dump(const inspect *in, int index, const char *pass, const char
                        "dpc: error: --dump-dir: %s is a symbolic link; not writing "
                        "through it",
                        path);
-    const char *inputs[3] = {o->model, o->out, o->dot};
+    const char *inputs[3] = {o->model ? o->model : o->from_ir, o->out, o->dot};
     for (int k = 0; k < 3; k++)
         if (inputs[k] && ir_file_same(path, inputs[k]))
             return ir_fail(err, errlen, "dpc: error: --dump-dir: %s is %s; not overwriting it",
                            path, k ? "another output" : "the model being compiled");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    IR_CHECK_ALLOC(f);
+    dump_header(in->plan, pass, f);
+    ir_text_write_program(strcmp(prog, "eval") ? IR_TEXT_TRAIN : IR_TEXT_EVAL, NULL, f);
+    fwrite(graph, 1, graph_len, f);
+    ir_text_write_end(f);
+    IR_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
+    int rc = 0;
     if (ir_file_write_all(path, text, len, why, sizeof why))
-        return ir_fail(err, errlen, "dpc: error: --dump-dir: %s", why);
-    return 0;
+        rc = ir_fail(err, errlen, "dpc: error: --dump-dir: %s", why);
+    free(text);
+    return rc;
 }
 
-/* The graph as the program starts (00-elaborate.PROG.ir). */
-static int inspect_start(inspect *in, const char *prog, const ir_graph *g, char *err,
-                         size_t errlen) {
-    const char *what = in->o->print_ir_after;
+/* The graph as the program starts (00-elaborate.PROG.ir, or 00-AFTER for
+ * --from-ir's graph after AFTER); prints it for --dump-ir=PASS when no
+ * step of the program comes at or before PASS. */
+static int inspect_start(inspect *in, unsigned program, const char *start, const ir_graph *g,
+                         char *err, size_t errlen) {
+    const char *what = in->o->print_ir_after, *prog = program == PASS_TRAIN ? "train" : "eval";
+    if (in->o->dump_after) {
+        ir_text_write_program(program == PASS_TRAIN ? IR_TEXT_TRAIN : IR_TEXT_EVAL,
+                              in->dump_step[program == PASS_EVAL] < 0 ? g : NULL, in->report);
+    }
     free(in->last);
     in->last = NULL;
     if (!what) return 0;
     in->last = dump_text(g, &in->last_len);
     if (strcmp(what, "all") && strcmp(what, "changed") && strcmp(what, "elaborate")) return 0;
-    return write_dump(in, 0, "elaborate", prog, in->last, in->last_len, err, errlen);
+    return write_dump(in, 0, start, prog, in->last, in->last_len, err, errlen);
 }
 
 /* --time-passes' figures after a pass: kernels per step as the C dialect
@@ -412,8 +525,7 @@ static int inspect_pass(void *user, unsigned program, int index, const pass_info
     inspect *in = user;
     const dpc_options *o = in->o;
     const char *prog = program == PASS_TRAIN ? "train" : "eval", *what = o->print_ir_after;
-    if (program == PASS_TRAIN && o->dump_after && !strcmp(o->dump_after, p->name))
-        ir_dump(g, in->report);
+    if (o->dump_after && index == in->dump_step[program == PASS_EVAL]) ir_dump(g, in->report);
     if (what && (!strcmp(what, "all") || !strcmp(what, "changed") || !strcmp(what, p->name))) {
         size_t len;
         char *text = dump_text(g, &len);
@@ -447,33 +559,64 @@ static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen)
     return plan->train && plan->eval ? 0 : -1;
 }
 
-/* Everything after the frontend; why: a stage's own message (the buffer
- * sizes dpc has always used), prefixed with the model's path into err. */
-static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memplans[2],
-                        FILE *report, char *err, size_t errlen) {
-    const char *model = o->model, *target = o->target ? o->target : "all";
-    char why[512];
-    if (o->summary) ir_summary(plan->train, report);
-    if (o->dump_after && !strcmp(o->dump_after, "elaborate")) ir_dump(plan->train, report);
+/* The graphs dpc --from-ir continues from, and the pass they are after
+ * (into after, at least 32 bytes). */
+static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char *err,
+                         size_t errlen) {
+    ir_text_file t;
+    if (read_from_ir(o, &t, err, errlen)) return -1;
+    plan->schedule = t.train;
+    snprintf(plan->model, sizeof plan->model, "%s", t.model);
+    snprintf(plan->source, sizeof plan->source, "%s", t.source);
+    snprintf(after, 32, "%s", t.after);
+    plan->train = t.graph[IR_TEXT_TRAIN];
+    plan->eval = t.graph[IR_TEXT_EVAL];
+    return 0;
+}
 
+/* Everything after the frontend (or --from-ir's reading; after: the pass
+ * its graphs are after, "elaborate" for the frontend's); why: a stage's own
+ * message (the buffer sizes dpc has always used), prefixed with the input's
+ * path into err. A dump after PASS is the train program after PASS and the
+ * eval program after the last of its steps up to PASS (ir/text.h). */
+static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
+                        pass_memplan *memplans[2], FILE *report, char *err, size_t errlen) {
+    const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
+    const char *from = o->from_ir ? after : NULL;
+    char why[512];
     pass_pipeline pl;
-    if (dpc_pipeline(o, &pl, err, errlen)) return -1;
-    inspect in = {.o = o, .report = report};
+    if (pipeline_after(o, from, &pl, err, errlen) || check_dump_names(o, &pl, from, err, errlen))
+        return -1;
+    inspect in = {.o = o, .plan = plan, .report = report, .dump_step = {-1, -1}};
+    if (o->dump_after && strcmp(o->dump_after, "elaborate")) {
+        in.dump_step[0] = pass_pipeline_find(&pl, o->dump_after);
+        for (int i = 0; i <= in.dump_step[0]; i++)
+            if (pl.step[i].pass->programs & PASS_EVAL) in.dump_step[1] = i;
+    }
+    if (o->summary) ir_summary(plan->train, report);
+    if (o->dump_after) dump_header(plan, o->dump_after, report);
+
     pass_env train_env = {&plan->schedule, &memplans[0], inspect_pass, &in};
     pass_env eval_env = {NULL, &memplans[1], inspect_pass, &in};
-    int rc = inspect_start(&in, "train", plan->train, err, errlen);
+    int rc = inspect_start(&in, PASS_TRAIN, after, plan->train, err, errlen);
     if (!rc && pass_pipeline_run(&pl, PASS_TRAIN, &plan->train, &train_env, why, sizeof why))
         rc = 1;
-    if (!rc) rc = inspect_start(&in, "eval", plan->eval, err, errlen);
+    if (!rc) rc = inspect_start(&in, PASS_EVAL, after, plan->eval, err, errlen);
     if (!rc && pass_pipeline_run(&pl, PASS_EVAL, &plan->eval, &eval_env, why, sizeof why)) rc = 1;
     free(in.last);
     if (rc > 0 && in.failed) return ir_fail(err, errlen, "%s", in.msg);
     if (rc > 0) return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (rc) return -1;
+    if (o->dump_after) ir_text_write_end(report);
     /* The memory plans are memplan's: the limit checks them, the plan file stores them. */
     if (check_memory(plan, o, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
-    if (o->dump_ir && !o->dump_after) ir_dump(plan->train, report);
+    if (o->dump_ir && !o->dump_after) { /* after the pipeline's last step */
+        dump_header(plan, pl.n ? pl.step[pl.n - 1].pass->name : after, report);
+        ir_text_write_program(IR_TEXT_TRAIN, plan->train, report);
+        ir_text_write_program(IR_TEXT_EVAL, plan->eval, report);
+        ir_text_write_end(report);
+    }
     for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
         if (target_wants(target, (cg_dialect)d) &&
             add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why))
@@ -493,13 +636,21 @@ static int compile_plan(const dpc_options *o, dpc_plan *plan, pass_memplan *memp
 }
 
 int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
-    if (!o->model) return ir_fail(err, errlen, "dpc: error: no model file");
+    if (!o->model && !o->from_ir) return ir_fail(err, errlen, "dpc: error: no model file");
+    if (o->model && o->from_ir)
+        return ir_fail(err, errlen, "dpc: error: give a model or --from-ir FILE, not both");
+    if (o->from_ir && o->batch)
+        return ir_fail(err, errlen,
+                       "dpc: error: --batch: the graph of --from-ir %s has its batch already",
+                       o->from_ir);
     if (dpc_options_check(o, err, errlen) || check_outputs(o, err, errlen)) return -1;
     FILE *report = o->report ? o->report : stdout;
     dpc_plan plan = {0};
     pass_memplan *memplans[2] = {NULL, NULL};
-    int rc = build(o, &plan, err, errlen);
-    if (!rc) rc = compile_plan(o, &plan, memplans, report, err, errlen);
+    char after[32] = "elaborate";
+    int rc =
+        o->from_ir ? build_from_ir(o, &plan, after, err, errlen) : build(o, &plan, err, errlen);
+    if (!rc) rc = compile_plan(o, after, &plan, memplans, report, err, errlen);
     pass_memplan_free(memplans[0]);
     pass_memplan_free(memplans[1]);
     ir_free(plan.train);

@@ -10,6 +10,10 @@
  *     char err[4096];
  *     if (dpc_compile(&o, err, sizeof err)) fprintf(stderr, "%s\n", err);
  *
+ * A dump (--dump-ir, o.dump_after) is the whole IR text form (ir/text.h):
+ * a header with the model, the pass it is after and the train section, then
+ * the train and the eval program; o.from_ir continues from such a file.
+ *
  * On failure err holds the one line dpc prints (no newline): the frontend's
  * "FILE:LINE:COL: error: ...", "FILE: error: ..." for the passes, memory
  * limit and code generation, "dpc: error: ..." for the outputs. Nothing is
@@ -50,17 +54,27 @@ typedef struct {
     const char *print_ir_after; /* --print-ir-after: a pass, elaborate, all or changed */
     const char *dump_dir;       /* --dump-dir: where print_ir_after's files go */
     int time_passes;            /* --time-passes: a row per pass to the report */
+
+    /* --from-ir: an IR text file (ir/text.h, what --dump-ir prints) to
+     * continue from instead of a model: the registry's passes up to its
+     * header's `# after:` pass are done (pass_pipeline.done; never
+     * memplan), the pipeline (default or passes) runs the rest. Read, or
+     * only named when source is set (its text); model stays NULL. */
+    const char *from_ir;
 } dpc_options;
 
 /* Values a caller may get wrong, in the words of dpc's usage errors
- * ("dpc: error: ..."): dump_after, max_memory, target, precision,
- * cost_device. 0 or -1. */
+ * ("dpc: error: ..."): the pipeline and dump_after (not with from_ir:
+ * dpc_compile checks those once the file is read), max_memory, target,
+ * precision, cost_device. 0 or -1. */
 int dpc_options_check(const dpc_options *o, char *err, size_t errlen);
 
 /* The pipeline o asks for: the default one (pass_pipeline_default) as
  * --no-fuse, --no-memplan, --disable-pass, --bucket-mb and --precision set
  * it, or --passes over it (those two flags give the options the spec
- * leaves out). 0 or -1 + "dpc: error: ..." in err. */
+ * leaves out). With from_ir it reads the file: the passes done are out of
+ * the default and refused in --passes. 0 or -1 + "dpc: error: ..." (or
+ * the file's error) in err. */
 int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen);
 
 /* Checks the options and outputs, compiles, writes what o asks for. 0, or

@@ -899,6 +899,44 @@ static const char *init_name(int64_t init) {
     return init == IR_INIT_ZERO ? "zero" : init == IR_INIT_ONE ? "one" : "xavier";
 }
 
+/* The shortest %.Ng that strtod reads back as exactly v: "0.9", not
+ * "0.90000000000000002", yet every bit kept (ir/text.c reads it). */
+void ir_print_double(double v, FILE *f) {
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, f);
+}
+
+/* A name as a plain word when it is one (letters, digits, _ . / : + -),
+ * else quoted with \" \\ and \xHH escapes; ir/text.c reads both. */
+static int plain_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("_./:+-", c) != NULL;
+}
+
+void ir_print_name(const char *s, int quote, FILE *f) {
+    int plain = s[0] != 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && plain; p++)
+        plain = plain_char(*p);
+    if (plain && !quote) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
 static void print_attrs(const ir_node *n, FILE *f) {
     char name[32];
     for (int i = 0; i < ir_op_num_iattrs(n->op); i++) {
@@ -910,8 +948,25 @@ static void print_attrs(const ir_node *n, FILE *f) {
         else
             fprintf(f, " %s=%" PRId64, name, n->iattr[i]);
     }
-    for (int i = 0; i < ir_op_num_fattrs(n->op); i++)
-        fprintf(f, " %s=%.9g", ir_op_attr_name(n->op, 1, i, name, sizeof name), n->fattr[i]);
+    for (int i = 0; i < ir_op_num_fattrs(n->op); i++) {
+        fprintf(f, " %s=", ir_op_attr_name(n->op, 1, i, name, sizeof name));
+        ir_print_double(n->fattr[i], f);
+    }
+}
+
+static const char *const flag_names[] = {"output", "loss", "grad"};
+
+/* " [output,loss]": every flag set, unknown bits as hex. */
+static void print_flags(unsigned flags, FILE *f) {
+    if (!flags) return;
+    const char *sep = " [";
+    for (unsigned b = 0; b < 3; b++)
+        if (flags & (1u << b)) {
+            fprintf(f, "%s%s", sep, flag_names[b]);
+            sep = ",";
+        }
+    if (flags >> 3) fprintf(f, "%s0x%x", sep, flags & ~7u);
+    fputc(']', f);
 }
 
 /* "bn_mean+bn_var+bn_apply+relu": the ops of the group starting at node i
@@ -927,6 +982,7 @@ static const char *group_ops(const ir_graph *g, int i, char *buf, size_t n) {
 
 void ir_dump(const ir_graph *g, FILE *f) {
     char buf[96], ops[512];
+    fprintf(f, "# graph: %d nodes\n", g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->group && (i == 0 || g->nodes[i - 1].group != n->group)) {
@@ -936,16 +992,20 @@ void ir_dump(const ir_graph *g, FILE *f) {
                     group_ops(g, i, ops, sizeof ops));
         }
         fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
-        if (ir_is_source(n->op)) fprintf(f, " \"%s\"", n->name);
+        if (ir_is_source(n->op)) {
+            fputc(' ', f);
+            ir_print_name(n->name, 1, f);
+        }
         for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
         print_attrs(n, f);
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
         if (n->group) fprintf(f, " @g%d", n->group);
-        if (!ir_is_source(n->op) && n->name[0]) fprintf(f, "  # %s", n->name);
-        if (n->flags & IR_FLAG_LOSS)
-            fprintf(f, " [loss]");
-        else if (n->flags & IR_FLAG_OUTPUT)
-            fprintf(f, " [output]");
+        if (n->line || n->col) fprintf(f, " loc(%d:%d)", n->line, n->col);
+        print_flags(n->flags, f);
+        if (!ir_is_source(n->op) && n->name[0]) {
+            fputs("  # ", f);
+            ir_print_name(n->name, 0, f);
+        }
         fputc('\n', f);
     }
 }

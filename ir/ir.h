@@ -318,9 +318,19 @@ int ir_num_groups(const ir_graph *g);
  * of it). Programs and memory plans in a plan file are keyed by it. */
 uint64_t ir_graph_hash(const ir_graph *g);
 
-/* Stable, diff-able text form: one line per node; a fusion group is
- * introduced by a `# kernel gN: op op ...` line and its nodes end in @gN. */
+/* Stable, diff-able and complete text form (ir/text.h reads it back): a
+ * `# graph: N nodes` line, then one line per node
+ *     %3 = conv %0 %2 k=3 s=1 p=1 : [4,8,8,8]:bf16 @g1 loc(4:9) [output]  # conv0
+ * (op, a source's quoted name, inputs, every attribute of the op's schema,
+ * type, fusion group, .net position, flags, the name of a non-source);
+ * floats in the shortest form strtod reads back bit for bit. A fusion group
+ * is introduced by a `# kernel gN: op op ...` comment. */
 void ir_dump(const ir_graph *g, FILE *f);
+/* The pieces of that form, for ir/text.c's header: v in the shortest %g
+ * that reads back exactly; a name as a plain word (unless quote) or a
+ * quoted, escaped string. */
+void ir_print_double(double v, FILE *f);
+void ir_print_name(const char *s, int quote, FILE *f);
 /* Graphviz; title is the graph label; each fusion group is a cluster. */
 void ir_dot(const ir_graph *g, const char *title, FILE *f);
 /* The layer table of `dpc --summary`, ending with `parameters: N`. */

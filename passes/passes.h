@@ -165,7 +165,9 @@ typedef struct {
     pass_step step[PASS_PIPELINE_MAX];
     /* Bit i: pass_registry[i] already ran on the graph the pipeline starts
      * from (a graph read back from a dump): it counts as earlier for the
-     * prerequisites, and a step may not run it again. 0 from the frontend. */
+     * prerequisites, and a step may not run it again. 0 from the frontend;
+     * dpc --from-ir sets the passes up to the file's `# after:` (but
+     * memplan, whose plan a dump does not hold: driver/compile.c). */
     unsigned done;
 } pass_pipeline;
 
@@ -214,5 +216,4 @@ int pass_pipeline_run(const pass_pipeline *pl, unsigned program, ir_graph **g, c
 int pass_run_train(ir_graph **g, const ir_train *t, const pass_options *o, char *err,
                    size_t errlen);
 int pass_run_eval(ir_graph **g, const pass_options *o, char *err, size_t errlen);
-
 #endif

@@ -132,11 +132,22 @@ want="00-elaborate.eval.ir 00-elaborate.train.ir 01-lower.eval.ir 01-lower.train
 want+="03-optimizer.train.ir 04-partition.train.ir 05-precision.eval.ir 05-precision.train.ir "
 want+="06-fuse.eval.ir 06-fuse.train.ir 07-memplan.eval.ir 07-memplan.train.ir "
 [ "$(files "$tmp/all")" = "$want" ] && ok || bad "--print-ir-after=all wrote: $(files "$tmp/all")"
+# Each file is the text form of one program (header, `# after: PASS`, the
+# program, `# end`): a train file less its `# end`, then the eval program of
+# the eval file of the same point, is --dump-ir=PASS's text.
+join() { sed '/^# end$/d' "$1"; sed -n '/^# program eval$/,$p' "$2"; }
 "$dpc" "$c" --batch 2 --dump-ir=optimizer >"$tmp/opt.ir"
-cmp -s "$tmp/opt.ir" "$tmp/all/03-optimizer.train.ir" && ok || bad "03-optimizer.train.ir is not --dump-ir=optimizer"
+join "$tmp/all/03-optimizer.train.ir" "$tmp/all/01-lower.eval.ir" | cmp -s "$tmp/opt.ir" - && ok ||
+    bad "03-optimizer.train.ir + 01-lower.eval.ir is not --dump-ir=optimizer"
 "$dpc" "$c" --batch 2 --dump-ir=elaborate >"$tmp/elab.ir"
-cmp -s "$tmp/elab.ir" "$tmp/all/00-elaborate.train.ir" && ok || bad "00-elaborate.train.ir is not --dump-ir=elaborate"
-cmp -s "$tmp/all/04-partition.train.ir" "$tmp/all/05-precision.train.ir" && ok ||
+join "$tmp/all/00-elaborate.train.ir" "$tmp/all/00-elaborate.eval.ir" | cmp -s "$tmp/elab.ir" - && ok ||
+    bad "00-elaborate.{train,eval}.ir are not --dump-ir=elaborate"
+grep -qx '# after: optimizer' "$tmp/all/03-optimizer.train.ir" && ok || bad "03-optimizer.train.ir has no '# after: optimizer'"
+# --from-ir needs both programs: a per-pass file is refused, saying so.
+expect_fail_line from-one-program "no eval program: --from-ir needs a whole dump of both programs" \
+    "$dpc" --from-ir "$tmp/all/03-optimizer.train.ir" -o "$tmp/x.plan"
+body() { sed -n '/^# program /,$p' "$1"; } # the program, without the header
+cmp -s <(body "$tmp/all/04-partition.train.ir") <(body "$tmp/all/05-precision.train.ir") && ok ||
     bad "precision at fp32 changed the graph"
 # changed: precision at fp32 and memplan leave the graph as it was
 "$dpc" "$c" --batch 2 --print-ir-after=changed --dump-dir "$tmp/ch" && ok || bad "--print-ir-after=changed"
