@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
 # tests/gpu/cost_vs_profile.sh on this machine: dpc --cost's train table
-# beside a DPC_PROFILE=1 run of the same model on the cpu backend (the GPU
-# check runs the same join on a GPU). Kernel names and call counts are the
-# same in both dialects, so every row of the model must find its profile
-# row; the numbers themselves are not compared (no timed assertions).
+# beside a DPC_PROFILE=1 run of the same CUDA program on the fake driver
+# (its kernels run under the simulator; the GPU check runs the same join on
+# a GPU). The profile is of the cuda backend because the CUDA program has
+# kernels the C one has not (a split channel's pass and merge kernels,
+# codegen/fused.c), so every row of the model must find its profile row;
+# the numbers themselves are not compared (no timed assertions). Skipped
+# without the fake (no CUDA toolkit) and in the sanitized tree (the
+# simulated step is slow there; fake_sim_test runs the fake under ASan).
 . tests/lib.sh
 join=tests/gpu/cost_vs_profile.sh
+fake=$build/fake/libfakecuda.so
+case "$build" in *asan*) fake= ;; esac
+if [ -z "$fake" ] || [ ! -f "$fake" ]; then
+    skip "no fake driver here (CUDA toolkit only; not under the sanitizers)"
+    finish
+    exit
+fi
+fake=$(realpath "$fake")
 
-"$bin/dpc" models/cnn_small.net -o "$tmp/cs.plan"
-"$bin/dpc" models/cnn_small.net --cost >"$tmp/cost.txt"
-DPC_PROFILE=1 "$bin/dprun" "$tmp/cs.plan" --device cpu --data synthetic --steps 2 --data-workers 0 \
+"$bin/dpc" models/cnn_small.net --batch 4 -o "$tmp/cs.plan"
+"$bin/dpc" models/cnn_small.net --batch 4 --cost >"$tmp/cost.txt"
+DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake DPC_PROFILE=1 \
+    "$bin/dprun" "$tmp/cs.plan" --device cuda --data synthetic --steps 1 --data-workers 0 \
     >/dev/null 2>"$tmp/profile.txt"
 check "the join runs" "$join" "$tmp/cost.txt" "$tmp/profile.txt" >"$tmp/side.txt"
 
