@@ -82,7 +82,7 @@ $(BIN)/%: $(BUILD)/cli/%.o $(BUILD)/libdpc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) tests/harness.h tests/fixture.h tests/graphs.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 

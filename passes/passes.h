@@ -50,6 +50,21 @@ int pass_lower(ir_graph **g, char *err, size_t errlen);
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 
+/* ---- activation recomputation (remat.c) -------------------------------------
+ * After autodiff (and after fuse, which it reruns on its result): frees
+ * forward outputs of relu/add/bias_add/bn_apply chains after their last
+ * forward use and recomputes each, by a copy of its chain from the tensors
+ * kept anyway, before its first backward use, largest first, while the
+ * planned arena shrinks, until it fits budget_bytes (0: as small as the
+ * pass can make it). Results are bit for bit unchanged. A budget it cannot
+ * meet is an error naming the best arena and the shortfall. */
+typedef struct {
+    int candidates, recomputed, nodes_added;
+    int64_t arena_before, arena_after;
+} pass_remat_report;
+int pass_remat(ir_graph **g, int64_t budget_bytes, pass_remat_report *rep, char *err,
+               size_t errlen);
+
 /* The limits of a group are IR_GROUP_MAX_* (ir.h): codegen's too. */
 int pass_fuse(ir_graph **g, char *err, size_t errlen);
 /* Clears every node's group. */
@@ -139,6 +154,7 @@ typedef struct {
      * earlier; "*" in after means every other pass. */
     const char *requires[PASS_DEPS_MAX], *after[PASS_DEPS_MAX];
     pass_opt opts[PASS_OPTS_MAX];
+    int optional; /* 1: not in the default pipeline; --passes names it */
 } pass_info;
 /* Terminated by an entry whose name is NULL. */
 extern const pass_info pass_registry[];

@@ -46,6 +46,10 @@ static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errle
     return pass_fuse(g, err, errlen);
 }
 
+static int run_remat(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    return pass_remat(g, (int64_t)(c->arg[0] * (1 << 20)), NULL, err, errlen);
+}
+
 /* Leaves the graph alone: the plan goes to *c->memplan. */
 static int run_memplan(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
     pass_memplan *m = pass_memplan_run(*g, err, errlen);
@@ -109,6 +113,19 @@ const pass_info pass_registry[] = {
      .about = "fusion groups, one kernel each (--no-fuse: none)",
      .requires = {"lower"},
      .after = {"autodiff", "optimizer", "partition", "precision"}},
+    {.name = "remat",
+     .run = run_remat,
+     .programs = PASS_TRAIN,
+     .about = "recompute cheap forward activations in backward to fit a memory budget",
+     .requires = {"autodiff"},
+     .after = {"optimizer", "partition", "precision", "fuse"},
+     .opts = {{.name = "budget_mb",
+               .type = PASS_OPT_FLOAT,
+               .def = 0,
+               .min = 0,
+               .max = 1 << 30,
+               .help = "planned arena to fit, in MiB (0: as small as it goes)"}},
+     .optional = 1},
     {.name = "memplan",
      .run = run_memplan,
      .programs = PASS_TRAIN | PASS_EVAL,
@@ -212,6 +229,7 @@ void pass_list(FILE *f) {
                 : p->programs == PASS_TRAIN             ? "train"
                                                         : "eval",
                 p->about);
+        if (p->optional) fprintf(f, "    not in the default pipeline (name it in --passes)\n");
         list_names(f, "requires (earlier in the pipeline)", p->requires);
         list_names(f, "after (when in the pipeline)", p->after);
         for (int i = 0; i < PASS_OPTS_MAX && p->opts[i].name; i++) {
@@ -242,7 +260,8 @@ static void step_defaults(pass_step *s, const pass_info *p, const pass_pipeline 
 void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
     out->n = 0, out->done = 0;
     for (const pass_info *p = pass_registry; p->name; p++) {
-        if ((!o->fuse && !strcmp(p->name, "fuse")) || (!o->memplan && !strcmp(p->name, "memplan")))
+        if (p->optional || (!o->fuse && !strcmp(p->name, "fuse")) ||
+            (!o->memplan && !strcmp(p->name, "memplan")))
             continue;
         pass_step *s = &out->step[out->n++];
         step_defaults(s, p, NULL);

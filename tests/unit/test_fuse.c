@@ -25,8 +25,8 @@
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
+#include "tests/passcheck.h"
 
-static rt_backend *be;
 static char err[4096];
 
 /* Members of node i's group, as "op op op" (or the op alone). */
@@ -220,207 +220,16 @@ TEST(verify_refuses_split_groups) {
 
 /* ---- invariance ------------------------------------------------------------------------ */
 
-/* A plan in memory as dpc makes it: passes, C kernels, memory plans. */
-static dpc_plan *compile(ir_graph *train, ir_graph *eval, const ir_train *t, int fuse,
-                         int memplan) {
-    dpc_plan *p = calloc(1, sizeof *p);
-    p->schedule = *t;
-    p->train = train;
-    p->eval = eval;
-    snprintf(p->model, sizeof p->model, "test");
-    pass_options o = pass_default_options();
-    o.fuse = fuse;
-    int ok = pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) == 0 &&
-             pass_run_eval(&p->eval, &o, err, sizeof err) == 0;
-    CHECK_MSG(ok, "%s", err);
-    const ir_graph *progs[2] = {p->train, p->eval};
-    for (int want = 0; want < 1 + memplan && ok; want++) {
-        unsigned char *sec = NULL;
-        size_t len = 0;
-        for (int i = 0; i < 2 && ok; i++) {
-            unsigned char *bytes = NULL;
-            size_t n = 0;
-            if (want == 0) {
-                cg_program *cp = cg_generate(progs[i], CG_DIALECT_C, NULL, err, sizeof err);
-                ok = cp && !cg_program_serialize(cp, &bytes, &n);
-                cg_program_free(cp);
-            } else {
-                pass_memplan *m = pass_memplan_run(progs[i], err, sizeof err);
-                ok = m && !pass_memplan_serialize(m, &bytes, &n);
-                pass_memplan_free(m);
-            }
-            sec = realloc(sec, len + n + 1);
-            memcpy(sec + len, bytes, n);
-            len += n;
-            free(bytes);
-        }
-        CHECK_MSG(ok, "%s", err);
-        if (ok) CHECK(plan_add_section(p, want ? MEMPLAN_SECTION : "KCPU", sec, len) == 0);
-        free(sec);
-    }
-    if (!ok) {
-        plan_free(p);
-        return NULL;
-    }
-    return p;
-}
-
-typedef struct {
-    int n;
-    char name[256][IR_NAME_MAX + 24];
-    float *data[256];
-    size_t bytes[256];
-} snapshot;
-
-static void snap(snapshot *s, const char *name, const void *data, size_t bytes) {
-    if (s->n == 256) return;
-    snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
-    s->data[s->n] = malloc(bytes);
-    memcpy(s->data[s->n], data, bytes);
-    s->bytes[s->n++] = bytes;
-}
-
-static void snap_free(snapshot *s) {
-    for (int i = 0; i < s->n; i++) free(s->data[i]);
-    s->n = 0;
-}
-
-static size_t bytes_of(const ir_node *n) { return (size_t)ir_numel(&n->type) * 4; }
-
-/* Two training steps and one eval batch from a fixed init and fixed data;
- * records what the runtime can read afterwards. */
-static int run_plan(const dpc_plan *p, snapshot *s) {
-    rt_store *st = rt_store_new(be, p->train);
-    rt_store_init(st, p->train, &p->schedule, 7);
-    rt_exec *tr = rt_exec_new(be, st, p->train, p, err, sizeof err);
-    rt_exec *ev = tr ? rt_exec_new(be, st, p->eval, p, err, sizeof err) : NULL;
-    CHECK_MSG(tr && ev, "%s", err);
-    int rc = tr && ev ? 0 : -1;
-    rt_rng rng;
-    rt_rng_seed(&rng, 99);
-    for (int step = 0; step < 2 && !rc; step++) {
-        const ir_graph *g = p->train;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_INPUT || ir_numel(&n->type) == 1) continue;
-            int64_t cnt = ir_numel(&n->type);
-            float *buf = malloc(bytes_of(n));
-            for (int64_t j = 0; j < cnt; j++) {
-                if (n->type.dtype == IR_I32)
-                    ((int32_t *)buf)[j] =
-                        (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
-                else
-                    buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
-            }
-            CHECK(rt_exec_set_input(tr, n->name, buf, bytes_of(n)) == 0);
-            free(buf);
-        }
-        CHECK(rt_exec_set_scalar(tr, "lr", 0.1f) == 0);
-        CHECK(rt_exec_set_scalar(tr, "grad_scale", 0.25f) == 0);
-        if (rt_exec_run(tr, err, sizeof err)) {
-            CHECK_MSG(0, "%s", err);
-            rc = -1;
-            break;
-        }
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (!(n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD))) continue;
-            float *buf = malloc(bytes_of(n));
-            char name[IR_NAME_MAX + 24];
-            snprintf(name, sizeof name, "step %d %s", step % 10, n->name);
-            CHECK(rt_exec_get_node(tr, i, buf, bytes_of(n)) == 0);
-            snap(s, name, buf, bytes_of(n));
-            free(buf);
-        }
-    }
-    for (int k = 0; k < rt_store_count(st) && !rc; k++) {
-        size_t b = (size_t)ir_numel(rt_store_type(st, k)) * 4;
-        float *buf = malloc(b);
-        rt_store_read(st, k, buf);
-        snap(s, rt_store_name(st, k), buf, b);
-        free(buf);
-    }
-    if (!rc) {
-        const ir_graph *g = p->eval;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_INPUT) continue;
-            float *buf = calloc(1, bytes_of(n));
-            for (int64_t j = 0; j < ir_numel(&n->type) && n->type.dtype != IR_I32; j++)
-                buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
-            CHECK(rt_exec_set_input(ev, n->name, buf, bytes_of(n)) == 0);
-            free(buf);
-        }
-        rc = rt_exec_run(ev, err, sizeof err);
-        int lg = tg_find(g, "logits");
-        CHECK(lg >= 0);
-        if (lg >= 0) {
-            float *buf = malloc(bytes_of(&g->nodes[lg]));
-            CHECK(rt_exec_get_node(ev, lg, buf, bytes_of(&g->nodes[lg])) == 0);
-            snap(s, "eval logits", buf, bytes_of(&g->nodes[lg]));
-            free(buf);
-        }
-    }
-    rt_exec_free(tr);
-    rt_exec_free(ev);
-    rt_store_free(st);
-    return rc;
-}
-
-/* Every snapshot entry bit for bit (matched by name: fusion reorders
- * nodes); reports the first difference. */
-static int same(const snapshot *a, const snapshot *b, const char *what) {
-    if (a->n != b->n) {
-        fprintf(stderr, "  %s: %d vs %d tensors\n", what, a->n, b->n);
-        return 0;
-    }
-    for (int i = 0; i < a->n; i++) {
-        int k = 0;
-        while (k < b->n && strcmp(a->name[i], b->name[k])) k++;
-        if (k == b->n || a->bytes[i] != b->bytes[k]) {
-            fprintf(stderr, "  %s: no matching %s\n", what, a->name[i]);
-            return 0;
-        }
-        if (memcmp(a->data[i], b->data[k], a->bytes[i])) {
-            size_t j = 0;
-            while (a->data[i][j] == b->data[k][j] ||
-                   (a->data[i][j] != a->data[i][j] && b->data[k][j] != b->data[k][j]))
-                j++;
-            fprintf(stderr, "  %s: %s differs at [%zu]: %.9g vs %.9g\n", what, a->name[i], j,
-                    a->data[i][j], b->data[k][j]);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* The model at the given batch, four ways. */
+/* The model at the given batch: fusion on and off, memory planning on and
+ * off, each against neither (tests/passcheck.h). */
 static void check_invariance(const char *model, int batch) {
-    fe_program *fp = fe_parse_file(model);
-    CHECK(fp != NULL);
-    if (!fp) return;
-    ir_train t = *fe_train(fp);
-    t.batch = t.eval_batch = batch;
-    snapshot ref = {0}, got = {0};
-    static const int modes[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
-    for (int m = 0; m < 4; m++) {
-        dpc_plan *p = compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t,
-                              modes[m][0], modes[m][1]);
-        if (!p) break;
-        snapshot *s = m == 0 ? &ref : &got;
-        CHECK(run_plan(p, s) == 0);
-        if (m) {
-            char what[128];
-            snprintf(what, sizeof what, "%s batch %d, fuse %d memplan %d", model, batch,
-                     modes[m][0], modes[m][1]);
-            CHECK_MSG(same(&ref, &got, what), "%s", what);
-            snap_free(&got);
-        }
-        plan_free(p);
-    }
-    CHECK(ref.n > 10);
-    snap_free(&ref);
-    fe_free(fp);
+    static const char *const specs[4] = {
+        "lower,autodiff,optimizer,partition,precision",
+        "lower,autodiff,optimizer,partition,precision,fuse",
+        "lower,autodiff,optimizer,partition,precision,memplan",
+        "lower,autodiff,optimizer,partition,precision,fuse,memplan",
+    };
+    for (int m = 1; m < 4; m++) CHECK_MSG(pc_same(model, batch, specs[m], specs[0]), "%s", specs[m]);
 }
 
 TEST(mlp_is_invariant) { check_invariance("models/mlp.net", 8); }
@@ -505,7 +314,7 @@ TEST(fusion_contract_levels) {
 }
 
 int main(void) {
-    be = rt_backend_cpu();
+    pc_backend = rt_backend_cpu();
     RUN(groups_of_a_training_step);
     RUN(no_cycle_through_another_group);
     RUN(assign_waits_for_readers);
@@ -519,6 +328,6 @@ int main(void) {
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_compiles_fused_models);
 #endif
-    rt_backend_free(be);
+    rt_backend_free(pc_backend);
     return harness_done();
 }

@@ -1,0 +1,85 @@
+/* tests/unit/test_pass_invariance.c — every registered pass leaves results
+ * unchanged (docs/DESIGN.md §5), bit for bit: each model's two training
+ * steps and eval batch with the pass in the default pipeline and without it
+ * (an optional pass: added to it), at fp32 and at bf16, through the shared
+ * harness tests/passcheck.h. A pass added to the registry is tested here
+ * without a line of this file changing.
+ *
+ * Not on/off: passes the others require (lower, autodiff, optimizer: a
+ * pipeline without them is refused, which this test checks), and at bf16
+ * the two passes that decide where a value is rounded to bf16: precision
+ * (its whole point is other numbers) and fuse (a group keeps its members
+ * in f32 registers where the ungrouped graph stores each as bf16: fewer
+ * roundings, so other bits; tests/bf16_test.sh holds bf16 training to fp32
+ * within its tolerance, tests/sim_models_test.sh every kernel fused and
+ * unfused). Under the sanitizers the two small models only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/harness.h"
+#include "tests/passcheck.h"
+
+static const char *const models[][2] = {
+    {"models/mlp.net", "8"},
+    {"models/cnn_small.net", "4"},
+#ifndef __SANITIZE_ADDRESS__
+    {"models/resnet18.net", "2"},
+    {"models/resnet18_cifar.net", "2"},
+#endif
+};
+
+/* The default pipeline's passes (with pass `with` added when optional,
+ * `without` dropped), precision at prec, as --passes text. */
+static void spec_of(char *buf, size_t n, const char *with, const char *without, const char *prec) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (const pass_info *p = pass_registry; p->name; p++) {
+        if (without && !strcmp(p->name, without)) continue;
+        if (p->optional && !(with && !strcmp(p->name, with))) continue;
+        int w = !strcmp(p->name, "precision")
+                    ? snprintf(buf + len, n - len, "%s%s(%s)", len ? "," : "", p->name, prec)
+                    : snprintf(buf + len, n - len, "%s%s", len ? "," : "", p->name);
+        if (w > 0) len += (size_t)w;
+    }
+}
+
+static int refused(const char *spec) {
+    pass_options o = pass_default_options();
+    pass_pipeline base, pl;
+    pass_pipeline_default(&o, &base);
+    return pass_pipeline_parse(spec, &base, &pl, pc_err, sizeof pc_err) != 0;
+}
+
+TEST(every_pass_leaves_results_unchanged) {
+    int compared = 0, required = 0;
+    for (const pass_info *p = pass_registry; p->name; p++) {
+        for (int b = 0; b < 2; b++) {
+            const char *prec = b ? "bf16" : "fp32";
+            if (b && (!strcmp(p->name, "precision") || !strcmp(p->name, "fuse"))) continue;
+            char on[512], off[512];
+            spec_of(on, sizeof on, p->name, NULL, prec);
+            spec_of(off, sizeof off, NULL, p->name, prec);
+            if (p->optional) spec_of(off, sizeof off, NULL, NULL, prec);
+            if (!p->optional && refused(off)) { /* others need it: no off state */
+                required += !b;
+                continue;
+            }
+            for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+                CHECK_MSG(pc_same(models[m][0], atoi(models[m][1]), on, off), "%s: %s, %s",
+                          p->name, models[m][0], prec);
+                compared++;
+            }
+        }
+    }
+    /* lower, autodiff and optimizer are the required ones */
+    CHECK(required == 3);
+    CHECK(compared > 0);
+}
+
+int main(void) {
+    pc_backend = rt_backend_cpu();
+    RUN(every_pass_leaves_results_unchanged);
+    rt_backend_free(pc_backend);
+    return harness_done();
+}
