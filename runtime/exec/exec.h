@@ -30,6 +30,7 @@
 #include "codegen/program.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
+#include "passes/memplan.h"
 #include "runtime/device/device.h"
 
 typedef struct rt_backend rt_backend;
@@ -142,6 +143,11 @@ void rt_interp_run(rt_interp *it);
 
 /* The host's physical memory in bytes (0 when the system does not say). */
 int64_t rt_host_memory(void);
+
+/* What one replica of the plan holds (its store and both programs, as the
+ * plan's memory plans lay them out): 0, or -1 with a message for a
+ * malformed memory plan. */
+int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t errlen);
 
 /* 0 when `replicas` copies of the plan's programs and store, plus
  * input_bytes of host batches, fit the limit; -1 with a message otherwise

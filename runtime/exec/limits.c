@@ -28,6 +28,19 @@ static int find_memplan(const dpc_plan *plan, const ir_graph *g, pass_memplan **
     return 0;
 }
 
+int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t errlen) {
+    pass_memplan *mt = NULL, *me = NULL;
+    if (find_memplan(plan, plan->train, &mt, err, errlen) ||
+        find_memplan(plan, plan->eval, &me, err, errlen)) {
+        pass_memplan_free(mt);
+        return -1;
+    }
+    pass_memory_need(plan->train, mt, plan->eval, me, need);
+    pass_memplan_free(mt);
+    pass_memplan_free(me);
+    return 0;
+}
+
 int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int64_t input_bytes,
                     char *err, size_t errlen) {
     const char *env = getenv("DPC_MAX_MEMORY");
@@ -46,16 +59,8 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
         limit = rt_host_memory(), whose = "the host's memory; set DPC_MAX_MEMORY to change it";
         if (limit <= 0) return 0; /* nothing to compare with */
     }
-    pass_memplan *mt = NULL, *me = NULL;
-    if (find_memplan(plan, plan->train, &mt, err, errlen) ||
-        find_memplan(plan, plan->eval, &me, err, errlen)) {
-        pass_memplan_free(mt);
-        return -1;
-    }
     pass_memory need;
-    pass_memory_need(plan->train, mt, plan->eval, me, &need);
-    pass_memplan_free(mt);
-    pass_memplan_free(me);
+    if (rt_memory_need(plan, &need, err, errlen)) return -1;
     int64_t each = pass_memory_total(&need);
     int64_t total = ir_bytes_add(ir_bytes_mul(each, replicas), input_bytes);
     if (total <= limit) return 0;
