@@ -71,7 +71,8 @@ static ir_graph *rebuild(const remat_ctx *c, const int *sel, int nsel) {
     const ir_graph *g = c->g;
     int cap = g->n + 1;
     int *chain = malloc(sizeof *chain * (size_t)cap), *map = malloc(sizeof *map * (size_t)cap);
-    int *copy = malloc(sizeof *copy * (size_t)cap), *redirect = malloc(sizeof *redirect * (size_t)cap);
+    int *copy = malloc(sizeof *copy * (size_t)cap),
+        *redirect = malloc(sizeof *redirect * (size_t)cap);
     IR_CHECK_ALLOC(chain && map && copy && redirect);
     int total = g->n;
     for (int s = 0; s < nsel; s++) total += chain_of(c, sel[s], chain, 0);
@@ -190,8 +191,8 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
         if (ok) cand[ncand++] = v;
     }
     for (int k = 1; k < ncand; k++) /* largest first, then in graph order */
-        for (int q = k; q > 0 && ir_numel(&u->nodes[cand[q]].type) >
-                                     ir_numel(&u->nodes[cand[q - 1]].type);
+        for (int q = k;
+             q > 0 && ir_numel(&u->nodes[cand[q]].type) > ir_numel(&u->nodes[cand[q - 1]].type);
              q--) {
             int t = cand[q];
             cand[q] = cand[q - 1], cand[q - 1] = t;

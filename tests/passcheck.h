@@ -222,8 +222,8 @@ static int pc_same(const char *model, int batch, const char *on, const char *off
     pc_snapshot ref = {0}, got = {0};
     int same = 0;
     dpc_plan *a = pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, off);
-    dpc_plan *b = a ? pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, on)
-                    : NULL;
+    dpc_plan *b =
+        a ? pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, on) : NULL;
     if (a && b && pc_run(a, &ref) == 0 && pc_run(b, &got) == 0) {
         char what[600];
         snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", model, batch, on, off);

@@ -165,8 +165,8 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             /* what each replica holds: what remat (dpc --passes) trades for time */
             pass_memory_describe(&need, what, sizeof what);
             int64_t one = pass_memory_total(&need);
-            fprintf(stderr, "%smemory per replica %s (%s); %d in this process %s\n",
-                    o->log_prefix, ir_bytes_str(one, each, sizeof each), what, r->local,
+            fprintf(stderr, "%smemory per replica %s (%s); %d in this process %s\n", o->log_prefix,
+                    ir_bytes_str(one, each, sizeof each), what, r->local,
                     ir_bytes_str(ir_bytes_mul(one, r->local), all, sizeof all));
         }
         fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,

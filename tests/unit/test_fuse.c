@@ -229,7 +229,8 @@ static void check_invariance(const char *model, int batch) {
         "lower,autodiff,optimizer,partition,precision,memplan",
         "lower,autodiff,optimizer,partition,precision,fuse,memplan",
     };
-    for (int m = 1; m < 4; m++) CHECK_MSG(pc_same(model, batch, specs[m], specs[0]), "%s", specs[m]);
+    for (int m = 1; m < 4; m++)
+        CHECK_MSG(pc_same(model, batch, specs[m], specs[0]), "%s", specs[m]);
 }
 
 TEST(mlp_is_invariant) { check_invariance("models/mlp.net", 8); }

@@ -66,8 +66,8 @@ TEST(every_pass_leaves_results_unchanged) {
                 continue;
             }
             for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-                CHECK_MSG(pc_same(models[m][0], atoi(models[m][1]), on, off), "%s: %s, %s",
-                          p->name, models[m][0], prec);
+                CHECK_MSG(pc_same(models[m][0], atoi(models[m][1]), on, off), "%s: %s, %s", p->name,
+                          models[m][0], prec);
                 compared++;
             }
         }

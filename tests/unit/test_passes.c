@@ -312,8 +312,8 @@ static char *dump_after(const char *pass, ir_graph *g, int *rc) {
 TEST(pipeline_verifies_and_dumps) {
     pass_options o = pass_default_options();
     CHECK(o.fuse == 1 && o.memplan == 1 && o.dump_after == NULL);
-    const char *order[] = {"lower", "autodiff", "optimizer", "partition",
-                           "precision", "fuse", "remat", "memplan"};
+    const char *order[] = {"lower",     "autodiff", "optimizer", "partition",
+                           "precision", "fuse",     "remat",     "memplan"};
     const unsigned in[] = {PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN,
                            PASS_TRAIN,

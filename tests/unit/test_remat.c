@@ -129,7 +129,7 @@ TEST(interpreter_agrees) {
             double *x = rt_interp_buffer(a, i);
             for (int64_t e = 0; e < ir_numel(&n->type); e++) {
                 double v = tg_rnd(&seed);
-                x[e] = n->type.dtype == IR_I32     ? (double)((int)((v + 1) * 5) % 10)
+                x[e] = n->type.dtype == IR_I32   ? (double)((int)((v + 1) * 5) % 10)
                        : ir_numel(&n->type) == 1 ? 0.1
                        : n->op == IR_OP_STATE && strstr(n->name, "running_var") ? 1.5 + v
                                                                                 : v;
@@ -169,8 +169,8 @@ TEST(pipeline_rules) {
           strstr(err, "remat"));
     CHECK(pass_pipeline_parse("lower,autodiff,remat,fuse", &base, &pl, err, sizeof err) == -1 &&
           strstr(err, "fuse"));
-    CHECK(pass_pipeline_parse("lower,autodiff,remat(budget_mb=-1)", &base, &pl, err,
-                              sizeof err) == -1 &&
+    CHECK(pass_pipeline_parse("lower,autodiff,remat(budget_mb=-1)", &base, &pl, err, sizeof err) ==
+              -1 &&
           strstr(err, "budget_mb"));
 }
 
