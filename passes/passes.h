@@ -50,6 +50,11 @@ int pass_lower(ir_graph **g, char *err, size_t errlen);
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 
+/* ---- dead-node elimination (dce.c: docs/passes.md's example) --------------
+ * Drops nodes nothing the runtime reads depends on; *removed (may be NULL)
+ * says how many. Before fuse. */
+int pass_dce(ir_graph **g, int *removed, char *err, size_t errlen);
+
 /* ---- activation recomputation (remat.c) -------------------------------------
  * After autodiff (and after fuse, which it reruns on its result): frees
  * forward outputs of relu/add/bias_add/bn_apply chains after their last

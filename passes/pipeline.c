@@ -46,6 +46,11 @@ static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errle
     return pass_fuse(g, err, errlen);
 }
 
+static int run_dce(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    (void)c;
+    return pass_dce(g, NULL, err, errlen);
+}
+
 static int run_remat(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
     return pass_remat(g, (int64_t)(c->arg[0] * (1 << 20)), NULL, err, errlen);
 }
@@ -107,12 +112,19 @@ const pass_info pass_registry[] = {
                .def = PASS_PRECISION_FP32,
                .values = {"fp32", "bf16"},
                .help = "storage of activations and their gradients (--precision)"}}},
+    {.name = "dce",
+     .run = run_dce,
+     .programs = PASS_TRAIN | PASS_EVAL,
+     .about = "drop nodes nothing the runtime reads depends on (docs/passes.md's example)",
+     .requires = {"lower"},
+     .after = {"autodiff", "optimizer", "partition"},
+     .optional = 1},
     {.name = "fuse",
      .run = run_fuse,
      .programs = PASS_TRAIN | PASS_EVAL,
      .about = "fusion groups, one kernel each (--no-fuse: none)",
      .requires = {"lower"},
-     .after = {"autodiff", "optimizer", "partition", "precision"}},
+     .after = {"autodiff", "optimizer", "partition", "precision", "dce"}},
     {.name = "remat",
      .run = run_remat,
      .programs = PASS_TRAIN,

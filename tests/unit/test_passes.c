@@ -312,23 +312,24 @@ static char *dump_after(const char *pass, ir_graph *g, int *rc) {
 TEST(pipeline_verifies_and_dumps) {
     pass_options o = pass_default_options();
     CHECK(o.fuse == 1 && o.memplan == 1 && o.dump_after == NULL);
-    const char *order[] = {"lower",     "autodiff", "optimizer", "partition",
-                           "precision", "fuse",     "remat",     "memplan"};
+    const char *order[] = {"lower", "autodiff", "optimizer", "partition", "precision",
+                           "dce",   "fuse",     "remat",     "memplan"};
     const unsigned in[] = {PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN,
                            PASS_TRAIN,
                            PASS_TRAIN,
                            PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN | PASS_EVAL,
+                           PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN,
                            PASS_TRAIN | PASS_EVAL};
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         CHECK_STR(pass_registry[i].name, order[i]);
         CHECK(pass_registry[i].programs == in[i] && pass_registry[i].run &&
               pass_registry[i].about[0]);
         CHECK(pass_find(order[i]) == &pass_registry[i]);
     }
-    CHECK(pass_registry[8].name == NULL && pass_find("elaborate") == NULL);
+    CHECK(pass_registry[9].name == NULL && pass_find("elaborate") == NULL);
 
     ir_graph *g = small_cnn(1);
     CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
@@ -461,8 +462,32 @@ TEST(pass_errors) {
     ir_free(g);
 }
 
+/* dce: a branch nothing reads goes (its relu and the maxpool under it), the
+ * rest stays in order; the graph verifies and a second run removes nothing.
+ * Its results on every model are test_pass_invariance's. */
+TEST(dce_drops_dead_branches) {
+    ir_graph *g = small_cnn(1);
+    int n0 = g->n, x = tg_find(g, "image");
+    int dead = tg_node(g, IR_OP_RELU, &x, 1, NULL, NULL);
+    tg_node(g, IR_OP_MAXPOOL, &dead, 1, (int64_t[]){2, 2, 0}, NULL);
+    int removed = -1;
+    CHECK(pass_dce(&g, &removed, err, sizeof err) == 0 && removed == 2 && g->n == n0);
+    CHECK(tg_find(g, "logits") >= 0 && tg_find(g, "loss") >= 0);
+    CHECK(pass_dce(&g, &removed, err, sizeof err) == 0 && removed == 0);
+    /* after autodiff and the optimizer every node leads to the update */
+    pass_options o = pass_default_options();
+    ir_train t;
+    ir_train_defaults(&t);
+    CHECK(pass_run_train(&g, &t, &o, err, sizeof err) == 0);
+    int n1 = g->n;
+    pass_unfuse(g);
+    CHECK(pass_dce(&g, &removed, err, sizeof err) == 0 && g->n == n1 - removed);
+    ir_free(g);
+}
+
 int main(void) {
     RUN(lower_keeps_results);
+    RUN(dce_drops_dead_branches);
     RUN(running_variance_is_unbiased);
     RUN(lower_refuses_one_value_per_channel);
     RUN(optimizer_step_is_mxnet_sgd);
