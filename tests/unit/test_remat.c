@@ -54,7 +54,7 @@ TEST(resnets_shrink) {
 }
 
 TEST(budget_met_or_refused) {
-    ir_graph *g = model("models/resnet18_cifar.net", 16);
+    ir_graph *g = model("models/resnet18_cifar.net", 8);
     if (!g) return;
     int64_t a0 = arena(g);
     ir_graph *least = ir_clone(g);
