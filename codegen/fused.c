@@ -504,22 +504,33 @@ static void pass_results(grp *G, int p, cg_str *b) {
         if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == p) compute(G, m, b, "");
 }
 
-static int body_channel(grp *G, cg_kdef *kd) {
-    int cnt = G->hi - G->lo, passes = channel_levels(G);
-    cg_str text = {0}, *b = &text;
+/* The [C] members that need no pass: before the first loop. */
+static void channel_prologue(grp *G, cg_str *b) {
     G->idx = "i";
     for (int m = G->lo; m < G->hi; m++)
         if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
+}
+
+/* Pass p's loop over the channel's elements: its accumulators, then the
+ * element body (the members it computes and stores) inside channel_loop. */
+static void pass_loop(grp *G, int p, cg_str *b) {
+    unsigned char mark[CG_MAX_GROUP] = {0};
+    pass_marks(G, p, mark);
+    pass_accumulators(G, p, b);
+    cg_str body = {0};
+    G->idx = "e";
+    pass_element_body(G, p, mark, &body);
+    channel_loop(G, b, &body);
+    cg_str_free(&body);
+    G->idx = "i";
+}
+
+static int body_channel(grp *G, cg_kdef *kd) {
+    int cnt = G->hi - G->lo, passes = channel_levels(G);
+    cg_str text = {0}, *b = &text;
+    channel_prologue(G, b);
     for (int p = 1; p <= passes; p++) {
-        unsigned char mark[CG_MAX_GROUP] = {0};
-        pass_marks(G, p, mark);
-        pass_accumulators(G, p, b);
-        cg_str body = {0};
-        G->idx = "e";
-        pass_element_body(G, p, mark, &body);
-        channel_loop(G, b, &body);
-        cg_str_free(&body);
-        G->idx = "i";
+        pass_loop(G, p, b);
         pass_results(G, p, b);
     }
     const char *one = G->cx->dl->first_thread;
@@ -576,20 +587,10 @@ static void split_kernel_body(grp *G, int k, int passes, cg_kdef *kd) {
     const cg_dialect_desc *dl = G->cx->dl;
     cg_str text = {0}, *b = &text;
     G->chan_pre.len = 0, G->nchan = 0;
-    G->idx = "i";
-    for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
+    channel_prologue(G, b);
     for (int p = 1; p < k; p++) pass_results(G, p, b);
     if (k <= passes) {
-        unsigned char mark[CG_MAX_GROUP] = {0};
-        pass_marks(G, k, mark);
-        pass_accumulators(G, k, b);
-        cg_str body = {0};
-        G->idx = "e";
-        pass_element_body(G, k, mark, &body);
-        channel_loop(G, b, &body);
-        cg_str_free(&body);
-        G->idx = "i";
+        pass_loop(G, k, b);
         for (int m = G->lo; m < G->hi; m++) {
             if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != k) continue;
             int t = m - G->lo;

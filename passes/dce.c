@@ -11,8 +11,8 @@
 #include "passes/passes.h"
 
 static int is_root(const ir_node *n) {
-    return (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)) ||
-           n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE || ir_ops[n->op].max_arity == 0;
+    return (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)) || n->op == IR_OP_ASSIGN ||
+           n->op == IR_OP_ALLREDUCE || ir_ops[n->op].max_arity == 0;
 }
 
 int pass_dce(ir_graph **gp, int *removed, char *err, size_t errlen) {
