@@ -17,6 +17,8 @@ static void usage(FILE *f) {
           "  --batch N          override the per-device batch of the train section\n"
           "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
           "  --no-fuse          one kernel per op (no fusion groups)\n"
+          "  --layout           channel-major activations between convolutions (layout pass)\n"
+          "  --layout-report    --layout, and print each program's transposes and their reasons\n"
           "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
           "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
           "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
@@ -86,6 +88,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             a->summary = 1;
         } else if (!strcmp(s, "--no-fuse")) {
             a->no_fuse = 1;
+        } else if (!strcmp(s, "--layout") || !strcmp(s, "--layout-report")) {
+            a->layout = s[8] ? 2 : 1;
         } else if (!strcmp(s, "--no-memplan")) {
             a->no_memplan = 1;
         } else if (!strcmp(s, "--stats")) {
@@ -106,7 +110,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
         }
     }
     if (!a->model) return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
-    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir && !a->cost)
+    if (!a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats && !a->emit_dir && !a->cost &&
+        a->layout < 2)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost or "
                    "--emit-kernels",
                    NULL);

@@ -286,6 +286,7 @@ static pass_options pass_options_of(const dpc_options *o, FILE *report) {
     pass_options po = pass_default_options();
     po.fuse = !o->no_fuse;
     po.memplan = !o->no_memplan;
+    po.layout = o->layout;
     po.bucket_bytes = o->bucket_mb > 0 ? (size_t)(o->bucket_mb * (1 << 20)) : 0;
     if (o->bucket_mb > 0 && po.bucket_bytes < 4) po.bucket_bytes = 4; /* at least one float */
     po.dump_after = o->dump_after && strcmp(o->dump_after, "elaborate") ? o->dump_after : NULL;

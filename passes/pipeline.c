@@ -34,6 +34,15 @@ static int run_precision(ir_graph **g, const pass_context *c, char *err, size_t 
     return pass_precision(g, c->options ? c->options->precision : PASS_PRECISION_FP32, err, errlen);
 }
 
+static int run_layout(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    if (!c->options || !c->options->layout) return 0;
+    if (pass_layout(g, err, errlen)) return -1;
+    if (c->options->layout > 1)
+        pass_layout_report(*g, c->train ? "train" : "eval",
+                           c->options->dump ? c->options->dump : stdout);
+    return 0;
+}
+
 static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
     if (c->options && !c->options->fuse) return 0;
     return pass_fuse(g, err, errlen);
@@ -50,12 +59,14 @@ const pass_info pass_registry[] = {
     {"partition", run_partition, PASS_TRAIN, "all-reduce of the gradients, in buckets"},
     {"precision", run_precision, PASS_TRAIN | PASS_EVAL,
      "bf16 storage of activations (--precision)"},
+    {"layout", run_layout, PASS_TRAIN | PASS_EVAL,
+     "channel-major activations between convolutions (--layout; off by default)"},
     {"fuse", run_fuse, PASS_TRAIN | PASS_EVAL, "fusion groups, one kernel each (--no-fuse: none)"},
     {NULL, NULL, 0, NULL},
 };
 
 pass_options pass_default_options(void) {
-    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32};
+    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32, 0};
     return o;
 }
 
