@@ -92,10 +92,12 @@ static int why_of(const ir_graph *g, int p, int c, int to_nchw) {
 
 int pass_layout(ir_graph **gp, char *err, size_t errlen) {
     ir_graph *g = *gp;
-    if (ir_num_groups(g)) return ir_fail(err, errlen, "layout: runs before fuse (the graph has groups)");
+    if (ir_num_groups(g))
+        return ir_fail(err, errlen, "layout: runs before fuse (the graph has groups)");
     signed char *lay = malloc((size_t)g->n + 1), *want = malloc((size_t)g->n + 1);
     /* map[i]: node i in the new graph; alt[i]: its transpose, once made */
-    int *map = malloc(sizeof(int) * ((size_t)g->n + 1)), *alt = malloc(sizeof(int) * ((size_t)g->n + 1));
+    int *map = malloc(sizeof(int) * ((size_t)g->n + 1)),
+        *alt = malloc(sizeof(int) * ((size_t)g->n + 1));
     IR_CHECK_ALLOC(lay && want && map && alt);
     decide(g, lay, want);
     int extra = 0;
@@ -159,7 +161,7 @@ void pass_layout_report(const ir_graph *g, const char *prog, FILE *f) {
         const ir_node *x = &g->nodes[n->input[0]];
         const char *why = pass_layout_reason(n->iattr[0]);
         fprintf(f, "  %%%d transpose to %s of %%%d %s '%s': %s\n", i,
-                n->flags & IR_FLAG_CNHW ? "CNHW" : "NCHW", n->input[0], ir_ops[x->op].name,
-                x->name, why ? why : "(no reason)");
+                n->flags & IR_FLAG_CNHW ? "CNHW" : "NCHW", n->input[0], ir_ops[x->op].name, x->name,
+                why ? why : "(no reason)");
     }
 }
