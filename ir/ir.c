@@ -822,7 +822,7 @@ int ir_node_layout(const ir_graph *g, int i) {
     return -1;
 }
 
-/* IR_FLAG_CNHW where codegen can honour it (ir.h; docs/DESIGN.md §5.7). */
+/* IR_FLAG_CNHW where codegen can honour it (ir.h; docs/DESIGN.md §5.9). */
 static int verify_layout(const ir_graph *g, int i, char *err, size_t errlen) {
     const ir_node *n = &g->nodes[i];
     const char *op = ir_ops[n->op].name;

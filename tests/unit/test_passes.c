@@ -328,7 +328,7 @@ TEST(pipeline_verifies_and_dumps) {
         CHECK(pass_find(order[i]) == &pass_registry[i]);
     }
     CHECK(pass_registry[7].name == NULL && pass_find("elaborate") == NULL);
-    CHECK(o.layout == 0); /* off by default: not faster on the CPU (docs/DESIGN.md §5.7) */
+    CHECK(o.layout == 0); /* off: not shown faster on the CPU (DESIGN §5.9) */
 
     ir_graph *g = small_cnn(1);
     CHECK(pass_run_train(&g, NULL, &o, err, sizeof err) == 0);
