@@ -33,6 +33,7 @@ static const char *const reasons[PASS_LAYOUT_WHY_COUNT] = {
     [PASS_LAYOUT_WHY_SOURCE] = "a graph input or parameter is NCHW",
     [PASS_LAYOUT_WHY_VIEW_RESULT] = "a view's result (flatten's gradient) is NCHW",
     [PASS_LAYOUT_WHY_NCHW] = "its producer is NCHW",
+    [PASS_LAYOUT_WHY_READER] = "its reader works in NCHW only (batchnorm, unlowered)",
 };
 
 const char *pass_layout_reason(int64_t why) {
@@ -49,8 +50,8 @@ static int shares_bytes(ir_op op) {
 /* Whether input k of n is read at all (reshape_like's `like` is not). */
 static int reads(const ir_node *n, int k) { return !(n->op == IR_OP_RESHAPE_LIKE && k == 1); }
 
-/* lay[i]: node i's output layout (1 = CNHW); op[i]: the layout its rank-4
- * operands must have (-1: any, or none). */
+/* lay[i]: node i's output layout (1 = CNHW); want[i]: the layout its
+ * rank-4 operands must have (-1: any, or it has none). */
 static void decide(const ir_graph *g, signed char *lay, signed char *want) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
@@ -84,7 +85,10 @@ static void decide(const ir_graph *g, signed char *lay, signed char *want) {
 /* The reason a value made by node p must change layout for reader c. */
 static int why_of(const ir_graph *g, int p, int c, int to_nchw) {
     const ir_node *pn = &g->nodes[p], *cn = &g->nodes[c];
-    if (to_nchw) return shares_bytes(cn->op) ? PASS_LAYOUT_WHY_VIEW : PASS_LAYOUT_WHY_RUNTIME;
+    if (to_nchw)
+        return shares_bytes(cn->op) ? PASS_LAYOUT_WHY_VIEW
+               : runtime_reads(cn)  ? PASS_LAYOUT_WHY_RUNTIME
+                                    : PASS_LAYOUT_WHY_READER;
     if (ir_is_source(pn->op)) return PASS_LAYOUT_WHY_SOURCE;
     if (ir_is_view(pn->op)) return PASS_LAYOUT_WHY_VIEW_RESULT;
     return PASS_LAYOUT_WHY_NCHW;

@@ -97,6 +97,7 @@ enum {
     PASS_LAYOUT_WHY_SOURCE,      /* a graph input or parameter is NCHW */
     PASS_LAYOUT_WHY_VIEW_RESULT, /* a view's result (flatten's gradient) is NCHW */
     PASS_LAYOUT_WHY_NCHW,        /* any other NCHW producer */
+    PASS_LAYOUT_WHY_READER,      /* its reader works in NCHW only (batchnorm) */
     PASS_LAYOUT_WHY_COUNT
 };
 int pass_layout(ir_graph **g, char *err, size_t errlen);
