@@ -86,9 +86,10 @@ static void decide(const ir_graph *g, signed char *lay, signed char *want) {
 static int why_of(const ir_graph *g, int p, int c, int to_nchw) {
     const ir_node *pn = &g->nodes[p], *cn = &g->nodes[c];
     if (to_nchw)
-        return shares_bytes(cn->op) ? PASS_LAYOUT_WHY_VIEW
-               : runtime_reads(cn)  ? PASS_LAYOUT_WHY_RUNTIME
-                                    : PASS_LAYOUT_WHY_READER;
+        return ir_is_view(cn->op) ? PASS_LAYOUT_WHY_VIEW
+               /* an assign's target, an all-reduced gradient: the runtime's */
+               : runtime_reads(cn) || shares_bytes(cn->op) ? PASS_LAYOUT_WHY_RUNTIME
+                                                           : PASS_LAYOUT_WHY_READER;
     if (ir_is_source(pn->op)) return PASS_LAYOUT_WHY_SOURCE;
     if (ir_is_view(pn->op)) return PASS_LAYOUT_WHY_VIEW_RESULT;
     return PASS_LAYOUT_WHY_NCHW;
@@ -98,6 +99,8 @@ int pass_layout(ir_graph **gp, char *err, size_t errlen) {
     ir_graph *g = *gp;
     if (ir_num_groups(g))
         return ir_fail(err, errlen, "layout: runs before fuse (the graph has groups)");
+    for (int i = 0; i < g->n; i++) /* laid out already: nothing to do */
+        if ((g->nodes[i].flags & IR_FLAG_CNHW) || g->nodes[i].op == IR_OP_TRANSPOSE) return 0;
     signed char *lay = malloc((size_t)g->n + 1), *want = malloc((size_t)g->n + 1);
     /* map[i]: node i in the new graph; alt[i]: its transpose, once made */
     int *map = malloc(sizeof(int) * ((size_t)g->n + 1)),

@@ -320,7 +320,10 @@ TEST(no_transpose_without_a_reason) {
             /* the same program through the layout pass (and fuse again) */
             pass_unfuse(g);
             CHECK(pass_layout(&g, err, sizeof err) == 0);
+            uint64_t h = ir_graph_hash(g);
+            CHECK(pass_layout(&g, err, sizeof err) == 0 && ir_graph_hash(g) == h); /* idempotent */
             CHECK(pass_fuse(&g, err, sizeof err) == 0);
+            CHECK(pass_layout(&g, err, sizeof err) != 0 && strstr(err, "before fuse"));
             int after = hidden_transposes(g), explicit_ = 0, cnhw = 0;
             for (int i = 0; i < g->n; i++) {
                 const ir_node *n = &g->nodes[i];
