@@ -21,6 +21,9 @@ static void usage(FILE *f) {
         "  --batch N          override the per-device batch of the train section\n"
         "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
         "  --no-fuse          one kernel per op (no fusion groups)\n"
+        "  --layout           channel-major activations between convolutions (the layout pass\n"
+        "                     in the default pipeline)\n"
+        "  --layout-report    --layout, and print each program's transposes and their reasons\n"
         "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
         "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
         "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
@@ -146,6 +149,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             a->summary = 1;
         } else if (!strcmp(s, "--no-fuse")) {
             a->no_fuse = 1;
+        } else if (!strcmp(s, "--layout") || !strcmp(s, "--layout-report")) {
+            a->layout = s[8] ? 2 : 1;
         } else if (!strcmp(s, "--no-memplan")) {
             a->no_memplan = 1;
         } else if (!strcmp(s, "--list-passes")) {
@@ -175,9 +180,9 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
     if (!a->model && !a->from_ir && !print_only)
         return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
     if (!print_only && !a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats &&
-        !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes)
+        !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes && a->layout < 2)
         return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost, "
-                   "--emit-kernels, --print-ir-after or --time-passes",
+                   "--emit-kernels, --print-ir-after, --time-passes or --layout-report",
                    NULL);
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");

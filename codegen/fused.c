@@ -59,6 +59,7 @@ typedef struct {
     /* channel groups */
     const ir_type *X;
     int64_t N, C, inner;
+    int xcnhw; /* X is channel-major: channel c is the row [c*N*inner, (c+1)*N*inner) */
     int level[CG_MAX_GROUP];
     /* A channel split over `split` blocks (> 1: dialect split_blocks): each
      * block's share of a pass is q in [qlo, qhi); partial sums go to the
@@ -134,9 +135,17 @@ static void operand(grp *G, int m, int k, int acc, cg_str *o) {
         G->used_c = 1;
         break;
     case 's': snprintf(at, sizeof at, "b%d[0]", a); break;
-    case 'o':
-        snprintf(at, sizeof at, "b%d[%s / %" PRId64 "]", a, G->idx, inner_of(&nd(G, m)->type));
+    case 'o': { /* the [N, C] element of (n, c); in CNHW i / inner is c*N + n */
+        const ir_type *t = &nd(G, m)->type;
+        int64_t in = inner_of(t);
+        if (nd(G, m)->flags & IR_FLAG_CNHW)
+            snprintf(at, sizeof at,
+                     "b%d[%s / %" PRId64 " %% %" PRId64 " * %" PRId64 " + %s / %" PRId64 "]", a,
+                     G->idx, in, t->dim[0], t->dim[1], G->idx, in * t->dim[0]);
+        else
+            snprintf(at, sizeof at, "b%d[%s / %" PRId64 "]", a, G->idx, in);
         break;
+    }
     default: snprintf(at, sizeof at, "b%d[%s]", a, G->idx); break;
     }
     ir_dtype t = G->arg_type[a]; /* a bf16 element is read as float */
@@ -264,7 +273,9 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
         for (int m = G->lo; m < G->hi; m++) compute(G, m, &b, "");
         stores(G, &b, "i", NULL, "");
     }
-    if (G->used_c)
+    if (G->used_c && (n->flags & IR_FLAG_CNHW)) /* channel-major: c is the row of N*inner */
+        cg_str_printf(&kd->body, "const idx_t c = i / %" PRId64 ";\n", S->dim[0] * inner_of(S));
+    else if (G->used_c)
         cg_str_printf(&kd->body, "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ";\n", inner_of(S),
                       S->ndim > 1 ? S->dim[1] : 1);
     cg_str_append(&kd->body, b.s ? b.s : "", b.len);
@@ -342,7 +353,15 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
     int64_t L = dl->reduce_lanes, M = G->N * G->inner;
     /* The lanes are independent: a dialect may say so (lane_simd). */
     const char *simd = dl->lane_simd;
-    if (L > 1 && G->inner % L == 0) {
+    /* channel-major: element q of channel c is at c*M + q (the same q, so
+     * the same lanes and the same sums as NCHW) */
+    char at[96];
+    if (G->xcnhw)
+        snprintf(at, sizeof at, "c * %" PRId64 " + q", M);
+    else
+        snprintf(at, sizeof at, "(q / %" PRId64 " * %" PRId64 " + c) * %" PRId64 " + q %% %" PRId64,
+                 G->inner, G->C, G->inner, G->inner);
+    if (L > 1 && G->inner % L == 0 && !G->xcnhw) {
         cg_str_printf(b,
                       "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
                       "    const idx_t base = (n * %" PRId64 " + c) * %" PRId64 ";\n"
@@ -356,9 +375,8 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       "for (idx_t q0 = qlo + %s; q0 < qhi; q0 += %s) {\n"
                       "    for (idx_t l = 0; l < 1; l++) {\n"
                       "        const idx_t q = q0 + l;\n"
-                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64
-                      " + q %% %" PRId64 ";\n",
-                      dl->thread_first, dl->thread_step, G->inner, G->C, G->inner, G->inner);
+                      "        const idx_t e = %s;\n",
+                      dl->thread_first, dl->thread_step, at);
     } else {
         char first[64], step[64];
         thread_range(dl, L, first, step, sizeof first);
@@ -369,10 +387,7 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
                       "        const idx_t q = q0 + l;\n",
                       first, M, step, M % L ? "" : simd, L);
         if (M % L) cg_str_printf(b, "        if (q >= %" PRId64 ") break;\n", M);
-        cg_str_printf(b,
-                      "        const idx_t e = (q / %" PRId64 " * %" PRId64 " + c) * %" PRId64
-                      " + q %% %" PRId64 ";\n",
-                      G->inner, G->C, G->inner, G->inner);
+        cg_str_printf(b, "        const idx_t e = %s;\n", at);
     }
     cg_str_append(b, body->s ? body->s : "", body->len);
     cg_str_printf(b, "    }\n}\n");
@@ -777,7 +792,10 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
         const ir_node *n = &cx->g->nodes[m];
         fu_class c = fu_node_class(n);
         if (c == FU_NONE) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
-        if (c == FU_CHANNEL && !G.X) G.X = &cx->g->nodes[n->input[0]].type;
+        if (c == FU_CHANNEL && !G.X) {
+            G.X = &cx->g->nodes[n->input[0]].type;
+            G.xcnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
+        }
         ncr += c == FU_CHANNEL;
         nsm += c == FU_ROW;
     }

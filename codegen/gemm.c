@@ -226,7 +226,16 @@ static int lower_conv(cg_ctx *cx, int node) {
     int64_t CKK = c.C * c.k * c.k; /* im2col runs one iteration per column row */
     int64_t nb = cg_conv_chunk(&c, cx->opt.scratch_max_bytes);
     int64_t blk = cg_conv_col_elems(&c, nb); /* where the CNHW block starts */
-    int reuse_dy = dy_left_by_previous_step(cx, node, &c, nb);
+    /* Channel-major tensors (IR_FLAG_CNHW, passes/layout.c): im2col reads
+     * such an x and col2im writes such a dx directly; the GEMM writes y and
+     * reads dy in place (rows N*P apart, the chunk at n0*P) where the
+     * types allow, else one row copy converts between it and the block. */
+    const ir_node *xn = &g->nodes[op == IR_OP_CONV_GRAD_WEIGHT ? n->input[1] : n->input[0]];
+    const ir_node *yn = op == IR_OP_CONV ? n : &g->nodes[n->input[0]];
+    int xc = op != IR_OP_CONV_GRAD_DATA && (xn->flags & IR_FLAG_CNHW);
+    int dxc = op == IR_OP_CONV_GRAD_DATA && (n->flags & IR_FLAG_CNHW);
+    int yc = (yn->flags & IR_FLAG_CNHW) != 0;
+    int reuse_dy = !yc && dy_left_by_previous_step(cx, node, &c, nb);
     /* bf16: the GEMM operands (columns, dy's CNHW block, the weight's bf16
      * copy at wofs) are bf16 in the scratch area; their float offsets are
      * where the f32 layout puts them, their GEMM offsets count bf16
@@ -252,38 +261,56 @@ static int lower_conv(cg_ctx *cx, int node) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         /* kernels for this chunk size (the last chunk may be smaller) */
         int kcol = op == IR_OP_CONV_GRAD_DATA
-                       ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32)
-                       : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1);
-        int klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
+                       ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32, dxc)
+                       : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1, xc);
+        /* y or dy between the tensor and the block: NCHW transposes; a
+         * channel-major one is used in place (direct) or copied row-wise */
+        int64_t NP = c.N * P;
+        int direct = yc && (op == IR_OP_CONV ? tn == IR_F32 : t0 == to);
+        int klay = 0;
+        if (yc && !direct)
+            klay = op == IR_OP_CONV ? cg_kernel_cnhw_rows(cx, P, cnt, NP, cnt * P, c.K, tn, IR_F32)
+                                    : cg_kernel_cnhw_rows(cx, P, cnt, cnt * P, NP, c.K, to, t0);
+        else if (!yc)
+            klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
                                     : cg_kernel_to_cnhw(cx, c.K, P, cnt, to, t0);
         if (kcol < 0 || klay < 0) return -1;
+        int64_t yoff = yc ? n0 * P : n0 * KP;                 /* the chunk in y or dy */
+        int64_t xoff = xc || dxc ? n0 * c.H * c.W : n0 * CHW; /* the chunk in x or dx */
         cg_gemm d;
         switch (op) {
         case IR_OP_CONV: /* in0 = x, in1 = w */
-            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, n0 * CHW});
+            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, xoff});
             d = cg_gemm_conv_forward(&c, cnt, 0, blk);
             if (cast_w) d.off_b = ew * wofs;
             d.type_a = d.type_b = to;
-            cg_add_gemm_call(cx, &d, sc, wslot, sc);
-            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc}, (int64_t[]){n0 * KP, blk});
+            if (direct) d.off_c = yoff, d.ldc = NP;
+            cg_add_gemm_call(cx, &d, sc, wslot, direct ? out : sc);
+            if (!direct)
+                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc},
+                                   (int64_t[]){yoff, blk});
             break;
         case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
-            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, n0 * KP});
+            if (!direct)
+                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0},
+                                   (int64_t[]){blk, yoff});
             d = cg_gemm_conv_grad_data(&c, cnt, ew * blk, 0);
             if (cast_w) d.off_b = ew * wofs;
             d.type_a = d.type_b = to;
-            cg_add_gemm_call(cx, &d, sc, wslot, sc);
-            cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){n0 * CHW, 0});
+            if (direct) d.off_a = yoff, d.lda = NP;
+            cg_add_gemm_call(cx, &d, direct ? in0 : sc, wslot, sc);
+            cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){xoff, 0});
             break;
         default: /* conv_grad_weight: in0 = dy, in1 = x */
-            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, n0 * CHW});
-            if (!reuse_dy)
+            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, xoff});
+            if (!reuse_dy && !direct)
                 cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0},
-                                   (int64_t[]){blk, n0 * KP});
+                                   (int64_t[]){blk, yoff});
             d = cg_gemm_conv_grad_weight(&c, cnt, 0, ew * blk, n0 > 0);
             d.type_a = d.type_b = to;
             d.type_c = tn;
-            cg_add_gemm_call(cx, &d, sc, sc, out);
+            if (direct) d.off_b = yoff, d.ldb = NP;
+            cg_add_gemm_call(cx, &d, sc, direct ? in0 : sc, out);
             break;
         }
     }

@@ -76,12 +76,19 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
  * images. im2col: one iteration per (column row, image), count = CKK*nb;
  * col2im: one per element of dx, count = nb*C*H*W. */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype col, ir_dtype x);
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype dx, ir_dtype col);
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype col, ir_dtype x,
+                     int x_cnhw);
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype dx, ir_dtype col,
+                     int dx_cnhw);
 /* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back, one row of P per
  * iteration: count = K*nb. */
 int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype dst, ir_dtype src);
 int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype dst, ir_dtype src);
+/* Rows of a channel-major chunk: b0[k*ds + img*P + q] = b1[k*ss + img*P +
+ * q], count = K*nb (the conv lowering's copies between a CNHW tensor and
+ * the scratch block, where a type conversion is due). */
+int cg_kernel_cnhw_rows(cg_ctx *cx, int64_t P, int64_t nb, int64_t ds, int64_t ss, int64_t K,
+                        ir_dtype dst, ir_dtype src);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
 

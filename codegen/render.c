@@ -348,17 +348,24 @@ static int k_chan_reduce(cg_ctx *cx, chan_reduce kind, const ir_type *x, double 
     return cg_emit_kernel(cx, &kd);
 }
 
-static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y) {
+/* y[n][c] = the mean of plane (n, c) of x; a channel-major x holds that
+ * plane as plane c*N + n. */
+static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y, int cnhw) {
     int64_t inner = inner_of(x);
     ir_dtype tx = x->dtype, ty = y->dtype;
     cg_kdef kd = {
         .op = "global_avgpool", .nargs = 2, .cost = inner, .writes = {1}, .type = {ty, tx}};
+    if (cnhw)
+        cg_str_printf(&kd.body,
+                      "const idx_t plane = i %% %" PRId64 " * %" PRId64 " + i / %" PRId64 ";\n",
+                      x->dim[1], x->dim[0], x->dim[1]);
     cg_str_printf(&kd.body,
-                  "const %s *row = b1 + i * %" PRId64 ";\n"
+                  "const %s *row = b1 + %s * %" PRId64 ";\n"
                   "acc_t s = 0;\n"
                   "for (idx_t j = 0; j < %" PRId64 "; j++) s += %srow[j]%s;\n"
                   "b0[i] = %s(float)(s / %" PRId64 ".0)%s;\n",
-                  ctype(tx), inner, inner, cg_ld(tx), cg_end(tx), cg_st(ty), inner, cg_end(ty));
+                  ctype(tx), cnhw ? "plane" : "i", inner, inner, cg_ld(tx), cg_end(tx), cg_st(ty),
+                  inner, cg_end(ty));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -535,8 +542,15 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
  * inner loop keeps a constant trip count with a select per element: at the
  * 8x8 to 1x1 planes of a CIFAR network that unrolls and vectorises, where
  * splitting each row into padding and interior runs measured 2x slower. */
-int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc, ir_dtype tx) {
+int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc, ir_dtype tx,
+                     int cnhw) {
     int64_t P = c->Ho * c->Wo;
+    /* plane (img, c) of x: img*C + c, or c*N + img in a channel-major x */
+    char plane[64];
+    if (cnhw)
+        snprintf(plane, sizeof plane, "c * %" PRId64 " + img", c->N);
+    else
+        snprintf(plane, sizeof plane, "img * %" PRId64 " + c", c->C);
     cg_kdef kd = {.op = "im2col", .nargs = 2, .cost = P, .writes = {1}, .type = {tc, tx}};
     /* the same type is copied as it is (0.0f converts to bf16's +0 bits) */
     const char *ld = tc == tx ? "" : cg_ld(tx), *le = tc == tx ? "" : cg_end(tx);
@@ -552,7 +566,7 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
                   "const idx_t r = i / %" PRId64 ", img = i - r * %" PRId64 ";\n"
                   "const idx_t kw = r %% %" PRId64 ", kh = (r / %" PRId64 ") %% %" PRId64
                   ", c = r / %" PRId64 ";\n"
-                  "const %s *xp = b1 + (img * %" PRId64 " + c) * %" PRId64 ";\n"
+                  "const %s *xp = b1 + (%s) * %" PRId64 ";\n"
                   "%s *out = b0 + r * %" PRId64 " + img * %" PRId64 ";\n"
                   "for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
                   "    const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
@@ -567,7 +581,7 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
                   "        o[ow] = %siw >= 0 && iw < %" PRId64 " ? %srow[iw]%s : 0.0f%s;\n"
                   "    }\n"
                   "}\n",
-                  nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), c->C, c->H * c->W, ctype(tc),
+                  nb, nb, c->k, c->k, c->k, c->k * c->k, ctype(tx), plane, c->H * c->W, ctype(tc),
                   nb * P, P, c->Ho, c->s, c->p, ctype(tc), c->Wo, c->H, ow, ctype(tx), c->W, ow,
                   c->s, c->p, st, c->W, ld, le, se);
     return cg_emit_kernel(cx, &kd);
@@ -578,14 +592,26 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
  * entries im2col copied it to, so no two iterations write one element.
  * (Scattering each column row into a plane of dx measured slower at these
  * plane sizes.) */
-int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tdx, ir_dtype tc) {
-    int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W, np = nb * P;
+int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tdx, ir_dtype tc,
+                     int cnhw) {
+    int64_t P = c->Ho * c->Wo, CHW = c->C * c->H * c->W, np = nb * P, HW = c->H * c->W;
     int64_t span = (c->k + c->s - 1) / c->s;
     cg_kdef kd = {
         .op = "col2im", .nargs = 2, .cost = 2 * span * span, .writes = {1}, .type = {tdx, tc}};
+    /* i runs over the chunk's dx elements in dx's layout: (img, c, h, w),
+     * or (c, img, h, w) for a channel-major dx, whose rows are N*H*W long */
+    if (cnhw)
+        cg_str_printf(&kd.body,
+                      "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
+                      "const idx_t img = (i / %" PRId64 ") %% %" PRId64 ", c = i / %" PRId64 ";\n"
+                      "const idx_t at = c * %" PRId64 " + i %% %" PRId64 ";\n",
+                      c->W, c->W, c->H, HW, nb, nb * HW, c->N * HW, nb * HW);
+    else
+        cg_str_printf(&kd.body,
+                      "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
+                      "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n",
+                      c->W, c->W, c->H, c->W * c->H, c->C, CHW);
     cg_str_printf(&kd.body,
-                  "const idx_t w = i %% %" PRId64 ", h = (i / %" PRId64 ") %% %" PRId64 ";\n"
-                  "const idx_t c = (i / %" PRId64 ") %% %" PRId64 ", img = i / %" PRId64 ";\n"
                   "const %s *col = b1 + c * %" PRId64 " + img * %" PRId64 ";\n"
                   "acc_t sum = 0;\n"
                   "for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
@@ -600,10 +626,10 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype td
                   ") * %" PRId64 " + tw / %" PRId64 "]%s;\n"
                   "    }\n"
                   "}\n"
-                  "b0[i] = %s(float)sum%s;\n",
-                  c->W, c->W, c->H, c->W * c->H, c->C, CHW, ctype(tc), c->k * c->k * np, P, c->k,
-                  c->p, c->s, c->s, c->Ho, c->k, c->p, c->s, c->s, c->Wo, cg_ld(tc), c->k, np, c->s,
-                  c->Wo, c->s, cg_end(tc), cg_st(tdx), cg_end(tdx));
+                  "b0[%s] = %s(float)sum%s;\n",
+                  ctype(tc), c->k * c->k * np, P, c->k, c->p, c->s, c->s, c->Ho, c->k, c->p, c->s,
+                  c->s, c->Wo, cg_ld(tc), c->k, np, c->s, c->Wo, c->s, cg_end(tc),
+                  cnhw ? "at" : "i", cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -648,6 +674,22 @@ int cg_kernel_from_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype t
     return cg_emit_kernel(cx, &kd);
 }
 
+/* b0[k*ds + img*P + q] = b1[k*ss + img*P + q]: a chunk of nb images of a
+ * channel-major tensor between the scratch area's CNHW block (rows nb*P
+ * apart) and the tensor (rows N*P apart), converted when the types
+ * differ. One (k, img) row of P per iteration: count = K*nb. */
+int cg_kernel_cnhw_rows(cg_ctx *cx, int64_t P, int64_t nb, int64_t ds, int64_t ss, int64_t K,
+                        ir_dtype td, ir_dtype ts) {
+    cg_kdef kd = {.op = "cnhw_rows", .nargs = 2, .cost = P, .writes = {1}, .type = {td, ts}};
+    cg_str_printf(&kd.body,
+                  "const idx_t k = i / %" PRId64 ", img = i - k * %" PRId64 ";\n"
+                  "const %s *src = b1 + k * %" PRId64 " + img * %" PRId64 ";\n"
+                  "%s *dst = b0 + k * %" PRId64 " + img * %" PRId64 ";\n",
+                  nb, nb, ctype(ts), ss, P, ctype(td), ds, P);
+    copy_line(cx, &kd, td, ts, K * nb, P);
+    return cg_emit_kernel(cx, &kd);
+}
+
 int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from) {
     cg_kdef kd = {.op = "cast", .nargs = 2, .cost = 1, .writes = {1}, .type = {to, from}};
     cg_str_printf(&kd.body, "b0[i] = %s%sb1[i]%s%s;\n", cg_st(to), cg_ld(from), cg_end(from),
@@ -681,7 +723,8 @@ static int simple_step(cg_ctx *cx, int node, int kernel, int64_t count) {
 
 static int r_global_avgpool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
-    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0), &n->type),
+    int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
+    return simple_step(cx, node, k_global_avgpool(cx, in_type(cx, n, 0), &n->type, cnhw),
                        ir_numel(&n->type));
 }
 
@@ -710,6 +753,17 @@ static int r_pool(cg_ctx *cx, int node) {
     default: k = k_avgpool_grad(cx, &n->type, in_type(cx, n, 0), a[0], a[1], a[2]); break;
     }
     return simple_step(cx, node, k, ir_numel(&n->type));
+}
+
+/* transpose (passes/layout.c): the whole tensor as one chunk of the
+ * layout kernels the conv lowering uses, NCHW <-> CNHW. */
+static int r_transpose(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    const ir_type *x = in_type(cx, n, 0);
+    int64_t N = x->dim[0], C = x->dim[1], P = x->dim[2] * x->dim[3];
+    int k = n->flags & IR_FLAG_CNHW ? cg_kernel_to_cnhw(cx, C, P, N, n->type.dtype, x->dtype)
+                                    : cg_kernel_from_cnhw(cx, C, P, N, n->type.dtype, x->dtype);
+    return simple_step(cx, node, k, N * C);
 }
 
 static int r_alias(cg_ctx *cx, int node) {
@@ -787,6 +841,7 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_DENSE_GRAD_DATA] = {cg_lower_gemm_op},
     [IR_OP_DENSE_GRAD_WEIGHT] = {cg_lower_gemm_op},
     [IR_OP_ALLREDUCE] = {r_allreduce},
+    [IR_OP_TRANSPOSE] = {r_transpose},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

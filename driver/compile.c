@@ -34,6 +34,7 @@ static pass_options pass_options_of(const dpc_options *o) {
     pass_options po = pass_default_options();
     po.fuse = !o->no_fuse;
     po.memplan = !o->no_memplan;
+    po.layout = o->layout; /* --layout: the layout pass in the default pipeline */
     return po;
 }
 

@@ -42,6 +42,7 @@ typedef struct {
     int summary, stats;     /* --summary, --stats */
     int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
+    int layout;       /* --layout: 1; --layout-report: 2 (pass_options.layout) */
     double bucket_mb; /* partition's bucket size in MiB, 0: the default */
     FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
 

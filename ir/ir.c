@@ -19,7 +19,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 35, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 36, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -672,6 +672,12 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SOFTMAX_CE_GRAD: return infer_loss(g, n, out, err, errlen);
     case IR_OP_SGD_MOMENTUM:
     case IR_OP_ALLREDUCE: return infer_update(g, n, out, err, errlen);
+    case IR_OP_TRANSPOSE:
+        if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)
+            return ir_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
+                           TYPE_STR(&g->nodes[n->input[0]].type));
+        *out = g->nodes[n->input[0]].type;
+        return 0;
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);
@@ -769,6 +775,7 @@ uint64_t ir_graph_hash(const ir_graph *g) {
         h = hash_i64(h, n->type.ndim);
         h = hash_i64(h, n->type.dtype);
         for (int d = 0; d < n->type.ndim && d < IR_MAX_DIMS; d++) h = hash_i64(h, n->type.dim[d]);
+        if (n->flags & IR_FLAG_CNHW) h = hash_i64(h, IR_FLAG_CNHW); /* NCHW graphs hash as before */
         /* Groups decide the kernels; inside a group, flags decide what is
          * stored. Ungrouped graphs hash as they did before fusion existed. */
         if (n->group) {
@@ -799,6 +806,49 @@ static int name_set_add(name_set *ns, const ir_graph *g, int i) {
 
 static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err,
                         size_t errlen);
+
+int ir_op_mixes_layout(ir_op op) {
+    return op == IR_OP_CONV || op == IR_OP_CONV_GRAD_DATA || op == IR_OP_CONV_GRAD_WEIGHT ||
+           op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_GRAD || op == IR_OP_TRANSPOSE;
+}
+
+static int cnhw(const ir_node *n) { return (n->flags & IR_FLAG_CNHW) != 0; }
+
+int ir_node_layout(const ir_graph *g, int i) {
+    const ir_node *n = &g->nodes[i];
+    if (n->type.ndim == 4) return cnhw(n);
+    for (int k = 0; k < n->ninputs; k++)
+        if (g->nodes[n->input[k]].type.ndim == 4) return cnhw(&g->nodes[n->input[k]]);
+    return -1;
+}
+
+/* IR_FLAG_CNHW where codegen can honour it (ir.h; docs/DESIGN.md §5.11). */
+static int verify_layout(const ir_graph *g, int i, char *err, size_t errlen) {
+    const ir_node *n = &g->nodes[i];
+    const char *op = ir_ops[n->op].name;
+    if (cnhw(n) && (n->type.ndim != 4 || ir_is_source(n->op) || n->op == IR_OP_BATCHNORM ||
+                    (n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD))))
+        return ir_fail(err, errlen, "node %d (%s): channel-major layout on a %s", i, op,
+                       n->type.ndim != 4 ? "tensor not of rank 4" : "source, batchnorm or output");
+    if (ir_is_source(n->op)) return 0;
+    const ir_node *x = &g->nodes[n->input[0]];
+    int shared = ir_is_view(n->op) || n->op == IR_OP_ASSIGN || n->op == IR_OP_ALLREDUCE;
+    if (shared && (cnhw(n) != cnhw(x) || (cnhw(x) && !ir_type_same_shape(&n->type, &x->type))))
+        return ir_fail(err, errlen, "node %d (%s): a view of %%%d in another layout", i, op,
+                       n->input[0]);
+    if (n->op == IR_OP_TRANSPOSE && cnhw(n) == cnhw(x))
+        return ir_fail(err, errlen, "node %d (transpose): input %%%d already in its layout", i,
+                       n->input[0]);
+    if (shared || ir_op_mixes_layout(n->op)) return 0;
+    int want = ir_node_layout(g, i);
+    for (int k = 0; k < n->ninputs; k++) {
+        const ir_node *in = &g->nodes[n->input[k]];
+        if (in->type.ndim == 4 && cnhw(in) != want)
+            return ir_fail(err, errlen, "node %d (%s): input %d (%%%d) is %s, the node %s", i, op,
+                           k, n->input[k], cnhw(in) ? "CNHW" : "NCHW", want ? "CNHW" : "NCHW");
+    }
+    return 0;
+}
 
 int ir_verify(const ir_graph *g, char *err, size_t errlen) {
     size_t cap = 16;
@@ -874,6 +924,7 @@ static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char
             return ir_fail(err, errlen, "node %d (%s) reads %%%d after assign %%%d", j,
                            ir_ops[g->nodes[j].op].name, n->input[0], i);
         }
+        if (verify_layout(g, i, err, errlen)) return -1;
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);
@@ -999,9 +1050,10 @@ void ir_dump(const ir_graph *g, FILE *f) {
         for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
         print_attrs(n, f);
         fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
+        if (n->flags & IR_FLAG_CNHW) fprintf(f, " cnhw");
         if (n->group) fprintf(f, " @g%d", n->group);
         if (n->line || n->col) fprintf(f, " loc(%d:%d)", n->line, n->col);
-        print_flags(n->flags, f);
+        print_flags(n->flags & ~(unsigned)IR_FLAG_CNHW, f); /* that one is " cnhw" */
         if (!ir_is_source(n->op) && n->name[0]) {
             fputs("  # ", f);
             ir_print_name(n->name, 0, f);

@@ -119,6 +119,11 @@ typedef enum {
  *                         the sum share the gradient's bytes. A bucket's
  *                         gradients travel packed, each at its element
  *                         offset                                -> grad
+ *   transpose(x) why      x's values in the other layout (IR_FLAG_CNHW
+ *                         below): NCHW <-> CNHW. Made by the layout pass
+ *                         (passes/layout.c) where a reader needs the layout
+ *                         its producer does not give; why is the reason
+ *                         (pass_layout_reason)                     -> x
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
@@ -157,7 +162,8 @@ typedef enum {
     X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
     X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")            \
     X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")     \
-    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")
+    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")              \
+    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -220,6 +226,11 @@ enum {
     IR_FLAG_OUTPUT = 1 << 0, /* read by the runtime after a step (loss, logits) */
     IR_FLAG_LOSS = 1 << 1,   /* the node autodiff starts from */
     IR_FLAG_GRAD = 1 << 2,   /* the gradient of a parameter (name: PARAM.grad) */
+    /* The layout of a rank-4 activation [N,C,H,W]: stored channel-major,
+     * as [C][N][H][W] (the GEMMs' natural output), instead of NCHW. Set
+     * only by the layout pass (passes/layout.c); never on a source or on
+     * what the runtime reads (output, loss, gradient). */
+    IR_FLAG_CNHW = 1 << 3,
 };
 
 typedef struct {
@@ -242,6 +253,15 @@ typedef struct {
     ir_node *nodes;
     int n, cap;
 } ir_graph;
+
+/* The layout of node i's rank-4 tensors: 1 (CNHW) or 0 (NCHW) for its own
+ * output when it is rank 4, else that of its first rank-4 input; -1 when
+ * it has none. ir_verify checks that an op's rank-4 inputs and output
+ * share one layout, except for the ops that convert (ir_op_mixes_layout). */
+int ir_node_layout(const ir_graph *g, int i);
+/* conv, its gradients, global_avgpool(_grad), transpose: codegen reads and
+ * writes either layout on each side. */
+int ir_op_mixes_layout(ir_op op);
 
 ir_graph *ir_new(void);
 void ir_free(ir_graph *g);

@@ -417,11 +417,14 @@ static int node_line(rd *r, open_graph *o) {
     ws(r);
     const char *type_at = r->p;
     if (type_of(r, &n.type)) return -1;
+    int cnhw = lit(r, "cnhw"); /* ir_dump's mark of IR_FLAG_CNHW */
+    if (cnhw && r->p < r->line_end && *r->p != ' ') return expected(r, "a space after 'cnhw'");
     if (lit(r, "@g") && int32_value(r, 1, IR_TEXT_MAX_NODES, "a group number", &n.group)) return -1;
     if (lit(r, "loc(") && (int32_value(r, 0, 1 << 30, "a line", &n.line) || need(r, ":", "':'") ||
                            int32_value(r, 0, 1 << 30, "a column", &n.col) || need(r, ")", "')'")))
         return -1;
     if (lit(r, "[") && flags_of(r, &n.flags)) return -1;
+    if (cnhw) n.flags |= IR_FLAG_CNHW;
     ws(r);
     if (lit(r, "#")) {
         if (ir_is_source(n.op))

@@ -199,6 +199,12 @@ static int group_space(const fuser *F, space *sp) {
 
 /* Membership: every member fits the iteration space. */
 static int members_fit(const fuser *F, const space *sp) {
+    /* one layout (IR_FLAG_CNHW) for every rank-4 value: one index space */
+    for (int a = 0, lay = -1; a < F->ncand; a++) {
+        int l = ir_node_layout(F->g, F->cand[a]);
+        if (l >= 0 && lay >= 0 && l != lay) return 0;
+        if (l >= 0) lay = l;
+    }
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
         const ir_node *n = &F->g->nodes[m];

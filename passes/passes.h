@@ -13,6 +13,9 @@
  *                completion order; the update reads the sums (partition.c)
  *     precision  with --precision bf16, which tensors are stored in bf16
  *                (activations and their gradients; precision.c states the rule)
+ *     layout     off by default (o->layout): keeps activations channel-major
+ *                (CNHW) between convolutions, with a transpose node, and its
+ *                reason, where a reader needs NCHW (layout.c)
  *     fuse       groups pointwise chains and per-channel reductions into one
  *                kernel each (ir_node.group) and orders the graph so each
  *                group is contiguous (rules in fuse.c); off with o->fuse = 0
@@ -111,12 +114,34 @@ int pass_precision_parse(const char *name, pass_precision_kind *out);
 pass_precision_kind pass_precision_of(const ir_graph *g);
 const char *pass_precision_name(pass_precision_kind p);
 
+/* ---- layouts (layout.c) ------------------------------------------------------
+ * After precision, before fuse (it refuses a grouped graph). Sets
+ * IR_FLAG_CNHW on activations and inserts transpose nodes whose iattr[0] is
+ * one of these reasons. */
+enum {
+    PASS_LAYOUT_WHY_VIEW = 1,    /* a view reads the bytes as NCHW */
+    PASS_LAYOUT_WHY_RUNTIME,     /* the runtime reads it (output, loss, gradient) */
+    PASS_LAYOUT_WHY_SOURCE,      /* a graph input or parameter is NCHW */
+    PASS_LAYOUT_WHY_VIEW_RESULT, /* a view's result (flatten's gradient) is NCHW */
+    PASS_LAYOUT_WHY_NCHW,        /* any other NCHW producer */
+    PASS_LAYOUT_WHY_READER,      /* its reader works in NCHW only (batchnorm) */
+    PASS_LAYOUT_WHY_COUNT
+};
+int pass_layout(ir_graph **g, char *err, size_t errlen);
+/* The reason's words, NULL for a value that is none of them. */
+const char *pass_layout_reason(int64_t why);
+int pass_layout_transposes(const ir_graph *g);
+/* `layout PROG: N channel-major tensors, T transposes`, then one line per
+ * transpose: what it transposes and why. */
+void pass_layout_report(const ir_graph *g, const char *prog, FILE *f);
+
 typedef struct {
     int fuse, memplan;             /* 1 = in the default pipeline */
     const char *dump_after;        /* pass name, or NULL */
     FILE *dump;                    /* where --dump-ir=PASS writes */
     size_t bucket_bytes;           /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
     pass_precision_kind precision; /* storage of activations (default fp32) */
+    int layout;                    /* 1: layout in the default pipeline; 2: with report=1 */
 } pass_options;
 
 pass_options pass_default_options(void);

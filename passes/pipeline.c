@@ -41,6 +41,14 @@ static int run_precision(ir_graph **g, const pass_context *c, char *err, size_t 
     return pass_precision(g, (pass_precision_kind)c->arg[0], err, errlen);
 }
 
+/* report=1 (--layout-report): each program's transposes and their reasons
+ * on stdout, the report stream. */
+static int run_layout(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    if (pass_layout(g, err, errlen)) return -1;
+    if (c->arg[0]) pass_layout_report(*g, c->train ? "train" : "eval", stdout);
+    return 0;
+}
+
 static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
     (void)c;
     return pass_fuse(g, err, errlen);
@@ -112,6 +120,19 @@ const pass_info pass_registry[] = {
                .def = PASS_PRECISION_FP32,
                .values = {"fp32", "bf16"},
                .help = "storage of activations and their gradients (--precision)"}}},
+    {.name = "layout",
+     .run = run_layout,
+     .programs = PASS_TRAIN | PASS_EVAL,
+     .about = "channel-major activations between convolutions (--layout; off by default)",
+     .requires = {"lower"},
+     .after = {"autodiff", "optimizer", "partition", "precision"},
+     .opts = {{.name = "report",
+               .type = PASS_OPT_INT,
+               .def = 0,
+               .min = 0,
+               .max = 1,
+               .help = "1: print each remaining transpose and its reason (--layout-report)"}},
+     .optional = 1},
     {.name = "dce",
      .run = run_dce,
      .programs = PASS_TRAIN | PASS_EVAL,
@@ -124,7 +145,7 @@ const pass_info pass_registry[] = {
      .programs = PASS_TRAIN | PASS_EVAL,
      .about = "fusion groups, one kernel each (--no-fuse: none)",
      .requires = {"lower"},
-     .after = {"autodiff", "optimizer", "partition", "precision", "dce"}},
+     .after = {"autodiff", "optimizer", "partition", "precision", "layout", "dce"}},
     {.name = "remat",
      .run = run_remat,
      .programs = PASS_TRAIN,
@@ -148,7 +169,7 @@ const pass_info pass_registry[] = {
 };
 
 pass_options pass_default_options(void) {
-    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32};
+    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32, 0};
     return o;
 }
 
@@ -272,7 +293,8 @@ static void step_defaults(pass_step *s, const pass_info *p, const pass_pipeline 
 void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
     out->n = 0, out->done = 0;
     for (const pass_info *p = pass_registry; p->name; p++) {
-        if (p->optional || (!o->fuse && !strcmp(p->name, "fuse")) ||
+        int layout = !strcmp(p->name, "layout");
+        if ((p->optional && !(layout && o->layout)) || (!o->fuse && !strcmp(p->name, "fuse")) ||
             (!o->memplan && !strcmp(p->name, "memplan")))
             continue;
         pass_step *s = &out->step[out->n++];
@@ -281,6 +303,7 @@ void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
     if (o->bucket_bytes)
         pass_pipeline_set(out, "partition", "bucket_mb", (double)o->bucket_bytes / (1 << 20));
     pass_pipeline_set(out, "precision", "precision", o->precision);
+    if (o->layout > 1) pass_pipeline_set(out, "layout", "report", 1);
 }
 
 /* One element "name" or "name(v, k=v, ...)" of elem_len bytes at elem. */

@@ -17,6 +17,16 @@ expect_fail_line unknown-option "unknown option: --frobnicate" "$bin/dpc" models
 expect_fail_line bad-batch "--batch needs a positive integer" "$bin/dpc" models/mlp.net --batch 0 -o "$tmp/x.plan"
 expect_fail_line missing-model "nope.net" "$bin/dpc" "$tmp/nope.net" -o "$tmp/x.plan"
 expect_fail_line dump-unknown-pass "unknown pass" "$bin/dpc" models/mlp.net --dump-ir=frobnicate
+# --layout alone has nothing to do; --layout-report is a report: cnn_small
+# keeps every activation channel-major (no transpose), the dump marks them
+expect_fail_line layout-nothing-to-do "nothing to do" "$bin/dpc" models/mlp.net --layout
+"$bin/dpc" models/cnn_small.net --batch 2 --layout-report >"$tmp/lay.out" 2>&1
+check layout-report grep -q '^layout train: [1-9][0-9]* channel-major tensors, 0 transposes$' "$tmp/lay.out"
+check layout-report-eval grep -q '^layout eval: [1-9][0-9]* channel-major tensors, 0 transposes$' "$tmp/lay.out"
+"$bin/dpc" models/cnn_small.net --batch 2 --layout --dump-ir >"$tmp/lay.ir" 2>&1
+check layout-dump grep -q '^%[0-9]* = conv .* cnhw' "$tmp/lay.ir"
+"$bin/dpc" models/cnn_small.net --batch 2 --dump-ir >"$tmp/nolay.ir" 2>&1
+check layout-off-dump-plain bash -c "! grep -q 'cnhw' '$tmp/nolay.ir'"
 
 # compile, inspect, dump, dot
 if "$bin/dpc" models/resnet18.net -o "$tmp/r.plan" 2>"$tmp/err"; then ok; else bad "compile resnet18: $(cat "$tmp/err")"; fi

@@ -3,7 +3,7 @@
 # train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.
-# bf16 plans join in once dpc has --precision. One check per program and
+# bf16 plans join in once dpc has --precision; two --layout variants too. One check per program and
 # architecture, plus one per plan written. The two architectures compile in
 # parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
 # A build without the CUDA toolkit has no NVRTC: the tool says so, 0 checks.
@@ -22,6 +22,8 @@ variants=("fused:" "unfused:--no-fuse")
 if "$bin/dpc" --help 2>&1 | grep -q -- '--precision'; then
     variants+=("bf16-fused:--precision bf16" "bf16-unfused:--precision bf16 --no-fuse")
 fi
+# the layout pass: channel-major activations (fused fp32; unfused bf16)
+variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
 plans=()
 for m in models/*.net; do
     for v in "${variants[@]}"; do

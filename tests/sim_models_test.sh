@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every CUDA kernel of every model under the simulator against the C
 # dialect's kernel of the same name (tests/sim/kernel_cmp.c says how): each
-# models/*.net at batch 4, fp32 and bf16, fused and --no-fuse, its train and
-# eval programs, one check per program. Then the harness's own failures:
+# models/*.net at batch 4, fp32 and bf16, fused and --no-fuse, and with
+# --layout (channel-major activations) fused in fp32 and unfused in bf16
+# (not mlp, which has none), its train and eval programs, one check per
+# program. Then the harness's own failures:
 # a buffer one element short is a SIGSEGV in its guard page, reported as
 # one line naming the kernel and the argument; dropping one element of a
 # cooperative kernel's input (CUDA copy only) must exceed the tolerance.
@@ -26,7 +28,7 @@ cxx=${CXX:-g++} cc=${CC:-cc}
 flags=(-std=c++17 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -Itests/sim)
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -D_GNU_SOURCE -I.)
 san=() one_line=expect_fail_line
-models=(models/*.net) precs=(fp32 bf16) fuses=(fused unfused)
+models=(models/*.net) precs=(fp32 bf16) fuses=(fused unfused fused-layout unfused-layout)
 case "$build" in
 *asan*)
     san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
@@ -77,7 +79,16 @@ for m in "${models[@]}"; do
         for f in "${fuses[@]}"; do
             opts=(--batch 4)
             [ "$p" = bf16 ] && opts+=(--precision bf16)
-            [ "$f" = unfused ] && opts+=(--no-fuse)
+            case "$f" in unfused*) opts+=(--no-fuse) ;; esac
+            case "$f" in
+            *-layout) # the layout pass (mlp has no activation it would change):
+                # fused fp32 and unfused bf16, which between them reach every
+                # layout-dependent kernel body in both types
+                [ "$mn" = mlp ] && continue
+                [ "$p-$f" = fp32-fused-layout ] || [ "$p-$f" = bf16-unfused-layout ] || continue
+                opts+=(--layout)
+                ;;
+            esac
             plan=$tmp/$mn-$p-$f.plan
             if ! "$bin/dpc" "$m" "${opts[@]}" -o "$plan" >/dev/null 2>"$tmp/dpc.err"; then
                 bad "dpc $m ${opts[*]}: $(cat "$tmp/dpc.err")"

@@ -69,6 +69,8 @@ static ir_graph *all_ops_graph(void) {
     N(ASSIGN, v1, nv1), NULL, NULL);
     N(ASSIGN, w1, nw1), NULL, NULL);
     N(ASSIGN, rv, ema), NULL, NULL);
+    int tr = N(TRANSPOSE, r), IA(1), NULL); /* to channel-major (passes/layout.c) */
+    g->nodes[tr].flags |= IR_FLAG_CNHW;
     return g;
 }
 
