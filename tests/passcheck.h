@@ -26,15 +26,18 @@
 #include "frontend/frontend.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
+#include "runtime/exec/exec.h"
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
 
-static rt_backend *pc_backend;
-static char pc_err[4096];
+/* (unused in a test that takes only pc_interp_same) */
+static rt_backend *pc_backend __attribute__((unused));
+static char pc_err[4096] __attribute__((unused));
 
 /* A plan in memory as dpc makes it from spec: passes, C kernels, memory
  * plans when the pipeline has memplan. NULL (and a failed CHECK) on error. */
-static dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_train *t, const char *spec) {
+static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_train *t,
+                                   const char *spec) {
     dpc_plan *p = calloc(1, sizeof *p);
     p->schedule = *t;
     p->train = train;
@@ -89,7 +92,7 @@ typedef struct {
     size_t bytes[256];
 } pc_snapshot;
 
-static void pc_snap(pc_snapshot *s, const char *name, const void *data, size_t bytes) {
+static inline void pc_snap(pc_snapshot *s, const char *name, const void *data, size_t bytes) {
     if (s->n == 256) return;
     snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
     s->data[s->n] = malloc(bytes);
@@ -97,16 +100,16 @@ static void pc_snap(pc_snapshot *s, const char *name, const void *data, size_t b
     s->bytes[s->n++] = bytes;
 }
 
-static void pc_snap_free(pc_snapshot *s) {
+static inline void pc_snap_free(pc_snapshot *s) {
     for (int i = 0; i < s->n; i++) free(s->data[i]);
     s->n = 0;
 }
 
-static size_t pc_bytes_of(const ir_node *n) { return (size_t)ir_numel(&n->type) * 4; }
+static inline size_t pc_bytes_of(const ir_node *n) { return (size_t)ir_numel(&n->type) * 4; }
 
 /* Two training steps and one eval batch from a fixed init and fixed data;
  * records what the runtime can read afterwards. */
-static int pc_run(const dpc_plan *p, pc_snapshot *s) {
+static inline int pc_run(const dpc_plan *p, pc_snapshot *s) {
     rt_store *st = rt_store_new(pc_backend, p->train);
     rt_store_init(st, p->train, &p->schedule, 7);
     rt_exec *tr = rt_exec_new(pc_backend, st, p->train, p, pc_err, sizeof pc_err);
@@ -186,7 +189,7 @@ static int pc_run(const dpc_plan *p, pc_snapshot *s) {
 
 /* Every snapshot entry bit for bit (matched by name: passes reorder
  * nodes); reports the first difference. */
-static int pc_equal(const pc_snapshot *a, const pc_snapshot *b, const char *what) {
+static inline int pc_equal(const pc_snapshot *a, const pc_snapshot *b, const char *what) {
     if (a->n != b->n) {
         fprintf(stderr, "  %s: %d vs %d tensors\n", what, a->n, b->n);
         return 0;
@@ -213,7 +216,7 @@ static int pc_equal(const pc_snapshot *a, const pc_snapshot *b, const char *what
 
 /* The model at batch through pipeline `on` and pipeline `off`: 1 when every
  * result is bit-identical. */
-static int pc_same(const char *model, int batch, const char *on, const char *off) {
+static inline int pc_same(const char *model, int batch, const char *on, const char *off) {
     fe_program *fp = fe_parse_file(model);
     CHECK_MSG(fp != NULL, "%s", model);
     if (!fp) return 0;
@@ -235,6 +238,56 @@ static int pc_same(const char *model, int batch, const char *on, const char *off
     if (b) plan_free(b);
     fe_free(fp);
     return same;
+}
+
+/* The reference interpreter (double precision, naive loops; its tensors
+ * are logical, so a layout is only storage to it) on graphs a and b from
+ * the same random sources, matched by name: the number of gradients,
+ * losses, parameters and states compared, all bit-identical, or -1 (and
+ * the first difference on stderr). */
+static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
+    rt_interp *ia = rt_interp_new(a), *ib = rt_interp_new(b);
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    int compared = 0;
+    for (int i = 0; i < a->n && compared >= 0; i++) {
+        const ir_node *n = &a->nodes[i];
+        if (!ir_is_source(n->op)) continue;
+        int j = tg_find(b, n->name);
+        if (j < 0) {
+            fprintf(stderr, "  interp: no source '%s' in the other graph\n", n->name);
+            compared = -1;
+            break;
+        }
+        double *x = rt_interp_buffer(ia, i);
+        for (int64_t e = 0; e < ir_numel(&n->type); e++) {
+            double v = tg_rnd(&seed);
+            x[e] = n->type.dtype == IR_I32   ? (double)((int)((v + 1) * 5) % 10)
+                   : ir_numel(&n->type) == 1 ? 0.1
+                   : n->op == IR_OP_STATE && strstr(n->name, "running_var") ? 1.5 + v
+                                                                            : v;
+        }
+        memcpy(rt_interp_buffer(ib, j), x, sizeof(double) * (size_t)ir_numel(&n->type));
+    }
+    if (compared >= 0) {
+        rt_interp_run(ia);
+        rt_interp_run(ib);
+    }
+    for (int i = 0; i < a->n && compared >= 0; i++) {
+        const ir_node *n = &a->nodes[i];
+        int src = n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
+        if (!src && !(n->flags & (IR_FLAG_GRAD | IR_FLAG_LOSS))) continue;
+        int j = tg_find(b, n->name);
+        if (j < 0) continue;
+        if (memcmp(rt_interp_buffer(ia, i), rt_interp_buffer(ib, j),
+                   sizeof(double) * (size_t)ir_numel(&n->type))) {
+            fprintf(stderr, "  interp: %s differs\n", n->name);
+            compared = -1;
+        } else {
+            compared++;
+        }
+    }
+    rt_interp_free(ia), rt_interp_free(ib);
+    return compared;
 }
 
 #endif

@@ -509,6 +509,7 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX_CE_GRAD] = op_softmax_ce_grad,
     [IR_OP_SGD_MOMENTUM] = op_sgd_momentum,
     [IR_OP_ALLREDUCE] = op_copy, /* the sum over one replica */
+    [IR_OP_TRANSPOSE] = op_copy, /* tensors here are logical: a layout is storage */
 };
 
 void rt_interp_run(rt_interp *it) {

@@ -12,7 +12,9 @@
  * Properties: every transpose the pass leaves has a reason that the report
  * names; codegen transposes nothing else (no to_cnhw/from_cnhw outside a
  * transpose node's step), while the same model without the pass does;
- * ir_verify refuses layouts codegen could not honour.
+ * ir_verify refuses layouts codegen could not honour; the reference
+ * interpreter gives the graph with the pass the same doubles as without
+ * (tests/passcheck.h's pc_interp_same).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
+#include "tests/passcheck.h"
 
 static rt_backend *be;
 static char err[4096];
@@ -409,10 +412,38 @@ TEST(verify_refuses_bad_layouts) {
     ir_free(g);
 }
 
+/* The reference interpreter on the training graph with and without the
+ * pass, from the same random sources: every gradient, loss, parameter and
+ * state the same double (its tensors are logical, a transpose a copy). */
+TEST(interpreter_agrees) {
+    const char *models[] = {"models/cnn_small.net", "models/resnet18_cifar.net"};
+    for (int k = 0; k < 2; k++) {
+        fe_program *fp = parse_model(models[k]);
+        CHECK(fp != NULL);
+        if (!fp) continue;
+        ir_train t = *fe_train(fp);
+        ir_graph *g[2];
+        for (int on = 0; on < 2; on++) {
+            g[on] = fe_build_graph(fp, 2, 1);
+            pass_options o = pass_default_options();
+            o.layout = on;
+            CHECK_MSG(pass_run_train(&g[on], &t, &o, err, sizeof err) == 0, "%s", err);
+        }
+        int cnhw = 0;
+        for (int i = 0; i < g[1]->n; i++) cnhw += (g[1]->nodes[i].flags & IR_FLAG_CNHW) != 0;
+        CHECK(cnhw > 10);
+        int compared = pc_interp_same(g[0], g[1]);
+        CHECK_MSG(compared > 20, "%s: %d", models[k], compared);
+        ir_free(g[0]), ir_free(g[1]);
+        fe_free(fp);
+    }
+}
+
 int main(void) {
     be = rt_backend_cpu();
     RUN(verify_refuses_bad_layouts);
     RUN(no_transpose_without_a_reason);
+    RUN(interpreter_agrees);
     RUN(mlp_is_invariant);
     RUN(cnn_small_is_invariant);
     RUN(flatten_model_is_invariant);

@@ -16,7 +16,7 @@
 #include "tests/fixture.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
-#include "runtime/exec/exec.h"
+#include "tests/passcheck.h"
 
 static char err[4096];
 
@@ -118,40 +118,8 @@ TEST(interpreter_agrees) {
         ir_graph *h = ir_clone(g);
         pass_remat_report r;
         CHECK(pass_remat(&h, 0, &r, err, sizeof err) == 0 && r.recomputed > 0);
-        rt_interp *a = rt_interp_new(g), *b = rt_interp_new(h);
-        uint64_t seed = 0x2545F4914F6CDD1Dull;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_INPUT && n->op != IR_OP_PARAM && n->op != IR_OP_STATE) continue;
-            int j = tg_find(h, n->name);
-            CHECK(j >= 0);
-            if (j < 0) continue;
-            double *x = rt_interp_buffer(a, i);
-            for (int64_t e = 0; e < ir_numel(&n->type); e++) {
-                double v = tg_rnd(&seed);
-                x[e] = n->type.dtype == IR_I32   ? (double)((int)((v + 1) * 5) % 10)
-                       : ir_numel(&n->type) == 1 ? 0.1
-                       : n->op == IR_OP_STATE && strstr(n->name, "running_var") ? 1.5 + v
-                                                                                : v;
-            }
-            memcpy(rt_interp_buffer(b, j), x, sizeof(double) * (size_t)ir_numel(&n->type));
-        }
-        rt_interp_run(a);
-        rt_interp_run(b);
-        int compared = 0;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            int src = n->op == IR_OP_PARAM || n->op == IR_OP_STATE;
-            if (!src && !(n->flags & (IR_FLAG_GRAD | IR_FLAG_LOSS))) continue;
-            int j = tg_find(h, n->name);
-            if (j < 0) continue;
-            CHECK_MSG(!memcmp(rt_interp_buffer(a, i), rt_interp_buffer(b, j),
-                              sizeof(double) * (size_t)ir_numel(&n->type)),
-                      "%s: %s differs", paths[k], n->name);
-            compared++;
-        }
-        CHECK(compared > 20);
-        rt_interp_free(a), rt_interp_free(b);
+        int compared = pc_interp_same(g, h);
+        CHECK_MSG(compared > 20, "%s: %d", paths[k], compared);
         ir_free(g), ir_free(h);
     }
 }
