@@ -41,15 +41,19 @@ if [ -z "${PASSES:-}" ]; then
         grep -v -e '^-lower$' -e '^-autodiff$' -e '^-optimizer$' -e '^-precision$')
 fi
 
-# The spec of a variant: the default pipeline with a pass dropped or added
-# (an added pass goes before memplan, which the registry wants last).
+# The spec of a variant: the default pipeline with a pass dropped, or with
+# one added at its registry place (what the prerequisites want).
+order=$("$bin/dpc" --list-passes | awk '/^[a-z]/ { print $1 }')
 spec_of() {
-    local change=$1 name
-    case "$change" in
-    -*) echo "$default" | tr , '\n' | grep -v "^${change#-}\b" | paste -sd, ;;
-    +*) name=${change#+}
-        echo "$default" | sed "s/,memplan\$/,$name,memplan/" ;;
-    esac
+    local change=$1 add="" drop="" r e out=""
+    case "$change" in -*) drop=${change#-} ;; +*) add=${change#+} ;; esac
+    for r in $order; do
+        e=$(echo "$default" | tr , '\n' | grep -E "^$r(\(|\$)" || true)
+        [ "$r" = "$drop" ] && continue
+        [ "$r" = "${add%%(*}" ] && e=$add
+        [ -n "$e" ] && out=${out:+$out,}$e
+    done
+    echo "$out"
 }
 
 figures() { # PLAN-FLAGS... -> "kernels bytes flops arena"
