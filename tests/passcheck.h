@@ -33,6 +33,15 @@
 /* (unused in a test that takes only pc_interp_same) */
 static rt_backend *pc_backend __attribute__((unused));
 static char pc_err[4096] __attribute__((unused));
+/* > 0: generated code runs convolutions in chunks of images that fit it
+ * (cg_options.scratch_max_bytes), in pc_compile and pc_run alike. */
+static size_t pc_scratch_max __attribute__((unused));
+
+static inline cg_options pc_cg_options(void) {
+    cg_options co = cg_default_options();
+    if (pc_scratch_max) co.scratch_max_bytes = pc_scratch_max;
+    return co;
+}
 
 /* A plan in memory as dpc makes it from spec: passes, C kernels, memory
  * plans when the pipeline has memplan. NULL (and a failed CHECK) on error. */
@@ -61,7 +70,8 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
             unsigned char *bytes = NULL;
             size_t n = 0;
             if (want == 0) {
-                cg_program *cp = cg_generate(progs[i], CG_DIALECT_C, NULL, pc_err, sizeof pc_err);
+                cg_options co = pc_cg_options();
+                cg_program *cp = cg_generate(progs[i], CG_DIALECT_C, &co, pc_err, sizeof pc_err);
                 ok = cp && !cg_program_serialize(cp, &bytes, &n);
                 cg_program_free(cp);
             } else {
@@ -112,8 +122,10 @@ static inline size_t pc_bytes_of(const ir_node *n) { return (size_t)ir_numel(&n-
 static inline int pc_run(const dpc_plan *p, pc_snapshot *s) {
     rt_store *st = rt_store_new(pc_backend, p->train);
     rt_store_init(st, p->train, &p->schedule, 7);
-    rt_exec *tr = rt_exec_new(pc_backend, st, p->train, p, pc_err, sizeof pc_err);
-    rt_exec *ev = tr ? rt_exec_new(pc_backend, st, p->eval, p, pc_err, sizeof pc_err) : NULL;
+    cg_options co = pc_cg_options();
+    rt_exec *tr = rt_exec_new_opts(pc_backend, st, p->train, p, &co, pc_err, sizeof pc_err);
+    rt_exec *ev =
+        tr ? rt_exec_new_opts(pc_backend, st, p->eval, p, &co, pc_err, sizeof pc_err) : NULL;
     CHECK_MSG(tr && ev, "%s", pc_err);
     int rc = tr && ev ? 0 : -1;
     rt_rng rng;
@@ -214,12 +226,10 @@ static inline int pc_equal(const pc_snapshot *a, const pc_snapshot *b, const cha
     return 1;
 }
 
-/* The model at batch through pipeline `on` and pipeline `off`: 1 when every
- * result is bit-identical. */
-static inline int pc_same(const char *model, int batch, const char *on, const char *off) {
-    fe_program *fp = fe_parse_file(model);
-    CHECK_MSG(fp != NULL, "%s", model);
-    if (!fp) return 0;
+/* A parsed model at batch through pipeline `on` and pipeline `off`: 1 when
+ * every result is bit-identical; label names it in the report. */
+static inline int pc_same_program(const fe_program *fp, const char *label, int batch,
+                                  const char *on, const char *off) {
     ir_train t = *fe_train(fp);
     t.batch = t.eval_batch = batch;
     pc_snapshot ref = {0}, got = {0};
@@ -229,13 +239,21 @@ static inline int pc_same(const char *model, int batch, const char *on, const ch
         a ? pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, on) : NULL;
     if (a && b && pc_run(a, &ref) == 0 && pc_run(b, &got) == 0) {
         char what[600];
-        snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", model, batch, on, off);
+        snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", label, batch, on, off);
         same = ref.n > 10 && pc_equal(&got, &ref, what);
     }
     pc_snap_free(&ref);
     pc_snap_free(&got);
     if (a) plan_free(a);
     if (b) plan_free(b);
+    return same;
+}
+
+/* The .net file model, as pc_same_program. */
+static inline int pc_same(const char *model, int batch, const char *on, const char *off) {
+    fe_program *fp = fe_parse_file(model);
+    CHECK_MSG(fp != NULL, "%s", model);
+    int same = fp && pc_same_program(fp, model, batch, on, off);
     fe_free(fp);
     return same;
 }

@@ -29,190 +29,7 @@
 #include "tests/harness.h"
 #include "tests/passcheck.h"
 
-static rt_backend *be;
 static char err[4096];
-static size_t scratch_max; /* > 0: convolutions in chunks of images that fit it */
-
-/* A plan in memory as dpc makes it: passes, C kernels, memory plans. */
-static dpc_plan *compile(ir_graph *train, ir_graph *eval, const ir_train *t, int fuse, int layout,
-                         pass_precision_kind prec) {
-    int memplan = 1;
-    dpc_plan *p = calloc(1, sizeof *p);
-    p->schedule = *t;
-    p->train = train;
-    p->eval = eval;
-    snprintf(p->model, sizeof p->model, "test");
-    pass_options o = pass_default_options();
-    o.fuse = fuse;
-    o.layout = layout;
-    o.precision = prec;
-    int ok = pass_run_train(&p->train, &p->schedule, &o, err, sizeof err) == 0 &&
-             pass_run_eval(&p->eval, &o, err, sizeof err) == 0;
-    CHECK_MSG(ok, "%s", err);
-    const ir_graph *progs[2] = {p->train, p->eval};
-    for (int want = 0; want < 1 + memplan && ok; want++) {
-        unsigned char *sec = NULL;
-        size_t len = 0;
-        for (int i = 0; i < 2 && ok; i++) {
-            unsigned char *bytes = NULL;
-            size_t n = 0;
-            if (want == 0) {
-                cg_options co = cg_default_options();
-                if (scratch_max) co.scratch_max_bytes = scratch_max;
-                cg_program *cp = cg_generate(progs[i], CG_DIALECT_C, &co, err, sizeof err);
-                ok = cp && !cg_program_serialize(cp, &bytes, &n);
-                cg_program_free(cp);
-            } else {
-                pass_memplan *m = pass_memplan_run(progs[i], err, sizeof err);
-                ok = m && !pass_memplan_serialize(m, &bytes, &n);
-                pass_memplan_free(m);
-            }
-            sec = realloc(sec, len + n + 1);
-            memcpy(sec + len, bytes, n);
-            len += n;
-            free(bytes);
-        }
-        CHECK_MSG(ok, "%s", err);
-        if (ok) CHECK(plan_add_section(p, want ? MEMPLAN_SECTION : "KCPU", sec, len) == 0);
-        free(sec);
-    }
-    if (!ok) {
-        plan_free(p);
-        return NULL;
-    }
-    return p;
-}
-
-typedef struct {
-    int n;
-    char name[256][IR_NAME_MAX + 24];
-    float *data[256];
-    size_t bytes[256];
-} snapshot;
-
-static void snap(snapshot *s, const char *name, const void *data, size_t bytes) {
-    if (s->n == 256) return;
-    snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
-    s->data[s->n] = malloc(bytes);
-    memcpy(s->data[s->n], data, bytes);
-    s->bytes[s->n++] = bytes;
-}
-
-static void snap_free(snapshot *s) {
-    for (int i = 0; i < s->n; i++) free(s->data[i]);
-    s->n = 0;
-}
-
-static size_t bytes_of(const ir_node *n) { return (size_t)ir_numel(&n->type) * 4; }
-
-/* Two training steps and one eval batch from a fixed init and fixed data;
- * records what the runtime can read afterwards. */
-static int run_plan(const dpc_plan *p, snapshot *s) {
-    rt_store *st = rt_store_new(be, p->train);
-    rt_store_init(st, p->train, &p->schedule, 7);
-    cg_options co = cg_default_options();
-    if (scratch_max) co.scratch_max_bytes = scratch_max;
-    rt_exec *tr = rt_exec_new_opts(be, st, p->train, p, &co, err, sizeof err);
-    rt_exec *ev = tr ? rt_exec_new_opts(be, st, p->eval, p, &co, err, sizeof err) : NULL;
-    CHECK_MSG(tr && ev, "%s", err);
-    int rc = tr && ev ? 0 : -1;
-    rt_rng rng;
-    rt_rng_seed(&rng, 99);
-    for (int step = 0; step < 2 && !rc; step++) {
-        const ir_graph *g = p->train;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_INPUT || ir_numel(&n->type) == 1) continue;
-            int64_t cnt = ir_numel(&n->type);
-            float *buf = malloc(bytes_of(n));
-            for (int64_t j = 0; j < cnt; j++) {
-                if (n->type.dtype == IR_I32)
-                    ((int32_t *)buf)[j] =
-                        (int32_t)rt_rng_below(&rng, (uint64_t)(n->iattr[0] ? n->iattr[0] : 10));
-                else
-                    buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
-            }
-            CHECK(rt_exec_set_input(tr, n->name, buf, bytes_of(n)) == 0);
-            free(buf);
-        }
-        CHECK(rt_exec_set_scalar(tr, "lr", 0.1f) == 0);
-        CHECK(rt_exec_set_scalar(tr, "grad_scale", 0.25f) == 0);
-        if (rt_exec_run(tr, err, sizeof err)) {
-            CHECK_MSG(0, "%s", err);
-            rc = -1;
-            break;
-        }
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (!(n->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD))) continue;
-            float *buf = malloc(bytes_of(n));
-            char name[IR_NAME_MAX + 24];
-            snprintf(name, sizeof name, "step %d %s", step % 10, n->name);
-            CHECK(rt_exec_get_node(tr, i, buf, bytes_of(n)) == 0);
-            snap(s, name, buf, bytes_of(n));
-            free(buf);
-        }
-    }
-    for (int k = 0; k < rt_store_count(st) && !rc; k++) {
-        size_t b = (size_t)ir_numel(rt_store_type(st, k)) * 4;
-        float *buf = malloc(b);
-        rt_store_read(st, k, buf);
-        snap(s, rt_store_name(st, k), buf, b);
-        free(buf);
-    }
-    if (!rc) {
-        const ir_graph *g = p->eval;
-        for (int i = 0; i < g->n; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_INPUT) continue;
-            float *buf = calloc(1, bytes_of(n));
-            for (int64_t j = 0; j < ir_numel(&n->type) && n->type.dtype != IR_I32; j++)
-                buf[j] = rt_rng_uniform_range(&rng, -2.0f, 2.0f);
-            CHECK(rt_exec_set_input(ev, n->name, buf, bytes_of(n)) == 0);
-            free(buf);
-        }
-        rc = rt_exec_run(ev, err, sizeof err);
-        int lg = tg_find(g, "logits");
-        CHECK(lg >= 0);
-        if (lg >= 0) {
-            float *buf = malloc(bytes_of(&g->nodes[lg]));
-            CHECK(rt_exec_get_node(ev, lg, buf, bytes_of(&g->nodes[lg])) == 0);
-            snap(s, "eval logits", buf, bytes_of(&g->nodes[lg]));
-            free(buf);
-        }
-    }
-    rt_exec_free(tr);
-    rt_exec_free(ev);
-    rt_store_free(st);
-    return rc;
-}
-
-/* Every snapshot entry bit for bit (matched by name: fusion reorders
- * nodes); reports the first difference. */
-static int same(const snapshot *a, const snapshot *b, const char *what) {
-    if (a->n != b->n) {
-        fprintf(stderr, "  %s: %d vs %d tensors\n", what, a->n, b->n);
-        return 0;
-    }
-    for (int i = 0; i < a->n; i++) {
-        int k = 0;
-        while (k < b->n && strcmp(a->name[i], b->name[k])) k++;
-        if (k == b->n || a->bytes[i] != b->bytes[k]) {
-            fprintf(stderr, "  %s: no matching %s\n", what, a->name[i]);
-            return 0;
-        }
-        if (memcmp(a->data[i], b->data[k], a->bytes[i])) {
-            size_t j = 0;
-            while (a->data[i][j] == b->data[k][j] ||
-                   (a->data[i][j] != a->data[i][j] && b->data[k][j] != b->data[k][j]))
-                j++;
-            fprintf(stderr, "  %s: %s differs at [%zu]: %.9g vs %.9g\n", what, a->name[i], j,
-                    a->data[i][j], b->data[k][j]);
-            return 0;
-        }
-    }
-    return 1;
-}
 
 /* A model whose conv activations meet a flatten (to a dense layer), so
  * transposes remain: NCHW for the flatten, and back to CNHW for its
@@ -239,31 +56,21 @@ static fe_program *parse_model(const char *model) {
 
 /* The model at the given batch: layout off against on, fused and unfused
  * (bf16 stores differ between those two: fused values stay in registers),
- * in fp32 and bf16. */
+ * in fp32 and bf16 (tests/passcheck.h runs and compares the plans). */
 static void check_invariance(const char *model, int batch) {
     fe_program *fp = parse_model(model);
     CHECK_MSG(fp != NULL, "%s", err);
     if (!fp) return;
-    ir_train t = *fe_train(fp);
-    t.batch = t.eval_batch = batch;
     for (int mode = 0; mode < 4; mode++) {
-        pass_precision_kind pk = mode & 2 ? PASS_PRECISION_BF16 : PASS_PRECISION_FP32;
-        int fuse = !(mode & 1);
-        snapshot s[2] = {{0}, {0}};
-        for (int layout = 0; layout < 2; layout++) {
-            dpc_plan *p = compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t,
-                                  fuse, layout, pk);
-            if (!p) break;
-            CHECK(run_plan(p, &s[layout]) == 0);
-            plan_free(p);
-        }
-        char what[160];
-        snprintf(what, sizeof what, "%s batch %d %s, fuse %d, layout off vs on", model, batch,
-                 pass_precision_name(pk), fuse);
-        CHECK_MSG(same(&s[0], &s[1], what), "%s", what);
-        CHECK(s[0].n > 10);
-        snap_free(&s[0]);
-        snap_free(&s[1]);
+        const char *prec = mode & 2 ? "bf16" : "fp32", *fuse = mode & 1 ? "" : ",fuse";
+        char off[200], on[200];
+        snprintf(off, sizeof off,
+                 "lower,autodiff,optimizer,partition,precision(precision=%s)%s,memplan", prec,
+                 fuse);
+        snprintf(on, sizeof on,
+                 "lower,autodiff,optimizer,partition,precision(precision=%s),layout%s,memplan",
+                 prec, fuse);
+        CHECK_MSG(pc_same_program(fp, model, batch, on, off), "%s: '%s' vs '%s'", model, on, off);
     }
     fe_free(fp);
 }
@@ -274,9 +81,9 @@ TEST(flatten_model_is_invariant) { check_invariance("flat", 4); }
 /* Chunked convolutions: the GEMMs write and read a channel-major tensor's
  * chunk in place (rows N*P apart), col2im writes its part of dx rows. */
 TEST(chunked_convs_are_invariant) {
-    scratch_max = 96 << 10;
+    pc_scratch_max = 96 << 10;
     check_invariance("models/cnn_small.net", 8);
-    scratch_max = 0;
+    pc_scratch_max = 0;
 }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
@@ -440,7 +247,7 @@ TEST(interpreter_agrees) {
 }
 
 int main(void) {
-    be = rt_backend_cpu();
+    pc_backend = rt_backend_cpu();
     RUN(verify_refuses_bad_layouts);
     RUN(no_transpose_without_a_reason);
     RUN(interpreter_agrees);
@@ -450,6 +257,6 @@ int main(void) {
     RUN(chunked_convs_are_invariant);
     RUN(resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
-    rt_backend_free(be);
+    rt_backend_free(pc_backend);
     return harness_done();
 }
