@@ -25,6 +25,8 @@ static void usage(FILE *f) {
         "                     in the default pipeline)\n"
         "  --layout-report    --layout, and print each program's transposes and their reasons\n"
         "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
+        "  --sync-bn          every BatchNorm takes its training statistics over all the\n"
+        "                     replicas' batches (lower's sync_bn=1; else per device)\n"
         "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
         "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
         "                     weights, reductions and optimizer (default fp32)\n"
@@ -153,6 +155,8 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
             a->layout = s[8] ? 2 : 1;
         } else if (!strcmp(s, "--no-memplan")) {
             a->no_memplan = 1;
+        } else if (!strcmp(s, "--sync-bn")) {
+            a->sync_bn = 1;
         } else if (!strcmp(s, "--list-passes")) {
             list_passes = 1;
         } else if (!strcmp(s, "--print-pipeline")) {

@@ -74,8 +74,9 @@ static int pipeline_after(const dpc_options *o, const char *after, pass_pipeline
     if (o->passes) po.fuse = po.memplan = 1; /* base: the options of every pass */
     pass_pipeline_default(&po, &base);
     /* The flags are the options' defaults: --bucket-mb is partition's
-     * bucket_mb, --precision precision's precision. */
+     * bucket_mb, --precision precision's precision, --sync-bn lower's sync_bn. */
     if (o->bucket_mb > 0) pass_pipeline_set(&base, "partition", "bucket_mb", o->bucket_mb);
+    if (o->sync_bn) pass_pipeline_set(&base, "lower", "sync_bn", 1);
     pass_precision_kind p;
     if (o->precision && !pass_precision_parse(o->precision, &p))
         pass_pipeline_set(&base, "precision", "precision", p);

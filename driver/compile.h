@@ -43,6 +43,7 @@ typedef struct {
     int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
     int layout;       /* --layout: 1; --layout-report: 2 (pass_options.layout) */
+    int sync_bn;      /* --sync-bn: lower's sync_bn=1, every BatchNorm synchronised */
     double bucket_mb; /* partition's bucket size in MiB, 0: the default */
     FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
 

@@ -40,8 +40,8 @@ static const fe_opdef ops[] = {
       BOOL_OPT("bias", 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
-     3,
-     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9)}},
+     4,
+     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), BOOL_OPT("sync", 0)}},
     {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
     {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
     {"maxpool",
@@ -251,7 +251,7 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     static const ir_init init[4] = {IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO, IR_INIT_ONE};
     for (int i = 0; i < 4; i++)
         if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], i >= 2)) < 0) return -1;
-    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training},
+    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[3].i},
                 (double[]){a->v[1].f, a->v[2].f});
 }
 

@@ -19,7 +19,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 36, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 38, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -69,6 +69,8 @@ static const char *const op_expr[IR_OP_COUNT] = {
     [IR_OP_RELU_GRAD] = "$1 > 0.0f ? $0 : 0.0f",
     [IR_OP_GLOBAL_AVGPOOL_GRAD] = "$0o * #I",
     [IR_OP_SGD_MOMENTUM] = "@0 * $2 - $3s * ($1 * $4s + @1 * $0)",
+    [IR_OP_SCALE] = "$0 * $1s",
+    [IR_OP_BN_UNBIAS] = "$0 * (@0 / (@0 - $1s))",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
@@ -619,6 +621,18 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
         *out = *w;
         return 0;
     }
+    case IR_OP_SCALE:
+    case IR_OP_BN_UNBIAS: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
+                           TYPE_STR(x));
+        if (need_vector(op, "scale", in_type(g, n, 1), 1, err, errlen)) return -1;
+        if (n->op == IR_OP_BN_UNBIAS && !(n->fattr[0] > 1))
+            return ir_fail(err, errlen, "bn_unbias: count %g must be more than 1", n->fattr[0]);
+        *out = *x;
+        return 0;
+    }
     case IR_OP_ALLREDUCE: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype != IR_F32)
@@ -671,6 +685,8 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SOFTMAX_CE:
     case IR_OP_SOFTMAX_CE_GRAD: return infer_loss(g, n, out, err, errlen);
     case IR_OP_SGD_MOMENTUM:
+    case IR_OP_SCALE:
+    case IR_OP_BN_UNBIAS:
     case IR_OP_ALLREDUCE: return infer_update(g, n, out, err, errlen);
     case IR_OP_TRANSPOSE:
         if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)

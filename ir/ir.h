@@ -118,52 +118,64 @@ typedef enum {
  *                         the communication queue, or with one replica lets
  *                         the sum share the gradient's bytes. A bucket's
  *                         gradients travel packed, each at its element
- *                         offset                                -> grad
+ *                         offset. sync=1: a synchronised BatchNorm's
+ *                         statistic (passes/lower.c, autodiff.c), a bucket
+ *                         of its own that its next reader waits for; the
+ *                         partition pass numbers those buckets after the
+ *                         gradients'                            -> grad
  *   transpose(x) why      x's values in the other layout (IR_FLAG_CNHW
  *                         below): NCHW <-> CNHW. Made by the layout pass
  *                         (passes/layout.c) where a reader needs the layout
  *                         its producer does not give; why is the reason
  *                         (pass_layout_reason)                     -> x
+ *   scale(x, s[1])        x * s[0]                                 -> x
+ *   bn_unbias(v, s[1]) count   v * count / (count - s[0]): with
+ *                         s = 1/R (R replicas, `replica_scale`) and count
+ *                         the elements per channel on one replica, the
+ *                         unbiased factor R*count / (R*count - 1) of a
+ *                         variance over all R replicas' batches  -> v
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
-#define IR_OPS(X)                                                                     \
-    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                              \
-    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                 \
-    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                 \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                                \
-    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                          \
-    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training", "eps,momentum")    \
-    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                \
-    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                  \
-    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
-    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
-    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")              \
-    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                            \
-    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                   \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "")           \
-    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                            \
-    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                              \
-    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                       \
-    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")              \
-    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                      \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "")        \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")        \
-    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                        \
-    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")             \
-    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")               \
-    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                      \
-    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                \
-    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")            \
-    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_INJECTIVE, "h,w", "") \
-    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                  \
-    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")               \
-    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")            \
-    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")     \
-    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")              \
-    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")
+#define IR_OPS(X)                                                                       \
+    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                \
+    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                   \
+    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                   \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                                  \
+    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                            \
+    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training,sync", "eps,momentum") \
+    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                  \
+    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
+    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                            \
+    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                            \
+    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")                \
+    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                              \
+    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                     \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "")             \
+    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                              \
+    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                                \
+    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                         \
+    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")                \
+    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                              \
+    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                        \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "")          \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")          \
+    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                          \
+    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")               \
+    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")                 \
+    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                        \
+    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                  \
+    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")              \
+    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_INJECTIVE, "h,w", "")   \
+    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                    \
+    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")                 \
+    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")             \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")              \
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")       \
+    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")           \
+    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                          \
+    X(SCALE, "scale", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                \
+    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_ELEMENTWISE, "", "count")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -149,15 +149,41 @@ static int grad_softmax_ce(autodiff *A, int i, ir_node n, int dy) {
         A, logits, emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL, NULL), 1);
 }
 
-/* bn_apply(x, m, v, gamma, beta) with m = bn_mean(x), v = bn_var(x, m):
- * the statistics depend on x, and the fused formula accounts for that. Any
- * other statistics (running ones, or shared with other readers) would need
- * a rule that treats them as independent inputs, which no graph needs. */
+/* A synchronised statistic (passes/lower.c): scale(allreduce{sync}(s),
+ * replica_scale) gives s and the replica_scale input; else -1. */
+static int synced_stat(const ir_graph *g, int node, int *replica_scale) {
+    const ir_node *n = &g->nodes[node];
+    if (n->op != IR_OP_SCALE || g->nodes[n->input[0]].op != IR_OP_ALLREDUCE ||
+        !g->nodes[n->input[0]].iattr[2])
+        return -1;
+    *replica_scale = n->input[1];
+    return g->nodes[n->input[0]].input[0];
+}
+
+/* The replicas' mean of a backward sum, as lower.c averages the forward
+ * statistics: bn_grad_data's 1/M then makes it the global batch's mean. */
+static int replica_mean(autodiff *A, int i, int sum, int replica_scale) {
+    int s = emit(A, i, IR_OP_ALLREDUCE, &sum, 1, (int64_t[]){0, 0, 1}, NULL);
+    return s < 0 ? -1 : emit(A, i, IR_OP_SCALE, (int[]){s, replica_scale}, 2, NULL, NULL);
+}
+
+/* bn_apply(x, m, v, gamma, beta) with m = bn_mean(x), v = bn_var(x, m),
+ * each possibly synchronised over the replicas (both or neither): the
+ * statistics depend on x, and the fused formula accounts for that. With
+ * synchronised statistics bn_grad_data reads the replicas' means of
+ * dgamma and dbeta; the parameters' own gradients stay the local sums,
+ * which partition all-reduces like any other. Any other statistics
+ * (running ones, or shared with other readers) would need a rule that
+ * treats them as independent inputs, which no graph needs. */
 static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
     int x = n.input[0], m = n.input[1], v = n.input[2], gamma = n.input[3], beta = n.input[4];
-    const ir_node *mn = &A->g->nodes[m], *vn = &A->g->nodes[v];
+    int rs_m = -1, rs_v = -1;
+    int ml = synced_stat(A->g, m, &rs_m), vl = synced_stat(A->g, v, &rs_v);
+    int sync = ml >= 0 && vl >= 0;
+    if (!sync) ml = m, vl = v;
+    const ir_node *mn = &A->g->nodes[ml], *vn = &A->g->nodes[vl];
     if (mn->op != IR_OP_BN_MEAN || mn->input[0] != x || vn->op != IR_OP_BN_VAR ||
-        vn->input[0] != x || vn->input[1] != m) {
+        vn->input[0] != x || vn->input[1] != m || (sync && rs_m != rs_v)) {
         snprintf(A->err, A->errlen,
                  "autodiff: bn_apply '%s' (node %d) does not use the batch statistics of its "
                  "input; only training-mode BatchNorm has a gradient rule",
@@ -175,11 +201,16 @@ static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
         dbeta = emit(A, i, IR_OP_BIAS_GRAD, &dy, 1, NULL, NULL);
         if (dbeta < 0) return -1;
     }
-    if (need_dx && contribute(A, x,
-                              emit(A, i, IR_OP_BN_GRAD_DATA,
-                                   (int[]){dy, x, m, v, gamma, dgamma, dbeta}, 7, NULL, &eps),
-                              1))
-        return -1;
+    if (need_dx) {
+        int dg = sync ? replica_mean(A, i, dgamma, rs_m) : dgamma;
+        int db = sync && dg >= 0 ? replica_mean(A, i, dbeta, rs_m) : dbeta;
+        if (dg < 0 || db < 0 ||
+            contribute(
+                A, x,
+                emit(A, i, IR_OP_BN_GRAD_DATA, (int[]){dy, x, m, v, gamma, dg, db}, 7, NULL, &eps),
+                1))
+            return -1;
+    }
     /* dgamma and dbeta are also read by bn_grad_data, but they are each made
      * for their parameter alone: no copy needed. */
     if (A->live[gamma] && contribute(A, gamma, dgamma, 1)) return -1;

@@ -13,7 +13,17 @@
  *
  * M is the element count per channel; the running variance takes the
  * unbiased batch variance as cuDNN (MXNet's GPU path) and PyTorch do. The
- * assigns go after every other node, since ir_verify wants each write of a
+ *
+ * Synchronised BatchNorm (batchnorm(..., sync=true), or every one with the
+ * pass's sync_bn=1, `dpc --sync-bn`) takes its statistics over the whole
+ * global batch: each replica's mean over its own batch is averaged over
+ * the R replicas (an allreduce{sync=1} then a scale by the input
+ * replica_scale = 1/R, which the executor sets), then so is its variance
+ * around that mean. Every replica has the same count M, so these are the
+ * mean and biased variance of all R*M values; the running variance takes
+ * R*M/(R*M-1) (bn_unbias). autodiff syncs the backward sums the same way.
+ *
+ * The assigns go after every other node, since ir_verify wants each write of a
  * persistent tensor after all of its reads; nothing else reads the running
  * statistics in a training graph, so moving them to the end changes no
  * value. The node y takes over the batchnorm's name, flags and source
@@ -32,6 +42,8 @@ typedef struct {
     int *map;     /* old node index -> new node index */
     int *assigns; /* pending (target, value) pairs, new indices; two per batchnorm */
     int nassigns;
+    int sync_all;      /* every training batchnorm is synchronised */
+    int replica_scale; /* the input 1/R, once a synchronised batchnorm made it; else -1 */
     char *err;
     size_t errlen;
 } lowering;
@@ -71,6 +83,25 @@ static int copy_node(lowering *L, const ir_node *n) {
     return L->out->n++;
 }
 
+/* stat averaged over the replicas: scale(allreduce{sync}(stat), 1/R). */
+static int replica_mean(lowering *L, const ir_node *from, int stat) {
+    if (L->replica_scale < 0) {
+        for (int i = 0; i < L->out->n; i++)
+            if (ir_is_source(L->out->nodes[i].op) &&
+                !strcmp(L->out->nodes[i].name, PASS_REPLICA_SCALE)) {
+                snprintf(L->err, L->errlen,
+                         "lower: batchnorm '%s' is synchronised, and the name '%s' its replica "
+                         "count needs is taken",
+                         from->name, PASS_REPLICA_SCALE);
+                return -1;
+            }
+        L->replica_scale = ir_add_input(L->out, PASS_REPLICA_SCALE, ir_shape1(1), 0);
+        if (L->replica_scale < 0) return -1;
+    }
+    int sum = emit(L, from, IR_OP_ALLREDUCE, &stat, 1, (int64_t[]){0, 0, 1}, NULL);
+    return sum < 0 ? -1 : emit(L, from, IR_OP_SCALE, (int[]){sum, L->replica_scale}, 2, NULL, NULL);
+}
+
 static int lower_batchnorm(lowering *L, const ir_node *n) {
     int x = L->map[n->input[0]], gamma = L->map[n->input[1]], beta = L->map[n->input[2]];
     int rmean = L->map[n->input[3]], rvar = L->map[n->input[4]];
@@ -88,14 +119,21 @@ static int lower_batchnorm(lowering *L, const ir_node *n) {
                      n->name, ir_type_str(xt, (char[96]){0}, 96));
             return -1;
         }
+        int sync = L->sync_all || n->iattr[1];
         int m = emit(L, n, IR_OP_BN_MEAN, &x, 1, NULL, NULL);
+        if (sync && m >= 0) m = replica_mean(L, n, m);
         int v = m < 0 ? -1 : emit(L, n, IR_OP_BN_VAR, (int[]){x, m}, 2, NULL, NULL);
+        if (sync && v >= 0) v = replica_mean(L, n, v);
         y = v < 0 ? -1 : emit(L, n, IR_OP_BN_APPLY, (int[]){x, m, v, gamma, beta}, 5, NULL, &eps);
         if (y < 0) return -1;
         int em = emit(L, n, IR_OP_EMA, (int[]){rmean, m}, 2, NULL, (double[]){momentum, 1.0});
-        int ev = em < 0 ? -1
-                        : emit(L, n, IR_OP_EMA, (int[]){rvar, v}, 2, NULL,
-                               (double[]){momentum, (double)M / (double)(M - 1)});
+        int vu = !sync ? v
+                       : emit(L, n, IR_OP_BN_UNBIAS, (int[]){v, L->replica_scale}, 2, NULL,
+                              (double[]){(double)M});
+        int ev = em < 0 || vu < 0
+                     ? -1
+                     : emit(L, n, IR_OP_EMA, (int[]){rvar, vu}, 2, NULL,
+                            (double[]){momentum, sync ? 1.0 : (double)M / (double)(M - 1)});
         if (ev < 0) return -1;
         defer_assign(L, rmean, em);
         defer_assign(L, rvar, ev);
@@ -107,8 +145,12 @@ static int lower_batchnorm(lowering *L, const ir_node *n) {
 }
 
 int pass_lower(ir_graph **g, char *err, size_t errlen) {
+    return pass_lower_sync(g, 0, err, errlen);
+}
+
+int pass_lower_sync(ir_graph **g, int sync_all, char *err, size_t errlen) {
     const ir_graph *in = *g;
-    lowering L = {ir_new(), NULL, NULL, 0, err, errlen};
+    lowering L = {ir_new(), NULL, NULL, 0, sync_all, -1, err, errlen};
     L.map = malloc(sizeof *L.map * (size_t)(in->n ? in->n : 1));
     L.assigns = malloc(sizeof *L.assigns * 4 * (size_t)(in->n ? in->n : 1)); /* 2 per batchnorm */
     IR_CHECK_ALLOC(L.map);

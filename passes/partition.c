@@ -28,6 +28,11 @@
  *   so graph order is still execution order and the bucket's last node
  *   marks the earliest point the bucket can start.
  *
+ * - Synchronised BatchNorm statistics (allreduce{sync=1}, made by lower
+ *   and autodiff) are already in the graph: each becomes a bucket of its
+ *   own, numbered after the gradients' in graph order; its next reader
+ *   waits for it, so it is as good as blocking.
+ *
  * With one replica an allreduce is a copy (codegen renders it as one); the
  * executor with a communicator attached hands it to the collective instead.
  */
@@ -54,7 +59,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     size_t cap = pass_partition_bucket_bytes(bucket_bytes);
     int ngrads = 0;
     for (int i = 0; i < g->n; i++) {
-        if (g->nodes[i].op == IR_OP_ALLREDUCE)
+        if (g->nodes[i].op == IR_OP_ALLREDUCE && !g->nodes[i].iattr[2])
             return ir_fail(err, errlen, "partition: the graph is partitioned already (node %d)", i);
         if (g->nodes[i].flags & IR_FLAG_GRAD) {
             if (g->nodes[i].type.dtype != IR_F32)
@@ -83,6 +88,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
         offset[i] = used / (int64_t)sizeof(float);
         used += bytes;
     }
+    int64_t next_sync = cur + 1; /* after the gradients' buckets */
 
     /* The new graph: every node in order, each gradient followed by its
      * allreduce; update inputs rewired to the sums. */
@@ -97,6 +103,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
             int in = n.input[j];
             n.input[j] = reads_sum(&n, j) && sum[in] >= 0 ? sum[in] : map[in];
         }
+        if (n.op == IR_OP_ALLREDUCE) n.iattr[0] = next_sync++, n.iattr[1] = 0;
         map[i] = ng->n;
         ng->nodes[ng->n++] = n;
         if (!(n.flags & IR_FLAG_GRAD)) continue;
@@ -132,7 +139,7 @@ int pass_partition_buckets(const ir_graph *g, pass_bucket *out, int max) {
     int nb = 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_ALLREDUCE) continue;
+        if (n->op != IR_OP_ALLREDUCE || n->iattr[2]) continue;
         int b = (int)n->iattr[0];
         if (b + 1 > nb) {
             for (int k = nb; k <= b && k < max; k++) memset(&out[k], 0, sizeof out[k]);

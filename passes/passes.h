@@ -50,6 +50,12 @@
 #include "passes/memplan.h"
 
 int pass_lower(ir_graph **g, char *err, size_t errlen);
+/* The same; sync_all: every training batchnorm synchronised over the
+ * replicas (lower's sync_bn=1, `dpc --sync-bn`), not only those the .net
+ * marks sync=true. Synchronised statistics read the input
+ * PASS_REPLICA_SCALE, 1/R for R replicas, which the executor sets. */
+int pass_lower_sync(ir_graph **g, int sync_all, char *err, size_t errlen);
+#define PASS_REPLICA_SCALE "replica_scale"
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 

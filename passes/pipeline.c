@@ -18,8 +18,7 @@
 #include "passes/passes.h"
 
 static int run_lower(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
-    (void)c;
-    return pass_lower(g, err, errlen);
+    return pass_lower_sync(g, (int)c->arg[0], err, errlen);
 }
 
 static int run_autodiff(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
@@ -86,7 +85,13 @@ const pass_info pass_registry[] = {
     {.name = "lower",
      .run = run_lower,
      .programs = PASS_TRAIN | PASS_EVAL,
-     .about = "batchnorm into its statistics and their use"},
+     .about = "batchnorm into its statistics and their use",
+     .opts = {{.name = "sync_bn",
+               .type = PASS_OPT_INT,
+               .def = 0,
+               .min = 0,
+               .max = 1,
+               .help = "every training batchnorm synchronised over the replicas (--sync-bn)"}}},
     {.name = "autodiff",
      .run = run_autodiff,
      .programs = PASS_TRAIN,

@@ -38,6 +38,7 @@ static int keeps_samples(ir_op op) {
     case IR_OP_DENSE_GRAD_WEIGHT:
     case IR_OP_ALLREDUCE:
     case IR_OP_SGD_MOMENTUM:
+    case IR_OP_BN_UNBIAS:
     case IR_OP_EMA:
     case IR_OP_ASSIGN: return 0;
     default: return 1;

@@ -66,6 +66,25 @@ check "3 replicas with BatchNorm == PyTorch ghost BatchNorm over the 3 sub-batch
     grep -q '^[0-9]* passed, 0 failed' "$tmp/ghost.log"
 grep '^FAIL\|Error\|error' "$tmp/ghost.log" | head -5
 
+# ---- synchronised BatchNorm: N replicas x b == 1 replica x N b ----------------------
+cifar_net "$tmp/bn_sync.net" dp_bn 4 1 $'lr {0: 0.1}\nlr_scaling none' '' 10 <<<"${conv_bn_body/batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false))/batchnorm(conv(image, 4, k=3, s=2, p=1, bias=false), sync=true)}"
+"$bin/dpc" "$tmp/bn.net" --sync-bn -o "$tmp/bn_syncflag.plan" || bad "compile bn --sync-bn"
+"$bin/dpc" "$tmp/bn_sync.net" -o "$tmp/bn_sync.plan" || bad "compile bn with sync=true"
+"$bin/dpc" "$tmp/bn.net" --batch 16 -o "$tmp/bn16.plan" || bad "compile bn at batch 16"
+for p in bn_syncflag:4 bn_sync:4 bn16:1 bn:4; do
+    "$bin/dprun" "$tmp/${p%:*}.plan" "${data[@]}" --gpus "${p#*:}" --steps 4 --load-params "$tmp/bn0.st" \
+        --save-params "$tmp/${p%:*}_r.st" >"$tmp/${p%:*}_r.log" 2>&1 || bad "${p%:*} --gpus ${p#*:}: $(tail -n 1 "$tmp/${p%:*}_r.log")"
+done
+check "sync BatchNorm, 4 replicas x 4 == 1 replica x 16: weights and running statistics after 4 steps within 1e-5" \
+    close_params "$tmp/bn_syncflag_r.st" "$tmp/bn16_r.st" 1e-5
+# The comparison can fail: per-device statistics are not the global batch's.
+if close_params "$tmp/bn_r.st" "$tmp/bn16_r.st" 1e-3 >/dev/null; then
+    bad "per-device BatchNorm, 4 x 4, came within 1e-3 of 1 x 16"
+else ok; fi
+check "batchnorm(..., sync=true) == --sync-bn (bit for bit)" cmp -s "$tmp/bn_sync_r.st" "$tmp/bn_syncflag_r.st"
+check "dpc --sync-bn prints lower(sync_bn=1) in the pipeline" \
+    sh -c "'$bin/dpc' '$tmp/bn.net' --sync-bn --print-pipeline | grep -q '^lower(sync_bn=1),'"
+
 # Bucket size changes when sums travel, not what they are.
 "$bin/dprun" "$tmp/bn_buckets.plan" "${data[@]}" --gpus 3 --steps 4 --save-params "$tmp/bn3b.st" >/dev/null 2>&1 ||
     bad "bn --gpus 3, tiny buckets"
@@ -102,6 +121,9 @@ else
         check "mpirun -np 2 --gpus 2 == --gpus 4 after step $steps (bit for bit)" \
             cmp -s "$tmp/s4_$steps.st" "$tmp/s22_$steps.st"
     done
+    "${mpi[@]}" "$bin/dprun" "$tmp/bn_syncflag.plan" "${data[@]}" --gpus 2 --steps 4 --load-params "$tmp/bn0.st" \
+        --save-params "$tmp/sync22.st" >"$tmp/sync22.log" 2>&1 || bad "sync BatchNorm under mpirun: $(tail -n 3 "$tmp/sync22.log")"
+    check "sync BatchNorm: mpirun -np 2 --gpus 2 == --gpus 4 (bit for bit)" cmp -s "$tmp/sync22.st" "$tmp/bn_syncflag_r.st"
     check "under mpirun only rank 0 prints the log" \
         test "$(grep -c '^Training time' "$tmp/mpi_3.log")" = 1
     check "under mpirun the banner counts every process's replicas" \

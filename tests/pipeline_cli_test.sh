@@ -8,7 +8,7 @@
 # a row per pass whose figures agree with --stats.
 . tests/lib.sh
 dpc=$bin/dpc
-default='lower,autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,memplan'
+default='lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,memplan'
 
 # ---- the registry ---------------------------------------------------------------
 "$dpc" --list-passes >"$tmp/list" 2>&1 && ok || bad "--list-passes: $(cat "$tmp/list")"
@@ -29,9 +29,9 @@ done
 # ---- --print-pipeline, and feeding it back ---------------------------------------
 [ "$("$dpc" --print-pipeline)" = "$default" ] && ok || bad "--print-pipeline: $("$dpc" --print-pipeline)"
 [ "$("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)" = \
-    'lower,autodiff,optimizer,partition(bucket_mb=0.5),precision(precision=bf16),memplan' ] && ok ||
+    'lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=0.5),precision(precision=bf16),memplan' ] && ok ||
     bad "--print-pipeline with flags: $("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)"
-[ "$("$dpc" --print-pipeline --passes='lower,precision(bf16)')" = 'lower,precision(precision=bf16)' ] &&
+[ "$("$dpc" --print-pipeline --passes='lower,precision(bf16)')" = 'lower(sync_bn=0),precision(precision=bf16)' ] &&
     ok || bad "--print-pipeline --passes"
 n=0
 for m in mlp cnn_small resnet18_cifar; do
@@ -91,7 +91,7 @@ m=models/mlp.net
 refuse() { expect_fail_line "$1" "$2" "$dpc" "$m" -o "$tmp/refused.plan" "${@:3}"; }
 refuse unknown-pass "dpc: error: --passes: unknown pass 'frob'" --passes='lower,frob'
 refuse unknown-option "unknown option 'size' in 'partition(size=3)'" --passes='lower,autodiff,optimizer,partition(size=3)'
-refuse option-of-none "unknown option 'x' in 'lower(x=1)' (lower: no options)" --passes='lower(x=1)'
+refuse option-of-none "unknown option 'x' in 'autodiff(x=1)' (autodiff: no options)" --passes='lower,autodiff(x=1)'
 refuse bad-range "'partition(bucket_mb=0)': bucket_mb takes float in (0, 1048576], got '0'" \
     --passes='lower,autodiff,optimizer,partition(bucket_mb=0)'
 refuse bad-type "'partition(bucket_mb=big)': bucket_mb takes float" --passes='lower,autodiff,optimizer,partition(bucket_mb=big)'

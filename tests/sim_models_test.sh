@@ -101,6 +101,21 @@ for m in "${models[@]}"; do
     done
 done
 
+# Synchronised BatchNorm's kernels (scale, bn_unbias, the statistics split
+# around their allreduce steps): cnn_small fused fp32 and unfused bf16.
+for v in "fp32 fused" "bf16 unfused"; do
+    set -- $v
+    opts=(--batch 4 --sync-bn)
+    [ "$1" = bf16 ] && opts+=(--precision bf16)
+    [ "$2" = unfused ] && opts+=(--no-fuse)
+    plan=$tmp/cnn_small-sync-$1-$2.plan
+    if "$bin/dpc" models/cnn_small.net "${opts[@]}" -o "$plan" >/dev/null 2>"$tmp/dpc.err"; then
+        cmp_prog "cnn_small sync-bn $1 $2 train" "$plan" train "$out/mod"
+    else
+        bad "dpc cnn_small ${opts[*]}: $(cat "$tmp/dpc.err")"
+    fi
+done
+
 # ---- the harness fails where it must ---------------------------------------
 "$bin/dpc" models/mlp.net --batch 4 -o "$tmp/mlp.plan" >/dev/null || bad "dpc mlp"
 # (gcc's libasan warns once per process about swapcontext: under ASan the

@@ -201,6 +201,7 @@ rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica);
  * Every replica must register the same buckets with the same counts. */
 int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int n);
 int rt_coll_queue_buckets(const rt_coll_queue *q);
+int rt_coll_queue_replicas(const rt_coll_queue *q); /* replicas in the job (rt_coll_size) */
 /* Everything the replica computed so far is in the pieces' sources:
  * reduce the bucket asynchronously. Buckets are reduced in the order they
  * are started, which must be the same on every replica. */

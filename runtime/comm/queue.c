@@ -128,6 +128,7 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
 }
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
+int rt_coll_queue_replicas(const rt_coll_queue *q) { return rt_coll_size(q->c); }
 
 /* A stream kind (nccl): the replica's communication stream is its queue.
  * The pieces are summed out of place (src -> dst) after the compute

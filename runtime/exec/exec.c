@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "passes/memplan.h"
+#include "passes/passes.h"
 #include "ir/err.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
@@ -269,6 +270,7 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
         if (!ex->kern[k]) goto fail;
     }
     if (bind_buffers(ex, plan, err, errlen)) goto fail;
+    rt_exec_set_scalar(ex, PASS_REPLICA_SCALE, 1.0f); /* one replica until a collective */
     const char *prof = getenv("DPC_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) {
         ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
@@ -399,6 +401,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
     if (rc) return -1;
     ex->nbuckets = nb;
     ex->coll = q;
+    rt_exec_set_scalar(ex, PASS_REPLICA_SCALE, 1.0f / (float)rt_coll_queue_replicas(q));
     return 0;
 }
 

@@ -78,7 +78,9 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
  * Without a queue (one replica) a sum shares its gradient's bytes and the
  * step does nothing. Free the queue before the exec. 0, or -1 with a
  * message when the program's order cannot overlap (a sum read before its
- * bucket is complete). */
+ * bucket is complete). The input replica_scale (PASS_REPLICA_SCALE, read
+ * by synchronised BatchNorm) is the executor's: 1 from rt_exec_new, 1/R
+ * for the queue's R replicas from here on. */
 typedef struct rt_coll_queue rt_coll_queue;
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
 /* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is

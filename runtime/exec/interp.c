@@ -472,6 +472,17 @@ static void op_sgd_momentum(op_args *a) {
         a->y[i] = momentum * a->x[2][i] - lr * (a->x[1][i] * scale + wd * a->x[0][i]);
 }
 
+static void op_scale(op_args *a) {
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] * a->x[1][0];
+}
+
+static void op_bn_unbias(op_args *a) {
+    double count = a->n->fattr[0];
+    int64_t n = ir_numel(&a->n->type);
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] * (count / (count - a->x[1][0]));
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -510,6 +521,8 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SGD_MOMENTUM] = op_sgd_momentum,
     [IR_OP_ALLREDUCE] = op_copy, /* the sum over one replica */
     [IR_OP_TRANSPOSE] = op_copy, /* tensors here are logical: a layout is storage */
+    [IR_OP_SCALE] = op_scale,
+    [IR_OP_BN_UNBIAS] = op_bn_unbias,
 };
 
 void rt_interp_run(rt_interp *it) {

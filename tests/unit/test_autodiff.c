@@ -44,7 +44,7 @@ static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, in
 static int batchnorm(ir_graph *g, int x, const char *name) {
     int bn[4];
     tg_bn_params(g, x, name, bn);
-    return tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5, (int64_t[]){1},
+    return tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5, (int64_t[]){1, 0},
                    (double[]){1e-5, 0.9});
 }
 

@@ -165,7 +165,7 @@ TEST(batchnorm_training_updates_running_stats) {
     int beta = ir_add_param(g, "beta", ir_shape1(2), IR_INIT_ZERO);
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
-    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1},
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){1, 0},
                     (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, bn_x, 8);
@@ -194,7 +194,7 @@ TEST(batchnorm_eval_uses_running_stats) {
     int beta = ir_add_param(g, "beta", ir_shape1(2), IR_INIT_ZERO);
     int rm = ir_add_state(g, "rm", ir_shape1(2), IR_INIT_ZERO);
     int rv = ir_add_state(g, "rv", ir_shape1(2), IR_INIT_ONE);
-    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){0},
+    int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, gamma, beta, rm, rv}, 5, (int64_t[]){0, 0},
                     (double[]){1e-5, 0.9});
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 3, 5, 7}, 4);

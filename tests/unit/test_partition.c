@@ -193,10 +193,10 @@ TEST(refuses_twice_and_leaves_graphs_without_gradients) {
 TEST(shape_rule_and_dump) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape2(2, 3), 0);
-    int s = ir_add_node(g, IR_OP_ALLREDUCE, &x, 1, (int64_t[]){1, 6}, NULL, err, sizeof err);
+    int s = ir_add_node(g, IR_OP_ALLREDUCE, &x, 1, (int64_t[]){1, 6, 0}, NULL, err, sizeof err);
     CHECK(s >= 0);
     CHECK(ir_type_equal(&g->nodes[s].type, &g->nodes[x].type));
-    CHECK(ir_add_node(g, IR_OP_ALLREDUCE, &x, 1, (int64_t[]){-1, 0}, NULL, err, sizeof err) < 0);
+    CHECK(ir_add_node(g, IR_OP_ALLREDUCE, &x, 1, (int64_t[]){-1, 0, 0}, NULL, err, sizeof err) < 0);
     int l = ir_add_input(g, "l", (ir_type){1, {2}, IR_I32}, 10);
     CHECK(ir_add_node(g, IR_OP_ALLREDUCE, &l, 1, NULL, NULL, err, sizeof err) < 0);
     CHECK(strstr(err, "f32") != NULL);

@@ -92,13 +92,17 @@ TEST(default_pipeline_follows_the_options) {
     pass_pipeline pl;
     pass_pipeline_default(&o, &pl);
     char *t = printed(&pl);
-    CHECK_STR(t, "lower,autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,"
-                 "memplan\n");
+    CHECK_STR(
+        t,
+        "lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,"
+        "memplan\n");
     free(t);
     o.fuse = 0, o.memplan = 0, o.bucket_bytes = 3 << 19, o.precision = PASS_PRECISION_BF16;
     pass_pipeline_default(&o, &pl);
     t = printed(&pl);
-    CHECK_STR(t, "lower,autodiff,optimizer,partition(bucket_mb=1.5),precision(precision=bf16)\n");
+    CHECK_STR(
+        t,
+        "lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=1.5),precision(precision=bf16)\n");
     free(t);
     CHECK(pass_pipeline_find(&pl, "fuse") == -1 && pass_pipeline_find(&pl, "partition") == 3);
     CHECK(pass_pipeline_set(&pl, "partition", "bucket_mb", 2) == 0 && pl.step[3].arg[0] == 2);

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "frontend/frontend.h"
 #include "ir/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
@@ -26,7 +27,7 @@ static int batchnorm(ir_graph *g, int x, const char *name, int training) {
     int bn[4];
     tg_bn_params(g, x, name, bn);
     int y = tg_node(g, IR_OP_BATCHNORM, (int[]){x, bn[0], bn[1], bn[2], bn[3]}, 5,
-                    (int64_t[]){training}, (double[]){1e-5, 0.9});
+                    (int64_t[]){training, 0}, (double[]){1e-5, 0.9});
     if (y >= 0) snprintf(g->nodes[y].name, IR_NAME_MAX, "%s", name);
     return y;
 }
@@ -487,6 +488,78 @@ TEST(dce_drops_dead_branches) {
     ir_free(g);
 }
 
+/* Synchronised BatchNorm on one replica (replica_scale 1): the same
+ * training step as per-device BatchNorm, in the reference interpreter, with
+ * two replica means per batchnorm forward (mean, variance) and two
+ * backward (dgamma, dbeta), each a bucket of its own after the gradients'. */
+TEST(sync_batchnorm_on_one_replica) {
+    static const char net[] = "input image[3, 4, 4]\n"
+                              "input label class(5)\n"
+                              "network syncbn {\n"
+                              "    x = relu(batchnorm(conv(image, 4, k=3, p=1, bias=false)))\n"
+                              "    x = relu(batchnorm(conv(x, 4, k=3, p=1), sync=true) + x)\n"
+                              "    logits = dense(global_avgpool(x), 5)\n"
+                              "    loss = softmax_cross_entropy(logits, label)\n"
+                              "}\n"
+                              "train {\n    batch 3 per device\n    epochs 1\n    lr {0: 0.1}\n}\n";
+    fe_program *fp = fe_parse_string_err("syncbn.net", net, sizeof net - 1, err, sizeof err);
+    CHECK_MSG(fp != NULL, "%s", err);
+    if (!fp) return;
+    ir_graph *g[3];
+    for (int k = 0; k < 3; k++) { /* per device; the .net's one sync=true; --sync-bn */
+        g[k] = fe_build_graph(fp, 3, 1);
+        for (int i = 0; i < g[k]->n && k == 0; i++)
+            if (g[k]->nodes[i].op == IR_OP_BATCHNORM) g[k]->nodes[i].iattr[1] = 0;
+        CHECK(pass_lower_sync(&g[k], k == 2, err, sizeof err) == 0);
+        CHECK_MSG(pass_autodiff(&g[k], err, sizeof err) == 0 &&
+                      pass_optimizer(&g[k], fe_train(fp), err, sizeof err) == 0 &&
+                      pass_partition(&g[k], 0, err, sizeof err) == 0,
+                  "%s", err);
+        int syncs = 0, first_sync_bucket = 1 << 30, last_grad_bucket = -1;
+        for (int i = 0; i < g[k]->n; i++) {
+            const ir_node *n = &g[k]->nodes[i];
+            if (n->op != IR_OP_ALLREDUCE) continue;
+            if (n->iattr[2]) {
+                syncs++;
+                if (n->iattr[0] < first_sync_bucket) first_sync_bucket = (int)n->iattr[0];
+            } else if (n->iattr[0] > last_grad_bucket) {
+                last_grad_bucket = (int)n->iattr[0];
+            }
+        }
+        CHECK_MSG(syncs == 4 * k, "graph %d: %d synchronised statistics", k, syncs);
+        CHECK(count_op(g[k], IR_OP_BN_UNBIAS) == k);
+        CHECK(k == 0 || first_sync_bucket == last_grad_bucket + 1);
+        CHECK((tg_find(g[k], PASS_REPLICA_SCALE) >= 0) == (k > 0));
+    }
+    rt_interp *it[3];
+    for (int k = 0; k < 3; k++) {
+        it[k] = rt_interp_new(g[k]);
+        fill_sources(g[k], it[k]);
+        int rs = tg_find(g[k], PASS_REPLICA_SCALE);
+        if (rs >= 0) rt_interp_buffer(it[k], rs)[0] = 1;
+        for (int step = 0; step < 2; step++) rt_interp_run(it[k]);
+    }
+    int compared = 0;
+    for (int i = 0; i < g[0]->n; i++) {
+        const ir_node *n = &g[0]->nodes[i];
+        if (!ir_is_persistent(n->op) && !(n->flags & (IR_FLAG_GRAD | IR_FLAG_LOSS))) continue;
+        for (int k = 1; k < 3; k++) {
+            int j = tg_find(g[k], n->name);
+            CHECK_MSG(j >= 0, "%s", n->name);
+            if (j < 0) continue;
+            double worst = 0;
+            for (int64_t e = 0; e < ir_numel(&n->type); e++)
+                worst = fmax(worst,
+                             fabs(rt_interp_buffer(it[0], i)[e] - rt_interp_buffer(it[k], j)[e]));
+            CHECK_MSG(worst <= 1e-12, "graph %d: %s differs by %g", k, n->name, worst);
+            compared++;
+        }
+    }
+    CHECK(compared > 20);
+    for (int k = 0; k < 3; k++) rt_interp_free(it[k]), ir_free(g[k]);
+    fe_free(fp);
+}
+
 int main(void) {
     RUN(lower_keeps_results);
     RUN(dce_drops_dead_branches);
@@ -496,5 +569,6 @@ int main(void) {
     RUN(pipeline_verifies_and_dumps);
     RUN(gradients_are_named_and_flagged);
     RUN(pass_errors);
+    RUN(sync_batchnorm_on_one_replica);
     return harness_done();
 }

@@ -31,7 +31,7 @@ static ir_graph *build_graph(int batch, int training) {
     int mean = ir_add_state(g, "bn0.running_mean", ir_shape1(4), IR_INIT_ZERO);
     int var = ir_add_state(g, "bn0.running_var", ir_shape1(4), IR_INIT_ONE);
     int bn = ir_add_node(g, IR_OP_BATCHNORM, (int[]){c, gamma, beta, mean, var}, 5,
-                         (int64_t[]){training}, (double[]){1e-5, 0.9}, e, sizeof e);
+                         (int64_t[]){training, 0}, (double[]){1e-5, 0.9}, e, sizeof e);
     int r = ir_add_node(g, IR_OP_RELU, (int[]){bn}, 1, NULL, NULL, e, sizeof e);
     int p = ir_add_node(g, IR_OP_GLOBAL_AVGPOOL, (int[]){r}, 1, NULL, NULL, e, sizeof e);
     int dw = ir_add_param(g, "fc.weight", ir_shape2(10, 4), IR_INIT_XAVIER);
@@ -881,8 +881,8 @@ TEST(hostile_counts_and_floats) {
     n[5] = (nspec){.op = IR_OP_BATCHNORM,
                    .nin = 5,
                    .in = {0, 1, 2, 3, 4},
-                   .nia = 1,
-                   .ia = {1},
+                   .nia = 2,
+                   .ia = {1, 0},
                    .nfa = 2,
                    .fa = {1e-5, 0.9},
                    .ndim = 2,
