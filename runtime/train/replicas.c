@@ -411,13 +411,17 @@ void rt_replicas_place(int n, int devices, int *device_of) {
 }
 
 void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int batch) {
+                        int local, int ranks, int accum, int batch) {
     if (!prefix) prefix = "";
     int total = local * ranks;
     if (devices < 1) devices = 1;
     fprintf(f, "%s%d replica%s", prefix, total, total == 1 ? "" : "s");
     if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
-    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * batch);
+    if (accum > 1)
+        fprintf(f, " x %d micro-batches", accum);
+    else
+        accum = 1;
+    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * accum * batch);
     int *dev = malloc(sizeof *dev * (size_t)(local + 1));
     RT_CHECK_ALLOC(dev);
     rt_replicas_place(local, devices, dev);

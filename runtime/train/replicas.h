@@ -174,10 +174,11 @@ void rt_replicas_cpu_threads(int n);
 
 /* Which device each replica runs on: device_of[r] = r*devices/n. */
 void rt_replicas_place(int n, int devices, int *device_of);
-/* The start-up banner: replicas, global batch, and how the replicas were
+/* The start-up banner: replicas (and the micro-batches each accumulates,
+ * accum > 1), global batch, and how the replicas were
  * placed on the devices (`4 replicas share cpu`). One or more lines, each
  * starting with prefix (NULL: none). */
 void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int batch);
+                        int local, int ranks, int accum, int batch);
 
 #endif

@@ -162,7 +162,7 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
     if (r->total > 1) {
         rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
-                           r->batch);
+                           r->accum, r->batch);
         pass_memory need;
         char what[400], each[32], all[32], why[256];
         if (r->local > 1 && !rt_memory_need(plan, &need, why, sizeof why)) {
