@@ -20,7 +20,11 @@
  * BatchNorm statistics (per-device BatchNorm, as Gluon); evaluation hands
  * the eval batches round-robin to the replicas, each using its own
  * statistics, as Gluon evaluates on a list of devices. Parameter files hold
- * replica 0's tensors. Under MPI only rank 0 prints and writes files. The
+ * replica 0's tensors. `--accumulate K`: each replica runs K micro-batches
+ * per step (replica r's micro-batch k is global replica r*K+k's slice of a
+ * run of R*K replicas), G = R x K x b, and the update runs once on the sum
+ * of all R*K micro-batches' gradients (docs/DESIGN.md §10.1). Under MPI
+ * only rank 0 prints and writes files. The
  * article's log lines go to `out`; a progress bar goes to stderr when it is
  * a terminal.
  */
