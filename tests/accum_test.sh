@@ -158,6 +158,12 @@ else
         cmp -s "$tmp/g2k2.st" "$tmp/mpi.st"
     check "under mpirun accumulation sums with the mpi collective" \
         grep -q 'gradients summed by the mpi collective' "$tmp/mpi.log"
+    # The job's checkpoint, written under mpirun, resumes in one process.
+    "${mpi[@]}" "$bin/dprun" "$tmp/cnn.plan" "${data[@]}" --gpus 1 --accumulate 2 --steps 2 \
+        --checkpoint "$tmp/mck" >"$tmp/mck.log" 2>&1 || bad "mpirun --checkpoint: $(tail -n 3 "$tmp/mck.log")"
+    run mres cnn --gpus 2 --accumulate 2 --steps 3 --checkpoint "$tmp/mck" --resume
+    check "a checkpoint of mpirun -np 2 --accumulate 2 resumes as --gpus 2 --accumulate 2, bit for bit" \
+        cmp -s "$tmp/g2k2.st" "$tmp/mres.st"
 fi
 
 finish
