@@ -56,6 +56,9 @@ static const arg_spec args[] = {
     {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
      "data-parallel replicas (default 1; sets the global batch);\n"
      "under `mpirun -np P`, N per process: P x N in all"},
+    {"--accumulate", "--accumulate K", ARG_INT, OPT(accumulate), 1, 4096, NULL,
+     "K micro-batches per replica per optimizer step (default 1): global\n"
+     "batch replicas x K x batch, exactly as K x the replicas would train"},
     {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
      "where to run (auto: GPUs if any, else cpu)"},
     {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,
@@ -344,7 +347,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o) {
     ir_train t;
     char err[512];
     if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
-    int replicas = o->gpus * o->ranks;
+    int replicas = o->gpus * o->ranks * o->accumulate; /* a micro-batch trains as a replica */
     if (replicas > 1)
         fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
                 replicas * t.batch, replicas, t.batch);

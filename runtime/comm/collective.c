@@ -48,11 +48,12 @@ static rt_coll *coll_new(rt_coll_kind kind, int n, rt_backend *be) {
     pthread_cond_init(&c->cv, NULL);
     c->ptr = calloc((size_t)c->n, sizeof *c->ptr);
     c->cnt = calloc((size_t)c->n, sizeof *c->cnt);
+    c->parts = calloc((size_t)c->n, sizeof *c->parts);
     c->stage = calloc((size_t)c->n, sizeof *c->stage);
     c->stage_cap = calloc((size_t)c->n, sizeof *c->stage_cap);
     c->be = calloc((size_t)c->n, sizeof *c->be);
     c->host = calloc((size_t)c->n, 1);
-    RT_CHECK_ALLOC(c->ptr && c->cnt && c->stage && c->stage_cap && c->be && c->host);
+    RT_CHECK_ALLOC(c->ptr && c->cnt && c->parts && c->stage && c->stage_cap && c->be && c->host);
     for (int r = 0; r < c->n; r++) rt_coll_set_backend(c, r, be);
     return c;
 }
@@ -128,6 +129,7 @@ void rt_coll_free(rt_coll *c) {
     free(c->stage_cap);
     free(c->ptr);
     free(c->cnt);
+    free(c->parts);
     free(c->acc);
     free(c->be);
     free(c->host);
@@ -204,9 +206,9 @@ static void *host_view(rt_coll *c, int r, void *buf, size_t bytes, int fill) {
 
 static int same_counts(rt_coll *c, const char *what) {
     for (int r = 1; r < c->n; r++)
-        if (c->cnt[r] != c->cnt[0]) {
-            snprintf(c->why, sizeof c->why, "%s: replica %d passed %lld, replica 0 %lld", what, r,
-                     (long long)c->cnt[r], (long long)c->cnt[0]);
+        if (c->cnt[r] != c->cnt[0] || c->parts[r] != c->parts[0]) {
+            snprintf(c->why, sizeof c->why, "%s: replica %d passed %lld x %d, replica 0 %lld x %d",
+                     what, r, (long long)c->cnt[r], c->parts[r], (long long)c->cnt[0], c->parts[0]);
             return -1;
         }
     return 0;
@@ -278,6 +280,7 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
     if (be->sync(be, why, sizeof why)) abort_with(c, why);
     c->ptr[replica] = buf;
     c->cnt[replica] = count;
+    c->parts[replica] = 1;
     if (barrier(c, serial_same_sizes, NULL)) return failed(c, err, errlen);
     if (lead == replica) {
         const float **others = malloc(sizeof *others * (size_t)c->n);
@@ -303,24 +306,37 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
 
 int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
                           size_t errlen) {
+    return rt_coll_allreduce_parts(c, replica, buf, count, 1, err, errlen);
+}
+
+int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                            char *err, size_t errlen) {
     if (replica < 0 || replica >= c->n) {
         return ir_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
     }
-    if (c->n == 1 && c->ranks == 1) return 0; /* the sum over one replica */
+    if (parts < 1) return ir_fail(err, errlen, "all-reduce: %d parts", parts);
+    if (c->n == 1 && c->ranks == 1 && parts == 1) return 0; /* the sum over one replica */
+    if (c->dctx && parts > 1)
+        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
+                       rt_coll_name(c));
     if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
     size_t bytes = sizeof(float) * (size_t)count;
-    float *h = host_view(c, replica, buf, bytes, 1);
+    float *h = host_view(c, replica, buf, bytes * (size_t)parts, 1);
     c->ptr[replica] = h;
     c->cnt[replica] = count;
+    c->parts[replica] = parts;
     if (barrier(c, serial_begin_sum, NULL)) return failed(c, err, errlen);
     /* Phase 2: this replica's slice of the elements, every replica's value
-     * of each element added in replica order. */
+     * of each element added in replica order, each replica's parts in
+     * part order: replica q's part k is contributor q*parts+k, as if it
+     * were a replica of its own. */
     int64_t lo = count * replica / c->n, hi = count * (replica + 1) / c->n;
     const float *const *src = (const float *const *)c->ptr;
     double *acc = c->acc;
     for (int64_t i = lo; i < hi; i++) {
         double s = acc[i];
-        for (int q = 0; q < c->n; q++) s += (double)src[q][i];
+        for (int q = 0; q < c->n; q++)
+            for (int k = 0; k < parts; k++) s += (double)src[q][k * count + i];
         acc[i] = s;
     }
     if (barrier(c, serial_sum_ranks, NULL)) return failed(c, err, errlen);
@@ -347,6 +363,7 @@ int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *er
     void *h = host_view(c, replica, buf, bytes, replica == 0);
     c->ptr[replica] = h;
     c->cnt[replica] = (int64_t)bytes;
+    c->parts[replica] = 1;
     if (barrier(c, serial_bcast, NULL)) return failed(c, err, errlen);
     if (replica != 0 && bytes) memcpy(h, c->ptr[0], bytes);
     /* Replica 0's buffer must stay as it is until every copy is made. */

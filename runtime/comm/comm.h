@@ -175,6 +175,15 @@ int rt_coll_global_replica(const rt_coll *c, int r);
  * buf. Collective: every replica calls it with the same count. */
 int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
                           size_t errlen);
+/* Gradient accumulation (`dprun --accumulate K`): buf holds `parts` arrays
+ * of count floats, one per micro-batch; buf's first count floats become
+ * the sum over every replica's parts, replica q's part k added as if it
+ * were replica q*parts+k of its own (local and mpi: in that global order,
+ * in double, rounded once, so R replicas of K parts give the very floats
+ * R*K replicas of one part give). parts 1 is rt_coll_allreduce_sum. The
+ * device kind (nccl on shared GPUs) refuses parts > 1. */
+int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                            char *err, size_t errlen);
 /* Every replica's buf (bytes on the device) becomes global replica 0's. */
 int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen);
 /* Waits until every replica of the job got here. */
@@ -202,6 +211,19 @@ rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica);
 int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int n);
 int rt_coll_queue_buckets(const rt_coll_queue *q);
 int rt_coll_queue_replicas(const rt_coll_queue *q); /* replicas in the job (rt_coll_size) */
+/* Gradient accumulation: each bucket is the sum of `parts` micro-batches'
+ * gradients per replica (rt_coll_allreduce_parts). Call before the first
+ * rt_coll_queue_add_bucket; each bucket then gets an area of parts x its
+ * floats on the device. rt_coll_queue_keep(q, k) copies every bucket's
+ * pieces (micro-batch k's gradients, k < parts - 1) into part k of its
+ * area, on the caller's thread, with no bucket in flight; a started bucket
+ * packs its pieces as the last part, sums the parts and unpacks part 0.
+ * -1 + message for a stream kind (nccl on distinct GPUs), which sums no
+ * parts. */
+int rt_coll_queue_set_parts(rt_coll_queue *q, int parts, char *err, size_t errlen);
+void rt_coll_queue_keep(rt_coll_queue *q, int part);
+/* Device bytes the parts' areas hold (0 without accumulation). */
+int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q);
 /* Everything the replica computed so far is in the pieces' sources:
  * reduce the bucket asynchronously. Buckets are reduced in the order they
  * are started, which must be the same on every replica. */

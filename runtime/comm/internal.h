@@ -25,6 +25,7 @@ struct rt_coll {
     /* the call in progress */
     void **ptr;   /* per replica: its host buffer */
     int64_t *cnt; /* per replica: elements (all-reduce) or bytes (broadcast) */
+    int *parts;   /* per replica: the all-reduce's parts (accumulated micro-batches) */
     double *acc;
     int64_t acc_cap;
     /* staging for backends whose buffers are not host memory */

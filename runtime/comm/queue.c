@@ -19,6 +19,7 @@ typedef struct {
     rt_coll_piece *piece;
     int n;
     int64_t total; /* floats */
+    void *parts;   /* accumulation: parts x total floats on the device, or NULL */
 } bucket;
 
 struct rt_coll_queue {
@@ -36,31 +37,43 @@ struct rt_coll_queue {
     int stop;
     void *pack;       /* device memory: the largest bucket, packed */
     int64_t pack_cap; /* floats */
+    int parts;        /* micro-batches summed per step (rt_coll_queue_set_parts) */
     char why[320];
 };
 
+/* The bucket's pieces, contiguous at dst / from src. */
+static void pack(rt_backend *be, const bucket *b, float *dst) {
+    for (int i = 0; i < b->n; dst += b->piece[i++].count)
+        be->copy(be, dst, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count);
+}
+
+static void unpack(rt_backend *be, const bucket *b, const float *src) {
+    for (int i = 0; i < b->n; src += b->piece[i++].count)
+        be->copy(be, b->piece[i].dst, src, sizeof(float) * (size_t)b->piece[i].count);
+}
+
 /* Packs the bucket's gradients, sums them over the replicas, unpacks the
- * sums. A one-piece bucket is summed in its output directly. */
+ * sums. A one-piece bucket is summed in its output directly. With parts,
+ * the gradients are the last part of the bucket's area and part 0 gets
+ * the sum of all of them. */
 static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
     rt_backend *be = q->c->be[q->replica];
+    if (b->parts) {
+        float *area = b->parts;
+        pack(be, b, area + (q->parts - 1) * b->total);
+        if (rt_coll_allreduce_parts(q->c, q->replica, area, b->total, q->parts, err, errlen))
+            return -1;
+        unpack(be, b, area);
+        return 0;
+    }
     if (b->n == 1) {
         const rt_coll_piece *p = &b->piece[0];
         if (p->dst != p->src) be->copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count);
         return rt_coll_allreduce_sum(q->c, q->replica, p->dst, p->count, err, errlen);
     }
-    int64_t off = 0;
-    for (int i = 0; i < b->n; i++) {
-        be->copy(be, (float *)q->pack + off, b->piece[i].src,
-                 sizeof(float) * (size_t)b->piece[i].count);
-        off += b->piece[i].count;
-    }
+    pack(be, b, q->pack);
     if (rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen)) return -1;
-    off = 0;
-    for (int i = 0; i < b->n; i++) {
-        be->copy(be, b->piece[i].dst, (float *)q->pack + off,
-                 sizeof(float) * (size_t)b->piece[i].count);
-        off += b->piece[i].count;
-    }
+    unpack(be, b, q->pack);
     return 0;
 }
 
@@ -92,6 +105,7 @@ rt_coll_queue *rt_coll_queue_new(rt_coll *c, int replica) {
     RT_CHECK_ALLOC(q);
     q->c = c;
     q->replica = replica;
+    q->parts = 1;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cv, NULL);
     return q;
@@ -115,7 +129,12 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
         b->piece[i] = pieces[i];
         b->total += pieces[i].count;
     }
-    if (n > 1 && b->total > q->pack_cap && !q->c->sctx) { /* a stream kind needs no packing */
+    b->parts = NULL;
+    if (q->parts > 1) {
+        rt_backend *be = q->c->be[q->replica];
+        b->parts = be->alloc(be, sizeof(float) * (size_t)b->total * (size_t)q->parts);
+    } else if (n > 1 && b->total > q->pack_cap &&
+               !q->c->sctx) { /* a stream kind needs no packing */
         rt_backend *be = q->c->be[q->replica];
         if (q->pack) be->free(be, q->pack);
         q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
@@ -129,6 +148,33 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
 int rt_coll_queue_replicas(const rt_coll_queue *q) { return rt_coll_size(q->c); }
+
+int rt_coll_queue_set_parts(rt_coll_queue *q, int parts, char *err, size_t errlen) {
+    if (parts < 1) return ir_fail(err, errlen, "%d micro-batches per step", parts);
+    if (q->nb) return ir_fail(err, errlen, "the queue's buckets are registered already");
+    if (parts > 1 && (q->c->sctx || q->c->dctx))
+        return ir_fail(err, errlen,
+                       "the %s collective cannot accumulate gradients (the local and mpi ones can)",
+                       rt_coll_name(q->c));
+    q->parts = parts;
+    return 0;
+}
+
+void rt_coll_queue_keep(rt_coll_queue *q, int part) {
+    if (q->parts < 2 || part < 0 || part >= q->parts - 1) {
+        RT_FAIL("rt_coll_queue_keep: part %d of %d", part, q->parts);
+        abort();
+    }
+    rt_backend *be = q->c->be[q->replica];
+    for (int i = 0; i < q->nb; i++)
+        pack(be, &q->b[i], (float *)q->b[i].parts + part * q->b[i].total);
+}
+
+int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q) {
+    int64_t floats = 0;
+    for (int i = 0; i < q->nb; i++) floats += q->b[i].parts ? q->b[i].total * q->parts : 0;
+    return floats * (int64_t)sizeof(float);
+}
 
 /* A stream kind (nccl): the replica's communication stream is its queue.
  * The pieces are summed out of place (src -> dst) after the compute
@@ -220,7 +266,10 @@ void rt_coll_queue_free(rt_coll_queue *q) {
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (q->running) pthread_join(q->thread, NULL);
-    for (int i = 0; i < q->nb; i++) free(q->b[i].piece);
+    for (int i = 0; i < q->nb; i++) {
+        free(q->b[i].piece);
+        if (q->b[i].parts) q->c->be[q->replica]->free(q->c->be[q->replica], q->b[i].parts);
+    }
     free(q->b);
     free(q->state);
     free(q->fifo);

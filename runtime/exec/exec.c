@@ -49,6 +49,11 @@ struct rt_exec {
     rt_coll_queue *coll;
     int nbuckets;
     int *start_at, *wait_at;
+    /* Gradient accumulation (rt_exec_run_partial): after_sum[s] is 1 when
+     * step s reads an all-reduced sum, directly or through earlier steps
+     * (the update); a partial run skips those and the all-reduces. */
+    unsigned char *after_sum;
+    int partial;
     /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
      * host actions, recorded by the second run and replayed after. */
     int graphs;
@@ -308,6 +313,7 @@ void rt_exec_free(rt_exec *ex) {
     free(ex->kern);
     free(ex->start_at);
     free(ex->wait_at);
+    free(ex->after_sum);
     free(ex->buf);
     free(ex->owned);
     cg_program_free(ex->prog);
@@ -341,6 +347,28 @@ static int *steps_of_nodes(const rt_exec *ex) {
             step[j] = si;
     }
     return step;
+}
+
+/* The steps that read an all-reduced sum (ex->after_sum), in one pass in
+ * node order: a node depends on the sums when it is one or reads a node
+ * that depends on them or lives in a step that does (a fusion group's
+ * other members are computed only when its step runs). */
+static void mark_after_sum(rt_exec *ex, const int *step) {
+    const ir_graph *g = ex->g;
+    unsigned char *dep = calloc((size_t)g->n + 1, 1);
+    free(ex->after_sum);
+    ex->after_sum = calloc((size_t)ex->prog->nsteps + 1, 1);
+    RT_CHECK_ALLOC(dep && ex->after_sum);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        dep[i] = n->op == IR_OP_ALLREDUCE;
+        for (int k = 0; k < n->ninputs && !dep[i]; k++) {
+            int j = n->input[k];
+            dep[i] = dep[j] || (step[j] >= 0 && ex->after_sum[step[j]]);
+        }
+        if (dep[i] && step[i] >= 0) ex->after_sum[step[i]] = 1;
+    }
+    free(dep);
 }
 
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen) {
@@ -397,6 +425,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
         if (!rc) rt_coll_queue_add_bucket(q, piece, np);
     }
     free(piece);
+    if (!rc) mark_after_sum(ex, step);
     free(step);
     if (rc) return -1;
     ex->nbuckets = nb;
@@ -461,7 +490,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     int cur = 0;
     for (int si = 0; si < p->nsteps; si++) {
         const cg_step *s = &p->steps[si];
-        for (int b = 0; b < ex->nbuckets; b++) {
+        if (ex->partial && (ex->after_sum[si] || s->op == IR_OP_ALLREDUCE)) continue;
+        for (int b = 0; b < ex->nbuckets && !ex->partial; b++) {
             if (ex->wait_at[b] != si) continue;
             if (stream_coll ? seg_open(ex, m, cur, err, errlen)
                             : seg_close(ex, m, &cur, err, errlen))
@@ -517,6 +547,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             ex->last_calls++;
         }
     }
+    if (ex->partial) return 0;
     /* Sums nobody reads within the step must still be complete when the
      * caller looks at them; a stream queue's waits also join its stream
      * back into a capture. */
@@ -558,6 +589,17 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
                 : m == RUN_CAPTURE ? "recorded"
                                    : "replayed",
                 ex->last_calls, ex->last_graph_launches);
+    return ex->be->sync(ex->be, err, errlen);
+}
+
+int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen) {
+    if (!ex->coll || !ex->after_sum)
+        return ir_fail(err, errlen, "a partial run needs the collective attached");
+    ex->partial = 1;
+    int rc = run_steps(ex, RUN_EAGER, err, errlen);
+    ex->partial = 0;
+    if (rc) return -1;
+    rt_coll_queue_keep(ex->coll, part);
     return ex->be->sync(ex->be, err, errlen);
 }
 

@@ -83,6 +83,14 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
  * for the queue's R replicas from here on. */
 typedef struct rt_coll_queue rt_coll_queue;
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
+/* Gradient accumulation (the queue's parts, rt_coll_queue_set_parts):
+ * micro-batch `part` of an optimizer step that is not its last. Runs,
+ * eagerly, every step that does not read an all-reduced sum (forward,
+ * backward, BatchNorm's running statistics: whatever does not depend on
+ * the update), then keeps the gradients in the queue's part `part`; the
+ * last micro-batch is an rt_exec_run, which sums every part and updates
+ * once. Needs the collective attached. */
+int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen);
 /* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is
  * eager (the warm-up), run 2 records the step and runs it, later runs
  * replay the recording: one graph launch instead of a launch per kernel.
@@ -151,10 +159,16 @@ int64_t rt_host_memory(void);
  * malformed memory plan. */
 int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t errlen);
 
-/* 0 when `replicas` copies of the plan's programs and store, plus
- * input_bytes of host batches, fit the limit; -1 with a message otherwise
- * (also for a malformed DPC_MAX_MEMORY or memory plan). */
-int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int64_t input_bytes,
-                    char *err, size_t errlen);
+/* What gradient accumulation of `accum` micro-batches adds to one replica:
+ * the communication queue's areas, accum x every all-reduced gradient
+ * (rt_coll_queue_set_parts); 0 for accum 1. */
+int64_t rt_memory_accumulate(const dpc_plan *plan, int accum);
+
+/* 0 when `replicas` copies of the plan's programs and store, accumulating
+ * `accum` micro-batches each, plus input_bytes of host batches, fit the
+ * limit; -1 with a message otherwise (also for a malformed DPC_MAX_MEMORY
+ * or memory plan). */
+int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int accum,
+                    int64_t input_bytes, char *err, size_t errlen);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ir/err.h"
@@ -41,8 +42,16 @@ int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t er
     return 0;
 }
 
-int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int64_t input_bytes,
-                    char *err, size_t errlen) {
+int64_t rt_memory_accumulate(const dpc_plan *plan, int accum) {
+    int64_t floats = 0;
+    for (int i = 0; accum > 1 && plan->train && i < plan->train->n; i++)
+        if (plan->train->nodes[i].op == IR_OP_ALLREDUCE)
+            floats = ir_bytes_add(floats, ir_numel(&plan->train->nodes[i].type));
+    return ir_bytes_mul(ir_bytes_mul(floats, accum), (int64_t)sizeof(float));
+}
+
+int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int accum,
+                    int64_t input_bytes, char *err, size_t errlen) {
     const char *env = getenv("DPC_MAX_MEMORY");
     int64_t limit;
     const char *whose;
@@ -61,11 +70,16 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     }
     pass_memory need;
     if (rt_memory_need(plan, &need, err, errlen)) return -1;
-    int64_t each = pass_memory_total(&need);
+    int64_t each = ir_bytes_add(pass_memory_total(&need), rt_memory_accumulate(plan, accum));
     int64_t total = ir_bytes_add(ir_bytes_mul(each, replicas), input_bytes);
     if (total <= limit) return 0;
-    char what[400], t[32], e[32], in[32], lim[32];
+    char what[460], t[32], e[32], in[32], lim[32], acc[32];
     pass_memory_describe(&need, what, sizeof what);
+    if (accum > 1) {
+        size_t used = strlen(what);
+        snprintf(what + used, sizeof what - used, ", --accumulate %d gradients %s", accum,
+                 ir_bytes_str(rt_memory_accumulate(plan, accum), acc, sizeof acc));
+    }
     return ir_fail(err, errlen,
                    "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
                    "batches %s; the limit is %s (%s)",

@@ -47,6 +47,7 @@ typedef struct {
     rt_coll *coll;    /* NULL with one replica in the job */
     rt_replicas *R;
     int local, total;   /* replicas in this process, in the job */
+    int accum;          /* micro-batches per replica per step (--accumulate) */
     size_t img;         /* floats per image */
     rt_store *st;       /* replica 0's: parameter files */
     rt_pipeline *input; /* training batches, prepared ahead */

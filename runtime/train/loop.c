@@ -69,7 +69,8 @@ static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, doub
     correct_momentum(r, lr);
     r->prev_lr = lr;
     /* bt holds this process's slice of the global batch (the batcher is
-     * sharded); replica r takes samples [r b, (r + 1) b) of it. */
+     * sharded); replica r takes samples [r b, (r + 1) b) of it, or with
+     * accumulation its micro-batch k [(r K + k) b, (r K + k + 1) b). */
     const rt_batch *nb = NULL;
     if (!r->overlap) {
         if (rt_replicas_step(r->R, bt->images, bt->labels, (float)lr, 1.0f / (float)r->global,
@@ -90,7 +91,7 @@ static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, doub
     }
     if (next) *next = nb;
     double s = 0;
-    for (int i = 0; i < r->batch * r->local; i++) s += r->loss[i];
+    for (int i = 0; i < r->batch * r->local * r->accum; i++) s += r->loss[i];
     /* The loss of the whole global batch: every process sees the same sum
      * (so all stop together on a non-finite one). */
     rt_mpi_allreduce_sum_f64(&s, 1);

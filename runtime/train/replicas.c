@@ -33,6 +33,7 @@ struct rt_replicas {
     rt_backend **be;
     const dpc_plan *plan;
     int n;
+    int accum; /* micro-batches per step (--accumulate) */
     rt_coll *coll;
     int batch;          /* per replica */
     size_t image_elems; /* floats per image */
@@ -92,8 +93,18 @@ static int graphs_wanted(void) {
 
 rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
                              char *err, size_t errlen) {
+    return rt_replicas_new_accum(be, plan, n, 1, coll, err, errlen);
+}
+
+rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, int n, int accum,
+                                   rt_coll *coll, char *err, size_t errlen) {
     if (n < 1 || !plan->train || !plan->eval) {
         ir_fail(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
+        return NULL;
+    }
+    if (accum < 1 || (accum > 1 && !coll)) {
+        ir_fail(err, errlen, "replicas: %d micro-batches per step%s", accum,
+                accum > 1 ? " need a communicator" : "");
         return NULL;
     }
     if (coll && rt_coll_local_size(coll) != n) {
@@ -103,7 +114,7 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
     }
     rt_replicas *R = calloc(1, sizeof *R);
     RT_CHECK_ALLOC(R);
-    R->plan = plan, R->n = n, R->coll = coll;
+    R->plan = plan, R->n = n, R->coll = coll, R->accum = accum;
     R->be = calloc((size_t)n, sizeof *R->be);
     RT_CHECK_ALLOC(R->be);
     for (int r = 0; r < n; r++) R->be[r] = be[r];
@@ -124,7 +135,8 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
             R->batch = (int)g->nodes[i].type.dim[0];
             R->image_elems = (size_t)(ir_numel(&g->nodes[i].type) / g->nodes[i].type.dim[0]);
         }
-    int shared = coll && rt_coll_size(coll) > 1; /* gradients really travel */
+    /* Gradients really travel, or the micro-batches' are summed. */
+    int shared = coll && (rt_coll_size(coll) > 1 || accum > 1);
     char why[ERR_MAX];
     if (shared) {
         /* Without allreduce nodes every replica would train on its own
@@ -136,8 +148,9 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
         if (grads && !sums) {
             ir_fail(err, errlen,
                     "the plan's train program has no all-reduce of its gradients (compiled "
-                    "by a dpc without the partition pass?): recompile it to run %d replicas",
-                    rt_coll_size(coll));
+                    "by a dpc without the partition pass?): recompile it to run %d replicas "
+                    "of %d micro-batches",
+                    rt_coll_size(coll), accum);
             rt_replicas_free(R);
             return NULL;
         }
@@ -159,7 +172,8 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
         if (shared) {
             rt_coll_set_backend(coll, r, be[r]);
             R->q[r] = rt_coll_queue_new(coll, r);
-            if (rt_exec_set_collective(R->train[r], R->q[r], why, sizeof why)) {
+            if (rt_coll_queue_set_parts(R->q[r], accum, why, sizeof why) ||
+                rt_exec_set_collective(R->train[r], R->q[r], why, sizeof why)) {
                 fail(err, errlen, "cannot attach the collective", r, why);
                 goto bad;
             }
@@ -208,6 +222,10 @@ void rt_replicas_free(rt_replicas *R) {
 }
 
 int rt_replicas_count(const rt_replicas *R) { return R->n; }
+int rt_replicas_accumulate(const rt_replicas *R) { return R->accum; }
+int64_t rt_replicas_parts_bytes(const rt_replicas *R) {
+    return R->q[0] ? rt_coll_queue_parts_bytes(R->q[0]) : 0;
+}
 rt_store *rt_replicas_store(rt_replicas *R, int r) { return r >= 0 && r < R->n ? R->st[r] : NULL; }
 rt_exec *rt_replicas_train(rt_replicas *R, int r) {
     return r >= 0 && r < R->n ? R->train[r] : NULL;
@@ -279,37 +297,54 @@ typedef struct {
     float *losses;
 } step_arg;
 
-/* Replica r's slice of images/labels into its train program's inputs. */
-static int set_batch(rt_replicas *R, int r, const float *images, const int32_t *labels) {
+/* Replica r's micro-batch k of images/labels into its train program's
+ * inputs: the slice of global replica r*K+k of a run without accumulation. */
+static size_t slice_of(const rt_replicas *R, int r, int k) {
+    return ((size_t)r * (size_t)R->accum + (size_t)k) * (size_t)R->batch;
+}
+
+static int set_batch(rt_replicas *R, int r, int k, const float *images, const int32_t *labels) {
     rt_exec *ex = R->train[r];
-    size_t b = (size_t)R->batch, off = (size_t)r * b;
+    size_t b = (size_t)R->batch, off = slice_of(R, r, k);
     return rt_exec_set_input(ex, "image", images + off * R->image_elems,
                              sizeof(float) * b * R->image_elems) ||
            rt_exec_set_input(ex, "label", labels + off, sizeof(int32_t) * b);
 }
 
-/* Sets the inputs (images NULL: already set) and enqueues the step. */
-static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
-    rt_exec *ex = R->train[r];
-    if ((a->images && set_batch(R, r, a->images, a->labels)) ||
-        rt_exec_set_scalar(ex, "lr", a->lr) || rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
-        return fail(err, errlen, "the train program refused its inputs", r, NULL);
-    char why[ERR_MAX - 64];
-    if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
-    return 0;
-}
-
-/* Reads the losses (waits for the step). */
-static int losses_one(rt_replicas *R, int r, float *losses, char *err, size_t errlen) {
-    size_t b = (size_t)R->batch, off = (size_t)r * b;
+/* Reads micro-batch k's losses (waits for the step). */
+static int losses_one(rt_replicas *R, int r, int k, float *losses, char *err, size_t errlen) {
+    size_t b = (size_t)R->batch, off = slice_of(R, r, k);
     if (losses && rt_exec_get(R->train[r], "loss", losses + off, sizeof(float) * b))
         return fail(err, errlen, "cannot read the train program's loss", r, NULL);
     return 0;
 }
 
+/* Sets the inputs (images NULL: already set) and enqueues the step; with
+ * accumulation, micro-batches 0..K-2 run (forward and backward, their
+ * gradients kept) and their losses are read first. */
+static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
+    rt_exec *ex = R->train[r];
+    if (rt_exec_set_scalar(ex, "lr", a->lr) || rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
+        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+    char why[ERR_MAX - 64];
+    for (int k = 0; k < R->accum; k++) {
+        if (a->images && set_batch(R, r, k, a->images, a->labels))
+            return fail(err, errlen, "the train program refused its inputs", r, NULL);
+        if (k == R->accum - 1) break;
+        if (rt_exec_run_partial(ex, k, why, sizeof why))
+            return fail(err, errlen, "train step failed", r, why);
+        if (losses_one(R, r, k, a->losses, err, errlen)) return -1;
+    }
+    if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
+    return 0;
+}
+
 static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
     const step_arg *a = p;
-    return enqueue_one(R, r, a, err, errlen) || losses_one(R, r, a->losses, err, errlen) ? -1 : 0;
+    return enqueue_one(R, r, a, err, errlen) ||
+                   losses_one(R, r, R->accum - 1, a->losses, err, errlen)
+               ? -1
+               : 0;
 }
 
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
@@ -332,9 +367,9 @@ int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t 
  * losses are read. */
 static int finish_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
     const step_arg *a = p;
-    if (a->images && set_batch(R, r, a->images, a->labels))
+    if (a->images && set_batch(R, r, 0, a->images, a->labels))
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
-    return losses_one(R, r, a->losses, err, errlen);
+    return losses_one(R, r, 0, a->losses, err, errlen);
 }
 
 int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
@@ -348,6 +383,7 @@ int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int3
  * returns, so this only tests train.c's order with it). */
 int rt_replicas_overlap(const rt_replicas *R) {
     const char *v = getenv("DPC_INPUT_OVERLAP");
+    if (R->accum > 1) return 0; /* the micro-batches' inputs are set one by one */
     if (v && !strcmp(v, "0")) return 0;
     if (v && !strcmp(v, "1")) return 1;
     for (int r = 0; r < R->n; r++)
@@ -375,13 +411,17 @@ void rt_replicas_place(int n, int devices, int *device_of) {
 }
 
 void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int batch) {
+                        int local, int ranks, int accum, int batch) {
     if (!prefix) prefix = "";
     int total = local * ranks;
     if (devices < 1) devices = 1;
     fprintf(f, "%s%d replica%s", prefix, total, total == 1 ? "" : "s");
     if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
-    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * batch);
+    if (accum > 1)
+        fprintf(f, " x %d micro-batches", accum);
+    else
+        accum = 1;
+    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * accum * batch);
     int *dev = malloc(sizeof *dev * (size_t)(local + 1));
     RT_CHECK_ALLOC(dev);
     rt_replicas_place(local, devices, dev);
@@ -489,6 +529,11 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
 
 rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
                               char *err, size_t errlen) {
+    return rt_replicas_coll_new_accum(bes, n, ranks, 1, prefix, err, errlen);
+}
+
+rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
+                                    const char *prefix, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
     if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
@@ -496,8 +541,18 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
         ir_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
+    /* Accumulated micro-batches are summed in global order by the host
+     * kinds (rt_coll_allreduce_parts); nccl sums no parts. */
+    if (accum > 1 && want && !strcmp(want, "nccl")) {
+        ir_fail(err, errlen,
+                "DPC_COLL=nccl: --accumulate %d sums its micro-batches' gradients "
+                "with the local or mpi collective, not nccl",
+                accum);
+        return NULL;
+    }
+    if (accum > 1) want = "local";
     if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
-    if (n == 1) return NULL;
+    if (n == 1 && accum == 1) return NULL;
     /* nccl: a rank per replica on distinct devices, a rank per device
      * (the replicas of each summed on it first) when they share >= 2. */
     if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {

@@ -64,6 +64,20 @@ typedef struct rt_replicas rt_replicas;
  * uninitialised. */
 rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
                              char *err, size_t errlen);
+/* The same with gradient accumulation (`dprun --accumulate K`): each
+ * replica runs K micro-batches of the plan's batch per step, forward and
+ * backward (rt_exec_run_partial), keeping each one's gradients, and on
+ * the last the all-reduce sums the n x K micro-batches' gradients (replica
+ * r's micro-batch k as global replica r*K+k of a run without accumulation,
+ * rt_coll_allreduce_parts) and the update runs once. coll: from
+ * rt_replicas_coll_new_accum (never NULL when K > 1). K 1 is
+ * rt_replicas_new. */
+rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, int n, int accum,
+                                   rt_coll *coll, char *err, size_t errlen);
+int rt_replicas_accumulate(const rt_replicas *R); /* K */
+/* Device bytes replica 0 holds for the accumulated gradients: K x the
+ * gradients (0 with K 1). */
+int64_t rt_replicas_parts_bytes(const rt_replicas *R);
 void rt_replicas_free(rt_replicas *R);
 
 int rt_replicas_count(const rt_replicas *R);
@@ -88,10 +102,11 @@ int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size
  * optimizer state) become global replica 0's. */
 int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
 
-/* One training step. images/labels hold this process's n*b samples
- * (b: the plan's per-device batch), replica r taking [r*b, (r+1)*b); lr
- * and grad_scale (1/global batch) go to every replica; losses receives the
- * n*b per-sample losses in the same order (may be NULL). */
+/* One training step. images/labels hold this process's n*K*b samples
+ * (b: the plan's per-device batch, K micro-batches per step, 1 without
+ * accumulation), replica r's micro-batch k taking [(r*K+k)*b, (r*K+k+1)*b);
+ * lr and grad_scale (1/global batch) go to every replica; losses receives
+ * the n*K*b per-sample losses in the same order (may be NULL). */
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen);
 
@@ -110,8 +125,8 @@ int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t 
                              float grad_scale, char *err, size_t errlen);
 int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
                             float *losses, char *err, size_t errlen);
-/* 1 when every replica's backend copies asynchronously (async_copy, cuda)
- * and DPC_INPUT_OVERLAP is not 0: the two halves above overlap the next
+/* 1 when every replica's backend copies asynchronously (async_copy, cuda),
+ * there is no accumulation and DPC_INPUT_OVERLAP is not 0: the two halves above overlap the next
  * batch's copy with the step; 0 on the cpu, where rt_replicas_step keeps
  * its order. DPC_INPUT_OVERLAP=1: 1 on any backend (tests of the order on
  * the cpu, where it changes nothing). */
@@ -140,6 +155,12 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
  * prefix NULL: none) says so and the local (mpi) kind runs. */
 rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
                               char *err, size_t errlen);
+/* The same for replicas accumulating accum micro-batches per step: with
+ * accum > 1 always a communicator (one replica too: it sums the parts),
+ * of the local (mpi) kind, as nccl sums no parts (DPC_COLL=nccl is
+ * refused). */
+rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
+                                    const char *prefix, char *err, size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
  * unless OMP_NUM_THREADS is set, sets it to cores/n (at least 1), and
@@ -153,10 +174,11 @@ void rt_replicas_cpu_threads(int n);
 
 /* Which device each replica runs on: device_of[r] = r*devices/n. */
 void rt_replicas_place(int n, int devices, int *device_of);
-/* The start-up banner: replicas, global batch, and how the replicas were
+/* The start-up banner: replicas (and the micro-batches each accumulates,
+ * accum > 1), global batch, and how the replicas were
  * placed on the devices (`4 replicas share cpu`). One or more lines, each
  * starting with prefix (NULL: none). */
 void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int batch);
+                        int local, int ranks, int accum, int batch);
 
 #endif

@@ -32,6 +32,8 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
              lrs, r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
              o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
              o->on_nan_skip ? "skip" : "stop");
+    size_t used = strlen(out);
+    snprintf(out + used, len - used, ";--accumulate=%d", r->accum);
 }
 
 /* Each flag of the checkpoint's list against this run's; the first that

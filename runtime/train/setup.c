@@ -131,7 +131,7 @@ int rt_run_open_data(rt_run *r) {
     }
     /* This process's replicas' slice of each global batch (all of it
      * without MPI). */
-    int slice = r->batch * r->local;
+    int slice = r->batch * r->local * r->accum;
     if (rt_batcher_init(&r->train_b, r->train_ds, &r->t, slice, RT_BATCH_TRAIN, o->seed, r->c, r->h,
                         r->w, r->err, sizeof r->err) ||
         (o->ranks > 1 &&
@@ -158,10 +158,11 @@ int rt_run_build(rt_run *r) {
     RT_CHECK_ALLOC(r->bes);
     if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
-    r->coll =
-        rt_replicas_coll_new(r->bes, r->local, o->ranks, o->log_prefix, r->err, sizeof r->err);
+    r->coll = rt_replicas_coll_new_accum(r->bes, r->local, o->ranks, r->accum, o->log_prefix,
+                                         r->err, sizeof r->err);
     if (!r->coll && r->err[0]) return rt_run_fail(r, "%s", r->err);
-    r->R = rt_replicas_new(r->bes, r->plan, r->local, r->coll, r->err, sizeof r->err);
+    r->R =
+        rt_replicas_new_accum(r->bes, r->plan, r->local, r->accum, r->coll, r->err, sizeof r->err);
     if (!r->R) return rt_run_fail(r, "%s", r->err);
     r->st = rt_replicas_store(r->R, 0);
     r->overlap = rt_replicas_overlap(r->R);
@@ -181,7 +182,7 @@ int rt_run_build(rt_run *r) {
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;
     if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
-    r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local);
+    r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local * (size_t)r->accum);
     r->logits =
         malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
     RT_CHECK_ALLOC(r->loss && r->logits);

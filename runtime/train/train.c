@@ -20,7 +20,11 @@
  * BatchNorm statistics (per-device BatchNorm, as Gluon); evaluation hands
  * the eval batches round-robin to the replicas, each using its own
  * statistics, as Gluon evaluates on a list of devices. Parameter files hold
- * replica 0's tensors. Under MPI only rank 0 prints and writes files. The
+ * replica 0's tensors. `--accumulate K`: each replica runs K micro-batches
+ * per step (replica r's micro-batch k is global replica r*K+k's slice of a
+ * run of R*K replicas), G = R x K x b, and the update runs once on the sum
+ * of all R*K micro-batches' gradients (docs/DESIGN.md §10.1). Under MPI
+ * only rank 0 prints and writes files. The
  * article's log lines go to `out`; a progress bar goes to stderr when it is
  * a terminal.
  */
@@ -43,6 +47,7 @@ rt_train_options rt_train_defaults(void) {
     memset(&o, 0, sizeof o);
     o.device = "auto";
     o.gpus = 1;
+    o.accumulate = 1;
     o.ranks = 1;
     o.lr_scaling = -1;
     o.warmup_epochs = -1;
@@ -72,6 +77,17 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
     if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
+    if (o->accumulate < 1)
+        return ir_fail(err, errlen, "--accumulate must be at least 1, got %d", o->accumulate);
+    /* Micro-batches run one after another: a synchronised BatchNorm cannot
+     * combine their statistics before each one is normalised. */
+    for (int i = 0; o->accumulate > 1 && i < plan->train->n; i++)
+        if (plan->train->nodes[i].op == IR_OP_ALLREDUCE && plan->train->nodes[i].iattr[2])
+            return ir_fail(err, errlen,
+                           "--accumulate %d: the plan has synchronised BatchNorm (sync=true or "
+                           "dpc --sync-bn), whose statistics span the replicas of one step; "
+                           "accumulated micro-batches are normalised one at a time",
+                           o->accumulate);
     return 0;
 }
 
@@ -110,9 +126,9 @@ static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
     if (rt_run_check_programs(r) || rt_run_check_checkpoint_options(r)) return 1;
     /* Per replica store + programs, and the training and eval batches in flight. */
     int64_t slots = o->data_depth ? o->data_depth : o->data_workers + 2;
-    int64_t inputs = slots * ((int64_t)r->batch * o->gpus + r->eval_batch) *
+    int64_t inputs = slots * ((int64_t)r->batch * o->gpus * o->accumulate + r->eval_batch) *
                      ((int64_t)r->c * r->h * r->w + 1) * 4;
-    if (rt_memory_check(plan, r->be, o->gpus, inputs, r->err, sizeof r->err))
+    if (rt_memory_check(plan, r->be, o->gpus, o->accumulate, inputs, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     return 0;
 }
@@ -124,7 +140,8 @@ static int open_run(rt_run *r, rt_train_options *o) {
     if (o->ranks < 1) o->ranks = 1;
     r->local = o->gpus;
     r->total = o->gpus * o->ranks;
-    r->global = r->batch * r->total;
+    r->accum = o->accumulate;
+    r->global = r->batch * r->total * r->accum;
     r->img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     if (o->rank != 0) {
         /* Only rank 0 speaks: the others' log and progress go nowhere. */
@@ -158,7 +175,7 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
     if (r->total > 1) {
         rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
-                           r->batch);
+                           r->accum, r->batch);
         pass_memory need;
         char what[400], each[32], all[32], why[256];
         if (r->local > 1 && !rt_memory_need(plan, &need, why, sizeof why)) {
@@ -171,6 +188,15 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
         }
         fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,
                 rt_coll_name(r->coll));
+    }
+    if (r->accum > 1) {
+        char grads[32];
+        fprintf(stderr,
+                "%seach replica accumulates %d micro-batches of %d per step: global batch %d, "
+                "as %d replicas without accumulation (ghost BatchNorm per micro-batch); the "
+                "gradients of the micro-batches take %s per replica\n",
+                o->log_prefix, r->accum, r->batch, r->global, r->total * r->accum,
+                ir_bytes_str(rt_memory_accumulate(plan, r->accum), grads, sizeof grads));
     }
 }
 

@@ -73,6 +73,7 @@ typedef struct {
     const char *data;   /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
     const char *device; /* "auto", "cpu" or "cuda" */
     int gpus;           /* data-parallel replicas in this process */
+    int accumulate;     /* micro-batches per replica per optimizer step (--accumulate); 1: none */
     int rank, ranks;    /* MPI (rt_mpi_init): this process and how many; 0 and 1
                                 * without mpirun. The job runs ranks x gpus replicas;
                                 * only rank 0 prints the log and writes files. */
@@ -105,7 +106,8 @@ typedef struct {
 
 rt_train_options rt_train_defaults(void);
 /* Applies the schedule overrides of o to a copy of the plan's train section
- * and checks it; global batch = ranks x gpus x per-device batch. 0 or -1 + err. */
+ * and checks it; global batch = ranks x gpus x accumulate x per-device batch.
+ * 0 or -1 + err. */
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen);
 /* Runs training; returns the process exit status: 0, 1 with the message in

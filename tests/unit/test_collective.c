@@ -456,6 +456,113 @@ TEST(mpi_launcher_without_mpi_build_is_refused) {
 #endif
 }
 
+/* ---- gradient accumulation: replicas of parts ---- */
+
+#define PN 2   /* replicas */
+#define PK 3   /* parts (micro-batches) each */
+#define PC 257 /* floats */
+
+/* Contributor g's (replica g / PK's part g % PK) element i. Element 0 comes
+ * out right only in global order: (1e20 + -1e20) + ... + 1 is 1, while
+ * adding part by part across replicas, (1e20 + 1) + -1e20, gives 0. */
+static float part_value(int g, int64_t i) {
+    if (i == 0) return g == 0 ? 1e20f : g == 1 ? -1e20f : g == PK ? 1.0f : 0.0f;
+    return value(g, i, 77);
+}
+
+static float part_expected(int contributors, int64_t i) {
+    double s = 0;
+    for (int g = 0; g < contributors; g++) s += (double)part_value(g, i);
+    return (float)s;
+}
+
+typedef struct {
+    rt_coll *c;
+    int r, parts;
+    float buf[PN * PK * PC]; /* the all-reduce's parts; [0, PC) the sum */
+    float src[PC], dst[PC];  /* the queue's gradients and sums */
+    int rc;
+    char err[256];
+} parts_arg;
+
+static void *parts_worker(void *p) {
+    parts_arg *a = p;
+    int first = a->r * a->parts; /* this replica's first contributor */
+    for (int k = 0; k < a->parts; k++)
+        for (int64_t i = 0; i < PC; i++) a->buf[k * PC + i] = part_value(first + k, i);
+    a->rc = rt_coll_allreduce_parts(a->c, a->r, a->buf, PC, a->parts, a->err, sizeof a->err);
+    /* The queue: micro-batches 0..K-2 kept, the last one started. */
+    rt_coll_queue *q = rt_coll_queue_new(a->c, a->r);
+    rt_coll_piece b[] = {{a->src, a->dst, 100}, {a->src + 100, a->dst + 100, PC - 100}};
+    if (!a->rc) a->rc = rt_coll_queue_set_parts(q, a->parts, a->err, sizeof a->err);
+    rt_coll_queue_add_bucket(q, b, 2);
+    for (int k = 0; k < a->parts && !a->rc; k++) {
+        for (int64_t i = 0; i < PC; i++) a->src[i] = part_value(first + k, i);
+        if (k < a->parts - 1) rt_coll_queue_keep(q, k);
+    }
+    int64_t area = a->parts > 1 ? (int64_t)sizeof(float) * PC * a->parts : 0;
+    if (!a->rc && rt_coll_queue_parts_bytes(q) != area) a->rc = -2;
+    if (!a->rc) {
+        rt_coll_queue_start(q, 0);
+        a->rc = rt_coll_queue_wait(q, 0, a->err, sizeof a->err);
+    }
+    rt_coll_queue_free(q);
+    return NULL;
+}
+
+/* n replicas of `parts` parts: every replica's sums are the sum over the
+ * n * parts contributors in global order, by the all-reduce and the queue. */
+static int run_parts(int n, int parts) {
+    rt_backend *be = rt_backend_cpu();
+    rt_coll *c = rt_coll_local_new(n, be);
+    parts_arg *a = calloc((size_t)n, sizeof *a);
+    pthread_t th[PN * PK];
+    for (int r = 0; r < n; r++) {
+        a[r].c = c, a[r].r = r, a[r].parts = parts;
+        pthread_create(&th[r], NULL, parts_worker, &a[r]);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        CHECK_MSG(a[r].rc == 0, "replica %d of %d x %d: rc %d %s", r, n, parts, a[r].rc, a[r].err);
+        for (int64_t i = 0; i < PC; i++) {
+            float want = part_expected(n * parts, i);
+            bad += memcmp(&want, &a[r].buf[i], sizeof want) != 0;
+            bad += memcmp(&want, &a[r].dst[i], sizeof want) != 0;
+        }
+        CHECK(a[r].buf[0] == 1.0f && a[r].dst[0] == 1.0f);
+    }
+    free(a);
+    rt_coll_free(c);
+    rt_backend_free(be);
+    return bad;
+}
+
+TEST(parts_sum_in_global_replica_order) {
+    CHECK_MSG(run_parts(PN, PK) == 0, "2 replicas x 3 parts");
+    CHECK_MSG(run_parts(1, PN * PK) == 0, "1 replica x 6 parts"); /* --gpus 1 --accumulate 6 */
+    CHECK_MSG(run_parts(PN * PK, 1) == 0, "6 replicas x 1 part");
+}
+
+TEST(parts_refused_where_they_cannot_be) {
+    rt_backend *be = rt_backend_cpu();
+    rt_coll *c = rt_coll_local_new(1, be);
+    rt_coll_queue *q = rt_coll_queue_new(c, 0);
+    char err[256];
+    float s[2] = {1, 2}, d[2];
+    rt_coll_piece p = {s, d, 2};
+    CHECK(rt_coll_queue_set_parts(q, 0, err, sizeof err) == -1);
+    rt_coll_queue_add_bucket(q, &p, 1);
+    CHECK(rt_coll_queue_set_parts(q, 2, err, sizeof err) == -1); /* after the buckets */
+    CHECK(strstr(err, "registered already") != NULL);
+    CHECK(rt_coll_queue_parts_bytes(q) == 0);
+    CHECK(rt_coll_allreduce_parts(c, 0, s, 1, 0, err, sizeof err) == -1);
+    CHECK(rt_coll_allreduce_parts(c, 0, s, 1, 2, err, sizeof err) == 0 && s[0] == 3);
+    rt_coll_queue_free(q);
+    rt_coll_free(c);
+    rt_backend_free(be);
+}
+
 /* ---- under mpirun (tests/mpi_test.sh runs this binary with -np 2) ---- */
 
 #define MN 3 /* replicas per process */
@@ -574,6 +681,8 @@ int main(int argc, char **argv) {
     RUN(queue_reduces_buckets_into_outputs);
     RUN(queue_wait_without_start_returns_at_once);
     RUN(queue_reports_an_aborted_collective);
+    RUN(parts_sum_in_global_replica_order);
+    RUN(parts_refused_where_they_cannot_be);
     RUN(mpi_outside_a_launcher);
     RUN(mpi_launcher_without_mpi_build_is_refused);
     return harness_done();

@@ -346,6 +346,61 @@ TEST(a_failing_replica_does_not_hang_the_others) {
     fx_plan_free(p);
 }
 
+/* ---- gradient accumulation: n replicas x K micro-batches == n*K replicas ---- */
+
+static int accumulation_equivalence(int n, int K, size_t bucket_bytes, int fuse) {
+    int b = 4, G = n * K * b, steps = 3, bad = 0;
+    dpc_plan *p = make_plan(BN, b, bucket_bytes, fuse);
+    if (!p) return 1;
+    rt_coll *ca = rt_coll_local_new(n, be), *cw;
+    rt_replicas *Ra = rt_replicas_new_accum(bes, p, n, K, ca, err, sizeof err);
+    rt_replicas *Rw = replicas(p, n * K, &cw, 5);
+    if (!Ra || !Rw) return 1;
+    rt_store_init(rt_replicas_store(Ra, 0), p->train, &p->schedule, 5);
+    if (rt_replicas_sync(Ra, err, sizeof err)) return 1;
+    bad += rt_replicas_accumulate(Ra) != K;
+    bad += rt_replicas_parts_bytes(Ra) != rt_memory_accumulate(p, K) ||
+           rt_replicas_parts_bytes(Ra) <= 0;
+    float *img = malloc(sizeof(float) * (size_t)(G * IMG)), *la = malloc(sizeof(float) * (size_t)G);
+    float *lw = malloc(sizeof(float) * (size_t)G);
+    int32_t *lab = malloc(sizeof(int32_t) * (size_t)G);
+    for (int s = 0; s < steps && !bad; s++) {
+        batch_data(s, G, img, lab);
+        float lr = 0.1f, gs = 1.0f / (float)G;
+        if (rt_replicas_step(Ra, img, lab, lr, gs, la, err, sizeof err) ||
+            rt_replicas_step(Rw, img, lab, lr, gs, lw, err, sizeof err)) {
+            fprintf(stderr, "step: %s\n", err);
+            return 1;
+        }
+        bad += memcmp(la, lw, sizeof(float) * (size_t)G) != 0; /* every micro-batch's losses */
+        rt_store *a = rt_replicas_store(Ra, 0), *w = rt_replicas_store(Rw, 0);
+        for (int i = 0; i < rt_store_count(a); i++) {
+            if (strstr(rt_store_name(a, i), "running_")) continue; /* per micro-batch, by design */
+            float *x = read_tensor(a, i), *y = read_tensor(w, i);
+            bad += memcmp(x, y, sizeof(float) * (size_t)ir_numel(rt_store_type(a, i))) != 0;
+            free(x), free(y);
+        }
+        bad += replicas_identical(Ra, 0);
+    }
+    free(img), free(la), free(lw), free(lab);
+    rt_replicas_free(Ra);
+    rt_replicas_free(Rw);
+    rt_coll_free(ca);
+    rt_coll_free(cw);
+    fx_plan_free(p);
+    return bad;
+}
+
+TEST(accumulated_micro_batches_train_as_replicas_bit_for_bit) {
+    CHECK(accumulation_equivalence(2, 3, 0, 1) == 0);
+    CHECK(accumulation_equivalence(2, 3, 0, 0) == 0);  /* unfused */
+    CHECK(accumulation_equivalence(1, 4, 64, 1) == 0); /* one replica, a bucket per gradient */
+    dpc_plan *p = make_plan(BN, 4, 0, 1);
+    CHECK(p && rt_replicas_new_accum(bes, p, 1, 2, NULL, err, sizeof err) == NULL); /* no coll */
+    CHECK(strstr(err, "need a communicator") != NULL);
+    fx_plan_free(p);
+}
+
 TEST(placement_and_banner) {
     int dev[16];
     rt_replicas_place(16, 1, dev);
@@ -357,8 +412,9 @@ TEST(placement_and_banner) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    rt_replicas_banner(f, "dprun: ", "cpu", 1, 16, 1, 128);
-    rt_replicas_banner(f, "dprun: ", "cuda", 2, 4, 2, 64);
+    rt_replicas_banner(f, "dprun: ", "cpu", 1, 16, 1, 1, 128);
+    rt_replicas_banner(f, "dprun: ", "cuda", 2, 4, 2, 1, 64);
+    rt_replicas_banner(f, "dprun: ", "cpu", 1, 2, 1, 4, 32);
     fclose(f);
     CHECK_MSG(strstr(text, "16 replicas x batch 128 per device = global batch 2048") != NULL, "%s",
               text);
@@ -368,6 +424,10 @@ TEST(placement_and_banner) {
             NULL,
         "%s", text);
     CHECK_MSG(strstr(text, "cuda:1: replicas 2-3 share it") != NULL, "%s", text);
+    CHECK_MSG(
+        strstr(text, "2 replicas x 4 micro-batches x batch 32 per device = global batch 256") !=
+            NULL,
+        "%s", text);
     free(text);
 }
 
@@ -379,6 +439,7 @@ int main(void) {
     RUN(bit_identical_across_runs_and_bucket_sizes);
     RUN(sync_gives_every_replica_replica_zeros_tensors);
     RUN(a_failing_replica_does_not_hang_the_others);
+    RUN(accumulated_micro_batches_train_as_replicas_bit_for_bit);
     RUN(placement_and_banner);
     rt_backend_free(be);
     return harness_done();
