@@ -388,7 +388,38 @@ static int check_kws(checker *C, const fe_titem *it, const char *const *allowed)
     return 0;
 }
 
+/* `lr cosine(base=, final=)`, `lr poly(base=, power=, final=)`: base (the
+ * default lr when omitted) and final in [0, 1e6], power in (0, 100]. */
+static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
+    static const char *const cosine_kws[] = {"base", "final", NULL};
+    static const char *const poly_kws[] = {"base", "power", "final", NULL};
+    int poly = !strcmp(it->ident, "poly");
+    if (!poly && strcmp(it->ident, "cosine")) {
+        ERR(C, it->ident_loc,
+            "unknown lr schedule '%s' (expected cosine, poly or an {epoch: lr} dict)", it->ident);
+        return -1;
+    }
+    if (check_kws(C, it, poly ? poly_kws : cosine_kws)) return -1;
+    t->lr_kind = poly ? IR_LR_POLY : IR_LR_COSINE;
+    for (const fe_kw *k = it->kws; k; k = k->next) {
+        double *dst = !strcmp(k->key, "base")    ? &t->lr_value[0]
+                      : !strcmp(k->key, "final") ? &t->lr_final
+                                                 : &t->lr_power;
+        double v = num_value(k->value);
+        int bad = dst == &t->lr_power ? !(v > 0 && v <= 100) : !(v >= 0 && v <= IR_MAX_LR);
+        if (bad) {
+            ERR(C, k->value->loc, "argument '%s' of '%s' must be in %s, got %g", k->key, it->ident,
+                dst == &t->lr_power ? "(0, 100]" : "[0, 1e6]", v);
+            return -1;
+        }
+        *dst = v;
+    }
+    t->lr_steps = 1, t->lr_epoch[0] = 0;
+    return 0;
+}
+
 static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
+    if (it->ident) return check_lr_curve(C, it, t);
     if (!it->pairs) {
         ERR(C, it->loc, "lr schedule is empty");
         return -1;

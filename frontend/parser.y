@@ -23,6 +23,7 @@
  *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
  *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
  *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
+ *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' INT 'epochs'
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10
@@ -269,6 +270,8 @@ titem
         { $$ = fe_new_titem(P, FE_T_OPTIMIZER, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | LR '{' { fe_push_open(P, "lr schedule", NULL, L(@2)); } lr_entries '}'
         { fe_pop_open(P); $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->pairs = $4.first; }
+    | LR IDENT kwargs
+        { $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | LR_SCALING IDENT kwargs
         { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | WARMUP sint EPOCHS

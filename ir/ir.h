@@ -363,6 +363,9 @@ void ir_summary(const ir_graph *g, FILE *f);
 
 typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
 typedef enum { IR_OPT_SGD } ir_optimizer;
+/* The lr curve after warmup: the per-epoch dict, or a per-step decay from
+ * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
+typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
 
 typedef struct {
     int batch; /* per device */
@@ -376,6 +379,9 @@ typedef struct {
     ir_lr_scaling lr_scaling;
     int reference_batch;
     int warmup_epochs;
+    ir_lr_kind lr_kind; /* COSINE, POLY: lr_steps is 1, lr_value[0] the base */
+    double lr_final;    /* the lr of the last step (not scaled) */
+    double lr_power;    /* POLY's exponent */
     /* data */
     char dataset[32]; /* "cifar10" */
     int pad;          /* zero padding before the crop, 0 = none */
@@ -391,5 +397,7 @@ void ir_train_defaults(ir_train *t);
 /* Validates ranges; 0 when fine, else a message naming the value. */
 int ir_train_check(const ir_train *t, char *err, size_t errlen);
 void ir_train_print(const ir_train *t, FILE *f);
+/* "dict", "cosine", "poly": the text form's and the messages' word. */
+const char *ir_lr_kind_name(ir_lr_kind k);
 
 #endif
