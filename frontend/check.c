@@ -319,6 +319,7 @@ static const char *item_names[FE_T_COUNT] = {
     [FE_T_RANDOM_CROP] = "random_crop",
     [FE_T_RANDOM_MIRROR] = "random_mirror",
     [FE_T_NORMALIZE] = "normalize",
+    [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
 };
 
 static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n->i; }
@@ -550,6 +551,7 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
     case FE_T_RANDOM_CROP: return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
     case FE_T_RANDOM_MIRROR: t->random_mirror = 1; return 0;
     case FE_T_NORMALIZE: return check_normalize(C, it, t);
+    case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
     case FE_T_COUNT: break;
     }
     return 0;

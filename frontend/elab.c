@@ -40,8 +40,9 @@ static const fe_opdef ops[] = {
       BOOL_OPT("bias", 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
-     3,
-     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9)}},
+     5,
+     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), FLOAT_OPT("gamma_init", 1),
+      BOOL_OPT("residual_last", 0)}},
     {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
     {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
     {"maxpool",
@@ -207,6 +208,7 @@ typedef struct {
     const fe_expr *call;
     value v[FE_MAX_OP_ARGS];
     fe_loc loc[FE_MAX_OP_ARGS]; /* where each argument was written */
+    char given[FE_MAX_OP_ARGS]; /* written, not a default */
 } op_args;
 
 static const ir_type *type_of(elab *E, const value *v) { return &E->g->nodes[v->node].type; }
@@ -245,10 +247,20 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                  a->v[2].f);
         return -1;
     }
+    double g0 = a->v[3].f;
+    if (g0 != 0 && g0 != 1) {
+        error_at(E, S, a->loc[3], "argument 'gamma_init' of 'batchnorm' must be 0 or 1, got %g",
+                 g0);
+        return -1;
+    }
+    /* Goyal et al.: the last BN of each residual branch starts at gamma 0
+     * (unless this call says otherwise). */
+    if (!a->given[3] && a->v[4].i && E->P->zero_init_residual) g0 = 0;
     ir_type c = ir_shape1(t->dim[1]);
     int in[5] = {x->node};
     static const char *leaf[4] = {"gamma", "beta", "running_mean", "running_var"};
-    static const ir_init init[4] = {IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO, IR_INIT_ONE};
+    ir_init init[4] = {g0 == 0 ? IR_INIT_ZERO : IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO,
+                       IR_INIT_ONE};
     for (int i = 0; i < 4; i++)
         if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], i >= 2)) < 0) return -1;
     return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training},
@@ -311,8 +323,8 @@ static int eval_args(elab *E, scope *S, const fe_expr *call, value *v, fe_loc *l
 
 static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     const fe_opdef *op = e->op;
-    op_args a = {e, {{0}}, {{0}}};
-    char present[FE_MAX_OP_ARGS] = {0};
+    op_args a = {e, {{0}}, {{0}}, {0}};
+    char *present = a.given;
     for (const fe_arg *x = e->args; x; x = x->next) present[x->slot] = 1;
     if (eval_args(E, S, e, a.v, a.loc)) return -1;
     for (int i = 0; i < op->nargs; i++) {
