@@ -56,7 +56,10 @@ static const fe_opdef ops[] = {
     {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {TENSOR("x")}},
     {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
     {"dense", FE_OP_DENSE, 3, {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1)}},
-    {"softmax_cross_entropy", FE_OP_SOFTMAX_CE, 2, {TENSOR("logits"), TENSOR("label")}},
+    {"softmax_cross_entropy",
+     FE_OP_SOFTMAX_CE,
+     3,
+     {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -364,7 +367,14 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
     case FE_OP_SOFTMAX_CE:
-        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+        if (!(v[2].f >= 0 && v[2].f <= 1)) {
+            error_at(E, S, a.loc[2],
+                     "argument 'smoothing' of 'softmax_cross_entropy' must be in [0, 1], got %g",
+                     v[2].f);
+            return -1;
+        }
+        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL,
+                  (double[]){v[2].f});
         break;
     }
     if (id < 0) return -1;

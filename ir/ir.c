@@ -567,6 +567,8 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
 /* The loss and its gradient. */
 static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
+    if (!(n->fattr[0] >= 0 && n->fattr[0] <= 1))
+        return ir_fail(err, errlen, "%s: smoothing must be in [0, 1], got %g", op, n->fattr[0]);
     switch (n->op) {
     case IR_OP_SOFTMAX_CE: {
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);

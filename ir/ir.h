@@ -74,7 +74,10 @@ typedef enum {
  *   global_avgpool(x)     mean over H,W            -> [N,C]
  *   flatten(x)                                     -> [N, C*H*W]
  *   dense(x[N,F], w[U,F]) x·wᵀ                     -> [N,U]
- *   softmax_cross_entropy(logits[N,K], label[N] i32) per-sample loss -> [N]
+ *   softmax_cross_entropy(logits[N,K], label[N] i32) smoothing
+ *                         per-sample loss against the target
+ *                         (1-smoothing)*onehot + smoothing/K (PyTorch's
+ *                         label_smoothing): lse - (1-e)*x[y] - e*mean(x) -> [N]
  *
  * Primitives (lowering, autodiff, optimizer). "per channel" reduces every
  * axis but 1 (N,H,W for rank 4; N for rank 2); M is that element count.
@@ -106,8 +109,9 @@ typedef enum {
  *   reshape_like(x, like)  x's data with like's shape (like is not read)
  *   dense_grad_data(dy, w)    dy·w                                 -> [N,F]
  *   dense_grad_weight(dy, x)  dyᵀ·x                                -> [U,F]
- *   softmax_ce_grad(logits, label, dloss)
- *                         (softmax(logits) - onehot(label)) * dloss[n] -> logits
+ *   softmax_ce_grad(logits, label, dloss) smoothing
+ *                         (softmax(logits) - (1-e)*onehot(label) - e/K)
+ *                         * dloss[n]                               -> logits
  *   sgd_momentum(w, grad, v, lr[1], grad_scale[1]) momentum,wd
  *                         momentum*v - lr*(grad*grad_scale + wd*w)  -> w
  *                         (MXNet's SGD; the new w is add(w, new v))
@@ -141,7 +145,7 @@ typedef enum {
     X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")              \
     X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                            \
     X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                   \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "")           \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "smoothing")  \
     X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                            \
     X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                              \
     X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                       \
@@ -160,7 +164,7 @@ typedef enum {
     X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                  \
     X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")               \
     X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")            \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "smoothing")   \
     X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")     \
     X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset", "")              \
     X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")

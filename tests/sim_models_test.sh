@@ -101,6 +101,24 @@ for m in "${models[@]}"; do
     done
 done
 
+# ---- label smoothing -----------------------------------------------------------
+# softmax_cross_entropy(..., smoothing=0.1) renders the row's mean as one more
+# block reduction and other constants: cnn_small's train (the loss fused with
+# its gradient) and eval (the loss alone) programs, fp32 fused and bf16
+# unfused (under ASan fp32 fused only).
+sed 's/softmax_cross_entropy(logits, label)/softmax_cross_entropy(logits, label, smoothing=0.1)/' \
+    models/cnn_small.net >"$tmp/ls.net"
+grep -q 'smoothing=0.1' "$tmp/ls.net" || bad "cnn_small's loss line is not where the smoothing test expects it"
+for p in "${precs[@]}"; do
+    opts=(--batch 4)
+    [ "$p" = bf16 ] && opts+=(--precision bf16 --no-fuse)
+    if "$bin/dpc" "$tmp/ls.net" "${opts[@]}" -o "$tmp/ls.plan" >/dev/null 2>"$tmp/dpc.err"; then
+        for prog in train eval; do cmp_prog "cnn_small smoothing=0.1 $p $prog" "$tmp/ls.plan" "$prog" "$out/mod"; done
+    else
+        bad "dpc smoothing=0.1 ${opts[*]}: $(cat "$tmp/dpc.err")"
+    fi
+done
+
 # ---- the harness fails where it must ---------------------------------------
 "$bin/dpc" models/mlp.net --batch 4 -o "$tmp/mlp.plan" >/dev/null || bad "dpc mlp"
 # (gcc's libasan warns once per process about swapcontext: under ASan the
