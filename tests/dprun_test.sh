@@ -83,6 +83,12 @@ sed 's/lr {[^}]*}/lr poly(base=0.1, power=2, final=0.0001)/' models/resnet18.net
     sed -n '1p;$p' | tr '\n' ' ' | grep -qx 'epoch 0 lr 0.100 epoch 44 lr 0.000 ' && ok || bad "poly schedule by epoch"
 "$bin/dprun" "$tmp/poly.plan" --schedule --per-step --data synthetic 2>/dev/null | tail -n 1 |
     grep -qx 'epoch 44 step 38 lr 0.0001' && ok || bad "poly reaches final"
+# A curve spans the run's epochs: a checkpoint resumes only with the same --epochs.
+sed 's/lr {[^}]*}/lr cosine(base=0.01, final=0)/' models/mlp.net >"$tmp/mlpcos.net"
+"$bin/dpc" "$tmp/mlpcos.net" -o "$tmp/mlpcos.plan" || bad "compile mlp cosine"
+"$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 2 --steps 3 --checkpoint "$tmp/cosck" >/dev/null 2>&1 || bad "mlp cosine: 3 steps"
+expect_fail cosine-resume-epochs "was written with --epochs 2; this run has --epochs 3" \
+    "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 3 --checkpoint "$tmp/cosck" --resume
 
 # ---- training -----------------------------------------------------------------
 epoch_re='^EPOCH  [0-9]: train loss [ 0-9.e+-]{4,} \| batch   64 \| lr 0\.[0-9]{3} \| Time per epoch [0-9]+\.[0-9]{2} seconds$'

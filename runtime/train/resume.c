@@ -32,6 +32,10 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
              lrs, r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
              o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
              o->on_nan_skip ? "skip" : "stop");
+    /* A cosine/poly curve spans the run's epochs: another --epochs is another curve. */
+    size_t n = strlen(out);
+    if (r->t.lr_kind != IR_LR_DICT && n < len)
+        snprintf(out + n, len - n, ";--epochs=%d", r->t.epochs);
 }
 
 /* Each flag of the checkpoint's list against this run's; the first that
