@@ -743,7 +743,7 @@ static int body_row(grp *G, cg_kdef *kd) {
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
         double e = n->fattr[0];
-        char onehot[96] = "(j == y)", target[96] = "", ly[160], l1[40], l2[40];
+        char onehot[96] = "(j == y)", target[96] = "", ly[256], l1[40], l2[40];
         if (e != 0) { /* (1-e)*row[y] + e*mean, and (1-e)*onehot + e/K */
             snprintf(onehot, sizeof onehot, "(acc_t)%s * (j == y) + (acc_t)%s",
                      cg_lit(G->cx, 1 - e, 1, l1), cg_lit(G->cx, e / (double)K, 1, l2));
