@@ -87,6 +87,11 @@ sed 's/lr {[^}]*}/lr poly(base=0.1, power=2, final=0.0001)/' models/resnet18.net
 sed 's/lr {[^}]*}/lr cosine(base=0.01, final=0)/' models/mlp.net >"$tmp/mlpcos.net"
 "$bin/dpc" "$tmp/mlpcos.net" -o "$tmp/mlpcos.plan" || bad "compile mlp cosine"
 "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 2 --steps 3 --checkpoint "$tmp/cosck" >/dev/null 2>&1 || bad "mlp cosine: 3 steps"
+# The loop steps the curve as --schedule prints it (epoch 1's first step).
+"$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --metrics "$tmp/cos.jsonl" >/dev/null 2>&1 || bad "mlp cosine: 2 epochs"
+want=$("$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step --data synthetic 2>/dev/null | sed -n 's/^epoch 1 step 0 lr //p')
+grep -q "^{\"epoch\": 1, \"lr\": $want, " "$tmp/cos.jsonl" && [ "$want" != 0.01 ] && [ -n "$want" ] && ok ||
+    bad "cosine: the run's epoch-1 lr is not --schedule's $want: $(sed -n 2p "$tmp/cos.jsonl" | head -c 80)"
 expect_fail cosine-resume-epochs "was written with --epochs 2; this run has --epochs 3" \
     "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 3 --checkpoint "$tmp/cosck" --resume
 
