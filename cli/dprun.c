@@ -18,7 +18,7 @@
 /* Everything the command line sets. */
 typedef struct {
     const char *path;
-    int info, schedule;
+    int info, schedule, per_step;
     const char *sweep_spec, *sweep_dir, *sweep_out;
     rt_train_options o;
 } dprun_args;
@@ -52,7 +52,9 @@ typedef struct {
 static const arg_spec args[] = {
     {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit"},
     {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL,
-     "print `epoch E lr X` for every epoch and exit"},
+     "print `epoch E lr X` for every epoch (after every override here) and exit"},
+    {"--per-step", "--per-step", ARG_FLAG, AT(per_step), 0, 0, NULL,
+     "with --schedule: `epoch E step I lr X` for every step"},
     {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
      "data-parallel replicas (default 1; sets the global batch);\n"
      "under `mpirun -np P`, N per process: P x N in all"},
@@ -75,7 +77,8 @@ static const arg_spec args[] = {
     {"--warmup-epochs", "--warmup-epochs K", ARG_INT, OPT(warmup_epochs), 0, 100000, NULL,
      "override the schedule's warmup"},
     {"--lr", "--lr X", ARG_LR, OPT(lr), 0, 0, NULL,
-     "base lr: the schedule's dict scaled so epoch 0 has X (before scaling)"},
+     "base lr: the schedule's dict scaled so epoch 0 has X (before scaling);\n"
+     "a cosine/poly curve's base (its final stays)"},
     {"--warmup-per-iteration", "--warmup-per-iteration", ARG_FLAG, OPT(warmup_per_iteration), 0, 0,
      NULL, "ramp the warmup every step (Goyal et al.), not every epoch"},
     {"--momentum-correction", "--momentum-correction", ARG_FLAG, OPT(momentum_correction), 0, 0,
@@ -319,6 +322,7 @@ int main(int argc, char **argv) {
 static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t len) {
     if (!a->path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
+    if (a->per_step && !a->schedule) return bad("--per-step needs --schedule");
     if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec)
         return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
@@ -342,8 +346,10 @@ static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t 
     return 0;
 }
 
-/* --schedule: `epoch E lr X` lines for the job's global batch. */
-static int print_schedule(const dpc_plan *plan, const rt_train_options *o) {
+/* --schedule: `epoch E lr X` lines for the job's global batch (every step's
+ * with --per-step); the steps per epoch come from the data when a curve or
+ * --per-step needs them. */
+static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int per_step) {
     ir_train t;
     char err[512];
     if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
@@ -353,7 +359,11 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o) {
                 replicas * t.batch, replicas, t.batch);
     rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
     s.per_iteration = o->warmup_per_iteration;
-    rt_schedule_print(&s, stdout);
+    if (per_step || t.lr_kind != IR_LR_DICT) {
+        s.steps_per_epoch = rt_train_steps_per_epoch(o, replicas * t.batch, err, sizeof err);
+        if (s.steps_per_epoch < 0) return bad("%s", err);
+    }
+    rt_schedule_print(&s, per_step, stdout);
     return 0;
 }
 
@@ -382,7 +392,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     } else if (a.info) {
         plan_info(plan, stdout);
     } else if (a.schedule) {
-        rc = print_schedule(plan, &a.o);
+        rc = print_schedule(plan, &a.o, a.per_step);
     } else {
         rc = a.sweep_spec
                  ? rt_sweep_run(plan, &sweep, &a.o, a.sweep_dir, a.sweep_out, err, sizeof err)

@@ -725,19 +725,42 @@ static int body_row(grp *G, cg_kdef *kd) {
                   "const int y = b%d[i];\n"
                   "const int bad = y < 0 || y >= %" PRId64 ";\n",
                   Y, K);
+    /* Label smoothing e (PyTorch's): the loss is lse - (1-e)*row[y] -
+     * e*mean(row), the gradient softmax - (1-e)*onehot - e/K. The row's sum
+     * is one more block reduction, made only when a smoothed loss needs it;
+     * e = 0 renders the unsmoothed kernels as they always were. */
+    int need_mean = 0;
+    for (int m = G->lo; m < G->hi; m++)
+        need_mean |= nd(G, m)->op == IR_OP_SOFTMAX_CE && nd(G, m)->fattr[0] != 0;
+    if (need_mean) {
+        cg_str_printf(b, "red_t rs = 0;\n%s rs += (red_t)%s;\nconst acc_t rmean = (acc_t)", forj,
+                      rowj);
+        cg_str_printf(b, dl->block_sum, "rs");
+        cg_str_printf(b, " / %" PRId64 ";\n", K);
+    }
     G->idx = "i";
     int lone = G->hi - G->lo == 1;
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
+        double e = n->fattr[0];
+        char onehot[96] = "(j == y)", target[96] = "", ly[256], l1[40], l2[40];
+        if (e != 0) { /* (1-e)*row[y] + e*mean, and (1-e)*onehot + e/K */
+            snprintf(onehot, sizeof onehot, "(acc_t)%s * (j == y) + (acc_t)%s",
+                     cg_lit(G->cx, 1 - e, 1, l1), cg_lit(G->cx, e / (double)K, 1, l2));
+            snprintf(target, sizeof target, "(acc_t)%s * rmean", cg_lit(G->cx, e, 1, l2));
+        }
+        if (e != 0)
+            snprintf(ly, sizeof ly, "lse - (acc_t)%s * %s - %s", cg_lit(G->cx, 1 - e, 1, l1), rowy,
+                     target);
+        else
+            snprintf(ly, sizeof ly, "lse - %s", rowy);
         if (n->op == IR_OP_SOFTMAX_CE) {
             if (lone) {
                 int a = arg_of(G, m, 1);
-                cg_str_printf(b, "%sb%d[i] = %sbad ? DPC_NAN : (float)(lse - %s)%s;\n",
-                              dl->first_thread, a, cg_st(G->arg_type[a]), rowy,
-                              cg_end(G->arg_type[a]));
+                cg_str_printf(b, "%sb%d[i] = %sbad ? DPC_NAN : (float)(%s)%s;\n", dl->first_thread,
+                              a, cg_st(G->arg_type[a]), ly, cg_end(G->arg_type[a]));
             } else {
-                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(lse - %s);\n",
-                              m - G->lo, rowy);
+                cg_str_printf(b, "const float t%d = bad ? DPC_NAN : (float)(%s);\n", m - G->lo, ly);
             }
         } else if (n->op == IR_OP_SOFTMAX_CE_GRAD) {
             cg_str d = {0};
@@ -748,9 +771,10 @@ static int body_row(grp *G, cg_kdef *kd) {
                           "    const acc_t d = %s;\n"
                           "    %s\n"
                           "        b%d[i * %" PRId64 " + j] = %sbad ? DPC_NAN : "
-                          "(float)((exp((acc_t)%s - lse) - (j == y)) * d)%s;\n"
+                          "(float)((exp((acc_t)%s - lse) - %s%s%s) * d)%s;\n"
                           "}\n",
-                          d.s, forj, a, K, cg_st(G->arg_type[a]), rowj, cg_end(G->arg_type[a]));
+                          d.s, forj, a, K, cg_st(G->arg_type[a]), rowj, e != 0 ? "(" : "", onehot,
+                          e != 0 ? ")" : "", cg_end(G->arg_type[a]));
             cg_str_free(&d);
         } else {
             compute(G, m, b, "");
@@ -758,9 +782,9 @@ static int body_row(grp *G, cg_kdef *kd) {
     }
     if (!lone) stores(G, b, "i", not_grad, G->cx->dl->first_thread);
     kd->cost = 6 * K;
-    int grads = 0; /* the max and sum loops, plus one per gradient row written */
+    int grads = 0; /* the max and sum loops (and the mean's), plus one per gradient row written */
     for (int m = G->lo; m < G->hi; m++) grads += nd(G, m)->op == IR_OP_SOFTMAX_CE_GRAD;
-    kd->serial = (2 + grads) * ((K + kd->block - 1) / kd->block);
+    kd->serial = (2 + need_mean + grads) * ((K + kd->block - 1) / kd->block);
     return 0;
 }
 

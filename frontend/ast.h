@@ -184,6 +184,7 @@ typedef enum {
     FE_T_RANDOM_CROP,
     FE_T_RANDOM_MIRROR,
     FE_T_NORMALIZE,
+    FE_T_ZERO_INIT_RESIDUAL,
     FE_T_COUNT
 } fe_titem_kind;
 
@@ -236,6 +237,7 @@ struct fe_program {
     fe_network *networks, *networks_last; /* exactly one after checking */
     fe_train_sec *trains, *trains_last;   /* at most one after checking */
     ir_train train;                       /* defaults + the train section, validated */
+    int zero_init_residual;               /* the train section's switch (elab.c's batchnorm) */
     /* lexer state */
     int line, col;  /* position of the next character */
     fe_loc end;     /* just past the last token: where EOF is reported */

@@ -319,6 +319,7 @@ static const char *item_names[FE_T_COUNT] = {
     [FE_T_RANDOM_CROP] = "random_crop",
     [FE_T_RANDOM_MIRROR] = "random_mirror",
     [FE_T_NORMALIZE] = "normalize",
+    [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
 };
 
 static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n->i; }
@@ -388,7 +389,38 @@ static int check_kws(checker *C, const fe_titem *it, const char *const *allowed)
     return 0;
 }
 
+/* `lr cosine(base=, final=)`, `lr poly(base=, power=, final=)`: base (the
+ * default lr when omitted) and final in [0, 1e6], power in (0, 100]. */
+static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
+    static const char *const cosine_kws[] = {"base", "final", NULL};
+    static const char *const poly_kws[] = {"base", "power", "final", NULL};
+    int poly = !strcmp(it->ident, "poly");
+    if (!poly && strcmp(it->ident, "cosine")) {
+        ERR(C, it->ident_loc,
+            "unknown lr schedule '%s' (expected cosine, poly or an {epoch: lr} dict)", it->ident);
+        return -1;
+    }
+    if (check_kws(C, it, poly ? poly_kws : cosine_kws)) return -1;
+    t->lr_kind = poly ? IR_LR_POLY : IR_LR_COSINE;
+    for (const fe_kw *k = it->kws; k; k = k->next) {
+        double *dst = !strcmp(k->key, "base")    ? &t->lr_value[0]
+                      : !strcmp(k->key, "final") ? &t->lr_final
+                                                 : &t->lr_power;
+        double v = num_value(k->value);
+        int bad = dst == &t->lr_power ? !(v > 0 && v <= 100) : !(v >= 0 && v <= IR_MAX_LR);
+        if (bad) {
+            ERR(C, k->value->loc, "argument '%s' of '%s' must be in %s, got %g", k->key, it->ident,
+                dst == &t->lr_power ? "(0, 100]" : "[0, 1e6]", v);
+            return -1;
+        }
+        *dst = v;
+    }
+    t->lr_steps = 1, t->lr_epoch[0] = 0;
+    return 0;
+}
+
 static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
+    if (it->ident) return check_lr_curve(C, it, t);
     if (!it->pairs) {
         ERR(C, it->loc, "lr schedule is empty");
         return -1;
@@ -519,6 +551,7 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
     case FE_T_RANDOM_CROP: return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
     case FE_T_RANDOM_MIRROR: t->random_mirror = 1; return 0;
     case FE_T_NORMALIZE: return check_normalize(C, it, t);
+    case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
     case FE_T_COUNT: break;
     }
     return 0;

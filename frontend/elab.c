@@ -40,8 +40,9 @@ static const fe_opdef ops[] = {
       BOOL_OPT("bias", 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
-     4,
-     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), BOOL_OPT("sync", 0)}},
+     6,
+     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), FLOAT_OPT("gamma_init", 1),
+      BOOL_OPT("residual_last", 0), BOOL_OPT("sync", 0)}},
     {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
     {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
     {"maxpool",
@@ -55,7 +56,10 @@ static const fe_opdef ops[] = {
     {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {TENSOR("x")}},
     {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
     {"dense", FE_OP_DENSE, 3, {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1)}},
-    {"softmax_cross_entropy", FE_OP_SOFTMAX_CE, 2, {TENSOR("logits"), TENSOR("label")}},
+    {"softmax_cross_entropy",
+     FE_OP_SOFTMAX_CE,
+     3,
+     {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -207,6 +211,7 @@ typedef struct {
     const fe_expr *call;
     value v[FE_MAX_OP_ARGS];
     fe_loc loc[FE_MAX_OP_ARGS]; /* where each argument was written */
+    char given[FE_MAX_OP_ARGS]; /* written, not a default */
 } op_args;
 
 static const ir_type *type_of(elab *E, const value *v) { return &E->g->nodes[v->node].type; }
@@ -245,13 +250,23 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                  a->v[2].f);
         return -1;
     }
+    double g0 = a->v[3].f;
+    if (g0 != 0 && g0 != 1) {
+        error_at(E, S, a->loc[3], "argument 'gamma_init' of 'batchnorm' must be 0 or 1, got %g",
+                 g0);
+        return -1;
+    }
+    /* Goyal et al.: the last BN of each residual branch starts at gamma 0
+     * (unless this call says otherwise). */
+    if (!a->given[3] && a->v[4].i && E->P->zero_init_residual) g0 = 0;
     ir_type c = ir_shape1(t->dim[1]);
     int in[5] = {x->node};
     static const char *leaf[4] = {"gamma", "beta", "running_mean", "running_var"};
-    static const ir_init init[4] = {IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO, IR_INIT_ONE};
+    ir_init init[4] = {g0 == 0 ? IR_INIT_ZERO : IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO,
+                       IR_INIT_ONE};
     for (int i = 0; i < 4; i++)
         if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], i >= 2)) < 0) return -1;
-    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[3].i},
+    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[5].i},
                 (double[]){a->v[1].f, a->v[2].f});
 }
 
@@ -311,8 +326,8 @@ static int eval_args(elab *E, scope *S, const fe_expr *call, value *v, fe_loc *l
 
 static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     const fe_opdef *op = e->op;
-    op_args a = {e, {{0}}, {{0}}};
-    char present[FE_MAX_OP_ARGS] = {0};
+    op_args a = {e, {{0}}, {{0}}, {0}};
+    char *present = a.given;
     for (const fe_arg *x = e->args; x; x = x->next) present[x->slot] = 1;
     if (eval_args(E, S, e, a.v, a.loc)) return -1;
     for (int i = 0; i < op->nargs; i++) {
@@ -352,7 +367,14 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
     case FE_OP_SOFTMAX_CE:
-        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+        if (!(v[2].f >= 0 && v[2].f <= 1)) {
+            error_at(E, S, a.loc[2],
+                     "argument 'smoothing' of 'softmax_cross_entropy' must be in [0, 1], got %g",
+                     v[2].f);
+            return -1;
+        }
+        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL,
+                  (double[]){v[2].f});
         break;
     }
     if (id < 0) return -1;

@@ -23,10 +23,12 @@
  *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
  *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
  *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
+ *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' INT 'epochs'
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10
  *              | 'eval' 'batch' INT
+ *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
  *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
  *   kwargs    := '(' [ IDENT '=' num { ',' IDENT '=' num } ] ')'
@@ -42,7 +44,7 @@
  * Keywords: input class block network train return true false. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
- * std — elsewhere these are ordinary names (a variable may be called
+ * std zero_init_residual — elsewhere these are ordinary names (a variable may be called
  * `data`). The lexer tracks that context itself (see lexer.l).
  *
  * Meaning (checked in check.c and elab.c, not here): names are assigned
@@ -59,7 +61,10 @@
  * never called go unreported.
  *
  * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true),
- * batchnorm(x, eps=1e-5, momentum=0.9), relu(x), add(a, b),
+ * batchnorm(x, eps=1e-5, momentum=0.9, gamma_init=1, residual_last=false)
+ * (gamma_init 0 or 1; residual_last marks the last BN of a residual branch:
+ * its gamma starts at 0 under the train section's zero_init_residual, an
+ * explicit gamma_init wins), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
  * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label).
  */
@@ -130,6 +135,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %token OPTIMIZER "optimizer" LR "lr" LR_SCALING "lr_scaling" WARMUP "warmup"
 %token DATA "data" EVAL "eval" PAD "pad" RANDOM_CROP "random_crop"
 %token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std"
+%token ZERO_INIT_RESIDUAL "zero_init_residual"
 
 %type <expr> expr term ret
 %type <arg> arg
@@ -269,6 +275,8 @@ titem
         { $$ = fe_new_titem(P, FE_T_OPTIMIZER, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | LR '{' { fe_push_open(P, "lr schedule", NULL, L(@2)); } lr_entries '}'
         { fe_pop_open(P); $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->pairs = $4.first; }
+    | LR IDENT kwargs
+        { $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | LR_SCALING IDENT kwargs
         { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | WARMUP sint EPOCHS
@@ -277,6 +285,8 @@ titem
         { $$ = fe_new_titem(P, FE_T_DATA, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->items = $3.first; }
     | EVAL BATCH sint
         { $$ = fe_new_titem(P, FE_T_EVAL_BATCH, L(@1)); $$->num = $3; }
+    | ZERO_INIT_RESIDUAL
+        { $$ = fe_new_titem(P, FE_T_ZERO_INIT_RESIDUAL, L(@1)); }
     ;
 
 per_device
@@ -309,6 +319,7 @@ kwkey
     | DATA { $$ = "data"; } | EVAL { $$ = "eval"; } | PAD { $$ = "pad"; }
     | RANDOM_CROP { $$ = "random_crop"; } | RANDOM_MIRROR { $$ = "random_mirror"; }
     | NORMALIZE { $$ = "normalize"; } | MEAN { $$ = "mean"; } | STD { $$ = "std"; }
+    | ZERO_INIT_RESIDUAL { $$ = "zero_init_residual"; }
     ;
 
 lr_entries

@@ -569,6 +569,8 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
 /* The loss and its gradient. */
 static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
+    if (!(n->fattr[0] >= 0 && n->fattr[0] <= 1))
+        return ir_fail(err, errlen, "%s: smoothing must be in [0, 1], got %g", op, n->fattr[0]);
     switch (n->op) {
     case IR_OP_SOFTMAX_CE: {
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
@@ -1141,9 +1143,15 @@ void ir_train_defaults(ir_train *t) {
     t->lr_scaling = IR_LR_SCALING_NONE;
     t->reference_batch = 128;
     t->warmup_epochs = 0;
+    t->lr_kind = IR_LR_DICT;
+    t->lr_power = 2;
     snprintf(t->dataset, sizeof t->dataset, "cifar10");
     for (int c = 0; c < 3; c++) t->std[c] = 1.0;
     t->eval_batch = 128;
+}
+
+const char *ir_lr_kind_name(ir_lr_kind k) {
+    return k == IR_LR_COSINE ? "cosine" : k == IR_LR_POLY ? "poly" : "dict";
 }
 
 int ir_train_check(const ir_train *t, char *err, size_t errlen) {
@@ -1175,6 +1183,15 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
             return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d",
                            t->lr_epoch[i], t->lr_epoch[i - 1]);
     }
+    if (t->lr_kind != IR_LR_DICT && t->lr_kind != IR_LR_COSINE && t->lr_kind != IR_LR_POLY)
+        return ir_fail(err, errlen, "unknown lr curve %d", t->lr_kind);
+    if (t->lr_kind != IR_LR_DICT && t->lr_steps != 1)
+        return ir_fail(err, errlen, "a %s lr has one base value, got %d",
+                       ir_lr_kind_name(t->lr_kind), t->lr_steps);
+    if (!(t->lr_final >= 0 && t->lr_final <= IR_MAX_LR))
+        return ir_fail(err, errlen, "final lr must be in [0, 1e6], got %.10g", t->lr_final);
+    if (t->lr_kind == IR_LR_POLY && !(t->lr_power > 0 && t->lr_power <= 100))
+        return ir_fail(err, errlen, "poly power must be in (0, 100], got %.10g", t->lr_power);
     if (t->lr_scaling != IR_LR_SCALING_NONE && t->lr_scaling != IR_LR_SCALING_LINEAR)
         return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
     if (t->reference_batch <= 0)
@@ -1199,10 +1216,17 @@ void ir_train_print(const ir_train *t, FILE *f) {
             t->eval_batch);
     fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
     fprintf(f, "  optimizer sgd(momentum=%g, wd=%g)\n", t->momentum, t->wd);
-    fprintf(f, "  lr {");
-    for (int i = 0; i < t->lr_steps; i++)
-        fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
-    fprintf(f, "}\n");
+    if (t->lr_kind == IR_LR_COSINE)
+        fprintf(f, "  lr cosine(base=%g, final=%g)\n", t->lr_value[0], t->lr_final);
+    else if (t->lr_kind == IR_LR_POLY)
+        fprintf(f, "  lr poly(base=%g, power=%g, final=%g)\n", t->lr_value[0], t->lr_power,
+                t->lr_final);
+    else {
+        fprintf(f, "  lr {");
+        for (int i = 0; i < t->lr_steps; i++)
+            fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
+        fprintf(f, "}\n");
+    }
     if (t->lr_scaling == IR_LR_SCALING_LINEAR)
         fprintf(f, "  lr_scaling linear(reference_batch=%d)\n", t->reference_batch);
     else

@@ -74,7 +74,10 @@ typedef enum {
  *   global_avgpool(x)     mean over H,W            -> [N,C]
  *   flatten(x)                                     -> [N, C*H*W]
  *   dense(x[N,F], w[U,F]) x·wᵀ                     -> [N,U]
- *   softmax_cross_entropy(logits[N,K], label[N] i32) per-sample loss -> [N]
+ *   softmax_cross_entropy(logits[N,K], label[N] i32) smoothing
+ *                         per-sample loss against the target
+ *                         (1-smoothing)*onehot + smoothing/K (PyTorch's
+ *                         label_smoothing): lse - (1-e)*x[y] - e*mean(x) -> [N]
  *
  * Primitives (lowering, autodiff, optimizer). "per channel" reduces every
  * axis but 1 (N,H,W for rank 4; N for rank 2); M is that element count.
@@ -106,8 +109,9 @@ typedef enum {
  *   reshape_like(x, like)  x's data with like's shape (like is not read)
  *   dense_grad_data(dy, w)    dy·w                                 -> [N,F]
  *   dense_grad_weight(dy, x)  dyᵀ·x                                -> [U,F]
- *   softmax_ce_grad(logits, label, dloss)
- *                         (softmax(logits) - onehot(label)) * dloss[n] -> logits
+ *   softmax_ce_grad(logits, label, dloss) smoothing
+ *                         (softmax(logits) - (1-e)*onehot(label) - e/K)
+ *                         * dloss[n]                               -> logits
  *   sgd_momentum(w, grad, v, lr[1], grad_scale[1]) momentum,wd
  *                         momentum*v - lr*(grad*grad_scale + wd*w)  -> w
  *                         (MXNet's SGD; the new w is add(w, new v))
@@ -151,7 +155,7 @@ typedef enum {
     X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")                \
     X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                              \
     X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                     \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "")             \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "smoothing")    \
     X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                              \
     X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                                \
     X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                         \
@@ -170,7 +174,7 @@ typedef enum {
     X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                    \
     X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")                 \
     X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")             \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "")              \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "smoothing")     \
     X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")       \
     X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")           \
     X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                          \
@@ -375,6 +379,9 @@ void ir_summary(const ir_graph *g, FILE *f);
 
 typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
 typedef enum { IR_OPT_SGD } ir_optimizer;
+/* The lr curve after warmup: the per-epoch dict, or a per-step decay from
+ * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
+typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
 
 typedef struct {
     int batch; /* per device */
@@ -388,6 +395,9 @@ typedef struct {
     ir_lr_scaling lr_scaling;
     int reference_batch;
     int warmup_epochs;
+    ir_lr_kind lr_kind; /* COSINE, POLY: lr_steps is 1, lr_value[0] the base */
+    double lr_final;    /* the lr of the last step (not scaled) */
+    double lr_power;    /* POLY's exponent */
     /* data */
     char dataset[32]; /* "cifar10" */
     int pad;          /* zero padding before the crop, 0 = none */
@@ -403,5 +413,7 @@ void ir_train_defaults(ir_train *t);
 /* Validates ranges; 0 when fine, else a message naming the value. */
 int ir_train_check(const ir_train *t, char *err, size_t errlen);
 void ir_train_print(const ir_train *t, FILE *f);
+/* "dict", "cosine", "poly": the text form's and the messages' word. */
+const char *ir_lr_kind_name(ir_lr_kind k);
 
 #endif

@@ -12,6 +12,7 @@
  *              f64 init_magnitude; u32 optimizer; f64 momentum, wd;
  *              i32 lr_steps, then lr_steps × (i32 epoch, f64 value);
  *              u32 lr_scaling; i32 reference_batch, warmup_epochs;
+ *              u32 lr_kind; f64 lr_final, lr_power;
  *              str dataset; i32 pad, random_crop, random_mirror, normalize;
  *              f64 mean[3], std[3]; i32 eval_batch
  *       GTRN   the train program, GEVL the eval program: u32 node count,
@@ -236,6 +237,8 @@ static int check_schedule(const ir_train *t, char *why, size_t wn) {
         if (!isfinite(*d[i])) return ir_fail(why, wn, "schedule: a value is not finite");
     for (int i = 0; i < t->lr_steps; i++)
         if (!isfinite(t->lr_value[i])) return ir_fail(why, wn, "schedule: an lr is not finite");
+    if (!isfinite(t->lr_final) || !isfinite(t->lr_power))
+        return ir_fail(why, wn, "schedule: the lr curve is not finite");
     if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
         return ir_fail(why, wn, "schedule: bad dataset name");
     if (ir_train_check(t, sub, sizeof sub)) return ir_fail(why, wn, "schedule: %s", sub);
@@ -315,6 +318,9 @@ static void put_schedule(ir_wbuf *b, const ir_train *t) {
     ir_put_u32(b, (uint32_t)t->lr_scaling);
     ir_put_i32(b, t->reference_batch);
     ir_put_i32(b, t->warmup_epochs);
+    ir_put_u32(b, (uint32_t)t->lr_kind);
+    ir_put_f64(b, t->lr_final);
+    ir_put_f64(b, t->lr_power);
     ir_put_str(b, t->dataset);
     ir_put_i32(b, t->pad);
     ir_put_i32(b, t->random_crop);
@@ -580,7 +586,7 @@ static int get_schedule(rd *r, ir_train *t) {
     t->batch = get_i32(r);
     t->epochs = get_i32(r);
     t->init_magnitude = get_f64(r);
-    uint32_t opt, scaling;
+    uint32_t opt, scaling, kind;
     if (get_enum(r, IR_OPT_SGD, "optimizer", &opt)) return -1;
     t->optimizer = (ir_optimizer)opt;
     t->momentum = get_f64(r);
@@ -598,6 +604,10 @@ static int get_schedule(rd *r, ir_train *t) {
     t->lr_scaling = (ir_lr_scaling)scaling;
     t->reference_batch = get_i32(r);
     t->warmup_epochs = get_i32(r);
+    if (get_enum(r, IR_LR_POLY, "lr curve", &kind)) return -1;
+    t->lr_kind = (ir_lr_kind)kind;
+    t->lr_final = get_f64(r);
+    t->lr_power = get_f64(r);
     get_str(r, t->dataset, sizeof t->dataset, "dataset name");
     t->pad = get_i32(r);
     t->random_crop = get_i32(r);

@@ -24,7 +24,7 @@
 #include "ir/ir.h"
 
 #define PLAN_MAGIC        "DPCPLAN"
-#define PLAN_VERSION      1u
+#define PLAN_VERSION      2u
 #define PLAN_MAX_SECTIONS 32
 #define PLAN_HEADER_SIZE  32
 

@@ -47,6 +47,12 @@ static void print_train(const ir_train *t, FILE *f) {
         fprintf(f, "%s%d:", i ? "," : "", t->lr_epoch[i]);
         ir_print_double(t->lr_value[i], f);
     }
+    if (t->lr_kind != IR_LR_DICT) { /* only then: a dict's line reads as before */
+        fprintf(f, " lr_curve=%s lr_final=", ir_lr_kind_name(t->lr_kind));
+        ir_print_double(t->lr_final, f);
+        fprintf(f, " lr_power=");
+        ir_print_double(t->lr_power, f);
+    }
     fprintf(f, " lr_scaling=%s reference_batch=%d warmup_epochs=%d dataset=",
             t->lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", t->reference_batch,
             t->warmup_epochs);
@@ -501,8 +507,18 @@ static int train_line(rd *r, ir_train *t) {
             return -1;
         t->lr_steps++;
     } while (lit(r, ","));
-    if (key(r, "lr_scaling")) return -1;
     const char *at = r->p;
+    if (lit(r, "lr_curve=")) {
+        at = r->p;
+        if (word(r, w, sizeof w, "cosine or poly")) return -1;
+        if (strcmp(w, "cosine") && strcmp(w, "poly"))
+            return fail(r, at, "unexpected '%s', expected cosine or poly", w);
+        t->lr_kind = strcmp(w, "cosine") ? IR_LR_POLY : IR_LR_COSINE;
+        if (float_key(r, "lr_final", &t->lr_final) || float_key(r, "lr_power", &t->lr_power))
+            return -1;
+    }
+    if (key(r, "lr_scaling")) return -1;
+    at = r->p;
     if (word(r, w, sizeof w, "none or linear")) return -1;
     if (strcmp(w, "none") && strcmp(w, "linear"))
         return fail(r, at, "unexpected '%s', expected none or linear", w);

@@ -145,8 +145,10 @@ static int grad_dense(autodiff *A, int i, ir_node n, int dy) {
 
 static int grad_softmax_ce(autodiff *A, int i, ir_node n, int dy) {
     int logits = n.input[0], label = n.input[1];
-    return contribute(
-        A, logits, emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL, NULL), 1);
+    return contribute(A, logits,
+                      emit(A, i, IR_OP_SOFTMAX_CE_GRAD, (int[]){logits, label, dy}, 3, NULL,
+                           (double[]){n.fattr[0]}),
+                      1);
 }
 
 /* A synchronised statistic (passes/lower.c): scale(allreduce{sync}(s),

@@ -64,6 +64,36 @@ done
 "$bin/dprun" "$tmp/r.plan" --schedule --epochs 50 | tail -n 1 | grep -qx 'epoch 49 lr 0.010' && ok || bad "--epochs 50 schedule"
 "$bin/dprun" "$tmp/r.plan" --schedule --gpus 4 --warmup-epochs 2 | head -n 3 | tr '\n' ' ' |
     grep -q 'epoch 0 lr 0.100 epoch 1 lr 0.250 epoch 2 lr 0.400' && ok || bad "--warmup-epochs 2 --gpus 4"
+# --per-step: every step (synthetic data: 5000 / 2048 = 2 steps an epoch);
+# each epoch's first step is the epoch's lr, Goyal's ramp moves in between.
+"$bin/dprun" "$tmp/r.plan" --schedule --per-step --gpus 16 --data synthetic >"$tmp/run3.steps" 2>/dev/null &&
+    [ "$(wc -l <"$tmp/run3.steps")" = 90 ] && grep 'step 0 ' "$tmp/run3.steps" | sed 's/ step 0//; s/lr \(.*\)/lr \1/' |
+    awk '{printf "epoch %s lr %.3f\n", $2, $4}' | cmp -s - "$tmp/run3.want" && ok || bad "--per-step run 3"
+"$bin/dprun" "$tmp/r.plan" --schedule --per-step --gpus 16 --warmup-per-iteration --data synthetic 2>/dev/null |
+    grep -qx 'epoch 0 step 1 lr 0.25' && ok || bad "--per-step with --warmup-per-iteration"
+expect_fail per-step-alone "--per-step needs --schedule" "$bin/dprun" "$tmp/r.plan" --per-step
+# Cosine and poly reach `final` at the run's last step, after --gpus, --lr and --epochs.
+sed 's/lr {[^}]*}/lr cosine(base=0.1, final=0)/' models/resnet18.net >"$tmp/cos.net"
+sed 's/lr {[^}]*}/lr poly(base=0.1, power=2, final=0.0001)/' models/resnet18.net >"$tmp/poly.net"
+"$bin/dpc" "$tmp/cos.net" -o "$tmp/cos.plan" && "$bin/dpc" "$tmp/poly.net" -o "$tmp/poly.plan" || bad "compile cosine/poly"
+"$bin/dprun" "$tmp/cos.plan" --schedule --per-step --gpus 8 --lr 0.2 --epochs 7 --data synthetic >"$tmp/cos.steps" 2>/dev/null &&
+    sed -n '1p;$p' "$tmp/cos.steps" | tr '\n' ' ' | grep -qx 'epoch 0 step 0 lr 0.2 epoch 6 step 3 lr 0 ' &&
+    grep -qx 'epoch 5 step 0 lr 1.6' "$tmp/cos.steps" && ok || bad "cosine schedule: $(sed -n '1p;$p' "$tmp/cos.steps")"
+"$bin/dprun" "$tmp/poly.plan" --schedule --gpus 16 --lr-scaling none --warmup-epochs 0 --data synthetic 2>/dev/null |
+    sed -n '1p;$p' | tr '\n' ' ' | grep -qx 'epoch 0 lr 0.100 epoch 44 lr 0.000 ' && ok || bad "poly schedule by epoch"
+"$bin/dprun" "$tmp/poly.plan" --schedule --per-step --data synthetic 2>/dev/null | tail -n 1 |
+    grep -qx 'epoch 44 step 38 lr 0.0001' && ok || bad "poly reaches final"
+# A curve spans the run's epochs: a checkpoint resumes only with the same --epochs.
+sed 's/lr {[^}]*}/lr cosine(base=0.01, final=0)/' models/mlp.net >"$tmp/mlpcos.net"
+"$bin/dpc" "$tmp/mlpcos.net" -o "$tmp/mlpcos.plan" || bad "compile mlp cosine"
+"$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 2 --steps 3 --checkpoint "$tmp/cosck" >/dev/null 2>&1 || bad "mlp cosine: 3 steps"
+# The loop steps the curve as --schedule prints it (epoch 1's first step).
+"$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --metrics "$tmp/cos.jsonl" >/dev/null 2>&1 || bad "mlp cosine: 2 epochs"
+want=$("$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step --data synthetic 2>/dev/null | sed -n 's/^epoch 1 step 0 lr //p')
+grep -q "^{\"epoch\": 1, \"lr\": $want, " "$tmp/cos.jsonl" && [ "$want" != 0.01 ] && [ -n "$want" ] && ok ||
+    bad "cosine: the run's epoch-1 lr is not --schedule's $want: $(sed -n 2p "$tmp/cos.jsonl" | head -c 80)"
+expect_fail cosine-resume-epochs "was written with --epochs 2; this run has --epochs 3" \
+    "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 3 --checkpoint "$tmp/cosck" --resume
 
 # ---- training -----------------------------------------------------------------
 epoch_re='^EPOCH  [0-9]: train loss [ 0-9.e+-]{4,} \| batch   64 \| lr 0\.[0-9]{3} \| Time per epoch [0-9]+\.[0-9]{2} seconds$'

@@ -42,6 +42,8 @@ driver=$build/parity/dpc_step
 # value equal to it only at gamma = 1, fails here. After 3 steps the
 # momentum is non-zero and gamma has moved; 4 replicas are checked against
 # a ghost-BatchNorm reference (per-replica statistics, summed gradients).
+# The last case smooths the labels (softmax_cross_entropy smoothing=0.1
+# against F.cross_entropy(label_smoothing=0.1)).
 cases=(
     "resnet18 128"
     "resnet18 128 --steps 3"
@@ -49,6 +51,7 @@ cases=(
     "cnn_small 128"
     "cnn_small 128 --steps 3"
     "cnn_small 32 --replicas 4 --steps 3"
+    "cnn_small 128 --smoothing 0.1"
 )
 passed=0 failed=0
 for case in "${cases[@]}"; do
@@ -58,12 +61,27 @@ for case in "${cases[@]}"; do
     name="$model b$batch${opts:+ $opts}"
     tag=$(echo "$model-$batch$opts" | tr -c 'a-z0-9_\n-' '_')
     start=$(date +%s)
+    # --smoothing E: the model's loss with label smoothing E, against
+    # F.cross_entropy(label_smoothing=E).
+    src=models/$model.net
+    case " $opts " in
+    *" --smoothing "*)
+        e=${opts#*--smoothing } e=${e%% *} src=$tmp/$tag.net
+        sed "s/softmax_cross_entropy(logits, label)/softmax_cross_entropy(logits, label, smoothing=$e)/" \
+            "models/$model.net" >"$src"
+        if ! grep -q "smoothing=$e)" "$src"; then
+            echo "FAIL $name: no softmax_cross_entropy(logits, label) in models/$model.net to smooth"
+            failed=$((failed + 1))
+            continue
+        fi
+        ;;
+    esac
     # --no-memplan: the driver reads the forward ReLU outputs and max-pool
     # inputs after the step, which the arena reuses once they are dead.
     # Fusion stays on (the default), so the fused kernels are what is checked;
     # tests/unit/test_fuse.c shows planning changes no bit of the results.
-    if ! "$bin/dpc" "models/$model.net" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
-        echo "FAIL $name: dpc cannot compile models/$model.net: $(cat "$tmp/dpc.log")"
+    if ! "$bin/dpc" "$src" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
+        echo "FAIL $name: dpc cannot compile $src: $(cat "$tmp/dpc.log")"
         failed=$((failed + 1))
         continue
     fi

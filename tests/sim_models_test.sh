@@ -4,7 +4,8 @@
 # models/*.net at batch 4, fp32 and bf16, fused and --no-fuse, and with
 # --layout (channel-major activations) fused in fp32 and unfused in bf16
 # (not mlp, which has none), its train and eval programs, one check per
-# program. Then the harness's own failures:
+# program. Then cnn_small with label smoothing 0.1 (fp32 fused, bf16
+# unfused). Then the harness's own failures:
 # a buffer one element short is a SIGSEGV in its guard page, reported as
 # one line naming the kernel and the argument; dropping one element of a
 # cooperative kernel's input (CUDA copy only) must exceed the tolerance.
@@ -113,6 +114,24 @@ for v in "fp32 fused" "bf16 unfused"; do
         cmp_prog "cnn_small sync-bn $1 $2 train" "$plan" train "$out/mod"
     else
         bad "dpc cnn_small ${opts[*]}: $(cat "$tmp/dpc.err")"
+    fi
+done
+
+# ---- label smoothing -----------------------------------------------------------
+# softmax_cross_entropy(..., smoothing=0.1) renders the row's mean as one more
+# block reduction and other constants: cnn_small's train (the loss fused with
+# its gradient) and eval (the loss alone) programs, fp32 fused and bf16
+# unfused (under ASan fp32 fused only).
+sed 's/softmax_cross_entropy(logits, label)/softmax_cross_entropy(logits, label, smoothing=0.1)/' \
+    models/cnn_small.net >"$tmp/ls.net"
+grep -q 'smoothing=0.1' "$tmp/ls.net" || bad "cnn_small's loss line is not where the smoothing test expects it"
+for p in "${precs[@]}"; do
+    opts=(--batch 4)
+    [ "$p" = bf16 ] && opts+=(--precision bf16 --no-fuse)
+    if "$bin/dpc" "$tmp/ls.net" "${opts[@]}" -o "$tmp/ls.plan" >/dev/null 2>"$tmp/dpc.err"; then
+        for prog in train eval; do cmp_prog "cnn_small smoothing=0.1 $p $prog" "$tmp/ls.plan" "$prog" "$out/mod"; done
+    else
+        bad "dpc smoothing=0.1 ${opts[*]}: $(cat "$tmp/dpc.err")"
     fi
 done
 

@@ -237,12 +237,17 @@ static double log_sum_exp(const double *row, int64_t K) {
     return m + log(sum);
 }
 
+/* Label smoothing e: the target is (1-e)*onehot + e/K, so the loss is
+ * lse - (1-e)*row[y] - e*mean(row). */
 static void op_softmax_ce(op_args *a) {
     int64_t N = a->in[0]->dim[0], K = a->in[0]->dim[1];
+    double e = a->n->fattr[0];
     for (int64_t n = 0; n < N; n++) {
         const double *row = a->x[0] + n * K;
         int64_t y = label_of(a->x[1][n], K);
-        a->y[n] = y < 0 ? NAN : log_sum_exp(row, K) - row[y];
+        double sum = 0;
+        for (int64_t k = 0; e != 0 && k < K; k++) sum += row[k];
+        a->y[n] = y < 0 ? NAN : log_sum_exp(row, K) - (1 - e) * row[y] - e * sum / (double)K;
     }
 }
 
@@ -457,10 +462,11 @@ static void op_softmax_ce_grad(op_args *a) {
     int64_t N = a->in[0]->dim[0], K = a->in[0]->dim[1];
     for (int64_t n = 0; n < N; n++) {
         const double *row = a->x[0] + n * K;
-        double lse = log_sum_exp(row, K), d = a->x[2][n];
+        double lse = log_sum_exp(row, K), d = a->x[2][n], e = a->n->fattr[0];
         int64_t y = label_of(a->x[1][n], K);
         for (int64_t k = 0; k < K; k++)
-            a->y[n * K + k] = y < 0 ? NAN : (exp(row[k] - lse) - (k == y)) * d;
+            a->y[n * K + k] =
+                y < 0 ? NAN : (exp(row[k] - lse) - (1 - e) * (k == y) - e / (double)K) * d;
     }
 }
 

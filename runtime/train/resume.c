@@ -34,6 +34,10 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
              o->on_nan_skip ? "skip" : "stop");
     size_t used = strlen(out);
     snprintf(out + used, len - used, ";--accumulate=%d", r->accum);
+    /* A cosine/poly curve spans the run's epochs: another --epochs is another curve. */
+    used = strlen(out);
+    if (r->t.lr_kind != IR_LR_DICT && used < len)
+        snprintf(out + used, len - used, ";--epochs=%d", r->t.epochs);
 }
 
 /* Each flag of the checkpoint's list against this run's; the first that

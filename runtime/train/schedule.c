@@ -1,4 +1,7 @@
-/* runtime/train/schedule.c — per-epoch lr dict, linear scaling, warmup. */
+/* runtime/train/schedule.c — per-epoch lr dict or a cosine/poly curve,
+ * linear scaling, warmup. */
+#include <math.h>
+
 #include "runtime/train/train.h"
 
 rt_schedule rt_schedule_make(const ir_train *t, int global_batch) {
@@ -27,14 +30,31 @@ static double warmup_lr(const rt_schedule *s, double frac) {
     return from + (to - from) * frac;
 }
 
+/* A cosine or poly curve at step `step` of epoch e (e >= K): from the
+ * scaled base at the first step after warmup to lr_final at the run's last
+ * step (x = s/S, s counted from the end of warmup, S = the steps after
+ * warmup - 1; x = 0 when S is 0). */
+static double curve_lr(const rt_schedule *s, int epoch, long step, long spe) {
+    const ir_train *t = s->t;
+    if (spe <= 0) spe = 1;
+    double last = (double)(t->epochs - t->warmup_epochs) * spe - 1;
+    double at = (double)(epoch - t->warmup_epochs) * spe + step;
+    double x = last > 0 ? fmin(fmax(at / last, 0), 1) : 0;
+    double f = t->lr_kind == IR_LR_COSINE ? (1 + cos(acos(-1.0) * x)) / 2 : pow(1 - x, t->lr_power);
+    double base = t->lr_value[0] * rt_schedule_scale(s);
+    return t->lr_final + (base - t->lr_final) * f;
+}
+
 double rt_schedule_epoch_lr(const rt_schedule *s, int epoch) {
     int k = s->t->warmup_epochs;
     if (k > 0 && epoch < k) return warmup_lr(s, (double)epoch / k);
+    if (s->t->lr_kind != IR_LR_DICT) return curve_lr(s, epoch, 0, s->steps_per_epoch);
     return rt_schedule_dict_lr(s->t, epoch) * rt_schedule_scale(s);
 }
 
 double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long steps_per_epoch) {
     int k = s->t->warmup_epochs;
+    if (epoch >= k && s->t->lr_kind != IR_LR_DICT) return curve_lr(s, epoch, step, steps_per_epoch);
     if (!s->per_iteration || k <= 0 || epoch >= k || steps_per_epoch <= 0)
         return rt_schedule_epoch_lr(s, epoch);
     /* Goyal et al.: a constant increment every iteration, reaching the
@@ -43,7 +63,12 @@ double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long step
     return warmup_lr(s, it / ((double)k * steps_per_epoch));
 }
 
-void rt_schedule_print(const rt_schedule *s, FILE *f) {
+void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f) {
+    long spe = s->steps_per_epoch;
     for (int e = 0; e < s->t->epochs; e++)
-        fprintf(f, "epoch %d lr %.3f\n", e, rt_schedule_epoch_lr(s, e));
+        if (!per_step)
+            fprintf(f, "epoch %d lr %.3f\n", e, rt_schedule_epoch_lr(s, e));
+        else
+            for (long i = 0; i < spe; i++)
+                fprintf(f, "epoch %d step %ld lr %.9g\n", e, i, rt_schedule_step_lr(s, e, i, spe));
 }

@@ -110,17 +110,40 @@ int rt_run_check_programs(rt_run *r) {
     return 0;
 }
 
-int rt_run_open_data(rt_run *r) {
-    const rt_train_options *o = r->o;
+/* The data a run reads: --data, else $DPC_DATA; NULL: the synthetic set. */
+static const char *data_spec(const rt_train_options *o) {
     const char *spec = o->data;
     const char *env = getenv("DPC_DATA");
     if (!spec && env && *env) spec = env;
-    if (!spec || !strcmp(spec, "synthetic")) {
+    return spec && strcmp(spec, "synthetic") ? spec : NULL;
+}
+
+long rt_train_steps_per_epoch(const rt_train_options *o, int global_batch, char *err,
+                              size_t errlen) {
+    const char *spec = data_spec(o);
+    int64_t count = RT_SYNTHETIC_TRAIN;
+    if (spec) { /* the folder's records, as the run would count them */
+        rt_dataset *ds = rt_data_cifar10(spec, 1, err, errlen);
+        if (!ds) return -1;
+        count = ds->count;
+        rt_dataset_free(ds);
+    }
+    if (count / global_batch == 0)
+        return ir_fail(err, errlen, "%lld training images do not fill one global batch of %d",
+                       (long long)count, global_batch);
+    return (long)(count / global_batch);
+}
+
+int rt_run_open_data(rt_run *r) {
+    const rt_train_options *o = r->o;
+    const char *spec = data_spec(o), *env = getenv("DPC_DATA");
+    if (!spec) {
+        int named = o->data || (env && *env); /* "synthetic" asked for */
         if (o->rank == 0)
             fprintf(stderr,
                     "%snote: %s: using the built-in synthetic dataset (%d train / %d test "
                     "images, 10 classes); --data DIR trains on CIFAR-10\n",
-                    o->log_prefix, spec ? "--data synthetic" : "no --data and $DPC_DATA unset",
+                    o->log_prefix, named ? "--data synthetic" : "no --data and $DPC_DATA unset",
                     RT_SYNTHETIC_TRAIN, RT_SYNTHETIC_TEST);
         r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
         r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);

@@ -155,6 +155,7 @@ static int open_run(rt_run *r, rt_train_options *o) {
     r->sched.per_iteration = o->warmup_per_iteration;
     if (!rc) rc = rt_run_check_outputs(r);
     if (!rc) rc = rt_run_open_data(r);
+    if (!rc) r->sched.steps_per_epoch = (long)r->train_b.batches;
     if (!rc && o->metrics && !o->benchmark && !o->resume) {
         r->metrics_path = o->metrics;
         rc = rt_run_open_metrics(r);

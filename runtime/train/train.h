@@ -110,30 +110,44 @@ rt_train_options rt_train_defaults(void);
  * 0 or -1 + err. */
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen);
+/* Optimizer steps per epoch for a global batch on the run's data (--data,
+ * $DPC_DATA or the synthetic set; a CIFAR-10 folder is read): what
+ * `dprun --schedule` needs for a curve or --per-step. -1 + err. */
+long rt_train_steps_per_epoch(const rt_train_options *o, int global_batch, char *err,
+                              size_t errlen);
 /* Runs training; returns the process exit status: 0, 1 with the message in
  * err (empty when another rank has it), or 128 + signal. */
 int rt_train(const dpc_plan *plan, const rt_train_options *o, char *err, size_t errlen);
 
 /* ---- the learning-rate schedule of a training run.
  *
- * The train section gives a per-epoch dict ({0: 0.1, 35: 0.05, ...}), an
- * optional linear scaling by global batch / reference batch (Goyal et al.)
- * and an optional warmup of K epochs. Warmup ramps linearly from the
- * unscaled epoch-0 value at epoch 0 to the scaled value of epoch K, either
- * once per epoch (the reference article: 0.1, 0.4, ..., 1.6 for a x16 scale
- * and K = 5) or once per iteration (Goyal et al.).
+ * The train section gives a per-epoch dict ({0: 0.1, 35: 0.05, ...}) or a
+ * per-step curve (`lr cosine(base, final)`, `lr poly(base, power, final)`),
+ * an optional linear scaling by global batch / reference batch (Goyal et
+ * al.) and an optional warmup of K epochs. Warmup ramps linearly from the
+ * unscaled epoch-0 value (a curve's base) at epoch 0 to the scaled value of
+ * epoch K, either once per epoch (the reference article: 0.1, 0.4, ...,
+ * 1.6 for a x16 scale and K = 5) or once per iteration (Goyal et al.). A
+ * curve then runs over the steps after warmup, from the scaled base at the
+ * first to `final` (never scaled) at the run's last step:
+ *     cosine: final + (base - final) * (1 + cos(pi * s / S)) / 2
+ *     poly:   final + (base - final) * (1 - s / S)^power
+ * s: the step counted from the end of warmup, S: the steps after warmup
+ * minus 1 (x = s/S is 0 when S is 0).
  *
  * Usage:
  *     rt_schedule s = rt_schedule_make(&plan->schedule, global_batch);
  *     s.per_iteration = 1;                           // optional
+ *     s.steps_per_epoch = spe;                       // what a curve needs
  *     double lr = rt_schedule_epoch_lr(&s, epoch);   // what the log prints
  *     double lr = rt_schedule_step_lr(&s, epoch, step, steps_per_epoch);
  */
 
 typedef struct {
-    const ir_train *t; /* the dict, scaling and warmup (not owned) */
-    int global_batch;  /* per-device batch x replicas */
-    int per_iteration; /* 1: warmup ramps every step, 0: every epoch */
+    const ir_train *t;    /* the dict or curve, scaling and warmup (not owned) */
+    int global_batch;     /* per-device batch x replicas */
+    int per_iteration;    /* 1: warmup ramps every step, 0: every epoch */
+    long steps_per_epoch; /* for a curve's epoch_lr; 0 (unknown) counts one step per epoch */
 } rt_schedule;
 
 rt_schedule rt_schedule_make(const ir_train *t, int global_batch);
@@ -146,8 +160,10 @@ double rt_schedule_scale(const rt_schedule *s);
 double rt_schedule_epoch_lr(const rt_schedule *s, int epoch);
 /* lr of step `step` (0-based within the epoch) of epoch e. */
 double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long steps_per_epoch);
-/* `epoch E lr X` for every epoch of t->epochs: what `dprun --schedule` prints. */
-void rt_schedule_print(const rt_schedule *s, FILE *f);
+/* What `dprun --schedule` prints for every epoch of t->epochs: `epoch E lr
+ * X` (%.3f, the lr at the epoch's first step), or with per_step every step
+ * of steps_per_epoch, `epoch E step I lr X` (%.9g). */
+void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f);
 
 /* ---- local hyperparameter sweeps: `dprun PLAN --sweep SPEC`.
  *

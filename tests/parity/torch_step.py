@@ -376,7 +376,7 @@ def tap_modules(model, relu, pool_inputs):
 
 
 def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, replicas=1, steps=1,
-                taps=None):
+                taps=None, smoothing=0.0):
     """`steps` MXNet-form training steps of `replicas` data-parallel
     replicas with per-replica ("ghost") BatchNorm, as dpc_step runs them:
     step s takes the global batch image[s*R*b : (s+1)*R*b], replica r its
@@ -386,6 +386,7 @@ def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, 
     rescale = 1/(R*b) and the velocity carried across steps.
     taps: None, or {"sS.rR.": (relu masks, max-pool inputs)} of dpc's steps
     in call order, which the reference then follows at kinks and near-ties.
+    smoothing: PyTorch's label_smoothing of the loss.
     Returns ({dpc-style name: float64 ndarray}, {tap name: (flips, largest
     margin)})."""
     torch.manual_seed(0)
@@ -419,7 +420,7 @@ def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, 
             x = torch.from_numpy(image[lo:lo + batch]).to(dtype)
             y = torch.from_numpy(label[lo:lo + batch]).long()
             logits = model(x)
-            loss = F.cross_entropy(logits, y, reduction="none")
+            loss = F.cross_entropy(logits, y, reduction="none", label_smoothing=smoothing)
             loss.sum().backward()  # gradient of the summed loss (MXNet backward())
             out[key + "loss"], out[key + "logits"] = loss.detach(), logits.detach()
             pools = pool.seen if pool else []
@@ -494,6 +495,9 @@ def main():
     ap.add_argument("--no-follow", action="store_true",
                     help="diagnostic: the reference takes its own side of ReLU kinks and max-pool "
                     "near-ties instead of dpc's (what a plain float64 reference shows)")
+    ap.add_argument("--smoothing", type=float, default=0.0,
+                    help="label_smoothing of the reference's loss (the plan's "
+                         "softmax_cross_entropy must have the same smoothing)")
     ap.add_argument("--torch32", action="store_true",
                     help="also run the step in float32 torch and show its error (not checked)")
     a = ap.parse_args()
@@ -549,12 +553,12 @@ def main():
 
     t0 = time.time()
     ref, flips = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
-                             a.replicas, a.steps, None if a.no_follow else taps)
+                             a.replicas, a.steps, None if a.no_follow else taps, a.smoothing)
     t_ref = time.time() - t0
     t32 = None
     if a.torch32:
         t32, _ = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float32,
-                             a.replicas, a.steps)
+                             a.replicas, a.steps, smoothing=a.smoothing)
 
     # What to check: every tensor dpc returned, and every one we expect.
     checks = []

@@ -507,6 +507,41 @@ TEST(softmax_cross_entropy_gradient) {
     fixture_free(&f);
 }
 
+/* Label smoothing (PyTorch's label_smoothing): finite differences at random
+ * logits, the attribute carried to the gradient op, and the gradient
+ * exactly softmax - (1-e)*onehot - e/K. */
+TEST(smoothed_cross_entropy_gradient) {
+    const double e = 0.1;
+    ir_graph *g = ir_new();
+    int z = param(g, "z", ir_shape2(4, 5));
+    int l = loss_on(g, z);
+    g->nodes[l].fattr[0] = e;
+    fixture f;
+    fixture_init(&f, g);
+    for (int i = 0; i < 20; i++) f.val[z][i] *= 3;
+    CHECK(check_gradients(&f) == 1);
+    int gr = -1;
+    for (int i = 0; i < f.grad->n; i++)
+        if (f.grad->nodes[i].op == IR_OP_SOFTMAX_CE_GRAD) gr = i;
+    CHECK(gr >= 0 && f.grad->nodes[gr].fattr[0] == e);
+    rt_interp *it = rt_interp_new(f.grad);
+    load(&f, f.grad, it);
+    rt_interp_run(it);
+    const double *d = rt_interp_buffer(it, node_named(f.grad, "z.grad"));
+    const double *lbl = f.val[source_named(f.fwd, "label")];
+    for (int n = 0; n < 4; n++) {
+        double zmax = -INFINITY, sum = 0;
+        for (int k = 0; k < 5; k++) zmax = fmax(zmax, f.val[z][n * 5 + k]);
+        for (int k = 0; k < 5; k++) sum += exp(f.val[z][n * 5 + k] - zmax);
+        for (int k = 0; k < 5; k++)
+            CHECK_NEAR(d[n * 5 + k],
+                       exp(f.val[z][n * 5 + k] - zmax) / sum - (1 - e) * (k == (int)lbl[n]) - e / 5,
+                       1e-15);
+    }
+    rt_interp_free(it);
+    fixture_free(&f);
+}
+
 /* conv-bn-relu-maxpool, a basic residual block, a downsampling block with
  * a 1x1/2 shortcut, global_avgpool, dense with bias: ResNet in miniature. */
 TEST(small_resnet_gradients) {
@@ -557,5 +592,6 @@ int main(void) {
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
     RUN(small_resnet_gradients);
+    RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
     return harness_done();
 }

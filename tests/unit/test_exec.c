@@ -388,6 +388,18 @@ TEST(softmax_cross_entropy) {
     N(SOFTMAX_CE_GRAD, lo, lab, dl), NULL, NULL);
     CHECK(run_both(g, NULL, TOL) == 0);
     ir_free(g);
+    /* label smoothing: the loss with its gradient, and each alone */
+    for (int lone = 0; lone < 2; lone++) {
+        g = ir_new();
+        lo = ir_add_input(g, "logits", ir_shape2(6, 7), 0);
+        lab = ir_add_input(g, "label", (ir_type){1, {6}, IR_I32}, 7);
+        dl = ir_add_input(g, "dloss", ir_shape1(6), 0);
+        l = N(SOFTMAX_CE, lo, lab), NULL, (double[]){0.1});
+        if (!lone) one = N(ONES_LIKE, l), NULL, NULL);
+        N(SOFTMAX_CE_GRAD, lo, lab, lone ? dl : one), NULL, (double[]){0.25});
+        CHECK(run_both(g, NULL, TOL) == 0);
+        ir_free(g);
+    }
 }
 
 static void bn_primitives(int rank4) {

@@ -386,6 +386,37 @@ TEST(arguments_defaults_and_arithmetic) {
     ir_free(g);
 }
 
+/* gamma_init=0, and the residual marker under the train section's switch. */
+TEST(batchnorm_gamma_init) {
+    static const char *body =
+        "input image[3, 8, 8]; input label class(10)\n"
+        "block branch(x) { return batchnorm(conv(x, 3, k=1), residual_last=true) }\n"
+        "network n {\n"
+        "  x = batchnorm(image, gamma_init=0)\n"
+        "  x = x + branch(x)\n"
+        "  x = x + batchnorm(conv(x, 3, k=1), residual_last=true, gamma_init=1)\n"
+        "  loss = softmax_cross_entropy(dense(global_avgpool(x), 10), label)\n"
+        "}\n";
+    char src[1024];
+    for (int on = 0; on < 2; on++) {
+        snprintf(src, sizeof src, "%s%s", body, on ? "train { zero_init_residual }\n" : "");
+        ir_graph *g = build_src(src, 2);
+        CHECK(g != NULL);
+        if (!g) continue;
+        const char *names[3] = {"batchnorm0.gamma", "branch0.batchnorm0.gamma", "batchnorm1.gamma"};
+        const ir_init want[2][3] = {{IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_ONE},
+                                    {IR_INIT_ZERO, IR_INIT_ZERO, IR_INIT_ONE}};
+        for (int k = 0; k < 3; k++) {
+            int i = find_name(g, names[k]);
+            CHECK_MSG(i >= 0 && g->nodes[i].iattr[0] == (int64_t)want[on][k], "%s (switch %d)",
+                      names[k], on);
+        }
+        int beta = find_name(g, "branch0.batchnorm0.beta");
+        CHECK(beta >= 0 && g->nodes[beta].iattr[0] == IR_INIT_ZERO);
+        ir_free(g);
+    }
+}
+
 TEST(train_section_variants) {
     const char *net = "input image[4]\ninput label class(2)\n"
                       "network n { loss = softmax_cross_entropy(dense(image, 2), label) }\n";
@@ -710,6 +741,7 @@ int main(void) {
     RUN(train_section_variants);
     RUN(error_messages);
     RUN(limits);
+    RUN(batchnorm_gamma_init);
     RUN(golden_files_fail_with_one_line);
     RUN(truncated_and_mutated_sources);
     return harness_done();

@@ -195,7 +195,8 @@ TEST(dump_is_stable_text) {
     CHECK(strstr(buf, "%1 = input \"label\" classes=10 : [4]:i32\n") != NULL);
     CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 : [4,8,8,8]\n") != NULL);
     CHECK(strstr(buf, "batchnorm %3 %4 %5 %6 %7 training=1 sync=0 eps=1e-05 momentum=0.9") != NULL);
-    CHECK(strstr(buf, "softmax_cross_entropy %14 %1 : [4] [output,loss]  # loss\n") != NULL);
+    CHECK(strstr(buf, "softmax_cross_entropy %14 %1 smoothing=0 : [4] [output,loss]  # loss\n") !=
+          NULL);
     free(buf);
 
     buf = NULL;

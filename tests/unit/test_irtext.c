@@ -60,10 +60,11 @@ static int same_train(const ir_train *a, const ir_train *b) {
            !memcmp(a->lr_epoch, b->lr_epoch, (size_t)a->lr_steps * sizeof(int)) &&
            same_doubles(a->lr_value, b->lr_value, a->lr_steps) && a->lr_scaling == b->lr_scaling &&
            a->reference_batch == b->reference_batch && a->warmup_epochs == b->warmup_epochs &&
-           !strcmp(a->dataset, b->dataset) && a->pad == b->pad &&
-           a->random_crop == b->random_crop && a->random_mirror == b->random_mirror &&
-           a->normalize == b->normalize && same_doubles(a->mean, b->mean, 3) &&
-           same_doubles(a->std, b->std, 3);
+           a->lr_kind == b->lr_kind && same_doubles(&a->lr_final, &b->lr_final, 1) &&
+           same_doubles(&a->lr_power, &b->lr_power, 1) && !strcmp(a->dataset, b->dataset) &&
+           a->pad == b->pad && a->random_crop == b->random_crop &&
+           a->random_mirror == b->random_mirror && a->normalize == b->normalize &&
+           same_doubles(a->mean, b->mean, 3) && same_doubles(a->std, b->std, 3);
 }
 
 /* Graphs straight from the frontend and the passes, through the text and
@@ -82,6 +83,9 @@ TEST(graphs_read_back_field_for_field) {
         t.has_train = 1;
         t.train = *fe_train(p);
         t.train.lr_value[0] = 1.0 / 3; /* needs all 17 digits */
+        if (m)                         /* resnet18 as a poly curve: its line carries lr_curve= */
+            t.train.lr_steps = 1, t.train.lr_kind = IR_LR_POLY, t.train.lr_final = 1.0 / 7,
+            t.train.lr_power = 0.5;
         t.graph[0] = fe_build_graph_err(p, 4, 1, err, sizeof err);
         t.graph[1] = fe_build_graph_err(p, 5, 0, err, sizeof err);
         fe_free(p);
@@ -109,6 +113,8 @@ TEST(graphs_read_back_field_for_field) {
         CHECK(len == len2 && !memcmp(text, again, len));
         CHECK(strstr(text, "=0.3333333333333333 ") != NULL);
         CHECK(m == 0 || strstr(text, ":bf16") != NULL);
+        CHECK((strstr(text, " lr_curve=poly lr_final=0.14285714285714285 lr_power=0.5 ") != NULL) ==
+              m);
         free(again);
         free(text);
         ir_text_free(&back);

@@ -77,6 +77,7 @@ static void make_plan(dpc_plan *p) {
     t->lr_scaling = IR_LR_SCALING_LINEAR;
     t->reference_batch = 128;
     t->warmup_epochs = 2;
+    t->lr_final = 1.0 / 7, t->lr_power = 1.0 / 3; /* stored whatever the curve */
     t->pad = 4;
     t->random_crop = 32;
     t->random_mirror = 1;
@@ -238,6 +239,7 @@ static void check_same_schedule(const ir_train *a, const ir_train *b) {
     CHECK(a->lr_scaling == b->lr_scaling);
     CHECK(a->reference_batch == b->reference_batch);
     CHECK(a->warmup_epochs == b->warmup_epochs);
+    CHECK(a->lr_kind == b->lr_kind && a->lr_final == b->lr_final && a->lr_power == b->lr_power);
     CHECK_STR(a->dataset, b->dataset);
     CHECK(a->pad == b->pad);
     CHECK(a->random_crop == b->random_crop);
@@ -437,7 +439,7 @@ TEST(info_summary) {
     static const char *want[] = {
         "model: tiny_net",
         "source: models/tiny.net",
-        "format: dpc plan version 1",
+        "format: dpc plan version 2",
         "train program: 16 nodes, batch 4",
         "image [4,3,8,8], label [4]:i32",
         "parameters: 166 in 5 tensors, 2 state tensors",
@@ -526,13 +528,13 @@ TEST(header_problems) {
     unsigned char *b = valid_bytes(&len);
     unsigned char *c = malloc(len + 1);
     memcpy(c, b, len);
-    wr32(c + 8, 2);
+    wr32(c + 8, 3);
     expect_refused(c, len,
-                   "plan format version 2, this dprun reads version 1; recompile the "
+                   "plan format version 3, this dprun reads version 2; recompile the "
                    "model with this dpc");
-    CHECK_STR(err, "h.plan: error: plan format version 2, this dprun reads version 1; recompile "
+    CHECK_STR(err, "h.plan: error: plan format version 3, this dprun reads version 2; recompile "
                    "the model with this dpc");
-    expect_refused(c, 12, "plan format version 2"); /* even when cut short */
+    expect_refused(c, 12, "plan format version 3"); /* even when cut short */
     wr32(c + 8, 0);
     expect_refused(c, len, "plan format version 0,");
     wr32(c + 8, 0xffffffffu);
@@ -1072,14 +1074,17 @@ TEST(hostile_schedule) {
         {76, 4, 2, "schedule: unknown lr scaling 2"},
         {80, 4, 0, "reference batch must be positive"},
         {84, 4, 99, "warmup of 99 epochs does not fit 10 epochs"},
-        {88, 4, 40, "schedule: dataset name is 40 bytes long, at most 31 allowed"},
+        {88, 4, 3, "schedule: unknown lr curve 3"},
+        {92, 8, 0x7ff8000000000001u, "schedule: the lr curve is not finite"}, /* final NaN */
+        {92, 8, 0xbff0000000000000u, "final lr must be in [0, 1e6], got -1"},
+        {108, 4, 40, "schedule: dataset name is 40 bytes long, at most 31 allowed"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         buf sch = real_schedule();
         CHECK(sch.len > 100);
         /* Check the offsets this table assumes. */
         CHECK(rd32(sch.p + 0) == 4 && rd32(sch.p + 4) == 10 && rd32(sch.p + 36) == 3 &&
-              rd32(sch.p + 76) == IR_LR_SCALING_LINEAR && rd32(sch.p + 88) == 7);
+              rd32(sch.p + 76) == IR_LR_SCALING_LINEAR && rd32(sch.p + 108) == 7);
         if (cases[i].width == 4)
             wr32(sch.p + cases[i].off, (uint32_t)cases[i].value);
         else

@@ -1,5 +1,8 @@
 /* Tests for runtime/schedule: the reference article's three runs, epoch by
  * epoch, plus per-iteration (Goyal) warmup. */
+#include <math.h>
+#include <string.h>
+
 #include "runtime/train/train.h"
 #include "tests/harness.h"
 
@@ -102,12 +105,82 @@ TEST(print_lists_every_epoch) {
     rt_schedule s = rt_schedule_make(&t, 2048);
     char buf[4096] = {0};
     FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    rt_schedule_print(&s, f);
+    rt_schedule_print(&s, 0, f);
     fclose(f);
     CHECK(strncmp(buf, "epoch 0 lr 0.100\nepoch 1 lr 0.400\n", 34) == 0);
     CHECK(strstr(buf, "epoch 34 lr 1.600\nepoch 35 lr 0.800\n") != NULL);
     CHECK(strstr(buf, "epoch 44 lr 0.160\n") != NULL);
     CHECK(strstr(buf, "epoch 45") == NULL);
+}
+
+/* A curve over 10 epochs of 20 steps after a 2-epoch warmup, x4 scaled:
+ * base 0.1 -> 0.4; s/S runs over the 8 * 20 steps after warmup. */
+static ir_train curve(ir_lr_kind kind) {
+    ir_train t;
+    ir_train_defaults(&t);
+    t.epochs = 10;
+    t.lr_kind = kind;
+    t.lr_value[0] = 0.1;
+    t.lr_final = 0.001;
+    t.lr_power = 2;
+    t.lr_scaling = IR_LR_SCALING_LINEAR;
+    t.reference_batch = 128;
+    t.warmup_epochs = 2;
+    return t;
+}
+
+TEST(cosine_decays_from_scaled_base_to_final) {
+    ir_train t = curve(IR_LR_COSINE);
+    rt_schedule s = rt_schedule_make(&t, 512);
+    s.steps_per_epoch = 20;
+    double S = 8 * 20 - 1, pi = acos(-1.0);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 2, 0, 20), 0.4, 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 9, 19, 20), 0.001, 1e-12); /* the last step */
+    double want = 0.001 + (0.4 - 0.001) * (1 + cos(pi * 37 / S)) / 2;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 3, 17, 20), want, 1e-12);
+    CHECK_NEAR(rt_schedule_epoch_lr(&s, 6), 0.001 + (0.4 - 0.001) * (1 + cos(pi * 80 / S)) / 2,
+               1e-12);
+    /* Warmup is the dict's: per epoch from the unscaled base, then per step. */
+    CHECK_NEAR(rt_schedule_step_lr(&s, 1, 5, 20), 0.25, 1e-12);
+    s.per_iteration = 1;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 1, 5, 20), 0.1 + 0.3 * 25 / 40.0, 1e-12);
+    /* Without warmup the curve runs over every step. */
+    t.warmup_epochs = 0;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 0, 0, 20), 0.4, 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 5, 0, 20),
+               0.001 + (0.4 - 0.001) * (1 + cos(pi * 100 / 199.0)) / 2, 1e-12);
+}
+
+TEST(poly_decays_with_its_power) {
+    ir_train t = curve(IR_LR_POLY);
+    t.lr_scaling = IR_LR_SCALING_NONE;
+    t.warmup_epochs = 0;
+    rt_schedule s = rt_schedule_make(&t, 512);
+    s.steps_per_epoch = 20;
+    double x = 50 / 199.0;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 2, 10, 20), 0.001 + 0.099 * (1 - x) * (1 - x), 1e-12);
+    CHECK_NEAR(rt_schedule_step_lr(&s, 9, 19, 20), 0.001, 1e-12);
+    t.lr_power = 1; /* linear */
+    CHECK_NEAR(rt_schedule_step_lr(&s, 2, 10, 20), 0.001 + 0.099 * (1 - x), 1e-12);
+    /* One step in all: it runs at the base. */
+    t.epochs = 1;
+    s.steps_per_epoch = 1;
+    CHECK_NEAR(rt_schedule_step_lr(&s, 0, 0, 1), 0.1, 1e-12);
+}
+
+TEST(print_per_step_lists_every_step) {
+    ir_train t = curve(IR_LR_COSINE);
+    t.lr_final = 0;
+    rt_schedule s = rt_schedule_make(&t, 512);
+    s.steps_per_epoch = 20;
+    char buf[16384] = {0};
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    rt_schedule_print(&s, 1, f);
+    fclose(f);
+    CHECK(strncmp(buf, "epoch 0 step 0 lr 0.1\nepoch 0 step 1 lr 0.1\n", 44) == 0);
+    CHECK(strstr(buf, "epoch 2 step 0 lr 0.4\n") != NULL);
+    size_t n = strlen(buf);
+    CHECK(n > 22 && strcmp(buf + n - 22, "\nepoch 9 step 19 lr 0\n") == 0);
 }
 
 int main(void) {
@@ -118,5 +191,8 @@ int main(void) {
     RUN(per_iteration_warmup_is_goyal);
     RUN(warmup_without_scaling_is_flat);
     RUN(print_lists_every_epoch);
+    RUN(cosine_decays_from_scaled_base_to_final);
+    RUN(poly_decays_with_its_power);
+    RUN(print_per_step_lists_every_step);
     return harness_done();
 }
