@@ -27,10 +27,12 @@ static inline int tg_node(ir_graph *g, ir_op op, const int *in, int nin, const i
     return id;
 }
 #define N(op, ...) tg_node(g, IR_OP_##op, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+/* Every attribute slot: ir_add_node reads as many as the op's schema has,
+ * so slots left out are zero, not whatever follows a shorter array. */
 #define IA(...) \
-    (int64_t[]) { __VA_ARGS__ }
+    (int64_t[IR_MAX_IATTRS]) { __VA_ARGS__ }
 #define FA(...) \
-    (double[]) { __VA_ARGS__ }
+    (double[IR_MAX_FATTRS]) { __VA_ARGS__ }
 
 /* xorshift64: the same values on every machine. */
 static inline double tg_rnd(uint64_t *state) {

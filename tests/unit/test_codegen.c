@@ -71,6 +71,10 @@ static ir_graph *all_ops_graph(void) {
     N(ASSIGN, rv, ema), NULL, NULL);
     int tr = N(TRANSPOSE, r), IA(1), NULL); /* to channel-major (passes/layout.c) */
     g->nodes[tr].flags |= IR_FLAG_CNHW;
+    /* synchronised BatchNorm's (passes/lower.c) */
+    int rs = ir_add_input(g, "replica_scale", ir_shape1(1), 0);
+    int sm = N(SCALE, mean, rs), NULL, NULL);
+    N(BN_UNBIAS, sm, rs), NULL, FA(75.0));
     return g;
 }
 
