@@ -25,9 +25,11 @@
  * every parameter (replica 0's gradient of its summed loss in the last
  * step); every persistent tensor of replica 0 after the steps (parameters,
  * running statistics, optimizer state) and "rR.NAME" for the running
- * statistics of replica R >= 1. Its metadata records model, batch, lr,
- * the optimizer and its hyper-parameters (plan schedule),
- * momentum, wd, replicas, steps. Exits 0, or 1 with one line on stderr.
+ * statistics of replica R >= 1; with K > 1 also "s0.NAME" for every
+ * parameter and optimizer state of replica 0 after the first step (so one
+ * run checks the first step's update and the last's). Its metadata records
+ * model, batch, lr, momentum, wd, replicas, steps, and the optimizer with
+ * its other hyper-parameters. Exits 0, or 1 with one line on stderr.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -273,6 +275,14 @@ int main(int argc, char **argv) {
                              grad_scale, NULL, err, sizeof err))
             die("step %d failed: %s", s, err);
         for (int r = 0; r < replicas; r++) out_step(&o, R, r, g, s);
+        for (int k = 0; s == 0 && steps > 1 && k < rt_store_count(st); k++) {
+            const char *name = rt_store_name(st, k);
+            const ir_node *n = find_named(plan->eval, name);
+            if (n && n->op == IR_OP_STATE) continue; /* a running statistic */
+            char sname[IR_NAME_MAX + 16];
+            snprintf(sname, sizeof sname, "s0.%s", name);
+            rt_store_read(st, k, out_add(&o, sname, rt_store_type(st, k)));
+        }
     }
     free(img);
     free(lab);
