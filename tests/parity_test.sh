@@ -67,6 +67,8 @@ cases=(
     "cnn_small@lars(wd=0.0005) 64 --steps 3 --lr 2"
     "cnn_small@lamb(wd=0.01,eps=1e-4) 64 --steps 3 --lr 0.01"
     "cnn_small@adamw(wd=0.01,eps=1e-4) 64 --steps 3 --lr 0.01"
+    "cnn_small@lars(wd=0.0005) 16 --replicas 4 --steps 3 --lr 2"
+    "cnn_small@lamb(wd=0.01,eps=1e-4) 16 --replicas 4 --steps 3 --lr 0.01"
     "resnet18@sgd(momentum=0.9,wd=0.0005,nesterov=true) 16 --steps 3"
     "resnet18@lars(wd=0.0005) 16 --steps 3 --lr 2"
     "resnet18@lamb(wd=0.01,eps=1e-2) 16 --steps 3 --lr 0.01"
