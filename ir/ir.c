@@ -814,7 +814,8 @@ uint64_t ir_graph_hash(const ir_graph *g) {
         h = hash_i64(h, n->ninputs);
         for (int j = 0; j < n->ninputs; j++) h = hash_i64(h, n->input[j]);
         for (int j = 0; j < IR_MAX_IATTRS; j++) h = hash_i64(h, n->iattr[j]);
-        for (int j = 0; j < IR_MAX_FATTRS; j++) {
+        /* a third float slot only where the op has one: older graphs hash as before */
+        for (int j = 0; j < (ir_op_num_fattrs(n->op) > 2 ? IR_MAX_FATTRS : 2); j++) {
             int64_t bits;
             memcpy(&bits, &n->fattr[j], sizeof bits);
             h = hash_i64(h, bits);
