@@ -467,6 +467,9 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
             cg_str_printf(body, "        { const red_t d = %s - m%d; s%d[l] += d * d; }\n", x.s, t,
                           t);
             break;
+        case IR_OP_SUMSQ:
+            cg_str_printf(body, "        { const red_t d = %s; s%d[l] += d * d; }\n", x.s, t);
+            break;
         default: /* bn_grad_gamma(dy, x, mean, var) */
             operand(G, m, 1, 'i', &y);
             cg_str_printf(body, "        s%d[l] += %s * ((%s - m%d) * inv%d);\n", t, x.s, y.s, t,
@@ -832,6 +835,8 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
     int64_t count;
     if (G.kind == FU_CHANNEL_GROUP) {
         G.N = G.X->dim[0], G.C = G.X->dim[1], G.inner = inner_of(G.X);
+        if (cx->g->nodes[lo].op == IR_OP_SUMSQ) /* one channel: the whole tensor (fuse.c) */
+            G.N = 1, G.C = 1, G.inner = ir_numel(G.X);
         G.split = split_of(&G, &G.chunk);
         if (G.split > 1) return render_channel_split(&G, name);
         count = G.C;

@@ -210,6 +210,7 @@ void fe_int_hint(int is_float, double f, char *buf, size_t n) {
 
 fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value) {
     fe_kw *k = fe_alloc(&P->arena, sizeof *k);
+    memset(k, 0, sizeof *k); /* FE_KW_NUM; the parser sets the other kinds */
     k->key = key;
     k->loc = loc;
     k->value = value;

@@ -188,11 +188,16 @@ typedef enum {
     FE_T_COUNT
 } fe_titem_kind;
 
+/* key=num, key=true|false, or key=(name, ...) (optimizer exclude lists). */
+typedef enum { FE_KW_NUM, FE_KW_BOOL, FE_KW_NAMES } fe_kw_kind;
 typedef struct fe_kw {
     struct fe_kw *next;
     const char *key;
     fe_loc loc;
-    fe_num *value;
+    fe_kw_kind kind;
+    fe_num *value;       /* FE_KW_NUM */
+    int boolean;         /* FE_KW_BOOL */
+    struct fe_kw *names; /* FE_KW_NAMES: one entry per name, as its key */
 } fe_kw;
 
 typedef struct fe_pair {

@@ -368,8 +368,11 @@ static int get_real(checker *C, const fe_num *n, const char *what, int range, do
     return 0;
 }
 
-/* Keyword arguments of init/optimizer/lr_scaling: each known, none twice. */
+/* Keyword arguments of init/optimizer/lr_scaling: each known, none twice,
+ * each of its kind (nesterov a boolean, exclude a list of names, the rest
+ * numbers). */
 static int check_kws(checker *C, const fe_titem *it, const char *const *allowed) {
+    static const char *const kind_name[] = {"a number", "true or false", "a list of names"};
     for (const fe_kw *k = it->kws; k; k = k->next) {
         int known = 0;
         for (const char *const *a = allowed; *a; a++) known |= !strcmp(*a, k->key);
@@ -378,6 +381,13 @@ static int check_kws(checker *C, const fe_titem *it, const char *const *allowed)
                 ERR(C, k->loc, "'%s' takes no arguments", it->ident);
             else
                 ERR(C, k->loc, "unknown keyword argument '%s' for '%s'", k->key, it->ident);
+            return -1;
+        }
+        fe_kw_kind want = !strcmp(k->key, "nesterov")  ? FE_KW_BOOL
+                          : !strcmp(k->key, "exclude") ? FE_KW_NAMES
+                                                       : FE_KW_NUM;
+        if (k->kind != want) {
+            ERR(C, k->loc, "argument '%s' of '%s' must be %s", k->key, it->ident, kind_name[want]);
             return -1;
         }
         for (const fe_kw *j = it->kws; j != k; j = j->next)
@@ -489,9 +499,76 @@ static int check_normalize(checker *C, const fe_titem *it, ir_train *t) {
 static int check_items(checker *C, const fe_titem *items, ir_train *t, const char *section,
                        const fe_titem **warmup);
 
+/* exclude=(bn, bias): the parameter classes, each once. */
+static int check_exclude(checker *C, const fe_kw *k, const char *opt, int *out) {
+    *out = 0;
+    for (const fe_kw *n = k->names; n; n = n->next) {
+        int bit = !strcmp(n->key, "bn")     ? IR_EXCLUDE_BN
+                  : !strcmp(n->key, "bias") ? IR_EXCLUDE_BIAS
+                                            : 0;
+        if (!bit) {
+            ERR(C, n->loc, "unknown parameter class '%s' in exclude of '%s' (expected bn or bias)",
+                n->key, opt);
+            return -1;
+        }
+        if (*out & bit) {
+            ERR(C, n->loc, "parameter class '%s' listed twice in exclude of '%s'", n->key, opt);
+            return -1;
+        }
+        *out |= bit;
+    }
+    return 0;
+}
+
+/* optimizer sgd | lars | lamb | adamw (README's train section): the
+ * optimizer's own defaults, then its arguments. */
+static int check_optimizer(checker *C, const fe_titem *it, ir_train *t) {
+    static const char *const kws[][7] = {
+        {"momentum", "wd", "nesterov", NULL},
+        {"momentum", "wd", "eta", "eps", "exclude", NULL},
+        {"beta1", "beta2", "eps", "wd", "exclude", NULL},
+        {"beta1", "beta2", "eps", "wd", "exclude", NULL},
+    };
+    static const double eps[] = {1e-9, 1e-9, 1e-6, 1e-8};
+    int opt = 0;
+    while (opt <= IR_OPT_ADAMW && strcmp(it->ident, ir_optimizer_names[opt])) opt++;
+    if (opt > IR_OPT_ADAMW) {
+        ERR(C, it->ident_loc, "unknown optimizer '%s' (expected sgd, lars, lamb or adamw)",
+            it->ident);
+        return -1;
+    }
+    if (check_kws(C, it, kws[opt])) return -1;
+    t->optimizer = (ir_optimizer)opt;
+    ir_train_optim_defaults(t);
+    t->eps = eps[opt];
+    t->exclude = opt == IR_OPT_LARS || opt == IR_OPT_LAMB ? IR_EXCLUDE_BN | IR_EXCLUDE_BIAS : 0;
+    for (const fe_kw *k = it->kws; k; k = k->next) {
+        const char *key = k->key;
+        int rc = 0;
+        if (!strcmp(key, "nesterov"))
+            t->nesterov = k->boolean;
+        else if (!strcmp(key, "exclude"))
+            rc = check_exclude(C, k, it->ident, &t->exclude);
+        else if (!strcmp(key, "wd"))
+            rc = get_real(C, k->value, "wd", NONNEGATIVE, &t->wd);
+        else if (!strcmp(key, "eta") || !strcmp(key, "eps")) {
+            rc = get_real(C, k->value, key, POSITIVE, key[1] == 't' ? &t->eta : &t->eps);
+            if (!rc && !(num_value(k->value) <= 1)) {
+                ERR(C, k->value->loc, "%s must be at most 1, got %g", key, num_value(k->value));
+                rc = -1;
+            }
+        } else
+            rc = get_real(C, k->value, key, UNIT,
+                          !strcmp(key, "momentum") ? &t->momentum
+                          : !strcmp(key, "beta1")  ? &t->beta1
+                                                   : &t->beta2);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_titem **warmup) {
     static const char *const xavier_kws[] = {"magnitude", NULL};
-    static const char *const sgd_kws[] = {"momentum", "wd", NULL};
     static const char *const linear_kws[] = {"reference_batch", NULL};
     static const char *const no_kws[] = {NULL};
     switch (it->kind) {
@@ -510,18 +587,7 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         for (const fe_kw *k = it->kws; k; k = k->next)
             if (get_real(C, k->value, "magnitude", POSITIVE, &t->init_magnitude)) return -1;
         return 0;
-    case FE_T_OPTIMIZER:
-        if (strcmp(it->ident, "sgd")) {
-            ERR(C, it->ident_loc, "unknown optimizer '%s' (expected sgd)", it->ident);
-            return -1;
-        }
-        if (check_kws(C, it, sgd_kws)) return -1;
-        t->optimizer = IR_OPT_SGD;
-        for (const fe_kw *k = it->kws; k; k = k->next)
-            if (!strcmp(k->key, "momentum") ? get_real(C, k->value, "momentum", UNIT, &t->momentum)
-                                            : get_real(C, k->value, "wd", NONNEGATIVE, &t->wd))
-                return -1;
-        return 0;
+    case FE_T_OPTIMIZER: return check_optimizer(C, it, t);
     case FE_T_LR: return check_lr(C, it, t);
     case FE_T_LR_SCALING:
         if (!strcmp(it->ident, "none")) {

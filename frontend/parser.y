@@ -31,7 +31,8 @@
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
  *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
- *   kwargs    := '(' [ IDENT '=' num { ',' IDENT '=' num } ] ')'
+ *   kwargs    := '(' [ kw { ',' kw } ] ')'
+ *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
  *   num       := [ '-' ] ( INT | NUMBER )
  *
  * Train values are checked in check.c, each error pointing at the value:
@@ -144,6 +145,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %type <num> sint num
 %type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
 %type <kw> kw
+%type <list> names
 %type <s> kwkey
 %type <pair> lr_pair
 %type <titem> titem ditem
@@ -307,6 +309,15 @@ kwlist
 
 kw
     : kwkey '=' num                     { $$ = fe_new_kw(P, $1, L(@1), $3); }
+    | kwkey '=' TRUE                    { $$ = fe_new_kw(P, $1, L(@1), NULL); $$->kind = FE_KW_BOOL; $$->boolean = 1; }
+    | kwkey '=' FALSE                   { $$ = fe_new_kw(P, $1, L(@1), NULL); $$->kind = FE_KW_BOOL; }
+    | kwkey '=' '(' ')'                 { $$ = fe_new_kw(P, $1, L(@1), NULL); $$->kind = FE_KW_NAMES; }
+    | kwkey '=' '(' names ')'           { $$ = fe_new_kw(P, $1, L(@1), NULL); $$->kind = FE_KW_NAMES; $$->names = $4.first; }
+    ;
+
+names
+    : IDENT                             { $$ = ONE(fe_new_kw(P, $1, L(@1), NULL)); }
+    | names ',' IDENT                   { $$ = $1; APPEND(fe_kw, $$, fe_new_kw(P, $3, L(@3), NULL)); }
     ;
 
 /* Inside `train` the schedule words are keywords; as argument names they

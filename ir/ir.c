@@ -19,7 +19,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 38, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 46, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -71,6 +71,14 @@ static const char *const op_expr[IR_OP_COUNT] = {
     [IR_OP_SGD_MOMENTUM] = "@0 * $2 - $3s * ($1 * $4s + @1 * $0)",
     [IR_OP_SCALE] = "$0 * $1s",
     [IR_OP_BN_UNBIAS] = "$0 * (@0 / (@0 - $1s))",
+    [IR_OP_LARS_LR] = "$0 > 0.0f && $1 > 0.0f ? $2 * (@0 * sqrtf($0) / (sqrtf($1) * $3 + @1 * "
+                      "sqrtf($0) + @2)) : $2",
+    [IR_OP_ADAM_M] = "@0 * $0 + (1.0f - @0) * ($1 * $2s)",
+    [IR_OP_ADAM_V] = "@0 * $0 + (1.0f - @0) * (($1 * $2s) * ($1 * $2s))",
+    [IR_OP_BIAS_CORRECTION] = "1.0f / (1.0f - powf(@0, $0))",
+    [IR_OP_ADAM_DIR] = "$1 * $3s / (sqrtf($2 * $4s) + @0) + @1 * $0",
+    [IR_OP_LAMB_LR] = "$0 > 0.0f && $1 > 0.0f ? $2 * (sqrtf($0) / sqrtf($1)) : $2",
+    [IR_OP_DESCEND] = "$0 - $2s * $1",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
@@ -90,7 +98,8 @@ ir_reduce_kind ir_op_reduce(ir_op op) {
     case IR_OP_BN_MEAN:
     case IR_OP_BN_VAR:
     case IR_OP_BIAS_GRAD:
-    case IR_OP_BN_GRAD_GAMMA: return IR_REDUCE_CHANNEL;
+    case IR_OP_BN_GRAD_GAMMA:
+    case IR_OP_SUMSQ: return IR_REDUCE_CHANNEL;
     case IR_OP_SOFTMAX_CE:
     case IR_OP_SOFTMAX_CE_GRAD: return IR_REDUCE_ROW;
     default: return IR_REDUCE_NONE;
@@ -635,6 +644,36 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
         *out = *x;
         return 0;
     }
+    case IR_OP_SUMSQ:
+        if (in_type(g, n, 0)->dtype == IR_I32)
+            return ir_fail(err, errlen, "sumsq: input must be float, got %s",
+                           TYPE_STR(in_type(g, n, 0)));
+        *out = ir_shape1(1);
+        return 0;
+    case IR_OP_LARS_LR:
+    case IR_OP_LAMB_LR:
+    case IR_OP_BIAS_CORRECTION:
+        for (int i = 0; i < n->ninputs; i++)
+            if (need_vector(op, "scalar", in_type(g, n, i), 1, err, errlen)) return -1;
+        *out = ir_shape1(1);
+        return 0;
+    case IR_OP_ADAM_M:
+    case IR_OP_ADAM_V:
+    case IR_OP_ADAM_DIR:
+    case IR_OP_DESCEND: {
+        /* tensors like w first (adam_dir: w, m, v; the others: two), then scalars */
+        const ir_type *w = in_type(g, n, 0);
+        int tensors = n->op == IR_OP_ADAM_DIR ? 3 : 2;
+        for (int i = 1; i < n->ninputs; i++) {
+            const ir_type *t = in_type(g, n, i);
+            if (i < tensors && !ir_type_same_shape(w, t))
+                return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
+                               TYPE_STR(t));
+            if (i >= tensors && need_vector(op, "scalar", t, 1, err, errlen)) return -1;
+        }
+        *out = *w;
+        return 0;
+    }
     case IR_OP_ALLREDUCE: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype != IR_F32)
@@ -687,9 +726,17 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SOFTMAX_CE:
     case IR_OP_SOFTMAX_CE_GRAD: return infer_loss(g, n, out, err, errlen);
     case IR_OP_SGD_MOMENTUM:
+    case IR_OP_ALLREDUCE:
     case IR_OP_SCALE:
     case IR_OP_BN_UNBIAS:
-    case IR_OP_ALLREDUCE: return infer_update(g, n, out, err, errlen);
+    case IR_OP_SUMSQ:
+    case IR_OP_LARS_LR:
+    case IR_OP_ADAM_M:
+    case IR_OP_ADAM_V:
+    case IR_OP_BIAS_CORRECTION:
+    case IR_OP_ADAM_DIR:
+    case IR_OP_LAMB_LR:
+    case IR_OP_DESCEND: return infer_update(g, n, out, err, errlen);
     case IR_OP_TRANSPOSE:
         if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)
             return ir_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
@@ -785,7 +832,8 @@ uint64_t ir_graph_hash(const ir_graph *g) {
         h = hash_i64(h, n->ninputs);
         for (int j = 0; j < n->ninputs; j++) h = hash_i64(h, n->input[j]);
         for (int j = 0; j < IR_MAX_IATTRS; j++) h = hash_i64(h, n->iattr[j]);
-        for (int j = 0; j < IR_MAX_FATTRS; j++) {
+        /* a third float slot only where the op has one: older graphs hash as before */
+        for (int j = 0; j < (ir_op_num_fattrs(n->op) > 2 ? IR_MAX_FATTRS : 2); j++) {
             int64_t bits;
             memcpy(&bits, &n->fattr[j], sizeof bits);
             h = hash_i64(h, bits);
@@ -1137,6 +1185,7 @@ void ir_train_defaults(ir_train *t) {
     t->optimizer = IR_OPT_SGD;
     t->momentum = 0.9;
     t->wd = 0.0001;
+    t->eta = 0.001, t->eps = 1e-9, t->beta1 = 0.9, t->beta2 = 0.999;
     t->lr_steps = 1;
     t->lr_epoch[0] = 0;
     t->lr_value[0] = 0.1;
@@ -1154,6 +1203,22 @@ const char *ir_lr_kind_name(ir_lr_kind k) {
     return k == IR_LR_COSINE ? "cosine" : k == IR_LR_POLY ? "poly" : "dict";
 }
 
+const char *const ir_optimizer_names[IR_OPT_ADAMW + 1] = {"sgd", "lars", "lamb", "adamw"};
+
+void ir_train_optim_defaults(ir_train *t) {
+    ir_train d;
+    ir_train_defaults(&d);
+    t->nesterov = d.nesterov, t->exclude = d.exclude;
+    t->eta = d.eta, t->eps = d.eps, t->beta1 = d.beta1, t->beta2 = d.beta2;
+}
+
+int ir_train_optim_is_default(const ir_train *t) {
+    ir_train d = *t;
+    ir_train_optim_defaults(&d);
+    return d.nesterov == t->nesterov && d.exclude == t->exclude && d.eta == t->eta &&
+           d.eps == t->eps && d.beta1 == t->beta1 && d.beta2 == t->beta2;
+}
+
 int ir_train_check(const ir_train *t, char *err, size_t errlen) {
     if (t->batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", t->batch);
     if (t->epochs <= 0) return ir_fail(err, errlen, "epochs must be positive, got %d", t->epochs);
@@ -1161,11 +1226,23 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
         return ir_fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
     if (!(t->init_magnitude > 0))
         return ir_fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
-    if (t->optimizer != IR_OPT_SGD)
+    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
         return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
     if (!(t->momentum >= 0 && t->momentum < 1))
         return ir_fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
     if (!(t->wd >= 0)) return ir_fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
+    if (t->nesterov != 0 && t->nesterov != 1)
+        return ir_fail(err, errlen, "nesterov must be 0 or 1, got %d", t->nesterov);
+    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
+        return ir_fail(err, errlen, "unknown exclude classes %#x", (unsigned)t->exclude);
+    if (!(t->eta > 0 && t->eta <= 1))
+        return ir_fail(err, errlen, "eta must be in (0, 1], got %g", t->eta);
+    if (!(t->eps > 0 && t->eps <= 1))
+        return ir_fail(err, errlen, "eps must be in (0, 1], got %g", t->eps);
+    if (!(t->beta1 >= 0 && t->beta1 < 1))
+        return ir_fail(err, errlen, "beta1 must be in [0, 1), got %g", t->beta1);
+    if (!(t->beta2 >= 0 && t->beta2 < 1))
+        return ir_fail(err, errlen, "beta2 must be in [0, 1), got %g", t->beta2);
     if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
         return ir_fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
                        t->lr_steps);
@@ -1215,7 +1292,21 @@ void ir_train_print(const ir_train *t, FILE *f) {
     fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
             t->eval_batch);
     fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
-    fprintf(f, "  optimizer sgd(momentum=%g, wd=%g)\n", t->momentum, t->wd);
+    static const char *const exclude[] = {"", "bn", "bias", "bn, bias"};
+    switch (t->optimizer) {
+    case IR_OPT_SGD:
+        fprintf(f, "  optimizer sgd(momentum=%g, wd=%g%s)\n", t->momentum, t->wd,
+                t->nesterov ? ", nesterov=true" : "");
+        break;
+    case IR_OPT_LARS:
+        fprintf(f, "  optimizer lars(momentum=%g, wd=%g, eta=%g, eps=%g, exclude=(%s))\n",
+                t->momentum, t->wd, t->eta, t->eps, exclude[t->exclude & 3]);
+        break;
+    default:
+        fprintf(f, "  optimizer %s(beta1=%g, beta2=%g, eps=%g, wd=%g, exclude=(%s))\n",
+                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd,
+                exclude[t->exclude & 3]);
+    }
     if (t->lr_kind == IR_LR_COSINE)
         fprintf(f, "  lr cosine(base=%g, final=%g)\n", t->lr_value[0], t->lr_final);
     else if (t->lr_kind == IR_LR_POLY)

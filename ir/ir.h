@@ -30,7 +30,7 @@
 #define IR_MAX_DIMS   4
 #define IR_MAX_INPUTS 8
 #define IR_MAX_IATTRS 6
-#define IR_MAX_FATTRS 2
+#define IR_MAX_FATTRS 3
 #define IR_NAME_MAX   64
 
 typedef enum { IR_F32, IR_BF16, IR_I32 } ir_dtype;
@@ -138,6 +138,21 @@ typedef enum {
  *                         the elements per channel on one replica, the
  *                         unbiased factor R*count / (R*count - 1) of a
  *                         variance over all R replicas' batches  -> v
+ * The other optimizers' pieces (passes/optimizer.c; g = grad*grad_scale,
+ * [1] operands are scalars):
+ *   sumsq(x)              sum of x² over the whole tensor, a channel
+ *                         reduction with one channel [1, 1, numel] -> [1]
+ *   lars_lr(wsq, gsq, lr, grad_scale) eta,wd,eps   lr·trust, trust =
+ *                         eta‖w‖/(‖g‖ + wd‖w‖ + eps), 1 when ‖w‖ or ‖g‖
+ *                         is 0 (‖w‖ = sqrt(wsq), ‖g‖ = sqrt(gsq)·grad_scale)
+ *                                                                  -> [1]
+ *   adam_m(m, grad, grad_scale) beta   beta·m + (1-beta)·g         -> m
+ *   adam_v(v, grad, grad_scale) beta   beta·v + (1-beta)·g²        -> v
+ *   bias_correction(step) beta         1/(1 - beta^step)           -> [1]
+ *   adam_dir(w, m, v, c1, c2) eps,wd   m·c1/(sqrt(v·c2) + eps) + wd·w -> w
+ *   lamb_lr(wsq, usq, lr)  lr·sqrt(wsq)/sqrt(usq), lr when either is 0
+ *                                                                  -> [1]
+ *   descend(w, u, lr)      w - lr·u                                -> w
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
@@ -179,7 +194,15 @@ typedef enum {
     X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")           \
     X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                          \
     X(SCALE, "scale", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                \
-    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_ELEMENTWISE, "", "count")
+    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_ELEMENTWISE, "", "count")                   \
+    X(SUMSQ, "sumsq", 1, 1, IR_FUSE_REDUCTION, "", "")                                  \
+    X(LARS_LR, "lars_lr", 4, 4, IR_FUSE_ELEMENTWISE, "", "eta,wd,eps")                  \
+    X(ADAM_M, "adam_m", 3, 3, IR_FUSE_ELEMENTWISE, "", "beta")                          \
+    X(ADAM_V, "adam_v", 3, 3, IR_FUSE_ELEMENTWISE, "", "beta")                          \
+    X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_ELEMENTWISE, "", "beta")        \
+    X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_ELEMENTWISE, "", "eps,wd")                    \
+    X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -378,7 +401,9 @@ void ir_summary(const ir_graph *g, FILE *f);
 #define IR_MAX_LR       1e6 /* the largest lr a schedule may hold (ir_train_check) */
 
 typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
-typedef enum { IR_OPT_SGD } ir_optimizer;
+typedef enum { IR_OPT_SGD, IR_OPT_LARS, IR_OPT_LAMB, IR_OPT_ADAMW } ir_optimizer;
+/* Parameter classes an optimizer's exclude=(...) names (a bit mask). */
+enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1 };
 /* The lr curve after warmup: the per-epoch dict, or a per-step decay from
  * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
 typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
@@ -389,6 +414,10 @@ typedef struct {
     double init_magnitude; /* xavier(magnitude=...), uniform, factor "avg" */
     ir_optimizer optimizer;
     double momentum, wd;
+    /* sgd: nesterov; lars: eta, eps; lamb/adamw: beta1, beta2, eps;
+     * lars/lamb/adamw: exclude (IR_EXCLUDE_*). README's train section. */
+    int nesterov, exclude;
+    double eta, eps, beta1, beta2;
     int lr_steps;                  /* entries in the lr dict */
     int lr_epoch[IR_MAX_LR_STEPS]; /* sorted, first is 0 */
     double lr_value[IR_MAX_LR_STEPS];
@@ -410,6 +439,11 @@ typedef struct {
 
 /* The defaults a train section starts from (the article's). */
 void ir_train_defaults(ir_train *t);
+extern const char *const ir_optimizer_names[IR_OPT_ADAMW + 1]; /* "sgd", "lars", ... */
+/* Sets nesterov, exclude, eta, eps, beta1, beta2 to ir_train_defaults's
+ * (the plan file and the text form leave them out when they are). */
+void ir_train_optim_defaults(ir_train *t);
+int ir_train_optim_is_default(const ir_train *t);
 /* Validates ranges; 0 when fine, else a message naming the value. */
 int ir_train_check(const ir_train *t, char *err, size_t errlen);
 void ir_train_print(const ir_train *t, FILE *f);

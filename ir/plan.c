@@ -25,6 +25,9 @@
  *              for the eval program. A separate section rather than a node
  *              field, so GTRN/GEVL keep their layout and plans without
  *              fusion read exactly as before.
+ *       OPTM   the optimizer's other hyper-parameters, only when one differs
+ *              from ir_train_defaults (so SGD plans read as before):
+ *              i32 nesterov, exclude; f64 eta, eps, beta1, beta2
  *       other  extra sections (kernel sources, memory plans), kept verbatim
  *
  * The writer emits META, SCHD, GTRN, GEVL, then the extras in order; the
@@ -104,7 +107,7 @@ static int has_control(const char *s, size_t n) {
 static int is_required(const char *tag) {
     for (int i = 0; i < 4; i++)
         if (strcmp(tag, required[i]) == 0) return 1;
-    return strcmp(tag, "GRPS") == 0;
+    return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0;
 }
 
 static int has_groups(const ir_graph *g) {
@@ -225,14 +228,16 @@ static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, 
 
 static int check_schedule(const ir_train *t, char *why, size_t wn) {
     char sub[256];
-    if ((unsigned)t->optimizer > IR_OPT_SGD)
+    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
         return ir_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
     if ((unsigned)t->lr_scaling > IR_LR_SCALING_LINEAR)
         return ir_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
         return ir_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
-    const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0], &t->mean[1],
-                         &t->mean[2],        &t->std[0],   &t->std[1], &t->std[2]};
+    const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0],
+                         &t->mean[1],        &t->mean[2],  &t->std[0], &t->std[1],
+                         &t->std[2],         &t->eta,      &t->eps,    &t->beta1,
+                         &t->beta2};
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
         if (!isfinite(*d[i])) return ir_fail(why, wn, "schedule: a value is not finite");
     for (int i = 0; i < t->lr_steps; i++)
@@ -355,6 +360,17 @@ static void encode(ir_wbuf *b, const dpc_plan *p) {
             ir_put_u32(b, (uint32_t)gs[k]->n);
             for (int i = 0; i < gs[k]->n; i++) ir_put_u32(b, (uint32_t)gs[k]->nodes[i].group);
         }
+        end_section(b, s);
+    }
+    if (!ir_train_optim_is_default(&p->schedule)) {
+        const ir_train *t = &p->schedule;
+        s = begin_section(b, "OPTM");
+        ir_put_i32(b, t->nesterov);
+        ir_put_i32(b, t->exclude);
+        ir_put_f64(b, t->eta);
+        ir_put_f64(b, t->eps);
+        ir_put_f64(b, t->beta1);
+        ir_put_f64(b, t->beta2);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
@@ -587,7 +603,8 @@ static int get_schedule(rd *r, ir_train *t) {
     t->epochs = get_i32(r);
     t->init_magnitude = get_f64(r);
     uint32_t opt, scaling, kind;
-    if (get_enum(r, IR_OPT_SGD, "optimizer", &opt)) return -1;
+    ir_train_optim_defaults(t); /* OPTM, when there is one, replaces them */
+    if (get_enum(r, IR_OPT_ADAMW, "optimizer", &opt)) return -1;
     t->optimizer = (ir_optimizer)opt;
     t->momentum = get_f64(r);
     t->wd = get_f64(r);
@@ -641,7 +658,7 @@ void plan_free(dpc_plan *p) {
 /* The payload's section table: the required sections' (and GRPS's) bytes
  * into span[], every other section copied into p->extra. 0, or -1 with the
  * reason in why. */
-enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, NSPANS };
+enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, SPAN_OPTM, NSPANS };
 typedef struct {
     const unsigned char *p[NSPANS];
     size_t len[NSPANS];
@@ -667,7 +684,8 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
                            slen);
         int dup = 0, req = -1;
         for (int i = 0; i < NSPANS; i++)
-            if (strcmp(tag, i < 4 ? required[i] : "GRPS") == 0) req = i, dup = sp->p[i] != NULL;
+            if (strcmp(tag, i < 4 ? required[i] : i == SPAN_GRPS ? "GRPS" : "OPTM") == 0)
+                req = i, dup = sp->p[i] != NULL;
         for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
         if (dup) return ir_fail(why, wn, "corrupt plan: duplicated section %s", tag);
         if (req >= 0) {
@@ -712,6 +730,17 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
         r = reader(sp, SPAN_GRPS, "fusion groups");
         get_groups(&r, p->train);
         get_groups(&r, p->eval);
+        get_done(&r);
+    }
+    if (!r.failed && sp->p[SPAN_OPTM]) {
+        ir_train *t = &p->schedule;
+        r = reader(sp, SPAN_OPTM, "optimizer");
+        t->nesterov = get_i32(&r);
+        t->exclude = get_i32(&r);
+        t->eta = get_f64(&r);
+        t->eps = get_f64(&r);
+        t->beta1 = get_f64(&r);
+        t->beta2 = get_f64(&r);
         get_done(&r);
     }
     return r.failed ? ir_fail(why, wn, "corrupt plan: %s", r.why) : 0;

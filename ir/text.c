@@ -38,10 +38,19 @@ static void print_train(const ir_train *t, FILE *f) {
     fprintf(f, "# train batch=%d epochs=%d eval_batch=%d init_magnitude=", t->batch, t->epochs,
             t->eval_batch);
     ir_print_double(t->init_magnitude, f);
-    fprintf(f, " optimizer=sgd momentum=");
+    fprintf(f, " optimizer=%s momentum=", ir_optimizer_names[t->optimizer]);
     ir_print_double(t->momentum, f);
     fprintf(f, " wd=");
     ir_print_double(t->wd, f);
+    if (!ir_train_optim_is_default(t)) { /* SGD headers read as before */
+        fprintf(f, " nesterov=%d exclude=%d", t->nesterov, t->exclude);
+        const double v[] = {t->eta, t->eps, t->beta1, t->beta2};
+        const char *const k[] = {"eta", "eps", "beta1", "beta2"};
+        for (int i = 0; i < 4; i++) {
+            fprintf(f, " %s=", k[i]);
+            ir_print_double(v[i], f);
+        }
+    }
     fprintf(f, " lr=");
     for (int i = 0; i < t->lr_steps; i++) {
         fprintf(f, "%s%d:", i ? "," : "", t->lr_epoch[i]);
@@ -494,10 +503,23 @@ static int train_line(rd *r, ir_train *t) {
     if (int_key(r, "batch", 1, 1 << 20, &t->batch) ||
         int_key(r, "epochs", 1, 1 << 20, &t->epochs) ||
         int_key(r, "eval_batch", 1, 1 << 20, &t->eval_batch) ||
-        float_key(r, "init_magnitude", &t->init_magnitude) || key(r, "optimizer") ||
-        need(r, "sgd", "'sgd'") || float_key(r, "momentum", &t->momentum) ||
-        float_key(r, "wd", &t->wd) || key(r, "lr"))
+        float_key(r, "init_magnitude", &t->init_magnitude) || key(r, "optimizer"))
         return -1;
+    const char *at = r->p;
+    if (word(r, w, sizeof w, "an optimizer")) return -1;
+    int opt = 0;
+    while (opt <= IR_OPT_ADAMW && strcmp(w, ir_optimizer_names[opt])) opt++;
+    if (opt > IR_OPT_ADAMW)
+        return fail(r, at, "unexpected '%s', expected sgd, lars, lamb or adamw", w);
+    t->optimizer = (ir_optimizer)opt;
+    if (float_key(r, "momentum", &t->momentum) || float_key(r, "wd", &t->wd)) return -1;
+    if (lit(r, "nesterov=") &&
+        (int32_value(r, 0, 1, "nesterov", &t->nesterov) ||
+         int_key(r, "exclude", 0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, &t->exclude) ||
+         float_key(r, "eta", &t->eta) || float_key(r, "eps", &t->eps) ||
+         float_key(r, "beta1", &t->beta1) || float_key(r, "beta2", &t->beta2)))
+        return -1;
+    if (key(r, "lr")) return -1;
     t->lr_steps = 0;
     do {
         if (t->lr_steps == IR_MAX_LR_STEPS)
@@ -507,7 +529,7 @@ static int train_line(rd *r, ir_train *t) {
             return -1;
         t->lr_steps++;
     } while (lit(r, ","));
-    const char *at = r->p;
+    at = r->p;
     if (lit(r, "lr_curve=")) {
         at = r->p;
         if (word(r, w, sizeof w, "cosine or poly")) return -1;

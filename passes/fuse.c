@@ -53,6 +53,8 @@
  *      value outside the group must run before the group (these
  *      anti-dependences count as edges in rule 4), and readers inside it
  *      read the element the kernel writes (stores come last in the kernel).
+ *      (sumsq, the optimizers' whole-tensor sum of squares, is a channel
+ *      reduction of one channel [1, 1, numel]: it is never grouped.)
  *   6. At most IR_GROUP_MAX_NODES nodes and IR_GROUP_MAX_BUFFERS distinct
  *      buffers (kernel arguments) per group, at most IR_GROUP_MAX_PASSES
  *      passes over a channel.
@@ -183,6 +185,9 @@ static int group_space(const fuser *F, space *sp) {
         int m = F->cand[a];
         if (F->cls[m] == FU_CHANNEL) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
         if (F->cls[m] == FU_ROW) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
+        /* sumsq reduces its whole input as one channel (codegen/fused.c):
+         * a space no other member shares, so it stays a kernel of its own */
+        if (g->nodes[m].op == IR_OP_SUMSQ && F->ncand > 1) return 0;
     }
     *sp = (space){
         .kind = fu_group_kind(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};

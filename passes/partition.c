@@ -44,10 +44,13 @@
 #include "passes/passes.h"
 
 /* Whether `reader` reading the gradient at input `slot` must see the sum
- * over replicas: the optimizer's update does; the backward pass (BatchNorm's
- * data gradient reads dgamma, dbeta) must see the local value. */
+ * over replicas: the optimizer's update does (sgd_momentum, the adam
+ * moments, the norm of lars's trust); the backward pass (BatchNorm's data
+ * gradient reads dgamma, dbeta) must see the local value. */
 static int reads_sum(const ir_node *reader, int slot) {
-    return reader->op == IR_OP_SGD_MOMENTUM && slot == 1;
+    ir_op op = reader->op;
+    return ((op == IR_OP_SGD_MOMENTUM || op == IR_OP_ADAM_M || op == IR_OP_ADAM_V) && slot == 1) ||
+           op == IR_OP_SUMSQ;
 }
 
 size_t pass_partition_bucket_bytes(size_t requested) {

@@ -87,6 +87,30 @@ check "gpus 4: resumed final weights and BatchNorm statistics equal the uninterr
 expect_fail "other replica count refused" "written by a run of 4 replicas (--gpus); this run has 2" \
     "$bin/dprun" "$tmp/cnn.plan" --data synthetic --seed 5 --gpus 2 --checkpoint "$tmp/cck" --resume
 
+# ---- lars and lamb: velocity, moments and the step number t in the checkpoint --
+# A resume that lost the moments, or restarted t at 1 (lamb's bias
+# correction), would train on differently from step 12.
+for o in "lars(wd=0.0005)" "lamb(wd=0.01)"; do
+    n=${o%%(*}
+    sed "s/^\( *\)optimizer .*/\1optimizer $o/" models/cnn_small.net >"$tmp/$n.net"
+    "$bin/dpc" "$tmp/$n.net" --batch 8 -o "$tmp/$n.plan" || bad "compile cnn_small with $o"
+    O="$tmp/$n.plan --data synthetic --seed 5 --gpus 2"
+    dprun $O --steps 24 --save-params "$tmp/${n}_full.st" >/dev/null 2>"$tmp/${n}_full.err"
+    dprun $O --steps 11 --checkpoint "$tmp/${n}ck" >/dev/null 2>"$tmp/${n}_a.err"
+    dprun $O --steps 24 --checkpoint "$tmp/${n}ck" --resume --save-params "$tmp/${n}_res.st" >/dev/null 2>"$tmp/${n}_b.err"
+    check "$n: uninterrupted run trains 24 steps: $(tail -n 1 "$tmp/${n}_full.err")" \
+        [ "$(losses "$tmp/${n}_full.err" | wc -l)" -eq 24 ]
+    check "$n: the checkpoint holds the optimizer state" \
+        grep -aq "\"unit0.conv0.weight.$([ "$n" = lars ] && echo momentum || echo adam_v)\"" "$tmp/${n}ck/checkpoint.safetensors"
+    check "$n: resumed per-step losses equal the uninterrupted run's" \
+        cmp -s <(losses "$tmp/${n}_full.err") <(losses "$tmp/${n}_a.err" "$tmp/${n}_b.err")
+    check "$n: resumed final weights equal the uninterrupted run's" cmp -s "$tmp/${n}_full.st" "$tmp/${n}_res.st"
+done
+expect_fail "--momentum-correction with lamb refused" "lamb's moments carry none" \
+    "$bin/dprun" "$tmp/lamb.plan" --data synthetic --steps 1 --momentum-correction
+"$bin/dprun" "$tmp/lars.plan" --data synthetic --steps 2 --momentum-correction >/dev/null 2>&1 ||
+    bad "--momentum-correction with lars (its velocity carries the lr) is accepted"
+
 # ---- a real SIGTERM to a running dprun ------------------------------------------
 # The run is long (4 epochs); the test waits for its third step, then
 # sends SIGTERM: the step finishes, the checkpoint is written, exit 143.

@@ -42,6 +42,20 @@ driver=$build/parity/dpc_step
 # value equal to it only at gamma = 1, fails here. After 3 steps the
 # momentum is non-zero and gamma has moved; 4 replicas are checked against
 # a ghost-BatchNorm reference (per-replica statistics, summed gradients).
+# MODEL@SPEC trains the model with `optimizer SPEC` in its train section
+# (README's optimizers); their 3-step cases also check the first step's
+# update and state (torch_step.py). lars at lr 2 (the LARS paper's scale:
+# at 0.1 its updates, ~lr*eta*|w|, sink to the float32 rounding of the
+# stored weight); lamb and adamw at a larger eps than their defaults: near
+# a zero gradient element Adam's direction m/(sqrt(v)+eps) is g/eps, which
+# multiplies the float32 gradient's rounding by 1/eps. Measured: lamb's
+# default 1e-6 on cnn_small gives dpc an update error of 1.4e-3 and a
+# float32 torch step 4.4e-2; eps 1e-3 on ResNet-18 (smaller gradients)
+# 1.0e-3 and 1.4e-3: the formula's conditioning, not dpc's. So eps 1e-4
+# (cnn_small) and 1e-2 (ResNet-18), where 1e-3 can tell a wrong kernel;
+# adamw's ResNet-18 case at lr 1e-3, Adam's usual, as at 1e-2 three steps
+# of +-lr on every weight make the third forward chaotic (float32 torch:
+# 5e-3 on the ReLU outputs).
 # The last case smooths the labels (softmax_cross_entropy smoothing=0.1
 # against F.cross_entropy(label_smoothing=0.1)).
 cases=(
@@ -51,6 +65,16 @@ cases=(
     "cnn_small 128"
     "cnn_small 128 --steps 3"
     "cnn_small 32 --replicas 4 --steps 3"
+    "cnn_small@sgd(momentum=0.9,wd=0.0005,nesterov=true) 64 --steps 3"
+    "cnn_small@lars(wd=0.0005) 64 --steps 3 --lr 2"
+    "cnn_small@lamb(wd=0.01,eps=1e-4) 64 --steps 3 --lr 0.01"
+    "cnn_small@adamw(wd=0.01,eps=1e-4) 64 --steps 3 --lr 0.01"
+    "cnn_small@lars(wd=0.0005) 16 --replicas 4 --steps 3 --lr 2"
+    "cnn_small@lamb(wd=0.01,eps=1e-4) 16 --replicas 4 --steps 3 --lr 0.01"
+    "resnet18@sgd(momentum=0.9,wd=0.0005,nesterov=true) 16 --steps 3"
+    "resnet18@lars(wd=0.0005) 16 --steps 3 --lr 2"
+    "resnet18@lamb(wd=0.01,eps=1e-2) 16 --steps 3 --lr 0.01"
+    "resnet18@adamw(wd=0.01,eps=1e-2) 16 --steps 3 --lr 0.001"
     "cnn_small 128 --smoothing 0.1"
 )
 passed=0 failed=0
@@ -60,16 +84,22 @@ for case in "${cases[@]}"; do
     set -- $opts
     name="$model b$batch${opts:+ $opts}"
     tag=$(echo "$model-$batch$opts" | tr -c 'a-z0-9_\n-' '_')
+    net=models/${model%%@*}.net
+    if [ "$model" != "${model%%@*}" ]; then
+        net=$tmp/$tag.net
+        sed "s/^\( *\)optimizer .*/\1optimizer ${model#*@}/" "models/${model%%@*}.net" >"$net"
+        model=${model%%@*}
+    fi
     start=$(date +%s)
     # --smoothing E: the model's loss with label smoothing E, against
     # F.cross_entropy(label_smoothing=E).
-    src=models/$model.net
     case " $opts " in
     *" --smoothing "*)
-        e=${opts#*--smoothing } e=${e%% *} src=$tmp/$tag.net
+        e=${opts#*--smoothing } e=${e%% *} src=$tmp/$tag.smooth.net
         sed "s/softmax_cross_entropy(logits, label)/softmax_cross_entropy(logits, label, smoothing=$e)/" \
-            "models/$model.net" >"$src"
-        if ! grep -q "smoothing=$e)" "$src"; then
+            "$net" >"$src"
+        net=$src
+        if ! grep -q "smoothing=$e)" "$net"; then
             echo "FAIL $name: no softmax_cross_entropy(logits, label) in models/$model.net to smooth"
             failed=$((failed + 1))
             continue
@@ -80,8 +110,8 @@ for case in "${cases[@]}"; do
     # inputs after the step, which the arena reuses once they are dead.
     # Fusion stays on (the default), so the fused kernels are what is checked;
     # tests/unit/test_fuse.c shows planning changes no bit of the results.
-    if ! "$bin/dpc" "$src" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
-        echo "FAIL $name: dpc cannot compile $src: $(cat "$tmp/dpc.log")"
+    if ! "$bin/dpc" "$net" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
+        echo "FAIL $name: dpc cannot compile $net: $(cat "$tmp/dpc.log")"
         failed=$((failed + 1))
         continue
     fi

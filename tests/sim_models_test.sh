@@ -135,6 +135,27 @@ for p in "${precs[@]}"; do
     fi
 done
 
+# ---- the other optimizers' kernels ----------------------------------------------
+# cnn_small's train program with lars (lars_lr) and lamb (the adam ops,
+# lamb_lr, descend; adamw adds none), fused and unfused, fp32: sumsq, the
+# whole tensor as one channel, is a CUDA channel split over blocks there.
+for o in "lars(wd=0.0005)" "lamb(wd=0.01)"; do
+    case "$build" in *asan*) [ "${o%%(*}" = lamb ] || continue ;; esac
+    sed "s/^\( *\)optimizer .*/\1optimizer $o/" models/cnn_small.net >"$tmp/opt.net"
+    for f in fused unfused; do
+        opts=(--batch 4)
+        [ $f = unfused ] && opts+=(--no-fuse)
+        plan=$tmp/opt-$f.plan
+        if "$bin/dpc" "$tmp/opt.net" "${opts[@]}" --cost -o "$plan" >"$tmp/cost.out" 2>"$tmp/dpc.err"; then
+            check "cnn_small ${o%%(*} $f: sumsq is split over blocks (its merge kernel)" \
+                grep -q '_sumsq_merge ' "$tmp/cost.out"
+            cmp_prog "cnn_small ${o%%(*} $f train" "$plan" train "$out/mod"
+        else
+            bad "dpc cnn_small with $o ${opts[*]}: $(cat "$tmp/dpc.err")"
+        fi
+    done
+done
+
 # ---- the harness fails where it must ---------------------------------------
 "$bin/dpc" models/mlp.net --batch 4 -o "$tmp/mlp.plan" >/dev/null || bad "dpc mlp"
 # (gcc's libasan warns once per process about swapcontext: under ASan the

@@ -489,6 +489,45 @@ static void op_bn_unbias(op_args *a) {
     for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] * (count / (count - a->x[1][0]));
 }
 
+/* The other optimizers' pieces (ir.h; g = grad * grad_scale). */
+static void op_sumsq(op_args *a) {
+    double sum = 0;
+    for (int64_t i = 0; i < ir_numel(a->in[0]); i++) sum += a->x[0][i] * a->x[0][i];
+    a->y[0] = sum;
+}
+
+static void op_lars_lr(op_args *a) {
+    double eta = a->n->fattr[0], wd = a->n->fattr[1], eps = a->n->fattr[2];
+    double w = sqrt(a->x[0][0]), g = sqrt(a->x[1][0]) * a->x[3][0], lr = a->x[2][0];
+    a->y[0] = w > 0 && g > 0 ? lr * (eta * w / (g + wd * w + eps)) : lr;
+}
+
+static void op_adam_moment(op_args *a) {
+    double beta = a->n->fattr[0], scale = a->x[2][0];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double g = a->x[1][i] * scale;
+        a->y[i] = beta * a->x[0][i] + (1 - beta) * (a->n->op == IR_OP_ADAM_V ? g * g : g);
+    }
+}
+
+static void op_bias_correction(op_args *a) { a->y[0] = 1 / (1 - pow(a->n->fattr[0], a->x[0][0])); }
+
+static void op_adam_dir(op_args *a) {
+    double eps = a->n->fattr[0], wd = a->n->fattr[1], c1 = a->x[3][0], c2 = a->x[4][0];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = a->x[1][i] * c1 / (sqrt(a->x[2][i] * c2) + eps) + wd * a->x[0][i];
+}
+
+static void op_lamb_lr(op_args *a) {
+    double w = sqrt(a->x[0][0]), u = sqrt(a->x[1][0]), lr = a->x[2][0];
+    a->y[0] = w > 0 && u > 0 ? lr * (w / u) : lr;
+}
+
+static void op_descend(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = a->x[0][i] - a->x[2][0] * a->x[1][i];
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -529,6 +568,14 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_TRANSPOSE] = op_copy, /* tensors here are logical: a layout is storage */
     [IR_OP_SCALE] = op_scale,
     [IR_OP_BN_UNBIAS] = op_bn_unbias,
+    [IR_OP_SUMSQ] = op_sumsq,
+    [IR_OP_LARS_LR] = op_lars_lr,
+    [IR_OP_ADAM_M] = op_adam_moment,
+    [IR_OP_ADAM_V] = op_adam_moment,
+    [IR_OP_BIAS_CORRECTION] = op_bias_correction,
+    [IR_OP_ADAM_DIR] = op_adam_dir,
+    [IR_OP_LAMB_LR] = op_lamb_lr,
+    [IR_OP_DESCEND] = op_descend,
 };
 
 void rt_interp_run(rt_interp *it) {

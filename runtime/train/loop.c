@@ -64,10 +64,11 @@ static void correct_momentum(rt_run *r, double lr) {
  * device's inputs and handed back to the workers: pass it as bt with
  * staged = 1. NULL next (the run's last step), or no overlap: the next
  * batch is the caller's to take, as before. */
-static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, double lr,
+static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, long t, double lr,
                 double *loss_sum, const rt_batch **next) {
     correct_momentum(r, lr);
     r->prev_lr = lr;
+    rt_replicas_set_step(r->R, t); /* the step number, from 1 (lamb, adamw) */
     /* bt holds this process's slice of the global batch (the batcher is
      * sharded); replica r takes samples [r b, (r + 1) b) of it, or with
      * accumulation its micro-batch k [(r K + k) b, (r K + k + 1) b). */
@@ -109,7 +110,9 @@ int rt_run_benchmark(rt_run *r) {
         int64_t seq = bt->seq; /* step() hands bt back to the workers */
         int staged = next != NULL;
         next = NULL;
-        if (step(r, r->input, bt, staged, lr, &sum, seq < r->o->benchmark ? &next : NULL)) return 1;
+        if (step(r, r->input, bt, staged, (long)seq + 1, lr, &sum,
+                 seq < r->o->benchmark ? &next : NULL))
+            return 1;
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */
@@ -165,7 +168,8 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
     double lr = rt_schedule_step_lr(&r->sched, E->e, s, L->spe), prev_lr = r->prev_lr,
            step_loss = 0;
     if (o->on_nan_skip) rt_run_snapshot(r, 0);
-    if (step(r, r->input, bt, staged, lr, &step_loss, L->done + 1 < L->total ? &L->next : NULL))
+    if (step(r, r->input, bt, staged, L->done + 1, lr, &step_loss,
+             L->done + 1 < L->total ? &L->next : NULL))
         return 1;
     int bad_param = isfinite(step_loss) ? rt_run_nonfinite_param(r) : -1;
     if (!isfinite(step_loss) || bad_param >= 0) {

@@ -52,6 +52,8 @@ struct rt_replicas {
     void *arg;
     int *rc;
     char (*err)[ERR_MAX];
+    int has_step; /* the train program reads the scalar input "step" */
+    int64_t step;
 };
 
 static void *worker(void *p) {
@@ -115,6 +117,9 @@ rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, 
     rt_replicas *R = calloc(1, sizeof *R);
     RT_CHECK_ALLOC(R);
     R->plan = plan, R->n = n, R->coll = coll, R->accum = accum;
+    for (int i = 0; i < plan->train->n; i++)
+        R->has_step |=
+            plan->train->nodes[i].op == IR_OP_INPUT && !strcmp(plan->train->nodes[i].name, "step");
     R->be = calloc((size_t)n, sizeof *R->be);
     RT_CHECK_ALLOC(R->be);
     for (int r = 0; r < n; r++) R->be[r] = be[r];
@@ -324,7 +329,9 @@ static int losses_one(rt_replicas *R, int r, int k, float *losses, char *err, si
  * gradients kept) and their losses are read first. */
 static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
     rt_exec *ex = R->train[r];
-    if (rt_exec_set_scalar(ex, "lr", a->lr) || rt_exec_set_scalar(ex, "grad_scale", a->grad_scale))
+    if (rt_exec_set_scalar(ex, "lr", a->lr) ||
+        rt_exec_set_scalar(ex, "grad_scale", a->grad_scale) ||
+        (R->has_step && rt_exec_set_scalar(ex, "step", (float)R->step)))
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
     char why[ERR_MAX - 64];
     for (int k = 0; k < R->accum; k++) {
@@ -346,6 +353,8 @@ static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
                ? -1
                : 0;
 }
+
+void rt_replicas_set_step(rt_replicas *R, int64_t t) { R->step = t; }
 
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen) {

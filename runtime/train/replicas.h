@@ -102,6 +102,11 @@ int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size
  * optimizer state) become global replica 0's. */
 int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
 
+/* The step number t (from 1) the next steps' train programs read as their
+ * scalar input "step" (lamb, adamw bias correction; held as a float, exact
+ * to 2^24). Programs without that input ignore it. */
+void rt_replicas_set_step(rt_replicas *R, int64_t t);
+
 /* One training step. images/labels hold this process's n*K*b samples
  * (b: the plan's per-device batch, K micro-batches per step, 1 without
  * accumulation), replica r's micro-batch k taking [(r*K+k)*b, (r*K+k+1)*b);

@@ -92,6 +92,12 @@ int rt_run_check_programs(rt_run *r) {
                     el - strlen(err) - 1);
         return rt_run_fail(r, "%s", err);
     }
+    ir_optimizer opt = r->plan->schedule.optimizer;
+    if (r->o->momentum_correction && (opt == IR_OPT_LAMB || opt == IR_OPT_ADAMW))
+        return rt_run_fail(r,
+                           "--momentum-correction rescales a velocity that carries the lr (sgd, "
+                           "lars); %s's moments carry none: drop the flag",
+                           ir_optimizer_names[opt]);
     r->batch = (int)img->type.dim[0];
     r->c = (int)img->type.dim[1], r->h = (int)img->type.dim[2], r->w = (int)img->type.dim[3];
     r->eval_batch = (int)eimg->type.dim[0];

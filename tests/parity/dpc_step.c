@@ -25,8 +25,11 @@
  * every parameter (replica 0's gradient of its summed loss in the last
  * step); every persistent tensor of replica 0 after the steps (parameters,
  * running statistics, optimizer state) and "rR.NAME" for the running
- * statistics of replica R >= 1. Its metadata records model, batch, lr,
- * momentum, wd, replicas, steps. Exits 0, or 1 with one line on stderr.
+ * statistics of replica R >= 1; with K > 1 also "s0.NAME" for every
+ * parameter and optimizer state of replica 0 after the first step (so one
+ * run checks the first step's update and the last's). Its metadata records
+ * model, batch, lr, momentum, wd, replicas, steps, and the optimizer with
+ * its other hyper-parameters. Exits 0, or 1 with one line on stderr.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -267,10 +270,19 @@ int main(int argc, char **argv) {
     float grad_scale = 1.0f / (float)(batch * replicas);
     out_list o = {0};
     for (int s = 0; s < steps; s++) {
+        rt_replicas_set_step(R, s + 1);
         if (rt_replicas_step(R, img + (size_t)s * step_images, lab + (size_t)s * step_labels, lr,
                              grad_scale, NULL, err, sizeof err))
             die("step %d failed: %s", s, err);
         for (int r = 0; r < replicas; r++) out_step(&o, R, r, g, s);
+        for (int k = 0; s == 0 && steps > 1 && k < rt_store_count(st); k++) {
+            const char *name = rt_store_name(st, k);
+            const ir_node *n = find_named(plan->eval, name);
+            if (n && n->op == IR_OP_STATE) continue; /* a running statistic */
+            char sname[IR_NAME_MAX + 16];
+            snprintf(sname, sizeof sname, "s0.%s", name);
+            rt_store_read(st, k, out_add(&o, sname, rt_store_type(st, k)));
+        }
     }
     free(img);
     free(lab);
@@ -296,16 +308,29 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < o.n; i++) o.e[i].shape = o.shape[i];
 
-    char sbatch[32], slr[32], smom[32], swd[32], srep[16], ssteps[16];
+    char sbatch[32], slr[32], smom[32], swd[32], srep[16], ssteps[16], shyper[6][32];
     snprintf(sbatch, sizeof sbatch, "%lld", (long long)batch);
     snprintf(slr, sizeof slr, "%.9g", (double)lr);
     snprintf(smom, sizeof smom, "%.17g", plan->schedule.momentum);
     snprintf(swd, sizeof swd, "%.17g", plan->schedule.wd);
     snprintf(srep, sizeof srep, "%d", replicas);
     snprintf(ssteps, sizeof ssteps, "%d", steps);
-    const char *meta[] = {"model",    plan->model, "batch", sbatch, "lr",
-                          slr,        "momentum",  smom,    "wd",   swd,
-                          "replicas", srep,        "steps", ssteps, NULL};
+    const ir_train *tr = &plan->schedule;
+    snprintf(shyper[0], sizeof shyper[0], "%.17g", tr->eta);
+    snprintf(shyper[1], sizeof shyper[1], "%.17g", tr->eps);
+    snprintf(shyper[2], sizeof shyper[2], "%.17g", tr->beta1);
+    snprintf(shyper[3], sizeof shyper[3], "%.17g", tr->beta2);
+    snprintf(shyper[4], sizeof shyper[4], "%d", tr->nesterov);
+    snprintf(shyper[5], sizeof shyper[5], "%s%s", tr->exclude & IR_EXCLUDE_BN ? "bn " : "",
+             tr->exclude & IR_EXCLUDE_BIAS ? "bias" : "");
+    const char *meta[] = {"model",    plan->model, "batch",     sbatch,
+                          "lr",       slr,         "momentum",  smom,
+                          "wd",       swd,         "replicas",  srep,
+                          "steps",    ssteps,      "optimizer", ir_optimizer_names[tr->optimizer],
+                          "eta",      shyper[0],   "eps",       shyper[1],
+                          "beta1",    shyper[2],   "beta2",     shyper[3],
+                          "nesterov", shyper[4],   "exclude",   shyper[5],
+                          NULL};
     if (rt_st_write(out_path, o.e, o.n, meta, err, sizeof err)) die("%s", err);
 
     for (int i = 0; i < o.n; i++) {

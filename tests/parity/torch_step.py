@@ -24,11 +24,13 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
    forward of its own b samples with its own BatchNorm batch statistics and
    running statistics (ghost BatchNorm, as per-device BatchNorm), per-sample
    softmax cross-entropy, backward of the SUM (MXNet's backward()); the
-   replicas' gradients summed; then MXNet's SGD
+   replicas' gradients summed; then the plan's optimizer (class Optimizer:
+   README's formulas; MXNet's SGD
        v = momentum*v - lr*(grad*rescale + wd*w);  w += v
-   with rescale = 1/(R*b), v = 0 before the first step, wd on every
-   parameter (momentum and wd as the plan's schedule says, rounded to
-   float32 as dpc's kernels hold them). BatchNorm: torch momentum 0.1 ==
+   for sgd) with rescale = 1/(R*b), its state zero before the first step
+   and t counted from 1, wd on every parameter but the excluded classes
+   (hyper-parameters as the plan's schedule says, rounded to float32 as
+   dpc's kernels hold them). BatchNorm: torch momentum 0.1 ==
    MXNet momentum 0.9, eps 1e-5, running variance from the unbiased batch
    variance (as dpc).
    The reference runs in float64 (from the same float32 weights and batch),
@@ -48,11 +50,13 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
    max-pool in dpc cannot hide behind this.
 4. Compares, as max-abs-error / max-abs-value of the reference (every
    step and replica for the forward values; after the last step for the
-   rest; gradients are replica 0's in the last step):
+   rest, and with K > 1 the updates and optimizer state after the first
+   step too; gradients are replica 0's in the last step):
        loss, logits                          1e-4
        every parameter's update (new - old)  1e-3
        every parameter's gradient (of the summed loss)    1e-3
-       every momentum buffer after the step  1e-3
+       every optimizer state after the step  1e-3 (momentum; lamb/adamw:
+                                             adam_m, adam_v)
        every BatchNorm running statistic     1e-3, on its change (new - old),
                                              which is stricter than on its value
        every forward ReLU output and max-pool input    1e-4, and flips as above
@@ -79,7 +83,7 @@ import torch.nn.functional as F
 import torchvision
 
 TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "maxpool": 1e-4, "update": 1e-3, "grad": 1e-3, "momentum": 1e-3,
-       "running_mean": 1e-3, "running_var": 1e-3}
+       "adam_m": 1e-3, "adam_v": 1e-3, "running_mean": 1e-3, "running_var": 1e-3}
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2023, 0.1994, 0.2010)
 BN_EPS = 1e-5
@@ -280,6 +284,56 @@ def cifar_values(path, batch):
     return normalise(raw[:, 1:].reshape(batch, 3, 32, 32)), raw[:, 0].astype(np.int32)
 
 
+# ---- the optimizers (README's train section) -----------------------------------
+
+class Optimizer:
+    """The update of README's train section, exactly as its formulas say, on
+    float64 tensors: g = summed gradient * rescale (1/global batch), ||.||
+    the L2 norm of the whole tensor; a parameter of an excluded class (dpc
+    name kind gamma/beta: bn, bias: bias) gets wd 0 and no adaptation
+    (lars trust 1, lamb r 1). hp: the plan's hyper-parameters as dpc's
+    kernels hold them (float32), from dpc_step's metadata."""
+
+    def __init__(self, hp, params, kinds):
+        self.hp, self.kinds, self.t = hp, kinds, 0
+        names = ["momentum"] if hp["optimizer"] in ("sgd", "lars") else ["adam_m", "adam_v"]
+        self.state = {tn: {k: torch.zeros_like(w) for k in names} for tn, w in params.items()}
+
+    def excluded(self, tn):
+        cls = {"gamma": "bn", "beta": "bn", "bias": "bias"}.get(self.kinds[tn])
+        return cls in self.hp["exclude"]
+
+    def step(self, params, lr, rescale):
+        hp, self.t = self.hp, self.t + 1
+        for tn, w in params.items():
+            g, st, ex = w.grad * rescale, self.state[tn], self.excluded(tn)
+            wd = 0.0 if ex else hp["wd"]
+            if hp["optimizer"] in ("sgd", "lars"):
+                trust = 1.0
+                if hp["optimizer"] == "lars" and not ex:
+                    wn, gn = float(w.norm()), float(g.norm())
+                    if wn > 0 and gn > 0:
+                        trust = hp["eta"] * wn / (gn + wd * wn + hp["eps"])
+                v = st["momentum"]
+                v.mul_(hp["momentum"]).sub_(lr * trust * (g + wd * w))
+                if hp["nesterov"]:
+                    w += hp["momentum"] * v - lr * trust * (g + wd * w)
+                else:
+                    w += v
+                continue
+            m, v = st["adam_m"], st["adam_v"]
+            m.mul_(hp["beta1"]).add_((1 - hp["beta1"]) * g)
+            v.mul_(hp["beta2"]).add_((1 - hp["beta2"]) * g * g)
+            mh, vh = m / (1 - hp["beta1"] ** self.t), v / (1 - hp["beta2"] ** self.t)
+            u = mh / (vh.sqrt() + hp["eps"]) + wd * w
+            r = 1.0
+            if hp["optimizer"] == "lamb" and not ex:
+                wn, un = float(w.norm()), float(u.norm())
+                if wn > 0 and un > 0:
+                    r = wn / un
+            w -= lr * r * u
+
+
 # ---- the torch step -----------------------------------------------------------
 
 class ReluTap(nn.Module):
@@ -375,15 +429,16 @@ def tap_modules(model, relu, pool_inputs):
     return pool
 
 
-def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, replicas=1, steps=1,
+def torch_steps(model_name, pairs, init, image, label, lr, hp, dtype, replicas=1, steps=1,
                 taps=None, smoothing=0.0):
     """`steps` MXNet-form training steps of `replicas` data-parallel
     replicas with per-replica ("ghost") BatchNorm, as dpc_step runs them:
     step s takes the global batch image[s*R*b : (s+1)*R*b], replica r its
     r-th slice of b; replica r normalises its slice with its own batch
     statistics and updates its own running statistics; the gradients of the
-    replicas' summed losses are summed, then one SGD step with
-    rescale = 1/(R*b) and the velocity carried across steps.
+    replicas' summed losses are summed, then one step of the plan's
+    optimizer (class Optimizer; hp its hyper-parameters) with
+    rescale = 1/(R*b) and its state carried across steps.
     taps: None, or {"sS.rR.": (relu masks, max-pool inputs)} of dpc's steps
     in call order, which the reference then follows at kinks and near-ties.
     smoothing: PyTorch's label_smoothing of the loss.
@@ -401,7 +456,8 @@ def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, 
     params = dict(model.named_parameters())
     stat_names = [tn for _, tn in pairs if tn not in params]
     stats = [{tn: sd[tn].clone() for tn in stat_names} for _ in range(replicas)]
-    velocity = {tn: torch.zeros_like(w) for tn, w in params.items()}
+    kinds = {tn: dn.rsplit(".", 1)[-1] for dn, tn in pairs}
+    opt = Optimizer(hp, params, kinds)
     batch = image.shape[0] // (replicas * steps)
     out, flips, grad0 = {}, {}, {}
     for s in range(steps):
@@ -440,16 +496,20 @@ def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, 
                 grad0 = {tn: w.grad.clone() for tn, w in params.items()}
         rescale = 1.0 / (replicas * batch)
         with torch.no_grad():
-            for tn, w in params.items():
-                v = velocity[tn]
-                v.mul_(momentum).sub_(lr * (w.grad * rescale + wd * w))
-                w += v
+            opt.step(params, lr, rescale)
+        if s == 0 and steps > 1:  # the first step's result too (dpc_step's "s0.")
+            for dn, tn in pairs:
+                if tn in params:
+                    out["s0." + dn] = params[tn].detach().clone()
+                    for k, v in opt.state[tn].items():
+                        out["s0.%s.%s" % (dn, k)] = v.clone()
     with torch.no_grad():
         for dn, tn in pairs:
             if tn in params:
                 out[dn] = params[tn].detach().clone()
                 out[dn + ".grad"] = grad0[tn]
-                out[dn + ".momentum"] = velocity[tn].clone()
+                for k, v in opt.state[tn].items():
+                    out[dn + "." + k] = v.clone()
             else:
                 out[dn] = stats[0][tn]
                 for r in range(1, replicas):
@@ -458,6 +518,14 @@ def torch_steps(model_name, pairs, init, image, label, lr, momentum, wd, dtype, 
 
 
 # ---- comparison ----------------------------------------------------------------
+
+def optimizer_str(hp):
+    o = hp["optimizer"]
+    keys = {"sgd": ["momentum", "wd", "nesterov"], "lars": ["momentum", "wd", "eta", "eps"],
+            "lamb": ["beta1", "beta2", "eps", "wd"], "adamw": ["beta1", "beta2", "eps", "wd"]}[o]
+    ex = ", exclude=(%s)" % ", ".join(hp["exclude"]) if o != "sgd" else ""
+    return "%s(%s%s)" % (o, ", ".join("%s=%g" % (k, hp[k]) for k in keys), ex)
+
 
 def rel_err(got, ref):
     got = np.asarray(got, np.float64)
@@ -541,8 +609,8 @@ def main():
     got, meta = st_read(out_path)
     # The step as dpc ran it: float32 lr and hyper-parameters (baked into kernels).
     lr = float(np.float32(float(meta["lr"])))
-    momentum = float(np.float32(float(meta["momentum"])))
-    wd = float(np.float32(float(meta["wd"])))
+    hp = {k: float(np.float32(float(meta[k]))) for k in ("momentum", "wd", "eta", "eps", "beta1", "beta2")}
+    hp.update(optimizer=meta["optimizer"], nesterov=int(meta["nesterov"]), exclude=meta["exclude"].split())
     assert int(meta["batch"]) == batch
     assert int(meta["replicas"]) == a.replicas and int(meta["steps"]) == a.steps
     keys = ["s%d.r%d." % (s, r) for s in range(a.steps) for r in range(a.replicas)]
@@ -552,12 +620,12 @@ def main():
                 [got[k + "maxpool.%d.in" % j] for j in range(npool)]) for k in keys}
 
     t0 = time.time()
-    ref, flips = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float64,
+    ref, flips = torch_steps(a.model, pairs, init, image, label, lr, hp, torch.float64,
                              a.replicas, a.steps, None if a.no_follow else taps, a.smoothing)
     t_ref = time.time() - t0
     t32 = None
     if a.torch32:
-        t32, _ = torch_steps(a.model, pairs, init, image, label, lr, momentum, wd, torch.float32,
+        t32, _ = torch_steps(a.model, pairs, init, image, label, lr, hp, torch.float32,
                              a.replicas, a.steps, smoothing=a.smoothing)
 
     # What to check: every tensor dpc returned, and every one we expect.
@@ -572,9 +640,11 @@ def main():
             checks.append((kind, dn, init[dn]))
             checks += [(kind, "r%d.%s" % (r, dn), init[dn]) for r in range(1, a.replicas)]
         else:
-            checks.append(("update", dn, init[dn]))
             checks.append(("grad", dn + ".grad", None))
-            checks.append(("momentum", dn + ".momentum", None))
+            states = ["momentum"] if hp["optimizer"] in ("sgd", "lars") else ["adam_m", "adam_v"]
+            for pre in (["s0.", ""] if a.steps > 1 else [""]):
+                checks.append(("update", pre + dn, init[dn]))
+                checks += [(k, "%s%s.%s" % (pre, dn, k), None) for k in states]
     expected = {c[1] for c in checks}
     passed = failed = 0
     for n in sorted(set(got) - expected):
@@ -587,9 +657,9 @@ def main():
     def flip_sum(prefix):
         fl = [f for n, f in flips.items() if prefix in n]
         return sum(f[0] for f in fl), max([f[1] for f in fl] + [0.0])
-    print("%s: %d step(s) of %d replica(s) x batch %d, lr %g, momentum %g, wd %g, %s weights; "
+    print("%s: %d step(s) of %d replica(s) x batch %d, lr %g, %s, %s weights; "
           "dpc %.2fs (with kernel compile), torch float64 %.2fs" % (
-              a.model, a.steps, a.replicas, batch, lr, momentum, wd, a.init, t_dpc, t_ref))
+              a.model, a.steps, a.replicas, batch, lr, optimizer_str(hp), a.init, t_dpc, t_ref))
     print("  rounding flips the reference followed (allowed within %g of max|x|): "
           "%d ReLU kink(s), largest %.2e; %d max-pool near-tie(s), largest %.2e" % (
               (KINK,) + flip_sum(".relu.") + flip_sum(".maxpool.")))

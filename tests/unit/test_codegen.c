@@ -51,7 +51,7 @@ static ir_graph *all_ops_graph(void) {
     int one = N(ONES_LIKE, loss), NULL, NULL);
     int dlo = N(SOFTMAX_CE_GRAD, lo, lab, one), NULL, NULL);
     N(BIAS_GRAD, dlo), NULL, NULL);
-    N(DENSE_GRAD_WEIGHT, dlo, gp), NULL, NULL);
+    int dw2 = N(DENSE_GRAD_WEIGHT, dlo, gp), NULL, NULL);
     int dgp = N(DENSE_GRAD_DATA, dlo, w2), NULL, NULL);
     int dmp = N(GLOBAL_AVGPOOL_GRAD, dgp), IA(3, 3), NULL);
     int dap = N(MAXPOOL_GRAD, dmp, ap), IA(3, 2, 1), NULL);
@@ -69,6 +69,24 @@ static ir_graph *all_ops_graph(void) {
     N(ASSIGN, v1, nv1), NULL, NULL);
     N(ASSIGN, w1, nw1), NULL, NULL);
     N(ASSIGN, rv, ema), NULL, NULL);
+    /* the other optimizers' ops: lars's lr as lamb's base lr, on fc.weight */
+    int step = ir_add_input(g, "step", ir_shape1(1), 0);
+    int m2 = ir_add_state(g, "fc.weight.adam_m", ir_shape2(10, 4), IR_INIT_ZERO);
+    int v2 = ir_add_state(g, "fc.weight.adam_v", ir_shape2(10, 4), IR_INIT_ZERO);
+    int wsq = N(SUMSQ, w2), NULL, NULL);
+    int gsq = N(SUMSQ, dw2), NULL, NULL);
+    int lt = N(LARS_LR, wsq, gsq, lr, gs), NULL, FA(0.001, 1e-4, 1e-9));
+    int nm = N(ADAM_M, m2, dw2, gs), NULL, FA(0.9));
+    int nv = N(ADAM_V, v2, dw2, gs), NULL, FA(0.999));
+    int c1 = N(BIAS_CORRECTION, step), NULL, FA(0.9));
+    int c2 = N(BIAS_CORRECTION, step), NULL, FA(0.999));
+    int u = N(ADAM_DIR, w2, nm, nv, c1, c2), NULL, FA(1e-6, 0.01));
+    int usq = N(SUMSQ, u), NULL, NULL);
+    int ll = N(LAMB_LR, wsq, usq, lt), NULL, NULL);
+    int nw2 = N(DESCEND, w2, u, ll), NULL, NULL);
+    N(ASSIGN, m2, nm), NULL, NULL);
+    N(ASSIGN, v2, nv), NULL, NULL);
+    N(ASSIGN, w2, nw2), NULL, NULL);
     int tr = N(TRANSPOSE, r), IA(1), NULL); /* to channel-major (passes/layout.c) */
     g->nodes[tr].flags |= IR_FLAG_CNHW;
     /* synchronised BatchNorm's (passes/lower.c) */

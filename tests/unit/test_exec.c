@@ -20,8 +20,10 @@ static char err[4096];
 /* ---- running a graph both ways ------------------------------------------------ */
 
 /* Source values: uniform in [-1, 1], or [0.5, 1.5] for names starting with
- * "pos" (variances), class indices for i32 inputs (the input's `classes`,
- * with the label named "badlabel" getting one out-of-range entry). */
+ * "pos" (variances), 0 for names starting with "zero", 3 for "step" (the
+ * step number a loop sets), class indices for i32 inputs (the input's
+ * `classes`, with the label named "badlabel" getting one out-of-range
+ * entry). */
 static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
@@ -39,6 +41,8 @@ static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
             for (int64_t j = 0; j < cnt; j++)
                 vals[i][j] = pos ? rt_rng_uniform_range(rng, 0.5f, 1.5f)
                                  : rt_rng_uniform_range(rng, -1.0f, 1.0f);
+            if (!strncmp(n->name, "zero", 4) || !strcmp(n->name, "step"))
+                for (int64_t j = 0; j < cnt; j++) vals[i][j] = n->name[0] == 'z' ? 0.0f : 3.0f;
         }
     }
 }
@@ -459,6 +463,85 @@ TEST(sgd_momentum_update) {
     ir_free(g);
 }
 
+/* The other optimizers' ops (lars, lamb), unfused, against the
+ * interpreter: sumsq over a tensor of 36864 elements (many lanes; the
+ * whole-tensor reduction), and the zero-norm branches (trust 1, r 1). */
+TEST(optimizer_ops) {
+    ir_graph *g = ir_new();
+    ir_type big = ir_shape4(64, 64, 3, 3), small = ir_shape1(37);
+    int w = ir_add_param(g, "w", big, IR_INIT_XAVIER);
+    int gr = ir_add_input(g, "grad", big, 0);
+    int v = ir_add_state(g, "w.momentum", big, IR_INIT_ZERO);
+    int lr = ir_add_input(g, "poslr", ir_shape1(1), 0);
+    int gs = ir_add_input(g, "posgs", ir_shape1(1), 0);
+    int step = ir_add_input(g, "step", ir_shape1(1), 0);
+    int wsq = N(SUMSQ, w), NULL, NULL);
+    int gsq = N(SUMSQ, gr), NULL, NULL);
+    int lrt = N(LARS_LR, wsq, gsq, lr, gs), NULL, FA(0.001, 1e-4, 1e-9));
+    int nv = N(SGD_MOMENTUM, w, gr, v, lrt, gs), NULL, FA(0.9, 1e-4));
+    int nw = N(ADD, w, nv), NULL, NULL);
+    /* lamb on a [37] parameter */
+    int b = ir_add_param(g, "b", small, IR_INIT_XAVIER);
+    int bg = ir_add_input(g, "bgrad", small, 0);
+    int m = ir_add_state(g, "b.adam_m", small, IR_INIT_ZERO);
+    int pv = ir_add_state(g, "posv", small, IR_INIT_ZERO);
+    int m2 = N(ADAM_M, m, bg, gs), NULL, FA(0.9));
+    int v2 = N(ADAM_V, pv, bg, gs), NULL, FA(0.999));
+    int c1 = N(BIAS_CORRECTION, step), NULL, FA(0.9));
+    int c2 = N(BIAS_CORRECTION, step), NULL, FA(0.999));
+    int u = N(ADAM_DIR, b, m2, v2, c1, c2), NULL, FA(1e-6, 0.01));
+    int bsq = N(SUMSQ, b), NULL, NULL);
+    int usq = N(SUMSQ, u), NULL, NULL);
+    int lrr = N(LAMB_LR, bsq, usq, lr), NULL, NULL);
+    int nb = N(DESCEND, b, u, lrr), NULL, NULL);
+    /* zero norms: lr passes through */
+    int z = ir_add_input(g, "zero", ir_shape1(5), 0);
+    int zsq = N(SUMSQ, z), NULL, NULL);
+    int zl = N(LARS_LR, zsq, gsq, lr, gs), NULL, FA(0.001, 1e-4, 1e-9));
+    int zr = N(LAMB_LR, bsq, zsq, lr), NULL, NULL);
+    N(ADD, zl, zr), NULL, NULL);
+    N(ASSIGN, v, nv), NULL, NULL);
+    N(ASSIGN, w, nw), NULL, NULL);
+    N(ASSIGN, m, m2), NULL, NULL);
+    N(ASSIGN, pv, v2), NULL, NULL);
+    N(ASSIGN, b, nb), NULL, NULL);
+    CHECK(run_both(g, NULL, TOL) == 0);
+    ir_free(g);
+}
+
+/* cnn_small's training step with each optimizer as the frontend and the
+ * default passes (fusion included) build it, against the interpreter. */
+TEST(optimizer_training_steps_match_interpreter) {
+    static const char *const specs[] = {"sgd(nesterov=true)", "lars(wd=0.0005)", "lamb(wd=0.01)",
+                                        "adamw(wd=0.01)"};
+    size_t len;
+    char *src = NULL;
+    FILE *f = fopen("models/cnn_small.net", "rb");
+    CHECK(f != NULL);
+    if (!f) return;
+    src = malloc(1 << 16);
+    len = fread(src, 1, (1 << 16) - 1, f);
+    fclose(f);
+    src[len] = 0;
+    char *at = strstr(src, "optimizer sgd(momentum=0.9, wd=0.0001)");
+    CHECK(at != NULL);
+    for (int k = 0; at && k < 4; k++) {
+        char buf[1 << 16];
+        snprintf(buf, sizeof buf, "%.*soptimizer %s%s", (int)(at - src), src, specs[k],
+                 at + strlen("optimizer sgd(momentum=0.9, wd=0.0001)"));
+        fe_program *fp = fe_parse_string("cnn_small.net", buf, strlen(buf));
+        CHECK(fp != NULL);
+        if (!fp) continue;
+        ir_graph *g = fe_build_graph(fp, 4, 1);
+        pass_options o = pass_default_options();
+        CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+        if (g) CHECK(run_both(g, NULL, 1e-3) == 0);
+        ir_free(g);
+        fe_free(fp);
+    }
+    free(src);
+}
+
 /* A whole small training step: forward, backward, SGD and BN updates. */
 static ir_graph *small_cnn(void) {
     ir_graph *g = ir_new();
@@ -774,6 +857,8 @@ int main(void) {
     RUN(bn_primitive_ops);
     RUN(ema_assign_ones_relu_grad);
     RUN(sgd_momentum_update);
+    RUN(optimizer_ops);
+    RUN(optimizer_training_steps_match_interpreter);
     RUN(multi_op_training_step);
     RUN(resnet18_training_step_matches_interpreter);
     RUN(store_and_exec_api);

@@ -445,6 +445,32 @@ TEST(train_section_variants) {
     }
     fe_free(p);
 
+    /* each optimizer's defaults (README), and arguments over them */
+    static const struct {
+        const char *spec;
+        ir_optimizer opt;
+        int nesterov, exclude;
+        double eps, wd;
+    } opts[] = {
+        {"sgd(nesterov=true)", IR_OPT_SGD, 1, 0, 1e-9, 1e-4},
+        {"lars(wd=5e-4)", IR_OPT_LARS, 0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, 1e-9, 5e-4},
+        {"lamb(exclude=(bias), eps=1e-5)", IR_OPT_LAMB, 0, IR_EXCLUDE_BIAS, 1e-5, 1e-4},
+        {"adamw(wd=0.01)", IR_OPT_ADAMW, 0, 0, 1e-8, 0.01},
+        {"lamb(exclude=())", IR_OPT_LAMB, 0, 0, 1e-6, 1e-4},
+    };
+    for (int k = 0; k < (int)(sizeof opts / sizeof *opts); k++) {
+        snprintf(src, sizeof src, "%strain { optimizer %s }", net, opts[k].spec);
+        p = parse(src);
+        CHECK_MSG(p != NULL, "%s", errbuf);
+        if (!p) continue;
+        const ir_train *t = fe_train(p);
+        CHECK_MSG(t->optimizer == opts[k].opt && t->nesterov == opts[k].nesterov &&
+                      t->exclude == opts[k].exclude && t->eps == opts[k].eps && t->wd == opts[k].wd,
+                  "%s", opts[k].spec);
+        CHECK(t->eta == 0.001 && t->beta1 == 0.9 && t->beta2 == 0.999 && t->momentum == 0.9);
+        fe_free(p);
+    }
+
     /* schedule words are plain names outside the train section */
     p = parse("input image[4]\ninput label class(2)\n"
               "network n { data = dense(image, 2); batch = data; loss = "

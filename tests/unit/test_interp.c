@@ -268,6 +268,62 @@ TEST(sgd_momentum_is_mxnet_rule) {
     ir_free(g);
 }
 
+/* The other optimizers' ops, by README's formulas, on hand values:
+ * w = (3, 4), g = grad*scale = (0, 2) * 0.5. */
+TEST(optimizer_ops_are_the_formulas) {
+    ir_graph *g = ir_new();
+    int w = ir_add_param(g, "w", ir_shape1(2), IR_INIT_ONE);
+    int gr = ir_add_input(g, "g", ir_shape1(2), 0);
+    int m = ir_add_state(g, "m", ir_shape1(2), IR_INIT_ZERO);
+    int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
+    int sc = ir_add_input(g, "scale", ir_shape1(1), 0);
+    int t = ir_add_input(g, "step", ir_shape1(1), 0);
+    int z = ir_add_input(g, "z", ir_shape1(2), 0);
+    int wsq = tg_node(g, IR_OP_SUMSQ, &w, 1, NULL, NULL);
+    int gsq = tg_node(g, IR_OP_SUMSQ, &gr, 1, NULL, NULL);
+    int zsq = tg_node(g, IR_OP_SUMSQ, &z, 1, NULL, NULL);
+    int lars = tg_node(g, IR_OP_LARS_LR, (int[]){wsq, gsq, lr, sc}, 4, NULL,
+                       (double[]){0.001, 0.01, 1e-9});
+    int lars0 = tg_node(g, IR_OP_LARS_LR, (int[]){wsq, zsq, lr, sc}, 4, NULL,
+                        (double[]){0.001, 0.01, 1e-9});
+    int am = tg_node(g, IR_OP_ADAM_M, (int[]){m, gr, sc}, 3, NULL, (double[]){0.9});
+    int av = tg_node(g, IR_OP_ADAM_V, (int[]){m, gr, sc}, 3, NULL, (double[]){0.999});
+    int c1 = tg_node(g, IR_OP_BIAS_CORRECTION, &t, 1, NULL, (double[]){0.9});
+    int c2 = tg_node(g, IR_OP_BIAS_CORRECTION, &t, 1, NULL, (double[]){0.999});
+    int u = tg_node(g, IR_OP_ADAM_DIR, (int[]){w, am, av, c1, c2}, 5, NULL, (double[]){1e-6, 0.01});
+    int usq = tg_node(g, IR_OP_SUMSQ, &u, 1, NULL, NULL);
+    int lamb = tg_node(g, IR_OP_LAMB_LR, (int[]){wsq, usq, lr}, 3, NULL, NULL);
+    int lamb0 = tg_node(g, IR_OP_LAMB_LR, (int[]){zsq, usq, lr}, 3, NULL, NULL);
+    int d = tg_node(g, IR_OP_DESCEND, (int[]){w, u, lamb}, 3, NULL, NULL);
+    rt_interp *it = rt_interp_new(g);
+    fill(it, w, (double[]){3, 4}, 2);
+    fill(it, gr, (double[]){0, 2}, 2);
+    fill(it, m, (double[]){0, 0}, 2);
+    fill(it, lr, (double[]){0.1}, 1);
+    fill(it, sc, (double[]){0.5}, 1);
+    fill(it, t, (double[]){2}, 1);
+    fill(it, z, (double[]){0, 0}, 2);
+    rt_interp_run(it);
+    double *B[64];
+    for (int i = 0; i < g->n && i < 64; i++) B[i] = rt_interp_buffer(it, i);
+    CHECK_NEAR(B[wsq][0], 25, 0);
+    /* trust = eta |w| / (|g| + wd |w| + eps), |g| = 1 */
+    CHECK_NEAR(B[lars][0], 0.1 * (0.001 * 5 / (1 + 0.01 * 5 + 1e-9)), 1e-15);
+    CHECK_NEAR(B[lars0][0], 0.1, 0); /* |g| = 0: trust 1 */
+    CHECK_NEAR(B[am][1], 0.1 * 1, 1e-15);
+    CHECK_NEAR(B[av][1], 0.001 * 1, 1e-15);
+    CHECK_NEAR(B[c1][0], 1 / (1 - 0.81), 1e-12);
+    double mh = 0.1 / 0.19, vh = 0.001 / (1 - 0.999 * 0.999);
+    CHECK_NEAR(B[u][0], 0.01 * 3, 1e-15); /* g = 0: the decay alone */
+    CHECK_NEAR(B[u][1], mh / (sqrt(vh) + 1e-6) + 0.01 * 4, 1e-12);
+    double un = sqrt(B[u][0] * B[u][0] + B[u][1] * B[u][1]);
+    CHECK_NEAR(B[lamb][0], 0.1 * 5 / un, 1e-12);
+    CHECK_NEAR(B[lamb0][0], 0.1, 0); /* |w| = 0: r 1 */
+    CHECK_NEAR(B[d][1], 4 - B[lamb][0] * B[u][1], 1e-12);
+    rt_interp_free(it);
+    ir_free(g);
+}
+
 TEST(relu_grad_and_maxpool_grad_first_max) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 2, 4), 0);
@@ -374,6 +430,7 @@ int main(void) {
     RUN(batchnorm_eval_uses_running_stats);
     RUN(bn_primitives_ema_assign);
     RUN(sgd_momentum_is_mxnet_rule);
+    RUN(optimizer_ops_are_the_formulas);
     RUN(relu_grad_and_maxpool_grad_first_max);
     RUN(conv_and_avgpool_grads_are_adjoints);
     RUN(dense_and_global_pool_grads_are_adjoints);

@@ -70,7 +70,15 @@ TEST(op_order_is_pinned) {
                                         "allreduce",
                                         "transpose",
                                         "scale",
-                                        "bn_unbias"};
+                                        "bn_unbias",
+                                        "sumsq",
+                                        "lars_lr",
+                                        "adam_m",
+                                        "adam_v",
+                                        "bias_correction",
+                                        "adam_dir",
+                                        "lamb_lr",
+                                        "descend"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
@@ -241,6 +249,43 @@ TEST(train_schedule_checks) {
     t.warmup_epochs = 5;
     CHECK(ir_train_check(&t, err, sizeof err) != 0);
     CHECK_STR(err, "warmup of 5 epochs does not fit 1 epochs of training");
+    ir_train_defaults(&t);
+    t.optimizer = IR_OPT_LAMB;
+    CHECK(ir_train_check(&t, err, sizeof err) == 0 && ir_train_optim_is_default(&t));
+    t.beta2 = 1;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "beta2 must be in [0, 1), got 1");
+    ir_train_defaults(&t);
+    t.exclude = 4;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0 && !ir_train_optim_is_default(&t));
+    t.exclude = IR_EXCLUDE_BN, t.eps = 0;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "eps must be in (0, 1], got 0");
+    t.optimizer = (ir_optimizer)4, t.eps = 1e-9;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "unknown optimizer 4");
+}
+
+/* The optimizer ops' shape rules: scalars are [1], tensors agree. */
+TEST(optimizer_op_shapes) {
+    ir_graph *g = ir_new();
+    int w = ir_add_param(g, "w", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
+    int b = ir_add_param(g, "b", ir_shape1(4), IR_INIT_ZERO);
+    int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
+    int sq = ir_add_node(g, IR_OP_SUMSQ, &w, 1, NULL, NULL, err, sizeof err);
+    CHECK(sq >= 0 && g->nodes[sq].type.ndim == 1 && g->nodes[sq].type.dim[0] == 1);
+    CHECK(ir_op_reduce(IR_OP_SUMSQ) == IR_REDUCE_CHANNEL);
+    CHECK(ir_add_node(g, IR_OP_LAMB_LR, (int[]){sq, b, lr}, 3, NULL, NULL, err, sizeof err) < 0);
+    CHECK_STR(err, "lamb_lr: scalar must be [1], got [4]");
+    CHECK(ir_add_node(g, IR_OP_DESCEND, (int[]){w, b, lr}, 3, NULL, NULL, err, sizeof err) < 0);
+    CHECK_STR(err, "descend: shapes differ: [4,3,3,3] vs [4]");
+    CHECK(ir_add_node(g, IR_OP_ADAM_DIR, (int[]){w, w, w, lr, b}, 5, NULL, NULL, err, sizeof err) <
+          0);
+    CHECK_STR(err, "adam_dir: scalar must be [1], got [4]");
+    int d = ir_add_node(g, IR_OP_DESCEND, (int[]){w, w, lr}, 3, NULL, NULL, err, sizeof err);
+    CHECK(d >= 0 && ir_type_equal(&g->nodes[d].type, &g->nodes[w].type));
+    CHECK(ir_op_access(IR_OP_DESCEND, 2) == 's' && ir_op_access(IR_OP_DESCEND, 1) == 'i');
+    ir_free(g);
 }
 
 /* FNV-1a 64: the published vector, chaining, and the _str form's NUL. */
@@ -262,6 +307,7 @@ int main(void) {
     RUN(verify_catches_broken_graphs);
     RUN(dump_is_stable_text);
     RUN(train_schedule_checks);
+    RUN(optimizer_op_shapes);
     RUN(fnv1a_values);
     return harness_done();
 }

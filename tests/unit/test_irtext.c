@@ -56,7 +56,10 @@ static int same_train(const ir_train *a, const ir_train *b) {
     return a->batch == b->batch && a->epochs == b->epochs && a->eval_batch == b->eval_batch &&
            same_doubles(&a->init_magnitude, &b->init_magnitude, 1) &&
            a->optimizer == b->optimizer && same_doubles(&a->momentum, &b->momentum, 1) &&
-           same_doubles(&a->wd, &b->wd, 1) && a->lr_steps == b->lr_steps &&
+           same_doubles(&a->wd, &b->wd, 1) && a->nesterov == b->nesterov &&
+           a->exclude == b->exclude && same_doubles(&a->eta, &b->eta, 1) &&
+           same_doubles(&a->eps, &b->eps, 1) && same_doubles(&a->beta1, &b->beta1, 1) &&
+           same_doubles(&a->beta2, &b->beta2, 1) && a->lr_steps == b->lr_steps &&
            !memcmp(a->lr_epoch, b->lr_epoch, (size_t)a->lr_steps * sizeof(int)) &&
            same_doubles(a->lr_value, b->lr_value, a->lr_steps) && a->lr_scaling == b->lr_scaling &&
            a->reference_batch == b->reference_batch && a->warmup_epochs == b->warmup_epochs &&
@@ -83,9 +86,12 @@ TEST(graphs_read_back_field_for_field) {
         t.has_train = 1;
         t.train = *fe_train(p);
         t.train.lr_value[0] = 1.0 / 3; /* needs all 17 digits */
-        if (m)                         /* resnet18 as a poly curve: its line carries lr_curve= */
-            t.train.lr_steps = 1, t.train.lr_kind = IR_LR_POLY, t.train.lr_final = 1.0 / 7,
+        if (m) { /* resnet18: a poly curve and a non-default optimizer, the header's optional fields */
+            t.train.lr_steps = 1, t.train.lr_kind = IR_LR_POLY, t.train.lr_final = 1.0 / 7;
             t.train.lr_power = 0.5;
+            t.train.optimizer = IR_OPT_LAMB, t.train.exclude = IR_EXCLUDE_BIAS;
+            t.train.beta2 = 1.0 / 7, t.train.eps = 1e-6;
+        }
         t.graph[0] = fe_build_graph_err(p, 4, 1, err, sizeof err);
         t.graph[1] = fe_build_graph_err(p, 5, 0, err, sizeof err);
         fe_free(p);
@@ -112,6 +118,8 @@ TEST(graphs_read_back_field_for_field) {
         char *again = dump_text(&back, &len2);
         CHECK(len == len2 && !memcmp(text, again, len));
         CHECK(strstr(text, "=0.3333333333333333 ") != NULL);
+        CHECK((strstr(text, " optimizer=lamb ") && strstr(text, " exclude=2 ")) == m);
+        CHECK((strstr(text, " nesterov=") == NULL) == !m); /* sgd with defaults: as before */
         CHECK(m == 0 || strstr(text, ":bf16") != NULL);
         CHECK((strstr(text, " lr_curve=poly lr_final=0.14285714285714285 lr_power=0.5 ") != NULL) ==
               m);

@@ -113,6 +113,38 @@ TEST(update_reads_the_sum_backward_reads_local) {
     fe_free(fp);
 }
 
+/* Every optimizer's update reads the sums (lars's gradient norm, the adam
+ * moments too): no update op reads a local gradient, every sum is read. */
+TEST(every_optimizer_reads_the_sums) {
+    for (int o = IR_OPT_SGD; o <= IR_OPT_ADAMW; o++) {
+        fe_program *fp = fe_parse_string("part.net", NET, strlen(NET));
+        ir_graph *g = fp ? fe_build_graph(fp, 4, 1) : NULL;
+        ir_train t = *fe_train(fp);
+        t.optimizer = (ir_optimizer)o, t.nesterov = o == IR_OPT_SGD;
+        CHECK(g && pass_lower(&g, err, sizeof err) == 0 &&
+              pass_autodiff(&g, err, sizeof err) == 0 &&
+              pass_optimizer(&g, &t, err, sizeof err) == 0 &&
+              pass_partition(&g, 0, err, sizeof err) == 0);
+        int *readers = calloc((size_t)(g ? g->n : 1), sizeof *readers);
+        for (int i = 0; g && i < g->n; i++) {
+            const ir_node *n = &g->nodes[i];
+            int update = n->op == IR_OP_SGD_MOMENTUM || n->op == IR_OP_ADAM_M ||
+                         n->op == IR_OP_ADAM_V || n->op == IR_OP_SUMSQ;
+            for (int k = 0; k < n->ninputs; k++) {
+                const ir_node *in = &g->nodes[n->input[k]];
+                CHECK_MSG(!update || !(in->flags & IR_FLAG_GRAD), "%s: %s reads local '%s'",
+                          ir_optimizer_names[o], ir_ops[n->op].name, in->name);
+                readers[n->input[k]]++;
+            }
+        }
+        for (int i = 0; g && i < g->n; i++)
+            if (g->nodes[i].op == IR_OP_ALLREDUCE) CHECK(readers[i] > 0);
+        free(readers);
+        ir_free(g);
+        fe_free(fp);
+    }
+}
+
 /* Bucket ids and offsets against a re-computation from the gradients'
  * sizes in graph order, for several caps. */
 static int check_buckets(const ir_graph *g, size_t cap) {
@@ -395,6 +427,7 @@ TEST(executor_hands_buckets_to_the_queue) {
 int main(void) {
     RUN(one_allreduce_per_gradient_right_after_it);
     RUN(update_reads_the_sum_backward_reads_local);
+    RUN(every_optimizer_reads_the_sums);
     RUN(buckets_in_completion_order_up_to_the_cap);
     RUN(refuses_twice_and_leaves_graphs_without_gradients);
     RUN(shape_rule_and_dump);

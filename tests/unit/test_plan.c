@@ -231,6 +231,8 @@ static void check_same_schedule(const ir_train *a, const ir_train *b) {
     CHECK(a->optimizer == b->optimizer);
     CHECK(a->momentum == b->momentum);
     CHECK(a->wd == b->wd);
+    CHECK(a->nesterov == b->nesterov && a->exclude == b->exclude && a->eta == b->eta &&
+          a->eps == b->eps && a->beta1 == b->beta1 && a->beta2 == b->beta2);
     CHECK(a->lr_steps == b->lr_steps);
     for (int i = 0; i < a->lr_steps; i++) {
         CHECK(a->lr_epoch[i] == b->lr_epoch[i]);
@@ -297,6 +299,34 @@ TEST(roundtrip_every_field) {
         unlink(path2);
     }
     plan_free(q);
+    unlink(path);
+    free_made(&p);
+}
+
+/* The optimizer's other fields ride the OPTM section, written only when
+ * one differs from the defaults (so SGD plans keep their bytes). */
+TEST(optimizer_section) {
+    dpc_plan p;
+    make_plan(&p);
+    char path[64];
+    tmp_path(path, sizeof path);
+    for (int k = 0; k < 2; k++) {
+        if (k) {
+            p.schedule.optimizer = IR_OPT_LARS, p.schedule.nesterov = 0;
+            p.schedule.eta = 1.0 / 3, p.schedule.exclude = IR_EXCLUDE_BN | IR_EXCLUDE_BIAS;
+        }
+        CHECK_MSG(plan_write(&p, path, err, sizeof err) == 0, "%s", err);
+        size_t n;
+        unsigned char *b = read_bytes(path, &n);
+        CHECK(b && (memmem(b, n, "OPTM", 4) != NULL) == k);
+        free(b);
+        dpc_plan *q = plan_read(path, err, sizeof err);
+        CHECK_MSG(q != NULL, "%s", err);
+        if (q) check_same_schedule(&p.schedule, &q->schedule);
+        plan_free(q);
+    }
+    p.schedule.beta1 = 1; /* refused on writing, as a read would be */
+    CHECK(plan_write(&p, path, err, sizeof err) != 0 && strstr(err, "beta1 must be in [0, 1)"));
     unlink(path);
     free_made(&p);
 }
@@ -1187,6 +1217,7 @@ TEST(random_damage_never_crashes) {
 
 int main(void) {
     RUN(roundtrip_every_field);
+    RUN(optimizer_section);
     RUN(header_layout);
     RUN(overwrite_is_atomic_and_clean);
     RUN(write_errors);
