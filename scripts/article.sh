@@ -6,6 +6,8 @@
 #   run 1  batch 128 on 1 device, lr 0.1
 #   run 2  batch 2048 on 16 replicas, lr 0.1 (no scaling, no warmup)
 #   run 3  batch 2048 on 16 replicas, lr scaled x16 (linear) with a 5-epoch warmup
+#   run 4  (with --runs 1,2,3,4 or --runs 4) run 3 with LARS instead of SGD: the
+#          model's `optimizer` line replaced by --lars (beside the plan: model_lars.net)
 #
 # on whatever devices are present (GPU if any, else the CPU, where 16
 # replicas share it). Writes into the output folder: run{1,2,3}.log (the
@@ -24,9 +26,14 @@
 #   --model FILE     the .net to compile (default models/resnet18.net)
 #   --replicas N     replicas of runs 2 and 3 (default 16, as the article)
 #   --warmup K       warmup epochs of run 3 (default 5, as the article)
+#   --runs LIST      which runs, comma-separated (default 1,2,3)
+#   --lars SPEC      run 4's optimizer (default 'lars(momentum=0.9, wd=0.0001, eta=0.001)')
+#   --resume         continue in --out: every run keeps a checkpoint (RUN.ckpt, written at
+#                    each epoch end); a finished run is kept, a stopped one resumes
+#                    from its checkpoint, appending to its log and metrics
 #   --report-only    train nothing: redo the table and plot from the logs and
 #                    metrics already in --out (e.g. after a run was stopped)
-# Exit status: 0 when all three runs finished, 1 otherwise (the table then
+# Exit status: 0 when every run asked for finished, 1 otherwise (the table then
 # says which run failed and why).
 set -u
 cd "$(dirname "$0")/.."
@@ -38,7 +45,7 @@ need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: '$2' is not a positive integer"; }
 
 epochs= steps= data=${DPC_DATA:-} out= device=auto model=models/resnet18.net replicas=16 warmup=5
-report_only=0
+report_only=0 resume=0 runs=1,2,3 lars='lars(momentum=0.9, wd=0.0001, eta=0.001)'
 while [ $# -gt 0 ]; do
     case $1 in
     --epochs) need_value "$@"; positive "$1" "$2"; epochs=$2; shift 2 ;;
@@ -50,12 +57,17 @@ while [ $# -gt 0 ]; do
     --replicas) need_value "$@"; positive "$1" "$2"; replicas=$2; shift 2 ;;
     --warmup) need_value "$@"; [[ $2 =~ ^[0-9]+$ ]] || die "--warmup: '$2' is not a non-negative integer"
         warmup=$2; shift 2 ;;
+    --runs) need_value "$@"; [[ $2 =~ ^[1-4](,[1-4])*$ ]] || die "--runs: '$2' is not a list of runs 1-4 (e.g. 1,2,3,4)"
+        runs=$2; shift 2 ;;
+    --lars) need_value "$@"; lars=$2; shift 2 ;;
+    --resume) resume=1; shift ;;
     --report-only) report_only=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see scripts/article.sh --help)" ;;
     esac
 done
 
+[ $resume = 0 ] || [ -n "$out" ] || die "--resume needs --out DIR, the folder of the runs to continue"
 if [ $report_only = 1 ]; then
     [ -n "$out" ] && [ -d "$out" ] || die "--report-only needs --out DIR, the folder of an earlier run"
     [ -n "$data" ] || data=/tmp/cifar10/cifar-10-batches-bin
@@ -76,6 +88,12 @@ mkdir -p "$out" || die "cannot create $out"
 
 plan=$out/model.plan
 [ $report_only = 1 ] || "$bin/dpc" "$model" -o "$plan" >"$out/dpc.log" 2>&1 || { cat "$out/dpc.log" >&2; die "dpc failed on $model"; }
+if [ $report_only = 0 ] && [[ ,$runs, = *,4,* ]]; then
+    grep -q '^ *optimizer ' "$model" || die "--runs 4: $model has no 'optimizer' line to replace"
+    sed "s|^\( *\)optimizer .*|\1optimizer $lars|" "$model" >"$out/model_lars.net"
+    "$bin/dpc" "$out/model_lars.net" -o "$out/model_lars.plan" >>"$out/dpc.log" 2>&1 ||
+        { cat "$out/dpc.log" >&2; die "dpc failed on $out/model_lars.net (--lars '$lars')"; }
+fi
 
 common=(--data "$data" --device "$device" --eval-every 1)
 [ -n "$epochs" ] && common+=(--epochs "$epochs")
@@ -84,18 +102,37 @@ run_args=(
     "--gpus 1"
     "--gpus $replicas --lr-scaling none --warmup-epochs 0"
     "--gpus $replicas --lr-scaling linear --warmup-epochs $warmup"
+    "--gpus $replicas --lr-scaling linear --warmup-epochs $warmup"
 )
-names=("run1" "run2" "run3")
+names=("run1" "run2" "run3" "run4")
+plans=("$plan" "$plan" "$plan" "$out/model_lars.plan")
 status=0
-for i in 0 1 2; do
+for i in 0 1 2 3; do
     [ $report_only = 1 ] && break
+    [[ ,$runs, = *,$((i + 1)),* ]] || continue
     n=${names[$i]}
     # shellcheck disable=SC2206 # the run's options split into words on purpose
     args=(${run_args[$i]})
-    echo "article: $n: $bin/dprun $plan ${args[*]} ${common[*]} (log: $out/$n.log)"
+    ckpt=()
+    if [ $resume = 1 ]; then
+        if grep -q '^Training time' "$out/$n.log" 2>/dev/null; then
+            echo "article: $n: finished already ($out/$n.log)"
+            continue
+        fi
+        ckpt=(--checkpoint "$out/$n.ckpt")
+        if [ -e "$out/$n.ckpt" ]; then
+            ckpt+=(--resume) # dprun appends to the metrics; the log is appended to here
+        else
+            : >"$out/$n.log"
+        fi
+    else
+        : >"$out/$n.log"
+    fi
+    echo "article: $n: $bin/dprun ${plans[$i]} ${args[*]} ${common[*]} ${ckpt[*]} (log: $out/$n.log)"
     # The whole planned schedule, for the table (--epochs would cut it short).
-    "$bin/dprun" "$plan" "${args[@]}" --schedule >"$out/$n.schedule" 2>/dev/null
-    if "$bin/dprun" "$plan" "${args[@]}" "${common[@]}" --metrics "$out/$n.jsonl" >"$out/$n.log" 2>&1; then
+    "$bin/dprun" "${plans[$i]}" "${args[@]}" --schedule >"$out/$n.schedule" 2>/dev/null
+    if "$bin/dprun" "${plans[$i]}" "${args[@]}" "${common[@]}" "${ckpt[@]}" --metrics "$out/$n.jsonl" \
+        >>"$out/$n.log" 2>&1; then
         tail -n 1 "$out/$n.log" | sed "s/^/article: $n: /"
     else
         echo "article: $n failed: $(grep -m1 'error:' "$out/$n.log")" >&2
@@ -105,8 +142,8 @@ done
 
 # Every run that wrote at least one epoch is plotted.
 curves=()
-labels=("" ", lr unscaled" ", linear scaling + ${warmup}-epoch warmup")
-for i in 0 1 2; do
+labels=("" ", lr unscaled" ", linear scaling + ${warmup}-epoch warmup" ", LARS, linear scaling + ${warmup}-epoch warmup")
+for i in 0 1 2 3; do
     n=${names[$i]}
     [ -s "$out/$n.jsonl" ] || continue
     batch=$(grep -m1 '^EPOCH' "$out/$n.log" | grep -o 'batch *[0-9]*' | tr -s ' ' | cut -d' ' -f2)
@@ -117,12 +154,12 @@ if [ -n "$steps" ] || { [ -n "$epochs" ] && [ "$epochs" -lt 45 ]; }; then
     note=(--note "shortened: ${epochs:-$plan_epochs} epoch(s) per run${steps:+, at most $steps steps}, of the article's 45")
 fi
 if [ ${#curves[@]} -gt 0 ]; then
-    scripts/plot -o "$out/article.svg" --title "$(basename "$model" .net): the article's three runs" \
+    scripts/plot -o "$out/article.svg" --title "$(basename "$model" .net): the article's runs" \
         "${note[@]}" "${curves[@]}" || status=1
 fi
 $py scripts/article_table.py --out "$out/article.md" --device "$device" --data "$data" \
     --epochs "${epochs:-}" --steps "${steps:-}" --model "$model" "$out" || status=1
 
-echo "article: table $out/article.md, plot $out/article.svg, logs and metrics $out/run{1,2,3}.{log,jsonl}"
+echo "article: table $out/article.md, plot $out/article.svg, logs and metrics $out/run{$runs}.{log,jsonl}"
 [ -f "$out/article.md" ] && cat "$out/article.md"
 exit $status

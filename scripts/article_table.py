@@ -4,9 +4,9 @@
     scripts/article_table.py --out article.md [--device D] [--data DIR]
                              [--epochs N] [--steps N] [--model F] OUTDIR
 
-Reads OUTDIR/run{1,2,3}.log (dprun's log: EPOCH lines, the final
+Reads OUTDIR/run{1,2,3,4}.log (those present; run 4, LARS, is not the article's) (dprun's log: EPOCH lines, the final
 `Training time ...` line, or a `dprun: error:` line) and
-OUTDIR/run{1,2,3}.schedule (`dprun --schedule`), and writes one table row
+OUTDIR/run{1,2,3,4}.schedule (`dprun --schedule`), and writes one table row
 per run beside the article's own figures. Epoch time is the mean of the
 EPOCH lines' seconds, total time the `Training time` figure. Plain Python 3
 standard library.
@@ -86,11 +86,13 @@ def cell(v, fmt):
 
 
 def table(outdir, args):
-    runs = [read_run(outdir, n) for n in ("run1", "run2", "run3")]
+    present = [k for k in (1, 2, 3, 4) if os.path.exists(os.path.join(outdir, f"run{k}.log"))]
+    present = present or [1, 2, 3]  # nothing ran: every row says why
+    runs = [read_run(outdir, f"run{k}") for k in present]
     backends = sorted({r["backend"] for r in runs if r["backend"]})
     epochs = max(r["epochs"] for r in runs)
     shortened = epochs < ARTICLE_EPOCHS or bool(args.steps)
-    out = ["# The article's three runs, reproduced with dpc", ""]
+    out = ["# The article's runs, reproduced with dpc", ""]
     what = f"Model `{args.model}`, data `{args.data}`, device `{args.device}`"
     what += f" (backend: {', '.join(backends) or 'unknown'}), {epochs} epoch{'s' if epochs != 1 else ''} per run"
     if args.steps:
@@ -105,19 +107,25 @@ def table(outdir, args):
     out.append("| run | global batch | lr schedule | epoch time (s) | total time (s) | train accuracy "
                "| test accuracy | article: run | article: total time (s) | article: test accuracy |")
     out.append("| --- | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
-    for i, r in enumerate(runs):
-        sched = describe_schedule(os.path.join(outdir, f"run{i + 1}.schedule"))
+    for k, r in zip(present, runs):
+        sched = describe_schedule(os.path.join(outdir, f"run{k}.schedule"))
+        if k == 4:
+            sched = "LARS; " + sched
         test = cell(r["test_acc"], ".4f")
         if r["error"]:
             test = f"failed: {r['error']}".replace("|", "/")
-        a_name, a_time, a_acc = ARTICLE[i]
-        out.append(f"| {i + 1} | {cell(r['batch'], 'd')} | {sched} | {cell(r['epoch_s'], '.2f')} "
+        if k <= len(ARTICLE):
+            a_name, a_time, a_acc = ARTICLE[k - 1]
+            article = f"{a_name} | {a_time:.2f} | {a_acc:.4f}"
+        else:
+            article = "not in the article | — | —"
+        out.append(f"| {k} | {cell(r['batch'], 'd')} | {sched} | {cell(r['epoch_s'], '.2f')} "
                    f"| {cell(r['total_s'], '.2f')} | {cell(r['train_acc'], '.4f')} | {test} "
-                   f"| {a_name} | {a_time:.2f} | {a_acc:.4f} |")
+                   f"| {article} |")
     out.append("")
     out.append("Epoch time: mean seconds per epoch (the EPOCH lines); total time: the `Training time` "
                "line (training only, without the accuracy passes). Logs and metrics: "
-               "run{1,2,3}.log and run{1,2,3}.jsonl beside this file; plot: article.svg.")
+               "RUN.log and RUN.jsonl beside this file; plot: article.svg.")
     return "\n".join(out) + "\n", all(r["error"] is None for r in runs)
 
 

@@ -77,6 +77,43 @@ check "a failed run makes the table script exit 1" [ $? = 1 ]
 check "the failed run's reason is in its row" grep -q "^| 2 | 128 | .*failed: the loss is nan at step 3" "$fake/article.md"
 check "the other runs keep their rows" grep -q "^| 3 | 128 | .* | 0\.[0-9]* |" "$fake/article.md"
 
+# Run 4 (LARS, from the model with its optimizer line replaced): its own
+# plan, a row marked LARS with no article figures beside it.
+out4=$tmp/art4
+DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 --steps 2 \
+    --replicas 4 --warmup 1 --runs 4 --out "$out4" >"$tmp/log4" 2>&1
+rc=$?
+check "article.sh --runs 4 exits 0 (exit $rc: $(tail -n 5 "$tmp/log4"))" [ $rc = 0 ]
+check "run 4's model has the LARS optimizer line" grep -q '^ *optimizer lars(momentum=0.9, wd=0.0001, eta=0.001)$' "$out4/model_lars.net"
+check "--runs 4 runs run 4 only" test -s "$out4/run4.log" -a ! -e "$out4/run1.log"
+check "run 4's row: batch 128, LARS, not in the article" grep -q '^| 4 | 128 | LARS; 0.05 → 0.2 warmup.* | not in the article | — | — |$' "$out4/article.md"
+
+# --resume: a run stopped by a signal (its checkpoint written) continues
+# from it when the command is given again, appending to its log and metrics.
+outr=$tmp/artr
+DPC_DEBUG=2 DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
+    --runs 1 --resume --out "$outr" >"$tmp/logr1" 2>&1 &
+script=$!
+for _ in $(seq 600); do grep -q 'debug: step 2 loss' "$outr/run1.log" 2>/dev/null && break; sleep 0.05; done
+for p in /proc/[0-9]*; do # the dprun of that run (no procps needed)
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "^$bin/dprun $outr/model.plan " && kill -INT "${p#/proc/}"
+done
+wait $script
+check "--resume, first part: stopped with a checkpoint and no final line" \
+    test -e "$outr/run1.ckpt" -a "$(grep -c '^Training time' "$outr/run1.log")" = 0
+DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
+    --runs 1 --resume --out "$outr" >"$tmp/logr2" 2>&1
+rc=$?
+check "--resume, second part exits 0 (exit $rc: $(tail -n 3 "$tmp/logr2"))" [ $rc = 0 ]
+check "--resume, second part resumed" grep -q -- '--resume' "$tmp/logr2"
+check "--resume: one finished log" [ "$(grep -c '^Training time' "$outr/run1.log")" = 1 ]
+check "--resume: the table has run 1's accuracy" grep -q '^| 1 | 32 | .* | 0\.[0-9]* | batch 128, 1 GPU' "$outr/article.md"
+DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
+    --runs 1 --resume --out "$outr" >"$tmp/logr3" 2>&1
+check "--resume on a finished run trains nothing" grep -q 'run1: finished already' "$tmp/logr3"
+article_fail "bad --runs" "--runs: '5' is not a list of runs 1-4" --runs 5
+article_fail "--resume without --out" "--resume needs --out DIR" --resume --data synthetic
+
 article_fail "bad --epochs" "--epochs: 'x' is not a positive integer" --epochs x
 article_fail "missing --data folder" "--data: '$tmp/none' is not a folder" --data "$tmp/none"
 article_fail "missing model" "--model: 'nope.net' not found" --data synthetic --model nope.net
