@@ -71,9 +71,9 @@ static const arg_spec args[] = {
      "stop after N optimizer steps (0: only evaluate)"},
     {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL,
      "test accuracy every K epochs"},
-    {"--lr-scaling", "--lr-scaling none|linear", ARG_CHOICE, OPT(lr_scaling), 0, 0,
-     "none|linear", /* IR_LR_SCALING_* */
-     "override the schedule's lr scaling"},
+    {"--lr-scaling", "--lr-scaling none|linear|sqrt", ARG_CHOICE, OPT(lr_scaling), 0, 0,
+     "none|linear|sqrt", /* IR_LR_SCALING_* */
+     "override the schedule's lr scaling (by global / reference batch, or its square root)"},
     {"--warmup-epochs", "--warmup-epochs K", ARG_INT, OPT(warmup_epochs), 0, 100000, NULL,
      "override the schedule's warmup"},
     {"--lr", "--lr X", ARG_LR, OPT(lr), 0, 0, NULL,

@@ -594,11 +594,12 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
             t->lr_scaling = IR_LR_SCALING_NONE;
             return check_kws(C, it, no_kws);
         }
-        if (strcmp(it->ident, "linear")) {
-            ERR(C, it->ident_loc, "unknown lr scaling '%s' (expected none or linear)", it->ident);
+        if (ir_lr_scaling_parse(it->ident) < 0) {
+            ERR(C, it->ident_loc, "unknown lr scaling '%s' (expected none, linear or sqrt)",
+                it->ident);
             return -1;
         }
-        t->lr_scaling = IR_LR_SCALING_LINEAR;
+        t->lr_scaling = (ir_lr_scaling)ir_lr_scaling_parse(it->ident);
         if (check_kws(C, it, linear_kws)) return -1;
         for (const fe_kw *k = it->kws; k; k = k->next)
             if (get_int(C, k->value, "reference_batch", 1, 1 << 30, &t->reference_batch)) return -1;

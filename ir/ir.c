@@ -1203,6 +1203,14 @@ const char *ir_lr_kind_name(ir_lr_kind k) {
     return k == IR_LR_COSINE ? "cosine" : k == IR_LR_POLY ? "poly" : "dict";
 }
 
+const char *const ir_lr_scaling_names[IR_LR_SCALING_SQRT + 1] = {"none", "linear", "sqrt"};
+
+int ir_lr_scaling_parse(const char *name) {
+    for (int i = 0; i <= IR_LR_SCALING_SQRT; i++)
+        if (!strcmp(name, ir_lr_scaling_names[i])) return i;
+    return -1;
+}
+
 const char *const ir_optimizer_names[IR_OPT_ADAMW + 1] = {"sgd", "lars", "lamb", "adamw"};
 
 void ir_train_optim_defaults(ir_train *t) {
@@ -1269,7 +1277,7 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
         return ir_fail(err, errlen, "final lr must be in [0, 1e6], got %.10g", t->lr_final);
     if (t->lr_kind == IR_LR_POLY && !(t->lr_power > 0 && t->lr_power <= 100))
         return ir_fail(err, errlen, "poly power must be in (0, 100], got %.10g", t->lr_power);
-    if (t->lr_scaling != IR_LR_SCALING_NONE && t->lr_scaling != IR_LR_SCALING_LINEAR)
+    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
         return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
     if (t->reference_batch <= 0)
         return ir_fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
@@ -1318,8 +1326,9 @@ void ir_train_print(const ir_train *t, FILE *f) {
             fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
         fprintf(f, "}\n");
     }
-    if (t->lr_scaling == IR_LR_SCALING_LINEAR)
-        fprintf(f, "  lr_scaling linear(reference_batch=%d)\n", t->reference_batch);
+    if (t->lr_scaling != IR_LR_SCALING_NONE)
+        fprintf(f, "  lr_scaling %s(reference_batch=%d)\n", ir_lr_scaling_names[t->lr_scaling],
+                t->reference_batch);
     else
         fprintf(f, "  lr_scaling none\n");
     fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);

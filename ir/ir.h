@@ -400,7 +400,11 @@ void ir_summary(const ir_graph *g, FILE *f);
 #define IR_MAX_LR_STEPS 32
 #define IR_MAX_LR       1e6 /* the largest lr a schedule may hold (ir_train_check) */
 
-typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR } ir_lr_scaling;
+/* The lr times global batch / reference batch (linear, Goyal et al.) or its
+ * square root (sqrt, as LAMB's authors scale it). */
+typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR, IR_LR_SCALING_SQRT } ir_lr_scaling;
+extern const char *const ir_lr_scaling_names[IR_LR_SCALING_SQRT + 1]; /* "none", "linear", "sqrt" */
+int ir_lr_scaling_parse(const char *name);                            /* -1 when unknown */
 typedef enum { IR_OPT_SGD, IR_OPT_LARS, IR_OPT_LAMB, IR_OPT_ADAMW } ir_optimizer;
 /* Parameter classes an optimizer's exclude=(...) names (a bit mask). */
 enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1 };

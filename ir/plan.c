@@ -230,7 +230,7 @@ static int check_schedule(const ir_train *t, char *why, size_t wn) {
     char sub[256];
     if ((unsigned)t->optimizer > IR_OPT_ADAMW)
         return ir_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
-    if ((unsigned)t->lr_scaling > IR_LR_SCALING_LINEAR)
+    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
         return ir_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
         return ir_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
@@ -617,7 +617,7 @@ static int get_schedule(rd *r, ir_train *t) {
         t->lr_epoch[i] = get_i32(r);
         t->lr_value[i] = get_f64(r);
     }
-    if (get_enum(r, IR_LR_SCALING_LINEAR, "lr scaling", &scaling)) return -1;
+    if (get_enum(r, IR_LR_SCALING_SQRT, "lr scaling", &scaling)) return -1;
     t->lr_scaling = (ir_lr_scaling)scaling;
     t->reference_batch = get_i32(r);
     t->warmup_epochs = get_i32(r);

@@ -63,8 +63,7 @@ static void print_train(const ir_train *t, FILE *f) {
         ir_print_double(t->lr_power, f);
     }
     fprintf(f, " lr_scaling=%s reference_batch=%d warmup_epochs=%d dataset=",
-            t->lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", t->reference_batch,
-            t->warmup_epochs);
+            ir_lr_scaling_names[t->lr_scaling], t->reference_batch, t->warmup_epochs);
     ir_print_name(t->dataset, 1, f);
     fprintf(f, " pad=%d random_crop=%d random_mirror=%d normalize=%d mean=", t->pad, t->random_crop,
             t->random_mirror, t->normalize);
@@ -541,10 +540,10 @@ static int train_line(rd *r, ir_train *t) {
     }
     if (key(r, "lr_scaling")) return -1;
     at = r->p;
-    if (word(r, w, sizeof w, "none or linear")) return -1;
-    if (strcmp(w, "none") && strcmp(w, "linear"))
-        return fail(r, at, "unexpected '%s', expected none or linear", w);
-    t->lr_scaling = strcmp(w, "none") ? IR_LR_SCALING_LINEAR : IR_LR_SCALING_NONE;
+    if (word(r, w, sizeof w, "none, linear or sqrt")) return -1;
+    int scaling = ir_lr_scaling_parse(w);
+    if (scaling < 0) return fail(r, at, "unexpected '%s', expected none, linear or sqrt", w);
+    t->lr_scaling = (ir_lr_scaling)scaling;
     if (int_key(r, "reference_batch", 1, 1 << 20, &t->reference_batch) ||
         int_key(r, "warmup_epochs", 0, 1 << 20, &t->warmup_epochs) || key(r, "dataset") ||
         string(r, t->dataset, sizeof t->dataset, "a dataset name") ||

@@ -29,7 +29,7 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
     snprintf(out, len,
              "--lr=%s;--lr-scaling=%s;--warmup-epochs=%d;--warmup-per-iteration=%s;"
              "--momentum-correction=%s;--on-nan=%s",
-             lrs, r->t.lr_scaling == IR_LR_SCALING_LINEAR ? "linear" : "none", r->t.warmup_epochs,
+             lrs, ir_lr_scaling_names[r->t.lr_scaling], r->t.warmup_epochs,
              o->warmup_per_iteration ? "on" : "off", o->momentum_correction ? "on" : "off",
              o->on_nan_skip ? "skip" : "stop");
     size_t used = strlen(out);

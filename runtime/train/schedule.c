@@ -18,8 +18,9 @@ double rt_schedule_dict_lr(const ir_train *t, int epoch) {
 }
 
 double rt_schedule_scale(const rt_schedule *s) {
-    if (s->t->lr_scaling != IR_LR_SCALING_LINEAR || s->t->reference_batch <= 0) return 1.0;
-    return (double)s->global_batch / (double)s->t->reference_batch;
+    if (s->t->lr_scaling == IR_LR_SCALING_NONE || s->t->reference_batch <= 0) return 1.0;
+    double k = (double)s->global_batch / (double)s->t->reference_batch;
+    return s->t->lr_scaling == IR_LR_SCALING_SQRT ? sqrt(k) : k;
 }
 
 /* Warmup position `frac` in [0, 1): lr moves from the unscaled epoch-0 value

@@ -77,12 +77,9 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         return 0;
     }
     case KIND_SCALING:
-        if (!strcmp(v, "none"))
-            *out = IR_LR_SCALING_NONE;
-        else if (!strcmp(v, "linear"))
-            *out = IR_LR_SCALING_LINEAR;
-        else
-            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear", key, v);
+        if (ir_lr_scaling_parse(v) < 0)
+            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear, sqrt", key, v);
+        *out = ir_lr_scaling_parse(v);
         return 0;
     case KIND_BOOL:
         if (!strcmp(v, "0"))

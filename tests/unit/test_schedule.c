@@ -183,6 +183,19 @@ TEST(print_per_step_lists_every_step) {
     CHECK(n > 22 && strcmp(buf + n - 22, "\nepoch 9 step 19 lr 0\n") == 0);
 }
 
+/* sqrt scaling (LAMB's rule): batch 2048 against 128 is x4, and the
+ * warmup ramps from the unscaled 0.1 to 0.4. */
+TEST(sqrt_scaling_is_the_square_root) {
+    ir_train t = article();
+    t.lr_scaling = IR_LR_SCALING_SQRT;
+    rt_schedule s = rt_schedule_make(&t, 2048);
+    CHECK_NEAR(rt_schedule_scale(&s), 4.0, 1e-15);
+    CHECK_NEAR(rt_schedule_epoch_lr(&s, 0), 0.1, 1e-12);
+    CHECK_NEAR(rt_schedule_epoch_lr(&s, 5), 0.4, 1e-12);
+    CHECK_NEAR(rt_schedule_epoch_lr(&s, 36), 0.2, 1e-12);
+    CHECK(ir_lr_scaling_parse("sqrt") == IR_LR_SCALING_SQRT && ir_lr_scaling_parse("cubic") < 0);
+}
+
 int main(void) {
     RUN(dict_takes_largest_key_at_or_below);
     RUN(article_run1_batch128_one_gpu);
@@ -194,5 +207,6 @@ int main(void) {
     RUN(cosine_decays_from_scaled_base_to_final);
     RUN(poly_decays_with_its_power);
     RUN(print_per_step_lists_every_step);
+    RUN(sqrt_scaling_is_the_square_root);
     return harness_done();
 }
