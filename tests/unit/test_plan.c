@@ -1101,7 +1101,7 @@ TEST(hostile_schedule) {
         {40, 4, 3, "lr schedule must start at epoch 0"},
         {44, 8, 0xfff0000000000000u, "an lr is not finite"},
         {52, 4, 0, "lr schedule epochs must increase: 0 after 0"},
-        {76, 4, 2, "schedule: unknown lr scaling 2"},
+        {76, 4, 3, "schedule: unknown lr scaling 3"},
         {80, 4, 0, "reference batch must be positive"},
         {84, 4, 99, "warmup of 99 epochs does not fit 10 epochs"},
         {88, 4, 3, "schedule: unknown lr curve 3"},

@@ -62,7 +62,7 @@ TEST(bad_tokens_are_named) {
     CHECK(parse_fails("epochs=0", "epochs: '0' is not an integer in 1..100000"));
     CHECK(parse_fails("gpus=1000", "gpus: '1000' is not an integer in 1..256"));
     CHECK(parse_fails("seed=+3", "seed: '+3' is not an integer"));
-    CHECK(parse_fails("lr-scaling=sqrt", "lr-scaling: 'sqrt' is not one of none, linear"));
+    CHECK(parse_fails("lr-scaling=cubic", "lr-scaling: 'cubic' is not one of none, linear, sqrt"));
     CHECK(parse_fails("momentum-correction=yes", "momentum-correction: 'yes' is not 0 or 1"));
     CHECK(parse_fails("lr=0.1 lr=0.2", "'lr' is given twice"));
     CHECK(parse_fails("lr=0.1,0.10", "lr: '0.10' is given twice"));
