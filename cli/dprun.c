@@ -56,6 +56,10 @@ static const arg_spec args[] = {
     {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
      "data-parallel replicas (default 1; sets the global batch);\n"
      "under `mpirun -np P`, N per process: P x N in all"},
+    {"--shard-optimizer", "--shard-optimizer", ARG_FLAG, OPT(shard_optimizer), 0, 0, NULL,
+     "ZeRO-1: each replica updates and holds the optimizer state of its\n"
+     "share of the parameters (gradients reduce-scattered, parameters\n"
+     "all-gathered); the same weights, bit for bit; needs 2+ replicas"},
     {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
      "where to run (auto: GPUs if any, else cpu)"},
     {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,

@@ -19,6 +19,8 @@ typedef struct {
     rt_coll_piece *piece;
     int n;
     int64_t total; /* floats */
+    int *owner;    /* ZeRO-1: piece i's sum goes to global replica owner[i]; NULL: to all */
+    int64_t *end;  /* with owner: piece i ends at end[i] of the packed bucket */
 } bucket;
 
 struct rt_coll_queue {
@@ -39,10 +41,31 @@ struct rt_coll_queue {
     char why[320];
 };
 
+/* ZeRO-1: the bucket reduce-scattered; only this replica's pieces are
+ * unpacked (the others' sums are not computed here). */
+static int run_bucket_sharded(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
+    rt_backend *be = q->c->be[q->replica];
+    int me = rt_coll_global_replica(q->c, q->replica);
+    float *buf = b->n == 1 ? b->piece[0].dst : q->pack;
+    for (int i = 0; i < b->n; i++)
+        if (b->n > 1 || b->piece[0].dst != b->piece[0].src)
+            be->copy(be, buf + (i ? b->end[i - 1] : 0), b->piece[i].src,
+                     sizeof(float) * (size_t)b->piece[i].count);
+    if (rt_coll_reduce_scatter(q->c, q->replica, buf, b->total, b->end, b->owner, b->n, err,
+                               errlen))
+        return -1;
+    for (int i = 0; i < b->n && b->n > 1; i++)
+        if (b->owner[i] < 0 || b->owner[i] == me)
+            be->copy(be, b->piece[i].dst, buf + (i ? b->end[i - 1] : 0),
+                     sizeof(float) * (size_t)b->piece[i].count);
+    return 0;
+}
+
 /* Packs the bucket's gradients, sums them over the replicas, unpacks the
  * sums. A one-piece bucket is summed in its output directly. */
 static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
     rt_backend *be = q->c->be[q->replica];
+    if (b->owner) return run_bucket_sharded(q, b, err, errlen);
     if (b->n == 1) {
         const rt_coll_piece *p = &b->piece[0];
         if (p->dst != p->src) be->copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count);
@@ -108,6 +131,8 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
     }
     bucket *b = &q->b[q->nb];
     b->n = n;
+    b->owner = NULL;
+    b->end = NULL;
     b->total = 0;
     b->piece = malloc(sizeof *b->piece * (size_t)(n > 0 ? n : 1));
     RT_CHECK_ALLOC(b->piece);
@@ -125,6 +150,19 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
     /* The ring's ids stay valid as it grows: nothing is queued yet. */
     q->head = q->count = 0;
     return q->nb++;
+}
+
+void rt_coll_queue_set_owners(rt_coll_queue *q, int id, const int *owner) {
+    if (id < 0 || id >= q->nb || q->c->sctx) return; /* a stream kind all-reduces */
+    bucket *b = &q->b[id];
+    free(b->owner), free(b->end);
+    b->owner = malloc(sizeof *b->owner * (size_t)b->n);
+    b->end = malloc(sizeof *b->end * (size_t)b->n);
+    RT_CHECK_ALLOC(b->owner && b->end);
+    for (int i = 0; i < b->n; i++) {
+        b->owner[i] = owner[i];
+        b->end[i] = (i ? b->end[i - 1] : 0) + b->piece[i].count;
+    }
 }
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
@@ -220,7 +258,7 @@ void rt_coll_queue_free(rt_coll_queue *q) {
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     if (q->running) pthread_join(q->thread, NULL);
-    for (int i = 0; i < q->nb; i++) free(q->b[i].piece);
+    for (int i = 0; i < q->nb; i++) free(q->b[i].piece), free(q->b[i].owner), free(q->b[i].end);
     free(q->b);
     free(q->state);
     free(q->fifo);

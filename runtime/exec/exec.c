@@ -49,6 +49,7 @@ struct rt_exec {
     rt_coll_queue *coll;
     int nbuckets;
     int *start_at, *wait_at;
+    unsigned char *skip; /* ZeRO-1: per step, another replica's update (shard.c) */
     /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
      * host actions, recorded by the second run and replayed after. */
     int graphs;
@@ -308,6 +309,7 @@ void rt_exec_free(rt_exec *ex) {
     free(ex->kern);
     free(ex->start_at);
     free(ex->wait_at);
+    free(ex->skip);
     free(ex->buf);
     free(ex->owned);
     cg_program_free(ex->prog);
@@ -405,6 +407,18 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
     return 0;
 }
 
+int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t errlen) {
+    if (!ex->coll) return ir_fail(err, errlen, "--shard-optimizer: no collective to shard over");
+    int *step = steps_of_nodes(ex);
+    free(ex->skip);
+    ex->skip = calloc((size_t)ex->prog->nsteps + 1, 1);
+    RT_CHECK_ALLOC(ex->skip);
+    int rc = rt_shard_bind(ex->g, ex->prog, step, s, me, ex->coll, ex->nbuckets, ex->skip, ex->buf,
+                           err, errlen);
+    free(step);
+    return rc;
+}
+
 int rt_exec_use_graphs(rt_exec *ex, int on) {
     ex->graphs = on && ex->be->graph_begin && ex->be->graph_end && ex->be->graph_launch &&
                  ex->be->graph_free;
@@ -469,6 +483,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             if (m != RUN_REPLAY || !stream_coll)
                 if (rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
         }
+        if (ex->skip && ex->skip[si]) continue; /* another replica's update */
         if (s->op == IR_OP_ALLREDUCE) {
             /* No kernel: one replica shares the gradient's bytes; replicas
              * hand the bucket to the communication queue. */
