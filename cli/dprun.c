@@ -61,6 +61,10 @@ static const arg_spec args[] = {
     {"--accumulate", "--accumulate K", ARG_INT, OPT(accumulate), 1, 4096, NULL,
      "K micro-batches per replica per optimizer step (default 1): global\n"
      "batch replicas x K x batch, exactly as K x the replicas would train"},
+    {"--shard-optimizer", "--shard-optimizer", ARG_FLAG, OPT(shard_optimizer), 0, 0, NULL,
+     "ZeRO-1: each replica updates and holds the optimizer state of its\n"
+     "share of the parameters (gradients reduce-scattered, parameters\n"
+     "all-gathered); the same weights, bit for bit; needs 2+ replicas"},
     {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
      "where to run (auto: GPUs if any, else cpu)"},
     {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,

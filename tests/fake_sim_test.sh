@@ -105,6 +105,10 @@ if [ -f "$tmp/cnn_small.plan" ]; then
         check "cnn_small --gpus 2: simulated cuda == cpu" \
             $py "$tmp/cmp.py" "$tmp/cnn_small-g2cpu.loss" "$tmp/cnn_small-g2.loss" \
             "$tmp/cnn_small-g2cpu.st" "$tmp/cnn_small-g2.st"
+        # ZeRO-1 on the nccl collective (NCCL all-reduce, host-staged gather)
+        DPC_FAKE_CUDA_DEVICES=2 train cnn_small cuda g2s --gpus 2 --shard-optimizer &&
+            check "cnn_small --gpus 2 --shard-optimizer on nccl == unsharded (bit for bit)" \
+                cmp -s "$tmp/cnn_small-g2.st" "$tmp/cnn_small-g2s.st"
     fi
 fi
 

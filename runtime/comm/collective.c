@@ -304,22 +304,18 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
     return 0;
 }
 
-int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
-                          size_t errlen) {
-    return rt_coll_allreduce_parts(c, replica, buf, count, 1, err, errlen);
-}
+/* Which pieces the sum is written into on this replica: every element
+ * (n == 0), or the pieces global replica `me` owns (reduce-scatter). */
+typedef struct {
+    const int64_t *end;
+    const int *owner;
+    int n, me;
+} sum_keep;
 
-int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
-                            char *err, size_t errlen) {
-    if (replica < 0 || replica >= c->n) {
-        return ir_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
-    }
-    if (parts < 1) return ir_fail(err, errlen, "all-reduce: %d parts", parts);
-    if (c->n == 1 && c->ranks == 1 && parts == 1) return 0; /* the sum over one replica */
-    if (c->dctx && parts > 1)
-        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
-                       rt_coll_name(c));
-    if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
+/* The all-reduce's ordered sum of `parts` parts per replica (gradient
+ * accumulation; 1 otherwise); phase 3 rounds only what keep asks for. */
+static int ordered_sum(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                       const sum_keep *keep, char *err, size_t errlen) {
     size_t bytes = sizeof(float) * (size_t)count;
     float *h = host_view(c, replica, buf, bytes * (size_t)parts, 1);
     c->ptr[replica] = h;
@@ -340,37 +336,109 @@ int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, 
         acc[i] = s;
     }
     if (barrier(c, serial_sum_ranks, NULL)) return failed(c, err, errlen);
-    for (int64_t i = 0; i < count; i++) h[i] = (float)acc[i];
-    if (!c->host[replica] && bytes) c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
+    /* Phase 3: round this replica's pieces (pieces tile buf in order). */
+    for (int k = 0; k < (keep->n ? keep->n : 1); k++) {
+        int64_t a = keep->n && k ? keep->end[k - 1] : 0, z = keep->n ? keep->end[k] : count;
+        if (keep->n && keep->owner[k] >= 0 && keep->owner[k] != keep->me) continue;
+        for (int64_t i = a; i < z; i++) h[i] = (float)acc[i];
+        if (!c->host[replica] && z > a)
+            c->be[replica]->copy_in(c->be[replica], buf + a, h + a,
+                                    sizeof(float) * (size_t)(z - a));
+    }
     return 0;
 }
 
+int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, char *err,
+                          size_t errlen) {
+    return rt_coll_allreduce_parts(c, replica, buf, count, 1, err, errlen);
+}
+
+int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                            char *err, size_t errlen) {
+    if (replica < 0 || replica >= c->n) {
+        return ir_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
+    }
+    if (parts < 1) return ir_fail(err, errlen, "all-reduce: %d parts", parts);
+    if (c->n == 1 && c->ranks == 1 && parts == 1) return 0; /* the sum over one replica */
+    if (c->dctx && parts > 1)
+        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
+                       rt_coll_name(c));
+    if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
+    sum_keep all = {NULL, NULL, 0, 0};
+    return ordered_sum(c, replica, buf, count, parts, &all, err, errlen);
+}
+
+int rt_coll_reduce_scatter(rt_coll *c, int replica, float *buf, int64_t count, const int64_t *end,
+                           const int *owner, int npieces, char *err, size_t errlen) {
+    return rt_coll_reduce_scatter_parts(c, replica, buf, count, 1, end, owner, npieces, err,
+                                        errlen);
+}
+
+int rt_coll_reduce_scatter_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                                 const int64_t *end, const int *owner, int npieces, char *err,
+                                 size_t errlen) {
+    if (replica < 0 || replica >= c->n) {
+        return ir_fail(err, errlen, "reduce-scatter: replica %d of %d", replica, c->n);
+    }
+    if (npieces < 1 || end[npieces - 1] != count) {
+        return ir_fail(err, errlen, "reduce-scatter: %d pieces do not tile %lld floats", npieces,
+                       (long long)count);
+    }
+    if (parts < 1) return ir_fail(err, errlen, "reduce-scatter: %d parts", parts);
+    if (c->n == 1 && c->ranks == 1 && parts == 1) return 0;
+    if (c->dctx && parts > 1)
+        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
+                       rt_coll_name(c));
+    if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
+    sum_keep mine = {end, owner, npieces, rt_coll_global_replica(c, replica)};
+    return ordered_sum(c, replica, buf, count, parts, &mine, err, errlen);
+}
+
+/* The root of a broadcast: its rank, and the local replica whose host
+ * buffer every replica of this process copies (the root itself on its
+ * rank, replica 0, which receives it across ranks, elsewhere). */
+typedef struct {
+    int rank, src;
+} bcast_root;
+
 static int serial_bcast(rt_coll *c, void *arg) {
-    (void)arg;
+    const bcast_root *root = arg;
     if (same_counts(c, "broadcast sizes differ")) return -1;
-    if (c->ranks > 1 && c->ops.bcast && c->ops.bcast(c->ptr[0], c->cnt[0])) {
+    if (c->ranks < 2) return 0;
+    void *p = c->ptr[root->src];
+    int bad = root->rank == 0 ? c->ops.bcast && c->ops.bcast(p, c->cnt[0])
+                              : !c->ops.bcast_from || c->ops.bcast_from(p, c->cnt[0], root->rank);
+    if (bad) {
         snprintf(c->why, sizeof c->why, "broadcast across %d processes failed", c->ranks);
         return -1;
     }
     return 0;
 }
 
-int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen) {
-    if (replica < 0 || replica >= c->n) {
-        return ir_fail(err, errlen, "broadcast: replica %d of %d", replica, c->n);
+int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t bytes, char *err,
+                           size_t errlen) {
+    if (replica < 0 || replica >= c->n || root < 0 || root >= rt_coll_size(c)) {
+        return ir_fail(err, errlen, "broadcast: replica %d (root %d) of %d", replica, root,
+                       rt_coll_size(c));
     }
     if (c->n == 1 && c->ranks == 1) return 0;
-    void *h = host_view(c, replica, buf, bytes, replica == 0);
+    bcast_root rt = {root / c->n, c->rank == root / c->n ? root % c->n : 0};
+    int is_root = c->rank == rt.rank && replica == rt.src;
+    void *h = host_view(c, replica, buf, bytes, is_root);
     c->ptr[replica] = h;
     c->cnt[replica] = (int64_t)bytes;
     c->parts[replica] = 1;
-    if (barrier(c, serial_bcast, NULL)) return failed(c, err, errlen);
-    if (replica != 0 && bytes) memcpy(h, c->ptr[0], bytes);
-    /* Replica 0's buffer must stay as it is until every copy is made. */
+    if (barrier(c, serial_bcast, &rt)) return failed(c, err, errlen);
+    if (replica != rt.src && bytes) memcpy(h, c->ptr[rt.src], bytes);
+    /* The source's buffer must stay as it is until every copy is made. */
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
-    if (!c->host[replica] && replica != 0 && bytes)
+    if (!c->host[replica] && !is_root && bytes)
         c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
     return 0;
+}
+
+int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen) {
+    return rt_coll_broadcast_from(c, replica, 0, buf, bytes, err, errlen);
 }
 
 static int serial_ranks_barrier(rt_coll *c, void *arg) {

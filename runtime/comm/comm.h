@@ -117,6 +117,7 @@ typedef struct rt_coll_ranks_ops {
      * all the replicas adds it: bit-identical whatever the process count. */
     int (*chain_in)(double *buf, int64_t n);
     int (*chain_out)(double *buf, int64_t n);
+    int (*bcast_from)(void *buf, int64_t bytes, int root); /* from rank root (all-gather) */
 } rt_coll_ranks_ops;
 rt_coll *rt_coll_ranks_new(rt_coll_kind kind, int n, rt_backend *be, int rank, int ranks,
                            const rt_coll_ranks_ops *ops);
@@ -186,6 +187,26 @@ int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, 
                             char *err, size_t errlen);
 /* Every replica's buf (bytes on the device) becomes global replica 0's. */
 int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *err, size_t errlen);
+/* ZeRO-1 (dprun --shard-optimizer): a bucket of pieces, piece i ending at
+ * element end[i] of buf and owned by global replica owner[i] (-1: every
+ * replica). reduce_scatter sums like the all-reduce (the same order, the
+ * same bits) but writes each piece's sum only into its owners' buf; the
+ * others' pieces are left as they were. Across processes the sum still
+ * travels the whole chain (every rank receives it, as the all-reduce);
+ * device kinds (nccl, replicas sharing GPUs) all-reduce. */
+int rt_coll_reduce_scatter(rt_coll *c, int replica, float *buf, int64_t count, const int64_t *end,
+                           const int *owner, int npieces, char *err, size_t errlen);
+/* The same over `parts` parts per replica (gradient accumulation, as
+ * rt_coll_allreduce_parts): buf holds parts x count floats, the sums land
+ * in its first count. */
+int rt_coll_reduce_scatter_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
+                                 const int64_t *end, const int *owner, int npieces, char *err,
+                                 size_t errlen);
+/* Every replica's buf becomes global replica root's (staged through host
+ * memory like rt_coll_broadcast; across ranks by ops->bcast_from). One
+ * call per piece makes the all-gather of pieces with uneven owners. */
+int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t bytes, char *err,
+                           size_t errlen);
 /* Waits until every replica of the job got here. */
 int rt_coll_barrier(rt_coll *c, int replica, char *err, size_t errlen);
 /* Wakes every waiting replica with an error; later calls fail at once. */
@@ -228,6 +249,10 @@ int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q);
  * reduce the bucket asynchronously. Buckets are reduced in the order they
  * are started, which must be the same on every replica. */
 void rt_coll_queue_start(rt_coll_queue *q, int bucket);
+/* ZeRO-1: piece i of the bucket goes to global replica owner[i] only
+ * (rt_coll_reduce_scatter; -1: every replica); before the first start.
+ * Stream kinds (nccl on distinct GPUs) keep summing into every replica. */
+void rt_coll_queue_set_owners(rt_coll_queue *q, int bucket, const int *owner);
 /* Blocks until the bucket's sums are in its outputs; 0 at once when the
  * bucket was not started. -1 + message when its reduction failed. */
 int rt_coll_queue_wait(rt_coll_queue *q, int bucket, char *err, size_t errlen);

@@ -43,13 +43,15 @@ static int mpi_sum_f64(double *buf, int64_t n) {
     return 0;
 }
 
-static int mpi_bcast(void *buf, int64_t bytes) {
+static int mpi_bcast_from(void *buf, int64_t bytes, int root) {
     for (int64_t at = 0; at < bytes; at += INT_MAX) {
         int chunk = bytes - at > INT_MAX ? INT_MAX : (int)(bytes - at);
-        RT_MPI_CHECK(MPI_Bcast((char *)buf + at, chunk, MPI_BYTE, 0, MPI_COMM_WORLD));
+        RT_MPI_CHECK(MPI_Bcast((char *)buf + at, chunk, MPI_BYTE, root, MPI_COMM_WORLD));
     }
     return 0;
 }
+
+static int mpi_bcast(void *buf, int64_t bytes) { return mpi_bcast_from(buf, bytes, 0); }
 
 static int mpi_rank_size(int *size) {
     int rank = 0;
@@ -102,7 +104,8 @@ rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen) {
     int rank = 0, ranks = 1;
     RT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     RT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
-    rt_coll_ranks_ops ops = {mpi_sum_f64, mpi_bcast, mpi_barrier, mpi_chain_in, mpi_chain_out};
+    rt_coll_ranks_ops ops = {mpi_sum_f64,  mpi_bcast,     mpi_barrier,
+                             mpi_chain_in, mpi_chain_out, mpi_bcast_from};
     return rt_coll_ranks_new(RT_COLL_MPI, n, be, rank, ranks, &ops);
 #else
     (void)n, (void)be;
@@ -214,8 +217,8 @@ int rt_mpi_any(int flag) {
 const rt_coll_ranks_ops *rt_mpi_ranks_ops(int *rank, int *ranks, char *err, size_t errlen) {
     *rank = 0, *ranks = 1;
 #ifdef DPC_HAVE_MPI
-    static const rt_coll_ranks_ops ops = {mpi_sum_f64, mpi_bcast, mpi_barrier, mpi_chain_in,
-                                          mpi_chain_out};
+    static const rt_coll_ranks_ops ops = {mpi_sum_f64,  mpi_bcast,     mpi_barrier,
+                                          mpi_chain_in, mpi_chain_out, mpi_bcast_from};
     if (!mpi_joined) {
         ir_fail(err, errlen, "MPI is not running (start under mpirun)");
         return NULL;

@@ -20,6 +20,8 @@ typedef struct {
     int n;
     int64_t total; /* floats */
     void *parts;   /* accumulation: parts x total floats on the device, or NULL */
+    int *owner;    /* ZeRO-1: piece i's sum goes to global replica owner[i]; NULL: to all */
+    int64_t *end;  /* with owner: piece i ends at end[i] of the packed bucket */
 } bucket;
 
 struct rt_coll_queue {
@@ -52,12 +54,38 @@ static void unpack(rt_backend *be, const bucket *b, const float *src) {
         be->copy(be, b->piece[i].dst, src, sizeof(float) * (size_t)b->piece[i].count);
 }
 
+/* ZeRO-1: the bucket reduce-scattered; only this replica's pieces are
+ * unpacked (the others' sums are not computed here). */
+static int run_bucket_sharded(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
+    rt_backend *be = q->c->be[q->replica];
+    int me = rt_coll_global_replica(q->c, q->replica);
+    /* With accumulation the live gradients are the last part of the area. */
+    int parts = b->parts ? q->parts : 1, direct = !b->parts && b->n == 1;
+    float *buf = b->parts ? b->parts : direct ? b->piece[0].dst : q->pack;
+    if (b->parts)
+        pack(be, b, buf + (parts - 1) * b->total);
+    else
+        for (int i = 0; i < b->n; i++)
+            if (b->n > 1 || b->piece[0].dst != b->piece[0].src)
+                be->copy(be, buf + (i ? b->end[i - 1] : 0), b->piece[i].src,
+                         sizeof(float) * (size_t)b->piece[i].count);
+    if (rt_coll_reduce_scatter_parts(q->c, q->replica, buf, b->total, parts, b->end, b->owner, b->n,
+                                     err, errlen))
+        return -1;
+    for (int i = 0; i < b->n && !direct; i++)
+        if (b->owner[i] < 0 || b->owner[i] == me)
+            be->copy(be, b->piece[i].dst, buf + (i ? b->end[i - 1] : 0),
+                     sizeof(float) * (size_t)b->piece[i].count);
+    return 0;
+}
+
 /* Packs the bucket's gradients, sums them over the replicas, unpacks the
  * sums. A one-piece bucket is summed in its output directly. With parts,
  * the gradients are the last part of the bucket's area and part 0 gets
  * the sum of all of them. */
 static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
     rt_backend *be = q->c->be[q->replica];
+    if (b->owner) return run_bucket_sharded(q, b, err, errlen);
     if (b->parts) {
         float *area = b->parts;
         pack(be, b, area + (q->parts - 1) * b->total);
@@ -122,6 +150,8 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
     }
     bucket *b = &q->b[q->nb];
     b->n = n;
+    b->owner = NULL;
+    b->end = NULL;
     b->total = 0;
     b->piece = malloc(sizeof *b->piece * (size_t)(n > 0 ? n : 1));
     RT_CHECK_ALLOC(b->piece);
@@ -144,6 +174,19 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
     /* The ring's ids stay valid as it grows: nothing is queued yet. */
     q->head = q->count = 0;
     return q->nb++;
+}
+
+void rt_coll_queue_set_owners(rt_coll_queue *q, int id, const int *owner) {
+    if (id < 0 || id >= q->nb || q->c->sctx) return; /* a stream kind all-reduces */
+    bucket *b = &q->b[id];
+    free(b->owner), free(b->end);
+    b->owner = malloc(sizeof *b->owner * (size_t)b->n);
+    b->end = malloc(sizeof *b->end * (size_t)b->n);
+    RT_CHECK_ALLOC(b->owner && b->end);
+    for (int i = 0; i < b->n; i++) {
+        b->owner[i] = owner[i];
+        b->end[i] = (i ? b->end[i - 1] : 0) + b->piece[i].count;
+    }
 }
 
 int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
@@ -267,7 +310,7 @@ void rt_coll_queue_free(rt_coll_queue *q) {
     pthread_mutex_unlock(&q->mu);
     if (q->running) pthread_join(q->thread, NULL);
     for (int i = 0; i < q->nb; i++) {
-        free(q->b[i].piece);
+        free(q->b[i].piece), free(q->b[i].owner), free(q->b[i].end);
         if (q->b[i].parts) q->c->be[q->replica]->free(q->c->be[q->replica], q->b[i].parts);
     }
     free(q->b);

@@ -54,6 +54,7 @@ struct rt_exec {
      * (the update); a partial run skips those and the all-reduces. */
     unsigned char *after_sum;
     int partial;
+    unsigned char *skip; /* ZeRO-1: per step, another replica's update (shard.c) */
     /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
      * host actions, recorded by the second run and replayed after. */
     int graphs;
@@ -314,6 +315,7 @@ void rt_exec_free(rt_exec *ex) {
     free(ex->start_at);
     free(ex->wait_at);
     free(ex->after_sum);
+    free(ex->skip);
     free(ex->buf);
     free(ex->owned);
     cg_program_free(ex->prog);
@@ -434,6 +436,18 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
     return 0;
 }
 
+int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t errlen) {
+    if (!ex->coll) return ir_fail(err, errlen, "--shard-optimizer: no collective to shard over");
+    int *step = steps_of_nodes(ex);
+    free(ex->skip);
+    ex->skip = calloc((size_t)ex->prog->nsteps + 1, 1);
+    RT_CHECK_ALLOC(ex->skip);
+    int rc = rt_shard_bind(ex->g, ex->prog, step, s, me, ex->coll, ex->nbuckets, ex->skip, ex->buf,
+                           err, errlen);
+    free(step);
+    return rc;
+}
+
 int rt_exec_use_graphs(rt_exec *ex, int on) {
     ex->graphs = on && ex->be->graph_begin && ex->be->graph_end && ex->be->graph_launch &&
                  ex->be->graph_free;
@@ -499,6 +513,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
             if (m != RUN_REPLAY || !stream_coll)
                 if (rt_coll_queue_wait(ex->coll, b, err, errlen)) return -1;
         }
+        if (ex->skip && ex->skip[si]) continue; /* another replica's update */
         if (s->op == IR_OP_ALLREDUCE) {
             /* No kernel: one replica shares the gradient's bytes; replicas
              * hand the bucket to the communication queue. */

@@ -36,6 +36,7 @@
 typedef struct rt_backend rt_backend;
 typedef struct rt_store rt_store;
 typedef struct rt_exec rt_exec;
+typedef struct rt_coll_queue rt_coll_queue;
 
 /* ---- persistent tensors ---- */
 rt_store *rt_store_new(rt_backend *be, const ir_graph *g);
@@ -53,6 +54,14 @@ void rt_store_read(rt_store *st, int i, float *host);    /* numel floats */
 void rt_store_write(rt_store *st, int i, const float *host);
 /* The i-th tensor's device buffer (executors, collectives). */
 void *rt_store_buffer(rt_store *st, int i);
+/* ZeRO-1: tensor i belongs to global replica owner; this store is replica
+ * me's. The owner's copy is (re)set to its initialiser; any other store
+ * frees its bytes and reads and writes through home's copy instead (the
+ * owner's store in this process), or, when home is NULL (the owner is
+ * another process), reads zeros and ignores writes. */
+void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home);
+int rt_store_owner(const rt_store *st, int i);    /* -1: every replica holds it */
+int rt_store_resident(const rt_store *st, int i); /* its bytes are this store's own */
 
 /* ---- programs ---- */
 /* The kernels are always rendered here from g (cg_generate with dpc's
@@ -81,7 +90,6 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
  * bucket is complete). The input replica_scale (PASS_REPLICA_SCALE, read
  * by synchronised BatchNorm) is the executor's: 1 from rt_exec_new, 1/R
  * for the queue's R replicas from here on. */
-typedef struct rt_coll_queue rt_coll_queue;
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
 /* Gradient accumulation (the queue's parts, rt_coll_queue_set_parts):
  * micro-batch `part` of an optimizer step that is not its last. Runs,
@@ -91,6 +99,37 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
  * last micro-batch is an rt_exec_run, which sums every part and updates
  * once. Needs the collective attached. */
 int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen);
+/* ZeRO-1 (dprun --shard-optimizer; runtime/exec/shard.c): every
+ * parameter's update belongs to one global replica of the job, which alone
+ * holds the parameter's optimizer state. owner: per node of the train
+ * graph, the replica that computes it (a parameter, its gradient sums, its
+ * update and its states), -1 for what every replica computes. NULL + message for
+ * fewer than 2 replicas or an update that mixes parameters (a global norm)
+ * or a state read outside its parameter's update. */
+typedef struct rt_shard {
+    int n;                /* nodes of the graph */
+    int replicas;         /* in the job */
+    int *owner;           /* per node */
+    int64_t *state_bytes; /* per replica: the optimizer state it holds */
+    int64_t state_total;  /* all of it (what each replica holds unsharded) */
+} rt_shard;
+rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen);
+void rt_shard_free(rt_shard *s);
+int64_t rt_shard_state_most(const rt_shard *s); /* the largest replica's state_bytes */
+/* The exec of global replica `me` skips the steps of updates it does not
+ * own (their sums are reduce-scattered to the owner: rt_coll_queue_set_owners
+ * with each bucket's owners, registered here) and forgets the states they
+ * assign (the store drops them: rt_store_shard). Call after
+ * rt_exec_set_collective. -1 + message when a fused kernel mixes owned and
+ * foreign work. */
+int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t errlen);
+/* For rt_exec_set_shard (step_of: each node's step, -1 for sources):
+ * skip[si] = 1 when step si computes only another replica's updates, the
+ * queue's buckets get their pieces' owners, and the foreign states' buf
+ * entries become NULL. -1 + message when a step mixes both. */
+int rt_shard_bind(const ir_graph *g, const cg_program *p, const int *step_of, const rt_shard *s,
+                  int me, rt_coll_queue *q, int nbuckets, unsigned char *skip, void **buf,
+                  char *err, size_t errlen);
 /* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is
  * eager (the warm-up), run 2 records the step and runs it, later runs
  * replay the recording: one graph launch instead of a launch per kernel.

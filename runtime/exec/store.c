@@ -17,6 +17,8 @@ typedef struct {
     ir_init init;
     void *buf;
     size_t bytes;
+    int owner;    /* ZeRO-1: the global replica holding it; -1: every one */
+    int resident; /* buf is this store's own (else the owner's, or NULL) */
 } store_entry;
 
 struct rt_store {
@@ -58,13 +60,16 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
             e->init = (ir_init)n->iattr[0];
             e->bytes = (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
             e->buf = be->alloc(be, e->bytes);
+            e->owner = -1;
+            e->resident = 1;
         }
     return st;
 }
 
 void rt_store_free(rt_store *st) {
     if (!st) return;
-    for (int i = 0; i < st->n; i++) st->be->free(st->be, st->t[i].buf);
+    for (int i = 0; i < st->n; i++)
+        if (st->t[i].resident) st->be->free(st->be, st->t[i].buf);
     free(st->t);
     free(st);
 }
@@ -91,6 +96,7 @@ void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t 
     for (int i = 0; i < st->n; i++) {
         store_entry *e = &st->t[i];
         int64_t n = ir_numel(&e->type);
+        if (!e->buf) continue; /* another process's shard (rt_store_shard) */
         float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
         RT_CHECK_ALLOC(host);
         if (e->init == IR_INIT_XAVIER)
@@ -120,12 +126,41 @@ int rt_store_find(const rt_store *st, const char *name) {
 
 void rt_store_read(rt_store *st, int i, float *host) {
     if (i < 0 || i >= st->n) return;
-    st->be->copy_out(st->be, host, st->t[i].buf, st->t[i].bytes);
+    if (!st->t[i].buf)
+        memset(host, 0, st->t[i].bytes);
+    else
+        st->be->copy_out(st->be, host, st->t[i].buf, st->t[i].bytes);
 }
 
 void rt_store_write(rt_store *st, int i, const float *host) {
-    if (i < 0 || i >= st->n) return;
+    if (i < 0 || i >= st->n || !st->t[i].buf) return;
     st->be->copy_in(st->be, st->t[i].buf, host, st->t[i].bytes);
+}
+
+void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home) {
+    if (i < 0 || i >= st->n) return;
+    store_entry *e = &st->t[i];
+    e->owner = owner;
+    if (owner != me) {
+        if (e->resident) st->be->free(st->be, e->buf);
+        e->resident = 0;
+        e->buf = home && home != st ? home->t[i].buf : NULL;
+        return;
+    }
+    /* The owner's copy starts at its initialiser: a store of another
+     * process may never be initialised (rt_store_init runs on replica 0). */
+    int64_t n = ir_numel(&e->type);
+    float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    RT_CHECK_ALLOC(host);
+    for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
+    st->be->copy_in(st->be, e->buf, host, e->bytes);
+    free(host);
+}
+
+int rt_store_owner(const rt_store *st, int i) { return i >= 0 && i < st->n ? st->t[i].owner : -1; }
+
+int rt_store_resident(const rt_store *st, int i) {
+    return i >= 0 && i < st->n && st->t[i].resident;
 }
 
 void *rt_store_buffer(rt_store *st, int i) { return i >= 0 && i < st->n ? st->t[i].buf : NULL; }

@@ -60,6 +60,7 @@ void rt_run_snapshot(rt_run *r, int restore) {
     for (int k = 0; k < r->local; k++) {
         rt_store *st = rt_replicas_store(r->R, k);
         for (int i = 0; i < count; i++) {
+            if (!rt_store_resident(st, i)) continue; /* its owner's snapshot has it */
             if (restore)
                 rt_store_write(st, i, r->snapshot[k * count + i]);
             else

@@ -41,6 +41,7 @@ static void correct_momentum(rt_run *r, double lr) {
             const char *name = rt_store_name(st, i);
             size_t len = strlen(name);
             if (len < 9 || strcmp(name + len - 9, ".momentum") != 0) continue;
+            if (!rt_store_resident(st, i)) continue; /* ZeRO-1: its owner corrects it */
             int64_t n = ir_numel(rt_store_type(st, i));
             float *v = malloc(sizeof *v * (size_t)n);
             if (!v) abort();

@@ -20,6 +20,7 @@
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
+#include "runtime/train/internal.h"
 
 #define ERR_MAX 512
 
@@ -40,6 +41,7 @@ struct rt_replicas {
     rt_store **st;
     rt_exec **train, **eval;
     rt_coll_queue **q;
+    rt_shard *shard; /* ZeRO-1 (rt_replicas_shard), or NULL */
     /* the thread pool */
     pthread_t *th;
     worker_arg *wargs;
@@ -219,6 +221,7 @@ void rt_replicas_free(rt_replicas *R) {
         rt_exec_free(R->eval[r]);
         rt_store_free(R->st[r]);
     }
+    rt_shard_free(R->shard);
     free(R->q), free(R->train), free(R->eval), free(R->st), free(R->rc), free(R->err), free(R->be);
     pthread_mutex_destroy(&R->mu);
     pthread_cond_destroy(&R->job_cv);
@@ -285,10 +288,51 @@ static int sync_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) 
     for (int i = 0; i < rt_store_count(st); i++) {
         const ir_type *t = rt_store_type(st, i);
         size_t bytes = (size_t)ir_numel(t) * ir_dtype_size(t->dtype);
+        if (rt_store_owner(st, i) >= 0) continue; /* a shard: its owner's alone */
         if (rt_coll_broadcast(R->coll, r, rt_store_buffer(st, i), bytes, err, errlen)) return -1;
     }
     return 0;
 }
+
+/* ZeRO-1's all-gather: every parameter from the replica that updated it. */
+static int gather_params(rt_replicas *R, int r, char *err, size_t errlen) {
+    rt_store *st = R->st[r];
+    for (int i = 0; i < rt_store_count(st); i++) {
+        int node = rt_run_find_node(R->plan->train, rt_store_name(st, i));
+        int owner = node >= 0 ? R->shard->owner[node] : -1;
+        if (owner < 0 || R->plan->train->nodes[node].op != IR_OP_PARAM) continue;
+        const ir_type *t = rt_store_type(st, i);
+        size_t bytes = (size_t)ir_numel(t) * ir_dtype_size(t->dtype);
+        if (rt_coll_broadcast_from(R->coll, r, owner, rt_store_buffer(st, i), bytes, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+static int shard_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) {
+    (void)arg;
+    int me = rt_replicas_global(R, r), first = rt_replicas_global(R, 0);
+    if (rt_exec_set_shard(R->train[r], R->shard, me, err, errlen)) return -1;
+    for (int i = 0; i < rt_store_count(R->st[r]); i++) {
+        int node = rt_run_find_node(R->plan->train, rt_store_name(R->st[r], i));
+        if (node < 0 || R->plan->train->nodes[node].op != IR_OP_STATE) continue;
+        int owner = R->shard->owner[node], home = owner - first;
+        if (owner >= 0)
+            rt_store_shard(R->st[r], i, owner, me, home >= 0 && home < R->n ? R->st[home] : NULL);
+    }
+    return 0;
+}
+
+int rt_replicas_shard(rt_replicas *R, char *err, size_t errlen) {
+    R->shard = rt_shard_new(R->plan->train, rt_replicas_total(R), err, errlen);
+    if (!R->shard) return -1;
+    /* One thread: the stores alias each other's bytes while they change. */
+    for (int r = 0; r < R->n; r++)
+        if (shard_one(R, r, NULL, err, errlen)) return -1;
+    return 0;
+}
+
+const rt_shard *rt_replicas_shards(const rt_replicas *R) { return R->shard; }
 
 int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen) {
     if (!R->coll || rt_coll_size(R->coll) == 1) return 0;
@@ -343,6 +387,8 @@ static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size
         if (losses_one(R, r, k, a->losses, err, errlen)) return -1;
     }
     if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
+    if (R->shard && gather_params(R, r, why, sizeof why))
+        return fail(err, errlen, "all-gather of the parameters failed", r, why);
     return 0;
 }
 

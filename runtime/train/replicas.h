@@ -102,6 +102,19 @@ int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size
  * optimizer state) become global replica 0's. */
 int rt_replicas_sync(rt_replicas *R, char *err, size_t errlen);
 
+/* ZeRO-1 (dprun --shard-optimizer; runtime/exec/shard.c): before the
+ * stores are initialised, every parameter gets an owner among the job's
+ * replicas; each replica's train program skips the updates it does not own
+ * (their gradient sums reach only the owner: reduce-scatter), its store
+ * drops the optimizer state of those parameters (reading a dropped one
+ * through its owner's store when the owner is in this process), and after
+ * each step every parameter is broadcast from its owner (all-gather). The
+ * weights are bit for bit the unsharded run's. -1 + message (one replica,
+ * an update mixing parameters, a fused kernel mixing owners). */
+int rt_replicas_shard(rt_replicas *R, char *err, size_t errlen);
+typedef struct rt_shard rt_shard;
+const rt_shard *rt_replicas_shards(const rt_replicas *R); /* NULL: not sharded */
+
 /* The step number t (from 1) the next steps' train programs read as their
  * scalar input "step" (lamb, adamw bias correction; held as a float, exact
  * to 2^24). Programs without that input ignore it. */

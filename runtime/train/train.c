@@ -189,6 +189,15 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
         }
         fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,
                 rt_coll_name(r->coll));
+        const rt_shard *sh = rt_replicas_shards(r->R);
+        if (sh) {
+            char most[32], total[32];
+            fprintf(stderr,
+                    "%soptimizer state per replica %s sharded (the largest of %d shards), %s "
+                    "unsharded\n",
+                    o->log_prefix, ir_bytes_str(rt_shard_state_most(sh), most, sizeof most),
+                    sh->replicas, ir_bytes_str(sh->state_total, total, sizeof total));
+        }
     }
     if (r->accum > 1) {
         char grads[32];

@@ -95,6 +95,7 @@ typedef struct {
     long checkpoint_every;   /* >0: also every N steps */
     int resume;              /* continue from the checkpoint in `checkpoint` */
     int on_nan_skip;         /* a non-finite loss or gradient skips the step (else stops the run) */
+    int shard_optimizer;     /* ZeRO-1 (rt_replicas_shard) */
     const char *plan_path;   /* the plan's file, or NULL: no output may name it */
     const char
         *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */

@@ -282,6 +282,8 @@ static int fake_sync(rt_backend *be, char *err, size_t errlen) {
     return 0;
 }
 
+static void check_zero(rt_backend *be, int via_queue); /* ZeRO-1's collectives, below */
+
 TEST(device_buffers_are_staged) {
     rt_backend fake = {.name = "fake",
                        .alloc = fake_alloc,
@@ -294,6 +296,89 @@ TEST(device_buffers_are_staged) {
     int64_t sizes[] = {100, 3};
     CHECK(run_allreduce(&fake, 3, 2, sizes, 0) == 0);
     CHECK(fake_copies == 3 * 2 * 2); /* out and back in, per replica and call */
+    check_zero(&fake, 0);            /* staged reduce-scatter and broadcast_from */
+}
+
+/* ---- ZeRO-1: reduce-scatter to uneven owners, broadcast from any root ---- */
+
+#define ZN 4 /* replicas */
+static const int64_t zend[3] = {5, 6, 300};
+static const int zowner[3] = {2, -1, 0};
+
+typedef struct {
+    rt_coll *c;
+    int r, via_queue, rc;
+    float buf[300], bc[40];
+    char err[256];
+} zero_arg;
+
+static void *zero_worker(void *arg) {
+    zero_arg *a = arg;
+    for (int i = 0; i < 300; i++) a->buf[i] = value(a->r, i, 7);
+    if (a->via_queue) { /* the same pieces as a packed bucket */
+        float src[300];
+        memcpy(src, a->buf, sizeof src);
+        rt_coll_queue *q = rt_coll_queue_new(a->c, a->r);
+        rt_coll_piece p[3] = {
+            {src, a->buf, 5}, {src + 5, a->buf + 5, 1}, {src + 6, a->buf + 6, 294}};
+        rt_coll_queue_add_bucket(q, p, 3);
+        rt_coll_queue_set_owners(q, 0, zowner);
+        rt_coll_queue_start(q, 0);
+        a->rc = rt_coll_queue_wait(q, 0, a->err, sizeof a->err);
+        rt_coll_queue_free(q);
+    } else {
+        a->rc =
+            rt_coll_reduce_scatter(a->c, a->r, a->buf, 300, zend, zowner, 3, a->err, sizeof a->err);
+    }
+    for (int i = 0; i < 40; i++) a->bc[i] = (float)(a->r * 100 + i);
+    if (!a->rc)
+        a->rc = rt_coll_broadcast_from(a->c, a->r, 2, a->bc, sizeof a->bc, a->err, sizeof a->err);
+    if (!a->rc && a->r == 2) /* the root may change its copy right after */
+        for (int i = 0; i < 40; i++) a->bc[i] = -1;
+    return NULL;
+}
+
+/* Each piece's sum, bit for bit the all-reduce's, reaches its owners only;
+ * the others keep what they had. Then replica 2's buffer reaches all. */
+static void check_zero(rt_backend *be, int via_queue) {
+    rt_coll *c = rt_coll_local_new(ZN, be);
+    zero_arg *a = calloc(ZN, sizeof *a);
+    pthread_t th[ZN];
+    for (int r = 0; r < ZN; r++) {
+        a[r].c = c, a[r].r = r, a[r].via_queue = via_queue;
+        pthread_create(&th[r], NULL, zero_worker, &a[r]);
+    }
+    for (int r = 0; r < ZN; r++) pthread_join(th[r], NULL);
+    int bad = 0;
+    for (int r = 0; r < ZN; r++) {
+        CHECK_MSG(a[r].rc == 0, "replica %d: %s", r, a[r].err);
+        for (int k = 0; k < 3; k++)
+            for (int64_t i = k ? zend[k - 1] : 0; i < zend[k]; i++) {
+                int mine = zowner[k] < 0 || zowner[k] == r;
+                float want = mine ? expected(ZN, i, 7) : value(r, i, 7);
+                bad += memcmp(&want, &a[r].buf[i], sizeof want) != 0;
+            }
+        for (int i = 0; i < 40 && r != 2; i++) bad += a[r].bc[i] != (float)(200 + i);
+    }
+    CHECK_MSG(bad == 0, "%d wrong values", bad);
+    free(a);
+    rt_coll_free(c);
+}
+
+TEST(reduce_scatter_and_broadcast_from_a_root) {
+    rt_backend *be = rt_backend_cpu();
+    check_zero(be, 0);
+    check_zero(be, 1);
+    char err[128];
+    float x[4] = {0};
+    int64_t short_end[1] = {3};
+    int own[1] = {0};
+    rt_coll *c = rt_coll_local_new(2, be);
+    CHECK(rt_coll_reduce_scatter(c, 0, x, 4, short_end, own, 1, err, sizeof err) == -1);
+    CHECK(strstr(err, "do not tile") != NULL);
+    CHECK(rt_coll_broadcast_from(c, 0, 2, x, sizeof x, err, sizeof err) == -1); /* no replica 2 */
+    rt_coll_free(c);
+    rt_backend_free(be);
 }
 
 /* ---- buckets on the communication queue ---- */
@@ -573,8 +658,9 @@ typedef struct {
     int rc;
     char err[256];
     float sum[4][2000];
-    float bc[64];
+    float bc[64], bc2[64];
     float qdst[2][300];
+    float rs[300];
 } mpi_arg;
 
 static const int64_t mpi_sizes[4] = {2000, 1, 0, 777};
@@ -588,6 +674,17 @@ static void *mpi_worker(void *p) {
     }
     for (int i = 0; i < 64; i++) a->bc[i] = (float)(a->g * 100 + i);
     if (!a->rc) a->rc = rt_coll_broadcast(a->c, a->r, a->bc, sizeof a->bc, a->err, sizeof a->err);
+    /* ZeRO-1: from the last replica of the last rank; a reduce-scatter */
+    for (int i = 0; i < 64; i++) a->bc2[i] = (float)(a->g * 100 + i);
+    if (!a->rc)
+        a->rc = rt_coll_broadcast_from(a->c, a->r, a->total - 1, a->bc2, sizeof a->bc2, a->err,
+                                       sizeof a->err);
+    for (int i = 0; i < 300; i++) a->rs[i] = value(a->g, i, 60);
+    int64_t end[2] = {100, 300};
+    int owner[2] = {1, a->total - 1};
+    if (!a->rc)
+        a->rc =
+            rt_coll_reduce_scatter(a->c, a->r, a->rs, 300, end, owner, 2, a->err, sizeof a->err);
     if (!a->rc) a->rc = rt_coll_barrier(a->c, a->r, a->err, sizeof a->err);
     /* two buckets on the queue, one packed */
     float src[2][300];
@@ -642,6 +739,12 @@ static int mpi_main(int argc, char **argv) {
                     bad += memcmp(&want, &a[r].sum[k][i], sizeof want) != 0;
                 }
             for (int i = 0; i < 64; i++) bad += a[r].bc[i] != (float)i; /* global replica 0's */
+            for (int i = 0; i < 64; i++) bad += a[r].bc2[i] != (float)((total - 1) * 100 + i);
+            for (int i = 0; i < 300; i++) {
+                int mine = a[r].g == (i < 100 ? 1 : total - 1);
+                float want = mine ? expected(total, i, 60) : value(a[r].g, i, 60);
+                bad += memcmp(&want, &a[r].rs[i], sizeof want) != 0;
+            }
             for (int b = 0; b < 2; b++)
                 for (int i = 0; i < 300; i++) bad += a[r].qdst[b][i] != expected(total, i, 50 + b);
         }
@@ -678,6 +781,7 @@ int main(int argc, char **argv) {
     RUN(abort_wakes_waiting_replicas);
     RUN(broadcast_from_replica_zero);
     RUN(device_buffers_are_staged);
+    RUN(reduce_scatter_and_broadcast_from_a_root);
     RUN(queue_reduces_buckets_into_outputs);
     RUN(queue_wait_without_start_returns_at_once);
     RUN(queue_reports_an_aborted_collective);

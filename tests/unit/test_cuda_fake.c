@@ -923,7 +923,7 @@ static void check_inits(int from, int n, int first, int nranks, const char *what
  * device d is NCCL rank p * D + d of P * D. */
 TEST(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id) {
     setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
-    rt_coll_ranks_ops ops = {sim_sum, sim_bcast, sim_barrier, NULL, NULL};
+    rt_coll_ranks_ops ops = {sim_sum, sim_bcast, sim_barrier, NULL, NULL, NULL};
     rt_backend *b[4];
     for (int r = 0; r < 4; r++) b[r] = rt_backend_cuda(r / 2, err, sizeof err);
     rt_backend *pair0[2] = {b[0], b[2]}, *pair1[2] = {b[1], b[3]};
