@@ -26,44 +26,7 @@
 #include "runtime/clock.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
-
-struct rt_exec {
-    rt_backend *be;
-    rt_store *st;
-    ir_graph *g; /* our copy: the caller's graph may go away */
-    cg_program *prog;
-    rt_module *mod;
-    rt_kernel **kern; /* by kernel index */
-    void **buf;       /* device buffer of every node, NULL when it has none */
-    unsigned char *owned;
-    void *scratch;
-    void *arena; /* every planned activation, at its offset */
-    int64_t arena_bytes;
-    double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
-    double *prof_cpu; /* the calling thread's CPU seconds per call */
-    int runs;
-    /* Data parallelism: with a communication queue attached, bucket b
-     * starts after step start_at[b] (its last allreduce node) and is waited
-     * for before step wait_at[b] (the first reader of one of its sums), or
-     * at the end of the run. */
-    rt_coll_queue *coll;
-    int nbuckets;
-    int *start_at, *wait_at;
-    /* Gradient accumulation (rt_exec_run_partial): after_sum[s] is 1 when
-     * step s reads an all-reduced sum, directly or through earlier steps
-     * (the update); a partial run skips those and the all-reduces. */
-    unsigned char *after_sum;
-    int partial;
-    unsigned char *skip; /* ZeRO-1: per step, another replica's update (shard.c) */
-    /* CUDA graphs (rt_exec_use_graphs): the segments of the step between
-     * host actions, recorded by the second run and replayed after. */
-    int graphs;
-    rt_graph **seg;
-    int nseg, seg_cap;
-    int captured;                            /* seg holds every segment of the step */
-    int seg_is_open;                         /* a segment is being recorded or was launched */
-    int64_t last_calls, last_graph_launches; /* of the latest run */
-};
+#include "runtime/exec/internal.h"
 
 typedef struct {
     char what[96];
@@ -120,10 +83,6 @@ static void print_profile(const rt_exec *ex) {
                 100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,
                 rows[r].calls, rows[r].what);
     free(rows);
-}
-
-static size_t node_bytes(const ir_node *n) {
-    return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
 }
 
 /* The plan's memory plan for this graph, NULL when it has none (a
@@ -332,120 +291,6 @@ static size_t slot_elem(const rt_exec *ex, const cg_step *s, int slot) {
 static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
     int id = s->buf[slot];
     return id == CG_SCRATCH ? ex->scratch : ex->buf[id];
-}
-
-/* The step running each node (a fusion group's members run in the step of
- * the group's last node); -1 for sources. */
-static int *steps_of_nodes(const rt_exec *ex) {
-    const ir_graph *g = ex->g;
-    int *step = malloc(sizeof *step * (size_t)(g->n + 1));
-    RT_CHECK_ALLOC(step);
-    for (int i = 0; i < g->n; i++) step[i] = -1;
-    for (int si = 0; si < ex->prog->nsteps; si++) {
-        int k = ex->prog->steps[si].node;
-        step[k] = si;
-        for (int j = k - 1; g->nodes[k].group && j >= 0 && g->nodes[j].group == g->nodes[k].group;
-             j--)
-            step[j] = si;
-    }
-    return step;
-}
-
-/* The steps that read an all-reduced sum (ex->after_sum), in one pass in
- * node order: a node depends on the sums when it is one or reads a node
- * that depends on them or lives in a step that does (a fusion group's
- * other members are computed only when its step runs). */
-static void mark_after_sum(rt_exec *ex, const int *step) {
-    const ir_graph *g = ex->g;
-    unsigned char *dep = calloc((size_t)g->n + 1, 1);
-    free(ex->after_sum);
-    ex->after_sum = calloc((size_t)ex->prog->nsteps + 1, 1);
-    RT_CHECK_ALLOC(dep && ex->after_sum);
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        dep[i] = n->op == IR_OP_ALLREDUCE;
-        for (int k = 0; k < n->ninputs && !dep[i]; k++) {
-            int j = n->input[k];
-            dep[i] = dep[j] || (step[j] >= 0 && ex->after_sum[step[j]]);
-        }
-        if (dep[i] && step[i] >= 0) ex->after_sum[step[i]] = 1;
-    }
-    free(dep);
-}
-
-int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen) {
-    const ir_graph *g = ex->g;
-    int nb = 0;
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] + 1 > nb)
-            nb = (int)g->nodes[i].iattr[0] + 1;
-    if (rt_coll_queue_buckets(q) != 0)
-        return ir_fail(err, errlen, "the communication queue has buckets of another program");
-    int *step = steps_of_nodes(ex);
-    rt_coll_piece *piece = malloc(sizeof *piece * (size_t)(g->n + 1));
-    RT_CHECK_ALLOC(piece);
-    free(ex->start_at), free(ex->wait_at);
-    ex->start_at = malloc(sizeof(int) * (size_t)(nb + 1));
-    ex->wait_at = malloc(sizeof(int) * (size_t)(nb + 1));
-    RT_CHECK_ALLOC(ex->start_at && ex->wait_at);
-    int rc = 0;
-    for (int b = 0; b < nb && !rc; b++) {
-        /* The bucket's gradients in packing order (offsets ascend along the
-         * graph, partition.c), checked to tile the bucket. */
-        int np = 0;
-        int64_t packed = 0;
-        ex->start_at[b] = -1;
-        ex->wait_at[b] = ex->prog->nsteps;
-        for (int i = 0; i < g->n && !rc; i++) {
-            const ir_node *n = &g->nodes[i];
-            if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
-            if (n->iattr[1] != packed)
-                rc = ir_fail(err, errlen,
-                             "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
-                             (long long)n->iattr[1], b, (long long)packed);
-            else if (!ex->buf[n->input[0]] || step[i] < 0)
-                rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
-            else if (ex->buf[i] == ex->buf[n->input[0]]) {
-                /* Out of place from now on: the local gradient keeps its
-                 * value for its other readers (passes/partition.c). */
-                ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
-                ex->owned[i] = 1;
-            }
-            packed += ir_numel(&n->type);
-            piece[np++] = (rt_coll_piece){ex->buf[n->input[0]], ex->buf[i], ir_numel(&n->type)};
-            if (step[i] > ex->start_at[b]) ex->start_at[b] = step[i];
-            for (int j = i + 1; j < g->n; j++)
-                for (int k = 0; k < g->nodes[j].ninputs; k++)
-                    if (g->nodes[j].input[k] == i && step[j] >= 0 && step[j] < ex->wait_at[b])
-                        ex->wait_at[b] = step[j];
-        }
-        if (!rc && np == 0) rc = ir_fail(err, errlen, "bucket %d has no gradients", b);
-        if (!rc && ex->wait_at[b] <= ex->start_at[b])
-            rc = ir_fail(err, errlen,
-                         "bucket %d is read (step %d) before its last gradient is summed (step %d)",
-                         b, ex->wait_at[b], ex->start_at[b]);
-        if (!rc) rt_coll_queue_add_bucket(q, piece, np);
-    }
-    free(piece);
-    if (!rc) mark_after_sum(ex, step);
-    free(step);
-    if (rc) return -1;
-    ex->nbuckets = nb;
-    ex->coll = q;
-    rt_exec_set_scalar(ex, PASS_REPLICA_SCALE, 1.0f / (float)rt_coll_queue_replicas(q));
-    return 0;
-}
-
-int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t errlen) {
-    if (!ex->coll) return ir_fail(err, errlen, "--shard-optimizer: no collective to shard over");
-    int *step = steps_of_nodes(ex);
-    free(ex->skip);
-    ex->skip = calloc((size_t)ex->prog->nsteps + 1, 1);
-    RT_CHECK_ALLOC(ex->skip);
-    int rc = rt_shard_bind(ex->g, ex->prog, step, s, me, ex->coll, ex->nbuckets, ex->skip, ex->buf,
-                           err, errlen);
-    free(step);
-    return rc;
 }
 
 int rt_exec_use_graphs(rt_exec *ex, int on) {

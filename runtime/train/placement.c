@@ -1,0 +1,200 @@
+/* runtime/train/placement.c — where the replicas of replicas.h run: the
+ * cpu thread budget, the replica -> device map, the backends each replica
+ * opens, the start-up banner, and the collective (local, mpi, nccl) the
+ * devices present call for. Nothing here touches a running rt_replicas.
+ */
+#include "runtime/train/replicas.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/device/device.h"
+#include "runtime/check.h"
+#include "runtime/comm/comm.h"
+#include "runtime/exec/exec.h"
+#include "runtime/train/internal.h"
+
+void rt_replicas_cpu_threads(int n) {
+    if (n <= 1) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long per = cores > n ? cores / n : 1;
+    if (!getenv("OMP_NUM_THREADS")) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%ld", per);
+        setenv("OMP_NUM_THREADS", buf, 1);
+    }
+    /* Several replica threads call cblas at once: each does its own GEMMs
+     * single-threaded instead of contending for one OpenBLAS thread pool. */
+    if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+}
+
+void rt_replicas_place(int n, int devices, int *device_of) {
+    if (devices < 1) devices = 1;
+    for (int r = 0; r < n; r++) device_of[r] = (int)((long)r * devices / n);
+}
+
+void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
+                        int local, int ranks, int accum, int batch) {
+    if (!prefix) prefix = "";
+    int total = local * ranks;
+    if (devices < 1) devices = 1;
+    fprintf(f, "%s%d replica%s", prefix, total, total == 1 ? "" : "s");
+    if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
+    if (accum > 1)
+        fprintf(f, " x %d micro-batches", accum);
+    else
+        accum = 1;
+    fprintf(f, " x batch %d per device = global batch %d\n", batch, total * accum * batch);
+    int *dev = malloc(sizeof *dev * (size_t)(local + 1));
+    RT_CHECK_ALLOC(dev);
+    rt_replicas_place(local, devices, dev);
+    for (int d = 0, r = 0; d < devices && r < local; d++) {
+        int lo = r;
+        while (r < local && dev[r] == d) r++;
+        if (r == lo) continue;
+        char name[64];
+        if (devices == 1)
+            snprintf(name, sizeof name, "%s", device_name);
+        else
+            snprintf(name, sizeof name, "%s:%d", device_name, d);
+        fprintf(f, "%s%s%s: replica%s %d", prefix, ranks > 1 ? "this process, " : "", name,
+                r - lo == 1 ? "" : "s", lo);
+        if (r - lo > 1) fprintf(f, "-%d", r - 1);
+        if (r - lo > 1)
+            fprintf(
+                f, " share it (per-device BatchNorm and the global batch as on %d devices; slower)",
+                r - lo);
+        fputc('\n', f);
+    }
+    free(dev);
+}
+
+int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *devices, char *err,
+                              size_t errlen) {
+    *devices = 1;
+    for (int r = 0; r < n; r++) bes[r] = first;
+    if (n == 1 || !first->open_device || !first->device_count) return 0;
+    char why[256];
+    int d = first->device_count(why, sizeof why);
+    if (d < 1) d = 1;
+    *devices = d < n ? d : n;
+    int *dev = malloc(sizeof *dev * (size_t)n);
+    RT_CHECK_ALLOC(dev);
+    rt_replicas_place(n, *devices, dev);
+    int rc = 0;
+    for (int r = 0; r < n && !rc; r++) {
+        bes[r] = first->open_device(dev[r], err, errlen);
+        if (!bes[r]) rc = -1;
+    }
+    free(dev);
+    if (rc) {
+        for (int r = 0; r < n; r++)
+            if (bes[r] == NULL) bes[r] = first;
+        rt_replicas_close_backends(first, n, bes);
+    }
+    return rc;
+}
+
+void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes) {
+    for (int r = 0; r < n; r++) {
+        if (bes[r] && bes[r] != first) rt_backend_free(bes[r]);
+        bes[r] = first;
+    }
+}
+
+/* The devices the replicas run on when every one is on a backend of the
+ * kind with a collective of its own (cuda: nccl); 0 when one is not. */
+static int cuda_devices(rt_backend *const *bes, int n) {
+    int d = 0;
+    for (int r = 0; r < n; r++) {
+        if (!bes[r] || !bes[r]->coll_new || !bes[r]->coll_ranks_new ||
+            bes[r]->coll_new != bes[0]->coll_new)
+            return 0;
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = bes[q]->ordinal == bes[r]->ordinal;
+        d += !seen;
+    }
+    return d;
+}
+
+/* Under mpirun: nccl when every process runs the cuda backend on as many
+ * devices as rank 0 (all processes decide alike, none is left waiting),
+ * else mpi. */
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, const char *prefix,
+                               char *err, size_t errlen) {
+    int d = cuda_devices(bes, n), d0 = d;
+    rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
+    int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
+    if (!rt_mpi_any(!can)) {
+        int rank = 0, ranks = 1;
+        const rt_coll_ranks_ops *ops = rt_mpi_ranks_ops(&rank, &ranks, err, errlen);
+        char why[512] = "";
+        rt_coll *c = ops ? bes[0]->coll_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
+        if (c) return c;
+        /* coll_ranks_new (nccl) fails on every rank alike. */
+        if (want && !strcmp(want, "nccl")) {
+            ir_fail(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
+            return NULL;
+        }
+        if (rank == 0)
+            fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix,
+                    ops ? why : err);
+    } else if (want && !strcmp(want, "nccl")) {
+        ir_fail(err, errlen,
+                "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        return NULL;
+    }
+    if (errlen) err[0] = 0;
+    rt_coll *c = rt_coll_mpi_new(n, bes[0], err, errlen);
+    for (int r = 0; c && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
+}
+
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
+                              char *err, size_t errlen) {
+    return rt_replicas_coll_new_accum(bes, n, ranks, 1, prefix, err, errlen);
+}
+
+rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
+                                    const char *prefix, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    if (!prefix) prefix = "";
+    const char *want = getenv("DPC_COLL");
+    if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
+        ir_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
+        return NULL;
+    }
+    /* Accumulated micro-batches are summed in global order by the host
+     * kinds (rt_coll_allreduce_parts); nccl sums no parts. */
+    if (accum > 1 && want && !strcmp(want, "nccl")) {
+        ir_fail(err, errlen,
+                "DPC_COLL=nccl: --accumulate %d sums its micro-batches' gradients "
+                "with the local or mpi collective, not nccl",
+                accum);
+        return NULL;
+    }
+    if (accum > 1) want = "local";
+    if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
+    if (n == 1 && accum == 1) return NULL;
+    /* nccl: a rank per replica on distinct devices, a rank per device
+     * (the replicas of each summed on it first) when they share >= 2. */
+    if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
+        char why[512];
+        rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
+        if (c) return c;
+        if (want && !strcmp(want, "nccl")) {
+            ir_fail(err, errlen, "DPC_COLL=nccl: %s", why);
+            return NULL;
+        }
+        fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n",
+                prefix, why);
+    } else if (want && !strcmp(want, "nccl")) {
+        ir_fail(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
+        return NULL;
+    }
+    rt_coll *c = rt_coll_local_new(n, bes[0]);
+    for (int r = 0; r < n; r++) rt_coll_set_backend(c, r, bes[r]);
+    return c;
+}
