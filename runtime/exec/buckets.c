@@ -125,4 +125,3 @@ int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t 
     free(step);
     return rc;
 }
-
