@@ -142,15 +142,7 @@ out=$("$bin/dprun" "$tmp/cnn.plan" --gpus 2 --accumulate 4 --schedule 2>&1)
 case "$out" in *"the schedule of global batch 32"*) ok ;; *) bad "--accumulate --schedule: $out" ;; esac
 
 # ---- mpirun -np 2 --gpus 1 --accumulate 2 == --gpus 4 ------------------------------
-if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
-    echo "note: dprun built without MPI: multi-process checks skipped"
-elif ! command -v mpirun >/dev/null; then
-    echo "note: no mpirun: multi-process checks skipped"
-else
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-    mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if mpi_ready; then
     run g4 cnn --gpus 4 --steps 3
     run g2k2 cnn --gpus 2 --accumulate 2 --steps 3
     DPC_DEBUG=2 "${mpi[@]}" "$bin/dprun" "$tmp/cnn.plan" "${data[@]}" --gpus 1 --accumulate 2 --steps 3 \

@@ -98,17 +98,7 @@ out=$("$bin/dprun" "$tmp/bn.plan" --gpus 3 --schedule 2>&1)
 case "$out" in *"the schedule of global batch 12 (3 replicas x 4)"*) ok ;; *) bad "--gpus 3 --schedule note: $out" ;; esac
 
 # ---- mpirun -np 2 --gpus 2 == --gpus 4, step for step ----------------------------
-if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
-    echo "note: dprun built without MPI (mk/mpi.mk found no OpenMPI): multi-process checks skipped"
-elif ! command -v mpirun >/dev/null; then
-    echo "note: no mpirun: multi-process checks skipped"
-else
-    # CI runs as root; containers have no shared-memory single-copy support.
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl_vader_single_copy_mechanism=none
-    # OpenMPI's own allocations are not ours to account for.
-    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-    mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if mpi_ready; then
     out=$("${mpi[@]}" "$build/tests/test_collective" 2>&1)
     if [ "$(printf '%s\n' "$out" | grep -c '^1 passed, 0 failed')" = 2 ]; then ok; else
         bad "collectives across 2 processes: $out"; fi

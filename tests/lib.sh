@@ -47,6 +47,26 @@ expect_fail_line() {
     if [ "$(printf '%s\n' "$fail_err" | wc -l)" -ne 1 ]; then bad "$name: more than one line: $fail_err"; return; fi
     case "$fail_err" in *"$want"*) ok ;; *) bad "$name: stderr '$fail_err' lacks '$want'" ;; esac
 }
+# mpi_ready: 0 when dprun was built with MPI and mpirun is there, with the
+# environment mpirun needs here (CI runs as root; containers have no
+# shared-memory single-copy support; OpenMPI's own allocations are not ours
+# to account for) and `mpi` set to the 2-process launcher; else 1, after
+# saying why the multi-process checks are left out.
+mpi_ready() {
+    if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
+        echo "note: dprun built without MPI (mk/mpi.mk found no OpenMPI): multi-process checks skipped"
+        return 1
+    fi
+    if ! command -v mpirun >/dev/null; then
+        echo "note: no mpirun: multi-process checks skipped"
+        return 1
+    fi
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+    mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+}
+
 finish() {
     if [ "$skipped" -gt 0 ]; then echo "$pass passed, $fail failed, $skipped skipped"; else echo "$pass passed, $fail failed"; fi
     [ "$fail" -eq 0 ]

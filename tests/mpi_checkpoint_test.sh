@@ -15,16 +15,10 @@ losses() { grep -h '^dprun: debug: step [0-9]* loss ' "$@"; }
 # Loss lines of a run killed after its checkpoint at step K, then the resumed run's.
 joined() { losses "$1" | awk -v k="$2" '{ if ($4 + 0 < k) print }'; losses "$3"; }
 
-if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
-    skip "dprun built without MPI (mk/mpi.mk found no OpenMPI): every mpirun check"
+if ! mpi_ready; then
+    skip "every mpirun check"
     finish; exit
 fi
-if ! command -v mpirun >/dev/null; then
-    skip "no mpirun: every mpirun check"
-    finish; exit
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 # OpenMPI's allocations are not ours
 export DPC_DEBUG=2
 
 "$bin/dpc" models/cnn_small.net --batch 4 -o "$tmp/cnn.plan" || bad "compile cnn_small --batch 4"

@@ -127,15 +127,7 @@ expect_fail "one replica" "--shard-optimizer needs at least 2 replicas (the job 
     "$bin/dprun" "$tmp/cnn.plan" --data synthetic --steps 1 --shard-optimizer
 
 # ---- mpirun -np 2 --gpus 2 --shard-optimizer == --gpus 4 ----------------------------
-if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
-    echo "note: dprun built without MPI (mk/mpi.mk found no OpenMPI): multi-process checks skipped"
-elif ! command -v mpirun >/dev/null; then
-    echo "note: no mpirun: multi-process checks skipped"
-else
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    export OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-    mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+if mpi_ready; then
     timeout 300 "${mpi[@]}" "$bin/dprun" "$tmp/cnn.plan" --data synthetic --gpus 2 --steps 6 \
         --shard-optimizer --save-params "$tmp/m.st" >/dev/null 2>"$tmp/m.err" ||
         bad "mpirun --shard-optimizer: $(tail -n 3 "$tmp/m.err")"
