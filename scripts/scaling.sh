@@ -31,6 +31,10 @@
 #   --model FILE     (default models/resnet18.net)
 #   --out DIR        (default results/scaling-<UTC date and time>)
 #   --device auto|cpu|cuda
+#   --resume         continue in --out: a run whose log has its final line, or
+#                    stopped on a diverging loss, is kept; any other run is trained
+#                    again from the start. The settings (all but --batches and
+#                    --methods) must be those of the first call (kept in settings.txt)
 # 64 replicas of ResNet-18 on a CPU are slow: shorten with --batches, --epochs
 # and --steps there.
 set -u
@@ -42,7 +46,7 @@ need_value() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value"; }
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1: '$2' is not a positive integer"; }
 
 batches="128 256 512 1024 2048 4096 8192" epochs= steps= warmup=5 data=${DPC_DATA:-}
-model=models/resnet18.net out= device=auto methods="plain scaled lars lamb" per_device_opt=
+model=models/resnet18.net out= device=auto methods="plain scaled lars lamb" per_device_opt= resume=0
 lars='lars(momentum=0.9, wd=0.0001, eta=0.001)'
 lamb='lamb(beta1=0.9, beta2=0.999, eps=1e-6, wd=0.0001)' lamb_lr=0.01
 while [ $# -gt 0 ]; do
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
     --model) need_value "$@"; model=$2; shift 2 ;;
     --out) need_value "$@"; out=$2; shift 2 ;;
     --device) need_value "$@"; device=$2; shift 2 ;;
+    --resume) resume=1; shift ;;
     -h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see scripts/scaling.sh --help)" ;;
     esac
@@ -77,8 +82,21 @@ fi
 [ "$data" = synthetic ] || [ -d "$data" ] || die "--data: '$data' is not a folder"
 [ -f "$model" ] || die "--model: '$model' not found"
 [ -x "$bin/dprun" ] || die "$bin/dprun not found: run make first"
+[ $resume = 0 ] || [ -d "$out" ] || die "--resume needs --out DIR, the folder of the runs to continue"
 out=${out:-results/scaling-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || die "cannot create $out"
+# What a resumed study must share with the runs it keeps.
+settings="model=$model per-device=${per_device_opt:-plan} epochs=${epochs:-plan} steps=${steps:-none} warmup=$warmup
+data=$data device=$device
+lars=$lars
+lamb=$lamb lamb-lr=$lamb_lr"
+if [ $resume = 1 ]; then
+    [ -f "$out/settings.txt" ] || die "--resume: $out/settings.txt not found (not a scaling.sh folder?)"
+    [ "$(cat "$out/settings.txt")" = "$settings" ] ||
+        die "--resume: the settings differ from those in $out/settings.txt: $(diff <(printf '%s\n' "$settings") "$out/settings.txt" | grep '^[<>]' | tr '\n' ' ')"
+else
+    printf '%s\n' "$settings" >"$out/settings.txt"
+fi
 
 # One plan per optimizer: the model's own, and the model with its
 # optimizer line replaced for lars and lamb.
@@ -145,10 +163,17 @@ for b in $batches; do
         name=$m-$b plan=$(method_plan $m)
         # shellcheck disable=SC2207 # the method's options split into words on purpose
         args=(--gpus "$gpus" $(method_args $m))
-        echo "scaling: batch $b, $(method_name $m): $bin/dprun $plan ${args[*]} ${common[*]}"
-        "$bin/dprun" "$plan" "${args[@]}" "${common[@]}" --metrics "$out/$name.jsonl" >"$out/$name.log" 2>&1
-        r=$(result "$out/$name.log")
-        echo "scaling: batch $b, $(method_name $m): $r"
+        r=
+        if [ $resume = 1 ] && [ -f "$out/$name.log" ]; then
+            r=$(result "$out/$name.log")
+            case $r in failed*) r= ;; *) echo "scaling: batch $b, $(method_name $m): kept: $r" ;; esac
+        fi
+        if [ -z "$r" ]; then
+            echo "scaling: batch $b, $(method_name $m): $bin/dprun $plan ${args[*]} ${common[*]}"
+            "$bin/dprun" "$plan" "${args[@]}" "${common[@]}" --metrics "$out/$name.jsonl" >"$out/$name.log" 2>&1
+            r=$(result "$out/$name.log")
+            echo "scaling: batch $b, $(method_name $m): $r"
+        fi
         row+=" $r |"
         case $r in failed* | diverged*) ;; *) curves+=("$(method_name $m)=$out/$name.jsonl") ;; esac
     done

@@ -4,7 +4,8 @@
 # LARS, LAMB) with the right replica count, plan and lr flags, a table with
 # one row per batch, an SVG (XML) of test accuracy against batch with four
 # curves of three points, left to right in batch order; a diverged run is
-# shown as diverged; bad options give one `scaling: error:` line.
+# shown as diverged; --resume keeps finished runs and reruns a stopped
+# one; bad options give one `scaling: error:` line.
 # scripts/plot --vs-batch input errors too.
 # Runs from the repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
 . tests/lib.sh
@@ -56,6 +57,22 @@ assert ticks == ["32", "64", "128"], ticks
 notes = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.getAttribute("class") == "note"]
 assert len(notes) == 1 and "synthetic data" in notes[0], notes
 EOF
+
+# --resume keeps what finished and trains again what did not: a stopped
+# run (its log cut short) is rerun, the other eleven are kept as they are.
+head -n 3 "$out/plain-64.log" >"$tmp/cut" && mv "$tmp/cut" "$out/plain-64.log"
+cp "$out/scaling.md" "$tmp/first.md"
+DPC_BIN=$bin scripts/scaling.sh --model models/cnn_small.net --data synthetic --batches "32 64 128" \
+    --epochs 2 --steps 3 --warmup 1 --out "$out" --resume >"$tmp/resume.log" 2>&1
+rc=$?
+check "scaling.sh --resume exits 0 (exit $rc: $(tail -n 3 "$tmp/resume.log"))" [ $rc = 0 ]
+check "eleven runs kept" [ "$(grep -c ': kept: ' "$tmp/resume.log")" = 11 ]
+check "the stopped run ran again" grep -q 'batch 64, lr unscaled, no warmup: .*dprun' "$tmp/resume.log"
+check "the stopped run has its final line" grep -q '^Training time .* test accuracy' "$out/plain-64.log"
+check "the resumed table is the first one" cmp -s "$out/scaling.md" "$tmp/first.md"
+expect_fail "resume with other settings" "--resume: the settings differ" env DPC_BIN="$bin" scripts/scaling.sh \
+    --model models/cnn_small.net --data synthetic --batches "32" --epochs 3 --out "$out" --resume
+expect_fail "resume without a folder" "--resume needs --out DIR" env DPC_BIN="$bin" scripts/scaling.sh --resume
 
 # plot --vs-batch on its own: same-name files form one curve; files without
 # a batch or a test accuracy are refused with one line.
