@@ -40,9 +40,10 @@ static const fe_opdef ops[] = {
       BOOL_OPT("bias", 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
-     6,
+     8,
      {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), FLOAT_OPT("gamma_init", 1),
-      BOOL_OPT("residual_last", 0), BOOL_OPT("sync", 0)}},
+      BOOL_OPT("residual_last", 0), BOOL_OPT("sync", 0), BOOL_OPT("scale", 1),
+      BOOL_OPT("center", 1)}},
     {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
     {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
     {"maxpool",
@@ -256,6 +257,18 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                  g0);
         return -1;
     }
+    /* scale=false fixes gamma at 1, center=false beta at 0 (Gluon's
+     * BatchNorm options): they stay in the graph as persistent state that
+     * nothing trains, as Gluon keeps them as parameters with grad_req
+     * 'null', so the rest of the compiler sees an ordinary batchnorm. */
+    int scale = (int)a->v[6].i, center = (int)a->v[7].i;
+    if (!scale && (a->given[3] || a->v[4].i)) {
+        int slot = a->given[3] ? 3 : 4;
+        error_at(E, S, a->loc[slot],
+                 "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
+                 slot == 3 ? "gamma_init" : "residual_last");
+        return -1;
+    }
     /* Goyal et al.: the last BN of each residual branch starts at gamma 0
      * (unless this call says otherwise). */
     if (!a->given[3] && a->v[4].i && E->P->zero_init_residual) g0 = 0;
@@ -264,8 +277,9 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     static const char *leaf[4] = {"gamma", "beta", "running_mean", "running_var"};
     ir_init init[4] = {g0 == 0 ? IR_INIT_ZERO : IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO,
                        IR_INIT_ONE};
+    int is_state[4] = {!scale, !center, 1, 1};
     for (int i = 0; i < 4; i++)
-        if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], i >= 2)) < 0) return -1;
+        if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0) return -1;
     return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[5].i},
                 (double[]){a->v[1].f, a->v[2].f});
 }

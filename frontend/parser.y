@@ -62,10 +62,13 @@
  * never called go unreported.
  *
  * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true),
- * batchnorm(x, eps=1e-5, momentum=0.9, gamma_init=1, residual_last=false)
+ * batchnorm(x, eps=1e-5, momentum=0.9, gamma_init=1, residual_last=false,
+ * sync=false, scale=true, center=true)
  * (gamma_init 0 or 1; residual_last marks the last BN of a residual branch:
  * its gamma starts at 0 under the train section's zero_init_residual, an
- * explicit gamma_init wins), relu(x), add(a, b),
+ * explicit gamma_init wins; scale=false fixes gamma at 1 and center=false
+ * beta at 0, untrained, as Gluon's; neither gamma_init nor residual_last
+ * goes with scale=false), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
  * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label).
  */

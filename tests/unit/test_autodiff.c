@@ -313,6 +313,26 @@ TEST(batchnorm_training_gradients) {
     }
 }
 
+/* batchnorm(scale=false, center=false): gamma and beta are state, not
+ * trained (frontend/elab.c), so only x gets a gradient, through the same
+ * fused rule, which still needs dgamma and dbeta. */
+TEST(batchnorm_fixed_affine_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(3, 2, 3, 3));
+    ir_type c = ir_shape1(2);
+    int in[5] = {x, ir_add_state(g, "bn.gamma", c, IR_INIT_ONE),
+                 ir_add_state(g, "bn.beta", c, IR_INIT_ZERO),
+                 ir_add_state(g, "bn.running_mean", c, IR_INIT_ZERO),
+                 ir_add_state(g, "bn.running_var", c, IR_INIT_ONE)};
+    head(g, tg_node(g, IR_OP_BATCHNORM, in, 5, (int64_t[]){1, 0}, (double[]){1e-5, 0.9}));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_BN_GRAD_DATA) == 1);
+    CHECK(node_named(f.grad, "bn.gamma.grad") < 0 && node_named(f.grad, "bn.beta.grad") < 0);
+    fixture_free(&f);
+}
+
 TEST(relu_gradients) {
     ir_graph *g = ir_new();
     int x = param(g, "x", ir_shape4(2, 2, 3, 3));
@@ -569,6 +589,7 @@ int main(void) {
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
     RUN(small_resnet_gradients);
-    RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
+    RUN(smoothed_cross_entropy_gradient); /* the random stream of the others stays */
+    RUN(batchnorm_fixed_affine_gradients);
     return harness_done();
 }

@@ -417,6 +417,43 @@ TEST(batchnorm_gamma_init) {
     }
 }
 
+/* scale=false / center=false: gamma / beta become untrained state at 1 / 0,
+ * each independently; the running statistics are unchanged. */
+TEST(batchnorm_without_affine) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10)\n"
+                            "network n {\n"
+                            "  x = batchnorm(image, scale=false, center=false)\n"
+                            "  x = batchnorm(conv(x, 4, k=1), center=false)\n"
+                            "  x = batchnorm(x, scale=false)\n"
+                            "  loss = softmax_cross_entropy(dense(global_avgpool(x), 10), label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    static const struct {
+        const char *name;
+        ir_op op;
+        ir_init init;
+    } want[] = {{"batchnorm0.gamma", IR_OP_STATE, IR_INIT_ONE},
+                {"batchnorm0.beta", IR_OP_STATE, IR_INIT_ZERO},
+                {"batchnorm0.running_var", IR_OP_STATE, IR_INIT_ONE},
+                {"batchnorm1.gamma", IR_OP_PARAM, IR_INIT_ONE},
+                {"batchnorm1.beta", IR_OP_STATE, IR_INIT_ZERO},
+                {"batchnorm2.gamma", IR_OP_STATE, IR_INIT_ONE},
+                {"batchnorm2.beta", IR_OP_PARAM, IR_INIT_ZERO}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        int i = find_name(g, want[k].name);
+        CHECK_MSG(i >= 0 && g->nodes[i].op == want[k].op &&
+                      g->nodes[i].iattr[0] == (int64_t)want[k].init,
+                  "%s", want[k].name);
+    }
+    /* conv 4*3 + bias 4, batchnorm1's gamma 4, batchnorm2's beta 4, dense 10*4 + 10 */
+    CHECK(ir_num_params(g) == 12 + 4 + 4 + 4 + 40 + 10);
+    char err[256] = "";
+    CHECK_MSG(ir_verify(g, err, sizeof err) == 0, "%s", err);
+    ir_free(g);
+}
+
 TEST(train_section_variants) {
     const char *net = "input image[4]\ninput label class(2)\n"
                       "network n { loss = softmax_cross_entropy(dense(image, 2), label) }\n";
@@ -768,6 +805,7 @@ int main(void) {
     RUN(error_messages);
     RUN(limits);
     RUN(batchnorm_gamma_init);
+    RUN(batchnorm_without_affine);
     RUN(golden_files_fail_with_one_line);
     RUN(truncated_and_mutated_sources);
     return harness_done();
