@@ -3,8 +3,9 @@
 # parameter counts of the models, plan round trip and refusal of bad plans.
 . tests/lib.sh
 
-# parameters: N of the two ResNet-18 variants (Gluon's counts)
-for pair in resnet18:11181642 resnet18_cifar:11173962; do
+# parameters: N of the ResNets (Gluon's counts; resnet34/50/18_v2 those of the
+# model zoo's resnet34_v1, resnet50_v1, resnet18_v2 with classes=10)
+for pair in resnet18:11181642 resnet18_cifar:11173962 resnet34:21289802; do
     m=${pair%%:*} want=${pair##*:}
     got=$("$bin/dpc" "models/$m.net" --summary | tail -n 1)
     [ "$got" = "parameters: $want" ] && ok || bad "$m summary: '$got', want 'parameters: $want'"

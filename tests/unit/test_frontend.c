@@ -121,6 +121,8 @@ static const model models[] = {
     {"models/resnet18_cifar.net", "resnet18_cifar", 11173962},
     {"models/mlp.net", "mlp", 3072 * 128 + 128 + 128 * 10 + 10},
     {"models/cnn_small.net", "cnn_small", 29018},
+    /* Gluon's model zoo with classes=10, counted from its source's layers */
+    {"models/resnet34.net", "resnet34_v1", 21289802},
 };
 
 TEST(models_parse_and_count_params) {
