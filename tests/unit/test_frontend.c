@@ -123,6 +123,7 @@ static const model models[] = {
     {"models/cnn_small.net", "cnn_small", 29018},
     /* Gluon's model zoo with classes=10, counted from its source's layers */
     {"models/resnet34.net", "resnet34_v1", 21289802},
+    {"models/resnet50.net", "resnet50_v1", 23547402},
 };
 
 TEST(models_parse_and_count_params) {
