@@ -124,6 +124,7 @@ static const model models[] = {
     /* Gluon's model zoo with classes=10, counted from its source's layers */
     {"models/resnet34.net", "resnet34_v1", 21289802},
     {"models/resnet50.net", "resnet50_v1", 23547402},
+    {"models/resnet18_v2.net", "resnet18_v2", 11179978},
 };
 
 TEST(models_parse_and_count_params) {
