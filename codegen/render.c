@@ -369,6 +369,31 @@ static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y, int 
     return cg_emit_kernel(cx, &kd);
 }
 
+/* y[n][c] = the sum over plane (n, c) of dy * x (mul_channel's gradient
+ * for its factor); both inputs in one layout (ir_verify), a channel-major
+ * pair holding the plane as plane c*N + n. */
+static int k_plane_dot(cg_ctx *cx, const ir_type *x, const ir_type *dy, const ir_type *y,
+                       int cnhw) {
+    int64_t inner = inner_of(x);
+    ir_dtype tx = x->dtype, td = dy->dtype, ty = y->dtype;
+    cg_kdef kd = {
+        .op = "plane_dot", .nargs = 3, .cost = 2 * inner, .writes = {1}, .type = {ty, td, tx}};
+    if (cnhw)
+        cg_str_printf(&kd.body,
+                      "const idx_t plane = i %% %" PRId64 " * %" PRId64 " + i / %" PRId64 ";\n",
+                      x->dim[1], x->dim[0], x->dim[1]);
+    const char *at = cnhw ? "plane" : "i";
+    cg_str_printf(&kd.body,
+                  "const %s *dr = b1 + %s * %" PRId64 ";\n"
+                  "const %s *xr = b2 + %s * %" PRId64 ";\n"
+                  "acc_t s = 0;\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += (acc_t)%sdr[j]%s * %sxr[j]%s;\n"
+                  "b0[i] = %s(float)s%s;\n",
+                  ctype(td), at, inner, ctype(tx), at, inner, inner, cg_ld(td), cg_end(td),
+                  cg_ld(tx), cg_end(tx), cg_st(ty), cg_end(ty));
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* The first maximum of window (oh, ow) of plane xp, padding never winning:
  * sets `best` to its index in the plane or -1. */
 static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
@@ -728,6 +753,14 @@ static int r_global_avgpool(cg_ctx *cx, int node) {
                        ir_numel(&n->type));
 }
 
+static int r_plane_dot(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
+    return simple_step(cx, node,
+                       k_plane_dot(cx, in_type(cx, n, 1), in_type(cx, n, 0), &n->type, cnhw),
+                       ir_numel(&n->type));
+}
+
 static int r_pool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const int64_t *a = n->iattr;
@@ -842,6 +875,7 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_DENSE_GRAD_WEIGHT] = {cg_lower_gemm_op},
     [IR_OP_ALLREDUCE] = {r_allreduce},
     [IR_OP_TRANSPOSE] = {r_transpose},
+    [IR_OP_PLANE_DOT] = {r_plane_dot},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -306,6 +306,10 @@ typedef enum {
     FE_OP_FLATTEN,
     FE_OP_DENSE,
     FE_OP_SOFTMAX_CE,
+    FE_OP_SIGMOID,
+    FE_OP_CLIP,
+    FE_OP_RELU6,
+    FE_OP_MUL,
 } fe_op_id;
 
 struct fe_opdef {

@@ -26,6 +26,8 @@
     { name, FE_ARG_INT, 1, 0, min }
 #define INT_OPT(name, def, min) \
     { name, FE_ARG_INT, 0, def, min }
+#define FLOAT(name) \
+    { name, FE_ARG_FLOAT, 1, 0, 0 }
 #define FLOAT_OPT(name, def) \
     { name, FE_ARG_FLOAT, 0, def, 0 }
 #define BOOL_OPT(name, def) \
@@ -60,6 +62,10 @@ static const fe_opdef ops[] = {
      FE_OP_SOFTMAX_CE,
      3,
      {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0)}},
+    {"sigmoid", FE_OP_SIGMOID, 1, {TENSOR("x")}},
+    {"clip", FE_OP_CLIP, 3, {TENSOR("x"), FLOAT("lo"), FLOAT("hi")}},
+    {"relu6", FE_OP_RELU6, 1, {TENSOR("x")}},
+    {"mul", FE_OP_MUL, 2, {TENSOR("a"), TENSOR("b")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -282,6 +288,34 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
 }
 
+/* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
+static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
+    double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
+    if (lo > hi) {
+        error_at(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g",
+                 lo, hi);
+        return -1;
+    }
+    return node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
+}
+
+/* mul(a, b): elementwise when the shapes agree, else one factor per
+ * (sample, channel) plane, [N,C,1,1] or [N,C] against [N,C,H,W], in
+ * either argument (the product commutes); any other pair is refused by
+ * mul_channel's shape rule, naming both shapes. */
+static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    int x = a->v[0].node, y = a->v[1].node;
+    const ir_type *tx = type_of(E, &a->v[0]), *ty = type_of(E, &a->v[1]);
+    if (ir_type_same_shape(tx, ty))
+        return node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
+    if (tx->ndim != 4 && ty->ndim == 4) {
+        int t = x;
+        x = y, y = t;
+    }
+    return node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
+}
+
 /* Converts and checks one argument against its spec. */
 static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
     const fe_argspec *spec = &op->arg[slot];
@@ -366,6 +400,10 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         id = node(E, S, e->loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
         break;
     case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_SIGMOID: id = node(E, S, e->loc, IR_OP_SIGMOID, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_CLIP:
+    case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
+    case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],

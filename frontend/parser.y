@@ -67,7 +67,9 @@
  * its gamma starts at 0 under the train section's zero_init_residual, an
  * explicit gamma_init wins), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
- * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label).
+ * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
+ * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
+ * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order).
  */
 %code requires {
 #include "frontend/ast.h"

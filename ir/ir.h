@@ -153,6 +153,21 @@ typedef enum {
  *   lamb_lr(wsq, usq, lr)  lr·sqrt(wsq)/sqrt(usq), lr when either is 0
  *                                                                  -> [1]
  *   descend(w, u, lr)      w - lr·u                                -> w
+ * Activations and products (frontend: sigmoid, clip, relu6 = clip(x, 0, 6),
+ * mul; the broadcast rule is mul_channel's):
+ *   sigmoid(x)            1/(1 + exp(-x))                          -> x
+ *   sigmoid_grad(dy, y)   dy·y·(1-y), y the sigmoid's output       -> dy
+ *   clip(x) lo,hi         lo where x < lo, hi where x > hi, else x
+ *                         (lo <= hi, both finite)                  -> x
+ *   clip_grad(dy, x) lo,hi  dy where lo <= x <= hi, else 0 (MXNet's
+ *                         clip: the bounds themselves pass dy)      -> dy
+ *   mul(a, b)             a·b, a and b of one shape               -> a
+ *   mul_channel(x[N,C,...], s[N,C,1,1] or [N,C])  x·s[n,c]: one
+ *                         factor per (sample, channel) plane, the
+ *                         squeeze-and-excitation scale; s at i / inner,
+ *                         so both forms of s are the same bytes     -> x
+ *   plane_dot(dy, x)      per (n, c) plane, the sum of dy·x over the
+ *                         plane (mul_channel's gradient for s)    -> [N,C]
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
@@ -202,7 +217,14 @@ typedef enum {
     X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_ELEMENTWISE, "", "beta")        \
     X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_ELEMENTWISE, "", "eps,wd")                    \
     X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")
+    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                  \
+    X(CLIP, "clip", 1, 1, IR_FUSE_ELEMENTWISE, "", "lo,hi")                             \
+    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "lo,hi")                   \
+    X(MUL, "mul", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
+    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
+    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -325,6 +347,9 @@ int ir_type_equal(const ir_type *a, const ir_type *b);
 /* Same shape, and both float (f32 or bf16) or both i32: what shape rules
  * compare, since a float tensor's storage type is the precision pass's. */
 int ir_type_same_shape(const ir_type *a, const ir_type *b);
+/* Whether s is one factor per (sample, channel) plane of x [N,C,H,W]:
+ * [N,C,1,1] or [N,C], the same bytes (mul_channel's broadcast rule). */
+int ir_is_channel_factor(const ir_type *x, const ir_type *s);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);
 

@@ -2,10 +2,10 @@
  *
  * A training graph keeps every forward activation the backward pass reads
  * from its forward step to that read. The cheap ones — outputs of relu,
- * add, bias_add and bn_apply chains, whose inputs (GEMM outputs, batch
- * statistics, parameters) are kept anyway — can instead die after their
- * last forward use and be computed again, by a copy of the same chain,
- * just before their first backward use. The copy runs the same ops on the
+ * add, bias_add, bn_apply, sigmoid, clip and mul chains, whose inputs
+ * (GEMM outputs, batch statistics, parameters) are kept anyway — can
+ * instead die after their last forward use and be computed again, by a
+ * copy of the same chain, just before their first backward use. The copy runs the same ops on the
  * same values, so results are bit for bit those without the pass.
  *
  * The pass tries candidates largest first and keeps one when the planned
@@ -25,7 +25,8 @@
 
 /* What a chain may be made of: elementwise forward ops with no state. */
 static int recomputable(ir_op op) {
-    return op == IR_OP_RELU || op == IR_OP_ADD || op == IR_OP_BIAS_ADD || op == IR_OP_BN_APPLY;
+    return op == IR_OP_RELU || op == IR_OP_ADD || op == IR_OP_BIAS_ADD || op == IR_OP_BN_APPLY ||
+           op == IR_OP_SIGMOID || op == IR_OP_CLIP || op == IR_OP_MUL || op == IR_OP_MUL_CHANNEL;
 }
 
 typedef struct {

@@ -528,6 +528,57 @@ static void op_descend(op_args *a) {
         a->y[i] = a->x[0][i] - a->x[2][0] * a->x[1][i];
 }
 
+/* ---- activations and products ------------------------------------------------------ */
+
+static void op_sigmoid(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = 1 / (1 + exp(-a->x[0][i]));
+}
+
+static void op_sigmoid_grad(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = a->x[0][i] * (a->x[1][i] * (1 - a->x[1][i]));
+}
+
+static void op_clip(op_args *a) {
+    double lo = a->n->fattr[0], hi = a->n->fattr[1];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[0][i];
+        a->y[i] = x < lo ? lo : x > hi ? hi : x;
+    }
+}
+
+static void op_clip_grad(op_args *a) {
+    double lo = a->n->fattr[0], hi = a->n->fattr[1];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[1][i];
+        a->y[i] = x >= lo && x <= hi ? a->x[0][i] : 0;
+    }
+}
+
+static void op_mul(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = a->x[0][i] * a->x[1][i];
+}
+
+/* x[n][c][j] * s[n][c]: s is [N,C,1,1] or [N,C], element n*C + c either way. */
+static void op_mul_channel(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][AT(l, n, c, i)] * a->x[1][n * l.c + c];
+}
+
+static void op_plane_dot(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++) {
+            double sum = 0;
+            for (int64_t i = 0; i < l.inner; i++)
+                sum += a->x[0][AT(l, n, c, i)] * a->x[1][AT(l, n, c, i)];
+            a->y[n * l.c + c] = sum;
+        }
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -576,6 +627,13 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_ADAM_DIR] = op_adam_dir,
     [IR_OP_LAMB_LR] = op_lamb_lr,
     [IR_OP_DESCEND] = op_descend,
+    [IR_OP_SIGMOID] = op_sigmoid,
+    [IR_OP_SIGMOID_GRAD] = op_sigmoid_grad,
+    [IR_OP_CLIP] = op_clip,
+    [IR_OP_CLIP_GRAD] = op_clip_grad,
+    [IR_OP_MUL] = op_mul,
+    [IR_OP_MUL_CHANNEL] = op_mul_channel,
+    [IR_OP_PLANE_DOT] = op_plane_dot,
 };
 
 void rt_interp_run(rt_interp *it) {

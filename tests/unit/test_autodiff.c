@@ -168,6 +168,9 @@ static double kink_margin(fixture *f) {
         const ir_type *xt = n->ninputs ? &f->fwd->nodes[n->input[0]].type : NULL;
         if (n->op == IR_OP_RELU)
             for (int64_t e = 0; e < ir_numel(xt); e++) margin = fmin(margin, fabs(x[e]));
+        if (n->op == IR_OP_CLIP)
+            for (int64_t e = 0; e < ir_numel(xt); e++)
+                margin = fmin(margin, fmin(fabs(x[e] - n->fattr[0]), fabs(x[e] - n->fattr[1])));
         if (n->op != IR_OP_MAXPOOL) continue;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         for (int64_t b = 0; b < n->type.dim[0] * n->type.dim[1]; b++)
@@ -516,6 +519,103 @@ static void check_cross_entropy_gradient(double e, double spread) {
     fixture_free(&f);
 }
 
+TEST(sigmoid_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, tg_node(g, IR_OP_SIGMOID, &x, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) f.val[x][e] *= 4; /* into both tails */
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_SIGMOID_GRAD) == 1);
+    fixture_free(&f);
+}
+
+/* clip(x, -0.5, 0.7) at values 0.05 apart that stay 0.012 from either
+ * bound, on both sides of each; then at the bounds themselves, where
+ * MXNet's clip (and so dpc's) passes the gradient. */
+TEST(clip_gradients) {
+    const double lo = -0.5, hi = 0.7;
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, tg_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){lo, hi}));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) f.val[x][(e * 7) % 36] = 0.05 * (e - 18) + 0.012;
+    CHECK(check_gradients(&f) == 1);
+    int cg = -1;
+    for (int i = 0; i < f.grad->n; i++)
+        if (f.grad->nodes[i].op == IR_OP_CLIP_GRAD) cg = i;
+    CHECK(cg >= 0 && f.grad->nodes[cg].fattr[0] == lo && f.grad->nodes[cg].fattr[1] == hi);
+    if (cg >= 0) {
+        f.val[x][0] = lo, f.val[x][1] = hi, f.val[x][2] = lo - 0.01, f.val[x][3] = hi + 0.01;
+        rt_interp *it = rt_interp_new(f.grad);
+        load(&f, f.grad, it);
+        rt_interp_run(it);
+        const double *dy = rt_interp_buffer(it, f.grad->nodes[cg].input[0]);
+        const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+        CHECK(dy[0] != 0 && dx[0] == dy[0] && dx[1] == dy[1]);
+        CHECK(dx[2] == 0 && dx[3] == 0);
+        rt_interp_free(it);
+    }
+    fixture_free(&f);
+}
+
+TEST(mul_gradients) {
+    ir_graph *g = ir_new();
+    int a = param(g, "a", ir_shape4(2, 3, 2, 2)), b = param(g, "b", ir_shape4(2, 3, 2, 2));
+    head(g, tg_node(g, IR_OP_MUL, (int[]){a, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    fixture_free(&f);
+
+    /* mul(x, x): both contributions, summed */
+    g = ir_new();
+    int x = param(g, "x", ir_shape2(3, 4));
+    head(g, tg_node(g, IR_OP_MUL, (int[]){x, x}, 2, NULL, NULL));
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+}
+
+/* x[N,C,H,W] times one factor per plane, the factor [N,C,1,1] or [N,C]. */
+TEST(mul_channel_gradients) {
+    ir_type factors[] = {ir_shape4(2, 3, 1, 1), ir_shape2(2, 3)};
+    for (int i = 0; i < 2; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, 3, 3, 2)), s = param(g, "s", factors[i]);
+        head(g, tg_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s}, 2, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "factor rank %d", factors[i].ndim);
+        CHECK(count_op(f.grad, IR_OP_PLANE_DOT) == 1);
+        fixture_free(&f);
+    }
+}
+
+/* A squeeze-and-excitation block: the factor computed from x itself,
+ * sigmoid(dense(relu(dense(global_avgpool(x))))), scales x's planes; then
+ * relu6 (clip 0..6) of the product. x gets three gradient paths. */
+TEST(squeeze_excitation_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 4, 3, 3));
+    int w1 = param(g, "w1", ir_shape2(2, 4)), w2 = param(g, "w2", ir_shape2(4, 2));
+    int p = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL);
+    int h = tg_node(g, IR_OP_DENSE, (int[]){p, w1}, 2, NULL, NULL);
+    int r = tg_node(g, IR_OP_RELU, &h, 1, NULL, NULL);
+    int z = tg_node(g, IR_OP_DENSE, (int[]){r, w2}, 2, NULL, NULL);
+    int s = tg_node(g, IR_OP_SIGMOID, &z, 1, NULL, NULL);
+    int y = tg_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s}, 2, NULL, NULL);
+    head(g, tg_node(g, IR_OP_CLIP, &y, 1, NULL, (double[]){0, 6}));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 8; e++) f.val[w1][e] = 0.3 + 0.1 * e; /* relu inputs away from 0 */
+    for (int e = 0; e < 72; e++) f.val[x][e] = 0.1 + fabs(f.val[x][e]); /* positive planes */
+    CHECK(check_gradients(&f) == 3);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -569,6 +669,11 @@ int main(void) {
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
     RUN(small_resnet_gradients);
+    RUN(sigmoid_gradients);
+    RUN(clip_gradients);
+    RUN(mul_gradients);
+    RUN(mul_channel_gradients);
+    RUN(squeeze_excitation_gradients);
     RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
     return harness_done();
 }

@@ -620,6 +620,26 @@ TEST(resnet18_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* sigmoid, clip, relu6 and mul (elementwise and per channel, both factor
+ * shapes) through the frontend and the default passes: the generated C
+ * kernels of a whole training step against the interpreter. */
+TEST(se_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/se_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 4, 1);
+    pass_options o = pass_default_options();
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    int ops[IR_OP_COUNT] = {0};
+    for (int i = 0; g && i < g->n; i++) ops[g->nodes[i].op]++;
+    CHECK(ops[IR_OP_SIGMOID] == 3 && ops[IR_OP_SIGMOID_GRAD] == 3);
+    CHECK(ops[IR_OP_CLIP] > 0 && ops[IR_OP_CLIP_GRAD] == ops[IR_OP_CLIP]);
+    CHECK(ops[IR_OP_MUL_CHANNEL] >= 2 && ops[IR_OP_PLANE_DOT] == 2 && ops[IR_OP_MUL] >= 2);
+    if (g) CHECK(run_both(g, NULL, 5e-3) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* The store's order, initialisers, names; exec reads params by name. */
 TEST(store_and_exec_api) {
     ir_graph *g = small_cnn();
@@ -861,6 +881,7 @@ int main(void) {
     RUN(optimizer_training_steps_match_interpreter);
     RUN(multi_op_training_step);
     RUN(resnet18_training_step_matches_interpreter);
+    RUN(se_small_training_step_matches_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);

@@ -386,6 +386,36 @@ TEST(arguments_defaults_and_arithmetic) {
     ir_free(g);
 }
 
+/* relu6 is clip(x, 0, 6); mul picks the elementwise or the per-channel
+ * product by the shapes, the factor on either side. */
+TEST(activations_and_mul) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10);\n"
+                            "network n {\n"
+                            "  x = relu6(conv(image, 4, k=3, p=1))\n"
+                            "  x = clip(x, -1, 2.5)\n"
+                            "  x = mul(x, sigmoid(x))\n"
+                            "  s = sigmoid(dense(global_avgpool(x), 4))\n"
+                            "  x = mul(s, x)\n"
+                            "  x = mul(x, avgpool(x, k=8))\n"
+                            "  logits = dense(global_avgpool(x), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int c0 = find_op(g, IR_OP_CLIP, 0), c1 = c0 < 0 ? -1 : find_op(g, IR_OP_CLIP, c0 + 1);
+    CHECK(c0 >= 0 && g->nodes[c0].fattr[0] == 0 && g->nodes[c0].fattr[1] == 6);
+    CHECK(c1 >= 0 && g->nodes[c1].fattr[0] == -1 && g->nodes[c1].fattr[1] == 2.5);
+    int m = find_op(g, IR_OP_MUL, 0);
+    CHECK(m >= 0 && find_op(g, IR_OP_MUL, m + 1) < 0);
+    int mc = find_op(g, IR_OP_MUL_CHANNEL, 0);
+    CHECK(mc >= 0 && g->nodes[mc].type.ndim == 4 &&
+          g->nodes[g->nodes[mc].input[1]].type.ndim == 2); /* swapped: x first */
+    int mc2 = mc < 0 ? -1 : find_op(g, IR_OP_MUL_CHANNEL, mc + 1);
+    CHECK(mc2 >= 0 && g->nodes[g->nodes[mc2].input[1]].type.dim[2] == 1);
+    ir_free(g);
+}
+
 /* gamma_init=0, and the residual marker under the train section's switch. */
 TEST(batchnorm_gamma_init) {
     static const char *body =
@@ -764,6 +794,7 @@ int main(void) {
     RUN(batchnorm_training_flag_per_mode);
     RUN(positions_and_labels);
     RUN(arguments_defaults_and_arithmetic);
+    RUN(activations_and_mul);
     RUN(train_section_variants);
     RUN(error_messages);
     RUN(limits);

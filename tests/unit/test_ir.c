@@ -1,4 +1,5 @@
 /* Tests for ir/: op table, shape rules, verifier, text form, schedule checks. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "ir/hash.h"
@@ -78,7 +79,14 @@ TEST(op_order_is_pinned) {
                                         "bias_correction",
                                         "adam_dir",
                                         "lamb_lr",
-                                        "descend"};
+                                        "descend",
+                                        "sigmoid",
+                                        "sigmoid_grad",
+                                        "clip",
+                                        "clip_grad",
+                                        "mul",
+                                        "mul_channel",
+                                        "plane_dot"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
@@ -132,6 +140,53 @@ TEST(shape_errors_name_the_shapes) {
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){lbl}, 1, NULL, NULL, err, sizeof err) == -1);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) == -1);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){99}, 1, NULL, NULL, err, sizeof err) == -1);
+    ir_free(g);
+}
+
+/* sigmoid, clip, mul and the per-channel product: shapes, bounds, broadcast. */
+TEST(activation_and_product_shapes) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 3, 4, 4), 0);
+    int lbl = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 10);
+    int s4 = ir_add_input(g, "s4", ir_shape4(2, 3, 1, 1), 0);
+    int s2 = ir_add_input(g, "s2", ir_shape2(2, 3), 0);
+    int bad = ir_add_input(g, "bad", ir_shape4(2, 4, 1, 1), 0);
+    int wide = ir_add_input(g, "wide", ir_shape4(2, 3, 2, 1), 0);
+    char buf[64];
+    int y = ir_add_node(g, IR_OP_SIGMOID, &x, 1, NULL, NULL, err, sizeof err);
+    CHECK(y >= 0 && ir_type_same_shape(&g->nodes[y].type, &g->nodes[x].type));
+    CHECK(ir_add_node(g, IR_OP_SIGMOID, &lbl, 1, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "sigmoid: input must be a float tensor, got [2]:i32");
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){0, 6}, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){1, 1}, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){2, 1}, err, sizeof err) == -1);
+    CHECK_STR(err, "clip: lower bound 2 is above the upper bound 1");
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){-INFINITY, 1}, err, sizeof err) ==
+          -1);
+    CHECK(strstr(err, "bounds must be finite") != NULL);
+    CHECK(ir_add_node(g, IR_OP_CLIP_GRAD, (int[]){x, x}, 2, NULL, (double[]){3, 1}, err,
+                      sizeof err) == -1);
+    CHECK(ir_add_node(g, IR_OP_MUL, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_MUL, (int[]){x, s4}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "mul: shapes differ: [2,3,4,4] vs [2,3,1,1]");
+    int m4 = ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s4}, 2, NULL, NULL, err, sizeof err);
+    int m2 = ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s2}, 2, NULL, NULL, err, sizeof err);
+    CHECK(m4 >= 0 && m2 >= 0);
+    if (m4 >= 0) CHECK_STR(ir_type_str(&g->nodes[m4].type, buf, sizeof buf), "[2,3,4,4]");
+    CHECK(ir_op_access(IR_OP_MUL_CHANNEL, 1) == 'o');
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, bad}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "mul: shapes [2,3,4,4] and [2,4,1,1] do not broadcast (the same shape, or "
+                   "[N,C,H,W] with [N,C,1,1] or [N,C])");
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){s2, s2}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    int d = ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, x}, 2, NULL, NULL, err, sizeof err);
+    CHECK(d >= 0);
+    if (d >= 0) CHECK_STR(ir_type_str(&g->nodes[d].type, buf, sizeof buf), "[2,3]");
+    CHECK(ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
     ir_free(g);
 }
 
@@ -303,6 +358,7 @@ int main(void) {
     RUN(op_table_lookup);
     RUN(op_order_is_pinned);
     RUN(conv_and_pool_shapes);
+    RUN(activation_and_product_shapes);
     RUN(shape_errors_name_the_shapes);
     RUN(verify_catches_broken_graphs);
     RUN(dump_is_stable_text);
