@@ -37,9 +37,9 @@
 static const fe_opdef ops[] = {
     {"conv",
      FE_OP_CONV,
-     6,
+     7,
      {TENSOR("x"), INT("channels", 1), INT("k", 1), INT_OPT("s", 1, 1), INT_OPT("p", 0, 0),
-      BOOL_OPT("bias", 1)}},
+      BOOL_OPT("bias", 1), INT_OPT("groups", 1, 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
      6,
@@ -229,13 +229,22 @@ static int64_t axis1(elab *E, const value *x) {
     return t->ndim >= 2 ? t->dim[1] : 1;
 }
 
+/* conv(x, channels, k, s, p, bias, groups): the weight is [channels,
+ * C/groups, k, k], so the parameter count follows the groups. */
 static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     const value *x = &a->v[0];
-    int64_t c = a->v[1].i, k = a->v[2].i;
-    int w = param(E, S, loc, inst, "weight", ir_shape4(c, axis1(E, x), k, k), IR_INIT_XAVIER, 0);
+    int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = axis1(E, x);
+    if (cin % groups || c % groups) {
+        error_at(E, S, a->loc[6],
+                 "argument 'groups' of 'conv' must divide the input channels (%" PRId64
+                 ") and the output channels (%" PRId64 "), got %" PRId64,
+                 cin, c, groups);
+        return -1;
+    }
+    int w = param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
-                 (int64_t[]){k, a->v[3].i, a->v[4].i}, NULL);
+                 (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
     if (y < 0 || !a->v[5].i) return y;
     int b = param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
     if (b < 0) return -1;

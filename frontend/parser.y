@@ -61,7 +61,9 @@
  * enables only what it lists. Type and shape errors inside a block that is
  * never called go unreported.
  *
- * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true),
+ * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true,
+ * groups=1) (groups divides both channel counts; the weight is
+ * [channels, C/groups, k, k]),
  * batchnorm(x, eps=1e-5, momentum=0.9, gamma_init=1, residual_last=false)
  * (gamma_init 0 or 1; residual_last marks the last BN of a residual branch:
  * its gamma starts at 0 under the train section's zero_init_residual, an

@@ -313,6 +313,22 @@ static int no_rule(const ir_node *n, char *err, size_t errlen) {
     return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
 }
 
+/* The groups attribute (conv's slot 3, conv_grad_data's 5, conv_grad_weight's
+ * 3): at least 1, dividing the input channels C and the output channels K. */
+int64_t ir_conv_groups(const ir_node *n) { return n->iattr[n->op == IR_OP_CONV_GRAD_DATA ? 5 : 3]; }
+
+static int check_groups(const char *op, const ir_node *n, int64_t C, int64_t K, char *err,
+                        size_t errlen) {
+    int64_t gr = ir_conv_groups(n);
+    if (gr < 1) return ir_fail(err, errlen, "%s: groups must be positive, got %" PRId64, op, gr);
+    if (C % gr || K % gr)
+        return ir_fail(err, errlen,
+                       "%s: %" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
+                       " output channels",
+                       op, gr, C, K);
+    return 0;
+}
+
 /* Convolution and its two gradients. */
 static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
@@ -320,10 +336,11 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     case IR_OP_CONV: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "input", x, 4, err, errlen) ||
-            need_rank(op, "weight", w, 4, err, errlen) || check_window(op, n, err, errlen))
+            need_rank(op, "weight", w, 4, err, errlen) || check_window(op, n, err, errlen) ||
+            check_groups(op, n, x->dim[1], w->dim[0], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
-        if (w->dim[1] != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
+        if (w->dim[1] * ir_conv_groups(n) != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
             return ir_fail(err, errlen,
                            "conv: weight %s does not fit input %s with kernel %" PRId64,
                            TYPE_STR(w), TYPE_STR(x), k);
@@ -338,7 +355,8 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     case IR_OP_CONV_GRAD_DATA: {
         const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
-            check_window(op, n, err, errlen))
+            check_window(op, n, err, errlen) ||
+            check_groups(op, n, w->dim[1] * ir_conv_groups(n), w->dim[0], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3],
                 wd = n->iattr[4];
@@ -347,20 +365,21 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
             return ir_fail(err, errlen,
                            "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree", op,
                            TYPE_STR(dy), TYPE_STR(w), h, wd);
-        *out = ir_shape4(dy->dim[0], w->dim[1], h, wd);
+        *out = ir_shape4(dy->dim[0], w->dim[1] * ir_conv_groups(n), h, wd);
         return 0;
     }
     case IR_OP_CONV_GRAD_WEIGHT: {
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "input", x, 4, err, errlen) ||
-            check_window(op, n, err, errlen))
+            check_window(op, n, err, errlen) ||
+            check_groups(op, n, x->dim[1], dy->dim[1], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
             window_out(x->dim[3], k, s, p) != dy->dim[3])
             return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy),
                            TYPE_STR(x));
-        *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
+        *out = ir_shape4(dy->dim[1], x->dim[1] / ir_conv_groups(n), k, k);
         return 0;
     }
     default: return no_rule(n, err, errlen);

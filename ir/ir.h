@@ -10,7 +10,7 @@
  *     int x = ir_add_input(g, "image", ir_shape4(128, 3, 32, 32), IR_F32);
  *     int w = ir_add_param(g, "conv0.weight", ir_shape4(64, 3, 7, 7), IR_INIT_XAVIER);
  *     int y = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2,
- *                         (int64_t[]){7, 2, 3}, NULL, err, sizeof err);
+ *                         (int64_t[]){7, 2, 3, 1}, NULL, err, sizeof err);
  *     if (y < 0) fprintf(stderr, "%s\n", err);     // shape rule said no
  *     ir_verify(g, err, sizeof err);               // after every pass
  *     ir_dump(g, stdout);                          // stable text form
@@ -62,7 +62,10 @@ typedef enum {
  * Forward ops (what the frontend emits):
  *   input, param, state   sources (state: BatchNorm running statistics,
  *                         optimizer momentum; persistent, not trained)
- *   conv(x[N,C,H,W], w[K,C,k,k]) k,s,p            -> [N,K,Ho,Wo]
+ *   conv(x[N,C,H,W], w[K,C/g,k,k]) k,s,p,g        -> [N,K,Ho,Wo]
+ *                         g groups (g >= 1 divides C and K): output
+ *                         channel o reads input channels of group
+ *                         o / (K/g) only; g = C = K is depthwise
  *   bias_add(x, b[C])     adds b along axis 1     -> x
  *   batchnorm(x, gamma, beta, running_mean, running_var)  training=1 uses
  *                         batch statistics and updates the running ones
@@ -94,8 +97,8 @@ typedef enum {
  *                         state) after every other reader of dst; the
  *                         output aliases dst                       -> dst
  *   ones_like(x)          all ones (the seed of autodiff)          -> x
- *   conv_grad_data(dy, w) k,s,p,h,w   dL/dx of conv        -> [N,C,h,w]
- *   conv_grad_weight(dy, x) k,s,p     dL/dw of conv        -> [K,C,k,k]
+ *   conv_grad_data(dy, w) k,s,p,h,w,g   dL/dx of conv      -> [N,C,h,w]
+ *   conv_grad_weight(dy, x) k,s,p,g     dL/dw of conv      -> [K,C/g,k,k]
  *   bias_grad(dy)                     per-channel sum of dy      -> [C]
  *   bn_grad_gamma(dy, x, mean, var) eps   per-channel sum(dy*xhat) -> [C]
  *   bn_grad_data(dy, x, mean, var, gamma, dgamma, dbeta) eps
@@ -175,7 +178,7 @@ typedef enum {
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                \
     X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                   \
     X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                   \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                                  \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                                \
     X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                            \
     X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training,sync", "eps,momentum") \
     X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                  \
@@ -192,8 +195,8 @@ typedef enum {
     X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")                \
     X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                              \
     X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                        \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "")          \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")          \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")        \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")        \
     X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                          \
     X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")               \
     X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")                 \
@@ -350,6 +353,8 @@ int ir_type_same_shape(const ir_type *a, const ir_type *b);
 /* Whether s is one factor per (sample, channel) plane of x [N,C,H,W]:
  * [N,C,1,1] or [N,C], the same bytes (mul_channel's broadcast rule). */
 int ir_is_channel_factor(const ir_type *x, const ir_type *s);
+/* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
+int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);
 

@@ -80,10 +80,10 @@ typedef int (*grad_rule)(autodiff *A, int i, ir_node n, int dy);
 static int grad_conv(autodiff *A, int i, ir_node n, int dy) {
     int x = n.input[0], w = n.input[1];
     const ir_type *xt = &A->g->nodes[x].type;
-    int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2];
+    int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2], groups = n.iattr[3];
     if (A->live[x] && contribute(A, x,
                                  emit(A, i, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2,
-                                      (int64_t[]){k, s, p, xt->dim[2], xt->dim[3]}, NULL),
+                                      (int64_t[]){k, s, p, xt->dim[2], xt->dim[3], groups}, NULL),
                                  1))
         return -1;
     if (A->live[w] &&

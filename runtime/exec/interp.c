@@ -84,24 +84,28 @@ static int64_t window_tap(const ir_type *xt, int64_t n, int64_t c, int64_t h0, i
 /* ---- forward ops ------------------------------------------------------------ */
 
 /* Convolution and its two gradients are one loop over (output position,
- * input channel, tap) that differs only in which product it accumulates
- * where; weights are [O, C, k, k], so tap t of (o, c) is element
- * (o*C + c)*k*k + t. out starts zeroed. */
+ * input channel of the output's group, tap) that differs only in which
+ * product it accumulates where; weights are [O, C/G, k, k] (G groups:
+ * output channel o reads input channels g*C/G .. (g+1)*C/G - 1 of its
+ * group g = o / (O/G)), so tap t of (o, local channel cl) is element
+ * (o*C/G + cl)*k*k + t. out starts zeroed. */
 typedef enum { CONV_FORWARD, CONV_GRAD_DATA, CONV_GRAD_WEIGHT } conv_mode;
 
 static void conv_loop(conv_mode mode, const ir_type *xt, const ir_type *yt, const ir_node *node,
                       const double *x, const double *w, const double *dy, double *out) {
-    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2], C = xt->dim[1];
+    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2];
+    int64_t G = ir_conv_groups(node), Cg = xt->dim[1] / G, Og = yt->dim[1] / G;
     for (int64_t n = 0; n < yt->dim[0]; n++)
         for (int64_t o = 0; o < yt->dim[1]; o++)
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
                     int64_t yi = IDX4(yt, n, o, oh, ow);
-                    for (int64_t c = 0; c < C; c++)
+                    for (int64_t cl = 0; cl < Cg; cl++)
                         for (int64_t t = 0; t < k * k; t++) {
+                            int64_t c = o / Og * Cg + cl;
                             int64_t xi = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
                             if (xi < 0) continue; /* zero padding */
-                            int64_t wi = (o * C + c) * k * k + t;
+                            int64_t wi = (o * Cg + cl) * k * k + t;
                             if (mode == CONV_FORWARD)
                                 out[yi] += x[xi] * w[wi];
                             else if (mode == CONV_GRAD_DATA)

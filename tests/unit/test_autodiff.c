@@ -38,7 +38,7 @@ static int param(ir_graph *g, const char *name, ir_type t) {
 static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, int p) {
     const ir_type *xt = &g->nodes[x].type;
     int w = param(g, name, ir_shape4(cout, xt->dim[1], k, k));
-    return tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+    return tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p, 1}, NULL);
 }
 
 static int batchnorm(ir_graph *g, int x, const char *name) {
@@ -275,6 +275,33 @@ TEST(conv_gradients) {
         conv_case(cases[i][0], cases[i][1], cases[i][2]);
 }
 
+/* Grouped and depthwise convolution (the direct kernels' shapes): both
+ * gradients against finite differences. */
+TEST(grouped_conv_gradients) {
+    static const int cases[][6] = {/* C, K, groups, k, s, p */
+                                   {4, 6, 2, 3, 1, 1},
+                                   {4, 4, 4, 3, 2, 1},
+                                   {6, 3, 3, 1, 1, 0},
+                                   {3, 6, 3, 3, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, c[0], 5, 6));
+        int w = param(g, "w", ir_shape4(c[1], c[0] / c[2], c[3], c[3]));
+        head(g, tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){c[3], c[4], c[5], c[2]},
+                        NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "conv C=%d K=%d groups=%d k=%d s=%d p=%d", c[0], c[1],
+                  c[2], c[3], c[4], c[5]);
+        int gd = -1;
+        for (int j = 0; f.grad && j < f.grad->n; j++)
+            if (f.grad->nodes[j].op == IR_OP_CONV_GRAD_DATA) gd = j;
+        CHECK(gd >= 0 && ir_conv_groups(&f.grad->nodes[gd]) == c[2]);
+        fixture_free(&f);
+    }
+}
+
 TEST(conv_on_an_input_gets_no_data_gradient) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "image", ir_shape4(2, 2, 5, 5), 0);
@@ -353,10 +380,10 @@ TEST(add_gradients_and_accumulation) {
     g = ir_new();
     x = param(g, "x", ir_shape4(2, 2, 4, 4));
     int w = param(g, "w", ir_shape4(2, 2, 3, 3));
-    int u = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int u = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     int r = tg_node(g, IR_OP_RELU, &u, 1, NULL, NULL);
     int s = tg_node(g, IR_OP_ADD, (int[]){u, r}, 2, NULL, NULL);
-    int v = tg_node(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int v = tg_node(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     head(g, v);
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 2);
@@ -658,6 +685,7 @@ TEST(small_resnet_gradients) {
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
+    RUN(grouped_conv_gradients);
     RUN(bias_add_gradients);
     RUN(batchnorm_training_gradients);
     RUN(relu_gradients);

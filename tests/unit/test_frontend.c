@@ -416,6 +416,32 @@ TEST(activations_and_mul) {
     ir_free(g);
 }
 
+/* groups: the weight is [channels, C/groups, k, k], the attribute goes to
+ * conv's last slot; depthwise is groups = channels. */
+TEST(conv_groups) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10);\n"
+                            "network n {\n"
+                            "  x = conv(image, 16, k=1)\n"
+                            "  x = conv(x, 32, k=3, p=1, groups=4, bias=false)\n"
+                            "  x = conv(x, 32, k=3, s=2, p=1, groups=32)\n"
+                            "  logits = dense(global_avgpool(x), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int w1 = find_name(g, "conv1.weight"), w2 = find_name(g, "conv2.weight");
+    CHECK(w1 >= 0 && g->nodes[w1].type.dim[0] == 32 && g->nodes[w1].type.dim[1] == 4);
+    CHECK(w2 >= 0 && g->nodes[w2].type.dim[0] == 32 && g->nodes[w2].type.dim[1] == 1);
+    int c0 = find_op(g, IR_OP_CONV, 0);
+    int c1 = c0 < 0 ? -1 : find_op(g, IR_OP_CONV, c0 + 1);
+    int c2 = c1 < 0 ? -1 : find_op(g, IR_OP_CONV, c1 + 1);
+    CHECK(c0 >= 0 && ir_conv_groups(&g->nodes[c0]) == 1);
+    CHECK(c1 >= 0 && ir_conv_groups(&g->nodes[c1]) == 4);
+    CHECK(c2 >= 0 && ir_conv_groups(&g->nodes[c2]) == 32 && g->nodes[c2].type.dim[2] == 4);
+    ir_free(g);
+}
+
 /* gamma_init=0, and the residual marker under the train section's switch. */
 TEST(batchnorm_gamma_init) {
     static const char *body =
@@ -795,6 +821,7 @@ int main(void) {
     RUN(positions_and_labels);
     RUN(arguments_defaults_and_arithmetic);
     RUN(activations_and_mul);
+    RUN(conv_groups);
     RUN(train_section_variants);
     RUN(error_messages);
     RUN(limits);

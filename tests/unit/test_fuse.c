@@ -66,7 +66,7 @@ static ir_graph *bn_relu_net(int residual) {
     int rm = ir_add_state(g, "bn.running_mean", ir_shape1(3), IR_INIT_ZERO);
     int rv = ir_add_state(g, "bn.running_var", ir_shape1(3), IR_INIT_ONE);
     int fw = ir_add_param(g, "fc.weight", ir_shape2(5, 3), IR_INIT_XAVIER);
-    int c = N(CONV, x, w), (int64_t[]){3, 1, 1}, NULL);
+    int c = N(CONV, x, w), (int64_t[]){3, 1, 1, 1}, NULL);
     int bn = N(BATCHNORM, c, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
     int r = residual ? N(ADD, x, bn), NULL, NULL) : bn;
     r = N(RELU, r), NULL, NULL);

@@ -12,7 +12,7 @@ static int conv(ir_graph *g, int x, int cout, int cin, int k, int s, int p) {
     char name[32];
     snprintf(name, sizeof name, "w%d", g->n);
     int w = ir_add_param(g, name, ir_shape4(cout, cin, k, k), IR_INIT_XAVIER);
-    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL, err,
+    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p, 1}, NULL, err,
                        sizeof err);
 }
 
@@ -20,7 +20,7 @@ TEST(op_table_lookup) {
     CHECK(ir_op_by_name("conv") == IR_OP_CONV);
     CHECK(ir_op_by_name("softmax_cross_entropy") == IR_OP_SOFTMAX_CE);
     CHECK(ir_op_by_name("conv2") == -1);
-    CHECK(ir_op_num_iattrs(IR_OP_CONV) == 3);
+    CHECK(ir_op_num_iattrs(IR_OP_CONV) == 4);
     CHECK(ir_op_num_fattrs(IR_OP_BATCHNORM) == 2);
     CHECK(ir_op_num_iattrs(IR_OP_RELU) == 0);
     char buf[16];
@@ -256,7 +256,7 @@ TEST(dump_is_stable_text) {
     fclose(f);
     CHECK(strstr(buf, "%0 = input \"image\" : [4,3,8,8]\n") != NULL);
     CHECK(strstr(buf, "%1 = input \"label\" classes=10 : [4]:i32\n") != NULL);
-    CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 : [4,8,8,8]\n") != NULL);
+    CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 g=1 : [4,8,8,8]\n") != NULL);
     CHECK(strstr(buf, "batchnorm %3 %4 %5 %6 %7 training=1 sync=0 eps=1e-05 momentum=0.9") != NULL);
     CHECK(strstr(buf, "softmax_cross_entropy %14 %1 smoothing=0 : [4] [output,loss]  # loss\n") !=
           NULL);
