@@ -394,6 +394,75 @@ static int k_plane_dot(cg_ctx *cx, const ir_type *x, const ir_type *dy, const ir
     return cg_emit_kernel(cx, &kd);
 }
 
+/* ---- concat and its gradient's slices ------------------------------------------
+ * Element i of an [N, C, inner] tensor is (n, c, j): NCHW i = (n*C + c)*inner
+ * + j, channel-major (CNHW) i = (c*N + n)*inner + j; every input of a concat
+ * and its output share one layout (ir_verify). */
+
+/* "const idx_t n, c, j" of element i of an [N, C, inner] tensor. */
+static void decode_nc(cg_str *b, int cnhw, int64_t N, int64_t C, int64_t inner) {
+    cg_str_printf(b, "const idx_t j = i %% %" PRId64 ", q = i / %" PRId64 ";\n", inner, inner);
+    if (cnhw)
+        cg_str_printf(b, "const idx_t c = q / %" PRId64 ", n = q %% %" PRId64 ";\n", N, N);
+    else
+        cg_str_printf(b, "const idx_t n = q / %" PRId64 ", c = q %% %" PRId64 ";\n", C, C);
+}
+
+/* The index of (n, c + shift, j) in an [N, C, inner] tensor. */
+static void index_nc(char *buf, size_t len, int cnhw, int64_t N, int64_t C, int64_t inner,
+                     int64_t shift) {
+    char ch[48];
+    snprintf(ch, sizeof ch, "c %c %" PRId64, shift < 0 ? '-' : '+', shift < 0 ? -shift : shift);
+    if (cnhw)
+        snprintf(buf, len, "((%s) * %" PRId64 " + n) * %" PRId64 " + j", ch, N, inner);
+    else
+        snprintf(buf, len, "(n * %" PRId64 " + %s) * %" PRId64 " + j", C, ch, inner);
+}
+
+/* y = concat(b1, ..., bK) along the channels: each element from the input
+ * whose channel range holds it. */
+static int k_concat(cg_ctx *cx, const ir_graph *g, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    int64_t N = y->dim[0], inner = inner_of(y);
+    cg_kdef kd = {.op = "concat", .nargs = n->ninputs + 1, .cost = 1, .writes = {1}};
+    kd.type[0] = y->dtype;
+    cg_str *b = &kd.body;
+    decode_nc(b, cnhw, N, y->dim[1], inner);
+    cg_str_printf(b, "float v;\n");
+    int64_t off = 0;
+    char at[160];
+    for (int k = 0; k < n->ninputs; k++) {
+        const ir_type *t = &g->nodes[n->input[k]].type;
+        kd.type[k + 1] = t->dtype;
+        index_nc(at, sizeof at, cnhw, N, t->dim[1], inner, -off);
+        off += t->dim[1];
+        if (k < n->ninputs - 1)
+            cg_str_printf(b, "%sif (c < %" PRId64 ") v = %sb%d[%s]%s;\n", k ? "else " : "", off,
+                          cg_ld(t->dtype), k + 1, at, cg_end(t->dtype));
+        else
+            cg_str_printf(b, "else v = %sb%d[%s]%s;\n", cg_ld(t->dtype), k + 1, at,
+                          cg_end(t->dtype));
+    }
+    cg_str_printf(b, "b0[i] = %sv%s;\n", cg_st(y->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* y = channels [off, off + C_y) of x. */
+static int k_channel_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    int64_t N = y->dim[0], inner = inner_of(y);
+    cg_kdef kd = {.op = "channel_slice", .nargs = 2, .cost = 1, .writes = {1},
+                  .type = {y->dtype, x->dtype}};
+    decode_nc(&kd.body, cnhw, N, y->dim[1], inner);
+    char at[160];
+    index_nc(at, sizeof at, cnhw, N, x->dim[1], inner, n->iattr[0]);
+    cg_str_printf(&kd.body, "b0[i] = %s%sb1[%s]%s%s;\n", cg_st(y->dtype), cg_ld(x->dtype), at,
+                  cg_end(x->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* ---- grouped convolution: direct kernels ---------------------------------------
  * conv with groups > 1 (depthwise at groups = channels): a group's GEMM
  * is C/G x k*k deep and K/G wide, G of them per image, each too small
@@ -931,6 +1000,16 @@ int cg_lower_conv_direct(cg_ctx *cx, int node) {
     }
 }
 
+static int r_concat(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_concat(cx, cx->g, n), ir_numel(&n->type));
+}
+
+static int r_channel_slice(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_channel_slice(cx, in_type(cx, n, 0), n), ir_numel(&n->type));
+}
+
 static int r_plane_dot(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
@@ -1054,6 +1133,8 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_ALLREDUCE] = {r_allreduce},
     [IR_OP_TRANSPOSE] = {r_transpose},
     [IR_OP_PLANE_DOT] = {r_plane_dot},
+    [IR_OP_CONCAT] = {r_concat},
+    [IR_OP_CHANNEL_SLICE] = {r_channel_slice},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -22,6 +22,8 @@
  * boolean with a default. */
 #define TENSOR(name) \
     { name, FE_ARG_TENSOR, 1, 0, 0 }
+#define TENSOR_OPT(name) \
+    { name, FE_ARG_TENSOR, 0, 0, 0 }
 #define INT(name, min) \
     { name, FE_ARG_INT, 1, 0, min }
 #define INT_OPT(name, def, min) \
@@ -66,6 +68,12 @@ static const fe_opdef ops[] = {
     {"clip", FE_OP_CLIP, 3, {TENSOR("x"), FLOAT("lo"), FLOAT("hi")}},
     {"relu6", FE_OP_RELU6, 1, {TENSOR("x")}},
     {"mul", FE_OP_MUL, 2, {TENSOR("a"), TENSOR("b")}},
+    /* up to IR_MAX_INPUTS tensors; axis by keyword (or ninth) */
+    {"concat",
+     FE_OP_CONCAT,
+     9,
+     {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"),
+      TENSOR_OPT("f"), TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -325,6 +333,19 @@ static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
 }
 
+/* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
+static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    if (a->v[8].i != 1) {
+        error_at(E, S, a->loc[8], "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64,
+                 a->v[8].i);
+        return -1;
+    }
+    int in[IR_MAX_INPUTS], n = 0;
+    for (int i = 0; i < 8; i++)
+        if (a->given[i]) in[n++] = a->v[i].node;
+    return node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
+}
+
 /* Converts and checks one argument against its spec. */
 static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
     const fe_argspec *spec = &op->arg[slot];
@@ -413,6 +434,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_CLIP:
     case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
     case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
+    case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],

@@ -71,7 +71,8 @@
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
  * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
  * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
- * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order).
+ * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
+ * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels).
  */
 %code requires {
 #include "frontend/ast.h"

@@ -20,7 +20,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 53, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 55, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -599,6 +599,41 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         *out = ir_shape2(dy->dim[0], dy->dim[1]);
         return 0;
     }
+    case IR_OP_CONCAT: {
+        const ir_type *a = in_type(g, n, 0);
+        if (n->iattr[0] != 1)
+            return ir_fail(err, errlen, "concat: only axis 1 (channels) is supported, got %" PRId64,
+                           n->iattr[0]);
+        if (a->ndim < 2 || a->dtype == IR_I32)
+            return ir_fail(err, errlen, "concat: inputs must be [N, C, ...] float tensors, got %s",
+                           TYPE_STR(a));
+        *out = *a;
+        for (int k = 1; k < n->ninputs; k++) {
+            const ir_type *b = in_type(g, n, k);
+            int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
+            for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
+            if (!same)
+                return ir_fail(err, errlen,
+                               "concat: input %d %s does not fit input 0 %s (all dimensions but "
+                               "the channels must agree)",
+                               k, TYPE_STR(b), TYPE_STR(a));
+            out->dim[1] += b->dim[1];
+        }
+        return 0;
+    }
+    case IR_OP_CHANNEL_SLICE: {
+        const ir_type *x = in_type(g, n, 0);
+        int64_t off = n->iattr[0], c = n->iattr[1];
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
+        if (off < 0 || c < 1 || off > x->dim[1] - c)
+            return ir_fail(err, errlen,
+                           "%s: channels %" PRId64 "..%" PRId64 " are not within %s", op, off,
+                           off + c - 1, TYPE_STR(x));
+        *out = *x;
+        out->dim[1] = c;
+        return 0;
+    }
     case IR_OP_ONES_LIKE:
         *out = *in_type(g, n, 0);
         out->dtype = IR_F32;
@@ -815,6 +850,8 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_MUL:
     case IR_OP_MUL_CHANNEL:
     case IR_OP_PLANE_DOT:
+    case IR_OP_CONCAT:
+    case IR_OP_CHANNEL_SLICE:
     case IR_OP_RESHAPE_LIKE: return infer_pointwise(g, n, out, err, errlen);
     case IR_OP_FLATTEN:
     case IR_OP_DENSE:

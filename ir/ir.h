@@ -171,6 +171,12 @@ typedef enum {
  *                         so both forms of s are the same bytes     -> x
  *   plane_dot(dy, x)      per (n, c) plane, the sum of dy·x over the
  *                         plane (mul_channel's gradient for s)    -> [N,C]
+ *   concat(a, b, ...) axis   the inputs one after another along axis 1
+ *                         (axis must be 1); every other dimension equal
+ *                                                   -> [N, sum of C, ...]
+ *   channel_slice(x) offset,channels   channels [offset, offset+channels)
+ *                         of x (concat's gradient for each input)
+ *                                                   -> [N, channels, ...]
  */
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
@@ -227,7 +233,9 @@ typedef enum {
     X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "lo,hi")                   \
     X(MUL, "mul", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
     X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
-    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")
+    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")                          \
+    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_INJECTIVE, "axis", "")                \
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -256,6 +256,21 @@ static int grad_mul_channel(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, s, d, 1);
 }
 
+/* Each input's gradient is its channels of dy. */
+static int grad_concat(autodiff *A, int i, ir_node n, int dy) {
+    int64_t off = 0;
+    for (int k = 0; k < n.ninputs; k++) {
+        int x = n.input[k];
+        int64_t c = A->g->nodes[x].type.dim[1];
+        if (A->live[x] &&
+            contribute(A, x,
+                       emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL), 1))
+            return -1;
+        off += c;
+    }
+    return 0;
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -272,6 +287,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CLIP] = grad_clip,
     [IR_OP_MUL] = grad_mul,
     [IR_OP_MUL_CHANNEL] = grad_mul_channel,
+    [IR_OP_CONCAT] = grad_concat,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -583,6 +583,30 @@ static void op_plane_dot(op_args *a) {
         }
 }
 
+/* Inputs one after another along the channels, sample by sample. */
+static void op_concat(op_args *a) {
+    chan_layout l = layout_of(&a->n->type);
+    for (int64_t n = 0; n < l.n; n++) {
+        int64_t c0 = 0;
+        for (int k = 0; k < a->n->ninputs; k++) {
+            chan_layout lk = layout_of(a->in[k]);
+            for (int64_t c = 0; c < lk.c; c++)
+                for (int64_t i = 0; i < l.inner; i++)
+                    a->y[AT(l, n, c0 + c, i)] = a->x[k][AT(lk, n, c, i)];
+            c0 += lk.c;
+        }
+    }
+}
+
+static void op_channel_slice(op_args *a) {
+    chan_layout l = layout_of(&a->n->type), lx = layout_of(a->in[0]);
+    int64_t off = a->n->iattr[0];
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][AT(lx, n, off + c, i)];
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -638,6 +662,8 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_MUL] = op_mul,
     [IR_OP_MUL_CHANNEL] = op_mul_channel,
     [IR_OP_PLANE_DOT] = op_plane_dot,
+    [IR_OP_CONCAT] = op_concat,
+    [IR_OP_CHANNEL_SLICE] = op_channel_slice,
 };
 
 void rt_interp_run(rt_interp *it) {

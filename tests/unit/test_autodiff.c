@@ -643,6 +643,25 @@ TEST(squeeze_excitation_gradients) {
     fixture_free(&f);
 }
 
+/* concat of three tensors of 1, 3 and 2 channels (the middle one twice),
+ * rank 4 and rank 2: each input's gradient is its slice of dy. */
+TEST(concat_gradients) {
+    for (int rank = 2; rank <= 4; rank += 2) {
+        ir_graph *g = ir_new();
+        ir_type t[3];
+        for (int k = 0; k < 3; k++)
+            t[k] = rank == 4 ? ir_shape4(2, k == 0 ? 1 : k == 1 ? 3 : 2, 2, 3)
+                             : ir_shape2(2, k == 0 ? 1 : k == 1 ? 3 : 2);
+        int a = param(g, "a", t[0]), b = param(g, "b", t[1]), c = param(g, "c", t[2]);
+        head(g, tg_node(g, IR_OP_CONCAT, (int[]){a, b, c, b}, 4, (int64_t[]){1}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 3, "concat rank %d", rank);
+        CHECK(count_op(f.grad, IR_OP_CHANNEL_SLICE) == 4);
+        fixture_free(&f);
+    }
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -702,6 +721,7 @@ int main(void) {
     RUN(mul_gradients);
     RUN(mul_channel_gradients);
     RUN(squeeze_excitation_gradients);
+    RUN(concat_gradients);
     RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
     return harness_done();
 }

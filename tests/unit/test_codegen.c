@@ -112,6 +112,8 @@ static ir_graph *all_ops_graph(void) {
     int dwc = N(CONV, r, wd), IA(3, 2, 1, 4), NULL);
     N(CONV_GRAD_DATA, dwc, wd), IA(3, 2, 1, 5, 5, 4), NULL);
     N(CONV_GRAD_WEIGHT, dwc, r), IA(3, 2, 1, 4), NULL);
+    int cat = N(CONCAT, r, gc, dr), IA(1), NULL);
+    N(CHANNEL_SLICE, cat), IA(4, 4), NULL);
     return g;
 }
 

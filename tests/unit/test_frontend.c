@@ -442,6 +442,24 @@ TEST(conv_groups) {
     ir_free(g);
 }
 
+/* concat: the tensors given, in order, along the channels. */
+TEST(concat_call) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10);\n"
+                            "network n {\n"
+                            "  a = conv(image, 4, k=1)\n"
+                            "  x = concat(a, image, conv(a, 2, k=1), axis=1)\n"
+                            "  logits = dense(global_avgpool(x), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int c = find_op(g, IR_OP_CONCAT, 0);
+    CHECK(c >= 0 && g->nodes[c].ninputs == 3 && g->nodes[c].type.dim[1] == 9);
+    CHECK(c >= 0 && g->nodes[g->nodes[c].input[1]].op == IR_OP_INPUT);
+    ir_free(g);
+}
+
 /* gamma_init=0, and the residual marker under the train section's switch. */
 TEST(batchnorm_gamma_init) {
     static const char *body =
@@ -822,6 +840,7 @@ int main(void) {
     RUN(arguments_defaults_and_arithmetic);
     RUN(activations_and_mul);
     RUN(conv_groups);
+    RUN(concat_call);
     RUN(train_section_variants);
     RUN(error_messages);
     RUN(limits);

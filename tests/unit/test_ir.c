@@ -86,7 +86,9 @@ TEST(op_order_is_pinned) {
                                         "clip_grad",
                                         "mul",
                                         "mul_channel",
-                                        "plane_dot"};
+                                        "plane_dot",
+                                        "concat",
+                                        "channel_slice"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
@@ -186,6 +188,25 @@ TEST(activation_and_product_shapes) {
     CHECK(d >= 0);
     if (d >= 0) CHECK_STR(ir_type_str(&g->nodes[d].type, buf, sizeof buf), "[2,3]");
     CHECK(ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) == -1);
+    /* concat along the channels, and the slices its gradient takes */
+    int cc = ir_add_node(g, IR_OP_CONCAT, (int[]){x, x, m4}, 3, (int64_t[]){1}, NULL, err,
+                         sizeof err);
+    CHECK(cc >= 0);
+    if (cc >= 0) CHECK_STR(ir_type_str(&g->nodes[cc].type, buf, sizeof buf), "[2,9,4,4]");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){x, s4}, 2, (int64_t[]){1}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "concat: input 1 [2,3,1,1] does not fit input 0 [2,3,4,4] (all dimensions but "
+                   "the channels must agree)");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){x, x}, 2, (int64_t[]){2}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "concat: only axis 1 (channels) is supported, got 2");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){s2, s2}, 2, (int64_t[]){1}, NULL, err, sizeof err) >=
+          0);
+    int sl = ir_add_node(g, IR_OP_CHANNEL_SLICE, &cc, 1, (int64_t[]){6, 3}, NULL, err, sizeof err);
+    CHECK(sl >= 0 && ir_type_same_shape(&g->nodes[sl].type, &g->nodes[x].type));
+    CHECK(ir_add_node(g, IR_OP_CHANNEL_SLICE, &cc, 1, (int64_t[]){7, 3}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "channel_slice: channels 7..9 are not within [2,9,4,4]");
     CHECK(ir_verify(g, err, sizeof err) == 0);
     ir_free(g);
 }
