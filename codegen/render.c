@@ -463,6 +463,43 @@ static int k_channel_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
     return cg_emit_kernel(cx, &kd);
 }
 
+/* dropout (ir.h): x/(1-p) where ir_dropout_hash(key, salt, e) keeps element
+ * e, its NCHW index (a channel-major tensor's element is mapped back, so
+ * the mask does not depend on the layout), else 0. b1 = x, b2 = the key's
+ * four 16-bit chunks. The hash is ir.h's, spelled out in unsigned 64-bit
+ * arithmetic that C and CUDA compute alike. */
+static int k_dropout(cg_ctx *cx, const ir_type *x, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    cg_kdef kd = {.op = "dropout", .nargs = 3, .cost = 4, .writes = {1},
+                  .type = {y->dtype, x->dtype, IR_F32}};
+    cg_str *b = &kd.body;
+    if (cnhw && y->ndim > 1) {
+        int64_t C = y->dim[1], inner = inner_of(y);
+        decode_nc(b, 1, y->dim[0], C, inner);
+        cg_str_printf(b, "const idx_t e = (n * %" PRId64 " + c) * %" PRId64 " + j;\n", C, inner);
+    } else {
+        cg_str_printf(b, "const idx_t e = i;\n");
+    }
+    char lit[40];
+    double p = n->fattr[0];
+    cg_str_printf(
+        b,
+        "unsigned long long z = 0;\n"
+        "for (int t = 0; t < 4; t++) z |= ((unsigned long long)(long long)b2[t] & 0xffffull) << "
+        "(16 * t);\n"
+        "z ^= %lluull;\n"
+        "z += (unsigned long long)e * 0x9e3779b97f4a7c15ull;\n"
+        "z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
+        "z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
+        "z ^= z >> 31;\n"
+        "b0[i] = %s(z >> 40) >= %lluull ? %sb1[i]%s * %s : 0.0f%s;\n",
+        (unsigned long long)((uint64_t)n->iattr[0] * 0xd1b54a32d192ed03ull), cg_st(y->dtype),
+        (unsigned long long)ir_dropout_threshold(p), cg_ld(x->dtype), cg_end(x->dtype),
+        cg_lit(cx, 1.0 / (1.0 - p), 0, lit), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* ---- grouped convolution: direct kernels ---------------------------------------
  * conv with groups > 1 (depthwise at groups = channels): a group's GEMM
  * is C/G x k*k deep and K/G wide, G of them per image, each too small
@@ -1010,6 +1047,11 @@ static int r_channel_slice(cg_ctx *cx, int node) {
     return simple_step(cx, node, k_channel_slice(cx, in_type(cx, n, 0), n), ir_numel(&n->type));
 }
 
+static int r_dropout(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_dropout(cx, in_type(cx, n, 0), n), ir_numel(&n->type));
+}
+
 static int r_plane_dot(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
@@ -1135,6 +1177,7 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_PLANE_DOT] = {r_plane_dot},
     [IR_OP_CONCAT] = {r_concat},
     [IR_OP_CHANNEL_SLICE] = {r_channel_slice},
+    [IR_OP_DROPOUT] = {r_dropout},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -311,6 +311,7 @@ typedef enum {
     FE_OP_RELU6,
     FE_OP_MUL,
     FE_OP_CONCAT,
+    FE_OP_DROPOUT,
 } fe_op_id;
 
 struct fe_opdef {

@@ -74,6 +74,7 @@ static const fe_opdef ops[] = {
      9,
      {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"),
       TENSOR_OPT("f"), TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
+    {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -112,6 +113,8 @@ typedef struct {
     fe_arena tmp;     /* scopes and values; freed when the build ends */
     fe_map inputs;    /* name -> value* */
     int calls, steps; /* bound the work: blocks can call blocks twice, and so on */
+    int dropout_key;  /* the IR_DROPOUT_KEY input once a dropout made it, else -1 */
+    int dropouts;     /* dropouts so far: the next one's salt */
 } elab;
 
 static const char *kind_name(vkind k) {
@@ -346,6 +349,29 @@ static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
 }
 
+/* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
+ * training, x itself in evaluation. Each dropout gets the next salt in
+ * evaluation order (the same in every build of the network), all read the
+ * one key input the runtime sets each step. */
+static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    double p = a->v[1].f;
+    if (!(p >= 0 && p < 1)) {
+        error_at(E, S, a->loc[1], "argument 'p' of 'dropout' must be in [0, 1), got %g", p);
+        return -1;
+    }
+    int salt = E->dropouts++;
+    if (!E->training || p == 0) return a->v[0].node;
+    if (E->dropout_key < 0) {
+        if (fe_map_get(&E->inputs, IR_DROPOUT_KEY)) {
+            error_at(E, S, loc, "input '%s' is the name dropout's key takes", IR_DROPOUT_KEY);
+            return -1;
+        }
+        E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
+    }
+    return node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
+                (int64_t[]){salt}, (double[]){p});
+}
+
 /* Converts and checks one argument against its spec. */
 static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
     const fe_argspec *spec = &op->arg[slot];
@@ -435,6 +461,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
     case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
     case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
+    case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],
@@ -625,6 +652,7 @@ ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char 
     E.P = p;
     E.batch = batch;
     E.training = training ? 1 : 0;
+    E.dropout_key = -1;
     E.diag.path = p->path;
     E.diag.msg = err;
     E.diag.msglen = errlen;

@@ -20,7 +20,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 55, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 56, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -634,6 +634,19 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         out->dim[1] = c;
         return 0;
     }
+    case IR_OP_DROPOUT: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return ir_fail(err, errlen, "dropout: input must be a float tensor, got %s",
+                           TYPE_STR(x));
+        if (need_vector(op, "key", in_type(g, n, 1), 4, err, errlen)) return -1;
+        if (!(n->fattr[0] >= 0 && n->fattr[0] < 1))
+            return ir_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
+        if (n->iattr[0] < 0)
+            return ir_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
+        *out = *x;
+        return 0;
+    }
     case IR_OP_ONES_LIKE:
         *out = *in_type(g, n, 0);
         out->dtype = IR_F32;
@@ -852,6 +865,7 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_PLANE_DOT:
     case IR_OP_CONCAT:
     case IR_OP_CHANNEL_SLICE:
+    case IR_OP_DROPOUT:
     case IR_OP_RESHAPE_LIKE: return infer_pointwise(g, n, out, err, errlen);
     case IR_OP_FLATTEN:
     case IR_OP_DENSE:

@@ -177,7 +177,19 @@ typedef enum {
  *   channel_slice(x) offset,channels   channels [offset, offset+channels)
  *                         of x (concat's gradient for each input)
  *                                                   -> [N, channels, ...]
+ *   dropout(x, key[4]) salt,p   inverted dropout, training only: x/(1-p)
+ *                         where the element is kept, else 0. Kept: the
+ *                         top 24 bits of ir_dropout_hash(key, salt, e) are
+ *                         at least round(p·2^24), e the element's NCHW
+ *                         index, key the 64-bit key in four 16-bit
+ *                         chunks (the input IR_DROPOUT_KEY, which the
+ *                         runtime sets from --seed, the step and the
+ *                         replica); salt numbers the dropouts of a
+ *                         network. Its gradient is the same op on dy (the
+ *                         same mask, recomputed)                  -> x
  */
+/* The input every dropout reads its key from (runtime/train/replicas.c). */
+#define IR_DROPOUT_KEY "dropout_key"
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
 #define IR_OPS(X)                                                                       \
@@ -235,7 +247,8 @@ typedef enum {
     X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
     X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")                          \
     X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_INJECTIVE, "axis", "")                \
-    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")    \
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_INJECTIVE, "salt", "p")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -361,6 +374,19 @@ int ir_type_same_shape(const ir_type *a, const ir_type *b);
 /* Whether s is one factor per (sample, channel) plane of x [N,C,H,W]:
  * [N,C,1,1] or [N,C], the same bytes (mul_channel's broadcast rule). */
 int ir_is_channel_factor(const ir_type *x, const ir_type *s);
+/* dropout's mask hash (a splitmix64 finaliser): the element is kept when
+ * ir_dropout_hash(...) >> 40 >= ir_dropout_threshold(p). The kernels spell
+ * the same arithmetic out (codegen/render.c). */
+static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
+    uint64_t z = key ^ ((uint64_t)salt * 0xd1b54a32d192ed03ull);
+    z += (uint64_t)e * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t ir_dropout_threshold(double p) {
+    return (uint64_t)(p * 16777216.0 + 0.5);
+}
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */

@@ -271,6 +271,12 @@ static int grad_concat(autodiff *A, int i, ir_node n, int dy) {
     return 0;
 }
 
+/* The same mask on dy: the same op, key, salt and p. */
+static int grad_dropout(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_DROPOUT, (int[]){dy, n.input[1]}, 2, n.iattr, n.fattr), 1);
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -288,6 +294,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_MUL] = grad_mul,
     [IR_OP_MUL_CHANNEL] = grad_mul_channel,
     [IR_OP_CONCAT] = grad_concat,
+    [IR_OP_DROPOUT] = grad_dropout,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

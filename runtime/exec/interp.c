@@ -607,6 +607,20 @@ static void op_channel_slice(op_args *a) {
                 a->y[AT(l, n, c, i)] = a->x[0][AT(lx, n, off + c, i)];
 }
 
+/* The key's four 16-bit chunks, low first (floats hold them exactly). */
+static uint64_t dropout_key(const double *k) {
+    uint64_t key = 0;
+    for (int j = 0; j < 4; j++) key |= ((uint64_t)(int64_t)k[j] & 0xffff) << (16 * j);
+    return key;
+}
+
+static void op_dropout(op_args *a) {
+    uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
+    double scale = 1 / (1 - a->n->fattr[0]);
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = ir_dropout_hash(key, a->n->iattr[0], i) >> 40 >= thr ? a->x[0][i] * scale : 0;
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -664,6 +678,7 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_PLANE_DOT] = op_plane_dot,
     [IR_OP_CONCAT] = op_concat,
     [IR_OP_CHANNEL_SLICE] = op_channel_slice,
+    [IR_OP_DROPOUT] = op_dropout,
 };
 
 void rt_interp_run(rt_interp *it) {

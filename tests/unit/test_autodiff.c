@@ -662,6 +662,38 @@ TEST(concat_gradients) {
     }
 }
 
+/* dropout at a fixed key: linear in x, so finite differences hold; about
+ * p of the elements dropped, the rest scaled by 1/(1-p), and the gradient
+ * the same mask on dy. */
+TEST(dropout_gradients) {
+    const double p = 0.3;
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 3, 8, 8));
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    int d = tg_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){5}, (double[]){p});
+    head(g, d);
+    fixture f;
+    fixture_init(&f, g);
+    const double k[4] = {0x1234, 0xbeef, 7, 0xffff};
+    memcpy(f.val[key], k, sizeof k);
+    CHECK(check_gradients(&f) == 1);
+    summed_loss(&f);
+    const double *y = rt_interp_buffer(f.fit, d);
+    int dropped = 0;
+    for (int e = 0; e < 384; e++) {
+        if (y[e] == 0) dropped++;
+        else CHECK_NEAR(y[e], f.val[x][e] / (1 - p), 1e-12);
+    }
+    CHECK_MSG(dropped > 384 * 0.2 && dropped < 384 * 0.4, "%d of 384 dropped", dropped);
+    rt_interp *it = rt_interp_new(f.grad);
+    load(&f, f.grad, it);
+    rt_interp_run(it);
+    const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+    for (int e = 0; e < 384; e++) CHECK((dx[e] == 0) == (y[e] == 0) || f.val[x][e] == 0);
+    rt_interp_free(it);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -722,6 +754,7 @@ int main(void) {
     RUN(mul_channel_gradients);
     RUN(squeeze_excitation_gradients);
     RUN(concat_gradients);
+    RUN(dropout_gradients);
     RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
     return harness_done();
 }

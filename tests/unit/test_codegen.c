@@ -114,6 +114,10 @@ static ir_graph *all_ops_graph(void) {
     N(CONV_GRAD_WEIGHT, dwc, r), IA(3, 2, 1, 4), NULL);
     int cat = N(CONCAT, r, gc, dr), IA(1), NULL);
     N(CHANNEL_SLICE, cat), IA(4, 4), NULL);
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    N(DROPOUT, r, key), IA(3), FA(0.25));
+    int drc = N(DROPOUT, tr, key), IA(4), FA(0.5)); /* channel-major: the NCHW index */
+    g->nodes[drc].flags |= IR_FLAG_CNHW;
     return g;
 }
 

@@ -627,7 +627,7 @@ TEST(resnet18_training_step_matches_interpreter) {
 }
 
 /* sigmoid, clip, relu6, mul (elementwise and per channel, both factor
- * shapes), grouped convolution (depthwise, grouped 1x1) and concat through the
+ * shapes), grouped convolution (depthwise, grouped 1x1), concat and dropout through the
  * frontend and the default passes: the generated C kernels of a whole
  * training step against the interpreter. */
 TEST(se_small_training_step_matches_interpreter) {
@@ -649,6 +649,7 @@ TEST(se_small_training_step_matches_interpreter) {
                    ir_conv_groups(&g->nodes[i]) > 1;
     CHECK(grouped == 6);
     CHECK(ops[IR_OP_CONCAT] == 1 && ops[IR_OP_CHANNEL_SLICE] == 2);
+    CHECK(ops[IR_OP_DROPOUT] == 4); /* two forward, their two gradients */
     if (g) CHECK(run_both(g, NULL, 5e-3) == 0);
     ir_free(g);
     fe_free(fp);

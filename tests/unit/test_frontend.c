@@ -460,6 +460,37 @@ TEST(concat_call) {
     ir_free(g);
 }
 
+/* dropout: a node reading the runtime's key in training (salts in order),
+ * the identity in evaluation. */
+TEST(dropout_call) {
+    const char *src = "input image[3, 8, 8]; input label class(10);\n"
+                      "network n {\n"
+                      "  x = dropout(conv(image, 4, k=1), 0.5)\n"
+                      "  x = dropout(x, p=0.25)\n"
+                      "  logits = dense(global_avgpool(x), 10)\n"
+                      "  loss = softmax_cross_entropy(logits, label)\n"
+                      "}\n";
+    fe_program *p = parse(src);
+    CHECK(p != NULL);
+    if (!p) return;
+    ir_graph *train = fe_build_graph(p, 2, 1), *eval = fe_build_graph(p, 2, 0);
+    CHECK(train && eval);
+    if (train && eval) {
+        int d0 = find_op(train, IR_OP_DROPOUT, 0);
+        int d1 = d0 < 0 ? -1 : find_op(train, IR_OP_DROPOUT, d0 + 1);
+        CHECK(d0 >= 0 && train->nodes[d0].iattr[0] == 0 && train->nodes[d0].fattr[0] == 0.5);
+        CHECK(d1 >= 0 && train->nodes[d1].iattr[0] == 1 && train->nodes[d1].fattr[0] == 0.25);
+        int key = find_name(train, IR_DROPOUT_KEY);
+        CHECK(key >= 0 && train->nodes[key].op == IR_OP_INPUT && d0 >= 0 &&
+              train->nodes[d0].input[1] == key && train->nodes[d1].input[1] == key);
+        CHECK(find_op(eval, IR_OP_DROPOUT, 0) < 0 && find_name(eval, IR_DROPOUT_KEY) < 0);
+        CHECK(fe_check_graph(p, train) == 0); /* the key is no data input */
+    }
+    ir_free(train);
+    ir_free(eval);
+    fe_free(p);
+}
+
 /* gamma_init=0, and the residual marker under the train section's switch. */
 TEST(batchnorm_gamma_init) {
     static const char *body =
@@ -841,6 +872,7 @@ int main(void) {
     RUN(activations_and_mul);
     RUN(conv_groups);
     RUN(concat_call);
+    RUN(dropout_call);
     RUN(train_section_variants);
     RUN(error_messages);
     RUN(limits);

@@ -88,7 +88,8 @@ TEST(op_order_is_pinned) {
                                         "mul_channel",
                                         "plane_dot",
                                         "concat",
-                                        "channel_slice"};
+                                        "channel_slice",
+                                        "dropout"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
@@ -207,6 +208,15 @@ TEST(activation_and_product_shapes) {
     CHECK(ir_add_node(g, IR_OP_CHANNEL_SLICE, &cc, 1, (int64_t[]){7, 3}, NULL, err, sizeof err) ==
           -1);
     CHECK_STR(err, "channel_slice: channels 7..9 are not within [2,9,4,4]");
+    /* dropout: a key of four chunks, p in [0, 1) */
+    int key = ir_add_input(g, "key", ir_shape1(4), 0);
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){0}, (double[]){0.5}, err,
+                      sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){0}, (double[]){1}, err,
+                      sizeof err) == -1);
+    CHECK_STR(err, "dropout: p must be in [0, 1), got 1");
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, s2}, 2, (int64_t[]){0}, (double[]){0.5}, err,
+                      sizeof err) == -1);
     CHECK(ir_verify(g, err, sizeof err) == 0);
     ir_free(g);
 }
