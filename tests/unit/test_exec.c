@@ -150,12 +150,12 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
 /* ---- GEMM-backed ops ------------------------------------------------------------- */
 
 typedef struct {
-    int64_t N, C, H, W, K, k, s, p, groups; /* groups 0: 1 */
+    int64_t N, C, H, W, K, k, s, p, groups;
 } conv_case;
 
 /* conv, conv_grad_data and conv_grad_weight of one shape in one graph. */
 static ir_graph *conv_graph(conv_case c) {
-    int64_t G = c.groups ? c.groups : 1;
+    int64_t G = c.groups;
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(c.N, c.C, c.H, c.W), 0);
     int w = ir_add_param(g, "w", ir_shape4(c.K, c.C / G, c.k, c.k), IR_INIT_XAVIER);
@@ -168,12 +168,12 @@ static ir_graph *conv_graph(conv_case c) {
 }
 
 static const conv_case conv_cases[] = {
-    {3, 5, 11, 9, 7, 3, 2, 1},  /* odd sizes, stride 2 */
-    {3, 3, 13, 10, 4, 7, 2, 3}, /* the stem's 7x7/2 pad 3, non-square */
-    {3, 6, 5, 7, 4, 1, 1, 0},   /* pointwise */
-    {3, 6, 7, 5, 5, 1, 2, 0},   /* 1x1/2 shortcut */
-    {1, 2, 4, 4, 3, 3, 1, 1},   /* batch 1 */
-    {2, 3, 6, 6, 2, 5, 3, 2},   /* stride 3, k 5 */
+    {3, 5, 11, 9, 7, 3, 2, 1, 1},  /* odd sizes, stride 2 */
+    {3, 3, 13, 10, 4, 7, 2, 3, 1}, /* the stem's 7x7/2 pad 3, non-square */
+    {3, 6, 5, 7, 4, 1, 1, 0, 1},   /* pointwise */
+    {3, 6, 7, 5, 5, 1, 2, 0, 1},   /* 1x1/2 shortcut */
+    {1, 2, 4, 4, 3, 3, 1, 1, 1},   /* batch 1 */
+    {2, 3, 6, 6, 2, 5, 3, 2, 1},   /* stride 3, k 5 */
     /* grouped: the direct kernels */
     {3, 6, 7, 5, 4, 3, 1, 1, 2},  /* 2 groups, 3 -> 2 channels each */
     {2, 8, 9, 9, 8, 3, 2, 1, 8},  /* depthwise 3x3/2 */
@@ -193,7 +193,7 @@ TEST(conv_ops) {
  * by shrinking the scratch bound and handing the program over in a plan
  * section, as dprun will. */
 TEST(conv_chunked_via_plan_section) {
-    conv_case c = {5, 3, 7, 6, 4, 3, 2, 1};
+    conv_case c = {5, 3, 7, 6, 4, 3, 2, 1, 1};
     ir_graph *g = conv_graph(c);
     cg_options o = cg_default_options();
     o.scratch_max_bytes = 2 * (27 + 4) * 12 * 4; /* two images: columns + CNHW block */
@@ -218,7 +218,7 @@ TEST(conv_chunked_via_plan_section) {
     CHECK(run_both(g, &plan, TOL) == 0);
     plan_free_sections(&plan);
     /* a section for another graph: kernels are generated instead */
-    ir_graph *other = conv_graph((conv_case){2, 3, 7, 6, 4, 3, 2, 1});
+    ir_graph *other = conv_graph((conv_case){2, 3, 7, 6, 4, 3, 2, 1, 1});
     CHECK(plan_add_section(&plan, "KCPU", bytes, len) == 0);
     CHECK(run_both(other, &plan, TOL) == 0);
     plan_free_sections(&plan);
