@@ -203,6 +203,31 @@ TEST(dump_dot_and_plan_show_groups) {
     ir_free(g);
 }
 
+/* The activations and products are pointwise: a chain fuses into one
+ * kernel, the per-channel factor read from memory (its [N,C] producer is a
+ * group of its own shape); concat and dropout stay alone. */
+TEST(activations_and_products_fuse) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 4, 3, 3), 0);
+    int s = ir_add_input(g, "s", ir_shape2(2, 4), 0);
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    int sg = N(SIGMOID, s), NULL, NULL);
+    int r = N(RELU, x), NULL, NULL);
+    int m = N(MUL_CHANNEL, r, sg), NULL, NULL);
+    int c = N(CLIP, m), NULL, FA(0, 6));
+    int y = N(MUL, c, r), NULL, NULL);
+    int cat = N(CONCAT, y, x), IA(1), NULL);
+    int d = N(DROPOUT, cat, key), IA(0), FA(0.5));
+    g->nodes[d].flags |= IR_FLAG_OUTPUT;
+    CHECK(pass_fuse(&g, err, sizeof err) == 0);
+    CHECK(count_groups_with(g, "relu mul_channel clip mul") == 1);
+    for (int i = 0; i < g->n; i++) {
+        ir_op op = g->nodes[i].op;
+        if (op == IR_OP_CONCAT || op == IR_OP_DROPOUT) CHECK(g->nodes[i].group == 0);
+    }
+    ir_free(g);
+}
+
 TEST(verify_refuses_split_groups) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape1(4), 0);
@@ -318,6 +343,7 @@ int main(void) {
     pc_backend = rt_backend_cpu();
     RUN(groups_of_a_training_step);
     RUN(no_cycle_through_another_group);
+    RUN(activations_and_products_fuse);
     RUN(assign_waits_for_readers);
     RUN(dump_dot_and_plan_show_groups);
     RUN(verify_refuses_split_groups);
