@@ -260,6 +260,8 @@ static void check_invariance(const char *model, int batch) {
 
 TEST(mlp_is_invariant) { check_invariance("models/mlp.net", 8); }
 TEST(cnn_small_is_invariant) { check_invariance("models/cnn_small.net", 8); }
+/* sigmoid, clip, relu6, mul, grouped conv, concat, dropout (tests/nets) */
+TEST(se_small_is_invariant) { check_invariance("tests/nets/se_small.net", 4); }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
 
@@ -350,6 +352,7 @@ int main(void) {
     RUN(fusion_contract_levels);
     RUN(mlp_is_invariant);
     RUN(cnn_small_is_invariant);
+    RUN(se_small_is_invariant);
     RUN(resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
 #ifdef DPC_HAVE_CUDA
