@@ -151,22 +151,16 @@ static int grad_softmax_ce(autodiff *A, int i, ir_node n, int dy) {
                       1);
 }
 
-/* A synchronised statistic (passes/lower.c): scale(allreduce{sync}(s),
- * replica_scale) gives s and the replica_scale input; else -1. */
-static int synced_stat(const ir_graph *g, int node, int *replica_scale) {
-    const ir_node *n = &g->nodes[node];
-    if (n->op != IR_OP_SCALE || g->nodes[n->input[0]].op != IR_OP_ALLREDUCE ||
-        !g->nodes[n->input[0]].iattr[2])
-        return -1;
-    *replica_scale = n->input[1];
-    return g->nodes[n->input[0]].input[0];
-}
-
 /* The replicas' mean of a backward sum, as lower.c averages the forward
  * statistics: bn_grad_data's 1/M then makes it the global batch's mean. */
 static int replica_mean(autodiff *A, int i, int sum, int replica_scale) {
-    int s = emit(A, i, IR_OP_ALLREDUCE, &sum, 1, (int64_t[]){0, 0, 1}, NULL);
-    return s < 0 ? -1 : emit(A, i, IR_OP_SCALE, (int[]){s, replica_scale}, 2, NULL, NULL);
+    char why[200];
+    int mean = pass_replica_mean(A->g, sum, replica_scale, A->g->nodes[i].line, A->g->nodes[i].col,
+                                 why, sizeof why);
+    if (mean < 0)
+        snprintf(A->err, A->errlen, "autodiff: gradient of node %d (%s): %s", i,
+                 ir_ops[A->g->nodes[i].op].name, why);
+    return mean;
 }
 
 /* bn_apply(x, m, v, gamma, beta) with m = bn_mean(x), v = bn_var(x, m),
@@ -180,7 +174,7 @@ static int replica_mean(autodiff *A, int i, int sum, int replica_scale) {
 static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
     int x = n.input[0], m = n.input[1], v = n.input[2], gamma = n.input[3], beta = n.input[4];
     int rs_m = -1, rs_v = -1;
-    int ml = synced_stat(A->g, m, &rs_m), vl = synced_stat(A->g, v, &rs_v);
+    int ml = pass_synced_stat(A->g, m, &rs_m), vl = pass_synced_stat(A->g, v, &rs_v);
     int sync = ml >= 0 && vl >= 0;
     if (!sync) ml = m, vl = v;
     const ir_node *mn = &A->g->nodes[ml], *vn = &A->g->nodes[vl];

@@ -178,8 +178,9 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
                               char *err, size_t errlen);
 /* The same for replicas accumulating accum micro-batches per step: with
  * accum > 1 always a communicator (one replica too: it sums the parts),
- * of the local (mpi) kind, as nccl sums no parts (DPC_COLL=nccl is
- * refused). */
+ * of the local (mpi) kind, whose global-order sum makes the run bit for
+ * bit --gpus n*accum; DPC_COLL=nccl asks for nccl instead, on distinct
+ * GPUs only (replicas sharing one are refused). */
 rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
                                     const char *prefix, char *err, size_t errlen);
 
