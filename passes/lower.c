@@ -83,7 +83,29 @@ static int copy_node(lowering *L, const ir_node *n) {
     return L->out->n++;
 }
 
-/* stat averaged over the replicas: scale(allreduce{sync}(stat), 1/R). */
+int pass_replica_mean(ir_graph *g, int stat, int replica_scale, int line, int col, char *why,
+                      size_t whylen) {
+    int sum = ir_add_node(g, IR_OP_ALLREDUCE, &stat, 1, (int64_t[]){0, 0, 1}, NULL, why, whylen);
+    int mean = sum < 0 ? -1
+                       : ir_add_node(g, IR_OP_SCALE, (int[]){sum, replica_scale}, 2, NULL, NULL,
+                                     why, whylen);
+    if (mean < 0) return -1;
+    g->nodes[sum].line = g->nodes[mean].line = line;
+    g->nodes[sum].col = g->nodes[mean].col = col;
+    return mean;
+}
+
+int pass_synced_stat(const ir_graph *g, int node, int *replica_scale) {
+    const ir_node *n = &g->nodes[node];
+    if (n->op != IR_OP_SCALE || g->nodes[n->input[0]].op != IR_OP_ALLREDUCE ||
+        !g->nodes[n->input[0]].iattr[2])
+        return -1;
+    *replica_scale = n->input[1];
+    return g->nodes[n->input[0]].input[0];
+}
+
+/* stat averaged over the replicas, with the replica_scale input made on
+ * first use. */
 static int replica_mean(lowering *L, const ir_node *from, int stat) {
     if (L->replica_scale < 0) {
         for (int i = 0; i < L->out->n; i++)
@@ -98,8 +120,11 @@ static int replica_mean(lowering *L, const ir_node *from, int stat) {
         L->replica_scale = ir_add_input(L->out, PASS_REPLICA_SCALE, ir_shape1(1), 0);
         if (L->replica_scale < 0) return -1;
     }
-    int sum = emit(L, from, IR_OP_ALLREDUCE, &stat, 1, (int64_t[]){0, 0, 1}, NULL);
-    return sum < 0 ? -1 : emit(L, from, IR_OP_SCALE, (int[]){sum, L->replica_scale}, 2, NULL, NULL);
+    char why[200];
+    int mean =
+        pass_replica_mean(L->out, stat, L->replica_scale, from->line, from->col, why, sizeof why);
+    if (mean < 0) snprintf(L->err, L->errlen, "lower: node '%s': %s", from->name, why);
+    return mean;
 }
 
 static int lower_batchnorm(lowering *L, const ir_node *n) {

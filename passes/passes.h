@@ -56,6 +56,14 @@ int pass_lower(ir_graph **g, char *err, size_t errlen);
  * PASS_REPLICA_SCALE, 1/R for R replicas, which the executor sets. */
 int pass_lower_sync(ir_graph **g, int sync_all, char *err, size_t errlen);
 #define PASS_REPLICA_SCALE "replica_scale"
+/* A synchronised statistic is scale(allreduce{sync=1}(stat), replica_scale),
+ * the replicas' mean of stat; lower makes the forward ones and autodiff the
+ * backward ones. pass_replica_mean adds it to g (nodes at line:col) and
+ * returns the mean, or -1 with why; pass_synced_stat returns the stat a
+ * node is the mean of (and *replica_scale), or -1 when it is not one. */
+int pass_replica_mean(ir_graph *g, int stat, int replica_scale, int line, int col, char *why,
+                      size_t whylen);
+int pass_synced_stat(const ir_graph *g, int node, int *replica_scale);
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 

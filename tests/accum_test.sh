@@ -132,7 +132,8 @@ check "--on-nan skip: the skipped steps leave every tensor as before the first (
 for v in 0 -1 x 2.5 ''; do
     expect_fail_line "--accumulate '$v'" "--accumulate" "$bin/dprun" "$tmp/cnn.plan" --accumulate "$v"
 done
-expect_fail "DPC_COLL=nccl with --accumulate" "sums its micro-batches' gradients with the local or mpi collective" \
+# nccl accumulates on distinct GPUs only (test_cuda_fake runs it on the fake driver).
+expect_fail "DPC_COLL=nccl with --accumulate on the cpu" "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices" \
     env DPC_COLL=nccl "$bin/dprun" "$tmp/cnn.plan" "${data[@]}" --gpus 2 --accumulate 2 --steps 1
 "$bin/dpc" models/cnn_small.net --batch 4 --sync-bn -o "$tmp/sync.plan" || bad "dpc --sync-bn"
 expect_fail "--accumulate with synchronised BatchNorm" "the plan has synchronised BatchNorm" \

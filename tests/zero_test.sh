@@ -6,7 +6,9 @@
 # same tensors sharded or not, resumed sharded<->unsharded); momentum
 # correction and --on-nan skip, which touch the optimizer state from the
 # host; one replica refused; and, with MPI, `mpirun -np 2 --gpus 2
-# --shard-optimizer` against `--gpus 4`. Synthetic data, a few steps; the
+# --shard-optimizer` against `--gpus 4`, its checkpoints (gathered to rank
+# 0: the unsharded tensors) resumed under mpirun and by one process, and a
+# one-process checkpoint resumed under mpirun. Synthetic data, a few steps; the
 # ResNet-18 at 1/8 of its widths (the same 62 parameters), so its final
 # evaluation on the cpu takes seconds, not a minute.
 # Runs from the repository root; binaries in $DPC_BIN. Prints
@@ -110,7 +112,7 @@ dprun $C --steps 3 --checkpoint "$tmp/ck" >/dev/null 2>&1 || bad "checkpoint at 
 dprun $C --steps 3 --checkpoint "$tmp/cks" --shard-optimizer >/dev/null 2>&1 || bad "sharded checkpoint at step 3"
 check "a sharded checkpoint holds the unsharded one's tensors (bytes)" \
     same_tensors "$tmp/ck/checkpoint.safetensors" "$tmp/cks/checkpoint.safetensors"
-cp -r "$tmp/cks" "$tmp/cks2" && cp -r "$tmp/ck" "$tmp/ck2"
+cp -r "$tmp/cks" "$tmp/cks2" && cp -r "$tmp/ck" "$tmp/ck2" && cp -r "$tmp/cks" "$tmp/cks3"
 for run in "cks --shard-optimizer:sharded -> sharded" "cks2:sharded -> unsharded" \
     "ck2 --shard-optimizer:unsharded -> sharded"; do
     dir=${run%%:*}
@@ -132,10 +134,25 @@ if mpi_ready; then
         --shard-optimizer --save-params "$tmp/m.st" >/dev/null 2>"$tmp/m.err" ||
         bad "mpirun --shard-optimizer: $(tail -n 3 "$tmp/m.err")"
     check "mpirun -np 2 --gpus 2 --shard-optimizer == --gpus 4 (bit for bit)" cmp -s "$tmp/c.st" "$tmp/m.st"
-    out=$(timeout 120 "${mpi[@]}" "$bin/dprun" "$tmp/cnn.plan" --data synthetic --gpus 2 --steps 1 \
-        --shard-optimizer --checkpoint "$tmp/mck" 2>&1); rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s\n' "$out" | grep -q 'cannot write or resume --checkpoint'; then
-        ok; else bad "mpirun --shard-optimizer --checkpoint: exit $rc: $out"; fi
+    # Checkpoints gather the shards of the other process to rank 0, and a
+    # resume sends them back: interchangeable with one process's.
+    M="$tmp/cnn.plan --data synthetic --gpus 2 --shard-optimizer"
+    timeout 300 "${mpi[@]}" "$bin/dprun" $M --steps 3 --checkpoint "$tmp/mck" >/dev/null 2>"$tmp/mck.err" ||
+        bad "mpirun --shard-optimizer --checkpoint: $(tail -n 3 "$tmp/mck.err")"
+    check "mpirun sharded checkpoint holds the unsharded one's tensors (bytes)" \
+        same_tensors "$tmp/ck/checkpoint.safetensors" "$tmp/mck/checkpoint.safetensors"
+    cp -r "$tmp/mck" "$tmp/mck2"
+    timeout 300 "${mpi[@]}" "$bin/dprun" $M --steps 6 --checkpoint "$tmp/mck" --resume \
+        --save-params "$tmp/mres.st" >/dev/null 2>"$tmp/mres.err" ||
+        bad "mpirun --shard-optimizer --resume: $(tail -n 3 "$tmp/mres.err")"
+    check "mpirun sharded resume: the weights of the uninterrupted run (bit for bit)" cmp -s "$tmp/c.st" "$tmp/mres.st"
+    timeout 300 "${mpi[@]}" "$bin/dprun" $M --steps 6 --checkpoint "$tmp/cks3" --resume \
+        --save-params "$tmp/mres2.st" >/dev/null 2>"$tmp/mres2.err" ||
+        bad "mpirun resumes a one-process sharded checkpoint: $(tail -n 3 "$tmp/mres2.err")"
+    check "mpirun resumes a one-process sharded checkpoint (bit for bit)" cmp -s "$tmp/c.st" "$tmp/mres2.st"
+    dprun $C --steps 6 --checkpoint "$tmp/mck2" --resume --save-params "$tmp/res2.st" >/dev/null \
+        2>"$tmp/res2.err" || bad "one process resumes the mpirun checkpoint: $(tail -n 1 "$tmp/res2.err")"
+    check "one process, unsharded, resumes the mpirun sharded checkpoint (bit for bit)" cmp -s "$tmp/c.st" "$tmp/res2.st"
 fi
 
 finish

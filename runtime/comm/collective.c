@@ -422,6 +422,7 @@ int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t 
                        rt_coll_size(c));
     }
     if (c->n == 1 && c->ranks == 1) return 0;
+    if (c->sctx) return c->sops.bcast(c->sctx[replica], buf, bytes, root, err, errlen);
     bcast_root rt = {root / c->n, c->rank == root / c->n ? root % c->n : 0};
     int is_root = c->rank == rt.rank && replica == rt.src;
     void *h = host_view(c, replica, buf, bytes, is_root);

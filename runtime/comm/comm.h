@@ -30,8 +30,10 @@
  *          All of it is stream work, so a CUDA graph captures it. NCCL's
  *          ring order is fixed for a given set of devices, so runs repeat
  *          exactly, but its float sums are not the local kind's
- *          double-rounded ones. The blocking calls (all-reduce, broadcast,
- *          barrier) use the local protocol, staged through host memory.
+ *          double-rounded ones. A broadcast is an ncclBroadcast on each
+ *          replica's compute stream (stream ordered, no host wait); the
+ *          blocking calls (all-reduce, barrier) use the local protocol,
+ *          staged through host memory.
  *          Replicas sharing GPUs (`--gpus 4` on 2): one NCCL rank per
  *          device; the bucket is summed on each device first (its first
  *          replica adds the others' packed buckets in replica order, one
@@ -130,13 +132,21 @@ rt_coll *rt_coll_nccl_ranks_new(int n, rt_backend *const *bes, int rank, int ran
                                 const rt_coll_ranks_ops *ops, char *err, size_t errlen);
 /* For the kinds whose queue is a device stream (runtime/cuda/nccl.c): per
  * replica a context; start enqueues bucket `bucket`'s sums (src[i] ->
- * dst[i], count[i] floats, i < n) behind the replica's queued work, join
- * makes the replica's later work wait for them, free ends a context (from
- * rt_coll_free). The collective owns the contexts. */
+ * dst[i], count[i] floats, i < n; with owner, only into global replica
+ * owner[i]'s dst[i] where owner[i] >= 0) behind the replica's queued work,
+ * join makes the replica's later work wait for them, bcast enqueues
+ * rt_coll_broadcast_from's copy of global replica root's buf (stream
+ * ordered: later work of every replica reads it), free ends a context
+ * (from rt_coll_free). The collective owns the contexts. */
 typedef struct {
     int (*start)(void *ctx, int bucket, const void *const *src, void *const *dst,
-                 const int64_t *count, int n, char *err, size_t errlen);
+                 const int64_t *count, const int *owner, int n, char *err, size_t errlen);
     int (*join)(void *ctx, int bucket, char *err, size_t errlen);
+    int (*bcast)(void *ctx, void *buf, size_t bytes, int root, char *err, size_t errlen);
+    /* buf += others[k] for k < nothers in order, enqueued behind the
+     * replica's work (gradient accumulation: the parts summed on device). */
+    int (*add)(void *ctx, float *buf, const float *const *others, int nothers, int64_t count,
+               char *err, size_t errlen);
     void (*free)(void *ctx);
 } rt_coll_stream_ops;
 rt_coll *rt_coll_stream_new(rt_coll_kind kind, int n, rt_backend *const *bes,
@@ -182,7 +192,9 @@ int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, ch
  * were replica q*parts+k of its own (local and mpi: in that global order,
  * in double, rounded once, so R replicas of K parts give the very floats
  * R*K replicas of one part give). parts 1 is rt_coll_allreduce_sum. The
- * device kind (nccl on shared GPUs) refuses parts > 1. */
+ * device kind (nccl on shared GPUs) refuses parts > 1; the stream kind
+ * (nccl on distinct GPUs) sums the parts through its queue only: on each
+ * device in part order (float adds), then NCCL across them. */
 int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
                             char *err, size_t errlen);
 /* Every replica's buf (bytes on the device) becomes global replica 0's. */
@@ -193,7 +205,9 @@ int rt_coll_broadcast(rt_coll *c, int replica, void *buf, size_t bytes, char *er
  * same bits) but writes each piece's sum only into its owners' buf; the
  * others' pieces are left as they were. Across processes the sum still
  * travels the whole chain (every rank receives it, as the all-reduce);
- * device kinds (nccl, replicas sharing GPUs) all-reduce. */
+ * the device kind (nccl, replicas sharing GPUs) all-reduces. The stream
+ * kind (nccl on distinct GPUs) reduces through its queue only
+ * (rt_coll_queue_set_owners: ncclReduce to each owner). */
 int rt_coll_reduce_scatter(rt_coll *c, int replica, float *buf, int64_t count, const int64_t *end,
                            const int *owner, int npieces, char *err, size_t errlen);
 /* The same over `parts` parts per replica (gradient accumulation, as
@@ -204,7 +218,10 @@ int rt_coll_reduce_scatter_parts(rt_coll *c, int replica, float *buf, int64_t co
                                  size_t errlen);
 /* Every replica's buf becomes global replica root's (staged through host
  * memory like rt_coll_broadcast; across ranks by ops->bcast_from). One
- * call per piece makes the all-gather of pieces with uneven owners. */
+ * call per piece makes the all-gather of pieces with uneven owners. The
+ * stream kind (nccl on distinct GPUs) enqueues an ncclBroadcast on each
+ * replica's compute stream instead and returns without waiting: the
+ * replica's later work (and copies out) see the root's bytes. */
 int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t bytes, char *err,
                            size_t errlen);
 /* Waits until every replica of the job got here. */
@@ -238,9 +255,10 @@ int rt_coll_queue_replicas(const rt_coll_queue *q); /* replicas in the job (rt_c
  * floats on the device. rt_coll_queue_keep(q, k) copies every bucket's
  * pieces (micro-batch k's gradients, k < parts - 1) into part k of its
  * area, on the caller's thread, with no bucket in flight; a started bucket
- * packs its pieces as the last part, sums the parts and unpacks part 0.
- * -1 + message for a stream kind (nccl on distinct GPUs), which sums no
- * parts. */
+ * packs its pieces as the last part, sums the parts and unpacks part 0
+ * (a stream kind: adds the parts into part 0 on the device, ops->add, and
+ * NCCL sums part 0's pieces into their outputs). -1 + message for the
+ * device kind (nccl on GPUs shared by replicas). */
 int rt_coll_queue_set_parts(rt_coll_queue *q, int parts, char *err, size_t errlen);
 void rt_coll_queue_keep(rt_coll_queue *q, int part);
 /* Device bytes the parts' areas hold (0 without accumulation). */
@@ -251,7 +269,8 @@ int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q);
 void rt_coll_queue_start(rt_coll_queue *q, int bucket);
 /* ZeRO-1: piece i of the bucket goes to global replica owner[i] only
  * (rt_coll_reduce_scatter; -1: every replica); before the first start.
- * Stream kinds (nccl on distinct GPUs) keep summing into every replica. */
+ * Stream kinds (nccl on distinct GPUs) reduce each owned piece to its
+ * owner alone (ncclReduce). */
 void rt_coll_queue_set_owners(rt_coll_queue *q, int bucket, const int *owner);
 /* Blocks until the bucket's sums are in its outputs; 0 at once when the
  * bucket was not started. -1 + message when its reduction failed. */

@@ -177,7 +177,7 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
 }
 
 void rt_coll_queue_set_owners(rt_coll_queue *q, int id, const int *owner) {
-    if (id < 0 || id >= q->nb || q->c->sctx) return; /* a stream kind all-reduces */
+    if (id < 0 || id >= q->nb) return;
     bucket *b = &q->b[id];
     free(b->owner), free(b->end);
     b->owner = malloc(sizeof *b->owner * (size_t)b->n);
@@ -195,9 +195,10 @@ int rt_coll_queue_replicas(const rt_coll_queue *q) { return rt_coll_size(q->c); 
 int rt_coll_queue_set_parts(rt_coll_queue *q, int parts, char *err, size_t errlen) {
     if (parts < 1) return ir_fail(err, errlen, "%d micro-batches per step", parts);
     if (q->nb) return ir_fail(err, errlen, "the queue's buckets are registered already");
-    if (parts > 1 && (q->c->sctx || q->c->dctx))
+    if (parts > 1 && q->c->dctx)
         return ir_fail(err, errlen,
-                       "the %s collective cannot accumulate gradients (the local and mpi ones can)",
+                       "the %s collective of replicas sharing GPUs cannot accumulate gradients "
+                       "(the local and mpi ones can, and nccl on distinct GPUs)",
                        rt_coll_name(q->c));
     q->parts = parts;
     return 0;
@@ -219,20 +220,43 @@ int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q) {
     return floats * (int64_t)sizeof(float);
 }
 
+/* Accumulation on a stream kind: the live gradients packed as the last
+ * part of the bucket's area, then parts 1.. added into part 0 in part
+ * order, on the device (compute stream, behind the backward). */
+static int sum_parts_on_device(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
+    float *area = b->parts;
+    pack(q->c->be[q->replica], b, area + (q->parts - 1) * b->total);
+    const float **others = malloc(sizeof *others * (size_t)q->parts);
+    RT_CHECK_ALLOC(others);
+    for (int k = 1; k < q->parts; k++) others[k - 1] = area + k * b->total;
+    int rc =
+        q->c->sops.add(q->c->sctx[q->replica], area, others, q->parts - 1, b->total, err, errlen);
+    free(others);
+    return rc;
+}
+
 /* A stream kind (nccl): the replica's communication stream is its queue.
- * The pieces are summed out of place (src -> dst) after the compute
- * stream's current point (nccl: one NCCL group); a failure shows at the
- * wait. */
+ * The pieces are summed out of place (src -> dst; with accumulation, from
+ * part 0 of the area) after the compute stream's current point (nccl: one
+ * NCCL group); a failure shows at the wait. */
 static void start_on_stream(rt_coll_queue *q, int id) {
     const bucket *b = &q->b[id];
     const void **src = malloc(sizeof *src * (size_t)b->n);
     void **dst = malloc(sizeof *dst * (size_t)b->n);
     int64_t *count = malloc(sizeof *count * (size_t)b->n);
     RT_CHECK_ALLOC(src && dst && count);
-    for (int i = 0; i < b->n; i++)
-        src[i] = b->piece[i].src, dst[i] = b->piece[i].dst, count[i] = b->piece[i].count;
+    const float *summed = b->parts; /* part 0: the pieces packed in order */
+    for (int i = 0; i < b->n; i++) {
+        src[i] = b->parts ? (const void *)summed : b->piece[i].src;
+        dst[i] = b->piece[i].dst;
+        count[i] = b->piece[i].count;
+        if (summed) summed += count[i];
+    }
     char why[256];
-    int rc = q->c->sops.start(q->c->sctx[q->replica], id, src, dst, count, b->n, why, sizeof why);
+    int rc = b->parts ? sum_parts_on_device(q, b, why, sizeof why) : 0;
+    if (!rc)
+        rc = q->c->sops.start(q->c->sctx[q->replica], id, src, dst, count, b->owner, b->n, why,
+                              sizeof why);
     if (rc) snprintf(q->why, sizeof q->why, "bucket %d: %s", id, why);
     q->state[id] = rc ? B_FAILED : B_QUEUED;
     free(src), free(dst), free(count);

@@ -130,9 +130,14 @@ int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first,
 int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, size_t errlen);
 int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen);
 /* Bucket `id` (0, 1, ...; events are made on first use): src[i] (count[i]
- * device floats) summed over the ranks into dst[i], for i < n. Enqueued. */
+ * device floats) summed over the ranks into dst[i], for i < n; with owner
+ * (ZeRO-1), into NCCL rank owner[i]'s dst[i] alone when owner[i] >= 0
+ * (ncclReduce; the others' dst[i] is left as it was). Enqueued. */
 int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
-                         const int64_t *count, int n, char *err, size_t errlen);
+                         const int64_t *count, const int *owner, int n, char *err, size_t errlen);
+/* buf (bytes on the device) becomes NCCL rank root's, on the compute
+ * stream: later work of every rank reads it. Enqueued. */
+int rt_nccl_broadcast(rt_nccl_comm *c, void *buf, size_t bytes, int root, char *err, size_t errlen);
 /* Later compute-stream work waits for bucket id (the host does not block). */
 int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen);
 void rt_nccl_free(rt_nccl_comm *c);

@@ -74,8 +74,8 @@
 
 #define RT_NCCL_FUNCS(X)                                                                        \
     X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll)                 \
-    X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclAllReduce) X(ncclGroupStart)              \
-    X(ncclGroupEnd) X(ncclGetErrorString)
+    X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclAllReduce) X(ncclReduce)                 \
+    X(ncclBroadcast) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString)
 /* clang-format on */
 
 #define RT_LOADER_MEMBER(name) __typeof__(&name) name;

@@ -150,7 +150,7 @@ int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
 }
 
 int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
-                         const int64_t *count, int n, char *err, size_t errlen) {
+                         const int64_t *count, const int *owner, int n, char *err, size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
     use(ci);
     if (id < 0) {
@@ -172,17 +172,33 @@ int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *
         cuTry(rt_cu.cuStreamWaitEvent(ci->comm, ci->ev_compute, 0), err, errlen) ||
         ncclTry(rt_nccl.ncclGroupStart(), err, errlen))
         return -1;
-    /* One group: NCCL fuses the pieces into few kernels, no packing copies. */
+    /* One group: NCCL fuses the pieces into few kernels, no packing copies.
+     * A piece with an owner is reduced to it alone: half an all-reduce's
+     * traffic (ZeRO-1's reduce-scatter, at parameter granularity). */
     int rc = 0;
     for (int i = 0; i < n && !rc; i++)
-        rc = ncclTry(rt_nccl.ncclAllReduce(src[i], dst[i], (size_t)count[i], ncclFloat, ncclSum,
-                                           c->comm, ci->comm),
-                     err, errlen);
+        rc = owner && owner[i] >= 0
+                 ? ncclTry(rt_nccl.ncclReduce(src[i], dst[i], (size_t)count[i], ncclFloat, ncclSum,
+                                              owner[i], c->comm, ci->comm),
+                           err, errlen)
+                 : ncclTry(rt_nccl.ncclAllReduce(src[i], dst[i], (size_t)count[i], ncclFloat,
+                                                 ncclSum, c->comm, ci->comm),
+                           err, errlen);
     if (ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
     if (rc || cuTry(rt_cu.cuEventRecord(c->bucket_done[id], ci->comm), err, errlen) ||
         cuTry(rt_cu.cuEventRecord(ci->ev_comm, ci->comm), err, errlen))
         return -1;
     return 0;
+}
+
+int rt_nccl_broadcast(rt_nccl_comm *c, void *buf, size_t bytes, int root, char *err,
+                      size_t errlen) {
+    cuda_impl *ci = impl_of(c->be);
+    use(ci);
+    /* On the compute stream: behind the update that wrote buf on the root,
+     * ahead of the next step that reads it everywhere. */
+    return ncclTry(rt_nccl.ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->comm, ci->compute),
+                   err, errlen);
 }
 
 int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
@@ -209,33 +225,25 @@ void rt_nccl_free(rt_nccl_comm *c) {
 
 /* ---- the nccl collective ------------------------------------------------------ */
 
-static int nccl_start(void *ctx, int bucket, const void *const *src, void *const *dst,
-                      const int64_t *count, int n, char *err, size_t errlen) {
-    return rt_nccl_bucket_start(ctx, bucket, src, dst, count, n, err, errlen);
-}
-
-static int nccl_join(void *ctx, int bucket, char *err, size_t errlen) {
-    return rt_nccl_bucket_join(ctx, bucket, err, errlen);
-}
-
-static void nccl_free(void *ctx) { rt_nccl_free(ctx); }
-
-/* ---- replicas sharing a device: add on it, then NCCL across devices ---- */
-
+/* A context per NCCL rank: its communicator, on backend be, and 1.0f on
+ * the device (y += x is the GEMM y = x * [1] + y). The stream kind (a rank
+ * per replica) and the device kind (a rank per device, its first replica)
+ * share it. */
 typedef struct {
     rt_nccl_comm *comm;
     rt_backend *be;
-    float *one; /* 1.0f on the device: y += x is the GEMM y = x * [1] + y */
-} device_sum;
+    float *one;
+} nccl_rank;
 
 #define ADD_CHUNK ((int64_t)1 << 30) /* rows of one GEMM: within a BLAS int */
 
-/* buf += others[k] for k in order: a GEMM with k = 1 on the leader's
- * compute stream (cuBLAS; no kernel to compile), one exact float add per
- * element, so the order fixes the result. */
-static int device_add(void *ctx, float *buf, const float *const *others, int nothers, int64_t count,
-                      char *err, size_t errlen) {
-    device_sum *d = ctx;
+/* buf += others[k] for k in order: a GEMM with k = 1 on the compute stream
+ * (cuBLAS; no kernel to compile), one exact float add per element, so the
+ * order fixes the result. The device kind adds a device's replicas' buckets
+ * with it, the stream kind a replica's accumulated micro-batches. */
+static int rank_add(void *ctx, float *buf, const float *const *others, int nothers, int64_t count,
+                    char *err, size_t errlen) {
+    nccl_rank *d = ctx;
     for (int k = 0; k < nothers; k++)
         for (int64_t at = 0; at < count; at += ADD_CHUNK) {
             int64_t m = count - at < ADD_CHUNK ? count - at : ADD_CHUNK;
@@ -250,21 +258,39 @@ static int device_add(void *ctx, float *buf, const float *const *others, int not
     return 0;
 }
 
-/* The devices' sums: NCCL on the communication stream, then wait for it. */
-static int device_nccl(void *ctx, float *buf, int64_t count, char *err, size_t errlen) {
-    device_sum *d = ctx;
-    if (rt_nccl_allreduce_sum(d->comm, buf, (size_t)count, err, errlen) ||
-        rt_nccl_join(d->comm, err, errlen))
-        return -1;
-    return d->be->sync(d->be, err, errlen);
-}
-
-static void device_free(void *ctx) {
-    device_sum *d = ctx;
+static void rank_free(void *ctx) {
+    nccl_rank *d = ctx;
     if (!d) return;
     if (d->one) d->be->free(d->be, d->one);
     rt_nccl_free(d->comm);
     free(d);
+}
+
+/* The stream kind: buckets on the rank's communication stream. */
+static int nccl_start(void *ctx, int bucket, const void *const *src, void *const *dst,
+                      const int64_t *count, const int *owner, int n, char *err, size_t errlen) {
+    nccl_rank *d = ctx;
+    return rt_nccl_bucket_start(d->comm, bucket, src, dst, count, owner, n, err, errlen);
+}
+
+static int nccl_join(void *ctx, int bucket, char *err, size_t errlen) {
+    nccl_rank *d = ctx;
+    return rt_nccl_bucket_join(d->comm, bucket, err, errlen);
+}
+
+static int nccl_bcast(void *ctx, void *buf, size_t bytes, int root, char *err, size_t errlen) {
+    nccl_rank *d = ctx;
+    return rt_nccl_broadcast(d->comm, buf, bytes, root, err, errlen);
+}
+
+/* The device kind: the devices' sums by NCCL on the communication stream,
+ * then wait for it. */
+static int device_nccl(void *ctx, float *buf, int64_t count, char *err, size_t errlen) {
+    nccl_rank *d = ctx;
+    if (rt_nccl_allreduce_sum(d->comm, buf, (size_t)count, err, errlen) ||
+        rt_nccl_join(d->comm, err, errlen))
+        return -1;
+    return d->be->sync(d->be, err, errlen);
 }
 
 /* leader[r]: the first replica on r's device; the number of devices, or
@@ -360,27 +386,28 @@ static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks,
         if (leader[r] == r) lb[i++] = bes[r];
     rt_coll *c = NULL;
     if (!init_comms(lb, d, rank, ranks, ops, comms, err, errlen)) {
-        if (d == n) {
-            static const rt_coll_stream_ops sops = {nccl_start, nccl_join, nccl_free};
-            c = rt_coll_stream_new(RT_COLL_NCCL, n, bes, &sops, (void *const *)comms);
-        } else {
-            static const rt_coll_device_ops dops = {device_add, device_nccl, device_free};
-            void **ctx = calloc((size_t)n, sizeof *ctx);
-            RT_CHECK_ALLOC(ctx);
-            static const float one = 1.0f;
-            for (int r = 0, i = 0; r < n; r++) {
-                if (leader[r] != r) continue;
-                device_sum *s = calloc(1, sizeof *s);
-                RT_CHECK_ALLOC(s);
-                s->comm = comms[i++];
-                s->be = bes[r];
-                s->one = s->be->alloc(s->be, sizeof one);
-                s->be->copy_in(s->be, s->one, &one, sizeof one);
-                ctx[r] = s;
-            }
-            c = rt_coll_device_new(RT_COLL_NCCL, n, bes, leader, &dops, ctx);
-            free(ctx);
+        void **ctx = calloc((size_t)n, sizeof *ctx);
+        RT_CHECK_ALLOC(ctx);
+        static const float one = 1.0f;
+        for (int r = 0, i = 0; r < n; r++) {
+            if (leader[r] != r) continue;
+            nccl_rank *s = calloc(1, sizeof *s);
+            RT_CHECK_ALLOC(s);
+            s->comm = comms[i++];
+            s->be = bes[r];
+            s->one = s->be->alloc(s->be, sizeof one);
+            s->be->copy_in(s->be, s->one, &one, sizeof one);
+            ctx[r] = s;
         }
+        if (d == n) {
+            static const rt_coll_stream_ops sops = {nccl_start, nccl_join, nccl_bcast, rank_add,
+                                                    rank_free};
+            c = rt_coll_stream_new(RT_COLL_NCCL, n, bes, &sops, ctx);
+        } else {
+            static const rt_coll_device_ops dops = {rank_add, device_nccl, rank_free};
+            c = rt_coll_device_new(RT_COLL_NCCL, n, bes, leader, &dops, ctx);
+        }
+        free(ctx);
         if (ranks > 1) rt_coll_set_ranks(c, rank, ranks, ops);
     }
     free(comms);

@@ -102,8 +102,14 @@ int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
 }
 
 int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
-                         const int64_t *count, int n, char *err, size_t errlen) {
-    (void)c, (void)id, (void)src, (void)dst, (void)count, (void)n;
+                         const int64_t *count, const int *owner, int n, char *err, size_t errlen) {
+    (void)c, (void)id, (void)src, (void)dst, (void)count, (void)owner, (void)n;
+    return no_cuda(err, errlen);
+}
+
+int rt_nccl_broadcast(rt_nccl_comm *c, void *buf, size_t bytes, int root, char *err,
+                      size_t errlen) {
+    (void)c, (void)buf, (void)bytes, (void)root;
     return no_cuda(err, errlen);
 }
 

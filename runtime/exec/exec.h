@@ -60,6 +60,12 @@ void *rt_store_buffer(rt_store *st, int i);
  * owner's store in this process), or, when home is NULL (the owner is
  * another process), reads zeros and ignores writes. */
 void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home);
+/* A shard of another process (no bytes here) gets bytes of this store's
+ * own for a while, to be written and read like any other tensor (rank 0
+ * gathers the job's state into them for a checkpoint); release frees them
+ * again. hold returns 1 when it gave i bytes, 0 when i had some. */
+int rt_store_hold(rt_store *st, int i);
+void rt_store_release(rt_store *st, int i);
 int rt_store_owner(const rt_store *st, int i);    /* -1: every replica holds it */
 int rt_store_resident(const rt_store *st, int i); /* its bytes are this store's own */
 

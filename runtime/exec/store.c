@@ -19,6 +19,7 @@ typedef struct {
     size_t bytes;
     int owner;    /* ZeRO-1: the global replica holding it; -1: every one */
     int resident; /* buf is this store's own (else the owner's, or NULL) */
+    int held;     /* another process's shard given bytes here (rt_store_hold) */
 } store_entry;
 
 struct rt_store {
@@ -155,6 +156,22 @@ void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home) {
     for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
     st->be->copy_in(st->be, e->buf, host, e->bytes);
     free(host);
+}
+
+int rt_store_hold(rt_store *st, int i) {
+    if (i < 0 || i >= st->n || st->t[i].buf) return 0;
+    store_entry *e = &st->t[i];
+    e->buf = st->be->alloc(st->be, e->bytes);
+    e->resident = e->held = 1;
+    return 1;
+}
+
+void rt_store_release(rt_store *st, int i) {
+    if (i < 0 || i >= st->n || !st->t[i].held) return;
+    store_entry *e = &st->t[i];
+    st->be->free(st->be, e->buf);
+    e->buf = NULL;
+    e->resident = e->held = 0;
 }
 
 int rt_store_owner(const rt_store *st, int i) { return i >= 0 && i < st->n ? st->t[i].owner : -1; }

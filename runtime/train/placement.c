@@ -166,16 +166,12 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
         ir_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
-    /* Accumulated micro-batches are summed in global order by the host
-     * kinds (rt_coll_allreduce_parts); nccl sums no parts. */
-    if (accum > 1 && want && !strcmp(want, "nccl")) {
-        ir_fail(err, errlen,
-                "DPC_COLL=nccl: --accumulate %d sums its micro-batches' gradients "
-                "with the local or mpi collective, not nccl",
-                accum);
-        return NULL;
-    }
-    if (accum > 1) want = "local";
+    /* Accumulated micro-batches: the host kinds sum them in global order
+     * (rt_coll_allreduce_parts: bit for bit --gpus N*K), the default; nccl
+     * on distinct GPUs, when asked for, adds each replica's on its device,
+     * then across them (faster, not those bits). */
+    int want_nccl = want && !strcmp(want, "nccl");
+    if (accum > 1 && !want_nccl) want = "local";
     if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
     if (n == 1 && accum == 1) return NULL;
     /* nccl: a rank per replica on distinct devices, a rank per device
@@ -183,6 +179,14 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
     if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
         char why[512];
         rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
+        if (c && accum > 1 && rt_coll_device_groups(c) > 0) {
+            rt_coll_free(c);
+            ir_fail(err, errlen,
+                    "DPC_COLL=nccl: --accumulate %d needs one replica per GPU (the %d replicas "
+                    "share %d devices); leave DPC_COLL unset to sum through host memory",
+                    accum, n, cuda_devices(bes, n));
+            return NULL;
+        }
         if (c) return c;
         if (want && !strcmp(want, "nccl")) {
             ir_fail(err, errlen, "DPC_COLL=nccl: %s", why);

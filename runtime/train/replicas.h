@@ -119,6 +119,9 @@ const rt_shard *rt_replicas_shards(const rt_replicas *R); /* NULL: not sharded *
  * scalar input "step" (lamb, adamw bias correction; held as a float, exact
  * to 2^24). Programs without that input ignore it. */
 void rt_replicas_set_step(rt_replicas *R, int64_t t);
+/* The run's --seed, from which dropout's per-step keys come (programs
+ * without dropout ignore it). */
+void rt_replicas_set_seed(rt_replicas *R, uint64_t seed);
 
 /* One training step. images/labels hold this process's n*K*b samples
  * (b: the plan's per-device batch, K micro-batches per step, 1 without
@@ -175,8 +178,9 @@ rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const ch
                               char *err, size_t errlen);
 /* The same for replicas accumulating accum micro-batches per step: with
  * accum > 1 always a communicator (one replica too: it sums the parts),
- * of the local (mpi) kind, as nccl sums no parts (DPC_COLL=nccl is
- * refused). */
+ * of the local (mpi) kind, whose global-order sum makes the run bit for
+ * bit --gpus n*accum; DPC_COLL=nccl asks for nccl instead, on distinct
+ * GPUs only (replicas sharing one are refused). */
 rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
                                     const char *prefix, char *err, size_t errlen);
 

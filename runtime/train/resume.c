@@ -87,9 +87,41 @@ static float *gather_stats(rt_run *r) {
     return stats;
 }
 
+/* ZeRO-1 under mpirun: the optimizer states whose owner is a replica of
+ * another process (rank 0's store has no bytes for them). to_rank0: each
+ * goes from its owner's process to rank 0, whose store 0 holds it
+ * (rt_store_hold) until release_foreign_shards; else the other way, from
+ * rank 0's held copy (just read from a checkpoint) to the owner's store.
+ * Broadcasts over MPI in store order: a collective, as gather_stats. */
+static int move_foreign_shards(rt_run *r, int to_rank0) {
+    if (r->o->ranks < 2 || !rt_replicas_shards(r->R)) return 0;
+    int rc = 0;
+    for (int i = 0; i < rt_store_count(r->st) && !rc; i++) {
+        int owner = rt_store_owner(r->st, i), home = owner / r->local;
+        if (owner < 0 || home == 0) continue;
+        size_t bytes = sizeof(float) * (size_t)ir_numel(rt_store_type(r->st, i));
+        float *host = malloc(bytes + 1);
+        RT_CHECK_ALLOC(host);
+        int from = to_rank0 ? home : 0, to = to_rank0 ? 0 : home;
+        if (r->o->rank == from) rt_store_read(r->st, i, host); /* the owner's, in its process */
+        rc = rt_mpi_bcast_bytes(host, bytes, from);
+        if (!rc && r->o->rank == to) {
+            if (to_rank0) rt_store_hold(r->st, i);
+            rt_store_write(r->st, i, host);
+        }
+        free(host);
+    }
+    return rc;
+}
+
+static void release_foreign_shards(rt_run *r) {
+    for (int i = 0; i < rt_store_count(r->st); i++) rt_store_release(r->st, i);
+}
+
 /* Writes the checkpoint at s's position (counters filled by the loop; the
  * run's shape filled here). Every process gathers its replicas' statistics
- * to rank 0, which writes one checkpoint for the job; a failure stops every
+ * (and, with --shard-optimizer, its shards of the optimizer state) to rank
+ * 0, which writes one checkpoint for the job; a failure stops every
  * process. */
 int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
     const rt_train_options *o = r->o;
@@ -98,6 +130,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
     float *stats = gather_stats(r);
     int bad =
         !stats ? rt_run_fail(r, "checkpoint: cannot gather the BatchNorm statistics over MPI") : 0;
+    if (!bad && move_foreign_shards(r, 1))
+        bad = rt_run_fail(r, "checkpoint: cannot gather the optimizer state's shards over MPI");
     if (!bad && o->rank == 0) {
         s->steps_per_epoch = (int64_t)r->train_b.batches;
         s->global_batch = r->global;
@@ -118,6 +152,7 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
             fprintf(stderr, "%sdebug: checkpoint at step %lld written to %s in %.3f s\n",
                     o->log_prefix, (long long)s->step, o->checkpoint, rt_now() - t0);
     }
+    release_foreign_shards(r);
     free(stats);
     return rt_mpi_any(bad);
 }
@@ -229,16 +264,26 @@ static int resume_checked(rt_run *r, float *stats) {
 
 /* --resume: rank 0 reads and checks the job's checkpoint (only its machine
  * needs the directory); the position, replica 0's tensors and every
- * replica's statistics then reach every process and replica. */
+ * replica's statistics then reach every process and replica, and each
+ * shard of the optimizer state its owner's process. */
 int rt_run_resume(rt_run *r) {
     const rt_train_options *o = r->o;
     int64_t S = rt_ckpt_stats_count(r->plan, r->st);
     float *stats = malloc(sizeof(float) * (size_t)(S * r->total) + 1);
     RT_CHECK_ALLOC(stats);
+    if (o->rank == 0 && o->ranks > 1 && rt_replicas_shards(r->R)) /* room for every shard */
+        for (int i = 0; i < rt_store_count(r->st); i++) rt_store_hold(r->st, i);
     int bad = o->rank == 0 ? resume_checked(r, stats) : 0;
     if (rt_mpi_any(bad)) {
+        release_foreign_shards(r);
         free(stats);
         return 1;
+    }
+    bad = move_foreign_shards(r, 0);
+    release_foreign_shards(r);
+    if (bad) {
+        free(stats);
+        return rt_run_fail(r, "--resume: cannot send the optimizer state's shards over MPI");
     }
     if (o->ranks > 1 && (rt_mpi_bcast_bytes(&r->resumed, sizeof r->resumed, 0) ||
                          rt_mpi_bcast_bytes(stats, sizeof(float) * (size_t)(S * r->total), 0))) {

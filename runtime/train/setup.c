@@ -193,16 +193,10 @@ int rt_run_build(rt_run *r) {
     r->R =
         rt_replicas_new_accum(r->bes, r->plan, r->local, r->accum, r->coll, r->err, sizeof r->err);
     if (!r->R) return rt_run_fail(r, "%s", r->err);
+    rt_replicas_set_seed(r->R, o->seed);
     r->st = rt_replicas_store(r->R, 0);
-    if (o->shard_optimizer) {
-        /* Under mpirun the state lives in several processes; rank 0 alone
-         * writes and reads checkpoints (no gather of it across ranks yet). */
-        if (o->ranks > 1 && o->checkpoint)
-            return rt_run_fail(r, "--shard-optimizer under mpirun cannot write or resume "
-                                  "--checkpoint yet (the optimizer state is spread over the "
-                                  "processes); run it in one process (--gpus N)");
-        if (rt_replicas_shard(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
-    }
+    if (o->shard_optimizer && rt_replicas_shard(r->R, r->err, sizeof r->err))
+        return rt_run_fail(r, "%s", r->err);
     r->overlap = rt_replicas_overlap(r->R);
     if (r->overlap && rt_debug_level() >= 1 && o->rank == 0)
         fprintf(stderr,

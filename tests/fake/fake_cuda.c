@@ -27,12 +27,16 @@
  * stream and waited for by another stream pulls that stream into the
  * capture (the communication stream of an NCCL bucket), until EndCapture.
  *
- * NCCL: ncclCommInitAll makes one communicator per rank; ncclAllReduce
- * (float sum) blocks its caller until every rank of the communicator has
- * called it, then each recv buffer gets the sum in rank order (so ranks
- * must be driven from separate threads, as dpc's replicas are). Captured,
- * it is recorded and the barrier happens at replay. fake_nccl_calls lists
- * what each rank reduced, in call order, for tests of bucket order;
+ * NCCL: ncclCommInitAll makes one communicator per rank; ncclAllReduce and
+ * ncclReduce (float sum) and ncclBroadcast (bytes) block their caller
+ * until every rank of the communicator has made the same call, then each
+ * recv buffer (ncclReduce: the root's alone) gets the sum in rank order,
+ * or the root's send buffer (so ranks must be driven from separate
+ * threads, as dpc's replicas are). Captured, a call is recorded and the
+ * barrier happens at replay. fake_nccl_calls lists what each rank reduced
+ * (all-reduces and reduces), in call order, for tests of bucket order;
+ * fake_nccl_kinds says which of the two each was ('a' or 'r', the root's
+ * rank after an 'r') and fake_nccl_broadcasts counts the broadcasts;
  * fake_trace_start/fake_trace record the order copies and other stream
  * work ran in (tests of what overlaps what).
  * ncclGetUniqueId makes a recognisable id; ncclCommInitRank checks it and
@@ -98,7 +102,7 @@ struct cublasContext {
     CUstream stream;
 };
 
-enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_COPY };
+enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY };
 
 typedef struct {
     int kind;
@@ -116,7 +120,8 @@ typedef struct {
     struct ncclComm *comm;
     const void *src;
     void *dst;
-    size_t bytes;        /* copy: bytes; all-reduce: floats */
+    size_t bytes;        /* copy and broadcast: bytes; all-reduce and reduce: floats */
+    int root;            /* reduce and broadcast: the rank that gets / sends it */
     int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
 } op;
 
@@ -139,7 +144,7 @@ static int devices(void) {
     return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
 }
 
-static void allreduce_now(struct ncclComm *c, const float *src, float *dst, size_t count);
+static void collective_now(const op *o);
 /* A column-major rows x cols bf16 matrix (leading dimension ld) as floats. */
 static float *widen(const void *src, int rows, int cols, int ld) {
     const bf16_t *h = src;
@@ -225,8 +230,8 @@ static CUresult run_kernel(const op *o) {
 static CUresult run(const op *o) {
     trace('k');
     if (o->kind == OP_KERNEL) return run_kernel(o);
-    if (o->kind == OP_ALLREDUCE) {
-        allreduce_now(o->comm, o->src, o->dst, o->bytes);
+    if (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_BCAST) {
+        collective_now(o);
         return CUDA_SUCCESS;
     }
     if (o->kind == OP_COPY) {
@@ -876,9 +881,7 @@ typedef struct world {
     pthread_cond_t cv;
     int arrived;
     unsigned long gen;
-    const float *src[MAX_RANKS];
-    float *dst[MAX_RANKS];
-    size_t count[MAX_RANKS];
+    const op *call[MAX_RANKS]; /* each rank's call in progress */
 } world;
 
 struct ncclComm {
@@ -891,9 +894,11 @@ struct ncclComm {
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static const void *log_src[MAX_DEVICES][MAX_CALLS];
 static long long log_count[MAX_DEVICES][MAX_CALLS];
-static int log_n[MAX_DEVICES];
+static char log_kind[MAX_DEVICES][2 * MAX_CALLS + 1];
+static int log_n[MAX_DEVICES], log_kinds[MAX_DEVICES], log_bcasts[MAX_DEVICES];
 
-/* For the test: rank's all-reduces so far (up to max of them); returns how many. */
+/* For the test: rank's all-reduces and reduces so far (up to max of them);
+ * returns how many. */
 int fake_nccl_calls(int rank, const void **src, long long *count, int max) {
     pthread_mutex_lock(&log_mu);
     int n = rank >= 0 && rank < MAX_DEVICES ? log_n[rank] : 0;
@@ -902,35 +907,94 @@ int fake_nccl_calls(int rank, const void **src, long long *count, int max) {
     return n;
 }
 
-void fake_nccl_clear(void) {
+/* For the test: the same calls' kinds, "a" for an all-reduce and "rK" for
+ * a reduce to rank K (K < 10), into buf (NUL-terminated); broadcasts are
+ * counted apart (fake_nccl_broadcasts). */
+void fake_nccl_kinds(int rank, char *buf, int max) {
     pthread_mutex_lock(&log_mu);
-    memset(log_n, 0, sizeof log_n);
+    int n = rank >= 0 && rank < MAX_DEVICES ? log_kinds[rank] : 0;
+    if (n > max - 1) n = max - 1;
+    if (n > 0) memcpy(buf, log_kind[rank], (size_t)n);
+    buf[n > 0 ? n : 0] = 0;
     pthread_mutex_unlock(&log_mu);
 }
 
-/* Blocks until every rank arrived; the last one sums in rank order (float,
- * as NCCL does) and writes every rank's output. */
-static void allreduce_now(struct ncclComm *c, const float *src, float *dst, size_t count) {
-    world *w = c->w;
+int fake_nccl_broadcasts(int rank) {
     pthread_mutex_lock(&log_mu);
-    if (c->rank < MAX_DEVICES && log_n[c->rank] < MAX_CALLS) {
-        log_src[c->rank][log_n[c->rank]] = src;
-        log_count[c->rank][log_n[c->rank]++] = (long long)count;
+    int n = rank >= 0 && rank < MAX_DEVICES ? log_bcasts[rank] : 0;
+    pthread_mutex_unlock(&log_mu);
+    return n;
+}
+
+void fake_nccl_clear(void) {
+    pthread_mutex_lock(&log_mu);
+    memset(log_n, 0, sizeof log_n);
+    memset(log_kinds, 0, sizeof log_kinds);
+    memset(log_bcasts, 0, sizeof log_bcasts);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static void log_call(const op *o) {
+    int r = o->comm->rank;
+    pthread_mutex_lock(&log_mu);
+    if (r < MAX_DEVICES && o->kind == OP_BCAST) log_bcasts[r]++;
+    if (r < MAX_DEVICES && o->kind != OP_BCAST && log_n[r] < MAX_CALLS) {
+        log_src[r][log_n[r]] = o->src;
+        log_count[r][log_n[r]++] = (long long)o->bytes;
+        log_kind[r][log_kinds[r]++] = o->kind == OP_REDUCE ? 'r' : 'a';
+        if (o->kind == OP_REDUCE) log_kind[r][log_kinds[r]++] = (char)('0' + o->root % 10);
     }
     pthread_mutex_unlock(&log_mu);
+}
+
+/* The last rank to arrive does every rank's part of the call: the sum in
+ * rank order (float, as NCCL does) into every recv buffer, or the root's
+ * (reduce); the root's bytes into every recv buffer (broadcast). Ranks
+ * that made different calls get NaN (floats) or 0xff bytes, and a line on
+ * stderr: a bug of the caller, which real NCCL would hang on. */
+static void complete(world *w) {
+    const op *o0 = w->call[0];
+    int same = 1;
+    for (int r = 1; r < w->n; r++)
+        same &= w->call[r]->kind == o0->kind && w->call[r]->bytes == o0->bytes &&
+                w->call[r]->root == o0->root;
+    if (!same) {
+        fprintf(stderr, "fake nccl: the ranks made different calls\n");
+        for (int r = 0; r < w->n; r++)
+            if (w->call[r]->dst)
+                memset(w->call[r]->dst, 0xff,
+                       w->call[r]->bytes * (w->call[r]->kind == OP_BCAST ? 1 : sizeof(float)));
+        return;
+    }
+    size_t count = o0->bytes;
+    if (o0->kind == OP_BCAST) {
+        const void *from = w->call[o0->root]->src;
+        for (int r = 0; r < w->n; r++)
+            if (w->call[r]->dst != from) memcpy(w->call[r]->dst, from, count);
+        return;
+    }
+    float *sum = malloc(sizeof *sum * (count ? count : 1));
+    if (!sum) abort();
+    for (size_t i = 0; i < count; i++) {
+        float s = 0;
+        for (int r = 0; r < w->n; r++) s += ((const float *)w->call[r]->src)[i];
+        sum[i] = s;
+    }
+    for (int r = 0; r < w->n; r++)
+        if (o0->kind == OP_ALLREDUCE || r == o0->root)
+            memcpy(w->call[r]->dst, sum, sizeof *sum * count);
+    free(sum);
+}
+
+/* Blocks until every rank of the communicator arrived with its call. */
+static void collective_now(const op *o) {
+    world *w = o->comm->w;
+    log_call(o);
     pthread_mutex_lock(&w->mu);
     unsigned long gen = w->gen;
-    w->src[c->rank] = src, w->dst[c->rank] = dst, w->count[c->rank] = count;
+    w->call[o->comm->rank] = o;
     if (++w->arrived == w->n) {
-        float *sum = malloc(sizeof *sum * (count ? count : 1));
-        if (!sum) abort();
-        for (size_t i = 0; i < count; i++) {
-            float s = 0;
-            for (int r = 0; r < w->n; r++) s += w->count[r] == count ? w->src[r][i] : NAN;
-            sum[i] = s;
-        }
-        for (int r = 0; r < w->n; r++) memcpy(w->dst[r], sum, sizeof *sum * count);
-        free(sum);
+        complete(w);
         w->arrived = 0;
         w->gen++;
         pthread_cond_broadcast(&w->cv);
@@ -1053,18 +1117,38 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *e) {
     *e = ncclSuccess;
     return ncclSuccess;
 }
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
-                           ncclRedOp_t red, ncclComm_t comm, cudaStream_t s) {
-    if (type != ncclFloat || red != ncclSum || !comm || !send || !recv) return ncclInvalidArgument;
+/* Runs (or records) a collective of comm: count elements (floats; bytes
+ * for a broadcast). */
+static ncclResult_t collective(int kind, const void *send, void *recv, size_t count, int root,
+                               ncclComm_t comm, cudaStream_t s) {
+    if (!comm || !send || (!recv && (kind != OP_REDUCE || root == comm->rank)) || root < 0 ||
+        root >= comm->w->n)
+        return ncclInvalidArgument;
     if (comm->w->local != comm->w->n) return ncclInvalidUsage; /* ranks in other processes */
     op o;
     memset(&o, 0, sizeof o);
-    o.kind = OP_ALLREDUCE;
+    o.kind = kind;
     o.comm = comm;
     o.src = send;
     o.dst = recv;
     o.bytes = count;
+    o.root = root;
     return issue(s, &o) == CUDA_SUCCESS ? ncclSuccess : ncclInvalidUsage;
+}
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t red, ncclComm_t comm, cudaStream_t s) {
+    if (type != ncclFloat || red != ncclSum) return ncclInvalidArgument;
+    return collective(OP_ALLREDUCE, send, recv, count, 0, comm, s);
+}
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                        ncclRedOp_t red, int root, ncclComm_t comm, cudaStream_t s) {
+    if (type != ncclFloat || red != ncclSum) return ncclInvalidArgument;
+    return collective(OP_REDUCE, send, recv, count, root, comm, s);
+}
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           int root, ncclComm_t comm, cudaStream_t s) {
+    if (type != ncclInt8) return ncclInvalidArgument;
+    return collective(OP_BCAST, send, recv, count, root, comm, s);
 }
 /* Calls between these run as issued (one thread per rank). */
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }

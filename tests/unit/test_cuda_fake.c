@@ -46,6 +46,8 @@ static void (*fake_nccl_clear)(void);
 static void (*fake_trace_start)(void);
 static void (*fake_trace)(char *, int);
 static int (*fake_nccl_inits)(int, char *, int *, int *);
+static void (*fake_nccl_kinds)(int, char *, int);
+static int (*fake_nccl_broadcasts)(int);
 
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
@@ -60,7 +62,10 @@ static int load_fake(void) {
     void *calls = dlsym(h, "fake_nccl_calls"), *clear = dlsym(h, "fake_nccl_clear");
     void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
     void *inits = dlsym(h, "fake_nccl_inits");
-    if (!calls || !clear || !tstart || !tget || !inits) return -1;
+    void *kinds = dlsym(h, "fake_nccl_kinds"), *bcasts = dlsym(h, "fake_nccl_broadcasts");
+    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts) return -1;
+    memcpy(&fake_nccl_kinds, &kinds, sizeof kinds);
+    memcpy(&fake_nccl_broadcasts, &bcasts, sizeof bcasts);
     memcpy(&fake_trace_start, &tstart, sizeof tstart); /* POSIX: dlsym's void * is the function */
     memcpy(&fake_trace, &tget, sizeof tget);
     memcpy(&fake_nccl_inits, &inits, sizeof inits);
@@ -435,6 +440,9 @@ static char job_trace[1 << 14];
 /* >1: every replica accumulates job_accum micro-batches (the collective is
  * rt_replicas_coll_new_accum's whatever the kind asked). */
 static int job_accum = 1;
+/* ZeRO-1: the job shards the optimizer (rt_replicas_shard, as dprun
+ * --shard-optimizer). */
+static int job_shard;
 /* results_differ leaves the BatchNorm running statistics out. */
 static int differ_skip_running;
 
@@ -471,6 +479,10 @@ static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int gra
     rt_replicas *R = ok ? rt_replicas_new_accum(bes, p, n, job_accum, c, err, sizeof err) : NULL;
     CHECK_MSG(!ok || R != NULL, "%s", err);
     ok = ok && R;
+    if (ok && job_shard) {
+        ok = rt_replicas_shard(R, err, sizeof err) == 0;
+        CHECK_MSG(ok, "%s", err);
+    }
     if (ok) {
         out->graphs_used = rt_replicas_use_graphs(R, graphs);
         ir_train t = p->schedule;
@@ -774,6 +786,39 @@ TEST(nccl_buckets_start_in_backward_order_and_replay) {
     unsetenv("DPC_FAKE_CUDA_DEVICES");
 }
 
+/* ZeRO-1 on nccl, two fake devices: every gradient piece is reduced to its
+ * owner alone (ncclReduce; both replicas own some, no all-reduce is left),
+ * every parameter is broadcast from its owner after each step (on the
+ * device: ncclBroadcast), and the run is bit for bit the unsharded one. */
+TEST(nccl_shard_reduces_to_owners_and_broadcasts) {
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    job_result plain, sharded;
+    memset(&plain, 0, sizeof plain), memset(&sharded, 0, sizeof sharded);
+    int params = 0;
+    for (int i = 0; p && i < p->train->n; i++) params += p->train->nodes[i].op == IR_OP_PARAM;
+    if (p && !run_job(p, 2, 2, "nccl", 0, &plain)) {
+        fake_nccl_clear();
+        job_shard = 1;
+        int rc = run_job(p, 2, 2, "nccl", 0, &sharded);
+        job_shard = 0;
+        if (!rc) {
+            CHECK(results_differ(&sharded, &plain, 2, 0, "nccl: sharded vs unsharded") == 0);
+            static char kinds[2 * 4096 + 1];
+            fake_nccl_kinds(0, kinds, (int)sizeof kinds);
+            CHECK_MSG(kinds[0] && !strchr(kinds, 'a') && strstr(kinds, "r0") && strstr(kinds, "r1"),
+                      "rank 0's calls: %s", kinds);
+            /* The start's sync broadcasts the unsharded entries once too. */
+            int b = fake_nccl_broadcasts(0);
+            CHECK_MSG(b >= STEPS * params && b <= STEPS * params + sharded.ntensors,
+                      "%d broadcasts, %d steps of %d parameters", b, STEPS, params);
+        }
+    }
+    result_free(&plain), result_free(&sharded);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
+}
+
 /* Replicas sharing a device sum through host threads (local): the step
  * is recorded as segments around the bucket starts and waits. */
 TEST(local_collective_graph_segments_equal_eager) {
@@ -790,15 +835,21 @@ TEST(local_collective_graph_segments_equal_eager) {
 }
 
 /* Gradient accumulation on cuda: 2 replicas on 2 devices accumulating 2
- * micro-batches each (the local kind staged through host memory: nccl sums
- * no parts; micro-batch 0 eager, the last one's step a CUDA graph) train
- * bit for bit as 4 replicas, but for the BatchNorm running statistics
- * (updated by each micro-batch); DPC_COLL=nccl is refused. */
+ * micro-batches each (by default the local kind staged through host
+ * memory; micro-batch 0 eager, the last one's step a CUDA graph) train bit
+ * for bit as 4 replicas, but for the BatchNorm running statistics (updated
+ * by each micro-batch). With DPC_COLL=nccl the parts are added on each
+ * device and NCCL sums them (one call per gradient and step): float sums
+ * in another order, so
+ * within 1e-5 of the local kind, eager and as graphs; with sharding too,
+ * and then bit for bit the unsharded nccl run. Replicas sharing GPUs are
+ * refused with nccl. */
 TEST(accumulation_on_cuda_equals_replicas) {
     setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
     dpc_plan *p = tiny_plan();
-    job_result acc, wide;
-    memset(&acc, 0, sizeof acc), memset(&wide, 0, sizeof wide);
+    job_result acc, wide, nccl, nccl_graphs, nccl_shard;
+    memset(&acc, 0, sizeof acc), memset(&wide, 0, sizeof wide), memset(&nccl, 0, sizeof nccl);
+    memset(&nccl_graphs, 0, sizeof nccl_graphs), memset(&nccl_shard, 0, sizeof nccl_shard);
     job_accum = 2;
     int ok = p && !run_job(p, 2, 2, "auto", 1, &acc);
     job_accum = 1;
@@ -810,16 +861,40 @@ TEST(accumulation_on_cuda_equals_replicas) {
         differ_skip_running = 0;
     }
     setenv("DPC_COLL", "nccl", 1);
-    rt_backend *two[2] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(1, err, sizeof err)};
-    if (two[0] && two[1]) {
-        CHECK(rt_replicas_coll_new_accum(two, 2, 1, 2, "dprun: ", err, sizeof err) == NULL);
-        CHECK(strstr(err, "not nccl") != NULL);
+    job_accum = 2;
+    int grads = 0;
+    for (int i = 0; p && i < p->train->n; i++) grads += p->train->nodes[i].op == IR_OP_ALLREDUCE;
+    fake_nccl_clear();
+    if (ok && !run_job(p, 2, 2, "auto", 0, &nccl)) {
+        CHECK_STR(nccl.coll, "nccl");
+        CHECK(results_differ(&nccl, &acc, 2, 1e-5, "nccl vs local, accumulating") == 0);
+        const void *src[1024];
+        long long cnt[1024];
+        int got = fake_nccl_calls(0, src, cnt, 1024);
+        CHECK_MSG(got == STEPS * grads, "%d NCCL sums, expected %d x %d", got, STEPS, grads);
     }
-    for (int i = 0; i < 2; i++)
-        if (two[i]) rt_backend_free(two[i]);
+    if (ok && !run_job(p, 2, 2, "auto", 1, &nccl_graphs)) {
+        CHECK(nccl_graphs.graphs_used == 1);
+        CHECK(results_differ(&nccl_graphs, &nccl, 2, 0, "nccl accumulating: graphs vs eager") == 0);
+    }
+    job_shard = 1;
+    if (ok && !run_job(p, 2, 2, "auto", 0, &nccl_shard))
+        CHECK(results_differ(&nccl_shard, &nccl, 2, 0, "nccl accumulating: sharded vs not") == 0);
+    job_shard = 0;
+    job_accum = 1;
+    rt_backend *four[4] = {rt_backend_cuda(0, err, sizeof err), rt_backend_cuda(0, err, sizeof err),
+                           rt_backend_cuda(1, err, sizeof err),
+                           rt_backend_cuda(1, err, sizeof err)};
+    if (four[0] && four[1] && four[2] && four[3]) {
+        CHECK(rt_replicas_coll_new_accum(four, 4, 1, 2, "dprun: ", err, sizeof err) == NULL);
+        CHECK_MSG(strstr(err, "needs one replica per GPU") != NULL, "%s", err);
+    }
+    for (int i = 0; i < 4; i++)
+        if (four[i]) rt_backend_free(four[i]);
     unsetenv("DPC_COLL");
     unsetenv("DPC_FAKE_CUDA_DEVICES");
-    result_free(&acc), result_free(&wide);
+    result_free(&acc), result_free(&wide), result_free(&nccl), result_free(&nccl_graphs);
+    result_free(&nccl_shard);
     free_plan(p);
 }
 
@@ -982,6 +1057,7 @@ int main(void) {
     RUN(cpu_backend_reports_no_graphs);
     RUN(nccl_on_two_devices_equals_local);
     RUN(nccl_buckets_start_in_backward_order_and_replay);
+    RUN(nccl_shard_reduces_to_owners_and_broadcasts);
     RUN(local_collective_graph_segments_equal_eager);
     RUN(input_copy_overlap_equals_step_order);
     RUN(accumulation_on_cuda_equals_replicas);
