@@ -75,7 +75,8 @@
  * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
  * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
  * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
- * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels).
+ * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)
+ * (0 <= p < 1; training only, the identity in eval).
  */
 %code requires {
 #include "frontend/ast.h"
