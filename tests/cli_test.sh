@@ -3,10 +3,11 @@
 # parameter counts of the models, plan round trip and refusal of bad plans.
 . tests/lib.sh
 
-# parameters: N of the ResNets (Gluon's counts; resnet34/50/18_v2 those of the
-# model zoo's resnet34_v1, resnet50_v1, resnet18_v2 with classes=10)
+# parameters: N of the models (Gluon's counts; resnet34/50/18_v2 and
+# mobilenet_v2 those of the model zoo's resnet34_v1, resnet50_v1, resnet18_v2
+# and mobilenet_v2_1_0 with classes=10)
 for pair in resnet18:11181642 resnet18_cifar:11173962 resnet34:21289802 resnet50:23547402 \
-    resnet18_v2:11179978; do
+    resnet18_v2:11179978 mobilenet_v2:2237760; do
     m=${pair%%:*} want=${pair##*:}
     got=$("$bin/dpc" "models/$m.net" --summary | tail -n 1)
     [ "$got" = "parameters: $want" ] && ok || bad "$m summary: '$got', want 'parameters: $want'"

@@ -125,6 +125,7 @@ static const model models[] = {
     {"models/resnet34.net", "resnet34_v1", 21289802},
     {"models/resnet50.net", "resnet50_v1", 23547402},
     {"models/resnet18_v2.net", "resnet18_v2", 11179978},
+    {"models/mobilenet_v2.net", "mobilenet_v2_1_0", 2237760},
 };
 
 TEST(models_parse_and_count_params) {
