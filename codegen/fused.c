@@ -135,10 +135,11 @@ static void operand(grp *G, int m, int k, int acc, cg_str *o) {
         G->used_c = 1;
         break;
     case 's': snprintf(at, sizeof at, "b%d[0]", a); break;
-    case 'o': { /* the [N, C] element of (n, c); in CNHW i / inner is c*N + n */
+    case 'o': { /* the [N, C] element of (n, c); in CNHW i / inner is c*N + n,
+                 * which is where a channel-major factor holds it already */
         const ir_type *t = &nd(G, m)->type;
         int64_t in = inner_of(t);
-        if (nd(G, m)->flags & IR_FLAG_CNHW)
+        if ((nd(G, m)->flags & IR_FLAG_CNHW) && !(nd(G, p)->flags & IR_FLAG_CNHW))
             snprintf(at, sizeof at,
                      "b%d[%s / %" PRId64 " %% %" PRId64 " * %" PRId64 " + %s / %" PRId64 "]", a,
                      G->idx, in, t->dim[0], t->dim[1], G->idx, in * t->dim[0]);

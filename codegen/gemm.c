@@ -204,7 +204,7 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     if (n->op != IR_OP_CONV_GRAD_WEIGHT || nb < c->N || cx->p->nsteps == 0) return 0;
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
-    return prev->op == IR_OP_CONV_GRAD_DATA && pn->input[0] == n->input[0] &&
+    return prev->op == IR_OP_CONV_GRAD_DATA && ir_conv_groups(pn) == 1 && pn->input[0] == n->input[0] &&
            gemm_bf16(g, pn) == gemm_bf16(g, n) && pn->iattr[0] == n->iattr[0] &&
            pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
            ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
@@ -325,7 +325,9 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     switch (n->op) {
     case IR_OP_CONV:
     case IR_OP_CONV_GRAD_DATA:
-    case IR_OP_CONV_GRAD_WEIGHT: return lower_conv(cx, node);
+    case IR_OP_CONV_GRAD_WEIGHT:
+        /* grouped: direct kernels (render.c), not G small GEMMs */
+        return ir_conv_groups(n) > 1 ? cg_lower_conv_direct(cx, node) : lower_conv(cx, node);
     case IR_OP_DENSE: /* (x[N,F], w[U,F]) */
         d = cg_gemm_dense(t0->dim[0], t0->dim[1], t1->dim[0]);
         break;

@@ -91,6 +91,8 @@ int cg_kernel_cnhw_rows(cg_ctx *cx, int64_t P, int64_t nb, int64_t ds, int64_t s
                         ir_dtype dst, ir_dtype src);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
+/* conv and its gradients with groups > 1: direct kernels (render.c). */
+int cg_lower_conv_direct(cg_ctx *cx, int node);
 
 /* Threads per block of a cooperative kernel (cg_kdef.block) of `iters`
  * iterations, each looping over `elems` elements (1 in C). */

@@ -369,6 +369,295 @@ static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y, int 
     return cg_emit_kernel(cx, &kd);
 }
 
+/* y[n][c] = the sum over plane (n, c) of dy * x (mul_channel's gradient
+ * for its factor); both inputs in one layout (ir_verify), a channel-major
+ * pair holding the plane as plane c*N + n. */
+static int k_plane_dot(cg_ctx *cx, const ir_type *x, const ir_type *dy, const ir_type *y,
+                       int cnhw) {
+    int64_t inner = inner_of(x);
+    ir_dtype tx = x->dtype, td = dy->dtype, ty = y->dtype;
+    cg_kdef kd = {
+        .op = "plane_dot", .nargs = 3, .cost = 2 * inner, .writes = {1}, .type = {ty, td, tx}};
+    if (cnhw)
+        cg_str_printf(&kd.body,
+                      "const idx_t plane = i %% %" PRId64 " * %" PRId64 " + i / %" PRId64 ";\n",
+                      x->dim[1], x->dim[0], x->dim[1]);
+    const char *at = cnhw ? "plane" : "i";
+    cg_str_printf(&kd.body,
+                  "const %s *dr = b1 + %s * %" PRId64 ";\n"
+                  "const %s *xr = b2 + %s * %" PRId64 ";\n"
+                  "acc_t s = 0;\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) s += (acc_t)%sdr[j]%s * %sxr[j]%s;\n"
+                  "b0[i] = %s(float)s%s;\n",
+                  ctype(td), at, inner, ctype(tx), at, inner, inner, cg_ld(td), cg_end(td),
+                  cg_ld(tx), cg_end(tx), cg_st(ty), cg_end(ty));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* ---- concat and its gradient's slices ------------------------------------------
+ * Element i of an [N, C, inner] tensor is (n, c, j): NCHW i = (n*C + c)*inner
+ * + j, channel-major (CNHW) i = (c*N + n)*inner + j; every input of a concat
+ * and its output share one layout (ir_verify). */
+
+/* "const idx_t n, c, j" of element i of an [N, C, inner] tensor. */
+static void decode_nc(cg_str *b, int cnhw, int64_t N, int64_t C, int64_t inner) {
+    cg_str_printf(b, "const idx_t j = i %% %" PRId64 ", q = i / %" PRId64 ";\n", inner, inner);
+    if (cnhw)
+        cg_str_printf(b, "const idx_t c = q / %" PRId64 ", n = q %% %" PRId64 ";\n", N, N);
+    else
+        cg_str_printf(b, "const idx_t n = q / %" PRId64 ", c = q %% %" PRId64 ";\n", C, C);
+}
+
+/* The index of (n, c + shift, j) in an [N, C, inner] tensor. */
+static void index_nc(char *buf, size_t len, int cnhw, int64_t N, int64_t C, int64_t inner,
+                     int64_t shift) {
+    char ch[48];
+    snprintf(ch, sizeof ch, "c %c %" PRId64, shift < 0 ? '-' : '+', shift < 0 ? -shift : shift);
+    if (cnhw)
+        snprintf(buf, len, "((%s) * %" PRId64 " + n) * %" PRId64 " + j", ch, N, inner);
+    else
+        snprintf(buf, len, "(n * %" PRId64 " + %s) * %" PRId64 " + j", C, ch, inner);
+}
+
+/* y = concat(b1, ..., bK) along the channels: each element from the input
+ * whose channel range holds it. */
+static int k_concat(cg_ctx *cx, const ir_graph *g, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    int64_t N = y->dim[0], inner = inner_of(y);
+    cg_kdef kd = {.op = "concat", .nargs = n->ninputs + 1, .cost = 1, .writes = {1}};
+    kd.type[0] = y->dtype;
+    cg_str *b = &kd.body;
+    decode_nc(b, cnhw, N, y->dim[1], inner);
+    cg_str_printf(b, "float v;\n");
+    int64_t off = 0;
+    char at[160];
+    for (int k = 0; k < n->ninputs; k++) {
+        const ir_type *t = &g->nodes[n->input[k]].type;
+        kd.type[k + 1] = t->dtype;
+        index_nc(at, sizeof at, cnhw, N, t->dim[1], inner, -off);
+        off += t->dim[1];
+        if (k < n->ninputs - 1)
+            cg_str_printf(b, "%sif (c < %" PRId64 ") v = %sb%d[%s]%s;\n", k ? "else " : "", off,
+                          cg_ld(t->dtype), k + 1, at, cg_end(t->dtype));
+        else
+            cg_str_printf(b, "else v = %sb%d[%s]%s;\n", cg_ld(t->dtype), k + 1, at,
+                          cg_end(t->dtype));
+    }
+    cg_str_printf(b, "b0[i] = %sv%s;\n", cg_st(y->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* y = channels [off, off + C_y) of x. */
+static int k_channel_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    int64_t N = y->dim[0], inner = inner_of(y);
+    cg_kdef kd = {
+        .op = "channel_slice", .nargs = 2, .cost = 1, .writes = {1}, .type = {y->dtype, x->dtype}};
+    decode_nc(&kd.body, cnhw, N, y->dim[1], inner);
+    char at[160];
+    index_nc(at, sizeof at, cnhw, N, x->dim[1], inner, n->iattr[0]);
+    cg_str_printf(&kd.body, "b0[i] = %s%sb1[%s]%s%s;\n", cg_st(y->dtype), cg_ld(x->dtype), at,
+                  cg_end(x->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dropout (ir.h): x/(1-p) where ir_dropout_hash(key, salt, e) keeps element
+ * e, its NCHW index (a channel-major tensor's element is mapped back, so
+ * the mask does not depend on the layout), else 0. b1 = x, b2 = the key's
+ * four 16-bit chunks. The hash is ir.h's, spelled out in unsigned 64-bit
+ * arithmetic that C and CUDA compute alike. */
+static int k_dropout(cg_ctx *cx, const ir_type *x, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
+    cg_kdef kd = {
+        .op = "dropout", .nargs = 3, .cost = 4, .writes = {1}, .type = {y->dtype, x->dtype, IR_F32}};
+    cg_str *b = &kd.body;
+    if (cnhw && y->ndim > 1) {
+        int64_t C = y->dim[1], inner = inner_of(y);
+        decode_nc(b, 1, y->dim[0], C, inner);
+        cg_str_printf(b, "const idx_t e = (n * %" PRId64 " + c) * %" PRId64 " + j;\n", C, inner);
+    } else {
+        cg_str_printf(b, "const idx_t e = i;\n");
+    }
+    char lit[40];
+    double p = n->fattr[0];
+    cg_str_printf(
+        b,
+        "unsigned long long z = 0;\n"
+        "for (int t = 0; t < 4; t++) z |= ((unsigned long long)(long long)b2[t] & 0xffffull) << "
+        "(16 * t);\n"
+        "z ^= %lluull;\n"
+        "z += (unsigned long long)e * 0x9e3779b97f4a7c15ull;\n"
+        "z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
+        "z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
+        "z ^= z >> 31;\n"
+        "b0[i] = %s(z >> 40) >= %lluull ? %sb1[i]%s * %s : 0.0f%s;\n",
+        (unsigned long long)((uint64_t)n->iattr[0] * 0xd1b54a32d192ed03ull), cg_st(y->dtype),
+        (unsigned long long)ir_dropout_threshold(p), cg_ld(x->dtype), cg_end(x->dtype),
+        cg_lit(cx, 1.0 / (1.0 - p), 0, lit), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* ---- grouped convolution: direct kernels ---------------------------------------
+ * conv with groups > 1 (depthwise at groups = channels): a group's GEMM
+ * is C/G x k*k deep and K/G wide, G of them per image, each too small
+ * for a BLAS call to pay for its setup and the im2col copy. One output
+ * element per iteration instead, its window read in place: forward and
+ * data gradient sum C/G (or K/G) channels x k*k taps, the weight gradient
+ * sums a tap over N x Ho x Wo. Sums in acc_t, in a fixed order, so every
+ * dialect and every thread count gives the same bits. Either layout on
+ * either side (conv mixes layouts, ir_op_mixes_layout): plane (n, c) of a
+ * channel-major [N,C,...] tensor is plane c*N + n. bench/depthwise.c
+ * measures this against the G small GEMMs. */
+typedef struct {
+    int64_t N, C, H, W, K, Ho, Wo, k, s, p, G;
+} conv_dims;
+
+/* "n * C + c" or "c * N + n": the plane of (n, c) in a tensor of C channels. */
+static const char *plane_of(char *buf, size_t len, int cnhw, const char *n, const char *c,
+                            int64_t N, int64_t C) {
+    if (cnhw)
+        snprintf(buf, len, "(%s * %" PRId64 " + %s)", c, N, n);
+    else
+        snprintf(buf, len, "(%s * %" PRId64 " + %s)", n, C, c);
+    return buf;
+}
+
+/* The (n, c) of iteration i's plane r in a tensor of C channels. */
+static void split_plane(cg_str *b, int cnhw, const char *c, int64_t N, int64_t C) {
+    if (cnhw)
+        cg_str_printf(b, "const idx_t n = r %% %" PRId64 ", %s = r / %" PRId64 ";\n", N, c, N);
+    else
+        cg_str_printf(b, "const idx_t n = r / %" PRId64 ", %s = r %% %" PRId64 ";\n", C, c, C);
+}
+
+/* Column w, row h and plane r of iteration i over [planes, H, W]. */
+static void split_position(cg_str *b, const char *w, const char *h, int64_t W, int64_t H) {
+    cg_str_printf(b,
+                  "const idx_t %s = i %% %" PRId64 ", %s = (i / %" PRId64 ") %% %" PRId64
+                  ", r = i / %" PRId64 ";\n",
+                  w, W, h, W, H, H * W);
+}
+
+/* y = conv(x, w): b1 = x, b2 = w. */
+static int k_conv_direct(cg_ctx *cx, const conv_dims *d, ir_dtype ty, ir_dtype tx, ir_dtype tw,
+                         int yc, int xc) {
+    int64_t Cg = d->C / d->G, Kg = d->K / d->G, kk = d->k * d->k;
+    cg_kdef kd = {
+        .op = "conv_direct", .nargs = 3, .cost = Cg * kk, .writes = {1}, .type = {ty, tx, tw}};
+    cg_str *b = &kd.body;
+    char xp[96];
+    split_position(b, "ow", "oh", d->Wo, d->Ho);
+    split_plane(b, yc, "o", d->N, d->K);
+    cg_str_printf(b,
+                  "const idx_t c0 = o / %" PRId64 " * %" PRId64 ";\n"
+                  "const %s *wr = b2 + o * %" PRId64 ";\n"
+                  "acc_t acc = 0;\n"
+                  "for (idx_t cl = 0; cl < %" PRId64 "; cl++) {\n"
+                  "    const %s *xp = b1 + %s * %" PRId64 ";\n"
+                  "    for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
+                  "        const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
+                  "        if (ih < 0 || ih >= %" PRId64 ") continue;\n"
+                  "        for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
+                  "            const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
+                  "            if (iw >= 0 && iw < %" PRId64 ")\n"
+                  "                acc += (acc_t)%sxp[ih * %" PRId64
+                  " + iw]%s * %swr[(cl * %" PRId64 " + kh) * %" PRId64 " + kw]%s;\n"
+                  "        }\n"
+                  "    }\n"
+                  "}\n"
+                  "b0[i] = %s(float)acc%s;\n",
+                  Kg, Cg, ctype(tw), Cg * kk, Cg, ctype(tx),
+                  plane_of(xp, sizeof xp, xc, "n", "(c0 + cl)", d->N, d->C), d->H * d->W, d->k,
+                  d->s, d->p, d->H, d->k, d->s, d->p, d->W, cg_ld(tx), d->W, cg_end(tx), cg_ld(tw),
+                  d->k, d->k, cg_end(tw), cg_st(ty), cg_end(ty));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dx = conv_grad_data(dy, w): b1 = dy, b2 = w; the taps of output
+ * channels o of x's group whose windows hold (ih, iw). */
+static int k_conv_direct_grad_data(cg_ctx *cx, const conv_dims *d, ir_dtype tdx, ir_dtype tdy,
+                                   ir_dtype tw, int dxc, int dyc) {
+    int64_t Cg = d->C / d->G, Kg = d->K / d->G, kk = d->k * d->k;
+    cg_kdef kd = {.op = "conv_direct_grad_data",
+                  .nargs = 3,
+                  .cost = Kg * kk,
+                  .writes = {1},
+                  .type = {tdx, tdy, tw}};
+    cg_str *b = &kd.body;
+    char dp[96];
+    split_position(b, "iw", "ih", d->W, d->H);
+    split_plane(b, dxc, "c", d->N, d->C);
+    cg_str_printf(b,
+                  "const idx_t o0 = c / %" PRId64 " * %" PRId64 ", cl = c %% %" PRId64 ";\n"
+                  "acc_t acc = 0;\n"
+                  "for (idx_t ol = 0; ol < %" PRId64 "; ol++) {\n"
+                  "    const idx_t o = o0 + ol;\n"
+                  "    const %s *dp = b1 + %s * %" PRId64 ";\n"
+                  "    const %s *wr = b2 + (o * %" PRId64 " + cl) * %" PRId64 ";\n"
+                  "    for (idx_t kh = 0; kh < %" PRId64 "; kh++) {\n"
+                  "        const idx_t th = ih + %" PRId64 " - kh;\n"
+                  "        if (th < 0 || th %% %" PRId64 " != 0 || th / %" PRId64 " >= %" PRId64
+                  ") continue;\n"
+                  "        for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
+                  "            const idx_t tw = iw + %" PRId64 " - kw;\n"
+                  "            if (tw < 0 || tw %% %" PRId64 " != 0 || tw / %" PRId64 " >= %" PRId64
+                  ") continue;\n"
+                  "            acc += (acc_t)%sdp[th / %" PRId64 " * %" PRId64 " + tw / %" PRId64
+                  "]%s * %swr[kh * %" PRId64 " + kw]%s;\n"
+                  "        }\n"
+                  "    }\n"
+                  "}\n"
+                  "b0[i] = %s(float)acc%s;\n",
+                  Cg, Kg, Cg, Kg, ctype(tdy), plane_of(dp, sizeof dp, dyc, "n", "o", d->N, d->K),
+                  d->Ho * d->Wo, ctype(tw), Cg, kk, d->k, d->p, d->s, d->s, d->Ho, d->k, d->p, d->s,
+                  d->s, d->Wo, cg_ld(tdy), d->s, d->Wo, d->s, cg_end(tdy), cg_ld(tw), d->k,
+                  cg_end(tw), cg_st(tdx), cg_end(tdx));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dw = conv_grad_weight(dy, x): b1 = dy, b2 = x; one tap (o, cl, kh, kw)
+ * per iteration, summed over every image and output position. */
+static int k_conv_direct_grad_weight(cg_ctx *cx, const conv_dims *d, ir_dtype tdw, ir_dtype tdy,
+                                     ir_dtype tx, int dyc, int xc) {
+    int64_t Cg = d->C / d->G, Kg = d->K / d->G;
+    cg_kdef kd = {.op = "conv_direct_grad_weight",
+                  .nargs = 3,
+                  .cost = d->N * d->Ho * d->Wo,
+                  .writes = {1},
+                  .type = {tdw, tdy, tx}};
+    cg_str *b = &kd.body;
+    char dp[96], xp[96];
+    cg_str_printf(b,
+                  "const idx_t kw = i %% %" PRId64 ", kh = (i / %" PRId64 ") %% %" PRId64 ";\n"
+                  "const idx_t cl = (i / %" PRId64 ") %% %" PRId64 ", o = i / %" PRId64 ";\n"
+                  "const idx_t c = o / %" PRId64 " * %" PRId64 " + cl;\n"
+                  "acc_t acc = 0;\n"
+                  "for (idx_t n = 0; n < %" PRId64 "; n++) {\n"
+                  "    const %s *dp = b1 + %s * %" PRId64 ";\n"
+                  "    const %s *xp = b2 + %s * %" PRId64 ";\n"
+                  "    for (idx_t oh = 0; oh < %" PRId64 "; oh++) {\n"
+                  "        const idx_t ih = oh * %" PRId64 " - %" PRId64 " + kh;\n"
+                  "        if (ih < 0 || ih >= %" PRId64 ") continue;\n"
+                  "        for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n"
+                  "            const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
+                  "            if (iw >= 0 && iw < %" PRId64 ")\n"
+                  "                acc += (acc_t)%sdp[oh * %" PRId64 " + ow]%s * %sxp[ih * %" PRId64
+                  " + iw]%s;\n"
+                  "        }\n"
+                  "    }\n"
+                  "}\n"
+                  "b0[i] = %s(float)acc%s;\n",
+                  d->k, d->k, d->k, d->k * d->k, Cg, d->k * d->k * Cg, Kg, Cg, d->N, ctype(tdy),
+                  plane_of(dp, sizeof dp, dyc, "n", "o", d->N, d->K), d->Ho * d->Wo, ctype(tx),
+                  plane_of(xp, sizeof xp, xc, "n", "c", d->N, d->C), d->H * d->W, d->Ho, d->s, d->p,
+                  d->H, d->Wo, d->s, d->p, d->W, cg_ld(tdy), d->Wo, cg_end(tdy), cg_ld(tx), d->W,
+                  cg_end(tx), cg_st(tdw), cg_end(tdw));
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* The first maximum of window (oh, ow) of plane xp, padding never winning:
  * sets `best` to its index in the plane or -1. */
 static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
@@ -728,6 +1017,52 @@ static int r_global_avgpool(cg_ctx *cx, int node) {
                        ir_numel(&n->type));
 }
 
+int cg_lower_conv_direct(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    const ir_node *a = &cx->g->nodes[n->input[0]], *b = &cx->g->nodes[n->input[1]];
+    /* x, y (dy) and w of the convolution, whichever node holds them */
+    const ir_node *x = n->op == IR_OP_CONV ? a : n->op == IR_OP_CONV_GRAD_DATA ? n : b;
+    const ir_node *y = n->op == IR_OP_CONV ? n : a;
+    const ir_type *xt = &x->type, *yt = &y->type;
+    conv_dims d = {xt->dim[0], xt->dim[1],  xt->dim[2],  xt->dim[3],  yt->dim[1],       yt->dim[2],
+                   yt->dim[3], n->iattr[0], n->iattr[1], n->iattr[2], ir_conv_groups(n)};
+    int xc = (x->flags & IR_FLAG_CNHW) != 0, yc = (y->flags & IR_FLAG_CNHW) != 0;
+    ir_dtype t0 = a->type.dtype, t1 = b->type.dtype, tn = n->type.dtype;
+    switch (n->op) {
+    case IR_OP_CONV:
+        return simple_step(cx, node, k_conv_direct(cx, &d, tn, t0, t1, yc, xc), ir_numel(yt));
+    case IR_OP_CONV_GRAD_DATA:
+        return simple_step(cx, node, k_conv_direct_grad_data(cx, &d, tn, t0, t1, xc, yc),
+                           ir_numel(xt));
+    default:
+        return simple_step(cx, node, k_conv_direct_grad_weight(cx, &d, tn, t0, t1, yc, xc),
+                           ir_numel(&n->type));
+    }
+}
+
+static int r_concat(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_concat(cx, cx->g, n), ir_numel(&n->type));
+}
+
+static int r_channel_slice(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_channel_slice(cx, in_type(cx, n, 0), n), ir_numel(&n->type));
+}
+
+static int r_dropout(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return simple_step(cx, node, k_dropout(cx, in_type(cx, n, 0), n), ir_numel(&n->type));
+}
+
+static int r_plane_dot(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
+    return simple_step(cx, node,
+                       k_plane_dot(cx, in_type(cx, n, 1), in_type(cx, n, 0), &n->type, cnhw),
+                       ir_numel(&n->type));
+}
+
 static int r_pool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const int64_t *a = n->iattr;
@@ -842,6 +1177,10 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_DENSE_GRAD_WEIGHT] = {cg_lower_gemm_op},
     [IR_OP_ALLREDUCE] = {r_allreduce},
     [IR_OP_TRANSPOSE] = {r_transpose},
+    [IR_OP_PLANE_DOT] = {r_plane_dot},
+    [IR_OP_CONCAT] = {r_concat},
+    [IR_OP_CHANNEL_SLICE] = {r_channel_slice},
+    [IR_OP_DROPOUT] = {r_dropout},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

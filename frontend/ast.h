@@ -28,7 +28,7 @@ enum {
     FE_MAX_CALLS = 1 << 16,  /* block calls while elaborating one graph */
     FE_MAX_STEPS = 1 << 20,  /* expressions evaluated for one graph */
     FE_MAX_OPEN = 8,         /* tracked open braces, for "unterminated" */
-    FE_MAX_OP_ARGS = 6,
+    FE_MAX_OP_ARGS = 9,
 };
 #define FE_MAX_SIZE  ((int64_t)1 << 24) /* any dimension, channel count, ... */
 #define FE_MAX_NUMEL IR_MAX_NUMEL       /* elements in one tensor */
@@ -306,6 +306,12 @@ typedef enum {
     FE_OP_FLATTEN,
     FE_OP_DENSE,
     FE_OP_SOFTMAX_CE,
+    FE_OP_SIGMOID,
+    FE_OP_CLIP,
+    FE_OP_RELU6,
+    FE_OP_MUL,
+    FE_OP_CONCAT,
+    FE_OP_DROPOUT,
 } fe_op_id;
 
 struct fe_opdef {

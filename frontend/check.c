@@ -680,6 +680,7 @@ static int check_fed(fe_program *P, const ir_graph *g, const unsigned char *read
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->op != IR_OP_INPUT || !read[i] || fed(P->train.dataset, n->name)) continue;
+        if (!strcmp(n->name, IR_DROPOUT_KEY)) continue; /* the runtime's, every step */
         fe_error(&P->diag, (fe_loc){n->line, n->col},
                  "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
                  P->train.dataset);

@@ -22,10 +22,14 @@
  * boolean with a default. */
 #define TENSOR(name) \
     { name, FE_ARG_TENSOR, 1, 0, 0 }
+#define TENSOR_OPT(name) \
+    { name, FE_ARG_TENSOR, 0, 0, 0 }
 #define INT(name, min) \
     { name, FE_ARG_INT, 1, 0, min }
 #define INT_OPT(name, def, min) \
     { name, FE_ARG_INT, 0, def, min }
+#define FLOAT(name) \
+    { name, FE_ARG_FLOAT, 1, 0, 0 }
 #define FLOAT_OPT(name, def) \
     { name, FE_ARG_FLOAT, 0, def, 0 }
 #define BOOL_OPT(name, def) \
@@ -35,9 +39,9 @@
 static const fe_opdef ops[] = {
     {"conv",
      FE_OP_CONV,
-     6,
+     7,
      {TENSOR("x"), INT("channels", 1), INT("k", 1), INT_OPT("s", 1, 1), INT_OPT("p", 0, 0),
-      BOOL_OPT("bias", 1)}},
+      BOOL_OPT("bias", 1), INT_OPT("groups", 1, 1)}},
     {"batchnorm",
      FE_OP_BATCHNORM,
      6,
@@ -60,6 +64,17 @@ static const fe_opdef ops[] = {
      FE_OP_SOFTMAX_CE,
      3,
      {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0)}},
+    {"sigmoid", FE_OP_SIGMOID, 1, {TENSOR("x")}},
+    {"clip", FE_OP_CLIP, 3, {TENSOR("x"), FLOAT("lo"), FLOAT("hi")}},
+    {"relu6", FE_OP_RELU6, 1, {TENSOR("x")}},
+    {"mul", FE_OP_MUL, 2, {TENSOR("a"), TENSOR("b")}},
+    /* up to IR_MAX_INPUTS tensors; axis by keyword (or ninth) */
+    {"concat",
+     FE_OP_CONCAT,
+     9,
+     {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"),
+      TENSOR_OPT("f"), TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
+    {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -98,6 +113,8 @@ typedef struct {
     fe_arena tmp;     /* scopes and values; freed when the build ends */
     fe_map inputs;    /* name -> value* */
     int calls, steps; /* bound the work: blocks can call blocks twice, and so on */
+    int dropout_key;  /* the IR_DROPOUT_KEY input once a dropout made it, else -1 */
+    int dropouts;     /* dropouts so far: the next one's salt */
 } elab;
 
 static const char *kind_name(vkind k) {
@@ -223,13 +240,22 @@ static int64_t axis1(elab *E, const value *x) {
     return t->ndim >= 2 ? t->dim[1] : 1;
 }
 
+/* conv(x, channels, k, s, p, bias, groups): the weight is [channels,
+ * C/groups, k, k], so the parameter count follows the groups. */
 static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     const value *x = &a->v[0];
-    int64_t c = a->v[1].i, k = a->v[2].i;
-    int w = param(E, S, loc, inst, "weight", ir_shape4(c, axis1(E, x), k, k), IR_INIT_XAVIER, 0);
+    int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = axis1(E, x);
+    if (cin % groups || c % groups) {
+        error_at(E, S, a->loc[6],
+                 "argument 'groups' of 'conv' must divide the input channels (%" PRId64
+                 ") and the output channels (%" PRId64 "), got %" PRId64,
+                 cin, c, groups);
+        return -1;
+    }
+    int w = param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
-                 (int64_t[]){k, a->v[3].i, a->v[4].i}, NULL);
+                 (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
     if (y < 0 || !a->v[5].i) return y;
     int b = param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
     if (b < 0) return -1;
@@ -280,6 +306,70 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     int b = param(E, S, loc, inst, "bias", ir_shape1(u), IR_INIT_ZERO, 0);
     if (b < 0) return -1;
     return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
+}
+
+/* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
+static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
+    double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
+    if (lo > hi) {
+        error_at(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g",
+                 lo, hi);
+        return -1;
+    }
+    return node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
+}
+
+/* mul(a, b): elementwise when the shapes agree, else one factor per
+ * (sample, channel) plane, [N,C,1,1] or [N,C] against [N,C,H,W], in
+ * either argument (the product commutes); any other pair is refused by
+ * mul_channel's shape rule, naming both shapes. */
+static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    int x = a->v[0].node, y = a->v[1].node;
+    const ir_type *tx = type_of(E, &a->v[0]), *ty = type_of(E, &a->v[1]);
+    if (ir_type_same_shape(tx, ty))
+        return node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
+    if (tx->ndim != 4 && ty->ndim == 4) {
+        int t = x;
+        x = y, y = t;
+    }
+    return node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
+}
+
+/* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
+static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    if (a->v[8].i != 1) {
+        error_at(E, S, a->loc[8], "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64,
+                 a->v[8].i);
+        return -1;
+    }
+    int in[IR_MAX_INPUTS], n = 0;
+    for (int i = 0; i < 8; i++)
+        if (a->given[i]) in[n++] = a->v[i].node;
+    return node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
+}
+
+/* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
+ * training, x itself in evaluation. Each dropout gets the next salt in
+ * evaluation order (the same in every build of the network), all read the
+ * one key input the runtime sets each step. */
+static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    double p = a->v[1].f;
+    if (!(p >= 0 && p < 1)) {
+        error_at(E, S, a->loc[1], "argument 'p' of 'dropout' must be in [0, 1), got %g", p);
+        return -1;
+    }
+    int salt = E->dropouts++;
+    if (!E->training || p == 0) return a->v[0].node;
+    if (E->dropout_key < 0) {
+        if (fe_map_get(&E->inputs, IR_DROPOUT_KEY)) {
+            error_at(E, S, loc, "input '%s' is the name dropout's key takes", IR_DROPOUT_KEY);
+            return -1;
+        }
+        E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
+    }
+    return node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
+                (int64_t[]){salt}, (double[]){p});
 }
 
 /* Converts and checks one argument against its spec. */
@@ -366,6 +456,12 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         id = node(E, S, e->loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
         break;
     case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_SIGMOID: id = node(E, S, e->loc, IR_OP_SIGMOID, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_CLIP:
+    case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
+    case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
+    case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
+    case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],
@@ -556,6 +652,7 @@ ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char 
     E.P = p;
     E.batch = batch;
     E.training = training ? 1 : 0;
+    E.dropout_key = -1;
     E.diag.path = p->path;
     E.diag.msg = err;
     E.diag.msglen = errlen;

@@ -61,13 +61,19 @@
  * enables only what it lists. Type and shape errors inside a block that is
  * never called go unreported.
  *
- * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true),
+ * Built-in operators (elab.c): conv(x, channels, k, s=1, p=0, bias=true,
+ * groups=1) (groups divides both channel counts; the weight is
+ * [channels, C/groups, k, k]),
  * batchnorm(x, eps=1e-5, momentum=0.9, gamma_init=1, residual_last=false)
  * (gamma_init 0 or 1; residual_last marks the last BN of a residual branch:
  * its gamma starts at 0 under the train section's zero_init_residual, an
  * explicit gamma_init wins), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
- * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label).
+ * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
+ * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
+ * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
+ * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)
+ * (0 <= p < 1; training only, the identity in eval).
  */
 %code requires {
 #include "frontend/ast.h"

@@ -5,6 +5,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 46, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 56, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)
@@ -79,6 +80,13 @@ static const char *const op_expr[IR_OP_COUNT] = {
     [IR_OP_ADAM_DIR] = "$1 * $3s / (sqrtf($2 * $4s) + @0) + @1 * $0",
     [IR_OP_LAMB_LR] = "$0 > 0.0f && $1 > 0.0f ? $2 * (sqrtf($0) / sqrtf($1)) : $2",
     [IR_OP_DESCEND] = "$0 - $2s * $1",
+    [IR_OP_SIGMOID] = "1.0f / (1.0f + expf(-$0))",
+    [IR_OP_SIGMOID_GRAD] = "$0 * ($1 * (1.0f - $1))",
+    /* NaN matches neither test and stays NaN, as it does in MXNet's clip */
+    [IR_OP_CLIP] = "$0 < @0 ? @0 : $0 > @1 ? @1 : $0",
+    [IR_OP_CLIP_GRAD] = "$1 >= @0 && $1 <= @1 ? $0 : 0.0f",
+    [IR_OP_MUL] = "$0 * $1",
+    [IR_OP_MUL_CHANNEL] = "$0 * $1o",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
@@ -305,6 +313,22 @@ static int no_rule(const ir_node *n, char *err, size_t errlen) {
     return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
 }
 
+/* The groups attribute (conv's slot 3, conv_grad_data's 5, conv_grad_weight's
+ * 3): at least 1, dividing the input channels C and the output channels K. */
+int64_t ir_conv_groups(const ir_node *n) { return n->iattr[n->op == IR_OP_CONV_GRAD_DATA ? 5 : 3]; }
+
+static int check_groups(const char *op, const ir_node *n, int64_t C, int64_t K, char *err,
+                        size_t errlen) {
+    int64_t gr = ir_conv_groups(n);
+    if (gr < 1) return ir_fail(err, errlen, "%s: groups must be positive, got %" PRId64, op, gr);
+    if (C % gr || K % gr)
+        return ir_fail(err, errlen,
+                       "%s: %" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
+                       " output channels",
+                       op, gr, C, K);
+    return 0;
+}
+
 /* Convolution and its two gradients. */
 static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
@@ -312,10 +336,11 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     case IR_OP_CONV: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "input", x, 4, err, errlen) ||
-            need_rank(op, "weight", w, 4, err, errlen) || check_window(op, n, err, errlen))
+            need_rank(op, "weight", w, 4, err, errlen) || check_window(op, n, err, errlen) ||
+            check_groups(op, n, x->dim[1], w->dim[0], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
-        if (w->dim[1] != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
+        if (w->dim[1] * ir_conv_groups(n) != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
             return ir_fail(err, errlen,
                            "conv: weight %s does not fit input %s with kernel %" PRId64,
                            TYPE_STR(w), TYPE_STR(x), k);
@@ -330,7 +355,8 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     case IR_OP_CONV_GRAD_DATA: {
         const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "weight", w, 4, err, errlen) ||
-            check_window(op, n, err, errlen))
+            check_window(op, n, err, errlen) ||
+            check_groups(op, n, w->dim[1] * ir_conv_groups(n), w->dim[0], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2], h = n->iattr[3],
                 wd = n->iattr[4];
@@ -339,20 +365,21 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
             return ir_fail(err, errlen,
                            "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree", op,
                            TYPE_STR(dy), TYPE_STR(w), h, wd);
-        *out = ir_shape4(dy->dim[0], w->dim[1], h, wd);
+        *out = ir_shape4(dy->dim[0], w->dim[1] * ir_conv_groups(n), h, wd);
         return 0;
     }
     case IR_OP_CONV_GRAD_WEIGHT: {
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen) || need_rank(op, "input", x, 4, err, errlen) ||
-            check_window(op, n, err, errlen))
+            check_window(op, n, err, errlen) ||
+            check_groups(op, n, x->dim[1], dy->dim[1], err, errlen))
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
             window_out(x->dim[3], k, s, p) != dy->dim[3])
             return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy),
                            TYPE_STR(x));
-        *out = ir_shape4(dy->dim[1], x->dim[1], k, k);
+        *out = ir_shape4(dy->dim[1], x->dim[1] / ir_conv_groups(n), k, k);
         return 0;
     }
     default: return no_rule(n, err, errlen);
@@ -472,6 +499,26 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
     }
 }
 
+/* clip's bounds: finite (they become float literals) and in order. */
+static int check_bounds(const ir_node *n, char *err, size_t errlen) {
+    double lo = n->fattr[0], hi = n->fattr[1];
+    if (!isfinite(lo) || !isfinite(hi))
+        return ir_fail(err, errlen, "%s: bounds must be finite, got %g and %g", ir_ops[n->op].name,
+                       lo, hi);
+    if (lo > hi)
+        return ir_fail(err, errlen, "%s: lower bound %g is above the upper bound %g",
+                       ir_ops[n->op].name, lo, hi);
+    return 0;
+}
+
+/* Whether s is one factor per (sample, channel) plane of x [N,C,H,W]:
+ * [N,C,1,1] or [N,C] (the same bytes). */
+int ir_is_channel_factor(const ir_type *x, const ir_type *s) {
+    if (x->ndim != 4 || s->dtype == IR_I32 || s->dim[0] != x->dim[0] || s->dim[1] != x->dim[1])
+        return 0;
+    return s->ndim == 2 || (s->ndim == 4 && s->dim[2] == 1 && s->dim[3] == 1);
+}
+
 /* Elementwise ops and views: the output has an input's shape. */
 static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                            size_t errlen) {
@@ -507,6 +554,97 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
                                ir_ops[dst].name);
         }
         *out = *a;
+        return 0;
+    }
+    case IR_OP_SIGMOID:
+    case IR_OP_CLIP: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
+                           TYPE_STR(x));
+        if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_SIGMOID_GRAD:
+    case IR_OP_CLIP_GRAD:
+    case IR_OP_MUL: {
+        const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
+        if (!ir_type_same_shape(a, b))
+            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
+                           TYPE_STR(b));
+        if (a->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: inputs must be float tensors, got %s", op,
+                           TYPE_STR(a));
+        if (n->op == IR_OP_CLIP_GRAD && check_bounds(n, err, errlen)) return -1;
+        *out = *a;
+        return 0;
+    }
+    case IR_OP_MUL_CHANNEL: {
+        const ir_type *x = in_type(g, n, 0), *s = in_type(g, n, 1);
+        if (x->ndim != 4 || x->dtype == IR_I32 || !ir_is_channel_factor(x, s))
+            return ir_fail(err, errlen,
+                           "mul: shapes %s and %s do not broadcast (the same shape, or "
+                           "[N,C,H,W] with [N,C,1,1] or [N,C])",
+                           TYPE_STR(x), TYPE_STR(s));
+        *out = *x;
+        return 0;
+    }
+    case IR_OP_PLANE_DOT: {
+        const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
+        if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
+        if (!ir_type_same_shape(dy, x))
+            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(dy),
+                           TYPE_STR(x));
+        *out = ir_shape2(dy->dim[0], dy->dim[1]);
+        return 0;
+    }
+    case IR_OP_CONCAT: {
+        const ir_type *a = in_type(g, n, 0);
+        if (n->iattr[0] != 1)
+            return ir_fail(err, errlen, "concat: only axis 1 (channels) is supported, got %" PRId64,
+                           n->iattr[0]);
+        if (a->ndim < 2 || a->dtype == IR_I32)
+            return ir_fail(err, errlen, "concat: inputs must be [N, C, ...] float tensors, got %s",
+                           TYPE_STR(a));
+        *out = *a;
+        for (int k = 1; k < n->ninputs; k++) {
+            const ir_type *b = in_type(g, n, k);
+            int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
+            for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
+            if (!same)
+                return ir_fail(err, errlen,
+                               "concat: input %d %s does not fit input 0 %s (all dimensions but "
+                               "the channels must agree)",
+                               k, TYPE_STR(b), TYPE_STR(a));
+            out->dim[1] += b->dim[1];
+        }
+        return 0;
+    }
+    case IR_OP_CHANNEL_SLICE: {
+        const ir_type *x = in_type(g, n, 0);
+        int64_t off = n->iattr[0], c = n->iattr[1];
+        if (x->ndim < 2 || x->dtype == IR_I32)
+            return ir_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
+        if (off < 0 || c < 1 || off > x->dim[1] - c)
+            return ir_fail(err, errlen,
+                           "%s: channels %" PRId64 "..%" PRId64 " are not within %s", op, off,
+                           off + c - 1, TYPE_STR(x));
+        *out = *x;
+        out->dim[1] = c;
+        return 0;
+    }
+    case IR_OP_DROPOUT: {
+        const ir_type *x = in_type(g, n, 0);
+        if (x->dtype == IR_I32)
+            return ir_fail(err, errlen, "dropout: input must be a float tensor, got %s",
+                           TYPE_STR(x));
+        if (need_vector(op, "key", in_type(g, n, 1), 4, err, errlen)) return -1;
+        if (!(n->fattr[0] >= 0 && n->fattr[0] < 1))
+            return ir_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
+        if (n->iattr[0] < 0)
+            return ir_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
+        *out = *x;
         return 0;
     }
     case IR_OP_ONES_LIKE:
@@ -718,6 +856,16 @@ int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_ASSIGN:
     case IR_OP_RELU_GRAD:
     case IR_OP_ONES_LIKE:
+    case IR_OP_SIGMOID:
+    case IR_OP_SIGMOID_GRAD:
+    case IR_OP_CLIP:
+    case IR_OP_CLIP_GRAD:
+    case IR_OP_MUL:
+    case IR_OP_MUL_CHANNEL:
+    case IR_OP_PLANE_DOT:
+    case IR_OP_CONCAT:
+    case IR_OP_CHANNEL_SLICE:
+    case IR_OP_DROPOUT:
     case IR_OP_RESHAPE_LIKE: return infer_pointwise(g, n, out, err, errlen);
     case IR_OP_FLATTEN:
     case IR_OP_DENSE:

@@ -10,7 +10,7 @@
  *     int x = ir_add_input(g, "image", ir_shape4(128, 3, 32, 32), IR_F32);
  *     int w = ir_add_param(g, "conv0.weight", ir_shape4(64, 3, 7, 7), IR_INIT_XAVIER);
  *     int y = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2,
- *                         (int64_t[]){7, 2, 3}, NULL, err, sizeof err);
+ *                         (int64_t[]){7, 2, 3, 1}, NULL, err, sizeof err);
  *     if (y < 0) fprintf(stderr, "%s\n", err);     // shape rule said no
  *     ir_verify(g, err, sizeof err);               // after every pass
  *     ir_dump(g, stdout);                          // stable text form
@@ -62,7 +62,10 @@ typedef enum {
  * Forward ops (what the frontend emits):
  *   input, param, state   sources (state: BatchNorm running statistics,
  *                         optimizer momentum; persistent, not trained)
- *   conv(x[N,C,H,W], w[K,C,k,k]) k,s,p            -> [N,K,Ho,Wo]
+ *   conv(x[N,C,H,W], w[K,C/g,k,k]) k,s,p,g        -> [N,K,Ho,Wo]
+ *                         g groups (g >= 1 divides C and K): output
+ *                         channel o reads input channels of group
+ *                         o / (K/g) only; g = C = K is depthwise
  *   bias_add(x, b[C])     adds b along axis 1     -> x
  *   batchnorm(x, gamma, beta, running_mean, running_var)  training=1 uses
  *                         batch statistics and updates the running ones
@@ -94,8 +97,8 @@ typedef enum {
  *                         state) after every other reader of dst; the
  *                         output aliases dst                       -> dst
  *   ones_like(x)          all ones (the seed of autodiff)          -> x
- *   conv_grad_data(dy, w) k,s,p,h,w   dL/dx of conv        -> [N,C,h,w]
- *   conv_grad_weight(dy, x) k,s,p     dL/dw of conv        -> [K,C,k,k]
+ *   conv_grad_data(dy, w) k,s,p,h,w,g   dL/dx of conv      -> [N,C,h,w]
+ *   conv_grad_weight(dy, x) k,s,p,g     dL/dw of conv      -> [K,C/g,k,k]
  *   bias_grad(dy)                     per-channel sum of dy      -> [C]
  *   bn_grad_gamma(dy, x, mean, var) eps   per-channel sum(dy*xhat) -> [C]
  *   bn_grad_data(dy, x, mean, var, gamma, dgamma, dbeta) eps
@@ -153,14 +156,47 @@ typedef enum {
  *   lamb_lr(wsq, usq, lr)  lr·sqrt(wsq)/sqrt(usq), lr when either is 0
  *                                                                  -> [1]
  *   descend(w, u, lr)      w - lr·u                                -> w
+ * Activations and products (frontend: sigmoid, clip, relu6 = clip(x, 0, 6),
+ * mul; the broadcast rule is mul_channel's):
+ *   sigmoid(x)            1/(1 + exp(-x))                          -> x
+ *   sigmoid_grad(dy, y)   dy·y·(1-y), y the sigmoid's output       -> dy
+ *   clip(x) lo,hi         lo where x < lo, hi where x > hi, else x
+ *                         (lo <= hi, both finite)                  -> x
+ *   clip_grad(dy, x) lo,hi  dy where lo <= x <= hi, else 0 (MXNet's
+ *                         clip: the bounds themselves pass dy)      -> dy
+ *   mul(a, b)             a·b, a and b of one shape               -> a
+ *   mul_channel(x[N,C,...], s[N,C,1,1] or [N,C])  x·s[n,c]: one
+ *                         factor per (sample, channel) plane, the
+ *                         squeeze-and-excitation scale; s at i / inner,
+ *                         so both forms of s are the same bytes     -> x
+ *   plane_dot(dy, x)      per (n, c) plane, the sum of dy·x over the
+ *                         plane (mul_channel's gradient for s)    -> [N,C]
+ *   concat(a, b, ...) axis   the inputs one after another along axis 1
+ *                         (axis must be 1); every other dimension equal
+ *                                                   -> [N, sum of C, ...]
+ *   channel_slice(x) offset,channels   channels [offset, offset+channels)
+ *                         of x (concat's gradient for each input)
+ *                                                   -> [N, channels, ...]
+ *   dropout(x, key[4]) salt,p   inverted dropout, training only: x/(1-p)
+ *                         where the element is kept, else 0. Kept: the
+ *                         top 24 bits of ir_dropout_hash(key, salt, e) are
+ *                         at least round(p·2^24), e the element's NCHW
+ *                         index, key the 64-bit key in four 16-bit
+ *                         chunks (the input IR_DROPOUT_KEY, which the
+ *                         runtime sets from --seed, the step and the
+ *                         replica); salt numbers the dropouts of a
+ *                         network. Its gradient is the same op on dy (the
+ *                         same mask, recomputed)                  -> x
  */
+/* The input every dropout reads its key from (runtime/train/replicas.c). */
+#define IR_DROPOUT_KEY "dropout_key"
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
 #define IR_OPS(X)                                                                       \
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                \
     X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                   \
     X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                   \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")                                  \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                                \
     X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                            \
     X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training,sync", "eps,momentum") \
     X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                  \
@@ -177,8 +213,8 @@ typedef enum {
     X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")                \
     X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                              \
     X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                        \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w", "")          \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p", "")          \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")        \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")        \
     X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                          \
     X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")               \
     X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")                 \
@@ -202,7 +238,17 @@ typedef enum {
     X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_ELEMENTWISE, "", "beta")        \
     X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_ELEMENTWISE, "", "eps,wd")                    \
     X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")
+    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                            \
+    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                  \
+    X(CLIP, "clip", 1, 1, IR_FUSE_ELEMENTWISE, "", "lo,hi")                             \
+    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "lo,hi")                   \
+    X(MUL, "mul", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
+    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
+    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")                          \
+    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_INJECTIVE, "axis", "")                \
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")    \
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_INJECTIVE, "salt", "p")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -325,6 +371,24 @@ int ir_type_equal(const ir_type *a, const ir_type *b);
 /* Same shape, and both float (f32 or bf16) or both i32: what shape rules
  * compare, since a float tensor's storage type is the precision pass's. */
 int ir_type_same_shape(const ir_type *a, const ir_type *b);
+/* Whether s is one factor per (sample, channel) plane of x [N,C,H,W]:
+ * [N,C,1,1] or [N,C], the same bytes (mul_channel's broadcast rule). */
+int ir_is_channel_factor(const ir_type *x, const ir_type *s);
+/* dropout's mask hash (a splitmix64 finaliser): the element is kept when
+ * ir_dropout_hash(...) >> 40 >= ir_dropout_threshold(p). The kernels spell
+ * the same arithmetic out (codegen/render.c). */
+static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
+    uint64_t z = key ^ ((uint64_t)salt * 0xd1b54a32d192ed03ull);
+    z += (uint64_t)e * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t ir_dropout_threshold(double p) {
+    return (uint64_t)(p * 16777216.0 + 0.5);
+}
+/* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
+int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);
 

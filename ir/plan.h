@@ -24,7 +24,10 @@
 #include "ir/ir.h"
 
 #define PLAN_MAGIC        "DPCPLAN"
-#define PLAN_VERSION      2u
+/* 3: conv and its gradients gained the groups attribute (a node's integer
+ * attribute count is part of its record); a version-2 plan is refused with
+ * the version message, to be recompiled. */
+#define PLAN_VERSION      3u
 #define PLAN_MAX_SECTIONS 32
 #define PLAN_HEADER_SIZE  32
 

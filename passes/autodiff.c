@@ -80,10 +80,10 @@ typedef int (*grad_rule)(autodiff *A, int i, ir_node n, int dy);
 static int grad_conv(autodiff *A, int i, ir_node n, int dy) {
     int x = n.input[0], w = n.input[1];
     const ir_type *xt = &A->g->nodes[x].type;
-    int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2];
+    int64_t k = n.iattr[0], s = n.iattr[1], p = n.iattr[2], groups = n.iattr[3];
     if (A->live[x] && contribute(A, x,
                                  emit(A, i, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2,
-                                      (int64_t[]){k, s, p, xt->dim[2], xt->dim[3]}, NULL),
+                                      (int64_t[]){k, s, p, xt->dim[2], xt->dim[3], groups}, NULL),
                                  1))
         return -1;
     if (A->live[w] &&
@@ -214,6 +214,63 @@ static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
     return 0;
 }
 
+/* dy·y·(1-y) from the sigmoid's output: x need not be kept. */
+static int grad_sigmoid(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_SIGMOID_GRAD, (int[]){dy, i}, 2, NULL, NULL), 1);
+}
+
+/* From the input, not the output: with MXNet's inclusive bounds, an output
+ * equal to lo cannot tell x = lo (dy passes) from x < lo (it does not). */
+static int grad_clip(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_CLIP_GRAD, (int[]){dy, n.input[0]}, 2, NULL, n.fattr), 1);
+}
+
+static int grad_mul(autodiff *A, int i, ir_node n, int dy) {
+    int a = n.input[0], b = n.input[1];
+    if (A->live[a] && contribute(A, a, emit(A, i, IR_OP_MUL, (int[]){dy, b}, 2, NULL, NULL), 1))
+        return -1;
+    if (A->live[b] && contribute(A, b, emit(A, i, IR_OP_MUL, (int[]){dy, a}, 2, NULL, NULL), 1))
+        return -1;
+    return 0;
+}
+
+/* y = x·s[n,c]: dx = dy·s[n,c]; ds[n,c] = the plane's sum of dy·x, in s's
+ * shape ([N,C,1,1] a view of the [N,C] sums). */
+static int grad_mul_channel(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], s = n.input[1];
+    if (A->live[x] &&
+        contribute(A, x, emit(A, i, IR_OP_MUL_CHANNEL, (int[]){dy, s}, 2, NULL, NULL), 1))
+        return -1;
+    if (!A->live[s]) return 0;
+    int d = emit(A, i, IR_OP_PLANE_DOT, (int[]){dy, x}, 2, NULL, NULL);
+    if (d >= 0 && A->g->nodes[s].type.ndim != 2)
+        d = emit(A, i, IR_OP_RESHAPE_LIKE, (int[]){d, s}, 2, NULL, NULL);
+    return contribute(A, s, d, 1);
+}
+
+/* Each input's gradient is its channels of dy. */
+static int grad_concat(autodiff *A, int i, ir_node n, int dy) {
+    int64_t off = 0;
+    for (int k = 0; k < n.ninputs; k++) {
+        int x = n.input[k];
+        int64_t c = A->g->nodes[x].type.dim[1];
+        if (A->live[x] &&
+            contribute(A, x,
+                       emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL), 1))
+            return -1;
+        off += c;
+    }
+    return 0;
+}
+
+/* The same mask on dy: the same op, key, salt and p. */
+static int grad_dropout(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0],
+                      emit(A, i, IR_OP_DROPOUT, (int[]){dy, n.input[1]}, 2, n.iattr, n.fattr), 1);
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -226,6 +283,12 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_DENSE] = grad_dense,
     [IR_OP_SOFTMAX_CE] = grad_softmax_ce,
     [IR_OP_BN_APPLY] = grad_bn_apply,
+    [IR_OP_SIGMOID] = grad_sigmoid,
+    [IR_OP_CLIP] = grad_clip,
+    [IR_OP_MUL] = grad_mul,
+    [IR_OP_MUL_CHANNEL] = grad_mul_channel,
+    [IR_OP_CONCAT] = grad_concat,
+    [IR_OP_DROPOUT] = grad_dropout,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -2,10 +2,10 @@
  *
  * A training graph keeps every forward activation the backward pass reads
  * from its forward step to that read. The cheap ones — outputs of relu,
- * add, bias_add and bn_apply chains, whose inputs (GEMM outputs, batch
- * statistics, parameters) are kept anyway — can instead die after their
- * last forward use and be computed again, by a copy of the same chain,
- * just before their first backward use. The copy runs the same ops on the
+ * add, bias_add, bn_apply, sigmoid, clip and mul chains, whose inputs
+ * (GEMM outputs, batch statistics, parameters) are kept anyway — can
+ * instead die after their last forward use and be computed again, by a
+ * copy of the same chain, just before their first backward use. The copy runs the same ops on the
  * same values, so results are bit for bit those without the pass.
  *
  * The pass tries candidates largest first and keeps one when the planned
@@ -25,7 +25,8 @@
 
 /* What a chain may be made of: elementwise forward ops with no state. */
 static int recomputable(ir_op op) {
-    return op == IR_OP_RELU || op == IR_OP_ADD || op == IR_OP_BIAS_ADD || op == IR_OP_BN_APPLY;
+    return op == IR_OP_RELU || op == IR_OP_ADD || op == IR_OP_BIAS_ADD || op == IR_OP_BN_APPLY ||
+           op == IR_OP_SIGMOID || op == IR_OP_CLIP || op == IR_OP_MUL || op == IR_OP_MUL_CHANNEL;
 }
 
 typedef struct {
@@ -36,6 +37,16 @@ typedef struct {
     unsigned char *in_chain;
 } remat_ctx;
 
+static int in_list(const int *list, int n, int v) {
+    for (int k = 0; k < n; k++)
+        if (list[k] == v) return 1;
+    return 0;
+}
+
+static int same_group(const ir_graph *g, int a, int b) {
+    return g->nodes[a].group && g->nodes[a].group == g->nodes[b].group;
+}
+
 /* Chain of v into out (topological order, v last): v and the register-only
  * recomputable forward nodes it reads, transitively. Its other inputs are
  * its leaves. Returns the length. */
@@ -43,11 +54,8 @@ static int chain_of(const remat_ctx *c, int v, int *out, int n) {
     const ir_node *nd = &c->g->nodes[v];
     for (int j = 0; j < nd->ninputs; j++) {
         int u = nd->input[j];
-        if (!c->stored[u] && !c->bwd[u] && recomputable(c->g->nodes[u].op)) {
-            int seen = 0;
-            for (int k = 0; k < n; k++) seen |= out[k] == u;
-            if (!seen) n = chain_of(c, u, out, n);
-        }
+        if (!c->stored[u] && !c->bwd[u] && recomputable(c->g->nodes[u].op) && !in_list(out, n, u))
+            n = chain_of(c, u, out, n);
     }
     out[n++] = v;
     return n;
@@ -177,7 +185,8 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
         if (c.bwd[i])
             for (int j = 0; j < u->nodes[i].ninputs; j++) c.first_bwd[u->nodes[i].input[j]] = i;
     /* Candidates: stored forward results of a recomputable op that the
-     * backward pass reads, whose leaves no assign changes before that read. */
+     * backward pass reads, whose leaves are stored and no assign changes
+     * before that read. */
     int ncand = 0;
     for (int v = 0; v < u->n; v++) {
         const ir_node *nd = &u->nodes[v];
@@ -186,8 +195,19 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
             continue;
         int len = chain_of(&c, v, chain, 0), ok = 1;
         for (int k = 0; k < len && ok; k++)
-            for (int j = 0; j < u->nodes[chain[k]].ninputs; j++)
-                ok &= !assigned_before(u, u->nodes[chain[k]].input[j], c.first_bwd[v]);
+            for (int j = 0; j < u->nodes[chain[k]].ninputs; j++) {
+                int in = u->nodes[chain[k]].input[j];
+                ok &= !assigned_before(u, in, c.first_bwd[v]);
+                if (in_list(chain, len, in)) continue;
+                /* The copy reads each leaf from memory. The forward pass read
+                 * it there too, unless the leaf was a register of the same
+                 * group: then stored is rounded where the register was not
+                 * (bf16), or it was never stored at all (a fused dropout's
+                 * output). Either way the copy would not see what the
+                 * forward saw. */
+                ok &= c.stored[in] &&
+                      !(same_group(u, in, chain[k]) && u->nodes[in].type.dtype != IR_F32);
+            }
         if (ok) cand[ncand++] = v;
     }
     for (int k = 1; k < ncand; k++) /* largest first, then in graph order */

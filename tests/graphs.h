@@ -4,7 +4,7 @@
  *     #include "tests/graphs.h"
  *     ir_graph *g = ir_new();                        // N() builds into `g`
  *     int x = ir_add_input(g, "image", ir_shape4(2, 3, 8, 8), 0);
- *     int c = N(CONV, x, w), IA(3, 1, 1), NULL);     // -1, message printed, on a shape error
+ *     int c = N(CONV, x, w), IA(3, 1, 1, 1), NULL);  // -1, message printed, on a shape error
  *     int y = N(BATCHNORM, c, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
  *     double v = tg_rnd(&state);                     // deterministic, uniform in [-1, 1)
  *     int i = tg_find(g, "conv.weight");             // node by name, or -1

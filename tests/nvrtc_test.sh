@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CUDA without a GPU (docs/DESIGN.md §13): every kernel of every model in models/,
-# train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
+# CUDA without a GPU (docs/DESIGN.md §13): every kernel of every model in models/
+# and tests/nets/, train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.
 # bf16 plans join in once dpc has --precision; two --layout variants too. One check per program and
@@ -25,7 +25,7 @@ fi
 # the layout pass: channel-major activations (fused fp32; unfused bf16)
 variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
 plans=()
-for m in models/*.net; do
+for m in models/*.net tests/nets/*.net; do
     for v in "${variants[@]}"; do
         name=${v%%:*} flags=${v#*:}
         out=$tmp/$(basename "$m" .net).$name.plan

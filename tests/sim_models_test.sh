@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every CUDA kernel of every model under the simulator against the C
 # dialect's kernel of the same name (tests/sim/kernel_cmp.c says how): each
-# models/*.net at batch 4, fp32 and bf16, fused and --no-fuse, and with
+# models/*.net and tests/nets/*.net at batch 4, fp32 and bf16, fused and --no-fuse, and with
 # --layout (channel-major activations) fused in fp32 and unfused in bf16
 # (not mlp, which has none), its train and eval programs, one check per
 # program. Then cnn_small with label smoothing 0.1 (fp32 fused, bf16
@@ -14,7 +14,7 @@
 # pass, and fail with a dropped element. Then --device (the CUDA side
 # through the driver API) on mlp against the fake driver, which runs the
 # CUDA source under the simulator: must pass, and catch a short buffer.
-# Under the sanitized tree only mlp and cnn_small, fp32 fused, run.
+# Under the sanitized tree only mlp, cnn_small and se_small, fp32 fused, run.
 # Builds into $DPC_BUILD/sim/kcmp; compiled modules are cached there by
 # content hash. Prints `N passed, N failed`.
 . tests/lib.sh
@@ -29,11 +29,11 @@ cxx=${CXX:-g++} cc=${CC:-cc}
 flags=(-std=c++17 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -Itests/sim)
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -D_GNU_SOURCE -I.)
 san=() one_line=expect_fail_line
-models=(models/*.net) precs=(fp32 bf16) fuses=(fused unfused fused-layout unfused-layout)
+models=(models/*.net tests/nets/*.net) precs=(fp32 bf16) fuses=(fused unfused fused-layout unfused-layout)
 case "$build" in
 *asan*)
     san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-    models=(models/mlp.net models/cnn_small.net) precs=(fp32) fuses=(fused) one_line=expect_fail
+    models=(models/mlp.net models/cnn_small.net tests/nets/se_small.net) precs=(fp32) fuses=(fused) one_line=expect_fail
     ;;
 esac
 # The C module as the cpu backend compiles it (runtime/device/device.h

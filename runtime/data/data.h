@@ -245,5 +245,8 @@ float rt_rng_uniform_range(rt_rng *r, float lo, float hi);
 uint64_t rt_rng_below(rt_rng *r, uint64_t n);
 /* A new generator seeded from this one's next output. */
 rt_rng rt_rng_split(rt_rng *r);
+/* A 64-bit key that is a pure function of (seed, a, b), splitmix64 chained:
+ * dropout's per-step, per-replica mask key (runtime/train/replicas.c). */
+uint64_t rt_rng_key(uint64_t seed, uint64_t a, uint64_t b);
 
 #endif

@@ -46,3 +46,10 @@ rt_rng rt_rng_split(rt_rng *r) {
     rt_rng_seed(&c, rt_rng_next(r));
     return c;
 }
+
+uint64_t rt_rng_key(uint64_t seed, uint64_t a, uint64_t b) {
+    uint64_t x = seed, k = splitmix64(&x);
+    x = k ^ a, k = splitmix64(&x);
+    x = k ^ b;
+    return splitmix64(&x);
+}

@@ -84,24 +84,28 @@ static int64_t window_tap(const ir_type *xt, int64_t n, int64_t c, int64_t h0, i
 /* ---- forward ops ------------------------------------------------------------ */
 
 /* Convolution and its two gradients are one loop over (output position,
- * input channel, tap) that differs only in which product it accumulates
- * where; weights are [O, C, k, k], so tap t of (o, c) is element
- * (o*C + c)*k*k + t. out starts zeroed. */
+ * input channel of the output's group, tap) that differs only in which
+ * product it accumulates where; weights are [O, C/G, k, k] (G groups:
+ * output channel o reads input channels g*C/G .. (g+1)*C/G - 1 of its
+ * group g = o / (O/G)), so tap t of (o, local channel cl) is element
+ * (o*C/G + cl)*k*k + t. out starts zeroed. */
 typedef enum { CONV_FORWARD, CONV_GRAD_DATA, CONV_GRAD_WEIGHT } conv_mode;
 
 static void conv_loop(conv_mode mode, const ir_type *xt, const ir_type *yt, const ir_node *node,
                       const double *x, const double *w, const double *dy, double *out) {
-    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2], C = xt->dim[1];
+    int64_t k = node->iattr[0], s = node->iattr[1], p = node->iattr[2];
+    int64_t G = ir_conv_groups(node), Cg = xt->dim[1] / G, Og = yt->dim[1] / G;
     for (int64_t n = 0; n < yt->dim[0]; n++)
         for (int64_t o = 0; o < yt->dim[1]; o++)
             for (int64_t oh = 0; oh < yt->dim[2]; oh++)
                 for (int64_t ow = 0; ow < yt->dim[3]; ow++) {
                     int64_t yi = IDX4(yt, n, o, oh, ow);
-                    for (int64_t c = 0; c < C; c++)
+                    for (int64_t cl = 0; cl < Cg; cl++)
                         for (int64_t t = 0; t < k * k; t++) {
+                            int64_t c = o / Og * Cg + cl;
                             int64_t xi = window_tap(xt, n, c, oh * s - p, ow * s - p, k, t);
                             if (xi < 0) continue; /* zero padding */
-                            int64_t wi = (o * C + c) * k * k + t;
+                            int64_t wi = (o * Cg + cl) * k * k + t;
                             if (mode == CONV_FORWARD)
                                 out[yi] += x[xi] * w[wi];
                             else if (mode == CONV_GRAD_DATA)
@@ -528,6 +532,95 @@ static void op_descend(op_args *a) {
         a->y[i] = a->x[0][i] - a->x[2][0] * a->x[1][i];
 }
 
+/* ---- activations and products ------------------------------------------------------ */
+
+static void op_sigmoid(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = 1 / (1 + exp(-a->x[0][i]));
+}
+
+static void op_sigmoid_grad(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = a->x[0][i] * (a->x[1][i] * (1 - a->x[1][i]));
+}
+
+static void op_clip(op_args *a) {
+    double lo = a->n->fattr[0], hi = a->n->fattr[1];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[0][i];
+        a->y[i] = x < lo ? lo : x > hi ? hi : x;
+    }
+}
+
+static void op_clip_grad(op_args *a) {
+    double lo = a->n->fattr[0], hi = a->n->fattr[1];
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[1][i];
+        a->y[i] = x >= lo && x <= hi ? a->x[0][i] : 0;
+    }
+}
+
+static void op_mul(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = a->x[0][i] * a->x[1][i];
+}
+
+/* x[n][c][j] * s[n][c]: s is [N,C,1,1] or [N,C], element n*C + c either way. */
+static void op_mul_channel(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][AT(l, n, c, i)] * a->x[1][n * l.c + c];
+}
+
+static void op_plane_dot(op_args *a) {
+    chan_layout l = layout_of(a->in[0]);
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++) {
+            double sum = 0;
+            for (int64_t i = 0; i < l.inner; i++)
+                sum += a->x[0][AT(l, n, c, i)] * a->x[1][AT(l, n, c, i)];
+            a->y[n * l.c + c] = sum;
+        }
+}
+
+/* Inputs one after another along the channels, sample by sample. */
+static void op_concat(op_args *a) {
+    chan_layout l = layout_of(&a->n->type);
+    for (int64_t n = 0; n < l.n; n++) {
+        int64_t c0 = 0;
+        for (int k = 0; k < a->n->ninputs; k++) {
+            chan_layout lk = layout_of(a->in[k]);
+            for (int64_t c = 0; c < lk.c; c++)
+                for (int64_t i = 0; i < l.inner; i++)
+                    a->y[AT(l, n, c0 + c, i)] = a->x[k][AT(lk, n, c, i)];
+            c0 += lk.c;
+        }
+    }
+}
+
+static void op_channel_slice(op_args *a) {
+    chan_layout l = layout_of(&a->n->type), lx = layout_of(a->in[0]);
+    int64_t off = a->n->iattr[0];
+    for (int64_t n = 0; n < l.n; n++)
+        for (int64_t c = 0; c < l.c; c++)
+            for (int64_t i = 0; i < l.inner; i++)
+                a->y[AT(l, n, c, i)] = a->x[0][AT(lx, n, off + c, i)];
+}
+
+/* The key's four 16-bit chunks, low first (floats hold them exactly). */
+static uint64_t dropout_key(const double *k) {
+    uint64_t key = 0;
+    for (int j = 0; j < 4; j++) key |= ((uint64_t)(int64_t)k[j] & 0xffff) << (16 * j);
+    return key;
+}
+
+static void op_dropout(op_args *a) {
+    uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
+    double scale = 1 / (1 - a->n->fattr[0]);
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = ir_dropout_hash(key, a->n->iattr[0], i) >> 40 >= thr ? a->x[0][i] * scale : 0;
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -576,6 +669,16 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_ADAM_DIR] = op_adam_dir,
     [IR_OP_LAMB_LR] = op_lamb_lr,
     [IR_OP_DESCEND] = op_descend,
+    [IR_OP_SIGMOID] = op_sigmoid,
+    [IR_OP_SIGMOID_GRAD] = op_sigmoid_grad,
+    [IR_OP_CLIP] = op_clip,
+    [IR_OP_CLIP_GRAD] = op_clip_grad,
+    [IR_OP_MUL] = op_mul,
+    [IR_OP_MUL_CHANNEL] = op_mul_channel,
+    [IR_OP_PLANE_DOT] = op_plane_dot,
+    [IR_OP_CONCAT] = op_concat,
+    [IR_OP_CHANNEL_SLICE] = op_channel_slice,
+    [IR_OP_DROPOUT] = op_dropout,
 };
 
 void rt_interp_run(rt_interp *it) {

@@ -19,6 +19,7 @@
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
+#include "runtime/data/data.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/internal.h"
 
@@ -55,7 +56,9 @@ struct rt_replicas {
     int *rc;
     char (*err)[ERR_MAX];
     int has_step; /* the train program reads the scalar input "step" */
+    int has_key;  /* ... and dropout's IR_DROPOUT_KEY */
     int64_t step;
+    uint64_t seed; /* dropout's masks: rt_replicas_set_seed */
 };
 
 static void *worker(void *p) {
@@ -119,9 +122,11 @@ rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, 
     rt_replicas *R = calloc(1, sizeof *R);
     RT_CHECK_ALLOC(R);
     R->plan = plan, R->n = n, R->coll = coll, R->accum = accum;
-    for (int i = 0; i < plan->train->n; i++)
-        R->has_step |=
-            plan->train->nodes[i].op == IR_OP_INPUT && !strcmp(plan->train->nodes[i].name, "step");
+    for (int i = 0; i < plan->train->n; i++) {
+        const ir_node *in = &plan->train->nodes[i];
+        R->has_step |= in->op == IR_OP_INPUT && !strcmp(in->name, "step");
+        R->has_key |= in->op == IR_OP_INPUT && !strcmp(in->name, IR_DROPOUT_KEY);
+    }
     R->be = calloc((size_t)n, sizeof *R->be);
     RT_CHECK_ALLOC(R->be);
     for (int r = 0; r < n; r++) R->be[r] = be[r];
@@ -368,6 +373,19 @@ static int losses_one(rt_replicas *R, int r, int k, float *losses, char *err, si
     return 0;
 }
 
+/* Dropout's key for replica r's micro-batch k of the current step: a pure
+ * function of the seed, the step and the micro-batch's place in the global
+ * batch (global replica r*K + k of a run without accumulation), so
+ * --accumulate K drops what K times the replicas drop, and a resumed run
+ * what the uninterrupted one did. Four 16-bit chunks, low first (ir.h). */
+static int set_key(rt_replicas *R, int r, int k) {
+    uint64_t id = (uint64_t)rt_replicas_global(R, r) * (uint64_t)R->accum + (uint64_t)k;
+    uint64_t key = rt_rng_key(R->seed ^ 0x64726f706f7574ull /* "dropout" */, (uint64_t)R->step, id);
+    float chunk[4];
+    for (int j = 0; j < 4; j++) chunk[j] = (float)((key >> (16 * j)) & 0xffff);
+    return rt_exec_set_input(R->train[r], IR_DROPOUT_KEY, chunk, sizeof chunk);
+}
+
 /* Sets the inputs (images NULL: already set) and enqueues the step; with
  * accumulation, micro-batches 0..K-2 run (forward and backward, their
  * gradients kept) and their losses are read first. */
@@ -379,7 +397,7 @@ static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
     char why[ERR_MAX - 64];
     for (int k = 0; k < R->accum; k++) {
-        if (a->images && set_batch(R, r, k, a->images, a->labels))
+        if ((a->images && set_batch(R, r, k, a->images, a->labels)) || (R->has_key && set_key(R, r, k)))
             return fail(err, errlen, "the train program refused its inputs", r, NULL);
         if (k == R->accum - 1) break;
         if (rt_exec_run_partial(ex, k, why, sizeof why))
@@ -401,6 +419,7 @@ static int step_one(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
 }
 
 void rt_replicas_set_step(rt_replicas *R, int64_t t) { R->step = t; }
+void rt_replicas_set_seed(rt_replicas *R, uint64_t seed) { R->seed = seed; }
 
 int rt_replicas_step(rt_replicas *R, const float *images, const int32_t *labels, float lr,
                      float grad_scale, float *losses, char *err, size_t errlen) {

@@ -119,6 +119,9 @@ const rt_shard *rt_replicas_shards(const rt_replicas *R); /* NULL: not sharded *
  * scalar input "step" (lamb, adamw bias correction; held as a float, exact
  * to 2^24). Programs without that input ignore it. */
 void rt_replicas_set_step(rt_replicas *R, int64_t t);
+/* The run's --seed, from which dropout's per-step keys come (programs
+ * without dropout ignore it). */
+void rt_replicas_set_seed(rt_replicas *R, uint64_t seed);
 
 /* One training step. images/labels hold this process's n*K*b samples
  * (b: the plan's per-device batch, K micro-batches per step, 1 without

@@ -193,6 +193,7 @@ int rt_run_build(rt_run *r) {
     r->R =
         rt_replicas_new_accum(r->bes, r->plan, r->local, r->accum, r->coll, r->err, sizeof r->err);
     if (!r->R) return rt_run_fail(r, "%s", r->err);
+    rt_replicas_set_seed(r->R, o->seed);
     r->st = rt_replicas_store(r->R, 0);
     if (o->shard_optimizer && rt_replicas_shard(r->R, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);

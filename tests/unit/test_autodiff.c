@@ -38,7 +38,7 @@ static int param(ir_graph *g, const char *name, ir_type t) {
 static int conv(ir_graph *g, int x, const char *name, int cout, int k, int s, int p) {
     const ir_type *xt = &g->nodes[x].type;
     int w = param(g, name, ir_shape4(cout, xt->dim[1], k, k));
-    return tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+    return tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p, 1}, NULL);
 }
 
 static int batchnorm(ir_graph *g, int x, const char *name) {
@@ -168,6 +168,9 @@ static double kink_margin(fixture *f) {
         const ir_type *xt = n->ninputs ? &f->fwd->nodes[n->input[0]].type : NULL;
         if (n->op == IR_OP_RELU)
             for (int64_t e = 0; e < ir_numel(xt); e++) margin = fmin(margin, fabs(x[e]));
+        if (n->op == IR_OP_CLIP)
+            for (int64_t e = 0; e < ir_numel(xt); e++)
+                margin = fmin(margin, fmin(fabs(x[e] - n->fattr[0]), fabs(x[e] - n->fattr[1])));
         if (n->op != IR_OP_MAXPOOL) continue;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         for (int64_t b = 0; b < n->type.dim[0] * n->type.dim[1]; b++)
@@ -272,6 +275,33 @@ TEST(conv_gradients) {
         conv_case(cases[i][0], cases[i][1], cases[i][2]);
 }
 
+/* Grouped and depthwise convolution (the direct kernels' shapes): both
+ * gradients against finite differences. */
+TEST(grouped_conv_gradients) {
+    static const int cases[][6] = {/* C, K, groups, k, s, p */
+                                   {4, 6, 2, 3, 1, 1},
+                                   {4, 4, 4, 3, 2, 1},
+                                   {6, 3, 3, 1, 1, 0},
+                                   {3, 6, 3, 3, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int *c = cases[i];
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, c[0], 5, 6));
+        int w = param(g, "w", ir_shape4(c[1], c[0] / c[2], c[3], c[3]));
+        head(g, tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){c[3], c[4], c[5], c[2]},
+                        NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "conv C=%d K=%d groups=%d k=%d s=%d p=%d", c[0], c[1],
+                  c[2], c[3], c[4], c[5]);
+        int gd = -1;
+        for (int j = 0; f.grad && j < f.grad->n; j++)
+            if (f.grad->nodes[j].op == IR_OP_CONV_GRAD_DATA) gd = j;
+        CHECK(gd >= 0 && ir_conv_groups(&f.grad->nodes[gd]) == c[2]);
+        fixture_free(&f);
+    }
+}
+
 TEST(conv_on_an_input_gets_no_data_gradient) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "image", ir_shape4(2, 2, 5, 5), 0);
@@ -350,10 +380,10 @@ TEST(add_gradients_and_accumulation) {
     g = ir_new();
     x = param(g, "x", ir_shape4(2, 2, 4, 4));
     int w = param(g, "w", ir_shape4(2, 2, 3, 3));
-    int u = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int u = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     int r = tg_node(g, IR_OP_RELU, &u, 1, NULL, NULL);
     int s = tg_node(g, IR_OP_ADD, (int[]){u, r}, 2, NULL, NULL);
-    int v = tg_node(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int v = tg_node(g, IR_OP_CONV, (int[]){s, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     head(g, v);
     fixture_init(&f, g);
     CHECK(check_gradients(&f) == 2);
@@ -516,6 +546,154 @@ static void check_cross_entropy_gradient(double e, double spread) {
     fixture_free(&f);
 }
 
+TEST(sigmoid_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, tg_node(g, IR_OP_SIGMOID, &x, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) f.val[x][e] *= 4; /* into both tails */
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_SIGMOID_GRAD) == 1);
+    fixture_free(&f);
+}
+
+/* clip(x, -0.5, 0.7) at values 0.05 apart that stay 0.012 from either
+ * bound, on both sides of each; then at the bounds themselves, where
+ * MXNet's clip (and so dpc's) passes the gradient. */
+TEST(clip_gradients) {
+    const double lo = -0.5, hi = 0.7;
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, tg_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){lo, hi}));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) f.val[x][(e * 7) % 36] = 0.05 * (e - 18) + 0.012;
+    CHECK(check_gradients(&f) == 1);
+    int cg = -1;
+    for (int i = 0; i < f.grad->n; i++)
+        if (f.grad->nodes[i].op == IR_OP_CLIP_GRAD) cg = i;
+    CHECK(cg >= 0 && f.grad->nodes[cg].fattr[0] == lo && f.grad->nodes[cg].fattr[1] == hi);
+    if (cg >= 0) {
+        f.val[x][0] = lo, f.val[x][1] = hi, f.val[x][2] = lo - 0.01, f.val[x][3] = hi + 0.01;
+        rt_interp *it = rt_interp_new(f.grad);
+        load(&f, f.grad, it);
+        rt_interp_run(it);
+        const double *dy = rt_interp_buffer(it, f.grad->nodes[cg].input[0]);
+        const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+        CHECK(dy[0] != 0 && dx[0] == dy[0] && dx[1] == dy[1]);
+        CHECK(dx[2] == 0 && dx[3] == 0);
+        rt_interp_free(it);
+    }
+    fixture_free(&f);
+}
+
+TEST(mul_gradients) {
+    ir_graph *g = ir_new();
+    int a = param(g, "a", ir_shape4(2, 3, 2, 2)), b = param(g, "b", ir_shape4(2, 3, 2, 2));
+    head(g, tg_node(g, IR_OP_MUL, (int[]){a, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    fixture_free(&f);
+
+    /* mul(x, x): both contributions, summed */
+    g = ir_new();
+    int x = param(g, "x", ir_shape2(3, 4));
+    head(g, tg_node(g, IR_OP_MUL, (int[]){x, x}, 2, NULL, NULL));
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+}
+
+/* x[N,C,H,W] times one factor per plane, the factor [N,C,1,1] or [N,C]. */
+TEST(mul_channel_gradients) {
+    ir_type factors[] = {ir_shape4(2, 3, 1, 1), ir_shape2(2, 3)};
+    for (int i = 0; i < 2; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", ir_shape4(2, 3, 3, 2)), s = param(g, "s", factors[i]);
+        head(g, tg_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s}, 2, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "factor rank %d", factors[i].ndim);
+        CHECK(count_op(f.grad, IR_OP_PLANE_DOT) == 1);
+        fixture_free(&f);
+    }
+}
+
+/* A squeeze-and-excitation block: the factor computed from x itself,
+ * sigmoid(dense(relu(dense(global_avgpool(x))))), scales x's planes; then
+ * relu6 (clip 0..6) of the product. x gets three gradient paths. */
+TEST(squeeze_excitation_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 4, 3, 3));
+    int w1 = param(g, "w1", ir_shape2(2, 4)), w2 = param(g, "w2", ir_shape2(4, 2));
+    int p = tg_node(g, IR_OP_GLOBAL_AVGPOOL, &x, 1, NULL, NULL);
+    int h = tg_node(g, IR_OP_DENSE, (int[]){p, w1}, 2, NULL, NULL);
+    int r = tg_node(g, IR_OP_RELU, &h, 1, NULL, NULL);
+    int z = tg_node(g, IR_OP_DENSE, (int[]){r, w2}, 2, NULL, NULL);
+    int s = tg_node(g, IR_OP_SIGMOID, &z, 1, NULL, NULL);
+    int y = tg_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s}, 2, NULL, NULL);
+    head(g, tg_node(g, IR_OP_CLIP, &y, 1, NULL, (double[]){0, 6}));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 8; e++) f.val[w1][e] = 0.3 + 0.1 * e; /* relu inputs away from 0 */
+    for (int e = 0; e < 72; e++) f.val[x][e] = 0.1 + fabs(f.val[x][e]); /* positive planes */
+    CHECK(check_gradients(&f) == 3);
+    fixture_free(&f);
+}
+
+/* concat of three tensors of 1, 3 and 2 channels (the middle one twice),
+ * rank 4 and rank 2: each input's gradient is its slice of dy. */
+TEST(concat_gradients) {
+    for (int rank = 2; rank <= 4; rank += 2) {
+        ir_graph *g = ir_new();
+        ir_type t[3];
+        for (int k = 0; k < 3; k++)
+            t[k] = rank == 4 ? ir_shape4(2, k == 0 ? 1 : k == 1 ? 3 : 2, 2, 3)
+                             : ir_shape2(2, k == 0 ? 1 : k == 1 ? 3 : 2);
+        int a = param(g, "a", t[0]), b = param(g, "b", t[1]), c = param(g, "c", t[2]);
+        head(g, tg_node(g, IR_OP_CONCAT, (int[]){a, b, c, b}, 4, (int64_t[]){1}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 3, "concat rank %d", rank);
+        CHECK(count_op(f.grad, IR_OP_CHANNEL_SLICE) == 4);
+        fixture_free(&f);
+    }
+}
+
+/* dropout at a fixed key: linear in x, so finite differences hold; about
+ * p of the elements dropped, the rest scaled by 1/(1-p), and the gradient
+ * the same mask on dy. */
+TEST(dropout_gradients) {
+    const double p = 0.3;
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 3, 8, 8));
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    int d = tg_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){5}, (double[]){p});
+    head(g, d);
+    fixture f;
+    fixture_init(&f, g);
+    const double k[4] = {0x1234, 0xbeef, 7, 0xffff};
+    memcpy(f.val[key], k, sizeof k);
+    CHECK(check_gradients(&f) == 1);
+    summed_loss(&f);
+    const double *y = rt_interp_buffer(f.fit, d);
+    int dropped = 0;
+    for (int e = 0; e < 384; e++) {
+        if (y[e] == 0) dropped++;
+        else CHECK_NEAR(y[e], f.val[x][e] / (1 - p), 1e-12);
+    }
+    CHECK_MSG(dropped > 384 * 0.2 && dropped < 384 * 0.4, "%d of 384 dropped", dropped);
+    rt_interp *it = rt_interp_new(f.grad);
+    load(&f, f.grad, it);
+    rt_interp_run(it);
+    const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+    for (int e = 0; e < 384; e++) CHECK((dx[e] == 0) == (y[e] == 0) || f.val[x][e] == 0);
+    rt_interp_free(it);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -558,6 +736,7 @@ TEST(small_resnet_gradients) {
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
+    RUN(grouped_conv_gradients);
     RUN(bias_add_gradients);
     RUN(batchnorm_training_gradients);
     RUN(relu_gradients);
@@ -569,6 +748,13 @@ int main(void) {
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
     RUN(small_resnet_gradients);
+    RUN(sigmoid_gradients);
+    RUN(clip_gradients);
+    RUN(mul_gradients);
+    RUN(mul_channel_gradients);
+    RUN(squeeze_excitation_gradients);
+    RUN(concat_gradients);
+    RUN(dropout_gradients);
     RUN(smoothed_cross_entropy_gradient); /* last: the random stream of the others stays */
     return harness_done();
 }

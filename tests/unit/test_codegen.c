@@ -31,8 +31,8 @@ static ir_graph *all_ops_graph(void) {
     int b2 = ir_add_param(g, "fc.bias", ir_shape1(10), IR_INIT_ZERO);
     int wp = ir_add_param(g, "pw.weight", ir_shape4(4, 4, 1, 1), IR_INIT_XAVIER);
     int v1 = ir_add_state(g, "conv.weight.momentum", ir_shape4(4, 3, 3, 3), IR_INIT_ZERO);
-    int c = N(CONV, x, w1), IA(3, 2, 1), NULL);
-    int pw = N(CONV, c, wp), IA(1, 1, 0), NULL);
+    int c = N(CONV, x, w1), IA(3, 2, 1, 1), NULL);
+    int pw = N(CONV, c, wp), IA(1, 1, 0, 1), NULL);
     int bnf = N(BATCHNORM, pw, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
     int mean = N(BN_MEAN, c), NULL, NULL);
     int var = N(BN_VAR, c, mean), NULL, NULL);
@@ -61,8 +61,8 @@ static ir_graph *all_ops_graph(void) {
     int db = N(BIAS_GRAD, dbn), NULL, NULL);
     int dc = N(BN_GRAD_DATA, dbn, c, mean, var, ga, dg, db), NULL, FA(1e-5));
     int dc2 = N(RESHAPE_LIKE, dc, c), NULL, NULL);
-    int dw1 = N(CONV_GRAD_WEIGHT, dc2, x), IA(3, 2, 1), NULL);
-    N(CONV_GRAD_DATA, dc2, w1), IA(3, 2, 1, 9, 9), NULL);
+    int dw1 = N(CONV_GRAD_WEIGHT, dc2, x), IA(3, 2, 1, 1), NULL);
+    N(CONV_GRAD_DATA, dc2, w1), IA(3, 2, 1, 9, 9, 1), NULL);
     int sw1 = N(ALLREDUCE, dw1), IA(0, 0), NULL);
     int nv1 = N(SGD_MOMENTUM, w1, sw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
     int nw1 = N(ADD, w1, nv1), NULL, NULL);
@@ -93,7 +93,58 @@ static ir_graph *all_ops_graph(void) {
     int rs = ir_add_input(g, "replica_scale", ir_shape1(1), 0);
     int sm = N(SCALE, mean, rs), NULL, NULL);
     N(BN_UNBIAS, sm, rs), NULL, FA(75.0));
+    /* sigmoid, clip, mul (elementwise, and per channel with both factor
+     * shapes) and their gradients; grouped and depthwise convolution */
+    int sg = N(SIGMOID, r), NULL, NULL);
+    N(SIGMOID_GRAD, dr, sg), NULL, NULL);
+    int cl = N(CLIP, r), NULL, FA(0, 6));
+    N(CLIP_GRAD, dr, r), NULL, FA(0, 6));
+    N(MUL, sg, cl), NULL, NULL);
+    N(MUL_CHANNEL, r, gp), NULL, NULL);
+    int pl = N(AVGPOOL, mp), IA(3, 3, 0), NULL); /* [N,C,1,1] */
+    N(MUL_CHANNEL, mp, pl), NULL, NULL);
+    N(PLANE_DOT, dr, r), NULL, NULL);
+    int wg = ir_add_param(g, "grouped.weight", ir_shape4(4, 2, 3, 3), IR_INIT_XAVIER);
+    int wd = ir_add_param(g, "depthwise.weight", ir_shape4(4, 1, 3, 3), IR_INIT_XAVIER);
+    int gc = N(CONV, r, wg), IA(3, 1, 1, 2), NULL);
+    N(CONV_GRAD_DATA, gc, wg), IA(3, 1, 1, 5, 5, 2), NULL);
+    N(CONV_GRAD_WEIGHT, gc, r), IA(3, 1, 1, 2), NULL);
+    int dwc = N(CONV, r, wd), IA(3, 2, 1, 4), NULL);
+    N(CONV_GRAD_DATA, dwc, wd), IA(3, 2, 1, 5, 5, 4), NULL);
+    N(CONV_GRAD_WEIGHT, dwc, r), IA(3, 2, 1, 4), NULL);
+    int cat = N(CONCAT, r, gc, dr), IA(1), NULL);
+    N(CHANNEL_SLICE, cat), IA(4, 4), NULL);
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    N(DROPOUT, r, key), IA(3), FA(0.25));
+    int drc = N(DROPOUT, tr, key), IA(4), FA(0.5)); /* channel-major: the NCHW index */
+    g->nodes[drc].flags |= IR_FLAG_CNHW;
     return g;
+}
+
+/* Grouped convolution never becomes GEMM calls: one direct kernel call per
+ * op (codegen/render.c), where groups = 1 keeps its GEMM. */
+static int gemm_calls(const ir_graph *g) {
+    cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    if (!p) return -1;
+    int n = 0;
+    for (int k = 0; k < p->ncalls; k++) n += p->calls[k].kind == CG_CALL_GEMM;
+    cg_program_free(p);
+    return n;
+}
+
+TEST(grouped_conv_is_direct) {
+    for (int groups = 1; groups <= 8; groups *= 8) {
+        ir_graph *g = ir_new();
+        int x = ir_add_input(g, "x", ir_shape4(2, 8, 6, 6), 0);
+        int w = ir_add_param(g, "w", ir_shape4(8, 8 / groups, 3, 3), IR_INIT_XAVIER);
+        int y = N(CONV, x, w), IA(3, 1, 1, groups), NULL);
+        int dy = ir_add_input(g, "dy", g->nodes[y].type, 0);
+        N(CONV_GRAD_DATA, dy, w), IA(3, 1, 1, 6, 6, groups), NULL);
+        N(CONV_GRAD_WEIGHT, dy, x), IA(3, 1, 1, groups), NULL);
+        int calls = gemm_calls(g);
+        CHECK_MSG(groups == 1 ? calls >= 3 : calls == 0, "groups %d: %d GEMM calls", groups, calls);
+        ir_free(g);
+    }
 }
 
 TEST(all_ops_graph_covers_every_op) {
@@ -209,7 +260,7 @@ TEST(steps_layout) {
     int w = ir_add_param(g, "w", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
     int r1 = N(RELU, x), NULL, NULL);
     int r2 = N(RELU, x), NULL, NULL);
-    int y = N(CONV, r1, w), IA(3, 1, 1), NULL);
+    int y = N(CONV, r1, w), IA(3, 1, 1, 1), NULL);
     int f = N(FLATTEN, y), NULL, NULL);
     (void)r2;
     cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
@@ -621,6 +672,7 @@ int main(void) {
     RUN(bf16_dtype_is_rendered);
     RUN(gemm_validation);
     RUN(conv_descriptors_fit_their_buffers);
+    RUN(grouped_conv_is_direct);
     RUN(serialise_round_trip);
     RUN(parse_rejects_truncated_and_corrupted_bytes);
     RUN(check_refuses_a_program_for_another_graph);

@@ -21,6 +21,15 @@ static ir_train article_data(void) {
     return t;
 }
 
+/* Dropout's keys: a pure function of (seed, step, replica), and each
+ * changes them. */
+TEST(keys_are_pure_and_distinct) {
+    uint64_t k = rt_rng_key(7, 3, 1);
+    CHECK(k == rt_rng_key(7, 3, 1));
+    CHECK(k != rt_rng_key(8, 3, 1) && k != rt_rng_key(7, 4, 1) && k != rt_rng_key(7, 3, 2));
+    CHECK(rt_rng_key(7, 1, 3) != k); /* step and replica are not interchangeable */
+}
+
 TEST(synthetic_is_deterministic_and_shaped) {
     rt_dataset *a = rt_data_synthetic(200, 3, 32, 32, 1, 7),
                *b = rt_data_synthetic(200, 3, 32, 32, 1, 7);
@@ -557,6 +566,7 @@ TEST(cifar_parse_from_memory) {
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
+    RUN(keys_are_pure_and_distinct);
     RUN(synthetic_is_deterministic_and_shaped);
     RUN(synthetic_is_learnable);
     RUN(cifar_reader_reads_records);

@@ -150,29 +150,35 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
 /* ---- GEMM-backed ops ------------------------------------------------------------- */
 
 typedef struct {
-    int64_t N, C, H, W, K, k, s, p;
+    int64_t N, C, H, W, K, k, s, p, groups;
 } conv_case;
 
 /* conv, conv_grad_data and conv_grad_weight of one shape in one graph. */
 static ir_graph *conv_graph(conv_case c) {
+    int64_t G = c.groups;
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(c.N, c.C, c.H, c.W), 0);
-    int w = ir_add_param(g, "w", ir_shape4(c.K, c.C, c.k, c.k), IR_INIT_XAVIER);
-    int y = N(CONV, x, w), IA(c.k, c.s, c.p), NULL);
+    int w = ir_add_param(g, "w", ir_shape4(c.K, c.C / G, c.k, c.k), IR_INIT_XAVIER);
+    int y = N(CONV, x, w), IA(c.k, c.s, c.p, G), NULL);
     const ir_type *yt = &g->nodes[y].type;
     int dy = ir_add_input(g, "dy", *yt, 0);
-    N(CONV_GRAD_DATA, dy, w), IA(c.k, c.s, c.p, c.H, c.W), NULL);
-    N(CONV_GRAD_WEIGHT, dy, x), IA(c.k, c.s, c.p), NULL);
+    N(CONV_GRAD_DATA, dy, w), IA(c.k, c.s, c.p, c.H, c.W, G), NULL);
+    N(CONV_GRAD_WEIGHT, dy, x), IA(c.k, c.s, c.p, G), NULL);
     return g;
 }
 
 static const conv_case conv_cases[] = {
-    {3, 5, 11, 9, 7, 3, 2, 1},  /* odd sizes, stride 2 */
-    {3, 3, 13, 10, 4, 7, 2, 3}, /* the stem's 7x7/2 pad 3, non-square */
-    {3, 6, 5, 7, 4, 1, 1, 0},   /* pointwise */
-    {3, 6, 7, 5, 5, 1, 2, 0},   /* 1x1/2 shortcut */
-    {1, 2, 4, 4, 3, 3, 1, 1},   /* batch 1 */
-    {2, 3, 6, 6, 2, 5, 3, 2},   /* stride 3, k 5 */
+    {3, 5, 11, 9, 7, 3, 2, 1, 1},  /* odd sizes, stride 2 */
+    {3, 3, 13, 10, 4, 7, 2, 3, 1}, /* the stem's 7x7/2 pad 3, non-square */
+    {3, 6, 5, 7, 4, 1, 1, 0, 1},   /* pointwise */
+    {3, 6, 7, 5, 5, 1, 2, 0, 1},   /* 1x1/2 shortcut */
+    {1, 2, 4, 4, 3, 3, 1, 1, 1},   /* batch 1 */
+    {2, 3, 6, 6, 2, 5, 3, 2, 1},   /* stride 3, k 5 */
+    /* grouped: the direct kernels */
+    {3, 6, 7, 5, 4, 3, 1, 1, 2},  /* 2 groups, 3 -> 2 channels each */
+    {2, 8, 9, 9, 8, 3, 2, 1, 8},  /* depthwise 3x3/2 */
+    {2, 4, 6, 5, 8, 3, 1, 0, 4},  /* depthwise, 2 outputs per channel */
+    {1, 6, 5, 5, 3, 1, 1, 0, 3},  /* grouped 1x1 */
 };
 
 TEST(conv_ops) {
@@ -187,7 +193,7 @@ TEST(conv_ops) {
  * by shrinking the scratch bound and handing the program over in a plan
  * section, as dprun will. */
 TEST(conv_chunked_via_plan_section) {
-    conv_case c = {5, 3, 7, 6, 4, 3, 2, 1};
+    conv_case c = {5, 3, 7, 6, 4, 3, 2, 1, 1};
     ir_graph *g = conv_graph(c);
     cg_options o = cg_default_options();
     o.scratch_max_bytes = 2 * (27 + 4) * 12 * 4; /* two images: columns + CNHW block */
@@ -212,7 +218,7 @@ TEST(conv_chunked_via_plan_section) {
     CHECK(run_both(g, &plan, TOL) == 0);
     plan_free_sections(&plan);
     /* a section for another graph: kernels are generated instead */
-    ir_graph *other = conv_graph((conv_case){2, 3, 7, 6, 4, 3, 2, 1});
+    ir_graph *other = conv_graph((conv_case){2, 3, 7, 6, 4, 3, 2, 1, 1});
     CHECK(plan_add_section(&plan, "KCPU", bytes, len) == 0);
     CHECK(run_both(other, &plan, TOL) == 0);
     plan_free_sections(&plan);
@@ -259,11 +265,11 @@ TEST(resnet18_gemm_shapes) {
         int x = ir_add_input(g, name, ir_shape4(2, s[0], s[2], s[2]), 0);
         snprintf(name, sizeof name, "w%zu", i);
         int w = ir_add_param(g, name, ir_shape4(s[1], s[0], s[3], s[3]), IR_INIT_XAVIER);
-        int y = N(CONV, x, w), IA(s[3], s[4], s[5]), NULL);
+        int y = N(CONV, x, w), IA(s[3], s[4], s[5], 1), NULL);
         snprintf(name, sizeof name, "dy%zu", i);
         int dy = ir_add_input(g, name, g->nodes[y].type, 0);
-        N(CONV_GRAD_DATA, dy, w), IA(s[3], s[4], s[5], s[2], s[2]), NULL);
-        N(CONV_GRAD_WEIGHT, dy, x), IA(s[3], s[4], s[5]), NULL);
+        N(CONV_GRAD_DATA, dy, w), IA(s[3], s[4], s[5], s[2], s[2], 1), NULL);
+        N(CONV_GRAD_WEIGHT, dy, x), IA(s[3], s[4], s[5], 1), NULL);
     }
     int x = ir_add_input(g, "feat", ir_shape2(2, 512), 0);
     int w = ir_add_param(g, "fc.weight", ir_shape2(10, 512), IR_INIT_XAVIER);
@@ -557,7 +563,7 @@ static ir_graph *small_cnn(void) {
     int b2 = ir_add_param(g, "fc.bias", ir_shape1(10), IR_INIT_ZERO);
     int v1 = ir_add_state(g, "conv.weight.momentum", ir_shape4(4, 3, 3, 3), IR_INIT_ZERO);
     int v2 = ir_add_state(g, "fc.weight.momentum", ir_shape2(10, 4), IR_INIT_ZERO);
-    int c = N(CONV, x, w1), IA(3, 2, 1), NULL);
+    int c = N(CONV, x, w1), IA(3, 2, 1, 1), NULL);
     int mean = N(BN_MEAN, c), NULL, NULL);
     int var = N(BN_VAR, c, mean), NULL, NULL);
     int bn = N(BN_APPLY, c, mean, var, ga, bt), NULL, FA(1e-5));
@@ -581,8 +587,8 @@ static ir_graph *small_cnn(void) {
     int dg = N(BN_GRAD_GAMMA, dbn, c, mean, var), NULL, FA(1e-5));
     int db = N(BIAS_GRAD, dbn), NULL, NULL);
     int dc = N(BN_GRAD_DATA, dbn, c, mean, var, ga, dg, db), NULL, FA(1e-5));
-    int dw1 = N(CONV_GRAD_WEIGHT, dc, x), IA(3, 2, 1), NULL);
-    N(CONV_GRAD_DATA, dc, w1), IA(3, 2, 1, 9, 9), NULL);
+    int dw1 = N(CONV_GRAD_WEIGHT, dc, x), IA(3, 2, 1, 1), NULL);
+    N(CONV_GRAD_DATA, dc, w1), IA(3, 2, 1, 9, 9, 1), NULL);
     int nv1 = N(SGD_MOMENTUM, w1, dw1, v1, lr, gs), NULL, FA(0.9, 1e-4));
     int nw1 = N(ADD, w1, nv1), NULL, NULL);
     int nv2 = N(SGD_MOMENTUM, w2, dw2, v2, lr, gs), NULL, FA(0.9, 1e-4));
@@ -615,6 +621,35 @@ TEST(resnet18_training_step_matches_interpreter) {
     ir_graph *g = fe_build_graph(fp, 4, 1);
     pass_options o = pass_default_options();
     CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    if (g) CHECK(run_both(g, NULL, 5e-3) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
+/* sigmoid, clip, relu6, mul (elementwise and per channel, both factor
+ * shapes), grouped convolution (depthwise, grouped 1x1), concat and dropout through the
+ * frontend and the default passes: the generated C kernels of a whole
+ * training step against the interpreter. */
+TEST(se_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/se_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 4, 1);
+    pass_options o = pass_default_options();
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    int ops[IR_OP_COUNT] = {0};
+    for (int i = 0; g && i < g->n; i++) ops[g->nodes[i].op]++;
+    CHECK(ops[IR_OP_SIGMOID] == 3 && ops[IR_OP_SIGMOID_GRAD] == 3);
+    CHECK(ops[IR_OP_CLIP] > 0 && ops[IR_OP_CLIP_GRAD] == ops[IR_OP_CLIP]);
+    CHECK(ops[IR_OP_MUL_CHANNEL] >= 2 && ops[IR_OP_PLANE_DOT] == 2 && ops[IR_OP_MUL] >= 2);
+    int grouped = 0;
+    for (int i = 0; g && i < g->n; i++)
+        grouped += (g->nodes[i].op == IR_OP_CONV || g->nodes[i].op == IR_OP_CONV_GRAD_DATA ||
+                    g->nodes[i].op == IR_OP_CONV_GRAD_WEIGHT) &&
+                   ir_conv_groups(&g->nodes[i]) > 1;
+    CHECK(grouped == 6);
+    CHECK(ops[IR_OP_CONCAT] == 1 && ops[IR_OP_CHANNEL_SLICE] == 2);
+    CHECK(ops[IR_OP_DROPOUT] == 4); /* two forward, their two gradients */
     if (g) CHECK(run_both(g, NULL, 5e-3) == 0);
     ir_free(g);
     fe_free(fp);
@@ -861,6 +896,7 @@ int main(void) {
     RUN(optimizer_training_steps_match_interpreter);
     RUN(multi_op_training_step);
     RUN(resnet18_training_step_matches_interpreter);
+    RUN(se_small_training_step_matches_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);

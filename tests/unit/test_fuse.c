@@ -66,7 +66,7 @@ static ir_graph *bn_relu_net(int residual) {
     int rm = ir_add_state(g, "bn.running_mean", ir_shape1(3), IR_INIT_ZERO);
     int rv = ir_add_state(g, "bn.running_var", ir_shape1(3), IR_INIT_ONE);
     int fw = ir_add_param(g, "fc.weight", ir_shape2(5, 3), IR_INIT_XAVIER);
-    int c = N(CONV, x, w), (int64_t[]){3, 1, 1}, NULL);
+    int c = N(CONV, x, w), (int64_t[]){3, 1, 1, 1}, NULL);
     int bn = N(BATCHNORM, c, ga, bt, rm, rv), IA(1), FA(1e-5, 0.9));
     int r = residual ? N(ADD, x, bn), NULL, NULL) : bn;
     r = N(RELU, r), NULL, NULL);
@@ -203,6 +203,31 @@ TEST(dump_dot_and_plan_show_groups) {
     ir_free(g);
 }
 
+/* The activations and products are pointwise: a chain fuses into one
+ * kernel, the per-channel factor read from memory (its [N,C] producer is a
+ * group of its own shape); concat and dropout stay alone. */
+TEST(activations_and_products_fuse) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 4, 3, 3), 0);
+    int s = ir_add_input(g, "s", ir_shape2(2, 4), 0);
+    int key = ir_add_input(g, "dropout_key", ir_shape1(4), 0);
+    int sg = N(SIGMOID, s), NULL, NULL);
+    int r = N(RELU, x), NULL, NULL);
+    int m = N(MUL_CHANNEL, r, sg), NULL, NULL);
+    int c = N(CLIP, m), NULL, FA(0, 6));
+    int y = N(MUL, c, r), NULL, NULL);
+    int cat = N(CONCAT, y, x), IA(1), NULL);
+    int d = N(DROPOUT, cat, key), IA(0), FA(0.5));
+    g->nodes[d].flags |= IR_FLAG_OUTPUT;
+    CHECK(pass_fuse(&g, err, sizeof err) == 0);
+    CHECK(count_groups_with(g, "relu mul_channel clip mul") == 1);
+    for (int i = 0; i < g->n; i++) {
+        ir_op op = g->nodes[i].op;
+        if (op == IR_OP_CONCAT || op == IR_OP_DROPOUT) CHECK(g->nodes[i].group == 0);
+    }
+    ir_free(g);
+}
+
 TEST(verify_refuses_split_groups) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape1(4), 0);
@@ -235,6 +260,8 @@ static void check_invariance(const char *model, int batch) {
 
 TEST(mlp_is_invariant) { check_invariance("models/mlp.net", 8); }
 TEST(cnn_small_is_invariant) { check_invariance("models/cnn_small.net", 8); }
+/* sigmoid, clip, relu6, mul, grouped conv, concat, dropout (tests/nets) */
+TEST(se_small_is_invariant) { check_invariance("tests/nets/se_small.net", 4); }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
 
@@ -318,12 +345,14 @@ int main(void) {
     pc_backend = rt_backend_cpu();
     RUN(groups_of_a_training_step);
     RUN(no_cycle_through_another_group);
+    RUN(activations_and_products_fuse);
     RUN(assign_waits_for_readers);
     RUN(dump_dot_and_plan_show_groups);
     RUN(verify_refuses_split_groups);
     RUN(fusion_contract_levels);
     RUN(mlp_is_invariant);
     RUN(cnn_small_is_invariant);
+    RUN(se_small_is_invariant);
     RUN(resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
 #ifdef DPC_HAVE_CUDA

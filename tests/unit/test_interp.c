@@ -39,8 +39,8 @@ TEST(conv_valid_and_padded) {
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 3, 3), 0);
     int w2 = ir_add_param(g, "w2", ir_shape4(1, 1, 2, 2), IR_INIT_ONE);
     int w3 = ir_add_param(g, "w3", ir_shape4(1, 1, 3, 3), IR_INIT_ONE);
-    int valid = tg_node(g, IR_OP_CONV, (int[]){x, w2}, 2, (int64_t[]){2, 1, 0}, NULL);
-    int padded = tg_node(g, IR_OP_CONV, (int[]){x, w3}, 2, (int64_t[]){3, 2, 1}, NULL);
+    int valid = tg_node(g, IR_OP_CONV, (int[]){x, w2}, 2, (int64_t[]){2, 1, 0, 1}, NULL);
+    int padded = tg_node(g, IR_OP_CONV, (int[]){x, w3}, 2, (int64_t[]){3, 2, 1, 1}, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, nine, 9);
     fill(it, w2, (double[]){1, 1, 1, 1}, 4);
@@ -60,7 +60,7 @@ TEST(conv_channels_and_weight_layout) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(1, 2, 1, 2), 0);
     int w = ir_add_param(g, "w", ir_shape4(2, 2, 1, 1), IR_INIT_XAVIER);
-    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){1, 1, 0}, NULL);
+    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){1, 1, 0, 1}, NULL);
     rt_interp *it = rt_interp_new(g);
     fill(it, x, (double[]){1, 2, 10, 20}, 4);  /* c0 = (1,2), c1 = (10,20) */
     fill(it, w, (double[]){1, 0.5, -1, 3}, 4); /* w[0] = (1, .5), w[1] = (-1, 3) */
@@ -74,8 +74,8 @@ TEST(conv_channels_and_weight_layout) {
 TEST(pools_with_padding) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(1, 1, 3, 3), 0);
-    int avg = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
-    int mx = tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 2, 1}, NULL);
+    int avg = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){3, 2, 1, 1}, NULL);
+    int mx = tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 2, 1, 1}, NULL);
     int mx2 = tg_node(g, IR_OP_MAXPOOL, &x, 1, (int64_t[]){3, 1, 1}, NULL);
     rt_interp *it = rt_interp_new(g);
     double neg[9];
@@ -353,14 +353,14 @@ static void check_conv_adjoint(int n, int c, int h, int k_out, int k, int s, int
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(n, c, h, h + 1), 0);
     int w = ir_add_param(g, "w", ir_shape4(k_out, c, k, k), IR_INIT_XAVIER);
-    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL);
+    int y = tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p, 1}, NULL);
     CHECK(y >= 0);
     if (y < 0) return;
     ir_type yt = g->nodes[y].type;
     int dy = ir_add_input(g, "dy", yt, 0);
     int dx =
-        tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1}, NULL);
-    int dw = tg_node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p}, NULL);
+        tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1, 1}, NULL);
+    int dw = tg_node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p, 1}, NULL);
     int ap = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){k, s, k / 2 < p ? k / 2 : p}, NULL);
     ir_type at = g->nodes[ap].type;
     int day = ir_add_input(g, "day", at, 0);

@@ -1,4 +1,5 @@
 /* Tests for ir/: op table, shape rules, verifier, text form, schedule checks. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "ir/hash.h"
@@ -11,7 +12,7 @@ static int conv(ir_graph *g, int x, int cout, int cin, int k, int s, int p) {
     char name[32];
     snprintf(name, sizeof name, "w%d", g->n);
     int w = ir_add_param(g, name, ir_shape4(cout, cin, k, k), IR_INIT_XAVIER);
-    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p}, NULL, err,
+    return ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){k, s, p, 1}, NULL, err,
                        sizeof err);
 }
 
@@ -19,7 +20,7 @@ TEST(op_table_lookup) {
     CHECK(ir_op_by_name("conv") == IR_OP_CONV);
     CHECK(ir_op_by_name("softmax_cross_entropy") == IR_OP_SOFTMAX_CE);
     CHECK(ir_op_by_name("conv2") == -1);
-    CHECK(ir_op_num_iattrs(IR_OP_CONV) == 3);
+    CHECK(ir_op_num_iattrs(IR_OP_CONV) == 4);
     CHECK(ir_op_num_fattrs(IR_OP_BATCHNORM) == 2);
     CHECK(ir_op_num_iattrs(IR_OP_RELU) == 0);
     char buf[16];
@@ -78,7 +79,17 @@ TEST(op_order_is_pinned) {
                                         "bias_correction",
                                         "adam_dir",
                                         "lamb_lr",
-                                        "descend"};
+                                        "descend",
+                                        "sigmoid",
+                                        "sigmoid_grad",
+                                        "clip",
+                                        "clip_grad",
+                                        "mul",
+                                        "mul_channel",
+                                        "plane_dot",
+                                        "concat",
+                                        "channel_slice",
+                                        "dropout"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
@@ -132,6 +143,81 @@ TEST(shape_errors_name_the_shapes) {
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){lbl}, 1, NULL, NULL, err, sizeof err) == -1);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) == -1);
     CHECK(ir_add_node(g, IR_OP_RELU, (int[]){99}, 1, NULL, NULL, err, sizeof err) == -1);
+    ir_free(g);
+}
+
+/* sigmoid, clip, mul and the per-channel product: shapes, bounds, broadcast. */
+TEST(activation_and_product_shapes) {
+    ir_graph *g = ir_new();
+    int x = ir_add_input(g, "x", ir_shape4(2, 3, 4, 4), 0);
+    int lbl = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 10);
+    int s4 = ir_add_input(g, "s4", ir_shape4(2, 3, 1, 1), 0);
+    int s2 = ir_add_input(g, "s2", ir_shape2(2, 3), 0);
+    int bad = ir_add_input(g, "bad", ir_shape4(2, 4, 1, 1), 0);
+    int wide = ir_add_input(g, "wide", ir_shape4(2, 3, 2, 1), 0);
+    char buf[64];
+    int y = ir_add_node(g, IR_OP_SIGMOID, &x, 1, NULL, NULL, err, sizeof err);
+    CHECK(y >= 0 && ir_type_same_shape(&g->nodes[y].type, &g->nodes[x].type));
+    CHECK(ir_add_node(g, IR_OP_SIGMOID, &lbl, 1, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "sigmoid: input must be a float tensor, got [2]:i32");
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){0, 6}, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){1, 1}, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){2, 1}, err, sizeof err) == -1);
+    CHECK_STR(err, "clip: lower bound 2 is above the upper bound 1");
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){-INFINITY, 1}, err, sizeof err) ==
+          -1);
+    CHECK(strstr(err, "bounds must be finite") != NULL);
+    CHECK(ir_add_node(g, IR_OP_CLIP_GRAD, (int[]){x, x}, 2, NULL, (double[]){3, 1}, err,
+                      sizeof err) == -1);
+    CHECK(ir_add_node(g, IR_OP_MUL, (int[]){x, x}, 2, NULL, NULL, err, sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_MUL, (int[]){x, s4}, 2, NULL, NULL, err, sizeof err) == -1);
+    CHECK_STR(err, "mul: shapes differ: [2,3,4,4] vs [2,3,1,1]");
+    int m4 = ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s4}, 2, NULL, NULL, err, sizeof err);
+    int m2 = ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, s2}, 2, NULL, NULL, err, sizeof err);
+    CHECK(m4 >= 0 && m2 >= 0);
+    if (m4 >= 0) CHECK_STR(ir_type_str(&g->nodes[m4].type, buf, sizeof buf), "[2,3,4,4]");
+    CHECK(ir_op_access(IR_OP_MUL_CHANNEL, 1) == 'o');
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, bad}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "mul: shapes [2,3,4,4] and [2,4,1,1] do not broadcast (the same shape, or "
+                   "[N,C,H,W] with [N,C,1,1] or [N,C])");
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){s2, s2}, 2, NULL, NULL, err, sizeof err) ==
+          -1);
+    int d = ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, x}, 2, NULL, NULL, err, sizeof err);
+    CHECK(d >= 0);
+    if (d >= 0) CHECK_STR(ir_type_str(&g->nodes[d].type, buf, sizeof buf), "[2,3]");
+    CHECK(ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) == -1);
+    /* concat along the channels, and the slices its gradient takes */
+    int cc = ir_add_node(g, IR_OP_CONCAT, (int[]){x, x, m4}, 3, (int64_t[]){1}, NULL, err,
+                         sizeof err);
+    CHECK(cc >= 0);
+    if (cc >= 0) CHECK_STR(ir_type_str(&g->nodes[cc].type, buf, sizeof buf), "[2,9,4,4]");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){x, s4}, 2, (int64_t[]){1}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "concat: input 1 [2,3,1,1] does not fit input 0 [2,3,4,4] (all dimensions but "
+                   "the channels must agree)");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){x, x}, 2, (int64_t[]){2}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "concat: only axis 1 (channels) is supported, got 2");
+    CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){s2, s2}, 2, (int64_t[]){1}, NULL, err, sizeof err) >=
+          0);
+    int sl = ir_add_node(g, IR_OP_CHANNEL_SLICE, &cc, 1, (int64_t[]){6, 3}, NULL, err, sizeof err);
+    CHECK(sl >= 0 && ir_type_same_shape(&g->nodes[sl].type, &g->nodes[x].type));
+    CHECK(ir_add_node(g, IR_OP_CHANNEL_SLICE, &cc, 1, (int64_t[]){7, 3}, NULL, err, sizeof err) ==
+          -1);
+    CHECK_STR(err, "channel_slice: channels 7..9 are not within [2,9,4,4]");
+    /* dropout: a key of four chunks, p in [0, 1) */
+    int key = ir_add_input(g, "key", ir_shape1(4), 0);
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){0}, (double[]){0.5}, err,
+                      sizeof err) >= 0);
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, key}, 2, (int64_t[]){0}, (double[]){1}, err,
+                      sizeof err) == -1);
+    CHECK_STR(err, "dropout: p must be in [0, 1), got 1");
+    CHECK(ir_add_node(g, IR_OP_DROPOUT, (int[]){x, s2}, 2, (int64_t[]){0}, (double[]){0.5}, err,
+                      sizeof err) == -1);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
     ir_free(g);
 }
 
@@ -201,7 +287,7 @@ TEST(dump_is_stable_text) {
     fclose(f);
     CHECK(strstr(buf, "%0 = input \"image\" : [4,3,8,8]\n") != NULL);
     CHECK(strstr(buf, "%1 = input \"label\" classes=10 : [4]:i32\n") != NULL);
-    CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 : [4,8,8,8]\n") != NULL);
+    CHECK(strstr(buf, "%3 = conv %0 %2 k=3 s=1 p=1 g=1 : [4,8,8,8]\n") != NULL);
     CHECK(strstr(buf, "batchnorm %3 %4 %5 %6 %7 training=1 sync=0 eps=1e-05 momentum=0.9") != NULL);
     CHECK(strstr(buf, "softmax_cross_entropy %14 %1 smoothing=0 : [4] [output,loss]  # loss\n") !=
           NULL);
@@ -303,6 +389,7 @@ int main(void) {
     RUN(op_table_lookup);
     RUN(op_order_is_pinned);
     RUN(conv_and_pool_shapes);
+    RUN(activation_and_product_shapes);
     RUN(shape_errors_name_the_shapes);
     RUN(verify_catches_broken_graphs);
     RUN(dump_is_stable_text);

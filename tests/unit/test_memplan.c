@@ -267,7 +267,7 @@ TEST(random_graphs_never_overlap_live_tensors) {
  * batch the README reports (sizes only: no kernels run). */
 TEST(models_plans_are_sound) {
     static const char *models[] = {"models/mlp.net", "models/cnn_small.net", "models/resnet18.net",
-                                   "models/resnet18_cifar.net"};
+                                   "models/resnet18_cifar.net", "tests/nets/se_small.net"};
     for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
         fe_program *fp = fe_parse_file(models[k]);
         CHECK(fp != NULL);

@@ -274,11 +274,11 @@ static ir_graph *small_cnn(int training) {
     int x = ir_add_input(g, "image", ir_shape4(2, 3, 8, 8), 0);
     int label = ir_add_input(g, "label", (ir_type){1, {2}, IR_I32}, 4);
     int w0 = ir_add_param(g, "conv0.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
-    int c = tg_node(g, IR_OP_CONV, (int[]){x, w0}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int c = tg_node(g, IR_OP_CONV, (int[]){x, w0}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     int r = tg_node(g, IR_OP_RELU, (int[]){batchnorm(g, c, "bn0", training)}, 1, NULL, NULL);
     int m = tg_node(g, IR_OP_MAXPOOL, &r, 1, (int64_t[]){3, 2, 1}, NULL);
     int w1 = ir_add_param(g, "conv1.weight", ir_shape4(4, 4, 3, 3), IR_INIT_XAVIER);
-    int c1 = tg_node(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1}, NULL);
+    int c1 = tg_node(g, IR_OP_CONV, (int[]){m, w1}, 2, (int64_t[]){3, 1, 1, 1}, NULL);
     int s = tg_node(g, IR_OP_ADD, (int[]){m, batchnorm(g, c1, "bn1", training)}, 2, NULL, NULL);
     int gp = tg_node(g, IR_OP_GLOBAL_AVGPOOL, (int[]){tg_node(g, IR_OP_RELU, &s, 1, NULL, NULL)}, 1,
                      NULL, NULL);

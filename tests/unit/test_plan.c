@@ -25,7 +25,7 @@ static ir_graph *build_graph(int batch, int training) {
     lt.dtype = IR_I32;
     int label = training ? ir_add_input(g, "label", lt, 10) : 0;
     int w = ir_add_param(g, "conv0.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
-    int c = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1}, NULL, e, sizeof e);
+    int c = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL, e, sizeof e);
     int gamma = ir_add_param(g, "bn0.gamma", ir_shape1(4), IR_INIT_ONE);
     int beta = ir_add_param(g, "bn0.beta", ir_shape1(4), IR_INIT_ZERO);
     int mean = ir_add_state(g, "bn0.running_mean", ir_shape1(4), IR_INIT_ZERO);
@@ -469,7 +469,7 @@ TEST(info_summary) {
     static const char *want[] = {
         "model: tiny_net",
         "source: models/tiny.net",
-        "format: dpc plan version 2",
+        "format: dpc plan version 3",
         "train program: 16 nodes, batch 4",
         "image [4,3,8,8], label [4]:i32",
         "parameters: 166 in 5 tensors, 2 state tensors",
@@ -558,13 +558,15 @@ TEST(header_problems) {
     unsigned char *b = valid_bytes(&len);
     unsigned char *c = malloc(len + 1);
     memcpy(c, b, len);
-    wr32(c + 8, 3);
+    wr32(c + 8, 4);
     expect_refused(c, len,
-                   "plan format version 3, this dprun reads version 2; recompile the "
+                   "plan format version 4, this dprun reads version 3; recompile the "
                    "model with this dpc");
-    CHECK_STR(err, "h.plan: error: plan format version 3, this dprun reads version 2; recompile "
+    CHECK_STR(err, "h.plan: error: plan format version 4, this dprun reads version 3; recompile "
                    "the model with this dpc");
-    expect_refused(c, 12, "plan format version 3"); /* even when cut short */
+    expect_refused(c, 12, "plan format version 4"); /* even when cut short */
+    wr32(c + 8, 2); /* before conv's groups: refused, never misread */
+    expect_refused(c, len, "plan format version 2, this dprun reads version 3;");
     wr32(c + 8, 0);
     expect_refused(c, len, "plan format version 0,");
     wr32(c + 8, 0xffffffffu);
@@ -957,8 +959,8 @@ TEST(hostile_counts_and_floats) {
     c[2] = (nspec){.op = IR_OP_CONV,
                    .nin = 2,
                    .in = {0, 1},
-                   .nia = 3,
-                   .ia = {3, 1, (int64_t)1 << 40},
+                   .nia = 4,
+                   .ia = {3, 1, (int64_t)1 << 40, 1},
                    .ndim = 4,
                    .dim = {1, 1, 4, 4},
                    .namelen = -1,
