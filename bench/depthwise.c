@@ -29,9 +29,8 @@ typedef struct {
 } shape;
 
 /* The depthwise layers of mobilenet_v2_1_0 at 32x32 input. */
-static const shape shapes[] = {{32, 16, 1}, {96, 16, 2},  {144, 8, 1},  {144, 8, 2},
-                               {192, 4, 1}, {192, 4, 2},  {384, 2, 1},  {576, 2, 1},
-                               {576, 2, 2}, {960, 1, 1}};
+static const shape shapes[] = {{32, 16, 1}, {96, 16, 2}, {144, 8, 1}, {144, 8, 2}, {192, 4, 1},
+                               {192, 4, 2}, {384, 2, 1}, {576, 2, 1}, {576, 2, 2}, {960, 1, 1}};
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -165,8 +164,7 @@ int main(int argc, char **argv) {
                        time_direct(be, IR_OP_CONV_GRAD_WEIGHT, N, sh, reps),
                        time_gemm(0, N, sh, reps), time_gemm(1, N, sh, reps)};
         printf("%5lld %2lldx%-2lld %2lld | %9.3f %9.3f %9.3f | %9.3f %9.3f\n", (long long)sh->C,
-               (long long)sh->H, (long long)sh->H, (long long)sh->s, v[0], v[1], v[2], v[3],
-               v[4]);
+               (long long)sh->H, (long long)sh->H, (long long)sh->s, v[0], v[1], v[2], v[3], v[4]);
         for (int k = 0; k < 5; k++) sum[k] += v[k];
     }
     printf("total            | %9.3f %9.3f %9.3f | %9.3f %9.3f\n", sum[0], sum[1], sum[2], sum[3],

@@ -204,10 +204,10 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     if (n->op != IR_OP_CONV_GRAD_WEIGHT || nb < c->N || cx->p->nsteps == 0) return 0;
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
-    return prev->op == IR_OP_CONV_GRAD_DATA && ir_conv_groups(pn) == 1 && pn->input[0] == n->input[0] &&
-           gemm_bf16(g, pn) == gemm_bf16(g, n) && pn->iattr[0] == n->iattr[0] &&
-           pn->iattr[1] == n->iattr[1] && pn->iattr[2] == n->iattr[2] &&
-           ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
+    return prev->op == IR_OP_CONV_GRAD_DATA && ir_conv_groups(pn) == 1 &&
+           pn->input[0] == n->input[0] && gemm_bf16(g, pn) == gemm_bf16(g, n) &&
+           pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] &&
+           pn->iattr[2] == n->iattr[2] && ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
 }
 
 /* One chunk of images at a time; scratch = columns, then a CNHW block. */

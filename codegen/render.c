@@ -453,8 +453,8 @@ static int k_channel_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
     const ir_type *y = &n->type;
     int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
     int64_t N = y->dim[0], inner = inner_of(y);
-    cg_kdef kd = {.op = "channel_slice", .nargs = 2, .cost = 1, .writes = {1},
-                  .type = {y->dtype, x->dtype}};
+    cg_kdef kd = {
+        .op = "channel_slice", .nargs = 2, .cost = 1, .writes = {1}, .type = {y->dtype, x->dtype}};
     decode_nc(&kd.body, cnhw, N, y->dim[1], inner);
     char at[160];
     index_nc(at, sizeof at, cnhw, N, x->dim[1], inner, n->iattr[0]);
@@ -471,8 +471,8 @@ static int k_channel_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
 static int k_dropout(cg_ctx *cx, const ir_type *x, const ir_node *n) {
     const ir_type *y = &n->type;
     int cnhw = (n->flags & IR_FLAG_CNHW) != 0;
-    cg_kdef kd = {.op = "dropout", .nargs = 3, .cost = 4, .writes = {1},
-                  .type = {y->dtype, x->dtype, IR_F32}};
+    cg_kdef kd = {
+        .op = "dropout", .nargs = 3, .cost = 4, .writes = {1}, .type = {y->dtype, x->dtype, IR_F32}};
     cg_str *b = &kd.body;
     if (cnhw && y->ndim > 1) {
         int64_t C = y->dim[1], inner = inner_of(y);
@@ -533,17 +533,23 @@ static void split_plane(cg_str *b, int cnhw, const char *c, int64_t N, int64_t C
         cg_str_printf(b, "const idx_t n = r / %" PRId64 ", %s = r %% %" PRId64 ";\n", C, c, C);
 }
 
+/* Column w, row h and plane r of iteration i over [planes, H, W]. */
+static void split_position(cg_str *b, const char *w, const char *h, int64_t W, int64_t H) {
+    cg_str_printf(b,
+                  "const idx_t %s = i %% %" PRId64 ", %s = (i / %" PRId64 ") %% %" PRId64
+                  ", r = i / %" PRId64 ";\n",
+                  w, W, h, W, H, H * W);
+}
+
 /* y = conv(x, w): b1 = x, b2 = w. */
 static int k_conv_direct(cg_ctx *cx, const conv_dims *d, ir_dtype ty, ir_dtype tx, ir_dtype tw,
                          int yc, int xc) {
     int64_t Cg = d->C / d->G, Kg = d->K / d->G, kk = d->k * d->k;
-    cg_kdef kd = {.op = "conv_direct", .nargs = 3, .cost = Cg * kk, .writes = {1}, .type = {ty, tx, tw}};
+    cg_kdef kd = {
+        .op = "conv_direct", .nargs = 3, .cost = Cg * kk, .writes = {1}, .type = {ty, tx, tw}};
     cg_str *b = &kd.body;
     char xp[96];
-    cg_str_printf(b,
-                  "const idx_t ow = i %% %" PRId64 ", oh = (i / %" PRId64 ") %% %" PRId64
-                  ", r = i / %" PRId64 ";\n",
-                  d->Wo, d->Wo, d->Ho, d->Ho * d->Wo);
+    split_position(b, "ow", "oh", d->Wo, d->Ho);
     split_plane(b, yc, "o", d->N, d->K);
     cg_str_printf(b,
                   "const idx_t c0 = o / %" PRId64 " * %" PRId64 ";\n"
@@ -557,8 +563,8 @@ static int k_conv_direct(cg_ctx *cx, const conv_dims *d, ir_dtype ty, ir_dtype t
                   "        for (idx_t kw = 0; kw < %" PRId64 "; kw++) {\n"
                   "            const idx_t iw = ow * %" PRId64 " - %" PRId64 " + kw;\n"
                   "            if (iw >= 0 && iw < %" PRId64 ")\n"
-                  "                acc += (acc_t)%sxp[ih * %" PRId64 " + iw]%s * %swr[(cl * %" PRId64
-                  " + kh) * %" PRId64 " + kw]%s;\n"
+                  "                acc += (acc_t)%sxp[ih * %" PRId64
+                  " + iw]%s * %swr[(cl * %" PRId64 " + kh) * %" PRId64 " + kw]%s;\n"
                   "        }\n"
                   "    }\n"
                   "}\n"
@@ -582,10 +588,7 @@ static int k_conv_direct_grad_data(cg_ctx *cx, const conv_dims *d, ir_dtype tdx,
                   .type = {tdx, tdy, tw}};
     cg_str *b = &kd.body;
     char dp[96];
-    cg_str_printf(b,
-                  "const idx_t iw = i %% %" PRId64 ", ih = (i / %" PRId64 ") %% %" PRId64
-                  ", r = i / %" PRId64 ";\n",
-                  d->W, d->W, d->H, d->H * d->W);
+    split_position(b, "iw", "ih", d->W, d->H);
     split_plane(b, dxc, "c", d->N, d->C);
     cg_str_printf(b,
                   "const idx_t o0 = c / %" PRId64 " * %" PRId64 ", cl = c %% %" PRId64 ";\n"
@@ -649,9 +652,9 @@ static int k_conv_direct_grad_weight(cg_ctx *cx, const conv_dims *d, ir_dtype td
                   "b0[i] = %s(float)acc%s;\n",
                   d->k, d->k, d->k, d->k * d->k, Cg, d->k * d->k * Cg, Kg, Cg, d->N, ctype(tdy),
                   plane_of(dp, sizeof dp, dyc, "n", "o", d->N, d->K), d->Ho * d->Wo, ctype(tx),
-                  plane_of(xp, sizeof xp, xc, "n", "c", d->N, d->C), d->H * d->W, d->Ho, d->s,
-                  d->p, d->H, d->Wo, d->s, d->p, d->W, cg_ld(tdy), d->Wo, cg_end(tdy), cg_ld(tx),
-                  d->W, cg_end(tx), cg_st(tdw), cg_end(tdw));
+                  plane_of(xp, sizeof xp, xc, "n", "c", d->N, d->C), d->H * d->W, d->Ho, d->s, d->p,
+                  d->H, d->Wo, d->s, d->p, d->W, cg_ld(tdy), d->Wo, cg_end(tdy), cg_ld(tx), d->W,
+                  cg_end(tx), cg_st(tdw), cg_end(tdw));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -1021,7 +1024,7 @@ int cg_lower_conv_direct(cg_ctx *cx, int node) {
     const ir_node *x = n->op == IR_OP_CONV ? a : n->op == IR_OP_CONV_GRAD_DATA ? n : b;
     const ir_node *y = n->op == IR_OP_CONV ? n : a;
     const ir_type *xt = &x->type, *yt = &y->type;
-    conv_dims d = {xt->dim[0], xt->dim[1], xt->dim[2], xt->dim[3], yt->dim[1], yt->dim[2],
+    conv_dims d = {xt->dim[0], xt->dim[1],  xt->dim[2],  xt->dim[3],  yt->dim[1],       yt->dim[2],
                    yt->dim[3], n->iattr[0], n->iattr[1], n->iattr[2], ir_conv_groups(n)};
     int xc = (x->flags & IR_FLAG_CNHW) != 0, yc = (y->flags & IR_FLAG_CNHW) != 0;
     ir_dtype t0 = a->type.dtype, t1 = b->type.dtype, tn = n->type.dtype;

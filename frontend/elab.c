@@ -73,8 +73,8 @@ static const fe_opdef ops[] = {
     {"concat",
      FE_OP_CONCAT,
      9,
-     {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"),
-      TENSOR_OPT("f"), TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
+     {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"), TENSOR_OPT("f"),
+      TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
     {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
 };
 
@@ -327,8 +327,8 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
     double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
     if (lo > hi) {
-        error_at(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g",
-                 lo, hi);
+        error_at(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g", lo,
+                 hi);
         return -1;
     }
     return node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
@@ -341,8 +341,7 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
 static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
     int x = a->v[0].node, y = a->v[1].node;
     const ir_type *tx = type_of(E, &a->v[0]), *ty = type_of(E, &a->v[1]);
-    if (ir_type_same_shape(tx, ty))
-        return node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
+    if (ir_type_same_shape(tx, ty)) return node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
     if (tx->ndim != 4 && ty->ndim == 4) {
         int t = x;
         x = y, y = t;
@@ -353,8 +352,8 @@ static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
 /* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
 static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
     if (a->v[8].i != 1) {
-        error_at(E, S, a->loc[8], "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64,
-                 a->v[8].i);
+        error_at(E, S, a->loc[8],
+                 "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
         return -1;
     }
     int in[IR_MAX_INPUTS], n = 0;

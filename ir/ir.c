@@ -627,9 +627,8 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         if (x->ndim < 2 || x->dtype == IR_I32)
             return ir_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
         if (off < 0 || c < 1 || off > x->dim[1] - c)
-            return ir_fail(err, errlen,
-                           "%s: channels %" PRId64 "..%" PRId64 " are not within %s", op, off,
-                           off + c - 1, TYPE_STR(x));
+            return ir_fail(err, errlen, "%s: channels %" PRId64 "..%" PRId64 " are not within %s",
+                           op, off, off + c - 1, TYPE_STR(x));
         *out = *x;
         out->dim[1] = c;
         return 0;

@@ -247,7 +247,7 @@ typedef enum {
     X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
     X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")                          \
     X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_INJECTIVE, "axis", "")                \
-    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")    \
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")   \
     X(DROPOUT, "dropout", 2, 2, IR_FUSE_INJECTIVE, "salt", "p")
 
 typedef enum {
@@ -384,9 +384,7 @@ static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-static inline uint64_t ir_dropout_threshold(double p) {
-    return (uint64_t)(p * 16777216.0 + 0.5);
-}
+static inline uint64_t ir_dropout_threshold(double p) { return (uint64_t)(p * 16777216.0 + 0.5); }
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */

@@ -216,8 +216,8 @@ static int grad_bn_apply(autodiff *A, int i, ir_node n, int dy) {
 
 /* dy·y·(1-y) from the sigmoid's output: x need not be kept. */
 static int grad_sigmoid(autodiff *A, int i, ir_node n, int dy) {
-    return contribute(A, n.input[0],
-                      emit(A, i, IR_OP_SIGMOID_GRAD, (int[]){dy, i}, 2, NULL, NULL), 1);
+    return contribute(A, n.input[0], emit(A, i, IR_OP_SIGMOID_GRAD, (int[]){dy, i}, 2, NULL, NULL),
+                      1);
 }
 
 /* From the input, not the output: with MXNet's inclusive bounds, an output
@@ -257,8 +257,7 @@ static int grad_concat(autodiff *A, int i, ir_node n, int dy) {
         int x = n.input[k];
         int64_t c = A->g->nodes[x].type.dim[1];
         if (A->live[x] &&
-            contribute(A, x,
-                       emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL), 1))
+            contribute(A, x, emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL), 1))
             return -1;
         off += c;
     }

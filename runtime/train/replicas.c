@@ -397,7 +397,8 @@ static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
     char why[ERR_MAX - 64];
     for (int k = 0; k < R->accum; k++) {
-        if ((a->images && set_batch(R, r, k, a->images, a->labels)) || (R->has_key && set_key(R, r, k)))
+        if ((a->images && set_batch(R, r, k, a->images, a->labels)) ||
+            (R->has_key && set_key(R, r, k)))
             return fail(err, errlen, "the train program refused its inputs", r, NULL);
         if (k == R->accum - 1) break;
         if (rt_exec_run_partial(ex, k, why, sizeof why))

@@ -288,8 +288,8 @@ TEST(grouped_conv_gradients) {
         ir_graph *g = ir_new();
         int x = param(g, "x", ir_shape4(2, c[0], 5, 6));
         int w = param(g, "w", ir_shape4(c[1], c[0] / c[2], c[3], c[3]));
-        head(g, tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){c[3], c[4], c[5], c[2]},
-                        NULL));
+        head(g,
+             tg_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){c[3], c[4], c[5], c[2]}, NULL));
         fixture f;
         fixture_init(&f, g);
         CHECK_MSG(check_gradients(&f) == 2, "conv C=%d K=%d groups=%d k=%d s=%d p=%d", c[0], c[1],
@@ -670,8 +670,14 @@ TEST(concat_gradients) {
         ir_graph *g = ir_new();
         ir_type t[3];
         for (int k = 0; k < 3; k++)
-            t[k] = rank == 4 ? ir_shape4(2, k == 0 ? 1 : k == 1 ? 3 : 2, 2, 3)
-                             : ir_shape2(2, k == 0 ? 1 : k == 1 ? 3 : 2);
+            t[k] = rank == 4 ? ir_shape4(2,
+                                         k == 0   ? 1
+                                         : k == 1 ? 3
+                                                  : 2,
+                                         2, 3)
+                             : ir_shape2(2, k == 0   ? 1
+                                            : k == 1 ? 3
+                                                     : 2);
         int a = param(g, "a", t[0]), b = param(g, "b", t[1]), c = param(g, "c", t[2]);
         head(g, tg_node(g, IR_OP_CONCAT, (int[]){a, b, c, b}, 4, (int64_t[]){1}, NULL));
         fixture f;
@@ -701,8 +707,10 @@ TEST(dropout_gradients) {
     const double *y = rt_interp_buffer(f.fit, d);
     int dropped = 0;
     for (int e = 0; e < 384; e++) {
-        if (y[e] == 0) dropped++;
-        else CHECK_NEAR(y[e], f.val[x][e] / (1 - p), 1e-12);
+        if (y[e] == 0)
+            dropped++;
+        else
+            CHECK_NEAR(y[e], f.val[x][e] / (1 - p), 1e-12);
     }
     CHECK_MSG(dropped > 384 * 0.2 && dropped < 384 * 0.4, "%d of 384 dropped", dropped);
     rt_interp *it = rt_interp_new(f.grad);

@@ -175,10 +175,10 @@ static const conv_case conv_cases[] = {
     {1, 2, 4, 4, 3, 3, 1, 1, 1},   /* batch 1 */
     {2, 3, 6, 6, 2, 5, 3, 2, 1},   /* stride 3, k 5 */
     /* grouped: the direct kernels */
-    {3, 6, 7, 5, 4, 3, 1, 1, 2},  /* 2 groups, 3 -> 2 channels each */
-    {2, 8, 9, 9, 8, 3, 2, 1, 8},  /* depthwise 3x3/2 */
-    {2, 4, 6, 5, 8, 3, 1, 0, 4},  /* depthwise, 2 outputs per channel */
-    {1, 6, 5, 5, 3, 1, 1, 0, 3},  /* grouped 1x1 */
+    {3, 6, 7, 5, 4, 3, 1, 1, 2}, /* 2 groups, 3 -> 2 channels each */
+    {2, 8, 9, 9, 8, 3, 2, 1, 8}, /* depthwise 3x3/2 */
+    {2, 4, 6, 5, 8, 3, 1, 0, 4}, /* depthwise, 2 outputs per channel */
+    {1, 6, 5, 5, 3, 1, 1, 0, 3}, /* grouped 1x1 */
 };
 
 TEST(conv_ops) {

@@ -358,8 +358,8 @@ static void check_conv_adjoint(int n, int c, int h, int k_out, int k, int s, int
     if (y < 0) return;
     ir_type yt = g->nodes[y].type;
     int dy = ir_add_input(g, "dy", yt, 0);
-    int dx =
-        tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1, 1}, NULL);
+    int dx = tg_node(g, IR_OP_CONV_GRAD_DATA, (int[]){dy, w}, 2, (int64_t[]){k, s, p, h, h + 1, 1},
+                     NULL);
     int dw = tg_node(g, IR_OP_CONV_GRAD_WEIGHT, (int[]){dy, x}, 2, (int64_t[]){k, s, p, 1}, NULL);
     int ap = tg_node(g, IR_OP_AVGPOOL, &x, 1, (int64_t[]){k, s, k / 2 < p ? k / 2 : p}, NULL);
     ir_type at = g->nodes[ap].type;

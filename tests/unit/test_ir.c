@@ -164,8 +164,7 @@ TEST(activation_and_product_shapes) {
     CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){1, 1}, err, sizeof err) >= 0);
     CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){2, 1}, err, sizeof err) == -1);
     CHECK_STR(err, "clip: lower bound 2 is above the upper bound 1");
-    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){-INFINITY, 1}, err, sizeof err) ==
-          -1);
+    CHECK(ir_add_node(g, IR_OP_CLIP, &x, 1, NULL, (double[]){-INFINITY, 1}, err, sizeof err) == -1);
     CHECK(strstr(err, "bounds must be finite") != NULL);
     CHECK(ir_add_node(g, IR_OP_CLIP_GRAD, (int[]){x, x}, 2, NULL, (double[]){3, 1}, err,
                       sizeof err) == -1);
@@ -177,21 +176,19 @@ TEST(activation_and_product_shapes) {
     CHECK(m4 >= 0 && m2 >= 0);
     if (m4 >= 0) CHECK_STR(ir_type_str(&g->nodes[m4].type, buf, sizeof buf), "[2,3,4,4]");
     CHECK(ir_op_access(IR_OP_MUL_CHANNEL, 1) == 'o');
-    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, bad}, 2, NULL, NULL, err, sizeof err) ==
-          -1);
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, bad}, 2, NULL, NULL, err, sizeof err) == -1);
     CHECK_STR(err, "mul: shapes [2,3,4,4] and [2,4,1,1] do not broadcast (the same shape, or "
                    "[N,C,H,W] with [N,C,1,1] or [N,C])");
     CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) ==
           -1);
-    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){s2, s2}, 2, NULL, NULL, err, sizeof err) ==
-          -1);
+    CHECK(ir_add_node(g, IR_OP_MUL_CHANNEL, (int[]){s2, s2}, 2, NULL, NULL, err, sizeof err) == -1);
     int d = ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, x}, 2, NULL, NULL, err, sizeof err);
     CHECK(d >= 0);
     if (d >= 0) CHECK_STR(ir_type_str(&g->nodes[d].type, buf, sizeof buf), "[2,3]");
     CHECK(ir_add_node(g, IR_OP_PLANE_DOT, (int[]){x, wide}, 2, NULL, NULL, err, sizeof err) == -1);
     /* concat along the channels, and the slices its gradient takes */
-    int cc = ir_add_node(g, IR_OP_CONCAT, (int[]){x, x, m4}, 3, (int64_t[]){1}, NULL, err,
-                         sizeof err);
+    int cc =
+        ir_add_node(g, IR_OP_CONCAT, (int[]){x, x, m4}, 3, (int64_t[]){1}, NULL, err, sizeof err);
     CHECK(cc >= 0);
     if (cc >= 0) CHECK_STR(ir_type_str(&g->nodes[cc].type, buf, sizeof buf), "[2,9,4,4]");
     CHECK(ir_add_node(g, IR_OP_CONCAT, (int[]){x, s4}, 2, (int64_t[]){1}, NULL, err, sizeof err) ==

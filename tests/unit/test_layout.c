@@ -178,8 +178,8 @@ TEST(verify_refuses_bad_layouts) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", ir_shape4(2, 3, 4, 4), IR_F32);
     int w = ir_add_param(g, "w", ir_shape4(3, 3, 3, 3), IR_INIT_XAVIER);
-    int c =
-        ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL, err, sizeof err);
+    int c = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL, err,
+                        sizeof err);
     int r = ir_add_node(g, IR_OP_RELU, (int[]){c}, 1, NULL, NULL, err, sizeof err);
     int a = ir_add_node(g, IR_OP_ADD, (int[]){r, x}, 2, NULL, NULL, err, sizeof err);
     int f = ir_add_node(g, IR_OP_FLATTEN, (int[]){r}, 1, NULL, NULL, err, sizeof err);

@@ -21,12 +21,10 @@
 #include "tests/passcheck.h"
 
 static const char *const models[][2] = {
-    {"models/mlp.net", "8"},
-    {"models/cnn_small.net", "4"},
+    {"models/mlp.net", "8"},          {"models/cnn_small.net", "4"},
     {"tests/nets/se_small.net", "4"},
 #ifndef __SANITIZE_ADDRESS__
-    {"models/resnet18.net", "2"},
-    {"models/resnet18_cifar.net", "2"},
+    {"models/resnet18.net", "2"},     {"models/resnet18_cifar.net", "2"},
 #endif
 };
 

@@ -25,7 +25,8 @@ static ir_graph *build_graph(int batch, int training) {
     lt.dtype = IR_I32;
     int label = training ? ir_add_input(g, "label", lt, 10) : 0;
     int w = ir_add_param(g, "conv0.weight", ir_shape4(4, 3, 3, 3), IR_INIT_XAVIER);
-    int c = ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL, e, sizeof e);
+    int c =
+        ir_add_node(g, IR_OP_CONV, (int[]){x, w}, 2, (int64_t[]){3, 1, 1, 1}, NULL, e, sizeof e);
     int gamma = ir_add_param(g, "bn0.gamma", ir_shape1(4), IR_INIT_ONE);
     int beta = ir_add_param(g, "bn0.beta", ir_shape1(4), IR_INIT_ZERO);
     int mean = ir_add_state(g, "bn0.running_mean", ir_shape1(4), IR_INIT_ZERO);
