@@ -582,7 +582,7 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     }
     case IR_OP_MUL_CHANNEL: {
         const ir_type *x = in_type(g, n, 0), *s = in_type(g, n, 1);
-        if (x->ndim != 4 || x->dtype == IR_I32 || !ir_is_channel_factor(x, s))
+        if (x->dtype == IR_I32 || !ir_is_channel_factor(x, s))
             return ir_fail(err, errlen,
                            "mul: shapes %s and %s do not broadcast (the same shape, or "
                            "[N,C,H,W] with [N,C,1,1] or [N,C])",

@@ -99,10 +99,8 @@ static ir_graph *rebuild(const remat_ctx *c, const int *sel, int nsel) {
             for (int k = 0; k < len; k++) {
                 ir_node n = g->nodes[chain[k]];
                 for (int j = 0; j < n.ninputs; j++) {
-                    int u = n.input[j], mine = -1;
-                    for (int q = 0; q < k; q++)
-                        if (chain[q] == u) mine = copy[u];
-                    n.input[j] = mine >= 0 ? mine : map[u];
+                    int u = n.input[j];
+                    n.input[j] = in_list(chain, k, u) ? copy[u] : map[u];
                 }
                 n.flags = 0, n.group = len > 1 ? groups + 1 : 0;
                 copy[chain[k]] = ng->n;
