@@ -1,20 +1,15 @@
 #!/usr/bin/env bash
-# CUDA without a GPU (docs/DESIGN.md §13): every kernel of every model in models/
-# and tests/nets/, train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
+# CUDA without a GPU (docs/DESIGN.md §13): every kernel of every net of
+# tests/lib.sh's kernel_nets, train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.
 # bf16 plans join in once dpc has --precision; two --layout variants too. One check per program and
 # architecture, plus one per plan written. The two architectures compile in
 # parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
 # A build without the CUDA toolkit has no NVRTC: the tool says so, 0 checks.
-set -u
-bin=${DPC_BIN:-bin}
-build=${DPC_BUILD:-build/rel}
+. tests/lib.sh
 tool=$build/tests/test_cuda
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 export DPC_CACHE_DIR=$tmp/cache
-pass=0 fail=0
 
 [ -x "$tool" ] || { echo "FAIL: $tool not built"; echo "0 passed, 1 failed"; exit 1; }
 
@@ -25,7 +20,7 @@ fi
 # the layout pass: channel-major activations (fused fp32; unfused bf16)
 variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
 plans=()
-for m in models/*.net tests/nets/*.net; do
+for m in $(kernel_nets); do
     for v in "${variants[@]}"; do
         name=${v%%:*} flags=${v#*:}
         out=$tmp/$(basename "$m" .net).$name.plan

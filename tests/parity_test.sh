@@ -59,6 +59,14 @@ driver=$build/parity/dpc_step
 # adamw's ResNet-18 case at lr 1e-3, Adam's usual, as at 1e-2 three steps
 # of +-lr on every weight make the third forward chaotic (float32 torch:
 # 5e-3 on the ReLU outputs).
+# The model-zoo nets (issue 18) have one-step cases; of them only
+# resnet18_v2 has a 3-step one. ResNet-34/50 v1 and MobileNetV2 from these
+# random weights and BatchNorm parameters have gradients so large that one
+# step at lr 0.1 moves conv0's weights ~30%, and the depth then multiplies
+# float32 rounding ~100x: measured after 3 steps, the step's own rounding
+# alone (torch float32 against float64) is 0.4-0.5 of the loss at lr 0.001,
+# dpc's error 6e-3 (resnet50) and 2e-3 (mobilenet_v2), and at lr 1e-4 the
+# update's check meets the float32 rounding of the stored weight.
 # The last case smooths the labels (softmax_cross_entropy smoothing=0.1
 # against F.cross_entropy(label_smoothing=0.1)).
 cases=(
@@ -82,8 +90,8 @@ cases=(
     "resnet34 32"
     "resnet50 32"
     "resnet18_v2 32"
-    # "mobilenet_v2 32"  once grouped conv and relu6 exist (issue 18's ops), with
-    # dpc_step reporting relu6 outputs and torch_step following relu6's kinks
+    "resnet18_v2 32 --steps 3"
+    "mobilenet_v2 32"
 )
 passed=0 failed=0
 for case in "${cases[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every CUDA kernel of every model under the simulator against the C
 # dialect's kernel of the same name (tests/sim/kernel_cmp.c says how): each
-# models/*.net and tests/nets/*.net at batch 4, fp32 and bf16, fused and --no-fuse, and with
+# tests/lib.sh's kernel_nets at batch 4, fp32 and bf16, fused and --no-fuse, and with
 # --layout (channel-major activations) fused in fp32 and unfused in bf16
 # (not mlp, which has none), its train and eval programs, one check per
 # program. Then cnn_small with label smoothing 0.1 (fp32 fused, bf16
@@ -29,7 +29,8 @@ cxx=${CXX:-g++} cc=${CC:-cc}
 flags=(-std=c++17 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -Itests/sim)
 cflags=(-std=c11 -O2 -g -Wall -Wextra -Werror -ffp-contract=off -D_GNU_SOURCE -I.)
 san=() one_line=expect_fail_line
-models=(models/*.net tests/nets/*.net) precs=(fp32 bf16) fuses=(fused unfused fused-layout unfused-layout)
+mapfile -t models < <(kernel_nets)
+precs=(fp32 bf16) fuses=(fused unfused fused-layout unfused-layout)
 case "$build" in
 *asan*)
     san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)

@@ -25,30 +25,33 @@ for m in mlp cnn_small; do
     fi
 done
 
-# resnet34, resnet50, resnet18_v2: 12 steps of batch 16 (their own train
-# sections otherwise, seed 3, no augmentation): the mean loss of the last 3
-# steps (DPC_DEBUG=2's per-step lines) below that of the first 3. The run
-# ends with dprun's train and test accuracy passes (6000 images), most of
-# its time.
-steps=12
-for m in resnet34 resnet50 resnet18_v2; do
-    if ! "$bin/dpc" "models/$m.net" --batch 16 -o "$tmp/$m.plan" 2>"$tmp/err"; then
+# The model-zoo nets: 16 steps of batch 32 (their own train sections
+# otherwise, seed 3, no augmentation) at a constant lr 0.005 (no linear
+# scaling, no warmup): the mean loss of the last 4 steps (DPC_DEBUG=2's
+# per-step lines) below that of the first 4. At the sections' lr 0.1 from
+# step 0, without warmup, the deep v1 nets' losses rise over these steps
+# (resnet50 3.4 -> 141 at batch 16): their large initial gradients, which
+# is what warmup is for, not a fault. The run ends with dprun's train and
+# test accuracy passes (6000 images), most of its time.
+steps=16
+for m in resnet34 resnet50 resnet18_v2 mobilenet_v2; do
+    if ! "$bin/dpc" "models/$m.net" --batch 32 -o "$tmp/$m.plan" 2>"$tmp/err"; then
         echo "FAIL: compile $m: $(cat "$tmp/err")"; fail=$((fail + 1)); continue
     fi
     start=$(date +%s)
     if ! DPC_DEBUG=2 "$bin/dprun" "$tmp/$m.plan" --data synthetic --steps $steps --seed 3 --no-augment \
-        >"$tmp/$m.out" 2>"$tmp/$m.err"; then
+        --lr 0.005 --lr-scaling none --warmup-epochs 0 >"$tmp/$m.out" 2>"$tmp/$m.err"; then
         echo "FAIL: $m: dprun: $(grep -v 'debug:' "$tmp/$m.err" | tail -n 3)"; fail=$((fail + 1)); continue
     fi
     sed -n 's/.*debug: step [0-9]* loss \(.*\)/\1/p' "$tmp/$m.err" >"$tmp/$m.loss"
     if awk -v n=$steps '{ l[NR] = $1 } END {
             if (NR != n) { print "  " NR " step losses, expected " n; exit 1 }
-            a = (l[1] + l[2] + l[3]) / 3; b = (l[n - 2] + l[n - 1] + l[n]) / 3
-            printf "  first 3 steps %.4f, last 3 %.4f\n", a, b; exit !(b < a) }' "$tmp/$m.loss" >"$tmp/$m.cmp"; then
+            a = (l[1] + l[2] + l[3] + l[4]) / 4; b = (l[n - 3] + l[n - 2] + l[n - 1] + l[n]) / 4
+            printf "  first 4 steps %.4f, last 4 %.4f\n", a, b; exit !(b < a) }' "$tmp/$m.loss" >"$tmp/$m.cmp"; then
         pass=$((pass + 1))
-        echo "$m: loss falls over $steps steps of 16:$(cat "$tmp/$m.cmp") ($(($(date +%s) - start))s)"
+        echo "$m: loss falls over $steps steps of 32:$(cat "$tmp/$m.cmp") ($(($(date +%s) - start))s)"
     else
-        echo "FAIL: $m: the loss does not fall over $steps steps of 16:"; cat "$tmp/$m.cmp"
+        echo "FAIL: $m: the loss does not fall over $steps steps of 32:"; cat "$tmp/$m.cmp"
         tr '\n' ' ' <"$tmp/$m.loss"; echo; fail=$((fail + 1))
     fi
 done

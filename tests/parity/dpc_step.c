@@ -20,8 +20,8 @@
  *   LR       learning rate; grad_scale is 1/(R*b)
  *
  * OUT holds "sS.rR.loss" (per sample) and "sS.rR.logits" of step S on
- * replica R, "sS.rR.relu.K" for its K-th forward ReLU output and
- * "sS.rR.maxpool.K.in" for its K-th max-pool's input; "PARAM.grad" for
+ * replica R, "sS.rR.relu.K" / "sS.rR.clip.K" for its K-th forward ReLU /
+ * clip output and "sS.rR.maxpool.K.in" for its K-th max-pool's input; "PARAM.grad" for
  * every parameter (replica 0's gradient of its summed loss in the last
  * step); every persistent tensor of replica 0 after the steps (parameters,
  * running statistics, optimizer state) and "rR.NAME" for the running
@@ -171,16 +171,16 @@ static void out_node(out_list *o, rt_replicas *R, int r, const ir_graph *g, int 
 }
 
 /* What the reference needs of step s on replica r: the per-sample losses
- * and logits, and the forward ReLU outputs ("relu.K" in graph order) and
- * max-pool inputs ("maxpool.K.in"), prefixed "sS.rR.". The reference takes
- * dpc's side of a ReLU kink or a max-pool near-tie where rounding decides
+ * and logits, the forward ReLU and clip outputs ("relu.K", "clip.K" in
+ * graph order) and max-pool inputs ("maxpool.K.in"), prefixed "sS.rR.". The
+ * reference takes dpc's side of a kink or a max-pool near-tie where rounding decides
  * (tests/parity/torch_step.py). They are read after the step: relu_grad
  * and maxpool_grad read these buffers in the backward pass, so they live at
  * least that long, but a memory planner that reuses them afterwards would
  * break this (the test then fails loudly on the ReLU/max-pool checks). */
 static void out_step(out_list *o, rt_replicas *R, int r, const ir_graph *g, int s) {
     char name[IR_NAME_MAX + 32];
-    int relu = 0, pool = 0;
+    int relu = 0, clip = 0, pool = 0;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!strcmp(n->name, "loss") || !strcmp(n->name, "logits")) {
@@ -188,6 +188,9 @@ static void out_step(out_list *o, rt_replicas *R, int r, const ir_graph *g, int 
             out_node(o, R, r, g, i, name);
         } else if (n->op == IR_OP_RELU) {
             snprintf(name, sizeof name, "s%d.r%d.relu.%d", s, r, relu++);
+            out_node(o, R, r, g, i, name);
+        } else if (n->op == IR_OP_CLIP) {
+            snprintf(name, sizeof name, "s%d.r%d.clip.%d", s, r, clip++);
             out_node(o, R, r, g, i, name);
         } else if (n->op == IR_OP_MAXPOOL) {
             snprintf(name, sizeof name, "s%d.r%d.maxpool.%d.in", s, r, pool++);

@@ -48,8 +48,9 @@ torchvision's differ), cnn_small; each twin registers its modules in the
    input of 6.8e-7 against a max of 10 gave a 0.8% error in
    basic2.conv1.weight's gradient; a max-pool tie 1.3e-7 apart, 2.6% in
    conv0.weight's). So the reference follows dpc's decisions: its ReLUs use
-   dpc's mask (dpc's output > 0), its max-pools take the window element dpc
-   took (argmax of dpc's pool input). Every element where that differs from
+   dpc's mask (dpc's output > 0), its relu6 clips dpc's side of 0 and 6,
+   its max-pools take the window element dpc took (argmax of dpc's pool
+   input). Every element where that differs from
    the reference's own decision must be within KINK (1e-4 of the tensor's
    max-abs value) of the kink, or the check fails, so a wrong ReLU or
    max-pool in dpc cannot hide behind this.
@@ -66,11 +67,16 @@ torchvision's differ), cnn_small; each twin registers its modules in the
                                              which is stricter than on its value
        every fixed gamma/beta (scale=false,  exactly 1 / 0 after the steps
        center=false)
-   A conv bias that a training BatchNorm follows (Gluon's BottleneckV1) has
-   the exact gradient 0; its gradient check is relative to the largest
-   per-channel sum of |terms| of that gradient (torch_steps), the scale of
-   the rounding of a sum that cancels.
-       every forward ReLU output and max-pool input    1e-4, and flips as above
+   A conv bias that a training BatchNorm follows (Gluon's BottleneckV1), or
+   a BatchNorm beta that reaches only convs and BatchNorms (MobileNetV2's
+   linear bottlenecks), has the exact gradient 0; its gradient check is
+   relative to the largest per-channel sum of |terms| of that gradient
+   (torch_steps), the scale of the rounding of a sum that cancels; with sgd its update and momentum are
+   checked against the larger of their own size and that rounding's share
+   of them (lr / global batch x the terms, summed over the steps with the
+   momentum's decay).
+       every forward ReLU and clip output and max-pool input  1e-4, and
+                                             flips as above
    One check per tensor. Prints the flips followed, the failing checks, the
    worst error of each group and `N passed, N failed`; exits 1 on any
    failure. --table writes every tensor's line to a file, --verbose prints it.
@@ -93,7 +99,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
-TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "maxpool": 1e-4, "update": 1e-3, "grad": 1e-3, "momentum": 1e-3,
+TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "clip": 1e-4, "maxpool": 1e-4, "update": 1e-3, "grad": 1e-3, "momentum": 1e-3,
        "adam_m": 1e-3, "adam_v": 1e-3, "running_mean": 1e-3, "running_var": 1e-3, "fixed": 0.0}
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2023, 0.1994, 0.2010)
@@ -279,19 +285,22 @@ class LinearBottleneck(nn.Module):
         self.conv2 = nn.Conv2d(e, c, 1, bias=False)
         self.batchnorm2 = bn2d(c)
         self.shortcut = stride == 1 and cin == c
+        self.relu6 = nn.ReLU6()  # a module, so that the clip tap replaces it
+        # Every path from the linear bottleneck's output (shortcut sums
+        # included) reaches a conv and a training BatchNorm with no
+        # nonlinearity between: batchnorm2's beta has the exact gradient 0.
+        self.batchnorm2.pre_bn = True
 
     def forward(self, x):
-        y = F.relu6(self.batchnorm0(self.conv0(x)))
-        y = F.relu6(self.batchnorm1(self.conv1(y)))
+        y = self.relu6(self.batchnorm0(self.conv0(x)))
+        y = self.relu6(self.batchnorm1(self.conv1(y)))
         y = self.batchnorm2(self.conv2(y))
         return y + x if self.shortcut else y
 
 
 class MobileNetV2(nn.Module):
     """Gluon's mobilenet_v2_1_0 (classes=10); its bias-free 1x1 conv head on
-    the pooled features is a bias-free Linear. Not yet run: dpc's relu6 and
-    grouped conv are issue 18's ops, and the ReLU tap does not cover relu6's
-    kinks (dpc_step reports relu outputs only)."""
+    the pooled features is a bias-free Linear."""
 
     def __init__(self, classes=10):
         super().__init__()
@@ -305,10 +314,11 @@ class MobileNetV2(nn.Module):
         self.conv1 = nn.Conv2d(320, 1280, 1, bias=False)
         self.batchnorm1 = bn2d(1280)
         self.dense0 = nn.Linear(1280, classes, bias=False)
+        self.relu6 = nn.ReLU6()
 
     def forward(self, image):
-        x = self.blocks(F.relu6(self.batchnorm0(self.conv0(image))))
-        x = F.relu6(self.batchnorm1(self.conv1(x)))
+        x = self.blocks(self.relu6(self.batchnorm0(self.conv0(image))))
+        x = self.relu6(self.batchnorm1(self.conv1(x)))
         return self.dense0(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
@@ -527,38 +537,50 @@ class Optimizer:
 
 # ---- the torch step -----------------------------------------------------------
 
-class ReluTap(nn.Module):
-    """Replaces every nn.ReLU of a model. With dpc's masks, the K-th call
-    keeps x where dpc's K-th ReLU output is > 0 (so the gradient flows where
-    dpc's does) and records the kink flips that took: (count, largest
-    |x| / max|x| among them). Records every output."""
+class ClampTap(nn.Module):
+    """Replaces every nn.ReLU (lo 0, no hi) or every nn.ReLU6 (lo 0, hi 6:
+    Gluon's relu6 is clip(x, 0, 6), whose gradient passes at the bounds, as
+    torch's clamp's does) of a model. With dpc's outputs, the K-th call takes
+    dpc's side of every kink: where dpc's output is strictly inside (lo, hi)
+    it is x (and the gradient flows), elsewhere dpc's clamped value; it
+    records the kink flips that took: (count, largest distance of x to the
+    nearest bound / max|x| among them). Records every output."""
 
-    def __init__(self, masks):
+    def __init__(self, lo, hi, outputs):
         super().__init__()
-        self.reset(masks)
+        self.lo, self.hi = lo, hi
+        self.reset(outputs)
 
-    def reset(self, masks):
-        self.masks, self.outputs, self.flips = masks, [], []
+    def reset(self, outputs):
+        self.dpc, self.outputs, self.flips = outputs, [], []
+
+    def region(self, v):  # 0 at or under lo, 1 inside, 2 at or over hi
+        r = (v > self.lo).to(torch.int8)
+        return r + (v >= self.hi).to(torch.int8) if self.hi is not None else r
 
     def forward(self, x):
         k = len(self.outputs)
-        if self.masks is None:
-            y = F.relu(x)
+        if self.dpc is None:
+            y = F.relu(x) if self.hi is None else x.clamp(self.lo, self.hi)
         else:
-            if k >= len(self.masks):
-                raise SystemExit("torch runs more ReLUs than dpc's %d" % len(self.masks))
-            m = self.masks[k]
-            if tuple(m.shape) != tuple(x.shape):
-                raise SystemExit("ReLU %d: dpc shape %s, torch %s" % (k, list(m.shape), list(x.shape)))
-            mt = torch.from_numpy(m).to(x.dtype)
-            y = x * mt
+            if k >= len(self.dpc):
+                raise SystemExit("torch runs more %s than dpc's %d" % (self.what(), len(self.dpc)))
+            if tuple(self.dpc[k].shape) != tuple(x.shape):
+                raise SystemExit("%s %d: dpc shape %s, torch %s" % (
+                    self.what(), k, list(self.dpc[k].shape), list(x.shape)))
+            d = torch.from_numpy(self.dpc[k]).to(x.dtype)
+            y = torch.where(self.region(d) == 1, x, d)
             xd = x.detach()
-            flip = (xd > 0) != (mt > 0)
+            flip = self.region(d) != self.region(xd)
+            dist = xd - self.lo if self.hi is None else torch.minimum((xd - self.lo).abs(), (xd - self.hi).abs())
             scale = float(xd.abs().max())
-            margin = float(xd[flip].abs().max()) / scale if bool(flip.any()) else 0.0
+            margin = float(dist[flip].abs().max()) / scale if bool(flip.any()) else 0.0
             self.flips.append((int(flip.sum()), margin))
         self.outputs.append(y.detach())
         return y
+
+    def what(self):
+        return "ReLUs" if self.hi is None else "clips"
 
 
 class MaxPoolTap(nn.Module):
@@ -601,14 +623,17 @@ class MaxPoolTap(nn.Module):
         return y
 
 
-def tap_modules(model, relu, pool_inputs):
-    """Puts a ReluTap and a MaxPoolTap in place of the model's ReLUs and
-    max-pools; returns the MaxPoolTap (None when the model has no pool)."""
+def tap_modules(model, relu, clip, pool_inputs):
+    """Puts ClampTaps (relu, clip) and a MaxPoolTap in place of the model's
+    ReLUs, ReLU6s and max-pools; returns the MaxPoolTap (None when the model
+    has no pool)."""
     pool = None
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.ReLU):
                 setattr(parent, name, relu)
+            elif isinstance(child, nn.ReLU6):
+                setattr(parent, name, clip)
             elif isinstance(child, nn.MaxPool2d):
                 kind = (child.kernel_size, child.stride, child.padding, child.dilation, child.ceil_mode)
                 if pool is None:
@@ -630,19 +655,21 @@ def torch_steps(model_name, pairs, init, image, label, lr, hp, dtype, replicas=1
     replicas' summed losses are summed, then one step of the plan's
     optimizer (class Optimizer; hp its hyper-parameters) with
     rescale = 1/(R*b) and its state carried across steps.
-    taps: None, or {"sS.rR.": (relu masks, max-pool inputs)} of dpc's steps
+    taps: None, or {"sS.rR.": (relu outputs, max-pool inputs, clip
+    outputs)} of dpc's steps
     in call order, which the reference then follows at kinks and near-ties.
     smoothing: PyTorch's label_smoothing of the loss.
-    A conv bias that a training BatchNorm follows (the module's pre_bn) has
-    the exact gradient 0: the sum over N, H, W of the BN's input gradient,
-    whose terms cancel. Its "PARAM.grad.terms" is that sum's per-channel
+    A conv bias (or BatchNorm beta) that a training BatchNorm follows with
+    only linear maps between (the module's pre_bn) has the exact gradient
+    0: the sum over N, H, W of the module output's gradient, whose terms
+    cancel. Its "PARAM.grad.terms" is that sum's per-channel
     sum of |term| (replica 0, last step), the scale of its rounding.
     Returns ({dpc-style name: float64 ndarray}, {tap name: (flips, largest
     margin)})."""
     torch.manual_seed(0)
     model = build_model(model_name).to(dtype)
-    relu = ReluTap(None)
-    pool = tap_modules(model, relu, None)
+    relu, clip = ClampTap(0.0, None, None), ClampTap(0.0, 6.0, None)
+    pool = tap_modules(model, relu, clip, None)
     capture, terms = [False], {}
 
     def keep_terms(name):
@@ -675,6 +702,7 @@ def torch_steps(model_name, pairs, init, image, label, lr, hp, dtype, replicas=1
                     sd[tn].copy_(stats[r][tn])
             t = taps.get(key) if taps else None
             relu.reset(t[0] if t else None)
+            clip.reset(t[2] if t else None)
             if pool:
                 pool.reset(t[1] if t else None)
             capture[0] = s == steps - 1 and r == 0
@@ -686,12 +714,13 @@ def torch_steps(model_name, pairs, init, image, label, lr, hp, dtype, replicas=1
             loss.sum().backward()  # gradient of the summed loss (MXNet backward())
             out[key + "loss"], out[key + "logits"] = loss.detach(), logits.detach()
             pools = pool.seen if pool else []
-            if t and (len(relu.outputs) != len(t[0]) or len(pools) != len(t[1])):
-                raise SystemExit("torch ran %d ReLUs and %d max-pools, dpc %d and %d" % (
-                    len(relu.outputs), len(pools), len(t[0]), len(t[1])))
-            for k, v in enumerate(relu.outputs):
-                out[key + "relu.%d" % k] = v
-                flips[key + "relu.%d" % k] = relu.flips[k] if t else (0, 0.0)
+            if t and (len(relu.outputs), len(pools), len(clip.outputs)) != tuple(len(v) for v in t):
+                raise SystemExit("torch ran %d ReLUs, %d max-pools and %d clips, dpc %d, %d and %d" % (
+                    len(relu.outputs), len(pools), len(clip.outputs), len(t[0]), len(t[1]), len(t[2])))
+            for tap, tag in ((relu, "relu"), (clip, "clip")):
+                for k, v in enumerate(tap.outputs):
+                    out[key + "%s.%d" % (tag, k)] = v
+                    flips[key + "%s.%d" % (tag, k)] = tap.flips[k] if t else (0, 0.0)
             for k, v in enumerate(pools):
                 out[key + "maxpool.%d.in" % k] = v
                 flips[key + "maxpool.%d.in" % k] = pool.flips[k] if t else (0, 0.0)
@@ -834,8 +863,10 @@ def main():
     keys = ["s%d.r%d." % (s, r) for s in range(a.steps) for r in range(a.replicas)]
     nrelu = sum(1 for n in got if n.startswith(keys[0] + "relu."))
     npool = sum(1 for n in got if n.startswith(keys[0] + "maxpool."))
-    taps = {k: ([got[k + "relu.%d" % j] > 0 for j in range(nrelu)],
-                [got[k + "maxpool.%d.in" % j] for j in range(npool)]) for k in keys}
+    nclip = sum(1 for n in got if n.startswith(keys[0] + "clip."))
+    taps = {k: ([got[k + "relu.%d" % j] for j in range(nrelu)],
+                [got[k + "maxpool.%d.in" % j] for j in range(npool)],
+                [got[k + "clip.%d" % j] for j in range(nclip)]) for k in keys}
 
     t0 = time.time()
     ref, flips = torch_steps(a.model, pairs, init, image, label, lr, hp, torch.float64,
@@ -852,6 +883,7 @@ def main():
         checks += [("loss", k + "loss", None), ("logits", k + "logits", None)]
         checks += [("relu", k + "relu.%d" % j, None) for j in range(nrelu)]
         checks += [("maxpool", k + "maxpool.%d.in" % j, None) for j in range(npool)]
+        checks += [("clip", k + "clip.%d" % j, None) for j in range(nclip)]
     for dn, tn in pairs:
         kind = dn.rsplit(".", 1)[-1]
         if kind in ("running_mean", "running_var"):
@@ -882,8 +914,9 @@ def main():
           "dpc %.2fs (with kernel compile), torch float64 %.2fs" % (
               a.model, a.steps, a.replicas, batch, lr, optimizer_str(hp), a.init, t_dpc, t_ref))
     print("  rounding flips the reference followed (allowed within %g of max|x|): "
-          "%d ReLU kink(s), largest %.2e; %d max-pool near-tie(s), largest %.2e" % (
-              (KINK,) + flip_sum(".relu.") + flip_sum(".maxpool.")))
+          "%d ReLU kink(s), largest %.2e; %d clip kink(s), largest %.2e; "
+          "%d max-pool near-tie(s), largest %.2e" % (
+              (KINK,) + flip_sum(".relu.") + flip_sum(".clip.") + flip_sum(".maxpool.")))
     head = "  %-12s %-44s %10s %10s %10s%s" % ("group", "tensor", "rel err", "abs err", "max |ref|",
                                                "    torch32" if t32 else "")
     table, shown, worst = [head], [], {}
@@ -901,16 +934,30 @@ def main():
             scale = float(np.max(ref[name + ".terms"]))
             rel = err / scale if scale > 0 else float("inf")
             rel32 = rel_err(f32, rf)[1] / scale if t32 else None
+        base = name[3:] if name.startswith("s0.") else name
+        base = base[:-len(".momentum")] if group == "momentum" else base
+        if group in ("update", "momentum") and base + ".grad.terms" in ref and hp["optimizer"] == "sgd":
+            # That zero gradient's rounding, as it reaches sgd's update and
+            # momentum (lr * rescale per step, the momentum carrying earlier
+            # steps' share), is the scale of their error too: the rest of the
+            # update (wd * w) is far smaller than the gradient's terms.
+            k = 1 if name.startswith("s0.") else a.steps
+            carry = sum(hp["momentum"] ** j for j in range(k))
+            noise = lr * carry * float(np.max(ref[base + ".grad.terms"])) / (a.replicas * batch)
+            if noise > scale:
+                scale = noise
+                rel = err / scale
+                rel32 = rel_err(f32, rf)[1] / scale if t32 else None
         ok = rel <= TOL[group] and (scale > 0 or group == "fixed")
         why = "tol %g%s" % (TOL[group], ", all zero" if scale == 0 else "")
         extra = ""
         if name in flips:
             nf, margin = flips[name]
-            what = "kink" if group == "relu" else "near-tie"
+            what = "near-tie" if group == "maxpool" else "kink"
             extra = "  %d %s flip(s), largest %.2e" % (nf, what, margin) if nf else ""
             if margin > KINK:
                 ok, why = False, "dpc's %s differs from the reference by %.2e of max|x| > %g" % (
-                    "ReLU mask" if group == "relu" else "max-pool choice", margin, KINK)
+                    {"relu": "ReLU mask", "clip": "clip side"}.get(group, "max-pool choice"), margin, KINK)
         passed += ok
         failed += not ok
         w = worst.get(group)
