@@ -4,9 +4,9 @@
 # (MXNet-form SGD) agree — loss and logits to 1e-4, every parameter update
 # and BatchNorm running statistic to 1e-3 (max-abs-error / max-abs-value),
 # for ResNet-18 v1 and the small CNN, and one step each of Gluon's
-# resnet34_v1, resnet50_v1 and resnet18_v2 (issue 18; the twins are built
-# by torch_step.py, not torchvision's where those differ) at a small
-# batch, to keep the suite short. tests/parity/torch_step.py holds the
+# resnet34_v1, resnet50_v1, resnet18_v2 and mobilenet_v2_1_0 (issue 18; the
+# twins are built by torch_step.py, not torchvision's where those differ),
+# three of resnet18_v2, at a small batch, to keep the suite short. tests/parity/torch_step.py holds the
 # reference and the tolerances; tests/parity/dpc_step.c is the dpc side.
 #
 # Usage: tests/parity_test.sh   (make test runs it; DPC_BUILD/DPC_BIN pick the
