@@ -71,8 +71,8 @@ torchvision's differ), cnn_small; each twin registers its modules in the
    a BatchNorm beta that reaches only convs and BatchNorms (MobileNetV2's
    linear bottlenecks), has the exact gradient 0; its gradient check is
    relative to the largest per-channel sum of |terms| of that gradient
-   (torch_steps), the scale of the rounding of a sum that cancels; with sgd its update and momentum are
-   checked against the larger of their own size and that rounding's share
+   (torch_steps), the scale of the rounding of a sum that cancels; with
+   sgd its update and momentum are checked against the larger of their own size and that rounding's share
    of them (lr / global batch x the terms, summed over the steps with the
    momentum's decay).
        every forward ReLU and clip output and max-pool input  1e-4, and
@@ -569,9 +569,10 @@ class ClampTap(nn.Module):
                 raise SystemExit("%s %d: dpc shape %s, torch %s" % (
                     self.what(), k, list(self.dpc[k].shape), list(x.shape)))
             d = torch.from_numpy(self.dpc[k]).to(x.dtype)
-            y = torch.where(self.region(d) == 1, x, d)
+            side = self.region(d)
+            y = torch.where(side == 1, x, d)
             xd = x.detach()
-            flip = self.region(d) != self.region(xd)
+            flip = side != self.region(xd)
             dist = xd - self.lo if self.hi is None else torch.minimum((xd - self.lo).abs(), (xd - self.hi).abs())
             scale = float(xd.abs().max())
             margin = float(dist[flip].abs().max()) / scale if bool(flip.any()) else 0.0
@@ -930,24 +931,25 @@ def main():
             f32 = f32 - old if t32 else None
         rel, err, scale = rel_err(g, rf)
         rel32 = rel_err(f32, rf)[0] if t32 else None
-        if name + ".terms" in ref:  # an exact zero: relative to its terms' magnitude
-            scale = float(np.max(ref[name + ".terms"]))
-            rel = err / scale if scale > 0 else float("inf")
-            rel32 = rel_err(f32, rf)[1] / scale if t32 else None
+        # An exact zero gradient (its ".grad.terms" exist): its error is
+        # relative to its terms' magnitude, which bounds the gradient itself;
+        # with sgd that rounding, as it reaches the update and momentum
+        # (lr * rescale per step, the momentum carrying earlier steps' share),
+        # is the scale of their error too: the rest of the update (wd * w) is
+        # far smaller than the gradient's terms.
         base = name[3:] if name.startswith("s0.") else name
         base = base[:-len(".momentum")] if group == "momentum" else base
-        if group in ("update", "momentum") and base + ".grad.terms" in ref and hp["optimizer"] == "sgd":
-            # That zero gradient's rounding, as it reaches sgd's update and
-            # momentum (lr * rescale per step, the momentum carrying earlier
-            # steps' share), is the scale of their error too: the rest of the
-            # update (wd * w) is far smaller than the gradient's terms.
+        floor = 0.0
+        if group == "grad" and name + ".terms" in ref:
+            floor = float(np.max(ref[name + ".terms"]))
+        elif group in ("update", "momentum") and base + ".grad.terms" in ref and hp["optimizer"] == "sgd":
             k = 1 if name.startswith("s0.") else a.steps
             carry = sum(hp["momentum"] ** j for j in range(k))
-            noise = lr * carry * float(np.max(ref[base + ".grad.terms"])) / (a.replicas * batch)
-            if noise > scale:
-                scale = noise
-                rel = err / scale
-                rel32 = rel_err(f32, rf)[1] / scale if t32 else None
+            floor = lr * carry * float(np.max(ref[base + ".grad.terms"])) / (a.replicas * batch)
+        if floor > scale:
+            scale = floor
+            rel = err / scale
+            rel32 = rel_err(f32, rf)[1] / scale if t32 else None
         ok = rel <= TOL[group] and (scale > 0 or group == "fixed")
         why = "tol %g%s" % (TOL[group], ", all zero" if scale == 0 else "")
         extra = ""
