@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "runtime/clock.h"
+#include "runtime/device/device.h"
 #include "runtime/runtime.h"
 
 typedef struct {
@@ -148,6 +149,7 @@ static double time_gemm(int weight, int64_t N, const shape *sh, int reps) {
 }
 
 int main(int argc, char **argv) {
+    rt_blas_core_reexec(argv);
     int64_t N = argc > 1 ? atoll(argv[1]) : 32;
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     if (N < 1 || N > 4096) N = 32;

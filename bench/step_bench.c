@@ -15,6 +15,7 @@
 
 #include "ir/plan.h"
 #include "runtime/clock.h"
+#include "runtime/device/device.h"
 #include "runtime/runtime.h"
 
 static int cmp(const void *a, const void *b) {
@@ -23,6 +24,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
+    rt_blas_core_reexec(argv);
     if (argc < 2) {
         fprintf(stderr, "usage: step_bench PLAN [STEPS] [REPEATS]\n");
         return 2;

@@ -11,6 +11,7 @@
 #include "ir/parse.h"
 #include "ir/plan.h"
 #include "runtime/comm/comm.h"
+#include "runtime/device/device.h"
 #include "runtime/data/data.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/train/train.h"
@@ -309,6 +310,7 @@ static const char *resume_command_line(int argc, char **argv, char *buf, size_t 
 int main(int argc, char **argv) {
     int rank = 0, ranks = 1;
     char err[512];
+    rt_blas_core_reexec(argv);
     if (rt_mpi_init(&argc, &argv, &rank, &ranks, err, sizeof err)) {
         fprintf(stderr, "dprun: error: %s\n", err);
         rt_mpi_abort(1);

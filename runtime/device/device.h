@@ -120,6 +120,17 @@ void rt_backend_free(rt_backend *be);
 /* Value of DPC_DEBUG (0 when unset). */
 int rt_debug_level(void);
 
+/* OpenBLAS on a CPU newer than it (blascore.c). First thing in main, before
+ * any thread or MPI:
+ *     rt_blas_core_reexec(argv);   // returns, or runs the program again
+ * When OpenBLAS fell back to kernels without AVX2 on a CPU that has it and
+ * OPENBLAS_CORETYPE is unset, execs /proc/self/exe with argv and
+ * OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2 + FMA); returns
+ * otherwise. rt_blas_better_core is its choice: the core to ask for, or
+ * NULL to keep OpenBLAS's. */
+void rt_blas_core_reexec(char **argv);
+const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_avx512);
+
 /* ---- which backend `--device auto|cpu|cuda` gets.
  *
  * Usage (dprun, the training loop):
