@@ -1,37 +1,72 @@
 #!/usr/bin/env bash
-# CPU training throughput of ResNet-18 (batch 128, CIFAR-shaped synthetic
-# data), dpc against PyTorch, measured in the same run with the same thread
-# count, and their ratio. Figures only: nothing here asserts a speed.
+# CPU training throughput of the model-zoo nets (CIFAR-shaped synthetic
+# data), dpc against PyTorch eager and torch.compile, measured in the same
+# run with the same thread count, interleaved model by model, and their
+# ratios. Figures only: nothing here asserts a speed.
 #
-# usage: bench/cpu_throughput.sh [STEPS] [THREADS]     (defaults 5 and 2)
-# Needs `make` done (bin/dpc, bin/dprun) and Debian's python3-torch and
-# python3-torchvision for the PyTorch side.
+# usage: bench/cpu_throughput.sh [STEPS] [THREADS] [BATCH] [ROUNDS] [MODEL ...]
+#        (defaults 5, 2, 128, 1, and resnet18 resnet34 resnet50 resnet18_v2 mobilenet_v2)
+# Each round times every model once on each side; with ROUNDS > 1 the
+# figures are the medians. Needs `make` done (bin/dpc, bin/dprun).
+# TORCH_PY names the peer's python (default /usr/bin/python3, Debian's
+# PyTorch 1.13, which has no torch.compile); for a current PyTorch, a venv
+# outside the repository: python3 -m venv V && V/bin/pip install torch torchvision
 set -eu
 cd "$(dirname "$0")/.."
 steps=${1:-5}
 threads=${2:-2}
+batch=${3:-128}
+rounds=${4:-1}
+shift $(($# < 4 ? $# : 4))
+models=${*:-resnet18 resnet34 resnet50 resnet18_v2 mobilenet_v2}
 bin=${DPC_BIN:-bin}
-py=/usr/bin/python3
+py=${TORCH_PY:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # One thread count for every library either side uses.
-export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads DPC_THREADS=$threads
 
-"$bin/dpc" models/resnet18.net --batch 128 -o "$tmp/r.plan"
-echo "dpc: $bin/dprun resnet18 --benchmark $steps ($threads threads)"
-"$bin/dprun" "$tmp/r.plan" --data synthetic --benchmark "$steps" 2>/dev/null | tee "$tmp/dpc.out"
-dpc=$(tail -n 1 "$tmp/dpc.out" | sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p')
+ips() { sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p' "$1" | tail -n 1; }
+median() { sort -n "$1" | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 
-echo "pytorch: torchvision resnet18(num_classes=10), $steps steps ($threads threads)"
-if ! $py -c 'import torch, torchvision' 2>/dev/null; then
-    echo "pytorch: not installed (apt-get install python3-torch python3-torchvision)"
-    echo "dpc: $dpc img/s"
-    exit 0
+sides="dpc"
+if "$py" -c 'import torch, torchvision' 2>/dev/null; then
+    sides="$sides eager"
+    "$py" -c 'import sys, torch; sys.exit(not hasattr(torch, "compile"))' && sides="$sides compile"
+    echo "peer: $("$py" -c 'import torch; print("pytorch", torch.__version__)') ($py): $sides"
+else
+    echo "peer: no torch and torchvision for $py (set TORCH_PY); dpc only"
 fi
-$py bench/torch_resnet18_cpu.py "$steps" "$threads" 128 | tee "$tmp/torch.out"
-torch=$(tail -n 1 "$tmp/torch.out" | sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p')
 
-[ -n "$dpc" ] && [ -n "$torch" ] || { echo "could not read both throughputs" >&2; exit 1; }
-printf 'resnet18 batch 128, %s CPU threads: dpc %.1f img/s, pytorch %.1f img/s, dpc/pytorch %.2fx\n' \
-    "$threads" "$dpc" "$torch" "$(awk -v a="$dpc" -v b="$torch" 'BEGIN { print a / b }')"
+for m in $models; do
+    "$bin/dpc" "models/$m.net" --batch "$batch" -o "$tmp/$m.plan"
+done
+for r in $(seq "$rounds"); do
+    for m in $models; do
+        for s in $sides; do
+            case $s in
+            dpc) "$bin/dprun" "$tmp/$m.plan" --data synthetic --benchmark "$steps" >"$tmp/out" 2>/dev/null ;;
+            eager) "$py" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" >"$tmp/out" 2>&1 ;;
+            compile) "$py" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" --compile >"$tmp/out" 2>&1 ;;
+            esac || { echo "$m $s failed:"; tail -n 5 "$tmp/out"; exit 1; }
+            v=$(ips "$tmp/out")
+            echo "round $r $m $s: $v img/s"
+            echo "$v" >>"$tmp/$m.$s"
+        done
+    done
+done
+
+echo
+echo "batch $batch, $threads CPU threads, $steps timed steps, median of $rounds round(s), img/s:"
+printf '| %-13s |' model; for s in $sides; do printf ' %9s |' "$s"; done
+for s in $sides; do [ "$s" = dpc ] || printf ' dpc/%-7s |' "$s"; done; echo
+for m in $models; do
+    printf '| %-13s |' "$m"
+    for s in $sides; do printf ' %9.1f |' "$(median "$tmp/$m.$s")"; done
+    d=$(median "$tmp/$m.dpc")
+    for s in $sides; do
+        [ "$s" = dpc ] || printf ' %10.2fx |' "$(awk -v a="$d" -v b="$(median "$tmp/$m.$s")" 'BEGIN { print a / b }')"
+    done
+    echo
+done

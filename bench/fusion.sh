@@ -10,7 +10,7 @@
 #      planned or not), interleaved round by round so they see the same
 #      machine, by bench/step_bench (the executor alone: fixed inputs, no
 #      data pipeline).
-#   3. PyTorch on the same job (bench/torch_resnet18_cpu.py: torchvision
+#   3. PyTorch on the same job (bench/torch_train_cpu.py resnet18: torchvision
 #      resnet18(num_classes=10), one SGD step per iteration), same threads.
 #
 # usage: bench/fusion.sh [BATCH] [STEPS] [ROUNDS] [THREADS]   (128 3 3 2)
@@ -64,7 +64,7 @@ read -r _ dpc_med _ <<<"$(summary "$tmp/fused+planned.ms")"
 if /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null && [ "$batch" = 128 ]; then
     echo "== pytorch, $threads threads, $rounds runs of $steps steps"
     for r in $(seq "$rounds"); do
-        /usr/bin/python3 bench/torch_resnet18_cpu.py "$steps" "$threads" "$batch" | tail -n 1 |
+        /usr/bin/python3 bench/torch_train_cpu.py resnet18 "$steps" "$threads" "$batch" | tail -n 1 |
             sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p' >>"$tmp/torch.ips"
     done
     read -r tlo tmed thi <<<"$(summary "$tmp/torch.ips")"
