@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CUDA without a GPU (docs/DESIGN.md §13): every kernel of every net of
-# tests/lib.sh's kernel_nets, train and eval programs, fused and unfused (--no-fuse), exactly as bin/dpc
+# tests/lib.sh's kernel_nets, train and eval programs, fused and unfused
+# (--no-fuse), and of its zoo_nets fused (fp32 and bf16), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.
 # bf16 plans join in once dpc has --precision; two --layout variants too. One check per program and
@@ -19,9 +20,15 @@ if "$bin/dpc" --help 2>&1 | grep -q -- '--precision'; then
 fi
 # the layout pass: channel-major activations (fused fp32; unfused bf16)
 variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
+# The zoo nets: fused, fp32 and bf16 (~2100 kernels more, ~1 min of NVRTC
+# per architecture).
+zoo_variants=("fused:" "bf16-fused:--precision bf16")
 plans=()
-for m in $(kernel_nets); do
-    for v in "${variants[@]}"; do
+# NET VARIANT...: dpc writes NET's plan for each variant (name:flags) into plans.
+compile_plans() {
+    local m=$1 v name flags out
+    shift
+    for v in "$@"; do
         name=${v%%:*} flags=${v#*:}
         out=$tmp/$(basename "$m" .net).$name.plan
         # shellcheck disable=SC2086 # flags are words
@@ -33,7 +40,9 @@ for m in $(kernel_nets); do
             echo "FAIL: dpc $m --target cuda $flags: $(head -n 3 "$tmp/err")"
         fi
     done
-done
+}
+for m in $(kernel_nets); do compile_plans "$m" "${variants[@]}"; done
+for m in $(zoo_nets); do compile_plans "$m" "${zoo_variants[@]}"; done
 
 for arch in sm_80 sm_90; do
     "$tool" --plans --arch "$arch" "${plans[@]}" >"$tmp/$arch.log" 2>&1 &
