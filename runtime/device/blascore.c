@@ -19,9 +19,9 @@
 
 /* The x86 cores OpenBLAS has that lack AVX2: on a CPU with AVX2 they can
  * only be a fallback. */
-static const char *const pre_avx2_cores[] = {"prescott", "core2", "penryn", "dunnington", "nehalem",
-                                             "atom", "katmai", "coppermine", "northwood", "banias",
-                                             "sandybridge", "bulldozer", "opteron", "barcelona"};
+static const char *const pre_avx2_cores[] = {
+    "prescott",   "core2",     "penryn", "dunnington",  "nehalem",   "atom",    "katmai",
+    "coppermine", "northwood", "banias", "sandybridge", "bulldozer", "opteron", "barcelona"};
 
 const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_avx512) {
     if (!chosen) return NULL;
@@ -40,15 +40,17 @@ void rt_blas_core_reexec(char **argv) {
     __builtin_cpu_init();
     int avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     /* SkylakeX's kernels use the F, CD, BW, DQ and VL subsets. */
-    int avx512 = avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("avx512vl");
+    int avx512 = avx2_fma && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     const char *chosen = openblas_get_corename();
     const char *better = rt_blas_better_core(chosen, avx2_fma, avx512);
     if (!better || setenv("OPENBLAS_CORETYPE", better, 1)) return;
     if (rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cpu: OpenBLAS chose %s kernels for this CPU; running again with OPENBLAS_CORETYPE=%s\n",
-                chosen, better);
+        fprintf(
+            stderr,
+            "dpc: cpu: OpenBLAS chose %s kernels for this CPU; running again with OPENBLAS_CORETYPE=%s\n",
+            chosen, better);
     fflush(NULL);
     execv("/proc/self/exe", argv);
     /* exec failed: go on with the kernels there are, unchanged */
