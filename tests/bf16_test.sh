@@ -82,7 +82,10 @@ for m in mlp cnn_small; do
     if ! "$bin/dpc" "models/$m.net" --target cpu --precision bf16 -o "$tmp/$m.plan" 2>"$tmp/err"; then
         bad "compile $m bf16: $(cat "$tmp/err")"; continue
     fi
-    "$bin/dprun" "$tmp/$m.plan" --data synthetic --epochs 2 --seed 3 >"$tmp/$m.out" 2>&1
+    # 3 epochs, as tests/train_test.sh: after 2, cnn_small's eval-mode
+    # accuracy sits at the threshold and depends on the CPU's GEMM kernels
+    # (bf16, seed 3: 0.9490 with OpenBLAS's SkylakeX kernels; 1.0000 after 3).
+    "$bin/dprun" "$tmp/$m.plan" --data synthetic --epochs 3 --seed 3 >"$tmp/$m.out" 2>&1
     acc=$(tail -n 1 "$tmp/$m.out" | sed -n 's/.*test accuracy \([0-9.]*\)$/\1/p')
     if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }'; then
         ok
