@@ -52,6 +52,14 @@ void rt_blas_core_reexec(char **argv) {
             "dpc: cpu: OpenBLAS chose %s kernels for this CPU; running again with OPENBLAS_CORETYPE=%s\n",
             chosen, better);
     fflush(NULL);
+    /* By its own path, not /proc/self/exe: the process's name (comm, what
+     * ps, pkill and pidof see) is the basename of what was executed. */
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     /* exec failed: go on with the kernels there are, unchanged */
     unsetenv("OPENBLAS_CORETYPE");

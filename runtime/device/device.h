@@ -124,7 +124,8 @@ int rt_debug_level(void);
  * any thread or MPI:
  *     rt_blas_core_reexec(argv);   // returns, or runs the program again
  * When OpenBLAS fell back to kernels without AVX2 on a CPU that has it and
- * OPENBLAS_CORETYPE is unset, execs /proc/self/exe with argv and
+ * OPENBLAS_CORETYPE is unset, execs the running binary (its path, so its
+ * process name stays) with argv and
  * OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2 + FMA); returns
  * otherwise. rt_blas_better_core is its choice: the core to ask for, or
  * NULL to keep OpenBLAS's. */
