@@ -50,8 +50,9 @@ for p in $pys; do
 done
 mxpy=${MXNET_PY:-}
 if [ -n "$mxpy" ]; then
-    if mx_models=" $("$mxpy" bench/mxnet_train_cpu.py --models) " && "$mxpy" -c 'import mxnet' 2>/dev/null; then
-        sides="$sides mxnet"; echo "peer: mxnet $("$mxpy" -c 'import mxnet; print(mxnet.__version__)') ($mxpy)"
+    if mx_models=" $("$mxpy" bench/mxnet_train_cpu.py --models) " &&
+        mxv=$("$mxpy" -c 'import mxnet; print(mxnet.__version__)' 2>/dev/null); then
+        sides="$sides mxnet"; echo "peer: mxnet $mxv ($mxpy)"
     else
         echo "peer: no mxnet for $mxpy; skipped"
     fi
