@@ -1,16 +1,42 @@
-# dpc — build, test, install.  `make` builds bin/dpc and bin/dprun; `make test`
-# builds and runs the whole suite; `make test SANITIZE=1` does it again under
-# AddressSanitizer + UBSan in a separate build tree.
+# dpc — build, test, install.
+#
+#   make             bin/dpc and bin/dprun (installs what the build needs: scripts/deps.sh build)
+#   make run         builds, compiles ResNet-18 and trains it (scripts/run.sh)
+#   make check       the edit loop: unit tests, golden errors, the CLI tests
+#   make test        the README's test command and CI's: every kind of check,
+#                    on a representative subset (installs the test packages too)
+#   make test-full   everything: every model through the simulator, NVRTC and
+#                    parity, and the longer training runs
+#   make test SANITIZE=1   the sanitizer suite (ASan + UBSan, build/asan): the
+#                    host code paths they can judge (tests/run.sh --sanitize)
+#
+# Optional parts are found after the dependencies are installed: make runs
+# scripts/configure.sh on every invocation and includes what it writes
+# (build/config.mk), restarting when that changes. Every object of a build
+# tree depends on the tree's flags stamp, so no binary mixes objects built
+# with different features. MPI=0 leaves MPI out; DEPS=0 skips the package
+# check (a machine without a package manager, tests/gpu/check.sh).
 
 CC       ?= cc
+CXX      ?= g++
 PREFIX   ?= /usr/local
 CUDA_HOME ?= /usr/local/cuda
 SANITIZE ?=
+MPI      ?= 1
+DEPS     ?= 1
+JOBS     ?= 2
+RUNFLAGS :=
 
 ifeq ($(SANITIZE),1)
 BUILD    := build/asan
 BIN      := build/asan/bin
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT      := -O1 -g
+RUNFLAGS := --sanitize
+else ifeq ($(SANITIZE),thread)
+BUILD    := build/tsan
+BIN      := build/tsan/bin
+SANFLAGS := -fsanitize=thread
 OPT      := -O1 -g
 else
 BUILD    := build/rel
@@ -23,15 +49,51 @@ CPPFLAGS := -I. -I$(BUILD)/gen -D_GNU_SOURCE
 CFLAGS   := -std=c11 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -pthread
 LDLIBS   := -lopenblas -lm -ldl -lpthread
 
+# ---- configuration: deps, then detection --------------------------------------
+CONFIG := build/config.mk
+NO_CONFIG_GOALS := clean deps deps-test format format-check
+ifneq ($(MAKECMDGOALS),)
+ifeq ($(filter-out $(NO_CONFIG_GOALS),$(MAKECMDGOALS)),)
+SKIP_CONFIG := 1
+endif
+endif
+ifneq ($(SKIP_CONFIG),1)
+include $(CONFIG)
+endif
+.PHONY: FORCE
+# Once per invocation: a restart (after config.mk changed) detects nothing new,
+# nor does the sub-make that builds the TSan tree (CONFIGURE=0).
+CONFIGURE ?= 1
+ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
+$(CONFIG): FORCE
+	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh build)
+	@CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) CXX=$(CXX) scripts/configure.sh $@
+endif
+deps:
+	@MPI=$(MPI) scripts/deps.sh build
+deps-test:
+	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh test)
+
 # CUDA is optional: with the toolkit present the cuda backend is compiled in
 # (libcuda itself is loaded at run time, so binaries start without a driver).
-HAVE_CUDA := $(shell test -f $(CUDA_HOME)/include/nvrtc.h && echo 1)
 ifeq ($(HAVE_CUDA),1)
 CPPFLAGS += -DDPC_HAVE_CUDA -isystem $(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc
 endif
+# MPI likewise: the `mpi` collective, and `mpirun -np P dprun PLAN --gpus N`.
+# -isystem: MPI's headers are not ours to keep -Wextra clean.
+ifeq ($(HAVE_MPI),1)
+CPPFLAGS += -DDPC_HAVE_MPI $(patsubst -I%,-isystem %,$(filter -I%,$(MPI_CFLAGS)))
+LDLIBS   += $(MPI_LIBS)
+endif
 
-include mk/mpi.mk
+# The flags stamp: rewritten only when this tree's compilers, flags or
+# features change, and every object and link depends on it.
+STAMP := $(BUILD)/flags.stamp
+STAMP_TEXT := $(CC) $(CXX) $(CPPFLAGS) $(CFLAGS) $(LDLIBS)
+$(STAMP): FORCE
+	@mkdir -p $(@D)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(STAMP_TEXT)' ]; then echo '$(STAMP_TEXT)' >$@; fi
 
 LIB_DIRS := frontend ir passes codegen runtime driver
 # Sources and headers at any depth (runtime/ has a folder per room).
@@ -41,36 +103,26 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/lexer.o $(BUILD)/gen/parse
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(shell find $(LIB_DIRS) cli -name '*.h') $(BUILD)/gen/parser.h
-DEPS_OK  := build/.deps-ok
+TEST_HEADERS := tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
 
-.PHONY: all test install clean run deps fuzz article format format-check
+.PHONY: all check test test-full test-bins install clean run deps deps-test fuzz article format format-check
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
 
-$(DEPS_OK):
-	@scripts/deps.sh
-ifneq ($(HAVE_CUDA),1)
-	@echo "note: no CUDA toolkit at $(CUDA_HOME) (set CUDA_HOME): building the CPU backend only"
-endif
-	@mkdir -p build && touch $@
-
-deps:
-	@scripts/deps.sh
-
-$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h &: frontend/parser.y | $(DEPS_OK)
+$(BUILD)/gen/parser.c $(BUILD)/gen/parser.h &: frontend/parser.y $(STAMP)
 	@mkdir -p $(@D)
 	bison -Wall -Werror --defines=$(BUILD)/gen/parser.h -o $(BUILD)/gen/parser.c $<
 
-$(BUILD)/gen/lexer.c: frontend/lexer.l $(BUILD)/gen/parser.h | $(DEPS_OK)
+$(BUILD)/gen/lexer.c: frontend/lexer.l $(BUILD)/gen/parser.h $(STAMP)
 	@mkdir -p $(@D)
 	flex -o $@ $<
 
 # Generated code is not ours to keep warning-free in every detail.
-$(BUILD)/gen/%.o: $(BUILD)/gen/%.c $(HEADERS)
+$(BUILD)/gen/%.o: $(BUILD)/gen/%.c $(HEADERS) $(STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-function -Wno-sign-compare -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(HEADERS) | $(DEPS_OK)
+$(BUILD)/%.o: %.c $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -78,16 +130,34 @@ $(BUILD)/libdpc.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/%: $(BUILD)/cli/%.o $(BUILD)/libdpc.a
+$(BIN)/%: $(BUILD)/cli/%.o $(BUILD)/libdpc.a $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) $(TEST_HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 
-test: all $(TEST_BINS)
-	@tests/run.sh $(BUILD) $(BIN)
+# ---- the suite: three tiers, one runner (tests/run.sh: each program's
+# header says its tier; JOBS programs at a time) ---------------------------------
+test-bins: all $(TEST_BINS) | deps-test
+check: test-bins
+	@tests/run.sh -j$(JOBS) --tier check $(RUNFLAGS) $(BUILD) $(BIN)
+test: test-bins
+	@tests/run.sh -j$(JOBS) --tier test $(RUNFLAGS) $(BUILD) $(BIN)
+test-full: test-bins
+	@tests/run.sh -j$(JOBS) --tier full $(RUNFLAGS) $(BUILD) $(BIN)
+
+# ThreadSanitizer: one instrumented build of the library per tree
+# (build/tsan), shared by the tests/*tsan_test.sh scripts. Not under
+# SANITIZE=1: ASan and TSan do not mix, and the sanitizer suite leaves them out.
+TSAN_BINS := test_collective test_replicas test_pipeline pool_tsan_main
+ifeq ($(SANITIZE),)
+test-bins: tsan-bins
+endif
+.PHONY: tsan-bins
+tsan-bins: | deps-test
+	@$(MAKE) --no-print-directory SANITIZE=thread CONFIGURE=0 $(TSAN_BINS:%=build/tsan/tests/%)
 
 run: all
 	@scripts/run.sh
@@ -110,28 +180,28 @@ clean:
 # Style is .clang-format's: `make format` applies it, `make format-check`
 # (run by CI) fails on the first file that differs, naming it.
 FORMAT_SRCS = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
-format: | $(DEPS_OK)
+format: | deps-test
 	clang-format -i $(FORMAT_SRCS)
-format-check: | $(DEPS_OK)
+format-check: | deps-test
 	@clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 # ---- the PyTorch parity drivers (tests/parity_test.sh runs them) ----------------
 PARITY_TOOLS := $(BUILD)/parity/dpc_step $(BUILD)/parity/dpc_bisect
-test: $(PARITY_TOOLS)
-$(BUILD)/parity/%: tests/parity/%.c $(BUILD)/libdpc.a $(HEADERS)
+test-bins: $(PARITY_TOOLS)
+$(BUILD)/parity/%: tests/parity/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 
 # ---- CUDA: device-check tools and the fake driver (issue 7) -------------------
 # tests/gpu/check.sh builds and runs the tools on a GPU machine (`make
-# gpu-tools`); `make test` builds them too, so they keep compiling where there
+# gpu-tools`); the suite builds them too, so they keep compiling where there
 # is no GPU. libfakecuda.so stands in for libcuda + libcublas on the host
 # (tests/unit/test_cuda_fake.c loads it; it needs the toolkit's headers).
 GPU_TOOLS := $(BUILD)/gpu/cuda_check
 .PHONY: gpu-tools
 gpu-tools: $(GPU_TOOLS)
-test: $(GPU_TOOLS)
-$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS)
+test-bins: $(GPU_TOOLS)
+$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 #
@@ -142,13 +212,13 @@ $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS)
 .PHONY: fake
 fake: $(BUILD)/fake/libfakecuda.so
 ifeq ($(HAVE_CUDA),1)
-test: $(BUILD)/fake/libfakecuda.so
+test-bins: $(BUILD)/fake/libfakecuda.so
 endif
 SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
-$(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) | $(DEPS_OK)
+$(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP) | deps-test
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -fPIC -pthread -Itests/sim -c -o $@ $<
-$(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) | $(DEPS_OK)
+$(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/sim -DFAKE_SIM_DIR='"$(abspath tests/sim)"' -fPIC -c -o $@ $<
 $(BUILD)/fake/libfakecuda.so: $(BUILD)/fake/fake_cuda.o $(BUILD)/fake/sim.o

@@ -1,25 +1,57 @@
 #!/usr/bin/env bash
-# Installs the Debian packages dpc's build and tests need, or prints the
-# command to do so when not root. `make` runs this once (build/.deps-ok).
+# scripts/deps.sh build|test — installs the Debian packages one purpose
+# needs, or, when they are missing and this is not root, names them and the
+# one command that installs them, and fails.
+#
+#   build: what `make` and `make run` need to build and train (a C compiler
+#          and make are assumed: build-essential). OpenMPI unless MPI=0.
+#   test:  build's, and what `make test` adds: PyTorch (the float64 parity
+#          oracle), g++ (the CUDA simulator), clang-format, iproute2
+#          (network namespaces for the two-host checks).
+#
+# Nothing is installed when nothing is missing, so a user without root whose
+# machine has everything builds as usual.
 set -eu
-pkgs="flex bison clang-format libopenblas-dev openmpi-bin libopenmpi-dev iproute2 python3-torch python3-torchvision python3-numpy python3-pil"
+purpose=${1:-build}
+MPI=${MPI:-1}
 missing=""
+want() { case " $missing " in *" $1 "*) ;; *) missing="$missing $1" ;; esac; }
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
-have_cmd flex || missing="$missing flex"
-have_cmd bison || missing="$missing bison"
-have_cmd clang-format || missing="$missing clang-format"
-[ -f /usr/include/x86_64-linux-gnu/cblas.h ] || [ -f /usr/include/cblas.h ] ||
-    [ -f /usr/include/openblas/cblas.h ] || missing="$missing libopenblas-dev"
-have_cmd mpirun || missing="$missing openmpi-bin libopenmpi-dev"
-command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing="$missing iproute2"
-/usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1 ||
-    missing="$missing python3-torch python3-torchvision"
-/usr/bin/python3 -c 'import numpy, PIL' >/dev/null 2>&1 || missing="$missing python3-numpy python3-pil"
+have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/openblas; do [ -f "$d/$1" ] && return 0; done; return 1; }
+
+need_build() {
+    have_cmd flex || want flex
+    have_cmd bison || want bison
+    have_header cblas.h || want libopenblas-dev
+    if [ "$MPI" != 0 ]; then
+        have_cmd mpirun || want openmpi-bin
+        have_cmd mpicc || want libopenmpi-dev
+    fi
+}
+need_test() {
+    need_build
+    have_cmd clang-format || want clang-format
+    have_cmd g++ || want g++
+    have_cmd ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || want iproute2
+    /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || want python3-torch
+    /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1 || want python3-torchvision
+    /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || want python3-numpy
+    /usr/bin/python3 -c 'import PIL' >/dev/null 2>&1 || want python3-pil
+}
+case $purpose in
+build) need_build ;;
+test) need_test ;;
+*) echo "usage: scripts/deps.sh build|test" >&2; exit 2 ;;
+esac
 [ -z "$missing" ] && exit 0
-echo "dpc: installing missing packages:$missing"
-cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $pkgs"
+
+cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends$missing"
 if [ "$(id -u)" != 0 ]; then
-    echo "dpc: not root; run:  sudo sh -c '$cmd'" >&2
+    echo "dpc: to $purpose, these Debian packages are missing:$missing" >&2
+    echo "dpc: install them with:  sudo sh -c '$cmd'" >&2
+    [ "$purpose" = build ] && [ "$MPI" != 0 ] &&
+        echo "dpc: (or build without MPI: make MPI=0)" >&2
     exit 1
 fi
+echo "dpc: installing what the $purpose needs:$missing"
 sh -c "$cmd"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/configure.sh OUT — detects dpc's optional parts and writes OUT, the
+# makefile fragment the Makefile includes (build/config.mk). make runs it on
+# every invocation, after scripts/deps.sh has installed what the build needs,
+# so a part installed since the last build is found; OUT is replaced only when
+# its text changes, so make restarts (and rebuilds, through each build tree's
+# flags stamp) only then. Prints one line: what is in, what is out, and why.
+#
+# Inputs (from make): CUDA_HOME, MPI (0 leaves MPI out), MPICC, CXX.
+set -eu
+out=${1:?usage: scripts/configure.sh OUT}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+MPI=${MPI:-1}
+MPICC=${MPICC:-mpicc}
+CXX=${CXX:-g++}
+parts=()
+
+# CUDA: NVRTC is linked; libcuda, cuBLAS and NCCL are loaded at run time.
+have_cuda=0 cuda_version=
+if [ -f "$CUDA_HOME/include/nvrtc.h" ] && [ -f "$CUDA_HOME/include/cuda.h" ]; then
+    have_cuda=1
+    v=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$CUDA_HOME/include/cuda.h")
+    cuda_version=${v:+$((v / 1000)).$((v % 1000 / 10))}
+    parts+=("cuda yes ($CUDA_HOME${cuda_version:+ $cuda_version})")
+else
+    parts+=("cuda no (no nvrtc.h under $CUDA_HOME/include; set CUDA_HOME)")
+fi
+
+# MPI: mpicc's wrapper knows OpenMPI's flags; pkg-config's ompi-c is the fallback.
+have_mpi=0 mpi_cflags= mpi_libs=
+if [ "$MPI" = 0 ]; then
+    parts+=("mpi no (MPI=0)")
+else
+    mpi_cflags=$("$MPICC" --showme:compile 2>/dev/null || pkg-config --cflags ompi-c 2>/dev/null || true)
+    mpi_libs=$("$MPICC" --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null || true)
+    if [ -n "$mpi_libs" ]; then
+        have_mpi=1
+        v=$(mpirun --version 2>/dev/null | sed -n '1s/.*(Open MPI) *//p')
+        parts+=("mpi yes (${v:+OpenMPI }${v:-$MPICC})")
+    else
+        parts+=("mpi no (no $MPICC or pkg-config ompi-c: libopenmpi-dev)")
+    fi
+fi
+
+# The fake driver (tests only): the simulator is C++ and needs CUDA's headers.
+if [ $have_cuda = 0 ]; then
+    parts+=("fake driver no (needs the CUDA headers)")
+elif command -v "$CXX" >/dev/null 2>&1; then
+    parts+=("fake driver yes ($CXX)")
+else
+    parts+=("fake driver no (no $CXX: g++, a test dependency)")
+fi
+
+line="dpc: $(IFS=,; echo "${parts[*]}" | sed 's/,/, /g')"
+tmp=$out.tmp.$$
+mkdir -p "$(dirname "$out")"
+{
+    echo "# $out — written by scripts/configure.sh; make rewrites it when what it finds changes."
+    echo "HAVE_CUDA := $([ $have_cuda = 1 ] && echo 1)"
+    echo "CUDA_VERSION := $cuda_version"
+    echo "HAVE_MPI := $([ $have_mpi = 1 ] && echo 1)"
+    echo "MPI_CFLAGS := $mpi_cflags"
+    echo "MPI_LIBS := $mpi_libs"
+    echo "CONFIG_LINE := $line"
+} >"$tmp"
+if cmp -s "$tmp" "$out"; then rm -f "$tmp"; else mv -f "$tmp" "$out"; fi
+echo "$line"
