@@ -7,14 +7,19 @@
  *
  * A test passes when none of its CHECKs failed. harness_done() prints
  * `N passed, N failed` (tests/run.sh adds the files' lines up) and returns
- * the exit status.
+ * the exit status. RUN_TIER("full", name) runs a test only in the suite's
+ * tiers from that one up (DPC_TIER, set by tests/run.sh: check < test <
+ * full; test when unset), for coverage too slow for the tiers below. A
+ * test that takes a second or more says how long, on stderr.
  */
 #ifndef DPC_TEST_HARNESS_H
 #define DPC_TEST_HARNESS_H
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int harness_passed, harness_failed, harness_current_failed;
 static const char *harness_current;
@@ -61,17 +66,43 @@ static const char *harness_current;
         }                                                                                    \
     } while (0)
 
-#define RUN(name)                                \
-    do {                                         \
-        harness_current = #name;                 \
-        harness_current_failed = 0;              \
-        name();                                  \
-        if (harness_current_failed) {            \
-            harness_failed++;                    \
-            fprintf(stderr, "FAIL %s\n", #name); \
-        } else {                                 \
-            harness_passed++;                    \
-        }                                        \
+static inline double harness_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define RUN(name)                                                                       \
+    do {                                                                                \
+        harness_current = #name;                                                        \
+        harness_current_failed = 0;                                                     \
+        double harness_t0_ = harness_now();                                             \
+        name();                                                                         \
+        double harness_s_ = harness_now() - harness_t0_;                                \
+        if (harness_s_ >= 1.0) fprintf(stderr, "time %s: %.1f s\n", #name, harness_s_); \
+        if (harness_current_failed) {                                                   \
+            harness_failed++;                                                           \
+            fprintf(stderr, "FAIL %s\n", #name);                                        \
+        } else {                                                                        \
+            harness_passed++;                                                           \
+        }                                                                               \
+    } while (0)
+
+/* Whether the suite's tier (DPC_TIER) includes tier `want`. */
+static inline int harness_tier_at_least(const char *want) {
+    static const char *const order[] = {"check", "test", "full"};
+    const char *have = getenv("DPC_TIER");
+    int h = 1, w = 1;
+    for (int i = 0; i < 3; i++) {
+        if (have && !strcmp(have, order[i])) h = i;
+        if (!strcmp(want, order[i])) w = i;
+    }
+    return h >= w;
+}
+
+#define RUN_TIER(tier, name)                        \
+    do {                                            \
+        if (harness_tier_at_least(tier)) RUN(name); \
     } while (0)
 
 static inline int harness_done(void) {

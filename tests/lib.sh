@@ -10,6 +10,8 @@
 #     finish                      # prints `N passed, N failed[, N skipped]`; the exit status
 #     kernel_nets                 # the nets whose every kernel the CUDA checks compile
 #     zoo_nets                    # the model-zoo nets (not in kernel_nets)
+#     tier_at_least full          # the suite's tier includes full (DPC_TIER)
+#     sanitized                   # running in the sanitizer suite (DPC_SANITIZE)
 #     cifar_net FILE NAME BATCH EPOCHS SCHEDULE AUGMENT EVAL <<<"$conv_bn_body"
 #                                 # a small .net on CIFAR-shaped data (below)
 #
@@ -71,11 +73,16 @@ expect_fail_line() {
 # saying why the multi-process checks are left out.
 mpi_ready() {
     if ! nm "$build/libdpc.a" 2>/dev/null | grep -q ' U MPI_Init_thread'; then
-        echo "note: dprun built without MPI (mk/mpi.mk found no OpenMPI): multi-process checks skipped"
+        # The build detects MPI after installing it: only MPI=0 leaves it out.
+        if grep -q 'mpi no (MPI=0)' build/config.mk 2>/dev/null; then
+            skip "dprun built with MPI=0: the multi-process checks"
+        else
+            bad "dprun built without MPI: install it (scripts/deps.sh build) and rebuild"
+        fi
         return 1
     fi
     if ! command -v mpirun >/dev/null; then
-        echo "note: no mpirun: multi-process checks skipped"
+        bad "no mpirun: install openmpi-bin (scripts/deps.sh build)"
         return 1
     fi
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -83,6 +90,18 @@ mpi_ready() {
     export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
     mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 }
+
+# tier_at_least check|test|full: 0 when the suite's tier (DPC_TIER, set by
+# tests/run.sh; test when run by hand) includes it. sanitized: 0 under the
+# sanitizer suite, which leaves out what ASan/UBSan cannot judge.
+tier_at_least() {
+    local r; for r in check test full; do
+        [ "$r" = "$1" ] && return 0
+        [ "$r" = "${DPC_TIER:-test}" ] && return 1
+    done
+    return 1
+}
+sanitized() { [ "${DPC_SANITIZE:-0}" = 1 ]; }
 
 finish() {
     if [ "$skipped" -gt 0 ]; then echo "$pass passed, $fail failed, $skipped skipped"; else echo "$pass passed, $fail failed"; fi
