@@ -226,26 +226,38 @@ static inline int pc_equal(const pc_snapshot *a, const pc_snapshot *b, const cha
     return 1;
 }
 
+/* The snapshot of a parsed model at batch through pipeline spec: 0, or -1
+ * (with a failed CHECK) when it does not compile or run. */
+static inline int pc_snapshot_program(const fe_program *fp, int batch, const char *spec,
+                                      pc_snapshot *s) {
+    ir_train t = *fe_train(fp);
+    t.batch = t.eval_batch = batch;
+    dpc_plan *p = pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, spec);
+    int rc = p ? pc_run(p, s) : -1;
+    if (p) plan_free(p);
+    return rc;
+}
+
+/* got against the baseline ref, bit for bit; label, batch and the two
+ * pipelines name it in the report. */
+static inline int pc_same_snapshot(const pc_snapshot *got, const pc_snapshot *ref,
+                                   const char *label, int batch, const char *on,
+                                   const char *off) {
+    char what[1400];
+    snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", label, batch, on, off);
+    return ref->n > 10 && pc_equal(got, ref, what);
+}
+
 /* A parsed model at batch through pipeline `on` and pipeline `off`: 1 when
  * every result is bit-identical; label names it in the report. */
 static inline int pc_same_program(const fe_program *fp, const char *label, int batch,
                                   const char *on, const char *off) {
-    ir_train t = *fe_train(fp);
-    t.batch = t.eval_batch = batch;
     pc_snapshot ref = {0}, got = {0};
-    int same = 0;
-    dpc_plan *a = pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, off);
-    dpc_plan *b =
-        a ? pc_compile(fe_build_graph(fp, batch, 1), fe_build_graph(fp, batch, 0), &t, on) : NULL;
-    if (a && b && pc_run(a, &ref) == 0 && pc_run(b, &got) == 0) {
-        char what[600];
-        snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", label, batch, on, off);
-        same = ref.n > 10 && pc_equal(&got, &ref, what);
-    }
+    int same = pc_snapshot_program(fp, batch, off, &ref) == 0 &&
+               pc_snapshot_program(fp, batch, on, &got) == 0 &&
+               pc_same_snapshot(&got, &ref, label, batch, on, off);
     pc_snap_free(&ref);
     pc_snap_free(&got);
-    if (a) plan_free(a);
-    if (b) plan_free(b);
     return same;
 }
 
