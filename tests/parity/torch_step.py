@@ -104,6 +104,8 @@ TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "clip": 1e-4, "maxpool": 1e-4
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2023, 0.1994, 0.2010)
 BN_EPS = 1e-5
+# The forward results: --float32-floor never widens their tolerance.
+FORWARD_GROUPS = ("loss", "logits", "relu", "clip", "maxpool", "running_mean", "running_var", "fixed")
 KINK = 1e-4  # the largest |pre-activation| / max |pre-activation| dpc may round across zero
 
 
@@ -806,6 +808,11 @@ def main():
                          "softmax_cross_entropy must have the same smoothing)")
     ap.add_argument("--torch32", action="store_true",
                     help="also run the step in float32 torch and show its error (not checked)")
+    ap.add_argument("--float32-floor", action="store_true",
+                    help="--torch32, and a gradient, update or optimizer state passes when dpc's "
+                    "error is within twice the float32 torch step's own error there: for cases "
+                    "whose conditioning puts float32 itself past the tolerance on some CPUs' "
+                    "GEMM summation orders")
     a = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     os.makedirs(a.dir, exist_ok=True)
@@ -874,7 +881,7 @@ def main():
                              a.replicas, a.steps, None if a.no_follow else taps, a.smoothing)
     t_ref = time.time() - t0
     t32 = None
-    if a.torch32:
+    if a.torch32 or a.float32_floor:
         t32, _ = torch_steps(a.model, pairs, init, image, label, lr, hp, torch.float32,
                              a.replicas, a.steps, smoothing=a.smoothing)
 
@@ -950,8 +957,11 @@ def main():
             scale = floor
             rel = err / scale
             rel32 = rel_err(f32, rf)[1] / scale if t32 else None
-        ok = rel <= TOL[group] and (scale > 0 or group == "fixed")
-        why = "tol %g%s" % (TOL[group], ", all zero" if scale == 0 else "")
+        tol = TOL[group]
+        if a.float32_floor and group not in FORWARD_GROUPS and rel32 is not None:
+            tol = max(tol, 2 * rel32)
+        ok = rel <= tol and (scale > 0 or group == "fixed")
+        why = "tol %g%s" % (tol, ", all zero" if scale == 0 else "")
         extra = ""
         if name in flips:
             nf, margin = flips[name]
