@@ -7,16 +7,15 @@
 # network namespaces joined by a veth pair, mpirun over TCP between them;
 # one rank is killed mid-epoch, the whole job must end within 30 s naming
 # the lost rank, and --resume from the intact checkpoint continues bit for
-# bit. Without MPI in the build, mpirun, or the right to make namespaces
-# (root, CAP_NET_ADMIN), the parts that need them are counted as skipped,
-# never as passed. Runs from the repository root; binaries in $DPC_BIN.
+# bit. MPI and iproute2 are test dependencies: without them the checks
+# fail. Without the right to make namespaces (root, CAP_NET_ADMIN) the
+# two-host part is counted as skipped, never as passed. Runs from the repository root; binaries in $DPC_BIN.
 . tests/lib.sh
 losses() { grep -h '^dprun: debug: step [0-9]* loss ' "$@"; }
 # Loss lines of a run killed after its checkpoint at step K, then the resumed run's.
 joined() { losses "$1" | awk -v k="$2" '{ if ($4 + 0 < k) print }'; losses "$3"; }
 
 if ! mpi_ready; then
-    skip "every mpirun check"
     finish; exit
 fi
 export DPC_DEBUG=2
@@ -63,7 +62,11 @@ if ! { command -v ip >/dev/null && ip netns add "$ns1" 2>/dev/null && ip netns a
        ip link set "${veth}b" netns "$ns2" && ip -n "$ns1" addr add "$net.1/24" dev "${veth}a" &&
        ip -n "$ns2" addr add "$net.2/24" dev "${veth}b" && ip -n "$ns1" link set "${veth}a" up &&
        ip -n "$ns2" link set "${veth}b" up && ip -n "$ns1" link set lo up && ip -n "$ns2" link set lo up; }; then
-    skip "cannot make network namespaces here (needs root and iproute2): the two-host checks"
+    if ! command -v ip >/dev/null; then
+        bad "no ip: install iproute2 (scripts/deps.sh test) for the two-host checks"
+    else
+        skip "cannot make network namespaces here (needs root, CAP_NET_ADMIN): the two-host checks"
+    fi
     finish; exit
 fi
 # mpirun starts the remote daemon through this "rsh": host $net.N is namespace N.
