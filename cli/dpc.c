@@ -1,193 +1,184 @@
 /* cli/dpc.c — the compiler's command line: arguments into a dpc_options,
  * then dpc_compile (driver/compile.h) does the work. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/args.h"
 #include "driver/compile.h"
 #include "ir/parse.h"
 #include "passes/passes.h"
 
+/* Everything the command line sets. */
+typedef struct {
+    dpc_options o;
+    int list_passes, print_pipeline;
+} dpc_args;
+
+#define AT(field)  offsetof(dpc_args, field)
+#define OPT(field) AT(o.field)
+
+static int store_batch(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    int64_t b;
+    if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
+        return arg_fail(p->prog, "%s needs a positive integer, got: %s", s->name, v);
+    ((dpc_args *)dst)->o.batch = (int)b;
+    return 0;
+}
+
+static int store_target(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
+        return arg_fail(p->prog, "%s takes cpu, cuda or all, got: %s", s->name, v);
+    ((dpc_args *)dst)->o.target = v;
+    return 0;
+}
+
+/* partition's bucket_mb: its schema says what is allowed */
+static int store_bucket_mb(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    const pass_info *pi = pass_find("partition");
+    char why[256];
+    if (pass_opt_parse(&pi->opts[pass_opt_find(pi, "bucket_mb")], v,
+                       &((dpc_args *)dst)->o.bucket_mb, why, sizeof why))
+        return arg_fail(p->prog, "%s: %s", s->name, why);
+    return 0;
+}
+
+static int store_precision(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    pass_precision_kind k;
+    if (pass_precision_parse(v, &k))
+        return arg_fail(p->prog, "%s takes fp32 or bf16, got: %s", s->name, v);
+    ((dpc_args *)dst)->o.precision = v;
+    return 0;
+}
+
+/* --dump-ir, or --dump-ir=PASS (never a separate PASS: that is the model) */
+static int store_dump_ir(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    dpc_options *o = &((dpc_args *)dst)->o;
+    o->dump_ir = 1;
+    if (v) o->dump_after = v;
+    (void)p, (void)s;
+    return 0;
+}
+
+/* Values come as `--opt V`, the pipeline's as `--opt=V` too; a flag given
+ * `=V` is an unknown option. */
+static const arg_spec args[] = {
+    {"-o", "-o PLAN", ARG_STRING, OPT(out), 0, 0, NULL, "write the compiled plan", ARG_NEXT, NULL},
+    {"--summary", "--summary", ARG_FLAG, OPT(summary), 0, 0, NULL,
+     "layer table and trainable parameter count", ARG_NEXT, NULL},
+    {"--dump-ir", "--dump-ir[=PASS]", ARG_CALL, 0, 0, 0, NULL,
+     "IR text after all passes (or after PASS)", ARG_EQ, store_dump_ir},
+    {"--from-ir", "--from-ir FILE", ARG_STRING, OPT(from_ir), 0, 0, NULL,
+     "continue from a --dump-ir text instead of a model: the pipeline\n"
+     "less the passes up to its `# after:` pass (they are done)",
+     ARG_NEXT, NULL},
+    {"--dot", "--dot FILE", ARG_STRING, OPT(dot), 0, 0, NULL,
+     "Graphviz of the final training graph", ARG_NEXT, NULL},
+    {"--batch", "--batch N", ARG_CALL, 0, 0, 0, NULL,
+     "override the per-device batch of the train section", ARG_NEXT, store_batch},
+    {"--target", "--target cpu|cuda|all", ARG_CALL, 0, 0, 0, NULL,
+     "kernel sources to emit (default all)", ARG_NEXT, store_target},
+    {"--no-fuse", "--no-fuse", ARG_FLAG, OPT(no_fuse), 0, 0, NULL,
+     "one kernel per op (no fusion groups)", ARG_NEXT, NULL},
+    {"--layout", "--layout", ARG_FLAG, OPT(layout), 1, 0, NULL,
+     "channel-major activations between convolutions (the layout pass\n"
+     "in the default pipeline)",
+     ARG_NEXT, NULL},
+    {"--layout-report", "--layout-report", ARG_FLAG, OPT(layout), 2, 0, NULL,
+     "--layout, and print each program's transposes and their reasons", ARG_NEXT, NULL},
+    {"--no-memplan", "--no-memplan", ARG_FLAG, OPT(no_memplan), 0, 0, NULL,
+     "every tensor in a buffer of its own (no arena)", ARG_NEXT, NULL},
+    {"--sync-bn", "--sync-bn", ARG_FLAG, OPT(sync_bn), 0, 0, NULL,
+     "every BatchNorm takes its training statistics over all the\n"
+     "replicas' batches (lower's sync_bn=1; else per device)",
+     ARG_NEXT, NULL},
+    {"--bucket-mb", "--bucket-mb X", ARG_CALL, 0, 0, 0, NULL,
+     "gradients per all-reduce bucket, in MiB (default 25)", ARG_NEXT, store_bucket_mb},
+    {"--precision", "--precision fp32|bf16", ARG_CALL, 0, 0, 0, NULL,
+     "bf16: activations and GEMM operands in bf16, f32 master\n"
+     "weights, reductions and optimizer (default fp32)",
+     ARG_NEXT, store_precision},
+    {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,
+     "kernels per step and activation memory, fused and planned vs not", ARG_NEXT, NULL},
+    {"--cost", "--cost", ARG_FLAG, OPT(cost), 0, 0, NULL,
+     "per-kernel modelled GPU time of the CUDA kernels (threads, serial\n"
+     "loop, bytes, flops, us) and the step's totals, train and eval",
+     ARG_NEXT, NULL},
+    {"--device", "--device NAME", ARG_STRING, OPT(cost_device), 0, 0, NULL,
+     "the GPU --cost models (default h200)", ARG_NEXT, NULL},
+    {"--emit-kernels", "--emit-kernels DIR", ARG_STRING, OPT(emit_dir), 0, 0, NULL,
+     "also write every kernel source to DIR, one file each", ARG_NEXT, NULL},
+    {"--max-memory", "--max-memory SIZE", ARG_STRING, OPT(max_memory), 0, 0, NULL,
+     "refuse a plan needing more per device (e.g. 16G; default 256G,\n"
+     "or $DPC_MAX_MEMORY)",
+     ARG_NEXT, NULL},
+    {"--list-passes", "--list-passes", ARG_FLAG, AT(list_passes), 0, 0, NULL,
+     "the passes: programs, prerequisites, options, defaults", ARG_NEXT, NULL},
+    {"--passes", "--passes=SPEC", ARG_STRING, OPT(passes), 0, 0, NULL,
+     "run exactly this pipeline, e.g.\n"
+     "'lower,autodiff,optimizer,partition(bucket_mb=25),precision(bf16),\n"
+     "fuse,memplan' (--bucket-mb/--precision: the options it omits)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--disable-pass", "--disable-pass=P[,P...]", ARG_STRING, OPT(disable_passes), 0, 0, NULL,
+     "drop passes from the default pipeline (--no-fuse is\n"
+     "--disable-pass=fuse, --no-memplan --disable-pass=memplan)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--print-pipeline", "--print-pipeline", ARG_FLAG, AT(print_pipeline), 0, 0, NULL,
+     "print the pipeline the other flags give, in --passes syntax\n"
+     "(with --from-ir: the passes left to run)",
+     ARG_NEXT, NULL},
+    {"--print-ir-after", "--print-ir-after=PASS|all|changed", ARG_STRING, OPT(print_ir_after), 0, 0,
+     NULL,
+     "write the IR after each such pass to\n"
+     "--dump-dir DIR as NN-PASS.train.ir / .eval.ir (00: elaborate)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--dump-dir", "--dump-dir DIR", ARG_STRING, OPT(dump_dir), 0, 0, NULL,
+     "where --print-ir-after writes (created if missing)", ARG_EQ_OR_NEXT, NULL},
+    {"--time-passes", "--time-passes", ARG_FLAG, OPT(time_passes), 0, 0, NULL,
+     "a row per pass: ms, nodes before/after, kernels, arena bytes", ARG_NEXT, NULL},
+    {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_NEXT, NULL},
+};
+
+static const arg_parser parser = {
+    .prog = "dpc",
+    .usage = "usage: dpc MODEL.net [-o PLAN] [--cost [--device h200]] [options]\n"
+             "       dpc --from-ir FILE.ir [-o PLAN] [options]\n",
+    .specs = args,
+    .nspecs = sizeof args / sizeof *args,
+    .positional = OPT(model),
+    .unknown = "unknown option: %s",
+    .missing = "missing value after: %s",
+    .extra = "more than one model file: %s",
+    .width = 18,
+    .wide_gap = 2,
+};
+
 static void usage(FILE *f) {
-    fputs(
-        "usage: dpc MODEL.net [-o PLAN] [--cost [--device h200]] [options]\n"
-        "       dpc --from-ir FILE.ir [-o PLAN] [options]\n"
-        "  -o PLAN            write the compiled plan\n"
-        "  --summary          layer table and trainable parameter count\n"
-        "  --dump-ir[=PASS]   IR text after all passes (or after PASS)\n"
-        "  --from-ir FILE     continue from a --dump-ir text instead of a model: the pipeline\n"
-        "                     less the passes up to its `# after:` pass (they are done)\n"
-        "  --dot FILE         Graphviz of the final training graph\n"
-        "  --batch N          override the per-device batch of the train section\n"
-        "  --target cpu|cuda|all  kernel sources to emit (default all)\n"
-        "  --no-fuse          one kernel per op (no fusion groups)\n"
-        "  --layout           channel-major activations between convolutions (the layout pass\n"
-        "                     in the default pipeline)\n"
-        "  --layout-report    --layout, and print each program's transposes and their reasons\n"
-        "  --no-memplan       every tensor in a buffer of its own (no arena)\n"
-        "  --sync-bn          every BatchNorm takes its training statistics over all the\n"
-        "                     replicas' batches (lower's sync_bn=1; else per device)\n"
-        "  --bucket-mb X      gradients per all-reduce bucket, in MiB (default 25)\n"
-        "  --precision fp32|bf16  bf16: activations and GEMM operands in bf16, f32 master\n"
-        "                     weights, reductions and optimizer (default fp32)\n"
-        "  --stats            kernels per step and activation memory, fused and planned vs not\n"
-        "  --cost             per-kernel modelled GPU time of the CUDA kernels (threads, serial\n"
-        "                     loop, bytes, flops, us) and the step's totals, train and eval\n"
-        "  --device NAME      the GPU --cost models (default h200)\n"
-        "  --emit-kernels DIR also write every kernel source to DIR, one file each\n"
-        "  --max-memory SIZE  refuse a plan needing more per device (e.g. 16G; default 256G,\n"
-        "                     or $DPC_MAX_MEMORY)\n"
-        "  --list-passes      the passes: programs, prerequisites, options, defaults\n"
-        "  --passes=SPEC      run exactly this pipeline, e.g.\n"
-        "                     'lower,autodiff,optimizer,partition(bucket_mb=25),precision(bf16),\n"
-        "                     fuse,memplan' (--bucket-mb/--precision: the options it omits)\n"
-        "  --disable-pass=P[,P...]  drop passes from the default pipeline (--no-fuse is\n"
-        "                     --disable-pass=fuse, --no-memplan --disable-pass=memplan)\n"
-        "  --print-pipeline   print the pipeline the other flags give, in --passes syntax\n"
-        "                     (with --from-ir: the passes left to run)\n"
-        "  --print-ir-after=PASS|all|changed  write the IR after each such pass to\n"
-        "                     --dump-dir DIR as NN-PASS.train.ir / .eval.ir (00: elaborate)\n"
-        "  --dump-dir DIR     where --print-ir-after writes (created if missing)\n"
-        "  --time-passes      a row per pass: ms, nodes before/after, kernels, arena bytes\n"
-        "  -h, --help         this text\n"
-        "passes of the default pipeline, in order (PASS of --dump-ir=PASS):\n"
-        "  elaborate          the training graph as the frontend built it\n",
-        f);
+    arg_usage(&parser, f);
+    fputs("passes of the default pipeline, in order (PASS of --dump-ir=PASS):\n"
+          "  elaborate          the training graph as the frontend built it\n",
+          f);
     for (const pass_info *p = pass_registry; p->name; p++)
         fprintf(f, "  %-18s %s%s\n", p->name, p->about,
                 p->programs & PASS_EVAL ? "" : " (train only)");
 }
 
-/* "--flag=VALUE" or "--flag VALUE" into *v: 1 when s is flag (0 when it is
- * not, -1 when the value is missing: reported). */
-static int flag_value(const char *flag, int argc, char **argv, int *i, const char **v) {
-    const char *s = argv[*i];
-    size_t n = strlen(flag);
-    if (strncmp(s, flag, n)) return 0;
-    if (s[n] == '=') return *v = s + n + 1, 1;
-    if (s[n]) return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "dpc: error: missing value after: %s\n", flag);
-        return -1;
-    }
-    *v = argv[++*i];
-    return 1;
-}
-
-static int die(const char *msg, const char *arg) {
-    fprintf(stderr, "dpc: error: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
-    return 1;
-}
-
-static int list_passes, print_pipeline;
-
-/* Returns 0 on success, 1 on a usage error (already reported), -1 for --help. */
-static int parse_args(int argc, char **argv, dpc_options *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *v;
-        int got;
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) return -1;
-        if ((got = flag_value("--passes", argc, argv, &i, &v))) {
-            if (got < 0) return 1;
-            a->passes = v;
-            continue;
-        }
-        if ((got = flag_value("--disable-pass", argc, argv, &i, &v))) {
-            if (got < 0) return 1;
-            a->disable_passes = v;
-            continue;
-        }
-        if ((got = flag_value("--print-ir-after", argc, argv, &i, &v))) {
-            if (got < 0) return 1;
-            a->print_ir_after = v;
-            continue;
-        }
-        if ((got = flag_value("--dump-dir", argc, argv, &i, &v))) {
-            if (got < 0) return 1;
-            a->dump_dir = v;
-            continue;
-        }
-        if (!strcmp(s, "-o") || !strcmp(s, "--dot") || !strcmp(s, "--batch") ||
-            !strcmp(s, "--target") || !strcmp(s, "--emit-kernels") || !strcmp(s, "--bucket-mb") ||
-            !strcmp(s, "--max-memory") || !strcmp(s, "--precision") || !strcmp(s, "--device") ||
-            !strcmp(s, "--from-ir")) {
-            if (i + 1 >= argc) return die("missing value after", s);
-            const char *v = argv[++i];
-            if (!strcmp(s, "-o"))
-                a->out = v;
-            else if (!strcmp(s, "--dot"))
-                a->dot = v;
-            else if (!strcmp(s, "--emit-kernels"))
-                a->emit_dir = v;
-            else if (!strcmp(s, "--max-memory"))
-                a->max_memory = v;
-            else if (!strcmp(s, "--device"))
-                a->cost_device = v;
-            else if (!strcmp(s, "--from-ir"))
-                a->from_ir = v;
-            else if (!strcmp(s, "--precision")) {
-                pass_precision_kind p;
-                if (pass_precision_parse(v, &p))
-                    return die("--precision takes fp32 or bf16, got", v);
-                a->precision = v;
-            } else if (!strcmp(s, "--target")) {
-                if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "all"))
-                    return die("--target takes cpu, cuda or all, got", v);
-                a->target = v;
-            } else if (!strcmp(s, "--bucket-mb")) {
-                /* partition's bucket_mb: its schema says what is allowed */
-                const pass_info *p = pass_find("partition");
-                char why[256];
-                if (pass_opt_parse(&p->opts[pass_opt_find(p, "bucket_mb")], v, &a->bucket_mb, why,
-                                   sizeof why))
-                    return die("--bucket-mb", why);
-            } else {
-                int64_t b;
-                if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
-                    return die("--batch needs a positive integer, got", v);
-                a->batch = (int)b;
-            }
-        } else if (!strcmp(s, "--summary")) {
-            a->summary = 1;
-        } else if (!strcmp(s, "--no-fuse")) {
-            a->no_fuse = 1;
-        } else if (!strcmp(s, "--layout") || !strcmp(s, "--layout-report")) {
-            a->layout = s[8] ? 2 : 1;
-        } else if (!strcmp(s, "--no-memplan")) {
-            a->no_memplan = 1;
-        } else if (!strcmp(s, "--sync-bn")) {
-            a->sync_bn = 1;
-        } else if (!strcmp(s, "--list-passes")) {
-            list_passes = 1;
-        } else if (!strcmp(s, "--print-pipeline")) {
-            print_pipeline = 1;
-        } else if (!strcmp(s, "--time-passes")) {
-            a->time_passes = 1;
-        } else if (!strcmp(s, "--stats")) {
-            a->stats = 1;
-        } else if (!strcmp(s, "--cost")) {
-            a->cost = 1;
-        } else if (!strcmp(s, "--dump-ir")) {
-            a->dump_ir = 1;
-        } else if (!strncmp(s, "--dump-ir=", 10)) {
-            a->dump_ir = 1;
-            a->dump_after = s + 10;
-        } else if (s[0] == '-' && s[1]) {
-            return die("unknown option", s);
-        } else if (a->model) {
-            return die("more than one model file", s);
-        } else {
-            a->model = s;
-        }
-    }
-    int print_only = list_passes || print_pipeline; /* no model needed */
+/* The command line into a, and the combinations checked: 0, 1 after an
+ * error (reported), 2 after --help. */
+static int parse_args(int argc, char **argv, dpc_args *args) {
+    int rc = arg_parse(&parser, argc, argv, args);
+    if (rc) return rc;
+    dpc_options *a = &args->o;
+    int print_only = args->list_passes || args->print_pipeline; /* no model needed */
     if (!a->model && !a->from_ir && !print_only)
-        return die("no model file (usage: dpc MODEL.net -o PLAN)", NULL);
+        return arg_fail(parser.prog, "no model file (usage: dpc MODEL.net -o PLAN)");
     if (!print_only && !a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats &&
         !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes && a->layout < 2)
-        return die("nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, --cost, "
-                   "--emit-kernels, --print-ir-after, --time-passes or --layout-report",
-                   NULL);
+        return arg_fail(parser.prog,
+                        "nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, "
+                        "--cost, --emit-kernels, --print-ir-after, --time-passes or "
+                        "--layout-report");
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
     char err[16384];
@@ -199,25 +190,26 @@ static int parse_args(int argc, char **argv, dpc_options *a) {
 }
 
 int main(int argc, char **argv) {
-    dpc_options a = {0};
-    int rc = parse_args(argc, argv, &a);
-    if (rc < 0) {
+    dpc_args args = {0};
+    dpc_options *a = &args.o;
+    int rc = parse_args(argc, argv, &args);
+    if (rc == 2) {
         usage(stdout);
         return 0;
     }
     if (rc) return 1;
     char err[16384];
-    if (list_passes) pass_list(stdout);
-    if (print_pipeline) {
+    if (args.list_passes) pass_list(stdout);
+    if (args.print_pipeline) {
         pass_pipeline pl;
-        if (dpc_pipeline(&a, &pl, err, sizeof err)) {
+        if (dpc_pipeline(a, &pl, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
         pass_pipeline_print(&pl, stdout);
     }
-    if (list_passes || print_pipeline) return 0;
-    if (dpc_compile(&a, err, sizeof err)) {
+    if (args.list_passes || args.print_pipeline) return 0;
+    if (dpc_compile(a, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }

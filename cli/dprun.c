@@ -2,13 +2,12 @@
  * print its lr schedule, or train it (runtime/train/train.c does the work). */
 #include <limits.h>
 #include <stddef.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/parse.h"
+#include "driver/args.h"
 #include "ir/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/device/device.h"
@@ -24,234 +23,130 @@ typedef struct {
     rt_train_options o;
 } dprun_args;
 
-typedef enum {
-    ARG_HELP,     /* print the usage and exit */
-    ARG_FLAG,     /* int = 1; takes no value */
-    ARG_STRING,   /* const char * */
-    ARG_NONEMPTY, /* const char *, not empty (`check` is the message) */
-    ARG_INT,      /* int in [lo, hi] */
-    ARG_LONG,     /* long in [lo, hi] */
-    ARG_CHOICE,   /* int: the index of the value in `check` ("a|b") */
-    ARG_DEVICE,   /* const char *: one of `check`, and cuda only in a CUDA build */
-    ARG_LR,       /* double: a positive lr up to IR_MAX_LR */
-    ARG_SEED,     /* uint64_t */
-} arg_kind;
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    arg_vfail("dprun", fmt, ap);
+    va_end(ap);
+    return 1;
+}
 
-typedef struct {
-    const char *name;  /* as typed: --gpus (ARG_HELP: also -h) */
-    const char *shown; /* the help line's left column */
-    arg_kind kind;
-    size_t at;         /* where it is stored: offset in dprun_args */
-    long lo, hi;       /* ARG_INT, ARG_LONG */
-    const char *check; /* ARG_CHOICE / ARG_DEVICE: the values; ARG_NONEMPTY: the message */
-    const char *help;  /* each '\n' continues on an indented line */
-} arg_spec;
+/* --device: one of check's values; cuda checked here, before anything else
+ * runs, so scripts can probe for a CUDA build cheaply (`dprun P --device
+ * cuda --schedule`). */
+static int store_device(const arg_parser *p, const arg_spec *s, const char *val, void *dst) {
+    char list[128];
+    if (arg_choice(s->check, val, list, sizeof list) < 0)
+        return arg_fail(p->prog, "%s: '%s' is not one of %s", s->name, val, list);
+    if (!strcmp(val, "cuda") && !rt_cuda_compiled())
+        return arg_fail(p->prog, "--device cuda: this build has no CUDA backend (built without "
+                                 "the CUDA toolkit)");
+    *(const char **)((char *)dst + s->at) = val;
+    return 0;
+}
 
 #define AT(field)  offsetof(dprun_args, field)
 #define OPT(field) AT(o.field)
 
 static const arg_spec args[] = {
-    {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit"},
+    {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit",
+     ARG_EQ_OR_NEXT, NULL},
     {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL,
-     "print `epoch E lr X` for every epoch (after every override here) and exit"},
+     "print `epoch E lr X` for every epoch (after every override here) and exit", ARG_EQ_OR_NEXT,
+     NULL},
     {"--per-step", "--per-step", ARG_FLAG, AT(per_step), 0, 0, NULL,
-     "with --schedule: `epoch E step I lr X` for every step"},
+     "with --schedule: `epoch E step I lr X` for every step", ARG_EQ_OR_NEXT, NULL},
     {"--gpus", "--gpus N", ARG_INT, OPT(gpus), 1, 4096, NULL,
      "data-parallel replicas (default 1; sets the global batch);\n"
-     "under `mpirun -np P`, N per process: P x N in all"},
+     "under `mpirun -np P`, N per process: P x N in all",
+     ARG_EQ_OR_NEXT, NULL},
     {"--accumulate", "--accumulate K", ARG_INT, OPT(accumulate), 1, 4096, NULL,
      "K micro-batches per replica per optimizer step (default 1): global\n"
-     "batch replicas x K x batch, exactly as K x the replicas would train"},
+     "batch replicas x K x batch, exactly as K x the replicas would train",
+     ARG_EQ_OR_NEXT, NULL},
     {"--shard-optimizer", "--shard-optimizer", ARG_FLAG, OPT(shard_optimizer), 0, 0, NULL,
      "ZeRO-1: each replica updates and holds the optimizer state of its\n"
      "share of the parameters (gradients reduce-scattered, parameters\n"
-     "all-gathered); the same weights, bit for bit; needs 2+ replicas"},
-    {"--device", "--device auto|cpu|cuda", ARG_DEVICE, OPT(device), 0, 0, "auto|cpu|cuda",
-     "where to run (auto: GPUs if any, else cpu)"},
+     "all-gathered); the same weights, bit for bit; needs 2+ replicas",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--device", "--device auto|cpu|cuda", ARG_CALL, OPT(device), 0, 0, "auto|cpu|cuda",
+     "where to run (auto: GPUs if any, else cpu)", ARG_EQ_OR_NEXT, store_device},
     {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,
      "--data needs a folder or 'synthetic'",
-     "CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)"},
-    {"--epochs", "--epochs N", ARG_INT, OPT(epochs), 1, 100000, NULL, "stop after N epochs"},
+     "CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)", ARG_EQ_OR_NEXT, NULL},
+    {"--epochs", "--epochs N", ARG_INT, OPT(epochs), 1, 100000, NULL, "stop after N epochs",
+     ARG_EQ_OR_NEXT, NULL},
     {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL,
-     "stop after N optimizer steps (0: only evaluate)"},
+     "stop after N optimizer steps (0: only evaluate)", ARG_EQ_OR_NEXT, NULL},
     {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL,
-     "test accuracy every K epochs"},
+     "test accuracy every K epochs", ARG_EQ_OR_NEXT, NULL},
     {"--lr-scaling", "--lr-scaling none|linear|sqrt", ARG_CHOICE, OPT(lr_scaling), 0, 0,
      "none|linear|sqrt", /* IR_LR_SCALING_* */
-     "override the schedule's lr scaling (by global / reference batch, or its square root)"},
+     "override the schedule's lr scaling (by global / reference batch, or its square root)",
+     ARG_EQ_OR_NEXT, NULL},
     {"--warmup-epochs", "--warmup-epochs K", ARG_INT, OPT(warmup_epochs), 0, 100000, NULL,
-     "override the schedule's warmup"},
+     "override the schedule's warmup", ARG_EQ_OR_NEXT, NULL},
     {"--lr", "--lr X", ARG_LR, OPT(lr), 0, 0, NULL,
      "base lr: the schedule's dict scaled so epoch 0 has X (before scaling);\n"
-     "a cosine/poly curve's base (its final stays)"},
+     "a cosine/poly curve's base (its final stays)",
+     ARG_EQ_OR_NEXT, NULL},
     {"--warmup-per-iteration", "--warmup-per-iteration", ARG_FLAG, OPT(warmup_per_iteration), 0, 0,
-     NULL, "ramp the warmup every step (Goyal et al.), not every epoch"},
+     NULL, "ramp the warmup every step (Goyal et al.), not every epoch", ARG_EQ_OR_NEXT, NULL},
     {"--momentum-correction", "--momentum-correction", ARG_FLAG, OPT(momentum_correction), 0, 0,
-     NULL, "rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)"},
+     NULL, "rescale the momentum by lr_new/lr_old when the lr changes (Goyal et al.)",
+     ARG_EQ_OR_NEXT, NULL},
     {"--seed", "--seed S", ARG_SEED, OPT(seed), 0, 0, NULL,
-     "all randomness: init, shuffle, augmentation (default 0)"},
+     "all randomness: init, shuffle, augmentation (default 0)", ARG_EQ_OR_NEXT, NULL},
     {"--no-augment", "--no-augment", ARG_FLAG, OPT(no_augment), 0, 0, NULL,
-     "no padding, cropping or mirroring"},
+     "no padding, cropping or mirroring", ARG_EQ_OR_NEXT, NULL},
     {"--no-shuffle", "--no-shuffle", ARG_FLAG, OPT(no_shuffle), 0, 0, NULL,
-     "keep the dataset's order"},
+     "keep the dataset's order", ARG_EQ_OR_NEXT, NULL},
     {"--data-workers", "--data-workers N", ARG_INT, OPT(data_workers), 0, RT_PIPELINE_MAX_WORKERS,
-     NULL, "threads preparing batches ahead (default 2; 0: none)"},
+     NULL, "threads preparing batches ahead (default 2; 0: none)", ARG_EQ_OR_NEXT, NULL},
     {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL,
-     "start from a safetensors file"},
+     "start from a safetensors file", ARG_EQ_OR_NEXT, NULL},
     {"--save-params", "--save-params F", ARG_STRING, OPT(save_params), 0, 0, NULL,
-     "write parameters and BatchNorm statistics at the end"},
+     "write parameters and BatchNorm statistics at the end", ARG_EQ_OR_NEXT, NULL},
     {"--metrics", "--metrics FILE", ARG_STRING, OPT(metrics), 0, 0, NULL,
-     "one JSON object per epoch (scripts/plot draws them)"},
+     "one JSON object per epoch (scripts/plot draws them)", ARG_EQ_OR_NEXT, NULL},
     {"--checkpoint", "--checkpoint DIR", ARG_NONEMPTY, OPT(checkpoint), 0, 0,
      "--checkpoint needs a directory",
-     "write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)"},
+     "write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)", ARG_EQ_OR_NEXT, NULL},
     {"--checkpoint-every", "--checkpoint-every N", ARG_LONG, OPT(checkpoint_every), 1, LONG_MAX,
-     NULL, "also every N steps"},
+     NULL, "also every N steps", ARG_EQ_OR_NEXT, NULL},
     {"--resume", "--resume", ARG_FLAG, OPT(resume), 0, 0, NULL,
-     "continue from DIR's checkpoint (same flags otherwise)"},
+     "continue from DIR's checkpoint (same flags otherwise)", ARG_EQ_OR_NEXT, NULL},
     {"--on-nan", "--on-nan stop|skip", ARG_CHOICE, OPT(on_nan_skip), 0, 0, "stop|skip",
-     "a non-finite loss or gradient stops the run (default) or skips the step"},
+     "a non-finite loss or gradient stops the run (default) or skips the step", ARG_EQ_OR_NEXT,
+     NULL},
     {"--benchmark", "--benchmark N", ARG_LONG, OPT(benchmark), 1, LONG_MAX, NULL,
-     "time N steps after a warm-up; last line `throughput: X img/s`"},
+     "time N steps after a warm-up; last line `throughput: X img/s`", ARG_EQ_OR_NEXT, NULL},
     {"--sweep", "--sweep SPEC|FILE", ARG_STRING, AT(sweep_spec), 0, 0, NULL,
      "train every combination of 'lr=0.05,0.1 warmup=0,5' (or a file with\n"
      "one key=values per line), print one table ranked by test accuracy;\n"
      "keys: lr warmup epochs gpus seed lr-scaling momentum-correction\n"
-     "warmup-per-iteration"},
+     "warmup-per-iteration",
+     ARG_EQ_OR_NEXT, NULL},
     {"--sweep-dir", "--sweep-dir DIR", ARG_STRING, AT(sweep_dir), 0, 0, NULL,
-     "the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)"},
+     "the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)", ARG_EQ_OR_NEXT, NULL},
     {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL,
-     "also write the sweep's table to FILE"},
-    {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text"},
+     "also write the sweep's table to FILE", ARG_EQ_OR_NEXT, NULL},
+    {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_EQ_OR_NEXT, NULL},
 };
 
-static void usage(FILE *f) {
-    fputs("usage: dprun PLAN [options]\n", f);
-    for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
-        fprintf(f, "  %-24s ", args[i].shown);
-        for (const char *p = args[i].help; *p; p++) {
-            fputc(*p, f);
-            if (*p == '\n') fprintf(f, "%27s", "");
-        }
-        fputc('\n', f);
-    }
-}
-
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "dprun: error: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return 1;
-}
-
-/* The index of val in "a|b|c", or -1; the values as "a, b, c" in list. */
-static int choice(const char *choices, const char *val, char *list, size_t len) {
-    int found = -1, i = 0;
-    list[0] = 0;
-    for (const char *p = choices; *p; i++) {
-        size_t n = strcspn(p, "|");
-        if (strlen(val) == n && !strncmp(p, val, n)) found = i;
-        snprintf(list + strlen(list), len - strlen(list), "%s%.*s", i ? ", " : "", (int)n, p);
-        p += n + (p[n] == '|');
-    }
-    return found;
-}
-
-/* Stores option s's value val (NULL: none was given) in a; 1 after an error. */
-static int store(const arg_spec *s, const char *val, dprun_args *a) {
-    char *at = (char *)a + s->at, list[128];
-    int64_t v;
-    double x;
-    switch (s->kind) {
-    case ARG_HELP: return 0;
-    case ARG_FLAG:
-        if (val) return bad("%s takes no value", s->name);
-        *(int *)at = 1;
-        return 0;
-    case ARG_NONEMPTY:
-        if (!*val) return bad("%s", s->check);
-        /* fallthrough */
-    case ARG_STRING: *(const char **)at = val; return 0;
-    case ARG_INT:
-    case ARG_LONG:
-        if (ir_parse_i64(val, &v) || v < s->lo || v > s->hi)
-            return bad("%s: '%s' is not an integer in %ld..%ld", s->name, val, s->lo, s->hi);
-        if (s->kind == ARG_INT)
-            *(int *)at = (int)v;
-        else
-            *(long *)at = (long)v;
-        return 0;
-    case ARG_CHOICE:
-    case ARG_DEVICE: {
-        int k = choice(s->check, val, list, sizeof list);
-        if (k < 0) return bad("%s: '%s' is not one of %s", s->name, val, list);
-        if (s->kind == ARG_CHOICE) {
-            *(int *)at = k;
-            return 0;
-        }
-        /* Checked here, before anything else runs, so scripts can probe
-         * for a CUDA build cheaply (`dprun P --device cuda --schedule`). */
-        if (!strcmp(val, "cuda") && !rt_cuda_compiled())
-            return bad(
-                "--device cuda: this build has no CUDA backend (built without the CUDA toolkit)");
-        *(const char **)at = val;
-        return 0;
-    }
-    case ARG_LR:
-        if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x))
-            return bad("%s: '%s' is not a positive number", s->name, val);
-        if (x > IR_MAX_LR) return bad("%s: '%s' is above the largest lr, 1e6", s->name, val);
-        *(double *)at = x;
-        return 0;
-    case ARG_SEED:
-        if (ir_parse_u64(val, (uint64_t *)at))
-            return bad("%s: '%s' is not a non-negative integer", s->name, val);
-        return 0;
-    }
-    return 0;
-}
-
-/* The command line into a: 0, 1 after an error, 2 after --help. Options
- * take `--opt=value` or `--opt value`. */
-static int parse_args(int argc, char **argv, dprun_args *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = NULL;
-        char opt[64];
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq && (size_t)(eq - arg) < sizeof opt) {
-            snprintf(opt, sizeof opt, "%.*s", (int)(eq - arg), arg);
-            val = eq + 1;
-        } else {
-            snprintf(opt, sizeof opt, "%s", arg);
-        }
-        const arg_spec *s = NULL;
-        for (size_t k = 0; k < sizeof args / sizeof *args && !s; k++)
-            if (!strcmp(opt, args[k].name) || (args[k].kind == ARG_HELP && !strcmp(opt, "-h")))
-                s = &args[k];
-        if (s && s->kind == ARG_HELP) {
-            usage(stdout);
-            return 2;
-        }
-        if (s) {
-            if (!val && s->kind != ARG_FLAG) {
-                if (i + 1 >= argc) return bad("%s needs a value", opt);
-                val = argv[++i];
-            }
-            if (store(s, val, a)) return 1;
-        } else if (arg[0] == '-' && arg[1]) {
-            return bad("unknown option: %s (see dprun --help)", arg);
-        } else if (a->path) {
-            return bad("more than one plan file: %s", arg);
-        } else {
-            a->path = arg;
-        }
-    }
-    return 0;
-}
+static const arg_parser parser = {
+    .prog = "dprun",
+    .usage = "usage: dprun PLAN [options]\n",
+    .specs = args,
+    .nspecs = sizeof args / sizeof *args,
+    .positional = AT(path),
+    .unknown = "unknown option: %s (see dprun --help)",
+    .missing = "%s needs a value",
+    .extra = "more than one plan file: %s",
+    .width = 24,
+    .wide_gap = 1,
+};
 
 static int run_main(int argc, char **argv, int rank, int ranks);
 
@@ -377,7 +272,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     dprun_args a = {.o = rt_train_defaults()};
     a.o.rank = rank, a.o.ranks = ranks;
     a.o.log_prefix = "dprun: ";
-    int rc = parse_args(argc, argv, &a);
+    int rc = arg_parse(&parser, argc, argv, &a);
+    if (rc == 2) arg_usage(&parser, stdout);
     if (rc) return rc == 2 ? 0 : 1;
     rt_sweep sweep;
     char default_dir[4096], resume_command[4096];

@@ -830,7 +830,7 @@ static int k_avgpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
  * (a kernel per chunk size) so no division is by a run-time value. The
  * inner loop keeps a constant trip count with a select per element: at the
  * 8x8 to 1x1 planes of a CIFAR network that unrolls and vectorises, where
- * splitting each row into padding and interior runs measured 2x slower. */
+ * splitting each row into padding and interior runs measured slower. */
 int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc, ir_dtype tx,
                      int cnhw) {
     int64_t P = c->Ho * c->Wo;

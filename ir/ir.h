@@ -19,6 +19,11 @@
  * The op table (IR_OPS below) is the single source of truth for an op's
  * name, arity, attribute schema, fusion class and shape rule; passes and
  * codegen add their per-op rules in tables indexed by ir_op.
+ *
+ * One file per concern behind this header: ops.c (the op table), shape.c
+ * (types, shape rules), expr.c (per-element expressions), graph.c
+ * (building, copying, hashing), verify.c, dump.c (text, Graphviz, summary),
+ * schedule.c (ir_train); internal.h is what they share.
  */
 #ifndef DPC_IR_H
 #define DPC_IR_H
@@ -57,7 +62,7 @@ typedef enum {
  * separated; they fix how many slots ir_add_node copies, what the text dump
  * prints and how many values the plan file holds per node. The frontend's
  * keyword checks are its own operator table's (frontend/elab.c). Shape
- * rules are the switch of ir_infer_type in ir.c.
+ * rules are the switch of ir_infer_type in ir/shape.c.
  *
  * Forward ops (what the frontend emits):
  *   input, param, state   sources (state: BatchNorm running statistics,
@@ -191,7 +196,7 @@ typedef enum {
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
 /* New ops go at the end: plans store an op as its index (the static_assert
- * in ir/ir.c and test_ir's op_order_is_pinned hold the order). */
+ * in ir/ops.c and test_ir's op_order_is_pinned hold the order). */
 #define IR_OPS(X)                                                                       \
     X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                \
     X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                   \

@@ -118,8 +118,9 @@ static int has_groups(const ir_graph *g) {
 
 /* ---- checks shared by the writer and the reader ------------------------- */
 
-/* Everything about one node the encoding needs, and every range ir.c's
- * arithmetic relies on; ir_verify() then checks the graph's meaning. */
+/* Everything about one node the encoding needs, and every range the shape
+ * rules' arithmetic relies on (ir/shape.c); ir_verify() then checks the
+ * graph's meaning. */
 static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
     if ((unsigned)n->op >= IR_OP_COUNT)
         return ir_fail(why, wn, "node %d: unknown op %u", idx, n->op);

@@ -60,7 +60,7 @@ expect_fail_line dot-unwritable "dpc: error: --dot $tmp/no/such/g.dot: cannot wr
 "$bin/dpc" models/mlp.net --batch 3 -o "$tmp/m3.plan" && "$bin/dprun" "$tmp/m3.plan" --info | grep -q 'batch 3 per device' && ok || bad "--batch override"
 
 # 20000 declared (unused) inputs compile: elaboration and verification stay
-# linear in the number of sources (they were quadratic: 15 s)
+# linear in the number of sources (they were quadratic)
 {
     echo 'input image[3, 32, 32]'; echo 'input label class(10)'
     seq 0 19999 | sed 's/.*/input u&[4]/'

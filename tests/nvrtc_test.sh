@@ -20,8 +20,8 @@ if "$bin/dpc" --help 2>&1 | grep -q -- '--precision'; then
 fi
 # the layout pass: channel-major activations (fused fp32; unfused bf16)
 variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
-# The zoo nets: fused, fp32 and bf16 (~1 min of NVRTC per architecture;
-# the whole test measured 3 min).
+# The zoo nets: fused, fp32 and bf16 only (they are the large ones, and
+# each variant is a whole NVRTC compile per architecture).
 zoo_variants=("fused:" "bf16-fused:--precision bf16")
 plans=()
 # NET VARIANT...: dpc writes NET's plan for each variant (name:flags) into plans.

@@ -10,7 +10,7 @@
 # 0: the unsharded tensors) resumed under mpirun and by one process, and a
 # one-process checkpoint resumed under mpirun. Synthetic data, a few steps; the
 # ResNet-18 at 1/8 of its widths (the same 62 parameters), so its final
-# evaluation on the cpu takes seconds, not a minute.
+# evaluation on the cpu stays short.
 # Runs from the repository root; binaries in $DPC_BIN. Prints
 # `N passed, N failed`.
 . tests/lib.sh

@@ -1,4 +1,4 @@
-/* runtime/comm/mpi.c — the MPI side of the collectives (collective.h): joining
+/* runtime/comm/mpi.c — the MPI side of the collectives (comm.h): joining
  * MPI under mpirun, the mpi communicator's cross-rank operations, and the
  * main-thread helpers. Kept apart from collective.c so that only programs
  * that join MPI (dprun) need MPI at link time.
@@ -60,7 +60,7 @@ static int mpi_rank_size(int *size) {
     return rank;
 }
 
-/* The ordered sum's hops (collective.h): one message from each rank to the
+/* The ordered sum's hops (comm.h): one message from each rank to the
  * next, then a broadcast from the last. P - 1 sequential hops: latency
  * grows with the process count, bandwidth is a reduce's plus a broadcast's. */
 enum { CHAIN_TAG = 7301 };

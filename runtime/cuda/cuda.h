@@ -101,7 +101,7 @@ typedef struct {
 } rt_sgemm_args;
 int rt_cublas_sgemm_args(const cg_gemm *d, rt_sgemm_args *a, char *err, size_t errlen);
 
-/* ---- NCCL (the `nccl` collective, collective.h, is built on this) ----
+/* ---- NCCL (the `nccl` collective, runtime/comm/comm.h, is built on this) ----
  * One communicator per cuda backend, all in this process, one device each
  * (NCCL refuses two ranks on one GPU: replicas sharing a device reduce
  * locally first). All-reduce runs on the backend's communication stream:

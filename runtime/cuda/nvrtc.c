@@ -1,4 +1,4 @@
-/* runtime/cuda/nvrtc.c — NVRTC and its on-disk cache. See cuda_compile.h. */
+/* runtime/cuda/nvrtc.c — NVRTC and its on-disk cache. See nvrtc.h. */
 #include "runtime/cuda/nvrtc.h"
 #include "ir/file.h"
 #include "ir/hash.h"

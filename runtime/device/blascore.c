@@ -3,9 +3,9 @@
  * OpenBLAS chooses its kernels (its "core") once, in its library
  * constructor, from the CPU's family and model number. A build older than
  * the CPU does not know the model and falls back to Prescott's SSE3
- * kernels: Debian 12's 0.3.21 on an Emerald Rapids Xeon (family 6, model
- * 207, AVX-512) trained ResNet-18 at 157-178 img/s, and at 438 with
- * OPENBLAS_CORETYPE=SkylakeX (batch 128, 2 threads). The choice cannot be
+ * kernels: Debian 12's 0.3.21 does so on an Emerald Rapids Xeon (family 6,
+ * model 207, AVX-512), where ResNet-18 trains far slower than with
+ * OPENBLAS_CORETYPE=SkylakeX. The choice cannot be
  * changed once the constructor ran, so dprun runs itself again with the
  * variable set. A user's own OPENBLAS_CORETYPE is always kept, and the
  * child has the variable, so it happens at most once. */

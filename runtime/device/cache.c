@@ -1,5 +1,5 @@
 /* runtime/device/cache.c — run the host compiler on generated C, cache the
- * result by content hash. See compile_cache.h. */
+ * result by content hash. See device.h (the module cache). */
 #include "runtime/device/device.h"
 #include "ir/file.h"
 #include "ir/hash.h"

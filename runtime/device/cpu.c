@@ -7,8 +7,8 @@
  * cblas_sgemm). Two pools used to share the cores — libgomp's for kernels
  * and OpenBLAS's for GEMMs — and each one's idle workers spun (OpenBLAS's
  * with sched_yield for about 0.1 s after every GEMM) on the cores the other
- * needed: ~15% of a ResNet-18 step's CPU time went to sched_yield on 2
- * cores. Our workers spin only briefly after a job (the next kernel is
+ * needed, and on a machine with few cores a good part of a step's CPU time
+ * went to sched_yield. Our workers spin only briefly after a job (the next kernel is
  * usually microseconds away), then sleep on a condition variable.
  * Thread count: DPC_THREADS, else OMP_NUM_THREADS, else the CPUs this
  * process may run on. */
@@ -42,8 +42,8 @@ struct rt_kernel {
  * too) claims parts one at a time from a shared ticket until none is left.
  * Claiming, not a fixed part per thread, matters on a shared machine: a
  * worker the OS has descheduled holds up nothing it has not claimed (with
- * a fixed split the caller waited for it at every kernel, and one thread
- * measured faster than two at load 20). */
+ * a fixed split the caller waited for it at every kernel, and on a loaded
+ * machine one thread beat two). */
 typedef void (*pool_task)(void *ctx, int part, int parts);
 
 typedef struct {

@@ -61,7 +61,7 @@ int rt_run_check_outputs(rt_run *r) {
                 return rt_run_fail(r, "%s %s is %s (%s) of this run; writing it would destroy it",
                                    outs[k][0], outs[k][1], what[i], inputs[i]);
         if (o->benchmark) continue;        /* --benchmark writes neither */
-        if (k == 0 && o->resume) continue; /* resume_run checks the checkpoint's file */
+        if (k == 0 && o->resume) continue; /* rt_run_resume checks the checkpoint's file */
         if (ir_file_check_writable(outs[k][1], outs[k][0], r->err, sizeof r->err))
             return rt_run_fail(r, "%s", r->err);
     }

@@ -1,5 +1,5 @@
 /* libFuzzer target: the plan loader, the kernel programs and memory plans a
- * plan holds, and the memory dprun would check it against (limits.h).
+ * plan holds, and the memory dprun would check it against (runtime/exec/exec.h).
  *
  * Three ways in: the input as it is; the input with its header's length
  * and checksum made right (nearly every byte mutation breaks the FNV-1a

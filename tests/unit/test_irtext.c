@@ -148,8 +148,8 @@ static int compile(dpc_options o, const char *out, char **report, unsigned char 
     return rc;
 }
 
-/* The models in models/, sorted (the model-zoo nets included: about 5 s
- * of this test's 6). */
+/* The models in models/, sorted (the model-zoo nets included: most of this
+ * test's time). */
 static int list_models(char names[][128], int max) {
     DIR *d = opendir("models");
     int n = 0;

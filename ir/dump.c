@@ -1,0 +1,170 @@
+/* ir/dump.c — a graph as text (ir_dump, read back by ir/text.c), as
+ * Graphviz (ir_dot) and as a layer table (ir_summary). */
+#include "ir/ir.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *init_name(int64_t init) {
+    return init == IR_INIT_ZERO ? "zero" : init == IR_INIT_ONE ? "one" : "xavier";
+}
+
+/* The shortest %.Ng that strtod reads back as exactly v: "0.9", not
+ * "0.90000000000000002", yet every bit kept (ir/text.c reads it). */
+void ir_print_double(double v, FILE *f) {
+    char buf[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    fputs(buf, f);
+}
+
+/* A name as a plain word when it is one (letters, digits, _ . / : + -),
+ * else quoted with \" \\ and \xHH escapes; ir/text.c reads both. */
+static int plain_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("_./:+-", c) != NULL;
+}
+
+void ir_print_name(const char *s, int quote, FILE *f) {
+    int plain = s[0] != 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && plain; p++)
+        plain = plain_char(*p);
+    if (plain && !quote) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void print_attrs(const ir_node *n, FILE *f) {
+    char name[32];
+    for (int i = 0; i < ir_op_num_iattrs(n->op); i++) {
+        ir_op_attr_name(n->op, 0, i, name, sizeof name);
+        if (ir_is_persistent(n->op))
+            fprintf(f, " init=%s", init_name(n->iattr[0]));
+        else if (n->op == IR_OP_INPUT && n->iattr[0] == 0)
+            continue;
+        else
+            fprintf(f, " %s=%" PRId64, name, n->iattr[i]);
+    }
+    for (int i = 0; i < ir_op_num_fattrs(n->op); i++) {
+        fprintf(f, " %s=", ir_op_attr_name(n->op, 1, i, name, sizeof name));
+        ir_print_double(n->fattr[i], f);
+    }
+}
+
+static const char *const flag_names[] = {"output", "loss", "grad"};
+
+/* " [output,loss]": every flag set, unknown bits as hex. */
+static void print_flags(unsigned flags, FILE *f) {
+    if (!flags) return;
+    const char *sep = " [";
+    for (unsigned b = 0; b < 3; b++)
+        if (flags & (1u << b)) {
+            fprintf(f, "%s%s", sep, flag_names[b]);
+            sep = ",";
+        }
+    if (flags >> 3) fprintf(f, "%s0x%x", sep, flags & ~7u);
+    fputc(']', f);
+}
+
+/* "bn_mean+bn_var+bn_apply+relu": the ops of the group starting at node i
+ * (a contiguous run), into buf. */
+static const char *group_ops(const ir_graph *g, int i, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int j = i; j < g->n && g->nodes[j].group == g->nodes[i].group && used < n; j++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", j > i ? " " : "",
+                                 ir_ops[g->nodes[j].op].name);
+    return buf;
+}
+
+void ir_dump(const ir_graph *g, FILE *f) {
+    char buf[96], ops[512];
+    fprintf(f, "# graph: %d nodes\n", g->n);
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->group && (i == 0 || g->nodes[i - 1].group != n->group)) {
+            int len = 0;
+            while (i + len < g->n && g->nodes[i + len].group == n->group) len++;
+            fprintf(f, "# kernel g%d: %d ops: %s\n", n->group, len,
+                    group_ops(g, i, ops, sizeof ops));
+        }
+        fprintf(f, "%%%d = %s", i, ir_ops[n->op].name);
+        if (ir_is_source(n->op)) {
+            fputc(' ', f);
+            ir_print_name(n->name, 1, f);
+        }
+        for (int j = 0; j < n->ninputs; j++) fprintf(f, " %%%d", n->input[j]);
+        print_attrs(n, f);
+        fprintf(f, " : %s", ir_type_str(&n->type, buf, sizeof buf));
+        if (n->flags & IR_FLAG_CNHW) fprintf(f, " cnhw");
+        if (n->group) fprintf(f, " @g%d", n->group);
+        if (n->line || n->col) fprintf(f, " loc(%d:%d)", n->line, n->col);
+        print_flags(n->flags & ~(unsigned)IR_FLAG_CNHW, f); /* that one is " cnhw" */
+        if (!ir_is_source(n->op) && n->name[0]) {
+            fputs("  # ", f);
+            ir_print_name(n->name, 0, f);
+        }
+        fputc('\n', f);
+    }
+}
+
+void ir_dot(const ir_graph *g, const char *title, FILE *f) {
+    char buf[96], ops[512];
+    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [fontname=\"monospace\" fontsize=10];\n",
+            title ? title : "dpc");
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        /* A fusion group is a cluster labelled with the ops its kernel holds. */
+        int first = n->group && (i == 0 || g->nodes[i - 1].group != n->group);
+        int last = n->group && (i + 1 == g->n || g->nodes[i + 1].group != n->group);
+        if (first)
+            fprintf(f,
+                    "  subgraph cluster_g%d {\n    label=\"kernel g%d: %s\";\n    style=filled;"
+                    " fillcolor=\"#e8f0ff\"; fontname=\"monospace\"; fontsize=10;\n",
+                    n->group, n->group, group_ops(g, i, ops, sizeof ops));
+        const char *shape = ir_is_source(n->op) ? "note" : "box";
+        const char *color = n->op == IR_OP_PARAM   ? "lightyellow"
+                            : n->op == IR_OP_STATE ? "lightgrey"
+                            : n->op == IR_OP_INPUT ? "lightblue"
+                                                   : "white";
+        fprintf(f, "  n%d [shape=%s style=filled fillcolor=%s label=\"%%%d %s\\n%s%s%s\"];\n", i,
+                shape, color, i, ir_ops[n->op].name, n->name, n->name[0] ? "\\n" : "",
+                ir_type_str(&n->type, buf, sizeof buf));
+        if (last) fprintf(f, "  }\n");
+    }
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].ninputs; j++)
+            fprintf(f, "  n%d -> n%d;\n", g->nodes[i].input[j], i);
+    fprintf(f, "}\n");
+}
+
+void ir_summary(const ir_graph *g, FILE *f) {
+    char shape[96];
+    fprintf(f, "%-5s %-22s %-26s %-20s %12s\n", "node", "op", "name", "output", "params");
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (ir_is_source(n->op) && n->op != IR_OP_INPUT) continue;
+        int64_t params = 0;
+        for (int j = 0; j < n->ninputs; j++) {
+            const ir_node *in = &g->nodes[n->input[j]];
+            if (in->op == IR_OP_PARAM) params += ir_numel(&in->type);
+        }
+        fprintf(f, "%-5d %-22s %-26s %-20s %12" PRId64 "\n", i, ir_ops[n->op].name,
+                n->name[0] ? n->name : "-", ir_type_str(&n->type, shape, sizeof shape), params);
+    }
+    fprintf(f, "parameters: %" PRId64 "\n", ir_num_params(g));
+}

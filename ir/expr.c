@@ -1,0 +1,61 @@
+/* ir/expr.c — the per-element expression of each pointwise op, how it
+ * reads its inputs, and which reductions codegen runs as kernel passes
+ * (docs/DESIGN.md §3.3). */
+#include "ir/ir.h"
+
+static const char *const op_expr[IR_OP_COUNT] = {
+    [IR_OP_BIAS_ADD] = "$0 + $1c",
+    [IR_OP_RELU] = "$0 > 0.0f ? $0 : 0.0f",
+    [IR_OP_ADD] = "$0 + $1",
+    [IR_OP_BN_APPLY] = "($0 - $1c) / sqrtf($2c + @0) * $3c + $4c",
+    [IR_OP_EMA] = "@0 * $0 + (1.0f - @0) * $1 * @1",
+    [IR_OP_ASSIGN] = "$1",
+    [IR_OP_ONES_LIKE] = "1.0f",
+    [IR_OP_BN_GRAD_DATA] = "$4c / sqrtf($3c + @0) * ($0 - $6c * #M - ($1 - $2c) / sqrtf($3c + @0) "
+                           "* $5c * #M)",
+    [IR_OP_RELU_GRAD] = "$1 > 0.0f ? $0 : 0.0f",
+    [IR_OP_GLOBAL_AVGPOOL_GRAD] = "$0o * #I",
+    [IR_OP_SGD_MOMENTUM] = "@0 * $2 - $3s * ($1 * $4s + @1 * $0)",
+    [IR_OP_SCALE] = "$0 * $1s",
+    [IR_OP_BN_UNBIAS] = "$0 * (@0 / (@0 - $1s))",
+    [IR_OP_LARS_LR] = "$0 > 0.0f && $1 > 0.0f ? $2 * (@0 * sqrtf($0) / (sqrtf($1) * $3 + @1 * "
+                      "sqrtf($0) + @2)) : $2",
+    [IR_OP_ADAM_M] = "@0 * $0 + (1.0f - @0) * ($1 * $2s)",
+    [IR_OP_ADAM_V] = "@0 * $0 + (1.0f - @0) * (($1 * $2s) * ($1 * $2s))",
+    [IR_OP_BIAS_CORRECTION] = "1.0f / (1.0f - powf(@0, $0))",
+    [IR_OP_ADAM_DIR] = "$1 * $3s / (sqrtf($2 * $4s) + @0) + @1 * $0",
+    [IR_OP_LAMB_LR] = "$0 > 0.0f && $1 > 0.0f ? $2 * (sqrtf($0) / sqrtf($1)) : $2",
+    [IR_OP_DESCEND] = "$0 - $2s * $1",
+    [IR_OP_SIGMOID] = "1.0f / (1.0f + expf(-$0))",
+    [IR_OP_SIGMOID_GRAD] = "$0 * ($1 * (1.0f - $1))",
+    /* NaN matches neither test and stays NaN, as it does in MXNet's clip */
+    [IR_OP_CLIP] = "$0 < @0 ? @0 : $0 > @1 ? @1 : $0",
+    [IR_OP_CLIP_GRAD] = "$1 >= @0 && $1 <= @1 ? $0 : 0.0f",
+    [IR_OP_MUL] = "$0 * $1",
+    [IR_OP_MUL_CHANNEL] = "$0 * $1o",
+};
+
+const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
+
+int ir_op_access(ir_op op, int k) {
+    const char *t = ir_op_expr(op);
+    for (; t && *t; t++)
+        if (t[0] == '$' && t[1] == '0' + k) {
+            char m = t[2];
+            return m == 'c' || m == 's' || m == 'o' ? m : 'i';
+        }
+    return 0;
+}
+
+ir_reduce_kind ir_op_reduce(ir_op op) {
+    switch (op) {
+    case IR_OP_BN_MEAN:
+    case IR_OP_BN_VAR:
+    case IR_OP_BIAS_GRAD:
+    case IR_OP_BN_GRAD_GAMMA:
+    case IR_OP_SUMSQ: return IR_REDUCE_CHANNEL;
+    case IR_OP_SOFTMAX_CE:
+    case IR_OP_SOFTMAX_CE_GRAD: return IR_REDUCE_ROW;
+    default: return IR_REDUCE_NONE;
+    }
+}

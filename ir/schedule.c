@@ -1,0 +1,172 @@
+/* ir/schedule.c — the train section's settings (ir_train): defaults,
+ * checks, names and the printout. */
+#include "ir/ir.h"
+
+#include <string.h>
+
+#include "ir/err.h"
+
+void ir_train_defaults(ir_train *t) {
+    memset(t, 0, sizeof *t);
+    t->batch = 128;
+    t->epochs = 1;
+    t->init_magnitude = 2.24;
+    t->optimizer = IR_OPT_SGD;
+    t->momentum = 0.9;
+    t->wd = 0.0001;
+    t->eta = 0.001, t->eps = 1e-9, t->beta1 = 0.9, t->beta2 = 0.999;
+    t->lr_steps = 1;
+    t->lr_epoch[0] = 0;
+    t->lr_value[0] = 0.1;
+    t->lr_scaling = IR_LR_SCALING_NONE;
+    t->reference_batch = 128;
+    t->warmup_epochs = 0;
+    t->lr_kind = IR_LR_DICT;
+    t->lr_power = 2;
+    snprintf(t->dataset, sizeof t->dataset, "cifar10");
+    for (int c = 0; c < 3; c++) t->std[c] = 1.0;
+    t->eval_batch = 128;
+}
+
+const char *ir_lr_kind_name(ir_lr_kind k) {
+    return k == IR_LR_COSINE ? "cosine" : k == IR_LR_POLY ? "poly" : "dict";
+}
+
+const char *const ir_lr_scaling_names[IR_LR_SCALING_SQRT + 1] = {"none", "linear", "sqrt"};
+
+int ir_lr_scaling_parse(const char *name) {
+    for (int i = 0; i <= IR_LR_SCALING_SQRT; i++)
+        if (!strcmp(name, ir_lr_scaling_names[i])) return i;
+    return -1;
+}
+
+const char *const ir_optimizer_names[IR_OPT_ADAMW + 1] = {"sgd", "lars", "lamb", "adamw"};
+
+void ir_train_optim_defaults(ir_train *t) {
+    ir_train d;
+    ir_train_defaults(&d);
+    t->nesterov = d.nesterov, t->exclude = d.exclude;
+    t->eta = d.eta, t->eps = d.eps, t->beta1 = d.beta1, t->beta2 = d.beta2;
+}
+
+int ir_train_optim_is_default(const ir_train *t) {
+    ir_train d = *t;
+    ir_train_optim_defaults(&d);
+    return d.nesterov == t->nesterov && d.exclude == t->exclude && d.eta == t->eta &&
+           d.eps == t->eps && d.beta1 == t->beta1 && d.beta2 == t->beta2;
+}
+
+int ir_train_check(const ir_train *t, char *err, size_t errlen) {
+    if (t->batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", t->batch);
+    if (t->epochs <= 0) return ir_fail(err, errlen, "epochs must be positive, got %d", t->epochs);
+    if (t->eval_batch <= 0)
+        return ir_fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
+    if (!(t->init_magnitude > 0))
+        return ir_fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
+    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
+        return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
+    if (!(t->momentum >= 0 && t->momentum < 1))
+        return ir_fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
+    if (!(t->wd >= 0)) return ir_fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
+    if (t->nesterov != 0 && t->nesterov != 1)
+        return ir_fail(err, errlen, "nesterov must be 0 or 1, got %d", t->nesterov);
+    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
+        return ir_fail(err, errlen, "unknown exclude classes %#x", (unsigned)t->exclude);
+    if (!(t->eta > 0 && t->eta <= 1))
+        return ir_fail(err, errlen, "eta must be in (0, 1], got %g", t->eta);
+    if (!(t->eps > 0 && t->eps <= 1))
+        return ir_fail(err, errlen, "eps must be in (0, 1], got %g", t->eps);
+    if (!(t->beta1 >= 0 && t->beta1 < 1))
+        return ir_fail(err, errlen, "beta1 must be in [0, 1), got %g", t->beta1);
+    if (!(t->beta2 >= 0 && t->beta2 < 1))
+        return ir_fail(err, errlen, "beta2 must be in [0, 1), got %g", t->beta2);
+    if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
+        return ir_fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
+                       t->lr_steps);
+    if (t->lr_epoch[0] != 0)
+        return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d",
+                       t->lr_epoch[0]);
+    for (int i = 0; i < t->lr_steps; i++) {
+        if (!(t->lr_value[i] >= 0))
+            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g",
+                           t->lr_epoch[i], t->lr_value[i]);
+        if (t->lr_value[i] > IR_MAX_LR)
+            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g",
+                           t->lr_epoch[i], t->lr_value[i]);
+        if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
+            return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d",
+                           t->lr_epoch[i], t->lr_epoch[i - 1]);
+    }
+    if (t->lr_kind != IR_LR_DICT && t->lr_kind != IR_LR_COSINE && t->lr_kind != IR_LR_POLY)
+        return ir_fail(err, errlen, "unknown lr curve %d", t->lr_kind);
+    if (t->lr_kind != IR_LR_DICT && t->lr_steps != 1)
+        return ir_fail(err, errlen, "a %s lr has one base value, got %d",
+                       ir_lr_kind_name(t->lr_kind), t->lr_steps);
+    if (!(t->lr_final >= 0 && t->lr_final <= IR_MAX_LR))
+        return ir_fail(err, errlen, "final lr must be in [0, 1e6], got %.10g", t->lr_final);
+    if (t->lr_kind == IR_LR_POLY && !(t->lr_power > 0 && t->lr_power <= 100))
+        return ir_fail(err, errlen, "poly power must be in (0, 100], got %.10g", t->lr_power);
+    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
+        return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
+    if (t->reference_batch <= 0)
+        return ir_fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
+    if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
+        return ir_fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
+                       t->warmup_epochs, t->epochs);
+    if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
+        return ir_fail(err, errlen, "dataset name not terminated");
+    if (t->pad < 0 || t->pad > 64)
+        return ir_fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
+    if (t->random_crop < 0 || t->random_crop > 4096)
+        return ir_fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
+    for (int c = 0; c < 3; c++)
+        if (!(t->std[c] > 0) || t->mean[c] != t->mean[c])
+            return ir_fail(err, errlen, "normalize std must be positive, got %g", t->std[c]);
+    return 0;
+}
+
+void ir_train_print(const ir_train *t, FILE *f) {
+    fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
+            t->eval_batch);
+    fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
+    static const char *const exclude[] = {"", "bn", "bias", "bn, bias"};
+    switch (t->optimizer) {
+    case IR_OPT_SGD:
+        fprintf(f, "  optimizer sgd(momentum=%g, wd=%g%s)\n", t->momentum, t->wd,
+                t->nesterov ? ", nesterov=true" : "");
+        break;
+    case IR_OPT_LARS:
+        fprintf(f, "  optimizer lars(momentum=%g, wd=%g, eta=%g, eps=%g, exclude=(%s))\n",
+                t->momentum, t->wd, t->eta, t->eps, exclude[t->exclude & 3]);
+        break;
+    default:
+        fprintf(f, "  optimizer %s(beta1=%g, beta2=%g, eps=%g, wd=%g, exclude=(%s))\n",
+                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd,
+                exclude[t->exclude & 3]);
+    }
+    if (t->lr_kind == IR_LR_COSINE)
+        fprintf(f, "  lr cosine(base=%g, final=%g)\n", t->lr_value[0], t->lr_final);
+    else if (t->lr_kind == IR_LR_POLY)
+        fprintf(f, "  lr poly(base=%g, power=%g, final=%g)\n", t->lr_value[0], t->lr_power,
+                t->lr_final);
+    else {
+        fprintf(f, "  lr {");
+        for (int i = 0; i < t->lr_steps; i++)
+            fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
+        fprintf(f, "}\n");
+    }
+    if (t->lr_scaling != IR_LR_SCALING_NONE)
+        fprintf(f, "  lr_scaling %s(reference_batch=%d)\n", ir_lr_scaling_names[t->lr_scaling],
+                t->reference_batch);
+    else
+        fprintf(f, "  lr_scaling none\n");
+    fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
+    fprintf(f, "  data %s {", t->dataset);
+    if (t->pad) fprintf(f, " pad %d;", t->pad);
+    if (t->random_crop) fprintf(f, " random_crop %d;", t->random_crop);
+    if (t->random_mirror) fprintf(f, " random_mirror;");
+    if (t->normalize)
+        fprintf(f, " normalize mean(%g, %g, %g) std(%g, %g, %g)", t->mean[0], t->mean[1],
+                t->mean[2], t->std[0], t->std[1], t->std[2]);
+    fprintf(f, " }\n");
+}
