@@ -33,7 +33,7 @@ endif
 
 include mk/mpi.mk
 
-LIB_DIRS := frontend ir passes codegen runtime driver
+LIB_DIRS := frontend ir format passes codegen runtime driver
 # Sources and headers at any depth (runtime/ has a folder per room).
 LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c'))
 GEN_SRCS := $(BUILD)/gen/lexer.c $(BUILD)/gen/parser.c

@@ -12,7 +12,7 @@ export DPC_CACHE_DIR=${DPC_CACHE_DIR:-$tmp/cache}
 # The whole library, instrumented (without warnings: the plain build checks them).
 gen=${DPC_BUILD:-build/rel}/gen
 [ -f "$gen/parser.c" ] || { echo "coll_tsan_test: no $gen/parser.c (run make first)"; echo "0 passed, 1 failed"; exit 1; }
-lib=($(find frontend ir passes codegen runtime -name "*.c" | sort) "$gen/lexer.c" "$gen/parser.c")
+lib=($(find frontend ir format passes codegen runtime -name "*.c" | sort) "$gen/lexer.c" "$gen/parser.c")
 tsan_build test_collective -w -I"$gen" tests/unit/test_collective.c "${lib[@]}" -lopenblas -lm -ldl
 tsan_build test_replicas -w -I"$gen" tests/unit/test_replicas.c "${lib[@]}" -lopenblas -lm -ldl
 tsan_run test_collective

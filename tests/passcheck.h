@@ -55,7 +55,7 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
     pass_options o = pass_default_options();
     pass_pipeline base, pl;
     pass_pipeline_default(&o, &base);
-    pass_memplan *mp[2] = {NULL, NULL};
+    fmt_memplan *mp[2] = {NULL, NULL};
     pass_env te = {&p->schedule, &mp[0], NULL, NULL}, ee = {NULL, &mp[1], NULL, NULL};
     int ok = pass_pipeline_parse(spec, &base, &pl, pc_err, sizeof pc_err) == 0 &&
              pass_pipeline_run(&pl, PASS_TRAIN, &p->train, &te, pc_err, sizeof pc_err) == 0 &&
@@ -75,7 +75,7 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
                 ok = cp && !cg_program_serialize(cp, &bytes, &n);
                 cg_program_free(cp);
             } else {
-                ok = mp[i] && !pass_memplan_serialize(mp[i], &bytes, &n);
+                ok = mp[i] && !fmt_memplan_serialize(mp[i], &bytes, &n);
             }
             sec = realloc(sec, len + n + 1);
             if (n) memcpy(sec + len, bytes, n);
@@ -83,11 +83,11 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
             free(bytes);
         }
         CHECK_MSG(ok, "%s", pc_err);
-        if (ok) CHECK(plan_add_section(p, want ? MEMPLAN_SECTION : "KCPU", sec, len) == 0);
+        if (ok) CHECK(plan_add_section(p, want ? FMT_MEMPLAN_SECTION : "KCPU", sec, len) == 0);
         free(sec);
     }
-    pass_memplan_free(mp[0]);
-    pass_memplan_free(mp[1]);
+    fmt_memplan_free(mp[0]);
+    fmt_memplan_free(mp[1]);
     if (!ok) {
         plan_free(p);
         return NULL;

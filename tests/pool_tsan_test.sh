@@ -8,7 +8,7 @@
 # library is built instrumented (without warnings: that is the plain build's job).
 gen=${DPC_BUILD:-build/rel}/gen
 [ -f "$gen/parser.c" ] || { echo "pool_tsan_test: no $gen/parser.c (run make first)"; echo "0 passed, 1 failed"; exit 1; }
-tsan_build pool_tsan -w -I"$gen" tests/unit/pool_tsan_main.c $(find frontend ir passes codegen runtime -name "*.c" | sort) \
+tsan_build pool_tsan -w -I"$gen" tests/unit/pool_tsan_main.c $(find frontend ir format passes codegen runtime -name "*.c" | sort) \
     "$gen/lexer.c" "$gen/parser.c" -lopenblas -ldl -lm
 tsan_run pool_tsan DPC_THREADS=3 DPC_CACHE_DIR="$tmp/cache"
 tsan_finish

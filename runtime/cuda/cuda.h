@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/program.h"
+#include "format/program.h"
 #include "runtime/device/device.h"
 
 /* 1 when this build has the cuda backend (the CUDA toolkit was found). */

@@ -529,13 +529,13 @@ TEST(sync_batchnorm_on_one_replica) {
         CHECK_MSG(syncs == 4 * k, "graph %d: %d synchronised statistics", k, syncs);
         CHECK(count_op(g[k], IR_OP_BN_UNBIAS) == k);
         CHECK(k == 0 || first_sync_bucket == last_grad_bucket + 1);
-        CHECK((tg_find(g[k], PASS_REPLICA_SCALE) >= 0) == (k > 0));
+        CHECK((tg_find(g[k], FMT_REPLICA_SCALE) >= 0) == (k > 0));
     }
     rt_interp *it[3];
     for (int k = 0; k < 3; k++) {
         it[k] = rt_interp_new(g[k]);
         fill_sources(g[k], it[k]);
-        int rs = tg_find(g[k], PASS_REPLICA_SCALE);
+        int rs = tg_find(g[k], FMT_REPLICA_SCALE);
         if (rs >= 0) rt_interp_buffer(it[k], rs)[0] = 1;
         for (int step = 0; step < 2; step++) rt_interp_run(it[k]);
     }
