@@ -82,9 +82,19 @@ $(BIN)/%: $(BUILD)/cli/%.o $(BUILD)/libdpc.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libdpc.a $(HEADERS) tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
+# The reference interpreter is the tests' oracle: linked into the unit
+# tests and the parity tools, never into libdpc.
+ORACLE := $(BUILD)/liboracle.a
+$(BUILD)/oracle/%.o: tests/oracle/%.c tests/oracle/interp.h $(HEADERS) | $(DEPS_OK)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+$(ORACLE): $(BUILD)/oracle/interp.o
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(ORACLE) $(BUILD)/libdpc.a $(LDLIBS)
 
 test: all $(TEST_BINS)
 	@tests/run.sh $(BUILD) $(BIN)
@@ -118,9 +128,9 @@ format-check: | $(DEPS_OK)
 # ---- the PyTorch parity drivers (tests/parity_test.sh runs them) ----------------
 PARITY_TOOLS := $(BUILD)/parity/dpc_step $(BUILD)/parity/dpc_bisect
 test: $(PARITY_TOOLS)
-$(BUILD)/parity/%: tests/parity/%.c $(BUILD)/libdpc.a $(HEADERS)
+$(BUILD)/parity/%: tests/parity/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(ORACLE) $(BUILD)/libdpc.a $(LDLIBS)
 
 # ---- CUDA: device-check tools and the fake driver (issue 7) -------------------
 # tests/gpu/check.sh builds and runs the tools on a GPU machine (`make
