@@ -62,7 +62,7 @@ typedef struct {
     int grain;                /* exports `const idx_t NAME_grain` (the cpu thread pool) */
     const char *lane_simd;    /* line before a loop over independent reduction lanes */
     /* Launch geometry: a dialect with gpu_launch records each call's grid
-     * and block (program.h cg_launch); threads_per_block is what a kernel
+     * and block (format/program.h cg_launch); threads_per_block is what a kernel
      * of one iteration per thread gets. */
     int gpu_launch;
     uint32_t threads_per_block;

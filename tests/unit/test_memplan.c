@@ -6,7 +6,7 @@
  * writing its output over an input that dies there), every offset is
  * aligned and inside the arena, and the arena is at least the lower bound
  * (the most bytes live at one step) and at most the naive sum. Lifetimes
- * are recomputed here independently of memplan.c. Then a few random graphs
+ * are recomputed here independently of format/memplan.c. Then a few random graphs
  * run with and without the plan and must agree bit for bit, which catches
  * a kernel that reads what an in-place write already replaced. Also: the
  * MEMP record round trip and refusal of damaged records.
