@@ -1,4 +1,5 @@
-/* codegen/codegen.h — from an IR graph to kernel source plus a step list.
+/* codegen/codegen.h — from an IR graph to kernel source plus a step list
+ * (the compiler's header; the runtime includes render.h).
  *
  * One expression renderer, two dialects: C (compiled at run time by the host
  * compiler; the cpu backend's own thread pool runs ranges of a kernel's
@@ -20,46 +21,10 @@
  *     cg_program *q = cg_program_parse(bytes, len, err, sizeof err);
  *     cg_program_free(p);
  *
- * Layout of a program:
- *   kernels  name + argument count; the symbol in the compiled module.
- *   steps    one per non-source node that needs work or aliases, in graph
- *            order. buf[] lists the node ids the step touches, buf[0] its
- *            output; CG_SCRATCH in buf[] means the program's scratch area
- *            (conv columns and CNHW blocks, BatchNorm statistics; one area
- *            of `scratch` floats, reused by every step). alias >= 0 says the
- *            step's output shares that node's buffer (reshape_like, flatten:
- *            no calls; assign: a copy kernel into its target).
- *   calls    each step's calls, contiguous (first_call, ncalls). A call's
- *            arg[j] is a slot index into its step's buf[], off[j] an element
- *            offset into that buffer. A kernel call runs `count` iterations
- *            with args (arg 0 written, the rest read; batchnorm's running-
- *            statistics update reads and writes arg 0). A GEMM call's slots
- *            are A = arg[0], B = arg[1], C = arg[2] (A and C may be disjoint
- *            regions of the scratch area); its offsets live in the
- *            descriptor. Calls of a step run in order; steps run in order.
- * A fusion group (ir_node.group) is one step with one kernel call; the
- * step's node is the group's last node (always stored, see ir_stored), its
- * other stored values and assign targets are further slots. Group members
- * nothing outside the group reads have no buffer at all. The executor only
- * ever walks calls.
- *
- * Kernel ABI. C: `void NAME(void *const *arg, long long count, long long
- * lo, long long hi)` runs iterations [lo, hi) of [0, count), arg[j] the
- * (offset) buffer pointers, and `const long long NAME_grain` is the count
- * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
- * const T *b1, ..., long long count)` launched with any grid; the body loops
- * grid-stride. Element types are float, int for i32 labels, or bf16_t
- * (16-bit storage, codegen/bf16.h) for bf16 tensors, whose elements the
- * body converts to float on load and rounds back on store. A body may
- * read `count`.
- * Reductions accumulate in acc_t (double); per-channel ones in
- * CG_REDUCE_LANES partial sums combined as a fixed tree (fused.c).
- *
- * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
- * programs back to back (train and eval); cg_section_find picks the one
- * whose graph hash matches a graph. They are for reading: dprun renders
- * the program from the graph again and refuses a plan whose section
- * differs (cg_program_diff); it never compiles a plan's source.
+ * The program's layout, the kernel ABI and the plan sections are the
+ * format's (format/program.h); rendering alone, all the runtime calls, is
+ * render.h's. This header is the compiler's: dialect tables, GEMM
+ * lowering, listings.
  */
 #ifndef DPC_CODEGEN_H
 #define DPC_CODEGEN_H
@@ -68,7 +33,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "codegen/program.h"
+#include "codegen/render.h"
+#include "format/program.h"
 #include "ir/ir.h"
 
 /* ---- dialects ---------------------------------------------------------------
@@ -96,7 +62,7 @@ typedef struct {
     int grain;                /* exports `const idx_t NAME_grain` (the cpu thread pool) */
     const char *lane_simd;    /* line before a loop over independent reduction lanes */
     /* Launch geometry: a dialect with gpu_launch records each call's grid
-     * and block (program.h cg_launch); threads_per_block is what a kernel
+     * and block (format/program.h cg_launch); threads_per_block is what a kernel
      * of one iteration per thread gets. */
     int gpu_launch;
     uint32_t threads_per_block;
@@ -135,9 +101,6 @@ const cg_dialect_desc *cg_dialect_of(cg_dialect d);
  * ("0.899999976f", "1.0f"); writes into buf (>= 32 bytes), returns it.
  * NULL when v is not finite or is beyond a float's range (3.5e38). */
 const char *cg_float_lit(double v, char *buf);
-/* Where kernel k's function is in p->source: 0 and *off, *len; -1 if not
- * found. The text before the first kernel is the prelude every kernel needs. */
-int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len);
 /* One line per step: its node(s), kernels and GEMMs (dpc --emit-kernels). */
 void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f);
 

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "codegen/program.h"
+#include "format/program.h"
 #include "ir/ir.h"
 
 /* What a kernel's definition knew that its program entry does not. */

@@ -1,6 +1,7 @@
 /* codegen/gemm.c — GEMM descriptors: validation, and the lowering of conv
  * and dense (forward and both gradients) to layout kernels plus
- * column-major GEMMs.
+ * column-major GEMMs (the descriptor and its validation are the program
+ * format's: format/program.c).
  *
  * Row-major data read column-major is transposed, so every product is
  * written as its transpose: a row-major Y[K][Q] = W[K][R] · X[R][Q] is the
@@ -14,79 +15,6 @@
 #include <stdio.h>
 
 #include "codegen/internal.h"
-
-/* ---- validation -------------------------------------------------------------- */
-
-static int mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
-static int add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
-
-/* One past the last element an operand of rows x cols (stored with leading
- * dimension ld, batch entries stride apart from off) touches; -1 on overflow. */
-static int64_t extent(int64_t off, int64_t batch, int64_t stride, int64_t rows, int64_t cols,
-                      int64_t ld) {
-    int64_t a, b, e;
-    if (!mul_ok(batch - 1, stride, &a) || !mul_ok(cols - 1, ld, &b) || !add_ok(off, a, &e) ||
-        !add_ok(e, b, &e) || !add_ok(e, rows, &e))
-        return -1;
-    return e;
-}
-
-static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_t want) {
-    return ir_fail(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
-}
-
-int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
-    if (operand == 'a')
-        return extent(d->off_a, d->batch, d->stride_a, d->transa ? d->k : d->m,
-                      d->transa ? d->m : d->k, d->lda);
-    if (operand == 'b')
-        return extent(d->off_b, d->batch, d->stride_b, d->transb ? d->n : d->k,
-                      d->transb ? d->k : d->n, d->ldb);
-    return extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
-}
-
-int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
-                     size_t errlen) {
-    if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
-        return ir_fail(err, errlen,
-                       "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64 ", %" PRId64
-                       ", %" PRId64 ")",
-                       d->m, d->n, d->k, d->batch);
-    }
-    if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
-        d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
-        return ir_fail(err, errlen, "gemm: a size does not fit a BLAS int");
-    }
-    if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
-        (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
-        return ir_fail(err, errlen,
-                       "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
-                       d->type_a, d->type_b, d->type_c);
-    }
-    if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
-        d->off_c < 0) {
-        return ir_fail(err, errlen, "gemm: negative stride or offset");
-    }
-    int64_t ra = d->transa ? d->k : d->m, ca = d->transa ? d->m : d->k;
-    int64_t rb = d->transb ? d->n : d->k, cb = d->transb ? d->k : d->n;
-    if (d->lda < ra) return vfail(err, errlen, "lda", d->lda, ra);
-    if (d->ldb < rb) return vfail(err, errlen, "ldb", d->ldb, rb);
-    if (d->ldc < d->m) return vfail(err, errlen, "ldc", d->ldc, d->m);
-    /* Batch entries of C must not overlap: they are written concurrently. */
-    int64_t c_span = extent(0, 1, 0, d->m, d->n, d->ldc);
-    if (d->batch > 1 && d->stride_c < c_span)
-        return vfail(err, errlen, "stride_c of a batched gemm", d->stride_c, c_span);
-    int64_t ea = extent(d->off_a, d->batch, d->stride_a, ra, ca, d->lda);
-    int64_t eb = extent(d->off_b, d->batch, d->stride_b, rb, cb, d->ldb);
-    int64_t ec = extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
-    if (ea < 0 || eb < 0 || ec < 0) {
-        return ir_fail(err, errlen, "gemm: extents overflow");
-    }
-    if (ea > size_a) return vfail(err, errlen, "A's buffer (elements)", size_a, ea);
-    if (eb > size_b) return vfail(err, errlen, "B's buffer (elements)", size_b, eb);
-    if (ec > size_c) return vfail(err, errlen, "C's buffer (elements)", size_c, ec);
-    return 0;
-}
 
 /* ---- descriptors ---------------------------------------------------------------- */
 

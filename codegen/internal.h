@@ -1,4 +1,4 @@
-/* codegen/internal.h — what render.c, gemm.c and program.c share: a
+/* codegen/internal.h — what render.c, gemm.c and build.c share: a
  * growable string and the program under construction. Not for other
  * modules (they use codegen.h). */
 #ifndef DPC_CODEGEN_INTERNAL_H
@@ -100,7 +100,7 @@ int cg_coop_block(const cg_dialect_desc *dl, int64_t iters, int64_t elems);
 
 /* Reading an element of type t as float, and storing a float as t: wrap
  * the access in cg_ld(t) ... cg_end(t), the value in cg_st(t) ... cg_end(t)
- * (bf16 converts, codegen/bf16.h; f32 and i32 are used as they are). */
+ * (bf16 converts, format/bf16.h; f32 and i32 are used as they are). */
 static inline const char *cg_ld(ir_dtype t) { return t == IR_BF16 ? "dpc_bf16_to_f32(" : ""; }
 static inline const char *cg_st(ir_dtype t) { return t == IR_BF16 ? "dpc_f32_to_bf16(" : ""; }
 static inline const char *cg_end(ir_dtype t) { return t == IR_BF16 ? ")" : ""; }

@@ -274,20 +274,20 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *em
 }
 
 /* Both programs' memory plans (train, eval) in one section, records back to back. */
-static int add_memplans(dpc_plan *plan, pass_memplan *const plans[2], char *err, size_t errlen) {
+static int add_memplans(dpc_plan *plan, fmt_memplan *const plans[2], char *err, size_t errlen) {
     unsigned char *section = NULL;
     size_t len = 0;
     int rc = 0;
     for (int i = 0; i < 2 && !rc; i++) {
         unsigned char *bytes;
         size_t n;
-        if (pass_memplan_serialize(plans[i], &bytes, &n))
+        if (fmt_memplan_serialize(plans[i], &bytes, &n))
             rc = -1;
         else
             append_bytes(&section, &len, bytes, n);
     }
-    if (!rc && plan_add_section(plan, MEMPLAN_SECTION, section, len))
-        rc = ir_fail(err, errlen, "cannot add plan section %s", MEMPLAN_SECTION);
+    if (!rc && plan_add_section(plan, FMT_MEMPLAN_SECTION, section, len))
+        rc = ir_fail(err, errlen, "cannot add plan section %s", FMT_MEMPLAN_SECTION);
     free(section);
     return rc;
 }
@@ -295,18 +295,18 @@ static int add_memplans(dpc_plan *plan, pass_memplan *const plans[2], char *err,
 /* Refuses a plan whose memory per device exceeds the limit, before code is
  * generated for it; plans: the programs' memory plans, or NULLs without
  * memory planning. */
-static int check_memory(const dpc_plan *plan, const dpc_options *o, pass_memplan *const plans[2],
+static int check_memory(const dpc_plan *plan, const dpc_options *o, fmt_memplan *const plans[2],
                         char *err, size_t errlen) {
-    pass_memory need;
-    pass_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
-    int64_t limit = o->max_memory ? ir_parse_size(o->max_memory) : PASS_MAX_MEMORY_DEFAULT;
-    if (pass_memory_total(&need) <= limit) return 0;
+    fmt_memory need;
+    fmt_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
+    int64_t limit = o->max_memory ? ir_parse_size(o->max_memory) : FMT_MAX_MEMORY_DEFAULT;
+    if (fmt_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
-    pass_memory_describe(&need, what, sizeof what);
+    fmt_memory_describe(&need, what, sizeof what);
     return ir_fail(err, errlen,
                    "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
                    "DPC_MAX_MEMORY)",
-                   ir_bytes_str(pass_memory_total(&need), total, sizeof total), what,
+                   ir_bytes_str(fmt_memory_total(&need), total, sizeof total), what,
                    ir_bytes_str(limit, lim, sizeof lim));
 }
 
@@ -320,8 +320,8 @@ static int print_stats(FILE *out, const char *prog, const ir_graph *g, char *err
     pass_unfuse(flat);
     cg_program *pf = cg_generate(g, CG_DIALECT_C, NULL, err, errlen);
     cg_program *pu = pf ? cg_generate(flat, CG_DIALECT_C, NULL, err, errlen) : NULL;
-    pass_memplan *m = pu ? pass_memplan_run(g, err, errlen) : NULL;
-    pass_memplan *mu = m ? pass_memplan_lifetimes(flat) : NULL;
+    fmt_memplan *m = pu ? pass_memplan_run(g, err, errlen) : NULL;
+    fmt_memplan *mu = m ? fmt_memplan_lifetimes(flat) : NULL;
     int rc = m ? 0 : -1;
     if (!rc) {
         int gf, gu, lf = cg_program_launches(pf, &gf), lu = cg_program_launches(pu, &gu);
@@ -329,8 +329,7 @@ static int print_stats(FILE *out, const char *prog, const ir_graph *g, char *err
         for (int i = 0; i < flat->n; i++) flat_naive += mu->bytes[i];
         for (int i = 0; i < g->n; i++) {
             const ir_node *n = &g->nodes[i];
-            if ((n->flags & IR_FLAG_GRAD) || n->op == IR_OP_ALLREDUCE)
-                grads += ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
+            if ((n->flags & IR_FLAG_GRAD) || n->op == IR_OP_ALLREDUCE) grads += fmt_node_bytes(n);
             if (n->op == IR_OP_INPUT && !batch) batch = n->type.dim[0];
         }
         fprintf(out, "%s program (batch %lld, %s): %d nodes, %d fusion groups\n", prog,
@@ -359,8 +358,8 @@ static int print_stats(FILE *out, const char *prog, const ir_graph *g, char *err
             pass_partition_describe(g, out);
         }
     }
-    pass_memplan_free(m);
-    pass_memplan_free(mu);
+    fmt_memplan_free(m);
+    fmt_memplan_free(mu);
     cg_program_free(pf);
     cg_program_free(pu);
     ir_free(flat);
@@ -512,9 +511,9 @@ static void time_row(inspect *in, const char *prog, const pass_info *p, const ir
     cg_program *cp = cg_generate(g, CG_DIALECT_C, NULL, why, sizeof why);
     if (cp) snprintf(kernels, sizeof kernels, "%d", cg_program_launches(cp, &gemms));
     cg_program_free(cp);
-    pass_memplan *m = pass_memplan_run(g, why, sizeof why);
+    fmt_memplan *m = pass_memplan_run(g, why, sizeof why);
     if (m) snprintf(arena, sizeof arena, "%lld", (long long)m->arena_bytes);
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     if (!in->rows++)
         fprintf(in->report, "%-7s %-10s %10s %12s %11s %8s %14s\n", "program", "pass", "ms",
                 "nodes_before", "nodes_after", "kernels", "arena_bytes");
@@ -582,7 +581,7 @@ static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char
  * path into err. A dump after PASS is the train program after PASS and the
  * eval program after the last of its steps up to PASS (ir/text.h). */
 static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
-                        pass_memplan *memplans[2], FILE *report, char *err, size_t errlen) {
+                        fmt_memplan *memplans[2], FILE *report, char *err, size_t errlen) {
     const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     const char *from = o->from_ir ? after : NULL;
     char why[512];
@@ -648,13 +647,13 @@ int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
     if (dpc_options_check(o, err, errlen) || check_outputs(o, err, errlen)) return -1;
     FILE *report = o->report ? o->report : stdout;
     dpc_plan plan = {0};
-    pass_memplan *memplans[2] = {NULL, NULL};
+    fmt_memplan *memplans[2] = {NULL, NULL};
     char after[32] = "elaborate";
     int rc =
         o->from_ir ? build_from_ir(o, &plan, after, err, errlen) : build(o, &plan, err, errlen);
     if (!rc) rc = compile_plan(o, after, &plan, memplans, report, err, errlen);
-    pass_memplan_free(memplans[0]);
-    pass_memplan_free(memplans[1]);
+    fmt_memplan_free(memplans[0]);
+    fmt_memplan_free(memplans[1]);
     ir_free(plan.train);
     ir_free(plan.eval);
     plan_free_sections(&plan);

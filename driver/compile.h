@@ -37,7 +37,7 @@ typedef struct {
     const char *target;     /* cpu | cuda | all (NULL: all): kernels emitted */
     const char *precision;  /* fp32 | bf16 (NULL: fp32) */
     const char *dump_after; /* --dump-ir=PASS: "elaborate" or a pass_registry name */
-    const char *max_memory; /* a size (ir_parse_size), NULL: PASS_MAX_MEMORY_DEFAULT */
+    const char *max_memory; /* a size (ir_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
     int summary, stats;     /* --summary, --stats */
     int batch;              /* > 0: overrides the train section's batch */

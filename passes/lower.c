@@ -110,14 +110,14 @@ static int replica_mean(lowering *L, const ir_node *from, int stat) {
     if (L->replica_scale < 0) {
         for (int i = 0; i < L->out->n; i++)
             if (ir_is_source(L->out->nodes[i].op) &&
-                !strcmp(L->out->nodes[i].name, PASS_REPLICA_SCALE)) {
+                !strcmp(L->out->nodes[i].name, FMT_REPLICA_SCALE)) {
                 snprintf(L->err, L->errlen,
                          "lower: batchnorm '%s' is synchronised, and the name '%s' its replica "
                          "count needs is taken",
-                         from->name, PASS_REPLICA_SCALE);
+                         from->name, FMT_REPLICA_SCALE);
                 return -1;
             }
-        L->replica_scale = ir_add_input(L->out, PASS_REPLICA_SCALE, ir_shape1(1), 0);
+        L->replica_scale = ir_add_input(L->out, FMT_REPLICA_SCALE, ir_shape1(1), 0);
         if (L->replica_scale < 0) return -1;
     }
     char why[200];

@@ -23,7 +23,8 @@
  *     memplan    the memory plan of the final graph (not a graph rewrite):
  *                lifetimes over the execution order, in-place reuse,
  *                best-fit offsets of every activation in one arena
- *                (pass_memplan_run); the last pass of a pipeline
+ *                (pass_memplan_run; the record is format/memplan.h's);
+ *                the last pass of a pipeline
  *
  * Each pass takes the graph by reference and may replace it (*g is freed and
  * set to the new graph); it returns 0, or -1 with a message in err. Every
@@ -47,15 +48,15 @@
 #include <stdio.h>
 
 #include "ir/ir.h"
-#include "passes/memplan.h"
+#include "format/graph.h"
+#include "format/memplan.h"
 
 int pass_lower(ir_graph **g, char *err, size_t errlen);
 /* The same; sync_all: every training batchnorm synchronised over the
  * replicas (lower's sync_bn=1, `dpc --sync-bn`), not only those the .net
  * marks sync=true. Synchronised statistics read the input
- * PASS_REPLICA_SCALE, 1/R for R replicas, which the executor sets. */
+ * FMT_REPLICA_SCALE, 1/R for R replicas, which the executor sets. */
 int pass_lower_sync(ir_graph **g, int sync_all, char *err, size_t errlen);
-#define PASS_REPLICA_SCALE "replica_scale"
 /* A synchronised statistic is scale(allreduce{sync=1}(stat), replica_scale),
  * the replicas' mean of stat; lower makes the forward ones and autodiff the
  * backward ones. pass_replica_mean adds it to g (nodes at line:col) and
@@ -65,6 +66,12 @@ int pass_replica_mean(ir_graph *g, int stat, int replica_scale, int line, int co
                       size_t whylen);
 int pass_synced_stat(const ir_graph *g, int node, int *replica_scale);
 int pass_autodiff(ir_graph **g, char *err, size_t errlen);
+
+/* ---- memory planning (memplan.c) ---------------------------------------------
+ * The plan of g's final form (format/memplan.h says what it holds):
+ * offsets chosen best-fit, largest tensors first. NULL + message when g
+ * does not verify. */
+fmt_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen);
 int pass_optimizer(ir_graph **g, const ir_train *t, char *err, size_t errlen);
 
 /* ---- dead-node elimination (dce.c: docs/passes.md's example) --------------
@@ -184,9 +191,9 @@ typedef struct {
 } pass_opt;
 
 typedef struct {
-    const ir_train *train;  /* the train section (optimizer), NULL for eval */
-    const double *arg;      /* the step's option values, in the pass's option order */
-    pass_memplan **memplan; /* where memplan leaves its plan (replacing any), or NULL */
+    const ir_train *train; /* the train section (optimizer), NULL for eval */
+    const double *arg;     /* the step's option values, in the pass's option order */
+    fmt_memplan **memplan; /* where memplan leaves its plan (replacing any), or NULL */
 } pass_context;
 typedef struct {
     const char *name;
@@ -261,9 +268,9 @@ void pass_pipeline_print(const pass_pipeline *pl, FILE *f);
 typedef int (*pass_hook)(void *user, unsigned program, int index, const pass_info *p,
                          const ir_graph *g, int nodes_before, double ms, char *err, size_t errlen);
 typedef struct {
-    const ir_train *train;  /* NULL for eval */
-    pass_memplan **memplan; /* where the memplan step leaves its plan, or NULL */
-    pass_hook hook;         /* or NULL */
+    const ir_train *train; /* NULL for eval */
+    fmt_memplan **memplan; /* where the memplan step leaves its plan, or NULL */
+    pass_hook hook;        /* or NULL */
     void *user;
 } pass_env;
 /* Runs the steps of pl that apply to program, ir_verify after each. 0 or

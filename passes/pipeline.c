@@ -64,13 +64,13 @@ static int run_remat(ir_graph **g, const pass_context *c, char *err, size_t errl
 
 /* Leaves the graph alone: the plan goes to *c->memplan. */
 static int run_memplan(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
-    pass_memplan *m = pass_memplan_run(*g, err, errlen);
+    fmt_memplan *m = pass_memplan_run(*g, err, errlen);
     if (!m) return -1;
     if (c->memplan) {
-        pass_memplan_free(*c->memplan);
+        fmt_memplan_free(*c->memplan);
         *c->memplan = m;
     } else {
-        pass_memplan_free(m);
+        fmt_memplan_free(m);
     }
     return 0;
 }

@@ -123,10 +123,10 @@ static ir_graph *rebuild(const remat_ctx *c, const int *sel, int nsel) {
 
 /* The planned arena of g, or -1 with a message. */
 static int64_t arena_of(const ir_graph *g, char *err, size_t errlen) {
-    pass_memplan *m = pass_memplan_run(g, err, errlen);
+    fmt_memplan *m = pass_memplan_run(g, err, errlen);
     if (!m) return -1;
     int64_t a = m->arena_bytes;
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     return a;
 }
 

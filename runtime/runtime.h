@@ -1,5 +1,6 @@
 /* runtime/runtime.h — the runtime in one include: backends, parameter
- * store and executor, the reference interpreter, the random generator.
+ * store and executor, the random generator. (The reference interpreter is
+ * the tests' oracle: tests/oracle/interp.h.)
  *
  * Usage:
  *     #include "runtime/runtime.h"

@@ -17,7 +17,7 @@ if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/nvrtc.h" ]; then
     cuda=(-DDPC_HAVE_CUDA -isystem "${CUDA_HOME:-/usr/local/cuda}/include"
           -L"${CUDA_HOME:-/usr/local/cuda}/lib64" -Wl,-rpath,"${CUDA_HOME:-/usr/local/cuda}/lib64" -lnvrtc)
 fi
-srcs=$(find frontend ir passes codegen runtime -name "*.c" | sort)
+srcs=$(find frontend ir format passes codegen runtime -name "*.c" | sort)
 targets=${*:-$(ls tests/fuzz/fuzz_*.c | sed 's|tests/fuzz/fuzz_||; s|\.c$||')}
 status=0
 for t in $targets; do

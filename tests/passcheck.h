@@ -29,6 +29,7 @@
 #include "runtime/exec/exec.h"
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
+#include "tests/oracle/interp.h"
 
 /* (unused in a test that takes only pc_interp_same) */
 static rt_backend *pc_backend __attribute__((unused));
@@ -55,7 +56,7 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
     pass_options o = pass_default_options();
     pass_pipeline base, pl;
     pass_pipeline_default(&o, &base);
-    pass_memplan *mp[2] = {NULL, NULL};
+    fmt_memplan *mp[2] = {NULL, NULL};
     pass_env te = {&p->schedule, &mp[0], NULL, NULL}, ee = {NULL, &mp[1], NULL, NULL};
     int ok = pass_pipeline_parse(spec, &base, &pl, pc_err, sizeof pc_err) == 0 &&
              pass_pipeline_run(&pl, PASS_TRAIN, &p->train, &te, pc_err, sizeof pc_err) == 0 &&
@@ -75,7 +76,7 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
                 ok = cp && !cg_program_serialize(cp, &bytes, &n);
                 cg_program_free(cp);
             } else {
-                ok = mp[i] && !pass_memplan_serialize(mp[i], &bytes, &n);
+                ok = mp[i] && !fmt_memplan_serialize(mp[i], &bytes, &n);
             }
             sec = realloc(sec, len + n + 1);
             if (n) memcpy(sec + len, bytes, n);
@@ -83,11 +84,11 @@ static inline dpc_plan *pc_compile(ir_graph *train, ir_graph *eval, const ir_tra
             free(bytes);
         }
         CHECK_MSG(ok, "%s", pc_err);
-        if (ok) CHECK(plan_add_section(p, want ? MEMPLAN_SECTION : "KCPU", sec, len) == 0);
+        if (ok) CHECK(plan_add_section(p, want ? FMT_MEMPLAN_SECTION : "KCPU", sec, len) == 0);
         free(sec);
     }
-    pass_memplan_free(mp[0]);
-    pass_memplan_free(mp[1]);
+    fmt_memplan_free(mp[0]);
+    fmt_memplan_free(mp[1]);
     if (!ok) {
         plan_free(p);
         return NULL;
@@ -276,7 +277,7 @@ static inline int pc_same(const char *model, int batch, const char *on, const ch
  * losses, parameters and states compared, all bit-identical, or -1 (and
  * the first difference on stderr). */
 static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
-    rt_interp *ia = rt_interp_new(a), *ib = rt_interp_new(b);
+    oracle_interp *ia = oracle_interp_new(a), *ib = oracle_interp_new(b);
     uint64_t seed = 0x2545F4914F6CDD1Dull;
     int compared = 0;
     for (int i = 0; i < a->n && compared >= 0; i++) {
@@ -288,7 +289,7 @@ static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
             compared = -1;
             break;
         }
-        double *x = rt_interp_buffer(ia, i);
+        double *x = oracle_interp_buffer(ia, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             double v = tg_rnd(&seed);
             x[e] = n->type.dtype == IR_I32   ? (double)((int)((v + 1) * 5) % 10)
@@ -296,11 +297,11 @@ static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
                    : n->op == IR_OP_STATE && strstr(n->name, "running_var") ? 1.5 + v
                                                                             : v;
         }
-        memcpy(rt_interp_buffer(ib, j), x, sizeof(double) * (size_t)ir_numel(&n->type));
+        memcpy(oracle_interp_buffer(ib, j), x, sizeof(double) * (size_t)ir_numel(&n->type));
     }
     if (compared >= 0) {
-        rt_interp_run(ia);
-        rt_interp_run(ib);
+        oracle_interp_run(ia);
+        oracle_interp_run(ib);
     }
     for (int i = 0; i < a->n && compared >= 0; i++) {
         const ir_node *n = &a->nodes[i];
@@ -308,7 +309,7 @@ static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
         if (!src && !(n->flags & (IR_FLAG_GRAD | IR_FLAG_LOSS))) continue;
         int j = tg_find(b, n->name);
         if (j < 0) continue;
-        if (memcmp(rt_interp_buffer(ia, i), rt_interp_buffer(ib, j),
+        if (memcmp(oracle_interp_buffer(ia, i), oracle_interp_buffer(ib, j),
                    sizeof(double) * (size_t)ir_numel(&n->type))) {
             fprintf(stderr, "  interp: %s differs\n", n->name);
             compared = -1;
@@ -316,7 +317,7 @@ static inline int pc_interp_same(const ir_graph *a, const ir_graph *b) {
             compared++;
         }
     }
-    rt_interp_free(ia), rt_interp_free(ib);
+    oracle_interp_free(ia), oracle_interp_free(ib);
     return compared;
 }
 

@@ -10,7 +10,7 @@ validation stands between the edit and the machine (tests/trust_test.sh).
     plan_tamper.py IN OUT fattr PROG OLD NEW   # GTRN/GEVL: the first float attribute OLD becomes NEW
     plan_tamper.py IN OUT input PROG NODE VAL  # GTRN/GEVL: node NODE's first input = VAL
 
-Layouts: ir/plan.c (header, sections, nodes), codegen/program.c (programs).
+Layouts: ir/plan.c (header, sections, nodes), format/program.c (programs).
 """
 import struct
 import sys

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/program.h"
+#include "format/program.h"
 #include "runtime/device/device.h"
 
 /* 1 when this build has the cuda backend (the CUDA toolkit was found). */
@@ -85,7 +85,7 @@ int rt_cuda_stats_get(const rt_backend *be, rt_cuda_stats *s);
 const char *rt_cuda_device_name(const rt_backend *be);
 
 /* ---- cuBLAS arguments ---------------------------------------------------------
- * The cg_gemm descriptor is already column-major and cuBLAS-shaped (codegen.h);
+ * The cg_gemm descriptor is already column-major and cuBLAS-shaped (format/program.h);
  * this is the argument list of cublasSgemmStridedBatched it becomes, with
  * cuBLAS's own rules checked (sizes fit an int, batch >= 1,
  * lda >= max(1, transa ? k : m), ldb >= max(1, transb ? n : k),

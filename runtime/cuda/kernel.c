@@ -113,7 +113,7 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
     }
     if (count <= 0) return 0;
     use(c);
-    /* The ABI (codegen.h): one device pointer per buffer, then the count;
+    /* The ABI (format/program.h): one device pointer per buffer, then the count;
      * cuLaunchKernel takes the address of each argument's value. */
     CUdeviceptr ptr[CG_MAX_ARGS];
     void *params[CG_MAX_ARGS + 1];

@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/bf16.h"
+#include "format/bf16.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 
-/* The generated C ABI (codegen/render.c): iterations [lo, hi) of count. */
+/* The generated C ABI (format/program.h): iterations [lo, hi) of count. */
 typedef void (*cpu_kernel_fn)(void *const *args, long long count, long long lo, long long hi);
 
 struct rt_kernel {

@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/program.h"
+#include "format/program.h"
 
 typedef struct rt_backend rt_backend;
 typedef struct rt_module rt_module; /* a compiled kernel module */

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "ir/err.h"
-#include "passes/passes.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/internal.h"
@@ -85,8 +84,8 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
                 rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
             else if (ex->buf[i] == ex->buf[n->input[0]]) {
                 /* Out of place from now on: the local gradient keeps its
-                 * value for its other readers (passes/partition.c). */
-                ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+                 * value for its other readers (the partition pass, docs/DESIGN.md §5.5). */
+                ex->buf[i] = ex->be->alloc(ex->be, (size_t)fmt_node_bytes(n));
                 ex->owned[i] = 1;
             }
             packed += ir_numel(&n->type);
@@ -110,7 +109,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
     if (rc) return -1;
     ex->nbuckets = nb;
     ex->coll = q;
-    rt_exec_set_scalar(ex, PASS_REPLICA_SCALE, 1.0f / (float)rt_coll_queue_replicas(q));
+    rt_exec_set_scalar(ex, FMT_REPLICA_SCALE, 1.0f / (float)rt_coll_queue_replicas(q));
     return 0;
 }
 

@@ -18,8 +18,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "passes/memplan.h"
-#include "passes/passes.h"
 #include "ir/err.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
@@ -87,21 +85,21 @@ static void print_profile(const rt_exec *ex) {
 
 /* The plan's memory plan for this graph, NULL when it has none (a
  * malformed one is an error: -1). */
-static int load_memplan(const ir_graph *g, const dpc_plan *plan, pass_memplan **out, char *err,
+static int load_memplan(const ir_graph *g, const dpc_plan *plan, fmt_memplan **out, char *err,
                         size_t errlen) {
     *out = NULL;
-    const plan_section *sec = plan ? plan_find_section(plan, MEMPLAN_SECTION) : NULL;
+    const plan_section *sec = plan ? plan_find_section(plan, FMT_MEMPLAN_SECTION) : NULL;
     if (!sec) return 0;
     char why[512];
-    int rc = pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
-    if (rc < 0) return ir_fail(err, errlen, "plan section %s: %s", MEMPLAN_SECTION, why);
+    int rc = fmt_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
+    if (rc < 0) return ir_fail(err, errlen, "plan section %s: %s", FMT_MEMPLAN_SECTION, why);
     return 0;
 }
 
 /* Every node's buffer (see the top of this file). */
 static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t errlen) {
     const ir_graph *g = ex->g;
-    pass_memplan *mp = NULL;
+    fmt_memplan *mp = NULL;
     if (load_memplan(g, plan, &mp, err, errlen)) return -1;
     unsigned char *stored = malloc((size_t)g->n + 1);
     RT_CHECK_ALLOC(stored);
@@ -134,12 +132,12 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
         } else if (mp && mp->offset[i] >= 0) {
             ex->buf[i] = (char *)ex->arena + mp->offset[i];
         } else {
-            ex->buf[i] = ex->be->alloc(ex->be, node_bytes(n));
+            ex->buf[i] = ex->be->alloc(ex->be, (size_t)fmt_node_bytes(n));
             ex->owned[i] = 1;
         }
     }
     free(stored);
-    pass_memplan_free(mp);
+    fmt_memplan_free(mp);
     /* Every buffer a step names must exist. */
     for (int si = 0; si < ex->prog->nsteps && !rc; si++) {
         const cg_step *s = &ex->prog->steps[si];
@@ -235,7 +233,7 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
         if (!ex->kern[k]) goto fail;
     }
     if (bind_buffers(ex, plan, err, errlen)) goto fail;
-    rt_exec_set_scalar(ex, PASS_REPLICA_SCALE, 1.0f); /* one replica until a collective */
+    rt_exec_set_scalar(ex, FMT_REPLICA_SCALE, 1.0f); /* one replica until a collective */
     const char *prof = getenv("DPC_PROFILE");
     if (prof && *prof && strcmp(prof, "0")) {
         ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
@@ -471,7 +469,7 @@ static int find_input(const rt_exec *ex, const char *name) {
 
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes) {
     int i = find_input(ex, name);
-    if (i < 0 || node_bytes(&ex->g->nodes[i]) != bytes) return -1;
+    if (i < 0 || (size_t)fmt_node_bytes(&ex->g->nodes[i]) != bytes) return -1;
     ex->be->copy_in(ex->be, ex->buf[i], host, bytes);
     return 0;
 }
@@ -485,7 +483,8 @@ int rt_exec_set_scalar(rt_exec *ex, const char *name, float value) {
 }
 
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
-    if (node < 0 || node >= ex->g->n || node_bytes(&ex->g->nodes[node]) != bytes) return -1;
+    if (node < 0 || node >= ex->g->n || (size_t)fmt_node_bytes(&ex->g->nodes[node]) != bytes)
+        return -1;
     if (!ex->buf[node]) return -1; /* a fused value that is never stored */
     ex->be->copy_out(ex->be, host, ex->buf[node], bytes);
     return 0;

@@ -27,10 +27,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/program.h"
+#include "codegen/render.h"
+#include "format/memplan.h"
+#include "format/program.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
-#include "passes/memplan.h"
 #include "runtime/device/device.h"
 
 typedef struct rt_backend rt_backend;
@@ -93,7 +94,7 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
  * Without a queue (one replica) a sum shares its gradient's bytes and the
  * step does nothing. Free the queue before the exec. 0, or -1 with a
  * message when the program's order cannot overlap (a sum read before its
- * bucket is complete). The input replica_scale (PASS_REPLICA_SCALE, read
+ * bucket is complete). The input replica_scale (FMT_REPLICA_SCALE, read
  * by synchronised BatchNorm) is the executor's: 1 from rt_exec_new, 1/R
  * for the queue's R replicas from here on. */
 int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errlen);
@@ -158,32 +159,9 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
  * the end hold their values; compile with --no-memplan to read the rest. */
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes);
 
-/* ---- the reference interpreter: every op, naive loops,
- * double precision. It is the oracle the generated kernels, the passes and
- * finite-difference gradient checks are tested against; never fast.
- *
- * Usage:
- *     rt_interp *it = rt_interp_new(g);            // a buffer per node
- *     double *x = rt_interp_buffer(it, image_node); // fill inputs, params, states
- *     ...                                           // labels: class index as double
- *     rt_interp_run(it);                            // every non-source node in order
- *     double *loss = rt_interp_buffer(it, loss_node);
- *     rt_interp_free(it);
- *
- * `assign` copies its value into the target's buffer, so after a run the
- * buffers of params and states hold their updated values, as on a device.
- */
-
-typedef struct rt_interp rt_interp;
-
-rt_interp *rt_interp_new(const ir_graph *g);
-void rt_interp_free(rt_interp *it);
-double *rt_interp_buffer(rt_interp *it, int node); /* ir_numel(type) doubles */
-void rt_interp_run(rt_interp *it);
-
 /* ---- refuse a plan that cannot fit, before allocating it.
  *
- * dprun adds up what a run will allocate (passes/memplan.h's pass_memory: the
+ * dprun adds up what a run will allocate (format/memplan.h's fmt_memory: the
  * store, each program's arena and buffers, from the plan's memory plans)
  * for every replica of this process, plus the input pipeline's batches,
  * and refuses a plan that needs more than the limit with one message
@@ -202,7 +180,7 @@ int64_t rt_host_memory(void);
 /* What one replica of the plan holds (its store and both programs, as the
  * plan's memory plans lay them out): 0, or -1 with a message for a
  * malformed memory plan. */
-int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t errlen);
+int rt_memory_need(const dpc_plan *plan, fmt_memory *need, char *err, size_t errlen);
 
 /* What gradient accumulation of `accum` micro-batches adds to one replica:
  * the communication queue's areas, accum x every all-reduced gradient

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codegen/codegen.h"
+#include "format/graph.h"
 #include "ir/ir.h"
 #include "runtime/device/device.h"
 #include "runtime/exec/exec.h"
@@ -49,9 +49,5 @@ struct rt_exec {
     int seg_is_open;                         /* a segment is being recorded or was launched */
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
-
-static inline size_t node_bytes(const ir_node *n) {
-    return (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
-}
 
 #endif

@@ -9,7 +9,7 @@
 #include "ir/err.h"
 #include "ir/bytes.h"
 #include "ir/parse.h"
-#include "passes/memplan.h"
+#include "format/memplan.h"
 
 int64_t rt_host_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -17,28 +17,28 @@ int64_t rt_host_memory(void) {
 }
 
 /* g's memory plan from the plan file, NULL when it has none. */
-static int find_memplan(const dpc_plan *plan, const ir_graph *g, pass_memplan **out, char *err,
+static int find_memplan(const dpc_plan *plan, const ir_graph *g, fmt_memplan **out, char *err,
                         size_t errlen) {
     *out = NULL;
-    const plan_section *sec = plan_find_section(plan, MEMPLAN_SECTION);
+    const plan_section *sec = plan_find_section(plan, FMT_MEMPLAN_SECTION);
     if (!sec) return 0;
     char why[400];
-    if (pass_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why) < 0) {
+    if (fmt_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why) < 0) {
         return ir_fail(err, errlen, "the plan's memory plan is unusable: %s", why);
     }
     return 0;
 }
 
-int rt_memory_need(const dpc_plan *plan, pass_memory *need, char *err, size_t errlen) {
-    pass_memplan *mt = NULL, *me = NULL;
+int rt_memory_need(const dpc_plan *plan, fmt_memory *need, char *err, size_t errlen) {
+    fmt_memplan *mt = NULL, *me = NULL;
     if (find_memplan(plan, plan->train, &mt, err, errlen) ||
         find_memplan(plan, plan->eval, &me, err, errlen)) {
-        pass_memplan_free(mt);
+        fmt_memplan_free(mt);
         return -1;
     }
-    pass_memory_need(plan->train, mt, plan->eval, me, need);
-    pass_memplan_free(mt);
-    pass_memplan_free(me);
+    fmt_memory_need(plan->train, mt, plan->eval, me, need);
+    fmt_memplan_free(mt);
+    fmt_memplan_free(me);
     return 0;
 }
 
@@ -68,13 +68,13 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
         limit = rt_host_memory(), whose = "the host's memory; set DPC_MAX_MEMORY to change it";
         if (limit <= 0) return 0; /* nothing to compare with */
     }
-    pass_memory need;
+    fmt_memory need;
     if (rt_memory_need(plan, &need, err, errlen)) return -1;
-    int64_t each = ir_bytes_add(pass_memory_total(&need), rt_memory_accumulate(plan, accum));
+    int64_t each = ir_bytes_add(fmt_memory_total(&need), rt_memory_accumulate(plan, accum));
     int64_t total = ir_bytes_add(ir_bytes_mul(each, replicas), input_bytes);
     if (total <= limit) return 0;
     char what[460], t[32], e[32], in[32], lim[32], acc[32];
-    pass_memory_describe(&need, what, sizeof what);
+    fmt_memory_describe(&need, what, sizeof what);
     if (accum > 1) {
         size_t used = strlen(what);
         snprintf(what + used, sizeof what - used, ", --accumulate %d gradients %s", accum,

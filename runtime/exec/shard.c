@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/graph.h"
 #include "ir/err.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
@@ -48,10 +49,6 @@ static int claim_sums(const ir_graph *g, int v, int p, int *sum_of, unsigned cha
     }
     free(stack);
     return rc;
-}
-
-static int64_t bytes_of(const ir_node *n) {
-    return ir_numel(&n->type) * (int64_t)ir_dtype_size(n->type.dtype);
 }
 
 /* Largest first, then by node index: {numel, node} pairs. */
@@ -142,8 +139,8 @@ rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen
                          g->nodes[i].name);
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == IR_OP_STATE && s->owner[i] >= 0) {
-            s->state_bytes[s->owner[i]] += bytes_of(&g->nodes[i]);
-            s->state_total += bytes_of(&g->nodes[i]);
+            s->state_bytes[s->owner[i]] += fmt_node_bytes(&g->nodes[i]);
+            s->state_total += fmt_node_bytes(&g->nodes[i]);
         }
     free(sum_of), free(seen), free(order), free(load);
     if (rc) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/graph.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 #include "runtime/exec/exec.h"
@@ -59,7 +60,7 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
             snprintf(e->name, sizeof e->name, "%s", n->name);
             e->type = n->type;
             e->init = (ir_init)n->iattr[0];
-            e->bytes = (size_t)ir_numel(&n->type) * ir_dtype_size(n->type.dtype);
+            e->bytes = (size_t)fmt_node_bytes(n);
             e->buf = be->alloc(be, e->bytes);
             e->owner = -1;
             e->resident = 1;

@@ -6,7 +6,7 @@
  * as in Gluon), its own train and eval executors, and, when there is more
  * than one replica in the job, its own communication queue on a shared
  * communicator (runtime/comm/comm.h) through which the train program's allreduce
- * steps (passes/partition.c) sum the gradients. Weights stay identical on
+ * steps (the partition pass, docs/DESIGN.md §5.5) sum the gradients. Weights stay identical on
  * every replica because every replica starts from global replica 0's
  * (rt_replicas_sync) and applies the same summed gradient.
  *

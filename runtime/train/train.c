@@ -37,7 +37,7 @@
 
 #include "ir/bytes.h"
 #include "ir/err.h"
-#include "passes/memplan.h"
+#include "format/memplan.h"
 #include "runtime/check.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/internal.h"
@@ -177,12 +177,12 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
     if (r->total > 1) {
         rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
                            r->accum, r->batch);
-        pass_memory need;
+        fmt_memory need;
         char what[400], each[32], all[32], why[256];
         if (r->local > 1 && !rt_memory_need(plan, &need, why, sizeof why)) {
             /* what each replica holds: what remat (dpc --passes) trades for time */
-            pass_memory_describe(&need, what, sizeof what);
-            int64_t one = pass_memory_total(&need);
+            fmt_memory_describe(&need, what, sizeof what);
+            int64_t one = fmt_memory_total(&need);
             fprintf(stderr, "%smemory per replica %s (%s); %d in this process %s\n", o->log_prefix,
                     ir_bytes_str(one, each, sizeof each), what, r->local,
                     ir_bytes_str(ir_bytes_mul(one, r->local), all, sizeof all));

@@ -65,7 +65,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codegen/bf16.h"
+#include "format/bf16.h"
 #include "sim.h"
 
 #define MAX_ARGS        64

@@ -51,18 +51,18 @@ static void load(const uint8_t *data, size_t size) {
     check_programs(p, p->train);
     check_programs(p, p->eval);
     /* What dprun adds up before allocating: saturating sums, never overflow. */
-    const plan_section *mp = plan_find_section(p, MEMPLAN_SECTION);
+    const plan_section *mp = plan_find_section(p, FMT_MEMPLAN_SECTION);
     if (p->train && p->eval) {
-        pass_memplan *mt = NULL, *me = NULL;
+        fmt_memplan *mt = NULL, *me = NULL;
         if (mp) {
-            pass_memplan_section_find(mp->data, mp->len, p->train, &mt, err, sizeof err);
-            pass_memplan_section_find(mp->data, mp->len, p->eval, &me, err, sizeof err);
+            fmt_memplan_section_find(mp->data, mp->len, p->train, &mt, err, sizeof err);
+            fmt_memplan_section_find(mp->data, mp->len, p->eval, &me, err, sizeof err);
         }
-        pass_memory need;
-        pass_memory_need(p->train, mt, p->eval, me, &need);
-        if (pass_memory_total(&need) < 0) abort();
-        pass_memplan_free(mt);
-        pass_memplan_free(me);
+        fmt_memory need;
+        fmt_memory_need(p->train, mt, p->eval, me, &need);
+        if (fmt_memory_total(&need) < 0) abort();
+        fmt_memplan_free(mt);
+        fmt_memplan_free(me);
     }
     plan_free(p);
 }
@@ -144,7 +144,7 @@ static void walk_schedule(walker *w) {
     for (uint64_t i = 0; i < steps && i < 64 && !w->bad; i++) take(w, 4), add(w, 8, 1);
 }
 
-/* Programs back to back (codegen/program.c's layout). */
+/* Programs back to back (format/program.c's layout). */
 static void walk_programs(walker *w, size_t end) {
     while (!w->bad && w->pos + 16 <= end) {
         size_t start = w->pos;

@@ -21,7 +21,7 @@
  * Mixed precision: --tol-scale X multiplies every cuda-vs-cpu tolerance
  * above, --tag T starts every figure's name with T_. check.sh runs the
  * bf16 plan on both backends with X = 50: the cpu emulates bf16 bit for bit
- * (codegen/bf16.h), so they differ only where a GEMM's f32 sum, taken in
+ * (format/bf16.h), so they differ only where a GEMM's f32 sum, taken in
  * another order, rounds to a neighbouring bf16, and BatchNorm's backward
  * pass amplifies such flips. --ref PLAN2 runs PLAN2 on the cpu instead
  * (the fp32 plan of the same model: bf16 against fp32); at bf16's own

@@ -27,6 +27,7 @@
 #include "ir/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/train/safetensors.h"
+#include "tests/oracle/interp.h"
 
 static void die(const char *msg, const char *arg) {
     fprintf(stderr, "dpc_bisect: %s%s\n", msg, arg ? arg : "");
@@ -56,7 +57,7 @@ int main(int argc, char **argv) {
     rt_store_init(st, g, &plan->schedule, 1);
     rt_exec *ex = rt_exec_new(be, st, g, plan, err, sizeof err);
     if (!ex) die(err, NULL);
-    rt_interp *it = rt_interp_new(g);
+    oracle_interp *it = oracle_interp_new(g);
 
     rt_st_file *f = rt_st_read(argv[2], err, sizeof err);
     if (!f) die(err, NULL);
@@ -64,7 +65,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         int64_t numel = ir_numel(&n->type);
-        double *ib = rt_interp_buffer(it, i);
+        double *ib = oracle_interp_buffer(it, i);
         if (ir_is_persistent(n->op)) {
             int k = rt_st_find(f, n->name), s = rt_store_find(st, n->name);
             float *v = calloc((size_t)numel + 1, sizeof *v);
@@ -92,13 +93,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->op != IR_OP_INPUT) continue;
-        if (!strcmp(n->name, "lr")) rt_interp_buffer(it, i)[0] = lr;
-        if (!strcmp(n->name, "grad_scale")) rt_interp_buffer(it, i)[0] = 1.0f / (float)batch;
+        if (!strcmp(n->name, "lr")) oracle_interp_buffer(it, i)[0] = lr;
+        if (!strcmp(n->name, "grad_scale")) oracle_interp_buffer(it, i)[0] = 1.0f / (float)batch;
     }
     rt_exec_set_scalar(ex, "lr", lr);
     rt_exec_set_scalar(ex, "grad_scale", 1.0f / (float)batch);
     if (rt_exec_run(ex, err, sizeof err)) die(err, NULL);
-    rt_interp_run(it);
+    oracle_interp_run(it);
 
     double *rel = calloc((size_t)g->n + 1, sizeof *rel);
     for (int i = 0; i < g->n; i++) {
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
         size_t bytes = (size_t)numel * ir_dtype_size(n->type.dtype);
         void *host = malloc(bytes + 4);
         if (rt_exec_get_node(ex, i, host, bytes)) die("cannot read a node", NULL);
-        const double *ref = rt_interp_buffer(it, i);
+        const double *ref = oracle_interp_buffer(it, i);
         double e = 0, s = 0, worst_got = 0;
         int64_t worst = 0;
         for (int64_t j = 0; j < numel; j++) {
@@ -141,12 +142,12 @@ int main(int argc, char **argv) {
                 v = all[worst];
                 free(all);
                 printf("       input %%%d there: got %.9g, reference %.9g\n", n->input[k], v,
-                       rt_interp_buffer(it, n->input[k])[worst]);
+                       oracle_interp_buffer(it, n->input[k])[worst]);
             }
         }
     }
     free(rel);
-    rt_interp_free(it);
+    oracle_interp_free(it);
     rt_exec_free(ex);
     rt_store_free(st);
     rt_backend_free(be);

@@ -97,7 +97,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "codegen/program.h"
+#include "format/program.h"
 #include "ir/plan.h"
 #include "tests/sim/sim.h"
 #ifdef DPC_HAVE_CUDA

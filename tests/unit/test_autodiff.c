@@ -17,9 +17,9 @@
 
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/exec/exec.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
+#include "tests/oracle/interp.h"
 
 static char err[256];
 
@@ -68,10 +68,10 @@ static int head(ir_graph *g, int t) {
 /* ---- values for every source, shared by the forward and gradient graphs ---------- */
 
 typedef struct {
-    ir_graph *fwd;  /* the original (unlowered) forward graph */
-    double **val;   /* per fwd node: source values, NULL for other nodes */
-    ir_graph *grad; /* lower + autodiff of fwd */
-    rt_interp *fit; /* interpreter on fwd, for the finite differences */
+    ir_graph *fwd;      /* the original (unlowered) forward graph */
+    double **val;       /* per fwd node: source values, NULL for other nodes */
+    ir_graph *grad;     /* lower + autodiff of fwd */
+    oracle_interp *fit; /* interpreter on fwd, for the finite differences */
 } fixture;
 
 static void fixture_init(fixture *f, ir_graph *g) {
@@ -101,7 +101,7 @@ static void fixture_init(fixture *f, ir_graph *g) {
 static void fixture_free(fixture *f) {
     for (int i = 0; i < f->fwd->n; i++) free(f->val[i]);
     free(f->val);
-    rt_interp_free(f->fit);
+    oracle_interp_free(f->fit);
     ir_free(f->fwd);
     ir_free(f->grad);
 }
@@ -121,24 +121,24 @@ static int node_named(const ir_graph *g, const char *name) {
 }
 
 /* Copies the fixture's source values into an interpreter on graph g, by name. */
-static void load(const fixture *f, const ir_graph *g, rt_interp *it) {
+static void load(const fixture *f, const ir_graph *g, oracle_interp *it) {
     for (int i = 0; i < f->fwd->n; i++) {
         if (!f->val[i]) continue;
         int j = source_named(g, f->fwd->nodes[i].name);
         if (j < 0) continue;
-        memcpy(rt_interp_buffer(it, j), f->val[i],
+        memcpy(oracle_interp_buffer(it, j), f->val[i],
                sizeof(double) * (size_t)ir_numel(&f->fwd->nodes[i].type));
     }
 }
 
 static double summed_loss(fixture *f) {
-    if (!f->fit) f->fit = rt_interp_new(f->fwd);
+    if (!f->fit) f->fit = oracle_interp_new(f->fwd);
     load(f, f->fwd, f->fit); /* batchnorm moved the running statistics: reset them */
-    rt_interp_run(f->fit);
+    oracle_interp_run(f->fit);
     int l = ir_loss_node(f->fwd);
     double sum = 0;
     for (int64_t i = 0; i < ir_numel(&f->fwd->nodes[l].type); i++)
-        sum += rt_interp_buffer(f->fit, l)[i];
+        sum += oracle_interp_buffer(f->fit, l)[i];
     return sum;
 }
 
@@ -164,7 +164,7 @@ static double kink_margin(fixture *f) {
     double margin = INFINITY;
     for (int i = 0; i < f->fwd->n; i++) {
         const ir_node *n = &f->fwd->nodes[i];
-        const double *x = n->ninputs ? rt_interp_buffer(f->fit, n->input[0]) : NULL;
+        const double *x = n->ninputs ? oracle_interp_buffer(f->fit, n->input[0]) : NULL;
         const ir_type *xt = n->ninputs ? &f->fwd->nodes[n->input[0]].type : NULL;
         if (n->op == IR_OP_RELU)
             for (int64_t e = 0; e < ir_numel(xt); e++) margin = fmin(margin, fabs(x[e]));
@@ -206,9 +206,9 @@ static int check_gradients(fixture *f) {
     }
     CHECK_MSG(kink_margin(f) > 1e-4, "inputs too close to a relu/maxpool kink (%g)",
               kink_margin(f));
-    rt_interp *it = rt_interp_new(f->grad);
+    oracle_interp *it = oracle_interp_new(f->grad);
     load(f, f->grad, it);
-    rt_interp_run(it);
+    oracle_interp_run(it);
     int compared = 0;
     for (int p = 0; p < f->fwd->n; p++) {
         const ir_node *pn = &f->fwd->nodes[p];
@@ -220,7 +220,7 @@ static int check_gradients(fixture *f) {
         if (gnode < 0) continue;
         CHECK(f->grad->nodes[gnode].flags & IR_FLAG_GRAD);
         CHECK(ir_type_equal(&f->grad->nodes[gnode].type, &pn->type));
-        const double *analytic = rt_interp_buffer(it, gnode);
+        const double *analytic = oracle_interp_buffer(it, gnode);
         double worst = 0, biggest = 0;
         int64_t worst_at = 0;
         for (int64_t e = 0; e < ir_numel(&pn->type); e++) {
@@ -243,7 +243,7 @@ static int check_gradients(fixture *f) {
         CHECK_MSG(biggest > 1e-4, "%s: gradient is (nearly) zero: %g", pn->name, biggest);
         compared++;
     }
-    rt_interp_free(it);
+    oracle_interp_free(it);
     return compared;
 }
 
@@ -454,18 +454,18 @@ static void tie_case(int k, int s, int p, const double *x, const double *want_ma
         if (f.grad->nodes[i].op == IR_OP_MAXPOOL_GRAD) mg = i;
     CHECK(mg >= 0);
     if (mg >= 0) {
-        rt_interp *it = rt_interp_new(f.grad);
+        oracle_interp *it = oracle_interp_new(f.grad);
         load(&f, f.grad, it);
-        rt_interp_run(it);
+        oracle_interp_run(it);
         /* want_mask[e] = 1 + the index of the output window routed to e, or 0 */
-        const double *dy = rt_interp_buffer(it, f.grad->nodes[mg].input[0]);
-        const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+        const double *dy = oracle_interp_buffer(it, f.grad->nodes[mg].input[0]);
+        const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
         for (int e = 0; e < hw * hw; e++) {
             double want = want_mask[e] > 0 ? dy[(int)want_mask[e] - 1] : 0;
             CHECK_MSG(dx[e] == want, "k=%d s=%d p=%d: x.grad[%d] = %g, want %g", k, s, p, e, dx[e],
                       want);
         }
-        rt_interp_free(it);
+        oracle_interp_free(it);
     }
     fixture_free(&f);
 }
@@ -548,10 +548,10 @@ static void check_cross_entropy_gradient(double e, double spread) {
     for (int i = 0; i < f.grad->n; i++)
         if (f.grad->nodes[i].op == IR_OP_SOFTMAX_CE_GRAD) gr = i;
     CHECK(gr >= 0 && f.grad->nodes[gr].fattr[0] == e);
-    rt_interp *it = rt_interp_new(f.grad);
+    oracle_interp *it = oracle_interp_new(f.grad);
     load(&f, f.grad, it);
-    rt_interp_run(it);
-    const double *d = rt_interp_buffer(it, node_named(f.grad, "z.grad"));
+    oracle_interp_run(it);
+    const double *d = oracle_interp_buffer(it, node_named(f.grad, "z.grad"));
     const double *lbl = f.val[source_named(f.fwd, "label")];
     for (int n = 0; n < 4; n++) {
         double zmax = -INFINITY, sum = 0;
@@ -562,7 +562,7 @@ static void check_cross_entropy_gradient(double e, double spread) {
                        exp(f.val[z][n * 5 + k] - zmax) / sum - (1 - e) * (k == (int)lbl[n]) - e / 5,
                        1e-15);
     }
-    rt_interp_free(it);
+    oracle_interp_free(it);
     fixture_free(&f);
 }
 
@@ -596,14 +596,14 @@ TEST(clip_gradients) {
     CHECK(cg >= 0 && f.grad->nodes[cg].fattr[0] == lo && f.grad->nodes[cg].fattr[1] == hi);
     if (cg >= 0) {
         f.val[x][0] = lo, f.val[x][1] = hi, f.val[x][2] = lo - 0.01, f.val[x][3] = hi + 0.01;
-        rt_interp *it = rt_interp_new(f.grad);
+        oracle_interp *it = oracle_interp_new(f.grad);
         load(&f, f.grad, it);
-        rt_interp_run(it);
-        const double *dy = rt_interp_buffer(it, f.grad->nodes[cg].input[0]);
-        const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+        oracle_interp_run(it);
+        const double *dy = oracle_interp_buffer(it, f.grad->nodes[cg].input[0]);
+        const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
         CHECK(dy[0] != 0 && dx[0] == dy[0] && dx[1] == dy[1]);
         CHECK(dx[2] == 0 && dx[3] == 0);
-        rt_interp_free(it);
+        oracle_interp_free(it);
     }
     fixture_free(&f);
 }
@@ -704,7 +704,7 @@ TEST(dropout_gradients) {
     memcpy(f.val[key], k, sizeof k);
     CHECK(check_gradients(&f) == 1);
     summed_loss(&f);
-    const double *y = rt_interp_buffer(f.fit, d);
+    const double *y = oracle_interp_buffer(f.fit, d);
     int dropped = 0;
     for (int e = 0; e < 384; e++) {
         if (y[e] == 0)
@@ -713,12 +713,12 @@ TEST(dropout_gradients) {
             CHECK_NEAR(y[e], f.val[x][e] / (1 - p), 1e-12);
     }
     CHECK_MSG(dropped > 384 * 0.2 && dropped < 384 * 0.4, "%d of 384 dropped", dropped);
-    rt_interp *it = rt_interp_new(f.grad);
+    oracle_interp *it = oracle_interp_new(f.grad);
     load(&f, f.grad, it);
-    rt_interp_run(it);
-    const double *dx = rt_interp_buffer(it, node_named(f.grad, "x.grad"));
+    oracle_interp_run(it);
+    const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
     for (int e = 0; e < 384; e++) CHECK((dx[e] == 0) == (y[e] == 0) || f.val[x][e] == 0);
-    rt_interp_free(it);
+    oracle_interp_free(it);
     fixture_free(&f);
 }
 

@@ -1,6 +1,6 @@
 /* tests/unit/test_bf16.c — mixed precision (dpc --precision bf16).
  *
- * The conversions every backend shares (codegen/bf16.h): round to nearest
+ * The conversions every backend shares (format/bf16.h): round to nearest
  * even at ties, overflow to infinity, subnormals, NaN, against an
  * independent reference on random floats and every bf16 value. The
  * precision pass's rule on the models (activations bf16; parameters,
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/bf16.h"
+#include "format/bf16.h"
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
@@ -584,16 +584,16 @@ TEST(arena_shrinks) {
     for (size_t m = 0; m < 2; m++) {
         ir_graph *f = compile(models[m], 16, 1, PASS_PRECISION_FP32, 1);
         ir_graph *b = compile(models[m], 16, 1, PASS_PRECISION_BF16, 1);
-        pass_memplan *pf = f ? pass_memplan_run(f, err, sizeof err) : NULL;
-        pass_memplan *pb = b ? pass_memplan_run(b, err, sizeof err) : NULL;
+        fmt_memplan *pf = f ? pass_memplan_run(f, err, sizeof err) : NULL;
+        fmt_memplan *pb = b ? pass_memplan_run(b, err, sizeof err) : NULL;
         CHECK(pf && pb);
         if (pf && pb) {
             CHECK_MSG(pb->arena_bytes * 10 <= pf->arena_bytes * 6, "%s: %lld vs %lld", models[m],
                       (long long)pb->arena_bytes, (long long)pf->arena_bytes);
             CHECK(pb->arena_bytes * 10 >= pf->arena_bytes * 4);
         }
-        pass_memplan_free(pf);
-        pass_memplan_free(pb);
+        fmt_memplan_free(pf);
+        fmt_memplan_free(pb);
         ir_free(f);
         ir_free(b);
     }

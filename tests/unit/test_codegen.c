@@ -231,6 +231,8 @@ TEST(dialect_tables_are_complete) {
               t->target[0]);
         CHECK_STR(cg_dialect_name((cg_dialect)d), t->name);
         CHECK_STR(cg_section_tag((cg_dialect)d), t->section);
+        /* the format's facts about a dialect agree with its table */
+        CHECK(cg_dialect_launches((cg_dialect)d) == t->gpu_launch);
         for (int e = 0; e < d; e++) {
             const cg_dialect_desc *o = cg_dialect_of((cg_dialect)e);
             CHECK(strcmp(o->name, t->name) && strcmp(o->ext, t->ext) &&

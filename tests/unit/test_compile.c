@@ -63,7 +63,7 @@ TEST(compiles_source_text_to_a_plan_that_loads) {
         CHECK(p->schedule.batch == 4 && p->schedule.eval_batch == 5);
         CHECK(p->train && p->eval && ir_loss_node(p->train) >= 0);
         CHECK(p->train->n > p->eval->n); /* gradients and the update */
-        CHECK(plan_find_section(p, MEMPLAN_SECTION) != NULL);
+        CHECK(plan_find_section(p, FMT_MEMPLAN_SECTION) != NULL);
         CHECK(p->nextra == 3); /* kernels for both dialects, memory plans */
         plan_free(p);
     }
@@ -80,7 +80,7 @@ TEST(target_and_no_memplan_shape_the_sections) {
     dpc_plan *p = plan_read(out, err, sizeof err);
     CHECK_MSG(p != NULL, "%s", err);
     if (p) {
-        CHECK(p->nextra == 1 && plan_find_section(p, MEMPLAN_SECTION) == NULL);
+        CHECK(p->nextra == 1 && plan_find_section(p, FMT_MEMPLAN_SECTION) == NULL);
         plan_free(p);
     }
     unlink(out);

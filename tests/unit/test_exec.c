@@ -13,6 +13,7 @@
 #include "runtime/runtime.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
+#include "tests/oracle/interp.h"
 
 static rt_backend *be;
 static char err[4096];
@@ -100,13 +101,13 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
         free(vals);
         return 1;
     }
-    rt_interp *it = rt_interp_new(g);
+    oracle_interp *it = oracle_interp_new(g);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!vals[i]) continue;
         int64_t cnt = ir_numel(&n->type);
         size_t bytes = (size_t)cnt * 4;
-        double *d = rt_interp_buffer(it, i);
+        double *d = oracle_interp_buffer(it, i);
         for (int64_t j = 0; j < cnt; j++)
             d[j] = n->type.dtype == IR_I32 ? (double)((int32_t *)vals[i])[j] : (double)vals[i][j];
         if (n->op == IR_OP_INPUT)
@@ -119,7 +120,7 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
         fprintf(stderr, "  rt_exec_run: %s\n", err);
         bad++;
     }
-    rt_interp_run(it);
+    oracle_interp_run(it);
     /* Fused values nothing outside their group reads are never stored. */
     unsigned char *stored = malloc((size_t)g->n);
     ir_stored(g, stored);
@@ -131,13 +132,13 @@ static int run_both(const ir_graph *g, const dpc_plan *plan, double rtol) {
         if (rt_exec_get_node(ex, i, got, (size_t)cnt * 4)) {
             fprintf(stderr, "  rt_exec_get_node %d failed\n", i);
             bad++;
-        } else if (compare(ir_ops[n->op].name, i, got, rt_interp_buffer(it, i), cnt, rtol)) {
+        } else if (compare(ir_ops[n->op].name, i, got, oracle_interp_buffer(it, i), cnt, rtol)) {
             bad++;
         }
         free(got);
     }
     free(stored);
-    rt_interp_free(it);
+    oracle_interp_free(it);
     rt_exec_free(ex);
     rt_store_free(st);
     for (int i = 0; i < g->n; i++) free(vals[i]);

@@ -1,6 +1,6 @@
 /* tests/unit/test_limits.c — hostile sizes: shape arithmetic that would
  * overflow int64 is refused, sizes as users write them, saturating byte
- * sums, and the memory a plan needs (passes.h pass_memory) for a graph
+ * sums, and the memory a plan needs (passes.h fmt_memory) for a graph
  * whose buffers are known by hand. The CLI side (dpc and dprun refusing
  * absurd plans) is tests/limits_test.sh. */
 #include <stdint.h>
@@ -75,26 +75,26 @@ TEST(memory_need_by_hand) {
     CHECK_MSG(z >= 0, "%s", err);
     if (z < 0) return;
     g->nodes[z].flags |= IR_FLAG_OUTPUT;
-    CHECK(pass_program_bytes(g, NULL) == 128 + 256 + 256);
-    pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+    CHECK(fmt_program_bytes(g, NULL) == 128 + 256 + 256);
+    fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
     CHECK_MSG(m != NULL, "%s", err);
     if (!m) return;
     CHECK(m->arena_bytes >= 256 && m->arena_bytes <= 512);
-    CHECK(pass_program_bytes(g, m) == 128 + m->arena_bytes);
-    pass_memory need;
-    pass_memory_need(g, m, g, NULL, &need);
+    CHECK(fmt_program_bytes(g, m) == 128 + m->arena_bytes);
+    fmt_memory need;
+    fmt_memory_need(g, m, g, NULL, &need);
     CHECK(need.params == 512 && need.state == 64);
     CHECK(need.train == 128 + m->arena_bytes && need.eval == 640);
     CHECK(need.train_batch == 4 && need.eval_batch == 4);
-    CHECK(pass_memory_total(&need) == 512 + 64 + 128 + m->arena_bytes + 640);
+    CHECK(fmt_memory_total(&need) == 512 + 64 + 128 + m->arena_bytes + 640);
     char what[400], expect[400];
-    pass_memory_describe(&need, what, sizeof what);
+    fmt_memory_describe(&need, what, sizeof what);
     snprintf(expect, sizeof expect,
              "parameters 512 bytes, optimizer and BatchNorm state 64 bytes, "
              "train program %lld bytes at batch 4, eval program 640 bytes at batch 4",
              (long long)(128 + m->arena_bytes));
     CHECK_STR(what, expect);
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     ir_free(g);
 }
 

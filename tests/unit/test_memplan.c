@@ -6,7 +6,7 @@
  * writing its output over an input that dies there), every offset is
  * aligned and inside the arena, and the arena is at least the lower bound
  * (the most bytes live at one step) and at most the naive sum. Lifetimes
- * are recomputed here independently of memplan.c. Then a few random graphs
+ * are recomputed here independently of format/memplan.c. Then a few random graphs
  * run with and without the plan and must agree bit for bit, which catches
  * a kernel that reads what an in-place write already replaced. Also: the
  * MEMP record round trip and refusal of damaged records.
@@ -35,7 +35,7 @@ static int rnd(int n) { /* uniform in [0, n) */
 /* Lifetimes straight from the definition: steps in graph order (a group is
  * one step), a tensor from its step to its last reader's step, through
  * views; outputs to the end. Returns the number of violations. */
-static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what) {
+static int check_plan(const ir_graph *g, const fmt_memplan *m, const char *what) {
     int n = g->n, bad = 0;
     int *step = calloc((size_t)n, sizeof *step), *last = calloc((size_t)n, sizeof *last);
     int s = -1;
@@ -121,8 +121,8 @@ static int check_plan(const ir_graph *g, const pass_memplan *m, const char *what
         bad++;
     }
     char why[256];
-    if (pass_memplan_check(m, g, why, sizeof why)) {
-        fprintf(stderr, "  %s: pass_memplan_check: %s\n", what, why);
+    if (fmt_memplan_check(m, g, why, sizeof why)) {
+        fprintf(stderr, "  %s: fmt_memplan_check: %s\n", what, why);
         bad++;
     }
     free(step), free(last), free(stored);
@@ -245,7 +245,7 @@ TEST(random_graphs_never_overlap_live_tensors) {
             fprintf(stderr, "  random graph %d: fuse: %s\n", t, err);
             bad++;
         }
-        pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+        fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
         CHECK(m != NULL);
         if (m) {
             char what[64];
@@ -254,7 +254,7 @@ TEST(random_graphs_never_overlap_live_tensors) {
             for (int i = 0; i < g->n; i++) inplace += m->inplace[i] >= 0;
             graphs++;
         }
-        pass_memplan_free(m);
+        fmt_memplan_free(m);
         ir_free(g);
     }
     CHECK(bad == 0);
@@ -281,7 +281,7 @@ TEST(models_plans_are_sound) {
                 int rc = training ? pass_run_train(&g, fe_train(fp), &o, err, sizeof err)
                                   : pass_run_eval(&g, &o, err, sizeof err);
                 CHECK_MSG(rc == 0, "%s", err);
-                pass_memplan *m = rc ? NULL : pass_memplan_run(g, err, sizeof err);
+                fmt_memplan *m = rc ? NULL : pass_memplan_run(g, err, sizeof err);
                 CHECK(m != NULL);
                 if (m) {
                     char what[128];
@@ -295,7 +295,7 @@ TEST(models_plans_are_sound) {
                                   (long long)m->arena_bytes, (long long)m->lower_bytes);
                     }
                 }
-                pass_memplan_free(m);
+                fmt_memplan_free(m);
                 ir_free(g);
             }
         fe_free(fp);
@@ -304,28 +304,28 @@ TEST(models_plans_are_sound) {
 
 TEST(section_round_trip_and_refusal) {
     ir_graph *g = random_graph(30);
-    pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+    fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
     CHECK(m != NULL);
     if (!m) return;
     unsigned char *b;
     size_t len;
-    CHECK(pass_memplan_serialize(m, &b, &len) == 0);
-    pass_memplan *q = NULL;
-    CHECK(pass_memplan_section_find(b, len, g, &q, err, sizeof err) == 0);
+    CHECK(fmt_memplan_serialize(m, &b, &len) == 0);
+    fmt_memplan *q = NULL;
+    CHECK(fmt_memplan_section_find(b, len, g, &q, err, sizeof err) == 0);
     if (q) {
         CHECK(q->arena_bytes == m->arena_bytes && q->lower_bytes == m->lower_bytes);
         CHECK(memcmp(q->offset, m->offset, sizeof *m->offset * (size_t)g->n) == 0);
-        pass_memplan_free(q);
+        fmt_memplan_free(q);
     }
     /* truncated */
-    CHECK(pass_memplan_section_find(b, len - 3, g, &q, err, sizeof err) == -1 && q == NULL);
+    CHECK(fmt_memplan_section_find(b, len - 3, g, &q, err, sizeof err) == -1 && q == NULL);
     /* another graph */
     ir_graph *h = random_graph(10);
-    CHECK(pass_memplan_section_find(b, len, h, &q, err, sizeof err) == 1 && q == NULL);
+    CHECK(fmt_memplan_section_find(b, len, h, &q, err, sizeof err) == 1 && q == NULL);
     ir_free(h);
     /* two live tensors put on the same bytes */
     int a = -1, c = -1;
-    pass_memplan *L = pass_memplan_lifetimes(g);
+    fmt_memplan *L = fmt_memplan_lifetimes(g);
     for (int i = 0; i < g->n && c < 0; i++)
         for (int j = i + 1; j < g->n && c < 0; j++)
             if (m->offset[i] >= 0 && m->offset[j] >= 0 && L->def[j] <= L->last[i] &&
@@ -334,12 +334,12 @@ TEST(section_round_trip_and_refusal) {
     CHECK(c >= 0);
     if (c >= 0) {
         memcpy(b + 52 + 8 * (size_t)c, b + 52 + 8 * (size_t)a, 8);
-        CHECK(pass_memplan_section_find(b, len, g, &q, err, sizeof err) == -1);
+        CHECK(fmt_memplan_section_find(b, len, g, &q, err, sizeof err) == -1);
         CHECK(strstr(err, "share bytes") != NULL);
     }
-    pass_memplan_free(L);
+    fmt_memplan_free(L);
     free(b);
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     ir_free(g);
 }
 
@@ -360,12 +360,12 @@ static dpc_plan *plan_of(ir_graph *g, int memplan) {
     }
     cg_program_free(cp);
     if (memplan) {
-        pass_memplan *m = pass_memplan_run(g, err, sizeof err);
-        if (m && !pass_memplan_serialize(m, &bytes, &len)) {
-            plan_add_section(p, MEMPLAN_SECTION, bytes, len);
+        fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
+        if (m && !fmt_memplan_serialize(m, &bytes, &len)) {
+            plan_add_section(p, FMT_MEMPLAN_SECTION, bytes, len);
             free(bytes);
         }
-        pass_memplan_free(m);
+        fmt_memplan_free(m);
     }
     return p;
 }

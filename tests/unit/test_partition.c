@@ -16,6 +16,7 @@
 #include "runtime/runtime.h"
 #include "tests/fixture.h"
 #include "tests/harness.h"
+#include "tests/oracle/interp.h"
 
 static char err[1024];
 
@@ -248,12 +249,12 @@ TEST(shape_rule_and_dump) {
 
 /* ---- one replica: partition changes no value ---- */
 
-static void fill(const ir_graph *g, rt_interp *it, uint64_t seed) {
+static void fill(const ir_graph *g, oracle_interp *it, uint64_t seed) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!ir_is_source(n->op)) continue;
         uint64_t h = ir_fnv1a(seed, n->name, strlen(n->name));
-        double *b = rt_interp_buffer(it, i);
+        double *b = oracle_interp_buffer(it, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             h ^= h << 13, h ^= h >> 7, h ^= h << 17;
             double r = (double)(h >> 11) / (double)(1ull << 53);
@@ -272,23 +273,23 @@ TEST(interpreter_results_unchanged) {
     if (!a) return;
     ir_graph *b = ir_clone(a);
     CHECK(pass_partition(&b, 64, err, sizeof err) == 0);
-    rt_interp *ia = rt_interp_new(a), *ib = rt_interp_new(b);
+    oracle_interp *ia = oracle_interp_new(a), *ib = oracle_interp_new(b);
     fill(a, ia, 7);
     fill(b, ib, 7);
-    rt_interp_run(ia);
-    rt_interp_run(ib);
+    oracle_interp_run(ia);
+    oracle_interp_run(ib);
     /* Every node of a has its twin in b (same name or same position among
      * the non-allreduce nodes); parameters and states are updated alike. */
     int j = 0, bad = 0;
     for (int i = 0; i < a->n; i++, j++) {
         while (b->nodes[j].op == IR_OP_ALLREDUCE) j++;
         CHECK(a->nodes[i].op == b->nodes[j].op);
-        const double *x = rt_interp_buffer(ia, i), *y = rt_interp_buffer(ib, j);
+        const double *x = oracle_interp_buffer(ia, i), *y = oracle_interp_buffer(ib, j);
         bad += memcmp(x, y, sizeof(double) * (size_t)ir_numel(&a->nodes[i].type)) != 0;
     }
     CHECK(bad == 0);
-    rt_interp_free(ia);
-    rt_interp_free(ib);
+    oracle_interp_free(ia);
+    oracle_interp_free(ib);
     ir_free(a);
     ir_free(b);
     fe_free(fp);

@@ -215,7 +215,7 @@ TEST(pipeline_runs_each_applicable_step_and_leaves_the_plan) {
     pass_pipeline pl;
     pass_pipeline_default(&o, &pl);
     ir_graph *train = fe_build_graph(fp, 4, 1), *eval = fe_build_graph(fp, 4, 0);
-    pass_memplan *m[2] = {NULL, NULL};
+    fmt_memplan *m[2] = {NULL, NULL};
     seen s = {.stop_at = -1};
     pass_env te = {fe_train(fp), &m[0], record, &s}, ee = {NULL, &m[1], record, &s};
     CHECK_MSG(pass_pipeline_run(&pl, PASS_TRAIN, &train, &te, err, sizeof err) == 0, "%s", err);
@@ -225,7 +225,7 @@ TEST(pipeline_runs_each_applicable_step_and_leaves_the_plan) {
                        "0:lower 4:precision 5:fuse 6:memplan");
     /* memplan's plan is pass_memplan_run's on the final graph; the graph is
      * the one pass_run_* makes */
-    pass_memplan *direct = pass_memplan_run(train, err, sizeof err);
+    fmt_memplan *direct = pass_memplan_run(train, err, sizeof err);
     CHECK(m[0] && m[1] && direct && m[0]->arena_bytes == direct->arena_bytes &&
           m[0]->n == direct->n &&
           !memcmp(m[0]->offset, direct->offset, (size_t)direct->n * sizeof direct->offset[0]));
@@ -238,9 +238,9 @@ TEST(pipeline_runs_each_applicable_step_and_leaves_the_plan) {
     pass_env se = {fe_train(fp), NULL, record, &stop};
     CHECK(pass_pipeline_run(&pl, PASS_TRAIN, &g, &se, err, sizeof err) == -1 &&
           !strcmp(err, "stopped at optimizer") && stop.calls[PASS_TRAIN] == 3);
-    pass_memplan_free(m[0]);
-    pass_memplan_free(m[1]);
-    pass_memplan_free(direct);
+    fmt_memplan_free(m[0]);
+    fmt_memplan_free(m[1]);
+    fmt_memplan_free(direct);
     ir_free(train), ir_free(eval), ir_free(legacy), ir_free(g);
     fe_free(fp);
 }

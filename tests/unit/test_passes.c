@@ -8,9 +8,9 @@
 #include "ir/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
-#include "runtime/exec/exec.h"
 #include "tests/graphs.h"
 #include "tests/harness.h"
+#include "tests/oracle/interp.h"
 
 static char err[256];
 
@@ -34,14 +34,14 @@ static int batchnorm(ir_graph *g, int x, const char *name, int training) {
 
 /* Fills every source of g with deterministic values (by name, so two
  * graphs with the same sources get the same values). */
-static void fill_sources(const ir_graph *g, rt_interp *it) {
+static void fill_sources(const ir_graph *g, oracle_interp *it) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!ir_is_source(n->op)) continue;
         /* FNV-1a of the name (under this test's own seed) seeds the values */
         uint64_t h = ir_fnv1a(1469598103934665603ull, n->name, strlen(n->name));
         rng_state = h | 1;
-        double *b = rt_interp_buffer(it, i);
+        double *b = oracle_interp_buffer(it, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             double r = rnd();
             b[e] = n->type.dtype == IR_I32 ? (double)((int64_t)((r + 1) * 1.5) % 3)
@@ -89,16 +89,16 @@ static void check_lower_keeps_results(int rank, int training) {
         CHECK(low->nodes[bn].input[2] == tg_find(low, "bn.running_var"));
     }
 
-    rt_interp *hi = rt_interp_new(g), *lo = rt_interp_new(low);
+    oracle_interp *hi = oracle_interp_new(g), *lo = oracle_interp_new(low);
     fill_sources(g, hi);
     fill_sources(low, lo);
     for (int step = 0; step < 2; step++) { /* twice: the running stats feed back */
-        rt_interp_run(hi);
-        rt_interp_run(lo);
+        oracle_interp_run(hi);
+        oracle_interp_run(lo);
         static const char *names[] = {"bn", "out", "bn.running_mean", "bn.running_var"};
         for (int k = 0; k < 4; k++) {
             int i = tg_find(g, names[k]), j = tg_find(low, names[k]);
-            const double *u = rt_interp_buffer(hi, i), *v = rt_interp_buffer(lo, j);
+            const double *u = oracle_interp_buffer(hi, i), *v = oracle_interp_buffer(lo, j);
             double worst = 0;
             for (int64_t e = 0; e < ir_numel(&g->nodes[i].type); e++)
                 worst = fmax(worst, fabs(u[e] - v[e]));
@@ -107,12 +107,12 @@ static void check_lower_keeps_results(int rank, int training) {
         }
     }
     if (!training) { /* eval changes nothing persistent */
-        double *rv = rt_interp_buffer(lo, tg_find(low, "bn.running_var"));
-        double *rv0 = rt_interp_buffer(hi, tg_find(g, "bn.running_var"));
+        double *rv = oracle_interp_buffer(lo, tg_find(low, "bn.running_var"));
+        double *rv0 = oracle_interp_buffer(hi, tg_find(g, "bn.running_var"));
         CHECK(rv[0] == rv0[0]);
     }
-    rt_interp_free(hi);
-    rt_interp_free(lo);
+    oracle_interp_free(hi);
+    oracle_interp_free(lo);
     ir_free(g);
     ir_free(low);
 }
@@ -135,22 +135,23 @@ TEST(running_variance_is_unbiased) {
             ev = i;
     CHECK(ev >= 0 && g->nodes[ev].fattr[0] == 0.9);
     CHECK(ev >= 0 && fabs(g->nodes[ev].fattr[1] - 4 / 3.0) < 1e-15); /* M = N*H*W = 4 */
-    rt_interp *it = rt_interp_new(g);
-    memcpy(rt_interp_buffer(it, x), (double[]){1, 2, 3, 4}, sizeof(double[4]));
-    rt_interp_buffer(it, tg_find(g, "bn.gamma"))[0] = 1;
-    rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0] = 1;
-    rt_interp_run(it);
+    oracle_interp *it = oracle_interp_new(g);
+    memcpy(oracle_interp_buffer(it, x), (double[]){1, 2, 3, 4}, sizeof(double[4]));
+    oracle_interp_buffer(it, tg_find(g, "bn.gamma"))[0] = 1;
+    oracle_interp_buffer(it, tg_find(g, "bn.running_var"))[0] = 1;
+    oracle_interp_run(it);
     /* mean 2.5, biased variance 1.25, unbiased 5/3 */
-    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.25, 1e-15);
+    CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.25, 1e-15);
     double rv1 = 0.9 + 0.1 * 5 / 3.0;
-    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0], rv1, 1e-15);
-    rt_interp_run(it);
-    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.9 * 0.25 + 0.25, 1e-15);
-    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn.running_var"))[0], 0.9 * rv1 + 0.1 * 5 / 3.0,
+    CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "bn.running_var"))[0], rv1, 1e-15);
+    oracle_interp_run(it);
+    CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "bn.running_mean"))[0], 0.9 * 0.25 + 0.25,
+               1e-15);
+    CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "bn.running_var"))[0], 0.9 * rv1 + 0.1 * 5 / 3.0,
                1e-15);
     /* and the output is normalised with the biased one */
-    CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "bn"))[0], -1.5 / sqrt(1.25 + 1e-5), 1e-14);
-    rt_interp_free(it);
+    CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "bn"))[0], -1.5 / sqrt(1.25 + 1e-5), 1e-14);
+    oracle_interp_free(it);
     ir_free(g);
 }
 
@@ -233,14 +234,14 @@ TEST(optimizer_step_is_mxnet_sgd) {
     double b[2] = {0.05, -0.05}, v[6] = {0}, vbias[2] = {0};
     int y[2] = {1, 0};
     const double rate = 0.1, gs = 0.5; /* grad_scale = 1 / global batch */
-    rt_interp *it = rt_interp_new(g);
-    memcpy(rt_interp_buffer(it, tg_find(g, "x")), x, sizeof x);
-    rt_interp_buffer(it, tg_find(g, "label"))[0] = y[0];
-    rt_interp_buffer(it, tg_find(g, "label"))[1] = y[1];
-    memcpy(rt_interp_buffer(it, tg_find(g, "w")), w, sizeof w);
-    memcpy(rt_interp_buffer(it, tg_find(g, "b")), b, sizeof b);
-    rt_interp_buffer(it, lr)[0] = rate;
-    rt_interp_buffer(it, scale)[0] = gs;
+    oracle_interp *it = oracle_interp_new(g);
+    memcpy(oracle_interp_buffer(it, tg_find(g, "x")), x, sizeof x);
+    oracle_interp_buffer(it, tg_find(g, "label"))[0] = y[0];
+    oracle_interp_buffer(it, tg_find(g, "label"))[1] = y[1];
+    memcpy(oracle_interp_buffer(it, tg_find(g, "w")), w, sizeof w);
+    memcpy(oracle_interp_buffer(it, tg_find(g, "b")), b, sizeof b);
+    oracle_interp_buffer(it, lr)[0] = rate;
+    oracle_interp_buffer(it, scale)[0] = gs;
     for (int step = 0; step < 3; step++) {
         double dw[6], db[2];
         dense_net_grad(x, y, w, b, dw, db);
@@ -252,18 +253,18 @@ TEST(optimizer_step_is_mxnet_sgd) {
             vbias[i] = 0.9 * vbias[i] - rate * (db[i] * gs + 0.01 * b[i]);
             b[i] += vbias[i];
         }
-        rt_interp_run(it);
+        oracle_interp_run(it);
         for (int i = 0; i < 6; i++) {
-            CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "w"))[i], w[i], 1e-15);
-            CHECK_NEAR(rt_interp_buffer(it, vw)[i], v[i], 1e-15);
+            CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "w"))[i], w[i], 1e-15);
+            CHECK_NEAR(oracle_interp_buffer(it, vw)[i], v[i], 1e-15);
         }
         for (int i = 0; i < 2; i++) {
-            CHECK_NEAR(rt_interp_buffer(it, tg_find(g, "b"))[i], b[i], 1e-15);
-            CHECK_NEAR(rt_interp_buffer(it, vb)[i], vbias[i], 1e-15);
+            CHECK_NEAR(oracle_interp_buffer(it, tg_find(g, "b"))[i], b[i], 1e-15);
+            CHECK_NEAR(oracle_interp_buffer(it, vb)[i], vbias[i], 1e-15);
         }
     }
     CHECK(v[0] != 0 && vbias[0] != 0); /* the momentum really carried over */
-    rt_interp_free(it);
+    oracle_interp_free(it);
     ir_free(g);
 }
 
@@ -529,15 +530,15 @@ TEST(sync_batchnorm_on_one_replica) {
         CHECK_MSG(syncs == 4 * k, "graph %d: %d synchronised statistics", k, syncs);
         CHECK(count_op(g[k], IR_OP_BN_UNBIAS) == k);
         CHECK(k == 0 || first_sync_bucket == last_grad_bucket + 1);
-        CHECK((tg_find(g[k], PASS_REPLICA_SCALE) >= 0) == (k > 0));
+        CHECK((tg_find(g[k], FMT_REPLICA_SCALE) >= 0) == (k > 0));
     }
-    rt_interp *it[3];
+    oracle_interp *it[3];
     for (int k = 0; k < 3; k++) {
-        it[k] = rt_interp_new(g[k]);
+        it[k] = oracle_interp_new(g[k]);
         fill_sources(g[k], it[k]);
-        int rs = tg_find(g[k], PASS_REPLICA_SCALE);
-        if (rs >= 0) rt_interp_buffer(it[k], rs)[0] = 1;
-        for (int step = 0; step < 2; step++) rt_interp_run(it[k]);
+        int rs = tg_find(g[k], FMT_REPLICA_SCALE);
+        if (rs >= 0) oracle_interp_buffer(it[k], rs)[0] = 1;
+        for (int step = 0; step < 2; step++) oracle_interp_run(it[k]);
     }
     int compared = 0;
     for (int i = 0; i < g[0]->n; i++) {
@@ -549,14 +550,14 @@ TEST(sync_batchnorm_on_one_replica) {
             if (j < 0) continue;
             double worst = 0;
             for (int64_t e = 0; e < ir_numel(&n->type); e++)
-                worst = fmax(worst,
-                             fabs(rt_interp_buffer(it[0], i)[e] - rt_interp_buffer(it[k], j)[e]));
+                worst = fmax(worst, fabs(oracle_interp_buffer(it[0], i)[e] -
+                                         oracle_interp_buffer(it[k], j)[e]));
             CHECK_MSG(worst <= 1e-12, "graph %d: %s differs by %g", k, n->name, worst);
             compared++;
         }
     }
     CHECK(compared > 20);
-    for (int k = 0; k < 3; k++) rt_interp_free(it[k]), ir_free(g[k]);
+    for (int k = 0; k < 3; k++) oracle_interp_free(it[k]), ir_free(g[k]);
     fe_free(fp);
 }
 

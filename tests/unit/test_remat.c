@@ -21,10 +21,10 @@
 static char err[4096];
 
 static int64_t arena(const ir_graph *g) {
-    pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+    fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
     CHECK_MSG(m != NULL, "%s", err);
     int64_t a = m ? m->arena_bytes : -1;
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     return a;
 }
 
@@ -89,7 +89,7 @@ TEST(copies_replace_backward_reads) {
     pass_remat_report r;
     CHECK(pass_remat(&g, 0, &r, err, sizeof err) == 0 && r.recomputed > 0);
     int loss = ir_loss_node(g);
-    pass_memplan *m = pass_memplan_run(g, err, sizeof err);
+    fmt_memplan *m = pass_memplan_run(g, err, sizeof err);
     CHECK(m != NULL && loss >= 0);
     int freed = 0;
     for (int i = 0; m && i < loss; i++) {
@@ -103,7 +103,7 @@ TEST(copies_replace_backward_reads) {
     for (int i = loss; i < g->n; i++) copies += g->nodes[i].op == IR_OP_BN_APPLY;
     /* (a down block's chain has two: its shortcut's BatchNorm too) */
     CHECK(copies >= r.recomputed && copies <= 2 * r.recomputed && g->n == n0 + r.nodes_added);
-    pass_memplan_free(m);
+    fmt_memplan_free(m);
     ir_free(g);
 }
 

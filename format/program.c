@@ -1,4 +1,6 @@
-/* codegen/program.c — building, checking and (de)serialising cg_programs.
+/* format/program.c — the kernel-program record: GEMM descriptors and their
+ * validation, dialect names and section tags, checking, (de)serialising and
+ * comparing cg_programs. Building one is codegen's (codegen/build.c).
  *
  * Byte layout (little endian), version 4 (3 plus the launch geometry;
  * programs of other versions are skipped and regenerated):
@@ -16,100 +18,20 @@
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/internal.h"
+#include "format/program.h"
 #include "ir/bytes.h"
+#include "ir/err.h"
 
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
  * 3: GEMM element types (bf16). 4: each call's launch geometry. */
 #define CG_VERSION 4u
-
-/* ---- building ------------------------------------------------------------------ */
-
-/* Array a of *cap elements of `size` bytes, n in use, with room for one
- * more: full, it doubles (starting at `first`). */
-static void *grow(void *a, int n, int *cap, int first, size_t size) {
-    if (n < *cap) return a;
-    *cap = *cap ? 2 * *cap : first;
-    a = realloc(a, size * (size_t)*cap);
-    IR_CHECK_ALLOC(a);
-    return a;
-}
-
-cg_step *cg_begin_step(cg_ctx *cx, int node) {
-    cg_program *p = cx->p;
-    p->steps = grow(p->steps, p->nsteps, &cx->scap, 64, sizeof *p->steps);
-    cg_step *s = &p->steps[p->nsteps++];
-    memset(s, 0, sizeof *s);
-    s->node = node;
-    s->op = cx->g->nodes[node].op;
-    s->alias = -1;
-    s->nbuf = 1;
-    s->buf[0] = node;
-    s->first_call = p->ncalls;
-    return s;
-}
-
-int cg_step_slot(cg_ctx *cx, int id) {
-    cg_step *s = &cx->p->steps[cx->p->nsteps - 1];
-    for (int j = 0; j < s->nbuf; j++)
-        if (s->buf[j] == id) return j;
-    if (s->nbuf == CG_MAX_BUFS) abort(); /* IR_MAX_INPUTS + output + scratch fit */
-    s->buf[s->nbuf] = id;
-    return s->nbuf++;
-}
-
-static cg_call *new_call(cg_ctx *cx) {
-    cg_program *p = cx->p;
-    p->calls = grow(p->calls, p->ncalls, &cx->ccap, 128, sizeof *p->calls);
-    cg_call *c = &p->calls[p->ncalls++];
-    memset(c, 0, sizeof *c);
-    p->steps[p->nsteps - 1].ncalls++;
-    return c;
-}
-
-void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const int *slot,
-                        const int64_t *off) {
-    cg_call *c = new_call(cx);
-    c->kind = CG_CALL_KERNEL;
-    c->kernel = kernel;
-    c->count = count;
-    c->launch = cg_launch_for(cx->dl, cx->info[kernel].block, cx->info[kernel].split, count);
-    c->nargs = nargs;
-    for (int j = 0; j < nargs; j++) {
-        c->arg[j] = slot[j];
-        c->off[j] = off[j];
-    }
-}
-
-cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int split, int64_t count) {
-    cg_launch l = {0};
-    if (!dl->gpu_launch) return l;
-    int64_t grid = count * (split > 1 ? split : 1);
-    l.block = block > 0 ? (uint32_t)block : dl->threads_per_block;
-    if (block <= 0) grid = (count + l.block - 1) / l.block;
-    /* the loops are grid-stride: a capped grid still covers count */
-    l.grid = (uint32_t)(grid < 1 ? 1 : grid > CG_MAX_GRID ? CG_MAX_GRID : grid);
-    return l;
-}
-
-void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c) {
-    cg_call *c = new_call(cx);
-    c->kind = CG_CALL_GEMM;
-    c->kernel = -1;
-    c->nargs = 3;
-    c->arg[0] = slot_a;
-    c->arg[1] = slot_b;
-    c->arg[2] = slot_c;
-    /* the fields only: the struct's trailing padding stays zero, so calls
-     * compare bytewise equal to parsed ones */
-    memcpy(&c->gemm, d, offsetof(cg_gemm, type_c) + sizeof d->type_c);
-}
 
 void cg_program_free(cg_program *p) {
     if (!p) return;
@@ -119,6 +41,95 @@ void cg_program_free(cg_program *p) {
     free(p->calls);
     free(p);
 }
+
+/* ---- validation -------------------------------------------------------------- */
+
+static int mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static int add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* One past the last element an operand of rows x cols (stored with leading
+ * dimension ld, batch entries stride apart from off) touches; -1 on overflow. */
+static int64_t extent(int64_t off, int64_t batch, int64_t stride, int64_t rows, int64_t cols,
+                      int64_t ld) {
+    int64_t a, b, e;
+    if (!mul_ok(batch - 1, stride, &a) || !mul_ok(cols - 1, ld, &b) || !add_ok(off, a, &e) ||
+        !add_ok(e, b, &e) || !add_ok(e, rows, &e))
+        return -1;
+    return e;
+}
+
+static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_t want) {
+    return ir_fail(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
+}
+
+int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
+    if (operand == 'a')
+        return extent(d->off_a, d->batch, d->stride_a, d->transa ? d->k : d->m,
+                      d->transa ? d->m : d->k, d->lda);
+    if (operand == 'b')
+        return extent(d->off_b, d->batch, d->stride_b, d->transb ? d->n : d->k,
+                      d->transb ? d->k : d->n, d->ldb);
+    return extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
+}
+
+int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
+                     size_t errlen) {
+    if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
+        return ir_fail(err, errlen,
+                       "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64 ", %" PRId64
+                       ", %" PRId64 ")",
+                       d->m, d->n, d->k, d->batch);
+    }
+    if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
+        d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
+        return ir_fail(err, errlen, "gemm: a size does not fit a BLAS int");
+    }
+    if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
+        (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
+        return ir_fail(err, errlen,
+                       "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
+                       d->type_a, d->type_b, d->type_c);
+    }
+    if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
+        d->off_c < 0) {
+        return ir_fail(err, errlen, "gemm: negative stride or offset");
+    }
+    int64_t ra = d->transa ? d->k : d->m, ca = d->transa ? d->m : d->k;
+    int64_t rb = d->transb ? d->n : d->k, cb = d->transb ? d->k : d->n;
+    if (d->lda < ra) return vfail(err, errlen, "lda", d->lda, ra);
+    if (d->ldb < rb) return vfail(err, errlen, "ldb", d->ldb, rb);
+    if (d->ldc < d->m) return vfail(err, errlen, "ldc", d->ldc, d->m);
+    /* Batch entries of C must not overlap: they are written concurrently. */
+    int64_t c_span = extent(0, 1, 0, d->m, d->n, d->ldc);
+    if (d->batch > 1 && d->stride_c < c_span)
+        return vfail(err, errlen, "stride_c of a batched gemm", d->stride_c, c_span);
+    int64_t ea = extent(d->off_a, d->batch, d->stride_a, ra, ca, d->lda);
+    int64_t eb = extent(d->off_b, d->batch, d->stride_b, rb, cb, d->ldb);
+    int64_t ec = extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
+    if (ea < 0 || eb < 0 || ec < 0) {
+        return ir_fail(err, errlen, "gemm: extents overflow");
+    }
+    if (ea > size_a) return vfail(err, errlen, "A's buffer (elements)", size_a, ea);
+    if (eb > size_b) return vfail(err, errlen, "B's buffer (elements)", size_b, eb);
+    if (ec > size_c) return vfail(err, errlen, "C's buffer (elements)", size_c, ec);
+    return 0;
+}
+
+/* ---- dialects ------------------------------------------------------------------- */
+
+static const struct {
+    const char *name, *section;
+    int launches;
+} dialects[CG_DIALECT_COUNT] = {
+    [CG_DIALECT_C] = {"c", CG_SECTION_C, 0},
+    [CG_DIALECT_CUDA] = {"cuda", CG_SECTION_CUDA, 1},
+};
+
+/* A value that names no dialect reads as C, as it always did. */
+static cg_dialect or_c(cg_dialect d) { return (unsigned)d < CG_DIALECT_COUNT ? d : CG_DIALECT_C; }
+const char *cg_dialect_name(cg_dialect d) { return dialects[or_c(d)].name; }
+const char *cg_section_tag(cg_dialect d) { return dialects[or_c(d)].section; }
+int cg_dialect_launches(cg_dialect d) { return dialects[or_c(d)].launches; }
 
 /* ---- hashing -------------------------------------------------------------------- */
 
@@ -214,7 +225,7 @@ static int get_count(ir_rbuf *r, size_t min_size, int *out) {
  * or why the bytes are refused. Dialect, graph hash, scratch, source: */
 static const char *parse_head(ir_rbuf *r, cg_program *p) {
     uint32_t dialect = ir_get_u32(r);
-    if (!cg_dialect_of((cg_dialect)dialect)) return "bad dialect";
+    if (dialect >= CG_DIALECT_COUNT) return "bad dialect";
     p->dialect = (cg_dialect)dialect;
     p->graph_hash = ir_get_u64(r);
     p->scratch = ir_get_i64(r);
@@ -317,11 +328,11 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
         if (c->kernel < 0 || c->kernel >= p->nkernels || c->nargs != p->kernels[c->kernel].nargs ||
             c->count < 0)
             return "bad kernel call";
-        const cg_dialect_desc *dl = cg_dialect_of(p->dialect);
         const cg_launch *l = &c->launch;
-        if (dl && dl->gpu_launch ? l->grid < 1 || l->grid > CG_MAX_GRID || l->block < 1 ||
-                                       l->block > CG_MAX_BLOCK || l->shared > CG_MAX_SHARED
-                                 : l->grid || l->block || l->shared)
+        if (cg_dialect_launches(p->dialect)
+                ? l->grid < 1 || l->grid > CG_MAX_GRID || l->block < 1 || l->block > CG_MAX_BLOCK ||
+                      l->shared > CG_MAX_SHARED
+                : l->grid || l->block || l->shared)
             return "bad launch geometry";
     } else if (c->launch.grid || c->launch.block || c->launch.shared) {
         return "bad launch geometry";
@@ -605,15 +616,6 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
            1;
 }
 
-/* ---- statistics and listings -------------------------------------------------------- */
-
-int cg_program_launches(const cg_program *p, int *gemms) {
-    int g = 0;
-    for (int c = 0; c < p->ncalls; c++) g += p->calls[c].kind == CG_CALL_GEMM;
-    if (gemms) *gemms = g;
-    return p->ncalls;
-}
-
 int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
     if (k < 0 || k >= p->nkernels || !p->source) return -1;
     char sig[CG_NAME_MAX + 8];
@@ -634,27 +636,11 @@ int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
     return 0;
 }
 
-void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
-    for (int si = 0; si < p->nsteps; si++) {
-        const cg_step *s = &p->steps[si];
-        const ir_node *n = &g->nodes[s->node];
-        int lo = s->node;
-        while (n->group && lo > 0 && g->nodes[lo - 1].group == n->group) lo--;
-        if (n->group)
-            fprintf(f, "step %d: g%d (nodes %d-%d)", si, n->group, lo, s->node);
-        else
-            fprintf(f, "step %d: %%%d %s", si, s->node, ir_ops[s->op].name);
-        if (s->alias >= 0 && !s->ncalls) fprintf(f, " (view of %%%d)", s->alias);
-        for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
-            const cg_call *call = &p->calls[c];
-            if (call->kind == CG_CALL_GEMM)
-                fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64,
-                        c > s->first_call ? "," : ":", call->gemm.transa ? 'T' : 'N',
-                        call->gemm.transb ? 'T' : 'N', call->gemm.m, call->gemm.n, call->gemm.k);
-            else
-                fprintf(f, "%s %s x%" PRId64, c > s->first_call ? "," : ":",
-                        p->kernels[call->kernel].name, call->count);
-        }
-        fputc('\n', f);
-    }
+/* ---- statistics -------------------------------------------------------- */
+
+int cg_program_launches(const cg_program *p, int *gemms) {
+    int g = 0;
+    for (int c = 0; c < p->ncalls; c++) g += p->calls[c].kind == CG_CALL_GEMM;
+    if (gemms) *gemms = g;
+    return p->ncalls;
 }

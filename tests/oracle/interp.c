@@ -1,4 +1,4 @@
-/* runtime/exec/interp.c — the reference interpreter.
+/* tests/oracle/interp.c — the reference interpreter (the tests' oracle).
  *
  * Every op of ir.h evaluated with naive loops over NCHW tensors in double
  * precision, exactly as the op table's comment defines it. Nothing here is
@@ -8,14 +8,14 @@
  *
  * Labels (i32 tensors) are held as doubles carrying the class index.
  */
-#include "runtime/exec/exec.h"
+#include "tests/oracle/interp.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct rt_interp {
+struct oracle_interp {
     const ir_graph *g;
     double **buf; /* one buffer per node, ir_numel(type) doubles */
 };
@@ -28,8 +28,8 @@ typedef struct {
     double *y;                /* output buffer */
 } op_args;
 
-rt_interp *rt_interp_new(const ir_graph *g) {
-    rt_interp *it = calloc(1, sizeof *it);
+oracle_interp *oracle_interp_new(const ir_graph *g) {
+    oracle_interp *it = calloc(1, sizeof *it);
     if (!it) abort();
     it->g = g;
     it->buf = calloc((size_t)(g->n ? g->n : 1), sizeof *it->buf);
@@ -41,14 +41,14 @@ rt_interp *rt_interp_new(const ir_graph *g) {
     return it;
 }
 
-void rt_interp_free(rt_interp *it) {
+void oracle_interp_free(oracle_interp *it) {
     if (!it) return;
     for (int i = 0; i < it->g->n; i++) free(it->buf[i]);
     free(it->buf);
     free(it);
 }
 
-double *rt_interp_buffer(rt_interp *it, int node) {
+double *oracle_interp_buffer(oracle_interp *it, int node) {
     if (node < 0 || node >= it->g->n) return NULL;
     return it->buf[node];
 }
@@ -681,14 +681,14 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_DROPOUT] = op_dropout,
 };
 
-void rt_interp_run(rt_interp *it) {
+void oracle_interp_run(oracle_interp *it) {
     const ir_graph *g = it->g;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (ir_is_source(n->op)) continue;
         op_fn fn = (unsigned)n->op < IR_OP_COUNT ? op_table[n->op] : NULL;
         if (!fn) {
-            fprintf(stderr, "rt_interp: no rule for op %d at node %d\n", (int)n->op, i);
+            fprintf(stderr, "oracle_interp: no rule for op %d at node %d\n", (int)n->op, i);
             abort();
         }
         op_args a = {.n = n, .y = it->buf[i]};

@@ -1,13 +1,64 @@
-/* codegen/program.h — the kernel-program format: what a plan section
- * "KCPU"/"KCUD" holds and the runtime reads (codegen.h describes the
- * layout and the kernel ABI): the GEMM descriptor, kernels, steps and
- * calls, their serialisation and the checked parser, and cg_generate,
- * which dprun calls to render a graph's program again and compare it
- * with the plan's. Owned by codegen; codegen.h includes it. The runtime
- * includes this header, never codegen.h.
+/* format/program.h — the kernel-program format: what a plan section
+ * "KCPU"/"KCUD" holds and the runtime reads: the GEMM descriptor, kernels, steps and
+ * calls, their serialisation, the checked parser, the check against a
+ * graph and the comparison of two programs. codegen builds programs
+ * (codegen/render.h: cg_generate) and dprun reads them; both include this
+ * header. The names keep codegen's prefix, cg_, which every renderer file
+ * spells them with.
+ *
+ * Usage:
+ *     cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+ *     unsigned char *bytes; size_t len;
+ *     cg_program_serialize(p, &bytes, &len);        // plan section cg_section_tag(d)
+ *     cg_program *q = NULL;
+ *     cg_section_find(bytes, len, g, &q, err, sizeof err);
+ *     if (cg_program_diff(q, p, what, sizeof what)) ...;  // dprun: not what g renders to
+ *     cg_program_check(p, g, err, sizeof err);      // before running it
+ *     cg_program_free(p), cg_program_free(q);
+ *
+ * Layout of a program:
+ *   kernels  name + argument count; the symbol in the compiled module.
+ *   steps    one per non-source node that needs work or aliases, in graph
+ *            order. buf[] lists the node ids the step touches, buf[0] its
+ *            output; CG_SCRATCH in buf[] means the program's scratch area
+ *            (conv columns and CNHW blocks, BatchNorm statistics; one area
+ *            of `scratch` floats, reused by every step). alias >= 0 says the
+ *            step's output shares that node's buffer (reshape_like, flatten:
+ *            no calls; assign: a copy kernel into its target).
+ *   calls    each step's calls, contiguous (first_call, ncalls). A call's
+ *            arg[j] is a slot index into its step's buf[], off[j] an element
+ *            offset into that buffer. A kernel call runs `count` iterations
+ *            with args (arg 0 written, the rest read; batchnorm's running-
+ *            statistics update reads and writes arg 0). A GEMM call's slots
+ *            are A = arg[0], B = arg[1], C = arg[2] (A and C may be disjoint
+ *            regions of the scratch area); its offsets live in the
+ *            descriptor. Calls of a step run in order; steps run in order.
+ * A fusion group (ir_node.group) is one step with one kernel call; the
+ * step's node is the group's last node (always stored, see ir_stored), its
+ * other stored values and assign targets are further slots. Group members
+ * nothing outside the group reads have no buffer at all. The executor only
+ * ever walks calls.
+ *
+ * Kernel ABI. C: `void NAME(void *const *arg, long long count, long long
+ * lo, long long hi)` runs iterations [lo, hi) of [0, count), arg[j] the
+ * (offset) buffer pointers, and `const long long NAME_grain` is the count
+ * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
+ * const T *b1, ..., long long count)` launched with any grid; the body loops
+ * grid-stride. Element types are float, int for i32 labels, or bf16_t
+ * (16-bit storage, format/bf16.h) for bf16 tensors, whose elements the
+ * body converts to float on load and rounds back on store. A body may
+ * read `count`.
+ * Reductions accumulate in acc_t (double); per-channel ones in
+ * CG_REDUCE_LANES partial sums combined as a fixed tree (codegen/fused.c).
+ *
+ * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
+ * programs back to back (train and eval); cg_section_find picks the one
+ * whose graph hash matches a graph. They are for reading: dprun renders
+ * the program from the graph again and refuses a plan whose section
+ * differs (cg_program_diff); it never compiles a plan's source.
  */
-#ifndef DPC_CODEGEN_PROGRAM_H
-#define DPC_CODEGEN_PROGRAM_H
+#ifndef DPC_FORMAT_PROGRAM_H
+#define DPC_FORMAT_PROGRAM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +76,15 @@
 #define CG_MAX_SHARED   49152u      /* dynamic shared bytes without an opt-in */
 
 typedef enum { CG_DIALECT_C, CG_DIALECT_CUDA, CG_DIALECT_COUNT } cg_dialect;
+/* The plan section of each dialect's programs. */
+#define CG_SECTION_C    "KCPU"
+#define CG_SECTION_CUDA "KCUD"
+/* A value that names no dialect reads as C. */
+const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
+const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
+/* 1 when the dialect's kernel calls carry a launch geometry (cg_launch:
+ * CUDA); 0 when they are all zero (C). */
+int cg_dialect_launches(cg_dialect d);
 
 /* ---- GEMM descriptor -------------------------------------------------------
  * Column-major and cuBLAS-shaped, described once for every backend:
@@ -109,23 +169,7 @@ typedef struct {
     int64_t scratch; /* max over steps, in floats */
 } cg_program;
 
-typedef struct {
-    /* Upper bound of the scratch area used for im2col columns; convolutions
-     * are chunked over images to stay under it (at least one image). */
-    size_t scratch_max_bytes;
-    /* Iterations times estimated work per iteration below which the C
-     * dialect leaves a loop serial (waking the thread pool costs more). */
-    int64_t parallel_threshold;
-} cg_options;
-
-cg_options cg_default_options(void);
-/* Kernels and steps for every node of g. NULL + message on failure (an op
- * or dtype the dialect cannot render). o may be NULL for the defaults. */
-cg_program *cg_generate(const ir_graph *g, cg_dialect d, const cg_options *o, char *err,
-                        size_t errlen);
 void cg_program_free(cg_program *p);
-const char *cg_dialect_name(cg_dialect d); /* "c", "cuda" */
-const char *cg_section_tag(cg_dialect d);  /* "KCPU", "KCUD" */
 
 /* Hash of everything the kernels depend on: ops, inputs, attributes, types
  * (names and flags are not part of it). */
@@ -156,6 +200,10 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
  * descriptors); else 1 and what names the first difference: "kernel
  * k5_sgd_momentum differs", "call 12 of kernel k3_relu differs ...". */
 int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n);
+
+/* Where kernel k's function is in p->source: 0 and *off, *len; -1 if not
+ * found. The text before the first kernel is the prelude every kernel needs. */
+int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len);
 
 /* Kernel launches and GEMM calls one run of the program makes (what an
  * eager framework would dispatch one by one), and how many are GEMMs. */
