@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # scripts/article.sh end to end on the synthetic set with a small model and
 # a few steps: three runs, a table with three rows beside the article's
 # figures and the right global batches and lr schedules, an SVG that parses

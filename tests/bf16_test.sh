@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # Mixed precision end to end on the cpu backend (dpc --precision bf16): the
 # plan says its precision; one training step of cnn_small in bf16 against
 # the same step in fp32 (same weights, same batch) is within bf16's

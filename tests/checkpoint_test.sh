@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test
 # Checkpoints, resume, signals and divergence (dprun --checkpoint DIR,
 # --checkpoint-every N, --resume, --on-nan): a resumed run's per-step
 # losses (DPC_DEBUG=2 `step S loss X` lines, exact) and final weights equal

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # CLI contract tests for dpc and dprun (docs/DESIGN.md §15): exit codes, messages,
 # parameter counts of the models, plan round trip and refusal of bad plans.
 . tests/lib.sh

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # tests/gpu/cost_vs_profile.sh on this machine: dpc --cost's train table
 # beside a DPC_PROFILE=1 run of the same CUDA program on the fake driver
 # (its kernels run under the simulator; the GPU check runs the same join on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # --device on a machine without a GPU (issue 7): `dprun --device cuda` exits
 # 1 with one clear message, `--device auto` trains on the cpu backend after
 # at most one notice line, and the GPU check tool (tests/gpu/cuda_check)

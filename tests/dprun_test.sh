@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test
 # dprun's command line (docs/DESIGN.md §15): flags and their errors, the lr schedule
 # of the reference article's three runs, training log lines, determinism
 # (also across data worker counts), metrics, the progress bar, parameter

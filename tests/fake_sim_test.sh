@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test
 # The cuda backend on the fake driver, whose kernels run their exact CUDA
 # source under the simulator (tests/fake, tests/sim): cnn_small and resnet18
 # (only cnn_small in the sanitized tree: resnet18 is slow there) at batch 4

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # Golden error tests: every tests/golden/errors/NAME.expected holds the one
 # line `dpc` must print on stderr for NAME.net (exit status 1, no plan
 # written). NAME.net may be missing or a directory on purpose.

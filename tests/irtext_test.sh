@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # dpc --from-ir (docs/DESIGN.md §3.5, §5, §15): a graph dumped after any
 # pass, fed back through the passes after it (the default pipeline less the
 # passes done, or --passes naming them), gives the full run's plan byte for

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # CUDA without a GPU (docs/DESIGN.md §13): every kernel of every net of
 # tests/lib.sh's kernel_nets, train and eval programs, fused and unfused
 # (--no-fuse), and of its zoo_nets fused (fp32 and bf16), exactly as bin/dpc
 # writes them into plans (section KCUD), compiles with NVRTC to a cubin for
 # sm_80 and for sm_90, and each cubin holds every kernel the program names.
-# bf16 plans join in once dpc has --precision; two --layout variants too. One check per program and
+# Six variants in `make test-full` (fp32 and bf16, fused and unfused, two
+# channel-major), three in `make test` (below). One check per program and
 # architecture, plus one per plan written. The two architectures compile in
 # parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
 # A build without the CUDA toolkit has no NVRTC: the tool says so, 0 checks.
@@ -14,12 +16,13 @@ export DPC_CACHE_DIR=$tmp/cache
 
 [ -x "$tool" ] || { echo "FAIL: $tool not built"; echo "0 passed, 1 failed"; exit 1; }
 
-variants=("fused:" "unfused:--no-fuse")
-if "$bin/dpc" --help 2>&1 | grep -q -- '--precision'; then
-    variants+=("bf16-fused:--precision bf16" "bf16-unfused:--precision bf16 --no-fuse")
+# `make test` compiles three variants of kernel_nets that between them hold
+# every kernel body (fused fp32; single ops unfused in fp32; unfused bf16
+# channel-major); `make test-full` all six, and the zoo nets.
+variants=("fused:" "unfused:--no-fuse" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
+if tier_at_least full; then
+    variants+=("bf16-fused:--precision bf16" "bf16-unfused:--precision bf16 --no-fuse" "layout:--layout")
 fi
-# the layout pass: channel-major activations (fused fp32; unfused bf16)
-variants+=("layout:--layout" "bf16-unfused-layout:--precision bf16 --no-fuse --layout")
 # The zoo nets: fused, fp32 and bf16 only (they are the large ones, and
 # each variant is a whole NVRTC compile per architecture).
 zoo_variants=("fused:" "bf16-fused:--precision bf16")
@@ -42,7 +45,9 @@ compile_plans() {
     done
 }
 for m in $(kernel_nets); do compile_plans "$m" "${variants[@]}"; done
-for m in $(zoo_nets); do compile_plans "$m" "${zoo_variants[@]}"; done
+if tier_at_least full; then
+    for m in $(zoo_nets); do compile_plans "$m" "${zoo_variants[@]}"; done
+fi
 
 for arch in sm_80 sm_90; do
     "$tool" --plans --arch "$arch" "${plans[@]}" >"$tmp/$arch.log" 2>&1 &

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # bench/pipeline.sh builds (-Werror) and prints its figures, on a short
 # run; no timing is asserted. Prints `N passed, N failed`.
 set -u

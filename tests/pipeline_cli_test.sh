@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # The pass pipeline through dpc (docs/DESIGN.md §5, §15): --list-passes,
 # --print-pipeline fed back through --passes gives byte-identical plans,
 # --disable-pass and its aliases equal the matching --passes spec, the flags

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check san=no
 # scripts/plot: metrics files in, one well-formed SVG out (checked with
 # Python's XML parser): one curve per run in each panel, the legend names
 # the runs, axes carry ticks and labels; metrics written by dprun itself

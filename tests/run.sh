@@ -9,7 +9,8 @@
 # What runs where is declared in each program, not here: a script's header
 # holds a line `# run: tier=T [san=no] [alone]`; a unit test's source
 # (tests/unit/test_X.c) the same line in a comment. T is the lowest tier
-# that runs it (check < test < full; default test). san=no leaves it out of
+# that runs it (check < test < full; by default check for a unit test, whose
+# slow cases say their own tier (harness.h's RUN_TIER), and test for a script). san=no leaves it out of
 # the sanitizer suite (work whose result ASan/UBSan cannot change: NVRTC
 # compiles, TSan builds, accuracy training, the Python references). alone:
 # it needs the machine to itself (timing-sensitive, or it loads every core)
@@ -46,10 +47,10 @@ trap 'exit 130' INT TERM
 # header NAME SOURCE: the `run:` line's words, or empty
 header() { sed -n 's/^\(#\|\/\/\| \*\|\/\*\) *run: *//p' "$2" | head -n 1; }
 parallel=() solo=() left_out=()
-add() { # name, source, command...
-    local name=$1 src=$2; shift 2
+add() { # name, source, default tier, command...
+    local name=$1 src=$2 want=$3; shift 3
     local words; words=$(header "$name" "$src")
-    local want=test w alone=0 san=yes
+    local w alone=0 san=yes
     for w in $words; do
         case $w in tier=*) want=${w#tier=} ;; san=no) san=no ;; alone) alone=1 ;; esac
     done
@@ -61,11 +62,11 @@ add() { # name, source, command...
 for t in "$build"/tests/test_*; do
     [ -x "$t" ] || continue
     n=$(basename "$t")
-    add "$n" "tests/unit/$n.c" "$t"
+    add "$n" "tests/unit/$n.c" check "$t"
 done
 for s in tests/*_test.sh; do
     [ -f "$s" ] || continue
-    add "$(basename "$s")" "$s" bash "$s"
+    add "$(basename "$s")" "$s" test bash "$s"
 done
 
 launch() { # name: runs it in the background, its log, status and seconds in $work

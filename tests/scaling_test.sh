@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # scripts/scaling.sh on the synthetic set with a small model, three global
 # batches and a few steps: one run per batch and method (plain, scaled,
 # LARS, LAMB) with the right replica count, plan and lr flags, a table with

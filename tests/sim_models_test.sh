@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test
 # Every CUDA kernel of every model under the simulator against the C
 # dialect's kernel of the same name (tests/sim/kernel_cmp.c says how): each
 # tests/lib.sh's kernel_nets at batch 4, fp32 and bf16, fused and --no-fuse, and with
@@ -91,6 +92,11 @@ for m in "${models[@]}"; do
                 opts+=(--layout)
                 ;;
             esac
+            # `make test`: fp32 fused and bf16 unfused, each also channel-major,
+            # reach every kernel body in both types; test-full all four.
+            if ! tier_at_least full; then
+                [ "$p-${f%-layout}" = fp32-fused ] || [ "$p-${f%-layout}" = bf16-unfused ] || continue
+            fi
             plan=$tmp/$mn-$p-$f.plan
             if ! "$bin/dpc" "$m" "${opts[@]}" -o "$plan" >/dev/null 2>"$tmp/dpc.err"; then
                 bad "dpc $m ${opts[*]}: $(cat "$tmp/dpc.err")"

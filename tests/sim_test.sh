@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test
 # The CUDA simulator (tests/sim): builds it and its drivers with g++ into
 # $DPC_BUILD/sim (under AddressSanitizer + UBSan when the build tree is the
 # sanitized one; the fibers carry ASan's switch annotations), then

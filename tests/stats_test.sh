@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # Fusion and memory planning through the CLI (docs/DESIGN.md §15: --no-fuse,
 # --no-memplan, --stats, --dump-ir, --dot, --emit-kernels): the flags do
 # what they say, and ResNet-18 at batch 128 meets the targets the README

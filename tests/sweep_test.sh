@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=check
 # dprun --sweep on the synthetic set, where the best lr is known: the mlp
 # learns it at lr 0.01 (the plan's), barely at 0.0001, and diverges at 1000.
 # The table must rank 0.01 first, 0.0001 second and list the diverged run

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# run: tier=test san=no
 # The small nets learn: mlp and cnn_small reach >= 95% test accuracy on the
 # built-in synthetic set (issue 3's end-to-end check of autodiff, optimizer,
 # codegen and the training loop together), and so does the smallest

@@ -1051,7 +1051,7 @@ int main(void) {
     RUN(auto_opens_the_device_without_a_notice);
     RUN(memory_is_zeroed_and_copies_round_trip);
     RUN(cnn_small_step_equals_cpu);
-    RUN(resnet18_step_equals_cpu);
+    RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(one_replica_graph_replay_equals_eager);
     RUN(cpu_backend_reports_no_graphs);

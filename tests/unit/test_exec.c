@@ -897,7 +897,7 @@ int main(void) {
     RUN(optimizer_ops);
     RUN(optimizer_training_steps_match_interpreter);
     RUN(multi_op_training_step);
-    RUN(resnet18_training_step_matches_interpreter);
+    RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);

@@ -250,12 +250,12 @@ int main(void) {
     pc_backend = rt_backend_cpu();
     RUN(verify_refuses_bad_layouts);
     RUN(no_transpose_without_a_reason);
-    RUN(interpreter_agrees);
+    RUN_TIER("test", interpreter_agrees);
     RUN(mlp_is_invariant);
     RUN(cnn_small_is_invariant);
     RUN(flatten_model_is_invariant);
     RUN(chunked_convs_are_invariant);
-    RUN(resnet18_is_invariant);
+    RUN_TIER("test", resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
     rt_backend_free(pc_backend);
     return harness_done();

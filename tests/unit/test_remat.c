@@ -146,7 +146,7 @@ int main(void) {
     RUN(resnets_shrink);
     RUN(budget_met_or_refused);
     RUN(copies_replace_backward_reads);
-    RUN(interpreter_agrees);
+    RUN_TIER("test", interpreter_agrees);
     RUN(pipeline_rules);
     return harness_done();
 }
