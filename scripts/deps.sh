@@ -3,8 +3,9 @@
 # needs, or, when they are missing and this is not root, names them and the
 # one command that installs them, and fails.
 #
-#   build: what `make` and `make run` need to build and train (a C compiler
-#          and make are assumed: build-essential). OpenMPI unless MPI=0.
+#   build: what `make` and `make run` need to build and train: a C compiler,
+#          flex, bison, OpenBLAS, and OpenMPI unless MPI=0 (make itself is
+#          the one thing assumed).
 #   test:  build's, and what `make test` adds: PyTorch (the float64 parity
 #          oracle), g++ (the CUDA simulator), clang-format, iproute2
 #          (network namespaces for the two-host checks).
@@ -20,6 +21,8 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/openblas; do [ -f "$d/$1" ] && return 0; done; return 1; }
 
 need_build() {
+    have_cmd cc || want gcc
+    [ -f /usr/include/stdio.h ] || want libc6-dev
     have_cmd flex || want flex
     have_cmd bison || want bison
     have_header cblas.h || want libopenblas-dev
