@@ -242,8 +242,7 @@ static inline int pc_snapshot_program(const fe_program *fp, int batch, const cha
 /* got against the baseline ref, bit for bit; label, batch and the two
  * pipelines name it in the report. */
 static inline int pc_same_snapshot(const pc_snapshot *got, const pc_snapshot *ref,
-                                   const char *label, int batch, const char *on,
-                                   const char *off) {
+                                   const char *label, int batch, const char *on, const char *off) {
     char what[1400];
     snprintf(what, sizeof what, "%s batch %d: '%s' vs '%s'", label, batch, on, off);
     return ref->n > 10 && pc_equal(got, ref, what);
