@@ -63,10 +63,14 @@ endif
 .PHONY: FORCE
 # Once per invocation: a restart (after config.mk changed) detects nothing new,
 # nor does the sub-make that builds the TSan tree (CONFIGURE=0).
+# A test goal installs the tests' packages first, so that what they add
+# (g++ for the fake driver) is found in the same run.
 CONFIGURE ?= 1
+TEST_GOALS := check test test-full test-bins tsan-bins fake gpu-tools
+DEPS_FOR := $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test,build)
 ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
 $(CONFIG): FORCE
-	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh build)
+	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh $(DEPS_FOR))
 	@CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) CXX=$(CXX) scripts/configure.sh $@
 endif
 deps:

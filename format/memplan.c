@@ -89,7 +89,7 @@ fmt_memplan *fmt_memplan_lifetimes(const ir_graph *g) {
         int r = ir_storage_of(g, i);
         unsigned f = g->nodes[i].flags;
         /* A gradient's all-reduced sum is written by the communication
-         * queue while later steps run (collective.h): like the gradient it
+         * queue while later steps run (runtime/comm/comm.h): like the gradient it
          * gets a buffer of its own rather than arena bytes whose owner
          * changes under the transfer. */
         if ((f & IR_FLAG_GRAD) || g->nodes[i].op == IR_OP_ALLREDUCE)

@@ -51,7 +51,9 @@ else
     parts+=("fake driver no (no $CXX: g++, a test dependency)")
 fi
 
-line="dpc: $(IFS=,; echo "${parts[*]}" | sed 's/,/, /g')"
+line="dpc:"
+for p in "${parts[@]}"; do line="$line $p,"; done
+line=${line%,}
 tmp=$out.tmp.$$
 mkdir -p "$(dirname "$out")"
 {

@@ -1,7 +1,7 @@
 /* runtime/exec/exec.h — run a compiled program (train or eval) on a backend.
  *
  * Usage:
- *     rt_backend *be = rt_backend_cpu();                  // or rt_backend_auto(...)
+ *     rt_backend *be = rt_backend_cpu();                  // or rt_backend_open("auto", &fb, err, n)
  *     rt_store *st = rt_store_new(be, plan->train);       // params, states, momentum
  *     rt_store_init(st, plan->train, &plan->schedule, seed); // xavier / zero / one
  *     rt_exec *train = rt_exec_new(be, st, plan->train, plan, err, sizeof err);
@@ -137,7 +137,7 @@ int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t 
 int rt_shard_bind(const ir_graph *g, const cg_program *p, const int *step_of, const rt_shard *s,
                   int me, rt_coll_queue *q, int nbuckets, unsigned char *skip, void **buf,
                   char *err, size_t errlen);
-/* CUDA graphs: on a backend with graph hooks (backend.h; cuda), run 1 is
+/* CUDA graphs: on a backend with graph hooks (runtime/device/device.h; cuda), run 1 is
  * eager (the warm-up), run 2 records the step and runs it, later runs
  * replay the recording: one graph launch instead of a launch per kernel.
  * Set inputs (rt_exec_set_input/_scalar) before each run as usual: they are

@@ -1,4 +1,4 @@
-/* runtime/exec/limits.c — the load-time memory check (limits.h). */
+/* runtime/exec/limits.c — the load-time memory check (declared in exec.h). */
 #include "runtime/exec/exec.h"
 
 #include <stdio.h>
