@@ -549,8 +549,7 @@ static int same_text(const cg_program *a, int ka, const cg_program *b, int kb) {
     return nx == ny && !memcmp(x, y, nx);
 }
 
-/* Field by field: a descriptor returned by value may carry any padding. */
-static int gemm_eq(const cg_gemm *a, const cg_gemm *b) {
+int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b) {
     return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
            a->k == b->k && a->alpha == b->alpha && a->beta == b->beta && a->lda == b->lda &&
            a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
@@ -591,7 +590,7 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
             !memcmp(a->arg, b->arg, sizeof *a->arg * (size_t)a->nargs) &&
             !memcmp(a->off, b->off, sizeof *a->off * (size_t)a->nargs) &&
             !memcmp(&a->launch, &b->launch, sizeof a->launch) &&
-            (a->kind != CG_CALL_GEMM || gemm_eq(&a->gemm, &b->gemm)))
+            (a->kind != CG_CALL_GEMM || cg_gemm_equal(&a->gemm, &b->gemm)))
             continue;
         if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)
             return snprintf(what, n,

@@ -118,6 +118,9 @@ int64_t cg_gemm_extent(const cg_gemm *d, int operand);
  * elements; sizes must fit a BLAS int. 0 when valid, else -1 + message. */
 int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
                      size_t errlen);
+/* 1 when two descriptors are equal field by field (a descriptor returned by
+ * value may carry any padding, so never memcmp). */
+int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 
 /* ---- programs ------------------------------------------------------------- */
 

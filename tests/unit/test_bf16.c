@@ -188,15 +188,6 @@ TEST(prelude_only_with_bf16) {
     }
 }
 
-static int same_gemm(const cg_gemm *a, const cg_gemm *b) {
-    return a->transa == b->transa && a->transb == b->transb && a->m == b->m && a->n == b->n &&
-           a->k == b->k && a->alpha == b->alpha && a->beta == b->beta && a->lda == b->lda &&
-           a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
-           a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
-           a->off_a == b->off_a && a->off_b == b->off_b && a->off_c == b->off_c &&
-           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c;
-}
-
 /* Every model, train and eval, fused and not: the bf16 program checks
  * against its graph and survives serialisation; its GEMMs are bf16. */
 TEST(models_generate_and_round_trip) {
@@ -230,7 +221,7 @@ TEST(models_generate_and_round_trip) {
                     cg_program *q = cg_program_parse(bytes, len, err, sizeof err);
                     CHECK(q && q->ncalls == p->ncalls);
                     for (int c = 0; q && c < q->ncalls; c++)
-                        CHECK(same_gemm(&q->calls[c].gemm, &p->calls[c].gemm));
+                        CHECK(cg_gemm_equal(&q->calls[c].gemm, &p->calls[c].gemm));
                     cg_program_free(q);
                     free(bytes);
                     cg_program_free(p);

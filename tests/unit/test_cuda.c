@@ -465,29 +465,39 @@ TEST(nvrtc_cache) {
     ir_graph *g = model_graph("models/mlp.net", 4, 1, 1);
     cg_program *p = g ? cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err) : NULL;
     CHECK(p != NULL);
-    if (p) {
-        rt_cuda_image a, b, c;
-        CHECK_MSG(rt_cuda_compile_cached(p->source, 80, &a, err, sizeof err) == 0, "%s", err);
+    /* Each image is read only when its compile succeeded: a failed one
+     * holds no data, and the test must report it, not crash on it. */
+    rt_cuda_image a = {0}, b = {0}, c = {0};
+    int ok = p && rt_cuda_compile_cached(p->source, 80, &a, err, sizeof err) == 0;
+    CHECK_MSG(ok, "%s", err);
+    if (ok) {
         CHECK(!a.cache_hit && !a.is_ptx && a.size > 16 && !memcmp(a.data, "\177ELF", 4));
         CHECK_STR(a.target, "sm_80");
         CHECK(a.path && file_exists(a.path));
-        CHECK_MSG(rt_cuda_compile_cached(p->source, 80, &b, err, sizeof err) == 0, "%s", err);
+        ok = rt_cuda_compile_cached(p->source, 80, &b, err, sizeof err) == 0;
+        CHECK_MSG(ok, "%s", err);
+    }
+    if (ok) {
         CHECK(b.cache_hit && b.size == a.size && !memcmp(a.data, b.data, a.size));
         /* Every kernel is in the cubin's symbol table. */
         for (int k = 0; k < p->nkernels; k++)
             CHECK_MSG(memmem(a.data, a.size, p->kernels[k].name, strlen(p->kernels[k].name)), "%s",
                       p->kernels[k].name);
         /* A device newer than NVRTC: PTX, cached on its own. */
-        CHECK_MSG(rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0, "%s", err);
+        ok = rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0;
+        CHECK_MSG(ok, "%s", err);
+    }
+    if (ok) {
         CHECK(c.is_ptx && !strncmp(c.target, "compute_", 8) && strstr((char *)c.data, ".entry"));
         CHECK(c.size == strlen((char *)c.data) + 1);
         rt_cuda_image_free(&c);
-        CHECK(rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0 && c.cache_hit);
-        CHECK(c.size == strlen((char *)c.data) + 1);
-        rt_cuda_image_free(&a);
-        rt_cuda_image_free(&b);
-        rt_cuda_image_free(&c);
+        ok = rt_cuda_compile_cached(p->source, 990, &c, err, sizeof err) == 0 && c.cache_hit;
+        CHECK(ok);
+        if (ok) CHECK(c.size == strlen((char *)c.data) + 1);
     }
+    rt_cuda_image_free(&a);
+    rt_cuda_image_free(&b);
+    rt_cuda_image_free(&c);
     /* A compile error: NVRTC's log in the message, the source kept. */
     const char *bad = "extern \"C\" __global__ void k0_bad(float *b0, long long count) {\n"
                       "    b0[0] = undefined_thing;\n}\n";
