@@ -4,32 +4,37 @@
 # packages: it installs nothing, names exactly what is missing and the one
 # command that installs it, and fails; with nothing missing it succeeds
 # silently. The missing tools are hidden by a PATH holding only the ones
-# kept; root drops to nobody (setpriv) for the run.
+# kept; root drops to nobody (setpriv) for the run, in a folder of its own
+# that nobody can reach (the runner's and the clone's may be private).
 . tests/lib.sh
-mkdir -p "$tmp/bin"
-for c in bash sh id cat cc gcc; do
-    p=$(command -v "$c") && ln -s "$p" "$tmp/bin/$c"
-done
 as_user=()
 if [ "$(id -u)" = 0 ]; then
     if ! command -v setpriv >/dev/null; then
         bad "no setpriv to drop root (util-linux)"; finish; exit
     fi
     as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-    chmod 755 "$tmp"
 fi
-out=$("${as_user[@]}" env PATH="$tmp/bin" bash scripts/deps.sh build 2>&1); rc=$?
+home=$(mktemp -d /tmp/dpc-deps-test.XXXXXX)
+trap 'rm -rf "$tmp" "$home"' EXIT
+chmod 755 "$home"
+mkdir -p "$home/bin"
+cp scripts/deps.sh "$home/deps.sh"
+for c in bash sh id cat cc gcc; do
+    p=$(command -v "$c") && ln -s "$p" "$home/bin/$c"
+done
+cd "$home" || exit 1
+out=$("${as_user[@]}" env PATH="$home/bin" bash deps.sh build 2>&1); rc=$?
 check "exit 1 when flex, bison and OpenMPI are missing (exit $rc)" [ $rc = 1 ]
 has() { grep -q -F -- "$1" <<<"$2"; }
 check "names the missing packages: $out" has 'missing: flex bison openmpi-bin libopenmpi-dev' "$out"
 check "gives the one command: $out" has "sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends flex bison openmpi-bin libopenmpi-dev'" "$out"
 lacks() { ! grep -q -- "$1" <<<"$2"; }
 check "installs nothing: $out" lacks installing "$out"
-out=$("${as_user[@]}" env PATH="$tmp/bin" MPI=0 bash scripts/deps.sh build 2>&1)
+out=$("${as_user[@]}" env PATH="$home/bin" MPI=0 bash deps.sh build 2>&1)
 check "MPI=0 asks for no MPI package: $out" lacks openmpi "$out"
 check "MPI=0 still asks for flex: $out" has 'missing: flex bison' "$out"
 # Everything there (this machine has built dpc): silent success.
-out=$("${as_user[@]}" env PATH="$PATH" bash scripts/deps.sh build 2>&1); rc=$?
+out=$("${as_user[@]}" env PATH="$PATH" bash deps.sh build 2>&1); rc=$?
 check "nothing missing: exit 0 (exit $rc: $out)" [ $rc = 0 ]
 check "nothing missing: says nothing ($out)" [ -z "$out" ]
 finish
