@@ -66,7 +66,7 @@ endif
 # A test goal installs the tests' packages first, so that what they add
 # (g++ for the fake driver) is found in the same run.
 CONFIGURE ?= 1
-TEST_GOALS := check test test-full test-bins tsan-bins fake gpu-tools
+TEST_GOALS := check check-bins test test-full test-bins tsan-bins fake gpu-tools
 DEPS_FOR := $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test,build)
 ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
 $(CONFIG): FORCE
@@ -109,7 +109,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(shell find $(LIB_DIRS) cli -name '*.h') $(BUILD)/gen/parser.h
 TEST_HEADERS := tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
 
-.PHONY: all check test test-full test-bins install clean run deps deps-test fuzz article format format-check
+.PHONY: all check check-bins test test-full test-bins install clean run deps deps-test fuzz article format format-check
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
@@ -156,8 +156,10 @@ $(BUILD)/tests/%: tests/unit/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) $(TEST_H
 
 # ---- the suite: three tiers, one runner (tests/run.sh: each program's
 # header says its tier; JOBS programs at a time) ---------------------------------
-test-bins: all $(TEST_BINS) | deps-test
-check: test-bins
+# check builds only what its tier runs (no TSan tree, no parity or GPU tools).
+check-bins: all $(TEST_BINS) | deps-test
+test-bins: check-bins
+check: check-bins
 	@tests/run.sh -j$(JOBS) --tier check $(RUNFLAGS) $(BUILD) $(BIN)
 test: test-bins
 	@tests/run.sh -j$(JOBS) --tier test $(RUNFLAGS) $(BUILD) $(BIN)
@@ -228,7 +230,7 @@ $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 .PHONY: fake
 fake: $(BUILD)/fake/libfakecuda.so
 ifeq ($(HAVE_CUDA),1)
-test-bins: $(BUILD)/fake/libfakecuda.so
+check-bins: $(BUILD)/fake/libfakecuda.so
 endif
 SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
 $(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP) | deps-test
