@@ -218,7 +218,7 @@ $(BUILD)/parity/%: tests/parity/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) $(STA
 GPU_TOOLS := $(BUILD)/gpu/cuda_check
 .PHONY: gpu-tools
 gpu-tools: $(GPU_TOOLS)
-test-bins: $(GPU_TOOLS)
+check-bins: $(GPU_TOOLS)
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)

@@ -37,7 +37,9 @@ if [ $have_gpu = 0 ]; then
     fi
 fi
 
-if [ -x "$build/gpu/cuda_check" ] && [ $have_gpu = 0 ]; then
+if [ $have_gpu = 0 ] && [ ! -x "$build/gpu/cuda_check" ]; then
+    bad "no $build/gpu/cuda_check: the suite's make goals build it"
+elif [ $have_gpu = 0 ]; then
     "$build/gpu/cuda_check" "$tmp/m.plan" >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc = 2 ] && grep -q 'no CUDA device' "$tmp/err" && ok ||
