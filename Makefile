@@ -75,6 +75,8 @@ $(CONFIG): FORCE
 endif
 deps:
 	@MPI=$(MPI) scripts/deps.sh build
+# The goals that skip configuration (format, format-check) still need the
+# tests' packages; a test goal had them installed before detection.
 deps-test:
 	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh test)
 
@@ -157,7 +159,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) $(TEST_H
 # ---- the suite: three tiers, one runner (tests/run.sh: each program's
 # header says its tier; JOBS programs at a time) ---------------------------------
 # check builds only what its tier runs (no TSan tree, no parity or GPU tools).
-check-bins: all $(TEST_BINS) | deps-test
+check-bins: all $(TEST_BINS)
 test-bins: check-bins
 check: check-bins
 	@tests/run.sh -j$(JOBS) --tier check $(RUNFLAGS) $(BUILD) $(BIN)
@@ -174,7 +176,7 @@ ifeq ($(SANITIZE),)
 test-bins: tsan-bins
 endif
 .PHONY: tsan-bins
-tsan-bins: | deps-test
+tsan-bins:
 	@$(MAKE) --no-print-directory SANITIZE=thread CONFIGURE=0 $(TSAN_BINS:%=build/tsan/tests/%)
 
 run: all
@@ -233,7 +235,7 @@ ifeq ($(HAVE_CUDA),1)
 check-bins: $(BUILD)/fake/libfakecuda.so
 endif
 SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
-$(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP) | deps-test
+$(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -fPIC -pthread -Itests/sim -c -o $@ $<
 $(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) $(STAMP)

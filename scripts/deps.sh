@@ -36,10 +36,24 @@ need_test() {
     have_cmd clang-format || want clang-format
     have_cmd g++ || want g++
     have_cmd ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || want iproute2
-    /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || want python3-torch
-    /usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1 || want python3-torchvision
-    /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || want python3-numpy
-    /usr/bin/python3 -c 'import PIL' >/dev/null 2>&1 || want python3-pil
+    # One interpreter imports the four (torch is slow to import); without
+    # Debian's python3 at all, all four are missing.
+    local m mods
+    mods=$(/usr/bin/python3 -c '
+import importlib, sys
+for m in sys.argv[1:]:
+    try:
+        importlib.import_module(m)
+    except Exception:
+        print(m)' torch torchvision numpy PIL 2>/dev/null) || mods="torch torchvision numpy PIL"
+    for m in $mods; do
+        case $m in
+        torch) want python3-torch ;;
+        torchvision) want python3-torchvision ;;
+        numpy) want python3-numpy ;;
+        PIL) want python3-pil ;;
+        esac
+    done
 }
 case $purpose in
 build) need_build ;;

@@ -44,12 +44,12 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
-# header NAME SOURCE: the `run:` line's words, or empty
-header() { sed -n 's/^\(#\|\/\/\| \*\|\/\*\) *run: *//p' "$2" | head -n 1; }
+# header SOURCE: the `run:` line's words, or empty
+header() { sed -n 's/^\(#\|\/\/\| \*\|\/\*\) *run: *//p' "$1" | head -n 1; }
 parallel=() solo=() left_out=()
 add() { # name, source, default tier, command...
     local name=$1 src=$2 want=$3; shift 3
-    local words; words=$(header "$name" "$src")
+    local words; words=$(header "$src")
     local w alone=0 san=yes
     for w in $words; do
         case $w in tier=*) want=${w#tier=} ;; san=no) san=no ;; alone) alone=1 ;; esac
@@ -82,7 +82,7 @@ launch() { # name: runs it in the background, its log, status and seconds in $wo
     pids[$!]=$name
 }
 passed=0 failed=0 skipped=0
-declare -A pids
+declare -A pids=()
 report() { # name
     local name=$1 log=$work/$1.log rc sec line
     rc=$(cat "$work/$name.rc") sec=$(cat "$work/$name.sec")
@@ -108,20 +108,19 @@ report() { # name
     fi
     rm -rf "$work/tmp.$name"
 }
+reap_one() { # waits for one running program and reports it
+    local done_pid
+    wait -n -p done_pid
+    report "${pids[$done_pid]}"
+    unset "pids[$done_pid]"
+}
 run_all() { # max jobs, names...
-    local max=$1 running=0 done_pid; shift
+    local max=$1 name; shift
     for name in "$@"; do
-        if [ $running -ge "$max" ]; then
-            wait -n -p done_pid; report "${pids[$done_pid]}"; unset "pids[$done_pid]"
-            running=$((running - 1))
-        fi
+        [ ${#pids[@]} -lt "$max" ] || reap_one
         launch "$name"
-        running=$((running + 1))
     done
-    while [ $running -gt 0 ]; do
-        wait -n -p done_pid; report "${pids[$done_pid]}"; unset "pids[$done_pid]"
-        running=$((running - 1))
-    done
+    while [ ${#pids[@]} -gt 0 ]; do reap_one; done
 }
 t0=$(date +%s)
 echo "tests/run.sh: tier $tier, $((${#parallel[@]} + ${#solo[@]})) programs, $jobs at a time$([ $sanitize = 1 ] && echo ', under the sanitizers')"
