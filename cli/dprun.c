@@ -254,14 +254,14 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
     ir_train t;
     char err[512];
     if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
-    int replicas = o->gpus * o->ranks * o->accumulate; /* a micro-batch trains as a replica */
-    if (replicas > 1)
+    int global = rt_train_global_batch(o, t.batch, err, sizeof err); /* checked above */
+    if (global > t.batch) /* a micro-batch trains as a replica */
         fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
-                replicas * t.batch, replicas, t.batch);
-    rt_schedule s = rt_schedule_make(&t, replicas * t.batch);
+                global, global / t.batch, t.batch);
+    rt_schedule s = rt_schedule_make(&t, global);
     s.per_iteration = o->warmup_per_iteration;
     if (per_step || t.lr_kind != IR_LR_DICT) {
-        s.steps_per_epoch = rt_train_steps_per_epoch(o, replicas * t.batch, err, sizeof err);
+        s.steps_per_epoch = rt_train_steps_per_epoch(o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);
     }
     rt_schedule_print(&s, per_step, stdout);

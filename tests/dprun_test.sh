@@ -36,6 +36,9 @@ expect_fail device-cuda "--device cuda: " "$bin/dprun" "$tmp/mlp.plan" --device 
 expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
 expect_fail flag-value-momentum "--momentum-correction takes no value" "$bin/dprun" "$tmp/mlp.plan" --momentum-correction=1
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
+# 128 x 4096 x 4096 is 2^31: it used to print global batch -2147483648 and a negative lr.
+expect_fail_line global-batch-overflow "the global batch, 128 per device x 4096 replicas (--gpus) x 1 processes x 4096 micro-batches (--accumulate), is more than 2147483647" \
+    "$bin/dprun" "$tmp/r.plan" --schedule --gpus 4096 --accumulate 4096 --lr-scaling linear
 expect_fail gpus-per-process "at most 256 replicas per process" "$bin/dprun" "$tmp/mlp.plan" --gpus 257
 "$bin/dprun" "$tmp/mlp.plan" --info | grep -q '^model: mlp' && ok || bad "--info"
 "$bin/dprun" --help | grep -q -- '--warmup-per-iteration' && ok || bad "--help"

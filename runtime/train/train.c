@@ -31,6 +31,7 @@
 #include "runtime/train/train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,21 @@ rt_train_options rt_train_defaults(void) {
     return o;
 }
 
+int rt_train_global_batch(const rt_train_options *o, int batch, char *err, size_t errlen) {
+    if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
+    if (o->accumulate < 1)
+        return ir_fail(err, errlen, "--accumulate must be at least 1, got %d", o->accumulate);
+    int ranks = o->ranks < 1 ? 1 : o->ranks, global;
+    if (__builtin_mul_overflow(batch, o->gpus, &global) ||
+        __builtin_mul_overflow(global, o->accumulate, &global) ||
+        __builtin_mul_overflow(global, ranks, &global))
+        return ir_fail(err, errlen,
+                       "the global batch, %d per device x %d replicas (--gpus) x %d processes "
+                       "x %d micro-batches (--accumulate), is more than %d",
+                       batch, o->gpus, ranks, o->accumulate, INT_MAX);
+    return global;
+}
+
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen) {
     *t = plan->schedule;
@@ -76,9 +92,7 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
-    if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
-    if (o->accumulate < 1)
-        return ir_fail(err, errlen, "--accumulate must be at least 1, got %d", o->accumulate);
+    if (rt_train_global_batch(o, t->batch, err, errlen) < 0) return -1;
     /* Micro-batches run one after another: a synchronised BatchNorm cannot
      * combine their statistics before each one is normalised. */
     for (int i = 0; o->accumulate > 1 && i < plan->train->n; i++)
@@ -126,8 +140,8 @@ static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
     if (rt_run_check_programs(r) || rt_run_check_checkpoint_options(r)) return 1;
     /* Per replica store + programs, and the training and eval batches in flight. */
     int64_t slots = o->data_depth ? o->data_depth : o->data_workers + 2;
-    int64_t inputs = slots * ((int64_t)r->batch * o->gpus * o->accumulate + r->eval_batch) *
-                     ((int64_t)r->c * r->h * r->w + 1) * 4;
+    int64_t images = (int64_t)r->batch * o->gpus * o->accumulate + r->eval_batch;
+    int64_t inputs = ir_bytes_mul(ir_bytes_mul(images, ((int64_t)r->c * r->h * r->w + 1) * 4), slots);
     if (rt_memory_check(plan, r->be, o->gpus, o->accumulate, inputs, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     return 0;
@@ -141,7 +155,8 @@ static int open_run(rt_run *r, rt_train_options *o) {
     r->local = o->gpus;
     r->total = o->gpus * o->ranks;
     r->accum = o->accumulate;
-    r->global = r->batch * r->total * r->accum;
+    r->global = rt_train_global_batch(o, r->batch, r->err, sizeof r->err);
+    if (r->global < 0) return rt_run_fail(r, "%s", r->err);
     r->img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     if (o->rank != 0) {
         /* Only rank 0 speaks: the others' log and progress go nowhere. */

@@ -111,6 +111,9 @@ rt_train_options rt_train_defaults(void);
  * 0 or -1 + err. */
 int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train *t, char *err,
                       size_t errlen);
+/* ranks x gpus x accumulate x batch, the one place it is formed: -1 + err
+ * when a count is below 1 or the product does not fit an int. */
+int rt_train_global_batch(const rt_train_options *o, int batch, char *err, size_t errlen);
 /* Optimizer steps per epoch for a global batch on the run's data (--data,
  * $DPC_DATA or the synthetic set; a CIFAR-10 folder is read): what
  * `dprun --schedule` needs for a curve or --per-step. -1 + err. */
