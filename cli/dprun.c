@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/env.h"
 #include "driver/args.h"
 #include "ir/plan.h"
 #include "runtime/comm/comm.h"
@@ -256,8 +257,8 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
     if (rt_train_schedule(plan, o, &t, err, sizeof err)) return bad("%s", err);
     int global = rt_train_global_batch(o, t.batch, err, sizeof err); /* checked above */
     if (global > t.batch) /* a micro-batch trains as a replica */
-        fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n",
-                global, global / t.batch, t.batch);
+        fprintf(stderr, "dprun: note: the schedule of global batch %d (%d replicas x %d)\n", global,
+                global / t.batch, t.batch);
     rt_schedule s = rt_schedule_make(&t, global);
     s.per_iteration = o->warmup_per_iteration;
     if (per_step || t.lr_kind != IR_LR_DICT) {
@@ -275,6 +276,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     int rc = arg_parse(&parser, argc, argv, &a);
     if (rc == 2) arg_usage(&parser, stdout);
     if (rc) return rc == 2 ? 0 : 1;
+    char err[2048];
+    if (rt_env_check(err, sizeof err)) return bad("%s", err);
     rt_sweep sweep;
     char default_dir[4096], resume_command[4096];
     if (check_args(&a, &sweep, default_dir, sizeof default_dir)) return 1;
@@ -283,7 +286,6 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
         a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
     a.o.plan_path = a.path;
 
-    char err[2048];
     dpc_plan *plan = plan_read(a.path, err, sizeof err);
     if (!plan) {
         fprintf(stderr, "%s\n", err);

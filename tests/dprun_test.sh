@@ -36,6 +36,14 @@ expect_fail device-cuda "--device cuda: " "$bin/dprun" "$tmp/mlp.plan" --device 
 expect_fail flag-value "--no-shuffle takes no value" "$bin/dprun" "$tmp/mlp.plan" --no-shuffle=1
 expect_fail flag-value-momentum "--momentum-correction takes no value" "$bin/dprun" "$tmp/mlp.plan" --momentum-correction=1
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
+# Environment values: a malformed one is refused by name, not ignored.
+for bad_env in DPC_THREADS=-1 DPC_THREADS=abc DPC_THREADS=1025 OMP_NUM_THREADS=0 OMP_NUM_THREADS=4,x \
+    DPC_INPUT_OVERLAP=2 DPC_CUDA_GRAPH=yes DPC_DEBUG=x DPC_PROFILE=on DPC_TF32=-1 DPC_CUDA_DEVICE=one; do
+    expect_fail_line "env $bad_env" "dprun: error: ${bad_env%%=*}='${bad_env#*=}': must be" \
+        env "$bad_env" "$bin/dprun" "$tmp/mlp.plan" --schedule
+done
+expect_fail_line "env escaped" "dprun: error: DPC_DEBUG='\\x1b[31m': must be" env "DPC_DEBUG=$(printf '\033[31m')" "$bin/dprun" "$tmp/mlp.plan" --schedule
+check "env lists and empties are taken" env OMP_NUM_THREADS=2,1 DPC_THREADS= "$bin/dprun" "$tmp/mlp.plan" --schedule >/dev/null
 # 128 x 4096 x 4096 is 2^31: it used to print global batch -2147483648 and a negative lr.
 expect_fail_line global-batch-overflow "the global batch, 128 per device x 4096 replicas (--gpus) x 1 processes x 4096 micro-batches (--accumulate), is more than 2147483647" \
     "$bin/dprun" "$tmp/r.plan" --schedule --gpus 4096 --accumulate 4096 --lr-scaling linear

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/env.h"
 #include "runtime/cuda/internal.h"
 #include "ir/err.h"
 
@@ -66,9 +67,8 @@ int cuda_blas_up(cuda_impl *c, char *err, size_t errlen) {
         return -1;
     /* Plain fp32 unless asked: TF32 would change results by ~1e-3 and the
      * cpu backend is the reference. */
-    const char *tf32 = getenv("DPC_TF32");
     cublasMath_t mode =
-        tf32 && *tf32 && strcmp(tf32, "0") ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+        rt_env_flag("DPC_TF32", 0) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
     return cublasTry(rt_cublas.cublasSetMathMode(c->blas, mode), err, errlen);
 }
 

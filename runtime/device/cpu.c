@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/env.h"
 #include "format/bf16.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
@@ -127,15 +128,9 @@ static void *pool_worker(void *arg) {
     return NULL;
 }
 
-static int env_threads(const char *name) {
-    const char *s = getenv(name);
-    int n = s ? atoi(s) : 0;
-    return n > 0 && n <= 1024 ? n : 0;
-}
-
 static void pool_start(void) {
-    int n = env_threads("DPC_THREADS");
-    if (!n) n = env_threads("OMP_NUM_THREADS");
+    int n = rt_env_int("DPC_THREADS", 0);
+    if (!n) n = rt_env_int("OMP_NUM_THREADS", 0);
     if (!n) {
         cpu_set_t set;
         n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -208,10 +203,7 @@ struct rt_module {
     struct rt_kernel *kernels;
 };
 
-int rt_debug_level(void) {
-    const char *s = getenv("DPC_DEBUG");
-    return s ? atoi(s) : 0;
-}
+int rt_debug_level(void) { return rt_env_int("DPC_DEBUG", 0); }
 
 /* 64-byte alignment: whole cache lines, and what AVX-512 loads like. */
 static void *cpu_alloc(rt_backend *be, size_t bytes) {

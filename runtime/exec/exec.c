@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/env.h"
 #include "ir/err.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
@@ -234,8 +235,7 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
     }
     if (bind_buffers(ex, plan, err, errlen)) goto fail;
     rt_exec_set_scalar(ex, FMT_REPLICA_SCALE, 1.0f); /* one replica until a collective */
-    const char *prof = getenv("DPC_PROFILE");
-    if (prof && *prof && strcmp(prof, "0")) {
+    if (rt_env_flag("DPC_PROFILE", 0)) {
         ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
         ex->prof_cpu = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof_cpu);
         RT_CHECK_ALLOC(ex->prof);

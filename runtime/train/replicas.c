@@ -8,6 +8,7 @@
  * the job runs on the caller's thread, exactly as a plain single-device
  * run would.
  */
+#include "runtime/env.h"
 #include "runtime/train/replicas.h"
 
 #include <cblas.h>
@@ -93,10 +94,7 @@ static int fail(char *err, size_t errlen, const char *msg, int r, const char *wh
 }
 
 /* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
-static int graphs_wanted(void) {
-    const char *v = getenv("DPC_CUDA_GRAPH");
-    return !v || !*v || strcmp(v, "0") != 0;
-}
+static int graphs_wanted(void) { return rt_env_flag("DPC_CUDA_GRAPH", 1); }
 
 rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n, rt_coll *coll,
                              char *err, size_t errlen) {
@@ -457,10 +455,9 @@ int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int3
  * =1 takes the overlapping order on any (on the cpu a copy is done when it
  * returns, so this only tests train.c's order with it). */
 int rt_replicas_overlap(const rt_replicas *R) {
-    const char *v = getenv("DPC_INPUT_OVERLAP");
+    int v = rt_env_int("DPC_INPUT_OVERLAP", -1);
     if (R->accum > 1) return 0; /* the micro-batches' inputs are set one by one */
-    if (v && !strcmp(v, "0")) return 0;
-    if (v && !strcmp(v, "1")) return 1;
+    if (v >= 0) return v;
     for (int r = 0; r < R->n; r++)
         if (!R->be[r]->async_copy) return 0;
     return 1;

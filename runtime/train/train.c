@@ -141,7 +141,8 @@ static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
     /* Per replica store + programs, and the training and eval batches in flight. */
     int64_t slots = o->data_depth ? o->data_depth : o->data_workers + 2;
     int64_t images = (int64_t)r->batch * o->gpus * o->accumulate + r->eval_batch;
-    int64_t inputs = ir_bytes_mul(ir_bytes_mul(images, ((int64_t)r->c * r->h * r->w + 1) * 4), slots);
+    int64_t inputs =
+        ir_bytes_mul(ir_bytes_mul(images, ((int64_t)r->c * r->h * r->w + 1) * 4), slots);
     if (rt_memory_check(plan, r->be, o->gpus, o->accumulate, inputs, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     return 0;
