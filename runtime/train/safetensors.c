@@ -336,7 +336,7 @@ static uint64_t random_seed(void) {
     return seed ^ IR_FNV1A_INIT;
 }
 
-/* Tensor i's slot: where its name is, or the empty one it would take. */
+/* name's slot: where it is, or the empty one it would take. */
 static size_t name_slot(const rt_st_file *f, const char *name) {
     size_t h = name_hash(f, name) & f->mask;
     while (f->index[h] && strcmp(f->tensors[f->index[h] - 1].name, name)) h = (h + 1) & f->mask;
