@@ -35,4 +35,20 @@
  * errlen > 0) and returns -1. */
 int ir_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A name or string read from a file, made safe for a one-line message:
+ * every byte outside printable ASCII as \xNN (C0 controls, DEL, and all of
+ * UTF-8, which can encode C1 controls such as CSI), '\' as \\; cut with
+ * "..." to fit len bytes. Returns buf.
+ *     ir_fail(err, errlen, "%s: tensor '%s' ...", path, IR_ESC(name));
+ * IR_ESC is ir_esc into a temporary that lives until the end of the
+ * enclosing block (a compound literal): at most IR_ESC_MAX - 1 bytes. */
+const char *ir_esc(char *buf, size_t len, const char *s);
+#define IR_ESC_MAX 128
+#define IR_ESC(s)  ir_esc((char[IR_ESC_MAX]){0}, IR_ESC_MAX, (s))
+
+/* 1 when s[0..n) holds a byte a terminal acts on: a C0 control, DEL, or a
+ * C1 control in UTF-8 (U+0080..U+009F). Names and strings that end up in
+ * messages and summaries refuse them (plans, IR text). */
+int ir_has_control(const char *s, size_t n);
+
 #endif

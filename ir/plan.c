@@ -96,12 +96,8 @@ static int valid_tag(const char *t) {
 }
 
 /* Strings end up in one-line messages and summaries: no control bytes
- * (bytes >= 0x80 are fine, for UTF-8 paths). */
-static int has_control(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 1;
-    return 0;
-}
+ * (other bytes >= 0x80 are fine, for UTF-8 paths). */
+static int has_control(const char *s, size_t n) { return ir_has_control(s, n); }
 
 /* Tags the plan module writes itself: never extra sections. */
 static int is_required(const char *tag) {

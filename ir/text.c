@@ -261,6 +261,12 @@ static int string(rd *r, char *buf, size_t n, const char *what) {
     }
     r->p++;
     buf[len] = 0;
+    /* Names end up in messages: what a plan refuses (a control character,
+     * also as \xHH or a UTF-8 C1) is refused here, where it has a line. */
+    if (ir_has_control(buf, len))
+        return fail(r, start,
+                    "%s: control character in a string (\\xHH below \\x20, \\x7f or a UTF-8 C1)",
+                    what);
     return 0;
 }
 

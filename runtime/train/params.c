@@ -51,7 +51,9 @@ int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, cha
 
 int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
                        size_t errlen) {
-    rt_st_file *f = rt_st_read(path, err, errlen);
+    /* No name twice, each one of the store's: a longer header is refused
+     * as soon as it lists one more. */
+    rt_st_file *f = rt_st_read_max(path, rt_store_count(st), err, errlen);
     if (!f) return -1;
     int rc = 0;
     /* Every tensor of the file must be one of ours, with our shape. */
@@ -59,8 +61,8 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
         const rt_st_tensor *ft = &f->tensors[i];
         int k = rt_store_find(st, ft->name);
         if (k < 0) {
-            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path, ft->name,
-                         plan->model);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path,
+                         IR_ESC(ft->name), plan->model);
             break;
         }
         const ir_type *t = rt_store_type(st, k);
@@ -73,8 +75,8 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
                 snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
                          (long long)ft->shape[d]);
             strcat(got, "]");
-            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path, ft->name,
-                         got, plan->model, want);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path,
+                         IR_ESC(ft->name), got, plan->model, want);
             break;
         }
     }
@@ -98,8 +100,8 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
             if (!isfinite(buf[j]))
                 rc = ir_fail(err, errlen,
                              "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
-                             path, f->tensors[i].name, isnan(buf[j]) ? "NaN" : "an infinity",
-                             (long long)j);
+                             path, IR_ESC(f->tensors[i].name),
+                             isnan(buf[j]) ? "NaN" : "an infinity", (long long)j);
         if (!rc) rt_store_write(st, k, buf);
         free(buf);
     }

@@ -3,12 +3,15 @@
 #include "runtime/train/safetensors.h"
 #include "ir/err.h"
 #include "ir/file.h"
+#include "ir/hash.h"
 #include "runtime/check.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A growable string: jstring decodes into it. */
@@ -39,6 +42,7 @@ typedef struct {
     const char *file;
     char *err;
     size_t errlen;
+    int max_tensors;
 } jparse;
 
 static int jfail(jparse *j, const char *what) {
@@ -164,7 +168,6 @@ static int jstring(jparse *j, char **out) {
     return 0;
 }
 
-/* A non-negative integer without sign, fraction or exponent, below 2^62. */
 /* A member's key and its ':'; 0, or -1 (nothing to free). */
 static int jkey(jparse *j, char **key) {
     if (jstring(j, key)) return -1;
@@ -175,17 +178,31 @@ static int jkey(jparse *j, char **key) {
     return 0;
 }
 
+/* A non-negative integer without sign, fraction or exponent, at most 2^62
+ * (shapes are int64_t; byte offsets and element counts stay far from
+ * wrapping). A larger one is refused by its digits, checked before each
+ * step so that it can never wrap (2^64 + 128 is not 128). */
 static int juint(jparse *j, uint64_t *out) {
+    const uint64_t max = (uint64_t)1 << 62;
     jws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9')
-        return jfail(j, "expected a non-negative integer");
-    uint64_t v = 0;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        v = v * 10 + (uint64_t)(*j->p++ - '0');
-        if (v > ((uint64_t)1 << 62)) return jfail(j, "integer too large");
-    }
+    const char *s = j->p;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+    int n = (int)(j->p - s < 1000 ? j->p - s : 1000);
+    if (!n) return jfail(j, "expected a non-negative integer");
     if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
         return jfail(j, "expected an integer, got a fraction");
+    uint64_t v = 0;
+    for (const char *q = s; q < j->p; q++) {
+        uint64_t d = (uint64_t)(*q - '0');
+        if (v > (max - d) / 10) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "integer %.*s%s is too large (at most 2^62)", n > 24 ? 24 : n,
+                     s, n > 24 ? "..." : "");
+            j->p = s;
+            return jfail(j, msg);
+        }
+        v = v * 10 + d;
+    }
     *out = v;
     return 0;
 }
@@ -242,7 +259,7 @@ static int jshape(jparse *j, rt_st_tensor *t) {
         if (juint(j, &d)) return -1;
         if (t->ndim == RT_ST_MAX_DIMS) {
             char msg[256];
-            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", t->name,
+            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", IR_ESC(t->name),
                      RT_ST_MAX_DIMS);
             return jfail(j, msg);
         }
@@ -254,7 +271,7 @@ static int jshape(jparse *j, rt_st_tensor *t) {
 /* A tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
 static int jtensor(jparse *j, rt_st_tensor *t) {
     int have_dtype = 0, have_shape = 0, have_off = 0;
-    char msg[256];
+    char msg[IR_ESC_MAX + 128];
     int more = jopen(j, '{', '}');
     for (; more > 0; more = jnext(j, '}')) {
         char *key;
@@ -264,8 +281,8 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
             char *dt;
             rc = jstring(j, &dt);
             if (!rc && strcmp(dt, "F32") != 0) {
-                snprintf(msg, sizeof msg, "tensor '%s' has dtype %.16s; only F32 is supported",
-                         t->name, dt);
+                snprintf(msg, sizeof msg, "tensor '%s' has dtype %s; only F32 is supported",
+                         IR_ESC(t->name), ir_esc((char[48]){0}, 48, dt));
                 rc = jfail(j, msg);
             }
             free(dt);
@@ -285,7 +302,7 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
     }
     if (more < 0) return -1;
     if (!have_dtype || !have_shape || !have_off) {
-        snprintf(msg, sizeof msg, "tensor '%s' lacks %s", t->name,
+        snprintf(msg, sizeof msg, "tensor '%s' lacks %s", IR_ESC(t->name),
                  !have_dtype   ? "\"dtype\""
                  : !have_shape ? "\"shape\""
                                : "\"data_offsets\"");
@@ -301,15 +318,47 @@ static int cmp_begin(const void *a, const void *b) {
                                  : (x->end > y->end) - (x->end < y->end);
 }
 
-/* Shapes agree with byte ranges; ranges tile [0, data_len) exactly. */
+/* ---- the names' hash set ------------------------------------------------- */
+
+/* FNV-1a from a per-file random seed, then a full avalanche (murmur3's
+ * finaliser): the slot depends on every bit, and names that collide for
+ * one file do not for the next, so no crafted header makes it quadratic. */
+static size_t name_hash(const rt_st_file *f, const char *name) {
+    uint64_t h = ir_fnv1a_str(f->seed, name);
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull;
+    return (size_t)(h ^ h >> 33);
+}
+
+static uint64_t random_seed(void) {
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+        seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&seed;
+    return seed ^ IR_FNV1A_INIT;
+}
+
+/* name's slot: where it is, or the empty one it would take. */
+static size_t name_slot(const rt_st_file *f, const char *name) {
+    size_t h = name_hash(f, name) & f->mask;
+    while (f->index[h] && strcmp(f->tensors[f->index[h] - 1].name, name)) h = (h + 1) & f->mask;
+    return h;
+}
+
+/* Shapes agree with byte ranges; ranges tile [0, data_len) exactly; names
+ * are unique (indexed as they are checked). */
 static int check_layout(rt_st_file *f, const char *name, char *err, size_t errlen) {
     uint64_t data_len = f->size - f->data_start;
+    size_t slots = 16;
+    while (slots < 2 * (size_t)f->n) slots *= 2; /* at most half full */
+    f->index = calloc(slots, sizeof *f->index);
+    if (!f->index) return ir_fail(err, errlen, "%s: out of memory", name);
+    f->mask = slots - 1, f->seed = random_seed();
     for (int i = 0; i < f->n; i++) {
         rt_st_tensor *t = &f->tensors[i];
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > (((uint64_t)1 << 61) / (uint64_t)t->shape[d]))
-                return ir_fail(err, errlen, "%s: tensor '%s' is impossibly large", name, t->name);
+                return ir_fail(err, errlen, "%s: tensor '%s' is impossibly large", name,
+                               IR_ESC(t->name));
             numel *= (uint64_t)t->shape[d];
         }
         t->numel = (int64_t)numel;
@@ -318,17 +367,18 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
                 err, errlen,
                 "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
                 "(truncated file?)",
-                name, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                name, IR_ESC(t->name), (unsigned long long)t->begin, (unsigned long long)t->end,
                 (unsigned long long)data_len);
         if (t->end - t->begin != numel * sizeof(float))
             return ir_fail(
                 err, errlen,
                 "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu", name,
-                t->name, (unsigned long long)(numel * sizeof(float)),
+                IR_ESC(t->name), (unsigned long long)(numel * sizeof(float)),
                 (unsigned long long)(t->end - t->begin));
-        for (int k = 0; k < i; k++)
-            if (!strcmp(f->tensors[k].name, t->name))
-                return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, t->name);
+        size_t h = name_slot(f, t->name);
+        if (f->index[h])
+            return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, IR_ESC(t->name));
+        f->index[h] = i + 1;
     }
     rt_st_tensor **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
     if (!order) return ir_fail(err, errlen, "%s: out of memory", name);
@@ -340,7 +390,7 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
         if (order[i]->begin != at)
             rc = ir_fail(
                 err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
-                order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)at,
+                IR_ESC(order[i]->name), (unsigned long long)order[i]->begin, (unsigned long long)at,
                 order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
         at = order[i]->end;
     }
@@ -382,19 +432,23 @@ static int jmetadata(jparse *j, rt_st_file *f) {
     return more;
 }
 
-/* A new tensor named key in f (key is f's from here, or freed on failure). */
+/* A new tensor named key in f (key is f's from here, or freed on failure);
+ * one more than the reader can use is refused here, before the rest. */
 static rt_st_tensor *new_tensor(jparse *j, rt_st_file *f, int *cap, char *key) {
+    if (f->n >= j->max_tensors) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "more than %d tensors, the most %s", j->max_tensors,
+                 j->max_tensors < RT_ST_MAX_TENSORS ? "this run can use" : "dpc reads");
+        free(key);
+        jfail(j, msg);
+        return NULL;
+    }
     if (f->n == *cap) {
-        const char *why = NULL;
         int grown = *cap ? 2 * *cap : 64;
-        rt_st_tensor *nt = NULL;
-        if (*cap >= (1 << 20))
-            why = "too many tensors";
-        else if (!(nt = realloc(f->tensors, (size_t)grown * sizeof *nt)))
-            why = "out of memory";
-        if (why) {
+        rt_st_tensor *nt = realloc(f->tensors, (size_t)grown * sizeof *nt);
+        if (!nt) {
             free(key);
-            jfail(j, why);
+            jfail(j, "out of memory");
             return NULL;
         }
         f->tensors = nt, *cap = grown;
@@ -449,7 +503,7 @@ static int header_length(const char *name, const unsigned char *buf, size_t len,
  * the first len bytes of a total-byte file (len == total, or at least the
  * whole header); the layout is checked against total. */
 static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len, size_t total,
-                               char *err, size_t errlen) {
+                               int max_tensors, char *err, size_t errlen) {
     uint64_t hlen = 0;
     if (header_length(name, buf, len, total, &hlen, err, errlen)) {
         free(buf);
@@ -463,7 +517,8 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
     }
     f->bytes = buf, f->size = total, f->data_start = 8 + (size_t)hlen;
     const char *h = (const char *)buf + 8;
-    jparse j = {h, h, h + hlen, name, err, errlen};
+    if (max_tensors < 0 || max_tensors > RT_ST_MAX_TENSORS) max_tensors = RT_ST_MAX_TENSORS;
+    jparse j = {h, h, h + hlen, name, err, errlen, max_tensors};
     if (jheader(&j, f) || check_layout(f, name, err, errlen)) {
         rt_st_free(f);
         return NULL;
@@ -476,6 +531,10 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
  * must cover the data exactly, so a file larger or smaller than its header
  * declares is refused before its data is read), then the data. */
 rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
+    return rt_st_read_max(path, RT_ST_MAX_TENSORS, err, errlen);
+}
+
+rt_st_file *rt_st_read_max(const char *path, int max_tensors, char *err, size_t errlen) {
     long long size;
     int fd = ir_file_open_read(path, &size, err, errlen);
     if (fd < 0) return NULL;
@@ -513,7 +572,7 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
         ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
         return NULL;
     }
-    rt_st_file *f = parse_owned(path, buf, first, total, err, errlen);
+    rt_st_file *f = parse_owned(path, buf, first, total, max_tensors, err, errlen);
     if (f && total > first) {
         unsigned char *all = realloc(f->bytes, total + 1);
         if (!all) {
@@ -537,13 +596,18 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
 
 rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, char *err,
                         size_t errlen) {
+    return rt_st_parse_max(name, buf, len, RT_ST_MAX_TENSORS, err, errlen);
+}
+
+rt_st_file *rt_st_parse_max(const char *name, const unsigned char *buf, size_t len, int max_tensors,
+                            char *err, size_t errlen) {
     unsigned char *copy = malloc(len ? len : 1);
     if (!copy) {
         ir_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     if (len) memcpy(copy, buf, len);
-    return parse_owned(name, copy, len, len, err, errlen);
+    return parse_owned(name, copy, len, len, max_tensors, err, errlen);
 }
 
 void rt_st_free(rt_st_file *f) {
@@ -553,14 +617,13 @@ void rt_st_free(rt_st_file *f) {
     free(f->meta_keys);
     free(f->meta_values);
     free(f->tensors);
+    free(f->index);
     free(f->bytes);
     free(f);
 }
 
 int rt_st_find(const rt_st_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->tensors[i].name, name)) return i;
-    return -1;
+    return f->index ? f->index[name_slot(f, name)] - 1 : -1;
 }
 
 const char *rt_st_meta(const rt_st_file *f, const char *key) {

@@ -26,6 +26,12 @@
  * JSON subset parser checks every byte it reads, shapes must match the byte
  * ranges, ranges must tile the data section exactly (no overlaps, no holes,
  * as the reference implementation requires) and names must be unique.
+ * Integers above 2^62 are refused by value, never wrapped. The names are
+ * indexed by a hash set (seeded per file, so that no crafted names collide
+ * by design): checking and finding them is linear, and a reader that knows
+ * how many tensors it can use (rt_st_read_max) refuses a header listing
+ * more as soon as it reads one too many. Names in messages go through
+ * IR_ESC (ir/err.h): a file's control characters never reach a terminal.
  */
 #ifndef DPC_RT_TRAIN_SAFETENSORS_H
 #define DPC_RT_TRAIN_SAFETENSORS_H
@@ -33,9 +39,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RT_ST_MAX_DIMS   8
+#define RT_ST_MAX_DIMS    8
 /* The reference implementation refuses headers above 100 MB; so do we. */
-#define RT_ST_MAX_HEADER 100000000ull
+#define RT_ST_MAX_HEADER  100000000ull
+/* Tensors in any file (a header of 100 MB holds at most ~2 million). */
+#define RT_ST_MAX_TENSORS (1 << 20)
 
 typedef struct {
     const char *name;
@@ -66,12 +74,20 @@ typedef struct {
     size_t data_start; /* 8 + header length */
     int nmeta;         /* "__metadata__" string pairs, in header order */
     char **meta_keys, **meta_values;
+    int *index; /* open addressing: tensor index + 1, 0 empty; mask + 1 slots */
+    size_t mask;
+    uint64_t seed;
 } rt_st_file;
 
+/* At most RT_ST_MAX_TENSORS tensors; _max: at most max_tensors (what the
+ * caller can use), refused early. */
 rt_st_file *rt_st_read(const char *path, char *err, size_t errlen);
+rt_st_file *rt_st_read_max(const char *path, int max_tensors, char *err, size_t errlen);
 /* Parses a copy of buf; name is used in messages (tests, fuzzing). */
 rt_st_file *rt_st_parse(const char *name, const unsigned char *buf, size_t len, char *err,
                         size_t errlen);
+rt_st_file *rt_st_parse_max(const char *name, const unsigned char *buf, size_t len, int max_tensors,
+                            char *err, size_t errlen);
 void rt_st_free(rt_st_file *f);
 int rt_st_find(const rt_st_file *f, const char *name); /* -1 if absent */
 /* The "__metadata__" string value of key, or NULL. */

@@ -52,14 +52,15 @@ static const char *key_list(void) {
     return "lr, warmup, epochs, gpus, seed, lr-scaling, momentum-correction, warmup-per-iteration";
 }
 
-/* One value of a key, checked by its kind; 0 or -1 with a message. */
+/* One value of a key, checked by its kind; 0 or -1 with a message (the
+ * spec's text escaped: it may come from a file, IR_ESC). */
 static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err,
                        size_t errlen) {
     switch (kind) {
     case KIND_POSITIVE_REAL: {
         double d;
         if (ir_parse_f64(v, &d) || !isfinite(d) || d <= 0)
-            return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, v);
+            return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, IR_ESC(v));
         *out = d;
         return 0;
     }
@@ -72,13 +73,15 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         if (!strcmp(key, "gpus")) hi = RT_MAX_LOCAL_REPLICAS;
         int64_t n;
         if (ir_parse_i64(v, &n) || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
-            return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, v, lo, hi);
+            return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, IR_ESC(v),
+                           lo, hi);
         *out = (double)n;
         return 0;
     }
     case KIND_SCALING:
         if (ir_lr_scaling_parse(v) < 0)
-            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear, sqrt", key, v);
+            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear, sqrt", key,
+                           IR_ESC(v));
         *out = ir_lr_scaling_parse(v);
         return 0;
     case KIND_BOOL:
@@ -87,7 +90,7 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         else if (!strcmp(v, "1"))
             *out = 1;
         else
-            return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, v);
+            return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, IR_ESC(v));
         return 0;
     }
     return ir_fail(err, errlen, "%s: unknown value kind", key);
@@ -96,14 +99,17 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
 /* One `key=v1,v2,...` token (NUL-terminated, no blanks) into a new axis. */
 static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     const char *eq = strchr(tok, '=');
-    if (!eq || eq == tok) return ir_fail(err, errlen, "'%s' is not key=value[,value...]", tok);
+    if (!eq || eq == tok)
+        return ir_fail(err, errlen, "'%s' is not key=value[,value...]", IR_ESC(tok));
     size_t klen = (size_t)(eq - tok);
     int k = -1;
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(KEYS[i].name) == klen && !strncmp(KEYS[i].name, tok, klen)) k = (int)i;
-    if (k < 0)
-        return ir_fail(err, errlen, "'%.*s' is not a sweep key (one of %s)", (int)klen, tok,
-                       key_list());
+    if (k < 0) {
+        char key[IR_ESC_MAX];
+        snprintf(key, sizeof key, "%.*s", (int)(klen < sizeof key ? klen : sizeof key - 1), tok);
+        return ir_fail(err, errlen, "'%s' is not a sweep key (one of %s)", IR_ESC(key), key_list());
+    }
     for (int a = 0; a < s->axes; a++)
         if (s->axis[a].key == KEYS[k].key)
             return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
@@ -116,9 +122,9 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     for (;;) {
         const char *comma = strchr(v, ',');
         size_t len = comma ? (size_t)(comma - v) : strlen(v);
-        if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", tok);
+        if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", IR_ESC(tok));
         if (len >= RT_SWEEP_VALUE_LEN)
-            return ir_fail(err, errlen, "'%s': value '%.*s' is too long", tok, (int)len, v);
+            return ir_fail(err, errlen, "'%s': a value of %zu bytes is too long", IR_ESC(tok), len);
         if (ax->count == RT_SWEEP_MAX_VALUES)
             return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name,
                            RT_SWEEP_MAX_VALUES);
@@ -129,7 +135,7 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
             return -1;
         for (int j = 0; j < ax->count; j++)
             if (ax->value[j] == ax->value[ax->count])
-                return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, text);
+                return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, IR_ESC(text));
         ax->count++;
         if (!comma) break;
         v = comma + 1;
@@ -147,7 +153,11 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
         if (!*p) break;
         size_t len = 0;
         while (p[len] && !isspace((unsigned char)p[len])) len++;
-        if (len >= sizeof tok) return ir_fail(err, errlen, "'%.40s...' is too long", p);
+        if (len >= sizeof tok) {
+            char head[41];
+            snprintf(head, sizeof head, "%s", p);
+            return ir_fail(err, errlen, "'%s...' is too long", IR_ESC(head));
+        }
         memcpy(tok, p, len);
         tok[len] = 0;
         if (parse_token(s, tok, err, errlen)) return -1;

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ir/err.h"
 #include "ir/hash.h"
 #include "ir/ir.h"
 #include "tests/harness.h"
@@ -382,6 +383,27 @@ TEST(fnv1a_values) {
           ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "a"), "bc"));
 }
 
+/* A file's string in a message: printable ASCII as it is, everything else
+ * as \xNN, '\' doubled, cut with "..." to the buffer. */
+#define LONG_NAME                                                                                 \
+    "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890" \
+    "12345678901234567890123456789012345678901234567890"
+TEST(esc_escapes_and_bounds) {
+    char b[16];
+    CHECK_STR(ir_esc(b, sizeof b, "conv0.weight"), "conv0.weight");
+    CHECK_STR(ir_esc(b, sizeof b, "a\033[1m\n"), "a\\x1b[1m\\x0a");
+    CHECK_STR(ir_esc(b, sizeof b, "\\\x7f\xc3\xa9"), "\\\\\\x7f\\xc3\\xa9");
+    CHECK_STR(ir_esc(b, sizeof b, "0123456789abcde"), "0123456789abcde"); /* 15: fits */
+    CHECK_STR(ir_esc(b, sizeof b, "0123456789abcdef"), "0123456789ab...");
+    CHECK_STR(ir_esc(b, sizeof b, "0123456789a\033b"), "0123456789a..."); /* never half an escape */
+    CHECK_STR(ir_esc(b, 4, "abcdef"), "");
+    CHECK_STR(ir_esc(b, 4, "abc"), "abc");
+    CHECK_STR(ir_esc(b, sizeof b, NULL), "(null)");
+    CHECK(strlen(IR_ESC("a\033b")) == 6 && strlen(IR_ESC(LONG_NAME)) == IR_ESC_MAX - 1);
+    CHECK(!ir_has_control("caf\xc3\xa9", 5) && ir_has_control("\xc2\x9b", 2) &&
+          ir_has_control("a\tb", 3) && ir_has_control("\x7f", 1) && !ir_has_control("\xc2", 1));
+}
+
 int main(void) {
     RUN(op_table_lookup);
     RUN(op_order_is_pinned);
@@ -393,5 +415,6 @@ int main(void) {
     RUN(train_schedule_checks);
     RUN(optimizer_op_shapes);
     RUN(fnv1a_values);
+    RUN(esc_escapes_and_bounds);
     return harness_done();
 }

@@ -99,9 +99,10 @@ TEST(graphs_read_back_field_for_field) {
         o.precision = m ? PASS_PRECISION_BF16 : PASS_PRECISION_FP32;
         CHECK_MSG(pass_run_train(&t.graph[0], &t.train, &o, err, sizeof err) == 0, "%s", err);
         CHECK_MSG(pass_run_eval(&t.graph[1], &o, err, sizeof err) == 0, "%s", err);
-        /* names and flags the passes never make, floats that need every digit */
+        /* names and flags the passes never make (UTF-8 as \xHH; a control
+         * character would be refused), floats that need every digit */
         ir_node *last = &t.graph[0]->nodes[t.graph[0]->n - 1];
-        snprintf(last->name, sizeof last->name, "a \"b\" \\c\x7f #[x]");
+        snprintf(last->name, sizeof last->name, "a \"b\" \\c\xc3\xa9 #[x]");
         last->flags |= 1u << 7;
         for (int i = 0; i < t.graph[0]->n; i++)
             if (t.graph[0]->nodes[i].op == IR_OP_EMA) t.graph[0]->nodes[i].fattr[1] = 1.0 / 3;
@@ -326,6 +327,18 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
                 "t.ir:3:1: error: unexpected end of file, expected '# end' (truncated file?)");
     refused_str("# graph: 0 nodes\n# end\n%0 = input \"x\" : [2]\n",
                 "t.ir:3:1: error: text after '# end'");
+    /* Names end up in messages: a terminal control is refused however it
+     * is written (issue 30, item 14; plans refuse them too). */
+    refused_str(edit(3, "%1 = param \"w\\x1b[31m\" init=xavier : [4,3]"),
+                "t.ir:3:12: error: the source's quoted name: control character in a string "
+                "(\\xHH below \\x20, \\x7f or a UTF-8 C1)");
+    refused_str(edit(3, "%1 = param \"w\\x7f\" init=xavier : [4,3]"),
+                "t.ir:3:12: error: the source's quoted name: control character in a string "
+                "(\\xHH below \\x20, \\x7f or a UTF-8 C1)");
+    refused_str(edit(3, "%1 = param \"w\xc2\x9b"
+                        "2J\" init=xavier : [4,3]"),
+                "t.ir:3:12: error: the source's quoted name: control character in a string "
+                "(\\xHH below \\x20, \\x7f or a UTF-8 C1)");
     refused_str("# dpc-ir 2\n", "t.ir:1:3: error: IR text version 2, this dpc reads version 1");
     refused_str("# program train\n# program train\n", "t.ir:2:11: error: a second program train");
     refused_str("# train batch=0\n", "t.ir:1:15: error: batch 0 out of range 1..1048576");

@@ -868,6 +868,10 @@ TEST(hostile_nodes) {
     CASE(0, n.name = "", "source without a name");
     CASE(0, n.name = "a\nb", "name contains a control character");
     CASE(2, n.name = "tab\there", "name contains a control character");
+    CASE(2,
+         n.name = "csi\xc2\x9b"
+                  "2J",
+         "name contains a control character"); /* UTF-8 C1 */
     CASE(1, n.name = "x", "duplicate name 'x'");
     CASE(0, n.line = -1, "bad source position -1:1");
     CASE(2, n.col = INT32_MIN, "bad source position");

@@ -169,6 +169,133 @@ TEST(malformed_headers_are_refused) {
     CHECK(strstr(parse_err(deep, 0), "nested too deeply"));
 }
 
+/* Issue 30, item 17: integers past what fits are refused, naming the value,
+ * not wrapped (2^64 + 128 used to read as 128, 2^64 + 8 as 8). */
+TEST(integers_that_overflow_are_refused) {
+    const char *e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[18446744073709551744],"
+                              "\"data_offsets\":[0,512]}}",
+                              512);
+    CHECK_MSG(strstr(e, "integer 18446744073709551744 is too large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[18446744073709551618],"
+                  "\"data_offsets\":[0,8]}}",
+                  8);
+    CHECK_MSG(strstr(e, "integer 18446744073709551618 is too large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+                  "\"data_offsets\":[0,18446744073709551624]}}",
+                  8);
+    CHECK_MSG(strstr(e, "integer 18446744073709551624 is too large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+                  "\"data_offsets\":[18446744073709551616,18446744073709551624]}}",
+                  8);
+    CHECK_MSG(strstr(e, "integer 18446744073709551616 is too large"), "%s", e);
+    /* At the bound: 2^62 reads, 2^62 + 1 does not; a product past 2^61
+     * elements is refused whatever the dimensions. */
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
+                  "\"data_offsets\":[0,8]}}",
+                  8);
+    CHECK_MSG(strstr(e, "impossibly large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387905],"
+                  "\"data_offsets\":[0,8]}}",
+                  8);
+    CHECK_MSG(strstr(e, "integer 4611686018427387905 is too large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[2147483648,2147483648,2147483648],"
+                  "\"data_offsets\":[0,8]}}",
+                  8);
+    CHECK_MSG(strstr(e, "impossibly large"), "%s", e);
+    e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,2],"
+                  "\"data_offsets\":[0,0]}}",
+                  0);
+    CHECK_MSG(!*e, "%s", e);
+    /* a long run of digits is named, cut */
+    char big[400] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[";
+    for (int i = 0; i < 300; i++) strcat(big, "9");
+    strcat(big, "],\"data_offsets\":[0,8]}}");
+    e = parse_err(big, 8);
+    CHECK_MSG(strstr(e, "integer 99999999999999999999") && strstr(e, "... is too large"), "%s", e);
+}
+
+/* Issue 30, item 14: names and strings from the file reach messages with
+ * control characters escaped: one line, no raw ESC. */
+TEST(names_in_messages_are_escaped) {
+    const char *e = parse_err(
+        "{\"a\\u001b[31mb\\nc\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+    CHECK_MSG(strstr(e, "tensor 'a\\x1b[31mb\\x0ac': shape holds 12 bytes"), "%s", e);
+    CHECK(!strchr(e, '\033') && !strchr(e, '\n'));
+    e = parse_err(
+        "{\"w\":{\"dtype\":\"F\\u001b]0;x\\u0007\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
+    CHECK_MSG(strstr(e, "dtype F\\x1b]0;x\\x07; only F32"), "%s", e);
+    CHECK(!strchr(e, '\033') && !strchr(e, '\a'));
+    /* UTF-8 C1 controls (U+009B is CSI to some terminals), DEL, backslash */
+    e = parse_err(
+        "{\"\\u009b2J\\u007f\\\\\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8);
+    CHECK_MSG(strstr(e, "tensor '\\xc2\\x9b2J\\x7f\\\\': shape"), "%s", e);
+    /* A long name is cut with "...", and the message keeps its end. */
+    static char hdr[61000];
+    strcpy(hdr, "{\"");
+    for (int i = 0; i < 10000; i++) memcpy(hdr + 2 + 6 * i, "\\u001b", 7);
+    strcat(hdr, "\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}");
+    e = parse_err(hdr, 8);
+    CHECK_MSG(strstr(e, "\\x1b\\x1b...': shape holds 12 bytes of F32 but data_offsets span 8"),
+              "%s", e);
+    CHECK(!strchr(e, '\033'));
+}
+
+/* A header of n tensors "t0".."t{n-1}" of one float each (dup: the last
+ * one named as the first). */
+static unsigned char *many_tensors(int n, int dup, size_t *len) {
+    size_t cap = (size_t)n * 80 + 64, h = 0;
+    char *hdr = malloc(cap);
+    h += (size_t)snprintf(hdr + h, cap - h, "{");
+    for (int i = 0; i < n; i++)
+        h +=
+            (size_t)snprintf(hdr + h, cap - h,
+                             "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                             i ? "," : "", dup && i == n - 1 ? 0 : i, 4 * i, 4 * i + 4);
+    snprintf(hdr + h, cap - h, "}");
+    unsigned char *b = make_file(hdr, (size_t)n * 4, len);
+    free(hdr);
+    return b;
+}
+
+/* Issue 30, item 6: 200,000 names are checked for duplicates in linear
+ * time (the pairwise check took minutes: alarm() fails the test, as a
+ * hang), and a reader that knows how many tensors it can use refuses a
+ * longer header early. */
+TEST(many_tensors_parse_in_linear_time) {
+    enum { N = 200000 };
+    size_t len;
+    unsigned char *b = many_tensors(N, 0, &len);
+    alarm(20);
+    rt_st_file *f = rt_st_parse("many.safetensors", b, len, err, sizeof err);
+    CHECK_MSG(f != NULL, "%s", err);
+    if (f) {
+        CHECK(f->n == N);
+        int found = 0;
+        for (int i = 0; i < N; i += 997) {
+            char name[32];
+            snprintf(name, sizeof name, "t%d", i);
+            found += rt_st_find(f, name) == i;
+        }
+        CHECK(found == (N + 996) / 997 && rt_st_find(f, "t200000") == -1);
+        rt_st_free(f);
+    }
+    free(b);
+    b = many_tensors(N, 1, &len);
+    CHECK(rt_st_parse("dup.safetensors", b, len, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "dup.safetensors: tensor 't0' appears twice"), "%s", err);
+    CHECK(rt_st_parse_max("few.safetensors", b, len, 10, err, sizeof err) == NULL);
+    CHECK_MSG(strstr(err, "few.safetensors: bad safetensors header at byte") &&
+                  strstr(err, "more than 10 tensors"),
+              "%s", err);
+    alarm(0);
+    free(b);
+    b = many_tensors(10, 0, &len);
+    f = rt_st_parse_max("ten.safetensors", b, len, 10, err, sizeof err);
+    CHECK_MSG(f && f->n == 10, "%s", err);
+    rt_st_free(f);
+    free(b);
+}
+
 TEST(truncated_and_tiny_files_are_refused) {
     unsigned char b[16] = {0};
     CHECK(rt_st_parse("t", b, 0, err, sizeof err) == NULL && strstr(err, "too short"));
@@ -222,6 +349,9 @@ int main(void) {
     RUN(writing_twice_is_byte_identical);
     RUN(accepts_other_writers_style);
     RUN(malformed_headers_are_refused);
+    RUN(integers_that_overflow_are_refused);
+    RUN(names_in_messages_are_escaped);
+    RUN(many_tensors_parse_in_linear_time);
     RUN(truncated_and_tiny_files_are_refused);
     RUN(write_to_missing_dir_fails_cleanly);
     return harness_done();

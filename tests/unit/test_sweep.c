@@ -67,6 +67,15 @@ TEST(bad_tokens_are_named) {
     CHECK(parse_fails("lr=0.1 lr=0.2", "'lr' is given twice"));
     CHECK(parse_fails("lr=0.1,0.10", "lr: '0.10' is given twice"));
     CHECK(parse_fails("lr=0.1 warmup=0,5 lr=0.2", "'lr' is given twice"));
+    /* A spec file's bytes reach the message escaped (issue 30, item 14). */
+    CHECK(parse_fails("lr=0.1,\033[31mx", "lr: '\\x1b[31mx' is not a positive number"));
+    CHECK(parse_fails("\033]0;t\a=1", "'\\x1b]0;t\\x07' is not a sweep key"));
+    CHECK(parse_fails("\033[2J", "'\\x1b[2J' is not key=value"));
+    CHECK(parse_fails("lr=\xc2\x9b"
+                      "1",
+                      "lr: '\\xc2\\x9b1' is not a positive number"));
+    CHECK(parse_fails("gpus=\033", "gpus: '\\x1b' is not an integer"));
+    CHECK(!strchr(err, '\033'));
     char many[512] = "seed=0";
     for (int i = 1; i <= RT_SWEEP_MAX_VALUES; i++)
         snprintf(many + strlen(many), sizeof many - strlen(many), ",%d", i);
