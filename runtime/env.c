@@ -11,18 +11,17 @@
 
 typedef struct {
     const char *name;
-    int lo, hi;  /* an integer in [lo, hi]; a flag is [0, 1] */
-    int list;    /* a comma-separated list of them (OpenMP's nested counts) */
+    int lo, hi; /* an integer in [lo, hi]; a flag is [0, 1] */
+    int list;   /* a comma-separated list of them (OpenMP's nested counts) */
 } env_var;
 
 /* Every variable dprun reads that holds a number or a flag. DPC_MAX_MEMORY
  * (a size), DPC_COLL (a word) and the library paths are checked where they
  * are used, each with its own message. */
 static const env_var vars[] = {
-    {"DPC_THREADS", 1, 1024, 0},     {"OMP_NUM_THREADS", 1, 1024, 1},
-    {"DPC_DEBUG", 0, 2, 0},          {"DPC_PROFILE", 0, 1, 0},
-    {"DPC_TF32", 0, 1, 0},           {"DPC_CUDA_GRAPH", 0, 1, 0},
-    {"DPC_INPUT_OVERLAP", 0, 1, 0},  {"DPC_CUDA_DEVICE", 0, 4096, 0},
+    {"DPC_THREADS", 1, 1024, 0},    {"OMP_NUM_THREADS", 1, 1024, 1}, {"DPC_DEBUG", 0, 2, 0},
+    {"DPC_PROFILE", 0, 1, 0},       {"DPC_TF32", 0, 1, 0},           {"DPC_CUDA_GRAPH", 0, 1, 0},
+    {"DPC_INPUT_OVERLAP", 0, 1, 0}, {"DPC_CUDA_DEVICE", 0, 4096, 0},
 };
 
 static const env_var *find(const char *name) {
@@ -48,28 +47,17 @@ static int parse(const env_var *v, const char *s, int *out) {
     }
 }
 
-/* s with control and non-ASCII bytes as \xNN, cut to fit. */
-static void escape(const char *s, char *out, size_t n) {
-    size_t k = 0;
-    for (; *s && k + 5 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        k += (size_t)snprintf(out + k, n - k, c < 0x20 || c >= 0x7f ? "\\x%02x" : "%c", c);
-    }
-    out[k] = 0;
-}
-
 int rt_env_check(char *err, size_t errlen) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const env_var *v = &vars[i];
         const char *s = getenv(v->name);
         int x;
         if (!s || !*s || !parse(v, s, &x)) continue;
-        char shown[64];
-        escape(s, shown, sizeof shown);
         if (v->lo == 0 && v->hi == 1)
-            return ir_fail(err, errlen, "%s='%s': must be 0 or 1", v->name, shown);
+            return ir_fail(err, errlen, "%s='%s': must be 0 or 1", v->name, IR_ESC(s));
         return ir_fail(err, errlen, "%s='%s': must be a whole number from %d to %d%s", v->name,
-                       shown, v->lo, v->hi, v->list ? " (or a comma-separated list of them)" : "");
+                       IR_ESC(s), v->lo, v->hi,
+                       v->list ? " (or a comma-separated list of them)" : "");
     }
     return 0;
 }
