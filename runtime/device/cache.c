@@ -126,6 +126,7 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
     } else {
         default_dir(c->path, sizeof c->path);
     }
+    for (size_t n = strlen(c->path); n > 1 && c->path[n - 1] == '/';) c->path[--n] = 0;
     const char *dir = c->path;
     char todo[2 * PATH_MAX], at[PATH_MAX], cwd[PATH_MAX];
     if (dir[0] == '/')
