@@ -55,7 +55,7 @@ expect_fail "a world-writable cache is refused" "is writable by everyone (mode 0
 chmod 700 "$DPC_CACHE_DIR"
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     chown nobody "$DPC_CACHE_DIR"
-    expect_fail "a cache another user owns is refused" "belongs to uid $(id -u nobody), not to this user (uid 0)" \
+    expect_fail "a cache another user owns is refused" "belongs to uid $(id -u nobody) (mode 0700), not to this user (uid 0)" \
         "$bin/dprun" "$plan" --steps 1
     chown root "$DPC_CACHE_DIR"
 fi

@@ -1,6 +1,5 @@
 /* runtime/cuda/nvrtc.c — NVRTC and its on-disk cache. See nvrtc.h. */
 #include "runtime/cuda/nvrtc.h"
-#include "ir/file.h"
 #include "ir/hash.h"
 
 #include <inttypes.h>
@@ -170,57 +169,61 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     char target[24];
     if (rt_nvrtc_pick_target(sm, archs, narchs, target, sizeof target, &is_ptx, err, errlen))
         return -1;
-    char *dir = rt_cache_dir(err, errlen);
-    if (!dir) return -1;
+    rt_cache c;
+    if (rt_cache_open(&c, err, errlen)) return -1;
     static const char *const opts[] = {RT_NVRTC_OPTIONS};
     const char *ver = rt_nvrtc_version();
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, "nvrtc");
     h = ir_fnv1a_str(h, ver);
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
     h = ir_fnv1a_str(h, target);
-    char base[4200], cu[4300], bin[4300];
-    rt_cache_base(base, sizeof base, dir, "cuda-", h, source);
+    char base[256], cu[300], bin[300];
+    rt_cache_name(base, sizeof base, "cuda-", h, source);
     snprintf(cu, sizeof cu, "%s.cu", base);
     snprintf(bin, sizeof bin, "%s.%s", base, is_ptx ? "ptx" : "cubin");
-    free(dir);
 
+    /* Read through the checked directory (device.h), and only what was
+     * compiled for it, byte for byte; these bytes are what the driver gets. */
     size_t n = 0;
-    unsigned char *cached = rt_cache_read(bin, &n); /* NUL-terminated: PTX is text */
-    /* Only what was compiled for it, byte for byte (see device.h). */
-    int match = cached ? rt_cache_matches(bin, cached, n) : 0;
-    if (cached && match != 1) rt_cache_rebuild_notice(bin, match);
+    unsigned char *cached = rt_cache_read(&c, bin, &n); /* NUL-terminated: PTX is text */
+    int match = cached ? rt_cache_matches(&c, bin, cached, n) : 0;
+    if (cached && match != 1) rt_cache_rebuild_notice(&c, bin, match);
     if (cached && match == 1 && plausible(cached, n, is_ptx)) {
         img->data = cached;
         img->size = n + (size_t)is_ptx; /* PTX: its NUL too */
         img->is_ptx = is_ptx;
         img->cache_hit = 1;
         snprintf(img->target, sizeof img->target, "%s", target);
-        img->path = strdup(bin);
-        RT_CHECK_ALLOC(img->path);
+        img->path = rt_cache_path(&c, bin);
+        rt_cache_close(&c);
         return 0;
     }
     free(cached);
 
     /* The source first: it is what a failed compile leaves to look at. */
-    /* Into place atomically (ir/file.h): a reader sees the whole file or none. */
+    /* Into place atomically (rt_cache_write): a reader sees the whole file or none. */
     char *log = NULL, why[1024];
-    if (ir_file_write_all(cu, source, strlen(source), why, sizeof why)) {
+    if (rt_cache_write(&c, cu, source, strlen(source), why, sizeof why)) {
+        rt_cache_close(&c);
         return ir_fail(err, errlen, "cannot write kernel source: %s", why);
     }
     if (compile(source, target, img, &log, why, sizeof why)) {
-        ir_fail(err, errlen, "NVRTC %s could not compile %s for %s: %s%s%.3000s",
-                rt_nvrtc_version(), cu, target, why, log && *log ? "\n" : "", log ? log : "");
+        ir_fail(err, errlen, "NVRTC %s could not compile %s/%s for %s: %s%s%.3000s",
+                rt_nvrtc_version(), c.path, cu, target, why, log && *log ? "\n" : "",
+                log ? log : "");
         free(log);
+        rt_cache_close(&c);
         return -1;
     }
     free(log);
     /* A cache that cannot be written costs time, not correctness. */
-    if ((rt_cache_record(bin, img->data, img->size - (size_t)img->is_ptx) ||
-         ir_file_write_all(bin, img->data, img->size - (size_t)img->is_ptx, why, sizeof why)) &&
+    size_t size = img->size - (size_t)img->is_ptx;
+    if ((rt_cache_record(&c, bin, img->data, size) ||
+         rt_cache_write(&c, bin, img->data, size, why, sizeof why)) &&
         rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cuda: cannot cache %s\n", bin);
-    img->path = strdup(bin);
-    RT_CHECK_ALLOC(img->path);
+        fprintf(stderr, "dpc: cuda: cannot cache %s/%s\n", c.path, bin);
+    img->path = rt_cache_path(&c, bin);
+    rt_cache_close(&c);
     return 0;
 }
 

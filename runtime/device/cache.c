@@ -1,18 +1,24 @@
 /* runtime/device/cache.c — run the host compiler on generated C, cache the
- * result by content hash. See device.h (the module cache). */
+ * result by content hash, load exactly the bytes that were checked. See
+ * device.h (the module cache). */
 #include "runtime/device/device.h"
 #include "ir/file.h"
 #include "ir/hash.h"
 
+#include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,24 +29,12 @@
 
 extern char **environ;
 
-/* mkdir -p: creates each missing component of path, private to its owner. */
-static int mkdirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0700) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) && errno != EEXIST) return -1;
-    return 0;
-}
+/* ---- the directory ------------------------------------------------------------ */
 
 /* The default directory: ~/.cache/dpc, HOME from the environment or, when
  * unset, the password database. Never a shared /tmp path another user
  * could have made first; /tmp/dpc-cache-UID only when the user has no home
- * at all, and then the ownership check below still applies. */
+ * at all, and then the ownership checks below still apply. */
 static void default_dir(char *path, size_t n) {
     const char *home = getenv("HOME");
     if (!home || !*home) {
@@ -53,43 +47,303 @@ static void default_dir(char *path, size_t n) {
         snprintf(path, n, "/tmp/dpc-cache-%ld", (long)geteuid());
 }
 
-char *rt_cache_dir(char *err, size_t errlen) {
+static const char suffix[] = "set DPC_CACHE_DIR to a directory of your own";
+
+/* A directory on the way to the cache: root or this user owns it (no one
+ * else may rename what is in it), and no one else may write it unless it is
+ * sticky, like /tmp (others may add names there, not rename or remove
+ * ours). -1 + message naming the directory, its owner and mode. */
+static int check_ancestor(const char *dir, const char *at, const struct stat *st, char *err,
+                          size_t errlen) {
+    uid_t me = geteuid();
+    unsigned mode = (unsigned)(st->st_mode & 07777);
+    if (st->st_uid != 0 && st->st_uid != me)
+        return ir_fail(
+            err, errlen,
+            "kernel cache directory %s: %s, on its path, belongs to uid %ld (mode %04o), "
+            "not to root or this user (uid %ld); refusing to load kernels through it (%s)",
+            dir, at, (long)st->st_uid, mode, (long)me, suffix);
+    if ((mode & 022) && !(mode & S_ISVTX))
+        return ir_fail(
+            err, errlen,
+            "kernel cache directory %s: %s, on its path, is writable by %s and not "
+            "sticky (mode %04o, owner uid %ld); refusing to load kernels through it (%s)",
+            dir, at, mode & 002 ? "everyone" : "its group", mode, (long)st->st_uid, suffix);
+    return 0;
+}
+
+/* The cache directory itself: this user's, and no one else may write it. */
+static int check_final(const char *dir, const struct stat *st, char *err, size_t errlen) {
+    uid_t me = geteuid();
+    unsigned mode = (unsigned)(st->st_mode & 07777);
+    if (st->st_uid != me)
+        return ir_fail(err, errlen,
+                       "kernel cache directory %s belongs to uid %ld (mode %04o), not to this user "
+                       "(uid %ld); refusing to load kernels from it (%s)",
+                       dir, (long)st->st_uid, mode, (long)me, suffix);
+    if (mode & 022)
+        return ir_fail(err, errlen,
+                       "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
+                       "kernels from it (chmod go-w it, or %s)",
+                       dir, mode & 002 ? "everyone" : "its group", mode, suffix);
+    return 0;
+}
+
+/* at := at/name, or its parent for "..": the physical path walked so far,
+ * for messages only. */
+static void walked_step(char *at, size_t n, const char *name) {
+    if (!strcmp(name, "..")) {
+        char *slash = strrchr(at, '/');
+        if (slash && slash != at)
+            *slash = 0;
+        else
+            snprintf(at, n, "/");
+        return;
+    }
+    size_t len = strlen(at);
+    snprintf(at + len, n - len, "%s%s", len > 1 ? "/" : "", name);
+}
+
+void rt_cache_close(rt_cache *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* Walks the path from "/" one name at a time with openat(O_NOFOLLOW), so
+ * what is checked is what is opened, and keeps the last descriptor: every
+ * later access is relative to it, and no rename or link along the path,
+ * after the walk, changes which directory that is. A missing name is
+ * created 0700. A symbolic link is followed only when root or this user
+ * owns it (its directory passed the check, so no one else can replace it);
+ * its target is walked the same way. */
+int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
+    c->fd = -1;
     const char *env = getenv("DPC_CACHE_DIR");
-    char path[4096];
-    if (env && *env)
-        snprintf(path, sizeof path, "%s", env);
+    if (env && *env) {
+        if (snprintf(c->path, sizeof c->path, "%s", env) >= (int)sizeof c->path)
+            return ir_fail(err, errlen, "DPC_CACHE_DIR is longer than %zu bytes",
+                           sizeof c->path - 1);
+    } else {
+        default_dir(c->path, sizeof c->path);
+    }
+    for (size_t n = strlen(c->path); n > 1 && c->path[n - 1] == '/';) c->path[--n] = 0;
+    const char *dir = c->path;
+    char todo[2 * PATH_MAX], at[PATH_MAX], cwd[PATH_MAX];
+    if (dir[0] == '/')
+        snprintf(todo, sizeof todo, "%s", dir);
+    else if (getcwd(cwd, sizeof cwd))
+        snprintf(todo, sizeof todo, "%s/%s", cwd, dir);
     else
-        default_dir(path, sizeof path);
-    if (mkdirs(path)) {
-        ir_fail(err, errlen, "cannot create the kernel cache directory %s: %s", path,
-                strerror(errno));
-        return NULL;
-    }
-    /* What is in this directory gets dlopen'ed: it is the security boundary,
-     * so it must be ours and no one else may write to it. */
+        return ir_fail(err, errlen, "kernel cache directory %s: cannot resolve it: getcwd: %s", dir,
+                       strerror(errno));
+    int cur = -1, links = 0;
     struct stat st;
-    if (stat(path, &st) || !S_ISDIR(st.st_mode)) {
-        ir_fail(err, errlen, "kernel cache %s is not a directory", path);
-        return NULL;
+    char *p = todo;
+    for (;;) {
+        if (*p == '/') { /* the start, or an absolute link: from the root again */
+            if (cur >= 0) close(cur);
+            cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+            snprintf(at, sizeof at, "/");
+            if (cur < 0 || fstat(cur, &st)) goto sys_fail;
+            if (check_ancestor(dir, at, &st, err, errlen)) goto fail;
+            while (*p == '/') p++;
+        }
+        if (!*p) break;
+        size_t len = strcspn(p, "/");
+        char name[NAME_MAX + 1];
+        if (len > NAME_MAX) {
+            errno = ENAMETOOLONG;
+            goto sys_fail;
+        }
+        memcpy(name, p, len);
+        name[len] = 0;
+        p += len;
+        while (*p == '/') p++;
+        if (!strcmp(name, ".")) continue;
+        int fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+            if (mkdirat(cur, name, 0700) && errno != EEXIST) {
+                int e = errno;
+                walked_step(at, sizeof at, name);
+                errno = e;
+                goto sys_fail;
+            }
+            fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+            int e = errno;
+            struct stat ls;
+            walked_step(at, sizeof at, name);
+            if (fstatat(cur, name, &ls, AT_SYMLINK_NOFOLLOW) || !S_ISLNK(ls.st_mode)) {
+                errno = e;
+                goto sys_fail;
+            }
+            if (ls.st_uid != 0 && ls.st_uid != geteuid()) {
+                ir_fail(err, errlen,
+                        "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
+                        "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
+                        dir, at, (long)ls.st_uid, (long)geteuid(), suffix);
+                goto fail;
+            }
+            char target[PATH_MAX], next[sizeof todo];
+            ssize_t n = ++links > 40 ? -1 : readlinkat(cur, name, target, sizeof target - 1);
+            if (n <= 0) {
+                errno = links > 40 ? ELOOP : n == 0 ? ENOENT : errno;
+                goto sys_fail;
+            }
+            target[n] = 0;
+            if (snprintf(next, sizeof next, "%s/%s", target, p) >= (int)sizeof next) {
+                errno = ENAMETOOLONG;
+                goto sys_fail;
+            }
+            memcpy(todo, next, strlen(next) + 1);
+            p = todo;
+            /* a relative target goes on from the link's directory */
+            walked_step(at, sizeof at, "..");
+            continue;
+        }
+        walked_step(at, sizeof at, name);
+        if (fd < 0) goto sys_fail;
+        close(cur);
+        cur = fd;
+        if (fstat(cur, &st)) goto sys_fail;
+        int last = 1;
+        for (const char *q = p; *q && last; q += strcspn(q, "/"), q += strspn(q, "/"))
+            last = q[0] == '.' && (q[1] == '/' || !q[1]);
+        if (!last && check_ancestor(dir, at, &st, err, errlen)) goto fail;
     }
-    if (st.st_uid != geteuid()) {
-        ir_fail(err, errlen,
-                "kernel cache directory %s belongs to uid %ld, not to this user (uid %ld); "
-                "refusing to load kernels from it (set DPC_CACHE_DIR to a directory of your own)",
-                path, (long)st.st_uid, (long)geteuid());
-        return NULL;
-    }
-    if (st.st_mode & 022) {
-        ir_fail(err, errlen,
-                "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
-                "kernels from it (chmod go-w it, or set DPC_CACHE_DIR)",
-                path, st.st_mode & 002 ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
-        return NULL;
-    }
-    char *out = strdup(path);
+    /* Reopened readable: the compiler runs in it (fchdir) and names are
+     * read in it; "." follows nothing. */
+    c->fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(cur);
+    cur = -1;
+    if (c->fd < 0 || fstat(c->fd, &st)) goto sys_fail;
+    if (check_final(dir, &st, err, errlen)) goto fail;
+    return 0;
+sys_fail:
+    ir_fail(err, errlen, "kernel cache directory %s: %s: %s", dir, at, strerror(errno));
+fail:
+    if (cur >= 0) close(cur);
+    rt_cache_close(c);
+    return -1;
+}
+
+char *rt_cache_path(const rt_cache *c, const char *name) {
+    size_t n = strlen(c->path) + strlen(name) + 2;
+    char *out = malloc(n);
     RT_CHECK_ALLOC(out);
+    snprintf(out, n, "%s/%s", c->path, name);
     return out;
 }
+
+/* ---- files in it ------------------------------------------------------------------ */
+
+/* A name no other thread or process uses at the same time. */
+static void temp_name(char *out, size_t n, const char *base, const char *ext) {
+    static unsigned counter;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    unsigned c = counter++;
+    pthread_mutex_unlock(&mu);
+    if (snprintf(out, n, "%s.tmp%ld.%u%s", base, (long)getpid(), c, ext) >= (int)n)
+        out[0] = 0; /* an empty name fails to open: no other file is touched */
+}
+
+unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
+    int fd = openat(c->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    unsigned char *buf = NULL;
+    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_size <= (1 << 30)) {
+        size_t n = (size_t)st.st_size;
+        buf = malloc(n + 1);
+        RT_CHECK_ALLOC(buf);
+        unsigned char extra;
+        /* exactly the size fstat gave: a file that changes meanwhile is a miss */
+        if (ir_file_read_exact(fd, buf, n) || ir_file_read_exact(fd, &extra, 1) != 1) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf[n] = 0;
+            *len = n;
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
+                   size_t errlen) {
+    char tmp[NAME_MAX + 1];
+    temp_name(tmp, sizeof tmp, name, "");
+    int fd = openat(c->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) return ir_fail(err, errlen, "%s/%s: %s", c->path, tmp, strerror(errno));
+    const unsigned char *at = p;
+    int rc = 0;
+    while (n && rc == 0) {
+        ssize_t w = write(fd, at, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            rc = -1;
+        else
+            at += w, n -= (size_t)w;
+    }
+    if (rc == 0) rc = fsync(fd);
+    if (close(fd) && rc == 0) rc = -1;
+    if (rc == 0) rc = renameat(c->fd, tmp, c->fd, name);
+    if (rc) {
+        int e = errno;
+        unlinkat(c->fd, tmp, 0);
+        ir_fail(err, errlen, "%s/%s: %s", c->path, name, strerror(e));
+        errno = e;
+    }
+    return rc;
+}
+
+int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t n) {
+    unsigned char d[32];
+    char hex[66], name[NAME_MAX + 1], why[256];
+    rt_sha256(data, n, d);
+    rt_sha256_hex(d, hex);
+    strcat(hex, "\n");
+    snprintf(name, sizeof name, "%s.sha256", obj);
+    return rt_cache_write(c, name, hex, 65, why, sizeof why);
+}
+
+int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_t n) {
+    char name[NAME_MAX + 1];
+    snprintf(name, sizeof name, "%s.sha256", obj);
+    size_t got = 0;
+    unsigned char *want = rt_cache_read(c, name, &got);
+    if (!want) return 0;
+    unsigned char d[32];
+    char hex[65];
+    rt_sha256(data, n, d);
+    rt_sha256_hex(d, hex);
+    int match = got == 65 && !memcmp(want, hex, 64) && want[64] == '\n';
+    free(want);
+    return match ? 1 : -1;
+}
+
+void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match) {
+    fprintf(stderr, "dpc: kernel cache: %s/%s %s; compiling it again\n", c->path, obj,
+            match == -2 ? "is not a whole shared object (a segment runs past its end)"
+            : match < 0 ? "does not match the checksum recorded when it was compiled (truncated "
+                          "or corrupted)"
+                        : "has no recorded checksum (not written by this dpc)");
+}
+
+void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const char *source) {
+    size_t srclen = strlen(source);
+    h = ir_fnv1a(h, source, srclen);
+    /* A second, differently seeded hash makes a collision astronomically
+     * unlikely without a cryptographic hash. */
+    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    snprintf(name, n, "dpc2-%s%016" PRIx64 "%08" PRIx32, kind, h, (uint32_t)h2);
+}
+
+/* ---- compiling and loading C ---------------------------------------------------- */
 
 static const char *compiler(void) {
     const char *cc = getenv("CC");
@@ -127,20 +381,17 @@ static void quote(char *cmd, size_t n, const char *s) {
     cmd[len] = 0;
 }
 
-/* A name no other thread or process uses at the same time. */
-static void temp_name(char *out, size_t n, const char *base, const char *ext) {
-    static unsigned counter;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    unsigned c = counter++;
-    pthread_mutex_unlock(&mu);
-    snprintf(out, n, "%s.tmp%ld.%u%s", base, (long)getpid(), c, ext);
-}
-
-static int run_shell(const char *cmd) {
+/* Runs cmd with the checked directory as its working directory (fchdir
+ * to the descriptor), so the compiler reads and writes names in it, not a
+ * path that could lead elsewhere. */
+static int run_shell(const rt_cache *c, const char *cmd) {
     pid_t pid;
     char *argv[] = {"sh", "-c", (char *)cmd, NULL};
-    int rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    int rc = posix_spawn_file_actions_addfchdir_np(&fa, c->fd);
+    if (!rc) rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (rc) {
         errno = rc;
         RT_SYS_FAIL("posix_spawn /bin/sh");
@@ -155,141 +406,184 @@ static int run_shell(const char *cmd) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static char *read_text(const char *path, size_t max) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc(max + 1);
-    RT_CHECK_ALLOC(buf);
-    size_t n = fread(buf, 1, max, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
+/* Would the loader map only bytes that are there? A prefix of an object
+ * whose record was rewritten to match it passes the hash, and a segment
+ * that runs past the end of the file faults (SIGBUS) inside dlopen, from a
+ * memfd as from a file. */
+static int elf_whole(const unsigned char *d, size_t n) {
+    ElfW(Ehdr) eh;
+    if (n < sizeof eh) return 0;
+    memcpy(&eh, d, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+        eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+        eh.e_type != ET_DYN || eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 ||
+        eh.e_phoff > n || eh.e_phnum > (n - eh.e_phoff) / sizeof(ElfW(Phdr)))
+        return 0;
+    for (size_t i = 0; i < eh.e_phnum; i++) {
+        ElfW(Phdr) ph;
+        memcpy(&ph, d + eh.e_phoff + i * sizeof ph, sizeof ph);
+        if (ph.p_filesz && (ph.p_offset > n || ph.p_filesz > n - ph.p_offset)) return 0;
+    }
+    return 1;
 }
 
-unsigned char *rt_cache_read(const char *path, size_t *len) {
-    char err[64]; /* why does not matter: a cache miss */
-    return ir_file_read(path, (size_t)1 << 30, len, err, sizeof err);
+/* The loaded objects' memfds, by SHA-256. dlopen knows an object by the
+ * name it was opened by, /proc/self/fd/N: a closed N reused for another
+ * object would be taken for the first one. So each stays open for the
+ * process's life (modules are RTLD_NODELETE, mapped that long anyway), and
+ * the same bytes loaded again reuse it and get the same handle, as one path
+ * did before. */
+static struct loaded {
+    unsigned char sha[32];
+    int fd;
+} * loaded;
+static size_t nloaded, caploaded;
+static pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* dlopen of exactly data[0..n), through a sealed memfd: nothing can change
+ * between the hash and the load. */
+static void *load_bytes(const unsigned char *data, size_t n, int flags, const char *shown,
+                        char *err, size_t errlen) {
+    unsigned char sha[32];
+    rt_sha256(data, n, sha);
+    pthread_mutex_lock(&loaded_mu);
+    int fd = -1;
+    for (size_t i = 0; i < nloaded && fd < 0; i++)
+        if (!memcmp(loaded[i].sha, sha, 32)) fd = loaded[i].fd;
+    const char *why = NULL;
+    int fresh = fd < 0;
+    if (fresh) {
+        fd = memfd_create("dpc-module", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        const unsigned char *at = data;
+        size_t left = n;
+        while (fd >= 0 && left) {
+            ssize_t w = write(fd, at, left);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            at += w, left -= (size_t)w;
+        }
+        if (fd < 0 || left ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)) {
+            why = strerror(errno);
+            if (fd >= 0) close(fd);
+            fd = -1;
+        }
+    }
+    void *h = NULL;
+    if (fd >= 0) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        h = dlopen(proc, flags);
+        if (!h) why = dlerror();
+        if (h && fresh) {
+            if (nloaded == caploaded) {
+                caploaded = caploaded ? 2 * caploaded : 8;
+                loaded = realloc(loaded, caploaded * sizeof *loaded);
+                RT_CHECK_ALLOC(loaded);
+            }
+            memcpy(loaded[nloaded].sha, sha, 32);
+            loaded[nloaded++].fd = fd;
+        } else if (!h && fresh) {
+            close(fd);
+        }
+    }
+    pthread_mutex_unlock(&loaded_mu);
+    if (!h) ir_fail(err, errlen, "dlopen %s (from memory): %s", shown, why ? why : "failed");
+    return h;
 }
 
-static void sum_path(char *out, size_t n, const char *obj) { snprintf(out, n, "%s.sha256", obj); }
-
-int rt_cache_record(const char *obj, const void *data, size_t n) {
-    unsigned char d[32];
-    char hex[66], path[4400], why[256];
-    rt_sha256(data, n, d);
-    rt_sha256_hex(d, hex);
-    strcat(hex, "\n");
-    sum_path(path, sizeof path, obj);
-    return ir_file_write_all(path, hex, 65, why, sizeof why);
-}
-
-int rt_cache_matches(const char *obj, const void *data, size_t n) {
-    char path[4400];
-    sum_path(path, sizeof path, obj);
-    size_t got = 0;
-    unsigned char *want = rt_cache_read(path, &got);
-    if (!want) return 0;
-    unsigned char d[32];
-    char hex[65];
-    rt_sha256(data, n, d);
-    rt_sha256_hex(d, hex);
-    int match = got == 65 && !memcmp(want, hex, 64) && want[64] == '\n';
-    free(want);
-    return match ? 1 : -1;
-}
-
-void rt_cache_rebuild_notice(const char *obj, int match) {
-    fprintf(stderr, "dpc: kernel cache: %s %s; compiling it again\n", obj,
-            match < 0 ? "does not match the checksum recorded when it was compiled (truncated or "
-                        "corrupted)"
-                      : "has no recorded checksum (not written by this dpc)");
-}
-
-void rt_cache_base(char *base, size_t n, const char *dir, const char *kind, uint64_t h,
-                   const char *source) {
-    size_t srclen = strlen(source);
-    h = ir_fnv1a(h, source, srclen);
-    /* A second, differently seeded hash makes a collision astronomically
-     * unlikely without a cryptographic hash. */
-    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
-    snprintf(base, n, "%s/dpc2-%s%016" PRIx64 "%08" PRIx32, dir, kind, h, (uint32_t)h2);
-}
-
-char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen) {
+void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit, char **path,
+                      char *err, size_t errlen) {
     if (hit) *hit = 0;
-    char *dir = rt_cache_dir(err, errlen);
-    if (!dir) return NULL;
+    *path = NULL;
     const char *cc = compiler();
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, cc);
     h = ir_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
     h = hash_cpu(h);
-    char base[4200], so[4300], c_path[4300];
-    rt_cache_base(base, sizeof base, dir, "", h, source);
+    char base[64], so[80], c_name[80];
+    rt_cache_name(base, sizeof base, "", h, source);
     snprintf(so, sizeof so, "%s.so", base);
-    snprintf(c_path, sizeof c_path, "%s.c", base);
-    free(dir);
+    snprintf(c_name, sizeof c_name, "%s.c", base);
+    char *shown = rt_cache_path(c, so);
     /* A cached object is used only when it is, byte for byte, what was
-     * compiled for it: a truncated one (a 1000-byte prefix of a good .so
-     * gave SIGBUS in dlopen) is compiled again. What keeps others' code out
-     * is rt_cache_dir's check of the directory, not this. */
+     * compiled for it, and whole; those bytes, read once through the
+     * checked directory, are what is loaded. */
     size_t have_len = 0;
-    unsigned char *have = rt_cache_read(so, &have_len);
+    unsigned char *have = rt_cache_read(c, so, &have_len);
     if (have) {
-        int match = rt_cache_matches(so, have, have_len);
-        free(have);
+        int match = rt_cache_matches(c, so, have, have_len);
+        if (match == 1 && !elf_whole(have, have_len)) match = -2;
         if (match == 1) {
+            void *hd = load_bytes(have, have_len, flags, shown, err, errlen);
+            free(have);
+            if (!hd) {
+                free(shown);
+                return NULL;
+            }
             if (hit) *hit = 1;
-            char *out = strdup(so);
-            RT_CHECK_ALLOC(out);
-            return out;
+            *path = shown;
+            return hd;
         }
-        rt_cache_rebuild_notice(so, match);
+        free(have);
+        rt_cache_rebuild_notice(c, so, match);
     }
-    char tmp_so[4400], tmp_log[4400], why[1024];
+    char tmp_so[NAME_MAX + 1], tmp_log[NAME_MAX + 1], why[1024];
     temp_name(tmp_so, sizeof tmp_so, base, ".so");
     temp_name(tmp_log, sizeof tmp_log, base, ".log");
-    if (ir_file_write_all(c_path, source, strlen(source), why, sizeof why)) {
+    if (rt_cache_write(c, c_name, source, strlen(source), why, sizeof why)) {
         ir_fail(err, errlen, "cannot write kernel source: %s", why);
+        free(shown);
         return NULL;
     }
+    /* Names relative to the directory the compiler runs in (run_shell). */
     char cmd[16384] = "";
     snprintf(cmd, sizeof cmd, "%s %s -o ", cc, RT_CC_FLAGS);
     quote(cmd, sizeof cmd, tmp_so);
     strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
-    quote(cmd, sizeof cmd, c_path);
+    quote(cmd, sizeof cmd, c_name);
     strncat(cmd, " 2>", sizeof cmd - strlen(cmd) - 1);
     quote(cmd, sizeof cmd, tmp_log);
     double t0 = rt_now();
-    int rc = run_shell(cmd);
+    int rc = run_shell(c, cmd);
     double seconds = rt_now() - t0;
+    size_t log_len = 0;
+    unsigned char *log = rt_cache_read(c, tmp_log, &log_len);
+    unlinkat(c->fd, tmp_log, 0);
     if (rc != 0) {
-        char *log = read_text(tmp_log, 4000);
-        ir_fail(err, errlen, "compiling %s failed (%s %s):\n%s", c_path, cc, RT_CC_FLAGS,
-                log && *log ? log : "(no compiler output)");
+        ir_fail(err, errlen, "compiling %s/%s failed (%s %s):\n%.4000s", c->path, c_name, cc,
+                RT_CC_FLAGS, log && *log ? (char *)log : "(no compiler output)");
         free(log);
-        unlink(tmp_log);
-        unlink(tmp_so);
+        unlinkat(c->fd, tmp_so, 0);
+        free(shown);
         return NULL;
     }
-    unlink(tmp_log);
-    /* The checksum first, then the object: a reader that finds the object
-     * finds its checksum. */
+    free(log);
+    /* Read back once through the directory; these bytes are recorded,
+     * published and loaded. The checksum first, then the object: a reader
+     * that finds the object finds its checksum. */
     size_t built_len = 0;
-    unsigned char *built = rt_cache_read(tmp_so, &built_len);
-    if (!built || rt_cache_record(so, built, built_len)) {
-        ir_fail(err, errlen, "cannot record the checksum of %s: %s", so, strerror(errno));
+    unsigned char *built = rt_cache_read(c, tmp_so, &built_len);
+    if (!built || !elf_whole(built, built_len)) {
+        ir_fail(err, errlen, "%s %s wrote no whole shared object at %s/%s", cc, RT_CC_FLAGS,
+                c->path, tmp_so);
+    } else if (rt_cache_record(c, so, built, built_len)) {
+        ir_fail(err, errlen, "cannot record the checksum of %s: %s", shown, strerror(errno));
+    } else if (renameat(c->fd, tmp_so, c->fd, so)) {
+        ir_fail(err, errlen, "cannot move %s/%s into place: %s", c->path, tmp_so, strerror(errno));
+    } else {
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", shown, seconds);
+        void *hd = load_bytes(built, built_len, flags, shown, err, errlen);
         free(built);
-        unlink(tmp_so);
-        return NULL;
+        if (!hd) {
+            free(shown);
+            return NULL;
+        }
+        *path = shown;
+        return hd;
     }
     free(built);
-    if (rename(tmp_so, so)) {
-        ir_fail(err, errlen, "cannot move %s into place: %s", tmp_so, strerror(errno));
-        unlink(tmp_so);
-        return NULL;
-    }
-    if (rt_debug_level() >= 1) fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", so, seconds);
-    char *out = strdup(so);
-    RT_CHECK_ALLOC(out);
-    return out;
+    unlinkat(c->fd, tmp_so, 0);
+    free(shown);
+    return NULL;
 }

@@ -230,17 +230,17 @@ static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, siz
     (void)be;
     int debug = rt_debug_level(), hit = 0;
     if (debug >= 2) fprintf(stderr, "dpc: cpu: generated source:\n%s\n", source);
-    char *path = rt_cache_compile_c(source, &hit, err, errlen);
-    if (!path) {
-        fprintf(stderr, "dpc: error: %s\n", err);
-        return NULL;
-    }
     /* RTLD_NODELETE: a module stays mapped for the process's lifetime, so
      * a kernel pointer can never outlive its code. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    rt_cache c;
+    char *path = NULL;
+    void *h = rt_cache_open(&c, err, errlen)
+                  ? NULL
+                  : rt_cache_load_c(&c, source, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, &hit, &path,
+                                    err, errlen);
+    rt_cache_close(&c);
     if (!h) {
-        ir_fail(err, errlen, "dlopen %s: %s", path, dlerror());
-        free(path);
+        fprintf(stderr, "dpc: error: %s\n", err);
         return NULL;
     }
     if (debug >= 1)

@@ -168,16 +168,31 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
  * written to a temporary name and renamed into place, so processes that
  * compile the same module at once never see a partial file.
  *
- * Trust: the directory is created 0700 and refused when another user owns
- * it or its group or others may write to it; that is what keeps others'
- * code out of dlopen. The SHA-256 beside each object is checked before it
- * is used, so a truncated or corrupted object is compiled again (with a
- * notice); it is no defence against someone who can write the directory.
+ * Trust: what is in the directory gets loaded, so rt_cache_open walks its
+ * path from "/" one name at a time (openat, O_NOFOLLOW) and refuses, naming
+ * the directory, its owner and mode:
+ *   - a directory on the way that neither root nor this user owns, or that
+ *     others may write and is not sticky (/tmp, sticky, is fine);
+ *   - a symbolic link on the way that neither root nor this user owns
+ *     (others are followed, and their targets walked the same way);
+ *   - a cache directory this user does not own or others may write.
+ * Missing directories are created 0700. Everything after is done relative
+ * to the descriptor the walk ended with (openat, renameat, the compiler
+ * runs in it by fchdir), never by path, so no later rename or link changes
+ * which directory is used. An object is read once through it (a regular
+ * file this user owns, its whole fstat size), checked against the SHA-256
+ * beside it and its ELF segments against its length, then those bytes are
+ * copied into a sealed memfd and dlopen'ed from /proc/self/fd/N: exactly
+ * what was checked runs. A truncated, corrupted or unrecorded object is
+ * compiled again (with a notice); the record is no defence against someone
+ * who can write the directory, the walk is.
  *
  * Usage:
- *     int hit;
- *     char *so = rt_cache_compile_c(source, &hit, err, sizeof err);  // malloc'd path
- *     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+ *     rt_cache c;
+ *     if (rt_cache_open(&c, err, sizeof err)) ...;          // the checked directory
+ *     int hit; char *path;                                   // path: for messages
+ *     void *h = rt_cache_load_c(&c, source, RTLD_NOW, &hit, &path, err, sizeof err);
+ *     rt_cache_close(&c);
  */
 
 /* Flags every module is compiled with (after $CC, default "cc").
@@ -193,28 +208,44 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
 #define RT_CC_FLAGS \
     "-O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd -fPIC -shared"
 
-/* The cache directory, created if missing; NULL + message on failure. */
-char *rt_cache_dir(char *err, size_t errlen);
-/* DIR/dpc2-KINDHASH, the name (without extension) of source's cached
- * files: h covers the compiler, its options and target, and the source is
- * hashed into it here, then again with another seed (a collision is then
+typedef struct rt_cache {
+    int fd;          /* the checked directory; every access is relative to it */
+    char path[4096]; /* its name as given, for messages only */
+} rt_cache;
+
+/* Opens the cache directory (created if missing) after checking its path
+ * as above: 0, or -1 + message. */
+int rt_cache_open(rt_cache *c, char *err, size_t errlen);
+void rt_cache_close(rt_cache *c);
+/* "DIR/name" (malloc'd), for messages. */
+char *rt_cache_path(const rt_cache *c, const char *name);
+/* dpc2-KINDHASH, the name (without extension) of source's cached files: h
+ * covers the compiler, its options and target, and the source is hashed
+ * into it here, then again with another seed (a collision is then
  * astronomically unlikely without a cryptographic hash). Both compilers
  * (C here, NVRTC in runtime/cuda/nvrtc.c) name their files this way. */
-void rt_cache_base(char *base, size_t n, const char *dir, const char *kind, uint64_t h,
-                   const char *source);
-/* Path of the compiled module for source; compiles on a miss. On a compile
- * error the source stays at DIR/NAME.c and err names it with the compiler's
- * message. *hit (may be NULL) says whether the module was already there. */
-char *rt_cache_compile_c(const char *source, int *hit, char *err, size_t errlen);
+void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const char *source);
+/* source compiled (on a miss) and loaded with dlopen flags from the bytes
+ * checked (above): the handle, or NULL + message. On a compile error the
+ * source stays at DIR/NAME.c and err names it with the compiler's message.
+ * *hit (may be NULL) says whether the module was already there; *path
+ * (malloc'd) names the object. */
+void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit, char **path,
+                      char *err, size_t errlen);
+/* The file name in the cache (malloc'd, NUL-terminated, *len without the
+ * NUL): a regular file this user owns, at most 1 GiB, read to its fstat
+ * size; NULL otherwise (a cache miss). */
+unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len);
+/* name := data, through a temporary and renameat: 0, or -1 + message. */
+int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
+                   size_t errlen);
 /* OBJ.sha256 := SHA-256 of data (0, or -1 with errno). */
-int rt_cache_record(const char *obj, const void *data, size_t n);
-/* A cached file's bytes (malloc'd, NUL-terminated, *len without the NUL):
- * a regular file only, at most 1 GiB; NULL otherwise (a cache miss). */
-unsigned char *rt_cache_read(const char *path, size_t *len);
+int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t n);
 /* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
  * when it differs. */
-int rt_cache_matches(const char *obj, const void *data, size_t n);
-/* "dpc: kernel cache: OBJ does not match ...; compiling it again" on stderr. */
-void rt_cache_rebuild_notice(const char *obj, int match);
+int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_t n);
+/* "dpc: kernel cache: DIR/OBJ does not match ...; compiling it again" on
+ * stderr; match as rt_cache_matches gives it, or -2: not a whole object. */
+void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match);
 
 #endif

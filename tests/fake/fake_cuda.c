@@ -480,7 +480,7 @@ static char *read_file(const char *path, size_t *n) {
     return buf;
 }
 
-/* rt_cache_dir's directory, absolute (the kernel TU includes by path). */
+/* The kernel cache directory (runtime/device/cache.c), absolute (the kernel TU includes by path). */
 static void cache_dir(char *dir, size_t n) {
     const char *env = getenv("DPC_CACHE_DIR"), *home = getenv("HOME");
     char given[4096], abs[PATH_MAX];
