@@ -219,9 +219,9 @@ int main(int argc, char **argv) {
     return rc;
 }
 
-/* The combinations of options, the sweep spec read, the sweep's folder
- * defaulted beside the plan: 0, or 1 after an error. */
-static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t len) {
+/* The combinations of options and the sweep spec read: 0, or 1 after an
+ * error. */
+static int check_args(dprun_args *a, rt_sweep *sweep) {
     if (!a->path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
     if (a->per_step && !a->schedule) return bad("--per-step needs --schedule");
@@ -238,14 +238,7 @@ static int check_args(dprun_args *a, rt_sweep *sweep, char *default_dir, size_t 
     if (strchr(a->sweep_spec, '=') ? rt_sweep_parse(sweep, a->sweep_spec, err, sizeof err)
                                    : rt_sweep_read(sweep, a->sweep_spec, err, sizeof err))
         return bad("--sweep: %s", err);
-    if (!a->sweep_dir) {
-        /* r.plan -> r-sweep, beside the plan. */
-        size_t n = strlen(a->path);
-        if (n > 5 && !strcmp(a->path + n - 5, ".plan")) n -= 5;
-        snprintf(default_dir, len, "%.*s-sweep", (int)n, a->path);
-        a->sweep_dir = default_dir;
-    }
-    return 0;
+    return 0; /* no --sweep-dir: rt_sweep_run's PLAN-sweep beside the plan */
 }
 
 /* --schedule: `epoch E lr X` lines for the job's global batch (every step's
@@ -279,8 +272,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     char err[2048];
     if (rt_env_check(err, sizeof err)) return bad("%s", err);
     rt_sweep sweep;
-    char default_dir[4096], resume_command[4096];
-    if (check_args(&a, &sweep, default_dir, sizeof default_dir)) return 1;
+    char resume_command[4096];
+    if (check_args(&a, &sweep)) return 1;
     a.o.resume_command = resume_command_line(argc, argv, resume_command, sizeof resume_command);
     if (!a.o.resume_command)
         a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";

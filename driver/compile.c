@@ -199,22 +199,20 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
 static const char *const prog_names[2] = {"train", "eval"};
 
 /* Writes each kernel of p (prelude + function) to DIR/PROG-DIALECT/NAME.c|.cu
- * and the step list to DIR/PROG-DIALECT/steps.txt. */
+ * and the step list to DIR/PROG-DIALECT/steps.txt: names dpc chose, never
+ * written through a link (ir_file_open_in); check_outputs has made DIR. */
 static int emit_kernels(const char *dir, const char *prog, const cg_program *p, const ir_graph *g,
                         char *err, size_t errlen) {
-    char sub[4096], path[4400];
+    char path[4400];
     const char *dname = cg_dialect_name(p->dialect), *ext = cg_dialect_of(p->dialect)->ext;
-    snprintf(sub, sizeof sub, "%s/%s-%s", dir, prog, dname);
-    if ((mkdir(dir, 0755) && errno != EEXIST) || (mkdir(sub, 0755) && errno != EEXIST))
-        return ir_fail(err, errlen, "cannot create %.300s: %s", sub, strerror(errno));
     size_t prelude = 0, off, len;
     if (p->nkernels && !cg_kernel_source(p, 0, &off, &len)) prelude = off;
     for (int k = 0; k <= p->nkernels; k++) {
         if (k < p->nkernels && cg_kernel_source(p, k, &off, &len)) continue;
         if (k < p->nkernels)
-            snprintf(path, sizeof path, "%s/%s.%s", sub, p->kernels[k].name, ext);
+            snprintf(path, sizeof path, "%s-%s/%s.%s", prog, dname, p->kernels[k].name, ext);
         else
-            snprintf(path, sizeof path, "%s/steps.txt", sub);
+            snprintf(path, sizeof path, "%s-%s/steps.txt", prog, dname);
         char *text = NULL;
         size_t tlen = 0;
         FILE *f = open_memstream(&text, &tlen);
@@ -227,10 +225,10 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
         }
         int bad = fclose(f) != 0;
         char why[1024];
-        if (bad || ir_file_write_all(path, text, tlen, why, sizeof why)) {
+        if (bad || ir_file_write_all_in(dir, path, text, tlen, why, sizeof why)) {
             free(text);
             if (bad) return ir_fail(err, errlen, "cannot write %.300s: out of memory", path);
-            return ir_fail(err, errlen, "%.500s", why);
+            return ir_fail(err, errlen, "--emit-kernels %.500s", why);
         }
         free(text);
     }
@@ -249,7 +247,8 @@ static void append_bytes(unsigned char **section, size_t *len, unsigned char *by
 /* Renders both programs in one dialect into one plan section (when plan is
  * to be written) and into DIR (--emit-kernels). cg_generate with the
  * default options (NULL) is what dprun renders too (runtime/exec/exec.c): it
- * refuses a plan whose section is not exactly this. */
+ * refuses a plan whose section is not exactly this. -1: code generation
+ * failed; 1: writing DIR failed (the message names the file). */
 static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *emit_dir, char *err,
                        size_t errlen) {
     const ir_graph *progs[2] = {plan->train, plan->eval};
@@ -260,8 +259,9 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *em
         cg_program *p = cg_generate(progs[i], d, NULL, err, errlen);
         unsigned char *bytes;
         size_t n;
-        if (!p || (emit_dir && emit_kernels(emit_dir, prog_names[i], p, progs[i], err, errlen)) ||
-            cg_program_serialize(p, &bytes, &n))
+        if (p && emit_dir && emit_kernels(emit_dir, prog_names[i], p, progs[i], err, errlen))
+            rc = 1;
+        else if (!p || cg_program_serialize(p, &bytes, &n))
             rc = -1;
         else
             append_bytes(&section, &len, bytes, n);
@@ -384,26 +384,34 @@ static int write_dot(const ir_graph *g, const char *name, const char *path, char
     return rc;
 }
 
-/* Outputs are refused before any work when they name the model (or each
- * other), or cannot be written. */
-static int check_outputs(const dpc_options *o, char *err, size_t errlen) {
+/* The run's files into files (ir/file.h): the model, -o, --dot and the
+ * folders --emit-kernels fills (DIR/PROG-DIALECT); an output that is the
+ * model or another output, or anything in those folders, is refused
+ * before any work, and so is an output that cannot be written. --dump-dir's
+ * files are checked against the set as they are written. */
+static int check_outputs(const dpc_options *o, ir_file_set *files, char *err, size_t errlen) {
     const char *outs[2][2] = {{"-o", o->out}, {"--dot", o->dot}};
-    const char *input = o->from_ir ? o->from_ir : o->model;
+    const char *input = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     char why[1024];
-    for (int k = 0; k < 2; k++) {
-        const char *out = outs[k][1];
-        if (!out) continue;
-        if (ir_file_same(out, input) || !strcmp(out, input))
-            return ir_fail(err, errlen,
-                           "dpc: error: %s %s is the model being compiled; writing it would "
-                           "destroy it",
-                           outs[k][0], out);
-        if (ir_file_check_writable(out, outs[k][0], why, sizeof why))
+    if (ir_file_set_add(files, IR_FILE_INPUT, "the model being compiled", input, why, sizeof why))
+        return ir_fail(err, errlen, "dpc: error: %s", why);
+    for (int k = 0; k < 2; k++)
+        if (outs[k][1] &&
+            ir_file_set_add(files, IR_FILE_OUTPUT, outs[k][0], outs[k][1], why, sizeof why))
             return ir_fail(err, errlen, "dpc: error: %s", why);
-    }
-    if (o->out && o->dot && (!strcmp(o->out, o->dot) || ir_file_same(o->out, o->dot)))
-        return ir_fail(err, errlen, "dpc: error: -o and --dot name the same file %s", o->out);
-    if (o->dump_dir && ir_file_check_dir(o->dump_dir, "--dump-dir", why, sizeof why))
+    for (int d = 0; d < CG_DIALECT_COUNT && o->emit_dir; d++)
+        for (int i = 0; i < 2 && target_wants(target, (cg_dialect)d); i++) {
+            char sub[4400];
+            snprintf(sub, sizeof sub, "%s/%s-%s", o->emit_dir, prog_names[i],
+                     cg_dialect_name((cg_dialect)d));
+            if (ir_file_set_add(files, IR_FILE_FOLDER, "--emit-kernels", sub, why, sizeof why))
+                return ir_fail(err, errlen, "dpc: error: %s", why);
+        }
+    for (int k = 0; k < 2; k++)
+        if (outs[k][1] && ir_file_check_writable(outs[k][1], outs[k][0], why, sizeof why))
+            return ir_fail(err, errlen, "dpc: error: %s", why);
+    if ((o->dump_dir && ir_file_check_dir(o->dump_dir, NULL, "--dump-dir", why, sizeof why)) ||
+        (o->emit_dir && ir_file_check_dir(o->emit_dir, NULL, "--emit-kernels", why, sizeof why)))
         return ir_fail(err, errlen, "dpc: error: %s", why);
     return 0;
 }
@@ -424,7 +432,8 @@ static void dump_header(const dpc_plan *plan, const char *after, FILE *f) {
 
 typedef struct {
     const dpc_options *o;
-    const dpc_plan *plan; /* model, source, schedule: the dumps' header */
+    const ir_file_set *files; /* the run's files: no dump may be one of them */
+    const dpc_plan *plan;     /* model, source, schedule: the dumps' header */
     FILE *report;
     /* --dump-ir=PASS: the step of the pipeline after which each program is
      * printed (the eval program's: the last of its steps up to PASS), -1
@@ -447,25 +456,17 @@ static char *dump_text(const ir_graph *g, size_t *len) {
 }
 
 /* DIR/NN-PASS.PROG.ir: the text form with its header (`# after: PASS`)
- * and the one program, graph the ir_dump text of it; written the safe
- * way (ir/file.h): a link planted at the name, or a name that is the
- * model or another output, is refused rather than written through. */
+ * and the one program, graph the ir_dump text of it; a name dpc chose, so
+ * written by ir_file_open_in (a link there refused), and refused when it
+ * is the model or another output. */
 static int write_dump(const inspect *in, int index, const char *pass, const char *prog,
                       const char *graph, size_t graph_len, char *err, size_t errlen) {
     const dpc_options *o = in->o;
-    char path[4400], why[1024];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%02d-%s.%s.ir", o->dump_dir, index, pass, prog);
-    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
-        return ir_fail(err, errlen,
-                       "dpc: error: --dump-dir: %s is a symbolic link; not writing "
-                       "through it",
-                       path);
-    const char *inputs[3] = {o->model ? o->model : o->from_ir, o->out, o->dot};
-    for (int k = 0; k < 3; k++)
-        if (inputs[k] && ir_file_same(path, inputs[k]))
-            return ir_fail(err, errlen, "dpc: error: --dump-dir: %s is %s; not overwriting it",
-                           path, k ? "another output" : "the model being compiled");
+    char name[400], path[4400], why[1024];
+    snprintf(name, sizeof name, "%02d-%s.%s.ir", index, pass, prog);
+    snprintf(path, sizeof path, "%s/%s", o->dump_dir, name);
+    if (ir_file_set_check(in->files, "--dump-dir", path, why, sizeof why))
+        return ir_fail(err, errlen, "dpc: error: %s", why);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -476,8 +477,8 @@ static int write_dump(const inspect *in, int index, const char *pass, const char
     ir_text_write_end(f);
     IR_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
     int rc = 0;
-    if (ir_file_write_all(path, text, len, why, sizeof why))
-        rc = ir_fail(err, errlen, "dpc: error: --dump-dir: %s", why);
+    if (ir_file_write_all_in(o->dump_dir, name, text, len, why, sizeof why))
+        rc = ir_fail(err, errlen, "dpc: error: --dump-dir %s", why);
     free(text);
     return rc;
 }
@@ -580,15 +581,16 @@ static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char
  * message (the buffer sizes dpc has always used), prefixed with the input's
  * path into err. A dump after PASS is the train program after PASS and the
  * eval program after the last of its steps up to PASS (ir/text.h). */
-static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
-                        fmt_memplan *memplans[2], FILE *report, char *err, size_t errlen) {
+static int compile_plan(const dpc_options *o, const ir_file_set *files, const char *after,
+                        dpc_plan *plan, fmt_memplan *memplans[2], FILE *report, char *err,
+                        size_t errlen) {
     const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     const char *from = o->from_ir ? after : NULL;
     char why[512];
     pass_pipeline pl;
     if (pipeline_after(o, from, &pl, err, errlen) || check_dump_names(o, &pl, from, err, errlen))
         return -1;
-    inspect in = {.o = o, .plan = plan, .report = report, .dump_step = {-1, -1}};
+    inspect in = {.o = o, .files = files, .plan = plan, .report = report, .dump_step = {-1, -1}};
     if (o->dump_after && strcmp(o->dump_after, "elaborate")) {
         in.dump_step[0] = pass_pipeline_find(&pl, o->dump_after);
         for (int i = 0; i <= in.dump_step[0]; i++)
@@ -618,10 +620,13 @@ static int compile_plan(const dpc_options *o, const char *after, dpc_plan *plan,
         ir_text_write_program(IR_TEXT_EVAL, plan->eval, report);
         ir_text_write_end(report);
     }
-    for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++)
-        if (target_wants(target, (cg_dialect)d) &&
-            add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why))
-            return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
+    for (int d = 0; d < CG_DIALECT_COUNT && (o->out || o->emit_dir); d++) {
+        int k = target_wants(target, (cg_dialect)d)
+                    ? add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why)
+                    : 0;
+        if (k > 0) return ir_fail(err, errlen, "dpc: error: %s", why);
+        if (k < 0) return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
+    }
     if (o->out && memplans[0] && add_memplans(plan, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: memory planning: %s", model, why);
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||
@@ -644,14 +649,20 @@ int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
         return ir_fail(err, errlen,
                        "dpc: error: --batch: the graph of --from-ir %s has its batch already",
                        o->from_ir);
-    if (dpc_options_check(o, err, errlen) || check_outputs(o, err, errlen)) return -1;
+    if (dpc_options_check(o, err, errlen)) return -1;
+    ir_file_set *files = ir_file_set_new();
+    if (check_outputs(o, files, err, errlen)) {
+        ir_file_set_free(files);
+        return -1;
+    }
     FILE *report = o->report ? o->report : stdout;
     dpc_plan plan = {0};
     fmt_memplan *memplans[2] = {NULL, NULL};
     char after[32] = "elaborate";
     int rc =
         o->from_ir ? build_from_ir(o, &plan, after, err, errlen) : build(o, &plan, err, errlen);
-    if (!rc) rc = compile_plan(o, after, &plan, memplans, report, err, errlen);
+    if (!rc) rc = compile_plan(o, files, after, &plan, memplans, report, err, errlen);
+    ir_file_set_free(files);
     fmt_memplan_free(memplans[0]);
     fmt_memplan_free(memplans[1]);
     ir_free(plan.train);

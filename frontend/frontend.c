@@ -8,6 +8,7 @@
 
 #include "frontend/ast.h"
 #include "ir/err.h"
+#include "ir/file.h"
 
 enum { MAX_SOURCE = 16 << 20 }; /* bytes; a model is a few KiB */
 
@@ -71,37 +72,15 @@ fe_program *fe_parse_file(const char *path) { return fe_parse_file_err(path, NUL
 
 fe_program *fe_parse_file_err(const char *path, char *errbuf, size_t errlen) {
     fe_diag d = {path, 0, errbuf, errlen}; /* for the read errors */
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fe_error(&d, (fe_loc){0, 0}, "cannot read: %s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    int err = 0;
-    while (buf) {
-        if (len == cap) {
-            if (cap > MAX_SOURCE) break; /* fe_parse_string reports the size */
-            char *bigger = realloc(buf, cap * 2);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) err = errno ? errno : EIO;
-            break;
-        }
-    }
-    fclose(f);
-    if (!buf || err) {
-        fe_error(&d, (fe_loc){0, 0}, "cannot read: %s", strerror(buf ? err : ENOMEM));
-        free(buf);
+    /* A regular file of at most MAX_SOURCE bytes: a FIFO or a device is
+     * refused at once rather than read (or waited on) forever. */
+    size_t len;
+    char why[1024];
+    char *buf = (char *)ir_file_read(path, MAX_SOURCE, &len, why, sizeof why);
+    if (!buf) {
+        size_t n = strlen(path); /* fe_error names the file itself */
+        fe_error(&d, (fe_loc){0, 0}, "%s",
+                 !strncmp(why, path, n) && !strncmp(why + n, ": ", 2) ? why + n + 2 : why);
         return NULL;
     }
     fe_program *p = fe_parse_string_err(path, buf, len, errbuf, errlen);

@@ -7,20 +7,42 @@
  *     if (ir_file_commit(f, err, sizeof err)) ...;  // or ir_file_abort(f)
  *
  *     ir_file_write_all("a.plan", buf, len, err, sizeof err);   // the same, at once
+ *     ir_file_write_all_in("kern", "train-c/steps.txt", buf, len, err, sizeof err);
  *     ir_file_check_writable("m.json", "--metrics", err, sizeof err);  // before work
- *     ir_file_same("a", "b");            // 1: both exist and are one file
+ *     ir_file_check_dir("ck", NULL, "--checkpoint", err, sizeof err);   // the same, a folder
  *     unsigned char *b = ir_file_read("x", max, &len, err, sizeof err);
  *
- * A write makes a fresh temporary with mkstemp (O_CREAT|O_EXCL, an
- * unpredictable name) in the target's directory, so a link planted at any
- * name is never opened; the data is fsynced, renamed over the target and
- * the directory fsynced, so the target is always the old file or the
- * complete new one. A target that exists and is not a regular file (a
- * device, FIFO, directory) is refused rather than replaced. When the target
- * itself is a symlink the user named, it is resolved and the file it names
- * is replaced (in that file's directory): writing through it is what was
- * asked. The replacement keeps the old file's permission bits (else 0666
- * less the umask, as fopen).
+ *     ir_file_set *s = ir_file_set_new();  // the files of one run
+ *     if (ir_file_set_add(s, IR_FILE_INPUT, "the plan", "a.plan", err, sizeof err) ||
+ *         ir_file_set_add(s, IR_FILE_OUTPUT, "--metrics", "m.jsonl", err, sizeof err)) ...;
+ *     ir_file_set_free(s);
+ *
+ * A write makes a fresh temporary (O_CREAT|O_EXCL, an unpredictable name)
+ * in the target's folder, so a link planted at any name is never opened;
+ * the data is fsynced, renamed over the target (renameat, in the folder
+ * opened at the start) and the folder fsynced, so the target is always the
+ * old file or the complete new one. A target that exists and is not a
+ * regular file (a device, FIFO, directory) is refused rather than replaced.
+ * The replacement keeps the old file's permission bits (else 0666 less the
+ * umask, as fopen).
+ *
+ * Links. A name the user gave (-o, --metrics, --checkpoint DIR) that is a
+ * symbolic link is followed, to the file it names, only when the link and
+ * the folder holding it both belong to the user running this (the euid):
+ * the kernel's protected_symlinks rule made strict, since the writer, not
+ * the kernel, follows it. Another user's link, or a link in another user's
+ * folder, is refused with a message naming it and its owner. A name the
+ * tool chose under such a folder (ir_file_open_in: DIR/train-c/steps.txt,
+ * DIR/run-1.log, DIR/checkpoint.safetensors) is never followed: each of its
+ * folders is created when missing and opened O_NOFOLLOW, and a link at any
+ * of its components is refused.
+ *
+ * Same files. ir_file_set compares the files of one run by where they land
+ * (the nearest existing folder's device and inode, and the rest of the
+ * path; a link at the last component followed), so two names of one file
+ * match whether or not it exists yet. An output may be neither an input
+ * nor another output, and nothing of the run may lie in a folder the run
+ * fills with names of its own (--emit-kernels DIR/train-c).
  *
  * ir_file_read reads only a regular file (opened O_NONBLOCK, so a FIFO
  * neither blocks nor is read) of at most max bytes: /dev/zero or a FIFO
@@ -33,8 +55,14 @@
 
 typedef struct ir_file ir_file;
 
-/* Starts replacing path. NULL + message (naming path) on failure. */
+/* Starts replacing path, a name the user gave. NULL + message (naming
+ * path) on failure. */
 ir_file *ir_file_open(const char *path, char *err, size_t errlen);
+/* Starts replacing dir/rel: dir the user's folder (created when missing,
+ * its parent must exist), rel names the tool chose ("train-c/steps.txt"):
+ * its folders created when missing, a link at any of its components
+ * refused. */
+ir_file *ir_file_open_in(const char *dir, const char *rel, char *err, size_t errlen);
 /* Appends n bytes; a failure is remembered and reported by commit. */
 void ir_file_write(ir_file *f, const void *p, size_t n);
 /* fsync, rename over the target, fsync the directory; frees f. 0 or -1. */
@@ -43,18 +71,43 @@ int ir_file_commit(ir_file *f, char *err, size_t errlen);
 void ir_file_abort(ir_file *f);
 /* open + write + commit. */
 int ir_file_write_all(const char *path, const void *p, size_t n, char *err, size_t errlen);
+int ir_file_write_all_in(const char *dir, const char *rel, const void *p, size_t n, char *err,
+                         size_t errlen);
 
 /* Checks now that path could be written later: an existing target is a
- * regular file (through a symlink), and a temporary can be made in its
- * directory (made and removed). what names the option in the message
- * ("--metrics"). 0 or -1 + message. */
+ * regular file (through a link the rule above allows), and a temporary
+ * can be made in its folder (made and removed). what names the option in
+ * the message ("--metrics"). 0 or -1 + message. */
 int ir_file_check_writable(const char *path, const char *what, char *err, size_t errlen);
-/* The same for a directory the run will write files in (--checkpoint,
- * --sweep-dir): created when missing (its parent must exist), then a
- * temporary made in it and removed. */
-int ir_file_check_dir(const char *path, const char *what, char *err, size_t errlen);
+/* The same for a folder the run will write files in: dir the user's
+ * (--checkpoint, --sweep-dir), created when missing (its parent must
+ * exist); sub NULL, or a folder the tool names under it (created, never a
+ * link); then a temporary made in it and removed. */
+int ir_file_check_dir(const char *dir, const char *sub, const char *what, char *err, size_t errlen);
+/* That dir/rel (as ir_file_open_in) is not a link and, when it exists, a
+ * regular file; rel's folders are created. No temporary is made. */
+int ir_file_check_in(const char *dir, const char *rel, const char *what, char *err, size_t errlen);
 /* 1 when a and b both exist and are the same file (st_dev, st_ino). */
 int ir_file_same(const char *a, const char *b);
+
+/* The files of one run (above). */
+typedef struct ir_file_set ir_file_set;
+enum {
+    IR_FILE_INPUT,  /* read by the run */
+    IR_FILE_OUTPUT, /* written by it */
+    IR_FILE_FOLDER  /* a folder it writes names of its own in: nothing else may be there */
+};
+ir_file_set *ir_file_set_new(void);
+void ir_file_set_free(ir_file_set *s);
+/* Adds path, of a kind above; what names it in messages ("-o", "the model
+ * being compiled"). -1 + a message naming both when it clashes with one
+ * added before. */
+int ir_file_set_add(ir_file_set *s, int kind, const char *what, const char *path, char *err,
+                    size_t errlen);
+/* The clash check of an output without adding it: for the many names the
+ * tool makes in one folder, which cannot clash with each other. */
+int ir_file_set_check(const ir_file_set *s, const char *what, const char *path, char *err,
+                      size_t errlen);
 
 /* Opens path for reading only when it is a regular file (O_NONBLOCK, so
  * a FIFO does not block the open); its size in *size. fd or -1 + message. */

@@ -165,11 +165,11 @@ want+="03-optimizer.train.ir 04-partition.train.ir 06-fuse.eval.ir 06-fuse.train
 [ "$(files "$tmp/f")" = "04-fuse.eval.ir 04-fuse.train.ir " ] && ok || bad "numbering follows --passes: $(files "$tmp/f")"
 # A planted link is refused, not written through; the model is never overwritten.
 mkdir "$tmp/trap" && printf 'precious' >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/trap/03-optimizer.train.ir"
-expect_fail_line planted-link "--dump-dir: $tmp/trap/03-optimizer.train.ir is a symbolic link" \
+expect_fail_line planted-link "--dump-dir $tmp/trap/03-optimizer.train.ir: a symbolic link at a name dpc chose" \
     "$dpc" "$c" --print-ir-after=optimizer --dump-dir "$tmp/trap"
 [ "$(cat "$tmp/victim")" = precious ] && ok || bad "--dump-dir wrote through a planted link"
 mkdir "$tmp/in" && cp "$c" "$tmp/in/01-lower.train.ir" && cp "$c" "$tmp/keep.net"
-expect_fail_line dump-is-model "is the model being compiled; not overwriting it" \
+expect_fail_line dump-is-model "--dump-dir $tmp/in/01-lower.train.ir is the model being compiled ($tmp/in/01-lower.train.ir); writing it would destroy it" \
     "$dpc" "$tmp/in/01-lower.train.ir" --print-ir-after=lower --dump-dir "$tmp/in"
 cmp -s "$tmp/in/01-lower.train.ir" "$tmp/keep.net" && ok || bad "--dump-dir overwrote the model"
 refuse after-needs-dir "--print-ir-after needs --dump-dir DIR" --print-ir-after=all

@@ -52,7 +52,7 @@ check "all runs failed: one error line says so" grep -q 'dprun: error: the sweep
 dprun_fail "unknown key" "--sweep: 'rate' is not a sweep key" "$plan" --sweep 'rate=0.1'
 dprun_fail "bad value" "--sweep: lr: 'abc' is not a positive number" "$plan" --sweep 'lr=0.1,abc'
 dprun_fail "empty value" "--sweep: 'warmup=0,': an empty value" "$plan" --sweep 'warmup=0,'
-dprun_fail "missing file" "--sweep: $tmp/none: cannot read" "$plan" --sweep "$tmp/none"
+dprun_fail "missing file" "--sweep: $tmp/none: cannot open" "$plan" --sweep "$tmp/none"
 dprun_fail "--sweep-out alone" "--sweep-dir and --sweep-out need --sweep" "$plan" --sweep-out "$tmp/t.md"
 dprun_fail "unwritable folder" "--sweep-dir $tmp/no/such: cannot create" "$plan" --sweep lr=0.1 \
     --sweep-dir "$tmp/no/such"

@@ -131,12 +131,6 @@ static void meta_add(meta_list *m, const char *key, const char *fmt, ...) {
 
 int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n,
                   const float *stats, const rt_ckpt_state *s, char *err, size_t errlen) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return ir_fail(err, errlen, "--checkpoint %s: cannot create the directory: %s", dir,
-                       strerror(errno));
-    char path[4096];
-    ckpt_path(dir, path, sizeof path);
-
     /* Doubles go out as hex floats ("%a"): exact, so a resumed run's sums
      * continue bit for bit. */
     meta_list *mp = calloc(1, sizeof *mp); /* 100 KB: not on the stack */
@@ -189,8 +183,12 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
                      sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
     meta_add(mp, "checksum", "%016" PRIx64, h);
 
-    /* rt_st_write syncs the file and DIR (ir_file): it survives a crash. */
-    int rc = rt_st_write(path, e, k, mp->kv, err, errlen);
+    /* rt_st_write_in syncs the file and DIR (ir_file): it survives a crash.
+     * The name is dprun's own: never written through a link; DIR is created
+     * when missing. */
+    char why[1024];
+    int rc = rt_st_write_in(dir, RT_CKPT_FILE, e, k, mp->kv, why, sizeof why);
+    if (rc) ir_fail(err, errlen, "--checkpoint %s", why);
     free(mp);
     for (int i = 0; i < k; i++) free(data[i]);
     free(data);

@@ -56,8 +56,14 @@ int rt_run_open_metrics(rt_run *r) {
 int rt_run_flush_metrics(rt_run *r) {
     if (fflush(r->metrics) != 0 || ferror(r->metrics))
         return rt_run_fail(r, "--metrics %s: out of memory", r->metrics_path);
-    if (ir_file_write_all(r->metrics_path, r->metrics_buf, r->metrics_len, r->err, sizeof r->err))
-        return rt_run_fail(r, "--metrics %s", r->err);
+    /* A sweep's run-N.jsonl is a name of dprun's own: never through a link. */
+    const rt_train_options *o = r->o;
+    int rc = o->metrics_dir && r->metrics_path == o->metrics
+                 ? ir_file_write_all_in(o->metrics_dir, o->metrics_name, r->metrics_buf,
+                                        r->metrics_len, r->err, sizeof r->err)
+                 : ir_file_write_all(r->metrics_path, r->metrics_buf, r->metrics_len, r->err,
+                                     sizeof r->err);
+    if (rc) return rt_run_fail(r, "--metrics %s", r->err);
     return 0;
 }
 

@@ -57,6 +57,9 @@ typedef struct {
  * strings ending with NULL ({"model", "resnet18_v1", NULL}). 0 or -1 + err. */
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen);
+/* The same for dir/name, name one of dpc's own (ir_file_open_in). */
+int rt_st_write_in(const char *dir, const char *name, const rt_st_entry *t, int n,
+                   const char *const *meta, char *err, size_t errlen);
 
 typedef struct {
     char *name;

@@ -31,6 +31,13 @@ static int64_t numel_of(int ndim, const int64_t *shape) {
 
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen) {
+    return rt_st_write_in(NULL, path, t, n, meta, err, errlen);
+}
+
+/* dir NULL: path is the user's name (ir_file_open), else one of dpc's own
+ * in the user's folder dir (ir_file_open_in). */
+int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int n,
+                   const char *const *meta, char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     FILE *h = open_memstream(&text, &len);
@@ -75,7 +82,7 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
 
     /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
      * so PATH is always the old file or the complete new one. */
-    ir_file *f = ir_file_open(path, err, errlen);
+    ir_file *f = dir ? ir_file_open_in(dir, path, err, errlen) : ir_file_open(path, err, errlen);
     if (!f) {
         free(text);
         return -1;

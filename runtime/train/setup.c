@@ -33,44 +33,59 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
     return n;
 }
 
-/* Outputs that name an input of this run would destroy it; outputs that
- * cannot be written would fail only after the training. Both are refused
- * before any work. Inputs compare by (st_dev, st_ino), not by name. */
-int rt_run_check_outputs(rt_run *r) {
-    const rt_train_options *o = r->o;
-    const char *outs[2][2] = {{"--metrics", o->metrics}, {"--save-params", o->save_params}};
-    const char *inputs[3 + RT_CIFAR10_FILES], *what[3 + RT_CIFAR10_FILES];
+int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t errlen) {
     char ckpt[4200], files[RT_CIFAR10_FILES][4200];
-    int n = 0;
-    if (o->plan_path) inputs[n] = o->plan_path, what[n++] = "the plan";
-    if (o->load_params) inputs[n] = o->load_params, what[n++] = "--load-params";
-    if (o->checkpoint) {
-        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
-        inputs[n] = ckpt, what[n++] = "the checkpoint";
-    }
     const char *data = o->data ? o->data : getenv("DPC_DATA");
+    int rc = 0, nfiles = 0;
     if (data && *data && strcmp(data, "synthetic")) {
         rt_data_cifar10_paths(data, files);
-        for (int i = 0; i < RT_CIFAR10_FILES; i++)
-            inputs[n] = files[i], what[n++] = "a --data file";
+        nfiles = RT_CIFAR10_FILES;
     }
-    for (int k = 0; k < 2; k++) {
-        if (!outs[k][1]) continue;
-        for (int i = 0; i < n; i++)
-            if (ir_file_same(outs[k][1], inputs[i]))
-                return rt_run_fail(r, "%s %s is %s (%s) of this run; writing it would destroy it",
-                                   outs[k][0], outs[k][1], what[i], inputs[i]);
-        if (o->benchmark) continue;        /* --benchmark writes neither */
-        if (k == 0 && o->resume) continue; /* rt_run_resume checks the checkpoint's file */
-        if (ir_file_check_writable(outs[k][1], outs[k][0], r->err, sizeof r->err))
-            return rt_run_fail(r, "%s", r->err);
+    if (o->plan_path) rc = ir_file_set_add(s, IR_FILE_INPUT, "the plan", o->plan_path, err, errlen);
+    if (!rc && o->load_params)
+        rc = ir_file_set_add(s, IR_FILE_INPUT, "--load-params", o->load_params, err, errlen);
+    for (int i = 0; i < nfiles && !rc; i++)
+        rc = ir_file_set_add(s, IR_FILE_INPUT, "a --data file", files[i], err, errlen);
+    /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
+     * reads it too, and an output is checked against inputs and outputs. */
+    if (!rc && o->checkpoint && o->rank == 0) {
+        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
+        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--checkpoint", ckpt, err, errlen);
     }
-    if (o->metrics && o->save_params && ir_file_same(o->metrics, o->save_params))
-        return rt_run_fail(r, "--metrics and --save-params name the same file %s", o->metrics);
-    /* The job's checkpoint is rank 0's to write (write_checkpoint). */
+    if (!rc && o->metrics)
+        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--metrics", o->metrics, err, errlen);
+    if (!rc && o->save_params)
+        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--save-params", o->save_params, err, errlen);
+    return rc;
+}
+
+/* Outputs that name an input of this run would destroy it, outputs that
+ * name each other would lose one; outputs that cannot be written would
+ * fail only after the training. All are refused before any work. Files
+ * compare by where they land, existing or not (ir_file_set). */
+int rt_run_check_outputs(rt_run *r) {
+    const rt_train_options *o = r->o;
+    char *err = r->err;
+    size_t el = sizeof r->err;
+    ir_file_set *s = ir_file_set_new();
+    int rc = rt_train_files(o, s, err, el);
+    ir_file_set_free(s);
+    if (rc) return rt_run_fail(r, "%s", err);
+    if (!o->benchmark) { /* --benchmark writes neither */
+        /* With --resume rt_run_resume checks the checkpoint's metrics file. */
+        if (o->metrics && !o->resume &&
+            (o->metrics_dir
+                 ? ir_file_check_in(o->metrics_dir, o->metrics_name, "--metrics", err, el)
+                 : ir_file_check_writable(o->metrics, "--metrics", err, el)))
+            return rt_run_fail(r, "%s", err);
+        if (o->save_params && ir_file_check_writable(o->save_params, "--save-params", err, el))
+            return rt_run_fail(r, "%s", err);
+    }
+    /* checkpoint.safetensors is a name of dprun's own in the user's folder. */
     if (o->checkpoint && o->rank == 0 &&
-        ir_file_check_dir(o->checkpoint, "--checkpoint", r->err, sizeof r->err))
-        return rt_run_fail(r, "%s", r->err);
+        (ir_file_check_dir(o->checkpoint, NULL, "--checkpoint", err, el) ||
+         ir_file_check_in(o->checkpoint, RT_CKPT_FILE, "--checkpoint", err, el)))
+        return rt_run_fail(r, "%s", err);
     return 0;
 }
 

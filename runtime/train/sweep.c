@@ -172,18 +172,26 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
 }
 
 int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f) return ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    /* A regular file (a FIFO is refused, not waited on), no bigger than the
+     * spec it may make. */
+    size_t size;
+    char *text = (char *)ir_file_read(path, 1 << 20, &size, err, errlen);
+    if (!text) return -1;
     /* Comments out, lines joined by blanks: then the spec parser does the rest,
      * and an error names the line it came from. */
     char spec[16384] = "", line[2048];
     int lineno = 0, rc = 0;
-    while (fgets(line, sizeof line, f)) {
+    for (const char *at = text; *at && !rc;) {
+        const char *nl = strchr(at, '\n');
+        size_t n = nl ? (size_t)(nl - at) : strlen(at);
         lineno++;
-        if (!strchr(line, '\n') && !feof(f)) {
+        if (n >= sizeof line - 1) {
             rc = ir_fail(err, errlen, "%s:%d: line too long", path, lineno);
             break;
         }
+        memcpy(line, at, n);
+        line[n] = 0;
+        at += n + (nl != NULL);
         char *hash = strchr(line, '#');
         if (hash) *hash = 0;
         rt_sweep one;
@@ -202,14 +210,16 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
         strcat(spec, " ");
         strcat(spec, line);
     }
-    if (!rc && ferror(f)) rc = ir_fail(err, errlen, "%s: read error", path);
-    fclose(f);
+    if (!rc && strlen(text) != size)
+        rc = ir_fail(err, errlen, "%s: not a text file (a NUL byte)", path);
+    free(text);
     if (rc) return rc;
     if (rt_sweep_parse(s, spec, err, errlen)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", err);
         return ir_fail(err, errlen, "%s: %s", path, msg);
     }
+    s->path = path;
     return 0;
 }
 
@@ -365,6 +375,40 @@ static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, i
     return 0;
 }
 
+/* The sweep's files, all checked before the first run: the run's own
+ * (rt_train_files), the sweep file, --sweep-out and each run's log and
+ * metrics, none of them another; the folder made and each run's names in
+ * it neither a link nor other than a regular file. user/sub: the folder as
+ * ir_file_open_in takes it, shown: as messages name it. */
+static int check_sweep_files(const rt_sweep *s, const rt_train_options *base, const char *user,
+                             const char *sub, const char *shown, const char *table_path, long n,
+                             char *err, size_t errlen) {
+    ir_file_set *set = ir_file_set_new();
+    int rc = rt_train_files(base, set, err, errlen);
+    if (!rc && s->path)
+        rc = ir_file_set_add(set, IR_FILE_INPUT, "the sweep file", s->path, err, errlen);
+    if (!rc && table_path)
+        rc = ir_file_set_add(set, IR_FILE_OUTPUT, "--sweep-out", table_path, err, errlen);
+    for (long i = 0; i < n && !rc; i++)
+        for (int k = 0; k < 2 && !rc; k++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/run-%ld.%s", shown, i + 1, k ? "jsonl" : "log");
+            rc = ir_file_set_check(set, "--sweep-dir", path, err, errlen);
+        }
+    ir_file_set_free(set);
+    if (rc || ir_file_check_dir(user, *sub ? sub : NULL, "--sweep-dir", err, errlen) ||
+        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, errlen)))
+        return -1;
+    for (long i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            char rel[4200];
+            snprintf(rel, sizeof rel, "%s%srun-%ld.%s", sub, *sub ? "/" : "", i + 1,
+                     k ? "jsonl" : "log");
+            if (ir_file_check_in(user, rel, "--sweep-dir", err, errlen)) return -1;
+        }
+    return 0;
+}
+
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
                  const char *dir, const char *table_path, char *err, size_t errlen) {
     if (base->ranks > 1) {
@@ -372,25 +416,39 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
                 base->ranks);
         return 1;
     }
-    /* Every output checked before the first run, not after the last. */
-    if (ir_file_check_dir(dir, "--sweep-dir", err, errlen) ||
-        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, errlen)))
-        return 1;
-    if (table_path && base->plan_path && ir_file_same(table_path, base->plan_path)) {
-        ir_fail(err, errlen, "--sweep-out %s is the plan of this run; writing it would destroy it",
-                table_path);
-        return 1;
+    /* The folder: --sweep-dir DIR, the user's; or PLAN-sweep beside the
+     * plan (r.plan -> r-sweep), a name of dprun's own in the plan's folder,
+     * so never a link. */
+    char user[4096], sub[4096] = "", shown[4096];
+    if (dir) {
+        snprintf(user, sizeof user, "%s", dir);
+        snprintf(shown, sizeof shown, "%s", dir);
+    } else {
+        const char *pp = base->plan_path ? base->plan_path : "plan";
+        const char *slash = strrchr(pp, '/'), *name = slash ? slash + 1 : pp;
+        size_t n = strlen(name);
+        if (n > 5 && !strcmp(name + n - 5, ".plan")) n -= 5;
+        if (slash)
+            snprintf(user, sizeof user, "%.*s", (int)(slash - pp) + (slash == pp), pp);
+        else
+            snprintf(user, sizeof user, ".");
+        snprintf(sub, sizeof sub, "%.*s-sweep", (int)n, name);
+        snprintf(shown, sizeof shown, "%.*s%s", (int)(name - pp), pp, sub);
     }
     const char *P = base->log_prefix ? base->log_prefix : "";
     long n = rt_sweep_count(s);
-    rt_train_result *res = calloc((size_t)n, sizeof *res);
+    if (check_sweep_files(s, base, user, sub, shown, table_path, n, err, errlen)) return 1;
+    rt_train_result *res = calloc((size_t)(n > 0 ? n : 1), sizeof *res);
     RT_CHECK_ALLOC(res);
     int rc = 0, good = 0;
     for (long i = 0; i < n && !rc; i++) {
-        char label[512], log_path[4096], metrics_path[4096], why[320], why_run[2048];
+        char label[512], log_path[4200], metrics_path[4200], log_rel[4200], metrics_rel[4200],
+            why[320], why_run[2048];
         rt_sweep_label(s, i, label, sizeof label);
-        snprintf(log_path, sizeof log_path, "%s/run-%ld.log", dir, i + 1);
-        snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", dir, i + 1);
+        snprintf(log_path, sizeof log_path, "%s/run-%ld.log", shown, i + 1);
+        snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", shown, i + 1);
+        snprintf(log_rel, sizeof log_rel, "%s%srun-%ld.log", sub, *sub ? "/" : "", i + 1);
+        snprintf(metrics_rel, sizeof metrics_rel, "%s%srun-%ld.jsonl", sub, *sub ? "/" : "", i + 1);
         /* The log in memory, written through ir_file when the run ends. */
         char *log_text = NULL;
         size_t log_len = 0;
@@ -404,6 +462,7 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         rt_sweep_apply(s, i, &o);
         o.out = log;
         o.metrics = metrics_path;
+        o.metrics_dir = user, o.metrics_name = metrics_rel;
         o.result = &res[i];
         fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
         /* A failed run is a row of the table; its message goes where the
@@ -412,10 +471,11 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
             fprintf(stderr, "%serror: %s\n", P, why_run);
         if (res[i].status && res[i].error[0]) fprintf(log, "%serror: %s\n", P, res[i].error);
         int lost = fclose(log) != 0;
+        char wrote[1024];
         if (lost)
             rc = ir_fail(err, errlen, "out of memory for a sweep log");
-        else if (ir_file_write_all(log_path, log_text, log_len, err, errlen))
-            rc = -1;
+        else if (ir_file_write_all_in(user, log_rel, log_text, log_len, wrote, sizeof wrote))
+            rc = ir_fail(err, errlen, "--sweep-dir %s", wrote);
         free(log_text);
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;

@@ -89,14 +89,18 @@ typedef struct {
     long benchmark;          /* >0: time this many steps after a warm-up, then stop */
     int eval_every;          /* >0: test accuracy every K epochs */
     const char *metrics;     /* JSON lines, one per epoch, or NULL */
-    int data_workers;        /* batch-preparation threads; 0: on the training thread */
-    int data_depth;          /* batches prepared ahead (slots); 0: data_workers + 2 */
-    const char *checkpoint;  /* directory: a checkpoint at every epoch end, or NULL */
-    long checkpoint_every;   /* >0: also every N steps */
-    int resume;              /* continue from the checkpoint in `checkpoint` */
-    int on_nan_skip;         /* a non-finite loss or gradient skips the step (else stops the run) */
-    int shard_optimizer;     /* ZeRO-1 (rt_replicas_shard) */
-    const char *plan_path;   /* the plan's file, or NULL: no output may name it */
+    const char *metrics_dir, *metrics_name; /* set by a sweep: metrics is metrics_dir/
+                                             * metrics_name, a name of dprun's own in the
+                                             * user's folder (ir_file_open_in: never
+                                             * written through a link) */
+    int data_workers;       /* batch-preparation threads; 0: on the training thread */
+    int data_depth;         /* batches prepared ahead (slots); 0: data_workers + 2 */
+    const char *checkpoint; /* directory: a checkpoint at every epoch end, or NULL */
+    long checkpoint_every;  /* >0: also every N steps */
+    int resume;             /* continue from the checkpoint in `checkpoint` */
+    int on_nan_skip;        /* a non-finite loss or gradient skips the step (else stops the run) */
+    int shard_optimizer;    /* ZeRO-1 (rt_replicas_shard) */
+    const char *plan_path;  /* the plan's file, or NULL: no output may name it */
     const char
         *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;           /* the log (stdout) */
@@ -106,6 +110,11 @@ typedef struct {
 } rt_train_options;
 
 rt_train_options rt_train_defaults(void);
+/* The files of a run with o into s (ir/file.h): the plan, --load-params and
+ * the CIFAR-10 files it reads; the checkpoint's file, --metrics and
+ * --save-params it writes. 0, or -1 + a message naming the two that clash. */
+typedef struct ir_file_set ir_file_set;
+int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t errlen);
 /* Applies the schedule overrides of o to a copy of the plan's train section
  * and checks it; global batch = ranks x gpus x accumulate x per-device batch.
  * 0 or -1 + err. */
@@ -224,6 +233,7 @@ typedef struct {
 typedef struct {
     int axes;
     rt_sweep_axis axis[RT_SWEEP_MAX_KEYS];
+    const char *path; /* the file rt_sweep_read read (no output may be it), or NULL */
 } rt_sweep;
 
 /* Parses `key=v1,v2 key=v1 ...` (keys separated by blanks or newlines) into
@@ -246,7 +256,8 @@ void rt_sweep_rank(const rt_train_result *res, long n, long *order);
 int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
 /* The whole sweep: every combination in turn with base's other options,
  * each with its log in DIR/run-N.log and metrics in DIR/run-N.jsonl (DIR
- * is created; N counts from 1 in spec order); then the ranked table on
+ * is created; NULL: PLAN-sweep beside base->plan_path, a name of dprun's
+ * own; N counts from 1 in spec order); then the ranked table on
  * stdout and, when table_path is set, in that file. Progress goes to
  * stderr, each line starting with base->log_prefix. Exit status: 0, or 1
  * with err on set-up errors or when no run succeeded (failed runs are rows

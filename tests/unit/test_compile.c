@@ -127,7 +127,7 @@ TEST(missing_file_and_bad_options_are_refused) {
     o.model = "/nonexistent/dir/m.net";
     o.out = "/tmp/never.plan";
     CHECK(dpc_compile(&o, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "/nonexistent/dir/m.net: error: cannot read") == err, "%s", err);
+    CHECK_MSG(strstr(err, "/nonexistent/dir/m.net: error: cannot open") == err, "%s", err);
 
     o = from_text(NET);
     o.dump_after = "fuse2";

@@ -1,7 +1,9 @@
 /* tests/unit/test_file.c — ir/file.h: a write never follows a link planted
  * at a temporary's name, replaces only regular files, writes through a
  * link the caller named to the file it names, keeps the old file on
- * abort; reads refuse FIFOs and devices at once and bound the size. */
+ * abort; reads refuse FIFOs and devices at once and bound the size; a
+ * name of the tool's own is never written through a link; a set of a
+ * run's files finds two names of one file, existing or not. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,60 @@ TEST(same_file_by_inode) {
     CHECK(!ir_file_same(at("big"), at("missing")));
 }
 
+TEST(names_of_our_own_never_follow_a_link) {
+    char err[512];
+    put(at("victim2"), "precious");
+    CHECK(mkdir(at("kern"), 0777) == 0);
+    /* A new folder and file under the user's folder. */
+    CHECK(ir_file_write_all_in(at("kern"), "train-c/steps.txt", "s", 1, err, sizeof err) == 0);
+    CHECK(holds(at("kern/train-c/steps.txt"), "s"));
+    CHECK(ir_file_write_all_in(at("kern"), "train-c/steps.txt", "t", 1, err, sizeof err) == 0);
+    CHECK(holds(at("kern/train-c/steps.txt"), "t"));
+    /* A link at the file's name, or at a folder's, is refused. */
+    CHECK(symlink(at("victim2"), at("kern/train-c/k0.c")) == 0);
+    CHECK(ir_file_write_all_in(at("kern"), "train-c/k0.c", "x", 1, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "k0.c: a symbolic link at a name dpc chose") != NULL, "%s", err);
+    CHECK(mkdir(at("away"), 0777) == 0);
+    CHECK(symlink(at("away"), at("kern/eval-c")) == 0);
+    CHECK(ir_file_write_all_in(at("kern"), "eval-c/steps.txt", "x", 1, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "kern/eval-c: a symbolic link at a name dpc chose") != NULL, "%s", err);
+    CHECK(ir_file_check_in(at("kern"), "train-c/k0.c", "--emit-kernels", err, sizeof err) == -1);
+    CHECK(ir_file_check_dir(at("kern"), "eval-c", "--sweep-dir", err, sizeof err) == -1);
+    CHECK(holds(at("victim2"), "precious"));
+    CHECK(access(at("away/steps.txt"), F_OK) != 0);
+    /* The user's own link at the user's folder is followed. */
+    CHECK(symlink(at("kern"), at("kern.link")) == 0);
+    CHECK(ir_file_write_all_in(at("kern.link"), "train-c/steps.txt", "u", 1, err, sizeof err) == 0);
+    CHECK(holds(at("kern/train-c/steps.txt"), "u"));
+}
+
+TEST(a_set_compares_where_files_land) {
+    char err[512];
+    CHECK(mkdir(at("s"), 0777) == 0);
+    CHECK(symlink(at("s"), at("s.alias")) == 0);
+    ir_file_set *s = ir_file_set_new();
+    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "the plan", at("s/p.plan"), err, sizeof err) == 0);
+    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "a --data file", at("s.alias/p.plan"), err,
+                          sizeof err) == 0);
+    /* Not there yet, named two ways. */
+    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "--metrics", at("s/new/../m"), err, sizeof err) == 0);
+    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "--save-params", at("s.alias/m"), err, sizeof err) ==
+          -1);
+    CHECK_MSG(strstr(err, "--metrics ") == err && strstr(err, "name the same file"), "%s", err);
+    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "-o", at("s.alias/./p.plan"), err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "is the plan (") != NULL, "%s", err);
+    /* A folder the run fills: nothing of the run may be in it. */
+    CHECK(ir_file_set_add(s, IR_FILE_FOLDER, "--emit-kernels", at("s/k/train-c"), err,
+                          sizeof err) == 0);
+    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "the model", at("s.alias/k/train-c/steps.txt"), err,
+                          sizeof err) == -1);
+    CHECK_MSG(strstr(err, "a folder --emit-kernels writes") != NULL, "%s", err);
+    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "-o", at("s/k/x.plan"), err, sizeof err) == 0);
+    CHECK(ir_file_set_check(s, "--dump-dir", at("s/k/x.plan"), err, sizeof err) == -1);
+    CHECK(ir_file_set_check(s, "--dump-dir", at("s/k/y.ir"), err, sizeof err) == 0);
+    ir_file_set_free(s);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc-test-file-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -137,6 +193,8 @@ int main(void) {
     RUN(abort_keeps_the_old_file);
     RUN(reads_are_bounded);
     RUN(same_file_by_inode);
+    RUN(names_of_our_own_never_follow_a_link);
+    RUN(a_set_compares_where_files_land);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) return 1;

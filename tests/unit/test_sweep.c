@@ -139,7 +139,7 @@ TEST(sweep_file) {
     CHECK_MSG(strstr(err, "names no key=values") != NULL, "%s", err);
     unlink(path);
     CHECK(rt_sweep_read(&s, path, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "cannot read") != NULL, "%s", err);
+    CHECK_MSG(strstr(err, "cannot open") != NULL, "%s", err);
 }
 
 static rt_train_result done(double test_acc, double loss) {
