@@ -15,9 +15,7 @@ ir_names ir_names_new(ir_name_fn *name_of, const void *ctx, size_t hint) {
     return ns;
 }
 
-static const char *node_name(const void *g, int i) {
-    return ((const ir_graph *)g)->nodes[i].name;
-}
+static const char *node_name(const void *g, int i) { return ((const ir_graph *)g)->nodes[i].name; }
 
 ir_names ir_names_nodes(const ir_graph *g, size_t hint) { return ir_names_new(node_name, g, hint); }
 
