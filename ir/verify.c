@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "ir/err.h"
-#include "ir/hash.h"
 #include "ir/internal.h"
+#include "ir/names.h"
 
 /* Fusion groups: ids in 1..n, never on a source or a view (they compute
  * nothing), each group one contiguous run of nodes, so the group's kernel
@@ -44,25 +44,7 @@ static int verify_groups(const ir_graph *g, char *err, size_t errlen) {
     return rc;
 }
 
-/* Source names seen so far: open addressing over node indices, so that
- * verifying a graph stays linear in its nodes (a model may declare
- * thousands of inputs). */
-typedef struct {
-    int *slot; /* node index + 1; 0 = empty */
-    size_t mask;
-} name_set;
-
-/* Index of the source already called g->nodes[i].name, else records i and
- * returns -1. */
-static int name_set_add(name_set *ns, const ir_graph *g, int i) {
-    size_t k = (size_t)ir_fnv1a_str(IR_FNV1A_INIT, g->nodes[i].name) & ns->mask;
-    for (; ns->slot[k]; k = (k + 1) & ns->mask)
-        if (!strcmp(g->nodes[ns->slot[k] - 1].name, g->nodes[i].name)) return ns->slot[k] - 1;
-    ns->slot[k] = i + 1;
-    return -1;
-}
-
-static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err,
+static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char *err,
                         size_t errlen);
 
 int ir_op_mixes_layout(ir_op op) {
@@ -109,12 +91,9 @@ static int verify_layout(const ir_graph *g, int i, char *err, size_t errlen) {
 }
 
 int ir_verify(const ir_graph *g, char *err, size_t errlen) {
-    size_t cap = 16;
-    while (cap < (size_t)g->n * 2) cap *= 2;
-    name_set names = {calloc(cap, sizeof(int)), cap - 1};
+    ir_names names = ir_names_nodes(g, 64); /* source names seen so far */
     /* last_read[k]: the last node reading node k, -1 if none (assign order). */
     int *last_read = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-    IR_CHECK_ALLOC(names.slot);
     IR_CHECK_ALLOC(last_read);
     for (int i = 0; i < g->n; i++) last_read[i] = -1;
     for (int i = 0; i < g->n; i++)
@@ -123,12 +102,12 @@ int ir_verify(const ir_graph *g, char *err, size_t errlen) {
             if (in >= 0 && in < g->n) last_read[in] = i;
         }
     int rc = verify_nodes(g, &names, last_read, err, errlen);
-    free(names.slot);
+    ir_names_free(&names);
     free(last_read);
     return rc;
 }
 
-static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char *err,
+static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char *err,
                         size_t errlen) {
     int losses = 0;
     for (int i = 0; i < g->n; i++) {
@@ -153,7 +132,7 @@ static int verify_nodes(const ir_graph *g, name_set *names, int *last_read, char
         if (ir_is_source(n->op)) {
             if (!n->name[0])
                 return ir_fail(err, errlen, "node %d (%s): source without a name", i, info->name);
-            if (name_set_add(names, g, i) >= 0)
+            if (ir_names_add(names, i) >= 0)
                 return ir_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
             if (n->op != IR_OP_INPUT &&
                 (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_XAVIER))

@@ -61,7 +61,11 @@
  *
  * Groups are grown greedily in graph order, merging each fusible node with
  * the group of each input in turn when the merge is legal, in sweeps until
- * nothing changes. Then the nodes
+ * nothing changes. Every check is bounded by the group size except rule 4,
+ * and that one searches only the units (groups and lone nodes) placed
+ * between the two being merged in a topological order of the units, kept
+ * up to date as they merge (Pearce and Kelly), so a long network compiles
+ * in time near linear in its length. Then the nodes
  * are scheduled so that every group is one contiguous run (a topological
  * sort of the groups that keeps the original order where it can), which
  * is what ir_verify checks and what codegen and memplan walk as the
@@ -92,8 +96,13 @@ typedef struct {
     int *size;           /* members per label */
     int *succ_at, *succ; /* CSR successors: consumers, and reader -> assign anti-edges */
     int *cons_at, *cons; /* CSR consumers (data edges only) */
+    int *pred_at, *pred; /* CSR predecessors: succ reversed */
     int *stamp, cur;     /* BFS visited marks */
     int *queue;
+    int *pos;       /* per unit label: a topological order of the unit graph */
+    int *fwd, nfwd; /* the last legal merge's units between its two, after / before it */
+    int *bwd, nbwd;
+    int *pool;
     unsigned char *in; /* membership of the candidate group */
     int *cand, ncand;
 } fuser;
@@ -135,6 +144,7 @@ static void build_edges(fuser *F) {
         }
     }
     build_csr(g->n, from, to, ne, &F->succ_at, &F->succ);
+    build_csr(g->n, to, from, ne, &F->pred_at, &F->pred);
     free(from);
     free(to);
 }
@@ -326,48 +336,94 @@ static int channel_passes(fuser *F, const ir_type *X) {
     return fu_channel_levels(F->g, F->cand, F->ncand, stored, X, level);
 }
 
-/* Convexity: no path from the group through other nodes back into it
- * (rule 4). A visited node stands for its whole group (groups run as one
- * step). */
-static int convex(fuser *F) {
-    int head = 0, tail = 0, mark = ++F->cur;
-    for (int a = 0; a < F->ncand; a++) {
-        int m = F->cand[a];
-        for (int e = F->succ_at[m]; e < F->succ_at[m + 1]; e++) {
-            int s = F->succ[e];
-            if (!F->in[s] && F->stamp[s] != mark) F->stamp[s] = mark, F->queue[tail++] = s;
-        }
-    }
-    int ok = 1;
-    while (head < tail && ok) {
-        int v = F->queue[head++];
-        /* the whole group of v is reached */
-        if (F->gid[v] >= 0)
-            for (int w = F->gid[v]; w >= 0; w = F->next[w])
-                if (F->stamp[w] != mark && !F->in[w]) F->stamp[w] = mark, F->queue[tail++] = w;
-        for (int e = F->succ_at[v]; e < F->succ_at[v + 1]; e++) {
-            int s = F->succ[e];
-            if (F->in[s]) {
-                ok = 0;
-                break;
+/* The unit (group label, or the node itself) a node belongs to. */
+static int unit_of(const fuser *F, int w) { return F->gid[w] >= 0 ? F->gid[w] : w; }
+
+/* The units between a and b in F->pos (exclusive) that a reaches (dir 1,
+ * through successors) or that reach b (dir -1, through predecessors), into
+ * out[]; -1 when a path from a through another unit reaches b. */
+static int window(fuser *F, int a, int b, int dir, int *out) {
+    const int *at = dir > 0 ? F->succ_at : F->pred_at, *to = dir > 0 ? F->succ : F->pred;
+    int from = dir > 0 ? a : b, goal = dir > 0 ? b : a, lim = F->pos[goal];
+    int mark = ++F->cur, nout = 0, head = -1;
+    F->stamp[from] = mark;
+    for (int u = from; u >= 0; u = ++head < nout ? out[head] : -1)
+        for (int w = u; w >= 0; w = F->gid[u] >= 0 ? F->next[w] : -1)
+            for (int e = at[w]; e < at[w + 1]; e++) {
+                int v = unit_of(F, to[e]);
+                if (v == goal) {
+                    if (u != from) return -1;
+                    continue;
+                }
+                if (F->stamp[v] == mark || (dir > 0 ? F->pos[v] > lim : F->pos[v] < lim)) continue;
+                F->stamp[v] = mark;
+                out[nout++] = v;
             }
-            if (F->stamp[s] != mark) F->stamp[s] = mark, F->queue[tail++] = s;
-        }
+    return nout;
+}
+
+/* Convexity: no path from the group through other nodes back into it
+ * (rule 4), where a group counts as one node (groups run as one step).
+ * F->pos orders the units topologically, so such a path goes from the
+ * earlier of a and b to the later through units placed between the two:
+ * only those are searched (Pearce and Kelly's dynamic topological order,
+ * which merge() keeps). Leaves those that the earlier one reaches in
+ * F->fwd for merge(). */
+static int convex(fuser *F, int a, int b) {
+    if (F->pos[a] > F->pos[b]) {
+        int t = a;
+        a = b, b = t;
     }
-    F->cur++;
-    return ok;
+    F->nfwd = window(F, a, b, 1, F->fwd);
+    return F->nfwd >= 0;
 }
 
 /* Whether the members in F->cand (marked in F->in) may form one group:
  * the rules of the header, in order. */
-static int legal(fuser *F) {
+static int legal(fuser *F, int a, int b) {
     space sp;
     if (!group_space(F, &sp) || !members_fit(F, &sp) || !edges_renderable(F, &sp) ||
         !assigns_ok(F, sp.kind))
         return 0;
     if (count_buffers(F) > IR_GROUP_MAX_BUFFERS) return 0;
     if (sp.kind == FU_CHANNEL_GROUP && channel_passes(F, sp.X) > IR_GROUP_MAX_PASSES) return 0;
-    return convex(F);
+    return convex(F, a, b);
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static const int *pos_key;
+static int cmp_pos(const void *x, const void *y) {
+    int p = pos_key[*(const int *)x], q = pos_key[*(const int *)y];
+    return (p > q) - (p < q);
+}
+
+/* Keeps F->pos a topological order when a and b (legal to merge: convex()
+ * left F->fwd) become one unit, labelled by the smaller index: the units
+ * between them that reach the later one, then the merged unit, then those
+ * the earlier one reaches, in the positions they held, each set in its old
+ * order (Pearce and Kelly). */
+static void reorder(fuser *F, int a, int b) {
+    if (F->pos[a] > F->pos[b]) {
+        int t = a;
+        a = b, b = t;
+    }
+    F->nbwd = window(F, a, b, -1, F->bwd);
+    int np = 0, keep = a < b ? a : b;
+    F->pool[np++] = F->pos[a], F->pool[np++] = F->pos[b];
+    for (int i = 0; i < F->nfwd; i++) F->pool[np++] = F->pos[F->fwd[i]];
+    for (int i = 0; i < F->nbwd; i++) F->pool[np++] = F->pos[F->bwd[i]];
+    qsort(F->pool, (size_t)np, sizeof *F->pool, cmp_int);
+    pos_key = F->pos;
+    qsort(F->fwd, (size_t)F->nfwd, sizeof *F->fwd, cmp_pos);
+    qsort(F->bwd, (size_t)F->nbwd, sizeof *F->bwd, cmp_pos);
+    int k = 0;
+    for (int i = 0; i < F->nbwd; i++) F->pos[F->bwd[i]] = F->pool[k++];
+    F->pos[keep] = F->pool[k++];
+    for (int i = 0; i < F->nfwd; i++) F->pos[F->fwd[i]] = F->pool[k++];
 }
 
 /* Merges the groups labelled a and b (a != b) if legal; 1 when merged. */
@@ -375,9 +431,10 @@ static int try_merge(fuser *F, int a, int b) {
     F->ncand = 0;
     for (int w = a; w >= 0; w = F->next[w]) F->cand[F->ncand++] = w, F->in[w] = 1;
     for (int w = b; w >= 0; w = F->next[w]) F->cand[F->ncand++] = w, F->in[w] = 1;
-    int ok = legal(F);
+    int ok = legal(F, a, b);
     for (int i = 0; i < F->ncand; i++) F->in[F->cand[i]] = 0;
     if (!ok) return 0;
+    reorder(F, a, b);
     /* Label = the smaller index; append the other list. */
     int keep = a < b ? a : b, drop = a < b ? b : a, tail = keep;
     while (F->next[tail] >= 0) tail = F->next[tail];
@@ -386,6 +443,25 @@ static int try_merge(fuser *F, int a, int b) {
     F->size[keep] += F->size[drop];
     F->size[drop] = 0;
     return 1;
+}
+
+/* F->pos: a topological order of the nodes, each a unit of its own
+ * before any merge (Kahn's algorithm). 0 when the edges have a cycle: then
+ * no grouping can be scheduled. */
+static int topo_positions(fuser *F) {
+    int n = F->n, *indeg = calloc((size_t)(n ? n : 1), sizeof *indeg), head = 0, tail = 0;
+    IR_CHECK_ALLOC(indeg);
+    for (int e = 0; e < F->succ_at[n]; e++) indeg[F->succ[e]]++;
+    for (int i = 0; i < n; i++)
+        if (!indeg[i]) F->queue[tail++] = i;
+    while (head < tail) {
+        int v = F->queue[head];
+        F->pos[v] = head++;
+        for (int e = F->succ_at[v]; e < F->succ_at[v + 1]; e++)
+            if (!--indeg[F->succ[e]]) F->queue[tail++] = F->succ[e];
+    }
+    free(indeg);
+    return tail == n;
 }
 
 /* ---- scheduling ----------------------------------------------------------------------- */
@@ -442,11 +518,6 @@ static int schedule(fuser *F, int *order) {
     return k == n ? 0 : -1;
 }
 
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
 int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     const ir_graph *g = *gp;
     int n = g->n;
@@ -460,7 +531,12 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     F.stamp = calloc(sz, sizeof *F.stamp);
     F.queue = malloc(sizeof *F.queue * sz);
     F.cand = malloc(sizeof *F.cand * sz);
-    IR_CHECK_ALLOC(F.cls && F.in && F.gid && F.next && F.size && F.stamp && F.queue && F.cand);
+    F.pos = malloc(sizeof *F.pos * sz);
+    F.fwd = malloc(sizeof *F.fwd * sz);
+    F.bwd = malloc(sizeof *F.bwd * sz);
+    F.pool = malloc(sizeof *F.pool * (sz + 2));
+    IR_CHECK_ALLOC(F.cls && F.in && F.gid && F.next && F.size && F.stamp && F.queue && F.cand &&
+                   F.pos && F.fwd && F.bwd && F.pool);
     F.cur = 1;
     for (int i = 0; i < n; i++) {
         F.cls[i] = (unsigned char)fu_node_class(&g->nodes[i]);
@@ -469,11 +545,12 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
         F.size[i] = F.cls[i] != FU_NONE;
     }
     build_edges(&F);
+    int acyclic = topo_positions(&F);
 
     /* Sweeps until nothing merges: a merge refused early (too many stored
      * values while an update's assigns were not in yet) can become legal
      * once the groups around it have grown. */
-    for (int sweep = 0, merged = 1; merged && sweep < 8; sweep++) {
+    for (int sweep = 0, merged = acyclic; merged && sweep < 8; sweep++) {
         merged = 0;
         for (int v = 0; v < n; v++) {
             if (F.cls[v] == FU_NONE) continue;
@@ -496,7 +573,7 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     int *order = malloc(sizeof *order * sz), *map = malloc(sizeof *map * sz);
     int *newgid = calloc(sz + 1, sizeof *newgid);
     IR_CHECK_ALLOC(order && map && newgid);
-    int rc = schedule(&F, order);
+    int rc = acyclic ? schedule(&F, order) : -1;
     ir_graph *out = NULL;
     if (rc) {
         ir_fail(err, errlen, "internal error: fuse: the grouped graph has a cycle");
@@ -522,6 +599,7 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     }
     free(F.cls), free(F.in), free(F.gid), free(F.next), free(F.size), free(F.stamp);
     free(F.queue), free(F.cand), free(F.succ_at), free(F.succ), free(F.cons_at), free(F.cons);
+    free(F.pred_at), free(F.pred), free(F.pos), free(F.fwd), free(F.bwd), free(F.pool);
     free(order), free(map), free(newgid);
     if (rc) return -1;
     ir_free(*gp);

@@ -9,7 +9,11 @@
  * best fit: allocations by decreasing size, each into the smallest gap
  * between the already placed allocations whose lifetimes meet its own, or
  * at the top. Two orders (by size, and by size x lifetime) are tried and
- * the smaller arena kept. The lower bound is the largest sum of sizes live
+ * the smaller arena kept. The placed allocations are kept in a segment
+ * tree over the steps, as the byte ranges they cover, so finding the gaps
+ * at a lifetime costs the number of gaps there, not the number of
+ * allocations (a long chain of activations: one range, not thousands).
+ * The lower bound is the largest sum of sizes live
  * at one step: no placement can beat it, and best fit usually lands within
  * a few percent of it.
  */
@@ -42,9 +46,96 @@ typedef struct {
     int64_t lo, hi;
 } span;
 
-static int cmp_span(const void *a, const void *b) {
-    const span *x = a, *y = b;
-    return (x->lo > y->lo) - (x->lo < y->lo);
+/* Byte ranges as a sorted list of disjoint, non-touching spans: what a
+ * set of allocations covers. Touching spans leave no gap between them, so
+ * joining them changes no placement. */
+typedef struct {
+    span *v;
+    int n, cap;
+} spanset;
+
+static void set_add(spanset *s, span x) {
+    int i = 0, j = s->n;
+    while (i < j) { /* the first span reaching x.lo */
+        int m = i + (j - i) / 2;
+        if (s->v[m].hi < x.lo)
+            i = m + 1;
+        else
+            j = m;
+    }
+    for (j = i; j < s->n && s->v[j].lo <= x.hi; j++) {
+        if (s->v[j].lo < x.lo) x.lo = s->v[j].lo;
+        if (s->v[j].hi > x.hi) x.hi = s->v[j].hi;
+    }
+    if (i == j && s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 4;
+        s->v = realloc(s->v, sizeof *s->v * (size_t)s->cap);
+        IR_CHECK_ALLOC(s->v);
+    }
+    /* spans i..j-1 become x */
+    memmove(s->v + i + 1, s->v + j, sizeof *s->v * (size_t)(s->n - j));
+    s->n += i + 1 - j;
+    s->v[i] = x;
+}
+
+/* out = a joined with b (out holds a.n + b.n). */
+static void set_join(const spanset *a, const spanset *b, spanset *out) {
+    int i = 0, j = 0;
+    out->n = 0;
+    while (i < a->n || j < b->n) {
+        span x = j >= b->n || (i < a->n && a->v[i].lo <= b->v[j].lo) ? a->v[i++] : b->v[j++];
+        if (out->n && out->v[out->n - 1].hi >= x.lo) {
+            if (x.hi > out->v[out->n - 1].hi) out->v[out->n - 1].hi = x.hi;
+        } else {
+            out->v[out->n++] = x;
+        }
+    }
+}
+
+/* The bytes taken, step by step: a segment tree over the steps. An
+ * allocation's span is in own[] of the O(log steps) nodes that make up its
+ * lifetime and in sub[] of those and their ancestors, so the allocations
+ * live at some step of [d, l] are those in sub[] of the nodes inside the
+ * range and own[] of the nodes that overlap it. */
+typedef struct {
+    int steps;
+    spanset *own, *sub;
+    spanset acc, tmp; /* a query's union */
+} occupancy;
+
+static void occ_add(occupancy *o, int node, int nl, int nr, int d, int l, span x) {
+    set_add(&o->sub[node], x);
+    if (d <= nl && nr <= l) {
+        set_add(&o->own[node], x);
+        return;
+    }
+    int mid = nl + (nr - nl) / 2;
+    if (d <= mid) occ_add(o, 2 * node, nl, mid, d, l, x);
+    if (l > mid) occ_add(o, 2 * node + 1, mid + 1, nr, d, l, x);
+}
+
+static void occ_take(occupancy *o, const spanset *s) {
+    if (!s->n) return;
+    if (o->tmp.cap < o->acc.n + s->n) {
+        o->tmp.cap = 2 * (o->acc.n + s->n);
+        o->tmp.v = realloc(o->tmp.v, sizeof *o->tmp.v * (size_t)o->tmp.cap);
+        IR_CHECK_ALLOC(o->tmp.v);
+    }
+    set_join(&o->acc, s, &o->tmp);
+    spanset t = o->acc;
+    o->acc = o->tmp, o->tmp = t;
+}
+
+static void occ_query(occupancy *o, int node, int nl, int nr, int d, int l) {
+    if (nr < d || nl > l) return;
+    if (d <= nl && nr <= l) {
+        occ_take(o, &o->sub[node]);
+        return;
+    }
+    occ_take(o, &o->own[node]);
+    int mid = nl + (nr - nl) / 2;
+    occ_query(o, 2 * node, nl, mid, d, l);
+    occ_query(o, 2 * node + 1, mid + 1, nr, d, l);
 }
 
 static int64_t sort_key_mode;
@@ -57,35 +148,37 @@ static int cmp_alloc(const void *a, const void *b) {
     return x->head - y->head;
 }
 
-/* Places every allocation; returns the arena size. */
-static int64_t place(alloc_t *al, int na, int mode) {
+/* Places every allocation (lifetimes within steps 0..steps-1); returns the
+ * arena size. */
+static int64_t place(alloc_t *al, int na, int steps, int mode) {
     alloc_t **order = xcalloc((size_t)na, sizeof *order);
-    span *busy = xcalloc((size_t)na, sizeof *busy);
     for (int i = 0; i < na; i++) order[i] = &al[i], al[i].off = -1;
     sort_key_mode = mode;
     qsort(order, (size_t)na, sizeof *order, cmp_alloc);
+    occupancy o = {.steps = steps > 0 ? steps : 1};
+    o.own = xcalloc(4 * (size_t)o.steps, sizeof *o.own);
+    o.sub = xcalloc(4 * (size_t)o.steps, sizeof *o.sub);
     int64_t top = 0;
     for (int i = 0; i < na; i++) {
         alloc_t *a = order[i];
-        int nb = 0;
-        for (int j = 0; j < i; j++) {
-            const alloc_t *b = order[j];
-            if (b->def <= a->last && a->def <= b->last)
-                busy[nb++] = (span){b->off, b->off + b->bytes};
-        }
-        qsort(busy, (size_t)nb, sizeof *busy, cmp_span);
-        /* smallest gap between busy spans that fits, else above them all */
+        /* the bytes of the placed allocations live with it */
+        o.acc.n = 0;
+        occ_query(&o, 1, 0, o.steps - 1, a->def, a->last);
+        /* smallest gap between them that fits (the lowest of equal ones),
+         * else above them all */
         int64_t best = -1, best_gap = INT64_MAX, at = 0;
-        for (int j = 0; j < nb; j++) {
-            int64_t gap = busy[j].lo - at;
+        for (int j = 0; j < o.acc.n; j++) {
+            int64_t gap = o.acc.v[j].lo - at;
             if (gap >= a->bytes && gap < best_gap) best = at, best_gap = gap;
-            if (busy[j].hi > at) at = busy[j].hi;
+            at = o.acc.v[j].hi;
         }
         a->off = best >= 0 ? best : at;
         if (a->off + a->bytes > top) top = a->off + a->bytes;
+        occ_add(&o, 1, 0, o.steps - 1, a->def, a->last, (span){a->off, a->off + a->bytes});
     }
+    for (int k = 0; k < 4 * o.steps; k++) free(o.own[k].v), free(o.sub[k].v);
+    free(o.own), free(o.sub), free(o.acc.v), free(o.tmp.v);
     free(order);
-    free(busy);
     return top;
 }
 
@@ -131,10 +224,10 @@ fmt_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
             slot[i] = na;
             al[na++] = (alloc_t){i, m->def[i], m->last[i], m->bytes[i], -1};
         }
-    int64_t best = place(al, na, 0);
+    int64_t best = place(al, na, m->nsteps, 0);
     alloc_t *al2 = xcalloc((size_t)(na ? na : 1), sizeof *al2);
     memcpy(al2, al, sizeof *al * (size_t)na);
-    int64_t other = place(al2, na, 1);
+    int64_t other = place(al2, na, m->nsteps, 1);
     if (other < best) {
         memcpy(al, al2, sizeof *al * (size_t)na);
         best = other;
@@ -142,11 +235,11 @@ fmt_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
     m->arena_bytes = best;
     /* Lower bound: the most bytes live at one step (allocations as placed,
      * in-place chains counted once). */
-    int64_t *live = xcalloc((size_t)(m->nsteps + 1), sizeof *live);
+    int64_t *live = xcalloc((size_t)(m->nsteps + 1), sizeof *live), sum = 0;
     for (int a = 0; a < na; a++)
-        for (int s = al[a].def; s <= al[a].last; s++) live[s] += al[a].bytes;
+        live[al[a].def] += al[a].bytes, live[al[a].last + 1] -= al[a].bytes;
     for (int s = 0; s < m->nsteps; s++)
-        if (live[s] > m->lower_bytes) m->lower_bytes = live[s];
+        if ((sum += live[s]) > m->lower_bytes) m->lower_bytes = sum;
     for (int i = 0; i < n; i++) {
         if (!m->bytes[i]) continue;
         m->naive_bytes += m->bytes[i];

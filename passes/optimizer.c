@@ -35,33 +35,35 @@
 #include <string.h>
 
 #include "ir/err.h"
+#include "ir/names.h"
 #include "passes/passes.h"
 
-static int source_named(const ir_graph *g, const char *name) {
-    for (int i = 0; i < g->n; i++) {
-        ir_op op = g->nodes[i].op;
-        if (ir_is_source(op) && strcmp(g->nodes[i].name, name) == 0) return i;
-    }
-    return -1;
-}
+/* The graph's names: sources (updated as the pass adds them) and
+ * gradients, so that a model with many parameters takes no scan per
+ * parameter. */
+typedef struct {
+    ir_names sources, grads;
+    unsigned char *cls; /* per node: its exclude class (param_class) */
+} names;
 
-static int grad_of(const ir_graph *g, const char *param) {
+static int grad_of(const names *nm, const char *param) {
     char want[IR_NAME_MAX + 8];
     snprintf(want, sizeof want, "%s.grad", param);
-    for (int i = 0; i < g->n; i++)
-        if ((g->nodes[i].flags & IR_FLAG_GRAD) && strcmp(g->nodes[i].name, want) == 0) return i;
-    return -1;
+    return ir_names_find(&nm->grads, want);
 }
 
 /* Adds a source, refusing a name that is already taken (ir_verify would
  * reject the duplicate later with a less helpful message). */
-static int add_source(ir_graph *g, ir_op op, const char *name, ir_type t, char *err,
+static int add_source(ir_graph *g, names *nm, ir_op op, const char *name, ir_type t, char *err,
                       size_t errlen) {
     if (strlen(name) >= IR_NAME_MAX)
         return ir_fail(err, errlen, "optimizer: name '%s' is too long", name);
-    if (source_named(g, name) >= 0)
+    if (ir_names_find(&nm->sources, name) >= 0)
         return ir_fail(err, errlen, "optimizer: the graph already has a tensor named '%s'", name);
-    return op == IR_OP_INPUT ? ir_add_input(g, name, t, 0) : ir_add_state(g, name, t, IR_INIT_ZERO);
+    int id =
+        op == IR_OP_INPUT ? ir_add_input(g, name, t, 0) : ir_add_state(g, name, t, IR_INIT_ZERO);
+    if (id >= 0) ir_names_add(&nm->sources, id);
+    return id;
 }
 
 static int emit(ir_graph *g, ir_op op, const int *in, int nin, const double *fattr, char *err,
@@ -72,19 +74,27 @@ static int emit(ir_graph *g, ir_op op, const int *in, int nin, const double *fat
     return id;
 }
 
-/* The exclude class of parameter p, by what reads it (IR_EXCLUDE_*, 0: none). */
-static int param_class(const ir_graph *g, int p) {
+/* The exclude class of every node as a parameter, by what reads it
+ * (IR_EXCLUDE_*, 0: none): the first such reader in graph order decides. */
+static unsigned char *param_classes(const ir_graph *g) {
+    unsigned char *cls = calloc((size_t)(g->n ? g->n : 1), 1),
+                  *seen = calloc((size_t)(g->n ? g->n : 1), 1);
+    IR_CHECK_ALLOC(cls && seen);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         for (int k = 0; k < n->ninputs; k++) {
-            if (n->input[k] != p) continue;
+            int p = n->input[k], c = 0;
             if ((n->op == IR_OP_BN_APPLY || n->op == IR_OP_BATCHNORM) && (k == 3 || k == 4))
-                return IR_EXCLUDE_BN;
-            if (n->op == IR_OP_BATCHNORM && (k == 1 || k == 2)) return IR_EXCLUDE_BN;
-            if (n->op == IR_OP_BIAS_ADD && k == 1) return IR_EXCLUDE_BIAS;
+                c = IR_EXCLUDE_BN;
+            else if (n->op == IR_OP_BATCHNORM && (k == 1 || k == 2))
+                c = IR_EXCLUDE_BN;
+            else if (n->op == IR_OP_BIAS_ADD && k == 1)
+                c = IR_EXCLUDE_BIAS;
+            if (c && !seen[p]) cls[p] = (unsigned char)c, seen[p] = 1;
         }
     }
-    return 0;
+    free(seen);
+    return cls;
 }
 
 /* What one parameter's update needs: its sources and the run-wide scalars. */
@@ -94,16 +104,16 @@ typedef struct {
 
 /* Emits parameter p's update; its assigns (state, value pairs) into a,
  * their count returned (-1 on failure). */
-static int update(ir_graph *g, const ir_train *t, const scalars *s, int p, int grad, int *a,
-                  char *err, size_t errlen) {
+static int update(ir_graph *g, names *nm, const ir_train *t, const scalars *s, int p, int grad,
+                  int *a, char *err, size_t errlen) {
     char pname[IR_NAME_MAX], name[IR_NAME_MAX + 16];
     memcpy(pname, g->nodes[p].name, IR_NAME_MAX); /* adding nodes moves g->nodes */
     ir_type type = g->nodes[p].type;
-    int excluded = (param_class(g, p) & t->exclude) != 0;
+    int excluded = (nm->cls[p] & t->exclude) != 0;
     double wd = excluded ? 0 : t->wd;
     if (t->optimizer == IR_OPT_SGD || t->optimizer == IR_OPT_LARS) {
         snprintf(name, sizeof name, "%s.momentum", pname);
-        int v = add_source(g, IR_OP_STATE, name, type, err, errlen), lr = s->lr;
+        int v = add_source(g, nm, IR_OP_STATE, name, type, err, errlen), lr = s->lr;
         if (v >= 0 && t->optimizer == IR_OPT_LARS && !excluded) {
             int wsq = emit(g, IR_OP_SUMSQ, &p, 1, NULL, err, errlen);
             int gsq = wsq < 0 ? -1 : emit(g, IR_OP_SUMSQ, &grad, 1, NULL, err, errlen);
@@ -127,7 +137,7 @@ static int update(ir_graph *g, const ir_train *t, const scalars *s, int p, int g
     int mv[2], mv2[2];
     for (int j = 0; j < 2; j++) {
         snprintf(name, sizeof name, "%s.adam_%c", pname, j ? 'v' : 'm');
-        mv[j] = add_source(g, IR_OP_STATE, name, type, err, errlen);
+        mv[j] = add_source(g, nm, IR_OP_STATE, name, type, err, errlen);
         mv2[j] = mv[j] < 0
                      ? -1
                      : emit(g, j ? IR_OP_ADAM_V : IR_OP_ADAM_M, (int[]){mv[j], grad, s->scale}, 3,
@@ -148,17 +158,18 @@ static int update(ir_graph *g, const ir_train *t, const scalars *s, int p, int g
     return 3;
 }
 
-static int build(ir_graph *g, const ir_train *t, char *err, size_t errlen) {
+static int build(ir_graph *g, names *nm, const ir_train *t, char *err, size_t errlen) {
     int nparams = g->n; /* the nodes that can be parameters: those there now */
     int *assigns = malloc(sizeof *assigns * 6 * (size_t)(nparams ? nparams : 1));
     IR_CHECK_ALLOC(assigns);
     int nassigns = 0, rc = -1;
     scalars s = {-1, -1, -1, -1};
-    s.lr = add_source(g, IR_OP_INPUT, "lr", ir_shape1(1), err, errlen);
-    s.scale = s.lr < 0 ? -1 : add_source(g, IR_OP_INPUT, "grad_scale", ir_shape1(1), err, errlen);
+    s.lr = add_source(g, nm, IR_OP_INPUT, "lr", ir_shape1(1), err, errlen);
+    s.scale =
+        s.lr < 0 ? -1 : add_source(g, nm, IR_OP_INPUT, "grad_scale", ir_shape1(1), err, errlen);
     if (s.scale < 0) goto done;
     if (t->optimizer == IR_OPT_LAMB || t->optimizer == IR_OPT_ADAMW) {
-        int step = add_source(g, IR_OP_INPUT, "step", ir_shape1(1), err, errlen);
+        int step = add_source(g, nm, IR_OP_INPUT, "step", ir_shape1(1), err, errlen);
         s.c1 = step < 0
                    ? -1
                    : emit(g, IR_OP_BIAS_CORRECTION, &step, 1, (double[]){t->beta1}, err, errlen);
@@ -169,13 +180,13 @@ static int build(ir_graph *g, const ir_train *t, char *err, size_t errlen) {
     }
     for (int p = 0; p < nparams; p++) {
         if (g->nodes[p].op != IR_OP_PARAM) continue;
-        int grad = grad_of(g, g->nodes[p].name);
+        int grad = grad_of(nm, g->nodes[p].name);
         if (grad < 0) {
             ir_fail(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
                     g->nodes[p].name);
             goto done;
         }
-        int k = update(g, t, &s, p, grad, assigns + 2 * nassigns, err, errlen);
+        int k = update(g, nm, t, &s, p, grad, assigns + 2 * nassigns, err, errlen);
         if (k < 0) goto done;
         nassigns += k;
     }
@@ -194,5 +205,12 @@ int pass_optimizer(ir_graph **gp, const ir_train *t, char *err, size_t errlen) {
         t = &defaults;
     }
     ir_graph *g = ir_clone(*gp); /* a failed pass leaves the caller's graph intact */
-    return ir_replace(gp, g, build(g, t, err, errlen));
+    names nm = {ir_names_nodes(g, (size_t)g->n), ir_names_nodes(g, (size_t)g->n), param_classes(g)};
+    for (int i = 0; i < g->n; i++) {
+        if (ir_is_source(g->nodes[i].op)) ir_names_add(&nm.sources, i);
+        if (g->nodes[i].flags & IR_FLAG_GRAD) ir_names_add(&nm.grads, i);
+    }
+    int rc = build(g, &nm, t, err, errlen);
+    ir_names_free(&nm.sources), ir_names_free(&nm.grads), free(nm.cls);
+    return ir_replace(gp, g, rc);
 }

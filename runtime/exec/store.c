@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "format/graph.h"
+#include "ir/names.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 #include "runtime/exec/exec.h"
@@ -27,21 +28,22 @@ struct rt_store {
     rt_backend *be;
     int n;
     store_entry *t;
+    ir_names names; /* rt_store_find's index */
 };
 
+static const char *entry_name(const void *st, int i) { return ((const rt_store *)st)->t[i].name; }
+
 /* Optimizer state is a STATE named "PARAM.something" for a PARAM of the
- * graph ("conv0.weight.momentum"); BatchNorm statistics are not. */
-static int is_optimizer_state(const ir_graph *g, const ir_node *n) {
+ * graph ("conv0.weight.momentum"); BatchNorm statistics are not. params:
+ * the graph's PARAM names. */
+static int is_optimizer_state(const ir_graph *g, const ir_names *params, const ir_node *n) {
     if (n->op != IR_OP_STATE) return 0;
     const char *dot = strrchr(n->name, '.');
     if (!dot) return 0;
-    size_t len = (size_t)(dot - n->name);
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *p = &g->nodes[i];
-        if (p->op == IR_OP_PARAM && strlen(p->name) == len && !strncmp(p->name, n->name, len))
-            return 1;
-    }
-    return 0;
+    char prefix[IR_NAME_MAX];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(dot - n->name), n->name);
+    int p = ir_names_find(params, prefix);
+    return p >= 0 && g->nodes[p].op == IR_OP_PARAM;
 }
 
 rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
@@ -50,14 +52,19 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
     st->be = be;
     st->t = calloc((size_t)g->n + 1, sizeof *st->t);
     RT_CHECK_ALLOC(st->t);
+    st->names = ir_names_new(entry_name, st, 64);
+    ir_names params = ir_names_nodes(g, 64);
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_PARAM) ir_names_add(&params, i);
     /* Definition order, optimizer state last (exec.h). */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < g->n; i++) {
             const ir_node *n = &g->nodes[i];
-            if (!ir_is_persistent(n->op) || is_optimizer_state(g, n) != pass) continue;
+            if (!ir_is_persistent(n->op) || is_optimizer_state(g, &params, n) != pass) continue;
             if (rt_store_find(st, n->name) >= 0) continue; /* ir_verify rules this out */
-            store_entry *e = &st->t[st->n++];
+            store_entry *e = &st->t[st->n];
             snprintf(e->name, sizeof e->name, "%s", n->name);
+            ir_names_add(&st->names, st->n++);
             e->type = n->type;
             e->init = (ir_init)n->iattr[0];
             e->bytes = (size_t)fmt_node_bytes(n);
@@ -65,6 +72,7 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
             e->owner = -1;
             e->resident = 1;
         }
+    ir_names_free(&params);
     return st;
 }
 
@@ -73,6 +81,7 @@ void rt_store_free(rt_store *st) {
     for (int i = 0; i < st->n; i++)
         if (st->t[i].resident) st->be->free(st->be, st->t[i].buf);
     free(st->t);
+    ir_names_free(&st->names);
     free(st);
 }
 
@@ -120,11 +129,7 @@ const ir_type *rt_store_type(const rt_store *st, int i) {
     return i >= 0 && i < st->n ? &st->t[i].type : NULL;
 }
 
-int rt_store_find(const rt_store *st, const char *name) {
-    for (int i = 0; i < st->n; i++)
-        if (!strcmp(st->t[i].name, name)) return i;
-    return -1;
-}
+int rt_store_find(const rt_store *st, const char *name) { return ir_names_find(&st->names, name); }
 
 void rt_store_read(rt_store *st, int i, float *host) {
     if (i < 0 || i >= st->n) return;

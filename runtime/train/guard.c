@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ir/names.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/train/internal.h"
@@ -19,12 +20,14 @@ int rt_run_nonfinite_param(rt_run *r) {
         int64_t most = 1;
         r->params = malloc(sizeof(int) * (size_t)(count + 1));
         RT_CHECK_ALLOC(r->params);
+        ir_names nodes = ir_names_of_nodes(r->plan->train);
         for (int i = 0; i < count; i++) {
-            int n = rt_run_find_node(r->plan->train, rt_store_name(r->st, i));
+            int n = ir_names_find(&nodes, rt_store_name(r->st, i));
             if (n < 0 || r->plan->train->nodes[n].op != IR_OP_PARAM) continue;
             r->params[r->nparams++] = i;
             if (ir_numel(rt_store_type(r->st, i)) > most) most = ir_numel(rt_store_type(r->st, i));
         }
+        ir_names_free(&nodes);
         r->scratch = malloc(sizeof(float) * (size_t)most);
         RT_CHECK_ALLOC(r->scratch);
     }

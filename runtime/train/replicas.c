@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ir/names.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
@@ -300,29 +301,33 @@ static int sync_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) 
 /* ZeRO-1's all-gather: every parameter from the replica that updated it. */
 static int gather_params(rt_replicas *R, int r, char *err, size_t errlen) {
     rt_store *st = R->st[r];
-    for (int i = 0; i < rt_store_count(st); i++) {
-        int node = rt_run_find_node(R->plan->train, rt_store_name(st, i));
+    ir_names nodes = ir_names_of_nodes(R->plan->train);
+    int rc = 0;
+    for (int i = 0; i < rt_store_count(st) && !rc; i++) {
+        int node = ir_names_find(&nodes, rt_store_name(st, i));
         int owner = node >= 0 ? R->shard->owner[node] : -1;
         if (owner < 0 || R->plan->train->nodes[node].op != IR_OP_PARAM) continue;
         const ir_type *t = rt_store_type(st, i);
         size_t bytes = (size_t)ir_numel(t) * ir_dtype_size(t->dtype);
-        if (rt_coll_broadcast_from(R->coll, r, owner, rt_store_buffer(st, i), bytes, err, errlen))
-            return -1;
+        rc = rt_coll_broadcast_from(R->coll, r, owner, rt_store_buffer(st, i), bytes, err, errlen);
     }
-    return 0;
+    ir_names_free(&nodes);
+    return rc ? -1 : 0;
 }
 
 static int shard_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) {
     (void)arg;
     int me = rt_replicas_global(R, r), first = rt_replicas_global(R, 0);
     if (rt_exec_set_shard(R->train[r], R->shard, me, err, errlen)) return -1;
+    ir_names nodes = ir_names_of_nodes(R->plan->train);
     for (int i = 0; i < rt_store_count(R->st[r]); i++) {
-        int node = rt_run_find_node(R->plan->train, rt_store_name(R->st[r], i));
+        int node = ir_names_find(&nodes, rt_store_name(R->st[r], i));
         if (node < 0 || R->plan->train->nodes[node].op != IR_OP_STATE) continue;
         int owner = R->shard->owner[node], home = owner - first;
         if (owner >= 0)
             rt_store_shard(R->st[r], i, owner, me, home >= 0 && home < R->n ? R->st[home] : NULL);
     }
+    ir_names_free(&nodes);
     return 0;
 }
 
