@@ -22,6 +22,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,51 +149,100 @@ int fmt_memplan_inplace_ok(const ir_graph *g, const fmt_memplan *m, int o, int e
 
 /* ---- checking -------------------------------------------------------------------------- */
 
+/* The check sweeps the steps in order with the live allocations' byte
+ * ranges in a search tree (tsearch). Live ranges are pairwise disjoint
+ * unless the plan is wrong, so ordering ranges by "entirely below" makes
+ * every range that overlaps a new one compare equal to it: one lookup
+ * finds a clash, and the check is O(n log n) even for a forged plan that
+ * puts every tensor at offset 0. A range held by several live tensors (an
+ * output taking over its dying input's bytes) is one span listing them. */
 typedef struct {
-    int node;
     int64_t lo, hi;
-} placed;
+    int first; /* its live tensors, linked through next[] */
+} span;
 
-static int cmp_placed(const void *a, const void *b) {
-    const placed *x = a, *y = b;
-    if (x->lo != y->lo) return (x->lo > y->lo) - (x->lo < y->lo);
-    return x->node - y->node;
+static int cmp_span(const void *a, const void *b) {
+    const span *x = a, *y = b;
+    return x->hi <= y->lo ? -1 : y->hi <= x->lo ? 1 : 0;
 }
+
+/* Node numbers by key[node], then by number. */
+static int cmp_by_key(const void *a, const void *b, void *key) {
+    int i = *(const int *)a, j = *(const int *)b, x = ((int *)key)[i], y = ((int *)key)[j];
+    return x != y ? (x > y) - (x < y) : (i > j) - (i < j);
+}
+
+static void span_free(void *p) { free(p); }
 
 int fmt_memplan_check(const fmt_memplan *m, const ir_graph *g, char *err, size_t errlen) {
     if (m->n != g->n || m->graph_hash != ir_graph_hash(g))
         return ir_fail(err, errlen, "memory plan was made for another graph");
+    if (m->arena_bytes < 0 || m->arena_bytes > ((int64_t)1 << 50))
+        return ir_fail(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
     fmt_memplan *L = fmt_memplan_lifetimes(g);
-    placed *p = xcalloc((size_t)g->n, sizeof *p);
+    int *born = xcalloc((size_t)g->n + 1, sizeof *born),
+        *dies = xcalloc((size_t)g->n + 1, sizeof *dies);
+    int *next = xcalloc((size_t)g->n + 1, sizeof *next),
+        *prev = xcalloc((size_t)g->n + 1, sizeof *prev);
+    span **of = xcalloc((size_t)g->n + 1, sizeof *of);
     int np = 0, rc = 0;
-    if (m->arena_bytes < 0 || m->arena_bytes > ((int64_t)1 << 50)) {
-        rc = ir_fail(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
-    }
     for (int i = 0; i < g->n && !rc; i++) {
         if (m->offset[i] < 0) continue;
         if (!L->bytes[i] || m->offset[i] % FMT_MEMPLAN_ALIGN ||
-            m->offset[i] > m->arena_bytes - L->bytes[i]) {
+            m->offset[i] > m->arena_bytes - L->bytes[i])
             rc =
                 ir_fail(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit",
                         i, ir_ops[g->nodes[i].op].name, m->offset[i]);
-            break;
-        }
-        p[np++] = (placed){i, m->offset[i], m->offset[i] + L->bytes[i]};
+        born[np] = dies[np] = i, np++;
     }
-    qsort(p, (size_t)np, sizeof *p, cmp_placed);
-    for (int a = 0; a < np && !rc; a++)
-        for (int b = a + 1; b < np && p[b].lo < p[a].hi && !rc; b++) {
-            int u = p[a].node, v = p[b].node;
-            if (L->def[u] > L->last[v] || L->def[v] > L->last[u]) continue; /* never both live */
-            int same = p[a].lo == p[b].lo && p[a].hi == p[b].hi;
-            if (same && (fmt_memplan_inplace_ok(g, L, v, u) || fmt_memplan_inplace_ok(g, L, u, v)))
-                continue;
-            rc = ir_fail(
-                err, errlen,
-                "memory plan: nodes %d and %d share bytes while both are live (steps %d-%d, %d-%d)",
-                u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
+    qsort_r(born, (size_t)np, sizeof *born, cmp_by_key, L->def);
+    qsort_r(dies, (size_t)np, sizeof *dies, cmp_by_key, L->last);
+    void *live = NULL;
+    for (int b = 0, d = 0; b < np && !rc; b++) {
+        int v = born[b];
+        for (; d < np && L->last[dies[d]] < L->def[v]; d++) { /* those dead before v's step */
+            int u = dies[d];
+            span *sp = of[u];
+            if (!sp) continue;
+            if (prev[u] >= 0)
+                next[prev[u]] = next[u];
+            else
+                sp->first = next[u];
+            if (next[u] >= 0) prev[next[u]] = prev[u];
+            of[u] = NULL;
+            if (sp->first < 0) {
+                tdelete(sp, &live, cmp_span);
+                free(sp);
+            }
         }
-    free(p);
+        span key = {m->offset[v], m->offset[v] + L->bytes[v], -1};
+        void *found = tfind(&key, &live, cmp_span);
+        span *sp = found ? *(span **)found : NULL;
+        if (sp) {
+            int same = sp->lo == key.lo && sp->hi == key.hi;
+            for (int u = sp->first; u >= 0 && !rc; u = next[u])
+                if (!same ||
+                    !(fmt_memplan_inplace_ok(g, L, v, u) || fmt_memplan_inplace_ok(g, L, u, v)))
+                    rc = ir_fail(err, errlen,
+                                 "memory plan: nodes %d and %d share bytes while both are live "
+                                 "(steps %d-%d, %d-%d)",
+                                 u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
+        } else {
+            sp = xcalloc(1, sizeof *sp);
+            *sp = key;
+            if (!tsearch(sp, &live, cmp_span)) {
+                free(sp);
+                rc = ir_fail(err, errlen, "memory plan: out of memory");
+                break;
+            }
+        }
+        if (rc) break;
+        prev[v] = -1, next[v] = sp->first;
+        if (sp->first >= 0) prev[sp->first] = v;
+        sp->first = v, of[v] = sp;
+    }
+    tdestroy(live, span_free);
+    free(born), free(dies), free(next), free(prev), free(of);
     fmt_memplan_free(L);
     return rc;
 }
