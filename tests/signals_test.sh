@@ -94,7 +94,7 @@ cat >"$tmp/cc" <<EOF
 #!/bin/sh
 while [ ! -s "$tmp/pid" ]; do sleep 0.01; done
 [ -e "$tmp/sent" ] || { : >"$tmp/sent"; kill -INT \$(cat "$tmp/pid"); }
-exec cc "\$@"
+exec ${CC:-cc} "\$@"
 EOF
 chmod +x "$tmp/cc"
 fresh_cache() { rm -rf "$tmp/cache" "$tmp/sent" "$tmp/pid"; mkdir -m 700 "$tmp/cache"; }
