@@ -1,6 +1,8 @@
 /* cli/dprun.c — the runtime driver: load a plan, then print its summary,
  * print its lr schedule, or train it (runtime/train/train.c does the work). */
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -202,10 +204,18 @@ static const char *resume_command_line(int argc, char **argv, char *buf, size_t 
 
 /* Under mpirun every process joins MPI first (it may take its own
  * arguments out of argv); an error on one rank ends the whole job, since
- * the others would wait for it in their next collective. */
+ * the others would wait for it in their next collective.
+ *
+ * Signals (runtime/train/stop.c): SIGPIPE is ignored, so a closed stdout
+ * (`dprun ... | head -1`) is a failed write, never a kill mid-step: the
+ * training stops in order, and any mode then exits 141 without a message.
+ * A run stopped by SIGINT, SIGTERM or SIGHUP ends by that signal once
+ * everything is written and said (status 128 + signal as before), so a
+ * shell script running dprun stops too, as it does for a killed child. */
 int main(int argc, char **argv) {
     int rank = 0, ranks = 1;
     char err[512];
+    signal(SIGPIPE, SIG_IGN);
     rt_blas_core_reexec(argv);
     if (rt_mpi_init(&argc, &argv, &rank, &ranks, err, sizeof err)) {
         fprintf(stderr, "dprun: error: %s\n", err);
@@ -213,9 +223,22 @@ int main(int argc, char **argv) {
         return 1;
     }
     int rc = run_main(argc, argv, rank, ranks);
-    fflush(stdout);
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !rc) {
+        if (errno == EPIPE) {
+            rc = 128 + SIGPIPE; /* the reader went away: nothing to say to it */
+        } else {
+            fprintf(stderr, "dprun: error: stdout: %s\n", strerror(errno ? errno : EIO));
+            rc = 1;
+        }
+    }
     if (rc && ranks > 1) rt_mpi_abort(rc);
     rt_mpi_finalize();
+    if (ranks == 1 && (rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP)) {
+        fflush(stderr);
+        signal(rc - 128, SIG_DFL);
+        raise(rc - 128);
+    }
     return rc;
 }
 

@@ -45,12 +45,13 @@ cp "$tmp/a.jsonl" "$tmp/a.keep" && head -c 10 "$tmp/a.keep" >"$tmp/a.jsonl"
 expect_fail "a metrics file shorter than at the checkpoint" "shorter than the" \
     "$bin/dprun" $M --metrics "$tmp/a.jsonl" --checkpoint "$tmp/ck" --resume
 cp "$tmp/a.keep" "$tmp/a.jsonl"
-# --resume appends to the checkpoint's metrics file: without --metrics too;
-# another --metrics, or a flag that changes the arithmetic, is refused.
+# --resume writes the metrics file its own --metrics names, after checking
+# it starts with what the checkpoint recorded; another file, or a flag that
+# changes the arithmetic, is refused.
 dprun $M --metrics "$tmp/r.jsonl" --steps 40 --checkpoint "$tmp/rck" >/dev/null 2>&1
 printf 'unrelated\n' >"$tmp/other.jsonl"
 expect_fail "resume with another --metrics" \
-    "was written with --metrics $tmp/r.jsonl; this run has --metrics $tmp/other.jsonl" \
+    "checkpoint refused: --metrics $tmp/other.jsonl: line 1 is not a metrics line dprun writes; a resume from $tmp/rck/checkpoint.safetensors would drop it" \
     "$bin/dprun" $M --metrics "$tmp/other.jsonl" --checkpoint "$tmp/rck" --resume
 check "the other metrics file is untouched" [ "$(cat "$tmp/other.jsonl")" = unrelated ]
 expect_fail "resume with another --lr" "was written with --lr 0.01; this run has --lr 0.5 (a resume" \
@@ -60,9 +61,94 @@ expect_fail "resume with --on-nan skip" "was written with --on-nan stop; this ru
 expect_fail "resume with --warmup-per-iteration" "with --warmup-per-iteration off; this run has --warmup-per-iteration on" \
     "$bin/dprun" $M --warmup-per-iteration --checkpoint "$tmp/rck" --resume
 abs_bin=$(cd "$bin" && pwd)
-(cd "$tmp" && "$abs_bin/dprun" mlp.plan --data synthetic --seed 3 --checkpoint rck --resume >/dev/null 2>&1) ||
+cp "$tmp/r.jsonl" "$tmp/r.before"
+(cd "$tmp" && "$abs_bin/dprun" mlp.plan --data synthetic --seed 3 --checkpoint rck --resume >/dev/null 2>"$tmp/nometrics.err") ||
     bad "resume without --metrics, from another directory"
-check "resume without --metrics appends to the checkpoint's file" cmp -s <(strip "$tmp/full.jsonl") <(strip "$tmp/r.jsonl")
+check "resume without --metrics writes no metrics file" cmp -s "$tmp/r.before" "$tmp/r.jsonl"
+check "resume without --metrics says so: $(grep note: "$tmp/nometrics.err" | tail -n 1)" \
+    grep -q "the checkpoint's run kept a metrics file; this run writes none (add --metrics FILE" "$tmp/nometrics.err"
+# A metrics file with a prefix other than the recorded one (length and
+# SHA-256): at step 200 of 3 epochs the file holds epoch 0's line.
+dprun $M --epochs 3 --metrics "$tmp/p.jsonl" --steps 200 --checkpoint "$tmp/pck" >/dev/null 2>&1
+sed 's/"epoch": 0/"epoch": 9/' "$tmp/p.jsonl" >"$tmp/p2.jsonl"
+expect_fail "a metrics file whose first bytes differ" \
+    "checkpoint refused: --metrics $tmp/p2.jsonl: its first " \
+    "$bin/dprun" $M --epochs 3 --metrics "$tmp/p2.jsonl" --checkpoint "$tmp/pck" --resume
+
+# ---- issue 30: a checkpoint names no file that dprun writes ------------------
+# A forged checkpoint (checksum recomputed, as anyone can) naming a victim
+# file, asking to keep none of it and to append its own lines: the victim
+# stays as it was, with or without --metrics.
+forge() { "$py" tests/ckpt_forge.py "$@"; }
+dprun $M --steps 40 --checkpoint "$tmp/nm" >/dev/null 2>&1
+printf 'echo safe\n' >"$tmp/victim"
+forge "$tmp/nm/checkpoint.safetensors" "$tmp/forged" set metrics_path "$tmp/victim" \
+    set metrics_bytes 0 set metrics_pending $'{"epoch": 0\necho pwned'
+mkdir -p "$tmp/fk" && cp "$tmp/forged" "$tmp/fk/checkpoint.safetensors"
+"$bin/dprun" $M --steps 40 --checkpoint "$tmp/fk" --resume >/dev/null 2>"$tmp/fk.err"
+check "a forged metrics_path: the victim file is unchanged" [ "$(cat "$tmp/victim")" = "echo safe" ]
+check "a forged metrics_path is refused: $(tail -n 1 "$tmp/fk.err")" \
+    grep -q "corrupt checkpoint: unknown key 'metrics_path' in its metadata" "$tmp/fk.err"
+# The same with this format's own keys: an empty prefix (whose SHA-256
+# anyone knows) and the victim named as --metrics: its text is no metrics
+# line, so nothing is dropped or written.
+forge "$tmp/nm/checkpoint.safetensors" "$tmp/fk/checkpoint.safetensors" set metrics_bytes 0 \
+    set metrics_sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+expect_fail "a forged empty prefix over a file that is not dprun's" \
+    "--metrics $tmp/victim: line 1 is not a metrics line dprun writes" \
+    "$bin/dprun" $M --steps 40 --metrics "$tmp/victim" --checkpoint "$tmp/fk" --resume
+check "a forged empty prefix: the victim file is unchanged" [ "$(cat "$tmp/victim")" = "echo safe" ]
+
+# Metadata values out of range, duplicated or unknown keys, old formats:
+# refused, naming the checkpoint, the key and the value.
+forged() { # name, want, edits...: the nm checkpoint forged, then resumed
+    local name=$1 want=$2; shift 2
+    mkdir -p "$tmp/fg" && forge "$tmp/nm/checkpoint.safetensors" "$tmp/fg/checkpoint.safetensors" "$@"
+    expect_fail "$name" "$want" "$bin/dprun" $M --checkpoint "$tmp/fg" --resume
+}
+F="$tmp/fg/checkpoint.safetensors"
+forged "step INT64_MAX" "$F: corrupt checkpoint: 'step' is '9223372036854775807' (not between 0 and" \
+    set step 9223372036854775807
+forged "a step past the run's last" "$F: 'step' is 300, past this run's last step 156 (2 epochs of 78 steps)" \
+    set step 300
+expect_fail "a step past --steps" "'step' is 40, past this run's last step 30 (--steps 30)" \
+    "$bin/dprun" $M --checkpoint "$tmp/nm" --resume --steps 30
+forged "empty flags" "$F: corrupt checkpoint: 'flags' is '' (empty)" set flags ""
+forged "flags without one" "$F: corrupt checkpoint: 'flags' lacks --on-nan (this run has --on-nan stop)" \
+    set flags "--lr=0.01;--lr-scaling=none;--warmup-epochs=0;--warmup-per-iteration=off;--momentum-correction=off;--accumulate=1"
+forged "a NaN loss sum" "$F: corrupt checkpoint: 'epoch_loss_sum' is 'nan' (not finite)" set epoch_loss_sum nan
+forged "an infinite lr" "$F: corrupt checkpoint: 'prev_lr' is 'inf' (not finite)" set prev_lr inf
+forged "a duplicated key" "$F: corrupt checkpoint: key 'step' appears twice in its metadata" dup step 10
+forged "an unknown key" "$F: corrupt checkpoint: unknown key 'evil' in its metadata" set evil 1
+forged "an old format" "$F: checkpoint format version 2, written by an older dprun; this dprun reads version 3" \
+    set dpc_checkpoint 2
+
+# ---- issue 30: --steps stopped mid-epoch, the process died before the end ---
+# The checkpoint at the last step is written before that epoch's end (its
+# EPOCH line, metrics line, final evaluation). A resume with the same
+# command owes all of it: the same metrics file and EPOCH line as the run
+# that was not stopped. The death is simulated by putting the metrics file
+# back as it was at the checkpoint (or after the epoch's end).
+dprun $M --steps 40 --checkpoint "$tmp/d8" --metrics "$tmp/d8.jsonl" >"$tmp/d8.out" 2>/dev/null
+cp "$tmp/d8.jsonl" "$tmp/d8.full"
+check "--steps 40 writes the partial epoch's metrics line" [ "$(wc -l <"$tmp/d8.full")" -eq 1 ]
+: >"$tmp/d8.jsonl"
+dprun $M --steps 40 --checkpoint "$tmp/d8" --metrics "$tmp/d8.jsonl" --resume >"$tmp/d8r.out" 2>/dev/null
+check "died after the --steps checkpoint: the resumed metrics equal the uninterrupted run's" \
+    cmp -s <(strip "$tmp/d8.full") <(strip "$tmp/d8.jsonl")
+check "died after the --steps checkpoint: the resumed run prints the epoch's line" \
+    cmp -s <(grep '^EPOCH' "$tmp/d8.out" | cut -d'|' -f1-3) <(grep '^EPOCH' "$tmp/d8r.out" | cut -d'|' -f1-3)
+# Three epochs, stopped at step 200 (epoch 2): the file holds epoch 0's line
+# at the checkpoint, epochs 0 and 1 after epoch 2's (partial) end.
+dprun $M --epochs 3 --steps 200 --checkpoint "$tmp/d9" --metrics "$tmp/d9.jsonl" >/dev/null 2>&1
+cp "$tmp/d9.jsonl" "$tmp/d9.full"
+check "--steps 200 of 3 epochs: three metrics lines" [ "$(wc -l <"$tmp/d9.full")" -eq 3 ]
+for keep in 1 2; do
+    head -n $keep "$tmp/d9.full" >"$tmp/d9.jsonl"
+    dprun $M --epochs 3 --steps 200 --checkpoint "$tmp/d9" --metrics "$tmp/d9.jsonl" --resume >/dev/null 2>&1
+    check "died with $keep metrics lines written: the resumed metrics equal the uninterrupted run's" \
+        cmp -s <(strip "$tmp/d9.full") <(strip "$tmp/d9.jsonl")
+done
 
 # --checkpoint-every, and resuming a resumed run across an epoch boundary.
 dprun $M --steps 30 --checkpoint "$tmp/ev" --checkpoint-every 7 >/dev/null 2>"$tmp/e1.err"

@@ -38,9 +38,13 @@
  *     rt_ckpt_stats_write(plan, store_r, stats + r * S);  // each replica r
  *
  * rt_ckpt_read checks everything (format, checksum, plan, replica count,
- * every tensor and shape) before it writes a byte into the stores, and
- * names what is wrong: a corrupt, truncated or foreign checkpoint is
- * refused, never half-loaded.
+ * every tensor and shape, and every metadata value: each known key exactly
+ * once, no other, each value in its range: a step count, flags, finite
+ * losses and rates) before it writes a byte into the stores, and names what
+ * is wrong: a corrupt, truncated or foreign checkpoint is refused, never
+ * half-loaded. The checksum guards against damage only (anyone can
+ * recompute it): a checkpoint is data, and nothing in it names a file that
+ * dprun writes.
  */
 #ifndef DPC_RT_TRAIN_CHECKPOINT_H
 #define DPC_RT_TRAIN_CHECKPOINT_H
@@ -49,11 +53,27 @@
 #include <stdint.h>
 
 #include "ir/plan.h"
+#include "runtime/train/safetensors.h"
 
-#define RT_CKPT_FILE    "checkpoint.safetensors"
-#define RT_CKPT_VERSION "2" /* 2: metrics_path and flags */
+#define RT_CKPT_FILE        "checkpoint.safetensors"
+/* 3: the metrics file is the run's own (--metrics), checked by its prefix's
+ * length and SHA-256; the pending metrics line as numbers; no path. */
+#define RT_CKPT_VERSION     "3"
+/* The longest metrics file a resume reads back. */
+#define RT_CKPT_METRICS_MAX ((int64_t)1 << 30)
 
 typedef struct rt_store rt_store;
+
+/* One epoch's metrics line (runtime/train/report.c writes it from these
+ * numbers): the last finished epoch's is written when the next epoch ends or
+ * the run finishes, so a checkpoint carries it. */
+typedef struct {
+    int64_t epoch;         /* -1: none */
+    double lr, train_loss; /* train_loss NaN: every step of the epoch was skipped */
+    int64_t batch, steps;
+    double seconds, input_wait_s;
+    double test_accuracy; /* -1: not measured (--eval-every) */
+} rt_ckpt_metrics;
 
 /* Where the run stands. The caller fills and checks the run-shape fields
  * (seed, data, batch) against its own options on resume. */
@@ -64,14 +84,18 @@ typedef struct {
     uint64_t seed;
     char data[256]; /* dataset name ("synthetic" or the folder) */
     int shuffle, augment;
-    double epoch_loss_sum;     /* the current epoch's summed per-sample losses so far */
-    int64_t epoch_skipped;     /* steps of the current epoch dropped by --on-nan skip */
-    double prev_lr;            /* the last step's lr (--momentum-correction) */
-    double epoch_seconds;      /* the current epoch's time so far */
-    double total_seconds;      /* the finished epochs' time */
-    int64_t metrics_bytes;     /* length of the metrics file at this point; -1: none */
-    char metrics_pending[512]; /* the last finished epoch's metrics line, not yet written */
-    char metrics_path[4096];   /* the metrics file, absolute; "": none */
+    double epoch_loss_sum; /* the current epoch's summed per-sample losses so far */
+    int64_t epoch_skipped; /* steps of the current epoch dropped by --on-nan skip */
+    double prev_lr;        /* the last step's lr (--momentum-correction) */
+    double epoch_seconds;  /* the current epoch's time so far */
+    double total_seconds;  /* the finished epochs' time */
+    /* The metrics file as it was at this step: its length and the SHA-256 of
+     * those bytes (hex). -1 and "": the run wrote none. A checkpoint names
+     * no file: a resume writes the file its own --metrics names, after
+     * checking that it starts with these bytes (rt_ckpt_check_metrics). */
+    int64_t metrics_bytes;
+    char metrics_sha256[65];
+    rt_ckpt_metrics pending; /* the last finished epoch's line, not yet in the file */
     char flags[1024]; /* the flags that change the arithmetic: "--lr=0.1;--on-nan=stop;..." */
 } rt_ckpt_state;
 
@@ -95,5 +119,25 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
  * first) and *s. 0, or -1 + message (store0 untouched). */
 int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n, float *stats,
                  rt_ckpt_state *s, char *err, size_t errlen);
+/* The same from a checkpoint file's bytes (name: for messages; fuzzing). */
+int rt_ckpt_load(const char *name, const unsigned char *buf, size_t len, const dpc_plan *plan,
+                 rt_store *store0, int n, float *stats, rt_ckpt_state *s, char *err, size_t errlen);
+
+/* The checks of a checkpoint against the run that resumes it, each 0 or
+ * -1 + a message naming the checkpoint (path) and what differs. */
+/* Its flags ("--k=v;...") against the run's: the same keys, each once,
+ * with the same values. */
+int rt_ckpt_check_flags(const char *path, const char *saved, const char *mine, char *err,
+                        size_t errlen);
+/* The metrics file `metrics` (its text: text, len; NULL when it does not
+ * exist) against the prefix s recorded: at least s->metrics_bytes long,
+ * those bytes hashing to s->metrics_sha256, and anything after them whole
+ * metrics lines of the kind dprun writes (a run that went on after the
+ * checkpoint), which the resumed run writes again. */
+int rt_ckpt_check_metrics(const char *path, const rt_ckpt_state *s, const char *metrics,
+                          const unsigned char *text, size_t len, char *err, size_t errlen);
+/* The checkpoint's FNV-1a 64 checksum of a parsed file (every metadata
+ * pair but "checksum", the tensor table, the bytes): what "checksum" holds. */
+uint64_t rt_ckpt_checksum(const rt_st_file *f);
 
 #endif

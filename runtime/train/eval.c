@@ -16,6 +16,7 @@
 typedef struct {
     rt_run *r;
     const rt_batcher *b;
+    int stoppable;
     int64_t right[RT_MAX_LOCAL_REPLICAS], seen[RT_MAX_LOCAL_REPLICAS];
 } eval_job;
 
@@ -31,6 +32,7 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
     RT_CHECK_ALLOC(img && lab);
     int rc = 0;
     for (int64_t bi = rt_replicas_global(R, k); bi < b->batches && !rc; bi += r->total) {
+        if (j->stoppable && rt_run_stop_pending()) break; /* the caller stops the run */
         int real = rt_batcher_fill(b, NULL, 0, bi * (int64_t)n, (int)n, img, lab);
         if (rt_exec_set_input(ex, "image", img, sizeof(float) * r->img * n) ||
             (r->eval_has_label && rt_exec_set_input(ex, "label", lab, sizeof(int32_t) * n))) {
@@ -56,10 +58,10 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
     return rc;
 }
 
-static int accuracy_replicas(rt_run *r, const rt_batcher *b, double *acc) {
+static int accuracy_replicas(rt_run *r, const rt_batcher *b, double *acc, int stoppable) {
     eval_job j;
     memset(&j, 0, sizeof j);
-    j.r = r, j.b = b;
+    j.r = r, j.b = b, j.stoppable = stoppable;
     if (rt_replicas_run(r->R, eval_replica, &j, r->err, sizeof r->err))
         return rt_run_fail(r, "eval failed: %s", r->err);
     double count[2] = {0, 0};
@@ -71,9 +73,11 @@ static int accuracy_replicas(rt_run *r, const rt_batcher *b, double *acc) {
 }
 
 /* Fraction of the batcher's images whose largest logit is the label (ties:
- * the first class), with the eval program (BatchNorm inference mode). */
-int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc) {
-    if (r->total > 1) return accuracy_replicas(r, b, acc);
+ * the first class), with the eval program (BatchNorm inference mode).
+ * stoppable: a stop request ends the pass at the next batch, and the
+ * caller, seeing it, stops the run without using *acc. */
+int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc, int stoppable) {
+    if (r->total > 1) return accuracy_replicas(r, b, acc, stoppable);
     rt_exec *eval = rt_replicas_eval(r->R, 0);
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     rt_pipeline *in = rt_run_input_at(r, b, b->batches, 0, 0);
@@ -83,7 +87,7 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
     double t0 = rt_now();
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
-    while (!rc && (bt = rt_pipeline_next(in))) {
+    while (!rc && !(stoppable && rt_run_stop_pending()) && (bt = rt_pipeline_next(in))) {
         if (rt_exec_set_input(eval, "image", bt->images,
                               sizeof(float) * img * (size_t)r->eval_batch) ||
             (r->eval_has_label && rt_exec_set_input(eval, "label", bt->labels,

@@ -8,8 +8,8 @@
  *     eval.c    accuracy with the eval program
  *     guard.c   non-finite steps: the check, --on-nan skip's snapshot
  *     resume.c  checkpoints of the run, --resume
- *     stop.c    SIGINT/SIGTERM
- *     report.c  errors, the metrics file
+ *     stop.c    SIGINT/SIGTERM/SIGHUP, a closed stdout
+ *     report.c  errors, the metrics file, the log
  *
  * Errors: a function that fails records its message with rt_run_fail and
  * returns nonzero; rt_train hands the message to its caller. Lines on
@@ -59,12 +59,13 @@ typedef struct {
      * link planted at the name or a temporary is followed, a reader sees
      * whole lines, and truncating at a resume is keeping the first bytes.
      * Appending with O_APPEND|O_NOFOLLOW would refuse a link the user
-     * named and leave half lines after a crash. */
+     * named and leave half lines after a crash. The file is first written
+     * when the loop starts (rt_run_train), so a run stopped before then
+     * leaves the user's file as it was. */
     FILE *metrics;
     char *metrics_buf;
     size_t metrics_len;
-    const char *metrics_path; /* o->metrics, or on --resume the checkpoint's */
-    char metrics_abs[4096];   /* metrics_path made absolute, for the checkpoint */
+    const char *metrics_path; /* o->metrics: never a name from a checkpoint */
     rt_progress bar;
     char err[1024];        /* scratch for the callees' messages */
     char error[2048];      /* the run's error (rt_run_fail): what rt_train returns */
@@ -80,14 +81,14 @@ typedef struct {
 /* Records the run's error (after erasing the progress bar, so the caller's
  * message starts a line) and returns 1, the exit status. */
 int rt_run_fail(rt_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* path made absolute without requiring that it exist. */
-void rt_run_absolute_path(const char *path, char *out, size_t len);
 /* --metrics: the text in memory, and the file replaced by it. */
 int rt_run_open_metrics(rt_run *r);
 int rt_run_flush_metrics(rt_run *r);
-/* The epoch's metrics object, without its closing brace. */
-void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch,
-                         long steps, double seconds, double wait, double test_acc);
+/* An epoch's metrics object, without its closing brace. */
+void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m);
+/* fflush of the log (o->out); a closed stdout (EPIPE) stops the run as a
+ * signal does (stop.c). */
+void rt_run_flush_log(rt_run *r);
 
 /* setup.c */
 int rt_run_find_node(const ir_graph *g, const char *name);
@@ -107,11 +108,14 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, cha
 rt_pipeline *rt_run_input_at(rt_run *r, const rt_batcher *b, int64_t count, int epoch,
                              int64_t index);
 int rt_run_benchmark(rt_run *r);
+/* The steps the run makes: its epochs', or --steps when fewer. */
+int64_t rt_run_total_steps(const rt_run *r);
 /* The epochs from r->resumed's position, then the final accuracies. */
 int rt_run_train(rt_run *r);
 
-/* eval.c: the fraction of b's images classified right. */
-int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc);
+/* eval.c: the fraction of b's images classified right. stoppable: a stop
+ * request (stop.c) ends the pass early; the caller then stops the run. */
+int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc, int stoppable);
 
 /* guard.c */
 int rt_run_nonfinite_param(rt_run *r);
@@ -124,10 +128,26 @@ int rt_run_check_checkpoint_options(rt_run *r);
 int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s);
 int rt_run_resume(rt_run *r);
 
-/* stop.c */
-void rt_run_catch_signals(struct sigaction old[2]);
-void rt_run_release_signals(const struct sigaction old[2]);
+/* stop.c: SIGINT, SIGTERM and SIGHUP stop the run in order; SIGPIPE is
+ * ignored while it runs (a closed stdout stops it through rt_run_flush_log). */
+enum { RT_STOP_SIGNALS = 4 };
+void rt_run_catch_signals(struct sigaction old[RT_STOP_SIGNALS]);
+void rt_run_release_signals(const struct sigaction old[RT_STOP_SIGNALS]);
+/* Asks the run to stop as signal sig would (the first request wins). */
+void rt_run_request_stop(int sig);
+/* Whether a stop was asked for in this process (no collective). */
+int rt_run_stop_pending(void);
+/* The same agreed by every process: a collective. */
 int rt_run_stop_requested(void);
-int rt_run_stopped(rt_run *r, long done, int e, long s);
+/* The message for a run stopped `where` ("at epoch 2 step 5", "during the
+ * final evaluation") after `done` steps; saved 1: the checkpoint holds
+ * them, 0: none does, -1: nothing to add (the run completed). Returns the
+ * exit status, 128 + the signal (SIGPIPE: stdout closed). */
+int rt_run_stopped(rt_run *r, const char *where, long done, int saved);
+/* After set-up (rc: its status): a stop asked for meanwhile ends the run
+ * before its first step, with its message and 128 + signal, whatever rc
+ * (a compiler killed by the same Ctrl-C fails the set-up); else rc. Every
+ * process with rc 0 takes part (a collective). */
+int rt_run_setup_stopped(rt_run *r, int rc);
 
 #endif

@@ -101,6 +101,11 @@ static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, long
     return 0;
 }
 
+int64_t rt_run_total_steps(const rt_run *r) {
+    int64_t total = (int64_t)r->t.epochs * (int64_t)r->train_b.batches;
+    return r->o->steps >= 0 && r->o->steps < total ? r->o->steps : total;
+}
+
 int rt_run_benchmark(rt_run *r) {
     double lr = rt_schedule_epoch_lr(&r->sched, 0), sum = 0, t0 = 0;
     r->input = rt_run_input_at(r, &r->train_b, r->o->benchmark + 1, 0, 0);
@@ -109,6 +114,7 @@ int rt_run_benchmark(rt_run *r) {
     const rt_batch *bt, *next = NULL; /* next: staged by the last step (r->overlap) */
     while ((bt = next ? next : rt_pipeline_next(r->input))) {
         int64_t seq = bt->seq; /* step() hands bt back to the workers */
+        if (rt_run_stop_requested()) return rt_run_stopped(r, "during the benchmark", (long)seq, 0);
         int staged = next != NULL;
         next = NULL;
         if (step(r, r->input, bt, staged, (long)seq + 1, lr, &sum,
@@ -135,9 +141,10 @@ typedef struct {
     long spe, done; /* steps per epoch; steps done */
     int64_t total;  /* steps the run makes */
     double total_time, test_acc;
-    long test_acc_done;   /* the step count test_acc was measured at */
-    char pending[512];    /* the last epoch's metrics, completed at the end */
-    const rt_batch *next; /* staged by the last step (r->overlap) */
+    long test_acc_done;      /* the step count test_acc was measured at */
+    rt_ckpt_metrics pending; /* the last epoch's metrics (epoch -1: none), written later */
+    long saved;              /* the step the checkpoint holds; -1: none */
+    const rt_batch *next;    /* staged by the last step (r->overlap) */
     /* Whether a step has changed the parameters (a resumed run's had): with
      * --on-nan skip every step may be undone, and such a run saves nothing. */
     int progress;
@@ -197,11 +204,16 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
                             .epoch_loss_sum = E->loss_sum,
                             .epoch_skipped = E->skipped,
                             .epoch_seconds = rt_now() - E->t0,
-                            .total_seconds = L->total_time};
-        snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", L->pending);
+                            .total_seconds = L->total_time,
+                            .pending = L->pending};
         if (rt_run_write_checkpoint(r, &cs)) return 1;
+        if (o->checkpoint) L->saved = L->done;
     }
-    if (stop && s + 1 < L->spe) return rt_run_stopped(r, L->done, E->e, s + 1);
+    if (stop && s + 1 < L->spe) {
+        char where[64];
+        snprintf(where, sizeof where, "at epoch %d step %ld", E->e, s + 1);
+        return rt_run_stopped(r, where, L->done, L->saved == L->done);
+    }
     return 0;
 }
 
@@ -212,10 +224,13 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     FILE *out = o->out;
     int e = E->e;
     long counted = E->steps - E->skipped;
+    /* No step ran when a resume found this epoch's steps done but not its
+     * end (--steps stopped it mid-epoch): its clock stands where it was. */
+    if (!E->t0) E->t0 = rt_now() - E->t_before;
     double dt = rt_now() - E->t0,
            mean = counted ? E->loss_sum / ((double)counted * r->global) : NAN;
-    rt_pipeline_stats st2;
-    rt_pipeline_get_stats(r->input, &st2);
+    rt_pipeline_stats st2 = E->st1;
+    if (r->input) rt_pipeline_get_stats(r->input, &st2);
     rt_progress_clear(&r->bar);
     L->total_time += dt;
     rt_train_result *res = o->result;
@@ -224,7 +239,7 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     fprintf(out,
             "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
             mean, r->global, lr, dt);
-    fflush(out);
+    rt_run_flush_log(r);
     double wait = st2.wait_s - E->st1.wait_s;
     if (rt_debug_level() >= 1)
         fprintf(stderr,
@@ -240,23 +255,38 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
             o->log_prefix, e, r->check_s, r->snapshot_s, dt);
     r->check_s = r->snapshot_s = 0;
     double acc = -1;
+    /* Not stoppable: the epoch's end is one piece (a signal waits for it). */
     if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
-        if (rt_run_accuracy(r, &r->test_b, "test accuracy", &acc)) return 1;
+        if (rt_run_accuracy(r, &r->test_b, "test accuracy", &acc, 0)) return 1;
         fprintf(out, "EPOCH %2d: test accuracy %.4f\n", e, acc);
-        fflush(out);
+        rt_run_flush_log(r);
         L->test_acc = acc, L->test_acc_done = L->done;
     }
     if (r->metrics) {
-        if (*L->pending) fprintf(r->metrics, "%s}\n", L->pending);
-        rt_run_metrics_line(L->pending, sizeof L->pending, e, lr, mean, r->global, E->steps, dt,
-                            wait, acc);
+        if (L->pending.epoch >= 0) {
+            char line[512];
+            rt_run_metrics_line(line, sizeof line, &L->pending);
+            fprintf(r->metrics, "%s}\n", line);
+        }
+        L->pending = (rt_ckpt_metrics){.epoch = e,
+                                       .lr = lr,
+                                       .train_loss = mean,
+                                       .batch = r->global,
+                                       .steps = E->steps,
+                                       .seconds = dt,
+                                       .input_wait_s = wait,
+                                       .test_accuracy = acc};
         if (rt_run_flush_metrics(r)) return 1;
     }
     if (E->steps == L->spe && L->progress) { /* a whole epoch: its checkpoint */
-        rt_ckpt_state cs = {.step = L->done, .total_seconds = L->total_time};
-        snprintf(cs.metrics_pending, sizeof cs.metrics_pending, "%s", L->pending);
+        rt_ckpt_state cs = {.step = L->done, .total_seconds = L->total_time, .pending = L->pending};
         if (rt_run_write_checkpoint(r, &cs)) return 1;
-        if (rt_run_stop_requested()) return rt_run_stopped(r, L->done, e + 1, 0);
+        if (o->checkpoint) L->saved = L->done;
+        if (rt_run_stop_requested()) {
+            char where[64];
+            snprintf(where, sizeof where, "at epoch %d step 0", e + 1);
+            return rt_run_stopped(r, where, L->done, L->saved == L->done);
+        }
     }
     return 0;
 }
@@ -271,7 +301,7 @@ static int train_epoch(rt_run *r, loop_state *L, int e) {
                      .t_before = resumed ? r->resumed.epoch_seconds : 0,
                      .steps = L->done % L->spe,
                      .skipped = resumed ? (long)r->resumed.epoch_skipped : 0};
-    rt_pipeline_get_stats(r->input, &E.st0);
+    if (r->input) rt_pipeline_get_stats(r->input, &E.st0);
     char label[48];
     snprintf(label, sizeof label, "epoch %d", e);
     long left = L->spe - E.steps;
@@ -282,6 +312,12 @@ static int train_epoch(rt_run *r, loop_state *L, int e) {
         if (rc) return rc;
     }
     return end_epoch(r, L, &E);
+}
+
+/* A stop asked for during the final evaluation: the run ends there, its
+ * last checkpoint (at the last step) redoes the evaluation on resume. */
+static int stopped_evaluating(rt_run *r, loop_state *L) {
+    return rt_run_stopped(r, "during the final evaluation", L->done, L->saved == L->done);
 }
 
 /* After the last epoch: the final accuracies, their line and metrics. */
@@ -296,22 +332,23 @@ static int finish(rt_run *r, loop_state *L) {
     rt_pipeline_free(r->input);
     r->input = NULL;
     double train_acc;
-    if (rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc)) return 1;
+    if (rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1)) return 1;
+    if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     /* The last --eval-every pass measured these very parameters. */
     if (L->test_acc_done != L->done &&
-        rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc))
+        rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc, 1))
         return 1;
+    if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     fprintf(o->out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n",
             L->total_time, train_acc, L->test_acc);
-    fflush(o->out);
+    rt_run_flush_log(r);
     rt_train_result *res = o->result;
     if (res) res->finished = 1, res->train_accuracy = train_acc, res->test_accuracy = L->test_acc;
-    char *pending = L->pending;
-    if (r->metrics && *pending) {
-        if (!strstr(pending, "\"test_accuracy\""))
-            snprintf(pending + strlen(pending), sizeof L->pending - strlen(pending),
-                     ", \"test_accuracy\": %.6f", L->test_acc);
-        fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", pending, train_acc);
+    if (r->metrics && L->pending.epoch >= 0) {
+        char line[512];
+        if (L->pending.test_accuracy < 0) L->pending.test_accuracy = L->test_acc;
+        rt_run_metrics_line(line, sizeof line, &L->pending);
+        fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", line, train_acc);
         if (rt_run_flush_metrics(r)) return 1;
     }
     return 0;
@@ -323,17 +360,26 @@ int rt_run_train(rt_run *r) {
                     .done = (long)r->resumed.step,
                     .total_time = r->resumed.total_seconds,
                     .test_acc = -1,
-                    .test_acc_done = -1};
-    L.total = (int64_t)r->t.epochs * L.spe;
-    if (o->steps >= 0 && o->steps < L.total) L.total = o->steps;
-    snprintf(L.pending, sizeof L.pending, "%s", r->resumed.metrics_pending);
+                    .test_acc_done = -1,
+                    .pending = {.epoch = -1},
+                    .saved = o->resume ? (long)r->resumed.step : -1};
+    L.total = rt_run_total_steps(r);
+    /* A resumed run's metrics carry on from the checkpoint's line. */
+    if (r->metrics && o->resume) L.pending = r->resumed.pending;
     L.progress = L.done > 0;
+    /* The metrics file is first written here, after every check and the
+     * set-up: a run refused or stopped before leaves it as it was. */
+    if (r->metrics && rt_run_flush_metrics(r)) return 1;
     if (L.total > L.done) {
         r->input = rt_run_input_at(r, &r->train_b, L.total - L.done, (int)(L.done / L.spe),
                                    L.done % L.spe);
         if (!r->input) return 1;
     }
-    for (int e = (int)(L.done / L.spe); e < r->t.epochs && L.done < L.total; e++) {
+    /* A checkpoint mid-epoch whose steps are all done (--steps stopped
+     * there, then the process died before the end) still owes that epoch's
+     * end: its log and metrics lines, as the run that was not stopped. */
+    int first = (int)(L.done / L.spe), owed = L.done % L.spe != 0;
+    for (int e = first; e < r->t.epochs && (L.done < L.total || (e == first && owed)); e++) {
         int rc = train_epoch(r, &L, e);
         if (rc) return rc;
     }

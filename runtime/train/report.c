@@ -1,6 +1,8 @@
 /* runtime/train/report.c — what a run reports besides its log lines: its
- * error (handed to rt_train's caller) and the --metrics file. */
+ * error (handed to rt_train's caller), the --metrics file, and the log's
+ * flush. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,37 +20,9 @@ int rt_run_fail(rt_run *r, const char *fmt, ...) {
     return 1;
 }
 
-/* path made absolute without requiring that it exist: its directory
- * resolved, its last part kept (a checkpoint names its metrics file so a
- * resume from another directory finds the same one). */
-void rt_run_absolute_path(const char *path, char *out, size_t len) {
-    char *full = realpath(path, NULL);
-    if (full) {
-        snprintf(out, len, "%s", full);
-        free(full);
-        return;
-    }
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-             slash ? path : ".");
-    char *d = realpath(dir, NULL);
-    const char *base = slash ? slash + 1 : path, *dd = d ? d : dir;
-    size_t dl = strlen(dd), bl = strlen(base);
-    if (dl + 1 + bl < len) {
-        memcpy(out, dd, dl);
-        out[dl] = '/';
-        memcpy(out + dl + 1, base, bl + 1);
-    } else {
-        snprintf(out, len, "%s", path);
-    }
-    free(d);
-}
-
 int rt_run_open_metrics(rt_run *r) {
     r->metrics = open_memstream(&r->metrics_buf, &r->metrics_len);
     if (!r->metrics) return rt_run_fail(r, "--metrics %s: %s", r->metrics_path, strerror(errno));
-    rt_run_absolute_path(r->metrics_path, r->metrics_abs, sizeof r->metrics_abs);
     return 0;
 }
 
@@ -68,14 +42,26 @@ int rt_run_flush_metrics(rt_run *r) {
 }
 
 /* The epoch's metrics object, without its closing brace (the last epoch's
- * gets the final accuracies appended). */
-void rt_run_metrics_line(char *buf, size_t len, int epoch, double lr, double loss, int batch,
-                         long steps, double seconds, double wait, double test_acc) {
+ * gets the final accuracies appended). A checkpoint keeps these numbers,
+ * not the text: a resumed run writes the same line from them. */
+void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m) {
     snprintf(buf, len,
              "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %.9g, \"batch\": %d, \"steps\": %ld, "
              "\"seconds\": %.3f, \"img_per_s\": %.1f, \"input_wait_s\": %.4f",
-             epoch, lr, loss, batch, steps, seconds,
-             seconds > 0 ? (double)steps * batch / seconds : 0.0, wait);
-    if (test_acc >= 0)
-        snprintf(buf + strlen(buf), len - strlen(buf), ", \"test_accuracy\": %.6f", test_acc);
+             (int)m->epoch, m->lr, m->train_loss, (int)m->batch, (long)m->steps, m->seconds,
+             m->seconds > 0 ? (double)m->steps * (double)m->batch / m->seconds : 0.0,
+             m->input_wait_s);
+    if (m->test_accuracy >= 0)
+        snprintf(buf + strlen(buf), len - strlen(buf), ", \"test_accuracy\": %.6f",
+                 m->test_accuracy);
+}
+
+/* The log is a side channel: a reader that went away (`dprun ... | head`)
+ * must not kill the run mid-step (SIGPIPE is ignored while it runs), nor
+ * leave it training for nobody. The run stops at the next step as on
+ * SIGINT, with its checkpoint, and exits 141 (128 + SIGPIPE). */
+void rt_run_flush_log(rt_run *r) {
+    FILE *out = r->o->out;
+    errno = 0;
+    if ((fflush(out) != 0 || ferror(out)) && errno == EPIPE) rt_run_request_stop(SIGPIPE);
 }

@@ -10,6 +10,7 @@
 #include "ir/file.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
+#include "runtime/device/sha256.h"
 #include "runtime/train/internal.h"
 
 /* The flags that change the arithmetic of a step, as the checkpoint keeps
@@ -38,33 +39,6 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
     used = strlen(out);
     if (r->t.lr_kind != IR_LR_DICT && used < len)
         snprintf(out + used, len - used, ";--epochs=%d", r->t.epochs);
-}
-
-/* Each flag of the checkpoint's list against this run's; the first that
- * differs is named with both values. */
-static int check_flags(const char *dir, const char *saved, rt_run *r) {
-    char mine[1024], theirs[1024], *sp, *mp;
-    run_flags(r, mine, sizeof mine);
-    snprintf(theirs, sizeof theirs, "%s", saved);
-    for (char *t = strtok_r(theirs, ";", &sp); t; t = strtok_r(NULL, ";", &sp)) {
-        char *eq = strchr(t, '=');
-        if (!eq) continue;
-        *eq = 0;
-        char copy[1024];
-        const char *now = "none";
-        snprintf(copy, sizeof copy, "%s", mine);
-        for (char *m = strtok_r(copy, ";", &mp); m; m = strtok_r(NULL, ";", &mp)) {
-            char *e = strchr(m, '=');
-            if (e && (size_t)(e - m) == strlen(t) && !strncmp(m, t, strlen(t))) now = e + 1;
-        }
-        if (strcmp(now, eq + 1))
-            return rt_run_fail(
-                r,
-                "checkpoint refused: %s was written with %s %s; this run has %s %s (a resume "
-                "continues bit for bit only with the same flags)",
-                dir, t, eq + 1, t, now);
-    }
-    return 0;
 }
 
 /* Every replica's BatchNorm statistics in the job, in global replica order
@@ -139,11 +113,17 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
         snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
         s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
         s->prev_lr = r->prev_lr;
+        /* The metrics file by its content, never its name: a resume
+         * checks the file its own --metrics names against these. */
         s->metrics_bytes = -1;
         if (r->metrics) {
             fflush(r->metrics);
+            unsigned char d[32];
+            rt_sha256(r->metrics_len ? r->metrics_buf : "", r->metrics_len, d);
+            rt_sha256_hex(d, s->metrics_sha256);
             s->metrics_bytes = (int64_t)r->metrics_len;
-            snprintf(s->metrics_path, sizeof s->metrics_path, "%s", r->metrics_abs);
+        } else {
+            s->pending = (rt_ckpt_metrics){.epoch = -1};
         }
         run_flags(r, s->flags, sizeof s->flags);
         if (rt_ckpt_write(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
@@ -184,6 +164,44 @@ int rt_run_check_checkpoint_options(rt_run *r) {
     return 0;
 }
 
+/* --resume's metrics file: the one this run names (--metrics), never one
+ * the checkpoint names. It must start with the bytes the checkpoint's run
+ * had written (length and SHA-256), followed only by metrics lines that run
+ * wrote after it; those are dropped (the resumed run writes them again).
+ * Anything else is refused before a byte is written. The text goes to
+ * memory here; the loop writes the file (rt_run_train). Without --metrics
+ * no metrics file is written. */
+static int resume_metrics(rt_run *r, const char *path) {
+    const rt_train_options *o = r->o;
+    const rt_ckpt_state *s = &r->resumed;
+    if (!o->metrics) {
+        if (s->metrics_bytes >= 0)
+            fprintf(stderr,
+                    "%snote: the checkpoint's run kept a metrics file; this run writes none "
+                    "(add --metrics FILE, naming that file, to continue it)\n",
+                    o->log_prefix);
+        return 0;
+    }
+    r->metrics_path = o->metrics;
+    size_t len = 0;
+    unsigned char *old = NULL;
+    struct stat sb;
+    if (lstat(o->metrics, &sb) == 0) {
+        old = ir_file_read(o->metrics, (size_t)RT_CKPT_METRICS_MAX, &len, r->err, sizeof r->err);
+        if (!old) return rt_run_fail(r, "--metrics %s", r->err);
+    }
+    if (rt_ckpt_check_metrics(path, s, o->metrics, old, len, r->err, sizeof r->err)) {
+        free(old);
+        return rt_run_fail(r, "checkpoint refused: %s", r->err);
+    }
+    int rc = rt_run_open_metrics(r);
+    if (!rc && s->metrics_bytes > 0 &&
+        fwrite(old, 1, (size_t)s->metrics_bytes, r->metrics) != (size_t)s->metrics_bytes)
+        rc = rt_run_fail(r, "--metrics %s: out of memory", o->metrics);
+    free(old);
+    return rc;
+}
+
 /* --resume: the stores, the position and the metrics file from the
  * checkpoint, after checking it was made by a run of this shape. */
 static int resume_checked(rt_run *r, float *stats) {
@@ -214,47 +232,25 @@ static int resume_checked(rt_run *r, float *stats) {
             "checkpoint refused: %s was written %s shuffling and %s augmentation; resume with the "
             "same --no-shuffle / --no-augment",
             d, s->shuffle ? "with" : "without", s->augment ? "with" : "without");
-    if (check_flags(d, s->flags, r)) return 1;
-    /* The metrics file is the checkpoint's: appended to, never another. */
-    char mine[4096] = "";
-    if (o->metrics) rt_run_absolute_path(o->metrics, mine, sizeof mine);
-    if (o->metrics && !*s->metrics_path)
+    char mine[1024], path[4200];
+    run_flags(r, mine, sizeof mine);
+    snprintf(path, sizeof path, "%s/%s", d, RT_CKPT_FILE);
+    if (rt_ckpt_check_flags(path, s->flags, mine, r->err, sizeof r->err))
+        return rt_run_fail(r, "checkpoint refused: %s", r->err);
+    /* A checkpoint past this run's last step would make it do nothing. */
+    int64_t total = rt_run_total_steps(r);
+    if (s->step > total) {
+        char limit[64];
+        if (o->steps >= 0 && o->steps == total)
+            snprintf(limit, sizeof limit, "--steps %ld", o->steps);
+        else
+            snprintf(limit, sizeof limit, "%d epochs of %lld steps", r->t.epochs,
+                     (long long)r->train_b.batches);
         return rt_run_fail(
-            r,
-            "checkpoint refused: %s was written without --metrics; this run has --metrics %s "
-            "(its file would lack the epochs before the checkpoint)",
-            d, o->metrics);
-    if (o->metrics && strcmp(mine, s->metrics_path) && !ir_file_same(o->metrics, s->metrics_path))
-        return rt_run_fail(
-            r,
-            "checkpoint refused: %s was written with --metrics %s; this run has --metrics %s "
-            "(resume with the same file, or without --metrics to append to it)",
-            d, s->metrics_path, o->metrics);
-    if (*s->metrics_path && s->metrics_bytes >= 0) {
-        r->metrics_path = o->metrics ? o->metrics : s->metrics_path;
-        size_t len = 0;
-        struct stat sb;
-        unsigned char *old = NULL;
-        if (stat(r->metrics_path, &sb) == 0 || s->metrics_bytes > 0) {
-            old = ir_file_read(r->metrics_path, (size_t)1 << 30, &len, r->err, sizeof r->err);
-            if (!old) return rt_run_fail(r, "--metrics %s", r->err);
-        }
-        if (len < (size_t)s->metrics_bytes) {
-            free(old);
-            return rt_run_fail(
-                r,
-                "%s: %zu bytes, shorter than the %lld it had at the checkpoint; it is not the "
-                "file the checkpoint was written with",
-                r->metrics_path, len, (long long)s->metrics_bytes);
-        }
-        /* Lines written after the checkpoint are dropped: the resumed run
-         * writes them again. */
-        int rc = rt_run_open_metrics(r);
-        if (!rc && s->metrics_bytes > 0) fwrite(old, 1, (size_t)s->metrics_bytes, r->metrics);
-        free(old);
-        if (!rc) rc = rt_run_flush_metrics(r);
-        if (rc) return 1;
+            r, "checkpoint refused: %s: 'step' is %lld, past this run's last step %lld (%s)", path,
+            (long long)s->step, (long long)total, limit);
     }
+    if (resume_metrics(r, path)) return 1;
     long spe = (long)r->train_b.batches;
     fprintf(stderr, "%sresumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n",
             o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe),

@@ -440,8 +440,8 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
     if (check_sweep_files(s, base, user, sub, shown, table_path, n, err, errlen)) return 1;
     rt_train_result *res = calloc((size_t)(n > 0 ? n : 1), sizeof *res);
     RT_CHECK_ALLOC(res);
-    int rc = 0, good = 0;
-    for (long i = 0; i < n && !rc; i++) {
+    int rc = 0, good = 0, stopped = 0;
+    for (long i = 0; i < n && !rc && !stopped; i++) {
         char label[512], log_path[4200], metrics_path[4200], log_rel[4200], metrics_rel[4200],
             why[320], why_run[2048];
         rt_sweep_label(s, i, label, sizeof label);
@@ -484,8 +484,15 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
                     res[i].test_accuracy);
         else
             fprintf(stderr, "%ssweep: run %ld: %s\n", P, i + 1, why);
+        /* A signal stops the run (128 + signal, runtime/train/stop.c) and
+         * the sweep with it: no table of a sweep half done. */
+        if (res[i].status > 128) {
+            stopped = res[i].status;
+            fprintf(stderr, "%ssweep: stopped during run %ld of %ld; its logs so far are in %s\n",
+                    P, i + 1, n, dir);
+        }
     }
-    if (!rc) rc = finish_sweep(s, res, n, good, table_path, err, errlen);
+    if (!rc && !stopped) rc = finish_sweep(s, res, n, good, table_path, err, errlen);
     free(res);
-    return rc ? 1 : 0;
+    return stopped ? stopped : rc ? 1 : 0;
 }

@@ -148,8 +148,8 @@ static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
     return 0;
 }
 
-/* The job's shape, the outputs checked, the data opened; the metrics file
- * started empty, as a fresh run's file is. */
+/* The job's shape, the outputs checked, the data opened; a fresh run's
+ * metrics text started empty (the file is written when the loop starts). */
 static int open_run(rt_run *r, rt_train_options *o) {
     int rc = 0;
     if (o->ranks < 1) o->ranks = 1;
@@ -175,7 +175,6 @@ static int open_run(rt_run *r, rt_train_options *o) {
     if (!rc && o->metrics && !o->benchmark && !o->resume) {
         r->metrics_path = o->metrics;
         rc = rt_run_open_metrics(r);
-        if (!rc) rc = rt_run_flush_metrics(r);
     }
     return rc;
 }
@@ -226,18 +225,9 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
     }
 }
 
-/* --benchmark, or the training with SIGINT/SIGTERM caught; then
- * --save-params. */
+/* --benchmark or the training; then --save-params. */
 static int run_it(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
-    int rc;
-    if (o->benchmark) {
-        rc = rt_run_benchmark(r);
-    } else {
-        struct sigaction old[2];
-        rt_run_catch_signals(old);
-        rc = rt_run_train(r);
-        rt_run_release_signals(old);
-    }
+    int rc = o->benchmark ? rt_run_benchmark(r) : rt_run_train(r);
     if (!rc && o->save_params &&
         rt_run_save_params(plan, r->st, o->save_params, r->err, sizeof r->err))
         rc = rt_run_fail(r, "%s", r->err);
@@ -257,13 +247,22 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_
         o.result->train_loss = NAN;
         o.result->train_accuracy = o.result->test_accuracy = -1;
     }
+    /* Signals stop the run in order from here on (stop.c). */
+    struct sigaction old[RT_STOP_SIGNALS];
+    rt_run_catch_signals(old);
     int rc = check_run(r, plan, &o);
     if (!rc) rc = open_run(r, &o);
     if (!rc) rc = rt_run_build(r);
     if (!rc && o.resume) rc = rt_run_resume(r);
+    rc = rt_run_setup_stopped(r, rc);
     if (!rc) banner(r, plan);
     if (!rc) rc = run_it(r, plan, &o);
+    /* A signal after the last check point (the final writes) still makes
+     * the run end non-zero: a caught signal never exits 0. */
+    if (!rc && rt_run_stop_requested())
+        rc = rt_run_stopped(r, "after the run finished (every output was written)", 0, -1);
     run_free(r);
+    rt_run_release_signals(old);
     if (o.result) {
         o.result->status = rc;
         if (rc) { /* cut to fit; snprintf here draws a truncation warning */

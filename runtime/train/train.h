@@ -20,14 +20,23 @@
  *
  * Checkpoints (--checkpoint DIR, runtime/train/checkpoint.h): written at every
  * epoch end, every checkpoint_every steps, when --steps stops the run
- * mid-epoch, and when SIGINT/SIGTERM stops it (the current step finishes,
- * the checkpoint is written, exit status 128 + signal; a second signal
- * ends the process at once). A fresh run refuses a directory that holds a
- * checkpoint; --resume continues from it bit-identically (the same
- * per-step losses and final weights as a run never stopped), appending to
- * the metrics file the checkpoint was written with from where it left it
- * (another --metrics, or a flag that changes the arithmetic, is refused). DPC_DEBUG=2 prints
- * every step's mean loss (`PREFIX debug: step S loss X`, exact decimal).
+ * mid-epoch, and when a signal stops it. A fresh run refuses a directory
+ * that holds a checkpoint; --resume continues from it bit-identically (the
+ * same per-step losses and final weights, log and metrics lines as a run
+ * never stopped; a flag that changes the arithmetic is refused). The
+ * metrics file of a resumed run is the one its --metrics names (none
+ * without): it must start with the bytes the checkpoint recorded (length
+ * and SHA-256), and the run goes on from there. DPC_DEBUG=2 prints every
+ * step's mean loss (`PREFIX debug: step S loss X`, exact decimal).
+ *
+ * Signals (runtime/train/stop.c), from the first check to the end of
+ * rt_train: SIGINT, SIGTERM and SIGHUP stop the run in order: set-up
+ * finishes (nothing is written), a step finishes and the checkpoint is
+ * written, a final evaluation stops at its next batch; the run says where
+ * it stopped and how to resume, and returns 128 + signal. A second signal
+ * ends the process at once. A closed stdout (EPIPE; SIGPIPE is ignored
+ * meanwhile) stops it the same way, with 141. A run that caught a signal
+ * never returns 0.
  *
  * Non-finite loss or parameters after a step (a non-finite gradient makes
  * the updated parameters non-finite): the run stops with the step, epoch
@@ -261,7 +270,8 @@ int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
  * stdout and, when table_path is set, in that file. Progress goes to
  * stderr, each line starting with base->log_prefix. Exit status: 0, or 1
  * with err on set-up errors or when no run succeeded (failed runs are rows
- * of the table, not errors of the sweep). */
+ * of the table, not errors of the sweep), or 128 + signal when a signal
+ * stopped a run (the sweep stops with it, without a table). */
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
                  const char *dir, const char *table_path, char *err, size_t errlen);
 /* The ranked Markdown table: rank, the swept values, train loss, train and

@@ -3,6 +3,7 @@
  * and the counters exactly; every flipped header byte, sampled data bytes
  * and every truncation are refused and leave the stores untouched; another
  * plan, model or replica count is refused. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
+#include "runtime/device/sha256.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/runtime.h"
 #include "tests/fixture.h"
@@ -70,7 +72,17 @@ static rt_ckpt_state sample_state(void) {
     s.epoch_skipped = 2, s.prev_lr = 1.0 / 3.0;
     s.epoch_seconds = 1.5, s.total_seconds = 1e-300;
     s.metrics_bytes = 1234;
-    snprintf(s.metrics_pending, sizeof s.metrics_pending, "{\"epoch\": 2, \"lr\": 0.1");
+    snprintf(s.metrics_sha256, sizeof s.metrics_sha256, "%064d", 7);
+    /* step 41 of 13 per epoch: epoch 3, the pending line epoch 2's */
+    s.pending = (rt_ckpt_metrics){.epoch = 2,
+                                  .lr = 0.1,
+                                  .train_loss = 0.1 + 0.7,
+                                  .batch = 12,
+                                  .steps = 13,
+                                  .seconds = 1.0 / 7.0,
+                                  .input_wait_s = 0.25,
+                                  .test_accuracy = -1};
+    snprintf(s.flags, sizeof s.flags, "--lr=0.1;--on-nan=stop");
     return s;
 }
 
@@ -128,7 +140,9 @@ TEST(round_trip_restores_replicas_and_counters) {
           got.metrics_bytes == 1234);
     CHECK(got.epoch_loss_sum == 0.1 + 0.2 && got.prev_lr == 1.0 / 3.0);
     CHECK(got.epoch_seconds == 1.5 && got.total_seconds == 1e-300);
-    CHECK_STR(got.metrics_pending, s.metrics_pending);
+    CHECK_STR(got.metrics_sha256, s.metrics_sha256);
+    CHECK(!memcmp(&got.pending, &s.pending, sizeof s.pending));
+    CHECK_STR(got.flags, s.flags);
     int stats = 0;
     for (int r = 0; r < 3; r++)
         for (int i = 0; i < rt_store_count(dst[r]); i++) {
@@ -270,6 +284,151 @@ TEST(an_unwritable_directory_is_an_error) {
     fx_plan_free(p);
 }
 
+/* A checkpoint whose metadata is out of range (written with a valid
+ * checksum, as an attacker would) is refused, naming the key and value. */
+TEST(metadata_out_of_range_is_refused) {
+    dpc_plan *p = make_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    rt_store *src[1];
+    make_stores(p, 1, src, 0.5f);
+    /* Case i: what the message says about the edit the switch below makes. */
+    static const char *const want[] = {
+        "'step' is '9223372036854775807' (not between 0 and",
+        "'flags' is '' (empty)",
+        "'epoch_loss_sum' is 'nan' (not finite)",
+        "'prev_lr' is 'inf' (not finite)",
+        "'prev_lr' is '-0x1p-1' (negative)",
+        "'epoch_seconds' is '-inf' (not finite)",
+        "'pending_lr' is 'nan' (not finite)",
+        "'pending_test_accuracy' is '0x1p+1' (not -1 or between 0 and 1)",
+        "'pending_epoch' is '1' (at step 41 of 13 per epoch it must be 2)",
+        "'pending_batch' is '11' (not between 12 and 12)",
+        "'pending_steps' is '14' (not between 1 and 13)",
+        "'metrics_sha256' is 'xyz' (not 64 hex digits)",
+        "'metrics_bytes' is '-2' (not between -1 and",
+        "'shuffle' is '2' (not between 0 and 1)",
+        "'global_batch' is '0' (not between 1 and",
+        "'epoch_skipped' is '3' (not between 0 and 2)",
+        "'steps_per_epoch' is '0' (not between 1 and",
+        "'data' is '' (empty)",
+        "'epoch_loss_sum' is '0x1p+0' (not 0 at an epoch's end)",
+    };
+    int n = (int)(sizeof want / sizeof *want);
+    for (int i = 0; i < n; i++) {
+        rt_ckpt_state s = sample_state();
+        switch (i) {
+        case 0: s.step = INT64_MAX; break;
+        case 1: s.flags[0] = 0; break;
+        case 2: s.epoch_loss_sum = NAN; break;
+        case 3: s.prev_lr = INFINITY; break;
+        case 4: s.prev_lr = -0.5; break;
+        case 5: s.epoch_seconds = -INFINITY; break;
+        case 6: s.pending.lr = NAN; break;
+        case 7: s.pending.test_accuracy = 2; break;
+        case 8: s.pending.epoch = 1; break;
+        case 9: s.pending.batch = 11; break;
+        case 10: s.pending.steps = 14; break;
+        case 11: snprintf(s.metrics_sha256, sizeof s.metrics_sha256, "xyz"); break;
+        case 12: s.metrics_bytes = -2; break;
+        case 13: s.shuffle = 2; break;
+        case 14: s.global_batch = 0; break;
+        case 15: s.epoch_skipped = 3; break;
+        case 16: s.steps_per_epoch = 0; break;
+        case 17: s.data[0] = 0; break;
+        case 18:
+            s.step = 39, s.pending.epoch = 2, s.epoch_skipped = 0, s.epoch_loss_sum = 1,
+            s.epoch_seconds = 0;
+            break;
+        }
+        CHECK_MSG(write_stores(dir, p, src, 1, &s) == 0, "%s", err);
+        CHECK_MSG(refused_untouched(p, 1) && strstr(err, ckpt_file()) && strstr(err, want[i]),
+                  "case %d: want '%s', got '%s'", i, want[i], err);
+    }
+    free_stores(src, 1);
+    unlink(ckpt_file());
+    fx_plan_free(p);
+}
+
+TEST(flags_must_be_the_runs_own) {
+    const char *mine = "--lr=0.1;--on-nan=stop;--accumulate=1";
+    CHECK_MSG(rt_ckpt_check_flags("ck", mine, mine, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(rt_ckpt_check_flags("ck", "--on-nan=stop;--accumulate=1;--lr=0.1", mine, err,
+                                  sizeof err) == 0,
+              "%s", err);
+    struct {
+        const char *saved, *want;
+    } bad[] = {
+        {"--lr=0.2;--on-nan=stop;--accumulate=1",
+         "ck was written with --lr 0.2; this run has --lr 0.1 (a resume"},
+        {"", "ck: corrupt checkpoint: 'flags' is '' (not --KEY=VALUE;...)"},
+        {"--lr=0.1;;--on-nan=stop;--accumulate=1", "'flags' is '--lr=0.1;;--on-nan"},
+        {"--lr=0.1;--on-nan=stop;--accumulate=1;", "(not --KEY=VALUE;...)"},
+        {"--lr=0.1;--on-nan=stop", "ck: corrupt checkpoint: 'flags' lacks --accumulate"},
+        {"--lr=0.1;--on-nan=stop;--accumulate=1;--lr=0.1", "'flags' holds --lr twice"},
+        {"--lr=0.1;--on-nan=stop;--accumulate=1;--evil=1",
+         "'flags' holds --evil, not a flag this dprun records"},
+        {"lr=0.1;--on-nan=stop;--accumulate=1", "(not --KEY=VALUE;...)"},
+        {"--lr;--on-nan=stop;--accumulate=1", "(not --KEY=VALUE;...)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK_MSG(rt_ckpt_check_flags("ck", bad[i].saved, mine, err, sizeof err) != 0 &&
+                      strstr(err, bad[i].want),
+                  "'%s': want '%s', got '%s'", bad[i].saved, bad[i].want, err);
+    }
+}
+
+/* The metrics file is checked by its content: the recorded prefix, then
+ * only metrics lines dprun writes. */
+TEST(metrics_file_must_start_with_the_recorded_prefix) {
+    const char *line0 = "{\"epoch\": 0, \"lr\": 0.1}\n", *line1 = "{\"epoch\": 1, \"lr\": 0.1}\n";
+    char text[256];
+    snprintf(text, sizeof text, "%s%s", line0, line1);
+    rt_ckpt_state s;
+    memset(&s, 0, sizeof s);
+    s.metrics_bytes = (int64_t)strlen(line0);
+    unsigned char d[32];
+    rt_sha256(line0, strlen(line0), d);
+    rt_sha256_hex(d, s.metrics_sha256);
+    const unsigned char *t = (const unsigned char *)text;
+    CHECK_MSG(rt_ckpt_check_metrics("ck", &s, "m", t, strlen(line0), err, sizeof err) == 0, "%s",
+              err);
+    CHECK_MSG(rt_ckpt_check_metrics("ck", &s, "m", t, strlen(text), err, sizeof err) == 0, "%s",
+              err);
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", t, 5, err, sizeof err) != 0 &&
+          strstr(err, "--metrics m: 5 bytes, shorter than the 24 it had at the checkpoint ck"));
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", NULL, 0, err, sizeof err) != 0 &&
+          strstr(err, "--metrics m does not exist; the checkpoint ck was written when it held 24"));
+    char other[256];
+    snprintf(other, sizeof other, "%s", text);
+    other[3] = 'X';
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", (const unsigned char *)other, strlen(other), err,
+                                sizeof err) != 0 &&
+          strstr(err, "--metrics m: its first 24 bytes are not those the checkpoint ck recorded"));
+    /* A tail that is not dprun's: never dropped. */
+    const char *tails[] = {"echo pwned\n", "{\"epoch\": 1}", "{\"epoch\": 1, \x1b[2J}\n", "\n"};
+    for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
+        snprintf(other, sizeof other, "%s%s", line0, tails[i]);
+        err[0] = 0;
+        CHECK_MSG(rt_ckpt_check_metrics("ck", &s, "m", (const unsigned char *)other, strlen(other),
+                                        err, sizeof err) != 0 &&
+                      strstr(err, "--metrics m: line 2 is not a metrics line dprun writes"),
+                  "tail %zu: %s", i, err);
+    }
+    /* An empty prefix matches any file, but the tail rule still holds. */
+    s.metrics_bytes = 0;
+    rt_sha256("", 0, d);
+    rt_sha256_hex(d, s.metrics_sha256);
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", (const unsigned char *)"x=1\n", 4, err,
+                                sizeof err) != 0 &&
+          strstr(err, "line 1 is not a metrics line"));
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", NULL, 0, err, sizeof err) == 0);
+    s.metrics_bytes = -1;
+    CHECK(rt_ckpt_check_metrics("ck", &s, "m", t, 0, err, sizeof err) != 0 &&
+          strstr(err, "ck was written without --metrics; this run has --metrics m"));
+}
+
 int main(void) {
     be = rt_backend_cpu();
     snprintf(dir, sizeof dir, "/tmp/dpc_test_ckpt_%d", (int)getpid());
@@ -277,6 +436,9 @@ int main(void) {
     RUN(corrupt_and_truncated_checkpoints_are_refused);
     RUN(another_plan_model_or_replica_count_is_refused);
     RUN(an_unwritable_directory_is_an_error);
+    RUN(metadata_out_of_range_is_refused);
+    RUN(flags_must_be_the_runs_own);
+    RUN(metrics_file_must_start_with_the_recorded_prefix);
     rmdir(dir);
     rt_backend_free(be);
     return harness_done();
