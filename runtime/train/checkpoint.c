@@ -260,10 +260,8 @@ typedef struct {
 } reader;
 
 /* A value as a message shows it: at most 40 bytes. */
-static const char *shown(const char *v, char buf[64]) {
-    snprintf(buf, 64, "%.40s%s", v, strlen(v) > 40 ? "..." : "");
-    return buf;
-}
+/* A value from the file, cut short and with control bytes escaped. */
+static const char *shown(const char *v, char buf[64]) { return ir_esc(buf, 64, v); }
 
 static const char *need_meta(reader *c, const char *key) {
     const char *v = rt_st_meta(c->f, key);

@@ -218,7 +218,7 @@ static int resume_checked(rt_run *r, float *stats) {
             d, (unsigned long long)s->seed, (unsigned long long)o->seed);
     if (strcmp(s->data, r->train_ds->name))
         return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s",
-                           d, s->data, r->train_ds->name);
+                           d, IR_ESC(s->data), IR_ESC(r->train_ds->name));
     if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
         return rt_run_fail(
             r,
