@@ -120,6 +120,12 @@ forged "a NaN loss sum" "$F: corrupt checkpoint: 'epoch_loss_sum' is 'nan' (not 
 forged "an infinite lr" "$F: corrupt checkpoint: 'prev_lr' is 'inf' (not finite)" set prev_lr inf
 forged "a duplicated key" "$F: corrupt checkpoint: key 'step' appears twice in its metadata" dup step 10
 forged "an unknown key" "$F: corrupt checkpoint: unknown key 'evil' in its metadata" set evil 1
+# Strings from the file reach the terminal escaped (issue 30, item 14).
+esc=$(printf '\033]0;x\a\033[31m')
+forged "an escape in a key is shown escaped" "$F: corrupt checkpoint: unknown key '\\x1b]0;x\\x07\\x1b[31m' in its metadata" set "$esc" 1
+forged "an escape in a value is shown escaped" "\\x1b]0;x\\x07\\x1b[31m" set data "$esc"
+no_raw_escape() { case "$fail_err" in *$'\033'* | *$'\a'*) return 1 ;; esac; }
+check "no raw escape byte reached stderr" no_raw_escape
 forged "an old format" "$F: checkpoint format version 2, written by an older dprun; this dprun reads version 3" \
     set dpc_checkpoint 2
 
