@@ -103,8 +103,8 @@ static int check_inputs(vctx *c, const ir_graph *g, int p, int has_update) {
          * of a synchronised BatchNorm (passes/lower.c's FMT_REPLICA_SCALE) */
         if (p == 0 && (!strcmp(n->name, IR_DROPOUT_KEY) || !strcmp(n->name, "replica_scale")))
             continue;
-        if (has_update && (!strcmp(n->name, "lr") || !strcmp(n->name, "grad_scale") ||
-                           !strcmp(n->name, "step")))
+        if (has_update &&
+            (!strcmp(n->name, "lr") || !strcmp(n->name, "grad_scale") || !strcmp(n->name, "step")))
             continue;
         rc = fail_at(c, NULL, p, i, 0,
                      "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
@@ -202,7 +202,8 @@ static int check_group(vctx *c, const ir_graph *g, int p, int lo, int hi,
             return GFAIL(m, "fusion group %d reduces %s at node %d and %s at node %d", grp,
                          ir_type_str(X, a, sizeof a), red, ir_type_str(in, b, sizeof b), m);
         if (k == IR_REDUCE_ROW && R && !ir_type_same_shape(in, R))
-            return GFAIL(m, "fusion group %d reduces the rows of %s at node %d and of %s at node %d",
+            return GFAIL(m,
+                         "fusion group %d reduces the rows of %s at node %d and of %s at node %d",
                          grp, ir_type_str(R, a, sizeof a), red, ir_type_str(in, b, sizeof b), m);
         if ((k == IR_REDUCE_CHANNEL && R) || (k == IR_REDUCE_ROW && X))
             return GFAIL(m, "fusion group %d mixes channel and row reductions (nodes %d and %d)",
@@ -228,14 +229,19 @@ static int check_group(vctx *c, const ir_graph *g, int p, int lo, int hi,
                          X   ? "the reduced shape (or one value per channel of) "
                          : R ? "one value per row of "
                              : "the type of the group's first node, ",
-                         ir_type_str(X ? X : R ? R : S, b, sizeof b));
+                         ir_type_str(X   ? X
+                                     : R ? R
+                                         : S,
+                                     b, sizeof b));
     }
     /* buffers: what is stored, assign targets, and what members read from outside */
     int buf[IR_GROUP_MAX_NODES * (IR_MAX_INPUTS + 1)], nb = 0;
     for (int m = lo; m < hi; m++) {
         const ir_node *n = &g->nodes[m];
         for (int k = -1; k < n->ninputs; k++) {
-            int id = k < 0 ? (n->op == IR_OP_ASSIGN ? n->input[0] : stored[m] ? m : -1)
+            int id = k < 0 ? (n->op == IR_OP_ASSIGN ? n->input[0]
+                              : stored[m]           ? m
+                                                    : -1)
                            : n->input[k];
             if (id < 0 || (k >= 0 && id >= lo && id < hi)) continue;
             if (k >= 0 && (n->op == IR_OP_ASSIGN ? k != 1 : !ir_op_access(n->op, k)) &&
@@ -351,14 +357,14 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
         const double *f = n->fattr;
         const char *bad = NULL, *field = NULL;
         double want = 0, got = 0;
-#define WANT(slot, v, key)                             \
-    if (!bad && f[slot] != (v)) {                      \
+#define WANT(slot, v, key)                                 \
+    if (!bad && f[slot] != (v)) {                          \
         bad = key, field = key, want = (v), got = f[slot]; \
     }
         /* excluded parameters (exclude=...) get wd 0 */
-#define WANT_WD(slot)                                                  \
+#define WANT_WD(slot)                                                \
     if (!bad && f[slot] != t->wd && !(t->exclude && f[slot] == 0)) { \
-        bad = "wd", field = "wd", want = t->wd, got = f[slot];         \
+        bad = "wd", field = "wd", want = t->wd, got = f[slot];       \
     }
         switch (n->op) {
         case IR_OP_SGD_MOMENTUM:
@@ -394,7 +400,8 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
     }
     if (sgd_like && (t->nesterov ? nest != plain : nest != 0))
         return fail_at(c, "nesterov", -1, -1, 0,
-                       "the schedule says nesterov=%d, but the train program's update %s", t->nesterov,
+                       "the schedule says nesterov=%d, but the train program's update %s",
+                       t->nesterov,
                        t->nesterov ? "is not nesterov's (one sgd_momentum per parameter)"
                                    : "is nesterov's (two sgd_momentum per parameter)");
     return 0;
@@ -403,8 +410,8 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
 static int check_program(vctx *c, const ir_graph *g, int p) {
     int has_update = 0;
     for (int i = 0; i < g->n && !has_update; i++) has_update = is_update(g->nodes[i].op);
-    if (check_inputs(c, g, p, has_update) || (p == 1 && check_eval(c, g)) ||
-        check_grads(c, g, p) || check_groups(c, g, p))
+    if (check_inputs(c, g, p, has_update) || (p == 1 && check_eval(c, g)) || check_grads(c, g, p) ||
+        check_groups(c, g, p))
         return -1;
     return p == 0 && c->t && has_update ? check_optimizer(c, g) : 0;
 }
@@ -420,7 +427,6 @@ int ir_validate(const ir_train *t, const ir_graph *train, const ir_graph *eval, 
         w->field = field;
         return -1;
     }
-    if ((train && check_program(&c, train, 0)) || (eval && check_program(&c, eval, 1)))
-        return -1;
+    if ((train && check_program(&c, train, 0)) || (eval && check_program(&c, eval, 1))) return -1;
     return train && eval ? check_shared(&c, train, eval) : 0;
 }

@@ -33,14 +33,14 @@
 
 /* The schedule's ranges (the frontend's: frontend/check.c names them at
  * the value's position, ir_train_check_field everywhere). */
-#define IR_MAX_BATCH      (1 << 20) /* batch and eval batch per device */
-#define IR_MAX_EPOCHS     1000000   /* epochs, warmup, an lr step's epoch */
-#define IR_MAX_REF_BATCH  (1 << 30) /* lr_scaling's reference_batch */
-#define IR_MAX_PAD        64
-#define IR_MAX_CROP       4096
-#define IR_MAX_WD         1.0   /* weight decay */
-#define IR_MAX_REAL       1e6   /* normalize mean and std */
-#define IR_MAX_LR_POWER   100.0 /* poly's exponent, in (0, 100] */
+#define IR_MAX_BATCH     (1 << 20) /* batch and eval batch per device */
+#define IR_MAX_EPOCHS    1000000   /* epochs, warmup, an lr step's epoch */
+#define IR_MAX_REF_BATCH (1 << 30) /* lr_scaling's reference_batch */
+#define IR_MAX_PAD       64
+#define IR_MAX_CROP      4096
+#define IR_MAX_WD        1.0   /* weight decay */
+#define IR_MAX_REAL      1e6   /* normalize mean and std */
+#define IR_MAX_LR_POWER  100.0 /* poly's exponent, in (0, 100] */
 
 /* Where a refused value is: field, a schedule field as the text form
  * spells its key ("epochs", "eval_batch", "momentum"; NULL for none);
