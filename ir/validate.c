@@ -382,8 +382,12 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
             break;
         case IR_OP_ADAM_M: WANT(0, t->beta1, "beta1"); break;
         case IR_OP_ADAM_V: WANT(0, t->beta2, "beta2"); break;
-        case IR_OP_BIAS_CORRECTION:
-            if (f[0] != t->beta1) WANT(0, t->beta2, "beta2");
+        case IR_OP_BIAS_CORRECTION: /* one for each moment */
+            if (f[0] != t->beta1 && f[0] != t->beta2)
+                return fail_at(c, "beta1", 0, i, 0,
+                               "node %d (bias_correction) has beta=%.17g, the schedule's beta1 "
+                               "is %.17g and beta2 %.17g",
+                               i, f[0], t->beta1, t->beta2);
             break;
         case IR_OP_ADAM_DIR:
             WANT(0, t->eps, "eps");
