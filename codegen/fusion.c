@@ -2,7 +2,7 @@
 #include "codegen/fusion.h"
 
 fu_class fu_node_class(const ir_node *n) {
-    if (n->type.dtype == IR_I32) return FU_NONE; /* f32 or bf16 storage: codegen converts */
+    if (!ir_node_fusible(n)) return FU_NONE; /* f32 or bf16 storage: codegen converts */
     if (ir_op_expr(n->op)) return FU_POINTWISE;
     switch (ir_op_reduce(n->op)) {
     case IR_REDUCE_CHANNEL: return FU_CHANNEL;

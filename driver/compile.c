@@ -17,6 +17,7 @@
 #include "ir/parse.h"
 #include "ir/plan.h"
 #include "ir/text.h"
+#include "ir/validate.h"
 #include "passes/passes.h"
 
 /* --target all, or the one dialect whose table names this target. */
@@ -558,7 +559,16 @@ static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen)
     plan->eval =
         plan->train ? fe_build_graph_err(prog, plan->schedule.eval_batch, 0, err, errlen) : NULL;
     fe_free(prog);
-    return plan->train && plan->eval ? 0 : -1;
+    if (!plan->train || !plan->eval) return -1;
+    /* both programs at --batch, as every plan's are checked (ir/validate.h) */
+    ir_where w;
+    char why[512];
+    if (!ir_validate(&plan->schedule, plan->train, plan->eval, &w, why, sizeof why)) return 0;
+    const ir_graph *g = w.program == 1 ? plan->eval : plan->train;
+    if (w.node >= 0 && g->nodes[w.node].line > 0)
+        return ir_fail(err, errlen, "%s:%d:%d: error: %s", o->model, g->nodes[w.node].line,
+                       g->nodes[w.node].col, why);
+    return ir_fail(err, errlen, "%s: error: %s", o->model, why);
 }
 
 /* The graphs dpc --from-ir continues from, and the pass they are after

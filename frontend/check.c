@@ -13,6 +13,7 @@
 
 #include "frontend/ast.h"
 #include "ir/err.h"
+#include "ir/validate.h"
 
 typedef struct {
     fe_program *P;
@@ -455,8 +456,8 @@ static int check_lr(checker *C, const fe_titem *it, ir_train *t) {
                 t->lr_epoch[n - 1]);
             return -1;
         }
-        if (e > 1000000) {
-            ERR(C, p->key->loc, "lr epoch must be at most 1000000, got %" PRId64, e);
+        if (e > IR_MAX_EPOCHS) {
+            ERR(C, p->key->loc, "lr epoch must be at most %d, got %" PRId64, IR_MAX_EPOCHS, e);
             return -1;
         }
         double v = num_value(p->value);
@@ -572,12 +573,12 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
     static const char *const linear_kws[] = {"reference_batch", NULL};
     static const char *const no_kws[] = {NULL};
     switch (it->kind) {
-    case FE_T_BATCH: return get_int(C, it->num, "batch", 1, 1 << 20, &t->batch);
-    case FE_T_EPOCHS: return get_int(C, it->num, "epochs", 1, 1000000, &t->epochs);
-    case FE_T_EVAL_BATCH: return get_int(C, it->num, "eval batch", 1, 1 << 20, &t->eval_batch);
+    case FE_T_BATCH: return get_int(C, it->num, "batch", 1, IR_MAX_BATCH, &t->batch);
+    case FE_T_EPOCHS: return get_int(C, it->num, "epochs", 1, IR_MAX_EPOCHS, &t->epochs);
+    case FE_T_EVAL_BATCH: return get_int(C, it->num, "eval batch", 1, IR_MAX_BATCH, &t->eval_batch);
     case FE_T_WARMUP:
         *warmup = it;
-        return get_int(C, it->num, "warmup", 0, 1000000, &t->warmup_epochs);
+        return get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
     case FE_T_INIT:
         if (strcmp(it->ident, "xavier")) {
             ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier)", it->ident);
@@ -602,11 +603,13 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         t->lr_scaling = (ir_lr_scaling)ir_lr_scaling_parse(it->ident);
         if (check_kws(C, it, linear_kws)) return -1;
         for (const fe_kw *k = it->kws; k; k = k->next)
-            if (get_int(C, k->value, "reference_batch", 1, 1 << 30, &t->reference_batch)) return -1;
+            if (get_int(C, k->value, "reference_batch", 1, IR_MAX_REF_BATCH, &t->reference_batch))
+                return -1;
         return 0;
     case FE_T_DATA:
-        if (strcmp(it->ident, "cifar10")) {
-            ERR(C, it->ident_loc, "unknown dataset '%s' (expected cifar10)", it->ident);
+        if (!ir_dataset_known(it->ident)) {
+            ERR(C, it->ident_loc, "unknown dataset '%s' (expected %s)", it->ident,
+                ir_dataset_names());
             return -1;
         }
         snprintf(t->dataset, sizeof t->dataset, "%s", it->ident);
@@ -614,8 +617,9 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         t->pad = t->random_crop = t->random_mirror = t->normalize = 0;
         for (int c = 0; c < 3; c++) t->mean[c] = 0, t->std[c] = 1;
         return check_items(C, it->items, t, "data section", warmup);
-    case FE_T_PAD: return get_int(C, it->num, "pad", 0, 64, &t->pad);
-    case FE_T_RANDOM_CROP: return get_int(C, it->num, "random_crop", 1, 4096, &t->random_crop);
+    case FE_T_PAD: return get_int(C, it->num, "pad", 0, IR_MAX_PAD, &t->pad);
+    case FE_T_RANDOM_CROP:
+        return get_int(C, it->num, "random_crop", 1, IR_MAX_CROP, &t->random_crop);
     case FE_T_RANDOM_MIRROR: t->random_mirror = 1; return 0;
     case FE_T_NORMALIZE: return check_normalize(C, it, t);
     case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
@@ -669,24 +673,19 @@ int fe_check(fe_program *P) {
 
 /* ---- the elaborated graph -------------------------------------------------- */
 
-/* The inputs a dataset fills: cifar10 gives images and their labels. */
-static int fed(const char *dataset, const char *name) {
-    (void)dataset; /* cifar10 is the only one (check_item) */
-    return !strcmp(name, "image") || !strcmp(name, "label");
-}
-
-/* An input the network reads but no data fills would train on zeros. */
-static int check_fed(fe_program *P, const ir_graph *g, const unsigned char *read) {
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        if (n->op != IR_OP_INPUT || !read[i] || fed(P->train.dataset, n->name)) continue;
-        if (!strcmp(n->name, IR_DROPOUT_KEY)) continue; /* the runtime's, every step */
-        fe_error(&P->diag, (fe_loc){n->line, n->col},
-                 "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
-                 P->train.dataset);
-        return -1;
-    }
-    return 0;
+/* The graph with its train section, as every graph is checked
+ * (ir/validate.h): an input no data fills, say, at the input's position. */
+static int check_valid(fe_program *P, const ir_graph *g) {
+    ir_where w;
+    char why[512];
+    if (!ir_validate(&P->train, g, NULL, &w, why, sizeof why)) return 0;
+    fe_loc at = {0, 0};
+    if (w.node >= 0)
+        at = (fe_loc){g->nodes[w.node].line, g->nodes[w.node].col};
+    else if (P->trains)
+        at = P->trains->loc;
+    fe_error(&P->diag, at, "%s", why);
+    return -1;
 }
 
 /* A parameter that does not reach the loss gets no gradient (autodiff
@@ -729,9 +728,7 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
 int fe_check_graph(fe_program *P, const ir_graph *g) {
     unsigned char *mark = calloc((size_t)g->n + 1, 1);
     IR_CHECK_ALLOC(mark);
-    for (int i = 0; i < g->n; i++)
-        for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
-    int rc = check_fed(P, g, mark);
+    int rc = check_valid(P, g);
     if (!rc) rc = check_reach(P, g, mark);
     free(mark);
     return rc;

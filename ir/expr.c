@@ -59,3 +59,8 @@ ir_reduce_kind ir_op_reduce(ir_op op) {
     default: return IR_REDUCE_NONE;
     }
 }
+
+int ir_node_fusible(const ir_node *n) {
+    if ((unsigned)n->op >= IR_OP_COUNT || n->type.dtype == IR_I32) return 0; /* f32 or bf16 */
+    return ir_op_expr(n->op) || ir_op_reduce(n->op) != IR_REDUCE_NONE;
+}

@@ -352,6 +352,10 @@ int ir_node_layout(const ir_graph *g, int i);
 /* conv, its gradients, global_avgpool(_grad), transpose: codegen reads and
  * writes either layout on each side. */
 int ir_op_mixes_layout(ir_op op);
+/* Whether codegen can render node n inside a fusion group: a pointwise op
+ * (an ir_op_expr) or one of ir_op_reduce's reductions, on float values (the fusion
+ * contract's classes, codegen/fusion.h; the plan validator's rule). */
+int ir_node_fusible(const ir_node *n);
 
 ir_graph *ir_new(void);
 void ir_free(ir_graph *g);

@@ -53,6 +53,7 @@
 #include "ir/err.h"
 #include "ir/file.h"
 #include "ir/hash.h"
+#include "ir/validate.h"
 
 #define HEADER_SIZE    PLAN_HEADER_SIZE
 /* Bounds on dimensions and integer attributes: far below where the shape
@@ -190,37 +191,12 @@ static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn
     return 0;
 }
 
-static int cmp_names(const void *a, const void *b) {
-    return strcmp((*(const ir_node *const *)a)->name, (*(const ir_node *const *)b)->name);
-}
-
-/* Both programs bind the same parameter and state buffers (docs/DESIGN.md §6), so
- * each of eval's must be one of train's, by name, kind and type. */
-static int check_shared(const ir_graph *train, const ir_graph *eval, char *why, size_t wn) {
-    int ns = 0;
-    for (int i = 0; i < train->n; i++) ns += ir_is_persistent(train->nodes[i].op);
-    const ir_node **sorted = malloc(sizeof *sorted * (size_t)(ns ? ns : 1));
-    if (!sorted) return ir_fail(why, wn, "out of memory");
-    ns = 0;
-    for (int i = 0; i < train->n; i++)
-        if (ir_is_persistent(train->nodes[i].op)) sorted[ns++] = &train->nodes[i];
-    qsort(sorted, (size_t)ns, sizeof *sorted, cmp_names);
-    int rc = 0;
-    for (int i = 0; i < eval->n && !rc; i++) {
-        const ir_node *e = &eval->nodes[i];
-        if (!ir_is_persistent(e->op)) continue;
-        const ir_node **hit = bsearch(&e, sorted, (size_t)ns, sizeof *sorted, cmp_names);
-        char a[96], b[96];
-        if (!hit)
-            rc = ir_fail(why, wn, "eval program: %s '%s' is not in the train program",
-                         ir_ops[e->op].name, e->name);
-        else if ((*hit)->op != e->op || !ir_type_equal(&(*hit)->type, &e->type))
-            rc = ir_fail(why, wn, "eval program: %s '%s' %s differs from the train program's %s %s",
-                         ir_ops[e->op].name, e->name, ir_type_str(&e->type, a, sizeof a),
-                         ir_ops[(*hit)->op].name, ir_type_str(&(*hit)->type, b, sizeof b));
-    }
-    free(sorted);
-    return rc;
+/* A field the OPTM section holds (when the plan has one: not the defaults). */
+static int optim_field(const ir_train *t, const char *field) {
+    static const char *const keys[] = {"nesterov", "exclude", "eta", "eps", "beta1", "beta2"};
+    for (size_t i = 0; field && i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(field, keys[i])) return !ir_train_optim_is_default(t);
+    return 0;
 }
 
 static int check_schedule(const ir_train *t, char *why, size_t wn) {
@@ -243,8 +219,26 @@ static int check_schedule(const ir_train *t, char *why, size_t wn) {
         return ir_fail(why, wn, "schedule: the lr curve is not finite");
     if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
         return ir_fail(why, wn, "schedule: bad dataset name");
-    if (ir_train_check(t, sub, sizeof sub)) return ir_fail(why, wn, "schedule: %s", sub);
+    const char *field;
+    if (ir_train_check_field(t, &field, sub, sizeof sub))
+        return ir_fail(why, wn, "%s: %s", optim_field(t, field) ? "optimizer (OPTM)" : "schedule",
+                       sub);
     return 0;
+}
+
+/* ir_validate: the programs with their schedule (ir/validate.h), the
+ * refusal named by section, program, node or fusion group. */
+static int validate(const dpc_plan *p, char *why, size_t wn) {
+    ir_where w;
+    char sub[512];
+    if (!ir_validate(&p->schedule, p->train, p->eval, &w, sub, sizeof sub)) return 0;
+    if (w.program < 0)
+        return ir_fail(why, wn, "%s: %s",
+                       optim_field(&p->schedule, w.field) ? "optimizer (OPTM)" : "schedule", sub);
+    const char *prog = w.program ? "eval program (GEVL" : "train program (GTRN";
+    if (w.node >= 0 && strncmp(sub, "node ", 5))
+        return ir_fail(why, wn, "%s%s), node %d: %s", prog, w.group ? ", GRPS" : "", w.node, sub);
+    return ir_fail(why, wn, "%s%s): %s", prog, w.group ? ", GRPS" : "", sub);
 }
 
 /* Everything a plan must satisfy to be written, or to be accepted on reading. */
@@ -254,7 +248,7 @@ static int check_plan(const dpc_plan *p, char *why, size_t wn) {
     if (!memchr(p->source, 0, sizeof p->source) || has_control(p->source, strlen(p->source)))
         return ir_fail(why, wn, "bad source path");
     if (check_schedule(&p->schedule, why, wn) || check_graph(p->train, "train program", why, wn) ||
-        check_graph(p->eval, "eval program", why, wn) || check_shared(p->train, p->eval, why, wn))
+        check_graph(p->eval, "eval program", why, wn) || validate(p, why, wn))
         return -1;
     if (p->nextra < 0 || p->nextra > PLAN_MAX_SECTIONS)
         return ir_fail(why, wn, "%d extra sections", p->nextra);

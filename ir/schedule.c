@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/err.h"
+#include "ir/validate.h"
 
 void ir_train_defaults(ir_train *t) {
     memset(t, 0, sizeof *t);
@@ -56,74 +57,134 @@ int ir_train_optim_is_default(const ir_train *t) {
            d.eps == t->eps && d.beta1 == t->beta1 && d.beta2 == t->beta2;
 }
 
-int ir_train_check(const ir_train *t, char *err, size_t errlen) {
-    if (t->batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", t->batch);
-    if (t->epochs <= 0) return ir_fail(err, errlen, "epochs must be positive, got %d", t->epochs);
-    if (t->eval_batch <= 0)
-        return ir_fail(err, errlen, "eval batch must be positive, got %d", t->eval_batch);
-    if (!(t->init_magnitude > 0))
-        return ir_fail(err, errlen, "init magnitude must be positive, got %g", t->init_magnitude);
-    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
-        return ir_fail(err, errlen, "unknown optimizer %d", t->optimizer);
-    if (!(t->momentum >= 0 && t->momentum < 1))
-        return ir_fail(err, errlen, "momentum must be in [0, 1), got %g", t->momentum);
-    if (!(t->wd >= 0)) return ir_fail(err, errlen, "weight decay must be >= 0, got %g", t->wd);
-    if (t->nesterov != 0 && t->nesterov != 1)
-        return ir_fail(err, errlen, "nesterov must be 0 or 1, got %d", t->nesterov);
-    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
-        return ir_fail(err, errlen, "unknown exclude classes %#x", (unsigned)t->exclude);
-    if (!(t->eta > 0 && t->eta <= 1))
-        return ir_fail(err, errlen, "eta must be in (0, 1], got %g", t->eta);
-    if (!(t->eps > 0 && t->eps <= 1))
-        return ir_fail(err, errlen, "eps must be in (0, 1], got %g", t->eps);
-    if (!(t->beta1 >= 0 && t->beta1 < 1))
-        return ir_fail(err, errlen, "beta1 must be in [0, 1), got %g", t->beta1);
-    if (!(t->beta2 >= 0 && t->beta2 < 1))
-        return ir_fail(err, errlen, "beta2 must be in [0, 1), got %g", t->beta2);
-    if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
-        return ir_fail(err, errlen, "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS,
-                       t->lr_steps);
-    if (t->lr_epoch[0] != 0)
-        return ir_fail(err, errlen, "lr schedule must start at epoch 0, starts at %d",
-                       t->lr_epoch[0]);
-    for (int i = 0; i < t->lr_steps; i++) {
-        if (!(t->lr_value[i] >= 0))
-            return ir_fail(err, errlen, "lr at epoch %d must not be negative, got %.10g",
-                           t->lr_epoch[i], t->lr_value[i]);
-        if (t->lr_value[i] > IR_MAX_LR)
-            return ir_fail(err, errlen, "lr at epoch %d must be at most 1e6, got %.10g",
-                           t->lr_epoch[i], t->lr_value[i]);
-        if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
-            return ir_fail(err, errlen, "lr schedule epochs must increase: %d after %d",
-                           t->lr_epoch[i], t->lr_epoch[i - 1]);
-    }
-    if (t->lr_kind != IR_LR_DICT && t->lr_kind != IR_LR_COSINE && t->lr_kind != IR_LR_POLY)
-        return ir_fail(err, errlen, "unknown lr curve %d", t->lr_kind);
-    if (t->lr_kind != IR_LR_DICT && t->lr_steps != 1)
-        return ir_fail(err, errlen, "a %s lr has one base value, got %d",
-                       ir_lr_kind_name(t->lr_kind), t->lr_steps);
-    if (!(t->lr_final >= 0 && t->lr_final <= IR_MAX_LR))
-        return ir_fail(err, errlen, "final lr must be in [0, 1e6], got %.10g", t->lr_final);
-    if (t->lr_kind == IR_LR_POLY && !(t->lr_power > 0 && t->lr_power <= 100))
-        return ir_fail(err, errlen, "poly power must be in (0, 100], got %.10g", t->lr_power);
-    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
-        return ir_fail(err, errlen, "unknown lr scaling %d", t->lr_scaling);
-    if (t->reference_batch <= 0)
-        return ir_fail(err, errlen, "reference batch must be positive, got %d", t->reference_batch);
-    if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
-        return ir_fail(err, errlen, "warmup of %d epochs does not fit %d epochs of training",
-                       t->warmup_epochs, t->epochs);
-    if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
-        return ir_fail(err, errlen, "dataset name not terminated");
-    if (t->pad < 0 || t->pad > 64)
-        return ir_fail(err, errlen, "pad must be in 0..64, got %d", t->pad);
-    if (t->random_crop < 0 || t->random_crop > 4096)
-        return ir_fail(err, errlen, "random_crop must be in 0..4096, got %d", t->random_crop);
-    for (int c = 0; c < 3; c++)
-        if (!(t->std[c] > 0) || t->mean[c] != t->mean[c])
-            return ir_fail(err, errlen, "normalize std must be positive, got %g", t->std[c]);
+/* The datasets dprun reads (runtime/data) and the inputs each fills. */
+static const char *const datasets[] = {"cifar10"};
+
+int ir_dataset_known(const char *name) {
+    for (size_t i = 0; i < sizeof datasets / sizeof *datasets; i++)
+        if (!strcmp(name, datasets[i])) return 1;
     return 0;
 }
+
+const char *ir_dataset_names(void) { return "cifar10"; }
+
+int ir_train_check(const ir_train *t, char *err, size_t errlen) {
+    return ir_train_check_field(t, NULL, err, errlen);
+}
+
+/* Fails naming field f (the text form's key). */
+#define BAD(f, ...) (field ? *field = (f) : 0, ir_fail(err, errlen, __VA_ARGS__))
+
+int ir_train_check_field(const ir_train *t, const char **field, char *err, size_t errlen) {
+    if (field) *field = NULL;
+    if (t->batch <= 0) return BAD("batch", "batch must be positive, got %d", t->batch);
+    if (t->batch > IR_MAX_BATCH)
+        return BAD("batch", "batch must be at most %d, got %d", IR_MAX_BATCH, t->batch);
+    if (t->epochs <= 0) return BAD("epochs", "epochs must be positive, got %d", t->epochs);
+    if (t->epochs > IR_MAX_EPOCHS)
+        return BAD("epochs", "epochs must be at most %d, got %d", IR_MAX_EPOCHS, t->epochs);
+    if (t->eval_batch <= 0)
+        return BAD("eval_batch", "eval batch must be positive, got %d", t->eval_batch);
+    if (t->eval_batch > IR_MAX_BATCH)
+        return BAD("eval_batch", "eval batch must be at most %d, got %d", IR_MAX_BATCH,
+                   t->eval_batch);
+    if (!(t->init_magnitude > 0))
+        return BAD("init_magnitude", "init magnitude must be positive, got %g", t->init_magnitude);
+    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
+        return BAD("optimizer", "unknown optimizer %d", t->optimizer);
+    if (!(t->momentum >= 0 && t->momentum < 1))
+        return BAD("momentum", "momentum must be in [0, 1), got %g", t->momentum);
+    if (!(t->wd >= 0)) return BAD("wd", "weight decay must be >= 0, got %g", t->wd);
+    if (!(t->wd <= IR_MAX_WD)) return BAD("wd", "weight decay must be at most 1, got %g", t->wd);
+    if (t->nesterov != 0 && t->nesterov != 1)
+        return BAD("nesterov", "nesterov must be 0 or 1, got %d", t->nesterov);
+    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
+        return BAD("exclude", "unknown exclude classes %#x", (unsigned)t->exclude);
+    if (!(t->eta > 0 && t->eta <= 1)) return BAD("eta", "eta must be in (0, 1], got %g", t->eta);
+    if (!(t->eps > 0 && t->eps <= 1)) return BAD("eps", "eps must be in (0, 1], got %g", t->eps);
+    if (!(t->beta1 >= 0 && t->beta1 < 1))
+        return BAD("beta1", "beta1 must be in [0, 1), got %g", t->beta1);
+    if (!(t->beta2 >= 0 && t->beta2 < 1))
+        return BAD("beta2", "beta2 must be in [0, 1), got %g", t->beta2);
+    /* what the optimizer does not use stays at its default (nothing reads
+     * it; a value there says something about training that is not so) */
+    ir_train d;
+    ir_train_defaults(&d);
+    int sgd = t->optimizer == IR_OPT_SGD, lars = t->optimizer == IR_OPT_LARS;
+    const char *opt = ir_optimizer_names[t->optimizer];
+    if (!sgd && t->nesterov) return BAD("nesterov", "nesterov=1, but %s has no nesterov", opt);
+    if (sgd && t->exclude) return BAD("exclude", "exclude=%d, but sgd has no exclude", t->exclude);
+    if (!lars && t->eta != d.eta)
+        return BAD("eta", "eta=%g, but %s has no eta (it stays %g)", t->eta, opt, d.eta);
+    if (sgd && t->eps != d.eps)
+        return BAD("eps", "eps=%g, but sgd has no eps (it stays %g)", t->eps, d.eps);
+    if ((sgd || lars) && (t->beta1 != d.beta1 || t->beta2 != d.beta2))
+        return BAD(t->beta1 != d.beta1 ? "beta1" : "beta2",
+                   "beta1=%g, beta2=%g, but %s has neither (they stay %g, %g)", t->beta1, t->beta2,
+                   opt, d.beta1, d.beta2);
+    if (!sgd && !lars && t->momentum != d.momentum)
+        return BAD("momentum", "momentum=%g, but %s has none (it stays %g)", t->momentum, opt,
+                   d.momentum);
+    if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
+        return BAD("lr", "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS, t->lr_steps);
+    if (t->lr_epoch[0] != 0)
+        return BAD("lr", "lr schedule must start at epoch 0, starts at %d", t->lr_epoch[0]);
+    for (int i = 0; i < t->lr_steps; i++) {
+        if (!(t->lr_value[i] >= 0))
+            return BAD("lr", "lr at epoch %d must not be negative, got %.10g", t->lr_epoch[i],
+                       t->lr_value[i]);
+        if (t->lr_value[i] > IR_MAX_LR)
+            return BAD("lr", "lr at epoch %d must be at most 1e6, got %.10g", t->lr_epoch[i],
+                       t->lr_value[i]);
+        if (i && t->lr_epoch[i] <= t->lr_epoch[i - 1])
+            return BAD("lr", "lr schedule epochs must increase: %d after %d", t->lr_epoch[i],
+                       t->lr_epoch[i - 1]);
+        if (t->lr_epoch[i] > IR_MAX_EPOCHS)
+            return BAD("lr", "lr epoch must be at most %d, got %d", IR_MAX_EPOCHS, t->lr_epoch[i]);
+    }
+    if (t->lr_kind != IR_LR_DICT && t->lr_kind != IR_LR_COSINE && t->lr_kind != IR_LR_POLY)
+        return BAD("lr_curve", "unknown lr curve %d", t->lr_kind);
+    if (t->lr_kind != IR_LR_DICT && t->lr_steps != 1)
+        return BAD("lr", "a %s lr has one base value, got %d", ir_lr_kind_name(t->lr_kind),
+                   t->lr_steps);
+    if (!(t->lr_final >= 0 && t->lr_final <= IR_MAX_LR))
+        return BAD("lr_final", "final lr must be in [0, 1e6], got %.10g", t->lr_final);
+    /* every curve: a dict's power is unused, but the defaults' 2 */
+    if (!(t->lr_power > 0 && t->lr_power <= IR_MAX_LR_POWER))
+        return BAD("lr_power", "poly power must be in (0, 100], got %.10g", t->lr_power);
+    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
+        return BAD("lr_scaling", "unknown lr scaling %d", t->lr_scaling);
+    if (t->reference_batch <= 0)
+        return BAD("reference_batch", "reference batch must be positive, got %d",
+                   t->reference_batch);
+    if (t->reference_batch > IR_MAX_REF_BATCH)
+        return BAD("reference_batch", "reference batch must be at most %d, got %d",
+                   IR_MAX_REF_BATCH, t->reference_batch);
+    if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
+        return BAD("warmup_epochs", "warmup of %d epochs does not fit %d epochs of training",
+                   t->warmup_epochs, t->epochs);
+    if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
+        return BAD("dataset", "dataset name not terminated");
+    if (!ir_dataset_known(t->dataset))
+        return BAD("dataset", "unknown dataset '%s' (expected %s)", t->dataset, ir_dataset_names());
+    if (t->pad < 0 || t->pad > IR_MAX_PAD)
+        return BAD("pad", "pad must be in 0..%d, got %d", IR_MAX_PAD, t->pad);
+    if (t->random_crop < 0 || t->random_crop > IR_MAX_CROP)
+        return BAD("random_crop", "random_crop must be in 0..%d, got %d", IR_MAX_CROP,
+                   t->random_crop);
+    if (t->random_mirror != 0 && t->random_mirror != 1)
+        return BAD("random_mirror", "random_mirror must be 0 or 1, got %d", t->random_mirror);
+    if (t->normalize != 0 && t->normalize != 1)
+        return BAD("normalize", "normalize must be 0 or 1, got %d", t->normalize);
+    for (int c = 0; c < 3; c++) {
+        if (!(t->std[c] > 0) || !(t->std[c] <= IR_MAX_REAL))
+            return BAD("std", "normalize std must be in (0, 1e6], got %g", t->std[c]);
+        if (!(t->mean[c] >= -IR_MAX_REAL && t->mean[c] <= IR_MAX_REAL))
+            return BAD("mean", "normalize mean must be in [-1e6, 1e6], got %g", t->mean[c]);
+    }
+    return 0;
+}
+#undef BAD
 
 void ir_train_print(const ir_train *t, FILE *f) {
     fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,

@@ -7,6 +7,7 @@
 
 #include "ir/err.h"
 #include "ir/internal.h"
+#include "ir/validate.h"
 
 /* ---- types ------------------------------------------------------------- */
 
@@ -551,6 +552,39 @@ static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *e
     }
 }
 
+/* Float attribute slot of n in lo..hi (each end open or closed): the
+ * hyper-parameters of the optimizer and the running statistics, in the
+ * schedule's ranges (ir/validate.h), whoever wrote the graph. */
+static int attr_in(const ir_node *n, int slot, double lo, int lo_open, double hi, int hi_open,
+                   char *err, size_t errlen) {
+    double v = n->fattr[slot];
+    if ((lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)) return 0;
+    char name[32];
+    return ir_fail(err, errlen, "%s: %s must be in %c%g, %g%c, got %g", ir_ops[n->op].name,
+                   ir_op_attr_name(n->op, 1, slot, name, sizeof name), lo_open ? '(' : '[', lo, hi,
+                   hi_open ? ')' : ']', v);
+}
+
+/* The hyper-parameters of the update ops (passes/optimizer.c). */
+static int update_attrs(const ir_node *n, char *err, size_t errlen) {
+    switch (n->op) {
+    case IR_OP_SGD_MOMENTUM: /* momentum, wd */
+        return attr_in(n, 0, 0, 0, 1, 1, err, errlen) ||
+               attr_in(n, 1, 0, 0, IR_MAX_WD, 0, err, errlen);
+    case IR_OP_LARS_LR: /* eta, wd, eps */
+        return attr_in(n, 0, 0, 1, 1, 0, err, errlen) ||
+               attr_in(n, 1, 0, 0, IR_MAX_WD, 0, err, errlen) ||
+               attr_in(n, 2, 0, 1, 1, 0, err, errlen);
+    case IR_OP_ADAM_M:
+    case IR_OP_ADAM_V:
+    case IR_OP_BIAS_CORRECTION: return attr_in(n, 0, 0, 0, 1, 1, err, errlen); /* beta */
+    case IR_OP_ADAM_DIR:                                                       /* eps, wd */
+        return attr_in(n, 0, 0, 1, 1, 0, err, errlen) ||
+               attr_in(n, 1, 0, 0, IR_MAX_WD, 0, err, errlen);
+    default: return 0;
+    }
+}
+
 /* The optimizer update and the gradient all-reduce. */
 static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                         size_t errlen) {
@@ -626,7 +660,16 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
     }
 }
 
+static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
+
+/* The shape rule, then the hyper-parameters' ranges. */
 int ir_infer_type(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    if (infer(g, n, out, err, errlen) || update_attrs(n, err, errlen)) return -1;
+    /* ema: momentum as batchnorm's */
+    return n->op == IR_OP_EMA ? attr_in(n, 0, 0, 0, 1, 0, err, errlen) : 0;
+}
+
+static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     switch (n->op) {
     case IR_OP_INPUT:
     case IR_OP_PARAM:

@@ -12,6 +12,7 @@
 #include "ir/err.h"
 #include "ir/file.h"
 #include "ir/parse.h"
+#include "ir/validate.h"
 
 #define TEXT_VERSION 1
 /* Bits of ir_text_parse's seen: the keyword lines met (comment_line's kws
@@ -114,6 +115,10 @@ typedef struct {
     int line;
     char *err;
     size_t errlen;
+    /* for ir_validate's messages: each program's node lines and `# graph`
+     * line, the `# train` line */
+    int *lines[2], graph_line[2], train_line;
+    const char *train_at, *train_end;
 } rd;
 
 __attribute__((format(printf, 3, 4))) static int fail(rd *r, const char *at, const char *fmt, ...) {
@@ -500,14 +505,16 @@ static int float_list(rd *r, const char *k, double *v) {
     return 0;
 }
 
+static const char *key_at(const rd *r, const char *field, const char *at);
+
 /* `# train ...`, r->p after "train": every ir_train field, in print_train's order. */
 static int train_line(rd *r, ir_train *t) {
     const char *start = r->p;
     char w[32];
     ir_train_defaults(t);
-    if (int_key(r, "batch", 1, 1 << 20, &t->batch) ||
-        int_key(r, "epochs", 1, 1 << 20, &t->epochs) ||
-        int_key(r, "eval_batch", 1, 1 << 20, &t->eval_batch) ||
+    if (int_key(r, "batch", 1, IR_MAX_BATCH, &t->batch) ||
+        int_key(r, "epochs", 1, IR_MAX_EPOCHS, &t->epochs) ||
+        int_key(r, "eval_batch", 1, IR_MAX_BATCH, &t->eval_batch) ||
         float_key(r, "init_magnitude", &t->init_magnitude) || key(r, "optimizer"))
         return -1;
     const char *at = r->p;
@@ -529,7 +536,7 @@ static int train_line(rd *r, ir_train *t) {
     do {
         if (t->lr_steps == IR_MAX_LR_STEPS)
             return fail(r, r->p, "more than %d lr steps", IR_MAX_LR_STEPS);
-        if (int32_value(r, 0, 1 << 20, "an epoch", &t->lr_epoch[t->lr_steps]) ||
+        if (int32_value(r, 0, IR_MAX_EPOCHS, "an epoch", &t->lr_epoch[t->lr_steps]) ||
             need(r, ":", "':'") || float_value(r, "an lr", &t->lr_value[t->lr_steps]))
             return -1;
         t->lr_steps++;
@@ -550,18 +557,31 @@ static int train_line(rd *r, ir_train *t) {
     int scaling = ir_lr_scaling_parse(w);
     if (scaling < 0) return fail(r, at, "unexpected '%s', expected none, linear or sqrt", w);
     t->lr_scaling = (ir_lr_scaling)scaling;
-    if (int_key(r, "reference_batch", 1, 1 << 20, &t->reference_batch) ||
-        int_key(r, "warmup_epochs", 0, 1 << 20, &t->warmup_epochs) || key(r, "dataset") ||
+    if (int_key(r, "reference_batch", 1, IR_MAX_REF_BATCH, &t->reference_batch) ||
+        int_key(r, "warmup_epochs", 0, IR_MAX_EPOCHS, &t->warmup_epochs) || key(r, "dataset") ||
         string(r, t->dataset, sizeof t->dataset, "a dataset name") ||
-        int_key(r, "pad", 0, 1 << 20, &t->pad) ||
-        int_key(r, "random_crop", 0, 1 << 20, &t->random_crop) ||
+        int_key(r, "pad", 0, IR_MAX_PAD, &t->pad) ||
+        int_key(r, "random_crop", 0, IR_MAX_CROP, &t->random_crop) ||
         int_key(r, "random_mirror", 0, 1, &t->random_mirror) ||
         int_key(r, "normalize", 0, 1, &t->normalize) || float_list(r, "mean", t->mean) ||
         float_list(r, "std", t->std) || end_of_line(r))
         return -1;
+    r->train_line = r->line, r->train_at = r->line_start, r->train_end = r->line_end;
     char why[256];
-    if (ir_train_check(t, why, sizeof why)) return fail(r, start, "bad training settings: %s", why);
+    const char *field;
+    if (ir_train_check_field(t, &field, why, sizeof why))
+        return fail(r, key_at(r, field, start), "bad training settings: %s", why);
     return 0;
+}
+
+/* Where the `# train` line says field=, else at (the line's settings). */
+static const char *key_at(const rd *r, const char *field, const char *at) {
+    char want[40];
+    snprintf(want, sizeof want, " %s=", field ? field : "");
+    size_t n = strlen(want);
+    for (const char *q = r->train_at; field && q + n <= r->train_end; q++)
+        if (!memcmp(q, want, n)) return q + 1;
+    return at;
 }
 
 /* A finished graph: all its declared nodes there, and ir_verify content;
@@ -580,7 +600,8 @@ static int close_graph(rd *r, open_graph *o, ir_text_file *out, const char *at) 
     }
     out->graph[o->which] = o->g;
     o->g = NULL;
-    free(o->lines);
+    free(r->lines[o->which]);
+    r->lines[o->which] = o->lines, r->graph_line[o->which] = o->graph_line;
     o->lines = NULL;
     return 0;
 }
@@ -659,10 +680,29 @@ static int comment_line(rd *r, ir_text_file *out, open_graph *o, int *pending, u
     }
 }
 
+/* ir_validate on a whole dump (one with its `# train` line), the message
+ * at the line and column the refused value is on. */
+static int validate(rd *r, const ir_text_file *out) {
+    ir_where w;
+    char why[512];
+    if (!ir_validate(&out->train, out->graph[0], out->graph[1], &w, why, sizeof why)) return 0;
+    int line = r->train_line, col = 1;
+    if (w.program < 0)
+        col = (int)(key_at(r, w.field, r->train_at) - r->train_at) + 1;
+    else if (w.node >= 0 && r->lines[w.program])
+        line = r->lines[w.program][w.node];
+    else
+        line = r->graph_line[w.program];
+    return ir_fail(r->err, r->errlen, "%s:%d:%d: error: %s", r->name, line, col, why);
+}
+
 int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *out, char *err,
                   size_t errlen) {
     memset(out, 0, sizeof *out);
-    rd r = {name, text, text + len, text, text, text, 1, err, errlen};
+    rd r;
+    memset(&r, 0, sizeof r);
+    r.name = name, r.text = text, r.end = text + len, r.p = r.line_start = r.line_end = text;
+    r.line = 1, r.err = err, r.errlen = errlen;
     if (len > IR_TEXT_MAX_BYTES)
         return ir_fail(err, errlen, "%s: error: %zu bytes, more than the %zu an IR file may have",
                        name, len, IR_TEXT_MAX_BYTES);
@@ -709,8 +749,11 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
             rc =
                 ir_fail(err, errlen, "%s:1:1: error: no graph (expected '# graph: N nodes')", name);
     }
+    if (!rc && out->has_train) rc = validate(&r, out);
     ir_free(o.g);
     free(o.lines);
+    free(r.lines[0]);
+    free(r.lines[1]);
     if (rc) ir_text_free(out);
     return rc;
 }

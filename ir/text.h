@@ -28,7 +28,8 @@
  * node's type must be its shape rule's; a graph with fewer node lines than
  * its `# graph: N nodes`, or a file with a `# dpc-ir` line but no `# end`
  * as its last, is a truncated file; each graph must pass
- * ir_verify. Errors read as `FILE:LINE:COL: error: ...` (as the .net
+ * ir_verify, and a file with a `# train` line ir_validate (the schedule
+ * with both programs, ir/validate.h), refused at the value's line. Errors read as `FILE:LINE:COL: error: ...` (as the .net
  * frontend's), naming what was expected.
  *
  * Usage:

@@ -102,7 +102,9 @@ static ir_graph *rebuild(const remat_ctx *c, const int *sel, int nsel) {
                     int u = n.input[j];
                     n.input[j] = in_list(chain, k, u) ? copy[u] : map[u];
                 }
-                n.flags = 0, n.group = len > 1 ? groups + 1 : 0;
+                /* a copy is no output, loss or gradient, but keeps the
+                 * layout its readers expect (the layout pass's) */
+                n.flags &= IR_FLAG_CNHW, n.group = len > 1 ? groups + 1 : 0;
                 copy[chain[k]] = ng->n;
                 ng->nodes[ng->n++] = n;
             }

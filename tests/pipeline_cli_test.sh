@@ -200,4 +200,21 @@ arena=$(grep '^train arena bytes' "$tmp/time" | sed 's/.*planned \([0-9]*\).*/\1
 [ "$(row train memplan 7)" = "$arena" ] && ok || bad "arena after memplan $(row train memplan 7), --stats $arena"
 [ "$(row train fuse 4)" = "$(row train fuse 5)" ] && [ "$(row train lower 4)" -lt "$(row train lower 5)" ] && ok ||
     bad "node counts before/after: fuse $(row train fuse 4)/$(row train fuse 5), lower $(row train lower 4)/$(row train lower 5)"
+
+# ---- remat after layout (issue 30) ----------------------------------------------
+# A recomputed chain keeps the channel-major layout its backward readers
+# expect: the pipeline compiles, the copies are there, and two steps train
+# the parameters bit for bit as without remat.
+lay='lower,autodiff,optimizer,partition,precision,layout,fuse'
+if "$dpc" models/cnn_small.net --passes="$lay,remat,memplan" -o "$tmp/remat.plan" 2>"$tmp/remat.err" &&
+    "$dpc" models/cnn_small.net --passes="$lay,memplan" -o "$tmp/noremat.plan"; then ok; else
+    bad "layout then remat: $(cat "$tmp/remat.err")"
+fi
+n_remat=$("$dpc" models/cnn_small.net --passes="$lay,remat,memplan" --dump-ir | grep -m1 '^# graph' | tr -dc 0-9)
+n_plain=$("$dpc" models/cnn_small.net --passes="$lay,memplan" --dump-ir | grep -m1 '^# graph' | tr -dc 0-9)
+[ "${n_remat:-0}" -gt "${n_plain:-0}" ] && ok || bad "remat after layout copied nothing ($n_remat vs $n_plain nodes)"
+for p in remat noremat; do
+    "$bin/dprun" "$tmp/$p.plan" --steps 2 --save-params "$tmp/$p.st" >/dev/null 2>&1 || bad "dprun $p.plan"
+done
+cmp -s "$tmp/remat.st" "$tmp/noremat.st" && ok || bad "remat after layout changes the trained parameters"
 finish

@@ -9,6 +9,11 @@ validation stands between the edit and the machine (tests/trust_test.sh).
     plan_tamper.py IN OUT stepbuf STEP VALUE   # first KCPU program: step STEP's buf[0] = VALUE
     plan_tamper.py IN OUT fattr PROG OLD NEW   # GTRN/GEVL: the first float attribute OLD becomes NEW
     plan_tamper.py IN OUT input PROG NODE VAL  # GTRN/GEVL: node NODE's first input = VAL
+    plan_tamper.py IN OUT schd FIELD VALUE     # SCHD: an ir_train field (names below)
+    plan_tamper.py IN OUT optm FIELD VALUE     # OPTM (made from the defaults if absent)
+    plan_tamper.py IN OUT flags PROG NODE VAL  # GTRN/GEVL: node NODE's flags = VAL
+    plan_tamper.py IN OUT group PROG NODE VAL  # GRPS: node NODE's fusion group = VAL
+    plan_tamper.py IN OUT evaltrain            # GEVL (and its groups) := GTRN's
 
 Layouts: ir/plan.c (header, sections, nodes), format/program.c (programs).
 """
@@ -98,13 +103,81 @@ def node_offsets(g):
     return out
 
 
+# SCHD in ir/plan.c's order; lr is the step list, dataset a string.
+SCHD = [("batch", "i"), ("epochs", "i"), ("init_magnitude", "d"), ("optimizer", "I"),
+        ("momentum", "d"), ("wd", "d"), ("lr", None), ("lr_scaling", "I"),
+        ("reference_batch", "i"), ("warmup_epochs", "i"), ("lr_curve", "I"), ("lr_final", "d"),
+        ("lr_power", "d"), ("dataset", "s"), ("pad", "i"), ("random_crop", "i"),
+        ("random_mirror", "i"), ("normalize", "i"), ("mean0", "d"), ("mean1", "d"),
+        ("mean2", "d"), ("std0", "d"), ("std1", "d"), ("std2", "d"), ("eval_batch", "i")]
+OPTM = [("nesterov", "i"), ("exclude", "i"), ("eta", "d"), ("eps", "d"), ("beta1", "d"),
+        ("beta2", "d")]
+
+
+def decode(layout, b):
+    vals, p = {}, 0
+    for name, f in layout:
+        if f is None:
+            n = struct.unpack_from("<i", b, p)[0]
+            vals[name] = [struct.unpack_from("<id", b, p + 4 + 12 * k) for k in range(n)]
+            p += 4 + 12 * n
+        elif f == "s":
+            n = struct.unpack_from("<I", b, p)[0]
+            vals[name] = bytes(b[p + 4:p + 4 + n])
+            p += 4 + n
+        else:
+            vals[name] = struct.unpack_from("<" + f, b, p)[0]
+            p += struct.calcsize(f)
+    return vals
+
+
+def encode(layout, vals):
+    out = b""
+    for name, f in layout:
+        v = vals[name]
+        if f is None:
+            out += struct.pack("<i", len(v)) + b"".join(struct.pack("<id", *x) for x in v)
+        elif f == "s":
+            out += struct.pack("<I", len(v)) + v
+        else:
+            out += struct.pack("<" + f, v)
+    return out
+
+
+def set_field(layout, b, field, value):
+    vals = decode(layout, b)
+    f = dict(layout)[field]
+    vals[field] = value.encode() if f == "s" else float(value) if f == "d" else int(value)
+    return bytearray(encode(layout, vals))
+
+
 def main():
     src, dst, what = sys.argv[1], sys.argv[2], sys.argv[3]
     args = sys.argv[4:]
     raw = open(src, "rb").read()
     head, secs = raw[:HDR], sections(raw[HDR:])
     sec = {t: d for t, d in secs}
-    if what in ("source", "count", "stepbuf"):
+    if what == "schd":
+        sec["SCHD"][:] = set_field(SCHD, sec["SCHD"], args[0], args[1])
+    elif what == "optm":
+        if "OPTM" not in sec:
+            sec["OPTM"] = bytearray(struct.pack("<iidddd", 0, 0, 0.001, 1e-9, 0.9, 0.999))
+            secs.insert(4, ["OPTM", sec["OPTM"]])
+        sec["OPTM"][:] = set_field(OPTM, sec["OPTM"], args[0], args[1])
+    elif what == "evaltrain":
+        sec["GEVL"][:] = sec["GTRN"]
+        if "GRPS" in sec:
+            g = sec["GRPS"]
+            n = struct.unpack_from("<I", g, 0)[0]
+            g[:] = g[:4 + 4 * n] * 2
+    elif what == "group":
+        n = [struct.unpack_from("<I", sec["GTRN"], 0)[0], struct.unpack_from("<I", sec["GEVL"], 0)[0]]
+        if "GRPS" not in sec:
+            sec["GRPS"] = bytearray(b"".join(struct.pack("<I", k) + bytes(4 * k) for k in n))
+            secs.insert(4, ["GRPS", sec["GRPS"]])
+        at = 4 + 4 * int(args[1]) + (4 + 4 * n[0] if args[0] == "GEVL" else 0)
+        struct.pack_into("<I", sec["GRPS"], at, int(args[2]))
+    elif what in ("source", "count", "stepbuf"):
         d = sec["KCPU"]
         pr = Prog(d)
         total = struct.unpack_from("<Q", d, 8)[0]
@@ -138,6 +211,12 @@ def main():
                     break
             else:
                 sys.exit("plan_tamper: no float attribute %r" % old)
+        elif what == "flags":
+            start, _, fat = nodes[int(args[1])]
+            nfa = struct.unpack_from("<I", g, fat - 4)[0]
+            p = fat + 8 * nfa
+            nd = struct.unpack_from("<I", g, p)[0]
+            struct.pack_into("<I", g, p + 4 + 8 * nd + 4, int(args[2]))
         else:
             start = nodes[int(args[1])][0]
             if struct.unpack_from("<I", g, start + 4)[0] == 0:

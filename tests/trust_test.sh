@@ -36,7 +36,7 @@ tamper "$plan" "$tmp/input.plan" input GTRN -1 5000
 expect_fail "a graph input out of range is refused" "input.plan: error: corrupt plan: train program, node 46: assign: input 0 is node 5000, not an earlier one" \
     "$bin/dprun" "$tmp/input.plan" --steps 1
 tamper "$plan" "$tmp/wd.plan" fattr GTRN 0.0001 3.5e38
-expect_fail "an attribute beyond a float is refused, not rendered as inf" "wd.plan: cannot render its kernels: node 28 (sgd_momentum '' at 0:0): attribute 1 is 3.5e+38, not a finite 32-bit float" \
+expect_fail "an attribute beyond a float is refused, not rendered as inf" "wd.plan: error: corrupt plan: train program: node 28 (sgd_momentum): sgd_momentum: wd must be in [0, 1], got 3.5e+38" \
     "$bin/dprun" "$tmp/wd.plan" --steps 1
 # The helper itself: an edit that changes nothing is accepted, so the
 # refusals above are the edits' doing.

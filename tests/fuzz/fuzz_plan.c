@@ -6,8 +6,9 @@
  * checksum, which anyone can recompute, so an attacker always would); and
  * field mutations: when a plan is followed by trailing bytes, those are a
  * script of edits to decoded fields — a node's op, input, attribute,
- * dimension, dtype; a schedule value; a kernel program's counts, slots,
- * offsets, buffers, GEMM sizes; a memory plan's offsets — applied in place,
+ * dimension, dtype, flags; every schedule field, the optimizer section, the
+ * fusion groups (what ir/validate.h checks); a kernel program's counts,
+ * slots, offsets, buffers, GEMM sizes; a memory plan's offsets — applied in place,
  * then the checksum fixed up. Whatever gets through plan_read must then
  * pass what dprun does before it runs anything (runtime/exec/exec.c): render
  * the kernels from the graph, check them, compare them with the embedded
@@ -138,10 +139,36 @@ static void walk_graph(walker *w, size_t end) {
     }
 }
 
+/* Every SCHD field (ir/plan.c's order): what ir/validate.h checks. */
 static void walk_schedule(walker *w) {
     take(w, 4), take(w, 4), add(w, 8, 1), take(w, 4), add(w, 8, 1), add(w, 8, 1);
     uint64_t steps = take(w, 4);
     for (uint64_t i = 0; i < steps && i < 64 && !w->bad; i++) take(w, 4), add(w, 8, 1);
+    take(w, 4), take(w, 4), take(w, 4), take(w, 4); /* scaling, reference, warmup, curve */
+    add(w, 8, 1), add(w, 8, 1);                     /* lr_final, lr_power */
+    uint64_t n = peek4(w);
+    take(w, 4); /* the dataset's length, then its first bytes as one field */
+    if (n >= 4 && !w->bad)
+        take(w, 4), skip(w, n - 4);
+    else
+        skip(w, n);
+    for (int i = 0; i < 4; i++) take(w, 4);   /* pad, crop, mirror, normalize */
+    for (int i = 0; i < 6; i++) add(w, 8, 1); /* mean, std */
+    take(w, 4);                               /* eval batch */
+}
+
+/* OPTM: nesterov, exclude, eta, eps, beta1, beta2. */
+static void walk_optimizer(walker *w) {
+    take(w, 4), take(w, 4);
+    for (int i = 0; i < 4; i++) add(w, 8, 1);
+}
+
+/* GRPS: each program's node count, then a group per node. */
+static void walk_groups(walker *w, size_t end) {
+    for (int k = 0; k < 2 && !w->bad; k++) {
+        uint64_t n = take(w, 4);
+        for (uint64_t i = 0; i < n && !w->bad && w->pos < end; i++) take(w, 4);
+    }
 }
 
 /* Programs back to back (format/program.c's layout). */
@@ -209,6 +236,10 @@ static int walk(const uint8_t *pay, size_t n, field *f) {
             walk_graph(&sub, end);
         else if (!strcmp(tag, "SCHD"))
             walk_schedule(&sub);
+        else if (!strcmp(tag, "OPTM"))
+            walk_optimizer(&sub);
+        else if (!strcmp(tag, "GRPS"))
+            walk_groups(&sub, end);
         else if (!strcmp(tag, "KCPU") || !strcmp(tag, "KCUD"))
             walk_programs(&sub, end);
         else if (!strcmp(tag, "MEMP"))
@@ -225,9 +256,12 @@ static void edit(uint8_t *pay, const field *f, const uint8_t *op) {
     unsigned how = op[2] % 12;
     uint64_t amount = le(op + 3, 2);
     if (f->real) {
-        static const double vals[] = {0.0,       -0.0,   1.0,     -1.0,  NAN,   INFINITY,
-                                      -INFINITY, 3.5e38, -3.5e38, 1e-45, 1e300, 5e-324};
-        double v = vals[how];
+        /* the edges of a float, and of the validator's ranges (momentum,
+         * betas in [0, 1), wd, eta, eps at most 1, lr power 100, 1e6) */
+        static const double vals[] = {0.0,    -0.0,    1.0,   -1.0,  NAN,    INFINITY, -INFINITY,
+                                      3.5e38, -3.5e38, 1e-45, 1e300, 5e-324, 0.5,      0.9,
+                                      0.999,  2.0,     100.5, 1e6,   1e30,   1e-9};
+        double v = vals[op[2] % (sizeof vals / sizeof *vals)];
         if (f->width == 8) {
             uint64_t bits;
             memcpy(&bits, &v, 8);

@@ -92,6 +92,7 @@ TEST(graphs_read_back_field_for_field) {
             t.train.optimizer = IR_OPT_LAMB, t.train.exclude = IR_EXCLUDE_BIAS;
             t.train.beta2 = 1.0 / 7, t.train.eps = 1e-6;
         }
+        t.train.batch = 4, t.train.eval_batch = 5; /* the graphs' batches */
         t.graph[0] = fe_build_graph_err(p, 4, 1, err, sizeof err);
         t.graph[1] = fe_build_graph_err(p, 5, 0, err, sizeof err);
         fe_free(p);

@@ -708,7 +708,8 @@ static buf b_graph(const nspec *nodes, int n, uint32_t count) {
     return b;
 }
 
-/* A small valid program: x = input [2,3]; w = param [3]; y = relu(x). */
+/* A small valid program: x = input [2,3]; w = param [3]; y = relu(w)
+ * (x unread: no data fills it, ir/validate.h). */
 static void base_nodes(nspec n[3]) {
     memset(n, 0, 3 * sizeof *n);
     n[0] = (nspec){.op = IR_OP_INPUT,
@@ -728,9 +729,9 @@ static void base_nodes(nspec n[3]) {
                    .name = "w"};
     n[2] = (nspec){.op = IR_OP_RELU,
                    .nin = 1,
-                   .in = {0},
-                   .ndim = 2,
-                   .dim = {2, 3},
+                   .in = {1},
+                   .ndim = 1,
+                   .dim = {3},
                    .flags = IR_FLAG_OUTPUT,
                    .namelen = -1,
                    .name = "y",
@@ -875,9 +876,9 @@ TEST(hostile_nodes) {
     CASE(1, n.name = "x", "duplicate name 'x'");
     CASE(0, n.line = -1, "bad source position -1:1");
     CASE(2, n.col = INT32_MIN, "bad source position");
-    CASE(2, n.dim[1] = 4, "shape rule says");
+    CASE(2, n.dim[0] = 4, "shape rule says");
     CASE(2, n.dtype = IR_I32, "shape rule says"); /* bf16 is a float storage type (--precision) */
-    CASE(0, n.dtype = IR_I32, "relu: input must be a float tensor");
+    CASE(1, n.dtype = IR_I32, "relu: input must be a float tensor");
 #undef CASE
     /* Two losses. */
     nspec t[4];
@@ -894,20 +895,22 @@ TEST(hostile_counts_and_floats) {
     expect_graphs(b, 3, 0xffffffffu, b, 3, "train program: 4294967295 nodes cannot fit in");
     expect_graphs(b, 3, 1000000, b, 3, "1000000 nodes cannot fit");
     expect_graphs(b, 3, 4, b, 3, "train program, node 3: ends early");
-    expect_graphs(b, 3, 2, b, 3, "train program: 61 unexpected bytes at the end");
-    expect_graphs(b, 0, 0, b, 3, "eval program: param 'w' is not in the train program");
+    expect_graphs(b, 3, 2, b, 3, "train program: 53 unexpected bytes at the end");
+    expect_graphs(b, 0, 0, b, 3,
+                  "eval program (GEVL), node 1: param 'w' is not in the train program");
     nspec o[3];
     base_nodes(o);
-    o[1].dim[0] = 4;
+    o[1].dim[0] = o[2].dim[0] = 4;
     expect_graphs(b, 3, 3, o, 3,
-                  "eval program: param 'w' [4] differs from the train program's param [3]");
-    o[1].dim[0] = 3, o[1].dtype = IR_BF16;
-    expect_graphs(b, 3, 3, o, 3, "eval program: param 'w' [3]:bf16 differs");
+                  "eval program (GEVL), node 1: param 'w' [4] differs from the train program's "
+                  "param [3]");
+    o[1].dim[0] = o[2].dim[0] = 3, o[1].dtype = IR_BF16;
+    expect_graphs(b, 3, 3, o, 3, "eval program (GEVL), node 1: param 'w' [3]:bf16 differs");
     /* A batchnorm, to reach float attributes. */
     nspec n[7];
     memset(n, 0, sizeof n);
-    n[0] =
-        (nspec){.op = IR_OP_INPUT, .nia = 1, .ndim = 2, .dim = {2, 3}, .namelen = -1, .name = "x"};
+    n[0] = (nspec){
+        .op = IR_OP_INPUT, .nia = 1, .ndim = 2, .dim = {4, 3}, .namelen = -1, .name = "image"};
     for (int i = 1; i <= 4; i++) {
         static const char *names[] = {"", "g", "b", "m", "v"};
         n[i] = (nspec){.op = i <= 2 ? IR_OP_PARAM : IR_OP_STATE,
@@ -925,20 +928,21 @@ TEST(hostile_counts_and_floats) {
                    .nfa = 2,
                    .fa = {1e-5, 0.9},
                    .ndim = 2,
-                   .dim = {2, 3},
+                   .dim = {4, 3},
                    .namelen = -1,
                    .name = ""};
     n[6] = (nspec){.op = IR_OP_RELU,
                    .nin = 1,
                    .in = {5},
                    .ndim = 2,
-                   .dim = {2, 3},
+                   .dim = {4, 3},
                    .namelen = -1,
                    .name = "y",
                    .line = 3,
                    .col = 7};
-    nspec e[7];
+    nspec e[7]; /* at the eval batch (6), batchnorm in inference mode */
     memcpy(e, n, sizeof n);
+    e[0].dim[0] = e[5].dim[0] = e[6].dim[0] = 6, e[5].ia[0] = 0;
     expect_graphs(n, 7, 7, e, 7, NULL);
     n[5].fa[0] = NAN;
     expect_graphs(n, 7, 7, e, 7, "node 5 (batchnorm): float attribute 0 is not finite");
@@ -953,12 +957,13 @@ TEST(hostile_counts_and_floats) {
     e[4].op = IR_OP_PARAM; /* a state in train, a param in eval */
     e[4].ia[0] = 1;
     expect_graphs(n, 7, 7, e, 7,
-                  "eval program: param 'v' [3] differs from the train program's state [3]");
+                  "eval program (GEVL), node 4: param 'v' [3] differs from the train program's "
+                  "state [3]");
     /* Conv padding at the attribute bound, far past any overflow. */
     nspec c[3];
     memset(c, 0, sizeof c);
     c[0] = (nspec){
-        .op = IR_OP_INPUT, .nia = 1, .ndim = 4, .dim = {1, 1, 4, 4}, .namelen = -1, .name = "x"};
+        .op = IR_OP_INPUT, .nia = 1, .ndim = 4, .dim = {4, 1, 4, 4}, .namelen = -1, .name = "image"};
     c[1] = (nspec){
         .op = IR_OP_PARAM, .nia = 1, .ndim = 4, .dim = {1, 1, 3, 3}, .namelen = -1, .name = "w"};
     c[2] = (nspec){.op = IR_OP_CONV,
@@ -967,16 +972,18 @@ TEST(hostile_counts_and_floats) {
                    .nia = 4,
                    .ia = {3, 1, (int64_t)1 << 40, 1},
                    .ndim = 4,
-                   .dim = {1, 1, 4, 4},
+                   .dim = {4, 1, 4, 4},
                    .namelen = -1,
                    .name = "y",
                    .line = 3,
                    .col = 7};
-    expect_graphs(c, 3, 3, c, 2, "shape rule says");
+    nspec ce[2] = {c[0], c[1]}; /* eval: the image at the eval batch */
+    ce[0].dim[0] = 6;
+    expect_graphs(c, 3, 3, ce, 2, "shape rule says");
     c[2].ia[2] = INT64_MAX;
-    expect_graphs(c, 3, 3, c, 2, "integer attribute 2 is out of range");
+    expect_graphs(c, 3, 3, ce, 2, "integer attribute 2 is out of range");
     c[2].ia[2] = 1;
-    expect_graphs(c, 3, 3, c, 2, NULL);
+    expect_graphs(c, 3, 3, ce, 2, NULL);
 }
 
 /* Payload from sections given as (tag, bytes); tags may repeat or be odd. */
