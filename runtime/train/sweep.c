@@ -432,8 +432,12 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
             snprintf(user, sizeof user, "%.*s", (int)(slash - pp) + (slash == pp), pp);
         else
             snprintf(user, sizeof user, ".");
-        snprintf(sub, sizeof sub, "%.*s-sweep", (int)n, name);
-        snprintf(shown, sizeof shown, "%.*s%s", (int)(name - pp), pp, sub);
+        if (snprintf(sub, sizeof sub, "%.*s-sweep", (int)n, name) >= (int)sizeof sub ||
+            snprintf(shown, sizeof shown, "%.*s%s", (int)(name - pp), pp, sub) >=
+                (int)sizeof shown) {
+            ir_fail(err, errlen, "%s: the name is too long for a sweep folder beside it", pp);
+            return 1;
+        }
     }
     const char *P = base->log_prefix ? base->log_prefix : "";
     long n = rt_sweep_count(s);
