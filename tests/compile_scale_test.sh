@@ -2,15 +2,14 @@
 # run: tier=test
 # Long networks compile in time near linear in their length (issue 30):
 # fuse's convexity search and memplan's best fit were quadratic, so a chain
-# of 32,000 relus took 43 s (over 120 s on a slower machine) and 100,000,
-# the frontend's most, hours. bench/chain_net.sh writes the nets.
-#   make test:      a 32,000-node relu chain compiles within 30 s (under a
-#                   second here; 60 s in the sanitizer tree), and dprun loads
-#                   its plan and trains a step;
+# of 100,000 relus, the frontend's most, took hours. bench/chain_net.sh writes the nets.
+#   make test:      a 32,000-node relu chain compiles within 30 s (60 s in
+#                   the sanitizer tree), and dprun loads its plan and trains
+#                   a step;
 #   make test-full: 100,000 nodes, a relu chain and a chain of 24,998 dense
 #                   layers (as many parameters: the optimizer pass, dprun's
-#                   store), each within 60 s (3 s and 15 s here), and the
-#                   relu plan trains a step.
+#                   store), each within 60 s, and the relu plan trains a
+#                   step.
 # The bounds are generous on purpose: they tell linear from quadratic, not
 # one machine from another (bench/compile_scale.sh prints the times).
 . tests/lib.sh
