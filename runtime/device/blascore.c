@@ -8,10 +8,16 @@
  * OPENBLAS_CORETYPE=SkylakeX. The choice cannot be
  * changed once the constructor ran, so dprun runs itself again with the
  * variable set. A user's own OPENBLAS_CORETYPE is always kept, and the
- * child has the variable, so it happens at most once. */
-#include <cblas.h>
+ * child has the variable, so it happens at most once.
+ *
+ * openblas_get_corename is OpenBLAS's own, not CBLAS: it is looked up at
+ * run time, so dpc builds and runs against any CBLAS (the GPU check's
+ * stand-in, tests/gpu/cblas_shim, has none), and without it nothing is
+ * re-executed. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -34,6 +40,16 @@ const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_av
     return NULL;
 }
 
+const char *rt_blas_corename(void) {
+    void *sym = dlsym(RTLD_DEFAULT, "openblas_get_corename");
+    if (!sym) return NULL;
+    /* POSIX: dlsym's result converts to a function pointer; memcpy says so
+     * without a cast between object and function pointers. */
+    char *(*corename)(void);
+    memcpy(&corename, &sym, sizeof corename);
+    return corename();
+}
+
 void rt_blas_core_reexec(char **argv) {
     if (getenv("OPENBLAS_CORETYPE")) return;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -43,7 +59,7 @@ void rt_blas_core_reexec(char **argv) {
     int avx512 = avx2_fma && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    const char *chosen = openblas_get_corename();
+    const char *chosen = rt_blas_corename();
     const char *better = rt_blas_better_core(chosen, avx2_fma, avx512);
     if (!better || setenv("OPENBLAS_CORETYPE", better, 1)) return;
     if (rt_debug_level() >= 1)

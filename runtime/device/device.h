@@ -128,8 +128,11 @@ int rt_debug_level(void);
  * process name stays) with argv and
  * OPENBLAS_CORETYPE=SkylakeX (AVX-512) or Haswell (AVX2 + FMA); returns
  * otherwise. rt_blas_better_core is its choice: the core to ask for, or
- * NULL to keep OpenBLAS's. */
+ * NULL to keep OpenBLAS's. rt_blas_corename is the core OpenBLAS chose
+ * (openblas_get_corename, found at run time), or NULL when the BLAS linked
+ * in is not OpenBLAS (then nothing is re-executed). */
 void rt_blas_core_reexec(char **argv);
+const char *rt_blas_corename(void);
 const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_avx512);
 
 /* ---- which backend `--device auto|cpu|cuda` gets.

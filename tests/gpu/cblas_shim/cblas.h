@@ -14,5 +14,7 @@ void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRA
 /* OpenBLAS's own; the shim is single-threaded (the cpu backend splits
  * GEMMs over its threads itself), so this does nothing. */
 void openblas_set_num_threads(int n);
+/* openblas_get_corename is left out on purpose: dpc looks it up at run
+ * time (runtime/device/blascore.c), so it builds against any CBLAS. */
 
 #endif
