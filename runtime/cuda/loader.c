@@ -34,8 +34,13 @@ static const char *lib_name(const char *env, const char *soname) {
 }
 
 const char *rt_cu_library(void) { return lib_name("DPC_LIBCUDA", "libcuda.so.1"); }
-const char *rt_cublas_library(void) { return lib_name("DPC_LIBCUBLAS", "libcublas.so.13"); }
-const char *rt_nccl_library(void) { return lib_name("DPC_LIBNCCL", "libnccl.so.2"); }
+/* The sonames of the major versions runtime/cuda/decl_*.h declare. */
+const char *rt_cublas_library(void) {
+    return lib_name("DPC_LIBCUBLAS", "libcublas.so." RT_STR(RT_CUBLAS_MAJOR));
+}
+const char *rt_nccl_library(void) {
+    return lib_name("DPC_LIBNCCL", "libnccl.so." RT_STR(RT_NCCL_MAJOR));
+}
 
 /* Resolves one symbol into *slot; on failure names it in err. dlsym returns
  * void *, and POSIX guarantees it converts to a function pointer: the

@@ -4,10 +4,13 @@
  * libcublas or libnccl: a binary built with the CUDA toolkit must start, and
  * run on the cpu backend, on a machine with no GPU, no driver and no cuBLAS.
  * These libraries are dlopen'ed the first time something asks for them; their
- * entry points land in tables whose members are typed from the toolkit's own
- * headers (__typeof__ of each prototype), so every call is checked against
- * the real signature, and whose symbol names are the versioned ones those
- * headers map to (cuMemAlloc -> cuMemAlloc_v2), so no call reaches an old ABI.
+ * entry points land in tables whose members are typed from the prototypes
+ * (__typeof__ of each), so every call is checked against the signature, and
+ * whose symbol names are the versioned ones the headers map to (cuMemAlloc
+ * -> cuMemAlloc_v2), so no call reaches an old ABI. The driver's prototypes
+ * are the toolkit's cuda.h; cuBLAS's and NCCL's are declared in the tree
+ * (decl_cublas.h, decl_nccl.h: a build needs neither library's headers,
+ * and tests/cuda_decls_test.sh holds them equal to the real ones).
  *
  * Usage:
  *     char err[512];
@@ -43,10 +46,11 @@
 
 #include <stddef.h>
 
-#include <cublas_v2.h>
 #include <cuda.h>
-#include <nccl.h>
 #include <nvrtc.h>
+
+#include "runtime/cuda/decl_cublas.h"
+#include "runtime/cuda/decl_nccl.h"
 
 /* ---- the entry points -------------------------------------------------------
  * X(name): name is the header's spelling; it may be a macro for a versioned

@@ -47,15 +47,15 @@
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
- * checked against the real prototype.
+ * checked against the prototype dpc calls: the driver's from cuda.h,
+ * cuBLAS's and NCCL's from the tree's declarations (runtime/cuda/decl_*.h,
+ * held equal to the real headers by tests/cuda_decls_test.sh).
  */
 #include <cblas.h>
-#include <cublas_v2.h>
 #include <cuda.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
-#include <nccl.h>
 #include <pthread.h>
 #include <math.h>
 #include <stdint.h>
@@ -66,6 +66,8 @@
 #include <unistd.h>
 
 #include "format/bf16.h"
+#include "runtime/cuda/decl_cublas.h"
+#include "runtime/cuda/decl_nccl.h"
 #include "sim.h"
 
 #define MAX_ARGS        64
@@ -855,7 +857,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
                                                 : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 cublasStatus_t CUBLASWINAPI cublasGetProperty(libraryPropertyType t, int *v) {
-    *v = t == MAJOR_VERSION ? 13 : 0;
+    *v = t == MAJOR_VERSION ? RT_CUBLAS_MAJOR : 0;
     return CUBLAS_STATUS_SUCCESS;
 }
 const char *CUBLASWINAPI cublasGetStatusName(cublasStatus_t s) {
@@ -1005,7 +1007,7 @@ static void collective_now(const op *o) {
 }
 
 ncclResult_t ncclGetVersion(int *version) {
-    *version = NCCL_VERSION_CODE;
+    *version = RT_NCCL_MAJOR * 10000 + 28 * 100 + 9; /* 2.28.9 */
     return ncclSuccess;
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {

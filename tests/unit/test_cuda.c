@@ -530,7 +530,7 @@ TEST(cublas_loads_without_a_driver) {
     CHECK_MSG(rt_cublas_load(err, sizeof err) == 0, "%s", err);
     int major = 0;
     CHECK(rt_cublas.cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
-    CHECK_MSG(major == CUBLAS_VER_MAJOR, "libcublas %d, headers %d", major, CUBLAS_VER_MAJOR);
+    CHECK_MSG(major == RT_CUBLAS_MAJOR, "libcublas %d, dpc %d", major, RT_CUBLAS_MAJOR);
     CHECK_STR(rt_cublas_status_name(CUBLAS_STATUS_NOT_INITIALIZED),
               "CUBLAS_STATUS_NOT_INITIALIZED");
 }
@@ -538,7 +538,7 @@ TEST(cublas_loads_without_a_driver) {
 TEST(nccl_loads_without_a_driver) {
     int v = 0;
     CHECK_MSG(rt_nccl_version(&v, err, sizeof err) == 0, "%s", err);
-    CHECK_MSG(v >= 20000 && v / 10000 == NCCL_MAJOR, "NCCL version %d", v);
+    CHECK_MSG(v >= 20000 && v / 10000 == RT_NCCL_MAJOR, "NCCL version %d", v);
     /* The wrapper refuses before touching NCCL when a rank is no GPU. */
     rt_backend *cpu = rt_backend_cpu();
     rt_nccl_comm *comm = NULL;
