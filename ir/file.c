@@ -374,6 +374,18 @@ static int write_all(ir_file *f, const void *p, size_t n, char *err, size_t errl
     return ir_file_commit(f, err, errlen);
 }
 
+ir_file *ir_file_open_at(int dfd, const char *name, const char *shown, char *err, size_t errlen) {
+    char *d = dir_of(shown);
+    ir_file *f = open_at(dfd, name, shown, d, err, errlen);
+    free(d);
+    return f;
+}
+
+int ir_file_write_all_at(int dfd, const char *name, const char *shown, const void *p, size_t n,
+                         char *err, size_t errlen) {
+    return write_all(ir_file_open_at(dfd, name, shown, err, errlen), p, n, err, errlen);
+}
+
 int ir_file_write_all(const char *path, const void *p, size_t n, char *err, size_t errlen) {
     return write_all(ir_file_open(path, err, errlen), p, n, err, errlen);
 }
@@ -422,12 +434,6 @@ int ir_file_check_in(const char *dir, const char *rel, const char *what, char *e
     int rc = dfd < 0 ? -1 : check_name(dfd, name, shown, &mode, why, sizeof why) < 0 ? -1 : 0;
     if (dfd >= 0) close(dfd);
     return rc ? ir_fail(err, errlen, "%s %s", what, why) : 0;
-}
-
-int ir_file_same(const char *a, const char *b) {
-    struct stat x, y;
-    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
-           x.st_ino == y.st_ino;
 }
 
 /* ---- the files of one run --------------------------------------------------- */
@@ -595,24 +601,36 @@ int ir_file_set_add(ir_file_set *s, int kind, const char *what, const char *path
 
 /* ---- reading ---------------------------------------------------------------- */
 
-int ir_file_open_read(const char *path, long long *size, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+/* fd (taken over) when it is a regular file, and ours with IR_FILE_OURS;
+ * its size in *size. fd or -1 + message. */
+static int opened_regular(int fd, const char *shown, unsigned flags, long long *size, char *err,
+                          size_t errlen) {
+    if (fd < 0) return ir_fail(err, errlen, "%s: cannot open: %s", shown, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return ir_fail(err, errlen, "%s: cannot open: %s", shown, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", path,
+        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", shown,
                        kind_of(sb.st_mode));
+    }
+    if ((flags & IR_FILE_OURS) && sb.st_uid != geteuid()) {
+        close(fd);
+        return ir_fail(err, errlen, "%s: owned by uid %ld, not by this user; refusing to read it",
+                       shown, (long)sb.st_uid);
     }
     /* Regular files ignore O_NONBLOCK; cleared all the same. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     *size = (long long)sb.st_size;
     return fd;
+}
+
+int ir_file_open_read(const char *path, long long *size, char *err, size_t errlen) {
+    return opened_regular(open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), path, 0, size, err,
+                          errlen);
 }
 
 int ir_file_read_exact(int fd, void *p, size_t n) {
@@ -627,9 +645,9 @@ int ir_file_read_exact(int fd, void *p, size_t n) {
     return 0;
 }
 
-unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
-    long long size;
-    int fd = ir_file_open_read(path, &size, err, errlen);
+/* The whole of fd (opened_regular's), of size bytes, at most max. */
+static unsigned char *read_whole(int fd, long long size, const char *path, size_t max, size_t *len,
+                                 char *err, size_t errlen) {
     if (fd < 0) return NULL;
     if ((unsigned long long)size > max) {
         close(fd);
@@ -664,4 +682,18 @@ unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err
     buf[got] = 0;
     *len = got;
     return buf;
+}
+
+unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    long long size = 0;
+    int fd = ir_file_open_read(path, &size, err, errlen);
+    return read_whole(fd, size, path, max, len, err, errlen);
+}
+
+unsigned char *ir_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,
+                               size_t max, size_t *len, char *err, size_t errlen) {
+    long long size = 0;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    fd = opened_regular(fd, shown, flags, &size, err, errlen);
+    return read_whole(fd, size, shown, max, len, err, errlen);
 }

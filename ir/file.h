@@ -71,6 +71,12 @@ int ir_file_commit(ir_file *f, char *err, size_t errlen);
 void ir_file_abort(ir_file *f);
 /* open + write + commit. */
 int ir_file_write_all(const char *path, const void *p, size_t n, char *err, size_t errlen);
+/* ir_file_open and ir_file_write_all for name in the folder dfd, which the
+ * file takes over (closed with it: pass a dup to keep one); shown names it
+ * in messages. For folders dpc holds open (the kernel cache). */
+ir_file *ir_file_open_at(int dfd, const char *name, const char *shown, char *err, size_t errlen);
+int ir_file_write_all_at(int dfd, const char *name, const char *shown, const void *p, size_t n,
+                         char *err, size_t errlen);
 int ir_file_write_all_in(const char *dir, const char *rel, const void *p, size_t n, char *err,
                          size_t errlen);
 
@@ -87,8 +93,6 @@ int ir_file_check_dir(const char *dir, const char *sub, const char *what, char *
 /* That dir/rel (as ir_file_open_in) is not a link and, when it exists, a
  * regular file; rel's folders are created. No temporary is made. */
 int ir_file_check_in(const char *dir, const char *rel, const char *what, char *err, size_t errlen);
-/* 1 when a and b both exist and are the same file (st_dev, st_ino). */
-int ir_file_same(const char *a, const char *b);
 
 /* The files of one run (above). */
 typedef struct ir_file_set ir_file_set;
@@ -118,5 +122,10 @@ int ir_file_read_exact(int fd, void *p, size_t n);
 /* The whole of a regular file of at most max bytes (NUL-terminated, the
  * terminator not counted in *len); NULL + message otherwise. */
 unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+/* The same for name in the folder dfd, never through a link at name; with
+ * IR_FILE_OURS only a file the euid owns. shown names it in messages. */
+enum { IR_FILE_OURS = 1 };
+unsigned char *ir_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,
+                               size_t max, size_t *len, char *err, size_t errlen);
 
 #endif

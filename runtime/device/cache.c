@@ -249,56 +249,25 @@ static void temp_name(char *out, size_t n, const char *base, const char *ext) {
         out[0] = 0; /* an empty name fails to open: no other file is touched */
 }
 
+/* "DIR/name" for messages. */
+static void shown_name(const rt_cache *c, const char *name, char *out, size_t n) {
+    snprintf(out, n, "%s/%s", c->path, name);
+}
+
 unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
-    int fd = openat(c->fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    struct stat st;
-    unsigned char *buf = NULL;
-    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-        st.st_size <= (1 << 30)) {
-        size_t n = (size_t)st.st_size;
-        buf = malloc(n + 1);
-        RT_CHECK_ALLOC(buf);
-        unsigned char extra;
-        /* exactly the size fstat gave: a file that changes meanwhile is a miss */
-        if (ir_file_read_exact(fd, buf, n) || ir_file_read_exact(fd, &extra, 1) != 1) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = 0;
-            *len = n;
-        }
-    }
-    close(fd);
-    return buf;
+    char shown[PATH_MAX], why[256];
+    shown_name(c, name, shown, sizeof shown);
+    /* Any failure is a miss: the caller recompiles. */
+    return ir_file_read_at(c->fd, name, shown, IR_FILE_OURS, (size_t)1 << 30, len, why, sizeof why);
 }
 
 int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
                    size_t errlen) {
-    char tmp[NAME_MAX + 1];
-    temp_name(tmp, sizeof tmp, name, "");
-    int fd = openat(c->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0) return ir_fail(err, errlen, "%s/%s: %s", c->path, tmp, strerror(errno));
-    const unsigned char *at = p;
-    int rc = 0;
-    while (n && rc == 0) {
-        ssize_t w = write(fd, at, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            rc = -1;
-        else
-            at += w, n -= (size_t)w;
-    }
-    if (rc == 0) rc = fsync(fd);
-    if (close(fd) && rc == 0) rc = -1;
-    if (rc == 0) rc = renameat(c->fd, tmp, c->fd, name);
-    if (rc) {
-        int e = errno;
-        unlinkat(c->fd, tmp, 0);
-        ir_fail(err, errlen, "%s/%s: %s", c->path, name, strerror(e));
-        errno = e;
-    }
-    return rc;
+    char shown[PATH_MAX];
+    shown_name(c, name, shown, sizeof shown);
+    int dfd = dup(c->fd); /* the file takes its folder's fd over */
+    if (dfd < 0) return ir_fail(err, errlen, "%s: %s", shown, strerror(errno));
+    return ir_file_write_all_at(dfd, name, shown, p, n, err, errlen);
 }
 
 int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t n) {

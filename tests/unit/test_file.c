@@ -122,14 +122,6 @@ TEST(reads_are_bounded) {
     free(b);
 }
 
-TEST(same_file_by_inode) {
-    CHECK(ir_file_same(at("big"), at("big")));
-    CHECK(link(at("big"), at("hard")) == 0);
-    CHECK(ir_file_same(at("big"), at("hard")));
-    CHECK(!ir_file_same(at("big"), at("keep")));
-    CHECK(!ir_file_same(at("big"), at("missing")));
-}
-
 TEST(names_of_our_own_never_follow_a_link) {
     char err[512];
     put(at("victim2"), "precious");
@@ -192,7 +184,6 @@ int main(void) {
     RUN(only_regular_files_are_replaced);
     RUN(abort_keeps_the_old_file);
     RUN(reads_are_bounded);
-    RUN(same_file_by_inode);
     RUN(names_of_our_own_never_follow_a_link);
     RUN(a_set_compares_where_files_land);
     char cmd[300];
