@@ -224,6 +224,18 @@ check-bins: $(GPU_TOOLS)
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
+# kernel_cmp --device (tests/sim/kernel_cmp.c): every CUDA kernel call of a
+# program on the GPU against its C-dialect kernel; it links the simulator
+# (C++) for the modules it runs on the host, hence only where the fake is.
+ifeq ($(HAVE_CUDA),1)
+GPU_TOOLS += $(BUILD)/gpu/kernel_cmp
+endif
+$(BUILD)/gpu/kernel_cmp.o: tests/sim/kernel_cmp.c $(HEADERS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/sim -c -o $@ $<
+# -rdynamic: the modules it loads call the simulator in the executable.
+$(BUILD)/gpu/kernel_cmp: $(BUILD)/gpu/kernel_cmp.o $(BUILD)/fake/sim.o $(BUILD)/libdpc.a
+	$(CXX) $(SANFLAGS) -rdynamic -pthread -o $@ $^ $(LDLIBS)
 #
 # `make fake` builds it: libcuda + libcublas + libnccl in one library whose
 # kernels run their CUDA source under the simulator (tests/sim, C++: the

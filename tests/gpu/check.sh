@@ -1,52 +1,54 @@
 #!/usr/bin/env bash
-# tests/gpu/check.sh OUTDIR — the cuda backend on a real GPU (issue 7;
-# docs/DESIGN.md §8, §13), in one go, in under 8 minutes on one H200:
-#   1. environment (GPU, driver, toolkit) and dependencies;
-#   2. build (make all gpu-tools);
-#   3. cuda vs cpu parity on resnet18 at batch 128: one training step from
-#      the same weights (loss, logits, gradients, updated weights, momentum,
-#      BatchNorm statistics), the eval program after it, the same step
-#      replayed as a CUDA graph; tolerances in tests/gpu/cuda_check.c;
-#      then 50 steady-state steps eager and as a graph (ms/step, img/s,
-#      launches per step);
-#   3b. the same for dpc --precision bf16 (cuda vs the cpu's bit-exact bf16
-#      emulation, tolerances x50) and its 50-step timings (bf16_* figures);
-#   3c. every CUDA kernel call of resnet18 and cnn_small (batch 4, fp32 and
-#      bf16, train and eval) on the GPU against its C-dialect kernel
-#      (tests/sim/kernel_cmp.c --device: what tests/sim_models_test.sh runs
-#      under the simulator);
-#   4. dprun's training loop, 30 steady-state steps of synthetic data
-#      (--benchmark): CUDA-graph replay (the default) vs DPC_CUDA_GRAPH=0,
-#      img/s and kernel launches per step (DPC_DEBUG=1 prints them for a
-#      replica's first three steps: eager, recorded, replayed); the same
-#      for --gpus 4 (replicas sharing the GPU: local collective, the step
-#      recorded as segments around the all-reduces);
-#   4b. dpc --cost's modelled time per kernel beside DPC_PROFILE=1's
-#      measurement (tests/gpu/cost_vs_profile.sh), fp32 and bf16;
-#   5. resnet18 on CIFAR-10 for 2 epochs at batch 128 with dprun --device
-#      cuda (epoch times, img/s, launches per step); then --gpus 16 (16
-#      replicas sharing the GPU, local collective) for one epoch's 24
-#      steps. A run dprun refuses or that no longer fits the time budget is
-#      skipped with a message. (One GPU: the nccl collective, which needs a
-#      device per replica, is tested on the fake driver only.)
-# Writes OUTDIR/check.log (everything printed), OUTDIR/figures.txt (`name
-# value` lines, the figures to report), OUTDIR/metrics*.jsonl (dprun's
-# per-epoch metrics), OUTDIR/cuda_check.txt and OUTDIR/dprun-*.log: at most
-# 7 files, within what the device tool brings back. Exit status 0 when every
-# step that ran passed.
+# tests/gpu/check.sh OUTDIR — dpc on a real GPU in one call: builds, then
+# measures what is worth most first, and stops each stage at its budget so
+# the whole takes at most 8 minutes on the H200 machine, build included.
 #
-# How to run it with the device tool, from the development checkout:
+# How to call it with the device tool, from the development checkout:
+#   make            # leaves build/rel/gen (lexer, parser): that machine has no flex/bison
 #   mkdir -p data && cp ../shared/data/cifar10-jpeg.pack ../shared/data/cifar10.py data/
-#   make        # leaves build/rel/gen: the lexer and parser, for a machine without flex/bison
-#   run(command="bash tests/gpu/check.sh $OUT", carry=["data", "build/rel/gen"], timeout_s=560)
+#   run(command="bash tests/gpu/check.sh $OUT", carry=["data", "build/rel/gen"], timeout_s=540)
 # data/ and build/ are ignored by git, hence `carry`; the pack is 56 MB of
-# the 64 MiB a call may carry, so carry nothing else big. The GPU machine
-# has no network: make's dependency check (scripts/deps.sh, which would
-# apt-get) is skipped (DEPS=0), flex/bison are replaced by the carried generated
-# sources when missing, and without OpenBLAS a small C cblas_sgemm
-# (tests/gpu/cblas_shim) stands in for it (the cpu side of the parity check
-# only). Each stage has a time limit; what is left of the 8 minutes is
-# checked before the optional ones.
+# the 64 MiB a call may carry, so carry nothing else. Without data/ the
+# CIFAR-10 stage is skipped and everything else still runs.
+#
+# What the machine has, and what this script does about what it lacks (the
+# rehearsal, tests/gpu_rehearsal_test.sh, arranges the same here):
+#   - the driver and the CUDA toolkit; NCCL and cuDNN only as pip wheels
+#     inside the PyTorch environment: dpc finds each library itself
+#     (`dprun --device cuda --info`, stage 0, says where);
+#   - no flex/bison: the carried build/rel/gen is used;
+#   - no OpenBLAS: tests/gpu/cblas_shim stands in (the cpu side of the
+#     parity check only); no MPI: the build leaves it out;
+#   - no network: make's package check is skipped (DEPS=0).
+#
+# Stages, in order of value (the plan and each stage's budget for a
+# 16-core machine are printed first; a stage that no longer fits what is
+# left is skipped, and says so):
+#   0 environment: GPU, driver, every library dpc loads and from where
+#   1 build (make all gpu-tools)
+#   2 fp32: cuda vs cpu parity of one training step and the eval after it,
+#     CUDA graph vs eager, ms per step (build/rel/gpu/cuda_check)
+#   3 bf16: the same on the --precision bf16 plan (tolerances x50)
+#   4 kernel_cmp --device: every kernel call of resnet18's train program
+#     on the GPU against its C-dialect kernel
+#   5 the cost model's time per kernel beside DPC_PROFILE=1's (fp32)
+#   6 PyTorch on the same network, batch and GPU: eager fp32, channels_last
+#     + bf16 autocast, torch.compile(mode="reduce-overhead"); dpc's fp32
+#     and bf16 step times as ratios to them
+#   7 compute-sanitizer memcheck of a batch-4 training run (where the tool
+#     and a GPU are)
+#   8 one CIFAR-10 epoch with dprun (img/s, host waits per step)
+#
+# OUTDIR gets at most 8 files: summary.md (what to paste into a note: the
+# libraries, each stage's result and time, every figure, the ratios),
+# check.log (everything printed), cuda_check.txt, kernel_cmp.txt, cost.txt,
+# torch.txt, dprun.log, metrics.jsonl. Exit 0 when every stage that ran
+# passed.
+#
+# Scaled down for the rehearsal (never on a GPU): DPC_CHECK_MODEL (resnet18),
+# DPC_CHECK_BATCH (128), DPC_CHECK_STEPS (50 timed steps), DPC_CHECK_BUDGET
+# (480 s), DPC_CHECK_DATA (a CIFAR-10 binary folder instead of the pack),
+# DPC_CHECK_JOBS (nproc).
 set -u
 out=${1:?usage: tests/gpu/check.sh OUTDIR}
 mkdir -p "$out"
@@ -55,55 +57,126 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 exec > >(tee "$out/check.log") 2>&1
 t_start=$(date +%s)
-budget=${DPC_CHECK_BUDGET:-470} # seconds for everything, leaving the call's margin
+budget=${DPC_CHECK_BUDGET:-480}
+model=${DPC_CHECK_MODEL:-resnet18}
+batch=${DPC_CHECK_BATCH:-128}
+steps=${DPC_CHECK_STEPS:-50}
+jobs=${DPC_CHECK_JOBS:-$(nproc)}
 work=$(mktemp -d /tmp/dpc-gpu-check.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-export DPC_CACHE_DIR=$work/cache
-figures=$out/figures.txt
+export DPC_CACHE_DIR=${DPC_CHECK_CACHE:-$work/cache}
+figures=$work/figures.txt stages=$work/stages.txt
 : >"$figures"
+: >"$stages"
 status=0
 elapsed() { echo $(($(date +%s) - t_start)); }
 left() { echo $((budget - $(elapsed))); }
 say() { echo "== [$(elapsed) s] $*"; }
 fig() { echo "$1 ${*:2}" >>"$figures"; echo "figure: $1 ${*:2}"; }
-fail() { echo "FAIL: $*"; status=1; }
+fail() { echo "FAIL: $*" | tee -a "$work/failures.txt"; status=1; stage_failed=1; }
 
-# ---- 1. environment ---------------------------------------------------------------
-say "environment"
-uname -a
-nproc
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 || true
-fig gpu "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
-if [ -z "${CUDA_HOME:-}" ] || [ ! -f "$CUDA_HOME/include/nvrtc.h" ]; then
+# Stage bookkeeping: begin NAME BUDGET runs the stage only when BUDGET
+# seconds are left (else records the skip and returns 1); end records its
+# result and time for summary.md.
+stage_name="" stage_t0=0 stage_failed=0
+begin() {
+    stage_name=$1 stage_failed=0 stage_t0=$(date +%s)
+    if [ "$(left)" -lt "$2" ]; then
+        echo "SKIP $1: $(left) s left, it needs $2"
+        echo "$1|skipped: $(left) s left of the budget, it needs $2|0" >>"$stages"
+        return 1
+    fi
+    say "$1 (budget $2 s)"
+}
+end() { # [NOTE]
+    local r=passed
+    [ "$stage_failed" = 1 ] && r=FAILED
+    echo "$stage_name|$r${1:+ ($1)}|$(($(date +%s) - stage_t0))" >>"$stages"
+}
+skip_stage() { # NAME WHY
+    echo "SKIP $1: $2"
+    echo "$1|skipped: $2|0" >>"$stages"
+}
+# limit BUDGET: the stage's time limit: its budget, less if less is left.
+limit() {
+    local l=$(($(left) - 10))
+    [ "$l" -gt "$1" ] && l=$1
+    [ "$l" -lt 10 ] && l=10
+    echo "$l"
+}
+
+# summary.md, written on every exit (a failed build too).
+summary() {
+    {
+        echo "# tests/gpu/check.sh: $([ $status = 0 ] && echo passed || echo FAILED) in $(elapsed) s"
+        echo
+        echo "$(git log -1 --format='commit %h (%s)' 2>/dev/null), $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores," \
+            "$model at batch $batch"
+        echo
+        echo "## Stages"
+        echo
+        echo "| stage | result | s |"
+        echo "| --- | --- | --- |"
+        while IFS='|' read -r n r s; do echo "| $n | $r | $s |"; done <"$stages"
+        echo
+        echo "## Libraries (dprun --device cuda --info)"
+        echo
+        echo '```'
+        cat "$work/info.txt" 2>/dev/null || echo "(not reached)"
+        echo '```'
+        echo
+        echo "## Figures"
+        echo
+        echo '```'
+        cat "$figures"
+        echo '```'
+        if [ -s "$work/failures.txt" ]; then
+            echo
+            echo "## Failures"
+            echo
+            echo '```'
+            head -n 40 "$work/failures.txt"
+            echo '```'
+        fi
+    } >"$out/summary.md"
+    cat "$out/summary.md"
+}
+trap 'summary; rm -rf "$work"' EXIT
+
+echo "stage plan (budgets for a 16-core machine with one H200; total $budget s):"
+cat <<EOF
+  0 environment, libraries            10 s
+  1 build                             90 s
+  2 fp32 parity, graph, step time    120 s
+  3 bf16 parity, graph, step time     80 s
+  4 kernel_cmp --device ($model train)  40 s
+  5 cost model vs measured (fp32)     30 s
+  6 PyTorch baseline                  60 s
+  7 compute-sanitizer memcheck        30 s
+  8 one CIFAR-10 epoch                what is left
+EOF
+
+# ---- 0. environment -----------------------------------------------------------------
+begin environment 0
+uname -srm
+echo "cores: $(nproc)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
+    fig gpu "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+else
+    echo "no nvidia-smi"
+fi
+if [ -z "${CUDA_HOME:-}" ] || [ ! -d "$CUDA_HOME/bin" ]; then
     CUDA_HOME=/usr/local/cuda
-    if [ ! -f "$CUDA_HOME/include/nvrtc.h" ] && command -v nvcc >/dev/null; then
+    if [ ! -d "$CUDA_HOME/bin" ] && command -v nvcc >/dev/null; then
         CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
     fi
 fi
 export CUDA_HOME
 echo "CUDA_HOME=$CUDA_HOME"
-"$CUDA_HOME/bin/nvcc" --version 2>&1 | tail -n 2 || true
-[ -f "$CUDA_HOME/include/nvrtc.h" ] || { fail "no CUDA toolkit (nvrtc.h) at $CUDA_HOME"; exit 1; }
-# The driver library: the loader's search, else where driver mounts put it.
-if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
-    for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
-        if [ -e "$d/libcuda.so.1" ]; then
-            export LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-            echo "libcuda.so.1 found in $d"
-            break
-        fi
-    done
-fi
-# cuBLAS: the toolkit's, else a Python wheel's.
-if [ ! -e "$CUDA_HOME/lib64/libcublas.so.13" ] && [ -z "${DPC_LIBCUBLAS:-}" ]; then
-    c=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -n 1)
-    if [ -n "$c" ]; then
-        export DPC_LIBCUBLAS=$c LD_LIBRARY_PATH=$(dirname "$c")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-        echo "cuBLAS: $c"
-    fi
-fi
+git log -1 --format='commit %h %s' 2>/dev/null || true
+end
 
-# ---- dependencies (no network there) ---------------------------------------------------
+# ---- dependencies the machine lacks (no network there) ------------------------------------
 if ! command -v bison >/dev/null || ! command -v flex >/dev/null; then
     if [ -f build/rel/gen/parser.c ] && [ -f build/rel/gen/parser.h ] && [ -f build/rel/gen/lexer.c ]; then
         echo "no flex/bison: using the carried build/rel/gen"
@@ -123,7 +196,7 @@ done
 if [ $have_cblas = 1 ] && ! echo 'int main(void) { return 0; }' | cc -x c - -lopenblas -o "$work/blas-probe" 2>/dev/null; then
     have_cblas=0
 fi
-if [ $have_cblas = 0 ] || [ -n "${DPC_CHECK_FORCE_SHIM:-}" ]; then
+if [ $have_cblas = 0 ]; then
     echo "no OpenBLAS: building tests/gpu/cblas_shim as libopenblas.so"
     mkdir -p "$work/shim"
     cc -O3 -march=native -fPIC -shared -std=c11 -Wall -Wextra -Werror -o "$work/shim/libopenblas.so" \
@@ -136,254 +209,183 @@ else
     fig cpu_blas OpenBLAS
 fi
 
-# ---- 2. build ---------------------------------------------------------------------------
-say "build"
-if ! timeout 240 make -j"$(nproc)" all gpu-tools DEPS=0 CUDA_HOME="$CUDA_HOME" >"$work/make.log" 2>&1; then
+# ---- 1. build -------------------------------------------------------------------------------
+begin build 0
+if ! timeout 240 make -j"$jobs" all gpu-tools DEPS=0 CUDA_HOME="$CUDA_HOME" >"$work/make.log" 2>&1; then
     tail -n 40 "$work/make.log"
     fail "make failed"
+    end
     exit 1
 fi
-tail -n 3 "$work/make.log"
-[ -x build/rel/gpu/cuda_check ] || { fail "build/rel/gpu/cuda_check was not built"; exit 1; }
+grep '^dpc:' "$work/make.log" | head -n 1
+[ -x build/rel/gpu/cuda_check ] || { fail "build/rel/gpu/cuda_check was not built"; end; exit 1; }
 fig build_s "$(elapsed)"
+end
 
-plan=$work/resnet18.plan
-bin/dpc models/resnet18.net -o "$plan" || { fail "dpc models/resnet18.net"; exit 1; }
-bin/dpc models/resnet18.net --stats 2>/dev/null | grep 'kernels per step' | sed 's/^/  /'
-fig resnet18_train_kernels_per_step "$(bin/dpc models/resnet18.net --stats 2>/dev/null |
+# The libraries, as dpc finds them: every later stage loads the same ones.
+say "dprun --device cuda --info"
+bin/dprun --device cuda --info >"$work/info.txt" 2>&1
+info_rc=$?
+cat "$work/info.txt"
+if [ $info_rc != 0 ]; then
+    fail "dprun --device cuda --info: exit $info_rc (a library dpc needs is missing)"
+    exit 1
+fi
+
+plan=$work/$model.plan
+bin/dpc models/$model.net --batch "$batch" -o "$plan" || { fail "dpc models/$model.net"; exit 1; }
+fig train_kernels_per_step "$(bin/dpc models/$model.net --batch "$batch" --stats 2>/dev/null |
     sed -n 's/^train kernels per step: fused \([0-9]*\).*/\1/p')"
 
-# ---- 3. parity and step timings -----------------------------------------------------------
-say "cuda vs cpu parity, CUDA graph replay, 50-step timings (resnet18, batch 128)"
-DPC_DEBUG=1 timeout 200 build/rel/gpu/cuda_check "$plan" --bench 50 --figures "$figures" \
-    >"$out/cuda_check.txt" 2>&1
-rc=$?
-cat "$out/cuda_check.txt"
-case $rc in
-0) echo "parity: passed" ;;
-2) fail "cuda_check found no CUDA device"; exit 1 ;;
-124) fail "cuda_check ran past 200 s" ;;
-*) fail "cuda_check: exit $rc" ;;
-esac
+# ---- 2. fp32 --------------------------------------------------------------------------------
+if begin "fp32 parity, graph, step time" 40; then
+    DPC_DEBUG=1 timeout "$(limit 200)" build/rel/gpu/cuda_check "$plan" --bench "$steps" \
+        --figures "$figures" >"$out/cuda_check.txt" 2>&1
+    rc=$?
+    grep -v '^ok ' "$out/cuda_check.txt" | tail -n 30
+    case $rc in
+    0) ;;
+    2) fail "cuda_check found no CUDA device" ;;
+    124) fail "cuda_check ran past its limit" ;;
+    *) fail "cuda_check: exit $rc" ;;
+    esac
+    end
+fi
 
-# ---- 3b. mixed precision -----------------------------------------------------------------------
-# The bf16 plan (dpc --precision bf16) on the GPU (cublasGemmEx on bf16
-# operands, bf16 activations) against the same plan on the cpu, which
-# emulates bf16 bit for bit: tolerances x50 (GEMM sums in another order
-# round to neighbouring bf16 values; see tests/gpu/cuda_check.c); then its
-# 50-step timings. Figures named bf16_*; output appended to cuda_check.txt.
-# bf16 against fp32 is tests/bf16_test.sh's (cpu).
-if [ "$(left)" -lt 200 ]; then
-    echo "SKIP bf16: only $(left) s of the budget left"
-    fig bf16 "skipped: out of time"
-else
-    say "bf16: cuda vs cpu on the bf16 plan, 50-step timings (resnet18, batch 128)"
-    bfplan=$work/resnet18-bf16.plan
-    if bin/dpc models/resnet18.net --precision bf16 -o "$bfplan"; then
-        timeout 150 build/rel/gpu/cuda_check "$bfplan" --tol-scale 50 --tag bf16 \
-            --bench 50 --figures "$figures" >"$work/bf16.txt" 2>&1
+# ---- 3. bf16 --------------------------------------------------------------------------------
+# cuda vs the cpu's bit-exact bf16 emulation, tolerances x50: GEMM sums in
+# another order round to neighbouring bf16 values (tests/gpu/cuda_check.c).
+bfplan=$work/$model-bf16.plan
+if begin "bf16 parity, graph, step time" 40; then
+    if bin/dpc models/$model.net --batch "$batch" --precision bf16 -o "$bfplan"; then
+        timeout "$(limit 150)" build/rel/gpu/cuda_check "$bfplan" --tol-scale 50 --tag bf16 \
+            --bench "$steps" --figures "$figures" >"$work/bf16.txt" 2>&1
         rc=$?
-        cat "$work/bf16.txt" | tee -a "$out/cuda_check.txt"
-        case $rc in
-        0) echo "bf16 parity: passed" ;;
-        124) fail "cuda_check bf16 ran past 150 s" ;;
-        *) fail "cuda_check bf16: exit $rc" ;;
-        esac
+        cat "$work/bf16.txt" >>"$out/cuda_check.txt"
+        grep -v '^ok ' "$work/bf16.txt" | tail -n 20
+        [ $rc = 0 ] || fail "cuda_check bf16: exit $rc$([ $rc = 124 ] && echo ' (time limit)')"
     else
-        fail "dpc models/resnet18.net --precision bf16"
+        fail "dpc models/$model.net --precision bf16"
     fi
+    end
 fi
 
-# ---- 3c. every CUDA kernel call against the C dialect, on the device --------------------------
-# tests/sim/kernel_cmp.c --device: the comparison tests/sim_models_test.sh
-# runs under the simulator, with the CUDA side on this GPU (NVRTC for its
-# architecture, every call's buffers between poisoned margins, the recorded
-# launch geometry): resnet18 and cnn_small at batch 4, fp32 and bf16,
-# fused, train and eval, the eight programs in parallel; one line each
-# (calls compared, bit-identical, within tolerance, the worst error).
-# Kernels calling a math function are held to the tolerance here (the
-# device's expf/logf/sqrtf are not glibc's).
-kernel_cmp_device() {
-    if [ "$(left)" -lt 150 ]; then
-        echo "SKIP kernel_cmp --device: only $(left) s of the budget left"
-        fig kernel_cmp_device "skipped: out of time"
-        return 0
-    fi
-    say "kernel_cmp --device: every CUDA kernel call against the C dialect"
-    if ! command -v g++ >/dev/null; then
-        fail "kernel_cmp --device: no g++ (the harness links the simulator)"
-        return 0
-    fi
-    local d=$work/kcmp f=(-O2 -g -Wall -Wextra -Werror -ffp-contract=off)
-    mkdir -p "$d/mod"
-    if ! { g++ -std=c++17 "${f[@]}" -Itests/sim -c tests/sim/sim.cpp -o "$d/sim.o" &&
-        cc -std=c11 "${f[@]}" -D_GNU_SOURCE -I. -DDPC_HAVE_CUDA -isystem "$CUDA_HOME/include" \
-            -c tests/sim/kernel_cmp.c -o "$d/kernel_cmp.o" &&
-        g++ -rdynamic -o "$d/kernel_cmp" "$d/kernel_cmp.o" "$d/sim.o" build/rel/libdpc.a \
-            -lopenblas -lm -ldl -lpthread -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lnvrtc; } \
-        >"$d/build.log" 2>&1; then
-        head -n 20 "$d/build.log"
-        fail "kernel_cmp --device: cannot build the harness"
-        return 0
-    fi
+# ---- 4. kernel_cmp --device -------------------------------------------------------------------
+# Every kernel call of the train program at batch 4, on the GPU (NVRTC for
+# its architecture, buffers between poisoned margins, the recorded launch
+# geometry) against the C dialect's kernel. Kernels calling a math function
+# are held to a tolerance (the device's expf is not glibc's).
+if begin "kernel_cmp --device ($model train)" 20; then
     export KCMP_CC="cc -O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd"
-    local runs=() m p prog opts
-    for m in resnet18 cnn_small; do
-        for p in fp32 bf16; do
-            opts=(--batch 4)
-            [ $p = bf16 ] && opts+=(--precision bf16)
-            bin/dpc models/$m.net "${opts[@]}" -o "$d/$m-$p.plan" >/dev/null ||
-                { fail "dpc models/$m.net ${opts[*]}"; continue; }
-            for prog in train eval; do
-                (timeout 100 "$d/kernel_cmp" "$d/$m-$p.plan" $prog "$d/mod" --device \
-                    >"$d/$m-$p-$prog.out" 2>"$d/$m-$p-$prog.err"
-                    echo $? >"$d/$m-$p-$prog.rc") &
-                runs+=("$m-$p-$prog")
-            done
-        done
-    done
-    wait
-    local r passed=0
-    for r in "${runs[@]}"; do
-        if [ "$(cat "$d/$r.rc")" = 0 ]; then
-            passed=$((passed + 1))
-            echo "ok   $r: $(cat "$d/$r.out")"
-        else
-            echo "FAIL $r: exit $(cat "$d/$r.rc")$([ "$(cat "$d/$r.rc")" = 124 ] && echo ' (time limit)')"
-            head -n 8 "$d/$r.err" | sed 's/^/    /'
-            fail "kernel_cmp --device $r"
-        fi
-    done
-    fig kernel_cmp_device "$passed of ${#runs[@]} programs passed"
-}
-kernel_cmp_device
-
-# ---- 4. the training loop's steady state: graphs vs eager ---------------------------------------
-# launches TAG LOG: replica 0's kernel and graph launches in its third step.
-launches() {
-    fig "$1_launches_per_step" "$(grep -m 1 'run 3 (' "$2" | sed 's/^dpc: [a-z]*: //')"
-}
-bench() { # TAG GRAPHS GPUS
-    local tag=$1 graphs=$2 gpus=$3 log=$work/bench-$1.log
-    if [ "$(left)" -lt 90 ]; then
-        fig "$tag" "skipped: out of time"
-        return 0
-    fi
-    local limit=$(($(left) - 30))
-    [ "$limit" -gt 120 ] && limit=120
-    say "dprun --benchmark 30 --gpus $gpus, DPC_CUDA_GRAPH=$graphs (limit $limit s)"
-    DPC_CUDA_GRAPH=$graphs DPC_DEBUG=1 timeout "$limit" bin/dprun "$plan" --device cuda --gpus "$gpus" \
-        --data synthetic --benchmark 30 >"$log" 2>&1
-    local rc=$?
-    grep -e '^benchmark:' -e '^throughput:' -e 'run 3 (' -e 'error' -e 'collective' "$log" | head -n 12
-    if [ $rc != 0 ]; then
-        fail "dprun --benchmark ($tag): exit $rc"
-        tail -n 20 "$log"
-        return 0
-    fi
-    fig "${tag}_img_per_s" "$(sed -n 's/^throughput: \([0-9.]*\) img\/s/\1/p' "$log")"
-    launches "$tag" "$log"
-}
-bench graph_b128 1 1
-bench eager_b128 0 1
-bench graph_gpus4 1 4
-
-# ---- 4b. the cost model beside the measurement ----------------------------------------------
-# dpc --cost's modelled time per kernel and GEMM of the train program next
-# to what DPC_PROFILE=1 measures (each call synchronised, eager), by
-# tests/gpu/cost_vs_profile.sh: the first GPU run calibrates the model.
-cost_vs_measured() { # TAG PLAN [dpc flags]
-    local tag=$1 p=$2
-    shift 2
-    if [ "$(left)" -lt 90 ]; then
-        echo "SKIP cost_$tag: only $(left) s of the budget left"
-        fig "cost_$tag" "skipped: out of time"
-        return 0
-    fi
-    say "cost model vs DPC_PROFILE=1 ($tag)"
-    bin/dpc models/resnet18.net --cost "$@" >"$work/cost-$tag.txt" || { fail "dpc --cost $tag"; return 0; }
-    DPC_PROFILE=1 timeout 60 bin/dprun "$p" --device cuda --data synthetic --steps 5 \
-        >/dev/null 2>"$work/profile-$tag.txt" || { fail "dprun DPC_PROFILE=1 ($tag)"; return 0; }
-    if tests/gpu/cost_vs_profile.sh "$work/cost-$tag.txt" "$work/profile-$tag.txt" >"$work/side-$tag.txt"; then
-        head -n 21 "$work/side-$tag.txt"
-        fig "cost_${tag}_step" "$(tail -n 1 "$work/side-$tag.txt" | awk '{ print "modelled_us", $3, "measured_us", $4, "ratio", $5 }')"
+    if bin/dpc models/$model.net --batch 4 -o "$work/kcmp.plan" >/dev/null; then
+        mkdir -p "$work/kcmp"
+        timeout "$(limit 90)" build/rel/gpu/kernel_cmp "$work/kcmp.plan" train "$work/kcmp" --device \
+            >"$out/kernel_cmp.txt" 2>&1
+        rc=$?
+        tail -n 5 "$out/kernel_cmp.txt"
+        [ $rc = 0 ] || fail "kernel_cmp --device: exit $rc$([ $rc = 124 ] && echo ' (time limit)')"
+        fig kernel_cmp_device "$(tail -n 1 "$out/kernel_cmp.txt")"
     else
-        fail "cost_vs_profile $tag"
+        fail "dpc models/$model.net --batch 4"
     fi
-}
-cost_vs_measured fp32 "$plan"
-[ -n "${bfplan:-}" ] && [ -f "$bfplan" ] && cost_vs_measured bf16 "$bfplan" --precision bf16
+    end
+fi
 
-# ---- 5. training ------------------------------------------------------------------------------
-say "CIFAR-10"
-py=/usr/bin/python3
-"$py" -c 'import numpy, PIL' 2>/dev/null || py=python3
-data=""
-if [ -f data/cifar10-jpeg.pack ] && [ -f data/cifar10.py ]; then
-    if timeout 150 "$py" data/cifar10.py "$work/cifar" >"$work/unpack.log" 2>&1; then
+# ---- 5. the cost model beside the measurement -------------------------------------------------
+# dpc --cost's modelled time per kernel and GEMM of the train program next to
+# what DPC_PROFILE=1 measures (every call synchronised, eager).
+if begin "cost model vs measured (fp32)" 20; then
+    if bin/dpc models/$model.net --batch "$batch" --cost >"$work/cost-model.txt" &&
+        DPC_PROFILE=1 timeout "$(limit 60)" bin/dprun "$plan" --device cuda --data synthetic --steps 5 \
+            >/dev/null 2>"$work/profile.txt" &&
+        tests/gpu/cost_vs_profile.sh "$work/cost-model.txt" "$work/profile.txt" >"$out/cost.txt"; then
+        head -n 21 "$out/cost.txt"
+        fig cost_fp32_step "$(tail -n 1 "$out/cost.txt" | awk '{ print "modelled_us", $3, "measured_us", $4, "ratio", $5 }')"
+    else
+        tail -n 5 "$work/profile.txt" 2>/dev/null
+        fail "the cost model vs DPC_PROFILE=1"
+    fi
+    end
+fi
+
+# ---- 6. PyTorch on the same network -----------------------------------------------------------
+# The machine's own environment has PyTorch: the first python3 that imports
+# torch, on PATH or in the usual places.
+torch_py=""
+for p in $(type -ap python3) /opt/conda/bin/python3 /usr/local/bin/python3 /usr/bin/python3; do
+    if [ -x "$p" ] && timeout 60 "$p" -c 'import torch' 2>/dev/null; then
+        torch_py=$p
+        break
+    fi
+done
+if [ -z "$torch_py" ]; then
+    skip_stage "PyTorch baseline" "no python3 with torch"
+elif begin "PyTorch baseline" 30; then
+    torch_dev=cuda
+    command -v nvidia-smi >/dev/null 2>&1 || torch_dev=cpu # the rehearsal
+    echo "python: $torch_py"
+    timeout "$(limit 120)" "$torch_py" tests/gpu/torch_baseline.py --device $torch_dev --model "$model" \
+        --batch "$batch" --steps 20 --budget "$(($(limit 120) - 10))" >"$out/torch.txt" 2>&1
+    rc=$?
+    cat "$out/torch.txt"
+    [ $rc = 0 ] || fail "torch_baseline.py: exit $rc"
+    # dpc's step time as a ratio to each of PyTorch's: > 1 means dpc is faster.
+    for tag in "" bf16_; do
+        dpc_ms=$(sed -n "s/^${tag}cuda_graph_ms_per_step \([0-9.]*\).*/\1/p" "$figures")
+        [ -n "$dpc_ms" ] || continue
+        while read -r _ mode _ ms _; do
+            fig "torch_${mode}_over_dpc_${tag:-fp32_}graph" \
+                "$(awk -v t="$ms" -v d="$dpc_ms" 'BEGIN { printf "%.2f (torch %.3f ms, dpc %.3f ms)", t / d, t, d }')"
+        done < <(grep '^torch [a-z0-9_]* ms_per_step' "$out/torch.txt")
+    done
+    end
+fi
+
+# ---- 7. compute-sanitizer memcheck ------------------------------------------------------------
+sanitizer=$CUDA_HOME/bin/compute-sanitizer
+if [ ! -x "$sanitizer" ]; then
+    skip_stage "compute-sanitizer memcheck" "no $sanitizer"
+elif ! command -v nvidia-smi >/dev/null 2>&1; then
+    skip_stage "compute-sanitizer memcheck" "no GPU driver (nvidia-smi) here"
+elif begin "compute-sanitizer memcheck" 30; then
+    bin/dpc models/$model.net --batch 4 -o "$work/b4.plan" >/dev/null &&
+        DPC_CUDA_GRAPH=0 timeout "$(limit 90)" "$sanitizer" --tool memcheck --error-exitcode 9 \
+            bin/dprun "$work/b4.plan" --device cuda --data synthetic --steps 2 >"$work/memcheck.txt" 2>&1
+    rc=$?
+    grep -e 'ERROR SUMMARY' -e '=========' "$work/memcheck.txt" | head -n 20
+    [ $rc = 0 ] || fail "compute-sanitizer memcheck: exit $rc"
+    fig memcheck "$(grep -m 1 'ERROR SUMMARY' "$work/memcheck.txt" | sed 's/^=* *//')"
+    end
+fi
+
+# ---- 8. one CIFAR-10 epoch --------------------------------------------------------------------
+data=${DPC_CHECK_DATA:-}
+if [ -z "$data" ] && [ -f data/cifar10-jpeg.pack ] && [ -f data/cifar10.py ]; then
+    py=/usr/bin/python3
+    "$py" -c 'import numpy, PIL' 2>/dev/null || py=${torch_py:-python3}
+    if [ "$(left)" -gt 60 ] && timeout 100 "$py" data/cifar10.py "$work/cifar" >"$work/unpack.log" 2>&1; then
         data=$work/cifar/cifar-10-batches-bin
-        ls -la "$data" | tail -n +2
     else
-        cat "$work/unpack.log"
-        fail "cannot unpack the CIFAR-10 pack"
+        tail -n 5 "$work/unpack.log" 2>/dev/null
+        echo "cannot unpack the CIFAR-10 pack in time"
     fi
-else
-    fail "no data/cifar10-jpeg.pack + data/cifar10.py (copy them from ../shared/data: see the header)"
+fi
+if [ -z "$data" ]; then
+    skip_stage "one CIFAR-10 epoch" "no data (carry data/: see the header)"
+elif begin "one CIFAR-10 epoch" 40; then
+    DPC_DEBUG=1 timeout "$(limit 600)" bin/dprun "$plan" --device cuda --data "$data" --epochs 1 \
+        --metrics "$out/metrics.jsonl" >"$out/dprun.log" 2>&1
+    rc=$?
+    grep -v '^dpc: cuda: module' "$out/dprun.log" | tail -n 12
+    if [ $rc = 0 ]; then
+        fig epoch "$(grep -m 1 '^EPOCH' "$out/dprun.log")"
+        fig epoch_host_waits "$(grep -m 1 'host waits' "$out/dprun.log")"
+        fig epoch_backend_counters "$(grep '^dpc: cuda: .* launches' "$out/dprun.log" | tail -n 1)"
+    else
+        fail "dprun one epoch: exit $rc$([ $rc = 124 ] && echo ' (time limit: the epoch did not fit)')"
+    fi
+    end
 fi
 
-# train TAG GPUS: 2 epochs of resnet18 at batch 128 per replica. A dprun
-# that refuses the flags (--device cuda before it is wired to
-# rt_backend_open, --gpus 16 before the data-parallel issue) is a skip.
-train() { # TAG GPUS [more dprun flags]
-    local tag=$1 gpus=$2
-    shift 2
-    local limit=$(($(left) - 20))
-    if [ "$limit" -lt 60 ]; then
-        echo "SKIP $tag: only $(left) s of the budget left"
-        fig "$tag" "skipped: out of time"
-        return 0
-    fi
-    say "dprun --device cuda --gpus $gpus: 2 epochs (limit $limit s)"
-    local log=$out/dprun-$tag.log
-    DPC_DEBUG=1 timeout "$limit" bin/dprun "$plan" --device cuda --gpus "$gpus" --data "$data" \
-        --epochs 2 "$@" --metrics "$out/metrics-$tag.jsonl" >"$log" 2>&1
-    local rc=$?
-    grep -v '^dpc: cuda: module' "$log" | tail -n 30
-    if [ $rc != 0 ]; then
-        local why
-        why=$(grep -m 1 'error:' "$log")
-        if echo "$why" | grep -q -e 'not implemented' -e 'no CUDA device/backend in this build'; then
-            echo "SKIP $tag: dprun refuses it: $why"
-            fig "$tag" "skipped: $why"
-        else
-            fail "dprun $tag: exit $rc$([ $rc = 124 ] && echo ' (time limit)')"
-        fi
-        return 0
-    fi
-    local imgs
-    imgs=$(sed -n 's/.* \([0-9]*\) train \/ .*/\1/p' "$log" | head -n 1)
-    imgs=${imgs:-50000}
-    local e=0
-    while read -r sec; do
-        fig "${tag}_epoch${e}_s" "$sec"
-        fig "${tag}_epoch${e}_img_per_s" "$(awk -v n="$imgs" -v s="$sec" 'BEGIN { printf "%.0f", n / s }')"
-        e=$((e + 1))
-    done < <(sed -n 's/^EPOCH *[0-9]*:.*Time per epoch *\([0-9.]*\) seconds.*/\1/p' "$log")
-    fig "${tag}_final" "$(grep '^Training time' "$log" | tail -n 1)"
-    # The backend's counters (DPC_DEBUG=1, printed when it is freed), over
-    # every launch of the run, training and evaluation alike; per training
-    # step see cuda_eager_launches_per_step.
-    fig "${tag}_backend_counters" "$(grep '^dpc: cuda: .* launches' "$log" | tail -n 1)"
-    launches "$tag" "$log"
-}
-if [ -n "$data" ]; then
-    train b128 1
-    train gpus16 16 --steps 24
-fi
-
-# ---- summary ----------------------------------------------------------------------------------
 say "done in $(elapsed) s (status $status)"
-fig total_s "$(elapsed)"
-echo "---- figures ($figures)"
-cat "$figures"
 exit $status

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# run: tier=test san=no alone
+# tests/gpu/check.sh end to end, here, on a machine arranged like the GPU
+# machine it is written for (tests/gpu/rehearse.sh: no flex, bison, MPI or
+# OpenBLAS headers, no nccl.h or cudnn*.h, the CUDA libraries only at
+# pip-wheel paths) with the fake driver for the GPU, on a copy of the tree
+# as the device tool carries it (tracked and untracked files, build/rel/gen
+# carried, nothing else built). Scaled down: cnn_small at batch 8, 2 timed
+# steps, a tiny CIFAR-10 folder. Checks that every stage ran and passed,
+# that the build took the paths that machine needs (the carried parser, the
+# CBLAS shim, no MPI), that dpc found each library where the rehearsal put
+# it, and that OUT holds summary.md and at most 8 files. Needs root and a
+# mount namespace (unshare); where either is missing it is a skip.
+. tests/lib.sh
+fake=$build/fake/libfakecuda.so
+if [ ! -f "$fake" ]; then
+    skip "no $fake (built with the CUDA toolkit only)"; finish; exit
+fi
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null ||
+    ! unshare --mount --propagation private true 2>/dev/null; then
+    skip "cannot make a mount namespace here (needs root and unshare)"; finish; exit
+fi
+if [ ! -f "$build/gen/parser.c" ] || [ ! -f "$build/gen/lexer.c" ]; then
+    skip "no $build/gen to carry"; finish; exit
+fi
+src=$tmp/src out=$tmp/out
+mkdir -p "$src/build/rel" "$out"
+# The tree as the device tool sends it: what git does not ignore.
+if git rev-parse --git-dir >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$src" 2>/dev/null
+else
+    tar -C . --exclude=./build --exclude=./bin -cf - . | tar -C "$src" -xf -
+fi
+cp -a "$build/gen" "$src/build/rel/gen"
+rm -f "$src/build/rel/gen"/*.o
+# A tiny CIFAR-10 binary folder: 8 images per training file, 8 test images.
+mkdir -p "$tmp/cifar"
+$py - "$tmp/cifar" <<'PY'
+import random, sys
+rng = random.Random(0)
+for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
+    rec = bytearray()
+    for r in range(8):
+        rec.append(r % 10)
+        rec += bytes(rng.randrange(256) for _ in range(3072))
+    open(f'{sys.argv[1]}/{name}', 'wb').write(rec)
+PY
+DPC_CHECK_MODEL=cnn_small DPC_CHECK_BATCH=8 DPC_CHECK_STEPS=2 DPC_CHECK_BUDGET=1500 \
+    DPC_CHECK_JOBS=2 DPC_CHECK_DATA=$tmp/cifar DPC_CHECK_CACHE=${DPC_CACHE_DIR:-$tmp/cache} \
+    unshare --mount --propagation private bash tests/gpu/rehearse.sh "$src" "$out" "$fake" >"$tmp/log" 2>&1
+rc=$?
+log=$tmp/log
+has() { grep -q -e "$1" "$2"; }
+check "check.sh exits 0 (exit $rc; its failures: $(grep '^FAIL' "$log" | head -n 5 | tr '\n' ' '))" [ $rc = 0 ]
+check "OUT has summary.md" [ -s "$out/summary.md" ]
+nfiles=$(find "$out" -type f | wc -l)
+check "OUT has at most 8 files (has $nfiles: $(ls "$out" | tr '\n' ' '))" [ "$nfiles" -le 8 ]
+check "the stage plan is printed" has '^stage plan (budgets for a 16-core machine' "$log"
+check "the build used the carried parser" has 'no flex/bison: using the carried build/rel/gen' "$log"
+check "the build used the CBLAS shim" has 'no OpenBLAS: building tests/gpu/cblas_shim' "$log"
+check "the build left MPI out" has '^dpc: .*mpi no' "$log"
+for lib in cublas nccl cuda_nvrtc cudnn; do
+    check "dpc found $lib at its wheel path" has "site-packages/nvidia/$lib/lib/" "$out/summary.md"
+done
+# Every stage: passed, or skipped only for what needs real hardware.
+for stage in 'environment' 'build' 'fp32 parity, graph, step time' 'bf16 parity, graph, step time' \
+    'kernel_cmp --device (cnn_small train)' 'cost model vs measured (fp32)' 'PyTorch baseline' \
+    'one CIFAR-10 epoch'; do
+    check "stage '$stage' passed: $(grep -F "| $stage |" "$out/summary.md")" \
+        grep -q -F "| $stage | passed" "$out/summary.md"
+done
+check "memcheck is skipped only for want of a GPU" \
+    grep -q -F '| compute-sanitizer memcheck | skipped: no' "$out/summary.md"
+if [ "$fail" != 0 ]; then
+    echo "---- the rehearsal's log (last 60 lines)"
+    tail -n 60 "$log"
+fi
+finish
