@@ -23,6 +23,7 @@ PREFIX   ?= /usr/local
 CUDA_HOME ?= /usr/local/cuda
 SANITIZE ?=
 MPI      ?= 1
+CUDA     ?= 1
 DEPS     ?= 1
 JOBS     ?= 2
 RUNFLAGS :=
@@ -71,7 +72,7 @@ DEPS_FOR := $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test,build)
 ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
 $(CONFIG): FORCE
 	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh $(DEPS_FOR))
-	@CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) CXX=$(CXX) scripts/configure.sh $@
+	@CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) CXX=$(CXX) scripts/configure.sh $@
 endif
 deps:
 	@MPI=$(MPI) scripts/deps.sh build
@@ -80,11 +81,13 @@ deps:
 deps-test:
 	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh test)
 
-# CUDA is optional: with the toolkit present the cuda backend is compiled in
-# (libcuda itself is loaded at run time, so binaries start without a driver).
+# The cuda backend is compiled in everywhere (CUDA=0 leaves it out): it needs
+# no CUDA header and links no CUDA library. The driver, NVRTC, cuBLAS, NCCL
+# and cuDNN are found and loaded at run time (runtime/cuda/loader.h), so
+# binaries start without them and `dprun --device cuda --info` says what is
+# missing.
 ifeq ($(HAVE_CUDA),1)
-CPPFLAGS += -DDPC_HAVE_CUDA -isystem $(CUDA_HOME)/include
-LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lnvrtc
+CPPFLAGS += -DDPC_HAVE_CUDA
 endif
 # MPI likewise: the `mpi` collective, and `mpirun -np P dprun PLAN --gpus N`.
 # -isystem: MPI's headers are not ours to keep -Wextra clean.
@@ -216,7 +219,8 @@ $(BUILD)/parity/%: tests/parity/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) $(STA
 # tests/gpu/check.sh builds and runs the tools on a GPU machine (`make
 # gpu-tools`); the suite builds them too, so they keep compiling where there
 # is no GPU. libfakecuda.so stands in for libcuda + libcublas on the host
-# (tests/unit/test_cuda_fake.c loads it; it needs the toolkit's headers).
+# (tests/unit/test_cuda_fake.c loads it; it needs the toolkit's cuda.h and
+# g++, so it is built only where the toolkit is: HAVE_CUDA_TOOLKIT).
 GPU_TOOLS := $(BUILD)/gpu/cuda_check
 .PHONY: gpu-tools
 gpu-tools: $(GPU_TOOLS)
@@ -243,7 +247,7 @@ $(BUILD)/gpu/kernel_cmp: $(BUILD)/gpu/kernel_cmp.o $(BUILD)/fake/sim.o $(BUILD)/
 # against FAKE_SIM_DIR's headers (DPC_FAKE_SIM_DIR overrides it).
 .PHONY: fake
 fake: $(BUILD)/fake/libfakecuda.so
-ifeq ($(HAVE_CUDA),1)
+ifeq ($(HAVE_CUDA_TOOLKIT),1)
 check-bins: $(BUILD)/fake/libfakecuda.so
 endif
 SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
@@ -252,7 +256,7 @@ $(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -fPIC -pthread -Itests/sim -c -o $@ $<
 $(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/sim -DFAKE_SIM_DIR='"$(abspath tests/sim)"' -fPIC -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include -Itests/sim -DFAKE_SIM_DIR='"$(abspath tests/sim)"' -fPIC -c -o $@ $<
 $(BUILD)/fake/libfakecuda.so: $(BUILD)/fake/fake_cuda.o $(BUILD)/fake/sim.o
 	$(CXX) $(SANFLAGS) -pthread -shared -o $@ $^ -lopenblas -ldl
 # ---- end of the CUDA block ------------------------------------------------------

@@ -43,8 +43,8 @@ static int store_device(const arg_parser *p, const arg_spec *s, const char *val,
     if (arg_choice(s->check, val, list, sizeof list) < 0)
         return arg_fail(p->prog, "%s: '%s' is not one of %s", s->name, val, list);
     if (!strcmp(val, "cuda") && !rt_cuda_compiled())
-        return arg_fail(p->prog, "--device cuda: this build has no CUDA backend (built without "
-                                 "the CUDA toolkit)");
+        return arg_fail(p->prog, "--device cuda: this build has no CUDA backend (built with "
+                                 "CUDA=0)");
     *(const char **)((char *)dst + s->at) = val;
     return 0;
 }
@@ -53,7 +53,10 @@ static int store_device(const arg_parser *p, const arg_spec *s, const char *val,
 #define OPT(field) AT(o.field)
 
 static const arg_spec args[] = {
-    {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL, "print the plan summary and exit",
+    {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL,
+     "print the plan summary and exit; with --device cuda (PLAN optional) also each CUDA "
+     "library (path, how it was found, version) and device; exit 1 if training on cuda cannot "
+     "start",
      ARG_EQ_OR_NEXT, NULL},
     {"--schedule", "--schedule", ARG_FLAG, AT(schedule), 0, 0, NULL,
      "print `epoch E lr X` for every epoch (after every override here) and exit", ARG_EQ_OR_NEXT,
@@ -242,10 +245,16 @@ int main(int argc, char **argv) {
     return rc;
 }
 
+/* `--device cuda --info`: the CUDA libraries and devices (a plan optional). */
+static int cuda_info(const dprun_args *a) {
+    return a->info && a->o.device && !strcmp(a->o.device, "cuda");
+}
+
 /* The combinations of options and the sweep spec read: 0, or 1 after an
  * error. */
 static int check_args(dprun_args *a, rt_sweep *sweep) {
-    if (!a->path) return bad("no plan file (usage: dprun PLAN [options], see --help)");
+    if (!a->path && !cuda_info(a))
+        return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
     if (a->per_step && !a->schedule) return bad("--per-step needs --schedule");
     if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec)
@@ -301,6 +310,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (!a.o.resume_command)
         a.o.resume_command = "dprun PLAN --checkpoint DIR --resume (same flags)";
     a.o.plan_path = a.path;
+    if (cuda_info(&a) && !a.path) return rank == 0 && rt_cuda_info(stdout) ? 1 : 0;
 
     dpc_plan *plan = plan_read(a.path, err, sizeof err);
     if (!plan) {
@@ -311,6 +321,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
         /* one answer per job */
     } else if (a.info) {
         plan_info(plan, stdout);
+        if (cuda_info(&a) && rt_cuda_info(stdout)) rc = 1;
     } else if (a.schedule) {
         rc = print_schedule(plan, &a.o, a.per_step);
     } else {

@@ -6,24 +6,35 @@
 # its text changes, so make restarts (and rebuilds, through each build tree's
 # flags stamp) only then. Prints one line: what is in, what is out, and why.
 #
-# Inputs (from make): CUDA_HOME, MPI (0 leaves MPI out), MPICC, CXX.
+# Inputs (from make): CUDA (0 leaves the cuda backend out), CUDA_HOME, MPI
+# (0 leaves MPI out), MPICC, CXX.
 set -eu
 out=${1:?usage: scripts/configure.sh OUT}
+CUDA=${CUDA:-1}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MPI=${MPI:-1}
 MPICC=${MPICC:-mpicc}
 CXX=${CXX:-g++}
 parts=()
 
-# CUDA: NVRTC is linked; libcuda, cuBLAS and NCCL are loaded at run time.
-have_cuda=0 cuda_version=
-if [ -f "$CUDA_HOME/include/nvrtc.h" ] && [ -f "$CUDA_HOME/include/cuda.h" ]; then
-    have_cuda=1
+# CUDA: the backend needs no header and links nothing (the driver, NVRTC,
+# cuBLAS, NCCL and cuDNN are loaded at run time), so it is in unless CUDA=0.
+# The toolkit (its cuda.h) is only for the tests' fake driver.
+have_cuda=0 have_toolkit=0 cuda_version=
+if [ -f "$CUDA_HOME/include/cuda.h" ]; then
+    have_toolkit=1
     v=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$CUDA_HOME/include/cuda.h")
     cuda_version=${v:+$((v / 1000)).$((v % 1000 / 10))}
-    parts+=("cuda yes ($CUDA_HOME${cuda_version:+ $cuda_version})")
+fi
+if [ "$CUDA" = 0 ]; then
+    parts+=("cuda no (CUDA=0)")
 else
-    parts+=("cuda no (no nvrtc.h under $CUDA_HOME/include; set CUDA_HOME)")
+    have_cuda=1
+    if [ $have_toolkit = 1 ]; then
+        parts+=("cuda yes (libraries loaded at run time; toolkit $CUDA_HOME${cuda_version:+ $cuda_version})")
+    else
+        parts+=("cuda yes (libraries loaded at run time; no toolkit at $CUDA_HOME)")
+    fi
 fi
 
 # MPI: mpicc's wrapper knows OpenMPI's flags; pkg-config's ompi-c is the fallback.
@@ -43,8 +54,8 @@ else
 fi
 
 # The fake driver (tests only): the simulator is C++ and needs CUDA's headers.
-if [ $have_cuda = 0 ]; then
-    parts+=("fake driver no (needs the CUDA headers)")
+if [ $have_cuda = 0 ] || [ $have_toolkit = 0 ]; then
+    parts+=("fake driver no (needs the cuda backend and the toolkit's cuda.h)")
 elif command -v "$CXX" >/dev/null 2>&1; then
     parts+=("fake driver yes ($CXX)")
 else
@@ -59,6 +70,7 @@ mkdir -p "$(dirname "$out")"
 {
     echo "# $out — written by scripts/configure.sh; make rewrites it when what it finds changes."
     echo "HAVE_CUDA := $([ $have_cuda = 1 ] && echo 1)"
+    echo "HAVE_CUDA_TOOLKIT := $([ $have_cuda = 1 ] && [ $have_toolkit = 1 ] && echo 1)"
     echo "CUDA_VERSION := $cuda_version"
     echo "HAVE_MPI := $([ $have_mpi = 1 ] && echo 1)"
     echo "MPI_CFLAGS := $mpi_cflags"

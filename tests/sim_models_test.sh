@@ -52,12 +52,11 @@ build_or_fail() { # what, command...
     bad "cannot build $what:"; sed 's/^/    /' "$tmp/cc.err" | head -20
     return 1
 }
-# With the CUDA toolkit in libdpc (the loader and NVRTC), kernel_cmp gets
-# its --device mode.
-cuda_home=${CUDA_HOME:-/usr/local/cuda} cuda_c=() cuda_l=()
+# With the cuda backend in libdpc (the loader; NVRTC is loaded at run
+# time), kernel_cmp gets its --device mode.
+cuda_c=() cuda_l=()
 if nm "$build/libdpc.a" 2>/dev/null | grep -q ' T rt_cu_load$'; then
-    cuda_c=(-DDPC_HAVE_CUDA -isystem "$cuda_home/include")
-    cuda_l=(-L"$cuda_home/lib64" -Wl,-rpath,"$cuda_home/lib64" -lnvrtc)
+    cuda_c=(-DDPC_HAVE_CUDA)
 fi
 build_or_fail sim.o "$cxx" "${flags[@]}" "${san[@]}" -c tests/sim/sim.cpp -o "$out/sim.o" || { finish; exit; }
 build_or_fail kernel_cmp.o "$cc" "${cflags[@]}" "${cuda_c[@]}" "${san[@]}" -c tests/sim/kernel_cmp.c -o "$out/kernel_cmp.o" || { finish; exit; }

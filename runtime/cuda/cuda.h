@@ -41,12 +41,21 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "format/program.h"
 #include "runtime/device/device.h"
 
-/* 1 when this build has the cuda backend (the CUDA toolkit was found). */
+/* 1 when this build has the cuda backend (every build but CUDA=0's). */
 int rt_cuda_compiled(void);
+/* `dprun --device cuda --info`: for each CUDA library the file loaded,
+ * the rule that found it and its version, or every place looked in and
+ * the packages that provide it; NVRTC's architectures; the driver's
+ * version and each device (DPC_CUDA_DEVICE's alone when set): name,
+ * compute capability, memory. 0 when the driver, NVRTC and cuBLAS (what
+ * training needs) loaded and the device(s) answered; NCCL and cuDNN are
+ * reported, not required. */
+int rt_cuda_info(FILE *out);
 /* Devices the driver sees; 0 with the reason in why (no toolkit in the
  * build, no driver, no device, a driver error). Loads the driver. */
 int rt_cuda_device_count(char *why, size_t whylen);

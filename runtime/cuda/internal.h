@@ -8,8 +8,10 @@
  *   cublas.c   the cuBLAS argument mapping (every build) and GEMMs
  *   graph.c    CUDA graph capture and replay
  *   nccl.c     NCCL calls and the nccl collective
- *   stubs.c    the public functions of a build without the CUDA toolkit
- *   loader.c   libcuda, libcublas, libnccl loaded at run time (loader.h)
+ *   stubs.c    the public functions of a build without the backend (CUDA=0)
+ *   loader.c   the driver, NVRTC, cuBLAS, NCCL, cuDNN found and loaded (loader.h)
+ *   libsearch.c  where the loader looks (libsearch.h)
+ *   info.c     dprun --device cuda --info
  *   nvrtc.c    CUDA C to a cubin or PTX, cached on disk (nvrtc.h)
  */
 #ifndef DPC_RT_CUDA_INTERNAL_H

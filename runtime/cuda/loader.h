@@ -1,16 +1,18 @@
-/* runtime/cuda/loader.h — the CUDA driver, cuBLAS and NCCL, loaded at run time.
+/* runtime/cuda/loader.h — the CUDA driver, NVRTC, cuBLAS, NCCL and cuDNN,
+ * loaded at run time.
  *
- * dpc links NVRTC (a toolkit library that needs no driver) but never libcuda,
- * libcublas or libnccl: a binary built with the CUDA toolkit must start, and
- * run on the cpu backend, on a machine with no GPU, no driver and no cuBLAS.
- * These libraries are dlopen'ed the first time something asks for them; their
- * entry points land in tables whose members are typed from the prototypes
- * (__typeof__ of each), so every call is checked against the signature, and
- * whose symbol names are the versioned ones the headers map to (cuMemAlloc
- * -> cuMemAlloc_v2), so no call reaches an old ABI. The driver's prototypes
- * are the toolkit's cuda.h; cuBLAS's and NCCL's are declared in the tree
- * (decl_cublas.h, decl_nccl.h: a build needs neither library's headers,
- * and tests/cuda_decls_test.sh holds them equal to the real ones).
+ * dpc links none of them and needs none of their headers to build: a
+ * binary with the cuda backend must start, and run on the cpu backend, on
+ * a machine with no GPU, no driver and no CUDA libraries, and a machine
+ * with only the driver and pip wheels must build and run it. Each library
+ * is dlopen'ed the first time something asks for it; its entry points land
+ * in a table whose members are typed from the prototypes (__typeof__ of
+ * each), so every call is checked against the signature, and whose symbol
+ * names are the versioned ones the headers map to (cuMemAlloc ->
+ * cuMemAlloc_v2), so no call reaches an old ABI. The prototypes are
+ * declared in the tree (decl_cuda.h, decl_nvrtc.h, decl_cublas.h,
+ * decl_nccl.h, decl_cudnn.h); tests/cuda_decls_test.sh holds them equal to
+ * the real headers wherever those exist.
  *
  * Usage:
  *     char err[512];
@@ -19,16 +21,25 @@
  *     if (cuTry(rt_cu.cuMemAlloc(&p, n), err, sizeof err)) return -1;
  *     if (rt_cublas_load(err, sizeof err)) ...
  *     cublasCheck(rt_cublas.cublasCreate(&h));
- *     if (rt_nccl_load(err, sizeof err)) ...
- *     ncclCheck(rt_nccl.ncclGetVersion(&v));
+ *     if (rt_nvrtc_load(err, sizeof err)) ...     // rt_nvrtc.nvrtcCompileProgram, ...
+ *     rt_lib_status st; rt_lib_status_get(RT_LIB_CUBLAS, &st);  // where it came from
  *
- * Libraries: libcuda.so.1, libcublas.so.13, libnccl.so.2, found by the
- * dynamic loader's usual search (LD_LIBRARY_PATH, then the binary's RUNPATH,
- * which the Makefile sets to $(CUDA_HOME)/lib64). DPC_LIBCUDA, DPC_LIBCUBLAS
- * and DPC_LIBNCCL name another file (tests point DPC_LIBCUDA at the
- * toolkit's stub library). A failed load is not remembered, so a later call
- * (after the environment changed) tries again; a successful one is kept
- * for the life of the process (never dlclose'd: the driver keeps threads).
+ * Finding them (libsearch.h has the order): DPC_LIBCUDA, DPC_LIBNVRTC,
+ * DPC_LIBCUBLAS, DPC_LIBNCCL, DPC_LIBCUDNN name a file (tests point them
+ * at the fake driver); otherwise the soname (libcuda.so.1, libnvrtc.so.13,
+ * libcublas.so.13, libnccl.so.2, libcudnn.so.9) through the dynamic
+ * loader, then $CUDA_HOME/lib64, the pip wheels of each python3 on PATH,
+ * $CONDA_PREFIX/lib, and for the driver its usual directories. A file is
+ * taken when it is a regular file (or a link to one) that dlopen accepts,
+ * whose version is what dpc needs (the driver CUDA >= 13.0, NVRTC and
+ * cuBLAS 13, NCCL 2, cuDNN 9), and that has every entry point; a wrong
+ * version is passed over for a later place, and refused with both versions
+ * named when no place has the right one. Loaded from a directory, the
+ * libraries it loads itself come from the same directory (cuBLAS's
+ * libcublasLt, NVRTC's libnvrtc-builtins, which NVRTC does not look for
+ * beside itself). A failed load is not remembered, so a later call (after
+ * the environment changed) tries again; a successful one is kept for the
+ * life of the process (never dlclose'd: the driver keeps threads).
  *
  * Checks (llm.c style): cuCheck / cublasCheck / ncclCheck / nvrtcCheck print
  * "file:line: CALL: NAME: description" and exit(1); they are for calls that
@@ -36,8 +47,8 @@
  * cuTry / cublasTry / ncclTry / nvrtcTry write the same message into
  * err/errlen and return -1 (0 on success), for paths a caller can act on.
  *
- * The whole header is empty unless the build has the CUDA toolkit
- * (DPC_HAVE_CUDA, set by the Makefile).
+ * The whole header is empty unless the build has the cuda backend
+ * (DPC_HAVE_CUDA, set by the Makefile unless CUDA=0).
  */
 #ifndef DPC_RT_CUDA_LOADER_H
 #define DPC_RT_CUDA_LOADER_H
@@ -45,12 +56,14 @@
 #ifdef DPC_HAVE_CUDA
 
 #include <stddef.h>
+#include <stdio.h>
 
-#include <cuda.h>
-#include <nvrtc.h>
-
+#include "runtime/cuda/decl_cuda.h"
+#include "runtime/cuda/decl_nvrtc.h"
 #include "runtime/cuda/decl_cublas.h"
 #include "runtime/cuda/decl_nccl.h"
+#include "runtime/cuda/decl_cudnn.h"
+#include "runtime/cuda/libsearch.h"
 
 /* ---- the entry points -------------------------------------------------------
  * X(name): name is the header's spelling; it may be a macro for a versioned
@@ -80,6 +93,14 @@
     X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommInitAll)                 \
     X(ncclCommDestroy) X(ncclCommGetAsyncError) X(ncclAllReduce) X(ncclReduce)                 \
     X(ncclBroadcast) X(ncclGroupStart) X(ncclGroupEnd) X(ncclGetErrorString)
+
+#define RT_NVRTC_FUNCS(X)                                                                       \
+    X(nvrtcGetErrorString) X(nvrtcVersion) X(nvrtcGetNumSupportedArchs)                         \
+    X(nvrtcGetSupportedArchs) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)                      \
+    X(nvrtcCompileProgram) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize)               \
+    X(nvrtcGetCUBIN) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)
+
+#define RT_CUDNN_FUNCS(X) X(cudnnGetVersion) X(cudnnGetErrorString)
 /* clang-format on */
 
 #define RT_LOADER_MEMBER(name) __typeof__(&name) name;
@@ -92,21 +113,50 @@ typedef struct {
 typedef struct {
     RT_NCCL_FUNCS(RT_LOADER_MEMBER)
 } rt_nccl_api;
+typedef struct {
+    RT_NVRTC_FUNCS(RT_LOADER_MEMBER)
+} rt_nvrtc_api;
+typedef struct {
+    RT_CUDNN_FUNCS(RT_LOADER_MEMBER)
+} rt_cudnn_api;
 
 /* Filled by the loaders below; read only after one returned 0. */
 extern rt_cu_api rt_cu;
 extern rt_cublas_api rt_cublas;
 extern rt_nccl_api rt_nccl;
+extern rt_nvrtc_api rt_nvrtc;
+extern rt_cudnn_api rt_cudnn;
 
-/* 0 once the library is loaded and every entry point resolved; else -1 and
- * why (which file, dlopen's message or the missing symbol). Thread-safe. */
+/* 0 once the library is found, of the right version, and every entry point
+ * resolved; else -1 and why in one line (the file and both versions, or
+ * that it was nowhere, how many places were looked in and the packages
+ * that provide it). Thread-safe. */
+int rt_lib_load(rt_lib_id lib, char *err, size_t errlen);
 int rt_cu_load(char *err, size_t errlen);
+int rt_nvrtc_load(char *err, size_t errlen);
 int rt_cublas_load(char *err, size_t errlen);
 int rt_nccl_load(char *err, size_t errlen);
-/* The file each loader opens (the environment override, or the soname). */
+int rt_cudnn_load(char *err, size_t errlen);
+/* The file a loader took, or before it succeeded what it looks for
+ * first (the environment override, or the soname). */
 const char *rt_cu_library(void);
 const char *rt_cublas_library(void);
 const char *rt_nccl_library(void);
+
+/* Where a library came from (after its loader succeeded: loaded = 1), or
+ * the places its last failed load looked in (report). */
+typedef struct {
+    int loaded;
+    char path[RT_LIB_PATH_MAX]; /* the file, its real path */
+    rt_lib_rule rule;
+    char via[RT_LIB_PATH_MAX]; /* the rule's detail (libsearch.h) */
+    char version[32];          /* "13.1.0"; "unknown" when it cannot say (the stub driver) */
+} rt_lib_status;
+void rt_lib_status_get(rt_lib_id lib, rt_lib_status *st);
+/* Loads lib (if not yet) and prints what dprun --device cuda --info shows
+ * for it: the path, the rule, the version; or "not found", each place
+ * looked in with what was there, and the packages. 0 when loaded. */
+int rt_lib_report(rt_lib_id lib, FILE *out);
 
 /* "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected" and the like;
  * works before the driver is loaded (then just the number). */
@@ -114,6 +164,7 @@ const char *rt_cu_error_name(CUresult r);
 const char *rt_cu_error_string(CUresult r);
 const char *rt_cublas_status_name(cublasStatus_t s);
 const char *rt_nccl_result_string(ncclResult_t r);
+const char *rt_nvrtc_result_string(nvrtcResult r);
 
 /* ---- checks ---------------------------------------------------------------- */
 

@@ -7,7 +7,7 @@
  * Apart from collective.c so that the host collectives build and link
  * without the cuda backend (the ThreadSanitizer test compiles them alone).
  * First the NCCL calls on the backend's streams (cuda.h's rt_nccl_*; a
- * build without the toolkit has stubs.c's), then the collective. */
+ * build with CUDA=0 has stubs.c's), then the collective. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -57,28 +57,28 @@ void rt_cuda_image_free(rt_cuda_image *img) {
 
 #include "runtime/cuda/loader.h"
 
-static char nvrtc_version_buf[32];
-
-static void nvrtc_version_init(void) {
-    int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = 0;
-    snprintf(nvrtc_version_buf, sizeof nvrtc_version_buf, "%d.%d", major, minor);
-}
-
+/* libnvrtc is loaded at run time (loader.h): "none" until it is found. */
 const char *rt_nvrtc_version(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, nvrtc_version_init);
-    return nvrtc_version_buf;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char buf[32] = "none";
+    char e[8];
+    pthread_mutex_lock(&mu);
+    int major = 0, minor = 0;
+    if (!strcmp(buf, "none") && !rt_nvrtc_load(e, sizeof e) &&
+        rt_nvrtc.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+        snprintf(buf, sizeof buf, "%d.%d", major, minor);
+    pthread_mutex_unlock(&mu);
+    return buf;
 }
 
 /* NVRTC's log, trimmed, malloc'd ("" when there is none). */
 static char *program_log(nvrtcProgram prog) {
     size_t n = 0;
-    if (nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS) n = 0;
+    if (rt_nvrtc.nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS) n = 0;
     char *log = malloc(n + 1);
     RT_CHECK_ALLOC(log);
     log[0] = 0;
-    if (n && nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = 0;
+    if (n && rt_nvrtc.nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = 0;
     log[n] = 0;
     size_t len = strlen(log);
     while (len && (log[len - 1] == '\n' || log[len - 1] == ' ')) log[--len] = 0;
@@ -92,22 +92,24 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
     *log = NULL;
     snprintf(img->target, sizeof img->target, "%s", target);
     img->is_ptx = strncmp(target, "compute_", 8) == 0;
+    if (rt_nvrtc_load(err, errlen)) return -1;
     nvrtcProgram prog;
-    if (nvrtcTry(nvrtcCreateProgram(&prog, source, "dpc_kernels.cu", 0, NULL, NULL), err, errlen))
+    if (nvrtcTry(rt_nvrtc.nvrtcCreateProgram(&prog, source, "dpc_kernels.cu", 0, NULL, NULL), err,
+                 errlen))
         return -1;
     char arch[48];
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
     const char *opts[] = {arch, RT_NVRTC_OPTIONS};
-    nvrtcResult rc = nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
+    nvrtcResult rc = rt_nvrtc.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
     if (rc != NVRTC_SUCCESS) {
         *log = program_log(prog);
-        ir_fail(err, errlen, "%s", nvrtcGetErrorString(rc));
-        nvrtcDestroyProgram(&prog);
+        ir_fail(err, errlen, "%s", rt_nvrtc_result_string(rc));
+        rt_nvrtc.nvrtcDestroyProgram(&prog);
         return -1;
     }
     size_t n = 0;
-    int bad = img->is_ptx ? nvrtcTry(nvrtcGetPTXSize(prog, &n), err, errlen)
-                          : nvrtcTry(nvrtcGetCUBINSize(prog, &n), err, errlen);
+    int bad = img->is_ptx ? nvrtcTry(rt_nvrtc.nvrtcGetPTXSize(prog, &n), err, errlen)
+                          : nvrtcTry(rt_nvrtc.nvrtcGetCUBINSize(prog, &n), err, errlen);
     if (!bad && n == 0) {
         ir_fail(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
                 target);
@@ -116,13 +118,13 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
     if (!bad) {
         img->data = malloc(n + 1);
         RT_CHECK_ALLOC(img->data);
-        bad = img->is_ptx ? nvrtcTry(nvrtcGetPTX(prog, (char *)img->data), err, errlen)
-                          : nvrtcTry(nvrtcGetCUBIN(prog, (char *)img->data), err, errlen);
+        bad = img->is_ptx ? nvrtcTry(rt_nvrtc.nvrtcGetPTX(prog, (char *)img->data), err, errlen)
+                          : nvrtcTry(rt_nvrtc.nvrtcGetCUBIN(prog, (char *)img->data), err, errlen);
         img->data[n] = 0;
         /* PTX: the text and its NUL (NVRTC's size counts the NUL too). */
         img->size = img->is_ptx ? strlen((char *)img->data) + 1 : n;
     }
-    nvrtcDestroyProgram(&prog);
+    rt_nvrtc.nvrtcDestroyProgram(&prog);
     if (bad) {
         rt_cuda_image_free(img);
         return -1;
@@ -132,7 +134,9 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
 
 int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
                      size_t errlen) {
-    char *log = NULL, why[256];
+    char *log = NULL, why[1024];
+    memset(img, 0, sizeof *img);
+    if (rt_nvrtc_load(err, errlen)) return -1;
     int rc = compile(source, target, img, &log, why, sizeof why);
     if (rc)
         ir_fail(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
@@ -143,10 +147,12 @@ int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img,
 
 int rt_nvrtc_archs(int *archs, int max) {
     int n = 0;
-    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return 0;
+    char e[8];
+    if (rt_nvrtc_load(e, sizeof e)) return 0;
+    if (rt_nvrtc.nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return 0;
     int *all = malloc(sizeof *all * (size_t)n);
     RT_CHECK_ALLOC(all);
-    if (nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) n = 0;
+    if (rt_nvrtc.nvrtcGetSupportedArchs(all) != NVRTC_SUCCESS) n = 0;
     for (int i = 0; i < n && i < max; i++) archs[i] = all[i];
     free(all);
     return n < max ? n : max;
@@ -164,6 +170,7 @@ static int plausible(const unsigned char *d, size_t n, int is_ptx) {
 int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,
                            size_t errlen) {
     memset(img, 0, sizeof *img);
+    if (rt_nvrtc_load(err, errlen)) return -1;
     int archs[64], is_ptx = 0;
     int narchs = rt_nvrtc_archs(archs, 64);
     char target[24];
@@ -242,7 +249,7 @@ int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img,
     (void)source;
     (void)target;
     memset(img, 0, sizeof *img);
-    return ir_fail(err, errlen, "this build has no NVRTC (compiled without the CUDA toolkit)");
+    return ir_fail(err, errlen, "this build has no cuda backend (built with CUDA=0)");
 }
 
 int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,

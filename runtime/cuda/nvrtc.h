@@ -2,6 +2,9 @@
  * image with NVRTC, cached on disk. Needs no GPU and no driver: tests use
  * it to prove every kernel compiles for sm_80 and sm_90.
  *
+ * NVRTC itself is loaded at run time (loader.h: rt_nvrtc_load); without
+ * one every compile fails with the loader's message.
+ *
  * Usage:
  *     rt_cuda_image img;
  *     if (rt_cuda_compile_cached(prog->source, 90, &img, err, sizeof err)) ...;
@@ -41,9 +44,9 @@ typedef struct {
 } rt_cuda_image;
 
 /* Architectures this NVRTC generates code for (75, 80, ..., 120); returns
- * how many (at most max written), 0 without the toolkit. */
+ * how many (at most max written), 0 when no libnvrtc is found (loader.h). */
 int rt_nvrtc_archs(int *archs, int max);
-/* "MAJOR.MINOR" of the linked NVRTC, "none" without the toolkit. */
+/* "MAJOR.MINOR" of the loaded NVRTC, "none" when none is found. */
 const char *rt_nvrtc_version(void);
 /* The target for a device of compute capability sm (10 * major + minor),
  * given the architectures NVRTC supports (see the top): writes it and

@@ -1,4 +1,4 @@
-/* runtime/cuda/stubs.c — cuda.h in a build without the CUDA toolkit:
+/* runtime/cuda/stubs.c — cuda.h in a build without the cuda backend (CUDA=0):
  * nothing opens, every call that could fail says why, the queries answer
  * "not cuda". (rt_cublas_sgemm_args is real in every build: cublas.c.) */
 #ifndef DPC_HAVE_CUDA
@@ -8,12 +8,17 @@
 #include "runtime/cuda/cuda.h"
 #include "ir/err.h"
 
-#define NO_CUDA "this build has no CUDA backend (compiled without the CUDA toolkit)"
+#define NO_CUDA "this build has no CUDA backend (built with CUDA=0)"
 
 /* Every failing stub: the message, -1. */
 static int no_cuda(char *err, size_t errlen) { return ir_fail(err, errlen, NO_CUDA); }
 
 int rt_cuda_compiled(void) { return 0; }
+
+int rt_cuda_info(FILE *out) {
+    fprintf(out, "%s\n", NO_CUDA);
+    return 1;
+}
 
 int rt_cuda_device_count(char *why, size_t whylen) {
     no_cuda(why, whylen);

@@ -117,7 +117,7 @@ TEST(open_cuda) {
         CHECK_MSG(strstr(err, "libcuda") || strstr(err, "cuInit") || getenv("DPC_LIBCUDA"), "%s",
                   err);
     else
-        CHECK_MSG(strstr(err, "without the CUDA toolkit") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "CUDA=0") != NULL, "%s", err);
     /* The backend constructor says the same on its own. */
     CHECK(rt_backend_cuda(0, err, sizeof err) == NULL);
     CHECK(err[0] != 0);
@@ -442,7 +442,16 @@ TEST(nvrtc_target_choice) {
 
 #ifdef DPC_HAVE_CUDA
 
+/* Tests that compile with NVRTC skip where no libnvrtc is found. */
+static int have_nvrtc(void) {
+    char e[1024];
+    if (!rt_nvrtc_load(e, sizeof e)) return 1;
+    fprintf(stderr, "  (skipped: %s)\n", e);
+    return 0;
+}
+
 TEST(nvrtc_knows_ampere_and_hopper) {
+    if (!have_nvrtc()) return;
     int archs[64];
     int n = rt_nvrtc_archs(archs, 64);
     int has80 = 0, has90 = 0;
@@ -457,6 +466,7 @@ static int file_exists(const char *path) {
 }
 
 TEST(nvrtc_cache) {
+    if (!have_nvrtc()) return;
     char dir[] = "/tmp/dpc-test-nvrtc-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     const char *old = getenv("DPC_CACHE_DIR");
@@ -526,7 +536,19 @@ TEST(nvrtc_cache) {
 
 /* ---- loaders ---------------------------------------------------------------------- */
 
+/* Where the toolkit has lib (its lib64), the loader must find it; a
+ * machine without one skips. */
+static int toolkit_has(const char *lib) {
+    const char *home = getenv("CUDA_HOME");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/lib64/%s", home && *home ? home : "/usr/local/cuda", lib);
+    if (access(path, R_OK) == 0) return 1;
+    fprintf(stderr, "  (no %s: skipped)\n", path);
+    return 0;
+}
+
 TEST(cublas_loads_without_a_driver) {
+    if (!toolkit_has("libcublas.so.13")) return;
     CHECK_MSG(rt_cublas_load(err, sizeof err) == 0, "%s", err);
     int major = 0;
     CHECK(rt_cublas.cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);
@@ -536,6 +558,7 @@ TEST(cublas_loads_without_a_driver) {
 }
 
 TEST(nccl_loads_without_a_driver) {
+    if (!toolkit_has("libnccl.so.2")) return;
     int v = 0;
     CHECK_MSG(rt_nccl_version(&v, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(v >= 20000 && v / 10000 == RT_NCCL_MAJOR, "NCCL version %d", v);
@@ -665,9 +688,13 @@ int main(int argc, char **argv) {
             plan_narchs = 1;
             first = 4;
         }
-        return compile_plans(argc - first, argv + first);
+        char e[1024];
+        if (!rt_nvrtc_load(e, sizeof e)) return compile_plans(argc - first, argv + first);
+        printf("note: no NVRTC to compile plans with: %s\n", e);
+        printf("0 passed, 0 failed\n");
+        return 0;
 #else
-        printf("note: built without the CUDA toolkit: no NVRTC to compile plans with\n");
+        printf("note: built with CUDA=0: no NVRTC to compile plans with\n");
         printf("0 passed, 0 failed\n");
         return 0;
 #endif
