@@ -230,8 +230,8 @@ $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 # kernel_cmp --device (tests/sim/kernel_cmp.c): every CUDA kernel call of a
 # program on the GPU against its C-dialect kernel; it links the simulator
-# (C++) for the modules it runs on the host, hence only where the fake is.
-ifeq ($(HAVE_CUDA),1)
+# (C++) for the modules it runs on the host, hence only where g++ is.
+ifeq ($(HAVE_CUDA)$(HAVE_CXX),11)
 GPU_TOOLS += $(BUILD)/gpu/kernel_cmp
 endif
 $(BUILD)/gpu/kernel_cmp.o: tests/sim/kernel_cmp.c $(HEADERS) $(STAMP)

@@ -3,7 +3,7 @@
 # tests/gpu/check.sh end to end, here, on a machine arranged like the GPU
 # machine it is written for (tests/gpu/rehearse.sh: no flex, bison, MPI or
 # OpenBLAS headers, no nccl.h or cudnn*.h, the CUDA libraries only at
-# pip-wheel paths) with the fake driver for the GPU, on a copy of the tree
+# CUDA 13's pip-wheel paths) with the fake driver for the GPU, on a copy of the tree
 # as the device tool carries it (tracked and untracked files, build/rel/gen
 # carried, nothing else built). Scaled down: cnn_small at batch 8, 2 timed
 # steps, a tiny CIFAR-10 folder. Checks that every stage ran and passed,
@@ -59,8 +59,8 @@ check "the stage plan is printed" has '^stage plan (budgets for a 16-core machin
 check "the build used the carried parser" has 'no flex/bison: using the carried build/rel/gen' "$log"
 check "the build used the CBLAS shim" has 'no OpenBLAS: building tests/gpu/cblas_shim' "$log"
 check "the build left MPI out" has '^dpc: .*mpi no' "$log"
-for lib in cublas nccl cuda_nvrtc cudnn; do
-    check "dpc found $lib at its wheel path" has "site-packages/nvidia/$lib/lib/" "$out/summary.md"
+for lib in cu13/lib/libcublas.so.13 cu13/lib/libnvrtc.so.13 nccl/lib/libnccl.so.2 cudnn/lib/libcudnn.so.9; do
+    check "dpc found $lib at its wheel path" has "site-packages/nvidia/$lib" "$out/summary.md"
 done
 # Every stage: passed, or skipped only for what needs real hardware.
 for stage in 'environment' 'build' 'fp32 parity, graph, step time' 'bf16 parity, graph, step time' \

@@ -6,7 +6,9 @@
 #   - hidden: flex, bison, MPI (mpicc and friends, its headers and .pc
 #     files), OpenBLAS's headers, and nccl.h and cudnn*.h in the toolkit;
 #   - the CUDA libraries only at pip-wheel paths of a python3 on PATH
-#     (site-packages/nvidia/{cublas,nccl,cuda_nvrtc,cudnn}/lib), the
+#     (site-packages/nvidia/cu13/lib: CUDA 13's wheels nvidia-cublas and
+#     nvidia-cuda-nvrtc put their libraries together there; nvidia/nccl/lib
+#     and nvidia/cudnn/lib: nvidia-nccl-cu13, nvidia-cudnn-cu13), the
 #     driver only on the loader's path; none named by DPC_LIB*.
 # A header or library is hidden by mounting, over its folder, a folder of
 # links to everything else in it; a program by leaving it out of PATH. So
@@ -77,11 +79,11 @@ cudalib=$hidden_from
 venv=$ns/venv
 pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 wheels=$venv/lib/python$pyver/site-packages/nvidia
-mkdir -p "$venv/bin" "$wheels"/{cublas,nccl,cuda_nvrtc,cudnn}/lib "$ns/driver"
+mkdir -p "$venv/bin" "$wheels"/{cu13,nccl,cudnn}/lib "$ns/driver"
 ln -s /usr/bin/python3 "$venv/bin/python3"
-ln -s "$fake" "$wheels/cublas/lib/libcublas.so.13"
+ln -s "$fake" "$wheels/cu13/lib/libcublas.so.13"
 ln -s "$fake" "$wheels/nccl/lib/libnccl.so.2"
-for f in "$cudalib"/libnvrtc*.so.* ; do ln -s "$f" "$wheels/cuda_nvrtc/lib/${f##*/}"; done
+for f in "$cudalib"/libnvrtc*.so.* ; do ln -s "$f" "$wheels/cu13/lib/${f##*/}"; done
 for f in "$cudalib"/libcudnn*.so.* ; do ln -s "$f" "$wheels/cudnn/lib/${f##*/}"; done
 ln -s "$fake" "$ns/driver/libcuda.so.1"
 unset DPC_LIBCUDA DPC_LIBCUBLAS DPC_LIBNCCL DPC_LIBNVRTC DPC_LIBCUDNN CONDA_PREFIX
