@@ -249,13 +249,14 @@ static void temp_name(char *out, size_t n, const char *base, const char *ext) {
         out[0] = 0; /* an empty name fails to open: no other file is touched */
 }
 
-/* "DIR/name" for messages. */
+/* "DIR/name" for messages (a longer one is cut, harmlessly). */
+#define SHOWN_MAX (PATH_MAX + NAME_MAX + 2)
 static void shown_name(const rt_cache *c, const char *name, char *out, size_t n) {
     snprintf(out, n, "%s/%s", c->path, name);
 }
 
 unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
-    char shown[PATH_MAX], why[256];
+    char shown[SHOWN_MAX], why[256];
     shown_name(c, name, shown, sizeof shown);
     /* Any failure is a miss: the caller recompiles. */
     return ir_file_read_at(c->fd, name, shown, IR_FILE_OURS, (size_t)1 << 30, len, why, sizeof why);
@@ -263,7 +264,7 @@ unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
 
 int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
                    size_t errlen) {
-    char shown[PATH_MAX];
+    char shown[SHOWN_MAX];
     shown_name(c, name, shown, sizeof shown);
     int dfd = dup(c->fd); /* the file takes its folder's fd over */
     if (dfd < 0) return ir_fail(err, errlen, "%s: %s", shown, strerror(errno));
