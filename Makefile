@@ -222,6 +222,9 @@ $(BUILD)/parity/%: tests/parity/%.c $(ORACLE) $(BUILD)/libdpc.a $(HEADERS) $(STA
 # (tests/unit/test_cuda_fake.c loads it; it needs the toolkit's cuda.h and
 # g++, so it is built only where the toolkit is: HAVE_CUDA_TOOLKIT).
 GPU_TOOLS := $(BUILD)/gpu/cuda_check
+ifeq ($(HAVE_CUDA)$(HAVE_CXX),11)
+GPU_TOOLS += $(BUILD)/gpu/kernel_cmp
+endif
 .PHONY: gpu-tools
 gpu-tools: $(GPU_TOOLS)
 check-bins: $(GPU_TOOLS)
@@ -230,10 +233,7 @@ $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/libdpc.a $(HEADERS) $(STAMP)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libdpc.a $(LDLIBS)
 # kernel_cmp --device (tests/sim/kernel_cmp.c): every CUDA kernel call of a
 # program on the GPU against its C-dialect kernel; it links the simulator
-# (C++) for the modules it runs on the host, hence only where g++ is.
-ifeq ($(HAVE_CUDA)$(HAVE_CXX),11)
-GPU_TOOLS += $(BUILD)/gpu/kernel_cmp
-endif
+# (C++) for the modules it runs on the host.
 $(BUILD)/gpu/kernel_cmp.o: tests/sim/kernel_cmp.c $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/sim -c -o $@ $<

@@ -45,7 +45,7 @@ for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
         rec += bytes(rng.randrange(256) for _ in range(3072))
     open(f'{sys.argv[1]}/{name}', 'wb').write(rec)
 PY
-DPC_CHECK_MODEL=cnn_small DPC_CHECK_BATCH=8 DPC_CHECK_STEPS=2 DPC_CHECK_BUDGET=1500 \
+DPC_CHECK_MODEL=cnn_small DPC_CHECK_BATCH=8 DPC_CHECK_STEPS=2 DPC_CHECK_BUDGET=1500 DPC_CHECK_LIMIT_SCALE=10 \
     DPC_CHECK_JOBS=2 DPC_CHECK_DATA=$tmp/cifar DPC_CHECK_CACHE=${DPC_CACHE_DIR:-$tmp/cache} \
     unshare --mount --propagation private bash tests/gpu/rehearse.sh "$src" "$out" "$fake" >"$tmp/log" 2>&1
 rc=$?
@@ -72,7 +72,8 @@ done
 check "memcheck is skipped only for want of a GPU" \
     grep -q -F '| compute-sanitizer memcheck | skipped: no' "$out/summary.md"
 if [ "$fail" != 0 ]; then
-    echo "---- the rehearsal's log (last 60 lines)"
-    tail -n 60 "$log"
+    echo "---- the rehearsal: its last lines, then check.log around each failure"
+    tail -n 15 "$log"
+    grep -B 12 '^FAIL' "$out/check.log" 2>/dev/null | head -n 120
 fi
 finish

@@ -274,7 +274,9 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     *hp = h;
     memset(st, 0, sizeof *st);
     st->loaded = 1;
-    snprintf(st->path, sizeof st->path, "%s", real);
+    /* Where it was found (a wheel's folder says more than the file its link
+     * names); the loader's own search names the file it opened. */
+    snprintf(st->path, sizeof st->path, "%s", pl->rule == RT_LIB_RULE_LOADER ? real : pl->path);
     st->rule = pl->rule;
     snprintf(st->via, sizeof st->via, "%s", pl->via);
     snprintf(st->version, sizeof st->version, "%s", v < 0 ? "unknown" : strchr(ver, ' ') + 1);

@@ -147,7 +147,7 @@ const char *rt_nccl_library(void);
  * the places its last failed load looked in (report). */
 typedef struct {
     int loaded;
-    char path[RT_LIB_PATH_MAX]; /* the file, its real path */
+    char path[RT_LIB_PATH_MAX]; /* where it was found; the real file for the loader's search */
     rt_lib_rule rule;
     char via[RT_LIB_PATH_MAX]; /* the rule's detail (libsearch.h) */
     char version[32];          /* "13.1.0"; "unknown" when it cannot say (the stub driver) */

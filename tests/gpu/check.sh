@@ -47,8 +47,9 @@
 #
 # Scaled down for the rehearsal (never on a GPU): DPC_CHECK_MODEL (resnet18),
 # DPC_CHECK_BATCH (128), DPC_CHECK_STEPS (50 timed steps), DPC_CHECK_BUDGET
-# (480 s), DPC_CHECK_DATA (a CIFAR-10 binary folder instead of the pack),
-# DPC_CHECK_JOBS (nproc).
+# (480 s), DPC_CHECK_LIMIT_SCALE (1: each stage's time limit is
+# multiplied by it), DPC_CHECK_DATA (a CIFAR-10 binary folder instead of
+# the pack), DPC_CHECK_JOBS (nproc).
 set -u
 out=${1:?usage: tests/gpu/check.sh OUTDIR}
 mkdir -p "$out"
@@ -96,10 +97,11 @@ skip_stage() { # NAME WHY
     echo "SKIP $1: $2"
     echo "$1|skipped: $2|0" >>"$stages"
 }
-# limit BUDGET: the stage's time limit: its budget, less if less is left.
+# limit BUDGET: the stage's time limit: its budget (times
+# DPC_CHECK_LIMIT_SCALE, for the rehearsal's simulator), less if less is left.
 limit() {
-    local l=$(($(left) - 10))
-    [ "$l" -gt "$1" ] && l=$1
+    local l=$(($(left) - 10)) b=$(($1 * ${DPC_CHECK_LIMIT_SCALE:-1}))
+    [ "$l" -gt "$b" ] && l=$b
     [ "$l" -lt 10 ] && l=10
     echo "$l"
 }
