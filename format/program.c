@@ -617,8 +617,9 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
 
 int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
     if (k < 0 || k >= p->nkernels || !p->source) return -1;
+    /* `void NAME(`, or in CUDA `void __launch_bounds__(B) NAME(` */
     char sig[CG_NAME_MAX + 8];
-    snprintf(sig, sizeof sig, "void %s(", p->kernels[k].name);
+    snprintf(sig, sizeof sig, " %s(", p->kernels[k].name);
     const char *at = strstr(p->source, sig);
     if (!at) return -1;
     /* back to the start of the line (CUDA: extern "C" __global__ ...), and

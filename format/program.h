@@ -42,8 +42,9 @@
  * Kernel ABI. C: `void NAME(void *const *arg, long long count, long long
  * lo, long long hi)` runs iterations [lo, hi) of [0, count), arg[j] the
  * (offset) buffer pointers, and `const long long NAME_grain` is the count
- * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
- * const T *b1, ..., long long count)` launched with any grid; the body loops
+ * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void
+ * __launch_bounds__(B) NAME(T *b0, const T *b1, ..., long long count)` launched with
+ * any grid of B-thread blocks (B: the calls' cg_launch block); the body loops
  * grid-stride. Element types are float, int for i32 labels, or bf16_t
  * (16-bit storage, format/bf16.h) for bf16 tensors, whose elements the
  * body converts to float on load and rounds back on store. A body may

@@ -603,13 +603,15 @@ static int build_so(const char *source, char *so, size_t solen, char *why, size_
     FILE *f = fopen(cu, "w"), *g = fopen(tu, "w");
     if (f) fputs(source, f);
     /* The TU of tests/sim_test.sh's kernel_tu: the simulator, the text, an
-     * entry per `extern "C" __global__ void NAME(`. */
+     * entry per `extern "C" __global__ void [__launch_bounds__(N) ]NAME(`. */
     if (g) {
         fprintf(g, "#include \"cuda_sim.h\"\n#include \"%s\"\n", cu);
-        const char *key = "extern \"C\" __global__ void ";
+        const char *key = "extern \"C\" __global__ void ", *lb = "__launch_bounds__(";
         for (const char *p = source; (p = strstr(p, key)); p++) {
             if (p != source && p[-1] != '\n') continue;
-            const char *nm = p + strlen(key), *e = nm;
+            const char *nm = p + strlen(key), *e;
+            if (!strncmp(nm, lb, strlen(lb)) && (e = strstr(nm, ") "))) nm = e + 2;
+            e = nm;
             while ((*e >= 'A' && *e <= 'Z') || (*e >= 'a' && *e <= 'z') ||
                    (*e >= '0' && *e <= '9') || *e == '_')
                 e++;

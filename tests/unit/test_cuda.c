@@ -12,7 +12,9 @@
  *     test_cuda --plans [--arch sm_XX] PLAN...
  *                                    compile every program of each plan's
  *                                    KCUD section with NVRTC for sm_80 and
- *                                    sm_90, or the one arch named
+ *                                    sm_90, or the one arch named, and
+ *                                    check each kernel's resources against
+ *                                    its block; a `res` line per kernel
  *                                    (tests/nvrtc_test.sh)
  */
 #include <limits.h>
@@ -417,6 +419,243 @@ TEST(sgemm_args_execute_like_cblas_on_every_model_gemm) {
     rt_backend_free(cpu);
 }
 
+/* ---- resources: could each kernel launch at the block dpc gives it? -----------
+ * ptxas's report (rt_nvrtc_compile_report) against what sm_80 and sm_90
+ * allow a block (CUDA C Programming Guide, "Compute Capabilities"): at most
+ * 1024 threads; 64K 32-bit registers, allocated per warp in units of 256
+ * (a thread's count rounded up to 8), at most 255 a thread; static shared
+ * memory at most 48 KiB, and static plus dynamic too, since dpc never opts
+ * a kernel into more (CG_MAX_SHARED; the opt-in limits, 163 KiB on sm_80
+ * and 227 KiB on sm_90, do not apply). The block is the calls' recorded
+ * geometry (codegen's cg_launch_for), and the kernel must carry
+ * __launch_bounds__ of it, so ptxas caps its registers to fit. */
+
+enum { RES_REGS_PER_BLOCK = 65536, RES_REG_UNIT = 8, RES_MAX_REGS = 255 };
+
+typedef struct {
+    char name[CG_NAME_MAX];
+    int regs;
+    long smem, stack, spill; /* bytes: static shared, stack frame, spill stores */
+} kres;
+
+/* The report's entry for each kernel, in order; returns how many (at most
+ * max), or -1 + why when a line names an architecture other than arch. */
+static int res_parse(const char *log, const char *arch, kres *out, int max, char *why, size_t n) {
+    int cnt = 0;
+    kres *cur = NULL;
+    for (const char *l = log; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+        l = e ? e + 1 : l + len;
+        const char *q;
+        if ((q = strstr(line, "Compiling entry function '"))) {
+            q += strlen("Compiling entry function '");
+            const char *end = strchr(q, '\'');
+            const char *a = end ? strstr(end, "for '") : NULL;
+            if (a && strncmp(a + 5, arch, strlen(arch))) {
+                snprintf(why, n, "the report is for another architecture: %.160s", line);
+                return -1;
+            }
+            cur = NULL;
+            if (end && cnt < max) {
+                cur = &out[cnt++];
+                memset(cur, 0, sizeof *cur);
+                cur->regs = -1;
+                snprintf(cur->name, sizeof cur->name, "%.*s", (int)(end - q), q);
+            }
+        } else if (cur && (q = strstr(line, "bytes stack frame"))) {
+            sscanf(strstr(line, ".") + 1, "%ld", &cur->stack);
+            if ((q = strstr(line, "bytes spill stores"))) {
+                while (q > line && q[-1] == ' ') q--;
+                while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+                sscanf(q, "%ld", &cur->spill);
+            }
+        } else if (cur && (q = strstr(line, "Used "))) {
+            if (sscanf(q, "Used %d registers", &cur->regs) != 1) cur->regs = -1;
+            if ((q = strstr(line, " bytes smem"))) {
+                while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+                sscanf(q, "%ld", &cur->smem);
+            }
+        }
+    }
+    return cnt;
+}
+
+/* Why a kernel of r's resources cannot launch with block threads and
+ * dynamic bytes of dynamic shared memory, or NULL when it can. */
+static const char *res_refusal(const kres *r, unsigned block, unsigned dynamic, char *why,
+                               size_t n) {
+    long regs = (r->regs + RES_REG_UNIT - 1) / RES_REG_UNIT * RES_REG_UNIT;
+    if (r->regs < 0)
+        snprintf(why, n, "no register count in the report");
+    else if (block < 1 || block > CG_MAX_BLOCK)
+        snprintf(why, n, "block of %u threads (at most %u)", block, CG_MAX_BLOCK);
+    else if (r->regs > RES_MAX_REGS)
+        snprintf(why, n, "%d registers a thread (at most %d)", r->regs, RES_MAX_REGS);
+    else if (regs * block > RES_REGS_PER_BLOCK)
+        snprintf(why, n, "%d registers (allocated %ld) x %u threads = %ld > %d", r->regs, regs,
+                 block, regs * block, RES_REGS_PER_BLOCK);
+    else if (r->smem + (long)dynamic > (long)CG_MAX_SHARED)
+        snprintf(why, n, "%ld bytes static + %u dynamic shared memory > %u", r->smem, dynamic,
+                 CG_MAX_SHARED);
+    else
+        return NULL;
+    return why;
+}
+
+/* Checks every kernel of p against the report of its compile for arch:
+ * its block (the calls'; all calls of a kernel launch the same block),
+ * its __launch_bounds__ in the source, its resources. Prints a table line
+ * per kernel ("res ARCH BLOCK REGS SMEM SPILL USE% KERNEL WHERE", USE% the
+ * share of the block's register file) to out, a line per failure to out
+ * too; returns the number of kernels that fail. */
+static int res_check_program(const cg_program *p, const char *arch, const char *report,
+                             const char *where, FILE *out) {
+    int bad = 0, nk = p->nkernels;
+    kres *r = calloc((size_t)nk + 1, sizeof *r);
+    unsigned *block = calloc((size_t)nk + 1, sizeof *block);
+    unsigned *dyn = calloc((size_t)nk + 1, sizeof *dyn);
+    if (!r || !block || !dyn) abort();
+    char why[256];
+    int nr = res_parse(report, arch, r, nk + 1, why, sizeof why);
+    if (nr < 0) {
+        fprintf(out, "FAIL %s %s: %s\n", where, arch, why);
+        nk = 0, bad = 1;
+    }
+    for (int c = 0; c < p->ncalls; c++) {
+        const cg_call *call = &p->calls[c];
+        if (call->kind != CG_CALL_KERNEL) continue;
+        unsigned *b = &block[call->kernel];
+        if (*b && *b != call->launch.block && !bad++)
+            fprintf(out, "FAIL %s %s: %s launched with blocks of %u and %u\n", where, arch,
+                    p->kernels[call->kernel].name, *b, call->launch.block);
+        if (call->launch.block > *b) *b = call->launch.block;
+        if (call->launch.shared > dyn[call->kernel]) dyn[call->kernel] = call->launch.shared;
+    }
+    for (int k = 0; k < nk; k++) {
+        const char *name = p->kernels[k].name;
+        const kres *kr = NULL;
+        for (int j = 0; j < nr && !kr; j++)
+            if (!strcmp(r[j].name, name)) kr = &r[j];
+        const char *no = NULL;
+        char bound[CG_NAME_MAX + 48];
+        size_t off, len;
+        snprintf(bound, sizeof bound, "__launch_bounds__(%u) %s(", block[k], name);
+        if (!kr)
+            no = "not in ptxas's report";
+        else if (!block[k])
+            no = "never launched";
+        else if (cg_kernel_source(p, k, &off, &len) ||
+                 !memmem(p->source + off, len, bound, strlen(bound))) {
+            snprintf(why, sizeof why, "its source lacks __launch_bounds__(%u)", block[k]);
+            no = why;
+        } else
+            no = res_refusal(kr, block[k], dyn[k], why, sizeof why);
+        if (kr) {
+            long regs = (kr->regs + RES_REG_UNIT - 1) / RES_REG_UNIT * RES_REG_UNIT;
+            fprintf(out, "res %-5s %5u %4d %6ld %5ld %5.1f%% %s %s\n", arch, block[k], kr->regs,
+                    kr->smem + (long)dyn[k], kr->spill,
+                    100.0 * (double)(regs * block[k]) / RES_REGS_PER_BLOCK, name, where);
+        }
+        if (no) {
+            fprintf(out, "FAIL %s %s: %s (block %u): %s\n", where, arch, name, block[k], no);
+            bad++;
+        }
+    }
+    free(r);
+    free(block);
+    free(dyn);
+    return bad;
+}
+
+/* A report as ptxas writes it, with regs registers and smem bytes for
+ * kernel `heavy` and 16 registers for every other kernel of p. */
+static char *fake_report(const cg_program *p, const char *arch, int heavy, int regs, long smem) {
+    size_t cap = 512 * (size_t)(p->nkernels + 1), used = 0; /* an entry is < 400 */
+    char *s = malloc(cap);
+    if (!s) abort();
+    s[0] = 0;
+    for (int k = 0; k < p->nkernels; k++)
+        used += (size_t)snprintf(
+            s + used, cap - used,
+            "ptxas info    : Compiling entry function '%s' for '%s'\n"
+            "ptxas info    : Function properties for %s\n"
+            "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used %d registers, used 1 barriers, %ld bytes smem\n",
+            p->kernels[k].name, arch, p->kernels[k].name, k == heavy ? regs : 16,
+            k == heavy ? smem : 128);
+    return s;
+}
+
+/* The check refuses what a GPU would refuse, on a real program and fake
+ * reports: too many registers for the kernel's block (the bug ptxas's cap
+ * from __launch_bounds__ prevents), too much shared memory, a kernel the
+ * report misses, a source without __launch_bounds__. */
+TEST(resource_check_refuses_what_the_gpu_refuses) {
+    ir_graph *g = model_graph("models/resnet18.net", 128, 1, 1);
+    cg_program *p = g ? cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err) : NULL;
+    CHECK_MSG(p != NULL, "%s", err);
+    if (!p) {
+        ir_free(g);
+        return;
+    }
+    /* the kernel with the largest block */
+    int big = -1;
+    unsigned bmax = 0;
+    for (int c = 0; c < p->ncalls; c++)
+        if (p->calls[c].kind == CG_CALL_KERNEL && p->calls[c].launch.block > bmax)
+            bmax = p->calls[c].launch.block, big = p->calls[c].kernel;
+    CHECK_MSG(bmax == 1024, "resnet18's largest block is %u", bmax);
+    FILE *out = tmpfile();
+    if (!out || big < 0) abort();
+    char *rep = fake_report(p, "sm_90", big, 64, 4096);
+    CHECK(res_check_program(p, "sm_90", rep, "ok", out) == 0); /* 64 x 1024 is the file */
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 65, 0); /* 72 allocated */
+    CHECK(res_check_program(p, "sm_90", rep, "regs", out) == 1);
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 255, 0);
+    CHECK(res_check_program(p, "sm_90", rep, "regs", out) == 1);
+    free(rep);
+    rep = fake_report(p, "sm_80", big, 32, 48 * 1024 + 4);
+    CHECK(res_check_program(p, "sm_80", rep, "smem", out) == 1);
+    CHECK(res_check_program(p, "sm_90", rep, "arch", out) == 1); /* another arch's report */
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 32, 0);
+    char *cut = strstr(rep, "ptxas info    : Compiling entry function 'k1_");
+    if (cut) *cut = 0; /* kernels from k1 on missing */
+    CHECK(cut && res_check_program(p, "sm_90", rep, "missing", out) == p->nkernels - 1);
+    free(rep);
+    /* a source without launch bounds (before dpc wrote them) */
+    rep = fake_report(p, "sm_90", big, 32, 0);
+    char *src = p->source, *lb;
+    while ((lb = strstr(p->source, "__launch_bounds__(")))
+        memmove(lb, strchr(lb, ')') + 2, strlen(strchr(lb, ')') + 2) + 1);
+    CHECK(res_check_program(p, "sm_90", rep, "bounds", out) == p->nkernels);
+    CHECK(p->source == src);
+    free(rep);
+    /* the table and the failures name the kernel, its block and the cause */
+    rewind(out);
+    char line[512];
+    int fails = 0, rows = 0, named = 0;
+    while (fgets(line, sizeof line, out)) {
+        rows += !strncmp(line, "res ", 4);
+        if (strncmp(line, "FAIL ", 5)) continue;
+        fails++;
+        if (strstr(line, " regs sm_90: ") && strstr(line, "(block 1024)") &&
+            strstr(line, "x 1024 threads"))
+            named++;
+    }
+    CHECK(rows == 5 * p->nkernels + 1);
+    CHECK_MSG(named == 2, "%d register failures named", named);
+    CHECK(fails == 2 + 1 + 1 + (p->nkernels - 1) + p->nkernels);
+    fclose(out);
+    cg_program_free(p);
+    ir_free(g);
+}
+
 /* ---- NVRTC ----------------------------------------------------------------------- */
 
 TEST(nvrtc_target_choice) {
@@ -583,7 +822,8 @@ static void compile_program(const char *plan, const char *which, const cg_progra
     const char *const *archs = plan_archs;
     for (int a = 0; a < plan_narchs; a++) {
         rt_cuda_image img;
-        if (rt_nvrtc_compile(p->source, archs[a], &img, err, sizeof err)) {
+        char *report = NULL;
+        if (rt_nvrtc_compile_report(p->source, archs[a], &img, &report, err, sizeof err)) {
             printf("FAIL %s %s %s: %s\n", plan, which, archs[a], err);
             plans_failed++;
             continue;
@@ -596,6 +836,10 @@ static void compile_program(const char *plan, const char *which, const cg_progra
                            p->kernels[k].name);
                 missing++;
             }
+        char where[600];
+        snprintf(where, sizeof where, "%s %s", plan, which);
+        if (res_check_program(p, archs[a], report, where, stdout)) missing++;
+        free(report);
         if (missing) {
             plans_failed++;
         } else {
@@ -681,6 +925,7 @@ int main(int argc, char **argv) {
     RUN(sgemm_args_refuse_what_cublas_refuses);
     RUN(sgemm_args_execute_like_cblas_on_every_model_gemm);
     RUN(nvrtc_target_choice);
+    RUN(resource_check_refuses_what_the_gpu_refuses);
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_knows_ampere_and_hopper);
     RUN(nvrtc_cache);
