@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "format/tf32.h"
 #include "frontend/frontend.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
@@ -416,6 +417,108 @@ TEST(sgemm_args_execute_like_cblas_on_every_model_gemm) {
             ir_free(g);
         }
     fprintf(stderr, "  %d GEMM calls compared, worst difference %.3g\n", total, worst);
+    rt_backend_free(cpu);
+}
+
+/* ---- TF32 (--precision tf32) -----------------------------------------------------
+ * The rounding (format/tf32.h) at its edges, and the cpu backend's TF32
+ * GEMM against the definition: cuBLAS's semantics on operands rounded to
+ * TF32. The error bound against fp32 is the one docs/DESIGN.md states:
+ * per element at most (2^-10 + K 2^-24) sum |a_k b_k|. */
+
+static float bits_f(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+TEST(tf32_rounds_to_nearest_even) {
+    const float one = 1.0f, ulp = 0x1p-10f; /* TF32's ulp at 1 */
+    CHECK(dpc_f32_round_tf32(one) == one);
+    CHECK(dpc_f32_round_tf32(one + ulp) == one + ulp);
+    CHECK(dpc_f32_round_tf32(one + ulp / 2) == one);                  /* tie: to even */
+    CHECK(dpc_f32_round_tf32(one + 3 * ulp / 2) == one + 2 * ulp);    /* tie: to even */
+    CHECK(dpc_f32_round_tf32(one + ulp / 2 + 0x1p-23f) == one + ulp); /* past the tie */
+    CHECK(dpc_f32_round_tf32(one + ulp / 2 - 0x1p-23f) == one);
+    CHECK(dpc_f32_round_tf32(-(one + 3 * ulp / 2)) == -(one + 2 * ulp));
+    CHECK(dpc_f32_round_tf32(0x1p-130f) == 0x1p-130f);     /* subnormals keep 10 bits' steps */
+    CHECK(dpc_f32_round_tf32(0x1p-140f) == 0);             /* under half of 2^-136 */
+    CHECK(isinf(dpc_f32_round_tf32(bits_f(0x7f7fffffu)))); /* the largest float carries */
+    CHECK(dpc_f32_round_tf32(bits_f(0x7f7fe000u)) == bits_f(0x7f7fe000u)); /* largest TF32 */
+    CHECK(isinf(dpc_f32_round_tf32(INFINITY)) && isnan(dpc_f32_round_tf32(NAN)));
+    /* every result has its low 13 bits clear, and is the nearer neighbour */
+    rt_rng rng;
+    rt_rng_seed(&rng, 3);
+    for (int i = 0; i < 100000; i++) {
+        float x = (float)((rt_rng_uniform(&rng) * 2 - 1) * 1000);
+        float r = dpc_f32_round_tf32(x);
+        unsigned u;
+        memcpy(&u, &r, sizeof u);
+        if ((u & 0x1fffu) || fabs((double)r - x) > fabs((double)x) * 0x1p-11) {
+            CHECK_MSG(0, "%.9g -> %.9g", x, r);
+            break;
+        }
+    }
+}
+
+/* The largest |c - ref| / sum |a_k b_k| over C's elements, ref in double. */
+static double gemm_rel_err(const rt_sgemm_args *a, const float *A, const float *B, const float *C,
+                           const float *ref) {
+    double worst = 0;
+    for (int j = 0; j < a->n; j++)
+        for (int i = 0; i < a->m; i++) {
+            double s = 0;
+            for (int l = 0; l < a->k; l++) {
+                float x = a->transa ? A[l + (int64_t)i * a->lda] : A[i + (int64_t)l * a->lda];
+                float y = a->transb ? B[j + (int64_t)l * a->ldb] : B[l + (int64_t)j * a->ldb];
+                s += fabs((double)x * y);
+            }
+            double d = fabs((double)C[i + (int64_t)j * a->ldc] - ref[i + (int64_t)j * a->ldc]);
+            if (s > 0 && d / s > worst) worst = d / s;
+        }
+    return worst;
+}
+
+/* y[N,U] = x[N,F] w[U,F]^T on the cpu backend, fp32 and tf32, against
+ * cuBLAS's definition in double on the original and on rounded operands. */
+TEST(tf32_gemm_on_the_cpu_rounds_its_operands) {
+    rt_backend *cpu = rt_backend_cpu();
+    const int64_t N = 48, U = 40, Fs[] = {16, 300, 4096};
+    for (size_t t = 0; t < sizeof Fs / sizeof *Fs; t++) {
+        int64_t F = Fs[t];
+        cg_gemm d = cg_gemm_dense(N, F, U);
+        rt_sgemm_args a;
+        CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == 0);
+        float *x = malloc(sizeof(float) * (size_t)(N * F)),
+              *w = malloc(sizeof(float) * (size_t)(U * F));
+        float *xr = malloc(sizeof(float) * (size_t)(N * F)),
+              *wr = malloc(sizeof(float) * (size_t)(U * F));
+        float *y32 = calloc((size_t)(N * U), sizeof(float)),
+              *y19 = calloc((size_t)(N * U), sizeof(float));
+        float *ref = calloc((size_t)(N * U), sizeof(float)),
+              *refr = calloc((size_t)(N * U), sizeof(float));
+        rt_rng rng;
+        rt_rng_seed(&rng, 11 + (uint64_t)t);
+        for (int64_t i = 0; i < N * F; i++)
+            xr[i] = dpc_f32_round_tf32(x[i] = (float)(rt_rng_uniform(&rng) * 2 - 1));
+        for (int64_t i = 0; i < U * F; i++)
+            wr[i] = dpc_f32_round_tf32(w[i] = (float)(rt_rng_uniform(&rng) * 2 - 1));
+        cublas_semantics(&a, w, x, ref);
+        cublas_semantics(&a, wr, xr, refr);
+        CHECK(cpu->gemm(cpu, &d, w, x, y32, err, sizeof err) == 0);
+        d.tf32 = 1;
+        CHECK(cpu->gemm(cpu, &d, w, x, y19, err, sizeof err) == 0);
+        double noise = (double)F * 0x1p-24, bound = 0x1p-10 + noise;
+        double e32 = gemm_rel_err(&a, w, x, y32, ref), e19 = gemm_rel_err(&a, w, x, y19, ref);
+        double e19r = gemm_rel_err(&a, w, x, y19, refr);
+        fprintf(stderr, "  K=%lld: fp32 %.3g, tf32 %.3g (bound %.3g), tf32 vs rounded %.3g\n",
+                (long long)F, e32, e19, bound, e19r);
+        CHECK(e32 <= noise);
+        CHECK_MSG(e19 > 8 * e32 && e19 > 0x1p-20 && e19 <= bound, "K=%lld: tf32 error %.3g",
+                  (long long)F, e19);
+        CHECK(e19r <= noise); /* exactly the rounded operands' product */
+        free(x), free(w), free(xr), free(wr), free(y32), free(y19), free(ref), free(refr);
+    }
     rt_backend_free(cpu);
 }
 
@@ -926,6 +1029,8 @@ int main(int argc, char **argv) {
     RUN(sgemm_args_execute_like_cblas_on_every_model_gemm);
     RUN(nvrtc_target_choice);
     RUN(resource_check_refuses_what_the_gpu_refuses);
+    RUN(tf32_rounds_to_nearest_even);
+    RUN(tf32_gemm_on_the_cpu_rounds_its_operands);
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_knows_ampere_and_hopper);
     RUN(nvrtc_cache);
