@@ -328,10 +328,10 @@ static int calls_math(const char *s, size_t n) {
 static ksig parse_sig(const char *src, const char *name) {
     ksig k = {0};
     /* `__global__ void [__launch_bounds__(N) ]NAME(` */
-    const char *head = "__global__ void ", *lb = "__launch_bounds__(", *s = src, *p = NULL;
+    const char *gv = "__global__ void ", *lb = "__launch_bounds__(", *s = src, *p = NULL;
     size_t nl = strlen(name);
-    for (; (s = strstr(s, head)); s++) {
-        const char *nm = s + strlen(head), *e;
+    for (; (s = strstr(s, gv)); s++) {
+        const char *nm = s + strlen(gv), *e;
         if (!strncmp(nm, lb, strlen(lb)) && (e = strstr(nm, ") "))) nm = e + 2;
         if (!strncmp(nm, name, nl) && nm[nl] == '(') {
             p = nm + nl + 1;
@@ -339,7 +339,7 @@ static ksig parse_sig(const char *src, const char *name) {
         }
     }
     if (!p) die("%s: no CUDA signature", name);
-    const char *next = strstr(s + 1, head);
+    const char *next = strstr(s + 1, gv);
     k.body = s;
     k.body_len = next ? (size_t)(next - s) : strlen(s);
     for (;;) {
