@@ -47,7 +47,7 @@ static int store_bucket_mb(const arg_parser *p, const arg_spec *s, const char *v
 static int store_precision(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
     pass_precision_kind k;
     if (pass_precision_parse(v, &k))
-        return arg_fail(p->prog, "%s takes fp32 or bf16, got: %s", s->name, v);
+        return arg_fail(p->prog, "%s takes fp32, bf16 or tf32, got: %s", s->name, v);
     ((dpc_args *)dst)->o.precision = v;
     return 0;
 }
@@ -95,9 +95,11 @@ static const arg_spec args[] = {
      ARG_NEXT, NULL},
     {"--bucket-mb", "--bucket-mb X", ARG_CALL, 0, 0, 0, NULL,
      "gradients per all-reduce bucket, in MiB (default 25)", ARG_NEXT, store_bucket_mb},
-    {"--precision", "--precision fp32|bf16", ARG_CALL, 0, 0, 0, NULL,
+    {"--precision", "--precision fp32|bf16|tf32", ARG_CALL, 0, 0, 0, NULL,
      "bf16: activations and GEMM operands in bf16, f32 master\n"
-     "weights, reductions and optimizer (default fp32)",
+     "weights, reductions and optimizer; tf32: f32 GEMMs on TF32\n"
+     "tensor cores (operands rounded to 10-bit mantissas; the cpu\n"
+     "backend rounds alike) (default fp32)",
      ARG_NEXT, store_precision},
     {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,
      "kernels per step and activation memory, fused and planned vs not", ARG_NEXT, NULL},

@@ -89,7 +89,10 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
     c->arg[2] = slot_c;
     /* the fields only: the struct's trailing padding stays zero, so calls
      * compare bytewise equal to parsed ones */
-    memcpy(&c->gemm, d, offsetof(cg_gemm, type_c) + sizeof d->type_c);
+    memcpy(&c->gemm, d, offsetof(cg_gemm, tf32) + sizeof d->tf32);
+    /* --precision tf32 marked the op (passes/precision.c) */
+    const ir_node *n = &cx->g->nodes[cx->p->steps[cx->p->nsteps - 1].node];
+    c->gemm.tf32 = (n->flags & IR_FLAG_TF32) && d->type_a == IR_F32;
 }
 
 /* ---- listings ----------------------------------------------------------------------- */

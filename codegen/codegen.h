@@ -41,7 +41,7 @@
  * What a target's text differs in, as data (codegen/dialect.c holds one
  * table per dialect; the renderer reads fields, it never tests which
  * dialect it has). A kernel is emitted as
- *     [grain line]  kernel_head NAME( params ) {      C: params unpacked in
+ *     [grain line]  kernel_head [launch_bounds] NAME( params ) {   C: params unpacked in
  *     body_head  loop_head  <body, indented 8>  "    }\n}\n\n"
  * where params are `const T *RESTRICTbJ, ` for each argument followed by
  * params_tail, or, with unpack_args, params_tail alone and each argument
@@ -66,6 +66,10 @@ typedef struct {
      * of one iteration per thread gets. */
     int gpu_launch;
     uint32_t threads_per_block;
+    /* printed after kernel_head with the kernel's block (%u), or NULL: the
+     * most threads it is launched with, so ptxas never gives it more
+     * registers than that block can hold (tests/nvrtc_test.sh checks) */
+    const char *launch_bounds;
     /* The reduction skeleton. A cooperative kernel (cg_kdef.block > 0)
      * runs one iteration per block of `block` threads: coop_loop_head opens
      * its loop over i, a loop over an iteration's elements starts at

@@ -86,21 +86,24 @@ double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t blocks, int64
 static int64_t esize(int dtype) { return (int64_t)ir_dtype_size((ir_dtype)dtype); }
 
 /* A GEMM: every operand once (a stride-0 operand once for the batch), C
- * read too when beta accumulates. f32 GEMMs run plain FP32 (the cuda
- * backend leaves cuBLAS in its default math mode unless DPC_TF32 is set,
- * runtime/cuda/cublas.c), bf16 ones on the BF16 tensor cores. */
+ * read too when beta accumulates. f32 GEMMs run plain FP32, or on the TF32
+ * tensor cores when tf32 (--precision tf32, runtime/cuda/cublas.c), bf16
+ * ones on the BF16 tensor cores. */
 static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
     int64_t b = d->batch > 0 ? d->batch : 1;
     int64_t na = d->m * d->k * (d->stride_a ? b : 1), nb = d->k * d->n * (d->stride_b ? b : 1);
     int64_t nc = d->m * d->n * b * (d->beta != 0.0f ? 2 : 1);
     snprintf(c->name, sizeof c->name, "gemm_%" PRId64 "x%" PRId64 "x%" PRId64 "%s", d->m, d->n,
-             d->k, d->type_a == IR_BF16 ? "_bf16" : "");
+             d->k,
+             d->type_a == IR_BF16 ? "_bf16"
+             : d->tf32            ? "_tf32"
+                                  : "");
     c->kind = CG_CALL_GEMM;
     c->threads = d->m * d->n * b;
     c->serial = d->k;
     c->bytes = na * esize(d->type_a) + nb * esize(d->type_b) + nc * esize(d->type_c);
     c->flops = 2 * d->m * d->n * d->k * b;
-    c->peak = d->type_a == IR_BF16 ? dev->bf16_flops : dev->fp32_flops;
+    c->peak = d->type_a == IR_BF16 ? dev->bf16_flops : d->tf32 ? dev->tf32_flops : dev->fp32_flops;
     c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_gemm_fraction(d)) + dev->launch_us;
 }
 

@@ -80,6 +80,7 @@ static const cg_dialect_desc dialect_cuda = {
     .lane_simd = "",
     .gpu_launch = 1,
     .threads_per_block = 256, /* a multiple of the warp; 8 blocks fill an SM */
+    .launch_bounds = "__launch_bounds__(%u) ",
     /* f32 partial sums (docs/DESIGN.md gives the error bound); a block's
      * sum is a xor butterfly in each warp, the warps' partials through
      * shared memory, then every warp reduces those partials the same way,

@@ -133,7 +133,11 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
         if (min_iters < 1) min_iters = 1;
         cg_str_printf(o, "const idx_t %s_grain = %" PRId64 ";\n", name, min_iters);
     }
-    cg_str_printf(o, "%s%s(", dl->kernel_head, name);
+    cg_str_printf(o, "%s", dl->kernel_head);
+    /* the block every call of it gets (cg_add_kernel_call) */
+    if (dl->launch_bounds)
+        cg_str_printf(o, dl->launch_bounds, cg_launch_for(dl, kd->block, kd->split, 1).block);
+    cg_str_printf(o, "%s(", name);
     const char *rs = kd->no_restrict ? "" : dl->restrict_kw;
     if (!dl->unpack_args)
         for (int j = 0; j < kd->nargs; j++)

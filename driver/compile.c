@@ -188,7 +188,7 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
                        o->target);
     pass_precision_kind p;
     if (o->precision && pass_precision_parse(o->precision, &p))
-        return ir_fail(err, errlen, "dpc: error: --precision takes fp32 or bf16, got: %s",
+        return ir_fail(err, errlen, "dpc: error: --precision takes fp32, bf16 or tf32, got: %s",
                        o->precision);
     char names[256];
     if (o->cost_device && !cg_device_find(o->cost_device))

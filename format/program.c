@@ -2,8 +2,8 @@
  * validation, dialect names and section tags, checking, (de)serialising and
  * comparing cg_programs. Building one is codegen's (codegen/build.c).
  *
- * Byte layout (little endian), version 4 (3 plus the launch geometry;
- * programs of other versions are skipped and regenerated):
+ * Byte layout (little endian), version 5 (4 plus the GEMM's tf32; programs
+ * of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
  *   u32 nkernels, each: u32 name_len, name, u32 nargs
@@ -13,7 +13,7 @@
  *                       nargs x (i32 slot, i64 off), then the GEMM: u32 transa,
  *                       u32 transb, i64 m n k, f32 alpha beta, i64 lda ldb ldc
  *                       batch stride_a stride_b stride_c off_a off_b off_c,
- *                       u32 type_a type_b type_c, then the launch: u32 grid
+ *                       u32 type_a type_b type_c tf32, then the launch: u32 grid
  *                       block shared (all 0 in a C program and in GEMMs)
  * total_length covers the whole record, so programs can sit back to back.
  */
@@ -30,8 +30,8 @@
 
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
- * 3: GEMM element types (bf16). 4: each call's launch geometry. */
-#define CG_VERSION 4u
+ * 3: GEMM element types (bf16). 4: each call's launch geometry. 5: TF32 GEMMs. */
+#define CG_VERSION 5u
 
 void cg_program_free(cg_program *p) {
     if (!p) return;
@@ -90,6 +90,8 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
                        "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
                        d->type_a, d->type_b, d->type_c);
     }
+    if (d->tf32 != 0 && (d->tf32 != 1 || d->type_a != IR_F32))
+        return ir_fail(err, errlen, "gemm: tf32 %d (0, or 1 with f32 operands)", d->tf32);
     if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
         d->off_c < 0) {
         return ir_fail(err, errlen, "gemm: negative stride or offset");
@@ -190,6 +192,7 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
         ir_put_u32(&w, (uint32_t)d->type_a);
         ir_put_u32(&w, (uint32_t)d->type_b);
         ir_put_u32(&w, (uint32_t)d->type_c);
+        ir_put_u32(&w, (uint32_t)d->tf32);
         ir_put_u32(&w, c->launch.grid);
         ir_put_u32(&w, c->launch.block);
         ir_put_u32(&w, c->launch.shared);
@@ -315,6 +318,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     d->type_a = (int)ir_get_u32(r);
     d->type_b = (int)ir_get_u32(r);
     d->type_c = (int)ir_get_u32(r);
+    d->tf32 = (int)ir_get_u32(r);
     c->launch.grid = ir_get_u32(r);
     c->launch.block = ir_get_u32(r);
     c->launch.shared = ir_get_u32(r);
@@ -322,6 +326,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16))
         return "bad gemm element type";
+    if (d->tf32 != 0 && (d->tf32 != 1 || d->type_a != IR_F32)) return "bad gemm tf32";
     if (d->transa < 0 || d->transa > 1 || d->transb < 0 || d->transb > 1)
         return "bad gemm transpose flag";
     if (c->kind == CG_CALL_KERNEL) {
@@ -555,7 +560,8 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b) {
            a->ldb == b->ldb && a->ldc == b->ldc && a->batch == b->batch &&
            a->stride_a == b->stride_a && a->stride_b == b->stride_b && a->stride_c == b->stride_c &&
            a->off_a == b->off_a && a->off_b == b->off_b && a->off_c == b->off_c &&
-           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c;
+           a->type_a == b->type_a && a->type_b == b->type_b && a->type_c == b->type_c &&
+           a->tf32 == b->tf32;
 }
 
 int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n) {
@@ -617,8 +623,9 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
 
 int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
     if (k < 0 || k >= p->nkernels || !p->source) return -1;
+    /* `void NAME(`, or in CUDA `void __launch_bounds__(B) NAME(` */
     char sig[CG_NAME_MAX + 8];
-    snprintf(sig, sizeof sig, "void %s(", p->kernels[k].name);
+    snprintf(sig, sizeof sig, " %s(", p->kernels[k].name);
     const char *at = strstr(p->source, sig);
     if (!at) return -1;
     /* back to the start of the line (CUDA: extern "C" __global__ ...), and

@@ -42,8 +42,9 @@
  * Kernel ABI. C: `void NAME(void *const *arg, long long count, long long
  * lo, long long hi)` runs iterations [lo, hi) of [0, count), arg[j] the
  * (offset) buffer pointers, and `const long long NAME_grain` is the count
- * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void NAME(T *b0,
- * const T *b1, ..., long long count)` launched with any grid; the body loops
+ * below which the backend runs it on one thread. CUDA: `extern "C" __global__ void
+ * __launch_bounds__(B) NAME(T *b0, const T *b1, ..., long long count)` launched with
+ * any grid of B-thread blocks (B: the calls' cg_launch block); the body loops
  * grid-stride. Element types are float, int for i32 labels, or bf16_t
  * (16-bit storage, format/bf16.h) for bf16 tensors, whose elements the
  * body converts to float on load and rounds back on store. A body may
@@ -98,7 +99,10 @@ int cg_dialect_launches(cg_dialect d);
  * cblas_sgemm(CblasColMajor, ...) over the batch (bf16 operands converted
  * to float first); the cuda backend hands it to cublasSgemmStridedBatched,
  * or with bf16 to cublasGemmStridedBatchedEx (CUDA_R_16BF operands,
- * CUBLAS_COMPUTE_32F). */
+ * CUBLAS_COMPUTE_32F). tf32 (f32 operands only, --precision tf32): the
+ * product reads A and B rounded to TF32 (format/tf32.h), as tensor cores
+ * do: cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_TF32 on the
+ * GPU, the operands rounded before cblas_sgemm on the cpu. */
 typedef struct {
     int transa, transb; /* 0: N, 1: T */
     int64_t m, n, k;
@@ -108,6 +112,7 @@ typedef struct {
     int64_t stride_a, stride_b, stride_c; /* elements between batch entries */
     int64_t off_a, off_b, off_c;          /* element offsets of entry 0 */
     int type_a, type_b, type_c;           /* ir_dtype: IR_F32 (0) or IR_BF16 */
+    int tf32;                             /* 1: A and B rounded to TF32 (f32 only) */
 } cg_gemm;
 
 /* One past the last element of operand 'a', 'b' or 'c' the GEMM touches

@@ -65,18 +65,20 @@ static void print_attrs(const ir_node *n, FILE *f) {
     }
 }
 
-static const char *const flag_names[] = {"output", "loss", "grad"};
+/* by bit; bit 3 (IR_FLAG_CNHW) is printed as " cnhw" */
+static const char *const flag_names[] = {"output", "loss", "grad", NULL, "tf32"};
+#define NAMED_FLAGS 0x17u
 
 /* " [output,loss]": every flag set, unknown bits as hex. */
 static void print_flags(unsigned flags, FILE *f) {
     if (!flags) return;
     const char *sep = " [";
-    for (unsigned b = 0; b < 3; b++)
-        if (flags & (1u << b)) {
+    for (unsigned b = 0; b < sizeof flag_names / sizeof *flag_names; b++)
+        if ((flags & (1u << b)) && flag_names[b]) {
             fprintf(f, "%s%s", sep, flag_names[b]);
             sep = ",";
         }
-    if (flags >> 3) fprintf(f, "%s0x%x", sep, flags & ~7u);
+    if (flags & ~NAMED_FLAGS) fprintf(f, "%s0x%x", sep, flags & ~NAMED_FLAGS);
     fputc(']', f);
 }
 

@@ -321,7 +321,14 @@ enum {
      * only by the layout pass (passes/layout.c); never on a source or on
      * what the runtime reads (output, loss, gradient). */
     IR_FLAG_CNHW = 1 << 3,
+    /* A GEMM op (ir_op_gemm) whose product runs in TF32, as tensor cores
+     * do: its f32 operands rounded to TF32 (format/tf32.h), the products
+     * summed in f32. Set only by the precision pass (--precision tf32). */
+    IR_FLAG_TF32 = 1 << 4,
 };
+/* conv, dense and their gradients: the ops codegen lowers to GEMMs (a
+ * grouped conv runs as direct kernels instead, ir_conv_groups > 1). */
+int ir_op_gemm(ir_op op);
 
 typedef struct {
     ir_op op;

@@ -932,14 +932,19 @@ void plan_info(const dpc_plan *p, FILE *f) {
     fprintf(f, "source: %s\n", p->source[0] ? p->source : "(unknown)");
     fprintf(f, "format: dpc plan version %u\n", PLAN_VERSION);
     /* The graphs' node types are the record: dpc --precision bf16 stores
-     * activations as bf16 (passes/precision.c). */
-    int bf16 = 0;
-    for (int i = 0; p->train && i < p->train->n; i++)
+     * activations as bf16, --precision tf32 marks the GEMMs IR_FLAG_TF32
+     * (passes/precision.c). */
+    int bf16 = 0, tf32 = 0;
+    for (int i = 0; p->train && i < p->train->n; i++) {
         bf16 |= p->train->nodes[i].type.dtype == IR_BF16;
+        tf32 |= (p->train->nodes[i].flags & IR_FLAG_TF32) != 0;
+    }
     fprintf(f, "precision: %s\n",
-            bf16 ? "bf16 (activations and GEMM operands; f32 master weights, "
-                   "statistics, gradients and optimizer)"
-                 : "fp32");
+            bf16   ? "bf16 (activations and GEMM operands; f32 master weights, "
+                     "statistics, gradients and optimizer)"
+            : tf32 ? "tf32 (f32 GEMMs on TF32 tensor cores: operands rounded to 10-bit "
+                     "mantissas; everything else fp32)"
+                   : "fp32");
     if (p->train) info_program("train", p->train, f);
     if (p->eval) info_program("eval", p->eval, f);
     fprintf(f, "schedule:\n");

@@ -24,7 +24,9 @@
 
 static const char *const program_names[2] = {"train", "eval"};
 static const char *const init_names[3] = {"zero", "one", "xavier"};
-static const char *const flag_names[3] = {"output", "loss", "grad"};
+/* by bit, as ir_dump names them (bit 3, IR_FLAG_CNHW, is the word cnhw) */
+static const char *const flag_names[5] = {"output", "loss", "grad", NULL, "tf32"};
+#define NAMED_FLAGS 0x17u
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -379,16 +381,16 @@ static int flags_of(rd *r, unsigned *flags) {
         char f[16];
         ws(r);
         const char *at = r->p;
-        if (word(r, f, sizeof f, "a flag (output, loss, grad)")) return -1;
+        if (word(r, f, sizeof f, "a flag (output, loss, grad, tf32)")) return -1;
         int k = 0;
-        while (k < 3 && strcmp(f, flag_names[k])) k++;
-        if (k < 3) {
+        while (k < 5 && (!flag_names[k] || strcmp(f, flag_names[k]))) k++;
+        if (k < 5) {
             *flags |= 1u << k;
         } else {
             char *e;
             unsigned long v = strncmp(f, "0x", 2) ? 0 : strtoul(f + 2, &e, 16);
-            if (!v || *e || v > 0xffffffffu || (v & 7))
-                return fail(r, at, "unknown flag '%s' (output, loss, grad)", f);
+            if (!v || *e || v > 0xffffffffu || (v & NAMED_FLAGS))
+                return fail(r, at, "unknown flag '%s' (output, loss, grad, tf32)", f);
             *flags |= (unsigned)v;
         }
     } while (lit(r, ","));

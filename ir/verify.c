@@ -52,6 +52,11 @@ int ir_op_mixes_layout(ir_op op) {
            op == IR_OP_GLOBAL_AVGPOOL || op == IR_OP_GLOBAL_AVGPOOL_GRAD || op == IR_OP_TRANSPOSE;
 }
 
+int ir_op_gemm(ir_op op) {
+    return op == IR_OP_CONV || op == IR_OP_CONV_GRAD_DATA || op == IR_OP_CONV_GRAD_WEIGHT ||
+           op == IR_OP_DENSE || op == IR_OP_DENSE_GRAD_DATA || op == IR_OP_DENSE_GRAD_WEIGHT;
+}
+
 static int cnhw(const ir_node *n) { return (n->flags & IR_FLAG_CNHW) != 0; }
 
 int ir_node_layout(const ir_graph *g, int i) {
@@ -162,6 +167,12 @@ static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char
                            ir_ops[g->nodes[j].op].name, n->input[0], i);
         }
         if (verify_layout(g, i, err, errlen)) return -1;
+        /* TF32 rounds a GEMM's f32 operands: nothing else has them */
+        if ((n->flags & IR_FLAG_TF32) && (!ir_op_gemm(n->op) || ir_conv_groups(n) > 1 ||
+                                          g->nodes[n->input[0]].type.dtype != IR_F32 ||
+                                          g->nodes[n->input[1]].type.dtype != IR_F32))
+            return ir_fail(err, errlen, "node %d (%s): tf32 on an op that is no f32 GEMM", i,
+                           info->name);
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);

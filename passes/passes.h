@@ -126,12 +126,14 @@ void pass_partition_describe(const ir_graph *g, FILE *f);
  * graph alone; BF16 sets the dtype of every activation and activation
  * gradient to IR_BF16 (rule in precision.c). Master weights, optimizer
  * state, BatchNorm statistics, parameter gradients, reductions, the loss
- * and outputs stay f32. */
-typedef enum { PASS_PRECISION_FP32, PASS_PRECISION_BF16 } pass_precision_kind;
+ * and outputs stay f32. TF32 stores everything in f32 and marks every f32
+ * GEMM op IR_FLAG_TF32: its operands are rounded to TF32 (tensor cores on
+ * the GPU, the same rounding on the cpu). */
+typedef enum { PASS_PRECISION_FP32, PASS_PRECISION_BF16, PASS_PRECISION_TF32 } pass_precision_kind;
 int pass_precision(ir_graph **g, pass_precision_kind p, char *err, size_t errlen);
-/* "fp32" / "bf16" -> *out; -1 for anything else. */
+/* "fp32" / "bf16" / "tf32" -> *out; -1 for anything else. */
 int pass_precision_parse(const char *name, pass_precision_kind *out);
-/* BF16 when any tensor of g is stored in bf16. */
+/* BF16 when any tensor of g is stored in bf16, TF32 when a GEMM runs in TF32. */
 pass_precision_kind pass_precision_of(const ir_graph *g);
 const char *pass_precision_name(pass_precision_kind p);
 
@@ -161,7 +163,7 @@ typedef struct {
     const char *dump_after;        /* pass name, or NULL */
     FILE *dump;                    /* where --dump-ir=PASS writes */
     size_t bucket_bytes;           /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
-    pass_precision_kind precision; /* storage of activations (default fp32) */
+    pass_precision_kind precision; /* bf16 activations, TF32 GEMMs (default fp32) */
     int layout;                    /* 1: layout in the default pipeline; 2: with report=1 */
 } pass_options;
 

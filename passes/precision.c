@@ -1,4 +1,5 @@
-/* passes/precision.c — which tensors are stored in bf16 (dpc --precision bf16).
+/* passes/precision.c — which tensors are stored in bf16 (dpc --precision bf16),
+ * and which GEMMs run in TF32 (--precision tf32).
  *
  * Mixed precision as AMP does it: activations and their gradients are
  * stored in bf16, everything that accumulates or persists stays f32. The
@@ -45,11 +46,28 @@ static int keeps_samples(ir_op op) {
     }
 }
 
+/* TF32: every GEMM of f32 operands, which stay f32 in memory; cuBLAS
+ * rounds them as its tensor cores read them (CUBLAS_COMPUTE_32F_FAST_TF32),
+ * the cpu backend before cblas_sgemm (format/tf32.h). */
+static void mark_tf32(ir_graph *g) {
+    for (int i = 0; i < g->n; i++) {
+        ir_node *n = &g->nodes[i];
+        if (ir_op_gemm(n->op) && ir_conv_groups(n) <= 1 && /* dense: 0 */
+            g->nodes[n->input[0]].type.dtype == IR_F32 &&
+            g->nodes[n->input[1]].type.dtype == IR_F32)
+            n->flags |= IR_FLAG_TF32;
+    }
+}
+
 int pass_precision(ir_graph **gp, pass_precision_kind p, char *err, size_t errlen) {
     (void)err;
     (void)errlen;
     ir_graph *g = *gp;
     if (p == PASS_PRECISION_FP32) return 0;
+    if (p == PASS_PRECISION_TF32) {
+        mark_tf32(g);
+        return 0;
+    }
     unsigned char *per_sample = calloc((size_t)g->n + 1, 1);
     IR_CHECK_ALLOC(per_sample);
     for (int i = 0; i < g->n; i++) {
@@ -79,17 +97,22 @@ int pass_precision_parse(const char *name, pass_precision_kind *out) {
         *out = PASS_PRECISION_FP32;
     else if (!strcmp(name, "bf16"))
         *out = PASS_PRECISION_BF16;
+    else if (!strcmp(name, "tf32"))
+        *out = PASS_PRECISION_TF32;
     else
         return -1;
     return 0;
 }
 
 pass_precision_kind pass_precision_of(const ir_graph *g) {
-    for (int i = 0; i < g->n; i++)
+    pass_precision_kind p = PASS_PRECISION_FP32;
+    for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].type.dtype == IR_BF16) return PASS_PRECISION_BF16;
-    return PASS_PRECISION_FP32;
+        if (g->nodes[i].flags & IR_FLAG_TF32) p = PASS_PRECISION_TF32;
+    }
+    return p;
 }
 
 const char *pass_precision_name(pass_precision_kind p) {
-    return p == PASS_PRECISION_BF16 ? "bf16" : "fp32";
+    return p == PASS_PRECISION_BF16 ? "bf16" : p == PASS_PRECISION_TF32 ? "tf32" : "fp32";
 }

@@ -19,9 +19,19 @@ typedef struct {
  * (a size), DPC_COLL (a word) and the library paths are checked where they
  * are used, each with its own message. */
 static const env_var vars[] = {
-    {"DPC_THREADS", 1, 1024, 0},    {"OMP_NUM_THREADS", 1, 1024, 1}, {"DPC_DEBUG", 0, 2, 0},
-    {"DPC_PROFILE", 0, 1, 0},       {"DPC_TF32", 0, 1, 0},           {"DPC_CUDA_GRAPH", 0, 1, 0},
-    {"DPC_INPUT_OVERLAP", 0, 1, 0}, {"DPC_CUDA_DEVICE", 0, 4096, 0},
+    {"DPC_THREADS", 1, 1024, 0},     {"OMP_NUM_THREADS", 1, 1024, 1},
+    {"DPC_DEBUG", 0, 2, 0},          {"DPC_PROFILE", 0, 1, 0},
+    {"DPC_CUDA_GRAPH", 0, 1, 0},     {"DPC_INPUT_OVERLAP", 0, 1, 0},
+    {"DPC_CUDA_DEVICE", 0, 4096, 0},
+};
+
+/* Variables dprun no longer reads, and what took their place: set, they
+ * are refused, since a run that silently ignored them would not be the
+ * run asked for. */
+static const struct {
+    const char *name, *instead;
+} retired[] = {
+    {"DPC_TF32", "TF32 is the plan's precision now: compile it with dpc --precision tf32"},
 };
 
 static const env_var *find(const char *name) {
@@ -48,6 +58,12 @@ static int parse(const env_var *v, const char *s, int *out) {
 }
 
 int rt_env_check(char *err, size_t errlen) {
+    for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
+        const char *s = getenv(retired[i].name);
+        if (s && *s)
+            return ir_fail(err, errlen, "%s='%s': no longer read (%s)", retired[i].name, IR_ESC(s),
+                           retired[i].instead);
+    }
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const env_var *v = &vars[i];
         const char *s = getenv(v->name);

@@ -22,7 +22,7 @@
 if "$bin/dpc" models/mlp.net --precision fp16 -o "$tmp/x.plan" 2>"$tmp/err"; then
     bad "--precision fp16 accepted"
 else
-    check "--precision fp16: one clear message" grep -q "dpc: error: --precision takes fp32 or bf16, got: fp16" "$tmp/err"
+    check "--precision fp16: one clear message" grep -q "dpc: error: --precision takes fp32, bf16 or tf32, got: fp16" "$tmp/err"
 fi
 for p in fp32 bf16; do
     if "$bin/dpc" models/cnn_small.net --batch 8 --target cpu --precision $p -o "$tmp/c_$p.plan" 2>"$tmp/err"; then

@@ -38,10 +38,13 @@ expect_fail flag-value-momentum "--momentum-correction takes no value" "$bin/dpr
 expect_fail warmup-too-long "warmup of 50 epochs" "$bin/dprun" "$tmp/r.plan" --warmup-epochs 50 --schedule
 # Environment values: a malformed one is refused by name, not ignored.
 for bad_env in DPC_THREADS=-1 DPC_THREADS=abc DPC_THREADS=1025 OMP_NUM_THREADS=0 OMP_NUM_THREADS=4,x \
-    DPC_INPUT_OVERLAP=2 DPC_CUDA_GRAPH=yes DPC_DEBUG=x DPC_PROFILE=on DPC_TF32=-1 DPC_CUDA_DEVICE=one; do
+    DPC_INPUT_OVERLAP=2 DPC_CUDA_GRAPH=yes DPC_DEBUG=x DPC_PROFILE=on DPC_CUDA_DEVICE=one; do
     expect_fail_line "env $bad_env" "dprun: error: ${bad_env%%=*}='${bad_env#*=}': must be" \
         env "$bad_env" "$bin/dprun" "$tmp/mlp.plan" --schedule
 done
+# DPC_TF32 chose cuBLAS's math mode; the plan's precision does now (--precision tf32).
+expect_fail_line "env DPC_TF32 retired" "dprun: error: DPC_TF32='1': no longer read (TF32 is the plan's precision now: compile it with dpc --precision tf32)" \
+    env DPC_TF32=1 "$bin/dprun" "$tmp/mlp.plan" --schedule
 expect_fail_line "env escaped" "dprun: error: DPC_DEBUG='\\x1b[31m': must be" env "DPC_DEBUG=$(printf '\033[31m')" "$bin/dprun" "$tmp/mlp.plan" --schedule
 check "env lists and empties are taken" env OMP_NUM_THREADS=2,1 DPC_THREADS= "$bin/dprun" "$tmp/mlp.plan" --schedule >/dev/null
 # 128 x 4096 x 4096 is 2^31: it used to print global batch -2147483648 and a negative lr.

@@ -9,6 +9,12 @@
 # channel-major), three in `make test` (below). One check per program and
 # architecture, plus one per plan written. The two architectures compile in
 # parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
+# Resources (issue 31): each compile asks ptxas for its report, and a program
+# fails when a kernel could not launch at the block its calls record
+# (registers x threads over 64K, shared memory over 48 KiB, over 1024
+# threads) or lacks __launch_bounds__ of that block (test_cuda --plans). The
+# kernels using most of their block's register file and the most shared
+# memory are printed; the whole table is $DPC_RESOURCE_TABLE when set.
 # A build without the CUDA toolkit has no NVRTC: the tool says so, 0 checks.
 . tests/lib.sh
 tool=$build/tests/test_cuda
@@ -54,7 +60,17 @@ for arch in sm_80 sm_90; do
 done
 wait
 for arch in sm_80 sm_90; do
-    grep -v '^[0-9]* passed' "$tmp/$arch.log" | sed "s|$tmp/||"
+    grep -v '^[0-9]* passed\|^res ' "$tmp/$arch.log" | sed "s|$tmp/||"
+    # res ARCH BLOCK REGS SMEM SPILL USE% KERNEL PLAN PROGRAM
+    grep '^res ' "$tmp/$arch.log" | sed "s|$tmp/||" >"$tmp/$arch.res"
+    if [ -s "$tmp/$arch.res" ]; then
+        echo "$arch: $(wc -l <"$tmp/$arch.res") kernels; most of the register file, then most shared memory:"
+        printf '  %-5s %5s %4s %6s %5s %6s %s\n' arch block regs smem spill use kernel
+        { sort -k7,7nr -k4,4nr "$tmp/$arch.res" | head -n 6
+          sort -k5,5nr "$tmp/$arch.res" | head -n 2; } |
+            awk '{ printf "  %-5s %5s %4s %6s %5s %6s %s (%s %s)\n", $2, $3, $4, $5, $6, $7, $8, $9, $10 }'
+        [ -n "${DPC_RESOURCE_TABLE:-}" ] && cat "$tmp/$arch.res" >>"$DPC_RESOURCE_TABLE"
+    fi
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$tmp/$arch.log" | tail -n 1)
     if [ -z "$line" ]; then
         echo "FAIL: NVRTC for $arch gave no result"; fail=$((fail + 1))

@@ -18,7 +18,7 @@ for p in lower:train,eval autodiff:train optimizer:train partition:train precisi
     grep -q "^${p%%:*} *${p##*:}: " "$tmp/list" && ok || bad "--list-passes lacks '${p%%:*} ${p##*:}'"
 done
 grep -q 'option bucket_mb (float, (0, 1048576\], default 25)' "$tmp/list" && ok || bad "--list-passes: bucket_mb"
-grep -q 'option precision (enum, fp32|bf16, default fp32)' "$tmp/list" && ok || bad "--list-passes: precision"
+grep -q 'option precision (enum, fp32|bf16|tf32, default fp32)' "$tmp/list" && ok || bad "--list-passes: precision"
 grep -A1 '^optimizer ' "$tmp/list" | grep -q 'requires (earlier in the pipeline): autodiff' && ok ||
     bad "--list-passes: optimizer's prerequisite"
 "$dpc" --help >"$tmp/help"
@@ -96,7 +96,7 @@ refuse option-of-none "unknown option 'x' in 'autodiff(x=1)' (autodiff: no optio
 refuse bad-range "'partition(bucket_mb=0)': bucket_mb takes float in (0, 1048576], got '0'" \
     --passes='lower,autodiff,optimizer,partition(bucket_mb=0)'
 refuse bad-type "'partition(bucket_mb=big)': bucket_mb takes float" --passes='lower,autodiff,optimizer,partition(bucket_mb=big)'
-refuse bad-enum "'precision(fp16)': precision takes fp32|bf16, got 'fp16'" --passes='lower,precision(fp16)'
+refuse bad-enum "'precision(fp16)': precision takes fp32|bf16|tf32, got 'fp16'" --passes='lower,precision(fp16)'
 refuse second-positional "'fp32' in 'precision(bf16,fp32)': only the first option may go without a name" \
     --passes='lower,precision(bf16,fp32)'
 refuse option-twice "'precision(precision=bf16,precision=fp32)': option 'precision' given twice" \

@@ -34,10 +34,11 @@ case "$build" in
     ;;
 esac
 
-# A TU for the kernels of .cu file $1 (named as `extern "C" __global__ void NAME(`).
+# A TU for the kernels of .cu file $1 (named as `extern "C" __global__ void
+# [__launch_bounds__(N) ]NAME(`).
 kernel_tu() {
     printf '#include "cuda_sim.h"\n#include "%s"\n' "$(realpath "$1")"
-    sed -n 's/^extern "C" __global__ void \([A-Za-z_0-9]*\)(.*/SIM_KERNEL(\1)/p' "$1"
+    sed -n 's/^extern "C" __global__ void \(__launch_bounds__([0-9]*) \)\{0,1\}\([A-Za-z_0-9]*\)(.*/SIM_KERNEL(\2)/p' "$1"
 }
 build_or_fail() { # what, command...
     local what=$1; shift

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/env.h"
 #include "runtime/cuda/internal.h"
 #include "ir/err.h"
 
@@ -65,11 +64,9 @@ int cuda_blas_up(cuda_impl *c, char *err, size_t errlen) {
         cublasTry(rt_cublas.cublasSetWorkspace(c->blas, (void *)(uintptr_t)c->blas_ws, ws), err,
                   errlen))
         return -1;
-    /* Plain fp32 unless asked: TF32 would change results by ~1e-3 and the
-     * cpu backend is the reference. */
-    cublasMath_t mode =
-        rt_env_flag("DPC_TF32", 0) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-    return cublasTry(rt_cublas.cublasSetMathMode(c->blas, mode), err, errlen);
+    /* Plain fp32: a GEMM the plan marks tf32 (--precision tf32) asks for
+     * TF32 itself (cuda_gemm), so the handle never decides precision. */
+    return cublasTry(rt_cublas.cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), err, errlen);
 }
 
 int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C, char *err,
@@ -78,19 +75,21 @@ int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, 
     rt_sgemm_args a;
     if (rt_cublas_sgemm_args(d, &a, err, errlen)) return -1;
     use(c);
-    if (d->type_a == IR_BF16 || d->type_c == IR_BF16) {
+    if (d->type_a == IR_BF16 || d->type_c == IR_BF16 || d->tf32) {
         /* Mixed precision (codegen/gemm.c): bf16 A and B, f32 or bf16 C, f32
-         * accumulation; offsets count elements of each operand's type. */
+         * accumulation; offsets count elements of each operand's type. TF32
+         * (--precision tf32): f32 operands on the TF32 tensor cores. */
         cudaDataType ta = d->type_a == IR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
         cudaDataType tc = d->type_c == IR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        cublasComputeType_t compute = d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         size_t ea = ir_dtype_size((ir_dtype)d->type_a), ec = ir_dtype_size((ir_dtype)d->type_c);
         if (cublasTry(rt_cublas.cublasGemmStridedBatchedEx(
                           c->blas, a.transa ? CUBLAS_OP_T : CUBLAS_OP_N,
                           a.transb ? CUBLAS_OP_T : CUBLAS_OP_N, a.m, a.n, a.k, &a.alpha,
                           (const char *)A + a.off_a * ea, ta, a.lda, a.stride_a,
                           (const char *)B + a.off_b * ea, ta, a.ldb, a.stride_b, &a.beta,
-                          (char *)C + a.off_c * ec, tc, a.ldc, a.stride_c, a.batch,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          (char *)C + a.off_c * ec, tc, a.ldc, a.stride_c, a.batch, compute,
+                          CUBLAS_GEMM_DEFAULT),
                       err, errlen))
             return -1;
     } else if (cublasTry(rt_cublas.cublasSgemmStridedBatched(

@@ -24,8 +24,9 @@
  *   launch    cuLaunchKernel, 256-thread blocks, a grid covering count up to
  *             16 blocks per multiprocessor (the kernels loop grid-stride);
  *   gemm      cublasSgemmStridedBatched from the cg_gemm descriptor,
- *             plain fp32 (DPC_TF32=1 allows TF32 tensor cores); bf16
- *             operands: cublasGemmStridedBatchedEx, f32 compute;
+ *             plain fp32; bf16 operands: cublasGemmStridedBatchedEx, f32
+ *             compute; a tf32 descriptor (--precision tf32): the same with
+ *             CUBLAS_COMPUTE_32F_FAST_TF32;
  *   streams   one compute stream (everything above) and one communication
  *             stream (NCCL) per backend, ordered by events.
  * Device memory is a CUdeviceptr cast to void *, so (char *)p + off works
@@ -33,7 +34,7 @@
  * (a lost device) exit with file:line (loader.h's checks).
  *
  * Environment: DPC_CUDA_DEVICE picks the device of rt_backend_open (default
- * 0); DPC_TF32=1 lets cuBLAS use TF32; DPC_DEBUG=1 prints the device, module
+ * 0); DPC_DEBUG=1 prints the device, module
  * loads and, when the backend is freed, its counters.
  */
 #ifndef DPC_RT_CUDA_CUDA_H

@@ -85,9 +85,10 @@ static char *program_log(nvrtcProgram prog) {
     return log;
 }
 
-/* Compiles; on failure *log (malloc'd) holds NVRTC's log. */
-static int compile(const char *source, const char *target, rt_cuda_image *img, char **log,
-                   char *err, size_t errlen) {
+/* Compiles; on failure *log (malloc'd) holds NVRTC's log, and with
+ * report (ptxas's resource report asked for) on success too. */
+static int compile(const char *source, const char *target, int report, rt_cuda_image *img,
+                   char **log, char *err, size_t errlen) {
     memset(img, 0, sizeof *img);
     *log = NULL;
     snprintf(img->target, sizeof img->target, "%s", target);
@@ -99,8 +100,9 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
         return -1;
     char arch[48];
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
-    const char *opts[] = {arch, RT_NVRTC_OPTIONS};
-    nvrtcResult rc = rt_nvrtc.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
+    const char *opts[] = {arch, RT_NVRTC_OPTIONS, "--ptxas-options=-v"};
+    int nopts = (int)(sizeof opts / sizeof *opts) - !report;
+    nvrtcResult rc = rt_nvrtc.nvrtcCompileProgram(prog, nopts, opts);
     if (rc != NVRTC_SUCCESS) {
         *log = program_log(prog);
         ir_fail(err, errlen, "%s", rt_nvrtc_result_string(rc));
@@ -124,6 +126,7 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
         /* PTX: the text and its NUL (NVRTC's size counts the NUL too). */
         img->size = img->is_ptx ? strlen((char *)img->data) + 1 : n;
     }
+    if (!bad && report) *log = program_log(prog);
     rt_nvrtc.nvrtcDestroyProgram(&prog);
     if (bad) {
         rt_cuda_image_free(img);
@@ -134,14 +137,23 @@ static int compile(const char *source, const char *target, rt_cuda_image *img, c
 
 int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
                      size_t errlen) {
+    return rt_nvrtc_compile_report(source, target, img, NULL, err, errlen);
+}
+
+int rt_nvrtc_compile_report(const char *source, const char *target, rt_cuda_image *img,
+                            char **report, char *err, size_t errlen) {
     char *log = NULL, why[1024];
     memset(img, 0, sizeof *img);
+    if (report) *report = NULL;
     if (rt_nvrtc_load(err, errlen)) return -1;
-    int rc = compile(source, target, img, &log, why, sizeof why);
+    int rc = compile(source, target, report != NULL, img, &log, why, sizeof why);
     if (rc)
         ir_fail(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
                 rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
-    free(log);
+    if (report && !rc)
+        *report = log;
+    else
+        free(log);
     return rc;
 }
 
@@ -214,7 +226,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
         rt_cache_close(&c);
         return ir_fail(err, errlen, "cannot write kernel source: %s", why);
     }
-    if (compile(source, target, img, &log, why, sizeof why)) {
+    if (compile(source, target, 0, img, &log, why, sizeof why)) {
         ir_fail(err, errlen, "NVRTC %s could not compile %s/%s for %s: %s%s%.3000s",
                 rt_nvrtc_version(), c.path, cu, target, why, log && *log ? "\n" : "",
                 log ? log : "");
@@ -246,9 +258,15 @@ const char *rt_nvrtc_version(void) { return "none"; }
 
 int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
                      size_t errlen) {
+    return rt_nvrtc_compile_report(source, target, img, NULL, err, errlen);
+}
+
+int rt_nvrtc_compile_report(const char *source, const char *target, rt_cuda_image *img,
+                            char **report, char *err, size_t errlen) {
     (void)source;
     (void)target;
     memset(img, 0, sizeof *img);
+    if (report) *report = NULL;
     return ir_fail(err, errlen, "this build has no cuda backend (built with CUDA=0)");
 }
 

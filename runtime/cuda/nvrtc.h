@@ -57,6 +57,12 @@ int rt_nvrtc_pick_target(int sm, const int *archs, int narchs, char *target, siz
  * cache. -1 + message with NVRTC's log on failure. */
 int rt_nvrtc_compile(const char *source, const char *target, rt_cuda_image *img, char *err,
                      size_t errlen);
+/* The same with ptxas's resource report (--ptxas-options=-v): on success
+ * *report (malloc'd) holds NVRTC's log, per kernel "Compiling entry function
+ * 'NAME' for 'sm_XX'" then "Used N registers, ... N bytes smem" lines
+ * (tests/nvrtc_test.sh reads them). report NULL: rt_nvrtc_compile. */
+int rt_nvrtc_compile_report(const char *source, const char *target, rt_cuda_image *img,
+                            char **report, char *err, size_t errlen);
 /* Picks the target for sm and compiles through the cache. */
 int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,
                            size_t errlen);

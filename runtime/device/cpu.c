@@ -24,6 +24,7 @@
 
 #include "runtime/env.h"
 #include "format/bf16.h"
+#include "format/tf32.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 
@@ -401,11 +402,37 @@ static int gemm_mixed(const cg_gemm *d, const void *A, const void *B, void *C, c
     return 0;
 }
 
+/* The elements [off, end) of an f32 operand rounded to TF32 (a new buffer). */
+static float *round_tf32(const float *base, int64_t off, int64_t end) {
+    float *f = malloc(sizeof(float) * (size_t)(end - off + 1));
+    RT_CHECK_ALLOC(f);
+    for (int64_t i = 0; i < end - off; i++) f[i] = dpc_f32_round_tf32(base[off + i]);
+    return f;
+}
+
+/* A TF32 GEMM (--precision tf32) as tensor cores compute it: A and B
+ * rounded to TF32 (format/tf32.h), the products summed in f32. */
+static int gemm_tf32(const cg_gemm *d, const float *A, const float *B, float *C, char *err,
+                     size_t errlen) {
+    int64_t ea = cg_gemm_extent(d, 'a'), eb = cg_gemm_extent(d, 'b');
+    if (ea < 0 || eb < 0) {
+        return ir_fail(err, errlen, "gemm: extents overflow");
+    }
+    cg_gemm w = *d;
+    float *fa = round_tf32(A, d->off_a, ea), *fb = round_tf32(B, d->off_b, eb);
+    w.off_a = w.off_b = 0;
+    gemm_f32(&w, fa, fb, C);
+    free(fa);
+    free(fb);
+    return 0;
+}
+
 static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
                     char *err, size_t errlen) {
     (void)be;
     if (d->type_a != IR_F32 || d->type_b != IR_F32 || d->type_c != IR_F32)
         return gemm_mixed(d, A, B, C, err, errlen);
+    if (d->tf32) return gemm_tf32(d, A, B, C, err, errlen);
     return gemm_f32(d, A, B, C);
 }
 

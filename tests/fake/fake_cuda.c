@@ -66,6 +66,7 @@
 #include <unistd.h>
 
 #include "format/bf16.h"
+#include "format/tf32.h"
 #include "runtime/cuda/decl_cublas.h"
 #include "runtime/cuda/decl_nccl.h"
 #include "sim.h"
@@ -102,6 +103,7 @@ struct CUfunc_st {
 };
 struct cublasContext {
     CUstream stream;
+    int tf32; /* math mode CUBLAS_TF32_TENSOR_OP_MATH: Sgemm rounds like FAST_TF32 */
 };
 
 enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY };
@@ -125,6 +127,7 @@ typedef struct {
     size_t bytes;        /* copy and broadcast: bytes; all-reduce and reduce: floats */
     int root;            /* reduce and broadcast: the rank that gets / sends it */
     int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
+    int tf32;            /* A and B rounded to TF32 first (CUBLAS_COMPUTE_32F_FAST_TF32) */
 } op;
 
 struct CUgraph_st {
@@ -155,6 +158,30 @@ static float *widen(const void *src, int rows, int cols, int ld) {
     for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++)
         f[i] = i % (size_t)ld < (size_t)rows ? dpc_bf16_to_f32(h[i]) : 0;
     return f;
+}
+
+/* A column-major rows x cols f32 matrix (leading dimension ld) rounded to
+ * TF32 (a new buffer), as tensor cores read it. */
+static float *to_tf32(const float *src, int rows, int cols, int ld) {
+    float *f = malloc(sizeof(float) * ((size_t)ld * (size_t)cols + 1));
+    if (!f) abort();
+    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++)
+        f[i] = i % (size_t)ld < (size_t)rows ? dpc_f32_round_tf32(src[i]) : 0;
+    return f;
+}
+
+/* A TF32 GEMM: each batch entry's A and B rounded to TF32, multiplied in f32. */
+static void run_tf32(const op *o) {
+    int ra = o->ta == CUBLAS_OP_T ? o->k : o->m, ca = o->ta == CUBLAS_OP_T ? o->m : o->k;
+    int rb = o->tb == CUBLAS_OP_T ? o->n : o->k, cb = o->tb == CUBLAS_OP_T ? o->k : o->n;
+    for (int p = 0; p < o->batch; p++) {
+        float *a = to_tf32(o->A + p * o->sa, ra, ca, o->lda);
+        float *b = to_tf32(o->B + p * o->sb, rb, cb, o->ldb);
+        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
+                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha, a,
+                    o->lda, b, o->ldb, o->beta, o->C + p * o->sc, o->ldc);
+        free(a), free(b);
+    }
 }
 
 /* The Ex GEMM with bf16 operands: each batch entry widened, multiplied in
@@ -242,6 +269,10 @@ static CUresult run(const op *o) {
     }
     if (o->bf16_ab || o->bf16_c) {
         run_bf16(o);
+        return CUDA_SUCCESS;
+    }
+    if (o->tf32) {
+        run_tf32(o);
         return CUDA_SUCCESS;
     }
     for (int p = 0; p < o->batch; p++)
@@ -603,13 +634,15 @@ static int build_so(const char *source, char *so, size_t solen, char *why, size_
     FILE *f = fopen(cu, "w"), *g = fopen(tu, "w");
     if (f) fputs(source, f);
     /* The TU of tests/sim_test.sh's kernel_tu: the simulator, the text, an
-     * entry per `extern "C" __global__ void NAME(`. */
+     * entry per `extern "C" __global__ void [__launch_bounds__(N) ]NAME(`. */
     if (g) {
         fprintf(g, "#include \"cuda_sim.h\"\n#include \"%s\"\n", cu);
-        const char *key = "extern \"C\" __global__ void ";
+        const char *key = "extern \"C\" __global__ void ", *lb = "__launch_bounds__(";
         for (const char *p = source; (p = strstr(p, key)); p++) {
             if (p != source && p[-1] != '\n') continue;
-            const char *nm = p + strlen(key), *e = nm;
+            const char *nm = p + strlen(key), *e;
+            if (!strncmp(nm, lb, strlen(lb)) && (e = strstr(nm, ") "))) nm = e + 2;
+            e = nm;
             while ((*e >= 'A' && *e <= 'Z') || (*e >= 'a' && *e <= 'z') ||
                    (*e >= '0' && *e <= '9') || *e == '_')
                 e++;
@@ -804,10 +837,10 @@ cublasStatus_t CUBLASWINAPI cublasSetWorkspace(cublasHandle_t h, void *w, size_t
     return w && n ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
-    (void)h;
-    return m == CUBLAS_DEFAULT_MATH || m == CUBLAS_TF32_TENSOR_OP_MATH
-               ? CUBLAS_STATUS_SUCCESS
-               : CUBLAS_STATUS_INVALID_VALUE;
+    if (m != CUBLAS_DEFAULT_MATH && m != CUBLAS_TF32_TENSOR_OP_MATH)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->tf32 = m == CUBLAS_TF32_TENSOR_OP_MATH;
+    return CUBLAS_STATUS_SUCCESS;
 }
 /* The argument rules cuBLAS documents for its strided-batched GEMMs. */
 static int gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda,
@@ -831,18 +864,22 @@ cublasStatus_t CUBLASWINAPI cublasSgemmStridedBatched(cublasHandle_t h, cublasOp
     o.ta = ta, o.tb = tb, o.m = m, o.n = n, o.k = k, o.lda = lda, o.ldb = ldb, o.ldc = ldc;
     o.batch = batch, o.alpha = *alpha, o.beta = *beta; /* host pointer mode: by value */
     o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
+    o.tf32 = h->tf32;
     return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
                                                 : CUBLAS_STATUS_EXECUTION_FAILED;
 }
-/* f32 or bf16 operands (A and B alike), f32 compute, the default algorithm:
- * what codegen/gemm.c's mixed-precision descriptors ask for. */
+/* f32 or bf16 operands (A and B alike), f32 compute (TF32 for f32 operands
+ * with CUBLAS_COMPUTE_32F_FAST_TF32, or in the handle's TF32 math mode),
+ * the default algorithm: what codegen/gemm.c's descriptors ask for. */
 cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
     cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
     const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
     cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
     long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
     int ok_ab = (at == CUDA_R_16BF || at == CUDA_R_32F) && bt == at;
-    if (!ok_ab || (ct != CUDA_R_16BF && ct != CUDA_R_32F) || compute != CUBLAS_COMPUTE_32F ||
+    int fast_tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (!ok_ab || (ct != CUDA_R_16BF && ct != CUDA_R_32F) ||
+        (compute != CUBLAS_COMPUTE_32F && !fast_tf32) || (fast_tf32 && at != CUDA_R_32F) ||
         algo != CUBLAS_GEMM_DEFAULT)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc, batch)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -853,6 +890,7 @@ cublasStatus_t CUBLASWINAPI cublasGemmStridedBatchedEx(
     o.batch = batch, o.alpha = *(const float *)alpha, o.beta = *(const float *)beta;
     o.A = A, o.B = B, o.C = C, o.sa = sa, o.sb = sb, o.sc = sc;
     o.bf16_ab = at == CUDA_R_16BF, o.bf16_c = ct == CUDA_R_16BF;
+    o.tf32 = at == CUDA_R_32F && ct == CUDA_R_32F && (fast_tf32 || h->tf32);
     return issue(h->stream, &o) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
                                                 : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -327,14 +327,21 @@ static int calls_math(const char *s, size_t n) {
 
 static ksig parse_sig(const char *src, const char *name) {
     ksig k = {0};
-    char pat[CG_NAME_MAX + 40];
-    snprintf(pat, sizeof pat, "__global__ void %s(", name);
-    const char *s = strstr(src, pat);
-    if (!s) die("%s: no CUDA signature", name);
-    const char *next = strstr(s + 1, "__global__ void ");
+    /* `__global__ void [__launch_bounds__(N) ]NAME(` */
+    const char *gv = "__global__ void ", *lb = "__launch_bounds__(", *s = src, *p = NULL;
+    size_t nl = strlen(name);
+    for (; (s = strstr(s, gv)); s++) {
+        const char *nm = s + strlen(gv), *e;
+        if (!strncmp(nm, lb, strlen(lb)) && (e = strstr(nm, ") "))) nm = e + 2;
+        if (!strncmp(nm, name, nl) && nm[nl] == '(') {
+            p = nm + nl + 1;
+            break;
+        }
+    }
+    if (!p) die("%s: no CUDA signature", name);
+    const char *next = strstr(s + 1, gv);
     k.body = s;
     k.body_len = next ? (size_t)(next - s) : strlen(s);
-    const char *p = s + strlen(pat);
     for (;;) {
         while (*p == ' ') p++;
         if (!strncmp(p, "idx_t count)", 12)) break;

@@ -12,7 +12,9 @@
  *     test_cuda --plans [--arch sm_XX] PLAN...
  *                                    compile every program of each plan's
  *                                    KCUD section with NVRTC for sm_80 and
- *                                    sm_90, or the one arch named
+ *                                    sm_90, or the one arch named, and
+ *                                    check each kernel's resources against
+ *                                    its block; a `res` line per kernel
  *                                    (tests/nvrtc_test.sh)
  */
 #include <limits.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "format/tf32.h"
 #include "frontend/frontend.h"
 #include "ir/plan.h"
 #include "passes/passes.h"
@@ -417,6 +420,345 @@ TEST(sgemm_args_execute_like_cblas_on_every_model_gemm) {
     rt_backend_free(cpu);
 }
 
+/* ---- TF32 (--precision tf32) -----------------------------------------------------
+ * The rounding (format/tf32.h) at its edges, and the cpu backend's TF32
+ * GEMM against the definition: cuBLAS's semantics on operands rounded to
+ * TF32. The error bound against fp32 is the one docs/DESIGN.md states:
+ * per element at most (2^-10 + K 2^-24) sum |a_k b_k|. */
+
+static float bits_f(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+TEST(tf32_rounds_to_nearest_even) {
+    const float one = 1.0f, ulp = 0x1p-10f; /* TF32's ulp at 1 */
+    CHECK(dpc_f32_round_tf32(one) == one);
+    CHECK(dpc_f32_round_tf32(one + ulp) == one + ulp);
+    CHECK(dpc_f32_round_tf32(one + ulp / 2) == one);                  /* tie: to even */
+    CHECK(dpc_f32_round_tf32(one + 3 * ulp / 2) == one + 2 * ulp);    /* tie: to even */
+    CHECK(dpc_f32_round_tf32(one + ulp / 2 + 0x1p-23f) == one + ulp); /* past the tie */
+    CHECK(dpc_f32_round_tf32(one + ulp / 2 - 0x1p-23f) == one);
+    CHECK(dpc_f32_round_tf32(-(one + 3 * ulp / 2)) == -(one + 2 * ulp));
+    CHECK(dpc_f32_round_tf32(0x1p-130f) == 0x1p-130f);     /* subnormals keep 10 bits' steps */
+    CHECK(dpc_f32_round_tf32(0x1p-140f) == 0);             /* under half of 2^-136 */
+    CHECK(isinf(dpc_f32_round_tf32(bits_f(0x7f7fffffu)))); /* the largest float carries */
+    CHECK(dpc_f32_round_tf32(bits_f(0x7f7fe000u)) == bits_f(0x7f7fe000u)); /* largest TF32 */
+    CHECK(isinf(dpc_f32_round_tf32(INFINITY)) && isnan(dpc_f32_round_tf32(NAN)));
+    /* every result has its low 13 bits clear, and is the nearer neighbour */
+    rt_rng rng;
+    rt_rng_seed(&rng, 3);
+    for (int i = 0; i < 100000; i++) {
+        float x = (float)((rt_rng_uniform(&rng) * 2 - 1) * 1000);
+        float r = dpc_f32_round_tf32(x);
+        unsigned u;
+        memcpy(&u, &r, sizeof u);
+        if ((u & 0x1fffu) || fabs((double)r - x) > fabs((double)x) * 0x1p-11) {
+            CHECK_MSG(0, "%.9g -> %.9g", x, r);
+            break;
+        }
+    }
+}
+
+/* The largest |c - ref| / sum |a_k b_k| over C's elements, ref in double. */
+static double gemm_rel_err(const rt_sgemm_args *a, const float *A, const float *B, const float *C,
+                           const float *ref) {
+    double worst = 0;
+    for (int j = 0; j < a->n; j++)
+        for (int i = 0; i < a->m; i++) {
+            double s = 0;
+            for (int l = 0; l < a->k; l++) {
+                float x = a->transa ? A[l + (int64_t)i * a->lda] : A[i + (int64_t)l * a->lda];
+                float y = a->transb ? B[j + (int64_t)l * a->ldb] : B[l + (int64_t)j * a->ldb];
+                s += fabs((double)x * y);
+            }
+            double d = fabs((double)C[i + (int64_t)j * a->ldc] - ref[i + (int64_t)j * a->ldc]);
+            if (s > 0 && d / s > worst) worst = d / s;
+        }
+    return worst;
+}
+
+/* y[N,U] = x[N,F] w[U,F]^T on the cpu backend, fp32 and tf32, against
+ * cuBLAS's definition in double on the original and on rounded operands. */
+TEST(tf32_gemm_on_the_cpu_rounds_its_operands) {
+    rt_backend *cpu = rt_backend_cpu();
+    const int64_t N = 48, U = 40, Fs[] = {16, 300, 4096};
+    for (size_t t = 0; t < sizeof Fs / sizeof *Fs; t++) {
+        int64_t F = Fs[t];
+        cg_gemm d = cg_gemm_dense(N, F, U);
+        rt_sgemm_args a;
+        CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == 0);
+        float *x = malloc(sizeof(float) * (size_t)(N * F)),
+              *w = malloc(sizeof(float) * (size_t)(U * F));
+        float *xr = malloc(sizeof(float) * (size_t)(N * F)),
+              *wr = malloc(sizeof(float) * (size_t)(U * F));
+        float *y32 = calloc((size_t)(N * U), sizeof(float)),
+              *y19 = calloc((size_t)(N * U), sizeof(float));
+        float *ref = calloc((size_t)(N * U), sizeof(float)),
+              *refr = calloc((size_t)(N * U), sizeof(float));
+        rt_rng rng;
+        rt_rng_seed(&rng, 11 + (uint64_t)t);
+        for (int64_t i = 0; i < N * F; i++)
+            xr[i] = dpc_f32_round_tf32(x[i] = (float)(rt_rng_uniform(&rng) * 2 - 1));
+        for (int64_t i = 0; i < U * F; i++)
+            wr[i] = dpc_f32_round_tf32(w[i] = (float)(rt_rng_uniform(&rng) * 2 - 1));
+        cublas_semantics(&a, w, x, ref);
+        cublas_semantics(&a, wr, xr, refr);
+        CHECK(cpu->gemm(cpu, &d, w, x, y32, err, sizeof err) == 0);
+        d.tf32 = 1;
+        CHECK(cpu->gemm(cpu, &d, w, x, y19, err, sizeof err) == 0);
+        double noise = (double)F * 0x1p-24, bound = 0x1p-10 + noise;
+        double e32 = gemm_rel_err(&a, w, x, y32, ref), e19 = gemm_rel_err(&a, w, x, y19, ref);
+        double e19r = gemm_rel_err(&a, w, x, y19, refr);
+        fprintf(stderr, "  K=%lld: fp32 %.3g, tf32 %.3g (bound %.3g), tf32 vs rounded %.3g\n",
+                (long long)F, e32, e19, bound, e19r);
+        CHECK(e32 <= noise);
+        CHECK_MSG(e19 > 8 * e32 && e19 > 0x1p-20 && e19 <= bound, "K=%lld: tf32 error %.3g",
+                  (long long)F, e19);
+        CHECK(e19r <= noise); /* exactly the rounded operands' product */
+        free(x), free(w), free(xr), free(wr), free(y32), free(y19), free(ref), free(refr);
+    }
+    rt_backend_free(cpu);
+}
+
+/* ---- resources: could each kernel launch at the block dpc gives it? -----------
+ * ptxas's report (rt_nvrtc_compile_report) against what sm_80 and sm_90
+ * allow a block (CUDA C Programming Guide, "Compute Capabilities"): at most
+ * 1024 threads; 64K 32-bit registers, allocated per warp in units of 256
+ * (a thread's count rounded up to 8), at most 255 a thread; static shared
+ * memory at most 48 KiB, and static plus dynamic too, since dpc never opts
+ * a kernel into more (CG_MAX_SHARED; the opt-in limits, 163 KiB on sm_80
+ * and 227 KiB on sm_90, do not apply). The block is the calls' recorded
+ * geometry (codegen's cg_launch_for), and the kernel must carry
+ * __launch_bounds__ of it, so ptxas caps its registers to fit. */
+
+enum { RES_REGS_PER_BLOCK = 65536, RES_REG_UNIT = 8, RES_MAX_REGS = 255 };
+
+typedef struct {
+    char name[CG_NAME_MAX];
+    int regs;
+    long smem, stack, spill; /* bytes: static shared, stack frame, spill stores */
+} kres;
+
+/* The report's entry for each kernel, in order; returns how many (at most
+ * max), or -1 + why when a line names an architecture other than arch. */
+static int res_parse(const char *log, const char *arch, kres *out, int max, char *why, size_t n) {
+    int cnt = 0;
+    kres *cur = NULL;
+    for (const char *l = log; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), l);
+        l = e ? e + 1 : l + len;
+        const char *q;
+        if ((q = strstr(line, "Compiling entry function '"))) {
+            q += strlen("Compiling entry function '");
+            const char *end = strchr(q, '\'');
+            const char *a = end ? strstr(end, "for '") : NULL;
+            if (a && strncmp(a + 5, arch, strlen(arch))) {
+                snprintf(why, n, "the report is for another architecture: %.160s", line);
+                return -1;
+            }
+            cur = NULL;
+            if (end && cnt < max) {
+                cur = &out[cnt++];
+                memset(cur, 0, sizeof *cur);
+                cur->regs = -1;
+                snprintf(cur->name, sizeof cur->name, "%.*s", (int)(end - q), q);
+            }
+        } else if (cur && (q = strstr(line, "bytes stack frame"))) {
+            sscanf(strstr(line, ".") + 1, "%ld", &cur->stack);
+            if ((q = strstr(line, "bytes spill stores"))) {
+                while (q > line && q[-1] == ' ') q--;
+                while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+                sscanf(q, "%ld", &cur->spill);
+            }
+        } else if (cur && (q = strstr(line, "Used "))) {
+            if (sscanf(q, "Used %d registers", &cur->regs) != 1) cur->regs = -1;
+            if ((q = strstr(line, " bytes smem"))) {
+                while (q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+                sscanf(q, "%ld", &cur->smem);
+            }
+        }
+    }
+    return cnt;
+}
+
+/* Why a kernel of r's resources cannot launch with block threads and
+ * dynamic bytes of dynamic shared memory, or NULL when it can. */
+static const char *res_refusal(const kres *r, unsigned block, unsigned dynamic, char *why,
+                               size_t n) {
+    long regs = (r->regs + RES_REG_UNIT - 1) / RES_REG_UNIT * RES_REG_UNIT;
+    if (r->regs < 0)
+        snprintf(why, n, "no register count in the report");
+    else if (block < 1 || block > CG_MAX_BLOCK)
+        snprintf(why, n, "block of %u threads (at most %u)", block, CG_MAX_BLOCK);
+    else if (r->regs > RES_MAX_REGS)
+        snprintf(why, n, "%d registers a thread (at most %d)", r->regs, RES_MAX_REGS);
+    else if (regs * block > RES_REGS_PER_BLOCK)
+        snprintf(why, n, "%d registers (allocated %ld) x %u threads = %ld > %d", r->regs, regs,
+                 block, regs * block, RES_REGS_PER_BLOCK);
+    else if (r->smem + (long)dynamic > (long)CG_MAX_SHARED)
+        snprintf(why, n, "%ld bytes static + %u dynamic shared memory > %u", r->smem, dynamic,
+                 CG_MAX_SHARED);
+    else
+        return NULL;
+    return why;
+}
+
+/* Checks every kernel of p against the report of its compile for arch:
+ * its block (the calls'; all calls of a kernel launch the same block),
+ * its __launch_bounds__ in the source, its resources. Prints a table line
+ * per kernel ("res ARCH BLOCK REGS SMEM SPILL USE% KERNEL WHERE", USE% the
+ * share of the block's register file) to out, a line per failure to out
+ * too; returns the number of kernels that fail. */
+static int res_check_program(const cg_program *p, const char *arch, const char *report,
+                             const char *where, FILE *out) {
+    int bad = 0, nk = p->nkernels;
+    kres *r = calloc((size_t)nk + 1, sizeof *r);
+    unsigned *block = calloc((size_t)nk + 1, sizeof *block);
+    unsigned *dyn = calloc((size_t)nk + 1, sizeof *dyn);
+    if (!r || !block || !dyn) abort();
+    char why[256];
+    int nr = res_parse(report, arch, r, nk + 1, why, sizeof why);
+    if (nr < 0) {
+        fprintf(out, "FAIL %s %s: %s\n", where, arch, why);
+        nk = 0, bad = 1;
+    }
+    for (int c = 0; c < p->ncalls; c++) {
+        const cg_call *call = &p->calls[c];
+        if (call->kind != CG_CALL_KERNEL) continue;
+        unsigned *b = &block[call->kernel];
+        if (*b && *b != call->launch.block && !bad++)
+            fprintf(out, "FAIL %s %s: %s launched with blocks of %u and %u\n", where, arch,
+                    p->kernels[call->kernel].name, *b, call->launch.block);
+        if (call->launch.block > *b) *b = call->launch.block;
+        if (call->launch.shared > dyn[call->kernel]) dyn[call->kernel] = call->launch.shared;
+    }
+    for (int k = 0; k < nk; k++) {
+        const char *name = p->kernels[k].name;
+        const kres *kr = NULL;
+        for (int j = 0; j < nr && !kr; j++)
+            if (!strcmp(r[j].name, name)) kr = &r[j];
+        const char *no = NULL;
+        char bound[CG_NAME_MAX + 48];
+        size_t off, len;
+        snprintf(bound, sizeof bound, "__launch_bounds__(%u) %s(", block[k], name);
+        if (!kr)
+            no = "not in ptxas's report";
+        else if (!block[k])
+            no = "never launched";
+        else if (cg_kernel_source(p, k, &off, &len) ||
+                 !memmem(p->source + off, len, bound, strlen(bound))) {
+            snprintf(why, sizeof why, "its source lacks __launch_bounds__(%u)", block[k]);
+            no = why;
+        } else
+            no = res_refusal(kr, block[k], dyn[k], why, sizeof why);
+        if (kr) {
+            long regs = (kr->regs + RES_REG_UNIT - 1) / RES_REG_UNIT * RES_REG_UNIT;
+            fprintf(out, "res %-5s %5u %4d %6ld %5ld %5.1f%% %s %s\n", arch, block[k], kr->regs,
+                    kr->smem + (long)dyn[k], kr->spill,
+                    100.0 * (double)(regs * block[k]) / RES_REGS_PER_BLOCK, name, where);
+        }
+        if (no) {
+            fprintf(out, "FAIL %s %s: %s (block %u): %s\n", where, arch, name, block[k], no);
+            bad++;
+        }
+    }
+    free(r);
+    free(block);
+    free(dyn);
+    return bad;
+}
+
+/* A report as ptxas writes it, with regs registers and smem bytes for
+ * kernel `heavy` and 16 registers for every other kernel of p. */
+static char *fake_report(const cg_program *p, const char *arch, int heavy, int regs, long smem) {
+    size_t cap = 512 * (size_t)(p->nkernels + 1), used = 0; /* an entry is < 400 */
+    char *s = malloc(cap);
+    if (!s) abort();
+    s[0] = 0;
+    for (int k = 0; k < p->nkernels; k++)
+        used += (size_t)snprintf(
+            s + used, cap - used,
+            "ptxas info    : Compiling entry function '%s' for '%s'\n"
+            "ptxas info    : Function properties for %s\n"
+            "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+            "ptxas info    : Used %d registers, used 1 barriers, %ld bytes smem\n",
+            p->kernels[k].name, arch, p->kernels[k].name, k == heavy ? regs : 16,
+            k == heavy ? smem : 128);
+    return s;
+}
+
+/* The check refuses what a GPU would refuse, on a real program and fake
+ * reports: too many registers for the kernel's block (the bug ptxas's cap
+ * from __launch_bounds__ prevents), too much shared memory, a kernel the
+ * report misses, a source without __launch_bounds__. */
+TEST(resource_check_refuses_what_the_gpu_refuses) {
+    ir_graph *g = model_graph("models/resnet18.net", 128, 1, 1);
+    cg_program *p = g ? cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err) : NULL;
+    CHECK_MSG(p != NULL, "%s", err);
+    if (!p) {
+        ir_free(g);
+        return;
+    }
+    /* the kernel with the largest block */
+    int big = -1;
+    unsigned bmax = 0;
+    for (int c = 0; c < p->ncalls; c++)
+        if (p->calls[c].kind == CG_CALL_KERNEL && p->calls[c].launch.block > bmax)
+            bmax = p->calls[c].launch.block, big = p->calls[c].kernel;
+    CHECK_MSG(bmax == 1024, "resnet18's largest block is %u", bmax);
+    FILE *out = tmpfile();
+    if (!out || big < 0) abort();
+    char *rep = fake_report(p, "sm_90", big, 64, 4096);
+    CHECK(res_check_program(p, "sm_90", rep, "ok", out) == 0); /* 64 x 1024 is the file */
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 65, 0); /* 72 allocated */
+    CHECK(res_check_program(p, "sm_90", rep, "regs", out) == 1);
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 255, 0);
+    CHECK(res_check_program(p, "sm_90", rep, "regs", out) == 1);
+    free(rep);
+    rep = fake_report(p, "sm_80", big, 32, 48 * 1024 + 4);
+    CHECK(res_check_program(p, "sm_80", rep, "smem", out) == 1);
+    CHECK(res_check_program(p, "sm_90", rep, "arch", out) == 1); /* another arch's report */
+    free(rep);
+    rep = fake_report(p, "sm_90", big, 32, 0);
+    char *cut = strstr(rep, "ptxas info    : Compiling entry function 'k1_");
+    if (cut) *cut = 0; /* kernels from k1 on missing */
+    CHECK(cut && res_check_program(p, "sm_90", rep, "missing", out) == p->nkernels - 1);
+    free(rep);
+    /* a source without launch bounds (before dpc wrote them) */
+    rep = fake_report(p, "sm_90", big, 32, 0);
+    char *src = p->source, *lb;
+    while ((lb = strstr(p->source, "__launch_bounds__(")))
+        memmove(lb, strchr(lb, ')') + 2, strlen(strchr(lb, ')') + 2) + 1);
+    CHECK(res_check_program(p, "sm_90", rep, "bounds", out) == p->nkernels);
+    CHECK(p->source == src);
+    free(rep);
+    /* the table and the failures name the kernel, its block and the cause */
+    rewind(out);
+    char line[512];
+    int fails = 0, rows = 0, named = 0;
+    while (fgets(line, sizeof line, out)) {
+        rows += !strncmp(line, "res ", 4);
+        if (strncmp(line, "FAIL ", 5)) continue;
+        fails++;
+        if (strstr(line, " regs sm_90: ") && strstr(line, "(block 1024)") &&
+            strstr(line, "x 1024 threads"))
+            named++;
+    }
+    CHECK(rows == 5 * p->nkernels + 1);
+    CHECK_MSG(named == 2, "%d register failures named", named);
+    CHECK(fails == 2 + 1 + 1 + (p->nkernels - 1) + p->nkernels);
+    fclose(out);
+    cg_program_free(p);
+    ir_free(g);
+}
+
 /* ---- NVRTC ----------------------------------------------------------------------- */
 
 TEST(nvrtc_target_choice) {
@@ -606,7 +948,8 @@ static void compile_program(const char *plan, const char *which, const cg_progra
     const char *const *archs = plan_archs;
     for (int a = 0; a < plan_narchs; a++) {
         rt_cuda_image img;
-        if (rt_nvrtc_compile(p->source, archs[a], &img, err, sizeof err)) {
+        char *report = NULL;
+        if (rt_nvrtc_compile_report(p->source, archs[a], &img, &report, err, sizeof err)) {
             printf("FAIL %s %s %s: %s\n", plan, which, archs[a], err);
             plans_failed++;
             continue;
@@ -619,6 +962,10 @@ static void compile_program(const char *plan, const char *which, const cg_progra
                            p->kernels[k].name);
                 missing++;
             }
+        char where[600];
+        snprintf(where, sizeof where, "%s %s", plan, which);
+        if (res_check_program(p, archs[a], report, where, stdout)) missing++;
+        free(report);
         if (missing) {
             plans_failed++;
         } else {
@@ -708,6 +1055,9 @@ int main(int argc, char **argv) {
     RUN(sgemm_args_refuse_what_cublas_refuses);
     RUN(sgemm_args_execute_like_cblas_on_every_model_gemm);
     RUN(nvrtc_target_choice);
+    RUN(resource_check_refuses_what_the_gpu_refuses);
+    RUN(tf32_rounds_to_nearest_even);
+    RUN(tf32_gemm_on_the_cpu_rounds_its_operands);
 #ifdef DPC_HAVE_CUDA
     RUN(nvrtc_knows_ampere_and_hopper);
     RUN(nvrtc_cache);

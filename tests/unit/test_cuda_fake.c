@@ -37,6 +37,7 @@
 
 #ifdef DPC_HAVE_CUDA
 
+#include "runtime/cuda/loader.h"
 #include "tests/fixture.h" /* here, not above: those includes are the cuda room's */
 #include "runtime/cuda/loader.h"
 
@@ -352,6 +353,154 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
 /* 18 layers of ReLUs: a few kinks may flip (state_diff), 3e-2 allows ~5 */
 TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4, 3e-2); }
+
+/* ---- TF32 (--precision tf32) -------------------------------------------------------
+ * A tf32 GEMM asks cuBLAS for CUBLAS_COMPUTE_32F_FAST_TF32 and the fake
+ * rounds its operands as tensor cores do (format/tf32.h), so the cuda
+ * backend's TF32 GEMM is the cpu backend's (which rounds alike) up to f32
+ * summation order, and differs from the fp32 GEMM by more than that and
+ * by less than the bound docs/DESIGN.md states: (2^-10 + K 2^-24) times
+ * sum |a_k b_k| per element. */
+
+/* max over C of |c1 - c2| / sum_k |a_k b_k| for y[N,U] = x[N,F] w[U,F]^T */
+static double dense_rel(const float *x, const float *w, const float *c1, const float *c2, int64_t N,
+                        int64_t F, int64_t U) {
+    double worst = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t u = 0; u < U; u++) {
+            double s = 0;
+            for (int64_t f = 0; f < F; f++) s += fabs((double)x[n * F + f] * w[u * F + f]);
+            double d = fabs((double)c1[n * U + u] - c2[n * U + u]) / s;
+            if (d > worst) worst = d;
+        }
+    return worst;
+}
+
+/* y = x w^T on backend be: host operands in, the product out (host). */
+static void dense_on(rt_backend *be, const cg_gemm *d, const float *x, const float *w, float *y,
+                     int64_t N, int64_t F, int64_t U) {
+    size_t bx = sizeof(float) * (size_t)(N * F), bw = sizeof(float) * (size_t)(U * F),
+           by = sizeof(float) * (size_t)(N * U);
+    float *dx = be->alloc(be, bx), *dw = be->alloc(be, bw), *dy = be->alloc(be, by);
+    be->copy_in(be, dx, x, bx);
+    be->copy_in(be, dw, w, bw);
+    CHECK_MSG(be->gemm(be, d, dw, dx, dy, err, sizeof err) == 0, "%s", err);
+    be->copy_out(be, y, dy, by);
+    be->free(be, dx), be->free(be, dw), be->free(be, dy);
+}
+
+TEST(tf32_gemm_equals_the_cpus_within_the_bound) {
+    rt_backend *c = rt_backend_cpu(), *u = rt_backend_cuda(0, err, sizeof err);
+    CHECK_MSG(u != NULL, "%s", err);
+    const int64_t N = 32, U = 24, Fs[] = {64, 2304};
+    for (size_t t = 0; u && t < sizeof Fs / sizeof *Fs; t++) {
+        int64_t F = Fs[t];
+        float *x = malloc(sizeof(float) * (size_t)(N * F)),
+              *w = malloc(sizeof(float) * (size_t)(U * F));
+        float *y[4]; /* cpu fp32, cuda fp32, cpu tf32, cuda tf32 */
+        for (int k = 0; k < 4; k++) y[k] = calloc((size_t)(N * U), sizeof(float));
+        rt_rng rng;
+        rt_rng_seed(&rng, 5 + (uint64_t)t);
+        for (int64_t i = 0; i < N * F; i++) x[i] = rt_rng_uniform_range(&rng, -1, 1);
+        for (int64_t i = 0; i < U * F; i++) w[i] = rt_rng_uniform_range(&rng, -1, 1);
+        cg_gemm d = cg_gemm_dense(N, F, U);
+        for (int k = 0; k < 4; k++) {
+            d.tf32 = k >= 2;
+            dense_on(k & 1 ? u : c, &d, x, w, y[k], N, F, U);
+        }
+        double noise = dense_rel(x, w, y[0], y[1], N, F, U); /* fp32, two summation orders */
+        double same = dense_rel(x, w, y[2], y[3], N, F, U);  /* tf32 on both backends */
+        double diff = dense_rel(x, w, y[3], y[1], N, F, U);  /* tf32 against fp32, cuda */
+        double bound = 0x1p-10 + (double)F * 0x1p-24;
+        fprintf(stderr,
+                "  K=%lld: fp32 cpu/cuda %.3g, tf32 cpu/cuda %.3g, tf32/fp32 %.3g (bound %.3g)\n",
+                (long long)F, noise, same, diff, bound);
+        CHECK(noise <= (double)F * 0x1p-24 && same <= (double)F * 0x1p-24);
+        CHECK_MSG(diff > 8 * noise && diff > 8 * same && diff <= bound, "K=%lld", (long long)F);
+        /* The handle's TF32 math mode rounds a plain Sgemm's operands too. */
+        cublasHandle_t h;
+        size_t bx = sizeof(float) * (size_t)(N * F), bw = sizeof(float) * (size_t)(U * F);
+        float *dx = u->alloc(u, bx), *dw = u->alloc(u, bw), *dy = u->alloc(u, 4 * (size_t)(N * U));
+        u->copy_in(u, dx, x, bx);
+        u->copy_in(u, dw, w, bw);
+        CHECK(u->sync(u, err, sizeof err) == 0);
+        const float one = 1, zero = 0;
+        rt_sgemm_args a;
+        CHECK(rt_cublas_sgemm_args(&d, &a, err, sizeof err) == 0);
+        CHECK(rt_cublas.cublasCreate(&h) == CUBLAS_STATUS_SUCCESS &&
+              rt_cublas.cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS &&
+              rt_cublas.cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, a.m, a.n, a.k, &one,
+                                                  dw, a.lda, 0, dx, a.ldb, 0, &zero, dy, a.ldc, 0,
+                                                  1) == CUBLAS_STATUS_SUCCESS);
+        rt_cublas.cublasDestroy(h);
+        u->copy_out(u, y[0], dy, 4 * (size_t)(N * U));
+        CHECK(a.transa == 1 && a.transb == 0 && !memcmp(y[0], y[3], 4 * (size_t)(N * U)));
+        u->free(u, dx), u->free(u, dw), u->free(u, dy);
+        for (int k = 0; k < 4; k++) free(y[k]);
+        free(x), free(w);
+    }
+    rt_backend_free(c);
+    rt_backend_free(u);
+}
+
+/* cnn_small compiled with --precision tf32: every GEMM of the program is
+ * tf32 (none of the fp32 program's is), and a training step on the fake
+ * equals the cpu backend's tf32 step, and its loss differs from the fp32
+ * step's by more than the backends' differ. The forward pass agrees to
+ * 1e-4 as fp32 does; gradients to 1e-3: rounding to TF32 is a step
+ * function, and an operand the two sides computed 1 f32 ulp apart (sums
+ * in another order) rounds 1 TF32 ulp (2^-10) apart now and then. */
+TEST(tf32_step_equals_cpu_and_differs_from_fp32) {
+    pass_options o = pass_default_options();
+    const pass_precision_kind prec[2] = {PASS_PRECISION_FP32, PASS_PRECISION_TF32};
+    double loss[2][2] = {{0, 0}, {0, 0}}; /* [fp32, tf32][cpu, cuda] */
+    for (int pi = 0; pi < 2; pi++) {
+        o.precision = prec[pi];
+        ir_graph *g = fx_model_graph("models/cnn_small.net", 4, 1, &o, err, sizeof err);
+        CHECK(g != NULL);
+        if (!g) return;
+        CHECK(pass_precision_of(g) == prec[pi]);
+        cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
+        int gemms = 0, tf32 = 0;
+        for (int i = 0; p && i < p->ncalls; i++)
+            if (p->calls[i].kind == CG_CALL_GEMM) gemms++, tf32 += p->calls[i].gemm.tf32;
+        CHECK_MSG(gemms > 0 && tf32 == (pi ? gemms : 0), "%d of %d GEMMs tf32", tf32, gemms);
+        cg_program_free(p);
+        side c = {rt_backend_cpu(), NULL, NULL},
+             u = {rt_backend_cuda(0, err, sizeof err), NULL, NULL};
+        side *sides[2] = {&c, &u};
+        ir_train t;
+        ir_train_defaults(&t);
+        for (int k = 0; k < 2 && u.be; k++) {
+            sides[k]->st = rt_store_new(sides[k]->be, g);
+            rt_store_init(sides[k]->st, g, &t, 11);
+            sides[k]->ex = rt_exec_new(sides[k]->be, sides[k]->st, g, NULL, err, sizeof err);
+            CHECK_MSG(sides[k]->ex != NULL, "%s", err);
+            if (!sides[k]->ex) break;
+            fill_inputs(sides[k]->ex, g, 5);
+            CHECK_MSG(rt_exec_run(sides[k]->ex, err, sizeof err) == 0, "%s", err);
+            const ir_type *lt = &g->nodes[ir_loss_node(g)].type;
+            float l[64] = {0};
+            int64_t nl = ir_numel(lt);
+            CHECK(nl <= 64 && rt_exec_get_node(sides[k]->ex, ir_loss_node(g), l,
+                                               sizeof(float) * (size_t)nl) == 0);
+            for (int64_t i = 0; i < nl; i++) loss[pi][k] += l[i] / (double)nl;
+        }
+        if (c.ex && u.ex) {
+            state sc = state_of(&c, g), su = state_of(&u, g);
+            CHECK(state_diff(&su, &sc, 1e-4, pi ? 1e-3 : 1e-4, pi ? "tf32" : "fp32") == 0);
+            state_free(&sc);
+            state_free(&su);
+        }
+        sides_free(sides, g);
+    }
+    double noise = fabs(loss[0][0] - loss[0][1]) + fabs(loss[1][0] - loss[1][1]);
+    double diff = fabs(loss[1][1] - loss[0][1]);
+    fprintf(stderr, "  cnn_small mean loss: fp32 %.9g (cpu %.9g), tf32 %.9g (cpu %.9g)\n",
+            loss[0][1], loss[0][0], loss[1][1], loss[1][0]);
+    CHECK_MSG(diff > 4 * noise && diff > 1e-7 * fabs(loss[0][1]) && diff < 1e-3 * fabs(loss[0][1]),
+              "tf32 - fp32 = %.3g, cpu - cuda %.3g", diff, noise);
+}
 
 /* The eval program (another module, other kernels) on the same store. */
 TEST(resnet18_eval_equals_cpu) {
@@ -1064,6 +1213,8 @@ int main(void) {
     RUN(cnn_small_step_equals_cpu);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
+    RUN(tf32_gemm_equals_the_cpus_within_the_bound);
+    RUN(tf32_step_equals_cpu_and_differs_from_fp32);
     RUN(one_replica_graph_replay_equals_eager);
     RUN(cpu_backend_reports_no_graphs);
     RUN(nccl_on_two_devices_equals_local);

@@ -150,7 +150,7 @@ TEST(bad_pipelines_are_refused_naming_the_part) {
          "unknown option 'size' in 'partition(size=1)'"},
         {"lower,autodiff,optimizer,partition(bucket_mb=-1)",
          "'partition(bucket_mb=-1)': bucket_mb takes"},
-        {"lower,precision(fp16)", "precision takes fp32|bf16, got 'fp16'"},
+        {"lower,precision(fp16)", "precision takes fp32|bf16|tf32, got 'fp16'"},
         {"lower,precision(bf16,fp32)", "'fp32' in 'precision(bf16,fp32)': only the first"},
         {"lower,precision(precision=bf16,precision=bf16)", "option 'precision' given twice"},
         {"lower,fuse(1)", "'fuse(1)': pass 'fuse' takes no options"},
