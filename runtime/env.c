@@ -22,7 +22,7 @@ static const env_var vars[] = {
     {"DPC_THREADS", 1, 1024, 0},     {"OMP_NUM_THREADS", 1, 1024, 1},
     {"DPC_DEBUG", 0, 2, 0},          {"DPC_PROFILE", 0, 1, 0},
     {"DPC_CUDA_GRAPH", 0, 1, 0},     {"DPC_INPUT_OVERLAP", 0, 1, 0},
-    {"DPC_CUDA_DEVICE", 0, 4096, 0},
+    {"DPC_CUDA_DEVICE", 0, 4096, 0}, {"DPC_SYNC", 0, 1, 0},
 };
 
 /* Variables dprun no longer reads, and what took their place: set, they

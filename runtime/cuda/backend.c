@@ -13,6 +13,7 @@
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/cuda/internal.h"
+#include "runtime/env.h"
 
 _Static_assert(sizeof(CUdeviceptr) == sizeof(void *), "device pointers travel as void *");
 
@@ -56,6 +57,84 @@ int rt_cuda_device_count(char *why, size_t whylen) {
     return n;
 }
 
+/* ---- waits: counted, and their failures named --------------------------------- */
+
+/* Work queued so far (what a wait's kind is judged by). */
+static int64_t ops_of(const cuda_impl *c) {
+    const rt_cuda_stats *s = &c->stats;
+    return s->launches + s->gemms + s->graph_launches + s->copies_in + s->copies_out + c->d2d;
+}
+
+/* The message of a failed call that may report an earlier call's failure
+ * (a kernel's fault surfaces at the next call or wait): the device, the
+ * label of the last work queued and, unless the caller synchronises after
+ * every call already, how to find the call that failed. */
+static void failure(cuda_impl *c, CUresult r, const char *call, char *out, size_t n) {
+    c->failed = 1;
+    snprintf(out, n, "cuda: %s on device %d: %s: %s%s%s%s", call, c->ordinal, rt_cu_error_name(r),
+             rt_cu_error_string(r), c->label[0] ? "; the last work queued was " : "", c->label,
+             c->sync_each ? ""
+                          : " (kernels run asynchronously, so any call queued before may have "
+                            "failed: rerun with DPC_SYNC=1 to stop at the one that did)");
+}
+
+static void must_(cuda_impl *c, CUresult r, const char *call, const char *file, int line) {
+    if (r == CUDA_SUCCESS) return;
+    char msg[1024];
+    failure(c, r, call, msg, sizeof msg);
+    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
+    fflush(stderr);
+    exit(EXIT_FAILURE);
+}
+/* cuCheck for the calls that can report an earlier kernel's failure. */
+#define MUST(c, call, name) must_(c, (call), name, __FILE__, __LINE__)
+
+static void die_(const char *msg, const char *file, int line) {
+    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
+    fflush(stderr);
+    exit(EXIT_FAILURE);
+}
+#define DIE(msg) die_(msg, __FILE__, __LINE__)
+
+int cuda_wait_stream(cuda_impl *c, CUstream s, char *err, size_t errlen) {
+    c->stats.host_waits++;
+    CUresult r = rt_cu.cuStreamSynchronize(s);
+    if (r != CUDA_SUCCESS) {
+        failure(c, r, "cuStreamSynchronize", err, errlen);
+        return -1;
+    }
+    if (s == c->compute) c->done = c->marks;
+    return 0;
+}
+
+static uint64_t mark_now(cuda_impl *c) {
+    uint64_t m = c->marks + 1;
+    mark_slot *s = &c->mk[m % MARKS];
+    MUST(c, rt_cu.cuEventRecord(s->ev, c->compute), "cuEventRecord");
+    s->ops = ops_of(c);
+    c->marks = m;
+    return m;
+}
+
+/* Returns once mark m is done; waits only when it is not known done. */
+static int wait_for(cuda_impl *c, uint64_t m, char *err, size_t errlen) {
+    if (m <= c->done) return 0;
+    if (m > c->marks) m = c->marks;
+    if (c->marks - m >= MARKS) m = c->marks - MARKS + 1; /* its event was reused: a later one */
+    const mark_slot *s = &c->mk[m % MARKS];
+    if (ops_of(c) > s->ops)
+        c->stats.lagged_waits++;
+    else
+        c->stats.host_waits++;
+    CUresult r = rt_cu.cuEventSynchronize(s->ev);
+    if (r != CUDA_SUCCESS) {
+        failure(c, r, "cuEventSynchronize", err, errlen);
+        return -1;
+    }
+    c->done = m;
+    return 0;
+}
+
 /* ---- memory ---------------------------------------------------------------------- */
 
 static void *cuda_alloc(rt_backend *be, size_t bytes) {
@@ -74,10 +153,10 @@ static void *cuda_alloc(rt_backend *be, size_t bytes) {
                 __FILE__, __LINE__, n, fr, total, c->name);
         exit(EXIT_FAILURE);
     }
-    cuCheck(r);
+    MUST(c, r, "cuMemAlloc");
     /* Zero-filled as device.h promises; on the compute stream, so every
      * later use (all on that stream, or ordered after it) sees zeros. */
-    cuCheck(rt_cu.cuMemsetD8Async(p, 0, n, c->compute));
+    MUST(c, rt_cu.cuMemsetD8Async(p, 0, n, c->compute), "cuMemsetD8Async");
     return (void *)(uintptr_t)p;
 }
 
@@ -88,38 +167,71 @@ static void cuda_free(rt_backend *be, void *ptr) {
     use(c);
     /* Queued work may still use the buffer; cuMemFree does not promise to
      * wait for other streams. Frees happen at teardown, so this costs nothing. */
-    cuCheck(rt_cu.cuStreamSynchronize(c->compute));
-    cuCheck(rt_cu.cuStreamSynchronize(c->comm));
-    cuCheck(rt_cu.cuMemFree(dptr(ptr)));
+    char err[1024];
+    if (!c->failed && (cuda_wait_stream(c, c->compute, err, sizeof err) ||
+                       cuda_wait_stream(c, c->comm, err, sizeof err)))
+        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err); /* once: c->failed now */
+    CUresult r = rt_cu.cuMemFree(dptr(ptr));
+    if (!c->failed) cuCheck(r); /* after a failure the device may be lost */
 }
 
-/* Host to device through the next pinned staging buffer: the caller's
- * memory is free when this returns, the transfer is a true asynchronous
- * DMA that overlaps queued kernels (a copy from pageable memory is
- * staged synchronously by the driver instead). */
+/* Retires the n oldest staging pieces: their copies are done (waited for
+ * when not known done). */
+static void retire(cuda_impl *c, int n) {
+    if (n <= 0) return;
+    char err[1024];
+    if (wait_for(c, c->pc[(c->pc_first + n - 1) % PIECES].mark, err, sizeof err)) DIE(err);
+    c->pc_first = (c->pc_first + n) % PIECES;
+    c->pc_n -= n;
+}
+
+/* The staging ring's next piece for `bytes`, once no copy in flight reads
+ * it (see internal.h). */
+static unsigned char *stage_for(cuda_impl *c, size_t bytes) {
+    size_t len = (bytes + 255) / 256 * 256;
+    if (4 * len > c->ring_cap) { /* the first copies of a size only */
+        retire(c, c->pc_n);
+        if (c->ring) cuCheck(rt_cu.cuMemFreeHost(c->ring));
+        size_t cap = (size_t)1 << 20;
+        while (cap < 4 * len) cap *= 2;
+        void *h = NULL;
+        MUST(c, rt_cu.cuMemAllocHost(&h, cap), "cuMemAllocHost");
+        c->ring = h;
+        c->ring_cap = cap;
+        c->ring_head = 0;
+    }
+    size_t off = c->ring_head + len > c->ring_cap ? 0 : c->ring_head;
+    for (;;) { /* retire up to the newest piece that overlaps [off, off + len) */
+        int last = -1;
+        for (int i = 0; i < c->pc_n; i++) {
+            const piece *q = &c->pc[(c->pc_first + i) % PIECES];
+            if (q->off < off + len && off < q->off + q->len) last = i;
+        }
+        if (last < 0) break;
+        retire(c, last + 1);
+    }
+    if (c->pc_n == PIECES) retire(c, 1);
+    piece *q = &c->pc[(c->pc_first + c->pc_n++) % PIECES];
+    q->off = off, q->len = len, q->mark = UINT64_MAX; /* recorded after its copy */
+    c->ring_head = off + len;
+    return c->ring + off;
+}
+
+/* Host to device through the staging ring: the caller's memory is free
+ * when this returns, the transfer is a true asynchronous DMA that overlaps
+ * queued kernels (a copy from pageable memory is staged synchronously by
+ * the driver instead). */
 static void cuda_copy_in(rt_backend *be, void *dst, const void *host, size_t bytes) {
     if (!bytes) return;
     cuda_impl *c = impl_of(be);
     NOT_CAPTURING(c, "copy_in");
     use(c);
-    stage *s = &c->st[c->next_stage];
-    c->next_stage = (c->next_stage + 1) % STAGES;
-    if (s->pending) cuCheck(rt_cu.cuEventSynchronize(s->done)); /* its last copy has read it */
-    s->pending = 0;
-    if (s->cap < bytes) {
-        if (s->host) cuCheck(rt_cu.cuMemFreeHost(s->host));
-        size_t cap = 1 << 16;
-        while (cap < bytes) cap *= 2;
-        s->host = NULL;
-        cuCheck(rt_cu.cuMemAllocHost(&s->host, cap));
-        s->cap = cap;
-    }
-    memcpy(s->host, host, bytes);
-    cuCheck(rt_cu.cuMemcpyHtoDAsync(dptr(dst), s->host, bytes, c->compute));
-    cuCheck(rt_cu.cuEventRecord(s->done, c->compute));
-    s->pending = 1;
+    unsigned char *p = stage_for(c, bytes);
+    memcpy(p, host, bytes);
+    MUST(c, rt_cu.cuMemcpyHtoDAsync(dptr(dst), p, bytes, c->compute), "cuMemcpyHtoDAsync");
     c->stats.copies_in++;
     c->stats.bytes_in += (int64_t)bytes;
+    c->pc[(c->pc_first + c->pc_n - 1) % PIECES].mark = mark_now(c);
 }
 
 static void cuda_copy_out(rt_backend *be, void *host, const void *src, size_t bytes) {
@@ -128,25 +240,98 @@ static void cuda_copy_out(rt_backend *be, void *host, const void *src, size_t by
     NOT_CAPTURING(c, "copy_out");
     use(c);
     /* On the compute stream, so it reads what the queued work writes. */
-    cuCheck(rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute));
-    cuCheck(rt_cu.cuStreamSynchronize(c->compute));
+    MUST(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync");
     c->stats.copies_out++;
     c->stats.bytes_out += (int64_t)bytes;
+    char err[1024];
+    if (cuda_wait_stream(c, c->compute, err, sizeof err)) DIE(err);
 }
 
 static void cuda_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     cuda_impl *c = impl_of(be);
     use(c);
-    cuCheck(rt_cu.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, c->compute));
+    MUST(c, rt_cu.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, c->compute), "cuMemcpyDtoDAsync");
+    c->d2d++;
 }
 
 static int cuda_sync(rt_backend *be, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (c->capturing) return 0; /* nothing runs while recording */
     use(c);
-    if (cuTry(rt_cu.cuStreamSynchronize(c->compute), err, errlen)) return -1;
-    return cuTry(rt_cu.cuStreamSynchronize(c->comm), err, errlen);
+    if (cuda_wait_stream(c, c->compute, err, errlen)) return -1;
+    return cuda_wait_stream(c, c->comm, err, errlen);
+}
+
+/* ---- reads without a host wait (device.h's rt_readback) ----------------------------- */
+
+static void *cuda_host_alloc(rt_backend *be, size_t bytes) {
+    cuda_impl *c = impl_of(be);
+    use(c);
+    void *p = NULL;
+    MUST(c, rt_cu.cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost");
+    return p;
+}
+
+static void cuda_host_free(rt_backend *be, void *host) {
+    if (!host) return;
+    cuda_impl *c = impl_of(be);
+    use(c);
+    CUresult r = rt_cu.cuMemFreeHost(host);
+    if (!c->failed) cuCheck(r);
+}
+
+/* Into pinned memory (host_alloc): a true DMA, the host does not wait. */
+static void cuda_copy_out_async(rt_backend *be, void *host, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cuda_impl *c = impl_of(be);
+    NOT_CAPTURING(c, "copy_out_async");
+    use(c);
+    MUST(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync");
+    c->stats.copies_out++;
+    c->stats.bytes_out += (int64_t)bytes;
+}
+
+static uint64_t cuda_mark(rt_backend *be) {
+    cuda_impl *c = impl_of(be);
+    NOT_CAPTURING(c, "mark");
+    use(c);
+    return mark_now(c);
+}
+
+static int cuda_wait_mark(rt_backend *be, uint64_t m, char *err, size_t errlen) {
+    cuda_impl *c = impl_of(be);
+    use(c);
+    return wait_for(c, m, err, errlen);
+}
+
+static void cuda_label(rt_backend *be, const char *what) {
+    cuda_impl *c = impl_of(be);
+    snprintf(c->label, sizeof c->label, "%s", what);
+}
+
+/* ---- the calls of the other files, marking a failure (teardown then
+ * neither waits nor checks: the device may be lost, and the failure is
+ * the caller's to report) ---- */
+
+static int launch_marked(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
+                         const cg_launch *geometry, char *err, size_t errlen) {
+    int rc = cuda_launch(be, k, args, nargs, count, geometry, err, errlen);
+    if (rc) impl_of(be)->failed = 1;
+    return rc;
+}
+
+static int gemm_marked(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
+                       char *err, size_t errlen) {
+    int rc = cuda_gemm(be, d, A, B, C, err, errlen);
+    if (rc) impl_of(be)->failed = 1;
+    return rc;
+}
+
+static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t errlen) {
+    int rc = cuda_graph_launch(be, g, err, errlen);
+    if (rc) impl_of(be)->failed = 1;
+    return rc;
 }
 
 /* ---- set-up and teardown ------------------------------------------------------------ */
@@ -156,10 +341,11 @@ static void print_stats(const cuda_impl *c) {
     fprintf(stderr,
             "dpc: cuda: %s: %" PRId64 " launches, %" PRId64 " gemms, %" PRId64
             " graph launches (%" PRId64 " launches, %" PRId64 " gemms captured), %" PRId64
-            " copies in (%.1f MiB), %" PRId64 " out (%.1f MiB)\n",
+            " copies in (%.1f MiB), %" PRId64 " out (%.1f MiB), %" PRId64 " host waits (%" PRId64
+            " more while later work ran)\n",
             c->name, s->launches, s->gemms, s->graph_launches, s->captured_launches,
             s->captured_gemms, s->copies_in, (double)s->bytes_in / (1 << 20), s->copies_out,
-            (double)s->bytes_out / (1 << 20));
+            (double)s->bytes_out / (1 << 20), s->host_waits, s->lagged_waits);
 }
 
 /* Frees whatever part of c exists (also after a failed set-up). Teardown
@@ -178,10 +364,9 @@ static void impl_free(cuda_impl *c) {
         if (c->comm) rt_cu.cuStreamSynchronize(c->comm);
         if (c->blas) rt_cublas.cublasDestroy(c->blas);
         if (c->blas_ws) rt_cu.cuMemFree(c->blas_ws);
-        for (int i = 0; i < STAGES; i++) {
-            if (c->st[i].host) rt_cu.cuMemFreeHost(c->st[i].host);
-            if (c->st[i].done) rt_cu.cuEventDestroy(c->st[i].done);
-        }
+        if (c->ring) rt_cu.cuMemFreeHost(c->ring);
+        for (int i = 0; i < MARKS; i++)
+            if (c->mk[i].ev) rt_cu.cuEventDestroy(c->mk[i].ev);
         if (c->ev_compute) rt_cu.cuEventDestroy(c->ev_compute);
         if (c->ev_comm) rt_cu.cuEventDestroy(c->ev_comm);
         if (c->compute) rt_cu.cuStreamDestroy(c->compute);
@@ -235,9 +420,10 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
         cuTry(rt_cu.cuEventCreate(&c->ev_compute, CU_EVENT_DISABLE_TIMING), err, errlen) ||
         cuTry(rt_cu.cuEventCreate(&c->ev_comm, CU_EVENT_DISABLE_TIMING), err, errlen))
         return -1;
-    for (int i = 0; i < STAGES; i++)
-        if (cuTry(rt_cu.cuEventCreate(&c->st[i].done, CU_EVENT_DISABLE_TIMING), err, errlen))
+    for (int i = 0; i < MARKS; i++)
+        if (cuTry(rt_cu.cuEventCreate(&c->mk[i].ev, CU_EVENT_DISABLE_TIMING), err, errlen))
             return -1;
+    c->sync_each = rt_env_flag("DPC_SYNC", 0) || rt_env_flag("DPC_PROFILE", 0);
     return cuda_blas_up(c, err, errlen);
 }
 
@@ -258,14 +444,20 @@ static const rt_backend cuda_table = {
     .compile = cuda_compile,
     .module_free = cuda_module_free,
     .kernel = cuda_kernel,
-    .launch = cuda_launch,
-    .gemm = cuda_gemm,
+    .launch = launch_marked,
+    .gemm = gemm_marked,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
     .graph_begin = rt_cuda_graph_begin,
     .graph_end = cuda_graph_end,
-    .graph_launch = cuda_graph_launch,
+    .graph_launch = graph_launch_marked,
     .graph_free = cuda_graph_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_out_async = cuda_copy_out_async,
+    .mark = cuda_mark,
+    .wait_mark = cuda_wait_mark,
+    .label = cuda_label,
 };
 
 int rt_backend_is_cuda(const rt_backend *be) { return be && be->destroy == cuda_table.destroy; }

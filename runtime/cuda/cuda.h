@@ -15,10 +15,13 @@
  *
  * What the backend does (docs/DESIGN.md §8.2):
  *   memory    cuMemAlloc, zero-filled by a memset on the compute stream;
- *   copy_in   through a ring of pinned staging buffers and
+ *   copy_in   through a ring of pinned staging memory and
  *             cuMemcpyHtoDAsync on the compute stream: the caller's buffer
- *             is free on return and the copy overlaps queued work;
+ *             is free on return and the copy overlaps queued work; a
+ *             piece of the ring is reused once its copy is known done;
  *   copy_out  cuMemcpyDtoHAsync on the compute stream, then waits for it;
+ *   reads     copy_out_async into pinned memory, marks (events) and
+ *             wait_mark: rt_readback, results read without draining;
  *   compile   NVRTC to a cubin for the device (nvrtc.h), loaded with
  *             cuModuleLoadDataEx;
  *   launch    cuLaunchKernel, 256-thread blocks, a grid covering count up to
@@ -31,11 +34,15 @@
  *             stream (NCCL) per backend, ordered by events.
  * Device memory is a CUdeviceptr cast to void *, so (char *)p + off works
  * as device.h promises. Failures of calls that cannot fail on good input
- * (a lost device) exit with file:line (loader.h's checks).
+ * (a lost device) exit with file:line (loader.h's checks); a failure that
+ * can be an earlier kernel's (found by a copy or a wait) also names the
+ * backend's label (the last step queued) and suggests DPC_SYNC=1.
  *
  * Environment: DPC_CUDA_DEVICE picks the device of rt_backend_open (default
- * 0); DPC_DEBUG=1 prints the device, module
- * loads and, when the backend is freed, its counters.
+ * 0); DPC_DEBUG=1 prints the device, module loads and, when the backend is
+ * freed, its counters; DPC_SYNC=1 (or DPC_PROFILE=1): the executor
+ * synchronises after every call, so a failure names its call (failure
+ * messages then leave out the hint to set it).
  */
 #ifndef DPC_RT_CUDA_CUDA_H
 #define DPC_RT_CUDA_CUDA_H
@@ -88,6 +95,13 @@ typedef struct {
     int64_t captured_launches, captured_gemms; /* recorded into graphs */
     int64_t graph_launches;
     int64_t copies_in, bytes_in, copies_out, bytes_out;
+    /* The host blocked on the device: host_waits with nothing queued
+     * behind what it waited for (the device idles until the host queues
+     * more: a stream synchronisation, a blocking copy_out, a wait for the
+     * latest mark); lagged_waits for an earlier point while later work
+     * stays queued (the device keeps running: a step's results read while
+     * the next step runs). Marks known done are not waited for. */
+    int64_t host_waits, lagged_waits;
 } rt_cuda_stats;
 /* 0 and the counters so far; -1 if be is not a cuda backend. */
 int rt_cuda_stats_get(const rt_backend *be, rt_cuda_stats *s);

@@ -65,7 +65,7 @@ void rt_cuda_graph_free(rt_backend *be, rt_cuda_graph *g) {
     if (rt_backend_is_cuda(be)) {
         cuda_impl *c = impl_of(be);
         use(c);
-        cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* not while it runs */
+        if (!c->failed) cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* not while it runs */
     }
     if (g->exec) rt_cu.cuGraphExecDestroy(g->exec);
     if (g->graph) rt_cu.cuGraphDestroy(g->graph);

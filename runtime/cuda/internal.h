@@ -25,19 +25,29 @@
 
 #ifdef DPC_HAVE_CUDA
 
-/* Pinned staging buffers for copy_in, each reused only once its last
- * copy has run (its event). A step copies four inputs (batch, labels, lr,
- * grad_scale); train.c stages the next batch behind a step and then reads
- * the step's loss, which waits for everything queued so far, so a slot's
- * previous copy has always run by the time it comes round again. */
-#define STAGES 4
-
+/* Marks: events recorded on the compute stream, numbered from 1; mark m
+ * lives in mk[m % MARKS] until MARKS later marks reuse its event (a wait
+ * for it then waits for the oldest one held, which is later: safe). Every
+ * mark up to c->done is known done (a wait for it or a later one, or a
+ * stream synchronisation, returned), so it is never waited for again. ops:
+ * the work queued when it was recorded (wait_for counts a wait as lagged
+ * when more was queued since). */
+#define MARKS 64
 typedef struct {
-    void *host; /* pinned */
-    size_t cap;
-    CUevent done; /* recorded after the copy that last read it */
-    int pending;
-} stage;
+    CUevent ev;
+    int64_t ops;
+} mark_slot;
+
+/* Pinned staging for copy_in: a ring of bytes, each copy taking the next
+ * piece (wrapping to 0 when the end cannot hold it) and recording a mark;
+ * a piece is reused once its mark is done, so a copy waits only when the
+ * ring is a full lap ahead of the device. Its size: 4 x the largest copy
+ * (the batch), at least 1 MiB, so two steps' inputs are in flight. */
+#define PIECES 64
+typedef struct {
+    size_t off, len;
+    uint64_t mark;
+} piece;
 
 typedef struct {
     int ordinal, sm, nsm;
@@ -50,8 +60,16 @@ typedef struct {
     CUevent ev_compute, ev_comm; /* compute -> comm and comm -> compute ordering */
     cublasHandle_t blas;
     CUdeviceptr blas_ws;
-    stage st[STAGES];
-    int next_stage;
+    mark_slot mk[MARKS];
+    uint64_t marks, done; /* the latest mark; every mark <= done is done */
+    unsigned char *ring;  /* pinned */
+    size_t ring_cap, ring_head;
+    piece pc[PIECES]; /* in flight, oldest first from pc_first */
+    int pc_first, pc_n;
+    int64_t d2d;     /* device-to-device copies queued (work, for the counts) */
+    char label[160]; /* device.h's label: what the queued work is for */
+    int sync_each;   /* DPC_SYNC=1 or DPC_PROFILE=1: the caller syncs per call */
+    int failed;      /* a call failed: teardown neither waits nor checks (a lost device) */
     int capturing;
     rt_cuda_stats stats;
 } cuda_impl;
@@ -82,6 +100,11 @@ static inline cuda_impl *impl_of(const rt_backend *be) { return (cuda_impl *)be-
 static inline void use(cuda_impl *c) { cuCheck(rt_cu.cuCtxSetCurrent(c->ctx)); }
 
 static inline CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
+
+/* backend.c: waits on the compute or communication stream, counted in the
+ * stats (host_waits); -1 + a message naming the label and DPC_SYNC=1 on a
+ * failure, which may be any earlier call's. */
+int cuda_wait_stream(cuda_impl *c, CUstream s, char *err, size_t errlen);
 
 /* kernel.c: the table's compile, module_free, kernel and launch. */
 rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t errlen);

@@ -66,8 +66,10 @@ void cuda_module_free(rt_backend *be, rt_module *m) {
         m->kernels = k->next;
         free(k);
     }
-    cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* no queued launch of its code */
-    cuCheck(rt_cu.cuModuleUnload(m->mod));
+    if (!c->failed) { /* after a failure (reported) the device may be lost */
+        cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* no queued launch of its code */
+        cuCheck(rt_cu.cuModuleUnload(m->mod));
+    }
     free(m->path);
     free(m);
 }

@@ -30,7 +30,9 @@
  *
  * Environment: DPC_DEBUG=1 prints kernel counts and compile-cache hits,
  * DPC_DEBUG=2 also the generated source; DPC_PROFILE=1 times every call
- * and prints where each program's time went when its executor is freed. DPC_CACHE_DIR (default
+ * and prints where each program's time went when its executor is freed;
+ * DPC_SYNC=1 synchronises after every kernel, GEMM and all-reduce (as
+ * DPC_PROFILE does), so a device failure names its call. DPC_CACHE_DIR (default
  * ~/.cache/dpc) holds compiled modules; CC overrides the C compiler.
  * The cpu backend runs kernels and GEMMs on one thread pool of DPC_THREADS
  * threads (else OMP_NUM_THREADS, else the CPUs the process may use);
@@ -110,7 +112,43 @@ struct rt_backend {
     rt_graph *(*graph_end)(rt_backend *be, char *err, size_t errlen);
     int (*graph_launch)(rt_backend *be, rt_graph *g, char *err, size_t errlen);
     void (*graph_free)(rt_backend *be, rt_graph *g);
+
+    /* ---- reads the host need not wait for (rt_readback below); all NULL
+     * where copy_out returns with the bytes (cpu). host_alloc: host memory
+     * a copy can land in while the host runs on (pinned); copy_out_async:
+     * device to such memory, behind the work queued so far, no wait;
+     * mark: a point in the queue, a number that grows; wait_mark: returns
+     * once the work before that point is done (at once when known done):
+     * 0, or -1 + a message naming the failure and, since the failing call
+     * is past, label's last text and DPC_SYNC=1. */
+    void *(*host_alloc)(rt_backend *be, size_t bytes);
+    void (*host_free)(rt_backend *be, void *host);
+    void (*copy_out_async)(rt_backend *be, void *host, const void *src, size_t bytes);
+    uint64_t (*mark)(rt_backend *be);
+    int (*wait_mark)(rt_backend *be, uint64_t mark, char *err, size_t errlen);
+    /* What the work queued from now on is for ("train step 12 of replica 0"):
+     * the message of a failure found later names it. NULL: nothing kept. */
+    void (*label)(rt_backend *be, const char *what);
 };
+
+/* ---- reading device results without a host wait.
+ *
+ * Usage (the training loop: the loss of step n is read while step n+1 runs):
+ *     rt_readback *rb = rt_readback_new(be);
+ *     rt_readback_add(rb, 0, loss_buf, bytes);         // queued behind step n
+ *     ... queue step n+1 ...
+ *     const float *loss = rt_readback_wait(rb, err, sizeof err);  // NULL: failed
+ *     rt_readback_free(rb);
+ *
+ * add copies bytes at device address src to offset off of the readback's
+ * host memory, in queue order (several adds make one read); wait returns
+ * that memory once every add has landed, valid until the next add. On a
+ * backend without the hooks above, add copies at once. */
+typedef struct rt_readback rt_readback;
+rt_readback *rt_readback_new(rt_backend *be);
+void rt_readback_add(rt_readback *rb, size_t off, const void *src, size_t bytes);
+const void *rt_readback_wait(rt_readback *rb, char *err, size_t errlen);
+void rt_readback_free(rt_readback *rb);
 
 /* The reference backend: generated C compiled with the host compiler,
  * OpenBLAS for GEMMs. A new handle each call; free with rt_backend_free. */

@@ -235,6 +235,7 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
     }
     if (bind_buffers(ex, plan, err, errlen)) goto fail;
     rt_exec_set_scalar(ex, FMT_REPLICA_SCALE, 1.0f); /* one replica until a collective */
+    ex->sync_each = rt_env_flag("DPC_SYNC", 0) || rt_env_flag("DPC_PROFILE", 0);
     if (rt_env_flag("DPC_PROFILE", 0)) {
         ex->prof = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof);
         ex->prof_cpu = calloc((size_t)ex->prog->ncalls + 1, sizeof *ex->prof_cpu);
@@ -302,6 +303,15 @@ void rt_exec_launches(const rt_exec *ex, int64_t *calls, int64_t *graph_launches
     *graph_launches = ex->last_graph_launches;
 }
 
+/* After a failed call on a backend whose calls run asynchronously (cuda),
+ * unless each is synchronised: the failure may be an earlier call's. */
+static const char *async_hint(const rt_exec *ex) {
+    return ex->be->async_copy && !ex->sync_each
+               ? " (calls run asynchronously, so an earlier one may have failed: rerun with "
+                 "DPC_SYNC=1 to stop at the one that did)"
+               : "";
+}
+
 typedef enum { RUN_EAGER, RUN_CAPTURE, RUN_REPLAY } run_mode;
 
 /* Device work is about to be issued: a capture starts recording a new
@@ -313,7 +323,11 @@ static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) 
     if (cur >= ex->nseg)
         return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
     ex->last_graph_launches++;
-    return ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen);
+    if (!ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen)) return 0;
+    char why[768];
+    snprintf(why, sizeof why, "%s", err);
+    return ir_fail(err, errlen, "the step's CUDA graph (segment %d of %d): %s%s", cur + 1, ex->nseg,
+                   why, async_hint(ex));
 }
 
 /* A host action follows (or the step ends): a capture keeps the segment
@@ -333,6 +347,28 @@ static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen
     ex->seg[ex->nseg++] = g;
     ex->last_graph_launches++;
     return ex->be->graph_launch(ex->be, g, err, errlen);
+}
+
+/* "kernel k3_relu" or "gemm NT 64x10x512": what a failure names. */
+static void call_name(const rt_exec *ex, const cg_step *s, const cg_call *c, char *buf,
+                      size_t len) {
+    (void)s;
+    if (c->kind == CG_CALL_GEMM)
+        snprintf(buf, len, "gemm %c%c %" PRId64 "x%" PRId64 "x%" PRId64, c->gemm.transa ? 'T' : 'N',
+                 c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n, c->gemm.k);
+    else
+        snprintf(buf, len, "kernel %s", ex->prog->kernels[c->kernel].name);
+}
+
+/* DPC_SYNC after a bucket's start: its all-reduce waited for and the
+ * device synchronised, so a failure names the collective. */
+static int sync_bucket(rt_exec *ex, int b, int si, char *err, size_t errlen) {
+    if (!rt_coll_queue_wait(ex->coll, b, err, errlen) && !ex->be->sync(ex->be, err, errlen))
+        return 0;
+    char why[768];
+    snprintf(why, sizeof why, "%s", err);
+    return ir_fail(err, errlen, "all-reduce of bucket %d (node %d, allreduce): %s", b,
+                   ex->prog->steps[si].node, why);
 }
 
 /* The step's calls, eagerly or through graphs. Collective actions of a
@@ -370,6 +406,9 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
                 if (m == RUN_CAPTURE && !stream_coll &&
                     rt_coll_queue_wait(ex->coll, b, err, errlen))
                     return -1;
+                /* DPC_SYNC: the bucket's sum, done and checked here. */
+                if (ex->sync_each && m == RUN_EAGER && sync_bucket(ex, b, si, err, errlen))
+                    return -1;
             }
             continue;
         }
@@ -391,16 +430,19 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
                 rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err,
                                 errlen);
             }
+            /* DPC_SYNC (and DPC_PROFILE): each call finished and checked
+             * before the next, so a failure names its call. */
+            if (!rc && ex->sync_each) rc = be->sync(be, err, errlen);
             if (!rc && ex->prof) {
-                rc = be->sync(be, err, errlen);
                 ex->prof[ci] += rt_now() - t0;
                 ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
             }
             if (rc) {
-                char why[256];
+                char why[768], what[160];
                 snprintf(why, sizeof why, "%s", err);
-                return ir_fail(err, errlen, "step %d (node %d, %s): %s", si, s->node,
-                               ir_ops[s->op].name, why);
+                call_name(ex, s, c, what, sizeof what);
+                return ir_fail(err, errlen, "%s (call %d: node %d, %s): %s%s", what, ci, s->node,
+                               ir_ops[s->op].name, why, async_hint(ex));
             }
             ex->last_calls++;
         }
@@ -422,11 +464,17 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
 }
 
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
+    if (rt_exec_enqueue(ex, err, errlen)) return -1;
+    return ex->be->sync(ex->be, err, errlen);
+}
+
+int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     /* Run 1 is eager (the warm-up: cuBLAS chooses its kernels, modules
-     * load); run 2 records; profiling times calls one by one, so never. */
-    run_mode m = !ex->graphs || ex->prof || ex->runs == 0 ? RUN_EAGER
-                 : ex->captured                           ? RUN_REPLAY
-                                                          : RUN_CAPTURE;
+     * load); run 2 records; profiling and DPC_SYNC synchronise call by
+     * call, so never. */
+    run_mode m = !ex->graphs || ex->sync_each || ex->runs == 0 ? RUN_EAGER
+                 : ex->captured                                ? RUN_REPLAY
+                                                               : RUN_CAPTURE;
     ex->last_calls = ex->last_graph_launches = 0;
     int rc = run_steps(ex, m, err, errlen);
     if (rc && ex->seg_is_open && m == RUN_CAPTURE) { /* leave the backend recording nothing */
@@ -447,7 +495,7 @@ int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
                 : m == RUN_CAPTURE ? "recorded"
                                    : "replayed",
                 ex->last_calls, ex->last_graph_launches);
-    return ex->be->sync(ex->be, err, errlen);
+    return 0;
 }
 
 int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen) {
@@ -491,7 +539,7 @@ int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
 }
 
 /* Sources by their unique name first, then the first node with that label. */
-int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
+static int find_named(const rt_exec *ex, const char *name) {
     const ir_graph *g = ex->g;
     int found = -1;
     for (int i = 0; i < g->n && found < 0; i++) {
@@ -500,5 +548,16 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
     }
     for (int i = 0; i < g->n && found < 0; i++)
         if (!strcmp(g->nodes[i].name, name)) found = i;
-    return rt_exec_get_node(ex, found, host, bytes);
+    return found;
+}
+
+int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes) {
+    return rt_exec_get_node(ex, find_named(ex, name), host, bytes);
+}
+
+const void *rt_exec_buffer(const rt_exec *ex, const char *name, size_t *bytes) {
+    int i = find_named(ex, name);
+    if (i < 0 || !ex->buf[i]) return NULL;
+    *bytes = (size_t)fmt_node_bytes(&ex->g->nodes[i]);
+    return ex->buf[i];
 }

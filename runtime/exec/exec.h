@@ -85,7 +85,15 @@ void rt_exec_free(rt_exec *ex);
  * the size differs. */
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);
 int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
+/* Runs the program and returns when the device is done (a host wait). */
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
+/* The same without the wait: the run is queued behind the inputs' copies
+ * and returns (cuda); results are read later (rt_exec_get waits for them,
+ * an rt_readback of rt_exec_buffer does not). With DPC_SYNC=1 (or
+ * DPC_PROFILE=1) every kernel, GEMM and all-reduce is synchronised as it
+ * is queued (the runs stay eager), so a failure names its call: "kernel
+ * k3_relu (call 7, step 5: node 12, relu): ...". */
+int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen);
 /* Data parallelism: hands the program's allreduce steps (partition pass)
  * to a replica's communication queue (runtime/comm/comm.h), registering
  * one bucket per bucket of the graph, before the first run; each sum gets a
@@ -144,7 +152,7 @@ int rt_shard_bind(const ir_graph *g, const cg_program *p, const int *step_of, co
  * copied into the same buffers the graph reads. A stream-ordered
  * communication queue (nccl) is recorded with the step; a host one (local,
  * mpi) splits it into segments around its bucket starts and waits.
- * DPC_PROFILE keeps the runs eager. Returns 1 when graphs will be used, 0
+ * DPC_PROFILE and DPC_SYNC keep the runs eager. Returns 1 when graphs will be used, 0
  * when the backend has none (the runs stay eager). Call before run 2. */
 int rt_exec_use_graphs(rt_exec *ex, int on);
 /* Kernel launches + GEMMs issued one by one, and graph launches, by the
@@ -158,6 +166,9 @@ int rt_exec_get(rt_exec *ex, const char *name, void *host, size_t bytes);
  * step only outputs (loss, logits), gradients, sources and what lives to
  * the end hold their values; compile with --no-memplan to read the rest. */
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes);
+/* The device buffer rt_exec_get reads for name, and its bytes; NULL when
+ * there is none. For reads that do not wait (device.h's rt_readback). */
+const void *rt_exec_buffer(const rt_exec *ex, const char *name, size_t *bytes);
 
 /* ---- refuse a plan that cannot fit, before allocating it.
  *

@@ -27,6 +27,7 @@ struct rt_exec {
     double *prof;     /* DPC_PROFILE: seconds per call, summed over runs */
     double *prof_cpu; /* the calling thread's CPU seconds per call */
     int runs;
+    int sync_each; /* DPC_SYNC=1 or DPC_PROFILE=1: synchronise after every call */
     /* Data parallelism: with a communication queue attached, bucket b
      * starts after step start_at[b] (its last allreduce node) and is waited
      * for before step wait_at[b] (the first reader of one of its sums), or

@@ -20,6 +20,14 @@ typedef struct {
     int64_t right[RT_MAX_LOCAL_REPLICAS], seen[RT_MAX_LOCAL_REPLICAS];
 } eval_job;
 
+/* A failure found later names the evaluation, not the last train step. */
+static void label_eval(rt_backend *be, int replica) {
+    if (!be->label) return;
+    char what[64];
+    snprintf(what, sizeof what, "the evaluation on replica %d", replica);
+    be->label(be, what);
+}
+
 static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errlen) {
     eval_job *j = arg;
     rt_run *r = j->r;
@@ -30,6 +38,7 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
     int32_t *lab = malloc(sizeof(int32_t) * n);
     float *logits = r->logits + (size_t)k * n * (size_t)r->classes;
     RT_CHECK_ALLOC(img && lab);
+    label_eval(r->bes[k], rt_replicas_global(R, k));
     int rc = 0;
     for (int64_t bi = rt_replicas_global(R, k); bi < b->batches && !rc; bi += r->total) {
         if (j->stoppable && rt_run_stop_pending()) break; /* the caller stops the run */
@@ -85,6 +94,7 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
     int64_t right = 0, total = 0;
     int rc = 0;
     double t0 = rt_now();
+    label_eval(r->bes[0], 0);
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
     while (!rc && !(stoppable && rt_run_stop_pending()) && (bt = rt_pipeline_next(in))) {

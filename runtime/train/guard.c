@@ -1,7 +1,8 @@
 /* runtime/train/guard.c — the non-finite guard: after each step, replica
  * 0's parameters are checked (a non-finite gradient makes them
- * non-finite); a bad step stops the run or, with --on-nan skip, is undone
- * from the host snapshot taken before it. */
+ * non-finite), from a copy queued behind the step and read while the next
+ * one runs (loop.c); a bad step stops the run or, with --on-nan skip, is
+ * undone from the host snapshot taken before it. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -10,35 +11,63 @@
 #include "runtime/clock.h"
 #include "runtime/train/internal.h"
 
-/* Index of a replica-0 parameter that is not finite after the step, or -1.
- * The update reads every gradient element (w += m v - lr (g s + wd w)), so
- * a non-finite gradient shows here. One host read of the parameters. */
+/* Replica 0's parameters, found once. */
+static void find_params(rt_run *r) {
+    if (r->params) return;
+    int count = rt_store_count(r->st);
+    r->params = malloc(sizeof(int) * (size_t)(count + 1));
+    RT_CHECK_ALLOC(r->params);
+    ir_names nodes = ir_names_of_nodes(r->plan->train);
+    for (int i = 0; i < count; i++) {
+        int n = ir_names_find(&nodes, rt_store_name(r->st, i));
+        if (n < 0 || r->plan->train->nodes[n].op != IR_OP_PARAM) continue;
+        r->params[r->nparams++] = i;
+    }
+    ir_names_free(&nodes);
+}
+
+static size_t param_bytes(const rt_run *r, int i) {
+    const ir_type *t = rt_store_type(r->st, i);
+    return (size_t)ir_numel(t) * ir_dtype_size(t->dtype);
+}
+
+void rt_run_params_read(rt_run *r) {
+    find_params(r);
+    if (!r->param_rb) r->param_rb = rt_readback_new(r->bes[0]);
+    size_t off = 0;
+    for (int p = 0; p < r->nparams; p++) {
+        int i = r->params[p];
+        rt_readback_add(r->param_rb, off, rt_store_buffer(r->st, i), param_bytes(r, i));
+        off += param_bytes(r, i);
+    }
+    r->params_queued = 1;
+}
+
+/* Index of a replica-0 parameter that is not finite after the step, -1
+ * when all are, -2 + r->err when the read failed. The update reads every
+ * gradient element (w += m v - lr (g s + wd w)), so a non-finite gradient
+ * shows here. The read is the one rt_run_params_read queued behind the
+ * step, or one made now. */
 int rt_run_nonfinite_param(rt_run *r) {
     double t0 = rt_now();
-    if (!r->params) {
-        int count = rt_store_count(r->st);
-        int64_t most = 1;
-        r->params = malloc(sizeof(int) * (size_t)(count + 1));
-        RT_CHECK_ALLOC(r->params);
-        ir_names nodes = ir_names_of_nodes(r->plan->train);
-        for (int i = 0; i < count; i++) {
-            int n = ir_names_find(&nodes, rt_store_name(r->st, i));
-            if (n < 0 || r->plan->train->nodes[n].op != IR_OP_PARAM) continue;
-            r->params[r->nparams++] = i;
-            if (ir_numel(rt_store_type(r->st, i)) > most) most = ir_numel(rt_store_type(r->st, i));
-        }
-        ir_names_free(&nodes);
-        r->scratch = malloc(sizeof(float) * (size_t)most);
-        RT_CHECK_ALLOC(r->scratch);
-    }
+    if (!r->params_queued) rt_run_params_read(r);
+    r->params_queued = 0;
+    const unsigned char *h = rt_readback_wait(r->param_rb, r->err, sizeof r->err);
+    if (!h) return -2;
+    size_t off = 0;
     for (int p = 0; p < r->nparams; p++) {
         int i = r->params[p];
         int64_t n = ir_numel(rt_store_type(r->st, i));
-        rt_store_read(r->st, i, r->scratch);
         /* All exponent bits set: inf or nan. An or-reduction vectorises. */
-        const uint32_t *bits = (const uint32_t *)r->scratch;
         uint32_t bad = 0;
-        for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f800000u) == 0x7f800000u;
+        if (rt_store_type(r->st, i)->dtype == IR_BF16) {
+            const uint16_t *bits = (const uint16_t *)(h + off);
+            for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f80u) == 0x7f80u;
+        } else {
+            const uint32_t *bits = (const uint32_t *)(h + off);
+            for (int64_t j = 0; j < n; j++) bad |= (bits[j] & 0x7f800000u) == 0x7f800000u;
+        }
+        off += param_bytes(r, i);
         if (bad) return i;
     }
     r->check_s += rt_now() - t0;

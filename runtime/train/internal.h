@@ -72,10 +72,14 @@ typedef struct {
     double prev_lr;        /* the last step's lr, for --momentum-correction */
     rt_ckpt_state resumed; /* where the loop starts: zero, or --resume's checkpoint */
     int *params, nparams;  /* replica 0's parameters: the non-finite check */
-    float *scratch;        /* one parameter, read back */
+    rt_readback *param_rb; /* ... read back behind each step */
+    int params_queued;     /* rt_run_params_read queued a read not yet checked */
     float **snapshot;      /* --on-nan skip: every replica's persistent tensors before the step */
     double check_s, snapshot_s; /* time in nonfinite_param and snapshot (DPC_DEBUG) */
     int overlap;                /* the next batch's copy overlaps each step (rt_replicas_overlap) */
+    /* A step's results (losses, the parameters' check) are read while the
+     * next step runs: overlap without --on-nan skip, on every process. */
+    int lag;
 } rt_run;
 
 /* Records the run's error (after erasing the progress bar, so the caller's
@@ -118,6 +122,10 @@ int rt_run_train(rt_run *r);
 int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc, int stoppable);
 
 /* guard.c */
+/* Queues the copy of replica 0's parameters behind the step just queued. */
+void rt_run_params_read(rt_run *r);
+/* The parameter that is not finite (its store index), -1 if none, -2 +
+ * r->err if the read failed; waits for the queued read or makes one. */
 int rt_run_nonfinite_param(rt_run *r);
 void rt_run_snapshot(rt_run *r, int restore);
 int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double prev_lr, long done,

@@ -1,16 +1,21 @@
 /* runtime/train/loop.c — the epochs and steps of a run, and --benchmark.
  *
- * One step: take the next global batch from the input pipeline, run the
- * train program on every replica (step()), check the result is finite
- * (guard.c), update the progress bar, write a checkpoint when one is due
- * (resume.c). An epoch ends with its log line, the --eval-every accuracy,
- * its metrics line and its checkpoint; the run with the final accuracies.
+ * One step: take the next global batch from the input pipeline, queue the
+ * train program on every replica (step()), read the results of the step
+ * before while this one runs (settle(): the losses and the non-finite
+ * check, guard.c; the progress bar), write a checkpoint when one is due
+ * (resume.c), after reading this step's results too. An epoch ends with
+ * its last step's results, its log line, the --eval-every accuracy, its
+ * metrics line and its checkpoint; the run with the final accuracies.
+ * Where the step's results cannot wait (no overlap: the cpu; --on-nan
+ * skip, which undoes a bad step before the next) they are read at once.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/clock.h"
+#include "runtime/cuda/cuda.h"
 #include "runtime/train/internal.h"
 
 /* A pipeline over `count` batches of b from batch `index` of `epoch`, as
@@ -53,20 +58,23 @@ static void correct_momentum(rt_run *r, double lr) {
     }
 }
 
-/* One optimizer step on the global batch bt; adds the per-sample losses to
- * *loss_sum. The input slot goes back to the workers as soon as the
- * program has copied it, so they prepare ahead while the step runs: bt
- * must not be read after this returns.
+/* Queues one optimizer step on the global batch bt. The input slot goes
+ * back to the workers as soon as the program has copied it, so they
+ * prepare ahead while the step runs: bt must not be read after this
+ * returns.
  *
  * With r->overlap (cuda) and next non-NULL, the step is enqueued, then the
  * next batch is taken from the pipeline and its copy enqueued behind the
- * step, and only then are the losses read: the device does not idle while
- * the host takes and stages it. *next is that batch, already in the
- * device's inputs and handed back to the workers: pass it as bt with
- * staged = 1. NULL next (the run's last step), or no overlap: the next
- * batch is the caller's to take, as before. */
+ * step: the device does not idle while the host takes and stages it. *next
+ * is that batch, already in the device's inputs and handed back to the
+ * workers: pass it as bt with staged = 1. NULL next (the run's last step),
+ * or no overlap: the next batch is the caller's to take, as before.
+ *
+ * lag (r->lag): the losses are not read here; the caller waits for the
+ * step before's (step_losses), then queues this one's (queue_reads): the
+ * device runs on meanwhile. Else r->loss holds them when this returns. */
 static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, long t, double lr,
-                double *loss_sum, const rt_batch **next) {
+                const rt_batch **next, int lag) {
     correct_momentum(r, lr);
     r->prev_lr = lr;
     rt_replicas_set_step(r->R, t); /* the step number, from 1 (lamb, adamw) */
@@ -86,19 +94,50 @@ static int step(rt_run *r, rt_pipeline *in, const rt_batch *bt, int staged, long
         if (!staged) rt_pipeline_release(in);
         if (next && !(nb = rt_pipeline_next(in)))
             return rt_run_fail(r, "the input pipeline ended before the run's last step");
-        if (rt_replicas_step_finish(r->R, nb ? nb->images : NULL, nb ? nb->labels : NULL, r->loss,
-                                    r->err, sizeof r->err))
+        if (rt_replicas_step_finish(r->R, nb ? nb->images : NULL, nb ? nb->labels : NULL,
+                                    lag ? NULL : r->loss, r->err, sizeof r->err))
             return rt_run_fail(r, "train step failed: %s", r->err);
         if (nb) rt_pipeline_release(in);
     }
     if (next) *next = nb;
+    return 0;
+}
+
+/* Queues the reads of step t (from 0), just queued (r->lag): its losses
+ * and, for the non-finite check, replica 0's parameters. */
+static int queue_reads(rt_run *r, long t, int params) {
+    if (rt_replicas_step_reads(r->R, r->err, sizeof r->err))
+        return rt_run_fail(r, "step %ld: %s", t, r->err);
+    if (params) rt_run_params_read(r);
+    return 0;
+}
+
+/* Step t's losses (from 0), whose read queue_reads queued, into r->loss. */
+static int step_losses(rt_run *r, long t) {
+    if (rt_replicas_step_losses(r->R, r->loss, r->err, sizeof r->err))
+        return rt_run_fail(r, "reading the losses of step %ld: %s", t, r->err);
+    return 0;
+}
+
+/* The loss of the whole global batch from r->loss: every process sees the
+ * same sum (so all stop together on a non-finite one). */
+static double loss_sum(rt_run *r) {
     double s = 0;
     for (int i = 0; i < r->batch * r->local * r->accum; i++) s += r->loss[i];
-    /* The loss of the whole global batch: every process sees the same sum
-     * (so all stop together on a non-finite one). */
     rt_mpi_allreduce_sum_f64(&s, 1);
-    *loss_sum += s;
-    return 0;
+    return s;
+}
+
+/* Host waits the cuda backends of this process made so far (the drains and
+ * the lagged reads); -1: none is a cuda backend. */
+static void host_waits(const rt_run *r, int64_t *drains, int64_t *lagged) {
+    *drains = *lagged = -1;
+    for (int k = 0; k < r->local; k++) {
+        rt_cuda_stats st;
+        if (rt_cuda_stats_get(r->bes[k], &st)) continue;
+        if (*drains < 0) *drains = *lagged = 0;
+        *drains += st.host_waits, *lagged += st.lagged_waits;
+    }
 }
 
 int64_t rt_run_total_steps(const rt_run *r) {
@@ -112,18 +151,27 @@ int rt_run_benchmark(rt_run *r) {
     if (!r->input) return 1;
     rt_pipeline_stats st0 = {0}, st1;
     const rt_batch *bt, *next = NULL; /* next: staged by the last step (r->overlap) */
+    long pending = 0;                 /* a step whose losses are read behind the next (r->lag) */
     while ((bt = next ? next : rt_pipeline_next(r->input))) {
         int64_t seq = bt->seq; /* step() hands bt back to the workers */
         if (rt_run_stop_requested()) return rt_run_stopped(r, "during the benchmark", (long)seq, 0);
-        int staged = next != NULL;
+        int staged = next != NULL, lag = r->lag && seq > 0;
         next = NULL;
-        if (step(r, r->input, bt, staged, (long)seq + 1, lr, &sum,
-                 seq < r->o->benchmark ? &next : NULL))
+        if (step(r, r->input, bt, staged, (long)seq + 1, lr, seq < r->o->benchmark ? &next : NULL,
+                 lag))
             return 1;
+        if (pending && step_losses(r, pending - 1)) return 1;
+        if (pending || !lag) sum += loss_sum(r);
+        pending = lag ? (long)seq + 1 : 0; /* 1 + its step */
+        if (lag && queue_reads(r, (long)seq, 0)) return 1;
         /* Step 0 is the warm-up; the clock runs from its end, and input
          * waits after it count (the workers overlap preparation with the
          * steps). */
         if (seq == 0) t0 = rt_now(), rt_pipeline_get_stats(r->input, &st0);
+    }
+    if (pending) {
+        if (step_losses(r, pending - 1)) return 1;
+        sum += loss_sum(r);
     }
     double t = rt_now() - t0;
     rt_pipeline_get_stats(r->input, &st1);
@@ -148,6 +196,15 @@ typedef struct {
     /* Whether a step has changed the parameters (a resumed run's had): with
      * --on-nan skip every step may be undone, and such a run saves nothing. */
     int progress;
+    /* r->lag: the step whose results (losses, the parameters' check) are
+     * read after the next one is queued, or before anything that needs
+     * them (a checkpoint, a stop, the epoch's end). */
+    struct {
+        int on;
+        long done, s; /* L->done before it (its 0-based number); its step in epoch e */
+        int e;
+        double lr, prev_lr;
+    } pend;
 } loop_state;
 
 /* One epoch's sums. */
@@ -158,10 +215,47 @@ typedef struct {
     rt_pipeline_stats st0, st1;
 } epoch_state;
 
+/* The pending step's results: its losses and replica 0's parameters
+ * checked (a bad step stops the run or, with --on-nan skip, is undone), its
+ * loss added to the epoch's, its debug line and the progress bar. E->steps
+ * counts it already. 0, or 1 (the run's error is recorded). */
+static int settle(rt_run *r, loop_state *L, epoch_state *E) {
+    const rt_train_options *o = r->o;
+    L->pend.on = 0;
+    long done = L->pend.done;
+    if (r->lag && step_losses(r, done)) return 1;
+    double step_loss = loss_sum(r);
+    int bad_param = isfinite(step_loss) ? rt_run_nonfinite_param(r) : -1;
+    if (bad_param == -2)
+        return rt_run_fail(r, "reading the parameters after step %ld: %s", done, r->err);
+    if (!isfinite(step_loss) || bad_param >= 0) {
+        if (rt_run_nonfinite_step(r, step_loss, bad_param, L->pend.prev_lr, done, L->pend.e,
+                                  L->pend.s, L->pend.lr))
+            return 1;
+        E->skipped++;
+    } else {
+        E->loss_sum += step_loss;
+        L->progress = 1;
+    }
+    if (rt_debug_level() >= 2 && o->rank == 0)
+        fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, done,
+                step_loss / r->global);
+    double el = rt_now() - E->t0;
+    long counted = E->steps - E->skipped;
+    rt_progress_update(&r->bar, E->steps, el > 0 ? (double)E->steps * r->global / el : 0,
+                       counted ? E->loss_sum / ((double)counted * r->global) : NAN);
+    return 0;
+}
+
 /* Step s of the epoch: 0, or the exit status the run ends with (an error,
- * or 128 + signal after the checkpoint). */
+ * or 128 + signal after the checkpoint). With r->lag the step is queued
+ * and the previous one's results are read while it runs; the host waits
+ * for the device only where the results are needed: a checkpoint, a stop,
+ * the epoch's end (end_epoch). */
 static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
     const rt_train_options *o = r->o;
+    int64_t w0, l0;
+    host_waits(r, &w0, &l0);
     /* With r->overlap the previous step took this batch and staged it on
      * the device (it may have been the previous epoch's last step: the
      * pipeline runs on across epochs). */
@@ -173,47 +267,48 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
                            (long long)L->total);
     /* The epoch's clock starts at its first batch, as the article's. */
     if (!E->t0) E->t0 = rt_now() - E->t_before, rt_pipeline_get_stats(r->input, &E->st1);
-    double lr = rt_schedule_step_lr(&r->sched, E->e, s, L->spe), prev_lr = r->prev_lr,
-           step_loss = 0;
+    double lr = rt_schedule_step_lr(&r->sched, E->e, s, L->spe), prev_lr = r->prev_lr;
     if (o->on_nan_skip) rt_run_snapshot(r, 0);
-    if (step(r, r->input, bt, staged, L->done + 1, lr, &step_loss,
-             L->done + 1 < L->total ? &L->next : NULL))
+    if (step(r, r->input, bt, staged, L->done + 1, lr, L->done + 1 < L->total ? &L->next : NULL,
+             r->lag))
         return 1;
-    int bad_param = isfinite(step_loss) ? rt_run_nonfinite_param(r) : -1;
-    if (!isfinite(step_loss) || bad_param >= 0) {
-        if (rt_run_nonfinite_step(r, step_loss, bad_param, prev_lr, L->done, E->e, s, lr)) return 1;
-        E->skipped++;
-    } else {
-        E->loss_sum += step_loss;
-        L->progress = 1;
-    }
-    if (rt_debug_level() >= 2 && o->rank == 0)
-        fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, L->done,
-                step_loss / r->global);
+    /* The step before, read now that this one keeps the device busy; then
+     * this one's reads, queued behind it. */
+    if (L->pend.on && settle(r, L, E)) return 1;
+    if (r->lag && queue_reads(r, L->done, 1)) return 1;
+    L->pend.on = 1, L->pend.done = L->done, L->pend.e = E->e, L->pend.s = s;
+    L->pend.lr = lr, L->pend.prev_lr = prev_lr;
     E->steps++, L->done++;
-    double el = rt_now() - E->t0;
-    long counted = E->steps - E->skipped;
-    rt_progress_update(&r->bar, E->steps, el > 0 ? (double)E->steps * r->global / el : 0,
-                       counted ? E->loss_sum / ((double)counted * r->global) : NAN);
-    /* Mid-epoch checkpoints; the epoch's last step gets the epoch's. */
+    if (!r->lag && settle(r, L, E)) return 1;
+    /* Mid-epoch checkpoints (after the step's results are read); the
+     * epoch's last step gets the epoch's. */
     int stop = rt_run_stop_requested();
-    if (s + 1 < L->spe &&
-        (stop || (L->progress && L->done == L->total) ||
-         (L->progress && o->checkpoint_every > 0 && L->done % o->checkpoint_every == 0))) {
-        rt_ckpt_state cs = {.step = L->done,
-                            .epoch_loss_sum = E->loss_sum,
-                            .epoch_skipped = E->skipped,
-                            .epoch_seconds = rt_now() - E->t0,
-                            .total_seconds = L->total_time,
-                            .pending = L->pending};
-        if (rt_run_write_checkpoint(r, &cs)) return 1;
-        if (o->checkpoint) L->saved = L->done;
+    int every = o->checkpoint_every > 0 && L->done % o->checkpoint_every == 0;
+    if (s + 1 < L->spe && (stop || L->done == L->total || every)) {
+        if (L->pend.on && settle(r, L, E)) return 1;
+        if (stop || (L->progress && (L->done == L->total || every))) {
+            rt_ckpt_state cs = {.step = L->done,
+                                .epoch_loss_sum = E->loss_sum,
+                                .epoch_skipped = E->skipped,
+                                .epoch_seconds = rt_now() - E->t0,
+                                .total_seconds = L->total_time,
+                                .pending = L->pending};
+            if (rt_run_write_checkpoint(r, &cs)) return 1;
+            if (o->checkpoint) L->saved = L->done;
+        }
     }
     if (stop && s + 1 < L->spe) {
         char where[64];
         snprintf(where, sizeof where, "at epoch %d step %ld", E->e, s + 1);
         return rt_run_stopped(r, where, L->done, L->saved == L->done);
     }
+    int64_t w1, l1;
+    host_waits(r, &w1, &l1);
+    if (w1 >= 0 && rt_debug_level() >= 2 && o->rank == 0)
+        fprintf(stderr,
+                "%sdebug: host waits in step %ld: %lld (and %lld for an earlier step's results "
+                "while the device ran on)\n",
+                o->log_prefix, L->done - 1, (long long)(w1 - w0), (long long)(l1 - l0));
     return 0;
 }
 
@@ -223,6 +318,7 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     const rt_train_options *o = r->o;
     FILE *out = o->out;
     int e = E->e;
+    if (L->pend.on && settle(r, L, E)) return 1; /* its last step's results */
     long counted = E->steps - E->skipped;
     /* No step ran when a resume found this epoch's steps done but not its
      * end (--steps stopped it mid-epoch): its clock stands where it was. */

@@ -60,7 +60,8 @@ struct rt_replicas {
     int has_step; /* the train program reads the scalar input "step" */
     int has_key;  /* ... and dropout's IR_DROPOUT_KEY */
     int64_t step;
-    uint64_t seed; /* dropout's masks: rt_replicas_set_seed */
+    uint64_t seed;        /* dropout's masks: rt_replicas_set_seed */
+    rt_readback **lossrb; /* per replica: the losses read while the next step runs */
 };
 
 static void *worker(void *p) {
@@ -92,6 +93,13 @@ static void *worker(void *p) {
 static int fail(char *err, size_t errlen, const char *msg, int r, const char *why) {
     return ir_fail(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "",
                    why ? why : "");
+}
+
+/* A failed call of replica r's train step: the step (from 0, as the
+ * training loop's messages count) and the replica. */
+static int step_fail(const rt_replicas *R, char *err, size_t errlen, int r, const char *why) {
+    return ir_fail(err, errlen, "step %lld of replica %d: %s", (long long)R->step - 1,
+                   rt_replicas_global(R, r), why);
 }
 
 /* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
@@ -135,7 +143,8 @@ rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, 
     R->q = calloc((size_t)n, sizeof *R->q);
     R->rc = calloc((size_t)n, sizeof *R->rc);
     R->err = calloc((size_t)n, sizeof *R->err);
-    RT_CHECK_ALLOC(R->st && R->train && R->eval && R->q && R->rc && R->err);
+    R->lossrb = calloc((size_t)n, sizeof *R->lossrb);
+    RT_CHECK_ALLOC(R->st && R->train && R->eval && R->q && R->rc && R->err && R->lossrb);
     pthread_mutex_init(&R->mu, NULL);
     pthread_cond_init(&R->job_cv, NULL);
     pthread_cond_init(&R->done_cv, NULL);
@@ -220,6 +229,7 @@ void rt_replicas_free(rt_replicas *R) {
     free(R->wargs);
     /* Queues first: their threads read the executors' buffers. */
     for (int r = 0; r < R->n; r++) rt_coll_queue_free(R->q[r]);
+    for (int r = 0; r < R->n; r++) rt_readback_free(R->lossrb[r]);
     for (int r = 0; r < R->n; r++) {
         rt_exec_free(R->train[r]);
         rt_exec_free(R->eval[r]);
@@ -227,6 +237,7 @@ void rt_replicas_free(rt_replicas *R) {
     }
     rt_shard_free(R->shard);
     free(R->q), free(R->train), free(R->eval), free(R->st), free(R->rc), free(R->err), free(R->be);
+    free(R->lossrb);
     pthread_mutex_destroy(&R->mu);
     pthread_cond_destroy(&R->job_cv);
     pthread_cond_destroy(&R->done_cv);
@@ -394,6 +405,13 @@ static int set_key(rt_replicas *R, int r, int k) {
  * gradients kept) and their losses are read first. */
 static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
     rt_exec *ex = R->train[r];
+    rt_backend *be = R->be[r];
+    if (be->label) { /* a failure found later names the step */
+        char what[96];
+        snprintf(what, sizeof what, "step %lld of replica %d", (long long)R->step - 1,
+                 rt_replicas_global(R, r));
+        be->label(be, what);
+    }
     if (rt_exec_set_scalar(ex, "lr", a->lr) ||
         rt_exec_set_scalar(ex, "grad_scale", a->grad_scale) ||
         (R->has_step && rt_exec_set_scalar(ex, "step", (float)R->step)))
@@ -404,11 +422,10 @@ static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size
             (R->has_key && set_key(R, r, k)))
             return fail(err, errlen, "the train program refused its inputs", r, NULL);
         if (k == R->accum - 1) break;
-        if (rt_exec_run_partial(ex, k, why, sizeof why))
-            return fail(err, errlen, "train step failed", r, why);
+        if (rt_exec_run_partial(ex, k, why, sizeof why)) return step_fail(R, err, errlen, r, why);
         if (losses_one(R, r, k, a->losses, err, errlen)) return -1;
     }
-    if (rt_exec_run(ex, why, sizeof why)) return fail(err, errlen, "train step failed", r, why);
+    if (rt_exec_enqueue(ex, why, sizeof why)) return step_fail(R, err, errlen, r, why);
     if (R->shard && gather_params(R, r, why, sizeof why))
         return fail(err, errlen, "all-gather of the parameters failed", r, why);
     return 0;
@@ -442,18 +459,42 @@ int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t 
 }
 
 /* The next batch's copy goes on the stream behind this step, then the
- * losses are read. */
+ * losses are read (losses NULL: not yet, rt_replicas_step_reads). */
 static int finish_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
     const step_arg *a = p;
     if (a->images && set_batch(R, r, 0, a->images, a->labels))
         return fail(err, errlen, "the train program refused its inputs", r, NULL);
-    return losses_one(R, r, 0, a->losses, err, errlen);
+    return a->losses ? losses_one(R, r, 0, a->losses, err, errlen) : 0;
 }
 
 int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
                             float *losses, char *err, size_t errlen) {
     step_arg a = {next_images, next_labels, 0, 0, losses};
     return rt_replicas_run(R, finish_job, &a, err, errlen);
+}
+
+/* On this thread, replica by replica (no job for the threads). */
+int rt_replicas_step_reads(rt_replicas *R, char *err, size_t errlen) {
+    for (int r = 0; r < R->n; r++) {
+        size_t bytes = 0;
+        const void *loss = rt_exec_buffer(R->train[r], "loss", &bytes);
+        if (!loss || bytes != sizeof(float) * (size_t)R->batch)
+            return fail(err, errlen, "cannot read the train program's loss", r, NULL);
+        if (!R->lossrb[r]) R->lossrb[r] = rt_readback_new(R->be[r]);
+        rt_readback_add(R->lossrb[r], 0, loss, bytes);
+    }
+    return 0;
+}
+
+int rt_replicas_step_losses(rt_replicas *R, float *losses, char *err, size_t errlen) {
+    for (int r = 0; r < R->n; r++) {
+        char why[ERR_MAX - 64];
+        const void *p = R->lossrb[r] ? rt_readback_wait(R->lossrb[r], why, sizeof why) : NULL;
+        if (!R->lossrb[r]) snprintf(why, sizeof why, "no read was started");
+        if (!p) return ir_fail(err, errlen, "replica %d: %s", rt_replicas_global(R, r), why);
+        memcpy(losses + slice_of(R, r, 0), p, sizeof(float) * (size_t)R->batch);
+    }
+    return 0;
 }
 
 /* DPC_INPUT_OVERLAP=0 keeps the copies in step order on every backend;

@@ -35,6 +35,9 @@
  *     // or, overlapping the next batch's copy (rt_replicas_overlap):
  *     rt_replicas_step_enqueue(R, images, labels, lr, 1.0f / global_batch, err, sizeof err);
  *     rt_replicas_step_finish(R, next_images, next_labels, losses, err, sizeof err);
+ *     // or read step n's losses while step n+1 runs (losses NULL above):
+ *     rt_replicas_step_losses(R, losses, err, sizeof err);  // step n-1's, queued before
+ *     rt_replicas_step_reads(R, err, sizeof err);           // queue step n's
  *     // anything else, on every replica's thread at once:
  *     rt_replicas_run(R, fn, arg, err, sizeof err);
  *     rt_replicas_free(R);  rt_coll_free(c);  rt_replicas_close_backends(be, n, bes);
@@ -146,6 +149,18 @@ int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t 
                              float grad_scale, char *err, size_t errlen);
 int rt_replicas_step_finish(rt_replicas *R, const float *next_images, const int32_t *next_labels,
                             float *losses, char *err, size_t errlen);
+/* Reading the losses one step late (rt_replicas_step_finish with losses
+ * NULL reads none): rt_replicas_step_reads queues the copy of the latest
+ * step's losses behind the work queued so far and returns;
+ * rt_replicas_step_losses waits for it and fills losses as
+ * rt_replicas_step does. Both on the calling thread. Order for step n:
+ * enqueue and finish step n, wait for step n-1's losses (the device runs
+ * step n meanwhile), then queue step n's read (one read in flight per
+ * replica). Without DPC_SYNC=1 a device failure found by the wait may be
+ * any queued call's: the message names the last step queued (the
+ * backend's label) and suggests DPC_SYNC=1. */
+int rt_replicas_step_reads(rt_replicas *R, char *err, size_t errlen);
+int rt_replicas_step_losses(rt_replicas *R, float *losses, char *err, size_t errlen);
 /* 1 when every replica's backend copies asynchronously (async_copy, cuda),
  * there is no accumulation and DPC_INPUT_OVERLAP is not 0: the two halves above overlap the next
  * batch's copy with the step; 0 on the cpu, where rt_replicas_step keeps

@@ -228,6 +228,10 @@ int rt_run_build(rt_run *r) {
     /* Every process learns whether rank 0 could read the file before any
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;
+    /* Every process reads its results at the same steps (the loss sum and
+     * the stop check are collectives): one step late only when all can. */
+    r->lag = r->overlap && !o->on_nan_skip;
+    if (o->ranks > 1 && rt_mpi_any(!r->lag)) r->lag = 0;
     if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
     r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local * (size_t)r->accum);
     r->logits =

@@ -8,8 +8,9 @@
  * (forward, backward, all-reduce of the gradients, update: one compiled
  * program per replica, runtime/train/replicas.h), read back the per-sample
  * losses. On cuda (rt_replicas_overlap) the next batch is taken and its
- * copy enqueued behind the step before the losses are read, so the device
- * does not wait for the host between steps (loop.c's step()).
+ * copy enqueued behind the step, and the step's losses and non-finite
+ * check are read after the next step is queued, so neither waits for the
+ * other inside an epoch (loop.c).
  *
  * Data parallelism. `--gpus N` runs N replicas, `mpirun -np P` P processes
  * of them: R = P x N replicas, global batch G = R x b (b: the plan's
@@ -111,7 +112,7 @@ static void run_free(rt_run *r) {
     for (int i = 0; r->snapshot && i < r->local * count; i++) free(r->snapshot[i]);
     free(r->snapshot);
     free(r->params);
-    free(r->scratch);
+    rt_readback_free(r->param_rb); /* before the backends go */
     rt_pipeline_free(r->input);
     rt_replicas_free(r->R);
     rt_coll_free(r->coll);

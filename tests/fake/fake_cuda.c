@@ -45,6 +45,16 @@
  * a communicator whose ranks are not all in this process fails (no
  * cross-process sum is faked) instead of waiting forever.
  *
+ * Faults (tests of dpc's failure messages): FAKE_CUDA_FAIL_KERNEL=N fails
+ * the Nth kernel run on device FAKE_CUDA_FAIL_DEVICE (default 0), counting
+ * kernels run eagerly and in graph replays (not recorded ones).
+ * FAKE_CUDA_FAIL_MODE=async (the default) fails it as an illegal address
+ * does on a GPU: the call that issued it returns success, the device runs
+ * nothing more, the next synchronisation on it (cuStreamSynchronize,
+ * cuEventSynchronize) returns CUDA_ERROR_ILLEGAL_ADDRESS, and so does every
+ * call on its streams after that (the context is lost); =sync makes the
+ * call that issued it return CUDA_ERROR_LAUNCH_FAILED instead.
+ *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
  * checked against the prototype dpc calls: the driver's from cuda.h,
@@ -86,10 +96,12 @@ struct CUctx_st {
 };
 struct CUstream_st {
     struct CUgraph_st *rec;
-}; /* rec: the capture it records into */
+    int dev;
+}; /* rec: the capture it records into; dev: its context's device */
 struct CUevent_st {
     struct CUgraph_st *rec;
-}; /* recorded inside that capture */
+    int dev;
+}; /* recorded inside that capture, on a stream of device dev */
 struct CUmod_st {
     void *so;                /* the kernels built for the simulator */
     struct CUfunc_st *funcs; /* handed out by cuModuleGetFunction */
@@ -142,6 +154,46 @@ struct CUgraphExec_st {
 
 static struct CUctx_st ctxs[MAX_DEVICES];
 static _Thread_local int capturing_here; /* this thread began a capture */
+static _Thread_local int current_dev;    /* cuCtxSetCurrent's */
+
+/* ---- faults (see the top) ---- */
+/* Per device: 0, FAULTED (an asynchronous fault not yet reported: the
+ * device runs nothing, a synchronisation reports it) or LOST (reported:
+ * every call fails). */
+enum { FAULTED = 1, LOST = 2 };
+static int lost[MAX_DEVICES];
+static int kernels_run[MAX_DEVICES]; /* for FAKE_CUDA_FAIL_KERNEL */
+
+static int state_of(int dev) {
+    return dev >= 0 && dev < MAX_DEVICES ? __atomic_load_n(&lost[dev], __ATOMIC_SEQ_CST) : 0;
+}
+/* What a call on dev returns: the error once it was reported. */
+static CUresult lost_on(int dev) {
+    return state_of(dev) == LOST ? CUDA_ERROR_ILLEGAL_ADDRESS : CUDA_SUCCESS;
+}
+/* What a synchronisation on dev returns: it reports a fault. */
+static CUresult sync_on(int dev) {
+    if (!state_of(dev)) return CUDA_SUCCESS;
+    __atomic_store_n(&lost[dev], LOST, __ATOMIC_SEQ_CST);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+/* A kernel is about to run on dev: whether it is the one to fail. */
+static CUresult fault(int dev) {
+    int n = env_int("FAKE_CUDA_FAIL_KERNEL", 0);
+    if (n <= 0 || dev != env_int("FAKE_CUDA_FAIL_DEVICE", 0) || dev < 0 || dev >= MAX_DEVICES)
+        return CUDA_SUCCESS;
+    if (__atomic_add_fetch(&kernels_run[dev], 1, __ATOMIC_SEQ_CST) != n) return CUDA_SUCCESS;
+    const char *mode = getenv("FAKE_CUDA_FAIL_MODE");
+    if (mode && !strcmp(mode, "sync")) return CUDA_ERROR_LAUNCH_FAILED;
+    __atomic_store_n(&lost[dev], FAULTED, __ATOMIC_SEQ_CST);
+    return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
 
 static int devices(void) {
     const char *s = getenv("DPC_FAKE_CUDA_DEVICES");
@@ -256,9 +308,15 @@ static CUresult run_kernel(const op *o) {
     return CUDA_SUCCESS;
 }
 
-static CUresult run(const op *o) {
+/* Runs o on device dev: CUDA_ERROR_ILLEGAL_ADDRESS when an asynchronous
+ * fault stops it (the caller reports success: the fault shows later). */
+static CUresult run(const op *o, int dev) {
     trace('k');
-    if (o->kind == OP_KERNEL) return run_kernel(o);
+    if (state_of(dev)) return CUDA_ERROR_ILLEGAL_ADDRESS; /* a faulted device runs nothing */
+    if (o->kind == OP_KERNEL) {
+        CUresult f = fault(dev);
+        return f == CUDA_SUCCESS ? run_kernel(o) : f;
+    }
     if (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_BCAST) {
         collective_now(o);
         return CUDA_SUCCESS;
@@ -285,6 +343,8 @@ static CUresult run(const op *o) {
 
 /* Runs now, or records when the stream captures. */
 static CUresult issue(CUstream s, const op *o) {
+    int dev = s ? s->dev : current_dev;
+    if (lost_on(dev)) return lost_on(dev);
     if (s && s->rec) {
         struct CUgraph_st *g = s->rec;
         if (g->n == g->cap) {
@@ -295,7 +355,8 @@ static CUresult issue(CUstream s, const op *o) {
         g->ops[g->n++] = *o;
         return CUDA_SUCCESS;
     }
-    return run(o);
+    CUresult r = run(o, dev);
+    return r == CUDA_ERROR_ILLEGAL_ADDRESS ? CUDA_SUCCESS : r;
 }
 
 static CUresult not_captured(CUstream s) {
@@ -312,11 +373,17 @@ CUresult CUDAAPI cuDriverGetVersion(int *v) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s) {
-    *s = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+    *s = r == CUDA_SUCCESS                 ? "CUDA_SUCCESS"
+         : r == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+         : r == CUDA_ERROR_LAUNCH_FAILED   ? "CUDA_ERROR_LAUNCH_FAILED"
+                                           : "CUDA_ERROR_FAKE";
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s) {
-    *s = r == CUDA_SUCCESS ? "no error" : "an error of the fake driver";
+    *s = r == CUDA_SUCCESS                 ? "no error"
+         : r == CUDA_ERROR_ILLEGAL_ADDRESS ? "an illegal memory access was encountered"
+         : r == CUDA_ERROR_LAUNCH_FAILED   ? "unspecified launch failure"
+                                           : "an error of the fake driver";
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDeviceGetCount(int *n) {
@@ -359,7 +426,9 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice d) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
-    return c >= ctxs && c < ctxs + MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (c < ctxs || c >= ctxs + MAX_DEVICES) return CUDA_ERROR_INVALID_CONTEXT;
+    current_dev = (int)(c - ctxs);
+    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
@@ -388,17 +457,20 @@ CUresult CUDAAPI cuMemGetInfo(size_t *fr, size_t *total) {
 }
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
     if (not_captured(s)) return not_captured(s);
+    if (state_of(s->dev)) return lost_on(s->dev);
     memset((void *)(uintptr_t)p, v, n);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
     if (not_captured(s)) return not_captured(s);
+    if (state_of(s->dev)) return lost_on(s->dev);
     trace('h');
     memcpy((void *)(uintptr_t)dst, src, n);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     if (not_captured(s)) return not_captured(s);
+    if (state_of(s->dev)) return lost_on(s->dev);
     trace('d');
     memcpy(dst, (const void *)(uintptr_t)src, n);
     return CUDA_SUCCESS;
@@ -417,6 +489,7 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, C
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags) {
     (void)flags;
     *s = calloc(1, sizeof **s);
+    if (*s) (*s)->dev = current_dev;
     return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
@@ -425,11 +498,13 @@ CUresult CUDAAPI cuStreamDestroy(CUstream s) {
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
     /* Illegal on a capturing stream, as with the driver. */
-    return s && s->rec ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+    if (s && s->rec) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return sync_on(s ? s->dev : current_dev);
 }
 /* Waiting for an event of a capture joins that capture. */
 CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
     (void)flags;
+    if (lost_on(s->dev)) return lost_on(s->dev);
     if (e->rec && !s->rec) {
         if (e->rec->njoined == MAX_JOINED) return CUDA_ERROR_NOT_SUPPORTED;
         e->rec->joined[e->rec->njoined++] = s;
@@ -447,13 +522,12 @@ CUresult CUDAAPI cuEventDestroy(CUevent e) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
+    e->dev = s ? s->dev : current_dev;
+    if (lost_on(e->dev)) return lost_on(e->dev);
     e->rec = s ? s->rec : NULL;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventSynchronize(CUevent e) {
-    (void)e;
-    return CUDA_SUCCESS;
-}
+CUresult CUDAAPI cuEventSynchronize(CUevent e) { return sync_on(e->dev); }
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     (void)a, (void)b;
     *ms = 0;
@@ -796,8 +870,11 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long lon
 }
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) {
     if (s && s->rec) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    int dev = s ? s->dev : current_dev;
+    if (lost_on(dev)) return lost_on(dev);
     for (size_t i = 0; i < e->g.n; i++) {
-        CUresult r = run(&e->g.ops[i]);
+        CUresult r = run(&e->g.ops[i], dev);
+        if (r == CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_SUCCESS; /* shows later */
         if (r != CUDA_SUCCESS) return r;
     }
     return CUDA_SUCCESS;

@@ -350,6 +350,53 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
     sides_free(sides, g);
 }
 
+/* The training loop's pattern (issue 31): each round copies an input in
+ * and reads a result back one round late. The staging ring reuses only
+ * copies known done and the reads wait for an earlier point while later
+ * work is queued: no host wait at all, one lagged wait per round, every
+ * value read the one written. A read growing its host memory while a copy
+ * into it is pending keeps that copy's bytes. */
+TEST(staging_and_late_reads_never_drain) {
+    rt_backend *be = rt_backend_cuda(0, err, sizeof err);
+    CHECK_MSG(be != NULL, "%s", err);
+    if (!be) return;
+    enum { ROUNDS = 300, N = 256 }; /* more rounds than the ring's pieces and marks */
+    int32_t *dev = be->alloc(be, sizeof(int32_t) * N), host[N];
+    rt_readback *rb = rt_readback_new(be);
+    rt_cuda_stats s0, s1;
+    CHECK(rt_cuda_stats_get(be, &s0) == 0);
+    int bad = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        for (int j = 0; j < N; j++) host[j] = i * 1000 + j;
+        be->copy_in(be, dev, host, sizeof host);
+        if (i > 0) {
+            const int32_t *got = rt_readback_wait(rb, err, sizeof err);
+            for (int j = 0; got && j < N; j++) bad += got[j] != (i - 1) * 1000 + j;
+            bad += !got;
+        }
+        rt_readback_add(rb, 0, dev, sizeof host);
+    }
+    CHECK(rt_cuda_stats_get(be, &s1) == 0);
+    CHECK_MSG(bad == 0, "%d values read back wrong", bad);
+    CHECK_MSG(s1.host_waits == s0.host_waits && s1.lagged_waits - s0.lagged_waits == ROUNDS - 1,
+              "%lld host waits, %lld lagged in %d rounds",
+              (long long)(s1.host_waits - s0.host_waits),
+              (long long)(s1.lagged_waits - s0.lagged_waits), ROUNDS);
+    enum { BIG = 1 << 18 };
+    float *big = be->alloc(be, sizeof(float) * BIG), *hb = malloc(sizeof(float) * BIG);
+    for (int j = 0; j < BIG; j++) hb[j] = (float)j;
+    be->copy_in(be, big, hb, sizeof(float) * BIG);
+    rt_readback_add(rb, 4096, big, sizeof(float) * BIG); /* grows: the pending read is kept */
+    const unsigned char *got = rt_readback_wait(rb, err, sizeof err);
+    CHECK_MSG(got && !memcmp(got + 4096, hb, sizeof(float) * BIG), "%s", err);
+    CHECK(got && ((const int32_t *)got)[5] == (ROUNDS - 1) * 1000 + 5);
+    rt_readback_free(rb);
+    free(hb);
+    be->free(be, big);
+    be->free(be, dev);
+    rt_backend_free(be);
+}
+
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
 /* 18 layers of ReLUs: a few kinks may flip (state_diff), 3e-2 allows ~5 */
 TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4, 3e-2); }
@@ -1210,6 +1257,7 @@ int main(void) {
     }
     RUN(auto_opens_the_device_without_a_notice);
     RUN(memory_is_zeroed_and_copies_round_trip);
+    RUN(staging_and_late_reads_never_drain);
     RUN(cnn_small_step_equals_cpu);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
