@@ -47,9 +47,10 @@ for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
 PY
 DPC_CHECK_MODEL=cnn_small DPC_CHECK_BATCH=8 DPC_CHECK_STEPS=2 DPC_CHECK_BUDGET=1500 DPC_CHECK_LIMIT_SCALE=10 \
     DPC_CHECK_JOBS=2 DPC_CHECK_DATA=$tmp/cifar DPC_CHECK_CACHE=${DPC_CACHE_DIR:-$tmp/cache} \
-    unshare --mount --propagation private bash tests/gpu/rehearse.sh "$src" "$out" "$fake" >"$tmp/log" 2>&1
+    TMPDIR=$tmp unshare --mount --propagation private bash tests/gpu/rehearse.sh "$src" "$out" "$fake" >"$tmp/log" 2>&1
 rc=$?
 log=$tmp/log
+readelf -d "$src/bin/dprun" >"$tmp/needed" 2>&1
 has() { grep -q -e "$1" "$2"; }
 check "check.sh exits 0 (exit $rc; its failures: $(grep '^FAIL' "$log" | head -n 5 | tr '\n' ' '))" [ $rc = 0 ]
 check "OUT has summary.md" [ -s "$out/summary.md" ]
@@ -58,6 +59,7 @@ check "OUT has at most 8 files (has $nfiles: $(ls "$out" | tr '\n' ' '))" [ "$nf
 check "the stage plan is printed" has '^stage plan (budgets for a 16-core machine' "$log"
 check "the build used the carried parser" has 'no flex/bison: using the carried build/rel/gen' "$log"
 check "the build used the CBLAS shim" has 'no OpenBLAS: building tests/gpu/cblas_shim' "$log"
+check "dprun was linked against the shim" grep -q 'NEEDED.*\[libopenblas.so\]' "$tmp/needed"
 check "the build left MPI out" has '^dpc: .*mpi no' "$log"
 for lib in cu13/lib/libcublas.so.13 cu13/lib/libnvrtc.so.13 nccl/lib/libnccl.so.2 cudnn/lib/libcudnn.so.9; do
     check "dpc found $lib at its wheel path" has "site-packages/nvidia/$lib" "$out/summary.md"
@@ -69,6 +71,11 @@ for stage in 'environment' 'build' 'fp32 parity, graph, step time' 'bf16 parity,
     check "stage '$stage' passed: $(grep -F "| $stage |" "$out/summary.md")" \
         grep -q -F "| $stage | passed" "$out/summary.md"
 done
+# The epoch's host waits (DPC_DEBUG=2): none in any step but the last,
+# whose end is the epoch's.
+hw=$(sed -n 's/^epoch_host_waits \([0-9]*\) of \([0-9]*\) steps.*/\1 \2/p' "$out/summary.md")
+check "no host wait in the epoch's steps but its last (none in: ${hw:-no figure})" \
+    awk -v h="$hw" 'BEGIN { split(h, a, " "); exit !(a[2] >= 2 && a[1] >= a[2] - 1) }'
 check "memcheck is skipped only for want of a GPU" \
     grep -q -F '| compute-sanitizer memcheck | skipped: no' "$out/summary.md"
 if [ "$fail" != 0 ]; then

@@ -368,6 +368,15 @@ static CUresult not_captured(CUstream s) {
 CUresult CUDAAPI cuInit(unsigned int flags) {
     return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
+/* NVRTC dlopens libcuda.so.1 itself and, when it loads, calls this: where
+ * the fake is the libcuda.so.1 on the loader's path (the GPU rehearsal), a
+ * missing symbol would be a call through NULL. No table: NVRTC then does
+ * without the driver, as on a machine with none. */
+CUresult CUDAAPI cuGetExportTable(const void **table, const CUuuid *id) {
+    (void)id;
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
 CUresult CUDAAPI cuDriverGetVersion(int *v) {
     *v = 13000;
     return CUDA_SUCCESS;

@@ -4,7 +4,8 @@
 # fake driver (FAKE: build/rel/fake/libfakecuda.so, whose kernels run their
 # CUDA source under the simulator) standing in for the GPU:
 #   - hidden: flex, bison, MPI (mpicc and friends, its headers and .pc
-#     files), OpenBLAS's headers, and nccl.h and cudnn*.h in the toolkit;
+#     files), OpenBLAS's headers and link-time library, and nccl.h and
+#     cudnn*.h in the toolkit;
 #   - the CUDA libraries only at pip-wheel paths of a python3 on PATH
 #     (site-packages/nvidia/cu13/lib: CUDA 13's wheels nvidia-cublas and
 #     nvidia-cuda-nvrtc put their libraries together there; nvidia/nccl/lib
@@ -24,9 +25,11 @@ if [ "$(id -u)" != 0 ] || [ "$(readlink /proc/self/ns/mnt)" = "$(readlink /proc/
     echo "rehearse.sh: run it as root under unshare --mount (see the header)" >&2
     exit 2
 fi
-ns=$(mktemp -d /tmp/dpc-rehearse.XXXXXX)
+# Never unmounted: the shadows' links point into it, down to libc's, and
+# the namespace's mounts end with it; only the empty folder is left, in
+# TMPDIR (the test's own).
+ns=$(mktemp -d "${TMPDIR:-/tmp}/dpc-rehearse.XXXXXX")
 mount -t tmpfs dpc-rehearse "$ns"
-trap 'umount -l "$ns" 2>/dev/null; rmdir "$ns" 2>/dev/null' EXIT
 n=0
 hidden_from="" # the real folder of the last hide
 # hide DIR PATTERN...: DIR without the entries PATTERN matches.
@@ -67,6 +70,9 @@ done
 # x86_64-linux-gnu, so that one is shadowed through it.
 hide /usr/include 'cblas*' 'openblas*' 'nccl*' 'cudnn*' 'mpi*'
 hide /usr/include/x86_64-linux-gnu 'cblas*' 'openblas*' 'f77blas.h'
+# OpenBLAS's link-time names (its run-time libopenblas.so.0 stays: the
+# oracle's torch loads it), so -lopenblas finds only check.sh's shim.
+hide /usr/lib/x86_64-linux-gnu 'libopenblas.so' 'libopenblas.a' 'libblas.so' 'libblas.a' 'libcblas.so'
 hide /usr/lib/x86_64-linux-gnu/pkgconfig 'ompi*' 'mpi*' 'orte*' 'openblas*' 'blas*' 'cblas*'
 hide /usr/lib/x86_64-linux-gnu/openmpi 'include'
 hide "$cuda/include" 'nccl*' 'cudnn*'
