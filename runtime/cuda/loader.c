@@ -257,11 +257,11 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     if (v == 0 || miss) {
         if (v == 0) {
             snprintf(what, wn, "%s; dpc needs %s", ver, need);
-            snprintf(bad, bn, "%s is %s; dpc needs %s", real, ver, need);
+            ir_fail(bad, bn, "%s is %s; dpc needs %s", real, ver, need);
         } else {
             snprintf(what, wn, "%s, but no %s", ver, miss);
-            snprintf(bad, bn, "%s (%s) has no %s: not %s, or a damaged copy", real, ver, miss,
-                     d->name);
+            ir_fail(bad, bn, "%s (%s) has no %s: not %s, or a damaged copy", real, ver, miss,
+                    d->name);
         }
         dlclose(h);
         if (pre) dlclose(pre);
@@ -276,7 +276,10 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     st->loaded = 1;
     /* Where it was found (a wheel's folder says more than the file its link
      * names); the loader's own search names the file it opened. */
-    snprintf(st->path, sizeof st->path, "%s", pl->rule == RT_LIB_RULE_LOADER ? real : pl->path);
+    const char *where = pl->rule == RT_LIB_RULE_LOADER ? real : pl->path;
+    size_t k = strnlen(where, sizeof st->path - 1); /* cut, as a path here never is */
+    memcpy(st->path, where, k);
+    st->path[k] = 0;
     st->rule = pl->rule;
     snprintf(st->via, sizeof st->via, "%s", pl->via);
     snprintf(st->version, sizeof st->version, "%s", v < 0 ? "unknown" : strchr(ver, ' ') + 1);
