@@ -78,8 +78,9 @@ class Prog:
             self.calls.append(p)
             na = struct.unpack_from("<I", b, p + 4 + 4 + 8)[0]
             # kind kernel count nargs, (slot, off) x nargs, the GEMM (transa
-            # transb, m n k, alpha beta, 10 x i64, 3 types), the launch (3 x u32)
-            p += 4 + 4 + 8 + 4 + 12 * na + 4 + 4 + 24 + 8 + 80 + 12 + 12
+            # transb, m n k, alpha beta, 10 x i64, 3 types, tf32), the launch
+            # (3 x u32): format/program.c's version 5
+            p += 4 + 4 + 8 + 4 + 12 * na + 4 + 4 + 24 + 8 + 80 + 16 + 12
 
 
 def node_offsets(g):
