@@ -16,29 +16,12 @@
 #    image with one clear line and dprun exit 1, not crash.
 # Prints `N passed, N failed`.
 . tests/lib.sh
-fake=$build/fake/libfakecuda.so
-if [ ! -f "$fake" ]; then
-    skip "no $fake (built with the CUDA toolkit only)"
-    finish
-    exit
-fi
-fake=$(realpath "$fake")
-export DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake
+use_fake_driver
 models="cnn_small resnet18"
 case "$build" in *asan*) models=cnn_small ;; esac
 
 # 4 images per training file, 4 test images: 5 steps of 4 per epoch.
-mkdir -p "$tmp/cifar"
-$py - "$tmp/cifar" <<'PY'
-import random, sys
-rng = random.Random(0)
-for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
-    rec = bytearray()
-    for r in range(4):
-        rec.append(r % 10)
-        rec += bytes(rng.randrange(256) for _ in range(3072))
-    open(f'{sys.argv[1]}/{name}', 'wb').write(rec)
-PY
+random_cifar "$tmp/cifar" 4
 
 # cmp.py CPU.loss CUDA.loss CPU.st CUDA.st: the losses within 1e-4 relative,
 # every tensor's every value within 1e-3 of max(1, |cpu|).

@@ -34,17 +34,7 @@ fi
 cp -a "$build/gen" "$src/build/rel/gen"
 rm -f "$src/build/rel/gen"/*.o
 # A tiny CIFAR-10 binary folder: 8 images per training file, 8 test images.
-mkdir -p "$tmp/cifar"
-$py - "$tmp/cifar" <<'PY'
-import random, sys
-rng = random.Random(0)
-for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
-    rec = bytearray()
-    for r in range(8):
-        rec.append(r % 10)
-        rec += bytes(rng.randrange(256) for _ in range(3072))
-    open(f'{sys.argv[1]}/{name}', 'wb').write(rec)
-PY
+random_cifar "$tmp/cifar" 8
 DPC_CHECK_MODEL=cnn_small DPC_CHECK_BATCH=8 DPC_CHECK_STEPS=2 DPC_CHECK_BUDGET=1500 DPC_CHECK_LIMIT_SCALE=10 \
     DPC_CHECK_JOBS=2 DPC_CHECK_DATA=$tmp/cifar DPC_CHECK_CACHE=${DPC_CACHE_DIR:-$tmp/cache} \
     TMPDIR=$tmp unshare --mount --propagation private bash tests/gpu/rehearse.sh "$src" "$out" "$fake" >"$tmp/log" 2>&1

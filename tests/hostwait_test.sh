@@ -19,32 +19,10 @@
 #    suggests DPC_SYNC=1; a failure of the launch itself names its kernel.
 # Prints `N passed, N failed`.
 . tests/lib.sh
-fake=$build/fake/libfakecuda.so
-if [ ! -f "$fake" ]; then
-    skip "no $fake (built with the CUDA toolkit only)"
-    finish
-    exit
-fi
-fake=$(realpath "$fake")
-export DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake
+use_fake_driver
 
-# CIFAR-format folders: N images per file, 5 training files.
-cifar() { # DIR N
-    $py - "$1" "$2" <<'PY'
-import os, random, sys
-d, n = sys.argv[1], int(sys.argv[2])
-os.makedirs(d, exist_ok=True)
-rng = random.Random(0)
-for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
-    rec = bytearray()
-    for r in range(n):
-        rec.append(r % 10)
-        rec += bytes(rng.randrange(256) for _ in range(3072))
-    open(f'{d}/{name}', 'wb').write(rec)
-PY
-}
-cifar "$tmp/c4" 4   # batch 4: 5 steps per epoch
-cifar "$tmp/c16" 16 # --gpus 4 of batch 4: 5 steps per epoch
+random_cifar "$tmp/c4" 4   # batch 4: 5 steps per epoch
+random_cifar "$tmp/c16" 16 # --gpus 4 of batch 4: 5 steps per epoch
 "$bin/dpc" models/mlp.net --batch 4 -o "$tmp/mlp.plan" || bad "compile mlp"
 sed -e 's/lr {[^}]*}/lr {0: 100000}/' models/mlp.net >"$tmp/div.net"
 "$bin/dpc" "$tmp/div.net" --batch 4 -o "$tmp/div.plan" || bad "compile div"

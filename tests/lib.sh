@@ -108,6 +108,37 @@ finish() {
     [ "$fail" -eq 0 ]
 }
 
+# use_fake_driver: the fake driver (tests/fake) for libcuda, cuBLAS and
+# NCCL, its path in $fake; a skip, and the end of the program, where it was
+# not built (it needs the CUDA toolkit and g++).
+use_fake_driver() {
+    fake=$build/fake/libfakecuda.so
+    if [ ! -f "$fake" ]; then
+        skip "no $fake (built with the CUDA toolkit only)"
+        finish
+        exit
+    fi
+    fake=$(realpath "$fake")
+    export DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake
+}
+
+# random_cifar DIR N: a CIFAR-10 binary folder of N random images (label
+# i % 10) in each of the five training files and the test file; seed 0.
+random_cifar() {
+    mkdir -p "$1"
+    $py - "$1" "$2" <<'PY'
+import random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(0)
+for name in [f'data_batch_{i}.bin' for i in range(1, 6)] + ['test_batch.bin']:
+    rec = bytearray()
+    for r in range(n):
+        rec.append(r % 10)
+        rec += bytes(rng.randrange(256) for _ in range(3072))
+    open(f'{d}/{name}', 'wb').write(rec)
+PY
+}
+
 # cifar_net FILE NAME BATCH EPOCHS SCHEDULE AUGMENT EVAL: writes FILE, a .net
 # on 3x32x32 images of 10 classes: network NAME of the lines on stdin (ending
 # in `logits`) and the softmax loss; trained BATCH per device for EPOCHS
