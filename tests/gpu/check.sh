@@ -277,7 +277,9 @@ fi
 # its architecture, buffers between poisoned margins, the recorded launch
 # geometry) against the C dialect's kernel. Kernels calling a math function
 # are held to a tolerance (the device's expf is not glibc's).
-if begin "kernel_cmp --device ($model train)" 20; then
+if [ ! -x build/rel/gpu/kernel_cmp ]; then
+    skip_stage "kernel_cmp --device ($model train)" "not built (it links the simulator: needs g++)"
+elif begin "kernel_cmp --device ($model train)" 20; then
     export KCMP_CC="cc -O3 -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -fopenmp-simd"
     if bin/dpc models/$model.net --batch 4 -o "$work/kcmp.plan" >/dev/null; then
         mkdir -p "$work/kcmp"
