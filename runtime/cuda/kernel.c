@@ -66,9 +66,13 @@ void cuda_module_free(rt_backend *be, rt_module *m) {
         m->kernels = k->next;
         free(k);
     }
-    if (!c->failed) { /* after a failure (reported) the device may be lost */
+    if (!c->failed) {
         cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* no queued launch of its code */
         cuCheck(rt_cu.cuModuleUnload(m->mod));
+    } else {
+        /* After a failure (reported) the device may be lost: no wait, and
+         * the unload's error is no news; it still frees the host side. */
+        rt_cu.cuModuleUnload(m->mod);
     }
     free(m->path);
     free(m);
