@@ -36,12 +36,7 @@ check "--dump-ir=precision shows bf16 activations" grep -q "conv .*:bf16" \
     <("$bin/dpc" models/cnn_small.net --batch 2 --precision bf16 --dump-ir=precision)
 
 # ---- one step, bf16 against fp32 ------------------------------------------------------
-"$bin/dprun" "$tmp/c_fp32.plan" --steps 0 --seed 1 --save-params "$tmp/init.st" >/dev/null 2>&1
-for p in fp32 bf16; do
-    "$bin/dprun" "$tmp/c_$p.plan" --steps 1 --seed 1 --load-params "$tmp/init.st" --no-augment \
-        --metrics "$tmp/$p.jsonl" --save-params "$tmp/$p.st" >"$tmp/$p.out" 2>&1 ||
-        bad "one step $p: $(tail -n 3 "$tmp/$p.out")"
-done
+one_step_each fp32 bf16
 check "one step: loss and updates within bf16 tolerance, not identical" \
     $py - "$tmp/init.st" "$tmp/fp32.st" "$tmp/bf16.st" "$tmp/fp32.jsonl" "$tmp/bf16.jsonl" <<'EOF'
 import json, struct, sys

@@ -108,6 +108,19 @@ finish() {
     [ "$fail" -eq 0 ]
 }
 
+# one_step_each PREC...: from the same initial weights ($tmp/init.st, saved
+# by $tmp/c_fp32.plan), one step of $tmp/c_PREC.plan for each PREC, with
+# its metrics in $tmp/PREC.jsonl and its weights in $tmp/PREC.st.
+one_step_each() {
+    "$bin/dprun" "$tmp/c_fp32.plan" --steps 0 --seed 1 --save-params "$tmp/init.st" >/dev/null 2>&1
+    local p
+    for p in "$@"; do
+        "$bin/dprun" "$tmp/c_$p.plan" --steps 1 --seed 1 --load-params "$tmp/init.st" --no-augment \
+            --metrics "$tmp/$p.jsonl" --save-params "$tmp/$p.st" >"$tmp/$p.out" 2>&1 ||
+            bad "one step $p: $(tail -n 3 "$tmp/$p.out")"
+    done
+}
+
 # use_fake_driver: the fake driver (tests/fake) for libcuda, cuBLAS and
 # NCCL, its path in $fake; a skip, and the end of the program, where it was
 # not built (it needs the CUDA toolkit and g++).

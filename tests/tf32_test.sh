@@ -38,12 +38,7 @@ expect_fail_line "tf32 on a relu" "node 13 (relu): tf32 on an op that is no f32 
     "$bin/dpc" --from-ir "$tmp/bad.ir" -o "$tmp/bad.plan"
 
 # ---- one step, tf32 against fp32 -----------------------------------------------------------
-"$bin/dprun" "$tmp/c_fp32.plan" --steps 0 --seed 1 --save-params "$tmp/init.st" >/dev/null 2>&1
-for p in fp32 tf32; do
-    "$bin/dprun" "$tmp/c_$p.plan" --steps 1 --seed 1 --load-params "$tmp/init.st" --no-augment \
-        --metrics "$tmp/$p.jsonl" --save-params "$tmp/$p.st" >"$tmp/$p.out" 2>&1 ||
-        bad "one step $p: $(tail -n 3 "$tmp/$p.out")"
-done
+one_step_each fp32 tf32
 check "one step: tf32 differs from fp32, within TF32's error" \
     $py - "$tmp/init.st" "$tmp/fp32.st" "$tmp/tf32.st" "$tmp/fp32.jsonl" "$tmp/tf32.jsonl" <<'EOF'
 import json, struct, sys
