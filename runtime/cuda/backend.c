@@ -234,19 +234,6 @@ static void cuda_copy_in(rt_backend *be, void *dst, const void *host, size_t byt
     c->pc[(c->pc_first + c->pc_n - 1) % PIECES].mark = mark_now(c);
 }
 
-static void cuda_copy_out(rt_backend *be, void *host, const void *src, size_t bytes) {
-    if (!bytes) return;
-    cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "copy_out");
-    use(c);
-    /* On the compute stream, so it reads what the queued work writes. */
-    MUST(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync");
-    c->stats.copies_out++;
-    c->stats.bytes_out += (int64_t)bytes;
-    char err[1024];
-    if (cuda_wait_stream(c, c->compute, err, sizeof err)) DIE(err);
-}
-
 static void cuda_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     cuda_impl *c = impl_of(be);
@@ -281,7 +268,8 @@ static void cuda_host_free(rt_backend *be, void *host) {
     if (!c->failed) cuCheck(r);
 }
 
-/* Into pinned memory (host_alloc): a true DMA, the host does not wait. */
+/* Into pinned memory (host_alloc): a true DMA, the host does not wait. On
+ * the compute stream, so it reads what the queued work writes. */
 static void cuda_copy_out_async(rt_backend *be, void *host, const void *src, size_t bytes) {
     if (!bytes) return;
     cuda_impl *c = impl_of(be);
@@ -290,6 +278,16 @@ static void cuda_copy_out_async(rt_backend *be, void *host, const void *src, siz
     MUST(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync");
     c->stats.copies_out++;
     c->stats.bytes_out += (int64_t)bytes;
+}
+
+/* The asynchronous copy, then waited for (any host memory). */
+static void cuda_copy_out(rt_backend *be, void *host, const void *src, size_t bytes) {
+    if (!bytes) return;
+    cuda_impl *c = impl_of(be);
+    NOT_CAPTURING(c, "copy_out");
+    cuda_copy_out_async(be, host, src, bytes);
+    char err[1024];
+    if (cuda_wait_stream(c, c->compute, err, sizeof err)) DIE(err);
 }
 
 static uint64_t cuda_mark(rt_backend *be) {
