@@ -52,6 +52,13 @@ static int store_precision(const arg_parser *p, const arg_spec *s, const char *v
     return 0;
 }
 
+static int store_conv(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    if (strcmp(v, "im2col") && strcmp(v, "library") && strcmp(v, "auto"))
+        return arg_fail(p->prog, "%s takes im2col, library or auto, got: %s", s->name, v);
+    ((dpc_args *)dst)->o.conv = v;
+    return 0;
+}
+
 /* --dump-ir, or --dump-ir=PASS (never a separate PASS: that is the model) */
 static int store_dump_ir(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
     dpc_options *o = &((dpc_args *)dst)->o;
@@ -101,6 +108,11 @@ static const arg_spec args[] = {
      "tensor cores (operands rounded to 10-bit mantissas; the cpu\n"
      "backend rounds alike) (default fp32)",
      ARG_NEXT, store_precision},
+    {"--conv", "--conv im2col|library|auto", ARG_CALL, 0, 0, 0, NULL,
+     "convolutions: im2col + GEMM; library: oneDNN (cpu) calls, the\n"
+     "im2col lowering kept as their fallback; auto: whichever the\n"
+     "runtime measures faster per layer (default im2col)",
+     ARG_NEXT, store_conv},
     {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,
      "kernels per step and activation memory, fused and planned vs not", ARG_NEXT, NULL},
     {"--cost", "--cost", ARG_FLAG, OPT(cost), 0, 0, NULL,

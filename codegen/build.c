@@ -95,6 +95,18 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
     c->gemm.tf32 = (n->flags & IR_FLAG_TF32) && d->type_a == IR_F32;
 }
 
+int cg_add_conv_call(cg_ctx *cx, const cg_conv *d, int slot_out, int slot_in, int slot_in2) {
+    cg_call *c = new_call(cx);
+    c->kind = CG_CALL_CONV;
+    c->kernel = -1;
+    c->nargs = 3;
+    c->arg[0] = slot_out;
+    c->arg[1] = slot_in;
+    c->arg[2] = slot_in2;
+    c->conv = *d;
+    return (int)(c - cx->p->calls);
+}
+
 /* ---- listings ----------------------------------------------------------------------- */
 
 void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
@@ -110,7 +122,14 @@ void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
         if (s->alias >= 0 && !s->ncalls) fprintf(f, " (view of %%%d)", s->alias);
         for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
             const cg_call *call = &p->calls[c];
-            if (call->kind == CG_CALL_GEMM)
+            if (call->kind == CG_CALL_CONV)
+                fprintf(f,
+                        "%s conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k=%" PRId64
+                        " s=%" PRId64 " p=%" PRId64 " K=%" PRId64 " (else the next %d)",
+                        c > s->first_call ? "," : ":", cg_conv_dir_name(call->conv.dir),
+                        call->conv.N, call->conv.C, call->conv.H, call->conv.W, call->conv.kh,
+                        call->conv.sh, call->conv.ph, call->conv.K, call->conv.nalt);
+            else if (call->kind == CG_CALL_GEMM)
                 fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64,
                         c > s->first_call ? "," : ":", call->gemm.transa ? 'T' : 'N',
                         call->gemm.transb ? 'T' : 'N', call->gemm.m, call->gemm.n, call->gemm.k);

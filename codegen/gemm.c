@@ -132,10 +132,37 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     if (n->op != IR_OP_CONV_GRAD_WEIGHT || nb < c->N || cx->p->nsteps == 0) return 0;
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
+    /* a library call leaves nothing there; which of the two ran is the runtime's choice */
+    if ((n->flags | pn->flags) & IR_FLAG_CONV_LIB) return 0;
     return prev->op == IR_OP_CONV_GRAD_DATA && ir_conv_groups(pn) == 1 &&
            pn->input[0] == n->input[0] && gemm_bf16(g, pn) == gemm_bf16(g, n) &&
            pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] &&
            pn->iattr[2] == n->iattr[2] && ir_type_equal(&pn->type, &g->nodes[n->input[1]].type);
+}
+
+/* The library call of a node the conv pass marked (IR_FLAG_CONV_LIB):
+ * slots output, then the op's inputs in order. Returns the call's index. */
+static int library_conv(cg_ctx *cx, int node, const cg_conv_shape *c, int out, int in0, int in1) {
+    const ir_node *n = &cx->g->nodes[node];
+    cg_conv d = {.dir = n->op == IR_OP_CONV             ? CG_CONV_FORWARD
+                        : n->op == IR_OP_CONV_GRAD_DATA ? CG_CONV_BACKWARD_DATA
+                                                        : CG_CONV_BACKWARD_WEIGHTS,
+                 .N = c->N,
+                 .C = c->C,
+                 .H = c->H,
+                 .W = c->W,
+                 .K = c->K,
+                 .kh = c->k,
+                 .kw = c->k,
+                 .sh = c->s,
+                 .sw = c->s,
+                 .ph = c->p,
+                 .pw = c->p,
+                 .Ho = c->Ho,
+                 .Wo = c->Wo,
+                 .type = IR_F32,
+                 .tune = (n->flags & IR_FLAG_CONV_TUNE) != 0};
+    return cg_add_conv_call(cx, &d, out, in0, in1);
 }
 
 /* One chunk of images at a time; scratch = columns, then a CNHW block. */
@@ -185,6 +212,8 @@ static int lower_conv(cg_ctx *cx, int node) {
         cg_add_kernel_call(cx, kcast, c.K * CKK, 2, (int[]){sc, in1}, (int64_t[]){wofs, 0});
         wslot = sc;
     }
+    /* A library convolution first; the lowering below is its alternative. */
+    int lib = (n->flags & IR_FLAG_CONV_LIB) ? library_conv(cx, node, &c, out, in0, in1) : -1;
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         /* kernels for this chunk size (the last chunk may be smaller) */
@@ -242,6 +271,7 @@ static int lower_conv(cg_ctx *cx, int node) {
             break;
         }
     }
+    if (lib >= 0) cx->p->calls[lib].conv.nalt = cx->p->ncalls - lib - 1;
     return 0;
 }
 

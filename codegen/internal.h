@@ -72,6 +72,9 @@ void cg_add_kernel_call(cg_ctx *cx, int kernel, int64_t count, int nargs, const 
  * it records none). */
 cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int split, int64_t count);
 void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c);
+/* A library convolution (slots: output, inputs); returns its call index,
+ * so the caller can count the alternative calls it adds after it (nalt). */
+int cg_add_conv_call(cg_ctx *cx, const cg_conv *d, int slot_out, int slot_in, int slot_in2);
 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
  * images. im2col: one iteration per (column row, image), count = CKK*nb;

@@ -36,6 +36,7 @@ typedef struct {
     const char *emit_dir;   /* --emit-kernels: a kernel source per file, or NULL */
     const char *target;     /* cpu | cuda | all (NULL: all): kernels emitted */
     const char *precision;  /* fp32 | bf16 | tf32 (NULL: fp32) */
+    const char *conv;       /* im2col | library | auto (NULL: im2col): the conv pass's impl */
     const char *dump_after; /* --dump-ir=PASS: "elaborate" or a pass_registry name */
     const char *max_memory; /* a size (ir_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */

@@ -2,8 +2,8 @@
  * validation, dialect names and section tags, checking, (de)serialising and
  * comparing cg_programs. Building one is codegen's (codegen/build.c).
  *
- * Byte layout (little endian), version 5 (4 plus the GEMM's tf32; programs
- * of other versions are skipped and regenerated):
+ * Byte layout (little endian), version 6 (5 plus library convolutions;
+ * programs of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
  *   u32 nkernels, each: u32 name_len, name, u32 nargs
@@ -14,7 +14,9 @@
  *                       u32 transb, i64 m n k, f32 alpha beta, i64 lda ldb ldc
  *                       batch stride_a stride_b stride_c off_a off_b off_c,
  *                       u32 type_a type_b type_c tf32, then the launch: u32 grid
- *                       block shared (all 0 in a C program and in GEMMs)
+ *                       block shared (all 0 in a C program and in GEMMs), then
+ *                       for a CG_CALL_CONV only its descriptor: u32 dir,
+ *                       i64 N C H W K kh kw sh sw ph pw Ho Wo, u32 type tune nalt
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
@@ -30,8 +32,9 @@
 
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
- * 3: GEMM element types (bf16). 4: each call's launch geometry. 5: TF32 GEMMs. */
-#define CG_VERSION 5u
+ * 3: GEMM element types (bf16). 4: each call's launch geometry. 5: TF32 GEMMs.
+ * 6: library convolutions (CG_CALL_CONV). */
+#define CG_VERSION 6u
 
 void cg_program_free(cg_program *p) {
     if (!p) return;
@@ -117,6 +120,85 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     return 0;
 }
 
+/* ---- convolution descriptors ------------------------------------------------------ */
+
+/* The descriptor's fields in serialised order (i64s). */
+#define CONV_DIMS(c)                                                                         \
+    {                                                                                        \
+        &(c)->N, &(c)->C, &(c)->H, &(c)->W, &(c)->K, &(c)->kh, &(c)->kw, &(c)->sh, &(c)->sw, \
+            &(c)->ph, &(c)->pw, &(c)->Ho, &(c)->Wo                                           \
+    }
+enum { CONV_NDIMS = 13 };
+
+void cg_conv_sizes(const cg_conv *c, int64_t size[3]) {
+    int64_t x = c->N * c->C * c->H * c->W, y = c->N * c->K * c->Ho * c->Wo,
+            w = c->K * c->C * c->kh * c->kw;
+    int64_t fwd[3] = {y, x, w}, bwd_data[3] = {x, y, w}, bwd_weights[3] = {w, y, x};
+    const int64_t *s = c->dir == CG_CONV_FORWARD         ? fwd
+                       : c->dir == CG_CONV_BACKWARD_DATA ? bwd_data
+                                                         : bwd_weights;
+    memcpy(size, s, 3 * sizeof *size);
+}
+
+int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {
+    const int64_t *d[CONV_NDIMS] = CONV_DIMS((cg_conv *)c);
+    static const char *const names[CONV_NDIMS] = {"N",  "C",  "H",  "W",  "K",  "kh", "kw",
+                                                  "sh", "sw", "ph", "pw", "Ho", "Wo"};
+    for (int j = 0; j < CONV_NDIMS; j++) {
+        int64_t lo = j == 9 || j == 10 ? 0 : 1; /* padding may be 0 */
+        if (*d[j] < lo || *d[j] > INT_MAX)
+            return ir_fail(err, errlen, "conv: %s is %" PRId64, names[j], *d[j]);
+    }
+    if (c->dir < CG_CONV_FORWARD || c->dir > CG_CONV_BACKWARD_WEIGHTS)
+        return ir_fail(err, errlen, "conv: direction %d", c->dir);
+    if (c->type != IR_F32) return ir_fail(err, errlen, "conv: element type %d (f32)", c->type);
+    if ((c->tune != 0 && c->tune != 1) || c->nalt < 0)
+        return ir_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
+    if (c->ph >= c->kh || c->pw >= c->kw)
+        return ir_fail(err, errlen, "conv: padding %" PRId64 "x%" PRId64 " not below the kernel",
+                       c->ph, c->pw);
+    int64_t ho = (c->H + 2 * c->ph - c->kh) / c->sh + 1,
+            wo = (c->W + 2 * c->pw - c->kw) / c->sw + 1;
+    if (c->H + 2 * c->ph < c->kh || c->W + 2 * c->pw < c->kw || ho != c->Ho || wo != c->Wo)
+        return ir_fail(err, errlen,
+                       "conv: output %" PRId64 "x%" PRId64 " is not what %" PRId64 "x%" PRId64
+                       ", kernel %" PRId64 ", stride %" PRId64 ", padding %" PRId64 " give",
+                       c->Ho, c->Wo, c->H, c->W, c->kh, c->sh, c->ph);
+    int64_t want[3], t;
+    if (__builtin_mul_overflow(c->N * c->C, c->H * c->W, &t) ||
+        __builtin_mul_overflow(c->N * c->K, c->Ho * c->Wo, &t))
+        return ir_fail(err, errlen, "conv: sizes overflow");
+    cg_conv_sizes(c, want);
+    for (int j = 0; j < 3; j++)
+        if (size[j] != want[j])
+            return ir_fail(err, errlen,
+                           "conv: %s buffer holds %" PRId64 " elements, the tensor %" PRId64,
+                           j == 0   ? "the output"
+                           : j == 1 ? "the first input's"
+                                    : "the second input's",
+                           size[j], want[j]);
+    return 0;
+}
+
+int cg_conv_equal(const cg_conv *a, const cg_conv *b) {
+    const int64_t *x[CONV_NDIMS] = CONV_DIMS((cg_conv *)a),
+                  *y[CONV_NDIMS] = CONV_DIMS((cg_conv *)b);
+    for (int j = 0; j < CONV_NDIMS; j++)
+        if (*x[j] != *y[j]) return 0;
+    return a->dir == b->dir && a->type == b->type && a->tune == b->tune && a->nalt == b->nalt;
+}
+
+const char *cg_conv_dir_name(int dir) {
+    return dir == CG_CONV_FORWARD         ? "forward"
+           : dir == CG_CONV_BACKWARD_DATA ? "backward_data"
+                                          : "backward_weights";
+}
+
+double cg_conv_flops(const cg_conv *c) {
+    return 2.0 * (double)c->N * (double)c->K * (double)(c->Ho * c->Wo) *
+           (double)(c->C * c->kh * c->kw);
+}
+
 /* ---- dialects ------------------------------------------------------------------- */
 
 static const struct {
@@ -196,6 +278,14 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
         ir_put_u32(&w, c->launch.grid);
         ir_put_u32(&w, c->launch.block);
         ir_put_u32(&w, c->launch.shared);
+        if (c->kind == CG_CALL_CONV) {
+            const int64_t *dims[CONV_NDIMS] = CONV_DIMS((cg_conv *)&c->conv);
+            ir_put_u32(&w, (uint32_t)c->conv.dir);
+            for (int j = 0; j < CONV_NDIMS; j++) ir_put_i64(&w, *dims[j]);
+            ir_put_u32(&w, (uint32_t)c->conv.type);
+            ir_put_u32(&w, (uint32_t)c->conv.tune);
+            ir_put_u32(&w, (uint32_t)c->conv.nalt);
+        }
     }
     ir_patch_u64(&w, 8, w.len); /* the total length */
     if (w.oom) {
@@ -322,6 +412,16 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     c->launch.grid = ir_get_u32(r);
     c->launch.block = ir_get_u32(r);
     c->launch.shared = ir_get_u32(r);
+    if (c->kind == CG_CALL_CONV) {
+        int64_t *dims[CONV_NDIMS] = CONV_DIMS(&c->conv);
+        c->conv.dir = (int)ir_get_u32(r);
+        for (int j = 0; j < CONV_NDIMS; j++) *dims[j] = ir_get_i64(r);
+        c->conv.type = (int)ir_get_u32(r);
+        c->conv.tune = (int)ir_get_u32(r);
+        uint32_t nalt = ir_get_u32(r);
+        if (nalt > (1u << 20)) return "bad conv call";
+        c->conv.nalt = (int)nalt;
+    }
     if (r->bad) return "truncated call";
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16))
@@ -341,7 +441,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
             return "bad launch geometry";
     } else if (c->launch.grid || c->launch.block || c->launch.shared) {
         return "bad launch geometry";
-    } else if (c->kind == CG_CALL_GEMM) {
+    } else if (c->kind == CG_CALL_GEMM || c->kind == CG_CALL_CONV) {
         if (c->nargs != 3) return "bad gemm call";
     } else {
         return "bad call kind";
@@ -367,10 +467,19 @@ static const char *check_call_ranges(const cg_program *p) {
     for (int i = 0; i < p->nsteps; i++) {
         const cg_step *s = &p->steps[i];
         if ((int64_t)s->first_call + s->ncalls > p->ncalls) return "step calls out of range";
-        for (int c = s->first_call; c < s->first_call + s->ncalls; c++)
+        for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
             for (int j = 0; j < p->calls[c].nargs; j++)
                 if (p->calls[c].arg[j] < 0 || p->calls[c].arg[j] >= s->nbuf)
                     return "call slot out of range";
+            /* a conv's alternative is calls of its own step, none a conv */
+            const cg_call *cc = &p->calls[c];
+            if (cc->kind == CG_CALL_CONV) {
+                if ((int64_t)c + cc->conv.nalt >= (int64_t)s->first_call + s->ncalls)
+                    return "conv alternative out of its step";
+                for (int a = c + 1; a <= c + cc->conv.nalt; a++)
+                    if (p->calls[a].kind == CG_CALL_CONV) return "conv alternative holds a conv";
+            }
+        }
     }
     return NULL;
 }
@@ -502,6 +611,23 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                     return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
                                    ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
                 }
+            } else if (call->kind == CG_CALL_CONV) {
+                char why[160] = "";
+                for (int j = 0; j < 3 && j < call->nargs; j++) {
+                    int id = s->buf[call->arg[j]];
+                    if (id == CG_SCRATCH || (int)g->nodes[id].type.dtype != call->conv.type)
+                        return ir_fail(err, errlen,
+                                       "kernel program: step %d call %d: conv operand %d is not "
+                                       "a node of the descriptor's type",
+                                       i, c, j);
+                }
+                if (call->nargs != 3 || call->off[0] || call->off[1] || call->off[2] ||
+                    cg_conv_validate(&call->conv, size, why, sizeof why))
+                    return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
+                                   ir_ops[s->op].name, c,
+                                   call->nargs != 3 ? "conv arity"
+                                   : why[0]         ? why
+                                                    : "conv offsets");
             } else {
                 if (call->kernel < 0 || call->kernel >= p->nkernels ||
                     call->nargs != p->kernels[call->kernel].nargs) {
@@ -596,7 +722,8 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
             !memcmp(a->arg, b->arg, sizeof *a->arg * (size_t)a->nargs) &&
             !memcmp(a->off, b->off, sizeof *a->off * (size_t)a->nargs) &&
             !memcmp(&a->launch, &b->launch, sizeof a->launch) &&
-            (a->kind != CG_CALL_GEMM || cg_gemm_equal(&a->gemm, &b->gemm)))
+            (a->kind != CG_CALL_GEMM || cg_gemm_equal(&a->gemm, &b->gemm)) &&
+            (a->kind != CG_CALL_CONV || cg_conv_equal(&a->conv, &b->conv)))
             continue;
         if (a->kind == CG_CALL_KERNEL && a->kernel >= 0 && a->kernel < have->nkernels)
             return snprintf(what, n,
@@ -605,7 +732,9 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
                             c, have->kernels[a->kernel].name, a->count, b->count),
                    1;
         return snprintf(what, n, "call %d (%s) differs", c,
-                        a->kind == CG_CALL_GEMM ? "a GEMM" : "a kernel"),
+                        a->kind == CG_CALL_GEMM   ? "a GEMM"
+                        : a->kind == CG_CALL_CONV ? "a convolution"
+                                                  : "a kernel"),
                1;
     }
     for (int i = 0; i < have->nsteps && i < want->nsteps; i++) {
@@ -645,8 +774,11 @@ int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len) {
 /* ---- statistics -------------------------------------------------------- */
 
 int cg_program_launches(const cg_program *p, int *gemms) {
-    int g = 0;
-    for (int c = 0; c < p->ncalls; c++) g += p->calls[c].kind == CG_CALL_GEMM;
+    int g = 0, convs = 0;
+    for (int c = 0; c < p->ncalls; c++) {
+        g += p->calls[c].kind == CG_CALL_GEMM;
+        convs += p->calls[c].kind == CG_CALL_CONV;
+    }
     if (gemms) *gemms = g;
-    return p->ncalls;
+    return p->ncalls - convs;
 }

@@ -129,7 +129,43 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 
 /* ---- programs ------------------------------------------------------------- */
 
-typedef enum { CG_CALL_KERNEL = 1, CG_CALL_GEMM = 2 } cg_call_kind;
+/* ---- convolution descriptor ------------------------------------------------
+ * A groups = 1 convolution as a library runs it (oneDNN on the cpu): NCHW
+ * tensors, [K, C, kh, kw] weights, symmetric padding, no dilation yet.
+ * Slots: arg[0] the output, arg[1] and arg[2] the inputs:
+ *   CG_CONV_FORWARD           y[N,K,Ho,Wo]  = conv(x[N,C,H,W], w)
+ *   CG_CONV_BACKWARD_DATA     dx[N,C,H,W]   = conv_grad_data(dy, w)
+ *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C,kh,kw] = conv_grad_weight(dy, x)
+ * The nalt calls after a conv call are the same convolution lowered to
+ * im2col + GEMM (codegen/gemm.c): a backend without the library, or whose
+ * library refuses the shape, or whose tuner measured them faster (tune),
+ * runs those instead, so every program runs everywhere. */
+typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_WEIGHTS } cg_conv_dir;
+
+typedef struct {
+    int dir;                /* cg_conv_dir */
+    int64_t N, C, H, W;     /* x, or dx */
+    int64_t K, kh, kw;      /* filters */
+    int64_t sh, sw, ph, pw; /* stride, padding (each side) */
+    int64_t Ho, Wo;         /* y, or dy */
+    int type;               /* ir_dtype of every tensor: IR_F32 */
+    int tune;               /* 1: the runtime times the library against the alternative */
+    int nalt;               /* calls after this one that compute the same (im2col + GEMM) */
+} cg_conv;
+
+/* Elements of the call's output, first and second input. */
+void cg_conv_sizes(const cg_conv *c, int64_t size[3]);
+/* Checks the shape arithmetic (Ho, Wo from H, W, kernel, stride and
+ * padding), the types and that each buffer has exactly the elements its
+ * tensor needs. 0 when valid, else -1 + message. */
+int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen);
+int cg_conv_equal(const cg_conv *a, const cg_conv *b);
+/* "forward", "backward_data", "backward_weights". */
+const char *cg_conv_dir_name(int dir);
+/* Multiply-adds times two. */
+double cg_conv_flops(const cg_conv *c);
+
+typedef enum { CG_CALL_KERNEL = 1, CG_CALL_GEMM = 2, CG_CALL_CONV = 3 } cg_call_kind;
 
 typedef struct {
     char name[CG_NAME_MAX];
@@ -152,6 +188,7 @@ typedef struct {
     int arg[CG_MAX_ARGS];     /* slots into the step's buf[] */
     int64_t off[CG_MAX_ARGS]; /* element offsets (kernel calls) */
     cg_gemm gemm;             /* CG_CALL_GEMM; slots A, B, C = arg[0..2] */
+    cg_conv conv;             /* CG_CALL_CONV; slots out, in, in = arg[0..2] */
     cg_launch launch;         /* CG_CALL_KERNEL in a CUDA program */
 } cg_call;
 
@@ -214,7 +251,8 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
 int cg_kernel_source(const cg_program *p, int k, size_t *off, size_t *len);
 
 /* Kernel launches and GEMM calls one run of the program makes (what an
- * eager framework would dispatch one by one), and how many are GEMMs. */
+ * eager framework would dispatch one by one), and how many are GEMMs. A
+ * library convolution counts as its alternative (what runs everywhere). */
 int cg_program_launches(const cg_program *p, int *gemms);
 
 /* Elements of the buffer a step slot names (node numel or p->scratch). */

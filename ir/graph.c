@@ -158,6 +158,8 @@ uint64_t ir_graph_hash(const ir_graph *g) {
         for (int d = 0; d < n->type.ndim && d < IR_MAX_DIMS; d++) h = hash_i64(h, n->type.dim[d]);
         if (n->flags & IR_FLAG_CNHW) h = hash_i64(h, IR_FLAG_CNHW); /* NCHW graphs hash as before */
         if (n->flags & IR_FLAG_TF32) h = hash_i64(h, IR_FLAG_TF32); /* so do fp32 ones */
+        if (n->flags & IR_FLAG_CONV_LIB)
+            h = hash_i64(h, n->flags & (IR_FLAG_CONV_LIB | IR_FLAG_CONV_TUNE));
         /* Groups decide the kernels; inside a group, flags decide what is
          * stored. Ungrouped graphs hash as they did before fusion existed. */
         if (n->group) {

@@ -325,6 +325,13 @@ enum {
      * do: its f32 operands rounded to TF32 (format/tf32.h), the products
      * summed in f32. Set only by the precision pass (--precision tf32). */
     IR_FLAG_TF32 = 1 << 4,
+    /* A groups = 1 f32 conv, conv_grad_data or conv_grad_weight that runs
+     * as a library call (oneDNN), its im2col + GEMM lowering kept beside it
+     * as the alternative (format/program.h cg_conv). Set by the conv pass
+     * (--conv library|auto); with IR_FLAG_CONV_TUNE (auto) the runtime
+     * times both and runs the faster. */
+    IR_FLAG_CONV_LIB = 1 << 5,
+    IR_FLAG_CONV_TUNE = 1 << 6,
 };
 /* conv, dense and their gradients: the ops codegen lowers to GEMMs (a
  * grouped conv runs as direct kernels instead, ir_conv_groups > 1). */
@@ -401,6 +408,10 @@ static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
     return z ^ (z >> 31);
 }
 static inline uint64_t ir_dropout_threshold(double p) { return (uint64_t)(p * 16777216.0 + 0.5); }
+/* Whether node i may run as a library convolution (IR_FLAG_CONV_LIB): a
+ * groups = 1 conv, conv_grad_data or conv_grad_weight whose tensors are
+ * all f32 and NCHW, without TF32. */
+int ir_conv_library_ok(const ir_graph *g, int i);
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */

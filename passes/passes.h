@@ -158,6 +158,12 @@ int pass_layout_transposes(const ir_graph *g);
  * transpose: what it transposes and why. */
 void pass_layout_report(const ir_graph *g, const char *prog, FILE *f);
 
+/* ---- library convolutions (conv.c) --------------------------------------------
+ * After precision and layout: marks the convolutions that run as library
+ * calls (IR_FLAG_CONV_LIB, and IR_FLAG_CONV_TUNE for auto). */
+typedef enum { PASS_CONV_IM2COL, PASS_CONV_LIBRARY, PASS_CONV_AUTO } pass_conv_kind;
+int pass_conv(ir_graph **g, pass_conv_kind k, char *err, size_t errlen);
+
 typedef struct {
     int fuse, memplan;             /* 1 = in the default pipeline */
     const char *dump_after;        /* pass name, or NULL */
@@ -165,6 +171,7 @@ typedef struct {
     size_t bucket_bytes;           /* partition's bucket size; 0 = PASS_BUCKET_BYTES_DEFAULT */
     pass_precision_kind precision; /* bf16 activations, TF32 GEMMs (default fp32) */
     int layout;                    /* 1: layout in the default pipeline; 2: with report=1 */
+    pass_conv_kind conv;           /* not im2col: the conv pass in the default pipeline */
 } pass_options;
 
 pass_options pass_default_options(void);

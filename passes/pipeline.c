@@ -48,6 +48,10 @@ static int run_layout(ir_graph **g, const pass_context *c, char *err, size_t err
     return 0;
 }
 
+static int run_conv(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
+    return pass_conv(g, (pass_conv_kind)c->arg[0], err, errlen);
+}
+
 static int run_fuse(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
     (void)c;
     return pass_fuse(g, err, errlen);
@@ -139,6 +143,19 @@ const pass_info pass_registry[] = {
                .max = 1,
                .help = "1: print each remaining transpose and its reason (--layout-report)"}},
      .optional = 1},
+    {.name = "conv",
+     .run = run_conv,
+     .programs = PASS_TRAIN | PASS_EVAL,
+     .about = "convolutions as library calls, im2col + GEMM beside them (--conv; off by default)",
+     .requires = {"lower"},
+     .after = {"autodiff", "optimizer", "partition", "precision", "layout"},
+     .opts = {{.name = "impl",
+               .type = PASS_OPT_ENUM,
+               .def = PASS_CONV_IM2COL,
+               .values = {"im2col", "library", "auto"},
+               .help = "im2col: none; library: the library where it takes the shape; auto: "
+                       "whichever is measured faster (--conv)"}},
+     .optional = 1},
     {.name = "dce",
      .run = run_dce,
      .programs = PASS_TRAIN | PASS_EVAL,
@@ -151,7 +168,7 @@ const pass_info pass_registry[] = {
      .programs = PASS_TRAIN | PASS_EVAL,
      .about = "fusion groups, one kernel each (--no-fuse: none)",
      .requires = {"lower"},
-     .after = {"autodiff", "optimizer", "partition", "precision", "layout", "dce"}},
+     .after = {"autodiff", "optimizer", "partition", "precision", "layout", "conv", "dce"}},
     {.name = "remat",
      .run = run_remat,
      .programs = PASS_TRAIN,
@@ -175,7 +192,7 @@ const pass_info pass_registry[] = {
 };
 
 pass_options pass_default_options(void) {
-    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32, 0};
+    pass_options o = {1, 1, NULL, NULL, 0, PASS_PRECISION_FP32, 0, PASS_CONV_IM2COL};
     return o;
 }
 
@@ -299,9 +316,9 @@ static void step_defaults(pass_step *s, const pass_info *p, const pass_pipeline 
 void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
     out->n = 0, out->done = 0;
     for (const pass_info *p = pass_registry; p->name; p++) {
-        int layout = !strcmp(p->name, "layout");
-        if ((p->optional && !(layout && o->layout)) || (!o->fuse && !strcmp(p->name, "fuse")) ||
-            (!o->memplan && !strcmp(p->name, "memplan")))
+        int layout = !strcmp(p->name, "layout"), conv = !strcmp(p->name, "conv");
+        if ((p->optional && !(layout && o->layout) && !(conv && o->conv)) ||
+            (!o->fuse && !strcmp(p->name, "fuse")) || (!o->memplan && !strcmp(p->name, "memplan")))
             continue;
         pass_step *s = &out->step[out->n++];
         step_defaults(s, p, NULL);
@@ -310,6 +327,7 @@ void pass_pipeline_default(const pass_options *o, pass_pipeline *out) {
         pass_pipeline_set(out, "partition", "bucket_mb", (double)o->bucket_bytes / (1 << 20));
     pass_pipeline_set(out, "precision", "precision", o->precision);
     if (o->layout > 1) pass_pipeline_set(out, "layout", "report", 1);
+    if (o->conv) pass_pipeline_set(out, "conv", "impl", o->conv);
 }
 
 /* One element "name" or "name(v, k=v, ...)" of elem_len bytes at elem. */

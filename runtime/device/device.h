@@ -104,6 +104,12 @@ struct rt_backend {
      * base pointers, the descriptor's off_* are applied here. */
     int (*gemm)(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
                 char *err, size_t errlen);
+    /* A library convolution (format/program.h cg_conv) on buffer base
+     * pointers: 0 when done, 1 when the caller is to run the call's
+     * alternative instead (no library, a shape it refuses, or measured
+     * slower), -1 on failure. NULL: always the alternative. */
+    int (*conv)(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+                char *err, size_t errlen);
     int (*sync)(rt_backend *be, char *err, size_t errlen);
     void (*destroy)(rt_backend *be);
     /* Graph capture and replay (see the usage above); NULL: not supported,

@@ -55,7 +55,13 @@ static void print_profile(const rt_exec *ex) {
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
             const cg_call *c = &p->calls[ci];
             char what[96];
-            if (c->kind == CG_CALL_GEMM)
+            if (ex->prof[ci] == 0) continue; /* never ran: a conv or its alternative */
+            if (c->kind == CG_CALL_CONV)
+                snprintf(what, sizeof what,
+                         "conv %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " s%" PRId64,
+                         ir_ops[s->op].name, cg_conv_dir_name(c->conv.dir), c->conv.C, c->conv.H,
+                         c->conv.K, c->conv.kh, c->conv.sh);
+            else if (c->kind == CG_CALL_GEMM)
                 snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64,
                          ir_ops[s->op].name, c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N',
                          c->gemm.m, c->gemm.n, c->gemm.k);
@@ -353,7 +359,11 @@ static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen
 static void call_name(const rt_exec *ex, const cg_step *s, const cg_call *c, char *buf,
                       size_t len) {
     (void)s;
-    if (c->kind == CG_CALL_GEMM)
+    if (c->kind == CG_CALL_CONV)
+        snprintf(buf, len, "conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64,
+                 cg_conv_dir_name(c->conv.dir), c->conv.N, c->conv.C, c->conv.H, c->conv.W,
+                 c->conv.kh);
+    else if (c->kind == CG_CALL_GEMM)
         snprintf(buf, len, "gemm %c%c %" PRId64 "x%" PRId64 "x%" PRId64, c->gemm.transa ? 'T' : 'N',
                  c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n, c->gemm.k);
     else
@@ -371,6 +381,84 @@ static int sync_bucket(rt_exec *ex, int b, int si, char *err, size_t errlen) {
                    ex->prog->steps[si].node, why);
 }
 
+/* Runs kernel or GEMM call ci of step s; DPC_SYNC and DPC_PROFILE each
+ * call finished and checked before the next, so a failure names its call. */
+static int run_call(rt_exec *ex, const cg_step *s, int ci, char *err, size_t errlen) {
+    const cg_call *c = &ex->prog->calls[ci];
+    rt_backend *be = ex->be;
+    void *args[CG_MAX_ARGS];
+    int rc;
+    double t0 = ex->prof ? rt_now() : 0, c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
+    if (c->kind == CG_CALL_CONV) {
+        rc = be->conv(be, &c->conv, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
+                      slot_ptr(ex, s, c->arg[2]), err, errlen);
+    } else if (c->kind == CG_CALL_GEMM) {
+        rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
+                      slot_ptr(ex, s, c->arg[2]), err, errlen);
+    } else {
+        for (int j = 0; j < c->nargs; j++)
+            args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
+                      (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
+        rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err, errlen);
+    }
+    if (rc == 1) return 1; /* a convolution the library declines: nothing ran */
+    if (!rc && ex->sync_each) rc = be->sync(be, err, errlen);
+    if (!rc && ex->prof) {
+        ex->prof[ci] += rt_now() - t0;
+        ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+    }
+    if (rc) {
+        char why[768], what[160];
+        snprintf(why, sizeof why, "%s", err);
+        call_name(ex, s, c, what, sizeof what);
+        return ir_fail(err, errlen, "%s (call %d: node %d, %s): %s%s", what, ci, s->node,
+                       ir_ops[s->op].name, why, async_hint(ex));
+    }
+    ex->last_calls++;
+    return 0;
+}
+
+/* The alternative of conv call ci: the calls after it. */
+static int run_alternative(rt_exec *ex, const cg_step *s, int ci, char *err, size_t errlen) {
+    for (int a = ci + 1; a <= ci + ex->prog->calls[ci].conv.nalt; a++)
+        if (run_call(ex, s, a, err, errlen)) return -1;
+    return 0;
+}
+
+/* Library convolution ci: the library, or the alternative when the backend
+ * has none, declines the shape, or (tune) was measured slower. A tuned
+ * descriptor is timed once per process, both ways, after one untimed
+ * library call (which makes its primitive); the choice is shared by every
+ * replica (rt_conv_choice), so replicas run the same arithmetic. *skip:
+ * how many calls after ci not to run. */
+static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err, size_t errlen) {
+    const cg_call *c = &ex->prog->calls[ci];
+    *skip = c->conv.nalt;
+    int choice = !ex->be->conv  ? RT_CONV_ALTERNATIVE
+                 : c->conv.tune ? rt_conv_choice_get(&c->conv)
+                                : RT_CONV_LIBRARY;
+    if (choice == RT_CONV_ALTERNATIVE) return run_alternative(ex, s, ci, err, errlen);
+    if (choice == RT_CONV_LIBRARY) {
+        int rc = run_call(ex, s, ci, err, errlen);
+        return rc == 1 ? run_alternative(ex, s, ci, err, errlen) : rc;
+    }
+    /* not measured yet: warm, then time the library and the alternative */
+    int rc = run_call(ex, s, ci, err, errlen);
+    if (rc == 1) {
+        rt_conv_choice_set(&c->conv, RT_CONV_ALTERNATIVE, 0, 0);
+        return run_alternative(ex, s, ci, err, errlen);
+    }
+    if (rc || ex->be->sync(ex->be, err, errlen)) return -1;
+    double t0 = rt_now();
+    if (run_call(ex, s, ci, err, errlen) || ex->be->sync(ex->be, err, errlen)) return -1;
+    double t1 = rt_now();
+    if (run_alternative(ex, s, ci, err, errlen) || ex->be->sync(ex->be, err, errlen)) return -1;
+    double t2 = rt_now();
+    rt_conv_choice_set(&c->conv, t1 - t0 <= t2 - t1 ? RT_CONV_LIBRARY : RT_CONV_ALTERNATIVE,
+                       t1 - t0, t2 - t1);
+    return 0;
+}
+
 /* The step's calls, eagerly or through graphs. Collective actions of a
  * stream-ordered queue (nccl) are device work like the calls: captured and
  * replayed with them. A host queue's (local, mpi) are host actions that
@@ -378,7 +466,6 @@ static int sync_bucket(rt_exec *ex, int b, int si, char *err, size_t errlen) {
  * start, so its thread never touches the compute stream during a capture. */
 static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     const cg_program *p = ex->prog;
-    rt_backend *be = ex->be;
     int stream_coll = ex->coll && rt_coll_queue_stream_ordered(ex->coll);
     int cur = 0;
     for (int si = 0; si < p->nsteps; si++) {
@@ -415,36 +502,11 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
         if (seg_open(ex, m, cur, err, errlen)) return -1;
         if (m == RUN_REPLAY) continue;
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
-            const cg_call *c = &p->calls[ci];
-            void *args[CG_MAX_ARGS];
-            int rc;
-            double t0 = ex->prof ? rt_now() : 0,
-                   c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
-            if (c->kind == CG_CALL_GEMM) {
-                rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
-                              slot_ptr(ex, s, c->arg[2]), err, errlen);
-            } else {
-                for (int j = 0; j < c->nargs; j++)
-                    args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
-                              (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
-                rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err,
-                                errlen);
-            }
-            /* DPC_SYNC (and DPC_PROFILE): each call finished and checked
-             * before the next, so a failure names its call. */
-            if (!rc && ex->sync_each) rc = be->sync(be, err, errlen);
-            if (!rc && ex->prof) {
-                ex->prof[ci] += rt_now() - t0;
-                ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-            }
-            if (rc) {
-                char why[768], what[160];
-                snprintf(why, sizeof why, "%s", err);
-                call_name(ex, s, c, what, sizeof what);
-                return ir_fail(err, errlen, "%s (call %d: node %d, %s): %s%s", what, ci, s->node,
-                               ir_ops[s->op].name, why, async_hint(ex));
-            }
-            ex->last_calls++;
+            int skip = 0; /* a library convolution that ran: its alternative does not */
+            if (p->calls[ci].kind == CG_CALL_CONV ? run_conv(ex, s, ci, &skip, err, errlen)
+                                                  : run_call(ex, s, ci, err, errlen))
+                return -1;
+            ci += skip;
         }
     }
     if (ex->partial) return 0;

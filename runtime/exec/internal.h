@@ -51,4 +51,11 @@ struct rt_exec {
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
 
+/* A tuned library convolution's way (tune.c): unknown until measured. */
+enum { RT_CONV_UNKNOWN, RT_CONV_LIBRARY, RT_CONV_ALTERNATIVE };
+int rt_conv_choice_get(const cg_conv *d);
+/* Records the first measurement of d (later ones are ignored): the way
+ * and both times, which DPC_DEBUG=1 or DPC_PROFILE print. */
+void rt_conv_choice_set(const cg_conv *d, int way, double lib_s, double alt_s);
+
 #endif

@@ -299,8 +299,9 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
                 "t.ir:3:21: error: unknown initialiser 'random' (zero, one, xavier)");
     refused_str(edit(3, "%1 = param \"w\" : [4,3]"),
                 "t.ir:3:16: error: unexpected ':', expected attribute 'init' of param");
-    refused_str(edit(5, "%3 = relu %2 : [2,4] [outptu]"),
-                "t.ir:5:23: error: unknown flag 'outptu' (output, loss, grad, tf32)");
+    refused_str(
+        edit(5, "%3 = relu %2 : [2,4] [outptu]"),
+        "t.ir:5:23: error: unknown flag 'outptu' (output, loss, grad, tf32, libconv, tune)");
     refused_str(edit(5, "%3 = relu %2 : [2,4] junk"),
                 "t.ir:5:22: error: unexpected 'junk', expected end of line");
     /* ir_verify's word, at the node it names */

@@ -38,7 +38,7 @@ TEST(registry_entries_are_whole) {
                       "%s.%s: %s", p->name, o->name, err);
         }
     }
-    CHECK(n == 10 && !strcmp(pass_registry[n - 1].name, "memplan"));
+    CHECK(n == 11 && !strcmp(pass_registry[n - 1].name, "memplan"));
     CHECK(pass_find("layout") != NULL && pass_opt_find(pass_find("fuse"), "x") == -1);
     char *text = NULL;
     size_t len = 0;

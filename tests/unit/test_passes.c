@@ -314,8 +314,8 @@ static char *dump_after(const char *pass, ir_graph *g, int *rc) {
 TEST(pipeline_verifies_and_dumps) {
     pass_options o = pass_default_options();
     CHECK(o.fuse == 1 && o.memplan == 1 && o.dump_after == NULL);
-    const char *order[] = {"lower",  "autodiff", "optimizer", "partition", "precision",
-                           "layout", "dce",      "fuse",      "remat",     "memplan"};
+    const char *order[] = {"lower", "autodiff", "optimizer", "partition", "precision", "layout",
+                           "conv",  "dce",      "fuse",      "remat",     "memplan"};
     const unsigned in[] = {PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN,
                            PASS_TRAIN,
@@ -324,15 +324,16 @@ TEST(pipeline_verifies_and_dumps) {
                            PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN | PASS_EVAL,
+                           PASS_TRAIN | PASS_EVAL,
                            PASS_TRAIN,
                            PASS_TRAIN | PASS_EVAL};
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 11; i++) {
         CHECK_STR(pass_registry[i].name, order[i]);
         CHECK(pass_registry[i].programs == in[i] && pass_registry[i].run &&
               pass_registry[i].about[0]);
         CHECK(pass_find(order[i]) == &pass_registry[i]);
     }
-    CHECK(pass_registry[10].name == NULL && pass_find("elaborate") == NULL);
+    CHECK(pass_registry[11].name == NULL && pass_find("elaborate") == NULL);
     CHECK(o.layout == 0); /* off: not shown faster on the CPU (DESIGN §5.11) */
 
     ir_graph *g = small_cnn(1);

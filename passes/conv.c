@@ -1,0 +1,27 @@
+/* passes/conv.c — which convolutions run as library calls (--conv).
+ *
+ *   im2col   none: every convolution is im2col + GEMM (codegen/gemm.c), or
+ *            direct kernels when grouped;
+ *   library  every one the library takes (ir_conv_library_ok: groups = 1,
+ *            f32, NCHW, no TF32) is marked IR_FLAG_CONV_LIB: codegen emits
+ *            the library call with the im2col lowering after it as its
+ *            alternative, and the backend runs the library;
+ *   auto     the same marks plus IR_FLAG_CONV_TUNE: the backend times both
+ *            on first use and runs the faster (runtime/device/onednn.c).
+ *
+ * Runs after precision and layout, whose choices (bf16, TF32, CNHW) decide
+ * what a library may take; the ops themselves are unchanged, so autodiff,
+ * memory planning and fusion see the same nodes either way.
+ */
+#include "passes/passes.h"
+
+int pass_conv(ir_graph **gp, pass_conv_kind k, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    ir_graph *g = *gp;
+    if (k == PASS_CONV_IM2COL) return 0;
+    for (int i = 0; i < g->n; i++)
+        if (ir_conv_library_ok(g, i))
+            g->nodes[i].flags |= IR_FLAG_CONV_LIB | (k == PASS_CONV_AUTO ? IR_FLAG_CONV_TUNE : 0);
+    return 0;
+}
