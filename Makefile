@@ -24,9 +24,11 @@ CUDA_HOME ?= /usr/local/cuda
 SANITIZE ?=
 MPI      ?= 1
 CUDA     ?= 1
+DNNL     ?= 1
 DEPS     ?= 1
 JOBS     ?= 2
 RUNFLAGS :=
+.DEFAULT_GOAL := all
 
 ifeq ($(SANITIZE),1)
 BUILD    := build/asan
@@ -71,11 +73,11 @@ TEST_GOALS := check check-bins test test-full test-bins tsan-bins fake gpu-tools
 DEPS_FOR := $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test,build)
 ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
 $(CONFIG): FORCE
-	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) scripts/deps.sh $(DEPS_FOR))
-	@CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) CXX=$(CXX) scripts/configure.sh $@
+	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) DNNL=$(DNNL) scripts/deps.sh $(DEPS_FOR))
+	@CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) DNNL=$(DNNL) CC=$(CC) CXX=$(CXX) scripts/configure.sh $@
 endif
 deps:
-	@MPI=$(MPI) scripts/deps.sh build
+	@MPI=$(MPI) DNNL=$(DNNL) scripts/deps.sh build
 # The goals that skip configuration (format, format-check) still need the
 # tests' packages; a test goal had them installed before detection.
 deps-test:
@@ -94,6 +96,13 @@ endif
 ifeq ($(HAVE_MPI),1)
 CPPFLAGS += -DDPC_HAVE_MPI $(patsubst -I%,-isystem %,$(filter -I%,$(MPI_CFLAGS)))
 LDLIBS   += $(MPI_LIBS)
+endif
+
+# oneDNN: the cpu backend's library convolutions (runtime/device/onednn.c);
+# DNNL=0 leaves it out, and those calls run their im2col alternative.
+ifeq ($(HAVE_DNNL),1)
+CPPFLAGS += -DDPC_HAVE_DNNL
+LDLIBS   += -ldnnl -lgomp
 endif
 
 # The flags stamp: rewritten only when this tree's compilers, flags or

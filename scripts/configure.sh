@@ -53,6 +53,21 @@ else
     fi
 fi
 
+# oneDNN: library convolutions on the cpu (dpc --conv library|auto); without
+# it those calls run their im2col alternative.
+have_dnnl=0
+if [ "${DNNL:-1}" = 0 ]; then
+    parts+=("onednn no (DNNL=0)")
+elif printf '#include <oneapi/dnnl/dnnl.h>\nint main(void){return dnnl_version()->major;}\n' |
+    ${CC:-cc} -x c - -o /dev/null -ldnnl >/dev/null 2>&1; then
+    have_dnnl=1
+    v=$(sed -n 's/^#define DNNL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
+        /usr/include/oneapi/dnnl/dnnl_version.h 2>/dev/null | paste -sd. -)
+    parts+=("onednn yes${v:+ ($v)}")
+else
+    parts+=("onednn no (libdnnl-dev)")
+fi
+
 # The fake driver (tests only): the simulator is C++ and needs CUDA's headers.
 if [ $have_cuda = 0 ] || [ $have_toolkit = 0 ]; then
     parts+=("fake driver no (needs the cuda backend and the toolkit's cuda.h)")
@@ -74,6 +89,7 @@ mkdir -p "$(dirname "$out")"
     echo "CUDA_VERSION := $cuda_version"
     echo "HAVE_CXX := $(command -v "$CXX" >/dev/null 2>&1 && echo 1)"
     echo "HAVE_MPI := $([ $have_mpi = 1 ] && echo 1)"
+    echo "HAVE_DNNL := $([ $have_dnnl = 1 ] && echo 1)"
     echo "MPI_CFLAGS := $mpi_cflags"
     echo "MPI_LIBS := $mpi_libs"
     echo "CONFIG_LINE := $line"

@@ -26,6 +26,7 @@
 #include "format/bf16.h"
 #include "format/tf32.h"
 #include "runtime/device/device.h"
+#include "runtime/device/onednn.h"
 #include "runtime/check.h"
 
 /* The generated C ABI (format/program.h): iterations [lo, hi) of count. */
@@ -463,6 +464,12 @@ static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C) 
     return 0;
 }
 
+static int cpu_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+                    char *err, size_t errlen) {
+    (void)be;
+    return rt_onednn_conv(d, out, in, in2, pool_run, err, errlen);
+}
+
 static int cpu_sync(rt_backend *be, char *err, size_t errlen) {
     (void)be;
     (void)err;
@@ -487,6 +494,7 @@ static const rt_backend cpu_table = {
     .kernel = cpu_kernel,
     .launch = cpu_launch,
     .gemm = cpu_gemm,
+    .conv = cpu_conv,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
 };

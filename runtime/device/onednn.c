@@ -1,0 +1,386 @@
+/* runtime/device/onednn.c — library convolutions on the cpu: oneDNN.
+ *
+ * A call is split into parts (a number fixed by the shape, never by the
+ * thread count): the forward and data gradient over images, the weight
+ * gradient over output channels, so no part sums another's work. The
+ * caller's pool runs the parts, each a single-threaded oneDNN primitive.
+ * oneDNN's own OpenMP threads are never started (every thread that runs a
+ * primitive sets its OpenMP thread count to 1 first), so one pool, dpc's,
+ * governs the cores (DPC_THREADS), and a result does not depend on how
+ * many threads ran it.
+ *
+ * Primitives take the layouts oneDNN prefers for the machine (format_tag
+ * any: blocked on AVX-512); reorders convert between those and dpc's NCHW
+ * tensors, a part's slices on the part's thread, the input every part
+ * reads whole (the weights; x for the weight gradient) once per call. Primitives and reorders are made once per distinct descriptor
+ * and kept for the process: never per step. A shape oneDNN refuses is
+ * remembered too, and its calls answer 1: the caller runs the alternative.
+ */
+#include "runtime/device/onednn.h"
+
+#ifndef DPC_HAVE_DNNL
+
+int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
+                   char *err, size_t errlen) {
+    (void)d, (void)out, (void)in, (void)in2, (void)run, (void)err, (void)errlen;
+    return 1;
+}
+
+const char *rt_onednn_version(void) { return "none (built without oneDNN: libdnnl-dev)"; }
+
+#else
+
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/err.h"
+#include "runtime/check.h"
+
+void omp_set_num_threads(int n); /* libgomp, which oneDNN's OpenMP runtime loads */
+
+enum { MAX_PARTS = 8 };
+/* tensors of a call, by role: the output, the first and second input */
+enum { T_OUT, T_IN, T_IN2, T_COUNT };
+
+/* A call splits into parts: the forward and the data gradient over images,
+ * the weight gradient over output channels (each part then owns its rows
+ * of the gradient: no partial sums). One input is whole in every part
+ * (shared): the weights, or for the weight gradient x, which is reordered
+ * once per call, over chunks of images in parallel. */
+typedef struct conv_prim {
+    cg_conv d;
+    int parts;             /* 0: oneDNN refused the shape */
+    dnnl_primitive_t prim; /* the convolution on one part */
+    dnnl_memory_desc_t md[T_COUNT], user[T_COUNT]; /* a part's, primitive and dpc layouts */
+    size_t step[T_COUNT];  /* bytes from one part's user slice to the next (0: shared) */
+    dnnl_primitive_t to_prim[T_COUNT]; /* user -> primitive layout (inputs), or NULL */
+    dnnl_primitive_t to_user;          /* the output back, or NULL */
+    size_t bytes[T_COUNT], scratch;    /* primitive-layout sizes, scratchpad */
+    /* the shared input's reorder by chunks of images, or chunks 0: whole */
+    int chunks;
+    dnnl_primitive_t chunk_reorder;
+    dnnl_memory_desc_t chunk_user, chunk_md;
+    size_t chunk_user_step, chunk_md_step;
+    struct conv_prim *next;
+} conv_prim;
+
+static dnnl_engine_t engine;
+static const char *engine_error;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t prims_mu = PTHREAD_MUTEX_INITIALIZER;
+static conv_prim *prims;
+
+/* Per thread: a stream, OpenMP limited to this thread, growing buffers. */
+static _Thread_local dnnl_stream_t tls_stream;
+static _Thread_local struct {
+    char *p;
+    size_t cap;
+} tls_buf[2]; /* [0]: a part's tensors; [1]: a call's shared input */
+
+static void engine_start(void) {
+    omp_set_num_threads(1);
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine_error = "no cpu engine";
+}
+
+static dnnl_stream_t thread_stream(void) {
+    if (!tls_stream) {
+        omp_set_num_threads(1);
+        if (dnnl_stream_create(&tls_stream, engine, dnnl_stream_default_flags) != dnnl_success)
+            tls_stream = NULL;
+    }
+    return tls_stream;
+}
+
+static char *thread_buf(int which, size_t bytes) {
+    if (tls_buf[which].cap < bytes) {
+        free(tls_buf[which].p);
+        tls_buf[which].p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        RT_CHECK_ALLOC(tls_buf[which].p);
+        tls_buf[which].cap = bytes;
+    }
+    return tls_buf[which].p;
+}
+
+/* The largest divisor of n that is at most m and leaves parts of a
+ * multiple of `unit` (1 when none does). */
+static int divisor_upto(int64_t n, int m, int64_t unit) {
+    for (int p = m; p > 1; p--)
+        if (n % p == 0 && (n / p) % unit == 0) return p;
+    return 1;
+}
+
+static size_t md_bytes(const dnnl_memory_desc_t *md) { return dnnl_memory_desc_get_size(md); }
+static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* A reorder between two descriptions of one tensor; NULL when they agree. */
+static int make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        dnnl_primitive_t *out) {
+    *out = NULL;
+    if (dnnl_memory_desc_equal(from, to)) return 0;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL) != dnnl_success)
+        return -1;
+    dnnl_status_t s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s == dnnl_success ? 0 : -1;
+}
+
+/* f32 NCHW (or OIHW) dims with strides: a slice of a larger tensor. */
+static int plain_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims, const dnnl_dims_t strides) {
+    return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) != dnnl_success;
+}
+
+/* The shared x of a weight gradient reordered by chunks of images, when
+ * the primitive's layout keeps images outermost (then a chunk is the same
+ * layout with fewer images, a fixed step apart). */
+static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
+    const dnnl_memory_desc_t *md = &c->md[T_IN2];
+    int64_t N = c->d.N;
+    int chunks = divisor_upto(N, MAX_PARTS, 1);
+    if (chunks < 2 || md->format_kind != dnnl_blocked || md->offset0 != 0) return;
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    for (int i = 1; i < md->ndims; i++)
+        if (b->strides[i] * md->padded_dims[i] > b->strides[0]) return;
+    if ((size_t)b->strides[0] * (size_t)N * sizeof(float) != md_bytes(md)) return;
+    dnnl_memory_desc_t cu = *user, cm = *md;
+    cu.dims[0] = cu.padded_dims[0] = N / chunks;
+    cm.dims[0] = cm.padded_dims[0] = N / chunks;
+    dnnl_primitive_t r;
+    if (make_reorder(&cu, &cm, &r) || !r) return;
+    c->chunks = chunks;
+    c->chunk_reorder = r;
+    c->chunk_user = cu, c->chunk_md = cm;
+    c->chunk_user_step = (size_t)(N / chunks) * (size_t)(c->d.C * c->d.H * c->d.W) * sizeof(float);
+    c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * sizeof(float);
+}
+
+/* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it. */
+static void build(conv_prim *c) {
+    const cg_conv *d = &c->d;
+    int bwd_w = d->dir == CG_CONV_BACKWARD_WEIGHTS;
+    /* parts: images (16 channels a part for the weight gradient, oneDNN's block) */
+    int parts = bwd_w ? divisor_upto(d->K, MAX_PARTS, 16) : divisor_upto(d->N, MAX_PARTS, 1);
+    int64_t nb = bwd_w ? d->N : d->N / parts, kp = bwd_w ? d->K / parts : d->K;
+    int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo, CKK = d->C * d->kh * d->kw;
+    dnnl_dims_t xd = {nb, d->C, d->H, d->W}, wd = {kp, d->C, d->kh, d->kw},
+                yd = {nb, kp, d->Ho, d->Wo}, st = {d->sh, d->sw}, pl = {d->ph, d->pw},
+                pr = {(d->Ho - 1) * d->sh + d->kh - d->H - d->ph,
+                      (d->Wo - 1) * d->sw + d->kw - d->W - d->pw};
+    /* dpc's tensors: x and w dense; y (dy) a slice of K channels */
+    dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ws = {CKK, d->kh * d->kw, d->kw, 1},
+                ys = {d->K * PQ, PQ, d->Wo, 1};
+    /* the rows past the last window are unread: no padding there */
+    for (int i = 0; i < 2; i++)
+        if (pr[i] < 0) pr[i] = 0;
+    dnnl_memory_desc_t x_any, w_any, y_any, x_user, w_user, y_user;
+    if (dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
+        plain_md(&x_user, xd, xs) || plain_md(&w_user, wd, ws) || plain_md(&y_user, yd, ys))
+        return;
+    dnnl_primitive_attr_t attr;
+    if (dnnl_primitive_attr_create(&attr)) return;
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    int ok = !dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                 dnnl_convolution_direct, &x_any, &w_any, NULL,
+                                                 &y_any, st, pl, pr) &&
+             !dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
+    if (ok && d->dir == CG_CONV_FORWARD) {
+        pd = fpd, fpd = NULL;
+    } else if (ok && d->dir == CG_CONV_BACKWARD_DATA) {
+        ok = !dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_any,
+                                                       &w_any, &y_any, st, pl, pr) &&
+             !dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
+    } else if (ok) {
+        ok = !dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x_any,
+                                                          &w_any, NULL, &y_any, st, pl, pr) &&
+             !dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
+    }
+    dnnl_primitive_attr_destroy(attr);
+    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    if (!ok) {
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        return;
+    }
+    /* the roles' queries, user layouts and steps between parts, per direction */
+    static const dnnl_query_t q[3][T_COUNT] = {
+        [CG_CONV_FORWARD] = {dnnl_query_dst_md, dnnl_query_src_md, dnnl_query_weights_md},
+        [CG_CONV_BACKWARD_DATA] = {dnnl_query_diff_src_md, dnnl_query_diff_dst_md,
+                                   dnnl_query_weights_md},
+        [CG_CONV_BACKWARD_WEIGHTS] = {dnnl_query_diff_weights_md, dnnl_query_diff_dst_md,
+                                      dnnl_query_src_md}};
+    const dnnl_memory_desc_t *users[3][T_COUNT] = {
+        [CG_CONV_FORWARD] = {&y_user, &x_user, &w_user},
+        [CG_CONV_BACKWARD_DATA] = {&x_user, &y_user, &w_user},
+        [CG_CONV_BACKWARD_WEIGHTS] = {&w_user, &y_user, &x_user}};
+    size_t f = sizeof(float), xstep = (size_t)(nb * d->C * HW) * f,
+           ystep = (size_t)(nb * d->K * PQ) * f;
+    const size_t steps[3][T_COUNT] = {[CG_CONV_FORWARD] = {ystep, xstep, 0},
+                                      [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
+                                      [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * f,
+                                                                    (size_t)(kp * PQ) * f, 0}};
+    for (int t = 0; t < T_COUNT; t++) {
+        c->md[t] = *dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
+        c->user[t] = *users[d->dir][t];
+        c->bytes[t] = md_bytes(&c->md[t]);
+        c->step[t] = steps[d->dir][t];
+    }
+    c->scratch = md_bytes(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    ok = !dnnl_primitive_create(&c->prim, pd) &&
+         !make_reorder(&c->user[T_IN], &c->md[T_IN], &c->to_prim[T_IN]) &&
+         !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
+         !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
+    dnnl_primitive_desc_destroy(pd);
+    if (ok && bwd_w && c->to_prim[T_IN2]) plan_chunks(c, &c->user[T_IN2]);
+    if (ok) c->parts = parts;
+}
+
+/* The primitive for d, made on first use. */
+static conv_prim *prim_for(const cg_conv *d) {
+    pthread_mutex_lock(&prims_mu);
+    conv_prim *c = prims;
+    while (c && !cg_conv_equal(&c->d, d)) c = c->next;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        RT_CHECK_ALLOC(c);
+        c->d = *d;
+        thread_stream(); /* this thread's OpenMP count is 1 before oneDNN looks */
+        build(c);
+        c->next = prims;
+        prims = c;
+    }
+    pthread_mutex_unlock(&prims_mu);
+    return c;
+}
+
+static int exec_args(dnnl_primitive_t p, dnnl_stream_t s, int n, const dnnl_exec_arg_t *a) {
+    return dnnl_primitive_execute(p, s, n, a) != dnnl_success || dnnl_stream_wait(s) != dnnl_success;
+}
+
+static dnnl_memory_t memory(const dnnl_memory_desc_t *md, void *p) {
+    dnnl_memory_t m = NULL;
+    return dnnl_memory_create(&m, md, engine, p) == dnnl_success ? m : NULL;
+}
+
+/* Runs reorder r from one layout's bytes to another's. */
+static int reorder(dnnl_primitive_t r, dnnl_stream_t s, const dnnl_memory_desc_t *from_md,
+                   const void *from, const dnnl_memory_desc_t *to_md, void *to) {
+    dnnl_memory_t a = memory(from_md, (void *)from), b = memory(to_md, to);
+    int bad = !a || !b ||
+              exec_args(r, s, 2, (dnnl_exec_arg_t[]){{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
+    if (a) dnnl_memory_destroy(a);
+    if (b) dnnl_memory_destroy(b);
+    return bad;
+}
+
+typedef struct {
+    const conv_prim *c;
+    char *base[T_COUNT]; /* the call's tensors (bytes) */
+    char *shared;        /* the shared input in primitive layout, or NULL: as it is */
+    atomic_int failed;
+} conv_job;
+
+static const int dnnl_arg[3][T_COUNT] = {
+    [CG_CONV_FORWARD] = {DNNL_ARG_DST, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS},
+    [CG_CONV_BACKWARD_DATA] = {DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS},
+    [CG_CONV_BACKWARD_WEIGHTS] = {DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_DST, DNNL_ARG_SRC}};
+
+/* One chunk of images of the shared input into primitive layout. */
+static void chunk_part(void *ctx, int part, int parts) {
+    conv_job *j = ctx;
+    const conv_prim *c = j->c;
+    (void)parts;
+    dnnl_stream_t s = thread_stream();
+    if (!s || reorder(c->chunk_reorder, s, &c->chunk_user,
+                      j->base[T_IN2] + (size_t)part * c->chunk_user_step, &c->chunk_md,
+                      j->shared + (size_t)part * c->chunk_md_step))
+        atomic_store(&j->failed, 1);
+}
+
+static void conv_part(void *ctx, int part, int parts) {
+    conv_job *j = ctx;
+    const conv_prim *c = j->c;
+    (void)parts;
+    dnnl_stream_t s = thread_stream();
+    if (!s) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    /* this part's tensors, in the primitive's layout where it differs */
+    size_t off[T_COUNT + 1] = {0};
+    for (int t = 0; t < T_COUNT; t++) off[t + 1] = off[t] + up64(c->bytes[t]);
+    char *buf = thread_buf(0, off[T_COUNT] + c->scratch);
+    void *at[T_COUNT], *user[T_COUNT];
+    for (int t = 0; t < T_COUNT; t++) at[t] = user[t] = j->base[t] + (size_t)part * c->step[t];
+    int bad = 0;
+    for (int t = T_IN; t < T_COUNT && !bad; t++) {
+        if (!c->to_prim[t]) continue;
+        if (!c->step[t]) { /* shared: reordered once for every part */
+            at[t] = j->shared;
+            continue;
+        }
+        at[t] = buf + off[t];
+        bad = reorder(c->to_prim[t], s, &c->user[t], user[t], &c->md[t], at[t]);
+    }
+    if (c->to_user) at[T_OUT] = buf + off[T_OUT];
+    dnnl_memory_t m[T_COUNT + 1] = {0};
+    dnnl_exec_arg_t a[T_COUNT + 1];
+    for (int t = 0; t < T_COUNT && !bad; t++) {
+        m[t] = memory(&c->md[t], at[t]);
+        a[t] = (dnnl_exec_arg_t){dnnl_arg[c->d.dir][t], m[t]};
+        bad = !m[t];
+    }
+    if (!bad && c->scratch) {
+        dnnl_memory_desc_t smd;
+        dnnl_dims_t sd = {(dnnl_dim_t)c->scratch};
+        bad = dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_u8, dnnl_a) != dnnl_success ||
+              !(m[T_COUNT] = memory(&smd, buf + off[T_COUNT]));
+        a[T_COUNT] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, m[T_COUNT]};
+    }
+    if (!bad) bad = exec_args(c->prim, s, c->scratch ? T_COUNT + 1 : T_COUNT, a);
+    for (int t = 0; t <= T_COUNT; t++)
+        if (m[t]) dnnl_memory_destroy(m[t]);
+    if (!bad && c->to_user)
+        bad = reorder(c->to_user, s, &c->md[T_OUT], at[T_OUT], &c->user[T_OUT], user[T_OUT]);
+    if (bad) atomic_store(&j->failed, 1);
+}
+
+int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
+                   char *err, size_t errlen) {
+    pthread_once(&engine_once, engine_start);
+    if (engine_error) return 1;
+    conv_prim *c = prim_for(d);
+    if (!c->parts) return 1;
+    dnnl_stream_t s = thread_stream();
+    if (!s) return ir_fail(err, errlen, "oneDNN: cannot create a stream");
+    conv_job j = {.c = c, .base = {out, (char *)in, (char *)in2}};
+    /* the shared input, once for every part: by chunks of images, or whole */
+    if (c->to_prim[T_IN2]) {
+        j.shared = thread_buf(1, c->bytes[T_IN2]);
+        if (c->chunks)
+            run(chunk_part, &j, c->chunks);
+        else if (reorder(c->to_prim[T_IN2], s, &c->user[T_IN2], in2, &c->md[T_IN2], j.shared))
+            atomic_store(&j.failed, 1);
+    }
+    if (!atomic_load(&j.failed)) run(conv_part, &j, c->parts);
+    if (atomic_load(&j.failed))
+        return ir_fail(err, errlen, "oneDNN: %s convolution failed", cg_conv_dir_name(d->dir));
+    return 0;
+}
+
+const char *rt_onednn_version(void) {
+    static char text[96];
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(text, sizeof text, "oneDNN %d.%d.%d (cpu runtime %s)", v->major, v->minor, v->patch,
+             v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP, one thread a part" : "other");
+    return text;
+}
+
+#endif

@@ -1,0 +1,29 @@
+/* runtime/device/onednn.h — library convolutions on the cpu backend:
+ * oneDNN primitives, each run single-threaded on a part of the batch by
+ * the caller's thread pool, so DPC_THREADS governs them and the results
+ * do not depend on the thread count.
+ *
+ * Usage (runtime/device/cpu.c):
+ *     int rc = rt_onednn_conv(&call->conv, out, in, in2, pool_run, err, sizeof err);
+ *     // 0: done; 1: run the call's alternative (no oneDNN in this build, or
+ *     // a shape it refuses); -1: failed, err says why
+ *
+ * Builds without oneDNN (no dnnl.h at configure time) answer 1 always. */
+#ifndef DPC_RUNTIME_DEVICE_ONEDNN_H
+#define DPC_RUNTIME_DEVICE_ONEDNN_H
+
+#include <stddef.h>
+
+#include "format/program.h"
+
+/* Runs task(ctx, part, parts) for every part, on as many threads as the
+ * pool has, and returns when all are done. */
+typedef void (*rt_parts_task)(void *ctx, int part, int parts);
+typedef void (*rt_parts_run)(rt_parts_task task, void *ctx, int parts);
+
+int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
+                   char *err, size_t errlen);
+/* "oneDNN 2.6.3 (cpu runtime: omp)", or why there is none. */
+const char *rt_onednn_version(void);
+
+#endif
