@@ -104,15 +104,34 @@ cases=(
     "full resnet18_v2 32"
     "test resnet18_v2 32 --steps 3"
     "test mobilenet_v2 32 --float32-floor"
+    # --conv library (issue 32): the convolutions as oneDNN calls, against
+    # the same float64 reference and tolerances (dpc's flag, not torch's).
+    "test resnet18 32 --conv library"
+    "test resnet18 32 --replicas 4 --conv library"
+    "test cnn_small 64 --steps 3 --conv library"
+    "test resnet18_v2 32 --steps 3 --conv library"
+    "test mobilenet_v2 32 --float32-floor --conv library"
+    "full resnet18 128 --steps 3 --conv library"
+    "full resnet34 32 --conv library"
+    "full resnet50 32 --conv library"
 )
 passed=0 failed=0
 for case in "${cases[@]}"; do
     read -r tier model batch opts <<<"$case"
     tier_at_least "$tier" || continue
+    name="$model b$batch${opts:+ $opts}"
+    # --conv X is dpc's (the plan's convolutions), the rest torch_step.py's
+    dpcflags=()
+    case " $opts " in
+    *" --conv "*)
+        c=${opts#*--conv } c=${c%% *}
+        dpcflags=(--conv "$c")
+        opts=$(echo " $opts " | sed "s/ --conv $c / /; s/^ *//; s/ *$//")
+        ;;
+    esac
     # shellcheck disable=SC2086
     set -- $opts
-    name="$model b$batch${opts:+ $opts}"
-    tag=$(echo "$model-$batch$opts" | tr -c 'a-z0-9_\n-' '_')
+    tag=$(echo "$model-$batch$opts${dpcflags[*]}" | tr -c 'a-z0-9_\n-' '_')
     net=models/${model%%@*}.net
     if [ "$model" != "${model%%@*}" ]; then
         net=$tmp/$tag.net
@@ -139,7 +158,8 @@ for case in "${cases[@]}"; do
     # inputs after the step, which the arena reuses once they are dead.
     # Fusion stays on (the default), so the fused kernels are what is checked;
     # tests/unit/test_fuse.c shows planning changes no bit of the results.
-    if ! "$bin/dpc" "$net" --batch "$batch" --no-memplan -o "$tmp/$tag.plan" 2>"$tmp/dpc.log"; then
+    if ! "$bin/dpc" "$net" --batch "$batch" --no-memplan "${dpcflags[@]}" -o "$tmp/$tag.plan" \
+        2>"$tmp/dpc.log"; then
         echo "FAIL $name: dpc cannot compile $net: $(cat "$tmp/dpc.log")"
         failed=$((failed + 1))
         continue

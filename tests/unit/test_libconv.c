@@ -1,0 +1,353 @@
+/* tests/unit/test_libconv.c — library convolutions (dpc --conv): the
+ * descriptor (format/program.h cg_conv), the oneDNN calls of the cpu
+ * backend (runtime/device/onednn.c) against a float64 reference, and the
+ * conv pass (passes/conv.c) end to end against im2col.
+ *
+ * Tolerance: a library result element is within 1e-5 of the sum of the
+ * absolute values of its terms (f32 accumulation over at most a few
+ * thousand terms, any order) of the float64 reference; a deliberately wrong
+ * stride of the same output shape must fail that. Whole models after two
+ * steps (tests/passcheck.h) agree with im2col within 1e-4 of each tensor's
+ * largest value (of 1e-3 for a tensor below that: gradients that cancel;
+ * 1e-3 for the deep zoo nets, whose last BatchNorms see 8 values a channel),
+ * and bit for bit when the backend runs the alternative.
+ * # run: tier=test
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "runtime/device/onednn.h"
+#include "tests/fixture.h"
+#include "tests/harness.h"
+#include "tests/passcheck.h"
+
+static uint64_t seed = 12345;
+static float rnd(void) { return (float)tg_rnd(&seed); }
+
+/* The three directions in float64, with the sums of |terms|. */
+static void reference(const cg_conv *d, const float *in, const float *in2, double *out,
+                      double *mag) {
+    int64_t size[3];
+    cg_conv_sizes(d, size);
+    memset(out, 0, sizeof *out * (size_t)size[0]);
+    memset(mag, 0, sizeof *mag * (size_t)size[0]);
+    for (int64_t n = 0; n < d->N; n++)
+        for (int64_t k = 0; k < d->K; k++)
+            for (int64_t ho = 0; ho < d->Ho; ho++)
+                for (int64_t wo = 0; wo < d->Wo; wo++)
+                    for (int64_t c = 0; c < d->C; c++)
+                        for (int64_t i = 0; i < d->kh; i++)
+                            for (int64_t j = 0; j < d->kw; j++) {
+                                int64_t h = ho * d->sh - d->ph + i, w = wo * d->sw - d->pw + j;
+                                if (h < 0 || h >= d->H || w < 0 || w >= d->W) continue;
+                                int64_t xi = ((n * d->C + c) * d->H + h) * d->W + w;
+                                int64_t wi = ((k * d->C + c) * d->kh + i) * d->kw + j;
+                                int64_t yi = ((n * d->K + k) * d->Ho + ho) * d->Wo + wo;
+                                int64_t o, a, b; /* out, and which inputs multiply */
+                                if (d->dir == CG_CONV_FORWARD)
+                                    o = yi, a = xi, b = wi;
+                                else if (d->dir == CG_CONV_BACKWARD_DATA)
+                                    o = xi, a = yi, b = wi;
+                                else
+                                    o = wi, a = yi, b = xi;
+                                double t = (double)in[a] * in2[b];
+                                out[o] += t;
+                                mag[o] += t < 0 ? -t : t;
+                            }
+}
+
+/* Runs parts in order on this thread. */
+static void run_serial(rt_parts_task task, void *ctx, int parts) {
+    for (int p = 0; p < parts; p++) task(ctx, p, parts);
+}
+
+/* Runs parts on three threads, claiming them from a shared counter. */
+typedef struct {
+    rt_parts_task task;
+    void *ctx;
+    int parts;
+    int next;
+    pthread_mutex_t mu;
+} par_job;
+static void *par_worker(void *arg) {
+    par_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int p = j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (p >= j->parts) return NULL;
+        j->task(j->ctx, p, j->parts);
+    }
+}
+static void run_threads(rt_parts_task task, void *ctx, int parts) {
+    par_job j = {task, ctx, parts, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, par_worker, &j);
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+}
+
+static cg_conv conv_of(int dir, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t k,
+                       int64_t s, int64_t p) {
+    return (cg_conv){.dir = dir, .N = N, .C = C, .H = H, .W = W, .K = K, .kh = k, .kw = k,
+                     .sh = s, .sw = s, .ph = p, .pw = p, .Ho = (H + 2 * p - k) / s + 1,
+                     .Wo = (W + 2 * p - k) / s + 1, .type = IR_F32};
+}
+
+/* The worst |library - reference| / (sum |terms|) over the output, or -1
+ * when the library declined the call. ref_d computes the reference (a
+ * wrong one for the negative test). */
+static double worst_error(const cg_conv *d, const cg_conv *ref_d, rt_parts_run run, float **got) {
+    int64_t size[3];
+    cg_conv_sizes(d, size);
+    float *in = malloc(sizeof(float) * (size_t)size[1]), *in2 = malloc(sizeof(float) * (size_t)size[2]);
+    float *out = malloc(sizeof(float) * (size_t)size[0]);
+    double *ref = malloc(sizeof(double) * (size_t)size[0]), *mag = malloc(sizeof(double) * (size_t)size[0]);
+    for (int64_t i = 0; i < size[1]; i++) in[i] = rnd();
+    for (int64_t i = 0; i < size[2]; i++) in2[i] = rnd();
+    for (int64_t i = 0; i < size[0]; i++) out[i] = 1e30f; /* every element must be written */
+    char err[256];
+    int rc = rt_onednn_conv(d, out, in, in2, run, err, sizeof err);
+    CHECK_MSG(rc >= 0, "%s", err);
+    double worst = rc ? -1 : 0;
+    if (!rc) {
+        reference(ref_d, in, in2, ref, mag);
+        for (int64_t i = 0; i < size[0]; i++) {
+            double e = (out[i] - ref[i]) / (mag[i] > 1e-30 ? mag[i] : 1e-30);
+            if (e < 0) e = -e;
+            if (e > worst || e != e) worst = e != e ? 1e30 : e;
+        }
+    }
+    if (got) *got = out;
+    else free(out);
+    free(in), free(in2), free(ref), free(mag);
+    return worst;
+}
+
+static const int64_t shapes[][8] = {
+    /* N, C, H, W, K, k, s, p */
+    {2, 3, 7, 7, 5, 3, 1, 1},  {3, 4, 8, 6, 8, 3, 2, 1},    {2, 8, 5, 5, 16, 1, 1, 0},
+    {1, 3, 9, 9, 4, 7, 2, 3},  {4, 16, 4, 4, 32, 3, 1, 1},  {2, 5, 6, 6, 7, 1, 2, 0},
+    {8, 16, 8, 8, 32, 3, 2, 1}, {16, 32, 2, 2, 64, 3, 1, 1}, {4, 3, 12, 10, 16, 5, 3, 2},
+};
+#define NSHAPES (int)(sizeof shapes / sizeof *shapes)
+
+TEST(library_matches_float64) {
+    int ran = 0;
+    for (int i = 0; i < NSHAPES; i++)
+        for (int dir = 0; dir < 3; dir++) {
+            const int64_t *s = shapes[i];
+            cg_conv d = conv_of(dir, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+            double e = worst_error(&d, &d, run_threads, NULL);
+            if (e < 0) continue; /* declined: the alternative runs */
+            ran++;
+            CHECK_MSG(e <= 1e-5, "shape %d %s: error %.3g of the terms' magnitude", i,
+                      cg_conv_dir_name(dir), e);
+        }
+#ifdef DPC_HAVE_DNNL
+    CHECK(ran == 3 * NSHAPES); /* oneDNN takes every one of these */
+#else
+    CHECK(ran == 0); /* without oneDNN every call runs its alternative */
+#endif
+}
+
+/* Stride 2, padding 1 and stride 1, padding 0 give a 3x3 kernel on 5x5 the
+ * same 3x3 output: the tolerance must tell them apart. */
+TEST(wrong_stride_fails_the_tolerance) {
+#ifdef DPC_HAVE_DNNL
+    for (int dir = 0; dir < 3; dir++) {
+        cg_conv d = conv_of(dir, 2, 4, 5, 5, 6, 3, 2, 1), wrong = conv_of(dir, 2, 4, 5, 5, 6, 3, 1, 0);
+        CHECK(d.Ho == wrong.Ho && d.Wo == wrong.Wo);
+        CHECK(worst_error(&d, &d, run_serial, NULL) <= 1e-5);
+        CHECK(worst_error(&d, &wrong, run_serial, NULL) > 1e-2);
+    }
+#endif
+}
+
+/* Parts are fixed by the shape: one thread or three give the same bits. */
+TEST(thread_count_does_not_change_bits) {
+#ifdef DPC_HAVE_DNNL
+    for (int i = 0; i < NSHAPES; i++)
+        for (int dir = 0; dir < 3; dir++) {
+            const int64_t *s = shapes[i];
+            cg_conv d = conv_of(dir, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+            float *a = NULL, *b = NULL;
+            uint64_t keep = seed;
+            worst_error(&d, &d, run_serial, &a);
+            seed = keep;
+            worst_error(&d, &d, run_threads, &b);
+            int64_t size[3];
+            cg_conv_sizes(&d, size);
+            CHECK_MSG(!memcmp(a, b, sizeof(float) * (size_t)size[0]), "shape %d %s", i,
+                      cg_conv_dir_name(dir));
+            free(a), free(b);
+        }
+#endif
+}
+
+TEST(descriptor_validation) {
+    char err[256];
+    cg_conv d = conv_of(CG_CONV_FORWARD, 2, 3, 8, 8, 4, 3, 2, 1);
+    int64_t size[3];
+    cg_conv_sizes(&d, size);
+    CHECK(size[0] == 2 * 4 * 4 * 4 && size[1] == 2 * 3 * 8 * 8 && size[2] == 4 * 3 * 3 * 3);
+    CHECK(cg_conv_validate(&d, size, err, sizeof err) == 0);
+    cg_conv bad = d;
+    bad.Ho = 5; /* not what the stride gives */
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "output"));
+    bad = d, bad.sh = 0;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+    bad = d, bad.ph = 3; /* padding at least the kernel */
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+    bad = d, bad.type = IR_BF16;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+    bad = d, bad.dir = 7;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+    int64_t small[3] = {size[0] - 1, size[1], size[2]};
+    CHECK(cg_conv_validate(&d, small, err, sizeof err) != 0 && strstr(err, "buffer"));
+    bad = d, bad.N = (int64_t)1 << 40;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+}
+
+/* A plan of cnn_small with --conv library: its programs carry conv calls
+ * with their alternative, survive serialisation, and a forged descriptor
+ * is refused by the check against the graph. */
+TEST(programs_carry_conv_calls) {
+    char err[512];
+    pass_options o = pass_default_options();
+    ir_graph *g = fx_model_graph("models/cnn_small.net", 4, 1, &o, err, sizeof err);
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(pass_conv(&g, PASS_CONV_LIBRARY, err, sizeof err) == 0);
+    CHECK(ir_verify(g, err, sizeof err) == 0);
+    cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
+    CHECK(p != NULL);
+    if (!p) {
+        ir_free(g);
+        return;
+    }
+    int convs = 0, dirs[3] = {0};
+    for (int c = 0; c < p->ncalls; c++)
+        if (p->calls[c].kind == CG_CALL_CONV) {
+            convs++;
+            dirs[p->calls[c].conv.dir]++;
+            CHECK(p->calls[c].conv.nalt >= 1);
+        }
+    CHECK(convs >= 3 && dirs[0] >= 1 && dirs[1] >= 1 && dirs[2] >= 1);
+    CHECK(cg_program_check(p, g, err, sizeof err) == 0);
+    unsigned char *bytes;
+    size_t len;
+    CHECK(cg_program_serialize(p, &bytes, &len) == 0);
+    cg_program *q = cg_program_parse(bytes, len, err, sizeof err);
+    char what[256];
+    CHECK(q && !cg_program_diff(q, p, what, sizeof what));
+    int c = 0;
+    while (c < q->ncalls && q->calls[c].kind != CG_CALL_CONV) c++;
+    q->calls[c].conv.N++; /* forged: the tensors do not hold that */
+    CHECK(cg_program_check(q, g, err, sizeof err) != 0 && strstr(err, "conv"));
+    CHECK(cg_program_diff(q, p, what, sizeof what) && strstr(what, "convolution"));
+    q->calls[c].conv.N--;
+    q->calls[c].conv.nalt = 100000; /* its alternative past the step */
+    unsigned char *b2;
+    size_t l2;
+    CHECK(cg_program_serialize(q, &b2, &l2) == 0);
+    cg_program *r = cg_program_parse(b2, l2, err, sizeof err);
+    CHECK(!r && strstr(err, "alternative"));
+    free(b2);
+    free(bytes);
+    cg_program_free(q);
+    cg_program_free(p);
+    /* the flag on an op a library cannot take is refused */
+    int dense = 0;
+    while (dense < g->n && g->nodes[dense].op != IR_OP_DENSE) dense++;
+    if (dense < g->n) {
+        g->nodes[dense].flags |= IR_FLAG_CONV_LIB;
+        CHECK(ir_verify(g, err, sizeof err) != 0 && strstr(err, "libconv"));
+    }
+    ir_free(g);
+}
+
+/* Two steps and an eval batch of a model, --conv library against im2col:
+ * within tol of each tensor's largest value; bit for bit when the backend
+ * has no library (the alternative runs). */
+static int close_snapshots(const pc_snapshot *a, const pc_snapshot *b, double tol) {
+    if (a->n != b->n || a->n < 10) {
+        fprintf(stderr, "  %d vs %d tensors\n", a->n, b->n);
+        return 0;
+    }
+    for (int i = 0; i < a->n; i++) {
+        int k = 0;
+        while (k < b->n && strcmp(a->name[i], b->name[k])) k++;
+        if (k == b->n || a->bytes[i] != b->bytes[k]) {
+            fprintf(stderr, "  no matching %s\n", a->name[i]);
+            return 0;
+        }
+        size_t n = a->bytes[i] / 4;
+        double big = 0, worst = 0;
+        for (size_t j = 0; j < n; j++) {
+            double v = b->data[k][j] < 0 ? -b->data[k][j] : b->data[k][j];
+            double e = a->data[i][j] - b->data[k][j];
+            if (v > big) big = v;
+            if (e < 0) e = -e;
+            if (e > worst || e != e) worst = e != e ? 1e30 : e;
+        }
+        if (worst > tol * (big > 1e-3 ? big : 1e-3)) { /* a gradient that cancels: absolute */
+            fprintf(stderr, "  %s: off by %.3g of %.3g\n", a->name[i], worst, big);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+#define PIPE "lower,autodiff,optimizer,partition,precision,conv(%s),fuse,memplan"
+
+static void model_against_im2col(const char *model, int batch, double tol) {
+    char on[160], off[160];
+    snprintf(on, sizeof on, PIPE, "library");
+    snprintf(off, sizeof off, PIPE, "im2col");
+    fe_program *fp = fe_parse_file(model);
+    CHECK_MSG(fp != NULL, "%s", model);
+    if (!fp) return;
+    pc_snapshot ref = {0}, got = {0}, alt = {0};
+    rt_backend *lib = pc_backend;
+    CHECK(pc_snapshot_program(fp, batch, off, &ref) == 0);
+    CHECK(pc_snapshot_program(fp, batch, on, &got) == 0);
+    CHECK_MSG(close_snapshots(&got, &ref, tol), "%s: library vs im2col", model);
+    rt_backend nolib = *lib;
+    nolib.conv = NULL; /* every library call runs its alternative */
+    pc_backend = &nolib;
+    CHECK(pc_snapshot_program(fp, batch, on, &alt) == 0);
+    pc_backend = lib;
+    CHECK_MSG(pc_same_snapshot(&alt, &ref, model, batch, on, off), "%s: alternative", model);
+    pc_snap_free(&ref), pc_snap_free(&got), pc_snap_free(&alt);
+    fe_free(fp);
+}
+
+TEST(models_against_im2col) {
+    model_against_im2col("models/cnn_small.net", 4, 1e-4);
+    model_against_im2col("tests/nets/se_small.net", 3, 1e-4);
+}
+
+TEST(zoo_against_im2col) {
+    /* Deep nets on 32x32 images end in 1x1 maps, where BatchNorm over a
+     * batch of 8 values magnifies f32 rounding differences between any two
+     * convolution orders: 1e-3 (at batch 2 they decide the output's sign). */
+    model_against_im2col("models/resnet18.net", 8, 1e-3);
+    model_against_im2col("models/resnet18_v2.net", 8, 1e-3);
+    model_against_im2col("models/mobilenet_v2.net", 8, 1e-3);
+}
+
+int main(void) {
+    pc_backend = rt_backend_cpu();
+    RUN(descriptor_validation);
+    RUN(library_matches_float64);
+    RUN(wrong_stride_fails_the_tolerance);
+    RUN(thread_count_does_not_change_bits);
+    RUN(programs_carry_conv_calls);
+    RUN(models_against_im2col);
+    RUN_TIER("full", zoo_against_im2col);
+    rt_backend_free(pc_backend);
+    return harness_done();
+}
