@@ -98,11 +98,11 @@ CPPFLAGS += -DDPC_HAVE_MPI $(patsubst -I%,-isystem %,$(filter -I%,$(MPI_CFLAGS))
 LDLIBS   += $(MPI_LIBS)
 endif
 
-# oneDNN: the cpu backend's library convolutions (runtime/device/onednn.c);
-# DNNL=0 leaves it out, and those calls run their im2col alternative.
+# oneDNN: the cpu backend's library convolutions (runtime/device/onednn.c),
+# its header at build time, libdnnl.so.2 loaded on first use; DNNL=0 leaves
+# it out, and those calls run their im2col alternative.
 ifeq ($(HAVE_DNNL),1)
 CPPFLAGS += -DDPC_HAVE_DNNL
-LDLIBS   += -ldnnl -lgomp
 endif
 
 # The flags stamp: rewritten only when this tree's compilers, flags or

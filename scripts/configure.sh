@@ -53,13 +53,14 @@ else
     fi
 fi
 
-# oneDNN: library convolutions on the cpu (dpc --conv library|auto); without
-# it those calls run their im2col alternative.
+# oneDNN: library convolutions on the cpu (dpc --conv library|auto): its
+# header (libdnnl-dev); libdnnl.so.2 is loaded at run time. Without it those
+# calls run their im2col alternative.
 have_dnnl=0
 if [ "${DNNL:-1}" = 0 ]; then
     parts+=("onednn no (DNNL=0)")
 elif printf '#include <oneapi/dnnl/dnnl.h>\nint main(void){return dnnl_version()->major;}\n' |
-    ${CC:-cc} -x c - -o /dev/null -ldnnl >/dev/null 2>&1; then
+    ${CC:-cc} -x c - -fsyntax-only >/dev/null 2>&1; then
     have_dnnl=1
     v=$(sed -n 's/^#define DNNL_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' \
         /usr/include/oneapi/dnnl/dnnl_version.h 2>/dev/null | paste -sd. -)

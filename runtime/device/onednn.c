@@ -26,8 +26,6 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     return 1;
 }
 
-const char *rt_onednn_version(void) { return "none (built without oneDNN: libdnnl-dev)"; }
-
 #else
 
 #include <oneapi/dnnl/dnnl.h>
@@ -41,7 +39,55 @@ const char *rt_onednn_version(void) { return "none (built without oneDNN: libdnn
 #include "ir/err.h"
 #include "runtime/check.h"
 
-void omp_set_num_threads(int n); /* libgomp, which oneDNN's OpenMP runtime loads */
+#include <dlfcn.h>
+
+/* oneDNN is loaded on first use, not linked: a process that runs no
+ * library convolution never loads it, nor its OpenMP runtime (libgomp,
+ * whose constructor reads and complains about OMP_NUM_THREADS values that
+ * dprun refuses with a message of its own). The header gives the types. */
+#define DNNL_FUNCS(X)                              \
+    X(dnnl_convolution_backward_data_desc_init)    \
+    X(dnnl_convolution_backward_weights_desc_init) \
+    X(dnnl_convolution_forward_desc_init)          \
+    X(dnnl_engine_create)                          \
+    X(dnnl_memory_create)                          \
+    X(dnnl_memory_desc_equal)                      \
+    X(dnnl_memory_desc_get_size)                   \
+    X(dnnl_memory_desc_init_by_strides)            \
+    X(dnnl_memory_desc_init_by_tag)                \
+    X(dnnl_memory_destroy)                         \
+    X(dnnl_primitive_attr_create)                  \
+    X(dnnl_primitive_attr_destroy)                 \
+    X(dnnl_primitive_attr_set_scratchpad_mode)     \
+    X(dnnl_primitive_create)                       \
+    X(dnnl_primitive_desc_create)                  \
+    X(dnnl_primitive_desc_destroy)                 \
+    X(dnnl_primitive_desc_query_md)                \
+    X(dnnl_primitive_execute)                      \
+    X(dnnl_reorder_primitive_desc_create)          \
+    X(dnnl_stream_create)                          \
+    X(dnnl_stream_wait)
+static struct {
+#define X(f) __typeof__(f) *f;
+    DNNL_FUNCS(X)
+#undef X
+    void (*omp_set_num_threads)(int); /* libgomp's, a dependency of libdnnl */
+} dn;
+
+static void omp_set_num_threads(int n) { dn.omp_set_num_threads(n); }
+
+/* Binds dn from libdnnl.so.2; NULL, or why not. */
+static const char *load_dnnl(void) {
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return "libdnnl.so.2 not found (Debian: libdnnl2)";
+#define X(f) \
+    if (!(dn.f = (__typeof__(f) *)dlsym(h, #f))) return "libdnnl.so.2 lacks " #f;
+    DNNL_FUNCS(X)
+#undef X
+    dn.omp_set_num_threads = (void (*)(int))dlsym(h, "omp_set_num_threads");
+    if (!dn.omp_set_num_threads) return "libdnnl.so.2 has no OpenMP runtime (omp_set_num_threads)";
+    return NULL;
+}
 
 enum { MAX_PARTS = 8 };
 /* tensors of a call, by role: the output, the first and second input */
@@ -54,10 +100,10 @@ enum { T_OUT, T_IN, T_IN2, T_COUNT };
  * once per call, over chunks of images in parallel. */
 typedef struct conv_prim {
     cg_conv d;
-    int parts;             /* 0: oneDNN refused the shape */
-    dnnl_primitive_t prim; /* the convolution on one part */
+    int parts;                                     /* 0: oneDNN refused the shape */
+    dnnl_primitive_t prim;                         /* the convolution on one part */
     dnnl_memory_desc_t md[T_COUNT], user[T_COUNT]; /* a part's, primitive and dpc layouts */
-    size_t step[T_COUNT];  /* bytes from one part's user slice to the next (0: shared) */
+    size_t step[T_COUNT]; /* bytes from one part's user slice to the next (0: shared) */
     dnnl_primitive_t to_prim[T_COUNT]; /* user -> primitive layout (inputs), or NULL */
     dnnl_primitive_t to_user;          /* the output back, or NULL */
     size_t bytes[T_COUNT], scratch;    /* primitive-layout sizes, scratchpad */
@@ -83,14 +129,22 @@ static _Thread_local struct {
 } tls_buf[2]; /* [0]: a part's tensors; [1]: a call's shared input */
 
 static void engine_start(void) {
+    engine_error = load_dnnl();
+    if (engine_error) {
+        fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
+        return;
+    }
     omp_set_num_threads(1);
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) engine_error = "no cpu engine";
+    if (dn.dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+        engine_error = "no cpu engine";
+        fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
+    }
 }
 
 static dnnl_stream_t thread_stream(void) {
     if (!tls_stream) {
         omp_set_num_threads(1);
-        if (dnnl_stream_create(&tls_stream, engine, dnnl_stream_default_flags) != dnnl_success)
+        if (dn.dnnl_stream_create(&tls_stream, engine, dnnl_stream_default_flags) != dnnl_success)
             tls_stream = NULL;
     }
     return tls_stream;
@@ -114,25 +168,25 @@ static int divisor_upto(int64_t n, int m, int64_t unit) {
     return 1;
 }
 
-static size_t md_bytes(const dnnl_memory_desc_t *md) { return dnnl_memory_desc_get_size(md); }
+static size_t md_bytes(const dnnl_memory_desc_t *md) { return dn.dnnl_memory_desc_get_size(md); }
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
 /* A reorder between two descriptions of one tensor; NULL when they agree. */
 static int make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
                         dnnl_primitive_t *out) {
     *out = NULL;
-    if (dnnl_memory_desc_equal(from, to)) return 0;
+    if (dn.dnnl_memory_desc_equal(from, to)) return 0;
     dnnl_primitive_desc_t pd;
-    if (dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL) != dnnl_success)
+    if (dn.dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL) != dnnl_success)
         return -1;
-    dnnl_status_t s = dnnl_primitive_create(out, pd);
-    dnnl_primitive_desc_destroy(pd);
+    dnnl_status_t s = dn.dnnl_primitive_create(out, pd);
+    dn.dnnl_primitive_desc_destroy(pd);
     return s == dnnl_success ? 0 : -1;
 }
 
 /* f32 NCHW (or OIHW) dims with strides: a slice of a larger tensor. */
 static int plain_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims, const dnnl_dims_t strides) {
-    return dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) != dnnl_success;
+    return dn.dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) != dnnl_success;
 }
 
 /* The shared x of a weight gradient reordered by chunks of images, when
@@ -178,35 +232,35 @@ static void build(conv_prim *c) {
     for (int i = 0; i < 2; i++)
         if (pr[i] < 0) pr[i] = 0;
     dnnl_memory_desc_t x_any, w_any, y_any, x_user, w_user, y_user;
-    if (dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
+    if (dn.dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
         plain_md(&x_user, xd, xs) || plain_md(&w_user, wd, ws) || plain_md(&y_user, yd, ys))
         return;
     dnnl_primitive_attr_t attr;
-    if (dnnl_primitive_attr_create(&attr)) return;
-    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (dn.dnnl_primitive_attr_create(&attr)) return;
+    dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_convolution_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-    int ok = !dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
-                                                 dnnl_convolution_direct, &x_any, &w_any, NULL,
-                                                 &y_any, st, pl, pr) &&
-             !dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
+    int ok =
+        !dn.dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+                                               &x_any, &w_any, NULL, &y_any, st, pl, pr) &&
+        !dn.dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
     if (ok && d->dir == CG_CONV_FORWARD) {
         pd = fpd, fpd = NULL;
     } else if (ok && d->dir == CG_CONV_BACKWARD_DATA) {
-        ok = !dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_any,
-                                                       &w_any, &y_any, st, pl, pr) &&
-             !dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
+        ok = !dn.dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_any,
+                                                          &w_any, &y_any, st, pl, pr) &&
+             !dn.dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
     } else if (ok) {
-        ok = !dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x_any,
-                                                          &w_any, NULL, &y_any, st, pl, pr) &&
-             !dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
+        ok = !dn.dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x_any,
+                                                             &w_any, NULL, &y_any, st, pl, pr) &&
+             !dn.dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
     }
-    dnnl_primitive_attr_destroy(attr);
-    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    dn.dnnl_primitive_attr_destroy(attr);
+    if (fpd) dn.dnnl_primitive_desc_destroy(fpd);
     if (!ok) {
-        if (pd) dnnl_primitive_desc_destroy(pd);
+        if (pd) dn.dnnl_primitive_desc_destroy(pd);
         return;
     }
     /* the roles' queries, user layouts and steps between parts, per direction */
@@ -222,22 +276,22 @@ static void build(conv_prim *c) {
         [CG_CONV_BACKWARD_WEIGHTS] = {&w_user, &y_user, &x_user}};
     size_t f = sizeof(float), xstep = (size_t)(nb * d->C * HW) * f,
            ystep = (size_t)(nb * d->K * PQ) * f;
-    const size_t steps[3][T_COUNT] = {[CG_CONV_FORWARD] = {ystep, xstep, 0},
-                                      [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
-                                      [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * f,
-                                                                    (size_t)(kp * PQ) * f, 0}};
+    const size_t steps[3][T_COUNT] = {
+        [CG_CONV_FORWARD] = {ystep, xstep, 0},
+        [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
+        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * f, (size_t)(kp * PQ) * f, 0}};
     for (int t = 0; t < T_COUNT; t++) {
-        c->md[t] = *dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
+        c->md[t] = *dn.dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
         c->user[t] = *users[d->dir][t];
         c->bytes[t] = md_bytes(&c->md[t]);
         c->step[t] = steps[d->dir][t];
     }
-    c->scratch = md_bytes(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-    ok = !dnnl_primitive_create(&c->prim, pd) &&
+    c->scratch = md_bytes(dn.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    ok = !dn.dnnl_primitive_create(&c->prim, pd) &&
          !make_reorder(&c->user[T_IN], &c->md[T_IN], &c->to_prim[T_IN]) &&
          !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
          !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
-    dnnl_primitive_desc_destroy(pd);
+    dn.dnnl_primitive_desc_destroy(pd);
     if (ok && bwd_w && c->to_prim[T_IN2]) plan_chunks(c, &c->user[T_IN2]);
     if (ok) c->parts = parts;
 }
@@ -261,22 +315,23 @@ static conv_prim *prim_for(const cg_conv *d) {
 }
 
 static int exec_args(dnnl_primitive_t p, dnnl_stream_t s, int n, const dnnl_exec_arg_t *a) {
-    return dnnl_primitive_execute(p, s, n, a) != dnnl_success || dnnl_stream_wait(s) != dnnl_success;
+    return dn.dnnl_primitive_execute(p, s, n, a) != dnnl_success ||
+           dn.dnnl_stream_wait(s) != dnnl_success;
 }
 
 static dnnl_memory_t memory(const dnnl_memory_desc_t *md, void *p) {
     dnnl_memory_t m = NULL;
-    return dnnl_memory_create(&m, md, engine, p) == dnnl_success ? m : NULL;
+    return dn.dnnl_memory_create(&m, md, engine, p) == dnnl_success ? m : NULL;
 }
 
 /* Runs reorder r from one layout's bytes to another's. */
 static int reorder(dnnl_primitive_t r, dnnl_stream_t s, const dnnl_memory_desc_t *from_md,
                    const void *from, const dnnl_memory_desc_t *to_md, void *to) {
     dnnl_memory_t a = memory(from_md, (void *)from), b = memory(to_md, to);
-    int bad = !a || !b ||
-              exec_args(r, s, 2, (dnnl_exec_arg_t[]){{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
-    if (a) dnnl_memory_destroy(a);
-    if (b) dnnl_memory_destroy(b);
+    int bad =
+        !a || !b || exec_args(r, s, 2, (dnnl_exec_arg_t[]){{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
+    if (a) dn.dnnl_memory_destroy(a);
+    if (b) dn.dnnl_memory_destroy(b);
     return bad;
 }
 
@@ -340,13 +395,13 @@ static void conv_part(void *ctx, int part, int parts) {
     if (!bad && c->scratch) {
         dnnl_memory_desc_t smd;
         dnnl_dims_t sd = {(dnnl_dim_t)c->scratch};
-        bad = dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_u8, dnnl_a) != dnnl_success ||
+        bad = dn.dnnl_memory_desc_init_by_tag(&smd, 1, sd, dnnl_u8, dnnl_a) != dnnl_success ||
               !(m[T_COUNT] = memory(&smd, buf + off[T_COUNT]));
         a[T_COUNT] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, m[T_COUNT]};
     }
     if (!bad) bad = exec_args(c->prim, s, c->scratch ? T_COUNT + 1 : T_COUNT, a);
     for (int t = 0; t <= T_COUNT; t++)
-        if (m[t]) dnnl_memory_destroy(m[t]);
+        if (m[t]) dn.dnnl_memory_destroy(m[t]);
     if (!bad && c->to_user)
         bad = reorder(c->to_user, s, &c->md[T_OUT], at[T_OUT], &c->user[T_OUT], user[T_OUT]);
     if (bad) atomic_store(&j->failed, 1);
@@ -373,14 +428,6 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     if (atomic_load(&j.failed))
         return ir_fail(err, errlen, "oneDNN: %s convolution failed", cg_conv_dir_name(d->dir));
     return 0;
-}
-
-const char *rt_onednn_version(void) {
-    static char text[96];
-    const dnnl_version_t *v = dnnl_version();
-    snprintf(text, sizeof text, "oneDNN %d.%d.%d (cpu runtime %s)", v->major, v->minor, v->patch,
-             v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP, one thread a part" : "other");
-    return text;
 }
 
 #endif

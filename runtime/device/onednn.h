@@ -8,7 +8,8 @@
  *     // 0: done; 1: run the call's alternative (no oneDNN in this build, or
  *     // a shape it refuses); -1: failed, err says why
  *
- * Builds without oneDNN (no dnnl.h at configure time) answer 1 always. */
+ * Builds without oneDNN's header (libdnnl-dev at configure time) answer 1
+ * always; so does a process that cannot load libdnnl.so.2 (with a note). */
 #ifndef DPC_RUNTIME_DEVICE_ONEDNN_H
 #define DPC_RUNTIME_DEVICE_ONEDNN_H
 
@@ -23,7 +24,5 @@ typedef void (*rt_parts_run)(rt_parts_task task, void *ctx, int parts);
 
 int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
                    char *err, size_t errlen);
-/* "oneDNN 2.6.3 (cpu runtime: omp)", or why there is none. */
-const char *rt_onednn_version(void);
 
 #endif
