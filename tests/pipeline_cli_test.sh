@@ -9,7 +9,7 @@
 # a row per pass whose figures agree with --stats.
 . tests/lib.sh
 dpc=$bin/dpc
-default='lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),fuse,memplan'
+default='lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=25),precision(precision=fp32),conv(impl=library),fuse,memplan'
 
 # ---- the registry ---------------------------------------------------------------
 "$dpc" --list-passes >"$tmp/list" 2>&1 && ok || bad "--list-passes: $(cat "$tmp/list")"
@@ -30,7 +30,7 @@ done
 # ---- --print-pipeline, and feeding it back ---------------------------------------
 [ "$("$dpc" --print-pipeline)" = "$default" ] && ok || bad "--print-pipeline: $("$dpc" --print-pipeline)"
 [ "$("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)" = \
-    'lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=0.5),precision(precision=bf16),memplan' ] && ok ||
+    'lower(sync_bn=0),autodiff,optimizer,partition(bucket_mb=0.5),precision(precision=bf16),conv(impl=library),memplan' ] && ok ||
     bad "--print-pipeline with flags: $("$dpc" --print-pipeline --no-fuse --precision bf16 --bucket-mb 0.5)"
 [ "$("$dpc" --print-pipeline --passes='lower,precision(bf16)')" = 'lower(sync_bn=0),precision(precision=bf16)' ] &&
     ok || bad "--print-pipeline --passes"
@@ -56,12 +56,12 @@ plan() { # NAME ARGS...: cnn_small at batch 4 into $tmp/NAME.plan
 same() { cmp -s "$tmp/$2.plan" "$tmp/$3.plan" && ok || bad "$1: plans $2 and $3 differ"; }
 plan nofuse --no-fuse
 plan dis-fuse --disable-pass=fuse
-plan spec-nofuse --passes='lower,autodiff,optimizer,partition,precision,memplan'
+plan spec-nofuse --passes='lower,autodiff,optimizer,partition,precision,conv,memplan'
 same "--no-fuse is --disable-pass=fuse" nofuse dis-fuse
 same "--disable-pass=fuse is its --passes" dis-fuse spec-nofuse
 plan nomem --no-memplan
 plan dis-mem --disable-pass memplan
-plan spec-nomem --passes 'lower,autodiff,optimizer,partition,precision,fuse'
+plan spec-nomem --passes 'lower,autodiff,optimizer,partition,precision,conv,fuse'
 same "--no-memplan is --disable-pass=memplan" nomem dis-mem
 same "--disable-pass=memplan is its --passes" dis-mem spec-nomem
 plan both --no-fuse --no-memplan
@@ -70,19 +70,19 @@ same "--disable-pass=fuse,memplan" both dis-both
 plan fused
 cmp -s "$tmp/fused.plan" "$tmp/nofuse.plan" && bad "--no-fuse changed nothing" || ok
 plan dis-part --disable-pass=partition
-plan spec-nopart --passes='lower,autodiff,optimizer,precision,fuse,memplan'
+plan spec-nopart --passes='lower,autodiff,optimizer,precision,conv,fuse,memplan'
 same "--disable-pass=partition is its --passes" dis-part spec-nopart
 # The flags give the options a spec leaves out; the spec's own values win.
 plan tiny --bucket-mb 0.0001
-plan tiny-flag --bucket-mb 0.0001 --passes='lower,autodiff,optimizer,partition,precision,fuse,memplan'
-plan tiny-spec --bucket-mb 5 --passes='lower,autodiff,optimizer,partition(bucket_mb=0.0001),precision,fuse,memplan'
+plan tiny-flag --bucket-mb 0.0001 --passes='lower,autodiff,optimizer,partition,precision,conv,fuse,memplan'
+plan tiny-spec --bucket-mb 5 --passes='lower,autodiff,optimizer,partition(bucket_mb=0.0001),precision,conv,fuse,memplan'
 same "--bucket-mb under --passes" tiny tiny-flag
 same "the spec's bucket_mb over --bucket-mb" tiny tiny-spec
 cmp -s "$tmp/tiny.plan" "$tmp/fused.plan" && bad "--bucket-mb 0.0001 changed nothing" || ok
 plan bf16 --precision bf16
-plan bf16-spec --passes='lower,autodiff,optimizer,partition,precision(bf16),fuse,memplan'
-plan bf16-flag --precision bf16 --passes='lower,autodiff,optimizer,partition,precision,fuse,memplan'
-plan fp32-spec --precision bf16 --passes='lower,autodiff,optimizer,partition,precision(precision=fp32),fuse,memplan'
+plan bf16-spec --passes='lower,autodiff,optimizer,partition,precision(bf16),conv,fuse,memplan'
+plan bf16-flag --precision bf16 --passes='lower,autodiff,optimizer,partition,precision,conv,fuse,memplan'
+plan fp32-spec --precision bf16 --passes='lower,autodiff,optimizer,partition,precision(precision=fp32),conv,fuse,memplan'
 same "precision(bf16) is --precision bf16" bf16 bf16-spec
 same "--precision under --passes" bf16 bf16-flag
 same "the spec's precision over --precision" fused fp32-spec
@@ -131,7 +131,7 @@ files() { (cd "$1" && ls | tr '\n' ' '); }
 "$dpc" "$c" --batch 2 --print-ir-after=all --dump-dir "$tmp/all" && ok || bad "--print-ir-after=all"
 want="00-elaborate.eval.ir 00-elaborate.train.ir 01-lower.eval.ir 01-lower.train.ir 02-autodiff.train.ir "
 want+="03-optimizer.train.ir 04-partition.train.ir 05-precision.eval.ir 05-precision.train.ir "
-want+="06-fuse.eval.ir 06-fuse.train.ir 07-memplan.eval.ir 07-memplan.train.ir "
+want+="06-conv.eval.ir 06-conv.train.ir 07-fuse.eval.ir 07-fuse.train.ir 08-memplan.eval.ir 08-memplan.train.ir "
 [ "$(files "$tmp/all")" = "$want" ] && ok || bad "--print-ir-after=all wrote: $(files "$tmp/all")"
 # Each file is the text form of one program (header, `# after: PASS`, the
 # program, `# end`): a train file less its `# end`, then the eval program of
@@ -153,7 +153,7 @@ cmp -s <(body "$tmp/all/04-partition.train.ir") <(body "$tmp/all/05-precision.tr
 # changed: precision at fp32 and memplan leave the graph as it was
 "$dpc" "$c" --batch 2 --print-ir-after=changed --dump-dir "$tmp/ch" && ok || bad "--print-ir-after=changed"
 want="00-elaborate.eval.ir 00-elaborate.train.ir 01-lower.eval.ir 01-lower.train.ir 02-autodiff.train.ir "
-want+="03-optimizer.train.ir 04-partition.train.ir 06-fuse.eval.ir 06-fuse.train.ir "
+want+="03-optimizer.train.ir 04-partition.train.ir 06-conv.eval.ir 06-conv.train.ir 07-fuse.eval.ir 07-fuse.train.ir "
 [ "$(files "$tmp/ch")" = "$want" ] && ok || bad "--print-ir-after=changed wrote: $(files "$tmp/ch")"
 "$dpc" "$c" --batch 2 --precision bf16 --print-ir-after=changed --dump-dir "$tmp/chbf" && ok || bad "changed, bf16"
 [ -f "$tmp/chbf/05-precision.train.ir" ] && [ -f "$tmp/chbf/05-precision.eval.ir" ] && ok ||
@@ -184,19 +184,19 @@ refuse dir-is-file "--dump-dir $tmp/afile: not a directory" --print-ir-after=all
 "$dpc" "$c" --time-passes --stats >"$tmp/time" 2>&1 && ok || bad "--time-passes: $(cat "$tmp/time")"
 grep -q '^program pass  *ms  *nodes_before  *nodes_after  *kernels  *arena_bytes$' "$tmp/time" && ok ||
     bad "--time-passes has no header"
-for p in train:lower train:autodiff train:optimizer train:partition train:precision train:fuse train:memplan \
-    eval:lower eval:precision eval:fuse eval:memplan; do
+for p in train:lower train:autodiff train:optimizer train:partition train:precision train:conv train:fuse \
+    train:memplan eval:lower eval:precision eval:conv eval:fuse eval:memplan; do
     [ "$(grep -c "^${p%%:*} *${p##*:} *[0-9.]* *[0-9]* *[0-9]* *[0-9-]* *[0-9-]*$" "$tmp/time")" = 1 ] && ok ||
         bad "--time-passes: no single row for $p"
 done
-[ "$(grep -c '^\(train\|eval\)  *[a-z]*  *[0-9.]* ' "$tmp/time")" = 11 ] && ok || bad "--time-passes: not 11 rows"
+[ "$(grep -c '^\(train\|eval\)  *[a-z]*  *[0-9.]* ' "$tmp/time")" = 13 ] && ok || bad "--time-passes: not 13 rows"
 row() { grep "^$1 *$2 " "$tmp/time" | awk "{print \$$3}"; }
 fused=$(grep '^train kernels per step' "$tmp/time" | sed 's/.*: fused \([0-9]*\).*/\1/')
 unfused=$(grep '^train kernels per step' "$tmp/time" | sed 's/.*unfused \([0-9]*\).*/\1/')
 arena=$(grep '^train arena bytes' "$tmp/time" | sed 's/.*planned \([0-9]*\).*/\1/')
 [ "$(row train fuse 6)" = "$fused" ] && [ "$(row train memplan 6)" = "$fused" ] && ok ||
     bad "kernels after fuse $(row train fuse 6), --stats fused $fused"
-[ "$(row train partition 6)" = "$unfused" ] && ok || bad "kernels before fuse $(row train partition 6), --stats unfused $unfused"
+[ "$(row train conv 6)" = "$unfused" ] && ok || bad "kernels before fuse $(row train conv 6), --stats unfused $unfused"
 [ "$(row train memplan 7)" = "$arena" ] && ok || bad "arena after memplan $(row train memplan 7), --stats $arena"
 [ "$(row train fuse 4)" = "$(row train fuse 5)" ] && [ "$(row train lower 4)" -lt "$(row train lower 5)" ] && ok ||
     bad "node counts before/after: fuse $(row train fuse 4)/$(row train fuse 5), lower $(row train lower 4)/$(row train lower 5)"

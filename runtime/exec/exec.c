@@ -48,7 +48,7 @@ static void print_profile(const rt_exec *ex) {
     const cg_program *p = ex->prog;
     prof_row *rows = calloc((size_t)p->ncalls + 1, sizeof *rows);
     RT_CHECK_ALLOC(rows);
-    int nr = 0;
+    int nr = 0, ran = 0; /* calls that ran: a library convolution or its alternative */
     double total = 0, cpu = 0;
     for (int si = 0; si < p->nsteps; si++) {
         const cg_step *s = &p->steps[si];
@@ -56,6 +56,7 @@ static void print_profile(const rt_exec *ex) {
             const cg_call *c = &p->calls[ci];
             char what[96];
             if (ex->prof[ci] == 0) continue; /* never ran: a conv or its alternative */
+            ran++;
             if (c->kind == CG_CALL_CONV)
                 snprintf(what, sizeof what,
                          "conv %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " s%" PRId64,
@@ -82,7 +83,7 @@ static void print_profile(const rt_exec *ex) {
     fprintf(
         stderr,
         "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
-        ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, p->ncalls);
+        ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, ran);
     for (int r = 0; r < nr && r < 60; r++)
         fprintf(stderr, "  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
                 100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,

@@ -8,9 +8,12 @@
  * thousand terms, any order) of the float64 reference; a deliberately wrong
  * stride of the same output shape must fail that. Whole models after two
  * steps (tests/passcheck.h) agree with im2col within 1e-4 of each tensor's
- * largest value (of 1e-3 for a tensor below that: gradients that cancel;
- * 1e-3 for the deep zoo nets, whose last BatchNorms see 8 values a channel),
- * and bit for bit when the backend runs the alternative.
+ * largest value (of 1e-3 for a tensor below that: gradients that cancel),
+ * and bit for bit when the backend runs the alternative. The deep zoo nets
+ * are no such test: from these random inputs their float32 gradients are
+ * chaotic (two convolution orders differ by percents after a step; see
+ * tests/parity_test.sh on mobilenet_v2), so they are checked against the
+ * float64 PyTorch reference instead (parity_test.sh's --conv library cases).
  * # run: tier=test
  */
 #include <pthread.h>
@@ -91,9 +94,21 @@ static void run_threads(rt_parts_task task, void *ctx, int parts) {
 
 static cg_conv conv_of(int dir, int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t k,
                        int64_t s, int64_t p) {
-    return (cg_conv){.dir = dir, .N = N, .C = C, .H = H, .W = W, .K = K, .kh = k, .kw = k,
-                     .sh = s, .sw = s, .ph = p, .pw = p, .Ho = (H + 2 * p - k) / s + 1,
-                     .Wo = (W + 2 * p - k) / s + 1, .type = IR_F32};
+    return (cg_conv){.dir = dir,
+                     .N = N,
+                     .C = C,
+                     .H = H,
+                     .W = W,
+                     .K = K,
+                     .kh = k,
+                     .kw = k,
+                     .sh = s,
+                     .sw = s,
+                     .ph = p,
+                     .pw = p,
+                     .Ho = (H + 2 * p - k) / s + 1,
+                     .Wo = (W + 2 * p - k) / s + 1,
+                     .type = IR_F32};
 }
 
 /* The worst |library - reference| / (sum |terms|) over the output, or -1
@@ -102,9 +117,11 @@ static cg_conv conv_of(int dir, int64_t N, int64_t C, int64_t H, int64_t W, int6
 static double worst_error(const cg_conv *d, const cg_conv *ref_d, rt_parts_run run, float **got) {
     int64_t size[3];
     cg_conv_sizes(d, size);
-    float *in = malloc(sizeof(float) * (size_t)size[1]), *in2 = malloc(sizeof(float) * (size_t)size[2]);
+    float *in = malloc(sizeof(float) * (size_t)size[1]),
+          *in2 = malloc(sizeof(float) * (size_t)size[2]);
     float *out = malloc(sizeof(float) * (size_t)size[0]);
-    double *ref = malloc(sizeof(double) * (size_t)size[0]), *mag = malloc(sizeof(double) * (size_t)size[0]);
+    double *ref = malloc(sizeof(double) * (size_t)size[0]),
+           *mag = malloc(sizeof(double) * (size_t)size[0]);
     for (int64_t i = 0; i < size[1]; i++) in[i] = rnd();
     for (int64_t i = 0; i < size[2]; i++) in2[i] = rnd();
     for (int64_t i = 0; i < size[0]; i++) out[i] = 1e30f; /* every element must be written */
@@ -120,16 +137,18 @@ static double worst_error(const cg_conv *d, const cg_conv *ref_d, rt_parts_run r
             if (e > worst || e != e) worst = e != e ? 1e30 : e;
         }
     }
-    if (got) *got = out;
-    else free(out);
+    if (got)
+        *got = out;
+    else
+        free(out);
     free(in), free(in2), free(ref), free(mag);
     return worst;
 }
 
 static const int64_t shapes[][8] = {
     /* N, C, H, W, K, k, s, p */
-    {2, 3, 7, 7, 5, 3, 1, 1},  {3, 4, 8, 6, 8, 3, 2, 1},    {2, 8, 5, 5, 16, 1, 1, 0},
-    {1, 3, 9, 9, 4, 7, 2, 3},  {4, 16, 4, 4, 32, 3, 1, 1},  {2, 5, 6, 6, 7, 1, 2, 0},
+    {2, 3, 7, 7, 5, 3, 1, 1},   {3, 4, 8, 6, 8, 3, 2, 1},    {2, 8, 5, 5, 16, 1, 1, 0},
+    {1, 3, 9, 9, 4, 7, 2, 3},   {4, 16, 4, 4, 32, 3, 1, 1},  {2, 5, 6, 6, 7, 1, 2, 0},
     {8, 16, 8, 8, 32, 3, 2, 1}, {16, 32, 2, 2, 64, 3, 1, 1}, {4, 3, 12, 10, 16, 5, 3, 2},
 };
 #define NSHAPES (int)(sizeof shapes / sizeof *shapes)
@@ -158,7 +177,8 @@ TEST(library_matches_float64) {
 TEST(wrong_stride_fails_the_tolerance) {
 #ifdef DPC_HAVE_DNNL
     for (int dir = 0; dir < 3; dir++) {
-        cg_conv d = conv_of(dir, 2, 4, 5, 5, 6, 3, 2, 1), wrong = conv_of(dir, 2, 4, 5, 5, 6, 3, 1, 0);
+        cg_conv d = conv_of(dir, 2, 4, 5, 5, 6, 3, 2, 1),
+                wrong = conv_of(dir, 2, 4, 5, 5, 6, 3, 1, 0);
         CHECK(d.Ho == wrong.Ho && d.Wo == wrong.Wo);
         CHECK(worst_error(&d, &d, run_serial, NULL) <= 1e-5);
         CHECK(worst_error(&d, &wrong, run_serial, NULL) > 1e-2);
@@ -330,15 +350,6 @@ TEST(models_against_im2col) {
     model_against_im2col("tests/nets/se_small.net", 3, 1e-4);
 }
 
-TEST(zoo_against_im2col) {
-    /* Deep nets on 32x32 images end in 1x1 maps, where BatchNorm over a
-     * batch of 8 values magnifies f32 rounding differences between any two
-     * convolution orders: 1e-3 (at batch 2 they decide the output's sign). */
-    model_against_im2col("models/resnet18.net", 8, 1e-3);
-    model_against_im2col("models/resnet18_v2.net", 8, 1e-3);
-    model_against_im2col("models/mobilenet_v2.net", 8, 1e-3);
-}
-
 int main(void) {
     pc_backend = rt_backend_cpu();
     RUN(descriptor_validation);
@@ -347,7 +358,6 @@ int main(void) {
     RUN(thread_count_does_not_change_bits);
     RUN(programs_carry_conv_calls);
     RUN(models_against_im2col);
-    RUN_TIER("full", zoo_against_im2col);
     rt_backend_free(pc_backend);
     return harness_done();
 }
