@@ -7,6 +7,11 @@
 #
 # usage: bench/cpu_throughput.sh [STEPS] [THREADS] [BATCH] [ROUNDS] [MODEL ...]
 #        (defaults 5, 2, 128, 1, and resnet18 resnet34 resnet50 resnet18_v2 mobilenet_v2)
+# DPC_CONVS lists dpc's sides by their --conv (default "library im2col"): the
+# first is "dpc", whose ratios against every other side the table gives, the
+# others dpc-CONV. The machine's sgemm peak (bench/sgemm_peak.c: OpenBLAS
+# and oneDNN, the better) is measured in each round too, and dpc's train
+# step is given as GFLOP/s (dpc --cost's count) and a fraction of it.
 # Each round times every model once on each side; with ROUNDS > 1 the
 # figures are the medians. Needs `make` done (bin/dpc, bin/dprun).
 # TORCH_PY names the peers' pythons, space-separated (default
@@ -35,8 +40,14 @@ export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$t
 ips() { sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p' "$1" | tail -n 1; }
 median() { sort -n "$1" | awk '{ a[NR] = $1 } END { if (NR) print (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2 }'; }
 
-# Sides: dpc, then for each peer python its version's eager and (torch 2 on) torch.compile.
-sides="dpc"
+# Sides: dpc's, then for each peer python its version's eager and (torch 2 on) torch.compile.
+convs=${DPC_CONVS:-library im2col}
+sides="" first_conv=""
+declare -A dpc_conv
+for c in $convs; do
+    if [ -z "$first_conv" ]; then first_conv=$c s=dpc; else s=dpc-$c; fi
+    sides="$sides $s"; dpc_conv[$s]=$c
+done
 declare -A peer_py
 for p in $pys; do
     if ! v=$("$p" -c 'import torch, torchvision; print(torch.__version__.split("+")[0])' 2>/dev/null); then
@@ -59,13 +70,23 @@ if [ -n "$mxpy" ]; then
 fi
 
 for m in $models; do
-    "$bin/dpc" "models/$m.net" --batch "$batch" -o "$tmp/$m.plan"
+    for c in $convs; do
+        "$bin/dpc" "models/$m.net" --batch "$batch" --conv "$c" -o "$tmp/$m.$c.plan"
+    done
+    "$bin/dpc" "models/$m.net" --batch "$batch" --cost |
+        sed -n 's/^train total: \([0-9.]*\) GFLOP per step$/\1/p' >"$tmp/$m.gflop"
 done
+# The sgemm peak, built as the Makefile built dpc (oneDNN where it has it).
+dnnl=()
+grep -q '^HAVE_DNNL := 1' build/config.mk 2>/dev/null && dnnl=(-DDPC_HAVE_DNNL -ldnnl -lgomp)
+${CC:-cc} -O2 -o "$tmp/sgemm_peak" bench/sgemm_peak.c -lopenblas "${dnnl[@]}"
 for r in $(seq "$rounds"); do
+    "$tmp/sgemm_peak" "$threads" | tee -a "$tmp/peak.txt" | sed "s/^/round $r /"
     for m in $models; do
         for s in $sides; do
             case $s in
-            dpc) "$bin/dprun" "$tmp/$m.plan" --data synthetic --benchmark "$steps" >"$tmp/out" 2>/dev/null ;;
+            dpc*) "$bin/dprun" "$tmp/$m.${dpc_conv[$s]}.plan" --data synthetic --benchmark "$steps" \
+                >"$tmp/out" 2>/dev/null ;;
             *-eager) "${peer_py[$s]}" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" >"$tmp/out" 2>&1 ;;
             *-compile) "${peer_py[$s]}" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" --compile \
                 >"$tmp/out" 2>&1 ;;
@@ -79,10 +100,11 @@ for r in $(seq "$rounds"); do
     done
 done
 
+sed -n 's/^sgemm peak: \([0-9.]*\) .*/\1/p' "$tmp/peak.txt" >"$tmp/peak.gf"
 echo
 echo "batch $batch, $threads CPU threads, $steps timed steps, median of $rounds round(s), img/s:"
 printf '| %-13s |' model; for s in $sides; do printf ' %14s |' "$s"; done
-for s in $sides; do [ "$s" = dpc ] || printf ' dpc/%-14s |' "$s"; done; echo
+for s in $sides; do [ "$s" = dpc ] || printf ' dpc/%-14s |' "$s"; done; printf ' %9s | %8s |\n' 'dpc GF/s' 'of peak' 
 for m in $models; do
     printf '| %-13s |' "$m"
     for s in $sides; do
@@ -97,5 +119,8 @@ for m in $models; do
             printf ' %18s |' -
         fi
     done
-    echo
+    # dpc's step rate: its GFLOP per step times steps per second
+    awk -v g="$(cat "$tmp/$m.gflop")" -v ips="$d" -v b="$batch" -v p="$(median "$tmp/peak.gf")" \
+        'BEGIN { f = g * ips / b; printf " %9.1f | %7.0f%% |\n", f, 100 * f / p }'
 done
+echo "sgemm peak (median): $(median "$tmp/peak.gf") GFLOP/s; dpc is --conv $first_conv"

@@ -194,6 +194,7 @@ int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device
             tot.bound_us);
     fprintf(f, "%s total: %d kernels and %d GEMMs per step, %" PRId64 " bytes per step (%.1f MB)\n",
             prog, tot.kernels, tot.gemms, tot.bytes, (double)tot.bytes / 1e6);
+    fprintf(f, "%s total: %.2f GFLOP per step\n", prog, (double)tot.flops * 1e-9);
     if (t) *t = tot;
     free(cs);
     return 0;

@@ -90,6 +90,7 @@ for prog in train eval; do
     grep -q "^$prog program on h200" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog table"
     grep -q "^$prog total: modelled step [0-9.]* us, lower bound [0-9.]* us$" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog step time"
     grep -q "^$prog total: [0-9]* kernels and [0-9]* GEMMs per step, [0-9]* bytes per step" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog counts"
+    grep -q "^$prog total: [0-9.]* GFLOP per step$" "$tmp/cost.txt" && ok || bad "--cost lacks the $prog GFLOP"
 done
 grep -Eq '^ +kernel +threads +serial +bytes +flops +us$' "$tmp/cost.txt" && ok || bad "--cost lacks the column header"
 grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp/cost.txt" && ok || bad "--cost: BatchNorm statistics row (576 blocks of 1024 threads, 4 elements each)"
