@@ -66,6 +66,7 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     X(dnnl_primitive_execute)                      \
     X(dnnl_reorder_primitive_desc_create)          \
     X(dnnl_stream_create)                          \
+    X(dnnl_stream_destroy)                         \
     X(dnnl_stream_wait)
 static struct {
 #define X(f) __typeof__(f) *f;
@@ -128,7 +129,24 @@ static _Thread_local struct {
     size_t cap;
 } tls_buf[2]; /* [0]: a part's tensors; [1]: a call's shared input */
 
+/* A thread's stream and buffers go with the thread (replica threads and
+ * tests' threads end; the pool's never do). */
+static pthread_key_t thread_key;
+static void thread_end(void *unused) {
+    (void)unused;
+    if (tls_stream) dn.dnnl_stream_destroy(tls_stream);
+    tls_stream = NULL;
+    for (int i = 0; i < 2; i++) {
+        free(tls_buf[i].p);
+        tls_buf[i].p = NULL, tls_buf[i].cap = 0;
+    }
+}
+
 static void engine_start(void) {
+    if (pthread_key_create(&thread_key, thread_end)) {
+        engine_error = "no thread key";
+        return;
+    }
     engine_error = load_dnnl();
     if (engine_error) {
         fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
@@ -143,6 +161,7 @@ static void engine_start(void) {
 
 static dnnl_stream_t thread_stream(void) {
     if (!tls_stream) {
+        pthread_setspecific(thread_key, &thread_key); /* thread_end runs at its exit */
         omp_set_num_threads(1);
         if (dn.dnnl_stream_create(&tls_stream, engine, dnnl_stream_default_flags) != dnnl_success)
             tls_stream = NULL;
