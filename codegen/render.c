@@ -749,6 +749,43 @@ static int k_maxpool_grad(cg_ctx *cx, const ir_type *x, const ir_type *dy, int64
     return cg_emit_kernel(cx, &kd);
 }
 
+/* Elements of a plane a kernel may sum in a local array (on the stack of a
+ * pool thread: 16 MiB). */
+enum { MAX_LOCAL_PLANE = 1 << 16 };
+
+/* The scatter with a bf16 tensor among dx, dy, x (C dialect): a plane's
+ * sums in a local acc_t array, windows in row-major order — the gathered
+ * form's additions in its order, so the same bits — then rounded once.
+ * One window scan per output, where the gathered form scans every window
+ * of every input element (about four times as many on 3x3, stride 2). */
+static int k_maxpool_grad_bf16(cg_ctx *cx, const ir_type *x, const ir_type *dy, ir_dtype tdx,
+                               int64_t k, int64_t s, int64_t p) {
+    int64_t H = x->dim[2], W = x->dim[3], Ho = dy->dim[2], Wo = dy->dim[3];
+    ir_dtype tx = x->dtype, tdy = dy->dtype;
+    cg_kdef kd = {.op = "maxpool_grad",
+                  .nargs = 3,
+                  .cost = H * W + Ho * Wo * k * k,
+                  .writes = {1},
+                  .type = {tdx, tdy, tx}};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "const %s *xp = b2 + i * %" PRId64 ";\n"
+                  "const %s *dyp = b1 + i * %" PRId64 ";\n"
+                  "acc_t d[%" PRId64 "];\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) d[j] = 0;\n"
+                  "for (idx_t oh = 0; oh < %" PRId64 "; oh++)\n"
+                  "    for (idx_t ow = 0; ow < %" PRId64 "; ow++) {\n",
+                  ctype(tx), H * W, ctype(tdy), Ho * Wo, H * W, H * W, Ho, Wo);
+    window_argmax(b, H, W, k, s, p, "        ", tx);
+    cg_str_printf(b,
+                  "        if (best >= 0) d[best] += %sdyp[oh * %" PRId64 " + ow]%s;\n"
+                  "    }\n"
+                  "for (idx_t j = 0; j < %" PRId64 "; j++) b0[i * %" PRId64
+                  " + j] = %s(float)d[j]%s;\n",
+                  cg_ld(tdy), Wo, cg_end(tdy), H * W, H * W, cg_st(tdx), cg_end(tdx));
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* The windows (rows oh0..oh1, columns ow0..ow1 of dy) that contain input
  * element (h, w): oh*s - p <= h <= oh*s - p + k - 1, clipped to the output.
  * Shared by the gathered pool gradients. */
@@ -1079,10 +1116,15 @@ static int r_pool(cg_ctx *cx, int node) {
     case IR_OP_MAXPOOL_GRAD: {
         const ir_type *x = in_type(cx, n, 1);
         const ir_type *dy = in_type(cx, n, 0);
-        /* bf16, and a GPU (one thread per plane would leave it idle): the
-         * gathered form, one thread per dx element */
-        if (n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16 ||
-            cx->dl->gather_pool_grad)
+        /* a GPU (one thread per plane would leave it idle), or bf16 on a
+         * plane too large to sum locally: the gathered form, one thread per
+         * dx element */
+        int bf = n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16;
+        if (bf && !cx->dl->gather_pool_grad && x->dim[2] * x->dim[3] <= MAX_LOCAL_PLANE)
+            return simple_step(cx, node,
+                               k_maxpool_grad_bf16(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+                               x->dim[0] * x->dim[1]);
+        if (bf || cx->dl->gather_pool_grad)
             return simple_step(cx, node,
                                k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
                                ir_numel(x));

@@ -16,7 +16,8 @@
  *                       u32 type_a type_b type_c tf32, then the launch: u32 grid
  *                       block shared (all 0 in a C program and in GEMMs), then
  *                       for a CG_CALL_CONV only its descriptor: u32 dir,
- *                       i64 N C H W K kh kw sh sw ph pw Ho Wo, u32 type tune nalt
+ *                       i64 N C H W K kh kw sh sw ph pw Ho Wo, u32 type_x type_w
+ *                       type_y tune nalt
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
@@ -140,6 +141,15 @@ void cg_conv_sizes(const cg_conv *c, int64_t size[3]) {
     memcpy(size, s, 3 * sizeof *size);
 }
 
+void cg_conv_types(const cg_conv *c, int type[3]) {
+    int x = c->type_x, w = c->type_w, y = c->type_y;
+    int fwd[3] = {y, x, w}, bwd_data[3] = {x, y, w}, bwd_weights[3] = {w, y, x};
+    const int *t = c->dir == CG_CONV_FORWARD         ? fwd
+                   : c->dir == CG_CONV_BACKWARD_DATA ? bwd_data
+                                                     : bwd_weights;
+    memcpy(type, t, 3 * sizeof *type);
+}
+
 int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {
     const int64_t *d[CONV_NDIMS] = CONV_DIMS((cg_conv *)c);
     static const char *const names[CONV_NDIMS] = {"N",  "C",  "H",  "W",  "K",  "kh", "kw",
@@ -151,7 +161,10 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
     }
     if (c->dir < CG_CONV_FORWARD || c->dir > CG_CONV_BACKWARD_WEIGHTS)
         return ir_fail(err, errlen, "conv: direction %d", c->dir);
-    if (c->type != IR_F32) return ir_fail(err, errlen, "conv: element type %d (f32)", c->type);
+    const int types[3] = {c->type_x, c->type_w, c->type_y};
+    for (int j = 0; j < 3; j++)
+        if (types[j] != IR_F32 && types[j] != IR_BF16)
+            return ir_fail(err, errlen, "conv: element type %d (f32 or bf16)", types[j]);
     if ((c->tune != 0 && c->tune != 1) || c->nalt < 0)
         return ir_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
     if (c->ph >= c->kh || c->pw >= c->kw)
@@ -185,7 +198,8 @@ int cg_conv_equal(const cg_conv *a, const cg_conv *b) {
                   *y[CONV_NDIMS] = CONV_DIMS((cg_conv *)b);
     for (int j = 0; j < CONV_NDIMS; j++)
         if (*x[j] != *y[j]) return 0;
-    return a->dir == b->dir && a->type == b->type && a->tune == b->tune && a->nalt == b->nalt;
+    return a->dir == b->dir && a->type_x == b->type_x && a->type_w == b->type_w &&
+           a->type_y == b->type_y && a->tune == b->tune && a->nalt == b->nalt;
 }
 
 const char *cg_conv_dir_name(int dir) {
@@ -282,7 +296,9 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
             const int64_t *dims[CONV_NDIMS] = CONV_DIMS((cg_conv *)&c->conv);
             ir_put_u32(&w, (uint32_t)c->conv.dir);
             for (int j = 0; j < CONV_NDIMS; j++) ir_put_i64(&w, *dims[j]);
-            ir_put_u32(&w, (uint32_t)c->conv.type);
+            ir_put_u32(&w, (uint32_t)c->conv.type_x);
+            ir_put_u32(&w, (uint32_t)c->conv.type_w);
+            ir_put_u32(&w, (uint32_t)c->conv.type_y);
             ir_put_u32(&w, (uint32_t)c->conv.tune);
             ir_put_u32(&w, (uint32_t)c->conv.nalt);
         }
@@ -416,7 +432,9 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
         int64_t *dims[CONV_NDIMS] = CONV_DIMS(&c->conv);
         c->conv.dir = (int)ir_get_u32(r);
         for (int j = 0; j < CONV_NDIMS; j++) *dims[j] = ir_get_i64(r);
-        c->conv.type = (int)ir_get_u32(r);
+        c->conv.type_x = (int)ir_get_u32(r);
+        c->conv.type_w = (int)ir_get_u32(r);
+        c->conv.type_y = (int)ir_get_u32(r);
         c->conv.tune = (int)ir_get_u32(r);
         uint32_t nalt = ir_get_u32(r);
         if (nalt > (1u << 20)) return "bad conv call";
@@ -613,9 +631,11 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 }
             } else if (call->kind == CG_CALL_CONV) {
                 char why[160] = "";
+                int type[3];
+                cg_conv_types(&call->conv, type);
                 for (int j = 0; j < 3 && j < call->nargs; j++) {
                     int id = s->buf[call->arg[j]];
-                    if (id == CG_SCRATCH || (int)g->nodes[id].type.dtype != call->conv.type)
+                    if (id == CG_SCRATCH || (int)g->nodes[id].type.dtype != type[j])
                         return ir_fail(err, errlen,
                                        "kernel program: step %d call %d: conv operand %d is not "
                                        "a node of the descriptor's type",

@@ -131,7 +131,8 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 
 /* ---- convolution descriptor ------------------------------------------------
  * A groups = 1 convolution as a library runs it (oneDNN on the cpu): NCHW
- * tensors, [K, C, kh, kw] weights, symmetric padding, no dilation yet.
+ * tensors, [K, C, kh, kw] weights, symmetric padding, no dilation yet; each
+ * tensor f32 or bf16 (bf16 products accumulate in f32, as the GEMMs').
  * Slots: arg[0] the output, arg[1] and arg[2] the inputs:
  *   CG_CONV_FORWARD           y[N,K,Ho,Wo]  = conv(x[N,C,H,W], w)
  *   CG_CONV_BACKWARD_DATA     dx[N,C,H,W]   = conv_grad_data(dy, w)
@@ -143,18 +144,20 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_WEIGHTS } cg_conv_dir;
 
 typedef struct {
-    int dir;                /* cg_conv_dir */
-    int64_t N, C, H, W;     /* x, or dx */
-    int64_t K, kh, kw;      /* filters */
-    int64_t sh, sw, ph, pw; /* stride, padding (each side) */
-    int64_t Ho, Wo;         /* y, or dy */
-    int type;               /* ir_dtype of every tensor: IR_F32 */
-    int tune;               /* 1: the runtime times the library against the alternative */
-    int nalt;               /* calls after this one that compute the same (im2col + GEMM) */
+    int dir;                    /* cg_conv_dir */
+    int64_t N, C, H, W;         /* x, or dx */
+    int64_t K, kh, kw;          /* filters */
+    int64_t sh, sw, ph, pw;     /* stride, padding (each side) */
+    int64_t Ho, Wo;             /* y, or dy */
+    int type_x, type_w, type_y; /* ir_dtype of x (dx), w (dw), y (dy): f32 or bf16 */
+    int tune;                   /* 1: the runtime times the library against the alternative */
+    int nalt;                   /* calls after this one that compute the same (im2col + GEMM) */
 } cg_conv;
 
 /* Elements of the call's output, first and second input. */
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]);
+/* Element types of the call's output, first and second input. */
+void cg_conv_types(const cg_conv *c, int type[3]);
 /* Checks the shape arithmetic (Ho, Wo from H, W, kernel, stride and
  * padding), the types and that each buffer has exactly the elements its
  * tensor needs. 0 when valid, else -1 + message. */

@@ -742,10 +742,11 @@ int ir_conv_library_ok(const ir_graph *g, int i) {
     if ((n->op != IR_OP_CONV && n->op != IR_OP_CONV_GRAD_DATA && n->op != IR_OP_CONV_GRAD_WEIGHT) ||
         ir_conv_groups(n) != 1 || (n->flags & (IR_FLAG_TF32 | IR_FLAG_CNHW)))
         return 0;
-    if (n->type.dtype != IR_F32) return 0;
+    if (n->type.dtype != IR_F32 && n->type.dtype != IR_BF16) return 0;
     for (int k = 0; k < n->ninputs; k++) {
         const ir_node *in = &g->nodes[n->input[k]];
-        if (in->type.dtype != IR_F32 || (in->flags & IR_FLAG_CNHW)) return 0;
+        if ((in->type.dtype != IR_F32 && in->type.dtype != IR_BF16) || (in->flags & IR_FLAG_CNHW))
+            return 0;
     }
     return 1;
 }

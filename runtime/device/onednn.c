@@ -203,9 +203,14 @@ static int make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t
     return s == dnnl_success ? 0 : -1;
 }
 
-/* f32 NCHW (or OIHW) dims with strides: a slice of a larger tensor. */
-static int plain_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims, const dnnl_dims_t strides) {
-    return dn.dnnl_memory_desc_init_by_strides(md, 4, dims, dnnl_f32, strides) != dnnl_success;
+static dnnl_data_type_t dtype_of(int ir_type) { return ir_type == IR_BF16 ? dnnl_bf16 : dnnl_f32; }
+static size_t elem_bytes(int ir_type) { return ir_type == IR_BF16 ? 2 : 4; }
+
+/* NCHW (or OIHW) dims with strides: a slice of a larger tensor. */
+static int plain_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims, const dnnl_dims_t strides,
+                    int ir_type) {
+    return dn.dnnl_memory_desc_init_by_strides(md, 4, dims, dtype_of(ir_type), strides) !=
+           dnnl_success;
 }
 
 /* The shared x of a weight gradient reordered by chunks of images, when
@@ -219,7 +224,8 @@ static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     for (int i = 1; i < md->ndims; i++)
         if (b->strides[i] * md->padded_dims[i] > b->strides[0]) return;
-    if ((size_t)b->strides[0] * (size_t)N * sizeof(float) != md_bytes(md)) return;
+    size_t es = md->data_type == dnnl_bf16 ? 2 : 4;
+    if ((size_t)b->strides[0] * (size_t)N * es != md_bytes(md)) return;
     dnnl_memory_desc_t cu = *user, cm = *md;
     cu.dims[0] = cu.padded_dims[0] = N / chunks;
     cm.dims[0] = cm.padded_dims[0] = N / chunks;
@@ -228,8 +234,9 @@ static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
     c->chunks = chunks;
     c->chunk_reorder = r;
     c->chunk_user = cu, c->chunk_md = cm;
-    c->chunk_user_step = (size_t)(N / chunks) * (size_t)(c->d.C * c->d.H * c->d.W) * sizeof(float);
-    c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * sizeof(float);
+    c->chunk_user_step =
+        (size_t)(N / chunks) * (size_t)(c->d.C * c->d.H * c->d.W) * elem_bytes(c->d.type_x);
+    c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * es;
 }
 
 /* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it. */
@@ -250,21 +257,33 @@ static void build(conv_prim *c) {
     /* the rows past the last window are unread: no padding there */
     for (int i = 0; i < 2; i++)
         if (pr[i] < 0) pr[i] = 0;
-    dnnl_memory_desc_t x_any, w_any, y_any, x_user, w_user, y_user;
-    if (dn.dnnl_memory_desc_init_by_tag(&x_any, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&w_any, 4, wd, dnnl_f32, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&y_any, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
-        plain_md(&x_user, xd, xs) || plain_md(&w_user, wd, ws) || plain_md(&y_user, yd, ys))
+    /* bf16 activations: the products in bf16 (f32 accumulation), each
+     * output in its own type, f32 weights converted by the reorder */
+    int bf = d->type_x == IR_BF16 || d->type_y == IR_BF16;
+    dnnl_data_type_t comp = bf ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t tx = d->dir == CG_CONV_BACKWARD_DATA ? dtype_of(d->type_x) : comp,
+                     tw = d->dir == CG_CONV_BACKWARD_WEIGHTS ? dtype_of(d->type_w) : comp,
+                     ty = d->dir == CG_CONV_FORWARD ? dtype_of(d->type_y) : comp;
+    dnnl_memory_desc_t x_any, w_any, y_any, hx, hw, hy, x_user, w_user, y_user;
+    if (dn.dnnl_memory_desc_init_by_tag(&x_any, 4, xd, tx, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&w_any, 4, wd, tw, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&y_any, 4, yd, ty, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&hx, 4, xd, comp, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&hw, 4, wd, comp, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&hy, 4, yd, comp, dnnl_format_tag_any) ||
+        plain_md(&x_user, xd, xs, d->type_x) || plain_md(&w_user, wd, ws, d->type_w) ||
+        plain_md(&y_user, yd, ys, d->type_y))
         return;
     dnnl_primitive_attr_t attr;
     if (dn.dnnl_primitive_attr_create(&attr)) return;
     dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_convolution_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-    int ok =
-        !dn.dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-                                               &x_any, &w_any, NULL, &y_any, st, pl, pr) &&
-        !dn.dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
+    int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
+    int ok = !dn.dnnl_convolution_forward_desc_init(
+                 &fd, dnnl_forward_training, dnnl_convolution_direct, fwd ? &x_any : &hx,
+                 fwd ? &w_any : &hw, NULL, fwd ? &y_any : &hy, st, pl, pr) &&
+             !dn.dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
     if (ok && d->dir == CG_CONV_FORWARD) {
         pd = fpd, fpd = NULL;
     } else if (ok && d->dir == CG_CONV_BACKWARD_DATA) {
@@ -293,12 +312,13 @@ static void build(conv_prim *c) {
         [CG_CONV_FORWARD] = {&y_user, &x_user, &w_user},
         [CG_CONV_BACKWARD_DATA] = {&x_user, &y_user, &w_user},
         [CG_CONV_BACKWARD_WEIGHTS] = {&w_user, &y_user, &x_user}};
-    size_t f = sizeof(float), xstep = (size_t)(nb * d->C * HW) * f,
-           ystep = (size_t)(nb * d->K * PQ) * f;
+    size_t xstep = (size_t)(nb * d->C * HW) * elem_bytes(d->type_x),
+           ystep = (size_t)(nb * d->K * PQ) * elem_bytes(d->type_y);
     const size_t steps[3][T_COUNT] = {
         [CG_CONV_FORWARD] = {ystep, xstep, 0},
         [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
-        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * f, (size_t)(kp * PQ) * f, 0}};
+        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * elem_bytes(d->type_w),
+                                      (size_t)(kp * PQ) * elem_bytes(d->type_y), 0}};
     for (int t = 0; t < T_COUNT; t++) {
         c->md[t] = *dn.dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
         c->user[t] = *users[d->dir][t];
