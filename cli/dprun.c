@@ -126,6 +126,10 @@ static const arg_spec args[] = {
     {"--on-nan", "--on-nan stop|skip", ARG_CHOICE, OPT(on_nan_skip), 0, 0, "stop|skip",
      "a non-finite loss or gradient stops the run (default) or skips the step", ARG_EQ_OR_NEXT,
      NULL},
+    {"--tune", "--tune", ARG_FLAG, OPT(tune), 0, 0, NULL,
+     "measure every convolution of a `dpc --conv auto` plan again (library\n"
+     "against im2col), print each choice and keep it for this machine",
+     ARG_NEXT, NULL},
     {"--benchmark", "--benchmark N", ARG_LONG, OPT(benchmark), 1, LONG_MAX, NULL,
      "time N steps after a warm-up; last line `throughput: X img/s`", ARG_EQ_OR_NEXT, NULL},
     {"--sweep", "--sweep SPEC|FILE", ARG_STRING, AT(sweep_spec), 0, 0, NULL,

@@ -322,7 +322,7 @@ static const char *compiler(void) {
 
 /* The CPU model line: a module built with -march=native on one machine may
  * not run on another that shares the cache directory. */
-static uint64_t hash_cpu(uint64_t h) {
+uint64_t rt_cache_cpu_hash(uint64_t h) {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return h;
     char line[512];
@@ -469,7 +469,7 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
     const char *cc = compiler();
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, cc);
     h = ir_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
-    h = hash_cpu(h);
+    h = rt_cache_cpu_hash(h);
     char base[64], so[80], c_name[80];
     rt_cache_name(base, sizeof base, "", h, source);
     snprintf(so, sizeof so, "%s.so", base);

@@ -499,6 +499,11 @@ static const rt_backend cpu_table = {
     .destroy = cpu_destroy,
 };
 
+int rt_cpu_threads(void) {
+    pthread_once(&pool_once, pool_start);
+    return pool.n;
+}
+
 rt_backend *rt_backend_cpu(void) {
     pthread_once(&pool_once, pool_start);
     rt_backend *be = calloc(1, sizeof *be);

@@ -159,6 +159,9 @@ void rt_readback_free(rt_readback *rb);
 /* The reference backend: generated C compiled with the host compiler,
  * OpenBLAS for GEMMs. A new handle each call; free with rt_backend_free. */
 rt_backend *rt_backend_cpu(void);
+/* The cpu backend's thread count (DPC_THREADS, else OMP_NUM_THREADS, else
+ * the CPUs this process may use). */
+int rt_cpu_threads(void);
 void rt_backend_free(rt_backend *be);
 
 /* Value of DPC_DEBUG (0 when unset). */
@@ -272,6 +275,9 @@ char *rt_cache_path(const rt_cache *c, const char *name);
  * astronomically unlikely without a cryptographic hash). Both compilers
  * (C here, NVRTC in runtime/cuda/nvrtc.c) name their files this way. */
 void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const char *source);
+/* h extended by this CPU's model name and flags (what a -march=native
+ * object, or a measured choice, belongs to). */
+uint64_t rt_cache_cpu_hash(uint64_t h);
 /* source compiled (on a miss) and loaded with dlopen flags from the bytes
  * checked (above): the handle, or NULL + message. On a compile error the
  * source stays at DIR/NAME.c and err names it with the compiler's message.

@@ -55,7 +55,8 @@ struct rt_exec {
 enum { RT_CONV_UNKNOWN, RT_CONV_LIBRARY, RT_CONV_ALTERNATIVE };
 int rt_conv_choice_get(const cg_conv *d);
 /* Records the first measurement of d (later ones are ignored): the way
- * and both times, which DPC_DEBUG=1 or DPC_PROFILE print. */
+ * and both times, which --tune, DPC_DEBUG=1 or DPC_PROFILE print; the
+ * kernel cache keeps them. */
 void rt_conv_choice_set(const cg_conv *d, int way, double lib_s, double alt_s);
 
 #endif

@@ -1,53 +1,202 @@
 /* runtime/exec/tune.c — which way a tuned library convolution runs
- * (dpc --conv auto): the library or its im2col alternative, measured once
- * per process and descriptor by the executor (exec.c run_conv) and shared
- * by every replica, so replicas of one process run the same arithmetic.
- * Another process measures again and may choose differently: --conv
- * library and im2col are the choices that are the same everywhere. */
+ * (dpc --conv auto): the library or its im2col alternative, measured by
+ * the executor (exec.c run_conv) once per descriptor and kept
+ *   - for the process, shared by every replica, so replicas run the same
+ *     arithmetic;
+ *   - in the kernel cache (DPC_CACHE_DIR), in a record for this CPU model
+ *     and thread count, so later runs on the machine choose as the first
+ *     did, without measuring. `dprun --tune` measures every one again.
+ * The record is data: each line is checked field by field (a descriptor
+ * cg_conv_validate accepts, a known way, finite times) and a bad line is
+ * dropped with one notice; it never names a file or holds code.
+ *
+ * Line: "conv DIR N C H W K kh kw sh sw ph pw Ho Wo TX TW TY WAY LIB_MS ALT_MS". */
+#include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <inttypes.h>
+#include <string.h>
 
+#include "ir/hash.h"
 #include "runtime/check.h"
+#include "runtime/device/device.h"
 #include "runtime/env.h"
 #include "runtime/exec/internal.h"
 
 typedef struct choice {
     cg_conv d;
     int way;
+    double lib_ms, alt_ms;
     struct choice *next;
 } choice;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static choice *choices;
+static int loaded, retune;
+
+static const char *way_name(int way) { return way == RT_CONV_LIBRARY ? "library" : "im2col"; }
+
+/* The record's name in the cache: this CPU and thread count. */
+static void record_name(char *name, size_t n) {
+    int threads = rt_cpu_threads();
+    uint64_t h = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
+    rt_cache_name(name, n, "tune", h, "conv");
+}
+
+static choice *find(const cg_conv *d) {
+    choice *c = choices;
+    while (c && !cg_conv_equal(&c->d, d)) c = c->next;
+    return c;
+}
+
+static void add(const cg_conv *d, int way, double lib_ms, double alt_ms) {
+    choice *c = calloc(1, sizeof *c);
+    RT_CHECK_ALLOC(c);
+    c->d = *d;
+    c->way = way, c->lib_ms = lib_ms, c->alt_ms = alt_ms;
+    c->next = choices;
+    choices = c;
+}
+
+/* One line into d, way and times: 0, or -1 when anything is off. */
+static int parse_line(const char *line, cg_conv *d, int *way, double *lib_ms, double *alt_ms) {
+    long long v[13];
+    int dir, t[3], used = 0;
+    char wayword[16];
+    memset(d, 0, sizeof *d);
+    if (sscanf(line,
+               "conv %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d "
+               "%d %15s %lf %lf%n",
+               &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+               &v[11], &v[12], &t[0], &t[1], &t[2], wayword, lib_ms, alt_ms, &used) != 20 ||
+        line[used] != '\0')
+        return -1;
+    *d = (cg_conv){.dir = dir,
+                   .N = v[0],
+                   .C = v[1],
+                   .H = v[2],
+                   .W = v[3],
+                   .K = v[4],
+                   .kh = v[5],
+                   .kw = v[6],
+                   .sh = v[7],
+                   .sw = v[8],
+                   .ph = v[9],
+                   .pw = v[10],
+                   .Ho = v[11],
+                   .Wo = v[12],
+                   .type_x = t[0],
+                   .type_w = t[1],
+                   .type_y = t[2],
+                   .tune = 1};
+    int64_t size[3];
+    char why[160];
+    cg_conv_sizes(d, size);
+    if (cg_conv_validate(d, size, why, sizeof why)) return -1;
+    *way = !strcmp(wayword, "library")  ? RT_CONV_LIBRARY
+           : !strcmp(wayword, "im2col") ? RT_CONV_ALTERNATIVE
+                                        : RT_CONV_UNKNOWN;
+    if (*way == RT_CONV_UNKNOWN || !isfinite(*lib_ms) || !isfinite(*alt_ms) || *lib_ms < 0 ||
+        *alt_ms < 0)
+        return -1;
+    return 0;
+}
+
+/* The record, once per process (under mu). nalt is not in it: a
+ * descriptor is matched with its nalt set to the record's caller's. */
+static void load(void) {
+    loaded = 1;
+    if (retune) return;
+    rt_cache c;
+    char err[512], name[128];
+    if (rt_cache_open(&c, err, sizeof err)) return; /* no cache: measure */
+    record_name(name, sizeof name);
+    size_t len;
+    char *text = (char *)rt_cache_read(&c, name, &len);
+    int bad = 0;
+    for (char *line = text, *end; line && *line; line = end) {
+        end = strchr(line, '\n');
+        if (end)
+            *end++ = 0;
+        else
+            end = line + strlen(line);
+        cg_conv d;
+        int way;
+        double lib_ms, alt_ms;
+        if (parse_line(line, &d, &way, &lib_ms, &alt_ms)) {
+            bad++;
+            continue;
+        }
+        if (!find(&d)) add(&d, way, lib_ms, alt_ms);
+    }
+    if (bad) {
+        char *path = rt_cache_path(&c, name);
+        fprintf(stderr, "dpc: note: %s: %d malformed line%s ignored; measuring those again\n", path,
+                bad, bad == 1 ? "" : "s");
+        free(path);
+    }
+    free(text);
+    rt_cache_close(&c);
+}
+
+/* Rewrites the record with every choice this process knows (under mu). */
+static void save(void) {
+    rt_cache c;
+    char err[512], name[128];
+    if (rt_cache_open(&c, err, sizeof err)) return;
+    record_name(name, sizeof name);
+    size_t cap = 256, len = 0;
+    for (const choice *k = choices; k; k = k->next) cap += 256;
+    char *text = malloc(cap);
+    RT_CHECK_ALLOC(text);
+    for (const choice *k = choices; k; k = k->next) {
+        const cg_conv *d = &k->d;
+        len += (size_t)snprintf(text + len, cap - len,
+                                "conv %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                                " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                                " %" PRId64 " %" PRId64 " %" PRId64 " %d %d %d %s %.4f %.4f\n",
+                                d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw,
+                                d->ph, d->pw, d->Ho, d->Wo, d->type_x, d->type_w, d->type_y,
+                                way_name(k->way), k->lib_ms, k->alt_ms);
+    }
+    if (rt_cache_write(&c, name, text, len, err, sizeof err))
+        fprintf(stderr, "dpc: note: the convolution choices were not kept: %s\n", err);
+    free(text);
+    rt_cache_close(&c);
+}
+
+void rt_conv_retune(void) {
+    pthread_mutex_lock(&mu);
+    retune = 1;
+    pthread_mutex_unlock(&mu);
+}
 
 int rt_conv_choice_get(const cg_conv *d) {
+    cg_conv key = *d;
+    key.nalt = 0; /* the record does not keep it */
     pthread_mutex_lock(&mu);
-    const choice *c = choices;
-    while (c && !cg_conv_equal(&c->d, d)) c = c->next;
+    if (!loaded) load();
+    const choice *c = find(&key);
     int way = c ? c->way : RT_CONV_UNKNOWN;
     pthread_mutex_unlock(&mu);
     return way;
 }
 
 void rt_conv_choice_set(const cg_conv *d, int way, double lib_s, double alt_s) {
+    cg_conv key = *d;
+    key.nalt = 0;
     pthread_mutex_lock(&mu);
-    choice *c = choices;
-    while (c && !cg_conv_equal(&c->d, d)) c = c->next;
-    if (!c) { /* the first replica's measurement stands */
-        c = calloc(1, sizeof *c);
-        RT_CHECK_ALLOC(c);
-        c->d = *d;
-        c->way = way;
-        c->next = choices;
-        choices = c;
-        if (rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
+    if (!find(&key)) { /* the first replica's measurement stands */
+        add(&key, way, 1e3 * lib_s, 1e3 * alt_s);
+        save();
+        if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
             fprintf(stderr,
                     "dpc: conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
-                    " k%" PRId64 " s%" PRId64 ": library %.3f ms, im2col %.3f ms: %s\n",
+                    " k%" PRId64 " s%" PRId64 "%s: library %.3f ms, im2col %.3f ms: %s\n",
                     cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh,
-                    1e3 * lib_s, 1e3 * alt_s, way == RT_CONV_LIBRARY ? "library" : "im2col");
+                    d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", 1e3 * lib_s,
+                    1e3 * alt_s, way_name(way));
     }
     pthread_mutex_unlock(&mu);
 }

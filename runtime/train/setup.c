@@ -196,6 +196,7 @@ int rt_run_open_data(rt_run *r) {
  * so the file need only exist there). */
 int rt_run_build(rt_run *r) {
     const rt_train_options *o = r->o;
+    if (o->tune) rt_conv_retune(); /* before any executor looks a choice up */
     /* Before the first kernel module loads: replicas share the cores. */
     if (r->be->host_memory) rt_replicas_cpu_threads(r->local);
     r->bes = calloc((size_t)r->local, sizeof *r->bes);

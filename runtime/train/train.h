@@ -96,6 +96,7 @@ typedef struct {
     const char *load_params; /* safetensors to start from, or NULL */
     const char *save_params; /* safetensors to write at the end, or NULL */
     long benchmark;          /* >0: time this many steps after a warm-up, then stop */
+    int tune;                /* --tune: measure every tuned convolution again (rt_conv_retune) */
     int eval_every;          /* >0: test accuracy every K epochs */
     const char *metrics;     /* JSON lines, one per epoch, or NULL */
     const char *metrics_dir, *metrics_name; /* set by a sweep: metrics is metrics_dir/

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# run: tier=test san=no
+# dpc --conv end to end on the cpu backend: the marks in the IR and the
+# calls in the plan; training with the library (the default) against im2col
+# within 1e-4 and bit for bit run to run and across thread counts; --conv
+# auto measuring once, keeping its choices in the kernel cache, the next
+# run reusing them with the same bits; --tune measuring again; a malformed
+# record dropped with one notice. The numerics per layer are
+# tests/unit/test_libconv.c's, against PyTorch parity_test.sh's. Prints
+# `N passed, N failed`.
+. tests/lib.sh
+export DPC_CACHE_DIR=$tmp/cache
+net=models/cnn_small.net
+
+# ---- the marks and the plans -------------------------------------------------------------
+"$bin/dpc" $net --batch 2 --dump-ir >"$tmp/lib.ir"
+"$bin/dpc" $net --batch 2 --conv im2col --dump-ir >"$tmp/im.ir"
+"$bin/dpc" $net --batch 2 --conv auto --dump-ir >"$tmp/auto.ir"
+conv='= (conv|conv_grad_data|conv_grad_weight) '
+n=$(grep -cE "$conv" "$tmp/lib.ir")
+check "every one of $n convolutions is libconv by default" \
+    test "$n" -gt 0 -a "$(grep -E "$conv" "$tmp/lib.ir" | grep -c 'libconv')" = "$n"
+check "--conv im2col marks none" test "$(grep -c 'libconv' "$tmp/im.ir")" = 0
+check "--conv auto marks them tune" test "$(grep -E "$conv" "$tmp/auto.ir" | grep -c 'libconv,tune')" = "$n"
+check "the marked IR compiles" "$bin/dpc" --from-ir "$tmp/auto.ir" -o "$tmp/from.plan"
+sed '0,/\(= relu .*loc([0-9:]*)\)  #/s//\1 [libconv]  #/' "$tmp/lib.ir" >"$tmp/bad.ir"
+expect_fail_line "libconv on a relu" "libconv on an op that is no groups = 1 f32/bf16 NCHW convolution" \
+    "$bin/dpc" --from-ir "$tmp/bad.ir" -o "$tmp/bad.plan"
+expect_fail_line "a bad --conv" "--conv takes im2col, library or auto, got: fast" "$bin/dpc" $net --conv fast
+"$bin/dpc" $net --batch 2 --conv library --emit-kernels "$tmp/k" >/dev/null
+check "the plan's steps list library calls and their alternative" grep -q 'conv forward .*(else the next [0-9]*)' "$tmp/k/train-c/steps.txt"
+
+# ---- training: library against im2col; bits across runs and threads --------------------------
+for c in library im2col auto; do
+    "$bin/dpc" $net --batch 8 --target cpu --conv $c -o "$tmp/$c.plan" || bad "compile --conv $c"
+done
+"$bin/dprun" "$tmp/im2col.plan" --steps 0 --seed 1 --save-params "$tmp/init.st" >/dev/null 2>&1
+step() { # plan, tag, extra flags...
+    local p=$1 t=$2; shift 2
+    "$bin/dprun" "$tmp/$p.plan" --steps 3 --seed 1 --load-params "$tmp/init.st" --no-augment \
+        --save-params "$tmp/$t.st" "$@" >"$tmp/$t.out" 2>&1 || bad "3 steps $t: $(tail -n 3 "$tmp/$t.out")"
+}
+step im2col im2col
+step library lib
+DPC_THREADS=1 step library lib1
+step library lib2
+check "library, twice: bit-identical" cmp -s "$tmp/lib.st" "$tmp/lib2.st"
+check "library on 1 thread and on the default: bit-identical" cmp -s "$tmp/lib.st" "$tmp/lib1.st"
+step im2col im2col1 --steps 1
+step library lib_1 --steps 1
+# After one step the two orders of summation agree to 1e-4 of each tensor's
+# largest value (measured 5e-7); after three, BatchNorm's beta (a sum of 8
+# samples' cancelling gradients, 4e-3 in size) carries their rounding, 2e-5
+# apart (measured 5.7e-3 of it): 2e-2 there. PyTorch parity is the exact check.
+close() { # tolerance, a, b
+    /usr/bin/python3 -c '
+import sys, json, struct
+import numpy as np
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = read(sys.argv[1]), read(sys.argv[2])
+worst = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-3)) for k in b)
+print("worst relative difference %.2e" % worst)
+sys.exit(worst > float(sys.argv[3]))' "$2" "$3" "$1"
+}
+check "library against im2col: within 1e-4 after 1 step" close 1e-4 "$tmp/lib_1.st" "$tmp/im2col1.st"
+check "library against im2col: within 2e-2 after 3 steps" close 2e-2 "$tmp/lib.st" "$tmp/im2col.st"
+check "a different result at all" test -n "$(cmp "$tmp/lib.st" "$tmp/im2col.st" 2>&1)"
+
+# ---- auto: measured once, kept, reused; --tune measures again --------------------------------
+DPC_DEBUG=1 step auto auto1
+m=$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto1.out")
+check "the first auto run measures its convolutions ($m)" test "$m" -gt 0
+rec=$(ls "$DPC_CACHE_DIR" | grep tune)
+check "and keeps the choices in the cache ($rec)" test -n "$rec" -a "$(grep -c '^conv ' "$DPC_CACHE_DIR/$rec")" = "$m"
+DPC_DEBUG=1 step auto auto2
+check "the next run measures nothing" test "$(grep -c '^dpc: conv ' "$tmp/auto2.out")" = 0
+check "and gives the same bits" cmp -s "$tmp/auto1.st" "$tmp/auto2.st"
+step auto auto3 --tune
+check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto3.out")" = "$m"
+{ echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 0 0 0 fastest 1 2'; echo 'rm -rf /'; head -c 200 /dev/urandom | tr -d '\n'; echo; } >>"$DPC_CACHE_DIR/$rec"
+DPC_DEBUG=1 step auto auto4
+check "a malformed record: one notice" grep -q "^dpc: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
+check "the good lines still hold" test "$(grep -c '^dpc: conv ' "$tmp/auto4.out")" = 0
+
+finish
