@@ -79,14 +79,20 @@ cg_launch cg_launch_for(const cg_dialect_desc *dl, int block, int split, int64_t
     return l;
 }
 
-void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c) {
+/* A library call (GEMM, convolution) on three slots. */
+static cg_call *library_call(cg_ctx *cx, cg_call_kind kind, int slot0, int slot1, int slot2) {
     cg_call *c = new_call(cx);
-    c->kind = CG_CALL_GEMM;
+    c->kind = kind;
     c->kernel = -1;
     c->nargs = 3;
-    c->arg[0] = slot_a;
-    c->arg[1] = slot_b;
-    c->arg[2] = slot_c;
+    c->arg[0] = slot0;
+    c->arg[1] = slot1;
+    c->arg[2] = slot2;
+    return c;
+}
+
+void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int slot_c) {
+    cg_call *c = library_call(cx, CG_CALL_GEMM, slot_a, slot_b, slot_c);
     /* the fields only: the struct's trailing padding stays zero, so calls
      * compare bytewise equal to parsed ones */
     memcpy(&c->gemm, d, offsetof(cg_gemm, tf32) + sizeof d->tf32);
@@ -96,13 +102,7 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
 }
 
 int cg_add_conv_call(cg_ctx *cx, const cg_conv *d, int slot_out, int slot_in, int slot_in2) {
-    cg_call *c = new_call(cx);
-    c->kind = CG_CALL_CONV;
-    c->kernel = -1;
-    c->nargs = 3;
-    c->arg[0] = slot_out;
-    c->arg[1] = slot_in;
-    c->arg[2] = slot_in2;
+    cg_call *c = library_call(cx, CG_CALL_CONV, slot_out, slot_in, slot_in2);
     c->conv = *d;
     return (int)(c - cx->p->calls);
 }
