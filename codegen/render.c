@@ -669,7 +669,10 @@ static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s,
     /* The window clipped to the plane once, then a scan without per-tap
      * bounds checks: same taps in the same row-major order as testing each
      * one, so the same (first) maximum wins. The best value rides along in
-     * a register (bv == xp[best]) instead of being reloaded per tap. */
+     * a register (bv == xp[best]) instead of being reloaded per tap. The
+     * first tap seeds the scan, so the test per tap is one comparison:
+     * `best < 0 || v > bv` made the C compiler branch and ran several
+     * times slower; the first maximum, and a leading NaN, win as before. */
     cg_str_printf(
         b,
         "%sidx_t best = -1;\n"
@@ -680,15 +683,19 @@ static void window_argmax(cg_str *b, int64_t H, int64_t W, int64_t k, int64_t s,
         "%s    const idx_t kh0 = h0 < 0 ? -h0 : 0, kw0 = w0 < 0 ? -w0 : 0;\n"
         "%s    const idx_t kh1 = h0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - h0 : %" PRId64 ";\n"
         "%s    const idx_t kw1 = w0 + %" PRId64 " > %" PRId64 " ? %" PRId64 " - w0 : %" PRId64 ";\n"
-        "%s    for (idx_t kh = kh0; kh < kh1; kh++)\n"
-        "%s        for (idx_t kw = kw0; kw < kw1; kw++) {\n"
-        "%s            const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
-        "%s            const float v = %sxp[at]%s;\n"
-        "%s            if (best < 0 || v > bv) best = at, bv = v;\n"
-        "%s        }\n"
+        "%s    if (kh0 < kh1 && kw0 < kw1) {\n"
+        "%s        best = (h0 + kh0) * %" PRId64 " + w0 + kw0;\n"
+        "%s        bv = %sxp[best]%s;\n"
+        "%s        for (idx_t kh = kh0; kh < kh1; kh++)\n"
+        "%s            for (idx_t kw = kw0; kw < kw1; kw++) {\n"
+        "%s                const idx_t at = (h0 + kh) * %" PRId64 " + w0 + kw;\n"
+        "%s                const float v = %sxp[at]%s;\n"
+        "%s                if (v > bv) best = at, bv = v;\n"
+        "%s            }\n"
+        "%s    }\n"
         "%s}\n",
-        ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, ind, W,
-        ind, cg_ld(tx), cg_end(tx), ind, ind, ind);
+        ind, ind, ind, ind, s, p, s, p, ind, ind, k, H, H, k, ind, k, W, W, k, ind, ind, W, ind,
+        cg_ld(tx), cg_end(tx), ind, ind, ind, W, ind, cg_ld(tx), cg_end(tx), ind, ind, ind, ind);
 }
 
 static int k_pool(cg_ctx *cx, int is_max, const ir_type *x, const ir_type *y, int64_t k, int64_t s,
