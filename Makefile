@@ -100,9 +100,13 @@ endif
 
 # oneDNN: the cpu backend's library convolutions (runtime/device/onednn.c),
 # its header at build time, libdnnl.so.2 loaded on first use; DNNL=0 leaves
-# it out, and those calls run their im2col alternative.
+# it out, and those calls run their im2col alternative. The ASan tree leaves
+# it out too: at exit GCC 12's LeakSanitizer crashes scanning the dynamic TLS
+# that the dlopen'd library (and its libgomp) gives threads still alive.
 ifeq ($(HAVE_DNNL),1)
+ifneq ($(SANITIZE),1)
 CPPFLAGS += -DDPC_HAVE_DNNL
+endif
 endif
 
 # The flags stamp: rewritten only when this tree's compilers, flags or

@@ -64,7 +64,7 @@ static void reference(const cg_conv *d, const float *in, const float *in2, doubl
 }
 
 /* Runs parts in order on this thread. */
-static void run_serial(rt_parts_task task, void *ctx, int parts) {
+static __attribute__((unused)) void run_serial(rt_parts_task task, void *ctx, int parts) {
     for (int p = 0; p < parts; p++) task(ctx, p, parts);
 }
 
