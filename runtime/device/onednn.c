@@ -142,21 +142,22 @@ static void thread_end(void *unused) {
     }
 }
 
+/* libdnnl bound and its cpu engine made: NULL, or why not. */
+static const char *engine_open(void) {
+    const char *why = load_dnnl();
+    if (why) return why;
+    omp_set_num_threads(1);
+    return dn.dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success ? NULL : "no cpu engine";
+}
+
 static void engine_start(void) {
     if (pthread_key_create(&thread_key, thread_end)) {
         engine_error = "no thread key";
         return;
     }
-    engine_error = load_dnnl();
-    if (engine_error) {
+    engine_error = engine_open();
+    if (engine_error)
         fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
-        return;
-    }
-    omp_set_num_threads(1);
-    if (dn.dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-        engine_error = "no cpu engine";
-        fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
-    }
 }
 
 static dnnl_stream_t thread_stream(void) {
