@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/err.h"
 #include "runtime/comm/comm.h"
@@ -172,9 +173,15 @@ void rt_mpi_finalize(void) {
     mpi_joined = 0;
 }
 
+/* mpirun forwards a rank's stderr asynchronously and the abort kills the
+ * job at once: the grace lets the message that says why reach the user. */
 void rt_mpi_abort(int code) {
 #ifdef DPC_HAVE_MPI
-    if (mpi_joined) MPI_Abort(MPI_COMM_WORLD, code);
+    if (mpi_joined) {
+        fflush(stderr);
+        nanosleep(&(struct timespec){.tv_nsec = 300 * 1000 * 1000}, NULL);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
 #endif
     (void)code;
 }
