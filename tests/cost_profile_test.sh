@@ -22,7 +22,7 @@ fake=$(realpath "$fake")
 
 "$bin/dpc" models/cnn_small.net --batch 4 -o "$tmp/cs.plan"
 "$bin/dpc" models/cnn_small.net --batch 4 --cost >"$tmp/cost.txt"
-DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake DPC_PROFILE=1 \
+DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake DPC_LIBCUDNN=$fake DPC_PROFILE=1 \
     "$bin/dprun" "$tmp/cs.plan" --device cuda --data synthetic --steps 1 --data-workers 0 \
     >/dev/null 2>"$tmp/profile.txt"
 check "the join runs" "$join" "$tmp/cost.txt" "$tmp/profile.txt" >"$tmp/side.txt"

@@ -132,7 +132,7 @@ use_fake_driver() {
         exit
     fi
     fake=$(realpath "$fake")
-    export DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake
+    export DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake DPC_LIBCUDNN=$fake
 }
 
 # random_cifar DIR N: a CIFAR-10 binary folder of N random images (label

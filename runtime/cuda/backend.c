@@ -326,6 +326,13 @@ static int gemm_marked(rt_backend *be, const cg_gemm *d, const float *A, const f
     return rc;
 }
 
+static int conv_marked(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+                       char *err, size_t errlen) {
+    int rc = cuda_conv(be, d, out, in, in2, err, errlen);
+    if (rc < 0) impl_of(be)->failed = 1;
+    return rc;
+}
+
 static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t errlen) {
     int rc = cuda_graph_launch(be, g, err, errlen);
     if (rc) impl_of(be)->failed = 1;
@@ -337,13 +344,13 @@ static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t er
 static void print_stats(const cuda_impl *c) {
     const rt_cuda_stats *s = &c->stats;
     fprintf(stderr,
-            "dpc: cuda: %s: %" PRId64 " launches, %" PRId64 " gemms, %" PRId64
-            " graph launches (%" PRId64 " launches, %" PRId64 " gemms captured), %" PRId64
-            " copies in (%.1f MiB), %" PRId64 " out (%.1f MiB), %" PRId64 " host waits (%" PRId64
-            " more while later work ran)\n",
-            c->name, s->launches, s->gemms, s->graph_launches, s->captured_launches,
-            s->captured_gemms, s->copies_in, (double)s->bytes_in / (1 << 20), s->copies_out,
-            (double)s->bytes_out / (1 << 20), s->host_waits, s->lagged_waits);
+            "dpc: cuda: %s: %" PRId64 " launches, %" PRId64 " gemms, %" PRId64 " convs, %" PRId64
+            " graph launches (%" PRId64 " launches, %" PRId64 " gemms, %" PRId64
+            " convs captured), %" PRId64 " copies in (%.1f MiB), %" PRId64
+            " out (%.1f MiB), %" PRId64 " host waits (%" PRId64 " more while later work ran)\n",
+            c->name, s->launches, s->gemms, s->convs, s->graph_launches, s->captured_launches,
+            s->captured_gemms, s->captured_convs, s->copies_in, (double)s->bytes_in / (1 << 20),
+            s->copies_out, (double)s->bytes_out / (1 << 20), s->host_waits, s->lagged_waits);
 }
 
 /* Frees whatever part of c exists (also after a failed set-up). Teardown
@@ -360,6 +367,7 @@ static void impl_free(cuda_impl *c) {
         }
         if (c->compute) rt_cu.cuStreamSynchronize(c->compute);
         if (c->comm) rt_cu.cuStreamSynchronize(c->comm);
+        cuda_dnn_down(c);
         if (c->blas) rt_cublas.cublasDestroy(c->blas);
         if (c->blas_ws) rt_cu.cuMemFree(c->blas_ws);
         if (c->ring) rt_cu.cuMemFreeHost(c->ring);
@@ -422,7 +430,7 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
         if (cuTry(rt_cu.cuEventCreate(&c->mk[i].ev, CU_EVENT_DISABLE_TIMING), err, errlen))
             return -1;
     c->sync_each = rt_env_flag("DPC_SYNC", 0) || rt_env_flag("DPC_PROFILE", 0);
-    return cuda_blas_up(c, err, errlen);
+    return cuda_blas_up(c, err, errlen) || cuda_dnn_up(c, err, errlen) ? -1 : 0;
 }
 
 /* What every cuda backend is; rt_backend_cuda adds the device. */
@@ -444,6 +452,7 @@ static const rt_backend cuda_table = {
     .kernel = cuda_kernel,
     .launch = launch_marked,
     .gemm = gemm_marked,
+    .conv = conv_marked,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
     .graph_begin = rt_cuda_graph_begin,
@@ -480,6 +489,12 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     be->memory_bytes = (int64_t)c->memory;
     be->ordinal = ordinal;
     be->impl = c;
+    if (!c->dnn) {
+        be->conv = NULL; /* every convolution runs its im2col alternative */
+        if (rt_debug_level() >= 1)
+            fprintf(stderr, "dpc: cuda: no cuDNN, convolutions run as im2col + GEMM: %s\n",
+                    c->dnn_why);
+    }
     return be;
 }
 

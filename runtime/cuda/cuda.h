@@ -91,8 +91,8 @@ int rt_cuda_graph_nodes(const rt_cuda_graph *g);
 
 /* ---- counters ---------------------------------------------------------------- */
 typedef struct {
-    int64_t launches, gemms;                   /* run eagerly */
-    int64_t captured_launches, captured_gemms; /* recorded into graphs */
+    int64_t launches, gemms, convs;                            /* run eagerly */
+    int64_t captured_launches, captured_gemms, captured_convs; /* recorded into graphs */
     int64_t graph_launches;
     int64_t copies_in, bytes_in, copies_out, bytes_out;
     /* The host blocked on the device: host_waits with nothing queued

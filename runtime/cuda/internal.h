@@ -6,6 +6,7 @@
  *   backend.c  devices, memory and copies, set-up and teardown, the table
  *   kernel.c   NVRTC modules, kernels, launches
  *   cublas.c   the cuBLAS argument mapping (every build) and GEMMs
+ *   cudnn.c    convolutions by cuDNN
  *   graph.c    CUDA graph capture and replay
  *   nccl.c     NCCL calls and the nccl collective
  *   stubs.c    the public functions of a build without the backend (CUDA=0)
@@ -60,6 +61,12 @@ typedef struct {
     CUevent ev_compute, ev_comm; /* compute -> comm and comm -> compute ordering */
     cublasHandle_t blas;
     CUdeviceptr blas_ws;
+    cudnnHandle_t dnn; /* NULL: no cuDNN (dnn_why), convolutions run im2col */
+    char dnn_why[512];
+    CUdeviceptr dnn_ws; /* the convolutions' workspace */
+    size_t dnn_ws_size;
+    CUdeviceptr *dnn_old; /* outgrown workspaces a graph may still use */
+    int ndnn_old;
     mark_slot mk[MARKS];
     uint64_t marks, done; /* the latest mark; every mark <= done is done */
     unsigned char *ring;  /* pinned */
@@ -118,6 +125,13 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
 int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C, char *err,
               size_t errlen);
 int cuda_blas_up(cuda_impl *c, char *err, size_t errlen);
+
+/* cudnn.c: the table's conv; the handle on the compute stream when cuDNN
+ * loads (else c->dnn stays NULL and dnn_why says why), and its teardown. */
+int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+              char *err, size_t errlen);
+int cuda_dnn_up(cuda_impl *c, char *err, size_t errlen);
+void cuda_dnn_down(cuda_impl *c);
 
 /* graph.c: the table's graph hooks (rt_cuda_graph_* under device.h's names). */
 rt_graph *cuda_graph_end(rt_backend *be, char *err, size_t errlen);

@@ -464,6 +464,12 @@ const char *rt_nccl_result_string(ncclResult_t r) {
     return unknown_buf;
 }
 
+const char *rt_cudnn_status_string(cudnnStatus_t r) {
+    if (loaded(RT_LIB_CUDNN)) return rt_cudnn.cudnnGetErrorString(r);
+    snprintf(unknown_buf, sizeof unknown_buf, "cudnnStatus_t %d", (int)r);
+    return unknown_buf;
+}
+
 const char *rt_nvrtc_result_string(nvrtcResult r) {
     if (loaded(RT_LIB_NVRTC)) return rt_nvrtc.nvrtcGetErrorString(r);
     snprintf(unknown_buf, sizeof unknown_buf, "nvrtcResult %d", (int)r);
@@ -489,6 +495,12 @@ static void nccl_message(ncclResult_t r, const char *call, const char *file, int
                          size_t n) {
     snprintf(out, n, "%s:%d: %s: NCCL error %d: %s", file, line, call, (int)r,
              rt_nccl_result_string(r));
+}
+
+static void cudnn_message(cudnnStatus_t r, const char *call, const char *file, int line, char *out,
+                          size_t n) {
+    snprintf(out, n, "%s:%d: %s: cuDNN status %d: %s", file, line, call, (int)r,
+             rt_cudnn_status_string(r));
 }
 
 static void nvrtc_message(nvrtcResult r, const char *call, const char *file, int line, char *out,
@@ -522,6 +534,7 @@ RT_CHECK_FNS(cu, CUresult, CUDA_SUCCESS)
 RT_CHECK_FNS(cublas, cublasStatus_t, CUBLAS_STATUS_SUCCESS)
 RT_CHECK_FNS(nccl, ncclResult_t, ncclSuccess)
 RT_CHECK_FNS(nvrtc, nvrtcResult, NVRTC_SUCCESS)
+RT_CHECK_FNS(cudnn, cudnnStatus_t, CUDNN_STATUS_SUCCESS)
 
 #else
 /* Without the toolkit there is nothing to load (C forbids an empty file). */

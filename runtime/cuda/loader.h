@@ -41,10 +41,10 @@
  * the environment changed) tries again; a successful one is kept for the
  * life of the process (never dlclose'd: the driver keeps threads).
  *
- * Checks (llm.c style): cuCheck / cublasCheck / ncclCheck / nvrtcCheck print
+ * Checks (llm.c style): cuCheck / cublasCheck / ncclCheck / nvrtcCheck / cudnnCheck print
  * "file:line: CALL: NAME: description" and exit(1); they are for calls that
  * cannot fail on good input (a failure there means the device is gone).
- * cuTry / cublasTry / ncclTry / nvrtcTry write the same message into
+ * cuTry / cublasTry / ncclTry / nvrtcTry / cudnnTry write the same message into
  * err/errlen and return -1 (0 on success), for paths a caller can act on.
  *
  * The whole header is empty unless the build has the cuda backend
@@ -100,7 +100,18 @@
     X(nvrtcCompileProgram) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize)               \
     X(nvrtcGetCUBIN) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)
 
-#define RT_CUDNN_FUNCS(X) X(cudnnGetVersion) X(cudnnGetErrorString)
+#define RT_CUDNN_FUNCS(X)                                                                       \
+    X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)  \
+    X(cudnnCreateTensorDescriptor) X(cudnnSetTensor4dDescriptor)                                \
+    X(cudnnDestroyTensorDescriptor) X(cudnnCreateFilterDescriptor)                              \
+    X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                               \
+    X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor)                    \
+    X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionMathType)                           \
+    X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)    \
+    X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithmEx)  \
+    X(cudnnFindConvolutionBackwardDataAlgorithmEx)                                              \
+    X(cudnnFindConvolutionBackwardFilterAlgorithmEx) X(cudnnConvolutionForward)                 \
+    X(cudnnConvolutionBackwardData) X(cudnnConvolutionBackwardFilter)
 /* clang-format on */
 
 #define RT_LOADER_MEMBER(name) __typeof__(&name) name;
@@ -165,6 +176,7 @@ const char *rt_cu_error_string(CUresult r);
 const char *rt_cublas_status_name(cublasStatus_t s);
 const char *rt_nccl_result_string(ncclResult_t r);
 const char *rt_nvrtc_result_string(nvrtcResult r);
+const char *rt_cudnn_status_string(cudnnStatus_t r);
 
 /* ---- checks ---------------------------------------------------------------- */
 
@@ -172,12 +184,15 @@ void rt_cu_check_(CUresult r, const char *call, const char *file, int line);
 void rt_cublas_check_(cublasStatus_t s, const char *call, const char *file, int line);
 void rt_nccl_check_(ncclResult_t r, const char *call, const char *file, int line);
 void rt_nvrtc_check_(nvrtcResult r, const char *call, const char *file, int line);
+void rt_cudnn_check_(cudnnStatus_t r, const char *call, const char *file, int line);
 int rt_cu_try_(CUresult r, const char *call, const char *file, int line, char *err, size_t errlen);
 int rt_cublas_try_(cublasStatus_t s, const char *call, const char *file, int line, char *err,
                    size_t errlen);
 int rt_nccl_try_(ncclResult_t r, const char *call, const char *file, int line, char *err,
                  size_t errlen);
 int rt_nvrtc_try_(nvrtcResult r, const char *call, const char *file, int line, char *err,
+                  size_t errlen);
+int rt_cudnn_try_(cudnnStatus_t r, const char *call, const char *file, int line, char *err,
                   size_t errlen);
 
 #define cuCheck(call)                rt_cu_check_((call), #call, __FILE__, __LINE__)
@@ -188,6 +203,8 @@ int rt_nvrtc_try_(nvrtcResult r, const char *call, const char *file, int line, c
 #define cublasTry(call, err, errlen) rt_cublas_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define ncclTry(call, err, errlen)   rt_nccl_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define nvrtcTry(call, err, errlen)  rt_nvrtc_try_((call), #call, __FILE__, __LINE__, err, errlen)
+#define cudnnCheck(call)             rt_cudnn_check_((call), #call, __FILE__, __LINE__)
+#define cudnnTry(call, err, errlen)  rt_cudnn_try_((call), #call, __FILE__, __LINE__, err, errlen)
 
 #endif /* DPC_HAVE_CUDA */
 #endif

@@ -78,6 +78,7 @@
 #include "format/bf16.h"
 #include "format/tf32.h"
 #include "runtime/cuda/decl_cublas.h"
+#include "runtime/cuda/decl_cudnn.h"
 #include "runtime/cuda/decl_nccl.h"
 #include "sim.h"
 
@@ -118,7 +119,17 @@ struct cublasContext {
     int tf32; /* math mode CUBLAS_TF32_TENSOR_OP_MATH: Sgemm rounds like FAST_TF32 */
 };
 
-enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY };
+enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY, OP_CONV };
+
+/* A cuDNN convolution's shape and operands (OP_CONV). */
+typedef struct {
+    int dir; /* 0 forward, 1 backward data, 2 backward filter */
+    int N, C, H, W, K, R, S, sh, sw, ph, pw, Ho, Wo;
+    int bf16;              /* every operand bf16, f32 accumulation */
+    int tf32;              /* f32 operands read as TF32 (a math type that allows tensor cores) */
+    const void *x, *w, *y; /* the operands as the forward names them */
+    void *out;             /* x (backward data), w (backward filter) or y (forward) */
+} conv_op;
 
 typedef struct {
     int kind;
@@ -140,6 +151,7 @@ typedef struct {
     int root;            /* reduce and broadcast: the rank that gets / sends it */
     int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
     int tf32;            /* A and B rounded to TF32 first (CUBLAS_COMPUTE_32F_FAST_TF32) */
+    conv_op conv;
 } op;
 
 struct CUgraph_st {
@@ -291,6 +303,63 @@ void fake_trace(char *buf, int max) {
     pthread_mutex_unlock(&trace_mu);
 }
 
+/* A conv operand of n elements as the device reads it (widened from
+ * bf16, or rounded to TF32), as floats. */
+static float *conv_in(const conv_op *c, const void *p, size_t n) {
+    float *f = malloc(sizeof(float) * (n + 1));
+    if (!f) abort();
+    for (size_t i = 0; i < n; i++) {
+        float v = c->bf16 ? dpc_bf16_to_f32(((const bf16_t *)p)[i]) : ((const float *)p)[i];
+        f[i] = c->tf32 ? dpc_f32_round_tf32(v) : v;
+    }
+    return f;
+}
+
+/* The convolution by definition, each output summed in double in one
+ * fixed order (image, channel, filter tap, position). */
+static void run_conv(const conv_op *c) {
+    size_t nx = (size_t)c->N * c->C * c->H * c->W, nw = (size_t)c->K * c->C * c->R * c->S,
+           ny = (size_t)c->N * c->K * c->Ho * c->Wo;
+    size_t nout = c->dir == 0 ? ny : c->dir == 1 ? nx : nw;
+    float *x = c->dir == 1 ? NULL : conv_in(c, c->x, nx);
+    float *w = c->dir == 2 ? NULL : conv_in(c, c->w, nw);
+    float *y = c->dir == 0 ? NULL : conv_in(c, c->y, ny);
+    double *acc = calloc(nout + 1, sizeof *acc);
+    if (!acc) abort();
+    for (int n = 0; n < c->N; n++)
+        for (int k = 0; k < c->K; k++)
+            for (int ch = 0; ch < c->C; ch++)
+                for (int r = 0; r < c->R; r++)
+                    for (int q = 0; q < c->S; q++) {
+                        size_t wi = (((size_t)k * c->C + ch) * c->R + r) * c->S + q;
+                        double tap = 0;
+                        for (int oh = 0; oh < c->Ho; oh++) {
+                            int ih = oh * c->sh - c->ph + r;
+                            if (ih < 0 || ih >= c->H) continue;
+                            size_t yrow = (((size_t)n * c->K + k) * c->Ho + oh) * c->Wo;
+                            size_t xrow = (((size_t)n * c->C + ch) * c->H + ih) * c->W;
+                            for (int ow = 0; ow < c->Wo; ow++) {
+                                int iw = ow * c->sw - c->pw + q;
+                                if (iw < 0 || iw >= c->W) continue;
+                                if (c->dir == 0)
+                                    acc[yrow + ow] += (double)x[xrow + iw] * w[wi];
+                                else if (c->dir == 1)
+                                    acc[xrow + iw] += (double)y[yrow + ow] * w[wi];
+                                else
+                                    tap += (double)y[yrow + ow] * x[xrow + iw];
+                            }
+                        }
+                        if (c->dir == 2) acc[wi] += tap;
+                    }
+    for (size_t i = 0; i < nout; i++) {
+        if (c->bf16)
+            ((bf16_t *)c->out)[i] = dpc_f32_to_bf16((float)acc[i]);
+        else
+            ((float *)c->out)[i] = (float)acc[i];
+    }
+    free(x), free(w), free(y), free(acc);
+}
+
 /* A kernel under the simulator: its one-line error on stderr. */
 static CUresult run_kernel(const op *o) {
     void *args[MAX_ARGS];
@@ -323,6 +392,10 @@ static CUresult run(const op *o, int dev) {
     }
     if (o->kind == OP_COPY) {
         memmove(o->dst, o->src, o->bytes);
+        return CUDA_SUCCESS;
+    }
+    if (o->kind == OP_CONV) {
+        run_conv(&o->conv);
         return CUDA_SUCCESS;
     }
     if (o->bf16_ab || o->bf16_c) {
@@ -989,6 +1062,274 @@ const char *CUBLASWINAPI cublasGetStatusName(cublasStatus_t s) {
 }
 const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
     return s == CUBLAS_STATUS_SUCCESS ? "success" : "an error of the fake cuBLAS";
+}
+
+/* ---- cuDNN -------------------------------------------------------------------------
+ * The calls runtime/cuda/cudnn.c makes. Every direction offers the same
+ * three algorithms, best first: 0 non-deterministic with no workspace, 2
+ * deterministic with a workspace no device has, 1 deterministic with
+ * FAKE_CUDNN_WS bytes: dpc must take 1. Each convolution runs the
+ * definition on the host (run_conv); an f32 one whose math type is not
+ * CUDNN_FMA_MATH reads TF32, as Ampere and later do. fake_cudnn_uses
+ * counts the convolutions run with each algorithm. */
+
+#define FAKE_CUDNN_WS    4096
+#define FAKE_CUDNN_ALGOS 3
+
+struct cudnnContext {
+    CUstream stream;
+};
+struct cudnnTensorStruct {
+    cudnnDataType_t t;
+    int n, c, h, w;
+};
+struct cudnnFilterStruct {
+    cudnnDataType_t t;
+    int k, c, h, w;
+};
+struct cudnnConvolutionStruct {
+    int ph, pw, sh, sw;
+    cudnnMathType_t math;
+};
+
+static long long cudnn_uses[FAKE_CUDNN_ALGOS];
+
+long long fake_cudnn_uses(int algo) {
+    return algo >= 0 && algo < FAKE_CUDNN_ALGOS
+               ? __atomic_load_n(&cudnn_uses[algo], __ATOMIC_SEQ_CST)
+               : -1;
+}
+
+size_t CUDNNWINAPI cudnnGetVersion(void) { return 90100; }
+const char *CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t s) {
+    return s == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS" : "CUDNN_STATUS_FAKE_ERROR";
+}
+cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t *h) {
+    *h = calloc(1, sizeof **h);
+    return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR;
+}
+cudnnStatus_t CUDNNWINAPI cudnnDestroy(cudnnHandle_t h) {
+    free(h);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+#define FAKE_DESCRIPTOR(T, create, destroy)                             \
+    cudnnStatus_t CUDNNWINAPI create(T *d) {                            \
+        *d = calloc(1, sizeof **d);                                     \
+        return *d ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR; \
+    }                                                                   \
+    cudnnStatus_t CUDNNWINAPI destroy(T d) {                            \
+        free(d);                                                        \
+        return CUDNN_STATUS_SUCCESS;                                    \
+    }
+FAKE_DESCRIPTOR(cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor)
+FAKE_DESCRIPTOR(cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor)
+FAKE_DESCRIPTOR(cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                cudnnDestroyConvolutionDescriptor)
+
+static int cudnn_type_ok(cudnnDataType_t t) {
+    return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d,
+                                                     cudnnTensorFormat_t f, cudnnDataType_t t,
+                                                     int n, int c, int h, int w) {
+    if (f != CUDNN_TENSOR_NCHW || !cudnn_type_ok(t) || n < 1 || c < 1 || h < 1 || w < 1)
+        return CUDNN_STATUS_BAD_PARAM;
+    *d = (struct cudnnTensorStruct){t, n, c, h, w};
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
+                                                     cudnnTensorFormat_t f, int k, int c, int h,
+                                                     int w) {
+    if (f != CUDNN_TENSOR_NCHW || !cudnn_type_ok(t) || k < 1 || c < 1 || h < 1 || w < 1)
+        return CUDNN_STATUS_BAD_PARAM;
+    *d = (struct cudnnFilterStruct){t, k, c, h, w};
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph,
+                                                          int pw, int u, int v, int dh, int dw,
+                                                          cudnnConvolutionMode_t mode,
+                                                          cudnnDataType_t compute) {
+    if (ph < 0 || pw < 0 || u < 1 || v < 1 || dh != 1 || dw != 1 ||
+        mode != CUDNN_CROSS_CORRELATION || compute != CUDNN_DATA_FLOAT)
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    d->ph = ph, d->pw = pw, d->sh = u, d->sw = v;
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d,
+                                                      cudnnMathType_t m) {
+    d->math = m;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+/* The convolution the descriptors describe (0 when they disagree, as
+ * cuDNN's CUDNN_STATUS_BAD_PARAM). */
+static int conv_shape(conv_op *o, int dir, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                      cudnnConvolutionDescriptor_t cv, cudnnTensorDescriptor_t y) {
+    memset(o, 0, sizeof *o);
+    o->dir = dir;
+    o->N = x->n, o->C = x->c, o->H = x->h, o->W = x->w, o->K = w->k, o->R = w->h, o->S = w->w;
+    o->sh = cv->sh, o->sw = cv->sw, o->ph = cv->ph, o->pw = cv->pw, o->Ho = y->h, o->Wo = y->w;
+    o->bf16 = x->t == CUDNN_DATA_BFLOAT16;
+    o->tf32 = !o->bf16 && cv->math != CUDNN_FMA_MATH;
+    return x->t == w->t && x->t == y->t && w->c == x->c && y->c == w->k && y->n == x->n &&
+           y->h == (x->h + 2 * cv->ph - w->h) / cv->sh + 1 &&
+           y->w == (x->w + 2 * cv->pw - w->w) / cv->sw + 1 && x->h + 2 * cv->ph >= w->h &&
+           x->w + 2 * cv->pw >= w->w;
+}
+
+static size_t algo_ws(int algo) {
+    return algo == 1 ? FAKE_CUDNN_WS : algo == 2 ? (size_t)1 << 50 : 0;
+}
+
+/* The three candidates, best first, into any of the perf structs. */
+#define FAKE_PERF(perf, requested, returned)                                                    \
+    do {                                                                                        \
+        static const int order[FAKE_CUDNN_ALGOS] = {0, 2, 1};                                   \
+        int n_ = (requested) < FAKE_CUDNN_ALGOS ? (requested) : FAKE_CUDNN_ALGOS;               \
+        for (int i_ = 0; i_ < n_; i_++) {                                                       \
+            memset(&(perf)[i_], 0, sizeof(perf)[i_]);                                           \
+            (perf)[i_].algo = order[i_];                                                        \
+            (perf)[i_].status = CUDNN_STATUS_SUCCESS;                                           \
+            (perf)[i_].time = (float)(i_ + 1);                                                  \
+            (perf)[i_].memory = algo_ws(order[i_]);                                             \
+            (perf)[i_].determinism = order[i_] ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC; \
+        }                                                                                       \
+        *(returned) = n_;                                                                       \
+    } while (0)
+
+/* Runs (or records) the convolution after the argument rules. */
+static cudnnStatus_t conv_issue(cudnnHandle_t h, conv_op *o, int algo, void *ws, size_t wsn) {
+    if (algo < 0 || algo >= FAKE_CUDNN_ALGOS) return CUDNN_STATUS_BAD_PARAM;
+    if (algo_ws(algo) > wsn || (algo_ws(algo) && !ws)) return CUDNN_STATUS_BAD_PARAM;
+    __atomic_fetch_add(&cudnn_uses[algo], 1, __ATOMIC_SEQ_CST);
+    op x;
+    memset(&x, 0, sizeof x);
+    x.kind = OP_CONV;
+    x.conv = *o;
+    return issue(h->stream, &x) == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
+                                                : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+static int scalars_ok(const void *alpha, const void *beta) {
+    return *(const float *)alpha == 1 && *(const float *)beta == 0; /* what dpc asks for */
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
+    const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t y, const int req, int *ret,
+    cudnnConvolutionFwdAlgoPerf_t *perf) {
+    conv_op o;
+    (void)h;
+    if (!conv_shape(&o, 0, x, w, cv, y)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF(perf, req, ret);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t h, const cudnnFilterDescriptor_t w, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t cv, const cudnnTensorDescriptor_t dx, const int req,
+    int *ret, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    conv_op o;
+    (void)h;
+    if (!conv_shape(&o, 1, dx, w, cv, dy)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF(perf, req, ret);
+    return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t x, const cudnnTensorDescriptor_t dy,
+    const cudnnConvolutionDescriptor_t cv, const cudnnFilterDescriptor_t dw, const int req,
+    int *ret, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    conv_op o;
+    (void)h;
+    if (!conv_shape(&o, 2, x, dw, cv, dy)) return CUDNN_STATUS_BAD_PARAM;
+    FAKE_PERF(perf, req, ret);
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t h, const void *alpha,
+                                                  const cudnnTensorDescriptor_t xd, const void *x,
+                                                  const cudnnFilterDescriptor_t wd, const void *w,
+                                                  const cudnnConvolutionDescriptor_t cv,
+                                                  cudnnConvolutionFwdAlgo_t algo, void *ws,
+                                                  size_t wsn, const void *beta,
+                                                  const cudnnTensorDescriptor_t yd, void *y) {
+    conv_op o;
+    if (!conv_shape(&o, 0, xd, wd, cv, yd) || !scalars_ok(alpha, beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    o.x = x, o.w = w, o.out = y;
+    return conv_issue(h, &o, (int)algo, ws, wsn);
+}
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(
+    cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd, const void *w,
+    const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+    cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t wsn, const void *beta,
+    const cudnnTensorDescriptor_t dxd, void *dx) {
+    conv_op o;
+    if (!conv_shape(&o, 1, dxd, wd, cv, dyd) || !scalars_ok(alpha, beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    o.w = w, o.y = dy, o.out = dx;
+    return conv_issue(h, &o, (int)algo, ws, wsn);
+}
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
+    cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd, const void *x,
+    const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+    cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t wsn, const void *beta,
+    const cudnnFilterDescriptor_t dwd, void *dw) {
+    conv_op o;
+    if (!conv_shape(&o, 2, xd, dwd, cv, dyd) || !scalars_ok(alpha, beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    o.x = x, o.y = dy, o.out = dw;
+    return conv_issue(h, &o, (int)algo, ws, wsn);
+}
+
+/* Find: the candidates measured by running each on the caller's buffers
+ * (the output is written, as cuDNN's search writes it); never while the
+ * stream captures. */
+#define FAKE_FIND(call, perf, req, ret, ws, wsn)                                           \
+    do {                                                                                   \
+        if (not_captured(h->stream) != CUDA_SUCCESS) return CUDNN_STATUS_NOT_SUPPORTED;    \
+        FAKE_PERF(perf, req, ret);                                                         \
+        for (int i_ = 0; i_ < *(ret); i_++)                                                \
+            if ((perf)[i_].memory > (wsn)) (perf)[i_].status = CUDNN_STATUS_NOT_SUPPORTED; \
+        return call;                                                                       \
+    } while (0)
+
+cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionForwardAlgorithmEx(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t xd, const void *x,
+    const cudnnFilterDescriptor_t wd, const void *w, const cudnnConvolutionDescriptor_t cv,
+    const cudnnTensorDescriptor_t yd, void *y, const int req, int *ret,
+    cudnnConvolutionFwdAlgoPerf_t *perf, void *ws, size_t wsn) {
+    static const float one = 1, zero = 0;
+    FAKE_FIND(cudnnConvolutionForward(h, &one, xd, x, wd, w, cv, (cudnnConvolutionFwdAlgo_t)1, ws,
+                                      wsn, &zero, yd, y),
+              perf, req, ret, ws, wsn);
+}
+cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionBackwardDataAlgorithmEx(
+    cudnnHandle_t h, const cudnnFilterDescriptor_t wd, const void *w,
+    const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+    const cudnnTensorDescriptor_t dxd, void *dx, const int req, int *ret,
+    cudnnConvolutionBwdDataAlgoPerf_t *perf, void *ws, size_t wsn) {
+    static const float one = 1, zero = 0;
+    FAKE_FIND(cudnnConvolutionBackwardData(h, &one, wd, w, dyd, dy, cv,
+                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, ws, wsn, &zero, dxd,
+                                           dx),
+              perf, req, ret, ws, wsn);
+}
+cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionBackwardFilterAlgorithmEx(
+    cudnnHandle_t h, const cudnnTensorDescriptor_t xd, const void *x,
+    const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnConvolutionDescriptor_t cv,
+    const cudnnFilterDescriptor_t dwd, void *dw, const int req, int *ret,
+    cudnnConvolutionBwdFilterAlgoPerf_t *perf, void *ws, size_t wsn) {
+    static const float one = 1, zero = 0;
+    FAKE_FIND(cudnnConvolutionBackwardFilter(h, &one, xd, x, dyd, dy, cv,
+                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, ws, wsn, &zero,
+                                             dwd, dw),
+              perf, req, ret, ws, wsn);
 }
 
 /* ---- NCCL -------------------------------------------------------------------------- */

@@ -431,10 +431,12 @@ int main(int argc, char **argv) {
     if (fig) figures = fopen(fig, "a");
     figure("device", "%s", rt_cuda_device_name(gpu));
     rt_backend *cpu = rt_backend_cpu();
-    /* The cuda backend runs a library convolution's im2col alternative
-     * (cuDNN is not wired yet): the cpu reference runs the same, so the
-     * comparison stays kernel against kernel, not oneDNN against im2col. */
+    /* Where the GPU has no cuDNN it runs each library convolution's im2col
+     * alternative: the cpu reference runs the same, so the comparison stays
+     * kernel against kernel. With cuDNN, it is cuDNN against oneDNN. */
     if (!gpu->conv) cpu->conv = NULL;
+    figure("convolutions", "%s on the GPU, %s on the cpu", gpu->conv ? "cuDNN" : "im2col + GEMM",
+           cpu->conv ? "oneDNN" : "im2col + GEMM");
     side c = {0}, g = {0};
     double t0 = rt_now();
     if (side_open(&c, cpu, ref ? ref : plan)) return 1;

@@ -19,6 +19,7 @@
  * outputs equal. The real build adds the headers' own version on
  * stderr. Nothing is called: no library is linked. */
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #if __has_include(<cuda.h>)
@@ -136,11 +137,41 @@ static void print_nvrtc(void) {
 #endif
 
 #ifdef HAVE_CUDNN_H
-RT_CUDNN_STATUS_VALUES(SAME_VALUE)
+#define RT_CUDNN_ALL_VALUES(X)                                                                  \
+    RT_CUDNN_STATUS_VALUES(X)                                                                   \
+    RT_CUDNN_DATA_TYPE_VALUES(X) RT_CUDNN_MATH_VALUES(X) RT_CUDNN_TENSOR_FORMAT_VALUES(X)       \
+        RT_CUDNN_CONV_MODE_VALUES(X) RT_CUDNN_DETERMINISM_VALUES(X) RT_CUDNN_FWD_ALGO_VALUES(X) \
+            RT_CUDNN_BWD_DATA_ALGO_VALUES(X) RT_CUDNN_BWD_FILTER_ALGO_VALUES(X)
+RT_CUDNN_ALL_VALUES(SAME_VALUE)
+_Static_assert(__builtin_types_compatible_p(cudnnHandle_t, struct cudnnContext *), "cudnnHandle_t");
+_Static_assert(__builtin_types_compatible_p(cudnnTensorDescriptor_t, struct cudnnTensorStruct *),
+               "cudnnTensorDescriptor_t");
+_Static_assert(__builtin_types_compatible_p(cudnnFilterDescriptor_t, struct cudnnFilterStruct *),
+               "cudnnFilterDescriptor_t");
+_Static_assert(__builtin_types_compatible_p(cudnnConvolutionDescriptor_t,
+                                            struct cudnnConvolutionStruct *),
+               "cudnnConvolutionDescriptor_t");
+
+/* Where each field of a perf result lies (dpc reads them). */
+#define PRINT_PERF(T)                                                                            \
+    printf("%s size %zu algo %zu status %zu time %zu memory %zu determinism %zu math %zu\n", #T, \
+           sizeof(T), offsetof(T, algo), offsetof(T, status), offsetof(T, time),                 \
+           offsetof(T, memory), offsetof(T, determinism), offsetof(T, mathType))
 
 static void print_cudnn(void) {
-    RT_CUDNN_STATUS_VALUES(PRINT_VALUE)
+    RT_CUDNN_ALL_VALUES(PRINT_VALUE)
     PRINT_ENUM(cudnnStatus_t);
+    PRINT_ENUM(cudnnDataType_t);
+    PRINT_ENUM(cudnnMathType_t);
+    PRINT_ENUM(cudnnTensorFormat_t);
+    PRINT_ENUM(cudnnConvolutionMode_t);
+    PRINT_ENUM(cudnnDeterminism_t);
+    PRINT_ENUM(cudnnConvolutionFwdAlgo_t);
+    PRINT_ENUM(cudnnConvolutionBwdDataAlgo_t);
+    PRINT_ENUM(cudnnConvolutionBwdFilterAlgo_t);
+    PRINT_PERF(cudnnConvolutionFwdAlgoPerf_t);
+    PRINT_PERF(cudnnConvolutionBwdDataAlgoPerf_t);
+    PRINT_PERF(cudnnConvolutionBwdFilterAlgoPerf_t);
     RT_CUDNN_FUNCS(PRINT_SYMBOL)
 #ifdef DPC_DECLS_REAL
     fprintf(stderr, "cudnn.h: cuDNN %d.%d.%d; dpc's declarations follow %d\n", CUDNN_MAJOR,

@@ -50,6 +50,7 @@ static void (*fake_trace)(char *, int);
 static int (*fake_nccl_inits)(int, char *, int *, int *);
 static void (*fake_nccl_kinds)(int, char *, int);
 static int (*fake_nccl_broadcasts)(int);
+static long long (*fake_cudnn_uses)(int);
 
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
@@ -65,7 +66,8 @@ static int load_fake(void) {
     void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
     void *inits = dlsym(h, "fake_nccl_inits");
     void *kinds = dlsym(h, "fake_nccl_kinds"), *bcasts = dlsym(h, "fake_nccl_broadcasts");
-    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts) return -1;
+    void *uses = dlsym(h, "fake_cudnn_uses");
+    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts || !uses) return -1;
     memcpy(&fake_nccl_kinds, &kinds, sizeof kinds);
     memcpy(&fake_nccl_broadcasts, &bcasts, sizeof bcasts);
     memcpy(&fake_trace_start, &tstart, sizeof tstart); /* POSIX: dlsym's void * is the function */
@@ -73,7 +75,9 @@ static int load_fake(void) {
     memcpy(&fake_nccl_inits, &inits, sizeof inits);
     memcpy(&fake_nccl_calls, &calls, sizeof calls);
     memcpy(&fake_nccl_clear, &clear, sizeof clear);
+    memcpy(&fake_cudnn_uses, &uses, sizeof uses);
     setenv("DPC_LIBCUDA", fake_path, 1);
+    setenv("DPC_LIBCUDNN", fake_path, 1);
     setenv("DPC_LIBCUBLAS", fake_path, 1);
     setenv("DPC_LIBNCCL", fake_path, 1);
     return 0;
@@ -270,8 +274,23 @@ static int state_diff(const state *a, const state *b, double tol, double back_to
     return diffs;
 }
 
-static void step_matches_cpu(const char *model, int batch, double back_tol) {
-    ir_graph *g = model_graph(model, batch, 1);
+/* Calls a step of p runs on a backend with the convolution library: each
+ * conv call, not its alternative. Their count in *convs. */
+static int library_calls(const cg_program *p, int *gemms, int *convs) {
+    int n = 0;
+    *gemms = *convs = 0;
+    for (int c = 0; c < p->ncalls; c++, n++) {
+        *gemms += p->calls[c].kind == CG_CALL_GEMM;
+        if (p->calls[c].kind == CG_CALL_CONV) ++*convs, c += p->calls[c].conv.nalt;
+    }
+    return n;
+}
+
+static void step_matches_cpu_with(const char *model, int batch, double back_tol,
+                                  pass_conv_kind conv) {
+    pass_options o = pass_default_options();
+    o.conv = conv;
+    ir_graph *g = fx_model_graph(model, batch, 1, &o, err, sizeof err);
     CHECK(g != NULL);
     if (!g) return;
     side c = {rt_backend_cpu(), NULL, NULL}, u = {rt_backend_cuda(0, err, sizeof err), NULL, NULL};
@@ -292,7 +311,8 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
     }
     if (c.ex && u.ex) {
         cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
-        int gemms = 0, launches = cg_program_launches(p, &gemms);
+        int gemms = 0, convs = 0, launches = library_calls(p, &gemms, &convs);
+        CHECK(conv == PASS_CONV_IM2COL ? convs == 0 : convs >= 3);
         rt_cuda_stats s0, s1;
         rt_cuda_stats_get(u.be, &s0);
         for (int k = 0; k < 2; k++) {
@@ -300,11 +320,13 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
             CHECK_MSG(rt_exec_run(sides[k]->ex, err, sizeof err) == 0, "%s", err);
         }
         rt_cuda_stats_get(u.be, &s1);
-        CHECK_MSG(s1.launches - s0.launches + s1.gemms - s0.gemms == launches &&
-                      s1.gemms - s0.gemms == gemms,
-                  "%lld launches + %lld gemms, the program makes %d (%d gemms)",
+        CHECK_MSG(s1.launches - s0.launches + s1.gemms - s0.gemms + s1.convs - s0.convs ==
+                          launches &&
+                      s1.gemms - s0.gemms == gemms && s1.convs - s0.convs == convs,
+                  "%lld launches + %lld gemms + %lld convs, the program makes %d (%d gemms, %d "
+                  "convs)",
                   (long long)(s1.launches - s0.launches), (long long)(s1.gemms - s0.gemms),
-                  launches, gemms);
+                  (long long)(s1.convs - s0.convs), launches, gemms, convs);
         state sc = state_of(&c, g), su = state_of(&u, g);
         CHECK(state_diff(&su, &sc, 1e-4, back_tol, model) == 0);
         state_free(&sc);
@@ -328,7 +350,8 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
         CHECK(rt_cuda_graph_end(u.be, err, sizeof err) == NULL);
         rt_cuda_stats s2;
         rt_cuda_stats_get(u.be, &s2);
-        CHECK(s2.launches == s1.launches && s2.captured_launches + s2.captured_gemms == launches);
+        CHECK(s2.launches == s1.launches &&
+              s2.captured_launches + s2.captured_gemms + s2.captured_convs == launches);
         if (gr) {
             CHECK(rt_cuda_graph_nodes(gr) == launches);
             for (int rep = 0; rep < 2; rep++) { /* a graph replays as often as asked */
@@ -397,7 +420,23 @@ TEST(staging_and_late_reads_never_drain) {
     rt_backend_free(be);
 }
 
+static void step_matches_cpu(const char *model, int batch, double back_tol) {
+    step_matches_cpu_with(model, batch, back_tol, PASS_CONV_IM2COL);
+}
+
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
+
+/* dpc --conv library on the fake cuDNN: every convolution is one cuDNN
+ * call with the deterministic algorithm that fits (the fake's 1: never
+ * its faster non-deterministic 0, nor 2 whose workspace no device has),
+ * equal to the cpu's, and captured and replayed like any call. */
+TEST(cnn_small_library_convs_equal_cpu) {
+    long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1), u2 = fake_cudnn_uses(2);
+    step_matches_cpu_with("models/cnn_small.net", 4, 1e-4, PASS_CONV_LIBRARY);
+    CHECK_MSG(fake_cudnn_uses(1) > u1 && fake_cudnn_uses(0) == u0 && fake_cudnn_uses(2) == u2,
+              "cuDNN algorithms used: 0 %lld, 1 %lld, 2 %lld times", fake_cudnn_uses(0) - u0,
+              fake_cudnn_uses(1) - u1, fake_cudnn_uses(2) - u2);
+}
 /* 18 layers of ReLUs: a few kinks may flip (state_diff), 3e-2 allows ~5 */
 TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4, 3e-2); }
 
@@ -1259,6 +1298,7 @@ int main(void) {
     RUN(memory_is_zeroed_and_copies_round_trip);
     RUN(staging_and_late_reads_never_drain);
     RUN(cnn_small_step_equals_cpu);
+    RUN(cnn_small_library_convs_equal_cpu);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(tf32_gemm_equals_the_cpus_within_the_bound);

@@ -1,0 +1,289 @@
+/* runtime/cuda/cudnn.c — library convolutions of the cuda backend: a
+ * cg_conv descriptor (format/program.h) run by cuDNN's convolution API
+ * on the compute stream, and the table's conv (device.h).
+ *
+ * Tensors are NCHW and weights KCRS, as the plan lays them out; the
+ * arithmetic is the plan's: f32 on the FMA units (never TF32, which the
+ * plan would have to say), or bf16 with f32 accumulation on tensor cores.
+ * A descriptor mixing the two (--precision bf16 keeps f32 master weights)
+ * is not cuDNN's: its im2col alternative runs.
+ *
+ * The algorithm is chosen once per descriptor in the process and shared by
+ * every device, so replicas run the same arithmetic:
+ *   - by cuDNN's heuristics (no device work, the same on every run of the
+ *     same device and library), or
+ *   - for a tuned descriptor (dpc --conv auto), by measurement
+ *     (cudnnFind*AlgorithmEx, as cudnn.benchmark does),
+ * always among the deterministic algorithms whose workspace fits under a
+ * cap, so a plan and seed give the same bits run after run. The choice is
+ * made in an eager step (the executor never captures a program's first
+ * run); a descriptor first met while capturing runs its alternative. Each
+ * device holds one workspace, grown in eager steps to the largest need;
+ * a workspace a captured graph may still use is kept until teardown. */
+#ifdef DPC_HAVE_CUDA
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/cuda/internal.h"
+#include "runtime/env.h"
+
+/* A descriptor's cuDNN objects and algorithm (algo < 0: none fits, the
+ * alternative runs). Host objects, valid with any handle. */
+typedef struct dnn_conv {
+    cg_conv d;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    int algo;
+    size_t ws;
+    int measured; /* chosen by cudnnFind (tuned), else by the heuristics */
+    struct dnn_conv *next;
+} dnn_conv;
+
+static pthread_mutex_t dnn_mu = PTHREAD_MUTEX_INITIALIZER;
+static dnn_conv *dnn_convs;
+
+/* The cuDNN data type of a plan type; -1 when cuDNN has no such call. */
+static int dnn_type(const cg_conv *d) {
+    if (d->type_x != d->type_w || d->type_x != d->type_y) return -1;
+    return d->type_x == IR_F32 ? CUDNN_DATA_FLOAT : d->type_x == IR_BF16 ? CUDNN_DATA_BFLOAT16 : -1;
+}
+
+/* The most workspace one convolution may take: an algorithm needing more
+ * is passed over for a slower one. */
+static size_t ws_cap(const cuda_impl *c) {
+    size_t cap = c->memory / 16;
+    return cap > ((size_t)1 << 30) ? (size_t)1 << 30 : cap;
+}
+
+static void dnn_conv_free(dnn_conv *e) {
+    if (e->x) rt_cudnn.cudnnDestroyTensorDescriptor(e->x);
+    if (e->y) rt_cudnn.cudnnDestroyTensorDescriptor(e->y);
+    if (e->w) rt_cudnn.cudnnDestroyFilterDescriptor(e->w);
+    if (e->conv) rt_cudnn.cudnnDestroyConvolutionDescriptor(e->conv);
+    free(e);
+}
+
+static int set_descriptors(dnn_conv *e, char *err, size_t errlen) {
+    const cg_conv *d = &e->d;
+    cudnnDataType_t t = (cudnnDataType_t)dnn_type(d);
+    /* f32 stays on the FMA units: cuDNN's default math lets Ampere and
+     * later round f32 inputs to TF32. */
+    cudnnMathType_t math = t == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    return cudnnTry(rt_cudnn.cudnnCreateTensorDescriptor(&e->x), err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnCreateTensorDescriptor(&e->y), err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnCreateFilterDescriptor(&e->w), err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnCreateConvolutionDescriptor(&e->conv), err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NCHW, t, (int)d->N,
+                                                        (int)d->C, (int)d->H, (int)d->W),
+                    err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NCHW, t, (int)d->N,
+                                                        (int)d->K, (int)d->Ho, (int)d->Wo),
+                    err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetFilter4dDescriptor(e->w, t, CUDNN_TENSOR_NCHW, (int)d->K,
+                                                        (int)d->C, (int)d->kh, (int)d->kw),
+                    err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetConvolution2dDescriptor(
+                        e->conv, (int)d->ph, (int)d->pw, (int)d->sh, (int)d->sw, 1, 1,
+                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                    err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetConvolutionMathType(e->conv, math), err, errlen);
+}
+
+/* One candidate algorithm, whichever call it came from. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnDeterminism_t determinism;
+} candidate;
+#define CANDIDATES(perf, n, out)                                                                \
+    for (int i_ = 0; i_ < (n); i_++)                                                            \
+        (out)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory,     \
+                                (perf)[i_].determinism};
+
+/* The first of n candidates (best first) that succeeded, is deterministic
+ * and fits under cap: its index, or -1. */
+static int pick(const candidate *p, int n, size_t cap) {
+    for (int i = 0; i < n; i++)
+        if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC &&
+            p[i].memory <= cap)
+            return i;
+    return -1;
+}
+
+/* Chooses e's algorithm on c's handle: by measurement on the call's own
+ * buffers (out is overwritten; the call runs again after), or by the
+ * heuristics. */
+static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const void *in2,
+                  char *err, size_t errlen) {
+    size_t cap = ws_cap(c);
+    CUdeviceptr tmp = 0;
+    size_t tmp_size = 0;
+    if (e->d.tune) { /* the search's own workspace, as large as any choice may use */
+        for (tmp_size = cap; tmp_size && rt_cu.cuMemAlloc(&tmp, tmp_size) != CUDA_SUCCESS;
+             tmp_size /= 2)
+            tmp = 0;
+        if (tmp_size < cap) cap = tmp_size;
+        e->measured = 1;
+    }
+    void *ws = (void *)(uintptr_t)tmp;
+    int n = 0, rc = 0;
+    candidate cand[CUDNN_CONVOLUTION_FWD_ALGO_COUNT + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if (e->d.dir == CG_CONV_FORWARD) {
+        cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        rc = e->measured
+                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionForwardAlgorithmEx(
+                                c->dnn, e->x, in, e->w, in2, e->conv, e->y, out,
+                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p, ws, tmp_size),
+                            err, errlen)
+                 : cudnnTry(rt_cudnn.cudnnGetConvolutionForwardAlgorithm_v7(
+                                c->dnn, e->x, e->w, e->conv, e->y,
+                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p),
+                            err, errlen);
+        CANDIDATES(p, rc ? 0 : n, cand)
+    } else if (e->d.dir == CG_CONV_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        rc = e->measured
+                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                c->dnn, e->w, in2, e->y, in, e->conv, e->x, out,
+                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p, ws, tmp_size),
+                            err, errlen)
+                 : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                c->dnn, e->w, e->y, e->conv, e->x,
+                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p),
+                            err, errlen);
+        CANDIDATES(p, rc ? 0 : n, cand)
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        rc = e->measured
+                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                c->dnn, e->x, in2, e->y, in, e->conv, e->w, out,
+                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p, ws, tmp_size),
+                            err, errlen)
+                 : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                c->dnn, e->x, e->y, e->conv, e->w,
+                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p),
+                            err, errlen);
+        CANDIDATES(p, rc ? 0 : n, cand)
+    }
+    if (tmp) rt_cu.cuMemFree(tmp); /* eager: nothing captured it */
+    if (rc) return -1;
+    int k = pick(cand, n, cap);
+    e->algo = k < 0 ? -1 : cand[k].algo; /* none: the alternative */
+    e->ws = k < 0 ? 0 : cand[k].memory;
+    return 0;
+}
+
+/* The process's entry for d, made and chosen on c's handle when it is new;
+ * NULL + err on failure, or (*later = 1) when it is new while c captures. */
+static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in,
+                       const void *in2, int *later, char *err, size_t errlen) {
+    pthread_mutex_lock(&dnn_mu);
+    dnn_conv *e = dnn_convs;
+    while (e && !cg_conv_equal(&e->d, d)) e = e->next;
+    if (e || c->capturing) {
+        pthread_mutex_unlock(&dnn_mu);
+        *later = !e;
+        return e;
+    }
+    e = calloc(1, sizeof *e);
+    RT_CHECK_ALLOC(e);
+    e->d = *d;
+    if (set_descriptors(e, err, errlen) || choose(c, e, out, in, in2, err, errlen)) {
+        pthread_mutex_unlock(&dnn_mu);
+        dnn_conv_free(e);
+        return NULL;
+    }
+    e->next = dnn_convs;
+    dnn_convs = e;
+    pthread_mutex_unlock(&dnn_mu);
+    if (rt_debug_level() >= 1)
+        fprintf(stderr,
+                "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
+                "x%" PRId64 " s%" PRId64 ": %s %d, %zu bytes of workspace\n",
+                cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh,
+                e->algo < 0 ? "no deterministic algorithm fits, im2col" : "algorithm", e->algo,
+                e->ws);
+    return e;
+}
+
+/* c's workspace holds at least n bytes: grown (eagerly only), the old one
+ * kept while a captured graph may still use it. 1: it cannot grow now. */
+static int workspace(cuda_impl *c, size_t n, char *err, size_t errlen) {
+    if (n <= c->dnn_ws_size) return 0;
+    if (c->capturing) return 1;
+    if (c->dnn_ws) {
+        c->dnn_old = realloc(c->dnn_old, sizeof *c->dnn_old * (size_t)(c->ndnn_old + 1));
+        RT_CHECK_ALLOC(c->dnn_old);
+        c->dnn_old[c->ndnn_old++] = c->dnn_ws;
+        c->dnn_ws = 0, c->dnn_ws_size = 0;
+    }
+    if (cuTry(rt_cu.cuMemAlloc(&c->dnn_ws, n), err, errlen)) return -1;
+    c->dnn_ws_size = n;
+    return 0;
+}
+
+int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+              char *err, size_t errlen) {
+    cuda_impl *c = impl_of(be);
+    if (!c->dnn || dnn_type(d) < 0) return 1;
+    use(c);
+    int later = 0;
+    dnn_conv *e = entry(c, d, out, in, in2, &later, err, errlen);
+    if (!e) return later ? 1 : -1;
+    if (e->algo < 0) return 1;
+    int rc = workspace(c, e->ws, err, errlen);
+    if (rc) return rc;
+    void *ws = (void *)(uintptr_t)c->dnn_ws;
+    const float one = 1, zero = 0;
+    if (d->dir == CG_CONV_FORWARD)
+        rc = cudnnTry(rt_cudnn.cudnnConvolutionForward(
+                          c->dnn, &one, e->x, in, e->w, in2, e->conv,
+                          (cudnnConvolutionFwdAlgo_t)e->algo, ws, e->ws, &zero, e->y, out),
+                      err, errlen);
+    else if (d->dir == CG_CONV_BACKWARD_DATA)
+        rc = cudnnTry(rt_cudnn.cudnnConvolutionBackwardData(
+                          c->dnn, &one, e->w, in2, e->y, in, e->conv,
+                          (cudnnConvolutionBwdDataAlgo_t)e->algo, ws, e->ws, &zero, e->x, out),
+                      err, errlen);
+    else
+        rc = cudnnTry(rt_cudnn.cudnnConvolutionBackwardFilter(
+                          c->dnn, &one, e->x, in2, e->y, in, e->conv,
+                          (cudnnConvolutionBwdFilterAlgo_t)e->algo, ws, e->ws, &zero, e->w, out),
+                      err, errlen);
+    if (rc) return -1;
+    if (c->capturing)
+        c->stats.captured_convs++;
+    else
+        c->stats.convs++;
+    return 0;
+}
+
+int cuda_dnn_up(cuda_impl *c, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    if (rt_cudnn_load(c->dnn_why, sizeof c->dnn_why)) return 0; /* convolutions run im2col */
+    if (!cudnnTry(rt_cudnn.cudnnCreate(&c->dnn), c->dnn_why, sizeof c->dnn_why) &&
+        !cudnnTry(rt_cudnn.cudnnSetStream(c->dnn, c->compute), c->dnn_why, sizeof c->dnn_why))
+        return 0;
+    /* A library that loads but cannot start (no cudart of its own, a
+     * device it does not know) is no library: im2col, and dnn_why says why. */
+    if (c->dnn) rt_cudnn.cudnnDestroy(c->dnn);
+    c->dnn = NULL;
+    return 0;
+}
+
+void cuda_dnn_down(cuda_impl *c) {
+    if (c->dnn) rt_cudnn.cudnnDestroy(c->dnn);
+    if (c->dnn_ws) rt_cu.cuMemFree(c->dnn_ws);
+    for (int i = 0; i < c->ndnn_old; i++) rt_cu.cuMemFree(c->dnn_old[i]);
+    free(c->dnn_old);
+    c->dnn = NULL, c->dnn_ws = 0, c->dnn_old = NULL, c->ndnn_old = 0;
+}
+
+#endif
