@@ -54,11 +54,19 @@ const char *cg_device_names(char *buf, size_t n) {
  * 2^30 multiply-adds (a ResNet convolution at batch 128), 40% from 2^24,
  * 10% below (tile quantisation and launch-bound shapes). A stated rule of
  * thumb, not a measurement. */
-double cg_gemm_fraction(const cg_gemm *d) {
-    double macs =
-        (double)d->m * (double)d->n * (double)d->k * (double)(d->batch > 0 ? d->batch : 1);
+static double macs_fraction(double macs) {
     return macs >= 1073741824.0 ? 0.7 : macs >= 16777216.0 ? 0.4 : 0.1;
 }
+
+double cg_gemm_fraction(const cg_gemm *d) {
+    return macs_fraction((double)d->m * (double)d->n * (double)d->k *
+                         (double)(d->batch > 0 ? d->batch : 1));
+}
+
+/* cuDNN's implicit-GEMM convolutions tile the same product without
+ * writing its columns: the GEMM's fractions of the multiply-adds. A
+ * stated rule of thumb too, for the first GPU run to calibrate. */
+double cg_conv_fraction(const cg_conv *d) { return macs_fraction(cg_conv_flops(d) / 2); }
 
 static double seconds_us(double s) { return s * 1e6; }
 
@@ -107,6 +115,26 @@ static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
     c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_gemm_fraction(d)) + dev->launch_us;
 }
 
+/* A library convolution (cuDNN): x, w and y once each, no columns; the
+ * output's elements as threads, each summing the reduction as its loop. */
+static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
+    int64_t nx = d->N * d->C * d->H * d->W, nw = d->K * d->C * d->kh * d->kw,
+            ny = d->N * d->K * d->Ho * d->Wo;
+    int bf16 = d->type_x == IR_BF16;
+    snprintf(c->name, sizeof c->name,
+             "conv_%s_%" PRId64 "x%" PRId64 "x%" PRId64 "_k%" PRId64 "_s%" PRId64 "%s",
+             cg_conv_dir_name(d->dir), d->C, d->H, d->K, d->kh, d->sh, bf16 ? "_bf16" : "");
+    c->kind = CG_CALL_CONV;
+    c->threads = d->dir == CG_CONV_FORWARD ? ny : d->dir == CG_CONV_BACKWARD_DATA ? nx : nw;
+    c->serial = d->dir == CG_CONV_FORWARD         ? d->C * d->kh * d->kw
+                : d->dir == CG_CONV_BACKWARD_DATA ? d->K * d->kh * d->kw
+                                                  : d->N * d->Ho * d->Wo;
+    c->bytes = nx * esize(d->type_x) + nw * esize(d->type_w) + ny * esize(d->type_y);
+    c->flops = (int64_t)cg_conv_flops(d);
+    c->peak = bf16 ? dev->bf16_flops : dev->fp32_flops;
+    c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_conv_fraction(d)) + dev->launch_us;
+}
+
 /* A kernel: `count` threads (one per iteration), each running the
  * kernel's serial loop; an argument's bytes are its buffer from the call's
  * offset, read (or written) once, but never more than the iterations can
@@ -148,9 +176,14 @@ int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out
         const cg_step *s = &p->steps[si];
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
             const cg_call *call = &p->calls[ci];
-            /* the cuda backend runs a library convolution's alternative */
-            if (call->kind == CG_CALL_CONV) continue;
-            if (call->kind == CG_CALL_GEMM) {
+            /* cuDNN runs a library convolution of one type, and its
+             * alternative the rest (runtime/cuda/cudnn.c) */
+            if (call->kind == CG_CALL_CONV && cg_conv_one_type(&call->conv) < 0) continue;
+            if (call->kind == CG_CALL_CONV) {
+                conv_cost(dev, &call->conv, &cs[k]);
+                tot.convs++;
+                ci += call->conv.nalt;
+            } else if (call->kind == CG_CALL_GEMM) {
                 gemm_cost(dev, &call->gemm, &cs[k]);
                 tot.gemms++;
             } else {
@@ -166,7 +199,7 @@ int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out
     }
     double bytes_us = seconds_us((double)tot.bytes / dev->hbm_bytes_per_s);
     tot.bound_us = (bytes_us > bound_flops_us ? bytes_us : bound_flops_us) +
-                   (tot.kernels + tot.gemms) * dev->launch_us;
+                   (tot.kernels + tot.gemms + tot.convs) * dev->launch_us;
     *out = cs;
     *n = k;
     if (t) *t = tot;
@@ -194,6 +227,8 @@ int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device
             tot.bound_us);
     fprintf(f, "%s total: %d kernels and %d GEMMs per step, %" PRId64 " bytes per step (%.1f MB)\n",
             prog, tot.kernels, tot.gemms, tot.bytes, (double)tot.bytes / 1e6);
+    if (tot.convs)
+        fprintf(f, "%s total: %d library convolutions per step (cuDNN)\n", prog, tot.convs);
     fprintf(f, "%s total: %.2f GFLOP per step\n", prog, (double)tot.flops * 1e-9);
     if (t) *t = tot;
     free(cs);

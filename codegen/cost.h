@@ -16,6 +16,9 @@
  *           than SMs gets only its SMs' share of bandwidth and peak;
  *   GEMM    max(bytes / hbm, flops / (peak * cg_gemm_fraction)) + launch,
  *           peak = bf16 for bf16 operands, fp32 for f32 ones;
+ *   conv    a library convolution cuDNN runs (one type throughout): the
+ *           GEMM's rule with x, w, y read or written once and
+ *           cg_conv_fraction; its im2col alternative is not counted;
  *   bound   max(sum bytes / hbm, sum flops / each call's peak) + launches.
  */
 #ifndef DPC_CODEGEN_COST_H
@@ -57,7 +60,7 @@ const cg_device *cg_device_find(const char *name);
 const char *cg_device_names(char *buf, size_t n);
 
 typedef struct {
-    char name[CG_NAME_MAX]; /* kernel name, or gemm_MxNxK[_bf16] */
+    char name[CG_NAME_MAX]; /* kernel name, gemm_MxNxK[_bf16], conv_DIR_CxHxK_kR_sS[_bf16] */
     int kind;               /* cg_call_kind */
     int64_t threads;        /* kernel: iterations (one thread each); GEMM: m*n*batch */
     int64_t serial;         /* kernel: longest loop one thread runs; GEMM: k */
@@ -68,13 +71,15 @@ typedef struct {
 } cg_call_cost;
 
 typedef struct {
-    int kernels, gemms;
+    int kernels, gemms, convs;
     int64_t bytes, flops;
     double step_us, bound_us;
 } cg_cost_totals;
 
-/* The fraction of peak a GEMM of m*n*k*batch multiply-adds reaches. */
+/* The fraction of peak a GEMM of m*n*k*batch multiply-adds reaches, and a
+ * library convolution of as many. */
 double cg_gemm_fraction(const cg_gemm *d);
+double cg_conv_fraction(const cg_conv *d);
 /* Modelled time of a kernel of these figures on dev (launch included);
  * blocks: the launch's grid (0: unknown, taken as filling every SM). */
 double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t blocks, int64_t serial,

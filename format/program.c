@@ -150,6 +150,10 @@ void cg_conv_types(const cg_conv *c, int type[3]) {
     memcpy(type, t, 3 * sizeof *type);
 }
 
+int cg_conv_one_type(const cg_conv *c) {
+    return c->type_x == c->type_w && c->type_x == c->type_y ? c->type_x : -1;
+}
+
 int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {
     const int64_t *d[CONV_NDIMS] = CONV_DIMS((cg_conv *)c);
     static const char *const names[CONV_NDIMS] = {"N",  "C",  "H",  "W",  "K",  "kh", "kw",

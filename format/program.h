@@ -158,6 +158,9 @@ typedef struct {
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]);
 /* Element types of the call's output, first and second input. */
 void cg_conv_types(const cg_conv *c, int type[3]);
+/* The one type of all three tensors, or -1 when they mix f32 and bf16 (a
+ * call cuDNN has not: the cuda backend runs its alternative). */
+int cg_conv_one_type(const cg_conv *c);
 /* Checks the shape arithmetic (Ho, Wo from H, W, kernel, stride and
  * padding), the types and that each buffer has exactly the elements its
  * tensor needs. 0 when valid, else -1 + message. */

@@ -27,7 +27,8 @@ DPC_LIBCUDA=$fake DPC_LIBCUBLAS=$fake DPC_LIBNCCL=$fake DPC_LIBCUDNN=$fake DPC_P
     >/dev/null 2>"$tmp/profile.txt"
 check "the join runs" "$join" "$tmp/cost.txt" "$tmp/profile.txt" >"$tmp/side.txt"
 
-calls=$(awk '/^train total: .* kernels and/ { print $3 + $6 }' "$tmp/cost.txt")
+calls=$(awk '/^train total: .* kernels and/ { n += $3 + $6 } /^train total: .* library convolutions/ { n += $3 }
+    END { print n }' "$tmp/cost.txt")
 check "the step line names the train program's $calls calls" \
     grep -Eq "^step +$calls +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$tmp/side.txt"
 # One row per distinct kernel name or GEMM shape of the train table.
@@ -39,7 +40,8 @@ check "every kernel and GEMM shape has a row ($keys)" test "$rows" = "$keys"
 check "every row found its measurement" test "$(grep -c ' - ' "$tmp/side.txt")" = 0
 check "the slowest row comes first" awk 'NR > 1 && $1 != "step" {
     v = $(NF - 1); if (NR > 2 && v > prev + 1e-9) exit 1; prev = v }' "$tmp/side.txt"
-check "a model row carries the cost table's time" grep -Eq '^k[0-9]+_im2col +[0-9]+ +[0-9]+\.[0-9]' "$tmp/side.txt"
+check "a model row carries the cost table's time" grep -Eq '^k[0-9]+_[a-z_0-9]+ +[0-9]+ +[0-9]+\.[0-9]' "$tmp/side.txt"
+check "a library convolution's row carries its time" grep -Eq '^conv_forward_[0-9x]+_k3_s1 +[0-9]+ +[0-9]+\.[0-9]' "$tmp/side.txt"
 
 # Refusals: a profile of another program, and a cost report without tables.
 sed 's/^\(dpc: profile of .*\), [0-9]* calls$/\1, 3 calls/' "$tmp/profile.txt" >"$tmp/other.txt"

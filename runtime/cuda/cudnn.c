@@ -50,8 +50,8 @@ static dnn_conv *dnn_convs;
 
 /* The cuDNN data type of a plan type; -1 when cuDNN has no such call. */
 static int dnn_type(const cg_conv *d) {
-    if (d->type_x != d->type_w || d->type_x != d->type_y) return -1;
-    return d->type_x == IR_F32 ? CUDNN_DATA_FLOAT : d->type_x == IR_BF16 ? CUDNN_DATA_BFLOAT16 : -1;
+    int t = cg_conv_one_type(d);
+    return t == IR_F32 ? CUDNN_DATA_FLOAT : t == IR_BF16 ? CUDNN_DATA_BFLOAT16 : -1;
 }
 
 /* The most workspace one convolution may take: an algorithm needing more
@@ -102,9 +102,9 @@ typedef struct {
     size_t memory;
     cudnnDeterminism_t determinism;
 } candidate;
-#define CANDIDATES(perf, n, out)                                                                \
-    for (int i_ = 0; i_ < (n); i_++)                                                            \
-        (out)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory,     \
+#define CANDIDATES(perf, n, out)                                                            \
+    for (int i_ = 0; i_ < (n); i_++)                                                        \
+        (out)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory, \
                                 (perf)[i_].determinism};
 
 /* The first of n candidates (best first) that succeeded, is deterministic
@@ -120,8 +120,8 @@ static int pick(const candidate *p, int n, size_t cap) {
 /* Chooses e's algorithm on c's handle: by measurement on the call's own
  * buffers (out is overwritten; the call runs again after), or by the
  * heuristics. */
-static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const void *in2,
-                  char *err, size_t errlen) {
+static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const void *in2, char *err,
+                  size_t errlen) {
     size_t cap = ws_cap(c);
     CUdeviceptr tmp = 0;
     size_t tmp_size = 0;
@@ -137,27 +137,25 @@ static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const vo
     candidate cand[CUDNN_CONVOLUTION_FWD_ALGO_COUNT + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     if (e->d.dir == CG_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        rc = e->measured
-                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionForwardAlgorithmEx(
-                                c->dnn, e->x, in, e->w, in2, e->conv, e->y, out,
-                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p, ws, tmp_size),
-                            err, errlen)
-                 : cudnnTry(rt_cudnn.cudnnGetConvolutionForwardAlgorithm_v7(
-                                c->dnn, e->x, e->w, e->conv, e->y,
-                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p),
-                            err, errlen);
+        rc = e->measured ? cudnnTry(rt_cudnn.cudnnFindConvolutionForwardAlgorithmEx(
+                                        c->dnn, e->x, in, e->w, in2, e->conv, e->y, out,
+                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p, ws, tmp_size),
+                                    err, errlen)
+                         : cudnnTry(rt_cudnn.cudnnGetConvolutionForwardAlgorithm_v7(
+                                        c->dnn, e->x, e->w, e->conv, e->y,
+                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p),
+                                    err, errlen);
         CANDIDATES(p, rc ? 0 : n, cand)
     } else if (e->d.dir == CG_CONV_BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        rc = e->measured
-                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                c->dnn, e->w, in2, e->y, in, e->conv, e->x, out,
-                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p, ws, tmp_size),
-                            err, errlen)
-                 : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                c->dnn, e->w, e->y, e->conv, e->x,
-                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p),
-                            err, errlen);
+        rc = e->measured ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                        c->dnn, e->w, in2, e->y, in, e->conv, e->x, out,
+                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p, ws, tmp_size),
+                                    err, errlen)
+                         : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                        c->dnn, e->w, e->y, e->conv, e->x,
+                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p),
+                                    err, errlen);
         CANDIDATES(p, rc ? 0 : n, cand)
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -182,8 +180,8 @@ static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const vo
 
 /* The process's entry for d, made and chosen on c's handle when it is new;
  * NULL + err on failure, or (*later = 1) when it is new while c captures. */
-static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in,
-                       const void *in2, int *later, char *err, size_t errlen) {
+static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in, const void *in2,
+                       int *later, char *err, size_t errlen) {
     pthread_mutex_lock(&dnn_mu);
     dnn_conv *e = dnn_convs;
     while (e && !cg_conv_equal(&e->d, d)) e = e->next;
@@ -243,9 +241,9 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     void *ws = (void *)(uintptr_t)c->dnn_ws;
     const float one = 1, zero = 0;
     if (d->dir == CG_CONV_FORWARD)
-        rc = cudnnTry(rt_cudnn.cudnnConvolutionForward(
-                          c->dnn, &one, e->x, in, e->w, in2, e->conv,
-                          (cudnnConvolutionFwdAlgo_t)e->algo, ws, e->ws, &zero, e->y, out),
+        rc = cudnnTry(rt_cudnn.cudnnConvolutionForward(c->dnn, &one, e->x, in, e->w, in2, e->conv,
+                                                       (cudnnConvolutionFwdAlgo_t)e->algo, ws,
+                                                       e->ws, &zero, e->y, out),
                       err, errlen);
     else if (d->dir == CG_CONV_BACKWARD_DATA)
         rc = cudnnTry(rt_cudnn.cudnnConvolutionBackwardData(

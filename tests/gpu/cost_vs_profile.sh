@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/gpu/cost_vs_profile.sh COST PROFILE — the modelled and the measured
-# time of every kernel and GEMM of the train program, side by side, so the
+# time of every kernel, GEMM and library convolution of the train program, side by side, so the
 # first run on a GPU calibrates the cost model (docs/DESIGN.md §7.6).
 #   COST     what `dpc MODEL.net --cost` printed
 #   PROFILE  what `DPC_PROFILE=1 dprun PLAN ...` printed on stderr: the train
@@ -9,7 +9,8 @@
 # Prints `name calls modelled_us measured_us measured/modelled`, slowest
 # measured first, then one `step` line with the modelled step (launches
 # included) and the measured time per run. GEMMs are matched by shape
-# (`gemm MxNxK`); the profile names the op too, the model does not. A row
+# (`gemm MxNxK`), convolutions by direction and shape (`conv_DIR_CxHxK_kR_sS`);
+# the profile names the op too, the model does not. A row
 # the profile's top 60 leaves out shows `-`. Exit 1 when either input lacks
 # the train program.
 set -eu
@@ -19,10 +20,12 @@ awk '
     FNR == NR {
         if ($0 ~ /^train program on /) { intrain = 1; next }
         if ($0 ~ /^train total: modelled step/) { intrain = 0; step_model = $5; next }
-        if ($0 ~ /^train total: .* kernels and/) { ncalls = $3 + $6; next }
+        if ($0 ~ /^train total: .* kernels and/) { ncalls += $3 + $6; next }
+        if ($0 ~ /^train total: .* library convolutions/) { ncalls += $3; next }
         if (!intrain || $1 == "kernel") next
         key = $1
         if (key ~ /^gemm_/) { key = key; sub(/^gemm_/, "gemm ", key); sub(/_bf16$/, "", key) }
+        if (key ~ /^conv_/) sub(/_bf16$/, "", key)
         if (!(key in model)) order[++nkeys] = key
         model[key] += $6; calls[key]++
         next
@@ -36,6 +39,7 @@ awk '
     take && $2 == "ms" {
         key = $NF
         if ($(NF - 3) == "gemm") key = "gemm " $NF
+        if ($(NF - 5) == "conv") key = "conv_" $(NF - 3) "_" $(NF - 2) "_" $(NF - 1) "_" $NF
         meas[key] += $1 * 1000
         next
     }
