@@ -123,7 +123,10 @@ static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
     int bf16 = d->type_x == IR_BF16;
     snprintf(c->name, sizeof c->name,
              "conv_%s_%" PRId64 "x%" PRId64 "x%" PRId64 "_k%" PRId64 "_s%" PRId64 "%s",
-             cg_conv_dir_name(d->dir), d->C, d->H, d->K, d->kh, d->sh, bf16 ? "_bf16" : "");
+             cg_conv_dir_name(d->dir), d->C, d->H, d->K, d->kh, d->sh,
+             bf16      ? "_bf16"
+             : d->tf32 ? "_tf32"
+                       : "");
     c->kind = CG_CALL_CONV;
     c->threads = d->dir == CG_CONV_FORWARD ? ny : d->dir == CG_CONV_BACKWARD_DATA ? nx : nw;
     c->serial = d->dir == CG_CONV_FORWARD         ? d->C * d->kh * d->kw
@@ -131,7 +134,7 @@ static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
                                                   : d->N * d->Ho * d->Wo;
     c->bytes = nx * esize(d->type_x) + nw * esize(d->type_w) + ny * esize(d->type_y);
     c->flops = (int64_t)cg_conv_flops(d);
-    c->peak = bf16 ? dev->bf16_flops : dev->fp32_flops;
+    c->peak = bf16 ? dev->bf16_flops : d->tf32 ? dev->tf32_flops : dev->fp32_flops;
     c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_conv_fraction(d)) + dev->launch_us;
 }
 

@@ -141,8 +141,12 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
 }
 
 /* The library call of a node the conv pass marked (IR_FLAG_CONV_LIB):
- * slots output, then the op's inputs in order. Returns the call's index. */
-static int library_conv(cg_ctx *cx, int node, const cg_conv_shape *c, int out, int in0, int in1) {
+ * slots output, then the op's inputs in order; w_bf16 >= 0: the weights
+ * are read from that float offset of slot in1 (the scratch), as the bf16
+ * copy the alternative's GEMMs read too, so a bf16 convolution is bf16
+ * throughout (cuDNN's). Returns the call's index. */
+static int library_conv(cg_ctx *cx, int node, const cg_conv_shape *c, int out, int in0, int in1,
+                        int64_t w_bf16) {
     const ir_node *n = &cx->g->nodes[node];
     cg_conv d = {.dir = n->op == IR_OP_CONV             ? CG_CONV_FORWARD
                         : n->op == IR_OP_CONV_GRAD_DATA ? CG_CONV_BACKWARD_DATA
@@ -160,14 +164,17 @@ static int library_conv(cg_ctx *cx, int node, const cg_conv_shape *c, int out, i
                  .pw = c->p,
                  .Ho = c->Ho,
                  .Wo = c->Wo,
+                 .tf32 = (n->flags & IR_FLAG_TF32) != 0,
                  .tune = (n->flags & IR_FLAG_CONV_TUNE) != 0};
     const ir_graph *g = cx->g;
     int t0 = (int)g->nodes[n->input[0]].type.dtype, t1 = (int)g->nodes[n->input[1]].type.dtype,
         tn = (int)n->type.dtype;
     d.type_x = d.dir == CG_CONV_FORWARD ? t0 : d.dir == CG_CONV_BACKWARD_DATA ? tn : t1;
-    d.type_w = d.dir == CG_CONV_BACKWARD_WEIGHTS ? tn : t1;
+    d.type_w = d.dir == CG_CONV_BACKWARD_WEIGHTS ? tn : w_bf16 >= 0 ? IR_BF16 : t1;
     d.type_y = d.dir == CG_CONV_FORWARD ? tn : t0;
-    return cg_add_conv_call(cx, &d, out, in0, in1);
+    int call = cg_add_conv_call(cx, &d, out, in0, in1);
+    if (w_bf16 >= 0) cx->p->calls[call].off[2] = w_bf16;
+    return call;
 }
 
 /* One chunk of images at a time; scratch = columns, then a CNHW block. */
@@ -213,12 +220,14 @@ static int lower_conv(cg_ctx *cx, int node) {
     int out = 0, in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
     int sc = cg_step_slot(cx, CG_SCRATCH);
     int wslot = in1; /* the weight operand: the parameter, or its bf16 copy */
-    /* A library convolution first; the lowering below is its alternative. */
-    int lib = (n->flags & IR_FLAG_CONV_LIB) ? library_conv(cx, node, &c, out, in0, in1) : -1;
     if (cast_w) {
         cg_add_kernel_call(cx, kcast, c.K * CKK, 2, (int[]){sc, in1}, (int64_t[]){wofs, 0});
         wslot = sc;
     }
+    /* A library convolution next; the lowering below is its alternative. */
+    int lib = (n->flags & IR_FLAG_CONV_LIB)
+                  ? library_conv(cx, node, &c, out, in0, wslot, cast_w ? wofs : -1)
+                  : -1;
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
         /* kernels for this chunk size (the last chunk may be smaller) */

@@ -17,7 +17,7 @@
  *                       block shared (all 0 in a C program and in GEMMs), then
  *                       for a CG_CALL_CONV only its descriptor: u32 dir,
  *                       i64 N C H W K kh kw sh sw ph pw Ho Wo, u32 type_x type_w
- *                       type_y tune nalt
+ *                       type_y tf32 tune nalt
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
@@ -171,6 +171,9 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
             return ir_fail(err, errlen, "conv: element type %d (f32 or bf16)", types[j]);
     if ((c->tune != 0 && c->tune != 1) || c->nalt < 0)
         return ir_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
+    if ((c->tf32 != 0 && c->tf32 != 1) || (c->tf32 && cg_conv_one_type(c) != IR_F32))
+        return ir_fail(err, errlen, "conv: tf32 %d on %s tensors", c->tf32,
+                       cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
     if (c->ph >= c->kh || c->pw >= c->kw)
         return ir_fail(err, errlen, "conv: padding %" PRId64 "x%" PRId64 " not below the kernel",
                        c->ph, c->pw);
@@ -203,7 +206,7 @@ int cg_conv_equal(const cg_conv *a, const cg_conv *b) {
     for (int j = 0; j < CONV_NDIMS; j++)
         if (*x[j] != *y[j]) return 0;
     return a->dir == b->dir && a->type_x == b->type_x && a->type_w == b->type_w &&
-           a->type_y == b->type_y && a->tune == b->tune && a->nalt == b->nalt;
+           a->type_y == b->type_y && a->tf32 == b->tf32 && a->tune == b->tune && a->nalt == b->nalt;
 }
 
 const char *cg_conv_dir_name(int dir) {
@@ -303,6 +306,7 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
             ir_put_u32(&w, (uint32_t)c->conv.type_x);
             ir_put_u32(&w, (uint32_t)c->conv.type_w);
             ir_put_u32(&w, (uint32_t)c->conv.type_y);
+            ir_put_u32(&w, (uint32_t)c->conv.tf32);
             ir_put_u32(&w, (uint32_t)c->conv.tune);
             ir_put_u32(&w, (uint32_t)c->conv.nalt);
         }
@@ -439,6 +443,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
         c->conv.type_x = (int)ir_get_u32(r);
         c->conv.type_w = (int)ir_get_u32(r);
         c->conv.type_y = (int)ir_get_u32(r);
+        c->conv.tf32 = (int)ir_get_u32(r);
         c->conv.tune = (int)ir_get_u32(r);
         uint32_t nalt = ir_get_u32(r);
         if (nalt > (1u << 20)) return "bad conv call";
@@ -637,15 +642,27 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 char why[160] = "";
                 int type[3];
                 cg_conv_types(&call->conv, type);
+                int64_t want[3];
+                cg_conv_sizes(&call->conv, want);
                 for (int j = 0; j < 3 && j < call->nargs; j++) {
                     int id = s->buf[call->arg[j]];
+                    /* the weights' bf16 copy in the scratch (codegen/gemm.c) */
+                    int copy = id == CG_SCRATCH && j == 2 && type[j] == IR_BF16 &&
+                               call->conv.dir != CG_CONV_BACKWARD_WEIGHTS;
+                    if (copy && call->off[2] >= 0 && call->off[2] <= size[2] &&
+                        (want[2] + 1) / 2 <= size[2] - call->off[2]) {
+                        size[2] = want[2];
+                        continue;
+                    }
                     if (id == CG_SCRATCH || (int)g->nodes[id].type.dtype != type[j])
                         return ir_fail(err, errlen,
                                        "kernel program: step %d call %d: conv operand %d is not "
-                                       "a node of the descriptor's type",
+                                       "a node of the descriptor's type, nor the weights' copy "
+                                       "within the scratch",
                                        i, c, j);
                 }
-                if (call->nargs != 3 || call->off[0] || call->off[1] || call->off[2] ||
+                if (call->nargs != 3 || call->off[0] || call->off[1] ||
+                    (call->off[2] && s->buf[call->arg[2]] != CG_SCRATCH) ||
                     cg_conv_validate(&call->conv, size, why, sizeof why))
                     return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
                                    ir_ops[s->op].name, c,

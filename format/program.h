@@ -132,7 +132,9 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 /* ---- convolution descriptor ------------------------------------------------
  * A groups = 1 convolution as a library runs it (oneDNN on the cpu): NCHW
  * tensors, [K, C, kh, kw] weights, symmetric padding, no dilation yet; each
- * tensor f32 or bf16 (bf16 products accumulate in f32, as the GEMMs').
+ * tensor f32 or bf16 (bf16 products accumulate in f32, as the GEMMs'); a
+ * tf32 one (all f32) reads its inputs as TF32, as the GEMMs of --precision
+ * tf32 do: cuDNN's tensor cores, the im2col alternative elsewhere.
  * Slots: arg[0] the output, arg[1] and arg[2] the inputs:
  *   CG_CONV_FORWARD           y[N,K,Ho,Wo]  = conv(x[N,C,H,W], w)
  *   CG_CONV_BACKWARD_DATA     dx[N,C,H,W]   = conv_grad_data(dy, w)
@@ -150,6 +152,7 @@ typedef struct {
     int64_t sh, sw, ph, pw;     /* stride, padding (each side) */
     int64_t Ho, Wo;             /* y, or dy */
     int type_x, type_w, type_y; /* ir_dtype of x (dx), w (dw), y (dy): f32 or bf16 */
+    int tf32;                   /* f32 products on TF32 tensor cores (--precision tf32) */
     int tune;                   /* 1: the runtime times the library against the alternative */
     int nalt;                   /* calls after this one that compute the same (im2col + GEMM) */
 } cg_conv;

@@ -3,7 +3,8 @@
  *   im2col   none: every convolution is im2col + GEMM (codegen/gemm.c), or
  *            direct kernels when grouped;
  *   library  every one the library takes (ir_conv_library_ok: groups = 1,
- *            f32 or bf16, NCHW, no TF32) is marked IR_FLAG_CONV_LIB: codegen emits
+ *            f32 or bf16, NCHW; TF32 too, which cuDNN runs on tensor
+ *            cores and the cpu as its alternative) is marked IR_FLAG_CONV_LIB: codegen emits
  *            the library call with the im2col lowering after it as its
  *            alternative, and the backend runs the library;
  *   auto     the same marks plus IR_FLAG_CONV_TUNE: the backend times both

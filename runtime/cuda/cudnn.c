@@ -3,8 +3,8 @@
  * on the compute stream, and the table's conv (device.h).
  *
  * Tensors are NCHW and weights KCRS, as the plan lays them out; the
- * arithmetic is the plan's: f32 on the FMA units (never TF32, which the
- * plan would have to say), or bf16 with f32 accumulation on tensor cores.
+ * arithmetic is the plan's: f32 on the FMA units, TF32 where the plan says
+ * tf32 (--precision tf32), or bf16 with f32 accumulation on tensor cores.
  * A descriptor mixing the two (--precision bf16 keeps f32 master weights)
  * is not cuDNN's: its im2col alternative runs.
  *
@@ -72,9 +72,11 @@ static void dnn_conv_free(dnn_conv *e) {
 static int set_descriptors(dnn_conv *e, char *err, size_t errlen) {
     const cg_conv *d = &e->d;
     cudnnDataType_t t = (cudnnDataType_t)dnn_type(d);
-    /* f32 stays on the FMA units: cuDNN's default math lets Ampere and
-     * later round f32 inputs to TF32. */
-    cudnnMathType_t math = t == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+    /* f32 stays on the FMA units unless the plan says tf32: cuDNN's
+     * default math lets Ampere and later round f32 inputs to TF32. */
+    cudnnMathType_t math = t != CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH
+                           : d->tf32             ? CUDNN_DEFAULT_MATH
+                                                 : CUDNN_FMA_MATH;
     return cudnnTry(rt_cudnn.cudnnCreateTensorDescriptor(&e->x), err, errlen) ||
            cudnnTry(rt_cudnn.cudnnCreateTensorDescriptor(&e->y), err, errlen) ||
            cudnnTry(rt_cudnn.cudnnCreateFilterDescriptor(&e->w), err, errlen) ||

@@ -467,6 +467,7 @@ static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C) 
 static int cpu_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
                     char *err, size_t errlen) {
     (void)be;
+    if (d->tf32) return 1; /* oneDNN has no TF32 here: the alternative's TF32 GEMMs */
     return rt_onednn_conv(d, out, in, in2, pool_run, err, errlen);
 }
 

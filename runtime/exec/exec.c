@@ -391,8 +391,10 @@ static int run_call(rt_exec *ex, const cg_step *s, int ci, char *err, size_t err
     int rc;
     double t0 = ex->prof ? rt_now() : 0, c0 = ex->prof ? rt_clock_s(CLOCK_THREAD_CPUTIME_ID) : 0;
     if (c->kind == CG_CALL_CONV) {
-        rc = be->conv(be, &c->conv, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
-                      slot_ptr(ex, s, c->arg[2]), err, errlen);
+        for (int j = 0; j < 3; j++) /* the weights may be a copy within the scratch */
+            args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
+                      (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
+        rc = be->conv(be, &c->conv, args[0], args[1], args[2], err, errlen);
     } else if (c->kind == CG_CALL_GEMM) {
         rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
                       slot_ptr(ex, s, c->arg[2]), err, errlen);

@@ -152,6 +152,7 @@ static void save(void) {
     RT_CHECK_ALLOC(text);
     for (const choice *k = choices; k; k = k->next) {
         const cg_conv *d = &k->d;
+        if (d->tf32) continue; /* the line has no field for it: measured per process */
         len += (size_t)snprintf(text + len, cap - len,
                                 "conv %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
                                 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64

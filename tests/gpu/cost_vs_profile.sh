@@ -25,7 +25,7 @@ awk '
         if (!intrain || $1 == "kernel") next
         key = $1
         if (key ~ /^gemm_/) { key = key; sub(/^gemm_/, "gemm ", key); sub(/_bf16$/, "", key) }
-        if (key ~ /^conv_/) sub(/_bf16$/, "", key)
+        if (key ~ /^conv_/) sub(/_(bf16|tf32)$/, "", key)
         if (!(key in model)) order[++nkeys] = key
         model[key] += $6; calls[key]++
         next

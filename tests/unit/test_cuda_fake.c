@@ -274,22 +274,27 @@ static int state_diff(const state *a, const state *b, double tol, double back_to
     return diffs;
 }
 
-/* Calls a step of p runs on a backend with the convolution library: each
- * conv call, not its alternative. Their count in *convs. */
+/* Calls a step of p runs on the cuda backend with cuDNN: each conv call
+ * of one type throughout, not its alternative; the alternative of a mixed
+ * one. Their count in *convs. */
 static int library_calls(const cg_program *p, int *gemms, int *convs) {
     int n = 0;
     *gemms = *convs = 0;
-    for (int c = 0; c < p->ncalls; c++, n++) {
-        *gemms += p->calls[c].kind == CG_CALL_GEMM;
-        if (p->calls[c].kind == CG_CALL_CONV) ++*convs, c += p->calls[c].conv.nalt;
+    for (int c = 0; c < p->ncalls; c++) {
+        const cg_call *call = &p->calls[c];
+        if (call->kind == CG_CALL_CONV && cg_conv_one_type(&call->conv) < 0) continue;
+        n++;
+        *gemms += call->kind == CG_CALL_GEMM;
+        if (call->kind == CG_CALL_CONV) ++*convs, c += call->conv.nalt;
     }
     return n;
 }
 
-static void step_matches_cpu_with(const char *model, int batch, double back_tol,
-                                  pass_conv_kind conv) {
+static void step_matches_cpu_with(const char *model, int batch, double tol, double back_tol,
+                                  pass_conv_kind conv, pass_precision_kind precision) {
     pass_options o = pass_default_options();
     o.conv = conv;
+    o.precision = precision;
     ir_graph *g = fx_model_graph(model, batch, 1, &o, err, sizeof err);
     CHECK(g != NULL);
     if (!g) return;
@@ -328,7 +333,7 @@ static void step_matches_cpu_with(const char *model, int batch, double back_tol,
                   (long long)(s1.launches - s0.launches), (long long)(s1.gemms - s0.gemms),
                   (long long)(s1.convs - s0.convs), launches, gemms, convs);
         state sc = state_of(&c, g), su = state_of(&u, g);
-        CHECK(state_diff(&su, &sc, 1e-4, back_tol, model) == 0);
+        CHECK(state_diff(&su, &sc, tol, back_tol, model) == 0);
         state_free(&sc);
 
         /* Graph: record the step, restore the starting weights and replay:
@@ -421,7 +426,7 @@ TEST(staging_and_late_reads_never_drain) {
 }
 
 static void step_matches_cpu(const char *model, int batch, double back_tol) {
-    step_matches_cpu_with(model, batch, back_tol, PASS_CONV_IM2COL);
+    step_matches_cpu_with(model, batch, 1e-4, back_tol, PASS_CONV_IM2COL, PASS_PRECISION_FP32);
 }
 
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
@@ -432,10 +437,29 @@ TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e
  * equal to the cpu's, and captured and replayed like any call. */
 TEST(cnn_small_library_convs_equal_cpu) {
     long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1), u2 = fake_cudnn_uses(2);
-    step_matches_cpu_with("models/cnn_small.net", 4, 1e-4, PASS_CONV_LIBRARY);
+    step_matches_cpu_with("models/cnn_small.net", 4, 1e-4, 1e-4, PASS_CONV_LIBRARY,
+                          PASS_PRECISION_FP32);
     CHECK_MSG(fake_cudnn_uses(1) > u1 && fake_cudnn_uses(0) == u0 && fake_cudnn_uses(2) == u2,
               "cuDNN algorithms used: 0 %lld, 1 %lld, 2 %lld times", fake_cudnn_uses(0) - u0,
               fake_cudnn_uses(1) - u1, fake_cudnn_uses(2) - u2);
+}
+
+/* The same with --precision tf32 (cuDNN on TF32, the fake rounding its
+ * inputs as tensor cores do, against the cpu's TF32 GEMMs of the
+ * alternative: the tf32 test's gradient bound, for the forward too, as the
+ * convolutions' roundings differ now) and bf16 (forward and data
+ * gradient in cuDNN on the weights' bf16 copy, the weight gradient, which
+ * keeps f32, in the alternative; each side rounds its bf16 outputs, one
+ * bf16 ulp apart now and then). */
+TEST(cnn_small_library_convs_tf32_bf16_equal_cpu) {
+    long long u1 = fake_cudnn_uses(1);
+    step_matches_cpu_with("models/cnn_small.net", 4, 1e-3, 1e-3, PASS_CONV_LIBRARY,
+                          PASS_PRECISION_TF32);
+    long long u2 = fake_cudnn_uses(1);
+    CHECK(u2 > u1);
+    step_matches_cpu_with("models/cnn_small.net", 4, 2e-2, 5e-2, PASS_CONV_LIBRARY,
+                          PASS_PRECISION_BF16);
+    CHECK(fake_cudnn_uses(1) > u2);
 }
 /* 18 layers of ReLUs: a few kinks may flip (state_diff), 3e-2 allows ~5 */
 TEST(resnet18_step_equals_cpu) { step_matches_cpu("models/resnet18.net", 4, 3e-2); }
@@ -1299,6 +1323,7 @@ int main(void) {
     RUN(staging_and_late_reads_never_drain);
     RUN(cnn_small_step_equals_cpu);
     RUN(cnn_small_library_convs_equal_cpu);
+    RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(tf32_gemm_equals_the_cpus_within_the_bound);
