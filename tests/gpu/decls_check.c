@@ -137,13 +137,14 @@ static void print_nvrtc(void) {
 #endif
 
 #ifdef HAVE_CUDNN_H
-#define RT_CUDNN_ALL_VALUES(X)                                                                  \
-    RT_CUDNN_STATUS_VALUES(X)                                                                   \
-    RT_CUDNN_DATA_TYPE_VALUES(X)                                                                \
-    RT_CUDNN_MATH_VALUES(X)                                                                     \
-    RT_CUDNN_TENSOR_FORMAT_VALUES(X)                                                            \
-    RT_CUDNN_CONV_MODE_VALUES(X)                                                                \
-    RT_CUDNN_DETERMINISM_VALUES(X) RT_CUDNN_FWD_ALGO_VALUES(X) RT_CUDNN_BWD_DATA_ALGO_VALUES(X) \
+#define RT_CUDNN_ALL_VALUES(X)                                   \
+    RT_CUDNN_STATUS_VALUES(X)                                    \
+    RT_CUDNN_DATA_TYPE_VALUES(X)                                 \
+    RT_CUDNN_MATH_VALUES(X)                                      \
+    RT_CUDNN_TENSOR_FORMAT_VALUES(X)                             \
+    RT_CUDNN_CONV_MODE_VALUES(X)                                 \
+    RT_CUDNN_DETERMINISM_VALUES(X)                               \
+    RT_CUDNN_FWD_ALGO_VALUES(X) RT_CUDNN_BWD_DATA_ALGO_VALUES(X) \
         RT_CUDNN_BWD_FILTER_ALGO_VALUES(X)
 RT_CUDNN_ALL_VALUES(SAME_VALUE)
 _Static_assert(__builtin_types_compatible_p(cudnnHandle_t, struct cudnnContext *), "cudnnHandle_t");
