@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/hash.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/cuda/internal.h"
@@ -333,6 +334,14 @@ static int conv_marked(rt_backend *be, const cg_conv *d, void *out, const void *
     return rc;
 }
 
+/* A measured choice holds for this kind of device with this cuDNN. */
+static uint64_t cuda_tune_key(const rt_backend *be) {
+    const cuda_impl *c = impl_of(be);
+    size_t version = c->dnn ? rt_cudnn.cudnnGetVersion() : 0;
+    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, c->name);
+    return ir_fnv1a(h, &version, sizeof version);
+}
+
 static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t errlen) {
     int rc = cuda_graph_launch(be, g, err, errlen);
     if (rc) impl_of(be)->failed = 1;
@@ -453,6 +462,7 @@ static const rt_backend cuda_table = {
     .launch = launch_marked,
     .gemm = gemm_marked,
     .conv = conv_marked,
+    .tune_key = cuda_tune_key,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
     .graph_begin = rt_cuda_graph_begin,

@@ -110,6 +110,10 @@ struct rt_backend {
      * slower), -1 on failure. NULL: always the alternative. */
     int (*conv)(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
                 char *err, size_t errlen);
+    /* What a measured choice between a convolution's library call and its
+     * alternative holds for (the device and its library); NULL: this CPU's
+     * model and the pool's size. */
+    uint64_t (*tune_key)(const rt_backend *be);
     int (*sync)(rt_backend *be, char *err, size_t errlen);
     void (*destroy)(rt_backend *be);
     /* Graph capture and replay (see the usage above); NULL: not supported,

@@ -438,7 +438,7 @@ static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err,
     const cg_call *c = &ex->prog->calls[ci];
     *skip = c->conv.nalt;
     int choice = !ex->be->conv  ? RT_CONV_ALTERNATIVE
-                 : c->conv.tune ? rt_conv_choice_get(&c->conv)
+                 : c->conv.tune ? rt_conv_choice_get(rt_conv_where(ex->be), &c->conv)
                                 : RT_CONV_LIBRARY;
     if (choice == RT_CONV_ALTERNATIVE) return run_alternative(ex, s, ci, err, errlen);
     if (choice == RT_CONV_LIBRARY) {
@@ -448,7 +448,7 @@ static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err,
     /* not measured yet: warm, then time the library and the alternative */
     int rc = run_call(ex, s, ci, err, errlen);
     if (rc == 1) {
-        rt_conv_choice_set(&c->conv, RT_CONV_ALTERNATIVE, 0, 0);
+        rt_conv_choice_set(rt_conv_where(ex->be), &c->conv, RT_CONV_ALTERNATIVE, 0, 0);
         return run_alternative(ex, s, ci, err, errlen);
     }
     if (rc || ex->be->sync(ex->be, err, errlen)) return -1;
@@ -458,7 +458,7 @@ static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err,
     if (run_alternative(ex, s, ci, err, errlen) || ex->be->sync(ex->be, err, errlen)) return -1;
     double t2 = rt_now();
     int way = t1 - t0 <= t2 - t1 ? RT_CONV_LIBRARY : RT_CONV_ALTERNATIVE;
-    rt_conv_choice_set(&c->conv, way, t1 - t0, t2 - t1);
+    rt_conv_choice_set(rt_conv_where(ex->be), &c->conv, way, t1 - t0, t2 - t1);
     /* the output as the chosen way computes it, as every later step will */
     return way == RT_CONV_LIBRARY ? run_call(ex, s, ci, err, errlen) : 0;
 }

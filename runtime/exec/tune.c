@@ -3,9 +3,10 @@
  * the executor (exec.c run_conv) once per descriptor and kept
  *   - for the process, shared by every replica, so replicas run the same
  *     arithmetic;
- *   - in the kernel cache (DPC_CACHE_DIR), in a record for this CPU model
- *     and thread count, so later runs on the machine choose as the first
- *     did, without measuring. `dprun --tune` measures every one again.
+ *   - in the kernel cache (DPC_CACHE_DIR), in a record for the machine
+ *     (rt_conv_where: this CPU model and thread count, or the GPU and its
+ *     cuDNN), so later runs on it choose as the first did, without
+ *     measuring. `dprun --tune` measures every one again.
  * The record is data: each line is checked field by field (a descriptor
  * cg_conv_validate accepts, a known way, finite times) and a bad line is
  * dropped with one notice; it never names a file or holds code.
@@ -25,6 +26,7 @@
 #include "runtime/exec/internal.h"
 
 typedef struct choice {
+    uint64_t where; /* the machine it was measured on (rt_conv_where) */
     cg_conv d;
     int way;
     double lib_ms, alt_ms;
@@ -33,26 +35,34 @@ typedef struct choice {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static choice *choices;
-static int loaded, retune;
+static int retune;
+#define MAX_WHERE 8
+static uint64_t loaded[MAX_WHERE]; /* the records read so far */
+static int nloaded;
 
 static const char *way_name(int way) { return way == RT_CONV_LIBRARY ? "library" : "im2col"; }
 
-/* The record's name in the cache: this CPU and thread count. */
-static void record_name(char *name, size_t n) {
-    int threads = rt_cpu_threads();
-    uint64_t h = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
-    rt_cache_name(name, n, "tune", h, "conv");
+uint64_t rt_conv_where(const rt_backend *be) {
+    if (be && be->tune_key) return be->tune_key(be);
+    int threads = rt_cpu_threads(); /* the cpu: its model and the pool's size */
+    return rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
 }
 
-static choice *find(const cg_conv *d) {
+/* The record's name in the cache: the machine's. */
+static void record_name(uint64_t where, char *name, size_t n) {
+    rt_cache_name(name, n, "tune", where, "conv");
+}
+
+static choice *find(uint64_t where, const cg_conv *d) {
     choice *c = choices;
-    while (c && !cg_conv_equal(&c->d, d)) c = c->next;
+    while (c && (c->where != where || !cg_conv_equal(&c->d, d))) c = c->next;
     return c;
 }
 
-static void add(const cg_conv *d, int way, double lib_ms, double alt_ms) {
+static void add(uint64_t where, const cg_conv *d, int way, double lib_ms, double alt_ms) {
     choice *c = calloc(1, sizeof *c);
     RT_CHECK_ALLOC(c);
+    c->where = where;
     c->d = *d;
     c->way = way, c->lib_ms = lib_ms, c->alt_ms = alt_ms;
     c->next = choices;
@@ -103,15 +113,17 @@ static int parse_line(const char *line, cg_conv *d, int *way, double *lib_ms, do
     return 0;
 }
 
-/* The record, once per process (under mu). nalt is not in it: a
+/* where's record, once per process (under mu). nalt is not in it: a
  * descriptor is matched with its nalt set to the record's caller's. */
-static void load(void) {
-    loaded = 1;
+static void load(uint64_t where) {
+    for (int i = 0; i < nloaded; i++)
+        if (loaded[i] == where) return;
+    if (nloaded < MAX_WHERE) loaded[nloaded++] = where; /* more machines: read again */
     if (retune) return;
     rt_cache c;
     char err[512], name[128];
     if (rt_cache_open(&c, err, sizeof err)) return; /* no cache: measure */
-    record_name(name, sizeof name);
+    record_name(where, name, sizeof name);
     size_t len;
     char *text = (char *)rt_cache_read(&c, name, &len);
     int bad = 0;
@@ -128,7 +140,7 @@ static void load(void) {
             bad++;
             continue;
         }
-        if (!find(&d)) add(&d, way, lib_ms, alt_ms);
+        if (!find(where, &d)) add(where, &d, way, lib_ms, alt_ms);
     }
     if (bad) {
         char *path = rt_cache_path(&c, name);
@@ -140,19 +152,20 @@ static void load(void) {
     rt_cache_close(&c);
 }
 
-/* Rewrites the record with every choice this process knows (under mu). */
-static void save(void) {
+/* Rewrites where's record with every choice this process knows of it
+ * (under mu). */
+static void save(uint64_t where) {
     rt_cache c;
     char err[512], name[128];
     if (rt_cache_open(&c, err, sizeof err)) return;
-    record_name(name, sizeof name);
+    record_name(where, name, sizeof name);
     size_t cap = 256, len = 0;
     for (const choice *k = choices; k; k = k->next) cap += 256;
     char *text = malloc(cap);
     RT_CHECK_ALLOC(text);
     for (const choice *k = choices; k; k = k->next) {
         const cg_conv *d = &k->d;
-        if (d->tf32) continue; /* the line has no field for it: measured per process */
+        if (k->where != where || d->tf32) continue; /* tf32: no field for it, measured anew */
         len += (size_t)snprintf(text + len, cap - len,
                                 "conv %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
                                 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
@@ -173,24 +186,24 @@ void rt_conv_retune(void) {
     pthread_mutex_unlock(&mu);
 }
 
-int rt_conv_choice_get(const cg_conv *d) {
+int rt_conv_choice_get(uint64_t where, const cg_conv *d) {
     cg_conv key = *d;
     key.nalt = 0; /* the record does not keep it */
     pthread_mutex_lock(&mu);
-    if (!loaded) load();
-    const choice *c = find(&key);
+    load(where);
+    const choice *c = find(where, &key);
     int way = c ? c->way : RT_CONV_UNKNOWN;
     pthread_mutex_unlock(&mu);
     return way;
 }
 
-void rt_conv_choice_set(const cg_conv *d, int way, double lib_s, double alt_s) {
+void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s, double alt_s) {
     cg_conv key = *d;
     key.nalt = 0;
     pthread_mutex_lock(&mu);
-    if (!find(&key)) { /* the first replica's measurement stands */
-        add(&key, way, 1e3 * lib_s, 1e3 * alt_s);
-        save();
+    if (!find(where, &key)) { /* the first replica's measurement stands */
+        add(where, &key, way, 1e3 * lib_s, 1e3 * alt_s);
+        save(where);
         if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
             fprintf(stderr,
                     "dpc: conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64

@@ -137,15 +137,13 @@ static void print_nvrtc(void) {
 #endif
 
 #ifdef HAVE_CUDNN_H
-#define RT_CUDNN_ALL_VALUES(X)                                   \
-    RT_CUDNN_STATUS_VALUES(X)                                    \
-    RT_CUDNN_DATA_TYPE_VALUES(X)                                 \
-    RT_CUDNN_MATH_VALUES(X)                                      \
-    RT_CUDNN_TENSOR_FORMAT_VALUES(X)                             \
-    RT_CUDNN_CONV_MODE_VALUES(X)                                 \
-    RT_CUDNN_DETERMINISM_VALUES(X)                               \
-    RT_CUDNN_FWD_ALGO_VALUES(X) RT_CUDNN_BWD_DATA_ALGO_VALUES(X) \
-        RT_CUDNN_BWD_FILTER_ALGO_VALUES(X)
+/* clang-format off */
+#define RT_CUDNN_ALL_VALUES(X)                                                                  \
+    RT_CUDNN_STATUS_VALUES(X) RT_CUDNN_DATA_TYPE_VALUES(X) RT_CUDNN_MATH_VALUES(X)              \
+    RT_CUDNN_TENSOR_FORMAT_VALUES(X) RT_CUDNN_CONV_MODE_VALUES(X)                               \
+    RT_CUDNN_DETERMINISM_VALUES(X) RT_CUDNN_FWD_ALGO_VALUES(X)                                  \
+    RT_CUDNN_BWD_DATA_ALGO_VALUES(X) RT_CUDNN_BWD_FILTER_ALGO_VALUES(X)
+/* clang-format on */
 RT_CUDNN_ALL_VALUES(SAME_VALUE)
 _Static_assert(__builtin_types_compatible_p(cudnnHandle_t, struct cudnnContext *), "cudnnHandle_t");
 _Static_assert(__builtin_types_compatible_p(cudnnTensorDescriptor_t, struct cudnnTensorStruct *),

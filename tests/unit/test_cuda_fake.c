@@ -31,6 +31,7 @@
 #include "runtime/cuda/cuda.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
+#include "runtime/exec/internal.h" /* rt_conv_where */
 #include "runtime/train/replicas.h"
 #include "runtime/data/data.h"
 #include "tests/harness.h"
@@ -442,6 +443,70 @@ TEST(cnn_small_library_convs_equal_cpu) {
     CHECK_MSG(fake_cudnn_uses(1) > u1 && fake_cudnn_uses(0) == u0 && fake_cudnn_uses(2) == u2,
               "cuDNN algorithms used: 0 %lld, 1 %lld, 2 %lld times", fake_cudnn_uses(0) - u0,
               fake_cudnn_uses(1) - u1, fake_cudnn_uses(2) - u2);
+}
+
+/* A tuned descriptor (--conv auto) is chosen by measurement
+ * (cudnnFind*Ex on the call's buffers), still among the deterministic
+ * algorithms that fit, and computes the convolution; such choices are
+ * kept per machine, the GPU's apart from the cpu's. */
+TEST(tuned_cudnn_conv_measures_and_computes) {
+    rt_backend *u = rt_backend_cuda(0, err, sizeof err), *c = rt_backend_cpu();
+    CHECK_MSG(u != NULL, "%s", err);
+    if (!u) {
+        rt_backend_free(c);
+        return;
+    }
+    CHECK(rt_conv_where(u) != rt_conv_where(c) && rt_conv_where(u) == rt_conv_where(u));
+    cg_conv d = {.dir = CG_CONV_FORWARD,
+                 .N = 2,
+                 .C = 3,
+                 .H = 7,
+                 .W = 6,
+                 .K = 4,
+                 .kh = 3,
+                 .kw = 3,
+                 .sh = 2,
+                 .sw = 2,
+                 .ph = 1,
+                 .pw = 1,
+                 .Ho = 4,
+                 .Wo = 3,
+                 .type_x = IR_F32,
+                 .type_w = IR_F32,
+                 .type_y = IR_F32,
+                 .tune = 1};
+    enum { NX = 2 * 3 * 7 * 6, NW = 4 * 3 * 3 * 3, NY = 2 * 4 * 4 * 3 };
+    float x[NX], w[NW], y[NY];
+    for (int i = 0; i < NX; i++) x[i] = (float)((i * 37) % 19) / 9.5f - 1;
+    for (int i = 0; i < NW; i++) w[i] = (float)((i * 11) % 13) / 6.5f - 1;
+    float *dx = u->alloc(u, sizeof x), *dw = u->alloc(u, sizeof w), *dy = u->alloc(u, sizeof y);
+    u->copy_in(u, dx, x, sizeof x);
+    u->copy_in(u, dw, w, sizeof w);
+    long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1);
+    CHECK_MSG(u->conv(u, &d, dy, dx, dw, err, sizeof err) == 0, "%s", err);
+    u->copy_out(u, y, dy, sizeof y);
+    CHECK(fake_cudnn_uses(0) == u0 && fake_cudnn_uses(1) >= u1 + 2); /* the search, the call */
+    double worst = 0;
+    for (int n = 0; n < 2; n++)
+        for (int k = 0; k < 4; k++)
+            for (int oh = 0; oh < 4; oh++)
+                for (int ow = 0; ow < 3; ow++) {
+                    double sum = 0;
+                    for (int ch = 0; ch < 3; ch++)
+                        for (int r = 0; r < 3; r++)
+                            for (int q = 0; q < 3; q++) {
+                                int ih = 2 * oh - 1 + r, iw = 2 * ow - 1 + q;
+                                if (ih >= 0 && ih < 7 && iw >= 0 && iw < 6)
+                                    sum += (double)x[((n * 3 + ch) * 7 + ih) * 6 + iw] *
+                                           w[((k * 3 + ch) * 3 + r) * 3 + q];
+                            }
+                    double e = fabs(sum - y[((n * 4 + k) * 4 + oh) * 3 + ow]);
+                    if (e > worst) worst = e;
+                }
+    CHECK_MSG(worst < 1e-5, "worst error %.3g", worst);
+    u->free(u, dx), u->free(u, dw), u->free(u, dy);
+    rt_backend_free(u);
+    rt_backend_free(c);
 }
 
 /* The same with --precision tf32 (cuDNN on TF32, the fake rounding its
@@ -1324,6 +1389,7 @@ int main(void) {
     RUN(cnn_small_step_equals_cpu);
     RUN(cnn_small_library_convs_equal_cpu);
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
+    RUN(tuned_cudnn_conv_measures_and_computes);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(tf32_gemm_equals_the_cpus_within_the_bound);
