@@ -7,6 +7,7 @@
 
 #include "driver/args.h"
 #include "driver/compile.h"
+#include "driver/version.h"
 #include "ir/parse.h"
 #include "passes/passes.h"
 
@@ -152,6 +153,8 @@ static const arg_spec args[] = {
     {"--time-passes", "--time-passes", ARG_FLAG, OPT(time_passes), 0, 0, NULL,
      "a row per pass: ms, nodes before/after, kernels, arena bytes", ARG_NEXT, NULL},
     {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_NEXT, NULL},
+    {"--version", "--version", ARG_VERSION, 0, 0, 0, NULL,
+     "the release, the plan formats and what this build has", ARG_NEXT, NULL},
 };
 
 static const arg_parser parser = {
@@ -209,6 +212,10 @@ int main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &args);
     if (rc == 2) {
         usage(stdout);
+        return 0;
+    }
+    if (rc == 3) {
+        dpc_print_version(stdout, "dpc");
         return 0;
     }
     if (rc) return 1;

@@ -11,6 +11,7 @@
 
 #include "runtime/env.h"
 #include "driver/args.h"
+#include "driver/version.h"
 #include "ir/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/device/device.h"
@@ -143,6 +144,8 @@ static const arg_spec args[] = {
     {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL,
      "also write the sweep's table to FILE", ARG_EQ_OR_NEXT, NULL},
     {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_EQ_OR_NEXT, NULL},
+    {"--version", "--version", ARG_VERSION, 0, 0, 0, NULL,
+     "the release, the plan formats and what this build has", ARG_EQ_OR_NEXT, NULL},
 };
 
 static const arg_parser parser = {
@@ -304,7 +307,8 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     a.o.log_prefix = "dprun: ";
     int rc = arg_parse(&parser, argc, argv, &a);
     if (rc == 2) arg_usage(&parser, stdout);
-    if (rc) return rc == 2 ? 0 : 1;
+    if (rc == 3) dpc_print_version(stdout, "dprun");
+    if (rc) return rc == 2 || rc == 3 ? 0 : 1;
     char err[2048];
     if (rt_env_check(err, sizeof err)) return bad("%s", err);
     rt_sweep sweep;

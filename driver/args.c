@@ -1,6 +1,7 @@
 /* driver/args.c — the table-driven command-line parser (driver/args.h). */
 #include "driver/args.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,7 +56,8 @@ static int store(const arg_parser *p, const arg_spec *s, const char *val, void *
     int64_t v;
     double x;
     switch (s->kind) {
-    case ARG_HELP: return 0;
+    case ARG_HELP:
+    case ARG_VERSION: return 0;
     case ARG_FLAG:
         if (val) return arg_fail(p->prog, "%s takes no value", s->name);
         *(int *)at = s->lo ? (int)s->lo : 1;
@@ -115,9 +117,14 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
                 s = &p->specs[k];
         if (s && val && s->form == ARG_NEXT) s = NULL; /* --opt=V is no name it knows */
         if (s && s->kind == ARG_HELP) return 2;
+        if (s && s->kind == ARG_VERSION) return 3;
         if (s) {
             if (!val && s->kind != ARG_FLAG && s->form != ARG_EQ) {
-                if (i + 1 >= argc) return arg_fail(p->prog, p->missing, opt);
+                /* `--epochs --steps 5` lacks a value: the next option is
+                 * never taken as one (`--opt=--x` still passes such a value) */
+                if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-' &&
+                                      isalpha((unsigned char)argv[i + 1][2])))
+                    return arg_fail(p->prog, p->missing, opt);
                 val = argv[++i];
             }
             if (store(p, s, val, dst)) return 1;

@@ -16,7 +16,7 @@
  *         .missing = "%s needs a value", .extra = "more than one file: %s",
  *         .width = 24, .wide_gap = 1};
  *     my_args a = {0};
- *     int rc = arg_parse(&parser, argc, argv, &a);  // 0, 1 (reported), 2: --help
+ *     int rc = arg_parse(&parser, argc, argv, &a);  // 0, 1 (reported), 2: --help, 3: --version
  *     if (rc == 2) arg_usage(&parser, stdout);
  *
  * An option's value comes as `--opt=V` or as the next argument, as its
@@ -32,6 +32,7 @@
 
 typedef enum {
     ARG_HELP,     /* arg_parse returns 2; also -h */
+    ARG_VERSION,  /* arg_parse returns 3 */
     ARG_FLAG,     /* int = lo, or 1 when lo is 0; takes no value */
     ARG_STRING,   /* const char * */
     ARG_NONEMPTY, /* const char *, not empty (`check` is the message) */

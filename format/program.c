@@ -37,6 +37,8 @@
  * 6: library convolutions (CG_CALL_CONV). */
 #define CG_VERSION 6u
 
+unsigned cg_program_version(void) { return CG_VERSION; }
+
 void cg_program_free(cg_program *p) {
     if (!p) return;
     free(p->source);

@@ -224,6 +224,8 @@ typedef struct {
 } cg_program;
 
 void cg_program_free(cg_program *p);
+/* The record's format version (a plan's KCPU/KCUD sections carry it). */
+unsigned cg_program_version(void);
 
 /* Hash of everything the kernels depend on: ops, inputs, attributes, types
  * (names and flags are not part of it). */

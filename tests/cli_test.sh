@@ -97,5 +97,14 @@ grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp
 "$bin/dpc" models/resnet18.net --cost --device h200 | cmp -s - "$tmp/cost.txt" && ok || bad "--device h200 is not the default"
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200)" "$bin/dpc" models/mlp.net --cost --device tpu9
 expect_fail_line cost-device-value "missing value after: --device" "$bin/dpc" models/mlp.net --cost --device
+expect_fail_line batch-then-flag "missing value after: --batch" "$bin/dpc" models/mlp.net --batch --cost
+# --version: the release, the formats a plan holds and the build's parts, on
+# stdout, exit 0, for both tools.
+for tool in dpc dprun; do
+    out=$("$bin/$tool" --version 2>&1) && printf '%s\n' "$out" |
+        grep -Eq "^$tool [0-9]+\.[0-9]+\.[0-9]+ \(plan format [0-9]+, kernel program format [0-9]+\)$" &&
+        printf '%s\n' "$out" | grep -q '^build: cuda backend .*, MPI .*, oneDNN convolutions .*, sanitizers ' &&
+        ok || bad "$tool --version: $out"
+done
 
 finish

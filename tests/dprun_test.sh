@@ -28,6 +28,9 @@ expect_fail two-plans "more than one plan file" "$bin/dprun" "$tmp/mlp.plan" "$t
 expect_fail epochs-zero "--epochs: '0' is not an integer" "$bin/dprun" "$tmp/mlp.plan" --epochs 0
 expect_fail epochs-text "--epochs: 'abc'" "$bin/dprun" "$tmp/mlp.plan" --epochs abc
 expect_fail steps-missing "--steps needs a value" "$bin/dprun" "$tmp/mlp.plan" --steps
+# A flag missing its value never takes the next flag as one.
+expect_fail epochs-then-flag "--epochs needs a value" "$bin/dprun" "$tmp/mlp.plan" --epochs --steps 1
+expect_fail sweep-dir-then-flag "--sweep-dir needs a value" "$bin/dprun" "$tmp/mlp.plan" --sweep-dir --steps 1
 expect_fail gpus-zero "--gpus: '0'" "$bin/dprun" "$tmp/mlp.plan" --gpus 0
 expect_fail seed-negative "--seed: '-1'" "$bin/dprun" "$tmp/mlp.plan" --seed -1
 expect_fail lr-scaling "--lr-scaling: 'cubic'" "$bin/dprun" "$tmp/mlp.plan" --lr-scaling cubic
