@@ -34,7 +34,7 @@ static void not_while_capturing(const cuda_impl *c, const char *what, const char
 static int driver_up(char *why, size_t whylen) {
     char e[512];
     if (rt_cu_load(e, sizeof e)) {
-        snprintf(why, whylen, "no CUDA driver: %s", e);
+        snprintf(why, whylen, RT_NO_CUDA_DRIVER ": %s", e);
         return -1;
     }
     CUresult r = rt_cu.cuInit(0);

@@ -202,10 +202,15 @@ const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_av
  *   "auto"  (or NULL) the cuda backend when it can be opened, else the cpu
  *           backend with *is_fallback = 1 and, once per process (replicas
  *           open one backend each), one line on stderr:
- *           "dpc: no CUDA device (REASON): using the cpu backend".
+ *           "dpc: no CUDA device (REASON): using the cpu backend" — unless
+ *           the machine has no CUDA driver at all (RT_NO_CUDA_DRIVER), a
+ *           CPU machine, where only DPC_DEBUG=1 says it.
  * Anything else is refused with a message naming the three choices.
  * is_fallback may be NULL.
  */
+
+/* How a reason for no CUDA device begins when there is no driver at all. */
+#define RT_NO_CUDA_DRIVER "no CUDA driver"
 
 rt_backend *rt_backend_open(const char *device, int *is_fallback, char *err, size_t errlen);
 /* Same on a given CUDA device (replica placement); ordinal is ignored by

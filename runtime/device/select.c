@@ -71,7 +71,9 @@ static rt_backend *open_auto(int ordinal, int *is_fallback) {
         if (be) return be;
     }
     static atomic_int told;
-    if (!atomic_exchange(&told, 1)) {
+    /* a machine without a driver is a CPU machine: nothing to say */
+    int quiet = strstr(why, RT_NO_CUDA_DRIVER ": ") && rt_debug_level() < 1;
+    if (!quiet && !atomic_exchange(&told, 1)) {
         const char *r = why;
         if (!strncmp(r, "no CUDA device (", 16)) { /* already says it: keep the reason only */
             fprintf(stderr, "dpc: %s: using the cpu backend\n", r);

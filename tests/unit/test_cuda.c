@@ -136,9 +136,13 @@ static void open_auto_twice(void *arg) {
     for (int i = 0; i < 2; i++) r->be[i] = rt_backend_open("auto", &r->fb[i], err, sizeof err);
 }
 
+/* Without a GPU, auto falls back to the cpu and says why once per process
+ * (here under DPC_DEBUG=1: a machine without a driver is otherwise quiet). */
 TEST(auto_falls_back_with_one_notice) {
     auto_run r = {{NULL, NULL}, {-1, -1}};
+    setenv("DPC_DEBUG", "1", 1);
     char *out = capture_stderr(open_auto_twice, &r);
+    unsetenv("DPC_DEBUG");
     CHECK(r.be[0] && r.be[1]);
     if (have_device) {
         CHECK(r.be[0] && !strcmp(r.be[0]->name, "cuda") && r.fb[0] == 0);
