@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ir/err.h"
 #include "ir/ir.h"
 #include "ir/parse.h"
 
@@ -129,7 +130,12 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
             }
             if (store(p, s, val, dst)) return 1;
         } else if (arg[0] == '-' && arg[1]) {
-            return arg_fail(p->prog, p->unknown, arg);
+            ir_near n = {0};
+            for (size_t k = 0; k < p->nspecs; k++) ir_near_try(&n, opt, p->specs[k].name);
+            if (!n.best) return arg_fail(p->prog, p->unknown, arg);
+            char msg[256];
+            snprintf(msg, sizeof msg, p->unknown, arg);
+            return arg_fail(p->prog, "%s; did you mean '%s'?", msg, n.best);
         } else if (*positional) {
             return arg_fail(p->prog, p->extra, arg);
         } else {

@@ -144,7 +144,11 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
     e->block = fe_map_get(&C->blocks, e->name);
     if (!e->block) e->op = fe_find_op(e->name);
     if (!e->block && !e->op) {
-        ERR(C, e->loc, "unknown operator '%s'", e->name);
+        const char *near = fe_nearest_op(e->name);
+        if (near)
+            ERR(C, e->loc, "unknown operator '%s'; did you mean '%s'?", e->name, near);
+        else
+            ERR(C, e->loc, "unknown operator '%s'", e->name);
         return -1;
     }
     const char *what = e->block ? "block " : "";
@@ -169,8 +173,18 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
             seen_key = 1;
             a->slot = param_index(e, a->key);
             if (a->slot < 0) {
-                ERR(C, a->key_loc, "unknown keyword argument '%s' for %s'%s'", a->key, what,
-                    e->name);
+                /* the parameters it does take, and the nearest of them */
+                char list[256] = "";
+                ir_near n = {0};
+                for (int i = 0, at = 0; i < nparams && at < (int)sizeof list; i++) {
+                    const char *pn = param_name(e, i);
+                    ir_near_try(&n, a->key, pn);
+                    at += snprintf(list + at, sizeof list - (size_t)at, "%s%s", i ? ", " : "", pn);
+                }
+                char hint[96] = "";
+                if (n.best) snprintf(hint, sizeof hint, "; did you mean '%s'?", n.best);
+                ERR(C, a->key_loc, "unknown keyword argument '%s' for %s'%s'%s (it takes %s)",
+                    a->key, what, e->name, hint, list);
                 return -1;
             }
             if (filled[a->slot]) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
+#include "ir/err.h"
 
 /* ---- the operator table ---------------------------------------------------- */
 
@@ -82,6 +83,12 @@ const fe_opdef *fe_find_op(const char *name) {
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!strcmp(ops[i].name, name)) return &ops[i];
     return NULL;
+}
+
+const char *fe_nearest_op(const char *name) {
+    ir_near n = {0};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) ir_near_try(&n, name, ops[i].name);
+    return n.best;
 }
 
 /* ---- values and scopes ------------------------------------------------------ */

@@ -45,3 +45,33 @@ int ir_has_control(const char *s, size_t n) {
     }
     return 0;
 }
+
+/* Edits from a to b (optimal string alignment: insert, delete, replace,
+ * swap two neighbours); stops counting above limit. */
+static int edits(const char *a, const char *b, int limit) {
+    enum { MAX = 64 };
+    size_t la = strlen(a), lb = strlen(b);
+    if (la >= MAX || lb >= MAX) return limit + 1;
+    if ((la > lb ? la - lb : lb - la) > (size_t)limit) return limit + 1;
+    int d[MAX + 1][MAX + 1];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+void ir_near_try(ir_near *n, const char *word, const char *cand) {
+    size_t len = strlen(word);
+    int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3; /* "k" is not near "x" */
+    int e = edits(word, cand, limit);
+    if (e > 0 && e <= limit && (!n->best || e < n->dist)) n->best = cand, n->dist = e;
+}

@@ -46,6 +46,20 @@ const char *ir_esc(char *buf, size_t len, const char *s);
 #define IR_ESC_MAX 128
 #define IR_ESC(s)  ir_esc((char[IR_ESC_MAX]){0}, IR_ESC_MAX, (s))
 
+/* "did you mean": the candidate closest to a misspelled word, offered one
+ * at a time; best stays NULL while none is near enough (edits, a swap of
+ * neighbours counting one: none for words up to 2 bytes, 1 up to 4, 2 up
+ * to 8, else 3).
+ *     ir_near n = {0};
+ *     for (...) ir_near_try(&n, word, candidate[i]);
+ *     if (n.best) ... "; did you mean '%s'?", n.best
+ */
+typedef struct {
+    const char *best;
+    int dist;
+} ir_near;
+void ir_near_try(ir_near *n, const char *word, const char *cand);
+
 /* 1 when s[0..n) holds a byte a terminal acts on: a C0 control, DEL, or a
  * C1 control in UTF-8 (U+0080..U+009F). Names and strings that end up in
  * messages and summaries refuse them (plans, IR text). */

@@ -17,7 +17,8 @@ done
 # usage errors
 expect_fail_line no-args "no model file" "$bin/dpc"
 expect_fail_line nothing-to-do "nothing to do" "$bin/dpc" models/mlp.net
-expect_fail_line unknown-option "unknown option: --frobnicate" "$bin/dpc" models/mlp.net --frobnicate
+expect_fail_line unknown-option "unknown option: --frobnicate (see dpc --help)" "$bin/dpc" models/mlp.net --frobnicate
+expect_fail_line near-option "unknown option: --batchh (see dpc --help); did you mean '--batch'?" "$bin/dpc" models/mlp.net --batchh 3
 expect_fail_line bad-batch "--batch needs a positive integer" "$bin/dpc" models/mlp.net --batch 0 -o "$tmp/x.plan"
 expect_fail_line missing-model "nope.net" "$bin/dpc" "$tmp/nope.net" -o "$tmp/x.plan"
 expect_fail_line dump-unknown-pass "unknown pass" "$bin/dpc" models/mlp.net --dump-ir=frobnicate

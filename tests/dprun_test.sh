@@ -24,6 +24,7 @@ sed -e 's/lr {[^}]*}/lr {0: 100000}/' models/mlp.net >"$tmp/diverge.net"
 expect_fail no-plan "no plan file" "$bin/dprun"
 expect_fail missing-plan "cannot open" "$bin/dprun" "$tmp/none.plan"
 expect_fail unknown-option "unknown option: --frobnicate" "$bin/dprun" "$tmp/mlp.plan" --frobnicate
+expect_fail near-option "unknown option: --stpes (see dprun --help); did you mean '--steps'?" "$bin/dprun" "$tmp/mlp.plan" --stpes 3
 expect_fail two-plans "more than one plan file" "$bin/dprun" "$tmp/mlp.plan" "$tmp/mlp.plan"
 expect_fail epochs-zero "--epochs: '0' is not an integer" "$bin/dprun" "$tmp/mlp.plan" --epochs 0
 expect_fail epochs-text "--epochs: 'abc'" "$bin/dprun" "$tmp/mlp.plan" --epochs abc
