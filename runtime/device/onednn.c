@@ -113,6 +113,7 @@ typedef struct conv_prim {
     dnnl_primitive_t chunk_reorder;
     dnnl_memory_desc_t chunk_user, chunk_md;
     size_t chunk_user_step, chunk_md_step;
+    int zero_out; /* a trimmed weight gradient: each part zeroes its slice first */
     struct conv_prim *next;
 } conv_prim;
 
@@ -240,18 +241,43 @@ static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
     c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * es;
 }
 
-/* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it. */
+/* The filter taps [*lo, *hi] along one axis that ever read the input
+ * (not only padding): a 3x3 convolution of a 1x1 plane reads its centre
+ * alone. lo <= pad always (tap `pad` reads row 0 at output 0). */
+static void taps_read(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t *lo,
+                      int64_t *hi) {
+    *lo = k, *hi = -1;
+    for (int64_t r = 0; r < k; r++)
+        for (int64_t o = 0; o < out; o++) {
+            int64_t i = o * stride - pad + r;
+            if (i >= 0 && i < in) {
+                if (r < *lo) *lo = r;
+                *hi = r;
+                break;
+            }
+        }
+}
+
+/* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it.
+ * Taps that only ever read padding are left out (a smaller kernel, less
+ * padding, the weights a strided view of the kept taps; the weight
+ * gradient's other taps are zeros), so the deep layers of a small image
+ * do only the work that counts; the sums are the same terms less zeros. */
 static void build(conv_prim *c) {
     const cg_conv *d = &c->d;
     int bwd_w = d->dir == CG_CONV_BACKWARD_WEIGHTS;
+    int64_t r0, r1, q0, q1;
+    taps_read(d->H, d->Ho, d->kh, d->sh, d->ph, &r0, &r1);
+    taps_read(d->W, d->Wo, d->kw, d->sw, d->pw, &q0, &q1);
+    if (r1 < r0 || q1 < q0) return; /* no tap reads the input: not oneDNN's */
+    int64_t kh = r1 - r0 + 1, kw = q1 - q0 + 1, ph = d->ph - r0, pw = d->pw - q0;
     /* parts: images (16 channels a part for the weight gradient, oneDNN's block) */
     int parts = bwd_w ? divisor_upto(d->K, MAX_PARTS, 16) : divisor_upto(d->N, MAX_PARTS, 1);
     int64_t nb = bwd_w ? d->N : d->N / parts, kp = bwd_w ? d->K / parts : d->K;
     int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo, CKK = d->C * d->kh * d->kw;
-    dnnl_dims_t xd = {nb, d->C, d->H, d->W}, wd = {kp, d->C, d->kh, d->kw},
-                yd = {nb, kp, d->Ho, d->Wo}, st = {d->sh, d->sw}, pl = {d->ph, d->pw},
-                pr = {(d->Ho - 1) * d->sh + d->kh - d->H - d->ph,
-                      (d->Wo - 1) * d->sw + d->kw - d->W - d->pw};
+    dnnl_dims_t xd = {nb, d->C, d->H, d->W}, wd = {kp, d->C, kh, kw}, yd = {nb, kp, d->Ho, d->Wo},
+                st = {d->sh, d->sw}, pl = {ph, pw},
+                pr = {(d->Ho - 1) * d->sh + kh - d->H - ph, (d->Wo - 1) * d->sw + kw - d->W - pw};
     /* dpc's tensors: x and w dense; y (dy) a slice of K channels */
     dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ws = {CKK, d->kh * d->kw, d->kw, 1},
                 ys = {d->K * PQ, PQ, d->Wo, 1};
@@ -275,6 +301,8 @@ static void build(conv_prim *c) {
         plain_md(&x_user, xd, xs, d->type_x) || plain_md(&w_user, wd, ws, d->type_w) ||
         plain_md(&y_user, yd, ys, d->type_y))
         return;
+    w_user.offset0 = r0 * d->kw + q0; /* the kept taps of dpc's [K, C, kh, kw] */
+    c->zero_out = bwd_w && (kh < d->kh || kw < d->kw);
     dnnl_primitive_attr_t attr;
     if (dn.dnnl_primitive_attr_create(&attr)) return;
     dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
@@ -414,6 +442,7 @@ static void conv_part(void *ctx, int part, int parts) {
     char *buf = thread_buf(0, off[T_COUNT] + c->scratch);
     void *at[T_COUNT], *user[T_COUNT];
     for (int t = 0; t < T_COUNT; t++) at[t] = user[t] = j->base[t] + (size_t)part * c->step[t];
+    if (c->zero_out) memset(user[T_OUT], 0, c->step[T_OUT]); /* the taps left out */
     int bad = 0;
     for (int t = T_IN; t < T_COUNT && !bad; t++) {
         if (!c->to_prim[t]) continue;
