@@ -300,14 +300,14 @@ fi
 # what DPC_PROFILE=1 measures (every call synchronised, eager).
 # The model prices cuDNN's convolutions; where cuDNN did not run (no
 # library, or one that cannot start), both sides are of --conv im2col.
-cost_plan=$plan conv_flag=()
+conv_flag=()
 if begin "cost model vs measured (fp32)" 20; then
     if DPC_PROFILE=1 timeout "$(limit 60)" bin/dprun "$plan" --device cuda --data synthetic --steps 5 \
         >/dev/null 2>"$work/profile.txt" && ! grep -q ' x  conv ' "$work/profile.txt"; then
         echo "cuDNN ran no convolution here: the cost model and the profile are of --conv im2col"
-        conv_flag=(--conv im2col) cost_plan=$work/cost-im2col.plan
-        bin/dpc models/$model.net --batch "$batch" "${conv_flag[@]}" -o "$cost_plan" &&
-            DPC_PROFILE=1 timeout "$(limit 60)" bin/dprun "$cost_plan" --device cuda --data synthetic \
+        conv_flag=(--conv im2col)
+        bin/dpc models/$model.net --batch "$batch" "${conv_flag[@]}" -o "$work/cost-im2col.plan" &&
+            DPC_PROFILE=1 timeout "$(limit 60)" bin/dprun "$work/cost-im2col.plan" --device cuda --data synthetic \
                 --steps 5 >/dev/null 2>"$work/profile.txt"
     fi
     if bin/dpc models/$model.net --batch "$batch" "${conv_flag[@]}" --cost >"$work/cost-model.txt" &&
