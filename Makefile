@@ -25,6 +25,7 @@ SANITIZE ?=
 MPI      ?= 1
 CUDA     ?= 1
 DNNL     ?= 1
+IMAGES   ?= 1
 DEPS     ?= 1
 JOBS     ?= 2
 RUNFLAGS :=
@@ -73,11 +74,11 @@ TEST_GOALS := check check-bins test test-full test-bins tsan-bins fake gpu-tools
 DEPS_FOR := $(if $(filter $(TEST_GOALS),$(MAKECMDGOALS)),test,build)
 ifeq ($(MAKE_RESTARTS)$(CONFIGURE),1)
 $(CONFIG): FORCE
-	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) DNNL=$(DNNL) scripts/deps.sh $(DEPS_FOR))
-	@CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) DNNL=$(DNNL) CC=$(CC) CXX=$(CXX) scripts/configure.sh $@
+	@$(if $(filter 1,$(DEPS)),MPI=$(MPI) DNNL=$(DNNL) IMAGES=$(IMAGES) scripts/deps.sh $(DEPS_FOR))
+	@CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) MPI=$(MPI) DNNL=$(DNNL) IMAGES=$(IMAGES) CC=$(CC) CXX=$(CXX) scripts/configure.sh $@
 endif
 deps:
-	@MPI=$(MPI) DNNL=$(DNNL) scripts/deps.sh build
+	@MPI=$(MPI) DNNL=$(DNNL) IMAGES=$(IMAGES) scripts/deps.sh build
 # The goals that skip configuration (format, format-check) still need the
 # tests' packages; a test goal had them installed before detection.
 deps-test:
@@ -107,6 +108,13 @@ ifeq ($(HAVE_DNNL),1)
 ifneq ($(SANITIZE),1)
 CPPFLAGS += -DDPC_HAVE_DNNL
 endif
+endif
+
+# libjpeg-turbo and libpng: the image-folder dataset and `dprun predict`
+# (runtime/data/image.c); IMAGES=0 leaves them out, and those then say so.
+ifeq ($(HAVE_IMAGE),1)
+CPPFLAGS += -DDPC_HAVE_IMAGE
+LDLIBS   += -ljpeg -lpng
 endif
 
 # The flags stamp: rewritten only when this tree's compilers, flags or

@@ -294,7 +294,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
     rt_schedule s = rt_schedule_make(&t, global);
     s.per_iteration = o->warmup_per_iteration;
     if (per_step || t.lr_kind != IR_LR_DICT) {
-        s.steps_per_epoch = rt_train_steps_per_epoch(o, global, err, sizeof err);
+        s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);
     }
     rt_schedule_print(&s, per_step, stdout);

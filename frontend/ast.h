@@ -184,6 +184,7 @@ typedef enum {
     FE_T_RANDOM_CROP,
     FE_T_RANDOM_MIRROR,
     FE_T_NORMALIZE,
+    FE_T_RESIZE,
     FE_T_ZERO_INIT_RESIDUAL,
     FE_T_COUNT
 } fe_titem_kind;

@@ -334,6 +334,7 @@ static const char *item_names[FE_T_COUNT] = {
     [FE_T_RANDOM_CROP] = "random_crop",
     [FE_T_RANDOM_MIRROR] = "random_mirror",
     [FE_T_NORMALIZE] = "normalize",
+    [FE_T_RESIZE] = "resize",
     [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
 };
 
@@ -628,7 +629,7 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         }
         snprintf(t->dataset, sizeof t->dataset, "%s", it->ident);
         /* A data section lists all the augmentation there is. */
-        t->pad = t->random_crop = t->random_mirror = t->normalize = 0;
+        t->pad = t->random_crop = t->random_mirror = t->normalize = t->resize = 0;
         for (int c = 0; c < 3; c++) t->mean[c] = 0, t->std[c] = 1;
         return check_items(C, it->items, t, "data section", warmup);
     case FE_T_PAD: return get_int(C, it->num, "pad", 0, IR_MAX_PAD, &t->pad);
@@ -636,6 +637,12 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         return get_int(C, it->num, "random_crop", 1, IR_MAX_CROP, &t->random_crop);
     case FE_T_RANDOM_MIRROR: t->random_mirror = 1; return 0;
     case FE_T_NORMALIZE: return check_normalize(C, it, t);
+    case FE_T_RESIZE:
+        if (strcmp(t->dataset, "imagefolder")) {
+            ERR(C, it->loc, "resize is for an imagefolder dataset, not %s", t->dataset);
+            return -1;
+        }
+        return get_int(C, it->num, "resize", 1, IR_MAX_CROP, &t->resize);
     case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
     case FE_T_COUNT: break;
     }

@@ -26,10 +26,11 @@
  *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' INT 'epochs'
- *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10
+ *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
  *              | 'eval' 'batch' INT
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
  *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
+ *              | 'resize' INT                                -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
@@ -39,13 +40,13 @@
  * batch, eval batch, epochs, reference_batch > 0; lr values in [0, 1e6];
  * lr epochs start at 0 and strictly increase (at most 32 steps); warmup
  * <= epochs; momentum in [0, 1); wd >= 0; magnitude > 0; pad 0..64;
- * random_crop 1..4096; three means and three stds > 0. Each item at most
+ * random_crop and resize 1..4096; three means and three stds > 0. Each item at most
  * once per section; omitted items keep ir_train_defaults().
  *
  * Keywords: input class block network train return true false. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
- * std zero_init_residual — elsewhere these are ordinary names (a variable may be called
+ * std resize zero_init_residual — elsewhere these are ordinary names (a variable may be called
  * `data`). The lexer tracks that context itself (see lexer.l).
  *
  * Meaning (checked in check.c and elab.c, not here): names are assigned
@@ -144,7 +145,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %token BATCH "batch" PER "per" DEVICE "device" EPOCHS "epochs" INIT "init"
 %token OPTIMIZER "optimizer" LR "lr" LR_SCALING "lr_scaling" WARMUP "warmup"
 %token DATA "data" EVAL "eval" PAD "pad" RANDOM_CROP "random_crop"
-%token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std"
+%token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std" RESIZE "resize"
 %token ZERO_INIT_RESIDUAL "zero_init_residual"
 
 %type <expr> expr term ret
@@ -339,6 +340,7 @@ kwkey
     | DATA { $$ = "data"; } | EVAL { $$ = "eval"; } | PAD { $$ = "pad"; }
     | RANDOM_CROP { $$ = "random_crop"; } | RANDOM_MIRROR { $$ = "random_mirror"; }
     | NORMALIZE { $$ = "normalize"; } | MEAN { $$ = "mean"; } | STD { $$ = "std"; }
+    | RESIZE { $$ = "resize"; }
     | ZERO_INIT_RESIDUAL { $$ = "zero_init_residual"; }
     ;
 
@@ -376,6 +378,8 @@ ditem
         { $$ = fe_new_titem(P, FE_T_RANDOM_CROP, L(@1)); $$->num = $2; }
     | RANDOM_MIRROR
         { $$ = fe_new_titem(P, FE_T_RANDOM_MIRROR, L(@1)); }
+    | RESIZE sint
+        { $$ = fe_new_titem(P, FE_T_RESIZE, L(@1)); $$->num = $2; }
     | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
         { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
           $$->mean = $4.first; $$->mean_loc = L(@2); $$->std = $8.first; $$->std_loc = L(@6); }

@@ -521,13 +521,14 @@ typedef struct {
     double lr_final;    /* the lr of the last step (not scaled) */
     double lr_power;    /* POLY's exponent */
     /* data */
-    char dataset[32]; /* "cifar10" */
+    char dataset[32]; /* "cifar10", "imagefolder", "npy" */
     int pad;          /* zero padding before the crop, 0 = none */
     int random_crop;  /* crop size, 0 = none */
     int random_mirror;
     int normalize;
     double mean[3], std[3];
     int eval_batch;
+    int resize; /* imagefolder: the shorter side before any crop, 0 = the input's */
 } ir_train;
 
 /* The defaults a train section starts from (the article's). */

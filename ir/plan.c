@@ -28,6 +28,8 @@
  *       OPTM   the optimizer's other hyper-parameters, only when one differs
  *              from ir_train_defaults (so SGD plans read as before):
  *              i32 nesterov, exclude; f64 eta, eps, beta1, beta2
+ *       DATA   i32 resize, only when it is not 0 (an imagefolder plan's), so
+ *              every other plan reads as before
  *       other  extra sections (kernel sources, memory plans), kept verbatim
  *
  * The writer emits META, SCHD, GTRN, GEVL, then the extras in order; the
@@ -104,7 +106,7 @@ static int has_control(const char *s, size_t n) { return ir_has_control(s, n); }
 static int is_required(const char *tag) {
     for (int i = 0; i < 4; i++)
         if (strcmp(tag, required[i]) == 0) return 1;
-    return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0;
+    return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0 || strcmp(tag, "DATA") == 0;
 }
 
 static int has_groups(const ir_graph *g) {
@@ -362,6 +364,11 @@ static void encode(ir_wbuf *b, const dpc_plan *p) {
         ir_put_f64(b, t->eps);
         ir_put_f64(b, t->beta1);
         ir_put_f64(b, t->beta2);
+        end_section(b, s);
+    }
+    if (p->schedule.resize) {
+        s = begin_section(b, "DATA");
+        ir_put_i32(b, p->schedule.resize);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
@@ -649,7 +656,8 @@ void plan_free(dpc_plan *p) {
 /* The payload's section table: the required sections' (and GRPS's) bytes
  * into span[], every other section copied into p->extra. 0, or -1 with the
  * reason in why. */
-enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, SPAN_OPTM, NSPANS };
+enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, SPAN_OPTM, SPAN_DATA, NSPANS };
+static const char *const optional_tags[] = {"GRPS", "OPTM", "DATA"};
 typedef struct {
     const unsigned char *p[NSPANS];
     size_t len[NSPANS];
@@ -675,7 +683,7 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
                            slen);
         int dup = 0, req = -1;
         for (int i = 0; i < NSPANS; i++)
-            if (strcmp(tag, i < 4 ? required[i] : i == SPAN_GRPS ? "GRPS" : "OPTM") == 0)
+            if (strcmp(tag, i < 4 ? required[i] : optional_tags[i - 4]) == 0)
                 req = i, dup = sp->p[i] != NULL;
         for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
         if (dup) return ir_fail(why, wn, "corrupt plan: duplicated section %s", tag);
@@ -732,6 +740,11 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
         t->eps = get_f64(&r);
         t->beta1 = get_f64(&r);
         t->beta2 = get_f64(&r);
+        get_done(&r);
+    }
+    if (!r.failed && sp->p[SPAN_DATA]) {
+        r = reader(sp, SPAN_DATA, "data");
+        p->schedule.resize = get_i32(&r);
         get_done(&r);
     }
     return r.failed ? ir_fail(why, wn, "corrupt plan: %s", r.why) : 0;

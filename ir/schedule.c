@@ -58,7 +58,7 @@ int ir_train_optim_is_default(const ir_train *t) {
 }
 
 /* The datasets dprun reads (runtime/data) and the inputs each fills. */
-static const char *const datasets[] = {"cifar10"};
+static const char *const datasets[] = {"cifar10", "imagefolder", "npy"};
 
 int ir_dataset_known(const char *name) {
     for (size_t i = 0; i < sizeof datasets / sizeof *datasets; i++)
@@ -66,7 +66,7 @@ int ir_dataset_known(const char *name) {
     return 0;
 }
 
-const char *ir_dataset_names(void) { return "cifar10"; }
+const char *ir_dataset_names(void) { return "cifar10, imagefolder or npy"; }
 
 int ir_train_check(const ir_train *t, char *err, size_t errlen) {
     return ir_train_check_field(t, NULL, err, errlen);
@@ -172,6 +172,10 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
     if (t->random_crop < 0 || t->random_crop > IR_MAX_CROP)
         return BAD("random_crop", "random_crop must be in 0..%d, got %d", IR_MAX_CROP,
                    t->random_crop);
+    if (t->resize < 0 || t->resize > IR_MAX_CROP)
+        return BAD("resize", "resize must be in 0..%d, got %d", IR_MAX_CROP, t->resize);
+    if (t->resize && strcmp(t->dataset, "imagefolder"))
+        return BAD("resize", "resize is for an imagefolder dataset, not %s", t->dataset);
     if (t->random_mirror != 0 && t->random_mirror != 1)
         return BAD("random_mirror", "random_mirror must be 0 or 1, got %d", t->random_mirror);
     if (t->normalize != 0 && t->normalize != 1)
@@ -223,6 +227,7 @@ void ir_train_print(const ir_train *t, FILE *f) {
         fprintf(f, "  lr_scaling none\n");
     fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
     fprintf(f, "  data %s {", t->dataset);
+    if (t->resize) fprintf(f, " resize %d;", t->resize);
     if (t->pad) fprintf(f, " pad %d;", t->pad);
     if (t->random_crop) fprintf(f, " random_crop %d;", t->random_crop);
     if (t->random_mirror) fprintf(f, " random_mirror;");

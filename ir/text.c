@@ -74,6 +74,7 @@ static void print_train(const ir_train *t, FILE *f) {
     print_list(t->mean, 3, f);
     fprintf(f, " std=");
     print_list(t->std, 3, f);
+    if (t->resize) fprintf(f, " resize=%d", t->resize); /* only then: other lines read as before */
     fputc('\n', f);
 }
 
@@ -568,8 +569,10 @@ static int train_line(rd *r, ir_train *t) {
         int_key(r, "random_crop", 0, IR_MAX_CROP, &t->random_crop) ||
         int_key(r, "random_mirror", 0, 1, &t->random_mirror) ||
         int_key(r, "normalize", 0, 1, &t->normalize) || float_list(r, "mean", t->mean) ||
-        float_list(r, "std", t->std) || end_of_line(r))
+        float_list(r, "std", t->std))
         return -1;
+    if (lit(r, "resize=") && int32_value(r, 1, IR_MAX_CROP, "resize", &t->resize)) return -1;
+    if (end_of_line(r)) return -1;
     r->train_line = r->line, r->train_at = r->line_start, r->train_end = r->line_end;
     char why[256];
     const char *field;

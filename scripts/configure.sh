@@ -7,7 +7,7 @@
 # flags stamp) only then. Prints one line: what is in, what is out, and why.
 #
 # Inputs (from make): CUDA (0 leaves the cuda backend out), CUDA_HOME, MPI
-# (0 leaves MPI out), MPICC, CXX.
+# (0 leaves MPI out), MPICC, CXX, DNNL and IMAGES (0 leaves each out).
 set -eu
 out=${1:?usage: scripts/configure.sh OUT}
 CUDA=${CUDA:-1}
@@ -69,6 +69,19 @@ else
     parts+=("onednn no (libdnnl-dev)")
 fi
 
+# libjpeg-turbo and libpng: the image-folder dataset and `dprun predict`
+# (runtime/data/image.c). Without them those say the build lacks them.
+have_image=0
+if [ "${IMAGES:-1}" = 0 ]; then
+    parts+=("images no (IMAGES=0)")
+elif printf '#include <stdio.h>\n#include <jpeglib.h>\n#include <png.h>\nint main(void){struct jpeg_decompress_struct d; (void)d; return png_access_version_number() == 0;}\n' |
+    ${CC:-cc} -x c - -o /dev/null -ljpeg -lpng >/dev/null 2>&1; then
+    have_image=1
+    parts+=("images yes (libjpeg, libpng)")
+else
+    parts+=("images no (libjpeg62-turbo-dev, libpng-dev)")
+fi
+
 # The fake driver (tests only): the simulator is C++ and needs CUDA's headers.
 if [ $have_cuda = 0 ] || [ $have_toolkit = 0 ]; then
     parts+=("fake driver no (needs the cuda backend and the toolkit's cuda.h)")
@@ -91,6 +104,7 @@ mkdir -p "$(dirname "$out")"
     echo "HAVE_CXX := $(command -v "$CXX" >/dev/null 2>&1 && echo 1)"
     echo "HAVE_MPI := $([ $have_mpi = 1 ] && echo 1)"
     echo "HAVE_DNNL := $([ $have_dnnl = 1 ] && echo 1)"
+    echo "HAVE_IMAGE := $([ $have_image = 1 ] && echo 1)"
     echo "MPI_CFLAGS := $mpi_cflags"
     echo "MPI_LIBS := $mpi_libs"
     echo "CONFIG_LINE := $line"

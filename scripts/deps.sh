@@ -4,8 +4,9 @@
 # one command that installs them, and fails.
 #
 #   build: what `make` and `make run` need to build and train: a C compiler,
-#          flex, bison, OpenBLAS, oneDNN unless DNNL=0, and OpenMPI unless
-#          MPI=0 (make itself is the one thing assumed).
+#          flex, bison, OpenBLAS, oneDNN unless DNNL=0, libjpeg-turbo and
+#          libpng unless IMAGES=0, and OpenMPI unless MPI=0 (make itself is
+#          the one thing assumed).
 #   test:  build's, and what `make test` adds: PyTorch (the float64 parity
 #          oracle), g++ (the CUDA simulator), clang-format, iproute2
 #          (network namespaces for the two-host checks).
@@ -27,6 +28,10 @@ need_build() {
     have_cmd bison || want bison
     have_header cblas.h || want libopenblas-dev
     [ "${DNNL:-1}" = 0 ] || have_header oneapi/dnnl/dnnl.h || want libdnnl-dev
+    if [ "${IMAGES:-1}" != 0 ]; then
+        have_header jpeglib.h || want libjpeg62-turbo-dev
+        have_header png.h || want libpng-dev
+    fi
     if [ "$MPI" != 0 ]; then
         have_cmd mpirun || want openmpi-bin
         have_cmd mpicc || want libopenmpi-dev

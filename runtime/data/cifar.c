@@ -38,6 +38,7 @@ void rt_dataset_free(rt_dataset *ds) {
     if (!ds) return;
     free(ds->pixels);
     free(ds->labels);
+    rt_names_free(ds->class_names, ds->classes);
     free(ds);
 }
 

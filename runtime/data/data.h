@@ -1,9 +1,11 @@
 /* runtime/data/data.h — datasets and batch preparation.
  *
  * A dataset is `count` records, each an 8-bit image in CHW order plus a
- * class label. Two sources exist: the CIFAR-10 binary files and a built-in
+ * class label. The sources: the CIFAR-10 binary files, a built-in
  * synthetic set (10 classes, each a smooth random prototype image plus
- * per-image noise: learnable, CIFAR-shaped, deterministic from a seed).
+ * per-image noise: learnable, CIFAR-shaped, deterministic from a seed), an
+ * image folder (train/CLASS/FILE, JPEG or PNG, decoded and resized once, at load)
+ * and .npy arrays.
  *
  * A batcher turns records into the float batches a program takes, as the
  * reference article does: scale to [0, 1]; for the training set, zero-pad,
@@ -39,8 +41,9 @@ typedef struct {
     int64_t count;
     int c, h, w;
     int classes;
-    uint8_t *pixels; /* count x c x h x w */
-    uint8_t *labels; /* count */
+    uint8_t *pixels;    /* count x c x h x w */
+    uint8_t *labels;    /* count */
+    char **class_names; /* NULL, or `classes` names (an image folder's) */
 } rt_dataset;
 
 /* Record i: its c*h*w pixels, and its label in *label. */
@@ -70,6 +73,59 @@ void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]);
  * `name`. The dataset copies what it needs; NULL and a message otherwise. */
 rt_dataset *rt_data_cifar10_parse(const char *name, const uint8_t *data, size_t size, char *err,
                                   size_t errlen);
+
+/* ---- images: JPEG and PNG decoding (runtime/data/image.c), and image
+ * folders (runtime/data/folder.c).
+ *
+ *     rt_image im;
+ *     if (rt_image_load(path, 36, &im, err, sizeof err)) fail(err);  // RGB, h x w x 3
+ *     rt_image_fit(&im, 36, 32, 32, chw);   // shorter side to 36, centre 32x32, CHW
+ *     rt_image_free(&im);
+ *
+ * A build without libjpeg/libpng has the same functions; rt_image_load then
+ * fails saying so. */
+typedef struct {
+    int w, h;
+    uint8_t *rgb; /* h x w x 3 */
+} rt_image;
+
+#define RT_IMAGE_MAX_SIDE   16384
+#define RT_IMAGE_MAX_PIXELS (64 << 20)
+#define RT_IMAGE_MAX_FILE   ((size_t)256 << 20)
+#define RT_MAX_CLASSES      256 /* labels are bytes */
+
+int rt_image_available(void);
+/* Decodes the JPEG or PNG at path (told apart by its first bytes) to 8-bit
+ * RGB: grey is repeated, alpha dropped. `want`: the shorter side the caller
+ * will resize to, so a JPEG much larger is decoded at a DCT scale n/8 that
+ * keeps at least that (0: full size). 0, or -1 + one message naming path. */
+int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen);
+void rt_image_free(rt_image *im);
+/* Bilinear resize of the shorter side to `side` (>= oh, ow), then the centre
+ * oh x ow crop, into out as 3 x oh x ow bytes (CHW). */
+void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out);
+
+/* An image folder: dir/train/CLASS/FILE (train=1) or dir/val/CLASS/FILE;
+ * the classes are train's subfolders in strcmp order (val must have the
+ * same), files in strcmp order, names starting with '.' skipped. Every
+ * image is decoded and fitted (rt_image_fit) to side x side when crop (the
+ * train section's random_crop) is set, else to the input's h x w. A file
+ * that is not a regular file or not an image is refused naming it. */
+rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, char *err,
+                                size_t errlen);
+/* The class names of dir/train (an image folder) or, when path is a file,
+ * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
+char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);
+void rt_names_free(char **names, int n);
+
+/* .npy arrays (runtime/data/npy.c): dir/train_x.npy, train_y.npy (train=1)
+ * or test_x.npy, test_y.npy. x: uint8 or float32 (scaled by 255 and
+ * rounded back to bytes; values must lie in [0, 1]), N x H x W x C or
+ * N x C x H x W (C in 1..3; the layout is the one whose channel count
+ * matches c); y: N integer labels (u1, i1, i2, i4, i8, u2, u4, u8) in
+ * 0 .. RT_MAX_CLASSES-1. Headers are parsed strictly: anything else is
+ * refused naming the file. */
+rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t errlen);
 
 /* How a batcher treats its dataset. */
 typedef enum {

@@ -37,6 +37,8 @@ int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t 
     char ckpt[4200], files[RT_CIFAR10_FILES][4200];
     const char *data = o->data ? o->data : getenv("DPC_DATA");
     int rc = 0, nfiles = 0;
+    /* CIFAR-10's names (an image folder's or .npy set's files are not
+     * listed: an output among them is not caught). */
     if (data && *data && strcmp(data, "synthetic")) {
         rt_data_cifar10_paths(data, files);
         nfiles = RT_CIFAR10_FILES;
@@ -124,7 +126,7 @@ int rt_run_check_programs(rt_run *r) {
     if (eimg->type.dim[1] != r->c || eimg->type.dim[2] != r->h || eimg->type.dim[3] != r->w ||
         lg->type.dim[0] != r->eval_batch)
         return rt_run_fail(r, "the plan's eval program takes other images than its train program");
-    if (r->classes < 10)
+    if (r->classes < 10 && !strcmp(r->t.dataset, "cifar10"))
         return rt_run_fail(r, "the model has %d classes; the datasets have 10", r->classes);
     int el_i = rt_run_find_node(eg, "label");
     r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
@@ -139,12 +141,51 @@ static const char *data_spec(const rt_train_options *o) {
     return spec && strcmp(spec, "synthetic") ? spec : NULL;
 }
 
-long rt_train_steps_per_epoch(const rt_train_options *o, int global_batch, char *err,
-                              size_t errlen) {
+/* One split of the data section's dataset at spec, records shaped for the
+ * program's c x h x w image input. NULL + message. */
+static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, int c, int h, int w,
+                                char *err, size_t errlen) {
+    if (!strcmp(t->dataset, "imagefolder")) {
+        /* Records are side x side when cropped at random, else already the
+         * centre crop the program takes. */
+        int side = t->resize ? t->resize : h > w ? h : w;
+        if (c != 3) {
+            ir_fail(err, errlen,
+                    "%s: an image folder gives 3-channel images; the program's image input has %d",
+                    spec, c);
+            return NULL;
+        }
+        if (side < h || side < w) {
+            ir_fail(err, errlen, "resize %d is smaller than the program's %dx%d images", side, h,
+                    w);
+            return NULL;
+        }
+        return rt_data_imagefolder(spec, train, side, t->random_crop ? side : h,
+                                   t->random_crop ? side : w, err, errlen);
+    }
+    if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
+    return rt_data_cifar10(spec, train, err, errlen);
+}
+
+/* The run's data section names a source that needs --data. */
+static int need_spec(const ir_train *t, char *err, size_t errlen) {
+    return ir_fail(err, errlen,
+                   "the plan's data section reads %s: --data DIR names the %s (or set $DPC_DATA)",
+                   t->dataset, strcmp(t->dataset, "npy") ? "image folder" : ".npy folder");
+}
+
+long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, int global_batch,
+                              char *err, size_t errlen) {
     const char *spec = data_spec(o);
+    const ir_train *t = &plan->schedule;
     int64_t count = RT_SYNTHETIC_TRAIN;
+    if (!spec && strcmp(t->dataset, "cifar10")) return need_spec(t, err, errlen);
     if (spec) { /* the folder's records, as the run would count them */
-        rt_dataset *ds = rt_data_cifar10(spec, 1, err, errlen);
+        int i = rt_run_find_node(plan->train, "image");
+        const int64_t *d = i >= 0 ? plan->train->nodes[i].type.dim : NULL;
+        if (!d || plan->train->nodes[i].type.ndim != 4)
+            return ir_fail(err, errlen, "the plan's train program has no rank-4 'image' input");
+        rt_dataset *ds = open_dataset(t, spec, 1, (int)d[1], (int)d[2], (int)d[3], err, errlen);
         if (!ds) return -1;
         count = ds->count;
         rt_dataset_free(ds);
@@ -158,6 +199,10 @@ long rt_train_steps_per_epoch(const rt_train_options *o, int global_batch, char 
 int rt_run_open_data(rt_run *r) {
     const rt_train_options *o = r->o;
     const char *spec = data_spec(o), *env = getenv("DPC_DATA");
+    if (!spec && strcmp(r->t.dataset, "cifar10")) {
+        need_spec(&r->t, r->err, sizeof r->err);
+        return rt_run_fail(r, "%s", r->err);
+    }
     if (!spec) {
         int named = o->data || (env && *env); /* "synthetic" asked for */
         if (o->rank == 0)
@@ -169,9 +214,21 @@ int rt_run_open_data(rt_run *r) {
         r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
         r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
     } else {
-        r->train_ds = rt_data_cifar10(spec, 1, r->err, sizeof r->err);
-        if (r->train_ds) r->test_ds = rt_data_cifar10(spec, 0, r->err, sizeof r->err);
+        r->train_ds = open_dataset(&r->t, spec, 1, r->c, r->h, r->w, r->err, sizeof r->err);
+        if (r->train_ds)
+            r->test_ds = open_dataset(&r->t, spec, 0, r->c, r->h, r->w, r->err, sizeof r->err);
         if (!r->test_ds) return rt_run_fail(r, "%s", r->err);
+        /* An image folder's classes are its folders; .npy labels need only fit. */
+        if (!strcmp(r->t.dataset, "imagefolder") && r->classes != r->train_ds->classes)
+            return rt_run_fail(r,
+                               "the model has %d classes but %s has %d (its train/ class folders)",
+                               r->classes, spec, r->train_ds->classes);
+        const rt_dataset *most =
+            r->train_ds->classes >= r->test_ds->classes ? r->train_ds : r->test_ds;
+        if (!strcmp(r->t.dataset, "npy") && most->classes > r->classes)
+            return rt_run_fail(r, "the model has %d classes but %s has label %d (%s)", r->classes,
+                               spec, most->classes - 1,
+                               most == r->train_ds ? "train_y.npy" : "test_y.npy");
     }
     /* This process's replicas' slice of each global batch (all of it
      * without MPI). */

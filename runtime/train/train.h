@@ -134,10 +134,11 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
  * when a count is below 1 or the product does not fit an int. */
 int rt_train_global_batch(const rt_train_options *o, int batch, char *err, size_t errlen);
 /* Optimizer steps per epoch for a global batch on the run's data (--data,
- * $DPC_DATA or the synthetic set; a CIFAR-10 folder is read): what
- * `dprun --schedule` needs for a curve or --per-step. -1 + err. */
-long rt_train_steps_per_epoch(const rt_train_options *o, int global_batch, char *err,
-                              size_t errlen);
+ * $DPC_DATA or the synthetic set; a CIFAR-10 folder, image folder or .npy
+ * set is read, as the plan's data section says): what `dprun --schedule`
+ * needs for a curve or --per-step. -1 + err. */
+long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, int global_batch,
+                              char *err, size_t errlen);
 /* Runs training; returns the process exit status: 0, 1 with the message in
  * err (empty when another rank has it), or 128 + signal. */
 int rt_train(const dpc_plan *plan, const rt_train_options *o, char *err, size_t errlen);

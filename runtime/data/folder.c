@@ -1,0 +1,199 @@
+/* runtime/data/folder.c — the image-folder dataset: dir/train/CLASS/FILE
+ * and dir/val/CLASS/FILE, decoded once at load into fixed-size records the
+ * batcher crops, mirrors and normalises as it does CIFAR-10's.
+ *
+ * Every listing is sorted (strcmp), never readdir's order, so record i is
+ * the same file on every machine, and the batcher's (seed, epoch, record)
+ * draws give the same batches whatever the worker count.
+ */
+#include "runtime/data/data.h"
+#include "ir/err.h"
+#include "ir/file.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/check.h"
+
+void rt_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in folder `dir` that are folders (want_dir) or not, sorted,
+ * hidden ones ('.' first) left out. NULL + message when dir cannot be read. */
+static char **list(const char *dir, int want_dir, int *n, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        ir_fail(err, errlen, "%s: %s", dir, strerror(errno));
+        return NULL;
+    }
+    int cap = 16;
+    char **names = malloc(sizeof *names * (size_t)cap);
+    RT_CHECK_ALLOC(names);
+    *n = 0;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+        if (is_dir != want_dir) continue;
+        if (*n == cap) {
+            cap *= 2;
+            names = realloc(names, sizeof *names * (size_t)cap);
+            RT_CHECK_ALLOC(names);
+        }
+        names[*n] = strdup(e->d_name);
+        RT_CHECK_ALLOC(names[*n]);
+        (*n)++;
+    }
+    closedir(d);
+    qsort(names, (size_t)*n, sizeof *names, by_name);
+    return names;
+}
+
+/* dir/train's class folders: at least 1, at most RT_MAX_CLASSES. */
+static char **folder_classes(const char *dir, int *n, char *err, size_t errlen) {
+    char train[4200];
+    snprintf(train, sizeof train, "%s/train", dir);
+    char why[512];
+    char **names = list(train, 1, n, why, sizeof why);
+    if (!names) {
+        ir_fail(err, errlen, "%s (an image folder holds train/CLASS/* and val/CLASS/*)", why);
+        return NULL;
+    }
+    if (*n == 0 || *n > RT_MAX_CLASSES) {
+        ir_fail(err, errlen, "%s: %d class folders; an image folder has 1 to %d", train, *n,
+                RT_MAX_CLASSES);
+        rt_names_free(names, *n);
+        return NULL;
+    }
+    return names;
+}
+
+char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return folder_classes(path, n, err, errlen);
+    size_t len;
+    char *text = (char *)ir_file_read(path, 1 << 20, &len, err, errlen);
+    if (!text) return NULL;
+    int cap = 16;
+    char **names = malloc(sizeof *names * (size_t)cap);
+    RT_CHECK_ALLOC(names);
+    *n = 0;
+    for (char *line = text, *next; line < text + len; line = next) {
+        next = memchr(line, '\n', (size_t)(text + len - line));
+        next = next ? next + 1 : text + len;
+        size_t k = (size_t)(next - line);
+        while (k && (line[k - 1] == '\n' || line[k - 1] == '\r')) k--;
+        if (*n == RT_MAX_CLASSES) {
+            ir_fail(err, errlen, "%s: more than %d class names", path, RT_MAX_CLASSES);
+            rt_names_free(names, *n);
+            free(text);
+            return NULL;
+        }
+        if (*n == cap) {
+            cap *= 2;
+            names = realloc(names, sizeof *names * (size_t)cap);
+            RT_CHECK_ALLOC(names);
+        }
+        names[*n] = strndup(line, k);
+        RT_CHECK_ALLOC(names[*n]);
+        (*n)++;
+    }
+    free(text);
+    return names;
+}
+
+rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, char *err,
+                                size_t errlen) {
+    int nclass = 0, nsplit = 0;
+    char **classes = folder_classes(dir, &nclass, err, errlen);
+    if (!classes) return NULL;
+    const char *split = train ? "train" : "val";
+    char sdir[4200], cdir[4400], path[4600];
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, split);
+    rt_dataset *ds = NULL;
+    char **files = NULL;
+    int nfiles = 0;
+    if (!train) { /* val holds exactly train's classes */
+        char **got = list(sdir, 1, &nsplit, err, errlen);
+        if (!got) goto fail;
+        int same = nsplit == nclass;
+        for (int i = 0; same && i < nclass; i++) same = !strcmp(got[i], classes[i]);
+        if (!same) {
+            char *odd = NULL;
+            for (int i = 0; i < nsplit && !odd; i++)
+                if (!bsearch(&got[i], classes, (size_t)nclass, sizeof *classes, by_name))
+                    odd = got[i];
+            for (int i = 0; i < nclass && !odd; i++)
+                if (!bsearch(&classes[i], got, (size_t)nsplit, sizeof *got, by_name))
+                    odd = classes[i];
+            ir_fail(err, errlen,
+                    "%s: %d class folders, train/ has %d; the class sets differ ('%s' is in "
+                    "only one)",
+                    sdir, nsplit, nclass, IR_ESC(odd ? odd : "?"));
+            rt_names_free(got, nsplit);
+            goto fail;
+        }
+        rt_names_free(got, nsplit);
+    }
+    /* Count first, so the records are one allocation. */
+    int64_t count = 0;
+    for (int k = 0; k < nclass; k++) {
+        snprintf(cdir, sizeof cdir, "%s/%s", sdir, classes[k]);
+        files = list(cdir, 0, &nfiles, err, errlen);
+        if (!files) goto fail;
+        count += nfiles;
+        rt_names_free(files, nfiles);
+        files = NULL;
+    }
+    if (count == 0) {
+        ir_fail(err, errlen, "%s: no images in its class folders", sdir);
+        goto fail;
+    }
+    ds = calloc(1, sizeof *ds);
+    RT_CHECK_ALLOC(ds);
+    snprintf(ds->name, sizeof ds->name, "%.250s", dir);
+    ds->c = 3, ds->h = h, ds->w = w, ds->classes = nclass;
+    size_t rec = (size_t)3 * (size_t)h * (size_t)w;
+    ds->pixels = malloc(rec * (size_t)count + 1);
+    ds->labels = malloc((size_t)count + 1);
+    RT_CHECK_ALLOC(ds->pixels && ds->labels);
+    for (int k = 0; k < nclass; k++) {
+        snprintf(cdir, sizeof cdir, "%s/%s", sdir, classes[k]);
+        files = list(cdir, 0, &nfiles, err, errlen);
+        if (!files) goto fail;
+        for (int i = 0; i < nfiles; i++) {
+            if (ds->count == count) {
+                ir_fail(err, errlen, "%s: more files than a moment ago", cdir);
+                goto fail;
+            }
+            snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
+            rt_image im;
+            if (rt_image_load(path, side, &im, err, errlen)) goto fail;
+            rt_image_fit(&im, side, h, w, ds->pixels + rec * (size_t)ds->count);
+            rt_image_free(&im);
+            ds->labels[ds->count++] = (uint8_t)k;
+        }
+        rt_names_free(files, nfiles);
+        files = NULL;
+    }
+    ds->class_names = classes;
+    return ds;
+fail:
+    rt_names_free(files, nfiles);
+    rt_names_free(classes, nclass);
+    rt_dataset_free(ds);
+    return NULL;
+}

@@ -1,0 +1,261 @@
+/* runtime/data/image.c — JPEG and PNG files to RGB pixels (libjpeg-turbo,
+ * libpng), and the resize + centre crop every image-folder record and
+ * every `dprun predict` image goes through.
+ *
+ * A file is read whole (ir_file_read: a regular file, size-capped) and
+ * decoded from memory, by its first bytes, never its name. Both libraries
+ * report errors through a handler that returns to us with longjmp (their
+ * defaults exit or abort), and libjpeg's warnings (a truncated file, bad
+ * Huffman data) are errors too: a damaged image is refused, not half grey.
+ * Declared sizes are checked before anything is allocated for the pixels,
+ * so a tiny file claiming 100000x100000 costs nothing.
+ */
+#include "runtime/data/data.h"
+#include "ir/err.h"
+#include "ir/file.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+
+#ifdef DPC_HAVE_IMAGE
+#include <jpeglib.h>
+#include <png.h>
+#endif
+
+void rt_image_free(rt_image *im) {
+    free(im->rgb);
+    im->rgb = NULL;
+    im->w = im->h = 0;
+}
+
+#ifndef DPC_HAVE_IMAGE
+
+int rt_image_available(void) { return 0; }
+
+int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
+    (void)want;
+    memset(im, 0, sizeof *im);
+    return ir_fail(err, errlen,
+                   "%s: dpc was built without libjpeg/libpng (install libjpeg62-turbo-dev and "
+                   "libpng-dev, then rebuild)",
+                   path);
+}
+
+#else
+
+int rt_image_available(void) { return 1; }
+
+/* Both refusals a declared size gets, before any pixel memory. */
+static int check_size(const char *path, long long w, long long h, char *err, size_t errlen) {
+    if (w < 1 || h < 1)
+        return ir_fail(err, errlen, "%s: the image declares size %lldx%lld", path, w, h);
+    if (w > RT_IMAGE_MAX_SIDE || h > RT_IMAGE_MAX_SIDE || w * h > RT_IMAGE_MAX_PIXELS)
+        return ir_fail(err, errlen,
+                       "%s: the image declares size %lldx%lld; at most %d pixels a side and %d "
+                       "in all are read",
+                       path, w, h, RT_IMAGE_MAX_SIDE, RT_IMAGE_MAX_PIXELS);
+    return 0;
+}
+
+/* ---- JPEG */
+
+typedef struct {
+    struct jpeg_error_mgr mgr;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_err;
+
+static void jpeg_fail(j_common_ptr c) {
+    jpeg_err *e = (jpeg_err *)c->err;
+    c->err->format_message(c, e->msg);
+    longjmp(e->jb, 1);
+}
+
+/* Level -1 is a warning (corrupt data, a premature end): refused too. */
+static void jpeg_message(j_common_ptr c, int level) {
+    if (level < 0) jpeg_fail(c);
+}
+
+/* The smallest DCT scale n/8 that keeps the shorter side at least `want`:
+ * decoding a 4000-pixel photo at 1/8 for a 64-pixel input is 64x less work. */
+static int jpeg_scale(long long w, long long h, int want) {
+    long long side = w < h ? w : h;
+    if (want <= 0) return 8;
+    for (int n = 1; n < 8; n++)
+        if ((side * n + 7) / 8 >= want) return n;
+    return 8;
+}
+
+static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int want, rt_image *im,
+                       char *err, size_t errlen) {
+    struct jpeg_decompress_struct d;
+    jpeg_err e;
+    /* volatile: set between setjmp and a longjmp back to it */
+    uint8_t *volatile rgb = NULL;
+    d.err = jpeg_std_error(&e.mgr);
+    e.mgr.error_exit = jpeg_fail;
+    e.mgr.emit_message = jpeg_message;
+    if (setjmp(e.jb)) {
+        jpeg_destroy_decompress(&d);
+        free(rgb);
+        return ir_fail(err, errlen, "%s: not a valid JPEG image: %s", path, e.msg);
+    }
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, data, (unsigned long)size);
+    jpeg_read_header(&d, TRUE);
+    if (check_size(path, d.image_width, d.image_height, err, errlen)) {
+        jpeg_destroy_decompress(&d);
+        return -1;
+    }
+    d.out_color_space = JCS_RGB; /* grey and YCbCr alike; CMYK is refused */
+    d.scale_num = (unsigned)jpeg_scale(d.image_width, d.image_height, want);
+    d.scale_denom = 8;
+    jpeg_start_decompress(&d);
+    size_t stride = (size_t)d.output_width * 3;
+    rgb = malloc(stride * d.output_height);
+    RT_CHECK_ALLOC(rgb);
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW row = rgb + stride * d.output_scanline;
+        jpeg_read_scanlines(&d, &row, 1);
+    }
+    jpeg_finish_decompress(&d);
+    im->w = (int)d.output_width, im->h = (int)d.output_height, im->rgb = rgb;
+    jpeg_destroy_decompress(&d);
+    return 0;
+}
+
+/* ---- PNG */
+
+typedef struct {
+    const uint8_t *data;
+    size_t size, at;
+    char msg[256];
+} png_src;
+
+static void png_fail(png_structp p, png_const_charp msg) {
+    png_src *s = png_get_error_ptr(p);
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    png_longjmp(p, 1);
+}
+
+static void png_quiet(png_structp p, png_const_charp msg) { (void)p, (void)msg; }
+
+static void png_read(png_structp p, png_bytep out, png_size_t n) {
+    png_src *s = png_get_io_ptr(p);
+    if (n > s->size - s->at) png_error(p, "the file ends early (truncated?)");
+    memcpy(out, s->data + s->at, n);
+    s->at += n;
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int decode_png(const char *path, const uint8_t *data, size_t size, rt_image *im, char *err,
+                      size_t errlen) {
+    /* The size IHDR declares, refused by value before libpng (whose own
+     * limit says only "Invalid IHDR data"). */
+    if (size >= 24 && !memcmp(data + 12, "IHDR", 4) &&
+        check_size(path, be32(data + 16), be32(data + 20), err, errlen))
+        return -1;
+    png_src s = {data, size, 0, {0}};
+    png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, png_fail, png_quiet);
+    png_infop info = p ? png_create_info_struct(p) : NULL;
+    RT_CHECK_ALLOC(p && info);
+    uint8_t *volatile rgb = NULL;
+    png_bytep *volatile rows = NULL;
+    if (setjmp(png_jmpbuf(p))) {
+        png_destroy_read_struct(&p, &info, NULL);
+        free(rgb), free(rows);
+        return ir_fail(err, errlen, "%s: not a valid PNG image: %s", path, s.msg);
+    }
+    /* libpng refuses these itself, before its own allocations. */
+    png_set_user_limits(p, RT_IMAGE_MAX_SIDE, RT_IMAGE_MAX_SIDE);
+    png_set_chunk_malloc_max(p, 16u << 20);
+    png_set_read_fn(p, &s, png_read);
+    png_read_info(p, info);
+    png_uint_32 w = png_get_image_width(p, info), h = png_get_image_height(p, info);
+    if (check_size(path, w, h, err, errlen)) {
+        png_destroy_read_struct(&p, &info, NULL);
+        return -1;
+    }
+    /* Whatever the colour type: 8-bit RGB (alpha dropped, as PIL's
+     * convert("RGB") does). */
+    png_set_expand(p);
+    png_set_strip_16(p);
+    png_set_strip_alpha(p);
+    png_set_gray_to_rgb(p);
+    png_set_interlace_handling(p);
+    png_read_update_info(p, info);
+    if (png_get_rowbytes(p, info) != (size_t)w * 3) png_error(p, "unexpected row layout");
+    rgb = malloc((size_t)w * h * 3);
+    rows = malloc(sizeof *rows * h);
+    RT_CHECK_ALLOC(rgb && rows);
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = rgb + (size_t)y * w * 3;
+    png_read_image(p, rows);
+    png_read_end(p, NULL);
+    png_destroy_read_struct(&p, &info, NULL);
+    free(rows);
+    im->w = (int)w, im->h = (int)h, im->rgb = rgb;
+    return 0;
+}
+
+int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
+    memset(im, 0, sizeof *im);
+    size_t size;
+    uint8_t *data = ir_file_read(path, RT_IMAGE_MAX_FILE, &size, err, errlen);
+    if (!data) return -1;
+    int rc;
+    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
+        rc = decode_jpeg(path, data, size, want, im, err, errlen);
+    else if (size >= 8 && !memcmp(data, png_magic, 8))
+        rc = decode_png(path, data, size, im, err, errlen);
+    else
+        rc = ir_fail(err, errlen, "%s: not a JPEG or PNG image (%s)", path,
+                     size ? "unknown first bytes" : "the file is empty");
+    free(data);
+    return rc;
+}
+
+#endif
+
+/* Bilinear, pixel centres aligned (source x = (x + 0.5) * scale - 0.5,
+ * clamped): a scale of 1 copies the pixels exactly. */
+void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out) {
+    int shorter = im->w < im->h ? im->w : im->h;
+    double scale = (double)shorter / side; /* source pixels per output pixel */
+    /* The resized image is rw x rh; the crop starts at its centre. */
+    long long rw = im->w == shorter ? side : llround(im->w / scale);
+    long long rh = im->h == shorter ? side : llround(im->h / scale);
+    long long y0 = (rh - oh) / 2, x0 = (rw - ow) / 2;
+    size_t plane = (size_t)oh * (size_t)ow;
+    for (int y = 0; y < oh; y++) {
+        double sy = ((double)(y + y0) + 0.5) * scale - 0.5;
+        if (sy < 0) sy = 0;
+        if (sy > im->h - 1) sy = im->h - 1;
+        int ya = (int)sy, yb = ya + 1 < im->h ? ya + 1 : ya;
+        double fy = sy - ya;
+        for (int x = 0; x < ow; x++) {
+            double sx = ((double)(x + x0) + 0.5) * scale - 0.5;
+            if (sx < 0) sx = 0;
+            if (sx > im->w - 1) sx = im->w - 1;
+            int xa = (int)sx, xb = xa + 1 < im->w ? xa + 1 : xa;
+            double fx = sx - xa;
+            for (int c = 0; c < 3; c++) {
+                const uint8_t *p = im->rgb + c;
+                double top = p[((size_t)ya * im->w + xa) * 3] * (1 - fx) +
+                             p[((size_t)ya * im->w + xb) * 3] * fx;
+                double bot = p[((size_t)yb * im->w + xa) * 3] * (1 - fx) +
+                             p[((size_t)yb * im->w + xb) * 3] * fx;
+                long v = lround(top * (1 - fy) + bot * fy);
+                out[(size_t)c * plane + (size_t)y * ow + x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+            }
+        }
+    }
+}

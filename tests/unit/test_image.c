@@ -1,0 +1,55 @@
+/* Tests for runtime/data/image.c's resize + centre crop (rt_image_fit).
+ * With arguments, `test_image FILE OUT` writes FILE's decoded RGB bytes
+ * (full size, h x w x 3) to OUT, for tests/imagefolder_test.sh to compare
+ * with PIL's decoding of the same file. */
+#include <stdint.h>
+
+#include "runtime/data/data.h"
+#include "tests/harness.h"
+
+/* A scale of 1 copies the pixels; the crop is the centre. */
+TEST(fit_at_scale_one_is_a_centre_crop) {
+    uint8_t rgb[6 * 4 * 3], out[3 * 4 * 4];
+    for (int i = 0; i < 6 * 4 * 3; i++) rgb[i] = (uint8_t)i;
+    rt_image im = {6, 4, rgb}; /* 6 wide, 4 high */
+    rt_image_fit(&im, 4, 4, 4, out);
+    int bad = 0;
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < 4; y++)
+            for (int x = 0; x < 4; x++)
+                bad += out[c * 16 + y * 4 + x] != rgb[(y * 6 + x + 1) * 3 + c];
+    CHECK(bad == 0);
+}
+
+/* Halving a 2x2 checker of 0 and 200 gives its mean everywhere. */
+TEST(fit_halving_averages) {
+    uint8_t rgb[4 * 4 * 3], out[3 * 2 * 2];
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++)
+            for (int c = 0; c < 3; c++) rgb[(y * 4 + x) * 3 + c] = (x + y) % 2 ? 200 : 0;
+    rt_image im = {4, 4, rgb};
+    rt_image_fit(&im, 2, 2, 2, out);
+    for (int i = 0; i < 12; i++) CHECK(out[i] == 100);
+}
+
+static int dump(const char *path, const char *out) {
+    char err[1024];
+    rt_image im;
+    if (rt_image_load(path, 0, &im, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    FILE *f = fopen(out, "wb");
+    int rc = !f || fwrite(im.rgb, 3, (size_t)im.w * (size_t)im.h, f) != (size_t)im.w * im.h;
+    if (f) fclose(f);
+    printf("%d %d\n", im.w, im.h);
+    rt_image_free(&im);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3) return dump(argv[1], argv[2]);
+    RUN(fit_at_scale_one_is_a_centre_crop);
+    RUN(fit_halving_averages);
+    return harness_done();
+}
