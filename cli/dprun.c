@@ -1,5 +1,7 @@
 /* cli/dprun.c — the runtime driver: load a plan, then print its summary,
- * print its lr schedule, or train it (runtime/train/train.c does the work). */
+ * print its lr schedule, or train it (runtime/train/train.c does the work);
+ * `dprun predict` classifies images with trained weights
+ * (runtime/train/predict.c). */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -150,7 +152,9 @@ static const arg_spec args[] = {
 
 static const arg_parser parser = {
     .prog = "dprun",
-    .usage = "usage: dprun PLAN [options]\n",
+    .usage = "usage: dprun PLAN [options]\n"
+             "       dprun predict PLAN --load-params F [--top K] [--json] IMAGE...|DIR  (see "
+             "dprun predict --help)\n",
     .specs = args,
     .nspecs = sizeof args / sizeof *args,
     .positional = AT(path),
@@ -162,6 +166,96 @@ static const arg_parser parser = {
 };
 
 static int run_main(int argc, char **argv, int rank, int ranks);
+
+/* ---- dprun predict */
+
+#define PREDICT_MAX_INPUTS 4096
+
+typedef struct {
+    const char *path;
+    rt_predict_options po;
+    const char *inputs[PREDICT_MAX_INPUTS];
+} predict_args;
+
+static int predict_input(void *dst, const char *arg) {
+    predict_args *a = dst;
+    if (a->po.ninputs == PREDICT_MAX_INPUTS)
+        return bad("predict: more than %d images or folders (name a folder instead)",
+                   PREDICT_MAX_INPUTS);
+    a->inputs[a->po.ninputs++] = arg;
+    return 0;
+}
+
+#define PAT(field) offsetof(predict_args, po.field)
+
+static const arg_spec predict_specs[] = {
+    {"--load-params", "--load-params F", ARG_STRING, PAT(load_params), 0, 0, NULL,
+     "the trained weights (a --save-params file); required", ARG_EQ_OR_NEXT, NULL},
+    {"--top", "--top K", ARG_INT, PAT(top), 1, RT_PREDICT_MAX_TOP, NULL,
+     "the K most likely classes per image (default 5, at most the model's)", ARG_EQ_OR_NEXT, NULL},
+    {"--json", "--json", ARG_FLAG, PAT(json), 0, 0, NULL,
+     "one JSON object per image: {\"file\", \"top\": [{\"class\", \"name\", \"prob\"}]}",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--classes", "--classes FILE|DIR", ARG_NONEMPTY, PAT(classes), 0, 0,
+     "--classes needs a file or a folder",
+     "class names: a file of one per line, or the image folder trained on\n"
+     "(its train/ subfolders); default: class indices",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--device", "--device auto|cpu|cuda", ARG_CALL, PAT(device), 0, 0, "auto|cpu|cuda",
+     "where to run (auto: a GPU if any, else cpu)", ARG_EQ_OR_NEXT, store_device},
+    {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_EQ_OR_NEXT, NULL},
+};
+
+static const arg_parser predict_parser = {
+    .prog = "dprun",
+    .usage = "usage: dprun predict PLAN --load-params F [options] IMAGE...|DIR\n"
+             "Prints each image's most likely classes and their probabilities (the eval\n"
+             "program; each image's shorter side resized to the data section's resize, or\n"
+             "the input's size, then centre-cropped). A DIR is every file under it.\n",
+    .specs = predict_specs,
+    .nspecs = sizeof predict_specs / sizeof *predict_specs,
+    .positional = offsetof(predict_args, path),
+    .unknown = "unknown option: %s (see dprun predict --help)",
+    .missing = "%s needs a value",
+    .extra = "",
+    .more = predict_input,
+    .width = 24,
+    .wide_gap = 1,
+};
+
+static int predict_main(int argc, char **argv, int rank) {
+    predict_args *a = calloc(1, sizeof *a);
+    if (!a) return bad("out of memory");
+    a->po.top = 5;
+    a->po.inputs = a->inputs;
+    int rc = arg_parse(&predict_parser, argc, argv, a);
+    if (rc == 2) arg_usage(&predict_parser, stdout);
+    char err[2048];
+    if (rc) {
+        rc = rc == 2 ? 0 : 1;
+    } else if (!a->path) {
+        rc = bad("predict: no plan file (usage: dprun predict PLAN --load-params F IMAGE...)");
+    } else if (!a->po.ninputs) {
+        rc = bad("predict: no images (name image files or a folder after the plan)");
+    } else if (rank != 0) {
+        rc = 0; /* one answer per job */
+    } else if (rt_env_check(err, sizeof err)) {
+        rc = bad("%s", err);
+    } else {
+        dpc_plan *plan = plan_read(a->path, err, sizeof err);
+        if (!plan) {
+            fprintf(stderr, "%s\n", err);
+            rc = 1;
+        } else {
+            a->po.plan_path = a->path;
+            rc = rt_predict(plan, &a->po, err, sizeof err);
+            if (rc && *err) bad("%s", err);
+            plan_free(plan);
+        }
+    }
+    free(a);
+    return rc;
+}
 
 /* Appends s to buf quoted for sh: bare when only safe characters, else in
  * single quotes with each ' written '\''. 0, or -1 when it does not fit. */
@@ -302,6 +396,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
 }
 
 static int run_main(int argc, char **argv, int rank, int ranks) {
+    if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1, rank);
     dprun_args a = {.o = rt_train_defaults()};
     a.o.rank = rank, a.o.ranks = ranks;
     a.o.log_prefix = "dprun: ";

@@ -136,6 +136,8 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
             char msg[256];
             snprintf(msg, sizeof msg, p->unknown, arg);
             return arg_fail(p->prog, "%s; did you mean '%s'?", msg, n.best);
+        } else if (*positional && p->more) {
+            if (p->more(dst, arg)) return 1;
         } else if (*positional) {
             return arg_fail(p->prog, p->extra, arg);
         } else {

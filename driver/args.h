@@ -77,6 +77,9 @@ struct arg_parser {
     /* Messages, each with one %s: an unknown option (the argument), an
      * option without its value (its name), a second positional. */
     const char *unknown, *missing, *extra;
+    /* When set, every positional after the first goes here instead of
+     * being refused with `extra`: 0, or 1 after arg_fail. */
+    int (*more)(void *dst, const char *arg);
     int width;    /* --help: the option column's width */
     int wide_gap; /* --help: spaces after an option wider than that */
 };

@@ -156,6 +156,62 @@ expect_fail_line "an image-folder plan without --data is refused" "--data DIR na
 expect_fail_line "a folder without train/ is refused" "an image folder holds train/CLASS/*" \
     "$bin/dprun" "$plan" --device cpu --data "$tmp/bad" --steps 1
 
+# dprun predict: the trained weights' top classes for the val images.
+w=$tmp/w.safetensors
+"$bin/dprun" "$plan" --device cpu --data "$d" --seed 5 --data-workers 0 --save-params "$w" >"$tmp/acc.log" 2>&1
+predict() { "$bin/dprun" predict "$plan" --device cpu --load-params "$w" "$@"; }
+check "predict prints a line per val image" \
+    bash -c "[ \$('$bin/dprun' predict '$plan' --device cpu --load-params '$w' '$d/val' | wc -l) = 6 ]"
+predict --top 2 --json --classes "$d" "$d/val" >"$tmp/p.jsonl" 2>"$tmp/p.err"
+predict --top 3 "$d/val/cat/00.png" "$d/val/dog/01.jpg" >"$tmp/p.txt" 2>>"$tmp/p.err"
+printf 'cat\ndog\neel\n' >"$tmp/names.txt"
+predict --top 1 --classes "$tmp/names.txt" "$d/val/eel" >"$tmp/p1.txt" 2>>"$tmp/p.err"
+json_ok() {
+    $py - "$tmp/p.jsonl" "$d" "$tmp/acc.log" <<'PY'
+import json, re, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 6, rows
+for r in rows:
+    top = r["top"]
+    assert len(top) == 2 and all(0 <= t["prob"] <= 1 for t in top), r
+    assert sum(t["prob"] for t in top) <= 1 + 1e-6, r
+    assert top[0]["prob"] >= top[1]["prob"], r
+    assert top[0]["name"] == ["cat", "dog", "eel"][top[0]["class"]], r
+    assert r["file"].startswith(sys.argv[2] + "/val/"), r
+# The top class is right as often as the run's test accuracy says.
+right = sum(r["top"][0]["name"] == r["file"].split("/")[-2] for r in rows)
+acc = float(re.search(r"test accuracy ([0-9.]+)", open(sys.argv[3]).read()).group(1))
+assert abs(right / 6 - acc) < 1e-3, (right, acc)
+PY
+}
+check "predict --json parses: top-2 with probabilities summing to at most 1, names, the run's accuracy" json_ok
+text_ok() {
+    $py - "$tmp/p.txt" "$tmp/p1.txt" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 2 and lines[0].split(":")[0].endswith("val/cat/00.png"), lines
+for l in lines:
+    pairs = [p.split() for p in l.split(": ", 1)[1].split(", ")]
+    assert len(pairs) == 3 and sorted(int(c) for c, _ in pairs) == [0, 1, 2], l
+    probs = [float(p) for _, p in pairs]
+    assert abs(sum(probs) - 1) < 2e-3 and probs == sorted(probs, reverse=True), l
+names = [l.split(": ")[1].split()[0] for l in open(sys.argv[2])]
+assert len(names) == 2 and set(names) <= {"cat", "dog", "eel"}, names
+PY
+}
+check "predict's text lines: classes and probabilities summing to 1 (top 3 of 3)" text_ok
+check "predict says nothing on stderr but its banner" bash -c "! grep -v '^dprun: note' '$tmp/p.err' | grep -q ."
+expect_fail_line "predict without weights is refused" "predict needs the trained weights: --load-params FILE" \
+    "$bin/dprun" predict "$plan" --device cpu "$d/val"
+expect_fail_line "predict names a bogus image" "$tmp/bad/text.jpg: not a JPEG or PNG image" \
+    "$bin/dprun" predict "$plan" --device cpu --load-params "$w" "$d/val/cat/00.png" "$tmp/bad/text.jpg"
+printf 'a\nb\n' >"$tmp/two.txt"
+expect_fail_line "predict refuses a class list of the wrong length" "two.txt: 2 names, but the model has 3 classes" \
+    "$bin/dprun" predict "$plan" --device cpu --load-params "$w" --classes "$tmp/two.txt" "$d/val"
+$py -c "from PIL import Image; Image.open('$d/train/dog/02.jpg').resize((640, 480)).save('$tmp/big.jpg')"
+check "predict takes a large JPEG (decoded at a DCT scale)" \
+    bash -c "'$bin/dprun' predict '$plan' --device cpu --load-params '$w' --top 1 '$tmp/big.jpg' | grep -q 'big.jpg: [0-2] '"
+
 # .npy: uint8 NHWC train, float32 NCHW test; strict headers.
 npy_train() {
     "$bin/dprun" "$tmp/n.plan" --device cpu --data "$tmp/npy" --seed 1 --data-workers "$2" --metrics "$1" >"$1.log" 2>&1

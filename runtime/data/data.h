@@ -117,6 +117,10 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
  * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);
 void rt_names_free(char **names, int n);
+/* The files under dir, subfolders included (to depth 8), each folder's
+ * entries in strcmp order, hidden names skipped, as paths dir/...: what
+ * `dprun predict DIR` classifies. *n files (at least 1), NULL + message. */
+char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
 
 /* .npy arrays (runtime/data/npy.c): dir/train_x.npy, train_y.npy (train=1)
  * or test_x.npy, test_y.npy. x: uint8 or float32 (scaled by 255 and

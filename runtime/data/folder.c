@@ -115,6 +115,56 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
     return names;
 }
 
+typedef struct {
+    char **paths;
+    int n, cap;
+} path_list;
+
+static void push(path_list *l, const char *path) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->paths = realloc(l->paths, sizeof *l->paths * (size_t)l->cap);
+        RT_CHECK_ALLOC(l->paths);
+    }
+    l->paths[l->n] = strdup(path);
+    RT_CHECK_ALLOC(l->paths[l->n]);
+    l->n++;
+}
+
+/* dir's files, then each subfolder's, depth-first in name order. */
+static int walk(path_list *l, const char *dir, int depth, char *err, size_t errlen) {
+    int nf, nd;
+    char path[4600];
+    char **files = list(dir, 0, &nf, err, errlen);
+    if (!files) return -1;
+    for (int i = 0; i < nf; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        push(l, path);
+    }
+    rt_names_free(files, nf);
+    if (depth == 8) return 0;
+    char **dirs = list(dir, 1, &nd, err, errlen);
+    if (!dirs) return -1;
+    int rc = 0;
+    for (int i = 0; i < nd && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, dirs[i]);
+        rc = walk(l, path, depth + 1, err, errlen);
+    }
+    rt_names_free(dirs, nd);
+    return rc;
+}
+
+char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen) {
+    path_list l = {NULL, 0, 0};
+    if (walk(&l, dir, 0, err, errlen) ||
+        (l.n == 0 && ir_fail(err, errlen, "%s: no files in the folder", dir))) {
+        rt_names_free(l.paths, l.n);
+        return NULL;
+    }
+    *n = l.n;
+    return l.paths;
+}
+
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, char *err,
                                 size_t errlen) {
     int nclass = 0, nsplit = 0;

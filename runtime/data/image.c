@@ -254,7 +254,9 @@ void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out) {
                 double bot = p[((size_t)yb * im->w + xa) * 3] * (1 - fx) +
                              p[((size_t)yb * im->w + xb) * 3] * fx;
                 long v = lround(top * (1 - fy) + bot * fy);
-                out[(size_t)c * plane + (size_t)y * ow + x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                out[(size_t)c * plane + (size_t)y * ow + x] = (uint8_t)(v < 0     ? 0
+                                                                        : v > 255 ? 255
+                                                                                  : v);
             }
         }
     }

@@ -20,8 +20,8 @@
 
 #include "runtime/check.h"
 
-#define NPY_MAX_FILE ((size_t)16 << 30)
-#define NPY_MAX_RANK 4
+#define NPY_MAX_FILE    ((size_t)16 << 30)
+#define NPY_MAX_RANK    4
 #define RT_NPY_MAX_SIDE 4096
 
 typedef struct {
@@ -135,7 +135,9 @@ static int parse_header(const char *path, const char *p, const char *end, npy_ar
     }
     if (!seen[0] || !seen[1] || !seen[2])
         return ir_fail(err, errlen, "%s: the .npy header lacks %s", path,
-                       !seen[0] ? "descr" : !seen[1] ? "fortran_order" : "shape");
+                       !seen[0]   ? "descr"
+                       : !seen[1] ? "fortran_order"
+                                  : "shape");
     skip_ws(&c);
     while (c.p < c.end && *c.p == '\n') c.p++;
     if (c.p != c.end) return ir_fail(err, errlen, "%s: bytes after the .npy header's dict", path);
@@ -262,8 +264,8 @@ rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t err
         float v;
         memcpy(&v, x.data + src * 4, 4); /* little endian, as checked */
         if (!(v >= 0 && v <= 1)) {
-            ir_fail(err, errlen, "%s: image %zu has value %g; float32 images lie in [0, 1]",
-                    xpath, img, (double)v);
+            ir_fail(err, errlen, "%s: image %zu has value %g; float32 images lie in [0, 1]", xpath,
+                    img, (double)v);
             goto fail;
         }
         ds->pixels[i] = (uint8_t)lrintf(v * 255.0f);

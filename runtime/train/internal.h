@@ -94,6 +94,11 @@ void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m);
  * signal does (stop.c). */
 void rt_run_flush_log(rt_run *r);
 
+/* train.c: the device, options, programs and memory checked (before any
+ * data or allocation); everything a run holds freed (not r itself). */
+int rt_run_check(rt_run *r, const dpc_plan *plan, const rt_train_options *o);
+void rt_run_free(rt_run *r);
+
 /* setup.c */
 int rt_run_find_node(const ir_graph *g, const char *name);
 int rt_run_check_programs(rt_run *r);

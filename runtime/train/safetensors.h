@@ -38,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define RT_ST_MAX_DIMS    8
 /* The reference implementation refuses headers above 100 MB; so do we. */
@@ -55,6 +56,8 @@ typedef struct {
 /* Writes atomically through ir_file (a fresh temporary, fsync, rename;
  * no planted link followed). meta: NULL, or pairs of
  * strings ending with NULL ({"model", "resnet18_v1", NULL}). 0 or -1 + err. */
+/* s as a JSON string, with the escapes the grammar requires. */
+void rt_json_string(FILE *f, const char *s);
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen);
 /* The same for dir/name, name one of dpc's own (ir_file_open_in). */

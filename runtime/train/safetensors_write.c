@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* JSON string with the escapes the grammar requires. */
-static void json_string(FILE *h, const char *s) {
+void rt_json_string(FILE *h, const char *s) {
     fputc('"', h);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
@@ -48,9 +47,9 @@ int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int 
         fputs("\"__metadata__\":{", h);
         for (int i = 0; meta[i] && meta[i + 1]; i += 2) {
             if (i) fputc(',', h);
-            json_string(h, meta[i]);
+            rt_json_string(h, meta[i]);
             fputc(':', h);
-            json_string(h, meta[i + 1]);
+            rt_json_string(h, meta[i + 1]);
         }
         fputc('}', h);
     }
@@ -65,7 +64,7 @@ int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int 
         uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
         if (any) fputc(',', h);
         any = 1;
-        json_string(h, t[i].name);
+        rt_json_string(h, t[i].name);
         fputs(":{\"dtype\":\"F32\",\"shape\":[", h);
         for (int d = 0; d < t[i].ndim; d++)
             fprintf(h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);

@@ -106,7 +106,7 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     return 0;
 }
 
-static void run_free(rt_run *r) {
+void rt_run_free(rt_run *r) {
     /* The snapshot's size comes from replica 0's store: before the replicas go. */
     int count = r->st ? rt_store_count(r->st) : 0;
     for (int i = 0; r->snapshot && i < r->local * count; i++) free(r->snapshot[i]);
@@ -129,7 +129,7 @@ static void run_free(rt_run *r) {
 
 /* Everything that can be refused before loading data or allocating
  * anything: the device, the options, the plan's programs, the memory. */
-static int check_run(rt_run *r, const dpc_plan *plan, rt_train_options *o) {
+int rt_run_check(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
     if (!(r->be = rt_backend_open(o->device, NULL, r->err, sizeof r->err)))
         return rt_run_fail(r, "%s", r->err);
     if (o->gpus > RT_MAX_LOCAL_REPLICAS)
@@ -251,7 +251,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_
     /* Signals stop the run in order from here on (stop.c). */
     struct sigaction old[RT_STOP_SIGNALS];
     rt_run_catch_signals(old);
-    int rc = check_run(r, plan, &o);
+    int rc = rt_run_check(r, plan, &o);
     if (!rc) rc = open_run(r, &o);
     if (!rc) rc = rt_run_build(r);
     if (!rc && o.resume) rc = rt_run_resume(r);
@@ -262,7 +262,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_
      * the run end non-zero: a caught signal never exits 0. */
     if (!rc && rt_run_stop_requested())
         rc = rt_run_stopped(r, "after the run finished (every output was written)", 0, -1);
-    run_free(r);
+    rt_run_free(r);
     rt_run_release_signals(old);
     if (o.result) {
         o.result->status = rc;

@@ -143,6 +143,23 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
  * err (empty when another rank has it), or 128 + signal. */
 int rt_train(const dpc_plan *plan, const rt_train_options *o, char *err, size_t errlen);
 
+/* `dprun predict`: for each image (a file, or every file under a folder
+ * given), one line on out with the model's top classes and their softmax
+ * probabilities, or one JSON object {"file", "top": [{"class", "name",
+ * "prob"}]}; names from `classes` (a file of one name per line, or an
+ * image folder: its train/ subfolders), else indices (JSON name null).
+ * Returns the exit status: 0, or 1 with the message in err. */
+#define RT_PREDICT_MAX_TOP 1000
+typedef struct {
+    const char *device, *load_params, *plan_path;
+    const char *classes;
+    int top, json;
+    const char *const *inputs;
+    int ninputs;
+    FILE *out; /* NULL: stdout */
+} rt_predict_options;
+int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, size_t errlen);
+
 /* ---- the learning-rate schedule of a training run.
  *
  * The train section gives a per-epoch dict ({0: 0.1, 35: 0.05, ...}) or a
