@@ -8,8 +8,32 @@
 # naming the file or the counts.
 . tests/lib.sh
 fail_prefix='*dprun: error: '
+net() { # net FILE CLASSES DATA
+    cat >"$1" <<EOF
+input image[3, 32, 32]
+input label class($2)
+network tiny {
+    x = relu(batchnorm(conv(image, 8, k=3, s=2, p=1, bias=false)))
+    x = relu(batchnorm(conv(x, 16, k=3, s=2, p=1, bias=false)))
+    logits = dense(global_avgpool(x), $2)
+    loss = softmax_cross_entropy(logits, label)
+}
+train {
+    batch 4 per device
+    epochs 2
+    lr {0: 0.05}
+    data $3
+    eval batch 4
+}
+EOF
+}
+folder='imagefolder { resize 36; random_crop 32; random_mirror; normalize mean(0.5, 0.5, 0.5) std(0.25, 0.25, 0.25) }'
 if ! grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null; then
-    plan=$tmp/t.plan
+    # A build without the libraries says so, naming the folder.
+    mkdir -p "$tmp/x/train/a" "$tmp/x/val/a" && echo x >"$tmp/x/train/a/1.png" && cp "$tmp/x/train/a/1.png" "$tmp/x/val/a/"
+    net "$tmp/t1.net" 1 "$folder" && "$bin/dpc" "$tmp/t1.net" -o "$tmp/t1.plan"
+    expect_fail_line "a build without libjpeg/libpng says so" "$tmp/x: dpc was built without libjpeg/libpng" \
+        "$bin/dprun" "$tmp/t1.plan" --device cpu --data "$tmp/x" --steps 1
     skip "dpc built without libjpeg/libpng: the image-folder checks"
     finish
     exit
@@ -65,26 +89,6 @@ np.save(f"{root}/npy/test_y.npy", y[:6].astype(np.uint8))
 PY
 [ -d "$d/train/cat" ] || { bad "the test's python could not write the folder"; finish; exit; }
 
-net() { # net FILE CLASSES DATA
-    cat >"$1" <<EOF
-input image[3, 32, 32]
-input label class($2)
-network tiny {
-    x = relu(batchnorm(conv(image, 8, k=3, s=2, p=1, bias=false)))
-    x = relu(batchnorm(conv(x, 16, k=3, s=2, p=1, bias=false)))
-    logits = dense(global_avgpool(x), $2)
-    loss = softmax_cross_entropy(logits, label)
-}
-train {
-    batch 4 per device
-    epochs 2
-    lr {0: 0.05}
-    data $3
-    eval batch 4
-}
-EOF
-}
-folder='imagefolder { resize 36; random_crop 32; random_mirror; normalize mean(0.5, 0.5, 0.5) std(0.25, 0.25, 0.25) }'
 net "$tmp/t.net" 3 "$folder"
 net "$tmp/t4.net" 4 "$folder"
 net "$tmp/n.net" 3 'npy { pad 2; random_crop 32; random_mirror }'

@@ -95,6 +95,9 @@ typedef struct {
 #define RT_MAX_CLASSES      256 /* labels are bytes */
 
 int rt_image_available(void);
+#define RT_IMAGE_MISSING                                                     \
+    "dpc was built without libjpeg/libpng, which image files need (install " \
+    "libjpeg62-turbo-dev and libpng-dev, then rebuild)"
 /* Decodes the JPEG or PNG at path (told apart by its first bytes) to 8-bit
  * RGB: grey is repeated, alpha dropped. `want`: the shorter side the caller
  * will resize to, so a JPEG much larger is decoded at a DCT scale n/8 that

@@ -24,6 +24,7 @@
 
 #ifdef DPC_HAVE_IMAGE
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 #endif
 
@@ -40,10 +41,7 @@ int rt_image_available(void) { return 0; }
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
     (void)want;
     memset(im, 0, sizeof *im);
-    return ir_fail(err, errlen,
-                   "%s: dpc was built without libjpeg/libpng (install libjpeg62-turbo-dev and "
-                   "libpng-dev, then rebuild)",
-                   path);
+    return ir_fail(err, errlen, "%s: %s", path, RT_IMAGE_MISSING);
 }
 
 #else
@@ -76,9 +74,10 @@ static void jpeg_fail(j_common_ptr c) {
     longjmp(e->jb, 1);
 }
 
-/* Level -1 is a warning (corrupt data, a premature end): refused too. */
+/* Level -1 is a warning (corrupt data, a premature end): refused too,
+ * except stray bytes between markers, common in camera files and harmless. */
 static void jpeg_message(j_common_ptr c, int level) {
-    if (level < 0) jpeg_fail(c);
+    if (level < 0 && c->err->msg_code != JWRN_EXTRANEOUS_DATA) jpeg_fail(c);
 }
 
 /* The smallest DCT scale n/8 that keeps the shorter side at least `want`:

@@ -160,6 +160,7 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
         rc = rt_run_fail(r, "predict needs the trained weights: --load-params FILE");
     else if (po->top < 1 || po->top > RT_PREDICT_MAX_TOP)
         rc = rt_run_fail(r, "--top must be in 1..%d, got %d", RT_PREDICT_MAX_TOP, po->top);
+    if (!rc && !rt_image_available()) rc = rt_run_fail(r, "predict: %s", RT_IMAGE_MISSING);
     if (!rc) rc = rt_run_check(r, plan, &o);
     if (!rc && r->c != 3)
         rc = rt_run_fail(r, "predict reads RGB images; the program's image input has %d channels",
@@ -169,8 +170,8 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
         if (!names)
             rc = rt_run_fail(r, "--classes %s", r->err);
         else if (nnames != r->classes)
-            rc = rt_run_fail(r, "--classes %s: %d names, but the model has %d classes",
-                             po->classes, nnames, r->classes);
+            rc = rt_run_fail(r, "--classes %s: %d names, but the model has %d classes", po->classes,
+                             nnames, r->classes);
     }
     if (!rc && !(paths = expand(po, &npaths, r->err, sizeof r->err)))
         rc = rt_run_fail(r, "%s", r->err);

@@ -149,6 +149,10 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
         /* Records are side x side when cropped at random, else already the
          * centre crop the program takes. */
         int side = t->resize ? t->resize : h > w ? h : w;
+        if (!rt_image_available()) {
+            ir_fail(err, errlen, "%s: %s", spec, RT_IMAGE_MISSING);
+            return NULL;
+        }
         if (c != 3) {
             ir_fail(err, errlen,
                     "%s: an image folder gives 3-channel images; the program's image input has %d",
