@@ -83,7 +83,10 @@ static const arg_spec args[] = {
      "where to run (auto: GPUs if any, else cpu)", ARG_EQ_OR_NEXT, store_device},
     {"--data", "--data DIR|synthetic", ARG_NONEMPTY, OPT(data), 0, 0,
      "--data needs a folder or 'synthetic'",
-     "CIFAR-10 binary folder (default: $DPC_DATA, else synthetic)", ARG_EQ_OR_NEXT, NULL},
+     "the data section's source: a CIFAR-10 binary folder (default:\n"
+     "$DPC_DATA, else synthetic), an image folder (train/CLASS/*,\n"
+     "val/CLASS/*) or a folder of .npy arrays",
+     ARG_EQ_OR_NEXT, NULL},
     {"--epochs", "--epochs N", ARG_INT, OPT(epochs), 1, 100000, NULL, "stop after N epochs",
      ARG_EQ_OR_NEXT, NULL},
     {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL,

@@ -157,6 +157,10 @@ expect_fail_line "val with other classes is refused" "the class sets differ" \
     "$bin/dprun" "$plan" --device cpu --data "$tmp/h" --steps 1
 expect_fail_line "an image-folder plan without --data is refused" "--data DIR names the image folder" \
     "$bin/dprun" "$plan" --device cpu --steps 1
+"$bin/dpc" models/cnn_small.net -o "$tmp/cifar.plan"
+expect_fail_line "a cifar10 plan on an image folder says which data section it needs" \
+    "$d looks like an image folder, but the plan's data section reads cifar10" \
+    "$bin/dprun" "$tmp/cifar.plan" --device cpu --data "$d" --steps 1
 expect_fail_line "a folder without train/ is refused" "an image folder holds train/CLASS/*" \
     "$bin/dprun" "$plan" --device cpu --data "$tmp/bad" --steps 1
 

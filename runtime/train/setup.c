@@ -2,6 +2,7 @@
  * programs and the outputs checked, the data opened, the replicas built. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ir/err.h"
 #include "ir/file.h"
@@ -168,7 +169,18 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
                                    t->random_crop ? side : w, err, errlen);
     }
     if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
-    return rt_data_cifar10(spec, train, err, errlen);
+    rt_dataset *ds = rt_data_cifar10(spec, train, err, errlen);
+    char other[4200];
+    snprintf(other, sizeof other, "%s/train", spec);
+    struct stat sb;
+    if (!ds && stat(other, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* the wrong kind of folder */
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n,
+                 "; %s looks like an image folder, but the plan's data section reads cifar10 "
+                 "(an image folder needs `data imagefolder { ... }`)",
+                 spec);
+    }
+    return ds;
 }
 
 /* The run's data section names a source that needs --data. */
