@@ -14,6 +14,9 @@ command -v "$FUZZ_CC" >/dev/null || { echo "fuzz: $FUZZ_CC not found (apt-get in
 [ -f "$gen/parser.c" ] || make -s "$gen/parser.c" "$gen/lexer.c"
 # The cuda backend needs no CUDA header and links no CUDA library (loader.h).
 cuda=(-DDPC_HAVE_CUDA)
+# The image decoders are fuzzed when the build has them (build/config.mk).
+images=()
+grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null && images=(-DDPC_HAVE_IMAGE -ljpeg -lpng)
 srcs=$(find frontend ir format passes codegen runtime -name "*.c" | sort)
 targets=${*:-$(ls tests/fuzz/fuzz_*.c | sed 's|tests/fuzz/fuzz_||; s|\.c$||')}
 status=0
@@ -21,9 +24,9 @@ for t in $targets; do
     bin="$out/fuzz_$t"
     echo "fuzz: building $t"
     "$FUZZ_CC" -std=c11 -g -O1 -D_GNU_SOURCE -I. -I"$gen" -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=undefined -Wno-unused-command-line-argument "${cuda[@]:0:3}" \
+        -fno-sanitize-recover=undefined -Wno-unused-command-line-argument "${cuda[@]:0:3}" "${images[@]:0:1}" \
         -o "$bin" "tests/fuzz/fuzz_$t.c" $srcs "$gen/parser.c" "$gen/lexer.c" \
-        -lopenblas -lm -ldl -lpthread "${cuda[@]:3}"
+        -lopenblas -lm -ldl -lpthread "${cuda[@]:3}" "${images[@]:1}"
     mkdir -p "$out/corpus-$t"
     echo "fuzz: running $t for ${FUZZ_TIME}s"
     # The full log stays in build/fuzz/TARGET.log; the summary shows

@@ -103,6 +103,9 @@ int rt_image_available(void);
  * will resize to, so a JPEG much larger is decoded at a DCT scale n/8 that
  * keeps at least that (0: full size). 0, or -1 + one message naming path. */
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen);
+/* The same for a file already in memory (size bytes at data), named path. */
+int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want, rt_image *im,
+                    char *err, size_t errlen);
 void rt_image_free(rt_image *im);
 /* Bilinear resize of the shorter side to `side` (>= oh, ow), then the centre
  * oh x ow crop, into out as 3 x oh x ow bytes (CHW). */
@@ -133,6 +136,9 @@ char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
  * 0 .. RT_MAX_CLASSES-1. Headers are parsed strictly: anything else is
  * refused naming the file. */
 rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t errlen);
+/* The same for the two files already in memory. */
+rt_dataset *rt_data_npy_parse(const char *xname, const uint8_t *x, size_t xsize, const char *yname,
+                              const uint8_t *y, size_t ysize, int c, char *err, size_t errlen);
 
 /* How a batcher treats its dataset. */
 typedef enum {

@@ -38,10 +38,15 @@ void rt_image_free(rt_image *im) {
 
 int rt_image_available(void) { return 0; }
 
-int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
-    (void)want;
+int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want, rt_image *im,
+                    char *err, size_t errlen) {
+    (void)data, (void)size, (void)want;
     memset(im, 0, sizeof *im);
     return ir_fail(err, errlen, "%s: %s", path, RT_IMAGE_MISSING);
+}
+
+int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
+    return rt_image_decode(path, NULL, 0, want, im, err, errlen);
 }
 
 #else
@@ -204,20 +209,24 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     return 0;
 }
 
+int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want, rt_image *im,
+                    char *err, size_t errlen) {
+    memset(im, 0, sizeof *im);
+    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
+        return decode_jpeg(path, data, size, want, im, err, errlen);
+    if (size >= 8 && !memcmp(data, png_magic, 8))
+        return decode_png(path, data, size, im, err, errlen);
+    return ir_fail(err, errlen, "%s: not a JPEG or PNG image (%s)", path,
+                   size ? "unknown first bytes" : "the file is empty");
+}
+
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
     size_t size;
     uint8_t *data = ir_file_read(path, RT_IMAGE_MAX_FILE, &size, err, errlen);
     if (!data) return -1;
-    int rc;
-    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
-        rc = decode_jpeg(path, data, size, want, im, err, errlen);
-    else if (size >= 8 && !memcmp(data, png_magic, 8))
-        rc = decode_png(path, data, size, im, err, errlen);
-    else
-        rc = ir_fail(err, errlen, "%s: not a JPEG or PNG image (%s)", path,
-                     size ? "unknown first bytes" : "the file is empty");
+    int rc = rt_image_decode(path, data, size, want, im, err, errlen);
     free(data);
     return rc;
 }

@@ -144,13 +144,10 @@ static int parse_header(const char *path, const char *p, const char *end, npy_ar
     return 0;
 }
 
-/* Reads path's array header; the file's bytes in *buf (the caller frees). */
-static int npy_read(const char *path, npy_array *a, uint8_t **buf, char *err, size_t errlen) {
+/* The array in the len bytes at b (the file `path`), checked. */
+static int npy_parse(const char *path, const uint8_t *b, size_t len, npy_array *a, char *err,
+                     size_t errlen) {
     memset(a, 0, sizeof *a);
-    size_t len;
-    uint8_t *b = ir_file_read(path, NPY_MAX_FILE, &len, err, errlen);
-    *buf = b;
-    if (!b) return -1;
     if (len < 10 || memcmp(b, "\x93NUMPY", 6))
         return ir_fail(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic)", path);
     int major = b[6];
@@ -201,16 +198,29 @@ rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t err
     const char *split = train ? "train" : "test";
     snprintf(xpath, sizeof xpath, "%s/%s_x.npy", dir, split);
     snprintf(ypath, sizeof ypath, "%s/%s_y.npy", dir, split);
+    size_t xlen = 0, ylen = 0;
+    uint8_t *xb = ir_file_read(xpath, NPY_MAX_FILE, &xlen, err, errlen);
+    uint8_t *yb = xb ? ir_file_read(ypath, NPY_MAX_FILE, &ylen, err, errlen) : NULL;
+    rt_dataset *ds =
+        yb ? rt_data_npy_parse(xpath, xb, xlen, ypath, yb, ylen, c, err, errlen) : NULL;
+    free(xb);
+    free(yb);
+    if (ds) snprintf(ds->name, sizeof ds->name, "%.250s", dir);
+    return ds;
+}
+
+rt_dataset *rt_data_npy_parse(const char *xpath, const uint8_t *xb, size_t xlen, const char *ypath,
+                              const uint8_t *yb, size_t ylen, int c, char *err, size_t errlen) {
     npy_array x, y;
-    uint8_t *xb = NULL, *yb = NULL;
     rt_dataset *ds = NULL;
-    if (npy_read(xpath, &x, &xb, err, errlen) || npy_read(ypath, &y, &yb, err, errlen)) goto done;
+    if (npy_parse(xpath, xb, xlen, &x, err, errlen) || npy_parse(ypath, yb, ylen, &y, err, errlen))
+        return NULL;
     if (x.rank != 4 || (strcmp(x.descr, "|u1") && strcmp(x.descr, "<f4"))) {
         ir_fail(err, errlen,
                 "%s: images must be a rank-4 uint8 or float32 array (N,H,W,C or N,C,H,W), not "
                 "rank %d '%s'",
                 xpath, x.rank, x.descr);
-        goto done;
+        return NULL;
     }
     int nhwc = x.shape[3] == c;
     if (!nhwc && x.shape[1] != c) {
@@ -219,23 +229,23 @@ rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t err
                 "program's image input has %d",
                 xpath, (long long)x.shape[0], (long long)x.shape[1], (long long)x.shape[2],
                 (long long)x.shape[3], (int)x.shape[3], c);
-        goto done;
+        return NULL;
     }
     if (y.rank != 1 || y.shape[0] != x.shape[0] || y.descr[1] == 'f') {
         ir_fail(err, errlen, "%s: labels must be %lld integers (shape (%lld,)), one per image",
                 ypath, (long long)x.shape[0], (long long)x.shape[0]);
-        goto done;
+        return NULL;
     }
     int64_t n = x.shape[0];
     int h = (int)(nhwc ? x.shape[1] : x.shape[2]), w = (int)(nhwc ? x.shape[2] : x.shape[3]);
     if (n < 1 || h < 1 || w < 1 || h > RT_NPY_MAX_SIDE || w > RT_NPY_MAX_SIDE) {
         ir_fail(err, errlen, "%s: %lld images of %dx%d: expected at least one, at most %d a side",
                 xpath, (long long)n, h, w, RT_NPY_MAX_SIDE);
-        goto done;
+        return NULL;
     }
     ds = calloc(1, sizeof *ds);
     RT_CHECK_ALLOC(ds);
-    snprintf(ds->name, sizeof ds->name, "%.250s", dir);
+    snprintf(ds->name, sizeof ds->name, "%.250s", xpath);
     ds->count = n, ds->c = c, ds->h = h, ds->w = w;
     size_t plane = (size_t)h * (size_t)w, rec = plane * (size_t)c;
     ds->pixels = malloc(rec * (size_t)n + 1);
@@ -270,12 +280,8 @@ rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t err
         }
         ds->pixels[i] = (uint8_t)lrintf(v * 255.0f);
     }
-    goto done;
+    return ds;
 fail:
     rt_dataset_free(ds);
-    ds = NULL;
-done:
-    free(xb);
-    free(yb);
-    return ds;
+    return NULL;
 }
