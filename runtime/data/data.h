@@ -114,11 +114,16 @@ void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out);
 /* An image folder: dir/train/CLASS/FILE (train=1) or dir/val/CLASS/FILE;
  * the classes are train's subfolders in strcmp order (val must have the
  * same), files in strcmp order, names starting with '.' skipped. Every
- * image is decoded and fitted (rt_image_fit) to side x side when crop (the
- * train section's random_crop) is set, else to the input's h x w. A file
+ * image is decoded and fitted (rt_image_fit) to h x w (the caller passes
+ * side x side for a random crop to come, else the input's size), on
+ * `threads` threads (1: this one only; the same bytes either way). A file
  * that is not a regular file or not an image is refused naming it. */
-rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, char *err,
-                                size_t errlen);
+rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
+                                char *err, size_t errlen);
+/* Images paths[0..n) fitted into out (n x 3 x h x w), on `threads`
+ * threads; 0, or -1 + the message of the first (by index) that failed. */
+int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
+                      uint8_t *out, char *err, size_t errlen);
 /* The class names of dir/train (an image folder) or, when path is a file,
  * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);

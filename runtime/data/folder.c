@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,8 +166,56 @@ char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen) {
     return l.paths;
 }
 
-rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, char *err,
-                                size_t errlen) {
+/* ---- decoding on threads: image i into slot i, so the result is the same
+ * whatever the thread count; of several bad files the first is named. */
+
+typedef struct {
+    const char *const *paths;
+    int n, side, h, w;
+    uint8_t *out;
+    pthread_mutex_t mu;
+    int next, bad; /* the next image to take; the first that failed (n: none) */
+    char err[1024];
+} fit_job;
+
+static void *fit_worker(void *arg) {
+    fit_job *j = arg;
+    size_t rec = (size_t)3 * (size_t)j->h * (size_t)j->w;
+    char err[1024];
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int i = j->next < j->bad ? j->next++ : j->n; /* none past a failure */
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->n) return NULL;
+        rt_image im;
+        if (rt_image_load(j->paths[i], j->side, &im, err, sizeof err)) {
+            pthread_mutex_lock(&j->mu);
+            if (i < j->bad) j->bad = i, snprintf(j->err, sizeof j->err, "%s", err);
+            pthread_mutex_unlock(&j->mu);
+            continue;
+        }
+        rt_image_fit(&im, j->side, j->h, j->w, j->out + rec * (size_t)i);
+        rt_image_free(&im);
+    }
+}
+
+int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
+                      uint8_t *out, char *err, size_t errlen) {
+    fit_job j = {paths, n, side, h, w, out, PTHREAD_MUTEX_INITIALIZER, 0, n, {0}};
+    if (threads > n) threads = n;
+    pthread_t tid[RT_PIPELINE_MAX_WORKERS];
+    int started = 0;
+    while (started < threads - 1 && started < RT_PIPELINE_MAX_WORKERS &&
+           pthread_create(&tid[started], NULL, fit_worker, &j) == 0)
+        started++;
+    fit_worker(&j); /* this thread is one of them */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&j.mu);
+    return j.bad < n ? ir_fail(err, errlen, "%s", j.err) : 0;
+}
+
+rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
+                                char *err, size_t errlen) {
     int nclass = 0, nsplit = 0;
     char **classes = folder_classes(dir, &nclass, err, errlen);
     if (!classes) return NULL;
@@ -198,47 +247,41 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
         }
         rt_names_free(got, nsplit);
     }
-    /* Count first, so the records are one allocation. */
-    int64_t count = 0;
-    for (int k = 0; k < nclass; k++) {
+    /* Every file with its label, listed once. */
+    path_list l = {NULL, 0, 0};
+    uint8_t *labels = NULL;
+    int listed = 1;
+    for (int k = 0; k < nclass && listed; k++) {
         snprintf(cdir, sizeof cdir, "%s/%s", sdir, classes[k]);
         files = list(cdir, 0, &nfiles, err, errlen);
-        if (!files) goto fail;
-        count += nfiles;
+        if (!(listed = files != NULL)) break;
+        labels = realloc(labels, (size_t)(l.n + nfiles) + 1);
+        RT_CHECK_ALLOC(labels);
+        for (int i = 0; i < nfiles; i++) {
+            snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
+            labels[l.n] = (uint8_t)k;
+            push(&l, path);
+        }
         rt_names_free(files, nfiles);
         files = NULL;
     }
-    if (count == 0) {
-        ir_fail(err, errlen, "%s: no images in its class folders", sdir);
+    if (!listed || (l.n == 0 && ir_fail(err, errlen, "%s: no images in its class folders", sdir))) {
+        rt_names_free(l.paths, l.n);
+        free(labels);
         goto fail;
     }
     ds = calloc(1, sizeof *ds);
     RT_CHECK_ALLOC(ds);
     snprintf(ds->name, sizeof ds->name, "%.250s", dir);
     ds->c = 3, ds->h = h, ds->w = w, ds->classes = nclass;
-    size_t rec = (size_t)3 * (size_t)h * (size_t)w;
-    ds->pixels = malloc(rec * (size_t)count + 1);
-    ds->labels = malloc((size_t)count + 1);
-    RT_CHECK_ALLOC(ds->pixels && ds->labels);
-    for (int k = 0; k < nclass; k++) {
-        snprintf(cdir, sizeof cdir, "%s/%s", sdir, classes[k]);
-        files = list(cdir, 0, &nfiles, err, errlen);
-        if (!files) goto fail;
-        for (int i = 0; i < nfiles; i++) {
-            if (ds->count == count) {
-                ir_fail(err, errlen, "%s: more files than a moment ago", cdir);
-                goto fail;
-            }
-            snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
-            rt_image im;
-            if (rt_image_load(path, side, &im, err, errlen)) goto fail;
-            rt_image_fit(&im, side, h, w, ds->pixels + rec * (size_t)ds->count);
-            rt_image_free(&im);
-            ds->labels[ds->count++] = (uint8_t)k;
-        }
-        rt_names_free(files, nfiles);
-        files = NULL;
-    }
+    ds->labels = labels;
+    ds->pixels = malloc((size_t)3 * (size_t)h * (size_t)w * (size_t)l.n + 1);
+    RT_CHECK_ALLOC(ds->pixels);
+    int rc = rt_images_fit_all((const char *const *)l.paths, l.n, side, h, w, threads, ds->pixels,
+                               err, errlen);
+    rt_names_free(l.paths, l.n);
+    if (rc) goto fail;
+    ds->count = l.n;
     ds->class_names = classes;
     return ds;
 fail:

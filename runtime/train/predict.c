@@ -58,16 +58,12 @@ static rt_dataset *load_images(char **paths, int n, int side, int h, int w, char
     ds->pixels = malloc(rec * (size_t)n + 1);
     ds->labels = calloc((size_t)n + 1, 1);
     RT_CHECK_ALLOC(ds->pixels && ds->labels);
-    for (int i = 0; i < n; i++) {
-        rt_image im;
-        if (rt_image_load(paths[i], side, &im, err, errlen)) {
-            rt_dataset_free(ds);
-            return NULL;
-        }
-        rt_image_fit(&im, side, h, w, ds->pixels + rec * (size_t)i);
-        rt_image_free(&im);
-        ds->count++;
+    if (rt_images_fit_all((const char *const *)paths, n, side, h, w, RT_PIPELINE_WORKERS,
+                          ds->pixels, err, errlen)) {
+        rt_dataset_free(ds);
+        return NULL;
     }
+    ds->count = n;
     return ds;
 }
 

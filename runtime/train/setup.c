@@ -143,9 +143,10 @@ static const char *data_spec(const rt_train_options *o) {
 }
 
 /* One split of the data section's dataset at spec, records shaped for the
- * program's c x h x w image input. NULL + message. */
+ * program's c x h x w image input; images decoded on `threads` threads.
+ * NULL + message. */
 static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, int c, int h, int w,
-                                char *err, size_t errlen) {
+                                int threads, char *err, size_t errlen) {
     if (!strcmp(t->dataset, "imagefolder")) {
         /* Records are side x side when cropped at random, else already the
          * centre crop the program takes. */
@@ -166,7 +167,7 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
             return NULL;
         }
         return rt_data_imagefolder(spec, train, side, t->random_crop ? side : h,
-                                   t->random_crop ? side : w, err, errlen);
+                                   t->random_crop ? side : w, threads, err, errlen);
     }
     if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
     rt_dataset *ds = rt_data_cifar10(spec, train, err, errlen);
@@ -201,7 +202,8 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
         const int64_t *d = i >= 0 ? plan->train->nodes[i].type.dim : NULL;
         if (!d || plan->train->nodes[i].type.ndim != 4)
             return ir_fail(err, errlen, "the plan's train program has no rank-4 'image' input");
-        rt_dataset *ds = open_dataset(t, spec, 1, (int)d[1], (int)d[2], (int)d[3], err, errlen);
+        rt_dataset *ds = open_dataset(t, spec, 1, (int)d[1], (int)d[2], (int)d[3],
+                                      o->data_workers > 1 ? o->data_workers : 1, err, errlen);
         if (!ds) return -1;
         count = ds->count;
         rt_dataset_free(ds);
@@ -230,9 +232,13 @@ int rt_run_open_data(rt_run *r) {
         r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
         r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
     } else {
-        r->train_ds = open_dataset(&r->t, spec, 1, r->c, r->h, r->w, r->err, sizeof r->err);
+        /* The decoding threads: those that prepare batches later. */
+        int threads = o->data_workers > 1 ? o->data_workers : 1;
+        r->train_ds =
+            open_dataset(&r->t, spec, 1, r->c, r->h, r->w, threads, r->err, sizeof r->err);
         if (r->train_ds)
-            r->test_ds = open_dataset(&r->t, spec, 0, r->c, r->h, r->w, r->err, sizeof r->err);
+            r->test_ds =
+                open_dataset(&r->t, spec, 0, r->c, r->h, r->w, threads, r->err, sizeof r->err);
         if (!r->test_ds) return rt_run_fail(r, "%s", r->err);
         /* An image folder's classes are its folders; .npy labels need only fit. */
         if (!strcmp(r->t.dataset, "imagefolder") && r->classes != r->train_ds->classes)
