@@ -227,10 +227,14 @@ check "predict takes a large JPEG (decoded at a DCT scale)" \
 npy_train() {
     "$bin/dprun" "$tmp/n.plan" --device cpu --data "$tmp/npy" --seed 1 --data-workers "$2" --metrics "$1" >"$1.log" 2>&1
 }
+cp -r "$tmp/npy" "$tmp/nb0"
 check "training on .npy arrays runs" npy_train "$tmp/n0.jsonl" 0
 npy_train "$tmp/n2.jsonl" 2
 check ".npy: 0 and 2 data workers give the same losses" cmp -s <(losses "$tmp/n0.jsonl") <(losses "$tmp/n2.jsonl")
 check ".npy: 24 train / 6 test images" grep -q '24 train / 6 test images' "$tmp/n0.jsonl.log"
+expect_fail_line ".npy: --save-params over the labels is refused" "test_y.npy" \
+    "$bin/dprun" "$tmp/n.plan" --device cpu --data "$tmp/npy" --steps 1 --save-params "$tmp/npy/test_y.npy"
+check ".npy: ... and the labels are still there" cmp -s "$tmp/npy/test_y.npy" "$tmp/nb0/test_y.npy"
 npy_bad() { # npy_bad NAME WANT PYTHON-EDIT-OF-HEADER
     rm -rf "$tmp/nb" && cp -r "$tmp/npy" "$tmp/nb"
     $py - "$tmp/nb/train_x.npy" "$3" <<'PY'

@@ -35,14 +35,19 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
 }
 
 int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t errlen) {
-    char ckpt[4200], files[RT_CIFAR10_FILES][4200];
+    static const char *const npy_files[] = {"train_x.npy", "train_y.npy", "test_x.npy",
+                                            "test_y.npy"};
+    char ckpt[4200], files[RT_CIFAR10_FILES + 4][4200];
     const char *data = o->data ? o->data : getenv("DPC_DATA");
     int rc = 0, nfiles = 0;
-    /* CIFAR-10's names (an image folder's or .npy set's files are not
-     * listed: an output among them is not caught). */
+    /* CIFAR-10's and .npy's names, whichever the plan reads (an image
+     * folder's files are not listed: an output among them is not caught). */
     if (data && *data && strcmp(data, "synthetic")) {
         rt_data_cifar10_paths(data, files);
-        nfiles = RT_CIFAR10_FILES;
+        for (int i = 0; i < 4; i++)
+            snprintf(files[RT_CIFAR10_FILES + i], sizeof files[0], "%.4000s/%s", data,
+                     npy_files[i]);
+        nfiles = RT_CIFAR10_FILES + 4;
     }
     if (o->plan_path) rc = ir_file_set_add(s, IR_FILE_INPUT, "the plan", o->plan_path, err, errlen);
     if (!rc && o->load_params)
