@@ -7,6 +7,7 @@
  * draws give the same batches whatever the worker count.
  */
 #include "runtime/data/data.h"
+#include "ir/bytes.h"
 #include "ir/err.h"
 #include "ir/file.h"
 
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "runtime/check.h"
+#include "runtime/exec/exec.h" /* rt_host_memory */
 
 void rt_names_free(char **names, int n) {
     for (int i = 0; names && i < n; i++) free(names[i]);
@@ -266,6 +268,19 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
         files = NULL;
     }
     if (!listed || (l.n == 0 && ir_fail(err, errlen, "%s: no images in its class folders", sdir))) {
+        rt_names_free(l.paths, l.n);
+        free(labels);
+        goto fail;
+    }
+    /* Decoded once, held in memory: refused up front when that cannot fit. */
+    int64_t bytes = ir_bytes_mul(ir_bytes_mul(3 * (int64_t)h, w), l.n), host = rt_host_memory();
+    if (host > 0 && bytes > host / 2) {
+        char need[32], have[32];
+        ir_fail(err, errlen,
+                "%s: %d images of 3x%dx%d take %s decoded (they are held in memory), more than "
+                "half of this machine's %s: a smaller resize, or fewer images",
+                sdir, l.n, h, w, ir_bytes_str(bytes, need, sizeof need),
+                ir_bytes_str(host, have, sizeof have));
         rt_names_free(l.paths, l.n);
         free(labels);
         goto fail;
