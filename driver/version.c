@@ -7,7 +7,9 @@
 void dpc_print_version(FILE *f, const char *prog) {
     fprintf(f, "%s %s (plan format %u, kernel program format %u)\n", prog, DPC_VERSION,
             PLAN_VERSION, cg_program_version());
-    fprintf(f, "build: cuda backend %s, MPI %s, oneDNN convolutions %s, sanitizers %s\n",
+    fprintf(f,
+            "build: cuda backend %s, MPI %s, oneDNN convolutions %s, JPEG/PNG images %s, "
+            "sanitizers %s\n",
 #ifdef DPC_HAVE_CUDA
             "yes (CUDA libraries loaded at run time)",
 #else
@@ -22,6 +24,11 @@ void dpc_print_version(FILE *f, const char *prog) {
             "yes",
 #else
             "no (im2col + GEMM)",
+#endif
+#ifdef DPC_HAVE_IMAGE
+            "yes",
+#else
+            "no (IMAGES=0 or no libjpeg/libpng)",
 #endif
 #if defined(__SANITIZE_ADDRESS__)
             "ASan + UBSan"
