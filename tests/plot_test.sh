@@ -89,7 +89,7 @@ assert ys == sorted(ys) and xs == sorted(xs) and ys[0] < ys[-1], (ys[:3], ys[-3:
 if [ -x "$bin/dprun" ] && [ -x "$bin/dpc" ]; then
     "$bin/dpc" models/mlp.net -o "$tmp/mlp.plan" || bad "compile mlp"
     "$bin/dprun" "$tmp/mlp.plan" --epochs 2 --eval-every 1 --metrics "$tmp/m.jsonl" >/dev/null 2>&1 || bad "dprun metrics"
-    "$bin/dprun" "$tmp/mlp.plan" --steps 30 --metrics "$tmp/s.jsonl" >/dev/null 2>&1 || bad "dprun --steps metrics"
+    "$bin/dprun" "$tmp/mlp.plan" --steps 30 --final-eval both --metrics "$tmp/s.jsonl" >/dev/null 2>&1 || bad "dprun --steps metrics"
     "$plot" -o "$tmp/d.svg" "two epochs=$tmp/m.jsonl" "$tmp/s.jsonl" 2>"$tmp/d.err" || bad "plot dprun metrics: $(cat "$tmp/d.err")"
     check "dprun's metrics plot" checksvg "$tmp/d.svg" "two epochs" s
 else

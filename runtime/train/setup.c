@@ -185,6 +185,11 @@ int rt_run_open_data(rt_run *r) {
         rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL,
                         o->seed, r->c, r->h, r->w, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
+    /* --eval-batches: every accuracy pass reads the first batches only. */
+    for (int k = 0; k < 2 && o->eval_batches > 0; k++) {
+        rt_batcher *b = k ? &r->train_eval_b : &r->test_b;
+        if (b->batches > o->eval_batches) b->batches = o->eval_batches;
+    }
     if (o->no_shuffle) r->train_b.shuffle = 0;
     if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
     return 0;
