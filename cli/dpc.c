@@ -110,9 +110,9 @@ static const arg_spec args[] = {
      "backend rounds alike) (default fp32)",
      ARG_NEXT, store_precision},
     {"--conv", "--conv im2col|library|auto", ARG_CALL, 0, 0, 0, NULL,
-     "convolutions: im2col + GEMM; library: oneDNN (cpu) calls, the\n"
-     "im2col lowering kept as their fallback; auto: whichever the\n"
-     "runtime measures faster per layer (default im2col)",
+     "convolutions: library: oneDNN (cpu) or cuDNN calls, the im2col\n"
+     "lowering kept as their fallback; im2col: im2col + GEMM only; auto:\n"
+     "whichever the runtime measures faster per layer (default library)",
      ARG_NEXT, store_conv},
     {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,
      "kernels per step and activation memory, fused and planned vs not", ARG_NEXT, NULL},

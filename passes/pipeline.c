@@ -146,7 +146,8 @@ const pass_info pass_registry[] = {
     {.name = "conv",
      .run = run_conv,
      .programs = PASS_TRAIN | PASS_EVAL,
-     .about = "convolutions as library calls, im2col + GEMM beside them (--conv; off by default)",
+     .about =
+         "convolutions as library calls, im2col + GEMM beside them (--conv; --conv im2col: none)",
      .requires = {"lower"},
      .after = {"autodiff", "optimizer", "partition", "precision", "layout"},
      .opts = {{.name = "impl",
