@@ -219,6 +219,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc) return 1;
+    a->notes = stderr;
     char err[16384];
     if (args.list_passes) pass_list(stdout);
     if (args.print_pipeline) {

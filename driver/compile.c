@@ -557,6 +557,11 @@ static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen)
                            : fe_parse_file_err(o->model, err, errlen);
     if (!prog) return -1;
     plan->schedule = *fe_train(prog);
+    if (!fe_has_train(prog) && o->notes) {
+        fprintf(o->notes, "dpc: note: %s has no train section; it trains with the defaults:\n",
+                o->model);
+        ir_train_print(&plan->schedule, o->notes);
+    }
     if (o->batch) plan->schedule.batch = o->batch;
     snprintf(plan->model, sizeof plan->model, "%s", fe_network_name(prog));
     snprintf(plan->source, sizeof plan->source, "%s", o->model);

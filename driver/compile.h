@@ -47,6 +47,8 @@ typedef struct {
     int sync_bn;      /* --sync-bn: lower's sync_bn=1, every BatchNorm synchronised */
     double bucket_mb; /* partition's bucket size in MiB, 0: the default */
     FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
+    FILE *notes;      /* `dpc: note:` lines (the defaults a model without a train section
+                       * takes); NULL: none */
 
     int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
     const char *cost_device; /* --device for --cost, a cg_devices name (NULL: the first, h200) */

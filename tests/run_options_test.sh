@@ -88,4 +88,12 @@ check "the sweep's table has both times" grep -q '| training (s) | wall (s) | ru
 check "a row whose warmup changed nothing says so" grep -qE '^\| [0-9] \| 1 \|.*\| ok; note: warmup changes nothing' "$tmp/out"
 check "--steps in a sweep still measures the test accuracy" [ "$(grep -cE '^\| [0-9] \| [01] \| [0-9.]+ \| — \| [0-9.]+ \|' "$tmp/out")" = 2 ]
 dprun_fail "--sweep with --final-eval none" "--sweep ranks its runs by test accuracy: --final-eval none measures none" "$cnn" --sweep 'lr=0.1' --final-eval none
+# --- dpc says which defaults a model without a train section takes
+sed '/^train {/,$d' models/cnn_small.net >"$tmp/nt.net"
+"$bin/dpc" "$tmp/nt.net" -o "$tmp/nt.plan" 2>"$tmp/err"
+check "no train section: compiled (exit $?)" [ -s "$tmp/nt.plan" ]
+check "... and a note names the defaults it took" grep -q "^dpc: note: $tmp/nt.net has no train section; it trains with the defaults:" "$tmp/err"
+check "... the batch, epochs and optimizer among them" grep -q '^  optimizer sgd(momentum=0.9, wd=0.0001)$' "$tmp/err"
+"$bin/dpc" models/cnn_small.net -o "$tmp/c.plan" 2>"$tmp/err"
+check "a train section: no such note" lacks 'note:' "$tmp/err"
 finish
