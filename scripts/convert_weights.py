@@ -258,7 +258,14 @@ def read_any(path):
             import torch
         except ImportError:
             fail("%s: reading a .pth needs torch; save the state dict as safetensors or .npz" % path)
-        sd = torch.load(path, map_location="cpu")
+        # weights_only: a .pth is a pickle, which may run code; this reads tensors only
+        try:
+            sd = torch.load(path, map_location="cpu", weights_only=True)
+        except TypeError:
+            fail("%s: this torch cannot load a .pth without running its pickle (weights_only, "
+                 "torch >= 1.13); save the state dict as safetensors or .npz" % path)
+        except Exception as e:  # a pickle with more than tensors, a damaged zip
+            fail("%s: not a plain state dict of tensors (%s)" % (path, str(e).splitlines()[0]))
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
         if not isinstance(sd, dict):
@@ -368,15 +375,23 @@ def main():
         return 0
     if len(a.files) != 2:
         fail("give IN and OUT (see --help)")
+    if a.exclude and not a.src:
+        fail("--exclude goes with --from")
     src_path, out_path = a.files
     if os.path.abspath(src_path) == os.path.abspath(out_path):
         fail("IN and OUT are the same file: %s" % src_path)
-    src = read_any(src_path)
+    try:
+        src = read_any(src_path)
+    except OSError as e:
+        fail("%s: %s" % (src_path, e.strerror or e))
     what = "%s %s" % (framework, a.model) if a.src else "dpc %s" % a.model
     out = convert(table, src, src_path, bool(a.src), what, a.exclude)
     meta = {"producer": "dpc scripts/convert_weights.py", "model": a.model,
             "from": a.src or "dpc", "to": a.dst or "dpc"}
-    st_write(out_path, out, meta)
+    try:
+        st_write(out_path, out, meta)
+    except OSError as e:
+        fail("%s: %s" % (out_path, e.strerror or e))
     return 0
 
 

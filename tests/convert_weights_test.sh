@@ -175,6 +175,10 @@ expect_fail_line "a shape mismatch" \
     cv --from torchvision --model resnet18 "$tmp/shape.st" "$tmp/x.st"
 expect_fail_line "resnet18 weights are not resnet34's" "tv.safetensors: no tensor 'layer1.2.conv1.weight' (torchvision resnet34 needs 182 tensors; 80 missing)" \
     cv --from torchvision --model resnet34 "$tmp/tv.safetensors" "$tmp/x.st"
+# a .pth is a pickle: one holding more than tensors is refused, never run
+"$py" -c "import datetime, torch; torch.save({'fc.bias': torch.zeros(2), 'x': datetime.date(2020, 1, 1)}, '$tmp/obj.pth')"
+expect_fail_line "a .pth with an object in it" "obj.pth: not a plain state dict of tensors" \
+    cv --from torchvision --model resnet18 "$tmp/obj.pth" "$tmp/x.st"
 [ ! -e "$tmp/x.st" ] && ok || bad "a refused conversion wrote its output"
 
 # ---- a new head: --exclude, then --allow-missing ----
