@@ -79,7 +79,7 @@ PY
 fail_prefix='*dprun: error: '
 run() { "$bin/dprun" "$plan" --steps 0 --seed 3 "$@"; }
 expect_fail "a partial file without --allow-missing names the first missing tensor" \
-    "nohead.st: no tensor 'dense0.weight' (cnn_small needs every parameter and BatchNorm statistic; 2 missing;" \
+    "nohead.st: no tensor 'dense0.weight' (cnn_small needs every parameter and BatchNorm statistic; 2 missing, 2 of them not matched by --allow-missing PATTERN" \
     run --load-params "$tmp/nohead.st"
 run --load-params "$tmp/nohead.st" --allow-missing 'dense0.*' --save-params "$tmp/part.st" \
     >/dev/null 2>"$tmp/part.err" || bad "--allow-missing 'dense0.*': $(cat "$tmp/part.err")"
@@ -102,6 +102,9 @@ sys.exit(1 if bad or len(part) != 27 else 0)
 PY
 expect_fail "--allow-missing that matches nothing missing" "no tensor 'dense0.weight'" \
     run --load-params "$tmp/nohead.st" --allow-missing 'unit*'
+expect_fail "--allow-missing that matches one of two" \
+    "no tensor 'dense0.weight' (cnn_small needs every parameter and BatchNorm statistic; 2 missing, 1 of them not" \
+    run --load-params "$tmp/nohead.st" --allow-missing 'dense0.b*'
 # --name-map and --allow-unused
 expect_fail "a tensor nothing takes" \
     "foreign.st: tensor 'fc.weight' is not a parameter of cnn_small (--allow-unused skips it)" \

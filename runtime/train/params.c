@@ -179,7 +179,7 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
     int *owner = malloc(sizeof(int) * (f ? (size_t)f->n + 1 : 1)); /* idx's i for tensor j, or -1 */
     RT_CHECK_ALLOC(src && owner);
     for (int j = 0; f && j < f->n; j++) owner[j] = -1;
-    int loaded = 0, missing = 0, skipped = 0, first_missing = -1;
+    int loaded = 0, missing = 0, unallowed = 0, skipped = 0, first_missing = -1;
     /* Every parameter and statistic: found, or allowed missing. */
     for (int i = 0; i < n && !rc; i++) {
         int k = idx[i], j = rt_st_find(f, from[k]);
@@ -187,7 +187,7 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
         if (j >= 0) {
             owner[j] = i, loaded++;
         } else {
-            if (!matches_any(o, rt_store_name(st, k)) && first_missing < 0) first_missing = i;
+            if (!matches_any(o, rt_store_name(st, k)) && unallowed++ == 0) first_missing = i;
             missing++;
         }
     }
@@ -226,18 +226,15 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
                          renamed ? rt_store_name(st, k) : "");
         }
     }
-    if (!rc && first_missing >= 0)
+    if (!rc && first_missing >= 0) {
+        int k = idx[first_missing], renamed = from[k] != rt_store_name(st, k);
         rc = ir_fail(err, errlen,
                      "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
-                     "%d missing; --allow-missing PATTERN keeps the initial values of those it "
-                     "matches)",
-                     path, IR_ESC(from[idx[first_missing]]),
-                     from[idx[first_missing]] != rt_store_name(st, idx[first_missing]) ? " for "
-                                                                                       : "",
-                     from[idx[first_missing]] != rt_store_name(st, idx[first_missing])
-                         ? rt_store_name(st, idx[first_missing])
-                         : "",
-                     plan->model, missing);
+                     "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
+                     "the initial values of those it matches)",
+                     path, IR_ESC(from[k]), renamed ? " for " : "",
+                     renamed ? rt_store_name(st, k) : "", plan->model, missing, unallowed);
+    }
     for (int i = 0; i < n && !rc; i++) {
         if (src[i] < 0) continue;
         const rt_st_tensor *ft = &f->tensors[src[i]];
