@@ -75,6 +75,7 @@ wr(f'{d}/badshape.st', {**t, 'dense0.bias': ([11], bytes(44))})
 open(f'{d}/map', 'w').write('# dpc name    file name\ndense0.weight fc.weight\n\ndense0.bias   fc.bias   # the head\n')
 open(f'{d}/map2', 'w').write('dense0.weight fc.weight extra\n')
 open(f'{d}/map3', 'w').write('dense0.weight fc.weight\ndense0.bias fc.weight\n')
+open(f'{d}/map4', 'w').write('dense0.bias dense0.weight\n')
 PY
 fail_prefix='*dprun: error: '
 run() { "$bin/dprun" "$plan" --steps 0 --seed 3 "$@"; }
@@ -131,6 +132,9 @@ expect_fail "a map line of three words" "map2:1: expected \`DPC_NAME FILE_NAME\`
     run --load-params "$tmp/a.st" --name-map "$tmp/map2"
 expect_fail "a file name mapped twice" "map3:2: file name 'fc.weight' is mapped twice" \
     run --load-params "$tmp/a.st" --name-map "$tmp/map3"
+expect_fail "a map naming another parameter's own name" \
+    "a.st: tensor 'dense0.weight' would be read for both dense0.weight and dense0.bias ($tmp/map4)" \
+    run --load-params "$tmp/a.st" --name-map "$tmp/map4"
 expect_fail "a shape mismatch names both shapes" \
     "badshape.st: tensor 'dense0.bias' has shape [11]; cnn_small needs [10]" \
     run --load-params "$tmp/badshape.st" --allow-missing '*' --allow-unused

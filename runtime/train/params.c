@@ -184,7 +184,11 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
     for (int i = 0; i < n && !rc; i++) {
         int k = idx[i], j = rt_st_find(f, from[k]);
         src[i] = j;
-        if (j >= 0) {
+        if (j >= 0 && owner[j] >= 0) { /* a map naming another parameter's own name */
+            rc = ir_fail(err, errlen, "%s: tensor '%s' would be read for both %s and %s (%s)", path,
+                         IR_ESC(from[k]), rt_store_name(st, idx[owner[j]]), rt_store_name(st, k),
+                         o->name_map);
+        } else if (j >= 0) {
             owner[j] = i, loaded++;
         } else {
             if (!matches_any(o, rt_store_name(st, k)) && unallowed++ == 0) first_missing = i;
