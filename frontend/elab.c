@@ -199,7 +199,7 @@ static void label_node(elab *E, int id, int rank, const char *prefix, const char
         int cap = E->label_cap ? E->label_cap : 256;
         while (cap <= id) cap *= 2;
         unsigned char *p = realloc(E->label_rank, (size_t)cap);
-        if (!p) return; /* a label is a courtesy: none is better than an abort */
+        IR_CHECK_ALLOC(p);
         memset(p + E->label_cap, 0, (size_t)(cap - E->label_cap));
         E->label_rank = p, E->label_cap = cap;
     }
