@@ -135,6 +135,13 @@ expect_fail "a file name mapped twice" "map3:2: file name 'fc.weight' is mapped 
 expect_fail "a map naming another parameter's own name" \
     "a.st: tensor 'dense0.weight' would be read for both dense0.weight and dense0.bias ($tmp/map4)" \
     run --load-params "$tmp/a.st" --name-map "$tmp/map4"
+printf 'dense0.weight fc\033[31m\n' >"$tmp/map5"
+expect_fail "a map's control characters are refused, escaped" "map5:1: the name 'fc\\x1b[31m' has control characters" \
+    run --load-params "$tmp/a.st" --name-map "$tmp/map5"
+expect_fail "a map that is a device" "/dev/zero: not a regular file" \
+    run --load-params "$tmp/a.st" --name-map /dev/zero
+expect_fail "--save-params over the --name-map" "--save-params $tmp/map is --name-map" \
+    run --load-params "$tmp/foreign.st" --name-map "$tmp/map" --allow-unused --save-params "$tmp/map"
 expect_fail "a shape mismatch names both shapes" \
     "badshape.st: tensor 'dense0.bias' has shape [11]; cnn_small needs [10]" \
     run --load-params "$tmp/badshape.st" --allow-missing '*' --allow-unused
