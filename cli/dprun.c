@@ -53,6 +53,16 @@ static int store_device(const arg_parser *p, const arg_spec *s, const char *val,
 #define AT(field)  offsetof(dprun_args, field)
 #define OPT(field) AT(o.field)
 
+/* --allow-missing PATTERN, once per pattern. */
+static int store_allow_missing(const arg_parser *p, const arg_spec *s, const char *val, void *dst) {
+    rt_train_options *o = &((dprun_args *)dst)->o;
+    if (!val || !*val) return arg_fail(p->prog, "%s needs a pattern", s->name);
+    if (o->n_allow_missing == RT_MAX_ALLOW_MISSING)
+        return arg_fail(p->prog, "%s: at most %d patterns", s->name, RT_MAX_ALLOW_MISSING);
+    o->allow_missing[o->n_allow_missing++] = val;
+    return 0;
+}
+
 static const arg_spec args[] = {
     {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL,
      "print the plan summary and exit; with --device cuda (PLAN optional) also each CUDA "
@@ -120,6 +130,20 @@ static const arg_spec args[] = {
      NULL, "threads preparing batches ahead (default 2; 0: none)", ARG_EQ_OR_NEXT, NULL},
     {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL,
      "start from a safetensors file", ARG_EQ_OR_NEXT, NULL},
+    {"--name-map", "--name-map MAP", ARG_NONEMPTY, OPT(name_map), 0, 0,
+     "--name-map needs a file name",
+     "with --load-params: `DPC_NAME FILE_NAME` lines (# comments), the\n"
+     "file's name for each parameter named (scripts/convert_weights.py)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--allow-missing", "--allow-missing PATTERN", ARG_CALL, 0, 0, 0, NULL,
+     "with --load-params: parameters whose dpc name matches the glob\n"
+     "(e.g. 'dense0.*', repeatable) may be absent from the file and keep\n"
+     "their initial values",
+     ARG_EQ_OR_NEXT, store_allow_missing},
+    {"--allow-unused", "--allow-unused", ARG_FLAG, OPT(allow_unused), 0, 0, NULL,
+     "with --load-params: skip the file's tensors no parameter takes\n"
+     "(else an error); the report on stderr names each",
+     ARG_EQ_OR_NEXT, NULL},
     {"--save-params", "--save-params F", ARG_STRING, OPT(save_params), 0, 0, NULL,
      "write parameters and BatchNorm statistics at the end", ARG_EQ_OR_NEXT, NULL},
     {"--metrics", "--metrics FILE", ARG_STRING, OPT(metrics), 0, 0, NULL,
@@ -279,6 +303,11 @@ static int check_args(dprun_args *a, rt_sweep *sweep) {
         return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
     if (a->per_step && !a->schedule) return bad("--per-step needs --schedule");
+    if (!o->load_params && (o->name_map || o->n_allow_missing || o->allow_unused))
+        return bad("%s needs --load-params F (a checkpoint's --resume is always complete)",
+                   o->name_map          ? "--name-map"
+                   : o->n_allow_missing ? "--allow-missing"
+                                        : "--allow-unused");
     if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec)
         return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */

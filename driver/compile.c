@@ -627,6 +627,8 @@ static int compile_plan(const dpc_options *o, const ir_file_set *files, const ch
     if (rc > 0) return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (rc) return -1;
     if (o->dump_after) ir_text_write_end(report);
+    /* After the passes: what dprun's store holds and --save-params writes. */
+    if (o->params) ir_params_table(plan->eval, report);
     /* The memory plans are memplan's: the limit checks them, the plan file stores them. */
     if (check_memory(plan, o, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);

@@ -41,6 +41,7 @@ typedef struct {
     const char *max_memory; /* a size (ir_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
     int summary, stats;     /* --summary, --stats */
+    int params;             /* --params: the parameter table (ir_params_table) */
     int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
     int layout;       /* --layout: 1; --layout-report: 2 (pass_options.layout) */

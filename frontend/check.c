@@ -739,10 +739,16 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
         /* mark[] now: computed from p */
         memset(mark, 0, (size_t)g->n);
         mark[p] = 1;
+        /* The user's names: the network's statements (elaboration labels
+         * other nodes too, "dense0", "side0.add", for --summary). */
+        fe_arena tmp = {0};
+        fe_map stmts = {0};
+        for (const fe_stmt *s = P->networks->body; s; s = s->next)
+            fe_map_put(&tmp, &stmts, s->name, (void *)s);
         const char *feeds = NULL;
         for (int i = p + 1; i < g->n && !feeds; i++) {
             for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
-            if (mark[i] && g->nodes[i].name[0]) feeds = g->nodes[i].name;
+            if (mark[i] && fe_map_get(&stmts, g->nodes[i].name)) feeds = g->nodes[i].name;
         }
         if (feeds)
             fe_error(&P->diag, (fe_loc){n->line, n->col},
@@ -754,6 +760,7 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
                      "parameter '%s' does not reach the loss: the result of this call is never "
                      "used",
                      n->name);
+        fe_arena_free(&tmp);
         return -1;
     }
     return 0;

@@ -117,7 +117,10 @@ int rt_run_build(rt_run *r);
 /* params.c: 0 or -1 + err. */
 int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
                        size_t errlen);
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+/* o->load_params into st (o: name_map, allow_missing, allow_unused,
+ * log_prefix); a report of what was loaded, initialised and skipped on
+ * stderr. */
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_options *o, char *err,
                        size_t errlen);
 
 /* loop.c */

@@ -44,6 +44,8 @@ int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t 
     if (o->plan_path) rc = ir_file_set_add(s, IR_FILE_INPUT, "the plan", o->plan_path, err, errlen);
     if (!rc && o->load_params)
         rc = ir_file_set_add(s, IR_FILE_INPUT, "--load-params", o->load_params, err, errlen);
+    if (!rc && o->name_map)
+        rc = ir_file_set_add(s, IR_FILE_INPUT, "--name-map", o->name_map, err, errlen);
     for (int i = 0; i < nfiles && !rc; i++)
         rc = ir_file_set_add(s, IR_FILE_INPUT, "a --data file", files[i], err, errlen);
     /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
@@ -225,12 +227,11 @@ int rt_run_build(rt_run *r) {
                 "(DPC_INPUT_OVERLAP=0 turns it off)\n",
                 o->log_prefix);
     int bad = 0;
-    if (o->load_params && o->rank == 0) {
-        if (rt_run_load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err))
-            bad = rt_run_fail(r, "%s", r->err);
-    } else {
-        rt_store_init(r->st, r->plan->train, &r->t, o->seed);
-    }
+    /* Seeded values first: what a partial --load-params lacks keeps them. */
+    rt_store_init(r->st, r->plan->train, &r->t, o->seed);
+    if (o->load_params && o->rank == 0 &&
+        rt_run_load_params(r->plan, r->st, o, r->err, sizeof r->err))
+        bad = rt_run_fail(r, "%s", r->err);
     /* Every process learns whether rank 0 could read the file before any
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;

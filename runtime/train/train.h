@@ -97,6 +97,17 @@ typedef struct {
     int momentum_correction;  /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
     const char *load_params; /* safetensors to start from, or NULL */
+    /* With load_params (rt_run_load_params): name_map, a file of
+     * `DPC_NAME FILE_NAME` lines (`#` comments) saying under which name
+     * the file holds a parameter; allow_missing, fnmatch globs over dpc
+     * names whose parameters the file may lack (they keep their seeded
+     * initial values); allow_unused: the file's tensors no parameter takes
+     * are skipped (else refused). Every one is reported on stderr. */
+    const char *name_map;
+#define RT_MAX_ALLOW_MISSING 64
+    const char *allow_missing[RT_MAX_ALLOW_MISSING];
+    int n_allow_missing;
+    int allow_unused;
     const char *save_params; /* safetensors to write at the end, or NULL */
     long benchmark;          /* >0: time this many steps after a warm-up, then stop */
     int tune;                /* --tune: measure every tuned convolution again (rt_conv_retune) */
