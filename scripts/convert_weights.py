@@ -63,7 +63,11 @@ import struct
 import sys
 import tempfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    sys.exit("convert_weights: needs NumPy, which %s lacks (Debian: apt-get install python3-numpy; "
+             "else pip install numpy); or run it with /usr/bin/python3" % sys.executable)
 
 # ---- the architectures: (dpc prefix, kind, shape, torchvision prefix, gluon prefix) ----
 # kind: conv, convb (with bias), bn, dense, denseb (with bias), pred (Gluon's
