@@ -9,6 +9,8 @@
 #                    parity, and the longer training runs
 #   make test SANITIZE=1   the sanitizer suite (ASan + UBSan, build/asan): the
 #                    host code paths they can judge (tests/run.sh --sanitize)
+#   make install     binaries, models, dpc-plot, docs and man pages under
+#                    PREFIX (default /usr/local; DESTDIR for staging); make uninstall
 #
 # Optional parts are found after the dependencies are installed: make runs
 # scripts/configure.sh on every invocation and includes what it writes
@@ -55,7 +57,7 @@ LDLIBS   := -lopenblas -lm -ldl -lpthread
 
 # ---- configuration: deps, then detection --------------------------------------
 CONFIG := build/config.mk
-NO_CONFIG_GOALS := clean deps deps-test format format-check
+NO_CONFIG_GOALS := clean deps deps-test format format-check man uninstall
 ifneq ($(MAKECMDGOALS),)
 ifeq ($(filter-out $(NO_CONFIG_GOALS),$(MAKECMDGOALS)),)
 SKIP_CONFIG := 1
@@ -135,7 +137,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS  := $(shell find $(LIB_DIRS) cli -name '*.h') $(BUILD)/gen/parser.h
 TEST_HEADERS := tests/harness.h tests/fixture.h tests/graphs.h tests/passcheck.h
 
-.PHONY: all check check-bins test test-full test-bins install clean run deps deps-test fuzz article format format-check
+.PHONY: all check check-bins test test-full test-bins install uninstall man clean run deps deps-test fuzz article format format-check
 # Keep objects of the CLI mains so a second `make` relinks nothing.
 .SECONDARY:
 all: $(BIN)/dpc $(BIN)/dprun
@@ -214,9 +216,32 @@ article: all
 fuzz:
 	@scripts/fuzz.sh
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(BIN)/dpc $(BIN)/dprun $(DESTDIR)$(PREFIX)/bin/
+# ---- install: under $(DESTDIR)$(PREFIX) (PREFIX default /usr/local) ------------
+# The binaries read nothing of this tree at run time: dprun renders its
+# kernels from the plan, $CC compiles them into the kernel cache, and the
+# CUDA libraries are found when it starts; so the installed copies run from
+# anywhere. Models go to share/dpc/models, scripts/plot to bin/dpc-plot,
+# README.md and docs/ to share/doc/dpc (their links kept), and the man
+# pages, made from docs/cli.md by scripts/man.sh, to share/man/man1.
+MAN_PAGES := build/man/dpc.1 build/man/dprun.1
+man: $(MAN_PAGES)
+build/man/%.1: docs/cli.md scripts/man.sh driver/version.h
+	@mkdir -p $(@D)
+	scripts/man.sh $* docs/cli.md >$@.tmp && mv $@.tmp $@
+INSTALL_DIR := $(DESTDIR)$(PREFIX)
+install: all $(MAN_PAGES)
+	install -d $(INSTALL_DIR)/bin $(INSTALL_DIR)/share/dpc/models \
+		$(INSTALL_DIR)/share/doc/dpc/docs $(INSTALL_DIR)/share/man/man1
+	install -m 755 $(BIN)/dpc $(BIN)/dprun $(INSTALL_DIR)/bin/
+	install -m 755 scripts/plot $(INSTALL_DIR)/bin/dpc-plot
+	install -m 644 models/*.net $(INSTALL_DIR)/share/dpc/models/
+	install -m 644 README.md $(INSTALL_DIR)/share/doc/dpc/
+	install -m 644 docs/*.md docs/*.svg $(INSTALL_DIR)/share/doc/dpc/docs/
+	install -m 644 $(MAN_PAGES) $(INSTALL_DIR)/share/man/man1/
+uninstall:
+	rm -f $(INSTALL_DIR)/bin/dpc $(INSTALL_DIR)/bin/dprun $(INSTALL_DIR)/bin/dpc-plot \
+		$(INSTALL_DIR)/share/man/man1/dpc.1 $(INSTALL_DIR)/share/man/man1/dprun.1
+	rm -rf $(INSTALL_DIR)/share/dpc $(INSTALL_DIR)/share/doc/dpc
 
 clean:
 	rm -rf build bin

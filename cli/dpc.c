@@ -75,6 +75,10 @@ static const arg_spec args[] = {
     {"-o", "-o PLAN", ARG_STRING, OPT(out), 0, 0, NULL, "write the compiled plan", ARG_NEXT, NULL},
     {"--summary", "--summary", ARG_FLAG, OPT(summary), 0, 0, NULL,
      "layer table and trainable parameter count", ARG_NEXT, NULL},
+    {"--params", "--params", ARG_FLAG, OPT(params), 0, 0, NULL,
+     "parameters and BatchNorm statistics: name, shape, elements (the\n"
+     "names dprun --save-params writes and --load-params reads)",
+     ARG_NEXT, NULL},
     {"--dump-ir", "--dump-ir[=PASS]", ARG_CALL, 0, 0, 0, NULL,
      "IR text after all passes (or after PASS)", ARG_EQ, store_dump_ir},
     {"--from-ir", "--from-ir FILE", ARG_STRING, OPT(from_ir), 0, 0, NULL,
@@ -110,9 +114,9 @@ static const arg_spec args[] = {
      "backend rounds alike) (default fp32)",
      ARG_NEXT, store_precision},
     {"--conv", "--conv im2col|library|auto", ARG_CALL, 0, 0, 0, NULL,
-     "convolutions: im2col + GEMM; library: oneDNN (cpu) calls, the\n"
-     "im2col lowering kept as their fallback; auto: whichever the\n"
-     "runtime measures faster per layer (default im2col)",
+     "convolutions: library: oneDNN (cpu) or cuDNN calls, the im2col\n"
+     "lowering kept as their fallback; im2col: im2col + GEMM only; auto:\n"
+     "whichever the runtime measures faster per layer (default library)",
      ARG_NEXT, store_conv},
     {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,
      "kernels per step and activation memory, fused and planned vs not", ARG_NEXT, NULL},
@@ -190,12 +194,14 @@ static int parse_args(int argc, char **argv, dpc_args *args) {
     int print_only = args->list_passes || args->print_pipeline; /* no model needed */
     if (!a->model && !a->from_ir && !print_only)
         return arg_fail(parser.prog, "no model file (usage: dpc MODEL.net -o PLAN)");
-    if (!print_only && !a->out && !a->summary && !a->dump_ir && !a->dot && !a->stats &&
-        !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes && a->layout < 2)
-        return arg_fail(parser.prog,
-                        "nothing to do: give -o PLAN, --summary, --dump-ir, --dot, --stats, "
-                        "--cost, --emit-kernels, --print-ir-after, --time-passes or "
-                        "--layout-report");
+    if (!print_only && !a->out && !a->summary && !a->params && !a->dump_ir && !a->dot &&
+        !a->stats && !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes &&
+        a->layout < 2)
+        return arg_fail(
+            parser.prog,
+            "nothing to do: give -o PLAN, --summary, --params, --dump-ir, --dot, --stats, "
+            "--cost, --emit-kernels, --print-ir-after, --time-passes or "
+            "--layout-report");
     if (!a->target) a->target = "all";
     if (!a->max_memory) a->max_memory = getenv("DPC_MAX_MEMORY");
     char err[16384];
@@ -219,6 +225,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (rc) return 1;
+    a->notes = stderr;
     char err[16384];
     if (args.list_passes) pass_list(stdout);
     if (args.print_pipeline) {

@@ -55,6 +55,16 @@ static int store_device(const arg_parser *p, const arg_spec *s, const char *val,
 #define AT(field)  offsetof(dprun_args, field)
 #define OPT(field) AT(o.field)
 
+/* --allow-missing PATTERN, once per pattern. */
+static int store_allow_missing(const arg_parser *p, const arg_spec *s, const char *val, void *dst) {
+    rt_train_options *o = &((dprun_args *)dst)->o;
+    if (!val || !*val) return arg_fail(p->prog, "%s needs a pattern", s->name);
+    if (o->n_allow_missing == RT_MAX_ALLOW_MISSING)
+        return arg_fail(p->prog, "%s: at most %d patterns", s->name, RT_MAX_ALLOW_MISSING);
+    o->allow_missing[o->n_allow_missing++] = val;
+    return 0;
+}
+
 static const arg_spec args[] = {
     {"--info", "--info", ARG_FLAG, AT(info), 0, 0, NULL,
      "print the plan summary and exit; with --device cuda (PLAN optional) also each CUDA "
@@ -93,6 +103,13 @@ static const arg_spec args[] = {
      "stop after N optimizer steps (0: only evaluate)", ARG_EQ_OR_NEXT, NULL},
     {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL,
      "test accuracy every K epochs", ARG_EQ_OR_NEXT, NULL},
+    {"--final-eval", "--final-eval " RT_FINAL_EVAL_CHOICES, ARG_CHOICE, OPT(final_eval), 0, 0,
+     RT_FINAL_EVAL_CHOICES,
+     "the accuracies the run ends with (default: both after the whole\n"
+     "schedule, as the article; none when --steps cuts it short)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--eval-batches", "--eval-batches N", ARG_LONG, OPT(eval_batches), 1, LONG_MAX, NULL,
+     "every accuracy pass reads only the first N eval batches", ARG_EQ_OR_NEXT, NULL},
     {"--lr-scaling", "--lr-scaling none|linear|sqrt", ARG_CHOICE, OPT(lr_scaling), 0, 0,
      "none|linear|sqrt", /* IR_LR_SCALING_* */
      "override the schedule's lr scaling (by global / reference batch, or its square root)",
@@ -118,10 +135,30 @@ static const arg_spec args[] = {
      NULL, "threads preparing batches ahead (default 2; 0: none)", ARG_EQ_OR_NEXT, NULL},
     {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL,
      "start from a safetensors file", ARG_EQ_OR_NEXT, NULL},
+    {"--name-map", "--name-map MAP", ARG_NONEMPTY, OPT(name_map), 0, 0,
+     "--name-map needs a file name",
+     "with --load-params: `DPC_NAME FILE_NAME` lines (# comments), the\n"
+     "file's name for each parameter named (scripts/convert_weights.py)",
+     ARG_EQ_OR_NEXT, NULL},
+    {"--allow-missing", "--allow-missing PATTERN", ARG_CALL, 0, 0, 0, NULL,
+     "with --load-params: parameters whose dpc name matches the glob\n"
+     "(e.g. 'dense0.*', repeatable) may be absent from the file and keep\n"
+     "their initial values",
+     ARG_EQ_OR_NEXT, store_allow_missing},
+    {"--allow-unused", "--allow-unused", ARG_FLAG, OPT(allow_unused), 0, 0, NULL,
+     "with --load-params: skip the file's tensors no parameter takes\n"
+     "(else an error); the report on stderr names each",
+     ARG_EQ_OR_NEXT, NULL},
     {"--save-params", "--save-params F", ARG_STRING, OPT(save_params), 0, 0, NULL,
      "write parameters and BatchNorm statistics at the end", ARG_EQ_OR_NEXT, NULL},
     {"--metrics", "--metrics FILE", ARG_STRING, OPT(metrics), 0, 0, NULL,
      "one JSON object per epoch (scripts/plot draws them)", ARG_EQ_OR_NEXT, NULL},
+    {"--log-every", "--log-every N", ARG_LONG, OPT(log_every), 1, LONG_MAX, NULL,
+     "also a --metrics row every N steps: epoch, step, loss, lr, img_per_s", ARG_EQ_OR_NEXT, NULL},
+    {"--progress-every", "--progress-every S", ARG_INT, OPT(progress_every), 0, 86400, NULL,
+     "when stderr is not a terminal, a progress line every S seconds\n"
+     "(default 60; 0: none)",
+     ARG_EQ_OR_NEXT, NULL},
     {"--checkpoint", "--checkpoint DIR", ARG_NONEMPTY, OPT(checkpoint), 0, 0,
      "--checkpoint needs a directory",
      "write a checkpoint to DIR at every epoch end (and on SIGINT/SIGTERM)", ARG_EQ_OR_NEXT, NULL},
@@ -145,7 +182,9 @@ static const arg_spec args[] = {
      "warmup-per-iteration",
      ARG_EQ_OR_NEXT, NULL},
     {"--sweep-dir", "--sweep-dir DIR", ARG_STRING, AT(sweep_dir), 0, 0, NULL,
-     "the sweep's logs and metrics, run-N.{log,jsonl} (default PLAN-sweep)", ARG_EQ_OR_NEXT, NULL},
+     "the sweep's logs and metrics, run-N.{log,jsonl} (default: NAME-sweep\n"
+     "beside NAME.plan)",
+     ARG_EQ_OR_NEXT, NULL},
     {"--sweep-out", "--sweep-out FILE", ARG_STRING, AT(sweep_out), 0, 0, NULL,
      "also write the sweep's table to FILE", ARG_EQ_OR_NEXT, NULL},
     {"--help", "-h, --help", ARG_HELP, 0, 0, 0, NULL, "this text", ARG_EQ_OR_NEXT, NULL},
@@ -361,6 +400,11 @@ static int check_args(dprun_args *a, rt_sweep *sweep) {
         return bad("no plan file (usage: dprun PLAN [options], see --help)");
     const rt_train_options *o = &a->o;
     if (a->per_step && !a->schedule) return bad("--per-step needs --schedule");
+    if (!o->load_params && (o->name_map || o->n_allow_missing || o->allow_unused))
+        return bad("%s needs --load-params F (a checkpoint's --resume is always complete)",
+                   o->name_map          ? "--name-map"
+                   : o->n_allow_missing ? "--allow-missing"
+                                        : "--allow-unused");
     if ((a->sweep_dir || a->sweep_out) && !a->sweep_spec)
         return bad("--sweep-dir and --sweep-out need --sweep");
     /* Each sweep run writes its own metrics; one parameter file or benchmark would be ambiguous. */
@@ -368,6 +412,12 @@ static int check_args(dprun_args *a, rt_sweep *sweep) {
         return bad(
             "--sweep writes each run's metrics to --sweep-dir; it takes no --metrics, --save-params, "
             "--benchmark or --checkpoint");
+    if (o->log_every && !o->metrics && !a->sweep_spec)
+        return bad("--log-every writes its rows into the --metrics file: give --metrics FILE");
+    if (a->sweep_spec &&
+        (o->final_eval == RT_FINAL_EVAL_TRAIN || o->final_eval == RT_FINAL_EVAL_NONE))
+        return bad("--sweep ranks its runs by test accuracy: --final-eval %s measures none",
+                   o->final_eval == RT_FINAL_EVAL_TRAIN ? "train" : "none");
     if (!a->sweep_spec) return 0;
     char err[512];
     /* A spec has key=values; anything else names a sweep file. */
@@ -394,6 +444,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
         s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);
     }
+    rt_schedule_say_notes(&s, "dprun: ", stderr);
     rt_schedule_print(&s, per_step, stdout);
     return 0;
 }

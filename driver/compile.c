@@ -551,12 +551,13 @@ static int inspect_pass(void *user, unsigned program, int index, const pass_info
 }
 
 /* The frontend's two programs at the schedule's batches. */
-static int build(const dpc_options *o, dpc_plan *plan, char *err, size_t errlen) {
+static int build(const dpc_options *o, dpc_plan *plan, int *defaults, char *err, size_t errlen) {
     fe_program *prog = o->source
                            ? fe_parse_string_err(o->model, o->source, o->source_len, err, errlen)
                            : fe_parse_file_err(o->model, err, errlen);
     if (!prog) return -1;
     plan->schedule = *fe_train(prog);
+    *defaults = !fe_has_train(prog);
     if (o->batch) plan->schedule.batch = o->batch;
     snprintf(plan->model, sizeof plan->model, "%s", fe_network_name(prog));
     snprintf(plan->source, sizeof plan->source, "%s", o->model);
@@ -626,6 +627,8 @@ static int compile_plan(const dpc_options *o, const ir_file_set *files, const ch
     if (rc > 0) return ir_fail(err, errlen, "%s: error: %s", model, why);
     if (rc) return -1;
     if (o->dump_after) ir_text_write_end(report);
+    /* After the passes: what dprun's store holds and --save-params writes. */
+    if (o->params) ir_params_table(plan->eval, report);
     /* The memory plans are memplan's: the limit checks them, the plan file stores them. */
     if (check_memory(plan, o, memplans, why, sizeof why))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
@@ -674,9 +677,15 @@ int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
     dpc_plan plan = {0};
     fmt_memplan *memplans[2] = {NULL, NULL};
     char after[32] = "elaborate";
-    int rc =
-        o->from_ir ? build_from_ir(o, &plan, after, err, errlen) : build(o, &plan, err, errlen);
+    int defaults = 0; /* the model has no train section */
+    int rc = o->from_ir ? build_from_ir(o, &plan, after, err, errlen)
+                        : build(o, &plan, &defaults, err, errlen);
     if (!rc) rc = compile_plan(o, files, after, &plan, memplans, report, err, errlen);
+    if (!rc && defaults && o->notes) {
+        fprintf(o->notes, "dpc: note: %s has no train section; it trains with the defaults:\n",
+                o->model);
+        ir_train_print(&plan.schedule, o->notes);
+    }
     ir_file_set_free(files);
     fmt_memplan_free(memplans[0]);
     fmt_memplan_free(memplans[1]);

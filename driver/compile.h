@@ -41,12 +41,15 @@ typedef struct {
     const char *max_memory; /* a size (ir_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
     int summary, stats;     /* --summary, --stats */
+    int params;             /* --params: the parameter table (ir_params_table) */
     int batch;              /* > 0: overrides the train section's batch */
     int no_fuse, no_memplan;
     int layout;       /* --layout: 1; --layout-report: 2 (pass_options.layout) */
     int sync_bn;      /* --sync-bn: lower's sync_bn=1, every BatchNorm synchronised */
     double bucket_mb; /* partition's bucket size in MiB, 0: the default */
     FILE *report;     /* summary, dumps, stats, cost; NULL: stdout */
+    FILE *notes;      /* `dpc: note:` lines (the defaults a model without a train section
+                       * takes); NULL: none */
 
     int cost;                /* --cost: per-kernel modelled times (codegen/cost.h) */
     const char *cost_device; /* --device for --cost, a cg_devices name (NULL: the first, h200) */

@@ -664,6 +664,26 @@ static int check_items(checker *C, const fe_titem *items, ir_train *t, const cha
     return 0;
 }
 
+/* A data section that names its dataset must be able to fill the input
+ * image (dprun would refuse it only later); without one, the program may
+ * be meant for --data synthetic, which takes any shape. */
+static int check_data_fits(checker *C, const ir_train *t) {
+    const fe_titem *data = NULL;
+    for (const fe_titem *it = C->P->trains->items; it; it = it->next)
+        if (it->kind == FE_T_DATA) data = it;
+    fe_input *image = fe_map_get(&C->inputs, "image");
+    if (!data || !image || image->classes) return 0;
+    int64_t d[3], n = 0;
+    for (fe_num *k = image->dims; k; k = k->next, n++)
+        if (n < 3) d[n] = k->i;
+    char err[256];
+    if (n == 3 && ir_dataset_fits(t, (int)d[0], (int)d[1], (int)d[2], err, sizeof err)) {
+        ERR(C, data->loc, "%s (input at %d:%d)", err, image->loc.line, image->loc.col);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_train(checker *C) {
     fe_program *P = C->P;
     ir_train *t = &P->train;
@@ -681,7 +701,7 @@ static int check_train(checker *C) {
         ERR(C, P->trains->loc, "%s", err);
         return -1;
     }
-    return 0;
+    return check_data_fits(C, t);
 }
 
 int fe_check(fe_program *P) {
@@ -726,10 +746,16 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
         /* mark[] now: computed from p */
         memset(mark, 0, (size_t)g->n);
         mark[p] = 1;
+        /* The user's names: the network's statements (elaboration labels
+         * other nodes too, "dense0", "side0.add", for --summary). */
+        fe_arena tmp = {0};
+        fe_map stmts = {0};
+        for (const fe_stmt *s = P->networks->body; s; s = s->next)
+            fe_map_put(&tmp, &stmts, s->name, (void *)s);
         const char *feeds = NULL;
         for (int i = p + 1; i < g->n && !feeds; i++) {
             for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
-            if (mark[i] && g->nodes[i].name[0]) feeds = g->nodes[i].name;
+            if (mark[i] && fe_map_get(&stmts, g->nodes[i].name)) feeds = g->nodes[i].name;
         }
         if (feeds)
             fe_error(&P->diag, (fe_loc){n->line, n->col},
@@ -741,6 +767,7 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
                      "parameter '%s' does not reach the loss: the result of this call is never "
                      "used",
                      n->name);
+        fe_arena_free(&tmp);
         return -1;
     }
     return 0;

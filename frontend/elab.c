@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "frontend/ast.h"
@@ -118,11 +119,13 @@ typedef struct {
     ir_graph *g;
     int batch, training;
     fe_diag diag;
-    fe_arena tmp;     /* scopes and values; freed when the build ends */
-    fe_map inputs;    /* name -> value* */
-    int calls, steps; /* bound the work: blocks can call blocks twice, and so on */
-    int dropout_key;  /* the IR_DROPOUT_KEY input once a dropout made it, else -1 */
-    int dropouts;     /* dropouts so far: the next one's salt */
+    fe_arena tmp;              /* scopes and values; freed when the build ends */
+    fe_map inputs;             /* name -> value* */
+    int calls, steps;          /* bound the work: blocks can call blocks twice, and so on */
+    int dropout_key;           /* the IR_DROPOUT_KEY input once a dropout made it, else -1 */
+    int dropouts;              /* dropouts so far: the next one's salt */
+    unsigned char *label_rank; /* per node: how its label was given (label_node) */
+    int label_cap;
 } elab;
 
 static const char *kind_name(vkind k) {
@@ -181,6 +184,31 @@ static int next_count(elab *E, scope *S, const char *name) {
     return (*n)++;
 }
 
+/* Labels of non-source nodes, for --summary, dumps and the runtime's
+ * "loss" and "logits": a stronger kind replaces a weaker one, an equal one
+ * keeps the first. Weakest first: the op inside a block ("basic0.add"), a
+ * block's statement ("basic0.y"), the instance of a parameter-creating op
+ * ("basic0.conv1", as its parameters) or a block's result ("basic0"), the
+ * network's statement ("x", "logits"). */
+enum { LABEL_NONE, LABEL_OP, LABEL_BLOCK_STMT, LABEL_INSTANCE, LABEL_TOP_STMT };
+
+static void label_node(elab *E, int id, int rank, const char *prefix, const char *name) {
+    ir_node *n = &E->g->nodes[id];
+    if (ir_is_source(n->op)) return;
+    if (id >= E->label_cap) {
+        int cap = E->label_cap ? E->label_cap : 256;
+        while (cap <= id) cap *= 2;
+        unsigned char *p = realloc(E->label_rank, (size_t)cap);
+        IR_CHECK_ALLOC(p);
+        memset(p + E->label_cap, 0, (size_t)(cap - E->label_cap));
+        E->label_rank = p, E->label_cap = cap;
+    }
+    if (E->label_rank[id] >= rank && n->name[0]) return;
+    /* A label too long for IR_NAME_MAX is cut: it names nothing. */
+    snprintf(n->name, sizeof n->name, "%s%s", prefix, name);
+    E->label_rank[id] = (unsigned char)rank;
+}
+
 /* Every node the elaborator adds passes here: size limits, position. */
 static int added(elab *E, const scope *S, fe_loc loc, int id) {
     if (id < 0) return -1;
@@ -208,6 +236,7 @@ static int node(elab *E, const scope *S, fe_loc loc, ir_op op, const int *in, in
         error_at(E, S, loc, "%s", err);
         return -1;
     }
+    if (S && S->prefix[0]) label_node(E, id, LABEL_OP, S->prefix, ir_ops[op].name);
     return added(E, S, loc, id);
 }
 
@@ -458,7 +487,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
     const value *v = a.v;
-    int id = -1;
+    int id = -1, first = E->g->n;
     switch (op->id) {
     case FE_OP_CONV: id = build_conv(E, S, &a, inst, e->loc); break;
     case FE_OP_BATCHNORM: id = build_batchnorm(E, S, &a, inst, e->loc); break;
@@ -494,6 +523,9 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     }
     if (id < 0) return -1;
+    /* conv, bias_add and so on take their parameters' prefix: basic0.conv1 */
+    for (int i = first; inst[0] && i < E->g->n; i++)
+        label_node(E, i, LABEL_INSTANCE, S->prefix, inst);
     *out = (value){V_TENSOR, id, 0, 0, NULL};
     return 0;
 }
@@ -530,8 +562,13 @@ static int call_block(elab *E, scope *S, const fe_expr *e, value *out) {
     int i = 0;
     for (const fe_ident *p = b->params; p; p = p->next, i++)
         fe_map_put(&E->tmp, &inner->vars, p->name, &args[i]);
-    if (exec_stmts(E, inner, b->body, 0)) return -1;
-    return eval(E, inner, b->ret, out);
+    if (exec_stmts(E, inner, b->body, 0) || eval(E, inner, b->ret, out)) return -1;
+    if (out->kind == V_TENSOR) { /* the block's result: "basic0" */
+        char self[IR_NAME_MAX];
+        snprintf(self, sizeof self, "%.*s", (int)(strlen(prefix) - 1), prefix);
+        label_node(E, out->node, LABEL_INSTANCE, "", self);
+    }
+    return 0;
 }
 
 static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
@@ -604,11 +641,8 @@ static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
         value *v = fe_alloc(&E->tmp, sizeof *v);
         if (eval(E, S, s->value, v)) return -1;
         fe_map_put(&E->tmp, &S->vars, s->name, v);
-        if (top && v->kind == V_TENSOR) { /* label nodes with the network's names */
-            ir_node *n = &E->g->nodes[v->node];
-            if (!ir_is_source(n->op) && !n->name[0])
-                snprintf(n->name, sizeof n->name, "%s", s->name);
-        }
+        if (v->kind == V_TENSOR) /* label nodes with the program's names */
+            label_node(E, v->node, top ? LABEL_TOP_STMT : LABEL_BLOCK_STMT, S->prefix, s->name);
     }
     return 0;
 }
@@ -693,6 +727,7 @@ ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char 
         rc = -1;
     }
     fe_arena_free(&E.tmp);
+    free(E.label_rank);
     if (rc) {
         ir_free(E.g);
         return NULL;

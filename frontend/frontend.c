@@ -97,3 +97,5 @@ void fe_free(fe_program *p) {
 const char *fe_network_name(const fe_program *p) { return p->networks->name; }
 
 const ir_train *fe_train(const fe_program *p) { return &p->train; }
+
+int fe_has_train(const fe_program *p) { return p->trains != NULL; }

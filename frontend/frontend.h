@@ -40,6 +40,8 @@ void fe_free(fe_program *p);
 const char *fe_network_name(const fe_program *p);
 /* The train section, defaults filled in, already validated by the parser. */
 const ir_train *fe_train(const fe_program *p);
+/* Whether the file had a train section (else fe_train is all defaults). */
+int fe_has_train(const fe_program *p);
 
 /* Elaborates the network at the given per-device batch. training=1 gives
  * BatchNorm batch statistics, 0 running statistics. Parameter and state

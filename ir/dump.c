@@ -170,3 +170,29 @@ void ir_summary(const ir_graph *g, FILE *f) {
     }
     fprintf(f, "parameters: %" PRId64 "\n", ir_num_params(g));
 }
+
+/* What dprun's --save-params writes and --load-params reads: the eval
+ * program's persistent tensors in definition order (the eval program holds
+ * no optimizer state; runtime/train/params.c). */
+void ir_params_table(const ir_graph *eval, FILE *f) {
+    char shape[96];
+    int64_t count[2] = {0, 0}, tensors[2] = {0, 0};
+    int w = 4;
+    for (int i = 0; i < eval->n; i++)
+        if (ir_is_persistent(eval->nodes[i].op) && (int)strlen(eval->nodes[i].name) > w)
+            w = (int)strlen(eval->nodes[i].name);
+    fprintf(f, "%-5s %-*s %-18s %12s\n", "kind", w, "name", "shape", "elements");
+    for (int i = 0; i < eval->n; i++) {
+        const ir_node *n = &eval->nodes[i];
+        if (!ir_is_persistent(n->op)) continue;
+        int k = n->op == IR_OP_STATE;
+        count[k] += ir_numel(&n->type), tensors[k]++;
+        fprintf(f, "%-5s %-*s %-18s %12" PRId64 "\n", k ? "state" : "param", w, n->name,
+                ir_type_str(&n->type, shape, sizeof shape), ir_numel(&n->type));
+    }
+    fprintf(f,
+            "param: %" PRId64 " trained in %" PRId64 " tensors; state: %" PRId64 " in %" PRId64
+            " tensors (BatchNorm running statistics, fixed gamma/beta); "
+            "total %" PRId64 "\n",
+            count[0], tensors[0], count[1], tensors[1], count[0] + count[1]);
+}

@@ -483,6 +483,11 @@ void ir_print_name(const char *s, int quote, FILE *f);
 void ir_dot(const ir_graph *g, const char *title, FILE *f);
 /* The layer table of `dpc --summary`, ending with `parameters: N`. */
 void ir_summary(const ir_graph *g, FILE *f);
+/* The table of `dpc --params`: one line per parameter ("param") and per
+ * BatchNorm running statistic or fixed gamma/beta ("state") of the eval
+ * program, with shape and element count, then the totals. The names are
+ * those dprun's --save-params writes and --load-params reads. */
+void ir_params_table(const ir_graph *eval, FILE *f);
 
 /* ---- the training schedule (the .net `train` section) ------------------ */
 

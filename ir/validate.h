@@ -56,6 +56,9 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
 /* A dataset dprun reads ("cifar10"); names: the known ones, for messages. */
 int ir_dataset_known(const char *name);
 const char *ir_dataset_names(void);
+/* Whether t's dataset can fill an input image of c x h x w (after its
+ * pad and random_crop): 0, or -1 + a message naming both shapes. */
+int ir_dataset_fits(const ir_train *t, int c, int h, int w, char *err, size_t errlen);
 
 /* The whole check; t, train and eval may each be NULL (what a caller does
  * not have is not checked). 0, or -1 with the message in err (no

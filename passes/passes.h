@@ -6,8 +6,10 @@
  *     autodiff   reverse mode from the loss node (gradient of the summed
  *                per-sample loss); each parameter's gradient is flagged
  *                IR_FLAG_GRAD and named "PARAM.grad"
- *     optimizer  MXNet SGD with momentum as graph ops; adds the scalar inputs
- *                "lr" and "grad_scale" and a state "PARAM.momentum" per param
+ *     optimizer  the train section's update as graph ops (MXNet's SGD with
+ *                momentum, lars, lamb, adamw); adds the scalar inputs "lr" and
+ *                "grad_scale" ("step" for lamb, adamw) and per param its state,
+ *                "PARAM.momentum" or "PARAM.adam_m" and "PARAM.adam_v"
  *     partition  data parallelism (SPMD): an allreduce (sum over replicas) of
  *                every parameter gradient, packed into buckets in backward
  *                completion order; the update reads the sums (partition.c)

@@ -104,7 +104,7 @@ const pass_info pass_registry[] = {
     {.name = "optimizer",
      .run = run_optimizer,
      .programs = PASS_TRAIN,
-     .about = "SGD with momentum as graph ops",
+     .about = "the update as graph ops: sgd, lars, lamb or adamw",
      .requires = {"autodiff"}},
     {.name = "partition",
      .run = run_partition,
@@ -146,7 +146,8 @@ const pass_info pass_registry[] = {
     {.name = "conv",
      .run = run_conv,
      .programs = PASS_TRAIN | PASS_EVAL,
-     .about = "convolutions as library calls, im2col + GEMM beside them (--conv; off by default)",
+     .about =
+         "convolutions as library calls, im2col + GEMM beside them (--conv; --conv im2col: none)",
      .requires = {"lower"},
      .after = {"autodiff", "optimizer", "partition", "precision", "layout"},
      .opts = {{.name = "impl",

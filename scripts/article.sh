@@ -95,7 +95,7 @@ if [ $report_only = 0 ] && [[ ,$runs, = *,4,* ]]; then
         { cat "$out/dpc.log" >&2; die "dpc failed on $out/model_lars.net (--lars '$lars')"; }
 fi
 
-common=(--data "$data" --device "$device" --eval-every 1)
+common=(--data "$data" --device "$device" --eval-every 1 --final-eval both)
 [ -n "$epochs" ] && common+=(--epochs "$epochs")
 [ -n "$steps" ] && common+=(--steps "$steps")
 run_args=(

@@ -9,7 +9,8 @@
 #          the one thing assumed).
 #   test:  build's, and what `make test` adds: PyTorch (the float64 parity
 #          oracle), g++ (the CUDA simulator), clang-format, iproute2
-#          (network namespaces for the two-host checks).
+#          (network namespaces for the two-host checks), librsvg2-bin
+#          (rsvg-convert: the plot test renders its SVGs to look at them).
 #
 # Nothing is installed when nothing is missing, so a user without root whose
 # machine has everything builds as usual.
@@ -42,6 +43,7 @@ need_test() {
     have_cmd clang-format || want clang-format
     have_cmd g++ || want g++
     have_cmd ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || want iproute2
+    have_cmd rsvg-convert || want librsvg2-bin
     # One interpreter imports the four (torch is slow to import); without
     # Debian's python3 at all, all four are missing.
     local m mods

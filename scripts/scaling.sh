@@ -123,7 +123,7 @@ for b in $batches; do
     [ $((b % per_device)) = 0 ] || die "--batches: $b is not a multiple of the per-device batch $per_device"
 done
 
-common=(--data "$data" --device "$device")
+common=(--data "$data" --device "$device" --final-eval both)
 [ -n "$epochs" ] && common+=(--epochs "$epochs")
 [ -n "$steps" ] && common+=(--steps "$steps")
 method_plan() { case $1 in lars | lamb) echo "$out/model_$1.plan" ;; *) echo "$out/model.plan" ;; esac; }

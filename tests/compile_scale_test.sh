@@ -38,7 +38,7 @@ trains() {
     local plan=$tmp/$2-$1.plan
     [ -s "$plan" ] || return
     if timeout 300 "$bin/dprun" "$plan" --device cpu --data synthetic --steps 1 >"$tmp/out" 2>&1 &&
-        grep -q 'test accuracy' "$tmp/out"; then ok; else
+        grep -q '^Training time' "$tmp/out"; then ok; else
         bad "$1-node $2 chain: dprun: $(tail -n 3 "$tmp/out")"
     fi
 }

@@ -117,14 +117,14 @@ expect_fail cosine-resume-epochs "was written with --epochs 2; this run has --ep
 # ---- training -----------------------------------------------------------------
 epoch_re='^EPOCH  [0-9]: train loss [ 0-9.e+-]{4,} \| batch   64 \| lr 0\.[0-9]{3} \| Time per epoch [0-9]+\.[0-9]{2} seconds$'
 final_re='^Training time [0-9]+\.[0-9]{2} seconds \| train accuracy [01]\.[0-9]{4} \| test accuracy [01]\.[0-9]{4}$'
-"$bin/dprun" "$tmp/mlp.plan" --steps 20 --seed 5 --save-params "$tmp/a.safetensors" --metrics "$tmp/a.json" \
+"$bin/dprun" "$tmp/mlp.plan" --steps 20 --final-eval both --seed 5 --save-params "$tmp/a.safetensors" --metrics "$tmp/a.json" \
     >"$tmp/a.out" 2>"$tmp/a.err" || bad "train mlp: $(cat "$tmp/a.err")"
 check "synthetic notice" grep -q 'note: no --data and \$DPC_DATA unset: using the built-in synthetic dataset' "$tmp/a.err"
 check "EPOCH line format: $(head -n 1 "$tmp/a.out")" grep -Eq "$epoch_re" "$tmp/a.out"
 check "final line format: $(tail -n 1 "$tmp/a.out")" bash -c "tail -n 1 '$tmp/a.out' | grep -Eq '$final_re'"
 check "stdout holds only the log lines" test "$(wc -l <"$tmp/a.out")" -eq 2
 check "learns the synthetic set" bash -c "tail -n 1 '$tmp/a.out' | grep -Eq 'test accuracy (0\.[5-9]|1\.0)'"
-"$bin/dprun" "$tmp/mlp.plan" --steps 20 --seed 5 --save-params "$tmp/b.safetensors" --metrics "$tmp/b.json" \
+"$bin/dprun" "$tmp/mlp.plan" --steps 20 --final-eval both --seed 5 --save-params "$tmp/b.safetensors" --metrics "$tmp/b.json" \
     >"$tmp/b.out" 2>/dev/null || bad "train mlp again"
 strip() { sed -E 's/(Time per epoch|Training time) [0-9.]+/\1 T/' "$1"; }
 check "same seed, same log" cmp -s <(strip "$tmp/a.out") <(strip "$tmp/b.out")
@@ -169,7 +169,7 @@ check "no progress output off a terminal" bash -c "! grep -q \$'\r' '$tmp/a.err'
 check "progress bar on a terminal" $py - "$bin/dprun" "$tmp/mlp.plan" <<'EOF'
 import os, pty, subprocess, sys
 master, slave = pty.openpty()
-out = subprocess.run([sys.argv[1], sys.argv[2], '--steps', '40', '--eval-every', '1'], stdin=subprocess.DEVNULL,
+out = subprocess.run([sys.argv[1], sys.argv[2], '--steps', '40', '--eval-every', '1', '--final-eval', 'both'], stdin=subprocess.DEVNULL,
                      stdout=subprocess.PIPE, stderr=slave, timeout=300)
 os.close(slave)
 tty = b''

@@ -46,7 +46,7 @@ driver=$build/parity/dpc_step
 # momentum is non-zero and gamma has moved; 4 replicas are checked against
 # a ghost-BatchNorm reference (per-replica statistics, summed gradients).
 # MODEL@SPEC trains the model with `optimizer SPEC` in its train section
-# (README's optimizers); their 3-step cases also check the first step's
+# (docs/guide.md's optimizers); their 3-step cases also check the first step's
 # update and state (torch_step.py). lars at lr 2 (the LARS paper's scale:
 # at 0.1 its updates, ~lr*eta*|w|, sink to the float32 rounding of the
 # stored weight); lamb and adamw at a larger eps than their defaults: near

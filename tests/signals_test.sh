@@ -70,13 +70,13 @@ check "--info to a closed stdout: exit 141 quietly (got $got: $(cat "$tmp/i.err"
 # During the final evaluation (--steps stops mid-epoch: the EPOCH line comes
 # after the checkpoint, then the evaluation): stopped there, 141; the resume
 # evaluates and writes the metrics line the run owed.
-got=$(run_sig closed "$tmp/f.err" "" "" "$bin/dprun" $M --steps 40 --checkpoint "$tmp/fck" --metrics "$tmp/f.jsonl")
+got=$(run_sig closed "$tmp/f.err" "" "" "$bin/dprun" $M --steps 40 --final-eval both --checkpoint "$tmp/fck" --metrics "$tmp/f.jsonl")
 check "stdout closed before the final evaluation: exit 141 (got $got)" [ "$got" = "exit 141" ]
 check "stdout closed: stopped during the final evaluation: $(last "$tmp/f.err")" grep -q \
     "^dprun: interrupted (stdout closed) during the final evaluation (40 steps done); checkpoint written to $tmp/fck" \
     "$tmp/f.err"
 check "stdout closed: the owed metrics line is not written" [ ! -s "$tmp/f.jsonl" ]
-"$bin/dprun" $M --steps 40 --checkpoint "$tmp/fck" --metrics "$tmp/f.jsonl" --resume >/dev/null 2>&1
+"$bin/dprun" $M --steps 40 --final-eval both --checkpoint "$tmp/fck" --metrics "$tmp/f.jsonl" --resume >/dev/null 2>&1
 check "the resume writes the owed metrics line" grep -q '^{"epoch": 0, .*"steps": 40, .*"train_accuracy"' "$tmp/f.jsonl"
 
 # ---- SIGHUP -------------------------------------------------------------------

@@ -2,7 +2,7 @@
 # run: tier=check
 # Fusion and memory planning through the CLI (docs/DESIGN.md §15: --no-fuse,
 # --no-memplan, --stats, --dump-ir, --dot, --emit-kernels): the flags do
-# what they say, and ResNet-18 at batch 128 meets the targets the README
+# what they say, and ResNet-18 at batch 128 meets the targets docs/guide.md
 # states (kernels per step at least 2x fewer with fusion; planned
 # activation memory at most 50% of naive and within 1.2x of the lower
 # bound). Sizes and counts only: no timing.

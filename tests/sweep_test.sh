@@ -25,7 +25,7 @@ check "ranked: 0.01, then 0.0001, then the diverged 1000 ($(rows "$tmp/out" | tr
     [ "$(rows "$tmp/out" | tr '\n' ' ')" = "1|0.01 2|0.0001 —|1000 " ]
 check "the diverged run names its reason" grep -qE '^\| — \| 1000 \|.*\| 1 \| (failed: the loss is nan|diverged)' "$tmp/out"
 check "the header names the swept key and the results" \
-    grep -q '^| rank | lr | train loss | train accuracy | test accuracy | time (s) | run | result |$' "$tmp/out"
+    grep -q '^| rank | lr | train loss | train accuracy | test accuracy | training (s) | wall (s) | run | result |$' "$tmp/out"
 check "--sweep-out holds the same table" cmp -s "$tmp/out" "$tmp/table.md"
 for n in 1 2 3; do
     check "run-$n.log written" [ -s "$tmp/sw/run-$n.log" ]

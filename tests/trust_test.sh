@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# What dprun trusts (README "What to trust"): a plan is data, never code.
+# What dprun trusts (docs/guide.md "What to trust"): a plan is data, never code.
 # Plans edited with their checksum fixed up (tests/plan_tamper.py) are
 # refused before anything runs, naming the plan and the kernel; the kernel
 # cache is private, refused when others may write it, and rebuilds an

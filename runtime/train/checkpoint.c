@@ -387,15 +387,17 @@ static int check_metrics_fields(reader *c, rt_ckpt_state *s) {
         return corrupt(c, "metrics_sha256", s->metrics_sha256,
                        s->metrics_bytes >= 0 ? "not 64 hex digits"
                                              : "set, but 'metrics_bytes' is -1");
-    /* The last finished epoch's line: the one before the step's epoch,
-     * when the run kept a metrics file. */
+    /* A line held back for the final accuracies: the one of the epoch
+     * before the step's, when that epoch ended its run and the run kept a
+     * metrics file; else none (-1), every line written. */
     int64_t want = s->metrics_bytes >= 0 ? s->step / s->steps_per_epoch - 1 : -1;
     if (meta_i64(c, "pending_epoch", -1, INT32_MAX, &m->epoch)) return -1;
-    if (m->epoch != want) {
+    if (m->epoch != want && m->epoch != -1) {
         char why[160];
         snprintf(why, sizeof why,
-                 "at step %" PRId64 " of %" PRId64 " per epoch%s it must be %" PRId64, s->step,
-                 s->steps_per_epoch, s->metrics_bytes >= 0 ? "" : " without a metrics file", want);
+                 "at step %" PRId64 " of %" PRId64 " per epoch%s it must be %s%" PRId64, s->step,
+                 s->steps_per_epoch, s->metrics_bytes >= 0 ? "" : " without a metrics file",
+                 want >= 0 ? "-1 or " : "", want);
         return corrupt(c, "pending_epoch", rt_st_meta(c->f, "pending_epoch"), why);
     }
     int none = m->epoch < 0;

@@ -31,6 +31,13 @@
 #include "runtime/train/replicas.h"
 #include "runtime/train/train.h"
 
+/* --log-every: the metrics file is rewritten at most this often between
+ * epoch ends (the whole text each time: see rt_run.metrics). */
+#define RT_METRICS_WRITE_SECONDS 5.0
+/* An epoch whose mean loss passes this many times ln(classes), a uniform
+ * guess's loss, has diverged (warn_diverged). */
+#define RT_DIVERGED_FACTOR       100
+
 typedef struct {
     const dpc_plan *plan;
     const rt_train_options *o;
@@ -80,6 +87,12 @@ typedef struct {
     /* A step's results (losses, the parameters' check) are read while the
      * next step runs: overlap without --on-nan skip, on every process. */
     int lag;
+    /* --log-every: where the last metrics row left off (time, steps), and
+     * when the metrics file was last written. */
+    double row_t;
+    long row_done;
+    double metrics_written_t;
+    int diverged; /* the divergence warning was given */
 } rt_run;
 
 /* Records the run's error (after erasing the progress bar, so the caller's
@@ -109,7 +122,10 @@ int rt_run_build(rt_run *r);
 /* params.c: 0 or -1 + err. */
 int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
                        size_t errlen);
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
+/* o->load_params into st (o: name_map, allow_missing, allow_unused,
+ * log_prefix); a report of what was loaded, initialised and skipped on
+ * stderr. */
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_options *o, char *err,
                        size_t errlen);
 
 /* loop.c */

@@ -215,6 +215,25 @@ typedef struct {
     rt_pipeline_stats st0, st1;
 } epoch_state;
 
+/* --log-every's metrics row for step `done` (from 1): its mean loss
+ * (null when not finite), lr and the images per second since the last
+ * row. Rows start with "epoch" as every metrics line does (a resume checks
+ * the lines after its checkpoint by that). The file is rewritten at most
+ * every few seconds, and at every epoch's end. */
+static int step_row(rt_run *r, long done, int epoch, double loss_sum, double lr) {
+    double now = rt_now(), dt = now - r->row_t;
+    char loss[32] = "null";
+    if (isfinite(loss_sum)) snprintf(loss, sizeof loss, "%.9g", loss_sum / r->global);
+    fprintf(r->metrics,
+            "{\"epoch\": %d, \"step\": %ld, \"loss\": %s, \"lr\": %.9g, \"img_per_s\": %.1f}\n",
+            epoch, done, loss, lr,
+            r->row_t > 0 && dt > 0 ? (double)(done - r->row_done) * r->global / dt : 0.0);
+    r->row_t = now, r->row_done = done;
+    if (now - r->metrics_written_t < RT_METRICS_WRITE_SECONDS) return 0;
+    r->metrics_written_t = now;
+    return rt_run_flush_metrics(r);
+}
+
 /* The pending step's results: its losses and replica 0's parameters
  * checked (a bad step stops the run or, with --on-nan skip, is undone), its
  * loss added to the epoch's, its debug line and the progress bar. E->steps
@@ -240,6 +259,9 @@ static int settle(rt_run *r, loop_state *L, epoch_state *E) {
     if (rt_debug_level() >= 2 && o->rank == 0)
         fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, done,
                 step_loss / r->global);
+    if (o->log_every > 0 && r->metrics && (done + 1) % o->log_every == 0 &&
+        step_row(r, done + 1, L->pend.e, step_loss, L->pend.lr))
+        return 1;
     double el = rt_now() - E->t0;
     long counted = E->steps - E->skipped;
     rt_progress_update(&r->bar, E->steps, el > 0 ? (double)E->steps * r->global / el : 0,
@@ -312,6 +334,23 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
     return 0;
 }
 
+/* A loss far above a uniform guess's, ln(classes), is a diverged run,
+ * whatever it prints next: said once, at the first such epoch. */
+static void warn_diverged(rt_run *r, int e, double mean, double lr) {
+    const rt_train_options *o = r->o;
+    double uniform = log(r->classes > 1 ? r->classes : 2);
+    if (r->diverged || !(mean > RT_DIVERGED_FACTOR * uniform)) return;
+    r->diverged = 1;
+    if (o->result) o->result->diverged = 1;
+    if (o->rank != 0) return;
+    fprintf(stderr,
+            "%swarning: epoch %d: train loss %.3g is over %d times a uniform guess's (%.3g for "
+            "%d classes): the run has diverged; try a lower lr (--lr; this epoch's was %.4g) or "
+            "a longer warmup (--warmup-epochs); --on-nan stop, the default, ends a run only at a "
+            "non-finite loss\n",
+            o->log_prefix, e, mean, RT_DIVERGED_FACTOR, uniform, r->classes, lr);
+}
+
 /* The epoch's end: its log line, --eval-every accuracy, metrics line and
  * checkpoint. 0, or the exit status the run ends with. */
 static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
@@ -336,6 +375,7 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
             "EPOCH %2d: train loss %4.2g | batch %4d | lr %.3f | Time per epoch %.2f seconds\n", e,
             mean, r->global, lr, dt);
     rt_run_flush_log(r);
+    warn_diverged(r, e, mean, lr);
     double wait = st2.wait_s - E->st1.wait_s;
     if (rt_debug_level() >= 1)
         fprintf(stderr,
@@ -372,6 +412,14 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
                                        .seconds = dt,
                                        .input_wait_s = wait,
                                        .test_accuracy = acc};
+        /* Only the run's last epoch waits, for the final accuracies. */
+        if (L->done < L->total) {
+            char line[512];
+            rt_run_metrics_line(line, sizeof line, &L->pending);
+            fprintf(r->metrics, "%s}\n", line);
+            L->pending = (rt_ckpt_metrics){.epoch = -1};
+        }
+        r->metrics_written_t = rt_now();
         if (rt_run_flush_metrics(r)) return 1;
     }
     if (E->steps == L->spe && L->progress) { /* a whole epoch: its checkpoint */
@@ -416,7 +464,23 @@ static int stopped_evaluating(rt_run *r, loop_state *L) {
     return rt_run_stopped(r, "during the final evaluation", L->done, L->saved == L->done);
 }
 
-/* After the last epoch: the final accuracies, their line and metrics. */
+/* --final-eval, or its default: the article's both accuracies when the
+ * whole schedule ran (or --steps 0 asked only to evaluate), none when
+ * --steps cut it short. */
+static int final_eval(const rt_run *r, const loop_state *L) {
+    const rt_train_options *o = r->o;
+    if (o->final_eval >= 0) return o->final_eval;
+    if (o->steps <= 0 || L->total >= (int64_t)r->t.epochs * L->spe) return RT_FINAL_EVAL_BOTH;
+    if (o->rank == 0)
+        fprintf(stderr,
+                "%snote: --steps %ld ends the run before its schedule does: no final evaluation "
+                "(--final-eval test|train|both asks for one)\n",
+                o->log_prefix, o->steps);
+    return RT_FINAL_EVAL_NONE;
+}
+
+/* After the last epoch: the final accuracies asked for, their line and
+ * metrics. */
 static int finish(rt_run *r, loop_state *L) {
     const rt_train_options *o = r->o;
     if (!L->progress && L->done > 0)
@@ -427,16 +491,23 @@ static int finish(rt_run *r, loop_state *L) {
             L->done);
     rt_pipeline_free(r->input);
     r->input = NULL;
-    double train_acc;
-    if (rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1)) return 1;
+    int want = final_eval(r, L);
+    double train_acc = -1;
+    if ((want == RT_FINAL_EVAL_TRAIN || want == RT_FINAL_EVAL_BOTH) &&
+        rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1))
+        return 1;
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     /* The last --eval-every pass measured these very parameters. */
-    if (L->test_acc_done != L->done &&
+    if ((want == RT_FINAL_EVAL_TEST || want == RT_FINAL_EVAL_BOTH) && L->test_acc_done != L->done &&
         rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc, 1))
         return 1;
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
-    fprintf(o->out, "Training time %.2f seconds | train accuracy %.4f | test accuracy %.4f\n",
-            L->total_time, train_acc, L->test_acc);
+    if (L->test_acc_done != L->done && want != RT_FINAL_EVAL_TEST && want != RT_FINAL_EVAL_BOTH)
+        L->test_acc = -1; /* an older pass's: not these parameters' */
+    fprintf(o->out, "Training time %.2f seconds", L->total_time);
+    if (train_acc >= 0) fprintf(o->out, " | train accuracy %.4f", train_acc);
+    if (L->test_acc >= 0) fprintf(o->out, " | test accuracy %.4f", L->test_acc);
+    fputc('\n', o->out);
     rt_run_flush_log(r);
     rt_train_result *res = o->result;
     if (res) res->finished = 1, res->train_accuracy = train_acc, res->test_accuracy = L->test_acc;
@@ -444,7 +515,10 @@ static int finish(rt_run *r, loop_state *L) {
         char line[512];
         if (L->pending.test_accuracy < 0) L->pending.test_accuracy = L->test_acc;
         rt_run_metrics_line(line, sizeof line, &L->pending);
-        fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", line, train_acc);
+        if (train_acc >= 0)
+            fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", line, train_acc);
+        else
+            fprintf(r->metrics, "%s}\n", line);
         if (rt_run_flush_metrics(r)) return 1;
     }
     return 0;
@@ -463,6 +537,7 @@ int rt_run_train(rt_run *r) {
     /* A resumed run's metrics carry on from the checkpoint's line. */
     if (r->metrics && o->resume) L.pending = r->resumed.pending;
     L.progress = L.done > 0;
+    r->row_t = rt_now(), r->row_done = L.done; /* --log-every's first row counts from here */
     /* The metrics file is first written here, after every check and the
      * set-up: a run refused or stopped before leaves it as it was. */
     if (r->metrics && rt_run_flush_metrics(r)) return 1;

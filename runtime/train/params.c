@@ -1,12 +1,21 @@
 /* runtime/train/params.c — parameter files: --save-params writes replica
  * 0's parameters and BatchNorm statistics as safetensors, --load-params
- * reads them back after checking every name, shape and value. */
+ * reads them back after checking every name, shape and value: all of them
+ * (a checkpoint's own reader, checkpoint.c, stays that strict), or with
+ * --name-map, --allow-missing and --allow-unused a foreign or partial file,
+ * as PyTorch's load_state_dict(strict=False) reports missing and unexpected
+ * keys. */
+#include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/err.h"
+#include "ir/file.h"
+#include "ir/names.h"
 #include "runtime/check.h"
+#include "runtime/device/device.h"
 #include "runtime/train/internal.h"
 #include "runtime/train/safetensors.h"
 
@@ -49,62 +58,235 @@ int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, cha
     return rc;
 }
 
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
-                       size_t errlen) {
-    /* No name twice, each one of the store's: a longer header is refused
-     * as soon as it lists one more. */
-    rt_st_file *f = rt_st_read_max(path, rt_store_count(st), err, errlen);
-    if (!f) return -1;
-    int rc = 0;
-    /* Every tensor of the file must be one of ours, with our shape. */
-    for (int i = 0; i < f->n && !rc; i++) {
-        const rt_st_tensor *ft = &f->tensors[i];
-        int k = rt_store_find(st, ft->name);
-        if (k < 0) {
-            rc = ir_fail(err, errlen, "%s: tensor '%s' is not a parameter of %s", path,
-                         IR_ESC(ft->name), plan->model);
+/* The --name-map file: `DPC_NAME FILE_NAME` per line, `#` to the end of a
+ * line a comment. from[k] becomes the file's name for store entry k (else
+ * the entry's own name); each dpc name and each file name at most once,
+ * each dpc name one that --save-params writes. */
+#define MAP_MAX_BYTES (64u << 20)
+
+typedef struct {
+    char **name; /* the map's file names, by line; for the index */
+    int n;
+} map_names;
+
+static const char *map_name_of(const void *ctx, int i) { return ((const map_names *)ctx)->name[i]; }
+
+static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigned char *saved,
+                         const char *path, const char **from, map_names *mn, char *err,
+                         size_t errlen) {
+    size_t len;
+    unsigned char *buf = ir_file_read(path, MAP_MAX_BYTES, &len, err, errlen);
+    if (!buf) return -1;
+    char *text = malloc(len + 1);
+    RT_CHECK_ALLOC(text);
+    memcpy(text, buf, len);
+    text[len] = 0;
+    free(buf);
+    if (memchr(text, 0, len)) {
+        free(text);
+        return ir_fail(err, errlen, "%s: a NUL byte; a name map is text", path);
+    }
+    mn->name = NULL, mn->n = 0;
+    ir_names seen = ir_names_new(map_name_of, mn, 64);
+    int rc = 0, line = 0, cap = 0;
+    for (char *p = text, *next; p && !rc; p = next) {
+        line++;
+        next = strchr(p, '\n');
+        if (next) *next++ = 0;
+        char *hash = strchr(p, '#');
+        if (hash) *hash = 0;
+        char *tok[3] = {NULL, NULL, NULL};
+        int nt = 0;
+        char *save = NULL;
+        for (char *q = strtok_r(p, " \t\r", &save); q && nt < 3; q = strtok_r(NULL, " \t\r", &save))
+            tok[nt++] = q;
+        if (nt == 0) continue;
+        if (nt != 2) {
+            rc = ir_fail(err, errlen, "%s:%d: expected `DPC_NAME FILE_NAME`, got %d word%s", path,
+                         line, nt, nt == 1 ? "" : "s or more");
             break;
         }
+        for (int t = 0; t < 2 && !rc; t++)
+            if (ir_has_control(tok[t], strlen(tok[t])) || strlen(tok[t]) >= 4096)
+                rc = ir_fail(err, errlen,
+                             "%s:%d: the name '%s' has control characters or is too long", path,
+                             line, IR_ESC(tok[t]));
+        if (rc) break;
+        int k = rt_store_find(st, tok[0]);
+        if (k < 0 || !saved[k]) {
+            rc = ir_fail(err, errlen, "%s:%d: '%s' is not a parameter or statistic of %s", path,
+                         line, IR_ESC(tok[0]), plan->model);
+            break;
+        }
+        if (from[k] != rt_store_name(st, k)) {
+            rc = ir_fail(err, errlen, "%s:%d: '%s' is mapped twice", path, line, IR_ESC(tok[0]));
+            break;
+        }
+        if (mn->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **p2 = realloc(mn->name, sizeof *p2 * (size_t)cap);
+            RT_CHECK_ALLOC(p2);
+            mn->name = p2;
+        }
+        mn->name[mn->n] = strdup(tok[1]);
+        RT_CHECK_ALLOC(mn->name[mn->n]);
+        if (ir_names_add(&seen, mn->n) >= 0) {
+            rc = ir_fail(err, errlen, "%s:%d: file name '%s' is mapped twice", path, line,
+                         IR_ESC(tok[1]));
+            free(mn->name[mn->n]);
+            break;
+        }
+        from[k] = mn->name[mn->n++];
+    }
+    ir_names_free(&seen);
+    free(text);
+    return rc;
+}
+
+static int matches_any(const rt_train_options *o, const char *name) {
+    for (int i = 0; i < o->n_allow_missing; i++)
+        if (fnmatch(o->allow_missing[i], name, 0) == 0) return 1;
+    return 0;
+}
+
+static const char *shape_str(int ndim, const int64_t *dim, char *buf, size_t len) {
+    snprintf(buf, len, "[");
+    for (int d = 0; d < ndim; d++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%lld", d ? "," : "", (long long)dim[d]);
+    snprintf(buf + strlen(buf), len - strlen(buf), "]");
+    return buf;
+}
+
+int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_options *o, char *err,
+                       size_t errlen) {
+    const char *path = o->load_params, *lp = o->log_prefix ? o->log_prefix : "";
+    int count = rt_store_count(st);
+    int *idx = malloc(sizeof(int) * (size_t)(count + 1));
+    const char **from = calloc((size_t)count + 1, sizeof *from);
+    unsigned char *saved = calloc((size_t)count + 1, 1);
+    RT_CHECK_ALLOC(idx && from && saved);
+    int n = saved_tensors(plan, st, idx);
+    for (int k = 0; k < count; k++) from[k] = rt_store_name(st, k);
+    for (int i = 0; i < n; i++) saved[idx[i]] = 1;
+    map_names mn = {NULL, 0};
+    int rc = o->name_map ? read_name_map(plan, st, saved, o->name_map, from, &mn, err, errlen) : 0;
+    /* No name twice, and without --allow-unused each one of ours: a longer
+     * header is refused as soon as it lists one more. */
+    rt_st_file *f =
+        rc ? NULL : rt_st_read_max(path, o->allow_unused ? RT_ST_MAX_TENSORS : count, err, errlen);
+    if (!f) rc = -1;
+    int *src = malloc(sizeof(int) * (size_t)(n + 1)); /* the file's tensor for idx[i], or -1 */
+    int *owner = malloc(sizeof(int) * (f ? (size_t)f->n + 1 : 1)); /* idx's i for tensor j, or -1 */
+    RT_CHECK_ALLOC(src && owner);
+    for (int j = 0; f && j < f->n; j++) owner[j] = -1;
+    int loaded = 0, missing = 0, unallowed = 0, skipped = 0, first_missing = -1;
+    /* Every parameter and statistic: found, or allowed missing. */
+    for (int i = 0; i < n && !rc; i++) {
+        int k = idx[i], j = rt_st_find(f, from[k]);
+        src[i] = j;
+        if (j >= 0 && owner[j] >= 0) { /* a map naming another parameter's own name */
+            rc = ir_fail(err, errlen, "%s: tensor '%s' would be read for both %s and %s (%s)", path,
+                         IR_ESC(from[k]), rt_store_name(st, idx[owner[j]]), rt_store_name(st, k),
+                         o->name_map);
+        } else if (j >= 0) {
+            owner[j] = i, loaded++;
+        } else {
+            if (!matches_any(o, rt_store_name(st, k)) && unallowed++ == 0) first_missing = i;
+            missing++;
+        }
+    }
+    /* Every tensor of the file, in its order: one of ours with our shape,
+     * or skipped with --allow-unused. */
+    for (int j = 0; f && j < f->n && !rc; j++) {
+        const rt_st_tensor *ft = &f->tensors[j];
+        if (owner[j] < 0) {
+            int k = rt_store_find(st, ft->name);
+            if (!o->allow_unused && k >= 0 && from[k] != rt_store_name(st, k))
+                rc = ir_fail(err, errlen,
+                             "%s: tensor '%s' is not read: %s reads that parameter from '%s' "
+                             "(--allow-unused skips it)",
+                             path, IR_ESC(ft->name), o->name_map, IR_ESC(from[k]));
+            else if (!o->allow_unused)
+                rc = ir_fail(err, errlen,
+                             "%s: tensor '%s' is not a parameter of %s%s%s (--allow-unused skips "
+                             "it)",
+                             path, IR_ESC(ft->name), plan->model,
+                             o->name_map ? " nor mapped to one by " : "",
+                             o->name_map ? o->name_map : "");
+            skipped++;
+            continue;
+        }
+        int k = idx[owner[j]];
         const ir_type *t = rt_store_type(st, k);
         int same = t->ndim == ft->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = t->dim[d] == ft->shape[d];
         if (!same) {
-            char want[64], got[128] = "[";
+            char want[64], got[128];
             ir_type_str(t, want, sizeof want);
-            for (int d = 0; d < ft->ndim; d++)
-                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
-                         (long long)ft->shape[d]);
-            strcat(got, "]");
-            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s", path,
-                         IR_ESC(ft->name), got, plan->model, want);
-            break;
+            int renamed = from[k] != rt_store_name(st, k);
+            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s%s%s", path,
+                         IR_ESC(ft->name), shape_str(ft->ndim, ft->shape, got, sizeof got),
+                         plan->model, want, renamed ? " for " : "",
+                         renamed ? rt_store_name(st, k) : "");
         }
     }
-    /* ... and every parameter and statistic must be there. */
-    int *idx = malloc(sizeof(int) * (size_t)(rt_store_count(st) + 1));
-    RT_CHECK_ALLOC(idx);
-    int n = saved_tensors(plan, st, idx);
-    for (int i = 0; i < n && !rc; i++)
-        if (rt_st_find(f, rt_store_name(st, idx[i])) < 0)
-            rc = ir_fail(err, errlen,
-                         "%s: no tensor '%s' (%s needs every parameter and BatchNorm statistic)",
-                         path, rt_store_name(st, idx[i]), plan->model);
-    free(idx);
-    for (int i = 0; i < f->n && !rc; i++) {
-        int k = rt_store_find(st, f->tensors[i].name);
-        float *buf = malloc(sizeof(float) * (size_t)f->tensors[i].numel + 1);
+    if (!rc && first_missing >= 0) {
+        int k = idx[first_missing], renamed = from[k] != rt_store_name(st, k);
+        rc = ir_fail(err, errlen,
+                     "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
+                     "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
+                     "the initial values of those it matches)",
+                     path, IR_ESC(from[k]), renamed ? " for " : "",
+                     renamed ? rt_store_name(st, k) : "", plan->model, missing, unallowed);
+    }
+    for (int i = 0; i < n && !rc; i++) {
+        if (src[i] < 0) continue;
+        const rt_st_tensor *ft = &f->tensors[src[i]];
+        float *buf = malloc(sizeof(float) * (size_t)ft->numel + 1);
         RT_CHECK_ALLOC(buf);
-        rt_st_copy(f, i, buf);
+        rt_st_copy(f, src[i], buf);
         /* A NaN or Inf would poison the first step: refuse it here, by name. */
-        for (int64_t j = 0; j < f->tensors[i].numel && !rc; j++)
-            if (!isfinite(buf[j]))
+        for (int64_t e = 0; e < ft->numel && !rc; e++)
+            if (!isfinite(buf[e]))
                 rc = ir_fail(err, errlen,
                              "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
-                             path, IR_ESC(f->tensors[i].name),
-                             isnan(buf[j]) ? "NaN" : "an infinity", (long long)j);
-        if (!rc) rt_store_write(st, k, buf);
+                             path, IR_ESC(ft->name), isnan(buf[e]) ? "NaN" : "an infinity",
+                             (long long)e);
+        if (!rc) rt_store_write(st, idx[i], buf);
         free(buf);
     }
-    rt_st_free(f);
+    /* The report: counts always; each initialised and skipped name; each
+     * loaded one when few, or under DPC_DEBUG. */
+    if (!rc) {
+        char shape[128];
+        fprintf(stderr, "%s--load-params %s: %d loaded, %d missing (initialised), %d skipped\n", lp,
+                path, loaded, missing, skipped);
+        int all = loaded <= 8 || rt_debug_level() >= 1;
+        for (int i = 0; i < n; i++) {
+            int k = idx[i];
+            const ir_type *t = rt_store_type(st, k);
+            if (src[i] >= 0 && !all) continue;
+            ir_type_str(t, shape, sizeof shape);
+            if (src[i] < 0)
+                fprintf(stderr, "%s  initialised %s %s\n", lp, rt_store_name(st, k), shape);
+            else if (from[k] != rt_store_name(st, k))
+                fprintf(stderr, "%s  loaded %s %s from '%s'\n", lp, rt_store_name(st, k), shape,
+                        IR_ESC(from[k]));
+            else
+                fprintf(stderr, "%s  loaded %s %s\n", lp, rt_store_name(st, k), shape);
+        }
+        for (int j = 0; j < f->n; j++)
+            if (owner[j] < 0)
+                fprintf(stderr, "%s  skipped '%s' %s\n", lp, IR_ESC(f->tensors[j].name),
+                        shape_str(f->tensors[j].ndim, f->tensors[j].shape, shape, sizeof shape));
+    }
+    if (f) rt_st_free(f);
+    for (int i = 0; i < mn.n; i++) free(mn.name[i]);
+    free(mn.name);
+    free(owner);
+    free(src);
+    free(saved);
+    free(from);
+    free(idx);
     return rc;
 }

@@ -14,6 +14,13 @@ void rt_progress_init(rt_progress *p, FILE *f) {
     p->enabled = f && isatty(fileno(f));
 }
 
+void rt_progress_lines(rt_progress *p, double seconds, const char *prefix) {
+    if (p->enabled) return;
+    p->line_every = seconds;
+    p->prefix = prefix ? prefix : "";
+    p->t_line = rt_now(); /* the first after `seconds` of the run, not of an epoch */
+}
+
 void rt_progress_begin(rt_progress *p, const char *label, long total) {
     snprintf(p->label, sizeof p->label, "%s", label);
     p->total = total;
@@ -61,8 +68,21 @@ void rt_progress_format(char *buf, size_t len, int width, const char *label, lon
     snprintf(buf, len, "%s [%s]%s", label, bar, tail);
 }
 
+/* The line for a log: what the bar says, without the bar. */
+static void log_line(rt_progress *p, double t, long done, double img_s, double loss) {
+    if (t - p->t_line < p->line_every) return;
+    p->t_line = t;
+    char line[512];
+    rt_progress_format(line, sizeof line, 0, p->label, done, p->total, img_s, loss, t - p->t_begin);
+    fprintf(p->f, "%sprogress: %s\n", p->prefix, line);
+    fflush(p->f);
+}
+
 void rt_progress_update(rt_progress *p, long done, double img_s, double loss) {
-    if (!p->enabled) return;
+    if (!p->enabled) {
+        if (p->line_every > 0 && p->f) log_line(p, rt_now(), done, img_s, loss);
+        return;
+    }
     double t = rt_now();
     if (done < p->total && t - p->t_drawn < 0.1) return;
     p->t_drawn = t;

@@ -2,13 +2,15 @@
  *
  * Drawn on a stream only when that stream is a terminal: when stderr goes
  * to a file or a pipe, a bar would only be noise (carriage returns in a
- * log), so nothing at all is written. The line is redrawn in place at most
- * ten times a second and erased by rt_progress_clear, so the log lines
- * printed between bars stay clean.
+ * log). There, rt_progress_lines asks for a plain line every N seconds
+ * instead, so a log shows the run is alive. The bar is redrawn in place at
+ * most ten times a second and erased by rt_progress_clear, so the log
+ * lines printed between bars stay clean.
  *
  * Usage:
  *     rt_progress bar;
  *     rt_progress_init(&bar, stderr);              // enabled iff isatty(stderr)
+ *     rt_progress_lines(&bar, 60, "dprun: ");      // else a line a minute (optional)
  *     rt_progress_begin(&bar, "epoch 3", steps);
  *     for (...) rt_progress_update(&bar, done, images_per_s, running_loss);  // NAN: no loss
  *     rt_progress_clear(&bar);                     // before printing the EPOCH line
@@ -25,9 +27,13 @@ typedef struct {
     char label[48];
     long total;
     double t_begin, t_drawn;
+    double line_every, t_line; /* not a terminal: seconds between lines (0: none), the last */
+    const char *prefix;        /* starts those lines */
 } rt_progress;
 
 void rt_progress_init(rt_progress *p, FILE *f);
+/* Not a terminal: a line `PREFIXprogress: ...` every `seconds` (0: none). */
+void rt_progress_lines(rt_progress *p, double seconds, const char *prefix);
 void rt_progress_begin(rt_progress *p, const char *label, long total);
 /* done of total units (steps or batches); img_s and loss as shown (loss
  * NAN: left out). Redraws when 0.1 s have passed or the work is done. */

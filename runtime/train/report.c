@@ -2,6 +2,7 @@
  * error (handed to rt_train's caller), the --metrics file, and the log's
  * flush. */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -45,10 +46,12 @@ int rt_run_flush_metrics(rt_run *r) {
  * gets the final accuracies appended). A checkpoint keeps these numbers,
  * not the text: a resumed run writes the same line from them. */
 void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m) {
+    char loss[32] = "null"; /* JSON has no NaN: a non-finite loss (--on-nan skip) */
+    if (isfinite(m->train_loss)) snprintf(loss, sizeof loss, "%.9g", m->train_loss);
     snprintf(buf, len,
-             "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %.9g, \"batch\": %d, \"steps\": %ld, "
+             "{\"epoch\": %d, \"lr\": %.9g, \"train_loss\": %s, \"batch\": %d, \"steps\": %ld, "
              "\"seconds\": %.3f, \"img_per_s\": %.1f, \"input_wait_s\": %.4f",
-             (int)m->epoch, m->lr, m->train_loss, (int)m->batch, (long)m->steps, m->seconds,
+             (int)m->epoch, m->lr, loss, (int)m->batch, (long)m->steps, m->seconds,
              m->seconds > 0 ? (double)m->steps * (double)m->batch / m->seconds : 0.0,
              m->input_wait_s);
     if (m->test_accuracy >= 0)

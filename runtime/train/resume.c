@@ -251,6 +251,11 @@ static int resume_checked(rt_run *r, float *stats) {
             (long long)s->step, (long long)total, limit);
     }
     if (resume_metrics(r, path)) return 1;
+    if (s->step == total)
+        fprintf(stderr,
+                "%snote: the checkpoint's run has made all %lld of its steps: nothing is left to "
+                "train; the run ends with its final evaluation (more --epochs or --steps go on)\n",
+                o->log_prefix, (long long)total);
     long spe = (long)r->train_b.batches;
     fprintf(stderr, "%sresumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n",
             o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe),

@@ -1,6 +1,9 @@
 /* runtime/train/schedule.c — per-epoch lr dict or a cosine/poly curve,
  * linear scaling, warmup. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "runtime/train/train.h"
 
@@ -72,4 +75,58 @@ void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f) {
         else
             for (long i = 0; i < spe; i++)
                 fprintf(f, "epoch %d step %ld lr %.9g\n", e, i, rt_schedule_step_lr(s, e, i, spe));
+}
+
+/* Appends one line to buf (cut to fit). */
+static void note(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char *buf, size_t len, const char *fmt, ...) {
+    size_t used = strlen(buf);
+    if (used + 2 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + used, len - used - 1, fmt, ap);
+    va_end(ap);
+    strcat(buf, "\n");
+}
+
+int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
+    const ir_train *t = s->t;
+    int k = t->warmup_epochs, count = 0;
+    buf[0] = 0;
+    if (k <= 0) return 0;
+    double from = rt_schedule_dict_lr(t, 0), scale = rt_schedule_scale(s);
+    double to = rt_schedule_dict_lr(t, k) * scale;
+    if (t->epochs < k) {
+        note(buf, len,
+             "the run stops after %d epoch%s, inside the %d-epoch warmup: the lr reaches %.4g, "
+             "not its target %.4g",
+             t->epochs, t->epochs == 1 ? "" : "s", k, warmup_lr(s, (double)t->epochs / k), to);
+        count++;
+    }
+    char scaling[128];
+    if (t->lr_scaling == IR_LR_SCALING_NONE)
+        snprintf(scaling, sizeof scaling, "the schedule does not scale the lr");
+    else
+        snprintf(scaling, sizeof scaling, "%s scaling at global batch %d, reference batch %d",
+                 t->lr_scaling == IR_LR_SCALING_SQRT ? "sqrt" : "linear", s->global_batch,
+                 t->reference_batch);
+    if (fabs(to - from) <= 1e-12 * fabs(from)) {
+        note(buf, len, "warmup changes nothing: the lr stays %.4g for its %d epoch%s (%s)", from, k,
+             k == 1 ? "" : "s", scaling);
+        count++;
+    } else if (to < from) {
+        note(buf, len,
+             "warmup lowers the lr from %.4g to %.4g over %d epoch%s: its target is epoch %d's "
+             "lr %.4g times %.4g (%s); a warmup normally ramps up to a larger lr",
+             from, to, k, k == 1 ? "" : "s", k, rt_schedule_dict_lr(t, k), scale, scaling);
+        count++;
+    }
+    return count;
+}
+
+void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f) {
+    char buf[1024];
+    if (!rt_schedule_notes(s, buf, sizeof buf)) return;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+        fprintf(f, "%snote: %s\n", prefix, line);
 }

@@ -52,6 +52,8 @@ int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t 
     if (o->plan_path) rc = ir_file_set_add(s, IR_FILE_INPUT, "the plan", o->plan_path, err, errlen);
     if (!rc && o->load_params)
         rc = ir_file_set_add(s, IR_FILE_INPUT, "--load-params", o->load_params, err, errlen);
+    if (!rc && o->name_map)
+        rc = ir_file_set_add(s, IR_FILE_INPUT, "--name-map", o->name_map, err, errlen);
     for (int i = 0; i < nfiles && !rc; i++)
         rc = ir_file_set_add(s, IR_FILE_INPUT, "a --data file", files[i], err, errlen);
     /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
@@ -269,6 +271,11 @@ int rt_run_open_data(rt_run *r) {
         rt_batcher_init(&r->train_eval_b, r->train_ds, &r->t, r->eval_batch, RT_BATCH_TRAIN_EVAL,
                         o->seed, r->c, r->h, r->w, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
+    /* --eval-batches: every accuracy pass reads the first batches only. */
+    for (int k = 0; k < 2 && o->eval_batches > 0; k++) {
+        rt_batcher *b = k ? &r->train_eval_b : &r->test_b;
+        if (b->batches > o->eval_batches) b->batches = o->eval_batches;
+    }
     if (o->no_shuffle) r->train_b.shuffle = 0;
     if (o->no_augment) r->train_b.augment = r->train_eval_b.augment = 0;
     return 0;
@@ -304,12 +311,11 @@ int rt_run_build(rt_run *r) {
                 "(DPC_INPUT_OVERLAP=0 turns it off)\n",
                 o->log_prefix);
     int bad = 0;
-    if (o->load_params && o->rank == 0) {
-        if (rt_run_load_params(r->plan, r->st, o->load_params, r->err, sizeof r->err))
-            bad = rt_run_fail(r, "%s", r->err);
-    } else {
-        rt_store_init(r->st, r->plan->train, &r->t, o->seed);
-    }
+    /* Seeded values first: what a partial --load-params lacks keeps them. */
+    rt_store_init(r->st, r->plan->train, &r->t, o->seed);
+    if (o->load_params && o->rank == 0 &&
+        rt_run_load_params(r->plan, r->st, o, r->err, sizeof r->err))
+        bad = rt_run_fail(r, "%s", r->err);
     /* Every process learns whether rank 0 could read the file before any
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "runtime/check.h"
+#include "runtime/clock.h"
 #include "runtime/train/replicas.h"
 
 /* The keys a spec may name, with what a value must be. */
@@ -279,6 +280,10 @@ int rt_sweep_ok(const rt_train_result *r, char *why, size_t len) {
         snprintf(why, len, "diverged: train loss %s", isnan(r->train_loss) ? "nan" : "inf");
         return 0;
     }
+    if (r->diverged) {
+        snprintf(why, len, "diverged: train loss %.3g", r->train_loss);
+        return 0;
+    }
     if (!isfinite(r->test_accuracy) || r->test_accuracy < 0) {
         snprintf(why, len, "failed: no test accuracy");
         return 0;
@@ -323,9 +328,11 @@ void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE 
     rt_sweep_rank(res, n, order);
     fputs("| rank |", f);
     for (int a = 0; a < s->axes; a++) fprintf(f, " %s |", key_name(s->axis[a].key));
-    fputs(" train loss | train accuracy | test accuracy | time (s) | run | result |\n|---:|", f);
+    fputs(" train loss | train accuracy | test accuracy | training (s) | wall (s) | run | result "
+          "|\n|---:|",
+          f);
     for (int a = 0; a < s->axes; a++) fputs("---|", f);
-    fputs("---:|---:|---:|---:|---:|---|\n", f);
+    fputs("---:|---:|---:|---:|---:|---:|---|\n", f);
     for (long k = 0; k < n; k++) {
         long i = order[k];
         const rt_train_result *r = &res[i];
@@ -340,12 +347,19 @@ void rt_sweep_table(const rt_sweep *s, const rt_train_result *res, long n, FILE 
             fprintf(f, " %.4f |", r->train_loss);
         else
             fputs(" — |", f);
-        if (r->finished)
-            fprintf(f, " %.4f | %.4f |", r->train_accuracy, r->test_accuracy);
-        else
-            fputs(" — | — |", f);
-        fprintf(f, " %.2f | %ld | ", r->seconds, i + 1);
+        for (int k = 0; k < 2; k++) {
+            double acc = k ? r->test_accuracy : r->train_accuracy;
+            if (r->finished && acc >= 0)
+                fprintf(f, " %.4f |", acc);
+            else
+                fputs(" — |", f);
+        }
+        fprintf(f, " %.2f | %.2f | %ld | ", r->seconds, r->wall_seconds, i + 1);
         put_cell(why, f);
+        if (r->note[0]) {
+            fputs("; note: ", f);
+            put_cell(r->note, f);
+        }
         fputs(" |\n", f);
     }
     free(order);
@@ -468,11 +482,16 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         o.metrics = metrics_path;
         o.metrics_dir = user, o.metrics_name = metrics_rel;
         o.result = &res[i];
+        /* The table ranks by test accuracy: a run cut short by --steps
+         * still measures it. */
+        if (o.final_eval < 0 && o.steps > 0) o.final_eval = RT_FINAL_EVAL_TEST;
         fprintf(log, "# sweep run %ld of %ld: %s\n", i + 1, n, label);
         /* A failed run is a row of the table; its message goes where the
          * run's own lines would. */
+        double t0 = rt_now();
         if (rt_train(plan, &o, why_run, sizeof why_run) && *why_run)
             fprintf(stderr, "%serror: %s\n", P, why_run);
+        res[i].wall_seconds = rt_now() - t0;
         if (res[i].status && res[i].error[0]) fprintf(log, "%serror: %s\n", P, res[i].error);
         int lost = fclose(log) != 0;
         char wrote[1024];

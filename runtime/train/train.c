@@ -54,6 +54,8 @@ rt_train_options rt_train_defaults(void) {
     o.lr_scaling = -1;
     o.warmup_epochs = -1;
     o.steps = -1;
+    o.final_eval = -1;
+    o.progress_every = 60;
     o.data_workers = RT_PIPELINE_WORKERS;
     return o;
 }
@@ -90,6 +92,11 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     /* --epochs stops the run early or extends it with the dict's last
      * value; it does not squeeze the schedule, so a warmup is checked
      * against the longer of the two. */
+    if (o->epochs > 0 && o->warmup_epochs > o->epochs)
+        return ir_fail(err, errlen,
+                       "--warmup-epochs %d does not fit the %d epoch%s of --epochs %d: the lr "
+                       "would never reach its target",
+                       o->warmup_epochs, o->epochs, o->epochs == 1 ? "" : "s", o->epochs);
     if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
@@ -180,6 +187,12 @@ static int open_run(rt_run *r, rt_train_options *o) {
     return rc;
 }
 
+/* The images an accuracy pass over b reads. */
+static long long images_read(const rt_batcher *b, int batch) {
+    long long n = (long long)b->batches * batch, all = (long long)b->ds->count;
+    return n < all ? n : all;
+}
+
 /* The start-up lines on stderr (rank 0). */
 static void banner(const rt_run *r, const dpc_plan *plan) {
     const rt_train_options *o = r->o;
@@ -190,6 +203,22 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             o->log_prefix, plan->model, (long long)ir_num_params(plan->train), r->be->name,
             r->total, r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
             (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
+    rt_schedule_say_notes(&r->sched, o->log_prefix, stderr);
+    if (o->eval_batches > 0)
+        fprintf(stderr,
+                "%snote: --eval-batches %ld: accuracy over the first %lld of %lld test images, "
+                "%lld of %lld train images\n",
+                o->log_prefix, o->eval_batches, images_read(&r->test_b, r->eval_batch),
+                (long long)r->test_ds->count, images_read(&r->train_eval_b, r->eval_batch),
+                (long long)r->train_ds->count);
+    if (o->result) {
+        char notes[1024];
+        rt_schedule_notes(&r->sched, notes, sizeof notes);
+        size_t n = strcspn(notes, "\n");
+        if (n >= sizeof o->result->note) n = sizeof o->result->note - 1;
+        memcpy(o->result->note, notes, n);
+        o->result->note[n] = 0;
+    }
     if (r->total > 1) {
         rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
                            r->accum, r->batch);
@@ -243,6 +272,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_
     RT_CHECK_ALLOC(r);
     r->plan = plan, r->o = &o;
     rt_progress_init(&r->bar, stderr);
+    rt_progress_lines(&r->bar, o.progress_every, o.log_prefix);
     if (o.result) {
         memset(o.result, 0, sizeof *o.result);
         o.result->train_loss = NAN;

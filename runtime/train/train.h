@@ -65,13 +65,16 @@
  * set (the sweep ranks runs by it). */
 typedef struct {
     int status;            /* rt_train's exit status */
-    int finished;          /* 1: trained and measured the final accuracies */
+    int finished;          /* 1: trained to the end, the final accuracies asked for measured */
     int epochs;            /* epochs completed */
     double train_loss;     /* the last completed epoch's mean; NAN before the first */
-    double train_accuracy; /* the final ones; -1 when not measured */
+    double train_accuracy; /* the final ones; -1 when not measured (--final-eval) */
     double test_accuracy;
-    double seconds;  /* training time, as the `Training time` line */
-    char error[256]; /* a failed run's message (rt_train's err, cut to fit) */
+    double seconds;      /* training time, as the `Training time` line */
+    double wall_seconds; /* the whole run: set-up, training, evaluation */
+    int diverged;        /* an epoch's loss was far above a uniform guess's */
+    char note[128];      /* what the schedule did unasked (rt_schedule_notes), or empty */
+    char error[256];     /* a failed run's message (rt_train's err, cut to fit) */
 } rt_train_result;
 
 typedef struct {
@@ -94,10 +97,27 @@ typedef struct {
     int momentum_correction;  /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
     const char *load_params; /* safetensors to start from, or NULL */
+    /* With load_params (rt_run_load_params): name_map, a file of
+     * `DPC_NAME FILE_NAME` lines (`#` comments) saying under which name
+     * the file holds a parameter; allow_missing, fnmatch globs over dpc
+     * names whose parameters the file may lack (they keep their seeded
+     * initial values); allow_unused: the file's tensors no parameter takes
+     * are skipped (else refused). Every one is reported on stderr. */
+    const char *name_map;
+#define RT_MAX_ALLOW_MISSING 64
+    const char *allow_missing[RT_MAX_ALLOW_MISSING];
+    int n_allow_missing;
+    int allow_unused;
     const char *save_params; /* safetensors to write at the end, or NULL */
     long benchmark;          /* >0: time this many steps after a warm-up, then stop */
     int tune;                /* --tune: measure every tuned convolution again (rt_conv_retune) */
     int eval_every;          /* >0: test accuracy every K epochs */
+    int final_eval;          /* RT_FINAL_EVAL_*; -1: both after the whole schedule, none
+                              * when --steps cut it short (test in a sweep) */
+    long eval_batches;       /* >0: every accuracy pass reads at most this many batches */
+    long log_every;          /* >0: a metrics row every N steps (step, loss, lr, img/s) */
+    int progress_every;      /* seconds between progress lines when stderr is not a
+                              * terminal; 0: none */
     const char *metrics;     /* JSON lines, one per epoch, or NULL */
     const char *metrics_dir, *metrics_name; /* set by a sweep: metrics is metrics_dir/
                                              * metrics_name, a name of dprun's own in the
@@ -118,6 +138,10 @@ typedef struct {
                                 * sweep), e.g. "dprun: "; NULL: none */
     rt_train_result *result; /* filled at the end when not NULL */
 } rt_train_options;
+
+/* --final-eval: which accuracies the run ends with. */
+enum { RT_FINAL_EVAL_TEST, RT_FINAL_EVAL_TRAIN, RT_FINAL_EVAL_BOTH, RT_FINAL_EVAL_NONE };
+#define RT_FINAL_EVAL_CHOICES "test|train|both|none" /* in that order */
 
 rt_train_options rt_train_defaults(void);
 /* The files of a run with o into s (ir/file.h): the plan, --load-params and
@@ -205,6 +229,13 @@ double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long step
  * X` (%.3f, the lr at the epoch's first step), or with per_step every step
  * of steps_per_epoch, `epoch E step I lr X` (%.9g). */
 void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f);
+/* What the schedule does that nobody may have meant, one line each in buf
+ * (empty when nothing): a run that stops inside its warmup, a warmup that
+ * changes nothing (the lr scale is 1) or that lowers the lr (a scale below
+ * 1). Returns the count. */
+int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len);
+/* Each of them as `PREFIXnote: ...` on f. */
+void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f);
 
 /* ---- local hyperparameter sweeps: `dprun PLAN --sweep SPEC`.
  *

@@ -5,7 +5,7 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
         --plan PLAN --driver DPC_STEP --dir WORKDIR [--seed S] [--lr LR] \
         [--steps K] [--replicas R] [--init torch|xavier] [--cifar FILE] \
         [--gamma random|one] [--beta random|zero] \
-        [--table FILE] [--verbose] [--torch32]
+        [--table FILE] [--verbose] [--torch32] [--weights F --dpc-init G]
 
 MODEL: resnet18, resnet34 (torchvision's, which are Gluon's v1 nets),
 resnet50, resnet18_v2, mobilenet_v2 (Gluon's model zoo nets, built here:
@@ -815,6 +815,11 @@ def main():
                     "error is within twice the float32 torch step's own error there: for cases "
                     "whose conditioning puts float32 itself past the tolerance on some CPUs' "
                     "GEMM summation orders")
+    ap.add_argument("--weights", help="a safetensors file of the torch model's state_dict "
+                    "(torchvision's names): the reference starts from it instead of drawn values")
+    ap.add_argument("--dpc-init", help="the file dpc starts from instead of the reference's "
+                    "values under dpc's names (scripts/convert_weights.py's output of --weights: "
+                    "the steps agree only where the conversion maps every tensor right)")
     a = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     os.makedirs(a.dir, exist_ok=True)
@@ -844,12 +849,21 @@ def main():
             init[dn][:] = 1
         if dn.endswith(".beta") and a.beta == "zero":
             init[dn][:] = 0
+    if a.weights:
+        tw, _ = st_read(a.weights)
+        for dn, tn in pairs:
+            if tn not in tw:
+                raise SystemExit("%s: no tensor '%s' (for dpc's %s)" % (a.weights, tn, dn))
+            init[dn] = tw[tn].astype(np.float32)
     count = batch * a.replicas * a.steps
     image, label = cifar_values(a.cifar, count) if a.cifar else batch_values(rng, count)
     init_path = os.path.join(a.dir, "init.safetensors")
     image_path, label_path = os.path.join(a.dir, "image.f32"), os.path.join(a.dir, "label.i32")
     out_path = os.path.join(a.dir, "out.safetensors")
-    st_write(init_path, [(n, init[n]) for n, _ in dpc])
+    if a.dpc_init:
+        init_path = a.dpc_init
+    else:
+        st_write(init_path, [(n, init[n]) for n, _ in dpc])
     image.tofile(image_path)
     label.tofile(label_path)
 

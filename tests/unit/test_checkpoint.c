@@ -302,7 +302,7 @@ TEST(metadata_out_of_range_is_refused) {
         "'epoch_seconds' is '-inf' (not finite)",
         "'pending_lr' is 'nan' (not finite)",
         "'pending_test_accuracy' is '0x1p+1' (not -1 or between 0 and 1)",
-        "'pending_epoch' is '1' (at step 41 of 13 per epoch it must be 2)",
+        "'pending_epoch' is '1' (at step 41 of 13 per epoch it must be -1 or 2)",
         "'pending_batch' is '11' (not between 12 and 12)",
         "'pending_steps' is '14' (not between 1 and 13)",
         "'metrics_sha256' is 'xyz' (not 64 hex digits)",

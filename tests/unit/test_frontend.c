@@ -331,7 +331,16 @@ TEST(positions_and_labels) {
     if (g) {
         int conv = find_op(g, IR_OP_CONV, 0); /* inside unit: line 4, col 24 */
         CHECK(conv >= 0 && g->nodes[conv].line == 4 && g->nodes[conv].col == 24);
-        CHECK(g->nodes[conv].name[0] == 0); /* block locals stay unnamed */
+        /* ops inside blocks take scoped labels: the instance's (as its
+         * parameters), the statement's, the op's */
+        CHECK_STR(g->nodes[conv].name, "unit0.conv0");
+        int bn = find_op(g, IR_OP_BATCHNORM, 0);
+        CHECK(bn >= 0 && !strcmp(g->nodes[bn].name, "unit0.batchnorm0"));
+        int flat = find_op(g, IR_OP_FLATTEN, 0); /* the network's own ops: unlabelled */
+        CHECK(flat >= 0 && g->nodes[flat].name[0] == 0);
+        int top = g->nodes[flat].input[0]; /* x = conv(x, 6, k=1): the statement wins */
+        CHECK_STR(g->nodes[top].name, "x");
+        CHECK_STR(g->nodes[g->nodes[top].input[0]].name, "conv0");
         int w = find_name(g, "unit0.conv0.weight");
         CHECK(w >= 0 && g->nodes[w].line == 4 && g->nodes[w].col == 24);
         int loss = ir_loss_node(g);

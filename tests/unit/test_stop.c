@@ -57,6 +57,7 @@ static int train(const dpc_plan *p, long steps, int epochs, int resume, const ch
     rt_train_options o = rt_train_defaults();
     o.device = "cpu", o.data = "synthetic", o.seed = 1, o.data_workers = 0;
     o.steps = steps, o.epochs = epochs, o.resume = resume;
+    o.final_eval = RT_FINAL_EVAL_BOTH; /* what these tests stop in */
     o.checkpoint = ck, o.metrics = metrics, o.result = res;
     o.log_prefix = "test_stop: ";
     o.out = log_open(trigger);

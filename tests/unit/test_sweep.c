@@ -181,6 +181,8 @@ TEST(table) {
     rt_train_result res[3];
     res[0] = done(0.40, 1.5);
     res[1] = done(0.95, 0.1);
+    res[1].wall_seconds = 2.5;
+    snprintf(res[1].note, sizeof res[1].note, "warmup | changes nothing");
     memset(&res[2], 0, sizeof res[2]);
     res[2].status = 1;
     snprintf(res[2].error, sizeof res[2].error, "the loss | is nan");
@@ -190,11 +192,13 @@ TEST(table) {
     rt_sweep_table(&s, res, 3, f);
     fclose(f);
     const char *want =
-        "| rank | lr | train loss | train accuracy | test accuracy | time (s) | run | result |\n"
-        "|---:|---|---:|---:|---:|---:|---:|---|\n"
-        "| 1 | 0.01 | 0.1000 | 0.9500 | 0.9500 | 0.00 | 2 | ok |\n"
-        "| 2 | 0.0001 | 1.5000 | 0.4000 | 0.4000 | 0.00 | 1 | ok |\n"
-        "| — | 1000 | — | — | — | 0.00 | 3 | failed: the loss   is nan |\n";
+        "| rank | lr | train loss | train accuracy | test accuracy | training (s) | wall (s) | run "
+        "| result |\n"
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|\n"
+        "| 1 | 0.01 | 0.1000 | 0.9500 | 0.9500 | 0.00 | 2.50 | 2 | ok; note: warmup   changes "
+        "nothing |\n"
+        "| 2 | 0.0001 | 1.5000 | 0.4000 | 0.4000 | 0.00 | 0.00 | 1 | ok |\n"
+        "| — | 1000 | — | — | — | 0.00 | 0.00 | 3 | failed: the loss   is nan |\n";
     CHECK_STR(buf, want);
     free(buf);
 }
