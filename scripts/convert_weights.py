@@ -396,6 +396,7 @@ def main():
         st_write(out_path, out, meta)
     except OSError as e:
         fail("%s: %s" % (out_path, e.strerror or e))
+    print("convert_weights: %s: %d tensors, %s names (%s)" % (out_path, len(out), a.dst or "dpc", what))
     return 0
 
 

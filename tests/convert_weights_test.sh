@@ -81,8 +81,10 @@ for m in ("resnet18", "resnet34"):
 PY
 
 # ---- convert, compile, one step against PyTorch ----
-"$py" "$conv" --from torchvision --model resnet18 "$tmp/tv.safetensors" "$tmp/dpc.safetensors" 2>"$tmp/err" ||
-    bad "--from torchvision: $(cat "$tmp/err")"
+"$py" "$conv" --from torchvision --model resnet18 "$tmp/tv.safetensors" "$tmp/dpc.safetensors" \
+    >"$tmp/out" 2>"$tmp/err" || bad "--from torchvision: $(cat "$tmp/err")"
+check "a conversion says what it wrote: $(cat "$tmp/out")" \
+    grep -qx "convert_weights: $tmp/dpc.safetensors: 102 tensors, dpc names (torchvision resnet18)" "$tmp/out"
 "$py" "$conv" --from torchvision --model resnet18 "$tmp/tv.pth" "$tmp/dpc_pth.safetensors" 2>"$tmp/err" ||
     bad "--from torchvision a .pth: $(cat "$tmp/err")"
 check "a .pth converts as its safetensors" cmp -s "$tmp/dpc.safetensors" "$tmp/dpc_pth.safetensors"

@@ -206,8 +206,8 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
     rt_schedule_say_notes(&r->sched, o->log_prefix, stderr);
     if (o->eval_batches > 0)
         fprintf(stderr,
-                "%snote: --eval-batches %ld: accuracy over the first %lld of %lld test images, "
-                "%lld of %lld train images\n",
+                "%snote: --eval-batches %ld: an accuracy pass reads at most the first %lld of "
+                "%lld test images, or %lld of %lld train images\n",
                 o->log_prefix, o->eval_batches, images_read(&r->test_b, r->eval_batch),
                 (long long)r->test_ds->count, images_read(&r->train_eval_b, r->eval_batch),
                 (long long)r->train_ds->count);
