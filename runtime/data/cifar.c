@@ -34,6 +34,13 @@ const uint8_t *rt_dataset_get(const rt_dataset *ds, int64_t i, int *label) {
     return ds->pixels + (size_t)i * (size_t)(ds->c * ds->h * ds->w);
 }
 
+/* Here, with the dataset that owns its class names, so every reader of
+ * data links it (bench/pipeline.sh builds from these sources alone). */
+void rt_names_free(char **names, int n) {
+    for (int i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+}
+
 void rt_dataset_free(rt_dataset *ds) {
     if (!ds) return;
     free(ds->pixels);

@@ -22,11 +22,6 @@
 #include "runtime/check.h"
 #include "runtime/exec/exec.h" /* rt_host_memory */
 
-void rt_names_free(char **names, int n) {
-    for (int i = 0; names && i < n; i++) free(names[i]);
-    free(names);
-}
-
 static int by_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
