@@ -20,14 +20,18 @@ MPI=${MPI:-1}
 missing=""
 want() { case " $missing " in *" $1 "*) ;; *) missing="$missing $1" ;; esac; }
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
-have_header() { for d in /usr/include /usr/include/x86_64-linux-gnu /usr/include/openblas; do [ -f "$d/$1" ] && return 0; done; return 1; }
+include_dirs="/usr/include /usr/include/x86_64-linux-gnu /usr/include/openblas"
+have_header() { for d in $include_dirs; do [ -f "$d/$1" ] && return 0; done; return 1; }
+# Debian images often carry the reference BLAS's cblas.h (libblas-dev, pulled
+# in by other packages): only OpenBLAS's declares openblas_set_num_threads.
+have_openblas() { for d in $include_dirs; do grep -qs openblas_set_num_threads "$d/cblas.h" && return 0; done; return 1; }
 
 need_build() {
     have_cmd cc || want gcc
     [ -f /usr/include/stdio.h ] || want libc6-dev
     have_cmd flex || want flex
     have_cmd bison || want bison
-    have_header cblas.h || want libopenblas-dev
+    have_openblas || want libopenblas-dev
     [ "${DNNL:-1}" = 0 ] || have_header oneapi/dnnl/dnnl.h || want libdnnl-dev
     if [ "${IMAGES:-1}" != 0 ]; then
         have_header jpeglib.h || want libjpeg62-turbo-dev
