@@ -211,7 +211,7 @@ int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out
     return 0;
 }
 
-int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device *dev,
+int cg_cost_report(FILE *f, const char *prog, int batch, const ir_graph *g, const cg_device *dev,
                    cg_cost_totals *t, char *err, size_t errlen) {
     cg_call_cost *cs = NULL;
     cg_cost_totals tot;
@@ -220,7 +220,7 @@ int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device
     int w = 6; /* the name column fits the longest name */
     for (int i = 0; i < n; i++)
         if ((int)strlen(cs[i].name) > w) w = (int)strlen(cs[i].name);
-    fprintf(f, "%s program on %s (CUDA kernels, modelled):\n", prog, dev->name);
+    fprintf(f, "%s program on %s, batch %d (CUDA kernels, modelled):\n", prog, dev->name, batch);
     fprintf(f, "  %-*s %10s %10s %12s %14s %10s\n", w, "kernel", "threads", "serial", "bytes",
             "flops", "us");
     for (int i = 0; i < n; i++)

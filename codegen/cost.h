@@ -6,7 +6,7 @@
  *
  * Usage:
  *     const cg_device *dev = cg_device_find("h200");   // NULL: unknown
- *     cg_cost_report(stdout, "train", g, dev, &totals, err, sizeof err);
+ *     cg_cost_report(stdout, "train", 128, g, dev, &totals, err, sizeof err);
  *
  * The model (docs/DESIGN.md, "Cost report"), times in microseconds:
  *   kernel  max(bytes / hbm, flops / fp32) * max(1, sms / blocks), chain)
@@ -90,8 +90,9 @@ double cg_kernel_us(const cg_device *dev, int64_t threads, int64_t blocks, int64
 int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out, int *n,
                      cg_cost_totals *t, char *err, size_t errlen);
 /* The table (one row per call) and the totals of program `prog` ("train",
- * "eval") to f; t may be NULL. 0, or -1 with a message. */
-int cg_cost_report(FILE *f, const char *prog, const ir_graph *g, const cg_device *dev,
+ * "eval"), whose step takes `batch` samples, to f; t may be NULL. 0, or -1
+ * with a message. */
+int cg_cost_report(FILE *f, const char *prog, int batch, const ir_graph *g, const cg_device *dev,
                    cg_cost_totals *t, char *err, size_t errlen);
 
 #endif

@@ -651,8 +651,10 @@ static int compile_plan(const dpc_options *o, const ir_file_set *files, const ch
                      print_stats(report, "eval", plan->eval, why, sizeof why)))
         return ir_fail(err, errlen, "%s: error: %s", model, why);
     const cg_device *dev = o->cost_device ? cg_device_find(o->cost_device) : &cg_devices[0];
-    if (o->cost && (cg_cost_report(report, "train", plan->train, dev, NULL, why, sizeof why) ||
-                    cg_cost_report(report, "eval", plan->eval, dev, NULL, why, sizeof why)))
+    const ir_train *s = &plan->schedule;
+    if (o->cost &&
+        (cg_cost_report(report, "train", s->batch, plan->train, dev, NULL, why, sizeof why) ||
+         cg_cost_report(report, "eval", s->eval_batch, plan->eval, dev, NULL, why, sizeof why)))
         return ir_fail(err, errlen, "%s: error: cost report: %s", model, why);
     if (o->dot && write_dot(plan->train, plan->model, o->dot, err, errlen)) return -1;
     if (o->out && plan_write(plan, o->out, why, sizeof why)) return ir_fail(err, errlen, "%s", why);

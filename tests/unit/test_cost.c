@@ -129,6 +129,8 @@ TEST(resnet18_bn_statistics_kernel) {
     const char *train = text ? strstr(text, "train program on h200") : NULL;
     const char *eval = text ? strstr(text, "eval program on h200") : NULL;
     CHECK(train && eval && strstr(text, "train total: modelled step "));
+    int batch = 0; /* the header names the step's batch, which schedule totals multiply by */
+    CHECK(train && sscanf(train, "train program on h200, batch %d ", &batch) == 1 && batch > 0);
     int rows = 0;
     for (const char *l = train; l && l < eval; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
         char name[128];
