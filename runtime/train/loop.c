@@ -492,17 +492,18 @@ static int finish(rt_run *r, loop_state *L) {
     rt_pipeline_free(r->input);
     r->input = NULL;
     int want = final_eval(r, L);
+    int want_train = want == RT_FINAL_EVAL_TRAIN || want == RT_FINAL_EVAL_BOTH;
+    int want_test = want == RT_FINAL_EVAL_TEST || want == RT_FINAL_EVAL_BOTH;
     double train_acc = -1;
-    if ((want == RT_FINAL_EVAL_TRAIN || want == RT_FINAL_EVAL_BOTH) &&
-        rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1))
+    if (want_train && rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1))
         return 1;
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     /* The last --eval-every pass measured these very parameters. */
-    if ((want == RT_FINAL_EVAL_TEST || want == RT_FINAL_EVAL_BOTH) && L->test_acc_done != L->done &&
+    if (want_test && L->test_acc_done != L->done &&
         rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc, 1))
         return 1;
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
-    if (L->test_acc_done != L->done && want != RT_FINAL_EVAL_TEST && want != RT_FINAL_EVAL_BOTH)
+    if (L->test_acc_done != L->done && !want_test)
         L->test_acc = -1; /* an older pass's: not these parameters' */
     fprintf(o->out, "Training time %.2f seconds", L->total_time);
     if (train_acc >= 0) fprintf(o->out, " | train accuracy %.4f", train_acc);
