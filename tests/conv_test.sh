@@ -5,7 +5,8 @@
 # within 1e-4 and bit for bit run to run and across thread counts; --conv
 # auto measuring once, keeping its choices in the kernel cache, the next
 # run reusing them with the same bits; --tune measuring again; a malformed
-# record dropped with one notice. The numerics per layer are
+# record dropped with one notice; on the fake driver, cuDNN's measured
+# algorithm kept in the record, reused, and a forged one refused. The numerics per layer are
 # tests/unit/test_libconv.c's, against PyTorch parity_test.sh's. Prints
 # `N passed, N failed`.
 . tests/lib.sh
@@ -84,5 +85,41 @@ check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto
 DPC_DEBUG=1 step auto auto4
 check "a malformed record: one notice" grep -q "^dpc: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
 check "the good lines still hold" test "$(grep -c '^dpc: conv ' "$tmp/auto4.out")" = 0
+
+# ---- cuDNN (the fake): its measured algorithm kept in the record, reused, checked -----------
+# The fake offers algorithm 0 (fastest, non-deterministic), 2 (deterministic, a workspace no
+# device has) and 1: dpc measures, takes 1, records it; the next process takes it from the
+# record without measuring and gives the same bits (it calls cuDNN only for the convolutions
+# whose recorded way is the library); a forged record naming 0 is checked against cuDNN's
+# heuristics, refused and measured again.
+case "$build" in *asan*) finish; exit ;; esac
+use_fake_driver
+"$bin/dpc" $net --batch 8 --conv auto -o "$tmp/gpu.plan" || bad "compile for the cuda backend"
+gpu_step() { # tag
+    DPC_DEBUG=1 "$bin/dprun" "$tmp/gpu.plan" --device cuda --steps 2 --seed 1 --load-params "$tmp/init.st" \
+        --no-augment --save-params "$tmp/$1.st" >"$tmp/$1.out" 2>&1 || bad "2 steps on the fake GPU $1: $(tail -n 3 "$tmp/$1.out")"
+}
+algos() { grep -c "^dpc: cuda: cuDNN .*: algorithm $1 ($2)" "$tmp/$3.out"; }
+gpu_step gpu1
+g=$(algos 1 measured gpu1)
+grec=$(grep -l '^algo ' "$DPC_CACHE_DIR"/*tune* 2>/dev/null | head -n 1)
+check "the first run measures cuDNN's algorithms ($g) and takes the deterministic one" \
+    test "$g" -gt 0 -a "$(grep -c '(measured)' "$tmp/gpu1.out")" = "$g"
+check "the record keeps them, apart from the cpu's" test -n "$grec" -a "$grec" != "$DPC_CACHE_DIR/$rec" -a \
+    "$(grep -c '^algo .* 1$' "$grec" 2>/dev/null)" = "$g"
+gpu_step gpu2
+r=$(algos 1 recorded gpu2)
+check "the next run takes them from the record ($r), measuring none" \
+    test "$r" -gt 0 -a "$r" = "$(grep -c 'cuDNN' "$tmp/gpu2.out")" -a "$(grep -c '(measured)' "$tmp/gpu2.out")" = 0
+check "and gives the same bits" cmp -s "$tmp/gpu1.st" "$tmp/gpu2.st"
+sed -i 's/^\(algo .*\) 1$/\1 0/' "$grec"
+gpu_step gpu3
+check "a record naming a non-deterministic algorithm: refused, measured again, rewritten" \
+    test "$(algos 1 measured gpu3)" = "$r" -a "$(grep -c '^algo .* 1$' "$grec")" = "$r"
+check "and the same bits" cmp -s "$tmp/gpu1.st" "$tmp/gpu3.st"
+{ echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 0 0 0 999'; echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 0 0 0 one'; } >>"$grec"
+gpu_step gpu4
+check "malformed algo lines: one notice" grep -q "^dpc: note: .*: 2 malformed lines ignored; measuring those again$" "$tmp/gpu4.out"
+check "the good ones still hold" test "$(algos 1 recorded gpu4)" = "$r"
 
 finish

@@ -13,7 +13,10 @@
  *   - by cuDNN's heuristics (no device work, the same on every run of the
  *     same device and library), or
  *   - for a tuned descriptor (dpc --conv auto), by measurement
- *     (cudnnFind*AlgorithmEx, as cudnn.benchmark does),
+ *     (cudnnFind*AlgorithmEx, as cudnn.benchmark does), kept in the
+ *     machine's tuning record (runtime/device/tune.c: this GPU and this
+ *     cuDNN), so later processes take it without measuring; a recorded
+ *     algorithm is used only when the heuristics still list it as below,
  * always among the deterministic algorithms whose workspace fits under a
  * cap, so a plan and seed give the same bits run after run. The choice is
  * made in an eager step (the executor never captures a program's first
@@ -41,7 +44,7 @@ typedef struct dnn_conv {
     cudnnConvolutionDescriptor_t conv;
     int algo;
     size_t ws;
-    int measured; /* chosen by cudnnFind (tuned), else by the heuristics */
+    const char *how; /* "measured", "recorded" (tuned), or "heuristics" */
     struct dnn_conv *next;
 } dnn_conv;
 
@@ -109,72 +112,100 @@ typedef struct {
         (out)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory, \
                                 (perf)[i_].determinism};
 
-/* The first of n candidates (best first) that succeeded, is deterministic
- * and fits under cap: its index, or -1. */
+/* What dpc runs: an algorithm that succeeded, is deterministic and fits
+ * under cap. */
+static int usable(const candidate *p, size_t cap) {
+    return p->status == CUDNN_STATUS_SUCCESS && p->determinism == CUDNN_DETERMINISTIC &&
+           p->memory <= cap;
+}
+
+/* The first of n candidates (best first) that is usable: its index, or -1. */
 static int pick(const candidate *p, int n, size_t cap) {
     for (int i = 0; i < n; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC &&
-            p[i].memory <= cap)
-            return i;
+        if (usable(&p[i], cap)) return i;
     return -1;
 }
 
-/* Chooses e's algorithm on c's handle: by measurement on the call's own
- * buffers (out is overwritten; the call runs again after), or by the
- * heuristics. */
-static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const void *in2, char *err,
-                  size_t errlen) {
-    size_t cap = ws_cap(c);
-    CUdeviceptr tmp = 0;
-    size_t tmp_size = 0;
-    if (e->d.tune) { /* the search's own workspace, as large as any choice may use */
-        for (tmp_size = cap; tmp_size && rt_cu.cuMemAlloc(&tmp, tmp_size) != CUDA_SUCCESS;
-             tmp_size /= 2)
-            tmp = 0;
-        if (tmp_size < cap) cap = tmp_size;
-        e->measured = 1;
-    }
-    void *ws = (void *)(uintptr_t)tmp;
+#define MAX_CANDIDATES (CUDNN_CONVOLUTION_FWD_ALGO_COUNT + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT)
+
+/* e's candidates into cand (*n of them, best first): measured on the
+ * call's own buffers with workspace ws (out is overwritten; the call runs
+ * again after), or by the heuristics (no device work). */
+static int candidates(cuda_impl *c, dnn_conv *e, int measure, void *out, const void *in,
+                      const void *in2, void *ws, size_t ws_size, candidate *cand, int *count,
+                      char *err, size_t errlen) {
     int n = 0, rc = 0;
-    candidate cand[CUDNN_CONVOLUTION_FWD_ALGO_COUNT + CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     if (e->d.dir == CG_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        rc = e->measured ? cudnnTry(rt_cudnn.cudnnFindConvolutionForwardAlgorithmEx(
-                                        c->dnn, e->x, in, e->w, in2, e->conv, e->y, out,
-                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p, ws, tmp_size),
-                                    err, errlen)
-                         : cudnnTry(rt_cudnn.cudnnGetConvolutionForwardAlgorithm_v7(
-                                        c->dnn, e->x, e->w, e->conv, e->y,
-                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p),
-                                    err, errlen);
+        rc = measure ? cudnnTry(rt_cudnn.cudnnFindConvolutionForwardAlgorithmEx(
+                                    c->dnn, e->x, in, e->w, in2, e->conv, e->y, out,
+                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p, ws, ws_size),
+                                err, errlen)
+                     : cudnnTry(rt_cudnn.cudnnGetConvolutionForwardAlgorithm_v7(
+                                    c->dnn, e->x, e->w, e->conv, e->y,
+                                    CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, p),
+                                err, errlen);
         CANDIDATES(p, rc ? 0 : n, cand)
     } else if (e->d.dir == CG_CONV_BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        rc = e->measured ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                                        c->dnn, e->w, in2, e->y, in, e->conv, e->x, out,
-                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p, ws, tmp_size),
-                                    err, errlen)
-                         : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                        c->dnn, e->w, e->y, e->conv, e->x,
-                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p),
-                                    err, errlen);
+        rc = measure ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                    c->dnn, e->w, in2, e->y, in, e->conv, e->x, out,
+                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p, ws, ws_size),
+                                err, errlen)
+                     : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                    c->dnn, e->w, e->y, e->conv, e->x,
+                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, p),
+                                err, errlen);
         CANDIDATES(p, rc ? 0 : n, cand)
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        rc = e->measured
-                 ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                                c->dnn, e->x, in2, e->y, in, e->conv, e->w, out,
-                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p, ws, tmp_size),
-                            err, errlen)
-                 : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                c->dnn, e->x, e->y, e->conv, e->w,
-                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p),
-                            err, errlen);
+        rc = measure ? cudnnTry(rt_cudnn.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                    c->dnn, e->x, in2, e->y, in, e->conv, e->w, out,
+                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p, ws, ws_size),
+                                err, errlen)
+                     : cudnnTry(rt_cudnn.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                    c->dnn, e->x, e->y, e->conv, e->w,
+                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, p),
+                                err, errlen);
         CANDIDATES(p, rc ? 0 : n, cand)
     }
-    if (tmp) rt_cu.cuMemFree(tmp); /* eager: nothing captured it */
-    if (rc) return -1;
-    int k = pick(cand, n, cap);
+    *count = rc ? 0 : n;
+    return rc ? -1 : 0;
+}
+
+/* Chooses e's algorithm on c's handle (be's): for a tuned descriptor, the
+ * machine's recorded one if the heuristics still offer it usable, else by
+ * measurement (then recorded); otherwise by the heuristics. */
+static int choose(rt_backend *be, cuda_impl *c, dnn_conv *e, void *out, const void *in,
+                  const void *in2, char *err, size_t errlen) {
+    size_t cap = ws_cap(c);
+    candidate cand[MAX_CANDIDATES];
+    int n = 0, k = -1;
+    uint64_t where = e->d.tune ? rt_conv_where(be) : 0;
+    int recorded = e->d.tune ? rt_conv_algo_get(where, &e->d) : -1;
+    if (!e->d.tune || recorded >= 0) {
+        if (candidates(c, e, 0, out, in, in2, NULL, 0, cand, &n, err, errlen)) return -1;
+        k = pick(cand, n, cap);
+        e->how = "heuristics";
+        if (e->d.tune) { /* the record's, if it is still one dpc would run */
+            k = -1;
+            for (int i = 0; i < n && k < 0; i++)
+                if (cand[i].algo == recorded && usable(&cand[i], cap)) k = i;
+            e->how = "recorded";
+        }
+    }
+    if (e->d.tune && k < 0) {
+        CUdeviceptr tmp = 0; /* the search's own workspace, as large as any choice may use */
+        size_t tmp_size = cap;
+        for (; tmp_size && rt_cu.cuMemAlloc(&tmp, tmp_size) != CUDA_SUCCESS; tmp_size /= 2) tmp = 0;
+        int rc = candidates(c, e, 1, out, in, in2, (void *)(uintptr_t)tmp, tmp_size, cand, &n, err,
+                            errlen);
+        if (tmp) rt_cu.cuMemFree(tmp); /* eager: nothing captured it */
+        if (rc) return -1;
+        k = pick(cand, n, tmp_size < cap ? tmp_size : cap);
+        e->how = "measured";
+        if (k >= 0) rt_conv_algo_set(where, &e->d, cand[k].algo);
+    }
     e->algo = k < 0 ? -1 : cand[k].algo; /* none: the alternative */
     e->ws = k < 0 ? 0 : cand[k].memory;
     return 0;
@@ -182,8 +213,8 @@ static int choose(cuda_impl *c, dnn_conv *e, void *out, const void *in, const vo
 
 /* The process's entry for d, made and chosen on c's handle when it is new;
  * NULL + err on failure, or (*later = 1) when it is new while c captures. */
-static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in, const void *in2,
-                       int *later, char *err, size_t errlen) {
+static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out, const void *in,
+                       const void *in2, int *later, char *err, size_t errlen) {
     pthread_mutex_lock(&dnn_mu);
     dnn_conv *e = dnn_convs;
     while (e && !cg_conv_equal(&e->d, d)) e = e->next;
@@ -195,7 +226,7 @@ static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in
     e = calloc(1, sizeof *e);
     RT_CHECK_ALLOC(e);
     e->d = *d;
-    if (set_descriptors(e, err, errlen) || choose(c, e, out, in, in2, err, errlen)) {
+    if (set_descriptors(e, err, errlen) || choose(be, c, e, out, in, in2, err, errlen)) {
         pthread_mutex_unlock(&dnn_mu);
         dnn_conv_free(e);
         return NULL;
@@ -206,10 +237,10 @@ static dnn_conv *entry(cuda_impl *c, const cg_conv *d, void *out, const void *in
     if (rt_debug_level() >= 1)
         fprintf(stderr,
                 "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
-                "x%" PRId64 " s%" PRId64 ": %s %d, %zu bytes of workspace\n",
+                "x%" PRId64 " s%" PRId64 ": %s %d (%s), %zu bytes of workspace\n",
                 cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh,
                 e->algo < 0 ? "no deterministic algorithm fits, im2col" : "algorithm", e->algo,
-                e->ws);
+                e->how, e->ws);
     return e;
 }
 
@@ -235,7 +266,7 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     if (!c->dnn || dnn_type(d) < 0) return 1;
     use(c);
     int later = 0;
-    dnn_conv *e = entry(c, d, out, in, in2, &later, err, errlen);
+    dnn_conv *e = entry(be, c, d, out, in, in2, &later, err, errlen);
     if (!e) return later ? 1 : -1;
     if (e->algo < 0) return 1;
     int rc = workspace(c, e->ws, err, errlen);

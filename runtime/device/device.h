@@ -287,6 +287,31 @@ void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const cha
 /* h extended by this CPU's model name and flags (what a -march=native
  * object, or a measured choice, belongs to). */
 uint64_t rt_cache_cpu_hash(uint64_t h);
+
+/* Measured choices for tuned library convolutions (dpc --conv auto,
+ * runtime/device/tune.c), kept per process and in the kernel cache per
+ * machine: which way the executor runs one (the library or its im2col
+ * alternative), and which algorithm the library uses (cuDNN's). */
+enum { RT_CONV_UNKNOWN, RT_CONV_LIBRARY, RT_CONV_ALTERNATIVE };
+/* The machine a measurement holds for: the backend's tune_key, or this
+ * CPU's model and thread count. */
+uint64_t rt_conv_where(const rt_backend *be);
+/* RT_CONV_UNKNOWN until measured here or read from the record. */
+int rt_conv_choice_get(uint64_t where, const cg_conv *d);
+/* Records the first measurement of d on where (later ones are ignored):
+ * the way and both times, which --tune, DPC_DEBUG=1 or DPC_PROFILE print;
+ * the kernel cache keeps them. */
+void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s, double alt_s);
+/* The library algorithm measured for d on where, or -1 (none yet). The
+ * caller checks that the library still offers it as it requires (a
+ * record is data). */
+int rt_conv_algo_get(uint64_t where, const cg_conv *d);
+/* Records the algorithm measured best for d on where (algo >= 0). */
+void rt_conv_algo_set(uint64_t where, const cg_conv *d, int algo);
+/* dprun --tune: from now on (call it before the first step) no record is
+ * read, so this process measures every tuned convolution again, and
+ * records what it measures. */
+void rt_conv_retune(void);
 /* source compiled (on a miss) and loaded with dlopen flags from the bytes
  * checked (above): the handle, or NULL + message. On a compile error the
  * source stays at DIR/NAME.c and err names it with the compiler's message.

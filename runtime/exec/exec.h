@@ -81,11 +81,6 @@ rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_
 rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
                           const cg_options *o, char *err, size_t errlen);
 void rt_exec_free(rt_exec *ex);
-/* dpc --conv auto's convolutions (IR_FLAG_CONV_TUNE) are measured once and
- * the choice kept in the kernel cache for this CPU and thread count
- * (runtime/exec/tune.c); after this call (dprun --tune), before the first
- * step, this process measures every one again and records the result. */
-void rt_conv_retune(void);
 /* Copies host data into an input. Returns -1 if there is no such input or
  * the size differs. */
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);

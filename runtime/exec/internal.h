@@ -51,15 +51,4 @@ struct rt_exec {
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
 
-/* A tuned library convolution's way (tune.c): unknown until measured. */
-enum { RT_CONV_UNKNOWN, RT_CONV_LIBRARY, RT_CONV_ALTERNATIVE };
-/* The machine a measurement holds for: the backend's tune_key, or this
- * CPU's model and thread count. */
-uint64_t rt_conv_where(const rt_backend *be);
-int rt_conv_choice_get(uint64_t where, const cg_conv *d);
-/* Records the first measurement of d on where (later ones are ignored):
- * the way and both times, which --tune, DPC_DEBUG=1 or DPC_PROFILE print;
- * the kernel cache keeps them. */
-void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s, double alt_s);
-
 #endif

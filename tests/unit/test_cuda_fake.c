@@ -31,7 +31,7 @@
 #include "runtime/cuda/cuda.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
-#include "runtime/exec/internal.h" /* rt_conv_where */
+#include "runtime/device/device.h" /* rt_conv_where */
 #include "runtime/train/replicas.h"
 #include "runtime/data/data.h"
 #include "tests/harness.h"

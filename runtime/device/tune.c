@@ -1,6 +1,10 @@
-/* runtime/exec/tune.c — which way a tuned library convolution runs
- * (dpc --conv auto): the library or its im2col alternative, measured by
- * the executor (exec.c run_conv) once per descriptor and kept
+/* runtime/device/tune.c — what was measured for a tuned library
+ * convolution (dpc --conv auto), once per descriptor:
+ *   - which way it runs, the library or its im2col alternative (measured
+ *     by the executor, exec.c run_conv);
+ *   - which algorithm the library runs it with (measured by cuDNN's
+ *     search, runtime/cuda/cudnn.c).
+ * Each is kept
  *   - for the process, shared by every replica, so replicas run the same
  *     arithmetic;
  *   - in the kernel cache (DPC_CACHE_DIR), in a record for the machine
@@ -8,10 +12,12 @@
  *     cuDNN), so later runs on it choose as the first did, without
  *     measuring. `dprun --tune` measures every one again.
  * The record is data: each line is checked field by field (a descriptor
- * cg_conv_validate accepts, a known way, finite times) and a bad line is
+ * cg_conv_validate accepts, a known way, finite times, an algorithm
+ * number the library is asked about before it is used) and a bad line is
  * dropped with one notice; it never names a file or holds code.
  *
- * Line: "conv DIR N C H W K kh kw sh sw ph pw Ho Wo TX TW TY WAY LIB_MS ALT_MS". */
+ * Lines: "conv DESC WAY LIB_MS ALT_MS" and "algo DESC ALGO", where DESC is
+ * "DIR N C H W K kh kw sh sw ph pw Ho Wo TX TW TY". */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -28,8 +34,9 @@
 typedef struct choice {
     uint64_t where; /* the machine it was measured on (rt_conv_where) */
     cg_conv d;
-    int way;
+    int way; /* RT_CONV_UNKNOWN: not measured (only its algorithm was) */
     double lib_ms, alt_ms;
+    int algo; /* -1: not measured */
     struct choice *next;
 } choice;
 
@@ -59,28 +66,28 @@ static choice *find(uint64_t where, const cg_conv *d) {
     return c;
 }
 
-static void add(uint64_t where, const cg_conv *d, int way, double lib_ms, double alt_ms) {
-    choice *c = calloc(1, sizeof *c);
+/* where's entry for d (a key: its nalt cleared), made when there is none. */
+static choice *entry(uint64_t where, const cg_conv *d) {
+    choice *c = find(where, d);
+    if (c) return c;
+    c = calloc(1, sizeof *c);
     RT_CHECK_ALLOC(c);
     c->where = where;
     c->d = *d;
-    c->way = way, c->lib_ms = lib_ms, c->alt_ms = alt_ms;
+    c->way = RT_CONV_UNKNOWN, c->algo = -1;
     c->next = choices;
     choices = c;
+    return c;
 }
 
-/* One line into d, way and times: 0, or -1 when anything is off. */
-static int parse_line(const char *line, cg_conv *d, int *way, double *lib_ms, double *alt_ms) {
+/* A line's descriptor into d: the characters it took, or -1. */
+static int parse_desc(const char *s, cg_conv *d) {
     long long v[13];
     int dir, t[3], used = 0;
-    char wayword[16];
     memset(d, 0, sizeof *d);
-    if (sscanf(line,
-               "conv %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d "
-               "%d %15s %lf %lf%n",
+    if (sscanf(s, "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d%n",
                &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-               &v[11], &v[12], &t[0], &t[1], &t[2], wayword, lib_ms, alt_ms, &used) != 20 ||
-        line[used] != '\0')
+               &v[11], &v[12], &t[0], &t[1], &t[2], &used) != 17)
         return -1;
     *d = (cg_conv){.dir = dir,
                    .N = v[0],
@@ -103,13 +110,38 @@ static int parse_line(const char *line, cg_conv *d, int *way, double *lib_ms, do
     int64_t size[3];
     char why[160];
     cg_conv_sizes(d, size);
-    if (cg_conv_validate(d, size, why, sizeof why)) return -1;
-    *way = !strcmp(wayword, "library")  ? RT_CONV_LIBRARY
-           : !strcmp(wayword, "im2col") ? RT_CONV_ALTERNATIVE
-                                        : RT_CONV_UNKNOWN;
-    if (*way == RT_CONV_UNKNOWN || !isfinite(*lib_ms) || !isfinite(*alt_ms) || *lib_ms < 0 ||
-        *alt_ms < 0)
-        return -1;
+    return cg_conv_validate(d, size, why, sizeof why) ? -1 : used;
+}
+
+/* One line into where's entries: 0, or -1 when anything is off. */
+static int parse_line(uint64_t where, const char *line) {
+    cg_conv d;
+    int n, used = 0;
+    int kind = !strncmp(line, "conv ", 5) ? 1 : !strncmp(line, "algo ", 5) ? 2 : 0;
+    if (!kind || (n = parse_desc(line + 5, &d)) < 0) return -1;
+    const char *rest = line + 5 + n;
+    if (kind == 1) {
+        char wayword[16];
+        double lib_ms, alt_ms;
+        if (sscanf(rest, " %15s %lf %lf%n", wayword, &lib_ms, &alt_ms, &used) != 3 ||
+            rest[used] != '\0')
+            return -1;
+        int way = !strcmp(wayword, "library")  ? RT_CONV_LIBRARY
+                  : !strcmp(wayword, "im2col") ? RT_CONV_ALTERNATIVE
+                                               : RT_CONV_UNKNOWN;
+        if (way == RT_CONV_UNKNOWN || !isfinite(lib_ms) || !isfinite(alt_ms) || lib_ms < 0 ||
+            alt_ms < 0)
+            return -1;
+        choice *c = entry(where, &d);
+        if (c->way == RT_CONV_UNKNOWN) c->way = way, c->lib_ms = lib_ms, c->alt_ms = alt_ms;
+    } else {
+        int algo;
+        if (sscanf(rest, " %d%n", &algo, &used) != 1 || rest[used] != '\0' || algo < 0 ||
+            algo > 255)
+            return -1;
+        choice *c = entry(where, &d);
+        if (c->algo < 0) c->algo = algo;
+    }
     return 0;
 }
 
@@ -133,14 +165,7 @@ static void load(uint64_t where) {
             *end++ = 0;
         else
             end = line + strlen(line);
-        cg_conv d;
-        int way;
-        double lib_ms, alt_ms;
-        if (parse_line(line, &d, &way, &lib_ms, &alt_ms)) {
-            bad++;
-            continue;
-        }
-        if (!find(where, &d)) add(where, &d, way, lib_ms, alt_ms);
+        if (parse_line(where, line)) bad++;
     }
     if (bad) {
         char *path = rt_cache_path(&c, name);
@@ -160,19 +185,24 @@ static void save(uint64_t where) {
     if (rt_cache_open(&c, err, sizeof err)) return;
     record_name(where, name, sizeof name);
     size_t cap = 256, len = 0;
-    for (const choice *k = choices; k; k = k->next) cap += 256;
+    for (const choice *k = choices; k; k = k->next) cap += 512;
     char *text = malloc(cap);
     RT_CHECK_ALLOC(text);
     for (const choice *k = choices; k; k = k->next) {
         const cg_conv *d = &k->d;
         if (k->where != where || d->tf32) continue; /* tf32: no field for it, measured anew */
-        len += (size_t)snprintf(text + len, cap - len,
-                                "conv %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                                " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                                " %" PRId64 " %" PRId64 " %" PRId64 " %d %d %d %s %.4f %.4f\n",
-                                d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw,
-                                d->ph, d->pw, d->Ho, d->Wo, d->type_x, d->type_w, d->type_y,
-                                way_name(k->way), k->lib_ms, k->alt_ms);
+        char desc[256];
+        snprintf(desc, sizeof desc,
+                 "%d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                 " %d %d %d",
+                 d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw,
+                 d->Ho, d->Wo, d->type_x, d->type_w, d->type_y);
+        if (k->way != RT_CONV_UNKNOWN)
+            len += (size_t)snprintf(text + len, cap - len, "conv %s %s %.4f %.4f\n", desc,
+                                    way_name(k->way), k->lib_ms, k->alt_ms);
+        if (k->algo >= 0)
+            len += (size_t)snprintf(text + len, cap - len, "algo %s %d\n", desc, k->algo);
     }
     if (rt_cache_write(&c, name, text, len, err, sizeof err))
         fprintf(stderr, "dpc: note: the convolution choices were not kept: %s\n", err);
@@ -201,8 +231,10 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
     cg_conv key = *d;
     key.nalt = 0;
     pthread_mutex_lock(&mu);
-    if (!find(where, &key)) { /* the first replica's measurement stands */
-        add(where, &key, way, 1e3 * lib_s, 1e3 * alt_s);
+    load(where); /* the record's other lines are kept when it is written */
+    choice *c = entry(where, &key);
+    if (c->way == RT_CONV_UNKNOWN) { /* the first replica's measurement stands */
+        c->way = way, c->lib_ms = 1e3 * lib_s, c->alt_ms = 1e3 * alt_s;
         save(where);
         if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
             fprintf(stderr,
@@ -211,6 +243,30 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
                     cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh,
                     d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", 1e3 * lib_s,
                     1e3 * alt_s, way_name(way));
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+int rt_conv_algo_get(uint64_t where, const cg_conv *d) {
+    cg_conv key = *d;
+    key.nalt = 0;
+    pthread_mutex_lock(&mu);
+    load(where);
+    const choice *c = find(where, &key);
+    int algo = c ? c->algo : -1;
+    pthread_mutex_unlock(&mu);
+    return algo;
+}
+
+void rt_conv_algo_set(uint64_t where, const cg_conv *d, int algo) {
+    cg_conv key = *d;
+    key.nalt = 0;
+    pthread_mutex_lock(&mu);
+    load(where);
+    choice *c = entry(where, &key);
+    if (algo >= 0 && c->algo != algo) { /* new, or a recorded one the library no longer offers */
+        c->algo = algo;
+        save(where);
     }
     pthread_mutex_unlock(&mu);
 }
