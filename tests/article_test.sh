@@ -2,9 +2,11 @@
 # run: tier=test san=no
 # scripts/article.sh end to end on the synthetic set with a small model and
 # a few steps: three runs, a table with three rows beside the article's
-# figures and the right global batches and lr schedules, an SVG that parses
-# as XML with three curves per panel; a failed run is reported in the
-# table; bad options give one `article: error:` line. Runs from the
+# figures and the right global batches and lr schedules, wall and modelled
+# H200 times, an epoch-by-epoch table with the article's losses, an SVG that
+# parses as XML with three curves per panel; a seed study with its mean and
+# spread; a failed run is reported in the table; bad options give one
+# `article: error:` line. Runs from the
 # repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
 . tests/lib.sh
 fail_prefix='article: error: '
@@ -16,10 +18,13 @@ DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --
     --replicas 4 --warmup 1 --out "$out" >"$tmp/log" 2>&1
 rc=$?
 check "article.sh exits 0 (exit $rc: $(tail -n 5 "$tmp/log"))" [ $rc = 0 ]
-for f in run1.log run2.log run3.log run1.jsonl run2.jsonl run3.jsonl article.svg article.md; do
+for f in run1.log run2.log run3.log run1.jsonl run2.jsonl run3.jsonl run1.time article.svg article.md cost.txt; do
     check "$f written" [ -s "$out/$f" ]
 done
 check "it says where the results went" grep -q "article: table $out/article.md" "$tmp/log"
+check "the logs have no progress lines" [ "$(cat "$out"/run[123].log | grep -c 'progress:')" = 0 ]
+check "run1.time: one part, START END EXIT 0" grep -qE '^[0-9]+ [0-9]+ 0$' "$out/run1.time"
+check "run1.machine: where it ran, in the table" grep -q "^- run 1: 20[0-9-]*T.*cores.*load average" "$out/article.md"
 
 # The table: three rows (batch 32 on one replica, 4 x 32 twice), the lr
 # schedules from --schedule, the article's figures, the shortened note.
@@ -34,12 +39,24 @@ assert rows[0][2].startswith("0.05"), rows[0][2]
 assert rows[1][2].startswith("0.05;"), rows[1][2]        # no scaling, no warmup
 assert rows[2][2].startswith("0.05 → 0.2 warmup"), rows[2][2]  # x4, 1-epoch warmup
 for r in rows:
-    assert len(r) == 10, r
-    epoch_s, total_s, train_acc, test_acc = (float(r[k]) for k in (3, 4, 5, 6))
+    assert len(r) == 14, r
+    epoch_s, total_s, wall_s, img_s, train_acc, test_acc, h200_s = (float(r[k]) for k in (3, 4, 5, 6, 7, 8, 9))
     assert epoch_s > 0 and total_s > 0 and 0 <= train_acc <= 1 and 0 <= test_acc <= 1, r
-for fig in ("0.8475", "0.7829", "0.8416", "999.79", "977.40", "916.39"):
+    assert wall_s >= 0 and img_s > 0 and h200_s > 0, r
+    assert r[10].startswith("batch ") and r[13] in ("0.8475", "0.7829", "0.8416"), r
+# Runs 2 and 3 are 4 replicas taking turns on one modelled GPU, as many steps as run 1
+# here (--steps 2), each of the same batch: more modelled time than run 1's.
+assert float(rows[1][9]) > float(rows[0][9]), [r[9] for r in rows]
+for fig in ("0.8475", "0.7829", "0.8416", "999.79", "977.40", "916.39", "0.9261"):
     assert fig in text, fig
 assert "**Shortened**" in text and "1 epoch" in text, text
+# Epoch by epoch: epoch 0's losses beside the article's 2.3, 3.5 and 4.1.
+head = next(l for l in text.splitlines() if l.startswith("| epoch |"))
+assert head.split("|")[1:4] == [" epoch ", " run 1 loss ", " article run 1 loss "], head
+row0 = next(l for l in text.splitlines() if l.startswith("| 0 |"))
+cells = [c.strip() for c in row0.strip("|").split("|")]
+assert len(cells) == 10 and cells[2] == "2.3" and cells[5] == "3.5" and cells[8] == "4.1", cells
+assert float(cells[1]) > 0 and 0 <= float(cells[3]) <= 1, cells
 EOF
 
 # The plot: XML, three run curves in each of the two panels, named by run.
@@ -87,7 +104,7 @@ rc=$?
 check "article.sh --runs 4 exits 0 (exit $rc: $(tail -n 5 "$tmp/log4"))" [ $rc = 0 ]
 check "run 4's model has the LARS optimizer line" grep -q '^ *optimizer lars(momentum=0.9, wd=0.0001, eta=0.001)$' "$out4/model_lars.net"
 check "--runs 4 runs run 4 only" test -s "$out4/run4.log" -a ! -e "$out4/run1.log"
-check "run 4's row: batch 128, LARS, not in the article" grep -q '^| 4 | 128 | LARS; 0.05 → 0.2 warmup.* | not in the article | — | — |$' "$out4/article.md"
+check "run 4's row: batch 128, LARS, not in the article" grep -q '^| 4 | 128 | LARS; 0.05 → 0.2 warmup.* | not in the article | — | — | — |$' "$out4/article.md"
 
 # --resume: a run stopped by a signal (its checkpoint written) continues
 # from it when the command is given again, appending to its log and metrics.
@@ -108,10 +125,46 @@ rc=$?
 check "--resume, second part exits 0 (exit $rc: $(tail -n 3 "$tmp/logr2"))" [ $rc = 0 ]
 check "--resume, second part resumed" grep -q -- '--resume' "$tmp/logr2"
 check "--resume: one finished log" [ "$(grep -c '^Training time' "$outr/run1.log")" = 1 ]
-check "--resume: the table has run 1's accuracy" grep -q '^| 1 | 32 | .* | 0\.[0-9]* | batch 128, 1 GPU' "$outr/article.md"
+check "--resume: the table has run 1's accuracy" grep -q '^| 1 | 32 | .* | 0\.[0-9]* | [0-9.]* | batch 128, 1 GPU' "$outr/article.md"
+check "--resume: the wall time is two parts" grep -q '^| 1 | 32 | [^|]* | [^|]* | [^|]* | [0-9]* (2 parts) |' "$outr/article.md"
 DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
     --runs 1 --resume --out "$outr" >"$tmp/logr3" 2>&1
 check "--resume on a finished run trains nothing" grep -q 'run1: finished already' "$tmp/logr3"
+# The seed study: run 1 under seeds 1 and 2, their mean and spread; seed 1 is the same
+# run as --seed 1 (identical per-step losses), and the seeds differ from each other.
+outs=$tmp/arts
+DPC_DEBUG=2 DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
+    --steps 3 --runs 1 --seeds 1,2 --out "$outs" >"$tmp/logs" 2>&1
+rc=$?
+check "article.sh --seeds exits 0 (exit $rc: $(tail -n 3 "$tmp/logs"))" [ $rc = 0 ]
+check "--seeds: one log per seed" test -s "$outs/run1-s1.log" -a -s "$outs/run1-s2.log" -a ! -e "$outs/run1.log"
+check "--seeds: the seed passes to dprun" grep -q -- '--seed 2' "$tmp/logs"
+DPC_DEBUG=2 DPC_BIN=$bin scripts/article.sh --data synthetic --model models/cnn_small.net --epochs 1 \
+    --steps 3 --runs 1 --seed 1 --out "$tmp/arts1" >/dev/null 2>&1
+losses() { grep -o 'debug: step [0-9]* loss [^ ]*' "$1"; }
+check "--seed 1: per-step losses printed" [ "$(losses "$tmp/arts1/run1.log" | wc -l)" = 3 ]
+check "--seed 1 runs what --seeds 1 ran" [ "$(losses "$tmp/arts1/run1.log")" = "$(losses "$outs/run1-s1.log")" ]
+check "seeds 1 and 2 train differently" [ "$(losses "$outs/run1-s1.log")" != "$(losses "$outs/run1-s2.log")" ]
+$py - "$outs/article.md" <<'EOF' || bad "the seed study's table"
+import sys, statistics
+text = open(sys.argv[1]).read()
+assert "the seed study" in text.splitlines()[0], text
+spread = [l for l in text.splitlines() if l.startswith("| 1 | 1, 2 |")]
+assert len(spread) == 1, text
+cells = [c.strip() for c in spread[0].strip("|").split("|")]
+accs = [float(v) for v in cells[2].split(", ")]
+assert len(accs) == 2, cells
+mean, rest = cells[3].split(" ± ")
+assert abs(float(mean) - statistics.mean(accs)) < 1e-4, cells
+assert abs(float(rest.split()[0]) - statistics.stdev(accs)) < 1e-4, cells
+assert any(l.startswith("| 1 (seed 2) | 32 |") for l in text.splitlines()), text
+assert "run 1 test accuracy (mean ± sd)" in text, text
+EOF
+check "--seeds: the plot has a curve per seed" [ "$(grep -o 'data-run="run1-s[12]' "$outs/article.svg" | sort -u | wc -l)" = 2 ]
+article_fail "--seed and --seeds" "give --seed S (one seed) or --seeds LIST" --seed 1 --seeds 1,2 --data synthetic
+article_fail "bad --seeds" "--seeds: '1,x' is not a list of seeds" --seeds 1,x
+article_fail "bad --seed" "--seed: '-1' is not a non-negative integer" --seed -1
+
 article_fail "bad --runs" "--runs: '5' is not a list of runs 1-4" --runs 5
 article_fail "--resume without --out" "--resume needs --out DIR" --resume --data synthetic
 

@@ -262,7 +262,7 @@ steps, fine = [[float(q[1:].split(',')[0]) for q in p.get('d').split()] for p in
 assert len(steps) == 300 and len(fine) == 8
 assert abs(steps[-1] - fine[3]) < 1, (steps[-1], fine[3])  # step 300 ends epoch 2: at x = 3
 EOF
-for f in docs/scaling.svg docs/article.svg; do
+for f in docs/scaling.svg docs/article/*/article.svg; do
     check "shipped $f: every label inside the canvas: $(inside_canvas "$f" 2>&1)" inside_canvas "$f"
 done
 if command -v rsvg-convert >/dev/null; then
