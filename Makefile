@@ -237,6 +237,8 @@ install: all $(MAN_PAGES)
 	install -m 644 models/*.net $(INSTALL_DIR)/share/dpc/models/
 	install -m 644 README.md $(INSTALL_DIR)/share/doc/dpc/
 	install -m 644 docs/*.md docs/*.svg $(INSTALL_DIR)/share/doc/dpc/docs/
+	cd docs && find article -type f | while read -r f; do \
+		install -D -m 644 "$$f" "$(abspath $(INSTALL_DIR))/share/doc/dpc/docs/$$f" || exit 1; done
 	install -m 644 $(MAN_PAGES) $(INSTALL_DIR)/share/man/man1/
 uninstall:
 	rm -f $(INSTALL_DIR)/bin/dpc $(INSTALL_DIR)/bin/dprun $(INSTALL_DIR)/bin/dpc-plot \

@@ -32,7 +32,8 @@ for f in bin/dpc bin/dprun bin/dpc-plot; do
     check "$f is an executable" test -x "$prefix/$f"
 done
 for f in share/dpc/models/resnet18.net share/dpc/models/mlp.net share/doc/dpc/README.md \
-    share/doc/dpc/docs/cli.md share/doc/dpc/docs/DESIGN.md share/man/man1/dpc.1 share/man/man1/dprun.1; do
+    share/doc/dpc/docs/cli.md share/doc/dpc/docs/DESIGN.md share/doc/dpc/docs/article/README.md \
+    share/doc/dpc/docs/article/10-epoch/run1.log share/man/man1/dpc.1 share/man/man1/dprun.1; do
     check "$f installed" test -s "$prefix/$f"
 done
 check "the installed dprun is the one tested" cmp -s "$bin/dprun" "$prefix/bin/dprun"
