@@ -6,7 +6,8 @@
 # for ResNet-18 v1 and the small CNN, and one step each of Gluon's
 # resnet34_v1, resnet50_v1, resnet18_v2 and mobilenet_v2_1_0 (issue 18; the
 # twins are built by torch_step.py, not torchvision's where those differ),
-# three of resnet18_v2, at a small batch, to keep the suite short. tests/parity/torch_step.py holds the
+# three of resnet18_v2, at a small batch, to keep the suite short; resnet18_cifar and the MLP
+# too, so every model in models/ is checked. tests/parity/torch_step.py holds the
 # reference and the tolerances; tests/parity/dpc_step.c is the dpc side.
 #
 # Usage: tests/parity_test.sh   (make test runs it; DPC_BUILD/DPC_BIN pick the
@@ -114,6 +115,11 @@ cases=(
     "full resnet18 128 --steps 3 --conv library"
     "full resnet34 32 --conv library"
     "full resnet50 32 --conv library"
+    # The article's other ResNet-18 (CIFAR stem, no max-pool) and the MLP,
+    # so every model in models/ has a case.
+    "test resnet18_cifar 8"
+    "full resnet18_cifar 16 --steps 3"
+    "test mlp 64 --steps 3"
 )
 passed=0 failed=0
 for case in "${cases[@]}"; do

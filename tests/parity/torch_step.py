@@ -9,7 +9,8 @@ Usage (tests/parity_test.sh runs it; Debian's /usr/bin/python3 with torch):
 
 MODEL: resnet18, resnet34 (torchvision's, which are Gluon's v1 nets),
 resnet50, resnet18_v2, mobilenet_v2 (Gluon's model zoo nets, built here:
-torchvision's differ), cnn_small; each twin registers its modules in the
+torchvision's differ), resnet18_cifar (resnet18 with a 3x3 stem and no
+max-pool), cnn_small, mlp; each twin registers its modules in the
 .net file's definition order.
 
 1. Asks the driver (tests/parity/dpc_step.c) for the plan's parameters and
@@ -325,10 +326,35 @@ class MobileNetV2(nn.Module):
         return self.dense0(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Mlp(nn.Module):
+    """models/mlp.net: flatten, dense 128 + relu, dense 10."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.dense0 = nn.Linear(3 * 32 * 32, 128)
+        self.dense1 = nn.Linear(128, classes)
+        self.relu = nn.ReLU()
+
+    def forward(self, image):
+        return self.dense1(self.relu(self.dense0(torch.flatten(image, 1))))
+
+
+def resnet18_cifar(classes=10):
+    """models/resnet18_cifar.net: ResNet-18 v1 with a 3x3 stride-1 stem and
+    no max-pool (the modules keep their places, so the order of the
+    parameters is resnet18's)."""
+    m = torchvision.models.resnet18(num_classes=classes)
+    m.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+    m.maxpool = nn.Identity()
+    return m
+
+
 MODELS = {
     # torchvision's BasicBlock ResNets are Gluon's v1 ones (stride on the
     # first 3x3, 1x1 projection + BN where the shape changes)
     "resnet18": lambda: torchvision.models.resnet18(num_classes=10),
+    "resnet18_cifar": resnet18_cifar,
+    "mlp": Mlp,
     "resnet34": lambda: torchvision.models.resnet34(num_classes=10),
     "resnet50": ResNet50V1,
     "resnet18_v2": ResNet18V2,
