@@ -27,14 +27,24 @@ Figures (MODEL: a file in models/, without .net):
                      each with +im2col (--conv im2col)
   golden             the golden error cases (tests/golden/errors/*.net)
   cost-totals:MODEL  block: the `train total` lines of --cost, fp32 and bf16
+  article:RUN:WHAT   a run of scripts/article.sh kept in docs/article/ (RUN:
+                     its folder and name there, e.g. 45-epoch/run1), from
+                     its log and metrics (scripts/article_table.py reads
+                     them): WHAT is test or train (the final accuracy),
+                     loss@E (epoch E's mean train loss), wall (the run's
+                     wall time, h:mm) or seeds (RUN names runK of a seed
+                     study: the final test accuracy's mean ± sd over every
+                     runK-sS there); "—" where the run has no such figure
 """
+import importlib.util
 import os
 import re
+import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INLINE = re.compile(r"<!--fig ([a-z0-9_:+-]+)-->(.*?)<!--/fig-->")
+INLINE = re.compile(r"<!--fig ([a-z0-9_:+@/-]+)-->(.*?)<!--/fig-->")
 BLOCK = re.compile(r"^<!--fig-block ([a-z0-9_:+-]+)-->\n(.*?)^<!--/fig-block-->$", re.M | re.S)
 
 
@@ -91,7 +101,46 @@ class Tools:
         if kind == "cost-us":
             model, _, variant = arg.partition(":")
             return "%.1f" % self.step_us(model, variant)
+        if kind == "article":
+            return self.article(arg)
         raise ValueError("unknown figure %r" % name)
+
+    def article(self, arg):
+        run, _, what = arg.partition(":")
+        folder, _, name = run.rpartition("/")
+        outdir = os.path.join(ROOT, "docs", "article", folder)
+        if not folder or not re.fullmatch(r"run[1-4](-s\d+)?", name) or ".." in folder.split("/"):
+            raise ValueError("article figure %r: want FOLDER/runK[-sS]:WHAT" % arg)
+        table = self.article_table()
+        if what == "seeds":
+            accs = [r["test_acc"] for k, seed, n in table.find_runs(outdir)
+                    if n.startswith(name + "-s") for r in [table.read_run(outdir, n)] if r["test_acc"] is not None]
+            if not accs:
+                return "—"
+            if len(accs) == 1:
+                return "%.4f (1 seed)" % accs[0]
+            return "%.4f ± %.4f (%d seeds)" % (statistics.mean(accs), statistics.stdev(accs), len(accs))
+        r = table.read_run(outdir, name)
+        if what in ("test", "train"):
+            v = r[what + "_acc"]
+            return "—" if v is None else "%.4f" % v
+        if what.startswith("loss@") and what[5:].isdigit():
+            v = r["per_epoch"].get(int(what[5:]), {}).get("train_loss")
+            return "—" if not isinstance(v, (int, float)) else "%.3f" % v
+        if what == "wall":
+            if r["wall_s"] is None:
+                return "—"
+            minutes = int(round(r["wall_s"] / 60))
+            return "%d:%02d" % (minutes // 60, minutes % 60)
+        raise ValueError("article figure %r: WHAT is test, train, loss@E, wall or seeds" % arg)
+
+    def article_table(self):
+        if "article_table" not in self.memo:
+            spec = importlib.util.spec_from_file_location("article_table", os.path.join(ROOT, "scripts", "article_table.py"))
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.memo["article_table"] = module
+        return self.memo["article_table"]
 
     def block(self, name):
         kind, _, model = name.partition(":")
