@@ -444,7 +444,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
         s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);
     }
-    rt_schedule_say_notes(&s, "dprun: ", stderr);
+    rt_schedule_say_notes(&s, "dprun: ", stderr, NULL, 0);
     rt_schedule_print(&s, per_step, stdout);
     return 0;
 }

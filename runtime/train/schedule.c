@@ -124,9 +124,13 @@ int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
     return count;
 }
 
-void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f) {
+void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f, char *first,
+                           size_t first_len) {
     char buf[1024];
+    if (first && first_len) first[0] = 0;
     if (!rt_schedule_notes(s, buf, sizeof buf)) return;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
         fprintf(f, "%snote: %s\n", prefix, line);
+        if (first && first_len && !first[0]) snprintf(first, first_len, "%s", line);
+    }
 }

@@ -203,7 +203,8 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             o->log_prefix, plan->model, (long long)ir_num_params(plan->train), r->be->name,
             r->total, r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
             (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
-    rt_schedule_say_notes(&r->sched, o->log_prefix, stderr);
+    rt_schedule_say_notes(&r->sched, o->log_prefix, stderr, o->result ? o->result->note : NULL,
+                          o->result ? sizeof o->result->note : 0);
     if (o->eval_batches > 0)
         fprintf(stderr,
                 "%snote: --eval-batches %ld: an accuracy pass reads at most the first %lld of "
@@ -211,14 +212,6 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
                 o->log_prefix, o->eval_batches, images_read(&r->test_b, r->eval_batch),
                 (long long)r->test_ds->count, images_read(&r->train_eval_b, r->eval_batch),
                 (long long)r->train_ds->count);
-    if (o->result) {
-        char notes[1024];
-        rt_schedule_notes(&r->sched, notes, sizeof notes);
-        size_t n = strcspn(notes, "\n");
-        if (n >= sizeof o->result->note) n = sizeof o->result->note - 1;
-        memcpy(o->result->note, notes, n);
-        o->result->note[n] = 0;
-    }
     if (r->total > 1) {
         rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
                            r->accum, r->batch);

@@ -234,8 +234,10 @@ void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f);
  * changes nothing (the lr scale is 1) or that lowers the lr (a scale below
  * 1). Returns the count. */
 int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len);
-/* Each of them as `PREFIXnote: ...` on f. */
-void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f);
+/* Each of them as `PREFIXnote: ...` on f, and the first (or "") into
+ * first[first_len] when first is not NULL (a sweep's table shows it). */
+void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f, char *first,
+                           size_t first_len);
 
 /* ---- local hyperparameter sweeps: `dprun PLAN --sweep SPEC`.
  *
