@@ -42,6 +42,10 @@
 # Exit status: 0 when every run asked for finished, 1 otherwise (the table then
 # says which run failed and why).
 set -u
+# The whole script is one compound command, read before any of it runs: a
+# run takes hours, and bash reads a script as it goes, so an edit to this
+# file meanwhile would otherwise run as whatever lies at the old offsets.
+{
 cd "$(dirname "$0")/.."
 bin=${DPC_BIN:-bin}
 py=/usr/bin/python3
@@ -206,3 +210,4 @@ files="run{$runs}"
 echo "article: table $out/article.md, plot $out/article.svg, logs and metrics $out/$files.{log,jsonl}"
 [ -f "$out/article.md" ] && cat "$out/article.md"
 exit $status
+}
