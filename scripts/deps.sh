@@ -24,7 +24,14 @@ include_dirs="/usr/include /usr/include/x86_64-linux-gnu /usr/include/openblas"
 have_header() { for d in $include_dirs; do [ -f "$d/$1" ] && return 0; done; return 1; }
 # Debian images often carry the reference BLAS's cblas.h (libblas-dev, pulled
 # in by other packages): only OpenBLAS's declares openblas_set_num_threads.
-have_openblas() { for d in $include_dirs; do grep -qs openblas_set_num_threads "$d/cblas.h" && return 0; done; return 1; }
+# (Bash alone reads it: the script runs where grep may be missing too.)
+have_openblas() {
+    local d
+    for d in $include_dirs; do
+        [ -r "$d/cblas.h" ] && [[ $(<"$d/cblas.h") == *openblas_set_num_threads* ]] && return 0
+    done
+    return 1
+}
 
 need_build() {
     have_cmd cc || want gcc
