@@ -185,10 +185,10 @@ static int choose(rt_backend *be, cuda_impl *c, dnn_conv *e, void *out, const vo
     int recorded = e->d.tune ? rt_conv_algo_get(where, &e->d) : -1;
     if (!e->d.tune || recorded >= 0) {
         if (candidates(c, e, 0, out, in, in2, NULL, 0, cand, &n, err, errlen)) return -1;
-        k = pick(cand, n, cap);
-        e->how = "heuristics";
-        if (e->d.tune) { /* the record's, if it is still one dpc would run */
-            k = -1;
+        if (!e->d.tune) {
+            k = pick(cand, n, cap);
+            e->how = "heuristics";
+        } else { /* the record's, if it is still one dpc would run */
             for (int i = 0; i < n && k < 0; i++)
                 if (cand[i].algo == recorded && usable(&cand[i], cap)) k = i;
             e->how = "recorded";
