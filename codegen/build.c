@@ -125,10 +125,11 @@ void cg_program_describe(const cg_program *p, const ir_graph *g, FILE *f) {
             if (call->kind == CG_CALL_CONV)
                 fprintf(f,
                         "%s conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k=%" PRId64
-                        " s=%" PRId64 " p=%" PRId64 " K=%" PRId64 " (else the next %d)",
+                        " s=%" PRId64 " p=%" PRId64 " K=%" PRId64 " G=%" PRId64
+                        " (else the next %d)",
                         c > s->first_call ? "," : ":", cg_conv_dir_name(call->conv.dir),
                         call->conv.N, call->conv.C, call->conv.H, call->conv.W, call->conv.kh,
-                        call->conv.sh, call->conv.ph, call->conv.K, call->conv.nalt);
+                        call->conv.sh, call->conv.ph, call->conv.K, call->conv.G, call->conv.nalt);
             else if (call->kind == CG_CALL_GEMM)
                 fprintf(f, "%s gemm %c%c m=%" PRId64 " n=%" PRId64 " k=%" PRId64,
                         c > s->first_call ? "," : ":", call->gemm.transa ? 'T' : 'N',

@@ -118,19 +118,20 @@ static void gemm_cost(const cg_device *dev, const cg_gemm *d, cg_call_cost *c) {
 /* A library convolution (cuDNN): x, w and y once each, no columns; the
  * output's elements as threads, each summing the reduction as its loop. */
 static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
-    int64_t nx = d->N * d->C * d->H * d->W, nw = d->K * d->C * d->kh * d->kw,
+    int64_t Cg = d->C / d->G, Kg = d->K / d->G; /* a group's inputs and outputs */
+    int64_t nx = d->N * d->C * d->H * d->W, nw = d->K * Cg * d->kh * d->kw,
             ny = d->N * d->K * d->Ho * d->Wo;
     int bf16 = d->type_x == IR_BF16;
     snprintf(c->name, sizeof c->name,
-             "conv_%s_%" PRId64 "x%" PRId64 "x%" PRId64 "_k%" PRId64 "_s%" PRId64 "%s",
-             cg_conv_dir_name(d->dir), d->C, d->H, d->K, d->kh, d->sh,
+             "conv_%s_%" PRId64 "x%" PRId64 "x%" PRId64 "_k%" PRId64 "_s%" PRId64 "%s%s",
+             cg_conv_dir_name(d->dir), d->C, d->H, d->K, d->kh, d->sh, d->G > 1 ? "_g" : "",
              bf16      ? "_bf16"
              : d->tf32 ? "_tf32"
                        : "");
     c->kind = CG_CALL_CONV;
     c->threads = d->dir == CG_CONV_FORWARD ? ny : d->dir == CG_CONV_BACKWARD_DATA ? nx : nw;
-    c->serial = d->dir == CG_CONV_FORWARD         ? d->C * d->kh * d->kw
-                : d->dir == CG_CONV_BACKWARD_DATA ? d->K * d->kh * d->kw
+    c->serial = d->dir == CG_CONV_FORWARD         ? Cg * d->kh * d->kw
+                : d->dir == CG_CONV_BACKWARD_DATA ? Kg * d->kh * d->kw
                                                   : d->N * d->Ho * d->Wo;
     c->bytes = nx * esize(d->type_x) + nw * esize(d->type_w) + ny * esize(d->type_y);
     c->flops = (int64_t)cg_conv_flops(d);

@@ -60,7 +60,7 @@ const cg_device *cg_device_find(const char *name);
 const char *cg_device_names(char *buf, size_t n);
 
 typedef struct {
-    char name[CG_NAME_MAX]; /* kernel name, gemm_MxNxK[_bf16], conv_DIR_CxHxK_kR_sS[_bf16] */
+    char name[CG_NAME_MAX]; /* kernel name, gemm_MxNxK[_bf16], conv_DIR_CxHxK_kR_sS[_g][_bf16] */
     int kind;               /* cg_call_kind */
     int64_t threads;        /* kernel: iterations (one thread each); GEMM: m*n*batch */
     int64_t serial;         /* kernel: longest loop one thread runs; GEMM: k */

@@ -144,31 +144,38 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
  * slots output, then the op's inputs in order; w_bf16 >= 0: the weights
  * are read from that float offset of slot in1 (the scratch), as the bf16
  * copy the alternative's GEMMs read too, so a bf16 convolution is bf16
- * throughout (cuDNN's). Returns the call's index. */
-static int library_conv(cg_ctx *cx, int node, const cg_conv_shape *c, int out, int in0, int in1,
-                        int64_t w_bf16) {
-    const ir_node *n = &cx->g->nodes[node];
+ * throughout (cuDNN's). Returns the call's index; the caller sets its
+ * nalt once the alternative's calls follow. */
+int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_bf16) {
+    const ir_graph *g = cx->g;
+    const ir_node *n = &g->nodes[node];
+    const ir_node *a = &g->nodes[n->input[0]], *b = &g->nodes[n->input[1]];
+    /* x and y (dy) of the convolution, whichever node holds them */
+    const ir_type *xt = n->op == IR_OP_CONV             ? &a->type
+                        : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
+                                                        : &b->type;
+    const ir_type *yt = n->op == IR_OP_CONV ? &n->type : &a->type;
+    cg_conv_shape c = conv_shape(xt, yt, n->iattr);
     cg_conv d = {.dir = n->op == IR_OP_CONV             ? CG_CONV_FORWARD
                         : n->op == IR_OP_CONV_GRAD_DATA ? CG_CONV_BACKWARD_DATA
                                                         : CG_CONV_BACKWARD_WEIGHTS,
-                 .N = c->N,
-                 .C = c->C,
-                 .H = c->H,
-                 .W = c->W,
-                 .K = c->K,
-                 .kh = c->k,
-                 .kw = c->k,
-                 .sh = c->s,
-                 .sw = c->s,
-                 .ph = c->p,
-                 .pw = c->p,
-                 .Ho = c->Ho,
-                 .Wo = c->Wo,
+                 .N = c.N,
+                 .C = c.C,
+                 .H = c.H,
+                 .W = c.W,
+                 .K = c.K,
+                 .kh = c.k,
+                 .kw = c.k,
+                 .sh = c.s,
+                 .sw = c.s,
+                 .ph = c.p,
+                 .pw = c.p,
+                 .Ho = c.Ho,
+                 .Wo = c.Wo,
+                 .G = ir_conv_groups(n),
                  .tf32 = (n->flags & IR_FLAG_TF32) != 0,
                  .tune = (n->flags & IR_FLAG_CONV_TUNE) != 0};
-    const ir_graph *g = cx->g;
-    int t0 = (int)g->nodes[n->input[0]].type.dtype, t1 = (int)g->nodes[n->input[1]].type.dtype,
-        tn = (int)n->type.dtype;
+    int t0 = (int)a->type.dtype, t1 = (int)b->type.dtype, tn = (int)n->type.dtype;
     d.type_x = d.dir == CG_CONV_FORWARD ? t0 : d.dir == CG_CONV_BACKWARD_DATA ? tn : t1;
     d.type_w = d.dir == CG_CONV_BACKWARD_WEIGHTS ? tn : w_bf16 >= 0 ? IR_BF16 : t1;
     d.type_y = d.dir == CG_CONV_FORWARD ? tn : t0;
@@ -226,7 +233,7 @@ static int lower_conv(cg_ctx *cx, int node) {
     }
     /* A library convolution next; the lowering below is its alternative. */
     int lib = (n->flags & IR_FLAG_CONV_LIB)
-                  ? library_conv(cx, node, &c, out, in0, wslot, cast_w ? wofs : -1)
+                  ? cg_library_conv(cx, node, out, in0, wslot, cast_w ? wofs : -1)
                   : -1;
     for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
         int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;

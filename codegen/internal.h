@@ -75,6 +75,9 @@ void cg_add_gemm_call(cg_ctx *cx, const cg_gemm *d, int slot_a, int slot_b, int 
 /* A library convolution (slots: output, inputs); returns its call index,
  * so the caller can count the alternative calls it adds after it (nalt). */
 int cg_add_conv_call(cg_ctx *cx, const cg_conv *d, int slot_out, int slot_in, int slot_in2);
+/* The library call of conv-family node `node` (IR_FLAG_CONV_LIB) into the
+ * current step, its descriptor from the graph (codegen/gemm.c). */
+int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_bf16);
 
 /* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
  * images. im2col: one iteration per (column row, image), count = CKK*nb;

@@ -1065,6 +1065,8 @@ static int r_global_avgpool(cg_ctx *cx, int node) {
                        ir_numel(&n->type));
 }
 
+/* A grouped convolution's step: its direct kernel, after the library call
+ * it is the alternative of when the conv pass marked the node. */
 int cg_lower_conv_direct(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_node *a = &cx->g->nodes[n->input[0]], *b = &cx->g->nodes[n->input[1]];
@@ -1076,16 +1078,27 @@ int cg_lower_conv_direct(cg_ctx *cx, int node) {
                    yt->dim[3], n->iattr[0], n->iattr[1], n->iattr[2], ir_conv_groups(n)};
     int xc = (x->flags & IR_FLAG_CNHW) != 0, yc = (y->flags & IR_FLAG_CNHW) != 0;
     ir_dtype t0 = a->type.dtype, t1 = b->type.dtype, tn = n->type.dtype;
+    int kernel;
+    int64_t count;
     switch (n->op) {
     case IR_OP_CONV:
-        return simple_step(cx, node, k_conv_direct(cx, &d, tn, t0, t1, yc, xc), ir_numel(yt));
+        kernel = k_conv_direct(cx, &d, tn, t0, t1, yc, xc), count = ir_numel(yt);
+        break;
     case IR_OP_CONV_GRAD_DATA:
-        return simple_step(cx, node, k_conv_direct_grad_data(cx, &d, tn, t0, t1, xc, yc),
-                           ir_numel(xt));
+        kernel = k_conv_direct_grad_data(cx, &d, tn, t0, t1, xc, yc), count = ir_numel(xt);
+        break;
     default:
-        return simple_step(cx, node, k_conv_direct_grad_weight(cx, &d, tn, t0, t1, yc, xc),
-                           ir_numel(&n->type));
+        kernel = k_conv_direct_grad_weight(cx, &d, tn, t0, t1, yc, xc);
+        count = ir_numel(&n->type);
+        break;
     }
+    if (kernel < 0) return -1;
+    cg_begin_step(cx, node);
+    int in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
+    int lib = (n->flags & IR_FLAG_CONV_LIB) ? cg_library_conv(cx, node, 0, in0, in1, -1) : -1;
+    cg_add_kernel_call(cx, kernel, count, 3, (int[]){0, in0, in1}, (int64_t[]){0, 0, 0});
+    if (lib >= 0) cx->p->calls[lib].conv.nalt = 1;
+    return 0;
 }
 
 static int r_concat(cg_ctx *cx, int node) {

@@ -2,7 +2,7 @@
  * validation, dialect names and section tags, checking, (de)serialising and
  * comparing cg_programs. Building one is codegen's (codegen/build.c).
  *
- * Byte layout (little endian), version 6 (5 plus library convolutions;
+ * Byte layout (little endian), version 7 (6 plus convolution groups;
  * programs of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
@@ -16,7 +16,7 @@
  *                       u32 type_a type_b type_c tf32, then the launch: u32 grid
  *                       block shared (all 0 in a C program and in GEMMs), then
  *                       for a CG_CALL_CONV only its descriptor: u32 dir,
- *                       i64 N C H W K kh kw sh sw ph pw Ho Wo, u32 type_x type_w
+ *                       i64 N C H W K kh kw sh sw ph pw Ho Wo G, u32 type_x type_w
  *                       type_y tf32 tune nalt
  * total_length covers the whole record, so programs can sit back to back.
  */
@@ -34,8 +34,8 @@
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
  * 3: GEMM element types (bf16). 4: each call's launch geometry. 5: TF32 GEMMs.
- * 6: library convolutions (CG_CALL_CONV). */
-#define CG_VERSION 6u
+ * 6: library convolutions (CG_CALL_CONV). 7: their groups. */
+#define CG_VERSION 7u
 
 unsigned cg_program_version(void) { return CG_VERSION; }
 
@@ -129,13 +129,14 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
 #define CONV_DIMS(c)                                                                         \
     {                                                                                        \
         &(c)->N, &(c)->C, &(c)->H, &(c)->W, &(c)->K, &(c)->kh, &(c)->kw, &(c)->sh, &(c)->sw, \
-            &(c)->ph, &(c)->pw, &(c)->Ho, &(c)->Wo                                           \
+            &(c)->ph, &(c)->pw, &(c)->Ho, &(c)->Wo, &(c)->G                                  \
     }
-enum { CONV_NDIMS = 13 };
+enum { CONV_NDIMS = 14 };
 
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]) {
+    int64_t g = c->G > 0 ? c->G : 1; /* 0 is invalid (cg_conv_validate) */
     int64_t x = c->N * c->C * c->H * c->W, y = c->N * c->K * c->Ho * c->Wo,
-            w = c->K * c->C * c->kh * c->kw;
+            w = c->K * (c->C / g) * c->kh * c->kw;
     int64_t fwd[3] = {y, x, w}, bwd_data[3] = {x, y, w}, bwd_weights[3] = {w, y, x};
     const int64_t *s = c->dir == CG_CONV_FORWARD         ? fwd
                        : c->dir == CG_CONV_BACKWARD_DATA ? bwd_data
@@ -159,7 +160,7 @@ int cg_conv_one_type(const cg_conv *c) {
 int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {
     const int64_t *d[CONV_NDIMS] = CONV_DIMS((cg_conv *)c);
     static const char *const names[CONV_NDIMS] = {"N",  "C",  "H",  "W",  "K",  "kh", "kw",
-                                                  "sh", "sw", "ph", "pw", "Ho", "Wo"};
+                                                  "sh", "sw", "ph", "pw", "Ho", "Wo", "G"};
     for (int j = 0; j < CONV_NDIMS; j++) {
         int64_t lo = j == 9 || j == 10 ? 0 : 1; /* padding may be 0 */
         if (*d[j] < lo || *d[j] > INT_MAX)
@@ -167,6 +168,11 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
     }
     if (c->dir < CG_CONV_FORWARD || c->dir > CG_CONV_BACKWARD_WEIGHTS)
         return ir_fail(err, errlen, "conv: direction %d", c->dir);
+    if (c->C % c->G || c->K % c->G)
+        return ir_fail(err, errlen,
+                       "conv: %" PRId64 " groups do not divide %" PRId64 " inputs and %" PRId64
+                       " outputs",
+                       c->G, c->C, c->K);
     const int types[3] = {c->type_x, c->type_w, c->type_y};
     for (int j = 0; j < 3; j++)
         if (types[j] != IR_F32 && types[j] != IR_BF16)
@@ -219,7 +225,7 @@ const char *cg_conv_dir_name(int dir) {
 
 double cg_conv_flops(const cg_conv *c) {
     return 2.0 * (double)c->N * (double)c->K * (double)(c->Ho * c->Wo) *
-           (double)(c->C * c->kh * c->kw);
+           (double)(c->C / (c->G > 0 ? c->G : 1) * c->kh * c->kw);
 }
 
 /* ---- dialects ------------------------------------------------------------------- */

@@ -130,17 +130,20 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
 /* ---- programs ------------------------------------------------------------- */
 
 /* ---- convolution descriptor ------------------------------------------------
- * A groups = 1 convolution as a library runs it (oneDNN on the cpu): NCHW
- * tensors, [K, C, kh, kw] weights, symmetric padding, no dilation yet; each
+ * A convolution as a library runs it (oneDNN on the cpu, cuDNN): NCHW
+ * tensors, [K, C/G, kh, kw] weights (G groups: output channel k reads the
+ * C/G input channels of its group k / (K/G); depthwise at G = C), symmetric
+ * padding, no dilation yet; each
  * tensor f32 or bf16 (bf16 products accumulate in f32, as the GEMMs'); a
  * tf32 one (all f32) reads its inputs as TF32, as the GEMMs of --precision
  * tf32 do: cuDNN's tensor cores, the im2col alternative elsewhere.
  * Slots: arg[0] the output, arg[1] and arg[2] the inputs:
  *   CG_CONV_FORWARD           y[N,K,Ho,Wo]  = conv(x[N,C,H,W], w)
  *   CG_CONV_BACKWARD_DATA     dx[N,C,H,W]   = conv_grad_data(dy, w)
- *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C,kh,kw] = conv_grad_weight(dy, x)
+ *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C/G,kh,kw] = conv_grad_weight(dy, x)
  * The nalt calls after a conv call are the same convolution lowered to
- * im2col + GEMM (codegen/gemm.c): a backend without the library, or whose
+ * im2col + GEMM, or to direct kernels when grouped (codegen/gemm.c,
+ * render.c): a backend without the library, or whose
  * library refuses the shape, or whose tuner measured them faster (tune),
  * runs those instead, so every program runs everywhere. */
 typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_WEIGHTS } cg_conv_dir;
@@ -151,6 +154,7 @@ typedef struct {
     int64_t K, kh, kw;          /* filters */
     int64_t sh, sw, ph, pw;     /* stride, padding (each side) */
     int64_t Ho, Wo;             /* y, or dy */
+    int64_t G;                  /* groups: divides C and K */
     int type_x, type_w, type_y; /* ir_dtype of x (dx), w (dw), y (dy): f32 or bf16 */
     int tf32;                   /* f32 products on TF32 tensor cores (--precision tf32) */
     int tune;                   /* 1: the runtime times the library against the alternative */

@@ -325,9 +325,9 @@ enum {
      * do: its f32 operands rounded to TF32 (format/tf32.h), the products
      * summed in f32. Set only by the precision pass (--precision tf32). */
     IR_FLAG_TF32 = 1 << 4,
-    /* A groups = 1 f32/bf16 conv, conv_grad_data or conv_grad_weight that runs
-     * as a library call (oneDNN), its im2col + GEMM lowering kept beside it
-     * as the alternative (format/program.h cg_conv). Set by the conv pass
+    /* An f32/bf16 conv, conv_grad_data or conv_grad_weight that runs as a
+     * library call (oneDNN, cuDNN), its im2col + GEMM lowering (direct
+     * kernel, grouped) kept beside it as the alternative (format/program.h cg_conv). Set by the conv pass
      * (--conv library|auto); with IR_FLAG_CONV_TUNE (auto) the runtime
      * times both and runs the faster. */
     IR_FLAG_CONV_LIB = 1 << 5,
@@ -409,8 +409,8 @@ static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
 }
 static inline uint64_t ir_dropout_threshold(double p) { return (uint64_t)(p * 16777216.0 + 0.5); }
 /* Whether node i may run as a library convolution (IR_FLAG_CONV_LIB): a
- * groups = 1 conv, conv_grad_data or conv_grad_weight whose tensors are
- * all f32 or bf16 and NCHW, without TF32. */
+ * conv, conv_grad_data or conv_grad_weight, of any groups, whose tensors
+ * are all f32 or bf16 and NCHW. */
 int ir_conv_library_ok(const ir_graph *g, int i);
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);

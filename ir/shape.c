@@ -740,7 +740,7 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
 int ir_conv_library_ok(const ir_graph *g, int i) {
     const ir_node *n = &g->nodes[i];
     if ((n->op != IR_OP_CONV && n->op != IR_OP_CONV_GRAD_DATA && n->op != IR_OP_CONV_GRAD_WEIGHT) ||
-        ir_conv_groups(n) != 1 || (n->flags & IR_FLAG_CNHW))
+        (n->flags & IR_FLAG_CNHW))
         return 0;
     if (n->type.dtype != IR_F32 && n->type.dtype != IR_BF16) return 0;
     for (int k = 0; k < n->ninputs; k++) {

@@ -173,14 +173,13 @@ static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char
                                           g->nodes[n->input[1]].type.dtype != IR_F32))
             return ir_fail(err, errlen, "node %d (%s): tf32 on an op that is no f32 GEMM", i,
                            info->name);
-        /* a library convolution is a groups = 1 f32/bf16 one in NCHW (cg_conv) */
+        /* a library convolution is an f32/bf16 one in NCHW (cg_conv) */
         if ((n->flags & IR_FLAG_CONV_TUNE) && !(n->flags & IR_FLAG_CONV_LIB))
             return ir_fail(err, errlen, "node %d (%s): tune without libconv", i, info->name);
         if ((n->flags & IR_FLAG_CONV_LIB) && !ir_conv_library_ok(g, i))
             return ir_fail(err, errlen,
-                           "node %d (%s): libconv on an op that is no groups = 1 f32/bf16 NCHW "
-                           "convolution",
-                           i, info->name);
+                           "node %d (%s): libconv on an op that is no f32/bf16 NCHW convolution", i,
+                           info->name);
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);

@@ -1,11 +1,12 @@
 /* passes/conv.c — which convolutions run as library calls (--conv).
  *
  *   im2col   none: every convolution is im2col + GEMM (codegen/gemm.c), or
- *            direct kernels when grouped;
- *   library  every one the library takes (ir_conv_library_ok: groups = 1,
- *            f32 or bf16, NCHW; TF32 too, which cuDNN runs on tensor
- *            cores and the cpu as its alternative) is marked IR_FLAG_CONV_LIB: codegen emits
- *            the library call with the im2col lowering after it as its
+ *            direct kernels when grouped (codegen/render.c);
+ *   library  every one the library takes (ir_conv_library_ok: f32 or
+ *            bf16, NCHW, any groups; TF32 too, which cuDNN runs on tensor
+ *            cores and the cpu as its alternative) is marked
+ *            IR_FLAG_CONV_LIB: codegen emits the library call with the
+ *            im2col lowering (the direct kernel, grouped) after it as its
  *            alternative, and the backend runs the library;
  *   auto     the same marks plus IR_FLAG_CONV_TUNE: the backend times both
  *            on first use and runs the faster (runtime/device/onednn.c).

@@ -2,7 +2,8 @@
  * cg_conv descriptor (format/program.h) run by cuDNN's convolution API
  * on the compute stream, and the table's conv (device.h).
  *
- * Tensors are NCHW and weights KCRS, as the plan lays them out; the
+ * Tensors are NCHW and weights KCRS (C/G channels each when grouped, with
+ * the group count on the convolution descriptor), as the plan lays them out; the
  * arithmetic is the plan's: f32 on the FMA units, TF32 where the plan says
  * tf32 (--precision tf32), or bf16 with f32 accumulation on tensor cores.
  * A descriptor mixing the two (--precision bf16 keeps f32 master weights)
@@ -91,13 +92,14 @@ static int set_descriptors(dnn_conv *e, char *err, size_t errlen) {
                                                         (int)d->K, (int)d->Ho, (int)d->Wo),
                     err, errlen) ||
            cudnnTry(rt_cudnn.cudnnSetFilter4dDescriptor(e->w, t, CUDNN_TENSOR_NCHW, (int)d->K,
-                                                        (int)d->C, (int)d->kh, (int)d->kw),
+                                                        (int)(d->C / d->G), (int)d->kh, (int)d->kw),
                     err, errlen) ||
            cudnnTry(rt_cudnn.cudnnSetConvolution2dDescriptor(
                         e->conv, (int)d->ph, (int)d->pw, (int)d->sh, (int)d->sw, 1, 1,
                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                     err, errlen) ||
-           cudnnTry(rt_cudnn.cudnnSetConvolutionMathType(e->conv, math), err, errlen);
+           cudnnTry(rt_cudnn.cudnnSetConvolutionMathType(e->conv, math), err, errlen) ||
+           cudnnTry(rt_cudnn.cudnnSetConvolutionGroupCount(e->conv, (int)d->G), err, errlen);
 }
 
 /* One candidate algorithm, whichever call it came from. */
@@ -237,8 +239,8 @@ static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out
     if (rt_debug_level() >= 1)
         fprintf(stderr,
                 "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
-                "x%" PRId64 " s%" PRId64 ": %s %d (%s), %zu bytes of workspace\n",
-                cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh,
+                "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s), %zu bytes of workspace\n",
+                cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh, d->G,
                 e->algo < 0 ? "no deterministic algorithm fits, im2col" : "algorithm", e->algo,
                 e->how, e->ws);
     return e;

@@ -107,6 +107,7 @@
     X(cudnnSetFilter4dDescriptor) X(cudnnDestroyFilterDescriptor)                               \
     X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor)                    \
     X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionMathType)                           \
+    X(cudnnSetConvolutionGroupCount)                                                            \
     X(cudnnGetConvolutionForwardAlgorithm_v7) X(cudnnGetConvolutionBackwardDataAlgorithm_v7)    \
     X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) X(cudnnFindConvolutionForwardAlgorithmEx)  \
     X(cudnnFindConvolutionBackwardDataAlgorithmEx)                                              \

@@ -98,7 +98,9 @@ enum { T_OUT, T_IN, T_IN2, T_COUNT };
  * the weight gradient over output channels (each part then owns its rows
  * of the gradient: no partial sums). One input is whole in every part
  * (shared): the weights, or for the weight gradient x, which is reordered
- * once per call, over chunks of images in parallel. */
+ * once per call, over chunks of images in parallel; grouped, a weight
+ * gradient's part is whole groups, which read only their own channels of
+ * x: a slice like dy's, reordered by the part. */
 typedef struct conv_prim {
     cg_conv d;
     int parts;                                     /* 0: oneDNN refused the shape */
@@ -208,12 +210,14 @@ static int make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t
 static dnnl_data_type_t dtype_of(int ir_type) { return ir_type == IR_BF16 ? dnnl_bf16 : dnnl_f32; }
 static size_t elem_bytes(int ir_type) { return ir_type == IR_BF16 ? 2 : 4; }
 
-/* NCHW (or OIHW) dims with strides: a slice of a larger tensor. */
-static int plain_md(dnnl_memory_desc_t *md, const dnnl_dims_t dims, const dnnl_dims_t strides,
-                    int ir_type) {
-    return dn.dnnl_memory_desc_init_by_strides(md, 4, dims, dtype_of(ir_type), strides) !=
+/* NCHW (OIHW, GOIHW) dims with strides: a slice of a larger tensor. */
+static int plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
+                    const dnnl_dims_t strides, int ir_type) {
+    return dn.dnnl_memory_desc_init_by_strides(md, ndims, dims, dtype_of(ir_type), strides) !=
            dnnl_success;
 }
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
 /* The shared x of a weight gradient reordered by chunks of images, when
  * the primitive's layout keeps images outermost (then a chunk is the same
@@ -271,16 +275,25 @@ static void build(conv_prim *c) {
     taps_read(d->W, d->Wo, d->kw, d->sw, d->pw, &q0, &q1);
     if (r1 < r0 || q1 < q0) return; /* no tap reads the input: not oneDNN's */
     int64_t kh = r1 - r0 + 1, kw = q1 - q0 + 1, ph = d->ph - r0, pw = d->pw - q0;
-    /* parts: images (16 channels a part for the weight gradient, oneDNN's block) */
-    int parts = bwd_w ? divisor_upto(d->K, MAX_PARTS, 16) : divisor_upto(d->N, MAX_PARTS, 1);
+    /* parts: images; for the weight gradient output channels, 16 a part
+     * (oneDNN's block) where they divide so, whole groups when grouped */
+    int64_t G = d->G, Cg = d->C / G, Kg = d->K / G, kk = d->kh * d->kw;
+    int parts = !bwd_w  ? divisor_upto(d->N, MAX_PARTS, 1)
+                : G > 1 ? divisor_upto(G, MAX_PARTS, 16 / gcd(Kg, 16))
+                        : divisor_upto(d->K, MAX_PARTS, 16);
     int64_t nb = bwd_w ? d->N : d->N / parts, kp = bwd_w ? d->K / parts : d->K;
-    int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo, CKK = d->C * d->kh * d->kw;
-    dnnl_dims_t xd = {nb, d->C, d->H, d->W}, wd = {kp, d->C, kh, kw}, yd = {nb, kp, d->Ho, d->Wo},
-                st = {d->sh, d->sw}, pl = {ph, pw},
+    int64_t gp = bwd_w && G > 1 ? G / parts : G, cp = gp * Cg; /* a part's groups, inputs */
+    int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo;
+    /* weights [G, K/G, C/G, kh, kw] when grouped (oneDNN's goihw), else [K, C, kh, kw] */
+    int wn = G > 1 ? 5 : 4;
+    dnnl_dims_t xd = {nb, cp, d->H, d->W}, yd = {nb, kp, d->Ho, d->Wo}, st = {d->sh, d->sw},
+                pl = {ph, pw},
                 pr = {(d->Ho - 1) * d->sh + kh - d->H - ph, (d->Wo - 1) * d->sw + kw - d->W - pw};
-    /* dpc's tensors: x and w dense; y (dy) a slice of K channels */
-    dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ws = {CKK, d->kh * d->kw, d->kw, 1},
-                ys = {d->K * PQ, PQ, d->Wo, 1};
+    dnnl_dims_t wd4 = {kp, d->C, kh, kw}, wd5 = {gp, Kg, Cg, kh, kw};
+    /* dpc's tensors: x and w dense; y (dy), and a grouped part's x, slices of channels */
+    dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ys = {d->K * PQ, PQ, d->Wo, 1},
+                ws4 = {Cg * kk, kk, d->kw, 1}, ws5 = {Kg * Cg * kk, Cg * kk, kk, d->kw, 1};
+    const dnnl_dim_t *wd = G > 1 ? wd5 : wd4, *ws = G > 1 ? ws5 : ws4;
     /* the rows past the last window are unread: no padding there */
     for (int i = 0; i < 2; i++)
         if (pr[i] < 0) pr[i] = 0;
@@ -293,15 +306,15 @@ static void build(conv_prim *c) {
                      ty = d->dir == CG_CONV_FORWARD ? dtype_of(d->type_y) : comp;
     dnnl_memory_desc_t x_any, w_any, y_any, hx, hw, hy, x_user, w_user, y_user;
     if (dn.dnnl_memory_desc_init_by_tag(&x_any, 4, xd, tx, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&w_any, 4, wd, tw, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, tw, dnnl_format_tag_any) ||
         dn.dnnl_memory_desc_init_by_tag(&y_any, 4, yd, ty, dnnl_format_tag_any) ||
         dn.dnnl_memory_desc_init_by_tag(&hx, 4, xd, comp, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&hw, 4, wd, comp, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&hw, wn, wd, comp, dnnl_format_tag_any) ||
         dn.dnnl_memory_desc_init_by_tag(&hy, 4, yd, comp, dnnl_format_tag_any) ||
-        plain_md(&x_user, xd, xs, d->type_x) || plain_md(&w_user, wd, ws, d->type_w) ||
-        plain_md(&y_user, yd, ys, d->type_y))
+        plain_md(&x_user, 4, xd, xs, d->type_x) || plain_md(&w_user, wn, wd, ws, d->type_w) ||
+        plain_md(&y_user, 4, yd, ys, d->type_y))
         return;
-    w_user.offset0 = r0 * d->kw + q0; /* the kept taps of dpc's [K, C, kh, kw] */
+    w_user.offset0 = r0 * d->kw + q0; /* the kept taps of dpc's [K, C/G, kh, kw] */
     c->zero_out = bwd_w && (kh < d->kh || kw < d->kw);
     dnnl_primitive_attr_t attr;
     if (dn.dnnl_primitive_attr_create(&attr)) return;
@@ -346,8 +359,9 @@ static void build(conv_prim *c) {
     const size_t steps[3][T_COUNT] = {
         [CG_CONV_FORWARD] = {ystep, xstep, 0},
         [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
-        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * CKK) * elem_bytes(d->type_w),
-                                      (size_t)(kp * PQ) * elem_bytes(d->type_y), 0}};
+        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * Cg * kk) * elem_bytes(d->type_w),
+                                      (size_t)(kp * PQ) * elem_bytes(d->type_y),
+                                      G > 1 ? (size_t)(cp * HW) * elem_bytes(d->type_x) : 0}};
     for (int t = 0; t < T_COUNT; t++) {
         c->md[t] = *dn.dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
         c->user[t] = *users[d->dir][t];
@@ -360,7 +374,7 @@ static void build(conv_prim *c) {
          !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
          !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
     dn.dnnl_primitive_desc_destroy(pd);
-    if (ok && bwd_w && c->to_prim[T_IN2]) plan_chunks(c, &c->user[T_IN2]);
+    if (ok && bwd_w && c->to_prim[T_IN2] && !c->step[T_IN2]) plan_chunks(c, &c->user[T_IN2]);
     if (ok) c->parts = parts;
 }
 
@@ -486,7 +500,7 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     if (!s) return ir_fail(err, errlen, "oneDNN: cannot create a stream");
     conv_job j = {.c = c, .base = {out, (char *)in, (char *)in2}};
     /* the shared input, once for every part: by chunks of images, or whole */
-    if (c->to_prim[T_IN2]) {
+    if (c->to_prim[T_IN2] && !c->step[T_IN2]) {
         j.shared = thread_buf(1, c->bytes[T_IN2]);
         if (c->chunks)
             run(chunk_part, &j, c->chunks);

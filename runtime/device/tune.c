@@ -1,6 +1,7 @@
 /* runtime/device/tune.c — what was measured for a tuned library
  * convolution (dpc --conv auto), once per descriptor:
- *   - which way it runs, the library or its im2col alternative (measured
+ *   - which way it runs, the library or its alternative (im2col, or the
+ *     direct kernel when grouped; measured
  *     by the executor, exec.c run_conv);
  *   - which algorithm the library runs it with (measured by cuDNN's
  *     search, runtime/cuda/cudnn.c).
@@ -17,7 +18,8 @@
  * dropped with one notice; it never names a file or holds code.
  *
  * Lines: "conv DESC WAY LIB_MS ALT_MS" and "algo DESC ALGO", where DESC is
- * "DIR N C H W K kh kw sh sw ph pw Ho Wo TX TW TY". */
+ * "DIR N C H W K kh kw sh sw ph pw Ho Wo G TX TW TY"; the alternative's
+ * WAY is "im2col" whatever it is (the descriptor's groups say). */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -48,6 +50,8 @@ static uint64_t loaded[MAX_WHERE]; /* the records read so far */
 static int nloaded;
 
 static const char *way_name(int way) { return way == RT_CONV_LIBRARY ? "library" : "im2col"; }
+/* What the alternative of d is, for messages. */
+static const char *alternative_name(const cg_conv *d) { return d->G > 1 ? "direct" : "im2col"; }
 
 uint64_t rt_conv_where(const rt_backend *be) {
     if (be && be->tune_key) return be->tune_key(be);
@@ -55,9 +59,10 @@ uint64_t rt_conv_where(const rt_backend *be) {
     return rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
 }
 
-/* The record's name in the cache: the machine's. */
+/* The record's name in the cache: the machine's, and the line format's
+ * (2: descriptors with groups). */
 static void record_name(uint64_t where, char *name, size_t n) {
-    rt_cache_name(name, n, "tune", where, "conv");
+    rt_cache_name(name, n, "tune", where, "conv 2");
 }
 
 static choice *find(uint64_t where, const cg_conv *d) {
@@ -82,12 +87,14 @@ static choice *entry(uint64_t where, const cg_conv *d) {
 
 /* A line's descriptor into d: the characters it took, or -1. */
 static int parse_desc(const char *s, cg_conv *d) {
-    long long v[13];
+    long long v[14];
     int dir, t[3], used = 0;
     memset(d, 0, sizeof *d);
-    if (sscanf(s, "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d%n",
-               &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-               &v[11], &v[12], &t[0], &t[1], &t[2], &used) != 17)
+    if (sscanf(
+            s,
+            "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d%n",
+            &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+            &v[11], &v[12], &v[13], &t[0], &t[1], &t[2], &used) != 18)
         return -1;
     *d = (cg_conv){.dir = dir,
                    .N = v[0],
@@ -103,6 +110,7 @@ static int parse_desc(const char *s, cg_conv *d) {
                    .pw = v[10],
                    .Ho = v[11],
                    .Wo = v[12],
+                   .G = v[13],
                    .type_x = t[0],
                    .type_w = t[1],
                    .type_y = t[2],
@@ -195,9 +203,9 @@ static void save(uint64_t where) {
         snprintf(desc, sizeof desc,
                  "%d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
                  " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                 " %d %d %d",
+                 " %" PRId64 " %d %d %d",
                  d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw,
-                 d->Ho, d->Wo, d->type_x, d->type_w, d->type_y);
+                 d->Ho, d->Wo, d->G, d->type_x, d->type_w, d->type_y);
         if (k->way != RT_CONV_UNKNOWN)
             len += (size_t)snprintf(text + len, cap - len, "conv %s %s %.4f %.4f\n", desc,
                                     way_name(k->way), k->lib_ms, k->alt_ms);
@@ -239,10 +247,11 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
         if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
             fprintf(stderr,
                     "dpc: conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
-                    " k%" PRId64 " s%" PRId64 "%s: library %.3f ms, im2col %.3f ms: %s\n",
-                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh,
+                    " k%" PRId64 " s%" PRId64 " g%" PRId64 "%s: library %.3f ms, %s %.3f ms: %s\n",
+                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh, d->G,
                     d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", 1e3 * lib_s,
-                    1e3 * alt_s, way_name(way));
+                    alternative_name(d), 1e3 * alt_s,
+                    way == RT_CONV_LIBRARY ? "library" : alternative_name(d));
     }
     pthread_mutex_unlock(&mu);
 }

@@ -59,9 +59,10 @@ static void print_profile(const rt_exec *ex) {
             ran++;
             if (c->kind == CG_CALL_CONV)
                 snprintf(what, sizeof what,
-                         "conv %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " s%" PRId64,
+                         "conv %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " s%" PRId64
+                         " g%" PRId64,
                          ir_ops[s->op].name, cg_conv_dir_name(c->conv.dir), c->conv.C, c->conv.H,
-                         c->conv.K, c->conv.kh, c->conv.sh);
+                         c->conv.K, c->conv.kh, c->conv.sh, c->conv.G);
             else if (c->kind == CG_CALL_GEMM)
                 snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64,
                          ir_ops[s->op].name, c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N',
@@ -361,9 +362,10 @@ static void call_name(const rt_exec *ex, const cg_step *s, const cg_call *c, cha
                       size_t len) {
     (void)s;
     if (c->kind == CG_CALL_CONV)
-        snprintf(buf, len, "conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64,
+        snprintf(buf, len,
+                 "conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " g%" PRId64,
                  cg_conv_dir_name(c->conv.dir), c->conv.N, c->conv.C, c->conv.H, c->conv.W,
-                 c->conv.kh);
+                 c->conv.kh, c->conv.G);
     else if (c->kind == CG_CALL_GEMM)
         snprintf(buf, len, "gemm %c%c %" PRId64 "x%" PRId64 "x%" PRId64, c->gemm.transa ? 'T' : 'N',
                  c->gemm.transb ? 'T' : 'N', c->gemm.m, c->gemm.n, c->gemm.k);

@@ -125,6 +125,7 @@ enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY, OP_CONV }
 typedef struct {
     int dir; /* 0 forward, 1 backward data, 2 backward filter */
     int N, C, H, W, K, R, S, sh, sw, ph, pw, Ho, Wo;
+    int G;                 /* groups: filter k reads channels of group k / (K/G) */
     int bf16;              /* every operand bf16, f32 accumulation */
     int tf32;              /* f32 operands read as TF32 (a math type that allows tensor cores) */
     const void *x, *w, *y; /* the operands as the forward names them */
@@ -316,9 +317,11 @@ static float *conv_in(const conv_op *c, const void *p, size_t n) {
 }
 
 /* The convolution by definition, each output summed in double in one
- * fixed order (image, channel, filter tap, position). */
+ * fixed order (image, channel, filter tap, position); filter k of G groups
+ * reads the C/G channels of group k / (K/G). */
 static void run_conv(const conv_op *c) {
-    size_t nx = (size_t)c->N * c->C * c->H * c->W, nw = (size_t)c->K * c->C * c->R * c->S,
+    int Cg = c->C / c->G, Kg = c->K / c->G;
+    size_t nx = (size_t)c->N * c->C * c->H * c->W, nw = (size_t)c->K * Cg * c->R * c->S,
            ny = (size_t)c->N * c->K * c->Ho * c->Wo;
     size_t nout = c->dir == 0 ? ny : c->dir == 1 ? nx : nw;
     float *x = c->dir == 1 ? NULL : conv_in(c, c->x, nx);
@@ -328,10 +331,11 @@ static void run_conv(const conv_op *c) {
     if (!acc) abort();
     for (int n = 0; n < c->N; n++)
         for (int k = 0; k < c->K; k++)
-            for (int ch = 0; ch < c->C; ch++)
+            for (int cl = 0; cl < Cg; cl++)
                 for (int r = 0; r < c->R; r++)
                     for (int q = 0; q < c->S; q++) {
-                        size_t wi = (((size_t)k * c->C + ch) * c->R + r) * c->S + q;
+                        int ch = k / Kg * Cg + cl;
+                        size_t wi = (((size_t)k * Cg + cl) * c->R + r) * c->S + q;
                         double tap = 0;
                         for (int oh = 0; oh < c->Ho; oh++) {
                             int ih = oh * c->sh - c->ph + r;
@@ -1071,7 +1075,8 @@ const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
  * FAKE_CUDNN_WS bytes: dpc must take 1. Each convolution runs the
  * definition on the host (run_conv); an f32 one whose math type is not
  * CUDNN_FMA_MATH reads TF32, as Ampere and later do. fake_cudnn_uses
- * counts the convolutions run with each algorithm. */
+ * counts the convolutions run with each algorithm, fake_cudnn_grouped_uses
+ * those of more than one group. */
 
 #define FAKE_CUDNN_WS    4096
 #define FAKE_CUDNN_ALGOS 3
@@ -1090,9 +1095,14 @@ struct cudnnFilterStruct {
 struct cudnnConvolutionStruct {
     int ph, pw, sh, sw;
     cudnnMathType_t math;
+    int groups; /* 0 until set: 1 */
 };
 
-static long long cudnn_uses[FAKE_CUDNN_ALGOS];
+static long long cudnn_uses[FAKE_CUDNN_ALGOS], cudnn_grouped;
+
+long long fake_cudnn_grouped_uses(void) {
+    return __atomic_load_n(&cudnn_grouped, __ATOMIC_SEQ_CST);
+}
 
 long long fake_cudnn_uses(int algo) {
     return algo >= 0 && algo < FAKE_CUDNN_ALGOS
@@ -1166,6 +1176,11 @@ cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor
     d->math = m;
     return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t d, int g) {
+    if (g < 1) return CUDNN_STATUS_BAD_PARAM;
+    d->groups = g;
+    return CUDNN_STATUS_SUCCESS;
+}
 
 /* The convolution the descriptors describe (0 when they disagree, as
  * cuDNN's CUDNN_STATUS_BAD_PARAM). */
@@ -1175,9 +1190,11 @@ static int conv_shape(conv_op *o, int dir, cudnnTensorDescriptor_t x, cudnnFilte
     o->dir = dir;
     o->N = x->n, o->C = x->c, o->H = x->h, o->W = x->w, o->K = w->k, o->R = w->h, o->S = w->w;
     o->sh = cv->sh, o->sw = cv->sw, o->ph = cv->ph, o->pw = cv->pw, o->Ho = y->h, o->Wo = y->w;
+    o->G = cv->groups ? cv->groups : 1;
     o->bf16 = x->t == CUDNN_DATA_BFLOAT16;
     o->tf32 = !o->bf16 && cv->math != CUDNN_FMA_MATH;
-    return x->t == w->t && x->t == y->t && w->c == x->c && y->c == w->k && y->n == x->n &&
+    return x->t == w->t && x->t == y->t && x->c % o->G == 0 && w->k % o->G == 0 &&
+           w->c * o->G == x->c && y->c == w->k && y->n == x->n &&
            y->h == (x->h + 2 * cv->ph - w->h) / cv->sh + 1 &&
            y->w == (x->w + 2 * cv->pw - w->w) / cv->sw + 1 && x->h + 2 * cv->ph >= w->h &&
            x->w + 2 * cv->pw >= w->w;
@@ -1208,6 +1225,7 @@ static cudnnStatus_t conv_issue(cudnnHandle_t h, conv_op *o, int algo, void *ws,
     if (algo < 0 || algo >= FAKE_CUDNN_ALGOS) return CUDNN_STATUS_BAD_PARAM;
     if (algo_ws(algo) > wsn || (algo_ws(algo) && !ws)) return CUDNN_STATUS_BAD_PARAM;
     __atomic_fetch_add(&cudnn_uses[algo], 1, __ATOMIC_SEQ_CST);
+    if (o->G > 1) __atomic_fetch_add(&cudnn_grouped, 1, __ATOMIC_SEQ_CST);
     op x;
     memset(&x, 0, sizeof x);
     x.kind = OP_CONV;

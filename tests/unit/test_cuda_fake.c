@@ -52,6 +52,7 @@ static int (*fake_nccl_inits)(int, char *, int *, int *);
 static void (*fake_nccl_kinds)(int, char *, int);
 static int (*fake_nccl_broadcasts)(int);
 static long long (*fake_cudnn_uses)(int);
+static long long (*fake_cudnn_grouped_uses)(void);
 
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
@@ -67,8 +68,9 @@ static int load_fake(void) {
     void *tstart = dlsym(h, "fake_trace_start"), *tget = dlsym(h, "fake_trace");
     void *inits = dlsym(h, "fake_nccl_inits");
     void *kinds = dlsym(h, "fake_nccl_kinds"), *bcasts = dlsym(h, "fake_nccl_broadcasts");
-    void *uses = dlsym(h, "fake_cudnn_uses");
-    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts || !uses) return -1;
+    void *uses = dlsym(h, "fake_cudnn_uses"), *grouped = dlsym(h, "fake_cudnn_grouped_uses");
+    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts || !uses || !grouped)
+        return -1;
     memcpy(&fake_nccl_kinds, &kinds, sizeof kinds);
     memcpy(&fake_nccl_broadcasts, &bcasts, sizeof bcasts);
     memcpy(&fake_trace_start, &tstart, sizeof tstart); /* POSIX: dlsym's void * is the function */
@@ -77,6 +79,7 @@ static int load_fake(void) {
     memcpy(&fake_nccl_calls, &calls, sizeof calls);
     memcpy(&fake_nccl_clear, &clear, sizeof clear);
     memcpy(&fake_cudnn_uses, &uses, sizeof uses);
+    memcpy(&fake_cudnn_grouped_uses, &grouped, sizeof grouped);
     setenv("DPC_LIBCUDA", fake_path, 1);
     setenv("DPC_LIBCUDNN", fake_path, 1);
     setenv("DPC_LIBCUBLAS", fake_path, 1);
@@ -445,6 +448,19 @@ TEST(cnn_small_library_convs_equal_cpu) {
               fake_cudnn_uses(1) - u1, fake_cudnn_uses(2) - u2);
 }
 
+/* Grouped and depthwise convolutions (se_small's) are cuDNN calls too,
+ * with the group count: equal to the cpu's (oneDNN, or its direct
+ * kernels). The backward pass within 1e-3: a BatchNorm gamma's gradient,
+ * a sum over the batch that cancels, was 1.2e-4 apart (the fake sums each
+ * output in double, oneDNN in f32 in its own order). */
+TEST(se_small_grouped_library_convs_equal_cpu) {
+    long long g0 = fake_cudnn_grouped_uses();
+    step_matches_cpu_with("tests/nets/se_small.net", 4, 1e-4, 1e-3, PASS_CONV_LIBRARY,
+                          PASS_PRECISION_FP32);
+    CHECK_MSG(fake_cudnn_grouped_uses() >= g0 + 3, "%lld grouped cuDNN calls",
+              fake_cudnn_grouped_uses() - g0);
+}
+
 /* A tuned descriptor (--conv auto) is chosen by measurement
  * (cudnnFind*Ex on the call's buffers), still among the deterministic
  * algorithms that fit, and computes the convolution; such choices are
@@ -472,6 +488,7 @@ TEST(tuned_cudnn_conv_measures_and_computes) {
                  .pw = 1,
                  .Ho = 4,
                  .Wo = 3,
+                 .G = 1,
                  .type_x = IR_F32,
                  .type_w = IR_F32,
                  .type_y = IR_F32,
@@ -1390,6 +1407,7 @@ int main(void) {
     RUN(cnn_small_step_equals_cpu);
     RUN(cnn_small_library_convs_equal_cpu);
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
+    RUN(se_small_grouped_library_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);

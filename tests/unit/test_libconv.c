@@ -38,17 +38,19 @@ static void reference(const cg_conv *d, const float *in, const float *in2, doubl
     cg_conv_sizes(d, size);
     memset(out, 0, sizeof *out * (size_t)size[0]);
     memset(mag, 0, sizeof *mag * (size_t)size[0]);
+    int64_t Cg = d->C / d->G, Kg = d->K / d->G; /* filter k reads group k / Kg */
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t k = 0; k < d->K; k++)
             for (int64_t ho = 0; ho < d->Ho; ho++)
                 for (int64_t wo = 0; wo < d->Wo; wo++)
-                    for (int64_t c = 0; c < d->C; c++)
+                    for (int64_t cl = 0; cl < Cg; cl++)
                         for (int64_t i = 0; i < d->kh; i++)
                             for (int64_t j = 0; j < d->kw; j++) {
                                 int64_t h = ho * d->sh - d->ph + i, w = wo * d->sw - d->pw + j;
                                 if (h < 0 || h >= d->H || w < 0 || w >= d->W) continue;
+                                int64_t c = k / Kg * Cg + cl;
                                 int64_t xi = ((n * d->C + c) * d->H + h) * d->W + w;
-                                int64_t wi = ((k * d->C + c) * d->kh + i) * d->kw + j;
+                                int64_t wi = ((k * Cg + cl) * d->kh + i) * d->kw + j;
                                 int64_t yi = ((n * d->K + k) * d->Ho + ho) * d->Wo + wo;
                                 int64_t o, a, b; /* out, and which inputs multiply */
                                 if (d->dir == CG_CONV_FORWARD)
@@ -109,6 +111,7 @@ static cg_conv conv_of(int dir, int64_t N, int64_t C, int64_t H, int64_t W, int6
                      .pw = p,
                      .Ho = (H + 2 * p - k) / s + 1,
                      .Wo = (W + 2 * p - k) / s + 1,
+                     .G = 1,
                      .type_x = IR_F32,
                      .type_w = IR_F32,
                      .type_y = IR_F32};
@@ -177,8 +180,8 @@ static double worst_error(const cg_conv *d, const cg_conv *ref_d, rt_parts_run r
     return worst;
 }
 
-static const int64_t shapes[][8] = {
-    /* N, C, H, W, K, k, s, p */
+static const int64_t shapes[][9] = {
+    /* N, C, H, W, K, k, s, p, G (0: 1) */
     {2, 3, 7, 7, 5, 3, 1, 1},
     {3, 4, 8, 6, 8, 3, 2, 1},
     {2, 8, 5, 5, 16, 1, 1, 0},
@@ -193,6 +196,14 @@ static const int64_t shapes[][8] = {
     {16, 32, 1, 1, 64, 3, 1, 1},
     {8, 16, 2, 2, 32, 3, 2, 1},
     {2, 4, 1, 5, 6, 3, 1, 1},
+    /* grouped: depthwise (MobileNet's 3x3 at strides 1 and 2, a 1x1 plane),
+     * two groups, 4 outputs per input (a multiplier), groups of 16 */
+    {4, 32, 8, 8, 32, 3, 1, 1, 32},
+    {3, 48, 9, 9, 48, 3, 2, 1, 48},
+    {8, 64, 1, 1, 64, 3, 1, 1, 64},
+    {2, 6, 7, 5, 10, 3, 1, 1, 2},
+    {2, 8, 6, 6, 32, 3, 2, 1, 8},
+    {2, 64, 5, 5, 64, 1, 1, 0, 4},
 };
 #define NSHAPES (int)(sizeof shapes / sizeof *shapes)
 
@@ -204,6 +215,7 @@ static int shapes_match_float64(int act) {
         for (int dir = 0; dir < 3; dir++) {
             const int64_t *s = shapes[i];
             cg_conv d = conv_of(dir, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+            d.G = s[8] ? s[8] : 1;
             d.type_x = d.type_y = act;
             double e = worst_error(&d, &d, run_threads, NULL);
             if (e < 0) continue; /* declined: the alternative runs */
@@ -252,6 +264,7 @@ TEST(thread_count_does_not_change_bits) {
         for (int dir = 0; dir < 3; dir++) {
             const int64_t *s = shapes[i];
             cg_conv d = conv_of(dir, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+            d.G = s[8] ? s[8] : 1;
             float *a = NULL, *b = NULL;
             uint64_t keep = seed;
             worst_error(&d, &d, run_serial, &a);
@@ -290,6 +303,19 @@ TEST(descriptor_validation) {
     CHECK(cg_conv_validate(&d, small, err, sizeof err) != 0 && strstr(err, "buffer"));
     bad = d, bad.N = (int64_t)1 << 40;
     CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0);
+    /* groups: weights [K, C/G, k, k]; G divides C and K */
+    cg_conv dw = conv_of(CG_CONV_BACKWARD_WEIGHTS, 2, 8, 8, 8, 8, 3, 1, 1);
+    dw.G = 8;
+    cg_conv_sizes(&dw, size);
+    CHECK(size[0] == 8 * 1 * 3 * 3 && size[2] == 2 * 8 * 8 * 8);
+    CHECK(cg_conv_validate(&dw, size, err, sizeof err) == 0);
+    CHECK(cg_conv_flops(&dw) == 2.0 * 2 * 8 * 64 * 9);
+    bad = dw, bad.G = 3;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "groups"));
+    bad = dw, bad.G = 0;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "G is 0"));
+    bad = dw, bad.G = 4; /* divides, but the weights' buffer is not [8, 2, 3, 3] */
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "buffer"));
 }
 
 /* A plan of cnn_small with --conv library: its programs carry conv calls
