@@ -9,7 +9,9 @@
 #        (defaults 5, 2, 128, 1, and resnet18 resnet34 resnet50 resnet18_v2 mobilenet_v2)
 # DPC_CONVS lists dpc's sides by their --conv (default "library im2col"): the
 # first is "dpc", whose ratios against every other side the table gives, the
-# others dpc-CONV. The machine's sgemm peak (bench/sgemm_peak.c: OpenBLAS
+# others dpc-CONV. BASE_BIN names another build's bin/ (an earlier tree, for a
+# before and after): its dpc with the first --conv is the side "base". The
+# machine's sgemm peak (bench/sgemm_peak.c: OpenBLAS
 # and oneDNN, the better) is measured in each round too, and dpc's train
 # step is given as GFLOP/s (dpc --cost's count) and a fraction of it.
 # Each round times every model once on each side; with ROUNDS > 1 the
@@ -48,6 +50,8 @@ for c in $convs; do
     if [ -z "$first_conv" ]; then first_conv=$c s=dpc; else s=dpc-$c; fi
     sides="$sides $s"; dpc_conv[$s]=$c
 done
+base_bin=${BASE_BIN:-}
+[ -n "$base_bin" ] && sides="$sides base"
 declare -A peer_py
 for p in $pys; do
     if ! v=$("$p" -c 'import torch, torchvision; print(torch.__version__.split("+")[0])' 2>/dev/null); then
@@ -73,6 +77,8 @@ for m in $models; do
     for c in $convs; do
         "$bin/dpc" "models/$m.net" --batch "$batch" --conv "$c" -o "$tmp/$m.$c.plan"
     done
+    [ -z "$base_bin" ] || "$base_bin/dpc" "models/$m.net" --batch "$batch" --conv "$first_conv" \
+        -o "$tmp/$m.base.plan"
     "$bin/dpc" "models/$m.net" --batch "$batch" --cost |
         sed -n 's/^train total: \([0-9.]*\) GFLOP per step$/\1/p' >"$tmp/$m.gflop"
 done
@@ -86,6 +92,8 @@ for r in $(seq "$rounds"); do
         for s in $sides; do
             case $s in
             dpc*) "$bin/dprun" "$tmp/$m.${dpc_conv[$s]}.plan" --data synthetic --benchmark "$steps" \
+                >"$tmp/out" 2>/dev/null ;;
+            base) "$base_bin/dprun" "$tmp/$m.base.plan" --data synthetic --benchmark "$steps" \
                 >"$tmp/out" 2>/dev/null ;;
             *-eager) "${peer_py[$s]}" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" >"$tmp/out" 2>&1 ;;
             *-compile) "${peer_py[$s]}" bench/torch_train_cpu.py "$m" "$steps" "$threads" "$batch" --compile \
