@@ -244,14 +244,20 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
     if (c->way == RT_CONV_UNKNOWN) { /* the first replica's measurement stands */
         c->way = way, c->lib_ms = 1e3 * lib_s, c->alt_ms = 1e3 * alt_s;
         save(where);
-        if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0))
+        if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0)) {
+            char times[96]; /* no times: the library declined the shape (exec.c) */
+            if (lib_s == 0 && alt_s == 0)
+                snprintf(times, sizeof times, "the library declines it");
+            else
+                snprintf(times, sizeof times, "library %.3f ms, %s %.3f ms", 1e3 * lib_s,
+                         alternative_name(d), 1e3 * alt_s);
             fprintf(stderr,
                     "dpc: conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
-                    " k%" PRId64 " s%" PRId64 " g%" PRId64 "%s: library %.3f ms, %s %.3f ms: %s\n",
+                    " k%" PRId64 " s%" PRId64 " g%" PRId64 "%s: %s: %s\n",
                     cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh, d->G,
-                    d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", 1e3 * lib_s,
-                    alternative_name(d), 1e3 * alt_s,
+                    d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", times,
                     way == RT_CONV_LIBRARY ? "library" : alternative_name(d));
+        }
     }
     pthread_mutex_unlock(&mu);
 }
