@@ -60,9 +60,9 @@ static void print_profile(const rt_exec *ex) {
             if (c->kind == CG_CALL_CONV)
                 snprintf(what, sizeof what,
                          "conv %s %s %" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64 " s%" PRId64
-                         " g%" PRId64,
+                         "%s", /* grouped: _g, as dpc --cost names it */
                          ir_ops[s->op].name, cg_conv_dir_name(c->conv.dir), c->conv.C, c->conv.H,
-                         c->conv.K, c->conv.kh, c->conv.sh, c->conv.G);
+                         c->conv.K, c->conv.kh, c->conv.sh, c->conv.G > 1 ? "_g" : "");
             else if (c->kind == CG_CALL_GEMM)
                 snprintf(what, sizeof what, "gemm %s %c%c %" PRId64 "x%" PRId64 "x%" PRId64,
                          ir_ops[s->op].name, c->gemm.transa ? 'T' : 'N', c->gemm.transb ? 'T' : 'N',

@@ -9,7 +9,7 @@
 # Prints `name calls modelled_us measured_us measured/modelled`, slowest
 # measured first, then one `step` line with the modelled step (launches
 # included) and the measured time per run. GEMMs are matched by shape
-# (`gemm MxNxK`), convolutions by direction and shape (`conv_DIR_CxHxK_kR_sS`);
+# (`gemm MxNxK`), convolutions by direction and shape (`conv_DIR_CxHxK_kR_sS`, `_g` when grouped);
 # the profile names the op too, the model does not. A row
 # the profile's top 60 leaves out shows `-`. Exit 1 when either input lacks
 # the train program.
