@@ -108,6 +108,15 @@ static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_
                            .Wo = y->dim[3]};
 }
 
+/* The shape of a conv, conv_grad_data or conv_grad_weight node: x and y
+ * (dy) are whichever of the node and its inputs hold them. */
+static cg_conv_shape node_conv_shape(const ir_graph *g, const ir_node *n) {
+    const ir_type *in0 = &g->nodes[n->input[0]].type, *in1 = &g->nodes[n->input[1]].type;
+    if (n->op == IR_OP_CONV) return conv_shape(in0, &n->type, n->iattr);
+    if (n->op == IR_OP_CONV_GRAD_DATA) return conv_shape(&n->type, in0, n->iattr);
+    return conv_shape(in1, in0, n->iattr);
+}
+
 /* Mixed precision: a GEMM-backed op whose output or an input is stored in
  * bf16 runs its GEMM on bf16 operands (activations, columns and a bf16 copy
  * of the f32 master weight in the scratch area) with f32 accumulation into
@@ -150,12 +159,7 @@ int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_b
     const ir_graph *g = cx->g;
     const ir_node *n = &g->nodes[node];
     const ir_node *a = &g->nodes[n->input[0]], *b = &g->nodes[n->input[1]];
-    /* x and y (dy) of the convolution, whichever node holds them */
-    const ir_type *xt = n->op == IR_OP_CONV             ? &a->type
-                        : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
-                                                        : &b->type;
-    const ir_type *yt = n->op == IR_OP_CONV ? &n->type : &a->type;
-    cg_conv_shape c = conv_shape(xt, yt, n->iattr);
+    cg_conv_shape c = node_conv_shape(g, n);
     cg_conv d = {.dir = n->op == IR_OP_CONV             ? CG_CONV_FORWARD
                         : n->op == IR_OP_CONV_GRAD_DATA ? CG_CONV_BACKWARD_DATA
                                                         : CG_CONV_BACKWARD_WEIGHTS,
@@ -188,14 +192,8 @@ int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_b
 static int lower_conv(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_graph *g = cx->g;
-    cg_conv_shape c;
+    cg_conv_shape c = node_conv_shape(g, n);
     int op = n->op;
-    if (op == IR_OP_CONV)
-        c = conv_shape(&g->nodes[n->input[0]].type, &n->type, n->iattr);
-    else if (op == IR_OP_CONV_GRAD_DATA)
-        c = conv_shape(&n->type, &g->nodes[n->input[0]].type, n->iattr);
-    else
-        c = conv_shape(&g->nodes[n->input[1]].type, &g->nodes[n->input[0]].type, n->iattr);
     int64_t P = c.Ho * c.Wo, CHW = c.C * c.H * c.W, KP = c.K * P;
     int64_t CKK = c.C * c.k * c.k; /* im2col runs one iteration per column row */
     int64_t nb = cg_conv_chunk(&c, cx->opt.scratch_max_bytes);

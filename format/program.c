@@ -133,10 +133,13 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     }
 enum { CONV_NDIMS = 14 };
 
+/* Input channels per group; safe on an unvalidated G (0 is refused by
+ * cg_conv_validate, whose size check runs first on these sizes). */
+static int64_t group_channels(const cg_conv *c) { return c->C / (c->G > 0 ? c->G : 1); }
+
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]) {
-    int64_t g = c->G > 0 ? c->G : 1; /* 0 is invalid (cg_conv_validate) */
     int64_t x = c->N * c->C * c->H * c->W, y = c->N * c->K * c->Ho * c->Wo,
-            w = c->K * (c->C / g) * c->kh * c->kw;
+            w = c->K * group_channels(c) * c->kh * c->kw;
     int64_t fwd[3] = {y, x, w}, bwd_data[3] = {x, y, w}, bwd_weights[3] = {w, y, x};
     const int64_t *s = c->dir == CG_CONV_FORWARD         ? fwd
                        : c->dir == CG_CONV_BACKWARD_DATA ? bwd_data
@@ -225,7 +228,7 @@ const char *cg_conv_dir_name(int dir) {
 
 double cg_conv_flops(const cg_conv *c) {
     return 2.0 * (double)c->N * (double)c->K * (double)(c->Ho * c->Wo) *
-           (double)(c->C / (c->G > 0 ? c->G : 1) * c->kh * c->kw);
+           (double)(group_channels(c) * c->kh * c->kw);
 }
 
 /* ---- dialects ------------------------------------------------------------------- */

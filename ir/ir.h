@@ -327,9 +327,9 @@ enum {
     IR_FLAG_TF32 = 1 << 4,
     /* An f32/bf16 conv, conv_grad_data or conv_grad_weight that runs as a
      * library call (oneDNN, cuDNN), its im2col + GEMM lowering (direct
-     * kernel, grouped) kept beside it as the alternative (format/program.h cg_conv). Set by the conv pass
-     * (--conv library|auto); with IR_FLAG_CONV_TUNE (auto) the runtime
-     * times both and runs the faster. */
+     * kernel, grouped) kept beside it as the alternative (format/program.h
+     * cg_conv). Set by the conv pass (--conv library|auto); with
+     * IR_FLAG_CONV_TUNE (auto) the runtime times both and runs the faster. */
     IR_FLAG_CONV_LIB = 1 << 5,
     IR_FLAG_CONV_TUNE = 1 << 6,
 };

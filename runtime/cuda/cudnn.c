@@ -241,8 +241,8 @@ static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out
                 "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
                 "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s), %zu bytes of workspace\n",
                 cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh, d->G,
-                e->algo < 0 ? "no deterministic algorithm fits, im2col" : "algorithm", e->algo,
-                e->how, e->ws);
+                e->algo < 0 ? "no deterministic algorithm fits, its alternative" : "algorithm",
+                e->algo, e->how, e->ws);
     return e;
 }
 
