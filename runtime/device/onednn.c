@@ -18,6 +18,12 @@
  */
 #include "runtime/device/onednn.h"
 
+#include <string.h>
+
+int rt_onednn_impl_runs(const char *impl) {
+    return impl && impl[0] && !strstr(impl, "gemm") && strncmp(impl, "ref", 3);
+}
+
 #ifndef DPC_HAVE_DNNL
 
 int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
@@ -26,9 +32,15 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     return 1;
 }
 
+const char *rt_onednn_conv_impl(const cg_conv *d) {
+    (void)d;
+    return NULL;
+}
+
 #else
 
 #include <oneapi/dnnl/dnnl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -38,6 +50,7 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
 
 #include "ir/err.h"
 #include "runtime/check.h"
+#include "runtime/device/device.h"
 
 #include <dlfcn.h>
 
@@ -116,7 +129,8 @@ typedef struct conv_prim {
     dnnl_primitive_t chunk_reorder;
     dnnl_memory_desc_t chunk_user, chunk_md;
     size_t chunk_user_step, chunk_md_step;
-    int zero_out; /* a trimmed weight gradient: each part zeroes its slice first */
+    int zero_out;  /* a trimmed weight gradient: each part zeroes its slice first */
+    char impl[64]; /* oneDNN's name for the implementation it chose, or "" */
     struct conv_prim *next;
 } conv_prim;
 
@@ -344,13 +358,22 @@ static void build(conv_prim *c) {
         if (pd) dn.dnnl_primitive_desc_destroy(pd);
         return;
     }
-    /* A grouped convolution oneDNN can only run as a GEMM per group, or by
-     * its reference code, is declined: that is what dpc's direct kernel is
-     * for (oneDNN 2.6 on AVX2 takes that way for the depthwise weight
-     * gradient of a 2x2 plane at stride 1, ten times the direct kernel's time). */
+    /* A convolution oneDNN can only run as im2col + GEMM (ungrouped, or
+     * per group), or by its reference code, is declined: dpc's own
+     * alternative is that method with dpc's pool splitting the GEMM, or
+     * for a grouped one the direct kernel. oneDNN 2.6 on AVX2 takes that
+     * way for the weight gradient of a 2x2 plane at stride 1, ungrouped
+     * (four times dpc's im2col) and depthwise (ten times the direct kernel). */
     const char *impl = NULL;
-    if (G > 1 && (dn.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) || !impl ||
-                  strstr(impl, "gemm") || !strncmp(impl, "ref", 3))) {
+    if (!dn.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) && impl)
+        snprintf(c->impl, sizeof c->impl, "%s", impl);
+    if (!rt_onednn_impl_runs(c->impl)) {
+        if (rt_debug_level() >= 1)
+            fprintf(stderr,
+                    "dpc: oneDNN: %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
+                    " k%" PRId64 " s%" PRId64 " g%" PRId64 ": only %s, declined\n",
+                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh, G,
+                    c->impl[0] ? c->impl : "an unnamed implementation");
         dn.dnnl_primitive_desc_destroy(pd);
         return;
     }
@@ -499,6 +522,11 @@ static void conv_part(void *ctx, int part, int parts) {
     if (!bad && c->to_user)
         bad = reorder(c->to_user, s, &c->md[T_OUT], at[T_OUT], &c->user[T_OUT], user[T_OUT]);
     if (bad) atomic_store(&j->failed, 1);
+}
+
+const char *rt_onednn_conv_impl(const cg_conv *d) {
+    pthread_once(&engine_once, engine_start);
+    return engine_error ? NULL : prim_for(d)->impl;
 }
 
 int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,

@@ -25,4 +25,11 @@ typedef void (*rt_parts_run)(rt_parts_task task, void *ctx, int parts);
 int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2, rt_parts_run run,
                    char *err, size_t errlen);
 
+/* oneDNN's name for the implementation it picks for d ("jit:avx2",
+ * "x64:gemm:jit", ...; "" when it refuses the shape), NULL without oneDNN. */
+const char *rt_onednn_conv_impl(const cg_conv *d);
+/* Whether dpc runs a primitive of that implementation: not one that is
+ * im2col + GEMM or reference code (dpc's alternative does that better). */
+int rt_onednn_impl_runs(const char *impl);
+
 #endif

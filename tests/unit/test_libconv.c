@@ -209,7 +209,9 @@ static const int64_t shapes[][9] = {
 #define NGROUPED 6 /* the last six */
 
 /* Every shape and direction against float64, activations (x, y and their
- * gradients) in `act`, weights f32: how many calls the library ran. */
+ * gradients) in `act`, weights f32: how many calls the library ran, and of
+ * those how many grouped. A call is declined exactly when oneDNN would run
+ * it as im2col + GEMM or reference code (onednn.c), which depends on the CPU. */
 static int shapes_match_float64(int act, int *ran_grouped) {
     int ran = 0;
     *ran_grouped = 0;
@@ -220,6 +222,11 @@ static int shapes_match_float64(int act, int *ran_grouped) {
             d.G = s[8] ? s[8] : 1;
             d.type_x = d.type_y = act;
             double e = worst_error(&d, &d, run_threads, NULL);
+#ifdef DPC_HAVE_DNNL
+            const char *impl = rt_onednn_conv_impl(&d);
+            CHECK_MSG((e >= 0) == rt_onednn_impl_runs(impl), "shape %d %s: %s by '%s'", i,
+                      cg_conv_dir_name(dir), e >= 0 ? "ran" : "declined", impl ? impl : "?");
+#endif
             if (e < 0) continue; /* declined: the alternative runs */
             ran++;
             *ran_grouped += d.G > 1;
@@ -231,12 +238,14 @@ static int shapes_match_float64(int act, int *ran_grouped) {
 
 TEST(library_matches_float64) {
     int grouped, ran = shapes_match_float64(IR_F32, &grouped);
+    int ungrouped = 3 * (NSHAPES - NGROUPED);
+    fprintf(stderr, "f32: %d of %d ungrouped and %d of %d grouped calls ran in the library\n",
+            ran - grouped, ungrouped, grouped, 3 * NGROUPED);
 #ifdef DPC_HAVE_DNNL
-    /* oneDNN takes every ungrouped one; a grouped one it could run only
-     * as per-group GEMMs is declined (onednn.c), which depends on the CPU:
-     * at least its depthwise kernels' directions of one shape run */
-    fprintf(stderr, "f32: %d of %d grouped calls ran in the library\n", grouped, 3 * NGROUPED);
-    CHECK(ran - grouped == 3 * (NSHAPES - NGROUPED) && grouped >= 3);
+    /* oneDNN has direct kernels for most of them on any x86-64 it runs on
+     * (AVX2 declines 3 ungrouped and 6 grouped), and at least the three
+     * directions of one depthwise shape */
+    CHECK(ran - grouped >= ungrouped * 3 / 4 && grouped >= 3);
 #else
     CHECK(ran == 0); /* without oneDNN every call runs its alternative */
 #endif
