@@ -226,6 +226,14 @@ const char *cg_conv_dir_name(int dir) {
                                           : "backward_weights";
 }
 
+void cg_conv_describe(const cg_conv *c, char *buf, size_t n) {
+    snprintf(buf, n,
+             "%s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64 " k%" PRId64
+             " s%" PRId64 " g%" PRId64 "%s",
+             cg_conv_dir_name(c->dir), c->N, c->C, c->H, c->W, c->K, c->kh, c->sh, c->G,
+             c->type_x == IR_BF16 || c->type_y == IR_BF16 ? " bf16" : "");
+}
+
 double cg_conv_flops(const cg_conv *c) {
     return 2.0 * (double)c->N * (double)c->K * (double)(c->Ho * c->Wo) *
            (double)(group_channels(c) * c->kh * c->kw);

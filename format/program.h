@@ -175,6 +175,9 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
 int cg_conv_equal(const cg_conv *a, const cg_conv *b);
 /* "forward", "backward_data", "backward_weights". */
 const char *cg_conv_dir_name(int dir);
+/* The descriptor as messages name it: "DIR NxCxHxW -> K kKH sSH gG", and
+ * " bf16" when its activations are. */
+void cg_conv_describe(const cg_conv *c, char *buf, size_t n);
 /* Multiply-adds times two. */
 double cg_conv_flops(const cg_conv *c);
 

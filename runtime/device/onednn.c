@@ -40,13 +40,11 @@ const char *rt_onednn_conv_impl(const cg_conv *d) {
 #else
 
 #include <oneapi/dnnl/dnnl.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ir/err.h"
 #include "runtime/check.h"
@@ -368,12 +366,12 @@ static void build(conv_prim *c) {
     if (!dn.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) && impl)
         snprintf(c->impl, sizeof c->impl, "%s", impl);
     if (!rt_onednn_impl_runs(c->impl)) {
-        if (rt_debug_level() >= 1)
-            fprintf(stderr,
-                    "dpc: oneDNN: %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
-                    " k%" PRId64 " s%" PRId64 " g%" PRId64 ": only %s, declined\n",
-                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh, G,
+        if (rt_debug_level() >= 1) {
+            char what[160];
+            cg_conv_describe(d, what, sizeof what);
+            fprintf(stderr, "dpc: oneDNN: %s: only %s, declined\n", what,
                     c->impl[0] ? c->impl : "an unnamed implementation");
+        }
         dn.dnnl_primitive_desc_destroy(pd);
         return;
     }

@@ -251,11 +251,9 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
             else
                 snprintf(times, sizeof times, "library %.3f ms, %s %.3f ms", 1e3 * lib_s,
                          alternative_name(d), 1e3 * alt_s);
-            fprintf(stderr,
-                    "dpc: conv %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " -> %" PRId64
-                    " k%" PRId64 " s%" PRId64 " g%" PRId64 "%s: %s: %s\n",
-                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->K, d->kh, d->sh, d->G,
-                    d->type_x == IR_BF16 || d->type_y == IR_BF16 ? " bf16" : "", times,
+            char what[160];
+            cg_conv_describe(d, what, sizeof what);
+            fprintf(stderr, "dpc: conv %s: %s: %s\n", what, times,
                     way == RT_CONV_LIBRARY ? "library" : alternative_name(d));
         }
     }

@@ -430,13 +430,15 @@ static int run_alternative(rt_exec *ex, const cg_step *s, int ci, char *err, siz
     return 0;
 }
 
+enum { TUNE_TIMINGS = 3 }; /* timings of each way for a tuned convolution */
+
 /* Library convolution ci: the library, or the alternative when the backend
  * has none, declines the shape, or (tune) was measured slower. A tuned
- * descriptor is timed once per process, both ways (the best of a few
- * turns each), after one untimed library call (which makes its primitive); the choice is shared by every
- * replica (rt_conv_choice), so replicas run the same arithmetic. *skip:
- * how many calls after ci not to run. */
-enum { TUNE_TIMINGS = 3 };
+ * descriptor is timed once per process, both ways (the best of
+ * TUNE_TIMINGS turns each), after one untimed library call (which makes
+ * its primitive); the choice is shared by every replica (rt_conv_choice),
+ * so replicas run the same arithmetic. *skip: how many calls after ci not
+ * to run. */
 static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err, size_t errlen) {
     const cg_call *c = &ex->prog->calls[ci];
     *skip = c->conv.nalt;
