@@ -133,10 +133,17 @@ static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
     c->serial = d->dir == CG_CONV_FORWARD         ? Cg * d->kh * d->kw
                 : d->dir == CG_CONV_BACKWARD_DATA ? Kg * d->kh * d->kw
                                                   : d->N * d->Ho * d->Wo;
-    c->bytes = nx * esize(d->type_x) + nw * esize(d->type_w) + ny * esize(d->type_y);
+    /* a widened f32 dw is written in bf16, then read and written as f32 by
+     * a launch of its own (runtime/cuda/cudnn.c) */
+    int widened = cg_conv_compute_type(d) != cg_conv_one_type(d);
+    int64_t widening = widened ? nw * (esize(IR_BF16) + esize(IR_F32)) : 0;
+    c->bytes =
+        nx * esize(d->type_x) + nw * esize(widened ? IR_BF16 : d->type_w) + ny * esize(d->type_y);
     c->flops = (int64_t)cg_conv_flops(d);
     c->peak = bf16 ? dev->bf16_flops : d->tf32 ? dev->tf32_flops : dev->fp32_flops;
     c->us = roofline_us(dev, c->bytes, c->flops, c->peak * cg_conv_fraction(d)) + dev->launch_us;
+    if (widened) c->us += roofline_us(dev, widening, 0, c->peak) + dev->launch_us;
+    c->bytes += widening;
 }
 
 /* A kernel: `count` threads (one per iteration), each running the
@@ -180,9 +187,9 @@ int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out
         const cg_step *s = &p->steps[si];
         for (int ci = s->first_call; ci < s->first_call + s->ncalls; ci++) {
             const cg_call *call = &p->calls[ci];
-            /* cuDNN runs a library convolution of one type, and its
-             * alternative the rest (runtime/cuda/cudnn.c) */
-            if (call->kind == CG_CALL_CONV && cg_conv_one_type(&call->conv) < 0) continue;
+            /* cuDNN runs a library convolution it computes in one type,
+             * and its alternative the rest (runtime/cuda/cudnn.c) */
+            if (call->kind == CG_CALL_CONV && cg_conv_compute_type(&call->conv) < 0) continue;
             if (call->kind == CG_CALL_CONV) {
                 conv_cost(dev, &call->conv, &cs[k]);
                 tot.convs++;

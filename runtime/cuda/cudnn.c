@@ -6,8 +6,11 @@
  * the group count on the convolution descriptor), as the plan lays them out; the
  * arithmetic is the plan's: f32 on the FMA units, TF32 where the plan says
  * tf32 (--precision tf32), or bf16 with f32 accumulation on tensor cores.
- * A descriptor mixing the two (--precision bf16 keeps f32 master weights)
- * is not cuDNN's: its im2col alternative runs.
+ * The weight gradient of --precision bf16 (bf16 x and dy, f32 dw for the
+ * f32 master weights) is not a cuDNN call: cuDNN computes dw in bf16 into
+ * the workspace's tail and a kernel of this file widens it to f32, as
+ * autocast's weight gradient is a bf16 one cast to f32
+ * (cg_conv_compute_type). Any other mix runs its im2col alternative.
  *
  * The algorithm is chosen once per descriptor in the process and shared by
  * every device, so replicas run the same arithmetic:
@@ -52,10 +55,34 @@ typedef struct dnn_conv {
 static pthread_mutex_t dnn_mu = PTHREAD_MUTEX_INITIALIZER;
 static dnn_conv *dnn_convs;
 
-/* The cuDNN data type of a plan type; -1 when cuDNN has no such call. */
+/* The cuDNN data type of a call; -1 when cuDNN has no such call. */
 static int dnn_type(const cg_conv *d) {
-    int t = cg_conv_one_type(d);
+    int t = cg_conv_compute_type(d);
     return t == IR_F32 ? CUDNN_DATA_FLOAT : t == IR_BF16 ? CUDNN_DATA_BFLOAT16 : -1;
+}
+
+/* A weight gradient cuDNN computes in bf16 for an f32 dw. */
+static int widened(const cg_conv *d) { return cg_conv_one_type(d) < 0; }
+
+/* The widening: a grid-stride loop over the gradient's elements (bf16 is
+ * f32's upper half, so widening is exact). Compiled once per device, in an
+ * eager step, and cached like the plan's kernels. */
+static const char widen_source[] =
+    "/* dpc runtime/cuda/cudnn.c: a bf16 weight gradient widened to f32 */\n"
+    "typedef long long idx_t;\n"
+    "extern \"C\" __global__ void dpc_widen_bf16(float *__restrict__ y,\n"
+    "                                            const unsigned short *__restrict__ x,\n"
+    "                                            idx_t count) {\n"
+    "    for (idx_t i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;\n"
+    "         i += (idx_t)gridDim.x * blockDim.x)\n"
+    "        y[i] = __uint_as_float((unsigned)x[i] << 16);\n"
+    "}\n";
+
+static int widen_ready(rt_backend *be, cuda_impl *c, char *err, size_t errlen) {
+    if (c->widen) return 0;
+    if (!c->widen_mod && !(c->widen_mod = cuda_compile(be, widen_source, err, errlen))) return -1;
+    c->widen = cuda_kernel(be, c->widen_mod, "dpc_widen_bf16", 2, err, errlen);
+    return c->widen ? 0 : -1;
 }
 
 /* The most workspace one convolution may take: an algorithm needing more
@@ -271,9 +298,21 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     dnn_conv *e = entry(be, c, d, out, in, in2, &later, err, errlen);
     if (!e) return later ? 1 : -1;
     if (e->algo < 0) return 1;
-    int rc = workspace(c, e->ws, err, errlen);
+    /* a widened dw lies past the algorithm's workspace until widened */
+    int widen = widened(d);
+    size_t tail = (e->ws + 255) / 256 * 256, need = e->ws;
+    if (widen) {
+        int64_t size[3];
+        cg_conv_sizes(d, size);
+        need = tail + (size_t)size[0] * 2;
+        /* the kernel is made eagerly: a capture runs the alternative */
+        if (c->capturing && !c->widen) return 1;
+        if (widen_ready(be, c, err, errlen)) return -1;
+    }
+    int rc = workspace(c, need, err, errlen);
     if (rc) return rc;
     void *ws = (void *)(uintptr_t)c->dnn_ws;
+    void *dw = widen ? (char *)ws + tail : out;
     const float one = 1, zero = 0;
     if (d->dir == CG_CONV_FORWARD)
         rc = cudnnTry(rt_cudnn.cudnnConvolutionForward(c->dnn, &one, e->x, in, e->w, in2, e->conv,
@@ -288,9 +327,15 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     else
         rc = cudnnTry(rt_cudnn.cudnnConvolutionBackwardFilter(
                           c->dnn, &one, e->x, in2, e->y, in, e->conv,
-                          (cudnnConvolutionBwdFilterAlgo_t)e->algo, ws, e->ws, &zero, e->w, out),
+                          (cudnnConvolutionBwdFilterAlgo_t)e->algo, ws, e->ws, &zero, e->w, dw),
                       err, errlen);
     if (rc) return -1;
+    if (widen) {
+        int64_t size[3];
+        cg_conv_sizes(d, size);
+        if (cuda_launch(be, c->widen, (void *[]){out, dw}, 2, size[0], NULL, err, errlen))
+            return -1;
+    }
     if (c->capturing)
         c->stats.captured_convs++;
     else
@@ -312,6 +357,8 @@ int cuda_dnn_up(cuda_impl *c, char *err, size_t errlen) {
 }
 
 void cuda_dnn_down(cuda_impl *c) {
+    cuda_module_release(c, c->widen_mod);
+    c->widen_mod = NULL, c->widen = NULL;
     if (c->dnn) rt_cudnn.cudnnDestroy(c->dnn);
     if (c->dnn_ws) rt_cu.cuMemFree(c->dnn_ws);
     for (int i = 0; i < c->ndnn_old; i++) rt_cu.cuMemFree(c->dnn_old[i]);

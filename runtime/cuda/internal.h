@@ -67,6 +67,8 @@ typedef struct {
     size_t dnn_ws_size;
     CUdeviceptr *dnn_old; /* outgrown workspaces a graph may still use */
     int ndnn_old;
+    rt_module *widen_mod; /* cudnn.c's widening of a bf16 weight gradient, once needed */
+    rt_kernel *widen;
     mark_slot mk[MARKS];
     uint64_t marks, done; /* the latest mark; every mark <= done is done */
     unsigned char *ring;  /* pinned */
@@ -116,6 +118,7 @@ int cuda_wait_stream(cuda_impl *c, CUstream s, char *err, size_t errlen);
 /* kernel.c: the table's compile, module_free, kernel and launch. */
 rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t errlen);
 void cuda_module_free(rt_backend *be, rt_module *m);
+void cuda_module_release(cuda_impl *c, rt_module *m); /* the same, given the device */
 rt_kernel *cuda_kernel(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
                        size_t errlen);
 int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,

@@ -57,9 +57,10 @@ rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t er
     return m;
 }
 
-void cuda_module_free(rt_backend *be, rt_module *m) {
+void cuda_module_free(rt_backend *be, rt_module *m) { cuda_module_release(impl_of(be), m); }
+
+void cuda_module_release(cuda_impl *c, rt_module *m) {
     if (!m) return;
-    cuda_impl *c = impl_of(be);
     use(c);
     while (m->kernels) {
         struct rt_kernel *k = m->kernels;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "format/bf16.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/device/device.h"
@@ -279,17 +280,20 @@ static int state_diff(const state *a, const state *b, double tol, double back_to
 }
 
 /* Calls a step of p runs on the cuda backend with cuDNN: each conv call
- * of one type throughout, not its alternative; the alternative of a mixed
- * one. Their count in *convs. */
-static int library_calls(const cg_program *p, int *gemms, int *convs) {
+ * cuDNN computes in one type, not its alternative (and the widening of a
+ * bf16 weight gradient into f32, a launch); the alternative of any other
+ * mix. Their count in *convs, the widened ones' in *widened. */
+static int library_calls(const cg_program *p, int *gemms, int *convs, int *widened) {
     int n = 0;
-    *gemms = *convs = 0;
+    *gemms = *convs = *widened = 0;
     for (int c = 0; c < p->ncalls; c++) {
         const cg_call *call = &p->calls[c];
-        if (call->kind == CG_CALL_CONV && cg_conv_one_type(&call->conv) < 0) continue;
+        if (call->kind == CG_CALL_CONV && cg_conv_compute_type(&call->conv) < 0) continue;
         n++;
         *gemms += call->kind == CG_CALL_GEMM;
-        if (call->kind == CG_CALL_CONV) ++*convs, c += call->conv.nalt;
+        if (call->kind != CG_CALL_CONV) continue;
+        ++*convs, c += call->conv.nalt;
+        if (cg_conv_one_type(&call->conv) < 0) ++*widened, n++;
     }
     return n;
 }
@@ -320,8 +324,12 @@ static void step_matches_cpu_with(const char *model, int batch, double tol, doub
     }
     if (c.ex && u.ex) {
         cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
-        int gemms = 0, convs = 0, launches = library_calls(p, &gemms, &convs);
+        int gemms = 0, convs = 0, widened = 0,
+            launches = library_calls(p, &gemms, &convs, &widened);
         CHECK(conv == PASS_CONV_IM2COL ? convs == 0 : convs >= 3);
+        /* bf16: every weight gradient is cuDNN's, widened */
+        CHECK(precision == PASS_PRECISION_BF16 && conv != PASS_CONV_IM2COL ? widened >= 2
+                                                                           : widened == 0);
         rt_cuda_stats s0, s1;
         rt_cuda_stats_get(u.be, &s0);
         for (int k = 0; k < 2; k++) {
@@ -527,13 +535,79 @@ TEST(tuned_cudnn_conv_measures_and_computes) {
     rt_backend_free(c);
 }
 
+/* A weight gradient of bf16 x and dy into f32 dw (--precision bf16) is
+ * cuDNN's in bf16, then widened by a launch: each element of dw is the
+ * bf16 rounding of the exact sum (the fake sums in double), in f32. */
+TEST(bf16_weight_gradient_is_cudnn_widened) {
+    rt_backend *u = rt_backend_cuda(0, err, sizeof err);
+    CHECK_MSG(u != NULL, "%s", err);
+    if (!u) return;
+    cg_conv d = {.dir = CG_CONV_BACKWARD_WEIGHTS,
+                 .N = 2,
+                 .C = 3,
+                 .H = 5,
+                 .W = 6,
+                 .K = 4,
+                 .kh = 3,
+                 .kw = 3,
+                 .sh = 1,
+                 .sw = 1,
+                 .ph = 1,
+                 .pw = 1,
+                 .Ho = 5,
+                 .Wo = 6,
+                 .G = 1,
+                 .type_x = IR_BF16,
+                 .type_w = IR_F32,
+                 .type_y = IR_BF16};
+    CHECK(cg_conv_compute_type(&d) == IR_BF16 && cg_conv_one_type(&d) < 0);
+    enum { NX = 2 * 3 * 5 * 6, NW = 4 * 3 * 3 * 3, NY = 2 * 4 * 5 * 6 };
+    bf16_t x[NX], y[NY];
+    float dw[NW];
+    for (int i = 0; i < NX; i++) x[i] = dpc_f32_to_bf16((float)((i * 37) % 19) / 9.5f - 1);
+    for (int i = 0; i < NY; i++) y[i] = dpc_f32_to_bf16((float)((i * 11) % 13) / 6.5f - 1);
+    void *ux = u->alloc(u, sizeof x), *uy = u->alloc(u, sizeof y), *uw = u->alloc(u, sizeof dw);
+    u->copy_in(u, ux, x, sizeof x);
+    u->copy_in(u, uy, y, sizeof y);
+    rt_cuda_stats s0, s1;
+    rt_cuda_stats_get(u, &s0);
+    CHECK_MSG(u->conv(u, &d, uw, uy, ux, err, sizeof err) == 0, "%s", err);
+    rt_cuda_stats_get(u, &s1);
+    CHECK_MSG(s1.convs == s0.convs + 1 && s1.launches == s0.launches + 1,
+              "%lld convs, %lld launches", (long long)(s1.convs - s0.convs),
+              (long long)(s1.launches - s0.launches));
+    u->copy_out(u, dw, uw, sizeof dw);
+    int bad = 0;
+    for (int k = 0; k < 4; k++)
+        for (int ch = 0; ch < 3; ch++)
+            for (int r = 0; r < 3; r++)
+                for (int q = 0; q < 3; q++) {
+                    double sum = 0;
+                    for (int n = 0; n < 2; n++)
+                        for (int oh = 0; oh < 5; oh++)
+                            for (int ow = 0; ow < 6; ow++) {
+                                int ih = oh - 1 + r, iw = ow - 1 + q;
+                                if (ih >= 0 && ih < 5 && iw >= 0 && iw < 6)
+                                    sum += (double)dpc_bf16_to_f32(
+                                               x[((n * 3 + ch) * 5 + ih) * 6 + iw]) *
+                                           dpc_bf16_to_f32(y[((n * 4 + k) * 5 + oh) * 6 + ow]);
+                            }
+                    float want = dpc_bf16_to_f32(dpc_f32_to_bf16((float)sum));
+                    bad += dw[((k * 3 + ch) * 3 + r) * 3 + q] != want;
+                }
+    CHECK_MSG(bad == 0, "%d of %d weight gradients are not the bf16 rounding of the sum", bad, NW);
+    u->free(u, ux), u->free(u, uy), u->free(u, uw);
+    rt_backend_free(u);
+}
+
 /* The same with --precision tf32 (cuDNN on TF32, the fake rounding its
  * inputs as tensor cores do, against the cpu's TF32 GEMMs of the
  * alternative: the tf32 test's gradient bound, for the forward too, as the
  * convolutions' roundings differ now) and bf16 (forward and data
- * gradient in cuDNN on the weights' bf16 copy, the weight gradient, which
- * keeps f32, in the alternative; each side rounds its bf16 outputs, one
- * bf16 ulp apart now and then). */
+ * gradient in cuDNN on the weights' bf16 copy; the weight gradient in
+ * cuDNN in bf16, widened to the f32 the cpu keeps, so one bf16 rounding
+ * apart; each side rounds its bf16 outputs, one bf16 ulp apart now and
+ * then). */
 TEST(cnn_small_library_convs_tf32_bf16_equal_cpu) {
     long long u1 = fake_cudnn_uses(1);
     step_matches_cpu_with("models/cnn_small.net", 4, 1e-3, 1e-3, PASS_CONV_LIBRARY,
@@ -1407,6 +1481,7 @@ int main(void) {
     RUN(cnn_small_step_equals_cpu);
     RUN(cnn_small_library_convs_equal_cpu);
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
+    RUN(bf16_weight_gradient_is_cudnn_widened);
     RUN(se_small_grouped_library_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
     RUN_TIER("test", resnet18_step_equals_cpu);
