@@ -1,8 +1,9 @@
 /* runtime/device/onednn.c — library convolutions on the cpu: oneDNN.
  *
  * A call is split into parts (a number fixed by the shape, never by the
- * thread count): the forward and data gradient over images, the weight
- * gradient over output channels, so no part sums another's work. The
+ * thread count): the forward and data gradient over images or, where the
+ * weights outweigh the activations, over their output's channels; the
+ * weight gradient over output channels, so no part sums another's work. The
  * caller's pool runs the parts, each a single-threaded oneDNN primitive.
  * oneDNN's own OpenMP threads are never started (every thread that runs a
  * primitive sets its OpenMP thread count to 1 first), so one pool, dpc's,
@@ -12,8 +13,9 @@
  * Primitives take the layouts oneDNN prefers for the machine (format_tag
  * any: blocked on AVX-512); reorders convert between those and dpc's NCHW
  * tensors, a part's slices on the part's thread, the input every part
- * reads whole (the weights; x for the weight gradient) once per call. Primitives and reorders are made once per distinct descriptor
- * and kept for the process: never per step. A shape oneDNN refuses is
+ * reads whole (the weights, or the activations of a channel split; x for
+ * the weight gradient) once per call. Primitives and reorders are made
+ * once per distinct descriptor and kept for the process: never per step. A shape oneDNN refuses is
  * remembered too, and its calls answer 1: the caller runs the alternative.
  */
 #include "runtime/device/onednn.h"
@@ -106,11 +108,15 @@ enum { MAX_PARTS = 8 };
 /* tensors of a call, by role: the output, the first and second input */
 enum { T_OUT, T_IN, T_IN2, T_COUNT };
 
-/* A call splits into parts: the forward and the data gradient over images,
- * the weight gradient over output channels (each part then owns its rows
- * of the gradient: no partial sums). One input is whole in every part
- * (shared): the weights, or for the weight gradient x, which is reordered
- * once per call, over chunks of images in parallel; grouped, a weight
+/* A call splits into parts, each owning a slice of the output (no partial
+ * sums): the forward and the data gradient over images, or, ungrouped,
+ * over the channels of their output when the weights outweigh the
+ * activations they read (the deep layers of a small image, where every
+ * part of an image split would stream all the weights); the weight
+ * gradient over output channels. One input is whole in every part
+ * (shared): the weights of an image split, or the activations (x, dy)
+ * of a channel split, reordered once per call (over chunks of images in
+ * parallel where the layout keeps images outermost); grouped, a weight
  * gradient's part is whole groups, which read only their own channels of
  * x: a slice like dy's, reordered by the part. */
 typedef struct conv_prim {
@@ -119,6 +125,7 @@ typedef struct conv_prim {
     dnnl_primitive_t prim;                         /* the convolution on one part */
     dnnl_memory_desc_t md[T_COUNT], user[T_COUNT]; /* a part's, primitive and dpc layouts */
     size_t step[T_COUNT]; /* bytes from one part's user slice to the next (0: shared) */
+    int shared;           /* the input whole in every part (T_IN or T_IN2) */
     dnnl_primitive_t to_prim[T_COUNT]; /* user -> primitive layout (inputs), or NULL */
     dnnl_primitive_t to_user;          /* the output back, or NULL */
     size_t bytes[T_COUNT], scratch;    /* primitive-layout sizes, scratchpad */
@@ -232,11 +239,12 @@ static int plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
 
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
-/* The shared x of a weight gradient reordered by chunks of images, when
- * the primitive's layout keeps images outermost (then a chunk is the same
- * layout with fewer images, a fixed step apart). */
-static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
-    const dnnl_memory_desc_t *md = &c->md[T_IN2];
+/* The shared activations (x, dy) reordered by chunks of images, when the
+ * primitive's layout keeps images outermost (then a chunk is the same
+ * layout with fewer images, a fixed step apart); image_bytes: one image's
+ * in dpc's layout. */
+static void plan_chunks(conv_prim *c, size_t image_bytes) {
+    const dnnl_memory_desc_t *md = &c->md[c->shared], *user = &c->user[c->shared];
     int64_t N = c->d.N;
     int chunks = divisor_upto(N, MAX_PARTS, 1);
     if (chunks < 2 || md->format_kind != dnnl_blocked || md->offset0 != 0) return;
@@ -253,8 +261,7 @@ static void plan_chunks(conv_prim *c, const dnnl_memory_desc_t *user) {
     c->chunks = chunks;
     c->chunk_reorder = r;
     c->chunk_user = cu, c->chunk_md = cm;
-    c->chunk_user_step =
-        (size_t)(N / chunks) * (size_t)(c->d.C * c->d.H * c->d.W) * elem_bytes(c->d.type_x);
+    c->chunk_user_step = (size_t)(N / chunks) * image_bytes;
     c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * es;
 }
 
@@ -288,21 +295,29 @@ static void build(conv_prim *c) {
     taps_read(d->W, d->Wo, d->kw, d->sw, d->pw, &q0, &q1);
     if (r1 < r0 || q1 < q0) return; /* no tap reads the input: not oneDNN's */
     int64_t kh = r1 - r0 + 1, kw = q1 - q0 + 1, ph = d->ph - r0, pw = d->pw - q0;
-    /* parts: images; for the weight gradient output channels, 16 a part
-     * (oneDNN's block) where they divide so, whole groups when grouped */
+    /* parts: images, or the output's channels (the weight gradient's
+     * always), 16 a part (oneDNN's block) where they divide so, whole
+     * groups when grouped */
     int64_t G = d->G, Cg = d->C / G, Kg = d->K / G, kk = d->kh * d->kw;
-    int parts = !bwd_w  ? divisor_upto(d->N, MAX_PARTS, 1)
-                : G > 1 ? divisor_upto(G, MAX_PARTS, 16 / gcd(Kg, 16))
-                        : divisor_upto(d->K, MAX_PARTS, 16);
-    int64_t nb = bwd_w ? d->N : d->N / parts, kp = bwd_w ? d->K / parts : d->K;
-    int64_t gp = bwd_w && G > 1 ? G / parts : G, cp = gp * Cg; /* a part's groups, inputs */
     int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo;
+    int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
+    int64_t out_ch = fwd ? d->K : d->C, act = fwd ? d->N * d->C * HW : d->N * d->K * PQ;
+    int by_ch =
+        !bwd_w && G == 1 && d->K * d->C * kh * kw > act && divisor_upto(out_ch, MAX_PARTS, 16) > 1;
+    int parts = by_ch    ? divisor_upto(out_ch, MAX_PARTS, 16)
+                : !bwd_w ? divisor_upto(d->N, MAX_PARTS, 1)
+                : G > 1  ? divisor_upto(G, MAX_PARTS, 16 / gcd(Kg, 16))
+                         : divisor_upto(d->K, MAX_PARTS, 16);
+    int64_t nb = bwd_w || by_ch ? d->N : d->N / parts;
+    int64_t kp = bwd_w || (by_ch && fwd) ? d->K / parts : d->K;
+    int64_t gp = bwd_w && G > 1 ? G / parts : G;         /* a part's groups */
+    int64_t cp = by_ch && !fwd ? d->C / parts : gp * Cg; /* a part's inputs */
     /* weights [G, K/G, C/G, kh, kw] when grouped (oneDNN's goihw), else [K, C, kh, kw] */
     int wn = G > 1 ? 5 : 4;
     dnnl_dims_t xd = {nb, cp, d->H, d->W}, yd = {nb, kp, d->Ho, d->Wo}, st = {d->sh, d->sw},
                 pl = {ph, pw},
                 pr = {(d->Ho - 1) * d->sh + kh - d->H - ph, (d->Wo - 1) * d->sw + kw - d->W - pw};
-    dnnl_dims_t wd4 = {kp, d->C, kh, kw}, wd5 = {gp, Kg, Cg, kh, kw};
+    dnnl_dims_t wd4 = {kp, cp, kh, kw}, wd5 = {gp, Kg, Cg, kh, kw};
     /* dpc's tensors: x and w dense; y (dy), and a grouped part's x, slices of channels */
     dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ys = {d->K * PQ, PQ, d->Wo, 1},
                 ws4 = {Cg * kk, kk, d->kw, 1}, ws5 = {Kg * Cg * kk, Cg * kk, kk, d->kw, 1};
@@ -334,7 +349,6 @@ static void build(conv_prim *c) {
     dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_convolution_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-    int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
     int ok = !dn.dnnl_convolution_forward_desc_init(
                  &fd, dnnl_forward_training, dnnl_convolution_direct, fwd ? &x_any : &hx,
                  fwd ? &w_any : &hw, NULL, fwd ? &y_any : &hy, st, pl, pr) &&
@@ -386,11 +400,13 @@ static void build(conv_prim *c) {
         [CG_CONV_FORWARD] = {&y_user, &x_user, &w_user},
         [CG_CONV_BACKWARD_DATA] = {&x_user, &y_user, &w_user},
         [CG_CONV_BACKWARD_WEIGHTS] = {&w_user, &y_user, &x_user}};
-    size_t xstep = (size_t)(nb * d->C * HW) * elem_bytes(d->type_x),
-           ystep = (size_t)(nb * d->K * PQ) * elem_bytes(d->type_y);
+    /* a part's step: its images, or its channels and their weights */
+    size_t xstep = (size_t)(by_ch ? cp * HW : nb * d->C * HW) * elem_bytes(d->type_x),
+           ystep = (size_t)(by_ch ? kp * PQ : nb * d->K * PQ) * elem_bytes(d->type_y),
+           wstep = (size_t)(fwd ? kp * d->C * kk : cp * kk) * elem_bytes(d->type_w);
     const size_t steps[3][T_COUNT] = {
-        [CG_CONV_FORWARD] = {ystep, xstep, 0},
-        [CG_CONV_BACKWARD_DATA] = {xstep, ystep, 0},
+        [CG_CONV_FORWARD] = {ystep, by_ch ? 0 : xstep, by_ch ? wstep : 0},
+        [CG_CONV_BACKWARD_DATA] = {xstep, by_ch ? 0 : ystep, by_ch ? wstep : 0},
         [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * Cg * kk) * elem_bytes(d->type_w),
                                       (size_t)(kp * PQ) * elem_bytes(d->type_y),
                                       G > 1 ? (size_t)(cp * HW) * elem_bytes(d->type_x) : 0}};
@@ -400,14 +416,25 @@ static void build(conv_prim *c) {
         c->bytes[t] = md_bytes(&c->md[t]);
         c->step[t] = steps[d->dir][t];
     }
+    c->shared = by_ch ? T_IN : T_IN2;
     c->scratch = md_bytes(dn.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     ok = !dn.dnnl_primitive_create(&c->prim, pd) &&
          !make_reorder(&c->user[T_IN], &c->md[T_IN], &c->to_prim[T_IN]) &&
          !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
          !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
     dn.dnnl_primitive_desc_destroy(pd);
-    if (ok && bwd_w && c->to_prim[T_IN2] && !c->step[T_IN2]) plan_chunks(c, &c->user[T_IN2]);
+    /* shared activations: x of the weight gradient and the forward, dy of the data gradient */
+    size_t image = (size_t)(d->dir == CG_CONV_BACKWARD_DATA ? d->K * PQ : d->C * HW) *
+                   elem_bytes(d->dir == CG_CONV_BACKWARD_DATA ? d->type_y : d->type_x);
+    if (ok && (bwd_w || by_ch) && c->to_prim[c->shared] && !c->step[c->shared])
+        plan_chunks(c, image);
     if (ok) c->parts = parts;
+    if (ok && rt_debug_level() >= 2) {
+        char what[160];
+        cg_conv_describe(d, what, sizeof what);
+        fprintf(stderr, "dpc: oneDNN: %s: %s, %d parts by %s\n", what, c->impl, parts,
+                by_ch || bwd_w ? "channels" : "images");
+    }
 }
 
 /* The primitive for d, made on first use. */
@@ -468,7 +495,7 @@ static void chunk_part(void *ctx, int part, int parts) {
     (void)parts;
     dnnl_stream_t s = thread_stream();
     if (!s || reorder(c->chunk_reorder, s, &c->chunk_user,
-                      j->base[T_IN2] + (size_t)part * c->chunk_user_step, &c->chunk_md,
+                      j->base[c->shared] + (size_t)part * c->chunk_user_step, &c->chunk_md,
                       j->shared + (size_t)part * c->chunk_md_step))
         atomic_store(&j->failed, 1);
 }
@@ -537,11 +564,12 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     if (!s) return ir_fail(err, errlen, "oneDNN: cannot create a stream");
     conv_job j = {.c = c, .base = {out, (char *)in, (char *)in2}};
     /* the shared input, once for every part: by chunks of images, or whole */
-    if (c->to_prim[T_IN2] && !c->step[T_IN2]) {
-        j.shared = thread_buf(1, c->bytes[T_IN2]);
+    int t = c->shared;
+    if (c->to_prim[t] && !c->step[t]) {
+        j.shared = thread_buf(1, c->bytes[t]);
         if (c->chunks)
             run(chunk_part, &j, c->chunks);
-        else if (reorder(c->to_prim[T_IN2], s, &c->user[T_IN2], in2, &c->md[T_IN2], j.shared))
+        else if (reorder(c->to_prim[t], s, &c->user[t], j.base[t], &c->md[t], j.shared))
             atomic_store(&j.failed, 1);
     }
     if (!atomic_load(&j.failed)) run(conv_part, &j, c->parts);
