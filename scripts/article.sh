@@ -171,10 +171,13 @@ for job in "${jobs[@]}"; do
     # where it ran and how busy the machine was as it started.
     echo "$(date -u +%Y-%m-%dT%H:%M:%SZ): $(machine)" >>"$out/$n.machine"
     t0=$(date +%s)
+    # `START - -` until the part ends: one stopped with its machine keeps it (the table
+    # then estimates the part's wall time from its epochs)
+    echo "$t0 - -" >>"$out/$n.time"
     "$bin/dprun" "${plans[$i]}" "${args[@]}" "${common[@]}" "${ckpt[@]}" --metrics "$out/$n.jsonl" \
         >>"$out/$n.log" 2>&1
     rc=$?
-    echo "$t0 $(date +%s) $rc" >>"$out/$n.time"
+    sed -i "\$s/^$t0 - -\$/$t0 $(date +%s) $rc/" "$out/$n.time"
     if [ $rc = 0 ]; then
         tail -n 1 "$out/$n.log" | sed "s/^/article: $n: /"
     else

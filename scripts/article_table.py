@@ -10,7 +10,9 @@ LARS, is not the article's):
                 time ...` line, or a `dprun: error:` line
   RUN.jsonl     dprun --metrics: each epoch's loss, img/s and test accuracy
   RUN.schedule  dprun --schedule: the lr per epoch
-  RUN.time      article.sh's `START END EXIT` per part of the run (wall time)
+  RUN.time      article.sh's `START END EXIT` per part of the run (wall time);
+                `START - -`: a part stopped with no end recorded (its machine's
+                session ended), whose wall time is estimated from its epochs
   RUN.machine   article.sh's line per part: the date, the CPU, the load average
 and OUTDIR/cost.txt (`dpc --cost`: the modelled H200 step). Writes:
   - one row per run beside the article's own figures (with a seed study,
@@ -100,17 +102,21 @@ def read_metrics(path):
 
 
 def read_run(outdir, name):
-    """dict: batch, epochs, epoch_s, total_s, wall_s, parts, img_s, train_acc, test_acc,
-    error, backend, replicas, images, per_epoch (epoch -> metrics row)."""
+    """dict: batch, epochs, epoch_s, total_s, wall_s, parts, estimated (parts whose wall
+    time is estimated), img_s, train_acc, test_acc, error, backend, replicas, images,
+    per_epoch (epoch -> metrics row)."""
     r = {"batch": None, "epochs": 0, "epoch_s": None, "total_s": None, "wall_s": None, "parts": 0,
-         "img_s": None, "train_acc": None, "test_acc": None, "error": None, "backend": None,
-         "replicas": None, "images": None}
+         "estimated": 0, "img_s": None, "train_acc": None, "test_acc": None, "error": None,
+         "backend": None, "replicas": None, "images": None}
     seconds = []
+    part_seconds = []  # the epoch times of each part (dprun prints its banner as a part starts)
     for line in read_lines(os.path.join(outdir, name + ".log")):
         m = EPOCH_RE.match(line)
         if m:
             r["batch"] = int(m.group(3))
             seconds.append(float(m.group(5)))
+            if part_seconds:
+                part_seconds[-1].append(float(m.group(5)))
             continue
         m = FINAL_RE.match(line)
         if m:
@@ -118,6 +124,7 @@ def read_run(outdir, name):
             continue
         m = BANNER_RE.match(line)
         if m:
+            part_seconds.append([])
             r["backend"] = m.group(1)
             r["replicas"] = int(m.group(2))
             r["images"] = (int(m.group(5)), int(m.group(6)))
@@ -133,11 +140,30 @@ def read_run(outdir, name):
     if rates:
         r["img_s"] = statistics.median(rates)
     parts = [line.split() for line in read_lines(os.path.join(outdir, name + ".time"))]
-    parts = [p for p in parts if len(p) == 3 and p[0].isdigit() and p[1].isdigit()]
+    parts = [p for p in parts if len(p) == 3 and p[0].isdigit() and (p[1].isdigit() or p[1] == "-")]
     if parts:
-        r["wall_s"] = float(sum(int(p[1]) - int(p[0]) for p in parts))
+        r["wall_s"] = wall_seconds(parts, part_seconds)
         r["parts"] = len(parts)
+        r["estimated"] = sum(p[1] == "-" for p in parts)
     return r
+
+
+def wall_seconds(parts, part_seconds):
+    """The run's wall time from its RUN.time parts; a part with no end (`START - -`) counts
+    its epochs' times (part_seconds[k] for the k-th part) plus, for each epoch, the mean
+    time beyond its epochs' times per epoch of the parts that did end (accuracy passes)."""
+    done = [(int(p[1]) - int(p[0]), part_seconds[k] if k < len(part_seconds) else [])
+            for k, p in enumerate(parts) if p[1] != "-"]
+    done_epochs = sum(len(e) for _, e in done)
+    beyond = sum(w - sum(e) for w, e in done) / done_epochs if done_epochs else 0.0
+    wall = 0.0
+    for k, p in enumerate(parts):
+        if p[1] != "-":
+            wall += int(p[1]) - int(p[0])
+        else:
+            epochs = part_seconds[k] if k < len(part_seconds) else []
+            wall += sum(epochs) + len(epochs) * max(beyond, 0.0)
+    return wall
 
 
 def modelled_h200_s(r, cost):
@@ -196,8 +222,9 @@ def results_table(found, runs, outdir, cost):
         else:
             article = "not in the article | — | — | —"
         wall = cell(r["wall_s"], ".0f")
-        if r["parts"] > 1:
-            wall += f" ({r['parts']} parts)"
+        if r["parts"] > 1 or r["estimated"]:
+            wall += f" ({r['parts']} part{'s' if r['parts'] > 1 else ''}"
+            wall += f", {r['estimated']} estimated)" if r["estimated"] else ")"
         out.append(f"| {label(k, seed)} | {cell(r['batch'], 'd')} | {sched} | {cell(r['epoch_s'], '.2f')} "
                    f"| {cell(r['total_s'], '.2f')} | {wall} | {cell(r['img_s'], '.0f')} "
                    f"| {cell(r['train_acc'], '.4f')} | {test} | {seconds(modelled_h200_s(r, cost))} "
@@ -310,7 +337,9 @@ def report(outdir, args):
         out += [f"- run {who}: {line}" for who, line in machines] + [""]
     out.append("Epoch time: mean seconds per epoch (the EPOCH lines); training time: the `Training time` "
                "line (training only, without the accuracy passes); wall time: the whole run, accuracy "
-               "passes included (RUN.time; a resumed run has more than one part); img/s: the median of "
+               "passes included (RUN.time; a resumed run has more than one part; an estimated part is "
+               "one stopped with no end on record, counted as its epochs and their accuracy passes); "
+               "img/s: the median of "
                "the epochs' training rates; one H200, modelled: the same schedule, its replicas taking "
                "turns on one H200, priced by `dpc --cost` (cost.txt). Logs and metrics: RUN.log and "
                "RUN.jsonl beside this file; plot: article.svg.")

@@ -161,6 +161,17 @@ assert any(l.startswith("| 1 (seed 2) | 32 |") for l in text.splitlines()), text
 assert "run 1 test accuracy (mean ± sd)" in text, text
 EOF
 check "--seeds: the plot has a curve per seed" [ "$(grep -o 'data-run="run1-s[12]' "$outs/article.svg" | sort -u | wc -l)" = 2 ]
+# A part stopped with no end on record (`START - -`: its session ended) counts its
+# epochs and, per epoch, the accuracy passes' time of the parts that ended: here
+# two parts of one epoch each, the ended one 50 s long, so 100 s in all.
+est=$tmp/est
+mkdir -p "$est"
+cp "$out/run1.jsonl" "$out/run1.schedule" "$out/cost.txt" "$est/"
+cat "$out/run1.log" "$out/run1.log" >"$est/run1.log"
+printf '100 - -\n200 250 0\n' >"$est/run1.time"
+$py scripts/article_table.py --out "$est/article.md" "$est" >"$tmp/est.log" 2>&1
+check "a part with no end: estimated from its epochs ($(grep '^| 1 |' "$est/article.md"))" \
+    grep -q '^| 1 | .* | 100 (2 parts, 1 estimated) |' "$est/article.md"
 article_fail "--seed and --seeds" "give --seed S (one seed) or --seeds LIST" --seed 1 --seeds 1,2 --data synthetic
 article_fail "bad --seeds" "--seeds: '1,x' is not a list of seeds" --seeds 1,x
 article_fail "bad --seed" "--seed: '-1' is not a non-negative integer" --seed -1
