@@ -4,7 +4,8 @@
 # calls in the plan; training with the library (the default) against im2col
 # within 1e-4 and bit for bit run to run and across thread counts; --conv
 # auto measuring once, keeping its choices in the kernel cache, the next
-# run reusing them with the same bits; --tune measuring again; a malformed
+# run reusing them with the same bits; --tune and another build measuring
+# again; a malformed
 # record dropped with one notice; on the fake driver, cuDNN's measured
 # algorithm kept in the record, reused, and a forged one refused. The numerics per layer are
 # tests/unit/test_libconv.c's, against PyTorch parity_test.sh's. Prints
@@ -79,6 +80,11 @@ check "and keeps the choices in the cache ($rec)" test -n "$rec" -a "$(grep -c '
 DPC_DEBUG=1 step auto auto2
 check "the next run measures nothing" test "$(grep -c '^dpc: conv ' "$tmp/auto2.out")" = 0
 check "and gives the same bits" cmp -s "$tmp/auto1.st" "$tmp/auto2.st"
+# another build of dpc (here the same one with a byte more) measures again: how it
+# drives the library is part of what was measured
+mkdir -p "$tmp/other" && cp "$bin/dprun" "$tmp/other/dprun" && printf x >>"$tmp/other/dprun"
+DPC_DEBUG=1 bin=$tmp/other step auto auto_other
+check "another build measures again" test "$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto_other.out")" = "$m"
 step auto auto3 --tune
 check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto3.out")" = "$m"
 { echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 fastest 1 2'; echo 'rm -rf /'; head -c 200 /dev/urandom | tr -d '\n'; echo; } >>"$DPC_CACHE_DIR/$rec"

@@ -9,9 +9,10 @@
  *   - for the process, shared by every replica, so replicas run the same
  *     arithmetic;
  *   - in the kernel cache (DPC_CACHE_DIR), in a record for the machine
- *     (rt_conv_where: this CPU model and thread count, or the GPU and its
- *     cuDNN), so later runs on it choose as the first did, without
- *     measuring. `dprun --tune` measures every one again.
+ *     and this build of dpc (rt_conv_where: this CPU model and thread
+ *     count, or the GPU and its cuDNN; and the executable's bytes), so
+ *     later runs on it choose as the first did, without measuring.
+ *     `dprun --tune` measures every one again.
  * The record is data: each line is checked field by field (a descriptor
  * cg_conv_validate accepts, a known way, finite times, an algorithm
  * number the library is asked about before it is used) and a bad line is
@@ -53,10 +54,33 @@ static const char *way_name(int way) { return way == RT_CONV_LIBRARY ? "library"
 /* What the alternative of d is, for messages. */
 static const char *alternative_name(const cg_conv *d) { return d->G > 1 ? "direct" : "im2col"; }
 
+/* This build of dpc, by the bytes of its executable: how a backend drives
+ * a library (how it splits a call, which calls it declines) is part of
+ * what was measured, so another build measures again. */
+static uint64_t build_hash;
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+static void hash_build(void) {
+    uint64_t h = IR_FNV1A_INIT;
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (f) {
+        static char buf[1 << 16]; /* once per process (pthread_once) */
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = ir_fnv1a(h, buf, n);
+        fclose(f);
+    }
+    build_hash = h;
+}
+
 uint64_t rt_conv_where(const rt_backend *be) {
-    if (be && be->tune_key) return be->tune_key(be);
-    int threads = rt_cpu_threads(); /* the cpu: its model and the pool's size */
-    return rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
+    pthread_once(&build_once, hash_build);
+    uint64_t h;
+    if (be && be->tune_key) {
+        h = be->tune_key(be);
+    } else {
+        int threads = rt_cpu_threads(); /* the cpu: its model and the pool's size */
+        h = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
+    }
+    return ir_fnv1a(h, &build_hash, sizeof build_hash);
 }
 
 /* The record's name in the cache: the machine's, and the line format's
