@@ -135,7 +135,7 @@ static void conv_cost(const cg_device *dev, const cg_conv *d, cg_call_cost *c) {
                                                   : d->N * d->Ho * d->Wo;
     /* a widened f32 dw is written in bf16, then read and written as f32 by
      * a launch of its own (runtime/cuda/cudnn.c) */
-    int widened = cg_conv_compute_type(d) != cg_conv_one_type(d);
+    int widened = cg_conv_widened(d);
     int64_t widening = widened ? nw * (esize(IR_BF16) + esize(IR_F32)) : 0;
     c->bytes =
         nx * esize(d->type_x) + nw * esize(widened ? IR_BF16 : d->type_w) + ny * esize(d->type_y);

@@ -160,10 +160,13 @@ int cg_conv_one_type(const cg_conv *c) {
     return c->type_x == c->type_w && c->type_x == c->type_y ? c->type_x : -1;
 }
 
+int cg_conv_widened(const cg_conv *c) {
+    return c->dir == CG_CONV_BACKWARD_WEIGHTS && c->type_x == IR_BF16 && c->type_y == IR_BF16 &&
+           c->type_w == IR_F32;
+}
+
 int cg_conv_compute_type(const cg_conv *c) {
-    int widened = c->dir == CG_CONV_BACKWARD_WEIGHTS && c->type_x == IR_BF16 &&
-                  c->type_y == IR_BF16 && c->type_w == IR_F32;
-    return widened ? IR_BF16 : cg_conv_one_type(c);
+    return cg_conv_widened(c) ? IR_BF16 : cg_conv_one_type(c);
 }
 
 int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {

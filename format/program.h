@@ -167,11 +167,13 @@ void cg_conv_sizes(const cg_conv *c, int64_t size[3]);
 void cg_conv_types(const cg_conv *c, int type[3]);
 /* The one type of all three tensors, or -1 when they mix f32 and bf16. */
 int cg_conv_one_type(const cg_conv *c);
+/* 1 for a weight gradient of bf16 x and dy into f32 dw (--precision
+ * bf16's f32 master weights), which cuDNN computes in bf16 and the cuda
+ * backend widens to f32. */
+int cg_conv_widened(const cg_conv *c);
 /* The one type a library computes the call in: cg_conv_one_type, or bf16
- * for a weight gradient of bf16 x and dy into f32 dw (--precision bf16's
- * f32 master weights), which cuDNN computes in bf16 and the cuda backend
- * widens to f32; -1 for any other mix (cuDNN has no such call: the cuda
- * backend runs its alternative). */
+ * when cg_conv_widened; -1 for any other mix (cuDNN has no such call: the
+ * cuda backend runs its alternative). */
 int cg_conv_compute_type(const cg_conv *c);
 /* Checks the shape arithmetic (Ho, Wo from H, W, kernel, stride and
  * padding), the types and that each buffer has exactly the elements its

@@ -61,9 +61,6 @@ static int dnn_type(const cg_conv *d) {
     return t == IR_F32 ? CUDNN_DATA_FLOAT : t == IR_BF16 ? CUDNN_DATA_BFLOAT16 : -1;
 }
 
-/* A weight gradient cuDNN computes in bf16 for an f32 dw. */
-static int widened(const cg_conv *d) { return cg_conv_one_type(d) < 0; }
-
 /* The widening: a grid-stride loop over the gradient's elements (bf16 is
  * f32's upper half, so widening is exact). Compiled once per device, in an
  * eager step, and cached like the plan's kernels. */
@@ -299,11 +296,11 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     if (!e) return later ? 1 : -1;
     if (e->algo < 0) return 1;
     /* a widened dw lies past the algorithm's workspace until widened */
-    int widen = widened(d);
+    int widen = cg_conv_widened(d);
+    int64_t size[3];
+    cg_conv_sizes(d, size);
     size_t tail = (e->ws + 255) / 256 * 256, need = e->ws;
     if (widen) {
-        int64_t size[3];
-        cg_conv_sizes(d, size);
         need = tail + (size_t)size[0] * 2;
         /* the kernel is made eagerly: a capture runs the alternative */
         if (c->capturing && !c->widen) return 1;
@@ -331,8 +328,6 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
                       err, errlen);
     if (rc) return -1;
     if (widen) {
-        int64_t size[3];
-        cg_conv_sizes(d, size);
         if (cuda_launch(be, c->widen, (void *[]){out, dw}, 2, size[0], NULL, err, errlen))
             return -1;
     }

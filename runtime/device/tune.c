@@ -56,10 +56,12 @@ static const char *alternative_name(const cg_conv *d) { return d->G > 1 ? "direc
 
 /* This build of dpc, by the bytes of its executable: how a backend drives
  * a library (how it splits a call, which calls it declines) is part of
- * what was measured, so another build measures again. */
-static uint64_t build_hash;
-static pthread_once_t build_once = PTHREAD_ONCE_INIT;
-static void hash_build(void) {
+ * what was measured, so another build measures again. The cpu's key (its
+ * model and the pool's size) is fixed for the process too: both are
+ * made once, never per call (run_conv asks for every tuned call). */
+static uint64_t build_hash, cpu_where;
+static pthread_once_t where_once = PTHREAD_ONCE_INIT;
+static void where_start(void) {
     uint64_t h = IR_FNV1A_INIT;
     FILE *f = fopen("/proc/self/exe", "rb");
     if (f) {
@@ -69,17 +71,13 @@ static void hash_build(void) {
         fclose(f);
     }
     build_hash = h;
+    int threads = rt_cpu_threads();
+    cpu_where = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
 }
 
 uint64_t rt_conv_where(const rt_backend *be) {
-    pthread_once(&build_once, hash_build);
-    uint64_t h;
-    if (be && be->tune_key) {
-        h = be->tune_key(be);
-    } else {
-        int threads = rt_cpu_threads(); /* the cpu: its model and the pool's size */
-        h = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
-    }
+    pthread_once(&where_once, where_start);
+    uint64_t h = be && be->tune_key ? be->tune_key(be) : cpu_where;
     return ir_fnv1a(h, &build_hash, sizeof build_hash);
 }
 

@@ -293,7 +293,7 @@ static int library_calls(const cg_program *p, int *gemms, int *convs, int *widen
         *gemms += call->kind == CG_CALL_GEMM;
         if (call->kind != CG_CALL_CONV) continue;
         ++*convs, c += call->conv.nalt;
-        if (cg_conv_one_type(&call->conv) < 0) ++*widened, n++;
+        if (cg_conv_widened(&call->conv)) ++*widened, n++;
     }
     return n;
 }
@@ -560,7 +560,7 @@ TEST(bf16_weight_gradient_is_cudnn_widened) {
                  .type_x = IR_BF16,
                  .type_w = IR_F32,
                  .type_y = IR_BF16};
-    CHECK(cg_conv_compute_type(&d) == IR_BF16 && cg_conv_one_type(&d) < 0);
+    CHECK(cg_conv_widened(&d) && cg_conv_compute_type(&d) == IR_BF16 && cg_conv_one_type(&d) < 0);
     enum { NX = 2 * 3 * 5 * 6, NW = 4 * 3 * 3 * 3, NY = 2 * 4 * 5 * 6 };
     bf16_t x[NX], y[NY];
     float dw[NW];
