@@ -54,8 +54,8 @@ static int store_precision(const arg_parser *p, const arg_spec *s, const char *v
 }
 
 static int store_conv(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
-    if (strcmp(v, "im2col") && strcmp(v, "library") && strcmp(v, "auto"))
-        return arg_fail(p->prog, "%s takes im2col, library or auto, got: %s", s->name, v);
+    if (strcmp(v, "im2col") && strcmp(v, "dense") && strcmp(v, "library") && strcmp(v, "auto"))
+        return arg_fail(p->prog, "%s takes im2col, dense, library or auto, got: %s", s->name, v);
     ((dpc_args *)dst)->o.conv = v;
     return 0;
 }
@@ -113,9 +113,12 @@ static const arg_spec args[] = {
      "tensor cores (operands rounded to 10-bit mantissas; the cpu\n"
      "backend rounds alike) (default fp32)",
      ARG_NEXT, store_precision},
-    {"--conv", "--conv im2col|library|auto", ARG_CALL, 0, 0, 0, NULL,
-     "convolutions: library: oneDNN (cpu) or cuDNN calls, the im2col\n"
-     "lowering kept as their fallback; im2col: im2col + GEMM only; auto:\n"
+    {"--conv", "--conv im2col|dense|library|auto", ARG_CALL, 0, 0, 0, NULL,
+     "convolutions: library: oneDNN (cpu) or cuDNN calls, dpc's own\n"
+     "lowering kept as their fallback; im2col: im2col + GEMM only;\n"
+     "dense: dpc's own lowering, im2col + GEMM except on planes so small\n"
+     "that every input pixel meets every output pixel, which run as one\n"
+     "GEMM over the unrolled weights; auto: the library or dpc's own,\n"
      "whichever the runtime measures faster per layer (default library)",
      ARG_NEXT, store_conv},
     {"--stats", "--stats", ARG_FLAG, OPT(stats), 0, 0, NULL,

@@ -141,8 +141,9 @@ static int dy_left_by_previous_step(cg_ctx *cx, int node, const cg_conv_shape *c
     if (n->op != IR_OP_CONV_GRAD_WEIGHT || nb < c->N || cx->p->nsteps == 0) return 0;
     const cg_step *prev = &cx->p->steps[cx->p->nsteps - 1];
     const ir_node *pn = &g->nodes[prev->node];
-    /* a library call leaves nothing there; which of the two ran is the runtime's choice */
-    if ((n->flags | pn->flags) & IR_FLAG_CONV_LIB) return 0;
+    /* a library call or a dense product leaves nothing there; which of
+     * the two ran is the runtime's choice */
+    if ((n->flags | pn->flags) & (IR_FLAG_CONV_LIB | IR_FLAG_CONV_DENSE)) return 0;
     return prev->op == IR_OP_CONV_GRAD_DATA && ir_conv_groups(pn) == 1 &&
            pn->input[0] == n->input[0] && gemm_bf16(g, pn) == gemm_bf16(g, n) &&
            pn->iattr[0] == n->iattr[0] && pn->iattr[1] == n->iattr[1] &&
@@ -178,7 +179,8 @@ int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_b
                  .Wo = c.Wo,
                  .G = ir_conv_groups(n),
                  .tf32 = (n->flags & IR_FLAG_TF32) != 0,
-                 .tune = (n->flags & IR_FLAG_CONV_TUNE) != 0};
+                 .tune = (n->flags & IR_FLAG_CONV_TUNE) != 0,
+                 .dense = (n->flags & IR_FLAG_CONV_DENSE) != 0};
     int t0 = (int)a->type.dtype, t1 = (int)b->type.dtype, tn = (int)n->type.dtype;
     d.type_x = d.dir == CG_CONV_FORWARD ? t0 : d.dir == CG_CONV_BACKWARD_DATA ? tn : t1;
     d.type_w = d.dir == CG_CONV_BACKWARD_WEIGHTS ? tn : w_bf16 >= 0 ? IR_BF16 : t1;
@@ -186,6 +188,51 @@ int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_b
     int call = cg_add_conv_call(cx, &d, out, in0, in1);
     if (w_bf16 >= 0) cx->p->calls[call].off[2] = w_bf16;
     return call;
+}
+
+/* IR_FLAG_CONV_DENSE: the convolution as a dense layer over its unrolled
+ * weights T[K*Ho*Wo][C*H*W] (cg_kernel_conv_unroll), in the scratch area:
+ * x and y are NCHW, so an image is a row of each and
+ *   forward      y  = x · Tᵀ       (unroll, then the dense GEMM)
+ *   grad_data    dx = dy · T       (unroll, then the dense grad_data GEMM)
+ *   grad_weight  dT = dyᵀ · x, folded into dw (cg_kernel_conv_fold).
+ * Every entry of T is a weight (ir_conv_dense_ok), so the product does
+ * the multiply-adds im2col + GEMM does less those on padding, in one GEMM
+ * over the whole batch, with no columns to copy. */
+static int lower_conv_dense(cg_ctx *cx, int node) {
+    const ir_graph *g = cx->g;
+    const ir_node *n = &g->nodes[node];
+    cg_conv_shape c = node_conv_shape(g, n);
+    int64_t CHW = c.C * c.H * c.W, KP = c.K * c.Ho * c.Wo;
+    int op = n->op;
+    int kt =
+        op == IR_OP_CONV_GRAD_WEIGHT ? cg_kernel_conv_fold(cx, &c) : cg_kernel_conv_unroll(cx, &c);
+    if (kt < 0) return -1;
+    cg_step *s = cg_begin_step(cx, node);
+    s->scratch = KP * CHW;
+    int in0 = cg_step_slot(cx, n->input[0]), in1 = cg_step_slot(cx, n->input[1]);
+    int sc = cg_step_slot(cx, CG_SCRATCH);
+    int lib = (n->flags & IR_FLAG_CONV_LIB) ? cg_library_conv(cx, node, 0, in0, in1, -1) : -1;
+    cg_gemm d;
+    switch (op) {
+    case IR_OP_CONV: /* in0 = x, in1 = w */
+        cg_add_kernel_call(cx, kt, KP, 2, (int[]){sc, in1}, (int64_t[]){0, 0});
+        d = cg_gemm_dense(c.N, CHW, KP);
+        cg_add_gemm_call(cx, &d, sc, in0, 0);
+        break;
+    case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
+        cg_add_kernel_call(cx, kt, KP, 2, (int[]){sc, in1}, (int64_t[]){0, 0});
+        d = cg_gemm_dense_grad_data(c.N, CHW, KP);
+        cg_add_gemm_call(cx, &d, sc, in0, 0);
+        break;
+    default: /* conv_grad_weight: in0 = dy, in1 = x */
+        d = cg_gemm_dense_grad_weight(c.N, CHW, KP);
+        cg_add_gemm_call(cx, &d, in1, in0, sc);
+        cg_add_kernel_call(cx, kt, c.K * c.C, 2, (int[]){0, sc}, (int64_t[]){0, 0});
+        break;
+    }
+    if (lib >= 0) cx->p->calls[lib].conv.nalt = cx->p->ncalls - lib - 1;
+    return 0;
 }
 
 /* One chunk of images at a time; scratch = columns, then a CNHW block. */
@@ -304,7 +351,9 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     case IR_OP_CONV_GRAD_DATA:
     case IR_OP_CONV_GRAD_WEIGHT:
         /* grouped: direct kernels (render.c), not G small GEMMs */
-        return ir_conv_groups(n) > 1 ? cg_lower_conv_direct(cx, node) : lower_conv(cx, node);
+        return ir_conv_groups(n) > 1           ? cg_lower_conv_direct(cx, node)
+               : n->flags & IR_FLAG_CONV_DENSE ? lower_conv_dense(cx, node)
+                                               : lower_conv(cx, node);
     case IR_OP_DENSE: /* (x[N,F], w[U,F]) */
         d = cg_gemm_dense(t0->dim[0], t0->dim[1], t1->dim[0]);
         break;

@@ -86,6 +86,14 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype co
                      int x_cnhw);
 int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype dx, ir_dtype col,
                      int dx_cnhw);
+/* The dense lowering (IR_FLAG_CONV_DENSE): unroll writes the weights
+ * w[K][C][k][k] as the matrix T[K*P][C*H*W] of the linear map from an
+ * image to its output, one row of C*H*W per iteration (count = K*P);
+ * fold is its adjoint, dw from dT, one filter per iteration (count =
+ * K*C). Both assume every output pixel's window covers the input
+ * (ir_conv_dense_ok), so T has no zero entries. */
+int cg_kernel_conv_unroll(cg_ctx *cx, const cg_conv_shape *c);
+int cg_kernel_conv_fold(cg_ctx *cx, const cg_conv_shape *c);
 /* [nb][K][P] (NCHW) to [K][nb*P] (CNHW) and back, one row of P per
  * iteration: count = K*nb. */
 int cg_kernel_to_cnhw(cg_ctx *cx, int64_t K, int64_t P, int64_t nb, ir_dtype dst, ir_dtype src);

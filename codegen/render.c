@@ -924,6 +924,59 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
     return cg_emit_kernel(cx, &kd);
 }
 
+/* T[(k, oh, ow)][(c, h, w)] = w[k][c][h - oh*s + p][w - ow*s + p]: the
+ * row (k, oh, ow), C*H*W entries, per iteration (shared by a block of
+ * threads on a GPU), each from the one k x k filter of its c, shifted
+ * (every tap index is in range: ir_conv_dense_ok). */
+int cg_kernel_conv_unroll(cg_ctx *cx, const cg_conv_shape *c) {
+    int64_t P = c->Ho * c->Wo, HW = c->H * c->W, CHW = c->C * HW, kk = c->k * c->k;
+    cg_kdef kd = {
+        .op = "conv_unroll", .nargs = 2, .cost = CHW, .writes = {1}, .type = {IR_F32, IR_F32}};
+    const char *first, *step;
+    share_row(cx, &kd, c->K * P, CHW, CHW, &first, &step);
+    kd.serial = kd.block ? (CHW + kd.block - 1) / kd.block : CHW;
+    cg_str_printf(&kd.body,
+                  "const idx_t q = i %% %" PRId64 ", k = i / %" PRId64 ";\n"
+                  "const idx_t oh = q / %" PRId64 ", ow = q %% %" PRId64 ";\n"
+                  "const float *f = b1 + k * %" PRId64 " + (%" PRId64 " - oh * %" PRId64
+                  ") * %" PRId64 " + %" PRId64 " - ow * %" PRId64 ";\n"
+                  "float *t = b0 + i * %" PRId64 ";\n"
+                  "for (idx_t j = %s; j < %" PRId64 "; j += %s) {\n"
+                  "    const idx_t ch = j / %" PRId64 ", hw = j %% %" PRId64 ";\n"
+                  "    t[j] = f[ch * %" PRId64 " + hw / %" PRId64 " * %" PRId64 " + hw %% %" PRId64
+                  "];\n"
+                  "}\n",
+                  P, P, c->Wo, c->Wo, c->C * kk, c->p, c->s, c->k, c->p, c->s, CHW, first, CHW,
+                  step, HW, HW, kk, c->W, c->k, c->W);
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dw[k][c] from dT, one filter per iteration: each output pixel's H*W
+ * entries go to distinct taps, summed in double in the order of the
+ * output pixels (a tap no pixel reaches stays 0). */
+int cg_kernel_conv_fold(cg_ctx *cx, const cg_conv_shape *c) {
+    int64_t P = c->Ho * c->Wo, HW = c->H * c->W, kk = c->k * c->k;
+    cg_kdef kd = {
+        .op = "conv_fold", .nargs = 2, .cost = P * HW + kk, .writes = {1}, .type = {IR_F32, IR_F32}};
+    cg_str_printf(
+        &kd.body,
+        "const idx_t ch = i %% %" PRId64 ", k = i / %" PRId64 ";\n"
+        "acc_t acc[%" PRId64 "];\n"
+        "for (idx_t t = 0; t < %" PRId64 "; t++) acc[t] = 0;\n"
+        "for (idx_t q = 0; q < %" PRId64 "; q++) {\n"
+        "    const idx_t oh = q / %" PRId64 ", ow = q %% %" PRId64 ";\n"
+        "    const float *d = b1 + ((k * %" PRId64 " + q) * %" PRId64 " + ch) * %" PRId64 ";\n"
+        "    for (idx_t h = 0; h < %" PRId64 "; h++)\n"
+        "        for (idx_t w = 0; w < %" PRId64 "; w++)\n"
+        "            acc[(h - oh * %" PRId64 " + %" PRId64 ") * %" PRId64 " + w - ow * %" PRId64
+        " + %" PRId64 "] += d[h * %" PRId64 " + w];\n"
+        "}\n"
+        "for (idx_t t = 0; t < %" PRId64 "; t++) b0[i * %" PRId64 " + t] = (float)acc[t];\n",
+        c->C, c->C, kk, kk, P, c->Wo, c->Wo, P, c->C, HW, c->H, c->W, c->s, c->p, c->k, c->s, c->p,
+        c->W, kk, kk);
+    return cg_emit_kernel(cx, &kd);
+}
+
 /* The adjoint of im2col, gathered: b0 = dx of a chunk of nb images (NCHW),
  * b1 = its CNHW columns. Each dx element sums, in double, the column
  * entries im2col copied it to, so no two iterations write one element.

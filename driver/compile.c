@@ -36,11 +36,12 @@ static pass_options pass_options_of(const dpc_options *o) {
     po.fuse = !o->no_fuse;
     po.memplan = !o->no_memplan;
     po.layout = o->layout; /* --layout: the layout pass in the default pipeline */
-    /* --conv library (the default) or auto: the conv pass in it; im2col
-     * leaves it out (cli/dpc.c checked the word) */
-    po.conv = o->conv && !strcmp(o->conv, "im2col") ? PASS_CONV_IM2COL
-              : o->conv && !strcmp(o->conv, "auto") ? PASS_CONV_AUTO
-                                                    : PASS_CONV_LIBRARY;
+    /* --conv library (the default), dense or auto: the conv pass in it;
+     * im2col leaves it out (cli/dpc.c checked the word) */
+    po.conv = o->conv && !strcmp(o->conv, "im2col")  ? PASS_CONV_IM2COL
+              : o->conv && !strcmp(o->conv, "dense") ? PASS_CONV_DENSE
+              : o->conv && !strcmp(o->conv, "auto")  ? PASS_CONV_AUTO
+                                                     : PASS_CONV_LIBRARY;
     return po;
 }
 

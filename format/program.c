@@ -2,7 +2,7 @@
  * validation, dialect names and section tags, checking, (de)serialising and
  * comparing cg_programs. Building one is codegen's (codegen/build.c).
  *
- * Byte layout (little endian), version 7 (6 plus convolution groups;
+ * Byte layout (little endian), version 8 (7 plus the dense alternative;
  * programs of other versions are skipped and regenerated):
  *   "DPCK" u32 version u64 total_length u32 dialect u64 graph_hash i64 scratch
  *   u64 source_len, source bytes (no NUL)
@@ -17,7 +17,7 @@
  *                       block shared (all 0 in a C program and in GEMMs), then
  *                       for a CG_CALL_CONV only its descriptor: u32 dir,
  *                       i64 N C H W K kh kw sh sw ph pw Ho Wo G, u32 type_x type_w
- *                       type_y tf32 tune nalt
+ *                       type_y tf32 tune nalt dense
  * total_length covers the whole record, so programs can sit back to back.
  */
 #include <inttypes.h>
@@ -34,8 +34,9 @@
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
  * 3: GEMM element types (bf16). 4: each call's launch geometry. 5: TF32 GEMMs.
- * 6: library convolutions (CG_CALL_CONV). 7: their groups. */
-#define CG_VERSION 7u
+ * 6: library convolutions (CG_CALL_CONV). 7: their groups. 8: a dense
+ * alternative (cg_conv.dense). */
+#define CG_VERSION 8u
 
 unsigned cg_program_version(void) { return CG_VERSION; }
 
@@ -191,6 +192,10 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
             return ir_fail(err, errlen, "conv: element type %d (f32 or bf16)", types[j]);
     if ((c->tune != 0 && c->tune != 1) || c->nalt < 0)
         return ir_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
+    if ((c->dense != 0 && c->dense != 1) ||
+        (c->dense && (c->G != 1 || cg_conv_one_type(c) != IR_F32)))
+        return ir_fail(err, errlen, "conv: dense %d with %" PRId64 " groups on %s tensors",
+                       c->dense, c->G, cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
     if ((c->tf32 != 0 && c->tf32 != 1) || (c->tf32 && cg_conv_one_type(c) != IR_F32))
         return ir_fail(err, errlen, "conv: tf32 %d on %s tensors", c->tf32,
                        cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
@@ -226,7 +231,8 @@ int cg_conv_equal(const cg_conv *a, const cg_conv *b) {
     for (int j = 0; j < CONV_NDIMS; j++)
         if (*x[j] != *y[j]) return 0;
     return a->dir == b->dir && a->type_x == b->type_x && a->type_w == b->type_w &&
-           a->type_y == b->type_y && a->tf32 == b->tf32 && a->tune == b->tune && a->nalt == b->nalt;
+           a->type_y == b->type_y && a->tf32 == b->tf32 && a->tune == b->tune &&
+           a->nalt == b->nalt && a->dense == b->dense;
 }
 
 const char *cg_conv_dir_name(int dir) {
@@ -337,6 +343,7 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
             ir_put_u32(&w, (uint32_t)c->conv.tf32);
             ir_put_u32(&w, (uint32_t)c->conv.tune);
             ir_put_u32(&w, (uint32_t)c->conv.nalt);
+            ir_put_u32(&w, (uint32_t)c->conv.dense);
         }
     }
     ir_patch_u64(&w, 8, w.len); /* the total length */
@@ -476,6 +483,7 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
         uint32_t nalt = ir_get_u32(r);
         if (nalt > (1u << 20)) return "bad conv call";
         c->conv.nalt = (int)nalt;
+        c->conv.dense = (int)ir_get_u32(r);
     }
     if (r->bad) return "truncated call";
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||

@@ -142,8 +142,9 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
  *   CG_CONV_BACKWARD_DATA     dx[N,C,H,W]   = conv_grad_data(dy, w)
  *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C/G,kh,kw] = conv_grad_weight(dy, x)
  * The nalt calls after a conv call are the same convolution lowered to
- * im2col + GEMM, or to direct kernels when grouped (codegen/gemm.c,
- * render.c): a backend without the library, or whose
+ * im2col + GEMM, to direct kernels when grouped, or (dense) to one GEMM
+ * over the unrolled weights (codegen/gemm.c, render.c): a backend without
+ * the library, or whose
  * library refuses the shape, or whose tuner measured them faster (tune),
  * runs those instead, so every program runs everywhere. */
 typedef enum { CG_CONV_FORWARD, CG_CONV_BACKWARD_DATA, CG_CONV_BACKWARD_WEIGHTS } cg_conv_dir;
@@ -159,6 +160,7 @@ typedef struct {
     int tf32;                   /* f32 products on TF32 tensor cores (--precision tf32) */
     int tune;                   /* 1: the runtime times the library against the alternative */
     int nalt;                   /* calls after this one that compute the same (im2col + GEMM) */
+    int dense;                  /* 1: those calls are the dense product (IR_FLAG_CONV_DENSE) */
 } cg_conv;
 
 /* Elements of the call's output, first and second input. */

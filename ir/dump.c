@@ -66,8 +66,9 @@ static void print_attrs(const ir_node *n, FILE *f) {
 }
 
 /* by bit; bit 3 (IR_FLAG_CNHW) is printed as " cnhw" */
-static const char *const flag_names[] = {"output", "loss", "grad", NULL, "tf32", "libconv", "tune"};
-#define NAMED_FLAGS 0x77u
+static const char *const flag_names[] = {"output", "loss",    "grad", NULL,
+                                         "tf32",   "libconv", "tune", "dense"};
+#define NAMED_FLAGS 0xf7u
 
 /* " [output,loss]": every flag set, unknown bits as hex. */
 static void print_flags(unsigned flags, FILE *f) {

@@ -160,6 +160,7 @@ uint64_t ir_graph_hash(const ir_graph *g) {
         if (n->flags & IR_FLAG_TF32) h = hash_i64(h, IR_FLAG_TF32); /* so do fp32 ones */
         if (n->flags & IR_FLAG_CONV_LIB)
             h = hash_i64(h, n->flags & (IR_FLAG_CONV_LIB | IR_FLAG_CONV_TUNE));
+        if (n->flags & IR_FLAG_CONV_DENSE) h = hash_i64(h, IR_FLAG_CONV_DENSE);
         /* Groups decide the kernels; inside a group, flags decide what is
          * stored. Ungrouped graphs hash as they did before fusion existed. */
         if (n->group) {

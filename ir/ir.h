@@ -332,6 +332,12 @@ enum {
      * IR_FLAG_CONV_TUNE (auto) the runtime times both and runs the faster. */
     IR_FLAG_CONV_LIB = 1 << 5,
     IR_FLAG_CONV_TUNE = 1 << 6,
+    /* A convolution on planes so small that every input pixel meets every
+     * output pixel (ir_conv_dense_ok), lowered as a dense layer over its
+     * unrolled weights instead of im2col + GEMM (codegen/gemm.c). Set by
+     * the conv pass (--conv dense|library|auto); a library call keeps it
+     * as its alternative. */
+    IR_FLAG_CONV_DENSE = 1 << 7,
 };
 /* conv, dense and their gradients: the ops codegen lowers to GEMMs (a
  * grouped conv runs as direct kernels instead, ir_conv_groups > 1). */
@@ -412,6 +418,13 @@ static inline uint64_t ir_dropout_threshold(double p) { return (uint64_t)(p * 16
  * conv, conv_grad_data or conv_grad_weight, of any groups, whose tensors
  * are all f32 or bf16 and NCHW. */
 int ir_conv_library_ok(const ir_graph *g, int i);
+/* Whether node i may run as a dense product over unrolled weights
+ * (IR_FLAG_CONV_DENSE): a conv, conv_grad_data or conv_grad_weight of one
+ * group, f32 and NCHW throughout, whose window covers the whole input
+ * from every output pixel (so the product multiplies no padding), with
+ * unrolled weights of at most IR_CONV_DENSE_MAX elements. */
+#define IR_CONV_DENSE_MAX ((int64_t)1 << 22)
+int ir_conv_dense_ok(const ir_graph *g, int i);
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */

@@ -750,3 +750,22 @@ int ir_conv_library_ok(const ir_graph *g, int i) {
     }
     return 1;
 }
+
+int ir_conv_dense_ok(const ir_graph *g, int i) {
+    const ir_node *n = &g->nodes[i];
+    if (!ir_conv_library_ok(g, i) || ir_conv_groups(n) != 1 || n->type.dtype != IR_F32) return 0;
+    for (int k = 0; k < n->ninputs; k++)
+        if (g->nodes[n->input[k]].type.dtype != IR_F32) return 0;
+    /* x [N,C,H,W] and y [N,K,Ho,Wo]: whichever of the node and its inputs hold them */
+    const ir_type *x = n->op == IR_OP_CONV             ? &g->nodes[n->input[0]].type
+                       : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
+                                                       : &g->nodes[n->input[1]].type;
+    const ir_type *y = n->op == IR_OP_CONV ? &n->type : &g->nodes[n->input[0]].type;
+    int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
+    /* output pixel o reads input rows o*s - p .. o*s - p + k - 1: the first
+     * output's window must reach the last row, the last's the first */
+    for (int d = 2; d < 4; d++)
+        if (x->dim[d] - 1 + p > k - 1 || (y->dim[d] - 1) * s > p) return 0;
+    int64_t unrolled = y->dim[1] * y->dim[2] * y->dim[3] * x->dim[1] * x->dim[2] * x->dim[3];
+    return unrolled <= IR_CONV_DENSE_MAX;
+}

@@ -180,6 +180,10 @@ static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char
             return ir_fail(err, errlen,
                            "node %d (%s): libconv on an op that is no f32/bf16 NCHW convolution", i,
                            info->name);
+        if ((n->flags & IR_FLAG_CONV_DENSE) && !ir_conv_dense_ok(g, i))
+            return ir_fail(err, errlen,
+                           "node %d (%s): dense on a convolution whose window misses some input", i,
+                           info->name);
         if (n->flags & IR_FLAG_LOSS) losses++;
     }
     if (losses > 1) return ir_fail(err, errlen, "%d loss nodes", losses);

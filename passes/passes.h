@@ -162,8 +162,15 @@ void pass_layout_report(const ir_graph *g, const char *prog, FILE *f);
 
 /* ---- library convolutions (conv.c) --------------------------------------------
  * After precision and layout: marks the convolutions that run as library
- * calls (IR_FLAG_CONV_LIB, and IR_FLAG_CONV_TUNE for auto). */
-typedef enum { PASS_CONV_IM2COL, PASS_CONV_LIBRARY, PASS_CONV_AUTO } pass_conv_kind;
+ * calls (IR_FLAG_CONV_LIB, and IR_FLAG_CONV_TUNE for auto) and those dpc
+ * lowers as dense products (IR_FLAG_CONV_DENSE). Values in the order the
+ * pipeline's enum names them. */
+typedef enum {
+    PASS_CONV_IM2COL,
+    PASS_CONV_LIBRARY,
+    PASS_CONV_AUTO,
+    PASS_CONV_DENSE
+} pass_conv_kind;
 int pass_conv(ir_graph **g, pass_conv_kind k, char *err, size_t errlen);
 
 typedef struct {

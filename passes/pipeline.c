@@ -146,16 +146,17 @@ const pass_info pass_registry[] = {
     {.name = "conv",
      .run = run_conv,
      .programs = PASS_TRAIN | PASS_EVAL,
-     .about =
-         "convolutions as library calls, im2col + GEMM beside them (--conv; --conv im2col: none)",
+     .about = "convolutions as library calls, dpc's own lowering beside them; dense products "
+              "over unrolled weights on the smallest planes (--conv; --conv im2col: none)",
      .requires = {"lower"},
      .after = {"autodiff", "optimizer", "partition", "precision", "layout"},
      .opts = {{.name = "impl",
                .type = PASS_OPT_ENUM,
                .def = PASS_CONV_IM2COL,
-               .values = {"im2col", "library", "auto"},
+               .values = {"im2col", "library", "auto", "dense"},
                .help = "im2col: none; library: the library where it takes the shape; auto: "
-                       "whichever is measured faster (--conv)"}},
+                       "whichever is measured faster; dense: no library, dense products "
+                       "where exact (--conv)"}},
      .optional = 1},
     {.name = "dce",
      .run = run_dce,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # run: tier=test san=no
 # dpc --conv end to end on the cpu backend: the marks in the IR and the
-# calls in the plan; training with the library (the default) against im2col
+# calls in the plan; --conv dense's marks, its alternative to a library
+# call, its bits run to run and across thread counts, and its training
+# against im2col within 1e-4; training with the library (the default) against im2col
 # within 1e-4 and bit for bit run to run and across thread counts; --conv
 # auto measuring once, keeping its choices in the kernel cache, the next
 # run reusing them with the same bits; --tune and another build measuring
@@ -28,9 +30,42 @@ check "the marked IR compiles" "$bin/dpc" --from-ir "$tmp/auto.ir" -o "$tmp/from
 sed '0,/\(= relu .*loc([0-9:]*)\)  #/s//\1 [libconv]  #/' "$tmp/lib.ir" >"$tmp/bad.ir"
 expect_fail_line "libconv on a relu" "libconv on an op that is no f32/bf16 NCHW convolution" \
     "$bin/dpc" --from-ir "$tmp/bad.ir" -o "$tmp/bad.plan"
-expect_fail_line "a bad --conv" "--conv takes im2col, library or auto, got: fast" "$bin/dpc" $net --conv fast
+expect_fail_line "a bad --conv" "--conv takes im2col, dense, library or auto, got: fast" "$bin/dpc" $net --conv fast
 "$bin/dpc" $net --batch 2 --conv library --emit-kernels "$tmp/k" >/dev/null
 check "the plan's steps list library calls and their alternative" grep -q 'conv forward .*(else the next [0-9]*)' "$tmp/k/train-c/steps.txt"
+
+# ---- dense: the convolutions on 2x2 and 1x1 planes as one GEMM over unrolled weights ----------
+planes=tests/nets/small_planes.net
+"$bin/dpc" $planes --batch 2 --conv dense --dump-ir >"$tmp/dense.ir"
+"$bin/dpc" $planes --batch 2 --dump-ir >"$tmp/planes_lib.ir"
+check "--conv dense marks the 15 train and 5 eval convolutions on 2x2 and 1x1 planes, no library" \
+    test "$(grep -E "$conv" "$tmp/dense.ir" | grep -c 'dense')" = 20 -a "$(grep -c libconv "$tmp/dense.ir")" = 0
+check "--conv library marks them libconv,dense: dense is their alternative" \
+    test "$(grep -E "$conv" "$tmp/planes_lib.ir" | grep -c 'libconv,dense')" = 20
+check "cnn_small has none (its smallest plane is 4x4)" test "$(grep -E "$conv" "$tmp/lib.ir" | grep -c dense)" = 0
+sed '0,/\(= conv .*loc([0-9:]*)\) \[libconv\]  #/s//\1 [libconv,dense]  #/' "$tmp/lib.ir" >"$tmp/bad.ir"
+expect_fail_line "dense on a 32x32 convolution" "dense on a convolution whose window misses some input" \
+    "$bin/dpc" --from-ir "$tmp/bad.ir" -o "$tmp/bad.plan"
+"$bin/dpc" $planes --batch 2 --conv library --emit-kernels "$tmp/kd" >/dev/null
+check "a library call's alternative is the unroll kernel and a GEMM" \
+    grep -A1 'conv forward .*(else the next 2)' "$tmp/kd/train-c/steps.txt" | grep -q conv_unroll
+for c in dense im2col; do
+    "$bin/dpc" $planes --batch 8 --target cpu --conv $c -o "$tmp/p$c.plan" || bad "compile small_planes --conv $c"
+done
+"$bin/dprun" "$tmp/pim2col.plan" --steps 0 --seed 1 --save-params "$tmp/pinit.st" >/dev/null 2>&1
+pstep() { # plan, tag, extra flags...
+    local p=$1 t=$2; shift 2
+    "$bin/dprun" "$tmp/$p.plan" --steps 3 --seed 1 --load-params "$tmp/pinit.st" --no-augment \
+        --save-params "$tmp/$t.st" "$@" >"$tmp/$t.out" 2>&1 || bad "3 steps $t: $(tail -n 3 "$tmp/$t.out")"
+}
+pstep pdense dense
+pstep pdense dense2
+DPC_THREADS=1 pstep pdense dense1
+check "dense, twice: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense2.st"
+check "dense on 1 thread and on the default: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense1.st"
+pstep pim2col pim2col1 --steps 1
+pstep pdense dense_1 --steps 1
+check "dense against im2col: a different result at all" test -n "$(cmp "$tmp/dense_1.st" "$tmp/pim2col1.st" 2>&1)"
 
 # ---- training: library against im2col; bits across runs and threads --------------------------
 for c in library im2col auto; do
@@ -70,6 +105,7 @@ sys.exit(worst > float(sys.argv[3]))' "$2" "$3" "$1"
 check "library against im2col: within 1e-4 after 1 step" close 1e-4 "$tmp/lib_1.st" "$tmp/im2col1.st"
 check "library against im2col: within 2e-2 after 3 steps" close 2e-2 "$tmp/lib.st" "$tmp/im2col.st"
 check "a different result at all" test -n "$(cmp "$tmp/lib.st" "$tmp/im2col.st" 2>&1)"
+check "dense against im2col: within 1e-4 after 1 step" close 1e-4 "$tmp/dense_1.st" "$tmp/pim2col1.st"
 
 # ---- auto: measured once, kept, reused; --tune measures again --------------------------------
 DPC_DEBUG=1 step auto auto1
@@ -87,7 +123,7 @@ DPC_DEBUG=1 bin=$tmp/other step auto auto_other
 check "another build measures again" test "$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto_other.out")" = "$m"
 step auto auto3 --tune
 check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto3.out")" = "$m"
-{ echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 fastest 1 2'; echo 'rm -rf /'; head -c 200 /dev/urandom | tr -d '\n'; echo; } >>"$DPC_CACHE_DIR/$rec"
+{ echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 fastest 1 2'; echo 'rm -rf /'; head -c 200 /dev/urandom | tr -d '\n'; echo; } >>"$DPC_CACHE_DIR/$rec"
 DPC_DEBUG=1 step auto auto4
 check "a malformed record: one notice" grep -q "^dpc: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
 check "the good lines still hold" test "$(grep -c '^dpc: conv ' "$tmp/auto4.out")" = 0
@@ -123,7 +159,7 @@ gpu_step gpu3
 check "a record naming a non-deterministic algorithm: refused, measured again, rewritten" \
     test "$(algos 1 measured gpu3)" = "$r" -a "$(grep -c '^algo .* 1$' "$grec")" = "$r"
 check "and the same bits" cmp -s "$tmp/gpu1.st" "$tmp/gpu3.st"
-{ echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 999'; echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 one'; } >>"$grec"
+{ echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 999'; echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 one'; } >>"$grec"
 gpu_step gpu4
 check "malformed algo lines: one notice" grep -q "^dpc: note: .*: 2 malformed lines ignored; measuring those again$" "$tmp/gpu4.out"
 check "the good ones still hold" test "$(algos 1 recorded gpu4)" = "$r"

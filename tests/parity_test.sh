@@ -118,6 +118,12 @@ cases=(
     "full resnet18 128 --steps 3 --conv library"
     "full resnet34 32 --conv library"
     "full resnet50 32 --conv library"
+    # --conv dense: ResNet-18's 2x2 and 1x1 convolutions as dense products
+    # over unrolled weights, the rest im2col; auto: whichever way of the
+    # three (the library, dense, im2col) this machine measures faster.
+    "test resnet18 32 --conv dense"
+    "full resnet18 128 --steps 3 --conv dense"
+    "full resnet18 32 --conv auto"
     # The article's other ResNet-18 (CIFAR stem, no max-pool) and the MLP,
     # so every model in models/ has a case.
     "test resnet18_cifar 8"

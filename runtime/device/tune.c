@@ -19,8 +19,9 @@
  * dropped with one notice; it never names a file or holds code.
  *
  * Lines: "conv DESC WAY LIB_MS ALT_MS" and "algo DESC ALGO", where DESC is
- * "DIR N C H W K kh kw sh sw ph pw Ho Wo G TX TW TY"; the alternative's
- * WAY is "im2col" whatever it is (the descriptor's groups say). */
+ * "DIR N C H W K kh kw sh sw ph pw Ho Wo G TX TW TY DENSE"; the
+ * alternative's WAY is "im2col" whatever it is (the descriptor's groups
+ * and DENSE say). */
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -52,7 +53,9 @@ static int nloaded;
 
 static const char *way_name(int way) { return way == RT_CONV_LIBRARY ? "library" : "im2col"; }
 /* What the alternative of d is, for messages. */
-static const char *alternative_name(const cg_conv *d) { return d->G > 1 ? "direct" : "im2col"; }
+static const char *alternative_name(const cg_conv *d) {
+    return d->G > 1 ? "direct" : d->dense ? "dense" : "im2col";
+}
 
 /* This build of dpc, by the bytes of its executable: how a backend drives
  * a library (how it splits a call, which calls it declines) is part of
@@ -82,9 +85,9 @@ uint64_t rt_conv_where(const rt_backend *be) {
 }
 
 /* The record's name in the cache: the machine's, and the line format's
- * (2: descriptors with groups). */
+ * (2: descriptors with groups; 3: and DENSE). */
 static void record_name(uint64_t where, char *name, size_t n) {
-    rt_cache_name(name, n, "tune", where, "conv 2");
+    rt_cache_name(name, n, "tune", where, "conv 3");
 }
 
 static choice *find(uint64_t where, const cg_conv *d) {
@@ -110,13 +113,13 @@ static choice *entry(uint64_t where, const cg_conv *d) {
 /* A line's descriptor into d: the characters it took, or -1. */
 static int parse_desc(const char *s, cg_conv *d) {
     long long v[14];
-    int dir, t[3], used = 0;
+    int dir, t[3], dense, used = 0;
     memset(d, 0, sizeof *d);
-    if (sscanf(
-            s,
-            "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d%n",
-            &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-            &v[11], &v[12], &v[13], &t[0], &t[1], &t[2], &used) != 18)
+    if (sscanf(s,
+               "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d "
+               "%d%n",
+               &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
+               &v[11], &v[12], &v[13], &t[0], &t[1], &t[2], &dense, &used) != 19)
         return -1;
     *d = (cg_conv){.dir = dir,
                    .N = v[0],
@@ -136,7 +139,8 @@ static int parse_desc(const char *s, cg_conv *d) {
                    .type_x = t[0],
                    .type_w = t[1],
                    .type_y = t[2],
-                   .tune = 1};
+                   .tune = 1,
+                   .dense = dense};
     int64_t size[3];
     char why[160];
     cg_conv_sizes(d, size);
@@ -225,9 +229,9 @@ static void save(uint64_t where) {
         snprintf(desc, sizeof desc,
                  "%d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
                  " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                 " %" PRId64 " %d %d %d",
+                 " %" PRId64 " %d %d %d %d",
                  d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw,
-                 d->Ho, d->Wo, d->G, d->type_x, d->type_w, d->type_y);
+                 d->Ho, d->Wo, d->G, d->type_x, d->type_w, d->type_y, d->dense);
         if (k->way != RT_CONV_UNKNOWN)
             len += (size_t)snprintf(text + len, cap - len, "conv %s %s %.4f %.4f\n", desc,
                                     way_name(k->way), k->lib_ms, k->alt_ms);

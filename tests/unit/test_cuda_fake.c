@@ -326,10 +326,9 @@ static void step_matches_cpu_with(const char *model, int batch, double tol, doub
         cg_program *p = cg_generate(g, CG_DIALECT_CUDA, NULL, err, sizeof err);
         int gemms = 0, convs = 0, widened = 0,
             launches = library_calls(p, &gemms, &convs, &widened);
-        CHECK(conv == PASS_CONV_IM2COL ? convs == 0 : convs >= 3);
+        CHECK(conv == PASS_CONV_IM2COL || conv == PASS_CONV_DENSE ? convs == 0 : convs >= 3);
         /* bf16: every weight gradient is cuDNN's, widened */
-        CHECK(precision == PASS_PRECISION_BF16 && conv != PASS_CONV_IM2COL ? widened >= 2
-                                                                           : widened == 0);
+        CHECK(precision == PASS_PRECISION_BF16 && convs ? widened >= 2 : widened == 0);
         rt_cuda_stats s0, s1;
         rt_cuda_stats_get(u.be, &s0);
         for (int k = 0; k < 2; k++) {
@@ -454,6 +453,13 @@ TEST(cnn_small_library_convs_equal_cpu) {
     CHECK_MSG(fake_cudnn_uses(1) > u1 && fake_cudnn_uses(0) == u0 && fake_cudnn_uses(2) == u2,
               "cuDNN algorithms used: 0 %lld, 1 %lld, 2 %lld times", fake_cudnn_uses(0) - u0,
               fake_cudnn_uses(1) - u1, fake_cudnn_uses(2) - u2);
+}
+
+/* --conv dense: the unroll and fold kernels' CUDA source, run by the
+ * simulator, with the dense GEMMs, equal to the cpu's C kernels. */
+TEST(small_planes_dense_convs_equal_cpu) {
+    step_matches_cpu_with("tests/nets/small_planes.net", 4, 1e-4, 1e-4, PASS_CONV_DENSE,
+                          PASS_PRECISION_FP32);
 }
 
 /* Grouped and depthwise convolutions (se_small's) are cuDNN calls too,
@@ -1483,6 +1489,7 @@ int main(void) {
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
     RUN(bf16_weight_gradient_is_cudnn_widened);
     RUN(se_small_grouped_library_convs_equal_cpu);
+    RUN(small_planes_dense_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);

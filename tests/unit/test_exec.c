@@ -658,6 +658,60 @@ TEST(se_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* --conv dense: the convolutions on 2x2 and 1x1 planes as one GEMM over
+ * unrolled weights (codegen/gemm.c lower_conv_dense), forward and both
+ * gradients, every node and parameter against the float64 interpreter.
+ * Per layer, in a net of convolutions alone, at 1e-5 (a transposed tap is
+ * off by O(1)); in small_planes.net, with BatchNorm over the batch's 4
+ * values per channel at 1x1, which magnifies any change in the order of
+ * summation (the im2col lowering passes 3e-5 there, dense 1e-4), at 1e-4. */
+static const char planes_net[] = "input image[3, 2, 2]\n"
+                                 "input label class(10)\n"
+                                 "network planes {\n"
+                                 "    x = relu(conv(image, 8, k=3, p=1, bias=false))\n"
+                                 "    x = relu(conv(x, 8, k=3, p=1, bias=false))\n"
+                                 "    x = relu(conv(x, 12, k=3, s=2, p=1, bias=false))\n"
+                                 "    x = relu(conv(x, 12, k=3, p=1))\n"
+                                 "    logits = dense(global_avgpool(conv(x, 10, k=1)), 10)\n"
+                                 "    loss = softmax_cross_entropy(logits, label)\n"
+                                 "}\n"
+                                 "train {\n"
+                                 "    optimizer sgd(momentum=0.9)\n"
+                                 "    lr {0: 0.05}\n"
+                                 "    data cifar10 { random_crop 2 }\n"
+                                 "}\n";
+
+static void dense_against_interpreter(fe_program *fp, int batch, int want, double tol) {
+    ir_graph *g = fe_build_graph(fp, batch, 1);
+    pass_options o = pass_default_options();
+    o.conv = PASS_CONV_DENSE;
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    int dense[3] = {0};
+    for (int i = 0; g && i < g->n; i++)
+        if (g->nodes[i].flags & IR_FLAG_CONV_DENSE) {
+            int op = g->nodes[i].op;
+            dense[op == IR_OP_CONV ? 0 : op == IR_OP_CONV_GRAD_DATA ? 1 : 2]++;
+            CHECK(!(g->nodes[i].flags & IR_FLAG_CONV_LIB)); /* dense: no library */
+        }
+    /* the first convolution reads the image: no data gradient */
+    int first_reads_image = dense[1] == want - 1;
+    CHECK_MSG(dense[0] == want && (dense[1] == want || first_reads_image) && dense[2] == want,
+              "dense: %d forward, %d data, %d weights", dense[0], dense[1], dense[2]);
+    if (g) CHECK(run_both(g, NULL, tol) == 0);
+    ir_free(g);
+}
+
+TEST(dense_convolutions_match_interpreter) {
+    fe_program *fp = fe_parse_string("planes.net", planes_net, sizeof planes_net - 1);
+    CHECK(fp != NULL);
+    if (fp) dense_against_interpreter(fp, 3, 5, 1e-5);
+    fe_free(fp);
+    fp = fe_parse_file("tests/nets/small_planes.net");
+    CHECK(fp != NULL);
+    if (fp) dense_against_interpreter(fp, 4, 5, 1e-4);
+    fe_free(fp);
+}
+
 /* The store's order, initialisers, names; exec reads params by name. */
 TEST(store_and_exec_api) {
     ir_graph *g = small_cnn();
@@ -910,6 +964,7 @@ int main(void) {
     RUN(multi_op_training_step);
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
+    RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);

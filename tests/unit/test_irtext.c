@@ -104,7 +104,7 @@ TEST(graphs_read_back_field_for_field) {
          * character would be refused), floats that need every digit */
         ir_node *last = &t.graph[0]->nodes[t.graph[0]->n - 1];
         snprintf(last->name, sizeof last->name, "a \"b\" \\c\xc3\xa9 #[x]");
-        last->flags |= 1u << 7;
+        last->flags |= 1u << 12;
         for (int i = 0; i < t.graph[0]->n; i++)
             if (t.graph[0]->nodes[i].op == IR_OP_EMA) t.graph[0]->nodes[i].fattr[1] = 1.0 / 3;
         size_t len;
@@ -301,7 +301,7 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
                 "t.ir:3:16: error: unexpected ':', expected attribute 'init' of param");
     refused_str(
         edit(5, "%3 = relu %2 : [2,4] [outptu]"),
-        "t.ir:5:23: error: unknown flag 'outptu' (output, loss, grad, tf32, libconv, tune)");
+        "t.ir:5:23: error: unknown flag 'outptu' (output, loss, grad, tf32, libconv, tune, dense)");
     refused_str(edit(5, "%3 = relu %2 : [2,4] junk"),
                 "t.ir:5:22: error: unexpected 'junk', expected end of line");
     /* ir_verify's word, at the node it names */

@@ -332,6 +332,16 @@ TEST(descriptor_validation) {
     CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "G is 0"));
     bad = dw, bad.G = 4; /* divides, but the weights' buffer is not [8, 2, 3, 3] */
     CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "buffer"));
+    /* a dense alternative: one group, f32 throughout */
+    bad = dw, bad.dense = 1;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "dense"));
+    cg_conv_sizes(&d, size);
+    bad = d, bad.dense = 1;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) == 0);
+    bad.dense = 2;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "dense"));
+    bad.dense = 1, bad.type_x = IR_BF16;
+    CHECK(cg_conv_validate(&bad, size, err, sizeof err) != 0 && strstr(err, "dense"));
 }
 
 /* A plan of cnn_small with --conv library: its programs carry conv calls
@@ -392,9 +402,9 @@ TEST(programs_carry_conv_calls) {
     ir_free(g);
 }
 
-/* Two steps and an eval batch of a model, --conv library against im2col:
- * within tol of each tensor's largest value; bit for bit when the backend
- * has no library (the alternative runs). */
+/* Two steps and an eval batch of a model, --conv library and --conv dense
+ * against im2col: within tol of each tensor's largest value; bit for bit
+ * with dense when the backend has no library (the alternative runs). */
 static int close_snapshots(const pc_snapshot *a, const pc_snapshot *b, double tol) {
     if (a->n != b->n || a->n < 10) {
         fprintf(stderr, "  %d vs %d tensors\n", a->n, b->n);
@@ -427,30 +437,34 @@ static int close_snapshots(const pc_snapshot *a, const pc_snapshot *b, double to
 #define PIPE "lower,autodiff,optimizer,partition,precision,conv(%s),fuse,memplan"
 
 static void model_against_im2col(const char *model, int batch, double tol) {
-    char on[160], off[160];
+    char on[160], off[160], dense[160];
     snprintf(on, sizeof on, PIPE, "library");
     snprintf(off, sizeof off, PIPE, "im2col");
+    snprintf(dense, sizeof dense, PIPE, "dense");
     fe_program *fp = fe_parse_file(model);
     CHECK_MSG(fp != NULL, "%s", model);
     if (!fp) return;
-    pc_snapshot ref = {0}, got = {0}, alt = {0};
+    pc_snapshot ref = {0}, got = {0}, own = {0}, alt = {0};
     rt_backend *lib = pc_backend;
     CHECK(pc_snapshot_program(fp, batch, off, &ref) == 0);
     CHECK(pc_snapshot_program(fp, batch, on, &got) == 0);
     CHECK_MSG(close_snapshots(&got, &ref, tol), "%s: library vs im2col", model);
+    CHECK(pc_snapshot_program(fp, batch, dense, &own) == 0);
+    CHECK_MSG(close_snapshots(&own, &ref, tol), "%s: dense vs im2col", model);
     rt_backend nolib = *lib;
     nolib.conv = NULL; /* every library call runs its alternative */
     pc_backend = &nolib;
     CHECK(pc_snapshot_program(fp, batch, on, &alt) == 0);
     pc_backend = lib;
-    CHECK_MSG(pc_same_snapshot(&alt, &ref, model, batch, on, off), "%s: alternative", model);
-    pc_snap_free(&ref), pc_snap_free(&got), pc_snap_free(&alt);
+    CHECK_MSG(pc_same_snapshot(&alt, &own, model, batch, on, dense), "%s: alternative", model);
+    pc_snap_free(&ref), pc_snap_free(&got), pc_snap_free(&own), pc_snap_free(&alt);
     fe_free(fp);
 }
 
 TEST(models_against_im2col) {
     model_against_im2col("models/cnn_small.net", 4, 1e-4);
     model_against_im2col("tests/nets/se_small.net", 3, 1e-4);
+    model_against_im2col("tests/nets/small_planes.net", 4, 1e-4);
 }
 
 int main(void) {
