@@ -49,34 +49,34 @@ expect_fail_line "dense on a 32x32 convolution" "dense on a convolution whose wi
 "$bin/dpc" $planes --batch 2 --conv library --emit-kernels "$tmp/kd" >/dev/null
 check "a library call's alternative is the unroll kernel and a GEMM" \
     grep -A1 'conv forward .*(else the next 2)' "$tmp/kd/train-c/steps.txt" | grep -q conv_unroll
-for c in dense im2col; do
-    "$bin/dpc" $planes --batch 8 --target cpu --conv $c -o "$tmp/p$c.plan" || bad "compile small_planes --conv $c"
-done
-"$bin/dprun" "$tmp/pim2col.plan" --steps 0 --seed 1 --save-params "$tmp/pinit.st" >/dev/null 2>&1
-pstep() { # plan, tag, extra flags...
+# plans of a net for each --conv, and initial weights from its im2col plan
+plans() { # net, prefix, convs...
+    local net=$1 pre=$2 c
+    shift 2
+    for c in "$@"; do
+        "$bin/dpc" "$net" --batch 8 --target cpu --conv "$c" -o "$tmp/$pre$c.plan" || bad "compile $net --conv $c"
+    done
+    "$bin/dprun" "$tmp/${pre}im2col.plan" --steps 0 --seed 1 --save-params "$tmp/${pre}init.st" >/dev/null 2>&1
+}
+step() { # plan, tag, extra flags... (from the weights $init)
     local p=$1 t=$2; shift 2
-    "$bin/dprun" "$tmp/$p.plan" --steps 3 --seed 1 --load-params "$tmp/pinit.st" --no-augment \
+    "$bin/dprun" "$tmp/$p.plan" --steps 3 --seed 1 --load-params "$tmp/$init" --no-augment \
         --save-params "$tmp/$t.st" "$@" >"$tmp/$t.out" 2>&1 || bad "3 steps $t: $(tail -n 3 "$tmp/$t.out")"
 }
-pstep pdense dense
-pstep pdense dense2
-DPC_THREADS=1 pstep pdense dense1
+plans $planes p dense im2col
+init=pinit.st
+step pdense dense
+step pdense dense2
+DPC_THREADS=1 step pdense dense1
 check "dense, twice: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense2.st"
 check "dense on 1 thread and on the default: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense1.st"
-pstep pim2col pim2col1 --steps 1
-pstep pdense dense_1 --steps 1
+step pim2col pim2col1 --steps 1
+step pdense dense_1 --steps 1
 check "dense against im2col: a different result at all" test -n "$(cmp "$tmp/dense_1.st" "$tmp/pim2col1.st" 2>&1)"
 
 # ---- training: library against im2col; bits across runs and threads --------------------------
-for c in library im2col auto; do
-    "$bin/dpc" $net --batch 8 --target cpu --conv $c -o "$tmp/$c.plan" || bad "compile --conv $c"
-done
-"$bin/dprun" "$tmp/im2col.plan" --steps 0 --seed 1 --save-params "$tmp/init.st" >/dev/null 2>&1
-step() { # plan, tag, extra flags...
-    local p=$1 t=$2; shift 2
-    "$bin/dprun" "$tmp/$p.plan" --steps 3 --seed 1 --load-params "$tmp/init.st" --no-augment \
-        --save-params "$tmp/$t.st" "$@" >"$tmp/$t.out" 2>&1 || bad "3 steps $t: $(tail -n 3 "$tmp/$t.out")"
-}
+plans $net "" library im2col auto
+init=init.st
 step im2col im2col
 step library lib
 DPC_THREADS=1 step library lib1
