@@ -111,10 +111,9 @@ static cg_conv_shape conv_shape(const ir_type *x, const ir_type *y, const int64_
 /* The shape of a conv, conv_grad_data or conv_grad_weight node: x and y
  * (dy) are whichever of the node and its inputs hold them. */
 static cg_conv_shape node_conv_shape(const ir_graph *g, const ir_node *n) {
-    const ir_type *in0 = &g->nodes[n->input[0]].type, *in1 = &g->nodes[n->input[1]].type;
-    if (n->op == IR_OP_CONV) return conv_shape(in0, &n->type, n->iattr);
-    if (n->op == IR_OP_CONV_GRAD_DATA) return conv_shape(&n->type, in0, n->iattr);
-    return conv_shape(in1, in0, n->iattr);
+    const ir_type *x, *y;
+    ir_conv_xy(g, n, &x, &y);
+    return conv_shape(x, y, n->iattr);
 }
 
 /* Mixed precision: a GEMM-backed op whose output or an input is stored in
@@ -214,22 +213,14 @@ static int lower_conv_dense(cg_ctx *cx, int node) {
     int sc = cg_step_slot(cx, CG_SCRATCH);
     int lib = (n->flags & IR_FLAG_CONV_LIB) ? cg_library_conv(cx, node, 0, in0, in1, -1) : -1;
     cg_gemm d;
-    switch (op) {
-    case IR_OP_CONV: /* in0 = x, in1 = w */
-        cg_add_kernel_call(cx, kt, KP, 2, (int[]){sc, in1}, (int64_t[]){0, 0});
-        d = cg_gemm_dense(c.N, CHW, KP);
-        cg_add_gemm_call(cx, &d, sc, in0, 0);
-        break;
-    case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
-        cg_add_kernel_call(cx, kt, KP, 2, (int[]){sc, in1}, (int64_t[]){0, 0});
-        d = cg_gemm_dense_grad_data(c.N, CHW, KP);
-        cg_add_gemm_call(cx, &d, sc, in0, 0);
-        break;
-    default: /* conv_grad_weight: in0 = dy, in1 = x */
+    if (op == IR_OP_CONV_GRAD_WEIGHT) { /* in0 = dy, in1 = x */
         d = cg_gemm_dense_grad_weight(c.N, CHW, KP);
         cg_add_gemm_call(cx, &d, in1, in0, sc);
         cg_add_kernel_call(cx, kt, c.K * c.C, 2, (int[]){0, sc}, (int64_t[]){0, 0});
-        break;
+    } else { /* in0 = x (forward) or dy (data gradient), in1 = w */
+        cg_add_kernel_call(cx, kt, KP, 2, (int[]){sc, in1}, (int64_t[]){0, 0});
+        d = op == IR_OP_CONV ? cg_gemm_dense(c.N, CHW, KP) : cg_gemm_dense_grad_data(c.N, CHW, KP);
+        cg_add_gemm_call(cx, &d, sc, in0, 0);
     }
     if (lib >= 0) cx->p->calls[lib].conv.nalt = cx->p->ncalls - lib - 1;
     return 0;

@@ -65,21 +65,16 @@ static void print_attrs(const ir_node *n, FILE *f) {
     }
 }
 
-/* by bit; bit 3 (IR_FLAG_CNHW) is printed as " cnhw" */
-static const char *const flag_names[] = {"output", "loss",    "grad", NULL,
-                                         "tf32",   "libconv", "tune", "dense"};
-#define NAMED_FLAGS 0xf7u
-
 /* " [output,loss]": every flag set, unknown bits as hex. */
 static void print_flags(unsigned flags, FILE *f) {
     if (!flags) return;
     const char *sep = " [";
-    for (unsigned b = 0; b < sizeof flag_names / sizeof *flag_names; b++)
-        if ((flags & (1u << b)) && flag_names[b]) {
-            fprintf(f, "%s%s", sep, flag_names[b]);
+    for (unsigned b = 0; b < 32; b++)
+        if ((flags & (1u << b)) && ir_flag_name(b)) {
+            fprintf(f, "%s%s", sep, ir_flag_name(b));
             sep = ",";
         }
-    if (flags & ~NAMED_FLAGS) fprintf(f, "%s0x%x", sep, flags & ~NAMED_FLAGS);
+    if (flags & ~IR_NAMED_FLAGS) fprintf(f, "%s0x%x", sep, flags & ~IR_NAMED_FLAGS);
     fputc(']', f);
 }
 

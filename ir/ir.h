@@ -339,6 +339,13 @@ enum {
      * as its alternative. */
     IR_FLAG_CONV_DENSE = 1 << 7,
 };
+/* The IR text's name of flag bit b ("output", ..., "dense"), read and
+ * written by ir_dump and ir/text.c; NULL for bit 3 (IR_FLAG_CNHW, the
+ * type's word "cnhw") and every bit past 7. IR_NAMED_FLAGS: the bits
+ * named; IR_FLAG_NAME_LIST: the names, for messages. */
+const char *ir_flag_name(unsigned b);
+#define IR_NAMED_FLAGS    0xf7u
+#define IR_FLAG_NAME_LIST "output, loss, grad, tf32, libconv, tune, dense"
 /* conv, dense and their gradients: the ops codegen lowers to GEMMs (a
  * grouped conv runs as direct kernels instead, ir_conv_groups > 1). */
 int ir_op_gemm(ir_op op);
@@ -427,6 +434,9 @@ int ir_conv_library_ok(const ir_graph *g, int i);
 int ir_conv_dense_ok(const ir_graph *g, int i);
 /* A conv, conv_grad_data or conv_grad_weight node's groups (its "g"). */
 int64_t ir_conv_groups(const ir_node *n);
+/* Its activations' types, x [N,C,H,W] and y [N,K,Ho,Wo]: whichever of the
+ * node and its inputs hold them (y is dy for a gradient). */
+void ir_conv_xy(const ir_graph *g, const ir_node *n, const ir_type **x, const ir_type **y);
 /* "[128,3,32,32]" (with ":i32" suffix for non-f32) into buf. */
 const char *ir_type_str(const ir_type *t, char *buf, size_t n);
 

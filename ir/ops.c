@@ -30,6 +30,12 @@ static int count_names(const char *list) {
     return n;
 }
 
+const char *ir_flag_name(unsigned b) {
+    static const char *const names[] = {"output", "loss",    "grad", NULL,
+                                        "tf32",   "libconv", "tune", "dense"};
+    return b < sizeof names / sizeof *names ? names[b] : NULL;
+}
+
 int ir_op_num_iattrs(ir_op op) { return count_names(ir_ops[op].iattrs); }
 int ir_op_num_fattrs(ir_op op) { return count_names(ir_ops[op].fattrs); }
 

@@ -751,16 +751,20 @@ int ir_conv_library_ok(const ir_graph *g, int i) {
     return 1;
 }
 
+void ir_conv_xy(const ir_graph *g, const ir_node *n, const ir_type **x, const ir_type **y) {
+    *x = n->op == IR_OP_CONV             ? &g->nodes[n->input[0]].type
+         : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
+                                         : &g->nodes[n->input[1]].type;
+    *y = n->op == IR_OP_CONV ? &n->type : &g->nodes[n->input[0]].type;
+}
+
 int ir_conv_dense_ok(const ir_graph *g, int i) {
     const ir_node *n = &g->nodes[i];
     if (!ir_conv_library_ok(g, i) || ir_conv_groups(n) != 1 || n->type.dtype != IR_F32) return 0;
     for (int k = 0; k < n->ninputs; k++)
         if (g->nodes[n->input[k]].type.dtype != IR_F32) return 0;
-    /* x [N,C,H,W] and y [N,K,Ho,Wo]: whichever of the node and its inputs hold them */
-    const ir_type *x = n->op == IR_OP_CONV             ? &g->nodes[n->input[0]].type
-                       : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
-                                                       : &g->nodes[n->input[1]].type;
-    const ir_type *y = n->op == IR_OP_CONV ? &n->type : &g->nodes[n->input[0]].type;
+    const ir_type *x, *y;
+    ir_conv_xy(g, n, &x, &y);
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
     /* output pixel o reads input rows o*s - p .. o*s - p + k - 1: the first
      * output's window must reach the last row, the last's the first */

@@ -24,11 +24,6 @@
 
 static const char *const program_names[2] = {"train", "eval"};
 static const char *const init_names[3] = {"zero", "one", "xavier"};
-/* by bit, as ir_dump names them (bit 3, IR_FLAG_CNHW, is the word cnhw) */
-static const char *const flag_names[8] = {"output", "loss",    "grad", NULL,
-                                          "tf32",   "libconv", "tune", "dense"};
-#define NAMED_FLAGS 0xf7u
-
 /* ---- writing ------------------------------------------------------------ */
 
 static void print_list(const double *v, int n, FILE *f) {
@@ -383,18 +378,16 @@ static int flags_of(rd *r, unsigned *flags) {
         char f[16];
         ws(r);
         const char *at = r->p;
-        if (word(r, f, sizeof f, "a flag (output, loss, grad, tf32, libconv, tune, dense)"))
-            return -1;
+        if (word(r, f, sizeof f, "a flag (" IR_FLAG_NAME_LIST ")")) return -1;
         int k = 0;
-        while (k < 8 && (!flag_names[k] || strcmp(f, flag_names[k]))) k++;
+        while (k < 8 && (!ir_flag_name(k) || strcmp(f, ir_flag_name(k)))) k++;
         if (k < 8) {
             *flags |= 1u << k;
         } else {
             char *e;
             unsigned long v = strncmp(f, "0x", 2) ? 0 : strtoul(f + 2, &e, 16);
-            if (!v || *e || v > 0xffffffffu || (v & NAMED_FLAGS))
-                return fail(
-                    r, at, "unknown flag '%s' (output, loss, grad, tf32, libconv, tune, dense)", f);
+            if (!v || *e || v > 0xffffffffu || (v & IR_NAMED_FLAGS))
+                return fail(r, at, "unknown flag '%s' (" IR_FLAG_NAME_LIST ")", f);
             *flags |= (unsigned)v;
         }
     } while (lit(r, ","));
