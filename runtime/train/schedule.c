@@ -96,7 +96,8 @@ int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
     if (k <= 0) return 0;
     double from = rt_schedule_dict_lr(t, 0), scale = rt_schedule_scale(s);
     double to = rt_schedule_dict_lr(t, k) * scale;
-    if (t->epochs < k) {
+    int flat = fabs(to - from) <= 1e-12 * fabs(from); /* warmup from the lr to itself */
+    if (t->epochs < k && !flat) {
         note(buf, len,
              "the run stops after %d epoch%s, inside the %d-epoch warmup: the lr reaches %.4g, "
              "not its target %.4g",
@@ -110,7 +111,7 @@ int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
         snprintf(scaling, sizeof scaling, "%s scaling at global batch %d, reference batch %d",
                  t->lr_scaling == IR_LR_SCALING_SQRT ? "sqrt" : "linear", s->global_batch,
                  t->reference_batch);
-    if (fabs(to - from) <= 1e-12 * fabs(from)) {
+    if (flat) {
         note(buf, len, "warmup changes nothing: the lr stays %.4g for its %d epoch%s (%s)", from, k,
              k == 1 ? "" : "s", scaling);
         count++;
