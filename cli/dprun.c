@@ -173,6 +173,11 @@ static const arg_spec args[] = {
      "measure every convolution of a `dpc --conv auto` plan again (library\n"
      "against im2col), print each choice and keep it for this machine",
      ARG_NEXT, NULL},
+    {"--nondeterministic", "--nondeterministic", ARG_FLAG, OPT(nondeterministic), 0, 0, NULL,
+     "let cuDNN run its best algorithm even where it sums in a varying\n"
+     "order (atomics): faster on some layers, but the same plan and seed\n"
+     "no longer give the same bits (no effect on the cpu backend)",
+     ARG_NEXT, NULL},
     {"--benchmark", "--benchmark N", ARG_LONG, OPT(benchmark), 1, LONG_MAX, NULL,
      "time N steps after a warm-up; last line `throughput: X img/s`", ARG_EQ_OR_NEXT, NULL},
     {"--sweep", "--sweep SPEC|FILE", ARG_STRING, AT(sweep_spec), 0, 0, NULL,

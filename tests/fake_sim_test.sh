@@ -10,6 +10,8 @@
 #  - every per-step loss (DPC_DEBUG=2) agrees within 1e-4 relative and every
 #    saved parameter within 1e-3 (of max(1, |cpu|));
 #  - a second cuda run gives the same losses and parameter bytes;
+#  - cnn_small with --nondeterministic runs the fake cuDNN's
+#    non-deterministic algorithm, and trains as the cpu does;
 #  - cnn_small with --gpus 2 on two fake devices (two replica threads
 #    launching at once) trains like --gpus 2 on the cpu;
 #  - a kernel cache whose .cu sources are gone makes the fake refuse the
@@ -60,6 +62,7 @@ for k in tc.keys() & tg.keys():
 sys.exit(0 if ok else 1)
 PY
 lr_cnn_small=() lr_resnet18=(--lr 0.0001)
+lacks_line() { ! grep -q "$1" "$2"; }
 train() { # model device tag [dprun options...]
     local -n lr=lr_$1
     local m=$1 dev=$2 tag=$3
@@ -81,6 +84,17 @@ for m in $models; do
     check "$m: two cuda runs: the same losses" cmp -s "$tmp/$m-cuda.loss" "$tmp/$m-cuda2.loss"
     check "$m: two cuda runs: the same parameter bytes" cmp -s "$tmp/$m-cuda.st" "$tmp/$m-cuda2.st"
 done
+
+# ---- dprun --nondeterministic: cuDNN may take the fake's non-deterministic
+# algorithm (DPC_DEBUG names it), and the run still trains as the cpu does.
+if [ -f "$tmp/cnn_small.plan" ] && train cnn_small cuda nd --nondeterministic; then
+    check "cnn_small --nondeterministic: cuDNN runs a non-deterministic algorithm" \
+        grep -q 'cuDNN forward .*(heuristics, non-deterministic)' "$tmp/cnn_small-nd.err"
+    check "... the default never does" lacks_line 'non-deterministic' "$tmp/cnn_small-cuda.err"
+    check "cnn_small --nondeterministic: simulated cuda == cpu" \
+        $py "$tmp/cmp.py" "$tmp/cnn_small-cpu.loss" "$tmp/cnn_small-nd.loss" \
+        "$tmp/cnn_small-cpu.st" "$tmp/cnn_small-nd.st"
+fi
 
 # ---- two replica threads launching at once (each its own simulator state
 # and shared memory): --gpus 2 on two fake devices == --gpus 2 on the cpu.

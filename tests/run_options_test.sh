@@ -64,6 +64,10 @@ check "stderr a file, --progress-every 1: progress lines" grep -qE '^dprun: prog
 run "$cnn" --epochs 3 --progress-every 0
 check "--progress-every 0: none" lacks 'progress:' "$tmp/err"
 
+# --- --nondeterministic is a cuDNN matter: the cpu says it changes nothing
+run "$cnn" --steps 1 --nondeterministic
+check "--nondeterministic on the cpu: a note" grep -q '^dprun: note: --nondeterministic changes nothing on the cpu backend' "$tmp/err"
+
 # --- the schedule says what nobody may have meant
 "$bin/dprun" "$cnn" --schedule --gpus 4 --warmup-epochs 2 >"$tmp/out" 2>"$tmp/err"
 check "a warmup that lowers the lr is named" grep -q "note: warmup lowers the lr from 0.05 to 0.04 over 2 epochs: its target is epoch 2's lr 0.01 times 4" "$tmp/err"

@@ -334,12 +334,14 @@ static int conv_marked(rt_backend *be, const cg_conv *d, void *out, const void *
     return rc;
 }
 
-/* A measured choice holds for this kind of device with this cuDNN. */
+/* A measured choice holds for this kind of device with this cuDNN, and
+ * for runs that allow non-deterministic algorithms or runs that do not. */
 static uint64_t cuda_tune_key(const rt_backend *be) {
     const cuda_impl *c = impl_of(be);
     size_t version = c->dnn ? rt_cudnn.cudnnGetVersion() : 0;
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, c->name);
-    return ir_fnv1a(h, &version, sizeof version);
+    h = ir_fnv1a(h, &version, sizeof version);
+    return rt_conv_nondeterministic() ? ir_fnv1a_str(h, "nondeterministic") : h;
 }
 
 static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t errlen) {

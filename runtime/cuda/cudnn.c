@@ -22,7 +22,8 @@
  *     cuDNN), so later processes take it without measuring; a recorded
  *     algorithm is used only when the heuristics still list it as below,
  * always among the deterministic algorithms whose workspace fits under a
- * cap, so a plan and seed give the same bits run after run. The choice is
+ * cap, so a plan and seed give the same bits run after run (unless dprun
+ * --nondeterministic lets the non-deterministic ones in). The choice is
  * made in an eager step (the executor never captures a program's first
  * run); a descriptor first met while capturing runs its alternative. Each
  * device holds one workspace, grown in eager steps to the largest need;
@@ -48,7 +49,9 @@ typedef struct dnn_conv {
     cudnnConvolutionDescriptor_t conv;
     int algo;
     size_t ws;
-    const char *how; /* "measured", "recorded" (tuned), or "heuristics" */
+    int nondeterministic; /* chosen where rt_conv_nondeterministic() allowed them */
+    int racy;             /* the algorithm is one of them */
+    const char *how;      /* "measured", "recorded" (tuned), or "heuristics" */
     struct dnn_conv *next;
 } dnn_conv;
 
@@ -138,17 +141,17 @@ typedef struct {
         (out)[i_] = (candidate){(int)(perf)[i_].algo, (perf)[i_].status, (perf)[i_].memory, \
                                 (perf)[i_].determinism};
 
-/* What dpc runs: an algorithm that succeeded, is deterministic and fits
- * under cap. */
-static int usable(const candidate *p, size_t cap) {
-    return p->status == CUDNN_STATUS_SUCCESS && p->determinism == CUDNN_DETERMINISTIC &&
-           p->memory <= cap;
+/* What dpc runs: an algorithm that succeeded, is deterministic (unless
+ * the run allows otherwise) and fits under cap. */
+static int usable(const candidate *p, size_t cap, int nondeterministic) {
+    return p->status == CUDNN_STATUS_SUCCESS &&
+           (nondeterministic || p->determinism == CUDNN_DETERMINISTIC) && p->memory <= cap;
 }
 
 /* The first of n candidates (best first) that is usable: its index, or -1. */
-static int pick(const candidate *p, int n, size_t cap) {
+static int pick(const candidate *p, int n, size_t cap, int nondeterministic) {
     for (int i = 0; i < n; i++)
-        if (usable(&p[i], cap)) return i;
+        if (usable(&p[i], cap, nondeterministic)) return i;
     return -1;
 }
 
@@ -212,11 +215,11 @@ static int choose(rt_backend *be, cuda_impl *c, dnn_conv *e, void *out, const vo
     if (!e->d.tune || recorded >= 0) {
         if (candidates(c, e, 0, out, in, in2, NULL, 0, cand, &n, err, errlen)) return -1;
         if (!e->d.tune) {
-            k = pick(cand, n, cap);
+            k = pick(cand, n, cap, e->nondeterministic);
             e->how = "heuristics";
         } else { /* the record's, if it is still one dpc would run */
             for (int i = 0; i < n && k < 0; i++)
-                if (cand[i].algo == recorded && usable(&cand[i], cap)) k = i;
+                if (cand[i].algo == recorded && usable(&cand[i], cap, e->nondeterministic)) k = i;
             e->how = "recorded";
         }
     }
@@ -228,12 +231,13 @@ static int choose(rt_backend *be, cuda_impl *c, dnn_conv *e, void *out, const vo
                             errlen);
         if (tmp) rt_cu.cuMemFree(tmp); /* eager: nothing captured it */
         if (rc) return -1;
-        k = pick(cand, n, tmp_size < cap ? tmp_size : cap);
+        k = pick(cand, n, tmp_size < cap ? tmp_size : cap, e->nondeterministic);
         e->how = "measured";
         if (k >= 0) rt_conv_algo_set(where, &e->d, cand[k].algo);
     }
     e->algo = k < 0 ? -1 : cand[k].algo; /* none: the alternative */
     e->ws = k < 0 ? 0 : cand[k].memory;
+    e->racy = k >= 0 && cand[k].determinism != CUDNN_DETERMINISTIC;
     return 0;
 }
 
@@ -242,8 +246,9 @@ static int choose(rt_backend *be, cuda_impl *c, dnn_conv *e, void *out, const vo
 static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out, const void *in,
                        const void *in2, int *later, char *err, size_t errlen) {
     pthread_mutex_lock(&dnn_mu);
+    int nondeterministic = rt_conv_nondeterministic();
     dnn_conv *e = dnn_convs;
-    while (e && !cg_conv_equal(&e->d, d)) e = e->next;
+    while (e && !(cg_conv_equal(&e->d, d) && e->nondeterministic == nondeterministic)) e = e->next;
     if (e || c->capturing) {
         pthread_mutex_unlock(&dnn_mu);
         *later = !e;
@@ -252,6 +257,7 @@ static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out
     e = calloc(1, sizeof *e);
     RT_CHECK_ALLOC(e);
     e->d = *d;
+    e->nondeterministic = nondeterministic;
     if (set_descriptors(e, err, errlen) || choose(be, c, e, out, in, in2, err, errlen)) {
         pthread_mutex_unlock(&dnn_mu);
         dnn_conv_free(e);
@@ -263,10 +269,12 @@ static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out
     if (rt_debug_level() >= 1)
         fprintf(stderr,
                 "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
-                "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s), %zu bytes of workspace\n",
+                "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s%s), %zu bytes of workspace\n",
                 cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh, d->G,
-                e->algo < 0 ? "no deterministic algorithm fits, its alternative" : "algorithm",
-                e->algo, e->how, e->ws);
+                e->algo >= 0       ? "algorithm"
+                : nondeterministic ? "no algorithm fits, its alternative"
+                                   : "no deterministic algorithm fits, its alternative",
+                e->algo, e->how, e->racy ? ", non-deterministic" : "", e->ws);
     return e;
 }
 

@@ -312,6 +312,13 @@ void rt_conv_algo_set(uint64_t where, const cg_conv *d, int algo);
  * read, so this process measures every tuned convolution again, and
  * records what it measures. */
 void rt_conv_retune(void);
+/* dprun --nondeterministic: from now on (call it before the first step) a
+ * library may run algorithms whose sums come in a varying order (cuDNN's
+ * atomics) where they are the best; such a run's bits may differ from run
+ * to run. Off by default. The cuda backend's choices under it are kept
+ * apart from the deterministic ones (its tune_key). */
+void rt_conv_set_nondeterministic(int on);
+int rt_conv_nondeterministic(void);
 /* source compiled (on a miss) and loaded with dlopen flags from the bytes
  * checked (above): the handle, or NULL + message. On a compile error the
  * source stays at DIR/NAME.c and err names it with the compiler's message.

@@ -244,6 +244,21 @@ static void save(uint64_t where) {
     rt_cache_close(&c);
 }
 
+static int nondeterministic;
+
+void rt_conv_set_nondeterministic(int on) {
+    pthread_mutex_lock(&mu);
+    nondeterministic = on != 0;
+    pthread_mutex_unlock(&mu);
+}
+
+int rt_conv_nondeterministic(void) {
+    pthread_mutex_lock(&mu);
+    int on = nondeterministic;
+    pthread_mutex_unlock(&mu);
+    return on;
+}
+
 void rt_conv_retune(void) {
     pthread_mutex_lock(&mu);
     retune = 1;

@@ -288,6 +288,12 @@ int rt_run_open_data(rt_run *r) {
 int rt_run_build(rt_run *r) {
     const rt_train_options *o = r->o;
     if (o->tune) rt_conv_retune(); /* before any executor looks a choice up */
+    rt_conv_set_nondeterministic(o->nondeterministic);
+    if (o->nondeterministic && r->be->host_memory && o->rank == 0)
+        fprintf(stderr,
+                "%snote: --nondeterministic changes nothing on the cpu backend: its kernels and "
+                "oneDNN's sum in a fixed order\n",
+                o->log_prefix);
     /* Before the first kernel module loads: replicas share the cores. */
     if (r->be->host_memory) rt_replicas_cpu_threads(r->local);
     r->bes = calloc((size_t)r->local, sizeof *r->bes);

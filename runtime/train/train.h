@@ -111,6 +111,7 @@ typedef struct {
     const char *save_params; /* safetensors to write at the end, or NULL */
     long benchmark;          /* >0: time this many steps after a warm-up, then stop */
     int tune;                /* --tune: measure every tuned convolution again (rt_conv_retune) */
+    int nondeterministic;    /* --nondeterministic (rt_conv_set_nondeterministic) */
     int eval_every;          /* >0: test accuracy every K epochs */
     int final_eval;          /* RT_FINAL_EVAL_*; -1: both after the whole schedule, none
                               * when --steps cut it short (test in a sweep) */

@@ -475,38 +475,35 @@ TEST(se_small_grouped_library_convs_equal_cpu) {
               fake_cudnn_grouped_uses() - g0);
 }
 
-/* A tuned descriptor (--conv auto) is chosen by measurement
- * (cudnnFind*Ex on the call's buffers), still among the deterministic
- * algorithms that fit, and computes the convolution; such choices are
- * kept per machine, the GPU's apart from the cpu's. */
-TEST(tuned_cudnn_conv_measures_and_computes) {
-    rt_conv_retune(); /* measure, whatever the cache's record kept from an earlier run */
-    rt_backend *u = rt_backend_cuda(0, err, sizeof err), *c = rt_backend_cpu();
-    CHECK_MSG(u != NULL, "%s", err);
-    if (!u) {
-        rt_backend_free(c);
-        return;
-    }
-    CHECK(rt_conv_where(u) != rt_conv_where(c) && rt_conv_where(u) == rt_conv_where(u));
-    cg_conv d = {.dir = CG_CONV_FORWARD,
-                 .N = 2,
-                 .C = 3,
-                 .H = 7,
-                 .W = 6,
-                 .K = 4,
-                 .kh = 3,
-                 .kw = 3,
-                 .sh = 2,
-                 .sw = 2,
-                 .ph = 1,
-                 .pw = 1,
-                 .Ho = 4,
-                 .Wo = 3,
-                 .G = 1,
-                 .type_x = IR_F32,
-                 .type_w = IR_F32,
-                 .type_y = IR_F32,
-                 .tune = 1};
+/* The forward convolution of the tests below: 2x3x7x6 images, 4 3x3
+ * filters at stride 2, padding 1 (N images; tune: --conv auto's). */
+static cg_conv small_forward(int64_t N, int tune) {
+    return (cg_conv){.dir = CG_CONV_FORWARD,
+                     .N = N,
+                     .C = 3,
+                     .H = 7,
+                     .W = 6,
+                     .K = 4,
+                     .kh = 3,
+                     .kw = 3,
+                     .sh = 2,
+                     .sw = 2,
+                     .ph = 1,
+                     .pw = 1,
+                     .Ho = 4,
+                     .Wo = 3,
+                     .G = 1,
+                     .type_x = IR_F32,
+                     .type_w = IR_F32,
+                     .type_y = IR_F32,
+                     .tune = tune};
+}
+
+/* Runs small_forward(N, tune) (N <= 2) on u from fixed x and w: the
+ * largest error against the definition summed in double, or -1 with a
+ * failed check when the call fails. */
+static double small_forward_error(rt_backend *u, int64_t N, int tune) {
+    cg_conv d = small_forward(N, tune);
     enum { NX = 2 * 3 * 7 * 6, NW = 4 * 3 * 3 * 3, NY = 2 * 4 * 4 * 3 };
     float x[NX], w[NW], y[NY];
     for (int i = 0; i < NX; i++) x[i] = (float)((i * 37) % 19) / 9.5f - 1;
@@ -514,12 +511,13 @@ TEST(tuned_cudnn_conv_measures_and_computes) {
     float *dx = u->alloc(u, sizeof x), *dw = u->alloc(u, sizeof w), *dy = u->alloc(u, sizeof y);
     u->copy_in(u, dx, x, sizeof x);
     u->copy_in(u, dw, w, sizeof w);
-    long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1);
-    CHECK_MSG(u->conv(u, &d, dy, dx, dw, err, sizeof err) == 0, "%s", err);
+    int rc = u->conv(u, &d, dy, dx, dw, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
     u->copy_out(u, y, dy, sizeof y);
-    CHECK(fake_cudnn_uses(0) == u0 && fake_cudnn_uses(1) >= u1 + 2); /* the search, the call */
+    u->free(u, dx), u->free(u, dw), u->free(u, dy);
+    if (rc) return -1;
     double worst = 0;
-    for (int n = 0; n < 2; n++)
+    for (int n = 0; n < N; n++)
         for (int k = 0; k < 4; k++)
             for (int oh = 0; oh < 4; oh++)
                 for (int ow = 0; ow < 3; ow++) {
@@ -535,8 +533,61 @@ TEST(tuned_cudnn_conv_measures_and_computes) {
                     double e = fabs(sum - y[((n * 4 + k) * 4 + oh) * 3 + ow]);
                     if (e > worst) worst = e;
                 }
-    CHECK_MSG(worst < 1e-5, "worst error %.3g", worst);
-    u->free(u, dx), u->free(u, dw), u->free(u, dy);
+    return worst;
+}
+
+/* A tuned descriptor (--conv auto) is chosen by measurement
+ * (cudnnFind*Ex on the call's buffers), still among the deterministic
+ * algorithms that fit, and computes the convolution; such choices are
+ * kept per machine, the GPU's apart from the cpu's. */
+TEST(tuned_cudnn_conv_measures_and_computes) {
+    rt_conv_retune(); /* measure, whatever the cache's record kept from an earlier run */
+    rt_backend *u = rt_backend_cuda(0, err, sizeof err), *c = rt_backend_cpu();
+    CHECK_MSG(u != NULL, "%s", err);
+    if (!u) {
+        rt_backend_free(c);
+        return;
+    }
+    CHECK(rt_conv_where(u) != rt_conv_where(c) && rt_conv_where(u) == rt_conv_where(u));
+    long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1);
+    double worst = small_forward_error(u, 2, 1);
+    CHECK(fake_cudnn_uses(0) == u0 && fake_cudnn_uses(1) >= u1 + 2); /* the search, the call */
+    CHECK_MSG(worst >= 0 && worst < 1e-5, "worst error %.3g", worst);
+    rt_backend_free(u);
+    rt_backend_free(c);
+}
+
+/* dprun --nondeterministic: cuDNN may run the fake's faster
+ * non-deterministic algorithm 0, by its heuristics and by measurement; the
+ * GPU's measured choices are then kept apart from the deterministic ones,
+ * and a process that turns it off again runs algorithm 1 for the same
+ * descriptor. */
+TEST(nondeterministic_lets_cudnn_take_its_fastest) {
+    rt_backend *u = rt_backend_cuda(0, err, sizeof err), *c = rt_backend_cpu();
+    CHECK_MSG(u != NULL, "%s", err);
+    if (!u) {
+        rt_backend_free(c);
+        return;
+    }
+    uint64_t gpu = rt_conv_where(u), cpu = rt_conv_where(c);
+    rt_conv_set_nondeterministic(1);
+    CHECK(rt_conv_where(u) != gpu && rt_conv_where(c) == cpu);
+    for (int tune = 0; tune < 2; tune++) {
+        long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1);
+        double worst = small_forward_error(u, 1, tune); /* N = 1: a descriptor of its own */
+        CHECK_MSG(worst >= 0 && worst < 1e-5, "tune %d: worst error %.3g", tune, worst);
+        /* the call ran 0 (the fake's search runs 1 once) */
+        CHECK_MSG(fake_cudnn_uses(0) - u0 == 1 && fake_cudnn_uses(1) - u1 == tune,
+                  "tune %d: cuDNN algorithms used: 0 %lld, 1 %lld times", tune,
+                  fake_cudnn_uses(0) - u0, fake_cudnn_uses(1) - u1);
+    }
+    rt_conv_set_nondeterministic(0);
+    CHECK(rt_conv_where(u) == gpu);
+    long long u0 = fake_cudnn_uses(0), u1 = fake_cudnn_uses(1);
+    double worst = small_forward_error(u, 1, 0);
+    CHECK_MSG(worst >= 0 && worst < 1e-5 && fake_cudnn_uses(0) == u0 && fake_cudnn_uses(1) > u1,
+              "deterministic again: worst error %.3g, algorithm 0 %lld, 1 %lld times", worst,
+              fake_cudnn_uses(0) - u0, fake_cudnn_uses(1) - u1);
     rt_backend_free(u);
     rt_backend_free(c);
 }
@@ -1491,6 +1542,7 @@ int main(void) {
     RUN(se_small_grouped_library_convs_equal_cpu);
     RUN(small_planes_dense_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
+    RUN(nondeterministic_lets_cudnn_take_its_fastest);
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(tf32_gemm_equals_the_cpus_within_the_bound);
