@@ -28,10 +28,10 @@ check "exit 1 when flex, bison and OpenMPI are missing (exit $rc)" [ $rc = 1 ]
 has() { grep -q -F -- "$1" <<<"$2"; }
 check "names the missing packages: $out" has 'missing: flex bison openmpi-bin libopenmpi-dev' "$out"
 check "gives the one command: $out" has "sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends flex bison openmpi-bin libopenmpi-dev'" "$out"
-lacks() { ! grep -q -- "$1" <<<"$2"; }
-check "installs nothing: $out" lacks installing "$out"
+says_no() { ! grep -q -- "$1" <<<"$2"; } # says_no PATTERN TEXT
+check "installs nothing: $out" says_no installing "$out"
 out=$("${as_user[@]}" env PATH="$home/bin" MPI=0 bash deps.sh build 2>&1)
-check "MPI=0 asks for no MPI package: $out" lacks openmpi "$out"
+check "MPI=0 asks for no MPI package: $out" says_no openmpi "$out"
 check "MPI=0 still asks for flex: $out" has 'missing: flex bison' "$out"
 # Everything there (this machine has built dpc): silent success.
 out=$("${as_user[@]}" env PATH="$PATH" bash deps.sh build 2>&1); rc=$?

@@ -15,7 +15,6 @@ dprun_fail() { local name=$1 want=$2; shift 2; expect_fail "$name" "$want" "$bin
 cnn=$tmp/cnn.plan mlp=$tmp/mlp.plan
 "$bin/dpc" models/cnn_small.net -o "$cnn" && "$bin/dpc" models/mlp.net -o "$mlp" ||
     { echo "dpc failed"; echo "0 passed, 1 failed"; exit 1; }
-lacks() { ! grep -q "$1" "$2"; }
 run() { "$bin/dprun" "$@" --device cpu >"$tmp/out" 2>"$tmp/err"; }
 last() { tail -n 1 "$tmp/out"; }
 
