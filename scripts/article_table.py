@@ -276,6 +276,39 @@ def spread(values):
     return text
 
 
+def difference(a, b):
+    """'+16.8 points (8.1 standard errors)': mean(a) - mean(b) in points of
+    accuracy, over its standard error (Welch's: sqrt(var a/n a + var b/n b));
+    "—" under two values on either side."""
+    if len(a) < 2 or len(b) < 2:
+        return "—"
+    d = statistics.mean(a) - statistics.mean(b)
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    ratio = f"{abs(d) / se:.1f} standard errors" if se > 0 else "no spread"
+    return f"{100 * d:+.1f} points ({ratio})"
+
+
+def seed_accuracies(found, runs):
+    """{run: [final test accuracy of each of its seeds]}."""
+    accs = {}
+    for (k, _, _), r in zip(found, runs):
+        if r["error"] is None and r["test_acc"] is not None:
+            accs.setdefault(k, []).append(r["test_acc"])
+    return accs
+
+
+def difference_table(found, runs):
+    """Each pair of runs: the difference of their mean test accuracies and
+    how many standard errors it is."""
+    accs = seed_accuracies(found, runs)
+    ks = sorted(accs)
+    if len(ks) < 2:
+        return []
+    out = ["| runs | test accuracy, difference of the means |", "| --- | ---: |"]
+    out += [f"| {a} − {b} | {difference(accs[a], accs[b])} |" for i, a in enumerate(ks) for b in ks[i + 1:]]
+    return out
+
+
 def seed_table(found, runs):
     """Each run's final accuracies and first and last losses over its seeds."""
     out = ["| run | seeds | test accuracy per seed | test accuracy, mean ± sd (range) "
@@ -326,8 +359,14 @@ def report(outdir, args):
     out.append("")
     if seeds:
         out += ["## Mean and spread over the seeds", ""] + seed_table(found, runs) + [
-            "", "sd: the sample standard deviation (n − 1); range: the lowest and highest seed.", "",
-            "## Each run and seed", ""]
+            "", "sd: the sample standard deviation (n − 1); range: the lowest and highest seed.", ""]
+        differences = difference_table(found, runs)
+        if differences:
+            out += ["## Differences between runs", ""] + differences + [
+                "", "A difference in points of test accuracy, and how many of its standard errors it is "
+                "(Welch's: the root of each run's variance over its seed count, summed); one under about "
+                "two standard errors cannot be told from the seeds' spread.", ""]
+        out += ["## Each run and seed", ""]
     out += results_table(found, runs, outdir, cost)
     out.append("")
     machines = [(label(k, seed), line) for k, seed, name in found

@@ -34,7 +34,10 @@ Figures (MODEL: a file in models/, without .net):
                      loss@E (epoch E's mean train loss), wall (the run's
                      wall time, h:mm) or seeds (RUN names runK of a seed
                      study: the final test accuracy's mean ± sd over every
-                     runK-sS there); "—" where the run has no such figure
+                     runK-sS there), or diff@runJ (the seed study's
+                     difference of runK's and runJ's mean test accuracies,
+                     in points and standard errors); "—" where the run has
+                     no such figure
 """
 import importlib.util
 import os
@@ -112,9 +115,14 @@ class Tools:
         if not folder or not re.fullmatch(r"run[1-4](-s\d+)?", name) or ".." in folder.split("/"):
             raise ValueError("article figure %r: want FOLDER/runK[-sS]:WHAT" % arg)
         table = self.article_table()
+
+        def seed_accs(run):
+            return [r["test_acc"] for k, seed, n in table.find_runs(outdir)
+                    if n.startswith(run + "-s") for r in [table.read_run(outdir, n)] if r["test_acc"] is not None]
+        if what.startswith("diff@run") and re.fullmatch(r"[1-4]", what[8:]):
+            return table.difference(seed_accs(name), seed_accs("run" + what[8:]))
         if what == "seeds":
-            accs = [r["test_acc"] for k, seed, n in table.find_runs(outdir)
-                    if n.startswith(name + "-s") for r in [table.read_run(outdir, n)] if r["test_acc"] is not None]
+            accs = seed_accs(name)
             if not accs:
                 return "—"
             if len(accs) == 1:
@@ -132,7 +140,7 @@ class Tools:
                 return "—"
             minutes = int(round(r["wall_s"] / 60))
             return "%d:%02d" % (minutes // 60, minutes % 60)
-        raise ValueError("article figure %r: WHAT is test, train, loss@E, wall or seeds" % arg)
+        raise ValueError("article figure %r: WHAT is test, train, loss@E, wall, seeds or diff@runK" % arg)
 
     def article_table(self):
         if "article_table" not in self.memo:

@@ -160,6 +160,16 @@ assert abs(float(rest.split()[0]) - statistics.stdev(accs)) < 1e-4, cells
 assert any(l.startswith("| 1 (seed 2) | 32 |") for l in text.splitlines()), text
 assert "run 1 test accuracy (mean ± sd)" in text, text
 EOF
+check "--seeds: one run has no differences between runs" lacks "Differences between runs" "$outs/article.md"
+$py - <<'EOF' && ok || bad "article_table.difference: points and standard errors"
+import sys
+sys.path.insert(0, "scripts")
+from article_table import difference
+assert difference([0.5, 0.6], [0.4, 0.5]) == "+10.0 points (1.4 standard errors)", difference([0.5, 0.6], [0.4, 0.5])
+assert difference([0.4, 0.5], [0.5, 0.6, 0.7]).startswith("-15.0 points ("), difference([0.4, 0.5], [0.5, 0.6, 0.7])
+assert difference([0.5], [0.4, 0.5]) == "—"
+assert difference([0.5, 0.5], [0.4, 0.4]) == "+10.0 points (no spread)"
+EOF
 check "--seeds: the plot has a curve per seed" [ "$(grep -o 'data-run="run1-s[12]' "$outs/article.svg" | sort -u | wc -l)" = 2 ]
 # A part stopped with no end on record (`START - -`: its session ended) counts its
 # epochs and, per epoch, the accuracy passes' time of the parts that ended: here
