@@ -380,8 +380,8 @@ static int flags_of(rd *r, unsigned *flags) {
         const char *at = r->p;
         if (word(r, f, sizeof f, "a flag (" IR_FLAG_NAME_LIST ")")) return -1;
         int k = 0;
-        while (k < 8 && (!ir_flag_name(k) || strcmp(f, ir_flag_name(k)))) k++;
-        if (k < 8) {
+        while (k < 32 && (!ir_flag_name(k) || strcmp(f, ir_flag_name(k)))) k++;
+        if (k < 32) {
             *flags |= 1u << k;
         } else {
             char *e;

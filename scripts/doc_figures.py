@@ -116,9 +116,10 @@ class Tools:
             raise ValueError("article figure %r: want FOLDER/runK[-sS]:WHAT" % arg)
         table = self.article_table()
 
-        def seed_accs(run):
-            return [r["test_acc"] for k, seed, n in table.find_runs(outdir)
-                    if n.startswith(run + "-s") for r in [table.read_run(outdir, n)] if r["test_acc"] is not None]
+        def seed_accs(run):  # as the folder's article.md counts them
+            found = [f for f in table.find_runs(outdir) if f[2].startswith(run + "-s")]
+            runs = [table.read_run(outdir, n) for _, _, n in found]
+            return [a for accs in table.seed_accuracies(found, runs).values() for a in accs]
         if what.startswith("diff@run") and re.fullmatch(r"[1-4]", what[8:]):
             return table.difference(seed_accs(name), seed_accs("run" + what[8:]))
         if what == "seeds":

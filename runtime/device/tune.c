@@ -244,20 +244,14 @@ static void save(uint64_t where) {
     rt_cache_close(&c);
 }
 
+/* Read on every cuDNN call (runtime/cuda/cudnn.c): an atomic, not mu. */
 static int nondeterministic;
 
 void rt_conv_set_nondeterministic(int on) {
-    pthread_mutex_lock(&mu);
-    nondeterministic = on != 0;
-    pthread_mutex_unlock(&mu);
+    __atomic_store_n(&nondeterministic, on != 0, __ATOMIC_RELAXED);
 }
 
-int rt_conv_nondeterministic(void) {
-    pthread_mutex_lock(&mu);
-    int on = nondeterministic;
-    pthread_mutex_unlock(&mu);
-    return on;
-}
+int rt_conv_nondeterministic(void) { return __atomic_load_n(&nondeterministic, __ATOMIC_RELAXED); }
 
 void rt_conv_retune(void) {
     pthread_mutex_lock(&mu);
