@@ -336,11 +336,40 @@ typedef struct {
     int split_m; /* 1: blocks of C's rows, 0: of its columns */
 } gemm_job;
 
+static _Atomic int sum_order = -1; /* rt_sum_order; -1: not yet read from the environment */
+
+static rt_sum_order current_sum_order(void) {
+    int o = sum_order;
+    if (o < 0) {
+        const char *e = getenv("DPC_CPU_SUM_ORDER");
+        o = e && !strcmp(e, "split-k") ? RT_SUM_ORDER_SPLIT_K : RT_SUM_ORDER_DEFAULT;
+        sum_order = o;
+    }
+    return (rt_sum_order)o;
+}
+
+rt_sum_order rt_cpu_set_sum_order(rt_sum_order order) {
+    rt_sum_order was = current_sum_order();
+    sum_order = order;
+    return was;
+}
+
 static void sgemm(const cg_gemm *d, int64_t m, int64_t n, const float *A, const float *B,
                   float *C) {
-    cblas_sgemm(CblasColMajor, d->transa ? CblasTrans : CblasNoTrans,
-                d->transb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)d->k, d->alpha, A,
-                (int)d->lda, B, (int)d->ldb, d->beta, C, (int)d->ldc);
+    CBLAS_TRANSPOSE ta = d->transa ? CblasTrans : CblasNoTrans,
+                    tb = d->transb ? CblasTrans : CblasNoTrans;
+    int64_t k1 = d->k / 2;
+    if (current_sum_order() != RT_SUM_ORDER_SPLIT_K || k1 == 0) {
+        cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)d->k, d->alpha, A, (int)d->lda, B,
+                    (int)d->ldb, d->beta, C, (int)d->ldc);
+        return;
+    }
+    /* C = alpha op(A)[:, :k1] op(B)[:k1, :] + beta C, then the rest added on. */
+    int64_t a2 = d->transa ? k1 : k1 * d->lda, b2 = d->transb ? k1 * d->ldb : k1;
+    cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k1, d->alpha, A, (int)d->lda, B,
+                (int)d->ldb, d->beta, C, (int)d->ldc);
+    cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)(d->k - k1), d->alpha, A + a2,
+                (int)d->lda, B + b2, (int)d->ldb, 1.0f, C, (int)d->ldc);
 }
 
 /* Part p of every batch entry: rows [lo, hi) of C take rows of op(A);
@@ -468,6 +497,7 @@ static int cpu_conv(rt_backend *be, const cg_conv *d, void *out, const void *in,
                     char *err, size_t errlen) {
     (void)be;
     if (d->tf32) return 1; /* oneDNN has no TF32 here: the alternative's TF32 GEMMs */
+    if (current_sum_order() == RT_SUM_ORDER_SPLIT_K) return 1; /* im2col's GEMMs: another order */
     return rt_onednn_conv(d, out, in, in2, pool_run, err, errlen);
 }
 

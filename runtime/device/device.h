@@ -166,6 +166,18 @@ rt_backend *rt_backend_cpu(void);
 /* The cpu backend's thread count (DPC_THREADS, else OMP_NUM_THREADS, else
  * the CPUs this process may use). */
 int rt_cpu_threads(void);
+/* The order the cpu backend sums products in, for measuring a noise floor:
+ * the same arithmetic in two orders differs by what rounding alone makes,
+ * which is the most any other correct backend (a GPU) may be asked to match.
+ *   RT_SUM_ORDER_DEFAULT  OpenBLAS blocked as the backend splits it; oneDNN
+ *                         for the library convolutions
+ *   RT_SUM_ORDER_SPLIT_K  every GEMM's k summed as two halves, the second
+ *                         added onto the first; convolutions by their im2col
+ *                         GEMMs (oneDNN declined)
+ * Process-wide; DPC_CPU_SUM_ORDER=split-k sets it at start. Returns the
+ * order it replaced. */
+typedef enum { RT_SUM_ORDER_DEFAULT, RT_SUM_ORDER_SPLIT_K } rt_sum_order;
+rt_sum_order rt_cpu_set_sum_order(rt_sum_order order);
 void rt_backend_free(rt_backend *be);
 
 /* Value of DPC_DEBUG (0 when unset). */

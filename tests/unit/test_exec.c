@@ -916,6 +916,55 @@ TEST(thread_pool_splits_kernels_and_gemms) {
     }
 }
 
+/* The split-k sum order (rt_cpu_set_sum_order) computes the same product:
+ * exact on small integers for every transpose and with beta accumulating;
+ * on fractions it rounds differently from the default order (else it would
+ * measure no floor), within the bound of any f32 dot product of length k,
+ * k * 2^-24 * sum |a b| per element (Higham, the recursive summation bound),
+ * and doubled for the two orders. */
+TEST(split_k_sum_order_is_the_same_product) {
+    int M = 37, N = 29, K = 301;
+    float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
+    float *C[2] = {malloc(sizeof(float) * (size_t)M * N), malloc(sizeof(float) * (size_t)M * N)};
+    double *bound = calloc((size_t)M * N, sizeof(double));
+    for (int frac = 0; frac < 2; frac++)
+        for (int t = 0; t < 4; t++) {
+            int ta = t & 1, tb = t >> 1;
+            cg_gemm d = {.transa = ta, .transb = tb, .m = M, .n = N, .k = K, .alpha = 1,
+                         .beta = 0.5f, .lda = ta ? K : M, .ldb = tb ? N : K, .ldc = M, .batch = 1};
+            uint64_t s = 12345;
+            for (int i = 0; i < M * K; i++)
+                A[i] = frac ? (float)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f
+                            : (float)((i * 7) % 13) - 6.0f;
+            for (int i = 0; i < K * N; i++)
+                B[i] = frac ? (float)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f
+                            : (float)((i * 5) % 11) - 5.0f;
+            for (int o = 0; o < 2; o++) {
+                for (int i = 0; i < M * N; i++) C[o][i] = (float)(i % 3);
+                rt_sum_order was = rt_cpu_set_sum_order(o ? RT_SUM_ORDER_SPLIT_K : RT_SUM_ORDER_DEFAULT);
+                CHECK(be->gemm(be, &d, A, B, C[o], err, sizeof err) == 0);
+                rt_cpu_set_sum_order(was);
+            }
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double b = 0;
+                    for (int q = 0; q < K; q++)
+                        b += fabs((double)A[ta ? q + (size_t)i * K : i + (size_t)q * M] *
+                                  B[tb ? j + (size_t)q * N : q + (size_t)j * K]);
+                    bound[i + (size_t)j * M] = 2.0 * K * ldexp(1.0, -24) * (b + 1);
+                }
+            int differ = 0, over = 0;
+            for (int i = 0; i < M * N; i++) {
+                differ += C[0][i] != C[1][i];
+                over += fabs((double)C[0][i] - C[1][i]) > bound[i];
+            }
+            CHECK_MSG(frac ? differ > 0 && over == 0 : differ == 0,
+                      "transposes %d%d, %s: %d differ, %d over the bound", ta, tb,
+                      frac ? "fractions" : "integers", differ, over);
+        }
+    free(A), free(B), free(C[0]), free(C[1]), free(bound);
+}
+
 TEST(compile_cache_hits_and_races) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -968,6 +1017,7 @@ int main(void) {
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);
+    RUN(split_k_sum_order_is_the_same_product);
     RUN(compile_cache_hits_and_races);
     RUN(compile_error_names_the_source);
     rt_backend_free(be);
