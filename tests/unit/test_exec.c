@@ -930,8 +930,17 @@ TEST(split_k_sum_order_is_the_same_product) {
     for (int frac = 0; frac < 2; frac++)
         for (int t = 0; t < 4; t++) {
             int ta = t & 1, tb = t >> 1;
-            cg_gemm d = {.transa = ta, .transb = tb, .m = M, .n = N, .k = K, .alpha = 1,
-                         .beta = 0.5f, .lda = ta ? K : M, .ldb = tb ? N : K, .ldc = M, .batch = 1};
+            cg_gemm d = {.transa = ta,
+                         .transb = tb,
+                         .m = M,
+                         .n = N,
+                         .k = K,
+                         .alpha = 1,
+                         .beta = 0.5f,
+                         .lda = ta ? K : M,
+                         .ldb = tb ? N : K,
+                         .ldc = M,
+                         .batch = 1};
             uint64_t s = 12345;
             for (int i = 0; i < M * K; i++)
                 A[i] = frac ? (float)((s = s * 6364136223846793005ull + 1) >> 40) / (1 << 24) - 0.5f
@@ -941,7 +950,8 @@ TEST(split_k_sum_order_is_the_same_product) {
                             : (float)((i * 5) % 11) - 5.0f;
             for (int o = 0; o < 2; o++) {
                 for (int i = 0; i < M * N; i++) C[o][i] = (float)(i % 3);
-                rt_sum_order was = rt_cpu_set_sum_order(o ? RT_SUM_ORDER_SPLIT_K : RT_SUM_ORDER_DEFAULT);
+                rt_sum_order was =
+                    rt_cpu_set_sum_order(o ? RT_SUM_ORDER_SPLIT_K : RT_SUM_ORDER_DEFAULT);
                 CHECK(be->gemm(be, &d, A, B, C[o], err, sizeof err) == 0);
                 rt_cpu_set_sum_order(was);
             }
