@@ -302,9 +302,18 @@ SIM_HEADERS := tests/sim/sim.h tests/sim/cuda_sim.h
 $(BUILD)/fake/sim.o: tests/sim/sim.cpp $(SIM_HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 -Wall -Wextra -Werror $(OPT) $(SANFLAGS) -fPIC -pthread -Itests/sim -c -o $@ $<
-$(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c $(SIM_HEADERS) $(HEADERS) $(STAMP)
+$(BUILD)/fake/fake_cuda.o: tests/fake/fake_cuda.c tests/fake/fake_math.h $(SIM_HEADERS) $(HEADERS) $(STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -isystem $(CUDA_HOME)/include -Itests/sim -DFAKE_SIM_DIR='"$(abspath tests/sim)"' -fPIC -c -o $@ $<
-$(BUILD)/fake/libfakecuda.so: $(BUILD)/fake/fake_cuda.o $(BUILD)/fake/sim.o
-	$(CXX) $(SANFLAGS) -pthread -shared -o $@ $^ -lopenblas -ldl
+# fake_math.c, the fake's GEMM and convolution arithmetic, is built -O2 and
+# without the sanitizers in every tree: it is test infrastructure whose
+# loops run every product of ResNet-18 steps, too slow under ASan, and it
+# only reads and writes buffers the instrumented code handed it whole.
+# -ffp-contract=off: no fused multiply-add, so its sums are the same bits
+# on every x86-64 CPU (fake_math.h's order).
+$(BUILD)/fake/fake_math.o: tests/fake/fake_math.c tests/fake/fake_math.h $(HEADERS) $(STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -O2 -g -ffp-contract=off -fPIC -c -o $@ $<
+$(BUILD)/fake/libfakecuda.so: $(BUILD)/fake/fake_cuda.o $(BUILD)/fake/fake_math.o $(BUILD)/fake/sim.o
+	$(CXX) $(SANFLAGS) -pthread -shared -o $@ $^ -ldl
 # ---- end of the CUDA block ------------------------------------------------------

@@ -18,8 +18,11 @@
  * parameter values it was given. Each OS thread has its own simulator state
  * and shared memory (cuda_sim.h), so replicas launch at the same time with
  * no lock. The simulator's directory is baked in (FAKE_SIM_DIR) and
- * DPC_FAKE_SIM_DIR overrides it. GEMMs run through cblas
- * exactly as cuBLAS defines its arguments. While a stream captures, launches
+ * DPC_FAKE_SIM_DIR overrides it. GEMMs (exactly as cuBLAS defines their
+ * arguments) and cuDNN convolutions run fake_math.c's arithmetic: every
+ * product summed in float in an order of its own, as a GPU's kernels do
+ * (split-K slices, tensor-core k-steps; fake_math.h), never in the cpu
+ * backend's order and never more exactly than hardware. While a stream captures, launches
  * and GEMMs are recorded with their argument values (as the driver does) and
  * a graph launch replays them; host copies, memsets and allocations during
  * a capture fail, as the real driver refuses the unsafe ones. Captures
@@ -61,7 +64,6 @@
  * cuBLAS's and NCCL's from the tree's declarations (runtime/cuda/decl_*.h,
  * held equal to the real headers by tests/cuda_decls_test.sh).
  */
-#include <cblas.h>
 #include <cuda.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -81,6 +83,7 @@
 #include "runtime/cuda/decl_cudnn.h"
 #include "runtime/cuda/decl_nccl.h"
 #include "sim.h"
+#include "tests/fake/fake_math.h"
 
 #define MAX_ARGS        64
 #define MAX_PARAM_BYTES (MAX_ARGS * 8)
@@ -122,15 +125,7 @@ struct cublasContext {
 enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY, OP_CONV };
 
 /* A cuDNN convolution's shape and operands (OP_CONV). */
-typedef struct {
-    int dir; /* 0 forward, 1 backward data, 2 backward filter */
-    int N, C, H, W, K, R, S, sh, sw, ph, pw, Ho, Wo;
-    int G;                 /* groups: filter k reads channels of group k / (K/G) */
-    int bf16;              /* every operand bf16, f32 accumulation */
-    int tf32;              /* f32 operands read as TF32 (a math type that allows tensor cores) */
-    const void *x, *w, *y; /* the operands as the forward names them */
-    void *out;             /* x (backward data), w (backward filter) or y (forward) */
-} conv_op;
+typedef fake_conv_op conv_op;
 
 typedef struct {
     int kind;
@@ -215,63 +210,18 @@ static int devices(void) {
 }
 
 static void collective_now(const op *o);
-/* A column-major rows x cols bf16 matrix (leading dimension ld) as floats. */
-static float *widen(const void *src, int rows, int cols, int ld) {
-    const bf16_t *h = src;
-    float *f = malloc(sizeof(float) * ((size_t)ld * (size_t)cols + 1));
-    if (!f) abort();
-    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++)
-        f[i] = i % (size_t)ld < (size_t)rows ? dpc_bf16_to_f32(h[i]) : 0;
-    return f;
-}
-
-/* A column-major rows x cols f32 matrix (leading dimension ld) rounded to
- * TF32 (a new buffer), as tensor cores read it. */
-static float *to_tf32(const float *src, int rows, int cols, int ld) {
-    float *f = malloc(sizeof(float) * ((size_t)ld * (size_t)cols + 1));
-    if (!f) abort();
-    for (size_t i = 0; i < (size_t)ld * (size_t)cols; i++)
-        f[i] = i % (size_t)ld < (size_t)rows ? dpc_f32_round_tf32(src[i]) : 0;
-    return f;
-}
-
-/* A TF32 GEMM: each batch entry's A and B rounded to TF32, multiplied in f32. */
-static void run_tf32(const op *o) {
-    int ra = o->ta == CUBLAS_OP_T ? o->k : o->m, ca = o->ta == CUBLAS_OP_T ? o->m : o->k;
-    int rb = o->tb == CUBLAS_OP_T ? o->n : o->k, cb = o->tb == CUBLAS_OP_T ? o->k : o->n;
-    for (int p = 0; p < o->batch; p++) {
-        float *a = to_tf32(o->A + p * o->sa, ra, ca, o->lda);
-        float *b = to_tf32(o->B + p * o->sb, rb, cb, o->ldb);
-        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha, a,
-                    o->lda, b, o->ldb, o->beta, o->C + p * o->sc, o->ldc);
-        free(a), free(b);
-    }
-}
-
-/* The Ex GEMM with bf16 operands: each batch entry widened, multiplied in
- * f32, C rounded back when it is bf16. */
-static void run_bf16(const op *o) {
-    int ra = o->ta == CUBLAS_OP_T ? o->k : o->m, ca = o->ta == CUBLAS_OP_T ? o->m : o->k;
-    int rb = o->tb == CUBLAS_OP_T ? o->n : o->k, cb = o->tb == CUBLAS_OP_T ? o->k : o->n;
-    for (int p = 0; p < o->batch; p++) {
-        float *a = o->bf16_ab ? widen((const bf16_t *)o->A + p * o->sa, ra, ca, o->lda)
-                              : (float *)o->A + p * o->sa;
-        float *b = o->bf16_ab ? widen((const bf16_t *)o->B + p * o->sb, rb, cb, o->ldb)
-                              : (float *)o->B + p * o->sb;
-        float *c =
-            o->bf16_c ? widen((bf16_t *)o->C + p * o->sc, o->m, o->n, o->ldc) : o->C + p * o->sc;
-        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha, a,
-                    o->lda, b, o->ldb, o->beta, c, o->ldc);
-        if (o->bf16_c)
-            for (int j = 0; j < o->n; j++)
-                for (int i = 0; i < o->m; i++)
-                    ((bf16_t *)o->C + p * o->sc)[(size_t)j * o->ldc + i] =
-                        dpc_f32_to_bf16(c[(size_t)j * o->ldc + i]);
-        if (o->bf16_ab) free(a), free(b);
-        if (o->bf16_c) free(c);
-    }
+/* A GEMM, each batch entry by fake_math.c: A and B read as bf16, as TF32
+ * (A and B rounded first, CUBLAS_COMPUTE_32F_FAST_TF32) or as f32; C bf16
+ * (rounded once, after alpha and beta) or f32. */
+static void run_gemm(const op *o) {
+    int ab = o->bf16_ab ? FAKE_BF16 : o->tf32 ? FAKE_TF32 : FAKE_F32;
+    size_t ea = o->bf16_ab ? sizeof(bf16_t) : sizeof(float),
+           ec = o->bf16_c ? sizeof(bf16_t) : sizeof(float);
+    for (int p = 0; p < o->batch; p++)
+        fake_gemm(o->ta == CUBLAS_OP_T, o->tb == CUBLAS_OP_T, o->m, o->n, o->k, o->alpha,
+                  (const char *)o->A + (size_t)(p * o->sa) * ea, o->lda,
+                  (const char *)o->B + (size_t)(p * o->sb) * ea, o->ldb, ab, o->beta,
+                  (char *)o->C + (size_t)(p * o->sc) * ec, o->ldc, o->bf16_c);
 }
 
 /* The stream work in the order it ran, one letter each, while tracing
@@ -302,66 +252,6 @@ void fake_trace(char *buf, int max) {
     memcpy(buf, trace_buf, (size_t)n);
     buf[n] = 0;
     pthread_mutex_unlock(&trace_mu);
-}
-
-/* A conv operand of n elements as the device reads it (widened from
- * bf16, or rounded to TF32), as floats. */
-static float *conv_in(const conv_op *c, const void *p, size_t n) {
-    float *f = malloc(sizeof(float) * (n + 1));
-    if (!f) abort();
-    for (size_t i = 0; i < n; i++) {
-        float v = c->bf16 ? dpc_bf16_to_f32(((const bf16_t *)p)[i]) : ((const float *)p)[i];
-        f[i] = c->tf32 ? dpc_f32_round_tf32(v) : v;
-    }
-    return f;
-}
-
-/* The convolution by definition, each output summed in double in one
- * fixed order (image, channel, filter tap, position); filter k of G groups
- * reads the C/G channels of group k / (K/G). */
-static void run_conv(const conv_op *c) {
-    int Cg = c->C / c->G, Kg = c->K / c->G;
-    size_t nx = (size_t)c->N * c->C * c->H * c->W, nw = (size_t)c->K * Cg * c->R * c->S,
-           ny = (size_t)c->N * c->K * c->Ho * c->Wo;
-    size_t nout = c->dir == 0 ? ny : c->dir == 1 ? nx : nw;
-    float *x = c->dir == 1 ? NULL : conv_in(c, c->x, nx);
-    float *w = c->dir == 2 ? NULL : conv_in(c, c->w, nw);
-    float *y = c->dir == 0 ? NULL : conv_in(c, c->y, ny);
-    double *acc = calloc(nout + 1, sizeof *acc);
-    if (!acc) abort();
-    for (int n = 0; n < c->N; n++)
-        for (int k = 0; k < c->K; k++)
-            for (int cl = 0; cl < Cg; cl++)
-                for (int r = 0; r < c->R; r++)
-                    for (int q = 0; q < c->S; q++) {
-                        int ch = k / Kg * Cg + cl;
-                        size_t wi = (((size_t)k * Cg + cl) * c->R + r) * c->S + q;
-                        double tap = 0;
-                        for (int oh = 0; oh < c->Ho; oh++) {
-                            int ih = oh * c->sh - c->ph + r;
-                            if (ih < 0 || ih >= c->H) continue;
-                            size_t yrow = (((size_t)n * c->K + k) * c->Ho + oh) * c->Wo;
-                            size_t xrow = (((size_t)n * c->C + ch) * c->H + ih) * c->W;
-                            for (int ow = 0; ow < c->Wo; ow++) {
-                                int iw = ow * c->sw - c->pw + q;
-                                if (iw < 0 || iw >= c->W) continue;
-                                if (c->dir == 0)
-                                    acc[yrow + ow] += (double)x[xrow + iw] * w[wi];
-                                else if (c->dir == 1)
-                                    acc[xrow + iw] += (double)y[yrow + ow] * w[wi];
-                                else
-                                    tap += (double)y[yrow + ow] * x[xrow + iw];
-                            }
-                        }
-                        if (c->dir == 2) acc[wi] += tap;
-                    }
-    for (size_t i = 0; i < nout; i++) {
-        if (c->bf16)
-            ((bf16_t *)c->out)[i] = dpc_f32_to_bf16((float)acc[i]);
-        else
-            ((float *)c->out)[i] = (float)acc[i];
-    }
-    free(x), free(w), free(y), free(acc);
 }
 
 /* A kernel under the simulator: its one-line error on stderr. */
@@ -399,22 +289,10 @@ static CUresult run(const op *o, int dev) {
         return CUDA_SUCCESS;
     }
     if (o->kind == OP_CONV) {
-        run_conv(&o->conv);
+        fake_conv(&o->conv);
         return CUDA_SUCCESS;
     }
-    if (o->bf16_ab || o->bf16_c) {
-        run_bf16(o);
-        return CUDA_SUCCESS;
-    }
-    if (o->tf32) {
-        run_tf32(o);
-        return CUDA_SUCCESS;
-    }
-    for (int p = 0; p < o->batch; p++)
-        cblas_sgemm(CblasColMajor, o->ta == CUBLAS_OP_T ? CblasTrans : CblasNoTrans,
-                    o->tb == CUBLAS_OP_T ? CblasTrans : CblasNoTrans, o->m, o->n, o->k, o->alpha,
-                    o->A + p * o->sa, o->lda, o->B + p * o->sb, o->ldb, o->beta, o->C + p * o->sc,
-                    o->ldc);
+    run_gemm(o);
     return CUDA_SUCCESS;
 }
 
@@ -1072,8 +950,8 @@ const char *CUBLASWINAPI cublasGetStatusString(cublasStatus_t s) {
  * The calls runtime/cuda/cudnn.c makes. Every direction offers the same
  * three algorithms, best first: 0 non-deterministic with no workspace, 2
  * deterministic with a workspace no device has, 1 deterministic with
- * FAKE_CUDNN_WS bytes: dpc must take 1. Each convolution runs the
- * definition on the host (run_conv); an f32 one whose math type is not
+ * FAKE_CUDNN_WS bytes: dpc must take 1. Each convolution runs on the
+ * host as fake_math.c's implicit GEMM (fake_conv); an f32 one whose math type is not
  * CUDNN_FMA_MATH reads TF32, as Ampere and later do. fake_cudnn_uses
  * counts the convolutions run with each algorithm, fake_cudnn_grouped_uses
  * those of more than one group. */
