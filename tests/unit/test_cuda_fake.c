@@ -895,7 +895,10 @@ TEST(tf32_step_equals_cpu_and_differs_from_fp32) {
         o.precision = prec[pi];
         g[pi] = fx_model_graph("models/cnn_small.net", 4, 1, &o, err, sizeof err);
         CHECK(g[pi] != NULL);
-        if (!g[pi]) return;
+    }
+    if (!g[0] || !g[1]) {
+        ir_free(g[0]), ir_free(g[1]);
+        return;
     }
     /* the first tf32 GEMM: the same node, and the same computation, in the fp32 graph */
     int first = -1;
@@ -904,7 +907,10 @@ TEST(tf32_step_equals_cpu_and_differs_from_fp32) {
     CHECK(first >= 0 && first < g[0]->n && g[0]->nodes[first].op == g[1]->nodes[first].op &&
           !(g[0]->nodes[first].flags & IR_FLAG_TF32) &&
           !strcmp(g[0]->nodes[first].name, g[1]->nodes[first].name));
-    if (first < 0 || first >= g[0]->n) return;
+    if (first < 0 || first >= g[0]->n) {
+        ir_free(g[0]), ir_free(g[1]);
+        return;
+    }
     side sd[2][3]; /* [fp32, tf32][cpu, cpu split-k, cuda] */
     memset(sd, 0, sizeof sd);
     for (int pi = 0; pi < 2; pi++) {
