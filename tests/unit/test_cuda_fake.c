@@ -28,6 +28,7 @@
 
 #include "codegen/codegen.h"
 #include "format/bf16.h"
+#include "format/tf32.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/device/device.h"
@@ -867,6 +868,93 @@ static double node_rel(side *a, side *b, const ir_graph *g, int i) {
     return r;
 }
 
+/* Every variant of the fake cuBLAS's GEMM (tests/fake/fake_math.c)
+ * against the product in double: f32, TF32 and bf16 operands, f32 and
+ * bf16 C, each transpose, alpha and beta, two strided batch entries, k
+ * long enough to be split (fake_split_k). The fake sums in float, so each
+ * element lies within the f32 bound (k + 2) 2^-24 (|alpha| sum |a b| +
+ * |beta c|) of the exact value (k products, then the alpha and beta
+ * terms), and a bf16 C within 2^-8 of that value's magnitude more (bf16's
+ * unit roundoff); a wrong index, stride or rounding is off by O(1). */
+TEST(cublas_gemm_variants_within_the_bound) {
+    rt_backend *u = rt_backend_cuda(0, err, sizeof err);
+    CHECK_MSG(u != NULL, "%s", err);
+    if (!u) return;
+    enum { M = 7, N = 19, K = 600, LD = 601, NB = 2 };
+    const size_t per = (size_t)LD * LD, all = per * NB; /* one operand, each entry LD x LD */
+    float *ha = malloc(4 * all), *hb = malloc(4 * all), *hc = malloc(4 * all),
+          *got = malloc(4 * all);
+    bf16_t *ha16 = malloc(2 * all), *hb16 = malloc(2 * all), *hc16 = malloc(2 * all);
+    rt_rng rng;
+    rt_rng_seed(&rng, 3);
+    for (size_t i = 0; i < all; i++) {
+        ha[i] = rt_rng_uniform_range(&rng, -1, 1), hb[i] = rt_rng_uniform_range(&rng, -1, 1);
+        hc[i] = rt_rng_uniform_range(&rng, -1, 1);
+        ha16[i] = dpc_f32_to_bf16(ha[i]), hb16[i] = dpc_f32_to_bf16(hb[i]);
+        hc16[i] = dpc_f32_to_bf16(hc[i]);
+    }
+    void *da = u->alloc(u, 4 * all), *db = u->alloc(u, 4 * all), *dc = u->alloc(u, 4 * all);
+    cublasHandle_t h;
+    CHECK(rt_cublas.cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+    double worst = 0;
+    int bad = 0, runs = 0;
+    for (int ty = 0; ty < 4; ty++) /* f32, tf32, bf16 operands f32 C, bf16 operands bf16 C */
+        for (int t = 0; t < 4; t++)
+            for (int sc = 0; sc < 2; sc++) {
+                int ta = t & 1, tb = t >> 1, ab16 = ty >= 2, c16 = ty == 3;
+                float alpha = sc ? 0.5f : 1, beta = sc ? -1.5f : 0;
+                u->copy_in(u, da, ab16 ? (void *)ha16 : ha, (ab16 ? 2 : 4) * all);
+                u->copy_in(u, db, ab16 ? (void *)hb16 : hb, (ab16 ? 2 : 4) * all);
+                u->copy_in(u, dc, c16 ? (void *)hc16 : hc, (c16 ? 2 : 4) * all);
+                CHECK(rt_cublas.cublasGemmStridedBatchedEx(
+                          h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, M, N,
+                          K, &alpha, da, ab16 ? CUDA_R_16BF : CUDA_R_32F, LD, (long long)per, db,
+                          ab16 ? CUDA_R_16BF : CUDA_R_32F, LD, (long long)per, &beta, dc,
+                          c16 ? CUDA_R_16BF : CUDA_R_32F, LD, (long long)per, NB,
+                          ty == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+                CHECK(u->sync(u, err, sizeof err) == 0);
+                if (c16) {
+                    bf16_t *o16 = malloc(2 * all);
+                    u->copy_out(u, o16, dc, 2 * all);
+                    for (size_t i = 0; i < all; i++) got[i] = dpc_bf16_to_f32(o16[i]);
+                    free(o16);
+                } else {
+                    u->copy_out(u, got, dc, 4 * all);
+                }
+                runs++;
+                for (int p = 0; p < NB; p++)
+                    for (int j = 0; j < N; j++)
+                        for (int i = 0; i < M; i++) {
+                            double sum = 0, abs = 0;
+                            for (int k = 0; k < K; k++) {
+                                size_t ia =
+                                    p * per + (ta ? (size_t)i * LD + k : (size_t)k * LD + i);
+                                size_t ib =
+                                    p * per + (tb ? (size_t)k * LD + j : (size_t)j * LD + k);
+                                float a = ab16 ? dpc_bf16_to_f32(ha16[ia]) : ha[ia],
+                                      b = ab16 ? dpc_bf16_to_f32(hb16[ib]) : hb[ib];
+                                if (ty == 1) a = dpc_f32_round_tf32(a), b = dpc_f32_round_tf32(b);
+                                sum += (double)a * b, abs += fabs((double)a * b);
+                            }
+                            size_t ic = p * per + (size_t)j * LD + i;
+                            double c0 = c16 ? dpc_bf16_to_f32(hc16[ic]) : hc[ic];
+                            double want = alpha * sum + beta * c0;
+                            double e = (K + 2) * 0x1p-24 * (fabs(alpha) * abs + fabs(beta * c0));
+                            if (c16) e += 0x1p-8 * (fabs(want) + e);
+                            double r = fabs(got[ic] - want) / e;
+                            if (r > worst) worst = r;
+                            bad += !(r <= 1);
+                        }
+            }
+    fprintf(stderr, "  %d GEMM variants: worst error %.3g of the bound\n", runs, worst);
+    CHECK_MSG(bad == 0, "%d elements outside the bound (worst %.3g of it)", bad, worst);
+    rt_cublas.cublasDestroy(h);
+    u->free(u, da), u->free(u, db), u->free(u, dc);
+    free(ha), free(hb), free(hc), free(got), free(ha16), free(hb16), free(hc16);
+    rt_backend_free(u);
+}
+
 /* cnn_small compiled with --precision tf32: every GEMM of the program is
  * tf32 (none of the fp32 program's is), a training step on the fake
  * equals the cpu backend's within the noise of summation order, and TF32
@@ -1700,6 +1788,7 @@ int main(void) {
     RUN_TIER("test", resnet18_step_equals_cpu);
     RUN(resnet18_eval_equals_cpu);
     RUN(tf32_gemm_equals_the_cpus_within_the_bound);
+    RUN(cublas_gemm_variants_within_the_bound);
     RUN(tf32_step_equals_cpu_and_differs_from_fp32);
     RUN(one_replica_graph_replay_equals_eager);
     RUN(cpu_backend_reports_no_graphs);
