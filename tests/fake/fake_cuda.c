@@ -93,6 +93,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/bf16.h"
@@ -508,6 +509,13 @@ static int thread_id(void) {
 
 static struct CUstream_st *stream_of(CUstream s) { return s ? s : &null_streams[current_dev]; }
 
+static int is_collective(const op *o) {
+    return o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_BCAST;
+}
+/* A rank's queued collectives (the NCCL section; under q_mu). */
+static void pending_add(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket);
+static void pending_remove(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket);
+
 static void enqueue(struct CUstream_st *s, const op *o) {
     qnode *q = malloc(sizeof *q);
     if (!q) abort();
@@ -520,17 +528,23 @@ static void enqueue(struct CUstream_st *s, const op *o) {
         s->head = q;
     s->tail = q;
     s->issued++;
+    if (is_collective(o)) pending_add(o->comm, s, s->issued);
     pthread_mutex_unlock(&q_mu);
 }
 
 static void drain(struct CUstream_st *s, uint64_t upto);
 
-/* One queued operation of s. An error its issuing call can no longer
+/* Operation number `ticket` of s. An error its issuing call can no longer
  * return (the simulator's, on stderr) loses the device as a fault does. */
-static void exec_op(struct CUstream_st *s, const op *o) {
+static void exec_op(struct CUstream_st *s, const op *o, uint64_t ticket) {
     if (o->kind == OP_WAIT) {
         drain(o->on, o->ticket);
         return;
+    }
+    if (is_collective(o)) {
+        pthread_mutex_lock(&q_mu);
+        pending_remove(o->comm, s, ticket);
+        pthread_mutex_unlock(&q_mu);
     }
     CUresult r = run(o, s->dev);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_ILLEGAL_ADDRESS)
@@ -554,10 +568,11 @@ static void drain(struct CUstream_st *s, uint64_t upto) {
         s->runner = me;
         while (s->done < upto) {
             qnode *q = s->head;
+            uint64_t ticket = s->done + 1;
             s->head = q->next;
             if (!s->head) s->tail = NULL;
             pthread_mutex_unlock(&q_mu);
-            exec_op(s, &q->o);
+            exec_op(s, &q->o, ticket);
             free(q);
             pthread_mutex_lock(&q_mu);
             s->done++;
@@ -1611,13 +1626,62 @@ typedef struct world {
     pthread_cond_t cv;
     int arrived;
     unsigned long gen;
-    const op *call[MAX_RANKS]; /* each rank's call in progress */
+    const op *call[MAX_RANKS];           /* each rank's call in progress */
+    unsigned long here[MAX_RANKS];       /* gen + 1 once the rank arrived in gen */
+    struct ncclComm *comm_of[MAX_RANKS]; /* each rank's communicator in this process */
 } world;
+
+/* A queued collective: its stream, its place there, and its number among
+ * the rank's collectives (the generation of the world it joins). */
+typedef struct {
+    struct CUstream_st *s;
+    uint64_t ticket;
+    unsigned long seq;
+} pending;
 
 struct ncclComm {
     world *w;
     int rank;
+    /* Deferred mode, under q_mu: the collectives queued and not yet run,
+     * oldest first, and how many were ever queued. */
+    pending *pend;
+    int npend, cap;
+    unsigned long queued;
 };
+
+static void pending_add(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket) {
+    if (c->npend == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        c->pend = realloc(c->pend, sizeof *c->pend * (size_t)c->cap);
+        if (!c->pend) abort();
+    }
+    c->pend[c->npend++] = (pending){s, ticket, c->queued++};
+}
+static void pending_remove(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket) {
+    for (int i = 0; i < c->npend; i++)
+        if (c->pend[i].s == s && c->pend[i].ticket == ticket) {
+            memmove(c->pend + i, c->pend + i + 1, sizeof *c->pend * (size_t)(c->npend - i - 1));
+            c->npend--;
+            return;
+        }
+}
+
+/* A GPU runs every rank's stream by itself; here a stream runs when a
+ * host thread waits for it, and the thread that waits for rank 0's stream
+ * (dprun's main thread reading a loss) may be the only one: so a rank
+ * blocked in a collective runs, for each rank missing from generation gen,
+ * its stream up to that rank's collective of gen, where no other thread
+ * runs that stream. */
+static void help_missing(struct ncclComm *const *missing, int n, unsigned long gen) {
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *c = missing[i];
+        pthread_mutex_lock(&q_mu);
+        pending p = c && c->npend ? c->pend[0] : (pending){NULL, 0, 0};
+        int mine = p.s && p.seq == gen && !p.s->runner && p.s->done < p.ticket;
+        pthread_mutex_unlock(&q_mu);
+        if (mine) drain(p.s, p.ticket);
+    }
+}
 
 /* What each rank reduced, in call order (at run time, so a replayed graph
  * logs again). */
@@ -1716,20 +1780,40 @@ static void complete(world *w) {
     free(sum);
 }
 
-/* Blocks until every rank of the communicator arrived with its call. */
+/* Blocks until every rank of the communicator arrived with its call (in
+ * deferred mode running the missing ranks' streams where it can). */
 static void collective_now(const op *o) {
     world *w = o->comm->w;
     log_call(o);
     pthread_mutex_lock(&w->mu);
     unsigned long gen = w->gen;
     w->call[o->comm->rank] = o;
+    w->here[o->comm->rank] = gen + 1;
     if (++w->arrived == w->n) {
         complete(w);
         w->arrived = 0;
         w->gen++;
         pthread_cond_broadcast(&w->cv);
-    } else {
-        while (gen == w->gen) pthread_cond_wait(&w->cv, &w->mu);
+    }
+    while (gen == w->gen) {
+        if (!deferred()) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        struct ncclComm *missing[MAX_RANKS];
+        int n = 0;
+        for (int r = 0; r < w->n; r++)
+            if (w->here[r] != gen + 1 && w->comm_of[r]) missing[n++] = w->comm_of[r];
+        pthread_mutex_unlock(&w->mu);
+        help_missing(missing, n, gen);
+        pthread_mutex_lock(&w->mu);
+        if (gen != w->gen) break;
+        /* A rank's stream run by another thread: look again shortly. */
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 2000000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->cv, &w->mu, &t);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -1799,6 +1883,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     if (!*comm) return ncclSystemError;
     (*comm)->w = w;
     (*comm)->rank = rank;
+    pthread_mutex_lock(&w->mu);
+    w->comm_of[rank] = *comm;
+    pthread_mutex_unlock(&w->mu);
     return ncclSuccess;
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
@@ -1818,6 +1905,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
         if (!comm[i]) return ncclSystemError;
         comm[i]->w = w;
         comm[i]->rank = i;
+        w->comm_of[i] = comm[i];
     }
     return ncclSuccess;
 }
@@ -1826,6 +1914,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     pthread_mutex_lock(&log_mu); /* guards worlds */
     pthread_mutex_lock(&w->mu);
     int last = --w->refs == 0;
+    if (w->comm_of[comm->rank] == comm) w->comm_of[comm->rank] = NULL;
     pthread_mutex_unlock(&w->mu);
     if (last)
         for (world **p = &worlds; *p; p = &(*p)->next)
@@ -1839,6 +1928,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
         pthread_cond_destroy(&w->cv);
         free(w);
     }
+    free(comm->pend);
     free(comm);
     return ncclSuccess;
 }
