@@ -48,11 +48,14 @@
  * of the communicator has made the same call, then each recv buffer
  * (ncclReduce: the root's alone) gets the sum in rank order, or the root's
  * send buffer. The block happens when the call runs: at issue in immediate
- * mode, when its stream's queue runs in deferred mode, so each rank's
- * streams must be waited for by its own thread (as dpc's replicas do),
- * never one thread waiting for two ranks'. Captured, a call is recorded
- * and the barrier happens when the replay runs. fake_nccl_calls lists what each rank reduced
- * (all-reduces and reduces), in call order, for tests of bucket order;
+ * mode (so ranks must be driven from separate threads, as dpc's replicas
+ * are); in deferred mode when its stream's queue runs, and the blocked
+ * thread runs each missing rank's stream up to that rank's call where no
+ * other thread runs it (a GPU runs every stream by itself; dprun's main
+ * thread may wait for replica 0's stream alone). Captured, a call is
+ * recorded and the barrier happens when the replay runs. fake_nccl_calls
+ * lists what each rank reduced (all-reduces and reduces), in call order,
+ * for tests of bucket order;
  * fake_nccl_kinds says which of the two each was ('a' or 'r', the root's
  * rank after an 'r') and fake_nccl_broadcasts counts the broadcasts;
  * fake_trace_start/fake_trace record the order copies and other stream
