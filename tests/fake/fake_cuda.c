@@ -6,9 +6,8 @@
  * and DPC_LIBNCCL.
  *
  * What it is: DPC_FAKE_CUDA_DEVICES "devices" (default 1, at most 8; sm_90,
- * 132 SMs) whose memory is host memory,
- * whose streams run each operation when it is issued (so all ordering is
- * trivially kept), and whose kernels run the exact CUDA source under the
+ * 132 SMs) whose memory is host memory, whose streams are asynchronous
+ * (below), and whose kernels run the exact CUDA source under the
  * simulator (tests/sim): cuModuleLoadDataEx finds the cached cubin equal to
  * the image in the kernel cache ($DPC_CACHE_DIR, else ~/.cache/dpc, where
  * rt_cuda_compile_cached writes BASE.cu and then BASE.cubin), builds its
@@ -30,14 +29,36 @@
  * stream and waited for by another stream pulls that stream into the
  * capture (the communication stream of an NCCL bucket), until EndCapture.
  *
+ * Streams (FAKE_CUDA_STREAMS): deferred by default, as strict as a GPU
+ * about order. Stream work (kernels, GEMMs, convolutions, copies, memsets,
+ * collectives, graph launches, waits on events) is queued per stream and
+ * runs only when the host waits for it, as late as stream order allows:
+ * cuStreamSynchronize runs that stream's queue; cuEventSynchronize runs the
+ * recording stream up to the record and no further; a queued
+ * cuStreamWaitEvent runs the other stream up to that record first (and
+ * nothing else of it); cuMemFree, cuMemFreeHost, cuModuleUnload,
+ * cublasDestroy and cudnnDestroy run every stream of the current device,
+ * cuStreamDestroy its stream, and cudnnFind*Ex its own (they synchronise
+ * on a GPU too). So a stream that reads what another writes without
+ * waiting for its event reads stale memory, and an asynchronous host copy
+ * reads or writes the host buffer when it runs, not when it was issued.
+ * The thread that waits runs the work (one thread per stream at a time);
+ * work nobody waits for never runs. =immediate runs each operation when
+ * it is issued instead (every order trivially kept: the old behaviour).
+ *
  * NCCL: ncclCommInitAll makes one communicator per rank; ncclAllReduce and
- * ncclReduce (float sum) and ncclBroadcast (bytes) block their caller
- * until every rank of the communicator has made the same call, then each
- * recv buffer (ncclReduce: the root's alone) gets the sum in rank order,
- * or the root's send buffer (so ranks must be driven from separate
- * threads, as dpc's replicas are). Captured, a call is recorded and the
- * barrier happens at replay. fake_nccl_calls lists what each rank reduced
- * (all-reduces and reduces), in call order, for tests of bucket order;
+ * ncclReduce (float sum) and ncclBroadcast (bytes) block until every rank
+ * of the communicator has made the same call, then each recv buffer
+ * (ncclReduce: the root's alone) gets the sum in rank order, or the root's
+ * send buffer. The block happens when the call runs: at issue in immediate
+ * mode (so ranks must be driven from separate threads, as dpc's replicas
+ * are); in deferred mode when its stream's queue runs, and the blocked
+ * thread runs each missing rank's stream up to that rank's call where no
+ * other thread runs it (a GPU runs every stream by itself; dprun's main
+ * thread may wait for replica 0's stream alone). Captured, a call is
+ * recorded and the barrier happens when the replay runs. fake_nccl_calls
+ * lists what each rank reduced (all-reduces and reduces), in call order,
+ * for tests of bucket order;
  * fake_nccl_kinds says which of the two each was ('a' or 'r', the root's
  * rank after an 'r') and fake_nccl_broadcasts counts the broadcasts;
  * fake_trace_start/fake_trace record the order copies and other stream
@@ -49,14 +70,16 @@
  * cross-process sum is faked) instead of waiting forever.
  *
  * Faults (tests of dpc's failure messages): FAKE_CUDA_FAIL_KERNEL=N fails
- * the Nth kernel run on device FAKE_CUDA_FAIL_DEVICE (default 0), counting
- * kernels run eagerly and in graph replays (not recorded ones).
- * FAKE_CUDA_FAIL_MODE=async (the default) fails it as an illegal address
- * does on a GPU: the call that issued it returns success, the device runs
- * nothing more, the next synchronisation on it (cuStreamSynchronize,
- * cuEventSynchronize) returns CUDA_ERROR_ILLEGAL_ADDRESS, and so does every
- * call on its streams after that (the context is lost); =sync makes the
- * call that issued it return CUDA_ERROR_LAUNCH_FAILED instead.
+ * the Nth kernel issued on device FAKE_CUDA_FAIL_DEVICE (default 0),
+ * counting kernels issued eagerly and in graph launches (not recorded
+ * ones). FAKE_CUDA_FAIL_MODE=async (the default) fails it as an illegal
+ * address does on a GPU: the call that issued it returns success; when it
+ * runs, the device runs nothing more, the next synchronisation on it
+ * (cuStreamSynchronize, cuEventSynchronize) returns
+ * CUDA_ERROR_ILLEGAL_ADDRESS, and so does every call on its streams after
+ * that (the context is lost); =sync makes the call that issued it return
+ * CUDA_ERROR_LAUNCH_FAILED instead. A simulator error in a deferred kernel
+ * (its line on stderr) loses the device the same way.
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
@@ -75,6 +98,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/bf16.h"
@@ -98,14 +122,27 @@
 struct CUctx_st {
     int device;
 };
+struct qnode;
 struct CUstream_st {
-    struct CUgraph_st *rec;
-    int dev;
-}; /* rec: the capture it records into; dev: its context's device */
+    struct CUgraph_st *rec; /* the capture it records into */
+    int dev;                /* its context's device */
+    /* Deferred mode, all under q_mu: the operations issued and not yet run
+     * (oldest first), how many were issued and how many ran, the thread
+     * running them (0: none), whether cuStreamDestroy gave it back (kept
+     * for reuse: events and queued waits may still name it). */
+    struct qnode *head, *tail;
+    uint64_t issued, done;
+    int runner, dead;
+    struct CUstream_st *next; /* every stream cuStreamCreate made */
+};
 struct CUevent_st {
-    struct CUgraph_st *rec;
-    int dev;
-}; /* recorded inside that capture, on a stream of device dev */
+    struct CUgraph_st *rec; /* recorded inside that capture, */
+    int dev;                /* on a stream of device dev */
+    /* Deferred mode: its last record, the point where stream `on` had
+     * `ticket` operations issued (NULL: never recorded outside a capture). */
+    struct CUstream_st *on;
+    uint64_t ticket;
+};
 struct CUmod_st {
     void *so;                /* the kernels built for the simulator */
     struct CUfunc_st *funcs; /* handed out by cuModuleGetFunction */
@@ -122,7 +159,19 @@ struct cublasContext {
     int tf32; /* math mode CUBLAS_TF32_TENSOR_OP_MATH: Sgemm rounds like FAST_TF32 */
 };
 
-enum { OP_KERNEL, OP_GEMM, OP_ALLREDUCE, OP_REDUCE, OP_BCAST, OP_COPY, OP_CONV };
+enum {
+    OP_KERNEL,
+    OP_GEMM,
+    OP_ALLREDUCE,
+    OP_REDUCE,
+    OP_BCAST,
+    OP_COPY,
+    OP_CONV,
+    OP_MEMSET, /* dst, bytes, val */
+    OP_H2D,    /* a copy (src, dst, bytes) that reads host memory when it runs */
+    OP_D2H,    /* one that writes host memory when it runs */
+    OP_WAIT    /* deferred mode: stream `on` runs its first `ticket` operations first */
+};
 
 /* A cuDNN convolution's shape and operands (OP_CONV). */
 typedef fake_conv_op conv_op;
@@ -148,6 +197,10 @@ typedef struct {
     int bf16_ab, bf16_c; /* cublasGemmStridedBatchedEx with CUDA_R_16BF operands */
     int tf32;            /* A and B rounded to TF32 first (CUBLAS_COMPUTE_32F_FAST_TF32) */
     conv_op conv;
+    unsigned char val;      /* memset */
+    int fail;               /* the kernel FAKE_CUDA_FAIL_KERNEL picked: faults when it runs */
+    struct CUstream_st *on; /* wait */
+    uint64_t ticket;
 } op;
 
 struct CUgraph_st {
@@ -191,7 +244,8 @@ static int env_int(const char *name, int dflt) {
     return v && *v ? atoi(v) : dflt;
 }
 
-/* A kernel is about to run on dev: whether it is the one to fail. */
+/* A kernel is issued on dev (counted when issued, so a deferred stream
+ * picks the same kernel): whether it is the one to fail, and how. */
 static CUresult fault(int dev) {
     int n = env_int("FAKE_CUDA_FAIL_KERNEL", 0);
     if (n <= 0 || dev != env_int("FAKE_CUDA_FAIL_DEVICE", 0) || dev < 0 || dev >= MAX_DEVICES)
@@ -199,8 +253,7 @@ static CUresult fault(int dev) {
     if (__atomic_add_fetch(&kernels_run[dev], 1, __ATOMIC_SEQ_CST) != n) return CUDA_SUCCESS;
     const char *mode = getenv("FAKE_CUDA_FAIL_MODE");
     if (mode && !strcmp(mode, "sync")) return CUDA_ERROR_LAUNCH_FAILED;
-    __atomic_store_n(&lost[dev], FAULTED, __ATOMIC_SEQ_CST);
-    return CUDA_ERROR_ILLEGAL_ADDRESS;
+    return CUDA_ERROR_ILLEGAL_ADDRESS; /* when it runs */
 }
 
 static int devices(void) {
@@ -274,18 +327,23 @@ static CUresult run_kernel(const op *o) {
 /* Runs o on device dev: CUDA_ERROR_ILLEGAL_ADDRESS when an asynchronous
  * fault stops it (the caller reports success: the fault shows later). */
 static CUresult run(const op *o, int dev) {
-    trace('k');
+    if (o->kind != OP_MEMSET) trace(o->kind == OP_H2D ? 'h' : o->kind == OP_D2H ? 'd' : 'k');
     if (state_of(dev)) return CUDA_ERROR_ILLEGAL_ADDRESS; /* a faulted device runs nothing */
-    if (o->kind == OP_KERNEL) {
-        CUresult f = fault(dev);
-        return f == CUDA_SUCCESS ? run_kernel(o) : f;
+    if (o->fail) {
+        __atomic_store_n(&lost[dev], FAULTED, __ATOMIC_SEQ_CST);
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
     }
+    if (o->kind == OP_KERNEL) return run_kernel(o);
     if (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_BCAST) {
         collective_now(o);
         return CUDA_SUCCESS;
     }
-    if (o->kind == OP_COPY) {
+    if (o->kind == OP_COPY || o->kind == OP_H2D || o->kind == OP_D2H) {
         memmove(o->dst, o->src, o->bytes);
+        return CUDA_SUCCESS;
+    }
+    if (o->kind == OP_MEMSET) {
+        memset(o->dst, o->val, o->bytes);
         return CUDA_SUCCESS;
     }
     if (o->kind == OP_CONV) {
@@ -296,7 +354,150 @@ static CUresult run(const op *o, int dev) {
     return CUDA_SUCCESS;
 }
 
-/* Runs now, or records when the stream captures. */
+/* ---- streams: immediate, or deferred (the default; see the top) ---- */
+
+/* FAKE_CUDA_STREAMS, read once: a queue must not change modes half way. */
+static int deferred(void) {
+    static int mode = -1;
+    int m = __atomic_load_n(&mode, __ATOMIC_ACQUIRE);
+    if (m < 0) {
+        const char *v = getenv("FAKE_CUDA_STREAMS");
+        m = !(v && !strcmp(v, "immediate"));
+        __atomic_store_n(&mode, m, __ATOMIC_RELEASE);
+    }
+    return m;
+}
+
+/* One lock for every queue, count and event record: held only to link and
+ * unlink, never while an operation runs (a collective blocks in it). */
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cv = PTHREAD_COND_INITIALIZER; /* an operation ran, a runner left */
+static struct CUstream_st null_streams[MAX_DEVICES];   /* stream 0 of each device */
+static struct CUstream_st *streams;                    /* cuStreamCreate's, linked at the head */
+
+typedef struct qnode {
+    op o;
+    struct qnode *next;
+} qnode;
+
+/* This thread's number (from 1): who runs a stream. */
+static int thread_id(void) {
+    static int last;
+    static _Thread_local int id;
+    if (!id) id = __atomic_add_fetch(&last, 1, __ATOMIC_SEQ_CST);
+    return id;
+}
+
+static struct CUstream_st *stream_of(CUstream s) { return s ? s : &null_streams[current_dev]; }
+
+static int is_collective(const op *o) {
+    return o->kind == OP_ALLREDUCE || o->kind == OP_REDUCE || o->kind == OP_BCAST;
+}
+/* A rank's queued collectives (the NCCL section; under q_mu). */
+static void pending_add(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket);
+static void pending_remove(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket);
+
+static void enqueue(struct CUstream_st *s, const op *o) {
+    qnode *q = malloc(sizeof *q);
+    if (!q) abort();
+    q->o = *o;
+    q->next = NULL;
+    pthread_mutex_lock(&q_mu);
+    if (s->tail)
+        s->tail->next = q;
+    else
+        s->head = q;
+    s->tail = q;
+    s->issued++;
+    if (is_collective(o)) pending_add(o->comm, s, s->issued);
+    pthread_mutex_unlock(&q_mu);
+}
+
+static void drain(struct CUstream_st *s, uint64_t upto);
+
+/* Operation number `ticket` of s. An error its issuing call can no longer
+ * return (the simulator's, on stderr) loses the device as a fault does. */
+static void exec_op(struct CUstream_st *s, const op *o, uint64_t ticket) {
+    if (o->kind == OP_WAIT) {
+        drain(o->on, o->ticket);
+        return;
+    }
+    if (is_collective(o)) {
+        pthread_mutex_lock(&q_mu);
+        pending_remove(o->comm, s, ticket);
+        pthread_mutex_unlock(&q_mu);
+    }
+    CUresult r = run(o, s->dev);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_ILLEGAL_ADDRESS)
+        __atomic_store_n(&lost[s->dev], FAULTED, __ATOMIC_SEQ_CST);
+}
+
+/* Runs s's queue on this thread until its first `upto` operations ran
+ * (a wait in it runs the other stream first). While another thread runs
+ * s, this one waits for it to get there or to leave: waiting for the lock
+ * alone could deadlock two threads that each run a stream the other's
+ * stream waits for at an earlier point. */
+static void drain(struct CUstream_st *s, uint64_t upto) {
+    int me = thread_id();
+    pthread_mutex_lock(&q_mu);
+    if (s->done < upto && s->runner == me) {
+        fprintf(stderr, "fake cuda: streams wait for each other in a cycle\n");
+        abort(); /* a GPU would hang; events are recorded before they are waited for */
+    }
+    while (s->done < upto && s->runner) pthread_cond_wait(&q_cv, &q_mu);
+    if (s->done < upto) {
+        s->runner = me;
+        while (s->done < upto) {
+            qnode *q = s->head;
+            uint64_t ticket = s->done + 1;
+            s->head = q->next;
+            if (!s->head) s->tail = NULL;
+            pthread_mutex_unlock(&q_mu);
+            exec_op(s, &q->o, ticket);
+            free(q);
+            pthread_mutex_lock(&q_mu);
+            s->done++;
+            pthread_cond_broadcast(&q_cv);
+        }
+        s->runner = 0;
+        pthread_cond_broadcast(&q_cv);
+    }
+    pthread_mutex_unlock(&q_mu);
+}
+
+/* The host waits for everything issued on s so far. */
+static void stream_wait(struct CUstream_st *s) {
+    if (!deferred()) return;
+    pthread_mutex_lock(&q_mu);
+    uint64_t n = s->issued;
+    pthread_mutex_unlock(&q_mu);
+    drain(s, n);
+}
+
+/* The host waits for every stream of dev (what cuMemFree and the other
+ * implicitly synchronising calls do). Streams are never freed and are
+ * linked at the head, so the list can be walked from a snapshot. */
+static void device_wait(int dev) {
+    if (!deferred() || dev < 0 || dev >= MAX_DEVICES) return;
+    stream_wait(&null_streams[dev]);
+    pthread_mutex_lock(&q_mu);
+    struct CUstream_st *first = streams;
+    pthread_mutex_unlock(&q_mu);
+    for (struct CUstream_st *s = first; s; s = s->next)
+        if (s->dev == dev) stream_wait(s);
+}
+
+/* Picks the kernel FAKE_CUDA_FAIL_KERNEL asks for: the issuing call's
+ * error (sync mode), or marks it to fault when it runs. */
+static CUresult pick_fault(op *o, int dev) {
+    if (o->kind != OP_KERNEL) return CUDA_SUCCESS;
+    CUresult f = fault(dev);
+    o->fail = f == CUDA_ERROR_ILLEGAL_ADDRESS;
+    return f == CUDA_ERROR_LAUNCH_FAILED ? f : CUDA_SUCCESS;
+}
+
+/* Queues o on s (runs it now in immediate mode), or records it when the
+ * stream captures. */
 static CUresult issue(CUstream s, const op *o) {
     int dev = s ? s->dev : current_dev;
     if (lost_on(dev)) return lost_on(dev);
@@ -310,7 +511,14 @@ static CUresult issue(CUstream s, const op *o) {
         g->ops[g->n++] = *o;
         return CUDA_SUCCESS;
     }
-    CUresult r = run(o, dev);
+    op x = *o;
+    CUresult r = pick_fault(&x, dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (deferred()) {
+        enqueue(stream_of(s), &x);
+        return CUDA_SUCCESS;
+    }
+    r = run(&x, dev);
     return r == CUDA_ERROR_ILLEGAL_ADDRESS ? CUDA_SUCCESS : r;
 }
 
@@ -382,6 +590,7 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t *b, CUdevice d) {
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     if (d < 0 || d >= devices()) return CUDA_ERROR_INVALID_DEVICE;
     ctxs[d].device = d;
+    null_streams[d].dev = d;
     *c = &ctxs[d];
     return CUDA_SUCCESS;
 }
@@ -403,7 +612,9 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
     *p = (CUdeviceptr)(uintptr_t)m;
     return CUDA_SUCCESS;
 }
+/* Both frees wait for the device first, as the driver's do. */
 CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
+    device_wait(current_dev);
     free((void *)(uintptr_t)p);
     return CUDA_SUCCESS;
 }
@@ -412,6 +623,7 @@ CUresult CUDAAPI cuMemAllocHost(void **p, size_t n) {
     return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult CUDAAPI cuMemFreeHost(void *p) {
+    device_wait(current_dev);
     free(p);
     return CUDA_SUCCESS;
 }
@@ -419,61 +631,82 @@ CUresult CUDAAPI cuMemGetInfo(size_t *fr, size_t *total) {
     *fr = *total = (size_t)1 << 30;
     return CUDA_SUCCESS;
 }
+/* A copy or memset of n bytes (not recorded by a capture, as the driver
+ * refuses the unsafe ones, unless kind is OP_COPY). Host memory is read or
+ * written when the copy runs, as a DMA from pinned memory does. */
+static CUresult copy(int kind, void *dst, const void *src, unsigned char v, size_t n, CUstream s) {
+    if (kind != OP_COPY && not_captured(s)) return not_captured(s);
+    op o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.dst = dst, o.src = src, o.val = v, o.bytes = n;
+    return issue(s, &o);
+}
 CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
-    if (not_captured(s)) return not_captured(s);
-    if (state_of(s->dev)) return lost_on(s->dev);
-    memset((void *)(uintptr_t)p, v, n);
-    return CUDA_SUCCESS;
+    return copy(OP_MEMSET, (void *)(uintptr_t)p, NULL, v, n, s);
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-    if (not_captured(s)) return not_captured(s);
-    if (state_of(s->dev)) return lost_on(s->dev);
-    trace('h');
-    memcpy((void *)(uintptr_t)dst, src, n);
-    return CUDA_SUCCESS;
+    return copy(OP_H2D, (void *)(uintptr_t)dst, src, 0, n, s);
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
-    if (not_captured(s)) return not_captured(s);
-    if (state_of(s->dev)) return lost_on(s->dev);
-    trace('d');
-    memcpy(dst, (const void *)(uintptr_t)src, n);
-    return CUDA_SUCCESS;
+    return copy(OP_D2H, dst, (const void *)(uintptr_t)src, 0, n, s);
 }
 /* Device to device is a graph node, as with the driver. */
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    op o;
-    memset(&o, 0, sizeof o);
-    o.kind = OP_COPY;
-    o.dst = (void *)(uintptr_t)dst;
-    o.src = (const void *)(uintptr_t)src;
-    o.bytes = n;
-    return issue(s, &o);
+    return copy(OP_COPY, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, 0, n, s);
 }
 
+/* A destroyed stream is kept for reuse, never freed (see CUstream_st). */
 CUresult CUDAAPI cuStreamCreate(CUstream *s, unsigned int flags) {
     (void)flags;
-    *s = calloc(1, sizeof **s);
-    if (*s) (*s)->dev = current_dev;
-    return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&q_mu);
+    struct CUstream_st *r = streams;
+    while (r && !r->dead) r = r->next;
+    if (r) {
+        r->dead = 0;
+    } else if ((r = calloc(1, sizeof *r))) {
+        r->next = streams;
+        streams = r;
+    }
+    if (r) r->dev = current_dev, r->rec = NULL;
+    pthread_mutex_unlock(&q_mu);
+    *s = r;
+    return r ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
+/* Its queued work still runs, as the driver promises. */
 CUresult CUDAAPI cuStreamDestroy(CUstream s) {
-    free(s);
+    stream_wait(s);
+    pthread_mutex_lock(&q_mu);
+    s->dead = 1;
+    pthread_mutex_unlock(&q_mu);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamSynchronize(CUstream s) {
     /* Illegal on a capturing stream, as with the driver. */
     if (s && s->rec) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return sync_on(s ? s->dev : current_dev);
+    stream_wait(stream_of(s));
+    return sync_on(stream_of(s)->dev);
 }
-/* Waiting for an event of a capture joins that capture. */
+/* Waiting for an event of a capture joins that capture; a captured wait
+ * is no node (a graph's operations run in the order recorded). */
 CUresult CUDAAPI cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
     (void)flags;
-    if (lost_on(s->dev)) return lost_on(s->dev);
-    if (e->rec && !s->rec) {
+    struct CUstream_st *q = stream_of(s);
+    if (lost_on(q->dev)) return lost_on(q->dev);
+    if (e->rec && !q->rec) {
         if (e->rec->njoined == MAX_JOINED) return CUDA_ERROR_NOT_SUPPORTED;
-        e->rec->joined[e->rec->njoined++] = s;
-        s->rec = e->rec;
+        e->rec->joined[e->rec->njoined++] = q;
+        q->rec = e->rec;
     }
+    if (!deferred() || q->rec || e->rec) return CUDA_SUCCESS;
+    op o;
+    memset(&o, 0, sizeof o);
+    o.kind = OP_WAIT;
+    pthread_mutex_lock(&q_mu);
+    o.on = e->on, o.ticket = e->ticket;
+    int needed = o.on && o.on != q && o.on->done < o.ticket; /* a stream keeps its own order */
+    pthread_mutex_unlock(&q_mu);
+    if (needed) enqueue(q, &o);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventCreate(CUevent *e, unsigned int flags) {
@@ -486,12 +719,26 @@ CUresult CUDAAPI cuEventDestroy(CUevent e) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuEventRecord(CUevent e, CUstream s) {
-    e->dev = s ? s->dev : current_dev;
+    struct CUstream_st *q = stream_of(s);
+    e->dev = q->dev;
     if (lost_on(e->dev)) return lost_on(e->dev);
-    e->rec = s ? s->rec : NULL;
+    e->rec = q->rec;
+    if (!q->rec) {
+        pthread_mutex_lock(&q_mu);
+        e->on = q, e->ticket = q->issued;
+        pthread_mutex_unlock(&q_mu);
+    }
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventSynchronize(CUevent e) { return sync_on(e->dev); }
+/* Runs the recording stream up to the record, and no further. */
+CUresult CUDAAPI cuEventSynchronize(CUevent e) {
+    pthread_mutex_lock(&q_mu);
+    struct CUstream_st *on = e->on;
+    uint64_t ticket = e->ticket;
+    pthread_mutex_unlock(&q_mu);
+    if (deferred() && on) drain(on, ticket);
+    return sync_on(e->dev);
+}
 CUresult CUDAAPI cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
     (void)a, (void)b;
     *ms = 0;
@@ -744,9 +991,11 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int
     (*m)->so = h;
     return CUDA_SUCCESS;
 }
-/* The object stays loaded: its thread_local shared memory may outlive this. */
+/* The object stays loaded: its thread_local shared memory may outlive this.
+ * The device's queued launches run first: they name its functions. */
 CUresult CUDAAPI cuModuleUnload(CUmodule m) {
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    device_wait(current_dev);
     while (m->funcs) {
         struct CUfunc_st *f = m->funcs;
         m->funcs = f->next;
@@ -832,12 +1081,21 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long lon
     if (g->n) memcpy((*e)->g.ops, g->ops, g->n * sizeof *g->ops);
     return CUDA_SUCCESS;
 }
+/* Queues (or runs) the graph's operations, copies of them: the graph may
+ * be destroyed before they run, as with the driver. */
 CUresult CUDAAPI cuGraphLaunch(CUgraphExec e, CUstream s) {
     if (s && s->rec) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     int dev = s ? s->dev : current_dev;
     if (lost_on(dev)) return lost_on(dev);
     for (size_t i = 0; i < e->g.n; i++) {
-        CUresult r = run(&e->g.ops[i], dev);
+        op x = e->g.ops[i];
+        CUresult r = pick_fault(&x, dev);
+        if (r != CUDA_SUCCESS) return r;
+        if (deferred()) {
+            enqueue(stream_of(s), &x);
+            continue;
+        }
+        r = run(&x, dev);
         if (r == CUDA_ERROR_ILLEGAL_ADDRESS) return CUDA_SUCCESS; /* shows later */
         if (r != CUDA_SUCCESS) return r;
     }
@@ -865,7 +1123,9 @@ cublasStatus_t CUBLASWINAPI cublasCreate(cublasHandle_t *h) {
     *h = calloc(1, sizeof **h);
     return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
+/* Synchronises the device, as cuBLAS documents (and cudnnDestroy). */
 cublasStatus_t CUBLASWINAPI cublasDestroy(cublasHandle_t h) {
+    device_wait(current_dev);
     free(h);
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -997,6 +1257,7 @@ cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t *h) {
     return *h ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR;
 }
 cudnnStatus_t CUDNNWINAPI cudnnDestroy(cudnnHandle_t h) {
+    device_wait(current_dev);
     free(h);
     return CUDNN_STATUS_SUCCESS;
 }
@@ -1185,14 +1446,16 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
 
 /* Find: the candidates measured by running each on the caller's buffers
  * (the output is written, as cuDNN's search writes it); never while the
- * stream captures. */
+ * stream captures. It blocks the host until they ran, as cuDNN's does. */
 #define FAKE_FIND(call, perf, req, ret, ws, wsn)                                           \
     do {                                                                                   \
         if (not_captured(h->stream) != CUDA_SUCCESS) return CUDNN_STATUS_NOT_SUPPORTED;    \
         FAKE_PERF(perf, req, ret);                                                         \
         for (int i_ = 0; i_ < *(ret); i_++)                                                \
             if ((perf)[i_].memory > (wsn)) (perf)[i_].status = CUDNN_STATUS_NOT_SUPPORTED; \
-        return call;                                                                       \
+        cudnnStatus_t st_ = call;                                                          \
+        stream_wait(stream_of(h->stream));                                                 \
+        return st_;                                                                        \
     } while (0)
 
 cudnnStatus_t CUDNNWINAPI cudnnFindConvolutionForwardAlgorithmEx(
@@ -1244,13 +1507,62 @@ typedef struct world {
     pthread_cond_t cv;
     int arrived;
     unsigned long gen;
-    const op *call[MAX_RANKS]; /* each rank's call in progress */
+    const op *call[MAX_RANKS];           /* each rank's call in progress */
+    unsigned long here[MAX_RANKS];       /* gen + 1 once the rank arrived in gen */
+    struct ncclComm *comm_of[MAX_RANKS]; /* each rank's communicator in this process */
 } world;
+
+/* A queued collective: its stream, its place there, and its number among
+ * the rank's collectives (the generation of the world it joins). */
+typedef struct {
+    struct CUstream_st *s;
+    uint64_t ticket;
+    unsigned long seq;
+} pending;
 
 struct ncclComm {
     world *w;
     int rank;
+    /* Deferred mode, under q_mu: the collectives queued and not yet run,
+     * oldest first, and how many were ever queued. */
+    pending *pend;
+    int npend, cap;
+    unsigned long queued;
 };
+
+static void pending_add(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket) {
+    if (c->npend == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 16;
+        c->pend = realloc(c->pend, sizeof *c->pend * (size_t)c->cap);
+        if (!c->pend) abort();
+    }
+    c->pend[c->npend++] = (pending){s, ticket, c->queued++};
+}
+static void pending_remove(struct ncclComm *c, struct CUstream_st *s, uint64_t ticket) {
+    for (int i = 0; i < c->npend; i++)
+        if (c->pend[i].s == s && c->pend[i].ticket == ticket) {
+            memmove(c->pend + i, c->pend + i + 1, sizeof *c->pend * (size_t)(c->npend - i - 1));
+            c->npend--;
+            return;
+        }
+}
+
+/* A GPU runs every rank's stream by itself; here a stream runs when a
+ * host thread waits for it, and the thread that waits for rank 0's stream
+ * (dprun's main thread reading a loss) may be the only one: so a rank
+ * blocked in a collective runs, for each rank missing from generation gen,
+ * its stream up to that rank's collective of gen, where no other thread
+ * runs that stream. */
+static void help_missing(struct ncclComm *const *missing, int n, unsigned long gen) {
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *c = missing[i];
+        pthread_mutex_lock(&q_mu);
+        pending p = c && c->npend ? c->pend[0] : (pending){NULL, 0, 0};
+        int mine = p.s && p.seq == gen && !p.s->runner && p.s->done < p.ticket;
+        pthread_mutex_unlock(&q_mu);
+        if (mine) drain(p.s, p.ticket);
+    }
+}
 
 /* What each rank reduced, in call order (at run time, so a replayed graph
  * logs again). */
@@ -1349,20 +1661,40 @@ static void complete(world *w) {
     free(sum);
 }
 
-/* Blocks until every rank of the communicator arrived with its call. */
+/* Blocks until every rank of the communicator arrived with its call (in
+ * deferred mode running the missing ranks' streams where it can). */
 static void collective_now(const op *o) {
     world *w = o->comm->w;
     log_call(o);
     pthread_mutex_lock(&w->mu);
     unsigned long gen = w->gen;
     w->call[o->comm->rank] = o;
+    w->here[o->comm->rank] = gen + 1;
     if (++w->arrived == w->n) {
         complete(w);
         w->arrived = 0;
         w->gen++;
         pthread_cond_broadcast(&w->cv);
-    } else {
-        while (gen == w->gen) pthread_cond_wait(&w->cv, &w->mu);
+    }
+    while (gen == w->gen) {
+        if (!deferred()) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        struct ncclComm *missing[MAX_RANKS];
+        int n = 0;
+        for (int r = 0; r < w->n; r++)
+            if (w->here[r] != gen + 1 && w->comm_of[r]) missing[n++] = w->comm_of[r];
+        pthread_mutex_unlock(&w->mu);
+        help_missing(missing, n, gen);
+        pthread_mutex_lock(&w->mu);
+        if (gen != w->gen) break;
+        /* A rank's stream run by another thread: look again shortly. */
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 2000000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&w->cv, &w->mu, &t);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -1432,6 +1764,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     if (!*comm) return ncclSystemError;
     (*comm)->w = w;
     (*comm)->rank = rank;
+    pthread_mutex_lock(&w->mu);
+    w->comm_of[rank] = *comm;
+    pthread_mutex_unlock(&w->mu);
     return ncclSuccess;
 }
 ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
@@ -1451,6 +1786,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
         if (!comm[i]) return ncclSystemError;
         comm[i]->w = w;
         comm[i]->rank = i;
+        w->comm_of[i] = comm[i];
     }
     return ncclSuccess;
 }
@@ -1459,6 +1795,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     pthread_mutex_lock(&log_mu); /* guards worlds */
     pthread_mutex_lock(&w->mu);
     int last = --w->refs == 0;
+    if (w->comm_of[comm->rank] == comm) w->comm_of[comm->rank] = NULL;
     pthread_mutex_unlock(&w->mu);
     if (last)
         for (world **p = &worlds; *p; p = &(*p)->next)
@@ -1472,6 +1809,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
         pthread_cond_destroy(&w->cv);
         free(w);
     }
+    free(comm->pend);
     free(comm);
     return ncclSuccess;
 }
@@ -1513,7 +1851,7 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     if (type != ncclInt8) return ncclInvalidArgument;
     return collective(OP_BCAST, send, recv, count, root, comm, s);
 }
-/* Calls between these run as issued (one thread per rank). */
+/* Calls between these are queued as any others (one thread per rank). */
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
 ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
 const char *ncclGetErrorString(ncclResult_t r) {

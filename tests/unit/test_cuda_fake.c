@@ -1759,6 +1759,128 @@ TEST(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id) {
     unsetenv("DPC_FAKE_CUDA_DEVICES");
 }
 
+/* ---- deferred streams (the fake's default, FAKE_CUDA_STREAMS) ------------------------ */
+
+/* The largest |a - b| / (|b| + 1e-3) over the losses and replica 0's
+ * tensors (NaN counts as infinite), without failing the test. */
+static double job_rel_diff(const job_result *a, const job_result *b, int n) {
+    double worst = a->ntensors == b->ntensors && a->ntensors > 0 ? 0 : INFINITY;
+    for (int s = 0; s < STEPS; s++)
+        for (int i = 0; i < n * BATCH; i++) {
+            double d = fabs((double)a->loss[s][i] - b->loss[s][i]) / (fabs(b->loss[s][i]) + 1e-3);
+            worst = d <= worst ? worst : isnan(d) ? INFINITY : d;
+        }
+    for (int t = 0; t < a->ntensors && t < b->ntensors; t++)
+        for (int64_t i = 0; i < a->len[t] && a->len[t] == b->len[t]; i++) {
+            double d =
+                fabs((double)a->tensor[t][i] - b->tensor[t][i]) / (fabs(b->tensor[t][i]) + 1e-3);
+            worst = d <= worst ? worst : isnan(d) ? INFINITY : d;
+        }
+    return worst;
+}
+
+/* Stream b copies out (through device buffer out into pinned dst) what
+ * stream a copies in (pinned src into buf, which a later memset on a
+ * overwrites), waiting for a's event first or not. The host rewrites src
+ * after issuing the copy in: the copy reads it when it runs. */
+static void produce_consume(CUstream a, CUstream b, CUevent e, CUdeviceptr buf, CUdeviceptr out,
+                            int32_t *src, int32_t *dst, int n, int wait) {
+    size_t bytes = sizeof(int32_t) * (size_t)n;
+    for (int i = 0; i < n; i++) src[i] = 1000 + i, dst[i] = -2;
+    CHECK(rt_cu.cuMemsetD8Async(buf, 0, bytes, a) == CUDA_SUCCESS &&
+          rt_cu.cuStreamSynchronize(a) == CUDA_SUCCESS);
+    CHECK(rt_cu.cuMemcpyHtoDAsync(buf, src, bytes, a) == CUDA_SUCCESS &&
+          rt_cu.cuEventRecord(e, a) == CUDA_SUCCESS &&
+          rt_cu.cuMemsetD8Async(buf, 0xff, bytes, a) == CUDA_SUCCESS);
+    for (int i = 0; i < n; i++) src[i] = 2000 + i;
+    if (wait) CHECK(rt_cu.cuStreamWaitEvent(b, e, 0) == CUDA_SUCCESS);
+    CHECK(rt_cu.cuMemcpyDtoDAsync(out, buf, bytes, b) == CUDA_SUCCESS &&
+          rt_cu.cuMemcpyDtoHAsync(dst, out, bytes, b) == CUDA_SUCCESS &&
+          rt_cu.cuStreamSynchronize(b) == CUDA_SUCCESS);
+}
+
+/* How many of dst's n values are not base + step * i. */
+static int not_equal(const int32_t *dst, int n, int base, int step) {
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += dst[i] != base + step * i;
+    return bad;
+}
+
+/* The fake runs stream work only when the host waits for it, as late as
+ * stream order allows (tests/fake/fake_cuda.c), so a missing event wait
+ * shows as it can on a GPU. At the driver: stream b reads what stream a
+ * writes; without waiting for a's event it reads the old zeros; with the
+ * wait, the values a's copy read from host memory when it ran (rewritten
+ * after it was issued), and not a's later memset, which runs at a's own
+ * synchronisation. Through dpc: with the compute stream's wait for each
+ * NCCL bucket dropped (DPC_TEST_DROP_BUCKET_WAIT, test only), two
+ * replicas update from their own gradients, far (> 1e-2) from the local
+ * collective's weights; with it they agree to 1e-5 (float sums of two
+ * replicas, as nccl_on_two_devices_equals_local). Immediate streams
+ * (FAKE_CUDA_STREAMS=immediate) keep every order: nothing to show. */
+TEST(deferred_streams_catch_a_missing_event_wait) {
+    const char *mode = getenv("FAKE_CUDA_STREAMS");
+    if (mode && !strcmp(mode, "immediate")) {
+        printf("note: deferred_streams_catch_a_missing_event_wait: skipped, streams immediate\n");
+        return;
+    }
+    rt_backend *be = rt_backend_cuda(0, err, sizeof err);
+    CHECK_MSG(be != NULL, "%s", err);
+    if (!be) return;
+    enum { N = 1000 };
+    size_t bytes = sizeof(int32_t) * N;
+    CUstream a = NULL, b = NULL;
+    CUevent e = NULL;
+    CUdeviceptr buf = 0, out = 0;
+    void *hs = NULL, *hd = NULL;
+    int ok = rt_cu.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+             rt_cu.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+             rt_cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+             rt_cu.cuMemAlloc(&buf, bytes) == CUDA_SUCCESS &&
+             rt_cu.cuMemAlloc(&out, bytes) == CUDA_SUCCESS &&
+             rt_cu.cuMemAllocHost(&hs, bytes) == CUDA_SUCCESS &&
+             rt_cu.cuMemAllocHost(&hd, bytes) == CUDA_SUCCESS;
+    CHECK(ok);
+    int32_t *src = hs, *dst = hd;
+    if (ok) {
+        produce_consume(a, b, e, buf, out, src, dst, N, 0);
+        CHECK_MSG(not_equal(dst, N, 0, 0) == 0, "no wait: %d of %d values not stale (first %d)",
+                  not_equal(dst, N, 0, 0), N, dst[0]);
+        CHECK(rt_cu.cuStreamSynchronize(a) == CUDA_SUCCESS);
+        produce_consume(a, b, e, buf, out, src, dst, N, 1);
+        CHECK_MSG(not_equal(dst, N, 2000, 1) == 0, "wait: %d of %d values not a's (first %d)",
+                  not_equal(dst, N, 2000, 1), N, dst[0]);
+        CHECK(rt_cu.cuMemcpyDtoHAsync(dst, buf, bytes, a) == CUDA_SUCCESS &&
+              rt_cu.cuStreamSynchronize(a) == CUDA_SUCCESS);
+        CHECK(not_equal(dst, N, -1, 0) == 0); /* the memset after the record ran now */
+    }
+    if (hs) rt_cu.cuMemFreeHost(hs);
+    if (hd) rt_cu.cuMemFreeHost(hd);
+    if (buf) rt_cu.cuMemFree(buf);
+    if (out) rt_cu.cuMemFree(out);
+    if (e) rt_cu.cuEventDestroy(e);
+    if (a) rt_cu.cuStreamDestroy(a);
+    if (b) rt_cu.cuStreamDestroy(b);
+    rt_backend_free(be);
+
+    setenv("DPC_FAKE_CUDA_DEVICES", "2", 1);
+    dpc_plan *p = tiny_plan();
+    job_result local, kept, dropped;
+    memset(&local, 0, sizeof local);
+    memset(&kept, 0, sizeof kept), memset(&dropped, 0, sizeof dropped);
+    if (p && !run_job(p, 2, 2, "local", 0, &local) && !run_job(p, 2, 2, "nccl", 0, &kept)) {
+        setenv("DPC_TEST_DROP_BUCKET_WAIT", "1", 1);
+        int rc = run_job(p, 2, 2, "nccl", 0, &dropped);
+        unsetenv("DPC_TEST_DROP_BUCKET_WAIT");
+        double dk = job_rel_diff(&kept, &local, 2), dd = job_rel_diff(&dropped, &local, 2);
+        fprintf(stderr, "  nccl vs local: with the bucket waits %.3g, without %.3g\n", dk, dd);
+        CHECK_MSG(rc == 0 && dk <= 1e-5 && dd > 1e-2, "%s", err);
+    }
+    result_free(&local), result_free(&kept), result_free(&dropped);
+    free_plan(p);
+    unsetenv("DPC_FAKE_CUDA_DEVICES");
+}
+
 int main(void) {
     /* The fake is built only with the toolkit (and g++); the kernels are
      * compiled by NVRTC: without either there is nothing to run. */
@@ -1800,6 +1922,7 @@ int main(void) {
     RUN(accumulation_on_cuda_equals_replicas);
     RUN(nccl_sums_replicas_sharing_a_device_on_it_first);
     RUN(nccl_across_processes_numbers_ranks_and_shares_rank_0s_id);
+    RUN(deferred_streams_catch_a_missing_event_wait);
     return harness_done();
 }
 
