@@ -91,6 +91,15 @@ if [ -x "$cc" ]; then
     check "it fails the forward pass's gate" grep -q -e '^FAIL cuda vs cpu: loss' -e '^FAIL cuda vs cpu: train logits' "$tmp/break.txt"
     check "its CUDA graph still equals its eager step" lacks '^FAIL graph' "$tmp/break.txt"
     grep -e '^FAIL' -e '^  forward' -e '^  bn_running' "$tmp/break.txt"
+    # bf16: its convolutions read the weight rounded to bf16, whose half
+    # step (2^-9, 2e-3 relative) hides 1e-3; 1e-2 is past it.
+    "$bin/dpc" models/cnn_small.net --batch 8 --precision bf16 -o "$tmp/break-bf16.plan" >/dev/null
+    DPC_LIBCUDA=$f DPC_LIBCUBLAS=$f DPC_LIBNCCL=$f DPC_LIBCUDNN=$f DPC_CHECK_BREAK=1e-2 \
+        "$cc" "$tmp/break-bf16.plan" --tag bf16 >"$tmp/break-bf16.txt" 2>&1
+    brc=$?
+    check "a bf16 GPU one weight off by 1e-2 fails cuda_check (exit $brc, want 1)" [ $brc = 1 ]
+    check "it fails the forward pass's gate" grep -q -e '^FAIL cuda vs cpu: loss' "$tmp/break-bf16.txt"
+    grep -e '^  forward' -e '^  bn_running' "$tmp/break-bf16.txt"
 fi
 if [ "$fail" != 0 ]; then
     echo "---- the rehearsal: its last lines, then check.log around each failure"
