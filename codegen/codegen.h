@@ -98,6 +98,15 @@ typedef struct {
     const char *split_loop_head, *split_part;
 } cg_dialect_desc;
 
+/* The SMs the CUDA dialect shapes kernels for (fill_threads, split_blocks):
+ * an H100's or H200's. A constant, not the compiling machine's GPU: a plan
+ * must not depend on where it was compiled, and dprun renders the kernels
+ * again with the same defaults and refuses a plan whose section differs.
+ * The device's own count (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) sizes
+ * what the plan leaves to run time (runtime/cuda/kernel.c's grid_for), and
+ * dpc --cost --device models each named GPU with its own (codegen/cost.c). */
+#define CG_TARGET_SMS 132
+
 /* The table of dialect d; NULL when d names none. */
 const cg_dialect_desc *cg_dialect_of(cg_dialect d);
 

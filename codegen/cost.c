@@ -30,6 +30,30 @@ const cg_device cg_devices[] = {
      .bf16_flops = 989e12,
      .launch_us = 2.0,
      .iter_ns = 20.0},
+    /* h100: H100 SXM5 80 GB (datasheet, nvidia.com/en-us/data-center/h100):
+     * the H200's SMs and peaks, 3.35 TB/s HBM3. a100: A100 SXM4 80 GB
+     * (datasheet, nvidia.com/en-us/data-center/a100): 108 SMs, 2048
+     * resident threads per SM (compute capability 8.0), 2.039 TB/s HBM2e,
+     * 19.5 TFLOP/s FP32, 156 TF32 and 312 BF16 dense. Launch and iteration
+     * figures: the h200's round ones. */
+    {.name = "h100",
+     .sms = 132,
+     .threads_per_sm = 2048,
+     .hbm_bytes_per_s = 3.35e12,
+     .fp32_flops = 67e12,
+     .tf32_flops = 495e12,
+     .bf16_flops = 989e12,
+     .launch_us = 2.0,
+     .iter_ns = 20.0},
+    {.name = "a100",
+     .sms = 108,
+     .threads_per_sm = 2048,
+     .hbm_bytes_per_s = 2.039e12,
+     .fp32_flops = 19.5e12,
+     .tf32_flops = 156e12,
+     .bf16_flops = 312e12,
+     .launch_us = 2.0,
+     .iter_ns = 20.0},
     {.name = NULL},
 };
 

@@ -120,11 +120,12 @@ static const cg_dialect_desc dialect_cuda = {
     .first_thread = "if (threadIdx.x == 0) ",
     .warp = 32,
     .max_block = 1024,
-    /* a quarter of an H200's resident threads (132 SMs x 2048) */
+    /* a quarter of CG_TARGET_SMS x 2048 resident threads (67584), the
+     * power of two below */
     .fill_threads = 65536,
     .gather_pool_grad = 1,
-    /* 4 blocks per SM of an H200 (132 SMs) */
-    .split_blocks = 4 * 132,
+    /* 4 blocks per SM of CG_TARGET_SMS */
+    .split_blocks = 4 * CG_TARGET_SMS,
     .split_loop_head = "    for (idx_t i = blockIdx.x / %d; i < count; i += gridDim.x / %d) {\n",
     .split_part = "blockIdx.x %% %d",
 };

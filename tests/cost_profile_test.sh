@@ -34,19 +34,28 @@ check "the step line names the train program's $calls calls" \
 # One row per distinct kernel name or GEMM shape of the train table.
 keys=$(awk '/^train program on /{t=1;next} /^train total/{t=0} t && $1 != "kernel" {
     k=$1; sub(/^gemm_/, "gemm ", k); sub(/_bf16$/, "", k); print k }' "$tmp/cost.txt" | sort -u | wc -l)
-rows=$(($(wc -l <"$tmp/side.txt") - 2))
+rows=$(($(wc -l <"$tmp/side.txt") - 3)) # less the header, step and unmatched lines
 check "every kernel and GEMM shape has a row ($keys)" test "$rows" = "$keys"
 # cnn_small has fewer than 60 of them, so the profile lists them all.
 check "every row found its measurement" test "$(grep -c ' - ' "$tmp/side.txt")" = 0
-check "the slowest row comes first" awk 'NR > 1 && $1 != "step" {
+check "nothing is unmatched" grep -q '^unmatched: 0 modelled rows not measured (0.0 us modelled), 0 measured' "$tmp/side.txt"
+check "the slowest row comes first" awk 'NR > 1 && $1 != "step" && $1 != "unmatched:" {
     v = $(NF - 1); if (NR > 2 && v > prev + 1e-9) exit 1; prev = v }' "$tmp/side.txt"
 check "a model row carries the cost table's time" grep -Eq '^k[0-9]+_[a-z_0-9]+ +[0-9]+ +[0-9]+\.[0-9]' "$tmp/side.txt"
 check "a library convolution's row carries its time" grep -Eq '^conv_forward_[0-9x]+_k3_s1 +[0-9]+ +[0-9]+\.[0-9]' "$tmp/side.txt"
 
-# Refusals: a profile of another program, and a cost report without tables.
-sed 's/^\(dpc: profile of .*\), [0-9]* calls$/\1, 3 calls/' "$tmp/profile.txt" >"$tmp/other.txt"
-expect_fail "a profile without the train program" "no profile with $calls calls" \
-    "$join" "$tmp/cost.txt" "$tmp/other.txt"
+# cuDNN declining every convolution: the profile lacks their rows (their
+# im2col kernels and GEMMs come under other names); the join still runs and
+# counts them.
+nconv=$(grep -c '^conv_' "$tmp/side.txt")
+awk '$(NF - 5) != "conv"' "$tmp/profile.txt" >"$tmp/declined.txt"
+check "the join runs without the convolutions' rows" "$join" "$tmp/cost.txt" "$tmp/declined.txt" >"$tmp/side2.txt"
+check "it counts the $nconv convolution rows as unmatched" \
+    grep -q "^unmatched: $nconv modelled rows not measured (.*: conv_" "$tmp/side2.txt"
+check "and still has the step line" grep -Eq "^step +$calls " "$tmp/side2.txt"
+# Refusals: no profile at all, and a cost report without tables.
+grep -v '^dpc: profile of' "$tmp/profile.txt" >"$tmp/other.txt"
+expect_fail "a file without a profile" "no profile" "$join" "$tmp/cost.txt" "$tmp/other.txt"
 : >"$tmp/empty.txt"
 expect_fail "a cost report without the train table" "no train table" "$join" "$tmp/empty.txt" "$tmp/profile.txt"
 finish

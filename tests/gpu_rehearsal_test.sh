@@ -68,6 +68,39 @@ check "no host wait in the epoch's steps but its last (none in: ${hw:-no figure}
     awk -v h="$hw" 'BEGIN { split(h, a, " "); exit !(a[2] >= 2 && a[1] >= a[2] - 1) }'
 check "memcheck is skipped only for want of a GPU" \
     grep -q -F '| compute-sanitizer memcheck | skipped: no' "$out/summary.md"
+# Parity in units of the cpu's own spread: summary.md has the table, both
+# plans' gated rows, none over the limit.
+check "summary.md has the parity table" grep -q '^## Parity: cuda vs cpu in units of the cpu' "$out/summary.md"
+for row in 'fp32 | forward | yes' 'fp32 | bn_running | yes' 'bf16 | forward | yes' 'fp32 | gradients | no'; do
+    check "the parity table has a '$row' row" grep -q -F "| $row |" "$out/summary.md"
+done
+check "no gated parity row is over the limit" \
+    awk -F'|' '$4 ~ /yes/ && $9 + 0 > 0 { bad = 1 } END { exit bad }' "$out/summary.md"
+sed -n '/^## Parity/,/^## Libraries/p' "$out/summary.md" | grep '^|'
+# The other direction: the same check on a GPU that starts one weight off
+# by 1e-3 relative (DPC_CHECK_BREAK) fails its gates, while the graph
+# still equals the eager step (both start from the same wrong weight).
+cc=$build/gpu/cuda_check
+if [ -x "$cc" ]; then
+    "$bin/dpc" models/cnn_small.net --batch 8 -o "$tmp/break.plan" >/dev/null
+    f=$(realpath "$fake")
+    DPC_LIBCUDA=$f DPC_LIBCUBLAS=$f DPC_LIBNCCL=$f DPC_LIBCUDNN=$f DPC_CHECK_BREAK=1e-3 \
+        "$cc" "$tmp/break.plan" >"$tmp/break.txt" 2>&1
+    brc=$?
+    check "a GPU one weight off fails cuda_check (exit $brc, want 1)" [ $brc = 1 ]
+    check "it fails the forward pass's gate" grep -q -e '^FAIL cuda vs cpu: loss' -e '^FAIL cuda vs cpu: train logits' "$tmp/break.txt"
+    check "its CUDA graph still equals its eager step" lacks '^FAIL graph' "$tmp/break.txt"
+    grep -e '^FAIL' -e '^  forward' -e '^  bn_running' "$tmp/break.txt"
+    # bf16: its convolutions read the weight rounded to bf16, whose half
+    # step (2^-9, 2e-3 relative) hides 1e-3; 1e-2 is past it.
+    "$bin/dpc" models/cnn_small.net --batch 8 --precision bf16 -o "$tmp/break-bf16.plan" >/dev/null
+    DPC_LIBCUDA=$f DPC_LIBCUBLAS=$f DPC_LIBNCCL=$f DPC_LIBCUDNN=$f DPC_CHECK_BREAK=1e-2 \
+        "$cc" "$tmp/break-bf16.plan" --tag bf16 >"$tmp/break-bf16.txt" 2>&1
+    brc=$?
+    check "a bf16 GPU one weight off by 1e-2 fails cuda_check (exit $brc, want 1)" [ $brc = 1 ]
+    check "it fails the forward pass's gate" grep -q -e '^FAIL cuda vs cpu: loss' "$tmp/break-bf16.txt"
+    grep -e '^  forward' -e '^  bn_running' "$tmp/break-bf16.txt"
+fi
 if [ "$fail" != 0 ]; then
     echo "---- the rehearsal: its last lines, then check.log around each failure"
     tail -n 15 "$log"

@@ -52,6 +52,7 @@ typedef struct dnn_conv {
     int nondeterministic; /* chosen where rt_conv_nondeterministic() allowed them */
     int racy;             /* the algorithm is one of them */
     const char *how;      /* "measured", "recorded" (tuned), or "heuristics" */
+    int failed;           /* cuDNN failed it once: declined from then on (atomic) */
     struct dnn_conv *next;
 } dnn_conv;
 
@@ -302,7 +303,7 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
     int later = 0;
     dnn_conv *e = entry(be, c, d, out, in, in2, &later, err, errlen);
     if (!e) return later ? 1 : -1;
-    if (e->algo < 0) return 1;
+    if (e->algo < 0 || __atomic_load_n(&e->failed, __ATOMIC_ACQUIRE)) return 1;
     /* a widened dw lies past the algorithm's workspace until widened */
     int widen = cg_conv_widened(d);
     int64_t size[3];
@@ -334,7 +335,19 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
                           c->dnn, &one, e->x, in2, e->y, in, e->conv,
                           (cudnnConvolutionBwdFilterAlgo_t)e->algo, ws, e->ws, &zero, e->w, dw),
                       err, errlen);
-    if (rc) return -1;
+    if (rc) {
+        /* A call cuDNN fails at execution (an algorithm it chose but cannot
+         * run on this device, a status it did not predict) costs that
+         * convolution, not the run: declined from now on, its im2col
+         * alternative runs, now too. A lost context fails the alternative
+         * as well, and that is reported. */
+        if (!__atomic_exchange_n(&e->failed, 1, __ATOMIC_ACQ_REL))
+            fprintf(stderr,
+                    "dpc: cuda: cuDNN failed %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
+                    " k%" PRId64 " (%s): its im2col alternative runs instead\n",
+                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, err);
+        return 1;
+    }
     if (widen) {
         if (cuda_launch(be, c->widen, (void *[]){out, dw}, 2, size[0], NULL, err, errlen))
             return -1;

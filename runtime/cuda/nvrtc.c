@@ -85,6 +85,14 @@ static char *program_log(nvrtcProgram prog) {
     return log;
 }
 
+/* DPC_NVRTC_LINEINFO=1: line tables in every module, so compute-sanitizer
+ * names the source line of a bad access (tests/gpu/check.sh's memcheck
+ * stage); another image, so another cache key. */
+static int lineinfo(void) {
+    const char *v = getenv("DPC_NVRTC_LINEINFO");
+    return v && *v && strcmp(v, "0");
+}
+
 /* Compiles; on failure *log (malloc'd) holds NVRTC's log, and with
  * report (ptxas's resource report asked for) on success too. */
 static int compile(const char *source, const char *target, int report, rt_cuda_image *img,
@@ -100,8 +108,11 @@ static int compile(const char *source, const char *target, int report, rt_cuda_i
         return -1;
     char arch[48];
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", target);
-    const char *opts[] = {arch, RT_NVRTC_OPTIONS, "--ptxas-options=-v"};
-    int nopts = (int)(sizeof opts / sizeof *opts) - !report;
+    const char *fixed[] = {arch, RT_NVRTC_OPTIONS}, *opts[8];
+    int nopts = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) opts[nopts++] = fixed[i];
+    if (lineinfo()) opts[nopts++] = "--generate-line-info";
+    if (report) opts[nopts++] = "--ptxas-options=-v";
     nvrtcResult rc = rt_nvrtc.nvrtcCompileProgram(prog, nopts, opts);
     if (rc != NVRTC_SUCCESS) {
         *log = program_log(prog);
@@ -195,6 +206,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, "nvrtc");
     h = ir_fnv1a_str(h, ver);
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
+    if (lineinfo()) h = ir_fnv1a_str(h, "--generate-line-info");
     h = ir_fnv1a_str(h, target);
     char base[256], cu[300], bin[300];
     rt_cache_name(base, sizeof base, "cuda-", h, source);

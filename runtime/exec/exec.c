@@ -561,6 +561,23 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
         if (g) ex->be->graph_free(ex->be, g);
     }
     ex->seg_is_open = 0;
+    /* A capture the driver refuses (an operation it cannot record, a
+     * capture invalidated) costs the graphs, not the run: when it fails in
+     * the first segment nothing of the step has run (a segment runs once
+     * it is kept), so the step runs eagerly, as every later one will. Not
+     * with a stream-ordered collective queue: its buckets may have started
+     * inside the capture. */
+    if (rc && m == RUN_CAPTURE && ex->nseg == 0 &&
+        !(ex->coll && rt_coll_queue_stream_ordered(ex->coll))) {
+        int n = (int)strcspn(err, "\n");
+        fprintf(stderr,
+                "dpc: %s: the step's CUDA graph could not be recorded (%.*s): eager from now on\n",
+                ex->be->name, n > 300 ? 300 : n, err);
+        ex->graphs = 0;
+        m = RUN_EAGER;
+        ex->last_calls = ex->last_graph_launches = 0;
+        rc = run_steps(ex, m, err, errlen);
+    }
     if (rc) return -1;
     if (m == RUN_CAPTURE) ex->captured = 1;
     ex->runs++;

@@ -22,8 +22,10 @@ TEST(device_table) {
     CHECK_NEAR(d->bf16_flops, 989e12, 1);
     CHECK_NEAR(d->launch_us, 2.0, 0);
     CHECK(cg_device_find("h100x") == NULL && cg_device_find(NULL) == NULL);
+    const cg_device *h100 = cg_device_find("h100"), *a100 = cg_device_find("a100");
+    CHECK(h100 && h100->sms == 132 && a100 && a100->sms == 108);
     char names[64];
-    CHECK_STR(cg_device_names(names, sizeof names), "h200");
+    CHECK_STR(cg_device_names(names, sizeof names), "h200, h100, a100");
 }
 
 /* The kernel time of the formula, written out again here. */

@@ -9,6 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
+#include "ir/err.h"
 #include "passes/passes.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
@@ -922,6 +923,71 @@ TEST(thread_pool_splits_kernels_and_gemms) {
  * measure no floor), within the bound of any f32 dot product of length k,
  * k * 2^-24 * sum |a b| per element (Higham, the recursive summation bound),
  * and doubled for the two orders. */
+/* A backend whose captures the driver refuses (cuStreamBeginCapture
+ * failing; the cpu backend cannot hold calls back, so a refusal at the
+ * capture's end, after calls the cpu would have run, is not shown here):
+ * the exec runs the step eagerly instead, gives up on graphs, and the steps
+ * compute what a run without graphs computes, bit for bit. */
+static int refused_begins;
+static int refuse_begin(rt_backend *b, char *e, size_t n) {
+    (void)b;
+    refused_begins++;
+    return ir_fail(e, n, "operation not permitted when stream is capturing");
+}
+static rt_graph *refuse_end(rt_backend *b, char *e, size_t n) {
+    (void)b;
+    ir_fail(e, n, "no capture under way");
+    return NULL;
+}
+static int refuse_launch(rt_backend *b, rt_graph *g, char *e, size_t n) {
+    (void)b, (void)g;
+    return ir_fail(e, n, "no graph was ever recorded");
+}
+static void refuse_free(rt_backend *b, rt_graph *g) { (void)b, (void)g; }
+
+TEST(refused_capture_runs_eagerly) {
+    ir_graph *g = small_cnn();
+    rt_backend *fb = rt_backend_cpu();
+    fb->graph_begin = refuse_begin, fb->graph_end = refuse_end;
+    fb->graph_launch = refuse_launch, fb->graph_free = refuse_free;
+    ir_train t;
+    ir_train_defaults(&t);
+    float w[2][108];
+    for (int k = 0; k < 2; k++) {
+        rt_store *st = rt_store_new(fb, g);
+        rt_store_init(st, g, &t, 7);
+        rt_exec *ex = rt_exec_new(fb, st, g, NULL, err, sizeof err);
+        CHECK(ex != NULL);
+        if (!ex) break;
+        CHECK(rt_exec_use_graphs(ex, k) == k);
+        rt_rng r;
+        rt_rng_seed(&r, 3);
+        for (int step = 0; step < 3; step++) {
+            float img[3 * 3 * 81];
+            int32_t lab[3] = {1, 2, 3};
+            for (int i = 0; i < 3 * 3 * 81; i++) img[i] = rt_rng_uniform_range(&r, -1, 1);
+            CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == 0);
+            CHECK(rt_exec_set_input(ex, "label", lab, sizeof lab) == 0);
+            CHECK(rt_exec_set_scalar(ex, "lr", 0.1f) == 0);
+            CHECK(rt_exec_set_scalar(ex, "grad_scale", 1.0f / 3) == 0);
+            CHECK_MSG(rt_exec_run(ex, err, sizeof err) == 0, "step %d: %s", step, err);
+            int64_t calls, launches;
+            rt_exec_launches(ex, &calls, &launches);
+            CHECK(launches == 0 && calls > 0);
+        }
+        CHECK(rt_exec_get(ex, "conv.weight", w[k], sizeof w[k]) == 0);
+        rt_exec_free(ex);
+        rt_store_free(st);
+    }
+    /* run 1 eager, run 2 tried to record (once), runs 2 and 3 eager */
+    CHECK(refused_begins == 1);
+    double d = 0;
+    for (int i = 0; i < 108; i++) d = fmax(d, fabs((double)w[0][i] - w[1][i]));
+    CHECK_MSG(d == 0, "max |diff| %g", d);
+    rt_backend_free(fb);
+    ir_free(g);
+}
+
 TEST(split_k_sum_order_is_the_same_product) {
     int M = 37, N = 29, K = 301;
     float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
@@ -1028,6 +1094,7 @@ int main(void) {
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);
     RUN(split_k_sum_order_is_the_same_product);
+    RUN(refused_capture_runs_eagerly);
     RUN(compile_cache_hits_and_races);
     RUN(compile_error_names_the_source);
     rt_backend_free(be);

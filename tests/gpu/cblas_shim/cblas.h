@@ -7,6 +7,9 @@
 
 enum CBLAS_ORDER { CblasRowMajor = 101, CblasColMajor = 102 };
 enum CBLAS_TRANSPOSE { CblasNoTrans = 111, CblasTrans = 112, CblasConjTrans = 113 };
+/* OpenBLAS's cblas.h names the enums as types too (runtime/device/cpu.c uses them) */
+typedef enum CBLAS_ORDER CBLAS_ORDER;
+typedef enum CBLAS_TRANSPOSE CBLAS_TRANSPOSE;
 
 void cblas_sgemm(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
                  int n, int k, float alpha, const float *A, int lda, const float *B, int ldb,
