@@ -6,7 +6,12 @@
 #   make test        the README's test command and CI's: every kind of check,
 #                    on a representative subset (installs the test packages too)
 #   make test-full   everything: every model through the simulator, NVRTC and
-#                    parity, and the longer training runs
+#                    parity, the longer training runs, the numeric programs
+#                    under other CPUs' OpenBLAS and oneDNN kernels, and the
+#                    tree built with clang-14 and clang-16
+#   make CC=clang-14 BUILD=build/clang-14 BIN=build/clang-14/bin CONFIGURE=0
+#                    another compiler in a tree of its own, with the suite's
+#                    configuration (tests/clang_build_test.sh)
 #   make test SANITIZE=1   the sanitizer suite (ASan + UBSan, build/asan): the
 #                    host code paths they can judge (tests/run.sh --sanitize)
 #   make install     binaries, models, dpc-plot, docs and man pages under
