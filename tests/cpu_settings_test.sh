@@ -75,6 +75,8 @@ if ! ${CC:-cc} -o "$tmp/core" "$tmp/core.c" -lopenblas 2>"$tmp/core.err"; then
     exit
 fi
 "$bin/dpc" models/cnn_small.net --batch 8 -o "$tmp/probe.plan" || bad "cannot compile the oneDNN probe's plan"
+# For the log: what the test programs get unset (dprun may re-execute).
+echo "unset: OpenBLAS runs $(env -u OPENBLAS_CORETYPE "$tmp/core")'s kernels here"
 
 # took_effect NAME CORE ISA: 0 when OpenBLAS and oneDNN run as set (the
 # variables exported), else counts a failure saying what ran instead.
@@ -131,6 +133,10 @@ run_program() {
     grep -h '^SKIP: ' "$tmp/prog.log" | sed "s/^SKIP: /    skipped: /"
 }
 
+names=" ${settings[*]%% *} "
+for want in ${DPC_CPU_SETTINGS:-}; do
+    [[ $names == *" $want "* ]] || bad "DPC_CPU_SETTINGS: no setting $want (the settings:${names% })"
+done
 for setting in "${settings[@]}"; do
     read -r name core isa flags <<<"$setting"
     [[ " ${DPC_CPU_SETTINGS:-$name} " == *" $name "* ]] || continue
