@@ -10,7 +10,9 @@
 #   test:  build's, and what `make test` adds: PyTorch (the float64 parity
 #          oracle), g++ (the CUDA simulator), clang-format, iproute2
 #          (network namespaces for the two-host checks), librsvg2-bin
-#          (rsvg-convert: the plot test renders its SVGs to look at them).
+#          (rsvg-convert: the plot test renders its SVGs to look at them),
+#          clang-14 and clang-16 (make test-full builds the tree with each:
+#          tests/clang_build_test.sh).
 #
 # Nothing is installed when nothing is missing, so a user without root whose
 # machine has everything builds as usual.
@@ -55,6 +57,8 @@ need_test() {
     have_cmd g++ || want g++
     have_cmd ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || want iproute2
     have_cmd rsvg-convert || want librsvg2-bin
+    have_cmd clang-14 || want clang-14
+    have_cmd clang-16 || want clang-16
     # One interpreter imports the four (torch is slow to import); without
     # Debian's python3 at all, all four are missing.
     local m mods

@@ -130,6 +130,14 @@ cases=(
     "full resnet18_cifar 16 --steps 3"
     "test mlp 64 --steps 3"
 )
+# DPC_PARITY_CASES, one case a line as above, replaces the list: the few that
+# tests/cpu_settings_test.sh runs under each CPU setting. Their tables stay
+# in $tmp, the suite's own in $build/parity.
+tables=$build/parity
+if [ -n "${DPC_PARITY_CASES:-}" ]; then
+    mapfile -t cases <<<"$DPC_PARITY_CASES"
+    tables=$tmp
+fi
 passed=0 failed=0
 for case in "${cases[@]}"; do
     read -r tier model batch opts <<<"$case"
@@ -180,7 +188,7 @@ for case in "${cases[@]}"; do
         continue
     fi
     "$py" tests/parity/torch_step.py --model "$model" --plan "$tmp/$tag.plan" \
-        --driver "$driver" --dir "$tmp/$tag" --table "$build/parity/$tag.table" "$@" \
+        --driver "$driver" --dir "$tmp/$tag" --table "$tables/$tag.table" "$@" \
         >"$tmp/$tag.log" 2>&1
     rc=$?
     sed 's/^/    /' "$tmp/$tag.log" | grep -v -E '^    [0-9]+ passed, [0-9]+ failed$'
