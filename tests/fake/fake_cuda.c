@@ -80,6 +80,14 @@
  * that (the context is lost); =sync makes the call that issued it return
  * CUDA_ERROR_LAUNCH_FAILED instead. A simulator error in a deferred kernel
  * (its line on stderr) loses the device the same way.
+ * FAKE_CUDNN_FAIL=N fails the Nth cuDNN convolution call (forward or
+ * either backward, counted in the process, not those of the Find*Ex
+ * searches) with CUDNN_STATUS_EXECUTION_FAILED, running nothing, as cuDNN
+ * does with an algorithm it cannot run; N=-1 fails every one.
+ * fake_cudnn_failures() counts them. FAKE_CUDA_FAIL_CAPTURE=N makes the
+ * Nth cuStreamEndCapture return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (the
+ * capture ends, no graph), as the driver does when a captured call was
+ * illegal.
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
@@ -545,10 +553,11 @@ CUresult CUDAAPI cuDriverGetVersion(int *v) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGetErrorName(CUresult r, const char **s) {
-    *s = r == CUDA_SUCCESS                 ? "CUDA_SUCCESS"
-         : r == CUDA_ERROR_ILLEGAL_ADDRESS ? "CUDA_ERROR_ILLEGAL_ADDRESS"
-         : r == CUDA_ERROR_LAUNCH_FAILED   ? "CUDA_ERROR_LAUNCH_FAILED"
-                                           : "CUDA_ERROR_FAKE";
+    *s = r == CUDA_SUCCESS                            ? "CUDA_SUCCESS"
+         : r == CUDA_ERROR_ILLEGAL_ADDRESS            ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+         : r == CUDA_ERROR_LAUNCH_FAILED              ? "CUDA_ERROR_LAUNCH_FAILED"
+         : r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ? "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+                                                      : "CUDA_ERROR_FAKE";
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuGetErrorString(CUresult r, const char **s) {
@@ -1063,14 +1072,26 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
     capturing_here = 1;
     return CUDA_SUCCESS;
 }
+static int end_captures; /* for FAKE_CUDA_FAIL_CAPTURE */
+
 CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g) {
     if (!s->rec || s->rec->joined[0] != s) return CUDA_ERROR_ILLEGAL_STATE;
     struct CUgraph_st *rec = s->rec;
     *g = rec;
     for (int i = 0; i < rec->njoined; i++) rec->joined[i]->rec = NULL;
     capturing_here = 0;
+    int n = env_int("FAKE_CUDA_FAIL_CAPTURE", 0);
+    if (n > 0 && __atomic_add_fetch(&end_captures, 1, __ATOMIC_SEQ_CST) == n) {
+        *g = NULL;
+        free(rec->ops);
+        free(rec);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     return CUDA_SUCCESS;
 }
+
+/* FAKE_CUDA_FAIL_CAPTURE's count starts again (a test's own Nth). */
+void fake_capture_count_reset(void) { __atomic_store_n(&end_captures, 0, __ATOMIC_SEQ_CST); }
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *e, CUgraph g, unsigned long long flags) {
     (void)flags;
     *e = calloc(1, sizeof **e);
@@ -1250,7 +1271,9 @@ long long fake_cudnn_uses(int algo) {
 
 size_t CUDNNWINAPI cudnnGetVersion(void) { return 90100; }
 const char *CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t s) {
-    return s == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS" : "CUDNN_STATUS_FAKE_ERROR";
+    return s == CUDNN_STATUS_SUCCESS            ? "CUDNN_STATUS_SUCCESS"
+           : s == CUDNN_STATUS_EXECUTION_FAILED ? "CUDNN_STATUS_EXECUTION_FAILED"
+                                                : "CUDNN_STATUS_FAKE_ERROR";
 }
 cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t *h) {
     *h = calloc(1, sizeof **h);
@@ -1360,9 +1383,22 @@ static size_t algo_ws(int algo) {
     } while (0)
 
 /* Runs (or records) the convolution after the argument rules. */
+static _Thread_local int finding;           /* inside a Find*Ex search: its calls are not counted */
+static long long cudnn_calls, cudnn_failed; /* for FAKE_CUDNN_FAIL */
+
+long long fake_cudnn_failures(void) { return __atomic_load_n(&cudnn_failed, __ATOMIC_SEQ_CST); }
+/* FAKE_CUDNN_FAIL's count starts again (a test's own Nth). */
+void fake_cudnn_count_reset(void) { __atomic_store_n(&cudnn_calls, 0, __ATOMIC_SEQ_CST); }
+
 static cudnnStatus_t conv_issue(cudnnHandle_t h, conv_op *o, int algo, void *ws, size_t wsn) {
     if (algo < 0 || algo >= FAKE_CUDNN_ALGOS) return CUDNN_STATUS_BAD_PARAM;
     if (algo_ws(algo) > wsn || (algo_ws(algo) && !ws)) return CUDNN_STATUS_BAD_PARAM;
+    int fail = env_int("FAKE_CUDNN_FAIL", 0);
+    if (fail && !finding &&
+        (fail < 0 || __atomic_add_fetch(&cudnn_calls, 1, __ATOMIC_SEQ_CST) == fail)) {
+        __atomic_add_fetch(&cudnn_failed, 1, __ATOMIC_SEQ_CST);
+        return CUDNN_STATUS_EXECUTION_FAILED;
+    }
     __atomic_fetch_add(&cudnn_uses[algo], 1, __ATOMIC_SEQ_CST);
     if (o->G > 1) __atomic_fetch_add(&cudnn_grouped, 1, __ATOMIC_SEQ_CST);
     op x;
@@ -1453,7 +1489,9 @@ cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardFilter(
         FAKE_PERF(perf, req, ret);                                                         \
         for (int i_ = 0; i_ < *(ret); i_++)                                                \
             if ((perf)[i_].memory > (wsn)) (perf)[i_].status = CUDNN_STATUS_NOT_SUPPORTED; \
+        finding = 1;                                                                       \
         cudnnStatus_t st_ = call;                                                          \
+        finding = 0;                                                                       \
         stream_wait(stream_of(h->stream));                                                 \
         return st_;                                                                        \
     } while (0)

@@ -57,6 +57,8 @@ static void (*fake_nccl_kinds)(int, char *, int);
 static int (*fake_nccl_broadcasts)(int);
 static long long (*fake_cudnn_uses)(int);
 static long long (*fake_cudnn_grouped_uses)(void);
+static long long (*fake_cudnn_failures)(void);
+static void (*fake_cudnn_count_reset)(void), (*fake_capture_count_reset)(void);
 
 /* Loads the fake before the backend's loader does, so both share it. */
 static int load_fake(void) {
@@ -73,8 +75,14 @@ static int load_fake(void) {
     void *inits = dlsym(h, "fake_nccl_inits");
     void *kinds = dlsym(h, "fake_nccl_kinds"), *bcasts = dlsym(h, "fake_nccl_broadcasts");
     void *uses = dlsym(h, "fake_cudnn_uses"), *grouped = dlsym(h, "fake_cudnn_grouped_uses");
-    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts || !uses || !grouped)
+    void *failures = dlsym(h, "fake_cudnn_failures"), *dreset = dlsym(h, "fake_cudnn_count_reset"),
+         *creset = dlsym(h, "fake_capture_count_reset");
+    if (!calls || !clear || !tstart || !tget || !inits || !kinds || !bcasts || !uses || !grouped ||
+        !failures || !dreset || !creset)
         return -1;
+    memcpy(&fake_cudnn_failures, &failures, sizeof failures);
+    memcpy(&fake_cudnn_count_reset, &dreset, sizeof dreset);
+    memcpy(&fake_capture_count_reset, &creset, sizeof creset);
     memcpy(&fake_nccl_kinds, &kinds, sizeof kinds);
     memcpy(&fake_nccl_broadcasts, &bcasts, sizeof bcasts);
     memcpy(&fake_trace_start, &tstart, sizeof tstart); /* POSIX: dlsym's void * is the function */
@@ -906,6 +914,11 @@ TEST(cublas_gemm_variants_within_the_bound) {
                 u->copy_in(u, da, ab16 ? (void *)ha16 : ha, (ab16 ? 2 : 4) * all);
                 u->copy_in(u, db, ab16 ? (void *)hb16 : hb, (ab16 ? 2 : 4) * all);
                 u->copy_in(u, dc, c16 ? (void *)hc16 : hc, (c16 ? 2 : 4) * all);
+                /* The handle's stream is the default one, which the backend's
+                 * non-blocking streams do not wait for, nor it for them:
+                 * each side is synchronised by hand (deferred streams
+                 * caught this test reading C before the GEMM ran). */
+                CHECK(u->sync(u, err, sizeof err) == 0);
                 CHECK(rt_cublas.cublasGemmStridedBatchedEx(
                           h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, M, N,
                           K, &alpha, da, ab16 ? CUDA_R_16BF : CUDA_R_32F, LD, (long long)per, db,
@@ -913,7 +926,7 @@ TEST(cublas_gemm_variants_within_the_bound) {
                           c16 ? CUDA_R_16BF : CUDA_R_32F, LD, (long long)per, NB,
                           ty == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                           CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
-                CHECK(u->sync(u, err, sizeof err) == 0);
+                CHECK(rt_cu.cuStreamSynchronize(NULL) == CUDA_SUCCESS);
                 if (c16) {
                     bf16_t *o16 = malloc(2 * all);
                     u->copy_out(u, o16, dc, 2 * all);
@@ -1301,6 +1314,71 @@ TEST(one_replica_graph_replay_equals_eager) {
     result_free(&eager);
     result_free(&graph);
     free_plan(p);
+}
+
+/* A capture the driver invalidates at its end (FAKE_CUDA_FAIL_CAPTURE=1:
+ * the first step's) costs the graphs, not the run: the step runs eagerly,
+ * every later one too, and the losses and weights are the eager run's bit
+ * for bit (the same calls in the same order on the same device). */
+TEST(refused_capture_runs_the_steps_eagerly) {
+    dpc_plan *p = tiny_plan();
+    if (!p) return;
+    job_result eager, refused;
+    fake_capture_count_reset();
+    setenv("FAKE_CUDA_FAIL_CAPTURE", "1", 1);
+    int rc = run_job(p, 1, 1, "", 1, &refused);
+    unsetenv("FAKE_CUDA_FAIL_CAPTURE");
+    if (!rc && !run_job(p, 1, 1, "", 0, &eager)) {
+        CHECK(results_differ(&refused, &eager, 1, 0, "refused capture vs eager") == 0);
+        int launches = program_launches(p->train);
+        CHECK_MSG(refused.calls == launches && refused.graph_launches == 0,
+                  "after a refused capture: %lld calls, %lld graph launches, program %d",
+                  (long long)refused.calls, (long long)refused.graph_launches, launches);
+        result_free(&eager);
+    }
+    result_free(&refused);
+    free_plan(p);
+}
+
+/* A cuDNN call that fails at execution declines that convolution, and its
+ * im2col alternative runs instead. One failing (the 2nd call) fails
+ * nothing else, and the run goes on. Every call failing (FAKE_CUDNN_FAIL=-1)
+ * leaves only the alternatives: the im2col plan's calls in the same order,
+ * so its losses and weights bit for bit. */
+TEST(cudnn_failing_at_execution_runs_the_alternative) {
+    pass_options o = pass_default_options();
+    o.bucket_bytes = 200;
+    o.conv = PASS_CONV_LIBRARY;
+    dpc_plan *lib = fx_plan(BN_NET, BATCH, &o, 0, err, sizeof err);
+    o.conv = PASS_CONV_IM2COL;
+    dpc_plan *im2col = fx_plan(BN_NET, BATCH, &o, 0, err, sizeof err);
+    CHECK_MSG(lib && im2col, "%s", err);
+    if (lib && im2col) {
+        lib->eval = lib->train, im2col->eval = im2col->train;
+        job_result all_failed, ref, one_failed;
+        /* One first: a failed convolution stays declined in this process. */
+        fake_cudnn_count_reset();
+        long long f0 = fake_cudnn_failures();
+        setenv("FAKE_CUDNN_FAIL", "2", 1);
+        int rc = run_job(lib, 1, 1, "", 0, &one_failed);
+        unsetenv("FAKE_CUDNN_FAIL");
+        CHECK_MSG(rc == 0 && fake_cudnn_failures() == f0 + 1, "%lld failures",
+                  fake_cudnn_failures() - f0);
+        f0 = fake_cudnn_failures();
+        setenv("FAKE_CUDNN_FAIL", "-1", 1);
+        rc = run_job(lib, 1, 1, "", 0, &all_failed);
+        unsetenv("FAKE_CUDNN_FAIL");
+        CHECK_MSG(fake_cudnn_failures() > f0, "no cuDNN call failed");
+        if (!rc && !run_job(im2col, 1, 1, "", 0, &ref)) {
+            CHECK(results_differ(&all_failed, &ref, 1, 0, "every cuDNN call failed vs im2col") ==
+                  0);
+            result_free(&ref);
+        }
+        result_free(&all_failed);
+        result_free(&one_failed);
+    }
+    free_plan(lib);
+    free_plan(im2col);
 }
 
 /* The cpu backend has no graph hooks: the loop stays eager; and its
@@ -1913,6 +1991,8 @@ int main(void) {
     RUN(cublas_gemm_variants_within_the_bound);
     RUN(tf32_step_equals_cpu_and_differs_from_fp32);
     RUN(one_replica_graph_replay_equals_eager);
+    RUN(refused_capture_runs_the_steps_eagerly);
+    RUN(cudnn_failing_at_execution_runs_the_alternative);
     RUN(cpu_backend_reports_no_graphs);
     RUN(nccl_on_two_devices_equals_local);
     RUN(nccl_buckets_start_in_backward_order_and_replay);
