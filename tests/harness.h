@@ -56,6 +56,17 @@ static const char *harness_current;
         }                                                                                         \
     } while (0)
 
+/* Tolerances say why they are what they are (issue 47): derived from the
+ * arithmetic with these, or a noise floor measured in the same test.
+ * F32_U, F64_U: the unit roundoff, a correctly rounded result's relative
+ * error at most. A sum of n terms in either, in any order, is within
+ * n * u * sum |terms| (Higham, recursive summation; a dot product's terms
+ * are its products). */
+#define F32_U                     0x1p-24
+#define F64_U                     0x1p-53
+#define F32_SUM_BOUND(n, sum_abs) ((double)(n)*F32_U * (sum_abs))
+#define F64_SUM_BOUND(n, sum_abs) ((double)(n)*F64_U * (sum_abs))
+
 #define CHECK_STR(a, b)                                                                      \
     do {                                                                                     \
         const char *hs_a = (a), *hs_b = (b);                                                 \
