@@ -51,10 +51,8 @@ static void fill_sources(const ir_graph *g, rt_rng *rng, float **vals) {
 
 /* compare's rtol: the rounding both orders share. The generated kernels
  * round and sum in one order on every CPU (-ffp-contract=off, nothing
- * reassociated), so this part is the same everywhere; it is random-signed
- * (sqrt(n) growth, not the worst case's n * 2^-24), under 100 * 2^-24 of
- * |ref| + rms in every test here, ResNet-18's step included: 2^8 * 2^-24. */
-#define TOL (256 * F32_U)
+ * reassociated), so this part is the same everywhere. */
+#define TOL F32_REORDER_TOL
 
 /* The order-dependent rounding of a tensor: max |a - b| / (|ref| + rms(ref))
  * over two cpu results summed in different orders (NaN and inf left to

@@ -408,8 +408,8 @@ TEST(programs_carry_conv_calls) {
 }
 
 /* Two steps and an eval batch of a model, --conv library and --conv dense
- * against im2col, each tensor within the rounding both share (256 * 2^-24
- * of its largest value, as test_exec's TOL) plus ORDER_HEADROOM times the
+ * against im2col, each tensor within F32_REORDER_TOL of its largest value
+ * (the rounding both share) plus ORDER_HEADROOM times the
  * floor measured in the same test: im2col again with every GEMM's k summed
  * in two halves. The library reorders its sums far more than that split
  * does: its difference was up to 6 times the floor's on OpenBLAS's Haswell,
@@ -437,7 +437,7 @@ static int close_snapshots(const pc_snapshot *a, const pc_snapshot *b, const pc_
             measured = fmax(measured, fabs(noise->data[k][j] - r));
             if (e > worst || e != e) worst = e != e ? 1e30 : e;
         }
-        double tol = 256 * F32_U * big + ORDER_HEADROOM * measured;
+        double tol = F32_REORDER_TOL * big + ORDER_HEADROOM * measured;
         if (worst > tol) {
             fprintf(stderr, "  %s: off by %.3g of %.3g (tol %.3g, measured floor %.3g)\n",
                     a->name[i], worst, big, tol, measured);
