@@ -155,6 +155,7 @@ cells = [c.strip() for c in spread[0].strip("|").split("|")]
 accs = [float(v) for v in cells[2].split(", ")]
 assert len(accs) == 2, cells
 mean, rest = cells[3].split(" ± ")
+# the table prints 4 decimals: 5e-5 of rounding each
 assert abs(float(mean) - statistics.mean(accs)) < 1e-4, cells
 assert abs(float(rest.split()[0]) - statistics.stdev(accs)) < 1e-4, cells
 assert any(l.startswith("| 1 (seed 2) | 32 |") for l in text.splitlines()), text

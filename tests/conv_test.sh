@@ -3,8 +3,9 @@
 # dpc --conv end to end on the cpu backend: the marks in the IR and the
 # calls in the plan; --conv dense's marks, its alternative to a library
 # call, its bits run to run and across thread counts, and its training
-# against im2col within 1e-4; training with the library (the default) against im2col
-# within 1e-4 and bit for bit run to run and across thread counts; --conv
+# against im2col within a floor measured in the same test; training with
+# the library (the default) against im2col within it (2e-2 after three
+# steps) and bit for bit run to run and across thread counts; --conv
 # auto measuring once, keeping its choices in the kernel cache, the next
 # run reusing them with the same bits; --tune and another build measuring
 # again; a malformed
@@ -71,6 +72,7 @@ DPC_THREADS=1 step pdense dense1
 check "dense, twice: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense2.st"
 check "dense on 1 thread and on the default: bit-identical" cmp -s "$tmp/dense.st" "$tmp/dense1.st"
 step pim2col pim2col1 --steps 1
+DPC_CPU_SUM_ORDER=split-k step pim2col pim2col1_sk --steps 1
 step pdense dense_1 --steps 1
 check "dense against im2col: a different result at all" test -n "$(cmp "$tmp/dense_1.st" "$tmp/pim2col1.st" 2>&1)"
 
@@ -85,11 +87,17 @@ check "library, twice: bit-identical" cmp -s "$tmp/lib.st" "$tmp/lib2.st"
 check "library on 1 thread and on the default: bit-identical" cmp -s "$tmp/lib.st" "$tmp/lib1.st"
 step im2col im2col1 --steps 1
 step library lib_1 --steps 1
-# After one step the two orders of summation agree to 1e-4 of each tensor's
-# largest value (measured 5e-7); after three, BatchNorm's beta (a sum of 8
-# samples' cancelling gradients, 4e-3 in size) carries their rounding, 2e-5
-# apart (measured 5.7e-3 of it): 2e-2 there. PyTorch parity is the exact check.
-close() { # tolerance, a, b
+DPC_CPU_SUM_ORDER=split-k step im2col im2col1_sk --steps 1
+# Two orders of summation: each tensor within F32_REORDER_TOL (tests/harness.h)
+# of its largest value plus 16 times the floor measured here, im2col again
+# with every GEMM's k summed in two halves, as test_libconv's close_snapshots
+# (the library reorders far more than that split: up to 6 times its
+# difference). After three steps that floor no longer follows the library:
+# the first BatchNorm's beta, a sum of 8 samples' cancelling gradients,
+# carries their rounding, 0.6% apart with oneDNN's AVX2 kernels, 250 times
+# the floor and 20 times AVX-512's difference; 2e-2 of it there, by that
+# measurement. PyTorch parity is the exact check.
+close() { # a, b, and the floor's run or a fixed tolerance of each tensor's largest value
     /usr/bin/python3 -c '
 import sys, json, struct
 import numpy as np
@@ -98,14 +106,21 @@ def read(p):
     return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], np.float32)
             for k, v in h.items() if k != "__metadata__"}
 a, b = read(sys.argv[1]), read(sys.argv[2])
-worst = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(b[k]).max(), 1e-3)) for k in b)
-print("worst relative difference %.2e" % worst)
-sys.exit(worst > float(sys.argv[3]))' "$2" "$3" "$1"
+def diff(x, k): return float(np.abs(x[k].astype(np.float64) - b[k]).max())
+big = {k: float(np.abs(b[k]).max()) for k in b}
+try:
+    tol = {k: float(sys.argv[3]) * max(big[k], 1e-3) for k in b}
+except ValueError:
+    z = read(sys.argv[3])
+    tol = {k: 2.0**-16 * big[k] + 16 * diff(z, k) + 1e-30 for k in b}
+worst = max((diff(a, k) / tol[k], k) for k in b)
+print("worst difference %.2f of the tolerance (%s)" % worst)
+sys.exit(worst[0] > 1)' "$1" "$2" "$3"
 }
-check "library against im2col: within 1e-4 after 1 step" close 1e-4 "$tmp/lib_1.st" "$tmp/im2col1.st"
-check "library against im2col: within 2e-2 after 3 steps" close 2e-2 "$tmp/lib.st" "$tmp/im2col.st"
+check "library against im2col after 1 step: within the measured floor" close "$tmp/lib_1.st" "$tmp/im2col1.st" "$tmp/im2col1_sk.st"
+check "library against im2col: within 2e-2 after 3 steps" close "$tmp/lib.st" "$tmp/im2col.st" 2e-2
 check "a different result at all" test -n "$(cmp "$tmp/lib.st" "$tmp/im2col.st" 2>&1)"
-check "dense against im2col: within 1e-4 after 1 step" close 1e-4 "$tmp/dense_1.st" "$tmp/pim2col1.st"
+check "dense against im2col after 1 step: within the measured floor" close "$tmp/dense_1.st" "$tmp/pim2col1.st" "$tmp/pim2col1_sk.st"
 
 # ---- auto: measured once, kept, reused; --tune measures again --------------------------------
 DPC_DEBUG=1 step auto auto1

@@ -56,6 +56,24 @@ static const char *harness_current;
         }                                                                                         \
     } while (0)
 
+/* Tolerances say why they are what they are (issue 47): derived from the
+ * arithmetic with these, or a noise floor measured in the same test.
+ * F32_U, F64_U: the unit roundoff, a correctly rounded result's relative
+ * error at most. A sum of n terms in either, in any order, is within
+ * n * u * sum |terms| (Higham, recursive summation; a dot product's terms
+ * are its products). */
+#define F32_U                     0x1p-24
+#define F64_U                     0x1p-53
+#define F32_SUM_BOUND(n, sum_abs) (F32_U * (double)(n) * (sum_abs))
+#define F64_SUM_BOUND(n, sum_abs) (F64_U * (double)(n) * (sum_abs))
+
+/* An f32 result against the same computed in another order (or in f64),
+ * relative to |ref| + rms(ref): the rounding is random-signed, growing as
+ * sqrt(n) * 2^-24 rather than the worst case's n * 2^-24, and is under
+ * 100 * 2^-24 in every such test here: 2^8 * 2^-24. Where a library picks
+ * the order per CPU (OpenBLAS, oneDNN), add a floor measured in the test. */
+#define F32_REORDER_TOL (256 * F32_U)
+
 #define CHECK_STR(a, b)                                                                      \
     do {                                                                                     \
         const char *hs_a = (a), *hs_b = (b);                                                 \

@@ -10,7 +10,7 @@
  * batch (the files tests/parity/torch_step.py leaves in its --dir), then
  * prints, for every node in graph order, max-abs-error / max-abs-value of
  * the compiled result against the interpreter's; nodes above THRESHOLD
- * (default 1e-4) are marked; "**" marks a node above it whose inputs are
+ * (default 1e-4, torch_step.py's forward tolerance) are marked; "**" marks a node above it whose inputs are
  * all below: where the departure starts, with its worst element and the
  * same-shaped inputs there. Built (not run) by tests/parity_test.sh.
  *

@@ -101,6 +101,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+# The float32 error of a training step against float64, as max-abs-error /
+# max-abs-value: a layer's sums round at random-signed 2^-24 each (tests/
+# harness.h's F32_REORDER_TOL, 1.5e-5 of a tensor), growing with depth
+# through some 20 layers: 1e-4 forward; the backward pass doubles the depth
+# and BatchNorm's cancelling sums magnify it: 1e-3 for gradients, updates
+# and state. Where an optimizer's conditioning puts float32 itself past it,
+# --float32-floor measures the floor (a float32 torch step) and uses twice it.
 TOL = {"loss": 1e-4, "logits": 1e-4, "relu": 1e-4, "clip": 1e-4, "maxpool": 1e-4, "update": 1e-3, "grad": 1e-3, "momentum": 1e-3,
        "adam_m": 1e-3, "adam_v": 1e-3, "running_mean": 1e-3, "running_var": 1e-3, "fixed": 0.0}
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)

@@ -370,8 +370,10 @@ static int compare_gemms(rt_backend *cpu, const cg_program *p, const ir_graph *g
             CHECK(cpu->gemm(cpu, &c->gemm, ref[0], ref[1], ref[2], err, sizeof err) == 0);
             cublas_semantics(&a, mine[0], mine[1], mine[2]);
             /* The whole C buffer: the product where it goes, nothing
-             * changed anywhere else. Tolerance: fp32 sums of k terms of
-             * size ~1 in another order. */
+             * changed anywhere else. Tolerance: two fp32 sums of k terms
+             * in [-1, 1] in other orders, each within k * 2^-24 * sum |ab|
+             * (about k / 4) at worst, random-signed roundings sqrt(k) of
+             * that: 1e-5 * k = 168 k * 2^-24 lies between for every k here. */
             double tol = 1e-5 * (a.k + 10);
             for (int64_t e = 0; e < size[2]; e++) {
                 double d = mine[2][e] - ref[2][e];

@@ -1,6 +1,13 @@
 /* Tests for tests/oracle/interp.c: forward ops against small cases worked out by
  * hand, backward ops against their forward ops (adjoint identities), and
- * the stateful ops (batchnorm's running statistics, ema, assign). */
+ * the stateful ops (batchnorm's running statistics, ema, assign).
+ *
+ * Tolerances, all f64: 0 where every step is exact (small integers, halves,
+ * max); 1e-15 for a few roundings of values up to 4 (2^-53 * 4 = 4.4e-16
+ * each) or integers that stay exact; 1e-14 where a square root and a
+ * division of values near 4 add their roundings; 1e-12 and 1e-13 for the
+ * adjoint identities' dot products of up to 36 terms near 10 (36 * 2^-53 *
+ * sum |terms|, F64_SUM_BOUND) and for exp(1000)'s stable form. */
 #include <stdlib.h>
 
 #include "ir/ir.h"

@@ -1,6 +1,12 @@
 /* Tests for passes/: lower keeps results (both BatchNorm modes), the
  * optimizer step is MXNet's SGD, the pipeline verifies and dumps, and the
- * passes' errors. Gradient values themselves are test_autodiff.c's job. */
+ * passes' errors. Gradient values themselves are test_autodiff.c's job.
+ *
+ * Tolerances, all f64 in the interpreter: a graph against its lowered or
+ * otherwise rewritten form rounds differently in a few operations on values
+ * of order 1 (a few 2^-53 = 1.1e-16; 1e-12 leaves three orders of magnitude
+ * for BatchNorm's division by a small variance); hand-worked values to
+ * 1e-15 (a few roundings of values under 4), 1e-14 past a square root. */
 #include <stdint.h>
 #include <stdlib.h>
 

@@ -45,7 +45,10 @@ static void batch_data(int step, int n, float *img, int32_t *lab) {
     for (int i = 0; i < n; i++) lab[i] = (int32_t)((i * 7 + step * 3) % 10);
 }
 
-/* |a - b| <= tol * (|b| + rms(b)) for every element; the count of misses. */
+/* |a - b| <= tol * (|b| + rms(b)) for every element; the count of misses.
+ * N replicas against one with N times the batch sum the same gradients in
+ * other groups (the all-reduce's): F32_REORDER_TOL, measured under a tenth
+ * of it on OpenBLAS's Haswell, SkylakeX and default kernels. */
 static int near_all(const char *what, const float *a, const float *b, int64_t n, double tol) {
     double ss = 0;
     for (int64_t i = 0; i < n; i++) ss += (double)b[i] * b[i];
@@ -118,11 +121,12 @@ static int mlp_equivalence(int n, int fuse) {
             bad++;
             break;
         }
-        bad += near_all("loss", ln, l1, G, 1e-5);
+        bad += near_all("loss", ln, l1, G, F32_REORDER_TOL);
         rt_store *a = rt_replicas_store(Rn, 0), *r = rt_replicas_store(R1, 0);
         for (int i = 0; i < rt_store_count(a); i++) {
             float *x = read_tensor(a, i), *y = read_tensor(r, i);
-            bad += near_all(rt_store_name(a, i), x, y, ir_numel(rt_store_type(a, i)), 1e-5);
+            bad +=
+                near_all(rt_store_name(a, i), x, y, ir_numel(rt_store_type(a, i)), F32_REORDER_TOL);
             free(x), free(y);
         }
         bad += replicas_identical(Rn, 1);
@@ -229,7 +233,9 @@ TEST(batchnorm_per_replica_and_summed_update) {
                 want[e] = w[e] + v2;
             }
             float *got = read_tensor(s0, wi);
-            bad += near_all(pname, got, want, cnt, 1e-6);
+            /* the f32 all-reduce of N against this double sum: N roundings of
+             * the gradient, a few more in the update */
+            bad += near_all(pname, got, want, cnt, 16 * F32_U);
             free(want), free(got);
         }
         bad += replicas_identical(R, 0);
@@ -289,9 +295,9 @@ TEST(bit_identical_across_runs_and_bucket_sizes) {
     float *x = train_and_read(a, 5, 3, &n1), *y = train_and_read(a, 5, 3, &n2);
     float *z = train_and_read(b, 5, 3, &n3), *w = train_and_read(u, 5, 3, &n4);
     CHECK(n1 == n2 && n1 == n3 && n1 == n4);
-    CHECK(memcmp(x, y, sizeof(float) * (size_t)n1) == 0); /* again */
-    CHECK(memcmp(x, z, sizeof(float) * (size_t)n1) == 0); /* other buckets */
-    CHECK(near_all("unfused", w, x, n1, 1e-5) == 0);      /* fusion only reorders nothing */
+    CHECK(memcmp(x, y, sizeof(float) * (size_t)n1) == 0);       /* again */
+    CHECK(memcmp(x, z, sizeof(float) * (size_t)n1) == 0);       /* other buckets */
+    CHECK(near_all("unfused", w, x, n1, F32_REORDER_TOL) == 0); /* fusion may regroup */
     free(x), free(y), free(z), free(w);
     fx_plan_free(a), fx_plan_free(b), fx_plan_free(u);
 }
