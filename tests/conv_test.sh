@@ -138,7 +138,10 @@ DPC_DEBUG=1 bin=$tmp/other step auto auto_other
 check "another build measures again" test "$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto_other.out")" = "$m"
 step auto auto3 --tune
 check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto3.out")" = "$m"
-{ echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 fastest 1 2'; echo 'rm -rf /'; head -c 200 /dev/urandom | tr -d '\n'; echo; } >>"$DPC_CACHE_DIR/$rec"
+# Fixed binary bytes, not /dev/urandom: a random line could hold a NUL,
+# which ends the record's text there, and the count would vary by chance.
+{ echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 fastest 1 2'; echo 'rm -rf /'
+    printf 'conv \001\377\376\200 algo %%s %%n \033[2J\177\r\t\302\240\n'; } >>"$DPC_CACHE_DIR/$rec"
 DPC_DEBUG=1 step auto auto4
 check "a malformed record: one notice" grep -q "^dpc: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
 check "the good lines still hold" test "$(grep -c '^dpc: conv ' "$tmp/auto4.out")" = 0
