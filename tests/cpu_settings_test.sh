@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=full san=no
-# The numeric programs under other CPUs' kernels (issue 47: `make test`
-# passed on an AVX2 machine and failed on an AVX-512 one). OpenBLAS and
+# The numeric programs under other CPUs' kernels (a tolerance that holds
+# on one CPU's kernels may not on another's). OpenBLAS and
 # oneDNN pick their kernels from the CPU, and both can be told to act as
 # an older one: OPENBLAS_CORETYPE and ONEDNN_MAX_CPU_ISA. Under each
 # setting below that this CPU supports (one above it is a skip with the

@@ -336,8 +336,8 @@ static void compare_graph(side *s, const batch_data *b, const result *got, const
  * 1e3 to 1e6 floors in fp32.
  * Reported, not gated: gradients, momentum, weights and the eval logits
  * after the step: the backward pass through BatchNorm amplifies the
- * forward's rounding chaotically (issue 47: 52 of ResNet-18's 62 gradients
- * differ by more than 2e-3 between two cpu orders), so one step's floor is
+ * forward's rounding chaotically (52 of ResNet-18's 62 gradients differ
+ * by more than 2e-3 between two cpu orders), so one step's floor is
  * too noisy a sample to gate on; their ratios are figures. */
 #define FLOOR_MULTIPLE 10.0
 #define FLOOR_ULPS     4.0

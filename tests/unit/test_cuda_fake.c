@@ -978,7 +978,7 @@ TEST(cublas_gemm_variants_within_the_bound) {
  * far above fp32's (~2e-4 against ~3e-7 forward): an activation one f32
  * ulp apart rounds to TF32 one TF32 ulp (2^-11 relative) apart now and
  * then, and that propagates; the multiple covers it, where a fixed 1e-4
- * did not (issue 47).
+ * did not on AVX-512 OpenBLAS.
  * TF32 against fp32 is judged where order noise cannot mask it: the
  * first tf32 GEMM's output, whose inputs (the image, the initial weights)
  * are identical on every side. There TF32's operand rounding (2^-11
