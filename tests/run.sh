@@ -46,9 +46,30 @@ trap 'exit 130' INT TERM
 
 # header SOURCE: the `run:` line's words, or empty
 header() { sed -n 's/^\(#\|\/\/\| \*\|\/\*\) *run: *//p' "$1" | head -n 1; }
+# A line that means to be a `run:` line but is not read as one (a stray
+# `#` inside a comment, a second line) would leave its program in the
+# wrong tier unnoticed: refuse the suite instead, naming the line.
+malformed() { # source: its bad run: lines as FILE:LINE: TEXT, or nothing
+    local src=$1 first
+    first=$(grep -n '^\(#\|//\| \*\|/\*\) *run: ' "$src" | head -n 1 | cut -d: -f1)
+    grep -n 'run: *\(tier=\|san=\|alone\)' "$src" | while IFS=: read -r line text; do
+        [ "$line" = "$first" ] || echo "$src:$line: $text"
+    done
+    local w
+    for w in $(header "$src"); do
+        case $w in tier=check | tier=test | tier=full | san=no | alone) ;;
+        *) echo "$src:$first: unknown word '$w' (want tier=check|test|full, san=no, alone)" ;;
+        esac
+    done
+}
 parallel=() solo=() left_out=()
 add() { # name, source, default tier, command...
     local name=$1 src=$2 want=$3; shift 3
+    local bad; bad=$(malformed "$src")
+    if [ -n "$bad" ]; then
+        printf 'tests/run.sh: a run: line it cannot read:\n%s\n' "$bad" >&2
+        exit 2
+    fi
     local words; words=$(header "$src")
     local w alone=0 san=yes
     for w in $words; do

@@ -13,7 +13,8 @@
  * chaotic (two convolution orders differ by percents after a step; see
  * tests/parity_test.sh on mobilenet_v2), so they are checked against the
  * float64 PyTorch reference instead (parity_test.sh's --conv library cases).
- * # run: tier=test
+ *
+ * run: tier=test
  */
 #include <pthread.h>
 #include <stdint.h>
