@@ -46,15 +46,16 @@ trap 'exit 130' INT TERM
 
 # header SOURCE: the `run:` line's words, or empty
 header() { sed -n 's/^\(#\|\/\/\| \*\|\/\*\) *run: *//p' "$1" | head -n 1; }
-# A line that means to be a `run:` line but is not read as one (a stray
-# `#` inside a comment, a second line) would leave its program in the
-# wrong tier unnoticed: refuse the suite instead, naming the line.
+# A comment line that means to be a `run:` line but is not read as one (a
+# stray `#` inside a C comment, a second line) would leave its program in
+# the wrong tier unnoticed: refuse the suite instead, naming the line.
 malformed() { # source: its bad run: lines as FILE:LINE: TEXT, or nothing
     local src=$1 first
     first=$(grep -n '^\(#\|//\| \*\|/\*\) *run: ' "$src" | head -n 1 | cut -d: -f1)
-    grep -n 'run: *\(tier=\|san=\|alone\)' "$src" | while IFS=: read -r line text; do
-        [ "$line" = "$first" ] || echo "$src:$line: $text"
-    done
+    grep -n '^[[:space:]]*\(#\|//\|\*\|/\*\).*run: *\(tier=\|san=\|alone\)' "$src" |
+        while IFS=: read -r line text; do
+            [ "$line" = "$first" ] || echo "$src:$line: $text"
+        done
     local w
     for w in $(header "$src"); do
         case $w in tier=check | tier=test | tier=full | san=no | alone) ;;
