@@ -607,7 +607,7 @@ static double small_forward_error(rt_backend *u, int64_t N, int tune) {
                                 }
                             }
                     double e = fabs(sum - y[((n * 4 + k) * 4 + oh) * 3 + ow]) /
-                               (27 * 0x1p-24 * abs + 1e-30);
+                               (F32_SUM_BOUND(27, abs) + 1e-30);
                     if (e > worst) worst = e;
                 }
     return worst;
@@ -732,7 +732,7 @@ TEST(bf16_weight_gradient_is_cudnn_widened) {
                                     sum += p, abs += fabs(p);
                                 }
                             }
-                    double e = 60 * 0x1p-24 * abs;
+                    double e = F32_SUM_BOUND(60, abs);
                     /* the interval's ends as floats, outward, then as bf16 */
                     float lo = nextafterf((float)(sum - e), -INFINITY),
                           hi = nextafterf((float)(sum + e), INFINITY);
@@ -825,13 +825,13 @@ TEST(tf32_gemm_equals_the_cpus_within_the_bound) {
         double noise = dense_rel(x, w, y[0], y[1], N, F, U); /* fp32, two summation orders */
         double same = dense_rel(x, w, y[2], y[3], N, F, U);  /* tf32 on both backends */
         double diff = dense_rel(x, w, y[3], y[1], N, F, U);  /* tf32 against fp32, cuda */
-        double bound = 0x1p-10 + (double)F * 0x1p-24;
+        double bound = 0x1p-10 + (double)F * F32_U;
         fprintf(stderr,
                 "  K=%lld: fp32 cpu/cuda %.3g, tf32 cpu/cuda %.3g, tf32/fp32 %.3g (bound %.3g)\n",
                 (long long)F, noise, same, diff, bound);
         /* both within the dot-product bound, and not 0: the fake sums in
          * an order of its own, not OpenBLAS's */
-        CHECK(noise > 0 && noise <= (double)F * 0x1p-24 && same > 0 && same <= (double)F * 0x1p-24);
+        CHECK(noise > 0 && noise <= (double)F * F32_U && same > 0 && same <= (double)F * F32_U);
         CHECK_MSG(diff > 8 * noise && diff > 8 * same && diff <= bound, "K=%lld", (long long)F);
         /* The handle's TF32 math mode rounds a plain Sgemm's operands too. */
         cublasHandle_t h;
@@ -953,7 +953,7 @@ TEST(cublas_gemm_variants_within_the_bound) {
                             size_t ic = p * per + (size_t)j * LD + i;
                             double c0 = c16 ? dpc_bf16_to_f32(hc16[ic]) : hc[ic];
                             double want = alpha * sum + beta * c0;
-                            double e = (K + 2) * 0x1p-24 * (fabs(alpha) * abs + fabs(beta * c0));
+                            double e = F32_SUM_BOUND(K + 2, fabs(alpha) * abs + fabs(beta * c0));
                             if (c16) e += 0x1p-8 * (fabs(want) + e);
                             double r = fabs(got[ic] - want) / e;
                             if (r > worst) worst = r;

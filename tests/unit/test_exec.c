@@ -1083,7 +1083,7 @@ TEST(split_k_sum_order_is_the_same_product) {
                     for (int q = 0; q < K; q++)
                         b += fabs((double)A[ta ? q + (size_t)i * K : i + (size_t)q * M] *
                                   B[tb ? j + (size_t)q * N : q + (size_t)j * K]);
-                    bound[i + (size_t)j * M] = 2.0 * K * ldexp(1.0, -24) * (b + 1);
+                    bound[i + (size_t)j * M] = 2.0 * F32_SUM_BOUND(K, b + 1);
                 }
             int differ = 0, over = 0;
             for (int i = 0; i < M * N; i++) {
