@@ -23,6 +23,7 @@ static const env_var vars[] = {
     {"DPC_DEBUG", 0, 2, 0},          {"DPC_PROFILE", 0, 1, 0},
     {"DPC_CUDA_GRAPH", 0, 1, 0},     {"DPC_INPUT_OVERLAP", 0, 1, 0},
     {"DPC_CUDA_DEVICE", 0, 4096, 0}, {"DPC_SYNC", 0, 1, 0},
+    {"DPC_NVRTC_LINEINFO", 0, 1, 0},
 };
 
 /* Variables dprun no longer reads, and what took their place: set, they

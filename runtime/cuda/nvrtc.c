@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/device/device.h"
+#include "runtime/env.h"
 #include "runtime/check.h"
 
 int rt_nvrtc_pick_target(int sm, const int *archs, int narchs, char *target, size_t len,
@@ -88,10 +89,7 @@ static char *program_log(nvrtcProgram prog) {
 /* DPC_NVRTC_LINEINFO=1: line tables in every module, so compute-sanitizer
  * names the source line of a bad access (tests/gpu/check.sh's memcheck
  * stage); another image, so another cache key. */
-static int lineinfo(void) {
-    const char *v = getenv("DPC_NVRTC_LINEINFO");
-    return v && *v && strcmp(v, "0");
-}
+static int lineinfo(void) { return rt_env_flag("DPC_NVRTC_LINEINFO", 0); }
 
 /* Compiles; on failure *log (malloc'd) holds NVRTC's log, and with
  * report (ptxas's resource report asked for) on success too. */
