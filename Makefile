@@ -136,7 +136,7 @@ $(STAMP): FORCE
 	@mkdir -p $(@D)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(STAMP_TEXT)' ]; then echo '$(STAMP_TEXT)' >$@; fi
 
-LIB_DIRS := frontend ir format passes codegen runtime driver
+LIB_DIRS := base frontend ir format passes codegen runtime driver
 # Sources and headers at any depth (runtime/ has a folder per room).
 LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c'))
 GEN_SRCS := $(BUILD)/gen/lexer.c $(BUILD)/gen/parser.c

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/clock.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"

@@ -8,7 +8,7 @@
 #include "driver/args.h"
 #include "driver/compile.h"
 #include "driver/version.h"
-#include "ir/parse.h"
+#include "base/parse.h"
 #include "passes/passes.h"
 
 /* Everything the command line sets. */
@@ -22,7 +22,7 @@ typedef struct {
 
 static int store_batch(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
     int64_t b;
-    if (ir_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
+    if (base_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
         return arg_fail(p->prog, "%s needs a positive integer, got: %s", s->name, v);
     ((dpc_args *)dst)->o.batch = (int)b;
     return 0;

@@ -14,7 +14,7 @@
 #include "runtime/env.h"
 #include "driver/args.h"
 #include "driver/version.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/device/device.h"
 #include "runtime/data/data.h"

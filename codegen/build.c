@@ -18,7 +18,7 @@ static void *grow(void *a, int n, int *cap, int first, size_t size) {
     if (n < *cap) return a;
     *cap = *cap ? 2 * *cap : first;
     a = realloc(a, size * (size_t)*cap);
-    IR_CHECK_ALLOC(a);
+    BASE_CHECK_ALLOC(a);
     return a;
 }
 

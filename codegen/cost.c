@@ -203,7 +203,7 @@ int cg_cost_estimate(const ir_graph *g, const cg_device *dev, cg_call_cost **out
     cg_program *p = cg_generate_info(g, CG_DIALECT_CUDA, NULL, &info, err, errlen);
     if (!p) return -1;
     cg_call_cost *cs = calloc((size_t)p->ncalls + 1, sizeof *cs);
-    IR_CHECK_ALLOC(cs);
+    BASE_CHECK_ALLOC(cs);
     cg_cost_totals tot = {0};
     double bound_flops_us = 0;
     int k = 0;

@@ -8,7 +8,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/cost.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 typedef struct {
     char *s;
@@ -123,8 +123,8 @@ const char *cg_ctype(ir_dtype t);
 /* b0[i] = b1[i] converted (f32 <-> bf16), count = elements. */
 int cg_kernel_cast(cg_ctx *cx, ir_dtype to, ir_dtype from);
 
-/* The message into cx->err (ir_fail); returns -1. */
-#define cg_fail(cx, ...) ir_fail((cx)->err, (cx)->errlen, __VA_ARGS__)
+/* The message into cx->err (base_fail); returns -1. */
+#define cg_fail(cx, ...) base_fail((cx)->err, (cx)->errlen, __VA_ARGS__)
 /* A double constant for acc_t arithmetic, into buf (>= 32 bytes). */
 const char *cg_double_lit(double v, char *buf); /* NULL: not a finite double */
 /* The float (dbl 0) or double literal of v; when there is none, sets

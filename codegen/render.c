@@ -31,7 +31,7 @@ static void str_reserve(cg_str *b, size_t extra) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1) cap *= 2;
     char *s = realloc(b->s, cap);
-    IR_CHECK_ALLOC(s);
+    BASE_CHECK_ALLOC(s);
     b->s = s;
     b->cap = cap;
 }
@@ -186,7 +186,7 @@ int cg_emit_kernel(cg_ctx *cx, cg_kdef *kd) {
         p->kernels = realloc(p->kernels, sizeof *p->kernels * (size_t)cx->kcap);
         cx->bodies = realloc(cx->bodies, sizeof *cx->bodies * (size_t)cx->kcap);
         cx->info = realloc(cx->info, sizeof *cx->info * (size_t)cx->kcap);
-        IR_CHECK_ALLOC(p->kernels && cx->bodies && cx->info);
+        BASE_CHECK_ALLOC(p->kernels && cx->bodies && cx->info);
     }
     int k = p->nkernels++;
     cg_kernel *kr = &p->kernels[k];
@@ -1323,11 +1323,11 @@ cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *
                  .errlen = errlen};
     if (errlen) err[0] = 0;
     if (!cx.dl) {
-        ir_fail(err, errlen, "codegen: no dialect %d", (int)d);
+        base_fail(err, errlen, "codegen: no dialect %d", (int)d);
         return NULL;
     }
     cx.p = calloc(1, sizeof *cx.p);
-    IR_CHECK_ALLOC(cx.p);
+    BASE_CHECK_ALLOC(cx.p);
     cx.p->dialect = d;
     cx.p->graph_hash = cg_graph_hash(g);
     cg_str_printf(&cx.src, "%s", cx.dl->prelude);
@@ -1335,7 +1335,7 @@ cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *
     if (cx.bf16) cg_str_printf(&cx.src, "%s", cx.dl->bf16_prelude);
     cg_str_printf(&cx.src, "%s", cx.dl->coop_prelude);
     cx.stored = malloc((size_t)(g->n ? g->n : 1));
-    IR_CHECK_ALLOC(cx.stored);
+    BASE_CHECK_ALLOC(cx.stored);
     ir_stored(g, cx.stored);
     int rc = 0;
     /* Every attribute becomes a float literal somewhere: refuse the graph,

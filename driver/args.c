@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/ir.h"
-#include "ir/parse.h"
+#include "base/parse.h"
 
 int arg_vfail(const char *prog, const char *fmt, va_list ap) {
     fprintf(stderr, "%s: error: ", prog);
@@ -69,7 +69,7 @@ static int store(const arg_parser *p, const arg_spec *s, const char *val, void *
     case ARG_STRING: *(const char **)at = val; return 0;
     case ARG_INT:
     case ARG_LONG:
-        if (ir_parse_i64(val, &v) || v < s->lo || v > s->hi)
+        if (base_parse_i64(val, &v) || v < s->lo || v > s->hi)
             return arg_fail(p->prog, "%s: '%s' is not an integer in %ld..%ld", s->name, val, s->lo,
                             s->hi);
         if (s->kind == ARG_INT)
@@ -84,14 +84,14 @@ static int store(const arg_parser *p, const arg_spec *s, const char *val, void *
         return 0;
     }
     case ARG_LR:
-        if (ir_parse_f64(val, &x) || !(x > 0) || isinf(x))
+        if (base_parse_f64(val, &x) || !(x > 0) || isinf(x))
             return arg_fail(p->prog, "%s: '%s' is not a positive number", s->name, val);
         if (x > IR_MAX_LR)
             return arg_fail(p->prog, "%s: '%s' is above the largest lr, 1e6", s->name, val);
         *(double *)at = x;
         return 0;
     case ARG_SEED:
-        if (ir_parse_u64(val, (uint64_t *)at))
+        if (base_parse_u64(val, (uint64_t *)at))
             return arg_fail(p->prog, "%s: '%s' is not a non-negative integer", s->name, val);
         return 0;
     case ARG_CALL: return s->call(p, s, val, dst);
@@ -130,8 +130,8 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
             }
             if (store(p, s, val, dst)) return 1;
         } else if (arg[0] == '-' && arg[1]) {
-            ir_near n = {0};
-            for (size_t k = 0; k < p->nspecs; k++) ir_near_try(&n, opt, p->specs[k].name);
+            base_near n = {0};
+            for (size_t k = 0; k < p->nspecs; k++) base_near_try(&n, opt, p->specs[k].name);
             if (!n.best) return arg_fail(p->prog, p->unknown, arg);
             char msg[256];
             snprintf(msg, sizeof msg, p->unknown, arg);

@@ -10,12 +10,12 @@
 #include "codegen/cost.h"
 #include "driver/compile.h"
 #include "frontend/frontend.h"
-#include "ir/bytes.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/bytes.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "ir/ir.h"
-#include "ir/parse.h"
-#include "ir/plan.h"
+#include "base/parse.h"
+#include "format/plan.h"
 #include "ir/text.h"
 #include "ir/validate.h"
 #include "passes/passes.h"
@@ -69,15 +69,15 @@ static int pipeline_after(const dpc_options *o, const char *after, pass_pipeline
     pass_pipeline base;
     char why[512], from[400] = "";
     if (o->passes && (o->disable_passes || o->no_fuse || o->no_memplan))
-        return ir_fail(err, errlen,
-                       "dpc: error: --passes names the whole pipeline: leave %s out of it "
-                       "instead of %s",
-                       o->disable_passes ? o->disable_passes
-                       : o->no_fuse      ? "fuse"
-                                         : "memplan",
-                       o->disable_passes ? "--disable-pass"
-                       : o->no_fuse      ? "--no-fuse"
-                                         : "--no-memplan");
+        return base_fail(err, errlen,
+                         "dpc: error: --passes names the whole pipeline: leave %s out of it "
+                         "instead of %s",
+                         o->disable_passes ? o->disable_passes
+                         : o->no_fuse      ? "fuse"
+                                           : "memplan",
+                         o->disable_passes ? "--disable-pass"
+                         : o->no_fuse      ? "--no-fuse"
+                                           : "--no-memplan");
     if (o->passes) po.fuse = po.memplan = 1; /* base: the options of every pass */
     pass_pipeline_default(&po, &base);
     /* The flags are the options' defaults: --bucket-mb is partition's
@@ -93,15 +93,15 @@ static int pipeline_after(const dpc_options *o, const char *after, pass_pipeline
                  o->from_ir, after);
     if (o->passes) {
         if (pass_pipeline_parse(o->passes, &base, out, why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: %s%s", why, from);
+            return base_fail(err, errlen, "dpc: error: %s%s", why, from);
     } else {
         *out = base;
         for (const pass_info *q = pass_registry; q->name; q++)
             if ((out->done >> (q - pass_registry)) & 1) pass_pipeline_remove(out, q->name, NULL, 0);
         if (o->disable_passes && pass_pipeline_remove(out, o->disable_passes, why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: %s", why);
+            return base_fail(err, errlen, "dpc: error: %s", why);
         if (pass_pipeline_check(out, why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: --disable-pass: %s%s", why, from);
+            return base_fail(err, errlen, "dpc: error: --disable-pass: %s%s", why, from);
     }
     return 0;
 }
@@ -122,13 +122,13 @@ static int read_from_ir(const dpc_options *o, ir_text_file *t, char *err, size_t
     char known[256];
     int rc = 0;
     if (missing)
-        rc = ir_fail(err, errlen,
-                     "%s: error: no %s: --from-ir needs a whole dump of both programs (dpc "
-                     "--dump-ir[=PASS]; a --print-ir-after file holds one program)",
-                     path, missing);
+        rc = base_fail(err, errlen,
+                       "%s: error: no %s: --from-ir needs a whole dump of both programs (dpc "
+                       "--dump-ir[=PASS]; a --print-ir-after file holds one program)",
+                       path, missing);
     else if (strcmp(t->after, "elaborate") && !pass_find(t->after))
-        rc = ir_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
-                     path, t->after, pass_names_str(known, sizeof known));
+        rc = base_fail(err, errlen, "%s: error: '# after: %s' names no pass (known: elaborate %s)",
+                       path, t->after, pass_names_str(known, sizeof known));
     if (rc) ir_text_free(t);
     return rc;
 }
@@ -149,14 +149,14 @@ static int check_pass_name(const dpc_options *o, const char *name, const pass_pi
     char known[256];
     const pass_info *p = pass_find(name);
     if (strcmp(name, "elaborate") && !p)
-        return ir_fail(err, errlen, "dpc: error: unknown pass for %s (known: elaborate %s): %s",
-                       what, pass_names_str(known, sizeof known), name);
+        return base_fail(err, errlen, "dpc: error: unknown pass for %s (known: elaborate %s): %s",
+                         what, pass_names_str(known, sizeof known), name);
     if (after && (!p || ((pl->done >> (p - pass_registry)) & 1)))
-        return ir_fail(err, errlen, "dpc: error: %s=%s: %s is already after %s", what, name,
-                       o->from_ir, after);
+        return base_fail(err, errlen, "dpc: error: %s=%s: %s is already after %s", what, name,
+                         o->from_ir, after);
     if (p && pass_pipeline_find(pl, name) < 0)
-        return ir_fail(err, errlen, "dpc: error: %s=%s: '%s' is not in the pipeline", what, name,
-                       name);
+        return base_fail(err, errlen, "dpc: error: %s=%s: '%s' is not in the pipeline", what, name,
+                         name);
     return 0;
 }
 
@@ -180,26 +180,26 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen) {
         (dpc_pipeline(o, &pl, err, errlen) || check_dump_names(o, &pl, NULL, err, errlen)))
         return -1;
     if (o->print_ir_after && !o->dump_dir)
-        return ir_fail(err, errlen, "dpc: error: --print-ir-after needs --dump-dir DIR");
+        return base_fail(err, errlen, "dpc: error: --print-ir-after needs --dump-dir DIR");
     if (o->dump_dir && !o->print_ir_after)
-        return ir_fail(err, errlen,
-                       "dpc: error: --dump-dir needs --print-ir-after=NAME|all|changed");
-    if (o->max_memory && ir_parse_size(o->max_memory) < 0)
-        return ir_fail(err, errlen,
-                       "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
-                       "or 512M, got: %s",
-                       o->max_memory);
+        return base_fail(err, errlen,
+                         "dpc: error: --dump-dir needs --print-ir-after=NAME|all|changed");
+    if (o->max_memory && base_parse_size(o->max_memory) < 0)
+        return base_fail(err, errlen,
+                         "dpc: error: --max-memory (or DPC_MAX_MEMORY) needs a size such as 16G "
+                         "or 512M, got: %s",
+                         o->max_memory);
     if (o->target && !known_target(o->target))
-        return ir_fail(err, errlen, "dpc: error: --target takes cpu, cuda or all, got: %s",
-                       o->target);
+        return base_fail(err, errlen, "dpc: error: --target takes cpu, cuda or all, got: %s",
+                         o->target);
     pass_precision_kind p;
     if (o->precision && pass_precision_parse(o->precision, &p))
-        return ir_fail(err, errlen, "dpc: error: --precision takes fp32, bf16 or tf32, got: %s",
-                       o->precision);
+        return base_fail(err, errlen, "dpc: error: --precision takes fp32, bf16 or tf32, got: %s",
+                         o->precision);
     char names[256];
     if (o->cost_device && !cg_device_find(o->cost_device))
-        return ir_fail(err, errlen, "dpc: error: --device: unknown device %s (known: %s)",
-                       o->cost_device, cg_device_names(names, sizeof names));
+        return base_fail(err, errlen, "dpc: error: --device: unknown device %s (known: %s)",
+                         o->cost_device, cg_device_names(names, sizeof names));
     return 0;
 }
 
@@ -207,7 +207,7 @@ static const char *const prog_names[2] = {"train", "eval"};
 
 /* Writes each kernel of p (prelude + function) to DIR/PROG-DIALECT/NAME.c|.cu
  * and the step list to DIR/PROG-DIALECT/steps.txt: names dpc chose, never
- * written through a link (ir_file_open_in); check_outputs has made DIR. */
+ * written through a link (base_file_open_in); check_outputs has made DIR. */
 static int emit_kernels(const char *dir, const char *prog, const cg_program *p, const ir_graph *g,
                         char *err, size_t errlen) {
     char path[4400];
@@ -223,7 +223,7 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
         char *text = NULL;
         size_t tlen = 0;
         FILE *f = open_memstream(&text, &tlen);
-        if (!f) return ir_fail(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
+        if (!f) return base_fail(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
         if (k < p->nkernels) {
             fwrite(p->source, 1, prelude, f);
             fwrite(p->source + off, 1, len, f);
@@ -232,10 +232,10 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
         }
         int bad = fclose(f) != 0;
         char why[1024];
-        if (bad || ir_file_write_all_in(dir, path, text, tlen, why, sizeof why)) {
+        if (bad || base_file_write_all_in(dir, path, text, tlen, why, sizeof why)) {
             free(text);
-            if (bad) return ir_fail(err, errlen, "cannot write %.300s: out of memory", path);
-            return ir_fail(err, errlen, "--emit-kernels %.500s", why);
+            if (bad) return base_fail(err, errlen, "cannot write %.300s: out of memory", path);
+            return base_fail(err, errlen, "--emit-kernels %.500s", why);
         }
         free(text);
     }
@@ -245,7 +245,7 @@ static int emit_kernels(const char *dir, const char *prog, const cg_program *p, 
 /* Appends a serialised record to a plan section being built; frees it. */
 static void append_bytes(unsigned char **section, size_t *len, unsigned char *bytes, size_t n) {
     *section = realloc(*section, *len + n);
-    IR_CHECK_ALLOC(*section);
+    BASE_CHECK_ALLOC(*section);
     memcpy(*section + *len, bytes, n);
     *len += n;
     free(bytes);
@@ -275,7 +275,7 @@ static int add_kernels(dpc_plan *plan, cg_dialect d, int to_plan, const char *em
         cg_program_free(p);
     }
     if (!rc && to_plan && plan_add_section(plan, cg_section_tag(d), section, len))
-        rc = ir_fail(err, errlen, "cannot add plan section %s", cg_section_tag(d));
+        rc = base_fail(err, errlen, "cannot add plan section %s", cg_section_tag(d));
     free(section);
     return rc;
 }
@@ -294,7 +294,7 @@ static int add_memplans(dpc_plan *plan, fmt_memplan *const plans[2], char *err, 
             append_bytes(&section, &len, bytes, n);
     }
     if (!rc && plan_add_section(plan, FMT_MEMPLAN_SECTION, section, len))
-        rc = ir_fail(err, errlen, "cannot add plan section %s", FMT_MEMPLAN_SECTION);
+        rc = base_fail(err, errlen, "cannot add plan section %s", FMT_MEMPLAN_SECTION);
     free(section);
     return rc;
 }
@@ -306,15 +306,15 @@ static int check_memory(const dpc_plan *plan, const dpc_options *o, fmt_memplan 
                         char *err, size_t errlen) {
     fmt_memory need;
     fmt_memory_need(plan->train, plans[0], plan->eval, plans[1], &need);
-    int64_t limit = o->max_memory ? ir_parse_size(o->max_memory) : FMT_MAX_MEMORY_DEFAULT;
+    int64_t limit = o->max_memory ? base_parse_size(o->max_memory) : FMT_MAX_MEMORY_DEFAULT;
     if (fmt_memory_total(&need) <= limit) return 0;
     char what[400], total[32], lim[32];
     fmt_memory_describe(&need, what, sizeof what);
-    return ir_fail(err, errlen,
-                   "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
-                   "DPC_MAX_MEMORY)",
-                   ir_bytes_str(fmt_memory_total(&need), total, sizeof total), what,
-                   ir_bytes_str(limit, lim, sizeof lim));
+    return base_fail(err, errlen,
+                     "the plan needs %s per device (%s); the limit is %s (set --max-memory or "
+                     "DPC_MAX_MEMORY)",
+                     base_bytes_str(fmt_memory_total(&need), total, sizeof total), what,
+                     base_bytes_str(limit, lim, sizeof lim));
 }
 
 static double mib(int64_t b) { return (double)b / (1 << 20); }
@@ -379,47 +379,48 @@ static int write_dot(const ir_graph *g, const char *name, const char *path, char
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
-        return ir_fail(err, errlen, "dpc: error: --dot: cannot write %s: %s", path,
-                       strerror(errno));
+        return base_fail(err, errlen, "dpc: error: --dot: cannot write %s: %s", path,
+                         strerror(errno));
     ir_dot(g, name, f);
     int rc = 0;
     if (fclose(f) != 0)
-        rc = ir_fail(err, errlen, "dpc: error: --dot %s: %s", path, strerror(errno));
-    if (!rc && ir_file_write_all(path, text, len, why, sizeof why))
-        rc = ir_fail(err, errlen, "dpc: error: --dot %s", why);
+        rc = base_fail(err, errlen, "dpc: error: --dot %s: %s", path, strerror(errno));
+    if (!rc && base_file_write_all(path, text, len, why, sizeof why))
+        rc = base_fail(err, errlen, "dpc: error: --dot %s", why);
     free(text);
     return rc;
 }
 
-/* The run's files into files (ir/file.h): the model, -o, --dot and the
+/* The run's files into files (base/file.h): the model, -o, --dot and the
  * folders --emit-kernels fills (DIR/PROG-DIALECT); an output that is the
  * model or another output, or anything in those folders, is refused
  * before any work, and so is an output that cannot be written. --dump-dir's
  * files are checked against the set as they are written. */
-static int check_outputs(const dpc_options *o, ir_file_set *files, char *err, size_t errlen) {
+static int check_outputs(const dpc_options *o, base_file_set *files, char *err, size_t errlen) {
     const char *outs[2][2] = {{"-o", o->out}, {"--dot", o->dot}};
     const char *input = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
     char why[1024];
-    if (ir_file_set_add(files, IR_FILE_INPUT, "the model being compiled", input, why, sizeof why))
-        return ir_fail(err, errlen, "dpc: error: %s", why);
+    if (base_file_set_add(files, BASE_FILE_INPUT, "the model being compiled", input, why,
+                          sizeof why))
+        return base_fail(err, errlen, "dpc: error: %s", why);
     for (int k = 0; k < 2; k++)
         if (outs[k][1] &&
-            ir_file_set_add(files, IR_FILE_OUTPUT, outs[k][0], outs[k][1], why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: %s", why);
+            base_file_set_add(files, BASE_FILE_OUTPUT, outs[k][0], outs[k][1], why, sizeof why))
+            return base_fail(err, errlen, "dpc: error: %s", why);
     for (int d = 0; d < CG_DIALECT_COUNT && o->emit_dir; d++)
         for (int i = 0; i < 2 && target_wants(target, (cg_dialect)d); i++) {
             char sub[4400];
             snprintf(sub, sizeof sub, "%s/%s-%s", o->emit_dir, prog_names[i],
                      cg_dialect_name((cg_dialect)d));
-            if (ir_file_set_add(files, IR_FILE_FOLDER, "--emit-kernels", sub, why, sizeof why))
-                return ir_fail(err, errlen, "dpc: error: %s", why);
+            if (base_file_set_add(files, BASE_FILE_FOLDER, "--emit-kernels", sub, why, sizeof why))
+                return base_fail(err, errlen, "dpc: error: %s", why);
         }
     for (int k = 0; k < 2; k++)
-        if (outs[k][1] && ir_file_check_writable(outs[k][1], outs[k][0], why, sizeof why))
-            return ir_fail(err, errlen, "dpc: error: %s", why);
-    if ((o->dump_dir && ir_file_check_dir(o->dump_dir, NULL, "--dump-dir", why, sizeof why)) ||
-        (o->emit_dir && ir_file_check_dir(o->emit_dir, NULL, "--emit-kernels", why, sizeof why)))
-        return ir_fail(err, errlen, "dpc: error: %s", why);
+        if (outs[k][1] && base_file_check_writable(outs[k][1], outs[k][0], why, sizeof why))
+            return base_fail(err, errlen, "dpc: error: %s", why);
+    if ((o->dump_dir && base_file_check_dir(o->dump_dir, NULL, "--dump-dir", why, sizeof why)) ||
+        (o->emit_dir && base_file_check_dir(o->emit_dir, NULL, "--emit-kernels", why, sizeof why)))
+        return base_fail(err, errlen, "dpc: error: %s", why);
     return 0;
 }
 
@@ -439,8 +440,8 @@ static void dump_header(const dpc_plan *plan, const char *after, FILE *f) {
 
 typedef struct {
     const dpc_options *o;
-    const ir_file_set *files; /* the run's files: no dump may be one of them */
-    const dpc_plan *plan;     /* model, source, schedule: the dumps' header */
+    const base_file_set *files; /* the run's files: no dump may be one of them */
+    const dpc_plan *plan;       /* model, source, schedule: the dumps' header */
     FILE *report;
     /* --dump-ir=PASS: the step of the pipeline after which each program is
      * printed (the eval program's: the last of its steps up to PASS), -1
@@ -456,15 +457,15 @@ typedef struct {
 static char *dump_text(const ir_graph *g, size_t *len) {
     char *text = NULL;
     FILE *f = open_memstream(&text, len);
-    IR_CHECK_ALLOC(f);
+    BASE_CHECK_ALLOC(f);
     ir_dump(g, f);
-    IR_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
+    BASE_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
     return text;
 }
 
 /* DIR/NN-PASS.PROG.ir: the text form with its header (`# after: PASS`)
  * and the one program, graph the ir_dump text of it; a name dpc chose, so
- * written by ir_file_open_in (a link there refused), and refused when it
+ * written by base_file_open_in (a link there refused), and refused when it
  * is the model or another output. */
 static int write_dump(const inspect *in, int index, const char *pass, const char *prog,
                       const char *graph, size_t graph_len, char *err, size_t errlen) {
@@ -472,20 +473,20 @@ static int write_dump(const inspect *in, int index, const char *pass, const char
     char name[400], path[4400], why[1024];
     snprintf(name, sizeof name, "%02d-%s.%s.ir", index, pass, prog);
     snprintf(path, sizeof path, "%s/%s", o->dump_dir, name);
-    if (ir_file_set_check(in->files, "--dump-dir", path, why, sizeof why))
-        return ir_fail(err, errlen, "dpc: error: %s", why);
+    if (base_file_set_check(in->files, "--dump-dir", path, why, sizeof why))
+        return base_fail(err, errlen, "dpc: error: %s", why);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    IR_CHECK_ALLOC(f);
+    BASE_CHECK_ALLOC(f);
     dump_header(in->plan, pass, f);
     ir_text_write_program(strcmp(prog, "eval") ? IR_TEXT_TRAIN : IR_TEXT_EVAL, NULL, f);
     fwrite(graph, 1, graph_len, f);
     ir_text_write_end(f);
-    IR_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
+    BASE_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
     int rc = 0;
-    if (ir_file_write_all_in(o->dump_dir, name, text, len, why, sizeof why))
-        rc = ir_fail(err, errlen, "dpc: error: --dump-dir %s", why);
+    if (base_file_write_all_in(o->dump_dir, name, text, len, why, sizeof why))
+        rc = base_fail(err, errlen, "dpc: error: --dump-dir %s", why);
     free(text);
     return rc;
 }
@@ -544,7 +545,7 @@ static int inspect_pass(void *user, unsigned program, int index, const pass_info
         if (!(same && !strcmp(what, "changed")) &&
             write_dump(in, index + 1, p->name, prog, text, len, in->msg, sizeof in->msg)) {
             in->failed = 1;
-            return ir_fail(err, errlen, "%s", in->msg);
+            return base_fail(err, errlen, "%s", in->msg);
         }
     }
     if (o->time_passes) time_row(in, prog, p, g, nodes_before, ms);
@@ -573,9 +574,9 @@ static int build(const dpc_options *o, dpc_plan *plan, int *defaults, char *err,
     if (!ir_validate(&plan->schedule, plan->train, plan->eval, &w, why, sizeof why)) return 0;
     const ir_graph *g = w.program == 1 ? plan->eval : plan->train;
     if (w.node >= 0 && g->nodes[w.node].line > 0)
-        return ir_fail(err, errlen, "%s:%d:%d: error: %s", o->model, g->nodes[w.node].line,
-                       g->nodes[w.node].col, why);
-    return ir_fail(err, errlen, "%s: error: %s", o->model, why);
+        return base_fail(err, errlen, "%s:%d:%d: error: %s", o->model, g->nodes[w.node].line,
+                         g->nodes[w.node].col, why);
+    return base_fail(err, errlen, "%s: error: %s", o->model, why);
 }
 
 /* The graphs dpc --from-ir continues from, and the pass they are after
@@ -598,7 +599,7 @@ static int build_from_ir(const dpc_options *o, dpc_plan *plan, char *after, char
  * message (the buffer sizes dpc has always used), prefixed with the input's
  * path into err. A dump after PASS is the train program after PASS and the
  * eval program after the last of its steps up to PASS (ir/text.h). */
-static int compile_plan(const dpc_options *o, const ir_file_set *files, const char *after,
+static int compile_plan(const dpc_options *o, const base_file_set *files, const char *after,
                         dpc_plan *plan, fmt_memplan *memplans[2], FILE *report, char *err,
                         size_t errlen) {
     const char *model = o->from_ir ? o->from_ir : o->model, *target = o->target ? o->target : "all";
@@ -624,15 +625,15 @@ static int compile_plan(const dpc_options *o, const ir_file_set *files, const ch
     if (!rc) rc = inspect_start(&in, PASS_EVAL, after, plan->eval, err, errlen);
     if (!rc && pass_pipeline_run(&pl, PASS_EVAL, &plan->eval, &eval_env, why, sizeof why)) rc = 1;
     free(in.last);
-    if (rc > 0 && in.failed) return ir_fail(err, errlen, "%s", in.msg);
-    if (rc > 0) return ir_fail(err, errlen, "%s: error: %s", model, why);
+    if (rc > 0 && in.failed) return base_fail(err, errlen, "%s", in.msg);
+    if (rc > 0) return base_fail(err, errlen, "%s: error: %s", model, why);
     if (rc) return -1;
     if (o->dump_after) ir_text_write_end(report);
     /* After the passes: what dprun's store holds and --save-params writes. */
     if (o->params) ir_params_table(plan->eval, report);
     /* The memory plans are memplan's: the limit checks them, the plan file stores them. */
     if (check_memory(plan, o, memplans, why, sizeof why))
-        return ir_fail(err, errlen, "%s: error: %s", model, why);
+        return base_fail(err, errlen, "%s: error: %s", model, why);
     if (o->dump_ir && !o->dump_after) { /* after the pipeline's last step */
         dump_header(plan, pl.n ? pl.step[pl.n - 1].pass->name : after, report);
         ir_text_write_program(IR_TEXT_TRAIN, plan->train, report);
@@ -643,37 +644,38 @@ static int compile_plan(const dpc_options *o, const ir_file_set *files, const ch
         int k = target_wants(target, (cg_dialect)d)
                     ? add_kernels(plan, (cg_dialect)d, o->out != NULL, o->emit_dir, why, sizeof why)
                     : 0;
-        if (k > 0) return ir_fail(err, errlen, "dpc: error: %s", why);
-        if (k < 0) return ir_fail(err, errlen, "%s: error: code generation: %s", model, why);
+        if (k > 0) return base_fail(err, errlen, "dpc: error: %s", why);
+        if (k < 0) return base_fail(err, errlen, "%s: error: code generation: %s", model, why);
     }
     if (o->out && memplans[0] && add_memplans(plan, memplans, why, sizeof why))
-        return ir_fail(err, errlen, "%s: error: memory planning: %s", model, why);
+        return base_fail(err, errlen, "%s: error: memory planning: %s", model, why);
     if (o->stats && (print_stats(report, "train", plan->train, why, sizeof why) ||
                      print_stats(report, "eval", plan->eval, why, sizeof why)))
-        return ir_fail(err, errlen, "%s: error: %s", model, why);
+        return base_fail(err, errlen, "%s: error: %s", model, why);
     const cg_device *dev = o->cost_device ? cg_device_find(o->cost_device) : &cg_devices[0];
     const ir_train *s = &plan->schedule;
     if (o->cost &&
         (cg_cost_report(report, "train", s->batch, plan->train, dev, NULL, why, sizeof why) ||
          cg_cost_report(report, "eval", s->eval_batch, plan->eval, dev, NULL, why, sizeof why)))
-        return ir_fail(err, errlen, "%s: error: cost report: %s", model, why);
+        return base_fail(err, errlen, "%s: error: cost report: %s", model, why);
     if (o->dot && write_dot(plan->train, plan->model, o->dot, err, errlen)) return -1;
-    if (o->out && plan_write(plan, o->out, why, sizeof why)) return ir_fail(err, errlen, "%s", why);
+    if (o->out && plan_write(plan, o->out, why, sizeof why))
+        return base_fail(err, errlen, "%s", why);
     return 0;
 }
 
 int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
-    if (!o->model && !o->from_ir) return ir_fail(err, errlen, "dpc: error: no model file");
+    if (!o->model && !o->from_ir) return base_fail(err, errlen, "dpc: error: no model file");
     if (o->model && o->from_ir)
-        return ir_fail(err, errlen, "dpc: error: give a model or --from-ir FILE, not both");
+        return base_fail(err, errlen, "dpc: error: give a model or --from-ir FILE, not both");
     if (o->from_ir && o->batch)
-        return ir_fail(err, errlen,
-                       "dpc: error: --batch: the graph of --from-ir %s has its batch already",
-                       o->from_ir);
+        return base_fail(err, errlen,
+                         "dpc: error: --batch: the graph of --from-ir %s has its batch already",
+                         o->from_ir);
     if (dpc_options_check(o, err, errlen)) return -1;
-    ir_file_set *files = ir_file_set_new();
+    base_file_set *files = base_file_set_new();
     if (check_outputs(o, files, err, errlen)) {
-        ir_file_set_free(files);
+        base_file_set_free(files);
         return -1;
     }
     FILE *report = o->report ? o->report : stdout;
@@ -689,7 +691,7 @@ int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
                 o->model);
         ir_train_print(&plan.schedule, o->notes);
     }
-    ir_file_set_free(files);
+    base_file_set_free(files);
     fmt_memplan_free(memplans[0]);
     fmt_memplan_free(memplans[1]);
     ir_free(plan.train);

@@ -38,7 +38,7 @@ typedef struct {
     const char *precision;  /* fp32 | bf16 | tf32 (NULL: fp32) */
     const char *conv;       /* im2col | library | auto (NULL: im2col): the conv pass's impl */
     const char *dump_after; /* --dump-ir=PASS: "elaborate" or a pass_registry name */
-    const char *max_memory; /* a size (ir_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
+    const char *max_memory; /* a size (base_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
     int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
     int summary, stats;     /* --summary, --stats */
     int params;             /* --params: the parameter table (ir_params_table) */

@@ -2,7 +2,7 @@
 #include "driver/version.h"
 
 #include "format/program.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 
 void dpc_print_version(FILE *f, const char *prog) {
     fprintf(f, "%s %s (plan format %u, kernel program format %u)\n", prog, DPC_VERSION,

@@ -12,16 +12,16 @@
 
 #include <stdint.h>
 
-#include "ir/bytes.h"
+#include "base/bytes.h"
 #include "ir/ir.h"
 
 /* The scalar input synchronised BatchNorm statistics are scaled by: 1/R
  * for R replicas (passes/lower.c adds it; the executor sets it). */
 #define FMT_REPLICA_SCALE "replica_scale"
 
-/* Elements times element size, saturating at INT64_MAX (ir_bytes_mul). */
+/* Elements times element size, saturating at INT64_MAX (base_bytes_mul). */
 static inline int64_t fmt_node_bytes(const ir_node *n) {
-    return ir_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
+    return base_bytes_mul(ir_numel(&n->type), (int64_t)ir_dtype_size(n->type.dtype));
 }
 
 #endif

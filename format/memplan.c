@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/bytes.h"
-#include "ir/err.h"
+#include "base/bytes.h"
+#include "base/err.h"
 #include "format/graph.h"
 #include "format/memplan.h"
 
@@ -41,7 +41,7 @@ static int64_t align_up(int64_t b) {
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
-    IR_CHECK_ALLOC(p);
+    BASE_CHECK_ALLOC(p);
     return p;
 }
 
@@ -176,9 +176,9 @@ static void span_free(void *p) { free(p); }
 
 int fmt_memplan_check(const fmt_memplan *m, const ir_graph *g, char *err, size_t errlen) {
     if (m->n != g->n || m->graph_hash != ir_graph_hash(g))
-        return ir_fail(err, errlen, "memory plan was made for another graph");
+        return base_fail(err, errlen, "memory plan was made for another graph");
     if (m->arena_bytes < 0 || m->arena_bytes > ((int64_t)1 << 50))
-        return ir_fail(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
+        return base_fail(err, errlen, "memory plan: arena of %" PRId64 " bytes", m->arena_bytes);
     fmt_memplan *L = fmt_memplan_lifetimes(g);
     int *born = xcalloc((size_t)g->n + 1, sizeof *born),
         *dies = xcalloc((size_t)g->n + 1, sizeof *dies);
@@ -190,9 +190,9 @@ int fmt_memplan_check(const fmt_memplan *m, const ir_graph *g, char *err, size_t
         if (m->offset[i] < 0) continue;
         if (!L->bytes[i] || m->offset[i] % FMT_MEMPLAN_ALIGN ||
             m->offset[i] > m->arena_bytes - L->bytes[i])
-            rc =
-                ir_fail(err, errlen, "memory plan: node %d (%s) at offset %" PRId64 " does not fit",
-                        i, ir_ops[g->nodes[i].op].name, m->offset[i]);
+            rc = base_fail(err, errlen,
+                           "memory plan: node %d (%s) at offset %" PRId64 " does not fit", i,
+                           ir_ops[g->nodes[i].op].name, m->offset[i]);
         born[np] = dies[np] = i, np++;
     }
     qsort_r(born, (size_t)np, sizeof *born, cmp_by_key, L->def);
@@ -223,16 +223,16 @@ int fmt_memplan_check(const fmt_memplan *m, const ir_graph *g, char *err, size_t
             for (int u = sp->first; u >= 0 && !rc; u = next[u])
                 if (!same ||
                     !(fmt_memplan_inplace_ok(g, L, v, u) || fmt_memplan_inplace_ok(g, L, u, v)))
-                    rc = ir_fail(err, errlen,
-                                 "memory plan: nodes %d and %d share bytes while both are live "
-                                 "(steps %d-%d, %d-%d)",
-                                 u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
+                    rc = base_fail(err, errlen,
+                                   "memory plan: nodes %d and %d share bytes while both are live "
+                                   "(steps %d-%d, %d-%d)",
+                                   u, v, L->def[u], L->last[u], L->def[v], L->last[v]);
         } else {
             sp = xcalloc(1, sizeof *sp);
             *sp = key;
             if (!tsearch(sp, &live, cmp_span)) {
                 free(sp);
-                rc = ir_fail(err, errlen, "memory plan: out of memory");
+                rc = base_fail(err, errlen, "memory plan: out of memory");
                 break;
             }
         }
@@ -250,17 +250,17 @@ int fmt_memplan_check(const fmt_memplan *m, const ir_graph *g, char *err, size_t
 /* ---- bytes ----------------------------------------------------------------------------- */
 
 int fmt_memplan_serialize(const fmt_memplan *m, unsigned char **out, size_t *len) {
-    ir_wbuf w = {0};
-    ir_put(&w, MEMP_MAGIC, 4);
-    ir_put_u32(&w, MEMP_VERSION);
-    ir_put_u64(&w, 0); /* total length, patched below */
-    ir_put_u64(&w, m->graph_hash);
-    ir_put_i64(&w, m->arena_bytes);
-    ir_put_i64(&w, m->naive_bytes);
-    ir_put_i64(&w, m->lower_bytes);
-    ir_put_u32(&w, (uint32_t)m->n);
-    for (int i = 0; i < m->n; i++) ir_put_i64(&w, m->offset[i]);
-    ir_patch_u64(&w, 8, w.len);
+    base_wbuf w = {0};
+    base_put(&w, MEMP_MAGIC, 4);
+    base_put_u32(&w, MEMP_VERSION);
+    base_put_u64(&w, 0); /* total length, patched below */
+    base_put_u64(&w, m->graph_hash);
+    base_put_i64(&w, m->arena_bytes);
+    base_put_i64(&w, m->naive_bytes);
+    base_put_i64(&w, m->lower_bytes);
+    base_put_u32(&w, (uint32_t)m->n);
+    for (int i = 0; i < m->n; i++) base_put_i64(&w, m->offset[i]);
+    base_patch_u64(&w, 8, w.len);
     if (w.oom) {
         free(w.p);
         return -1;
@@ -278,20 +278,20 @@ int fmt_memplan_section_find(const unsigned char *buf, size_t len, const ir_grap
     size_t pos = 0;
     *out = NULL;
     while (pos < len) {
-        ir_rbuf r = {buf + pos, len - pos, 0, 0};
-        const unsigned char *magic = ir_take(&r, 4);
-        uint32_t version = ir_get_u32(&r);
-        uint64_t total = ir_get_u64(&r), hash = ir_get_u64(&r);
-        int64_t arena = ir_get_i64(&r), naive = ir_get_i64(&r), lower = ir_get_i64(&r);
-        uint64_t n = ir_get_u32(&r);
+        base_rbuf r = {buf + pos, len - pos, 0, 0};
+        const unsigned char *magic = base_take(&r, 4);
+        uint32_t version = base_get_u32(&r);
+        uint64_t total = base_get_u64(&r), hash = base_get_u64(&r);
+        int64_t arena = base_get_i64(&r), naive = base_get_i64(&r), lower = base_get_i64(&r);
+        uint64_t n = base_get_u32(&r);
         if (r.bad || memcmp(magic, MEMP_MAGIC, 4))
-            return ir_fail(err, errlen, "memory plan: bad record at byte %zu", pos);
+            return base_fail(err, errlen, "memory plan: bad record at byte %zu", pos);
         if (version != MEMP_VERSION)
-            return ir_fail(err, errlen, "memory plan: version %u, this build reads %u", version,
-                           MEMP_VERSION);
+            return base_fail(err, errlen, "memory plan: version %u, this build reads %u", version,
+                             MEMP_VERSION);
         if (total > r.len || total < HEAD_BYTES || n > (total - HEAD_BYTES) / 8 ||
             total != HEAD_BYTES + 8 * n) {
-            return ir_fail(err, errlen, "memory plan: truncated or malformed record");
+            return base_fail(err, errlen, "memory plan: truncated or malformed record");
         }
         if (hash == h && !*out && n == (uint64_t)g->n) {
             fmt_memplan *m = fmt_memplan_lifetimes(g);
@@ -299,12 +299,12 @@ int fmt_memplan_section_find(const unsigned char *buf, size_t len, const ir_grap
             m->naive_bytes = naive;
             m->lower_bytes = lower;
             for (int i = 0; i < g->n; i++) {
-                int64_t off = ir_get_i64(&r);
+                int64_t off = base_get_i64(&r);
                 m->offset[i] = off < 0 ? -1 : off;
             }
             char why[256];
             if (fmt_memplan_check(m, g, why, sizeof why)) {
-                ir_fail(err, errlen, "%s", why);
+                base_fail(err, errlen, "%s", why);
                 fmt_memplan_free(m);
                 return -1;
             }
@@ -313,7 +313,7 @@ int fmt_memplan_section_find(const unsigned char *buf, size_t len, const ir_grap
         pos += (size_t)total;
     }
     if (*out) return 0;
-    ir_fail(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
+    base_fail(err, errlen, "no memory plan for this graph (hash %016" PRIx64 ")", h);
     return 1;
 }
 
@@ -332,7 +332,7 @@ int64_t fmt_program_bytes(const ir_graph *g, const fmt_memplan *m) {
         if (ir_is_persistent(n->op) || ir_storage_of(g, i) != i || !stored[i] ||
             (m && i < m->n && m->offset[i] >= 0))
             continue;
-        total = ir_bytes_add(total, fmt_node_bytes(n));
+        total = base_bytes_add(total, fmt_node_bytes(n));
     }
     free(stored);
     return total;
@@ -350,8 +350,8 @@ void fmt_memory_need(const ir_graph *train, const fmt_memplan *train_plan, const
     memset(out, 0, sizeof *out);
     for (int i = 0; i < train->n; i++) { /* the store holds the train program's sources */
         const ir_node *n = &train->nodes[i];
-        if (n->op == IR_OP_PARAM) out->params = ir_bytes_add(out->params, fmt_node_bytes(n));
-        if (n->op == IR_OP_STATE) out->state = ir_bytes_add(out->state, fmt_node_bytes(n));
+        if (n->op == IR_OP_PARAM) out->params = base_bytes_add(out->params, fmt_node_bytes(n));
+        if (n->op == IR_OP_STATE) out->state = base_bytes_add(out->state, fmt_node_bytes(n));
     }
     out->train = fmt_program_bytes(train, train_plan);
     out->train_batch = input_batch(train);
@@ -362,7 +362,7 @@ void fmt_memory_need(const ir_graph *train, const fmt_memplan *train_plan, const
 }
 
 int64_t fmt_memory_total(const fmt_memory *m) {
-    return ir_bytes_add(ir_bytes_add(m->params, m->state), ir_bytes_add(m->train, m->eval));
+    return base_bytes_add(base_bytes_add(m->params, m->state), base_bytes_add(m->train, m->eval));
 }
 
 void fmt_memory_describe(const fmt_memory *m, char *buf, size_t n) {
@@ -370,7 +370,7 @@ void fmt_memory_describe(const fmt_memory *m, char *buf, size_t n) {
     snprintf(buf, n,
              "parameters %s, optimizer and BatchNorm state %s, train program %s at batch %" PRId64
              ", eval program %s at batch %" PRId64,
-             ir_bytes_str(m->params, p, sizeof p), ir_bytes_str(m->state, s, sizeof s),
-             ir_bytes_str(m->train, t, sizeof t), m->train_batch,
-             ir_bytes_str(m->eval, e, sizeof e), m->eval_batch);
+             base_bytes_str(m->params, p, sizeof p), base_bytes_str(m->state, s, sizeof s),
+             base_bytes_str(m->train, t, sizeof t), m->train_batch,
+             base_bytes_str(m->eval, e, sizeof e), m->eval_batch);
 }

@@ -87,7 +87,7 @@ int fmt_memplan_section_find(const unsigned char *buf, size_t len, const ir_grap
  * Usage:
  *     fmt_memory need;
  *     fmt_memory_need(train, train_plan, eval, eval_plan, &need);  // plans may be NULL
- *     int64_t limit = ir_parse_size(getenv("DPC_MAX_MEMORY"));  // -1: malformed
+ *     int64_t limit = base_parse_size(getenv("DPC_MAX_MEMORY"));  // -1: malformed
  *     if (fmt_memory_total(&need) > limit) { fmt_memory_describe(&need, buf, sizeof buf); ... }
  */
 typedef struct {

@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "format/program.h"
-#include "ir/bytes.h"
-#include "ir/err.h"
+#include "base/bytes.h"
+#include "base/err.h"
 
 #define CG_MAGIC   "DPCK"
 /* 2: the C kernel ABI runs a range of iterations and exports NAME_grain.
@@ -66,7 +66,7 @@ static int64_t extent(int64_t off, int64_t batch, int64_t stride, int64_t rows, 
 }
 
 static int vfail(char *err, size_t errlen, const char *what, int64_t got, int64_t want) {
-    return ir_fail(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
+    return base_fail(err, errlen, "gemm: %s is %" PRId64 ", needs %" PRId64, what, got, want);
 }
 
 int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
@@ -82,26 +82,27 @@ int64_t cg_gemm_extent(const cg_gemm *d, int operand) {
 int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t size_c, char *err,
                      size_t errlen) {
     if (d->m < 1 || d->n < 1 || d->k < 1 || d->batch < 1) {
-        return ir_fail(err, errlen,
-                       "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64 ", %" PRId64
-                       ", %" PRId64 ")",
-                       d->m, d->n, d->k, d->batch);
+        return base_fail(err, errlen,
+                         "gemm: m, n, k, batch must be >= 1 (got %" PRId64 ", %" PRId64 ", %" PRId64
+                         ", %" PRId64 ")",
+                         d->m, d->n, d->k, d->batch);
     }
     if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
         d->ldb > INT_MAX || d->ldc > INT_MAX || d->batch > INT_MAX) {
-        return ir_fail(err, errlen, "gemm: a size does not fit a BLAS int");
+        return base_fail(err, errlen, "gemm: a size does not fit a BLAS int");
     }
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
         (d->type_c != IR_F32 && d->type_c != IR_BF16)) {
-        return ir_fail(err, errlen,
-                       "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)",
-                       d->type_a, d->type_b, d->type_c);
+        return base_fail(
+            err, errlen,
+            "gemm: element types %d, %d, %d (A and B f32 or bf16 alike, C f32 or bf16)", d->type_a,
+            d->type_b, d->type_c);
     }
     if (d->tf32 != 0 && (d->tf32 != 1 || d->type_a != IR_F32))
-        return ir_fail(err, errlen, "gemm: tf32 %d (0, or 1 with f32 operands)", d->tf32);
+        return base_fail(err, errlen, "gemm: tf32 %d (0, or 1 with f32 operands)", d->tf32);
     if (d->stride_a < 0 || d->stride_b < 0 || d->stride_c < 0 || d->off_a < 0 || d->off_b < 0 ||
         d->off_c < 0) {
-        return ir_fail(err, errlen, "gemm: negative stride or offset");
+        return base_fail(err, errlen, "gemm: negative stride or offset");
     }
     int64_t ra = d->transa ? d->k : d->m, ca = d->transa ? d->m : d->k;
     int64_t rb = d->transb ? d->n : d->k, cb = d->transb ? d->k : d->n;
@@ -116,7 +117,7 @@ int cg_gemm_validate(const cg_gemm *d, int64_t size_a, int64_t size_b, int64_t s
     int64_t eb = extent(d->off_b, d->batch, d->stride_b, rb, cb, d->ldb);
     int64_t ec = extent(d->off_c, d->batch, d->stride_c, d->m, d->n, d->ldc);
     if (ea < 0 || eb < 0 || ec < 0) {
-        return ir_fail(err, errlen, "gemm: extents overflow");
+        return base_fail(err, errlen, "gemm: extents overflow");
     }
     if (ea > size_a) return vfail(err, errlen, "A's buffer (elements)", size_a, ea);
     if (eb > size_b) return vfail(err, errlen, "B's buffer (elements)", size_b, eb);
@@ -177,51 +178,51 @@ int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t 
     for (int j = 0; j < CONV_NDIMS; j++) {
         int64_t lo = j == 9 || j == 10 ? 0 : 1; /* padding may be 0 */
         if (*d[j] < lo || *d[j] > INT_MAX)
-            return ir_fail(err, errlen, "conv: %s is %" PRId64, names[j], *d[j]);
+            return base_fail(err, errlen, "conv: %s is %" PRId64, names[j], *d[j]);
     }
     if (c->dir < CG_CONV_FORWARD || c->dir > CG_CONV_BACKWARD_WEIGHTS)
-        return ir_fail(err, errlen, "conv: direction %d", c->dir);
+        return base_fail(err, errlen, "conv: direction %d", c->dir);
     if (c->C % c->G || c->K % c->G)
-        return ir_fail(err, errlen,
-                       "conv: %" PRId64 " groups do not divide %" PRId64 " inputs and %" PRId64
-                       " outputs",
-                       c->G, c->C, c->K);
+        return base_fail(err, errlen,
+                         "conv: %" PRId64 " groups do not divide %" PRId64 " inputs and %" PRId64
+                         " outputs",
+                         c->G, c->C, c->K);
     const int types[3] = {c->type_x, c->type_w, c->type_y};
     for (int j = 0; j < 3; j++)
         if (types[j] != IR_F32 && types[j] != IR_BF16)
-            return ir_fail(err, errlen, "conv: element type %d (f32 or bf16)", types[j]);
+            return base_fail(err, errlen, "conv: element type %d (f32 or bf16)", types[j]);
     if ((c->tune != 0 && c->tune != 1) || c->nalt < 0)
-        return ir_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
+        return base_fail(err, errlen, "conv: tune %d, nalt %d", c->tune, c->nalt);
     if ((c->dense != 0 && c->dense != 1) ||
         (c->dense && (c->G != 1 || cg_conv_one_type(c) != IR_F32)))
-        return ir_fail(err, errlen, "conv: dense %d with %" PRId64 " groups on %s tensors",
-                       c->dense, c->G, cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
+        return base_fail(err, errlen, "conv: dense %d with %" PRId64 " groups on %s tensors",
+                         c->dense, c->G, cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
     if ((c->tf32 != 0 && c->tf32 != 1) || (c->tf32 && cg_conv_one_type(c) != IR_F32))
-        return ir_fail(err, errlen, "conv: tf32 %d on %s tensors", c->tf32,
-                       cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
+        return base_fail(err, errlen, "conv: tf32 %d on %s tensors", c->tf32,
+                         cg_conv_one_type(c) == IR_F32 ? "f32" : "not only f32");
     if (c->ph >= c->kh || c->pw >= c->kw)
-        return ir_fail(err, errlen, "conv: padding %" PRId64 "x%" PRId64 " not below the kernel",
-                       c->ph, c->pw);
+        return base_fail(err, errlen, "conv: padding %" PRId64 "x%" PRId64 " not below the kernel",
+                         c->ph, c->pw);
     int64_t ho = (c->H + 2 * c->ph - c->kh) / c->sh + 1,
             wo = (c->W + 2 * c->pw - c->kw) / c->sw + 1;
     if (c->H + 2 * c->ph < c->kh || c->W + 2 * c->pw < c->kw || ho != c->Ho || wo != c->Wo)
-        return ir_fail(err, errlen,
-                       "conv: output %" PRId64 "x%" PRId64 " is not what %" PRId64 "x%" PRId64
-                       ", kernel %" PRId64 ", stride %" PRId64 ", padding %" PRId64 " give",
-                       c->Ho, c->Wo, c->H, c->W, c->kh, c->sh, c->ph);
+        return base_fail(err, errlen,
+                         "conv: output %" PRId64 "x%" PRId64 " is not what %" PRId64 "x%" PRId64
+                         ", kernel %" PRId64 ", stride %" PRId64 ", padding %" PRId64 " give",
+                         c->Ho, c->Wo, c->H, c->W, c->kh, c->sh, c->ph);
     int64_t want[3], t;
     if (__builtin_mul_overflow(c->N * c->C, c->H * c->W, &t) ||
         __builtin_mul_overflow(c->N * c->K, c->Ho * c->Wo, &t))
-        return ir_fail(err, errlen, "conv: sizes overflow");
+        return base_fail(err, errlen, "conv: sizes overflow");
     cg_conv_sizes(c, want);
     for (int j = 0; j < 3; j++)
         if (size[j] != want[j])
-            return ir_fail(err, errlen,
-                           "conv: %s buffer holds %" PRId64 " elements, the tensor %" PRId64,
-                           j == 0   ? "the output"
-                           : j == 1 ? "the first input's"
-                                    : "the second input's",
-                           size[j], want[j]);
+            return base_fail(err, errlen,
+                             "conv: %s buffer holds %" PRId64 " elements, the tensor %" PRId64,
+                             j == 0   ? "the output"
+                             : j == 1 ? "the first input's"
+                                      : "the second input's",
+                             size[j], want[j]);
     return 0;
 }
 
@@ -277,76 +278,76 @@ uint64_t cg_graph_hash(const ir_graph *g) { return ir_graph_hash(g); }
 /* ---- serialising ------------------------------------------------------------------ */
 
 int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) {
-    ir_wbuf w = {0};
-    ir_put(&w, CG_MAGIC, 4);
-    ir_put_u32(&w, CG_VERSION);
-    ir_put_u64(&w, 0); /* total length, patched below */
-    ir_put_u32(&w, (uint32_t)p->dialect);
-    ir_put_u64(&w, p->graph_hash);
-    ir_put_i64(&w, p->scratch);
-    ir_put_u64(&w, p->source_len);
-    ir_put(&w, p->source, p->source_len);
-    ir_put_u32(&w, (uint32_t)p->nkernels);
+    base_wbuf w = {0};
+    base_put(&w, CG_MAGIC, 4);
+    base_put_u32(&w, CG_VERSION);
+    base_put_u64(&w, 0); /* total length, patched below */
+    base_put_u32(&w, (uint32_t)p->dialect);
+    base_put_u64(&w, p->graph_hash);
+    base_put_i64(&w, p->scratch);
+    base_put_u64(&w, p->source_len);
+    base_put(&w, p->source, p->source_len);
+    base_put_u32(&w, (uint32_t)p->nkernels);
     for (int k = 0; k < p->nkernels; k++) {
         size_t n = strlen(p->kernels[k].name);
-        ir_put_u32(&w, (uint32_t)n);
-        ir_put(&w, p->kernels[k].name, n);
-        ir_put_u32(&w, (uint32_t)p->kernels[k].nargs);
+        base_put_u32(&w, (uint32_t)n);
+        base_put(&w, p->kernels[k].name, n);
+        base_put_u32(&w, (uint32_t)p->kernels[k].nargs);
     }
-    ir_put_u32(&w, (uint32_t)p->nsteps);
+    base_put_u32(&w, (uint32_t)p->nsteps);
     for (int i = 0; i < p->nsteps; i++) {
         const cg_step *s = &p->steps[i];
-        ir_put_i32(&w, s->node);
-        ir_put_i32(&w, s->op);
-        ir_put_i32(&w, s->alias);
-        ir_put_i64(&w, s->scratch);
-        ir_put_u32(&w, (uint32_t)s->first_call);
-        ir_put_u32(&w, (uint32_t)s->ncalls);
-        ir_put_u32(&w, (uint32_t)s->nbuf);
-        for (int j = 0; j < s->nbuf; j++) ir_put_i32(&w, s->buf[j]);
+        base_put_i32(&w, s->node);
+        base_put_i32(&w, s->op);
+        base_put_i32(&w, s->alias);
+        base_put_i64(&w, s->scratch);
+        base_put_u32(&w, (uint32_t)s->first_call);
+        base_put_u32(&w, (uint32_t)s->ncalls);
+        base_put_u32(&w, (uint32_t)s->nbuf);
+        for (int j = 0; j < s->nbuf; j++) base_put_i32(&w, s->buf[j]);
     }
-    ir_put_u32(&w, (uint32_t)p->ncalls);
+    base_put_u32(&w, (uint32_t)p->ncalls);
     for (int i = 0; i < p->ncalls; i++) {
         const cg_call *c = &p->calls[i];
         const cg_gemm *d = &c->gemm;
-        ir_put_u32(&w, (uint32_t)c->kind);
-        ir_put_i32(&w, c->kernel);
-        ir_put_i64(&w, c->count);
-        ir_put_u32(&w, (uint32_t)c->nargs);
+        base_put_u32(&w, (uint32_t)c->kind);
+        base_put_i32(&w, c->kernel);
+        base_put_i64(&w, c->count);
+        base_put_u32(&w, (uint32_t)c->nargs);
         for (int j = 0; j < c->nargs; j++) {
-            ir_put_i32(&w, c->arg[j]);
-            ir_put_i64(&w, c->off[j]);
+            base_put_i32(&w, c->arg[j]);
+            base_put_i64(&w, c->off[j]);
         }
-        ir_put_u32(&w, (uint32_t)d->transa);
-        ir_put_u32(&w, (uint32_t)d->transb);
+        base_put_u32(&w, (uint32_t)d->transa);
+        base_put_u32(&w, (uint32_t)d->transb);
         int64_t v[] = {d->m, d->n, d->k};
-        for (int j = 0; j < 3; j++) ir_put_i64(&w, v[j]);
-        ir_put_f32(&w, d->alpha);
-        ir_put_f32(&w, d->beta);
+        for (int j = 0; j < 3; j++) base_put_i64(&w, v[j]);
+        base_put_f32(&w, d->alpha);
+        base_put_f32(&w, d->beta);
         int64_t u[] = {d->lda,      d->ldb,      d->ldc,   d->batch, d->stride_a,
                        d->stride_b, d->stride_c, d->off_a, d->off_b, d->off_c};
-        for (int j = 0; j < 10; j++) ir_put_i64(&w, u[j]);
-        ir_put_u32(&w, (uint32_t)d->type_a);
-        ir_put_u32(&w, (uint32_t)d->type_b);
-        ir_put_u32(&w, (uint32_t)d->type_c);
-        ir_put_u32(&w, (uint32_t)d->tf32);
-        ir_put_u32(&w, c->launch.grid);
-        ir_put_u32(&w, c->launch.block);
-        ir_put_u32(&w, c->launch.shared);
+        for (int j = 0; j < 10; j++) base_put_i64(&w, u[j]);
+        base_put_u32(&w, (uint32_t)d->type_a);
+        base_put_u32(&w, (uint32_t)d->type_b);
+        base_put_u32(&w, (uint32_t)d->type_c);
+        base_put_u32(&w, (uint32_t)d->tf32);
+        base_put_u32(&w, c->launch.grid);
+        base_put_u32(&w, c->launch.block);
+        base_put_u32(&w, c->launch.shared);
         if (c->kind == CG_CALL_CONV) {
             const int64_t *dims[CONV_NDIMS] = CONV_DIMS((cg_conv *)&c->conv);
-            ir_put_u32(&w, (uint32_t)c->conv.dir);
-            for (int j = 0; j < CONV_NDIMS; j++) ir_put_i64(&w, *dims[j]);
-            ir_put_u32(&w, (uint32_t)c->conv.type_x);
-            ir_put_u32(&w, (uint32_t)c->conv.type_w);
-            ir_put_u32(&w, (uint32_t)c->conv.type_y);
-            ir_put_u32(&w, (uint32_t)c->conv.tf32);
-            ir_put_u32(&w, (uint32_t)c->conv.tune);
-            ir_put_u32(&w, (uint32_t)c->conv.nalt);
-            ir_put_u32(&w, (uint32_t)c->conv.dense);
+            base_put_u32(&w, (uint32_t)c->conv.dir);
+            for (int j = 0; j < CONV_NDIMS; j++) base_put_i64(&w, *dims[j]);
+            base_put_u32(&w, (uint32_t)c->conv.type_x);
+            base_put_u32(&w, (uint32_t)c->conv.type_w);
+            base_put_u32(&w, (uint32_t)c->conv.type_y);
+            base_put_u32(&w, (uint32_t)c->conv.tf32);
+            base_put_u32(&w, (uint32_t)c->conv.tune);
+            base_put_u32(&w, (uint32_t)c->conv.nalt);
+            base_put_u32(&w, (uint32_t)c->conv.dense);
         }
     }
-    ir_patch_u64(&w, 8, w.len); /* the total length */
+    base_patch_u64(&w, 8, w.len); /* the total length */
     if (w.oom) {
         free(w.p);
         return -1;
@@ -359,15 +360,15 @@ int cg_program_serialize(const cg_program *p, unsigned char **out, size_t *len) 
 /* ---- parsing ------------------------------------------------------------------------ */
 
 static cg_program *parse_fail(cg_program *p, char *err, size_t errlen, const char *why) {
-    ir_fail(err, errlen, "kernel program: %s", why);
+    base_fail(err, errlen, "kernel program: %s", why);
     cg_program_free(p);
     return NULL;
 }
 
 /* A count read from the bytes, refused when it could not possibly fit in
  * what is left (each record takes at least min_size bytes). */
-static int get_count(ir_rbuf *r, size_t min_size, int *out) {
-    uint32_t n = ir_get_u32(r);
+static int get_count(base_rbuf *r, size_t min_size, int *out) {
+    uint32_t n = base_get_u32(r);
     if (r->bad || n > (r->len - r->pos) / min_size || n > (1u << 30)) return -1;
     *out = (int)n;
     return 0;
@@ -375,18 +376,18 @@ static int get_count(ir_rbuf *r, size_t min_size, int *out) {
 
 /* The phases of a record after its header read into p; each returns NULL
  * or why the bytes are refused. Dialect, graph hash, scratch, source: */
-static const char *parse_head(ir_rbuf *r, cg_program *p) {
-    uint32_t dialect = ir_get_u32(r);
+static const char *parse_head(base_rbuf *r, cg_program *p) {
+    uint32_t dialect = base_get_u32(r);
     if (dialect >= CG_DIALECT_COUNT) return "bad dialect";
     p->dialect = (cg_dialect)dialect;
-    p->graph_hash = ir_get_u64(r);
-    p->scratch = ir_get_i64(r);
-    uint64_t slen = ir_get_u64(r);
+    p->graph_hash = base_get_u64(r);
+    p->scratch = base_get_i64(r);
+    uint64_t slen = base_get_u64(r);
     if (r->bad || slen > r->len - r->pos) return "truncated source";
-    const unsigned char *src = ir_take(r, (size_t)slen);
+    const unsigned char *src = base_take(r, (size_t)slen);
     if (memchr(src, 0, (size_t)slen)) return "NUL in source";
     p->source = malloc((size_t)slen + 1);
-    IR_CHECK_ALLOC(p->source);
+    BASE_CHECK_ALLOC(p->source);
     memcpy(p->source, src, (size_t)slen);
     p->source[slen] = 0;
     p->source_len = (size_t)slen;
@@ -395,45 +396,45 @@ static const char *parse_head(ir_rbuf *r, cg_program *p) {
 }
 
 /* Kernels: names (C identifiers) and argument counts. */
-static const char *parse_kernels(ir_rbuf *r, cg_program *p) {
+static const char *parse_kernels(base_rbuf *r, cg_program *p) {
     if (get_count(r, 8, &p->nkernels)) return "bad kernel count";
     p->kernels = calloc((size_t)p->nkernels + 1, sizeof *p->kernels);
-    IR_CHECK_ALLOC(p->kernels);
+    BASE_CHECK_ALLOC(p->kernels);
     for (int k = 0; k < p->nkernels; k++) {
-        uint32_t n = ir_get_u32(r);
+        uint32_t n = base_get_u32(r);
         if (r->bad || n == 0 || n >= CG_NAME_MAX) return "bad kernel name";
-        const unsigned char *name = ir_take(r, n);
+        const unsigned char *name = base_take(r, n);
         if (!name) return "truncated kernel name";
         for (uint32_t i = 0; i < n; i++)
             if (!(name[i] == '_' || (name[i] >= '0' && name[i] <= '9') ||
                   (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z')))
                 return "bad kernel name";
         memcpy(p->kernels[k].name, name, n);
-        uint32_t nargs = ir_get_u32(r);
+        uint32_t nargs = base_get_u32(r);
         if (nargs < 1 || nargs > CG_MAX_ARGS) return "bad kernel arity";
         p->kernels[k].nargs = (int)nargs;
     }
     return NULL;
 }
 
-static const char *parse_steps(ir_rbuf *r, cg_program *p) {
+static const char *parse_steps(base_rbuf *r, cg_program *p) {
     if (get_count(r, 36, &p->nsteps)) return "bad step count";
     p->steps = calloc((size_t)p->nsteps + 1, sizeof *p->steps);
-    IR_CHECK_ALLOC(p->steps);
+    BASE_CHECK_ALLOC(p->steps);
     for (int i = 0; i < p->nsteps; i++) {
         cg_step *s = &p->steps[i];
-        s->node = ir_get_i32(r);
-        s->op = ir_get_i32(r);
-        s->alias = ir_get_i32(r);
-        s->scratch = ir_get_i64(r);
-        uint32_t first = ir_get_u32(r), n = ir_get_u32(r), nbuf = ir_get_u32(r);
+        s->node = base_get_i32(r);
+        s->op = base_get_i32(r);
+        s->alias = base_get_i32(r);
+        s->scratch = base_get_i64(r);
+        uint32_t first = base_get_u32(r), n = base_get_u32(r), nbuf = base_get_u32(r);
         if (r->bad) return "truncated step";
         if (nbuf < 1 || nbuf > CG_MAX_BUFS || first > (1u << 30) || n > (1u << 30))
             return "bad step";
         s->first_call = (int)first;
         s->ncalls = (int)n;
         s->nbuf = (int)nbuf;
-        for (int j = 0; j < s->nbuf; j++) s->buf[j] = ir_get_i32(r);
+        for (int j = 0; j < s->nbuf; j++) s->buf[j] = base_get_i32(r);
         if (r->bad) return "truncated step";
         if (s->op < 0 || s->op >= IR_OP_COUNT || s->scratch < 0 || s->scratch > p->scratch)
             return "bad step";
@@ -442,48 +443,48 @@ static const char *parse_steps(ir_rbuf *r, cg_program *p) {
 }
 
 /* One call: its slots and offsets, then the GEMM descriptor every call carries. */
-static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
+static const char *parse_call(base_rbuf *r, const cg_program *p, cg_call *c) {
     cg_gemm *d = &c->gemm;
-    c->kind = (int)ir_get_u32(r);
-    c->kernel = ir_get_i32(r);
-    c->count = ir_get_i64(r);
-    uint32_t nargs = ir_get_u32(r);
+    c->kind = (int)base_get_u32(r);
+    c->kernel = base_get_i32(r);
+    c->count = base_get_i64(r);
+    uint32_t nargs = base_get_u32(r);
     if (r->bad || nargs > CG_MAX_ARGS) return "bad call";
     c->nargs = (int)nargs;
     for (int j = 0; j < c->nargs; j++) {
-        c->arg[j] = ir_get_i32(r);
-        c->off[j] = ir_get_i64(r);
+        c->arg[j] = base_get_i32(r);
+        c->off[j] = base_get_i64(r);
     }
-    d->transa = (int)ir_get_u32(r);
-    d->transb = (int)ir_get_u32(r);
-    d->m = ir_get_i64(r);
-    d->n = ir_get_i64(r);
-    d->k = ir_get_i64(r);
-    d->alpha = ir_get_f32(r);
-    d->beta = ir_get_f32(r);
+    d->transa = (int)base_get_u32(r);
+    d->transb = (int)base_get_u32(r);
+    d->m = base_get_i64(r);
+    d->n = base_get_i64(r);
+    d->k = base_get_i64(r);
+    d->alpha = base_get_f32(r);
+    d->beta = base_get_f32(r);
     int64_t *u[] = {&d->lda,      &d->ldb,      &d->ldc,   &d->batch, &d->stride_a,
                     &d->stride_b, &d->stride_c, &d->off_a, &d->off_b, &d->off_c};
-    for (int j = 0; j < 10; j++) *u[j] = ir_get_i64(r);
-    d->type_a = (int)ir_get_u32(r);
-    d->type_b = (int)ir_get_u32(r);
-    d->type_c = (int)ir_get_u32(r);
-    d->tf32 = (int)ir_get_u32(r);
-    c->launch.grid = ir_get_u32(r);
-    c->launch.block = ir_get_u32(r);
-    c->launch.shared = ir_get_u32(r);
+    for (int j = 0; j < 10; j++) *u[j] = base_get_i64(r);
+    d->type_a = (int)base_get_u32(r);
+    d->type_b = (int)base_get_u32(r);
+    d->type_c = (int)base_get_u32(r);
+    d->tf32 = (int)base_get_u32(r);
+    c->launch.grid = base_get_u32(r);
+    c->launch.block = base_get_u32(r);
+    c->launch.shared = base_get_u32(r);
     if (c->kind == CG_CALL_CONV) {
         int64_t *dims[CONV_NDIMS] = CONV_DIMS(&c->conv);
-        c->conv.dir = (int)ir_get_u32(r);
-        for (int j = 0; j < CONV_NDIMS; j++) *dims[j] = ir_get_i64(r);
-        c->conv.type_x = (int)ir_get_u32(r);
-        c->conv.type_w = (int)ir_get_u32(r);
-        c->conv.type_y = (int)ir_get_u32(r);
-        c->conv.tf32 = (int)ir_get_u32(r);
-        c->conv.tune = (int)ir_get_u32(r);
-        uint32_t nalt = ir_get_u32(r);
+        c->conv.dir = (int)base_get_u32(r);
+        for (int j = 0; j < CONV_NDIMS; j++) *dims[j] = base_get_i64(r);
+        c->conv.type_x = (int)base_get_u32(r);
+        c->conv.type_w = (int)base_get_u32(r);
+        c->conv.type_y = (int)base_get_u32(r);
+        c->conv.tf32 = (int)base_get_u32(r);
+        c->conv.tune = (int)base_get_u32(r);
+        uint32_t nalt = base_get_u32(r);
         if (nalt > (1u << 20)) return "bad conv call";
         c->conv.nalt = (int)nalt;
-        c->conv.dense = (int)ir_get_u32(r);
+        c->conv.dense = (int)base_get_u32(r);
     }
     if (r->bad) return "truncated call";
     if ((d->type_a != IR_F32 && d->type_a != IR_BF16) || d->type_b != d->type_a ||
@@ -514,10 +515,10 @@ static const char *parse_call(ir_rbuf *r, const cg_program *p, cg_call *c) {
     return NULL;
 }
 
-static const char *parse_calls(ir_rbuf *r, cg_program *p) {
+static const char *parse_calls(base_rbuf *r, cg_program *p) {
     if (get_count(r, 164, &p->ncalls)) return "bad call count";
     p->calls = calloc((size_t)p->ncalls + 1, sizeof *p->calls);
-    IR_CHECK_ALLOC(p->calls);
+    BASE_CHECK_ALLOC(p->calls);
     for (int i = 0; i < p->ncalls; i++) {
         const char *why = parse_call(r, p, &p->calls[i]);
         if (why) return why;
@@ -549,22 +550,22 @@ static const char *check_call_ranges(const cg_program *p) {
 
 cg_program *cg_program_parse_prefix(const unsigned char *buf, size_t len, size_t *used, char *err,
                                     size_t errlen) {
-    ir_rbuf r = {buf, len, 0, 0};
-    const unsigned char *magic = ir_take(&r, 4);
+    base_rbuf r = {buf, len, 0, 0};
+    const unsigned char *magic = base_take(&r, 4);
     if (!magic || memcmp(magic, CG_MAGIC, 4) != 0)
         return parse_fail(NULL, err, errlen, "bad magic");
-    uint32_t version = ir_get_u32(&r);
-    uint64_t total = ir_get_u64(&r);
+    uint32_t version = base_get_u32(&r);
+    uint64_t total = base_get_u64(&r);
     if (r.bad) return parse_fail(NULL, err, errlen, "truncated header");
     if (version != CG_VERSION) {
-        ir_fail(err, errlen, "kernel program: version %u, this build reads %u", version,
-                CG_VERSION);
+        base_fail(err, errlen, "kernel program: version %u, this build reads %u", version,
+                  CG_VERSION);
         return NULL;
     }
     if (total > len || total < 20) return parse_fail(NULL, err, errlen, "truncated");
     r.len = (size_t)total; /* never read past this record */
     cg_program *p = calloc(1, sizeof *p);
-    IR_CHECK_ALLOC(p);
+    BASE_CHECK_ALLOC(p);
     const char *why = parse_head(&r, p);
     if (!why) why = parse_kernels(&r, p);
     if (!why) why = parse_steps(&r, p);
@@ -615,7 +616,8 @@ int cg_section_find(const unsigned char *buf, size_t len, const ir_graph *g, cg_
         pos += used;
     }
     if (*out) return 0;
-    ir_fail(err, errlen, "kernel section holds no program for this graph (hash %016" PRIx64 ")", h);
+    base_fail(err, errlen, "kernel section holds no program for this graph (hash %016" PRIx64 ")",
+              h);
     return 1;
 }
 
@@ -631,18 +633,19 @@ int64_t cg_slot_size(const cg_program *p, const ir_graph *g, const cg_step *s, i
 
 int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t errlen) {
     if (p->graph_hash != cg_graph_hash(g)) {
-        return ir_fail(err, errlen, "kernel program was made for another graph");
+        return base_fail(err, errlen, "kernel program was made for another graph");
     }
     for (int i = 0; i < p->nsteps; i++) {
         const cg_step *s = &p->steps[i];
         if (s->node < 0 || s->node >= g->n || s->op != (int)g->nodes[s->node].op ||
             s->buf[0] != s->node || s->alias >= s->node || s->alias < -1 ||
             (int64_t)s->first_call + s->ncalls > p->ncalls || s->scratch > p->scratch) {
-            return ir_fail(err, errlen, "kernel program: step %d does not fit the graph", i);
+            return base_fail(err, errlen, "kernel program: step %d does not fit the graph", i);
         }
         for (int j = 0; j < s->nbuf; j++)
             if (s->buf[j] != CG_SCRATCH && (s->buf[j] < 0 || s->buf[j] >= g->n)) {
-                return ir_fail(err, errlen, "kernel program: step %d names node %d", i, s->buf[j]);
+                return base_fail(err, errlen, "kernel program: step %d names node %d", i,
+                                 s->buf[j]);
             }
         for (int c = s->first_call; c < s->first_call + s->ncalls; c++) {
             const cg_call *call = &p->calls[c];
@@ -650,7 +653,8 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
             for (int j = 0; j < call->nargs; j++) {
                 size[j] = cg_slot_size(p, g, s, call->arg[j]);
                 if (size[j] < 0) {
-                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad slot", i, c);
+                    return base_fail(err, errlen, "kernel program: step %d call %d: bad slot", i,
+                                     c);
                 }
             }
             if (call->kind == CG_CALL_GEMM) {
@@ -663,7 +667,7 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                     if (id == CG_SCRATCH) {
                         if (type[j] == IR_BF16) size[j] *= 2;
                     } else if ((int)g->nodes[id].type.dtype != type[j]) {
-                        return ir_fail(
+                        return base_fail(
                             err, errlen,
                             "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
                             i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
@@ -671,8 +675,8 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 }
                 if (call->nargs != 3 ||
                     cg_gemm_validate(&call->gemm, size[0], size[1], size[2], why, sizeof why)) {
-                    return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
-                                   ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
+                    return base_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
+                                     ir_ops[s->op].name, c, call->nargs != 3 ? "gemm arity" : why);
                 }
             } else if (call->kind == CG_CALL_CONV) {
                 char why[160] = "";
@@ -691,25 +695,25 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                         continue;
                     }
                     if (id == CG_SCRATCH || (int)g->nodes[id].type.dtype != type[j])
-                        return ir_fail(err, errlen,
-                                       "kernel program: step %d call %d: conv operand %d is not "
-                                       "a node of the descriptor's type, nor the weights' copy "
-                                       "within the scratch",
-                                       i, c, j);
+                        return base_fail(err, errlen,
+                                         "kernel program: step %d call %d: conv operand %d is not "
+                                         "a node of the descriptor's type, nor the weights' copy "
+                                         "within the scratch",
+                                         i, c, j);
                 }
                 if (call->nargs != 3 || call->off[0] || call->off[1] ||
                     (call->off[2] && s->buf[call->arg[2]] != CG_SCRATCH) ||
                     cg_conv_validate(&call->conv, size, why, sizeof why))
-                    return ir_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
-                                   ir_ops[s->op].name, c,
-                                   call->nargs != 3 ? "conv arity"
-                                   : why[0]         ? why
-                                                    : "conv offsets");
+                    return base_fail(err, errlen, "kernel program: step %d (%s) call %d: %s", i,
+                                     ir_ops[s->op].name, c,
+                                     call->nargs != 3 ? "conv arity"
+                                     : why[0]         ? why
+                                                      : "conv offsets");
             } else {
                 if (call->kernel < 0 || call->kernel >= p->nkernels ||
                     call->nargs != p->kernels[call->kernel].nargs) {
-                    return ir_fail(err, errlen, "kernel program: step %d call %d: bad kernel", i,
-                                   c);
+                    return base_fail(err, errlen, "kernel program: step %d call %d: bad kernel", i,
+                                     c);
                 }
                 /* Every kernel writes at least one element of arg 0 per
                  * iteration (a bf16 kernel's scratch holds two per float):
@@ -718,17 +722,17 @@ int cg_program_check(const cg_program *p, const ir_graph *g, char *err, size_t e
                 int64_t room = call->nargs < 1 ? -1 : size[0] - call->off[0];
                 if (call->nargs >= 1 && s->buf[call->arg[0]] == CG_SCRATCH) room += size[0];
                 if (call->count < 0 || call->count > room) {
-                    return ir_fail(err, errlen,
-                                   "kernel program: step %d call %d (%s): count %" PRId64
-                                   " is beyond its output (%" PRId64 " elements)",
-                                   i, c, p->kernels[call->kernel].name, call->count, room);
+                    return base_fail(err, errlen,
+                                     "kernel program: step %d call %d (%s): count %" PRId64
+                                     " is beyond its output (%" PRId64 " elements)",
+                                     i, c, p->kernels[call->kernel].name, call->count, room);
                 }
                 for (int j = 0; j < call->nargs; j++)
                     if (call->off[j] < 0 || call->off[j] >= size[j]) {
-                        return ir_fail(err, errlen,
-                                       "kernel program: step %d call %d: offset %" PRId64
-                                       " outside its buffer",
-                                       i, c, call->off[j]);
+                        return base_fail(err, errlen,
+                                         "kernel program: step %d call %d: offset %" PRId64
+                                         " outside its buffer",
+                                         i, c, call->off[j]);
                     }
             }
         }

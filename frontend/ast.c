@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 /* ---- arena -------------------------------------------------------------- */
 
@@ -25,7 +25,7 @@ void *fe_alloc(fe_arena *a, size_t n) {
     if (!c || c->cap - c->used < n) {
         size_t cap = n > CHUNK_SIZE ? n : CHUNK_SIZE;
         c = malloc(sizeof *c + cap);
-        IR_CHECK_ALLOC(c);
+        BASE_CHECK_ALLOC(c);
         c->used = 0;
         c->cap = cap;
         c->next = a->head;

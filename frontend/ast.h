@@ -323,7 +323,7 @@ struct fe_opdef {
 };
 
 const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
-/* The built-in operator nearest a misspelled name (ir_near_try), or NULL. */
+/* The built-in operator nearest a misspelled name (base_near_try), or NULL. */
 const char *fe_nearest_op(const char *name);
 
 /* Semantic checks after a successful parse; 0 when the program is fine. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/validate.h"
 
 typedef struct {
@@ -175,10 +175,10 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
             if (a->slot < 0) {
                 /* the parameters it does take, and the nearest of them */
                 char list[256] = "";
-                ir_near n = {0};
+                base_near n = {0};
                 for (int i = 0, at = 0; i < nparams && at < (int)sizeof list; i++) {
                     const char *pn = param_name(e, i);
-                    ir_near_try(&n, a->key, pn);
+                    base_near_try(&n, a->key, pn);
                     at += snprintf(list + at, sizeof list - (size_t)at, "%s%s", i ? ", " : "", pn);
                 }
                 char hint[96] = "";
@@ -775,7 +775,7 @@ static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
 
 int fe_check_graph(fe_program *P, const ir_graph *g) {
     unsigned char *mark = calloc((size_t)g->n + 1, 1);
-    IR_CHECK_ALLOC(mark);
+    BASE_CHECK_ALLOC(mark);
     int rc = check_valid(P, g);
     if (!rc) rc = check_reach(P, g, mark);
     free(mark);

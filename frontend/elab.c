@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "frontend/ast.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 /* ---- the operator table ---------------------------------------------------- */
 
@@ -87,8 +87,8 @@ const fe_opdef *fe_find_op(const char *name) {
 }
 
 const char *fe_nearest_op(const char *name) {
-    ir_near n = {0};
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) ir_near_try(&n, name, ops[i].name);
+    base_near n = {0};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) base_near_try(&n, name, ops[i].name);
     return n.best;
 }
 
@@ -199,7 +199,7 @@ static void label_node(elab *E, int id, int rank, const char *prefix, const char
         int cap = E->label_cap ? E->label_cap : 256;
         while (cap <= id) cap *= 2;
         unsigned char *p = realloc(E->label_rank, (size_t)cap);
-        IR_CHECK_ALLOC(p);
+        BASE_CHECK_ALLOC(p);
         memset(p + E->label_cap, 0, (size_t)(cap - E->label_cap));
         E->label_rank = p, E->label_cap = cap;
     }

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "frontend/ast.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 
 enum { MAX_SOURCE = 16 << 20 }; /* bytes; a model is a few KiB */
 
@@ -44,7 +44,7 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
 fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err,
                                 size_t errlen) {
     fe_program *P = calloc(1, sizeof *P);
-    IR_CHECK_ALLOC(P);
+    BASE_CHECK_ALLOC(P);
     size_t plen = strlen(path);
     P->path = fe_strndup(&P->arena, path, plen);
     P->diag.path = P->path;
@@ -76,7 +76,7 @@ fe_program *fe_parse_file_err(const char *path, char *errbuf, size_t errlen) {
      * refused at once rather than read (or waited on) forever. */
     size_t len;
     char why[1024];
-    char *buf = (char *)ir_file_read(path, MAX_SOURCE, &len, why, sizeof why);
+    char *buf = (char *)base_file_read(path, MAX_SOURCE, &len, why, sizeof why);
     if (!buf) {
         size_t n = strlen(path); /* fe_error names the file itself */
         fe_error(&d, (fe_loc){0, 0}, "%s",

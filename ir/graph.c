@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 
 ir_graph *ir_new(void) {
     ir_graph *g = calloc(1, sizeof *g);
-    IR_CHECK_ALLOC(g);
+    BASE_CHECK_ALLOC(g);
     return g;
 }
 
@@ -34,7 +34,7 @@ ir_graph *ir_clone(const ir_graph *g) {
     ir_graph *c = ir_new();
     if (g->n) {
         c->nodes = malloc(sizeof *c->nodes * (size_t)g->n);
-        IR_CHECK_ALLOC(c->nodes);
+        BASE_CHECK_ALLOC(c->nodes);
         memcpy(c->nodes, g->nodes, sizeof *c->nodes * (size_t)g->n);
     }
     c->n = c->cap = g->n;
@@ -45,7 +45,7 @@ static int push(ir_graph *g, const ir_node *node) {
     if (g->n == g->cap) {
         g->cap = g->cap ? g->cap * 2 : 64;
         g->nodes = realloc(g->nodes, sizeof *g->nodes * (size_t)g->cap);
-        IR_CHECK_ALLOC(g->nodes);
+        BASE_CHECK_ALLOC(g->nodes);
     }
     g->nodes[g->n] = *node;
     return g->n++;
@@ -77,15 +77,15 @@ int ir_add_state(ir_graph *g, const char *name, ir_type type, ir_init init) {
 int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int64_t *iattr,
                 const double *fattr, char *err, size_t errlen) {
     ir_node n = {0};
-    if ((unsigned)op >= IR_OP_COUNT) return ir_fail(err, errlen, "unknown op %d", (int)op);
+    if ((unsigned)op >= IR_OP_COUNT) return base_fail(err, errlen, "unknown op %d", (int)op);
     n.op = op;
     if (ninputs < ir_ops[op].min_arity || ninputs > ir_ops[op].max_arity)
-        return ir_fail(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name,
-                       ir_ops[op].min_arity, ninputs);
+        return base_fail(err, errlen, "%s takes %d inputs, got %d", ir_ops[op].name,
+                         ir_ops[op].min_arity, ninputs);
     n.ninputs = ninputs;
     for (int i = 0; i < ninputs; i++) {
         if (inputs[i] < 0 || inputs[i] >= g->n)
-            return ir_fail(err, errlen, "%s: input %d refers to no node", ir_ops[op].name, i);
+            return base_fail(err, errlen, "%s: input %d refers to no node", ir_ops[op].name, i);
         n.input[i] = inputs[i];
     }
     for (int i = 0; iattr && i < ir_op_num_iattrs(op); i++) n.iattr[i] = iattr[i];
@@ -93,8 +93,8 @@ int ir_add_node(ir_graph *g, ir_op op, const int *inputs, int ninputs, const int
     if (ir_infer_type(g, &n, &n.type, err, errlen)) return -1;
     if (ir_numel(&n.type) > IR_MAX_NUMEL) {
         char buf[96];
-        return ir_fail(err, errlen, "tensor %s is too large (more than 2^40 elements)",
-                       ir_type_str(&n.type, buf, sizeof buf));
+        return base_fail(err, errlen, "tensor %s is too large (more than 2^40 elements)",
+                         ir_type_str(&n.type, buf, sizeof buf));
     }
     return push(g, &n);
 }
@@ -136,11 +136,11 @@ int ir_num_groups(const ir_graph *g) {
 static uint64_t hash_i64(uint64_t h, int64_t v) {
     unsigned char b[8];
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
-    return ir_fnv1a(h, b, 8);
+    return base_fnv1a(h, b, 8);
 }
 
 uint64_t ir_graph_hash(const ir_graph *g) {
-    uint64_t h = hash_i64(IR_FNV1A_INIT, g->n);
+    uint64_t h = hash_i64(BASE_FNV1A_INIT, g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         h = hash_i64(h, n->op);

@@ -2,7 +2,7 @@
  * includes.
  *
  * Usage:
- *     return ir_fail(err, errlen, "got %s", TYPE_STR(&n->type));
+ *     return base_fail(err, errlen, "got %s", TYPE_STR(&n->type));
  */
 #ifndef DPC_IR_INTERNAL_H
 #define DPC_IR_INTERNAL_H

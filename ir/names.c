@@ -4,14 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 
 ir_names ir_names_new(ir_name_fn *name_of, const void *ctx, size_t hint) {
     size_t size = 16;
     while (size < 2 * hint) size *= 2; /* at most half full */
     ir_names ns = {calloc(size, sizeof(int)), size - 1, 0, name_of, ctx};
-    IR_CHECK_ALLOC(ns.slot);
+    BASE_CHECK_ALLOC(ns.slot);
     return ns;
 }
 
@@ -27,7 +27,7 @@ ir_names ir_names_of_nodes(const ir_graph *g) {
 
 /* The slot holding name, or the empty slot where it would go. */
 static size_t probe(const ir_names *ns, const char *name) {
-    size_t k = (size_t)ir_fnv1a_str(IR_FNV1A_INIT, name) & ns->mask;
+    size_t k = (size_t)base_fnv1a_str(BASE_FNV1A_INIT, name) & ns->mask;
     while (ns->slot[k] && strcmp(ns->name_of(ns->ctx, ns->slot[k] - 1), name))
         k = (k + 1) & ns->mask;
     return k;

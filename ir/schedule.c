@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/validate.h"
 
 void ir_train_defaults(ir_train *t) {
@@ -72,20 +72,23 @@ int ir_dataset_fits(const ir_train *t, int c, int h, int w, char *err, size_t er
     if (strcmp(t->dataset, "cifar10")) return 0; /* its images take any size */
     const int C = 3, H = 32, W = 32;             /* runtime/data/cifar.c's records */
     if (c != C)
-        return ir_fail(err, errlen, "data cifar10 has %d channels; the input 'image' has %d", C, c);
+        return base_fail(err, errlen, "data cifar10 has %d channels; the input 'image' has %d", C,
+                         c);
     if (t->random_crop > 0 && (t->random_crop != h || t->random_crop != w))
-        return ir_fail(err, errlen, "random_crop %d gives %dx%d images; the input 'image' is %dx%d",
-                       t->random_crop, t->random_crop, t->random_crop, h, w);
+        return base_fail(err, errlen,
+                         "random_crop %d gives %dx%d images; the input 'image' is %dx%d",
+                         t->random_crop, t->random_crop, t->random_crop, h, w);
     if (t->random_crop > H + 2 * t->pad || t->random_crop > W + 2 * t->pad)
-        return ir_fail(err, errlen, "random_crop %d is larger than cifar10's %dx%d padded by %d",
-                       t->random_crop, H, W, t->pad);
+        return base_fail(err, errlen, "random_crop %d is larger than cifar10's %dx%d padded by %d",
+                         t->random_crop, H, W, t->pad);
     if (t->random_crop == 0 && (h != H || w != W)) {
         char hint[96] = "";
         if (h == w && h <= H + 2 * t->pad)
             snprintf(hint, sizeof hint, " (random_crop %d would cut them from the padded images)",
                      h);
-        return ir_fail(err, errlen, "data cifar10 gives %dx%d images; the input 'image' is %dx%d%s",
-                       H, W, h, w, hint);
+        return base_fail(err, errlen,
+                         "data cifar10 gives %dx%d images; the input 'image' is %dx%d%s", H, W, h,
+                         w, hint);
     }
     return 0;
 }
@@ -95,7 +98,7 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
 }
 
 /* Fails naming field f (the text form's key). */
-#define BAD(f, ...) (field ? *field = (f) : 0, ir_fail(err, errlen, __VA_ARGS__))
+#define BAD(f, ...) (field ? *field = (f) : 0, base_fail(err, errlen, __VA_ARGS__))
 
 int ir_train_check_field(const ir_train *t, const char **field, char *err, size_t errlen) {
     if (field) *field = NULL;

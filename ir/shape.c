@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/internal.h"
 #include "ir/validate.h"
 
@@ -73,9 +73,9 @@ static int64_t window_out(int64_t size, int64_t k, int64_t s, int64_t p) {
 static int check_window(const char *op, const ir_node *n, char *err, size_t errlen) {
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
     if (k <= 0)
-        return ir_fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
-    if (s <= 0) return ir_fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
-    if (p < 0) return ir_fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
+        return base_fail(err, errlen, "%s: kernel size must be positive, got %" PRId64, op, k);
+    if (s <= 0) return base_fail(err, errlen, "%s: stride must be positive, got %" PRId64, op, s);
+    if (p < 0) return base_fail(err, errlen, "%s: padding must be >= 0, got %" PRId64, op, p);
     return 0;
 }
 
@@ -83,14 +83,16 @@ static int need_rank(const char *op, const char *what, const ir_type *t, int ran
                      size_t errlen) {
     if (t->ndim == rank && t->dtype != IR_I32) return 0;
     if (t->dtype == IR_I32)
-        return ir_fail(err, errlen, "%s: %s must be a float tensor, got %s", op, what, TYPE_STR(t));
-    return ir_fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
+        return base_fail(err, errlen, "%s: %s must be a float tensor, got %s", op, what,
+                         TYPE_STR(t));
+    return base_fail(err, errlen, "%s: %s must have rank %d, got %s", op, what, rank, TYPE_STR(t));
 }
 
 static int need_vector(const char *op, const char *what, const ir_type *t, int64_t len, char *err,
                        size_t errlen) {
     if (t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32) return 0;
-    return ir_fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len, TYPE_STR(t));
+    return base_fail(err, errlen, "%s: %s must be [%" PRId64 "], got %s", op, what, len,
+                     TYPE_STR(t));
 }
 
 static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_type *out, char *err,
@@ -98,19 +100,19 @@ static int infer_window(const char *op, const ir_type *x, const ir_node *n, ir_t
     if (need_rank(op, "input", x, 4, err, errlen) || check_window(op, n, err, errlen)) return -1;
     int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
     if (2 * p > k)
-        return ir_fail(err, errlen, "%s: padding %" PRId64 " is more than half the kernel %" PRId64,
-                       op, p, k);
+        return base_fail(err, errlen,
+                         "%s: padding %" PRId64 " is more than half the kernel %" PRId64, op, p, k);
     int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
     if (ho < 1 || wo < 1)
-        return ir_fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s", op,
-                       k, TYPE_STR(x));
+        return base_fail(err, errlen, "%s: kernel %" PRId64 " is larger than the padded input %s",
+                         op, k, TYPE_STR(x));
     *out = ir_shape4(x->dim[0], x->dim[1], ho, wo);
     return 0;
 }
 
 /* The op has no rule: a node ir_verify or a pass made up. */
 static int no_rule(const ir_node *n, char *err, size_t errlen) {
-    return ir_fail(err, errlen, "no shape rule for op %d", (int)n->op);
+    return base_fail(err, errlen, "no shape rule for op %d", (int)n->op);
 }
 
 /* The groups attribute (conv's slot 3, conv_grad_data's 5, conv_grad_weight's
@@ -120,12 +122,12 @@ int64_t ir_conv_groups(const ir_node *n) { return n->iattr[n->op == IR_OP_CONV_G
 static int check_groups(const char *op, const ir_node *n, int64_t C, int64_t K, char *err,
                         size_t errlen) {
     int64_t gr = ir_conv_groups(n);
-    if (gr < 1) return ir_fail(err, errlen, "%s: groups must be positive, got %" PRId64, op, gr);
+    if (gr < 1) return base_fail(err, errlen, "%s: groups must be positive, got %" PRId64, op, gr);
     if (C % gr || K % gr)
-        return ir_fail(err, errlen,
-                       "%s: %" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
-                       " output channels",
-                       op, gr, C, K);
+        return base_fail(err, errlen,
+                         "%s: %" PRId64 " groups do not divide %" PRId64 " input and %" PRId64
+                         " output channels",
+                         op, gr, C, K);
     return 0;
 }
 
@@ -141,14 +143,14 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
             return -1;
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (w->dim[1] * ir_conv_groups(n) != x->dim[1] || w->dim[2] != k || w->dim[3] != k)
-            return ir_fail(err, errlen,
-                           "conv: weight %s does not fit input %s with kernel %" PRId64,
-                           TYPE_STR(w), TYPE_STR(x), k);
+            return base_fail(err, errlen,
+                             "conv: weight %s does not fit input %s with kernel %" PRId64,
+                             TYPE_STR(w), TYPE_STR(x), k);
         int64_t ho = window_out(x->dim[2], k, s, p), wo = window_out(x->dim[3], k, s, p);
         if (ho < 1 || wo < 1)
-            return ir_fail(err, errlen,
-                           "conv: kernel %" PRId64 " is larger than the padded input %s", k,
-                           TYPE_STR(x));
+            return base_fail(err, errlen,
+                             "conv: kernel %" PRId64 " is larger than the padded input %s", k,
+                             TYPE_STR(x));
         *out = ir_shape4(x->dim[0], w->dim[0], ho, wo);
         return 0;
     }
@@ -162,9 +164,9 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
                 wd = n->iattr[4];
         if (w->dim[0] != dy->dim[1] || w->dim[2] != k || w->dim[3] != k || h <= 0 || wd <= 0 ||
             window_out(h, k, s, p) != dy->dim[2] || window_out(wd, k, s, p) != dy->dim[3])
-            return ir_fail(err, errlen,
-                           "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree", op,
-                           TYPE_STR(dy), TYPE_STR(w), h, wd);
+            return base_fail(err, errlen,
+                             "%s: dy %s, weight %s and input %" PRId64 "x%" PRId64 " disagree", op,
+                             TYPE_STR(dy), TYPE_STR(w), h, wd);
         *out = ir_shape4(dy->dim[0], w->dim[1] * ir_conv_groups(n), h, wd);
         return 0;
     }
@@ -177,8 +179,8 @@ static int infer_conv(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
         if (dy->dim[0] != x->dim[0] || window_out(x->dim[2], k, s, p) != dy->dim[2] ||
             window_out(x->dim[3], k, s, p) != dy->dim[3])
-            return ir_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy),
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: dy %s does not match input %s", op, TYPE_STR(dy),
+                             TYPE_STR(x));
         *out = ir_shape4(dy->dim[1], x->dim[1] / ir_conv_groups(n), k, k);
         return 0;
     }
@@ -203,8 +205,8 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         ir_type fwd;
         if (infer_window(op, x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
-                           TYPE_STR(&fwd));
+            return base_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
+                             TYPE_STR(&fwd));
         *out = *x;
         return 0;
     }
@@ -213,12 +215,12 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         int64_t h = n->iattr[3], w = n->iattr[4];
         if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
         if (h <= 0 || w <= 0)
-            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
+            return base_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, h, w);
         ir_type x = ir_shape4(dy->dim[0], dy->dim[1], h, w), fwd;
         if (infer_window(op, &x, n, &fwd, err, errlen)) return -1;
         if (!ir_type_same_shape(&fwd, dy))
-            return ir_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
-                           TYPE_STR(&fwd));
+            return base_fail(err, errlen, "%s: dy %s does not match pooled %s", op, TYPE_STR(dy),
+                             TYPE_STR(&fwd));
         *out = x;
         return 0;
     }
@@ -226,8 +228,8 @@ static int infer_pool(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         const ir_type *dy = in_type(g, n, 0);
         if (need_rank(op, "dy", dy, 2, err, errlen)) return -1;
         if (n->iattr[0] <= 0 || n->iattr[1] <= 0)
-            return ir_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op, n->iattr[0],
-                           n->iattr[1]);
+            return base_fail(err, errlen, "%s: bad input size %" PRId64 "x%" PRId64, op,
+                             n->iattr[0], n->iattr[1]);
         *out = ir_shape4(dy->dim[0], dy->dim[1], n->iattr[0], n->iattr[1]);
         return 0;
     }
@@ -243,8 +245,8 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
     case IR_OP_BIAS_ADD: {
         const ir_type *x = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (x->ndim < 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "bias_add: input must be [batch, channels, ...], got %s",
+                             TYPE_STR(x));
         if (need_vector(op, "bias", b, x->dim[1], err, errlen)) return -1;
         *out = *x;
         return 0;
@@ -252,16 +254,16 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
     case IR_OP_BATCHNORM: {
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
+                             TYPE_STR(x));
         static const char *what[] = {"", "gamma", "beta", "running_mean", "running_var"};
         for (int i = 1; i < 5; i++)
             if (need_vector(op, what[i], in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (!(n->fattr[0] > 0))
-            return ir_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
+            return base_fail(err, errlen, "batchnorm: eps must be positive, got %g", n->fattr[0]);
         if (!(n->fattr[1] >= 0 && n->fattr[1] <= 1))
-            return ir_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g",
-                           n->fattr[1]);
+            return base_fail(err, errlen, "batchnorm: momentum must be in [0, 1], got %g",
+                             n->fattr[1]);
         *out = *x;
         return 0;
     }
@@ -269,8 +271,8 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
     case IR_OP_BIAS_GRAD: {
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
+                             TYPE_STR(x));
         *out = ir_shape1(x->dim[1]);
         return 0;
     }
@@ -282,16 +284,16 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
          * activations; the rest are per-channel vectors. */
         const ir_type *x = in_type(g, n, 0);
         if ((x->ndim != 4 && x->ndim != 2) || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: input must be [N,C,H,W] or [N,C], got %s", op,
+                             TYPE_STR(x));
         int acts = n->op == IR_OP_BN_GRAD_GAMMA || n->op == IR_OP_BN_GRAD_DATA ? 2 : 1;
         if (acts == 2 && !ir_type_same_shape(x, in_type(g, n, 1)))
-            return ir_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
-                           TYPE_STR(in_type(g, n, 1)));
+            return base_fail(err, errlen, "%s: dy %s and x %s differ", op, TYPE_STR(x),
+                             TYPE_STR(in_type(g, n, 1)));
         for (int i = acts; i < n->ninputs; i++)
             if (need_vector(op, "statistics", in_type(g, n, i), x->dim[1], err, errlen)) return -1;
         if (ir_op_num_fattrs(n->op) && !(n->fattr[0] > 0))
-            return ir_fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
+            return base_fail(err, errlen, "%s: eps must be positive, got %g", op, n->fattr[0]);
         *out = n->op == IR_OP_BN_VAR || n->op == IR_OP_BN_GRAD_GAMMA ? ir_shape1(x->dim[1]) : *x;
         return 0;
     }
@@ -303,11 +305,11 @@ static int infer_channel(const ir_graph *g, const ir_node *n, ir_type *out, char
 static int check_bounds(const ir_node *n, char *err, size_t errlen) {
     double lo = n->fattr[0], hi = n->fattr[1];
     if (!isfinite(lo) || !isfinite(hi))
-        return ir_fail(err, errlen, "%s: bounds must be finite, got %g and %g", ir_ops[n->op].name,
-                       lo, hi);
+        return base_fail(err, errlen, "%s: bounds must be finite, got %g and %g",
+                         ir_ops[n->op].name, lo, hi);
     if (lo > hi)
-        return ir_fail(err, errlen, "%s: lower bound %g is above the upper bound %g",
-                       ir_ops[n->op].name, lo, hi);
+        return base_fail(err, errlen, "%s: lower bound %g is above the upper bound %g",
+                         ir_ops[n->op].name, lo, hi);
     return 0;
 }
 
@@ -327,16 +329,17 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_RELU: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype == IR_I32)
-            return ir_fail(err, errlen, "relu: input must be a float tensor, got %s", TYPE_STR(x));
+            return base_fail(err, errlen, "relu: input must be a float tensor, got %s",
+                             TYPE_STR(x));
         *out = *x;
         return 0;
     }
     case IR_OP_ADD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
+            return base_fail(err, errlen, "add: shapes differ: %s vs %s", TYPE_STR(a), TYPE_STR(b));
         if (a->dtype == IR_I32)
-            return ir_fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
+            return base_fail(err, errlen, "add: inputs must be float tensors, got %s", TYPE_STR(a));
         *out = *a;
         return 0;
     }
@@ -345,13 +348,13 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_RELU_GRAD: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
-                           TYPE_STR(b));
+            return base_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
+                             TYPE_STR(b));
         if (n->op == IR_OP_ASSIGN) {
             ir_op dst = g->nodes[n->input[0]].op;
             if (!ir_is_persistent(dst))
-                return ir_fail(err, errlen, "assign: target must be a param or state, got %s",
-                               ir_ops[dst].name);
+                return base_fail(err, errlen, "assign: target must be a param or state, got %s",
+                                 ir_ops[dst].name);
         }
         *out = *a;
         return 0;
@@ -360,8 +363,8 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_CLIP: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
+                             TYPE_STR(x));
         if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
         *out = *x;
         return 0;
@@ -371,11 +374,11 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_MUL: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
-            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
-                           TYPE_STR(b));
+            return base_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(a),
+                             TYPE_STR(b));
         if (a->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: inputs must be float tensors, got %s", op,
-                           TYPE_STR(a));
+            return base_fail(err, errlen, "%s: inputs must be float tensors, got %s", op,
+                             TYPE_STR(a));
         if (n->op == IR_OP_CLIP_GRAD && check_bounds(n, err, errlen)) return -1;
         *out = *a;
         return 0;
@@ -383,10 +386,10 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_MUL_CHANNEL: {
         const ir_type *x = in_type(g, n, 0), *s = in_type(g, n, 1);
         if (x->dtype == IR_I32 || !ir_is_channel_factor(x, s))
-            return ir_fail(err, errlen,
-                           "mul: shapes %s and %s do not broadcast (the same shape, or "
-                           "[N,C,H,W] with [N,C,1,1] or [N,C])",
-                           TYPE_STR(x), TYPE_STR(s));
+            return base_fail(err, errlen,
+                             "mul: shapes %s and %s do not broadcast (the same shape, or "
+                             "[N,C,H,W] with [N,C,1,1] or [N,C])",
+                             TYPE_STR(x), TYPE_STR(s));
         *out = *x;
         return 0;
     }
@@ -394,29 +397,31 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
         if (need_rank(op, "dy", dy, 4, err, errlen)) return -1;
         if (!ir_type_same_shape(dy, x))
-            return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(dy),
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(dy),
+                             TYPE_STR(x));
         *out = ir_shape2(dy->dim[0], dy->dim[1]);
         return 0;
     }
     case IR_OP_CONCAT: {
         const ir_type *a = in_type(g, n, 0);
         if (n->iattr[0] != 1)
-            return ir_fail(err, errlen, "concat: only axis 1 (channels) is supported, got %" PRId64,
-                           n->iattr[0]);
+            return base_fail(err, errlen,
+                             "concat: only axis 1 (channels) is supported, got %" PRId64,
+                             n->iattr[0]);
         if (a->ndim < 2 || a->dtype == IR_I32)
-            return ir_fail(err, errlen, "concat: inputs must be [N, C, ...] float tensors, got %s",
-                           TYPE_STR(a));
+            return base_fail(err, errlen,
+                             "concat: inputs must be [N, C, ...] float tensors, got %s",
+                             TYPE_STR(a));
         *out = *a;
         for (int k = 1; k < n->ninputs; k++) {
             const ir_type *b = in_type(g, n, k);
             int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
             for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
             if (!same)
-                return ir_fail(err, errlen,
-                               "concat: input %d %s does not fit input 0 %s (all dimensions but "
-                               "the channels must agree)",
-                               k, TYPE_STR(b), TYPE_STR(a));
+                return base_fail(err, errlen,
+                                 "concat: input %d %s does not fit input 0 %s (all dimensions but "
+                                 "the channels must agree)",
+                                 k, TYPE_STR(b), TYPE_STR(a));
             out->dim[1] += b->dim[1];
         }
         return 0;
@@ -425,10 +430,10 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         const ir_type *x = in_type(g, n, 0);
         int64_t off = n->iattr[0], c = n->iattr[1];
         if (x->ndim < 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
+            return base_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
         if (off < 0 || c < 1 || off > x->dim[1] - c)
-            return ir_fail(err, errlen, "%s: channels %" PRId64 "..%" PRId64 " are not within %s",
-                           op, off, off + c - 1, TYPE_STR(x));
+            return base_fail(err, errlen, "%s: channels %" PRId64 "..%" PRId64 " are not within %s",
+                             op, off, off + c - 1, TYPE_STR(x));
         *out = *x;
         out->dim[1] = c;
         return 0;
@@ -436,13 +441,13 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_DROPOUT: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype == IR_I32)
-            return ir_fail(err, errlen, "dropout: input must be a float tensor, got %s",
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "dropout: input must be a float tensor, got %s",
+                             TYPE_STR(x));
         if (need_vector(op, "key", in_type(g, n, 1), 4, err, errlen)) return -1;
         if (!(n->fattr[0] >= 0 && n->fattr[0] < 1))
-            return ir_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
+            return base_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
         if (n->iattr[0] < 0)
-            return ir_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
+            return base_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
         *out = *x;
         return 0;
     }
@@ -453,8 +458,8 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_RESHAPE_LIKE: {
         const ir_type *x = in_type(g, n, 0), *like = in_type(g, n, 1);
         if (ir_numel(x) != ir_numel(like) || (x->dtype == IR_I32) != (like->dtype == IR_I32))
-            return ir_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x),
-                           TYPE_STR(like));
+            return base_fail(err, errlen, "%s: cannot view %s as %s", op, TYPE_STR(x),
+                             TYPE_STR(like));
         *out = *like;
         out->dtype = x->dtype; /* a view of x's bytes */
         return 0;
@@ -471,20 +476,21 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
     case IR_OP_FLATTEN: {
         const ir_type *x = in_type(g, n, 0);
         if (x->ndim < 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen, "flatten: input must be [batch, ...], got %s", TYPE_STR(x));
+            return base_fail(err, errlen, "flatten: input must be [batch, ...], got %s",
+                             TYPE_STR(x));
         *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
         return 0;
     }
     case IR_OP_DENSE: {
         const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen,
-                           "dense: expects a [batch, features] input, got %s (use flatten first)",
-                           TYPE_STR(x));
+            return base_fail(err, errlen,
+                             "dense: expects a [batch, features] input, got %s (use flatten first)",
+                             TYPE_STR(x));
         if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
         if (w->dim[1] != x->dim[1])
-            return ir_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
+                             TYPE_STR(x));
         *out = ir_shape2(x->dim[0], w->dim[0]);
         return 0;
     }
@@ -493,8 +499,8 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
         if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen))
             return -1;
         if (w->dim[0] != dy->dim[1])
-            return ir_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy),
-                           TYPE_STR(w));
+            return base_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy),
+                             TYPE_STR(w));
         *out = ir_shape2(dy->dim[0], w->dim[1]);
         return 0;
     }
@@ -503,8 +509,8 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
         if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen))
             return -1;
         if (x->dim[0] != dy->dim[0])
-            return ir_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy),
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy),
+                             TYPE_STR(x));
         *out = ir_shape2(dy->dim[1], x->dim[1]);
         return 0;
     }
@@ -516,25 +522,25 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
 static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
     if (!(n->fattr[0] >= 0 && n->fattr[0] <= 1))
-        return ir_fail(err, errlen, "%s: smoothing must be in [0, 1], got %g", op, n->fattr[0]);
+        return base_fail(err, errlen, "%s: smoothing must be in [0, 1], got %g", op, n->fattr[0]);
     switch (n->op) {
     case IR_OP_SOFTMAX_CE: {
         const ir_type *x = in_type(g, n, 0), *y = in_type(g, n, 1);
         if (x->ndim != 2 || x->dtype == IR_I32)
-            return ir_fail(err, errlen,
-                           "softmax_cross_entropy: logits must be [batch, classes], got %s",
-                           TYPE_STR(x));
+            return base_fail(err, errlen,
+                             "softmax_cross_entropy: logits must be [batch, classes], got %s",
+                             TYPE_STR(x));
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0])
-            return ir_fail(err, errlen,
-                           "softmax_cross_entropy: labels must be class indices [%" PRId64
-                           "]:i32, got %s",
-                           x->dim[0], TYPE_STR(y));
+            return base_fail(err, errlen,
+                             "softmax_cross_entropy: labels must be class indices [%" PRId64
+                             "]:i32, got %s",
+                             x->dim[0], TYPE_STR(y));
         const ir_node *label = &g->nodes[n->input[1]];
         if (label->op == IR_OP_INPUT && label->iattr[0] && label->iattr[0] != x->dim[1])
-            return ir_fail(err, errlen,
-                           "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
-                           " classes",
-                           x->dim[1], label->iattr[0]);
+            return base_fail(err, errlen,
+                             "softmax_cross_entropy: %" PRId64 " logits per sample but %" PRId64
+                             " classes",
+                             x->dim[1], label->iattr[0]);
         *out = ir_shape1(x->dim[0]);
         return 0;
     }
@@ -543,8 +549,8 @@ static int infer_loss(const ir_graph *g, const ir_node *n, ir_type *out, char *e
         if (need_rank(op, "logits", x, 2, err, errlen)) return -1;
         if (y->ndim != 1 || y->dtype != IR_I32 || y->dim[0] != x->dim[0] ||
             need_vector(op, "dloss", d, x->dim[0], err, errlen))
-            return ir_fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op,
-                           TYPE_STR(y), TYPE_STR(d), TYPE_STR(x));
+            return base_fail(err, errlen, "%s: labels %s / dloss %s do not fit logits %s", op,
+                             TYPE_STR(y), TYPE_STR(d), TYPE_STR(x));
         *out = *x;
         return 0;
     }
@@ -560,9 +566,9 @@ static int attr_in(const ir_node *n, int slot, double lo, int lo_open, double hi
     double v = n->fattr[slot];
     if ((lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi)) return 0;
     char name[32];
-    return ir_fail(err, errlen, "%s: %s must be in %c%g, %g%c, got %g", ir_ops[n->op].name,
-                   ir_op_attr_name(n->op, 1, slot, name, sizeof name), lo_open ? '(' : '[', lo, hi,
-                   hi_open ? ')' : ']', v);
+    return base_fail(err, errlen, "%s: %s must be in %c%g, %g%c, got %g", ir_ops[n->op].name,
+                     ir_op_attr_name(n->op, 1, slot, name, sizeof name), lo_open ? '(' : '[', lo,
+                     hi, hi_open ? ')' : ']', v);
 }
 
 /* The hyper-parameters of the update ops (passes/optimizer.c). */
@@ -594,8 +600,8 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
         const ir_type *w = in_type(g, n, 0);
         for (int i = 1; i < 3; i++)
             if (!ir_type_same_shape(w, in_type(g, n, i)))
-                return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
-                               TYPE_STR(in_type(g, n, i)));
+                return base_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
+                                 TYPE_STR(in_type(g, n, i)));
         for (int i = 3; i < 5; i++)
             if (need_vector(op, i == 3 ? "lr" : "grad_scale", in_type(g, n, i), 1, err, errlen))
                 return -1;
@@ -606,18 +612,18 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
     case IR_OP_BN_UNBIAS: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype == IR_I32)
-            return ir_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
-                           TYPE_STR(x));
+            return base_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
+                             TYPE_STR(x));
         if (need_vector(op, "scale", in_type(g, n, 1), 1, err, errlen)) return -1;
         if (n->op == IR_OP_BN_UNBIAS && !(n->fattr[0] > 1))
-            return ir_fail(err, errlen, "bn_unbias: count %g must be more than 1", n->fattr[0]);
+            return base_fail(err, errlen, "bn_unbias: count %g must be more than 1", n->fattr[0]);
         *out = *x;
         return 0;
     }
     case IR_OP_SUMSQ:
         if (in_type(g, n, 0)->dtype == IR_I32)
-            return ir_fail(err, errlen, "sumsq: input must be float, got %s",
-                           TYPE_STR(in_type(g, n, 0)));
+            return base_fail(err, errlen, "sumsq: input must be float, got %s",
+                             TYPE_STR(in_type(g, n, 0)));
         *out = ir_shape1(1);
         return 0;
     case IR_OP_LARS_LR:
@@ -637,8 +643,8 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
         for (int i = 1; i < n->ninputs; i++) {
             const ir_type *t = in_type(g, n, i);
             if (i < tensors && !ir_type_same_shape(w, t))
-                return ir_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
-                               TYPE_STR(t));
+                return base_fail(err, errlen, "%s: shapes differ: %s vs %s", op, TYPE_STR(w),
+                                 TYPE_STR(t));
             if (i >= tensors && need_vector(op, "scalar", t, 1, err, errlen)) return -1;
         }
         *out = *w;
@@ -647,12 +653,12 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
     case IR_OP_ALLREDUCE: {
         const ir_type *x = in_type(g, n, 0);
         if (x->dtype != IR_F32)
-            return ir_fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
+            return base_fail(err, errlen, "allreduce: gradient must be f32, got %s", TYPE_STR(x));
         if (n->iattr[0] < 0 || n->iattr[1] < 0)
-            return ir_fail(err, errlen,
-                           "allreduce: bucket %" PRId64 " / offset %" PRId64
-                           " must not be negative",
-                           n->iattr[0], n->iattr[1]);
+            return base_fail(err, errlen,
+                             "allreduce: bucket %" PRId64 " / offset %" PRId64
+                             " must not be negative",
+                             n->iattr[0], n->iattr[1]);
         *out = *x;
         return 0;
     }
@@ -728,8 +734,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_DESCEND: return infer_update(g, n, out, err, errlen);
     case IR_OP_TRANSPOSE:
         if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)
-            return ir_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
-                           TYPE_STR(&g->nodes[n->input[0]].type));
+            return base_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
+                             TYPE_STR(&g->nodes[n->input[0]].type));
         *out = g->nodes[n->input[0]].type;
         return 0;
     case IR_OP_COUNT: break;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/file.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/parse.h"
 #include "ir/validate.h"
 
 #define TEXT_VERSION 1
@@ -19,7 +19,7 @@
  * order), programs named at 8 + slot. */
 #define VERSION_SEEN (1u << 0)
 #define END_SEEN     (1u << 4)
-/* Integer attributes, dimensions: the plan reader's bound (ir/plan.c). */
+/* Integer attributes, dimensions: the plan reader's bound (format/plan.c). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
 static const char *const program_names[2] = {"train", "eval"};
@@ -126,8 +126,8 @@ __attribute__((format(printf, 3, 4))) static int fail(rd *r, const char *at, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ir_fail(r->err, r->errlen, "%s:%d:%d: error: %s", r->name, r->line,
-                   (int)(at - r->line_start) + 1, msg);
+    return base_fail(r->err, r->errlen, "%s:%d:%d: error: %s", r->name, r->line,
+                     (int)(at - r->line_start) + 1, msg);
 }
 
 static void ws(rd *r) {
@@ -196,7 +196,7 @@ static int int_value(rd *r, int64_t lo, int64_t hi, const char *what, int64_t *o
     const char *at = r->p;
     if (word(r, buf, sizeof buf, what)) return -1;
     int64_t v;
-    if (ir_parse_i64(buf, &v) || buf[0] == '+' || buf[0] == ' ')
+    if (base_parse_i64(buf, &v) || buf[0] == '+' || buf[0] == ' ')
         return fail(r, at, "expected %s, got '%s'", what, buf);
     if (v < lo || v > hi)
         return fail(r, at, "%s %" PRId64 " out of range %" PRId64 "..%" PRId64, what, v, lo, hi);
@@ -217,7 +217,7 @@ static int float_value(rd *r, const char *what, double *out) {
     const char *at = r->p;
     if (word(r, buf, sizeof buf, what)) return -1;
     double v;
-    if (ir_parse_f64(buf, &v) || !isfinite(v))
+    if (base_parse_f64(buf, &v) || !isfinite(v))
         return fail(r, at, "expected %s (a finite number), got '%s'", what, buf);
     *out = v;
     return 0;
@@ -267,7 +267,7 @@ static int string(rd *r, char *buf, size_t n, const char *what) {
     buf[len] = 0;
     /* Names end up in messages: what a plan refuses (a control character,
      * also as \xHH or a UTF-8 C1) is refused here, where it has a line. */
-    if (ir_has_control(buf, len))
+    if (base_has_control(buf, len))
         return fail(r, start,
                     "%s: control character in a string (\\xHH below \\x20, \\x7f or a UTF-8 C1)",
                     what);
@@ -470,8 +470,8 @@ static int node_line(rd *r, open_graph *o) {
         if (cap > o->declared) cap = o->declared;
         g->nodes = realloc(g->nodes, (size_t)cap * sizeof *g->nodes);
         o->lines = realloc(o->lines, (size_t)cap * sizeof *o->lines);
-        IR_CHECK_ALLOC(g->nodes);
-        IR_CHECK_ALLOC(o->lines);
+        BASE_CHECK_ALLOC(g->nodes);
+        BASE_CHECK_ALLOC(o->lines);
         g->cap = cap;
     }
     o->lines[g->n] = r->line;
@@ -597,7 +597,8 @@ static int close_graph(rd *r, open_graph *o, ir_text_file *out, const char *at) 
         int node, line = o->graph_line;
         if (sscanf(why, "node %d", &node) == 1 && node >= 0 && node < o->g->n)
             line = o->lines[node];
-        return ir_fail(r->err, r->errlen, "%s:%d:1: error: invalid graph: %s", r->name, line, why);
+        return base_fail(r->err, r->errlen, "%s:%d:1: error: invalid graph: %s", r->name, line,
+                         why);
     }
     out->graph[o->which] = o->g;
     o->g = NULL;
@@ -694,7 +695,7 @@ static int validate(rd *r, const ir_text_file *out) {
         line = r->lines[w.program][w.node];
     else
         line = r->graph_line[w.program];
-    return ir_fail(r->err, r->errlen, "%s:%d:%d: error: %s", r->name, line, col, why);
+    return base_fail(r->err, r->errlen, "%s:%d:%d: error: %s", r->name, line, col, why);
 }
 
 int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *out, char *err,
@@ -705,8 +706,8 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
     r.name = name, r.text = text, r.end = text + len, r.p = r.line_start = r.line_end = text;
     r.line = 1, r.err = err, r.errlen = errlen;
     if (len > IR_TEXT_MAX_BYTES)
-        return ir_fail(err, errlen, "%s: error: %zu bytes, more than the %zu an IR file may have",
-                       name, len, IR_TEXT_MAX_BYTES);
+        return base_fail(err, errlen, "%s: error: %zu bytes, more than the %zu an IR file may have",
+                         name, len, IR_TEXT_MAX_BYTES);
     open_graph o = {NULL, 0, 0, 0, NULL};
     int pending = -1, rc = 0;
     unsigned seen = 0;
@@ -747,8 +748,8 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
         else
             rc = close_graph(&r, &o, out, r.p);
         if (!rc && !out->graph[0] && !out->graph[1])
-            rc =
-                ir_fail(err, errlen, "%s:1:1: error: no graph (expected '# graph: N nodes')", name);
+            rc = base_fail(err, errlen, "%s:1:1: error: no graph (expected '# graph: N nodes')",
+                           name);
     }
     if (!rc && out->has_train) rc = validate(&r, out);
     ir_free(o.g);
@@ -763,11 +764,11 @@ int ir_text_read(const char *path, ir_text_file *out, char *err, size_t errlen) 
     char why[1024];
     size_t len;
     memset(out, 0, sizeof *out);
-    unsigned char *text = ir_file_read(path, IR_TEXT_MAX_BYTES, &len, why, sizeof why);
+    unsigned char *text = base_file_read(path, IR_TEXT_MAX_BYTES, &len, why, sizeof why);
     if (!text) {
         size_t n = strlen(path);
         const char *msg = !strncmp(why, path, n) && !strncmp(why + n, ": ", 2) ? why + n + 2 : why;
-        return ir_fail(err, errlen, "%s: error: %s", path, msg);
+        return base_fail(err, errlen, "%s: error: %s", path, msg);
     }
     int rc = ir_text_parse(path, (const char *)text, len, out, err, errlen);
     free(text);

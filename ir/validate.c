@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/internal.h"
 
 static const char *const prog_names[2] = {"train", "eval"};
@@ -31,7 +31,7 @@ __attribute__((format(printf, 6, 7))) static int fail_at(vctx *c, const char *fi
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ir_fail(c->err, c->errlen, "%s", msg);
+    return base_fail(c->err, c->errlen, "%s", msg);
 }
 
 /* ---- names ------------------------------------------------------------- */
@@ -43,7 +43,7 @@ static int cmp_names(const void *a, const void *b) {
 /* g's nodes that pass keep, sorted by name (for find). */
 static const ir_node **sorted_nodes(const ir_graph *g, int (*keep)(ir_op), int *n) {
     const ir_node **v = malloc(sizeof *v * (size_t)(g->n ? g->n : 1));
-    IR_CHECK_ALLOC(v);
+    BASE_CHECK_ALLOC(v);
     *n = 0;
     for (int i = 0; i < g->n; i++)
         if (keep(g->nodes[i].op)) v[(*n)++] = &g->nodes[i];
@@ -80,7 +80,7 @@ static int dataset_input(const char *name) {
  * the schedule's batch. */
 static int check_inputs(vctx *c, const ir_graph *g, int p, int has_update) {
     unsigned char *read = calloc((size_t)g->n + 1, 1);
-    IR_CHECK_ALLOC(read);
+    BASE_CHECK_ALLOC(read);
     for (int i = 0; i < g->n; i++)
         for (int k = 0; k < g->nodes[i].ninputs; k++) read[g->nodes[i].input[k]] = 1;
     const char *dataset = c->t ? c->t->dataset : "cifar10";
@@ -121,7 +121,7 @@ static int check_grads(vctx *c, const ir_graph *g, int p) {
     int np;
     const ir_node **params = sorted_nodes(g, is_param, &np);
     int *seen = calloc((size_t)g->n + 1, sizeof *seen); /* per parameter: its gradient + 1 */
-    IR_CHECK_ALLOC(seen);
+    BASE_CHECK_ALLOC(seen);
     int rc = 0;
     char a[96], b[96];
     for (int i = 0; i < g->n && !rc; i++) {
@@ -264,7 +264,7 @@ static int check_groups(vctx *c, const ir_graph *g, int p) {
     for (int i = 0; i < g->n && !any; i++) any = g->nodes[i].group != 0;
     if (!any) return 0;
     unsigned char *stored = malloc((size_t)g->n + 1);
-    IR_CHECK_ALLOC(stored);
+    BASE_CHECK_ALLOC(stored);
     ir_stored(g, stored);
     int rc = 0;
     for (int lo = 0; lo < g->n && !rc;) {

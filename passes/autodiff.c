@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 typedef struct {
@@ -295,7 +295,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
 /* live[i]: node i depends on a parameter and the loss depends on node i. */
 static void mark_live(const ir_graph *g, int loss, unsigned char *live) {
     unsigned char *reach = calloc((size_t)g->n, 1);
-    IR_CHECK_ALLOC(reach);
+    BASE_CHECK_ALLOC(reach);
     reach[loss] = 1;
     for (int i = loss; i >= 0; i--)
         if (reach[i])
@@ -352,19 +352,19 @@ static int name_gradients(autodiff *A) {
 int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     const ir_graph *in = *gp;
     int loss = ir_loss_node(in);
-    if (loss < 0) return ir_fail(err, errlen, "autodiff: the graph has no loss node");
+    if (loss < 0) return base_fail(err, errlen, "autodiff: the graph has no loss node");
     for (int i = 0; i < in->n; i++)
         if (in->nodes[i].flags & IR_FLAG_GRAD)
-            return ir_fail(err, errlen, "autodiff: the graph already has gradients ('%s')",
-                           in->nodes[i].name);
+            return base_fail(err, errlen, "autodiff: the graph already has gradients ('%s')",
+                             in->nodes[i].name);
     autodiff A = {ir_clone(in), NULL, NULL, NULL, err, errlen};
     size_t n = (size_t)(in->n ? in->n : 1);
     A.live = calloc(n, 1);
     A.owned = calloc(n, 1);
     A.grad = malloc(sizeof *A.grad * n);
-    IR_CHECK_ALLOC(A.live);
-    IR_CHECK_ALLOC(A.owned);
-    IR_CHECK_ALLOC(A.grad);
+    BASE_CHECK_ALLOC(A.live);
+    BASE_CHECK_ALLOC(A.owned);
+    BASE_CHECK_ALLOC(A.grad);
     for (int i = 0; i < in->n; i++) A.grad[i] = -1;
     mark_live(in, loss, A.live);
 
@@ -372,12 +372,12 @@ int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
     for (int i = 0; i < in->n && !rc; i++)
         if (in->nodes[i].op == IR_OP_PARAM && !A.live[i]) {
             if (in->nodes[i].line > 0) /* the frontend refuses these first; other graphs */
-                ir_fail(err, errlen,
-                        "autodiff: parameter '%s' (made at %d:%d) does not reach the loss",
-                        in->nodes[i].name, in->nodes[i].line, in->nodes[i].col);
+                base_fail(err, errlen,
+                          "autodiff: parameter '%s' (made at %d:%d) does not reach the loss",
+                          in->nodes[i].name, in->nodes[i].line, in->nodes[i].col);
             else
-                ir_fail(err, errlen, "autodiff: parameter '%s' does not reach the loss",
-                        in->nodes[i].name);
+                base_fail(err, errlen, "autodiff: parameter '%s' does not reach the loss",
+                          in->nodes[i].name);
             rc = -1;
         }
     if (!rc) rc = backward(&A, loss);

@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 static int is_root(const ir_node *n) {
@@ -19,7 +19,7 @@ int pass_dce(ir_graph **gp, int *removed, char *err, size_t errlen) {
     const ir_graph *g = *gp;
     unsigned char *live = calloc((size_t)g->n + 1, 1);
     int *map = malloc(sizeof *map * ((size_t)g->n + 1));
-    IR_CHECK_ALLOC(live && map);
+    BASE_CHECK_ALLOC(live && map);
     for (int i = g->n - 1; i >= 0; i--) { /* readers come after what they read */
         live[i] |= is_root(&g->nodes[i]);
         if (live[i])
@@ -28,7 +28,7 @@ int pass_dce(ir_graph **gp, int *removed, char *err, size_t errlen) {
     ir_graph *ng = ir_new();
     ng->cap = g->n;
     ng->nodes = calloc((size_t)g->n + 1, sizeof *ng->nodes);
-    IR_CHECK_ALLOC(ng->nodes);
+    BASE_CHECK_ALLOC(ng->nodes);
     for (int i = 0; i < g->n; i++) {
         map[i] = -1;
         if (!live[i]) continue;
@@ -40,6 +40,6 @@ int pass_dce(ir_graph **gp, int *removed, char *err, size_t errlen) {
     if (removed) *removed = g->n - ng->n;
     free(live), free(map);
     char why[256];
-    int rc = ir_verify(ng, why, sizeof why) ? ir_fail(err, errlen, "dce: %s", why) : 0;
+    int rc = ir_verify(ng, why, sizeof why) ? base_fail(err, errlen, "dce: %s", why) : 0;
     return ir_replace(gp, ng, rc);
 }

@@ -84,7 +84,7 @@
 #include <string.h>
 
 #include "codegen/fusion.h"
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 typedef struct {
@@ -112,11 +112,11 @@ typedef struct {
 static void build_csr(int n, const int *from, const int *to, int ne, int **at, int **list) {
     *at = calloc((size_t)n + 1, sizeof **at);
     *list = malloc(sizeof **list * (size_t)(ne ? ne : 1));
-    IR_CHECK_ALLOC(*at && *list);
+    BASE_CHECK_ALLOC(*at && *list);
     for (int e = 0; e < ne; e++) (*at)[from[e] + 1]++;
     for (int i = 0; i < n; i++) (*at)[i + 1] += (*at)[i];
     int *fill = malloc(sizeof *fill * (size_t)(n ? n : 1));
-    IR_CHECK_ALLOC(fill);
+    BASE_CHECK_ALLOC(fill);
     memcpy(fill, *at, sizeof *fill * (size_t)n);
     for (int e = 0; e < ne; e++) (*list)[fill[from[e]]++] = to[e];
     free(fill);
@@ -130,7 +130,7 @@ static void build_edges(fuser *F) {
     for (int i = 0; i < g->n; i++) cap += g->nodes[i].ninputs;
     int *from = calloc((size_t)(2 * cap + 1), sizeof *from),
         *to = calloc((size_t)(2 * cap + 1), sizeof *to);
-    IR_CHECK_ALLOC(from && to);
+    BASE_CHECK_ALLOC(from && to);
     for (int i = 0; i < g->n; i++)
         for (int j = 0; j < g->nodes[i].ninputs; j++) from[ne] = g->nodes[i].input[j], to[ne++] = i;
     build_csr(g->n, from, to, ne, &F->cons_at, &F->cons);
@@ -450,7 +450,7 @@ static int try_merge(fuser *F, int a, int b) {
  * no grouping can be scheduled. */
 static int topo_positions(fuser *F) {
     int n = F->n, *indeg = calloc((size_t)(n ? n : 1), sizeof *indeg), head = 0, tail = 0;
-    IR_CHECK_ALLOC(indeg);
+    BASE_CHECK_ALLOC(indeg);
     for (int e = 0; e < F->succ_at[n]; e++) indeg[F->succ[e]]++;
     for (int i = 0; i < n; i++)
         if (!indeg[i]) F->queue[tail++] = i;
@@ -497,7 +497,7 @@ static int schedule(fuser *F, int *order) {
     int n = g->n;
     int *unit = malloc(sizeof *unit * (size_t)n), *indeg = calloc((size_t)n, sizeof *indeg);
     int *heap = malloc(sizeof *heap * (size_t)n), *key = malloc(sizeof *key * (size_t)n);
-    IR_CHECK_ALLOC(unit && indeg && heap && key);
+    BASE_CHECK_ALLOC(unit && indeg && heap && key);
     for (int i = 0; i < n; i++) unit[i] = F->gid[i] >= 0 ? F->gid[i] : i, key[i] = i;
     for (int i = 0; i < n; i++)
         for (int e = F->succ_at[i]; e < F->succ_at[i + 1]; e++)
@@ -535,8 +535,8 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     F.fwd = malloc(sizeof *F.fwd * sz);
     F.bwd = malloc(sizeof *F.bwd * sz);
     F.pool = malloc(sizeof *F.pool * (sz + 2));
-    IR_CHECK_ALLOC(F.cls && F.in && F.gid && F.next && F.size && F.stamp && F.queue && F.cand &&
-                   F.pos && F.fwd && F.bwd && F.pool);
+    BASE_CHECK_ALLOC(F.cls && F.in && F.gid && F.next && F.size && F.stamp && F.queue && F.cand &&
+                     F.pos && F.fwd && F.bwd && F.pool);
     F.cur = 1;
     for (int i = 0; i < n; i++) {
         F.cls[i] = (unsigned char)fu_node_class(&g->nodes[i]);
@@ -572,15 +572,15 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     }
     int *order = malloc(sizeof *order * sz), *map = malloc(sizeof *map * sz);
     int *newgid = calloc(sz + 1, sizeof *newgid);
-    IR_CHECK_ALLOC(order && map && newgid);
+    BASE_CHECK_ALLOC(order && map && newgid);
     int rc = acyclic ? schedule(&F, order) : -1;
     ir_graph *out = NULL;
     if (rc) {
-        ir_fail(err, errlen, "internal error: fuse: the grouped graph has a cycle");
+        base_fail(err, errlen, "internal error: fuse: the grouped graph has a cycle");
     } else {
         out = ir_new();
         out->nodes = malloc(sizeof *out->nodes * sz);
-        IR_CHECK_ALLOC(out->nodes);
+        BASE_CHECK_ALLOC(out->nodes);
         out->cap = (int)sz;
         int groups = 0;
         for (int k = 0; k < n; k++) map[order[k]] = k;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 static const char *const reasons[PASS_LAYOUT_WHY_COUNT] = {
@@ -98,14 +98,14 @@ static int why_of(const ir_graph *g, int p, int c, int to_nchw) {
 int pass_layout(ir_graph **gp, char *err, size_t errlen) {
     ir_graph *g = *gp;
     if (ir_num_groups(g))
-        return ir_fail(err, errlen, "layout: runs before fuse (the graph has groups)");
+        return base_fail(err, errlen, "layout: runs before fuse (the graph has groups)");
     for (int i = 0; i < g->n; i++) /* laid out already: nothing to do */
         if ((g->nodes[i].flags & IR_FLAG_CNHW) || g->nodes[i].op == IR_OP_TRANSPOSE) return 0;
     signed char *lay = malloc((size_t)g->n + 1), *want = malloc((size_t)g->n + 1);
     /* map[i]: node i in the new graph; alt[i]: its transpose, once made */
     int *map = malloc(sizeof(int) * ((size_t)g->n + 1)),
         *alt = malloc(sizeof(int) * ((size_t)g->n + 1));
-    IR_CHECK_ALLOC(lay && want && map && alt);
+    BASE_CHECK_ALLOC(lay && want && map && alt);
     decide(g, lay, want);
     int extra = 0;
     for (int i = 0; i < g->n; i++) {
@@ -115,7 +115,7 @@ int pass_layout(ir_graph **gp, char *err, size_t errlen) {
     ir_graph *ng = ir_new();
     ng->cap = g->n + extra + 1;
     ng->nodes = calloc((size_t)ng->cap, sizeof *ng->nodes);
-    IR_CHECK_ALLOC(ng->nodes);
+    BASE_CHECK_ALLOC(ng->nodes);
     for (int i = 0; i < g->n; i++) {
         ir_node n = g->nodes[i];
         for (int k = 0; k < n.ninputs; k++) {
@@ -146,7 +146,7 @@ int pass_layout(ir_graph **gp, char *err, size_t errlen) {
     }
     char why[256];
     int rc = 0;
-    if (ir_verify(ng, why, sizeof why)) rc = ir_fail(err, errlen, "layout: %s", why);
+    if (ir_verify(ng, why, sizeof why)) rc = base_fail(err, errlen, "layout: %s", why);
     free(lay), free(want), free(map), free(alt);
     return ir_replace(gp, ng, rc);
 }

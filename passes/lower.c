@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 typedef struct {
@@ -77,7 +77,7 @@ static int copy_node(lowering *L, const ir_node *n) {
     if (L->out->n == L->out->cap) {
         L->out->cap = L->out->cap ? 2 * L->out->cap : 64;
         L->out->nodes = realloc(L->out->nodes, sizeof *L->out->nodes * (size_t)L->out->cap);
-        IR_CHECK_ALLOC(L->out->nodes);
+        BASE_CHECK_ALLOC(L->out->nodes);
     }
     L->out->nodes[L->out->n] = c;
     return L->out->n++;
@@ -178,8 +178,8 @@ int pass_lower_sync(ir_graph **g, int sync_all, char *err, size_t errlen) {
     lowering L = {ir_new(), NULL, NULL, 0, sync_all, -1, err, errlen};
     L.map = malloc(sizeof *L.map * (size_t)(in->n ? in->n : 1));
     L.assigns = malloc(sizeof *L.assigns * 4 * (size_t)(in->n ? in->n : 1)); /* 2 per batchnorm */
-    IR_CHECK_ALLOC(L.map);
-    IR_CHECK_ALLOC(L.assigns);
+    BASE_CHECK_ALLOC(L.map);
+    BASE_CHECK_ALLOC(L.assigns);
     int rc = 0;
     for (int i = 0; i < in->n && !rc; i++) {
         const ir_node *n = &in->nodes[i];

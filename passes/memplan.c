@@ -24,13 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/bytes.h"
-#include "ir/err.h"
+#include "base/bytes.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 static void *xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size);
-    IR_CHECK_ALLOC(p);
+    BASE_CHECK_ALLOC(p);
     return p;
 }
 
@@ -70,7 +70,7 @@ static void set_add(spanset *s, span x) {
     if (i == j && s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 4;
         s->v = realloc(s->v, sizeof *s->v * (size_t)s->cap);
-        IR_CHECK_ALLOC(s->v);
+        BASE_CHECK_ALLOC(s->v);
     }
     /* spans i..j-1 become x */
     memmove(s->v + i + 1, s->v + j, sizeof *s->v * (size_t)(s->n - j));
@@ -119,7 +119,7 @@ static void occ_take(occupancy *o, const spanset *s) {
     if (o->tmp.cap < o->acc.n + s->n) {
         o->tmp.cap = 2 * (o->acc.n + s->n);
         o->tmp.v = realloc(o->tmp.v, sizeof *o->tmp.v * (size_t)o->tmp.cap);
-        IR_CHECK_ALLOC(o->tmp.v);
+        BASE_CHECK_ALLOC(o->tmp.v);
     }
     set_join(&o->acc, s, &o->tmp);
     spanset t = o->acc;
@@ -185,7 +185,7 @@ static int64_t place(alloc_t *al, int na, int steps, int mode) {
 fmt_memplan *pass_memplan_run(const ir_graph *g, char *err, size_t errlen) {
     char why[256];
     if (ir_verify(g, why, sizeof why)) {
-        ir_fail(err, errlen, "memplan: %s", why);
+        base_fail(err, errlen, "memplan: %s", why);
         return NULL;
     }
     fmt_memplan *m = fmt_memplan_lifetimes(g);

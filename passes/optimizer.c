@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "ir/names.h"
 #include "passes/passes.h"
 
@@ -57,9 +57,9 @@ static int grad_of(const names *nm, const char *param) {
 static int add_source(ir_graph *g, names *nm, ir_op op, const char *name, ir_type t, char *err,
                       size_t errlen) {
     if (strlen(name) >= IR_NAME_MAX)
-        return ir_fail(err, errlen, "optimizer: name '%s' is too long", name);
+        return base_fail(err, errlen, "optimizer: name '%s' is too long", name);
     if (ir_names_find(&nm->sources, name) >= 0)
-        return ir_fail(err, errlen, "optimizer: the graph already has a tensor named '%s'", name);
+        return base_fail(err, errlen, "optimizer: the graph already has a tensor named '%s'", name);
     int id =
         op == IR_OP_INPUT ? ir_add_input(g, name, t, 0) : ir_add_state(g, name, t, IR_INIT_ZERO);
     if (id >= 0) ir_names_add(&nm->sources, id);
@@ -70,7 +70,7 @@ static int emit(ir_graph *g, ir_op op, const int *in, int nin, const double *fat
                 size_t errlen) {
     char why[200];
     int id = ir_add_node(g, op, in, nin, NULL, fattr, why, sizeof why);
-    if (id < 0) ir_fail(err, errlen, "optimizer: %s", why);
+    if (id < 0) base_fail(err, errlen, "optimizer: %s", why);
     return id;
 }
 
@@ -79,7 +79,7 @@ static int emit(ir_graph *g, ir_op op, const int *in, int nin, const double *fat
 static unsigned char *param_classes(const ir_graph *g) {
     unsigned char *cls = calloc((size_t)(g->n ? g->n : 1), 1),
                   *seen = calloc((size_t)(g->n ? g->n : 1), 1);
-    IR_CHECK_ALLOC(cls && seen);
+    BASE_CHECK_ALLOC(cls && seen);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         for (int k = 0; k < n->ninputs; k++) {
@@ -161,7 +161,7 @@ static int update(ir_graph *g, names *nm, const ir_train *t, const scalars *s, i
 static int build(ir_graph *g, names *nm, const ir_train *t, char *err, size_t errlen) {
     int nparams = g->n; /* the nodes that can be parameters: those there now */
     int *assigns = malloc(sizeof *assigns * 6 * (size_t)(nparams ? nparams : 1));
-    IR_CHECK_ALLOC(assigns);
+    BASE_CHECK_ALLOC(assigns);
     int nassigns = 0, rc = -1;
     scalars s = {-1, -1, -1, -1};
     s.lr = add_source(g, nm, IR_OP_INPUT, "lr", ir_shape1(1), err, errlen);
@@ -182,8 +182,8 @@ static int build(ir_graph *g, names *nm, const ir_train *t, char *err, size_t er
         if (g->nodes[p].op != IR_OP_PARAM) continue;
         int grad = grad_of(nm, g->nodes[p].name);
         if (grad < 0) {
-            ir_fail(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
-                    g->nodes[p].name);
+            base_fail(err, errlen, "optimizer: parameter '%s' has no gradient (run autodiff first)",
+                      g->nodes[p].name);
             goto done;
         }
         int k = update(g, nm, t, &s, p, grad, assigns + 2 * nassigns, err, errlen);

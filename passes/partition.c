@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 /* Whether `reader` reading the gradient at input `slot` must see the sum
@@ -63,11 +63,12 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     int ngrads = 0;
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op == IR_OP_ALLREDUCE && !g->nodes[i].iattr[2])
-            return ir_fail(err, errlen, "partition: the graph is partitioned already (node %d)", i);
+            return base_fail(err, errlen, "partition: the graph is partitioned already (node %d)",
+                             i);
         if (g->nodes[i].flags & IR_FLAG_GRAD) {
             if (g->nodes[i].type.dtype != IR_F32)
-                return ir_fail(err, errlen, "partition: gradient '%s' is not f32",
-                               g->nodes[i].name);
+                return base_fail(err, errlen, "partition: gradient '%s' is not f32",
+                                 g->nodes[i].name);
             ngrads++;
         }
     }
@@ -77,10 +78,10 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     int64_t *bucket = malloc(sizeof *bucket * (size_t)g->n),
             *offset = malloc(sizeof *offset * (size_t)g->n);
     int *map = malloc(sizeof *map * (size_t)g->n), *sum = malloc(sizeof *sum * (size_t)g->n);
-    IR_CHECK_ALLOC(bucket);
-    IR_CHECK_ALLOC(offset);
-    IR_CHECK_ALLOC(map);
-    IR_CHECK_ALLOC(sum);
+    BASE_CHECK_ALLOC(bucket);
+    BASE_CHECK_ALLOC(offset);
+    BASE_CHECK_ALLOC(map);
+    BASE_CHECK_ALLOC(sum);
     int64_t cur = 0, used = 0; /* bucket id, its bytes so far */
     for (int i = 0; i < g->n; i++) {
         sum[i] = -1;
@@ -98,7 +99,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
     ir_graph *ng = ir_new();
     ng->cap = g->n + ngrads;
     ng->nodes = calloc((size_t)ng->cap, sizeof *ng->nodes);
-    IR_CHECK_ALLOC(ng->nodes);
+    BASE_CHECK_ALLOC(ng->nodes);
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         ir_node n = g->nodes[i];
@@ -132,7 +133,7 @@ int pass_partition(ir_graph **gp, size_t bucket_bytes, char *err, size_t errlen)
      * harmless; an update reading something else is not ours to judge. */
     char why[200];
     if (!rc && ir_verify(ng, why, sizeof why)) {
-        rc = ir_fail(err, errlen, "partition: %s", why);
+        rc = base_fail(err, errlen, "partition: %s", why);
     }
     free(bucket), free(offset), free(map), free(sum);
     return ir_replace(gp, ng, rc);

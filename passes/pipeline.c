@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "ir/err.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/parse.h"
 #include "passes/passes.h"
 
 static int run_lower(ir_graph **g, const pass_context *c, char *err, size_t errlen) {
@@ -242,18 +242,18 @@ int pass_opt_parse(const pass_opt *o, const char *text, double *out, char *err, 
     if (o->type == PASS_OPT_ENUM) {
         for (int i = 0; i < 4 && o->values[i]; i++)
             if (!strcmp(o->values[i], text)) return *out = i, 0;
-        return ir_fail(err, errlen, "%s takes %s, got '%s'", o->name, allowed, text);
+        return base_fail(err, errlen, "%s takes %s, got '%s'", o->name, allowed, text);
     }
     double v = 0;
     int64_t i = 0;
-    int bad = o->type == PASS_OPT_INT     ? ir_parse_i64(text, &i)
-              : o->type == PASS_OPT_FLOAT ? ir_parse_f64(text, &v)
-                                          : (i = ir_parse_size(text)) < 0;
+    int bad = o->type == PASS_OPT_INT     ? base_parse_i64(text, &i)
+              : o->type == PASS_OPT_FLOAT ? base_parse_f64(text, &v)
+                                          : (i = base_parse_size(text)) < 0;
     if (o->type != PASS_OPT_FLOAT) v = (double)i;
     if (bad || !(v >= o->min) || (o->min_open && v == o->min) || v > o->max)
-        return ir_fail(err, errlen, "%s takes %s in %s, got '%s'", o->name,
-                       o->type == PASS_OPT_SIZE ? "a size (bytes, K, M, G)" : type_names[o->type],
-                       allowed, text);
+        return base_fail(err, errlen, "%s takes %s in %s, got '%s'", o->name,
+                         o->type == PASS_OPT_SIZE ? "a size (bytes, K, M, G)" : type_names[o->type],
+                         allowed, text);
     *out = v;
     return 0;
 }
@@ -337,7 +337,7 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
                       char *err, size_t errlen) {
     char text[256];
     if (elem_len >= sizeof text)
-        return ir_fail(err, errlen, "--passes: element too long: '%.60s...'", elem);
+        return base_fail(err, errlen, "--passes: element too long: '%.60s...'", elem);
     memcpy(text, elem, elem_len);
     text[elem_len] = 0;
     char orig[256]; /* text, before the options are cut up */
@@ -345,21 +345,22 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
     char *open = strchr(text, '(');
     size_t name_len = open ? (size_t)(open - text) : elem_len;
     char name[64];
-    if (name_len == 0) return ir_fail(err, errlen, "--passes: '%s': a pass name is missing", text);
+    if (name_len == 0)
+        return base_fail(err, errlen, "--passes: '%s': a pass name is missing", text);
     if (name_len >= sizeof name)
-        return ir_fail(err, errlen, "--passes: unknown pass '%.60s...'", text);
+        return base_fail(err, errlen, "--passes: unknown pass '%.60s...'", text);
     memcpy(name, text, name_len);
     name[name_len] = 0;
     const pass_info *p = pass_find(name);
     char known[256];
     if (!p)
-        return ir_fail(err, errlen, "--passes: unknown pass '%s' (known: %s)", name,
-                       pass_names_str(known, sizeof known));
+        return base_fail(err, errlen, "--passes: unknown pass '%s' (known: %s)", name,
+                         pass_names_str(known, sizeof known));
     step_defaults(s, p, base);
     if (!open) return 0;
     if (text[elem_len - 1] != ')' || strchr(open + 1, '(') ||
         strchr(open + 1, ')') != &text[elem_len - 1])
-        return ir_fail(err, errlen, "--passes: '%s': unbalanced parentheses", text);
+        return base_fail(err, errlen, "--passes: '%s': unbalanced parentheses", text);
     text[elem_len - 1] = 0;
     int given[PASS_OPTS_MAX] = {0}, k = 0;
     for (char *item = open + 1, *next; item; item = next, k++) {
@@ -378,23 +379,23 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
                      k < PASS_OPTS_MAX && p->opts[k].name && len < (int)sizeof names; k++)
                     len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", k ? " " : "",
                                     p->opts[k].name);
-                return ir_fail(err, errlen, "--passes: unknown option '%s' in '%s' (%s: %s)", item,
-                               orig, name, names[0] ? names : "no options");
+                return base_fail(err, errlen, "--passes: unknown option '%s' in '%s' (%s: %s)",
+                                 item, orig, name, names[0] ? names : "no options");
             }
         } else if (k) {
-            return ir_fail(err, errlen,
-                           "--passes: '%s' in '%s': only the first option may go without a name",
-                           item, orig);
+            return base_fail(err, errlen,
+                             "--passes: '%s' in '%s': only the first option may go without a name",
+                             item, orig);
         } else if (!p->opts[0].name) {
-            return ir_fail(err, errlen, "--passes: '%s': pass '%s' takes no options", orig, name);
+            return base_fail(err, errlen, "--passes: '%s': pass '%s' takes no options", orig, name);
         }
-        if (!*value) return ir_fail(err, errlen, "--passes: '%s': an empty option value", orig);
+        if (!*value) return base_fail(err, errlen, "--passes: '%s': an empty option value", orig);
         if (given[i]++)
-            return ir_fail(err, errlen, "--passes: '%s': option '%s' given twice", orig,
-                           p->opts[i].name);
+            return base_fail(err, errlen, "--passes: '%s': option '%s' given twice", orig,
+                             p->opts[i].name);
         char why[256];
         if (pass_opt_parse(&p->opts[i], value, &s->arg[i], why, sizeof why))
-            return ir_fail(err, errlen, "--passes: '%s': %s", orig, why);
+            return base_fail(err, errlen, "--passes: '%s': %s", orig, why);
     }
     return 0;
 }
@@ -402,7 +403,7 @@ static int parse_step(const char *elem, size_t elem_len, const pass_pipeline *ba
 int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeline *out, char *err,
                         size_t errlen) {
     out->n = 0, out->done = base ? base->done : 0;
-    if (!*spec) return ir_fail(err, errlen, "--passes: an empty pipeline");
+    if (!*spec) return base_fail(err, errlen, "--passes: an empty pipeline");
     for (const char *at = spec;;) {
         /* An element ends at the first comma outside parentheses. */
         const char *end = at;
@@ -412,35 +413,37 @@ int pass_pipeline_parse(const char *spec, const pass_pipeline *base, pass_pipeli
             if (*end == ')' && --depth < 0) break;
         }
         if (depth || *end == ')')
-            return ir_fail(err, errlen, "--passes: '%.*s': unbalanced parentheses",
-                           (int)(strchr(end, ',') ? strchr(end, ',') - at : (long)strlen(at)), at);
+            return base_fail(err, errlen, "--passes: '%.*s': unbalanced parentheses",
+                             (int)(strchr(end, ',') ? strchr(end, ',') - at : (long)strlen(at)),
+                             at);
         if (end == at)
-            return ir_fail(err, errlen, "--passes: an empty element at offset %d of '%s'",
-                           (int)(at - spec), spec);
+            return base_fail(err, errlen, "--passes: an empty element at offset %d of '%s'",
+                             (int)(at - spec), spec);
         if (out->n == PASS_PIPELINE_MAX)
-            return ir_fail(err, errlen, "--passes: more than %d passes", PASS_PIPELINE_MAX);
+            return base_fail(err, errlen, "--passes: more than %d passes", PASS_PIPELINE_MAX);
         pass_step *s = &out->step[out->n];
         if (parse_step(at, (size_t)(end - at), base, s, err, errlen)) return -1;
         if (pass_pipeline_find(out, s->pass->name) >= 0)
-            return ir_fail(err, errlen, "--passes: pass '%s' appears twice", s->pass->name);
+            return base_fail(err, errlen, "--passes: pass '%s' appears twice", s->pass->name);
         out->n++;
         if (!*end) break;
         at = end + 1;
     }
     char why[256];
-    if (pass_pipeline_check(out, why, sizeof why)) return ir_fail(err, errlen, "--passes: %s", why);
+    if (pass_pipeline_check(out, why, sizeof why))
+        return base_fail(err, errlen, "--passes: %s", why);
     return 0;
 }
 
 int pass_pipeline_remove(pass_pipeline *pl, const char *names, char *err, size_t errlen) {
     char buf[256], known[256];
     if (snprintf(buf, sizeof buf, "%s", names) >= (int)sizeof buf)
-        return ir_fail(err, errlen, "--disable-pass: too long: '%.60s...'", names);
+        return base_fail(err, errlen, "--disable-pass: too long: '%.60s...'", names);
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
          name = strtok_r(NULL, ",", &save)) {
         if (!pass_find(name))
-            return ir_fail(err, errlen, "--disable-pass: unknown pass '%s' (known: %s)", name,
-                           pass_names_str(known, sizeof known));
+            return base_fail(err, errlen, "--disable-pass: unknown pass '%s' (known: %s)", name,
+                             pass_names_str(known, sizeof known));
         int i = pass_pipeline_find(pl, name);
         if (i < 0) continue;
         memmove(&pl->step[i], &pl->step[i + 1], (size_t)(pl->n - i - 1) * sizeof pl->step[0]);
@@ -458,21 +461,22 @@ static int check_program(const pass_pipeline *pl, unsigned program, char *err, s
     for (int i = 0; i < pl->n; i++) {
         const pass_info *p = pl->step[i].pass;
         if (!(p->programs & program)) continue;
-        if (done(pl, p)) return ir_fail(err, errlen, "pass '%s' already ran on the graph", p->name);
+        if (done(pl, p))
+            return base_fail(err, errlen, "pass '%s' already ran on the graph", p->name);
         for (int r = 0; r < PASS_DEPS_MAX && p->requires[r]; r++) {
             const pass_info *q = pass_find(p->requires[r]);
             int at = pass_pipeline_find(pl, p->requires[r]);
             if (q && (q->programs & program) && !done(pl, q) && (at < 0 || at > i))
-                return ir_fail(err, errlen, "pass '%s' needs '%s' before it (%s program)", p->name,
-                               q->name, prog);
+                return base_fail(err, errlen, "pass '%s' needs '%s' before it (%s program)",
+                                 p->name, q->name, prog);
         }
         for (int j = i + 1; j < pl->n; j++) {
             const pass_info *q = pl->step[j].pass;
             if (!(q->programs & program)) continue;
             for (int r = 0; r < PASS_DEPS_MAX && p->after[r]; r++)
                 if (!strcmp(p->after[r], "*") || !strcmp(p->after[r], q->name))
-                    return ir_fail(err, errlen, "pass '%s' must come before '%s' (%s program)",
-                                   q->name, p->name, prog);
+                    return base_fail(err, errlen, "pass '%s' must come before '%s' (%s program)",
+                                     q->name, p->name, prog);
         }
     }
     return 0;
@@ -482,7 +486,7 @@ int pass_pipeline_check(const pass_pipeline *pl, char *err, size_t errlen) {
     char why[256];
     if (check_program(pl, PASS_TRAIN, why, sizeof why) ||
         check_program(pl, PASS_EVAL, why, sizeof why))
-        return ir_fail(err, errlen, "%s", why);
+        return base_fail(err, errlen, "%s", why);
     return 0;
 }
 
@@ -525,8 +529,8 @@ int pass_pipeline_run(const pass_pipeline *pl, unsigned program, ir_graph **g, c
         double ms = now_ms() - t0;
         char why[256];
         if (ir_verify(*g, why, sizeof why))
-            return ir_fail(err, errlen, "internal error: graph invalid after %s: %s", s->pass->name,
-                           why);
+            return base_fail(err, errlen, "internal error: graph invalid after %s: %s",
+                             s->pass->name, why);
         if (e && e->hook && e->hook(e->user, program, i, s->pass, *g, before, ms, err, errlen))
             return -1;
     }
@@ -554,8 +558,8 @@ static int run_program(ir_graph **g, unsigned program, const ir_train *t, const 
     if (!o) o = &defaults;
     char known[256];
     if (o->dump_after && !pass_find(o->dump_after))
-        return ir_fail(err, errlen, "unknown pass '%s' (known: %s)", o->dump_after,
-                       pass_names_str(known, sizeof known));
+        return base_fail(err, errlen, "unknown pass '%s' (known: %s)", o->dump_after,
+                         pass_names_str(known, sizeof known));
     pass_options no_memplan = *o;
     no_memplan.memplan = 0;
     pass_pipeline pl;

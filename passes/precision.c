@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 /* Whether an op's output keeps the batch axis of a per-sample input. */
@@ -69,7 +69,7 @@ int pass_precision(ir_graph **gp, pass_precision_kind p, char *err, size_t errle
         return 0;
     }
     unsigned char *per_sample = calloc((size_t)g->n + 1, 1);
-    IR_CHECK_ALLOC(per_sample);
+    BASE_CHECK_ALLOC(per_sample);
     for (int i = 0; i < g->n; i++) {
         ir_node *n = &g->nodes[i];
         if (n->op == IR_OP_INPUT) {

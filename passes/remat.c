@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 
 /* What a chain may be made of: elementwise forward ops with no state. */
@@ -81,13 +81,13 @@ static ir_graph *rebuild(const remat_ctx *c, const int *sel, int nsel) {
     int *chain = malloc(sizeof *chain * (size_t)cap), *map = malloc(sizeof *map * (size_t)cap);
     int *copy = malloc(sizeof *copy * (size_t)cap),
         *redirect = malloc(sizeof *redirect * (size_t)cap);
-    IR_CHECK_ALLOC(chain && map && copy && redirect);
+    BASE_CHECK_ALLOC(chain && map && copy && redirect);
     int total = g->n;
     for (int s = 0; s < nsel; s++) total += chain_of(c, sel[s], chain, 0);
     ir_graph *ng = ir_new();
     ng->cap = total;
     ng->nodes = calloc((size_t)total, sizeof *ng->nodes);
-    IR_CHECK_ALLOC(ng->nodes);
+    BASE_CHECK_ALLOC(ng->nodes);
     for (int i = 0; i < g->n; i++) redirect[i] = -1;
     int groups = ir_num_groups(g);
     for (int i = 0; i < g->n; i++) {
@@ -137,15 +137,15 @@ static int64_t arena_of(const ir_graph *g, char *err, size_t errlen) {
  * the copy feeds. Checked on the final graph, for every source read. */
 static int read_after_assign(const ir_graph *g, char *why, size_t n) {
     int *at = malloc(sizeof *at * (size_t)(g->n + 1));
-    IR_CHECK_ALLOC(at);
+    BASE_CHECK_ALLOC(at);
     for (int i = 0; i < g->n; i++) at[i] = -1;
     int rc = 0;
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *nd = &g->nodes[i];
         for (int j = nd->op == IR_OP_ASSIGN; j < nd->ninputs && !rc; j++)
             if (at[nd->input[j]] >= 0)
-                rc = ir_fail(why, n, "node %d reads node %d after the assign at %d", i,
-                             nd->input[j], at[nd->input[j]]);
+                rc = base_fail(why, n, "node %d reads node %d after the assign at %d", i,
+                               nd->input[j], at[nd->input[j]]);
         if (nd->op == IR_OP_ASSIGN) at[nd->input[0]] = i;
     }
     free(at);
@@ -174,7 +174,7 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
     c.first_bwd = malloc(sizeof *c.first_bwd * n);
     int *cand = malloc(sizeof *cand * n), *sel = malloc(sizeof *sel * n);
     int *chain = malloc(sizeof *chain * n);
-    IR_CHECK_ALLOC(c.bwd && c.stored && c.in_chain && c.first_bwd && cand && sel && chain);
+    BASE_CHECK_ALLOC(c.bwd && c.stored && c.in_chain && c.first_bwd && cand && sel && chain);
     ir_stored(g0, c.stored);
     for (int i = 0; i < u->n; i++) {
         c.first_bwd[i] = -1;
@@ -247,12 +247,12 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
         ir_free(ng);
     }
     if (!rc && budget_bytes > 0 && best > budget_bytes)
-        rc = ir_fail(err, errlen,
-                     "remat: the budget of %.1f MiB cannot be met: recomputing %d of %d "
-                     "activations gives an arena of %.1f MiB (%.1f MiB over; %.1f MiB without "
-                     "the pass)",
-                     mib(budget_bytes), nsel, ncand, mib(best), mib(best - budget_bytes),
-                     mib(before));
+        rc = base_fail(err, errlen,
+                       "remat: the budget of %.1f MiB cannot be met: recomputing %d of %d "
+                       "activations gives an arena of %.1f MiB (%.1f MiB over; %.1f MiB without "
+                       "the pass)",
+                       mib(budget_bytes), nsel, ncand, mib(best), mib(best - budget_bytes),
+                       mib(before));
     r.recomputed = nsel;
     r.arena_after = best;
     for (int s = 0; s < nsel; s++) r.nodes_added += chain_of(&c, sel[s], chain, 0);
@@ -267,7 +267,7 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
     char why[256];
     if (ir_verify(kept, why, sizeof why) || read_after_assign(kept, why, sizeof why)) {
         ir_free(kept);
-        return ir_fail(err, errlen, "internal error: remat: %s", why);
+        return base_fail(err, errlen, "internal error: remat: %s", why);
     }
     return ir_replace(gp, kept, 0);
 }

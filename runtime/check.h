@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 
-/* One out-of-memory report for compiler and runtime: ir/err.h's. */
-#define RT_CHECK_ALLOC(p) IR_CHECK_ALLOC(p)
+/* One out-of-memory report for compiler and runtime: base/err.h's. */
+#define RT_CHECK_ALLOC(p) BASE_CHECK_ALLOC(p)
 
 #define RT_SYS_FAIL(...)                                \
     do {                                                \

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/parse.h"
 
 typedef struct {
     const char *name;
@@ -51,7 +51,7 @@ static int parse(const env_var *v, const char *s, int *out) {
         memcpy(one, s, n);
         one[n] = 0;
         int64_t x;
-        if (ir_parse_i64(one, &x) || x < v->lo || x > v->hi) return -1;
+        if (base_parse_i64(one, &x) || x < v->lo || x > v->hi) return -1;
         if (first) *out = (int)x, first = 0;
         if (!s[n]) return 0;
         s += n + 1;
@@ -62,8 +62,8 @@ int rt_env_check(char *err, size_t errlen) {
     for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
         const char *s = getenv(retired[i].name);
         if (s && *s)
-            return ir_fail(err, errlen, "%s='%s': no longer read (%s)", retired[i].name, IR_ESC(s),
-                           retired[i].instead);
+            return base_fail(err, errlen, "%s='%s': no longer read (%s)", retired[i].name,
+                             BASE_ESC(s), retired[i].instead);
     }
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const env_var *v = &vars[i];
@@ -71,10 +71,10 @@ int rt_env_check(char *err, size_t errlen) {
         int x;
         if (!s || !*s || !parse(v, s, &x)) continue;
         if (v->lo == 0 && v->hi == 1)
-            return ir_fail(err, errlen, "%s='%s': must be 0 or 1", v->name, IR_ESC(s));
-        return ir_fail(err, errlen, "%s='%s': must be a whole number from %d to %d%s", v->name,
-                       IR_ESC(s), v->lo, v->hi,
-                       v->list ? " (or a comma-separated list of them)" : "");
+            return base_fail(err, errlen, "%s='%s': must be 0 or 1", v->name, BASE_ESC(s));
+        return base_fail(err, errlen, "%s='%s': must be a whole number from %d to %d%s", v->name,
+                         BASE_ESC(s), v->lo, v->hi,
+                         v->list ? " (or a comma-separated list of them)" : "");
     }
     return 0;
 }

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "frontend/frontend.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 
 /* A tiny .net on 3x8x8 images of 10 classes: network NAME with BODY's lines

@@ -24,7 +24,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 #include "runtime/exec/exec.h"
 #include "runtime/runtime.h"

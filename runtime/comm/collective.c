@@ -162,7 +162,7 @@ int rt_coll_aborted(rt_coll *c) {
 }
 
 static int failed(rt_coll *c, char *err, size_t errlen) {
-    return ir_fail(err, errlen, "collective aborted%s%s", c->why[0] ? ": " : "", c->why);
+    return base_fail(err, errlen, "collective aborted%s%s", c->why[0] ? ": " : "", c->why);
 }
 
 /* Waits for every local replica. The last to arrive runs `serial` (if any)
@@ -356,13 +356,13 @@ int rt_coll_allreduce_sum(rt_coll *c, int replica, float *buf, int64_t count, ch
 int rt_coll_allreduce_parts(rt_coll *c, int replica, float *buf, int64_t count, int parts,
                             char *err, size_t errlen) {
     if (replica < 0 || replica >= c->n) {
-        return ir_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
+        return base_fail(err, errlen, "all-reduce: replica %d of %d", replica, c->n);
     }
-    if (parts < 1) return ir_fail(err, errlen, "all-reduce: %d parts", parts);
+    if (parts < 1) return base_fail(err, errlen, "all-reduce: %d parts", parts);
     if (c->n == 1 && c->ranks == 1 && parts == 1) return 0; /* the sum over one replica */
     if (c->dctx && parts > 1)
-        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
-                       rt_coll_name(c));
+        return base_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
+                         rt_coll_name(c));
     if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
     sum_keep all = {NULL, NULL, 0, 0};
     return ordered_sum(c, replica, buf, count, parts, &all, err, errlen);
@@ -378,17 +378,17 @@ int rt_coll_reduce_scatter_parts(rt_coll *c, int replica, float *buf, int64_t co
                                  const int64_t *end, const int *owner, int npieces, char *err,
                                  size_t errlen) {
     if (replica < 0 || replica >= c->n) {
-        return ir_fail(err, errlen, "reduce-scatter: replica %d of %d", replica, c->n);
+        return base_fail(err, errlen, "reduce-scatter: replica %d of %d", replica, c->n);
     }
     if (npieces < 1 || end[npieces - 1] != count) {
-        return ir_fail(err, errlen, "reduce-scatter: %d pieces do not tile %lld floats", npieces,
-                       (long long)count);
+        return base_fail(err, errlen, "reduce-scatter: %d pieces do not tile %lld floats", npieces,
+                         (long long)count);
     }
-    if (parts < 1) return ir_fail(err, errlen, "reduce-scatter: %d parts", parts);
+    if (parts < 1) return base_fail(err, errlen, "reduce-scatter: %d parts", parts);
     if (c->n == 1 && c->ranks == 1 && parts == 1) return 0;
     if (c->dctx && parts > 1)
-        return ir_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
-                       rt_coll_name(c));
+        return base_fail(err, errlen, "the %s collective sums no parts (gradient accumulation)",
+                         rt_coll_name(c));
     if (c->dctx) return device_allreduce(c, replica, buf, count, err, errlen);
     sum_keep mine = {end, owner, npieces, rt_coll_global_replica(c, replica)};
     return ordered_sum(c, replica, buf, count, parts, &mine, err, errlen);
@@ -418,8 +418,8 @@ static int serial_bcast(rt_coll *c, void *arg) {
 int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t bytes, char *err,
                            size_t errlen) {
     if (replica < 0 || replica >= c->n || root < 0 || root >= rt_coll_size(c)) {
-        return ir_fail(err, errlen, "broadcast: replica %d (root %d) of %d", replica, root,
-                       rt_coll_size(c));
+        return base_fail(err, errlen, "broadcast: replica %d (root %d) of %d", replica, root,
+                         rt_coll_size(c));
     }
     if (c->n == 1 && c->ranks == 1) return 0;
     if (c->sctx) return c->sops.bcast(c->sctx[replica], buf, bytes, root, err, errlen);

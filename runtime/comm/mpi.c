@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/comm/comm.h"
 
 #ifdef DPC_HAVE_MPI
@@ -99,7 +99,7 @@ static int mpi_joined;
 rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen) {
 #ifdef DPC_HAVE_MPI
     if (!mpi_joined) {
-        ir_fail(err, errlen, "the mpi collective needs MPI running (start under mpirun)");
+        base_fail(err, errlen, "the mpi collective needs MPI running (start under mpirun)");
         return NULL;
     }
     int rank = 0, ranks = 1;
@@ -110,7 +110,7 @@ rt_coll *rt_coll_mpi_new(int n, rt_backend *be, char *err, size_t errlen) {
     return rt_coll_ranks_new(RT_COLL_MPI, n, be, rank, ranks, &ops);
 #else
     (void)n, (void)be;
-    ir_fail(err, errlen, "this build has no MPI (install OpenMPI's libopenmpi-dev and rebuild)");
+    base_fail(err, errlen, "this build has no MPI (install OpenMPI's libopenmpi-dev and rebuild)");
     return NULL;
 #endif
 }
@@ -145,10 +145,10 @@ int rt_mpi_init(int *argc, char ***argv, int *rank, int *size, char *err, size_t
     RT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     mpi_joined = 1;
     if (provided < MPI_THREAD_SERIALIZED) {
-        return ir_fail(err, errlen,
-                       "MPI provides thread level %d; dprun needs MPI_THREAD_SERIALIZED "
-                       "(replica threads take turns calling MPI)",
-                       provided);
+        return base_fail(err, errlen,
+                         "MPI provides thread level %d; dprun needs MPI_THREAD_SERIALIZED "
+                         "(replica threads take turns calling MPI)",
+                         provided);
     }
     RT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     RT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, size));
@@ -156,10 +156,10 @@ int rt_mpi_init(int *argc, char ***argv, int *rank, int *size, char *err, size_t
 #else
     (void)argc, (void)argv;
     if (launched == 1) return 0; /* mpirun -np 1: one process is all there is */
-    ir_fail(err, errlen,
-            "started by an MPI launcher (%d processes), but this build has no MPI: "
-            "install OpenMPI's development files (libopenmpi-dev) and rebuild",
-            launched);
+    base_fail(err, errlen,
+              "started by an MPI launcher (%d processes), but this build has no MPI: "
+              "install OpenMPI's development files (libopenmpi-dev) and rebuild",
+              launched);
     return -1;
 #endif
 }
@@ -227,14 +227,14 @@ const rt_coll_ranks_ops *rt_mpi_ranks_ops(int *rank, int *ranks, char *err, size
     static const rt_coll_ranks_ops ops = {mpi_sum_f64,  mpi_bcast,     mpi_barrier,
                                           mpi_chain_in, mpi_chain_out, mpi_bcast_from};
     if (!mpi_joined) {
-        ir_fail(err, errlen, "MPI is not running (start under mpirun)");
+        base_fail(err, errlen, "MPI is not running (start under mpirun)");
         return NULL;
     }
     RT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     RT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, ranks));
     return &ops;
 #else
-    ir_fail(err, errlen, "this build has no MPI");
+    base_fail(err, errlen, "this build has no MPI");
     return NULL;
 #endif
 }

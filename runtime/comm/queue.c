@@ -193,13 +193,13 @@ int rt_coll_queue_buckets(const rt_coll_queue *q) { return q->nb; }
 int rt_coll_queue_replicas(const rt_coll_queue *q) { return rt_coll_size(q->c); }
 
 int rt_coll_queue_set_parts(rt_coll_queue *q, int parts, char *err, size_t errlen) {
-    if (parts < 1) return ir_fail(err, errlen, "%d micro-batches per step", parts);
-    if (q->nb) return ir_fail(err, errlen, "the queue's buckets are registered already");
+    if (parts < 1) return base_fail(err, errlen, "%d micro-batches per step", parts);
+    if (q->nb) return base_fail(err, errlen, "the queue's buckets are registered already");
     if (parts > 1 && q->c->dctx)
-        return ir_fail(err, errlen,
-                       "the %s collective of replicas sharing GPUs cannot accumulate gradients "
-                       "(the local and mpi ones can, and nccl on distinct GPUs)",
-                       rt_coll_name(q->c));
+        return base_fail(err, errlen,
+                         "the %s collective of replicas sharing GPUs cannot accumulate gradients "
+                         "(the local and mpi ones can, and nccl on distinct GPUs)",
+                         rt_coll_name(q->c));
     q->parts = parts;
     return 0;
 }
@@ -300,13 +300,13 @@ void rt_coll_queue_start(rt_coll_queue *q, int id) {
 
 int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     if (id < 0 || id >= q->nb) {
-        return ir_fail(err, errlen, "no bucket %d (%d registered)", id, q->nb);
+        return base_fail(err, errlen, "no bucket %d (%d registered)", id, q->nb);
     }
     if (q->c->sctx) { /* the compute stream waits, the host does not */
         int st = q->state[id];
         q->state[id] = B_IDLE;
         if (st == B_FAILED) {
-            return ir_fail(err, errlen, "%s", q->why);
+            return base_fail(err, errlen, "%s", q->why);
         }
         return st == B_QUEUED ? q->c->sops.join(q->c->sctx[q->replica], id, err, errlen) : 0;
     }
@@ -314,7 +314,7 @@ int rt_coll_queue_wait(rt_coll_queue *q, int id, char *err, size_t errlen) {
     while (q->state[id] == B_QUEUED) pthread_cond_wait(&q->cv, &q->mu);
     int st = q->state[id];
     q->state[id] = B_IDLE;
-    if (st == B_FAILED) ir_fail(err, errlen, "%s", q->why);
+    if (st == B_FAILED) base_fail(err, errlen, "%s", q->why);
     pthread_mutex_unlock(&q->mu);
     return st == B_FAILED ? -1 : 0;
 }

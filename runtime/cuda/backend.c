@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/hash.h"
+#include "base/hash.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/cuda/internal.h"
@@ -339,9 +339,9 @@ static int conv_marked(rt_backend *be, const cg_conv *d, void *out, const void *
 static uint64_t cuda_tune_key(const rt_backend *be) {
     const cuda_impl *c = impl_of(be);
     size_t version = c->dnn ? rt_cudnn.cudnnGetVersion() : 0;
-    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, c->name);
-    h = ir_fnv1a(h, &version, sizeof version);
-    return rt_conv_nondeterministic() ? ir_fnv1a_str(h, "nondeterministic") : h;
+    uint64_t h = base_fnv1a_str(BASE_FNV1A_INIT, c->name);
+    h = base_fnv1a(h, &version, sizeof version);
+    return rt_conv_nondeterministic() ? base_fnv1a_str(h, "nondeterministic") : h;
 }
 
 static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t errlen) {
@@ -404,7 +404,7 @@ static int impl_up(cuda_impl *c, int ordinal, char *err, size_t errlen) {
     int n = rt_cuda_device_count(err, errlen);
     if (n == 0) return -1;
     if (ordinal < 0 || ordinal >= n) {
-        return ir_fail(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, n);
+        return base_fail(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, n);
     }
     c->ordinal = ordinal;
     int major = 0, minor = 0;

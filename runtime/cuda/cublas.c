@@ -8,15 +8,15 @@
 #include <string.h>
 
 #include "runtime/cuda/internal.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 /* ---- the cuBLAS argument list (pure; every build) ------------------------------ */
 
 int rt_cublas_sgemm_args(const cg_gemm *d, rt_sgemm_args *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     if ((d->transa != 0 && d->transa != 1) || (d->transb != 0 && d->transb != 1)) {
-        return ir_fail(err, errlen, "gemm: trans flags must be 0 or 1 (got %d, %d)", d->transa,
-                       d->transb);
+        return base_fail(err, errlen, "gemm: trans flags must be 0 or 1 (got %d, %d)", d->transa,
+                         d->transb);
     }
     /* The descriptor's own rules (sizes >= 1 and within an int, leading
      * dimensions, non-overlapping batch entries of C) are cuBLAS's too;
@@ -54,7 +54,7 @@ _Static_assert(CUBLAS_OP_N == 0 && CUBLAS_OP_T == 1, "rt_sgemm_args stores cuBLA
 int cuda_blas_up(cuda_impl *c, char *err, size_t errlen) {
     char e[512];
     if (rt_cublas_load(e, sizeof e)) {
-        return ir_fail(err, errlen, "cannot load cuBLAS %s: %s", rt_cublas_library(), e);
+        return base_fail(err, errlen, "cannot load cuBLAS %s: %s", rt_cublas_library(), e);
     }
     if (cublasTry(rt_cublas.cublasCreate(&c->blas), err, errlen) ||
         cublasTry(rt_cublas.cublasSetStream(c->blas, c->compute), err, errlen))

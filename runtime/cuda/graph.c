@@ -10,15 +10,15 @@
 
 static int need_cuda(const rt_backend *be, char *err, size_t errlen) {
     if (rt_backend_is_cuda(be)) return 0;
-    return ir_fail(err, errlen, "CUDA graphs need the cuda backend (this is %s)",
-                   be ? be->name : "none");
+    return base_fail(err, errlen, "CUDA graphs need the cuda backend (this is %s)",
+                     be ? be->name : "none");
 }
 
 int rt_cuda_graph_begin(rt_backend *be, char *err, size_t errlen) {
     if (need_cuda(be, err, errlen)) return -1;
     cuda_impl *c = impl_of(be);
     if (c->capturing) {
-        return ir_fail(err, errlen, "a CUDA graph is already being captured");
+        return base_fail(err, errlen, "a CUDA graph is already being captured");
     }
     use(c);
     /* Thread-local: only this thread's unsafe calls (a synchronous copy,
@@ -34,7 +34,7 @@ rt_cuda_graph *rt_cuda_graph_end(rt_backend *be, char *err, size_t errlen) {
     if (need_cuda(be, err, errlen)) return NULL;
     cuda_impl *c = impl_of(be);
     if (!c->capturing) {
-        ir_fail(err, errlen, "no CUDA graph is being captured");
+        base_fail(err, errlen, "no CUDA graph is being captured");
         return NULL;
     }
     use(c);

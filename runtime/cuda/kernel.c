@@ -33,15 +33,15 @@ rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t er
     if (r != CUDA_SUCCESS) {
         int drv = 0;
         rt_cu.cuDriverGetVersion(&drv);
-        ir_fail(err, errlen, "cannot load %s (%s) on %s: %s: %s%s%s%s", img.path, img.target,
-                c->name, rt_cu_error_name(r), rt_cu_error_string(r),
-                r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU
-                    ? " (is the driver older than NVRTC? driver CUDA "
-                    : "",
-                r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU
-                    ? (drv >= 13000 ? "13+)" : "<13)")
-                    : "",
-                *log ? log : "");
+        base_fail(err, errlen, "cannot load %s (%s) on %s: %s: %s%s%s%s", img.path, img.target,
+                  c->name, rt_cu_error_name(r), rt_cu_error_string(r),
+                  r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU
+                      ? " (is the driver older than NVRTC? driver CUDA "
+                      : "",
+                  r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_NO_BINARY_FOR_GPU
+                      ? (drv >= 13000 ? "13+)" : "<13)")
+                      : "",
+                  *log ? log : "");
         rt_cuda_image_free(&img);
         return NULL;
     }
@@ -83,14 +83,14 @@ rt_kernel *cuda_kernel(rt_backend *be, rt_module *m, const char *name, int nargs
                        size_t errlen) {
     use(impl_of(be));
     if (nargs < 0 || nargs > CG_MAX_ARGS) {
-        ir_fail(err, errlen, "kernel %s: %d buffers (at most %d)", name, nargs, CG_MAX_ARGS);
+        base_fail(err, errlen, "kernel %s: %d buffers (at most %d)", name, nargs, CG_MAX_ARGS);
         return NULL;
     }
     CUfunction fn = NULL;
     CUresult r = rt_cu.cuModuleGetFunction(&fn, m->mod, name);
     if (r != CUDA_SUCCESS) {
-        ir_fail(err, errlen, "kernel %s not in %s: %s", name, m->path ? m->path : "the module",
-                rt_cu_error_name(r));
+        base_fail(err, errlen, "kernel %s not in %s: %s", name, m->path ? m->path : "the module",
+                  rt_cu_error_name(r));
         return NULL;
     }
     rt_kernel *k = calloc(1, sizeof *k);
@@ -116,7 +116,7 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
                 const cg_launch *geometry, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (nargs != k->nargs) {
-        return ir_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
+        return base_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }
     if (count <= 0) return 0;
     use(c);

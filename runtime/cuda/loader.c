@@ -1,7 +1,7 @@
 /* runtime/cuda/loader.c — find and dlopen the CUDA driver, NVRTC, cuBLAS,
  * NCCL and cuDNN; the check macros' reporting. See loader.h. */
 #include "runtime/cuda/loader.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 #ifdef DPC_HAVE_CUDA
 
@@ -257,11 +257,11 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     if (v == 0 || miss) {
         if (v == 0) {
             snprintf(what, wn, "%s; dpc needs %s", ver, need);
-            ir_fail(bad, bn, "%s is %s; dpc needs %s", real, ver, need);
+            base_fail(bad, bn, "%s is %s; dpc needs %s", real, ver, need);
         } else {
             snprintf(what, wn, "%s, but no %s", ver, miss);
-            ir_fail(bad, bn, "%s (%s) has no %s: not %s, or a damaged copy", real, ver, miss,
-                    d->name);
+            base_fail(bad, bn, "%s (%s) has no %s: not %s, or a damaged copy", real, ver, miss,
+                      d->name);
         }
         dlclose(h);
         if (pre) dlclose(pre);
@@ -318,16 +318,17 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
     if (rc) {
         const char *env = getenv(d->env);
         if (env && *env)
-            ir_fail(err, errlen, "%s=%s: %s", d->env, env, *first_bad ? first_bad : what);
+            base_fail(err, errlen, "%s=%s: %s", d->env, env, *first_bad ? first_bad : what);
         else if (*first_bad)
-            ir_fail(err, errlen,
-                    "%s: %s (no other place has one; dprun --device cuda --info lists them)",
-                    d->name, first_bad);
+            base_fail(err, errlen,
+                      "%s: %s (no other place has one; dprun --device cuda --info lists them)",
+                      d->name, first_bad);
         else
-            ir_fail(err, errlen,
-                    "%s (%s) not found in %d places (dprun --device cuda --info lists them); "
-                    "it comes with apt %s%s%s",
-                    d->name, d->soname, n, d->apt, d->pip ? " or pip " : "", d->pip ? d->pip : "");
+            base_fail(err, errlen,
+                      "%s (%s) not found in %d places (dprun --device cuda --info lists them); "
+                      "it comes with apt %s%s%s",
+                      d->name, d->soname, n, d->apt, d->pip ? " or pip " : "",
+                      d->pip ? d->pip : "");
     }
     free(pl);
     pthread_mutex_unlock(&s->mu);

@@ -32,7 +32,7 @@ struct rt_nccl_comm {
 int rt_nccl_version(int *version, char *err, size_t errlen) {
     char e[512];
     if (rt_nccl_load(e, sizeof e)) {
-        return ir_fail(err, errlen, "cannot load NCCL %s: %s", rt_nccl_library(), e);
+        return base_fail(err, errlen, "cannot load NCCL %s: %s", rt_nccl_library(), e);
     }
     return ncclTry(rt_nccl.ncclGetVersion(version), err, errlen);
 }
@@ -42,23 +42,23 @@ int rt_nccl_version(int *version, char *err, size_t errlen) {
 static int nccl_ranks_ok(rt_backend *const *bes, int n, int *devs, char *err, size_t errlen) {
     int v = 0;
     if (n < 1) {
-        return ir_fail(err, errlen, "NCCL needs at least one rank (got %d)", n);
+        return base_fail(err, errlen, "NCCL needs at least one rank (got %d)", n);
     }
     if (rt_nccl_version(&v, err, errlen)) return -1;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         if (!rt_backend_is_cuda(bes[i])) {
-            ir_fail(err, errlen, "NCCL rank %d is not on a cuda backend", i);
+            base_fail(err, errlen, "NCCL rank %d is not on a cuda backend", i);
             rc = -1;
             break;
         }
         devs[i] = impl_of(bes[i])->ordinal;
         for (int j = 0; j < i; j++)
             if (devs[j] == devs[i]) {
-                ir_fail(err, errlen,
-                        "NCCL ranks %d and %d share device %d: NCCL needs one rank per GPU "
-                        "(reduce replicas of one device locally first)",
-                        j, i, devs[i]);
+                base_fail(err, errlen,
+                          "NCCL ranks %d and %d share device %d: NCCL needs one rank per GPU "
+                          "(reduce replicas of one device locally first)",
+                          j, i, devs[i]);
                 rc = -1;
             }
     }
@@ -107,7 +107,7 @@ int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first,
     RT_CHECK_ALLOC(raw);
     int rc = nccl_ranks_ok(bes, n, devs, err, errlen);
     if (!rc && (first < 0 || first + n > nranks)) {
-        ir_fail(err, errlen, "NCCL ranks %d..%d of %d", first, first + n - 1, nranks);
+        base_fail(err, errlen, "NCCL ranks %d..%d of %d", first, first + n - 1, nranks);
         rc = -1;
     }
     ncclUniqueId u;
@@ -154,7 +154,7 @@ int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *
     cuda_impl *ci = impl_of(c->be);
     use(ci);
     if (id < 0) {
-        return ir_fail(err, errlen, "NCCL bucket %d", id);
+        return base_fail(err, errlen, "NCCL bucket %d", id);
     }
     while (c->nbuckets <= id) {
         c->bucket_done =
@@ -204,7 +204,7 @@ int rt_nccl_broadcast(rt_nccl_comm *c, void *buf, size_t bytes, int root, char *
 int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
     if (id < 0 || id >= c->nbuckets) {
-        return ir_fail(err, errlen, "NCCL bucket %d was never started", id);
+        return base_fail(err, errlen, "NCCL bucket %d was never started", id);
     }
     use(ci);
     /* Test only (test_cuda_fake's deferred_streams_catch_a_missing_event_wait):
@@ -302,9 +302,9 @@ static int group_by_device(rt_backend *const *bes, int n, int *leader, char *err
     int devices = 0;
     for (int r = 0; r < n; r++) {
         if (!rt_backend_is_cuda(bes[r])) {
-            return ir_fail(err, errlen,
-                           "the nccl collective needs the cuda backend (replica %d is on %s)", r,
-                           bes[r] ? bes[r]->name : "none");
+            return base_fail(err, errlen,
+                             "the nccl collective needs the cuda backend (replica %d is on %s)", r,
+                             bes[r] ? bes[r]->name : "none");
         }
         leader[r] = r;
         for (int q = 0; q < r; q++)
@@ -336,7 +336,7 @@ static int init_comms(rt_backend *const *lb, int d, int rank, int ranks,
     int v = 0;
     int bad = rt_nccl_version(&v, err, errlen) != 0;
     if (ranks_failed(ops, ranks, bad)) {
-        if (!bad) ir_fail(err, errlen, "NCCL cannot start on another process");
+        if (!bad) base_fail(err, errlen, "NCCL cannot start on another process");
         return -1;
     }
     /* Byte 0: whether rank 0 made the id; then the id. */
@@ -344,17 +344,17 @@ static int init_comms(rt_backend *const *lb, int d, int rank, int ranks,
     memset(msg, 0, sizeof msg);
     if (rank == 0) msg[0] = rt_nccl_unique_id(msg + 1, err, errlen) == 0;
     if (ops->bcast(msg, (int64_t)sizeof msg)) {
-        return ir_fail(err, errlen, "broadcasting the NCCL id failed");
+        return base_fail(err, errlen, "broadcasting the NCCL id failed");
     }
     if (!msg[0]) {
-        if (rank != 0) ir_fail(err, errlen, "process 0 could not make the NCCL id");
+        if (rank != 0) base_fail(err, errlen, "process 0 could not make the NCCL id");
         return -1;
     }
     bad = rt_nccl_init_ranks(lb, d, msg + 1, rank * d, ranks * d, comms, err, errlen) != 0;
     if (ranks_failed(ops, ranks, bad)) {
         if (!bad) {
             for (int i = 0; i < d; i++) rt_nccl_free(comms[i]);
-            ir_fail(err, errlen, "NCCL could not start on another process");
+            base_fail(err, errlen, "NCCL could not start on another process");
         }
         return -1;
     }
@@ -367,7 +367,7 @@ static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks,
     RT_CHECK_ALLOC(leader);
     int d = group_by_device(bes, n, leader, err, errlen);
     if (ranks > 1 && ranks_failed(ops, ranks, d < 0)) {
-        if (d >= 0) ir_fail(err, errlen, "the nccl collective cannot start on another process");
+        if (d >= 0) base_fail(err, errlen, "the nccl collective cannot start on another process");
         d = -1;
     }
     if (d < 0) {
@@ -421,7 +421,7 @@ static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks,
 
 rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errlen) {
     if (n < 2) {
-        ir_fail(err, errlen, "the nccl collective joins at least 2 replicas (got %d)", n);
+        base_fail(err, errlen, "the nccl collective joins at least 2 replicas (got %d)", n);
         return NULL;
     }
     return nccl_new(n, bes, 0, 1, NULL, err, errlen);
@@ -430,7 +430,7 @@ rt_coll *rt_coll_nccl_new(int n, rt_backend *const *bes, char *err, size_t errle
 rt_coll *rt_coll_nccl_ranks_new(int n, rt_backend *const *bes, int rank, int ranks,
                                 const rt_coll_ranks_ops *ops, char *err, size_t errlen) {
     if (n < 1 || ranks < 1 || rank < 0 || rank >= ranks || (ranks > 1 && !ops)) {
-        ir_fail(err, errlen, "the nccl collective: %d replicas on rank %d of %d", n, rank, ranks);
+        base_fail(err, errlen, "the nccl collective: %d replicas on rank %d of %d", n, rank, ranks);
         return NULL;
     }
     if (ranks == 1) return rt_coll_nccl_new(n, bes, err, errlen);

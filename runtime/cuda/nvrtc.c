@@ -1,6 +1,6 @@
 /* runtime/cuda/nvrtc.c — NVRTC and its on-disk cache. See nvrtc.h. */
 #include "runtime/cuda/nvrtc.h"
-#include "ir/hash.h"
+#include "base/hash.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -26,12 +26,12 @@ int rt_nvrtc_pick_target(int sm, const int *archs, int narchs, char *target, siz
     }
     if (newest < 0) {
         if (oldest < 0)
-            ir_fail(err, errlen, "NVRTC reports no architectures it can compile for");
+            base_fail(err, errlen, "NVRTC reports no architectures it can compile for");
         else
-            ir_fail(err, errlen,
-                    "the device is sm_%d, older than every architecture this NVRTC (%s) "
-                    "compiles for (the oldest is sm_%d)",
-                    sm, rt_nvrtc_version(), oldest);
+            base_fail(err, errlen,
+                      "the device is sm_%d, older than every architecture this NVRTC (%s) "
+                      "compiles for (the oldest is sm_%d)",
+                      sm, rt_nvrtc_version(), oldest);
         return -1;
     }
     /* Not in the list: PTX for the newest architecture below the device,
@@ -114,7 +114,7 @@ static int compile(const char *source, const char *target, int report, rt_cuda_i
     nvrtcResult rc = rt_nvrtc.nvrtcCompileProgram(prog, nopts, opts);
     if (rc != NVRTC_SUCCESS) {
         *log = program_log(prog);
-        ir_fail(err, errlen, "%s", rt_nvrtc_result_string(rc));
+        base_fail(err, errlen, "%s", rt_nvrtc_result_string(rc));
         rt_nvrtc.nvrtcDestroyProgram(&prog);
         return -1;
     }
@@ -122,8 +122,8 @@ static int compile(const char *source, const char *target, int report, rt_cuda_i
     int bad = img->is_ptx ? nvrtcTry(rt_nvrtc.nvrtcGetPTXSize(prog, &n), err, errlen)
                           : nvrtcTry(rt_nvrtc.nvrtcGetCUBINSize(prog, &n), err, errlen);
     if (!bad && n == 0) {
-        ir_fail(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
-                target);
+        base_fail(err, errlen, "NVRTC produced an empty %s for %s", img->is_ptx ? "PTX" : "cubin",
+                  target);
         bad = 1;
     }
     if (!bad) {
@@ -157,8 +157,8 @@ int rt_nvrtc_compile_report(const char *source, const char *target, rt_cuda_imag
     if (rt_nvrtc_load(err, errlen)) return -1;
     int rc = compile(source, target, report != NULL, img, &log, why, sizeof why);
     if (rc)
-        ir_fail(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
-                rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
+        base_fail(err, errlen, "NVRTC %s could not compile the module for %s: %s%s%.3000s",
+                  rt_nvrtc_version(), target, why, log && *log ? "\n" : "", log ? log : "");
     if (report && !rc)
         *report = log;
     else
@@ -201,11 +201,11 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     if (rt_cache_open(&c, err, errlen)) return -1;
     static const char *const opts[] = {RT_NVRTC_OPTIONS};
     const char *ver = rt_nvrtc_version();
-    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, "nvrtc");
-    h = ir_fnv1a_str(h, ver);
-    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = ir_fnv1a_str(h, opts[i]);
-    if (lineinfo()) h = ir_fnv1a_str(h, "--generate-line-info");
-    h = ir_fnv1a_str(h, target);
+    uint64_t h = base_fnv1a_str(BASE_FNV1A_INIT, "nvrtc");
+    h = base_fnv1a_str(h, ver);
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) h = base_fnv1a_str(h, opts[i]);
+    if (lineinfo()) h = base_fnv1a_str(h, "--generate-line-info");
+    h = base_fnv1a_str(h, target);
     char base[256], cu[300], bin[300];
     rt_cache_name(base, sizeof base, "cuda-", h, source);
     snprintf(cu, sizeof cu, "%s.cu", base);
@@ -234,12 +234,12 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     char *log = NULL, why[1024];
     if (rt_cache_write(&c, cu, source, strlen(source), why, sizeof why)) {
         rt_cache_close(&c);
-        return ir_fail(err, errlen, "cannot write kernel source: %s", why);
+        return base_fail(err, errlen, "cannot write kernel source: %s", why);
     }
     if (compile(source, target, 0, img, &log, why, sizeof why)) {
-        ir_fail(err, errlen, "NVRTC %s could not compile %s/%s for %s: %s%s%.3000s",
-                rt_nvrtc_version(), c.path, cu, target, why, log && *log ? "\n" : "",
-                log ? log : "");
+        base_fail(err, errlen, "NVRTC %s could not compile %s/%s for %s: %s%s%.3000s",
+                  rt_nvrtc_version(), c.path, cu, target, why, log && *log ? "\n" : "",
+                  log ? log : "");
         free(log);
         rt_cache_close(&c);
         return -1;
@@ -277,7 +277,7 @@ int rt_nvrtc_compile_report(const char *source, const char *target, rt_cuda_imag
     (void)target;
     memset(img, 0, sizeof *img);
     if (report) *report = NULL;
-    return ir_fail(err, errlen, "this build has no cuda backend (built with CUDA=0)");
+    return base_fail(err, errlen, "this build has no cuda backend (built with CUDA=0)");
 }
 
 int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char *err,

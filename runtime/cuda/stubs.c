@@ -6,12 +6,12 @@
 #include <stdio.h>
 
 #include "runtime/cuda/cuda.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 #define NO_CUDA "this build has no CUDA backend (built with CUDA=0)"
 
 /* Every failing stub: the message, -1. */
-static int no_cuda(char *err, size_t errlen) { return ir_fail(err, errlen, NO_CUDA); }
+static int no_cuda(char *err, size_t errlen) { return base_fail(err, errlen, NO_CUDA); }
 
 int rt_cuda_compiled(void) { return 0; }
 

@@ -1,7 +1,7 @@
 /* runtime/data/cifar.c — CIFAR-10 reader, synthetic dataset, batch preparation. */
 #include "runtime/data/data.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -123,12 +123,12 @@ rt_dataset *rt_data_synthetic(int64_t count, int c, int h, int w, int split, uin
  * records; its record count in *records. `name` is the file, for messages. */
 static int check_size(const char *name, size_t size, size_t *records, char *err, size_t errlen) {
     if (size == 0)
-        return ir_fail(err, errlen,
-                       "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
-                       "records)",
-                       name, CIFAR_RECORD);
+        return base_fail(err, errlen,
+                         "%s: size 0: the file is empty (a CIFAR-10 batch file holds %d-byte "
+                         "records)",
+                         name, CIFAR_RECORD);
     if (size % CIFAR_RECORD)
-        return ir_fail(
+        return base_fail(
             err, errlen,
             "%s: size %zu is not a whole number of %d-byte CIFAR-10 records: "
             "record %zu has only %zu bytes (truncated, extra bytes, or not CIFAR-10 binary?)",
@@ -142,10 +142,10 @@ static int check_size(const char *name, size_t size, size_t *records, char *err,
 static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *labels,
                        uint8_t *pixels, char *err, size_t errlen) {
     if (rec[0] > 9)
-        return ir_fail(err, errlen,
-                       "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
-                       "the file)",
-                       name, r, rec[0], r * CIFAR_RECORD);
+        return base_fail(err, errlen,
+                         "%s: record %zu has label %d; CIFAR-10 labels are 0-9 (byte %zu of "
+                         "the file)",
+                         name, r, rec[0], r * CIFAR_RECORD);
     labels[r] = rec[0];
     memcpy(pixels + r * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
     return 0;
@@ -157,13 +157,13 @@ static int take_record(const char *name, size_t r, const uint8_t *rec, uint8_t *
 static int check_file(const char *path, size_t *records, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return ir_fail(err, errlen,
-                       "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
-                       "test_batch.bin)",
-                       path, strerror(errno));
+        return base_fail(err, errlen,
+                         "%s: %s (a CIFAR-10 binary folder holds data_batch_1..5.bin and "
+                         "test_batch.bin)",
+                         path, strerror(errno));
     if (S_ISDIR(sb.st_mode))
-        return ir_fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
-    if (!S_ISREG(sb.st_mode)) return ir_fail(err, errlen, "%s: not a regular file", path);
+        return base_fail(err, errlen, "%s: is a folder, not a CIFAR-10 batch file", path);
+    if (!S_ISREG(sb.st_mode)) return base_fail(err, errlen, "%s: not a regular file", path);
     return check_size(path, (size_t)sb.st_size, records, err, errlen);
 }
 
@@ -171,24 +171,24 @@ static int check_file(const char *path, size_t *records, char *err, size_t errle
  * Record by record through stdio's buffer: no second copy of the file. */
 static int read_records(const char *path, size_t records, uint8_t *labels, uint8_t *pixels,
                         char *err, size_t errlen) {
-    /* Opened as a regular file again (ir_file_open_read: O_NONBLOCK, then
+    /* Opened as a regular file again (base_file_open_read: O_NONBLOCK, then
      * fstat), so one swapped for a FIFO since check_file cannot hang us. */
     long long size;
-    int fd = ir_file_open_read(path, &size, err, errlen);
+    int fd = base_file_open_read(path, &size, err, errlen);
     if (fd < 0) return -1;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);
-        return ir_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return base_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     }
     uint8_t rec[CIFAR_RECORD];
     int rc = 0;
     for (size_t r = 0; r < records && !rc; r++) {
         size_t got = fread(rec, 1, CIFAR_RECORD, f);
         if (got != CIFAR_RECORD)
-            rc = ir_fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got,
-                         CIFAR_RECORD,
-                         ferror(f) ? strerror(errno) : "the file shrank while being read");
+            rc = base_fail(err, errlen, "%s: record %zu: read %zu of %d bytes: %s", path, r, got,
+                           CIFAR_RECORD,
+                           ferror(f) ? strerror(errno) : "the file shrank while being read");
         else
             rc = take_record(path, r, rec, labels, pixels, err, errlen);
     }
@@ -238,8 +238,8 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     cifar_base(dir, base, sizeof base);
     struct stat sb;
     if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        ir_fail(err, errlen,
-                "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
+        base_fail(err, errlen,
+                  "%s: not a folder (--data takes a CIFAR-10 binary folder or 'synthetic')", dir);
         return NULL;
     }
     const char *const *names = train ? cifar_files : cifar_files + 5;
@@ -277,22 +277,22 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     b->shuffle = mode == RT_BATCH_TRAIN;
     b->augment = mode != RT_BATCH_EVAL && (t->pad > 0 || t->random_crop > 0 || t->random_mirror);
     b->pad = t->pad, b->crop = t->random_crop, b->mirror = t->random_mirror;
-    if (batch <= 0) return ir_fail(err, errlen, "batch must be positive, got %d", batch);
-    if (ds->count <= 0) return ir_fail(err, errlen, "%s: the dataset is empty", ds->name);
+    if (batch <= 0) return base_fail(err, errlen, "batch must be positive, got %d", batch);
+    if (ds->count <= 0) return base_fail(err, errlen, "%s: the dataset is empty", ds->name);
     if (c != ds->c || c < 1 || c > 3)
-        return ir_fail(err, errlen,
-                       "%s: images have %d channels but the program's image input has %d", ds->name,
-                       ds->c, c);
+        return base_fail(err, errlen,
+                         "%s: images have %d channels but the program's image input has %d",
+                         ds->name, ds->c, c);
     if (b->crop > 0 && (b->crop != h || b->crop != w))
-        return ir_fail(err, errlen, "random_crop %d does not give the program's %dx%d images",
-                       b->crop, h, w);
+        return base_fail(err, errlen, "random_crop %d does not give the program's %dx%d images",
+                         b->crop, h, w);
     if (b->crop > 0 && (b->crop > ds->h + 2 * b->pad || b->crop > ds->w + 2 * b->pad))
-        return ir_fail(err, errlen, "random_crop %d is larger than the padded %dx%d images",
-                       b->crop, ds->h + 2 * b->pad, ds->w + 2 * b->pad);
+        return base_fail(err, errlen, "random_crop %d is larger than the padded %dx%d images",
+                         b->crop, ds->h + 2 * b->pad, ds->w + 2 * b->pad);
     if (b->crop == 0 && (ds->h != h || ds->w != w))
-        return ir_fail(err, errlen,
-                       "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
-                       ds->name, ds->c, ds->h, ds->w, c, h, w);
+        return base_fail(err, errlen,
+                         "%s: images are %dx%dx%d but the program's image input is %dx%dx%d",
+                         ds->name, ds->c, ds->h, ds->w, c, h, w);
     for (int ch = 0; ch < c; ch++)
         for (int v = 0; v < 256; v++) {
             float x = (float)v / 255.0f;
@@ -301,8 +301,8 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     if (mode == RT_BATCH_TRAIN) {
         b->batches = ds->count / batch;
         if (b->batches == 0)
-            return ir_fail(err, errlen, "%s: %lld training images do not fill one batch of %d",
-                           ds->name, (long long)ds->count, batch);
+            return base_fail(err, errlen, "%s: %lld training images do not fill one batch of %d",
+                             ds->name, (long long)ds->count, batch);
     } else {
         b->batches = (ds->count + batch - 1) / batch;
     }
@@ -311,13 +311,14 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
 
 int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t errlen) {
     if (global < b->batch || offset < 0 || offset + b->batch > global)
-        return ir_fail(err, errlen, "a slice of %d samples at %d does not fit a global batch of %d",
-                       b->batch, offset, global);
+        return base_fail(err, errlen,
+                         "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
+                         offset, global);
     int64_t batches =
         b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
     if (batches == 0)
-        return ir_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d",
-                       b->ds->name, (long long)b->ds->count, global);
+        return base_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d",
+                         b->ds->name, (long long)b->ds->count, global);
     b->stride = global, b->offset = offset, b->batches = batches;
     return 0;
 }

@@ -7,9 +7,9 @@
  * draws give the same batches whatever the worker count.
  */
 #include "runtime/data/data.h"
-#include "ir/bytes.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/bytes.h"
+#include "base/err.h"
+#include "base/file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,7 +31,7 @@ static int by_name(const void *a, const void *b) {
 static char **list(const char *dir, int want_dir, int *n, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d) {
-        ir_fail(err, errlen, "%s: %s", dir, strerror(errno));
+        base_fail(err, errlen, "%s: %s", dir, strerror(errno));
         return NULL;
     }
     int cap = 16;
@@ -67,12 +67,12 @@ static char **folder_classes(const char *dir, int *n, char *err, size_t errlen) 
     char why[512];
     char **names = list(train, 1, n, why, sizeof why);
     if (!names) {
-        ir_fail(err, errlen, "%s (an image folder holds train/CLASS/* and val/CLASS/*)", why);
+        base_fail(err, errlen, "%s (an image folder holds train/CLASS/* and val/CLASS/*)", why);
         return NULL;
     }
     if (*n == 0 || *n > RT_MAX_CLASSES) {
-        ir_fail(err, errlen, "%s: %d class folders; an image folder has 1 to %d", train, *n,
-                RT_MAX_CLASSES);
+        base_fail(err, errlen, "%s: %d class folders; an image folder has 1 to %d", train, *n,
+                  RT_MAX_CLASSES);
         rt_names_free(names, *n);
         return NULL;
     }
@@ -83,7 +83,7 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return folder_classes(path, n, err, errlen);
     size_t len;
-    char *text = (char *)ir_file_read(path, 1 << 20, &len, err, errlen);
+    char *text = (char *)base_file_read(path, 1 << 20, &len, err, errlen);
     if (!text) return NULL;
     int cap = 16;
     char **names = malloc(sizeof *names * (size_t)cap);
@@ -95,7 +95,7 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
         size_t k = (size_t)(next - line);
         while (k && (line[k - 1] == '\n' || line[k - 1] == '\r')) k--;
         if (*n == RT_MAX_CLASSES) {
-            ir_fail(err, errlen, "%s: more than %d class names", path, RT_MAX_CLASSES);
+            base_fail(err, errlen, "%s: more than %d class names", path, RT_MAX_CLASSES);
             rt_names_free(names, *n);
             free(text);
             return NULL;
@@ -155,7 +155,7 @@ static int walk(path_list *l, const char *dir, int depth, char *err, size_t errl
 char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen) {
     path_list l = {NULL, 0, 0};
     if (walk(&l, dir, 0, err, errlen) ||
-        (l.n == 0 && ir_fail(err, errlen, "%s: no files in the folder", dir))) {
+        (l.n == 0 && base_fail(err, errlen, "%s: no files in the folder", dir))) {
         rt_names_free(l.paths, l.n);
         return NULL;
     }
@@ -208,7 +208,7 @@ int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, i
     fit_worker(&j); /* this thread is one of them */
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
     pthread_mutex_destroy(&j.mu);
-    return j.bad < n ? ir_fail(err, errlen, "%s", j.err) : 0;
+    return j.bad < n ? base_fail(err, errlen, "%s", j.err) : 0;
 }
 
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
@@ -235,10 +235,10 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
             for (int i = 0; i < nclass && !odd; i++)
                 if (!bsearch(&classes[i], got, (size_t)nsplit, sizeof *got, by_name))
                     odd = classes[i];
-            ir_fail(err, errlen,
-                    "%s: %d class folders, train/ has %d; the class sets differ ('%s' is in "
-                    "only one)",
-                    sdir, nsplit, nclass, IR_ESC(odd ? odd : "?"));
+            base_fail(err, errlen,
+                      "%s: %d class folders, train/ has %d; the class sets differ ('%s' is in "
+                      "only one)",
+                      sdir, nsplit, nclass, BASE_ESC(odd ? odd : "?"));
             rt_names_free(got, nsplit);
             goto fail;
         }
@@ -262,20 +262,21 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
         rt_names_free(files, nfiles);
         files = NULL;
     }
-    if (!listed || (l.n == 0 && ir_fail(err, errlen, "%s: no images in its class folders", sdir))) {
+    if (!listed ||
+        (l.n == 0 && base_fail(err, errlen, "%s: no images in its class folders", sdir))) {
         rt_names_free(l.paths, l.n);
         free(labels);
         goto fail;
     }
     /* Decoded once, held in memory: refused up front when that cannot fit. */
-    int64_t bytes = ir_bytes_mul(ir_bytes_mul(3 * (int64_t)h, w), l.n), host = rt_host_memory();
+    int64_t bytes = base_bytes_mul(base_bytes_mul(3 * (int64_t)h, w), l.n), host = rt_host_memory();
     if (host > 0 && bytes > host / 2) {
         char need[32], have[32];
-        ir_fail(err, errlen,
-                "%s: %d images of 3x%dx%d take %s decoded (they are held in memory), more than "
-                "half of this machine's %s: a smaller resize, or fewer images",
-                sdir, l.n, h, w, ir_bytes_str(bytes, need, sizeof need),
-                ir_bytes_str(host, have, sizeof have));
+        base_fail(err, errlen,
+                  "%s: %d images of 3x%dx%d take %s decoded (they are held in memory), more than "
+                  "half of this machine's %s: a smaller resize, or fewer images",
+                  sdir, l.n, h, w, base_bytes_str(bytes, need, sizeof need),
+                  base_bytes_str(host, have, sizeof have));
         rt_names_free(l.paths, l.n);
         free(labels);
         goto fail;

@@ -2,7 +2,7 @@
  * libpng), and the resize + centre crop every image-folder record and
  * every `dprun predict` image goes through.
  *
- * A file is read whole (ir_file_read: a regular file, size-capped) and
+ * A file is read whole (base_file_read: a regular file, size-capped) and
  * decoded from memory, by its first bytes, never its name. Both libraries
  * report errors through a handler that returns to us with longjmp (their
  * defaults exit or abort), and libjpeg's warnings (a truncated file, bad
@@ -11,8 +11,8 @@
  * so a tiny file claiming 100000x100000 costs nothing.
  */
 #include "runtime/data/data.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -42,7 +42,7 @@ int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want
                     char *err, size_t errlen) {
     (void)data, (void)size, (void)want;
     memset(im, 0, sizeof *im);
-    return ir_fail(err, errlen, "%s: %s", path, RT_IMAGE_MISSING);
+    return base_fail(err, errlen, "%s: %s", path, RT_IMAGE_MISSING);
 }
 
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
@@ -56,12 +56,12 @@ int rt_image_available(void) { return 1; }
 /* Both refusals a declared size gets, before any pixel memory. */
 static int check_size(const char *path, long long w, long long h, char *err, size_t errlen) {
     if (w < 1 || h < 1)
-        return ir_fail(err, errlen, "%s: the image declares size %lldx%lld", path, w, h);
+        return base_fail(err, errlen, "%s: the image declares size %lldx%lld", path, w, h);
     if (w > RT_IMAGE_MAX_SIDE || h > RT_IMAGE_MAX_SIDE || w * h > RT_IMAGE_MAX_PIXELS)
-        return ir_fail(err, errlen,
-                       "%s: the image declares size %lldx%lld; at most %d pixels a side and %d "
-                       "in all are read",
-                       path, w, h, RT_IMAGE_MAX_SIDE, RT_IMAGE_MAX_PIXELS);
+        return base_fail(err, errlen,
+                         "%s: the image declares size %lldx%lld; at most %d pixels a side and %d "
+                         "in all are read",
+                         path, w, h, RT_IMAGE_MAX_SIDE, RT_IMAGE_MAX_PIXELS);
     return 0;
 }
 
@@ -107,7 +107,7 @@ static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int w
     if (setjmp(e.jb)) {
         jpeg_destroy_decompress(&d);
         free(rgb);
-        return ir_fail(err, errlen, "%s: not a valid JPEG image: %s", path, e.msg);
+        return base_fail(err, errlen, "%s: not a valid JPEG image: %s", path, e.msg);
     }
     jpeg_create_decompress(&d);
     jpeg_mem_src(&d, data, (unsigned long)size);
@@ -176,7 +176,7 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     if (setjmp(png_jmpbuf(p))) {
         png_destroy_read_struct(&p, &info, NULL);
         free(rgb), free(rows);
-        return ir_fail(err, errlen, "%s: not a valid PNG image: %s", path, s.msg);
+        return base_fail(err, errlen, "%s: not a valid PNG image: %s", path, s.msg);
     }
     /* libpng refuses these itself, before its own allocations. */
     png_set_user_limits(p, RT_IMAGE_MAX_SIDE, RT_IMAGE_MAX_SIDE);
@@ -217,14 +217,14 @@ int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want
         return decode_jpeg(path, data, size, want, im, err, errlen);
     if (size >= 8 && !memcmp(data, png_magic, 8))
         return decode_png(path, data, size, im, err, errlen);
-    return ir_fail(err, errlen, "%s: not a JPEG or PNG image (%s)", path,
-                   size ? "unknown first bytes" : "the file is empty");
+    return base_fail(err, errlen, "%s: not a JPEG or PNG image (%s)", path,
+                     size ? "unknown first bytes" : "the file is empty");
 }
 
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
     size_t size;
-    uint8_t *data = ir_file_read(path, RT_IMAGE_MAX_FILE, &size, err, errlen);
+    uint8_t *data = base_file_read(path, RT_IMAGE_MAX_FILE, &size, err, errlen);
     if (!data) return -1;
     int rc = rt_image_decode(path, data, size, want, im, err, errlen);
     free(data);

@@ -10,8 +10,8 @@
  * and a data size that is the file's remaining size to the byte.
  */
 #include "runtime/data/data.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -87,60 +87,60 @@ static int parse_header(const char *path, const char *p, const char *end, npy_ar
                         size_t errlen) {
     cursor c = {p, end};
     int seen[3] = {0, 0, 0};
-    if (!eat(&c, '{')) return ir_fail(err, errlen, "%s: the .npy header is not a dict", path);
+    if (!eat(&c, '{')) return base_fail(err, errlen, "%s: the .npy header is not a dict", path);
     while (!eat(&c, '}')) {
         char key[32];
         if (quoted(&c, key, sizeof key) || !eat(&c, ':'))
-            return ir_fail(err, errlen, "%s: bad .npy header (expected 'key': value)", path);
+            return base_fail(err, errlen, "%s: bad .npy header (expected 'key': value)", path);
         if (!strcmp(key, "descr") && !seen[0]) {
             seen[0] = 1;
             if (quoted(&c, a->descr, sizeof a->descr) || !(a->item = item_size(a->descr)))
-                return ir_fail(err, errlen,
-                               "%s: dtype '%s' is not read (expected uint8 '|u1' or float32 "
-                               "'<f4' images, integer labels, little endian)",
-                               path, IR_ESC(a->descr));
+                return base_fail(err, errlen,
+                                 "%s: dtype '%s' is not read (expected uint8 '|u1' or float32 "
+                                 "'<f4' images, integer labels, little endian)",
+                                 path, BASE_ESC(a->descr));
         } else if (!strcmp(key, "fortran_order") && !seen[1]) {
             seen[1] = 1;
             if (word(&c, "True"))
-                return ir_fail(err, errlen, "%s: fortran_order True; write it C-ordered", path);
+                return base_fail(err, errlen, "%s: fortran_order True; write it C-ordered", path);
             if (!word(&c, "False"))
-                return ir_fail(err, errlen, "%s: fortran_order is not True or False", path);
+                return base_fail(err, errlen, "%s: fortran_order is not True or False", path);
         } else if (!strcmp(key, "shape") && !seen[2]) {
             seen[2] = 1;
-            if (!eat(&c, '(')) return ir_fail(err, errlen, "%s: shape is not a tuple", path);
+            if (!eat(&c, '(')) return base_fail(err, errlen, "%s: shape is not a tuple", path);
             while (!eat(&c, ')')) {
                 skip_ws(&c);
                 if (a->rank == NPY_MAX_RANK)
-                    return ir_fail(err, errlen, "%s: shape has more than %d dimensions", path,
-                                   NPY_MAX_RANK);
+                    return base_fail(err, errlen, "%s: shape has more than %d dimensions", path,
+                                     NPY_MAX_RANK);
                 int64_t v = 0;
                 int digits = 0;
                 while (c.p < c.end && *c.p >= '0' && *c.p <= '9' && v <= INT32_MAX)
                     v = v * 10 + (*c.p++ - '0'), digits++;
                 if (!digits || v > INT32_MAX)
-                    return ir_fail(err, errlen, "%s: bad shape (dimensions 0 .. %d)", path,
-                                   INT32_MAX);
+                    return base_fail(err, errlen, "%s: bad shape (dimensions 0 .. %d)", path,
+                                     INT32_MAX);
                 a->shape[a->rank++] = v;
                 if (!eat(&c, ',') && !(skip_ws(&c), c.p < c.end && *c.p == ')'))
-                    return ir_fail(err, errlen, "%s: bad shape tuple", path);
+                    return base_fail(err, errlen, "%s: bad shape tuple", path);
             }
         } else {
-            return ir_fail(err, errlen,
-                           "%s: unexpected .npy header key '%s' (expected descr, fortran_order, "
-                           "shape, once each)",
-                           path, IR_ESC(key));
+            return base_fail(err, errlen,
+                             "%s: unexpected .npy header key '%s' (expected descr, fortran_order, "
+                             "shape, once each)",
+                             path, BASE_ESC(key));
         }
         if (!eat(&c, ',') && !(skip_ws(&c), c.p < c.end && *c.p == '}'))
-            return ir_fail(err, errlen, "%s: bad .npy header (expected ',' or '}')", path);
+            return base_fail(err, errlen, "%s: bad .npy header (expected ',' or '}')", path);
     }
     if (!seen[0] || !seen[1] || !seen[2])
-        return ir_fail(err, errlen, "%s: the .npy header lacks %s", path,
-                       !seen[0]   ? "descr"
-                       : !seen[1] ? "fortran_order"
-                                  : "shape");
+        return base_fail(err, errlen, "%s: the .npy header lacks %s", path,
+                         !seen[0]   ? "descr"
+                         : !seen[1] ? "fortran_order"
+                                    : "shape");
     skip_ws(&c);
     while (c.p < c.end && *c.p == '\n') c.p++;
-    if (c.p != c.end) return ir_fail(err, errlen, "%s: bytes after the .npy header's dict", path);
+    if (c.p != c.end) return base_fail(err, errlen, "%s: bytes after the .npy header's dict", path);
     return 0;
 }
 
@@ -149,37 +149,37 @@ static int npy_parse(const char *path, const uint8_t *b, size_t len, npy_array *
                      size_t errlen) {
     memset(a, 0, sizeof *a);
     if (len < 10 || memcmp(b, "\x93NUMPY", 6))
-        return ir_fail(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic)", path);
+        return base_fail(err, errlen, "%s: not a .npy file (no \\x93NUMPY magic)", path);
     int major = b[6];
     size_t hlen, at;
     if (major == 1) {
         hlen = (size_t)b[8] | (size_t)b[9] << 8, at = 10;
     } else if (major == 2 || major == 3) {
-        if (len < 12) return ir_fail(err, errlen, "%s: truncated .npy header", path);
+        if (len < 12) return base_fail(err, errlen, "%s: truncated .npy header", path);
         hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
         at = 12;
     } else {
-        return ir_fail(err, errlen, "%s: .npy version %d.%d is not read (1.0 to 3.0)", path, major,
-                       b[7]);
+        return base_fail(err, errlen, "%s: .npy version %d.%d is not read (1.0 to 3.0)", path,
+                         major, b[7]);
     }
     if (hlen > len - at)
-        return ir_fail(err, errlen, "%s: the .npy header (%zu bytes) runs past the end", path,
-                       hlen);
+        return base_fail(err, errlen, "%s: the .npy header (%zu bytes) runs past the end", path,
+                         hlen);
     if (memchr(b + at, 0, hlen))
-        return ir_fail(err, errlen, "%s: a NUL byte in the .npy header", path);
+        return base_fail(err, errlen, "%s: a NUL byte in the .npy header", path);
     if (parse_header(path, (const char *)b + at, (const char *)b + at + hlen, a, err, errlen))
         return -1;
     size_t n = (size_t)a->item;
     for (int i = 0; i < a->rank; i++)
         if (__builtin_mul_overflow(n, (size_t)a->shape[i], &n))
-            return ir_fail(err, errlen, "%s: the shape's size overflows", path);
+            return base_fail(err, errlen, "%s: the shape's size overflows", path);
     a->data = b + at + hlen;
     a->size = len - at - hlen;
     if (n != a->size)
-        return ir_fail(err, errlen,
-                       "%s: the shape and dtype say %zu bytes of data, the file holds %zu "
-                       "(truncated?)",
-                       path, n, a->size);
+        return base_fail(err, errlen,
+                         "%s: the shape and dtype say %zu bytes of data, the file holds %zu "
+                         "(truncated?)",
+                         path, n, a->size);
     return 0;
 }
 
@@ -199,8 +199,8 @@ rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t err
     snprintf(xpath, sizeof xpath, "%s/%s_x.npy", dir, split);
     snprintf(ypath, sizeof ypath, "%s/%s_y.npy", dir, split);
     size_t xlen = 0, ylen = 0;
-    uint8_t *xb = ir_file_read(xpath, NPY_MAX_FILE, &xlen, err, errlen);
-    uint8_t *yb = xb ? ir_file_read(ypath, NPY_MAX_FILE, &ylen, err, errlen) : NULL;
+    uint8_t *xb = base_file_read(xpath, NPY_MAX_FILE, &xlen, err, errlen);
+    uint8_t *yb = xb ? base_file_read(ypath, NPY_MAX_FILE, &ylen, err, errlen) : NULL;
     rt_dataset *ds =
         yb ? rt_data_npy_parse(xpath, xb, xlen, ypath, yb, ylen, c, err, errlen) : NULL;
     free(xb);
@@ -216,31 +216,31 @@ rt_dataset *rt_data_npy_parse(const char *xpath, const uint8_t *xb, size_t xlen,
     if (npy_parse(xpath, xb, xlen, &x, err, errlen) || npy_parse(ypath, yb, ylen, &y, err, errlen))
         return NULL;
     if (x.rank != 4 || (strcmp(x.descr, "|u1") && strcmp(x.descr, "<f4"))) {
-        ir_fail(err, errlen,
-                "%s: images must be a rank-4 uint8 or float32 array (N,H,W,C or N,C,H,W), not "
-                "rank %d '%s'",
-                xpath, x.rank, x.descr);
+        base_fail(err, errlen,
+                  "%s: images must be a rank-4 uint8 or float32 array (N,H,W,C or N,C,H,W), not "
+                  "rank %d '%s'",
+                  xpath, x.rank, x.descr);
         return NULL;
     }
     int nhwc = x.shape[3] == c;
     if (!nhwc && x.shape[1] != c) {
-        ir_fail(err, errlen,
-                "%s: shape (%lld, %lld, %lld, %lld) has %d channels neither last nor second; the "
-                "program's image input has %d",
-                xpath, (long long)x.shape[0], (long long)x.shape[1], (long long)x.shape[2],
-                (long long)x.shape[3], (int)x.shape[3], c);
+        base_fail(err, errlen,
+                  "%s: shape (%lld, %lld, %lld, %lld) has %d channels neither last nor second; the "
+                  "program's image input has %d",
+                  xpath, (long long)x.shape[0], (long long)x.shape[1], (long long)x.shape[2],
+                  (long long)x.shape[3], (int)x.shape[3], c);
         return NULL;
     }
     if (y.rank != 1 || y.shape[0] != x.shape[0] || y.descr[1] == 'f') {
-        ir_fail(err, errlen, "%s: labels must be %lld integers (shape (%lld,)), one per image",
-                ypath, (long long)x.shape[0], (long long)x.shape[0]);
+        base_fail(err, errlen, "%s: labels must be %lld integers (shape (%lld,)), one per image",
+                  ypath, (long long)x.shape[0], (long long)x.shape[0]);
         return NULL;
     }
     int64_t n = x.shape[0];
     int h = (int)(nhwc ? x.shape[1] : x.shape[2]), w = (int)(nhwc ? x.shape[2] : x.shape[3]);
     if (n < 1 || h < 1 || w < 1 || h > RT_NPY_MAX_SIDE || w > RT_NPY_MAX_SIDE) {
-        ir_fail(err, errlen, "%s: %lld images of %dx%d: expected at least one, at most %d a side",
-                xpath, (long long)n, h, w, RT_NPY_MAX_SIDE);
+        base_fail(err, errlen, "%s: %lld images of %dx%d: expected at least one, at most %d a side",
+                  xpath, (long long)n, h, w, RT_NPY_MAX_SIDE);
         return NULL;
     }
     ds = calloc(1, sizeof *ds);
@@ -255,8 +255,8 @@ rt_dataset *rt_data_npy_parse(const char *xpath, const uint8_t *xb, size_t xlen,
     for (int64_t i = 0; i < n; i++) {
         int64_t l = int_at(&y, (size_t)i);
         if (l < 0 || l >= RT_MAX_CLASSES) {
-            ir_fail(err, errlen, "%s: label %lld of image %lld is outside 0..%d", ypath,
-                    (long long)l, (long long)i, RT_MAX_CLASSES - 1);
+            base_fail(err, errlen, "%s: label %lld of image %lld is outside 0..%d", ypath,
+                      (long long)l, (long long)i, RT_MAX_CLASSES - 1);
             goto fail;
         }
         ds->labels[i] = (uint8_t)l;
@@ -274,8 +274,8 @@ rt_dataset *rt_data_npy_parse(const char *xpath, const uint8_t *xb, size_t xlen,
         float v;
         memcpy(&v, x.data + src * 4, 4); /* little endian, as checked */
         if (!(v >= 0 && v <= 1)) {
-            ir_fail(err, errlen, "%s: image %zu has value %g; float32 images lie in [0, 1]", xpath,
-                    img, (double)v);
+            base_fail(err, errlen, "%s: image %zu has value %g; float32 images lie in [0, 1]",
+                      xpath, img, (double)v);
             goto fail;
         }
         ds->pixels[i] = (uint8_t)lrintf(v * 255.0f);

@@ -15,7 +15,7 @@
  * epoch has been released (see order_slots()).
  */
 #include "runtime/data/data.h"
-#include "ir/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -140,21 +140,22 @@ static void *worker(void *arg) {
 rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg, char *err,
                              size_t errlen) {
     if (cfg->workers < 0 || cfg->workers > RT_PIPELINE_MAX_WORKERS) {
-        ir_fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS,
-                cfg->workers);
+        base_fail(err, errlen, "data workers must be 0..%d, got %d", RT_PIPELINE_MAX_WORKERS,
+                  cfg->workers);
         return NULL;
     }
     if (cfg->depth != 0 && cfg->depth < 2) {
-        ir_fail(err, errlen, "the input pipeline needs at least 2 slots (double buffering), got %d",
-                cfg->depth);
+        base_fail(err, errlen,
+                  "the input pipeline needs at least 2 slots (double buffering), got %d",
+                  cfg->depth);
         return NULL;
     }
     if (cfg->count < 0 || b->batches <= 0 || cfg->first_epoch < 0 || cfg->first_index < 0 ||
         cfg->first_index >= b->batches) {
-        ir_fail(err, errlen,
-                "the input pipeline was asked for %lld batches of a batcher with %lld per "
-                "epoch",
-                (long long)cfg->count, (long long)b->batches);
+        base_fail(err, errlen,
+                  "the input pipeline was asked for %lld batches of a batcher with %lld per "
+                  "epoch",
+                  (long long)cfg->count, (long long)b->batches);
         return NULL;
     }
     rt_pipeline *p = calloc(1, sizeof *p);
@@ -191,8 +192,8 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
     for (int i = 0; i < cfg->workers; i++) {
         int e = pthread_create(&p->threads[i], NULL, worker, p);
         if (e) {
-            ir_fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1,
-                    cfg->workers, strerror(e));
+            base_fail(err, errlen, "cannot start data worker thread %d of %d: %s", i + 1,
+                      cfg->workers, strerror(e));
             rt_pipeline_free(p);
             return NULL;
         }

@@ -2,8 +2,8 @@
  * result by content hash, load exactly the bytes that were checked. See
  * device.h (the module cache). */
 #include "runtime/device/device.h"
-#include "ir/file.h"
-#include "ir/hash.h"
+#include "base/file.h"
+#include "base/hash.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -58,13 +58,13 @@ static int check_ancestor(const char *dir, const char *at, const struct stat *st
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
     if (st->st_uid != 0 && st->st_uid != me)
-        return ir_fail(
+        return base_fail(
             err, errlen,
             "kernel cache directory %s: %s, on its path, belongs to uid %ld (mode %04o), "
             "not to root or this user (uid %ld); refusing to load kernels through it (%s)",
             dir, at, (long)st->st_uid, mode, (long)me, suffix);
     if ((mode & 022) && !(mode & S_ISVTX))
-        return ir_fail(
+        return base_fail(
             err, errlen,
             "kernel cache directory %s: %s, on its path, is writable by %s and not "
             "sticky (mode %04o, owner uid %ld); refusing to load kernels through it (%s)",
@@ -77,15 +77,17 @@ static int check_final(const char *dir, const struct stat *st, char *err, size_t
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
     if (st->st_uid != me)
-        return ir_fail(err, errlen,
-                       "kernel cache directory %s belongs to uid %ld (mode %04o), not to this user "
-                       "(uid %ld); refusing to load kernels from it (%s)",
-                       dir, (long)st->st_uid, mode, (long)me, suffix);
+        return base_fail(
+            err, errlen,
+            "kernel cache directory %s belongs to uid %ld (mode %04o), not to this user "
+            "(uid %ld); refusing to load kernels from it (%s)",
+            dir, (long)st->st_uid, mode, (long)me, suffix);
     if (mode & 022)
-        return ir_fail(err, errlen,
-                       "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
-                       "kernels from it (chmod go-w it, or %s)",
-                       dir, mode & 002 ? "everyone" : "its group", mode, suffix);
+        return base_fail(
+            err, errlen,
+            "kernel cache directory %s is writable by %s (mode %04o); refusing to load "
+            "kernels from it (chmod go-w it, or %s)",
+            dir, mode & 002 ? "everyone" : "its group", mode, suffix);
     return 0;
 }
 
@@ -121,8 +123,8 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
     const char *env = getenv("DPC_CACHE_DIR");
     if (env && *env) {
         if (snprintf(c->path, sizeof c->path, "%s", env) >= (int)sizeof c->path)
-            return ir_fail(err, errlen, "DPC_CACHE_DIR is longer than %zu bytes",
-                           sizeof c->path - 1);
+            return base_fail(err, errlen, "DPC_CACHE_DIR is longer than %zu bytes",
+                             sizeof c->path - 1);
     } else {
         default_dir(c->path, sizeof c->path);
     }
@@ -134,8 +136,8 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
     else if (getcwd(cwd, sizeof cwd))
         snprintf(todo, sizeof todo, "%s/%s", cwd, dir);
     else
-        return ir_fail(err, errlen, "kernel cache directory %s: cannot resolve it: getcwd: %s", dir,
-                       strerror(errno));
+        return base_fail(err, errlen, "kernel cache directory %s: cannot resolve it: getcwd: %s",
+                         dir, strerror(errno));
     int cur = -1, links = 0;
     struct stat st;
     char *p = todo;
@@ -179,10 +181,10 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
                 goto sys_fail;
             }
             if (ls.st_uid != 0 && ls.st_uid != geteuid()) {
-                ir_fail(err, errlen,
-                        "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
-                        "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
-                        dir, at, (long)ls.st_uid, (long)geteuid(), suffix);
+                base_fail(err, errlen,
+                          "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
+                          "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
+                          dir, at, (long)ls.st_uid, (long)geteuid(), suffix);
                 goto fail;
             }
             char target[PATH_MAX], next[sizeof todo];
@@ -221,7 +223,7 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
     if (check_final(dir, &st, err, errlen)) goto fail;
     return 0;
 sys_fail:
-    ir_fail(err, errlen, "kernel cache directory %s: %s: %s", dir, at, strerror(errno));
+    base_fail(err, errlen, "kernel cache directory %s: %s: %s", dir, at, strerror(errno));
 fail:
     if (cur >= 0) close(cur);
     rt_cache_close(c);
@@ -259,7 +261,8 @@ unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
     char shown[SHOWN_MAX], why[256];
     shown_name(c, name, shown, sizeof shown);
     /* Any failure is a miss: the caller recompiles. */
-    return ir_file_read_at(c->fd, name, shown, IR_FILE_OURS, (size_t)1 << 30, len, why, sizeof why);
+    return base_file_read_at(c->fd, name, shown, BASE_FILE_OURS, (size_t)1 << 30, len, why,
+                             sizeof why);
 }
 
 int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
@@ -267,8 +270,8 @@ int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n,
     char shown[SHOWN_MAX];
     shown_name(c, name, shown, sizeof shown);
     int dfd = dup(c->fd); /* the file takes its folder's fd over */
-    if (dfd < 0) return ir_fail(err, errlen, "%s: %s", shown, strerror(errno));
-    return ir_file_write_all_at(dfd, name, shown, p, n, err, errlen);
+    if (dfd < 0) return base_fail(err, errlen, "%s: %s", shown, strerror(errno));
+    return base_file_write_all_at(dfd, name, shown, p, n, err, errlen);
 }
 
 int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t n) {
@@ -306,10 +309,10 @@ void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match) {
 
 void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const char *source) {
     size_t srclen = strlen(source);
-    h = ir_fnv1a(h, source, srclen);
+    h = base_fnv1a(h, source, srclen);
     /* A second, differently seeded hash makes a collision astronomically
      * unlikely without a cryptographic hash. */
-    uint64_t h2 = ir_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
+    uint64_t h2 = base_fnv1a(h ^ 0x9e3779b97f4a7c15ull, source, srclen);
     snprintf(name, n, "dpc2-%s%016" PRIx64 "%08" PRIx32, kind, h, (uint32_t)h2);
 }
 
@@ -328,7 +331,7 @@ uint64_t rt_cache_cpu_hash(uint64_t h) {
     char line[512];
     while (fgets(line, sizeof line, f))
         if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5)) {
-            h = ir_fnv1a(h, line, strlen(line));
+            h = base_fnv1a(h, line, strlen(line));
             if (line[0] == 'f') break;
         }
     fclose(f);
@@ -458,7 +461,7 @@ static void *load_bytes(const unsigned char *data, size_t n, int flags, const ch
         }
     }
     pthread_mutex_unlock(&loaded_mu);
-    if (!h) ir_fail(err, errlen, "dlopen %s (from memory): %s", shown, why ? why : "failed");
+    if (!h) base_fail(err, errlen, "dlopen %s (from memory): %s", shown, why ? why : "failed");
     return h;
 }
 
@@ -467,8 +470,8 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
     if (hit) *hit = 0;
     *path = NULL;
     const char *cc = compiler();
-    uint64_t h = ir_fnv1a_str(IR_FNV1A_INIT, cc);
-    h = ir_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
+    uint64_t h = base_fnv1a_str(BASE_FNV1A_INIT, cc);
+    h = base_fnv1a(h, RT_CC_FLAGS, sizeof RT_CC_FLAGS);
     h = rt_cache_cpu_hash(h);
     char base[64], so[80], c_name[80];
     rt_cache_name(base, sizeof base, "", h, source);
@@ -501,7 +504,7 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
     temp_name(tmp_so, sizeof tmp_so, base, ".so");
     temp_name(tmp_log, sizeof tmp_log, base, ".log");
     if (rt_cache_write(c, c_name, source, strlen(source), why, sizeof why)) {
-        ir_fail(err, errlen, "cannot write kernel source: %s", why);
+        base_fail(err, errlen, "cannot write kernel source: %s", why);
         free(shown);
         return NULL;
     }
@@ -520,8 +523,8 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
     unsigned char *log = rt_cache_read(c, tmp_log, &log_len);
     unlinkat(c->fd, tmp_log, 0);
     if (rc != 0) {
-        ir_fail(err, errlen, "compiling %s/%s failed (%s %s):\n%.4000s", c->path, c_name, cc,
-                RT_CC_FLAGS, log && *log ? (char *)log : "(no compiler output)");
+        base_fail(err, errlen, "compiling %s/%s failed (%s %s):\n%.4000s", c->path, c_name, cc,
+                  RT_CC_FLAGS, log && *log ? (char *)log : "(no compiler output)");
         free(log);
         unlinkat(c->fd, tmp_so, 0);
         free(shown);
@@ -534,12 +537,13 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
     size_t built_len = 0;
     unsigned char *built = rt_cache_read(c, tmp_so, &built_len);
     if (!built || !elf_whole(built, built_len)) {
-        ir_fail(err, errlen, "%s %s wrote no whole shared object at %s/%s", cc, RT_CC_FLAGS,
-                c->path, tmp_so);
+        base_fail(err, errlen, "%s %s wrote no whole shared object at %s/%s", cc, RT_CC_FLAGS,
+                  c->path, tmp_so);
     } else if (rt_cache_record(c, so, built, built_len)) {
-        ir_fail(err, errlen, "cannot record the checksum of %s: %s", shown, strerror(errno));
+        base_fail(err, errlen, "cannot record the checksum of %s: %s", shown, strerror(errno));
     } else if (renameat(c->fd, tmp_so, c->fd, so)) {
-        ir_fail(err, errlen, "cannot move %s/%s into place: %s", c->path, tmp_so, strerror(errno));
+        base_fail(err, errlen, "cannot move %s/%s into place: %s", c->path, tmp_so,
+                  strerror(errno));
     } else {
         if (rt_debug_level() >= 1)
             fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", shown, seconds);

@@ -274,15 +274,15 @@ static rt_kernel *cpu_kernel(rt_backend *be, rt_module *m, const char *name, int
     void *sym = dlsym(m->handle, name);
     if (!sym) {
         const char *why = dlerror();
-        ir_fail(err, errlen, "kernel %s not in %s: %s", name, m->path, why ? why : "null symbol");
+        base_fail(err, errlen, "kernel %s not in %s: %s", name, m->path, why ? why : "null symbol");
         return NULL;
     }
     char gname[256];
     snprintf(gname, sizeof gname, "%s_grain", name);
     const long long *grain = dlsym(m->handle, gname);
     if (!grain) {
-        ir_fail(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name,
-                m->path, gname);
+        base_fail(err, errlen, "kernel %s in %s has no %s (a module from another dpc?)", name,
+                  m->path, gname);
         return NULL;
     }
     rt_kernel *k = calloc(1, sizeof *k);
@@ -312,7 +312,7 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
                       const cg_launch *geometry, char *err, size_t errlen) {
     (void)be, (void)geometry; /* the thread pool splits count itself */
     if (nargs != k->nargs) {
-        return ir_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
+        return base_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }
     if (count <= 0) return 0;
     if (count < k->grain || pool.n == 1) {
@@ -408,7 +408,7 @@ static int gemm_mixed(const cg_gemm *d, const void *A, const void *B, void *C, c
                       size_t errlen) {
     int64_t ea = cg_gemm_extent(d, 'a'), eb = cg_gemm_extent(d, 'b'), ec = cg_gemm_extent(d, 'c');
     if (ea < 0 || eb < 0 || ec < 0) {
-        return ir_fail(err, errlen, "gemm: extents overflow");
+        return base_fail(err, errlen, "gemm: extents overflow");
     }
     cg_gemm w = *d;
     float *fa = NULL, *fb = NULL, *fc = NULL;
@@ -446,7 +446,7 @@ static int gemm_tf32(const cg_gemm *d, const float *A, const float *B, float *C,
                      size_t errlen) {
     int64_t ea = cg_gemm_extent(d, 'a'), eb = cg_gemm_extent(d, 'b');
     if (ea < 0 || eb < 0) {
-        return ir_fail(err, errlen, "gemm: extents overflow");
+        return base_fail(err, errlen, "gemm: extents overflow");
     }
     cg_gemm w = *d;
     float *fa = round_tf32(A, d->off_a, ea), *fb = round_tf32(B, d->off_b, eb);

@@ -48,7 +48,7 @@ const char *rt_onednn_conv_impl(const cg_conv *d) {
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 
@@ -561,7 +561,7 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     conv_prim *c = prim_for(d);
     if (!c->parts) return 1;
     dnnl_stream_t s = thread_stream();
-    if (!s) return ir_fail(err, errlen, "oneDNN: cannot create a stream");
+    if (!s) return base_fail(err, errlen, "oneDNN: cannot create a stream");
     conv_job j = {.c = c, .base = {out, (char *)in, (char *)in2}};
     /* the shared input, once for every part: by chunks of images, or whole */
     int t = c->shared;
@@ -574,7 +574,7 @@ int rt_onednn_conv(const cg_conv *d, void *out, const void *in, const void *in2,
     }
     if (!atomic_load(&j.failed)) run(conv_part, &j, c->parts);
     if (atomic_load(&j.failed))
-        return ir_fail(err, errlen, "oneDNN: %s convolution failed", cg_conv_dir_name(d->dir));
+        return base_fail(err, errlen, "oneDNN: %s convolution failed", cg_conv_dir_name(d->dir));
     return 0;
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 
@@ -64,7 +64,7 @@ void rt_readback_add(rt_readback *rb, size_t off, const void *src, size_t bytes)
 
 const void *rt_readback_wait(rt_readback *rb, char *err, size_t errlen) {
     if (rb->why[0]) {
-        ir_fail(err, errlen, "%s", rb->why);
+        base_fail(err, errlen, "%s", rb->why);
         rb->why[0] = 0;
         return NULL;
     }

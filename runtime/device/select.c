@@ -1,7 +1,7 @@
 /* runtime/device/select.c — `--device auto|cpu|cuda`. See device.h. */
 #include "runtime/device/device.h"
-#include "ir/err.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/parse.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@ static int default_ordinal(void) {
     const char *s = getenv("DPC_CUDA_DEVICE");
     if (!s || !*s) return 0;
     int64_t v;
-    return ir_parse_i64(s, &v) || v < 0 || v > 4096 ? -1 : (int)v;
+    return base_parse_i64(s, &v) || v < 0 || v > 4096 ? -1 : (int)v;
 }
 
 /* The cuda backend, or NULL and why: "no CUDA device (REASON)" when none
@@ -96,12 +96,12 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
         if (strcmp(device, backends[i].name)) continue;
         char why[1024] = "";
         rt_backend *be = backends[i].open(ordinal, why, sizeof why);
-        if (!be) ir_fail(err, errlen, "--device %s: %s", device, why);
+        if (!be) base_fail(err, errlen, "--device %s: %s", device, why);
         return be;
     }
     char list[128];
     choices(list, sizeof list);
-    ir_fail(err, errlen, "--device: '%s' is not one of %s", device, list);
+    base_fail(err, errlen, "--device: '%s' is not one of %s", device, list);
     return NULL;
 }
 

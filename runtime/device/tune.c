@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/hash.h"
+#include "base/hash.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 #include "runtime/env.h"
@@ -65,23 +65,23 @@ static const char *alternative_name(const cg_conv *d) {
 static uint64_t build_hash, cpu_where;
 static pthread_once_t where_once = PTHREAD_ONCE_INIT;
 static void where_start(void) {
-    uint64_t h = IR_FNV1A_INIT;
+    uint64_t h = BASE_FNV1A_INIT;
     FILE *f = fopen("/proc/self/exe", "rb");
     if (f) {
         static char buf[1 << 16]; /* once per process (pthread_once) */
         size_t n;
-        while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = ir_fnv1a(h, buf, n);
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) h = base_fnv1a(h, buf, n);
         fclose(f);
     }
     build_hash = h;
     int threads = rt_cpu_threads();
-    cpu_where = rt_cache_cpu_hash(ir_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
+    cpu_where = rt_cache_cpu_hash(base_fnv1a(0x9e3779b97f4a7c15ull, &threads, sizeof threads));
 }
 
 uint64_t rt_conv_where(const rt_backend *be) {
     pthread_once(&where_once, where_start);
     uint64_t h = be && be->tune_key ? be->tune_key(be) : cpu_where;
-    return ir_fnv1a(h, &build_hash, sizeof build_hash);
+    return base_fnv1a(h, &build_hash, sizeof build_hash);
 }
 
 /* The record's name in the cache: the machine's, and the line format's

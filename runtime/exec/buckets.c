@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/internal.h"
@@ -57,7 +57,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
         if (g->nodes[i].op == IR_OP_ALLREDUCE && g->nodes[i].iattr[0] + 1 > nb)
             nb = (int)g->nodes[i].iattr[0] + 1;
     if (rt_coll_queue_buckets(q) != 0)
-        return ir_fail(err, errlen, "the communication queue has buckets of another program");
+        return base_fail(err, errlen, "the communication queue has buckets of another program");
     int *step = steps_of_nodes(ex);
     rt_coll_piece *piece = malloc(sizeof *piece * (size_t)(g->n + 1));
     RT_CHECK_ALLOC(piece);
@@ -77,11 +77,11 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
             const ir_node *n = &g->nodes[i];
             if (n->op != IR_OP_ALLREDUCE || n->iattr[0] != b) continue;
             if (n->iattr[1] != packed)
-                rc = ir_fail(err, errlen,
-                             "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
-                             (long long)n->iattr[1], b, (long long)packed);
+                rc = base_fail(err, errlen,
+                               "allreduce node %d: offset %lld in bucket %d, expected %lld", i,
+                               (long long)n->iattr[1], b, (long long)packed);
             else if (!ex->buf[n->input[0]] || step[i] < 0)
-                rc = ir_fail(err, errlen, "allreduce node %d has no buffer or step", i);
+                rc = base_fail(err, errlen, "allreduce node %d has no buffer or step", i);
             else if (ex->buf[i] == ex->buf[n->input[0]]) {
                 /* Out of place from now on: the local gradient keeps its
                  * value for its other readers (the partition pass, docs/DESIGN.md §5.5). */
@@ -96,11 +96,12 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
                     if (g->nodes[j].input[k] == i && step[j] >= 0 && step[j] < ex->wait_at[b])
                         ex->wait_at[b] = step[j];
         }
-        if (!rc && np == 0) rc = ir_fail(err, errlen, "bucket %d has no gradients", b);
+        if (!rc && np == 0) rc = base_fail(err, errlen, "bucket %d has no gradients", b);
         if (!rc && ex->wait_at[b] <= ex->start_at[b])
-            rc = ir_fail(err, errlen,
-                         "bucket %d is read (step %d) before its last gradient is summed (step %d)",
-                         b, ex->wait_at[b], ex->start_at[b]);
+            rc = base_fail(
+                err, errlen,
+                "bucket %d is read (step %d) before its last gradient is summed (step %d)", b,
+                ex->wait_at[b], ex->start_at[b]);
         if (!rc) rt_coll_queue_add_bucket(q, piece, np);
     }
     free(piece);
@@ -114,7 +115,7 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
 }
 
 int rt_exec_set_shard(rt_exec *ex, const rt_shard *s, int me, char *err, size_t errlen) {
-    if (!ex->coll) return ir_fail(err, errlen, "--shard-optimizer: no collective to shard over");
+    if (!ex->coll) return base_fail(err, errlen, "--shard-optimizer: no collective to shard over");
     int *step = steps_of_nodes(ex);
     free(ex->skip);
     ex->skip = calloc((size_t)ex->prog->nsteps + 1, 1);

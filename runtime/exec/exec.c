@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "runtime/env.h"
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/device/device.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
@@ -101,7 +101,7 @@ static int load_memplan(const ir_graph *g, const dpc_plan *plan, fmt_memplan **o
     if (!sec) return 0;
     char why[512];
     int rc = fmt_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why);
-    if (rc < 0) return ir_fail(err, errlen, "plan section %s: %s", FMT_MEMPLAN_SECTION, why);
+    if (rc < 0) return base_fail(err, errlen, "plan section %s: %s", FMT_MEMPLAN_SECTION, why);
     return 0;
 }
 
@@ -123,10 +123,11 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
         if (ir_is_persistent(n->op)) {
             int k = rt_store_find(ex->st, n->name);
             if (k < 0)
-                rc = ir_fail(err, errlen, "%s '%s' is not in the parameter store",
-                             ir_ops[n->op].name, n->name);
+                rc = base_fail(err, errlen, "%s '%s' is not in the parameter store",
+                               ir_ops[n->op].name, n->name);
             else if (!ir_type_equal(rt_store_type(ex->st, k), &n->type))
-                rc = ir_fail(err, errlen, "'%s' has another shape in the parameter store", n->name);
+                rc = base_fail(err, errlen, "'%s' has another shape in the parameter store",
+                               n->name);
             else
                 ex->buf[i] = rt_store_buffer(ex->st, k);
         } else if (n->op == IR_OP_ALLREDUCE) {
@@ -154,8 +155,8 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
             for (int j = 0; j < ex->prog->calls[c].nargs && !rc; j++) {
                 int id = s->buf[ex->prog->calls[c].arg[j]];
                 if (id != CG_SCRATCH && !ex->buf[id])
-                    rc = ir_fail(err, errlen, "step %d (%s) uses node %d, which has no buffer", si,
-                                 ir_ops[s->op].name, id);
+                    rc = base_fail(err, errlen, "step %d (%s) uses node %d, which has no buffer",
+                                   si, ir_ops[s->op].name, id);
             }
     }
     if (!rc && ex->prog->scratch > 0)
@@ -179,9 +180,9 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
     cg_program *gen = cg_generate(g, be->dialect, o, why, sizeof why);
     if (!gen) {
         if (plan)
-            ir_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
+            base_fail(err, errlen, "%s: cannot render its kernels: %s", pname, why);
         else
-            ir_fail(err, errlen, "%s", why);
+            base_fail(err, errlen, "%s", why);
         return NULL;
     }
     const plan_section *sec = plan ? plan_find_section(plan, cg_section_tag(be->dialect)) : NULL;
@@ -189,15 +190,15 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
         cg_program *p = NULL;
         int rc = cg_section_find(sec->data, sec->len, g, &p, why, sizeof why);
         if (rc < 0) {
-            ir_fail(err, errlen, "%s: plan section %s: %s", pname, sec->tag, why);
+            base_fail(err, errlen, "%s: plan section %s: %s", pname, sec->tag, why);
             cg_program_free(gen);
             return NULL;
         }
         if (rc == 0 && cg_program_diff(p, gen, why, sizeof why)) {
-            ir_fail(err, errlen,
-                    "%s: plan section %s is not what its graph renders (%s): the plan was "
-                    "edited or made by another dpc; refusing to run it (recompile the model)",
-                    pname, sec->tag, why);
+            base_fail(err, errlen,
+                      "%s: plan section %s is not what its graph renders (%s): the plan was "
+                      "edited or made by another dpc; refusing to run it (recompile the model)",
+                      pname, sec->tag, why);
             cg_program_free(p);
             cg_program_free(gen);
             return NULL;
@@ -329,13 +330,13 @@ static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) 
     ex->seg_is_open = 1;
     if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
     if (cur >= ex->nseg)
-        return ir_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
+        return base_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
     ex->last_graph_launches++;
     if (!ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen)) return 0;
     char why[768];
     snprintf(why, sizeof why, "%s", err);
-    return ir_fail(err, errlen, "the step's CUDA graph (segment %d of %d): %s%s", cur + 1, ex->nseg,
-                   why, async_hint(ex));
+    return base_fail(err, errlen, "the step's CUDA graph (segment %d of %d): %s%s", cur + 1,
+                     ex->nseg, why, async_hint(ex));
 }
 
 /* A host action follows (or the step ends): a capture keeps the segment
@@ -380,8 +381,8 @@ static int sync_bucket(rt_exec *ex, int b, int si, char *err, size_t errlen) {
         return 0;
     char why[768];
     snprintf(why, sizeof why, "%s", err);
-    return ir_fail(err, errlen, "all-reduce of bucket %d (node %d, allreduce): %s", b,
-                   ex->prog->steps[si].node, why);
+    return base_fail(err, errlen, "all-reduce of bucket %d (node %d, allreduce): %s", b,
+                     ex->prog->steps[si].node, why);
 }
 
 /* Runs kernel or GEMM call ci of step s; DPC_SYNC and DPC_PROFILE each
@@ -416,8 +417,8 @@ static int run_call(rt_exec *ex, const cg_step *s, int ci, char *err, size_t err
         char why[768], what[160];
         snprintf(why, sizeof why, "%s", err);
         call_name(ex, s, c, what, sizeof what);
-        return ir_fail(err, errlen, "%s (call %d: node %d, %s): %s%s", what, ci, s->node,
-                       ir_ops[s->op].name, why, async_hint(ex));
+        return base_fail(err, errlen, "%s (call %d: node %d, %s): %s%s", what, ci, s->node,
+                         ir_ops[s->op].name, why, async_hint(ex));
     }
     ex->last_calls++;
     return 0;
@@ -536,8 +537,8 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
     if (seg_close(ex, m, &cur, err, errlen)) return -1;
     if (ex->coll && !stream_coll && rt_coll_queue_wait_all(ex->coll, err, errlen)) return -1;
     if (m == RUN_REPLAY && cur != ex->nseg)
-        return ir_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur,
-                       ex->nseg);
+        return base_fail(err, errlen, "replayed %d graph segments of %d: the step changed", cur,
+                         ex->nseg);
     return 0;
 }
 
@@ -595,7 +596,7 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
 
 int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen) {
     if (!ex->coll || !ex->after_sum)
-        return ir_fail(err, errlen, "a partial run needs the collective attached");
+        return base_fail(err, errlen, "a partial run needs the collective attached");
     ex->partial = 1;
     int rc = run_steps(ex, RUN_EAGER, err, errlen);
     ex->partial = 0;

@@ -31,7 +31,7 @@
 #include "format/memplan.h"
 #include "format/program.h"
 #include "ir/ir.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/device/device.h"
 
 typedef struct rt_backend rt_backend;

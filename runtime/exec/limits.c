@@ -6,14 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ir/err.h"
-#include "ir/bytes.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/bytes.h"
+#include "base/parse.h"
 #include "format/memplan.h"
 
 int64_t rt_host_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? ir_bytes_mul(pages, page) : 0;
+    return pages > 0 && page > 0 ? base_bytes_mul(pages, page) : 0;
 }
 
 /* g's memory plan from the plan file, NULL when it has none. */
@@ -24,7 +24,7 @@ static int find_memplan(const dpc_plan *plan, const ir_graph *g, fmt_memplan **o
     if (!sec) return 0;
     char why[400];
     if (fmt_memplan_section_find(sec->data, sec->len, g, out, why, sizeof why) < 0) {
-        return ir_fail(err, errlen, "the plan's memory plan is unusable: %s", why);
+        return base_fail(err, errlen, "the plan's memory plan is unusable: %s", why);
     }
     return 0;
 }
@@ -46,8 +46,8 @@ int64_t rt_memory_accumulate(const dpc_plan *plan, int accum) {
     int64_t floats = 0;
     for (int i = 0; accum > 1 && plan->train && i < plan->train->n; i++)
         if (plan->train->nodes[i].op == IR_OP_ALLREDUCE)
-            floats = ir_bytes_add(floats, ir_numel(&plan->train->nodes[i].type));
-    return ir_bytes_mul(ir_bytes_mul(floats, accum), (int64_t)sizeof(float));
+            floats = base_bytes_add(floats, ir_numel(&plan->train->nodes[i].type));
+    return base_bytes_mul(base_bytes_mul(floats, accum), (int64_t)sizeof(float));
 }
 
 int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, int accum,
@@ -56,11 +56,11 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     int64_t limit;
     const char *whose;
     if (env && *env) {
-        limit = ir_parse_size(env);
+        limit = base_parse_size(env);
         whose = "DPC_MAX_MEMORY";
         if (limit < 0) {
-            return ir_fail(err, errlen,
-                           "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
+            return base_fail(err, errlen,
+                             "DPC_MAX_MEMORY needs a size such as 16G or 512M, got '%.100s'", env);
         }
     } else if (be->memory_bytes > 0) {
         limit = be->memory_bytes, whose = "the device's memory; set DPC_MAX_MEMORY to change it";
@@ -70,21 +70,21 @@ int rt_memory_check(const dpc_plan *plan, const rt_backend *be, int replicas, in
     }
     fmt_memory need;
     if (rt_memory_need(plan, &need, err, errlen)) return -1;
-    int64_t each = ir_bytes_add(fmt_memory_total(&need), rt_memory_accumulate(plan, accum));
-    int64_t total = ir_bytes_add(ir_bytes_mul(each, replicas), input_bytes);
+    int64_t each = base_bytes_add(fmt_memory_total(&need), rt_memory_accumulate(plan, accum));
+    int64_t total = base_bytes_add(base_bytes_mul(each, replicas), input_bytes);
     if (total <= limit) return 0;
     char what[460], t[32], e[32], in[32], lim[32], acc[32];
     fmt_memory_describe(&need, what, sizeof what);
     if (accum > 1) {
         size_t used = strlen(what);
         snprintf(what + used, sizeof what - used, ", --accumulate %d gradients %s", accum,
-                 ir_bytes_str(rt_memory_accumulate(plan, accum), acc, sizeof acc));
+                 base_bytes_str(rt_memory_accumulate(plan, accum), acc, sizeof acc));
     }
-    return ir_fail(err, errlen,
-                   "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
-                   "batches %s; the limit is %s (%s)",
-                   plan->source[0] ? plan->source : plan->model, ir_bytes_str(total, t, sizeof t),
-                   be->name, replicas, replicas == 1 ? "" : "s", ir_bytes_str(each, e, sizeof e),
-                   what, ir_bytes_str(input_bytes, in, sizeof in),
-                   ir_bytes_str(limit, lim, sizeof lim), whose);
+    return base_fail(
+        err, errlen,
+        "the plan of %s needs %s on the %s backend: %d replica%s x %s (%s) + input "
+        "batches %s; the limit is %s (%s)",
+        plan->source[0] ? plan->source : plan->model, base_bytes_str(total, t, sizeof t), be->name,
+        replicas, replicas == 1 ? "" : "s", base_bytes_str(each, e, sizeof e), what,
+        base_bytes_str(input_bytes, in, sizeof in), base_bytes_str(limit, lim, sizeof lim), whose);
 }

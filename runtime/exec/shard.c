@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "format/graph.h"
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
@@ -37,10 +37,10 @@ static int claim_sums(const ir_graph *g, int v, int p, int *sum_of, unsigned cha
         const ir_node *n = &g->nodes[j];
         if (is_grad_sum(n)) {
             if (sum_of[j] >= 0 && sum_of[j] != p)
-                rc = ir_fail(err, errlen,
-                             "--shard-optimizer: the gradient sum %%%d (%s) feeds the updates of "
-                             "both '%s' and '%s'; sharding needs per-parameter updates",
-                             j, n->name, g->nodes[sum_of[j]].name, g->nodes[p].name);
+                rc = base_fail(err, errlen,
+                               "--shard-optimizer: the gradient sum %%%d (%s) feeds the updates of "
+                               "both '%s' and '%s'; sharding needs per-parameter updates",
+                               j, n->name, g->nodes[sum_of[j]].name, g->nodes[p].name);
             sum_of[j] = p;
             continue;
         }
@@ -60,8 +60,8 @@ static int cmp_size(const void *a, const void *b) {
 
 rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen) {
     if (replicas < 2) {
-        ir_fail(err, errlen, "--shard-optimizer needs at least 2 replicas (the job has %d)",
-                replicas);
+        base_fail(err, errlen, "--shard-optimizer needs at least 2 replicas (the job has %d)",
+                  replicas);
         return NULL;
     }
     rt_shard *s = calloc(1, sizeof *s);
@@ -109,10 +109,10 @@ rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen
             int in = n->input[k], o = ir_is_source(g->nodes[in].op) ? -1 : s->owner[in];
             if (o < 0) continue;
             if (s->owner[i] >= 0 && s->owner[i] != o)
-                rc = ir_fail(err, errlen,
-                             "--shard-optimizer: node %%%d (%s) mixes the updates of two "
-                             "parameters; sharding needs per-parameter updates",
-                             i, ir_ops[n->op].name);
+                rc = base_fail(err, errlen,
+                               "--shard-optimizer: node %%%d (%s) mixes the updates of two "
+                               "parameters; sharding needs per-parameter updates",
+                               i, ir_ops[n->op].name);
             s->owner[i] = o;
         }
         /* The state an owned update assigns is the owner's alone. */
@@ -125,18 +125,18 @@ rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen
         for (int k = 0; k < n->ninputs && !rc; k++) {
             int in = n->input[k];
             if (g->nodes[in].op == IR_OP_STATE && s->owner[in] >= 0 && s->owner[i] != s->owner[in])
-                rc = ir_fail(err, errlen,
-                             "--shard-optimizer: node %%%d (%s) reads the optimizer state '%s' "
-                             "outside its parameter's update",
-                             i, ir_ops[n->op].name, g->nodes[in].name);
+                rc = base_fail(err, errlen,
+                               "--shard-optimizer: node %%%d (%s) reads the optimizer state '%s' "
+                               "outside its parameter's update",
+                               i, ir_ops[n->op].name, g->nodes[in].name);
         }
     }
     for (int i = 0; i < g->n && !rc; i++)
         if (g->nodes[i].op == IR_OP_STATE && s->owner[i] >= 0 &&
             g->nodes[i].iattr[0] == IR_INIT_XAVIER)
-            rc = ir_fail(err, errlen,
-                         "--shard-optimizer: the optimizer state '%s' has a random initialiser",
-                         g->nodes[i].name);
+            rc = base_fail(err, errlen,
+                           "--shard-optimizer: the optimizer state '%s' has a random initialiser",
+                           g->nodes[i].name);
     for (int i = 0; i < g->n; i++)
         if (g->nodes[i].op == IR_OP_STATE && s->owner[i] >= 0) {
             s->state_bytes[s->owner[i]] += fmt_node_bytes(&g->nodes[i]);
@@ -167,7 +167,7 @@ int64_t rt_shard_state_most(const rt_shard *s) {
 int rt_shard_bind(const ir_graph *g, const cg_program *p, const int *step_of, const rt_shard *s,
                   int me, rt_coll_queue *q, int nbuckets, unsigned char *skip, void **buf,
                   char *err, size_t errlen) {
-    if (s->n != g->n) return ir_fail(err, errlen, "--shard-optimizer: another graph's shard");
+    if (s->n != g->n) return base_fail(err, errlen, "--shard-optimizer: another graph's shard");
     int *mine = calloc((size_t)p->nsteps + 1, sizeof *mine);
     int *theirs = calloc((size_t)p->nsteps + 1, sizeof *theirs);
     RT_CHECK_ALLOC(mine && theirs);
@@ -182,10 +182,11 @@ int rt_shard_bind(const ir_graph *g, const cg_program *p, const int *step_of, co
     int rc = 0;
     for (int si = 0; si < p->nsteps && !rc; si++) {
         if (mine[si] && theirs[si])
-            rc = ir_fail(err, errlen,
-                         "--shard-optimizer: step %d fuses node %%%d, which replica %d runs, with "
-                         "%%%d, another replica's update (compile without that fusion)",
-                         si, mine[si] - 1, me, theirs[si] - 1);
+            rc =
+                base_fail(err, errlen,
+                          "--shard-optimizer: step %d fuses node %%%d, which replica %d runs, with "
+                          "%%%d, another replica's update (compile without that fusion)",
+                          si, mine[si] - 1, me, theirs[si] - 1);
         skip[si] = theirs[si] != 0;
     }
     free(mine), free(theirs);

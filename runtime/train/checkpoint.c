@@ -1,9 +1,9 @@
 /* runtime/train/checkpoint.c — checkpoints as safetensors files with a checksum
  * and the run's position in the metadata (checkpoint.h). */
 #include "runtime/train/checkpoint.h"
-#include "ir/err.h"
-#include "ir/hash.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/hash.h"
+#include "base/parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,9 +45,9 @@ int rt_ckpt_exists(const char *dir) {
 
 /* One tensor's table entry: name, rank and shape. */
 static uint64_t fnv_entry(uint64_t h, const char *name, int ndim, const int64_t *shape) {
-    h = ir_fnv1a_str(h, name);
-    h = ir_fnv1a(h, &ndim, sizeof ndim);
-    return ir_fnv1a(h, shape, sizeof *shape * (size_t)ndim);
+    h = base_fnv1a_str(h, name);
+    h = base_fnv1a(h, &ndim, sizeof ndim);
+    return base_fnv1a(h, shape, sizeof *shape * (size_t)ndim);
 }
 
 /* ---- which tensors ---- */
@@ -216,8 +216,8 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
     rt_st_entry *e = calloc((size_t)k + 1, sizeof *e);
     float **data = calloc((size_t)k + 1, sizeof *data);
     RT_CHECK_ALLOC(e && data);
-    uint64_t h = IR_FNV1A_INIT;
-    for (int i = 0; i < mp->n; i++) h = ir_fnv1a_str(h, mp->kv[i]);
+    uint64_t h = BASE_FNV1A_INIT;
+    for (int i = 0; i < mp->n; i++) h = base_fnv1a_str(h, mp->kv[i]);
     for (int i = 0; i < k; i++) {
         const ir_type *t = rt_store_type(store0, sl[i].index);
         size_t bytes = sizeof(float) * (size_t)ir_numel(t);
@@ -231,16 +231,16 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
         h = fnv_entry(h, sl[i].name, t->ndim, t->dim);
     }
     for (int i = 0; i < k; i++)
-        h = ir_fnv1a(h, data[i],
-                     sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
+        h = base_fnv1a(h, data[i],
+                       sizeof(float) * (size_t)ir_numel(rt_store_type(store0, sl[i].index)));
     meta_add(mp, "checksum", "%016" PRIx64, h);
 
-    /* rt_st_write_in syncs the file and DIR (ir_file): it survives a crash.
+    /* rt_st_write_in syncs the file and DIR (base_file): it survives a crash.
      * The name is dprun's own: never written through a link; DIR is created
      * when missing. */
     char why[1024];
     int rc = rt_st_write_in(dir, RT_CKPT_FILE, e, k, mp->kv, why, sizeof why);
-    if (rc) ir_fail(err, errlen, "--checkpoint %s", why);
+    if (rc) base_fail(err, errlen, "--checkpoint %s", why);
     free(mp);
     for (int i = 0; i < k; i++) free(data[i]);
     free(data);
@@ -261,28 +261,28 @@ typedef struct {
 
 /* A value as a message shows it: at most 40 bytes. */
 /* A value from the file, cut short and with control bytes escaped. */
-static const char *shown(const char *v, char buf[64]) { return ir_esc(buf, 64, v); }
+static const char *shown(const char *v, char buf[64]) { return base_esc(buf, 64, v); }
 
 static const char *need_meta(reader *c, const char *key) {
     const char *v = rt_st_meta(c->f, key);
     if (!v)
-        ir_fail(c->err, c->errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", c->path,
-                key);
+        base_fail(c->err, c->errlen, "%s: not a dpc checkpoint: no '%s' in its metadata", c->path,
+                  key);
     return v;
 }
 
 /* A value that is not of its key's kind or range. */
 static int corrupt(reader *c, const char *key, const char *v, const char *why) {
     char b[64];
-    return ir_fail(c->err, c->errlen, "%s: corrupt checkpoint: '%s' is '%s' (%s)", c->path, key,
-                   shown(v, b), why);
+    return base_fail(c->err, c->errlen, "%s: corrupt checkpoint: '%s' is '%s' (%s)", c->path, key,
+                     shown(v, b), why);
 }
 
 /* An integer in [lo, hi]. */
 static int meta_i64(reader *c, const char *key, int64_t lo, int64_t hi, int64_t *out) {
     const char *v = need_meta(c, key);
     if (!v) return -1;
-    if (ir_parse_i64(v, out)) return corrupt(c, key, v, "not an integer");
+    if (base_parse_i64(v, out)) return corrupt(c, key, v, "not an integer");
     if (*out < lo || *out > hi) {
         char why[96];
         snprintf(why, sizeof why, "not between %" PRId64 " and %" PRId64, lo, hi);
@@ -302,7 +302,7 @@ static int meta_int(reader *c, const char *key, int lo, int hi, int *out) {
 static int meta_f64(reader *c, const char *key, double lo, int nan_ok, double *out) {
     const char *v = need_meta(c, key);
     if (!v) return -1;
-    if (ir_parse_f64(v, out)) return corrupt(c, key, v, "not a number");
+    if (base_parse_f64(v, out)) return corrupt(c, key, v, "not a number");
     if (isnan(*out) && nan_ok) return 0;
     if (!isfinite(*out)) return corrupt(c, key, v, "not finite");
     if (*out < lo) return corrupt(c, key, v, lo == 0 ? "negative" : "out of range");
@@ -320,15 +320,15 @@ static int meta_str(reader *c, const char *key, char *out, size_t len, int empty
 }
 
 uint64_t rt_ckpt_checksum(const rt_st_file *f) {
-    uint64_t h = IR_FNV1A_INIT;
+    uint64_t h = BASE_FNV1A_INIT;
     for (int i = 0; i < f->nmeta; i++)
         if (strcmp(f->meta_keys[i], "checksum"))
-            h = ir_fnv1a_str(ir_fnv1a_str(h, f->meta_keys[i]), f->meta_values[i]);
+            h = base_fnv1a_str(base_fnv1a_str(h, f->meta_keys[i]), f->meta_values[i]);
     for (int i = 0; i < f->n; i++)
         h = fnv_entry(h, f->tensors[i].name, f->tensors[i].ndim, f->tensors[i].shape);
     for (int i = 0; i < f->n; i++)
-        h = ir_fnv1a(h, f->bytes + f->data_start + f->tensors[i].begin,
-                     (size_t)(f->tensors[i].end - f->tensors[i].begin));
+        h = base_fnv1a(h, f->bytes + f->data_start + f->tensors[i].begin,
+                       (size_t)(f->tensors[i].end - f->tensors[i].begin));
     return h;
 }
 
@@ -339,15 +339,15 @@ static int check_version(reader *c) {
     if (!strcmp(version, RT_CKPT_VERSION)) return 0;
     char b[64];
     if (!strcmp(version, "1") || !strcmp(version, "2"))
-        return ir_fail(c->err, c->errlen,
-                       "%s: checkpoint format version %s, written by an older dprun; this dprun "
-                       "reads version %s (an older checkpoint names its metrics file, which "
-                       "this dprun no longer trusts): finish that run with the dprun that "
-                       "wrote it, or start afresh",
-                       c->path, version, RT_CKPT_VERSION);
-    return ir_fail(c->err, c->errlen,
-                   "%s: checkpoint format version '%s'; this dprun reads version %s", c->path,
-                   shown(version, b), RT_CKPT_VERSION);
+        return base_fail(c->err, c->errlen,
+                         "%s: checkpoint format version %s, written by an older dprun; this dprun "
+                         "reads version %s (an older checkpoint names its metrics file, which "
+                         "this dprun no longer trusts): finish that run with the dprun that "
+                         "wrote it, or start afresh",
+                         c->path, version, RT_CKPT_VERSION);
+    return base_fail(c->err, c->errlen,
+                     "%s: checkpoint format version '%s'; this dprun reads version %s", c->path,
+                     shown(version, b), RT_CKPT_VERSION);
 }
 
 /* Each metadata key one of KEYS, none twice (a reader taking the first
@@ -359,13 +359,13 @@ static int check_keys(reader *c) {
         int k = 0;
         while (k < NKEYS && strcmp(KEYS[k], c->f->meta_keys[i])) k++;
         if (k == NKEYS)
-            return ir_fail(c->err, c->errlen,
-                           "%s: corrupt checkpoint: unknown key '%s' in its metadata", c->path,
-                           shown(c->f->meta_keys[i], b));
+            return base_fail(c->err, c->errlen,
+                             "%s: corrupt checkpoint: unknown key '%s' in its metadata", c->path,
+                             shown(c->f->meta_keys[i], b));
         if (seen[k]++)
-            return ir_fail(c->err, c->errlen,
-                           "%s: corrupt checkpoint: key '%s' appears twice in its metadata",
-                           c->path, KEYS[k]);
+            return base_fail(c->err, c->errlen,
+                             "%s: corrupt checkpoint: key '%s' appears twice in its metadata",
+                             c->path, KEYS[k]);
     }
     return 0;
 }
@@ -435,7 +435,7 @@ static int check_position(reader *c, rt_ckpt_state *s) {
         return -1;
     const char *seed = need_meta(c, "seed");
     if (!seed) return -1;
-    if (ir_parse_u64(seed, &s->seed)) return corrupt(c, "seed", seed, "not an unsigned integer");
+    if (base_parse_u64(seed, &s->seed)) return corrupt(c, "seed", seed, "not an unsigned integer");
     int64_t in_epoch = s->step % s->steps_per_epoch;
     if (meta_str(c, "data", s->data, sizeof s->data, 0) ||
         meta_int(c, "shuffle", 0, 1, &s->shuffle) || meta_int(c, "augment", 0, 1, &s->augment) ||
@@ -464,9 +464,9 @@ static int check_header(reader *c, const dpc_plan *plan, int n, rt_ckpt_state *s
     char want[32], b[64];
     snprintf(want, sizeof want, "%016" PRIx64, rt_ckpt_checksum(c->f));
     if (strcmp(sum, want))
-        return ir_fail(c->err, c->errlen,
-                       "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)",
-                       c->path, shown(sum, b), want);
+        return base_fail(c->err, c->errlen,
+                         "%s: corrupt checkpoint: checksum mismatch (stored %s, computed %s)",
+                         c->path, shown(sum, b), want);
     const char *producer = need_meta(c, "producer");
     if (!producer) return -1;
     if (strcmp(producer, "dpc")) return corrupt(c, "producer", producer, "not dpc");
@@ -476,7 +476,7 @@ static int check_header(reader *c, const dpc_plan *plan, int n, rt_ckpt_state *s
         return -1;
     snprintf(mine, sizeof mine, "%016" PRIx64, plan->checksum);
     if (strcmp(model, plan->model) || strcmp(plan_sum, mine))
-        return ir_fail(
+        return base_fail(
             c->err, c->errlen,
             "%s: the checkpoint belongs to another plan (model %s, plan checksum %s); this "
             "plan is model %s, plan checksum %s",
@@ -484,10 +484,10 @@ static int check_header(reader *c, const dpc_plan *plan, int n, rt_ckpt_state *s
     int64_t replicas;
     const char *rv = need_meta(c, "replicas");
     if (!rv) return -1;
-    if (ir_parse_i64(rv, &replicas) || replicas < 1)
+    if (base_parse_i64(rv, &replicas) || replicas < 1)
         return corrupt(c, "replicas", rv, "not a positive integer");
     if (replicas != n)
-        return ir_fail(
+        return base_fail(
             c->err, c->errlen,
             "%s: the checkpoint was written by a run of %lld replica%s (--gpus); this run has "
             "%d",
@@ -525,35 +525,36 @@ int rt_ckpt_check_flags(const char *path, const char *saved, const char *mine, c
     int nm = split_flags(mine, m, sizeof m, mk, mv, MAX);
     CKPT_ASSERT(nm >= 0, "this run's flags '%s' do not parse", mine);
     if (na < 0)
-        return ir_fail(err, errlen, "%s: corrupt checkpoint: 'flags' is '%s' (not --KEY=VALUE;...)",
-                       path, shown(saved, b));
+        return base_fail(err, errlen,
+                         "%s: corrupt checkpoint: 'flags' is '%s' (not --KEY=VALUE;...)", path,
+                         shown(saved, b));
     for (int i = 0; i < na; i++) {
         int j = 0;
         while (j < nm && strcmp(ak[i], mk[j])) j++;
         for (int k = 0; k < i; k++)
             if (!strcmp(ak[k], ak[i]))
-                return ir_fail(err, errlen, "%s: corrupt checkpoint: 'flags' holds %s twice", path,
-                               shown(ak[i], b));
+                return base_fail(err, errlen, "%s: corrupt checkpoint: 'flags' holds %s twice",
+                                 path, shown(ak[i], b));
         if (j == nm)
-            return ir_fail(err, errlen,
-                           "%s: corrupt checkpoint: 'flags' holds %s, not a flag "
-                           "this dprun records",
-                           path, shown(ak[i], b));
+            return base_fail(err, errlen,
+                             "%s: corrupt checkpoint: 'flags' holds %s, not a flag "
+                             "this dprun records",
+                             path, shown(ak[i], b));
         if (strcmp(av[i], mv[j])) {
             char b2[64];
-            return ir_fail(err, errlen,
-                           "%s was written with %s %s; this run has %s %s (a resume continues "
-                           "bit for bit only with the same flags)",
-                           path, mk[j], shown(av[i], b2), mk[j], mv[j]);
+            return base_fail(err, errlen,
+                             "%s was written with %s %s; this run has %s %s (a resume continues "
+                             "bit for bit only with the same flags)",
+                             path, mk[j], shown(av[i], b2), mk[j], mv[j]);
         }
     }
     for (int j = 0; j < nm; j++) {
         int i = 0;
         while (i < na && strcmp(ak[i], mk[j])) i++;
         if (i == na)
-            return ir_fail(err, errlen,
-                           "%s: corrupt checkpoint: 'flags' lacks %s (this run has %s %s)", path,
-                           mk[j], mk[j], mv[j]);
+            return base_fail(err, errlen,
+                             "%s: corrupt checkpoint: 'flags' lacks %s (this run has %s %s)", path,
+                             mk[j], mk[j], mv[j]);
     }
     return 0;
 }
@@ -572,33 +573,33 @@ int rt_ckpt_check_metrics(const char *path, const rt_ckpt_state *s, const char *
                           const unsigned char *text, size_t len, char *err, size_t errlen) {
     int64_t want = s->metrics_bytes;
     if (want < 0)
-        return ir_fail(err, errlen,
-                       "%s was written without --metrics; this run has --metrics %s (its file "
-                       "would lack the epochs before the checkpoint)",
-                       path, metrics);
+        return base_fail(err, errlen,
+                         "%s was written without --metrics; this run has --metrics %s (its file "
+                         "would lack the epochs before the checkpoint)",
+                         path, metrics);
     if (!text && want > 0)
-        return ir_fail(err, errlen,
-                       "--metrics %s does not exist; the checkpoint %s was written when it held "
-                       "%" PRId64 " bytes",
-                       metrics, path, want);
+        return base_fail(err, errlen,
+                         "--metrics %s does not exist; the checkpoint %s was written when it held "
+                         "%" PRId64 " bytes",
+                         metrics, path, want);
     if (!text) return 0;
     if (len < (size_t)want)
-        return ir_fail(err, errlen,
-                       "--metrics %s: %zu bytes, shorter than the %" PRId64
-                       " it had at the checkpoint %s; it is not the file that checkpoint was "
-                       "written with",
-                       metrics, len, want, path);
+        return base_fail(err, errlen,
+                         "--metrics %s: %zu bytes, shorter than the %" PRId64
+                         " it had at the checkpoint %s; it is not the file that checkpoint was "
+                         "written with",
+                         metrics, len, want, path);
     unsigned char d[32];
     char hex[65];
     rt_sha256(text, (size_t)want, d);
     rt_sha256_hex(d, hex);
     if (strcmp(hex, s->metrics_sha256) || (want > 0 && text[want - 1] != '\n'))
-        return ir_fail(err, errlen,
-                       "--metrics %s: its first %" PRId64
-                       " bytes are not those the checkpoint %s recorded (SHA-256 differs); it "
-                       "is not the metrics file that run wrote (name that file, or resume "
-                       "without --metrics)",
-                       metrics, want, path);
+        return base_fail(err, errlen,
+                         "--metrics %s: its first %" PRId64
+                         " bytes are not those the checkpoint %s recorded (SHA-256 differs); it "
+                         "is not the metrics file that run wrote (name that file, or resume "
+                         "without --metrics)",
+                         metrics, want, path);
     /* After the prefix: lines the run wrote after its checkpoint, which
      * the resumed run writes again. Anything else is not dprun's to drop. */
     long line = 1;
@@ -607,11 +608,11 @@ int rt_ckpt_check_metrics(const char *path, const rt_ckpt_state *s, const char *
         const unsigned char *nl = memchr(text + at, '\n', len - at);
         size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
         if (!nl || !metrics_line(text + at, n))
-            return ir_fail(err, errlen,
-                           "--metrics %s: line %ld is not a metrics line dprun writes; a resume "
-                           "from %s would drop it (the checkpoint recorded the first %" PRId64
-                           " bytes)",
-                           metrics, line, path, want);
+            return base_fail(err, errlen,
+                             "--metrics %s: line %ld is not a metrics line dprun writes; a resume "
+                             "from %s would drop it (the checkpoint recorded the first %" PRId64
+                             " bytes)",
+                             metrics, line, path, want);
         at += n + 1;
     }
     return 0;
@@ -628,9 +629,9 @@ static int load_parsed(const rt_st_file *f, const char *path, const dpc_plan *pl
     RT_CHECK_ALLOC(sl);
     int k = list_slots(plan, store0, n, sl);
     if (!rc && f->n != k)
-        rc = ir_fail(err, errlen,
-                     "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d",
-                     path, f->n, n, n == 1 ? "" : "s", k);
+        rc = base_fail(err, errlen,
+                       "%s: the checkpoint holds %d tensors; this plan with %d replica%s needs %d",
+                       path, f->n, n, n == 1 ? "" : "s", k);
     /* Every tensor present with our shape before anything is written. */
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
@@ -638,10 +639,10 @@ static int load_parsed(const rt_st_file *f, const char *path, const dpc_plan *pl
         int same = j >= 0 && f->tensors[j].ndim == t->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = f->tensors[j].shape[d] == t->dim[d];
         if (j < 0)
-            rc = ir_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
+            rc = base_fail(err, errlen, "%s: the checkpoint has no tensor '%s'", path, sl[i].name);
         else if (!same)
-            rc = ir_fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path,
-                         sl[i].name);
+            rc = base_fail(err, errlen, "%s: tensor '%s' has another shape than this plan's", path,
+                           sl[i].name);
     }
     for (int i = 0; i < k && !rc; i++) {
         int j = rt_st_find(f, sl[i].name);
@@ -660,7 +661,7 @@ static int load_parsed(const rt_st_file *f, const char *path, const dpc_plan *pl
         /* Say once that the file was refused, keep the detail. */
         char why[1024];
         snprintf(why, sizeof why, "%s", err);
-        ir_fail(err, errlen, "checkpoint refused: %s", why);
+        base_fail(err, errlen, "checkpoint refused: %s", why);
     }
     free(sl);
     return rc;
@@ -672,7 +673,7 @@ int rt_ckpt_read(const char *dir, const dpc_plan *plan, rt_store *store0, int n,
     ckpt_path(dir, path, sizeof path);
     char why[1024];
     rt_st_file *f = rt_st_read(path, why, sizeof why);
-    if (!f) return ir_fail(err, errlen, "checkpoint refused: %s", why);
+    if (!f) return base_fail(err, errlen, "checkpoint refused: %s", why);
     int rc = load_parsed(f, path, plan, store0, n, stats, s, err, errlen);
     rt_st_free(f);
     return rc;
@@ -683,7 +684,7 @@ int rt_ckpt_load(const char *name, const unsigned char *buf, size_t len, const d
                  size_t errlen) {
     char why[1024];
     rt_st_file *f = rt_st_parse(name, buf, len, why, sizeof why);
-    if (!f) return ir_fail(err, errlen, "checkpoint refused: %s", why);
+    if (!f) return base_fail(err, errlen, "checkpoint refused: %s", why);
     int rc = load_parsed(f, name, plan, store0, n, stats, s, err, errlen);
     rt_st_free(f);
     return rc;

@@ -16,7 +16,7 @@
  * (runtime/data/data.h), so the seed and the step count place the data stream
  * exactly; the init generator is spent once the parameters exist.
  *
- * Writing is atomic (ir/file.h: a fresh temporary, fsync, rename, an fsync
+ * Writing is atomic (base/file.h: a fresh temporary, fsync, rename, an fsync
  * of DIR), so DIR always holds the previous complete checkpoint or the new
  * one, and no link planted in DIR is followed.
  *
@@ -52,7 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/train/safetensors.h"
 
 #define RT_CKPT_FILE        "checkpoint.safetensors"

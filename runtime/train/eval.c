@@ -45,12 +45,12 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
         int real = rt_batcher_fill(b, NULL, 0, bi * (int64_t)n, (int)n, img, lab);
         if (rt_exec_set_input(ex, "image", img, sizeof(float) * r->img * n) ||
             (r->eval_has_label && rt_exec_set_input(ex, "label", lab, sizeof(int32_t) * n))) {
-            ir_fail(err, errlen, "the eval program refused its inputs");
+            base_fail(err, errlen, "the eval program refused its inputs");
             rc = -1;
         } else if (rt_exec_run(ex, err, errlen)) {
             rc = -1;
         } else if (rt_exec_get(ex, "logits", logits, sizeof(float) * n * (size_t)r->classes)) {
-            ir_fail(err, errlen, "cannot read the eval program's logits");
+            base_fail(err, errlen, "cannot read the eval program's logits");
             rc = -1;
         }
         for (int i = 0; i < real && !rc; i++) {

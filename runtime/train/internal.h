@@ -61,7 +61,7 @@ typedef struct {
     FILE *quiet;        /* ranks other than 0 write their log here (/dev/null) */
     float *logits, *loss;
     /* --metrics: the file's whole text in memory (open_memstream), written
-     * through ir_file after every epoch. Rewriting a file of one line per
+     * through base_file after every epoch. Rewriting a file of one line per
      * epoch costs nothing, and it gets what every other output gets: no
      * link planted at the name or a temporary is followed, a reader sees
      * whole lines, and truncating at a resume is keeping the first bytes.

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "ir/names.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
@@ -75,7 +75,7 @@ static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigne
                          const char *path, const char **from, map_names *mn, char *err,
                          size_t errlen) {
     size_t len;
-    unsigned char *buf = ir_file_read(path, MAP_MAX_BYTES, &len, err, errlen);
+    unsigned char *buf = base_file_read(path, MAP_MAX_BYTES, &len, err, errlen);
     if (!buf) return -1;
     char *text = malloc(len + 1);
     RT_CHECK_ALLOC(text);
@@ -84,7 +84,7 @@ static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigne
     free(buf);
     if (memchr(text, 0, len)) {
         free(text);
-        return ir_fail(err, errlen, "%s: a NUL byte; a name map is text", path);
+        return base_fail(err, errlen, "%s: a NUL byte; a name map is text", path);
     }
     mn->name = NULL, mn->n = 0;
     ir_names seen = ir_names_new(map_name_of, mn, 64);
@@ -102,24 +102,25 @@ static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigne
             tok[nt++] = q;
         if (nt == 0) continue;
         if (nt != 2) {
-            rc = ir_fail(err, errlen, "%s:%d: expected `DPC_NAME FILE_NAME`, got %d word%s", path,
-                         line, nt, nt == 1 ? "" : "s or more");
+            rc = base_fail(err, errlen, "%s:%d: expected `DPC_NAME FILE_NAME`, got %d word%s", path,
+                           line, nt, nt == 1 ? "" : "s or more");
             break;
         }
         for (int t = 0; t < 2 && !rc; t++)
-            if (ir_has_control(tok[t], strlen(tok[t])) || strlen(tok[t]) >= 4096)
-                rc = ir_fail(err, errlen,
-                             "%s:%d: the name '%s' has control characters or is too long", path,
-                             line, IR_ESC(tok[t]));
+            if (base_has_control(tok[t], strlen(tok[t])) || strlen(tok[t]) >= 4096)
+                rc = base_fail(err, errlen,
+                               "%s:%d: the name '%s' has control characters or is too long", path,
+                               line, BASE_ESC(tok[t]));
         if (rc) break;
         int k = rt_store_find(st, tok[0]);
         if (k < 0 || !saved[k]) {
-            rc = ir_fail(err, errlen, "%s:%d: '%s' is not a parameter or statistic of %s", path,
-                         line, IR_ESC(tok[0]), plan->model);
+            rc = base_fail(err, errlen, "%s:%d: '%s' is not a parameter or statistic of %s", path,
+                           line, BASE_ESC(tok[0]), plan->model);
             break;
         }
         if (from[k] != rt_store_name(st, k)) {
-            rc = ir_fail(err, errlen, "%s:%d: '%s' is mapped twice", path, line, IR_ESC(tok[0]));
+            rc =
+                base_fail(err, errlen, "%s:%d: '%s' is mapped twice", path, line, BASE_ESC(tok[0]));
             break;
         }
         if (mn->n == cap) {
@@ -131,8 +132,8 @@ static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigne
         mn->name[mn->n] = strdup(tok[1]);
         RT_CHECK_ALLOC(mn->name[mn->n]);
         if (ir_names_add(&seen, mn->n) >= 0) {
-            rc = ir_fail(err, errlen, "%s:%d: file name '%s' is mapped twice", path, line,
-                         IR_ESC(tok[1]));
+            rc = base_fail(err, errlen, "%s:%d: file name '%s' is mapped twice", path, line,
+                           BASE_ESC(tok[1]));
             free(mn->name[mn->n]);
             break;
         }
@@ -185,9 +186,9 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
         int k = idx[i], j = rt_st_find(f, from[k]);
         src[i] = j;
         if (j >= 0 && owner[j] >= 0) { /* a map naming another parameter's own name */
-            rc = ir_fail(err, errlen, "%s: tensor '%s' would be read for both %s and %s (%s)", path,
-                         IR_ESC(from[k]), rt_store_name(st, idx[owner[j]]), rt_store_name(st, k),
-                         o->name_map);
+            rc = base_fail(err, errlen, "%s: tensor '%s' would be read for both %s and %s (%s)",
+                           path, BASE_ESC(from[k]), rt_store_name(st, idx[owner[j]]),
+                           rt_store_name(st, k), o->name_map);
         } else if (j >= 0) {
             owner[j] = i, loaded++;
         } else {
@@ -202,17 +203,17 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
         if (owner[j] < 0) {
             int k = rt_store_find(st, ft->name);
             if (!o->allow_unused && k >= 0 && from[k] != rt_store_name(st, k))
-                rc = ir_fail(err, errlen,
-                             "%s: tensor '%s' is not read: %s reads that parameter from '%s' "
-                             "(--allow-unused skips it)",
-                             path, IR_ESC(ft->name), o->name_map, IR_ESC(from[k]));
+                rc = base_fail(err, errlen,
+                               "%s: tensor '%s' is not read: %s reads that parameter from '%s' "
+                               "(--allow-unused skips it)",
+                               path, BASE_ESC(ft->name), o->name_map, BASE_ESC(from[k]));
             else if (!o->allow_unused)
-                rc = ir_fail(err, errlen,
-                             "%s: tensor '%s' is not a parameter of %s%s%s (--allow-unused skips "
-                             "it)",
-                             path, IR_ESC(ft->name), plan->model,
-                             o->name_map ? " nor mapped to one by " : "",
-                             o->name_map ? o->name_map : "");
+                rc = base_fail(err, errlen,
+                               "%s: tensor '%s' is not a parameter of %s%s%s (--allow-unused skips "
+                               "it)",
+                               path, BASE_ESC(ft->name), plan->model,
+                               o->name_map ? " nor mapped to one by " : "",
+                               o->name_map ? o->name_map : "");
             skipped++;
             continue;
         }
@@ -224,20 +225,20 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
             char want[64], got[128];
             ir_type_str(t, want, sizeof want);
             int renamed = from[k] != rt_store_name(st, k);
-            rc = ir_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s%s%s", path,
-                         IR_ESC(ft->name), shape_str(ft->ndim, ft->shape, got, sizeof got),
-                         plan->model, want, renamed ? " for " : "",
-                         renamed ? rt_store_name(st, k) : "");
+            rc = base_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s%s%s", path,
+                           BASE_ESC(ft->name), shape_str(ft->ndim, ft->shape, got, sizeof got),
+                           plan->model, want, renamed ? " for " : "",
+                           renamed ? rt_store_name(st, k) : "");
         }
     }
     if (!rc && first_missing >= 0) {
         int k = idx[first_missing], renamed = from[k] != rt_store_name(st, k);
-        rc = ir_fail(err, errlen,
-                     "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
-                     "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
-                     "the initial values of those it matches)",
-                     path, IR_ESC(from[k]), renamed ? " for " : "",
-                     renamed ? rt_store_name(st, k) : "", plan->model, missing, unallowed);
+        rc = base_fail(err, errlen,
+                       "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
+                       "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
+                       "the initial values of those it matches)",
+                       path, BASE_ESC(from[k]), renamed ? " for " : "",
+                       renamed ? rt_store_name(st, k) : "", plan->model, missing, unallowed);
     }
     for (int i = 0; i < n && !rc; i++) {
         if (src[i] < 0) continue;
@@ -248,10 +249,10 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
         /* A NaN or Inf would poison the first step: refuse it here, by name. */
         for (int64_t e = 0; e < ft->numel && !rc; e++)
             if (!isfinite(buf[e]))
-                rc = ir_fail(err, errlen,
-                             "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
-                             path, IR_ESC(ft->name), isnan(buf[e]) ? "NaN" : "an infinity",
-                             (long long)e);
+                rc = base_fail(
+                    err, errlen,
+                    "%s: tensor '%s' holds %s at element %lld; refusing to start from it", path,
+                    BASE_ESC(ft->name), isnan(buf[e]) ? "NaN" : "an infinity", (long long)e);
         if (!rc) rt_store_write(st, idx[i], buf);
         free(buf);
     }
@@ -271,13 +272,13 @@ int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_option
                 fprintf(stderr, "%s  initialised %s %s\n", lp, rt_store_name(st, k), shape);
             else if (from[k] != rt_store_name(st, k))
                 fprintf(stderr, "%s  loaded %s %s from '%s'\n", lp, rt_store_name(st, k), shape,
-                        IR_ESC(from[k]));
+                        BASE_ESC(from[k]));
             else
                 fprintf(stderr, "%s  loaded %s %s\n", lp, rt_store_name(st, k), shape);
         }
         for (int j = 0; j < f->n; j++)
             if (owner[j] < 0)
-                fprintf(stderr, "%s  skipped '%s' %s\n", lp, IR_ESC(f->tensors[j].name),
+                fprintf(stderr, "%s  skipped '%s' %s\n", lp, BASE_ESC(f->tensors[j].name),
                         shape_str(f->tensors[j].ndim, f->tensors[j].shape, shape, sizeof shape));
     }
     if (f) rt_st_free(f);

@@ -135,15 +135,15 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
         if (c) return c;
         /* coll_ranks_new (nccl) fails on every rank alike. */
         if (want && !strcmp(want, "nccl")) {
-            ir_fail(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
+            base_fail(err, errlen, "DPC_COLL=nccl: %s", ops ? why : err);
             return NULL;
         }
         if (rank == 0)
             fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix,
                     ops ? why : err);
     } else if (want && !strcmp(want, "nccl")) {
-        ir_fail(err, errlen,
-                "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
+        base_fail(err, errlen,
+                  "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
         return NULL;
     }
     if (errlen) err[0] = 0;
@@ -163,7 +163,7 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
     if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
     if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
-        ir_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
+        base_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
         return NULL;
     }
     /* Accumulated micro-batches: the host kinds sum them in global order
@@ -181,21 +181,21 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
         rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
         if (c && accum > 1 && rt_coll_device_groups(c) > 0) {
             rt_coll_free(c);
-            ir_fail(err, errlen,
-                    "DPC_COLL=nccl: --accumulate %d needs one replica per GPU (the %d replicas "
-                    "share %d devices); leave DPC_COLL unset to sum through host memory",
-                    accum, n, cuda_devices(bes, n));
+            base_fail(err, errlen,
+                      "DPC_COLL=nccl: --accumulate %d needs one replica per GPU (the %d replicas "
+                      "share %d devices); leave DPC_COLL unset to sum through host memory",
+                      accum, n, cuda_devices(bes, n));
             return NULL;
         }
         if (c) return c;
         if (want && !strcmp(want, "nccl")) {
-            ir_fail(err, errlen, "DPC_COLL=nccl: %s", why);
+            base_fail(err, errlen, "DPC_COLL=nccl: %s", why);
             return NULL;
         }
         fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n",
                 prefix, why);
     } else if (want && !strcmp(want, "nccl")) {
-        ir_fail(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
+        base_fail(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;
     }
     rt_coll *c = rt_coll_local_new(n, bes[0]);

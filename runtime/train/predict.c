@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/train/internal.h"
 #include "runtime/train/safetensors.h"
@@ -81,7 +81,7 @@ static void print_top(FILE *out, const char *path, const float *logits, int clas
         fputs(", \"top\": [", out);
     } else {
         char shown[1024];
-        fprintf(out, "%s:", ir_esc(shown, sizeof shown, path));
+        fprintf(out, "%s:", base_esc(shown, sizeof shown, path));
     }
     for (int i = 0; i < k; i++) { /* the i-th largest; ties: the lower class */
         int best = -1;
@@ -101,7 +101,7 @@ static void print_top(FILE *out, const char *path, const float *logits, int clas
                 fputs("null", out);
             fprintf(out, ", \"prob\": %.6f}", p);
         } else if (name) {
-            fprintf(out, "%s %s %.4f", i ? "," : "", IR_ESC(name), p);
+            fprintf(out, "%s %s %.4f", i ? "," : "", BASE_ESC(name), p);
         } else {
             fprintf(out, "%s %d %.4f", i ? "," : "", best, p);
         }
@@ -197,7 +197,7 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
     rt_names_free(names, nnames);
     rt_run_free(r);
     if (errlen) err[0] = 0;
-    if (rc && r->error[0]) ir_fail(err, errlen, "%s", r->error);
+    if (rc && r->error[0]) base_fail(err, errlen, "%s", r->error);
     free(r);
     return rc;
 }

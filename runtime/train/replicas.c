@@ -91,15 +91,15 @@ static void *worker(void *p) {
 }
 
 static int fail(char *err, size_t errlen, const char *msg, int r, const char *why) {
-    return ir_fail(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "",
-                   why ? why : "");
+    return base_fail(err, errlen, "replica %d: %s%s%s", r, msg, why && *why ? ": " : "",
+                     why ? why : "");
 }
 
 /* A failed call of replica r's train step: the step (from 0, as the
  * training loop's messages count) and the replica. */
 static int step_fail(const rt_replicas *R, char *err, size_t errlen, int r, const char *why) {
-    return ir_fail(err, errlen, "step %lld of replica %d: %s", (long long)R->step - 1,
-                   rt_replicas_global(R, r), why);
+    return base_fail(err, errlen, "step %lld of replica %d: %s", (long long)R->step - 1,
+                     rt_replicas_global(R, r), why);
 }
 
 /* DPC_CUDA_GRAPH=0 turns CUDA graphs off; on by default. */
@@ -113,17 +113,17 @@ rt_replicas *rt_replicas_new(rt_backend *const *be, const dpc_plan *plan, int n,
 rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, int n, int accum,
                                    rt_coll *coll, char *err, size_t errlen) {
     if (n < 1 || !plan->train || !plan->eval) {
-        ir_fail(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
+        base_fail(err, errlen, "replicas: need n >= 1 and a plan with train and eval programs");
         return NULL;
     }
     if (accum < 1 || (accum > 1 && !coll)) {
-        ir_fail(err, errlen, "replicas: %d micro-batches per step%s", accum,
-                accum > 1 ? " need a communicator" : "");
+        base_fail(err, errlen, "replicas: %d micro-batches per step%s", accum,
+                  accum > 1 ? " need a communicator" : "");
         return NULL;
     }
     if (coll && rt_coll_local_size(coll) != n) {
-        ir_fail(err, errlen, "replicas: communicator for %d replicas, not %d",
-                rt_coll_local_size(coll), n);
+        base_fail(err, errlen, "replicas: communicator for %d replicas, not %d",
+                  rt_coll_local_size(coll), n);
         return NULL;
     }
     rt_replicas *R = calloc(1, sizeof *R);
@@ -166,11 +166,11 @@ rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, 
             sums += g->nodes[i].op == IR_OP_ALLREDUCE,
                 grads += (g->nodes[i].flags & IR_FLAG_GRAD) != 0;
         if (grads && !sums) {
-            ir_fail(err, errlen,
-                    "the plan's train program has no all-reduce of its gradients (compiled "
-                    "by a dpc without the partition pass?): recompile it to run %d replicas "
-                    "of %d micro-batches",
-                    rt_coll_size(coll), accum);
+            base_fail(err, errlen,
+                      "the plan's train program has no all-reduce of its gradients (compiled "
+                      "by a dpc without the partition pass?): recompile it to run %d replicas "
+                      "of %d micro-batches",
+                      rt_coll_size(coll), accum);
             rt_replicas_free(R);
             return NULL;
         }
@@ -294,7 +294,7 @@ int rt_replicas_run(rt_replicas *R, rt_replica_fn fn, void *arg, char *err, size
                                        !strstr(R->err[r], "collective aborted"))))
             first = r;
     if (first < 0) return 0;
-    return ir_fail(err, errlen, "%s", R->err[first]);
+    return base_fail(err, errlen, "%s", R->err[first]);
 }
 
 static int sync_one(rt_replicas *R, int r, void *arg, char *err, size_t errlen) {
@@ -491,7 +491,7 @@ int rt_replicas_step_losses(rt_replicas *R, float *losses, char *err, size_t err
         char why[ERR_MAX - 64];
         const void *p = R->lossrb[r] ? rt_readback_wait(R->lossrb[r], why, sizeof why) : NULL;
         if (!R->lossrb[r]) snprintf(why, sizeof why, "no read was started");
-        if (!p) return ir_fail(err, errlen, "replica %d: %s", rt_replicas_global(R, r), why);
+        if (!p) return base_fail(err, errlen, "replica %d: %s", rt_replicas_global(R, r), why);
         memcpy(losses + slice_of(R, r, 0), p, sizeof(float) * (size_t)R->batch);
     }
     return 0;

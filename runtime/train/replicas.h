@@ -49,7 +49,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 
 /* Replicas one process runs (--gpus); more run as more MPI processes. */
 #define RT_MAX_LOCAL_REPLICAS 256

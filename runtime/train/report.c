@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "runtime/train/internal.h"
 
 int rt_run_fail(rt_run *r, const char *fmt, ...) {
@@ -34,10 +34,10 @@ int rt_run_flush_metrics(rt_run *r) {
     /* A sweep's run-N.jsonl is a name of dprun's own: never through a link. */
     const rt_train_options *o = r->o;
     int rc = o->metrics_dir && r->metrics_path == o->metrics
-                 ? ir_file_write_all_in(o->metrics_dir, o->metrics_name, r->metrics_buf,
-                                        r->metrics_len, r->err, sizeof r->err)
-                 : ir_file_write_all(r->metrics_path, r->metrics_buf, r->metrics_len, r->err,
-                                     sizeof r->err);
+                 ? base_file_write_all_in(o->metrics_dir, o->metrics_name, r->metrics_buf,
+                                          r->metrics_len, r->err, sizeof r->err)
+                 : base_file_write_all(r->metrics_path, r->metrics_buf, r->metrics_len, r->err,
+                                       sizeof r->err);
     if (rc) return rt_run_fail(r, "--metrics %s", r->err);
     return 0;
 }

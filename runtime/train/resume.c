@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/device/sha256.h"
@@ -187,7 +187,7 @@ static int resume_metrics(rt_run *r, const char *path) {
     unsigned char *old = NULL;
     struct stat sb;
     if (lstat(o->metrics, &sb) == 0) {
-        old = ir_file_read(o->metrics, (size_t)RT_CKPT_METRICS_MAX, &len, r->err, sizeof r->err);
+        old = base_file_read(o->metrics, (size_t)RT_CKPT_METRICS_MAX, &len, r->err, sizeof r->err);
         if (!old) return rt_run_fail(r, "--metrics %s", r->err);
     }
     if (rt_ckpt_check_metrics(path, s, o->metrics, old, len, r->err, sizeof r->err)) {
@@ -218,7 +218,7 @@ static int resume_checked(rt_run *r, float *stats) {
             d, (unsigned long long)s->seed, (unsigned long long)o->seed);
     if (strcmp(s->data, r->train_ds->name))
         return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s",
-                           d, IR_ESC(s->data), IR_ESC(r->train_ds->name));
+                           d, BASE_ESC(s->data), BASE_ESC(r->train_ds->name));
     if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
         return rt_run_fail(
             r,

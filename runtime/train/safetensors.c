@@ -1,9 +1,9 @@
 /* runtime/train/safetensors.c — the bounds-checked safetensors reader
  * (safetensors_write.c writes them). */
 #include "runtime/train/safetensors.h"
-#include "ir/err.h"
-#include "ir/file.h"
-#include "ir/hash.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/hash.h"
 #include "runtime/check.h"
 
 #include <errno.h>
@@ -47,8 +47,8 @@ typedef struct {
 
 static int jfail(jparse *j, const char *what) {
     /* Offsets count from the first byte after the 8 length bytes. */
-    return ir_fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
-                   (long)(j->p - j->start), what);
+    return base_fail(j->err, j->errlen, "%s: bad safetensors header at byte %ld: %s", j->file,
+                     (long)(j->p - j->start), what);
 }
 
 static void jws(jparse *j) {
@@ -259,7 +259,7 @@ static int jshape(jparse *j, rt_st_tensor *t) {
         if (juint(j, &d)) return -1;
         if (t->ndim == RT_ST_MAX_DIMS) {
             char msg[256];
-            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", IR_ESC(t->name),
+            snprintf(msg, sizeof msg, "tensor '%s' has more than %d dimensions", BASE_ESC(t->name),
                      RT_ST_MAX_DIMS);
             return jfail(j, msg);
         }
@@ -271,7 +271,7 @@ static int jshape(jparse *j, rt_st_tensor *t) {
 /* A tensor's entry: {"dtype": ..., "shape": [...], "data_offsets": [b, e]}. */
 static int jtensor(jparse *j, rt_st_tensor *t) {
     int have_dtype = 0, have_shape = 0, have_off = 0;
-    char msg[IR_ESC_MAX + 128];
+    char msg[BASE_ESC_MAX + 128];
     int more = jopen(j, '{', '}');
     for (; more > 0; more = jnext(j, '}')) {
         char *key;
@@ -282,7 +282,7 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
             rc = jstring(j, &dt);
             if (!rc && strcmp(dt, "F32") != 0) {
                 snprintf(msg, sizeof msg, "tensor '%s' has dtype %s; only F32 is supported",
-                         IR_ESC(t->name), ir_esc((char[48]){0}, 48, dt));
+                         BASE_ESC(t->name), base_esc((char[48]){0}, 48, dt));
                 rc = jfail(j, msg);
             }
             free(dt);
@@ -302,7 +302,7 @@ static int jtensor(jparse *j, rt_st_tensor *t) {
     }
     if (more < 0) return -1;
     if (!have_dtype || !have_shape || !have_off) {
-        snprintf(msg, sizeof msg, "tensor '%s' lacks %s", IR_ESC(t->name),
+        snprintf(msg, sizeof msg, "tensor '%s' lacks %s", BASE_ESC(t->name),
                  !have_dtype   ? "\"dtype\""
                  : !have_shape ? "\"shape\""
                                : "\"data_offsets\"");
@@ -324,7 +324,7 @@ static int cmp_begin(const void *a, const void *b) {
  * finaliser): the slot depends on every bit, and names that collide for
  * one file do not for the next, so no crafted header makes it quadratic. */
 static size_t name_hash(const rt_st_file *f, const char *name) {
-    uint64_t h = ir_fnv1a_str(f->seed, name);
+    uint64_t h = base_fnv1a_str(f->seed, name);
     h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull;
     return (size_t)(h ^ h >> 33);
 }
@@ -333,7 +333,7 @@ static uint64_t random_seed(void) {
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
         seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&seed;
-    return seed ^ IR_FNV1A_INIT;
+    return seed ^ BASE_FNV1A_INIT;
 }
 
 /* name's slot: where it is, or the empty one it would take. */
@@ -350,53 +350,54 @@ static int check_layout(rt_st_file *f, const char *name, char *err, size_t errle
     size_t slots = 16;
     while (slots < 2 * (size_t)f->n) slots *= 2; /* at most half full */
     f->index = calloc(slots, sizeof *f->index);
-    if (!f->index) return ir_fail(err, errlen, "%s: out of memory", name);
+    if (!f->index) return base_fail(err, errlen, "%s: out of memory", name);
     f->mask = slots - 1, f->seed = random_seed();
     for (int i = 0; i < f->n; i++) {
         rt_st_tensor *t = &f->tensors[i];
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > (((uint64_t)1 << 61) / (uint64_t)t->shape[d]))
-                return ir_fail(err, errlen, "%s: tensor '%s' is impossibly large", name,
-                               IR_ESC(t->name));
+                return base_fail(err, errlen, "%s: tensor '%s' is impossibly large", name,
+                                 BASE_ESC(t->name));
             numel *= (uint64_t)t->shape[d];
         }
         t->numel = (int64_t)numel;
         if (t->end < t->begin || t->end > data_len)
-            return ir_fail(
+            return base_fail(
                 err, errlen,
                 "%s: tensor '%s' has data_offsets [%llu, %llu] outside the %llu data bytes "
                 "(truncated file?)",
-                name, IR_ESC(t->name), (unsigned long long)t->begin, (unsigned long long)t->end,
+                name, BASE_ESC(t->name), (unsigned long long)t->begin, (unsigned long long)t->end,
                 (unsigned long long)data_len);
         if (t->end - t->begin != numel * sizeof(float))
-            return ir_fail(
+            return base_fail(
                 err, errlen,
                 "%s: tensor '%s': shape holds %llu bytes of F32 but data_offsets span %llu", name,
-                IR_ESC(t->name), (unsigned long long)(numel * sizeof(float)),
+                BASE_ESC(t->name), (unsigned long long)(numel * sizeof(float)),
                 (unsigned long long)(t->end - t->begin));
         size_t h = name_slot(f, t->name);
         if (f->index[h])
-            return ir_fail(err, errlen, "%s: tensor '%s' appears twice", name, IR_ESC(t->name));
+            return base_fail(err, errlen, "%s: tensor '%s' appears twice", name, BASE_ESC(t->name));
         f->index[h] = i + 1;
     }
     rt_st_tensor **order = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *order);
-    if (!order) return ir_fail(err, errlen, "%s: out of memory", name);
+    if (!order) return base_fail(err, errlen, "%s: out of memory", name);
     for (int i = 0; i < f->n; i++) order[i] = &f->tensors[i];
     qsort(order, (size_t)f->n, sizeof *order, cmp_begin);
     uint64_t at = 0;
     int rc = 0;
     for (int i = 0; i < f->n && !rc; i++) {
         if (order[i]->begin != at)
-            rc = ir_fail(
-                err, errlen, "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
-                IR_ESC(order[i]->name), (unsigned long long)order[i]->begin, (unsigned long long)at,
-                order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
+            rc = base_fail(err, errlen,
+                           "%s: tensor '%s' starts at data byte %llu; expected %llu (%s)", name,
+                           BASE_ESC(order[i]->name), (unsigned long long)order[i]->begin,
+                           (unsigned long long)at,
+                           order[i]->begin < at ? "overlaps another tensor" : "a gap before it");
         at = order[i]->end;
     }
     if (!rc && at != data_len)
-        rc = ir_fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
-                     (unsigned long long)data_len, (unsigned long long)at);
+        rc = base_fail(err, errlen, "%s: %llu data bytes but the tensors cover %llu", name,
+                       (unsigned long long)data_len, (unsigned long long)at);
     free(order);
     return rc;
 }
@@ -483,19 +484,19 @@ static int jheader(jparse *j, rt_st_file *f) {
 static int header_length(const char *name, const unsigned char *buf, size_t len, size_t total,
                          uint64_t *hlen, char *err, size_t errlen) {
     if (len < 8)
-        return ir_fail(err, errlen,
-                       "%s: not a safetensors file: %zu bytes, too short for the header length",
-                       name, len);
+        return base_fail(err, errlen,
+                         "%s: not a safetensors file: %zu bytes, too short for the header length",
+                         name, len);
     *hlen = 0;
     for (int i = 7; i >= 0; i--) *hlen = *hlen << 8 | buf[i];
     if (*hlen > RT_ST_MAX_HEADER || *hlen > len - 8)
-        return ir_fail(
+        return base_fail(
             err, errlen,
             "%s: not a safetensors file: header length %llu does not fit the %zu-byte file", name,
             (unsigned long long)*hlen, total);
     if (*hlen < 2 || buf[8] != '{')
-        return ir_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object",
-                       name);
+        return base_fail(err, errlen, "%s: not a safetensors file: the header is not a JSON object",
+                         name);
     return 0;
 }
 
@@ -512,7 +513,7 @@ static rt_st_file *parse_owned(const char *name, unsigned char *buf, size_t len,
     rt_st_file *f = calloc(1, sizeof *f);
     if (!f) {
         free(buf);
-        ir_fail(err, errlen, "%s: out of memory", name);
+        base_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     f->bytes = buf, f->size = total, f->data_start = 8 + (size_t)hlen;
@@ -536,17 +537,17 @@ rt_st_file *rt_st_read(const char *path, char *err, size_t errlen) {
 
 rt_st_file *rt_st_read_max(const char *path, int max_tensors, char *err, size_t errlen) {
     long long size;
-    int fd = ir_file_open_read(path, &size, err, errlen);
+    int fd = base_file_open_read(path, &size, err, errlen);
     if (fd < 0) return NULL;
     unsigned char head[8];
     size_t total = (size_t)size, hlen = 0;
     if (total >= 8) {
-        int rc = ir_file_read_exact(fd, head, 8);
+        int rc = base_file_read_exact(fd, head, 8);
         if (rc) {
             int e = errno;
             close(fd);
-            ir_fail(err, errlen, "%s: cannot read: %s", path,
-                    rc < 0 ? strerror(e) : "the file shrank");
+            base_fail(err, errlen, "%s: cannot read: %s", path,
+                      rc < 0 ? strerror(e) : "the file shrank");
             return NULL;
         }
         uint64_t h = 0;
@@ -558,33 +559,33 @@ rt_st_file *rt_st_read_max(const char *path, int max_tensors, char *err, size_t 
     unsigned char *buf = malloc(first + 1);
     if (!buf) {
         close(fd);
-        ir_fail(err, errlen, "%s: out of memory", path);
+        base_fail(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     if (total >= 8)
         memcpy(buf, head, 8);
-    else if (ir_file_read_exact(fd, buf, total))
+    else if (base_file_read_exact(fd, buf, total))
         first = 0;
-    if (total >= 8 && ir_file_read_exact(fd, buf + 8, hlen)) first = 0;
+    if (total >= 8 && base_file_read_exact(fd, buf + 8, hlen)) first = 0;
     if (!first && total) {
         close(fd);
         free(buf);
-        ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+        base_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
         return NULL;
     }
     rt_st_file *f = parse_owned(path, buf, first, total, max_tensors, err, errlen);
     if (f && total > first) {
         unsigned char *all = realloc(f->bytes, total + 1);
         if (!all) {
-            ir_fail(err, errlen, "%s: out of memory (%zu bytes)", path, total);
+            base_fail(err, errlen, "%s: out of memory (%zu bytes)", path, total);
             rt_st_free(f);
             f = NULL;
         } else {
             f->bytes = all;
             /* One byte more must not come: the file grew while read. */
-            if (ir_file_read_exact(fd, all + first, total - first) ||
-                ir_file_read_exact(fd, all + total, 1) != 1) {
-                ir_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
+            if (base_file_read_exact(fd, all + first, total - first) ||
+                base_file_read_exact(fd, all + total, 1) != 1) {
+                base_fail(err, errlen, "%s: cannot read: the file changed while being read", path);
                 rt_st_free(f);
                 f = NULL;
             }
@@ -603,7 +604,7 @@ rt_st_file *rt_st_parse_max(const char *name, const unsigned char *buf, size_t l
                             char *err, size_t errlen) {
     unsigned char *copy = malloc(len ? len : 1);
     if (!copy) {
-        ir_fail(err, errlen, "%s: out of memory", name);
+        base_fail(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     if (len) memcpy(copy, buf, len);

@@ -31,7 +31,7 @@
  * by design): checking and finding them is linear, and a reader that knows
  * how many tensors it can use (rt_st_read_max) refuses a header listing
  * more as soon as it reads one too many. Names in messages go through
- * IR_ESC (ir/err.h): a file's control characters never reach a terminal.
+ * BASE_ESC (base/err.h): a file's control characters never reach a terminal.
  */
 #ifndef DPC_RT_TRAIN_SAFETENSORS_H
 #define DPC_RT_TRAIN_SAFETENSORS_H
@@ -53,14 +53,14 @@ typedef struct {
     const float *data; /* numel floats */
 } rt_st_entry;
 
-/* Writes atomically through ir_file (a fresh temporary, fsync, rename;
+/* Writes atomically through base_file (a fresh temporary, fsync, rename;
  * no planted link followed). meta: NULL, or pairs of
  * strings ending with NULL ({"model", "resnet18_v1", NULL}). 0 or -1 + err. */
 /* s as a JSON string, with the escapes the grammar requires. */
 void rt_json_string(FILE *f, const char *s);
 int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const *meta, char *err,
                 size_t errlen);
-/* The same for dir/name, name one of dpc's own (ir_file_open_in). */
+/* The same for dir/name, name one of dpc's own (base_file_open_in). */
 int rt_st_write_in(const char *dir, const char *name, const rt_st_entry *t, int n,
                    const char *const *meta, char *err, size_t errlen);
 

@@ -1,8 +1,8 @@
 /* runtime/train/safetensors_write.c — the safetensors writer: a JSON header
  * (8-byte aligned), then every tensor's F32 data, replacing PATH atomically. */
 #include "runtime/train/safetensors.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "runtime/check.h"
 
 #include <stdio.h>
@@ -33,8 +33,8 @@ int rt_st_write(const char *path, const rt_st_entry *t, int n, const char *const
     return rt_st_write_in(NULL, path, t, n, meta, err, errlen);
 }
 
-/* dir NULL: path is the user's name (ir_file_open), else one of dpc's own
- * in the user's folder dir (ir_file_open_in). */
+/* dir NULL: path is the user's name (base_file_open), else one of dpc's own
+ * in the user's folder dir (base_file_open_in). */
 int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int n,
                    const char *const *meta, char *err, size_t errlen) {
     char *text = NULL;
@@ -58,8 +58,8 @@ int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int 
         if (t[i].ndim < 0 || t[i].ndim > RT_ST_MAX_DIMS) {
             fclose(h);
             free(text);
-            return ir_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name,
-                           t[i].ndim);
+            return base_fail(err, errlen, "%s: tensor '%s' has %d dimensions", path, t[i].name,
+                             t[i].ndim);
         }
         uint64_t bytes = (uint64_t)numel_of(t[i].ndim, t[i].shape) * sizeof(float);
         if (any) fputc(',', h);
@@ -79,20 +79,21 @@ int rt_st_write_in(const char *dir, const char *path, const rt_st_entry *t, int 
     for (size_t pad = (8 - len % 8) % 8; pad > 0; pad--) fputc(' ', h);
     RT_CHECK_ALLOC(fclose(h) == 0);
 
-    /* ir_file: a fresh temporary beside PATH, fsynced and renamed over it,
+    /* base_file: a fresh temporary beside PATH, fsynced and renamed over it,
      * so PATH is always the old file or the complete new one. */
-    ir_file *f = dir ? ir_file_open_in(dir, path, err, errlen) : ir_file_open(path, err, errlen);
+    base_file *f =
+        dir ? base_file_open_in(dir, path, err, errlen) : base_file_open(path, err, errlen);
     if (!f) {
         free(text);
         return -1;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)len >> (8 * i));
-    ir_file_write(f, len8, 8);
-    ir_file_write(f, text, len);
+    base_file_write(f, len8, 8);
+    base_file_write(f, text, len);
     /* dpc only runs on little-endian hosts, so floats go out as they are. */
     for (int i = 0; i < n; i++)
-        ir_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
+        base_file_write(f, t[i].data, sizeof(float) * (size_t)numel_of(t[i].ndim, t[i].shape));
     free(text);
-    return ir_file_commit(f, err, errlen);
+    return base_file_commit(f, err, errlen);
 }

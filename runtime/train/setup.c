@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "runtime/check.h"
 #include "runtime/train/internal.h"
 #include "runtime/train/safetensors.h"
@@ -21,20 +21,21 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
                            ir_dtype dt, char *err, size_t errlen) {
     int i = rt_run_find_node(g, name);
     if (i < 0) {
-        ir_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
+        base_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
         return NULL;
     }
     const ir_node *n = &g->nodes[i];
     if (n->type.ndim != ndim || n->type.dtype != dt) {
         char buf[64];
-        ir_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s", prog,
-                name, ir_type_str(&n->type, buf, sizeof buf), ndim, dt == IR_I32 ? "i32" : "f32");
+        base_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s",
+                  prog, name, ir_type_str(&n->type, buf, sizeof buf), ndim,
+                  dt == IR_I32 ? "i32" : "f32");
         return NULL;
     }
     return n;
 }
 
-int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t errlen) {
+int rt_train_files(const rt_train_options *o, base_file_set *s, char *err, size_t errlen) {
     static const char *const npy_files[] = {"train_x.npy", "train_y.npy", "test_x.npy",
                                             "test_y.npy"};
     char ckpt[4200], files[RT_CIFAR10_FILES + 4][4200];
@@ -49,52 +50,53 @@ int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t 
                      npy_files[i]);
         nfiles = RT_CIFAR10_FILES + 4;
     }
-    if (o->plan_path) rc = ir_file_set_add(s, IR_FILE_INPUT, "the plan", o->plan_path, err, errlen);
+    if (o->plan_path)
+        rc = base_file_set_add(s, BASE_FILE_INPUT, "the plan", o->plan_path, err, errlen);
     if (!rc && o->load_params)
-        rc = ir_file_set_add(s, IR_FILE_INPUT, "--load-params", o->load_params, err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_INPUT, "--load-params", o->load_params, err, errlen);
     if (!rc && o->name_map)
-        rc = ir_file_set_add(s, IR_FILE_INPUT, "--name-map", o->name_map, err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_INPUT, "--name-map", o->name_map, err, errlen);
     for (int i = 0; i < nfiles && !rc; i++)
-        rc = ir_file_set_add(s, IR_FILE_INPUT, "a --data file", files[i], err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_INPUT, "a --data file", files[i], err, errlen);
     /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
      * reads it too, and an output is checked against inputs and outputs. */
     if (!rc && o->checkpoint && o->rank == 0) {
         snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
-        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--checkpoint", ckpt, err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_OUTPUT, "--checkpoint", ckpt, err, errlen);
     }
     if (!rc && o->metrics)
-        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--metrics", o->metrics, err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_OUTPUT, "--metrics", o->metrics, err, errlen);
     if (!rc && o->save_params)
-        rc = ir_file_set_add(s, IR_FILE_OUTPUT, "--save-params", o->save_params, err, errlen);
+        rc = base_file_set_add(s, BASE_FILE_OUTPUT, "--save-params", o->save_params, err, errlen);
     return rc;
 }
 
 /* Outputs that name an input of this run would destroy it, outputs that
  * name each other would lose one; outputs that cannot be written would
  * fail only after the training. All are refused before any work. Files
- * compare by where they land, existing or not (ir_file_set). */
+ * compare by where they land, existing or not (base_file_set). */
 int rt_run_check_outputs(rt_run *r) {
     const rt_train_options *o = r->o;
     char *err = r->err;
     size_t el = sizeof r->err;
-    ir_file_set *s = ir_file_set_new();
+    base_file_set *s = base_file_set_new();
     int rc = rt_train_files(o, s, err, el);
-    ir_file_set_free(s);
+    base_file_set_free(s);
     if (rc) return rt_run_fail(r, "%s", err);
     if (!o->benchmark) { /* --benchmark writes neither */
         /* With --resume rt_run_resume checks the checkpoint's metrics file. */
         if (o->metrics && !o->resume &&
             (o->metrics_dir
-                 ? ir_file_check_in(o->metrics_dir, o->metrics_name, "--metrics", err, el)
-                 : ir_file_check_writable(o->metrics, "--metrics", err, el)))
+                 ? base_file_check_in(o->metrics_dir, o->metrics_name, "--metrics", err, el)
+                 : base_file_check_writable(o->metrics, "--metrics", err, el)))
             return rt_run_fail(r, "%s", err);
-        if (o->save_params && ir_file_check_writable(o->save_params, "--save-params", err, el))
+        if (o->save_params && base_file_check_writable(o->save_params, "--save-params", err, el))
             return rt_run_fail(r, "%s", err);
     }
     /* checkpoint.safetensors is a name of dprun's own in the user's folder. */
     if (o->checkpoint && o->rank == 0 &&
-        (ir_file_check_dir(o->checkpoint, NULL, "--checkpoint", err, el) ||
-         ir_file_check_in(o->checkpoint, RT_CKPT_FILE, "--checkpoint", err, el)))
+        (base_file_check_dir(o->checkpoint, NULL, "--checkpoint", err, el) ||
+         base_file_check_in(o->checkpoint, RT_CKPT_FILE, "--checkpoint", err, el)))
         return rt_run_fail(r, "%s", err);
     return 0;
 }
@@ -159,18 +161,19 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
          * centre crop the program takes. */
         int side = t->resize ? t->resize : h > w ? h : w;
         if (!rt_image_available()) {
-            ir_fail(err, errlen, "%s: %s", spec, RT_IMAGE_MISSING);
+            base_fail(err, errlen, "%s: %s", spec, RT_IMAGE_MISSING);
             return NULL;
         }
         if (c != 3) {
-            ir_fail(err, errlen,
-                    "%s: an image folder gives 3-channel images; the program's image input has %d",
-                    spec, c);
+            base_fail(
+                err, errlen,
+                "%s: an image folder gives 3-channel images; the program's image input has %d",
+                spec, c);
             return NULL;
         }
         if (side < h || side < w) {
-            ir_fail(err, errlen, "resize %d is smaller than the program's %dx%d images", side, h,
-                    w);
+            base_fail(err, errlen, "resize %d is smaller than the program's %dx%d images", side, h,
+                      w);
             return NULL;
         }
         return rt_data_imagefolder(spec, train, side, t->random_crop ? side : h,
@@ -193,9 +196,9 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
 
 /* The run's data section names a source that needs --data. */
 static int need_spec(const ir_train *t, char *err, size_t errlen) {
-    return ir_fail(err, errlen,
-                   "the plan's data section reads %s: --data DIR names the %s (or set $DPC_DATA)",
-                   t->dataset, strcmp(t->dataset, "npy") ? "image folder" : ".npy folder");
+    return base_fail(err, errlen,
+                     "the plan's data section reads %s: --data DIR names the %s (or set $DPC_DATA)",
+                     t->dataset, strcmp(t->dataset, "npy") ? "image folder" : ".npy folder");
 }
 
 long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, int global_batch,
@@ -208,7 +211,7 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
         int i = rt_run_find_node(plan->train, "image");
         const int64_t *d = i >= 0 ? plan->train->nodes[i].type.dim : NULL;
         if (!d || plan->train->nodes[i].type.ndim != 4)
-            return ir_fail(err, errlen, "the plan's train program has no rank-4 'image' input");
+            return base_fail(err, errlen, "the plan's train program has no rank-4 'image' input");
         rt_dataset *ds = open_dataset(t, spec, 1, (int)d[1], (int)d[2], (int)d[3],
                                       o->data_workers > 1 ? o->data_workers : 1, err, errlen);
         if (!ds) return -1;
@@ -216,8 +219,8 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
         rt_dataset_free(ds);
     }
     if (count / global_batch == 0)
-        return ir_fail(err, errlen, "%lld training images do not fill one global batch of %d",
-                       (long long)count, global_batch);
+        return base_fail(err, errlen, "%lld training images do not fill one global batch of %d",
+                         (long long)count, global_batch);
     return (long)(count / global_batch);
 }
 

@@ -1,8 +1,8 @@
 /* runtime/train/sweep.c — sweep specs, their combinations, ranking and the table. */
 #include "runtime/train/train.h"
-#include "ir/err.h"
-#include "ir/file.h"
-#include "ir/parse.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -54,14 +54,14 @@ static const char *key_list(void) {
 }
 
 /* One value of a key, checked by its kind; 0 or -1 with a message (the
- * spec's text escaped: it may come from a file, IR_ESC). */
+ * spec's text escaped: it may come from a file, BASE_ESC). */
 static int parse_value(const char *key, value_kind kind, const char *v, double *out, char *err,
                        size_t errlen) {
     switch (kind) {
     case KIND_POSITIVE_REAL: {
         double d;
-        if (ir_parse_f64(v, &d) || !isfinite(d) || d <= 0)
-            return ir_fail(err, errlen, "%s: '%s' is not a positive number", key, IR_ESC(v));
+        if (base_parse_f64(v, &d) || !isfinite(d) || d <= 0)
+            return base_fail(err, errlen, "%s: '%s' is not a positive number", key, BASE_ESC(v));
         *out = d;
         return 0;
     }
@@ -73,16 +73,16 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         if (kind == KIND_SEED) hi = 1LL << 53;
         if (!strcmp(key, "gpus")) hi = RT_MAX_LOCAL_REPLICAS;
         int64_t n;
-        if (ir_parse_i64(v, &n) || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
-            return ir_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key, IR_ESC(v),
-                           lo, hi);
+        if (base_parse_i64(v, &n) || !isdigit((unsigned char)v[0]) || n < lo || n > hi)
+            return base_fail(err, errlen, "%s: '%s' is not an integer in %lld..%lld", key,
+                             BASE_ESC(v), lo, hi);
         *out = (double)n;
         return 0;
     }
     case KIND_SCALING:
         if (ir_lr_scaling_parse(v) < 0)
-            return ir_fail(err, errlen, "%s: '%s' is not one of none, linear, sqrt", key,
-                           IR_ESC(v));
+            return base_fail(err, errlen, "%s: '%s' is not one of none, linear, sqrt", key,
+                             BASE_ESC(v));
         *out = ir_lr_scaling_parse(v);
         return 0;
     case KIND_BOOL:
@@ -91,31 +91,32 @@ static int parse_value(const char *key, value_kind kind, const char *v, double *
         else if (!strcmp(v, "1"))
             *out = 1;
         else
-            return ir_fail(err, errlen, "%s: '%s' is not 0 or 1", key, IR_ESC(v));
+            return base_fail(err, errlen, "%s: '%s' is not 0 or 1", key, BASE_ESC(v));
         return 0;
     }
-    return ir_fail(err, errlen, "%s: unknown value kind", key);
+    return base_fail(err, errlen, "%s: unknown value kind", key);
 }
 
 /* One `key=v1,v2,...` token (NUL-terminated, no blanks) into a new axis. */
 static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     const char *eq = strchr(tok, '=');
     if (!eq || eq == tok)
-        return ir_fail(err, errlen, "'%s' is not key=value[,value...]", IR_ESC(tok));
+        return base_fail(err, errlen, "'%s' is not key=value[,value...]", BASE_ESC(tok));
     size_t klen = (size_t)(eq - tok);
     int k = -1;
     for (size_t i = 0; i < NKEYS; i++)
         if (strlen(KEYS[i].name) == klen && !strncmp(KEYS[i].name, tok, klen)) k = (int)i;
     if (k < 0) {
-        char key[IR_ESC_MAX];
+        char key[BASE_ESC_MAX];
         snprintf(key, sizeof key, "%.*s", (int)(klen < sizeof key ? klen : sizeof key - 1), tok);
-        return ir_fail(err, errlen, "'%s' is not a sweep key (one of %s)", IR_ESC(key), key_list());
+        return base_fail(err, errlen, "'%s' is not a sweep key (one of %s)", BASE_ESC(key),
+                         key_list());
     }
     for (int a = 0; a < s->axes; a++)
         if (s->axis[a].key == KEYS[k].key)
-            return ir_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
+            return base_fail(err, errlen, "'%s' is given twice", KEYS[k].name);
     if (s->axes == RT_SWEEP_MAX_KEYS)
-        return ir_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
+        return base_fail(err, errlen, "more than %d keys", RT_SWEEP_MAX_KEYS);
     rt_sweep_axis *ax = &s->axis[s->axes];
     memset(ax, 0, sizeof *ax);
     ax->key = KEYS[k].key;
@@ -123,12 +124,13 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
     for (;;) {
         const char *comma = strchr(v, ',');
         size_t len = comma ? (size_t)(comma - v) : strlen(v);
-        if (len == 0) return ir_fail(err, errlen, "'%s': an empty value", IR_ESC(tok));
+        if (len == 0) return base_fail(err, errlen, "'%s': an empty value", BASE_ESC(tok));
         if (len >= RT_SWEEP_VALUE_LEN)
-            return ir_fail(err, errlen, "'%s': a value of %zu bytes is too long", IR_ESC(tok), len);
+            return base_fail(err, errlen, "'%s': a value of %zu bytes is too long", BASE_ESC(tok),
+                             len);
         if (ax->count == RT_SWEEP_MAX_VALUES)
-            return ir_fail(err, errlen, "'%s': more than %d values", KEYS[k].name,
-                           RT_SWEEP_MAX_VALUES);
+            return base_fail(err, errlen, "'%s': more than %d values", KEYS[k].name,
+                             RT_SWEEP_MAX_VALUES);
         char *text = ax->text[ax->count];
         memcpy(text, v, len);
         text[len] = 0;
@@ -136,7 +138,8 @@ static int parse_token(rt_sweep *s, const char *tok, char *err, size_t errlen) {
             return -1;
         for (int j = 0; j < ax->count; j++)
             if (ax->value[j] == ax->value[ax->count])
-                return ir_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name, IR_ESC(text));
+                return base_fail(err, errlen, "%s: '%s' is given twice", KEYS[k].name,
+                                 BASE_ESC(text));
         ax->count++;
         if (!comma) break;
         v = comma + 1;
@@ -157,7 +160,7 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
         if (len >= sizeof tok) {
             char head[41];
             snprintf(head, sizeof head, "%s", p);
-            return ir_fail(err, errlen, "'%s...' is too long", IR_ESC(head));
+            return base_fail(err, errlen, "'%s...' is too long", BASE_ESC(head));
         }
         memcpy(tok, p, len);
         tok[len] = 0;
@@ -165,10 +168,10 @@ int rt_sweep_parse(rt_sweep *s, const char *spec, char *err, size_t errlen) {
         p += len;
     }
     if (s->axes == 0)
-        return ir_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
+        return base_fail(err, errlen, "the sweep names no key=values (keys: %s)", key_list());
     if (rt_sweep_count(s) > RT_SWEEP_MAX_RUNS)
-        return ir_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s),
-                       RT_SWEEP_MAX_RUNS);
+        return base_fail(err, errlen, "%ld combinations; at most %d", rt_sweep_count(s),
+                         RT_SWEEP_MAX_RUNS);
     return 0;
 }
 
@@ -176,7 +179,7 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
     /* A regular file (a FIFO is refused, not waited on), no bigger than the
      * spec it may make. */
     size_t size;
-    char *text = (char *)ir_file_read(path, 1 << 20, &size, err, errlen);
+    char *text = (char *)base_file_read(path, 1 << 20, &size, err, errlen);
     if (!text) return -1;
     /* Comments out, lines joined by blanks: then the spec parser does the rest,
      * and an error names the line it came from. */
@@ -187,7 +190,7 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
         size_t n = nl ? (size_t)(nl - at) : strlen(at);
         lineno++;
         if (n >= sizeof line - 1) {
-            rc = ir_fail(err, errlen, "%s:%d: line too long", path, lineno);
+            rc = base_fail(err, errlen, "%s:%d: line too long", path, lineno);
             break;
         }
         memcpy(line, at, n);
@@ -201,24 +204,24 @@ int rt_sweep_read(rt_sweep *s, const char *path, char *err, size_t errlen) {
         while (isspace((unsigned char)*q)) q++;
         if (!*q) continue;
         if (rt_sweep_parse(&one, line, lerr, sizeof lerr)) {
-            rc = ir_fail(err, errlen, "%s:%d: %s", path, lineno, lerr);
+            rc = base_fail(err, errlen, "%s:%d: %s", path, lineno, lerr);
             break;
         }
         if (strlen(spec) + strlen(line) + 2 > sizeof spec) {
-            rc = ir_fail(err, errlen, "%s:%d: the sweep is too long", path, lineno);
+            rc = base_fail(err, errlen, "%s:%d: the sweep is too long", path, lineno);
             break;
         }
         strcat(spec, " ");
         strcat(spec, line);
     }
     if (!rc && strlen(text) != size)
-        rc = ir_fail(err, errlen, "%s: not a text file (a NUL byte)", path);
+        rc = base_fail(err, errlen, "%s: not a text file (a NUL byte)", path);
     free(text);
     if (rc) return rc;
     if (rt_sweep_parse(s, spec, err, errlen)) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", err);
-        return ir_fail(err, errlen, "%s: %s", path, msg);
+        return base_fail(err, errlen, "%s: %s", path, msg);
     }
     s->path = path;
     return 0;
@@ -379,13 +382,14 @@ static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, i
         int rc = 0;
         char why[1024];
         if (!f || fclose(f) != 0)
-            rc = ir_fail(err, errlen, "--sweep-out %s: out of memory", table_path);
-        else if (ir_file_write_all(table_path, text, len, why, sizeof why))
-            rc = ir_fail(err, errlen, "--sweep-out %s", why);
+            rc = base_fail(err, errlen, "--sweep-out %s: out of memory", table_path);
+        else if (base_file_write_all(table_path, text, len, why, sizeof why))
+            rc = base_fail(err, errlen, "--sweep-out %s", why);
         free(text);
         if (rc) return rc;
     }
-    if (!good) return ir_fail(err, errlen, "the sweep has no successful run (the table says why)");
+    if (!good)
+        return base_fail(err, errlen, "the sweep has no successful run (the table says why)");
     return 0;
 }
 
@@ -393,32 +397,32 @@ static int finish_sweep(const rt_sweep *s, const rt_train_result *res, long n, i
  * (rt_train_files), the sweep file, --sweep-out and each run's log and
  * metrics, none of them another; the folder made and each run's names in
  * it neither a link nor other than a regular file. user/sub: the folder as
- * ir_file_open_in takes it, shown: as messages name it. */
+ * base_file_open_in takes it, shown: as messages name it. */
 static int check_sweep_files(const rt_sweep *s, const rt_train_options *base, const char *user,
                              const char *sub, const char *shown, const char *table_path, long n,
                              char *err, size_t errlen) {
-    ir_file_set *set = ir_file_set_new();
+    base_file_set *set = base_file_set_new();
     int rc = rt_train_files(base, set, err, errlen);
     if (!rc && s->path)
-        rc = ir_file_set_add(set, IR_FILE_INPUT, "the sweep file", s->path, err, errlen);
+        rc = base_file_set_add(set, BASE_FILE_INPUT, "the sweep file", s->path, err, errlen);
     if (!rc && table_path)
-        rc = ir_file_set_add(set, IR_FILE_OUTPUT, "--sweep-out", table_path, err, errlen);
+        rc = base_file_set_add(set, BASE_FILE_OUTPUT, "--sweep-out", table_path, err, errlen);
     for (long i = 0; i < n && !rc; i++)
         for (int k = 0; k < 2 && !rc; k++) {
             char path[4200];
             snprintf(path, sizeof path, "%s/run-%ld.%s", shown, i + 1, k ? "jsonl" : "log");
-            rc = ir_file_set_check(set, "--sweep-dir", path, err, errlen);
+            rc = base_file_set_check(set, "--sweep-dir", path, err, errlen);
         }
-    ir_file_set_free(set);
-    if (rc || ir_file_check_dir(user, *sub ? sub : NULL, "--sweep-dir", err, errlen) ||
-        (table_path && ir_file_check_writable(table_path, "--sweep-out", err, errlen)))
+    base_file_set_free(set);
+    if (rc || base_file_check_dir(user, *sub ? sub : NULL, "--sweep-dir", err, errlen) ||
+        (table_path && base_file_check_writable(table_path, "--sweep-out", err, errlen)))
         return -1;
     for (long i = 0; i < n; i++)
         for (int k = 0; k < 2; k++) {
             char rel[4200];
             snprintf(rel, sizeof rel, "%s%srun-%ld.%s", sub, *sub ? "/" : "", i + 1,
                      k ? "jsonl" : "log");
-            if (ir_file_check_in(user, rel, "--sweep-dir", err, errlen)) return -1;
+            if (base_file_check_in(user, rel, "--sweep-dir", err, errlen)) return -1;
         }
     return 0;
 }
@@ -426,8 +430,8 @@ static int check_sweep_files(const rt_sweep *s, const rt_train_options *base, co
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
                  const char *dir, const char *table_path, char *err, size_t errlen) {
     if (base->ranks > 1) {
-        ir_fail(err, errlen, "--sweep runs in one process; not under mpirun with %d processes",
-                base->ranks);
+        base_fail(err, errlen, "--sweep runs in one process; not under mpirun with %d processes",
+                  base->ranks);
         return 1;
     }
     /* The folder: --sweep-dir DIR, the user's; or PLAN-sweep beside the
@@ -449,7 +453,7 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         if (snprintf(sub, sizeof sub, "%.*s-sweep", (int)n, name) >= (int)sizeof sub ||
             snprintf(shown, sizeof shown, "%.*s%s", (int)(name - pp), pp, sub) >=
                 (int)sizeof shown) {
-            ir_fail(err, errlen, "%s: the name is too long for a sweep folder beside it", pp);
+            base_fail(err, errlen, "%s: the name is too long for a sweep folder beside it", pp);
             return 1;
         }
     }
@@ -467,12 +471,12 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", shown, i + 1);
         snprintf(log_rel, sizeof log_rel, "%s%srun-%ld.log", sub, *sub ? "/" : "", i + 1);
         snprintf(metrics_rel, sizeof metrics_rel, "%s%srun-%ld.jsonl", sub, *sub ? "/" : "", i + 1);
-        /* The log in memory, written through ir_file when the run ends. */
+        /* The log in memory, written through base_file when the run ends. */
         char *log_text = NULL;
         size_t log_len = 0;
         FILE *log = open_memstream(&log_text, &log_len);
         if (!log) {
-            rc = ir_fail(err, errlen, "%s: cannot write: %s", log_path, strerror(errno));
+            rc = base_fail(err, errlen, "%s: cannot write: %s", log_path, strerror(errno));
             break;
         }
         fprintf(stderr, "%ssweep: run %ld of %ld: %s (log %s)\n", P, i + 1, n, label, log_path);
@@ -496,9 +500,9 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         int lost = fclose(log) != 0;
         char wrote[1024];
         if (lost)
-            rc = ir_fail(err, errlen, "out of memory for a sweep log");
-        else if (ir_file_write_all_in(user, log_rel, log_text, log_len, wrote, sizeof wrote))
-            rc = ir_fail(err, errlen, "--sweep-dir %s", wrote);
+            rc = base_fail(err, errlen, "out of memory for a sweep log");
+        else if (base_file_write_all_in(user, log_rel, log_text, log_len, wrote, sizeof wrote))
+            rc = base_fail(err, errlen, "--sweep-dir %s", wrote);
         free(log_text);
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;

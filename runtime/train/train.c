@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/bytes.h"
-#include "ir/err.h"
+#include "base/bytes.h"
+#include "base/err.h"
 #include "format/memplan.h"
 #include "runtime/check.h"
 #include "runtime/exec/exec.h"
@@ -61,17 +61,17 @@ rt_train_options rt_train_defaults(void) {
 }
 
 int rt_train_global_batch(const rt_train_options *o, int batch, char *err, size_t errlen) {
-    if (o->gpus < 1) return ir_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
+    if (o->gpus < 1) return base_fail(err, errlen, "--gpus must be at least 1, got %d", o->gpus);
     if (o->accumulate < 1)
-        return ir_fail(err, errlen, "--accumulate must be at least 1, got %d", o->accumulate);
+        return base_fail(err, errlen, "--accumulate must be at least 1, got %d", o->accumulate);
     int ranks = o->ranks < 1 ? 1 : o->ranks, global;
     if (__builtin_mul_overflow(batch, o->gpus, &global) ||
         __builtin_mul_overflow(global, o->accumulate, &global) ||
         __builtin_mul_overflow(global, ranks, &global))
-        return ir_fail(err, errlen,
-                       "the global batch, %d per device x %d replicas (--gpus) x %d processes "
-                       "x %d micro-batches (--accumulate), is more than %d",
-                       batch, o->gpus, ranks, o->accumulate, INT_MAX);
+        return base_fail(err, errlen,
+                         "the global batch, %d per device x %d replicas (--gpus) x %d processes "
+                         "x %d micro-batches (--accumulate), is more than %d",
+                         batch, o->gpus, ranks, o->accumulate, INT_MAX);
     return global;
 }
 
@@ -81,11 +81,11 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
     if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
     if (o->lr < 0 || isnan(o->lr))
-        return ir_fail(err, errlen, "--lr must be positive, got %g", o->lr);
+        return base_fail(err, errlen, "--lr must be positive, got %g", o->lr);
     if (o->lr > 0) {
         /* The dict keeps its shape: every entry scales with epoch 0's. */
         if (!(t->lr_value[0] > 0))
-            return ir_fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
+            return base_fail(err, errlen, "--lr: the plan's epoch-0 lr is %g", t->lr_value[0]);
         double k = o->lr / t->lr_value[0];
         for (int i = 0; i < t->lr_steps; i++) t->lr_value[i] *= k;
     }
@@ -93,10 +93,10 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
      * value; it does not squeeze the schedule, so a warmup is checked
      * against the longer of the two. */
     if (o->epochs > 0 && o->warmup_epochs > o->epochs)
-        return ir_fail(err, errlen,
-                       "--warmup-epochs %d does not fit the %d epoch%s of --epochs %d: the lr "
-                       "would never reach its target",
-                       o->warmup_epochs, o->epochs, o->epochs == 1 ? "" : "s", o->epochs);
+        return base_fail(err, errlen,
+                         "--warmup-epochs %d does not fit the %d epoch%s of --epochs %d: the lr "
+                         "would never reach its target",
+                         o->warmup_epochs, o->epochs, o->epochs == 1 ? "" : "s", o->epochs);
     if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
@@ -105,11 +105,11 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
      * combine their statistics before each one is normalised. */
     for (int i = 0; o->accumulate > 1 && i < plan->train->n; i++)
         if (plan->train->nodes[i].op == IR_OP_ALLREDUCE && plan->train->nodes[i].iattr[2])
-            return ir_fail(err, errlen,
-                           "--accumulate %d: the plan has synchronised BatchNorm (sync=true or "
-                           "dpc --sync-bn), whose statistics span the replicas of one step; "
-                           "accumulated micro-batches are normalised one at a time",
-                           o->accumulate);
+            return base_fail(err, errlen,
+                             "--accumulate %d: the plan has synchronised BatchNorm (sync=true or "
+                             "dpc --sync-bn), whose statistics span the replicas of one step; "
+                             "accumulated micro-batches are normalised one at a time",
+                             o->accumulate);
     return 0;
 }
 
@@ -150,7 +150,7 @@ int rt_run_check(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
     int64_t slots = o->data_depth ? o->data_depth : o->data_workers + 2;
     int64_t images = (int64_t)r->batch * o->gpus * o->accumulate + r->eval_batch;
     int64_t inputs =
-        ir_bytes_mul(ir_bytes_mul(images, ((int64_t)r->c * r->h * r->w + 1) * 4), slots);
+        base_bytes_mul(base_bytes_mul(images, ((int64_t)r->c * r->h * r->w + 1) * 4), slots);
     if (rt_memory_check(plan, r->be, o->gpus, o->accumulate, inputs, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
     return 0;
@@ -222,8 +222,8 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             fmt_memory_describe(&need, what, sizeof what);
             int64_t one = fmt_memory_total(&need);
             fprintf(stderr, "%smemory per replica %s (%s); %d in this process %s\n", o->log_prefix,
-                    ir_bytes_str(one, each, sizeof each), what, r->local,
-                    ir_bytes_str(ir_bytes_mul(one, r->local), all, sizeof all));
+                    base_bytes_str(one, each, sizeof each), what, r->local,
+                    base_bytes_str(base_bytes_mul(one, r->local), all, sizeof all));
         }
         fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,
                 rt_coll_name(r->coll));
@@ -233,8 +233,8 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
             fprintf(stderr,
                     "%soptimizer state per replica %s sharded (the largest of %d shards), %s "
                     "unsharded\n",
-                    o->log_prefix, ir_bytes_str(rt_shard_state_most(sh), most, sizeof most),
-                    sh->replicas, ir_bytes_str(sh->state_total, total, sizeof total));
+                    o->log_prefix, base_bytes_str(rt_shard_state_most(sh), most, sizeof most),
+                    sh->replicas, base_bytes_str(sh->state_total, total, sizeof total));
         }
     }
     if (r->accum > 1) {
@@ -244,7 +244,7 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
                 "as %d replicas without accumulation (ghost BatchNorm per micro-batch); the "
                 "gradients of the micro-batches take %s per replica\n",
                 o->log_prefix, r->accum, r->batch, r->global, r->total * r->accum,
-                ir_bytes_str(rt_memory_accumulate(plan, r->accum), grads, sizeof grads));
+                base_bytes_str(rt_memory_accumulate(plan, r->accum), grads, sizeof grads));
     }
 }
 
@@ -296,7 +296,7 @@ int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_
         }
     }
     if (errlen) err[0] = 0;
-    if (rc && r->error[0]) ir_fail(err, errlen, "%s", r->error);
+    if (rc && r->error[0]) base_fail(err, errlen, "%s", r->error);
     free(r);
     return rc;
 }

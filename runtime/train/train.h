@@ -58,7 +58,7 @@
 #include <stdio.h>
 #include <stddef.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "ir/ir.h"
 
 /* What a run reached: rt_train fills it when rt_train_options.result is
@@ -122,7 +122,7 @@ typedef struct {
     const char *metrics;     /* JSON lines, one per epoch, or NULL */
     const char *metrics_dir, *metrics_name; /* set by a sweep: metrics is metrics_dir/
                                              * metrics_name, a name of dprun's own in the
-                                             * user's folder (ir_file_open_in: never
+                                             * user's folder (base_file_open_in: never
                                              * written through a link) */
     int data_workers;       /* batch-preparation threads; 0: on the training thread */
     int data_depth;         /* batches prepared ahead (slots); 0: data_workers + 2 */
@@ -145,11 +145,11 @@ enum { RT_FINAL_EVAL_TEST, RT_FINAL_EVAL_TRAIN, RT_FINAL_EVAL_BOTH, RT_FINAL_EVA
 #define RT_FINAL_EVAL_CHOICES "test|train|both|none" /* in that order */
 
 rt_train_options rt_train_defaults(void);
-/* The files of a run with o into s (ir/file.h): the plan, --load-params and
+/* The files of a run with o into s (base/file.h): the plan, --load-params and
  * the CIFAR-10 files it reads; the checkpoint's file, --metrics and
  * --save-params it writes. 0, or -1 + a message naming the two that clash. */
-typedef struct ir_file_set ir_file_set;
-int rt_train_files(const rt_train_options *o, ir_file_set *s, char *err, size_t errlen);
+typedef struct base_file_set base_file_set;
+int rt_train_files(const rt_train_options *o, base_file_set *s, char *err, size_t errlen);
 /* Applies the schedule overrides of o to a copy of the plan's train section
  * and checks it; global batch = ranks x gpus x accumulate x per-device batch.
  * 0 or -1 + err. */

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ir/file.h"
+#include "base/file.h"
 #include "runtime/device/sha256.h"
 #include "runtime/runtime.h"
 #include "runtime/train/checkpoint.h"
@@ -84,7 +84,7 @@ static void init(void) {
     if (rt_ckpt_write(dir, plan, store, REPLICAS, stats, &s, err, sizeof err)) die("write", err);
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, RT_CKPT_FILE);
-    valid = ir_file_read(path, 1 << 24, &valid_len, err, sizeof err);
+    valid = base_file_read(path, 1 << 24, &valid_len, err, sizeof err);
     if (!valid) die("read", err);
     unlink(path);
     rmdir(dir);

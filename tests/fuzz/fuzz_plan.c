@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 
 static void check_programs(const dpc_plan *p, const ir_graph *g) {
@@ -139,7 +139,7 @@ static void walk_graph(walker *w, size_t end) {
     }
 }
 
-/* Every SCHD field (ir/plan.c's order): what ir/validate.h checks. */
+/* Every SCHD field (format/plan.c's order): what ir/validate.h checks. */
 static void walk_schedule(walker *w) {
     take(w, 4), take(w, 4), add(w, 8, 1), take(w, 4), add(w, 8, 1), add(w, 8, 1);
     uint64_t steps = take(w, 4);

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "runtime/train/safetensors.h"
 
 /* A message or escaped name reaches a terminal: printable ASCII only. */
@@ -53,7 +53,7 @@ static void check(const uint8_t *data, size_t size, int max) {
             t->end - t->begin != numel * sizeof(float))
             abort();
         if (rt_st_find(f, t->name) != i) abort(); /* unique, and found */
-        printable(IR_ESC(t->name));
+        printable(BASE_ESC(t->name));
         if (t->numel > (1 << 20)) continue;
         float *host = malloc(sizeof *host * (size_t)(t->numel ? t->numel : 1));
         if (!host) abort();

@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/device/device.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/clock.h"

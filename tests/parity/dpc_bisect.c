@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/train/safetensors.h"
 #include "tests/oracle/interp.h"

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/replicas.h"

@@ -98,7 +98,7 @@
 #include <unistd.h>
 
 #include "format/program.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "tests/sim/sim.h"
 #ifdef DPC_HAVE_CUDA
 #include "runtime/cuda/loader.h"

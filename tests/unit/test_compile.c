@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "driver/compile.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 #include "tests/harness.h"
 

@@ -26,7 +26,7 @@
 #include "codegen/codegen.h"
 #include "format/tf32.h"
 #include "frontend/frontend.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 #include "runtime/device/device.h"
 #include "runtime/cuda/cuda.h"

@@ -9,7 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "ir/err.h"
+#include "base/err.h"
 #include "passes/passes.h"
 #include "runtime/device/device.h"
 #include "runtime/runtime.h"
@@ -988,16 +988,16 @@ static int refused_begins;
 static int refuse_begin(rt_backend *b, char *e, size_t n) {
     (void)b;
     refused_begins++;
-    return ir_fail(e, n, "operation not permitted when stream is capturing");
+    return base_fail(e, n, "operation not permitted when stream is capturing");
 }
 static rt_graph *refuse_end(rt_backend *b, char *e, size_t n) {
     (void)b;
-    ir_fail(e, n, "no capture under way");
+    base_fail(e, n, "no capture under way");
     return NULL;
 }
 static int refuse_launch(rt_backend *b, rt_graph *g, char *e, size_t n) {
     (void)b, (void)g;
-    return ir_fail(e, n, "no graph was ever recorded");
+    return base_fail(e, n, "no graph was ever recorded");
 }
 static void refuse_free(rt_backend *b, rt_graph *g) { (void)b, (void)g; }
 

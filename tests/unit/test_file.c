@@ -1,4 +1,4 @@
-/* tests/unit/test_file.c — ir/file.h: a write never follows a link planted
+/* tests/unit/test_file.c — base/file.h: a write never follows a link planted
  * at a temporary's name, replaces only regular files, writes through a
  * link the caller named to the file it names, keeps the old file on
  * abort; reads refuse FIFOs and devices at once and bound the size; a
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ir/file.h"
+#include "base/file.h"
 #include "tests/harness.h"
 
 static char dir[256];
@@ -25,7 +25,7 @@ static void put(const char *path, const char *text) {
 static int holds(const char *path, const char *text) {
     size_t len;
     char err[512];
-    unsigned char *b = ir_file_read(path, 1 << 20, &len, err, sizeof err);
+    unsigned char *b = base_file_read(path, 1 << 20, &len, err, sizeof err);
     int same = b && len == strlen(text) && !memcmp(b, text, len);
     free(b);
     return same;
@@ -49,7 +49,7 @@ TEST(planted_links_are_not_followed) {
         snprintf(name, sizeof name, "out.tmp.%ld.%d", (long)getpid(), i);
         CHECK(symlink(at("victim"), at(name)) == 0);
     }
-    CHECK(ir_file_write_all(at("out"), "new", 3, err, sizeof err) == 0);
+    CHECK(base_file_write_all(at("out"), "new", 3, err, sizeof err) == 0);
     CHECK(holds(at("victim"), "precious"));
     CHECK(holds(at("out"), "new"));
     struct stat sb;
@@ -63,7 +63,7 @@ TEST(a_named_link_is_written_through) {
     put(at("real/target"), "old");
     chmod(at("real/target"), 0640);
     CHECK(symlink("real/target", at("link")) == 0);
-    CHECK(ir_file_write_all(at("link"), "through", 7, err, sizeof err) == 0);
+    CHECK(base_file_write_all(at("link"), "through", 7, err, sizeof err) == 0);
     struct stat sb;
     CHECK(lstat(at("link"), &sb) == 0 && S_ISLNK(sb.st_mode)); /* still the link */
     CHECK(holds(at("real/target"), "through"));
@@ -75,33 +75,33 @@ TEST(a_named_link_is_written_through) {
 TEST(only_regular_files_are_replaced) {
     char err[512];
     CHECK(mkfifo(at("fifo"), 0666) == 0);
-    CHECK(ir_file_write_all(at("fifo"), "x", 1, err, sizeof err) == -1);
+    CHECK(base_file_write_all(at("fifo"), "x", 1, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "not a regular file (a FIFO)") != NULL, "%s", err);
     struct stat sb;
     CHECK(lstat(at("fifo"), &sb) == 0 && S_ISFIFO(sb.st_mode));
-    CHECK(ir_file_write_all("/dev/null", "x", 1, err, sizeof err) == -1);
+    CHECK(base_file_write_all("/dev/null", "x", 1, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "a character device") != NULL, "%s", err);
     CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
     CHECK(mkdir(at("adir"), 0777) == 0);
-    CHECK(ir_file_write_all(at("adir"), "x", 1, err, sizeof err) == -1);
+    CHECK(base_file_write_all(at("adir"), "x", 1, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "a directory") != NULL, "%s", err);
-    CHECK(ir_file_check_writable(at("fifo"), "--metrics", err, sizeof err) == -1);
+    CHECK(base_file_check_writable(at("fifo"), "--metrics", err, sizeof err) == -1);
     CHECK_MSG(strncmp(err, "--metrics ", 10) == 0, "%s", err);
-    CHECK(ir_file_check_writable(at("no/such/x"), "--save-params", err, sizeof err) == -1);
+    CHECK(base_file_check_writable(at("no/such/x"), "--save-params", err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "cannot write in") != NULL, "%s", err);
-    CHECK(ir_file_check_writable(at("fresh"), "-o", err, sizeof err) == 0);
+    CHECK(base_file_check_writable(at("fresh"), "-o", err, sizeof err) == 0);
     CHECK(access(at("fresh"), F_OK) != 0); /* the check creates nothing */
 }
 
 TEST(abort_keeps_the_old_file) {
     char err[512];
     put(at("keep"), "before");
-    ir_file *f = ir_file_open(at("keep"), err, sizeof err);
+    base_file *f = base_file_open(at("keep"), err, sizeof err);
     CHECK(f != NULL);
     if (f) {
-        ir_file_write(f, "after", 5);
+        base_file_write(f, "after", 5);
         CHECK(holds(at("keep"), "before")); /* not visible before commit */
-        ir_file_abort(f);
+        base_file_abort(f);
     }
     CHECK(holds(at("keep"), "before"));
 }
@@ -110,14 +110,14 @@ TEST(reads_are_bounded) {
     char err[512];
     size_t len;
     /* O_NONBLOCK: a FIFO without a writer does not block the open. */
-    CHECK(ir_file_read(at("fifo"), 100, &len, err, sizeof err) == NULL);
+    CHECK(base_file_read(at("fifo"), 100, &len, err, sizeof err) == NULL);
     CHECK_MSG(strstr(err, "not a regular file (a FIFO)") != NULL, "%s", err);
-    CHECK(ir_file_read("/dev/zero", 100, &len, err, sizeof err) == NULL);
+    CHECK(base_file_read("/dev/zero", 100, &len, err, sizeof err) == NULL);
     CHECK_MSG(strstr(err, "a character device") != NULL, "%s", err);
     put(at("big"), "0123456789");
-    CHECK(ir_file_read(at("big"), 9, &len, err, sizeof err) == NULL);
+    CHECK(base_file_read(at("big"), 9, &len, err, sizeof err) == NULL);
     CHECK_MSG(strstr(err, "10 bytes, more than the 9") != NULL, "%s", err);
-    unsigned char *b = ir_file_read(at("big"), 10, &len, err, sizeof err);
+    unsigned char *b = base_file_read(at("big"), 10, &len, err, sizeof err);
     CHECK(b && len == 10 && b[10] == 0);
     free(b);
 }
@@ -127,25 +127,26 @@ TEST(names_of_our_own_never_follow_a_link) {
     put(at("victim2"), "precious");
     CHECK(mkdir(at("kern"), 0777) == 0);
     /* A new folder and file under the user's folder. */
-    CHECK(ir_file_write_all_in(at("kern"), "train-c/steps.txt", "s", 1, err, sizeof err) == 0);
+    CHECK(base_file_write_all_in(at("kern"), "train-c/steps.txt", "s", 1, err, sizeof err) == 0);
     CHECK(holds(at("kern/train-c/steps.txt"), "s"));
-    CHECK(ir_file_write_all_in(at("kern"), "train-c/steps.txt", "t", 1, err, sizeof err) == 0);
+    CHECK(base_file_write_all_in(at("kern"), "train-c/steps.txt", "t", 1, err, sizeof err) == 0);
     CHECK(holds(at("kern/train-c/steps.txt"), "t"));
     /* A link at the file's name, or at a folder's, is refused. */
     CHECK(symlink(at("victim2"), at("kern/train-c/k0.c")) == 0);
-    CHECK(ir_file_write_all_in(at("kern"), "train-c/k0.c", "x", 1, err, sizeof err) == -1);
+    CHECK(base_file_write_all_in(at("kern"), "train-c/k0.c", "x", 1, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "k0.c: a symbolic link at a name dpc chose") != NULL, "%s", err);
     CHECK(mkdir(at("away"), 0777) == 0);
     CHECK(symlink(at("away"), at("kern/eval-c")) == 0);
-    CHECK(ir_file_write_all_in(at("kern"), "eval-c/steps.txt", "x", 1, err, sizeof err) == -1);
+    CHECK(base_file_write_all_in(at("kern"), "eval-c/steps.txt", "x", 1, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "kern/eval-c: a symbolic link at a name dpc chose") != NULL, "%s", err);
-    CHECK(ir_file_check_in(at("kern"), "train-c/k0.c", "--emit-kernels", err, sizeof err) == -1);
-    CHECK(ir_file_check_dir(at("kern"), "eval-c", "--sweep-dir", err, sizeof err) == -1);
+    CHECK(base_file_check_in(at("kern"), "train-c/k0.c", "--emit-kernels", err, sizeof err) == -1);
+    CHECK(base_file_check_dir(at("kern"), "eval-c", "--sweep-dir", err, sizeof err) == -1);
     CHECK(holds(at("victim2"), "precious"));
     CHECK(access(at("away/steps.txt"), F_OK) != 0);
     /* The user's own link at the user's folder is followed. */
     CHECK(symlink(at("kern"), at("kern.link")) == 0);
-    CHECK(ir_file_write_all_in(at("kern.link"), "train-c/steps.txt", "u", 1, err, sizeof err) == 0);
+    CHECK(base_file_write_all_in(at("kern.link"), "train-c/steps.txt", "u", 1, err, sizeof err) ==
+          0);
     CHECK(holds(at("kern/train-c/steps.txt"), "u"));
 }
 
@@ -153,27 +154,29 @@ TEST(a_set_compares_where_files_land) {
     char err[512];
     CHECK(mkdir(at("s"), 0777) == 0);
     CHECK(symlink(at("s"), at("s.alias")) == 0);
-    ir_file_set *s = ir_file_set_new();
-    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "the plan", at("s/p.plan"), err, sizeof err) == 0);
-    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "a --data file", at("s.alias/p.plan"), err,
-                          sizeof err) == 0);
+    base_file_set *s = base_file_set_new();
+    CHECK(base_file_set_add(s, BASE_FILE_INPUT, "the plan", at("s/p.plan"), err, sizeof err) == 0);
+    CHECK(base_file_set_add(s, BASE_FILE_INPUT, "a --data file", at("s.alias/p.plan"), err,
+                            sizeof err) == 0);
     /* Not there yet, named two ways. */
-    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "--metrics", at("s/new/../m"), err, sizeof err) == 0);
-    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "--save-params", at("s.alias/m"), err, sizeof err) ==
-          -1);
+    CHECK(base_file_set_add(s, BASE_FILE_OUTPUT, "--metrics", at("s/new/../m"), err, sizeof err) ==
+          0);
+    CHECK(base_file_set_add(s, BASE_FILE_OUTPUT, "--save-params", at("s.alias/m"), err,
+                            sizeof err) == -1);
     CHECK_MSG(strstr(err, "--metrics ") == err && strstr(err, "name the same file"), "%s", err);
-    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "-o", at("s.alias/./p.plan"), err, sizeof err) == -1);
+    CHECK(base_file_set_add(s, BASE_FILE_OUTPUT, "-o", at("s.alias/./p.plan"), err, sizeof err) ==
+          -1);
     CHECK_MSG(strstr(err, "is the plan (") != NULL, "%s", err);
     /* A folder the run fills: nothing of the run may be in it. */
-    CHECK(ir_file_set_add(s, IR_FILE_FOLDER, "--emit-kernels", at("s/k/train-c"), err,
-                          sizeof err) == 0);
-    CHECK(ir_file_set_add(s, IR_FILE_INPUT, "the model", at("s.alias/k/train-c/steps.txt"), err,
-                          sizeof err) == -1);
+    CHECK(base_file_set_add(s, BASE_FILE_FOLDER, "--emit-kernels", at("s/k/train-c"), err,
+                            sizeof err) == 0);
+    CHECK(base_file_set_add(s, BASE_FILE_INPUT, "the model", at("s.alias/k/train-c/steps.txt"), err,
+                            sizeof err) == -1);
     CHECK_MSG(strstr(err, "a folder --emit-kernels writes") != NULL, "%s", err);
-    CHECK(ir_file_set_add(s, IR_FILE_OUTPUT, "-o", at("s/k/x.plan"), err, sizeof err) == 0);
-    CHECK(ir_file_set_check(s, "--dump-dir", at("s/k/x.plan"), err, sizeof err) == -1);
-    CHECK(ir_file_set_check(s, "--dump-dir", at("s/k/y.ir"), err, sizeof err) == 0);
-    ir_file_set_free(s);
+    CHECK(base_file_set_add(s, BASE_FILE_OUTPUT, "-o", at("s/k/x.plan"), err, sizeof err) == 0);
+    CHECK(base_file_set_check(s, "--dump-dir", at("s/k/x.plan"), err, sizeof err) == -1);
+    CHECK(base_file_set_check(s, "--dump-dir", at("s/k/y.ir"), err, sizeof err) == 0);
+    base_file_set_free(s);
 }
 
 int main(void) {

@@ -20,7 +20,7 @@
 #include "codegen/codegen.h"
 #include "codegen/fusion.h"
 #include "frontend/frontend.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
 #include "tests/graphs.h"

@@ -2,8 +2,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ir/err.h"
-#include "ir/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 #include "ir/ir.h"
 #include "tests/harness.h"
 
@@ -33,7 +33,7 @@ TEST(op_table_lookup) {
 
 /* Plan files store ops by index: the table's order is part of the format.
  * A new op is appended at the end (extend this list), never inserted, or
- * PLAN_VERSION (ir/plan.h) is bumped. */
+ * PLAN_VERSION (format/plan.h) is bumped. */
 TEST(op_order_is_pinned) {
     static const char *const order[] = {"input",
                                         "param",
@@ -374,13 +374,13 @@ TEST(optimizer_op_shapes) {
 
 /* FNV-1a 64: the published vector, chaining, and the _str form's NUL. */
 TEST(fnv1a_values) {
-    CHECK(ir_fnv1a(IR_FNV1A_INIT, "", 0) == 0xcbf29ce484222325ull);
-    CHECK(ir_fnv1a(IR_FNV1A_INIT, "a", 1) == 0xaf63dc4c8601ec8cull);
-    CHECK(ir_fnv1a(IR_FNV1A_INIT, "foobar", 6) == 0x85944171f73967e8ull);
-    CHECK(ir_fnv1a(ir_fnv1a(IR_FNV1A_INIT, "foo", 3), "bar", 3) == 0x85944171f73967e8ull);
-    CHECK(ir_fnv1a_str(IR_FNV1A_INIT, "a") == ir_fnv1a(IR_FNV1A_INIT, "a", 2));
-    CHECK(ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "ab"), "c") !=
-          ir_fnv1a_str(ir_fnv1a_str(IR_FNV1A_INIT, "a"), "bc"));
+    CHECK(base_fnv1a(BASE_FNV1A_INIT, "", 0) == 0xcbf29ce484222325ull);
+    CHECK(base_fnv1a(BASE_FNV1A_INIT, "a", 1) == 0xaf63dc4c8601ec8cull);
+    CHECK(base_fnv1a(BASE_FNV1A_INIT, "foobar", 6) == 0x85944171f73967e8ull);
+    CHECK(base_fnv1a(base_fnv1a(BASE_FNV1A_INIT, "foo", 3), "bar", 3) == 0x85944171f73967e8ull);
+    CHECK(base_fnv1a_str(BASE_FNV1A_INIT, "a") == base_fnv1a(BASE_FNV1A_INIT, "a", 2));
+    CHECK(base_fnv1a_str(base_fnv1a_str(BASE_FNV1A_INIT, "ab"), "c") !=
+          base_fnv1a_str(base_fnv1a_str(BASE_FNV1A_INIT, "a"), "bc"));
 }
 
 /* A file's string in a message: printable ASCII as it is, everything else
@@ -390,18 +390,20 @@ TEST(fnv1a_values) {
     "12345678901234567890123456789012345678901234567890"
 TEST(esc_escapes_and_bounds) {
     char b[16];
-    CHECK_STR(ir_esc(b, sizeof b, "conv0.weight"), "conv0.weight");
-    CHECK_STR(ir_esc(b, sizeof b, "a\033[1m\n"), "a\\x1b[1m\\x0a");
-    CHECK_STR(ir_esc(b, sizeof b, "\\\x7f\xc3\xa9"), "\\\\\\x7f\\xc3\\xa9");
-    CHECK_STR(ir_esc(b, sizeof b, "0123456789abcde"), "0123456789abcde"); /* 15: fits */
-    CHECK_STR(ir_esc(b, sizeof b, "0123456789abcdef"), "0123456789ab...");
-    CHECK_STR(ir_esc(b, sizeof b, "0123456789a\033b"), "0123456789a..."); /* never half an escape */
-    CHECK_STR(ir_esc(b, 4, "abcdef"), "");
-    CHECK_STR(ir_esc(b, 4, "abc"), "abc");
-    CHECK_STR(ir_esc(b, sizeof b, NULL), "(null)");
-    CHECK(strlen(IR_ESC("a\033b")) == 6 && strlen(IR_ESC(LONG_NAME)) == IR_ESC_MAX - 1);
-    CHECK(!ir_has_control("caf\xc3\xa9", 5) && ir_has_control("\xc2\x9b", 2) &&
-          ir_has_control("a\tb", 3) && ir_has_control("\x7f", 1) && !ir_has_control("\xc2", 1));
+    CHECK_STR(base_esc(b, sizeof b, "conv0.weight"), "conv0.weight");
+    CHECK_STR(base_esc(b, sizeof b, "a\033[1m\n"), "a\\x1b[1m\\x0a");
+    CHECK_STR(base_esc(b, sizeof b, "\\\x7f\xc3\xa9"), "\\\\\\x7f\\xc3\\xa9");
+    CHECK_STR(base_esc(b, sizeof b, "0123456789abcde"), "0123456789abcde"); /* 15: fits */
+    CHECK_STR(base_esc(b, sizeof b, "0123456789abcdef"), "0123456789ab...");
+    CHECK_STR(base_esc(b, sizeof b, "0123456789a\033b"),
+              "0123456789a..."); /* never half an escape */
+    CHECK_STR(base_esc(b, 4, "abcdef"), "");
+    CHECK_STR(base_esc(b, 4, "abc"), "abc");
+    CHECK_STR(base_esc(b, sizeof b, NULL), "(null)");
+    CHECK(strlen(BASE_ESC("a\033b")) == 6 && strlen(BASE_ESC(LONG_NAME)) == BASE_ESC_MAX - 1);
+    CHECK(!base_has_control("caf\xc3\xa9", 5) && base_has_control("\xc2\x9b", 2) &&
+          base_has_control("a\tb", 3) && base_has_control("\x7f", 1) &&
+          !base_has_control("\xc2", 1));
 }
 
 int main(void) {

@@ -11,8 +11,8 @@
 
 #include "driver/compile.h"
 #include "frontend/frontend.h"
-#include "ir/err.h"
-#include "ir/file.h"
+#include "base/err.h"
+#include "base/file.h"
 #include "ir/text.h"
 #include "passes/passes.h"
 #include "tests/harness.h"
@@ -144,8 +144,8 @@ static int compile(dpc_options o, const char *out, char **report, unsigned char 
     fclose(f);
     if (!rc && out) {
         char why[256];
-        *plan = ir_file_read(out, (size_t)1 << 30, plan_len, why, sizeof why);
-        if (!*plan) rc = ir_fail(err, sizeof err, "%s", why);
+        *plan = base_file_read(out, (size_t)1 << 30, plan_len, why, sizeof why);
+        if (!*plan) rc = base_fail(err, sizeof err, "%s", why);
     }
     return rc;
 }

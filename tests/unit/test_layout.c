@@ -22,7 +22,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "passes/passes.h"
 #include "runtime/runtime.h"
 #include "tests/graphs.h"

@@ -5,8 +5,8 @@
  * absurd plans) is tests/limits_test.sh. */
 #include <stdint.h>
 
-#include "ir/bytes.h"
-#include "ir/parse.h"
+#include "base/bytes.h"
+#include "base/parse.h"
 #include "passes/passes.h"
 #include "tests/harness.h"
 
@@ -35,30 +35,30 @@ TEST(shape_rule_result_too_large_is_refused) {
 }
 
 TEST(sizes_parse) {
-    CHECK(ir_parse_size("1000000") == 1000000);
-    CHECK(ir_parse_size("8G") == (int64_t)8 << 30);
-    CHECK(ir_parse_size("8GiB") == (int64_t)8 << 30);
-    CHECK(ir_parse_size("1.5 GB") == (int64_t)3 << 29);
-    CHECK(ir_parse_size("512m") == (int64_t)512 << 20);
-    CHECK(ir_parse_size("64k") == 65536);
-    CHECK(ir_parse_size("2T") == (int64_t)2 << 40);
-    CHECK(ir_parse_size("100b") == 100);
+    CHECK(base_parse_size("1000000") == 1000000);
+    CHECK(base_parse_size("8G") == (int64_t)8 << 30);
+    CHECK(base_parse_size("8GiB") == (int64_t)8 << 30);
+    CHECK(base_parse_size("1.5 GB") == (int64_t)3 << 29);
+    CHECK(base_parse_size("512m") == (int64_t)512 << 20);
+    CHECK(base_parse_size("64k") == 65536);
+    CHECK(base_parse_size("2T") == (int64_t)2 << 40);
+    CHECK(base_parse_size("100b") == 100);
     const char *bad[] = {"", "0", "-1", "8X", "G", "1e30", "nan", "inf", "8GG", "0.1", "12 apples"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_MSG(ir_parse_size(bad[i]) == -1, "'%s' -> %lld", bad[i],
-                  (long long)ir_parse_size(bad[i]));
-    CHECK(ir_parse_size(NULL) == -1);
+        CHECK_MSG(base_parse_size(bad[i]) == -1, "'%s' -> %lld", bad[i],
+                  (long long)base_parse_size(bad[i]));
+    CHECK(base_parse_size(NULL) == -1);
 }
 
 TEST(byte_sums_saturate) {
-    CHECK(ir_bytes_add(INT64_MAX - 1, 5) == INT64_MAX);
-    CHECK(ir_bytes_add(3, 4) == 7);
-    CHECK(ir_bytes_mul((int64_t)1 << 40, (int64_t)1 << 30) == INT64_MAX);
-    CHECK(ir_bytes_mul(6, 7) == 42);
+    CHECK(base_bytes_add(INT64_MAX - 1, 5) == INT64_MAX);
+    CHECK(base_bytes_add(3, 4) == 7);
+    CHECK(base_bytes_mul((int64_t)1 << 40, (int64_t)1 << 30) == INT64_MAX);
+    CHECK(base_bytes_mul(6, 7) == 42);
     char buf[32];
-    CHECK_STR(ir_bytes_str(100, buf, sizeof buf), "100 bytes");
-    CHECK_STR(ir_bytes_str((int64_t)3 << 29, buf, sizeof buf), "1.5 GiB");
-    CHECK_STR(ir_bytes_str(INT64_MAX, buf, sizeof buf), "8.0 EiB");
+    CHECK_STR(base_bytes_str(100, buf, sizeof buf), "100 bytes");
+    CHECK_STR(base_bytes_str((int64_t)3 << 29, buf, sizeof buf), "1.5 GiB");
+    CHECK_STR(base_bytes_str(INT64_MAX, buf, sizeof buf), "8.0 EiB");
 }
 
 /* x [4,8] -> dense w [16,8] -> y [4,16] -> relu z (output): by hand, the

@@ -9,7 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
-#include "ir/hash.h"
+#include "base/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "runtime/comm/comm.h"
@@ -253,7 +253,7 @@ static void fill(const ir_graph *g, oracle_interp *it, uint64_t seed) {
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (!ir_is_source(n->op)) continue;
-        uint64_t h = ir_fnv1a(seed, n->name, strlen(n->name));
+        uint64_t h = base_fnv1a(seed, n->name, strlen(n->name));
         double *b = oracle_interp_buffer(it, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {
             h ^= h << 13, h ^= h >> 7, h ^= h << 17;

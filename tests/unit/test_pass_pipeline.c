@@ -7,7 +7,7 @@
  * pipeline's.) */
 #include <stdlib.h>
 
-#include "ir/err.h"
+#include "base/err.h"
 #include "tests/fixture.h"
 #include "tests/harness.h"
 
@@ -202,8 +202,8 @@ static int record(void *user, unsigned program, int index, const pass_info *p, c
     s->calls[program]++;
     size_t len = strlen(s->order);
     snprintf(s->order + len, sizeof s->order - len, "%s%d:%s", len ? " " : "", index, p->name);
-    if (ms < 0 || nodes_before <= 0 || !g->n) return ir_fail(e, elen, "bad figures");
-    if (index == s->stop_at) return ir_fail(e, elen, "stopped at %s", p->name);
+    if (ms < 0 || nodes_before <= 0 || !g->n) return base_fail(e, elen, "bad figures");
+    if (index == s->stop_at) return base_fail(e, elen, "stopped at %s", p->name);
     return 0;
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "frontend/frontend.h"
-#include "ir/hash.h"
+#include "base/hash.h"
 #include "ir/ir.h"
 #include "passes/passes.h"
 #include "tests/graphs.h"
@@ -45,7 +45,7 @@ static void fill_sources(const ir_graph *g, oracle_interp *it) {
         const ir_node *n = &g->nodes[i];
         if (!ir_is_source(n->op)) continue;
         /* FNV-1a of the name (under this test's own seed) seeds the values */
-        uint64_t h = ir_fnv1a(1469598103934665603ull, n->name, strlen(n->name));
+        uint64_t h = base_fnv1a(1469598103934665603ull, n->name, strlen(n->name));
         rng_state = h | 1;
         double *b = oracle_interp_buffer(it, i);
         for (int64_t e = 0; e < ir_numel(&n->type); e++) {

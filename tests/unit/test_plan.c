@@ -1,8 +1,8 @@
 /* tests/unit/test_plan.c — plan files: round trips, and refusal of every kind
  * of damaged or hostile file with one clear line. Hostile payloads are built
- * here byte by byte (an independent encoder of the format in ir/plan.c) and
+ * here byte by byte (an independent encoder of the format in format/plan.c) and
  * given a valid checksum, so they reach the decoder. */
-#include "ir/plan.h"
+#include "format/plan.h"
 #include "tests/harness.h"
 
 #include <dirent.h>
@@ -368,7 +368,7 @@ TEST(overwrite_is_atomic_and_clean) {
     dpc_plan *q = plan_read(path, err, sizeof err);
     CHECK_MSG(q != NULL, "%s", err);
     plan_free(q);
-    /* A directory is refused before any temporary is made (ir_file): the
+    /* A directory is refused before any temporary is made (base_file): the
      * error names the path, and nothing is left behind. */
     char sub[160];
     snprintf(sub, sizeof sub, "%s/sub", dir);

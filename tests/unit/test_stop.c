@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ir/file.h"
+#include "base/file.h"
 #include "runtime/train/train.h"
 #include "tests/fixture.h"
 #include "tests/harness.h"
@@ -43,7 +43,7 @@ static FILE *log_open(const char *trigger) {
 static char *slurp(const char *path) {
     size_t len;
     char why[256];
-    char *t = (char *)ir_file_read(path, 1 << 20, &len, why, sizeof why);
+    char *t = (char *)base_file_read(path, 1 << 20, &len, why, sizeof why);
     return t ? t : calloc(1, 1);
 }
 

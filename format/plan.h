@@ -1,4 +1,4 @@
-/* ir/plan.h — the plan file: what `dpc` writes and `dprun` loads.
+/* format/plan.h — the plan file: what `dpc` writes and `dprun` loads.
  *
  * Usage:
  *     dpc_plan plan = {0};

@@ -1,4 +1,4 @@
-/* ir/plan.c — writing and reading plan files.
+/* format/plan.c — writing and reading plan files.
  *
  * The file (all integers little endian, written byte by byte; doubles as
  * their IEEE binary64 bit pattern in a u64; strings as u32 length + bytes,
@@ -39,7 +39,7 @@
  * passes the same check_plan() the writer applies, so whatever one writes
  * the other reads back, and nothing else gets through.
  */
-#include "ir/plan.h"
+#include "format/plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,10 +51,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ir/bytes.h"
-#include "ir/err.h"
-#include "ir/file.h"
-#include "ir/hash.h"
+#include "base/bytes.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "base/hash.h"
 #include "ir/validate.h"
 
 #define HEADER_SIZE    PLAN_HEADER_SIZE
@@ -69,7 +69,9 @@
 static const char magic[8] = "DPCPLAN";
 static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
 
-uint64_t plan_checksum(const void *data, size_t len) { return ir_fnv1a(IR_FNV1A_INIT, data, len); }
+uint64_t plan_checksum(const void *data, size_t len) {
+    return base_fnv1a(BASE_FNV1A_INIT, data, len);
+}
 
 #define PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -100,7 +102,7 @@ static int valid_tag(const char *t) {
 
 /* Strings end up in one-line messages and summaries: no control bytes
  * (other bytes >= 0x80 are fine, for UTF-8 paths). */
-static int has_control(const char *s, size_t n) { return ir_has_control(s, n); }
+static int has_control(const char *s, size_t n) { return base_has_control(s, n); }
 
 /* Tags the plan module writes itself: never extra sections. */
 static int is_required(const char *tag) {
@@ -122,74 +124,75 @@ static int has_groups(const ir_graph *g) {
  * graph's meaning. */
 static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
     if ((unsigned)n->op >= IR_OP_COUNT)
-        return ir_fail(why, wn, "node %d: unknown op %u", idx, n->op);
+        return base_fail(why, wn, "node %d: unknown op %u", idx, n->op);
     const ir_op_info *info = &ir_ops[n->op];
     int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
     if (n->ninputs < info->min_arity || n->ninputs > info->max_arity || n->ninputs > IR_MAX_INPUTS)
-        return ir_fail(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
-                       n->ninputs, info->min_arity, info->max_arity);
+        return base_fail(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
+                         n->ninputs, info->min_arity, info->max_arity);
     for (int j = 0; j < n->ninputs; j++)
         if (n->input[j] < 0 || n->input[j] >= idx)
-            return ir_fail(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
-                           info->name, j, n->input[j]);
+            return base_fail(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
+                             info->name, j, n->input[j]);
     for (int j = 0; j < IR_MAX_IATTRS; j++) {
         int64_t v = n->iattr[j];
         if (j >= nia && v)
-            return ir_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused",
-                           idx, info->name, j);
+            return base_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused",
+                             idx, info->name, j);
         if (v < -MAX_VALUE || v > MAX_VALUE)
-            return ir_fail(why, wn,
-                           "node %d (%s): integer attribute %d is out of range (%" PRId64 ")", idx,
-                           info->name, j, v);
+            return base_fail(why, wn,
+                             "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
+                             idx, info->name, j, v);
     }
     for (int j = 0; j < IR_MAX_FATTRS; j++) {
         if (j >= nfa && n->fattr[j] != 0)
-            return ir_fail(why, wn, "node %d (%s): float attribute slot %d is set but unused", idx,
-                           info->name, j);
+            return base_fail(why, wn, "node %d (%s): float attribute slot %d is set but unused",
+                             idx, info->name, j);
         if (!isfinite(n->fattr[j]))
-            return ir_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx,
-                           info->name, j);
+            return base_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx,
+                             info->name, j);
     }
     const ir_type *t = &n->type;
     if (t->ndim < 1 || t->ndim > IR_MAX_DIMS)
-        return ir_fail(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name, t->ndim,
-                       IR_MAX_DIMS);
+        return base_fail(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name,
+                         t->ndim, IR_MAX_DIMS);
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         if (t->dim[d] <= 0 || t->dim[d] > MAX_VALUE)
-            return ir_fail(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
-                           t->dim[d]);
+            return base_fail(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
+                             t->dim[d]);
         if (numel > MAX_NUMEL / t->dim[d])
-            return ir_fail(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
-                           info->name);
+            return base_fail(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
+                             info->name);
         numel *= t->dim[d];
     }
     if ((unsigned)t->dtype > IR_I32)
-        return ir_fail(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
+        return base_fail(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
     if (!memchr(n->name, 0, sizeof n->name))
-        return ir_fail(why, wn, "node %d (%s): name not terminated", idx, info->name);
+        return base_fail(why, wn, "node %d (%s): name not terminated", idx, info->name);
     if (has_control(n->name, strlen(n->name)))
-        return ir_fail(why, wn, "node %d (%s): name contains a control character", idx, info->name);
+        return base_fail(why, wn, "node %d (%s): name contains a control character", idx,
+                         info->name);
     if (n->line < 0 || n->col < 0)
-        return ir_fail(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name, n->line,
-                       n->col);
+        return base_fail(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name,
+                         n->line, n->col);
     return 0;
 }
 
 static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn) {
     char sub[256];
-    if (!g) return ir_fail(why, wn, "no %s", what);
-    if (g->n < 0 || (g->n && !g->nodes)) return ir_fail(why, wn, "%s: bad node array", what);
+    if (!g) return base_fail(why, wn, "no %s", what);
+    if (g->n < 0 || (g->n && !g->nodes)) return base_fail(why, wn, "%s: bad node array", what);
     int64_t total = 0;
     for (int i = 0; i < g->n; i++) {
         if (check_node(&g->nodes[i], i, sub, sizeof sub))
-            return ir_fail(why, wn, "%s: %s", what, sub);
+            return base_fail(why, wn, "%s: %s", what, sub);
         int64_t numel = ir_numel(&g->nodes[i].type);
         if (total > MAX_TOTAL - numel)
-            return ir_fail(why, wn, "%s: more than 2^50 elements in all", what);
+            return base_fail(why, wn, "%s: more than 2^50 elements in all", what);
         total += numel;
     }
-    if (ir_verify(g, sub, sizeof sub)) return ir_fail(why, wn, "%s: %s", what, sub);
+    if (ir_verify(g, sub, sizeof sub)) return base_fail(why, wn, "%s: %s", what, sub);
     return 0;
 }
 
@@ -204,27 +207,27 @@ static int optim_field(const ir_train *t, const char *field) {
 static int check_schedule(const ir_train *t, char *why, size_t wn) {
     char sub[256];
     if ((unsigned)t->optimizer > IR_OPT_ADAMW)
-        return ir_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
+        return base_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
     if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
-        return ir_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
+        return base_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
-        return ir_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
+        return base_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
     const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0],
                          &t->mean[1],        &t->mean[2],  &t->std[0], &t->std[1],
                          &t->std[2],         &t->eta,      &t->eps,    &t->beta1,
                          &t->beta2};
     for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-        if (!isfinite(*d[i])) return ir_fail(why, wn, "schedule: a value is not finite");
+        if (!isfinite(*d[i])) return base_fail(why, wn, "schedule: a value is not finite");
     for (int i = 0; i < t->lr_steps; i++)
-        if (!isfinite(t->lr_value[i])) return ir_fail(why, wn, "schedule: an lr is not finite");
+        if (!isfinite(t->lr_value[i])) return base_fail(why, wn, "schedule: an lr is not finite");
     if (!isfinite(t->lr_final) || !isfinite(t->lr_power))
-        return ir_fail(why, wn, "schedule: the lr curve is not finite");
+        return base_fail(why, wn, "schedule: the lr curve is not finite");
     if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
-        return ir_fail(why, wn, "schedule: bad dataset name");
+        return base_fail(why, wn, "schedule: bad dataset name");
     const char *field;
     if (ir_train_check_field(t, &field, sub, sizeof sub))
-        return ir_fail(why, wn, "%s: %s", optim_field(t, field) ? "optimizer (OPTM)" : "schedule",
-                       sub);
+        return base_fail(why, wn, "%s: %s", optim_field(t, field) ? "optimizer (OPTM)" : "schedule",
+                         sub);
     return 0;
 }
 
@@ -235,36 +238,36 @@ static int validate(const dpc_plan *p, char *why, size_t wn) {
     char sub[512];
     if (!ir_validate(&p->schedule, p->train, p->eval, &w, sub, sizeof sub)) return 0;
     if (w.program < 0)
-        return ir_fail(why, wn, "%s: %s",
-                       optim_field(&p->schedule, w.field) ? "optimizer (OPTM)" : "schedule", sub);
+        return base_fail(why, wn, "%s: %s",
+                         optim_field(&p->schedule, w.field) ? "optimizer (OPTM)" : "schedule", sub);
     const char *prog = w.program ? "eval program (GEVL" : "train program (GTRN";
     if (w.node >= 0 && strncmp(sub, "node ", 5))
-        return ir_fail(why, wn, "%s%s), node %d: %s", prog, w.group ? ", GRPS" : "", w.node, sub);
-    return ir_fail(why, wn, "%s%s): %s", prog, w.group ? ", GRPS" : "", sub);
+        return base_fail(why, wn, "%s%s), node %d: %s", prog, w.group ? ", GRPS" : "", w.node, sub);
+    return base_fail(why, wn, "%s%s): %s", prog, w.group ? ", GRPS" : "", sub);
 }
 
 /* Everything a plan must satisfy to be written, or to be accepted on reading. */
 static int check_plan(const dpc_plan *p, char *why, size_t wn) {
     if (!memchr(p->model, 0, sizeof p->model) || has_control(p->model, strlen(p->model)))
-        return ir_fail(why, wn, "bad model name");
+        return base_fail(why, wn, "bad model name");
     if (!memchr(p->source, 0, sizeof p->source) || has_control(p->source, strlen(p->source)))
-        return ir_fail(why, wn, "bad source path");
+        return base_fail(why, wn, "bad source path");
     if (check_schedule(&p->schedule, why, wn) || check_graph(p->train, "train program", why, wn) ||
         check_graph(p->eval, "eval program", why, wn) || validate(p, why, wn))
         return -1;
     if (p->nextra < 0 || p->nextra > PLAN_MAX_SECTIONS)
-        return ir_fail(why, wn, "%d extra sections", p->nextra);
+        return base_fail(why, wn, "%d extra sections", p->nextra);
     for (int i = 0; i < p->nextra; i++) {
         const plan_section *s = &p->extra[i];
         if (!valid_tag(s->tag) || is_required(s->tag))
-            return ir_fail(why, wn,
-                           "extra section %d: bad tag (4 printable characters, not "
-                           "META, SCHD, GTRN or GEVL)",
-                           i);
-        if (s->len && !s->data) return ir_fail(why, wn, "section %s has no data", s->tag);
+            return base_fail(why, wn,
+                             "extra section %d: bad tag (4 printable characters, not "
+                             "META, SCHD, GTRN or GEVL)",
+                             i);
+        if (s->len && !s->data) return base_fail(why, wn, "section %s has no data", s->tag);
         for (int j = 0; j < i; j++)
             if (strcmp(p->extra[j].tag, s->tag) == 0)
-                return ir_fail(why, wn, "duplicated section %s", s->tag);
+                return base_fail(why, wn, "duplicated section %s", s->tag);
     }
     return 0;
 }
@@ -272,70 +275,72 @@ static int check_plan(const dpc_plan *p, char *why, size_t wn) {
 /* ---- encoding ----------------------------------------------------------- */
 
 /* Starts a section; end_section() patches its length in. */
-static size_t begin_section(ir_wbuf *b, const char *tag) {
-    ir_put(b, tag, 4);
-    ir_put_u64(b, 0);
+static size_t begin_section(base_wbuf *b, const char *tag) {
+    base_put(b, tag, 4);
+    base_put_u64(b, 0);
     return b->len;
 }
-static void end_section(ir_wbuf *b, size_t start) { ir_patch_u64(b, start - 8, b->len - start); }
+static void end_section(base_wbuf *b, size_t start) {
+    base_patch_u64(b, start - 8, b->len - start);
+}
 
-static void put_graph(ir_wbuf *b, const ir_graph *g) {
-    ir_put_u32(b, (uint32_t)g->n);
+static void put_graph(base_wbuf *b, const ir_graph *g) {
+    base_put_u32(b, (uint32_t)g->n);
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
-        ir_put_u32(b, (uint32_t)n->op);
-        ir_put_u32(b, (uint32_t)n->ninputs);
-        for (int j = 0; j < n->ninputs; j++) ir_put_u32(b, (uint32_t)n->input[j]);
-        ir_put_u32(b, (uint32_t)nia);
-        for (int j = 0; j < nia; j++) ir_put_i64(b, n->iattr[j]);
-        ir_put_u32(b, (uint32_t)nfa);
-        for (int j = 0; j < nfa; j++) ir_put_f64(b, n->fattr[j]);
-        ir_put_u32(b, (uint32_t)n->type.ndim);
-        for (int d = 0; d < n->type.ndim; d++) ir_put_i64(b, n->type.dim[d]);
-        ir_put_u32(b, (uint32_t)n->type.dtype);
-        ir_put_u32(b, n->flags);
-        ir_put_str(b, n->name);
-        ir_put_i32(b, n->line);
-        ir_put_i32(b, n->col);
+        base_put_u32(b, (uint32_t)n->op);
+        base_put_u32(b, (uint32_t)n->ninputs);
+        for (int j = 0; j < n->ninputs; j++) base_put_u32(b, (uint32_t)n->input[j]);
+        base_put_u32(b, (uint32_t)nia);
+        for (int j = 0; j < nia; j++) base_put_i64(b, n->iattr[j]);
+        base_put_u32(b, (uint32_t)nfa);
+        for (int j = 0; j < nfa; j++) base_put_f64(b, n->fattr[j]);
+        base_put_u32(b, (uint32_t)n->type.ndim);
+        for (int d = 0; d < n->type.ndim; d++) base_put_i64(b, n->type.dim[d]);
+        base_put_u32(b, (uint32_t)n->type.dtype);
+        base_put_u32(b, n->flags);
+        base_put_str(b, n->name);
+        base_put_i32(b, n->line);
+        base_put_i32(b, n->col);
     }
 }
 
-static void put_schedule(ir_wbuf *b, const ir_train *t) {
-    ir_put_i32(b, t->batch);
-    ir_put_i32(b, t->epochs);
-    ir_put_f64(b, t->init_magnitude);
-    ir_put_u32(b, (uint32_t)t->optimizer);
-    ir_put_f64(b, t->momentum);
-    ir_put_f64(b, t->wd);
-    ir_put_i32(b, t->lr_steps);
+static void put_schedule(base_wbuf *b, const ir_train *t) {
+    base_put_i32(b, t->batch);
+    base_put_i32(b, t->epochs);
+    base_put_f64(b, t->init_magnitude);
+    base_put_u32(b, (uint32_t)t->optimizer);
+    base_put_f64(b, t->momentum);
+    base_put_f64(b, t->wd);
+    base_put_i32(b, t->lr_steps);
     for (int i = 0; i < t->lr_steps; i++) {
-        ir_put_i32(b, t->lr_epoch[i]);
-        ir_put_f64(b, t->lr_value[i]);
+        base_put_i32(b, t->lr_epoch[i]);
+        base_put_f64(b, t->lr_value[i]);
     }
-    ir_put_u32(b, (uint32_t)t->lr_scaling);
-    ir_put_i32(b, t->reference_batch);
-    ir_put_i32(b, t->warmup_epochs);
-    ir_put_u32(b, (uint32_t)t->lr_kind);
-    ir_put_f64(b, t->lr_final);
-    ir_put_f64(b, t->lr_power);
-    ir_put_str(b, t->dataset);
-    ir_put_i32(b, t->pad);
-    ir_put_i32(b, t->random_crop);
-    ir_put_i32(b, t->random_mirror);
-    ir_put_i32(b, t->normalize);
-    for (int c = 0; c < 3; c++) ir_put_f64(b, t->mean[c]);
-    for (int c = 0; c < 3; c++) ir_put_f64(b, t->std[c]);
-    ir_put_i32(b, t->eval_batch);
+    base_put_u32(b, (uint32_t)t->lr_scaling);
+    base_put_i32(b, t->reference_batch);
+    base_put_i32(b, t->warmup_epochs);
+    base_put_u32(b, (uint32_t)t->lr_kind);
+    base_put_f64(b, t->lr_final);
+    base_put_f64(b, t->lr_power);
+    base_put_str(b, t->dataset);
+    base_put_i32(b, t->pad);
+    base_put_i32(b, t->random_crop);
+    base_put_i32(b, t->random_mirror);
+    base_put_i32(b, t->normalize);
+    for (int c = 0; c < 3; c++) base_put_f64(b, t->mean[c]);
+    for (int c = 0; c < 3; c++) base_put_f64(b, t->std[c]);
+    base_put_i32(b, t->eval_batch);
 }
 
 /* The whole file: header and payload. The plan has passed check_plan(). */
-static void encode(ir_wbuf *b, const dpc_plan *p) {
+static void encode(base_wbuf *b, const dpc_plan *p) {
     unsigned char header[HEADER_SIZE] = {0};
-    ir_put(b, header, sizeof header);
+    base_put(b, header, sizeof header);
     size_t s = begin_section(b, "META");
-    ir_put_str(b, p->model);
-    ir_put_str(b, p->source);
+    base_put_str(b, p->model);
+    base_put_str(b, p->source);
     end_section(b, s);
     s = begin_section(b, "SCHD");
     put_schedule(b, &p->schedule);
@@ -350,40 +355,40 @@ static void encode(ir_wbuf *b, const dpc_plan *p) {
         s = begin_section(b, "GRPS");
         const ir_graph *gs[2] = {p->train, p->eval};
         for (int k = 0; k < 2; k++) {
-            ir_put_u32(b, (uint32_t)gs[k]->n);
-            for (int i = 0; i < gs[k]->n; i++) ir_put_u32(b, (uint32_t)gs[k]->nodes[i].group);
+            base_put_u32(b, (uint32_t)gs[k]->n);
+            for (int i = 0; i < gs[k]->n; i++) base_put_u32(b, (uint32_t)gs[k]->nodes[i].group);
         }
         end_section(b, s);
     }
     if (!ir_train_optim_is_default(&p->schedule)) {
         const ir_train *t = &p->schedule;
         s = begin_section(b, "OPTM");
-        ir_put_i32(b, t->nesterov);
-        ir_put_i32(b, t->exclude);
-        ir_put_f64(b, t->eta);
-        ir_put_f64(b, t->eps);
-        ir_put_f64(b, t->beta1);
-        ir_put_f64(b, t->beta2);
+        base_put_i32(b, t->nesterov);
+        base_put_i32(b, t->exclude);
+        base_put_f64(b, t->eta);
+        base_put_f64(b, t->eps);
+        base_put_f64(b, t->beta1);
+        base_put_f64(b, t->beta2);
         end_section(b, s);
     }
     if (p->schedule.resize) {
         s = begin_section(b, "DATA");
-        ir_put_i32(b, p->schedule.resize);
+        base_put_i32(b, p->schedule.resize);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
         s = begin_section(b, p->extra[i].tag);
-        ir_put(b, p->extra[i].data, p->extra[i].len);
+        base_put(b, p->extra[i].data, p->extra[i].len);
         end_section(b, s);
     }
     if (b->oom) return;
     size_t plen = b->len - HEADER_SIZE;
-    ir_wbuf h = {header, 0, sizeof header, 0};
-    ir_put(&h, magic, 8);
-    ir_put_u32(&h, PLAN_VERSION);
-    ir_put_u32(&h, 0);
-    ir_put_u64(&h, plen);
-    ir_put_u64(&h, plan_checksum(b->p + HEADER_SIZE, plen));
+    base_wbuf h = {header, 0, sizeof header, 0};
+    base_put(&h, magic, 8);
+    base_put_u32(&h, PLAN_VERSION);
+    base_put_u32(&h, 0);
+    base_put_u64(&h, plen);
+    base_put_u64(&h, plan_checksum(b->p + HEADER_SIZE, plen));
     memcpy(b->p, header, sizeof header);
 }
 
@@ -397,17 +402,17 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
         set_err(err, errlen, path, "cannot write plan: %s", why);
         return -1;
     }
-    ir_wbuf b = {0};
+    base_wbuf b = {0};
     encode(&b, p);
     if (b.oom) {
         free(b.p);
         set_err(err, errlen, path, "cannot write plan: out of memory");
         return -1;
     }
-    /* ir_file: a reader never sees half a plan, a failed write keeps the
+    /* base_file: a reader never sees half a plan, a failed write keeps the
      * old one, and no planted link is followed. */
     char msg[1024];
-    int rc = ir_file_write_all(path, b.p, b.len, msg, sizeof msg);
+    int rc = base_file_write_all(path, b.p, b.len, msg, sizeof msg);
     free(b.p);
     size_t pl = strlen(path);
     const char *m = !strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2) ? msg + pl + 2 : msg;
@@ -417,10 +422,10 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* ir/bytes.h's bounded reader plus what a message needs: the first failure,
+/* base/bytes.h's bounded reader plus what a message needs: the first failure,
  * and where it happened. */
 typedef struct {
-    ir_rbuf b;
+    base_rbuf b;
     const char *what; /* "train program", "section META", ... for messages */
     int node;         /* node being decoded, or -1 */
     char why[512];    /* first failure */
@@ -442,18 +447,18 @@ PRINTF(2, 3) static int rd_fail(rd *r, const char *f, ...) {
 /* The next n bytes, or NULL with "ends early" recorded. */
 static const unsigned char *take(rd *r, size_t n) {
     if (r->failed) return NULL;
-    const unsigned char *q = ir_take(&r->b, n);
+    const unsigned char *q = base_take(&r->b, n);
     if (!q) rd_fail(r, "ends early");
     return q;
 }
 
 static uint32_t get_u32(rd *r) {
     const unsigned char *q = take(r, 4);
-    return q ? ir_le32(q) : 0;
+    return q ? base_le32(q) : 0;
 }
 static uint64_t get_u64(rd *r) {
     const unsigned char *q = take(r, 8);
-    return q ? ir_le64(q) : 0;
+    return q ? base_le64(q) : 0;
 }
 static int get_i32(rd *r) { return to_i32(get_u32(r)); }
 static int64_t get_i64(rd *r) { return to_i64(get_u64(r)); }
@@ -487,7 +492,8 @@ static void get_str(rd *r, char *dst, size_t cap, const char *field) {
 }
 
 static void get_done(rd *r) {
-    if (!r->failed && ir_left(&r->b)) rd_fail(r, "%zu unexpected bytes at the end", ir_left(&r->b));
+    if (!r->failed && base_left(&r->b))
+        rd_fail(r, "%zu unexpected bytes at the end", base_left(&r->b));
 }
 
 /* An attribute count, which must be the op's. */
@@ -545,8 +551,8 @@ static ir_graph *get_graph(rd *r) {
     uint32_t n = get_u32(r);
     if (r->failed) return NULL;
     /* Never allocate from a count the bytes can't back. */
-    if (n > ir_left(&r->b) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
-        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, ir_left(&r->b));
+    if (n > base_left(&r->b) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
+        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, base_left(&r->b));
         return NULL;
     }
     ir_graph *g = ir_new();
@@ -668,37 +674,38 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
     size_t off = 0;
     while (off < plen) {
         if (plen - off < 12)
-            return ir_fail(why, wn, "corrupt plan: section header at offset %zu runs past the end",
-                           off);
+            return base_fail(why, wn,
+                             "corrupt plan: section header at offset %zu runs past the end", off);
         char tag[5];
         memcpy(tag, pay + off, 4);
         tag[4] = 0;
         if (!valid_tag(tag))
-            return ir_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
-        uint64_t slen = ir_le64(pay + off + 4);
+            return base_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
+        uint64_t slen = base_le64(pay + off + 4);
         off += 12;
         if (slen > plen - off)
-            return ir_fail(why, wn,
-                           "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
-                           slen);
+            return base_fail(why, wn,
+                             "corrupt plan: section %s (%" PRIu64 " bytes) runs past the end", tag,
+                             slen);
         int dup = 0, req = -1;
         for (int i = 0; i < NSPANS; i++)
             if (strcmp(tag, i < 4 ? required[i] : optional_tags[i - 4]) == 0)
                 req = i, dup = sp->p[i] != NULL;
         for (int i = 0; i < p->nextra; i++) dup |= strcmp(tag, p->extra[i].tag) == 0;
-        if (dup) return ir_fail(why, wn, "corrupt plan: duplicated section %s", tag);
+        if (dup) return base_fail(why, wn, "corrupt plan: duplicated section %s", tag);
         if (req >= 0) {
             sp->p[req] = pay + off;
             sp->len[req] = (size_t)slen;
         } else if (p->nextra == PLAN_MAX_SECTIONS) {
-            return ir_fail(why, wn, "corrupt plan: more than %d extra sections", PLAN_MAX_SECTIONS);
+            return base_fail(why, wn, "corrupt plan: more than %d extra sections",
+                             PLAN_MAX_SECTIONS);
         } else if (plan_add_section(p, tag, pay + off, (size_t)slen)) {
-            return ir_fail(why, wn, "out of memory");
+            return base_fail(why, wn, "out of memory");
         }
         off += (size_t)slen;
     }
     for (int i = 0; i < 4; i++)
-        if (!sp->p[i]) return ir_fail(why, wn, "corrupt plan: missing section %s", required[i]);
+        if (!sp->p[i]) return base_fail(why, wn, "corrupt plan: missing section %s", required[i]);
     return 0;
 }
 
@@ -747,14 +754,14 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
         p->schedule.resize = get_i32(&r);
         get_done(&r);
     }
-    return r.failed ? ir_fail(why, wn, "corrupt plan: %s", r.why) : 0;
+    return r.failed ? base_fail(why, wn, "corrupt plan: %s", r.why) : 0;
 }
 
 /* Returns a plan or NULL with the reason in why (no file name, no prefix). */
 static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t wn) {
     dpc_plan *p = calloc(1, sizeof *p);
     if (!p) {
-        ir_fail(why, wn, "out of memory");
+        base_fail(why, wn, "out of memory");
         return NULL;
     }
     spans sp = {{0}, {0}};
@@ -764,7 +771,7 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
         return NULL;
     }
     if (check_plan(p, sub, sizeof sub)) {
-        ir_fail(why, wn, "corrupt plan: %s", sub);
+        base_fail(why, wn, "corrupt plan: %s", sub);
         plan_free(p);
         return NULL;
     }
@@ -778,18 +785,18 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
         set_err(err, errlen, name, "not a dpc plan file");
         return NULL;
     }
-    if (len >= 12 && ir_le32(buf + 8) != PLAN_VERSION) {
+    if (len >= 12 && base_le32(buf + 8) != PLAN_VERSION) {
         set_err(err, errlen, name,
                 "plan format version %" PRIu32 ", this dprun reads version %u; recompile the "
                 "model with this dpc",
-                ir_le32(buf + 8), PLAN_VERSION);
+                base_le32(buf + 8), PLAN_VERSION);
         return NULL;
     }
     if (len < HEADER_SIZE) {
         set_err(err, errlen, name, "truncated plan (%zu of %d bytes)", len, HEADER_SIZE);
         return NULL;
     }
-    uint32_t flags = ir_le32(buf + 12);
+    uint32_t flags = base_le32(buf + 12);
     if (flags) {
         set_err(err, errlen, name,
                 "plan uses features this dprun lacks (flags 0x%" PRIx32
@@ -797,7 +804,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
                 flags);
         return NULL;
     }
-    uint64_t plen = ir_le64(buf + 16);
+    uint64_t plen = base_le64(buf + 16);
     if (plen > UINT64_MAX - HEADER_SIZE) {
         set_err(err, errlen, name, "corrupt plan: payload length %" PRIu64, plen);
         return NULL;
@@ -811,7 +818,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
         set_err(err, errlen, name, "corrupt plan: data after the end of the payload");
         return NULL;
     }
-    if (plan_checksum(buf + HEADER_SIZE, (size_t)plen) != ir_le64(buf + 24)) {
+    if (plan_checksum(buf + HEADER_SIZE, (size_t)plen) != base_le64(buf + 24)) {
         set_err(err, errlen, name, "corrupt plan: checksum mismatch");
         return NULL;
     }
@@ -820,7 +827,7 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
     if (!p)
         set_err(err, errlen, name, "%s", why);
     else {
-        p->checksum = ir_le64(buf + 24);
+        p->checksum = base_le64(buf + 24);
         snprintf(p->name, sizeof p->name, "%s", name);
     }
     return p;
@@ -828,14 +835,14 @@ dpc_plan *plan_read_mem(const char *name, const unsigned char *buf, size_t len, 
 
 /* A header that plan_read_mem() will get past, so the payload is worth reading. */
 static int header_ok(const unsigned char *h) {
-    return memcmp(h, magic, 8) == 0 && ir_le32(h + 8) == PLAN_VERSION && ir_le32(h + 12) == 0;
+    return memcmp(h, magic, 8) == 0 && base_le32(h + 8) == PLAN_VERSION && base_le32(h + 12) == 0;
 }
 
 dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
     /* A regular file only: a FIFO or a device would block or never end. */
     char why[1024];
     long long size;
-    int fd = ir_file_open_read(path, &size, why, sizeof why);
+    int fd = base_file_open_read(path, &size, why, sizeof why);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0) close(fd);
@@ -878,7 +885,7 @@ dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
         }
         if (!header_done && len == HEADER_SIZE) {
             header_done = 1;
-            uint64_t plen = ir_le64(buf + 16);
+            uint64_t plen = base_le64(buf + 16);
             if (header_ok(buf))
                 limit =
                     plen >= SIZE_MAX - HEADER_SIZE - 1 ? SIZE_MAX : HEADER_SIZE + (size_t)plen + 1;

@@ -1,7 +1,7 @@
-/* ir/file.c — atomic replacement of files, bounded reads, and the files of
+/* base/file.c — atomic replacement of files, bounded reads, and the files of
  * one run (file.h). */
-#include "ir/file.h"
-#include "ir/err.h"
+#include "base/file.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct ir_file {
+struct base_file {
     int fd;        /* the temporary */
     int dfd;       /* the folder holding the temporary and the target */
     int failed;    /* errno of the first failed write, or 0 */
@@ -35,7 +35,7 @@ static const char *kind_of(mode_t m) {
 
 static char *dup_or_die(const char *s) {
     char *d = strdup(s);
-    IR_CHECK_ALLOC(d);
+    BASE_CHECK_ALLOC(d);
     return d;
 }
 
@@ -63,7 +63,7 @@ static const char *base_of(const char *path) {
 static char *join(char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     char *j = malloc(la + lb + 2);
-    IR_CHECK_ALLOC(j);
+    BASE_CHECK_ALLOC(j);
     if (la)
         snprintf(j, la + lb + 2, "%s%s%s", a, lb ? "/" : "", b);
     else
@@ -98,23 +98,23 @@ static int link_ok(const char *path, const struct stat *lsb, char *err, size_t e
     struct stat ds;
     int rc = 0;
     if (stat(d, &ds) != 0)
-        rc = ir_fail(err, errlen, "%s: %s", d, strerror(errno));
+        rc = base_fail(err, errlen, "%s: %s", d, strerror(errno));
     else if (lsb->st_uid != me || ds.st_uid != me)
-        rc = ir_fail(err, errlen,
-                     "%s: a symbolic link owned by uid %u (%s) in a directory owned by uid %u "
-                     "(%s); a link is followed only when both belong to the user running this "
-                     "(uid %u): refusing to write through it",
-                     path, (unsigned)lsb->st_uid, user_name(lsb->st_uid), (unsigned)ds.st_uid,
-                     user_name(ds.st_uid), (unsigned)me);
+        rc = base_fail(err, errlen,
+                       "%s: a symbolic link owned by uid %u (%s) in a directory owned by uid %u "
+                       "(%s); a link is followed only when both belong to the user running this "
+                       "(uid %u): refusing to write through it",
+                       path, (unsigned)lsb->st_uid, user_name(lsb->st_uid), (unsigned)ds.st_uid,
+                       user_name(ds.st_uid), (unsigned)me);
     free(d);
     return rc;
 }
 
 static int refuse_ours(const char *shown, char *err, size_t errlen) {
-    return ir_fail(err, errlen,
-                   "%s: a symbolic link at a name dpc chose (not one given on the command "
-                   "line); refusing to write through it",
-                   shown);
+    return base_fail(err, errlen,
+                     "%s: a symbolic link at a name dpc chose (not one given on the command "
+                     "line); refusing to write through it",
+                     shown);
 }
 
 /* The file to write for path: path itself, or, through each symbolic link
@@ -122,7 +122,7 @@ static int refuse_ours(const char *shown, char *err, size_t errlen) {
  * string or NULL + message. */
 static char *resolve_target(const char *path, char *err, size_t errlen) {
     if (!*path) {
-        ir_fail(err, errlen, "an empty file name");
+        base_fail(err, errlen, "an empty file name");
         return NULL;
     }
     char *t = dup_or_die(path);
@@ -130,8 +130,8 @@ static char *resolve_target(const char *path, char *err, size_t errlen) {
         struct stat sb;
         if (lstat(t, &sb) != 0) {
             if (errno == ENOENT && hops == 0) return t;
-            ir_fail(err, errlen, "%s: %s%s", path,
-                    hops ? "a symbolic link that cannot be followed: " : "", strerror(errno));
+            base_fail(err, errlen, "%s: %s%s", path,
+                      hops ? "a symbolic link that cannot be followed: " : "", strerror(errno));
             free(t);
             return NULL;
         }
@@ -140,8 +140,8 @@ static char *resolve_target(const char *path, char *err, size_t errlen) {
         if (!link_ok(t, &sb, err, errlen)) {
             next = hops < 40 ? link_target(t) : NULL;
             if (!next)
-                ir_fail(err, errlen, "%s: a symbolic link that cannot be followed: %s", path,
-                        strerror(hops < 40 ? errno : ELOOP));
+                base_fail(err, errlen, "%s: a symbolic link that cannot be followed: %s", path,
+                          strerror(hops < 40 ? errno : ELOOP));
         }
         free(t);
         if (!next) return NULL;
@@ -186,11 +186,11 @@ static int make_temp(int dfd, const char *name, mode_t mode, char **tmp_out) {
 static int open_user_dir(const char *dir, char *err, size_t errlen) {
     struct stat sb;
     if (lstat(dir, &sb) != 0) {
-        if (errno != ENOENT) return ir_fail(err, errlen, "%s: %s", dir, strerror(errno));
+        if (errno != ENOENT) return base_fail(err, errlen, "%s: %s", dir, strerror(errno));
         /* EEXIST: another process made it in between. */
         if ((mkdir(dir, 0777) != 0 && errno != EEXIST) || lstat(dir, &sb) != 0)
-            return ir_fail(err, errlen, "%s: cannot create the directory: %s", dir,
-                           strerror(errno));
+            return base_fail(err, errlen, "%s: cannot create the directory: %s", dir,
+                             strerror(errno));
     }
     int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
     if (!S_ISLNK(sb.st_mode))
@@ -199,8 +199,8 @@ static int open_user_dir(const char *dir, char *err, size_t errlen) {
         return -1;
     int fd = open(dir, flags);
     if (fd < 0)
-        return ir_fail(err, errlen, "%s: %s", dir,
-                       errno == ENOTDIR || errno == ELOOP ? "not a directory" : strerror(errno));
+        return base_fail(err, errlen, "%s: %s", dir,
+                         errno == ENOTDIR || errno == ELOOP ? "not a directory" : strerror(errno));
     return fd;
 }
 
@@ -218,7 +218,7 @@ static int walk(const char *dir, const char *rel, const char **base, char *err, 
         snprintf(shown, sizeof shown, "%s/%.*s", dir, (int)(slash - rel), rel);
         if (n == 0 || n > NAME_MAX) {
             close(dfd);
-            return ir_fail(err, errlen, "%s: not a folder name", shown);
+            return base_fail(err, errlen, "%s: not a folder name", shown);
         }
         memcpy(comp, at, n);
         comp[n] = 0;
@@ -231,8 +231,8 @@ static int walk(const char *dir, const char *rel, const char **base, char *err, 
             if (fstatat(dfd, comp, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
                 refuse_ours(shown, err, errlen);
             else
-                ir_fail(err, errlen, "%s: %s", shown,
-                        e == ENOTDIR ? "not a directory" : strerror(e));
+                base_fail(err, errlen, "%s: %s", shown,
+                          e == ENOTDIR ? "not a directory" : strerror(e));
         }
         close(dfd);
         dfd = sub;
@@ -248,27 +248,27 @@ static int check_name(int dfd, const char *name, const char *shown, mode_t *mode
                       size_t errlen) {
     struct stat sb;
     if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
-        return ir_fail(err, errlen, "%s: not a file name", shown);
+        return base_fail(err, errlen, "%s: not a file name", shown);
     if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return 0;
-        return ir_fail(err, errlen, "%s: %s", shown, strerror(errno));
+        return base_fail(err, errlen, "%s: %s", shown, strerror(errno));
     }
     if (S_ISLNK(sb.st_mode)) return refuse_ours(shown, err, errlen);
     if (!S_ISREG(sb.st_mode))
-        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to replace it", shown,
-                       kind_of(sb.st_mode));
+        return base_fail(err, errlen, "%s: not a regular file (%s); refusing to replace it", shown,
+                         kind_of(sb.st_mode));
     *mode = sb.st_mode;
     return 1;
 }
 
 /* Starts replacing name in dfd (taken over: closed with the file). */
-static ir_file *open_at(int dfd, const char *name, const char *shown, const char *dir_shown,
-                        char *err, size_t errlen) {
+static base_file *open_at(int dfd, const char *name, const char *shown, const char *dir_shown,
+                          char *err, size_t errlen) {
     mode_t mode = 0;
     int exists = check_name(dfd, name, shown, &mode, err, errlen);
-    ir_file *f = exists < 0 ? NULL : calloc(1, sizeof *f + strlen(shown));
+    base_file *f = exists < 0 ? NULL : calloc(1, sizeof *f + strlen(shown));
     if (!f) {
-        if (exists >= 0) ir_fail(err, errlen, "%s: out of memory", shown);
+        if (exists >= 0) base_fail(err, errlen, "%s: out of memory", shown);
         close(dfd);
         return NULL;
     }
@@ -279,7 +279,7 @@ static ir_file *open_at(int dfd, const char *name, const char *shown, const char
      * the umask, as fopen would give it. */
     f->fd = make_temp(dfd, name, exists ? (mode & 0777) : 0666, &f->tmp);
     if (f->fd < 0) {
-        ir_fail(err, errlen, "%s: cannot write in %s: %s", shown, dir_shown, strerror(errno));
+        base_fail(err, errlen, "%s: cannot write in %s: %s", shown, dir_shown, strerror(errno));
         close(dfd);
         free(f->name);
         free(f);
@@ -290,14 +290,14 @@ static ir_file *open_at(int dfd, const char *name, const char *shown, const char
     return f;
 }
 
-ir_file *ir_file_open(const char *path, char *err, size_t errlen) {
+base_file *base_file_open(const char *path, char *err, size_t errlen) {
     char *target = resolve_target(path, err, errlen);
     if (!target) return NULL;
     char *d = dir_of(target);
-    ir_file *f = NULL;
+    base_file *f = NULL;
     int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        ir_fail(err, errlen, "%s: cannot write in %s: %s", path, d, strerror(errno));
+        base_fail(err, errlen, "%s: cannot write in %s: %s", path, d, strerror(errno));
     else
         f = open_at(dfd, base_of(target), path, d, err, errlen);
     free(d);
@@ -305,19 +305,19 @@ ir_file *ir_file_open(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-ir_file *ir_file_open_in(const char *dir, const char *rel, char *err, size_t errlen) {
+base_file *base_file_open_in(const char *dir, const char *rel, char *err, size_t errlen) {
     char shown[PATH_MAX];
     snprintf(shown, sizeof shown, "%s/%s", dir, rel);
     const char *name;
     int dfd = walk(dir, rel, &name, err, errlen);
     if (dfd < 0) return NULL;
     char *d = dir_of(shown);
-    ir_file *f = open_at(dfd, name, shown, d, err, errlen);
+    base_file *f = open_at(dfd, name, shown, d, err, errlen);
     free(d);
     return f;
 }
 
-void ir_file_write(ir_file *f, const void *p, size_t n) {
+void base_file_write(base_file *f, const void *p, size_t n) {
     const unsigned char *b = p;
     while (n && !f->failed) {
         ssize_t w = write(f->fd, b, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
@@ -331,21 +331,21 @@ void ir_file_write(ir_file *f, const void *p, size_t n) {
     }
 }
 
-static void file_free(ir_file *f) {
+static void file_free(base_file *f) {
     close(f->dfd);
     free(f->name);
     free(f->tmp);
     free(f);
 }
 
-void ir_file_abort(ir_file *f) {
+void base_file_abort(base_file *f) {
     if (!f) return;
     close(f->fd);
     unlinkat(f->dfd, f->tmp, 0);
     file_free(f);
 }
 
-int ir_file_commit(ir_file *f, char *err, size_t errlen) {
+int base_file_commit(base_file *f, char *err, size_t errlen) {
     const char *step = NULL;
     int e = f->failed;
     if (e)
@@ -359,7 +359,7 @@ int ir_file_commit(ir_file *f, char *err, size_t errlen) {
         step = "cannot write (rename)", e = errno;
     if (step) {
         unlinkat(f->dfd, f->tmp, 0);
-        ir_fail(err, errlen, "%s: %s: %s", f->shown, step, strerror(e));
+        base_fail(err, errlen, "%s: %s: %s", f->shown, step, strerror(e));
         file_free(f);
         return -1;
     }
@@ -368,53 +368,54 @@ int ir_file_commit(ir_file *f, char *err, size_t errlen) {
     return 0;
 }
 
-static int write_all(ir_file *f, const void *p, size_t n, char *err, size_t errlen) {
+static int write_all(base_file *f, const void *p, size_t n, char *err, size_t errlen) {
     if (!f) return -1;
-    ir_file_write(f, p, n);
-    return ir_file_commit(f, err, errlen);
+    base_file_write(f, p, n);
+    return base_file_commit(f, err, errlen);
 }
 
-ir_file *ir_file_open_at(int dfd, const char *name, const char *shown, char *err, size_t errlen) {
+base_file *base_file_open_at(int dfd, const char *name, const char *shown, char *err,
+                             size_t errlen) {
     char *d = dir_of(shown);
-    ir_file *f = open_at(dfd, name, shown, d, err, errlen);
+    base_file *f = open_at(dfd, name, shown, d, err, errlen);
     free(d);
     return f;
 }
 
-int ir_file_write_all_at(int dfd, const char *name, const char *shown, const void *p, size_t n,
-                         char *err, size_t errlen) {
-    return write_all(ir_file_open_at(dfd, name, shown, err, errlen), p, n, err, errlen);
+int base_file_write_all_at(int dfd, const char *name, const char *shown, const void *p, size_t n,
+                           char *err, size_t errlen) {
+    return write_all(base_file_open_at(dfd, name, shown, err, errlen), p, n, err, errlen);
 }
 
-int ir_file_write_all(const char *path, const void *p, size_t n, char *err, size_t errlen) {
-    return write_all(ir_file_open(path, err, errlen), p, n, err, errlen);
+int base_file_write_all(const char *path, const void *p, size_t n, char *err, size_t errlen) {
+    return write_all(base_file_open(path, err, errlen), p, n, err, errlen);
 }
 
-int ir_file_write_all_in(const char *dir, const char *rel, const void *p, size_t n, char *err,
-                         size_t errlen) {
-    return write_all(ir_file_open_in(dir, rel, err, errlen), p, n, err, errlen);
+int base_file_write_all_in(const char *dir, const char *rel, const void *p, size_t n, char *err,
+                           size_t errlen) {
+    return write_all(base_file_open_in(dir, rel, err, errlen), p, n, err, errlen);
 }
 
-int ir_file_check_writable(const char *path, const char *what, char *err, size_t errlen) {
+int base_file_check_writable(const char *path, const char *what, char *err, size_t errlen) {
     char why[1024];
-    ir_file *f = ir_file_open(path, why, sizeof why);
-    if (!f) return ir_fail(err, errlen, "%s %s", what, why);
-    ir_file_abort(f);
+    base_file *f = base_file_open(path, why, sizeof why);
+    if (!f) return base_fail(err, errlen, "%s %s", what, why);
+    base_file_abort(f);
     return 0;
 }
 
-int ir_file_check_dir(const char *dir, const char *sub, const char *what, char *err,
-                      size_t errlen) {
+int base_file_check_dir(const char *dir, const char *sub, const char *what, char *err,
+                        size_t errlen) {
     char rel[PATH_MAX], why[1024];
     snprintf(rel, sizeof rel, "%s%s.dpc-probe", sub ? sub : "", sub ? "/" : "");
     const char *name;
     int dfd = walk(dir, rel, &name, why, sizeof why);
-    if (dfd < 0) return ir_fail(err, errlen, "%s %s", what, why);
+    if (dfd < 0) return base_fail(err, errlen, "%s %s", what, why);
     char *tmp;
     int fd = make_temp(dfd, name, 0600, &tmp);
     if (fd < 0) {
-        ir_fail(err, errlen, "%s %s%s%s: cannot write in the directory: %s", what, dir,
-                sub ? "/" : "", sub ? sub : "", strerror(errno));
+        base_fail(err, errlen, "%s %s%s%s: cannot write in the directory: %s", what, dir,
+                  sub ? "/" : "", sub ? sub : "", strerror(errno));
         close(dfd);
         return -1;
     }
@@ -425,7 +426,8 @@ int ir_file_check_dir(const char *dir, const char *sub, const char *what, char *
     return 0;
 }
 
-int ir_file_check_in(const char *dir, const char *rel, const char *what, char *err, size_t errlen) {
+int base_file_check_in(const char *dir, const char *rel, const char *what, char *err,
+                       size_t errlen) {
     char shown[PATH_MAX], why[1024];
     snprintf(shown, sizeof shown, "%s/%s", dir, rel);
     const char *name;
@@ -433,7 +435,7 @@ int ir_file_check_in(const char *dir, const char *rel, const char *what, char *e
     int dfd = walk(dir, rel, &name, why, sizeof why);
     int rc = dfd < 0 ? -1 : check_name(dfd, name, shown, &mode, why, sizeof why) < 0 ? -1 : 0;
     if (dfd >= 0) close(dfd);
-    return rc ? ir_fail(err, errlen, "%s %s", what, why) : 0;
+    return rc ? base_fail(err, errlen, "%s %s", what, why) : 0;
 }
 
 /* ---- the files of one run --------------------------------------------------- */
@@ -515,23 +517,23 @@ static int key_in(const path_key *f, const path_key *d) {
 }
 
 typedef struct {
-    int kind; /* IR_FILE_INPUT, _OUTPUT, _FOLDER */
+    int kind; /* BASE_FILE_INPUT, _OUTPUT, _FOLDER */
     char *what, *path;
     path_key key;
 } set_entry;
 
-struct ir_file_set {
+struct base_file_set {
     set_entry *e;
     int n, cap;
 };
 
-ir_file_set *ir_file_set_new(void) {
-    ir_file_set *s = calloc(1, sizeof *s);
-    IR_CHECK_ALLOC(s);
+base_file_set *base_file_set_new(void) {
+    base_file_set *s = calloc(1, sizeof *s);
+    BASE_CHECK_ALLOC(s);
     return s;
 }
 
-void ir_file_set_free(ir_file_set *s) {
+void base_file_set_free(base_file_set *s) {
     if (!s) return;
     for (int i = 0; i < s->n; i++) free(s->e[i].what), free(s->e[i].path), free(s->e[i].key.rest);
     free(s->e);
@@ -539,7 +541,7 @@ void ir_file_set_free(ir_file_set *s) {
 }
 
 static void make_key(int kind, const char *path, path_key *k) {
-    if (kind == IR_FILE_FOLDER)
+    if (kind == BASE_FILE_FOLDER)
         dir_key(path, k, 0);
     else
         file_key(path, k);
@@ -547,43 +549,43 @@ static void make_key(int kind, const char *path, path_key *k) {
 
 /* x against y, one of them (or both) added before: 0, or -1 + message. */
 static int clash(const set_entry *x, const set_entry *y, char *err, size_t errlen) {
-    if (x->kind == IR_FILE_FOLDER && y->kind == IR_FILE_FOLDER) return 0;
-    if (x->kind == IR_FILE_FOLDER || y->kind == IR_FILE_FOLDER) {
-        const set_entry *d = x->kind == IR_FILE_FOLDER ? x : y, *f = d == x ? y : x;
+    if (x->kind == BASE_FILE_FOLDER && y->kind == BASE_FILE_FOLDER) return 0;
+    if (x->kind == BASE_FILE_FOLDER || y->kind == BASE_FILE_FOLDER) {
+        const set_entry *d = x->kind == BASE_FILE_FOLDER ? x : y, *f = d == x ? y : x;
         if (!key_in(&f->key, &d->key)) return 0;
-        return ir_fail(err, errlen,
-                       "%s %s is in %s, a folder %s writes files of its own naming in; %s", f->what,
-                       f->path, d->path, d->what,
-                       f->kind == IR_FILE_INPUT ? "writing there could destroy it"
-                                                : "choose a name elsewhere");
+        return base_fail(err, errlen,
+                         "%s %s is in %s, a folder %s writes files of its own naming in; %s",
+                         f->what, f->path, d->path, d->what,
+                         f->kind == BASE_FILE_INPUT ? "writing there could destroy it"
+                                                    : "choose a name elsewhere");
     }
-    if (!key_eq(&x->key, &y->key) || (x->kind == IR_FILE_INPUT && y->kind == IR_FILE_INPUT))
+    if (!key_eq(&x->key, &y->key) || (x->kind == BASE_FILE_INPUT && y->kind == BASE_FILE_INPUT))
         return 0;
-    if (x->kind == IR_FILE_OUTPUT && y->kind == IR_FILE_OUTPUT)
-        return ir_fail(err, errlen, "%s %s and %s %s name the same file", y->what, y->path, x->what,
-                       x->path);
-    const set_entry *out = x->kind == IR_FILE_OUTPUT ? x : y, *in = out == x ? y : x;
-    return ir_fail(err, errlen, "%s %s is %s (%s); writing it would destroy it", out->what,
-                   out->path, in->what, in->path);
+    if (x->kind == BASE_FILE_OUTPUT && y->kind == BASE_FILE_OUTPUT)
+        return base_fail(err, errlen, "%s %s and %s %s name the same file", y->what, y->path,
+                         x->what, x->path);
+    const set_entry *out = x->kind == BASE_FILE_OUTPUT ? x : y, *in = out == x ? y : x;
+    return base_fail(err, errlen, "%s %s is %s (%s); writing it would destroy it", out->what,
+                     out->path, in->what, in->path);
 }
 
-static int set_check(const ir_file_set *s, const set_entry *x, char *err, size_t errlen) {
+static int set_check(const base_file_set *s, const set_entry *x, char *err, size_t errlen) {
     for (int i = 0; i < s->n; i++)
         if (clash(x, &s->e[i], err, errlen)) return -1;
     return 0;
 }
 
-int ir_file_set_check(const ir_file_set *s, const char *what, const char *path, char *err,
-                      size_t errlen) {
-    set_entry x = {IR_FILE_OUTPUT, (char *)what, (char *)path, {0, 0, NULL}};
-    make_key(IR_FILE_OUTPUT, path, &x.key);
+int base_file_set_check(const base_file_set *s, const char *what, const char *path, char *err,
+                        size_t errlen) {
+    set_entry x = {BASE_FILE_OUTPUT, (char *)what, (char *)path, {0, 0, NULL}};
+    make_key(BASE_FILE_OUTPUT, path, &x.key);
     int rc = set_check(s, &x, err, errlen);
     free(x.key.rest);
     return rc;
 }
 
-int ir_file_set_add(ir_file_set *s, int kind, const char *what, const char *path, char *err,
-                    size_t errlen) {
+int base_file_set_add(base_file_set *s, int kind, const char *what, const char *path, char *err,
+                      size_t errlen) {
     set_entry x = {kind, dup_or_die(what), dup_or_die(path), {0, 0, NULL}};
     make_key(kind, path, &x.key);
     if (set_check(s, &x, err, errlen)) {
@@ -593,7 +595,7 @@ int ir_file_set_add(ir_file_set *s, int kind, const char *what, const char *path
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 8;
         s->e = realloc(s->e, (size_t)s->cap * sizeof *s->e);
-        IR_CHECK_ALLOC(s->e);
+        BASE_CHECK_ALLOC(s->e);
     }
     s->e[s->n++] = x;
     return 0;
@@ -601,26 +603,26 @@ int ir_file_set_add(ir_file_set *s, int kind, const char *what, const char *path
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* fd (taken over) when it is a regular file, and ours with IR_FILE_OURS;
+/* fd (taken over) when it is a regular file, and ours with BASE_FILE_OURS;
  * its size in *size. fd or -1 + message. */
 static int opened_regular(int fd, const char *shown, unsigned flags, long long *size, char *err,
                           size_t errlen) {
-    if (fd < 0) return ir_fail(err, errlen, "%s: cannot open: %s", shown, strerror(errno));
+    if (fd < 0) return base_fail(err, errlen, "%s: cannot open: %s", shown, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return ir_fail(err, errlen, "%s: cannot open: %s", shown, strerror(e));
+        return base_fail(err, errlen, "%s: cannot open: %s", shown, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return ir_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", shown,
-                       kind_of(sb.st_mode));
+        return base_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", shown,
+                         kind_of(sb.st_mode));
     }
-    if ((flags & IR_FILE_OURS) && sb.st_uid != geteuid()) {
+    if ((flags & BASE_FILE_OURS) && sb.st_uid != geteuid()) {
         close(fd);
-        return ir_fail(err, errlen, "%s: owned by uid %ld, not by this user; refusing to read it",
-                       shown, (long)sb.st_uid);
+        return base_fail(err, errlen, "%s: owned by uid %ld, not by this user; refusing to read it",
+                         shown, (long)sb.st_uid);
     }
     /* Regular files ignore O_NONBLOCK; cleared all the same. */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -628,12 +630,12 @@ static int opened_regular(int fd, const char *shown, unsigned flags, long long *
     return fd;
 }
 
-int ir_file_open_read(const char *path, long long *size, char *err, size_t errlen) {
+int base_file_open_read(const char *path, long long *size, char *err, size_t errlen) {
     return opened_regular(open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), path, 0, size, err,
                           errlen);
 }
 
-int ir_file_read_exact(int fd, void *p, size_t n) {
+int base_file_read_exact(int fd, void *p, size_t n) {
     unsigned char *at = p;
     while (n) {
         ssize_t r = read(fd, at, n);
@@ -651,21 +653,21 @@ static unsigned char *read_whole(int fd, long long size, const char *path, size_
     if (fd < 0) return NULL;
     if ((unsigned long long)size > max) {
         close(fd);
-        ir_fail(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path, size,
-                max);
+        base_fail(err, errlen, "%s: %lld bytes, more than the %zu this file may have", path, size,
+                  max);
         return NULL;
     }
     unsigned char *buf = malloc((size_t)size + 1);
     if (!buf) {
         close(fd);
-        ir_fail(err, errlen, "%s: out of memory", path);
+        base_fail(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     /* Then one byte more than fstat said, to notice a file that grew. */
     unsigned char extra;
-    int rc = ir_file_read_exact(fd, buf, (size_t)size);
+    int rc = base_file_read_exact(fd, buf, (size_t)size);
     if (rc == 0) {
-        int more = ir_file_read_exact(fd, &extra, 1);
+        int more = base_file_read_exact(fd, &extra, 1);
         rc = more == 1 ? 0 : more == 0 ? 1 : -1;
     }
     int e = errno;
@@ -673,9 +675,9 @@ static unsigned char *read_whole(int fd, long long size, const char *path, size_
     if (rc) {
         free(buf);
         if (rc < 0)
-            ir_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
+            base_fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
         else
-            ir_fail(err, errlen, "%s: changed while being read", path);
+            base_fail(err, errlen, "%s: changed while being read", path);
         return NULL;
     }
     size_t got = (size_t)size;
@@ -684,14 +686,14 @@ static unsigned char *read_whole(int fd, long long size, const char *path, size_
     return buf;
 }
 
-unsigned char *ir_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+unsigned char *base_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
     long long size = 0;
-    int fd = ir_file_open_read(path, &size, err, errlen);
+    int fd = base_file_open_read(path, &size, err, errlen);
     return read_whole(fd, size, path, max, len, err, errlen);
 }
 
-unsigned char *ir_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,
-                               size_t max, size_t *len, char *err, size_t errlen) {
+unsigned char *base_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,
+                                 size_t max, size_t *len, char *err, size_t errlen) {
     long long size = 0;
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     fd = opened_regular(fd, shown, flags, &size, err, errlen);

@@ -1,5 +1,5 @@
-/* ir/parse.c — whole-string numbers (parse.h). */
-#include "ir/parse.h"
+/* base/parse.c — whole-string numbers (parse.h). */
+#include "base/parse.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ir_parse_i64(const char *s, int64_t *out) {
+int base_parse_i64(const char *s, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -16,7 +16,7 @@ int ir_parse_i64(const char *s, int64_t *out) {
     return 0;
 }
 
-int ir_parse_u64(const char *s, uint64_t *out) {
+int base_parse_u64(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -25,7 +25,7 @@ int ir_parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
-int ir_parse_f64(const char *s, double *out) {
+int base_parse_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -34,7 +34,7 @@ int ir_parse_f64(const char *s, double *out) {
     return 0;
 }
 
-int64_t ir_parse_size(const char *s) {
+int64_t base_parse_size(const char *s) {
     if (!s) return -1;
     char *end;
     errno = 0;

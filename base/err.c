@@ -1,11 +1,11 @@
-/* ir/err.c — see err.h. */
-#include "ir/err.h"
+/* base/err.c — see err.h. */
+#include "base/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-int ir_fail(char *err, size_t errlen, const char *fmt, ...) {
+int base_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -13,7 +13,7 @@ int ir_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-const char *ir_esc(char *buf, size_t len, const char *s) {
+const char *base_esc(char *buf, size_t len, const char *s) {
     if (!len) return buf;
     if (!s) s = "(null)";
     size_t total = 0, k = 0;
@@ -35,7 +35,7 @@ const char *ir_esc(char *buf, size_t len, const char *s) {
     return buf;
 }
 
-int ir_has_control(const char *s, size_t n) {
+int base_has_control(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f) return 1;
@@ -69,7 +69,7 @@ static int edits(const char *a, const char *b, int limit) {
     return d[la][lb];
 }
 
-void ir_near_try(ir_near *n, const char *word, const char *cand) {
+void base_near_try(base_near *n, const char *word, const char *cand) {
     size_t len = strlen(word);
     int limit = len <= 2 ? 0 : len <= 4 ? 1 : len <= 8 ? 2 : 3; /* "k" is not near "x" */
     int e = edits(word, cand, limit);
