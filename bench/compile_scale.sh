@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Compile time against network length (issue 30): dpc on relu chains of
+# Compile time against network length: dpc on relu chains of
 # 8,000 to 100,000 graph nodes (the frontend's most) and on a chain of
 # 24,998 dense layers (100,000 nodes, 49,996 parameters), then dprun
 # loading the 100,000-node relu plan and training one step. Prints each
 # time, the ratio to the previous size (near 2 per doubling: linear; 4:
 # quadratic) and fuse's and memplan's own share (--time-passes).
 #
-# The bound: the 100,000-node compiles take under 60 s each (before issue
-# 30, with fuse and memplan quadratic, the relu chain took hours).
+# The bound: the 100,000-node compiles take under 60 s each (when fuse
+# and memplan were quadratic, the relu chain took hours).
 # Exit status 1 when one does not. tests/compile_scale_test.sh checks the
 # same in `make test-full`, and 32,000 nodes in `make test`.
 #

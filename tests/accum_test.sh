@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test
-# Gradient accumulation (dprun --accumulate K, issue 17): N replicas of K
+# Gradient accumulation (dprun --accumulate K): N replicas of K
 # micro-batches train exactly as N*K replicas: the same per-step losses
 # (DPC_DEBUG=2) and bit-identical weights, on cnn_small (fused and not) and
 # a narrow ResNet of resnet18_cifar's blocks; one replica of K too; under

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# The kernel cache's path (issue 30, items 2 and 10; README "What to
+# The kernel cache's path (README "What to
 # trust"): every directory on the way is root's or the user's and no one
 # else may write it unless it is sticky, a link on the way is followed only
 # when root or the user owns it, the cache itself is the user's; what is

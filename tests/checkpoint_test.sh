@@ -75,7 +75,7 @@ expect_fail "a metrics file whose first bytes differ" \
     "checkpoint refused: --metrics $tmp/p2.jsonl: its first " \
     "$bin/dprun" $M --epochs 3 --metrics "$tmp/p2.jsonl" --checkpoint "$tmp/pck" --resume
 
-# ---- issue 30: a checkpoint names no file that dprun writes ------------------
+# ---- a checkpoint names no file that dprun writes ------------------
 # A forged checkpoint (checksum recomputed, as anyone can) naming a victim
 # file, asking to keep none of it and to append its own lines: the victim
 # stays as it was, with or without --metrics.
@@ -120,7 +120,7 @@ forged "a NaN loss sum" "$F: corrupt checkpoint: 'epoch_loss_sum' is 'nan' (not 
 forged "an infinite lr" "$F: corrupt checkpoint: 'prev_lr' is 'inf' (not finite)" set prev_lr inf
 forged "a duplicated key" "$F: corrupt checkpoint: key 'step' appears twice in its metadata" dup step 10
 forged "an unknown key" "$F: corrupt checkpoint: unknown key 'evil' in its metadata" set evil 1
-# Strings from the file reach the terminal escaped (issue 30, item 14).
+# Strings from the file reach the terminal escaped.
 esc=$(printf '\033]0;x\a\033[31m')
 forged "an escape in a key is shown escaped" "$F: corrupt checkpoint: unknown key '\\x1b]0;x\\x07\\x1b[31m' in its metadata" set "$esc" 1
 forged "an escape in a value is shown escaped" "\\x1b]0;x\\x07\\x1b[31m" set data "$esc"
@@ -129,7 +129,7 @@ check "no raw escape byte reached stderr" no_raw_escape
 forged "an old format" "$F: checkpoint format version 2, written by an older dprun; this dprun reads version 3" \
     set dpc_checkpoint 2
 
-# ---- issue 30: --steps stopped mid-epoch, the process died before the end ---
+# ---- --steps stopped mid-epoch, the process died before the end ---
 # The checkpoint at the last step is written before that epoch's end (its
 # EPOCH line, metrics line, final evaluation). A resume with the same
 # command owes all of it: the same metrics file and EPOCH line as the run

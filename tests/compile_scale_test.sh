@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test
-# Long networks compile in time near linear in their length (issue 30):
+# Long networks compile in time near linear in their length:
 # fuse's convexity search and memplan's best fit were quadratic, so a chain
 # of 100,000 relus, the frontend's most, took hours. bench/chain_net.sh writes the nets.
 #   make test:      a 32,000-node relu chain compiles within 30 s (60 s in

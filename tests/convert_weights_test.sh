@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test san=no
-# Foreign weights (issue 33 §3), scripts/convert_weights.py:
+# Foreign weights, scripts/convert_weights.py:
 #  - its name tables give, in order and shape, the tensors `dpc --params`
 #    lists for models/{resnet18,resnet34,resnet50,mobilenet_v2}.net, and
 #    torchvision's state_dict names and shapes for resnet18 and resnet34;

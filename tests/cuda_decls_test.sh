@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=check
 # dpc builds with no CUDA header at all, and where the CBLAS is not OpenBLAS
-# (issue 31: a machine may have only the driver and pip wheels; the GPU
+# (a machine may have only the driver and pip wheels; the GPU
 # machine's image has NCCL and cuDNN only as wheels and no OpenBLAS):
 #   1. no source includes a CUDA, NVRTC, cuBLAS, NCCL or cuDNN header:
 #      runtime/cuda declares what it calls (decl_cuda.h, decl_nvrtc.h,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=check
 # Where dpc finds the CUDA libraries, and `dprun --device cuda --info`
-# (issue 31; runtime/cuda/libsearch.h, loader.h). The fake driver
+# (runtime/cuda/libsearch.h, loader.h). The fake driver
 # (build/rel/fake/libfakecuda.so: libcuda + libcublas + libnccl) and the
 # toolkit's real NVRTC stand in for the libraries:
 #   1. through DPC_LIB*, --info names each library's file, rule and version,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# --device on a machine without a GPU (issue 7): `dprun --device cuda` exits
+# --device on a machine without a GPU: `dprun --device cuda` exits
 # 1 with one clear message, `--device auto` trains on the cpu backend after
 # at most one notice line, and the GPU check tool (tests/gpu/cuda_check)
 # reports that it has nothing to check (exit 2). On a machine with a CUDA
@@ -10,9 +10,8 @@
 "$bin/dpc" models/mlp.net -o "$tmp/m.plan" || { echo "0 passed, 1 failed"; exit 1; }
 have_gpu=0
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
-# Whether dprun opens its backend with rt_backend_open yet (issue 7 leaves
-# that wiring to runtime/train/train.c and cli/dprun.c): before, it refuses cuda
-# and prints no notice.
+# Whether dprun opens its backend with rt_backend_open (runtime/train/train.c,
+# cli/dprun.c): a build without that wiring refuses cuda and prints no notice.
 wired=0
 grep -q rt_backend_open runtime/train/train.c cli/dprun.c 2>/dev/null && wired=1
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test
-# Data parallelism end to end (issue 6): `dprun --gpus N` against one
+# Data parallelism end to end: `dprun --gpus N` against one
 # replica with N times the batch (no BatchNorm: equal within 1e-5), against
 # a PyTorch ghost-BatchNorm reference (tests/dp/ghost_bn.py), the start-up
 # banner and schedule, and, when dprun was built with MPI and mpirun is

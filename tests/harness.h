@@ -56,7 +56,7 @@ static const char *harness_current;
         }                                                                                         \
     } while (0)
 
-/* Tolerances say why they are what they are (issue 47): derived from the
+/* Tolerances say why they are what they are: derived from the
  * arithmetic with these, or a noise floor measured in the same test.
  * F32_U, F64_U: the unit roundoff, a correctly rounded result's relative
  * error at most. A sum of n terms in either, in any order, is within

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=test
-# No host wait inside a step, and failures that name their cause (issue
-# 31), on the fake driver (tests/fake: libcuda, libcublas and libnccl on
+# No host wait inside a step, and failures that name their cause, on the fake
+# driver (tests/fake: libcuda, libcublas and libnccl on
 # the host, kernels under the simulator), with mlp at batch 4:
 #  - DPC_DEBUG=2 prints each step's host waits (a drain: a stream
 #    synchronisation, a blocking copy, a wait for the latest work); they

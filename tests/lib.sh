@@ -33,7 +33,7 @@ check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 # lacks PATTERN FILE: FILE has no line matching PATTERN (a check's command).
 lacks() { ! grep -q -- "$1" "$2"; }
 
-# Issue 18's model-zoo nets (ResNet-34/50, ResNet-18 v2, MobileNetV2).
+# The model-zoo nets (ResNet-34/50, ResNet-18 v2, MobileNetV2).
 zoo_nets() { echo models/resnet34.net models/resnet50.net models/resnet18_v2.net models/mobilenet_v2.net; }
 
 # models/*.net and tests/nets/*.net less the zoo nets: they hold no kernel

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# Resource limits (issue 8): an absurd model or batch is refused by dpc
+# Resource limits: an absurd model or batch is refused by dpc
 # at compile time, and a plan that needs more than the limit by dprun at
 # load time, each with one message naming the memory needed and the
 # limit, before anything large is allocated. Synthetic models only.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test alone
-# Checkpoints under mpirun (issue 13): rank 0 writes one checkpoint holding
+# Checkpoints under mpirun: rank 0 writes one checkpoint holding
 # every process's replicas' BatchNorm statistics, every process resumes from
 # it, and the resumed job is bit-identical (per-step losses, DPC_DEBUG=2,
 # and final weights) to the uninterrupted mpirun job and to one process

@@ -9,7 +9,7 @@
 # channel-major), three in `make test` (below). One check per program and
 # architecture, plus one per plan written. The two architectures compile in
 # parallel (NVRTC is single-threaded; this is most of the suite's NVRTC time).
-# Resources (issue 31): each compile asks ptxas for its report, and a program
+# Resources: each compile asks ptxas for its report, and a program
 # fails when a kernel could not launch at the block its calls record
 # (registers x threads over 64K, shared memory over 48 KiB, over 1024
 # threads) or lacks __launch_bounds__ of that block (test_cuda --plans). The

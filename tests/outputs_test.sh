@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=check
-# Where dpc and dprun write, and what they read (issue 30, items 3-6;
-# base/file.h states the rules):
+# Where dpc and dprun write, and what they read (base/file.h
+# states the rules):
 # - a link at an output name the user gave is followed only when the link
 #   and its folder belong to the running user; another user's link in a
 #   shared folder is refused, naming the link and its owner;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# Parameter names (issue 33 §3): `dpc --params` lists exactly what dprun's
+# Parameter names: `dpc --params` lists exactly what dprun's
 # --save-params writes (names, shapes, order) and the totals --summary
 # counts; --summary labels the nodes inside blocks with their scoped names;
 # --load-params of a partial file: refused naming the first missing tensor,

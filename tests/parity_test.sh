@@ -4,7 +4,7 @@
 # (MXNet-form SGD) agree — loss and logits to 1e-4, every parameter update
 # and BatchNorm running statistic to 1e-3 (max-abs-error / max-abs-value),
 # for ResNet-18 v1 and the small CNN, and one step each of Gluon's
-# resnet34_v1, resnet50_v1, resnet18_v2 and mobilenet_v2_1_0 (issue 18; the
+# resnet34_v1, resnet50_v1, resnet18_v2 and mobilenet_v2_1_0 (the
 # twins are built by torch_step.py, not torchvision's where those differ),
 # three of resnet18_v2, at a small batch, to keep the suite short; resnet18_cifar and the MLP
 # too, so every model in models/ is checked. tests/parity/torch_step.py holds the
@@ -60,7 +60,7 @@ driver=$build/parity/dpc_step
 # adamw's ResNet-18 case at lr 1e-3, Adam's usual, as at 1e-2 three steps
 # of +-lr on every weight make the third forward chaotic (float32 torch:
 # 5e-3 on the ReLU outputs).
-# The model-zoo nets (issue 18) have one-step cases; of them only
+# The model-zoo nets have one-step cases; of them only
 # resnet18_v2 has a 3-step one. ResNet-34/50 v1 and MobileNetV2 from these
 # random weights and BatchNorm parameters have gradients so large that one
 # step at lr 0.1 moves conv0's weights ~30%, and the depth then multiplies
@@ -108,7 +108,7 @@ cases=(
     "full resnet18_v2 32"
     "test resnet18_v2 32 --steps 3"
     "test mobilenet_v2 32 --float32-floor"
-    # --conv library (issue 32): the convolutions as oneDNN calls, against
+    # --conv library: the convolutions as oneDNN calls, against
     # the same float64 reference and tolerances (dpc's flag, not torch's).
     "test resnet18 32 --conv library"
     "test resnet18 32 --replicas 4 --conv library"

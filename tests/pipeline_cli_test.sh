@@ -201,7 +201,7 @@ arena=$(grep '^train arena bytes' "$tmp/time" | sed 's/.*planned \([0-9]*\).*/\1
 [ "$(row train fuse 4)" = "$(row train fuse 5)" ] && [ "$(row train lower 4)" -lt "$(row train lower 5)" ] && ok ||
     bad "node counts before/after: fuse $(row train fuse 4)/$(row train fuse 5), lower $(row train lower 4)/$(row train lower 5)"
 
-# ---- remat after layout (issue 30) ----------------------------------------------
+# ---- remat after layout ----------------------------------------------
 # A recomputed chain keeps the channel-major layout its backward readers
 # expect: the pipeline compiles, the copies are there, and two steps train
 # the parameters bit for bit as without remat.

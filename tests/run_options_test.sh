@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# What a run does besides training, as dprun's flags ask (issue 33): the
+# What a run does besides training, as dprun's flags ask: the
 # final evaluation (--final-eval, its default when --steps cuts the
 # schedule short, --eval-batches), per-step metrics rows (--log-every) that
 # a resume continues exactly, progress lines when stderr is a file

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=check
-# Hostile safetensors files given to --load-params (issue 30): refused with
+# Hostile safetensors files given to --load-params: refused with
 # a line that shows a name's control characters escaped, integers past
 # what fits refused by value, and a header of many tensors refused at
 # once, not after a pairwise name check of hours (timeout: a hang fails).

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # run: tier=test san=no
 # The small nets learn: mlp and cnn_small reach >= 95% test accuracy on the
-# built-in synthetic set (issue 3's end-to-end check of autodiff, optimizer,
+# built-in synthetic set (the end-to-end check of autodiff, optimizer,
 # codegen and the training loop together), and so does the smallest
-# model-zoo net, mobilenet_v2 (2.2M parameters). The deeper zoo nets (issue
-# 18) train a few steps on the same set: the loss falls.
+# model-zoo net, mobilenet_v2 (2.2M parameters). The deeper zoo nets
+# train a few steps on the same set: the loss falls.
 set -u
 bin=${DPC_BIN:-bin}
 tmp=$(mktemp -d)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run: tier=check
 # One validator (ir/validate.h) for a graph and its training section,
-# whatever they came from (issue 30, items 7 and 15): the .net frontend,
+# whatever they came from: the .net frontend,
 # --from-ir's IR text and a plan refuse the same things. IR text is refused
 # at the IR file's line and column the value is on; a plan (edited with its
 # checksum fixed up, tests/plan_tamper.py) by section, program, node or

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run: tier=test
-# ZeRO-1 (dprun --shard-optimizer, issue 17): `--gpus 4 --shard-optimizer`
+# ZeRO-1 (dprun --shard-optimizer): `--gpus 4 --shard-optimizer`
 # against `--gpus 4` bit for bit (per-step losses of DPC_DEBUG=2, the
 # parameters of --save-params) on cnn_small and ResNet-18; the optimizer
 # state per replica it reports (about 1/4 of the whole); checkpoints (the

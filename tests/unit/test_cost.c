@@ -113,7 +113,7 @@ static int report_of(const char *model, char **text, size_t *len) {
 /* The first BatchNorm (64 channels of 128 x 16 x 16 values after the
  * stride-2 7x7 stem): each channel split over 9 blocks of 1024 threads
  * (576 blocks: 4 per SM of an H200), 4 elements per thread, one kernel per
- * pass and a merge. Issue 15's bar for the train step: every per-channel
+ * pass and a merge. The bar for the train step: every per-channel
  * reduction starts >= 4 x 132 blocks or >= 65,536 threads (the merges add
  * up 9 partials a channel) and no kernel loops more than 4,096 times in
  * one thread. */

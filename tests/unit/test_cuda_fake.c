@@ -460,7 +460,7 @@ static void step_matches_cpu_with(const char *model, int batch, double tol, doub
     sides_free(sides, g);
 }
 
-/* The training loop's pattern (issue 31): each round copies an input in
+/* The training loop's pattern: each round copies an input in
  * and reads a result back one round late. The staging ring reuses only
  * copies known done and the reads wait for an earlier point while later
  * work is queued: no host wait at all, one lagged wait per round, every

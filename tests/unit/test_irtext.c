@@ -330,7 +330,7 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
     refused_str("# graph: 0 nodes\n# end\n%0 = input \"x\" : [2]\n",
                 "t.ir:3:1: error: text after '# end'");
     /* Names end up in messages: a terminal control is refused however it
-     * is written (issue 30, item 14; plans refuse them too). */
+     * is written (plans refuse them too). */
     refused_str(edit(3, "%1 = param \"w\\x1b[31m\" init=xavier : [4,3]"),
                 "t.ir:3:12: error: the source's quoted name: control character in a string "
                 "(\\xHH below \\x20, \\x7f or a UTF-8 C1)");

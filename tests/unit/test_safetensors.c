@@ -169,7 +169,7 @@ TEST(malformed_headers_are_refused) {
     CHECK(strstr(parse_err(deep, 0), "nested too deeply"));
 }
 
-/* Issue 30, item 17: integers past what fits are refused, naming the value,
+/* Integers past what fits are refused, naming the value,
  * not wrapped (2^64 + 128 used to read as 128, 2^64 + 8 as 8). */
 TEST(integers_that_overflow_are_refused) {
     const char *e = parse_err("{\"w\":{\"dtype\":\"F32\",\"shape\":[18446744073709551744],"
@@ -214,7 +214,7 @@ TEST(integers_that_overflow_are_refused) {
     CHECK_MSG(strstr(e, "integer 99999999999999999999") && strstr(e, "... is too large"), "%s", e);
 }
 
-/* Issue 30, item 14: names and strings from the file reach messages with
+/* Names and strings from the file reach messages with
  * control characters escaped: one line, no raw ESC. */
 TEST(names_in_messages_are_escaped) {
     const char *e = parse_err(
@@ -257,7 +257,7 @@ static unsigned char *many_tensors(int n, int dup, size_t *len) {
     return b;
 }
 
-/* Issue 30, item 6: 200,000 names are checked for duplicates in linear
+/* 200,000 names are checked for duplicates in linear
  * time (the pairwise check took minutes: alarm() fails the test, as a
  * hang), and a reader that knows how many tensors it can use refuses a
  * longer header early. */

@@ -67,7 +67,7 @@ TEST(bad_tokens_are_named) {
     CHECK(parse_fails("lr=0.1 lr=0.2", "'lr' is given twice"));
     CHECK(parse_fails("lr=0.1,0.10", "lr: '0.10' is given twice"));
     CHECK(parse_fails("lr=0.1 warmup=0,5 lr=0.2", "'lr' is given twice"));
-    /* A spec file's bytes reach the message escaped (issue 30, item 14). */
+    /* A spec file's bytes reach the message escaped. */
     CHECK(parse_fails("lr=0.1,\033[31mx", "lr: '\\x1b[31mx' is not a positive number"));
     CHECK(parse_fails("\033]0;t\a=1", "'\\x1b]0;t\\x07' is not a sweep key"));
     CHECK(parse_fails("\033[2J", "'\\x1b[2J' is not key=value"));
