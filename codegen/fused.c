@@ -32,13 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/fusion.h"
 #include "codegen/internal.h"
 
 typedef struct {
     cg_ctx *cx;
     const ir_graph *g;
-    int lo, hi, kind; /* fu_kind */
+    int lo, hi, kind; /* ir_group_kind */
     int nargs;
     int arg_node[CG_MAX_ARGS];
     ir_dtype arg_type[CG_MAX_ARGS];
@@ -151,7 +150,7 @@ static void operand(grp *G, int m, int k, int acc, cg_str *o) {
     }
     ir_dtype t = G->arg_type[a]; /* a bf16 element is read as float */
     snprintf(load, sizeof load, "%s%s%s", cg_ld(t), at, cg_end(t));
-    if (acc == 'c' && G->kind == FU_CHANNEL_GROUP) {
+    if (acc == 'c' && G->kind == IR_GROUP_CHANNEL) {
         int k2 = 0;
         while (k2 < G->nchan && strcmp(G->chan[k2], load)) k2++;
         if (k2 == G->nchan && k2 < 64) {
@@ -289,11 +288,11 @@ static int body_elementwise(grp *G, cg_kdef *kd) {
 
 /* ---- channel reductions -------------------------------------------------------------------- */
 
-/* Roles and levels are the fusion contract's (codegen/fusion.h). */
-static int role(const grp *G, int m) { return fu_channel_role(nd(G, m), G->X); }
+/* Roles and levels are the fusion contract's (ir/ir.h). */
+static int role(const grp *G, int m) { return ir_channel_role(nd(G, m), G->X); }
 
-static int is_e(const grp *G, int m) { return role(G, m) == FU_PER_CHANNEL; }
-static int is_r(const grp *G, int m) { return role(G, m) == FU_REDUCTION; }
+static int is_e(const grp *G, int m) { return role(G, m) == IR_ROLE_PER_CHANNEL; }
+static int is_r(const grp *G, int m) { return role(G, m) == IR_ROLE_REDUCTION; }
 
 /* Marks member m and the prologue members it reads (a pass recomputes them). */
 static void need(const grp *G, int m, unsigned char *mark) {
@@ -301,7 +300,7 @@ static void need(const grp *G, int m, unsigned char *mark) {
     mark[m - G->lo] = 1;
     const ir_node *n = nd(G, m);
     for (int k = 0; k < n->ninputs; k++)
-        if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS)
+        if (member(G, n->input[k]) && role(G, n->input[k]) == IR_ROLE_ELEMENTS)
             need(G, n->input[k], mark);
 }
 
@@ -394,12 +393,12 @@ static void channel_loop(grp *G, cg_str *b, const cg_str *body) {
     cg_str_printf(b, "    }\n}\n");
 }
 
-/* Levels of the members and the passes the group makes (codegen/fusion.h). */
+/* Levels of the members and the passes the group makes (ir/ir.h). */
 static int channel_levels(grp *G) {
     int mem[CG_MAX_GROUP];
     unsigned char st[CG_MAX_GROUP];
     for (int m = G->lo; m < G->hi; m++) mem[m - G->lo] = m, st[m - G->lo] = G->cx->stored[m];
-    return fu_channel_levels(G->g, mem, G->hi - G->lo, st, G->X, G->level);
+    return ir_channel_levels(G->g, mem, G->hi - G->lo, st, G->X, G->level);
 }
 
 /* The members pass p recomputes: the prologue inputs of its reductions
@@ -407,13 +406,13 @@ static int channel_levels(grp *G) {
 static void pass_marks(const grp *G, int p, unsigned char *mark) {
     for (int m = G->lo; m < G->hi; m++) {
         int r = role(G, m), lv = G->level[m - G->lo];
-        if (r == FU_REDUCTION && lv == p) {
+        if (r == IR_ROLE_REDUCTION && lv == p) {
             const ir_node *n = nd(G, m);
             for (int k = 0; k < n->ninputs; k++)
-                if (member(G, n->input[k]) && role(G, n->input[k]) == FU_ELEMENTS)
+                if (member(G, n->input[k]) && role(G, n->input[k]) == IR_ROLE_ELEMENTS)
                     need(G, n->input[k], mark);
         }
-        if (r == FU_ELEMENTS && G->cx->stored[m] && fu_store_pass(lv) == p) need(G, m, mark);
+        if (r == IR_ROLE_ELEMENTS && G->cx->stored[m] && ir_store_pass(lv) == p) need(G, m, mark);
     }
 }
 
@@ -423,7 +422,7 @@ static void pass_accumulators(grp *G, int p, cg_str *b) {
     char lit[40];
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
-        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        if (role(G, m) != IR_ROLE_REDUCTION || G->level[m - G->lo] != p) continue;
         int t = m - G->lo;
         cg_str s1 = {0}, s2 = {0};
         if (n->op == IR_OP_BN_VAR) {
@@ -449,15 +448,15 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
     for (int m = G->lo; m < G->hi; m++)
         if (mark[m - G->lo]) compute(G, m, body, "        ");
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_ELEMENTS && G->cx->stored[m] &&
-            fu_store_pass(G->level[m - G->lo]) == p) {
+        if (role(G, m) == IR_ROLE_ELEMENTS && G->cx->stored[m] &&
+            ir_store_pass(G->level[m - G->lo]) == p) {
             int a = arg_of(G, m, 1);
             cg_str_printf(body, "        b%d[e] = %st%d%s;\n", a, cg_st(G->arg_type[a]), m - G->lo,
                           cg_end(G->arg_type[a]));
         }
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
-        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        if (role(G, m) != IR_ROLE_REDUCTION || G->level[m - G->lo] != p) continue;
         int t = m - G->lo;
         cg_str x = {0}, y = {0};
         operand(G, m, 0, 'i', &x);
@@ -486,7 +485,7 @@ static void pass_element_body(grp *G, int p, const unsigned char *mark, cg_str *
  * reductions in member order, each [C][split]. */
 static int64_t partial_offset(const grp *G, int m) {
     int64_t k = 0;
-    for (int q = G->lo; q < m; q++) k += role(G, q) == FU_REDUCTION;
+    for (int q = G->lo; q < m; q++) k += role(G, q) == IR_ROLE_REDUCTION;
     return k * G->C * G->split;
 }
 
@@ -496,7 +495,7 @@ static int64_t partial_offset(const grp *G, int m) {
 static void pass_results(grp *G, int p, cg_str *b) {
     for (int m = G->lo; m < G->hi; m++) {
         const ir_node *n = nd(G, m);
-        if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != p) continue;
+        if (role(G, m) != IR_ROLE_REDUCTION || G->level[m - G->lo] != p) continue;
         int t = m - G->lo;
         if (G->split > 1) {
             /* the blocks' partials, written by an earlier kernel of the step,
@@ -520,14 +519,14 @@ static void pass_results(grp *G, int p, cg_str *b) {
             cg_str_printf(b, "const float t%d = (float)r%d;\n", t, t);
     }
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == p) compute(G, m, b, "");
+        if (role(G, m) == IR_ROLE_PER_CHANNEL && G->level[m - G->lo] == p) compute(G, m, b, "");
 }
 
 /* The [C] members that need no pass: before the first loop. */
 static void channel_prologue(grp *G, cg_str *b) {
     G->idx = "i";
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
+        if (role(G, m) == IR_ROLE_PER_CHANNEL && G->level[m - G->lo] == 0) compute(G, m, b, "");
 }
 
 /* Pass p's loop over the channel's elements: its accumulators, then the
@@ -595,7 +594,7 @@ static int split_of(const grp *G, int64_t *chunk) {
 /* Whether pass p has reductions (the last pass's need a merge kernel). */
 static int reduces_in(const grp *G, int p) {
     for (int m = G->lo; m < G->hi; m++)
-        if (role(G, m) == FU_REDUCTION && G->level[m - G->lo] == p) return 1;
+        if (role(G, m) == IR_ROLE_REDUCTION && G->level[m - G->lo] == p) return 1;
     return 0;
 }
 
@@ -611,7 +610,7 @@ static void split_kernel_body(grp *G, int k, int passes, cg_kdef *kd) {
     if (k <= passes) {
         pass_loop(G, k, b);
         for (int m = G->lo; m < G->hi; m++) {
-            if (role(G, m) != FU_REDUCTION || G->level[m - G->lo] != k) continue;
+            if (role(G, m) != IR_ROLE_REDUCTION || G->level[m - G->lo] != k) continue;
             int t = m - G->lo;
             char part[32];
             snprintf(part, sizeof part, "s%d[0]", t);
@@ -649,7 +648,7 @@ static void split_kernel_body(grp *G, int k, int passes, cg_kdef *kd) {
 static int render_channel_split(grp *G, const char *name) {
     cg_ctx *cx = G->cx;
     int passes = channel_levels(G), cnt = G->hi - G->lo, nred = 0;
-    for (int m = G->lo; m < G->hi; m++) nred += role(G, m) == FU_REDUCTION;
+    for (int m = G->lo; m < G->hi; m++) nred += role(G, m) == IR_ROLE_REDUCTION;
     int64_t M = G->N * G->inner;
     int kern[CG_MAX_GROUP + 1], kernels = passes + reduces_in(G, passes);
     for (int k = 1; k <= kernels; k++) {
@@ -693,7 +692,7 @@ static int not_grad(const grp *G, int m) { return nd(G, m)->op != IR_OP_SOFTMAX_
 static int body_row(grp *G, cg_kdef *kd) {
     int first = -1;
     for (int m = G->lo; m < G->hi && first < 0; m++)
-        if (ir_op_reduce(nd(G, m)->op) == IR_REDUCE_ROW) first = m;
+        if (ir_op_fuse(nd(G, m)->op) == IR_FUSE_ROW) first = m;
     const ir_node *f = nd(G, first);
     int64_t K = G->g->nodes[f->input[0]].type.dim[1];
     int L = arg_of(G, f->input[0], 0), Y = arg_of(G, f->input[1], 0);
@@ -818,23 +817,23 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
     int ncr = 0, nsm = 0;
     for (int m = lo; m < hi; m++) {
         const ir_node *n = &cx->g->nodes[m];
-        fu_class c = fu_node_class(n);
-        if (c == FU_NONE) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
-        if (c == FU_CHANNEL && !G.X) {
+        ir_fuse_class c = ir_node_fuse_class(n);
+        if (c == IR_FUSE_NONE) return fail_group(cx, lo, hi, "holds an op codegen cannot fuse");
+        if (c == IR_FUSE_CHANNEL && !G.X) {
             G.X = &cx->g->nodes[n->input[0]].type;
             G.xcnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
         }
-        ncr += c == FU_CHANNEL;
-        nsm += c == FU_ROW;
+        ncr += c == IR_FUSE_CHANNEL;
+        nsm += c == IR_FUSE_ROW;
     }
-    G.kind = fu_group_kind(ncr, nsm);
+    G.kind = ir_group_kind_of(ncr, nsm);
     if (G.kind < 0) return fail_group(cx, lo, hi, "channel and row reductions");
     if (collect_args(&G)) return fail_group(cx, lo, hi, "too many buffers");
     char name[48];
     group_name(&G, name, sizeof name);
     cg_kdef kd = {.op = name};
     int64_t count;
-    if (G.kind == FU_CHANNEL_GROUP) {
+    if (G.kind == IR_GROUP_CHANNEL) {
         G.N = G.X->dim[0], G.C = G.X->dim[1], G.inner = inner_of(G.X);
         if (cx->g->nodes[lo].op == IR_OP_SUMSQ) /* one channel: the whole tensor (fuse.c) */
             G.N = 1, G.C = 1, G.inner = ir_numel(G.X);
@@ -842,9 +841,9 @@ int cg_render_group(cg_ctx *cx, int lo, int hi) {
         if (G.split > 1) return render_channel_split(&G, name);
         count = G.C;
         body_channel(&G, &kd);
-    } else if (G.kind == FU_ROW_GROUP) {
+    } else if (G.kind == IR_GROUP_ROW) {
         int first = lo;
-        while (ir_op_reduce(cx->g->nodes[first].op) != IR_REDUCE_ROW) first++;
+        while (ir_op_fuse(cx->g->nodes[first].op) != IR_FUSE_ROW) first++;
         count = cx->g->nodes[cx->g->nodes[first].input[0]].type.dim[0];
         body_row(&G, &kd);
     } else {

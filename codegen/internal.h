@@ -132,7 +132,7 @@ const char *cg_double_lit(double v, char *buf); /* NULL: not a finite double */
 const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf);
 
 /* Fusion groups and lone pointwise / reduction nodes (fused.c; which
- * nodes are fusible is codegen/fusion.h's fu_node_class): one step, one
+ * nodes are fusible is ir/ir.h's ir_node_fuse_class): one step, one
  * kernel for nodes lo..hi-1 (a group, or one node). */
 int cg_render_group(cg_ctx *cx, int lo, int hi);
 

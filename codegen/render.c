@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/fusion.h"
 #include "codegen/internal.h"
 
 /* ---- strings ---------------------------------------------------------------- */
@@ -1358,7 +1357,7 @@ cg_program *cg_generate_info(const ir_graph *g, cg_dialect d, const cg_options *
             break;
         }
         const cg_rule *r = &rules[n->op];
-        if (n->group || fu_node_class(n) != FU_NONE) {
+        if (n->group || ir_node_fuse_class(n) != IR_FUSE_NONE) {
             /* a fusion group (contiguous, ir_verify), or a lone node rendered as one */
             int hi = i + 1;
             while (n->group && hi < g->n && g->nodes[hi].group == n->group) hi++;

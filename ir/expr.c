@@ -1,6 +1,5 @@
 /* ir/expr.c — the per-element expression of each pointwise op, how it
- * reads its inputs, and which reductions codegen runs as kernel passes
- * (docs/DESIGN.md §3.3). */
+ * reads its inputs, and which nodes codegen can fuse (docs/DESIGN.md §3.3). */
 #include "ir/ir.h"
 
 static const char *const op_expr[IR_OP_COUNT] = {
@@ -47,20 +46,12 @@ int ir_op_access(ir_op op, int k) {
     return 0;
 }
 
-ir_reduce_kind ir_op_reduce(ir_op op) {
-    switch (op) {
-    case IR_OP_BN_MEAN:
-    case IR_OP_BN_VAR:
-    case IR_OP_BIAS_GRAD:
-    case IR_OP_BN_GRAD_GAMMA:
-    case IR_OP_SUMSQ: return IR_REDUCE_CHANNEL;
-    case IR_OP_SOFTMAX_CE:
-    case IR_OP_SOFTMAX_CE_GRAD: return IR_REDUCE_ROW;
-    default: return IR_REDUCE_NONE;
-    }
+int ir_node_fusible(const ir_node *n) {
+    if (n->type.dtype == IR_I32) return 0; /* f32 or bf16: codegen converts */
+    ir_fuse_class c = ir_op_fuse(n->op);
+    return c == IR_FUSE_POINTWISE || c == IR_FUSE_CHANNEL || c == IR_FUSE_ROW;
 }
 
-int ir_node_fusible(const ir_node *n) {
-    if ((unsigned)n->op >= IR_OP_COUNT || n->type.dtype == IR_I32) return 0; /* f32 or bf16 */
-    return ir_op_expr(n->op) || ir_op_reduce(n->op) != IR_REDUCE_NONE;
+ir_fuse_class ir_node_fuse_class(const ir_node *n) {
+    return ir_node_fusible(n) ? ir_ops[n->op].fuse : IR_FUSE_NONE;
 }

@@ -23,7 +23,8 @@
  * One file per concern behind this header: ops.c (the op table), shape.c
  * (types, shape rules), expr.c (per-element expressions), graph.c
  * (building, copying, hashing), verify.c, dump.c (text, Graphviz, summary),
- * schedule.c (ir_train); internal.h is what they share.
+ * fusion.c (the fusion groups' kinds, roles and levels), schedule.c
+ * (ir_train); internal.h is what they share.
  */
 #ifndef DPC_IR_H
 #define DPC_IR_H
@@ -46,14 +47,22 @@ typedef struct {
     ir_dtype dtype;
 } ir_type;
 
-/* How an op may be grouped by the fusion pass (docs/DESIGN.md §5.7). */
+/* How codegen runs an op, and so whether the fusion pass may group it
+ * (docs/DESIGN.md §3.1, §5.7): the one classification that passes/fuse.c
+ * groups by, codegen/fused.c renders by and ir/validate.c checks plans by.
+ * POINTWISE, CHANNEL and ROW ops are fusible (on float values:
+ * ir_node_fusible); the others run as steps of their own. */
 typedef enum {
-    IR_FUSE_NONE,        /* sources: inputs, parameters, state */
-    IR_FUSE_ELEMENTWISE, /* out[i] = f(in[i], ...) */
-    IR_FUSE_INJECTIVE,   /* out[i] = f(in[g(i)]): broadcast, reshape */
-    IR_FUSE_REDUCTION,   /* reduces one or more axes */
-    IR_FUSE_WINDOW,      /* pooling: small windows, hand-written loops */
-    IR_FUSE_OPAQUE,      /* library call: GEMM-lowered conv, dense */
+    IR_FUSE_NONE,      /* no kernel body to share: sources, views, and ops
+                          codegen renders alone (concat, dropout, plane_dot,
+                          global_avgpool, channel_slice, batchnorm) */
+    IR_FUSE_POINTWISE, /* out[i] from a per-element expression (ir_op_expr) */
+    IR_FUSE_CHANNEL,   /* a per-channel reduction codegen runs as passes of one
+                          kernel: [N, C, ...] over every axis but 1 */
+    IR_FUSE_ROW,       /* a softmax row: [N, K] over K, one sample per iteration */
+    IR_FUSE_WINDOW,    /* pooling: small windows, hand-written loops */
+    IR_FUSE_OPAQUE,    /* a GEMM or library call (conv, dense, their gradients),
+                          the all-reduce, transpose */
 } ir_fuse_class;
 
 /* The op table. X(ID, "name", min_arity, max_arity, fusion class,
@@ -197,63 +206,63 @@ typedef enum {
 #define IR_DROPOUT_KEY "dropout_key"
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ops.c and test_ir's op_order_is_pinned hold the order). */
-#define IR_OPS(X)                                                                       \
-    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                \
-    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                   \
-    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                   \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                                \
-    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_INJECTIVE, "", "")                            \
-    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_REDUCTION, "training,sync", "eps,momentum") \
-    X(RELU, "relu", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                                  \
-    X(ADD, "add", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
-    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                            \
-    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                            \
-    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_REDUCTION, "", "")                \
-    X(FLATTEN, "flatten", 1, 1, IR_FUSE_INJECTIVE, "", "")                              \
-    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                     \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_REDUCTION, "", "smoothing")    \
-    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_REDUCTION, "", "")                              \
-    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_REDUCTION, "", "")                                \
-    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_INJECTIVE, "", "eps")                         \
-    X(EMA, "ema", 2, 2, IR_FUSE_ELEMENTWISE, "", "momentum,value_scale")                \
-    X(ASSIGN, "assign", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                              \
-    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                        \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")        \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")        \
-    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_REDUCTION, "", "")                          \
-    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_REDUCTION, "", "eps")               \
-    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_INJECTIVE, "", "eps")                 \
-    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                        \
-    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                  \
-    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")              \
-    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_INJECTIVE, "h,w", "")   \
-    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_INJECTIVE, "", "")                    \
-    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")                 \
-    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")             \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_REDUCTION, "", "smoothing")     \
-    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_ELEMENTWISE, "", "momentum,wd")       \
-    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")           \
-    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                          \
-    X(SCALE, "scale", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                \
-    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_ELEMENTWISE, "", "count")                   \
-    X(SUMSQ, "sumsq", 1, 1, IR_FUSE_REDUCTION, "", "")                                  \
-    X(LARS_LR, "lars_lr", 4, 4, IR_FUSE_ELEMENTWISE, "", "eta,wd,eps")                  \
-    X(ADAM_M, "adam_m", 3, 3, IR_FUSE_ELEMENTWISE, "", "beta")                          \
-    X(ADAM_V, "adam_v", 3, 3, IR_FUSE_ELEMENTWISE, "", "beta")                          \
-    X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_ELEMENTWISE, "", "beta")        \
-    X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_ELEMENTWISE, "", "eps,wd")                    \
-    X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(DESCEND, "descend", 3, 3, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_ELEMENTWISE, "", "")                            \
-    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                  \
-    X(CLIP, "clip", 1, 1, IR_FUSE_ELEMENTWISE, "", "lo,hi")                             \
-    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_ELEMENTWISE, "", "lo,hi")                   \
-    X(MUL, "mul", 2, 2, IR_FUSE_ELEMENTWISE, "", "")                                    \
-    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_INJECTIVE, "", "")                      \
-    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_REDUCTION, "", "")                          \
-    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_INJECTIVE, "axis", "")                \
-    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_INJECTIVE, "offset,channels", "")   \
-    X(DROPOUT, "dropout", 2, 2, IR_FUSE_INJECTIVE, "salt", "p")
+#define IR_OPS(X)                                                                     \
+    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                              \
+    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                 \
+    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                 \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                              \
+    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_POINTWISE, "", "")                          \
+    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_NONE, "training,sync", "eps,momentum")    \
+    X(RELU, "relu", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
+    X(ADD, "add", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
+    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
+    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_NONE, "", "")                   \
+    X(FLATTEN, "flatten", 1, 1, IR_FUSE_NONE, "", "")                                 \
+    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                   \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_ROW, "", "smoothing")        \
+    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_CHANNEL, "", "")                              \
+    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_CHANNEL, "", "")                                \
+    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_POINTWISE, "", "eps")                       \
+    X(EMA, "ema", 2, 2, IR_FUSE_POINTWISE, "", "momentum,value_scale")                \
+    X(ASSIGN, "assign", 2, 2, IR_FUSE_POINTWISE, "", "")                              \
+    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_POINTWISE, "", "")                        \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")      \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")      \
+    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_CHANNEL, "", "")                          \
+    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_CHANNEL, "", "eps")               \
+    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_POINTWISE, "", "eps")               \
+    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
+    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                \
+    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")            \
+    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_POINTWISE, "h,w", "") \
+    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_NONE, "", "")                       \
+    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")               \
+    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_ROW, "", "smoothing")         \
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_POINTWISE, "", "momentum,wd")       \
+    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")         \
+    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                        \
+    X(SCALE, "scale", 2, 2, IR_FUSE_POINTWISE, "", "")                                \
+    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_POINTWISE, "", "count")                   \
+    X(SUMSQ, "sumsq", 1, 1, IR_FUSE_CHANNEL, "", "")                                  \
+    X(LARS_LR, "lars_lr", 4, 4, IR_FUSE_POINTWISE, "", "eta,wd,eps")                  \
+    X(ADAM_M, "adam_m", 3, 3, IR_FUSE_POINTWISE, "", "beta")                          \
+    X(ADAM_V, "adam_v", 3, 3, IR_FUSE_POINTWISE, "", "beta")                          \
+    X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_POINTWISE, "", "beta")        \
+    X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_POINTWISE, "", "eps,wd")                    \
+    X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_POINTWISE, "", "")                            \
+    X(DESCEND, "descend", 3, 3, IR_FUSE_POINTWISE, "", "")                            \
+    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_POINTWISE, "", "")                            \
+    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                  \
+    X(CLIP, "clip", 1, 1, IR_FUSE_POINTWISE, "", "lo,hi")                             \
+    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_POINTWISE, "", "lo,hi")                   \
+    X(MUL, "mul", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_POINTWISE, "", "")                    \
+    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_NONE, "", "")                             \
+    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_NONE, "axis", "")                   \
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_NONE, "offset,channels", "")      \
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -271,6 +280,10 @@ typedef struct {
 } ir_op_info;
 
 extern const ir_op_info ir_ops[IR_OP_COUNT];
+/* The op's fusion class; IR_FUSE_NONE for an op outside the table. */
+static inline ir_fuse_class ir_op_fuse(ir_op op) {
+    return (unsigned)op < IR_OP_COUNT ? ir_ops[op].fuse : IR_FUSE_NONE;
+}
 int ir_op_by_name(const char *name); /* -1 when unknown */
 int ir_op_num_iattrs(ir_op op);
 int ir_op_num_fattrs(ir_op op);
@@ -300,13 +313,6 @@ const char *ir_op_expr(ir_op op);
 /* How a pointwise op reads input k: 'i', 'c', 's', 'o' as above, or 0 when
  * the expression does not read it. */
 int ir_op_access(ir_op op, int k);
-
-/* Reductions codegen can run as the passes of one kernel: CHANNEL reduces
- * [N, C, ...] over every axis but 1 (bn_mean, bn_var, bias_grad,
- * bn_grad_gamma: one channel per loop iteration); ROW reduces [N, K] over K
- * (softmax_cross_entropy and its gradient: one sample per iteration). */
-typedef enum { IR_REDUCE_NONE, IR_REDUCE_CHANNEL, IR_REDUCE_ROW } ir_reduce_kind;
-ir_reduce_kind ir_op_reduce(ir_op op);
 
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
 typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER } ir_init;
@@ -379,10 +385,13 @@ int ir_node_layout(const ir_graph *g, int i);
 /* conv, its gradients, global_avgpool(_grad), transpose: codegen reads and
  * writes either layout on each side. */
 int ir_op_mixes_layout(ir_op op);
-/* Whether codegen can render node n inside a fusion group: a pointwise op
- * (an ir_op_expr) or one of ir_op_reduce's reductions, on float values (the fusion
- * contract's classes, codegen/fusion.h; the plan validator's rule). */
+/* Whether codegen can render node n inside a fusion group: a POINTWISE,
+ * CHANNEL or ROW op on float values (f32 or bf16: codegen converts; never
+ * i32). The plan validator's rule and the fusion pass's. */
 int ir_node_fusible(const ir_node *n);
+/* Node n's class for grouping: its op's class when ir_node_fusible,
+ * else IR_FUSE_NONE. */
+ir_fuse_class ir_node_fuse_class(const ir_node *n);
 
 ir_graph *ir_new(void);
 void ir_free(ir_graph *g);
@@ -468,6 +477,39 @@ int64_t ir_num_params(const ir_graph *g);
 #define IR_GROUP_MAX_NODES   64
 #define IR_GROUP_MAX_BUFFERS 16
 #define IR_GROUP_MAX_PASSES  4
+
+/* ---- fusion groups: what passes/fuse.c groups and codegen/fused.c renders
+ * agree on, written once here so the two cannot drift (docs/DESIGN.md §5.7).
+ *   kind   a group's one iteration space, from the reductions it holds:
+ *          elementwise (none), channel, row; never channel and row.
+ *   role   a member of a channel group over X: the reduction, a prologue
+ *          or epilogue value of X's shape, or a per-channel [C] value.
+ *   level  the pass over a channel a member needs: a reduction runs in
+ *          the pass after those of its inputs (level = max input level,
+ *          + 1 for a reduction); a stored X-shaped value is written in
+ *          the pass after the statistics it uses (its level + 1); [C]
+ *          values are computed between passes. The group's pass count
+ *          is the largest of these (at most IR_GROUP_MAX_PASSES).
+ * Usage:
+ *     if (ir_node_fuse_class(n) == IR_FUSE_NONE) ...   // not fusible
+ *     int kind = ir_group_kind_of(nchannel, nrow);     // -1: no one loop
+ *     int passes = ir_channel_levels(g, member, n, stored, X, level);
+ */
+typedef enum { IR_GROUP_ELEMENTWISE, IR_GROUP_CHANNEL, IR_GROUP_ROW } ir_group_kind;
+/* roles in a channel group: X-shaped (prologue/epilogue), reduction, [C] */
+typedef enum { IR_ROLE_ELEMENTS, IR_ROLE_REDUCTION, IR_ROLE_PER_CHANNEL } ir_group_role;
+/* The kind of a group holding nchannel channel and nrow row reductions;
+ * -1 when it holds both. */
+int ir_group_kind_of(int nchannel, int nrow);
+/* Role of member n in a channel group reducing tensors of shape X. */
+ir_group_role ir_channel_role(const ir_node *n, const ir_type *X);
+/* The pass in which a stored prologue/epilogue value of level lv is written. */
+static inline int ir_store_pass(int lv) { return lv + 1; }
+/* Levels of the n members (node ids member[], in topological order) of a
+ * channel group over X into level[] (by position), stored[] saying which
+ * members' values are stored; returns the passes the group makes. */
+int ir_channel_levels(const ir_graph *g, const int *member, int n, const unsigned char *stored,
+                      const ir_type *X, int *level);
 
 /* ---- storage: what fusion and memory planning agree on ------------------
  * A view (flatten, reshape_like) reads its input's bytes as another shape

@@ -175,7 +175,8 @@ static const char *not_fusible(const ir_node *n) {
 }
 
 /* A fusion group [lo, hi) with id grp: what codegen renders as one kernel
- * (codegen/fusion.h, passes/fuse.c's rules 1, 2 and 6): fusible members,
+ * (ir/ir.h's fusion classes and group kinds; passes/fuse.c's rules 1, 2
+ * and 6): fusible members,
  * one iteration space, at most IR_GROUP_MAX_NODES nodes and
  * IR_GROUP_MAX_BUFFERS buffers. */
 static int check_group(vctx *c, const ir_graph *g, int p, int lo, int hi,
@@ -193,23 +194,23 @@ static int check_group(vctx *c, const ir_graph *g, int p, int lo, int hi,
         if (!ir_node_fusible(n))
             return GFAIL(m, "fusion group %d holds node %d (%s), which codegen cannot fuse: %s",
                          grp, m, ir_ops[n->op].name, not_fusible(n));
-        ir_reduce_kind k = ir_op_reduce(n->op);
+        ir_fuse_class k = ir_op_fuse(n->op);
         if (n->op == IR_OP_SUMSQ && hi - lo > 1)
             return GFAIL(m, "fusion group %d holds node %d (sumsq), which is never grouped", grp,
                          m);
         const ir_type *in = &g->nodes[n->input[0]].type;
-        if (k == IR_REDUCE_CHANNEL && X && !ir_type_same_shape(in, X))
+        if (k == IR_FUSE_CHANNEL && X && !ir_type_same_shape(in, X))
             return GFAIL(m, "fusion group %d reduces %s at node %d and %s at node %d", grp,
                          ir_type_str(X, a, sizeof a), red, ir_type_str(in, b, sizeof b), m);
-        if (k == IR_REDUCE_ROW && R && !ir_type_same_shape(in, R))
+        if (k == IR_FUSE_ROW && R && !ir_type_same_shape(in, R))
             return GFAIL(m,
                          "fusion group %d reduces the rows of %s at node %d and of %s at node %d",
                          grp, ir_type_str(R, a, sizeof a), red, ir_type_str(in, b, sizeof b), m);
-        if ((k == IR_REDUCE_CHANNEL && R) || (k == IR_REDUCE_ROW && X))
+        if ((k == IR_FUSE_CHANNEL && R) || (k == IR_FUSE_ROW && X))
             return GFAIL(m, "fusion group %d mixes channel and row reductions (nodes %d and %d)",
                          grp, red, m);
-        if (k == IR_REDUCE_CHANNEL && !X) X = in, red = m;
-        if (k == IR_REDUCE_ROW && !R) R = in, red = m;
+        if (k == IR_FUSE_CHANNEL && !X) X = in, red = m;
+        if (k == IR_FUSE_ROW && !R) R = in, red = m;
     }
     /* one iteration space: the type every member is (elementwise), X or
      * one value per channel (channel), or one per row (row) */
@@ -217,7 +218,7 @@ static int check_group(vctx *c, const ir_graph *g, int p, int lo, int hi,
     for (int m = lo; m < hi; m++) {
         const ir_node *n = &g->nodes[m];
         const ir_type *t = &n->type;
-        if (ir_op_reduce(n->op) != IR_REDUCE_NONE) continue;
+        if (ir_op_fuse(n->op) == IR_FUSE_CHANNEL || ir_op_fuse(n->op) == IR_FUSE_ROW) continue;
         int fits = X   ? ir_type_same_shape(t, X) || (t->ndim == 1 && t->dim[0] == X->dim[1])
                    : R ? t->ndim == 1 && t->dim[0] == R->dim[0]
                        : ir_type_same_shape(t, S);

@@ -9,12 +9,12 @@
  *
  * What may be grouped (the rules of docs/DESIGN.md §5.7, as this pass applies them;
  * node classes, group kinds, channel roles and pass levels are the contract
- * codegen/fusion.h shares with codegen/fused.c, which renders the groups):
+ * ir/ir.h shares with codegen/fused.c, which renders the groups):
  *
  *   1. Only pointwise ops (those with an ir_op_expr: relu, add, bias_add,
  *      bn_apply, bn_grad_data, relu_grad, ema, sgd_momentum, assign, ...)
- *      and the reductions codegen runs in passes (ir_op_reduce: per-channel
- *      statistics, softmax rows). Sources, views (they compute nothing),
+ *      and the reductions codegen runs in passes (IR_FUSE_CHANNEL and
+ *      IR_FUSE_ROW: per-channel statistics, softmax rows). Sources, views (they compute nothing),
  *      pooling windows and opaque library calls (conv, dense: GEMMs) never
  *      join a group; a group never crosses one. (GEMM epilogues: the cpu
  *      backend's cblas cannot run one, so none is formed; see below.)
@@ -83,14 +83,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/fusion.h"
 #include "base/err.h"
 #include "passes/passes.h"
 
 typedef struct {
     const ir_graph *g;
     int n;
-    unsigned char *cls;  /* fu_class per node */
+    unsigned char *cls;  /* ir_fuse_class per node */
     int *gid;            /* group label per node (its first member's index), -1 not fusible */
     int *next;           /* member list per label, through next[] */
     int *size;           /* members per label */
@@ -157,9 +156,9 @@ static int is_vec(const ir_type *t, int64_t len) {
     return t->ndim == 1 && t->dim[0] == len && t->dtype != IR_I32;
 }
 
-/* Role of member m in a channel group over X (codegen/fusion.h). */
+/* Role of member m in a channel group over X (ir/ir.h). */
 static int cr_role(const fuser *F, int m, const ir_type *X) {
-    return fu_channel_role(&F->g->nodes[m], X);
+    return ir_channel_role(&F->g->nodes[m], X);
 }
 
 /* Is input k of reduction m one of the reduced tensors (vs a per-channel statistic)? */
@@ -180,7 +179,7 @@ static int cand_stored(const fuser *F, int m) {
 
 /* The iteration space of a candidate (rule 2). */
 typedef struct {
-    int kind;             /* fu_kind */
+    int kind;             /* ir_group_kind */
     const ir_type *S, *X; /* elementwise: the members' type; channel: the reduced shape */
     int logits, label;    /* row: the softmax inputs */
     int64_t C, N;         /* channel: channels; row: samples */
@@ -193,19 +192,20 @@ static int group_space(const fuser *F, space *sp) {
     int ncr = 0, nsm = 0, first_cr = -1, first_sm = -1;
     for (int a = 0; a < F->ncand; a++) {
         int m = F->cand[a];
-        if (F->cls[m] == FU_CHANNEL) ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
-        if (F->cls[m] == FU_ROW) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
+        if (F->cls[m] == IR_FUSE_CHANNEL)
+            ncr++, first_cr = first_cr < 0 || m < first_cr ? m : first_cr;
+        if (F->cls[m] == IR_FUSE_ROW) nsm++, first_sm = first_sm < 0 || m < first_sm ? m : first_sm;
         /* sumsq reduces its whole input as one channel (codegen/fused.c):
          * a space no other member shares, so it stays a kernel of its own */
         if (g->nodes[m].op == IR_OP_SUMSQ && F->ncand > 1) return 0;
     }
     *sp = (space){
-        .kind = fu_group_kind(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};
+        .kind = ir_group_kind_of(ncr, nsm), .S = type_of(F, F->cand[0]), .logits = -1, .label = -1};
     if (sp->kind < 0 || F->ncand > IR_GROUP_MAX_NODES) return 0;
-    if (sp->kind == FU_CHANNEL_GROUP) {
+    if (sp->kind == IR_GROUP_CHANNEL) {
         sp->X = type_of(F, g->nodes[first_cr].input[0]);
         sp->C = sp->X->dim[1];
-    } else if (sp->kind == FU_ROW_GROUP) {
+    } else if (sp->kind == IR_GROUP_ROW) {
         sp->logits = g->nodes[first_sm].input[0], sp->label = g->nodes[first_sm].input[1];
         sp->N = type_of(F, sp->logits)->dim[0];
     }
@@ -224,9 +224,9 @@ static int members_fit(const fuser *F, const space *sp) {
         int m = F->cand[a];
         const ir_node *n = &F->g->nodes[m];
         const ir_type *t = &n->type;
-        if (sp->kind == FU_ELEMENTWISE && !ir_type_same_shape(t, sp->S)) return 0;
-        if (sp->kind == FU_CHANNEL_GROUP) {
-            if (F->cls[m] == FU_CHANNEL) {
+        if (sp->kind == IR_GROUP_ELEMENTWISE && !ir_type_same_shape(t, sp->S)) return 0;
+        if (sp->kind == IR_GROUP_CHANNEL) {
+            if (F->cls[m] == IR_FUSE_CHANNEL) {
                 if (!ir_type_same_shape(type_of(F, n->input[0]), sp->X)) return 0;
             } else if (ir_type_same_shape(t, sp->X)) {
                 if (n->op == IR_OP_ASSIGN) return 0; /* a pass could re-read what it wrote */
@@ -234,8 +234,8 @@ static int members_fit(const fuser *F, const space *sp) {
                 return 0;
             }
         }
-        if (sp->kind == FU_ROW_GROUP) {
-            if (F->cls[m] == FU_ROW) {
+        if (sp->kind == IR_GROUP_ROW) {
+            if (F->cls[m] == IR_FUSE_ROW) {
                 if (n->input[0] != sp->logits || n->input[1] != sp->label) return 0;
             } else if (!is_vec(t, sp->N) || n->op == IR_OP_ASSIGN) {
                 return 0;
@@ -253,21 +253,24 @@ static int edges_renderable(const fuser *F, const space *sp) {
         for (int k = 0; k < n->ninputs; k++) {
             int p = n->input[k];
             if (!F->in[p]) continue;
-            int acc = F->cls[m] == FU_POINTWISE ? ir_op_access(n->op, k) : -1;
-            if (sp->kind == FU_ELEMENTWISE) {
+            int acc = F->cls[m] == IR_FUSE_POINTWISE ? ir_op_access(n->op, k) : -1;
+            if (sp->kind == IR_GROUP_ELEMENTWISE) {
                 if (acc != 'i' && acc != 0) return 0;
-            } else if (sp->kind == FU_CHANNEL_GROUP) {
+            } else if (sp->kind == IR_GROUP_CHANNEL) {
                 int rm = cr_role(F, m, sp->X), rp = cr_role(F, p, sp->X);
-                if (rm == FU_REDUCTION) {
-                    if (cr_big_input(F, m, k) ? rp != FU_ELEMENTS : rp == FU_ELEMENTS) return 0;
-                } else if (rm == FU_ELEMENTS) {
-                    if (acc == 'i' ? rp != FU_ELEMENTS : acc == 'c' ? rp == FU_ELEMENTS : acc != 0)
+                if (rm == IR_ROLE_REDUCTION) {
+                    if (cr_big_input(F, m, k) ? rp != IR_ROLE_ELEMENTS : rp == IR_ROLE_ELEMENTS)
+                        return 0;
+                } else if (rm == IR_ROLE_ELEMENTS) {
+                    if (acc == 'i'   ? rp != IR_ROLE_ELEMENTS
+                        : acc == 'c' ? rp == IR_ROLE_ELEMENTS
+                                     : acc != 0)
                         return 0;
                 } else {
-                    if ((acc != 'i' && acc != 0) || rp == FU_ELEMENTS) return 0;
+                    if ((acc != 'i' && acc != 0) || rp == IR_ROLE_ELEMENTS) return 0;
                 }
             } else {
-                if (F->cls[m] == FU_ROW) {
+                if (F->cls[m] == IR_FUSE_ROW) {
                     if (k < 2 || !is_vec(type_of(F, p), sp->N)) return 0;
                 } else if ((acc != 'i' && acc != 0) || !is_vec(type_of(F, p), sp->N)) {
                     return 0;
@@ -291,9 +294,9 @@ static int assigns_ok(const fuser *F, int kind) {
             if (g->nodes[r].op == IR_OP_ASSIGN) return 0;
             for (int k = 0; k < g->nodes[r].ninputs; k++) {
                 if (g->nodes[r].input[k] != t) continue;
-                int acc = F->cls[r] == FU_POINTWISE ? ir_op_access(g->nodes[r].op, k) : 'c';
+                int acc = F->cls[r] == IR_FUSE_POINTWISE ? ir_op_access(g->nodes[r].op, k) : 'c';
                 if (acc == 's' || acc == 'o') return 0;
-                if (kind == FU_ELEMENTWISE && acc == 'c') return 0;
+                if (kind == IR_GROUP_ELEMENTWISE && acc == 'c') return 0;
             }
         }
     }
@@ -311,7 +314,7 @@ static int count_buffers(fuser *F) {
             int p = n->input[k];
             if (F->in[p] || F->stamp[p] == -F->cur - 1) continue;
             int reads =
-                F->cls[m] != FU_POINTWISE || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
+                F->cls[m] != IR_FUSE_POINTWISE || ir_op_access(n->op, k) || n->op == IR_OP_ASSIGN;
             if (!reads) continue;
             F->stamp[p] = -F->cur - 1;
             nbuf++;
@@ -322,7 +325,7 @@ static int count_buffers(fuser *F) {
     return nbuf;
 }
 
-/* Passes of a channel group over X, by the levels of codegen/fusion.h.
+/* Passes of a channel group over X, by the levels of ir/ir.h.
  * Sorts F->cand into index (= topological) order. */
 static int channel_passes(fuser *F, const ir_type *X) {
     for (int a = 1; a < F->ncand; a++)
@@ -333,7 +336,7 @@ static int channel_passes(fuser *F, const ir_type *X) {
     unsigned char stored[IR_GROUP_MAX_NODES];
     int level[IR_GROUP_MAX_NODES];
     for (int a = 0; a < F->ncand; a++) stored[a] = (unsigned char)cand_stored(F, F->cand[a]);
-    return fu_channel_levels(F->g, F->cand, F->ncand, stored, X, level);
+    return ir_channel_levels(F->g, F->cand, F->ncand, stored, X, level);
 }
 
 /* The unit (group label, or the node itself) a node belongs to. */
@@ -386,7 +389,7 @@ static int legal(fuser *F, int a, int b) {
         !assigns_ok(F, sp.kind))
         return 0;
     if (count_buffers(F) > IR_GROUP_MAX_BUFFERS) return 0;
-    if (sp.kind == FU_CHANNEL_GROUP && channel_passes(F, sp.X) > IR_GROUP_MAX_PASSES) return 0;
+    if (sp.kind == IR_GROUP_CHANNEL && channel_passes(F, sp.X) > IR_GROUP_MAX_PASSES) return 0;
     return convex(F, a, b);
 }
 
@@ -539,10 +542,10 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
                      F.pos && F.fwd && F.bwd && F.pool);
     F.cur = 1;
     for (int i = 0; i < n; i++) {
-        F.cls[i] = (unsigned char)fu_node_class(&g->nodes[i]);
-        F.gid[i] = F.cls[i] == FU_NONE ? -1 : i;
+        F.cls[i] = (unsigned char)ir_node_fuse_class(&g->nodes[i]);
+        F.gid[i] = F.cls[i] == IR_FUSE_NONE ? -1 : i;
         F.next[i] = -1;
-        F.size[i] = F.cls[i] != FU_NONE;
+        F.size[i] = F.cls[i] != IR_FUSE_NONE;
     }
     build_edges(&F);
     int acyclic = topo_positions(&F);
@@ -553,10 +556,10 @@ int pass_fuse(ir_graph **gp, char *err, size_t errlen) {
     for (int sweep = 0, merged = acyclic; merged && sweep < 8; sweep++) {
         merged = 0;
         for (int v = 0; v < n; v++) {
-            if (F.cls[v] == FU_NONE) continue;
+            if (F.cls[v] == IR_FUSE_NONE) continue;
             for (int k = 0; k < g->nodes[v].ninputs; k++) {
                 int p = g->nodes[v].input[k];
-                if (F.cls[p] != FU_NONE && F.gid[p] != F.gid[v])
+                if (F.cls[p] != IR_FUSE_NONE && F.gid[p] != F.gid[v])
                     merged += try_merge(&F, F.gid[p], F.gid[v]);
             }
         }

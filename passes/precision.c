@@ -33,7 +33,7 @@
 
 /* Whether an op's output keeps the batch axis of a per-sample input. */
 static int keeps_samples(ir_op op) {
-    if (ir_op_reduce(op) == IR_REDUCE_CHANNEL) return 0;
+    if (ir_op_fuse(op) == IR_FUSE_CHANNEL) return 0;
     switch (op) {
     case IR_OP_CONV_GRAD_WEIGHT:
     case IR_OP_DENSE_GRAD_WEIGHT:

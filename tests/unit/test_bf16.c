@@ -117,7 +117,7 @@ TEST(rule_on_cnn_small) {
         if (ir_is_source(n->op)) CHECK_MSG(!is_bf, "source %s", n->name);
         if (n->flags & (IR_FLAG_GRAD | IR_FLAG_OUTPUT | IR_FLAG_LOSS))
             CHECK_MSG(!is_bf, "node %d", i);
-        if (ir_op_reduce(n->op) == IR_REDUCE_CHANNEL || n->op == IR_OP_SGD_MOMENTUM ||
+        if (ir_op_fuse(n->op) == IR_FUSE_CHANNEL || n->op == IR_OP_SGD_MOMENTUM ||
             n->op == IR_OP_EMA || n->op == IR_OP_CONV_GRAD_WEIGHT ||
             n->op == IR_OP_DENSE_GRAD_WEIGHT || n->op == IR_OP_ALLREDUCE)
             CHECK_MSG(!is_bf, "node %d (%s) accumulates: f32", i, ir_ops[n->op].name);

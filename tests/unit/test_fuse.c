@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "codegen/fusion.h"
 #include "frontend/frontend.h"
 #include "format/plan.h"
 #include "passes/passes.h"
@@ -268,7 +267,7 @@ TEST(se_small_is_invariant) { check_invariance("tests/nets/se_small.net", 4); }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
 
-/* The contract fuse.c groups by and fused.c renders by (codegen/fusion.h):
+/* The contract fuse.c groups by and fused.c renders by (ir/ir.h):
  * BatchNorm's mean, variance and a stored normalised value are three
  * passes over a channel; a [C] update runs between them; channel and row
  * reductions never share a group; i32 values never fuse. */
@@ -285,18 +284,19 @@ TEST(fusion_contract_levels) {
     const ir_type *X = &g->nodes[x].type;
     int member[] = {mean, var, y, r}, level[4];
     unsigned char stored[] = {1, 1, 0, 1};
-    CHECK(fu_channel_levels(g, member, 4, stored, X, level) == 3);
+    CHECK(ir_channel_levels(g, member, 4, stored, X, level) == 3);
     CHECK(level[0] == 1 && level[1] == 2 && level[2] == 2 && level[3] == 2);
-    CHECK(fu_channel_role(&g->nodes[mean], X) == FU_REDUCTION);
-    CHECK(fu_channel_role(&g->nodes[r], X) == FU_ELEMENTS);
-    CHECK(fu_channel_role(&g->nodes[ga], X) == FU_PER_CHANNEL);
+    CHECK(ir_channel_role(&g->nodes[mean], X) == IR_ROLE_REDUCTION);
+    CHECK(ir_channel_role(&g->nodes[r], X) == IR_ROLE_ELEMENTS);
+    CHECK(ir_channel_role(&g->nodes[ga], X) == IR_ROLE_PER_CHANNEL);
     stored[3] = 0; /* nothing X-shaped stored: the statistics' two passes */
-    CHECK(fu_channel_levels(g, member, 4, stored, X, level) == 2);
-    CHECK(fu_node_class(&g->nodes[mean]) == FU_CHANNEL &&
-          fu_node_class(&g->nodes[r]) == FU_POINTWISE);
-    CHECK(fu_node_class(&g->nodes[x]) == FU_NONE && fu_node_class(&g->nodes[lab]) == FU_NONE);
-    CHECK(fu_group_kind(1, 1) == -1 && fu_group_kind(0, 0) == FU_ELEMENTWISE);
-    CHECK(fu_group_kind(2, 0) == FU_CHANNEL_GROUP && fu_group_kind(0, 1) == FU_ROW_GROUP);
+    CHECK(ir_channel_levels(g, member, 4, stored, X, level) == 2);
+    CHECK(ir_node_fuse_class(&g->nodes[mean]) == IR_FUSE_CHANNEL &&
+          ir_node_fuse_class(&g->nodes[r]) == IR_FUSE_POINTWISE);
+    CHECK(ir_node_fuse_class(&g->nodes[x]) == IR_FUSE_NONE &&
+          ir_node_fuse_class(&g->nodes[lab]) == IR_FUSE_NONE);
+    CHECK(ir_group_kind_of(1, 1) == -1 && ir_group_kind_of(0, 0) == IR_GROUP_ELEMENTWISE);
+    CHECK(ir_group_kind_of(2, 0) == IR_GROUP_CHANNEL && ir_group_kind_of(0, 1) == IR_GROUP_ROW);
     ir_free(g);
 }
 

@@ -31,6 +31,22 @@ TEST(op_table_lookup) {
     for (int i = 0; i < IR_OP_COUNT; i++) CHECK(ir_ops[i].min_arity <= ir_ops[i].max_arity);
 }
 
+/* The op table's fusion class is the one classification: an op is
+ * POINTWISE exactly when it has a per-element expression, sources are
+ * NONE, and an op outside the table is NONE. */
+TEST(fusion_class_agrees_with_expressions) {
+    for (int i = 0; i < IR_OP_COUNT; i++) {
+        CHECK_MSG((ir_op_fuse(i) == IR_FUSE_POINTWISE) == (ir_op_expr(i) != NULL), "op %s",
+                  ir_ops[i].name);
+        if (ir_is_source(i) || ir_is_view(i))
+            CHECK_MSG(ir_op_fuse(i) == IR_FUSE_NONE, "op %s", ir_ops[i].name);
+    }
+    CHECK(ir_op_fuse(IR_OP_BN_MEAN) == IR_FUSE_CHANNEL &&
+          ir_op_fuse(IR_OP_SOFTMAX_CE) == IR_FUSE_ROW);
+    CHECK(ir_op_fuse(IR_OP_CONV) == IR_FUSE_OPAQUE && ir_op_fuse(IR_OP_MAXPOOL) == IR_FUSE_WINDOW);
+    CHECK(ir_op_fuse(IR_OP_COUNT) == IR_FUSE_NONE);
+}
+
 /* Plan files store ops by index: the table's order is part of the format.
  * A new op is appended at the end (extend this list), never inserted, or
  * PLAN_VERSION (format/plan.h) is bumped. */
@@ -358,7 +374,7 @@ TEST(optimizer_op_shapes) {
     int lr = ir_add_input(g, "lr", ir_shape1(1), 0);
     int sq = ir_add_node(g, IR_OP_SUMSQ, &w, 1, NULL, NULL, err, sizeof err);
     CHECK(sq >= 0 && g->nodes[sq].type.ndim == 1 && g->nodes[sq].type.dim[0] == 1);
-    CHECK(ir_op_reduce(IR_OP_SUMSQ) == IR_REDUCE_CHANNEL);
+    CHECK(ir_op_fuse(IR_OP_SUMSQ) == IR_FUSE_CHANNEL);
     CHECK(ir_add_node(g, IR_OP_LAMB_LR, (int[]){sq, b, lr}, 3, NULL, NULL, err, sizeof err) < 0);
     CHECK_STR(err, "lamb_lr: scalar must be [1], got [4]");
     CHECK(ir_add_node(g, IR_OP_DESCEND, (int[]){w, b, lr}, 3, NULL, NULL, err, sizeof err) < 0);
@@ -409,6 +425,7 @@ TEST(esc_escapes_and_bounds) {
 int main(void) {
     RUN(op_table_lookup);
     RUN(op_order_is_pinned);
+    RUN(fusion_class_agrees_with_expressions);
     RUN(conv_and_pool_shapes);
     RUN(activation_and_product_shapes);
     RUN(shape_errors_name_the_shapes);
