@@ -9,7 +9,6 @@
 #include "driver/compile.h"
 #include "driver/version.h"
 #include "base/parse.h"
-#include "passes/passes.h"
 
 /* Everything the command line sets. */
 typedef struct {
@@ -37,17 +36,14 @@ static int store_target(const arg_parser *p, const arg_spec *s, const char *v, v
 
 /* partition's bucket_mb: its schema says what is allowed */
 static int store_bucket_mb(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
-    const pass_info *pi = pass_find("partition");
     char why[256];
-    if (pass_opt_parse(&pi->opts[pass_opt_find(pi, "bucket_mb")], v,
-                       &((dpc_args *)dst)->o.bucket_mb, why, sizeof why))
+    if (dpc_parse_bucket_mb(v, &((dpc_args *)dst)->o.bucket_mb, why, sizeof why))
         return arg_fail(p->prog, "%s: %s", s->name, why);
     return 0;
 }
 
 static int store_precision(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
-    pass_precision_kind k;
-    if (pass_precision_parse(v, &k))
+    if (!dpc_precision_known(v))
         return arg_fail(p->prog, "%s takes fp32, bf16 or tf32, got: %s", s->name, v);
     ((dpc_args *)dst)->o.precision = v;
     return 0;
@@ -180,12 +176,7 @@ static const arg_parser parser = {
 
 static void usage(FILE *f) {
     arg_usage(&parser, f);
-    fputs("passes of the default pipeline, in order (PASS of --dump-ir=PASS):\n"
-          "  elaborate          the training graph as the frontend built it\n",
-          f);
-    for (const pass_info *p = pass_registry; p->name; p++)
-        fprintf(f, "  %-18s %s%s\n", p->name, p->about,
-                p->programs & PASS_EVAL ? "" : " (train only)");
+    dpc_print_pass_help(f);
 }
 
 /* The command line into a, and the combinations checked: 0, 1 after an
@@ -230,14 +221,10 @@ int main(int argc, char **argv) {
     if (rc) return 1;
     a->notes = stderr;
     char err[16384];
-    if (args.list_passes) pass_list(stdout);
-    if (args.print_pipeline) {
-        pass_pipeline pl;
-        if (dpc_pipeline(a, &pl, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return 1;
-        }
-        pass_pipeline_print(&pl, stdout);
+    if (args.list_passes) dpc_list_passes(stdout);
+    if (args.print_pipeline && dpc_print_pipeline(a, stdout, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
     }
     if (args.list_passes || args.print_pipeline) return 0;
     if (dpc_compile(a, err, sizeof err)) {

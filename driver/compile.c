@@ -142,6 +142,34 @@ int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t err
     return rc;
 }
 
+int dpc_parse_bucket_mb(const char *text, double *mb, char *why, size_t n) {
+    const pass_info *pi = pass_find("partition");
+    return pass_opt_parse(&pi->opts[pass_opt_find(pi, "bucket_mb")], text, mb, why, n);
+}
+
+int dpc_precision_known(const char *name) {
+    pass_precision_kind k;
+    return !pass_precision_parse(name, &k);
+}
+
+void dpc_print_pass_help(FILE *f) {
+    fputs("passes of the default pipeline, in order (PASS of --dump-ir=PASS):\n"
+          "  elaborate          the training graph as the frontend built it\n",
+          f);
+    for (const pass_info *p = pass_registry; p->name; p++)
+        fprintf(f, "  %-18s %s%s\n", p->name, p->about,
+                p->programs & PASS_EVAL ? "" : " (train only)");
+}
+
+void dpc_list_passes(FILE *f) { pass_list(f); }
+
+int dpc_print_pipeline(const dpc_options *o, FILE *f, char *err, size_t errlen) {
+    pass_pipeline pl;
+    if (dpc_pipeline(o, &pl, err, errlen)) return -1;
+    pass_pipeline_print(&pl, f);
+    return 0;
+}
+
 /* "elaborate" or a pass of pl; what names the flag; after: --from-ir's
  * pass (NULL without), before which nothing can be dumped. */
 static int check_pass_name(const dpc_options *o, const char *name, const pass_pipeline *pl,

@@ -25,7 +25,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "passes/passes.h"
+/* passes/passes.h's pipeline: dpc_pipeline's result. This header includes
+ * nothing of passes/, so the command line (cli/dpc.c), which includes only
+ * driver/ and base/, asks about the passes through the functions below. */
+struct pass_pipeline;
 
 typedef struct {
     const char *model;  /* the .net path: read, or named in messages */
@@ -81,7 +84,19 @@ int dpc_options_check(const dpc_options *o, char *err, size_t errlen);
  * leaves out). With from_ir it reads the file: the passes done are out of
  * the default and refused in --passes. 0 or -1 + "dpc: error: ..." (or
  * the file's error) in err. */
-int dpc_pipeline(const dpc_options *o, pass_pipeline *out, char *err, size_t errlen);
+int dpc_pipeline(const dpc_options *o, struct pass_pipeline *out, char *err, size_t errlen);
+
+/* What dpc's command line checks and prints about the passes:
+ * --bucket-mb's text by the partition pass's bucket_mb schema into *mb (0,
+ * or -1 with the reason in why); whether the precision pass takes name
+ * (fp32, bf16, tf32); --help's list of the default pipeline's passes;
+ * --list-passes (a block per pass); --print-pipeline (the pipeline o asks
+ * for, one line; 0, or -1 with dpc_pipeline's error in err). */
+int dpc_parse_bucket_mb(const char *text, double *mb, char *why, size_t n);
+int dpc_precision_known(const char *name);
+void dpc_print_pass_help(FILE *f);
+void dpc_list_passes(FILE *f);
+int dpc_print_pipeline(const dpc_options *o, FILE *f, char *err, size_t errlen);
 
 /* Checks the options and outputs, compiles, writes what o asks for. 0, or
  * -1 with the message in err. */

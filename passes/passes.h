@@ -245,7 +245,7 @@ typedef struct {
     const pass_info *pass;
     double arg[PASS_OPTS_MAX];
 } pass_step;
-typedef struct {
+typedef struct pass_pipeline {
     int n;
     pass_step step[PASS_PIPELINE_MAX];
     /* Bit i: pass_registry[i] already ran on the graph the pipeline starts
