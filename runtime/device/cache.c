@@ -25,7 +25,7 @@
 
 #include "runtime/check.h"
 #include "runtime/clock.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 
 extern char **environ;
 
@@ -277,8 +277,8 @@ int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n,
 int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t n) {
     unsigned char d[32];
     char hex[66], name[NAME_MAX + 1], why[256];
-    rt_sha256(data, n, d);
-    rt_sha256_hex(d, hex);
+    base_sha256(data, n, d);
+    base_sha256_hex(d, hex);
     strcat(hex, "\n");
     snprintf(name, sizeof name, "%s.sha256", obj);
     return rt_cache_write(c, name, hex, 65, why, sizeof why);
@@ -292,8 +292,8 @@ int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_
     if (!want) return 0;
     unsigned char d[32];
     char hex[65];
-    rt_sha256(data, n, d);
-    rt_sha256_hex(d, hex);
+    base_sha256(data, n, d);
+    base_sha256_hex(d, hex);
     int match = got == 65 && !memcmp(want, hex, 64) && want[64] == '\n';
     free(want);
     return match ? 1 : -1;
@@ -418,7 +418,7 @@ static pthread_mutex_t loaded_mu = PTHREAD_MUTEX_INITIALIZER;
 static void *load_bytes(const unsigned char *data, size_t n, int flags, const char *shown,
                         char *err, size_t errlen) {
     unsigned char sha[32];
-    rt_sha256(data, n, sha);
+    base_sha256(data, n, sha);
     pthread_mutex_lock(&loaded_mu);
     int fd = -1;
     for (size_t i = 0; i < nloaded && fd < 0; i++)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "runtime/check.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/safetensors.h"
 
@@ -591,8 +591,8 @@ int rt_ckpt_check_metrics(const char *path, const rt_ckpt_state *s, const char *
                          metrics, len, want, path);
     unsigned char d[32];
     char hex[65];
-    rt_sha256(text, (size_t)want, d);
-    rt_sha256_hex(d, hex);
+    base_sha256(text, (size_t)want, d);
+    base_sha256_hex(d, hex);
     if (strcmp(hex, s->metrics_sha256) || (want > 0 && text[want - 1] != '\n'))
         return base_fail(err, errlen,
                          "--metrics %s: its first %" PRId64

@@ -10,7 +10,7 @@
 #include "base/file.h"
 #include "runtime/check.h"
 #include "runtime/clock.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 #include "runtime/train/internal.h"
 
 /* The flags that change the arithmetic of a step, as the checkpoint keeps
@@ -119,8 +119,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
         if (r->metrics) {
             fflush(r->metrics);
             unsigned char d[32];
-            rt_sha256(r->metrics_len ? r->metrics_buf : "", r->metrics_len, d);
-            rt_sha256_hex(d, s->metrics_sha256);
+            base_sha256(r->metrics_len ? r->metrics_buf : "", r->metrics_len, d);
+            base_sha256_hex(d, s->metrics_sha256);
             s->metrics_bytes = (int64_t)r->metrics_len;
         } else {
             s->pending = (rt_ckpt_metrics){.epoch = -1};

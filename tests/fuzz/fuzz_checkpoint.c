@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 #include "runtime/runtime.h"
 #include "runtime/train/checkpoint.h"
 #include "tests/fixture.h"
@@ -75,8 +75,8 @@ static void init(void) {
     s.epoch_seconds = 0.5, s.total_seconds = 2;
     s.metrics_bytes = METRICS_PREFIX;
     unsigned char d[32];
-    rt_sha256(METRICS, METRICS_PREFIX, d);
-    rt_sha256_hex(d, s.metrics_sha256);
+    base_sha256(METRICS, METRICS_PREFIX, d);
+    base_sha256_hex(d, s.metrics_sha256);
     s.pending = (rt_ckpt_metrics){2, 0.1, 0.5, 8, 13, 0.25, 0.01, -1};
     snprintf(s.flags, sizeof s.flags, "%s", MINE);
     char dir[] = "/tmp/fuzz_checkpoint_XXXXXX";

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "runtime/device/device.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 #include "tests/harness.h"
 
 static char dir[256], err[4096];
@@ -78,8 +78,8 @@ TEST(a_swap_after_the_check_is_not_seen) {
     if (f) fclose(f);
     unsigned char d[32];
     char hex[66];
-    rt_sha256(bytes, n, d);
-    rt_sha256_hex(d, hex);
+    base_sha256(bytes, n, d);
+    base_sha256_hex(d, hex);
     strcat(hex, "\n");
     snprintf(rec, sizeof rec, "%s.sha256", evil_so);
     put(rec, hex, 65);
@@ -134,8 +134,8 @@ TEST(a_truncated_object_with_its_record_is_compiled_again) {
     put(path, bytes, n);
     unsigned char d[32];
     char hex[66];
-    rt_sha256(bytes, n, d);
-    rt_sha256_hex(d, hex);
+    base_sha256(bytes, n, d);
+    base_sha256_hex(d, hex);
     strcat(hex, "\n");
     snprintf(rec, sizeof rec, "%s.sha256", path);
     put(rec, hex, 65);

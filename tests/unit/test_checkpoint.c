@@ -11,7 +11,7 @@
 
 #include "frontend/frontend.h"
 #include "passes/passes.h"
-#include "runtime/device/sha256.h"
+#include "base/sha256.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/runtime.h"
 #include "tests/fixture.h"
@@ -389,8 +389,8 @@ TEST(metrics_file_must_start_with_the_recorded_prefix) {
     memset(&s, 0, sizeof s);
     s.metrics_bytes = (int64_t)strlen(line0);
     unsigned char d[32];
-    rt_sha256(line0, strlen(line0), d);
-    rt_sha256_hex(d, s.metrics_sha256);
+    base_sha256(line0, strlen(line0), d);
+    base_sha256_hex(d, s.metrics_sha256);
     const unsigned char *t = (const unsigned char *)text;
     CHECK_MSG(rt_ckpt_check_metrics("ck", &s, "m", t, strlen(line0), err, sizeof err) == 0, "%s",
               err);
@@ -418,8 +418,8 @@ TEST(metrics_file_must_start_with_the_recorded_prefix) {
     }
     /* An empty prefix matches any file, but the tail rule still holds. */
     s.metrics_bytes = 0;
-    rt_sha256("", 0, d);
-    rt_sha256_hex(d, s.metrics_sha256);
+    base_sha256("", 0, d);
+    base_sha256_hex(d, s.metrics_sha256);
     CHECK(rt_ckpt_check_metrics("ck", &s, "m", (const unsigned char *)"x=1\n", 4, err,
                                 sizeof err) != 0 &&
           strstr(err, "line 1 is not a metrics line"));
