@@ -33,7 +33,6 @@
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 #include "runtime/env.h"
-#include "runtime/exec/internal.h"
 
 typedef struct choice {
     uint64_t where; /* the machine it was measured on (rt_conv_where) */
