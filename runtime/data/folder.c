@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "runtime/check.h"
-#include "runtime/exec/exec.h" /* rt_host_memory */
+#include "runtime/host.h"
 
 static int by_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);

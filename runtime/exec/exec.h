@@ -185,9 +185,6 @@ const void *rt_exec_buffer(const rt_exec *ex, const char *name, size_t *bytes);
  *         fprintf(stderr, "dprun: error: %s\n", err);
  */
 
-/* The host's physical memory in bytes (0 when the system does not say). */
-int64_t rt_host_memory(void);
-
 /* What one replica of the plan holds (its store and both programs, as the
  * plan's memory plans lay them out): 0, or -1 with a message for a
  * malformed memory plan. */

@@ -10,11 +10,7 @@
 #include "base/bytes.h"
 #include "base/parse.h"
 #include "format/memplan.h"
-
-int64_t rt_host_memory(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? base_bytes_mul(pages, page) : 0;
-}
+#include "runtime/host.h"
 
 /* g's memory plan from the plan file, NULL when it has none. */
 static int find_memplan(const dpc_plan *plan, const ir_graph *g, fmt_memplan **out, char *err,
