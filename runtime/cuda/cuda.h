@@ -64,12 +64,8 @@ int rt_cuda_compiled(void);
  * training needs) loaded and the device(s) answered; NCCL and cuDNN are
  * reported, not required. */
 int rt_cuda_info(FILE *out);
-/* Devices the driver sees; 0 with the reason in why (no toolkit in the
- * build, no driver, no device, a driver error). Loads the driver. */
-int rt_cuda_device_count(char *why, size_t whylen);
-/* A backend on device `ordinal`; NULL + message. Several may share a
- * device (replicas), each with its own streams. */
-rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen);
+/* rt_cuda_device_count and rt_backend_cuda (a backend on a device) are
+ * declared in runtime/device/device.h, whose backend table opens them. */
 /* 1 if be is a cuda backend. */
 int rt_backend_is_cuda(const rt_backend *be);
 /* The device ordinal of a cuda backend; -1 for another backend. */

@@ -229,6 +229,16 @@ rt_backend *rt_backend_open(const char *device, int *is_fallback, char *err, siz
  * the cpu backend. */
 rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback, char *err,
                                size_t errlen);
+/* The cuda backend's two entries the table above opens it by, defined in
+ * runtime/cuda/ (backend.c; stubs.c in a CUDA=0 build, where they open
+ * nothing); the rest of the cuda backend is runtime/cuda/cuda.h's.
+ * rt_cuda_device_count: the devices the driver sees; 0 with the reason in
+ * why (no toolkit in the build, no driver, no device, a driver error).
+ * Loads the driver. rt_backend_cuda: a backend on device `ordinal`; NULL +
+ * message. Several may share a device (replicas), each with its own
+ * streams. */
+int rt_cuda_device_count(char *why, size_t whylen);
+rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen);
 
 /* ---- generated C to a shared object, once per source.
  *

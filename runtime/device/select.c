@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/cuda/cuda.h"
-
 /* $DPC_CUDA_DEVICE, else 0. */
 static int default_ordinal(void) {
     const char *s = getenv("DPC_CUDA_DEVICE");
