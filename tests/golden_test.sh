@@ -4,13 +4,10 @@
 # line `dpc` must print on stderr for NAME.net (exit status 1, no plan
 # written). NAME.net may be missing or a directory on purpose.
 # Run from the repository root; binaries come from $DPC_BIN (default bin).
-set -u
+# Prints `N passed, N failed`.
+. tests/lib.sh
 unset DPC_MAX_MEMORY # the memory-limit cases expect the default limit
-bin=${DPC_BIN:-bin}
 dir=tests/golden/errors
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
 for exp in "$dir"/*.expected; do
     name=$(basename "$exp" .expected)
     src=$dir/$name.net
@@ -26,13 +23,11 @@ for exp in "$dir"/*.expected; do
         why="a plan was written"
     fi
     if [ -z "$why" ]; then
-        passed=$((passed + 1))
+        ok
     else
-        failed=$((failed + 1))
-        echo "FAIL $name: $why"
+        bad "$name: $why"
         echo "  expected: $(cat "$exp")"
         sed 's/^/  got:      /' "$tmp/err" | head -n 5
     fi
 done
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
