@@ -5,25 +5,22 @@
 # codegen and the training loop together), and so does the smallest
 # model-zoo net, mobilenet_v2 (2.2M parameters). The deeper zoo nets
 # train a few steps on the same set: the loss falls.
-set -u
-bin=${DPC_BIN:-bin}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
+# Prints `N passed, N failed`.
+. tests/lib.sh
 # NAME OUT: dprun's last line in OUT gives a test accuracy >= 0.95.
 accurate() {
     local acc
     acc=$(tail -n 1 "$2" | sed -n 's/.*test accuracy \([0-9.]*\)$/\1/p')
     if [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 0.95) }'; then
-        pass=$((pass + 1)); echo "$1: test accuracy $acc"
+        ok; echo "$1: test accuracy $acc"
     else
-        echo "FAIL: $1 test accuracy '${acc}' < 0.95"; tail -n 5 "$2"; fail=$((fail + 1))
+        bad "$1 test accuracy '${acc}' < 0.95"; tail -n 5 "$2"
     fi
 }
 
 for m in mlp cnn_small; do
     if ! "$bin/dpc" "models/$m.net" -o "$tmp/$m.plan" 2>"$tmp/err"; then
-        echo "FAIL: compile $m: $(cat "$tmp/err")"; fail=$((fail + 1)); continue
+        bad "compile $m: $(cat "$tmp/err")"; continue
     fi
     # 3 epochs: after 2, cnn_small's eval-mode accuracy (running BatchNorm
     # statistics) sat near the threshold and depended on the CPU's kernels
@@ -42,7 +39,7 @@ if "$bin/dpc" models/mobilenet_v2.net --batch 32 -o "$tmp/mobilenet_v2.plan" 2>"
         --lr 0.01 --lr-scaling none --warmup-epochs 0 >"$tmp/mobilenet_v2.out" 2>&1
     accurate "mobilenet_v2 (1 epoch)" "$tmp/mobilenet_v2.out"
 else
-    echo "FAIL: compile mobilenet_v2: $(cat "$tmp/err")"; fail=$((fail + 1))
+    bad "compile mobilenet_v2: $(cat "$tmp/err")"
 fi
 
 # The other model-zoo nets: 16 steps of batch 32 (their own train sections
@@ -60,24 +57,23 @@ fi
 steps=16
 for m in resnet34 resnet50 resnet18_v2; do
     if ! "$bin/dpc" "models/$m.net" --batch 32 -o "$tmp/$m.plan" 2>"$tmp/err"; then
-        echo "FAIL: compile $m: $(cat "$tmp/err")"; fail=$((fail + 1)); continue
+        bad "compile $m: $(cat "$tmp/err")"; continue
     fi
     start=$(date +%s)
     if ! DPC_DEBUG=2 "$bin/dprun" "$tmp/$m.plan" --data synthetic --steps $steps --seed 3 --no-augment \
         --lr 0.001 --lr-scaling none --warmup-epochs 0 >"$tmp/$m.out" 2>"$tmp/$m.err"; then
-        echo "FAIL: $m: dprun: $(grep -v 'debug:' "$tmp/$m.err" | tail -n 3)"; fail=$((fail + 1)); continue
+        bad "$m: dprun: $(grep -v 'debug:' "$tmp/$m.err" | tail -n 3)"; continue
     fi
     sed -n 's/.*debug: step [0-9]* loss \(.*\)/\1/p' "$tmp/$m.err" >"$tmp/$m.loss"
     if awk -v n=$steps '{ l[NR] = $1 } END {
             if (NR != n) { print "  " NR " step losses, expected " n; exit 1 }
             a = (l[1] + l[2] + l[3] + l[4]) / 4; b = (l[n - 3] + l[n - 2] + l[n - 1] + l[n]) / 4
             printf "  first 4 steps %.4f, last 4 %.4f\n", a, b; exit !(b < a) }' "$tmp/$m.loss" >"$tmp/$m.cmp"; then
-        pass=$((pass + 1))
+        ok
         echo "$m: loss falls over $steps steps of 32:$(cat "$tmp/$m.cmp") ($(($(date +%s) - start))s)"
     else
-        echo "FAIL: $m: the loss does not fall over $steps steps of 32:"; cat "$tmp/$m.cmp"
-        tr '\n' ' ' <"$tmp/$m.loss"; echo; fail=$((fail + 1))
+        bad "$m: the loss does not fall over $steps steps of 32:"; cat "$tmp/$m.cmp"
+        tr '\n' ' ' <"$tmp/$m.loss"; echo
     fi
 done
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish
