@@ -17,7 +17,7 @@ cuda=(-DDPC_HAVE_CUDA)
 # The image decoders are fuzzed when the build has them (build/config.mk).
 images=()
 grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null && images=(-DDPC_HAVE_IMAGE -ljpeg -lpng)
-srcs=$(find frontend ir format passes codegen runtime -name "*.c" | sort)
+srcs=$(find base frontend ir format passes codegen runtime -name "*.c" | sort)
 targets=${*:-$(ls tests/fuzz/fuzz_*.c | sed 's|tests/fuzz/fuzz_||; s|\.c$||')}
 status=0
 for t in $targets; do
