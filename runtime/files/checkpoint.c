@@ -1,6 +1,6 @@
-/* runtime/train/checkpoint.c — checkpoints as safetensors files with a checksum
- * and the run's position in the metadata (checkpoint.h). */
-#include "runtime/train/checkpoint.h"
+/* runtime/files/checkpoint.c — checkpoints as safetensors files with a checksum
+ * and the run's position in the metadata (files.h). */
+#include "runtime/files/files.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/parse.h"
@@ -19,7 +19,6 @@
 #include "runtime/check.h"
 #include "runtime/device/sha256.h"
 #include "runtime/exec/exec.h"
-#include "runtime/train/safetensors.h"
 
 /* A broken invariant of this file (not of the input): abort, saying where. */
 #define CKPT_ASSERT(cond, ...)    \

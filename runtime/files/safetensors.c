@@ -1,6 +1,6 @@
-/* runtime/train/safetensors.c — the bounds-checked safetensors reader
+/* runtime/files/safetensors.c — the bounds-checked safetensors reader
  * (safetensors_write.c writes them). */
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 #include "base/err.h"
 #include "base/file.h"
 #include "base/hash.h"

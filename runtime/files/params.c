@@ -1,4 +1,4 @@
-/* runtime/train/params.c — parameter files: --save-params writes replica
+/* runtime/files/params.c — parameter files: --save-params writes replica
  * 0's parameters and BatchNorm statistics as safetensors, --load-params
  * reads them back after checking every name, shape and value: all of them
  * (a checkpoint's own reader, checkpoint.c, stays that strict), or with
@@ -16,8 +16,8 @@
 #include "ir/names.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
-#include "runtime/train/internal.h"
-#include "runtime/train/safetensors.h"
+#include "runtime/exec/exec.h"
+#include "runtime/files/files.h"
 
 /* What --save-params writes: every parameter and BatchNorm statistic in
  * definition order. The eval program holds exactly those (no optimizer
@@ -33,8 +33,7 @@ static int saved_tensors(const dpc_plan *plan, const rt_store *st, int *idx) {
     return n;
 }
 
-int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
-                       size_t errlen) {
+int rt_params_save(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen) {
     int *idx = malloc(sizeof(int) * (size_t)(rt_store_count(st) + 1));
     RT_CHECK_ALLOC(idx);
     int n = saved_tensors(plan, st, idx);
@@ -144,7 +143,7 @@ static int read_name_map(const dpc_plan *plan, const rt_store *st, const unsigne
     return rc;
 }
 
-static int matches_any(const rt_train_options *o, const char *name) {
+static int matches_any(const rt_params_load_options *o, const char *name) {
     for (int i = 0; i < o->n_allow_missing; i++)
         if (fnmatch(o->allow_missing[i], name, 0) == 0) return 1;
     return 0;
@@ -158,9 +157,9 @@ static const char *shape_str(int ndim, const int64_t *dim, char *buf, size_t len
     return buf;
 }
 
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_options *o, char *err,
-                       size_t errlen) {
-    const char *path = o->load_params, *lp = o->log_prefix ? o->log_prefix : "";
+int rt_params_load(const dpc_plan *plan, rt_store *st, const rt_params_load_options *o, char *err,
+                   size_t errlen) {
+    const char *path = o->path, *lp = o->log_prefix ? o->log_prefix : "";
     int count = rt_store_count(st);
     int *idx = malloc(sizeof(int) * (size_t)(count + 1));
     const char **from = calloc((size_t)count + 1, sizeof *from);
