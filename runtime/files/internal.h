@@ -3,6 +3,7 @@
  *
  *     checkpoint.c        the metadata keys (rt_ckpt_keys), in the order written
  *     checkpoint_meta.c   the metadata of a checkpoint read back, checked
+ *     safetensors_json.c  the header's JSON, parsed into an rt_st_file
  */
 #ifndef DPC_RT_FILES_INTERNAL_H
 #define DPC_RT_FILES_INTERNAL_H
@@ -39,5 +40,12 @@ static inline const char *rt_ckpt_shown(const char *v, char buf[64]) {
  * counters into *s, each checked. 0, or -1 + a message naming path. */
 int rt_ckpt_check_header(const rt_st_file *f, const char *path, const dpc_plan *plan, int n,
                          rt_ckpt_state *s, char *err, size_t errlen);
+
+/* safetensors_json.c: the header's len bytes at h (after the 8 length
+ * bytes of the file named `file`) into f's tensors (name, shape, byte
+ * range; numel and the layout are safetensors.c's) and metadata, at most
+ * max_tensors of them. 0, or -1 + a message naming the byte. */
+int rt_st_parse_header(const char *file, const char *h, size_t len, int max_tensors, rt_st_file *f,
+                       char *err, size_t errlen);
 
 #endif
