@@ -157,136 +157,190 @@ static const char *shape_str(int ndim, const int64_t *dim, char *buf, size_t len
     return buf;
 }
 
-int rt_params_load(const dpc_plan *plan, rt_store *st, const rt_params_load_options *o, char *err,
-                   size_t errlen) {
-    const char *path = o->path, *lp = o->log_prefix ? o->log_prefix : "";
-    int count = rt_store_count(st);
-    int *idx = malloc(sizeof(int) * (size_t)(count + 1));
-    const char **from = calloc((size_t)count + 1, sizeof *from);
-    unsigned char *saved = calloc((size_t)count + 1, 1);
-    RT_CHECK_ALLOC(idx && from && saved);
-    int n = saved_tensors(plan, st, idx);
-    for (int k = 0; k < count; k++) from[k] = rt_store_name(st, k);
-    for (int i = 0; i < n; i++) saved[idx[i]] = 1;
-    map_names mn = {NULL, 0};
-    int rc = o->name_map ? read_name_map(plan, st, saved, o->name_map, from, &mn, err, errlen) : 0;
-    /* No name twice, and without --allow-unused each one of ours: a longer
-     * header is refused as soon as it lists one more. */
-    rt_st_file *f =
-        rc ? NULL : rt_st_read_max(path, o->allow_unused ? RT_ST_MAX_TENSORS : count, err, errlen);
-    if (!f) rc = -1;
-    int *src = malloc(sizeof(int) * (size_t)(n + 1)); /* the file's tensor for idx[i], or -1 */
-    int *owner = malloc(sizeof(int) * (f ? (size_t)f->n + 1 : 1)); /* idx's i for tensor j, or -1 */
-    RT_CHECK_ALLOC(src && owner);
-    for (int j = 0; f && j < f->n; j++) owner[j] = -1;
-    int loaded = 0, missing = 0, unallowed = 0, skipped = 0, first_missing = -1;
-    /* Every parameter and statistic: found, or allowed missing. */
-    for (int i = 0; i < n && !rc; i++) {
-        int k = idx[i], j = rt_st_find(f, from[k]);
-        src[i] = j;
-        if (j >= 0 && owner[j] >= 0) { /* a map naming another parameter's own name */
-            rc = base_fail(err, errlen, "%s: tensor '%s' would be read for both %s and %s (%s)",
-                           path, BASE_ESC(from[k]), rt_store_name(st, idx[owner[j]]),
-                           rt_store_name(st, k), o->name_map);
-        } else if (j >= 0) {
-            owner[j] = i, loaded++;
+/* What --load-params works out before it writes a byte into the store. */
+typedef struct {
+    const dpc_plan *plan;
+    rt_store *st;
+    const rt_params_load_options *o;
+    const char *path;
+    rt_st_file *f;
+    int n, *idx;       /* what --save-params writes: n store indices */
+    const char **from; /* the file's name for store entry k */
+    int *src;          /* the file's tensor for idx[i], or -1 */
+    int *owner;        /* idx's i for the file's tensor j, or -1 */
+    int loaded, missing, unallowed, skipped, first_missing;
+    char *err;
+    size_t errlen;
+} loading;
+
+/* Matching: every parameter and statistic found in the file under its
+ * (mapped) name, or missing. */
+static int match_names(loading *L) {
+    for (int i = 0; i < L->n; i++) {
+        int k = L->idx[i], j = rt_st_find(L->f, L->from[k]);
+        L->src[i] = j;
+        if (j >= 0 && L->owner[j] >= 0) /* a map naming another parameter's own name */
+            return base_fail(L->err, L->errlen,
+                             "%s: tensor '%s' would be read for both %s and %s (%s)", L->path,
+                             BASE_ESC(L->from[k]), rt_store_name(L->st, L->idx[L->owner[j]]),
+                             rt_store_name(L->st, k), L->o->name_map);
+        if (j >= 0) {
+            L->owner[j] = i, L->loaded++;
         } else {
-            if (!matches_any(o, rt_store_name(st, k)) && unallowed++ == 0) first_missing = i;
-            missing++;
+            if (!matches_any(L->o, rt_store_name(L->st, k)) && L->unallowed++ == 0)
+                L->first_missing = i;
+            L->missing++;
         }
     }
-    /* Every tensor of the file, in its order: one of ours with our shape,
-     * or skipped with --allow-unused. */
-    for (int j = 0; f && j < f->n && !rc; j++) {
-        const rt_st_tensor *ft = &f->tensors[j];
-        if (owner[j] < 0) {
-            int k = rt_store_find(st, ft->name);
-            if (!o->allow_unused && k >= 0 && from[k] != rt_store_name(st, k))
-                rc = base_fail(err, errlen,
-                               "%s: tensor '%s' is not read: %s reads that parameter from '%s' "
-                               "(--allow-unused skips it)",
-                               path, BASE_ESC(ft->name), o->name_map, BASE_ESC(from[k]));
-            else if (!o->allow_unused)
-                rc = base_fail(err, errlen,
-                               "%s: tensor '%s' is not a parameter of %s%s%s (--allow-unused skips "
-                               "it)",
-                               path, BASE_ESC(ft->name), plan->model,
-                               o->name_map ? " nor mapped to one by " : "",
-                               o->name_map ? o->name_map : "");
-            skipped++;
+    return 0;
+}
+
+/* Validation: every tensor of the file, in its order, one of ours with
+ * our shape, or skipped with --allow-unused. */
+static int check_file_tensors(loading *L) {
+    const rt_params_load_options *o = L->o;
+    for (int j = 0; j < L->f->n; j++) {
+        const rt_st_tensor *ft = &L->f->tensors[j];
+        if (L->owner[j] < 0) {
+            int k = rt_store_find(L->st, ft->name);
+            if (!o->allow_unused && k >= 0 && L->from[k] != rt_store_name(L->st, k))
+                return base_fail(L->err, L->errlen,
+                                 "%s: tensor '%s' is not read: %s reads that parameter from '%s' "
+                                 "(--allow-unused skips it)",
+                                 L->path, BASE_ESC(ft->name), o->name_map, BASE_ESC(L->from[k]));
+            if (!o->allow_unused)
+                return base_fail(L->err, L->errlen,
+                                 "%s: tensor '%s' is not a parameter of %s%s%s (--allow-unused "
+                                 "skips it)",
+                                 L->path, BASE_ESC(ft->name), L->plan->model,
+                                 o->name_map ? " nor mapped to one by " : "",
+                                 o->name_map ? o->name_map : "");
+            L->skipped++;
             continue;
         }
-        int k = idx[owner[j]];
-        const ir_type *t = rt_store_type(st, k);
+        int k = L->idx[L->owner[j]];
+        const ir_type *t = rt_store_type(L->st, k);
         int same = t->ndim == ft->ndim;
         for (int d = 0; same && d < t->ndim; d++) same = t->dim[d] == ft->shape[d];
         if (!same) {
             char want[64], got[128];
             ir_type_str(t, want, sizeof want);
-            int renamed = from[k] != rt_store_name(st, k);
-            rc = base_fail(err, errlen, "%s: tensor '%s' has shape %s; %s needs %s%s%s", path,
-                           BASE_ESC(ft->name), shape_str(ft->ndim, ft->shape, got, sizeof got),
-                           plan->model, want, renamed ? " for " : "",
-                           renamed ? rt_store_name(st, k) : "");
+            int renamed = L->from[k] != rt_store_name(L->st, k);
+            return base_fail(L->err, L->errlen, "%s: tensor '%s' has shape %s; %s needs %s%s%s",
+                             L->path, BASE_ESC(ft->name),
+                             shape_str(ft->ndim, ft->shape, got, sizeof got), L->plan->model, want,
+                             renamed ? " for " : "", renamed ? rt_store_name(L->st, k) : "");
         }
     }
-    if (!rc && first_missing >= 0) {
-        int k = idx[first_missing], renamed = from[k] != rt_store_name(st, k);
-        rc = base_fail(err, errlen,
-                       "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
-                       "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
-                       "the initial values of those it matches)",
-                       path, BASE_ESC(from[k]), renamed ? " for " : "",
-                       renamed ? rt_store_name(st, k) : "", plan->model, missing, unallowed);
-    }
-    for (int i = 0; i < n && !rc; i++) {
-        if (src[i] < 0) continue;
-        const rt_st_tensor *ft = &f->tensors[src[i]];
+    return 0;
+}
+
+/* Validation: the first parameter the file lacks that no --allow-missing
+ * pattern allows. */
+static int check_missing(const loading *L) {
+    if (L->first_missing < 0) return 0;
+    int k = L->idx[L->first_missing], renamed = L->from[k] != rt_store_name(L->st, k);
+    return base_fail(L->err, L->errlen,
+                     "%s: no tensor '%s'%s%s (%s needs every parameter and BatchNorm statistic; "
+                     "%d missing, %d of them not matched by --allow-missing PATTERN, which keeps "
+                     "the initial values of those it matches)",
+                     L->path, BASE_ESC(L->from[k]), renamed ? " for " : "",
+                     renamed ? rt_store_name(L->st, k) : "", L->plan->model, L->missing,
+                     L->unallowed);
+}
+
+/* The NaN check: a NaN or Inf would poison the first step, so a tensor
+ * holding one is refused here, by name. */
+static int check_finite(const loading *L, const rt_st_tensor *ft, const float *v) {
+    for (int64_t e = 0; e < ft->numel; e++)
+        if (!isfinite(v[e]))
+            return base_fail(L->err, L->errlen,
+                             "%s: tensor '%s' holds %s at element %lld; refusing to start from it",
+                             L->path, BASE_ESC(ft->name), isnan(v[e]) ? "NaN" : "an infinity",
+                             (long long)e);
+    return 0;
+}
+
+/* Copying: each tensor found, checked finite, into the store, in store
+ * order (the tensors before a refused one are written). */
+static int copy_tensors(const loading *L) {
+    int rc = 0;
+    for (int i = 0; i < L->n && !rc; i++) {
+        if (L->src[i] < 0) continue;
+        const rt_st_tensor *ft = &L->f->tensors[L->src[i]];
         float *buf = malloc(sizeof(float) * (size_t)ft->numel + 1);
         RT_CHECK_ALLOC(buf);
-        rt_st_copy(f, src[i], buf);
-        /* A NaN or Inf would poison the first step: refuse it here, by name. */
-        for (int64_t e = 0; e < ft->numel && !rc; e++)
-            if (!isfinite(buf[e]))
-                rc = base_fail(
-                    err, errlen,
-                    "%s: tensor '%s' holds %s at element %lld; refusing to start from it", path,
-                    BASE_ESC(ft->name), isnan(buf[e]) ? "NaN" : "an infinity", (long long)e);
-        if (!rc) rt_store_write(st, idx[i], buf);
+        rt_st_copy(L->f, L->src[i], buf);
+        rc = check_finite(L, ft, buf);
+        if (!rc) rt_store_write(L->st, L->idx[i], buf);
         free(buf);
     }
-    /* The report: counts always; each initialised and skipped name; each
-     * loaded one when few, or under DPC_DEBUG. */
-    if (!rc) {
-        char shape[128];
-        fprintf(stderr, "%s--load-params %s: %d loaded, %d missing (initialised), %d skipped\n", lp,
-                path, loaded, missing, skipped);
-        int all = loaded <= 8 || rt_debug_level() >= 1;
-        for (int i = 0; i < n; i++) {
-            int k = idx[i];
-            const ir_type *t = rt_store_type(st, k);
-            if (src[i] >= 0 && !all) continue;
-            ir_type_str(t, shape, sizeof shape);
-            if (src[i] < 0)
-                fprintf(stderr, "%s  initialised %s %s\n", lp, rt_store_name(st, k), shape);
-            else if (from[k] != rt_store_name(st, k))
-                fprintf(stderr, "%s  loaded %s %s from '%s'\n", lp, rt_store_name(st, k), shape,
-                        BASE_ESC(from[k]));
-            else
-                fprintf(stderr, "%s  loaded %s %s\n", lp, rt_store_name(st, k), shape);
-        }
-        for (int j = 0; j < f->n; j++)
-            if (owner[j] < 0)
-                fprintf(stderr, "%s  skipped '%s' %s\n", lp, BASE_ESC(f->tensors[j].name),
-                        shape_str(f->tensors[j].ndim, f->tensors[j].shape, shape, sizeof shape));
+    return rc;
+}
+
+/* The report: counts always; each initialised and skipped name; each
+ * loaded one when few, or under DPC_DEBUG. */
+static void report(const loading *L) {
+    const char *lp = L->o->log_prefix ? L->o->log_prefix : "";
+    char shape[128];
+    fprintf(stderr, "%s--load-params %s: %d loaded, %d missing (initialised), %d skipped\n", lp,
+            L->path, L->loaded, L->missing, L->skipped);
+    int all = L->loaded <= 8 || rt_debug_level() >= 1;
+    for (int i = 0; i < L->n; i++) {
+        int k = L->idx[i];
+        const ir_type *t = rt_store_type(L->st, k);
+        if (L->src[i] >= 0 && !all) continue;
+        ir_type_str(t, shape, sizeof shape);
+        if (L->src[i] < 0)
+            fprintf(stderr, "%s  initialised %s %s\n", lp, rt_store_name(L->st, k), shape);
+        else if (L->from[k] != rt_store_name(L->st, k))
+            fprintf(stderr, "%s  loaded %s %s from '%s'\n", lp, rt_store_name(L->st, k), shape,
+                    BASE_ESC(L->from[k]));
+        else
+            fprintf(stderr, "%s  loaded %s %s\n", lp, rt_store_name(L->st, k), shape);
     }
-    if (f) rt_st_free(f);
+    for (int j = 0; j < L->f->n; j++)
+        if (L->owner[j] < 0)
+            fprintf(stderr, "%s  skipped '%s' %s\n", lp, BASE_ESC(L->f->tensors[j].name),
+                    shape_str(L->f->tensors[j].ndim, L->f->tensors[j].shape, shape, sizeof shape));
+}
+
+int rt_params_load(const dpc_plan *plan, rt_store *st, const rt_params_load_options *o, char *err,
+                   size_t errlen) {
+    int count = rt_store_count(st);
+    loading L = {.plan = plan, .st = st, .o = o, .path = o->path, .first_missing = -1};
+    L.err = err, L.errlen = errlen;
+    L.idx = malloc(sizeof(int) * (size_t)(count + 1));
+    L.from = calloc((size_t)count + 1, sizeof *L.from);
+    unsigned char *saved = calloc((size_t)count + 1, 1);
+    RT_CHECK_ALLOC(L.idx && L.from && saved);
+    L.n = saved_tensors(plan, st, L.idx);
+    for (int k = 0; k < count; k++) L.from[k] = rt_store_name(st, k);
+    for (int i = 0; i < L.n; i++) saved[L.idx[i]] = 1;
+    map_names mn = {NULL, 0};
+    int rc =
+        o->name_map ? read_name_map(plan, st, saved, o->name_map, L.from, &mn, err, errlen) : 0;
+    /* No name twice, and without --allow-unused each one of ours: a longer
+     * header is refused as soon as it lists one more. */
+    L.f = rc ? NULL
+             : rt_st_read_max(L.path, o->allow_unused ? RT_ST_MAX_TENSORS : count, err, errlen);
+    if (!L.f) rc = -1;
+    L.src = malloc(sizeof(int) * (size_t)(L.n + 1));
+    L.owner = malloc(sizeof(int) * (L.f ? (size_t)L.f->n + 1 : 1));
+    RT_CHECK_ALLOC(L.src && L.owner);
+    for (int j = 0; L.f && j < L.f->n; j++) L.owner[j] = -1;
+    if (!rc) rc = match_names(&L);
+    if (!rc) rc = check_file_tensors(&L);
+    if (!rc) rc = check_missing(&L);
+    if (!rc) rc = copy_tensors(&L);
+    if (!rc) report(&L);
+    if (L.f) rt_st_free(L.f);
     for (int i = 0; i < mn.n; i++) free(mn.name[i]);
     free(mn.name);
-    free(owner);
-    free(src);
+    free(L.owner);
+    free(L.src);
     free(saved);
-    free(from);
-    free(idx);
+    free(L.from);
+    free(L.idx);
     return rc;
 }
