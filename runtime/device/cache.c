@@ -111,123 +111,185 @@ void rt_cache_close(rt_cache *c) {
     c->fd = -1;
 }
 
-/* Walks the path from "/" one name at a time with openat(O_NOFOLLOW), so
- * what is checked is what is opened, and keeps the last descriptor: every
- * later access is relative to it, and no rename or link along the path,
- * after the walk, changes which directory that is. A missing name is
- * created 0700. A symbolic link is followed only when root or this user
- * owns it (its directory passed the check, so no one else can replace it);
- * its target is walked the same way. */
-int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
-    c->fd = -1;
+/* The walk of rt_cache_open: the path left to walk (todo, from p), the
+ * directory reached (cur) and its physical path so far (at: messages). */
+typedef struct {
+    const char *dir; /* the cache directory as named: messages */
+    char todo[2 * PATH_MAX];
+    char *p;
+    char at[PATH_MAX];
+    int cur, links;
+    char *err;
+    size_t errlen;
+} walk;
+
+/* A system call's failure (errno) where the walk stands; -1. */
+static int sys_fail(walk *w) {
+    return base_fail(w->err, w->errlen, "kernel cache directory %s: %s: %s", w->dir, w->at,
+                     strerror(errno));
+}
+
+/* The directory named: DPC_CACHE_DIR, else the default, without trailing
+ * slashes (c->path), and as an absolute path to walk (w->todo). */
+static int name_dir(rt_cache *c, walk *w) {
     const char *env = getenv("DPC_CACHE_DIR");
     if (env && *env) {
         if (snprintf(c->path, sizeof c->path, "%s", env) >= (int)sizeof c->path)
-            return base_fail(err, errlen, "DPC_CACHE_DIR is longer than %zu bytes",
+            return base_fail(w->err, w->errlen, "DPC_CACHE_DIR is longer than %zu bytes",
                              sizeof c->path - 1);
     } else {
         default_dir(c->path, sizeof c->path);
     }
     for (size_t n = strlen(c->path); n > 1 && c->path[n - 1] == '/';) c->path[--n] = 0;
     const char *dir = c->path;
-    char todo[2 * PATH_MAX], at[PATH_MAX], cwd[PATH_MAX];
+    char cwd[PATH_MAX];
     if (dir[0] == '/')
-        snprintf(todo, sizeof todo, "%s", dir);
+        snprintf(w->todo, sizeof w->todo, "%s", dir);
     else if (getcwd(cwd, sizeof cwd))
-        snprintf(todo, sizeof todo, "%s/%s", cwd, dir);
+        snprintf(w->todo, sizeof w->todo, "%s/%s", cwd, dir);
     else
-        return base_fail(err, errlen, "kernel cache directory %s: cannot resolve it: getcwd: %s",
-                         dir, strerror(errno));
-    int cur = -1, links = 0;
+        return base_fail(w->err, w->errlen,
+                         "kernel cache directory %s: cannot resolve it: getcwd: %s", dir,
+                         strerror(errno));
+    w->p = w->todo;
+    return 0;
+}
+
+/* The start, or an absolute link: from the root again. */
+static int walk_root(walk *w) {
     struct stat st;
-    char *p = todo;
+    if (w->cur >= 0) close(w->cur);
+    w->cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    snprintf(w->at, sizeof w->at, "/");
+    if (w->cur < 0 || fstat(w->cur, &st)) return sys_fail(w);
+    if (check_ancestor(w->dir, w->at, &st, w->err, w->errlen)) return -1;
+    while (*w->p == '/') w->p++;
+    return 0;
+}
+
+/* The next name of the path into name; p past it and its slashes. */
+static int next_name(walk *w, char name[NAME_MAX + 1]) {
+    size_t len = strcspn(w->p, "/");
+    if (len > NAME_MAX) {
+        errno = ENAMETOOLONG;
+        return sys_fail(w);
+    }
+    memcpy(name, w->p, len);
+    name[len] = 0;
+    w->p += len;
+    while (*w->p == '/') w->p++;
+    return 0;
+}
+
+/* name, which openat refused as a directory (errno ELOOP or ENOTDIR): a
+ * symbolic link owned by root or this user is followed, its target walked
+ * in its place (a relative one from the link's directory), at most 40
+ * links in all; anything else fails. */
+static int follow_link(walk *w, const char *name) {
+    int e = errno;
+    struct stat ls;
+    walked_step(w->at, sizeof w->at, name);
+    if (fstatat(w->cur, name, &ls, AT_SYMLINK_NOFOLLOW) || !S_ISLNK(ls.st_mode)) {
+        errno = e;
+        return sys_fail(w);
+    }
+    if (ls.st_uid != 0 && ls.st_uid != geteuid())
+        return base_fail(w->err, w->errlen,
+                         "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
+                         "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
+                         w->dir, w->at, (long)ls.st_uid, (long)geteuid(), suffix);
+    char target[PATH_MAX], next[sizeof w->todo];
+    ssize_t n = ++w->links > 40 ? -1 : readlinkat(w->cur, name, target, sizeof target - 1);
+    if (n <= 0) {
+        errno = w->links > 40 ? ELOOP : n == 0 ? ENOENT : errno;
+        return sys_fail(w);
+    }
+    target[n] = 0;
+    if (snprintf(next, sizeof next, "%s/%s", target, w->p) >= (int)sizeof next) {
+        errno = ENAMETOOLONG;
+        return sys_fail(w);
+    }
+    memcpy(w->todo, next, strlen(next) + 1);
+    w->p = w->todo;
+    /* a relative target goes on from the link's directory */
+    walked_step(w->at, sizeof w->at, "..");
+    return 0;
+}
+
+/* fd, the directory just opened, becomes the one reached; it is checked as
+ * an ancestor unless only "." names follow (then it is the cache itself,
+ * which open_final checks). */
+static int descend(walk *w, int fd) {
+    struct stat st;
+    close(w->cur);
+    w->cur = fd;
+    if (fstat(w->cur, &st)) return sys_fail(w);
+    int last = 1;
+    for (const char *q = w->p; *q && last; q += strcspn(q, "/"), q += strspn(q, "/"))
+        last = q[0] == '.' && (q[1] == '/' || !q[1]);
+    if (!last && check_ancestor(w->dir, w->at, &st, w->err, w->errlen)) return -1;
+    return 0;
+}
+
+/* Every name of the path in turn: opened without following a link, made
+ * 0700 when missing, a link followed as follow_link says. */
+static int walk_path(walk *w) {
     for (;;) {
-        if (*p == '/') { /* the start, or an absolute link: from the root again */
-            if (cur >= 0) close(cur);
-            cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-            snprintf(at, sizeof at, "/");
-            if (cur < 0 || fstat(cur, &st)) goto sys_fail;
-            if (check_ancestor(dir, at, &st, err, errlen)) goto fail;
-            while (*p == '/') p++;
-        }
-        if (!*p) break;
-        size_t len = strcspn(p, "/");
+        if (*w->p == '/' && walk_root(w)) return -1;
+        if (!*w->p) return 0;
         char name[NAME_MAX + 1];
-        if (len > NAME_MAX) {
-            errno = ENAMETOOLONG;
-            goto sys_fail;
-        }
-        memcpy(name, p, len);
-        name[len] = 0;
-        p += len;
-        while (*p == '/') p++;
+        if (next_name(w, name)) return -1;
         if (!strcmp(name, ".")) continue;
-        int fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = openat(w->cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
-            if (mkdirat(cur, name, 0700) && errno != EEXIST) {
+            if (mkdirat(w->cur, name, 0700) && errno != EEXIST) {
                 int e = errno;
-                walked_step(at, sizeof at, name);
+                walked_step(w->at, sizeof w->at, name);
                 errno = e;
-                goto sys_fail;
+                return sys_fail(w);
             }
-            fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            fd = openat(w->cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         }
         if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-            int e = errno;
-            struct stat ls;
-            walked_step(at, sizeof at, name);
-            if (fstatat(cur, name, &ls, AT_SYMLINK_NOFOLLOW) || !S_ISLNK(ls.st_mode)) {
-                errno = e;
-                goto sys_fail;
-            }
-            if (ls.st_uid != 0 && ls.st_uid != geteuid()) {
-                base_fail(err, errlen,
-                          "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
-                          "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
-                          dir, at, (long)ls.st_uid, (long)geteuid(), suffix);
-                goto fail;
-            }
-            char target[PATH_MAX], next[sizeof todo];
-            ssize_t n = ++links > 40 ? -1 : readlinkat(cur, name, target, sizeof target - 1);
-            if (n <= 0) {
-                errno = links > 40 ? ELOOP : n == 0 ? ENOENT : errno;
-                goto sys_fail;
-            }
-            target[n] = 0;
-            if (snprintf(next, sizeof next, "%s/%s", target, p) >= (int)sizeof next) {
-                errno = ENAMETOOLONG;
-                goto sys_fail;
-            }
-            memcpy(todo, next, strlen(next) + 1);
-            p = todo;
-            /* a relative target goes on from the link's directory */
-            walked_step(at, sizeof at, "..");
+            if (follow_link(w, name)) return -1;
             continue;
         }
-        walked_step(at, sizeof at, name);
-        if (fd < 0) goto sys_fail;
-        close(cur);
-        cur = fd;
-        if (fstat(cur, &st)) goto sys_fail;
-        int last = 1;
-        for (const char *q = p; *q && last; q += strcspn(q, "/"), q += strspn(q, "/"))
-            last = q[0] == '.' && (q[1] == '/' || !q[1]);
-        if (!last && check_ancestor(dir, at, &st, err, errlen)) goto fail;
+        walked_step(w->at, sizeof w->at, name);
+        if (fd < 0) return sys_fail(w);
+        if (descend(w, fd)) return -1;
     }
-    /* Reopened readable: the compiler runs in it (fchdir) and names are
-     * read in it; "." follows nothing. */
-    c->fd = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    close(cur);
-    cur = -1;
-    if (c->fd < 0 || fstat(c->fd, &st)) goto sys_fail;
-    if (check_final(dir, &st, err, errlen)) goto fail;
+}
+
+/* The directory reached, reopened readable: the compiler runs in it
+ * (fchdir) and names are read in it; "." follows nothing. Then checked
+ * as the cache itself. */
+static int open_final(rt_cache *c, walk *w) {
+    struct stat st;
+    c->fd = openat(w->cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(w->cur);
+    w->cur = -1;
+    if (c->fd < 0 || fstat(c->fd, &st)) return sys_fail(w);
+    return check_final(w->dir, &st, w->err, w->errlen);
+}
+
+/* Walks the path from "/" one name at a time with openat(O_NOFOLLOW), so
+ * what is checked is what is opened, and keeps the last descriptor: every
+ * later access is relative to it, and no rename or link along the path,
+ * after the walk, changes which directory that is. A missing name is
+ * created 0700. A symbolic link is followed only when root or this user
+ * owns it (its directory passed the check, so no one else can replace it);
+ * its target is walked the same way. Steps: name_dir, walk_path,
+ * open_final. */
+int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
+    c->fd = -1;
+    walk w = {.dir = c->path, .cur = -1, .err = err, .errlen = errlen};
+    if (name_dir(c, &w)) return -1;
+    if (walk_path(&w) || open_final(c, &w)) {
+        if (w.cur >= 0) close(w.cur);
+        rt_cache_close(c);
+        return -1;
+    }
     return 0;
-sys_fail:
-    base_fail(err, errlen, "kernel cache directory %s: %s: %s", dir, at, strerror(errno));
-fail:
-    if (cur >= 0) close(cur);
-    rt_cache_close(c);
-    return -1;
 }
 
 char *rt_cache_path(const rt_cache *c, const char *name) {
