@@ -54,6 +54,8 @@ const char *rt_onednn_conv_impl(const cg_conv *d) {
 
 #include <dlfcn.h>
 
+_Static_assert(RT_CONV_MAX_DIMS == DNNL_MAX_NDIMS, "rt_conv_split's dims are oneDNN's dnnl_dims_t");
+
 /* oneDNN is loaded on first use, not linked: a process that runs no
  * library convolution never loads it, nor its OpenMP runtime (libgomp,
  * whose constructor reads and complains about OMP_NUM_THREADS values that
@@ -104,7 +106,6 @@ static const char *load_dnnl(void) {
     return NULL;
 }
 
-enum { MAX_PARTS = 8 };
 /* tensors of a call, by role: the output, the first and second input */
 enum { T_OUT, T_IN, T_IN2, T_COUNT };
 
@@ -203,14 +204,6 @@ static char *thread_buf(int which, size_t bytes) {
     return tls_buf[which].p;
 }
 
-/* The largest divisor of n that is at most m and leaves parts of a
- * multiple of `unit` (1 when none does). */
-static int divisor_upto(int64_t n, int m, int64_t unit) {
-    for (int p = m; p > 1; p--)
-        if (n % p == 0 && (n / p) % unit == 0) return p;
-    return 1;
-}
-
 static size_t md_bytes(const dnnl_memory_desc_t *md) { return dn.dnnl_memory_desc_get_size(md); }
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -237,8 +230,6 @@ static int plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
            dnnl_success;
 }
 
-static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
-
 /* The shared activations (x, dy) reordered by chunks of images, when the
  * primitive's layout keeps images outermost (then a chunk is the same
  * layout with fewer images, a fixed step apart); image_bytes: one image's
@@ -246,7 +237,7 @@ static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 static void plan_chunks(conv_prim *c, size_t image_bytes) {
     const dnnl_memory_desc_t *md = &c->md[c->shared], *user = &c->user[c->shared];
     int64_t N = c->d.N;
-    int chunks = divisor_upto(N, MAX_PARTS, 1);
+    int chunks = rt_conv_divisor_upto(N, RT_CONV_MAX_PARTS, 1);
     if (chunks < 2 || md->format_kind != dnnl_blocked || md->offset0 != 0) return;
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     for (int i = 1; i < md->ndims; i++)
@@ -265,106 +256,6 @@ static void plan_chunks(conv_prim *c, size_t image_bytes) {
     c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * es;
 }
 
-/* The filter taps [*lo, *hi] along one axis that ever read the input
- * (not only padding): a 3x3 convolution of a 1x1 plane reads its centre
- * alone. lo <= pad always (tap `pad` reads row 0 at output 0). */
-static void taps_read(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t *lo,
-                      int64_t *hi) {
-    *lo = k, *hi = -1;
-    for (int64_t r = 0; r < k; r++)
-        for (int64_t o = 0; o < out; o++) {
-            int64_t i = o * stride - pad + r;
-            if (i >= 0 && i < in) {
-                if (r < *lo) *lo = r;
-                *hi = r;
-                break;
-            }
-        }
-}
-
-/* A convolution as oneDNN runs it (build's first step): the filter taps
- * kept, the parts it is split in and one part's dims and strides. */
-typedef struct {
-    int fwd, bwd_w, by_ch, parts;
-    int64_t r0, q0, kh, kw; /* the first kept taps, the kept kernel */
-    int64_t G, Cg, Kg, kk, HW, PQ;
-    int64_t nb, kp, gp, cp;             /* a part's images, outputs, groups, inputs */
-    int wn;                             /* the weights' rank: 5 when grouped, else 4 */
-    dnnl_dims_t xd, yd, wd, st, pl, pr; /* a part's dims, the strides and padding */
-    dnnl_dims_t xs, ys, ws;             /* dpc's tensors' strides */
-} conv_geom;
-
-#define SET_DIMS(to, ...) memcpy(to, (dnnl_dims_t){__VA_ARGS__}, sizeof(dnnl_dims_t))
-
-/* The geometry of d; -1 when no tap reads the input (not oneDNN's). Taps
- * that only ever read padding are left out: a smaller kernel, less
- * padding. */
-static int plan_geom(const cg_conv *d, conv_geom *g) {
-    memset(g, 0, sizeof *g);
-    int bwd_w = d->dir == CG_CONV_BACKWARD_WEIGHTS;
-    int64_t r0, r1, q0, q1;
-    taps_read(d->H, d->Ho, d->kh, d->sh, d->ph, &r0, &r1);
-    taps_read(d->W, d->Wo, d->kw, d->sw, d->pw, &q0, &q1);
-    if (r1 < r0 || q1 < q0) return -1; /* no tap reads the input: not oneDNN's */
-    int64_t kh = r1 - r0 + 1, kw = q1 - q0 + 1, ph = d->ph - r0, pw = d->pw - q0;
-    /* parts: images, or the output's channels (the weight gradient's
-     * always), 16 a part (oneDNN's block) where they divide so, whole
-     * groups when grouped */
-    int64_t G = d->G, Cg = d->C / G, Kg = d->K / G, kk = d->kh * d->kw;
-    int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo;
-    int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
-    int64_t out_ch = fwd ? d->K : d->C, act = fwd ? d->N * d->C * HW : d->N * d->K * PQ;
-    int by_ch =
-        !bwd_w && G == 1 && d->K * d->C * kh * kw > act && divisor_upto(out_ch, MAX_PARTS, 16) > 1;
-    int parts = by_ch    ? divisor_upto(out_ch, MAX_PARTS, 16)
-                : !bwd_w ? divisor_upto(d->N, MAX_PARTS, 1)
-                : G > 1  ? divisor_upto(G, MAX_PARTS, 16 / gcd(Kg, 16))
-                         : divisor_upto(d->K, MAX_PARTS, 16);
-    int64_t nb = bwd_w || by_ch ? d->N : d->N / parts;
-    int64_t kp = bwd_w || (by_ch && fwd) ? d->K / parts : d->K;
-    int64_t gp = bwd_w && G > 1 ? G / parts : G;         /* a part's groups */
-    int64_t cp = by_ch && !fwd ? d->C / parts : gp * Cg; /* a part's inputs */
-    *g = (conv_geom){.fwd = fwd,
-                     .bwd_w = bwd_w,
-                     .by_ch = by_ch,
-                     .parts = parts,
-                     .r0 = r0,
-                     .q0 = q0,
-                     .kh = kh,
-                     .kw = kw,
-                     .G = G,
-                     .Cg = Cg,
-                     .Kg = Kg,
-                     .kk = kk,
-                     .HW = HW,
-                     .PQ = PQ,
-                     .nb = nb,
-                     .kp = kp,
-                     .gp = gp,
-                     .cp = cp};
-    /* weights [G, K/G, C/G, kh, kw] when grouped (oneDNN's goihw), else [K, C, kh, kw] */
-    g->wn = G > 1 ? 5 : 4;
-    SET_DIMS(g->xd, nb, cp, d->H, d->W);
-    SET_DIMS(g->yd, nb, kp, d->Ho, d->Wo);
-    SET_DIMS(g->st, d->sh, d->sw);
-    SET_DIMS(g->pl, ph, pw);
-    SET_DIMS(g->pr, (d->Ho - 1) * d->sh + kh - d->H - ph, (d->Wo - 1) * d->sw + kw - d->W - pw);
-    /* dpc's tensors: x and w dense; y (dy), and a grouped part's x, slices of channels */
-    SET_DIMS(g->xs, d->C * HW, HW, d->W, 1);
-    SET_DIMS(g->ys, d->K * PQ, PQ, d->Wo, 1);
-    if (G > 1) {
-        SET_DIMS(g->wd, gp, Kg, Cg, kh, kw);
-        SET_DIMS(g->ws, Kg * Cg * kk, Cg * kk, kk, d->kw, 1);
-    } else {
-        SET_DIMS(g->wd, kp, cp, kh, kw);
-        SET_DIMS(g->ws, Cg * kk, kk, d->kw, 1);
-    }
-    /* the rows past the last window are unread: no padding there */
-    for (int i = 0; i < 2; i++)
-        if (g->pr[i] < 0) g->pr[i] = 0;
-    return 0;
-}
-
 /* One part's x, w and y as oneDNN memory descriptors: in the layouts the
  * primitive picks (any), in the forward hint's (h*), and dpc's own (user;
  * the weights a strided view of the kept taps). */
@@ -373,7 +264,7 @@ typedef struct {
 } conv_mds;
 
 /* 0, or nonzero when oneDNN refuses one. */
-static int make_mds(const cg_conv *d, const conv_geom *g, conv_mds *m) {
+static int make_mds(const cg_conv *d, const rt_conv_split *g, conv_mds *m) {
     /* bf16 activations: the products in bf16 (f32 accumulation), each
      * output in its own type, f32 weights converted by the reorder */
     int bf = d->type_x == IR_BF16 || d->type_y == IR_BF16;
@@ -398,7 +289,7 @@ static int make_mds(const cg_conv *d, const conv_geom *g, conv_mds *m) {
 /* The primitive descriptor of d's direction (a backward one with the
  * forward's as its hint), its scratchpad the caller's; NULL when oneDNN
  * refuses it. */
-static dnnl_primitive_desc_t make_pd(const cg_conv *d, const conv_geom *g, const conv_mds *m) {
+static dnnl_primitive_desc_t make_pd(const cg_conv *d, const rt_conv_split *g, const conv_mds *m) {
     dnnl_primitive_attr_t attr;
     if (dn.dnnl_primitive_attr_create(&attr)) return NULL;
     dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
@@ -456,7 +347,7 @@ static int declined(conv_prim *c, dnnl_primitive_desc_t pd) {
 /* The roles' layouts (the primitive's and dpc's) and steps between parts,
  * the primitive and its reorders from pd (destroyed here), the shared
  * activations' chunks; 1 when all were made. */
-static int bind_roles(conv_prim *c, const conv_geom *g, const conv_mds *m,
+static int bind_roles(conv_prim *c, const rt_conv_split *g, const conv_mds *m,
                       dnnl_primitive_desc_t pd) {
     const cg_conv *d = &c->d;
     int by_ch = g->by_ch, fwd = g->fwd;
@@ -508,14 +399,14 @@ static int bind_roles(conv_prim *c, const conv_geom *g, const conv_mds *m,
  * padding, the weights a strided view of the kept taps; the weight
  * gradient's other taps are zeros), so the deep layers of a small image
  * do only the work that counts; the sums are the same terms less zeros.
- * Steps: the geometry, the memory descriptors, the primitive descriptor,
+ * Steps: the split (onednn_split.c), the memory descriptors, the primitive descriptor,
  * the implementation oneDNN picked (declined or kept), the primitive
  * bound to its roles. */
 static void build(conv_prim *c) {
     const cg_conv *d = &c->d;
-    conv_geom g;
+    rt_conv_split g;
     conv_mds m;
-    if (plan_geom(d, &g) || make_mds(d, &g, &m)) return;
+    if (rt_conv_split_plan(d, &g) || make_mds(d, &g, &m)) return;
     c->zero_out = g.bwd_w && (g.kh < d->kh || g.kw < d->kw);
     dnnl_primitive_desc_t pd = make_pd(d, &g, &m);
     if (!pd || declined(c, pd)) return;

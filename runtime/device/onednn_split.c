@@ -50,8 +50,8 @@ int rt_conv_split_plan(const cg_conv *d, rt_conv_split *g) {
     int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo;
     int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
     int64_t out_ch = fwd ? d->K : d->C, act = fwd ? d->N * d->C * HW : d->N * d->K * PQ;
-    int by_ch =
-        !bwd_w && G == 1 && d->K * d->C * kh * kw > act && rt_conv_divisor_upto(out_ch, RT_CONV_MAX_PARTS, 16) > 1;
+    int by_ch = !bwd_w && G == 1 && d->K * d->C * kh * kw > act &&
+                rt_conv_divisor_upto(out_ch, RT_CONV_MAX_PARTS, 16) > 1;
     int parts = by_ch    ? rt_conv_divisor_upto(out_ch, RT_CONV_MAX_PARTS, 16)
                 : !bwd_w ? rt_conv_divisor_upto(d->N, RT_CONV_MAX_PARTS, 1)
                 : G > 1  ? rt_conv_divisor_upto(G, RT_CONV_MAX_PARTS, 16 / gcd(Kg, 16))
@@ -61,23 +61,23 @@ int rt_conv_split_plan(const cg_conv *d, rt_conv_split *g) {
     int64_t gp = bwd_w && G > 1 ? G / parts : G;         /* a part's groups */
     int64_t cp = by_ch && !fwd ? d->C / parts : gp * Cg; /* a part's inputs */
     *g = (rt_conv_split){.fwd = fwd,
-                     .bwd_w = bwd_w,
-                     .by_ch = by_ch,
-                     .parts = parts,
-                     .r0 = r0,
-                     .q0 = q0,
-                     .kh = kh,
-                     .kw = kw,
-                     .G = G,
-                     .Cg = Cg,
-                     .Kg = Kg,
-                     .kk = kk,
-                     .HW = HW,
-                     .PQ = PQ,
-                     .nb = nb,
-                     .kp = kp,
-                     .gp = gp,
-                     .cp = cp};
+                         .bwd_w = bwd_w,
+                         .by_ch = by_ch,
+                         .parts = parts,
+                         .r0 = r0,
+                         .q0 = q0,
+                         .kh = kh,
+                         .kw = kw,
+                         .G = G,
+                         .Cg = Cg,
+                         .Kg = Kg,
+                         .kk = kk,
+                         .HW = HW,
+                         .PQ = PQ,
+                         .nb = nb,
+                         .kp = kp,
+                         .gp = gp,
+                         .cp = cp};
     /* weights [G, K/G, C/G, kh, kw] when grouped (oneDNN's goihw), else [K, C, kh, kw] */
     g->wn = G > 1 ? 5 : 4;
     SET_DIMS(g->xd, nb, cp, d->H, d->W);
@@ -100,4 +100,3 @@ int rt_conv_split_plan(const cg_conv *d, rt_conv_split *g) {
         if (g->pr[i] < 0) g->pr[i] = 0;
     return 0;
 }
-
