@@ -169,7 +169,7 @@ void ir_summary(const ir_graph *g, FILE *f) {
 
 /* What dprun's --save-params writes and --load-params reads: the eval
  * program's persistent tensors in definition order (the eval program holds
- * no optimizer state; runtime/train/params.c). */
+ * no optimizer state; runtime/files/params.c). */
 void ir_params_table(const ir_graph *eval, FILE *f) {
     char shape[96];
     int64_t count[2] = {0, 0}, tensors[2] = {0, 0};

@@ -10,7 +10,7 @@ anyone can), so only dprun's own checks stand between the edit and the run
         dup KEY VALUE    a second KEY with VALUE after the first
     ckpt_forge.py IN get KEY   prints KEY's (first) value
 
-Layout: runtime/train/checkpoint.c (the checksum: metadata pairs in file
+Layout: runtime/files/checkpoint.c (the checksum: metadata pairs in file
 order less "checksum", each string with its NUL; then each tensor's name,
 rank as int32 and shape as int64; then every tensor's bytes).
 """

@@ -54,6 +54,8 @@ const char *rt_onednn_conv_impl(const cg_conv *d) {
 
 #include <dlfcn.h>
 
+_Static_assert(RT_CONV_MAX_DIMS == DNNL_MAX_NDIMS, "rt_conv_split's dims are oneDNN's dnnl_dims_t");
+
 /* oneDNN is loaded on first use, not linked: a process that runs no
  * library convolution never loads it, nor its OpenMP runtime (libgomp,
  * whose constructor reads and complains about OMP_NUM_THREADS values that
@@ -104,7 +106,6 @@ static const char *load_dnnl(void) {
     return NULL;
 }
 
-enum { MAX_PARTS = 8 };
 /* tensors of a call, by role: the output, the first and second input */
 enum { T_OUT, T_IN, T_IN2, T_COUNT };
 
@@ -203,14 +204,6 @@ static char *thread_buf(int which, size_t bytes) {
     return tls_buf[which].p;
 }
 
-/* The largest divisor of n that is at most m and leaves parts of a
- * multiple of `unit` (1 when none does). */
-static int divisor_upto(int64_t n, int m, int64_t unit) {
-    for (int p = m; p > 1; p--)
-        if (n % p == 0 && (n / p) % unit == 0) return p;
-    return 1;
-}
-
 static size_t md_bytes(const dnnl_memory_desc_t *md) { return dn.dnnl_memory_desc_get_size(md); }
 static size_t up64(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -237,8 +230,6 @@ static int plain_md(dnnl_memory_desc_t *md, int ndims, const dnnl_dims_t dims,
            dnnl_success;
 }
 
-static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
-
 /* The shared activations (x, dy) reordered by chunks of images, when the
  * primitive's layout keeps images outermost (then a chunk is the same
  * layout with fewer images, a fixed step apart); image_bytes: one image's
@@ -246,7 +237,7 @@ static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 static void plan_chunks(conv_prim *c, size_t image_bytes) {
     const dnnl_memory_desc_t *md = &c->md[c->shared], *user = &c->user[c->shared];
     int64_t N = c->d.N;
-    int chunks = divisor_upto(N, MAX_PARTS, 1);
+    int chunks = rt_conv_divisor_upto(N, RT_CONV_MAX_PARTS, 1);
     if (chunks < 2 || md->format_kind != dnnl_blocked || md->offset0 != 0) return;
     const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
     for (int i = 1; i < md->ndims; i++)
@@ -265,66 +256,15 @@ static void plan_chunks(conv_prim *c, size_t image_bytes) {
     c->chunk_md_step = (size_t)(N / chunks) * (size_t)b->strides[0] * es;
 }
 
-/* The filter taps [*lo, *hi] along one axis that ever read the input
- * (not only padding): a 3x3 convolution of a 1x1 plane reads its centre
- * alone. lo <= pad always (tap `pad` reads row 0 at output 0). */
-static void taps_read(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t *lo,
-                      int64_t *hi) {
-    *lo = k, *hi = -1;
-    for (int64_t r = 0; r < k; r++)
-        for (int64_t o = 0; o < out; o++) {
-            int64_t i = o * stride - pad + r;
-            if (i >= 0 && i < in) {
-                if (r < *lo) *lo = r;
-                *hi = r;
-                break;
-            }
-        }
-}
+/* One part's x, w and y as oneDNN memory descriptors: in the layouts the
+ * primitive picks (any), in the forward hint's (h*), and dpc's own (user;
+ * the weights a strided view of the kept taps). */
+typedef struct {
+    dnnl_memory_desc_t x_any, w_any, y_any, hx, hw, hy, x_user, w_user, y_user;
+} conv_mds;
 
-/* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it.
- * Taps that only ever read padding are left out (a smaller kernel, less
- * padding, the weights a strided view of the kept taps; the weight
- * gradient's other taps are zeros), so the deep layers of a small image
- * do only the work that counts; the sums are the same terms less zeros. */
-static void build(conv_prim *c) {
-    const cg_conv *d = &c->d;
-    int bwd_w = d->dir == CG_CONV_BACKWARD_WEIGHTS;
-    int64_t r0, r1, q0, q1;
-    taps_read(d->H, d->Ho, d->kh, d->sh, d->ph, &r0, &r1);
-    taps_read(d->W, d->Wo, d->kw, d->sw, d->pw, &q0, &q1);
-    if (r1 < r0 || q1 < q0) return; /* no tap reads the input: not oneDNN's */
-    int64_t kh = r1 - r0 + 1, kw = q1 - q0 + 1, ph = d->ph - r0, pw = d->pw - q0;
-    /* parts: images, or the output's channels (the weight gradient's
-     * always), 16 a part (oneDNN's block) where they divide so, whole
-     * groups when grouped */
-    int64_t G = d->G, Cg = d->C / G, Kg = d->K / G, kk = d->kh * d->kw;
-    int64_t HW = d->H * d->W, PQ = d->Ho * d->Wo;
-    int fwd = d->dir == CG_CONV_FORWARD; /* else the forward is the backward's hint */
-    int64_t out_ch = fwd ? d->K : d->C, act = fwd ? d->N * d->C * HW : d->N * d->K * PQ;
-    int by_ch =
-        !bwd_w && G == 1 && d->K * d->C * kh * kw > act && divisor_upto(out_ch, MAX_PARTS, 16) > 1;
-    int parts = by_ch    ? divisor_upto(out_ch, MAX_PARTS, 16)
-                : !bwd_w ? divisor_upto(d->N, MAX_PARTS, 1)
-                : G > 1  ? divisor_upto(G, MAX_PARTS, 16 / gcd(Kg, 16))
-                         : divisor_upto(d->K, MAX_PARTS, 16);
-    int64_t nb = bwd_w || by_ch ? d->N : d->N / parts;
-    int64_t kp = bwd_w || (by_ch && fwd) ? d->K / parts : d->K;
-    int64_t gp = bwd_w && G > 1 ? G / parts : G;         /* a part's groups */
-    int64_t cp = by_ch && !fwd ? d->C / parts : gp * Cg; /* a part's inputs */
-    /* weights [G, K/G, C/G, kh, kw] when grouped (oneDNN's goihw), else [K, C, kh, kw] */
-    int wn = G > 1 ? 5 : 4;
-    dnnl_dims_t xd = {nb, cp, d->H, d->W}, yd = {nb, kp, d->Ho, d->Wo}, st = {d->sh, d->sw},
-                pl = {ph, pw},
-                pr = {(d->Ho - 1) * d->sh + kh - d->H - ph, (d->Wo - 1) * d->sw + kw - d->W - pw};
-    dnnl_dims_t wd4 = {kp, cp, kh, kw}, wd5 = {gp, Kg, Cg, kh, kw};
-    /* dpc's tensors: x and w dense; y (dy), and a grouped part's x, slices of channels */
-    dnnl_dims_t xs = {d->C * HW, HW, d->W, 1}, ys = {d->K * PQ, PQ, d->Wo, 1},
-                ws4 = {Cg * kk, kk, d->kw, 1}, ws5 = {Kg * Cg * kk, Cg * kk, kk, d->kw, 1};
-    const dnnl_dim_t *wd = G > 1 ? wd5 : wd4, *ws = G > 1 ? ws5 : ws4;
-    /* the rows past the last window are unread: no padding there */
-    for (int i = 0; i < 2; i++)
-        if (pr[i] < 0) pr[i] = 0;
+/* 0, or nonzero when oneDNN refuses one. */
+static int make_mds(const cg_conv *d, const rt_conv_split *g, conv_mds *m) {
     /* bf16 activations: the products in bf16 (f32 accumulation), each
      * output in its own type, f32 weights converted by the reorder */
     int bf = d->type_x == IR_BF16 || d->type_y == IR_BF16;
@@ -332,63 +272,86 @@ static void build(conv_prim *c) {
     dnnl_data_type_t tx = d->dir == CG_CONV_BACKWARD_DATA ? dtype_of(d->type_x) : comp,
                      tw = d->dir == CG_CONV_BACKWARD_WEIGHTS ? dtype_of(d->type_w) : comp,
                      ty = d->dir == CG_CONV_FORWARD ? dtype_of(d->type_y) : comp;
-    dnnl_memory_desc_t x_any, w_any, y_any, hx, hw, hy, x_user, w_user, y_user;
-    if (dn.dnnl_memory_desc_init_by_tag(&x_any, 4, xd, tx, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&w_any, wn, wd, tw, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&y_any, 4, yd, ty, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&hx, 4, xd, comp, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&hw, wn, wd, comp, dnnl_format_tag_any) ||
-        dn.dnnl_memory_desc_init_by_tag(&hy, 4, yd, comp, dnnl_format_tag_any) ||
-        plain_md(&x_user, 4, xd, xs, d->type_x) || plain_md(&w_user, wn, wd, ws, d->type_w) ||
-        plain_md(&y_user, 4, yd, ys, d->type_y))
-        return;
-    w_user.offset0 = r0 * d->kw + q0; /* the kept taps of dpc's [K, C/G, kh, kw] */
-    c->zero_out = bwd_w && (kh < d->kh || kw < d->kw);
+    if (dn.dnnl_memory_desc_init_by_tag(&m->x_any, 4, g->xd, tx, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&m->w_any, g->wn, g->wd, tw, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&m->y_any, 4, g->yd, ty, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&m->hx, 4, g->xd, comp, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&m->hw, g->wn, g->wd, comp, dnnl_format_tag_any) ||
+        dn.dnnl_memory_desc_init_by_tag(&m->hy, 4, g->yd, comp, dnnl_format_tag_any) ||
+        plain_md(&m->x_user, 4, g->xd, g->xs, d->type_x) ||
+        plain_md(&m->w_user, g->wn, g->wd, g->ws, d->type_w) ||
+        plain_md(&m->y_user, 4, g->yd, g->ys, d->type_y))
+        return -1;
+    m->w_user.offset0 = g->r0 * d->kw + g->q0; /* the kept taps of dpc's [K, C/G, kh, kw] */
+    return 0;
+}
+
+/* The primitive descriptor of d's direction (a backward one with the
+ * forward's as its hint), its scratchpad the caller's; NULL when oneDNN
+ * refuses it. */
+static dnnl_primitive_desc_t make_pd(const cg_conv *d, const rt_conv_split *g, const conv_mds *m) {
     dnnl_primitive_attr_t attr;
-    if (dn.dnnl_primitive_attr_create(&attr)) return;
+    if (dn.dnnl_primitive_attr_create(&attr)) return NULL;
     dn.dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
     dnnl_convolution_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    int fwd = g->fwd;
     int ok = !dn.dnnl_convolution_forward_desc_init(
-                 &fd, dnnl_forward_training, dnnl_convolution_direct, fwd ? &x_any : &hx,
-                 fwd ? &w_any : &hw, NULL, fwd ? &y_any : &hy, st, pl, pr) &&
+                 &fd, dnnl_forward_training, dnnl_convolution_direct, fwd ? &m->x_any : &m->hx,
+                 fwd ? &m->w_any : &m->hw, NULL, fwd ? &m->y_any : &m->hy, g->st, g->pl, g->pr) &&
              !dn.dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
     if (ok && d->dir == CG_CONV_FORWARD) {
         pd = fpd, fpd = NULL;
     } else if (ok && d->dir == CG_CONV_BACKWARD_DATA) {
-        ok = !dn.dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &x_any,
-                                                          &w_any, &y_any, st, pl, pr) &&
+        ok = !dn.dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &m->x_any,
+                                                          &m->w_any, &m->y_any, g->st, g->pl,
+                                                          g->pr) &&
              !dn.dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
     } else if (ok) {
-        ok = !dn.dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct, &x_any,
-                                                             &w_any, NULL, &y_any, st, pl, pr) &&
+        ok = !dn.dnnl_convolution_backward_weights_desc_init(&bd, dnnl_convolution_direct,
+                                                             &m->x_any, &m->w_any, NULL, &m->y_any,
+                                                             g->st, g->pl, g->pr) &&
              !dn.dnnl_primitive_desc_create(&pd, &bd, attr, engine, fpd);
     }
     dn.dnnl_primitive_attr_destroy(attr);
     if (fpd) dn.dnnl_primitive_desc_destroy(fpd);
     if (!ok) {
         if (pd) dn.dnnl_primitive_desc_destroy(pd);
-        return;
+        return NULL;
     }
-    /* A convolution oneDNN can only run as im2col + GEMM (ungrouped, or
-     * per group), or by its reference code, is declined: dpc's own
-     * alternative is that method with dpc's pool splitting the GEMM, or
-     * for a grouped one the direct kernel. oneDNN 2.6 on AVX2 takes that
-     * way for the weight gradient of a 2x2 plane at stride 1, ungrouped
-     * (four times dpc's im2col) and depthwise (ten times the direct kernel). */
+    return pd;
+}
+
+/* A convolution oneDNN can only run as im2col + GEMM (ungrouped, or
+ * per group), or by its reference code, is declined: dpc's own
+ * alternative is that method with dpc's pool splitting the GEMM, or
+ * for a grouped one the direct kernel. oneDNN 2.6 on AVX2 takes that
+ * way for the weight gradient of a 2x2 plane at stride 1, ungrouped
+ * (four times dpc's im2col) and depthwise (ten times the direct kernel).
+ * Records pd's implementation in c->impl; 1 (pd destroyed) when declined. */
+static int declined(conv_prim *c, dnnl_primitive_desc_t pd) {
     const char *impl = NULL;
     if (!dn.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) && impl)
         snprintf(c->impl, sizeof c->impl, "%s", impl);
-    if (!rt_onednn_impl_runs(c->impl)) {
-        if (rt_debug_level() >= 1) {
-            char what[160];
-            cg_conv_describe(d, what, sizeof what);
-            fprintf(stderr, "dpc: oneDNN: %s: only %s, declined\n", what,
-                    c->impl[0] ? c->impl : "an unnamed implementation");
-        }
-        dn.dnnl_primitive_desc_destroy(pd);
-        return;
+    if (rt_onednn_impl_runs(c->impl)) return 0;
+    if (rt_debug_level() >= 1) {
+        char what[160];
+        cg_conv_describe(&c->d, what, sizeof what);
+        fprintf(stderr, "dpc: oneDNN: %s: only %s, declined\n", what,
+                c->impl[0] ? c->impl : "an unnamed implementation");
     }
+    dn.dnnl_primitive_desc_destroy(pd);
+    return 1;
+}
+
+/* The roles' layouts (the primitive's and dpc's) and steps between parts,
+ * the primitive and its reorders from pd (destroyed here), the shared
+ * activations' chunks; 1 when all were made. */
+static int bind_roles(conv_prim *c, const rt_conv_split *g, const conv_mds *m,
+                      dnnl_primitive_desc_t pd) {
+    const cg_conv *d = &c->d;
+    int by_ch = g->by_ch, fwd = g->fwd;
+    int64_t HW = g->HW, PQ = g->PQ, kk = g->kk, kp = g->kp, cp = g->cp, nb = g->nb;
     /* the roles' queries, user layouts and steps between parts, per direction */
     static const dnnl_query_t q[3][T_COUNT] = {
         [CG_CONV_FORWARD] = {dnnl_query_dst_md, dnnl_query_src_md, dnnl_query_weights_md},
@@ -397,9 +360,9 @@ static void build(conv_prim *c) {
         [CG_CONV_BACKWARD_WEIGHTS] = {dnnl_query_diff_weights_md, dnnl_query_diff_dst_md,
                                       dnnl_query_src_md}};
     const dnnl_memory_desc_t *users[3][T_COUNT] = {
-        [CG_CONV_FORWARD] = {&y_user, &x_user, &w_user},
-        [CG_CONV_BACKWARD_DATA] = {&x_user, &y_user, &w_user},
-        [CG_CONV_BACKWARD_WEIGHTS] = {&w_user, &y_user, &x_user}};
+        [CG_CONV_FORWARD] = {&m->y_user, &m->x_user, &m->w_user},
+        [CG_CONV_BACKWARD_DATA] = {&m->x_user, &m->y_user, &m->w_user},
+        [CG_CONV_BACKWARD_WEIGHTS] = {&m->w_user, &m->y_user, &m->x_user}};
     /* a part's step: its images, or its channels and their weights */
     size_t xstep = (size_t)(by_ch ? cp * HW : nb * d->C * HW) * elem_bytes(d->type_x),
            ystep = (size_t)(by_ch ? kp * PQ : nb * d->K * PQ) * elem_bytes(d->type_y),
@@ -407,9 +370,9 @@ static void build(conv_prim *c) {
     const size_t steps[3][T_COUNT] = {
         [CG_CONV_FORWARD] = {ystep, by_ch ? 0 : xstep, by_ch ? wstep : 0},
         [CG_CONV_BACKWARD_DATA] = {xstep, by_ch ? 0 : ystep, by_ch ? wstep : 0},
-        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * Cg * kk) * elem_bytes(d->type_w),
+        [CG_CONV_BACKWARD_WEIGHTS] = {(size_t)(kp * g->Cg * kk) * elem_bytes(d->type_w),
                                       (size_t)(kp * PQ) * elem_bytes(d->type_y),
-                                      G > 1 ? (size_t)(cp * HW) * elem_bytes(d->type_x) : 0}};
+                                      g->G > 1 ? (size_t)(cp * HW) * elem_bytes(d->type_x) : 0}};
     for (int t = 0; t < T_COUNT; t++) {
         c->md[t] = *dn.dnnl_primitive_desc_query_md(pd, q[d->dir][t], 0);
         c->user[t] = *users[d->dir][t];
@@ -418,22 +381,42 @@ static void build(conv_prim *c) {
     }
     c->shared = by_ch ? T_IN : T_IN2;
     c->scratch = md_bytes(dn.dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-    ok = !dn.dnnl_primitive_create(&c->prim, pd) &&
-         !make_reorder(&c->user[T_IN], &c->md[T_IN], &c->to_prim[T_IN]) &&
-         !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
-         !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
+    int ok = !dn.dnnl_primitive_create(&c->prim, pd) &&
+             !make_reorder(&c->user[T_IN], &c->md[T_IN], &c->to_prim[T_IN]) &&
+             !make_reorder(&c->user[T_IN2], &c->md[T_IN2], &c->to_prim[T_IN2]) &&
+             !make_reorder(&c->md[T_OUT], &c->user[T_OUT], &c->to_user);
     dn.dnnl_primitive_desc_destroy(pd);
     /* shared activations: x of the weight gradient and the forward, dy of the data gradient */
     size_t image = (size_t)(d->dir == CG_CONV_BACKWARD_DATA ? d->K * PQ : d->C * HW) *
                    elem_bytes(d->dir == CG_CONV_BACKWARD_DATA ? d->type_y : d->type_x);
-    if (ok && (bwd_w || by_ch) && c->to_prim[c->shared] && !c->step[c->shared])
+    if (ok && (g->bwd_w || by_ch) && c->to_prim[c->shared] && !c->step[c->shared])
         plan_chunks(c, image);
-    if (ok) c->parts = parts;
+    return ok;
+}
+
+/* Builds the primitive for d, or leaves parts 0 when oneDNN refuses it.
+ * Taps that only ever read padding are left out (a smaller kernel, less
+ * padding, the weights a strided view of the kept taps; the weight
+ * gradient's other taps are zeros), so the deep layers of a small image
+ * do only the work that counts; the sums are the same terms less zeros.
+ * Steps: the split (onednn_split.c), the memory descriptors, the primitive descriptor,
+ * the implementation oneDNN picked (declined or kept), the primitive
+ * bound to its roles. */
+static void build(conv_prim *c) {
+    const cg_conv *d = &c->d;
+    rt_conv_split g;
+    conv_mds m;
+    if (rt_conv_split_plan(d, &g) || make_mds(d, &g, &m)) return;
+    c->zero_out = g.bwd_w && (g.kh < d->kh || g.kw < d->kw);
+    dnnl_primitive_desc_t pd = make_pd(d, &g, &m);
+    if (!pd || declined(c, pd)) return;
+    int ok = bind_roles(c, &g, &m, pd);
+    if (ok) c->parts = g.parts;
     if (ok && rt_debug_level() >= 2) {
         char what[160];
         cg_conv_describe(d, what, sizeof what);
-        fprintf(stderr, "dpc: oneDNN: %s: %s, %d parts by %s\n", what, c->impl, parts,
-                by_ch || bwd_w ? "channels" : "images");
+        fprintf(stderr, "dpc: oneDNN: %s: %s, %d parts by %s\n", what, c->impl, g.parts,
+                g.by_ch || g.bwd_w ? "channels" : "images");
     }
 }
 

@@ -3,7 +3,6 @@
  *
  *     train.c   rt_train: the phases of a run, defaults, the schedule overrides
  *     setup.c   checks of the plan's programs and the outputs, the data, the replicas
- *     params.c  --load-params / --save-params
  *     loop.c    the epochs and steps, --benchmark
  *     eval.c    accuracy with the eval program
  *     guard.c   non-finite steps: the check, --on-nan skip's snapshot
@@ -26,7 +25,7 @@
 #include "runtime/data/data.h"
 #include "runtime/device/device.h"
 #include "runtime/exec/exec.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/files/files.h"
 #include "runtime/train/progress.h"
 #include "runtime/train/replicas.h"
 #include "runtime/train/train.h"
@@ -118,15 +117,6 @@ int rt_run_check_programs(rt_run *r);
 int rt_run_check_outputs(rt_run *r);
 int rt_run_open_data(rt_run *r);
 int rt_run_build(rt_run *r);
-
-/* params.c: 0 or -1 + err. */
-int rt_run_save_params(const dpc_plan *plan, rt_store *st, const char *path, char *err,
-                       size_t errlen);
-/* o->load_params into st (o: name_map, allow_missing, allow_unused,
- * log_prefix); a report of what was loaded, initialised and skipped on
- * stderr. */
-int rt_run_load_params(const dpc_plan *plan, rt_store *st, const rt_train_options *o, char *err,
-                       size_t errlen);
 
 /* loop.c */
 /* A pipeline over `count` batches of b from batch `index` of `epoch`. */

@@ -17,7 +17,6 @@
 #include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/train/internal.h"
-#include "runtime/train/safetensors.h"
 
 /* Every input as image paths: a file itself, a folder its files. */
 static char **expand(const rt_predict_options *po, int *n, char *err, size_t errlen) {

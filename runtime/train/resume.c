@@ -1,4 +1,4 @@
-/* runtime/train/resume.c — a run's checkpoints (runtime/train/checkpoint.h
+/* runtime/train/resume.c — a run's checkpoints (runtime/files/files.h
  * holds the file format): writing one at the loop's position, the option
  * checks, and --resume: reading one back after checking it was made by a
  * run of this shape and flags. */

@@ -8,7 +8,6 @@
 #include "base/file.h"
 #include "runtime/check.h"
 #include "runtime/train/internal.h"
-#include "runtime/train/safetensors.h"
 
 int rt_run_find_node(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++)
@@ -288,6 +287,18 @@ int rt_run_open_data(rt_run *r) {
  * their communicator (rt_replicas_coll_new), with identical weights:
  * global replica 0's, from the seed or --load-params (read by rank 0 only,
  * so the file need only exist there). */
+/* --load-params into replica 0's store (runtime/files/files.h). */
+static int load_params(rt_run *r) {
+    const rt_train_options *o = r->o;
+    rt_params_load_options lo = {.path = o->load_params,
+                                 .name_map = o->name_map,
+                                 .allow_missing = o->allow_missing,
+                                 .n_allow_missing = o->n_allow_missing,
+                                 .allow_unused = o->allow_unused,
+                                 .log_prefix = o->log_prefix};
+    return rt_params_load(r->plan, r->st, &lo, r->err, sizeof r->err);
+}
+
 int rt_run_build(rt_run *r) {
     const rt_train_options *o = r->o;
     if (o->tune) rt_conv_retune(); /* before any executor looks a choice up */
@@ -322,9 +333,7 @@ int rt_run_build(rt_run *r) {
     int bad = 0;
     /* Seeded values first: what a partial --load-params lacks keeps them. */
     rt_store_init(r->st, r->plan->train, &r->t, o->seed);
-    if (o->load_params && o->rank == 0 &&
-        rt_run_load_params(r->plan, r->st, o, r->err, sizeof r->err))
-        bad = rt_run_fail(r, "%s", r->err);
+    if (o->load_params && o->rank == 0 && load_params(r)) bad = rt_run_fail(r, "%s", r->err);
     /* Every process learns whether rank 0 could read the file before any
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;

@@ -251,8 +251,7 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
 /* --benchmark or the training; then --save-params. */
 static int run_it(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
     int rc = o->benchmark ? rt_run_benchmark(r) : rt_run_train(r);
-    if (!rc && o->save_params &&
-        rt_run_save_params(plan, r->st, o->save_params, r->err, sizeof r->err))
+    if (!rc && o->save_params && rt_params_save(plan, r->st, o->save_params, r->err, sizeof r->err))
         rc = rt_run_fail(r, "%s", r->err);
     return rc;
 }

@@ -18,7 +18,7 @@
  * on ranks other than 0 when rank 0 has the message). DPC_DEBUG=1 adds,
  * per epoch, how long the steps waited for input.
  *
- * Checkpoints (--checkpoint DIR, runtime/train/checkpoint.h): written at every
+ * Checkpoints (--checkpoint DIR, runtime/files/files.h): written at every
  * epoch end, every checkpoint_every steps, when --steps stops the run
  * mid-epoch, and when a signal stops it. A fresh run refuses a directory
  * that holds a checkpoint; --resume continues from it bit-identically (the
@@ -97,7 +97,7 @@ typedef struct {
     int momentum_correction;  /* rescale the velocity by lr_new/lr_old (Goyal et al.) */
     int no_augment, no_shuffle;
     const char *load_params; /* safetensors to start from, or NULL */
-    /* With load_params (rt_run_load_params): name_map, a file of
+    /* With load_params (rt_params_load, runtime/files/files.h): name_map, a file of
      * `DPC_NAME FILE_NAME` lines (`#` comments) saying under which name
      * the file holds a parameter; allow_missing, fnmatch globs over dpc
      * names whose parameters the file may lack (they keep their seeded

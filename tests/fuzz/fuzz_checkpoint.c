@@ -1,4 +1,4 @@
-/* libFuzzer target: the checkpoint loader (runtime/train/checkpoint.h) and
+/* libFuzzer target: the checkpoint loader (runtime/files/files.h) and
  * the checks a resume makes against its run (flags, the metrics file).
  *
  * The first byte picks one of three ways in:
@@ -29,7 +29,7 @@
 #include "base/file.h"
 #include "base/sha256.h"
 #include "runtime/runtime.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/files/files.h"
 #include "tests/fixture.h"
 
 #define REPLICAS 2

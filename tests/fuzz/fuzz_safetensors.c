@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 
 /* A message or escaped name reaches a terminal: printable ASCII only. */
 static void printable(const char *s) {

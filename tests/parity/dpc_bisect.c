@@ -26,7 +26,7 @@
 
 #include "format/plan.h"
 #include "runtime/runtime.h"
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 #include "tests/oracle/interp.h"
 
 static void die(const char *msg, const char *arg) {

@@ -41,7 +41,7 @@
 #include "runtime/exec/exec.h"
 #include "runtime/train/replicas.h"
 #include "runtime/runtime.h"
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {

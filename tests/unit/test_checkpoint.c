@@ -12,7 +12,7 @@
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "base/sha256.h"
-#include "runtime/train/checkpoint.h"
+#include "runtime/files/files.h"
 #include "runtime/runtime.h"
 #include "tests/fixture.h"
 #include "tests/harness.h"

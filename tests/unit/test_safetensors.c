@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 #include "tests/harness.h"
 
 static char err[512];

@@ -1,6 +1,6 @@
-/* runtime/train/safetensors_write.c — the safetensors writer: a JSON header
+/* runtime/files/safetensors_write.c — the safetensors writer: a JSON header
  * (8-byte aligned), then every tensor's F32 data, replacing PATH atomically. */
-#include "runtime/train/safetensors.h"
+#include "runtime/files/files.h"
 #include "base/err.h"
 #include "base/file.h"
 #include "runtime/check.h"
