@@ -341,7 +341,7 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     case IR_OP_CONV:
     case IR_OP_CONV_GRAD_DATA:
     case IR_OP_CONV_GRAD_WEIGHT:
-        /* grouped: direct kernels (render.c), not G small GEMMs */
+        /* grouped: direct kernels (conv_direct.c), not G small GEMMs */
         return ir_conv_groups(n) > 1           ? cg_lower_conv_direct(cx, node)
                : n->flags & IR_FLAG_CONV_DENSE ? lower_conv_dense(cx, node)
                                                : lower_conv(cx, node);

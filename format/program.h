@@ -143,7 +143,7 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
  *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C/G,kh,kw] = conv_grad_weight(dy, x)
  * The nalt calls after a conv call are the same convolution lowered to
  * im2col + GEMM, to direct kernels when grouped, or (dense) to one GEMM
- * over the unrolled weights (codegen/gemm.c, render.c): a backend without
+ * over the unrolled weights (codegen/gemm.c, im2col.c, conv_direct.c): a backend without
  * the library, or whose
  * library refuses the shape, or whose tuner measured them faster (tune),
  * runs those instead, so every program runs everywhere. */

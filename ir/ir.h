@@ -288,7 +288,7 @@ static inline int ir_is_persistent(ir_op op) { return op == IR_OP_PARAM || op ==
 /* ---- per-element rules -------------------------------------------------
  * A pointwise op computes output element i from a C expression over its
  * inputs; the fusion pass chains such expressions inside one kernel and
- * codegen renders them (codegen/render.c). The template language:
+ * codegen renders them (codegen/fused.c). The template language:
  *   $k    input k at i            $kc  input k at the channel of i
  *   $ks   input k's element 0     $ko  input k at i / inner (outer index)
  *   @k    float attribute k       #M   1/M (elements per channel)
@@ -412,7 +412,7 @@ int ir_type_same_shape(const ir_type *a, const ir_type *b);
 int ir_is_channel_factor(const ir_type *x, const ir_type *s);
 /* dropout's mask hash (a splitmix64 finaliser): the element is kept when
  * ir_dropout_hash(...) >> 40 >= ir_dropout_threshold(p). The kernels spell
- * the same arithmetic out (codegen/render.c). */
+ * the same arithmetic out (codegen/channel.c). */
 static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
     uint64_t z = key ^ ((uint64_t)salt * 0xd1b54a32d192ed03ull);
     z += (uint64_t)e * 0x9e3779b97f4a7c15ull;
