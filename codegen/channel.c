@@ -146,7 +146,8 @@ int cg_render_concat(cg_ctx *cx, int node) {
 
 int cg_render_channel_slice(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
-    return cg_simple_step(cx, node, k_channel_slice(cx, cg_in_type(cx, n, 0), n), ir_numel(&n->type));
+    return cg_simple_step(cx, node, k_channel_slice(cx, cg_in_type(cx, n, 0), n),
+                          ir_numel(&n->type));
 }
 
 int cg_render_dropout(cg_ctx *cx, int node) {
@@ -157,7 +158,7 @@ int cg_render_dropout(cg_ctx *cx, int node) {
 int cg_render_plane_dot(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
-    return cg_simple_step(cx, node,
-                       k_plane_dot(cx, cg_in_type(cx, n, 1), cg_in_type(cx, n, 0), &n->type, cnhw),
-                       ir_numel(&n->type));
+    return cg_simple_step(
+        cx, node, k_plane_dot(cx, cg_in_type(cx, n, 1), cg_in_type(cx, n, 0), &n->type, cnhw),
+        ir_numel(&n->type));
 }

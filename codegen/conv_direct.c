@@ -120,8 +120,8 @@ static int k_conv_direct_grad_data(cg_ctx *cx, const conv_dims *d, ir_dtype tdx,
                   "}\n"
                   "b0[i] = %s(float)acc%s;\n",
                   Cg, Kg, Cg, Kg, cg_ctype(tdy), plane_of(dp, sizeof dp, dyc, "n", "o", d->N, d->K),
-                  d->Ho * d->Wo, cg_ctype(tw), Cg, kk, d->k, d->p, d->s, d->s, d->Ho, d->k, d->p, d->s,
-                  d->s, d->Wo, cg_ld(tdy), d->s, d->Wo, d->s, cg_end(tdy), cg_ld(tw), d->k,
+                  d->Ho * d->Wo, cg_ctype(tw), Cg, kk, d->k, d->p, d->s, d->s, d->Ho, d->k, d->p,
+                  d->s, d->s, d->Wo, cg_ld(tdy), d->s, d->Wo, d->s, cg_end(tdy), cg_ld(tw), d->k,
                   cg_end(tw), cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }

@@ -47,14 +47,14 @@ static void wrap_kernel(cg_ctx *cx, const char *name, const cg_kdef *kd) {
     const char *rs = kd->no_restrict ? "" : dl->restrict_kw;
     if (!dl->unpack_args)
         for (int j = 0; j < kd->nargs; j++)
-            cg_str_printf(o, "%s%s *%sb%d, ", kd->writes[j] ? "" : "const ", cg_ctype(kd->type[j]), rs,
-                          j);
+            cg_str_printf(o, "%s%s *%sb%d, ", kd->writes[j] ? "" : "const ", cg_ctype(kd->type[j]),
+                          rs, j);
     cg_str_printf(o, "%s", dl->params_tail);
     if (dl->unpack_args)
         for (int j = 0; j < kd->nargs; j++) {
             const char *c = kd->writes[j] ? "" : "const ";
-            cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, cg_ctype(kd->type[j]), rs, j,
-                          c, cg_ctype(kd->type[j]), j);
+            cg_str_printf(o, "    %s%s *%sb%d = (%s%s *)arg[%d];\n", c, cg_ctype(kd->type[j]), rs,
+                          j, c, cg_ctype(kd->type[j]), j);
         }
     cg_str_printf(o, "%s", dl->body_head);
     if (kd->split > 1)

@@ -67,9 +67,9 @@ int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype tc
                   "        o[ow] = %siw >= 0 && iw < %" PRId64 " ? %srow[iw]%s : 0.0f%s;\n"
                   "    }\n"
                   "}\n",
-                  nb, nb, c->k, c->k, c->k, c->k * c->k, cg_ctype(tx), plane, c->H * c->W, cg_ctype(tc),
-                  nb * P, P, c->Ho, c->s, c->p, cg_ctype(tc), c->Wo, c->H, ow, cg_ctype(tx), c->W, ow,
-                  c->s, c->p, st, c->W, ld, le, se);
+                  nb, nb, c->k, c->k, c->k, c->k * c->k, cg_ctype(tx), plane, c->H * c->W,
+                  cg_ctype(tc), nb * P, P, c->Ho, c->s, c->p, cg_ctype(tc), c->Wo, c->H, ow,
+                  cg_ctype(tx), c->W, ow, c->s, c->p, st, c->W, ld, le, se);
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -166,8 +166,8 @@ int cg_kernel_col2im(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype td
                   "    }\n"
                   "}\n"
                   "b0[%s] = %s(float)sum%s;\n",
-                  cg_ctype(tc), c->k * c->k * np, P, c->k, c->p, c->s, c->s, c->Ho, c->k, c->p, c->s,
-                  c->s, c->Wo, cg_ld(tc), c->k, np, c->s, c->Wo, c->s, cg_end(tc),
+                  cg_ctype(tc), c->k * c->k * np, P, c->k, c->p, c->s, c->s, c->Ho, c->k, c->p,
+                  c->s, c->s, c->Wo, cg_ld(tc), c->k, np, c->s, c->Wo, c->s, cg_end(tc),
                   cnhw ? "at" : "i", cg_st(tdx), cg_end(tdx));
     return cg_emit_kernel(cx, &kd);
 }

@@ -23,8 +23,8 @@ static int k_global_avgpool(cg_ctx *cx, const ir_type *x, const ir_type *y, int 
                   "acc_t s = 0;\n"
                   "for (idx_t j = 0; j < %" PRId64 "; j++) s += %srow[j]%s;\n"
                   "b0[i] = %s(float)(s / %" PRId64 ".0)%s;\n",
-                  cg_ctype(tx), cnhw ? "plane" : "i", inner, inner, cg_ld(tx), cg_end(tx), cg_st(ty),
-                  inner, cg_end(ty));
+                  cg_ctype(tx), cnhw ? "plane" : "i", inner, inner, cg_ld(tx), cg_end(tx),
+                  cg_st(ty), inner, cg_end(ty));
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -241,7 +241,7 @@ int cg_render_global_avgpool(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     int cnhw = (cx->g->nodes[n->input[0]].flags & IR_FLAG_CNHW) != 0;
     return cg_simple_step(cx, node, k_global_avgpool(cx, cg_in_type(cx, n, 0), &n->type, cnhw),
-                       ir_numel(&n->type));
+                          ir_numel(&n->type));
 }
 
 int cg_render_pool(cg_ctx *cx, int node) {
@@ -262,12 +262,12 @@ int cg_render_pool(cg_ctx *cx, int node) {
         int bf = n->type.dtype == IR_BF16 || x->dtype == IR_BF16 || dy->dtype == IR_BF16;
         if (bf && !cx->dl->gather_pool_grad && x->dim[2] * x->dim[3] <= MAX_LOCAL_PLANE)
             return cg_simple_step(cx, node,
-                               k_maxpool_grad_bf16(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
-                               x->dim[0] * x->dim[1]);
+                                  k_maxpool_grad_bf16(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+                                  x->dim[0] * x->dim[1]);
         if (bf || cx->dl->gather_pool_grad)
             return cg_simple_step(cx, node,
-                               k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
-                               ir_numel(x));
+                                  k_maxpool_grad_gather(cx, x, dy, n->type.dtype, a[0], a[1], a[2]),
+                                  ir_numel(x));
         k = k_maxpool_grad(cx, x, cg_in_type(cx, n, 0), a[0], a[1], a[2]);
         return cg_simple_step(cx, node, k, x->dim[0] * x->dim[1]);
     }

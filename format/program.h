@@ -50,7 +50,7 @@
  * body converts to float on load and rounds back on store. A body may
  * read `count`.
  * Reductions accumulate in acc_t (double); per-channel ones in
- * CG_REDUCE_LANES partial sums combined as a fixed tree (codegen/fused.c).
+ * CG_REDUCE_LANES partial sums combined as a fixed tree (codegen/fused_channel.c).
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
