@@ -163,6 +163,15 @@ typedef struct {
     int dense;                  /* 1: those calls are the dense product (IR_FLAG_CONV_DENSE) */
 } cg_conv;
 
+/* The descriptor's fields in serialised order (i64s): the record
+ * (program.c) and the descriptor's checks (descriptor.c) walk them alike. */
+#define CG_CONV_DIMS(c)                                                                      \
+    {                                                                                        \
+        &(c)->N, &(c)->C, &(c)->H, &(c)->W, &(c)->K, &(c)->kh, &(c)->kw, &(c)->sh, &(c)->sw, \
+            &(c)->ph, &(c)->pw, &(c)->Ho, &(c)->Wo, &(c)->G                                  \
+    }
+enum { CG_CONV_NDIMS = 14 };
+
 /* Elements of the call's output, first and second input. */
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]);
 /* Element types of the call's output, first and second input. */
