@@ -129,7 +129,7 @@ int cg_conv_compute_type(const cg_conv *c) {
 int cg_conv_validate(const cg_conv *c, const int64_t size[3], char *err, size_t errlen) {
     const int64_t *d[CG_CONV_NDIMS] = CG_CONV_DIMS((cg_conv *)c);
     static const char *const names[CG_CONV_NDIMS] = {"N",  "C",  "H",  "W",  "K",  "kh", "kw",
-                                                  "sh", "sw", "ph", "pw", "Ho", "Wo", "G"};
+                                                     "sh", "sw", "ph", "pw", "Ho", "Wo", "G"};
     for (int j = 0; j < CG_CONV_NDIMS; j++) {
         int64_t lo = j == 9 || j == 10 ? 0 : 1; /* padding may be 0 */
         if (*d[j] < lo || *d[j] > INT_MAX)

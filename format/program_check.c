@@ -33,9 +33,10 @@ static int check_gemm_call(const ir_graph *g, const cg_step *s, int i, int c, co
         if (id == CG_SCRATCH) {
             if (type[j] == IR_BF16) size[j] *= 2;
         } else if ((int)g->nodes[id].type.dtype != type[j]) {
-            return base_fail(err, errlen,
-                             "kernel program: step %d call %d: gemm operand %c is %s, node %d is not",
-                             i, c, "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
+            return base_fail(
+                err, errlen,
+                "kernel program: step %d call %d: gemm operand %c is %s, node %d is not", i, c,
+                "ABC"[j], type[j] == IR_BF16 ? "bf16" : "f32", id);
         }
     }
     if (call->nargs != 3 ||
@@ -171,7 +172,6 @@ static int same_text(const cg_program *a, int ka, const cg_program *b, int kb) {
     return nx == ny && !memcmp(x, y, nx);
 }
 
-
 int cg_program_diff(const cg_program *have, const cg_program *want, char *what, size_t n) {
     unsigned char *x = NULL, *y = NULL;
     size_t nx = 0, ny = 0;
@@ -231,4 +231,3 @@ int cg_program_diff(const cg_program *have, const cg_program *want, char *what, 
                     have->nsteps, have->ncalls, want->nsteps, want->ncalls),
            1;
 }
-
