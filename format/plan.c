@@ -68,6 +68,8 @@
 
 static const char magic[8] = "DPCPLAN";
 static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
+/* The sections an ir_train field can be in. */
+enum { SEC_SCHD, SEC_OPTM, SEC_DATA };
 
 uint64_t plan_checksum(const void *data, size_t len) {
     return base_fnv1a(BASE_FNV1A_INIT, data, len);
@@ -198,9 +200,30 @@ static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn
 
 /* A field the OPTM section holds (when the plan has one: not the defaults). */
 static int optim_field(const ir_train *t, const char *field) {
-    static const char *const keys[] = {"nesterov", "exclude", "eta", "eps", "beta1", "beta2"};
-    for (size_t i = 0; field && i < sizeof keys / sizeof *keys; i++)
-        if (!strcmp(field, keys[i])) return !ir_train_optim_is_default(t);
+    for (int i = 0; field && i < IR_TRAIN_NFIELDS; i++)
+        if (ir_train_fields[i].when == IR_TW_OPTIM && !strcmp(field, ir_train_fields[i].key))
+            return !ir_train_optim_is_default(t);
+    return 0;
+}
+
+/* Every double of the schedule finite: the values, then the lr dict, then
+ * the curve (the message says which). */
+static int check_finite(const ir_train *t, char *why, size_t wn) {
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        const double *v = ir_train_cptr(t, f);
+        int n = f->kind == IR_TK_F64 ? 1 : f->kind == IR_TK_F64X3 ? 3 : 0;
+        for (int c = 0; f->when != IR_TW_CURVE && c < n; c++)
+            if (!isfinite(v[c])) return base_fail(why, wn, "schedule: a value is not finite");
+    }
+    for (int i = 0; i < t->lr_steps; i++)
+        if (!isfinite(t->lr_value[i])) return base_fail(why, wn, "schedule: an lr is not finite");
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        if (f->when == IR_TW_CURVE && f->kind == IR_TK_F64 &&
+            !isfinite(*(const double *)ir_train_cptr(t, f)))
+            return base_fail(why, wn, "schedule: the lr curve is not finite");
+    }
     return 0;
 }
 
@@ -212,16 +235,7 @@ static int check_schedule(const ir_train *t, char *why, size_t wn) {
         return base_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
         return base_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
-    const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0],
-                         &t->mean[1],        &t->mean[2],  &t->std[0], &t->std[1],
-                         &t->std[2],         &t->eta,      &t->eps,    &t->beta1,
-                         &t->beta2};
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-        if (!isfinite(*d[i])) return base_fail(why, wn, "schedule: a value is not finite");
-    for (int i = 0; i < t->lr_steps; i++)
-        if (!isfinite(t->lr_value[i])) return base_fail(why, wn, "schedule: an lr is not finite");
-    if (!isfinite(t->lr_final) || !isfinite(t->lr_power))
-        return base_fail(why, wn, "schedule: the lr curve is not finite");
+    if (check_finite(t, why, wn)) return -1;
     if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
         return base_fail(why, wn, "schedule: bad dataset name");
     const char *field;
@@ -306,32 +320,48 @@ static void put_graph(base_wbuf *b, const ir_graph *g) {
     }
 }
 
-static void put_schedule(base_wbuf *b, const ir_train *t) {
-    base_put_i32(b, t->batch);
-    base_put_i32(b, t->epochs);
-    base_put_f64(b, t->init_magnitude);
-    base_put_u32(b, (uint32_t)t->optimizer);
-    base_put_f64(b, t->momentum);
-    base_put_f64(b, t->wd);
-    base_put_i32(b, t->lr_steps);
-    for (int i = 0; i < t->lr_steps; i++) {
-        base_put_i32(b, t->lr_epoch[i]);
-        base_put_f64(b, t->lr_value[i]);
+/* The plan section an ir_train field is in (ir/ir.h's table): SCHD, or
+ * OPTM and DATA, written only when they differ from the defaults. */
+static int section_of(const ir_train_field *f) {
+    return f->when == IR_TW_OPTIM ? SEC_OPTM : f->when == IR_TW_NONZERO ? SEC_DATA : SEC_SCHD;
+}
+
+/* One field's bytes: I32 an i32, ENUM a u32, F64 an f64, F64X3 three, STR
+ * a string, LR the step count then (epoch i32, lr f64) per step. */
+static void put_field(base_wbuf *b, const ir_train *t, const ir_train_field *f) {
+    const void *v = ir_train_cptr(t, f);
+    switch (f->kind) {
+    case IR_TK_I32: base_put_i32(b, *(const int *)v); break;
+    case IR_TK_ENUM: base_put_u32(b, (uint32_t) * (const int *)v); break;
+    case IR_TK_F64: base_put_f64(b, *(const double *)v); break;
+    case IR_TK_F64X3:
+        for (int c = 0; c < 3; c++) base_put_f64(b, ((const double *)v)[c]);
+        break;
+    case IR_TK_STR: base_put_str(b, (const char *)v); break;
+    case IR_TK_LR:
+        base_put_i32(b, t->lr_steps);
+        for (int i = 0; i < t->lr_steps; i++) {
+            base_put_i32(b, t->lr_epoch[i]);
+            base_put_f64(b, t->lr_value[i]);
+        }
+        break;
+    case IR_TK_LR_PART: break; /* with its LR field */
     }
-    base_put_u32(b, (uint32_t)t->lr_scaling);
-    base_put_i32(b, t->reference_batch);
-    base_put_i32(b, t->warmup_epochs);
-    base_put_u32(b, (uint32_t)t->lr_kind);
-    base_put_f64(b, t->lr_final);
-    base_put_f64(b, t->lr_power);
-    base_put_str(b, t->dataset);
-    base_put_i32(b, t->pad);
-    base_put_i32(b, t->random_crop);
-    base_put_i32(b, t->random_mirror);
-    base_put_i32(b, t->normalize);
-    for (int c = 0; c < 3; c++) base_put_f64(b, t->mean[c]);
-    for (int c = 0; c < 3; c++) base_put_f64(b, t->std[c]);
-    base_put_i32(b, t->eval_batch);
+}
+
+/* The fields of section sec, in the table's order. */
+static void put_schedule(base_wbuf *b, const ir_train *t, int sec) {
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
+        if (section_of(&ir_train_fields[i]) == sec) put_field(b, t, &ir_train_fields[i]);
+}
+
+/* DATA is written when one of its fields is not 0. */
+static int has_data(const ir_train *t) {
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        if (section_of(f) == SEC_DATA && *(const int *)ir_train_cptr(t, f)) return 1;
+    }
+    return 0;
 }
 
 /* The whole file: header and payload. The plan has passed check_plan(). */
@@ -343,7 +373,7 @@ static void encode(base_wbuf *b, const dpc_plan *p) {
     base_put_str(b, p->source);
     end_section(b, s);
     s = begin_section(b, "SCHD");
-    put_schedule(b, &p->schedule);
+    put_schedule(b, &p->schedule, SEC_SCHD);
     end_section(b, s);
     s = begin_section(b, "GTRN");
     put_graph(b, p->train);
@@ -361,19 +391,13 @@ static void encode(base_wbuf *b, const dpc_plan *p) {
         end_section(b, s);
     }
     if (!ir_train_optim_is_default(&p->schedule)) {
-        const ir_train *t = &p->schedule;
         s = begin_section(b, "OPTM");
-        base_put_i32(b, t->nesterov);
-        base_put_i32(b, t->exclude);
-        base_put_f64(b, t->eta);
-        base_put_f64(b, t->eps);
-        base_put_f64(b, t->beta1);
-        base_put_f64(b, t->beta2);
+        put_schedule(b, &p->schedule, SEC_OPTM);
         end_section(b, s);
     }
-    if (p->schedule.resize) {
+    if (has_data(&p->schedule)) {
         s = begin_section(b, "DATA");
-        base_put_i32(b, p->schedule.resize);
+        put_schedule(b, &p->schedule, SEC_DATA);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
@@ -601,42 +625,54 @@ static int get_enum(rd *r, uint32_t max, const char *what, uint32_t *out) {
     return 0;
 }
 
-static int get_schedule(rd *r, ir_train *t) {
-    memset(t, 0, sizeof *t);
-    t->batch = get_i32(r);
-    t->epochs = get_i32(r);
-    t->init_magnitude = get_f64(r);
-    uint32_t opt, scaling, kind;
-    ir_train_optim_defaults(t); /* OPTM, when there is one, replaces them */
-    if (get_enum(r, IR_OPT_ADAMW, "optimizer", &opt)) return -1;
-    t->optimizer = (ir_optimizer)opt;
-    t->momentum = get_f64(r);
-    t->wd = get_f64(r);
-    int steps = get_i32(r);
-    if (r->failed) return -1;
-    if (steps < 0 || steps > IR_MAX_LR_STEPS)
-        return rd_fail(r, "%d lr steps, at most %d allowed", steps, IR_MAX_LR_STEPS);
-    t->lr_steps = steps;
-    for (int i = 0; i < steps; i++) {
-        t->lr_epoch[i] = get_i32(r);
-        t->lr_value[i] = get_f64(r);
+/* One field, as put_field wrote it; an ENUM up to the table's hi, the
+ * message naming it by its key ("lr_scaling" as "lr scaling"). */
+static void get_field(rd *r, ir_train *t, const ir_train_field *f) {
+    void *v = ir_train_ptr(t, f);
+    switch (f->kind) {
+    case IR_TK_I32: *(int *)v = get_i32(r); break;
+    case IR_TK_ENUM: {
+        char what[32];
+        snprintf(what, sizeof what, "%s", f->key);
+        for (char *c = what; *c; c++)
+            if (*c == '_') *c = ' ';
+        uint32_t e;
+        if (!get_enum(r, (uint32_t)f->hi, what, &e)) *(int *)v = (int)e;
+        break;
     }
-    if (get_enum(r, IR_LR_SCALING_SQRT, "lr scaling", &scaling)) return -1;
-    t->lr_scaling = (ir_lr_scaling)scaling;
-    t->reference_batch = get_i32(r);
-    t->warmup_epochs = get_i32(r);
-    if (get_enum(r, IR_LR_POLY, "lr curve", &kind)) return -1;
-    t->lr_kind = (ir_lr_kind)kind;
-    t->lr_final = get_f64(r);
-    t->lr_power = get_f64(r);
-    get_str(r, t->dataset, sizeof t->dataset, "dataset name");
-    t->pad = get_i32(r);
-    t->random_crop = get_i32(r);
-    t->random_mirror = get_i32(r);
-    t->normalize = get_i32(r);
-    for (int c = 0; c < 3; c++) t->mean[c] = get_f64(r);
-    for (int c = 0; c < 3; c++) t->std[c] = get_f64(r);
-    t->eval_batch = get_i32(r);
+    case IR_TK_F64: *(double *)v = get_f64(r); break;
+    case IR_TK_F64X3:
+        for (int c = 0; c < 3; c++) ((double *)v)[c] = get_f64(r);
+        break;
+    case IR_TK_STR: {
+        char what[48];
+        snprintf(what, sizeof what, "%s name", f->key); /* "dataset name" */
+        get_str(r, (char *)v, f->size, what);
+        break;
+    }
+    case IR_TK_LR: {
+        int steps = get_i32(r);
+        if (r->failed) break;
+        if (steps < 0 || steps > IR_MAX_LR_STEPS) {
+            rd_fail(r, "%d lr steps, at most %d allowed", steps, IR_MAX_LR_STEPS);
+            break;
+        }
+        t->lr_steps = steps;
+        for (int i = 0; i < steps; i++) {
+            t->lr_epoch[i] = get_i32(r);
+            t->lr_value[i] = get_f64(r);
+        }
+        break;
+    }
+    case IR_TK_LR_PART: break; /* with its LR field */
+    }
+}
+
+/* The fields of section sec, the whole section. The first failure is
+ * kept (rd_fail), and reads after it yield 0. */
+static int get_schedule(rd *r, ir_train *t, int sec) {
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
+        if (section_of(&ir_train_fields[i]) == sec) get_field(r, t, &ir_train_fields[i]);
     get_done(r);
     return r->failed ? -1 : 0;
 }
@@ -722,7 +758,9 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
     get_done(&r);
     if (!r.failed) {
         r = reader(sp, SPAN_SCHD, "schedule");
-        get_schedule(&r, &p->schedule);
+        memset(&p->schedule, 0, sizeof p->schedule);
+        ir_train_optim_defaults(&p->schedule); /* OPTM, when there is one, replaces them */
+        get_schedule(&r, &p->schedule, SEC_SCHD);
     }
     if (!r.failed) {
         r = reader(sp, SPAN_GTRN, "train program");
@@ -739,20 +777,12 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
         get_done(&r);
     }
     if (!r.failed && sp->p[SPAN_OPTM]) {
-        ir_train *t = &p->schedule;
         r = reader(sp, SPAN_OPTM, "optimizer");
-        t->nesterov = get_i32(&r);
-        t->exclude = get_i32(&r);
-        t->eta = get_f64(&r);
-        t->eps = get_f64(&r);
-        t->beta1 = get_f64(&r);
-        t->beta2 = get_f64(&r);
-        get_done(&r);
+        get_schedule(&r, &p->schedule, SEC_OPTM);
     }
     if (!r.failed && sp->p[SPAN_DATA]) {
         r = reader(sp, SPAN_DATA, "data");
-        p->schedule.resize = get_i32(&r);
-        get_done(&r);
+        get_schedule(&r, &p->schedule, SEC_DATA);
     }
     return r.failed ? base_fail(why, wn, "corrupt plan: %s", r.why) : 0;
 }
