@@ -19,7 +19,7 @@
  * order), programs named at 8 + slot. */
 #define VERSION_SEEN (1u << 0)
 #define END_SEEN     (1u << 4)
-/* Integer attributes, dimensions: the plan reader's bound (format/plan.c). */
+/* Integer attributes, dimensions: the plan reader's bound (PLAN_MAX_VALUE, format/plan_internal.h). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
 static const char *const program_names[2] = {"train", "eval"};
