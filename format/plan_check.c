@@ -15,7 +15,6 @@
 #include "base/err.h"
 #include "ir/validate.h"
 
-
 /* Everything about one node the encoding needs, and every range the shape
  * rules' arithmetic relies on (ir/shape.c); ir_verify() then checks the
  * graph's meaning. */
@@ -131,7 +130,8 @@ static int check_schedule(const ir_train *t, char *why, size_t wn) {
     if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
         return base_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
     if (check_finite(t, why, wn)) return -1;
-    if (!memchr(t->dataset, 0, sizeof t->dataset) || base_has_control(t->dataset, strlen(t->dataset)))
+    if (!memchr(t->dataset, 0, sizeof t->dataset) ||
+        base_has_control(t->dataset, strlen(t->dataset)))
         return base_fail(why, wn, "schedule: bad dataset name");
     const char *field;
     if (ir_train_check_field(t, &field, sub, sizeof sub))

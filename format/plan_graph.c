@@ -46,7 +46,8 @@ static int get_count(plan_rd *r, const char *op, const char *kind, int expected)
     uint32_t n = plan_get_u32(r);
     if (r->failed) return -1;
     if (n != (uint32_t)expected)
-        return plan_rd_fail(r, "%s with %" PRIu32 " %s attributes, expected %d", op, n, kind, expected);
+        return plan_rd_fail(r, "%s with %" PRIu32 " %s attributes, expected %d", op, n, kind,
+                            expected);
     return 0;
 }
 
@@ -66,8 +67,8 @@ static int get_node(plan_rd *r, ir_node *n, int idx) {
         uint32_t in = plan_get_u32(r);
         if (r->failed) return -1;
         if (in >= (uint32_t)idx)
-            return plan_rd_fail(r, "%s: input %" PRIu32 " is node %" PRIu32 ", not an earlier one", name,
-                           j, in);
+            return plan_rd_fail(r, "%s: input %" PRIu32 " is node %" PRIu32 ", not an earlier one",
+                                name, j, in);
         n->input[j] = (int)in;
     }
     int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);

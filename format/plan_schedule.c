@@ -17,7 +17,9 @@
 /* The plan section an ir_train field is in (ir/ir.h's table): SCHD, or
  * OPTM and DATA, written only when they differ from the defaults. */
 static int section_of(const ir_train_field *f) {
-    return f->when == IR_TW_OPTIM ? PLAN_SEC_OPTM : f->when == IR_TW_NONZERO ? PLAN_SEC_DATA : PLAN_SEC_SCHD;
+    return f->when == IR_TW_OPTIM     ? PLAN_SEC_OPTM
+           : f->when == IR_TW_NONZERO ? PLAN_SEC_DATA
+                                      : PLAN_SEC_SCHD;
 }
 
 /* One field's bytes: I32 an i32, ENUM a u32, F64 an f64, F64X3 three, STR
