@@ -1,5 +1,5 @@
-/* ir/text.c — writing the IR text header and reading the whole form back
- * (ir/text.h). The reader works a line at a time with a cursor; every
+/* ir/text.c — reading the IR text form back (ir/text.h; writing it is
+ * text_write.c). The reader works a line at a time with a cursor; every
  * failure goes through fail(), which prefixes FILE:LINE:COL. */
 #include "ir/text.h"
 
@@ -12,9 +12,9 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/parse.h"
+#include "ir/internal.h"
 #include "ir/validate.h"
 
-#define TEXT_VERSION 1
 /* Bits of ir_text_parse's seen: the keyword lines met (comment_line's kws
  * order), programs named at 8 + slot. */
 #define VERSION_SEEN (1u << 0)
@@ -22,117 +22,7 @@
 /* Integer attributes, dimensions: the plan reader's bound (PLAN_MAX_VALUE, format/plan_internal.h). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
-static const char *const program_names[2] = {"train", "eval"};
 static const char *const init_names[3] = {"zero", "one", "xavier"};
-/* ---- writing ------------------------------------------------------------ */
-
-static void print_list(const double *v, int n, FILE *f) {
-    for (int i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        ir_print_double(v[i], f);
-    }
-}
-
-/* The field at position rank of the `# train` line, or NULL past the end. */
-static const ir_train_field *train_field_at(int rank) {
-    for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
-        if (ir_train_fields[i].rank == rank) return &ir_train_fields[i];
-    return NULL;
-}
-
-/* Whether the line holds f (ir/ir.h's `when`): the optional parts only
- * when they say something, so lines without them read as before. */
-static int train_field_present(const ir_train *t, const ir_train_field *f) {
-    switch (f->when) {
-    case IR_TW_OPTIM: return !ir_train_optim_is_default(t);
-    case IR_TW_CURVE: return t->lr_kind != IR_LR_DICT;
-    case IR_TW_NONZERO: return *(const int *)ir_train_cptr(t, f) != 0;
-    case IR_TW_ALWAYS: break;
-    }
-    return 1;
-}
-
-/* An ENUM field's words: its names, the first a value may be written as
- * (lr_curve is written only when not dict), what a missing word was
- * expected to be, and the list an unknown word is told. */
-typedef struct {
-    size_t offset;
-    const char *const *names;
-    int first, last;
-    const char *what, *list;
-} enum_words;
-
-static const char *const lr_kind_names[] = {"dict", "cosine", "poly"};
-static const enum_words enums[] = {
-    {offsetof(ir_train, optimizer), ir_optimizer_names, 0, IR_OPT_ADAMW, "an optimizer",
-     "sgd, lars, lamb or adamw"},
-    {offsetof(ir_train, lr_scaling), ir_lr_scaling_names, 0, IR_LR_SCALING_SQRT,
-     "none, linear or sqrt", "none, linear or sqrt"},
-    {offsetof(ir_train, lr_kind), lr_kind_names, IR_LR_COSINE, IR_LR_POLY, "cosine or poly",
-     "cosine or poly"},
-};
-
-static const enum_words *enum_words_of(const ir_train_field *f) {
-    for (size_t i = 0; i < sizeof enums / sizeof *enums; i++)
-        if (enums[i].offset == f->offset) return &enums[i];
-    return NULL;
-}
-
-/* " key=value" of field f. */
-static void print_train_field(const ir_train *t, const ir_train_field *fd, FILE *f) {
-    const void *v = ir_train_cptr(t, fd);
-    fprintf(f, " %s=", fd->key);
-    switch (fd->kind) {
-    case IR_TK_I32: fprintf(f, "%d", *(const int *)v); break;
-    case IR_TK_F64: ir_print_double(*(const double *)v, f); break;
-    case IR_TK_F64X3: print_list(v, 3, f); break;
-    case IR_TK_STR: ir_print_name(v, 1, f); break;
-    case IR_TK_ENUM: fputs(enum_words_of(fd)->names[*(const int *)v], f); break;
-    case IR_TK_LR:
-        for (int i = 0; i < t->lr_steps; i++) {
-            fprintf(f, "%s%d:", i ? "," : "", t->lr_epoch[i]);
-            ir_print_double(t->lr_value[i], f);
-        }
-        break;
-    case IR_TK_LR_PART: break; /* with its LR field */
-    }
-}
-
-/* `# train` and every field present, in rank order. */
-static void print_train(const ir_train *t, FILE *f) {
-    fprintf(f, "# train");
-    const ir_train_field *fd;
-    for (int rank = 0; (fd = train_field_at(rank)); rank++)
-        if (train_field_present(t, fd)) print_train_field(t, fd, f);
-    fputc('\n', f);
-}
-
-void ir_text_write_header(const ir_text_file *t, FILE *f) {
-    fprintf(f, "# dpc-ir %d\n", TEXT_VERSION);
-    if (t->model[0] || t->source[0]) {
-        fprintf(f, "# model ");
-        ir_print_name(t->model, 1, f);
-        fprintf(f, " source ");
-        ir_print_name(t->source, 1, f);
-        fputc('\n', f);
-    }
-    if (t->after[0]) fprintf(f, "# after: %s\n", t->after);
-    if (t->has_train) print_train(&t->train, f);
-}
-
-void ir_text_write_program(int which, const ir_graph *g, FILE *f) {
-    fprintf(f, "# program %s\n", program_names[which == IR_TEXT_EVAL]);
-    if (g) ir_dump(g, f);
-}
-
-void ir_text_write_end(FILE *f) { fputs("# end\n", f); }
-
-void ir_text_write(const ir_text_file *t, FILE *f) {
-    ir_text_write_header(t, f);
-    for (int k = 0; k < 2; k++)
-        if (t->graph[k]) ir_text_write_program(k, t->graph[k], f);
-    ir_text_write_end(f);
-}
 
 void ir_text_free(ir_text_file *t) {
     for (int k = 0; k < 2; k++) ir_free(t->graph[k]);
@@ -541,7 +431,7 @@ static int train_value(rd *r, ir_train *t, const ir_train_field *f) {
         return string(r, v, f->size, what);
     }
     case IR_TK_ENUM: {
-        const enum_words *e = enum_words_of(f);
+        const ir_enum_words *e = ir_enum_words_of(f);
         char w[32];
         const char *at = r->p;
         if (word(r, w, sizeof w, e->what)) return -1;
@@ -576,7 +466,7 @@ static int train_line(rd *r, ir_train *t) {
     ir_train_defaults(t);
     const ir_train_field *f, *prev = NULL;
     int absent = -1; /* the `when` of an optional part that is not there */
-    for (int rank = 0; (f = train_field_at(rank)); prev = f, rank++) {
+    for (int rank = 0; (f = ir_train_field_at(rank)); prev = f, rank++) {
         if ((int)f->when == absent) continue;
         absent = -1;
         if (f->when != IR_TW_ALWAYS && (!prev || prev->when != f->when)) {
@@ -616,7 +506,7 @@ static int close_graph(rd *r, open_graph *o, ir_text_file *out, const char *at) 
     if (!o->g) return 0;
     if (o->g->n < o->declared)
         return fail(r, at, "program %s ends after %d of its %d nodes (truncated file?)",
-                    program_names[o->which], o->g->n, o->declared);
+                    ir_text_program_names[o->which], o->g->n, o->declared);
     char why[512];
     if (ir_verify(o->g, why, sizeof why)) {
         int node, line = o->graph_line;
@@ -657,9 +547,9 @@ static int comment_line(rd *r, ir_text_file *out, open_graph *o, int *pending, u
     case 0: {
         int64_t v;
         if (int_value(r, 0, INT32_MAX, "a version", &v)) return -1;
-        if (v != TEXT_VERSION)
+        if (v != IR_TEXT_VERSION)
             return fail(r, at, "IR text version %" PRId64 ", this dpc reads version %d", v,
-                        TEXT_VERSION);
+                        IR_TEXT_VERSION);
         return end_of_line(r);
     }
     case 1:
@@ -769,7 +659,7 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
             rc = fail(&r, r.p, "unexpected end of file, expected '# end' (truncated file?)");
         else if (pending >= 0)
             rc = fail(&r, r.p, "program %s has no '# graph: N nodes' line (truncated file?)",
-                      program_names[pending]);
+                      ir_text_program_names[pending]);
         else
             rc = close_graph(&r, &o, out, r.p);
         if (!rc && !out->graph[0] && !out->graph[1])
