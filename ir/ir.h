@@ -533,9 +533,9 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
  * X(type, name, dims, kind, key, lo, hi, when, rank). The struct below is
  * made from it, and so are the schedule's encodings: the plan's sections
  * (format/plan_schedule.c), the `# train` line of the IR text form
- * (ir/text.c), the optimizer defaults (ir/schedule.c). A new field is a
- * line here, its default in ir_train_defaults and its checks in
- * ir_train_check_field.
+ * (ir/text_write.c, ir/text.c), the optimizer defaults (ir/schedule.c).
+ * A new field is a line here, its default in ir_train_defaults and its
+ * checks in ir_train_check_field.
  *   kind  I32 (int), F64 (double), F64X3 (double[3]), STR (char[]) are
  *         encoded from the table alone; ENUM (a u32 up to hi in a plan, a
  *         word in the text form) and LR (the lr dict: lr_steps, then its
