@@ -3,7 +3,7 @@
  * 32 channels at 16x16 to 960 at 1x1), two ways:
  *
  *   direct  dpc's conv with groups = channels, as codegen renders it (the
- *           direct kernels of codegen/render.c), on the cpu backend and its
+ *           direct kernels of codegen/conv_direct.c), on the cpu backend and its
  *           thread pool: forward, data gradient, weight gradient, each a
  *           graph of its own so each is timed alone;
  *   gemm    what a GEMM lowering does per group: im2col of the group's

@@ -1,5 +1,5 @@
-/* codegen/build.c — building a cg_program step by step (render.c, fused.c
- * and gemm.c call these while rendering a graph), and the listings dpc
+/* codegen/build.c — building a cg_program step by step (render.c's rules,
+ * fused.c and gemm.c call these while rendering a graph), and the listings dpc
  * prints of one. The record itself is format/program.c's.
  */
 #include <inttypes.h>

@@ -226,7 +226,84 @@ static int lower_conv_dense(cg_ctx *cx, int node) {
     return 0;
 }
 
-/* One chunk of images at a time; scratch = columns, then a CNHW block. */
+/* What every chunk of a conv's lowering shares (lower_conv sets it up). */
+typedef struct {
+    cg_conv_shape c;
+    int op;
+    int64_t P, CHW, KP, CKK, nb, blk, ew, wofs;
+    int xc, dxc, yc, reuse_dy, cast_w;
+    ir_dtype to, tn, t0, t1;
+    int out, in0, in1, sc, wslot; /* slots */
+} conv_lowering;
+
+/* The images n0 .. n0 + nb - 1 (fewer in the last chunk): im2col or
+ * col2im, the layout copy of y or dy, the GEMM. */
+static int lower_conv_chunk(cg_ctx *cx, const conv_lowering *L, int64_t n0) {
+    const cg_conv_shape c = L->c;
+    const int op = L->op, xc = L->xc, dxc = L->dxc, yc = L->yc, cast_w = L->cast_w;
+    const int reuse_dy = L->reuse_dy;
+    const int64_t P = L->P, CHW = L->CHW, KP = L->KP, CKK = L->CKK, nb = L->nb, blk = L->blk;
+    const int64_t ew = L->ew, wofs = L->wofs;
+    const ir_dtype to = L->to, tn = L->tn, t0 = L->t0, t1 = L->t1;
+    const int out = L->out, in0 = L->in0, in1 = L->in1, sc = L->sc, wslot = L->wslot;
+    int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
+    /* kernels for this chunk size (the last chunk may be smaller) */
+    int kcol = op == IR_OP_CONV_GRAD_DATA
+                   ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32, dxc)
+                   : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1, xc);
+    /* y or dy between the tensor and the block: NCHW transposes; a
+     * channel-major one is used in place (direct) or copied row-wise */
+    int64_t NP = c.N * P;
+    int direct = yc && (op == IR_OP_CONV ? tn == IR_F32 : t0 == to);
+    int klay = 0;
+    if (yc && !direct)
+        klay = op == IR_OP_CONV ? cg_kernel_cnhw_rows(cx, P, cnt, NP, cnt * P, c.K, tn, IR_F32)
+                                : cg_kernel_cnhw_rows(cx, P, cnt, cnt * P, NP, c.K, to, t0);
+    else if (!yc)
+        klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
+                                : cg_kernel_to_cnhw(cx, c.K, P, cnt, to, t0);
+    if (kcol < 0 || klay < 0) return -1;
+    int64_t yoff = yc ? n0 * P : n0 * KP;                 /* the chunk in y or dy */
+    int64_t xoff = xc || dxc ? n0 * c.H * c.W : n0 * CHW; /* the chunk in x or dx */
+    cg_gemm d;
+    switch (op) {
+    case IR_OP_CONV: /* in0 = x, in1 = w */
+        cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, xoff});
+        d = cg_gemm_conv_forward(&c, cnt, 0, blk);
+        if (cast_w) d.off_b = ew * wofs;
+        d.type_a = d.type_b = to;
+        if (direct) d.off_c = yoff, d.ldc = NP;
+        cg_add_gemm_call(cx, &d, sc, wslot, direct ? out : sc);
+        if (!direct)
+            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc}, (int64_t[]){yoff, blk});
+        break;
+    case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
+        if (!direct)
+            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, yoff});
+        d = cg_gemm_conv_grad_data(&c, cnt, ew * blk, 0);
+        if (cast_w) d.off_b = ew * wofs;
+        d.type_a = d.type_b = to;
+        if (direct) d.off_a = yoff, d.lda = NP;
+        cg_add_gemm_call(cx, &d, direct ? in0 : sc, wslot, sc);
+        cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){xoff, 0});
+        break;
+    default: /* conv_grad_weight: in0 = dy, in1 = x */
+        cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, xoff});
+        if (!reuse_dy && !direct)
+            cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0}, (int64_t[]){blk, yoff});
+        d = cg_gemm_conv_grad_weight(&c, cnt, 0, ew * blk, n0 > 0);
+        d.type_a = d.type_b = to;
+        d.type_c = tn;
+        if (direct) d.off_b = yoff, d.ldb = NP;
+        cg_add_gemm_call(cx, &d, sc, direct ? in0 : sc, out);
+        break;
+    }
+    return 0;
+}
+
+/* One chunk of images at a time; scratch = columns, then a CNHW block:
+ * the step's set-up here, each chunk's kernels and GEMM in
+ * lower_conv_chunk. */
 static int lower_conv(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_graph *g = cx->g;
@@ -271,63 +348,32 @@ static int lower_conv(cg_ctx *cx, int node) {
     int lib = (n->flags & IR_FLAG_CONV_LIB)
                   ? cg_library_conv(cx, node, out, in0, wslot, cast_w ? wofs : -1)
                   : -1;
-    for (int64_t n0 = 0; n0 < c.N; n0 += nb) {
-        int64_t cnt = c.N - n0 < nb ? c.N - n0 : nb;
-        /* kernels for this chunk size (the last chunk may be smaller) */
-        int kcol = op == IR_OP_CONV_GRAD_DATA
-                       ? cg_kernel_col2im(cx, &c, cnt, tn, IR_F32, dxc)
-                       : cg_kernel_im2col(cx, &c, cnt, to, op == IR_OP_CONV ? t0 : t1, xc);
-        /* y or dy between the tensor and the block: NCHW transposes; a
-         * channel-major one is used in place (direct) or copied row-wise */
-        int64_t NP = c.N * P;
-        int direct = yc && (op == IR_OP_CONV ? tn == IR_F32 : t0 == to);
-        int klay = 0;
-        if (yc && !direct)
-            klay = op == IR_OP_CONV ? cg_kernel_cnhw_rows(cx, P, cnt, NP, cnt * P, c.K, tn, IR_F32)
-                                    : cg_kernel_cnhw_rows(cx, P, cnt, cnt * P, NP, c.K, to, t0);
-        else if (!yc)
-            klay = op == IR_OP_CONV ? cg_kernel_from_cnhw(cx, c.K, P, cnt, tn, IR_F32)
-                                    : cg_kernel_to_cnhw(cx, c.K, P, cnt, to, t0);
-        if (kcol < 0 || klay < 0) return -1;
-        int64_t yoff = yc ? n0 * P : n0 * KP;                 /* the chunk in y or dy */
-        int64_t xoff = xc || dxc ? n0 * c.H * c.W : n0 * CHW; /* the chunk in x or dx */
-        cg_gemm d;
-        switch (op) {
-        case IR_OP_CONV: /* in0 = x, in1 = w */
-            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in0}, (int64_t[]){0, xoff});
-            d = cg_gemm_conv_forward(&c, cnt, 0, blk);
-            if (cast_w) d.off_b = ew * wofs;
-            d.type_a = d.type_b = to;
-            if (direct) d.off_c = yoff, d.ldc = NP;
-            cg_add_gemm_call(cx, &d, sc, wslot, direct ? out : sc);
-            if (!direct)
-                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){out, sc},
-                                   (int64_t[]){yoff, blk});
-            break;
-        case IR_OP_CONV_GRAD_DATA: /* in0 = dy, in1 = w */
-            if (!direct)
-                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0},
-                                   (int64_t[]){blk, yoff});
-            d = cg_gemm_conv_grad_data(&c, cnt, ew * blk, 0);
-            if (cast_w) d.off_b = ew * wofs;
-            d.type_a = d.type_b = to;
-            if (direct) d.off_a = yoff, d.lda = NP;
-            cg_add_gemm_call(cx, &d, direct ? in0 : sc, wslot, sc);
-            cg_add_kernel_call(cx, kcol, cnt * CHW, 2, (int[]){out, sc}, (int64_t[]){xoff, 0});
-            break;
-        default: /* conv_grad_weight: in0 = dy, in1 = x */
-            cg_add_kernel_call(cx, kcol, cnt * CKK, 2, (int[]){sc, in1}, (int64_t[]){0, xoff});
-            if (!reuse_dy && !direct)
-                cg_add_kernel_call(cx, klay, cnt * c.K, 2, (int[]){sc, in0},
-                                   (int64_t[]){blk, yoff});
-            d = cg_gemm_conv_grad_weight(&c, cnt, 0, ew * blk, n0 > 0);
-            d.type_a = d.type_b = to;
-            d.type_c = tn;
-            if (direct) d.off_b = yoff, d.ldb = NP;
-            cg_add_gemm_call(cx, &d, sc, direct ? in0 : sc, out);
-            break;
-        }
-    }
+    conv_lowering L = {.c = c,
+                       .op = op,
+                       .P = P,
+                       .CHW = CHW,
+                       .KP = KP,
+                       .CKK = CKK,
+                       .nb = nb,
+                       .blk = blk,
+                       .ew = ew,
+                       .wofs = wofs,
+                       .xc = xc,
+                       .dxc = dxc,
+                       .yc = yc,
+                       .reuse_dy = reuse_dy,
+                       .cast_w = cast_w,
+                       .to = to,
+                       .tn = tn,
+                       .t0 = t0,
+                       .t1 = t1,
+                       .out = out,
+                       .in0 = in0,
+                       .in1 = in1,
+                       .sc = sc,
+                       .wslot = wslot};
+    for (int64_t n0 = 0; n0 < c.N; n0 += nb)
+        if (lower_conv_chunk(cx, &L, n0)) return -1;
     if (lib >= 0) cx->p->calls[lib].conv.nalt = cx->p->ncalls - lib - 1;
     return 0;
 }
@@ -341,7 +387,7 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
     case IR_OP_CONV:
     case IR_OP_CONV_GRAD_DATA:
     case IR_OP_CONV_GRAD_WEIGHT:
-        /* grouped: direct kernels (render.c), not G small GEMMs */
+        /* grouped: direct kernels (conv_direct.c), not G small GEMMs */
         return ir_conv_groups(n) > 1           ? cg_lower_conv_direct(cx, node)
                : n->flags & IR_FLAG_CONV_DENSE ? lower_conv_dense(cx, node)
                                                : lower_conv(cx, node);

@@ -1,6 +1,8 @@
-/* codegen/internal.h — what render.c, gemm.c and build.c share: a
- * growable string and the program under construction. Not for other
- * modules (they use codegen.h). */
+/* codegen/internal.h — what the files of codegen/ share: a growable
+ * string (str.c), a kernel definition and its emission (emit.c), the
+ * program under construction (build.c), and each op family's step
+ * (render.c's rule table calls them). Not for other modules (they use
+ * codegen.h). */
 #ifndef DPC_CODEGEN_INTERNAL_H
 #define DPC_CODEGEN_INTERNAL_H
 
@@ -79,7 +81,7 @@ int cg_add_conv_call(cg_ctx *cx, const cg_conv *d, int slot_out, int slot_in, in
  * current step, its descriptor from the graph (codegen/gemm.c). */
 int cg_library_conv(cg_ctx *cx, int node, int out, int in0, int in1, int64_t w_bf16);
 
-/* Kernels the GEMM lowering needs (rendered in render.c), for chunks of nb
+/* Kernels the GEMM lowering needs (rendered in im2col.c), for chunks of nb
  * images. im2col: one iteration per (column row, image), count = CKK*nb;
  * col2im: one per element of dx, count = nb*C*H*W. */
 int cg_kernel_im2col(cg_ctx *cx, const cg_conv_shape *c, int64_t nb, ir_dtype col, ir_dtype x,
@@ -105,7 +107,7 @@ int cg_kernel_cnhw_rows(cg_ctx *cx, int64_t P, int64_t nb, int64_t ds, int64_t s
                         ir_dtype dst, ir_dtype src);
 /* Steps of the GEMM-backed ops (gemm.c). 0, or -1 with cx->err set. */
 int cg_lower_gemm_op(cg_ctx *cx, int node);
-/* conv and its gradients with groups > 1: direct kernels (render.c). */
+/* conv and its gradients with groups > 1: direct kernels (conv_direct.c). */
 int cg_lower_conv_direct(cg_ctx *cx, int node);
 
 /* Threads per block of a cooperative kernel (cg_kdef.block) of `iters`
@@ -130,6 +132,31 @@ const char *cg_double_lit(double v, char *buf); /* NULL: not a finite double */
 /* The float (dbl 0) or double literal of v; when there is none, sets
  * cx->bad_literal and cx->err and returns "0", so the kernel is never used. */
 const char *cg_lit(cg_ctx *cx, double v, int dbl, char *buf);
+
+/* Elements per (n, c) plane of an [N, C, inner...] type (1 below rank 3). */
+static inline int64_t cg_inner_of(const ir_type *t) {
+    int64_t inner = 1;
+    for (int d = 2; d < t->ndim; d++) inner *= t->dim[d];
+    return inner;
+}
+/* The type of input j of node n. */
+const ir_type *cg_in_type(const cg_ctx *cx, const ir_node *n, int j);
+/* One step for node with one kernel over the node's inputs, count
+ * iterations, slots in input order (render.c); kernel < 0 passes -1 on. */
+int cg_simple_step(cg_ctx *cx, int node, int kernel, int64_t count);
+
+/* The steps of the op families outside fusion groups (render.c's rule
+ * table), each 0 or -1 with cx->err set: pooling (pool.c), concat,
+ * channel_slice, plane_dot and dropout (channel.c), unlowered batchnorm
+ * (batchnorm.c), transpose (im2col.c). */
+int cg_render_pool(cg_ctx *cx, int node);
+int cg_render_global_avgpool(cg_ctx *cx, int node);
+int cg_render_concat(cg_ctx *cx, int node);
+int cg_render_channel_slice(cg_ctx *cx, int node);
+int cg_render_plane_dot(cg_ctx *cx, int node);
+int cg_render_dropout(cg_ctx *cx, int node);
+int cg_render_batchnorm(cg_ctx *cx, int node);
+int cg_render_transpose(cg_ctx *cx, int node);
 
 /* Fusion groups and lone pointwise / reduction nodes (fused.c; which
  * nodes are fusible is ir/ir.h's ir_node_fuse_class): one step, one

@@ -1,4 +1,6 @@
-/* format/plan.c — writing and reading plan files.
+/* format/plan.c — writing and reading plan files: the header, the
+ * sections, the summary. The sections' bytes are plan_graph.c's and
+ * plan_schedule.c's, what a plan must satisfy plan_check.c's.
  *
  * The file (all integers little endian, written byte by byte; doubles as
  * their IEEE binary64 bit pattern in a u64; strings as u32 length + bytes,
@@ -36,10 +38,10 @@
  * reader accepts any order but each tag at most once. Reading trusts
  * nothing: every count is checked against the bytes left before anything is
  * allocated from it, every value against its range, and the decoded plan
- * passes the same check_plan() the writer applies, so whatever one writes
+ * passes the same plan_check() the writer applies, so whatever one writes
  * the other reads back, and nothing else gets through.
  */
-#include "format/plan.h"
+#include "format/plan_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,23 +59,13 @@
 #include "base/hash.h"
 #include "ir/validate.h"
 
-#define HEADER_SIZE    PLAN_HEADER_SIZE
-/* Bounds on dimensions and integer attributes: far below where the shape
- * rules' arithmetic (size + 2*pad, products of dims) could overflow. */
-#define MAX_VALUE      ((int64_t)1 << 40)
-#define MAX_NUMEL      IR_MAX_NUMEL       /* elements in one tensor */
-#define MAX_TOTAL      ((int64_t)1 << 50) /* elements in all of a program's tensors */
-/* Smallest encoded node: ten u32/i32 fields and an empty name. */
-#define NODE_MIN_BYTES 40
-
+#define HEADER_SIZE PLAN_HEADER_SIZE
 static const char magic[8] = "DPCPLAN";
 static const char *const required[4] = {"META", "SCHD", "GTRN", "GEVL"};
 
 uint64_t plan_checksum(const void *data, size_t len) {
     return base_fnv1a(BASE_FNV1A_INIT, data, len);
 }
-
-#define PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 /* "NAME: error: ..." into err; err may be NULL. */
 PRINTF(4, 5) static void set_err(char *err, size_t errlen, const char *name, const char *fmt, ...) {
@@ -94,182 +86,17 @@ static int64_t to_i64(uint64_t v) {
     return v <= INT64_MAX ? (int64_t)v : (int64_t)(v - 9223372036854775808u) - INT64_MAX - 1;
 }
 
-static int valid_tag(const char *t) {
+int plan_valid_tag(const char *t) {
     for (int i = 0; i < 4; i++)
         if (t[i] < 0x21 || t[i] > 0x7e) return 0;
     return t[4] == 0;
 }
 
-/* Strings end up in one-line messages and summaries: no control bytes
- * (other bytes >= 0x80 are fine, for UTF-8 paths). */
-static int has_control(const char *s, size_t n) { return base_has_control(s, n); }
-
 /* Tags the plan module writes itself: never extra sections. */
-static int is_required(const char *tag) {
+int plan_is_required(const char *tag) {
     for (int i = 0; i < 4; i++)
         if (strcmp(tag, required[i]) == 0) return 1;
     return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0 || strcmp(tag, "DATA") == 0;
-}
-
-static int has_groups(const ir_graph *g) {
-    for (int i = 0; g && i < g->n; i++)
-        if (g->nodes[i].group) return 1;
-    return 0;
-}
-
-/* ---- checks shared by the writer and the reader ------------------------- */
-
-/* Everything about one node the encoding needs, and every range the shape
- * rules' arithmetic relies on (ir/shape.c); ir_verify() then checks the
- * graph's meaning. */
-static int check_node(const ir_node *n, int idx, char *why, size_t wn) {
-    if ((unsigned)n->op >= IR_OP_COUNT)
-        return base_fail(why, wn, "node %d: unknown op %u", idx, n->op);
-    const ir_op_info *info = &ir_ops[n->op];
-    int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
-    if (n->ninputs < info->min_arity || n->ninputs > info->max_arity || n->ninputs > IR_MAX_INPUTS)
-        return base_fail(why, wn, "node %d (%s): %d inputs, the op takes %d to %d", idx, info->name,
-                         n->ninputs, info->min_arity, info->max_arity);
-    for (int j = 0; j < n->ninputs; j++)
-        if (n->input[j] < 0 || n->input[j] >= idx)
-            return base_fail(why, wn, "node %d (%s): input %d is node %d, not an earlier one", idx,
-                             info->name, j, n->input[j]);
-    for (int j = 0; j < IR_MAX_IATTRS; j++) {
-        int64_t v = n->iattr[j];
-        if (j >= nia && v)
-            return base_fail(why, wn, "node %d (%s): integer attribute slot %d is set but unused",
-                             idx, info->name, j);
-        if (v < -MAX_VALUE || v > MAX_VALUE)
-            return base_fail(why, wn,
-                             "node %d (%s): integer attribute %d is out of range (%" PRId64 ")",
-                             idx, info->name, j, v);
-    }
-    for (int j = 0; j < IR_MAX_FATTRS; j++) {
-        if (j >= nfa && n->fattr[j] != 0)
-            return base_fail(why, wn, "node %d (%s): float attribute slot %d is set but unused",
-                             idx, info->name, j);
-        if (!isfinite(n->fattr[j]))
-            return base_fail(why, wn, "node %d (%s): float attribute %d is not finite", idx,
-                             info->name, j);
-    }
-    const ir_type *t = &n->type;
-    if (t->ndim < 1 || t->ndim > IR_MAX_DIMS)
-        return base_fail(why, wn, "node %d (%s): rank %d, must be 1 to %d", idx, info->name,
-                         t->ndim, IR_MAX_DIMS);
-    int64_t numel = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->dim[d] <= 0 || t->dim[d] > MAX_VALUE)
-            return base_fail(why, wn, "node %d (%s): dimension %d is %" PRId64, idx, info->name, d,
-                             t->dim[d]);
-        if (numel > MAX_NUMEL / t->dim[d])
-            return base_fail(why, wn, "node %d (%s): tensor has more than 2^40 elements", idx,
-                             info->name);
-        numel *= t->dim[d];
-    }
-    if ((unsigned)t->dtype > IR_I32)
-        return base_fail(why, wn, "node %d (%s): unknown dtype %u", idx, info->name, t->dtype);
-    if (!memchr(n->name, 0, sizeof n->name))
-        return base_fail(why, wn, "node %d (%s): name not terminated", idx, info->name);
-    if (has_control(n->name, strlen(n->name)))
-        return base_fail(why, wn, "node %d (%s): name contains a control character", idx,
-                         info->name);
-    if (n->line < 0 || n->col < 0)
-        return base_fail(why, wn, "node %d (%s): bad source position %d:%d", idx, info->name,
-                         n->line, n->col);
-    return 0;
-}
-
-static int check_graph(const ir_graph *g, const char *what, char *why, size_t wn) {
-    char sub[256];
-    if (!g) return base_fail(why, wn, "no %s", what);
-    if (g->n < 0 || (g->n && !g->nodes)) return base_fail(why, wn, "%s: bad node array", what);
-    int64_t total = 0;
-    for (int i = 0; i < g->n; i++) {
-        if (check_node(&g->nodes[i], i, sub, sizeof sub))
-            return base_fail(why, wn, "%s: %s", what, sub);
-        int64_t numel = ir_numel(&g->nodes[i].type);
-        if (total > MAX_TOTAL - numel)
-            return base_fail(why, wn, "%s: more than 2^50 elements in all", what);
-        total += numel;
-    }
-    if (ir_verify(g, sub, sizeof sub)) return base_fail(why, wn, "%s: %s", what, sub);
-    return 0;
-}
-
-/* A field the OPTM section holds (when the plan has one: not the defaults). */
-static int optim_field(const ir_train *t, const char *field) {
-    static const char *const keys[] = {"nesterov", "exclude", "eta", "eps", "beta1", "beta2"};
-    for (size_t i = 0; field && i < sizeof keys / sizeof *keys; i++)
-        if (!strcmp(field, keys[i])) return !ir_train_optim_is_default(t);
-    return 0;
-}
-
-static int check_schedule(const ir_train *t, char *why, size_t wn) {
-    char sub[256];
-    if ((unsigned)t->optimizer > IR_OPT_ADAMW)
-        return base_fail(why, wn, "schedule: unknown optimizer %u", t->optimizer);
-    if ((unsigned)t->lr_scaling > IR_LR_SCALING_SQRT)
-        return base_fail(why, wn, "schedule: unknown lr scaling %u", t->lr_scaling);
-    if (t->lr_steps < 0 || t->lr_steps > IR_MAX_LR_STEPS)
-        return base_fail(why, wn, "schedule: %d lr steps", t->lr_steps);
-    const double *d[] = {&t->init_magnitude, &t->momentum, &t->wd,     &t->mean[0],
-                         &t->mean[1],        &t->mean[2],  &t->std[0], &t->std[1],
-                         &t->std[2],         &t->eta,      &t->eps,    &t->beta1,
-                         &t->beta2};
-    for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-        if (!isfinite(*d[i])) return base_fail(why, wn, "schedule: a value is not finite");
-    for (int i = 0; i < t->lr_steps; i++)
-        if (!isfinite(t->lr_value[i])) return base_fail(why, wn, "schedule: an lr is not finite");
-    if (!isfinite(t->lr_final) || !isfinite(t->lr_power))
-        return base_fail(why, wn, "schedule: the lr curve is not finite");
-    if (!memchr(t->dataset, 0, sizeof t->dataset) || has_control(t->dataset, strlen(t->dataset)))
-        return base_fail(why, wn, "schedule: bad dataset name");
-    const char *field;
-    if (ir_train_check_field(t, &field, sub, sizeof sub))
-        return base_fail(why, wn, "%s: %s", optim_field(t, field) ? "optimizer (OPTM)" : "schedule",
-                         sub);
-    return 0;
-}
-
-/* ir_validate: the programs with their schedule (ir/validate.h), the
- * refusal named by section, program, node or fusion group. */
-static int validate(const dpc_plan *p, char *why, size_t wn) {
-    ir_where w;
-    char sub[512];
-    if (!ir_validate(&p->schedule, p->train, p->eval, &w, sub, sizeof sub)) return 0;
-    if (w.program < 0)
-        return base_fail(why, wn, "%s: %s",
-                         optim_field(&p->schedule, w.field) ? "optimizer (OPTM)" : "schedule", sub);
-    const char *prog = w.program ? "eval program (GEVL" : "train program (GTRN";
-    if (w.node >= 0 && strncmp(sub, "node ", 5))
-        return base_fail(why, wn, "%s%s), node %d: %s", prog, w.group ? ", GRPS" : "", w.node, sub);
-    return base_fail(why, wn, "%s%s): %s", prog, w.group ? ", GRPS" : "", sub);
-}
-
-/* Everything a plan must satisfy to be written, or to be accepted on reading. */
-static int check_plan(const dpc_plan *p, char *why, size_t wn) {
-    if (!memchr(p->model, 0, sizeof p->model) || has_control(p->model, strlen(p->model)))
-        return base_fail(why, wn, "bad model name");
-    if (!memchr(p->source, 0, sizeof p->source) || has_control(p->source, strlen(p->source)))
-        return base_fail(why, wn, "bad source path");
-    if (check_schedule(&p->schedule, why, wn) || check_graph(p->train, "train program", why, wn) ||
-        check_graph(p->eval, "eval program", why, wn) || validate(p, why, wn))
-        return -1;
-    if (p->nextra < 0 || p->nextra > PLAN_MAX_SECTIONS)
-        return base_fail(why, wn, "%d extra sections", p->nextra);
-    for (int i = 0; i < p->nextra; i++) {
-        const plan_section *s = &p->extra[i];
-        if (!valid_tag(s->tag) || is_required(s->tag))
-            return base_fail(why, wn,
-                             "extra section %d: bad tag (4 printable characters, not "
-                             "META, SCHD, GTRN or GEVL)",
-                             i);
-        if (s->len && !s->data) return base_fail(why, wn, "section %s has no data", s->tag);
-        for (int j = 0; j < i; j++)
-            if (strcmp(p->extra[j].tag, s->tag) == 0)
-                return base_fail(why, wn, "duplicated section %s", s->tag);
-    }
-    return 0;
 }
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -284,57 +111,7 @@ static void end_section(base_wbuf *b, size_t start) {
     base_patch_u64(b, start - 8, b->len - start);
 }
 
-static void put_graph(base_wbuf *b, const ir_graph *g) {
-    base_put_u32(b, (uint32_t)g->n);
-    for (int i = 0; i < g->n; i++) {
-        const ir_node *n = &g->nodes[i];
-        int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
-        base_put_u32(b, (uint32_t)n->op);
-        base_put_u32(b, (uint32_t)n->ninputs);
-        for (int j = 0; j < n->ninputs; j++) base_put_u32(b, (uint32_t)n->input[j]);
-        base_put_u32(b, (uint32_t)nia);
-        for (int j = 0; j < nia; j++) base_put_i64(b, n->iattr[j]);
-        base_put_u32(b, (uint32_t)nfa);
-        for (int j = 0; j < nfa; j++) base_put_f64(b, n->fattr[j]);
-        base_put_u32(b, (uint32_t)n->type.ndim);
-        for (int d = 0; d < n->type.ndim; d++) base_put_i64(b, n->type.dim[d]);
-        base_put_u32(b, (uint32_t)n->type.dtype);
-        base_put_u32(b, n->flags);
-        base_put_str(b, n->name);
-        base_put_i32(b, n->line);
-        base_put_i32(b, n->col);
-    }
-}
-
-static void put_schedule(base_wbuf *b, const ir_train *t) {
-    base_put_i32(b, t->batch);
-    base_put_i32(b, t->epochs);
-    base_put_f64(b, t->init_magnitude);
-    base_put_u32(b, (uint32_t)t->optimizer);
-    base_put_f64(b, t->momentum);
-    base_put_f64(b, t->wd);
-    base_put_i32(b, t->lr_steps);
-    for (int i = 0; i < t->lr_steps; i++) {
-        base_put_i32(b, t->lr_epoch[i]);
-        base_put_f64(b, t->lr_value[i]);
-    }
-    base_put_u32(b, (uint32_t)t->lr_scaling);
-    base_put_i32(b, t->reference_batch);
-    base_put_i32(b, t->warmup_epochs);
-    base_put_u32(b, (uint32_t)t->lr_kind);
-    base_put_f64(b, t->lr_final);
-    base_put_f64(b, t->lr_power);
-    base_put_str(b, t->dataset);
-    base_put_i32(b, t->pad);
-    base_put_i32(b, t->random_crop);
-    base_put_i32(b, t->random_mirror);
-    base_put_i32(b, t->normalize);
-    for (int c = 0; c < 3; c++) base_put_f64(b, t->mean[c]);
-    for (int c = 0; c < 3; c++) base_put_f64(b, t->std[c]);
-    base_put_i32(b, t->eval_batch);
-}
-
-/* The whole file: header and payload. The plan has passed check_plan(). */
+/* The whole file: header and payload. The plan has passed plan_check(). */
 static void encode(base_wbuf *b, const dpc_plan *p) {
     unsigned char header[HEADER_SIZE] = {0};
     base_put(b, header, sizeof header);
@@ -343,15 +120,15 @@ static void encode(base_wbuf *b, const dpc_plan *p) {
     base_put_str(b, p->source);
     end_section(b, s);
     s = begin_section(b, "SCHD");
-    put_schedule(b, &p->schedule);
+    plan_put_schedule(b, &p->schedule, PLAN_SEC_SCHD);
     end_section(b, s);
     s = begin_section(b, "GTRN");
-    put_graph(b, p->train);
+    plan_put_graph(b, p->train);
     end_section(b, s);
     s = begin_section(b, "GEVL");
-    put_graph(b, p->eval);
+    plan_put_graph(b, p->eval);
     end_section(b, s);
-    if (has_groups(p->train) || has_groups(p->eval)) {
+    if (plan_has_groups(p->train) || plan_has_groups(p->eval)) {
         s = begin_section(b, "GRPS");
         const ir_graph *gs[2] = {p->train, p->eval};
         for (int k = 0; k < 2; k++) {
@@ -361,19 +138,13 @@ static void encode(base_wbuf *b, const dpc_plan *p) {
         end_section(b, s);
     }
     if (!ir_train_optim_is_default(&p->schedule)) {
-        const ir_train *t = &p->schedule;
         s = begin_section(b, "OPTM");
-        base_put_i32(b, t->nesterov);
-        base_put_i32(b, t->exclude);
-        base_put_f64(b, t->eta);
-        base_put_f64(b, t->eps);
-        base_put_f64(b, t->beta1);
-        base_put_f64(b, t->beta2);
+        plan_put_schedule(b, &p->schedule, PLAN_SEC_OPTM);
         end_section(b, s);
     }
-    if (p->schedule.resize) {
+    if (plan_has_data(&p->schedule)) {
         s = begin_section(b, "DATA");
-        base_put_i32(b, p->schedule.resize);
+        plan_put_schedule(b, &p->schedule, PLAN_SEC_DATA);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
@@ -398,7 +169,7 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
         set_err(err, errlen, path, "cannot write plan: no plan");
         return -1;
     }
-    if (check_plan(p, why, sizeof why)) {
+    if (plan_check(p, why, sizeof why)) {
         set_err(err, errlen, path, "cannot write plan: %s", why);
         return -1;
     }
@@ -422,17 +193,7 @@ int plan_write(const dpc_plan *p, const char *path, char *err, size_t errlen) {
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* base/bytes.h's bounded reader plus what a message needs: the first failure,
- * and where it happened. */
-typedef struct {
-    base_rbuf b;
-    const char *what; /* "train program", "section META", ... for messages */
-    int node;         /* node being decoded, or -1 */
-    char why[512];    /* first failure */
-    int failed;
-} rd;
-
-PRINTF(2, 3) static int rd_fail(rd *r, const char *f, ...) {
+int plan_rd_fail(plan_rd *r, const char *f, ...) {
     if (r->failed) return -1;
     r->failed = 1;
     int n = r->node >= 0 ? snprintf(r->why, sizeof r->why, "%s, node %d: ", r->what, r->node)
@@ -445,200 +206,55 @@ PRINTF(2, 3) static int rd_fail(rd *r, const char *f, ...) {
 }
 
 /* The next n bytes, or NULL with "ends early" recorded. */
-static const unsigned char *take(rd *r, size_t n) {
+static const unsigned char *plan_take(plan_rd *r, size_t n) {
     if (r->failed) return NULL;
     const unsigned char *q = base_take(&r->b, n);
-    if (!q) rd_fail(r, "ends early");
+    if (!q) plan_rd_fail(r, "ends early");
     return q;
 }
 
-static uint32_t get_u32(rd *r) {
-    const unsigned char *q = take(r, 4);
+uint32_t plan_get_u32(plan_rd *r) {
+    const unsigned char *q = plan_take(r, 4);
     return q ? base_le32(q) : 0;
 }
-static uint64_t get_u64(rd *r) {
-    const unsigned char *q = take(r, 8);
+uint64_t plan_get_u64(plan_rd *r) {
+    const unsigned char *q = plan_take(r, 8);
     return q ? base_le64(q) : 0;
 }
-static int get_i32(rd *r) { return to_i32(get_u32(r)); }
-static int64_t get_i64(rd *r) { return to_i64(get_u64(r)); }
-static double get_f64(rd *r) {
-    uint64_t u = get_u64(r);
+int plan_get_i32(plan_rd *r) { return to_i32(plan_get_u32(r)); }
+int64_t plan_get_i64(plan_rd *r) { return to_i64(plan_get_u64(r)); }
+double plan_get_f64(plan_rd *r) {
+    uint64_t u = plan_get_u64(r);
     double v;
     memcpy(&v, &u, sizeof v);
     return v;
 }
 
 /* A string into dst[cap]: shorter than cap, no NUL or control bytes. */
-static void get_str(rd *r, char *dst, size_t cap, const char *field) {
-    uint32_t n = get_u32(r);
+void plan_get_str(plan_rd *r, char *dst, size_t cap, const char *field) {
+    uint32_t n = plan_get_u32(r);
     if (r->failed) return;
     if (n >= cap) {
-        rd_fail(r, "%s is %" PRIu32 " bytes long, at most %zu allowed", field, n, cap - 1);
+        plan_rd_fail(r, "%s is %" PRIu32 " bytes long, at most %zu allowed", field, n, cap - 1);
         return;
     }
-    const unsigned char *q = take(r, n);
+    const unsigned char *q = plan_take(r, n);
     if (!q) return;
     if (memchr(q, 0, n)) {
-        rd_fail(r, "%s contains a NUL byte", field);
+        plan_rd_fail(r, "%s contains a NUL byte", field);
         return;
     }
-    if (has_control((const char *)q, n)) {
-        rd_fail(r, "%s contains a control character", field);
+    if (base_has_control((const char *)q, n)) {
+        plan_rd_fail(r, "%s contains a control character", field);
         return;
     }
     memcpy(dst, q, n);
     dst[n] = 0;
 }
 
-static void get_done(rd *r) {
+void plan_get_done(plan_rd *r) {
     if (!r->failed && base_left(&r->b))
-        rd_fail(r, "%zu unexpected bytes at the end", base_left(&r->b));
-}
-
-/* An attribute count, which must be the op's. */
-static int get_count(rd *r, const char *op, const char *kind, int expected) {
-    uint32_t n = get_u32(r);
-    if (r->failed) return -1;
-    if (n != (uint32_t)expected)
-        return rd_fail(r, "%s with %" PRIu32 " %s attributes, expected %d", op, n, kind, expected);
-    return 0;
-}
-
-/* Decodes the fields; ranges that need no decoding are left to check_node(). */
-static int get_node(rd *r, ir_node *n, int idx) {
-    r->node = idx;
-    uint32_t op = get_u32(r);
-    if (r->failed) return -1;
-    if (op >= IR_OP_COUNT) return rd_fail(r, "unknown op %" PRIu32, op);
-    n->op = (ir_op)op;
-    const char *name = ir_ops[op].name;
-    uint32_t nin = get_u32(r);
-    if (r->failed) return -1;
-    if (nin > IR_MAX_INPUTS) return rd_fail(r, "%s with %" PRIu32 " inputs", name, nin);
-    n->ninputs = (int)nin;
-    for (uint32_t j = 0; j < nin; j++) {
-        uint32_t in = get_u32(r);
-        if (r->failed) return -1;
-        if (in >= (uint32_t)idx)
-            return rd_fail(r, "%s: input %" PRIu32 " is node %" PRIu32 ", not an earlier one", name,
-                           j, in);
-        n->input[j] = (int)in;
-    }
-    int nia = ir_op_num_iattrs(n->op), nfa = ir_op_num_fattrs(n->op);
-    if (get_count(r, name, "integer", nia)) return -1;
-    for (int j = 0; j < nia; j++) n->iattr[j] = get_i64(r);
-    if (get_count(r, name, "float", nfa)) return -1;
-    for (int j = 0; j < nfa; j++) n->fattr[j] = get_f64(r);
-    uint32_t ndim = get_u32(r);
-    if (r->failed) return -1;
-    if (ndim < 1 || ndim > IR_MAX_DIMS)
-        return rd_fail(r, "%s: rank %" PRIu32 ", must be 1 to %d", name, ndim, IR_MAX_DIMS);
-    n->type.ndim = (int)ndim;
-    for (uint32_t d = 0; d < ndim; d++) n->type.dim[d] = get_i64(r);
-    uint32_t dtype = get_u32(r);
-    if (r->failed) return -1;
-    if (dtype > IR_I32) return rd_fail(r, "%s: unknown dtype %" PRIu32, name, dtype);
-    n->type.dtype = (ir_dtype)dtype;
-    n->flags = get_u32(r);
-    get_str(r, n->name, sizeof n->name, "name");
-    n->line = get_i32(r);
-    n->col = get_i32(r);
-    return r->failed ? -1 : 0;
-}
-
-static ir_graph *get_graph(rd *r) {
-    uint32_t n = get_u32(r);
-    if (r->failed) return NULL;
-    /* Never allocate from a count the bytes can't back. */
-    if (n > base_left(&r->b) / NODE_MIN_BYTES || n > INT32_MAX / 2) {
-        rd_fail(r, "%" PRIu32 " nodes cannot fit in %zu bytes", n, base_left(&r->b));
-        return NULL;
-    }
-    ir_graph *g = ir_new();
-    if (n) {
-        g->nodes = calloc(n, sizeof *g->nodes);
-        if (!g->nodes) {
-            rd_fail(r, "out of memory");
-            ir_free(g);
-            return NULL;
-        }
-        g->cap = (int)n;
-    }
-    for (uint32_t i = 0; i < n && !r->failed; i++) {
-        get_node(r, &g->nodes[i], (int)i);
-        g->n = (int)i + 1;
-    }
-    r->node = -1;
-    get_done(r);
-    if (r->failed) {
-        ir_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-/* One program's fusion groups; ir_verify (in check_plan) checks them. */
-static void get_groups(rd *r, ir_graph *g) {
-    uint32_t n = get_u32(r);
-    if (r->failed) return;
-    if (n != (uint32_t)g->n) {
-        rd_fail(r, "%" PRIu32 " entries for %d nodes", n, g->n);
-        return;
-    }
-    for (int i = 0; i < g->n && !r->failed; i++) {
-        uint32_t grp = get_u32(r);
-        if (grp > (uint32_t)g->n) rd_fail(r, "node %d: group %" PRIu32, i, grp);
-        g->nodes[i].group = (int)grp;
-    }
-}
-
-/* An enum's value, at most max. */
-static int get_enum(rd *r, uint32_t max, const char *what, uint32_t *out) {
-    *out = get_u32(r);
-    if (r->failed) return -1;
-    if (*out > max) return rd_fail(r, "unknown %s %" PRIu32, what, *out);
-    return 0;
-}
-
-static int get_schedule(rd *r, ir_train *t) {
-    memset(t, 0, sizeof *t);
-    t->batch = get_i32(r);
-    t->epochs = get_i32(r);
-    t->init_magnitude = get_f64(r);
-    uint32_t opt, scaling, kind;
-    ir_train_optim_defaults(t); /* OPTM, when there is one, replaces them */
-    if (get_enum(r, IR_OPT_ADAMW, "optimizer", &opt)) return -1;
-    t->optimizer = (ir_optimizer)opt;
-    t->momentum = get_f64(r);
-    t->wd = get_f64(r);
-    int steps = get_i32(r);
-    if (r->failed) return -1;
-    if (steps < 0 || steps > IR_MAX_LR_STEPS)
-        return rd_fail(r, "%d lr steps, at most %d allowed", steps, IR_MAX_LR_STEPS);
-    t->lr_steps = steps;
-    for (int i = 0; i < steps; i++) {
-        t->lr_epoch[i] = get_i32(r);
-        t->lr_value[i] = get_f64(r);
-    }
-    if (get_enum(r, IR_LR_SCALING_SQRT, "lr scaling", &scaling)) return -1;
-    t->lr_scaling = (ir_lr_scaling)scaling;
-    t->reference_batch = get_i32(r);
-    t->warmup_epochs = get_i32(r);
-    if (get_enum(r, IR_LR_POLY, "lr curve", &kind)) return -1;
-    t->lr_kind = (ir_lr_kind)kind;
-    t->lr_final = get_f64(r);
-    t->lr_power = get_f64(r);
-    get_str(r, t->dataset, sizeof t->dataset, "dataset name");
-    t->pad = get_i32(r);
-    t->random_crop = get_i32(r);
-    t->random_mirror = get_i32(r);
-    t->normalize = get_i32(r);
-    for (int c = 0; c < 3; c++) t->mean[c] = get_f64(r);
-    for (int c = 0; c < 3; c++) t->std[c] = get_f64(r);
-    t->eval_batch = get_i32(r);
-    get_done(r);
-    return r->failed ? -1 : 0;
+        plan_rd_fail(r, "%zu unexpected bytes at the end", base_left(&r->b));
 }
 
 void plan_free_sections(dpc_plan *p) {
@@ -679,7 +295,7 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
         char tag[5];
         memcpy(tag, pay + off, 4);
         tag[4] = 0;
-        if (!valid_tag(tag))
+        if (!plan_valid_tag(tag))
             return base_fail(why, wn, "corrupt plan: bad section tag at offset %zu", off);
         uint64_t slen = base_le64(pay + off + 4);
         off += 12;
@@ -709,50 +325,44 @@ static int split_sections(dpc_plan *p, const unsigned char *pay, size_t plen, sp
     return 0;
 }
 
-static rd reader(const spans *sp, int i, const char *what) {
-    return (rd){{sp->p[i], sp->len[i], 0, 0}, what, -1, "", 0};
+static plan_rd reader(const spans *sp, int i, const char *what) {
+    return (plan_rd){{sp->p[i], sp->len[i], 0, 0}, what, -1, "", 0};
 }
 
 /* The required sections' contents (and the fusion groups when there are
  * any) into p, in file order; the first failure stops it. */
 static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
-    rd r = reader(sp, SPAN_META, "section META");
-    get_str(&r, p->model, sizeof p->model, "model name");
-    get_str(&r, p->source, sizeof p->source, "source path");
-    get_done(&r);
+    plan_rd r = reader(sp, SPAN_META, "section META");
+    plan_get_str(&r, p->model, sizeof p->model, "model name");
+    plan_get_str(&r, p->source, sizeof p->source, "source path");
+    plan_get_done(&r);
     if (!r.failed) {
         r = reader(sp, SPAN_SCHD, "schedule");
-        get_schedule(&r, &p->schedule);
+        memset(&p->schedule, 0, sizeof p->schedule);
+        ir_train_optim_defaults(&p->schedule); /* OPTM, when there is one, replaces them */
+        plan_get_schedule(&r, &p->schedule, PLAN_SEC_SCHD);
     }
     if (!r.failed) {
         r = reader(sp, SPAN_GTRN, "train program");
-        p->train = get_graph(&r);
+        p->train = plan_get_graph(&r);
     }
     if (!r.failed) {
         r = reader(sp, SPAN_GEVL, "eval program");
-        p->eval = get_graph(&r);
+        p->eval = plan_get_graph(&r);
     }
     if (!r.failed && sp->p[SPAN_GRPS]) {
         r = reader(sp, SPAN_GRPS, "fusion groups");
-        get_groups(&r, p->train);
-        get_groups(&r, p->eval);
-        get_done(&r);
+        plan_get_groups(&r, p->train);
+        plan_get_groups(&r, p->eval);
+        plan_get_done(&r);
     }
     if (!r.failed && sp->p[SPAN_OPTM]) {
-        ir_train *t = &p->schedule;
         r = reader(sp, SPAN_OPTM, "optimizer");
-        t->nesterov = get_i32(&r);
-        t->exclude = get_i32(&r);
-        t->eta = get_f64(&r);
-        t->eps = get_f64(&r);
-        t->beta1 = get_f64(&r);
-        t->beta2 = get_f64(&r);
-        get_done(&r);
+        plan_get_schedule(&r, &p->schedule, PLAN_SEC_OPTM);
     }
     if (!r.failed && sp->p[SPAN_DATA]) {
         r = reader(sp, SPAN_DATA, "data");
-        p->schedule.resize = get_i32(&r);
-        get_done(&r);
+        plan_get_schedule(&r, &p->schedule, PLAN_SEC_DATA);
     }
     return r.failed ? base_fail(why, wn, "corrupt plan: %s", r.why) : 0;
 }
@@ -770,7 +380,7 @@ static dpc_plan *decode(const unsigned char *pay, size_t plen, char *why, size_t
         plan_free(p);
         return NULL;
     }
-    if (check_plan(p, sub, sizeof sub)) {
+    if (plan_check(p, sub, sizeof sub)) {
         base_fail(why, wn, "corrupt plan: %s", sub);
         plan_free(p);
         return NULL;
@@ -900,7 +510,7 @@ dpc_plan *plan_read(const char *path, char *err, size_t errlen) {
 /* ---- sections and the summary ------------------------------------------- */
 
 int plan_add_section(dpc_plan *p, const char *tag, const void *data, size_t len) {
-    if (!p || !tag || strlen(tag) != 4 || !valid_tag(tag) || is_required(tag)) return -1;
+    if (!p || !tag || strlen(tag) != 4 || !plan_valid_tag(tag) || plan_is_required(tag)) return -1;
     if (p->nextra < 0 || p->nextra >= PLAN_MAX_SECTIONS || plan_find_section(p, tag)) return -1;
     if (len && !data) return -1;
     unsigned char *copy = malloc(len ? len : 1);

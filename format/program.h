@@ -50,7 +50,7 @@
  * body converts to float on load and rounds back on store. A body may
  * read `count`.
  * Reductions accumulate in acc_t (double); per-channel ones in
- * CG_REDUCE_LANES partial sums combined as a fixed tree (codegen/fused.c).
+ * CG_REDUCE_LANES partial sums combined as a fixed tree (codegen/fused_channel.c).
  *
  * Plan sections "KCPU" (C) and "KCUD" (CUDA) hold one or more serialised
  * programs back to back (train and eval); cg_section_find picks the one
@@ -143,7 +143,7 @@ int cg_gemm_equal(const cg_gemm *a, const cg_gemm *b);
  *   CG_CONV_BACKWARD_WEIGHTS  dw[K,C/G,kh,kw] = conv_grad_weight(dy, x)
  * The nalt calls after a conv call are the same convolution lowered to
  * im2col + GEMM, to direct kernels when grouped, or (dense) to one GEMM
- * over the unrolled weights (codegen/gemm.c, render.c): a backend without
+ * over the unrolled weights (codegen/gemm.c, im2col.c, conv_direct.c): a backend without
  * the library, or whose
  * library refuses the shape, or whose tuner measured them faster (tune),
  * runs those instead, so every program runs everywhere. */
@@ -162,6 +162,15 @@ typedef struct {
     int nalt;                   /* calls after this one that compute the same (im2col + GEMM) */
     int dense;                  /* 1: those calls are the dense product (IR_FLAG_CONV_DENSE) */
 } cg_conv;
+
+/* The descriptor's fields in serialised order (i64s): the record
+ * (program.c) and the descriptor's checks (descriptor.c) walk them alike. */
+#define CG_CONV_DIMS(c)                                                                      \
+    {                                                                                        \
+        &(c)->N, &(c)->C, &(c)->H, &(c)->W, &(c)->K, &(c)->kh, &(c)->kw, &(c)->sh, &(c)->sw, \
+            &(c)->ph, &(c)->pw, &(c)->Ho, &(c)->Wo, &(c)->G                                  \
+    }
+enum { CG_CONV_NDIMS = 14 };
 
 /* Elements of the call's output, first and second input. */
 void cg_conv_sizes(const cg_conv *c, int64_t size[3]);

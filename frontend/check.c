@@ -433,7 +433,8 @@ static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
                       : !strcmp(k->key, "final") ? &t->lr_final
                                                  : &t->lr_power;
         double v = num_value(k->value);
-        int bad = dst == &t->lr_power ? !(v > 0 && v <= 100) : !(v >= 0 && v <= IR_MAX_LR);
+        int bad =
+            dst == &t->lr_power ? !(v > 0 && v <= IR_MAX_LR_POWER) : !(v >= 0 && v <= IR_MAX_LR);
         if (bad) {
             ERR(C, k->value->loc, "argument '%s' of '%s' must be in %s, got %g", k->key, it->ident,
                 dst == &t->lr_power ? "(0, 100]" : "[0, 1e6]", v);

@@ -13,4 +13,22 @@
  * block: for error messages, several in one call. */
 #define TYPE_STR(t) ir_type_str((t), (char[96]){0}, 96)
 
+/* The IR text form's version (`# dpc-ir 1`) and its program names
+ * ("train", "eval"), shared by text_write.c and text.c. */
+#define IR_TEXT_VERSION 1
+extern const char *const ir_text_program_names[2];
+/* The `# train` line of the IR text form (text_write.c writes it, text.c
+ * reads it): the field at position rank, NULL past the end. */
+const ir_train_field *ir_train_field_at(int rank);
+/* An ENUM field's words: its names, the first a value may be written as
+ * (lr_curve is written only when not dict), what a missing word was
+ * expected to be, and the list an unknown word is told. */
+typedef struct {
+    size_t offset;
+    const char *const *names;
+    int first, last;
+    const char *what, *list;
+} ir_enum_words;
+const ir_enum_words *ir_enum_words_of(const ir_train_field *f);
+
 #endif

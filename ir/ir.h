@@ -301,7 +301,7 @@ static inline int ir_is_persistent(ir_op op) { return op == IR_OP_PARAM || op ==
 /* ---- per-element rules -------------------------------------------------
  * A pointwise op computes output element i from a C expression over its
  * inputs; the fusion pass chains such expressions inside one kernel and
- * codegen renders them (codegen/render.c). The template language:
+ * codegen renders them (codegen/fused.c). The template language:
  *   $k    input k at i            $kc  input k at the channel of i
  *   $ks   input k's element 0     $ko  input k at i / inner (outer index)
  *   @k    float attribute k       #M   1/M (elements per channel)
@@ -421,7 +421,7 @@ int ir_type_same_shape(const ir_type *a, const ir_type *b);
 int ir_is_channel_factor(const ir_type *x, const ir_type *s);
 /* dropout's mask hash (a splitmix64 finaliser): the element is kept when
  * ir_dropout_hash(...) >> 40 >= ir_dropout_threshold(p). The kernels spell
- * the same arithmetic out (codegen/render.c). */
+ * the same arithmetic out (codegen/channel.c). */
 static inline uint64_t ir_dropout_hash(uint64_t key, int64_t salt, int64_t e) {
     uint64_t z = key ^ ((uint64_t)salt * 0xd1b54a32d192ed03ull);
     z += (uint64_t)e * 0x9e3779b97f4a7c15ull;
@@ -571,35 +571,100 @@ enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1 };
  * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
 typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
 
+/* Every ir_train field, once, in declaration order:
+ * X(type, name, dims, kind, key, lo, hi, when, rank). The struct below is
+ * made from it, and so are the schedule's encodings: the plan's sections
+ * (format/plan_schedule.c), the `# train` line of the IR text form
+ * (ir/text_write.c, ir/text.c), the optimizer defaults (ir/schedule.c).
+ * A new field is a line here, its default in ir_train_defaults and its
+ * checks in ir_train_check_field.
+ *   kind  I32 (int), F64 (double), F64X3 (double[3]), STR (char[]) are
+ *         encoded from the table alone; ENUM (a u32 up to hi in a plan, a
+ *         word in the text form) and LR (the lr dict: lr_steps, then its
+ *         LR_PART rows lr_epoch and lr_value) have a case of their own in
+ *         each encoding.
+ *   key   the text form's key, and the field ir_train_check_field names
+ *   lo,hi an I32's bounds in the text form (of a NONZERO one, when there);
+ *         an ENUM's largest value in hi
+ *   when  ALWAYS; OPTIM (the plan's OPTM section and the text form hold
+ *         it only when an optimizer setting differs from ir_train_defaults);
+ *         CURVE (the text form holds it only when lr_kind is not DICT);
+ *         NONZERO (the plan's DATA section and the text form hold it only
+ *         when it is not 0). The plan's SCHD section holds ALWAYS and
+ *         CURVE fields, in this order; the optional parts came later, so
+ *         plans and text without them read as before.
+ *   rank  its position on the `# train` line (-1: not there itself) */
+/* clang-format off */
+#define IR_TRAIN_FIELDS(X) \
+    X(int,           batch,           ,                   I32,     "batch",           1, IR_MAX_BATCH,       ALWAYS,  0)  /* per device */ \
+    X(int,           epochs,          ,                   I32,     "epochs",          1, IR_MAX_EPOCHS,      ALWAYS,  1) \
+    X(double,        init_magnitude,  ,                   F64,     "init_magnitude",  0, 0,                  ALWAYS,  3)  /* xavier(magnitude=...), uniform, factor "avg" */ \
+    X(ir_optimizer,  optimizer,       ,                   ENUM,    "optimizer",       0, IR_OPT_ADAMW,       ALWAYS,  4) \
+    X(double,        momentum,        ,                   F64,     "momentum",        0, 0,                  ALWAYS,  5) \
+    X(double,        wd,              ,                   F64,     "wd",              0, 0,                  ALWAYS,  6) \
+    /* sgd: nesterov; lars: eta, eps; lamb/adamw: beta1, beta2, eps; \
+     * lars/lamb/adamw: exclude (IR_EXCLUDE_*). README's train section. */ \
+    X(int,           nesterov,        ,                   I32,     "nesterov",        0, 1,                  OPTIM,   7) \
+    X(int,           exclude,         ,                   I32,     "exclude",         0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, OPTIM, 8) \
+    X(double,        eta,             ,                   F64,     "eta",             0, 0,                  OPTIM,   9) \
+    X(double,        eps,             ,                   F64,     "eps",             0, 0,                  OPTIM,   10) \
+    X(double,        beta1,           ,                   F64,     "beta1",           0, 0,                  OPTIM,   11) \
+    X(double,        beta2,           ,                   F64,     "beta2",           0, 0,                  OPTIM,   12) \
+    X(int,           lr_steps,        ,                   LR,      "lr",              0, 0,                  ALWAYS,  13) /* entries in the lr dict */ \
+    X(int,           lr_epoch,        [IR_MAX_LR_STEPS],  LR_PART, "lr",              0, 0,                  ALWAYS,  -1) /* sorted, first is 0 */ \
+    X(double,        lr_value,        [IR_MAX_LR_STEPS],  LR_PART, "lr",              0, 0,                  ALWAYS,  -1) \
+    X(ir_lr_scaling, lr_scaling,      ,                   ENUM,    "lr_scaling",      0, IR_LR_SCALING_SQRT, ALWAYS,  17) \
+    X(int,           reference_batch, ,                   I32,     "reference_batch", 1, IR_MAX_REF_BATCH,   ALWAYS,  18) \
+    X(int,           warmup_epochs,   ,                   I32,     "warmup_epochs",   0, IR_MAX_EPOCHS,      ALWAYS,  19) \
+    X(ir_lr_kind,    lr_kind,         ,                   ENUM,    "lr_curve",        0, IR_LR_POLY,         CURVE,   14) /* COSINE, POLY: lr_steps is 1, lr_value[0] the base */ \
+    X(double,        lr_final,        ,                   F64,     "lr_final",        0, 0,                  CURVE,   15) /* the lr of the last step (not scaled) */ \
+    X(double,        lr_power,        ,                   F64,     "lr_power",        0, 0,                  CURVE,   16) /* POLY's exponent */ \
+    X(char,          dataset,         [32],               STR,     "dataset",         0, 0,                  ALWAYS,  20) /* "cifar10", "imagefolder", "npy" */ \
+    X(int,           pad,             ,                   I32,     "pad",             0, IR_MAX_PAD,         ALWAYS,  21) /* zero padding before the crop, 0 = none */ \
+    X(int,           random_crop,     ,                   I32,     "random_crop",     0, IR_MAX_CROP,        ALWAYS,  22) /* crop size, 0 = none */ \
+    X(int,           random_mirror,   ,                   I32,     "random_mirror",   0, 1,                  ALWAYS,  23) \
+    X(int,           normalize,       ,                   I32,     "normalize",       0, 1,                  ALWAYS,  24) \
+    X(double,        mean,            [3],                F64X3,   "mean",            0, 0,                  ALWAYS,  25) \
+    X(double,        std,             [3],                F64X3,   "std",             0, 0,                  ALWAYS,  26) \
+    X(int,           eval_batch,      ,                   I32,     "eval_batch",      1, IR_MAX_BATCH,       ALWAYS,  2) \
+    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */
+/* clang-format on */
+
 typedef struct {
-    int batch; /* per device */
-    int epochs;
-    double init_magnitude; /* xavier(magnitude=...), uniform, factor "avg" */
-    ir_optimizer optimizer;
-    double momentum, wd;
-    /* sgd: nesterov; lars: eta, eps; lamb/adamw: beta1, beta2, eps;
-     * lars/lamb/adamw: exclude (IR_EXCLUDE_*). README's train section. */
-    int nesterov, exclude;
-    double eta, eps, beta1, beta2;
-    int lr_steps;                  /* entries in the lr dict */
-    int lr_epoch[IR_MAX_LR_STEPS]; /* sorted, first is 0 */
-    double lr_value[IR_MAX_LR_STEPS];
-    ir_lr_scaling lr_scaling;
-    int reference_batch;
-    int warmup_epochs;
-    ir_lr_kind lr_kind; /* COSINE, POLY: lr_steps is 1, lr_value[0] the base */
-    double lr_final;    /* the lr of the last step (not scaled) */
-    double lr_power;    /* POLY's exponent */
-    /* data */
-    char dataset[32]; /* "cifar10", "imagefolder", "npy" */
-    int pad;          /* zero padding before the crop, 0 = none */
-    int random_crop;  /* crop size, 0 = none */
-    int random_mirror;
-    int normalize;
-    double mean[3], std[3];
-    int eval_batch;
-    int resize; /* imagefolder: the shorter side before any crop, 0 = the input's */
+#define IR_TRAIN_MEMBER(type, name, dims, ...) type name dims;
+    IR_TRAIN_FIELDS(IR_TRAIN_MEMBER)
+#undef IR_TRAIN_MEMBER
 } ir_train;
+
+/* The table as data, for the encodings that walk it. */
+typedef enum {
+    IR_TK_I32,
+    IR_TK_F64,
+    IR_TK_F64X3,
+    IR_TK_STR,
+    IR_TK_ENUM,
+    IR_TK_LR,
+    IR_TK_LR_PART
+} ir_train_kind;
+typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO } ir_train_when;
+typedef struct {
+    const char *name, *key;
+    ir_train_kind kind;
+    ir_train_when when;
+    int lo, hi, rank;
+    size_t offset, size; /* of the member in ir_train */
+} ir_train_field;
+#define IR_TRAIN_COUNT_ONE(...) +1
+enum { IR_TRAIN_NFIELDS = 0 IR_TRAIN_FIELDS(IR_TRAIN_COUNT_ONE) };
+#undef IR_TRAIN_COUNT_ONE
+extern const ir_train_field ir_train_fields[IR_TRAIN_NFIELDS]; /* in the table's order */
+/* The member a field describes, in t. */
+static inline void *ir_train_ptr(ir_train *t, const ir_train_field *f) {
+    return (char *)t + f->offset;
+}
+static inline const void *ir_train_cptr(const ir_train *t, const ir_train_field *f) {
+    return (const char *)t + f->offset;
+}
 
 /* The defaults a train section starts from (the article's). */
 void ir_train_defaults(ir_train *t);

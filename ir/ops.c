@@ -11,7 +11,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
 #undef X
 };
 
-/* Plans store an op as its index in this table (format/plan.c), so the order is
+/* Plans store an op as its index in this table (format/plan_graph.c), so the order is
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */

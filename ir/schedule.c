@@ -1,11 +1,31 @@
-/* ir/schedule.c — the train section's settings (ir_train): defaults,
- * checks, names and the printout. */
+/* ir/schedule.c — the train section's settings (ir_train): the field
+ * table as data, defaults, checks, names and the printout. */
 #include "ir/ir.h"
 
 #include <string.h>
 
 #include "base/err.h"
 #include "ir/validate.h"
+
+const ir_train_field ir_train_fields[IR_TRAIN_NFIELDS] = {
+#define FIELD(type, name, dims, kind, key, lo, hi, when, rank) \
+    {#name,                                                    \
+     key,                                                      \
+     IR_TK_##kind,                                             \
+     IR_TW_##when,                                             \
+     lo,                                                       \
+     hi,                                                       \
+     rank,                                                     \
+     offsetof(ir_train, name),                                 \
+     sizeof(((ir_train *)0)->name)},
+    IR_TRAIN_FIELDS(FIELD)
+#undef FIELD
+};
+
+/* An ENUM field is read and written as an int. */
+_Static_assert(sizeof(ir_optimizer) == sizeof(int) && sizeof(ir_lr_scaling) == sizeof(int) &&
+                   sizeof(ir_lr_kind) == sizeof(int),
+               "ir_train's enums are int-sized");
 
 void ir_train_defaults(ir_train *t) {
     memset(t, 0, sizeof *t);
@@ -46,15 +66,25 @@ const char *const ir_optimizer_names[IR_OPT_ADAMW + 1] = {"sgd", "lars", "lamb",
 void ir_train_optim_defaults(ir_train *t) {
     ir_train d;
     ir_train_defaults(&d);
-    t->nesterov = d.nesterov, t->exclude = d.exclude;
-    t->eta = d.eta, t->eps = d.eps, t->beta1 = d.beta1, t->beta2 = d.beta2;
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        if (f->when == IR_TW_OPTIM) memcpy(ir_train_ptr(t, f), ir_train_cptr(&d, f), f->size);
+    }
 }
 
 int ir_train_optim_is_default(const ir_train *t) {
     ir_train d = *t;
     ir_train_optim_defaults(&d);
-    return d.nesterov == t->nesterov && d.exclude == t->exclude && d.eta == t->eta &&
-           d.eps == t->eps && d.beta1 == t->beta1 && d.beta2 == t->beta2;
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        if (f->when != IR_TW_OPTIM) continue;
+        const void *x = ir_train_cptr(t, f), *y = ir_train_cptr(&d, f);
+        /* the OPTIM fields are I32 and F64: compared as numbers */
+        if (f->kind == IR_TK_F64 ? *(const double *)x != *(const double *)y
+                                 : *(const int *)x != *(const int *)y)
+            return 0;
+    }
+    return 1;
 }
 
 /* The datasets dprun reads (runtime/data) and the inputs each fills. */
@@ -100,8 +130,8 @@ int ir_train_check(const ir_train *t, char *err, size_t errlen) {
 /* Fails naming field f (the text form's key). */
 #define BAD(f, ...) (field ? *field = (f) : 0, base_fail(err, errlen, __VA_ARGS__))
 
-int ir_train_check_field(const ir_train *t, const char **field, char *err, size_t errlen) {
-    if (field) *field = NULL;
+/* Batch sizes, epochs and the initialisation. */
+static int check_sizes(const ir_train *t, const char **field, char *err, size_t errlen) {
     if (t->batch <= 0) return BAD("batch", "batch must be positive, got %d", t->batch);
     if (t->batch > IR_MAX_BATCH)
         return BAD("batch", "batch must be at most %d, got %d", IR_MAX_BATCH, t->batch);
@@ -115,6 +145,11 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
                    t->eval_batch);
     if (!(t->init_magnitude > 0))
         return BAD("init_magnitude", "init magnitude must be positive, got %g", t->init_magnitude);
+    return 0;
+}
+
+/* The optimizer and the ranges of its settings. */
+static int check_optimizer(const ir_train *t, const char **field, char *err, size_t errlen) {
     if ((unsigned)t->optimizer > IR_OPT_ADAMW)
         return BAD("optimizer", "unknown optimizer %d", t->optimizer);
     if (!(t->momentum >= 0 && t->momentum < 1))
@@ -131,8 +166,12 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
         return BAD("beta1", "beta1 must be in [0, 1), got %g", t->beta1);
     if (!(t->beta2 >= 0 && t->beta2 < 1))
         return BAD("beta2", "beta2 must be in [0, 1), got %g", t->beta2);
-    /* what the optimizer does not use stays at its default (nothing reads
-     * it; a value there says something about training that is not so) */
+    return 0;
+}
+
+/* What the optimizer does not use stays at its default (nothing reads
+ * it; a value there says something about training that is not so). */
+static int check_unused(const ir_train *t, const char **field, char *err, size_t errlen) {
     ir_train d;
     ir_train_defaults(&d);
     int sgd = t->optimizer == IR_OPT_SGD, lars = t->optimizer == IR_OPT_LARS;
@@ -150,6 +189,11 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
     if (!sgd && !lars && t->momentum != d.momentum)
         return BAD("momentum", "momentum=%g, but %s has none (it stays %g)", t->momentum, opt,
                    d.momentum);
+    return 0;
+}
+
+/* The lr dict or curve, its scaling and warmup. */
+static int check_lr(const ir_train *t, const char **field, char *err, size_t errlen) {
     if (t->lr_steps < 1 || t->lr_steps > IR_MAX_LR_STEPS)
         return BAD("lr", "lr schedule needs 1 to %d entries, got %d", IR_MAX_LR_STEPS, t->lr_steps);
     if (t->lr_epoch[0] != 0)
@@ -188,6 +232,11 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
     if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
         return BAD("warmup_epochs", "warmup of %d epochs does not fit %d epochs of training",
                    t->warmup_epochs, t->epochs);
+    return 0;
+}
+
+/* The dataset and its augmentation. */
+static int check_data(const ir_train *t, const char **field, char *err, size_t errlen) {
     if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
         return BAD("dataset", "dataset name not terminated");
     if (!ir_dataset_known(t->dataset))
@@ -211,6 +260,15 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
         if (!(t->mean[c] >= -IR_MAX_REAL && t->mean[c] <= IR_MAX_REAL))
             return BAD("mean", "normalize mean must be in [-1e6, 1e6], got %g", t->mean[c]);
     }
+    return 0;
+}
+
+int ir_train_check_field(const ir_train *t, const char **field, char *err, size_t errlen) {
+    if (field) *field = NULL;
+    if (check_sizes(t, field, err, errlen) || check_optimizer(t, field, err, errlen) ||
+        check_unused(t, field, err, errlen) || check_lr(t, field, err, errlen) ||
+        check_data(t, field, err, errlen))
+        return -1;
     return 0;
 }
 #undef BAD

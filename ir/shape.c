@@ -321,6 +321,63 @@ int ir_is_channel_factor(const ir_type *x, const ir_type *s) {
     return s->ndim == 2 || (s->ndim == 4 && s->dim[2] == 1 && s->dim[3] == 1);
 }
 
+/* concat along the channels: every dimension but the channels agrees. */
+static int infer_concat(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                        size_t errlen) {
+    const ir_type *a = in_type(g, n, 0);
+    if (n->iattr[0] != 1)
+        return base_fail(err, errlen, "concat: only axis 1 (channels) is supported, got %" PRId64,
+                         n->iattr[0]);
+    if (a->ndim < 2 || a->dtype == IR_I32)
+        return base_fail(err, errlen, "concat: inputs must be [N, C, ...] float tensors, got %s",
+                         TYPE_STR(a));
+    *out = *a;
+    for (int k = 1; k < n->ninputs; k++) {
+        const ir_type *b = in_type(g, n, k);
+        int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
+        for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
+        if (!same)
+            return base_fail(err, errlen,
+                             "concat: input %d %s does not fit input 0 %s (all dimensions but "
+                             "the channels must agree)",
+                             k, TYPE_STR(b), TYPE_STR(a));
+        out->dim[1] += b->dim[1];
+    }
+    return 0;
+}
+
+/* channel_slice: channels [off, off + c) of its input. */
+static int infer_channel_slice(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                               size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    const ir_type *x = in_type(g, n, 0);
+    int64_t off = n->iattr[0], c = n->iattr[1];
+    if (x->ndim < 2 || x->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
+    if (off < 0 || c < 1 || off > x->dim[1] - c)
+        return base_fail(err, errlen, "%s: channels %" PRId64 "..%" PRId64 " are not within %s", op,
+                         off, off + c - 1, TYPE_STR(x));
+    *out = *x;
+    out->dim[1] = c;
+    return 0;
+}
+
+/* dropout: x's shape; a key of four values, p in [0, 1), a salt >= 0. */
+static int infer_dropout(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                         size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    const ir_type *x = in_type(g, n, 0);
+    if (x->dtype == IR_I32)
+        return base_fail(err, errlen, "dropout: input must be a float tensor, got %s", TYPE_STR(x));
+    if (need_vector(op, "key", in_type(g, n, 1), 4, err, errlen)) return -1;
+    if (!(n->fattr[0] >= 0 && n->fattr[0] < 1))
+        return base_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
+    if (n->iattr[0] < 0)
+        return base_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
+    *out = *x;
+    return 0;
+}
+
 /* Elementwise ops and views: the output has an input's shape. */
 static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                            size_t errlen) {
@@ -402,55 +459,9 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         *out = ir_shape2(dy->dim[0], dy->dim[1]);
         return 0;
     }
-    case IR_OP_CONCAT: {
-        const ir_type *a = in_type(g, n, 0);
-        if (n->iattr[0] != 1)
-            return base_fail(err, errlen,
-                             "concat: only axis 1 (channels) is supported, got %" PRId64,
-                             n->iattr[0]);
-        if (a->ndim < 2 || a->dtype == IR_I32)
-            return base_fail(err, errlen,
-                             "concat: inputs must be [N, C, ...] float tensors, got %s",
-                             TYPE_STR(a));
-        *out = *a;
-        for (int k = 1; k < n->ninputs; k++) {
-            const ir_type *b = in_type(g, n, k);
-            int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
-            for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
-            if (!same)
-                return base_fail(err, errlen,
-                                 "concat: input %d %s does not fit input 0 %s (all dimensions but "
-                                 "the channels must agree)",
-                                 k, TYPE_STR(b), TYPE_STR(a));
-            out->dim[1] += b->dim[1];
-        }
-        return 0;
-    }
-    case IR_OP_CHANNEL_SLICE: {
-        const ir_type *x = in_type(g, n, 0);
-        int64_t off = n->iattr[0], c = n->iattr[1];
-        if (x->ndim < 2 || x->dtype == IR_I32)
-            return base_fail(err, errlen, "%s: input must be [N, C, ...], got %s", op, TYPE_STR(x));
-        if (off < 0 || c < 1 || off > x->dim[1] - c)
-            return base_fail(err, errlen, "%s: channels %" PRId64 "..%" PRId64 " are not within %s",
-                             op, off, off + c - 1, TYPE_STR(x));
-        *out = *x;
-        out->dim[1] = c;
-        return 0;
-    }
-    case IR_OP_DROPOUT: {
-        const ir_type *x = in_type(g, n, 0);
-        if (x->dtype == IR_I32)
-            return base_fail(err, errlen, "dropout: input must be a float tensor, got %s",
-                             TYPE_STR(x));
-        if (need_vector(op, "key", in_type(g, n, 1), 4, err, errlen)) return -1;
-        if (!(n->fattr[0] >= 0 && n->fattr[0] < 1))
-            return base_fail(err, errlen, "dropout: p must be in [0, 1), got %g", n->fattr[0]);
-        if (n->iattr[0] < 0)
-            return base_fail(err, errlen, "dropout: salt %" PRId64 " is negative", n->iattr[0]);
-        *out = *x;
-        return 0;
-    }
+    case IR_OP_CONCAT: return infer_concat(g, n, out, err, errlen);
+    case IR_OP_CHANNEL_SLICE: return infer_channel_slice(g, n, out, err, errlen);
+    case IR_OP_DROPOUT: return infer_dropout(g, n, out, err, errlen);
     case IR_OP_ONES_LIKE:
         *out = *in_type(g, n, 0);
         out->dtype = IR_F32;

@@ -1,5 +1,5 @@
-/* ir/text.c — writing the IR text header and reading the whole form back
- * (ir/text.h). The reader works a line at a time with a cursor; every
+/* ir/text.c — reading the IR text form back (ir/text.h; writing it is
+ * text_write.c). The reader works a line at a time with a cursor; every
  * failure goes through fail(), which prefixes FILE:LINE:COL. */
 #include "ir/text.h"
 
@@ -12,93 +12,17 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "base/parse.h"
+#include "ir/internal.h"
 #include "ir/validate.h"
 
-#define TEXT_VERSION 1
 /* Bits of ir_text_parse's seen: the keyword lines met (comment_line's kws
  * order), programs named at 8 + slot. */
 #define VERSION_SEEN (1u << 0)
 #define END_SEEN     (1u << 4)
-/* Integer attributes, dimensions: the plan reader's bound (format/plan.c). */
+/* Integer attributes, dimensions: the plan reader's bound (PLAN_MAX_VALUE, format/plan_internal.h). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
-static const char *const program_names[2] = {"train", "eval"};
 static const char *const init_names[3] = {"zero", "one", "xavier"};
-/* ---- writing ------------------------------------------------------------ */
-
-static void print_list(const double *v, int n, FILE *f) {
-    for (int i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        ir_print_double(v[i], f);
-    }
-}
-
-static void print_train(const ir_train *t, FILE *f) {
-    fprintf(f, "# train batch=%d epochs=%d eval_batch=%d init_magnitude=", t->batch, t->epochs,
-            t->eval_batch);
-    ir_print_double(t->init_magnitude, f);
-    fprintf(f, " optimizer=%s momentum=", ir_optimizer_names[t->optimizer]);
-    ir_print_double(t->momentum, f);
-    fprintf(f, " wd=");
-    ir_print_double(t->wd, f);
-    if (!ir_train_optim_is_default(t)) { /* SGD headers read as before */
-        fprintf(f, " nesterov=%d exclude=%d", t->nesterov, t->exclude);
-        const double v[] = {t->eta, t->eps, t->beta1, t->beta2};
-        const char *const k[] = {"eta", "eps", "beta1", "beta2"};
-        for (int i = 0; i < 4; i++) {
-            fprintf(f, " %s=", k[i]);
-            ir_print_double(v[i], f);
-        }
-    }
-    fprintf(f, " lr=");
-    for (int i = 0; i < t->lr_steps; i++) {
-        fprintf(f, "%s%d:", i ? "," : "", t->lr_epoch[i]);
-        ir_print_double(t->lr_value[i], f);
-    }
-    if (t->lr_kind != IR_LR_DICT) { /* only then: a dict's line reads as before */
-        fprintf(f, " lr_curve=%s lr_final=", ir_lr_kind_name(t->lr_kind));
-        ir_print_double(t->lr_final, f);
-        fprintf(f, " lr_power=");
-        ir_print_double(t->lr_power, f);
-    }
-    fprintf(f, " lr_scaling=%s reference_batch=%d warmup_epochs=%d dataset=",
-            ir_lr_scaling_names[t->lr_scaling], t->reference_batch, t->warmup_epochs);
-    ir_print_name(t->dataset, 1, f);
-    fprintf(f, " pad=%d random_crop=%d random_mirror=%d normalize=%d mean=", t->pad, t->random_crop,
-            t->random_mirror, t->normalize);
-    print_list(t->mean, 3, f);
-    fprintf(f, " std=");
-    print_list(t->std, 3, f);
-    if (t->resize) fprintf(f, " resize=%d", t->resize); /* only then: other lines read as before */
-    fputc('\n', f);
-}
-
-void ir_text_write_header(const ir_text_file *t, FILE *f) {
-    fprintf(f, "# dpc-ir %d\n", TEXT_VERSION);
-    if (t->model[0] || t->source[0]) {
-        fprintf(f, "# model ");
-        ir_print_name(t->model, 1, f);
-        fprintf(f, " source ");
-        ir_print_name(t->source, 1, f);
-        fputc('\n', f);
-    }
-    if (t->after[0]) fprintf(f, "# after: %s\n", t->after);
-    if (t->has_train) print_train(&t->train, f);
-}
-
-void ir_text_write_program(int which, const ir_graph *g, FILE *f) {
-    fprintf(f, "# program %s\n", program_names[which == IR_TEXT_EVAL]);
-    if (g) ir_dump(g, f);
-}
-
-void ir_text_write_end(FILE *f) { fputs("# end\n", f); }
-
-void ir_text_write(const ir_text_file *t, FILE *f) {
-    ir_text_write_header(t, f);
-    for (int k = 0; k < 2; k++)
-        if (t->graph[k]) ir_text_write_program(k, t->graph[k], f);
-    ir_text_write_end(f);
-}
 
 void ir_text_free(ir_text_file *t) {
     for (int k = 0; k < 2; k++) ir_free(t->graph[k]);
@@ -489,83 +413,74 @@ static int key(rd *r, const char *k) {
     return expected(r, want);
 }
 
-static int int_key(rd *r, const char *k, int lo, int hi, int *out) {
-    return key(r, k) || int32_value(r, lo, hi, k, out);
-}
+static const char *key_at(const rd *r, const char *field, const char *at);
 
-static int float_key(rd *r, const char *k, double *out) {
-    return key(r, k) || float_value(r, k, out);
-}
-
-static int float_list(rd *r, const char *k, double *v) {
-    if (key(r, k)) return -1;
-    for (int i = 0; i < 3; i++)
-        if ((i && need(r, ",", "','")) || float_value(r, k, &v[i])) return -1;
+/* The value of field f after its key. */
+static int train_value(rd *r, ir_train *t, const ir_train_field *f) {
+    void *v = ir_train_ptr(t, f);
+    switch (f->kind) {
+    case IR_TK_I32: return int32_value(r, f->lo, f->hi, f->key, v);
+    case IR_TK_F64: return float_value(r, f->key, v);
+    case IR_TK_F64X3:
+        for (int i = 0; i < 3; i++)
+            if ((i && need(r, ",", "','")) || float_value(r, f->key, &((double *)v)[i])) return -1;
+        return 0;
+    case IR_TK_STR: {
+        char what[48];
+        snprintf(what, sizeof what, "a %s name", f->key); /* "a dataset name" */
+        return string(r, v, f->size, what);
+    }
+    case IR_TK_ENUM: {
+        const ir_enum_words *e = ir_enum_words_of(f);
+        char w[32];
+        const char *at = r->p;
+        if (word(r, w, sizeof w, e->what)) return -1;
+        for (int i = e->first; i <= e->last; i++)
+            if (!strcmp(w, e->names[i])) {
+                *(int *)v = i;
+                return 0;
+            }
+        return fail(r, at, "unexpected '%s', expected %s", w, e->list);
+    }
+    case IR_TK_LR:
+        t->lr_steps = 0;
+        do {
+            if (t->lr_steps == IR_MAX_LR_STEPS)
+                return fail(r, r->p, "more than %d lr steps", IR_MAX_LR_STEPS);
+            if (int32_value(r, 0, IR_MAX_EPOCHS, "an epoch", &t->lr_epoch[t->lr_steps]) ||
+                need(r, ":", "':'") || float_value(r, "an lr", &t->lr_value[t->lr_steps]))
+                return -1;
+            t->lr_steps++;
+        } while (lit(r, ","));
+        return 0;
+    case IR_TK_LR_PART: break; /* with its LR field */
+    }
     return 0;
 }
 
-static const char *key_at(const rd *r, const char *field, const char *at);
-
-/* `# train ...`, r->p after "train": every ir_train field, in print_train's order. */
+/* `# train ...`, r->p after "train": every field print_train writes, in
+ * its order; an optional part (ir/ir.h's `when`) is there when its first
+ * key is, else it keeps the defaults. */
 static int train_line(rd *r, ir_train *t) {
     const char *start = r->p;
-    char w[32];
     ir_train_defaults(t);
-    if (int_key(r, "batch", 1, IR_MAX_BATCH, &t->batch) ||
-        int_key(r, "epochs", 1, IR_MAX_EPOCHS, &t->epochs) ||
-        int_key(r, "eval_batch", 1, IR_MAX_BATCH, &t->eval_batch) ||
-        float_key(r, "init_magnitude", &t->init_magnitude) || key(r, "optimizer"))
-        return -1;
-    const char *at = r->p;
-    if (word(r, w, sizeof w, "an optimizer")) return -1;
-    int opt = 0;
-    while (opt <= IR_OPT_ADAMW && strcmp(w, ir_optimizer_names[opt])) opt++;
-    if (opt > IR_OPT_ADAMW)
-        return fail(r, at, "unexpected '%s', expected sgd, lars, lamb or adamw", w);
-    t->optimizer = (ir_optimizer)opt;
-    if (float_key(r, "momentum", &t->momentum) || float_key(r, "wd", &t->wd)) return -1;
-    if (lit(r, "nesterov=") &&
-        (int32_value(r, 0, 1, "nesterov", &t->nesterov) ||
-         int_key(r, "exclude", 0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, &t->exclude) ||
-         float_key(r, "eta", &t->eta) || float_key(r, "eps", &t->eps) ||
-         float_key(r, "beta1", &t->beta1) || float_key(r, "beta2", &t->beta2)))
-        return -1;
-    if (key(r, "lr")) return -1;
-    t->lr_steps = 0;
-    do {
-        if (t->lr_steps == IR_MAX_LR_STEPS)
-            return fail(r, r->p, "more than %d lr steps", IR_MAX_LR_STEPS);
-        if (int32_value(r, 0, IR_MAX_EPOCHS, "an epoch", &t->lr_epoch[t->lr_steps]) ||
-            need(r, ":", "':'") || float_value(r, "an lr", &t->lr_value[t->lr_steps]))
+    const ir_train_field *f, *prev = NULL;
+    int absent = -1; /* the `when` of an optional part that is not there */
+    for (int rank = 0; (f = ir_train_field_at(rank)); prev = f, rank++) {
+        if ((int)f->when == absent) continue;
+        absent = -1;
+        if (f->when != IR_TW_ALWAYS && (!prev || prev->when != f->when)) {
+            char first[40];
+            snprintf(first, sizeof first, "%s=", f->key);
+            if (!lit(r, first)) {
+                absent = (int)f->when;
+                continue;
+            }
+        } else if (key(r, f->key)) {
             return -1;
-        t->lr_steps++;
-    } while (lit(r, ","));
-    at = r->p;
-    if (lit(r, "lr_curve=")) {
-        at = r->p;
-        if (word(r, w, sizeof w, "cosine or poly")) return -1;
-        if (strcmp(w, "cosine") && strcmp(w, "poly"))
-            return fail(r, at, "unexpected '%s', expected cosine or poly", w);
-        t->lr_kind = strcmp(w, "cosine") ? IR_LR_POLY : IR_LR_COSINE;
-        if (float_key(r, "lr_final", &t->lr_final) || float_key(r, "lr_power", &t->lr_power))
-            return -1;
+        }
+        if (train_value(r, t, f)) return -1;
     }
-    if (key(r, "lr_scaling")) return -1;
-    at = r->p;
-    if (word(r, w, sizeof w, "none, linear or sqrt")) return -1;
-    int scaling = ir_lr_scaling_parse(w);
-    if (scaling < 0) return fail(r, at, "unexpected '%s', expected none, linear or sqrt", w);
-    t->lr_scaling = (ir_lr_scaling)scaling;
-    if (int_key(r, "reference_batch", 1, IR_MAX_REF_BATCH, &t->reference_batch) ||
-        int_key(r, "warmup_epochs", 0, IR_MAX_EPOCHS, &t->warmup_epochs) || key(r, "dataset") ||
-        string(r, t->dataset, sizeof t->dataset, "a dataset name") ||
-        int_key(r, "pad", 0, IR_MAX_PAD, &t->pad) ||
-        int_key(r, "random_crop", 0, IR_MAX_CROP, &t->random_crop) ||
-        int_key(r, "random_mirror", 0, 1, &t->random_mirror) ||
-        int_key(r, "normalize", 0, 1, &t->normalize) || float_list(r, "mean", t->mean) ||
-        float_list(r, "std", t->std))
-        return -1;
-    if (lit(r, "resize=") && int32_value(r, 1, IR_MAX_CROP, "resize", &t->resize)) return -1;
     if (end_of_line(r)) return -1;
     r->train_line = r->line, r->train_at = r->line_start, r->train_end = r->line_end;
     char why[256];
@@ -591,7 +506,7 @@ static int close_graph(rd *r, open_graph *o, ir_text_file *out, const char *at) 
     if (!o->g) return 0;
     if (o->g->n < o->declared)
         return fail(r, at, "program %s ends after %d of its %d nodes (truncated file?)",
-                    program_names[o->which], o->g->n, o->declared);
+                    ir_text_program_names[o->which], o->g->n, o->declared);
     char why[512];
     if (ir_verify(o->g, why, sizeof why)) {
         int node, line = o->graph_line;
@@ -632,9 +547,9 @@ static int comment_line(rd *r, ir_text_file *out, open_graph *o, int *pending, u
     case 0: {
         int64_t v;
         if (int_value(r, 0, INT32_MAX, "a version", &v)) return -1;
-        if (v != TEXT_VERSION)
+        if (v != IR_TEXT_VERSION)
             return fail(r, at, "IR text version %" PRId64 ", this dpc reads version %d", v,
-                        TEXT_VERSION);
+                        IR_TEXT_VERSION);
         return end_of_line(r);
     }
     case 1:
@@ -744,7 +659,7 @@ int ir_text_parse(const char *name, const char *text, size_t len, ir_text_file *
             rc = fail(&r, r.p, "unexpected end of file, expected '# end' (truncated file?)");
         else if (pending >= 0)
             rc = fail(&r, r.p, "program %s has no '# graph: N nodes' line (truncated file?)",
-                      program_names[pending]);
+                      ir_text_program_names[pending]);
         else
             rc = close_graph(&r, &o, out, r.p);
         if (!rc && !out->graph[0] && !out->graph[1])

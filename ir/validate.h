@@ -1,7 +1,7 @@
 /* ir/validate.h — the one check of a graph and its training section,
  * whatever they came from: the frontend (frontend/check.c, and dpc's
  * build before the passes), the IR text (ir/text.c, `dpc --from-ir`) or a
- * plan (format/plan.c, on writing and on reading). Each caller only says where
+ * plan (format/plan_check.c, on writing and on reading). Each caller only says where
  * a refused value came from: a .net position, an IR file's line and
  * column, a plan's section, program and node.
  *

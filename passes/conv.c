@@ -1,7 +1,7 @@
 /* passes/conv.c — which convolutions run as library calls (--conv).
  *
  *   im2col   none: every convolution is im2col + GEMM (codegen/gemm.c), or
- *            direct kernels when grouped (codegen/render.c);
+ *            direct kernels when grouped (codegen/conv_direct.c);
  *   dense    no library; a convolution on planes so small that every input
  *            pixel meets every output pixel (ir_conv_dense_ok: the last
  *            stages of a CIFAR ResNet, at 2x2 and 1x1) is marked

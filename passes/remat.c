@@ -154,6 +154,96 @@ static int read_after_assign(const ir_graph *g, char *why, size_t n) {
 
 static double mib(int64_t b) { return (double)b / (1 << 20); }
 
+/* c->bwd: the loss and what is computed from it; c->first_bwd: each
+ * node's first backward reader, or -1. */
+static void mark_backward(remat_ctx *c, int loss) {
+    const ir_graph *u = c->g;
+    for (int i = 0; i < u->n; i++) {
+        c->first_bwd[i] = -1;
+        c->bwd[i] = i == loss;
+        for (int j = 0; j < u->nodes[i].ninputs; j++) c->bwd[i] |= c->bwd[u->nodes[i].input[j]];
+    }
+    for (int i = u->n - 1; i >= 0; i--)
+        if (c->bwd[i])
+            for (int j = 0; j < u->nodes[i].ninputs; j++) c->first_bwd[u->nodes[i].input[j]] = i;
+}
+
+/* Candidates: stored forward results of a recomputable op that the
+ * backward pass reads, whose leaves are stored and no assign changes
+ * before that read; into cand, largest first, then in graph order.
+ * Returns their count. */
+static int find_candidates(const remat_ctx *c, int *cand, int *chain) {
+    const ir_graph *u = c->g;
+    int ncand = 0;
+    for (int v = 0; v < u->n; v++) {
+        const ir_node *nd = &u->nodes[v];
+        if (c->bwd[v] || !c->stored[v] || c->first_bwd[v] < 0 || !recomputable(nd->op) ||
+            (nd->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)))
+            continue;
+        int len = chain_of(c, v, chain, 0), ok = 1;
+        for (int k = 0; k < len && ok; k++)
+            for (int j = 0; j < u->nodes[chain[k]].ninputs; j++) {
+                int in = u->nodes[chain[k]].input[j];
+                ok &= !assigned_before(u, in, c->first_bwd[v]);
+                if (in_list(chain, len, in)) continue;
+                /* The copy reads each leaf from memory. The forward pass read
+                 * it there too, unless the leaf was a register of the same
+                 * group: then stored is rounded where the register was not
+                 * (bf16), or it was never stored at all (a fused dropout's
+                 * output). Either way the copy would not see what the
+                 * forward saw. */
+                ok &= c->stored[in] &&
+                      !(same_group(u, in, chain[k]) && u->nodes[in].type.dtype != IR_F32);
+            }
+        if (ok) cand[ncand++] = v;
+    }
+    for (int k = 1; k < ncand; k++) /* largest first, then in graph order */
+        for (int q = k;
+             q > 0 && ir_numel(&u->nodes[cand[q]].type) > ir_numel(&u->nodes[cand[q - 1]].type);
+             q--) {
+            int t = cand[q];
+            cand[q] = cand[q - 1], cand[q - 1] = t;
+        }
+    return ncand;
+}
+
+/* Greedy: keep a candidate when the arena shrinks, until it is within
+ * budget. A candidate may not read a tensor another chosen one frees, nor
+ * be read by one. The chosen into sel[*nsel], the graph with them into
+ * *kept (NULL: none), its arena into *best (from `before`). 0, or -1 when
+ * an arena could not be planned. */
+static int choose(remat_ctx *c, const int *cand, int ncand, int64_t budget_bytes, int64_t before,
+                  int *sel, int *nsel, int *chain, int64_t *best, ir_graph **kept, char *err,
+                  size_t errlen) {
+    const ir_graph *u = c->g;
+    int rc = 0;
+    *nsel = 0, *best = before, *kept = NULL;
+    for (int k = 0; k<ncand && * best> budget_bytes && !rc; k++) {
+        int v = cand[k], len = chain_of(c, v, chain, 0), clash = c->in_chain[v];
+        for (int q = 0; q < len && !clash; q++)
+            for (int j = 0; j < u->nodes[chain[q]].ninputs && !clash; j++)
+                for (int s = 0; s < *nsel; s++) clash |= u->nodes[chain[q]].input[j] == sel[s];
+        if (clash) continue;
+        sel[*nsel] = v;
+        ir_graph *ng = rebuild(c, sel, *nsel + 1);
+        int64_t a = arena_of(ng, err, errlen);
+        if (a < 0) {
+            rc = -1;
+        } else if (a < *best) {
+            *best = a;
+            (*nsel)++;
+            for (int q = 0; q < len; q++)
+                for (int j = 0; j < u->nodes[chain[q]].ninputs; j++)
+                    c->in_chain[u->nodes[chain[q]].input[j]] = 1;
+            ir_free(*kept);
+            *kept = ng;
+            ng = NULL;
+        }
+        ir_free(ng);
+    }
+    return rc;
+}
+
 int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char *err,
                size_t errlen) {
     ir_graph *g0 = *gp;
@@ -168,84 +258,21 @@ int pass_remat(ir_graph **gp, int64_t budget_bytes, pass_remat_report *rep, char
     }
     size_t n = (size_t)g0->n;
     remat_ctx c = {0};
-    const ir_graph *u = g0;
-    c.g = u;
+    c.g = g0;
     c.bwd = calloc(n, 1), c.stored = malloc(n), c.in_chain = calloc(n, 1);
     c.first_bwd = malloc(sizeof *c.first_bwd * n);
     int *cand = malloc(sizeof *cand * n), *sel = malloc(sizeof *sel * n);
     int *chain = malloc(sizeof *chain * n);
     BASE_CHECK_ALLOC(c.bwd && c.stored && c.in_chain && c.first_bwd && cand && sel && chain);
     ir_stored(g0, c.stored);
-    for (int i = 0; i < u->n; i++) {
-        c.first_bwd[i] = -1;
-        c.bwd[i] = i == loss;
-        for (int j = 0; j < u->nodes[i].ninputs; j++) c.bwd[i] |= c.bwd[u->nodes[i].input[j]];
-    }
-    for (int i = u->n - 1; i >= 0; i--)
-        if (c.bwd[i])
-            for (int j = 0; j < u->nodes[i].ninputs; j++) c.first_bwd[u->nodes[i].input[j]] = i;
-    /* Candidates: stored forward results of a recomputable op that the
-     * backward pass reads, whose leaves are stored and no assign changes
-     * before that read. */
-    int ncand = 0;
-    for (int v = 0; v < u->n; v++) {
-        const ir_node *nd = &u->nodes[v];
-        if (c.bwd[v] || !c.stored[v] || c.first_bwd[v] < 0 || !recomputable(nd->op) ||
-            (nd->flags & (IR_FLAG_OUTPUT | IR_FLAG_LOSS | IR_FLAG_GRAD)))
-            continue;
-        int len = chain_of(&c, v, chain, 0), ok = 1;
-        for (int k = 0; k < len && ok; k++)
-            for (int j = 0; j < u->nodes[chain[k]].ninputs; j++) {
-                int in = u->nodes[chain[k]].input[j];
-                ok &= !assigned_before(u, in, c.first_bwd[v]);
-                if (in_list(chain, len, in)) continue;
-                /* The copy reads each leaf from memory. The forward pass read
-                 * it there too, unless the leaf was a register of the same
-                 * group: then stored is rounded where the register was not
-                 * (bf16), or it was never stored at all (a fused dropout's
-                 * output). Either way the copy would not see what the
-                 * forward saw. */
-                ok &= c.stored[in] &&
-                      !(same_group(u, in, chain[k]) && u->nodes[in].type.dtype != IR_F32);
-            }
-        if (ok) cand[ncand++] = v;
-    }
-    for (int k = 1; k < ncand; k++) /* largest first, then in graph order */
-        for (int q = k;
-             q > 0 && ir_numel(&u->nodes[cand[q]].type) > ir_numel(&u->nodes[cand[q - 1]].type);
-             q--) {
-            int t = cand[q];
-            cand[q] = cand[q - 1], cand[q - 1] = t;
-        }
+    mark_backward(&c, loss);
+    int ncand = find_candidates(&c, cand, chain);
     r.candidates = ncand;
-    /* Greedy: keep a candidate when the arena shrinks. A candidate may not
-     * read a tensor another chosen one frees, nor be read by one. */
-    int nsel = 0, rc = 0;
-    int64_t best = before;
-    ir_graph *kept = NULL;
-    for (int k = 0; k < ncand && best > budget_bytes && !rc; k++) {
-        int v = cand[k], len = chain_of(&c, v, chain, 0), clash = c.in_chain[v];
-        for (int q = 0; q < len && !clash; q++)
-            for (int j = 0; j < u->nodes[chain[q]].ninputs && !clash; j++)
-                for (int s = 0; s < nsel; s++) clash |= u->nodes[chain[q]].input[j] == sel[s];
-        if (clash) continue;
-        sel[nsel] = v;
-        ir_graph *ng = rebuild(&c, sel, nsel + 1);
-        int64_t a = arena_of(ng, err, errlen);
-        if (a < 0) {
-            rc = -1;
-        } else if (a < best) {
-            best = a;
-            nsel++;
-            for (int q = 0; q < len; q++)
-                for (int j = 0; j < u->nodes[chain[q]].ninputs; j++)
-                    c.in_chain[u->nodes[chain[q]].input[j]] = 1;
-            ir_free(kept);
-            kept = ng;
-            ng = NULL;
-        }
-        ir_free(ng);
-    }
+    int nsel;
+    int64_t best;
+    ir_graph *kept;
+    int rc =
+        choose(&c, cand, ncand, budget_bytes, before, sel, &nsel, chain, &best, &kept, err, errlen);
     if (!rc && budget_bytes > 0 && best > budget_bytes)
         rc = base_fail(err, errlen,
                        "remat: the budget of %.1f MiB cannot be met: recomputing %d of %d "

@@ -15,7 +15,7 @@ validation stands between the edit and the machine (tests/trust_test.sh).
     plan_tamper.py IN OUT group PROG NODE VAL  # GRPS: node NODE's fusion group = VAL
     plan_tamper.py IN OUT evaltrain            # GEVL (and its groups) := GTRN's
 
-Layouts: format/plan.c (header, sections, nodes), format/program.c (programs).
+Layouts: format/plan.c (header, sections), plan_graph.c (nodes), plan_schedule.c (SCHD), format/program.c (programs).
 """
 import struct
 import sys
@@ -104,7 +104,7 @@ def node_offsets(g):
     return out
 
 
-# SCHD in format/plan.c's order; lr is the step list, dataset a string.
+# SCHD in format/plan_schedule.c's order (ir/ir.h's IR_TRAIN_FIELDS); lr is the step list, dataset a string.
 SCHD = [("batch", "i"), ("epochs", "i"), ("init_magnitude", "d"), ("optimizer", "I"),
         ("momentum", "d"), ("wd", "d"), ("lr", None), ("lr_scaling", "I"),
         ("reference_batch", "i"), ("warmup_epochs", "i"), ("lr_curve", "I"), ("lr_final", "d"),

@@ -139,7 +139,7 @@ static void walk_graph(walker *w, size_t end) {
     }
 }
 
-/* Every SCHD field (format/plan.c's order): what ir/validate.h checks. */
+/* Every SCHD field (format/plan_schedule.c's order: ir/ir.h's field table): what ir/validate.h checks. */
 static void walk_schedule(walker *w) {
     take(w, 4), take(w, 4), add(w, 8, 1), take(w, 4), add(w, 8, 1), add(w, 8, 1);
     uint64_t steps = take(w, 4);

@@ -122,7 +122,7 @@ static ir_graph *all_ops_graph(void) {
 }
 
 /* Grouped convolution never becomes GEMM calls: one direct kernel call per
- * op (codegen/render.c), where groups = 1 keeps its GEMM. */
+ * op (codegen/conv_direct.c), where groups = 1 keeps its GEMM. */
 static int gemm_calls(const ir_graph *g) {
     cg_program *p = cg_generate(g, CG_DIALECT_C, NULL, err, sizeof err);
     if (!p) return -1;

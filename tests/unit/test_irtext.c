@@ -52,22 +52,53 @@ static int same_doubles(const double *a, const double *b, int n) {
     return memcmp(a, b, (size_t)n * sizeof *a) == 0;
 }
 
+/* Every field of ir/ir.h's table equal (doubles bit for bit). */
 static int same_train(const ir_train *a, const ir_train *b) {
-    return a->batch == b->batch && a->epochs == b->epochs && a->eval_batch == b->eval_batch &&
-           same_doubles(&a->init_magnitude, &b->init_magnitude, 1) &&
-           a->optimizer == b->optimizer && same_doubles(&a->momentum, &b->momentum, 1) &&
-           same_doubles(&a->wd, &b->wd, 1) && a->nesterov == b->nesterov &&
-           a->exclude == b->exclude && same_doubles(&a->eta, &b->eta, 1) &&
-           same_doubles(&a->eps, &b->eps, 1) && same_doubles(&a->beta1, &b->beta1, 1) &&
-           same_doubles(&a->beta2, &b->beta2, 1) && a->lr_steps == b->lr_steps &&
-           !memcmp(a->lr_epoch, b->lr_epoch, (size_t)a->lr_steps * sizeof(int)) &&
-           same_doubles(a->lr_value, b->lr_value, a->lr_steps) && a->lr_scaling == b->lr_scaling &&
-           a->reference_batch == b->reference_batch && a->warmup_epochs == b->warmup_epochs &&
-           a->lr_kind == b->lr_kind && same_doubles(&a->lr_final, &b->lr_final, 1) &&
-           same_doubles(&a->lr_power, &b->lr_power, 1) && !strcmp(a->dataset, b->dataset) &&
-           a->pad == b->pad && a->random_crop == b->random_crop &&
-           a->random_mirror == b->random_mirror && a->normalize == b->normalize &&
-           same_doubles(a->mean, b->mean, 3) && same_doubles(a->std, b->std, 3);
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        const void *x = ir_train_cptr(a, f), *y = ir_train_cptr(b, f);
+        int same = 1;
+        switch (f->kind) {
+        case IR_TK_I32:
+        case IR_TK_ENUM: same = *(const int *)x == *(const int *)y; break;
+        case IR_TK_F64: same = same_doubles(x, y, 1); break;
+        case IR_TK_F64X3: same = same_doubles(x, y, 3); break;
+        case IR_TK_STR: same = !strcmp(x, y); break;
+        case IR_TK_LR:
+            same = a->lr_steps == b->lr_steps &&
+                   !memcmp(a->lr_epoch, b->lr_epoch, (size_t)a->lr_steps * sizeof(int)) &&
+                   same_doubles(a->lr_value, b->lr_value, a->lr_steps);
+            break;
+        case IR_TK_LR_PART: break;
+        }
+        if (!same) return 0;
+    }
+    return 1;
+}
+
+/* The `# train` line's positions (ir/ir.h's rank column) are 0, 1, ...
+ * once each, an optional part's keys side by side, and only the LR
+ * field's parts left off the line. */
+TEST(train_table_ranks_cover_the_line) {
+    int seen[IR_TRAIN_NFIELDS] = {0}, on_line = 0;
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        CHECK((f->rank < 0) == (f->kind == IR_TK_LR_PART));
+        if (f->rank < 0) continue;
+        CHECK(f->rank < IR_TRAIN_NFIELDS && !seen[f->rank]);
+        if (f->rank < IR_TRAIN_NFIELDS) seen[f->rank] = 1;
+        on_line++;
+    }
+    for (int r = 0; r < on_line; r++) CHECK(seen[r]);
+    int last_when = -1, parts = 0;
+    for (int r = 0; r < on_line; r++)
+        for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
+            if (ir_train_fields[i].rank == r) {
+                int w = (int)ir_train_fields[i].when;
+                parts += w != last_when && w != IR_TW_ALWAYS;
+                last_when = w;
+            }
+    CHECK(parts == 3); /* OPTIM, CURVE, NONZERO: one run each */
 }
 
 /* Graphs straight from the frontend and the passes, through the text and
@@ -349,6 +380,7 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
 }
 
 int main(void) {
+    RUN(train_table_ranks_cover_the_line);
     RUN(graphs_read_back_field_for_field);
     RUN(every_pass_boundary_continues_to_the_same_plan);
     RUN(good_text_reads);
