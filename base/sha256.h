@@ -1,6 +1,6 @@
 /* base/sha256.h — SHA-256 (FIPS 180-4): the kernel cache's record of what
  * it compiled (runtime/device/cache.c), a checkpoint's hash of the metrics
- * it continues (runtime/train/checkpoint.c, resume.c).
+ * it continues (runtime/files/checkpoint_match.c, runtime/train/resume.c).
  *
  * Usage:
  *     unsigned char d[32];
