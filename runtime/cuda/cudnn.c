@@ -299,7 +299,7 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
               char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (!c->dnn || dnn_type(d) < 0) return 1;
-    use(c);
+    if (use(c, err, errlen)) return -1;
     int later = 0;
     dnn_conv *e = entry(be, c, d, out, in, in2, &later, err, errlen);
     if (!e) return later ? 1 : -1;

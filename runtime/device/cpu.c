@@ -208,12 +208,15 @@ struct rt_module {
 int rt_debug_level(void) { return rt_env_int("DPC_DEBUG", 0); }
 
 /* 64-byte alignment: whole cache lines, and what AVX-512 loads like. */
-static void *cpu_alloc(rt_backend *be, size_t bytes) {
+static void *cpu_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
     (void)be;
     size_t n = (bytes + 63) / 64 * 64;
     if (n == 0) n = 64;
     void *p = aligned_alloc(64, n);
-    RT_CHECK_ALLOC(p);
+    if (!p) {
+        base_fail(err, errlen, "cpu: out of host memory: %zu bytes asked", n);
+        return NULL;
+    }
     memset(p, 0, n);
     return p;
 }
@@ -223,9 +226,11 @@ static void cpu_free(rt_backend *be, void *p) {
     free(p);
 }
 
-static void cpu_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+static int cpu_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                    size_t errlen) {
+    (void)be, (void)err, (void)errlen;
     if (bytes) memmove(dst, src, bytes);
+    return 0;
 }
 
 static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, size_t errlen) {
