@@ -33,3 +33,15 @@ void rt_log(int level, const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stderr);
 }
+
+void rt_log_at(const char *file, int line, int errnum, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (errnum)
+        rt_log(RT_LOG_ERROR, "%s:%d: %s: %s", file, line, msg, strerror(errnum));
+    else
+        rt_log(RT_LOG_ERROR, "%s:%d: %s", file, line, msg);
+}

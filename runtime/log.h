@@ -23,5 +23,10 @@ void rt_log_set_prefix(const char *name);
 /* "NAME: ", as lines begin. */
 const char *rt_log_prefix(void);
 void rt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An error at a place in the source (check.h's RT_FAIL, RT_SYS_FAIL):
+ * "PREFIX: error: FILE:LINE: message", then ": strerror(errnum)" unless
+ * errnum is 0. */
+void rt_log_at(const char *file, int line, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

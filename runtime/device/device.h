@@ -281,7 +281,7 @@ const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_av
  *   "auto"  (or NULL) the cuda backend when it can be opened, else the cpu
  *           backend with *is_fallback = 1 and, once per process (replicas
  *           open one backend each), one line on stderr:
- *           "dpc: no CUDA device (REASON): using the cpu backend" — unless
+ *           "dprun: no CUDA device (REASON): using the cpu backend" (log.h) — unless
  *           the machine has no CUDA driver at all (RT_NO_CUDA_DRIVER), a
  *           CPU machine, where only DPC_DEBUG=1 says it.
  * Anything else is refused with a message naming the three choices.
@@ -417,7 +417,7 @@ int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t
 /* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
  * when it differs. */
 int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_t n);
-/* "dpc: kernel cache: DIR/OBJ does not match ...; compiling it again" on
+/* "dprun: kernel cache: DIR/OBJ does not match ...; compiling it again" (log.h) on
  * stderr; match as rt_cache_matches gives it, or -2: not a whole object. */
 void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match);
 

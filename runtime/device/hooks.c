@@ -25,8 +25,7 @@ static int failed(rt_backend *be, char *err, size_t errlen) {
  * the caller the kept one. Returns -1. */
 static int keep(rt_backend *be, const char *e, char *err, size_t errlen) {
     int zero = 0;
-    if (__atomic_compare_exchange_n(&be->failed, &zero, 1, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(&be->failed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         snprintf(be->failure, sizeof be->failure, "%s",
                  *e ? e : "a device call failed without saying why");
         __atomic_store_n(&be->failed, 2, __ATOMIC_RELEASE);
@@ -35,7 +34,7 @@ static int keep(rt_backend *be, const char *e, char *err, size_t errlen) {
 }
 
 /* A hook's message, whole. */
-#define E char e[sizeof ((rt_backend *)0)->failure] = ""
+#define E char e[sizeof((rt_backend *)0)->failure] = ""
 
 int rt_backend_failed(rt_backend *be, char *err, size_t errlen) { return failed(be, err, errlen); }
 
@@ -93,7 +92,8 @@ int rt_backend_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
                       const cg_launch *geometry, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
     E;
-    return be->launch(be, k, args, nargs, count, geometry, e, sizeof e) ? keep(be, e, err, errlen) : 0;
+    return be->launch(be, k, args, nargs, count, geometry, e, sizeof e) ? keep(be, e, err, errlen)
+                                                                        : 0;
 }
 
 int rt_backend_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,

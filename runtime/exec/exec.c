@@ -26,6 +26,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
 #include "runtime/exec/internal.h"
+#include "runtime/log.h"
 
 typedef struct {
     char what[96];
@@ -81,14 +82,21 @@ static void print_profile(const rt_exec *ex) {
     }
     qsort(rows, (size_t)nr, sizeof *rows, cmp_prof);
     int runs = ex->runs ? ex->runs : 1;
-    fprintf(
-        stderr,
-        "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
-        ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, ran);
-    for (int r = 0; r < nr && r < 60; r++)
-        fprintf(stderr, "  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
-                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,
-                rows[r].calls, rows[r].what);
+    /* One message: the heading under the logger's prefix, a row a line
+     * below it, unprefixed (tests/gpu/cost_vs_profile.sh reads them). */
+    size_t cap = 64 + 200 * (size_t)(nr < 60 ? nr : 60), len = 0;
+    char *table = malloc(cap);
+    RT_CHECK_ALLOC(table);
+    table[0] = 0;
+    for (int r = 0; r < nr && r < 60 && len < cap; r++)
+        len += (size_t)snprintf(
+            table + len, cap - len, "\n  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s",
+            1e3 * rows[r].sec / runs, 100.0 * rows[r].sec / (total > 0 ? total : 1),
+            1e3 * rows[r].cpu / runs, rows[r].calls, rows[r].what);
+    rt_log(RT_LOG_INFO,
+           "profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls%s",
+           ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, ran, table);
+    free(table);
     free(rows);
 }
 
@@ -208,10 +216,10 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
             return NULL;
         }
         if (rc != 0 && rt_debug_level() >= 1)
-            fprintf(stderr,
-                    "dpc: %s: plan section %s has no program for this graph; "
-                    "using the kernels rendered from it\n",
-                    be->name, sec->tag);
+            rt_log(RT_LOG_INFO,
+                   "%s: plan section %s has no program for this graph; "
+                   "using the kernels rendered from it",
+                   be->name, sec->tag);
         cg_program_free(p);
     }
     return gen;
@@ -258,11 +266,11 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
     if (rt_debug_level() >= 1) {
         int gemms = 0;
         for (int c = 0; c < ex->prog->ncalls; c++) gemms += ex->prog->calls[c].kind == CG_CALL_GEMM;
-        fprintf(stderr,
-                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
-                "arena %.1f MiB\n",
-                be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
-                (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
+        rt_log(RT_LOG_INFO,
+               "%s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
+               "arena %.1f MiB",
+               be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
+               (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
     }
     return ex;
 fail:
@@ -576,9 +584,9 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     if (rc && m == RUN_CAPTURE && ex->nseg == 0 &&
         !(ex->coll && rt_coll_queue_stream_ordered(ex->coll))) {
         int n = (int)strcspn(err, "\n");
-        fprintf(stderr,
-                "dpc: %s: the step's CUDA graph could not be recorded (%.*s): eager from now on\n",
-                ex->be->name, n > 300 ? 300 : n, err);
+        rt_log(RT_LOG_INFO,
+               "%s: the step's CUDA graph could not be recorded (%.*s): eager from now on",
+               ex->be->name, n > 300 ? 300 : n, err);
         ex->graphs = 0;
         m = RUN_EAGER;
         ex->last_calls = ex->last_graph_launches = 0;
@@ -588,14 +596,13 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     if (m == RUN_CAPTURE) ex->captured = 1;
     ex->runs++;
     if (rt_debug_level() >= 1 && ex->runs <= 3)
-        fprintf(stderr,
-                "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64
-                " graph launches\n",
-                ex->be->name, ex->runs,
-                m == RUN_EAGER     ? "eager"
-                : m == RUN_CAPTURE ? "recorded"
-                                   : "replayed",
-                ex->last_calls, ex->last_graph_launches);
+        rt_log(RT_LOG_INFO,
+               "%s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches",
+               ex->be->name, ex->runs,
+               m == RUN_EAGER     ? "eager"
+               : m == RUN_CAPTURE ? "recorded"
+                                  : "replayed",
+               ex->last_calls, ex->last_graph_launches);
     return 0;
 }
 
