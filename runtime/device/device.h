@@ -159,6 +159,10 @@ struct rt_backend {
      * first failure's message (1 while it is being written). */
     int failed;
     char failure[1024];
+    /* 1 between a graph_begin and its graph_end: a call failing then is
+     * the capture's (the driver refused to record it; the caller runs the
+     * step eagerly instead), returned but not kept. */
+    int capturing;
 };
 
 /* ---- the hooks as callers use them: one function each, which gives an
@@ -186,8 +190,8 @@ int rt_backend_conv(rt_backend *be, const cg_conv *d, void *out, const void *in,
                     char *err, size_t errlen);
 int rt_backend_sync(rt_backend *be, char *err, size_t errlen);
 /* 1 when the backend records graphs (the graph hooks exist). A capture the
- * backend refuses (graph_begin, graph_end) is not a device failure: the
- * caller runs eagerly instead. */
+ * backend refuses (graph_begin, graph_end, or a call failing between them)
+ * is not a device failure and is not kept: the caller runs eagerly instead. */
 int rt_backend_has_graphs(const rt_backend *be);
 int rt_backend_graph_begin(rt_backend *be, char *err, size_t errlen);
 rt_graph *rt_backend_graph_end(rt_backend *be, char *err, size_t errlen);

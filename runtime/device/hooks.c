@@ -24,6 +24,10 @@ static int failed(rt_backend *be, char *err, size_t errlen) {
  * when it is the first (whole, whatever the caller's err holds) and gives
  * the caller the kept one. Returns -1. */
 static int keep(rt_backend *be, const char *e, char *err, size_t errlen) {
+    if (be->capturing) { /* the capture's failure, not the device's */
+        if (err && errlen) snprintf(err, errlen, "%s", e);
+        return -1;
+    }
     int zero = 0;
     if (__atomic_compare_exchange_n(&be->failed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         snprintf(be->failure, sizeof be->failure, "%s",
@@ -126,7 +130,9 @@ int rt_backend_graph_begin(rt_backend *be, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
     if (!rt_backend_has_graphs(be))
         return base_fail(err, errlen, "the %s backend records no graphs", be->name);
-    return be->graph_begin(be, err, errlen);
+    if (be->graph_begin(be, err, errlen)) return -1;
+    be->capturing = 1;
+    return 0;
 }
 
 /* Always called through, also after a failure: it ends the capture. */
@@ -135,6 +141,7 @@ rt_graph *rt_backend_graph_end(rt_backend *be, char *err, size_t errlen) {
         base_fail(err, errlen, "the %s backend records no graphs", be->name);
         return NULL;
     }
+    be->capturing = 0;
     return be->graph_end(be, err, errlen);
 }
 
