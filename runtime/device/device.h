@@ -210,6 +210,18 @@ int rt_backend_wait_mark(rt_backend *be, uint64_t mark, char *err, size_t errlen
 void rt_backend_label(rt_backend *be, const char *what);
 /* 0 while the device works; -1 + the first failure's message after one. */
 int rt_backend_failed(rt_backend *be, char *err, size_t errlen);
+/* Devices of this kind the process may use (0 + why when none); 1 without
+ * the hook (the host). */
+int rt_backend_device_count(const rt_backend *be, char *why, size_t whylen);
+/* A backend of this kind on device `ordinal` (NULL + message); be itself
+ * without the hook (replicas share it: rt_backend_free only what differs
+ * from be). */
+rt_backend *rt_backend_open_device(rt_backend *be, int ordinal, char *err, size_t errlen);
+/* The backend's own collective (device.h's coll_new, coll_ranks_new);
+ * NULL + why, also without the hooks (the host collectives only). */
+rt_coll *rt_backend_coll_new(rt_backend *const *bes, int n, char *why, size_t whylen);
+rt_coll *rt_backend_coll_ranks_new(rt_backend *const *bes, int n, int rank, int ranks,
+                                   const struct rt_coll_ranks_ops *ops, char *why, size_t whylen);
 
 /* ---- reading device results without a host wait.
  *

@@ -205,3 +205,30 @@ int rt_backend_wait_mark(rt_backend *be, uint64_t mark, char *err, size_t errlen
 void rt_backend_label(rt_backend *be, const char *what) {
     if (be->label) be->label(be, what);
 }
+
+int rt_backend_device_count(const rt_backend *be, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    return be->device_count ? be->device_count(why, whylen) : 1;
+}
+
+rt_backend *rt_backend_open_device(rt_backend *be, int ordinal, char *err, size_t errlen) {
+    if (!be->open_device) return be;
+    return be->open_device(ordinal, err, errlen);
+}
+
+rt_coll *rt_backend_coll_new(rt_backend *const *bes, int n, char *why, size_t whylen) {
+    if (!bes[0]->coll_new) {
+        base_fail(why, whylen, "the %s backend has no collective of its own", bes[0]->name);
+        return NULL;
+    }
+    return bes[0]->coll_new(n, bes, why, whylen);
+}
+
+rt_coll *rt_backend_coll_ranks_new(rt_backend *const *bes, int n, int rank, int ranks,
+                                   const struct rt_coll_ranks_ops *ops, char *why, size_t whylen) {
+    if (!bes[0]->coll_ranks_new) {
+        base_fail(why, whylen, "the %s backend has no collective of its own", bes[0]->name);
+        return NULL;
+    }
+    return bes[0]->coll_ranks_new(n, bes, rank, ranks, ops, why, whylen);
+}
