@@ -168,7 +168,6 @@ static const arg_parser parser = {
     .nspecs = sizeof args / sizeof *args,
     .positional = OPT(model),
     .unknown = "unknown option: %s (see dpc --help)",
-    .missing = "missing value after: %s",
     .extra = "more than one model file: %s",
     .width = 18,
     .wide_gap = 2,

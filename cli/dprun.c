@@ -20,6 +20,7 @@
 #include "runtime/data/data.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/train/train.h"
+#include "runtime/log.h"
 
 /* Everything the command line sets. */
 typedef struct {
@@ -206,7 +207,6 @@ static const arg_parser parser = {
     .nspecs = sizeof args / sizeof *args,
     .positional = AT(path),
     .unknown = "unknown option: %s (see dprun --help)",
-    .missing = "%s needs a value",
     .extra = "more than one plan file: %s",
     .width = 24,
     .wide_gap = 1,
@@ -263,7 +263,6 @@ static const arg_parser predict_parser = {
     .nspecs = sizeof predict_specs / sizeof *predict_specs,
     .positional = offsetof(predict_args, path),
     .unknown = "unknown option: %s (see dprun predict --help)",
-    .missing = "%s needs a value",
     .extra = "",
     .more = predict_input,
     .width = 24,
@@ -367,6 +366,7 @@ int main(int argc, char **argv) {
     int rank = 0, ranks = 1;
     char err[512];
     signal(SIGPIPE, SIG_IGN);
+    rt_log_set_prefix("dprun"); /* every line the runtime prints starts "dprun: " */
     rt_blas_core_reexec(argv);
     if (rt_mpi_init(&argc, &argv, &rank, &ranks, err, sizeof err)) {
         fprintf(stderr, "dprun: error: %s\n", err);
@@ -458,7 +458,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1, rank);
     dprun_args a = {.o = rt_train_defaults()};
     a.o.rank = rank, a.o.ranks = ranks;
-    a.o.log_prefix = "dprun: ";
+    a.o.log_prefix = rt_log_prefix(); /* the training's lines too */
     int rc = arg_parse(&parser, argc, argv, &a);
     if (rc == 2) arg_usage(&parser, stdout);
     if (rc == 3) dpc_print_version(stdout, "dprun");

@@ -125,7 +125,7 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
                  * never taken as one (`--opt=--x` still passes such a value) */
                 if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] == '-' &&
                                       isalpha((unsigned char)argv[i + 1][2])))
-                    return arg_fail(p->prog, p->missing, opt);
+                    return arg_fail(p->prog, ARG_MISSING_VALUE, opt);
                 val = argv[++i];
             }
             if (store(p, s, val, dst)) return 1;

@@ -13,7 +13,7 @@
  *         .prog = "prog", .usage = "usage: prog FILE [options]\n",
  *         .specs = specs, .nspecs = sizeof specs / sizeof *specs,
  *         .positional = offsetof(my_args, path), .unknown = "unknown option: %s",
- *         .missing = "%s needs a value", .extra = "more than one file: %s",
+ *         .extra = "more than one file: %s",
  *         .width = 24, .wide_gap = 1};
  *     my_args a = {0};
  *     int rc = arg_parse(&parser, argc, argv, &a);  // 0, 1 (reported), 2: --help, 3: --version
@@ -74,15 +74,20 @@ struct arg_parser {
     const arg_spec *specs;
     size_t nspecs;
     size_t positional; /* offset of the const char * the positional goes to */
-    /* Messages, each with one %s: an unknown option (the argument), an
-     * option without its value (its name), a second positional. */
-    const char *unknown, *missing, *extra;
+    /* Messages, each with one %s: an unknown option (the argument), a
+     * second positional. An option without its value is the same for
+     * every program, ARG_MISSING_VALUE. */
+    const char *unknown, *extra;
     /* When set, every positional after the first goes here instead of
      * being refused with `extra`: 0, or 1 after arg_fail. */
     int (*more)(void *dst, const char *arg);
     int width;    /* --help: the option column's width */
     int wide_gap; /* --help: spaces after an option wider than that */
 };
+
+/* "--steps needs a value": an option given without its value, in every
+ * program's words alike. */
+#define ARG_MISSING_VALUE "%s needs a value"
 
 /* argv[1..argc-1] into dst: 0, 1 after an error (reported), 2 at --help
  * (nothing printed: the caller prints arg_usage and what it adds). */

@@ -97,8 +97,8 @@ grep -Eq '^ +kernel +threads +serial +bytes +flops +us$' "$tmp/cost.txt" && ok |
 grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp/cost.txt" && ok || bad "--cost: BatchNorm statistics row (576 blocks of 1024 threads, 4 elements each)"
 "$bin/dpc" models/resnet18.net --cost --device h200 | cmp -s - "$tmp/cost.txt" && ok || bad "--device h200 is not the default"
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200, h100, a100)" "$bin/dpc" models/mlp.net --cost --device tpu9
-expect_fail_line cost-device-value "missing value after: --device" "$bin/dpc" models/mlp.net --cost --device
-expect_fail_line batch-then-flag "missing value after: --batch" "$bin/dpc" models/mlp.net --batch --cost
+expect_fail_line cost-device-value "--device needs a value" "$bin/dpc" models/mlp.net --cost --device
+expect_fail_line batch-then-flag "--batch needs a value" "$bin/dpc" models/mlp.net --batch --cost
 # --version: the release, the formats a plan holds and the build's parts, on
 # stdout, exit 0, for both tools.
 for tool in dpc dprun; do

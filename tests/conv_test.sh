@@ -124,27 +124,27 @@ check "dense against im2col after 1 step: within the measured floor" close "$tmp
 
 # ---- auto: measured once, kept, reused; --tune measures again --------------------------------
 DPC_DEBUG=1 step auto auto1
-m=$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto1.out")
+m=$(grep -c '^dprun: conv .*: \(library\|im2col\)$' "$tmp/auto1.out")
 check "the first auto run measures its convolutions ($m)" test "$m" -gt 0
 rec=$(ls "$DPC_CACHE_DIR" | grep tune)
 check "and keeps the choices in the cache ($rec)" test -n "$rec" -a "$(grep -c '^conv ' "$DPC_CACHE_DIR/$rec")" = "$m"
 DPC_DEBUG=1 step auto auto2
-check "the next run measures nothing" test "$(grep -c '^dpc: conv ' "$tmp/auto2.out")" = 0
+check "the next run measures nothing" test "$(grep -c '^dprun: conv ' "$tmp/auto2.out")" = 0
 check "and gives the same bits" cmp -s "$tmp/auto1.st" "$tmp/auto2.st"
 # another build of dpc (here the same one with a byte more) measures again: how it
 # drives the library is part of what was measured
 mkdir -p "$tmp/other" && cp "$bin/dprun" "$tmp/other/dprun" && printf x >>"$tmp/other/dprun"
 DPC_DEBUG=1 bin=$tmp/other step auto auto_other
-check "another build measures again" test "$(grep -c '^dpc: conv .*: \(library\|im2col\)$' "$tmp/auto_other.out")" = "$m"
+check "another build measures again" test "$(grep -c '^dprun: conv .*: \(library\|im2col\)$' "$tmp/auto_other.out")" = "$m"
 step auto auto3 --tune
-check "--tune measures every one again" test "$(grep -c '^dpc: conv ' "$tmp/auto3.out")" = "$m"
+check "--tune measures every one again" test "$(grep -c '^dprun: conv ' "$tmp/auto3.out")" = "$m"
 # Fixed binary bytes, not /dev/urandom: a random line could hold a NUL,
 # which ends the record's text there, and the count would vary by chance.
 { echo 'conv 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 fastest 1 2'; echo 'rm -rf /'
     printf 'conv \001\377\376\200 algo %%s %%n \033[2J\177\r\t\302\240\n'; } >>"$DPC_CACHE_DIR/$rec"
 DPC_DEBUG=1 step auto auto4
-check "a malformed record: one notice" grep -q "^dpc: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
-check "the good lines still hold" test "$(grep -c '^dpc: conv ' "$tmp/auto4.out")" = 0
+check "a malformed record: one notice" grep -q "^dprun: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
+check "the good lines still hold" test "$(grep -c '^dprun: conv ' "$tmp/auto4.out")" = 0
 
 # ---- cuDNN (the fake): its measured algorithm kept in the record, reused, checked -----------
 # The fake offers algorithm 0 (fastest, non-deterministic), 2 (deterministic, a workspace no
@@ -159,7 +159,7 @@ gpu_step() { # tag
     DPC_DEBUG=1 "$bin/dprun" "$tmp/gpu.plan" --device cuda --steps 2 --seed 1 --load-params "$tmp/init.st" \
         --no-augment --save-params "$tmp/$1.st" >"$tmp/$1.out" 2>&1 || bad "2 steps on the fake GPU $1: $(tail -n 3 "$tmp/$1.out")"
 }
-algos() { grep -c "^dpc: cuda: cuDNN .*: algorithm $1 ($2)" "$tmp/$3.out"; }
+algos() { grep -c "^dprun: cuda: cuDNN .*: algorithm $1 ($2)" "$tmp/$3.out"; }
 gpu_step gpu1
 g=$(algos 1 measured gpu1)
 grec=$(grep -l '^algo ' "$DPC_CACHE_DIR"/*tune* 2>/dev/null | head -n 1)
@@ -179,7 +179,7 @@ check "a record naming a non-deterministic algorithm: refused, measured again, r
 check "and the same bits" cmp -s "$tmp/gpu1.st" "$tmp/gpu3.st"
 { echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 999'; echo 'algo 0 8 3 32 32 16 3 3 1 1 1 1 32 32 1 0 0 0 0 one'; } >>"$grec"
 gpu_step gpu4
-check "malformed algo lines: one notice" grep -q "^dpc: note: .*: 2 malformed lines ignored; measuring those again$" "$tmp/gpu4.out"
+check "malformed algo lines: one notice" grep -q "^dprun: note: .*: 2 malformed lines ignored; measuring those again$" "$tmp/gpu4.out"
 check "the good ones still hold" test "$(algos 1 recorded gpu4)" = "$r"
 
 finish

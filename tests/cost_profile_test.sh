@@ -54,7 +54,7 @@ check "it counts the $nconv convolution rows as unmatched" \
     grep -q "^unmatched: $nconv modelled rows not measured (.*: conv_" "$tmp/side2.txt"
 check "and still has the step line" grep -Eq "^step +$calls " "$tmp/side2.txt"
 # Refusals: no profile at all, and a cost report without tables.
-grep -v '^dpc: profile of' "$tmp/profile.txt" >"$tmp/other.txt"
+grep -v '^[a-z]*: profile of' "$tmp/profile.txt" >"$tmp/other.txt"
 expect_fail "a file without a profile" "no profile" "$join" "$tmp/cost.txt" "$tmp/other.txt"
 : >"$tmp/empty.txt"
 expect_fail "a cost report without the train table" "no train table" "$join" "$tmp/empty.txt" "$tmp/profile.txt"

@@ -28,15 +28,15 @@ fi
 "$bin/dprun" "$tmp/m.plan" --device auto --steps 1 --data synthetic >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc = 0 ] && grep -q '^Training time' "$tmp/out" && ok || bad "--device auto: exit $rc: $(tail -n 3 "$tmp/err")"
-n=$(grep -c '^dpc: no CUDA device (.*): using the cpu backend$' "$tmp/err")
+n=$(grep -c '^dprun: no CUDA device (.*): using the cpu backend$' "$tmp/err")
 DPC_DEBUG=1 "$bin/dprun" "$tmp/m.plan" --device auto --steps 1 --data synthetic >/dev/null 2>"$tmp/err.debug"
-n_debug=$(grep -c '^dpc: no CUDA device (.*): using the cpu backend$' "$tmp/err.debug")
+n_debug=$(grep -c '^dprun: no CUDA device (.*): using the cpu backend$' "$tmp/err.debug")
 if [ $have_gpu = 0 ]; then
     [ "$n" -le 1 ] && ok || bad "--device auto printed $n notices"
     if [ $wired = 1 ]; then
         # A machine with no driver at all is a CPU machine: quiet unless asked.
         [ "$n_debug" = 1 ] && ok || bad "--device auto without a GPU, DPC_DEBUG=1: no notice line: $(cat "$tmp/err.debug")"
-        if grep -q '^dpc: no CUDA device (no CUDA driver' "$tmp/err.debug"; then
+        if grep -q '^dprun: no CUDA device (no CUDA driver' "$tmp/err.debug"; then
             [ "$n" = 0 ] && ok || bad "--device auto on a machine without a driver spoke: $(cat "$tmp/err")"
         else
             [ "$n" = 1 ] && ok || bad "--device auto with a driver but no GPU: no notice line: $(cat "$tmp/err")"

@@ -73,7 +73,7 @@ check "a good object is used without a notice" not_grep "kernel cache" "$tmp/err
 
 # HOME unset: the password database's home, never a shared /tmp/.cache.
 home=$(getent passwd "$(id -u)" | cut -d: -f6)
-mod=$(env -u HOME -u DPC_CACHE_DIR DPC_DEBUG=1 "$bin/dprun" "$plan" --steps 1 2>&1 >/dev/null | sed -n 's/^dpc: cpu: module \(.*\) (.*/\1/p' | head -n 1)
+mod=$(env -u HOME -u DPC_CACHE_DIR DPC_DEBUG=1 "$bin/dprun" "$plan" --steps 1 2>&1 >/dev/null | sed -n 's/^dprun: cpu: module \(.*\) (.*/\1/p' | head -n 1)
 case "$mod" in
 "$home"/.cache/dpc/*) ok ;;
 *) bad "HOME unset: module at '$mod', expected under $home/.cache/dpc" ;;

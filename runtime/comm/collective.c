@@ -192,6 +192,9 @@ static int barrier(rt_coll *c, serial_fn serial, void *arg) {
 
 /* Host memory of replica r holding `bytes`: the buffer itself on host
  * backends, else the replica's staging area filled from the device. */
+static void abort_with(rt_coll *c, const char *why);
+
+/* A failed read aborts the communicator: the barrier after it fails. */
 static void *host_view(rt_coll *c, int r, void *buf, size_t bytes, int fill) {
     if (c->host[r]) return buf;
     if (c->stage_cap[r] < bytes) {
@@ -200,7 +203,9 @@ static void *host_view(rt_coll *c, int r, void *buf, size_t bytes, int fill) {
         RT_CHECK_ALLOC(c->stage[r]);
         c->stage_cap[r] = bytes;
     }
-    if (fill && bytes) c->be[r]->copy_out(c->be[r], c->stage[r], buf, bytes);
+    char why[512];
+    if (fill && bytes && rt_backend_copy_out(c->be[r], c->stage[r], buf, bytes, why, sizeof why))
+        abort_with(c, why);
     return c->stage[r];
 }
 
@@ -276,8 +281,8 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
     rt_backend *be = c->be[replica];
     int lead = c->leader[replica];
     size_t bytes = sizeof(float) * (size_t)count;
-    char why[180];
-    if (be->sync(be, why, sizeof why)) abort_with(c, why);
+    char why[1024];
+    if (rt_backend_sync(be, why, sizeof why)) abort_with(c, why);
     c->ptr[replica] = buf;
     c->cnt[replica] = count;
     c->parts[replica] = 1;
@@ -297,8 +302,9 @@ static int device_allreduce(rt_coll *c, int replica, float *buf, int64_t count, 
         abort_with(c, why);
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
     if (lead != replica && bytes) {
-        be->copy(be, buf, c->ptr[lead], bytes);
-        if (be->sync(be, why, sizeof why)) abort_with(c, why);
+        if (rt_backend_copy(be, buf, c->ptr[lead], bytes, why, sizeof why) ||
+            rt_backend_sync(be, why, sizeof why))
+            abort_with(c, why);
     }
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
     return 0;
@@ -341,9 +347,10 @@ static int ordered_sum(rt_coll *c, int replica, float *buf, int64_t count, int p
         int64_t a = keep->n && k ? keep->end[k - 1] : 0, z = keep->n ? keep->end[k] : count;
         if (keep->n && keep->owner[k] >= 0 && keep->owner[k] != keep->me) continue;
         for (int64_t i = a; i < z; i++) h[i] = (float)acc[i];
-        if (!c->host[replica] && z > a)
-            c->be[replica]->copy_in(c->be[replica], buf + a, h + a,
-                                    sizeof(float) * (size_t)(z - a));
+        if (!c->host[replica] && z > a &&
+            rt_backend_copy_in(c->be[replica], buf + a, h + a, sizeof(float) * (size_t)(z - a), err,
+                               errlen))
+            return -1;
     }
     return 0;
 }
@@ -434,7 +441,7 @@ int rt_coll_broadcast_from(rt_coll *c, int replica, int root, void *buf, size_t 
     /* The source's buffer must stay as it is until every copy is made. */
     if (barrier(c, NULL, NULL)) return failed(c, err, errlen);
     if (!c->host[replica] && !is_root && bytes)
-        c->be[replica]->copy_in(c->be[replica], buf, h, bytes);
+        return rt_backend_copy_in(c->be[replica], buf, h, bytes, err, errlen);
     return 0;
 }
 

@@ -21,7 +21,7 @@ struct rt_coll {
     int arrived;
     unsigned long gen;
     int aborted;
-    char why[200]; /* the reason of an abort from inside the protocol */
+    char why[1024]; /* the reason of an abort from inside the protocol */
     /* the call in progress */
     void **ptr;   /* per replica: its host buffer */
     int64_t *cnt; /* per replica: elements (all-reduce) or bytes (broadcast) */

@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "runtime/comm/comm.h"
+#include "runtime/log.h"
 
 #ifdef DPC_HAVE_MPI
 #include <mpi.h>
@@ -23,16 +24,16 @@
 /* mpiCheck: report the failing call with file:line and MPI's own words,
  * then end the whole job (a rank that returned would leave the others
  * blocked in their next collective). */
-#define RT_MPI_CHECK(call)                                                                   \
-    do {                                                                                     \
-        int rt_mpi_rc_ = (call);                                                             \
-        if (rt_mpi_rc_ != MPI_SUCCESS) {                                                     \
-            char rt_mpi_s_[MPI_MAX_ERROR_STRING];                                            \
-            int rt_mpi_l_ = 0;                                                               \
-            MPI_Error_string(rt_mpi_rc_, rt_mpi_s_, &rt_mpi_l_);                             \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, rt_mpi_s_); \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                    \
-        }                                                                                    \
+#define RT_MPI_CHECK(call)                                                       \
+    do {                                                                         \
+        int rt_mpi_rc_ = (call);                                                 \
+        if (rt_mpi_rc_ != MPI_SUCCESS) {                                         \
+            char rt_mpi_s_[MPI_MAX_ERROR_STRING];                                \
+            int rt_mpi_l_ = 0;                                                   \
+            MPI_Error_string(rt_mpi_rc_, rt_mpi_s_, &rt_mpi_l_);                 \
+            rt_log_at(__FILE__, __LINE__, 0, "%s failed: %s", #call, rt_mpi_s_); \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                        \
+        }                                                                        \
     } while (0)
 
 static int mpi_sum_f64(double *buf, int64_t n) {

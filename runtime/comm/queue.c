@@ -43,15 +43,21 @@ struct rt_coll_queue {
     char why[320];
 };
 
-/* The bucket's pieces, contiguous at dst / from src. */
-static void pack(rt_backend *be, const bucket *b, float *dst) {
+/* The bucket's pieces, contiguous at dst / from src: 0, or -1 + message. */
+static int pack(rt_backend *be, const bucket *b, float *dst, char *err, size_t errlen) {
     for (int i = 0; i < b->n; dst += b->piece[i++].count)
-        be->copy(be, dst, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count);
+        if (rt_backend_copy(be, dst, b->piece[i].src, sizeof(float) * (size_t)b->piece[i].count,
+                            err, errlen))
+            return -1;
+    return 0;
 }
 
-static void unpack(rt_backend *be, const bucket *b, const float *src) {
+static int unpack(rt_backend *be, const bucket *b, const float *src, char *err, size_t errlen) {
     for (int i = 0; i < b->n; src += b->piece[i++].count)
-        be->copy(be, b->piece[i].dst, src, sizeof(float) * (size_t)b->piece[i].count);
+        if (rt_backend_copy(be, b->piece[i].dst, src, sizeof(float) * (size_t)b->piece[i].count,
+                            err, errlen))
+            return -1;
+    return 0;
 }
 
 /* ZeRO-1: the bucket reduce-scattered; only this replica's pieces are
@@ -62,20 +68,23 @@ static int run_bucket_sharded(rt_coll_queue *q, const bucket *b, char *err, size
     /* With accumulation the live gradients are the last part of the area. */
     int parts = b->parts ? q->parts : 1, direct = !b->parts && b->n == 1;
     float *buf = b->parts ? b->parts : direct ? b->piece[0].dst : q->pack;
-    if (b->parts)
-        pack(be, b, buf + (parts - 1) * b->total);
-    else
+    if (b->parts) {
+        if (pack(be, b, buf + (parts - 1) * b->total, err, errlen)) return -1;
+    } else {
         for (int i = 0; i < b->n; i++)
-            if (b->n > 1 || b->piece[0].dst != b->piece[0].src)
-                be->copy(be, buf + (i ? b->end[i - 1] : 0), b->piece[i].src,
-                         sizeof(float) * (size_t)b->piece[i].count);
+            if ((b->n > 1 || b->piece[0].dst != b->piece[0].src) &&
+                rt_backend_copy(be, buf + (i ? b->end[i - 1] : 0), b->piece[i].src,
+                                sizeof(float) * (size_t)b->piece[i].count, err, errlen))
+                return -1;
+    }
     if (rt_coll_reduce_scatter_parts(q->c, q->replica, buf, b->total, parts, b->end, b->owner, b->n,
                                      err, errlen))
         return -1;
     for (int i = 0; i < b->n && !direct; i++)
-        if (b->owner[i] < 0 || b->owner[i] == me)
-            be->copy(be, b->piece[i].dst, buf + (i ? b->end[i - 1] : 0),
-                     sizeof(float) * (size_t)b->piece[i].count);
+        if ((b->owner[i] < 0 || b->owner[i] == me) &&
+            rt_backend_copy(be, b->piece[i].dst, buf + (i ? b->end[i - 1] : 0),
+                            sizeof(float) * (size_t)b->piece[i].count, err, errlen))
+            return -1;
     return 0;
 }
 
@@ -88,21 +97,22 @@ static int run_bucket(rt_coll_queue *q, const bucket *b, char *err, size_t errle
     if (b->owner) return run_bucket_sharded(q, b, err, errlen);
     if (b->parts) {
         float *area = b->parts;
-        pack(be, b, area + (q->parts - 1) * b->total);
-        if (rt_coll_allreduce_parts(q->c, q->replica, area, b->total, q->parts, err, errlen))
+        if (pack(be, b, area + (q->parts - 1) * b->total, err, errlen) ||
+            rt_coll_allreduce_parts(q->c, q->replica, area, b->total, q->parts, err, errlen))
             return -1;
-        unpack(be, b, area);
-        return 0;
+        return unpack(be, b, area, err, errlen);
     }
     if (b->n == 1) {
         const rt_coll_piece *p = &b->piece[0];
-        if (p->dst != p->src) be->copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count);
+        if (p->dst != p->src &&
+            rt_backend_copy(be, p->dst, p->src, sizeof(float) * (size_t)p->count, err, errlen))
+            return -1;
         return rt_coll_allreduce_sum(q->c, q->replica, p->dst, p->count, err, errlen);
     }
-    pack(be, b, q->pack);
-    if (rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen)) return -1;
-    unpack(be, b, q->pack);
-    return 0;
+    if (pack(be, b, q->pack, err, errlen) ||
+        rt_coll_allreduce_sum(q->c, q->replica, q->pack, b->total, err, errlen))
+        return -1;
+    return unpack(be, b, q->pack, err, errlen);
 }
 
 static void *queue_main(void *arg) {
@@ -162,12 +172,14 @@ int rt_coll_queue_add_bucket(rt_coll_queue *q, const rt_coll_piece *pieces, int 
     b->parts = NULL;
     if (q->parts > 1) {
         rt_backend *be = q->c->be[q->replica];
-        b->parts = be->alloc(be, sizeof(float) * (size_t)b->total * (size_t)q->parts);
+        /* NULL: be failed (kept), and its executor reports it */
+        b->parts =
+            rt_backend_alloc(be, sizeof(float) * (size_t)b->total * (size_t)q->parts, NULL, 0);
     } else if (n > 1 && b->total > q->pack_cap &&
                !q->c->sctx) { /* a stream kind needs no packing */
         rt_backend *be = q->c->be[q->replica];
-        if (q->pack) be->free(be, q->pack);
-        q->pack = be->alloc(be, sizeof(float) * (size_t)b->total);
+        rt_backend_dealloc(be, q->pack);
+        q->pack = rt_backend_alloc(be, sizeof(float) * (size_t)b->total, NULL, 0);
         q->pack_cap = b->total;
     }
     q->state[q->nb] = B_IDLE;
@@ -210,8 +222,10 @@ void rt_coll_queue_keep(rt_coll_queue *q, int part) {
         abort();
     }
     rt_backend *be = q->c->be[q->replica];
+    char why[512]; /* a failure is kept by the backend: the step's next call reports it */
     for (int i = 0; i < q->nb; i++)
-        pack(be, &q->b[i], (float *)q->b[i].parts + part * q->b[i].total);
+        if (pack(be, &q->b[i], (float *)q->b[i].parts + part * q->b[i].total, why, sizeof why))
+            break;
 }
 
 int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q) {
@@ -225,7 +239,7 @@ int64_t rt_coll_queue_parts_bytes(const rt_coll_queue *q) {
  * order, on the device (compute stream, behind the backward). */
 static int sum_parts_on_device(rt_coll_queue *q, const bucket *b, char *err, size_t errlen) {
     float *area = b->parts;
-    pack(q->c->be[q->replica], b, area + (q->parts - 1) * b->total);
+    if (pack(q->c->be[q->replica], b, area + (q->parts - 1) * b->total, err, errlen)) return -1;
     const float **others = malloc(sizeof *others * (size_t)q->parts);
     RT_CHECK_ALLOC(others);
     for (int k = 1; k < q->parts; k++) others[k - 1] = area + k * b->total;
@@ -277,7 +291,7 @@ void rt_coll_queue_start(rt_coll_queue *q, int id) {
     /* What the replica computed must be in memory before the thread reads
      * it (a no-op on the cpu backend, whose calls are synchronous). */
     rt_backend *be = q->c->be[q->replica];
-    be->sync(be, why, sizeof why);
+    rt_backend_sync(be, why, sizeof why); /* a failure is kept: the step's next call reports it */
     pthread_mutex_lock(&q->mu);
     if (!q->running) {
         if (pthread_create(&q->thread, NULL, queue_main, q)) {
@@ -335,12 +349,12 @@ void rt_coll_queue_free(rt_coll_queue *q) {
     if (q->running) pthread_join(q->thread, NULL);
     for (int i = 0; i < q->nb; i++) {
         free(q->b[i].piece), free(q->b[i].owner), free(q->b[i].end);
-        if (q->b[i].parts) q->c->be[q->replica]->free(q->c->be[q->replica], q->b[i].parts);
+        rt_backend_dealloc(q->c->be[q->replica], q->b[i].parts);
     }
     free(q->b);
     free(q->state);
     free(q->fifo);
-    if (q->pack) q->c->be[q->replica]->free(q->c->be[q->replica], q->pack);
+    rt_backend_dealloc(q->c->be[q->replica], q->pack);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);

@@ -15,18 +15,19 @@
 #include "runtime/comm/comm.h"
 #include "runtime/cuda/internal.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 
 _Static_assert(sizeof(CUdeviceptr) == sizeof(void *), "device pointers travel as void *");
 
 int rt_cuda_compiled(void) { return 1; }
 
-/* The calls whose effect a graph cannot hold (see cuda.h). */
-static void not_while_capturing(const cuda_impl *c, const char *what, const char *file, int line) {
-    if (!c->capturing) return;
-    fprintf(stderr, "%s:%d: cuda: %s while a CUDA graph is being captured\n", file, line, what);
-    exit(EXIT_FAILURE);
+/* The calls whose effect a graph cannot hold (see cuda.h): a caller's
+ * mistake, refused (-1 + message). */
+static int not_while_capturing(const cuda_impl *c, const char *what, char *err, size_t errlen) {
+    if (!c->capturing) return 0;
+    return base_fail(err, errlen, "cuda: %s on device %d while a CUDA graph is being captured",
+                     what, c->ordinal);
 }
-#define NOT_CAPTURING(c, what) not_while_capturing(c, what, __FILE__, __LINE__)
 
 /* ---- devices ------------------------------------------------------------------- */
 
@@ -70,48 +71,39 @@ static int64_t ops_of(const cuda_impl *c) {
  * (a kernel's fault surfaces at the next call or wait): the device, the
  * label of the last work queued and, unless the caller synchronises after
  * every call already, how to find the call that failed. */
-static void failure(cuda_impl *c, CUresult r, const char *call, char *out, size_t n) {
+int cuda_failure(cuda_impl *c, CUresult r, const char *call, char *out, size_t n) {
     c->failed = 1;
+    if (!n) return -1;
     snprintf(out, n, "cuda: %s on device %d: %s: %s%s%s%s", call, c->ordinal, rt_cu_error_name(r),
              rt_cu_error_string(r), c->label[0] ? "; the last work queued was " : "", c->label,
              c->sync_each ? ""
                           : " (kernels run asynchronously, so any call queued before may have "
                             "failed: rerun with DPC_SYNC=1 to stop at the one that did)");
+    return -1;
 }
 
-static void must_(cuda_impl *c, CUresult r, const char *call, const char *file, int line) {
-    if (r == CUDA_SUCCESS) return;
-    char msg[1024];
-    failure(c, r, call, msg, sizeof msg);
-    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
-    fflush(stderr);
-    exit(EXIT_FAILURE);
+/* A call that can report an earlier kernel's failure: 0, or -1 + its
+ * message (cuda_failure). */
+static int must(cuda_impl *c, CUresult r, const char *call, char *err, size_t errlen) {
+    return r == CUDA_SUCCESS ? 0 : cuda_failure(c, r, call, err, errlen);
 }
-/* cuCheck for the calls that can report an earlier kernel's failure. */
-#define MUST(c, call, name) must_(c, (call), name, __FILE__, __LINE__)
-
-static void die_(const char *msg, const char *file, int line) {
-    fprintf(stderr, "%s:%d: %s\n", file, line, msg);
-    fflush(stderr);
-    exit(EXIT_FAILURE);
-}
-#define DIE(msg) die_(msg, __FILE__, __LINE__)
 
 int cuda_wait_stream(cuda_impl *c, CUstream s, char *err, size_t errlen) {
     c->stats.host_waits++;
     CUresult r = rt_cu.cuStreamSynchronize(s);
     if (r != CUDA_SUCCESS) {
-        failure(c, r, "cuStreamSynchronize", err, errlen);
+        cuda_failure(c, r, "cuStreamSynchronize", err, errlen);
         return -1;
     }
     if (s == c->compute) c->done = c->marks;
     return 0;
 }
 
-static uint64_t mark_now(cuda_impl *c) {
+/* The next mark, or 0 + message. */
+static uint64_t mark_now(cuda_impl *c, char *err, size_t errlen) {
     uint64_t m = c->marks + 1;
     mark_slot *s = &c->mk[m % MARKS];
-    MUST(c, rt_cu.cuEventRecord(s->ev, c->compute), "cuEventRecord");
+    if (must(c, rt_cu.cuEventRecord(s->ev, c->compute), "cuEventRecord", err, errlen)) return 0;
     s->ops = ops_of(c);
     c->marks = m;
     return m;
@@ -129,7 +121,7 @@ static int wait_for(cuda_impl *c, uint64_t m, char *err, size_t errlen) {
         c->stats.host_waits++;
     CUresult r = rt_cu.cuEventSynchronize(s->ev);
     if (r != CUDA_SUCCESS) {
-        failure(c, r, "cuEventSynchronize", err, errlen);
+        cuda_failure(c, r, "cuEventSynchronize", err, errlen);
         return -1;
     }
     c->done = m;
@@ -138,10 +130,9 @@ static int wait_for(cuda_impl *c, uint64_t m, char *err, size_t errlen) {
 
 /* ---- memory ---------------------------------------------------------------------- */
 
-static void *cuda_alloc(rt_backend *be, size_t bytes) {
+static void *cuda_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "alloc");
-    use(c);
+    if (not_while_capturing(c, "alloc", err, errlen) || use(c, err, errlen)) return NULL;
     /* 256 bytes: what cuMemAlloc aligns to anyway; never 0 (device.h). */
     size_t n = bytes ? (bytes + 255) / 256 * 256 : 256;
     CUdeviceptr p = 0;
@@ -149,54 +140,72 @@ static void *cuda_alloc(rt_backend *be, size_t bytes) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         size_t fr = 0, total = 0;
         rt_cu.cuMemGetInfo(&fr, &total);
-        fprintf(stderr,
-                "%s:%d: cuda: out of device memory: %zu bytes asked, %zu of %zu free on %s\n",
-                __FILE__, __LINE__, n, fr, total, c->name);
-        exit(EXIT_FAILURE);
+        c->failed = 1;
+        base_fail(err, errlen,
+                  "cuda: out of memory on device %d (%s): %zu bytes asked, %zu of %zu free%s%s",
+                  c->ordinal, c->name, n, fr, total,
+                  c->label[0] ? "; the last work queued was " : "", c->label);
+        return NULL;
     }
-    MUST(c, r, "cuMemAlloc");
+    if (must(c, r, "cuMemAlloc", err, errlen)) return NULL;
     /* Zero-filled as device.h promises; on the compute stream, so every
      * later use (all on that stream, or ordered after it) sees zeros. */
-    MUST(c, rt_cu.cuMemsetD8Async(p, 0, n, c->compute), "cuMemsetD8Async");
+    if (must(c, rt_cu.cuMemsetD8Async(p, 0, n, c->compute), "cuMemsetD8Async", err, errlen)) {
+        rt_cu.cuMemFree(p);
+        return NULL;
+    }
     return (void *)(uintptr_t)p;
 }
 
 static void cuda_free(rt_backend *be, void *ptr) {
     if (!ptr) return;
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "free");
-    use(c);
+    if (c->capturing) { /* a caller's mistake: kept rather than freed under a graph */
+        rt_log(RT_LOG_ERROR, "cuda: free on device %d while a CUDA graph is being captured: kept",
+               c->ordinal);
+        return;
+    }
+    use_anyway(c);
     /* Queued work may still use the buffer; cuMemFree does not promise to
-     * wait for other streams. Frees happen at teardown, so this costs nothing. */
+     * wait for other streams. Frees happen at teardown, so this costs nothing.
+     * Teardown has no caller to tell: a failure is said here, once (the
+     * device is failed from then on, and after a failure nothing waits or
+     * checks: the device may be lost). */
     char err[1024];
     if (!c->failed && (cuda_wait_stream(c, c->compute, err, sizeof err) ||
                        cuda_wait_stream(c, c->comm, err, sizeof err)))
-        fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, err); /* once: c->failed now */
+        rt_log(RT_LOG_ERROR, "%s", err);
     CUresult r = rt_cu.cuMemFree(dptr(ptr));
-    if (!c->failed) cuCheck(r); /* after a failure the device may be lost */
+    if (!c->failed && r != CUDA_SUCCESS) {
+        cuda_failure(c, r, "cuMemFree", err, sizeof err);
+        rt_log(RT_LOG_ERROR, "%s", err);
+    }
 }
 
 /* Retires the n oldest staging pieces: their copies are done (waited for
- * when not known done). */
-static void retire(cuda_impl *c, int n) {
-    if (n <= 0) return;
-    char err[1024];
-    if (wait_for(c, c->pc[(c->pc_first + n - 1) % PIECES].mark, err, sizeof err)) DIE(err);
+ * when not known done). 0, or -1 + message. */
+static int retire(cuda_impl *c, int n, char *err, size_t errlen) {
+    if (n <= 0) return 0;
+    if (wait_for(c, c->pc[(c->pc_first + n - 1) % PIECES].mark, err, errlen)) return -1;
     c->pc_first = (c->pc_first + n) % PIECES;
     c->pc_n -= n;
+    return 0;
 }
 
 /* The staging ring's next piece for `bytes`, once no copy in flight reads
- * it (see internal.h). */
-static unsigned char *stage_for(cuda_impl *c, size_t bytes) {
+ * it (see internal.h); NULL + message. */
+static unsigned char *stage_for(cuda_impl *c, size_t bytes, char *err, size_t errlen) {
     size_t len = (bytes + 255) / 256 * 256;
     if (4 * len > c->ring_cap) { /* the first copies of a size only */
-        retire(c, c->pc_n);
-        if (c->ring) cuCheck(rt_cu.cuMemFreeHost(c->ring));
+        if (retire(c, c->pc_n, err, errlen)) return NULL;
+        if (c->ring && must(c, rt_cu.cuMemFreeHost(c->ring), "cuMemFreeHost", err, errlen))
+            return NULL;
+        c->ring = NULL;
+        c->ring_cap = 0;
         size_t cap = (size_t)1 << 20;
         while (cap < 4 * len) cap *= 2;
         void *h = NULL;
-        MUST(c, rt_cu.cuMemAllocHost(&h, cap), "cuMemAllocHost");
+        if (must(c, rt_cu.cuMemAllocHost(&h, cap), "cuMemAllocHost", err, errlen)) return NULL;
         c->ring = h;
         c->ring_cap = cap;
         c->ring_head = 0;
@@ -209,9 +218,9 @@ static unsigned char *stage_for(cuda_impl *c, size_t bytes) {
             if (q->off < off + len && off < q->off + q->len) last = i;
         }
         if (last < 0) break;
-        retire(c, last + 1);
+        if (retire(c, last + 1, err, errlen)) return NULL;
     }
-    if (c->pc_n == PIECES) retire(c, 1);
+    if (c->pc_n == PIECES && retire(c, 1, err, errlen)) return NULL;
     piece *q = &c->pc[(c->pc_first + c->pc_n++) % PIECES];
     q->off = off, q->len = len, q->mark = UINT64_MAX; /* recorded after its copy */
     c->ring_head = off + len;
@@ -222,85 +231,104 @@ static unsigned char *stage_for(cuda_impl *c, size_t bytes) {
  * when this returns, the transfer is a true asynchronous DMA that overlaps
  * queued kernels (a copy from pageable memory is staged synchronously by
  * the driver instead). */
-static void cuda_copy_in(rt_backend *be, void *dst, const void *host, size_t bytes) {
-    if (!bytes) return;
+static int cuda_copy_in(rt_backend *be, void *dst, const void *host, size_t bytes, char *err,
+                        size_t errlen) {
+    if (!bytes) return 0;
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "copy_in");
-    use(c);
-    unsigned char *p = stage_for(c, bytes);
+    if (not_while_capturing(c, "copy_in", err, errlen) || use(c, err, errlen)) return -1;
+    unsigned char *p = stage_for(c, bytes, err, errlen);
+    if (!p) return -1;
     memcpy(p, host, bytes);
-    MUST(c, rt_cu.cuMemcpyHtoDAsync(dptr(dst), p, bytes, c->compute), "cuMemcpyHtoDAsync");
+    piece *q = &c->pc[(c->pc_first + c->pc_n - 1) % PIECES];
+    if (must(c, rt_cu.cuMemcpyHtoDAsync(dptr(dst), p, bytes, c->compute), "cuMemcpyHtoDAsync", err,
+             errlen)) {
+        q->mark = 0; /* nothing of it in flight */
+        return -1;
+    }
     c->stats.copies_in++;
     c->stats.bytes_in += (int64_t)bytes;
-    c->pc[(c->pc_first + c->pc_n - 1) % PIECES].mark = mark_now(c);
+    q->mark = mark_now(c, err, errlen);
+    return q->mark ? 0 : -1;
 }
 
-static void cuda_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
-    if (!bytes) return;
+static int cuda_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                     size_t errlen) {
+    if (!bytes) return 0;
     cuda_impl *c = impl_of(be);
-    use(c);
-    MUST(c, rt_cu.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, c->compute), "cuMemcpyDtoDAsync");
+    if (use(c, err, errlen) ||
+        must(c, rt_cu.cuMemcpyDtoDAsync(dptr(dst), dptr(src), bytes, c->compute),
+             "cuMemcpyDtoDAsync", err, errlen))
+        return -1;
     c->d2d++;
+    return 0;
 }
 
 static int cuda_sync(rt_backend *be, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (c->capturing) return 0; /* nothing runs while recording */
-    use(c);
+    if (use(c, err, errlen)) return -1;
     if (cuda_wait_stream(c, c->compute, err, errlen)) return -1;
     return cuda_wait_stream(c, c->comm, err, errlen);
 }
 
 /* ---- reads without a host wait (device.h's rt_readback) ----------------------------- */
 
-static void *cuda_host_alloc(rt_backend *be, size_t bytes) {
+static void *cuda_host_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
-    use(c);
     void *p = NULL;
-    MUST(c, rt_cu.cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost");
+    if (use(c, err, errlen) ||
+        must(c, rt_cu.cuMemAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost", err, errlen))
+        return NULL;
     return p;
 }
 
 static void cuda_host_free(rt_backend *be, void *host) {
     if (!host) return;
     cuda_impl *c = impl_of(be);
-    use(c);
+    use_anyway(c);
     CUresult r = rt_cu.cuMemFreeHost(host);
-    if (!c->failed) cuCheck(r);
+    if (!c->failed && r != CUDA_SUCCESS) { /* teardown: said here, once */
+        char err[1024];
+        cuda_failure(c, r, "cuMemFreeHost", err, sizeof err);
+        rt_log(RT_LOG_ERROR, "%s", err);
+    }
 }
 
 /* Into pinned memory (host_alloc): a true DMA, the host does not wait. On
  * the compute stream, so it reads what the queued work writes. */
-static void cuda_copy_out_async(rt_backend *be, void *host, const void *src, size_t bytes) {
-    if (!bytes) return;
+static int cuda_copy_out_async(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                               size_t errlen) {
+    if (!bytes) return 0;
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "copy_out_async");
-    use(c);
-    MUST(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync");
+    if (not_while_capturing(c, "copy_out_async", err, errlen) || use(c, err, errlen) ||
+        must(c, rt_cu.cuMemcpyDtoHAsync(host, dptr(src), bytes, c->compute), "cuMemcpyDtoHAsync",
+             err, errlen))
+        return -1;
     c->stats.copies_out++;
     c->stats.bytes_out += (int64_t)bytes;
+    return 0;
 }
 
 /* The asynchronous copy, then waited for (any host memory). */
-static void cuda_copy_out(rt_backend *be, void *host, const void *src, size_t bytes) {
-    if (!bytes) return;
+static int cuda_copy_out(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                         size_t errlen) {
+    if (!bytes) return 0;
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "copy_out");
-    cuda_copy_out_async(be, host, src, bytes);
-    char err[1024];
-    if (cuda_wait_stream(c, c->compute, err, sizeof err)) DIE(err);
+    if (not_while_capturing(c, "copy_out", err, errlen) ||
+        cuda_copy_out_async(be, host, src, bytes, err, errlen))
+        return -1;
+    return cuda_wait_stream(c, c->compute, err, errlen);
 }
 
-static uint64_t cuda_mark(rt_backend *be) {
+static uint64_t cuda_mark(rt_backend *be, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
-    NOT_CAPTURING(c, "mark");
-    use(c);
-    return mark_now(c);
+    if (not_while_capturing(c, "mark", err, errlen) || use(c, err, errlen)) return 0;
+    return mark_now(c, err, errlen);
 }
 
 static int cuda_wait_mark(rt_backend *be, uint64_t m, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
-    use(c);
+    if (use(c, err, errlen)) return -1;
     return wait_for(c, m, err, errlen);
 }
 
@@ -354,14 +382,14 @@ static int graph_launch_marked(rt_backend *be, rt_graph *g, char *err, size_t er
 
 static void print_stats(const cuda_impl *c) {
     const rt_cuda_stats *s = &c->stats;
-    fprintf(stderr,
-            "dpc: cuda: %s: %" PRId64 " launches, %" PRId64 " gemms, %" PRId64 " convs, %" PRId64
-            " graph launches (%" PRId64 " launches, %" PRId64 " gemms, %" PRId64
-            " convs captured), %" PRId64 " copies in (%.1f MiB), %" PRId64
-            " out (%.1f MiB), %" PRId64 " host waits (%" PRId64 " more while later work ran)\n",
-            c->name, s->launches, s->gemms, s->convs, s->graph_launches, s->captured_launches,
-            s->captured_gemms, s->captured_convs, s->copies_in, (double)s->bytes_in / (1 << 20),
-            s->copies_out, (double)s->bytes_out / (1 << 20), s->host_waits, s->lagged_waits);
+    rt_log(RT_LOG_INFO,
+           "cuda: %s: %" PRId64 " launches, %" PRId64 " gemms, %" PRId64 " convs, %" PRId64
+           " graph launches (%" PRId64 " launches, %" PRId64 " gemms, %" PRId64
+           " convs captured), %" PRId64 " copies in (%.1f MiB), %" PRId64
+           " out (%.1f MiB), %" PRId64 " host waits (%" PRId64 " more while later work ran)",
+           c->name, s->launches, s->gemms, s->convs, s->graph_launches, s->captured_launches,
+           s->captured_gemms, s->captured_convs, s->copies_in, (double)s->bytes_in / (1 << 20),
+           s->copies_out, (double)s->bytes_out / (1 << 20), s->host_waits, s->lagged_waits);
 }
 
 /* Frees whatever part of c exists (also after a failed set-up). Teardown
@@ -492,8 +520,8 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     if (rt_debug_level() >= 1) {
         int drv = 0;
         rt_cu.cuDriverGetVersion(&drv);
-        fprintf(stderr, "dpc: cuda: device %d: %s (driver CUDA %d.%d, NVRTC %s)\n", ordinal,
-                c->name, drv / 1000, drv % 1000 / 10, rt_nvrtc_version());
+        rt_log(RT_LOG_INFO, "cuda: device %d: %s (driver CUDA %d.%d, NVRTC %s)", ordinal, c->name,
+               drv / 1000, drv % 1000 / 10, rt_nvrtc_version());
     }
     rt_backend *be = calloc(1, sizeof *be);
     RT_CHECK_ALLOC(be);
@@ -504,8 +532,8 @@ rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     if (!c->dnn) {
         be->conv = NULL; /* every convolution runs its im2col alternative */
         if (rt_debug_level() >= 1)
-            fprintf(stderr, "dpc: cuda: no cuDNN, convolutions run as im2col + GEMM: %s\n",
-                    c->dnn_why);
+            rt_log(RT_LOG_INFO, "cuda: no cuDNN, convolutions run as im2col + GEMM: %s",
+                   c->dnn_why);
     }
     return be;
 }

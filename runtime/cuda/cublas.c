@@ -73,8 +73,7 @@ int cuda_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, 
               size_t errlen) {
     cuda_impl *c = impl_of(be);
     rt_sgemm_args a;
-    if (rt_cublas_sgemm_args(d, &a, err, errlen)) return -1;
-    use(c);
+    if (rt_cublas_sgemm_args(d, &a, err, errlen) || use(c, err, errlen)) return -1;
     if (d->type_a == IR_BF16 || d->type_c == IR_BF16 || d->tf32) {
         /* Mixed precision (codegen/gemm.c): bf16 A and B, f32 or bf16 C, f32
          * accumulation; offsets count elements of each operand's type. TF32

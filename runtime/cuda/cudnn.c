@@ -39,6 +39,7 @@
 #include "runtime/check.h"
 #include "runtime/cuda/internal.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 
 /* A descriptor's cuDNN objects and algorithm (algo < 0: none fits, the
  * alternative runs). Host objects, valid with any handle. */
@@ -268,14 +269,14 @@ static dnn_conv *entry(rt_backend *be, cuda_impl *c, const cg_conv *d, void *out
     dnn_convs = e;
     pthread_mutex_unlock(&dnn_mu);
     if (rt_debug_level() >= 1)
-        fprintf(stderr,
-                "dpc: cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
-                "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s%s), %zu bytes of workspace\n",
-                cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh, d->G,
-                e->algo >= 0       ? "algorithm"
-                : nondeterministic ? "no algorithm fits, its alternative"
-                                   : "no deterministic algorithm fits, its alternative",
-                e->algo, e->how, e->racy ? ", non-deterministic" : "", e->ws);
+        rt_log(RT_LOG_INFO,
+               "cuda: cuDNN %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
+               "x%" PRId64 " s%" PRId64 " g%" PRId64 ": %s %d (%s%s), %zu bytes of workspace",
+               cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, d->kw, d->sh, d->G,
+               e->algo >= 0       ? "algorithm"
+               : nondeterministic ? "no algorithm fits, its alternative"
+                                  : "no deterministic algorithm fits, its alternative",
+               e->algo, e->how, e->racy ? ", non-deterministic" : "", e->ws);
     return e;
 }
 
@@ -299,7 +300,7 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
               char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     if (!c->dnn || dnn_type(d) < 0) return 1;
-    use(c);
+    if (use(c, err, errlen)) return -1;
     int later = 0;
     dnn_conv *e = entry(be, c, d, out, in, in2, &later, err, errlen);
     if (!e) return later ? 1 : -1;
@@ -342,10 +343,10 @@ int cuda_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const
          * alternative runs, now too. A lost context fails the alternative
          * as well, and that is reported. */
         if (!__atomic_exchange_n(&e->failed, 1, __ATOMIC_ACQ_REL))
-            fprintf(stderr,
-                    "dpc: cuda: cuDNN failed %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64
-                    " k%" PRId64 " (%s): its im2col alternative runs instead\n",
-                    cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, err);
+            rt_log(RT_LOG_INFO,
+                   "cuda: cuDNN failed %s %" PRId64 "x%" PRId64 "x%" PRId64 "x%" PRId64 " k%" PRId64
+                   " (%s): its im2col alternative runs instead",
+                   cg_conv_dir_name(d->dir), d->N, d->C, d->H, d->W, d->kh, err);
         return 1;
     }
     if (widen) {

@@ -20,7 +20,7 @@ int rt_cuda_graph_begin(rt_backend *be, char *err, size_t errlen) {
     if (c->capturing) {
         return base_fail(err, errlen, "a CUDA graph is already being captured");
     }
-    use(c);
+    if (use(c, err, errlen)) return -1;
     /* Thread-local: only this thread's unsafe calls (a synchronous copy,
      * say) would break the capture; replicas on other threads may go on. */
     if (cuTry(rt_cu.cuStreamBeginCapture(c->compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err,
@@ -37,7 +37,7 @@ rt_cuda_graph *rt_cuda_graph_end(rt_backend *be, char *err, size_t errlen) {
         base_fail(err, errlen, "no CUDA graph is being captured");
         return NULL;
     }
-    use(c);
+    use_anyway(c); /* the capture ends whatever happened */
     rt_cuda_graph *g = calloc(1, sizeof *g);
     RT_CHECK_ALLOC(g);
     CUresult r = rt_cu.cuStreamEndCapture(c->compute, &g->graph);
@@ -54,8 +54,9 @@ rt_cuda_graph *rt_cuda_graph_end(rt_backend *be, char *err, size_t errlen) {
 int rt_cuda_graph_launch(rt_backend *be, rt_cuda_graph *g, char *err, size_t errlen) {
     if (need_cuda(be, err, errlen)) return -1;
     cuda_impl *c = impl_of(be);
-    use(c);
-    if (cuTry(rt_cu.cuGraphLaunch(g->exec, c->compute), err, errlen)) return -1;
+    if (use(c, err, errlen)) return -1;
+    CUresult r = rt_cu.cuGraphLaunch(g->exec, c->compute);
+    if (r != CUDA_SUCCESS) return cuda_failure(c, r, "cuGraphLaunch", err, errlen);
     c->stats.graph_launches++;
     return 0;
 }
@@ -64,8 +65,9 @@ void rt_cuda_graph_free(rt_backend *be, rt_cuda_graph *g) {
     if (!g) return;
     if (rt_backend_is_cuda(be)) {
         cuda_impl *c = impl_of(be);
-        use(c);
-        if (!c->failed) cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* not while it runs */
+        use_anyway(c);
+        /* not while it runs; a failure now is marked (teardown goes on) */
+        if (!c->failed && rt_cu.cuStreamSynchronize(c->compute) != CUDA_SUCCESS) c->failed = 1;
     }
     if (g->exec) rt_cu.cuGraphExecDestroy(g->exec);
     if (g->graph) rt_cu.cuGraphDestroy(g->graph);

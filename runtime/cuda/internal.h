@@ -103,10 +103,26 @@ struct rt_cuda_graph {
 
 static inline cuda_impl *impl_of(const rt_backend *be) { return (cuda_impl *)be->impl; }
 
+/* backend.c: the message of a failed call that may report an earlier
+ * call's failure (a kernel's fault surfaces at the next call or wait): the
+ * device, the label of the last work queued and, unless the caller
+ * synchronises after every call already, how to find the call that
+ * failed. Marks the device failed (teardown then neither waits nor
+ * checks). Returns -1. */
+int cuda_failure(cuda_impl *c, CUresult r, const char *call, char *out, size_t n);
+
 /* Every call may come from another host thread (replicas, data workers):
  * make the device's context current first. It is a thread-local store in
- * the driver, cheap beside a launch. */
-static inline void use(cuda_impl *c) { cuCheck(rt_cu.cuCtxSetCurrent(c->ctx)); }
+ * the driver, cheap beside a launch. 0, or -1 + message (the device failed). */
+static inline int use(cuda_impl *c, char *err, size_t errlen) {
+    CUresult r = rt_cu.cuCtxSetCurrent(c->ctx);
+    return r == CUDA_SUCCESS ? 0 : cuda_failure(c, r, "cuCtxSetCurrent", err, errlen);
+}
+/* The same for teardown, which goes on regardless (a failure is marked). */
+static inline void use_anyway(cuda_impl *c) {
+    CUresult r = rt_cu.cuCtxSetCurrent(c->ctx);
+    if (r != CUDA_SUCCESS) c->failed = 1;
+}
 
 static inline CUdeviceptr dptr(const void *p) { return (CUdeviceptr)(uintptr_t)p; }
 

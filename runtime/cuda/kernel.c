@@ -9,6 +9,7 @@
 
 #include "runtime/check.h"
 #include "runtime/cuda/internal.h"
+#include "runtime/log.h"
 
 #define BLOCK         256 /* threads per block: a multiple of the warp, 8 blocks fill an SM */
 #define BLOCKS_PER_SM 16  /* grid cap: two full waves, the rest grid-stride */
@@ -16,13 +17,13 @@
 rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t errlen) {
     cuda_impl *c = impl_of(be);
     int debug = rt_debug_level();
-    if (debug >= 2) fprintf(stderr, "dpc: cuda: generated source:\n%s\n", source);
+    if (debug >= 2) rt_log(RT_LOG_INFO, "cuda: generated source:\n%s", source);
     rt_cuda_image img;
-    if (rt_cuda_compile_cached(source, c->sm, &img, err, errlen)) {
-        fprintf(stderr, "dpc: error: %s\n", err);
+    if (rt_cuda_compile_cached(source, c->sm, &img, err, errlen)) return NULL; /* the caller says */
+    if (use(c, err, errlen)) {
+        rt_cuda_image_free(&img);
         return NULL;
     }
-    use(c);
     /* The JIT's own log says why PTX did not load (a driver older than
      * NVRTC, say); a cubin needs none. */
     char log[4096] = "";
@@ -46,8 +47,8 @@ rt_module *cuda_compile(rt_backend *be, const char *source, char *err, size_t er
         return NULL;
     }
     if (debug >= 1)
-        fprintf(stderr, "dpc: cuda: module %s (%s, %s)\n", img.path, img.target,
-                img.cache_hit ? "cache hit" : "compiled");
+        rt_log(RT_LOG_INFO, "cuda: module %s (%s, %s)", img.path, img.target,
+               img.cache_hit ? "cache hit" : "compiled");
     rt_module *m = calloc(1, sizeof *m);
     RT_CHECK_ALLOC(m);
     m->mod = mod;
@@ -61,15 +62,20 @@ void cuda_module_free(rt_backend *be, rt_module *m) { cuda_module_release(impl_o
 
 void cuda_module_release(cuda_impl *c, rt_module *m) {
     if (!m) return;
-    use(c);
+    use_anyway(c);
     while (m->kernels) {
         struct rt_kernel *k = m->kernels;
         m->kernels = k->next;
         free(k);
     }
     if (!c->failed) {
-        cuCheck(rt_cu.cuStreamSynchronize(c->compute)); /* no queued launch of its code */
-        cuCheck(rt_cu.cuModuleUnload(m->mod));
+        char err[1024];
+        CUresult r = rt_cu.cuStreamSynchronize(c->compute); /* no queued launch of its code */
+        if (r == CUDA_SUCCESS) r = rt_cu.cuModuleUnload(m->mod);
+        /* Teardown: no caller to tell, so said here, once (the device is
+         * failed from now on). */
+        if (r != CUDA_SUCCESS && cuda_failure(c, r, "cuModuleUnload", err, sizeof err))
+            rt_log(RT_LOG_ERROR, "%s", err);
     } else {
         /* After a failure (reported) the device may be lost: no wait, and
          * the unload's error is no news; it still frees the host side. */
@@ -81,7 +87,7 @@ void cuda_module_release(cuda_impl *c, rt_module *m) {
 
 rt_kernel *cuda_kernel(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
                        size_t errlen) {
-    use(impl_of(be));
+    if (use(impl_of(be), err, errlen)) return NULL;
     if (nargs < 0 || nargs > CG_MAX_ARGS) {
         base_fail(err, errlen, "kernel %s: %d buffers (at most %d)", name, nargs, CG_MAX_ARGS);
         return NULL;
@@ -119,7 +125,7 @@ int cuda_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int6
         return base_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }
     if (count <= 0) return 0;
-    use(c);
+    if (use(c, err, errlen)) return -1;
     /* The ABI (format/program.h): one device pointer per buffer, then the count;
      * cuLaunchKernel takes the address of each argument's value. */
     CUdeviceptr ptr[CG_MAX_ARGS];

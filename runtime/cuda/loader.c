@@ -509,21 +509,7 @@ static void nvrtc_message(nvrtcResult r, const char *call, const char *file, int
     snprintf(out, n, "%s:%d: %s: %s", file, line, call, rt_nvrtc_result_string(r));
 }
 
-/* Exit, not abort: a device error is the environment's, not a bug to core
- * dump; the message already names the place. */
-static void die(const char *msg) {
-    fprintf(stderr, "%s\n", msg);
-    fflush(stderr);
-    exit(EXIT_FAILURE);
-}
-
 #define RT_CHECK_FNS(kind, type, ok)                                                      \
-    void rt_##kind##_check_(type r, const char *call, const char *file, int line) {       \
-        if (r == ok) return;                                                              \
-        char msg[1024];                                                                   \
-        kind##_message(r, call, file, line, msg, sizeof msg);                             \
-        die(msg);                                                                         \
-    }                                                                                     \
     int rt_##kind##_try_(type r, const char *call, const char *file, int line, char *err, \
                          size_t errlen) {                                                 \
         if (r == ok) return 0;                                                            \

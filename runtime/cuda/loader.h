@@ -17,10 +17,9 @@
  * Usage:
  *     char err[512];
  *     if (rt_cu_load(err, sizeof err)) ...        // no driver: err says why
- *     cuCheck(rt_cu.cuInit(0));                   // exit(1) with file:line
  *     if (cuTry(rt_cu.cuMemAlloc(&p, n), err, sizeof err)) return -1;
  *     if (rt_cublas_load(err, sizeof err)) ...
- *     cublasCheck(rt_cublas.cublasCreate(&h));
+ *     if (cublasTry(rt_cublas.cublasCreate(&h), err, sizeof err)) return -1;
  *     if (rt_nvrtc_load(err, sizeof err)) ...     // rt_nvrtc.nvrtcCompileProgram, ...
  *     rt_lib_status st; rt_lib_status_get(RT_LIB_CUBLAS, &st);  // where it came from
  *
@@ -41,11 +40,11 @@
  * the environment changed) tries again; a successful one is kept for the
  * life of the process (never dlclose'd: the driver keeps threads).
  *
- * Checks (llm.c style): cuCheck / cublasCheck / ncclCheck / nvrtcCheck / cudnnCheck print
- * "file:line: CALL: NAME: description" and exit(1); they are for calls that
- * cannot fail on good input (a failure there means the device is gone).
- * cuTry / cublasTry / ncclTry / nvrtcTry / cudnnTry write the same message into
- * err/errlen and return -1 (0 on success), for paths a caller can act on.
+ * Checks: cuTry / cublasTry / ncclTry / nvrtcTry / cudnnTry write
+ * "file:line: CALL: NAME: description" into err/errlen and return -1 (0 on
+ * success). Nothing here exits the process: a library that is missing or
+ * broken, or a call that fails, is an error returned to the caller, whose
+ * message names the library or the call.
  *
  * The whole header is empty unless the build has the cuda backend
  * (DPC_HAVE_CUDA, set by the Makefile unless CUDA=0).
@@ -181,11 +180,6 @@ const char *rt_cudnn_status_string(cudnnStatus_t r);
 
 /* ---- checks ---------------------------------------------------------------- */
 
-void rt_cu_check_(CUresult r, const char *call, const char *file, int line);
-void rt_cublas_check_(cublasStatus_t s, const char *call, const char *file, int line);
-void rt_nccl_check_(ncclResult_t r, const char *call, const char *file, int line);
-void rt_nvrtc_check_(nvrtcResult r, const char *call, const char *file, int line);
-void rt_cudnn_check_(cudnnStatus_t r, const char *call, const char *file, int line);
 int rt_cu_try_(CUresult r, const char *call, const char *file, int line, char *err, size_t errlen);
 int rt_cublas_try_(cublasStatus_t s, const char *call, const char *file, int line, char *err,
                    size_t errlen);
@@ -196,15 +190,10 @@ int rt_nvrtc_try_(nvrtcResult r, const char *call, const char *file, int line, c
 int rt_cudnn_try_(cudnnStatus_t r, const char *call, const char *file, int line, char *err,
                   size_t errlen);
 
-#define cuCheck(call)                rt_cu_check_((call), #call, __FILE__, __LINE__)
-#define cublasCheck(call)            rt_cublas_check_((call), #call, __FILE__, __LINE__)
-#define ncclCheck(call)              rt_nccl_check_((call), #call, __FILE__, __LINE__)
-#define nvrtcCheck(call)             rt_nvrtc_check_((call), #call, __FILE__, __LINE__)
 #define cuTry(call, err, errlen)     rt_cu_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define cublasTry(call, err, errlen) rt_cublas_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define ncclTry(call, err, errlen)   rt_nccl_try_((call), #call, __FILE__, __LINE__, err, errlen)
 #define nvrtcTry(call, err, errlen)  rt_nvrtc_try_((call), #call, __FILE__, __LINE__, err, errlen)
-#define cudnnCheck(call)             rt_cudnn_check_((call), #call, __FILE__, __LINE__)
 #define cudnnTry(call, err, errlen)  rt_cudnn_try_((call), #call, __FILE__, __LINE__, err, errlen)
 
 #endif /* DPC_HAVE_CUDA */

@@ -117,8 +117,9 @@ int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first,
     int grouped = !rc && !ncclTry(rt_nccl.ncclGroupStart(), err, errlen);
     if (!rc && !grouped) rc = -1;
     for (int i = 0; i < n && !rc; i++) {
-        use(impl_of(bes[i]));
-        rc = ncclTry(rt_nccl.ncclCommInitRank(&raw[i], nranks, u, first + i), err, errlen);
+        rc = use(impl_of(bes[i]), err, errlen)
+                 ? -1
+                 : ncclTry(rt_nccl.ncclCommInitRank(&raw[i], nranks, u, first + i), err, errlen);
     }
     if (grouped && ncclTry(rt_nccl.ncclGroupEnd(), rc ? NULL : err, rc ? 0 : errlen)) rc = -1;
     if (!rc) wrap_comms(bes, n, raw, comms);
@@ -129,7 +130,7 @@ int rt_nccl_init_ranks(rt_backend *const *bes, int n, const void *id, int first,
 
 int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
-    use(ci);
+    if (use(ci, err, errlen)) return -1;
     /* The gradient is complete when the compute stream gets here: the
      * all-reduce waits for that point only, not for later backward work. */
     if (cuTry(rt_cu.cuEventRecord(ci->ev_compute, ci->compute), err, errlen) ||
@@ -143,7 +144,7 @@ int rt_nccl_allreduce_sum(rt_nccl_comm *c, float *buf, size_t count, char *err, 
 
 int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
-    use(ci);
+    if (use(ci, err, errlen)) return -1;
     /* ev_comm was last recorded after the latest all-reduce; the comm stream
      * runs in order, so waiting for it waits for all of them. */
     return cuTry(rt_cu.cuStreamWaitEvent(ci->compute, ci->ev_comm, 0), err, errlen);
@@ -152,7 +153,7 @@ int rt_nccl_join(rt_nccl_comm *c, char *err, size_t errlen) {
 int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *const *dst,
                          const int64_t *count, const int *owner, int n, char *err, size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
-    use(ci);
+    if (use(ci, err, errlen)) return -1;
     if (id < 0) {
         return base_fail(err, errlen, "NCCL bucket %d", id);
     }
@@ -194,7 +195,7 @@ int rt_nccl_bucket_start(rt_nccl_comm *c, int id, const void *const *src, void *
 int rt_nccl_broadcast(rt_nccl_comm *c, void *buf, size_t bytes, int root, char *err,
                       size_t errlen) {
     cuda_impl *ci = impl_of(c->be);
-    use(ci);
+    if (use(ci, err, errlen)) return -1;
     /* On the compute stream: behind the update that wrote buf on the root,
      * ahead of the next step that reads it everywhere. */
     return ncclTry(rt_nccl.ncclBroadcast(buf, buf, bytes, ncclInt8, root, c->comm, ci->compute),
@@ -206,7 +207,7 @@ int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
     if (id < 0 || id >= c->nbuckets) {
         return base_fail(err, errlen, "NCCL bucket %d was never started", id);
     }
-    use(ci);
+    if (use(ci, err, errlen)) return -1;
     /* Test only (test_cuda_fake's deferred_streams_catch_a_missing_event_wait):
      * the ordering bug the fake's deferred streams must show. */
     if (getenv("DPC_TEST_DROP_BUCKET_WAIT")) return 0;
@@ -216,7 +217,7 @@ int rt_nccl_bucket_join(rt_nccl_comm *c, int id, char *err, size_t errlen) {
 void rt_nccl_free(rt_nccl_comm *c) {
     if (!c) return;
     cuda_impl *ci = impl_of(c->be);
-    use(ci);
+    use_anyway(ci);
     rt_cu.cuStreamSynchronize(ci->comm); /* no all-reduce of ours still queued */
     rt_nccl.ncclCommDestroy(c->comm);
     for (int i = 0; i < c->nbuckets; i++) rt_cu.cuEventDestroy(c->bucket_done[i]);
@@ -256,7 +257,8 @@ static int rank_add(void *ctx, float *buf, const float *const *others, int nothe
             g.alpha = 1, g.beta = 1;
             g.lda = m, g.ldb = 1, g.ldc = m;
             g.batch = 1;
-            if (d->be->gemm(d->be, &g, others[k] + at, d->one, buf + at, err, errlen)) return -1;
+            if (rt_backend_gemm(d->be, &g, others[k] + at, d->one, buf + at, err, errlen))
+                return -1;
         }
     return 0;
 }
@@ -264,7 +266,7 @@ static int rank_add(void *ctx, float *buf, const float *const *others, int nothe
 static void rank_free(void *ctx) {
     nccl_rank *d = ctx;
     if (!d) return;
-    if (d->one) d->be->free(d->be, d->one);
+    rt_backend_dealloc(d->be, d->one);
     rt_nccl_free(d->comm);
     free(d);
 }
@@ -293,7 +295,7 @@ static int device_nccl(void *ctx, float *buf, int64_t count, char *err, size_t e
     if (rt_nccl_allreduce_sum(d->comm, buf, (size_t)count, err, errlen) ||
         rt_nccl_join(d->comm, err, errlen))
         return -1;
-    return d->be->sync(d->be, err, errlen);
+    return rt_backend_sync(d->be, err, errlen);
 }
 
 /* leader[r]: the first replica on r's device; the number of devices, or
@@ -398,8 +400,10 @@ static rt_coll *nccl_new(int n, rt_backend *const *bes, int rank, int ranks,
             RT_CHECK_ALLOC(s);
             s->comm = comms[i++];
             s->be = bes[r];
-            s->one = s->be->alloc(s->be, sizeof one);
-            s->be->copy_in(s->be, s->one, &one, sizeof one);
+            /* A failure here is kept by the backend (device.h): the
+             * first sum reports it. */
+            s->one = rt_backend_alloc(s->be, sizeof one, NULL, 0);
+            if (s->one) rt_backend_copy_in(s->be, s->one, &one, sizeof one, NULL, 0);
             ctx[r] = s;
         }
         if (d == n) {

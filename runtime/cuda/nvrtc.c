@@ -57,6 +57,7 @@ void rt_cuda_image_free(rt_cuda_image *img) {
 #include <unistd.h>
 
 #include "runtime/cuda/loader.h"
+#include "runtime/log.h"
 
 /* libnvrtc is loaded at run time (loader.h): "none" until it is found. */
 const char *rt_nvrtc_version(void) {
@@ -250,7 +251,7 @@ int rt_cuda_compile_cached(const char *source, int sm, rt_cuda_image *img, char 
     if ((rt_cache_record(&c, bin, img->data, size) ||
          rt_cache_write(&c, bin, img->data, size, why, sizeof why)) &&
         rt_debug_level() >= 1)
-        fprintf(stderr, "dpc: cuda: cannot cache %s/%s\n", c.path, bin);
+        rt_log(RT_LOG_INFO, "cuda: cannot cache %s/%s", c.path, bin);
     img->path = rt_cache_path(&c, bin);
     rt_cache_close(&c);
     return 0;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "runtime/device/device.h"
+#include "runtime/log.h"
 
 /* The x86 cores OpenBLAS has that lack AVX2: on a CPU with AVX2 they can
  * only be a fallback. */
@@ -63,9 +64,9 @@ void rt_blas_core_reexec(char **argv) {
     const char *better = rt_blas_better_core(chosen, avx2_fma, avx512);
     if (!better || setenv("OPENBLAS_CORETYPE", better, 1)) return;
     if (rt_debug_level() >= 1)
-        fprintf(
-            stderr,
-            "dpc: cpu: OpenBLAS chose %s kernels for this CPU; running again with OPENBLAS_CORETYPE=%s\n",
+        rt_log(
+            RT_LOG_INFO,
+            "cpu: OpenBLAS chose %s kernels for this CPU; running again with OPENBLAS_CORETYPE=%s",
             chosen, better);
     fflush(NULL);
     /* By its own path, not /proc/self/exe: the process's name (comm, what

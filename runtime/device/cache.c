@@ -26,6 +26,7 @@
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "base/sha256.h"
+#include "runtime/log.h"
 
 extern char **environ;
 
@@ -91,11 +92,11 @@ int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_
 }
 
 void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match) {
-    fprintf(stderr, "dpc: kernel cache: %s/%s %s; compiling it again\n", c->path, obj,
-            match == -2 ? "is not a whole shared object (a segment runs past its end)"
-            : match < 0 ? "does not match the checksum recorded when it was compiled (truncated "
-                          "or corrupted)"
-                        : "has no recorded checksum (not written by this dpc)");
+    rt_log(RT_LOG_INFO, "kernel cache: %s/%s %s; compiling it again", c->path, obj,
+           match == -2 ? "is not a whole shared object (a segment runs past its end)"
+           : match < 0 ? "does not match the checksum recorded when it was compiled (truncated "
+                         "or corrupted)"
+                       : "has no recorded checksum (not written by this dpc)");
 }
 
 void rt_cache_name(char *name, size_t n, const char *kind, uint64_t h, const char *source) {
@@ -337,7 +338,7 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
                   strerror(errno));
     } else {
         if (rt_debug_level() >= 1)
-            fprintf(stderr, "dpc: cpu: compiled %s in %.2f s\n", shown, seconds);
+            rt_log(RT_LOG_INFO, "cpu: compiled %s in %.2f s", shown, seconds);
         void *hd = load_bytes(built, built_len, flags, shown, err, errlen);
         free(built);
         if (!hd) {

@@ -28,6 +28,7 @@
 #include "runtime/device/device.h"
 #include "runtime/device/onednn.h"
 #include "runtime/check.h"
+#include "runtime/log.h"
 
 /* The generated C ABI (format/program.h): iterations [lo, hi) of count. */
 typedef void (*cpu_kernel_fn)(void *const *args, long long count, long long lo, long long hi);
@@ -208,12 +209,15 @@ struct rt_module {
 int rt_debug_level(void) { return rt_env_int("DPC_DEBUG", 0); }
 
 /* 64-byte alignment: whole cache lines, and what AVX-512 loads like. */
-static void *cpu_alloc(rt_backend *be, size_t bytes) {
+static void *cpu_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
     (void)be;
     size_t n = (bytes + 63) / 64 * 64;
     if (n == 0) n = 64;
     void *p = aligned_alloc(64, n);
-    RT_CHECK_ALLOC(p);
+    if (!p) {
+        base_fail(err, errlen, "cpu: out of host memory: %zu bytes asked", n);
+        return NULL;
+    }
     memset(p, 0, n);
     return p;
 }
@@ -223,15 +227,17 @@ static void cpu_free(rt_backend *be, void *p) {
     free(p);
 }
 
-static void cpu_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+static int cpu_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                    size_t errlen) {
+    (void)be, (void)err, (void)errlen;
     if (bytes) memmove(dst, src, bytes);
+    return 0;
 }
 
 static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, size_t errlen) {
     (void)be;
     int debug = rt_debug_level(), hit = 0;
-    if (debug >= 2) fprintf(stderr, "dpc: cpu: generated source:\n%s\n", source);
+    if (debug >= 2) rt_log(RT_LOG_INFO, "cpu: generated source:\n%s", source);
     /* RTLD_NODELETE: a module stays mapped for the process's lifetime, so
      * a kernel pointer can never outlive its code. */
     rt_cache c;
@@ -241,12 +247,9 @@ static rt_module *cpu_compile(rt_backend *be, const char *source, char *err, siz
                   : rt_cache_load_c(&c, source, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, &hit, &path,
                                     err, errlen);
     rt_cache_close(&c);
-    if (!h) {
-        fprintf(stderr, "dpc: error: %s\n", err);
-        return NULL;
-    }
+    if (!h) return NULL; /* err says why; the caller reports it */
     if (debug >= 1)
-        fprintf(stderr, "dpc: cpu: module %s (%s)\n", path, hit ? "cache hit" : "compiled");
+        rt_log(RT_LOG_INFO, "cpu: module %s (%s)", path, hit ? "cache hit" : "compiled");
     rt_module *m = calloc(1, sizeof *m);
     RT_CHECK_ALLOC(m);
     m->handle = h;

@@ -1,32 +1,40 @@
 /* runtime/device/device.h — what a device backend provides, as a table of
  * functions, and the backends there are.
  *
- * Usage:
+ * Usage (every hook is called through its rt_backend_* wrapper below,
+ * which fills in what an optional hook's absence means and keeps the
+ * backend's first device failure):
  *     rt_backend *be = rt_backend_cpu();
- *     void *buf = be->alloc(be, bytes);                 // device memory
- *     be->copy_in(be, buf, host, bytes);
- *     rt_module *m = be->compile(be, source, err, sizeof err);
- *     rt_kernel *k = be->kernel(be, m, "k0_relu", nargs, err, sizeof err);
- *     void *args[] = {out, in};                         // device pointers
- *     be->launch(be, k, args, 2, count, NULL, err, sizeof err);
- *     be->gemm(be, &desc, A, B, C, err, sizeof err);    // cg_gemm, column-major
- *     be->sync(be, err, sizeof err);
- *     be->copy_out(be, host, buf, bytes);
- *     be->module_free(be, m);
- *     be->free(be, buf);
+ *     void *buf = rt_backend_alloc(be, bytes, err, sizeof err);   // NULL: failed
+ *     if (rt_backend_copy_in(be, buf, host, bytes, err, sizeof err)) ...;
+ *     rt_module *m = rt_backend_compile(be, source, err, sizeof err);
+ *     rt_kernel *k = rt_backend_kernel(be, m, "k0_relu", nargs, err, sizeof err);
+ *     void *args[] = {out, in};                                   // device pointers
+ *     rt_backend_launch(be, k, args, 2, count, NULL, err, sizeof err);
+ *     rt_backend_gemm(be, &desc, A, B, C, err, sizeof err);       // cg_gemm, column-major
+ *     rt_backend_sync(be, err, sizeof err);
+ *     rt_backend_copy_out(be, host, buf, bytes, err, sizeof err);
+ *     rt_backend_module_free(be, m);
+ *     rt_backend_dealloc(be, buf);
  *     rt_backend_free(be);
  *
- * Optional CUDA-graph hooks (NULL where the backend has none, as on cpu):
- *     be->graph_begin(be, err, sizeof err);             // this thread's calls record
+ * Optional CUDA-graph hooks (NULL where the backend has none, as on cpu:
+ * rt_backend_has_graphs says 0):
+ *     rt_backend_graph_begin(be, err, sizeof err);     // this thread's calls record
  *     ... launch / gemm / copy ...                     // recorded, not run
- *     rt_graph *gr = be->graph_end(be, err, sizeof err);
- *     be->graph_launch(be, gr, err, sizeof err);        // replay, as often as asked
- *     be->graph_free(be, gr);
+ *     rt_graph *gr = rt_backend_graph_end(be, err, sizeof err);
+ *     rt_backend_graph_launch(be, gr, err, sizeof err);  // replay, as often as asked
+ *     rt_backend_graph_free(be, gr);
  *
  * Device pointers are opaque `void *` to the caller; adding a byte offset
  * to one ((char *)p + off) names a location inside the same buffer, on
- * every backend. Functions that can fail on bad input return non-zero with
- * a message in err; allocation failures abort with file:line.
+ * every backend. Every call that can fail returns NULL or non-zero with a
+ * message in err; none exits the process. A failure of the device itself
+ * (an allocation, a copy, a launch, a GEMM, a wait) is sticky: the backend
+ * keeps the first one's message (naming the device and the work queued
+ * last), and every later device call through the wrappers fails at once
+ * with it (rt_backend_failed asks), so the caller reports it once through
+ * its own error path and ends the run; teardown still frees.
  *
  * Environment: DPC_DEBUG=1 prints kernel counts and compile-cache hits,
  * DPC_DEBUG=2 also the generated source; DPC_PROFILE=1 times every call
@@ -84,11 +92,16 @@ struct rt_backend {
     rt_coll *(*coll_ranks_new)(int n, rt_backend *const *bes, int rank, int ranks,
                                const struct rt_coll_ranks_ops *ops, char *err, size_t errlen);
 
-    void *(*alloc)(rt_backend *be, size_t bytes); /* zero-filled; never NULL */
-    void (*free)(rt_backend *be, void *ptr);
-    void (*copy_in)(rt_backend *be, void *dst, const void *host, size_t bytes);
-    void (*copy_out)(rt_backend *be, void *host, const void *src, size_t bytes);
-    void (*copy)(rt_backend *be, void *dst, const void *src, size_t bytes); /* device to device */
+    /* Zero-filled device memory; NULL + message. */
+    void *(*alloc)(rt_backend *be, size_t bytes, char *err, size_t errlen);
+    void (*free)(rt_backend *be, void *ptr); /* never fails (reports on stderr) */
+    /* 0, or -1 + message. */
+    int (*copy_in)(rt_backend *be, void *dst, const void *host, size_t bytes, char *err,
+                   size_t errlen);
+    int (*copy_out)(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                    size_t errlen);
+    int (*copy)(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                size_t errlen); /* device to device */
 
     rt_module *(*compile)(rt_backend *be, const char *source, char *err, size_t errlen);
     void (*module_free)(rt_backend *be, rt_module *m);
@@ -131,15 +144,84 @@ struct rt_backend {
      * once the work before that point is done (at once when known done):
      * 0, or -1 + a message naming the failure and, since the failing call
      * is past, label's last text and DPC_SYNC=1. */
-    void *(*host_alloc)(rt_backend *be, size_t bytes);
+    void *(*host_alloc)(rt_backend *be, size_t bytes, char *err, size_t errlen);
     void (*host_free)(rt_backend *be, void *host);
-    void (*copy_out_async)(rt_backend *be, void *host, const void *src, size_t bytes);
-    uint64_t (*mark)(rt_backend *be);
+    int (*copy_out_async)(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                          size_t errlen);
+    uint64_t (*mark)(rt_backend *be, char *err, size_t errlen); /* 0 + message: failed */
     int (*wait_mark)(rt_backend *be, uint64_t mark, char *err, size_t errlen);
     /* What the work queued from now on is for ("train step 12 of replica 0"):
      * the message of a failure found later names it. NULL: nothing kept. */
     void (*label)(rt_backend *be, const char *what);
+
+    /* ---- kept by the wrappers (rt_backend_*), not by the backend's hooks:
+     * 0 while the device works; 2 once a device call failed, with that
+     * first failure's message (1 while it is being written). */
+    int failed;
+    char failure[1024];
+    /* 1 between a graph_begin and its graph_end: a call failing then is
+     * the capture's (the driver refused to record it; the caller runs the
+     * step eagerly instead), returned but not kept. */
+    int capturing;
 };
+
+/* ---- the hooks as callers use them: one function each, which gives an
+ * optional hook's default and keeps the first device failure (above).
+ * Every one that can fail returns NULL or non-zero + message; after a
+ * device failure the device calls fail at once with its message. */
+void *rt_backend_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen);
+void rt_backend_dealloc(rt_backend *be, void *ptr); /* NULL: nothing */
+int rt_backend_copy_in(rt_backend *be, void *dst, const void *host, size_t bytes, char *err,
+                       size_t errlen);
+int rt_backend_copy_out(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                        size_t errlen);
+int rt_backend_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                    size_t errlen);
+rt_module *rt_backend_compile(rt_backend *be, const char *source, char *err, size_t errlen);
+void rt_backend_module_free(rt_backend *be, rt_module *m); /* NULL: nothing */
+rt_kernel *rt_backend_kernel(rt_backend *be, rt_module *m, const char *name, int nargs, char *err,
+                             size_t errlen);
+int rt_backend_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
+                      const cg_launch *geometry, char *err, size_t errlen);
+int rt_backend_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
+                    char *err, size_t errlen);
+/* 0 done, 1 run the alternative (always, without the hook), -1 failed. */
+int rt_backend_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
+                    char *err, size_t errlen);
+int rt_backend_sync(rt_backend *be, char *err, size_t errlen);
+/* 1 when the backend records graphs (the graph hooks exist). A capture the
+ * backend refuses (graph_begin, graph_end, or a call failing between them)
+ * is not a device failure and is not kept: the caller runs eagerly instead. */
+int rt_backend_has_graphs(const rt_backend *be);
+int rt_backend_graph_begin(rt_backend *be, char *err, size_t errlen);
+rt_graph *rt_backend_graph_end(rt_backend *be, char *err, size_t errlen);
+int rt_backend_graph_launch(rt_backend *be, rt_graph *g, char *err, size_t errlen);
+void rt_backend_graph_free(rt_backend *be, rt_graph *g); /* NULL: nothing */
+/* Host memory a copy_out_async may land in (malloc'd without the hook). */
+void *rt_backend_host_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen);
+void rt_backend_host_free(rt_backend *be, void *host);
+/* Without the hooks: copy_out, and 0 (a wait for 0 returns at once). */
+int rt_backend_copy_out_async(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
+                              size_t errlen);
+/* *mark := a point in the queue (0 without the hook: a wait for it returns
+ * at once); 0, or -1 + message. */
+int rt_backend_mark(rt_backend *be, uint64_t *mark, char *err, size_t errlen);
+int rt_backend_wait_mark(rt_backend *be, uint64_t mark, char *err, size_t errlen);
+void rt_backend_label(rt_backend *be, const char *what);
+/* 0 while the device works; -1 + the first failure's message after one. */
+int rt_backend_failed(rt_backend *be, char *err, size_t errlen);
+/* Devices of this kind the process may use (0 + why when none); 1 without
+ * the hook (the host). */
+int rt_backend_device_count(const rt_backend *be, char *why, size_t whylen);
+/* A backend of this kind on device `ordinal` (NULL + message); be itself
+ * without the hook (replicas share it: rt_backend_free only what differs
+ * from be). */
+rt_backend *rt_backend_open_device(rt_backend *be, int ordinal, char *err, size_t errlen);
+/* The backend's own collective (device.h's coll_new, coll_ranks_new);
+ * NULL + why, also without the hooks (the host collectives only). */
+rt_coll *rt_backend_coll_new(rt_backend *const *bes, int n, char *why, size_t whylen);
+rt_coll *rt_backend_coll_ranks_new(rt_backend *const *bes, int n, int rank, int ranks,
+                                   const struct rt_coll_ranks_ops *ops, char *why, size_t whylen);
 
 /* ---- reading device results without a host wait.
  *
@@ -156,7 +238,8 @@ struct rt_backend {
  * backend without the hooks above, add copies at once. */
 typedef struct rt_readback rt_readback;
 rt_readback *rt_readback_new(rt_backend *be);
-void rt_readback_add(rt_readback *rb, size_t off, const void *src, size_t bytes);
+void rt_readback_add(rt_readback *rb, size_t off, const void *src,
+                     size_t bytes); /* fails at wait */
 const void *rt_readback_wait(rt_readback *rb, char *err, size_t errlen);
 void rt_readback_free(rt_readback *rb);
 
@@ -214,7 +297,7 @@ const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_av
  *   "auto"  (or NULL) the cuda backend when it can be opened, else the cpu
  *           backend with *is_fallback = 1 and, once per process (replicas
  *           open one backend each), one line on stderr:
- *           "dpc: no CUDA device (REASON): using the cpu backend" — unless
+ *           "dprun: no CUDA device (REASON): using the cpu backend" (log.h) — unless
  *           the machine has no CUDA driver at all (RT_NO_CUDA_DRIVER), a
  *           CPU machine, where only DPC_DEBUG=1 says it.
  * Anything else is refused with a message naming the three choices.
@@ -360,7 +443,7 @@ int rt_cache_record(const rt_cache *c, const char *obj, const void *data, size_t
 /* 1 when data is what OBJ.sha256 records, 0 when there is no record, -1
  * when it differs. */
 int rt_cache_matches(const rt_cache *c, const char *obj, const void *data, size_t n);
-/* "dpc: kernel cache: DIR/OBJ does not match ...; compiling it again" on
+/* "dprun: kernel cache: DIR/OBJ does not match ...; compiling it again" (log.h) on
  * stderr; match as rt_cache_matches gives it, or -2: not a whole object. */
 void rt_cache_rebuild_notice(const rt_cache *c, const char *obj, int match);
 

@@ -51,6 +51,7 @@ const char *rt_onednn_conv_impl(const cg_conv *d) {
 #include "base/err.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
+#include "runtime/log.h"
 
 #include <dlfcn.h>
 
@@ -181,7 +182,7 @@ static void engine_start(void) {
     }
     engine_error = engine_open();
     if (engine_error)
-        fprintf(stderr, "dpc: note: oneDNN: %s: convolutions run as im2col + GEMM\n", engine_error);
+        rt_log(RT_LOG_NOTE, "oneDNN: %s: convolutions run as im2col + GEMM", engine_error);
 }
 
 static dnnl_stream_t thread_stream(void) {
@@ -337,8 +338,8 @@ static int declined(conv_prim *c, dnnl_primitive_desc_t pd) {
     if (rt_debug_level() >= 1) {
         char what[160];
         cg_conv_describe(&c->d, what, sizeof what);
-        fprintf(stderr, "dpc: oneDNN: %s: only %s, declined\n", what,
-                c->impl[0] ? c->impl : "an unnamed implementation");
+        rt_log(RT_LOG_INFO, "oneDNN: %s: only %s, declined", what,
+               c->impl[0] ? c->impl : "an unnamed implementation");
     }
     dn.dnnl_primitive_desc_destroy(pd);
     return 1;
@@ -415,8 +416,8 @@ static void build(conv_prim *c) {
     if (ok && rt_debug_level() >= 2) {
         char what[160];
         cg_conv_describe(d, what, sizeof what);
-        fprintf(stderr, "dpc: oneDNN: %s: %s, %d parts by %s\n", what, c->impl, g.parts,
-                g.by_ch || g.bwd_w ? "channels" : "images");
+        rt_log(RT_LOG_INFO, "oneDNN: %s: %s, %d parts by %s", what, c->impl, g.parts,
+               g.by_ch || g.bwd_w ? "channels" : "images");
     }
 }
 

@@ -25,18 +25,10 @@ rt_readback *rt_readback_new(rt_backend *be) {
     return rb;
 }
 
-static void host_free(rt_readback *rb) {
-    if (!rb->host) return;
-    if (rb->be->host_alloc)
-        rb->be->host_free(rb->be, rb->host);
-    else
-        free(rb->host);
-}
-
 static int settle(rt_readback *rb, char *err, size_t errlen) {
     if (!rb->pending) return 0;
     rb->pending = 0;
-    return rb->be->wait_mark ? rb->be->wait_mark(rb->be, rb->mark, err, errlen) : 0;
+    return rt_backend_wait_mark(rb->be, rb->mark, err, errlen);
 }
 
 void rt_readback_add(rt_readback *rb, size_t off, const void *src, size_t bytes) {
@@ -45,20 +37,27 @@ void rt_readback_add(rt_readback *rb, size_t off, const void *src, size_t bytes)
         /* The first reads only: later ones fit what earlier ones made. */
         size_t cap = rb->cap ? rb->cap : 256;
         while (cap < off + bytes) cap *= 2;
-        unsigned char *h = be->host_alloc ? be->host_alloc(be, cap) : malloc(cap);
-        RT_CHECK_ALLOC(h);
-        if (settle(rb, rb->why, sizeof rb->why)) memset(h, 0, cap);
+        char why[sizeof rb->why];
+        unsigned char *h = rt_backend_host_alloc(be, cap, why, sizeof why);
+        if (!h) { /* kept for the next wait; this add reads nothing */
+            if (!rb->why[0]) snprintf(rb->why, sizeof rb->why, "%s", why);
+            return;
+        }
+        if (settle(rb, why, sizeof why)) {
+            memset(h, 0, cap);
+            if (!rb->why[0]) snprintf(rb->why, sizeof rb->why, "%s", why);
+        }
         if (rb->host) memcpy(h, rb->host, rb->cap);
-        host_free(rb);
+        rt_backend_host_free(be, rb->host);
         rb->host = h;
         rb->cap = cap;
     }
-    if (!be->copy_out_async) {
-        be->copy_out(be, rb->host + off, src, bytes);
+    char why[sizeof rb->why];
+    if (rt_backend_copy_out_async(be, rb->host + off, src, bytes, why, sizeof why) ||
+        rt_backend_mark(be, &rb->mark, why, sizeof why)) {
+        if (!rb->why[0]) snprintf(rb->why, sizeof rb->why, "%s", why);
         return;
     }
-    be->copy_out_async(be, rb->host + off, src, bytes);
-    rb->mark = be->mark(be);
     rb->pending = 1;
 }
 
@@ -75,6 +74,6 @@ void rt_readback_free(rt_readback *rb) {
     if (!rb) return;
     char why[512];
     settle(rb, why, sizeof why); /* no copy may land in freed memory */
-    host_free(rb);
+    rt_backend_host_free(rb->be, rb->host);
     free(rb);
 }

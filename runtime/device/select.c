@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/log.h"
+
 /* $DPC_CUDA_DEVICE, else 0. */
 static int default_ordinal(void) {
     const char *s = getenv("DPC_CUDA_DEVICE");
@@ -74,9 +76,9 @@ static rt_backend *open_auto(int ordinal, int *is_fallback) {
     if (!quiet && !atomic_exchange(&told, 1)) {
         const char *r = why;
         if (!strncmp(r, "no CUDA device (", 16)) { /* already says it: keep the reason only */
-            fprintf(stderr, "dpc: %s: using the cpu backend\n", r);
+            rt_log(RT_LOG_INFO, "%s: using the cpu backend", r);
         } else {
-            fprintf(stderr, "dpc: no CUDA device (%s): using the cpu backend\n", r);
+            rt_log(RT_LOG_INFO, "no CUDA device (%s): using the cpu backend", r);
         }
         fflush(stderr);
     }

@@ -33,6 +33,7 @@
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 #include "runtime/env.h"
+#include "runtime/log.h"
 
 typedef struct choice {
     uint64_t where; /* the machine it was measured on (rt_conv_where) */
@@ -202,8 +203,8 @@ static void load(uint64_t where) {
     }
     if (bad) {
         char *path = rt_cache_path(&c, name);
-        fprintf(stderr, "dpc: note: %s: %d malformed line%s ignored; measuring those again\n", path,
-                bad, bad == 1 ? "" : "s");
+        rt_log(RT_LOG_NOTE, "%s: %d malformed line%s ignored; measuring those again", path, bad,
+               bad == 1 ? "" : "s");
         free(path);
     }
     free(text);
@@ -238,7 +239,7 @@ static void save(uint64_t where) {
             len += (size_t)snprintf(text + len, cap - len, "algo %s %d\n", desc, k->algo);
     }
     if (rt_cache_write(&c, name, text, len, err, sizeof err))
-        fprintf(stderr, "dpc: note: the convolution choices were not kept: %s\n", err);
+        rt_log(RT_LOG_NOTE, "the convolution choices were not kept: %s", err);
     free(text);
     rt_cache_close(&c);
 }
@@ -287,8 +288,8 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
                          alternative_name(d), 1e3 * alt_s);
             char what[160];
             cg_conv_describe(d, what, sizeof what);
-            fprintf(stderr, "dpc: conv %s: %s: %s\n", what, times,
-                    way == RT_CONV_LIBRARY ? "library" : alternative_name(d));
+            rt_log(RT_LOG_INFO, "conv %s: %s: %s", what, times,
+                   way == RT_CONV_LIBRARY ? "library" : alternative_name(d));
         }
     }
     pthread_mutex_unlock(&mu);

@@ -85,8 +85,9 @@ int rt_exec_set_collective(rt_exec *ex, rt_coll_queue *q, char *err, size_t errl
             else if (ex->buf[i] == ex->buf[n->input[0]]) {
                 /* Out of place from now on: the local gradient keeps its
                  * value for its other readers (the partition pass, docs/DESIGN.md §5.5). */
-                ex->buf[i] = ex->be->alloc(ex->be, (size_t)fmt_node_bytes(n));
+                ex->buf[i] = rt_backend_alloc(ex->be, (size_t)fmt_node_bytes(n), err, errlen);
                 ex->owned[i] = 1;
+                if (!ex->buf[i]) rc = -1;
             }
             packed += ir_numel(&n->type);
             piece[np++] = (rt_coll_piece){ex->buf[n->input[0]], ex->buf[i], ir_numel(&n->type)};

@@ -26,6 +26,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
 #include "runtime/exec/internal.h"
+#include "runtime/log.h"
 
 typedef struct {
     char what[96];
@@ -81,14 +82,21 @@ static void print_profile(const rt_exec *ex) {
     }
     qsort(rows, (size_t)nr, sizeof *rows, cmp_prof);
     int runs = ex->runs ? ex->runs : 1;
-    fprintf(
-        stderr,
-        "dpc: profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls\n",
-        ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, ran);
-    for (int r = 0; r < nr && r < 60; r++)
-        fprintf(stderr, "  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s\n", 1e3 * rows[r].sec / runs,
-                100.0 * rows[r].sec / (total > 0 ? total : 1), 1e3 * rows[r].cpu / runs,
-                rows[r].calls, rows[r].what);
+    /* One message: the heading under the logger's prefix, a row a line
+     * below it, unprefixed (tests/gpu/cost_vs_profile.sh reads them). */
+    size_t cap = 64 + 200 * (size_t)(nr < 60 ? nr : 60), len = 0;
+    char *table = malloc(cap);
+    RT_CHECK_ALLOC(table);
+    table[0] = 0;
+    for (int r = 0; r < nr && r < 60 && len < cap; r++)
+        len += (size_t)snprintf(
+            table + len, cap - len, "\n  %9.3f ms %5.1f%% %9.3f ms cpu %4d x  %s",
+            1e3 * rows[r].sec / runs, 100.0 * rows[r].sec / (total > 0 ? total : 1),
+            1e3 * rows[r].cpu / runs, rows[r].calls, rows[r].what);
+    rt_log(RT_LOG_INFO,
+           "profile of %d run(s): %.2f ms per run (%.2f ms cpu of the calling thread), %d calls%s",
+           ex->runs, 1e3 * total / runs, 1e3 * cpu / runs, ran, table);
+    free(table);
     free(rows);
 }
 
@@ -113,11 +121,12 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
     unsigned char *stored = malloc((size_t)g->n + 1);
     RT_CHECK_ALLOC(stored);
     ir_stored(g, stored);
-    if (mp && mp->arena_bytes > 0) {
-        ex->arena = ex->be->alloc(ex->be, (size_t)mp->arena_bytes);
-        ex->arena_bytes = mp->arena_bytes;
-    }
     int rc = 0;
+    if (mp && mp->arena_bytes > 0) {
+        ex->arena = rt_backend_alloc(ex->be, (size_t)mp->arena_bytes, err, errlen);
+        ex->arena_bytes = mp->arena_bytes;
+        if (!ex->arena) rc = -1;
+    }
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
         if (ir_is_persistent(n->op)) {
@@ -142,8 +151,9 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
         } else if (mp && mp->offset[i] >= 0) {
             ex->buf[i] = (char *)ex->arena + mp->offset[i];
         } else {
-            ex->buf[i] = ex->be->alloc(ex->be, (size_t)fmt_node_bytes(n));
+            ex->buf[i] = rt_backend_alloc(ex->be, (size_t)fmt_node_bytes(n), err, errlen);
             ex->owned[i] = 1;
+            if (!ex->buf[i]) rc = -1;
         }
     }
     free(stored);
@@ -159,8 +169,10 @@ static int bind_buffers(rt_exec *ex, const dpc_plan *plan, char *err, size_t err
                                    si, ir_ops[s->op].name, id);
             }
     }
-    if (!rc && ex->prog->scratch > 0)
-        ex->scratch = ex->be->alloc(ex->be, sizeof(float) * (size_t)ex->prog->scratch);
+    if (!rc && ex->prog->scratch > 0 &&
+        !(ex->scratch =
+              rt_backend_alloc(ex->be, sizeof(float) * (size_t)ex->prog->scratch, err, errlen)))
+        rc = -1;
     return rc;
 }
 
@@ -204,10 +216,10 @@ static cg_program *load_program(rt_backend *be, const ir_graph *g, const dpc_pla
             return NULL;
         }
         if (rc != 0 && rt_debug_level() >= 1)
-            fprintf(stderr,
-                    "dpc: %s: plan section %s has no program for this graph; "
-                    "using the kernels rendered from it\n",
-                    be->name, sec->tag);
+            rt_log(RT_LOG_INFO,
+                   "%s: plan section %s has no program for this graph; "
+                   "using the kernels rendered from it",
+                   be->name, sec->tag);
         cg_program_free(p);
     }
     return gen;
@@ -221,7 +233,7 @@ rt_exec *rt_exec_new(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_
 rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const dpc_plan *plan,
                           const cg_options *o, char *err, size_t errlen) {
     if (errlen) err[0] = 0;
-    if (ir_verify(g, err, errlen)) return NULL;
+    if (ir_verify(g, err, errlen) || rt_backend_failed(be, err, errlen)) return NULL;
     rt_exec *ex = calloc(1, sizeof *ex);
     RT_CHECK_ALLOC(ex);
     ex->be = be;
@@ -233,13 +245,13 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
     RT_CHECK_ALLOC(ex->owned);
     ex->prog = load_program(be, g, plan, o, err, errlen);
     if (!ex->prog || cg_program_check(ex->prog, g, err, errlen)) goto fail;
-    ex->mod = be->compile(be, ex->prog->source, err, errlen);
+    ex->mod = rt_backend_compile(be, ex->prog->source, err, errlen);
     if (!ex->mod) goto fail;
     ex->kern = calloc((size_t)ex->prog->nkernels + 1, sizeof *ex->kern);
     RT_CHECK_ALLOC(ex->kern);
     for (int k = 0; k < ex->prog->nkernels; k++) {
         const cg_kernel *kd = &ex->prog->kernels[k];
-        ex->kern[k] = be->kernel(be, ex->mod, kd->name, kd->nargs, err, errlen);
+        ex->kern[k] = rt_backend_kernel(be, ex->mod, kd->name, kd->nargs, err, errlen);
         if (!ex->kern[k]) goto fail;
     }
     if (bind_buffers(ex, plan, err, errlen)) goto fail;
@@ -254,11 +266,11 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
     if (rt_debug_level() >= 1) {
         int gemms = 0;
         for (int c = 0; c < ex->prog->ncalls; c++) gemms += ex->prog->calls[c].kind == CG_CALL_GEMM;
-        fprintf(stderr,
-                "dpc: %s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
-                "arena %.1f MiB\n",
-                be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
-                (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
+        rt_log(RT_LOG_INFO,
+               "%s: %d steps, %d kernels, %d calls (%d gemm), scratch %.1f MiB, "
+               "arena %.1f MiB",
+               be->name, ex->prog->nsteps, ex->prog->nkernels, ex->prog->ncalls, gemms,
+               (double)ex->prog->scratch * 4.0 / (1 << 20), (double)ex->arena_bytes / (1 << 20));
     }
     return ex;
 fail:
@@ -269,15 +281,15 @@ fail:
 void rt_exec_free(rt_exec *ex) {
     if (!ex) return;
     if (ex->prof && ex->runs) print_profile(ex);
-    for (int i = 0; i < ex->nseg; i++) ex->be->graph_free(ex->be, ex->seg[i]);
+    for (int i = 0; i < ex->nseg; i++) rt_backend_graph_free(ex->be, ex->seg[i]);
     free(ex->seg);
     free(ex->prof);
     free(ex->prof_cpu);
     for (int i = 0; ex->g && i < ex->g->n; i++)
-        if (ex->owned[i]) ex->be->free(ex->be, ex->buf[i]);
-    if (ex->scratch) ex->be->free(ex->be, ex->scratch);
-    if (ex->arena) ex->be->free(ex->be, ex->arena);
-    if (ex->mod) ex->be->module_free(ex->be, ex->mod);
+        if (ex->owned[i]) rt_backend_dealloc(ex->be, ex->buf[i]);
+    rt_backend_dealloc(ex->be, ex->scratch);
+    rt_backend_dealloc(ex->be, ex->arena);
+    rt_backend_module_free(ex->be, ex->mod);
     free(ex->kern);
     free(ex->start_at);
     free(ex->wait_at);
@@ -302,8 +314,7 @@ static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
 }
 
 int rt_exec_use_graphs(rt_exec *ex, int on) {
-    ex->graphs = on && ex->be->graph_begin && ex->be->graph_end && ex->be->graph_launch &&
-                 ex->be->graph_free;
+    ex->graphs = on && rt_backend_has_graphs(ex->be);
     return ex->graphs;
 }
 
@@ -328,11 +339,11 @@ typedef enum { RUN_EAGER, RUN_CAPTURE, RUN_REPLAY } run_mode;
 static int seg_open(rt_exec *ex, run_mode m, int cur, char *err, size_t errlen) {
     if (m == RUN_EAGER || ex->seg_is_open) return 0;
     ex->seg_is_open = 1;
-    if (m == RUN_CAPTURE) return ex->be->graph_begin(ex->be, err, errlen);
+    if (m == RUN_CAPTURE) return rt_backend_graph_begin(ex->be, err, errlen);
     if (cur >= ex->nseg)
         return base_fail(err, errlen, "graph segment %d of %d: the step changed", cur, ex->nseg);
     ex->last_graph_launches++;
-    if (!ex->be->graph_launch(ex->be, ex->seg[cur], err, errlen)) return 0;
+    if (!rt_backend_graph_launch(ex->be, ex->seg[cur], err, errlen)) return 0;
     char why[768];
     snprintf(why, sizeof why, "%s", err);
     return base_fail(err, errlen, "the step's CUDA graph (segment %d of %d): %s%s", cur + 1,
@@ -346,7 +357,7 @@ static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen
     ex->seg_is_open = 0;
     (*cur)++;
     if (m != RUN_CAPTURE) return 0;
-    rt_graph *g = ex->be->graph_end(ex->be, err, errlen);
+    rt_graph *g = rt_backend_graph_end(ex->be, err, errlen);
     if (!g) return -1;
     if (ex->nseg == ex->seg_cap) {
         ex->seg_cap = ex->seg_cap ? 2 * ex->seg_cap : 4;
@@ -355,7 +366,7 @@ static int seg_close(rt_exec *ex, run_mode m, int *cur, char *err, size_t errlen
     }
     ex->seg[ex->nseg++] = g;
     ex->last_graph_launches++;
-    return ex->be->graph_launch(ex->be, g, err, errlen);
+    return rt_backend_graph_launch(ex->be, g, err, errlen);
 }
 
 /* "kernel k3_relu" or "gemm NT 64x10x512": what a failure names. */
@@ -377,7 +388,7 @@ static void call_name(const rt_exec *ex, const cg_step *s, const cg_call *c, cha
 /* DPC_SYNC after a bucket's start: its all-reduce waited for and the
  * device synchronised, so a failure names the collective. */
 static int sync_bucket(rt_exec *ex, int b, int si, char *err, size_t errlen) {
-    if (!rt_coll_queue_wait(ex->coll, b, err, errlen) && !ex->be->sync(ex->be, err, errlen))
+    if (!rt_coll_queue_wait(ex->coll, b, err, errlen) && !rt_backend_sync(ex->be, err, errlen))
         return 0;
     char why[768];
     snprintf(why, sizeof why, "%s", err);
@@ -397,18 +408,19 @@ static int run_call(rt_exec *ex, const cg_step *s, int ci, char *err, size_t err
         for (int j = 0; j < 3; j++) /* the weights may be a copy within the scratch */
             args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
                       (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
-        rc = be->conv(be, &c->conv, args[0], args[1], args[2], err, errlen);
+        rc = rt_backend_conv(be, &c->conv, args[0], args[1], args[2], err, errlen);
     } else if (c->kind == CG_CALL_GEMM) {
-        rc = be->gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
-                      slot_ptr(ex, s, c->arg[2]), err, errlen);
+        rc = rt_backend_gemm(be, &c->gemm, slot_ptr(ex, s, c->arg[0]), slot_ptr(ex, s, c->arg[1]),
+                             slot_ptr(ex, s, c->arg[2]), err, errlen);
     } else {
         for (int j = 0; j < c->nargs; j++)
             args[j] = (char *)slot_ptr(ex, s, c->arg[j]) +
                       (size_t)c->off[j] * slot_elem(ex, s, c->arg[j]);
-        rc = be->launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err, errlen);
+        rc = rt_backend_launch(be, ex->kern[c->kernel], args, c->nargs, c->count, &c->launch, err,
+                               errlen);
     }
     if (rc == 1) return 1; /* a convolution the library declines: nothing ran */
-    if (!rc && ex->sync_each) rc = be->sync(be, err, errlen);
+    if (!rc && ex->sync_each) rc = rt_backend_sync(be, err, errlen);
     if (!rc && ex->prof) {
         ex->prof[ci] += rt_now() - t0;
         ex->prof_cpu[ci] += rt_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
@@ -443,7 +455,7 @@ enum { TUNE_TIMINGS = 3 }; /* timings of each way for a tuned convolution */
 static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err, size_t errlen) {
     const cg_call *c = &ex->prog->calls[ci];
     *skip = c->conv.nalt;
-    int choice = !ex->be->conv  ? RT_CONV_ALTERNATIVE
+    int choice = !ex->be->conv  ? RT_CONV_ALTERNATIVE /* spares the tuning's timings */
                  : c->conv.tune ? rt_conv_choice_get(rt_conv_where(ex->be), &c->conv)
                                 : RT_CONV_LIBRARY;
     if (choice == RT_CONV_ALTERNATIVE) return run_alternative(ex, s, ci, err, errlen);
@@ -457,15 +469,16 @@ static int run_conv(rt_exec *ex, const cg_step *s, int ci, int *skip, char *err,
         rt_conv_choice_set(rt_conv_where(ex->be), &c->conv, RT_CONV_ALTERNATIVE, 0, 0);
         return run_alternative(ex, s, ci, err, errlen);
     }
-    if (rc || ex->be->sync(ex->be, err, errlen)) return -1;
+    if (rc || rt_backend_sync(ex->be, err, errlen)) return -1;
     /* each way's best of TUNE_TIMINGS, taken in turns: one timing is at the
      * mercy of whatever else the machine did meanwhile */
     double lib = 1e30, alt = 1e30;
     for (int t = 0; t < TUNE_TIMINGS; t++) {
         double t0 = rt_now();
-        if (run_call(ex, s, ci, err, errlen) || ex->be->sync(ex->be, err, errlen)) return -1;
+        if (run_call(ex, s, ci, err, errlen) || rt_backend_sync(ex->be, err, errlen)) return -1;
         double t1 = rt_now();
-        if (run_alternative(ex, s, ci, err, errlen) || ex->be->sync(ex->be, err, errlen)) return -1;
+        if (run_alternative(ex, s, ci, err, errlen) || rt_backend_sync(ex->be, err, errlen))
+            return -1;
         double t2 = rt_now();
         if (t1 - t0 < lib) lib = t1 - t0;
         if (t2 - t1 < alt) alt = t2 - t1;
@@ -544,7 +557,7 @@ static int run_steps(rt_exec *ex, run_mode m, char *err, size_t errlen) {
 
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen) {
     if (rt_exec_enqueue(ex, err, errlen)) return -1;
-    return ex->be->sync(ex->be, err, errlen);
+    return rt_backend_sync(ex->be, err, errlen);
 }
 
 int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
@@ -558,8 +571,8 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     int rc = run_steps(ex, m, err, errlen);
     if (rc && ex->seg_is_open && m == RUN_CAPTURE) { /* leave the backend recording nothing */
         char why[64];
-        rt_graph *g = ex->be->graph_end(ex->be, why, sizeof why);
-        if (g) ex->be->graph_free(ex->be, g);
+        rt_graph *g = rt_backend_graph_end(ex->be, why, sizeof why);
+        rt_backend_graph_free(ex->be, g);
     }
     ex->seg_is_open = 0;
     /* A capture the driver refuses (an operation it cannot record, a
@@ -571,9 +584,9 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     if (rc && m == RUN_CAPTURE && ex->nseg == 0 &&
         !(ex->coll && rt_coll_queue_stream_ordered(ex->coll))) {
         int n = (int)strcspn(err, "\n");
-        fprintf(stderr,
-                "dpc: %s: the step's CUDA graph could not be recorded (%.*s): eager from now on\n",
-                ex->be->name, n > 300 ? 300 : n, err);
+        rt_log(RT_LOG_INFO,
+               "%s: the step's CUDA graph could not be recorded (%.*s): eager from now on",
+               ex->be->name, n > 300 ? 300 : n, err);
         ex->graphs = 0;
         m = RUN_EAGER;
         ex->last_calls = ex->last_graph_launches = 0;
@@ -583,14 +596,13 @@ int rt_exec_enqueue(rt_exec *ex, char *err, size_t errlen) {
     if (m == RUN_CAPTURE) ex->captured = 1;
     ex->runs++;
     if (rt_debug_level() >= 1 && ex->runs <= 3)
-        fprintf(stderr,
-                "dpc: %s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64
-                " graph launches\n",
-                ex->be->name, ex->runs,
-                m == RUN_EAGER     ? "eager"
-                : m == RUN_CAPTURE ? "recorded"
-                                   : "replayed",
-                ex->last_calls, ex->last_graph_launches);
+        rt_log(RT_LOG_INFO,
+               "%s: run %d (%s): %" PRId64 " kernel and GEMM calls, %" PRId64 " graph launches",
+               ex->be->name, ex->runs,
+               m == RUN_EAGER     ? "eager"
+               : m == RUN_CAPTURE ? "recorded"
+                                  : "replayed",
+               ex->last_calls, ex->last_graph_launches);
     return 0;
 }
 
@@ -602,7 +614,7 @@ int rt_exec_run_partial(rt_exec *ex, int part, char *err, size_t errlen) {
     ex->partial = 0;
     if (rc) return -1;
     rt_coll_queue_keep(ex->coll, part);
-    return ex->be->sync(ex->be, err, errlen);
+    return rt_backend_sync(ex->be, err, errlen);
 }
 
 static int find_input(const rt_exec *ex, const char *name) {
@@ -614,24 +626,25 @@ static int find_input(const rt_exec *ex, const char *name) {
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes) {
     int i = find_input(ex, name);
     if (i < 0 || (size_t)fmt_node_bytes(&ex->g->nodes[i]) != bytes) return -1;
-    ex->be->copy_in(ex->be, ex->buf[i], host, bytes);
-    return 0;
+    return rt_backend_copy_in(ex->be, ex->buf[i], host, bytes, NULL, 0);
+}
+
+int rt_exec_failed(const rt_exec *ex, char *err, size_t errlen) {
+    return rt_backend_failed(ex->be, err, errlen);
 }
 
 int rt_exec_set_scalar(rt_exec *ex, const char *name, float value) {
     int i = find_input(ex, name);
     if (i < 0 || ir_numel(&ex->g->nodes[i].type) != 1 || ex->g->nodes[i].type.dtype != IR_F32)
         return -1;
-    ex->be->copy_in(ex->be, ex->buf[i], &value, sizeof value);
-    return 0;
+    return rt_backend_copy_in(ex->be, ex->buf[i], &value, sizeof value, NULL, 0);
 }
 
 int rt_exec_get_node(rt_exec *ex, int node, void *host, size_t bytes) {
     if (node < 0 || node >= ex->g->n || (size_t)fmt_node_bytes(&ex->g->nodes[node]) != bytes)
         return -1;
     if (!ex->buf[node]) return -1; /* a fused value that is never stored */
-    ex->be->copy_out(ex->be, host, ex->buf[node], bytes);
-    return 0;
+    return rt_backend_copy_out(ex->be, host, ex->buf[node], bytes, NULL, 0);
 }
 
 /* Sources by their unique name first, then the first node with that label. */

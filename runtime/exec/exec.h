@@ -42,17 +42,25 @@ typedef struct rt_coll_queue rt_coll_queue;
 /* ---- persistent tensors ---- */
 rt_store *rt_store_new(rt_backend *be, const ir_graph *g);
 void rt_store_free(rt_store *st);
+/* Every tensor's device bytes; a failed allocation leaves the backend
+ * failed (device.h), which rt_store_init, rt_store_failed and rt_exec_new
+ * report. */
 /* Initialises params and states as their init says; xavier draws from a
- * generator seeded with `seed`, in definition order. */
-void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed);
+ * generator seeded with `seed`, in definition order. 0, or -1 when the
+ * device failed (rt_store_failed has the message). */
+int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed);
 int rt_store_count(const rt_store *st);
 /* i-th persistent tensor in definition order (params and states as they
  * appear in the graph, then optimizer state). */
 const char *rt_store_name(const rt_store *st, int i);
 const ir_type *rt_store_type(const rt_store *st, int i);
 int rt_store_find(const rt_store *st, const char *name); /* -1 if absent */
-void rt_store_read(rt_store *st, int i, float *host);    /* numel floats */
-void rt_store_write(rt_store *st, int i, const float *host);
+/* numel floats in or out: 0, or -1 when the device failed (the message:
+ * rt_store_failed; host's bytes are then not the tensor's). */
+int rt_store_read(rt_store *st, int i, float *host);
+int rt_store_write(rt_store *st, int i, const float *host);
+/* 0 while the store's device works, else -1 + its first failure's message. */
+int rt_store_failed(const rt_store *st, char *err, size_t errlen);
 /* The i-th tensor's device buffer (executors, collectives). */
 void *rt_store_buffer(rt_store *st, int i);
 /* ZeRO-1: tensor i belongs to global replica owner; this store is replica
@@ -83,8 +91,14 @@ rt_exec *rt_exec_new_opts(rt_backend *be, rt_store *st, const ir_graph *g, const
 void rt_exec_free(rt_exec *ex);
 /* Copies host data into an input. Returns -1 if there is no such input or
  * the size differs. */
+/* -1: no such input, another size, or the device failed (rt_exec_failed
+ * then has the device's message). */
 int rt_exec_set_input(rt_exec *ex, const char *name, const void *host, size_t bytes);
 int rt_exec_set_scalar(rt_exec *ex, const char *name, float value);
+/* 0 while the executor's device works, else -1 + its first failure's
+ * message (device.h): what a caller reports when a call without a message
+ * of its own (set_input, get) failed. */
+int rt_exec_failed(const rt_exec *ex, char *err, size_t errlen);
 /* Runs the program and returns when the device is done (a host wait). */
 int rt_exec_run(rt_exec *ex, char *err, size_t errlen);
 /* The same without the wait: the run is queued behind the inputs' copies

@@ -68,7 +68,8 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
             e->type = n->type;
             e->init = (ir_init)n->iattr[0];
             e->bytes = (size_t)fmt_node_bytes(n);
-            e->buf = be->alloc(be, e->bytes);
+            e->buf =
+                rt_backend_alloc(be, e->bytes, NULL, 0); /* NULL: be failed, rt_exec_new says */
             e->owner = -1;
             e->resident = 1;
         }
@@ -79,7 +80,7 @@ rt_store *rt_store_new(rt_backend *be, const ir_graph *g) {
 void rt_store_free(rt_store *st) {
     if (!st) return;
     for (int i = 0; i < st->n; i++)
-        if (st->t[i].resident) st->be->free(st->be, st->t[i].buf);
+        if (st->t[i].resident) rt_backend_dealloc(st->be, st->t[i].buf);
     free(st->t);
     ir_names_free(&st->names);
     free(st);
@@ -98,7 +99,7 @@ static void xavier(float *w, const ir_type *t, double magnitude, rt_rng *rng) {
     for (int64_t i = 0; i < n; i++) w[i] = rt_rng_uniform_range(rng, -scale, scale);
 }
 
-void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
+int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
     (void)g;                 /* the store recorded each tensor's initialiser when it was made */
     double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
     if (t) magnitude = t->init_magnitude;
@@ -114,9 +115,11 @@ void rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t 
             xavier(host, &e->type, magnitude, &rng);
         else
             for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
-        st->be->copy_in(st->be, e->buf, host, e->bytes);
+        int rc = rt_backend_copy_in(st->be, e->buf, host, e->bytes, NULL, 0);
         free(host);
+        if (rc) return -1;
     }
+    return rt_backend_failed(st->be, NULL, 0); /* a tensor that could not be allocated */
 }
 
 int rt_store_count(const rt_store *st) { return st->n; }
@@ -131,17 +134,21 @@ const ir_type *rt_store_type(const rt_store *st, int i) {
 
 int rt_store_find(const rt_store *st, const char *name) { return ir_names_find(&st->names, name); }
 
-void rt_store_read(rt_store *st, int i, float *host) {
-    if (i < 0 || i >= st->n) return;
-    if (!st->t[i].buf)
-        memset(host, 0, st->t[i].bytes);
-    else
-        st->be->copy_out(st->be, host, st->t[i].buf, st->t[i].bytes);
+int rt_store_read(rt_store *st, int i, float *host) {
+    if (i < 0 || i >= st->n) return 0;
+    if (st->t[i].buf)
+        return rt_backend_copy_out(st->be, host, st->t[i].buf, st->t[i].bytes, NULL, 0);
+    memset(host, 0, st->t[i].bytes);
+    return 0;
 }
 
-void rt_store_write(rt_store *st, int i, const float *host) {
-    if (i < 0 || i >= st->n || !st->t[i].buf) return;
-    st->be->copy_in(st->be, st->t[i].buf, host, st->t[i].bytes);
+int rt_store_write(rt_store *st, int i, const float *host) {
+    if (i < 0 || i >= st->n || !st->t[i].buf) return 0;
+    return rt_backend_copy_in(st->be, st->t[i].buf, host, st->t[i].bytes, NULL, 0);
+}
+
+int rt_store_failed(const rt_store *st, char *err, size_t errlen) {
+    return rt_backend_failed(st->be, err, errlen);
 }
 
 void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home) {
@@ -149,7 +156,7 @@ void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home) {
     store_entry *e = &st->t[i];
     e->owner = owner;
     if (owner != me) {
-        if (e->resident) st->be->free(st->be, e->buf);
+        if (e->resident) rt_backend_dealloc(st->be, e->buf);
         e->resident = 0;
         e->buf = home && home != st ? home->t[i].buf : NULL;
         return;
@@ -160,14 +167,14 @@ void rt_store_shard(rt_store *st, int i, int owner, int me, rt_store *home) {
     float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
     RT_CHECK_ALLOC(host);
     for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
-    st->be->copy_in(st->be, e->buf, host, e->bytes);
+    rt_backend_copy_in(st->be, e->buf, host, e->bytes, NULL, 0); /* a failure is be's, kept */
     free(host);
 }
 
 int rt_store_hold(rt_store *st, int i) {
     if (i < 0 || i >= st->n || st->t[i].buf) return 0;
     store_entry *e = &st->t[i];
-    e->buf = st->be->alloc(st->be, e->bytes);
+    e->buf = rt_backend_alloc(st->be, e->bytes, NULL, 0); /* NULL: be failed (kept) */
     e->resident = e->held = 1;
     return 1;
 }
@@ -175,7 +182,7 @@ int rt_store_hold(rt_store *st, int i) {
 void rt_store_release(rt_store *st, int i) {
     if (i < 0 || i >= st->n || !st->t[i].held) return;
     store_entry *e = &st->t[i];
-    st->be->free(st->be, e->buf);
+    rt_backend_dealloc(st->be, e->buf);
     e->buf = NULL;
     e->resident = e->held = 0;
 }

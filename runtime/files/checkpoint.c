@@ -238,8 +238,11 @@ int rt_ckpt_write(const char *dir, const dpc_plan *plan, rt_store *store0, int n
      * The name is dprun's own: never written through a link; DIR is created
      * when missing. */
     char why[1024];
-    int rc = rt_st_write_in(dir, RT_CKPT_FILE, e, k, mp->kv, why, sizeof why);
-    if (rc) base_fail(err, errlen, "--checkpoint %s", why);
+    int rc = 0;
+    if (rt_store_failed(store0, why, sizeof why)) /* what was read is not the tensors: */
+        rc = base_fail(err, errlen, "--checkpoint not written: %s", why); /* the last one stays */
+    else if ((rc = rt_st_write_in(dir, RT_CKPT_FILE, e, k, mp->kv, why, sizeof why)))
+        base_fail(err, errlen, "--checkpoint %s", why);
     free(mp);
     for (int i = 0; i < k; i++) free(data[i]);
     free(data);

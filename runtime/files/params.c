@@ -49,7 +49,10 @@ int rt_params_save(const dpc_plan *plan, rt_store *st, const char *path, char *e
         e[i] = (rt_st_entry){rt_store_name(st, idx[i]), t->ndim, t->dim, data[i]};
     }
     const char *meta[] = {"producer", "dpc", "model", plan->model, NULL};
-    int rc = rt_st_write(path, e, n, meta, err, errlen);
+    char why[1024];
+    int rc = rt_store_failed(st, why, sizeof why) /* what was read is not the tensors */
+                 ? base_fail(err, errlen, "--save-params %s not written: %s", path, why)
+                 : rt_st_write(path, e, n, meta, err, errlen);
     for (int i = 0; i < n; i++) free(data[i]);
     free(data);
     free(e);

@@ -21,11 +21,18 @@ typedef struct {
 } eval_job;
 
 /* A failure found later names the evaluation, not the last train step. */
+/* A call without a message of its own failed: msg, and the device's
+ * failure when that was why (rt_exec_failed). Returns -1. */
+static int eval_fail(const rt_exec *ex, char *err, size_t errlen, const char *msg) {
+    char why[1024] = "";
+    rt_exec_failed(ex, why, sizeof why);
+    return base_fail(err, errlen, "%s%s%s", msg, *why ? ": " : "", why);
+}
+
 static void label_eval(rt_backend *be, int replica) {
-    if (!be->label) return;
     char what[64];
     snprintf(what, sizeof what, "the evaluation on replica %d", replica);
-    be->label(be, what);
+    rt_backend_label(be, what);
 }
 
 static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errlen) {
@@ -45,12 +52,12 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
         int real = rt_batcher_fill(b, NULL, 0, bi * (int64_t)n, (int)n, img, lab);
         if (rt_exec_set_input(ex, "image", img, sizeof(float) * r->img * n) ||
             (r->eval_has_label && rt_exec_set_input(ex, "label", lab, sizeof(int32_t) * n))) {
-            base_fail(err, errlen, "the eval program refused its inputs");
+            eval_fail(ex, err, errlen, "the eval program refused its inputs");
             rc = -1;
         } else if (rt_exec_run(ex, err, errlen)) {
             rc = -1;
         } else if (rt_exec_get(ex, "logits", logits, sizeof(float) * n * (size_t)r->classes)) {
-            base_fail(err, errlen, "cannot read the eval program's logits");
+            eval_fail(ex, err, errlen, "cannot read the eval program's logits");
             rc = -1;
         }
         for (int i = 0; i < real && !rc; i++) {
@@ -102,7 +109,8 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
                               sizeof(float) * img * (size_t)r->eval_batch) ||
             (r->eval_has_label && rt_exec_set_input(eval, "label", bt->labels,
                                                     sizeof(int32_t) * (size_t)r->eval_batch))) {
-            rc = rt_run_fail(r, "the eval program refused its inputs");
+            eval_fail(eval, r->err, sizeof r->err, "the eval program refused its inputs");
+            rc = rt_run_fail(r, "%s", r->err);
             break;
         }
         /* Labels are needed after the run: keep the slot until then. */
@@ -112,7 +120,8 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
         }
         size_t lbytes = sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes;
         if (rt_exec_get(eval, "logits", r->logits, lbytes)) {
-            rc = rt_run_fail(r, "cannot read the eval program's logits");
+            eval_fail(eval, r->err, sizeof r->err, "cannot read the eval program's logits");
+            rc = rt_run_fail(r, "%s", r->err);
             break;
         }
         for (int i = 0; i < bt->real; i++) {

@@ -75,9 +75,9 @@ int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *d
                               size_t errlen) {
     *devices = 1;
     for (int r = 0; r < n; r++) bes[r] = first;
-    if (n == 1 || !first->open_device || !first->device_count) return 0;
+    if (n == 1) return 0;
     char why[256];
-    int d = first->device_count(why, sizeof why);
+    int d = rt_backend_device_count(first, why, sizeof why);
     if (d < 1) d = 1;
     *devices = d < n ? d : n;
     int *dev = malloc(sizeof *dev * (size_t)n);
@@ -85,7 +85,7 @@ int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *d
     rt_replicas_place(n, *devices, dev);
     int rc = 0;
     for (int r = 0; r < n && !rc; r++) {
-        bes[r] = first->open_device(dev[r], err, errlen);
+        bes[r] = rt_backend_open_device(first, dev[r], err, errlen);
         if (!bes[r]) rc = -1;
     }
     free(dev);
@@ -131,7 +131,8 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
         int rank = 0, ranks = 1;
         const rt_coll_ranks_ops *ops = rt_mpi_ranks_ops(&rank, &ranks, err, errlen);
         char why[512] = "";
-        rt_coll *c = ops ? bes[0]->coll_ranks_new(n, bes, rank, ranks, ops, why, sizeof why) : NULL;
+        rt_coll *c =
+            ops ? rt_backend_coll_ranks_new(bes, n, rank, ranks, ops, why, sizeof why) : NULL;
         if (c) return c;
         /* coll_ranks_new (nccl) fails on every rank alike. */
         if (want && !strcmp(want, "nccl")) {
@@ -178,7 +179,7 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
      * (the replicas of each summed on it first) when they share >= 2. */
     if (cuda_devices(bes, n) >= 2 && !(want && !strcmp(want, "local"))) {
         char why[512];
-        rt_coll *c = bes[0]->coll_new(n, bes, why, sizeof why);
+        rt_coll *c = rt_backend_coll_new(bes, n, why, sizeof why);
         if (c && accum > 1 && rt_coll_device_groups(c) > 0) {
             rt_coll_free(c);
             base_fail(err, errlen,

@@ -95,6 +95,15 @@ static int fail(char *err, size_t errlen, const char *msg, int r, const char *wh
                      why ? why : "");
 }
 
+/* A call of replica r's train program without a message of its own
+ * (inputs, outputs) failed: msg, and the device's failure when that was
+ * why (exec.h's rt_exec_failed). */
+static int exec_fail(const rt_replicas *R, char *err, size_t errlen, const char *msg, int r) {
+    char why[ERR_MAX - 64] = "";
+    rt_exec_failed(R->train[r], why, sizeof why);
+    return fail(err, errlen, msg, r, why);
+}
+
 /* A failed call of replica r's train step: the step (from 0, as the
  * training loop's messages count) and the replica. */
 static int step_fail(const rt_replicas *R, char *err, size_t errlen, int r, const char *why) {
@@ -383,7 +392,7 @@ static int set_batch(rt_replicas *R, int r, int k, const float *images, const in
 static int losses_one(rt_replicas *R, int r, int k, float *losses, char *err, size_t errlen) {
     size_t b = (size_t)R->batch, off = slice_of(R, r, k);
     if (losses && rt_exec_get(R->train[r], "loss", losses + off, sizeof(float) * b))
-        return fail(err, errlen, "cannot read the train program's loss", r, NULL);
+        return exec_fail(R, err, errlen, "cannot read the train program's loss", r);
     return 0;
 }
 
@@ -406,21 +415,19 @@ static int set_key(rt_replicas *R, int r, int k) {
 static int enqueue_one(rt_replicas *R, int r, const step_arg *a, char *err, size_t errlen) {
     rt_exec *ex = R->train[r];
     rt_backend *be = R->be[r];
-    if (be->label) { /* a failure found later names the step */
-        char what[96];
-        snprintf(what, sizeof what, "step %lld of replica %d", (long long)R->step - 1,
-                 rt_replicas_global(R, r));
-        be->label(be, what);
-    }
+    char what[96]; /* a failure found later names the step */
+    snprintf(what, sizeof what, "step %lld of replica %d", (long long)R->step - 1,
+             rt_replicas_global(R, r));
+    rt_backend_label(be, what);
     if (rt_exec_set_scalar(ex, "lr", a->lr) ||
         rt_exec_set_scalar(ex, "grad_scale", a->grad_scale) ||
         (R->has_step && rt_exec_set_scalar(ex, "step", (float)R->step)))
-        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+        return exec_fail(R, err, errlen, "the train program refused its inputs", r);
     char why[ERR_MAX - 64];
     for (int k = 0; k < R->accum; k++) {
         if ((a->images && set_batch(R, r, k, a->images, a->labels)) ||
             (R->has_key && set_key(R, r, k)))
-            return fail(err, errlen, "the train program refused its inputs", r, NULL);
+            return exec_fail(R, err, errlen, "the train program refused its inputs", r);
         if (k == R->accum - 1) break;
         if (rt_exec_run_partial(ex, k, why, sizeof why)) return step_fail(R, err, errlen, r, why);
         if (losses_one(R, r, k, a->losses, err, errlen)) return -1;
@@ -463,7 +470,7 @@ int rt_replicas_step_enqueue(rt_replicas *R, const float *images, const int32_t 
 static int finish_job(rt_replicas *R, int r, void *p, char *err, size_t errlen) {
     const step_arg *a = p;
     if (a->images && set_batch(R, r, 0, a->images, a->labels))
-        return fail(err, errlen, "the train program refused its inputs", r, NULL);
+        return exec_fail(R, err, errlen, "the train program refused its inputs", r);
     return a->losses ? losses_one(R, r, 0, a->losses, err, errlen) : 0;
 }
 
@@ -479,7 +486,7 @@ int rt_replicas_step_reads(rt_replicas *R, char *err, size_t errlen) {
         size_t bytes = 0;
         const void *loss = rt_exec_buffer(R->train[r], "loss", &bytes);
         if (!loss || bytes != sizeof(float) * (size_t)R->batch)
-            return fail(err, errlen, "cannot read the train program's loss", r, NULL);
+            return exec_fail(R, err, errlen, "cannot read the train program's loss", r);
         if (!R->lossrb[r]) R->lossrb[r] = rt_readback_new(R->be[r]);
         rt_readback_add(R->lossrb[r], 0, loss, bytes);
     }

@@ -332,8 +332,11 @@ int rt_run_build(rt_run *r) {
                 o->log_prefix);
     int bad = 0;
     /* Seeded values first: what a partial --load-params lacks keeps them. */
-    rt_store_init(r->st, r->plan->train, &r->t, o->seed);
-    if (o->load_params && o->rank == 0 && load_params(r)) bad = rt_run_fail(r, "%s", r->err);
+    if (rt_store_init(r->st, r->plan->train, &r->t, o->seed)) {
+        rt_store_failed(r->st, r->err, sizeof r->err);
+        bad = rt_run_fail(r, "%s", r->err);
+    } else if (o->load_params && o->rank == 0 && load_params(r))
+        bad = rt_run_fail(r, "%s", r->err);
     /* Every process learns whether rank 0 could read the file before any
      * waits for its weights. */
     if (rt_mpi_any(bad)) return 1;

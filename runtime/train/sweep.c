@@ -16,6 +16,7 @@
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/train/replicas.h"
+#include "runtime/log.h"
 
 /* The keys a spec may name, with what a value must be. */
 typedef enum {
@@ -457,7 +458,7 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
             return 1;
         }
     }
-    const char *P = base->log_prefix ? base->log_prefix : "";
+    const char *P = base->log_prefix ? base->log_prefix : rt_log_prefix();
     long n = rt_sweep_count(s);
     if (check_sweep_files(s, base, user, sub, shown, table_path, n, err, errlen)) return 1;
     rt_train_result *res = calloc((size_t)(n > 0 ? n : 1), sizeof *res);

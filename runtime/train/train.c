@@ -43,6 +43,7 @@
 #include "runtime/check.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 rt_train_options rt_train_defaults(void) {
     rt_train_options o;
@@ -259,7 +260,7 @@ static int run_it(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
 int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_t errlen) {
     rt_train_options o = *opt;
     if (!o.out) o.out = stdout;
-    if (!o.log_prefix) o.log_prefix = "";
+    if (!o.log_prefix) o.log_prefix = rt_log_prefix(); /* the program's (log.h) */
     rt_run *r = calloc(1, sizeof *r);
     RT_CHECK_ALLOC(r);
     r->plan = plan, r->o = &o;

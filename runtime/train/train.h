@@ -136,7 +136,8 @@ typedef struct {
         *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;           /* the log (stdout) */
     const char *log_prefix;  /* starts every line on stderr (notes, warnings, progress of a
-                                * sweep), e.g. "dprun: "; NULL: none */
+                                * sweep), e.g. "dprun: "; NULL: the runtime logger's
+                                * (runtime/log.h's rt_log_prefix, which dprun sets) */
     rt_train_result *result; /* filled at the end when not NULL */
 } rt_train_options;
 

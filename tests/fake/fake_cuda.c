@@ -87,7 +87,11 @@
  * fake_cudnn_failures() counts them. FAKE_CUDA_FAIL_CAPTURE=N makes the
  * Nth cuStreamEndCapture return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (the
  * capture ends, no graph), as the driver does when a captured call was
- * illegal.
+ * illegal. FAKE_CUDA_FAIL_ALLOC=N makes the Nth cuMemAlloc of the process
+ * return CUDA_ERROR_OUT_OF_MEMORY; FAKE_CUDA_FAIL_COPY=N makes the Nth copy
+ * between host and device (cuMemcpyHtoDAsync or cuMemcpyDtoHAsync, counted
+ * together in the process) return CUDA_ERROR_UNKNOWN, copying nothing;
+ * every other call goes on as before (the caller is to stop).
  *
  * Every function is defined under the header's name, so it gets the
  * versioned symbol the loader asks for (cuMemAlloc -> cuMemAlloc_v2) and is
@@ -613,8 +617,17 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext c) {
     return CUDA_SUCCESS;
 }
 
+static int allocs, host_copies; /* for FAKE_CUDA_FAIL_ALLOC and FAKE_CUDA_FAIL_COPY */
+
+/* Whether this call is the Nth that variable name asks to fail. */
+static int nth(const char *name, int *count) {
+    int n = env_int(name, 0);
+    return n > 0 && __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST) == n;
+}
+
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
     if (capturing_here) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (nth("FAKE_CUDA_FAIL_ALLOC", &allocs)) return CUDA_ERROR_OUT_OF_MEMORY;
     void *m = aligned_alloc(256, (n + 255) / 256 * 256);
     if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(m, 0xA5, n); /* garbage, as fresh device memory is: the backend must zero it */
@@ -655,9 +668,11 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstr
     return copy(OP_MEMSET, (void *)(uintptr_t)p, NULL, v, n, s);
 }
 CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    if (nth("FAKE_CUDA_FAIL_COPY", &host_copies)) return CUDA_ERROR_UNKNOWN;
     return copy(OP_H2D, (void *)(uintptr_t)dst, src, 0, n, s);
 }
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (nth("FAKE_CUDA_FAIL_COPY", &host_copies)) return CUDA_ERROR_UNKNOWN;
     return copy(OP_D2H, dst, (const void *)(uintptr_t)src, 0, n, s);
 }
 /* Device to device is a graph node, as with the driver. */

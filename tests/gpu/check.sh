@@ -470,12 +470,12 @@ elif begin "one CIFAR-10 epoch" 40; then
     DPC_DEBUG=2 timeout "$(limit 600)" bin/dprun "$plan" --device cuda --data "$data" --epochs 1 \
         --metrics "$out/metrics.jsonl" >"$out/dprun.log" 2>&1
     rc=$?
-    grep -v -e '^dpc: cuda: module' -e 'debug: ' "$out/dprun.log" | tail -n 12
+    grep -v -e '^dprun: cuda: module' -e 'debug: ' "$out/dprun.log" | tail -n 12
     if [ $rc = 0 ]; then
         fig epoch "$(grep -m 1 '^EPOCH' "$out/dprun.log")"
         fig epoch_host_waits "$(sed -n 's/.*debug: host waits in step [0-9]*: \([0-9]*\) .*/\1/p' "$out/dprun.log" |
             awk '{ n++; if ($1 == 0) z++; if ($1 > m) m = $1 } END { printf "%d of %d steps with none (most in a step: %d)", z, n, m }')"
-        fig epoch_backend_counters "$(grep '^dpc: cuda: .* launches' "$out/dprun.log" | tail -n 1)"
+        fig epoch_backend_counters "$(grep '^dprun: cuda: .* launches' "$out/dprun.log" | tail -n 1)"
     else
         fail "dprun one epoch: exit $rc$([ $rc = 124 ] && echo ' (time limit: the epoch did not fit)')"
     fi

@@ -36,7 +36,7 @@ awk '
     # most calls (the eval program has no backward pass). Its count equals
     # the train table'"'"'s unless cuDNN declined convolutions: each then ran
     # its im2col alternative, more calls under other names.
-    /^dpc: profile of / {
+    /^[a-z]+: profile of / {
         np++; pcalls[np] = $(NF - 1); pstep[np] = $6 * 1000
         next
     }

@@ -649,7 +649,7 @@ int main(int argc, char **argv) {
         gpu_restore(&g, &init);
         result rr;
         if (set_train_inputs(g.train, &b) || rt_cuda_graph_launch(gpu, graph, err, sizeof err) ||
-            gpu->sync(gpu, err, sizeof err) || collect(&g, &b, &init, &rr, 0)) {
+            rt_backend_sync(gpu, err, sizeof err) || collect(&g, &b, &init, &rr, 0)) {
             printf("FAIL CUDA graph replay: %s\n", err);
             failed++;
         } else {

@@ -50,7 +50,6 @@ static const arg_parser parser = {
     .nspecs = sizeof specs / sizeof *specs,
     .positional = AT(path),
     .unknown = "unknown option: %s",
-    .missing = "%s needs a value",
     .extra = "more than one file: %s",
     .width = 12,
     .wide_gap = 2,

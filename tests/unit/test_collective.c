@@ -258,8 +258,8 @@ TEST(broadcast_from_replica_zero) {
 
 /* ---- backends whose memory the host cannot touch: staged ---- */
 
-static void *fake_alloc(rt_backend *be, size_t bytes) {
-    (void)be;
+static void *fake_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
+    (void)be, (void)err, (void)errlen;
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) abort();
     return p;
@@ -270,12 +270,14 @@ static void fake_free(rt_backend *be, void *p) {
 }
 static int fake_copies; /* copies through the backend (staging proves itself by them) */
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
-static void fake_copy(rt_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+static int fake_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
+                     size_t errlen) {
+    (void)be, (void)err, (void)errlen;
     pthread_mutex_lock(&fake_mu);
     fake_copies++;
     pthread_mutex_unlock(&fake_mu);
     if (bytes) memmove(dst, src, bytes);
+    return 0;
 }
 static int fake_sync(rt_backend *be, char *err, size_t errlen) {
     (void)be, (void)err, (void)errlen;
@@ -440,8 +442,8 @@ TEST(queue_reduces_buckets_into_outputs) {
     for (int r = 0; r < QN; r++) {
         a[r].c = c, a[r].r = r;
         for (int p = 0; p < QP; p++) {
-            a[r].src[p] = be->alloc(be, sizeof(float) * (size_t)qcount[p]);
-            a[r].dst[p] = be->alloc(be, sizeof(float) * (size_t)qcount[p]);
+            a[r].src[p] = rt_backend_alloc(be, sizeof(float) * (size_t)qcount[p], NULL, 0);
+            a[r].dst[p] = rt_backend_alloc(be, sizeof(float) * (size_t)qcount[p], NULL, 0);
         }
         pthread_create(&th[r], NULL, queue_worker, &a[r]);
     }
@@ -460,7 +462,8 @@ TEST(queue_reduces_buckets_into_outputs) {
         for (int p = 0; p < QP; p++)
             for (int64_t i = 0; i < qcount[p]; i++)
                 bad += a[r].src[p][i] != grad(r, QSTEPS - 1, p, i);
-        for (int p = 0; p < QP; p++) be->free(be, a[r].src[p]), be->free(be, a[r].dst[p]);
+        for (int p = 0; p < QP; p++)
+            rt_backend_dealloc(be, a[r].src[p]), rt_backend_dealloc(be, a[r].dst[p]);
     }
     CHECK_MSG(bad == 0, "%d wrong elements", bad);
     free(a);

@@ -1044,6 +1044,79 @@ TEST(refused_capture_runs_eagerly) {
     ir_free(g);
 }
 
+/* A device failure is kept by the backend's wrappers (device.h): the copy
+ * that failed returns its message, and every later device call of that
+ * backend (the executor's run, the store's reads, an allocation) fails at
+ * once with the same first message; a call failing while a graph is being
+ * captured is the capture's and is not kept. */
+static int copies_left; /* copy hooks succeed this many more times */
+static int failing_copy(rt_backend *b, void *dst, const void *src, size_t bytes, char *e,
+                        size_t n) {
+    (void)b;
+    if (copies_left-- > 0) {
+        if (bytes) memmove(dst, src, bytes);
+        return 0;
+    }
+    return base_fail(e, n, "fake: copy failed on device 0");
+}
+static int accept_begin(rt_backend *b, char *e, size_t n) {
+    (void)b, (void)e, (void)n;
+    return 0;
+}
+
+TEST(device_failure_is_kept) {
+    ir_graph *g = small_cnn();
+    rt_backend *fb = rt_backend_cpu();
+    ir_train t;
+    ir_train_defaults(&t);
+    rt_store *st = rt_store_new(fb, g);
+    CHECK(rt_store_init(st, g, &t, 7) == 0);
+    rt_exec *ex = rt_exec_new(fb, st, g, NULL, err, sizeof err);
+    CHECK_MSG(ex != NULL, "%s", err);
+    if (!ex) return;
+    float img[3 * 3 * 81] = {0};
+    int32_t lab[3] = {1, 2, 3};
+    CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == 0);
+    CHECK(rt_exec_failed(ex, err, sizeof err) == 0);
+    copies_left = 1;
+    fb->copy_in = failing_copy;
+    CHECK(rt_exec_set_input(ex, "label", lab, sizeof lab) == 0); /* the one left */
+    CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == -1);
+    CHECK_MSG(rt_exec_failed(ex, err, sizeof err) == -1 &&
+                  !strcmp(err, "fake: copy failed on device 0"),
+              "%s", err);
+    fb->copy_in = fb->copy; /* the device "works" again: the failure stays */
+    CHECK(rt_exec_set_input(ex, "image", img, sizeof img) == -1);
+    err[0] = 0;
+    CHECK(rt_exec_run(ex, err, sizeof err) == -1 && strstr(err, "fake: copy failed on device 0"));
+    float w[108];
+    CHECK(rt_store_read(st, rt_store_find(st, "conv.weight"), w) == -1);
+    char small[12]; /* a caller's short buffer truncates its copy, not the kept message */
+    CHECK(rt_backend_alloc(fb, 64, small, sizeof small) == NULL &&
+          !strncmp(small, "fake: copy", 10));
+    CHECK(rt_store_failed(st, err, sizeof err) == -1 &&
+          !strcmp(err, "fake: copy failed on device 0"));
+    rt_exec_free(ex); /* teardown still frees */
+    rt_store_free(st);
+    rt_backend_free(fb);
+
+    /* While capturing: returned, not kept; after it, kept. */
+    fb = rt_backend_cpu();
+    fb->graph_begin = accept_begin, fb->graph_end = refuse_end;
+    fb->graph_launch = refuse_launch, fb->graph_free = refuse_free;
+    fb->copy = failing_copy;
+    copies_left = 0;
+    float a = 1, b2 = 0;
+    CHECK(rt_backend_graph_begin(fb, err, sizeof err) == 0);
+    CHECK(rt_backend_copy(fb, &b2, &a, sizeof a, err, sizeof err) == -1);
+    CHECK(rt_backend_graph_end(fb, err, sizeof err) == NULL);
+    CHECK(rt_backend_failed(fb, err, sizeof err) == 0);
+    CHECK(rt_backend_copy(fb, &b2, &a, sizeof a, NULL, 0) == -1);
+    CHECK(rt_backend_failed(fb, err, sizeof err) == -1 && strstr(err, "copy failed"));
+    rt_backend_free(fb);
+    ir_free(g);
+}
+
 TEST(split_k_sum_order_is_the_same_product) {
     int M = 37, N = 29, K = 301;
     float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
@@ -1151,6 +1224,7 @@ int main(void) {
     RUN(thread_pool_splits_kernels_and_gemms);
     RUN(split_k_sum_order_is_the_same_product);
     RUN(refused_capture_runs_eagerly);
+    RUN(device_failure_is_kept);
     RUN(compile_cache_hits_and_races);
     RUN(compile_error_names_the_source);
     rt_backend_free(be);
