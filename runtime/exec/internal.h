@@ -1,6 +1,7 @@
 /* runtime/exec/internal.h — the executor's state, shared by exec.c (binding
- * and running a program) and buckets.c (the data-parallel collective and
- * ZeRO-1 sharding attached to it). Not a public header: exec.h is. */
+ * a program), run.c (running it) and buckets.c (the data-parallel
+ * collective and ZeRO-1 sharding attached to it). Not a public header:
+ * exec.h is. */
 #ifndef DPC_RT_EXEC_INTERNAL_H
 #define DPC_RT_EXEC_INTERNAL_H
 
@@ -50,5 +51,8 @@ struct rt_exec {
     int seg_is_open;                         /* a segment is being recorded or was launched */
     int64_t last_calls, last_graph_launches; /* of the latest run */
 };
+
+/* DPC_PROFILE=1's table, on stderr (run.c; rt_exec_free calls it). */
+void rt_exec_print_profile(const rt_exec *ex);
 
 #endif
