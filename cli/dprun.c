@@ -449,7 +449,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
         s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);
     }
-    rt_schedule_say_notes(&s, "dprun: ", stderr, NULL, 0);
+    rt_schedule_say_notes(&s, NULL, 0);
     rt_schedule_print(&s, per_step, stdout);
     return 0;
 }
@@ -458,7 +458,6 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1, rank);
     dprun_args a = {.o = rt_train_defaults()};
     a.o.rank = rank, a.o.ranks = ranks;
-    a.o.log_prefix = rt_log_prefix(); /* the training's lines too */
     int rc = arg_parse(&parser, argc, argv, &a);
     if (rc == 2) arg_usage(&parser, stdout);
     if (rc == 3) dpc_print_version(stdout, "dprun");

@@ -267,7 +267,7 @@ uint64_t rt_ckpt_checksum(const rt_st_file *f);
  *
  * Usage:
  *     if (rt_params_save(plan, st, "p.safetensors", err, sizeof err)) ...;
- *     rt_params_load_options lo = {.path = "p.safetensors", .log_prefix = "dprun: "};
+ *     rt_params_load_options lo = {.path = "p.safetensors"};
  *     if (rt_params_load(plan, st, &lo, err, sizeof err)) ...;
  */
 typedef struct {
@@ -279,14 +279,13 @@ typedef struct {
      * (they keep the values the store holds: the seeded ones). */
     const char *const *allow_missing;
     int n_allow_missing;
-    int allow_unused;       /* the file's tensors no parameter takes are skipped (else refused) */
-    const char *log_prefix; /* starts the report's lines on stderr; NULL: none */
+    int allow_unused; /* the file's tensors no parameter takes are skipped (else refused) */
 } rt_params_load_options;
 
 /* 0 or -1 + err. */
 int rt_params_save(const dpc_plan *plan, rt_store *st, const char *path, char *err, size_t errlen);
 /* o->path into st; a report of what was loaded, initialised and skipped on
- * stderr. 0 or -1 + err (st may then hold some of the file's tensors). */
+ * stderr (rt_log, runtime/log.h: each line under the program's prefix). 0 or -1 + err (st may then hold some of the file's tensors). */
 int rt_params_load(const dpc_plan *plan, rt_store *st, const rt_params_load_options *o, char *err,
                    size_t errlen);
 

@@ -18,6 +18,7 @@
 #include "runtime/device/device.h"
 #include "runtime/exec/exec.h"
 #include "runtime/files/files.h"
+#include "runtime/log.h"
 
 /* What --save-params writes: every parameter and BatchNorm statistic in
  * definition order. The eval program holds exactly those (no optimizer
@@ -284,10 +285,9 @@ static int copy_tensors(const loading *L) {
 /* The report: counts always; each initialised and skipped name; each
  * loaded one when few, or under DPC_DEBUG. */
 static void report(const loading *L) {
-    const char *lp = L->o->log_prefix ? L->o->log_prefix : "";
     char shape[128];
-    fprintf(stderr, "%s--load-params %s: %d loaded, %d missing (initialised), %d skipped\n", lp,
-            L->path, L->loaded, L->missing, L->skipped);
+    rt_log(RT_LOG_INFO, "--load-params %s: %d loaded, %d missing (initialised), %d skipped",
+           L->path, L->loaded, L->missing, L->skipped);
     int all = L->loaded <= 8 || rt_debug_level() >= 1;
     for (int i = 0; i < L->n; i++) {
         int k = L->idx[i];
@@ -295,17 +295,17 @@ static void report(const loading *L) {
         if (L->src[i] >= 0 && !all) continue;
         ir_type_str(t, shape, sizeof shape);
         if (L->src[i] < 0)
-            fprintf(stderr, "%s  initialised %s %s\n", lp, rt_store_name(L->st, k), shape);
+            rt_log(RT_LOG_INFO, "  initialised %s %s", rt_store_name(L->st, k), shape);
         else if (L->from[k] != rt_store_name(L->st, k))
-            fprintf(stderr, "%s  loaded %s %s from '%s'\n", lp, rt_store_name(L->st, k), shape,
-                    BASE_ESC(L->from[k]));
+            rt_log(RT_LOG_INFO, "  loaded %s %s from '%s'", rt_store_name(L->st, k), shape,
+                   BASE_ESC(L->from[k]));
         else
-            fprintf(stderr, "%s  loaded %s %s\n", lp, rt_store_name(L->st, k), shape);
+            rt_log(RT_LOG_INFO, "  loaded %s %s", rt_store_name(L->st, k), shape);
     }
     for (int j = 0; j < L->f->n; j++)
         if (L->owner[j] < 0)
-            fprintf(stderr, "%s  skipped '%s' %s\n", lp, BASE_ESC(L->f->tensors[j].name),
-                    shape_str(L->f->tensors[j].ndim, L->f->tensors[j].shape, shape, sizeof shape));
+            rt_log(RT_LOG_INFO, "  skipped '%s' %s", BASE_ESC(L->f->tensors[j].name),
+                   shape_str(L->f->tensors[j].ndim, L->f->tensors[j].shape, shape, sizeof shape));
 }
 
 int rt_params_load(const dpc_plan *plan, rt_store *st, const rt_params_load_options *o, char *err,

@@ -10,6 +10,7 @@
 #include "runtime/check.h"
 #include "runtime/clock.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 /* Replica 0's parameters, found once. */
 static void find_params(rt_run *r) {
@@ -116,10 +117,10 @@ int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double pre
         rt_run_snapshot(r, 1);
         r->prev_lr = prev_lr;
         rt_progress_clear(&r->bar);
-        fprintf(stderr,
-                "%swarning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
-                "the step (--on-nan skip)\n",
-                r->o->log_prefix, what, done, e, s, lr);
+        rt_log(RT_LOG_INFO,
+               "warning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
+               "the step (--on-nan skip)",
+               what, done, e, s, lr);
         return 0;
     }
     char kept[4200];

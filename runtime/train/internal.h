@@ -12,7 +12,7 @@
  *
  * Errors: a function that fails records its message with rt_run_fail and
  * returns nonzero; rt_train hands the message to its caller. Lines on
- * stderr start with o->log_prefix (never NULL here).
+ * stderr go through runtime/log.h's rt_log, under the program's prefix.
  */
 #ifndef DPC_RT_TRAIN_INTERNAL_H
 #define DPC_RT_TRAIN_INTERNAL_H

@@ -17,6 +17,7 @@
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 /* A pipeline over `count` batches of b from batch `index` of `epoch`, as
  * the options say. */
@@ -259,8 +260,7 @@ static int settle(rt_run *r, loop_state *L, epoch_state *E) {
         L->progress = 1;
     }
     if (rt_debug_level() >= 2 && o->rank == 0)
-        fprintf(stderr, "%sdebug: step %ld loss %.17g\n", o->log_prefix, done,
-                step_loss / r->global);
+        rt_log(RT_LOG_DEBUG, "step %ld loss %.17g", done, step_loss / r->global);
     if (o->log_every > 0 && r->metrics && (done + 1) % o->log_every == 0 &&
         step_row(r, done + 1, L->pend.e, step_loss, L->pend.lr))
         return 1;
@@ -329,10 +329,10 @@ static int train_step(rt_run *r, loop_state *L, epoch_state *E, long s) {
     int64_t w1, l1;
     host_waits(r, &w1, &l1);
     if (w1 >= 0 && rt_debug_level() >= 2 && o->rank == 0)
-        fprintf(stderr,
-                "%sdebug: host waits in step %ld: %lld (and %lld for an earlier step's results "
-                "while the device ran on)\n",
-                o->log_prefix, L->done - 1, (long long)(w1 - w0), (long long)(l1 - l0));
+        rt_log(RT_LOG_DEBUG,
+               "host waits in step %ld: %lld (and %lld for an earlier step's results "
+               "while the device ran on)",
+               L->done - 1, (long long)(w1 - w0), (long long)(l1 - l0));
     return 0;
 }
 
@@ -345,12 +345,12 @@ static void warn_diverged(rt_run *r, int e, double mean, double lr) {
     r->diverged = 1;
     if (o->result) o->result->diverged = 1;
     if (o->rank != 0) return;
-    fprintf(stderr,
-            "%swarning: epoch %d: train loss %.3g is over %d times a uniform guess's (%.3g for "
-            "%d classes): the run has diverged; try a lower lr (--lr; this epoch's was %.4g) or "
-            "a longer warmup (--warmup-epochs); --on-nan stop, the default, ends a run only at a "
-            "non-finite loss\n",
-            o->log_prefix, e, mean, RT_DIVERGED_FACTOR, uniform, r->classes, lr);
+    rt_log(RT_LOG_INFO,
+           "warning: epoch %d: train loss %.3g is over %d times a uniform guess's (%.3g for "
+           "%d classes): the run has diverged; try a lower lr (--lr; this epoch's was %.4g) or "
+           "a longer warmup (--warmup-epochs); --on-nan stop, the default, ends a run only at a "
+           "non-finite loss",
+           e, mean, RT_DIVERGED_FACTOR, uniform, r->classes, lr);
 }
 
 /* The epoch's end: its log line, --eval-every accuracy, metrics line and
@@ -380,17 +380,16 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     warn_diverged(r, e, mean, lr);
     double wait = st2.wait_s - E->st1.wait_s;
     if (rt_debug_level() >= 1)
-        fprintf(stderr,
-                "%sdebug: epoch %d input: the steps waited %.4f s in %lld of %ld steps, "
-                "%.4f s before the first batch; %d data worker%s\n",
-                o->log_prefix, e, wait, (long long)(st2.stalls - E->st1.stalls), E->steps,
-                E->st1.wait_s - E->st0.wait_s, o->data_workers, o->data_workers == 1 ? "" : "s");
+        rt_log(RT_LOG_DEBUG,
+               "epoch %d input: the steps waited %.4f s in %lld of %ld steps, "
+               "%.4f s before the first batch; %d data worker%s",
+               e, wait, (long long)(st2.stalls - E->st1.stalls), E->steps,
+               E->st1.wait_s - E->st0.wait_s, o->data_workers, o->data_workers == 1 ? "" : "s");
     if (rt_debug_level() >= 1)
-        fprintf(
-            stderr,
-            "%sdebug: epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
-            "of steps\n",
-            o->log_prefix, e, r->check_s, r->snapshot_s, dt);
+        rt_log(RT_LOG_DEBUG,
+               "epoch %d: non-finite check %.4f s, --on-nan skip copies %.4f s, in %.4f s "
+               "of steps",
+               e, r->check_s, r->snapshot_s, dt);
     r->check_s = r->snapshot_s = 0;
     double acc = -1;
     /* Not stoppable: the epoch's end is one piece (a signal waits for it). */
@@ -474,10 +473,10 @@ static int final_eval(const rt_run *r, const loop_state *L) {
     if (o->final_eval >= 0) return o->final_eval;
     if (o->steps <= 0 || L->total >= (int64_t)r->t.epochs * L->spe) return RT_FINAL_EVAL_BOTH;
     if (o->rank == 0)
-        fprintf(stderr,
-                "%snote: --steps %ld ends the run before its schedule does: no final evaluation "
-                "(--final-eval test|train|both asks for one)\n",
-                o->log_prefix, o->steps);
+        rt_log(RT_LOG_NOTE,
+               "--steps %ld ends the run before its schedule does: no final evaluation "
+               "(--final-eval test|train|both asks for one)",
+               o->steps);
     return RT_FINAL_EVAL_NONE;
 }
 

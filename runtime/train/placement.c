@@ -15,6 +15,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/exec/exec.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 void rt_replicas_cpu_threads(int n) {
     if (n <= 1) return;
@@ -35,12 +36,11 @@ void rt_replicas_place(int n, int devices, int *device_of) {
     for (int r = 0; r < n; r++) device_of[r] = (int)((long)r * devices / n);
 }
 
-void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int accum, int batch) {
-    if (!prefix) prefix = "";
+void rt_replicas_banner_text(FILE *f, const char *device_name, int devices, int local, int ranks,
+                             int accum, int batch) {
     int total = local * ranks;
     if (devices < 1) devices = 1;
-    fprintf(f, "%s%d replica%s", prefix, total, total == 1 ? "" : "s");
+    fprintf(f, "%d replica%s", total, total == 1 ? "" : "s");
     if (ranks > 1) fprintf(f, " (%d processes x %d)", ranks, local);
     if (accum > 1)
         fprintf(f, " x %d micro-batches", accum);
@@ -59,7 +59,7 @@ void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, in
             snprintf(name, sizeof name, "%s", device_name);
         else
             snprintf(name, sizeof name, "%s:%d", device_name, d);
-        fprintf(f, "%s%s%s: replica%s %d", prefix, ranks > 1 ? "this process, " : "", name,
+        fprintf(f, "%s%s: replica%s %d", ranks > 1 ? "this process, " : "", name,
                 r - lo == 1 ? "" : "s", lo);
         if (r - lo > 1) fprintf(f, "-%d", r - 1);
         if (r - lo > 1)
@@ -69,6 +69,22 @@ void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, in
         fputc('\n', f);
     }
     free(dev);
+}
+
+void rt_replicas_banner(const char *device_name, int devices, int local, int ranks, int accum,
+                        int batch) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    RT_CHECK_ALLOC(f);
+    rt_replicas_banner_text(f, device_name, devices, local, ranks, accum, batch);
+    RT_CHECK_ALLOC(fclose(f) == 0 ? text : NULL);
+    for (char *line = text, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) nl = line + strlen(line) - 1; /* never: every line ends in one */
+        rt_log(RT_LOG_INFO, "%.*s", (int)(nl - line), line);
+    }
+    free(text);
 }
 
 int rt_replicas_open_backends(rt_backend *first, int n, rt_backend **bes, int *devices, char *err,
@@ -122,8 +138,8 @@ static int cuda_devices(rt_backend *const *bes, int n) {
 /* Under mpirun: nccl when every process runs the cuda backend on as many
  * devices as rank 0 (all processes decide alike, none is left waiting),
  * else mpi. */
-static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, const char *prefix,
-                               char *err, size_t errlen) {
+static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, char *err,
+                               size_t errlen) {
     int d = cuda_devices(bes, n), d0 = d;
     rt_mpi_bcast_bytes(&d0, sizeof d0, 0);
     int can = d > 0 && d == d0 && !(want && !strcmp(want, "local"));
@@ -140,8 +156,8 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
             return NULL;
         }
         if (rank == 0)
-            fprintf(stderr, "%snote: %s: the processes sum their gradients through MPI\n", prefix,
-                    ops ? why : err);
+            rt_log(RT_LOG_NOTE, "%s: the processes sum their gradients through MPI",
+                   ops ? why : err);
     } else if (want && !strcmp(want, "nccl")) {
         base_fail(err, errlen,
                   "DPC_COLL=nccl needs every process on the cuda backend with as many devices");
@@ -153,15 +169,13 @@ static rt_coll *ranks_coll_new(rt_backend *const *bes, int n, const char *want, 
     return c;
 }
 
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
-                              char *err, size_t errlen) {
-    return rt_replicas_coll_new_accum(bes, n, ranks, 1, prefix, err, errlen);
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen) {
+    return rt_replicas_coll_new_accum(bes, n, ranks, 1, err, errlen);
 }
 
-rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
-                                    const char *prefix, char *err, size_t errlen) {
+rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum, char *err,
+                                    size_t errlen) {
     if (errlen) err[0] = 0;
-    if (!prefix) prefix = "";
     const char *want = getenv("DPC_COLL");
     if (want && *want && strcmp(want, "local") && strcmp(want, "nccl")) {
         base_fail(err, errlen, "DPC_COLL='%s' is not one of local, nccl", want);
@@ -173,7 +187,7 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
      * then across them (faster, not those bits). */
     int want_nccl = want && !strcmp(want, "nccl");
     if (accum > 1 && !want_nccl) want = "local";
-    if (ranks > 1) return ranks_coll_new(bes, n, want, prefix, err, errlen);
+    if (ranks > 1) return ranks_coll_new(bes, n, want, err, errlen);
     if (n == 1 && accum == 1) return NULL;
     /* nccl: a rank per replica on distinct devices, a rank per device
      * (the replicas of each summed on it first) when they share >= 2. */
@@ -193,8 +207,7 @@ rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, in
             base_fail(err, errlen, "DPC_COLL=nccl: %s", why);
             return NULL;
         }
-        fprintf(stderr, "%snote: %s: the replicas sum their gradients through host memory\n",
-                prefix, why);
+        rt_log(RT_LOG_NOTE, "%s: the replicas sum their gradients through host memory", why);
     } else if (want && !strcmp(want, "nccl")) {
         base_fail(err, errlen, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices");
         return NULL;

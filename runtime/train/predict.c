@@ -143,7 +143,6 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
     o.plan_path = po->plan_path;
     o.data_workers = 0;
     o.out = po->out ? po->out : stdout;
-    o.log_prefix = "dprun: ";
     rt_run *r = calloc(1, sizeof *r);
     RT_CHECK_ALLOC(r);
     r->plan = plan, r->o = &o;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "runtime/clock.h"
+#include "runtime/log.h"
 
 void rt_progress_init(rt_progress *p, FILE *f) {
     memset(p, 0, sizeof *p);
@@ -14,10 +15,9 @@ void rt_progress_init(rt_progress *p, FILE *f) {
     p->enabled = f && isatty(fileno(f));
 }
 
-void rt_progress_lines(rt_progress *p, double seconds, const char *prefix) {
+void rt_progress_lines(rt_progress *p, double seconds) {
     if (p->enabled) return;
     p->line_every = seconds;
-    p->prefix = prefix ? prefix : "";
     p->t_line = rt_now(); /* the first after `seconds` of the run, not of an epoch */
 }
 
@@ -74,8 +74,7 @@ static void log_line(rt_progress *p, double t, long done, double img_s, double l
     p->t_line = t;
     char line[512];
     rt_progress_format(line, sizeof line, 0, p->label, done, p->total, img_s, loss, t - p->t_begin);
-    fprintf(p->f, "%sprogress: %s\n", p->prefix, line);
-    fflush(p->f);
+    rt_log(RT_LOG_INFO, "progress: %s", line);
 }
 
 void rt_progress_update(rt_progress *p, long done, double img_s, double loss) {

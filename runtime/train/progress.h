@@ -10,7 +10,7 @@
  * Usage:
  *     rt_progress bar;
  *     rt_progress_init(&bar, stderr);              // enabled iff isatty(stderr)
- *     rt_progress_lines(&bar, 60, "dprun: ");      // else a line a minute (optional)
+ *     rt_progress_lines(&bar, 60);                 // else a line a minute (optional)
  *     rt_progress_begin(&bar, "epoch 3", steps);
  *     for (...) rt_progress_update(&bar, done, images_per_s, running_loss);  // NAN: no loss
  *     rt_progress_clear(&bar);                     // before printing the EPOCH line
@@ -28,12 +28,12 @@ typedef struct {
     long total;
     double t_begin, t_drawn;
     double line_every, t_line; /* not a terminal: seconds between lines (0: none), the last */
-    const char *prefix;        /* starts those lines */
 } rt_progress;
 
 void rt_progress_init(rt_progress *p, FILE *f);
-/* Not a terminal: a line `PREFIXprogress: ...` every `seconds` (0: none). */
-void rt_progress_lines(rt_progress *p, double seconds, const char *prefix);
+/* Not a terminal: a line `PREFIX: progress: ...` on stderr through rt_log
+ * (runtime/log.h) every `seconds` (0: none). */
+void rt_progress_lines(rt_progress *p, double seconds);
 void rt_progress_begin(rt_progress *p, const char *label, long total);
 /* done of total units (steps or batches); img_s and loss as shown (loss
  * NAN: left out). Redraws when 0.1 s have passed or the work is done. */

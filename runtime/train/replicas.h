@@ -26,7 +26,7 @@
  *     rt_replicas_cpu_threads(n);                  // before the first cpu backend opens
  *     rt_backend *bes[n];  int devices;            // each replica's backend
  *     rt_replicas_open_backends(be, n, bes, &devices, err, sizeof err);
- *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, "dprun: ", err, sizeof err); // NULL: one replica
+ *     rt_coll *c = rt_replicas_coll_new(bes, n, ranks, err, sizeof err); // NULL: one replica
  *     rt_replicas *R = rt_replicas_new(bes, plan, n, c, err, sizeof err);
  *     rt_store_init(rt_replicas_store(R, 0), plan->train, &t, seed);
  *     rt_replicas_sync(R, err, sizeof err);        // everyone gets replica 0's tensors
@@ -187,17 +187,16 @@ void rt_replicas_close_backends(rt_backend *first, int n, rt_backend **bes);
  * runs the cuda backend on as many devices as rank 0 (decided together
  * over MPI), else mpi. NULL for one replica in one process (err empty) or
  * on failure (err says why). DPC_COLL=local|nccl forces a kind; when NCCL
- * cannot start and was not forced, a note on stderr (`PREFIX note: ...`,
- * prefix NULL: none) says so and the local (mpi) kind runs. */
-rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, const char *prefix,
-                              char *err, size_t errlen);
+ * cannot start and was not forced, a note on stderr (rt_log, runtime/log.h:
+ * `PREFIX: note: ...`) says so and the local (mpi) kind runs. */
+rt_coll *rt_replicas_coll_new(rt_backend *const *bes, int n, int ranks, char *err, size_t errlen);
 /* The same for replicas accumulating accum micro-batches per step: with
  * accum > 1 always a communicator (one replica too: it sums the parts),
  * of the local (mpi) kind, whose global-order sum makes the run bit for
  * bit --gpus n*accum; DPC_COLL=nccl asks for nccl instead, on distinct
  * GPUs only (replicas sharing one are refused). */
-rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum,
-                                    const char *prefix, char *err, size_t errlen);
+rt_coll *rt_replicas_coll_new_accum(rt_backend *const *bes, int n, int ranks, int accum, char *err,
+                                    size_t errlen);
 
 /* Threads for the cpu backend when n replicas share the host's cores:
  * unless OMP_NUM_THREADS is set, sets it to cores/n (at least 1), and
@@ -213,9 +212,12 @@ void rt_replicas_cpu_threads(int n);
 void rt_replicas_place(int n, int devices, int *device_of);
 /* The start-up banner: replicas (and the micro-batches each accumulates,
  * accum > 1), global batch, and how the replicas were
- * placed on the devices (`4 replicas share cpu`). One or more lines, each
- * starting with prefix (NULL: none). */
-void rt_replicas_banner(FILE *f, const char *prefix, const char *device_name, int devices,
-                        int local, int ranks, int accum, int batch);
+ * placed on the devices (`4 replicas share cpu`): one or more lines on
+ * stderr through rt_log (runtime/log.h), each under the program's prefix. */
+void rt_replicas_banner(const char *device_name, int devices, int local, int ranks, int accum,
+                        int batch);
+/* The same lines, without a prefix, each ending in '\n', on f (for tests). */
+void rt_replicas_banner_text(FILE *f, const char *device_name, int devices, int local, int ranks,
+                             int accum, int batch);
 
 #endif

@@ -12,6 +12,7 @@
 #include "runtime/clock.h"
 #include "base/sha256.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 /* The flags that change the arithmetic of a step, as the checkpoint keeps
  * them: "--flag=value;..." with the effective values (the plan's when the
@@ -129,8 +130,8 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
         if (rt_ckpt_write(o->checkpoint, r->plan, r->st, r->total, stats, s, r->err, sizeof r->err))
             bad = rt_run_fail(r, "%s", r->err);
         else if (rt_debug_level() >= 1)
-            fprintf(stderr, "%sdebug: checkpoint at step %lld written to %s in %.3f s\n",
-                    o->log_prefix, (long long)s->step, o->checkpoint, rt_now() - t0);
+            rt_log(RT_LOG_DEBUG, "checkpoint at step %lld written to %s in %.3f s",
+                   (long long)s->step, o->checkpoint, rt_now() - t0);
     }
     release_foreign_shards(r);
     free(stats);
@@ -176,10 +177,8 @@ static int resume_metrics(rt_run *r, const char *path) {
     const rt_ckpt_state *s = &r->resumed;
     if (!o->metrics) {
         if (s->metrics_bytes >= 0)
-            fprintf(stderr,
-                    "%snote: the checkpoint's run kept a metrics file; this run writes none "
-                    "(add --metrics FILE, naming that file, to continue it)\n",
-                    o->log_prefix);
+            rt_log(RT_LOG_NOTE, "the checkpoint's run kept a metrics file; this run writes none "
+                                "(add --metrics FILE, naming that file, to continue it)");
         return 0;
     }
     r->metrics_path = o->metrics;
@@ -252,14 +251,14 @@ static int resume_checked(rt_run *r, float *stats) {
     }
     if (resume_metrics(r, path)) return 1;
     if (s->step == total)
-        fprintf(stderr,
-                "%snote: the checkpoint's run has made all %lld of its steps: nothing is left to "
-                "train; the run ends with its final evaluation (more --epochs or --steps go on)\n",
-                o->log_prefix, (long long)total);
+        rt_log(RT_LOG_NOTE,
+               "the checkpoint's run has made all %lld of its steps: nothing is left to "
+               "train; the run ends with its final evaluation (more --epochs or --steps go on)",
+               (long long)total);
     long spe = (long)r->train_b.batches;
-    fprintf(stderr, "%sresumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)\n",
-            o->log_prefix, d, RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe),
-            (long long)(s->step % spe), spe);
+    rt_log(RT_LOG_INFO, "resumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)", d,
+           RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe),
+           spe);
     return 0;
 }
 

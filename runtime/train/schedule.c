@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/train/train.h"
+#include "runtime/log.h"
 
 rt_schedule rt_schedule_make(const ir_train *t, int global_batch) {
     rt_schedule s = {.t = t, .global_batch = global_batch, .per_iteration = 0};
@@ -125,13 +126,12 @@ int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
     return count;
 }
 
-void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f, char *first,
-                           size_t first_len) {
+void rt_schedule_say_notes(const rt_schedule *s, char *first, size_t first_len) {
     char buf[1024];
     if (first && first_len) first[0] = 0;
     if (!rt_schedule_notes(s, buf, sizeof buf)) return;
     for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-        fprintf(f, "%snote: %s\n", prefix, line);
+        rt_log(RT_LOG_NOTE, "%s", line);
         if (first && first_len && !first[0]) snprintf(first, first_len, "%s", line);
     }
 }

@@ -8,6 +8,7 @@
 #include "base/file.h"
 #include "runtime/check.h"
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 int rt_run_find_node(const ir_graph *g, const char *name) {
     for (int i = 0; i < g->n; i++)
@@ -233,11 +234,11 @@ int rt_run_open_data(rt_run *r) {
     if (!spec) {
         int named = o->data || (env && *env); /* "synthetic" asked for */
         if (o->rank == 0)
-            fprintf(stderr,
-                    "%snote: %s: using the built-in synthetic dataset (%d train / %d test "
-                    "images, 10 classes); --data DIR trains on CIFAR-10\n",
-                    o->log_prefix, named ? "--data synthetic" : "no --data and $DPC_DATA unset",
-                    RT_SYNTHETIC_TRAIN, RT_SYNTHETIC_TEST);
+            rt_log(RT_LOG_NOTE,
+                   "%s: using the built-in synthetic dataset (%d train / %d test "
+                   "images, 10 classes); --data DIR trains on CIFAR-10",
+                   named ? "--data synthetic" : "no --data and $DPC_DATA unset", RT_SYNTHETIC_TRAIN,
+                   RT_SYNTHETIC_TEST);
         r->train_ds = rt_data_synthetic(RT_SYNTHETIC_TRAIN, r->c, r->h, r->w, 1, RT_SYNTHETIC_SEED);
         r->test_ds = rt_data_synthetic(RT_SYNTHETIC_TEST, r->c, r->h, r->w, 0, RT_SYNTHETIC_SEED);
     } else {
@@ -294,8 +295,7 @@ static int load_params(rt_run *r) {
                                  .name_map = o->name_map,
                                  .allow_missing = o->allow_missing,
                                  .n_allow_missing = o->n_allow_missing,
-                                 .allow_unused = o->allow_unused,
-                                 .log_prefix = o->log_prefix};
+                                 .allow_unused = o->allow_unused};
     return rt_params_load(r->plan, r->st, &lo, r->err, sizeof r->err);
 }
 
@@ -304,18 +304,17 @@ int rt_run_build(rt_run *r) {
     if (o->tune) rt_conv_retune(); /* before any executor looks a choice up */
     rt_conv_set_nondeterministic(o->nondeterministic);
     if (o->nondeterministic && r->be->host_memory && o->rank == 0)
-        fprintf(stderr,
-                "%snote: --nondeterministic changes nothing on the cpu backend: its kernels and "
-                "oneDNN's sum in a fixed order\n",
-                o->log_prefix);
+        rt_log(RT_LOG_NOTE,
+               "--nondeterministic changes nothing on the cpu backend: its kernels and "
+               "oneDNN's sum in a fixed order");
     /* Before the first kernel module loads: replicas share the cores. */
     if (r->be->host_memory) rt_replicas_cpu_threads(r->local);
     r->bes = calloc((size_t)r->local, sizeof *r->bes);
     RT_CHECK_ALLOC(r->bes);
     if (rt_replicas_open_backends(r->be, r->local, r->bes, &r->devices, r->err, sizeof r->err))
         return rt_run_fail(r, "%s", r->err);
-    r->coll = rt_replicas_coll_new_accum(r->bes, r->local, o->ranks, r->accum, o->log_prefix,
-                                         r->err, sizeof r->err);
+    r->coll =
+        rt_replicas_coll_new_accum(r->bes, r->local, o->ranks, r->accum, r->err, sizeof r->err);
     if (!r->coll && r->err[0]) return rt_run_fail(r, "%s", r->err);
     r->R =
         rt_replicas_new_accum(r->bes, r->plan, r->local, r->accum, r->coll, r->err, sizeof r->err);
@@ -326,10 +325,8 @@ int rt_run_build(rt_run *r) {
         return rt_run_fail(r, "%s", r->err);
     r->overlap = rt_replicas_overlap(r->R);
     if (r->overlap && rt_debug_level() >= 1 && o->rank == 0)
-        fprintf(stderr,
-                "%sdebug: the next batch's copy to the device overlaps each step "
-                "(DPC_INPUT_OVERLAP=0 turns it off)\n",
-                o->log_prefix);
+        rt_log(RT_LOG_DEBUG, "the next batch's copy to the device overlaps each step "
+                             "(DPC_INPUT_OVERLAP=0 turns it off)");
     int bad = 0;
     /* Seeded values first: what a partial --load-params lacks keeps them. */
     if (rt_store_init(r->st, r->plan->train, &r->t, o->seed)) {

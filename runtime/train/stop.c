@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "runtime/train/internal.h"
+#include "runtime/log.h"
 
 /* The first signal asks the run to stop; a second one while it finishes
  * ends the process at once (default action). The count is atomic: two
@@ -76,21 +77,20 @@ int rt_run_stopped(rt_run *r, const char *where, long done, int saved) {
     rt_progress_clear(&r->bar);
     if (o->rank != 0) return 128 + sig;
     if (saved > 0)
-        fprintf(stderr,
-                "%sinterrupted (%s) %s (%ld steps done); checkpoint written to %s; resume with: "
-                "%s\n",
-                o->log_prefix, why(sig), where, done, o->checkpoint,
-                o->resume_command ? o->resume_command : "the same command with --resume");
+        rt_log(RT_LOG_INFO,
+               "interrupted (%s) %s (%ld steps done); checkpoint written to %s; resume with: "
+               "%s",
+               why(sig), where, done, o->checkpoint,
+               o->resume_command ? o->resume_command : "the same command with --resume");
     else if (saved < 0)
-        fprintf(stderr, "%sinterrupted (%s) %s\n", o->log_prefix, why(sig), where);
+        rt_log(RT_LOG_INFO, "interrupted (%s) %s", why(sig), where);
     else if (o->benchmark)
-        fprintf(stderr, "%sinterrupted (%s) %s (%ld steps done)\n", o->log_prefix, why(sig), where,
-                done);
+        rt_log(RT_LOG_INFO, "interrupted (%s) %s (%ld steps done)", why(sig), where, done);
     else
-        fprintf(stderr,
-                "%sinterrupted (%s) %s (%ld steps done); no checkpoint was written "
-                "(--checkpoint DIR keeps one)\n",
-                o->log_prefix, why(sig), where, done);
+        rt_log(RT_LOG_INFO,
+               "interrupted (%s) %s (%ld steps done); no checkpoint was written "
+               "(--checkpoint DIR keeps one)",
+               why(sig), where, done);
     return 128 + sig;
 }
 
@@ -100,7 +100,7 @@ int rt_run_setup_stopped(rt_run *r, int rc) {
     rt_progress_clear(&r->bar);
     r->error[0] = 0; /* a failure the signal caused is no error of the run */
     if (o->rank == 0)
-        fprintf(stderr, "%sinterrupted (%s) before training started; no file was written\n",
-                o->log_prefix, why(stop_signal));
+        rt_log(RT_LOG_INFO, "interrupted (%s) before training started; no file was written",
+               why(stop_signal));
     return 128 + stop_signal;
 }

@@ -458,7 +458,6 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
             return 1;
         }
     }
-    const char *P = base->log_prefix ? base->log_prefix : rt_log_prefix();
     long n = rt_sweep_count(s);
     if (check_sweep_files(s, base, user, sub, shown, table_path, n, err, errlen)) return 1;
     rt_train_result *res = calloc((size_t)(n > 0 ? n : 1), sizeof *res);
@@ -480,7 +479,7 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
             rc = base_fail(err, errlen, "%s: cannot write: %s", log_path, strerror(errno));
             break;
         }
-        fprintf(stderr, "%ssweep: run %ld of %ld: %s (log %s)\n", P, i + 1, n, label, log_path);
+        rt_log(RT_LOG_INFO, "sweep: run %ld of %ld: %s (log %s)", i + 1, n, label, log_path);
         rt_train_options o = *base;
         rt_sweep_apply(s, i, &o);
         o.out = log;
@@ -495,9 +494,10 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
          * run's own lines would. */
         double t0 = rt_now();
         if (rt_train(plan, &o, why_run, sizeof why_run) && *why_run)
-            fprintf(stderr, "%serror: %s\n", P, why_run);
+            rt_log(RT_LOG_ERROR, "%s", why_run);
         res[i].wall_seconds = rt_now() - t0;
-        if (res[i].status && res[i].error[0]) fprintf(log, "%serror: %s\n", P, res[i].error);
+        if (res[i].status && res[i].error[0])
+            fprintf(log, "%serror: %s\n", rt_log_prefix(), res[i].error);
         int lost = fclose(log) != 0;
         char wrote[1024];
         if (lost)
@@ -508,16 +508,15 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         int ok = rt_sweep_ok(&res[i], why, sizeof why);
         good += ok;
         if (ok)
-            fprintf(stderr, "%ssweep: run %ld: test accuracy %.4f\n", P, i + 1,
-                    res[i].test_accuracy);
+            rt_log(RT_LOG_INFO, "sweep: run %ld: test accuracy %.4f", i + 1, res[i].test_accuracy);
         else
-            fprintf(stderr, "%ssweep: run %ld: %s\n", P, i + 1, why);
+            rt_log(RT_LOG_INFO, "sweep: run %ld: %s", i + 1, why);
         /* A signal stops the run (128 + signal, runtime/train/stop.c) and
          * the sweep with it: no table of a sweep half done. */
         if (res[i].status > 128) {
             stopped = res[i].status;
-            fprintf(stderr, "%ssweep: stopped during run %ld of %ld; its logs so far are in %s\n",
-                    P, i + 1, n, dir);
+            rt_log(RT_LOG_INFO, "sweep: stopped during run %ld of %ld; its logs so far are in %s",
+                   i + 1, n, dir);
         }
     }
     if (!rc && !stopped) rc = finish_sweep(s, res, n, good, table_path, err, errlen);

@@ -198,54 +198,52 @@ static long long images_read(const rt_batcher *b, int batch) {
 static void banner(const rt_run *r, const dpc_plan *plan) {
     const rt_train_options *o = r->o;
     if (o->rank != 0) return;
-    fprintf(stderr,
-            "%s%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
-            "epoch, %lld train / %lld test images (%s)\n",
-            o->log_prefix, plan->model, (long long)ir_num_params(plan->train), r->be->name,
-            r->total, r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
-            (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
-    rt_schedule_say_notes(&r->sched, o->log_prefix, stderr, o->result ? o->result->note : NULL,
+    rt_log(RT_LOG_INFO,
+           "%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
+           "epoch, %lld train / %lld test images (%s)",
+           plan->model, (long long)ir_num_params(plan->train), r->be->name, r->total,
+           r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
+           (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
+    rt_schedule_say_notes(&r->sched, o->result ? o->result->note : NULL,
                           o->result ? sizeof o->result->note : 0);
     if (o->eval_batches > 0)
-        fprintf(stderr,
-                "%snote: --eval-batches %ld: an accuracy pass reads at most the first %lld of "
-                "%lld test images, or %lld of %lld train images\n",
-                o->log_prefix, o->eval_batches, images_read(&r->test_b, r->eval_batch),
-                (long long)r->test_ds->count, images_read(&r->train_eval_b, r->eval_batch),
-                (long long)r->train_ds->count);
+        rt_log(RT_LOG_NOTE,
+               "--eval-batches %ld: an accuracy pass reads at most the first %lld of "
+               "%lld test images, or %lld of %lld train images",
+               o->eval_batches, images_read(&r->test_b, r->eval_batch),
+               (long long)r->test_ds->count, images_read(&r->train_eval_b, r->eval_batch),
+               (long long)r->train_ds->count);
     if (r->total > 1) {
-        rt_replicas_banner(stderr, o->log_prefix, r->be->name, r->devices, r->local, o->ranks,
-                           r->accum, r->batch);
+        rt_replicas_banner(r->be->name, r->devices, r->local, o->ranks, r->accum, r->batch);
         fmt_memory need;
         char what[400], each[32], all[32], why[256];
         if (r->local > 1 && !rt_memory_need(plan, &need, why, sizeof why)) {
             /* what each replica holds: what remat (dpc --passes) trades for time */
             fmt_memory_describe(&need, what, sizeof what);
             int64_t one = fmt_memory_total(&need);
-            fprintf(stderr, "%smemory per replica %s (%s); %d in this process %s\n", o->log_prefix,
-                    base_bytes_str(one, each, sizeof each), what, r->local,
-                    base_bytes_str(base_bytes_mul(one, r->local), all, sizeof all));
+            rt_log(RT_LOG_INFO, "memory per replica %s (%s); %d in this process %s",
+                   base_bytes_str(one, each, sizeof each), what, r->local,
+                   base_bytes_str(base_bytes_mul(one, r->local), all, sizeof all));
         }
-        fprintf(stderr, "%sgradients summed by the %s collective\n", o->log_prefix,
-                rt_coll_name(r->coll));
+        rt_log(RT_LOG_INFO, "gradients summed by the %s collective", rt_coll_name(r->coll));
         const rt_shard *sh = rt_replicas_shards(r->R);
         if (sh) {
             char most[32], total[32];
-            fprintf(stderr,
-                    "%soptimizer state per replica %s sharded (the largest of %d shards), %s "
-                    "unsharded\n",
-                    o->log_prefix, base_bytes_str(rt_shard_state_most(sh), most, sizeof most),
-                    sh->replicas, base_bytes_str(sh->state_total, total, sizeof total));
+            rt_log(RT_LOG_INFO,
+                   "optimizer state per replica %s sharded (the largest of %d shards), %s "
+                   "unsharded",
+                   base_bytes_str(rt_shard_state_most(sh), most, sizeof most), sh->replicas,
+                   base_bytes_str(sh->state_total, total, sizeof total));
         }
     }
     if (r->accum > 1) {
         char grads[32];
-        fprintf(stderr,
-                "%seach replica accumulates %d micro-batches of %d per step: global batch %d, "
-                "as %d replicas without accumulation (ghost BatchNorm per micro-batch); the "
-                "gradients of the micro-batches take %s per replica\n",
-                o->log_prefix, r->accum, r->batch, r->global, r->total * r->accum,
-                base_bytes_str(rt_memory_accumulate(plan, r->accum), grads, sizeof grads));
+        rt_log(RT_LOG_INFO,
+               "each replica accumulates %d micro-batches of %d per step: global batch %d, "
+               "as %d replicas without accumulation (ghost BatchNorm per micro-batch); the "
+               "gradients of the micro-batches take %s per replica",
+               r->accum, r->batch, r->global, r->total * r->accum,
+               base_bytes_str(rt_memory_accumulate(plan, r->accum), grads, sizeof grads));
     }
 }
 
@@ -260,12 +258,11 @@ static int run_it(rt_run *r, const dpc_plan *plan, const rt_train_options *o) {
 int rt_train(const dpc_plan *plan, const rt_train_options *opt, char *err, size_t errlen) {
     rt_train_options o = *opt;
     if (!o.out) o.out = stdout;
-    if (!o.log_prefix) o.log_prefix = rt_log_prefix(); /* the program's (log.h) */
     rt_run *r = calloc(1, sizeof *r);
     RT_CHECK_ALLOC(r);
     r->plan = plan, r->o = &o;
     rt_progress_init(&r->bar, stderr);
-    rt_progress_lines(&r->bar, o.progress_every, o.log_prefix);
+    rt_progress_lines(&r->bar, o.progress_every);
     if (o.result) {
         memset(o.result, 0, sizeof *o.result);
         o.result->train_loss = NAN;

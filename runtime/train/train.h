@@ -3,7 +3,7 @@
  * Usage:
  *     rt_train_options o = rt_train_defaults();
  *     o.epochs = 1; o.data = "synthetic"; o.seed = 7;
- *     o.log_prefix = "dprun: ";         // starts the notes it prints on stderr
+ *     rt_log_set_prefix("dprun");       // once, in main: starts its lines on stderr
  *     char err[2048];
  *     int rc = rt_train(plan, &o, err, sizeof err);  // exit status: 0, or 1 with err
  *     if (rc && *err) fprintf(stderr, "dprun: error: %s\n", err);
@@ -13,7 +13,8 @@
  * file), runs the epochs with the schedule's lr, prints the reference
  * article's log lines on stdout, and finishes with train and test accuracy
  * measured by the eval program (BatchNorm in inference mode). Notices go to
- * stderr as `PREFIX note: ...` (o.log_prefix), a progress bar too when
+ * stderr through runtime/log.h as `PREFIX: note: ...` (the prefix the
+ * program set with rt_log_set_prefix), a progress bar too when
  * stderr is a terminal; an error ends the run and comes back in err (empty
  * on ranks other than 0 when rank 0 has the message). DPC_DEBUG=1 adds,
  * per epoch, how long the steps waited for input.
@@ -135,9 +136,6 @@ typedef struct {
     const char
         *resume_command; /* the command line that resumes this run (printed on a signal), or NULL */
     FILE *out;           /* the log (stdout) */
-    const char *log_prefix;  /* starts every line on stderr (notes, warnings, progress of a
-                                * sweep), e.g. "dprun: "; NULL: the runtime logger's
-                                * (runtime/log.h's rt_log_prefix, which dprun sets) */
     rt_train_result *result; /* filled at the end when not NULL */
 } rt_train_options;
 
@@ -236,10 +234,9 @@ void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f);
  * changes nothing (the lr scale is 1) or that lowers the lr (a scale below
  * 1). Returns the count. */
 int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len);
-/* Each of them as `PREFIXnote: ...` on f, and the first (or "") into
+/* Each of them as `PREFIX: note: ...` on stderr (rt_log), and the first (or "") into
  * first[first_len] when first is not NULL (a sweep's table shows it). */
-void rt_schedule_say_notes(const rt_schedule *s, const char *prefix, FILE *f, char *first,
-                           size_t first_len);
+void rt_schedule_say_notes(const rt_schedule *s, char *first, size_t first_len);
 
 /* ---- local hyperparameter sweeps: `dprun PLAN --sweep SPEC`.
  *
@@ -322,7 +319,7 @@ int rt_sweep_ok(const rt_train_result *r, char *why, size_t len);
  * is created; NULL: PLAN-sweep beside base->plan_path, a name of dprun's
  * own; N counts from 1 in spec order); then the ranked table on
  * stdout and, when table_path is set, in that file. Progress goes to
- * stderr, each line starting with base->log_prefix. Exit status: 0, or 1
+ * stderr through runtime/log.h (rt_log, under the program's prefix). Exit status: 0, or 1
  * with err on set-up errors or when no run succeeded (failed runs are rows
  * of the table, not errors of the sweep), or 128 + signal when a signal
  * stopped a run (the sweep stops with it, without a table). */

@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
     rt_backend *bes[64];
     int devices;
     if (rt_replicas_open_backends(be, replicas, bes, &devices, err, sizeof err)) die("%s", err);
-    rt_coll *coll = rt_replicas_coll_new(bes, replicas, 1, "dprun: ", err, sizeof err);
+    rt_coll *coll = rt_replicas_coll_new(bes, replicas, 1, err, sizeof err);
     if (!coll && err[0]) die("%s", err);
     rt_replicas *R = rt_replicas_new(bes, plan, replicas, coll, err, sizeof err);
     if (!R) die("%s", err);

@@ -1199,13 +1199,13 @@ static int run_job(const dpc_plan *p, int n, int devs, const char *kind, int gra
     rt_coll *c = NULL;
     if (ok && (n > 1 || job_accum > 1)) {
         if (job_accum > 1)
-            c = rt_replicas_coll_new_accum(bes, n, 1, job_accum, "dprun: ", err, sizeof err);
+            c = rt_replicas_coll_new_accum(bes, n, 1, job_accum, err, sizeof err);
         else if (!strcmp(kind, "nccl"))
             c = rt_coll_nccl_new(n, bes, err, sizeof err);
         else if (!strcmp(kind, "local"))
             c = rt_coll_local_new(n, bes[0]);
         else
-            c = rt_replicas_coll_new(bes, n, 1, "dprun: ", err, sizeof err);
+            c = rt_replicas_coll_new(bes, n, 1, err, sizeof err);
         CHECK_MSG(c != NULL, "%s collective: %s", kind, err);
         ok = c != NULL;
         for (int r = 0; ok && r < n; r++) rt_coll_set_backend(c, r, bes[r]);
@@ -1495,16 +1495,16 @@ TEST(nccl_on_two_devices_equals_local) {
         /* DPC_COLL forces a kind; what cannot be is refused with a message. */
         rt_backend *pair[2] = {two[0], rt_backend_cuda(1, err, sizeof err)};
         setenv("DPC_COLL", "local", 1);
-        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, "dprun: ", err, sizeof err);
+        rt_coll *c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
         CHECK_MSG(c && !strcmp(rt_coll_name(c), "local"), "%s", err);
         rt_coll_free(c);
         setenv("DPC_COLL", "nccl", 1);
-        c = rt_replicas_coll_new(two, 2, 1, "dprun: ", err, sizeof err);
+        c = rt_replicas_coll_new(two, 2, 1, err, sizeof err);
         CHECK_MSG(c == NULL &&
                       strstr(err, "DPC_COLL=nccl needs the replicas on at least 2 CUDA devices"),
                   "%s", err);
         setenv("DPC_COLL", "gloo", 1);
-        c = rt_replicas_coll_new(pair, 2, 1, "dprun: ", err, sizeof err);
+        c = rt_replicas_coll_new(pair, 2, 1, err, sizeof err);
         CHECK_MSG(c == NULL && strstr(err, "DPC_COLL='gloo' is not one of local, nccl"), "%s", err);
         unsetenv("DPC_COLL");
         rt_backend_free(pair[1]);
@@ -1687,7 +1687,7 @@ TEST(accumulation_on_cuda_equals_replicas) {
                            rt_backend_cuda(1, err, sizeof err),
                            rt_backend_cuda(1, err, sizeof err)};
     if (four[0] && four[1] && four[2] && four[3]) {
-        CHECK(rt_replicas_coll_new_accum(four, 4, 1, 2, "dprun: ", err, sizeof err) == NULL);
+        CHECK(rt_replicas_coll_new_accum(four, 4, 1, 2, err, sizeof err) == NULL);
         CHECK_MSG(strstr(err, "needs one replica per GPU") != NULL, "%s", err);
     }
     for (int i = 0; i < 4; i++)

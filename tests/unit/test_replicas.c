@@ -418,9 +418,9 @@ TEST(placement_and_banner) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    rt_replicas_banner(f, "dprun: ", "cpu", 1, 16, 1, 1, 128);
-    rt_replicas_banner(f, "dprun: ", "cuda", 2, 4, 2, 1, 64);
-    rt_replicas_banner(f, "dprun: ", "cpu", 1, 2, 1, 4, 32);
+    rt_replicas_banner_text(f, "cpu", 1, 16, 1, 1, 128);
+    rt_replicas_banner_text(f, "cuda", 2, 4, 2, 1, 64);
+    rt_replicas_banner_text(f, "cpu", 1, 2, 1, 4, 32);
     fclose(f);
     CHECK_MSG(strstr(text, "16 replicas x batch 128 per device = global batch 2048") != NULL, "%s",
               text);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "runtime/log.h"
 #include "runtime/train/train.h"
 #include "tests/fixture.h"
 #include "tests/harness.h"
@@ -59,7 +60,7 @@ static int train(const dpc_plan *p, long steps, int epochs, int resume, const ch
     o.steps = steps, o.epochs = epochs, o.resume = resume;
     o.final_eval = RT_FINAL_EVAL_BOTH; /* what these tests stop in */
     o.checkpoint = ck, o.metrics = metrics, o.result = res;
-    o.log_prefix = "test_stop: ";
+    rt_log_set_prefix("test_stop"); /* the training's lines on stderr */
     o.out = log_open(trigger);
     int rc = rt_train(p, &o, err, sizeof err);
     fclose(o.out);
