@@ -12,7 +12,7 @@ void rt_log_set_prefix(const char *name) { snprintf(prefix, sizeof prefix, "%s: 
 const char *rt_log_prefix(void) { return prefix; }
 
 void rt_log(int level, const char *fmt, ...) {
-    static const char *const word[] = {"", "note: ", "error: ", "debug: "};
+    static const char *const word[] = {"", "note: ", "warning: ", "error: ", "debug: "};
     const char *w = level >= 0 && level <= RT_LOG_DEBUG ? word[level] : "";
     char line[4096];
     int n = snprintf(line, sizeof line, "%s%s", prefix, w);

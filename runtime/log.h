@@ -7,7 +7,7 @@
  *         // "dprun: note: cuda: using 4 threads"
  *
  * Levels say which word follows the prefix: RT_LOG_INFO none (progress,
- * DPC_DEBUG's lines), RT_LOG_NOTE "note: ", RT_LOG_ERROR "error: ",
+ * DPC_DEBUG's lines), RT_LOG_NOTE "note: ", RT_LOG_WARNING "warning: ", RT_LOG_ERROR "error: ",
  * RT_LOG_DEBUG "debug: ". Nothing is filtered here: a caller decides (by
  * rt_debug_level) whether a line is printed. Errors a caller can act on go
  * back through err/errlen, not here; RT_LOG_ERROR is for the failures no
@@ -16,7 +16,7 @@
 #ifndef DPC_RUNTIME_LOG_H
 #define DPC_RUNTIME_LOG_H
 
-enum { RT_LOG_INFO, RT_LOG_NOTE, RT_LOG_ERROR, RT_LOG_DEBUG };
+enum { RT_LOG_INFO, RT_LOG_NOTE, RT_LOG_WARNING, RT_LOG_ERROR, RT_LOG_DEBUG };
 
 /* The program's name, without ": " (kept: a literal or static storage). */
 void rt_log_set_prefix(const char *name);

@@ -102,7 +102,6 @@ static void *slot_ptr(const rt_exec *ex, const cg_step *s, int slot) {
     return id == CG_SCRATCH ? ex->scratch : ex->buf[id];
 }
 
-
 /* After a failed call on a backend whose calls run asynchronously (cuda),
  * unless each is synchronised: the failure may be an earlier call's. */
 static const char *async_hint(const rt_exec *ex) {

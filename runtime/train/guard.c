@@ -117,8 +117,8 @@ int rt_run_nonfinite_step(rt_run *r, double step_loss, int bad_param, double pre
         rt_run_snapshot(r, 1);
         r->prev_lr = prev_lr;
         rt_progress_clear(&r->bar);
-        rt_log(RT_LOG_INFO,
-               "warning: %s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
+        rt_log(RT_LOG_WARNING,
+               "%s at step %ld (epoch %d, step %ld of the epoch, lr %.6g); skipped "
                "the step (--on-nan skip)",
                what, done, e, s, lr);
         return 0;

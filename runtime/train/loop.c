@@ -17,6 +17,7 @@
 #include "runtime/clock.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/train/internal.h"
+#include "runtime/check.h"
 #include "runtime/log.h"
 
 /* A pipeline over `count` batches of b from batch `index` of `epoch`, as
@@ -50,7 +51,7 @@ static void correct_momentum(rt_run *r, double lr) {
             if (!rt_store_resident(st, i)) continue; /* ZeRO-1: its owner corrects it */
             int64_t n = ir_numel(rt_store_type(st, i));
             float *v = malloc(sizeof *v * (size_t)n);
-            if (!v) abort();
+            RT_CHECK_ALLOC(v);
             rt_store_read(st, i, v);
             for (int64_t j = 0; j < n; j++) v[j] *= scale;
             rt_store_write(st, i, v);
@@ -345,8 +346,8 @@ static void warn_diverged(rt_run *r, int e, double mean, double lr) {
     r->diverged = 1;
     if (o->result) o->result->diverged = 1;
     if (o->rank != 0) return;
-    rt_log(RT_LOG_INFO,
-           "warning: epoch %d: train loss %.3g is over %d times a uniform guess's (%.3g for "
+    rt_log(RT_LOG_WARNING,
+           "epoch %d: train loss %.3g is over %d times a uniform guess's (%.3g for "
            "%d classes): the run has diverged; try a lower lr (--lr; this epoch's was %.4g) or "
            "a longer warmup (--warmup-epochs); --on-nan stop, the default, ends a run only at a "
            "non-finite loss",
