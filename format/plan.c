@@ -205,21 +205,20 @@ int plan_rd_fail(plan_rd *r, const char *f, ...) {
     return -1;
 }
 
-/* The next n bytes, or NULL with "ends early" recorded. */
-static const unsigned char *plan_take(plan_rd *r, size_t n) {
-    if (r->failed) return NULL;
-    const unsigned char *q = base_take(&r->b, n);
-    if (!q) plan_rd_fail(r, "ends early");
-    return q;
+/* After a read: "ends early" recorded when it ran past the end. 0 once
+ * the reader has failed, so reads after a failure yield 0. */
+static int plan_read_ok(plan_rd *r) {
+    if (!r->failed && r->b.bad) plan_rd_fail(r, "ends early");
+    return !r->failed;
 }
 
 uint32_t plan_get_u32(plan_rd *r) {
-    const unsigned char *q = plan_take(r, 4);
-    return q ? base_le32(q) : 0;
+    uint32_t v = r->failed ? 0 : base_get_u32(&r->b);
+    return plan_read_ok(r) ? v : 0;
 }
 uint64_t plan_get_u64(plan_rd *r) {
-    const unsigned char *q = plan_take(r, 8);
-    return q ? base_le64(q) : 0;
+    uint64_t v = r->failed ? 0 : base_get_u64(&r->b);
+    return plan_read_ok(r) ? v : 0;
 }
 int plan_get_i32(plan_rd *r) { return to_i32(plan_get_u32(r)); }
 int64_t plan_get_i64(plan_rd *r) { return to_i64(plan_get_u64(r)); }
@@ -238,8 +237,8 @@ void plan_get_str(plan_rd *r, char *dst, size_t cap, const char *field) {
         plan_rd_fail(r, "%s is %" PRIu32 " bytes long, at most %zu allowed", field, n, cap - 1);
         return;
     }
-    const unsigned char *q = plan_take(r, n);
-    if (!q) return;
+    const unsigned char *q = base_take(&r->b, n);
+    if (!plan_read_ok(r)) return;
     if (memchr(q, 0, n)) {
         plan_rd_fail(r, "%s contains a NUL byte", field);
         return;
