@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""scripts/convert_weights.py — torchvision and Gluon model-zoo weights to
-dpc's parameter names, and back.
-
-Usage:
-    scripts/convert_weights.py --from torchvision|gluon --model MODEL IN OUT.safetensors
-                               [--exclude GLOB]...
-    scripts/convert_weights.py --to torchvision|gluon --model MODEL IN.safetensors OUT.safetensors
-    scripts/convert_weights.py --map torchvision|gluon --model MODEL     (the name map, on stdout)
+"""scripts/convert_weights.py (installed as dpc-convert) — torchvision and
+Gluon model-zoo weights to dpc's parameter names, and back.
 
 MODEL is resnet18, resnet34, resnet50 or mobilenet_v2: the networks of
 models/MODEL.net (dpc's names are `dpc --params models/MODEL.net`). IN is a
 safetensors file (F32, F64, F16 or BF16; written as F32), a NumPy .npz, or,
-when torch imports, a .pth/.pt state dict. OUT is safetensors (F32), written
-through a fresh temporary and renamed, never through a planted link.
+when torch imports, a .pth/.pt state dict (torch's zip format, read with
+weights_only). IN is a regular file of at most 1 GiB (an archive: at most
+1 GiB uncompressed, and at most 64 times its size), never a FIFO or device;
+each array's shape is checked against its size before it is read. OUT is
+safetensors (F32), whatever its name: a name of another format (.pth, .pt,
+.npz, ...) is refused. In PyTorch it loads with
+safetensors.torch.load_file(OUT). It is written through a fresh temporary
+(with the umask's mode) and renamed, never through a planted link.
 
 --from: every tensor the framework's model has must be in IN and nothing
 else (torchvision's num_batches_tracked counters are dropped), each with the
@@ -56,12 +56,21 @@ Exits 0, or 1 with one line on stderr naming the file, tensor and shapes.
 """
 import argparse
 import fnmatch
+import io
 import json
 import os
 import re
+import stat
 import struct
 import sys
 import tempfile
+import zipfile
+import zlib
+
+USAGE = """usage: PROG --from torchvision|gluon --model MODEL IN OUT.safetensors [--exclude GLOB]...
+       PROG --to torchvision|gluon --model MODEL IN.safetensors OUT.safetensors
+       PROG --map torchvision|gluon --model MODEL     (the name map, on stdout)
+"""
 
 try:
     import numpy as np
@@ -176,8 +185,11 @@ MODELS = {
 GLUON_PREFIX = re.compile(r"^(?:arg:|aux:)?(?:resnetv1\d+_|mobilenetv2\d+_)?")
 
 
+PROG = os.path.basename(sys.argv[0]) or "convert_weights.py"  # the name it was run by
+
+
 def fail(msg):
-    sys.stderr.write("convert_weights.py: error: %s\n" % msg)
+    sys.stderr.write("%s: error: %s\n" % (PROG, msg))
     sys.exit(1)
 
 
@@ -207,75 +219,253 @@ def name_table(framework, model):
 
 # ---- files -------------------------------------------------------------------
 
-ST_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+ST_DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4", "BF16": "<u2"}
+
+# What IN may be: a regular file (not a FIFO, device or directory; nothing
+# under /proc or /sys) of at most MAX_INPUT bytes. An archive (.npz, .pth)
+# may declare at most MAX_INPUT bytes uncompressed in all, and at most
+# MAX_EXPAND times its own size (EXPAND_FLOOR for small ones), in at most
+# MAX_MEMBERS members; every .npy member's shape is checked against its
+# declared size before it is decompressed. A safetensors header is at most
+# MAX_HEADER bytes of JSON nested at most MAX_DEPTH deep.
+MAX_INPUT = 1 << 30
+MAX_EXPAND = 64
+EXPAND_FLOOR = 16 << 20
+MAX_MEMBERS = 4096
+MAX_HEADER = 16 << 20
+MAX_DEPTH = 8
 
 
-def st_read(path):
+def read_input(path):
+    """IN's bytes, read within the limits above; a FIFO is refused, never waited on."""
+    real = os.path.realpath(path)
+    if real.split(os.sep)[1:2] in (["proc"], ["sys"]):
+        fail("%s: under /%s, not a weights file" % (path, real.split(os.sep)[1]))
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        fail("%s: %s" % (path, e.strerror or e))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+            fail("%s: not a regular file (%s)" % (path, kind))
+        for special in ("/proc", "/sys"):
+            if os.path.isdir(special) and os.stat(special).st_dev == st.st_dev:
+                fail("%s: on %s, not a weights file" % (path, special))
+        if st.st_size > MAX_INPUT:
+            fail("%s: %d bytes; at most %d are read" % (path, st.st_size, MAX_INPUT))
+        chunks, n = [], 0
+        while n <= MAX_INPUT:
+            b = os.read(fd, min(1 << 24, MAX_INPUT + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        if n > MAX_INPUT:
+            fail("%s: grew past %d bytes while read" % (path, MAX_INPUT))
+        return b"".join(chunks)
+    except OSError as e:
+        fail("%s: %s" % (path, e.strerror or e))
+    finally:
+        os.close(fd)
+
+
+def json_depth(raw):
+    """The deepest nesting of [ and { in JSON text raw (bytes), strings skipped."""
+    depth = top = 0
+    for m in re.finditer(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', raw, re.S):
+        c = m.group()
+        if c in (b"[", b"{"):
+            depth += 1
+            top = max(top, depth)
+        elif c in (b"]", b"}"):
+            depth -= 1
+    return top
+
+
+def no_twice(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError("'%s' twice" % k)
+        d[k] = v
+    return d
+
+
+def st_read(path, data=None):
     """A safetensors file: {name: ndarray} in header order (BF16 widened)."""
-    with open(path, "rb") as f:
-        data = f.read()
+    if data is None:
+        data = read_input(path)
     if len(data) < 8:
         fail("%s: not a safetensors file (%d bytes)" % (path, len(data)))
     (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8 or n > 100_000_000:
+    if n > len(data) - 8 or n > MAX_HEADER:
         fail("%s: not a safetensors file (a header of %d bytes in %d)" % (path, n, len(data)))
+    raw = data[8:8 + n]
+    if json_depth(raw) > MAX_DEPTH:
+        fail("%s: bad safetensors header: nested deeper than %d" % (path, MAX_DEPTH))
     try:
-        header = json.loads(data[8:8 + n])
-    except ValueError as e:
+        header = json.loads(raw, object_pairs_hook=no_twice)
+    except (ValueError, RecursionError) as e:
         fail("%s: bad safetensors header: %s" % (path, e))
     if not isinstance(header, dict):
         fail("%s: bad safetensors header: not an object" % path)
     header.pop("__metadata__", None)
     body = memoryview(data)[8 + n:]
-    out = {}
+    spans = []
     for name, e in header.items():
-        try:
-            dt, shape, (b, end) = e["dtype"], [int(d) for d in e["shape"]], e["data_offsets"]
-        except (KeyError, TypeError, ValueError):
+        if not isinstance(e, dict) or not isinstance(e.get("dtype"), str):
             fail("%s: tensor '%s': bad header entry" % (path, name))
-        if not (0 <= b <= end <= len(body)):
+        dt, shape, offs = e["dtype"], e.get("shape"), e.get("data_offsets")
+        if dt not in ST_DTYPES:
+            fail("%s: tensor '%s' has dtype %s (F32, F64, F16, BF16, I64, I32 are read)" % (path, name, dt))
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            fail("%s: tensor '%s': shape %s is not a list of non-negative integers"
+                 % (path, name, json.dumps(shape)))
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int and o >= 0 for o in offs)):
+            fail("%s: tensor '%s': data_offsets %s are not two non-negative integers"
+                 % (path, name, json.dumps(offs)))
+        b, end = offs
+        if not (b <= end <= len(body)):
             fail("%s: tensor '%s': data_offsets [%d, %d] outside the %d data bytes"
                  % (path, name, b, end, len(body)))
-        count = int(np.prod(shape)) if shape else 1
-        if dt == "BF16":
-            if end - b != 2 * count:
-                fail("%s: tensor '%s': shape and data_offsets disagree" % (path, name))
-            bits = np.frombuffer(body[b:end], dtype="<u2").astype(np.uint32) << 16
-            out[name] = bits.view(np.float32).reshape(shape)
-            continue
-        if dt not in ST_DTYPES:
-            fail("%s: tensor '%s' has dtype %s (F32, F64, F16, BF16, I64 are read)" % (path, name, dt))
-        a = np.frombuffer(body[b:end], dtype=ST_DTYPES[dt])
-        if a.size != count:
-            fail("%s: tensor '%s': shape %s holds %d values, data_offsets %d"
-                 % (path, name, shape, count, a.size))
-        out[name] = a.reshape(shape)
+        count = 1
+        for d in shape:
+            count *= d
+        if count * np.dtype(ST_DTYPES[dt]).itemsize != end - b:
+            fail("%s: tensor '%s': shape %s holds %d values, data_offsets %d bytes of %s"
+                 % (path, name, shape, count, end - b, dt))
+        if end > b:
+            spans.append((b, end, name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            fail("%s: tensors '%s' [%d, %d] and '%s' [%d, %d] overlap" % (path, n0, b0, e0, n1, b1, e1))
+    out = {}
+    for name, e in header.items():
+        b, end = e["data_offsets"]
+        a = np.frombuffer(body[b:end], dtype=ST_DTYPES[e["dtype"]])
+        if e["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = a.reshape(e["shape"])
+    return out
+
+
+def zip_open(path, data):
+    """data as a zip archive within the limits above, before anything is decompressed."""
+    at = len(data) - 22 if data[-22:-18] == b"PK\x05\x06" else data.rfind(b"PK\x05\x06", max(0, len(data) - 65557))
+    if at < 0 or len(data) < at + 22:
+        fail("%s: not a zip archive" % path)
+    count, cd_size = struct.unpack("<HI", data[at + 10:at + 16])
+    if count > MAX_MEMBERS or cd_size > MAX_MEMBERS * 1024:
+        fail("%s: an archive directory of %d members in %d bytes; at most %d members are read"
+             % (path, count, cd_size, MAX_MEMBERS))
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, NotImplementedError) as e:
+        fail("%s: not a zip archive (%s)" % (path, e))
+    infos = z.infolist()
+    total = sum(i.file_size for i in infos)
+    if len(infos) > MAX_MEMBERS:
+        fail("%s: %d members; at most %d are read" % (path, len(infos), MAX_MEMBERS))
+    if total > MAX_INPUT:
+        fail("%s: its members declare %d bytes uncompressed; at most %d are read" % (path, total, MAX_INPUT))
+    if total > max(EXPAND_FLOOR, MAX_EXPAND * len(data)):
+        fail("%s: its members declare %d bytes uncompressed in %d (over %d times; not read)"
+             % (path, total, len(data), MAX_EXPAND))
+    if len({i.filename for i in infos}) != len(infos):
+        fail("%s: a member name twice" % path)
+    for i in infos:
+        if i.flag_bits & 1 or i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            fail("%s: member '%s' is encrypted or compressed other than by deflate" % (path, i.filename))
+    return z
+
+
+NPY_HEADER = re.compile(r"\{'descr': '([^']*)', 'fortran_order': (True|False), 'shape': \(([^()]*)\), \}\s*\Z")
+
+
+def npz_read(path, data):
+    """A NumPy .npz: {name: ndarray}; no pickled (object) arrays, every shape checked first."""
+    z = zip_open(path, data)
+    out = {}
+    for info in z.infolist():
+        if not info.filename.endswith(".npy"):
+            fail("%s: member '%s' is not a .npy array" % (path, info.filename))
+        key = info.filename[:-4]
+        where = "%s: array '%s'" % (path, key)
+        try:
+            with z.open(info) as f:
+                magic = f.read(8)
+                if len(magic) < 8 or magic[:6] != b"\x93NUMPY" or magic[6] not in (1, 2, 3):
+                    fail("%s: not a .npy array" % where)
+                size_fmt = "<H" if magic[6] == 1 else "<I"
+                (hl,) = struct.unpack(size_fmt, f.read(struct.calcsize(size_fmt)))
+                if hl > 65536:
+                    fail("%s: a .npy header of %d bytes" % (where, hl))
+                text = f.read(hl).decode("latin1")
+                m = NPY_HEADER.match(text)
+                if not m:
+                    fail("%s: a .npy header numpy does not write: %.80r" % (where, text))
+                descr, fortran, dims = m.groups()
+                try:
+                    dt = np.dtype(descr)
+                except TypeError:
+                    fail("%s: dtype '%s'" % (where, descr))
+                if dt.hasobject:
+                    fail("%s: an object array, whose values are pickled; not read (allow_pickle=False)" % where)
+                if dt.kind not in "fiub":
+                    fail("%s: dtype %s, not a number" % (where, dt))
+                parts = [p.strip() for p in dims.split(",")]
+                parts = parts[:-1] if parts and parts[-1] == "" else parts
+                if not all(re.fullmatch(r"\d+", p) for p in parts):
+                    fail("%s: shape (%s) is not non-negative integers" % (where, dims))
+                shape = tuple(int(p) for p in parts)
+                count = 1
+                for d in shape:
+                    count *= d
+                nbytes = count * dt.itemsize
+                if 8 + struct.calcsize(size_fmt) + hl + nbytes != info.file_size:
+                    fail("%s: shape %s of %s is %d bytes; the member declares %d in all"
+                         % (where, list(shape), dt, nbytes, info.file_size))
+                buf = f.read(nbytes)
+                f.read(1)  # to the end: the CRC is checked there
+        except (zipfile.BadZipFile, zlib.error, EOFError, struct.error, OSError) as e:
+            fail("%s: %s" % (where, e))
+        if len(buf) != nbytes:
+            fail("%s: %d of its %d bytes" % (where, len(buf), nbytes))
+        a = np.frombuffer(buf, dtype=dt)
+        out[key] = a.reshape(shape[::-1]).T if fortran == "True" else a.reshape(shape)
     return out
 
 
 def read_any(path):
+    data = read_input(path)
     if path.endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        return npz_read(path, data)
     if path.endswith((".pth", ".pt")):
         try:
             import torch
         except ImportError:
             fail("%s: reading a .pth needs torch; save the state dict as safetensors or .npz" % path)
+        if not data.startswith(b"PK"):
+            fail("%s: not torch's zip format (torch >= 1.6); re-save it with torch.save" % path)
+        zip_open(path, data)
         # weights_only: a .pth is a pickle, which may run code; this reads tensors only
         try:
-            sd = torch.load(path, map_location="cpu", weights_only=True)
+            sd = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
         except TypeError:
             fail("%s: this torch cannot load a .pth without running its pickle (weights_only, "
                  "torch >= 1.13); save the state dict as safetensors or .npz" % path)
         except Exception as e:  # a pickle with more than tensors, a damaged zip
-            fail("%s: not a plain state dict of tensors (%s)" % (path, str(e).splitlines()[0]))
+            fail("%s: not a plain state dict of tensors (%s)" % (path, (str(e).splitlines() or [""])[0]))
         if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
             sd = sd["state_dict"]
-        if not isinstance(sd, dict):
-            fail("%s: not a state dict" % path)
+        if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+            fail("%s: not a state dict of tensors" % path)
         return {k: v.detach().cpu().numpy() for k, v in sd.items()}
-    return st_read(path)
+    return st_read(path, data)
 
 
 def st_write(path, tensors, meta):
@@ -291,6 +481,9 @@ def st_write(path, tensors, meta):
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".convert_weights.")  # O_EXCL, fresh name
     try:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # the mode open() would give a new file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(h)) + h)
             for b in blobs:
@@ -304,6 +497,11 @@ def st_write(path, tensors, meta):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+# OUT names that say another format: OUT is safetensors, and torch.load or
+# np.load would fail on it.
+FOREIGN_OUT = (".pth", ".pt", ".pkl", ".ckpt", ".bin", ".npz", ".npy", ".params")
 
 
 def shape_ok(want, got):
@@ -354,7 +552,9 @@ def convert(table, src, path, to_dpc, what, excludes):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog=PROG, usage=USAGE.replace("PROG", PROG).strip()[7:],
+                                 description=" ".join(__doc__.split("\n\n")[0].replace(
+                                     "scripts/convert_weights.py (installed as dpc-convert)", PROG).split()),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     way = ap.add_mutually_exclusive_group(required=True)
     way.add_argument("--from", dest="src", choices=["torchvision", "gluon"],
@@ -382,6 +582,9 @@ def main():
     if a.exclude and not a.src:
         fail("--exclude goes with --from")
     src_path, out_path = a.files
+    if out_path.lower().endswith(FOREIGN_OUT):
+        fail("%s: OUT is written as safetensors, whatever its name; name it .safetensors (in PyTorch: "
+             "from safetensors.torch import load_file; model.load_state_dict(load_file(OUT)))" % out_path)
     if os.path.abspath(src_path) == os.path.abspath(out_path):
         fail("IN and OUT are the same file: %s" % src_path)
     try:

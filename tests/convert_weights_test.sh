@@ -11,6 +11,12 @@
 #    tolerances), so a name mapped to the wrong tensor fails;
 #  - dpc -> torchvision -> dpc and dpc -> gluon -> dpc are bit-identical, and
 #    Gluon names with and without their model prefix or arg:/aux: are read;
+#  - hostile input is refused with one line before it is read: a device, a
+#    FIFO, /proc, a file over 1 GiB, float or overlapping data_offsets,
+#    negative or fractional shapes, deep JSON, a name twice, object (pickled)
+#    arrays, a .npy shape larger than its member, a zip bomb, declared sizes
+#    over the limit; OUT named .pth is refused, OUT takes the umask's mode,
+#    and --to torchvision output loads into torchvision's resnet18;
 #  - the refusals: torchvision's resnet50 and mobilenet_v2 (other nets than
 #    dpc's), resnet18_cifar, a missing tensor, an unknown name, a shape
 #    mismatch each give one line naming it;
@@ -182,6 +188,110 @@ expect_fail_line "resnet18 weights are not resnet34's" "tv.safetensors: no tenso
 expect_fail_line "a .pth with an object in it" "obj.pth: not a plain state dict of tensors" \
     cv --from torchvision --model resnet18 "$tmp/obj.pth" "$tmp/x.st"
 [ ! -e "$tmp/x.st" ] && ok || bad "a refused conversion wrote its output"
+
+# ---- hostile input: regular files only, within the stated limits; one line each ----
+expect_fail_line "/dev/zero is refused, not read" "/dev/zero: not a regular file (a device)" \
+    cv --from torchvision --model resnet18 /dev/zero "$tmp/x.st"
+ln -s /dev/zero "$tmp/zero.safetensors"
+expect_fail_line "a link to /dev/zero is refused" "zero.safetensors: not a regular file (a device)" \
+    cv --from torchvision --model resnet18 "$tmp/zero.safetensors" "$tmp/x.st"
+mkfifo "$tmp/fifo.safetensors"
+expect_fail_line "a FIFO is refused, not waited on" "fifo.safetensors: not a regular file (a FIFO)" \
+    timeout 20 "$py" "$conv" --from torchvision --model resnet18 "$tmp/fifo.safetensors" "$tmp/x.st"
+expect_fail_line "/proc is refused" "/proc/self/status: under /proc" \
+    cv --from torchvision --model resnet18 /proc/self/status "$tmp/x.st"
+truncate -s $(((1 << 30) + 1)) "$tmp/big.safetensors"
+expect_fail_line "over the input limit" "big.safetensors: 1073741825 bytes; at most 1073741824 are read" \
+    cv --from torchvision --model resnet18 "$tmp/big.safetensors" "$tmp/x.st"
+rm -f "$tmp/big.safetensors"
+"$py" - "$tmp" <<'PY' || bad "writing the hostile files"
+import io, json, struct, sys, zipfile
+import numpy as np
+d = sys.argv[1]
+def st(name, header, body=b""):
+    h = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    open(f"{d}/{name}", "wb").write(struct.pack("<Q", len(h)) + h + body)
+e = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+st("floatoff.st", {"fc.bias": {"dtype": "F32", "shape": [2], "data_offsets": [0.0, 8]}}, bytes(8))
+st("negshape.st", {"fc.bias": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, bytes(8))
+st("halfshape.st", {"fc.bias": {"dtype": "F32", "shape": [64.5], "data_offsets": [0, 258]}}, bytes(258))
+st("overlap.st", {"fc.bias": e, "fc.weight": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12))
+st("deep.st", b"[" * 100000 + b"]" * 100000)
+st("twice.st", b'{"fc.bias": %s, "fc.bias": %s}' % (json.dumps(e).encode(), json.dumps(e).encode()), bytes(8))
+def npy(header, data=b""):
+    h = header.encode("latin1")
+    h += b" " * (-(10 + len(h) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h + data
+def npz(name, members, comp=zipfile.ZIP_DEFLATED):
+    with zipfile.ZipFile(f"{d}/{name}", "w", comp) as z:
+        for k, v in members.items():
+            z.writestr(k + ".npy", v)
+np.savez(f"{d}/obj.npz", a=np.array([{"x": 1}, None], dtype=object))
+npz("negshape.npz", {"fc.bias": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", bytes(8))})
+npz("halfshape.npz", {"fc.bias": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (64.5,), }", bytes(258))})
+# a shape much larger than the member: refused before any decompression
+npz("bigshape.npz", {"fc.bias": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }", bytes(8))})
+# a bomb: 256 MB of zeros deflated to about 250 KB
+with zipfile.ZipFile(f"{d}/bomb.npz", "w", zipfile.ZIP_DEFLATED) as z:
+    n = 64 << 20
+    with z.open("fc.bias.npy", "w", force_zip64=True) as f:
+        f.write(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % n))
+        chunk = bytes(1 << 22)
+        for _ in range(4 * n // len(chunk)):
+            f.write(chunk)
+# a central directory that declares 2 GB for a member of 8 bytes
+npz("declared.npz", {"fc.bias": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", bytes(8))},
+    zipfile.ZIP_STORED)
+b = bytearray(open(f"{d}/declared.npz", "rb").read())
+at = b.rfind(b"PK\x01\x02")
+b[at + 24:at + 28] = struct.pack("<I", 0x7FFFFFFF)
+open(f"{d}/declared.npz", "wb").write(b)
+PY
+cvf() { cv --from torchvision --model resnet18 "$tmp/$1" "$tmp/x.st"; }
+expect_fail_line "float data_offsets" "floatoff.st: tensor 'fc.bias': data_offsets [0.0, 8] are not two non-negative integers" cvf floatoff.st
+expect_fail_line "a negative shape" "negshape.st: tensor 'fc.bias': shape [-2] is not a list of non-negative integers" cvf negshape.st
+expect_fail_line "a shape of 64.5" "halfshape.st: tensor 'fc.bias': shape [64.5] is not a list of non-negative integers" cvf halfshape.st
+expect_fail_line "overlapping data_offsets" "overlap.st: tensors 'fc.bias' [0, 8] and 'fc.weight' [4, 12] overlap" cvf overlap.st
+expect_fail_line "deeply nested JSON" "deep.st: bad safetensors header: nested deeper than 8" cvf deep.st
+expect_fail_line "a tensor name twice" "twice.st: bad safetensors header: 'fc.bias' twice" cvf twice.st
+expect_fail_line "an object array" "obj.npz: array 'a': an object array, whose values are pickled; not read (allow_pickle=False)" cvf obj.npz
+expect_fail_line "a negative .npy shape" "negshape.npz: array 'fc.bias': shape (-2,) is not non-negative integers" cvf negshape.npz
+expect_fail_line "a .npy shape of 64.5" "halfshape.npz: array 'fc.bias': shape (64.5,) is not non-negative integers" cvf halfshape.npz
+expect_fail_line "a .npy shape larger than its member" \
+    "bigshape.npz: array 'fc.bias': shape [1000000000000] of float32 is 4000000000000 bytes; the member declares 136 in all" cvf bigshape.npz
+expect_fail_line "a zip bomb" "bomb.npz: its members declare 268435584 bytes uncompressed in" cvf bomb.npz
+expect_fail_line "declared sizes over the limit" \
+    "declared.npz: its members declare 2147483647 bytes uncompressed; at most 1073741824 are read" cvf declared.npz
+[ ! -e "$tmp/x.st" ] && ok || bad "a refused input wrote its output"
+
+# ---- OUT: safetensors under its own name; the umask's mode, not mkstemp's 0600 ----
+expect_fail_line "--to torchvision x.pth is refused, saying how to load safetensors in PyTorch" \
+    "x.pth: OUT is written as safetensors, whatever its name; name it .safetensors (in PyTorch: from safetensors.torch import load_file" \
+    cv --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/x.pth"
+[ ! -e "$tmp/x.pth" ] && ok || bad "a refused .pth OUT was written"
+(umask 022 && "$py" "$conv" --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/mode.safetensors") ||
+    bad "--to torchvision under umask 022"
+check "OUT takes the umask's mode (644)" test "$(stat -c %a "$tmp/mode.safetensors")" = 644
+(umask 027 && "$py" "$conv" --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/mode.safetensors") ||
+    bad "--to torchvision under umask 027"
+check "OUT takes the umask's mode (640)" test "$(stat -c %a "$tmp/mode.safetensors")" = 640
+# what --to torchvision wrote loads in PyTorch as guide.md says
+"$py" - "$tmp/mode.safetensors" <<'PY' >"$tmp/load.out" 2>&1 && ok || bad "loading --to torchvision output into torchvision's resnet18: $(tail -n 3 "$tmp/load.out")"
+import json, struct, sys
+import numpy as np, torch, torchvision
+try:
+    from safetensors.torch import load_file
+    sd = load_file(sys.argv[1])
+except ImportError:  # the same by hand where python3-safetensors is not installed
+    data = open(sys.argv[1], "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    h = json.loads(data[8:8 + n]); h.pop("__metadata__", None)
+    sd = {k: torch.from_numpy(np.frombuffer(data[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]],
+                                            "<f4").reshape(e["shape"]).copy()) for k, e in h.items()}
+torchvision.models.resnet18(num_classes=10).load_state_dict(sd, strict=False)
+missing = set(torchvision.models.resnet18(num_classes=10).state_dict()) - set(sd)
+assert all(k.endswith("num_batches_tracked") for k in missing), missing
+PY
 
 # ---- a new head: --exclude, then --allow-missing ----
 "$py" "$conv" --from torchvision --model resnet18 --exclude 'dense0.*' "$tmp/tv.safetensors" \
