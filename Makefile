@@ -231,6 +231,7 @@ fuzz:
 # kernels from the plan, $CC compiles them into the kernel cache, and the
 # CUDA libraries are found when it starts; so the installed copies run from
 # anywhere. Models go to share/dpc/models, scripts/plot to bin/dpc-plot,
+# scripts/convert_weights.py to bin/dpc-convert,
 # README.md and docs/ to share/doc/dpc (their links kept), and the man
 # pages, made from docs/cli.md by scripts/man.sh, to share/man/man1.
 MAN_PAGES := build/man/dpc.1 build/man/dprun.1
@@ -244,6 +245,7 @@ install: all $(MAN_PAGES)
 		$(INSTALL_DIR)/share/doc/dpc/docs $(INSTALL_DIR)/share/man/man1
 	install -m 755 $(BIN)/dpc $(BIN)/dprun $(INSTALL_DIR)/bin/
 	install -m 755 scripts/plot $(INSTALL_DIR)/bin/dpc-plot
+	install -m 755 scripts/convert_weights.py $(INSTALL_DIR)/bin/dpc-convert
 	install -m 644 models/*.net $(INSTALL_DIR)/share/dpc/models/
 	install -m 644 README.md $(INSTALL_DIR)/share/doc/dpc/
 	install -m 644 docs/*.md docs/*.svg $(INSTALL_DIR)/share/doc/dpc/docs/
@@ -252,6 +254,7 @@ install: all $(MAN_PAGES)
 	install -m 644 $(MAN_PAGES) $(INSTALL_DIR)/share/man/man1/
 uninstall:
 	rm -f $(INSTALL_DIR)/bin/dpc $(INSTALL_DIR)/bin/dprun $(INSTALL_DIR)/bin/dpc-plot \
+		$(INSTALL_DIR)/bin/dpc-convert \
 		$(INSTALL_DIR)/share/man/man1/dpc.1 $(INSTALL_DIR)/share/man/man1/dprun.1
 	rm -rf $(INSTALL_DIR)/share/dpc $(INSTALL_DIR)/share/doc/dpc
 

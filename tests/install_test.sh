@@ -4,7 +4,9 @@
 # from there: from another folder, with this tree's bin/ off PATH, the
 # installed dpc compiles an installed model, the installed dprun trains it
 # two steps on the synthetic set (reading no file of this tree, where strace
-# can tell), dpc-plot draws its metrics, --version answers, the man pages
+# can tell), dpc-plot draws its metrics, dpc-plot and dpc-convert name
+# themselves in their help and errors (never scripts/...), the installed
+# README names them, --version answers, the man pages
 # are found under PREFIX and render; no installed file names this tree
 # (the binaries less their debug information); make uninstall removes it.
 # Runs from the repository root. Prints `N passed, N failed[, N skipped]`.
@@ -28,7 +30,7 @@ if ! mk install PREFIX="$prefix" >"$tmp/install.out" 2>&1; then
     exit
 fi
 ok
-for f in bin/dpc bin/dprun bin/dpc-plot; do
+for f in bin/dpc bin/dprun bin/dpc-plot bin/dpc-convert; do
     check "$f is an executable" test -x "$prefix/$f"
 done
 for f in share/dpc/models/resnet18.net share/dpc/models/mlp.net share/doc/dpc/README.md \
@@ -68,6 +70,29 @@ mkdir -p "$tmp/elsewhere"
     dpc-plot -o m.svg m.jsonl && grep -q '<svg' m.svg
 ) >"$tmp/run.log" 2>&1 && ok || bad "the installed dpc and dprun, from another folder: $(tail -n 5 "$tmp/run.log")"
 
+# The installed scripts name themselves as installed, and what the installed
+# README tells you to run is there.
+(
+    cd "$tmp/elsewhere" || exit 1
+    export PATH=$prefix/bin:/usr/bin:/bin
+    dpc-plot --help >plot.help || exit 1
+    head -n 1 plot.help | grep -q '^dpc-plot — ' || { head -n 1 plot.help; exit 1; }
+    if grep -n 'scripts/plot' plot.help; then exit 1; fi
+    dpc-plot 2>plot.err; grep -q '^dpc-plot: error: no metrics files (usage: dpc-plot ' plot.err || { cat plot.err; exit 1; }
+    if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        dpc-convert --help >conv.help || exit 1
+        head -n 1 conv.help | grep -q '^usage: dpc-convert --from ' || { head -n 1 conv.help; exit 1; }
+        if grep -n 'scripts/convert_weights' conv.help; then exit 1; fi
+        dpc-convert --map torchvision --model resnet18 | grep -qx 'conv0.weight conv1.weight' || exit 1
+        dpc-convert --map gluon --model nope 2>conv.err
+        grep -qx "dpc-convert: error: unknown model 'nope' (resnet18, resnet34, resnet50, mobilenet_v2)" conv.err ||
+            { cat conv.err; exit 1; }
+    fi
+) >"$tmp/tools.log" 2>&1 && ok || bad "the installed dpc-plot and dpc-convert name themselves: $(tail -n 5 "$tmp/tools.log")"
+for tool in dpc-plot dpc-convert; do
+    check "the installed README names $tool" grep -q "\`$tool\`" "$prefix/share/doc/dpc/README.md"
+done
+
 if command -v man >/dev/null && command -v groff >/dev/null; then
     for prog in dpc dprun; do
         MANWIDTH=80 man -M "$prefix/share/man" "$prog" >"$tmp/$prog.txt" 2>"$tmp/$prog.err"
@@ -80,7 +105,7 @@ fi
 # Nothing installed names this tree: the text files, and the binaries'
 # loaded bytes (their debug information holds the build folder, as any
 # unstripped binary's does).
-named=$(grep -rlF "$root/" "$prefix/share" "$prefix/bin/dpc-plot")
+named=$(grep -rlF "$root/" "$prefix/share" "$prefix/bin/dpc-plot" "$prefix/bin/dpc-convert")
 [ -z "$named" ] && ok || bad "installed files naming $root: $named"
 if command -v objcopy >/dev/null; then
     for b in dpc dprun; do
