@@ -240,23 +240,27 @@ build/man/%.1: docs/cli.md scripts/man.sh driver/version.h
 	@mkdir -p $(@D)
 	scripts/man.sh $* docs/cli.md >$@.tmp && mv $@.tmp $@
 INSTALL_DIR := $(DESTDIR)$(PREFIX)
+# The install folder as one shell word whatever it holds (spaces, quotes,
+# $): single-quoted, each ' as '\''. Every recipe below names it so.
+IDIR := '$(subst ','\'',$(INSTALL_DIR))'
 install: all $(MAN_PAGES)
-	install -d $(INSTALL_DIR)/bin $(INSTALL_DIR)/share/dpc/models \
-		$(INSTALL_DIR)/share/doc/dpc/docs $(INSTALL_DIR)/share/man/man1
-	install -m 755 $(BIN)/dpc $(BIN)/dprun $(INSTALL_DIR)/bin/
-	install -m 755 scripts/plot $(INSTALL_DIR)/bin/dpc-plot
-	install -m 755 scripts/convert_weights.py $(INSTALL_DIR)/bin/dpc-convert
-	install -m 644 models/*.net $(INSTALL_DIR)/share/dpc/models/
-	install -m 644 README.md $(INSTALL_DIR)/share/doc/dpc/
-	install -m 644 docs/*.md docs/*.svg $(INSTALL_DIR)/share/doc/dpc/docs/
+	install -d $(IDIR)/bin $(IDIR)/share/dpc/models \
+		$(IDIR)/share/doc/dpc/docs $(IDIR)/share/man/man1
+	install -m 755 $(BIN)/dpc $(BIN)/dprun $(IDIR)/bin/
+	install -m 755 scripts/plot $(IDIR)/bin/dpc-plot
+	install -m 755 scripts/convert_weights.py $(IDIR)/bin/dpc-convert
+	install -m 644 models/*.net $(IDIR)/share/dpc/models/
+	install -m 644 README.md $(IDIR)/share/doc/dpc/
+	install -m 644 docs/*.md docs/*.svg $(IDIR)/share/doc/dpc/docs/
+	dest=$(IDIR); case $$dest in /*) ;; *) dest=$$PWD/$$dest ;; esac; \
 	cd docs && find article -type f | while read -r f; do \
-		install -D -m 644 "$$f" "$(abspath $(INSTALL_DIR))/share/doc/dpc/docs/$$f" || exit 1; done
-	install -m 644 $(MAN_PAGES) $(INSTALL_DIR)/share/man/man1/
+		install -D -m 644 "$$f" "$$dest/share/doc/dpc/docs/$$f" || exit 1; done
+	install -m 644 $(MAN_PAGES) $(IDIR)/share/man/man1/
 uninstall:
-	rm -f $(INSTALL_DIR)/bin/dpc $(INSTALL_DIR)/bin/dprun $(INSTALL_DIR)/bin/dpc-plot \
-		$(INSTALL_DIR)/bin/dpc-convert \
-		$(INSTALL_DIR)/share/man/man1/dpc.1 $(INSTALL_DIR)/share/man/man1/dprun.1
-	rm -rf $(INSTALL_DIR)/share/dpc $(INSTALL_DIR)/share/doc/dpc
+	rm -f $(IDIR)/bin/dpc $(IDIR)/bin/dprun $(IDIR)/bin/dpc-plot \
+		$(IDIR)/bin/dpc-convert \
+		$(IDIR)/share/man/man1/dpc.1 $(IDIR)/share/man/man1/dprun.1
+	rm -rf $(IDIR)/share/dpc $(IDIR)/share/doc/dpc
 
 clean:
 	rm -rf build bin

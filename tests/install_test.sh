@@ -124,6 +124,28 @@ if mk install DESTDIR="$tmp/stage" PREFIX=/opt/dpc >"$tmp/stage.out" 2>&1; then
 else
     bad "make install DESTDIR: $(tail -n 5 "$tmp/stage.out")"
 fi
+# A DESTDIR with a space and a quote is one folder: nothing is made in this
+# tree, nothing beside it is touched ("$tmp/st", where an unquoted
+# "$tmp/st age's" would split), and uninstall removes what install put
+# there and nothing else (a file of its own in bin/ stays).
+sp="$tmp/st age's"
+mkdir -p "$sp/opt/dpc/bin"
+echo keep >"$sp/opt/dpc/bin/other"
+echo keep >"$tmp/st"
+if mk install DESTDIR="$sp" PREFIX=/opt/dpc >"$tmp/space.out" 2>&1; then
+    check "DESTDIR with a space: bin/dpc-convert staged" test -x "$sp/opt/dpc/bin/dpc-convert"
+    check "DESTDIR with a space: the docs' article staged" test -s "$sp/opt/dpc/share/doc/dpc/docs/article/README.md"
+    mk uninstall DESTDIR="$sp" PREFIX=/opt/dpc >>"$tmp/space.out" 2>&1 || bad "make uninstall DESTDIR with a space: $(tail -n 5 "$tmp/space.out")"
+    left=$(find "$sp" -type f)
+    check "uninstall DESTDIR with a space removes what install put there, only: $left" \
+        test "$left" = "$sp/opt/dpc/bin/other"
+else
+    bad "make install DESTDIR with a space: $(tail -n 5 "$tmp/space.out")"
+fi
+check "install and uninstall left \$tmp/st beside DESTDIR alone" grep -qx keep "$tmp/st"
+made=$(find "$root" -path "$root/.git" -prune -o -name "age's*" -print | head -n 3)
+[ -z "$made" ] && ok || bad "install with a space in DESTDIR made in the source tree: $made"
+
 mk uninstall PREFIX="$prefix" >"$tmp/uninstall.out" 2>&1 || bad "make uninstall: $(tail -n 5 "$tmp/uninstall.out")"
 left=$(find "$prefix" -type f)
 [ -z "$left" ] && ok || bad "make uninstall left: $left"
