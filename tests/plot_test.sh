@@ -4,7 +4,8 @@
 # Python's XML parser): one curve per run in each panel, the legend names
 # the runs, axes carry ticks and labels; metrics written by dprun itself
 # plot too; bad input gives one `plot: error:` line and exit 1, never a
-# traceback. Every text element lies inside the canvas (many long names, a
+# traceback; only regular files of at most 256 MiB are read (/dev/zero, a
+# FIFO, /proc, a larger file refused, never waited on). Every text element lies inside the canvas (many long names, a
 # long title, diverged runs, per-step rows), legend entries never overlap,
 # a diverged run (huge loss, dprun's bare nan) is clipped with a mark and
 # named in the legend, per-step rows plot per step; rsvg-convert (when
@@ -299,7 +300,16 @@ expect_plot_fail not-object "list.jsonl:1: a JSON object per line expected" "$tm
 expect_plot_fail empty "empty.jsonl: no epochs (empty file?)" "$tmp/empty.jsonl"
 expect_plot_fail blank "blank.jsonl: no epochs" "$tmp/blank.jsonl"
 expect_plot_fail binary "binary.jsonl: cannot read" "$tmp/binary.jsonl"
-expect_plot_fail folder "folder.jsonl: cannot read: Is a directory" "$tmp/folder.jsonl"
+expect_plot_fail folder "folder.jsonl: not a regular file (a directory)" "$tmp/folder.jsonl"
+# regular files only, within 256 MiB: refused before anything is read or waited on
+expect_plot_fail dev-zero "/dev/zero: not a regular file (a device)" /dev/zero
+mkfifo "$tmp/fifo.jsonl"
+err=$(timeout 20 "$plot" "$tmp/fifo.jsonl" 2>&1 >/dev/null)
+check "a FIFO is refused, not waited on: $err" test "$err" = "plot: error: $tmp/fifo.jsonl: not a regular file (a FIFO)"
+expect_plot_fail proc "/proc/self/status: under /proc, not a metrics file" /proc/self/status
+truncate -s $(((256 << 20) + 1)) "$tmp/huge.jsonl"
+expect_plot_fail too-big "huge.jsonl: 268435457 bytes; at most 268435456 are read" "$tmp/huge.jsonl"
+rm -f "$tmp/huge.jsonl"
 expect_plot_fail empty-name "empty run name" "=$tmp/run1.jsonl"
 expect_plot_fail unknown-option "unknown option --frobnicate" --frobnicate "$tmp/run1.jsonl"
 expect_plot_fail o-without-value "-o needs a value" "$tmp/run1.jsonl" -o
