@@ -9,10 +9,11 @@ when torch imports, a .pth/.pt state dict (torch's zip format, read with
 weights_only). IN is a regular file of at most 1 GiB (an archive: at most
 1 GiB uncompressed, and at most 64 times its size), never a FIFO or device;
 each array's shape is checked against its size before it is read. OUT is
-safetensors (F32), whatever its name: a name of another format (.pth, .pt,
-.npz, ...) is refused. In PyTorch it loads with
-safetensors.torch.load_file(OUT). It is written through a fresh temporary
-(with the umask's mode) and renamed, never through a planted link.
+safetensors (F32), or with --to torchvision and a .pth/.pt name a state dict
+in torch's zip format, which torch.load(OUT, weights_only=True) reads
+(written without torch); another format's name (.npz, .pth for dpc's
+names, ...) is refused. Either is written through a fresh temporary (with
+the umask's mode) and renamed, never through a planted link.
 
 --from: every tensor the framework's model has must be in IN and nothing
 else (torchvision's num_batches_tracked counters are dropped), each with the
@@ -68,7 +69,7 @@ import zipfile
 import zlib
 
 USAGE = """usage: PROG --from torchvision|gluon --model MODEL IN OUT.safetensors [--exclude GLOB]...
-       PROG --to torchvision|gluon --model MODEL IN.safetensors OUT.safetensors
+       PROG --to torchvision|gluon --model MODEL IN.safetensors OUT.safetensors|OUT.pth
        PROG --map torchvision|gluon --model MODEL     (the name map, on stdout)
 """
 
@@ -252,7 +253,7 @@ def read_input(path):
                     else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
             fail("%s: not a regular file (%s)" % (path, kind))
         for special in ("/proc", "/sys"):
-            if os.path.isdir(special) and os.stat(special).st_dev == st.st_dev:
+            if os.path.ismount(special) and os.stat(special).st_dev == st.st_dev:  # (a bind mount's file)
                 fail("%s: on %s, not a weights file" % (path, special))
         if st.st_size > MAX_INPUT:
             fail("%s: %d bytes; at most %d are read" % (path, st.st_size, MAX_INPUT))
@@ -468,26 +469,17 @@ def read_any(path):
     return st_read(path, data)
 
 
-def st_write(path, tensors, meta):
-    """tensors: [(name, ndarray)] as F32 in that order; atomically, no link followed."""
-    header, blobs, off = {"__metadata__": meta}, [], 0
-    for name, a in tensors:
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
+def write_atomic(path, write):
+    """write(f) into a fresh temporary beside path, renamed over it: atomically, no
+    link followed, with the mode open() would give a new file (not mkstemp's 0600)."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".convert_weights.")  # O_EXCL, fresh name
     try:
         umask = os.umask(0o022)
         os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # the mode open() would give a new file, not mkstemp's 0600
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(h)) + h)
-            for b in blobs:
-                f.write(b)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         if os.path.lexists(path) and not os.path.isfile(path):
@@ -499,8 +491,66 @@ def st_write(path, tensors, meta):
         raise
 
 
-# OUT names that say another format: OUT is safetensors, and torch.load or
-# np.load would fail on it.
+def st_write(path, tensors, meta):
+    """tensors: [(name, ndarray)] as F32 in that order; atomically, no link followed."""
+    header, blobs, off = {"__metadata__": meta}, [], 0
+    for name, a in tensors:
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+
+    def write(f):
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+    write_atomic(path, write)
+
+
+def pickle_str(s):
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b  # BINUNICODE
+
+
+def pickle_int(n):
+    return b"J" + struct.pack("<i", n) if n < 1 << 31 else b"\x8a\x08" + struct.pack("<q", n)  # BININT, LONG1
+
+
+def pth_write(path, tensors):
+    """tensors: [(name, ndarray)] as F32, as torch.save writes a state dict (torch's
+    zip format: archive/data.pkl, a protocol 2 pickle of an OrderedDict of
+    torch._utils._rebuild_tensor_v2 calls on storages archive/data/N, and
+    archive/version). Only the globals torch.load(weights_only=True) allows
+    are named; torch is not imported."""
+    GLOBAL = lambda mod, name: b"c" + mod.encode() + b"\n" + name.encode() + b"\n"
+    pk = bytearray(b"\x80\x02" + GLOBAL("collections", "OrderedDict") + b")R(")
+    for i, (name, a) in enumerate(tensors):
+        n = int(a.size)
+        strides, acc = [], 1
+        for d in reversed(a.shape):
+            strides.insert(0, acc)
+            acc *= d
+        pk += pickle_str(name) + GLOBAL("torch._utils", "_rebuild_tensor_v2") + b"("
+        pk += (b"(" + pickle_str("storage") + GLOBAL("torch", "FloatStorage") + pickle_str(str(i))
+               + pickle_str("cpu") + pickle_int(n) + b"tQ")  # the storage, by persistent id
+        pk += pickle_int(0) + b"(" + b"".join(pickle_int(d) for d in a.shape) + b"t"
+        pk += b"(" + b"".join(pickle_int(d) for d in strides) + b"t"
+        pk += b"\x89" + GLOBAL("collections", "OrderedDict") + b")R" + b"tR"  # requires_grad, hooks
+    pk += b"u."
+
+    def write(f):
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("archive/data.pkl", bytes(pk))
+            for i, (name, a) in enumerate(tensors):
+                z.writestr("archive/data/%d" % i, np.ascontiguousarray(a, dtype="<f4").tobytes())
+            z.writestr("archive/version", "3\n")
+    write_atomic(path, write)
+
+
+# OUT names that say another format, refused: OUT is safetensors (or, with
+# --to torchvision, a .pth/.pt), and torch.load or np.load would fail on it.
 FOREIGN_OUT = (".pth", ".pt", ".pkl", ".ckpt", ".bin", ".npz", ".npy", ".params")
 
 
@@ -582,9 +632,11 @@ def main():
     if a.exclude and not a.src:
         fail("--exclude goes with --from")
     src_path, out_path = a.files
-    if out_path.lower().endswith(FOREIGN_OUT):
-        fail("%s: OUT is written as safetensors, whatever its name; name it .safetensors (in PyTorch: "
-             "from safetensors.torch import load_file; model.load_state_dict(load_file(OUT)))" % out_path)
+    as_pth = a.dst == "torchvision" and out_path.lower().endswith((".pth", ".pt"))
+    if out_path.lower().endswith(FOREIGN_OUT) and not as_pth:
+        fail("%s: OUT is written as safetensors, whatever its name, and a .pth only by --to torchvision; "
+             "name it .safetensors (in PyTorch: from safetensors.torch import load_file; "
+             "model.load_state_dict(load_file(OUT)))" % out_path)
     if os.path.abspath(src_path) == os.path.abspath(out_path):
         fail("IN and OUT are the same file: %s" % src_path)
     try:
@@ -596,7 +648,10 @@ def main():
     meta = {"producer": "dpc scripts/convert_weights.py", "model": a.model,
             "from": a.src or "dpc", "to": a.dst or "dpc"}
     try:
-        st_write(out_path, out, meta)
+        if as_pth:
+            pth_write(out_path, out)
+        else:
+            st_write(out_path, out, meta)
     except OSError as e:
         fail("%s: %s" % (out_path, e.strerror or e))
     print("convert_weights: %s: %d tensors, %s names (%s)" % (out_path, len(out), a.dst or "dpc", what))

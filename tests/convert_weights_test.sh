@@ -15,8 +15,10 @@
 #    FIFO, /proc, a file over 1 GiB, float or overlapping data_offsets,
 #    negative or fractional shapes, deep JSON, a name twice, object (pickled)
 #    arrays, a .npy shape larger than its member, a zip bomb, declared sizes
-#    over the limit; OUT named .pth is refused, OUT takes the umask's mode,
-#    and --to torchvision output loads into torchvision's resnet18;
+#    over the limit; OUT named .pth is refused but for --to torchvision,
+#    whose .pth torch.load(weights_only=True) reads into torchvision's
+#    resnet18 (and back, bit-identical); OUT takes the umask's mode, and
+#    --to torchvision safetensors load into torchvision's resnet18;
 #  - the refusals: torchvision's resnet50 and mobilenet_v2 (other nets than
 #    dpc's), resnet18_cifar, a missing tensor, an unknown name, a shape
 #    mismatch each give one line naming it;
@@ -265,10 +267,34 @@ expect_fail_line "declared sizes over the limit" \
 [ ! -e "$tmp/x.st" ] && ok || bad "a refused input wrote its output"
 
 # ---- OUT: safetensors under its own name; the umask's mode, not mkstemp's 0600 ----
-expect_fail_line "--to torchvision x.pth is refused, saying how to load safetensors in PyTorch" \
-    "x.pth: OUT is written as safetensors, whatever its name; name it .safetensors (in PyTorch: from safetensors.torch import load_file" \
-    cv --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/x.pth"
-[ ! -e "$tmp/x.pth" ] && ok || bad "a refused .pth OUT was written"
+expect_fail_line "--from torchvision to x.pth is refused (dpc's names are safetensors), saying how to load it in PyTorch" \
+    "x.pth: OUT is written as safetensors, whatever its name, and a .pth only by --to torchvision; name it .safetensors (in PyTorch: from safetensors.torch import load_file" \
+    cv --from torchvision --model resnet18 "$tmp/tv.safetensors" "$tmp/x.pth"
+expect_fail_line "--to gluon x.npz is refused" "x.npz: OUT is written as safetensors, whatever its name" \
+    cv --to gluon --model resnet18 "$tmp/dpc.safetensors" "$tmp/x.npz"
+[ ! -e "$tmp/x.pth" ] && [ ! -e "$tmp/x.npz" ] && ok || bad "a refused OUT was written"
+# --to torchvision OUT.pth: torch's own format, loaded with weights_only into
+# torchvision's resnet18, the safetensors output's values; read back, bit-identical
+(umask 022 && "$py" "$conv" --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/tv3.pth" &&
+    "$py" "$conv" --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/tv3.safetensors") >/dev/null ||
+    bad "--to torchvision OUT.pth"
+check "a .pth OUT takes the umask's mode (644)" test "$(stat -c %a "$tmp/tv3.pth")" = 644
+"$py" - "$conv" "$tmp" <<'PY' >"$tmp/pth.out" 2>&1 && ok || bad "torch.load of --to torchvision OUT.pth: $(tail -n 3 "$tmp/pth.out")"
+import importlib.util, sys
+import torch, torchvision
+spec = importlib.util.spec_from_file_location("cw", sys.argv[1])
+cw = importlib.util.module_from_spec(spec); spec.loader.exec_module(cw)
+d = sys.argv[2]
+sd = torch.load(f"{d}/tv3.pth", map_location="cpu", weights_only=True)
+r = torchvision.models.resnet18(num_classes=10).load_state_dict(sd, strict=False)
+assert not r.unexpected_keys and all(k.endswith("num_batches_tracked") for k in r.missing_keys), r
+want = cw.st_read(f"{d}/tv3.safetensors")
+assert list(sd) == list(want)
+assert all(sd[k].dtype == torch.float32 and sd[k].numpy().tobytes() == want[k].tobytes() for k in want)
+PY
+"$py" "$conv" --from torchvision --model resnet18 "$tmp/tv3.pth" "$tmp/dpc3.safetensors" >/dev/null ||
+    bad "--from torchvision of the written .pth"
+check "dpc -> torchvision .pth -> dpc is bit-identical" cmp -s "$tmp/dpc.safetensors" "$tmp/dpc3.safetensors"
 (umask 022 && "$py" "$conv" --to torchvision --model resnet18 "$tmp/dpc.safetensors" "$tmp/mode.safetensors") ||
     bad "--to torchvision under umask 022"
 check "OUT takes the umask's mode (644)" test "$(stat -c %a "$tmp/mode.safetensors")" = 644
