@@ -189,8 +189,13 @@ GLUON_PREFIX = re.compile(r"^(?:arg:|aux:)?(?:resnetv1\d+_|mobilenetv2\d+_)?")
 PROG = os.path.basename(sys.argv[0]) or "convert_weights.py"  # the name it was run by
 
 
+def one_line(msg):
+    """msg with each unprintable character (a newline in a name read from IN) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(msg))
+
+
 def fail(msg):
-    sys.stderr.write("%s: error: %s\n" % (PROG, msg))
+    sys.stderr.write("%s: error: %s\n" % (PROG, one_line(msg)))
     sys.exit(1)
 
 

@@ -219,6 +219,7 @@ st("negshape.st", {"fc.bias": {"dtype": "F32", "shape": [-2], "data_offsets": [0
 st("halfshape.st", {"fc.bias": {"dtype": "F32", "shape": [64.5], "data_offsets": [0, 258]}}, bytes(258))
 st("overlap.st", {"fc.bias": e, "fc.weight": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12))
 st("deep.st", b"[" * 100000 + b"]" * 100000)
+st("nltwice.st", b'{"a\\nb": %s, "a\\nb": %s}' % (json.dumps(e).encode(), json.dumps(e).encode()), bytes(8))
 st("twice.st", b'{"fc.bias": %s, "fc.bias": %s}' % (json.dumps(e).encode(), json.dumps(e).encode()), bytes(8))
 def npy(header, data=b""):
     h = header.encode("latin1")
@@ -256,6 +257,7 @@ expect_fail_line "a shape of 64.5" "halfshape.st: tensor 'fc.bias': shape [64.5]
 expect_fail_line "overlapping data_offsets" "overlap.st: tensors 'fc.bias' [0, 8] and 'fc.weight' [4, 12] overlap" cvf overlap.st
 expect_fail_line "deeply nested JSON" "deep.st: bad safetensors header: nested deeper than 8" cvf deep.st
 expect_fail_line "a tensor name twice" "twice.st: bad safetensors header: 'fc.bias' twice" cvf twice.st
+expect_fail_line "a name with a newline, twice: still one line" "nltwice.st: bad safetensors header: 'a\\nb' twice" cvf nltwice.st
 expect_fail_line "an object array" "obj.npz: array 'a': an object array, whose values are pickled; not read (allow_pickle=False)" cvf obj.npz
 expect_fail_line "a negative .npy shape" "negshape.npz: array 'fc.bias': shape (-2,) is not non-negative integers" cvf negshape.npz
 expect_fail_line "a .npy shape of 64.5" "halfshape.npz: array 'fc.bias': shape (64.5,) is not non-negative integers" cvf halfshape.npz

@@ -310,6 +310,10 @@ expect_plot_fail proc "/proc/self/status: under /proc, not a metrics file" /proc
 truncate -s $(((256 << 20) + 1)) "$tmp/huge.jsonl"
 expect_plot_fail too-big "huge.jsonl: 268435457 bytes; at most 268435456 are read" "$tmp/huge.jsonl"
 rm -f "$tmp/huge.jsonl"
+printf '{]\n' >"$tmp/new
+line.jsonl"
+expect_plot_fail newline-in-name 'new\nline.jsonl:1: not JSON' "$tmp/new
+line.jsonl"
 expect_plot_fail empty-name "empty run name" "=$tmp/run1.jsonl"
 expect_plot_fail unknown-option "unknown option --frobnicate" --frobnicate "$tmp/run1.jsonl"
 expect_plot_fail o-without-value "-o needs a value" "$tmp/run1.jsonl" -o
