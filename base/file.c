@@ -6,14 +6,43 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The kernel's own file systems (linux/magic.h): their files say they are
+ * regular, of size 0 or 4096, but a read may block until the kernel has
+ * something to say (/proc/kmsg, tracing/trace_pipe) or never end. */
+static const struct {
+    long magic;
+    const char *name;
+} kernel_fs[] = {
+    {PROC_SUPER_MAGIC, "proc"},
+    {SYSFS_MAGIC, "sysfs"},
+    {DEBUGFS_MAGIC, "debugfs"},
+    {TRACEFS_MAGIC, "tracefs"},
+    {SECURITYFS_MAGIC, "securityfs"},
+    {CGROUP_SUPER_MAGIC, "cgroup"},
+    {CGROUP2_SUPER_MAGIC, "cgroup2"},
+    {PSTOREFS_MAGIC, "pstore"},
+    {BPF_FS_MAGIC, "bpf"},
+};
+
+/* The kernel file system fd lies on, or NULL. */
+static const char *kernel_fs_of(int fd) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return NULL;
+    for (size_t i = 0; i < sizeof kernel_fs / sizeof *kernel_fs; i++)
+        if ((long)fs.f_type == kernel_fs[i].magic) return kernel_fs[i].name;
+    return NULL;
+}
 
 struct base_file {
     int fd;        /* the temporary */
@@ -618,6 +647,14 @@ static int opened_regular(int fd, const char *shown, unsigned flags, long long *
         close(fd);
         return base_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", shown,
                          kind_of(sb.st_mode));
+    }
+    const char *kfs = kernel_fs_of(fd);
+    if (kfs) {
+        close(fd);
+        return base_fail(
+            err, errlen,
+            "%s: a file of the kernel's (on %s), not a regular file; refusing to read it", shown,
+            kfs);
     }
     if ((flags & BASE_FILE_OURS) && sb.st_uid != geteuid()) {
         close(fd);

@@ -44,9 +44,15 @@
  * nor another output, and nothing of the run may lie in a folder the run
  * fills with names of its own (--emit-kernels DIR/train-c).
  *
- * base_file_read reads only a regular file (opened O_NONBLOCK, so a FIFO
- * neither blocks nor is read) of at most max bytes: /dev/zero or a FIFO
- * named as an input is refused at once instead of read forever.
+ * Reading. Every reader of dpc and dprun opens through here
+ * (base_file_open_read, base_file_read, base_file_read_at): opened
+ * O_NONBLOCK, so a FIFO's open does not wait for a writer; then, by fstat
+ * and fstatfs of what was opened, only a regular file on an ordinary file
+ * system is read: a FIFO, socket, character or block device, directory, or
+ * a file of the kernel's (/proc, /sys, debugfs, tracefs, cgroup ...: they
+ * say they are regular, and /proc/kmsg blocks a read forever) is refused
+ * at once with a message naming it. base_file_read reads at most max
+ * bytes, the size checked before anything is allocated.
  */
 #ifndef DPC_BASE_FILE_H
 #define DPC_BASE_FILE_H

@@ -117,13 +117,16 @@ void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out);
  * image is decoded and fitted (rt_image_fit) to h x w (the caller passes
  * side x side for a random crop to come, else the input's size), on
  * `threads` threads (1: this one only; the same bytes either way). A file
- * that is not a regular file or not an image is refused naming it. */
+ * that is not a regular file or not an image is refused naming it. stop
+ * (NULL: none) is asked before each image; once it says 1, no thread
+ * takes another and the load fails ("stopped by a signal"). */
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
-                                char *err, size_t errlen);
+                                int (*stop)(void), char *err, size_t errlen);
 /* Images paths[0..n) fitted into out (n x 3 x h x w), on `threads`
- * threads; 0, or -1 + the message of the first (by index) that failed. */
+ * threads, stop as above; 0, or -1 + the message of the first (by index)
+ * that failed. */
 int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
-                      uint8_t *out, char *err, size_t errlen);
+                      int (*stop)(void), uint8_t *out, char *err, size_t errlen);
 /* The class names of dir/train (an image folder) or, when path is a file,
  * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);

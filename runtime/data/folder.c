@@ -172,6 +172,7 @@ typedef struct {
     uint8_t *out;
     pthread_mutex_t mu;
     int next, bad; /* the next image to take; the first that failed (n: none) */
+    int (*stop)(void);
     char err[1024];
 } fit_job;
 
@@ -184,6 +185,12 @@ static void *fit_worker(void *arg) {
         int i = j->next < j->bad ? j->next++ : j->n; /* none past a failure */
         pthread_mutex_unlock(&j->mu);
         if (i >= j->n) return NULL;
+        if (j->stop && j->stop()) { /* a signal: no more images are taken */
+            pthread_mutex_lock(&j->mu);
+            if (i < j->bad) j->bad = i, snprintf(j->err, sizeof j->err, "stopped by a signal");
+            pthread_mutex_unlock(&j->mu);
+            continue;
+        }
         rt_image im;
         if (rt_image_load(j->paths[i], j->side, &im, err, sizeof err)) {
             pthread_mutex_lock(&j->mu);
@@ -197,8 +204,8 @@ static void *fit_worker(void *arg) {
 }
 
 int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
-                      uint8_t *out, char *err, size_t errlen) {
-    fit_job j = {paths, n, side, h, w, out, PTHREAD_MUTEX_INITIALIZER, 0, n, {0}};
+                      int (*stop)(void), uint8_t *out, char *err, size_t errlen) {
+    fit_job j = {paths, n, side, h, w, out, PTHREAD_MUTEX_INITIALIZER, 0, n, stop, {0}};
     if (threads > n) threads = n;
     pthread_t tid[RT_PIPELINE_MAX_WORKERS];
     int started = 0;
@@ -212,7 +219,7 @@ int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, i
 }
 
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
-                                char *err, size_t errlen) {
+                                int (*stop)(void), char *err, size_t errlen) {
     int nclass = 0, nsplit = 0;
     char **classes = folder_classes(dir, &nclass, err, errlen);
     if (!classes) return NULL;
@@ -288,8 +295,8 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
     ds->labels = labels;
     ds->pixels = malloc((size_t)3 * (size_t)h * (size_t)w * (size_t)l.n + 1);
     RT_CHECK_ALLOC(ds->pixels);
-    int rc = rt_images_fit_all((const char *const *)l.paths, l.n, side, h, w, threads, ds->pixels,
-                               err, errlen);
+    int rc = rt_images_fit_all((const char *const *)l.paths, l.n, side, h, w, threads, stop,
+                               ds->pixels, err, errlen);
     rt_names_free(l.paths, l.n);
     if (rc) goto fail;
     ds->count = l.n;

@@ -57,7 +57,7 @@ static rt_dataset *load_images(char **paths, int n, int side, int h, int w, char
     ds->pixels = malloc(rec * (size_t)n + 1);
     ds->labels = calloc((size_t)n + 1, 1);
     RT_CHECK_ALLOC(ds->pixels && ds->labels);
-    if (rt_images_fit_all((const char *const *)paths, n, side, h, w, RT_PIPELINE_WORKERS,
+    if (rt_images_fit_all((const char *const *)paths, n, side, h, w, RT_PIPELINE_WORKERS, NULL,
                           ds->pixels, err, errlen)) {
         rt_dataset_free(ds);
         return NULL;
