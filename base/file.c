@@ -724,9 +724,15 @@ static unsigned char *read_whole(int fd, long long size, const char *path, size_
 }
 
 unsigned char *base_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    return base_file_read_as(path, path, max, len, err, errlen);
+}
+
+unsigned char *base_file_read_as(const char *path, const char *shown, size_t max, size_t *len,
+                                 char *err, size_t errlen) {
     long long size = 0;
-    int fd = base_file_open_read(path, &size, err, errlen);
-    return read_whole(fd, size, path, max, len, err, errlen);
+    int fd =
+        opened_regular(open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), shown, 0, &size, err, errlen);
+    return read_whole(fd, size, shown, max, len, err, errlen);
 }
 
 unsigned char *base_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,

@@ -131,6 +131,10 @@ int base_file_read_exact(int fd, void *p, size_t n);
 /* The whole of a regular file of at most max bytes (NUL-terminated, the
  * terminator not counted in *len); NULL + message otherwise. */
 unsigned char *base_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+/* The same, path named shown in messages (a name read from a folder,
+ * escaped by the caller). */
+unsigned char *base_file_read_as(const char *path, const char *shown, size_t max, size_t *len,
+                                 char *err, size_t errlen);
 /* The same for name in the folder dfd, never through a link at name; with
  * BASE_FILE_OURS only a file the euid owns. shown names it in messages. */
 enum { BASE_FILE_OURS = 1 };

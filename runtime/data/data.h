@@ -89,10 +89,17 @@ typedef struct {
     uint8_t *rgb; /* h x w x 3 */
 } rt_image;
 
-#define RT_IMAGE_MAX_SIDE   16384
-#define RT_IMAGE_MAX_PIXELS (64 << 20)
-#define RT_IMAGE_MAX_FILE   ((size_t)256 << 20)
-#define RT_MAX_CLASSES      256 /* labels are bytes */
+#define RT_IMAGE_MAX_SIDE               16384
+#define RT_IMAGE_MAX_PIXELS             (64 << 20)
+#define RT_IMAGE_MAX_FILE               ((size_t)256 << 20)
+/* A progressive JPEG: at most this many pixels (its coefficients, 2 bytes
+ * a pixel and component, are held whole: 192 MB at most) and scans. */
+#define RT_IMAGE_MAX_PROGRESSIVE_PIXELS (32 << 20)
+#define RT_JPEG_MAX_SCANS               100
+/* The bytes the decoders of all threads hold at once (pixels, progressive
+ * coefficients); a decoder waits for its share. Above any one image's. */
+#define RT_IMAGE_DECODE_BUDGET          ((size_t)1 << 30)
+#define RT_MAX_CLASSES                  256 /* labels are bytes */
 
 int rt_image_available(void);
 #define RT_IMAGE_MISSING                                                     \
@@ -133,7 +140,11 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);
 void rt_names_free(char **names, int n);
 /* The files under dir, subfolders included (to depth 8), each folder's
  * entries in strcmp order, hidden names skipped, as paths dir/...: what
- * `dprun predict DIR` classifies. *n files (at least 1), NULL + message. */
+ * `dprun predict DIR` classifies. Links to folders are followed, but each
+ * folder (by device and inode) is walked once, so a link loop ends; more
+ * than RT_PREDICT_MAX_IMAGES files are refused. *n files (at least 1),
+ * NULL + message. */
+#define RT_PREDICT_MAX_IMAGES 1000000
 char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
 
 /* .npy arrays (runtime/data/npy.c): dir/train_x.npy, train_y.npy (train=1)
