@@ -153,7 +153,10 @@ char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
  * N x C x H x W (C in 1..3; the layout is the one whose channel count
  * matches c); y: N integer labels (u1, i1, i2, i4, i8, u2, u4, u8) in
  * 0 .. RT_MAX_CLASSES-1. Headers are parsed strictly: anything else is
- * refused naming the file. */
+ * refused naming the file. The records (N x C x H x W bytes) must fit in
+ * half the host's memory, checked from x's header before they are
+ * allocated; x's data is then read through a 4 MB buffer straight into
+ * them, never held whole (the labels file is read whole). */
 rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t errlen);
 /* The same for the two files already in memory. */
 rt_dataset *rt_data_npy_parse(const char *xname, const uint8_t *x, size_t xsize, const char *yname,
