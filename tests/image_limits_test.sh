@@ -5,6 +5,7 @@
 # (no PIL needed):
 #   - a progressive JPEG of more than RT_JPEG_MAX_SCANS scans is refused
 #     at once, naming the file, in dprun predict and in an image folder;
+#     one over RT_IMAGE_MAX_PROGRESSIVE_PIXELS before its scans are read;
 #   - dprun predict DIR walks each folder once: a folder holding links to
 #     itself and its parent gives one line per image, quickly;
 #   - a file name's bytes reach the terminal escaped, and --json output is
@@ -41,6 +42,13 @@ expect_fail_line "a JPEG of 190 scans is refused (image folder)" \
     "$tmp/f/train/b/2.jpg: a progressive JPEG of more than 100 scans" \
     timeout 20 "$bin/dprun" "$tmp/if.plan" --device cpu --data "$tmp/f" --steps 1 --data-workers 2
 rm "$tmp/f/train/b/2.jpg"
+
+jpeg "$tmp/wide.jpg" 16384 2049 2 && jpeg "$tmp/ok.jpg" 300 200 2 || bad "test_image --jpeg progressive"
+expect_fail_line "a progressive JPEG over 32 Mi pixels is refused before decoding" \
+    "$tmp/wide.jpg: a progressive JPEG of 16384x2049; at most 33554432 pixels" predict "$tmp/wide.jpg"
+quiet() { "$@" >/dev/null 2>&1; }
+check "a progressive JPEG of libjpeg's usual scans is read" quiet predict "$tmp/ok.jpg"
+rm -f "$tmp/wide.jpg"
 
 # ---- folder links --------------------------------------------------------------
 mkdir -p "$tmp/loop/sub" && cp "$tmp/g.jpg" "$tmp/loop/a.jpg" && cp "$tmp/g.jpg" "$tmp/loop/sub/b.jpg"

@@ -171,7 +171,7 @@ static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int w
      * full size whatever the DCT scale. */
     size_t full = (size_t)(d.image_width + 15) / 8 * 8 * ((d.image_height + 15) / 8 * 8);
     size_t coef = jpeg_has_multiple_scans(&d) ? full * (size_t)d.num_components * 2 : 0;
-    if (coef && full > RT_IMAGE_MAX_PROGRESSIVE_PIXELS) {
+    if (coef && (size_t)d.image_width * d.image_height > RT_IMAGE_MAX_PROGRESSIVE_PIXELS) {
         jpeg_destroy_decompress(&d);
         return base_fail(err, errlen,
                          "%s: a progressive JPEG of %ux%u; at most %d pixels are read from a "

@@ -2,8 +2,9 @@
  * With arguments, `test_image FILE OUT` writes FILE's decoded RGB bytes
  * (full size, h x w x 3) to OUT, for tests/imagefolder_test.sh to compare
  * with PIL's decoding of the same file; `test_image --jpeg OUT W H SCANS`
- * writes a W x H grey JPEG, baseline (SCANS 0) or progressive in 190 scans
- * (SCANS 1), for tests that need images without PIL. */
+ * writes a W x H grey JPEG, baseline (SCANS 0), progressive in 190 scans
+ * (SCANS 1) or in libjpeg's usual few (SCANS 2), for tests that need images
+ * without PIL. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,8 @@ static int write_jpeg(const char *out, int w, int h, int many) {
     c.input_components = 1, c.in_color_space = JCS_GRAYSCALE;
     jpeg_set_defaults(&c);
     static jpeg_scan_info scans[1 + 3 * 63];
-    if (many) {
+    if (many == 2) jpeg_simple_progression(&c);
+    if (many == 1) {
         scans[0] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
         for (int k = 1, i = 1; k < 64; k++)
             for (int al = 2; al >= 0; al--)
