@@ -6,14 +6,43 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The kernel's own file systems (linux/magic.h): their files say they are
+ * regular, of size 0 or 4096, but a read may block until the kernel has
+ * something to say (/proc/kmsg, tracing/trace_pipe) or never end. */
+static const struct {
+    long magic;
+    const char *name;
+} kernel_fs[] = {
+    {PROC_SUPER_MAGIC, "proc"},
+    {SYSFS_MAGIC, "sysfs"},
+    {DEBUGFS_MAGIC, "debugfs"},
+    {TRACEFS_MAGIC, "tracefs"},
+    {SECURITYFS_MAGIC, "securityfs"},
+    {CGROUP_SUPER_MAGIC, "cgroup"},
+    {CGROUP2_SUPER_MAGIC, "cgroup2"},
+    {PSTOREFS_MAGIC, "pstore"},
+    {BPF_FS_MAGIC, "bpf"},
+};
+
+/* The kernel file system fd lies on, or NULL. */
+static const char *kernel_fs_of(int fd) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return NULL;
+    for (size_t i = 0; i < sizeof kernel_fs / sizeof *kernel_fs; i++)
+        if ((long)fs.f_type == kernel_fs[i].magic) return kernel_fs[i].name;
+    return NULL;
+}
 
 struct base_file {
     int fd;        /* the temporary */
@@ -619,6 +648,14 @@ static int opened_regular(int fd, const char *shown, unsigned flags, long long *
         return base_fail(err, errlen, "%s: not a regular file (%s); refusing to read it", shown,
                          kind_of(sb.st_mode));
     }
+    const char *kfs = kernel_fs_of(fd);
+    if (kfs) {
+        close(fd);
+        return base_fail(
+            err, errlen,
+            "%s: a file of the kernel's (on %s), not a regular file; refusing to read it", shown,
+            kfs);
+    }
     if ((flags & BASE_FILE_OURS) && sb.st_uid != geteuid()) {
         close(fd);
         return base_fail(err, errlen, "%s: owned by uid %ld, not by this user; refusing to read it",
@@ -687,9 +724,15 @@ static unsigned char *read_whole(int fd, long long size, const char *path, size_
 }
 
 unsigned char *base_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    return base_file_read_as(path, path, max, len, err, errlen);
+}
+
+unsigned char *base_file_read_as(const char *path, const char *shown, size_t max, size_t *len,
+                                 char *err, size_t errlen) {
     long long size = 0;
-    int fd = base_file_open_read(path, &size, err, errlen);
-    return read_whole(fd, size, path, max, len, err, errlen);
+    int fd =
+        opened_regular(open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), shown, 0, &size, err, errlen);
+    return read_whole(fd, size, shown, max, len, err, errlen);
 }
 
 unsigned char *base_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,

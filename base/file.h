@@ -44,9 +44,15 @@
  * nor another output, and nothing of the run may lie in a folder the run
  * fills with names of its own (--emit-kernels DIR/train-c).
  *
- * base_file_read reads only a regular file (opened O_NONBLOCK, so a FIFO
- * neither blocks nor is read) of at most max bytes: /dev/zero or a FIFO
- * named as an input is refused at once instead of read forever.
+ * Reading. Every reader of dpc and dprun opens through here
+ * (base_file_open_read, base_file_read, base_file_read_at): opened
+ * O_NONBLOCK, so a FIFO's open does not wait for a writer; then, by fstat
+ * and fstatfs of what was opened, only a regular file on an ordinary file
+ * system is read: a FIFO, socket, character or block device, directory, or
+ * a file of the kernel's (/proc, /sys, debugfs, tracefs, cgroup ...: they
+ * say they are regular, and /proc/kmsg blocks a read forever) is refused
+ * at once with a message naming it. base_file_read reads at most max
+ * bytes, the size checked before anything is allocated.
  */
 #ifndef DPC_BASE_FILE_H
 #define DPC_BASE_FILE_H
@@ -125,6 +131,10 @@ int base_file_read_exact(int fd, void *p, size_t n);
 /* The whole of a regular file of at most max bytes (NUL-terminated, the
  * terminator not counted in *len); NULL + message otherwise. */
 unsigned char *base_file_read(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+/* The same, path named shown in messages (a name read from a folder,
+ * escaped by the caller). */
+unsigned char *base_file_read_as(const char *path, const char *shown, size_t max, size_t *len,
+                                 char *err, size_t errlen);
 /* The same for name in the folder dfd, never through a link at name; with
  * BASE_FILE_OURS only a file the euid owns. shown names it in messages. */
 enum { BASE_FILE_OURS = 1 };

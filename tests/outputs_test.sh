@@ -11,7 +11,8 @@
 #   link;
 # - no output is an input or another output, compared by resolved folder
 #   and name, whether or not the file exists yet;
-# - an input that is not a regular file (a FIFO) is refused at once.
+# - an input that is not a regular file (a FIFO, a link to /proc/kmsg) is
+#   refused at once, by every reader.
 . tests/lib.sh
 
 printf 'precious' >"$tmp/victim"
@@ -139,4 +140,57 @@ mkdir "$tmp/cifar" && for f in data_batch_1 data_batch_2 data_batch_3 data_batch
     mkfifo "$tmp/cifar/$f.bin"
 done
 expect_fail fifo-data "data_batch_1.bin: not a regular file" timeout 10 "$bin/dprun" "$tmp/mlp.plan" --steps 1 --data "$tmp/cifar"
+
+# ---- a link to a file of the kernel's (/proc, /sys) is refused at once ---------
+# /proc/kmsg blocks a read until the kernel logs (for root); /proc/self/status
+# does not block, but is no regular file either. Each reader, given a link to
+# one or a FIFO: one line, exit 1, well within the timeout (124 would fail).
+kfile=/proc/kmsg
+[ -r "$kfile" ] || kfile=/proc/self/status
+kern="a file of the kernel's (on proc)"
+mkdir "$tmp/k" && cd "$tmp/k" || exit 1
+for n in k.net k.plan k.st k.txt k.sweep k.jpg; do ln -s "$kfile" "$n"; done
+cd - >/dev/null || exit 1
+expect_fail_line kern-model "$tmp/k/k.net: error: $kern" timeout 10 "$bin/dpc" "$tmp/k/k.net" -o "$tmp/x.plan"
+expect_fail_line kern-from-ir "$kern" timeout 10 "$bin/dpc" --from-ir "$tmp/k/k.net" -o "$tmp/x.plan"
+expect_fail kern-plan "$kern" timeout 10 "$bin/dprun" "$tmp/k/k.plan" --steps 1
+expect_fail kern-load "$kern" timeout 10 "$bin/dprun" "$tmp/mlp.plan" --steps 1 --load-params "$tmp/k/k.st"
+expect_fail kern-sweep "--sweep: $tmp/k/k.sweep: $kern" timeout 10 "$bin/dprun" "$tmp/mlp.plan" --steps 1 --sweep "$tmp/k/k.sweep"
+mkdir "$tmp/kc" && ln -s "$kfile" "$tmp/kc/data_batch_1.bin"
+expect_fail kern-data "data_batch_1.bin: $kern" timeout 10 "$bin/dprun" "$tmp/mlp.plan" --steps 1 --data "$tmp/kc"
+# .npy arrays, an image folder, and dprun predict's images and --classes.
+"$bin/dpc" models/cnn_small.net -o "$tmp/rgb.plan" || bad "compile cnn_small"
+small_net() { # small_net FILE DATA: a 3x32x32 classifier reading DATA
+    printf '%s\n' 'input image[3, 32, 32]' 'input label class(2)' 'network tiny {' \
+        '    logits = dense(global_avgpool(conv(image, 4, k=3, s=2, p=1)), 2)' \
+        '    loss = softmax_cross_entropy(logits, label)' '}' 'train {' '    batch 2 per device' \
+        '    lr {0: 0.05}' "    data $2" '}' >"$1"
+}
+small_net "$tmp/npy.net" 'npy'
+small_net "$tmp/if.net" 'imagefolder { resize 32 }'
+"$bin/dpc" "$tmp/npy.net" -o "$tmp/npy.plan" || bad "compile an npy plan"
+"$bin/dpc" "$tmp/if.net" -o "$tmp/if.plan" || bad "compile an image-folder plan"
+mkdir "$tmp/kn" "$tmp/fn" && ln -s "$kfile" "$tmp/kn/train_x.npy" && mkfifo "$tmp/fn/train_x.npy"
+expect_fail kern-npy "train_x.npy: $kern" timeout 10 "$bin/dprun" "$tmp/npy.plan" --device cpu --steps 1 --data "$tmp/kn"
+expect_fail fifo-npy "train_x.npy: $fifo" timeout 10 "$bin/dprun" "$tmp/npy.plan" --device cpu --steps 1 --data "$tmp/fn"
+if grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null; then
+    mkdir -p "$tmp/ki/train/a" "$tmp/ki/val/a" "$tmp/fi/train/a" "$tmp/fi/val/a"
+    ln -s "$kfile" "$tmp/ki/train/a/x.jpg" && mkfifo "$tmp/fi/train/a/x.jpg"
+    expect_fail_line kern-folder "$tmp/ki/train/a/x.jpg: $kern" \
+        timeout 10 "$bin/dprun" "$tmp/if.plan" --device cpu --steps 1 --data "$tmp/ki" --data-workers 2
+    expect_fail_line fifo-folder "$tmp/fi/train/a/x.jpg: $fifo" \
+        timeout 10 "$bin/dprun" "$tmp/if.plan" --device cpu --steps 1 --data "$tmp/fi" --data-workers 2
+    "$bin/dprun" "$tmp/rgb.plan" --device cpu --data synthetic --steps 1 --save-params "$tmp/rgb.st" >/dev/null 2>&1 ||
+        bad "train the predict model"
+    mkfifo "$tmp/k/f.jpg"
+    predict() { timeout 10 "$bin/dprun" predict "$tmp/rgb.plan" --device cpu --load-params "$tmp/rgb.st" "$@"; }
+    expect_fail_line kern-predict "$tmp/k/k.jpg: $kern" predict "$tmp/k/k.jpg"
+    expect_fail_line fifo-predict "$tmp/k/f.jpg: $fifo" predict "$tmp/k/f.jpg"
+    mkdir "$tmp/kd" && ln -s "$kfile" "$tmp/kd/k.jpg"
+    expect_fail_line kern-predict-dir "$tmp/kd/k.jpg: $kern" predict "$tmp/kd"
+    expect_fail_line kern-classes "--classes $tmp/k/k.txt: $kern" predict --classes "$tmp/k/k.txt" "$tmp/k/k.jpg"
+    expect_fail_line fifo-classes "--classes $tmp/k/f.jpg: $fifo" predict --classes "$tmp/k/f.jpg" "$tmp/k/k.jpg"
+else
+    skip "dpc built without libjpeg/libpng: the image readers"
+fi
 finish

@@ -89,10 +89,17 @@ typedef struct {
     uint8_t *rgb; /* h x w x 3 */
 } rt_image;
 
-#define RT_IMAGE_MAX_SIDE   16384
-#define RT_IMAGE_MAX_PIXELS (64 << 20)
-#define RT_IMAGE_MAX_FILE   ((size_t)256 << 20)
-#define RT_MAX_CLASSES      256 /* labels are bytes */
+#define RT_IMAGE_MAX_SIDE               16384
+#define RT_IMAGE_MAX_PIXELS             (64 << 20)
+#define RT_IMAGE_MAX_FILE               ((size_t)256 << 20)
+/* A progressive JPEG: at most this many pixels (its coefficients, 2 bytes
+ * a pixel and component, are held whole: 192 MB at most) and scans. */
+#define RT_IMAGE_MAX_PROGRESSIVE_PIXELS (32 << 20)
+#define RT_JPEG_MAX_SCANS               100
+/* The bytes the decoders of all threads hold at once (pixels, progressive
+ * coefficients); a decoder waits for its share. Above any one image's. */
+#define RT_IMAGE_DECODE_BUDGET          ((size_t)1 << 30)
+#define RT_MAX_CLASSES                  256 /* labels are bytes */
 
 int rt_image_available(void);
 #define RT_IMAGE_MISSING                                                     \
@@ -117,20 +124,27 @@ void rt_image_fit(const rt_image *im, int side, int oh, int ow, uint8_t *out);
  * image is decoded and fitted (rt_image_fit) to h x w (the caller passes
  * side x side for a random crop to come, else the input's size), on
  * `threads` threads (1: this one only; the same bytes either way). A file
- * that is not a regular file or not an image is refused naming it. */
+ * that is not a regular file or not an image is refused naming it. stop
+ * (NULL: none) is asked before each image; once it says 1, no thread
+ * takes another and the load fails ("stopped by a signal"). */
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
-                                char *err, size_t errlen);
+                                int (*stop)(void), char *err, size_t errlen);
 /* Images paths[0..n) fitted into out (n x 3 x h x w), on `threads`
- * threads; 0, or -1 + the message of the first (by index) that failed. */
+ * threads, stop as above; 0, or -1 + the message of the first (by index)
+ * that failed. */
 int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
-                      uint8_t *out, char *err, size_t errlen);
+                      int (*stop)(void), uint8_t *out, char *err, size_t errlen);
 /* The class names of dir/train (an image folder) or, when path is a file,
  * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);
 void rt_names_free(char **names, int n);
 /* The files under dir, subfolders included (to depth 8), each folder's
  * entries in strcmp order, hidden names skipped, as paths dir/...: what
- * `dprun predict DIR` classifies. *n files (at least 1), NULL + message. */
+ * `dprun predict DIR` classifies. Links to folders are followed, but each
+ * folder (by device and inode) is walked once, so a link loop ends; more
+ * than RT_PREDICT_MAX_IMAGES files are refused. *n files (at least 1),
+ * NULL + message. */
+#define RT_PREDICT_MAX_IMAGES 1000000
 char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
 
 /* .npy arrays (runtime/data/npy.c): dir/train_x.npy, train_y.npy (train=1)
@@ -139,7 +153,10 @@ char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen);
  * N x C x H x W (C in 1..3; the layout is the one whose channel count
  * matches c); y: N integer labels (u1, i1, i2, i4, i8, u2, u4, u8) in
  * 0 .. RT_MAX_CLASSES-1. Headers are parsed strictly: anything else is
- * refused naming the file. */
+ * refused naming the file. The records (N x C x H x W bytes) must fit in
+ * half the host's memory, checked from x's header before they are
+ * allocated; x's data is then read through a 4 MB buffer straight into
+ * them, never held whole (the labels file is read whole). */
 rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t errlen);
 /* The same for the two files already in memory. */
 rt_dataset *rt_data_npy_parse(const char *xname, const uint8_t *x, size_t xsize, const char *yname,

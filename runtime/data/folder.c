@@ -22,6 +22,14 @@
 #include "runtime/check.h"
 #include "runtime/host.h"
 
+/* A path for a message: the folders below the one the user named came
+ * from listings, so it is escaped as any name read from a file. */
+#define SHOWN(p) base_esc((char[1024]){0}, 1024, (p))
+
+/* The names one folder may hold: past it a listing is refused rather than
+ * grown without end. */
+#define RT_FOLDER_MAX_ENTRIES (16 << 20)
+
 static int by_name(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -31,7 +39,7 @@ static int by_name(const void *a, const void *b) {
 static char **list(const char *dir, int want_dir, int *n, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d) {
-        base_fail(err, errlen, "%s: %s", dir, strerror(errno));
+        base_fail(err, errlen, "%s: %s", SHOWN(dir), strerror(errno));
         return NULL;
     }
     int cap = 16;
@@ -42,6 +50,13 @@ static char **list(const char *dir, int want_dir, int *n, char *err, size_t errl
     char path[4400];
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
+        if (*n == RT_FOLDER_MAX_ENTRIES) {
+            closedir(d);
+            rt_names_free(names, *n);
+            base_fail(err, errlen, "%s: more than %d names in the folder; at most %d are read",
+                      SHOWN(dir), RT_FOLDER_MAX_ENTRIES, RT_FOLDER_MAX_ENTRIES);
+            return NULL;
+        }
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat sb;
         int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
@@ -94,6 +109,13 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
         next = next ? next + 1 : text + len;
         size_t k = (size_t)(next - line);
         while (k && (line[k - 1] == '\n' || line[k - 1] == '\r')) k--;
+        if (memchr(line, 0, k)) {
+            base_fail(err, errlen, "%s: line %d holds a NUL byte; a class name is text", path,
+                      *n + 1);
+            rt_names_free(names, *n);
+            free(text);
+            return NULL;
+        }
         if (*n == RT_MAX_CLASSES) {
             base_fail(err, errlen, "%s: more than %d class names", path, RT_MAX_CLASSES);
             rt_names_free(names, *n);
@@ -116,6 +138,11 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
 typedef struct {
     char **paths;
     int n, cap;
+    struct {
+        dev_t dev;
+        ino_t ino;
+    } * seen; /* the folders walked, each once */
+    int nseen, capseen;
 } path_list;
 
 static void push(path_list *l, const char *path) {
@@ -129,12 +156,39 @@ static void push(path_list *l, const char *path) {
     l->n++;
 }
 
-/* dir's files, then each subfolder's, depth-first in name order. */
+/* 1 when the folder dir (a link to one followed) was walked before, else
+ * records it: a folder holding links to itself or its parents is walked
+ * once, and so is one reached by two links. */
+static int seen_before(path_list *l, const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return 0; /* list() names the error */
+    for (int i = 0; i < l->nseen; i++)
+        if (l->seen[i].dev == sb.st_dev && l->seen[i].ino == sb.st_ino) return 1;
+    if (l->nseen == l->capseen) {
+        l->capseen = l->capseen ? 2 * l->capseen : 16;
+        l->seen = realloc(l->seen, sizeof *l->seen * (size_t)l->capseen);
+        RT_CHECK_ALLOC(l->seen);
+    }
+    l->seen[l->nseen].dev = sb.st_dev, l->seen[l->nseen].ino = sb.st_ino;
+    l->nseen++;
+    return 0;
+}
+
+/* dir's files, then each subfolder's, depth-first in name order; each
+ * folder once (seen_before); at most RT_PREDICT_MAX_IMAGES files. */
 static int walk(path_list *l, const char *dir, int depth, char *err, size_t errlen) {
     int nf, nd;
     char path[4600];
+    if (seen_before(l, dir)) return 0;
     char **files = list(dir, 0, &nf, err, errlen);
     if (!files) return -1;
+    if (nf > RT_PREDICT_MAX_IMAGES - l->n) {
+        rt_names_free(files, nf);
+        return base_fail(err, errlen,
+                         "%s: more than %d files under the folder; dprun predict reads at most %d "
+                         "at once",
+                         SHOWN(dir), RT_PREDICT_MAX_IMAGES, RT_PREDICT_MAX_IMAGES);
+    }
     for (int i = 0; i < nf; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         push(l, path);
@@ -153,9 +207,10 @@ static int walk(path_list *l, const char *dir, int depth, char *err, size_t errl
 }
 
 char **rt_data_image_files(const char *dir, int *n, char *err, size_t errlen) {
-    path_list l = {NULL, 0, 0};
-    if (walk(&l, dir, 0, err, errlen) ||
-        (l.n == 0 && base_fail(err, errlen, "%s: no files in the folder", dir))) {
+    path_list l = {NULL, 0, 0, NULL, 0, 0};
+    int rc = walk(&l, dir, 0, err, errlen);
+    free(l.seen);
+    if (rc || (l.n == 0 && base_fail(err, errlen, "%s: no files in the folder", dir))) {
         rt_names_free(l.paths, l.n);
         return NULL;
     }
@@ -172,6 +227,7 @@ typedef struct {
     uint8_t *out;
     pthread_mutex_t mu;
     int next, bad; /* the next image to take; the first that failed (n: none) */
+    int (*stop)(void);
     char err[1024];
 } fit_job;
 
@@ -184,6 +240,12 @@ static void *fit_worker(void *arg) {
         int i = j->next < j->bad ? j->next++ : j->n; /* none past a failure */
         pthread_mutex_unlock(&j->mu);
         if (i >= j->n) return NULL;
+        if (j->stop && j->stop()) { /* a signal: no more images are taken */
+            pthread_mutex_lock(&j->mu);
+            if (i < j->bad) j->bad = i, snprintf(j->err, sizeof j->err, "stopped by a signal");
+            pthread_mutex_unlock(&j->mu);
+            continue;
+        }
         rt_image im;
         if (rt_image_load(j->paths[i], j->side, &im, err, sizeof err)) {
             pthread_mutex_lock(&j->mu);
@@ -197,8 +259,8 @@ static void *fit_worker(void *arg) {
 }
 
 int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
-                      uint8_t *out, char *err, size_t errlen) {
-    fit_job j = {paths, n, side, h, w, out, PTHREAD_MUTEX_INITIALIZER, 0, n, {0}};
+                      int (*stop)(void), uint8_t *out, char *err, size_t errlen) {
+    fit_job j = {paths, n, side, h, w, out, PTHREAD_MUTEX_INITIALIZER, 0, n, stop, {0}};
     if (threads > n) threads = n;
     pthread_t tid[RT_PIPELINE_MAX_WORKERS];
     int started = 0;
@@ -212,7 +274,7 @@ int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, i
 }
 
 rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int w, int threads,
-                                char *err, size_t errlen) {
+                                int (*stop)(void), char *err, size_t errlen) {
     int nclass = 0, nsplit = 0;
     char **classes = folder_classes(dir, &nclass, err, errlen);
     if (!classes) return NULL;
@@ -245,7 +307,7 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
         rt_names_free(got, nsplit);
     }
     /* Every file with its label, listed once. */
-    path_list l = {NULL, 0, 0};
+    path_list l = {NULL, 0, 0, NULL, 0, 0};
     uint8_t *labels = NULL;
     int listed = 1;
     for (int k = 0; k < nclass && listed; k++) {
@@ -288,8 +350,8 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
     ds->labels = labels;
     ds->pixels = malloc((size_t)3 * (size_t)h * (size_t)w * (size_t)l.n + 1);
     RT_CHECK_ALLOC(ds->pixels);
-    int rc = rt_images_fit_all((const char *const *)l.paths, l.n, side, h, w, threads, ds->pixels,
-                               err, errlen);
+    int rc = rt_images_fit_all((const char *const *)l.paths, l.n, side, h, w, threads, stop,
+                               ds->pixels, err, errlen);
     rt_names_free(l.paths, l.n);
     if (rc) goto fail;
     ds->count = l.n;

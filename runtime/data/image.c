@@ -8,13 +8,17 @@
  * defaults exit or abort), and libjpeg's warnings (a truncated file, bad
  * Huffman data) are errors too: a damaged image is refused, not half grey.
  * Declared sizes are checked before anything is allocated for the pixels,
- * so a tiny file claiming 100000x100000 costs nothing.
+ * so a tiny file claiming 100000x100000 costs nothing; a progressive JPEG
+ * is bounded further, in pixels (its coefficients are held whole) and in
+ * scans (each a pass over them). The bytes all threads' decoders hold at
+ * once are bounded by a budget each decoder waits on (RT_IMAGE_DECODE_BUDGET).
  */
 #include "runtime/data/data.h"
 #include "base/err.h"
 #include "base/file.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +50,7 @@ int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want
 }
 
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
-    return rt_image_decode(path, NULL, 0, want, im, err, errlen);
+    return rt_image_decode(BASE_ESC(path), NULL, 0, want, im, err, errlen);
 }
 
 #else
@@ -65,13 +69,54 @@ static int check_size(const char *path, long long w, long long h, char *err, siz
     return 0;
 }
 
+/* ---- the decoding budget: the bytes every thread's decoder holds at once
+ * (pixels, and a progressive JPEG's coefficients), at most
+ * RT_IMAGE_DECODE_BUDGET in all. A decoder waits for its share before it
+ * allocates; one alone always goes (check_size bounds it below the budget). */
+
+static pthread_mutex_t budget_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t budget_cv = PTHREAD_COND_INITIALIZER;
+static size_t budget_used;
+
+static void budget_take(size_t bytes) {
+    pthread_mutex_lock(&budget_mu);
+    while (budget_used > 0 && budget_used + bytes > RT_IMAGE_DECODE_BUDGET)
+        pthread_cond_wait(&budget_cv, &budget_mu);
+    budget_used += bytes;
+    pthread_mutex_unlock(&budget_mu);
+}
+
+static void budget_give(size_t bytes) {
+    pthread_mutex_lock(&budget_mu);
+    budget_used -= bytes;
+    pthread_cond_broadcast(&budget_cv);
+    pthread_mutex_unlock(&budget_mu);
+}
+
 /* ---- JPEG */
 
 typedef struct {
     struct jpeg_error_mgr mgr;
+    struct jpeg_progress_mgr progress;
     jmp_buf jb;
+    int refused; /* msg is a refusal of ours, not libjpeg's */
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err;
+
+/* Called as libjpeg reads each part of the input: a progressive file of
+ * more than RT_JPEG_MAX_SCANS scans is refused at the scan past it (each
+ * scan is a pass over the whole image's coefficients: thousands of scans
+ * in a small file would cost minutes). */
+static void jpeg_scans(j_common_ptr c) {
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    if (d->input_scan_number <= RT_JPEG_MAX_SCANS) return;
+    jpeg_err *e = (jpeg_err *)c->err;
+    e->refused = 1;
+    snprintf(e->msg, sizeof e->msg,
+             "a progressive JPEG of more than %d scans; at most %d are decoded", RT_JPEG_MAX_SCANS,
+             RT_JPEG_MAX_SCANS);
+    longjmp(e->jb, 1);
+}
 
 static void jpeg_fail(j_common_ptr c) {
     jpeg_err *e = (jpeg_err *)c->err;
@@ -101,26 +146,46 @@ static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int w
     jpeg_err e;
     /* volatile: set between setjmp and a longjmp back to it */
     uint8_t *volatile rgb = NULL;
+    volatile size_t held = 0; /* of the budget */
     d.err = jpeg_std_error(&e.mgr);
     e.mgr.error_exit = jpeg_fail;
     e.mgr.emit_message = jpeg_message;
+    e.refused = 0;
     if (setjmp(e.jb)) {
         jpeg_destroy_decompress(&d);
         free(rgb);
-        return base_fail(err, errlen, "%s: not a valid JPEG image: %s", path, e.msg);
+        if (held) budget_give(held);
+        return base_fail(err, errlen, "%s: %s%s", path,
+                         e.refused ? "" : "not a valid JPEG image: ", e.msg);
     }
     jpeg_create_decompress(&d);
+    e.progress.progress_monitor = jpeg_scans;
+    d.progress = &e.progress;
     jpeg_mem_src(&d, data, (unsigned long)size);
     jpeg_read_header(&d, TRUE);
     if (check_size(path, d.image_width, d.image_height, err, errlen)) {
         jpeg_destroy_decompress(&d);
         return -1;
     }
+    /* A progressive file's coefficients are held whole, 2 bytes each, at
+     * full size whatever the DCT scale. */
+    size_t full = (size_t)(d.image_width + 15) / 8 * 8 * ((d.image_height + 15) / 8 * 8);
+    size_t coef = jpeg_has_multiple_scans(&d) ? full * (size_t)d.num_components * 2 : 0;
+    if (coef && (size_t)d.image_width * d.image_height > RT_IMAGE_MAX_PROGRESSIVE_PIXELS) {
+        jpeg_destroy_decompress(&d);
+        return base_fail(err, errlen,
+                         "%s: a progressive JPEG of %ux%u; at most %d pixels are read from a "
+                         "progressive JPEG",
+                         path, d.image_width, d.image_height, RT_IMAGE_MAX_PROGRESSIVE_PIXELS);
+    }
     d.out_color_space = JCS_RGB; /* grey and YCbCr alike; CMYK is refused */
     d.scale_num = (unsigned)jpeg_scale(d.image_width, d.image_height, want);
     d.scale_denom = 8;
-    jpeg_start_decompress(&d);
+    jpeg_calc_output_dimensions(&d);
     size_t stride = (size_t)d.output_width * 3;
+    held = coef + stride * d.output_height;
+    budget_take(held);
+    jpeg_start_decompress(&d);
     rgb = malloc(stride * d.output_height);
     RT_CHECK_ALLOC(rgb);
     while (d.output_scanline < d.output_height) {
@@ -130,6 +195,7 @@ static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int w
     jpeg_finish_decompress(&d);
     im->w = (int)d.output_width, im->h = (int)d.output_height, im->rgb = rgb;
     jpeg_destroy_decompress(&d);
+    budget_give(held);
     return 0;
 }
 
@@ -173,9 +239,11 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     RT_CHECK_ALLOC(p && info);
     uint8_t *volatile rgb = NULL;
     png_bytep *volatile rows = NULL;
+    volatile size_t held = 0; /* of the budget */
     if (setjmp(png_jmpbuf(p))) {
         png_destroy_read_struct(&p, &info, NULL);
         free(rgb), free(rows);
+        if (held) budget_give(held);
         return base_fail(err, errlen, "%s: not a valid PNG image: %s", path, s.msg);
     }
     /* libpng refuses these itself, before its own allocations. */
@@ -197,6 +265,8 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     png_set_interlace_handling(p);
     png_read_update_info(p, info);
     if (png_get_rowbytes(p, info) != (size_t)w * 3) png_error(p, "unexpected row layout");
+    held = (size_t)w * h * 3 + sizeof *rows * h;
+    budget_take(held);
     rgb = malloc((size_t)w * h * 3);
     rows = malloc(sizeof *rows * h);
     RT_CHECK_ALLOC(rgb && rows);
@@ -205,6 +275,7 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     png_read_end(p, NULL);
     png_destroy_read_struct(&p, &info, NULL);
     free(rows);
+    budget_give(held);
     im->w = (int)w, im->h = (int)h, im->rgb = rgb;
     return 0;
 }
@@ -224,9 +295,12 @@ int rt_image_decode(const char *path, const uint8_t *data, size_t size, int want
 int rt_image_load(const char *path, int want, rt_image *im, char *err, size_t errlen) {
     memset(im, 0, sizeof *im);
     size_t size;
-    uint8_t *data = base_file_read(path, RT_IMAGE_MAX_FILE, &size, err, errlen);
+    /* The name came from a folder's listing: escaped in every message. */
+    char shown[1024];
+    base_esc(shown, sizeof shown, path);
+    uint8_t *data = base_file_read_as(path, shown, RT_IMAGE_MAX_FILE, &size, err, errlen);
     if (!data) return -1;
-    int rc = rt_image_decode(path, data, size, want, im, err, errlen);
+    int rc = rt_image_decode(shown, data, size, want, im, err, errlen);
     free(data);
     return rc;
 }

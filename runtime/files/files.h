@@ -76,7 +76,9 @@ typedef struct {
     const float *data; /* numel floats */
 } rt_st_entry;
 
-/* s as a JSON string, with the escapes the grammar requires. */
+/* s as a JSON string, with the escapes the grammar requires, and valid
+ * UTF-8 whatever s holds: a byte not part of a valid UTF-8 sequence (a
+ * file name's \xff) is written \u00XX, XX its value. */
 void rt_json_string(FILE *f, const char *s);
 /* Writes atomically through base_file (a fresh temporary, fsync, rename;
  * no planted link followed). meta: NULL, or pairs of

@@ -9,15 +9,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The length of the valid UTF-8 sequence at p (1-4), or 0: shortest form
+ * only, no surrogates, nothing past U+10FFFF. */
+static int utf8_len(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+            : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+            : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                           : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0; /* the terminator stops it too */
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
 void rt_json_string(FILE *h, const char *s) {
     fputc('"', h);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_len(p);
         if (*p == '"' || *p == '\\')
             fputc('\\', h), fputc(*p, h);
-        else if (*p < 0x20)
-            fprintf(h, "\\u%04x", *p);
+        else if (*p < 0x20 || n == 0)
+            fprintf(h, "\\u%04x", *p); /* a control, or a byte outside valid UTF-8 */
         else
-            fputc(*p, h);
+            fwrite(p, 1, (size_t)n, h);
+        p += n ? n : 1;
     }
     fputc('"', h);
 }

@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "runtime/check.h"
+#include "runtime/host.h"
 #include "runtime/train/internal.h"
 
 /* Every input as image paths: a file itself, a folder its files. */
@@ -32,6 +33,15 @@ static char **expand(const rt_predict_options *po, int *n, char *err, size_t err
                 rt_names_free(all, count);
                 return NULL;
             }
+        }
+        if (m > RT_PREDICT_MAX_IMAGES - count) {
+            for (int k = 0; k < m && got; k++) free(got[k]);
+            free(got);
+            rt_names_free(all, count);
+            base_fail(err, errlen,
+                      "more than %d images named; dprun predict reads at most %d at once",
+                      RT_PREDICT_MAX_IMAGES, RT_PREDICT_MAX_IMAGES);
+            return NULL;
         }
         all = realloc(all, sizeof *all * (size_t)(count + m));
         RT_CHECK_ALLOC(all);
@@ -54,10 +64,22 @@ static rt_dataset *load_images(char **paths, int n, int side, int h, int w, char
     snprintf(ds->name, sizeof ds->name, "the images");
     ds->c = 3, ds->h = h, ds->w = w;
     size_t rec = (size_t)3 * (size_t)h * (size_t)w;
+    /* Held decoded at once: refused up front when that cannot fit. */
+    int64_t bytes = base_bytes_mul((int64_t)rec, n), host = rt_host_memory();
+    if (host > 0 && bytes > host / 2) {
+        char need[32], have[32];
+        base_fail(err, errlen,
+                  "%d images of 3x%dx%d take %s decoded (they are held in memory), more than half "
+                  "of this machine's %s: name fewer images at once",
+                  n, h, w, base_bytes_str(bytes, need, sizeof need),
+                  base_bytes_str(host, have, sizeof have));
+        free(ds);
+        return NULL;
+    }
     ds->pixels = malloc(rec * (size_t)n + 1);
     ds->labels = calloc((size_t)n + 1, 1);
     RT_CHECK_ALLOC(ds->pixels && ds->labels);
-    if (rt_images_fit_all((const char *const *)paths, n, side, h, w, RT_PIPELINE_WORKERS,
+    if (rt_images_fit_all((const char *const *)paths, n, side, h, w, RT_PIPELINE_WORKERS, NULL,
                           ds->pixels, err, errlen)) {
         rt_dataset_free(ds);
         return NULL;

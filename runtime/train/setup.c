@@ -177,7 +177,8 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
             return NULL;
         }
         return rt_data_imagefolder(spec, train, side, t->random_crop ? side : h,
-                                   t->random_crop ? side : w, threads, err, errlen);
+                                   t->random_crop ? side : w, threads, rt_run_stop_pending, err,
+                                   errlen);
     }
     if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
     rt_dataset *ds = rt_data_cifar10(spec, train, err, errlen);

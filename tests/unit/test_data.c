@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "runtime/data/data.h"
+#include "runtime/host.h"
 #include "tests/harness.h"
 
 static char err[1024];
@@ -567,6 +568,83 @@ TEST(cifar_parse_from_memory) {
           NULL);
 }
 
+/* A .npy file's bytes: version 1.0, the header dict padded to 64. */
+static size_t npy_bytes(uint8_t *out, const char *descr, const char *shape, const void *data,
+                        size_t n) {
+    char dict[256];
+    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                       descr, shape);
+    int hlen = (10 + len + 1 + 63) / 64 * 64 - 10;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    out[8] = (uint8_t)hlen, out[9] = (uint8_t)(hlen >> 8);
+    memset(out + 10, ' ', (size_t)hlen);
+    memcpy(out + 10, dict, (size_t)len);
+    out[10 + hlen - 1] = '\n';
+    if (n) memcpy(out + 10 + hlen, data, n);
+    return 10 + (size_t)hlen + n;
+}
+
+static void put(const char *name, const uint8_t *b, size_t n) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+/* rt_data_npy streams the file into its records: the same pixels as
+ * rt_data_npy_parse of the same bytes in memory, and the layout's CHW
+ * bytes, for NHWC uint8 and NCHW float32. */
+TEST(npy_streams_the_same_pixels) {
+    enum { N = 3, H = 4, W = 5, C = 3, REC = H * W * C };
+    static uint8_t u8[N * REC], xb[N * REC * 4 + 128], yb[256];
+    static float f32[N * REC];
+    for (int i = 0; i < N * REC; i++) u8[i] = (uint8_t)(i * 7), f32[i] = (float)(i % 256) / 255.0f;
+    int64_t labels[N] = {2, 0, 1};
+    size_t yn = npy_bytes(yb, "<i8", "(3,)", labels, sizeof labels);
+    put("train_y.npy", yb, yn);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t xn = pass == 0 ? npy_bytes(xb, "|u1", "(3, 4, 5, 3)", u8, sizeof u8)
+                              : npy_bytes(xb, "<f4", "(3, 3, 4, 5)", f32, sizeof f32);
+        put("train_x.npy", xb, xn);
+        rt_dataset *a = rt_data_npy(dir, 1, C, err, sizeof err);
+        rt_dataset *b = rt_data_npy_parse("x", xb, xn, "y", yb, yn, C, err, sizeof err);
+        CHECK(a && b);
+        if (!a || !b) {
+            fprintf(stderr, "%s\n", err);
+            return;
+        }
+        CHECK(a->count == N && a->h == H && a->w == W && a->classes == 3);
+        CHECK(memcmp(a->pixels, b->pixels, N * REC) == 0 && memcmp(a->labels, b->labels, N) == 0);
+        /* image 1, channel 2, row 3, column 4 */
+        size_t at = (size_t)1 * REC + 2 * H * W + 3 * W + 4;
+        size_t src = pass == 0 ? (size_t)1 * REC + (3 * W + 4) * C + 2 : at;
+        CHECK(a->pixels[at] == (pass == 0 ? u8[src] : (uint8_t)(src % 256)));
+        rt_dataset_free(a);
+        rt_dataset_free(b);
+    }
+}
+
+/* A header claiming more images than half the host's memory holds is
+ * refused before anything of that size is allocated (the file is sparse). */
+TEST(npy_refuses_more_than_memory) {
+    int64_t host = rt_host_memory();
+    if (host <= 0) return;
+    long long n = (long long)(host / 3072) + 1;
+    char shape[64];
+    snprintf(shape, sizeof shape, "(%lld, 32, 32, 3)", n);
+    static uint8_t xb[256];
+    size_t head = npy_bytes(xb, "|u1", shape, NULL, 0);
+    put("train_x.npy", xb, head);
+    char path[600];
+    snprintf(path, sizeof path, "%s/train_x.npy", dir);
+    CHECK(truncate(path, (off_t)head + (off_t)n * 3072) == 0);
+    CHECK(rt_data_npy(dir, 1, 3, err, sizeof err) == NULL);
+    CHECK(strstr(err, "train_x.npy") && strstr(err, "more than half of this machine's"));
+    if (!strstr(err, "more than half")) fprintf(stderr, "%s\n", err);
+    unlink(path);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -583,6 +661,8 @@ int main(void) {
     RUN(crop_offsets_uniform_and_mirror_half);
     RUN(normalisation_values);
     RUN(determinism_per_seed);
+    RUN(npy_streams_the_same_pixels);
+    RUN(npy_refuses_more_than_memory);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# run: tier=check
+# What image files, and the folders holding them, may cost (runtime/data/
+# image.c, folder.c, runtime/train/predict.c), on JPEGs test_image writes
+# (no PIL needed):
+#   - a progressive JPEG of more than RT_JPEG_MAX_SCANS scans is refused
+#     at once, naming the file, in dprun predict and in an image folder;
+#     one over RT_IMAGE_MAX_PROGRESSIVE_PIXELS before its scans are read;
+#   - dprun predict DIR walks each folder once: a folder holding links to
+#     itself and its parent gives one line per image, quickly;
+#   - a file name's bytes reach the terminal escaped, and --json output is
+#     valid UTF-8 whatever the names hold (\u00XX for a stray byte);
+#   - a --classes line holding a NUL byte is refused, naming the line;
+#   - the first SIGTERM ends an image-folder load.
+. tests/lib.sh
+if ! grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null; then
+    skip "dpc built without libjpeg/libpng: the image checks"
+    finish
+    exit
+fi
+jpeg() { "$build/tests/test_image" --jpeg "$@"; } # jpeg OUT W H PROGRESSIVE
+jpeg "$tmp/g.jpg" 40 36 0 && jpeg "$tmp/p.jpg" 64 48 1 || { bad "test_image --jpeg"; finish; exit; }
+"$bin/dpc" models/cnn_small.net -o "$tmp/c.plan" || bad "compile cnn_small"
+"$bin/dprun" "$tmp/c.plan" --device cpu --data synthetic --steps 1 --save-params "$tmp/w.st" >/dev/null 2>&1 ||
+    bad "train the model predict uses"
+predict() { timeout 20 "$bin/dprun" predict "$tmp/c.plan" --device cpu --load-params "$tmp/w.st" "$@"; }
+
+# ---- scans -------------------------------------------------------------------
+expect_fail_line "a JPEG of 190 scans is refused (predict)" \
+    "$tmp/p.jpg: a progressive JPEG of more than 100 scans; at most 100 are decoded" predict "$tmp/p.jpg"
+printf '%s\n' 'input image[3, 32, 32]' 'input label class(2)' 'network tiny {' \
+    '    logits = dense(global_avgpool(conv(image, 4, k=3, s=2, p=1)), 2)' \
+    '    loss = softmax_cross_entropy(logits, label)' '}' 'train {' '    batch 2 per device' \
+    '    lr {0: 0.05}' '    data imagefolder { resize 32 }' '}' >"$tmp/if.net"
+"$bin/dpc" "$tmp/if.net" -o "$tmp/if.plan" || bad "compile an image-folder plan"
+mkdir -p "$tmp/f/train/a" "$tmp/f/train/b" "$tmp/f/val/a" "$tmp/f/val/b"
+for c in a b; do cp "$tmp/g.jpg" "$tmp/f/train/$c/1.jpg" && cp "$tmp/g.jpg" "$tmp/f/val/$c/1.jpg"; done
+check "an image folder of small JPEGs trains" \
+    timeout 60 "$bin/dprun" "$tmp/if.plan" --device cpu --data "$tmp/f" --steps 1 --final-eval none >/dev/null
+cp "$tmp/p.jpg" "$tmp/f/train/b/2.jpg"
+expect_fail_line "a JPEG of 190 scans is refused (image folder)" \
+    "$tmp/f/train/b/2.jpg: a progressive JPEG of more than 100 scans" \
+    timeout 20 "$bin/dprun" "$tmp/if.plan" --device cpu --data "$tmp/f" --steps 1 --data-workers 2
+rm "$tmp/f/train/b/2.jpg"
+
+jpeg "$tmp/wide.jpg" 16384 2049 2 && jpeg "$tmp/ok.jpg" 300 200 2 || bad "test_image --jpeg progressive"
+expect_fail_line "a progressive JPEG over 32 Mi pixels is refused before decoding" \
+    "$tmp/wide.jpg: a progressive JPEG of 16384x2049; at most 33554432 pixels" predict "$tmp/wide.jpg"
+quiet() { "$@" >/dev/null 2>&1; }
+check "a progressive JPEG of libjpeg's usual scans is read" quiet predict "$tmp/ok.jpg"
+rm -f "$tmp/wide.jpg"
+
+# ---- folder links --------------------------------------------------------------
+mkdir -p "$tmp/loop/sub" && cp "$tmp/g.jpg" "$tmp/loop/a.jpg" && cp "$tmp/g.jpg" "$tmp/loop/sub/b.jpg"
+for i in 1 2 3 4 5; do ln -s . "$tmp/loop/s$i" && ln -s .. "$tmp/loop/sub/up$i"; done
+predict "$tmp/loop" >"$tmp/loop.out" 2>"$tmp/loop.err"
+check "a folder of links to itself: each image once (2 lines)" [ "$(wc -l <"$tmp/loop.out")" = 2 ]
+check "... a.jpg, then sub/b.jpg" grep -q "^$tmp/loop/sub/b.jpg:" "$tmp/loop.out"
+
+# ---- names -------------------------------------------------------------------
+mkdir "$tmp/n" && printf 'not an image' >"$tmp/n/"$'x\033[31m\xff.jpg'
+expect_fail_line "a bad image's name is escaped in the message" \
+    "$tmp/n/x\\x1b[31m\\xff.jpg: not a JPEG or PNG image" predict "$tmp/n"
+predict "$tmp/n" >/dev/null 2>"$tmp/n.err"
+check "... and no raw escape byte reaches stderr" lacks $'\033' "$tmp/n.err"
+rm -rf "$tmp/n" && mkdir "$tmp/n" && cp "$tmp/g.jpg" "$tmp/n/"$'\xff\xfe.jpg'
+printf '%s\n' $'cat\xff' 'dog' 'eel' 'fox' 'gnu' 'hen' 'ibis' 'jay' 'kiwi' 'lynx' >"$tmp/names.txt"
+predict --json --top 2 --classes "$tmp/names.txt" "$tmp/n" >"$tmp/n.json" 2>"$tmp/n.err"
+utf8_json() { "$py" -c 'import json, sys; r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8")); assert r["file"].endswith("\u00ff\u00fe.jpg"), r' "$1"; }
+check "--json with \\xff in file and class names is valid UTF-8 JSON (\\u00XX)" utf8_json "$tmp/n.json"
+printf 'cat\nd\0g\n' >"$tmp/nul.txt"
+expect_fail_line "a NUL byte in --classes is refused, naming the line" \
+    "--classes $tmp/nul.txt: line 2 holds a NUL byte" predict --classes "$tmp/nul.txt" "$tmp/g.jpg"
+
+# ---- SIGTERM during an image-folder load -----------------------------------------
+jpeg "$tmp/big.jpg" 2048 2048 0 || bad "test_image --jpeg big"
+for i in $(seq 1 400); do ln "$tmp/big.jpg" "$tmp/f/train/a/big$i.jpg"; done
+"$bin/dprun" "$tmp/if.plan" --device cpu --data "$tmp/f" --steps 1 --data-workers 2 >/dev/null 2>"$tmp/term.err" &
+pid=$!
+sleep 1
+kill -TERM "$pid"
+t0=$(date +%s)
+wait "$pid"
+rc=$?
+check "one SIGTERM during the load ends the run (exit 143)" [ "$rc" = 143 ]
+check "... within 10 s" [ $(($(date +%s) - t0)) -le 10 ]
+check "... during the set-up, saying so" grep -q "interrupted (SIGTERM) before training started" "$tmp/term.err"
+finish
