@@ -77,7 +77,14 @@ jpeg "$tmp/big.jpg" 2048 2048 0 || bad "test_image --jpeg big"
 for i in $(seq 1 400); do ln "$tmp/big.jpg" "$tmp/f/train/a/big$i.jpg"; done
 "$bin/dprun" "$tmp/if.plan" --device cpu --data "$tmp/f" --steps 1 --data-workers 2 >/dev/null 2>"$tmp/term.err" &
 pid=$!
-sleep 1
+# The signal goes once dprun catches SIGTERM (bit 14 of SigCgt), which it
+# does just before the load: sooner, it would die of the default action
+# without a word (a slow machine, the sanitizer suite).
+for _ in $(seq 300); do
+    cgt=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [ -n "$cgt" ] && (((16#$cgt >> 14) & 1)) && break
+    sleep 0.05
+done
 kill -TERM "$pid"
 t0=$(date +%s)
 wait "$pid"
