@@ -14,6 +14,7 @@ int base_trust_check_dir(const base_trust_how *how, const char *at, const struct
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
     const char *hint = how->hint ? how->hint : "";
+    errno = EPERM;
     if (st->st_uid != 0 && st->st_uid != me)
         return base_fail(err, errlen,
                          "%s: %s, on its path, belongs to uid %ld (mode %04o), not to root or "
@@ -121,7 +122,7 @@ static int follow_link(walk *w, const char *name) {
         errno = e;
         return sys_fail(w);
     }
-    if (ls.st_uid != 0 && ls.st_uid != geteuid())
+    if (ls.st_uid != 0 && ls.st_uid != geteuid() && (errno = EPERM))
         return base_fail(w->err, w->errlen,
                          "%s: %s, on its path, is a symbolic link owned by uid %ld, not by root or "
                          "this user (uid %ld); refusing to follow it%s",
@@ -134,8 +135,7 @@ static int follow_link(walk *w, const char *name) {
         return sys_fail(w);
     }
     target[n] = 0;
-    if (snprintf(next, sizeof next, "%s%s%s", target, *w->p ? "/" : "", w->p) >=
-        (int)sizeof next) {
+    if (snprintf(next, sizeof next, "%s%s%s", target, *w->p ? "/" : "", w->p) >= (int)sizeof next) {
         errno = ENAMETOOLONG;
         return sys_fail(w);
     }

@@ -46,8 +46,10 @@ typedef struct {
     int check_last;
 } base_trust_how;
 
-/* 0 when st, a directory on the way, passes the rule; else -1 and a message
- * naming `at`, its owner and mode. */
+/* 0 when st, a directory on the way, passes the rule; else -1, errno
+ * EPERM and a message naming `at`, its owner and mode. (Every refusal by
+ * the rule below sets errno EPERM; a system call's failure keeps its
+ * errno.) */
 int base_trust_check_dir(const base_trust_how *how, const char *at, const struct stat *st,
                          char *err, size_t errlen);
 
