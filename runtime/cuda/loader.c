@@ -348,7 +348,9 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     return 1;
 }
 
-int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
+/* only_named: the first place alone (DPC_LIB* when set, else the soname
+ * through the dynamic loader's own search). */
+static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
     lib_state *s = &libs[id];
     const rt_lib_desc *d = &rt_lib_descs[id];
     pthread_mutex_lock(&s->mu);
@@ -358,6 +360,7 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
     }
     rt_lib_place *pl = malloc(sizeof *pl * RT_LIB_MAX_PLACES);
     int n = pl ? rt_lib_places(d, pl, RT_LIB_MAX_PLACES) : 0;
+    if (only_named && n > 1) n = 1;
     text tried = {0}, seen = {0};
     char what[1024], bad[1400], first_bad[1400] = "";
     int rc = -1;
@@ -396,7 +399,9 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
     return rc;
 }
 
+int rt_lib_load(rt_lib_id id, char *err, size_t errlen) { return load(id, 0, err, errlen); }
 int rt_cu_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_CUDA, err, errlen); }
+int rt_cu_probe(char *err, size_t errlen) { return load(RT_LIB_CUDA, 1, err, errlen); }
 int rt_nvrtc_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_NVRTC, err, errlen); }
 int rt_cublas_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_CUBLAS, err, errlen); }
 int rt_nccl_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_NCCL, err, errlen); }

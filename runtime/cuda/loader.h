@@ -144,6 +144,10 @@ extern rt_cudnn_api rt_cudnn;
  * that provide it). Thread-safe. */
 int rt_lib_load(rt_lib_id lib, char *err, size_t errlen);
 int rt_cu_load(char *err, size_t errlen);
+/* The driver as a probe for a device (--device auto): DPC_LIBCUDA when set
+ * (under the ownership rule), else libcuda.so.1 through the dynamic
+ * loader's own search only, never from a directory dpc chose. */
+int rt_cu_probe(char *err, size_t errlen);
 int rt_nvrtc_load(char *err, size_t errlen);
 int rt_cublas_load(char *err, size_t errlen);
 int rt_nccl_load(char *err, size_t errlen);
