@@ -181,13 +181,6 @@ static void dir_of(const char *path, char *out, size_t n) {
         snprintf(out, n, ".");
 }
 
-/* src into dst (n bytes), cut short where it must be. */
-static void put(char *dst, size_t n, const char *src) {
-    size_t k = strnlen(src, n - 1);
-    memcpy(dst, src, k);
-    dst[k] = 0;
-}
-
 /* Why every library found by a path dpc chose goes through here. */
 static const char refuse[] = "refusing to load it";
 
@@ -204,7 +197,8 @@ static void *trusted_dlopen(const char *path, int flags, char *real, size_t rn, 
     base_trust_file f;
     *bad = 0;
     if (base_trust_open_file(&f, path, refuse, bad, bn)) return NULL;
-    if (real) put(real, rn, f.real);
+    size_t k = real ? strnlen(f.real, rn - 1) : 0; /* cut, as a path here never is */
+    if (real) memcpy(real, f.real, k), real[k] = 0;
     char proc[64 + NAME_MAX];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d/%s", f.dir, f.name);
     void *h = dlopen(proc, flags);
@@ -335,8 +329,8 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     *hp = h;
     memset(st, 0, sizeof *st);
     st->loaded = 1;
-    /* Where it was found (a wheel's folder says more than the file its link
-     * names); the loader's own search names the file it opened. */
+    /* Where it was found (a wheel's folder, not its link's target); the
+     * loader's own search names the file it opened. */
     const char *where = pl->rule == RT_LIB_RULE_LOADER ? real : pl->path;
     size_t k = strnlen(where, sizeof st->path - 1); /* cut, as a path here never is */
     memcpy(st->path, where, k);
@@ -363,7 +357,7 @@ static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
     if (only_named && n > 1) n = 1;
     text tried = {0}, seen = {0};
     char what[1024], bad[1400], first_bad[1400] = "";
-    int rc = -1;
+    int rc = -1, refused = 0, first_refused = 0;
     for (int i = 0; i < n && rc; i++) {
         void *h = NULL;
         if (try_place(id, &pl[i], &h, &s->st, &seen, what, sizeof what, bad, sizeof bad)) {
@@ -371,7 +365,9 @@ static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
             rc = 0;
         } else if (*bad && !*first_bad) {
             snprintf(first_bad, sizeof first_bad, "%s", bad);
+            first_refused = !strncmp(what, "refused: ", 9);
         }
+        refused += !strncmp(what, "refused: ", 9);
         text_add(&tried, "%s [%s%s%s]: %s\n", pl[i].path, rt_lib_rule_name(pl[i].rule),
                  *pl[i].via ? ": " : "", pl[i].via, what);
     }
@@ -383,6 +379,12 @@ static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
         const char *env = getenv(d->env);
         if (env && *env)
             base_fail(err, errlen, "%s=%s: %s", d->env, env, *first_bad ? first_bad : what);
+        else if (first_refused)
+            base_fail(err, errlen,
+                      "%s: no copy found passes the ownership rule (%d refused; the first: %s); "
+                      "dprun --device cuda --info lists the places; it comes with apt %s%s%s",
+                      d->name, refused, first_bad, d->apt, d->pip ? " or pip " : "",
+                      d->pip ? d->pip : "");
         else if (*first_bad)
             base_fail(err, errlen,
                       "%s: %s (no other place has one; dprun --device cuda --info lists them)",
