@@ -7,9 +7,9 @@
 # are planted as uid 65534 in every place the search looks ($CONDA_PREFIX,
 # a PATH entry holding a python3 and a wheel layout, ~/.local, the working
 # directory through "." on PATH); then
-#   1. `dprun PLAN --steps 0 --data synthetic` (--device auto) loads none of
-#      them: a probe for a device loads only the driver, found by the
-#      dynamic loader's own search;
+#   1. `dprun PLAN --steps 0 --data synthetic` and `dprun predict`
+#      (--device auto) load none of them: a probe for a device loads only
+#      the driver, found by the dynamic loader's own search;
 #   2. `dprun --device cuda --info` loads none of them and names each
 #      refusal and its reason (with ld.so.cache and the toolkit's folder
 #      hidden in a mount namespace where one can be made, so the search
@@ -110,10 +110,27 @@ out=$tmp/out
 has() { grep -qF -- "$1" "$out"; }
 
 # ---- 1. --device auto ------------------------------------------------------------
-in_layout "$theirs" "$bin/dprun" "$tmp/m.plan" --steps 0 --data synthetic >"$out" 2>&1
+in_layout "$theirs" "$bin/dprun" "$tmp/m.plan" --steps 0 --data synthetic --save-params "$tmp/p.st" >"$out" 2>&1
 rc=$?
 [ $rc = 0 ] && ok || bad "dprun --steps 0 in another user's layout exited $rc: $(cat "$out")"
 marked && bad "--device auto ran another user's library: $(cat "$marks"/*)" || ok
+clear_marks
+# dprun predict opens its device the same way: a 32x32 black PNG
+python3 - "$tmp/x.png" <<'PY'
+import struct, sys, zlib
+def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+raw = b''.join(b'\0' + bytes(96) for _ in range(32))
+open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 32, 32, 8, 2, 0, 0, 0))
+                              + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+PY
+in_layout "$theirs" "$bin/dprun" predict "$tmp/m.plan" --load-params "$tmp/p.st" "$tmp/x.png" >"$out" 2>&1
+rc=$?
+if has "without libjpeg/libpng"; then
+    skip "dprun built without libjpeg/libpng: predict is not checked"
+else
+    [ $rc = 0 ] && has "$tmp/x.png: " && ok || bad "dprun predict in another user's layout exited $rc: $(cat "$out")"
+fi
+marked && bad "dprun predict ran another user's library: $(cat "$marks"/*)" || ok
 clear_marks
 
 # ---- 2. --device cuda --info -----------------------------------------------------
