@@ -9,23 +9,32 @@
 #include <string.h>
 #include <unistd.h>
 
+/* -1 with errno EPERM: a refusal by the rule (its message already in err). */
+static int refused(void) {
+    errno = EPERM;
+    return -1;
+}
+
 int base_trust_check_dir(const base_trust_how *how, const char *at, const struct stat *st,
                          char *err, size_t errlen) {
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
     const char *hint = how->hint ? how->hint : "";
-    errno = EPERM;
-    if (st->st_uid != 0 && st->st_uid != me)
-        return base_fail(err, errlen,
-                         "%s: %s, on its path, belongs to uid %ld (mode %04o), not to root or "
-                         "this user (uid %ld); %s%s",
-                         how->what, at, (long)st->st_uid, mode, (long)me, how->through, hint);
-    if ((mode & 022) && !(mode & S_ISVTX))
-        return base_fail(err, errlen,
-                         "%s: %s, on its path, is writable by %s and not sticky (mode %04o, owner "
-                         "uid %ld); %s%s",
-                         how->what, at, mode & 002 ? "everyone" : "its group", mode,
-                         (long)st->st_uid, how->through, hint);
+    if (st->st_uid != 0 && st->st_uid != me) {
+        base_fail(err, errlen,
+                  "%s: %s, on its path, belongs to uid %ld (mode %04o), not to root or this user "
+                  "(uid %ld); %s%s",
+                  how->what, at, (long)st->st_uid, mode, (long)me, how->through, hint);
+        return refused();
+    }
+    if ((mode & 022) && !(mode & S_ISVTX)) {
+        base_fail(err, errlen,
+                  "%s: %s, on its path, is writable by %s and not sticky (mode %04o, owner uid "
+                  "%ld); %s%s",
+                  how->what, at, mode & 002 ? "everyone" : "its group", mode, (long)st->st_uid,
+                  how->through, hint);
+        return refused();
+    }
     return 0;
 }
 
@@ -122,12 +131,14 @@ static int follow_link(walk *w, const char *name) {
         errno = e;
         return sys_fail(w);
     }
-    if (ls.st_uid != 0 && ls.st_uid != geteuid() && (errno = EPERM))
-        return base_fail(w->err, w->errlen,
-                         "%s: %s, on its path, is a symbolic link owned by uid %ld, not by root or "
-                         "this user (uid %ld); refusing to follow it%s",
-                         w->how->what, w->at, (long)ls.st_uid, (long)geteuid(),
-                         w->how->hint ? w->how->hint : "");
+    if (ls.st_uid != 0 && ls.st_uid != geteuid()) {
+        base_fail(w->err, w->errlen,
+                  "%s: %s, on its path, is a symbolic link owned by uid %ld, not by root or this "
+                  "user (uid %ld); refusing to follow it%s",
+                  w->how->what, w->at, (long)ls.st_uid, (long)geteuid(),
+                  w->how->hint ? w->how->hint : "");
+        return refused();
+    }
     char target[PATH_MAX], next[sizeof w->todo];
     ssize_t n = ++w->links > 40 ? -1 : readlinkat(w->cur, name, target, sizeof target - 1);
     if (n <= 0) {

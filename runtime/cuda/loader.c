@@ -391,9 +391,9 @@ static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
                       d->name, first_bad);
         else
             base_fail(err, errlen,
-                      "%s (%s) not found in %d places (dprun --device cuda --info lists them); "
+                      "%s (%s) not found in %d place%s (dprun --device cuda --info lists them); "
                       "it comes with apt %s%s%s",
-                      d->name, d->soname, n, d->apt, d->pip ? " or pip " : "",
+                      d->name, d->soname, n, n == 1 ? "" : "s", d->apt, d->pip ? " or pip " : "",
                       d->pip ? d->pip : "");
     }
     free(pl);
