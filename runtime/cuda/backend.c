@@ -31,10 +31,11 @@ static int not_while_capturing(const cuda_impl *c, const char *what, char *err, 
 
 /* ---- devices ------------------------------------------------------------------- */
 
-/* Loads the driver and initialises it; -1 + why. */
-static int driver_up(char *why, size_t whylen) {
+/* Loads the driver (probe: as rt_cu_probe finds it) and initialises it;
+ * -1 + why. */
+static int driver_up(int probe, char *why, size_t whylen) {
     char e[512];
-    if (rt_cu_load(e, sizeof e)) {
+    if (probe ? rt_cu_probe(e, sizeof e) : rt_cu_load(e, sizeof e)) {
         snprintf(why, whylen, RT_NO_CUDA_DRIVER ": %s", e);
         return -1;
     }
@@ -46,8 +47,8 @@ static int driver_up(char *why, size_t whylen) {
     return 0;
 }
 
-int rt_cuda_device_count(char *why, size_t whylen) {
-    if (driver_up(why, whylen)) return 0;
+static int device_count(int probe, char *why, size_t whylen) {
+    if (driver_up(probe, why, whylen)) return 0;
     int n = 0;
     CUresult r = rt_cu.cuDeviceGetCount(&n);
     if (r != CUDA_SUCCESS) {
@@ -58,6 +59,8 @@ int rt_cuda_device_count(char *why, size_t whylen) {
     if (n == 0) snprintf(why, whylen, "the CUDA driver sees no device");
     return n;
 }
+int rt_cuda_device_count(char *why, size_t whylen) { return device_count(0, why, whylen); }
+int rt_cuda_device_probe(char *why, size_t whylen) { return device_count(1, why, whylen); }
 
 /* ---- waits: counted, and their failures named --------------------------------- */
 

@@ -18,7 +18,8 @@
  *      WSL's /usr/lib/wsl/lib).
  *
  * This part is pure (no dlopen): it lists the places; the loader
- * (loader.c) tries them, keeps the first that loads and has the version
+ * (loader.c) tries them, each found by a path under the ownership rule
+ * (base/trust.h), keeps the first that passes, loads and has the version
  * dpc needs, and records where it came from. Compiled in every build, so
  * tests check the order without CUDA.
  *

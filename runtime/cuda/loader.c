@@ -2,10 +2,12 @@
  * NCCL and cuDNN; the check macros' reporting. See loader.h. */
 #include "runtime/cuda/loader.h"
 #include "base/err.h"
+#include "base/trust.h"
 
 #ifdef DPC_HAVE_CUDA
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 rt_cu_api rt_cu;
 rt_cublas_api rt_cublas;
@@ -178,21 +181,53 @@ static void dir_of(const char *path, char *out, size_t n) {
         snprintf(out, n, ".");
 }
 
+/* Why every library found by a path dpc chose goes through here. */
+static const char refuse[] = "refusing to load it";
+
+/* dlopen of path under the ownership rule (base/trust.h): the file is
+ * opened by a walk from "/" and loaded as /proc/self/fd/DIR/NAME, DIR the
+ * walk's last directory, so the file checked is the file loaded, and a
+ * library that finds its companions through $ORIGIN or its own directory
+ * finds them in that same directory. DIR stays open for as long as the
+ * process runs once dlopen accepted the file (dlopen knows the object by
+ * that name). NULL with `bad` set: refused (the message says why), or
+ * dlopen's error; errno ENOENT when there is no such file. */
+static void *trusted_dlopen(const char *path, int flags, char *real, size_t rn, char *bad,
+                            size_t bn) {
+    base_trust_file f;
+    *bad = 0;
+    if (base_trust_open_file(&f, path, refuse, bad, bn)) return NULL;
+    size_t k = real ? strnlen(f.real, rn - 1) : 0; /* cut, as a path here never is */
+    if (real) memcpy(real, f.real, k), real[k] = 0;
+    char proc[64 + NAME_MAX];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d/%s", f.dir, f.name);
+    void *h = dlopen(proc, flags);
+    close(f.fd);
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(bad, bn, "%s", why ? why : "dlopen failed");
+        close(f.dir);
+        errno = 0; /* not a refusal */
+    }
+    return h;
+}
+
 /* NVRTC loads libnvrtc-builtins.so.MAJOR.MINOR when it first compiles, by
  * soname, and does not look beside itself: a wheel's libnvrtc loaded by its
  * path would fail every compile (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE)
  * unless the builtins are already loaded. Loads them from libnvrtc's own
- * directory when they are there (kept: NVRTC finds them by soname). */
+ * directory when they are there and pass the ownership rule (kept: NVRTC
+ * finds them by soname). */
 static void take_builtins(void *h, const char *real) {
     nvrtcResult (*f)(int *, int *) = NULL;
     int major = 0, minor = 0;
     if (sym(h, "nvrtcVersion", &f, sizeof f) || f(&major, &minor) != NVRTC_SUCCESS) return;
-    char dir[PATH_MAX], path[PATH_MAX + 64];
+    char dir[PATH_MAX], path[PATH_MAX + 64], bad[512];
     dir_of(real, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/libnvrtc-builtins.so.%d.%d", dir, major, minor);
     struct stat st;
-    if (!stat(path, &st) && S_ISREG(st.st_mode))
-        dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!stat(path, &st))
+        trusted_dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, NULL, 0, bad, sizeof bad);
 }
 
 /* The file the dynamic loader opened for h (its real path). */
@@ -203,6 +238,24 @@ static void loaded_path(void *h, const char *fallback, char *out, size_t n) {
                            : fallback;
     char real[PATH_MAX];
     snprintf(out, n, "%s", realpath(name, real) ? real : name);
+}
+
+/* The companion of library id beside path (cuBLAS's libcublasLt), loaded
+ * first under the same rule so the library's own search finds it loaded:
+ * 0 (none there: *pre NULL; or loaded), or -1 when one is there and
+ * refused, which refuses the library too. */
+static int pre_companion(rt_lib_id id, const char *path, void **pre, char *what, size_t wn,
+                         char *bad, size_t bn) {
+    char dir[PATH_MAX], c[PATH_MAX + 64], why[512];
+    struct stat sb;
+    dir_of(path, dir, sizeof dir);
+    snprintf(c, sizeof c, "%s/%s", dir, companions[id]);
+    if (stat(c, &sb)) return 0;
+    *pre = trusted_dlopen(c, RTLD_NOW | RTLD_LOCAL, NULL, 0, why, sizeof why);
+    if (*pre || errno != EPERM) return 0;
+    base_fail(what, wn, "refused: its %s: %s", companions[id], why);
+    base_fail(bad, bn, "%s: its %s: %s", path, companions[id], why);
+    return -1;
 }
 
 /* Tries one place. 1: taken (*h set, st filled); 0: passed over, with what
@@ -217,27 +270,27 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     if (pl->rule != RT_LIB_RULE_LOADER) {
         struct stat sb;
         if (stat(pl->path, &sb)) return snprintf(what, wn, "no such file"), 0;
-        if (!S_ISREG(sb.st_mode)) {
-            snprintf(what, wn, "not a regular file");
-            snprintf(bad, bn, "%s is not a regular file", pl->path);
-            return 0;
+        if (companions[id] && pre_companion(id, pl->path, &pre, what, wn, bad, bn)) return 0;
+        h = trusted_dlopen(pl->path, RTLD_NOW | RTLD_LOCAL, real, sizeof real, bad, bn);
+        if (h) {
+            char key[PATH_MAX + 2];
+            snprintf(key, sizeof key, "\n%s\n", real);
+            if (seen->s && strstr(seen->s, key)) {
+                dlclose(h);
+                if (pre) dlclose(pre);
+                return snprintf(what, wn, "the same file as above"), 0;
+            }
         }
-        if (!realpath(pl->path, real)) snprintf(real, sizeof real, "%s", pl->path);
-        char key[PATH_MAX + 2];
-        snprintf(key, sizeof key, "\n%s\n", real);
-        if (seen->s && strstr(seen->s, key)) return snprintf(what, wn, "the same file as above"), 0;
-        if (companions[id]) {
-            char dir[PATH_MAX], c[PATH_MAX + 64];
-            dir_of(real, dir, sizeof dir);
-            snprintf(c, sizeof c, "%s/%s", dir, companions[id]);
-            if (!stat(c, &sb)) pre = dlopen(c, RTLD_NOW | RTLD_LOCAL);
+    } else {
+        h = dlopen(pl->path, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *why = dlerror();
+            snprintf(bad, bn, "%s", why ? why : "dlopen failed");
         }
     }
-    h = dlopen(pl->path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        const char *why = dlerror();
-        snprintf(what, wn, "%s", why ? why : "dlopen failed");
-        if (pl->rule != RT_LIB_RULE_LOADER) snprintf(bad, bn, "%s", what);
+        snprintf(what, wn, "%s%s", errno == EPERM ? "refused: " : "", bad);
+        if (pl->rule == RT_LIB_RULE_LOADER) *bad = 0;
         if (pre) dlclose(pre);
         return 0;
     }
@@ -268,14 +321,16 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
         return 0;
     }
     /* Taken: never unloaded (RTLD_NODELETE; the driver and NCCL keep threads). */
-    dlopen(pl->path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    struct link_map *lm = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name && *lm->l_name)
+        dlopen(lm->l_name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     if (pre) dlclose(pre); /* held by the library that needs it */
     if (id == RT_LIB_NVRTC) take_builtins(h, real);
     *hp = h;
     memset(st, 0, sizeof *st);
     st->loaded = 1;
-    /* Where it was found (a wheel's folder says more than the file its link
-     * names); the loader's own search names the file it opened. */
+    /* Where it was found (a wheel's folder, not its link's target); the
+     * loader's own search names the file it opened. */
     const char *where = pl->rule == RT_LIB_RULE_LOADER ? real : pl->path;
     size_t k = strnlen(where, sizeof st->path - 1); /* cut, as a path here never is */
     memcpy(st->path, where, k);
@@ -287,7 +342,9 @@ static int try_place(rt_lib_id id, const rt_lib_place *pl, void **hp, rt_lib_sta
     return 1;
 }
 
-int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
+/* only_named: the first place alone (DPC_LIB* when set, else the soname
+ * through the dynamic loader's own search). */
+static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
     lib_state *s = &libs[id];
     const rt_lib_desc *d = &rt_lib_descs[id];
     pthread_mutex_lock(&s->mu);
@@ -297,9 +354,10 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
     }
     rt_lib_place *pl = malloc(sizeof *pl * RT_LIB_MAX_PLACES);
     int n = pl ? rt_lib_places(d, pl, RT_LIB_MAX_PLACES) : 0;
+    if (only_named && n > 1) n = 1;
     text tried = {0}, seen = {0};
     char what[1024], bad[1400], first_bad[1400] = "";
-    int rc = -1;
+    int rc = -1, refused = 0, first_refused = 0;
     for (int i = 0; i < n && rc; i++) {
         void *h = NULL;
         if (try_place(id, &pl[i], &h, &s->st, &seen, what, sizeof what, bad, sizeof bad)) {
@@ -307,7 +365,9 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
             rc = 0;
         } else if (*bad && !*first_bad) {
             snprintf(first_bad, sizeof first_bad, "%s", bad);
+            first_refused = !strncmp(what, "refused: ", 9);
         }
+        refused += !strncmp(what, "refused: ", 9);
         text_add(&tried, "%s [%s%s%s]: %s\n", pl[i].path, rt_lib_rule_name(pl[i].rule),
                  *pl[i].via ? ": " : "", pl[i].via, what);
     }
@@ -319,15 +379,21 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
         const char *env = getenv(d->env);
         if (env && *env)
             base_fail(err, errlen, "%s=%s: %s", d->env, env, *first_bad ? first_bad : what);
+        else if (first_refused)
+            base_fail(err, errlen,
+                      "%s: no copy found passes the ownership rule (%d refused; the first: %s); "
+                      "dprun --device cuda --info lists the places; it comes with apt %s%s%s",
+                      d->name, refused, first_bad, d->apt, d->pip ? " or pip " : "",
+                      d->pip ? d->pip : "");
         else if (*first_bad)
             base_fail(err, errlen,
                       "%s: %s (no other place has one; dprun --device cuda --info lists them)",
                       d->name, first_bad);
         else
             base_fail(err, errlen,
-                      "%s (%s) not found in %d places (dprun --device cuda --info lists them); "
+                      "%s (%s) not found in %d place%s (dprun --device cuda --info lists them); "
                       "it comes with apt %s%s%s",
-                      d->name, d->soname, n, d->apt, d->pip ? " or pip " : "",
+                      d->name, d->soname, n, n == 1 ? "" : "s", d->apt, d->pip ? " or pip " : "",
                       d->pip ? d->pip : "");
     }
     free(pl);
@@ -335,7 +401,9 @@ int rt_lib_load(rt_lib_id id, char *err, size_t errlen) {
     return rc;
 }
 
+int rt_lib_load(rt_lib_id id, char *err, size_t errlen) { return load(id, 0, err, errlen); }
 int rt_cu_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_CUDA, err, errlen); }
+int rt_cu_probe(char *err, size_t errlen) { return load(RT_LIB_CUDA, 1, err, errlen); }
 int rt_nvrtc_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_NVRTC, err, errlen); }
 int rt_cublas_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_CUBLAS, err, errlen); }
 int rt_nccl_load(char *err, size_t errlen) { return rt_lib_load(RT_LIB_NCCL, err, errlen); }

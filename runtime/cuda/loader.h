@@ -28,7 +28,11 @@
  * at the fake driver); otherwise the soname (libcuda.so.1, libnvrtc.so.13,
  * libcublas.so.13, libnccl.so.2, libcudnn.so.9) through the dynamic
  * loader, then $CUDA_HOME/lib64, the pip wheels of each python3 on PATH,
- * $CONDA_PREFIX/lib, and for the driver its usual directories. A file is
+ * $CONDA_PREFIX/lib, and for the driver its usual directories. A file
+ * found by a path (DPC_LIB* included) is opened under the ownership rule
+ * (base/trust.h: no other user owns or may write it or a directory on its
+ * path) and loaded through the checked directory's descriptor; a refused
+ * one runs no code and is passed over, named with the reason. A file is
  * taken when it is a regular file (or a link to one) that dlopen accepts,
  * whose version is what dpc needs (the driver CUDA >= 13.0, NVRTC and
  * cuBLAS 13, NCCL 2, cuDNN 9), and that has every entry point; a wrong
@@ -144,6 +148,10 @@ extern rt_cudnn_api rt_cudnn;
  * that provide it). Thread-safe. */
 int rt_lib_load(rt_lib_id lib, char *err, size_t errlen);
 int rt_cu_load(char *err, size_t errlen);
+/* The driver as a probe for a device (--device auto): DPC_LIBCUDA when set
+ * (under the ownership rule), else libcuda.so.1 through the dynamic
+ * loader's own search only, never from a directory dpc chose. */
+int rt_cu_probe(char *err, size_t errlen);
 int rt_nvrtc_load(char *err, size_t errlen);
 int rt_cublas_load(char *err, size_t errlen);
 int rt_nccl_load(char *err, size_t errlen);

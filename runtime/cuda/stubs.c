@@ -25,6 +25,11 @@ int rt_cuda_device_count(char *why, size_t whylen) {
     return 0;
 }
 
+int rt_cuda_device_probe(char *why, size_t whylen) {
+    no_cuda(why, whylen);
+    return 0;
+}
+
 rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen) {
     (void)ordinal;
     no_cuda(err, errlen);

@@ -294,7 +294,9 @@ const char *rt_blas_better_core(const char *chosen, int has_avx2_fma, int has_av
  *   "cuda"  the cuda backend on device $DPC_CUDA_DEVICE (default 0), or NULL
  *           and a message saying why not: "--device cuda: no CUDA device
  *           (cannot load the CUDA driver libcuda.so.1: ...)".
- *   "auto"  (or NULL) the cuda backend when it can be opened, else the cpu
+ *   "auto"  (or NULL) the cuda backend when it can be opened (probed with
+ *           rt_cuda_device_probe first: the driver alone, found by the
+ *           dynamic loader's own search or DPC_LIBCUDA), else the cpu
  *           backend with *is_fallback = 1 and, once per process (replicas
  *           open one backend each), one line on stderr:
  *           "dprun: no CUDA device (REASON): using the cpu backend" (log.h) — unless
@@ -321,6 +323,11 @@ rt_backend *rt_backend_open_on(const char *device, int ordinal, int *is_fallback
  * message. Several may share a device (replicas), each with its own
  * streams. */
 int rt_cuda_device_count(char *why, size_t whylen);
+/* The same for --device auto, which must load no GPU library unless it
+ * is about to use one: the driver only, and only DPC_LIBCUDA's file or
+ * libcuda.so.1 through the dynamic loader's own search (loader.h
+ * rt_cu_probe), never a directory dpc chose. */
+int rt_cuda_device_probe(char *why, size_t whylen);
 rt_backend *rt_backend_cuda(int ordinal, char *err, size_t errlen);
 
 /* ---- generated C to a shared object, once per source.

@@ -44,13 +44,16 @@ static rt_backend *open_cpu(int ordinal, char *why, size_t whylen) {
 
 /* The backends `--device NAME` names. auto tries those marked `preferred`
  * in order and falls back to the first entry, which always opens. */
+/* auto asks `probe` first, when there is one: a count of devices (0 +
+ * why), found without loading more than the driver. */
 static const struct {
     const char *name;
     rt_backend *(*open)(int ordinal, char *why, size_t whylen); /* NULL + why */
     int preferred;
+    int (*probe)(char *why, size_t whylen);
 } backends[] = {
-    {"cpu", open_cpu, 0},
-    {"cuda", open_cuda, 1},
+    {"cpu", open_cpu, 0, NULL},
+    {"cuda", open_cuda, 1, rt_cuda_device_probe},
 };
 #define NBACKENDS ((int)(sizeof backends / sizeof *backends))
 
@@ -67,6 +70,11 @@ static rt_backend *open_auto(int ordinal, int *is_fallback) {
     char why[1024] = "";
     for (int i = 0; i < NBACKENDS; i++) {
         if (!backends[i].preferred) continue;
+        char reason[768];
+        if (backends[i].probe && !backends[i].probe(reason, sizeof reason)) {
+            snprintf(why, sizeof why, "no CUDA device (%s)", reason);
+            continue;
+        }
         rt_backend *be = backends[i].open(ordinal, why, sizeof why);
         if (be) return be;
     }
