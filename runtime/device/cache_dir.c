@@ -36,6 +36,18 @@ static void default_dir(char *path, size_t n) {
 
 static const char suffix[] = "set DPC_CACHE_DIR to a directory of your own";
 
+/* What a refusal is about, named once: "kernel cache directory DIR: AT,
+ * on its path," or, when AT is the directory itself, "kernel cache
+ * directory DIR". */
+#define SUBJECT_MAX (2 * PATH_MAX + 48)
+static const char *subject(char *buf, size_t n, const char *dir, const char *at) {
+    if (!strcmp(dir, at))
+        snprintf(buf, n, "kernel cache directory %s", dir);
+    else
+        snprintf(buf, n, "kernel cache directory %s: %s, on its path,", dir, at);
+    return buf;
+}
+
 /* A directory on the way to the cache: root or this user owns it (no one
  * else may rename what is in it), and no one else may write it unless it is
  * sticky, like /tmp (others may add names there, not rename or remove
@@ -44,18 +56,19 @@ static int check_ancestor(const char *dir, const char *at, const struct stat *st
                           size_t errlen) {
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
+    char who[SUBJECT_MAX];
     if (st->st_uid != 0 && st->st_uid != me)
-        return base_fail(
-            err, errlen,
-            "kernel cache directory %s: %s, on its path, belongs to uid %ld (mode %04o), "
-            "not to root or this user (uid %ld); refusing to load kernels through it (%s)",
-            dir, at, (long)st->st_uid, mode, (long)me, suffix);
+        return base_fail(err, errlen,
+                         "%s belongs to uid %ld (mode %04o), not to root or this user (uid %ld); "
+                         "refusing to load kernels through it (%s)",
+                         subject(who, sizeof who, dir, at), (long)st->st_uid, mode, (long)me,
+                         suffix);
     if ((mode & 022) && !(mode & S_ISVTX))
-        return base_fail(
-            err, errlen,
-            "kernel cache directory %s: %s, on its path, is writable by %s and not "
-            "sticky (mode %04o, owner uid %ld); refusing to load kernels through it (%s)",
-            dir, at, mode & 002 ? "everyone" : "its group", mode, (long)st->st_uid, suffix);
+        return base_fail(err, errlen,
+                         "%s is writable by %s and not sticky (mode %04o, owner uid %ld); "
+                         "refusing to load kernels through it (%s)",
+                         subject(who, sizeof who, dir, at), mode & 002 ? "everyone" : "its group",
+                         mode, (long)st->st_uid, suffix);
     return 0;
 }
 
@@ -110,8 +123,12 @@ typedef struct {
     size_t errlen;
 } walk;
 
-/* A system call's failure (errno) where the walk stands; -1. */
+/* A system call's failure (errno) where the walk stands, the directory
+ * named once when the walk stands on it; -1. */
 static int sys_fail(walk *w) {
+    if (!strcmp(w->dir, w->at))
+        return base_fail(w->err, w->errlen, "kernel cache directory %s: %s", w->dir,
+                         strerror(errno));
     return base_fail(w->err, w->errlen, "kernel cache directory %s: %s: %s", w->dir, w->at,
                      strerror(errno));
 }
@@ -180,11 +197,13 @@ static int follow_link(walk *w, const char *name) {
         errno = e;
         return sys_fail(w);
     }
+    char who[SUBJECT_MAX];
     if (ls.st_uid != 0 && ls.st_uid != geteuid())
         return base_fail(w->err, w->errlen,
-                         "kernel cache directory %s: %s, on its path, is a symbolic link owned by "
-                         "uid %ld, not by root or this user (uid %ld); refusing to follow it (%s)",
-                         w->dir, w->at, (long)ls.st_uid, (long)geteuid(), suffix);
+                         "%s is a symbolic link owned by uid %ld, not by root or this user (uid "
+                         "%ld); refusing to follow it (%s)",
+                         subject(who, sizeof who, w->dir, w->at), (long)ls.st_uid, (long)geteuid(),
+                         suffix);
     char target[PATH_MAX], next[sizeof w->todo];
     ssize_t n = ++w->links > 40 ? -1 : readlinkat(w->cur, name, target, sizeof target - 1);
     if (n <= 0) {
