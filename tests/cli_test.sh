@@ -107,5 +107,15 @@ for tool in dpc dprun; do
         printf '%s\n' "$out" | grep -q '^build: cuda backend .*, MPI .*, oneDNN convolutions .*, sanitizers ' &&
         ok || bad "$tool --version: $out"
 done
+# An unknown option is refused whatever comes before it, --version and --help
+# included: exit 1, one line, nothing on stdout.
+for cmd in "dpc --version --bogus" "dpc --help --bogus" "dprun --version --bogus" \
+    "dprun --help --bogus" "dprun predict --help --bogus" "dpc --bogus --version"; do
+    tool=${cmd%% *}
+    what=${cmd#dprun predict }
+    [ "$what" = "$cmd" ] || tool="dprun predict"
+    expect_fail_line "$cmd" "unknown option: --bogus (see $tool --help)" "$bin/"$cmd
+    check "$cmd: nothing on stdout" test -z "$("$bin/"$cmd 2>/dev/null)"
+done
 
 finish
