@@ -99,6 +99,12 @@ grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200, h100, a100)" "$bin/dpc" models/mlp.net --cost --device tpu9
 expect_fail_line cost-device-value "--device needs a value" "$bin/dpc" models/mlp.net --cost --device
 expect_fail_line batch-then-flag "--batch needs a value" "$bin/dpc" models/mlp.net --batch --cost
+# An integer or a size is the number alone: no white space or '+' before it.
+expect_fail_line batch-plus "--batch needs a positive integer, got: +8" "$bin/dpc" models/mlp.net --batch +8 --summary
+expect_fail_line batch-space "--batch needs a positive integer, got:  8" "$bin/dpc" models/mlp.net --batch " 8" --summary
+expect_fail_line max-memory-plus "needs a size such as 16G or 512M, got: +8G" "$bin/dpc" models/mlp.net --max-memory +8G --summary
+expect_fail_line steps-plus "--steps: '+1' is not an integer in 0.." "$bin/dprun" "$tmp/r.plan" --steps +1
+expect_fail_line seed-space "--seed: ' 1' is not a non-negative integer" "$bin/dprun" "$tmp/r.plan" --seed " 1"
 # --version: the release, the formats a plan holds and the build's parts, on
 # stdout, exit 0, for both tools.
 for tool in dpc dprun; do
