@@ -99,6 +99,16 @@ grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200, h100, a100)" "$bin/dpc" models/mlp.net --cost --device tpu9
 expect_fail_line cost-device-value "--device needs a value" "$bin/dpc" models/mlp.net --cost --device
 expect_fail_line batch-then-flag "--batch needs a value" "$bin/dpc" models/mlp.net --batch --cost
+# `--dump-ir PASS` (a space, not '='): PASS is taken as a model file; the refusal says so.
+hint="'autodiff' is a pass"
+expect_fail_line dump-ir-space-after "more than one model file: autodiff ($hint: --dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" models/mlp.net --dump-ir autodiff
+expect_fail_line dump-ir-space-before "more than one model file: models/mlp.net ($hint: --dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" --dump-ir autodiff models/mlp.net
+expect_fail_line dump-ir-space-alone "no model file: $hint, not a file (--dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" --dump-ir autodiff
+expect_fail_line two-models "dpc: error: more than one model file: models/cnn_small.net" \
+    "$bin/dpc" models/mlp.net models/cnn_small.net --summary
 # An integer or a size is the number alone: no white space or '+' before it.
 expect_fail_line batch-plus "--batch needs a positive integer, got: +8" "$bin/dpc" models/mlp.net --batch +8 --summary
 expect_fail_line batch-space "--batch needs a positive integer, got:  8" "$bin/dpc" models/mlp.net --batch " 8" --summary
