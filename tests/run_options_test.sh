@@ -31,7 +31,8 @@ run "$cnn" --steps 20 --final-eval both --eval-batches 2
 check "--final-eval both: both" grep -qE '^Training time [0-9.]+ seconds \| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 check "--eval-batches 2 names what it reads" grep -q 'note: --eval-batches 2: an accuracy pass reads at most the first 200 of 1000 test images, or 200 of 5000 train images' "$tmp/err"
 run "$cnn" --steps 0
-check "--steps 0 (evaluate only) measures both" grep -qE '\| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
+check "--steps 0 (evaluate only) measures both, and names no training time" \
+    grep -qE '^train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 run "$mlp" --epochs 1
 check "the whole schedule: both, as the article" grep -qE '\| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 dprun_fail "--final-eval takes a choice" "--final-eval: 'all' is not one of test, train, both, none" "$cnn" --final-eval all
