@@ -7,11 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The number starts at s: no white space or '+' before it, which the
+ * strto* functions would skip or take. */
+static int starts_plain(const char *s) { return *s && !isspace((unsigned char)*s) && *s != '+'; }
+
 int base_parse_i64(const char *s, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno) return -1;
+    if (!starts_plain(s) || *end || errno) return -1;
     *out = v;
     return 0;
 }
@@ -20,7 +24,7 @@ int base_parse_u64(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || strchr(s, '-')) return -1;
+    if (!starts_plain(s) || *end || errno || strchr(s, '-')) return -1;
     *out = v;
     return 0;
 }
@@ -29,13 +33,13 @@ int base_parse_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (!*s || *end || (errno == ERANGE && isinf(v))) return -1;
+    if (!starts_plain(s) || *end || (errno == ERANGE && isinf(v))) return -1;
     *out = v;
     return 0;
 }
 
 int64_t base_parse_size(const char *s) {
-    if (!s) return -1;
+    if (!s || !starts_plain(s)) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);

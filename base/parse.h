@@ -8,8 +8,8 @@
  *         return base_fail(err, errlen, "--gpus: '%s' is not an integer in 1..4096", arg);
  *
  * Each returns 0 and sets *out only when all of s is one decimal number (as
- * strtoll/strtoull/strtod read it, leading white space allowed) that fits
- * the type; else -1 and *out is untouched. The caller adds its own range and
+ * strtoll/strtoull/strtod read it, but with nothing before it: no white
+ * space, no sign '+') that fits the type; else -1 and *out is untouched. The caller adds its own range and
  * writes its own message.
  */
 #ifndef DPC_BASE_PARSE_H
@@ -28,7 +28,8 @@ int base_parse_f64(const char *s, double *out);
 
 /* A size as a user writes it: bytes ("1000000"), or a number with a unit
  * K, M, G, T (powers of 1024; "KiB", "MB" ... spelt either way, any case):
- * "8G", "1.5 GiB", "512m". -1 when malformed, zero or negative. */
+ * "8G", "1.5 GiB", "512m" (nothing before the number: no white space, no
+ * '+'). -1 when malformed, zero or negative. */
 int64_t base_parse_size(const char *s);
 
 #endif

@@ -15,24 +15,35 @@ static int refused(void) {
     return -1;
 }
 
+/* What a message is about: "WHAT: AT, on its path," for a name on the
+ * way, or "WHAT" alone when AT is the path itself (how->path), so a path
+ * is named once. */
+static const char *about(char *buf, size_t n, const base_trust_how *how, const char *at) {
+    if (how->path && !strcmp(how->path, at))
+        snprintf(buf, n, "%s", how->what);
+    else
+        snprintf(buf, n, "%s: %s, on its path,", how->what, at);
+    return buf;
+}
+
 int base_trust_check_dir(const base_trust_how *how, const char *at, const struct stat *st,
                          char *err, size_t errlen) {
     uid_t me = geteuid();
     unsigned mode = (unsigned)(st->st_mode & 07777);
     const char *hint = how->hint ? how->hint : "";
+    char who[2 * PATH_MAX + 64];
     if (st->st_uid != 0 && st->st_uid != me) {
         base_fail(err, errlen,
-                  "%s: %s, on its path, belongs to uid %ld (mode %04o), not to root or this user "
-                  "(uid %ld); %s%s",
-                  how->what, at, (long)st->st_uid, mode, (long)me, how->through, hint);
+                  "%s belongs to uid %ld (mode %04o), not to root or this user (uid %ld); %s%s",
+                  about(who, sizeof who, how, at), (long)st->st_uid, mode, (long)me, how->through,
+                  hint);
         return refused();
     }
     if ((mode & 022) && !(mode & S_ISVTX)) {
         base_fail(err, errlen,
-                  "%s: %s, on its path, is writable by %s and not sticky (mode %04o, owner uid "
-                  "%ld); %s%s",
-                  how->what, at, mode & 002 ? "everyone" : "its group", mode, (long)st->st_uid,
-                  how->through, hint);
+                  "%s is writable by %s and not sticky (mode %04o, owner uid %ld); %s%s",
+                  about(who, sizeof who, how, at), mode & 002 ? "everyone" : "its group", mode,
+                  (long)st->st_uid, how->through, hint);
         return refused();
     }
     return 0;
@@ -69,7 +80,10 @@ typedef struct {
 /* A system call's failure (errno, kept) where the walk stands; -1. */
 static int sys_fail(walk *w) {
     int e = errno;
-    base_fail(w->err, w->errlen, "%s: %s: %s", w->how->what, w->at, strerror(e));
+    if (w->how->path && !strcmp(w->how->path, w->at))
+        base_fail(w->err, w->errlen, "%s: %s", w->how->what, strerror(e));
+    else
+        base_fail(w->err, w->errlen, "%s: %s: %s", w->how->what, w->at, strerror(e));
     errno = e;
     return -1;
 }
@@ -132,10 +146,11 @@ static int follow_link(walk *w, const char *name) {
         return sys_fail(w);
     }
     if (ls.st_uid != 0 && ls.st_uid != geteuid()) {
+        char who[2 * PATH_MAX + 64];
         base_fail(w->err, w->errlen,
-                  "%s: %s, on its path, is a symbolic link owned by uid %ld, not by root or this "
-                  "user (uid %ld); refusing to follow it%s",
-                  w->how->what, w->at, (long)ls.st_uid, (long)geteuid(),
+                  "%s is a symbolic link owned by uid %ld, not by root or this user (uid %ld); "
+                  "refusing to follow it%s",
+                  about(who, sizeof who, w->how, w->at), (long)ls.st_uid, (long)geteuid(),
                   w->how->hint ? w->how->hint : "");
         return refused();
     }

@@ -42,6 +42,8 @@
  * rule). */
 typedef struct {
     const char *what, *through, *hint;
+    const char *
+        path; /* the path walked, as given: a message about it names it once (NULL: always "WHAT: AT, on its path,") */
     int create;
     int check_last;
 } base_trust_how;

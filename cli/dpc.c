@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "driver/args.h"
 #include "driver/compile.h"
@@ -63,6 +64,23 @@ static int store_dump_ir(const arg_parser *p, const arg_spec *s, const char *v, 
     if (v) o->dump_after = v;
     (void)p, (void)s;
     return 0;
+}
+
+/* A second positional: refused, and when --dump-ir came bare and one of
+ * the two names a step (`--dump-ir autodiff`), the message says how to
+ * dump after it. */
+static int second_positional(void *dst, const char *arg) {
+    const dpc_options *o = &((dpc_args *)dst)->o;
+    const char *step = !o->dump_ir || o->dump_after    ? NULL
+                       : dpc_dump_step_known(arg)      ? arg
+                       : dpc_dump_step_known(o->model) ? o->model
+                                                       : NULL;
+    if (step)
+        return arg_fail("dpc",
+                        "more than one model file: %s ('%s' is a pass: --dump-ir=%s dumps the IR "
+                        "after it)",
+                        arg, step, step);
+    return arg_fail("dpc", "more than one model file: %s", arg);
 }
 
 /* Values come as `--opt V`, the pipeline's as `--opt=V` too; a flag given
@@ -169,6 +187,7 @@ static const arg_parser parser = {
     .positional = OPT(model),
     .unknown = "unknown option: %s (see dpc --help)",
     .extra = "more than one model file: %s",
+    .more = second_positional,
     .width = 18,
     .wide_gap = 2,
 };
@@ -187,6 +206,12 @@ static int parse_args(int argc, char **argv, dpc_args *args) {
     int print_only = args->list_passes || args->print_pipeline; /* no model needed */
     if (!a->model && !a->from_ir && !print_only)
         return arg_fail(parser.prog, "no model file (usage: dpc MODEL.net -o PLAN)");
+    if (a->model && a->dump_ir && !a->dump_after && dpc_dump_step_known(a->model) &&
+        access(a->model, F_OK))
+        return arg_fail(parser.prog,
+                        "no model file: '%s' is a pass, not a file (--dump-ir=%s dumps the IR "
+                        "after it)",
+                        a->model, a->model);
     if (!print_only && !a->out && !a->summary && !a->params && !a->dump_ir && !a->dot &&
         !a->stats && !a->emit_dir && !a->cost && !a->print_ir_after && !a->time_passes &&
         a->layout < 2)

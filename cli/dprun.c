@@ -445,6 +445,7 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
                 global / t.batch, t.batch);
     rt_schedule s = rt_schedule_make(&t, global);
     s.per_iteration = o->warmup_per_iteration;
+    s.warmup_asked = o->warmup_epochs >= 0;
     if (per_step || t.lr_kind != IR_LR_DICT) {
         s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);

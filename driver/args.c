@@ -101,6 +101,7 @@ static int store(const arg_parser *p, const arg_spec *s, const char *val, void *
 
 int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
     const char **positional = (const char **)((char *)dst + p->positional);
+    int stop = 0; /* 2 or 3: the first --help or --version, returned once all parse */
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL;
         char opt[64];
@@ -117,9 +118,9 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
                 (p->specs[k].kind == ARG_HELP && !strcmp(opt, "-h")))
                 s = &p->specs[k];
         if (s && val && s->form == ARG_NEXT) s = NULL; /* --opt=V is no name it knows */
-        if (s && s->kind == ARG_HELP) return 2;
-        if (s && s->kind == ARG_VERSION) return 3;
-        if (s) {
+        if (s && (s->kind == ARG_HELP || s->kind == ARG_VERSION)) {
+            if (!stop) stop = s->kind == ARG_HELP ? 2 : 3;
+        } else if (s) {
             if (!val && s->kind != ARG_FLAG && s->form != ARG_EQ) {
                 /* `--epochs --steps 5` lacks a value: the next option is
                  * never taken as one (`--opt=--x` still passes such a value) */
@@ -144,5 +145,5 @@ int arg_parse(const arg_parser *p, int argc, char **argv, void *dst) {
             *positional = arg;
         }
     }
-    return 0;
+    return stop;
 }

@@ -90,7 +90,10 @@ struct arg_parser {
 #define ARG_MISSING_VALUE "%s needs a value"
 
 /* argv[1..argc-1] into dst: 0, 1 after an error (reported), 2 at --help
- * (nothing printed: the caller prints arg_usage and what it adds). */
+ * (nothing printed: the caller prints arg_usage and what it adds), 3 at
+ * --version; the first of --help and --version decides, and only when the
+ * whole command line parses: an unknown option or a bad value after either
+ * is still an error (1). */
 int arg_parse(const arg_parser *p, int argc, char **argv, void *dst);
 
 /* p->usage, then a line per option: "  shown  help". */

@@ -152,6 +152,10 @@ int dpc_precision_known(const char *name) {
     return !pass_precision_parse(name, &k);
 }
 
+int dpc_dump_step_known(const char *name) {
+    return !strcmp(name, "elaborate") || pass_find(name) != NULL;
+}
+
 void dpc_print_pass_help(FILE *f) {
     fputs("passes of the default pipeline, in order (PASS of --dump-ir=PASS):\n"
           "  elaborate          the training graph as the frontend built it\n",

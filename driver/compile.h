@@ -89,11 +89,13 @@ int dpc_pipeline(const dpc_options *o, struct pass_pipeline *out, char *err, siz
 /* What dpc's command line checks and prints about the passes:
  * --bucket-mb's text by the partition pass's bucket_mb schema into *mb (0,
  * or -1 with the reason in why); whether the precision pass takes name
- * (fp32, bf16, tf32); --help's list of the default pipeline's passes;
+ * (fp32, bf16, tf32); whether --dump-ir=name names a step (elaborate or
+ * a pass); --help's list of the default pipeline's passes;
  * --list-passes (a block per pass); --print-pipeline (the pipeline o asks
  * for, one line; 0, or -1 with dpc_pipeline's error in err). */
 int dpc_parse_bucket_mb(const char *text, double *mb, char *why, size_t n);
 int dpc_precision_known(const char *name);
+int dpc_dump_step_known(const char *name);
 void dpc_print_pass_help(FILE *f);
 void dpc_list_passes(FILE *f);
 int dpc_print_pipeline(const dpc_options *o, FILE *f, char *err, size_t errlen);

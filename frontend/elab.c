@@ -672,7 +672,9 @@ static int add_inputs(elab *E) {
 }
 
 /* `loss` must come from softmax_cross_entropy: autodiff starts there and
- * the runtime reads its logits. */
+ * the runtime reads its logits, as the eval program's tensor named
+ * "logits" (runtime/train/setup.c), so its first argument must be the
+ * statement `logits`. */
 static int mark_loss(elab *E, scope *top) {
     const fe_network *net = E->P->networks;
     const fe_stmt *last = NULL;
@@ -687,6 +689,15 @@ static int mark_loss(elab *E, scope *top) {
         fe_error(&E->diag, last->value->loc,
                  "loss must be the result of softmax_cross_entropy, not %s",
                  v->kind == V_TENSOR ? ir_ops[E->g->nodes[v->node].op].name : kind_name(v->kind));
+        return -1;
+    }
+    const ir_node *lg = &E->g->nodes[E->g->nodes[v->node].input[0]];
+    if (strcmp(lg->name, "logits")) {
+        fe_error(&E->diag, (fe_loc){lg->line, lg->col},
+                 "the loss's logits (softmax_cross_entropy's first argument) are named '%s': "
+                 "dprun reads the eval program's tensor 'logits'; assign them to logits "
+                 "(logits = ...; loss = softmax_cross_entropy(logits, label))",
+                 lg->name[0] ? lg->name : "(unnamed)");
         return -1;
     }
     ir_node *loss = &E->g->nodes[v->node];

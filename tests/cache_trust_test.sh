@@ -46,8 +46,8 @@ if [ "$me" = 0 ] && id nobody >/dev/null 2>&1; then
     # A link another user planted, at the end of the path or inside it.
     mkdir "$tmp/real"
     ln -s "$tmp/real" "$tmp/sticky/link" && chown -h nobody "$tmp/sticky/link"
-    expect_fail "a link another user owns is not followed" \
-        "kernel cache directory $tmp/sticky/link: $tmp/sticky/link, on its path, is a symbolic link owned by uid $nobody, not by root or this user (uid 0); refusing to follow it" \
+    expect_fail "a link another user owns is not followed, named once" \
+        "kernel cache directory $tmp/sticky/link is a symbolic link owned by uid $nobody, not by root or this user (uid 0); refusing to follow it" \
         run "$tmp/sticky/link"
     expect_fail "... nor inside the path" "$tmp/sticky/link, on its path, is a symbolic link owned by uid $nobody" \
         run "$tmp/sticky/link/cache"
@@ -59,6 +59,18 @@ if [ "$me" = 0 ] && id nobody >/dev/null 2>&1; then
 else
     skip "another user's directories and links: needs root and a nobody user"
 fi
+# Each refusal is one line naming the directory once (its path a second
+# time only when the refused name is another one on the way).
+touch "$tmp/file"
+run "$tmp/file" >/dev/null 2>"$tmp/file.err"
+check "a file as the cache: one line, the path named once" \
+    test "$(grep -c 'kernel cache directory' "$tmp/file.err")" = 1 -a \
+    "$(grep -o "$tmp/file" "$tmp/file.err" | wc -l)" = 1 -a \
+    "$(grep -c "kernel cache directory $tmp/file: Not a directory" "$tmp/file.err")" = 1
+run "$tmp/ww/cache" >/dev/null 2>"$tmp/ww.err"
+check "a refused parent: one line, each path named once" \
+    test "$(grep -c 'kernel cache directory' "$tmp/ww.err")" = 1 -a \
+    "$(grep -o "$tmp/ww/cache" "$tmp/ww.err" | wc -l)" = 1 -a "$(grep -o "$tmp/ww," "$tmp/ww.err" | wc -l)" = 1
 ln -s "$tmp/real" "$tmp/ours"
 check "a link this user owns is followed" quiet run "$tmp/ours/cache"
 check "... to its target" test -d "$tmp/real/cache"
@@ -93,8 +105,9 @@ check "the directory swapped after the check: the evil object never ran" test ! 
 check "... the module was published in the directory checked" \
     test "$(ls "$tmp/victim/cache.old"/*.so 2>/dev/null | wc -l)" = 1
 if [ "$owner" != "$me" ]; then
-    check "... and the next program's walk refuses the planted link" \
-        grep -q "$tmp/victim/cache, on its path, is a symbolic link owned by uid $owner" "$tmp/swap.err"
+    check "... and the next program's walk refuses the planted link, in one line naming it once" \
+        test "$(grep -c "kernel cache directory $tmp/victim/cache is a symbolic link owned by uid $owner" "$tmp/swap.err")" = 1 -a \
+        "$(grep -c 'kernel cache directory' "$tmp/swap.err")" = 1
 fi
 
 # ---- a truncated object whose record matches it --------------------------------------

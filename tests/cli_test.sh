@@ -99,6 +99,22 @@ grep -Eq '^ +k2_bn_mean_bn_var_bn_apply_ema_relu_assign_pass1 +589824 +4 ' "$tmp
 expect_fail_line cost-unknown-device "unknown device tpu9 (known: h200, h100, a100)" "$bin/dpc" models/mlp.net --cost --device tpu9
 expect_fail_line cost-device-value "--device needs a value" "$bin/dpc" models/mlp.net --cost --device
 expect_fail_line batch-then-flag "--batch needs a value" "$bin/dpc" models/mlp.net --batch --cost
+# `--dump-ir PASS` (a space, not '='): PASS is taken as a model file; the refusal says so.
+hint="'autodiff' is a pass"
+expect_fail_line dump-ir-space-after "more than one model file: autodiff ($hint: --dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" models/mlp.net --dump-ir autodiff
+expect_fail_line dump-ir-space-before "more than one model file: models/mlp.net ($hint: --dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" --dump-ir autodiff models/mlp.net
+expect_fail_line dump-ir-space-alone "no model file: $hint, not a file (--dump-ir=autodiff dumps the IR after it)" \
+    "$bin/dpc" --dump-ir autodiff
+expect_fail_line two-models "dpc: error: more than one model file: models/cnn_small.net" \
+    "$bin/dpc" models/mlp.net models/cnn_small.net --summary
+# An integer or a size is the number alone: no white space or '+' before it.
+expect_fail_line batch-plus "--batch needs a positive integer, got: +8" "$bin/dpc" models/mlp.net --batch +8 --summary
+expect_fail_line batch-space "--batch needs a positive integer, got:  8" "$bin/dpc" models/mlp.net --batch " 8" --summary
+expect_fail_line max-memory-plus "needs a size such as 16G or 512M, got: +8G" "$bin/dpc" models/mlp.net --max-memory +8G --summary
+expect_fail_line steps-plus "--steps: '+1' is not an integer in 0.." "$bin/dprun" "$tmp/r.plan" --steps +1
+expect_fail_line seed-space "--seed: ' 1' is not a non-negative integer" "$bin/dprun" "$tmp/r.plan" --seed " 1"
 # --version: the release, the formats a plan holds and the build's parts, on
 # stdout, exit 0, for both tools.
 for tool in dpc dprun; do
@@ -106,6 +122,16 @@ for tool in dpc dprun; do
         grep -Eq "^$tool [0-9]+\.[0-9]+\.[0-9]+ \(plan format [0-9]+, kernel program format [0-9]+\)$" &&
         printf '%s\n' "$out" | grep -q '^build: cuda backend .*, MPI .*, oneDNN convolutions .*, sanitizers ' &&
         ok || bad "$tool --version: $out"
+done
+# An unknown option is refused whatever comes before it, --version and --help
+# included: exit 1, one line, nothing on stdout.
+for cmd in "dpc --version --bogus" "dpc --help --bogus" "dprun --version --bogus" \
+    "dprun --help --bogus" "dprun predict --help --bogus" "dpc --bogus --version"; do
+    tool=${cmd%% *}
+    what=${cmd#dprun predict }
+    [ "$what" = "$cmd" ] || tool="dprun predict"
+    expect_fail_line "$cmd" "unknown option: --bogus (see $tool --help)" "$bin/"$cmd
+    check "$cmd: nothing on stdout" test -z "$("$bin/"$cmd 2>/dev/null)"
 done
 
 finish

@@ -9,7 +9,8 @@
 # auto measuring once, keeping its choices in the kernel cache, the next
 # run reusing them with the same bits; --tune and another build measuring
 # again; a malformed
-# record dropped with one notice; on the fake driver, cuDNN's measured
+# record dropped with one notice, and forged lines (huge times, overlong
+# lines, trailing garbage) refused and measured again without a crash; on the fake driver, cuDNN's measured
 # algorithm kept in the record, reused, and a forged one refused. The numerics per layer are
 # tests/unit/test_libconv.c's, against PyTorch parity_test.sh's. Prints
 # `N passed, N failed`.
@@ -145,6 +146,26 @@ check "--tune measures every one again" test "$(grep -c '^dprun: conv ' "$tmp/au
 DPC_DEBUG=1 step auto auto4
 check "a malformed record: one notice" grep -q "^dprun: note: .*$rec: 3 malformed lines ignored; measuring those again$" "$tmp/auto4.out"
 check "the good lines still hold" test "$(grep -c '^dprun: conv ' "$tmp/auto4.out")" = 0
+# Forged lines that pass the old field checks but print long when the record is rewritten
+# (times of 1e300 for all but the first convolution, which is measured and the record
+# rewritten; a time of 600 characters), trailing garbage, a '+' or a tab in a field:
+# each refused with the one notice, every convolution measured again, and the record
+# rewritten with bounded lines the next run reads without a notice.
+good=$(grep '^conv ' "$DPC_CACHE_DIR/$rec" | sed -n 2p)
+{ sed -n '2,$ s/^\(conv .* [a-z0-9]*\) [0-9.]* [0-9.]*$/\1 1e300 1e300/p' "$DPC_CACHE_DIR/$rec"
+    echo "${good% * *} 1.0 $(printf '%0600d' 1)"; echo "$good x"; echo "$good "
+    echo "conv +${good#conv }"; tab=$(printf '\t') && echo "${good/ 3 / ${tab}3 }"; } >"$tmp/forged"
+cp "$tmp/forged" "$DPC_CACHE_DIR/$rec"
+nf=$(wc -l <"$tmp/forged")
+DPC_DEBUG=1 step auto auto5
+check "a forged record ($nf lines): one notice" \
+    grep -q "^dprun: note: .*$rec: $nf malformed lines ignored; measuring those again$" "$tmp/auto5.out"
+check "every convolution measured again" test "$(grep -c '^dprun: conv .*: \(library\|im2col\)$' "$tmp/auto5.out")" = "$m"
+check "the rewritten record: $m bounded lines" test "$(grep -c '^conv ' "$DPC_CACHE_DIR/$rec")" = "$m" -a \
+    "$(awk 'length($0) >= 512 || $(NF) > 1e6 || $(NF-1) > 1e6' "$DPC_CACHE_DIR/$rec" | wc -l)" = 0
+DPC_DEBUG=1 step auto auto6
+check "and the next run reads it: no notice, nothing measured" \
+    test "$(grep -c '^dprun: conv \|malformed' "$tmp/auto6.out")" = 0
 
 # ---- cuDNN (the fake): its measured algorithm kept in the record, reused, checked -----------
 # The fake offers algorithm 0 (fastest, non-deterministic), 2 (deterministic, a workspace no

@@ -31,7 +31,8 @@ run "$cnn" --steps 20 --final-eval both --eval-batches 2
 check "--final-eval both: both" grep -qE '^Training time [0-9.]+ seconds \| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 check "--eval-batches 2 names what it reads" grep -q 'note: --eval-batches 2: an accuracy pass reads at most the first 200 of 1000 test images, or 200 of 5000 train images' "$tmp/err"
 run "$cnn" --steps 0
-check "--steps 0 (evaluate only) measures both" grep -qE '\| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
+check "--steps 0 (evaluate only) measures both, and names no training time" \
+    grep -qE '^train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 run "$mlp" --epochs 1
 check "the whole schedule: both, as the article" grep -qE '\| train accuracy [0-9.]+ \| test accuracy [0-9.]+$' "$tmp/out"
 dprun_fail "--final-eval takes a choice" "--final-eval: 'all' is not one of test, train, both, none" "$cnn" --final-eval all
@@ -77,7 +78,16 @@ check "a warmup that changes nothing is named" grep -q 'note: warmup changes not
 check "a run that stops inside its warmup is named" grep -q 'note: the run stops after 2 epochs, inside the 5-epoch warmup: the lr reaches 0.7, not its target 1.6' "$tmp/err"
 "$bin/dprun" "$tmp/r.plan" --schedule --epochs 2 >"$tmp/out" 2>"$tmp/err"
 check "... but not when the warmup changes nothing (one batch of 128)" lacks 'inside the 5-epoch warmup' "$tmp/err"
-check "... which is said instead" grep -q 'note: warmup changes nothing: the lr stays 0.1 for its 5 epochs' "$tmp/err"
+# The schedule's own warmup under linear scaling is flat only at its reference batch (it ramps at
+# any larger one, as written): nothing is said of it. One the user asks for is named when flat.
+check "... nor is the schedule's warmup, flat at the reference batch only" lacks 'warmup changes nothing' "$tmp/err"
+"$bin/dprun" "$tmp/r.plan" --schedule --epochs 6 --warmup-epochs 5 >"$tmp/out" 2>"$tmp/err"
+check "a --warmup-epochs that changes nothing is named" \
+    grep -q 'note: warmup changes nothing: the lr stays 0.1 for its 5 epochs (linear scaling at global batch 128, reference batch 128)' "$tmp/err"
+run "$cnn" --steps 1
+check "a bundled model's run: no warmup note" lacks 'warmup changes nothing' "$tmp/err"
+run "$cnn" --steps 0 --warmup-epochs 1
+check "an evaluation alone: no schedule note" lacks 'warmup' "$tmp/err"
 dprun_fail "--warmup-epochs longer than --epochs" "--warmup-epochs 2 does not fit the 1 epoch of --epochs 1" "$cnn" --epochs 1 --warmup-epochs 2
 dprun_fail "... naming the epochs asked for" "--warmup-epochs 5 does not fit the 2 epochs of --epochs 2" "$cnn" --epochs 2 --warmup-epochs 5
 

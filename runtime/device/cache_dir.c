@@ -89,6 +89,7 @@ int rt_cache_open(rt_cache *c, char *err, size_t errlen) {
     char what[sizeof c->path + 32], at[PATH_MAX];
     snprintf(what, sizeof what, "kernel cache directory %s", c->path);
     base_trust_how how = {.what = what,
+                          .path = c->path,
                           .through = "refusing to load kernels through it",
                           .hint = " (" SUFFIX ")",
                           .create = 1};

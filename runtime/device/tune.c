@@ -13,10 +13,12 @@
  *     count, or the GPU and its cuDNN; and the executable's bytes), so
  *     later runs on it choose as the first did, without measuring.
  *     `dprun --tune` measures every one again.
- * The record is data: each line is checked field by field (a descriptor
- * cg_conv_validate accepts, a known way, finite times, an algorithm
- * number the library is asked about before it is used) and a bad line is
- * dropped with one notice; it never names a file or holds code.
+ * The record is data: each line is checked field by field and must parse
+ * in full (at most TUNE_LINE_MAX characters, a descriptor
+ * cg_conv_validate accepts, a known way, times in 0..TUNE_MAX_MS, an
+ * algorithm number the library is asked about before it is used, nothing
+ * after them); a bad line is dropped with one notice and measured again;
+ * it never names a file or holds code.
  *
  * Lines: "conv DESC WAY LIB_MS ALT_MS" and "algo DESC ALGO", where DESC is
  * "DIR N C H W K kh kw sh sw ph pw Ho Wo G TX TW TY DENSE"; the
@@ -25,11 +27,14 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/parse.h"
 #include "runtime/check.h"
 #include "runtime/device/device.h"
 #include "runtime/env.h"
@@ -110,71 +115,111 @@ static choice *entry(uint64_t where, const cg_conv *d) {
     return c;
 }
 
-/* A line's descriptor into d: the characters it took, or -1. */
-static int parse_desc(const char *s, cg_conv *d) {
-    long long v[14];
-    int dir, t[3], dense, used = 0;
-    memset(d, 0, sizeof *d);
-    if (sscanf(s,
-               "%d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %d %d %d "
-               "%d%n",
-               &dir, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10],
-               &v[11], &v[12], &v[13], &t[0], &t[1], &t[2], &dense, &used) != 19)
+/* The bounds of a record line. A time is milliseconds, finite, at least 0
+ * (0 and 0: the library declined the shape) and at most TUNE_MAX_MS (a
+ * measured one above it is kept as TUNE_MAX_MS); with it every field's
+ * widest spelling fits a line of TUNE_LINE_MAX characters (401 at most:
+ * 15 int64s, 4 ints, a way word and two times of "%.4f" below 1e6), and a
+ * longer line is malformed. */
+#define TUNE_MAX_MS   1e6
+#define TUNE_LINE_MAX 512
+#define DESC_FIELDS   19
+
+/* The next field of *s (fields are separated by one space) into tok:
+ * 0, or -1 when there is none, it is empty or longer than tok. */
+static int next_field(const char **s, char *tok, size_t cap) {
+    const char *p = *s;
+    size_t n = strcspn(p, " ");
+    if (!n || n >= cap) return -1;
+    memcpy(tok, p, n);
+    tok[n] = 0;
+    *s = p[n] ? p + n + 1 : p + n;
+    return p[n] && !p[n + 1] ? -1 : 0; /* a trailing space is not a field */
+}
+
+/* An integer field in lo..hi, written as save writes it: an optional '-'
+ * and digits, nothing else. */
+static int field_int(const char **s, int64_t lo, int64_t hi, int64_t *out) {
+    char tok[32];
+    if (next_field(s, tok, sizeof tok)) return -1;
+    const char *digits = tok[0] == '-' ? tok + 1 : tok;
+    if (!*digits || digits[strspn(digits, "0123456789")] || base_parse_i64(tok, out)) return -1;
+    return *out < lo || *out > hi ? -1 : 0;
+}
+
+/* A time field: digits with at most one '.', in 0..TUNE_MAX_MS. */
+static int field_ms(const char **s, double *out) {
+    char tok[32];
+    if (next_field(s, tok, sizeof tok)) return -1;
+    size_t n = strspn(tok, "0123456789");
+    if (!n || (tok[n] && (tok[n] != '.' || tok[n + 1 + strspn(tok + n + 1, "0123456789")])))
         return -1;
-    *d = (cg_conv){.dir = dir,
-                   .N = v[0],
-                   .C = v[1],
-                   .H = v[2],
-                   .W = v[3],
-                   .K = v[4],
-                   .kh = v[5],
-                   .kw = v[6],
-                   .sh = v[7],
-                   .sw = v[8],
-                   .ph = v[9],
-                   .pw = v[10],
-                   .Ho = v[11],
-                   .Wo = v[12],
-                   .G = v[13],
-                   .type_x = t[0],
-                   .type_w = t[1],
-                   .type_y = t[2],
+    return base_parse_f64(tok, out) || !isfinite(*out) || *out < 0 || *out > TUNE_MAX_MS ? -1 : 0;
+}
+
+/* A line's descriptor into d, moving *s past it: 0, or -1. */
+static int parse_desc(const char **s, cg_conv *d) {
+    int64_t v[DESC_FIELDS];
+    for (int i = 0; i < DESC_FIELDS; i++) { /* dir, 14 sizes, 3 types, dense: all ints */
+        if (field_int(s, i >= 1 && i <= 14 ? 0 : INT32_MIN, INT32_MAX, &v[i])) return -1;
+    }
+    /* cg_conv_sizes multiplies them unchecked: its three products must fit first */
+    int64_t t;
+    if (!v[14] || __builtin_mul_overflow(v[1] * v[2], v[3] * v[4], &t) ||
+        __builtin_mul_overflow(v[1] * v[5], v[12] * v[13], &t) ||
+        __builtin_mul_overflow(v[5] * (v[2] / v[14]), v[6] * v[7], &t))
+        return -1;
+    *d = (cg_conv){.dir = (int)v[0],
+                   .N = v[1],
+                   .C = v[2],
+                   .H = v[3],
+                   .W = v[4],
+                   .K = v[5],
+                   .kh = v[6],
+                   .kw = v[7],
+                   .sh = v[8],
+                   .sw = v[9],
+                   .ph = v[10],
+                   .pw = v[11],
+                   .Ho = v[12],
+                   .Wo = v[13],
+                   .G = v[14],
+                   .type_x = (int)v[15],
+                   .type_w = (int)v[16],
+                   .type_y = (int)v[17],
                    .tune = 1,
-                   .dense = dense};
+                   .dense = (int)v[18]};
     int64_t size[3];
     char why[160];
     cg_conv_sizes(d, size);
-    return cg_conv_validate(d, size, why, sizeof why) ? -1 : used;
+    return cg_conv_validate(d, size, why, sizeof why) ? -1 : 0;
 }
 
-/* One line into where's entries: 0, or -1 when anything is off. */
+/* One line into where's entries: 0, or -1 when anything is off (the whole
+ * line must parse, every field within its bounds, nothing after it). */
 static int parse_line(uint64_t where, const char *line) {
     cg_conv d;
-    int n, used = 0;
+    if (strlen(line) >= TUNE_LINE_MAX) return -1;
     int kind = !strncmp(line, "conv ", 5) ? 1 : !strncmp(line, "algo ", 5) ? 2 : 0;
-    if (!kind || (n = parse_desc(line + 5, &d)) < 0) return -1;
-    const char *rest = line + 5 + n;
+    const char *rest = line + 5;
+    if (!kind || parse_desc(&rest, &d)) return -1;
     if (kind == 1) {
         char wayword[16];
         double lib_ms, alt_ms;
-        if (sscanf(rest, " %15s %lf %lf%n", wayword, &lib_ms, &alt_ms, &used) != 3 ||
-            rest[used] != '\0')
+        if (next_field(&rest, wayword, sizeof wayword) || field_ms(&rest, &lib_ms) ||
+            field_ms(&rest, &alt_ms) || *rest)
             return -1;
         int way = !strcmp(wayword, "library")  ? RT_CONV_LIBRARY
                   : !strcmp(wayword, "im2col") ? RT_CONV_ALTERNATIVE
                                                : RT_CONV_UNKNOWN;
-        if (way == RT_CONV_UNKNOWN || !isfinite(lib_ms) || !isfinite(alt_ms) || lib_ms < 0 ||
-            alt_ms < 0)
-            return -1;
+        if (way == RT_CONV_UNKNOWN) return -1;
         choice *c = entry(where, &d);
         if (c->way == RT_CONV_UNKNOWN) c->way = way, c->lib_ms = lib_ms, c->alt_ms = alt_ms;
     } else {
-        int algo;
-        if (sscanf(rest, " %d%n", &algo, &used) != 1 || rest[used] != '\0' || algo < 0 ||
-            algo > 255)
-            return -1;
+        int64_t algo;
+        if (field_int(&rest, 0, 255, &algo) || *rest) return -1;
         choice *c = entry(where, &d);
-        if (c->algo < 0) c->algo = algo;
+        if (c->algo < 0) c->algo = (int)algo;
     }
     return 0;
 }
@@ -211,32 +256,55 @@ static void load(uint64_t where) {
     rt_cache_close(&c);
 }
 
+/* A time as the record keeps it: within 0..TUNE_MAX_MS (NaN as 0). */
+static double kept_ms(double ms) { return ms > TUNE_MAX_MS ? TUNE_MAX_MS : ms > 0 ? ms : 0; }
+
+/* Appends one formatted line to text (len of cap used): 0, or -1 when it
+ * would not fit a record line (TUNE_LINE_MAX) or the text, which is then
+ * left as it was. */
+static int append(char *text, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int append(char *text, size_t cap, size_t *len, const char *fmt, ...) {
+    char line[TUNE_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof line || (size_t)n >= cap - *len) return -1;
+    memcpy(text + *len, line, (size_t)n + 1);
+    *len += (size_t)n;
+    return 0;
+}
+
 /* Rewrites where's record with every choice this process knows of it
- * (under mu). */
+ * (under mu). Each line is at most TUNE_LINE_MAX characters, written with
+ * its length checked against what is left of the text; one that would not
+ * fit is left out (measured again by the next process). */
 static void save(uint64_t where) {
     rt_cache c;
     char err[512], name[128];
     if (rt_cache_open(&c, err, sizeof err)) return;
     record_name(where, name, sizeof name);
-    size_t cap = 256, len = 0;
-    for (const choice *k = choices; k; k = k->next) cap += 512;
+    size_t cap = 1, len = 0;
+    for (const choice *k = choices; k; k = k->next) cap += 2 * TUNE_LINE_MAX;
     char *text = malloc(cap);
     RT_CHECK_ALLOC(text);
+    text[0] = 0;
     for (const choice *k = choices; k; k = k->next) {
         const cg_conv *d = &k->d;
         if (k->where != where || d->tf32) continue; /* tf32: no field for it, measured anew */
-        char desc[256];
-        snprintf(desc, sizeof desc,
-                 "%d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-                 " %" PRId64 " %d %d %d %d",
-                 d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw,
-                 d->Ho, d->Wo, d->G, d->type_x, d->type_w, d->type_y, d->dense);
+        char desc[TUNE_LINE_MAX];
+        int n = snprintf(desc, sizeof desc,
+                         "%d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                         " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                         " %" PRId64 " %" PRId64 " %d %d %d %d",
+                         d->dir, d->N, d->C, d->H, d->W, d->K, d->kh, d->kw, d->sh, d->sw, d->ph,
+                         d->pw, d->Ho, d->Wo, d->G, d->type_x, d->type_w, d->type_y, d->dense);
+        if (n < 0 || (size_t)n >= sizeof desc) continue;
         if (k->way != RT_CONV_UNKNOWN)
-            len += (size_t)snprintf(text + len, cap - len, "conv %s %s %.4f %.4f\n", desc,
-                                    way_name(k->way), k->lib_ms, k->alt_ms);
-        if (k->algo >= 0)
-            len += (size_t)snprintf(text + len, cap - len, "algo %s %d\n", desc, k->algo);
+            (void)append(text, cap, &len, "conv %s %s %.4f %.4f\n", desc, way_name(k->way),
+                         kept_ms(k->lib_ms), kept_ms(k->alt_ms));
+        if (k->algo >= 0) (void)append(text, cap, &len, "algo %s %d\n", desc, k->algo);
     }
     if (rt_cache_write(&c, name, text, len, err, sizeof err))
         rt_log(RT_LOG_NOTE, "the convolution choices were not kept: %s", err);

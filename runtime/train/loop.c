@@ -507,10 +507,13 @@ static int finish(rt_run *r, loop_state *L) {
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     if (L->test_acc_done != L->done && !want_test)
         L->test_acc = -1; /* an older pass's: not these parameters' */
-    fprintf(o->out, "Training time %.2f seconds", L->total_time);
-    if (train_acc >= 0) fprintf(o->out, " | train accuracy %.4f", train_acc);
-    if (L->test_acc >= 0) fprintf(o->out, " | test accuracy %.4f", L->test_acc);
-    fputc('\n', o->out);
+    /* The training time only when steps ran (here or before a --resume):
+     * an evaluation alone (--steps 0) prints just its accuracies. */
+    const char *sep = "";
+    if (L->done > 0) fprintf(o->out, "Training time %.2f seconds", L->total_time), sep = " | ";
+    if (train_acc >= 0) fprintf(o->out, "%strain accuracy %.4f", sep, train_acc), sep = " | ";
+    if (L->test_acc >= 0) fprintf(o->out, "%stest accuracy %.4f", sep, L->test_acc), sep = " | ";
+    if (*sep) fputc('\n', o->out);
     rt_run_flush_log(r);
     rt_train_result *res = o->result;
     if (res) res->finished = 1, res->train_accuracy = train_acc, res->test_accuracy = L->test_acc;

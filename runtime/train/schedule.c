@@ -112,7 +112,12 @@ int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
         snprintf(scaling, sizeof scaling, "%s scaling at global batch %d, reference batch %d",
                  t->lr_scaling == IR_LR_SCALING_SQRT ? "sqrt" : "linear", s->global_batch,
                  t->reference_batch);
-    if (flat) {
+    /* A flat warmup is said when it is flat at every global batch (no lr
+     * scaling to ramp to), or when the user asked for it: a schedule's
+     * warmup under linear or sqrt scaling is flat only at its reference
+     * batch and ramps at any larger one, as it is written to. */
+    int flat_always = t->lr_scaling == IR_LR_SCALING_NONE || t->reference_batch <= 0;
+    if (flat && (flat_always || s->warmup_asked)) {
         note(buf, len, "warmup changes nothing: the lr stays %.4g for its %d epoch%s (%s)", from, k,
              k == 1 ? "" : "s", scaling);
         count++;

@@ -177,6 +177,7 @@ static int open_run(rt_run *r, rt_train_options *o) {
         rt_progress_init(&r->bar, r->quiet);
     }
     r->sched = rt_schedule_make(&r->t, r->global);
+    r->sched.warmup_asked = o->warmup_epochs >= 0;
     r->sched.per_iteration = o->warmup_per_iteration;
     if (!rc) rc = rt_run_check_outputs(r);
     if (!rc) rc = rt_run_open_data(r);
@@ -204,8 +205,9 @@ static void banner(const rt_run *r, const dpc_plan *plan) {
            plan->model, (long long)ir_num_params(plan->train), r->be->name, r->total,
            r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
            (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
-    rt_schedule_say_notes(&r->sched, o->result ? o->result->note : NULL,
-                          o->result ? sizeof o->result->note : 0);
+    if (o->steps != 0) /* --steps 0 only evaluates: no schedule runs */
+        rt_schedule_say_notes(&r->sched, o->result ? o->result->note : NULL,
+                              o->result ? sizeof o->result->note : 0);
     if (o->eval_batches > 0)
         rt_log(RT_LOG_NOTE,
                "--eval-batches %ld: an accuracy pass reads at most the first %lld of "

@@ -213,6 +213,7 @@ typedef struct {
     int global_batch;     /* per-device batch x replicas */
     int per_iteration;    /* 1: warmup ramps every step, 0: every epoch */
     long steps_per_epoch; /* for a curve's epoch_lr; 0 (unknown) counts one step per epoch */
+    int warmup_asked;     /* 1: the warmup is the user's (--warmup-epochs, a sweep's warmup=) */
 } rt_schedule;
 
 rt_schedule rt_schedule_make(const ir_train *t, int global_batch);

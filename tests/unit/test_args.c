@@ -94,6 +94,12 @@ TEST(values_and_forms) {
     CHECK(parse(&a, m, sizeof m, "-", NULL) == 0 && !strcmp(a.path, "-"));
     CHECK(parse(&a, m, sizeof m, "", NULL) == 0 && a.path && !a.path[0]);
     CHECK(parse(&a, m, sizeof m, "-h", NULL) == 2 && parse(&a, m, sizeof m, "--help=1", NULL) == 2);
+    /* --help answers only for a command line that parses in full */
+    CHECK(parse(&a, m, sizeof m, "--help", "--flag", "f.net", NULL) == 2 && m[0] == 0);
+    CHECK(parse(&a, m, sizeof m, "--help", "--bogus", NULL) == 1 &&
+          !strcmp(m, "t: error: unknown option: --bogus\n"));
+    CHECK(parse(&a, m, sizeof m, "--bogus", "-h", NULL) == 1);
+    CHECK(parse(&a, m, sizeof m, "-h", "--n", "9", NULL) == 1);
 }
 
 TEST(messages) {

@@ -513,7 +513,8 @@ TEST(batchnorm_gamma_init) {
         "  x = batchnorm(image, gamma_init=0)\n"
         "  x = x + branch(x)\n"
         "  x = x + batchnorm(conv(x, 3, k=1), residual_last=true, gamma_init=1)\n"
-        "  loss = softmax_cross_entropy(dense(global_avgpool(x), 10), label)\n"
+        "  logits = dense(global_avgpool(x), 10)\n"
+        "  loss = softmax_cross_entropy(logits, label)\n"
         "}\n";
     char src[1024];
     for (int on = 0; on < 2; on++) {
@@ -543,7 +544,8 @@ TEST(batchnorm_without_affine) {
                             "  x = batchnorm(image, scale=false, center=false)\n"
                             "  x = batchnorm(conv(x, 4, k=1), center=false)\n"
                             "  x = batchnorm(x, scale=false)\n"
-                            "  loss = softmax_cross_entropy(dense(global_avgpool(x), 10), label)\n"
+                            "  logits = dense(global_avgpool(x), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
                             "}\n",
                             2);
     CHECK(g != NULL);
@@ -573,8 +575,9 @@ TEST(batchnorm_without_affine) {
 }
 
 TEST(train_section_variants) {
-    const char *net = "input image[4]\ninput label class(2)\n"
-                      "network n { loss = softmax_cross_entropy(dense(image, 2), label) }\n";
+    const char *net =
+        "input image[4]\ninput label class(2)\n"
+        "network n { logits = dense(image, 2); loss = softmax_cross_entropy(logits, label) }\n";
     char src[2048];
     /* no train section: the defaults */
     fe_program *p = parse(net);
@@ -628,8 +631,8 @@ TEST(train_section_variants) {
 
     /* schedule words are plain names outside the train section */
     p = parse("input image[4]\ninput label class(2)\n"
-              "network n { data = dense(image, 2); batch = data; loss = "
-              "softmax_cross_entropy(batch, label) }\n"
+              "network n { data = dense(image, 4); batch = relu(data); logits = dense(batch, 2); "
+              "loss = softmax_cross_entropy(logits, label) }\n"
               "train { lr_scaling none; data cifar10 { random_mirror } }");
     CHECK_MSG(p != NULL, "%s", errbuf);
     if (p) CHECK(fe_train(p)->random_mirror == 1 && fe_train(p)->lr_scaling == IR_LR_SCALING_NONE);

@@ -16,6 +16,11 @@ TEST(integers) {
     CHECK(base_parse_i64("12x", &i) == -1);
     CHECK(base_parse_i64("1.5", &i) == -1);
     CHECK(base_parse_i64("3 ", &i) == -1);
+    /* nothing before the number: strtoll would skip the space and take the '+' */
+    CHECK(base_parse_i64(" 3", &i) == -1);
+    CHECK(base_parse_i64("\t3", &i) == -1);
+    CHECK(base_parse_i64("+3", &i) == -1);
+    CHECK(base_parse_i64("\n-3", &i) == -1);
     CHECK(i == 7); /* untouched on failure */
 
     uint64_t u = 7;
@@ -26,6 +31,8 @@ TEST(integers) {
     CHECK(base_parse_u64(" -1", &u) == -1);
     CHECK(base_parse_u64("", &u) == -1);
     CHECK(base_parse_u64("5k", &u) == -1);
+    CHECK(base_parse_u64("+5", &u) == -1);
+    CHECK(base_parse_u64(" 5", &u) == -1);
     CHECK(u == 7);
 }
 
@@ -41,11 +48,28 @@ TEST(reals) {
     CHECK(base_parse_f64("", &d) == -1);
     CHECK(base_parse_f64("1.5e", &d) == -1);
     CHECK(base_parse_f64("2 MiB", &d) == -1);
+    CHECK(base_parse_f64(" 0.5", &d) == -1);
+    CHECK(base_parse_f64("+0.5", &d) == -1);
     CHECK(d == 7);
+}
+
+TEST(sizes) {
+    CHECK(base_parse_size("1000000") == 1000000);
+    CHECK(base_parse_size("8G") == 8ll << 30);
+    CHECK(base_parse_size("1.5 GiB") == 3ll << 29);
+    CHECK(base_parse_size("512m") == 512ll << 20);
+    CHECK(base_parse_size("") == -1);
+    CHECK(base_parse_size("0") == -1);
+    CHECK(base_parse_size("-1G") == -1);
+    CHECK(base_parse_size("8X") == -1);
+    CHECK(base_parse_size(" 8G") == -1);
+    CHECK(base_parse_size("+8G") == -1);
+    CHECK(base_parse_size("\t512m") == -1);
 }
 
 int main(void) {
     RUN(integers);
     RUN(reals);
+    RUN(sizes);
     return harness_done();
 }
