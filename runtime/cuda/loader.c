@@ -356,7 +356,7 @@ static int load(rt_lib_id id, int only_named, char *err, size_t errlen) {
     int n = pl ? rt_lib_places(d, pl, RT_LIB_MAX_PLACES) : 0;
     if (only_named && n > 1) n = 1;
     text tried = {0}, seen = {0};
-    char what[1024], bad[1400], first_bad[1400] = "";
+    char what[1424], bad[1400], first_bad[1400] = "";
     int rc = -1, refused = 0, first_refused = 0;
     for (int i = 0; i < n && rc; i++) {
         void *h = NULL;
