@@ -7,13 +7,14 @@
 #
 # usage: bench/cpu_throughput.sh [STEPS] [THREADS] [BATCH] [ROUNDS] [MODEL ...]
 #        (defaults 5, 2, 128, 1, and resnet18 resnet34 resnet50 resnet18_v2 mobilenet_v2)
-# DPC_CONVS lists dpc's sides by their --conv (default "library im2col"): the
-# first is "dpc", whose ratios against every other side the table gives, the
-# others dpc-CONV. BASE_BIN names another build's bin/ (an earlier tree, for a
-# before and after): its dpc with the first --conv is the side "base". The
-# machine's sgemm peak (bench/sgemm_peak.c: OpenBLAS
-# and oneDNN, the better) is measured in each round too, and dpc's train
-# step is given as GFLOP/s (dpc --cost's count) and a fraction of it.
+# DPC_CONVS lists dpc's sides by their --conv (default "library auto";
+# library is dpc's default): the first is "dpc", whose ratios against every other
+# side the table gives, the others dpc-CONV. BASE_BIN names another
+# build's bin/ (an earlier tree, for a before and after): its dpc with the
+# first --conv is the side "base". The machine's sgemm peak
+# (bench/sgemm_peak.c: OpenBLAS and oneDNN, the better) is measured in
+# each round too, and dpc's train step is given as GFLOP/s (dpc --cost's
+# count) and a fraction of it.
 # Each round times every model once on each side; with ROUNDS > 1 the
 # figures are the medians. Needs `make` done (bin/dpc, bin/dprun).
 # TORCH_PY names the peers' pythons, space-separated (default
@@ -43,7 +44,7 @@ ips() { sed -n 's/^throughput: \([0-9.]*\) img\/s$/\1/p' "$1" | tail -n 1; }
 median() { sort -n "$1" | awk '{ a[NR] = $1 } END { if (NR) print (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2 }'; }
 
 # Sides: dpc's, then for each peer python its version's eager and (torch 2 on) torch.compile.
-convs=${DPC_CONVS:-library im2col}
+convs=${DPC_CONVS:-library auto}
 sides="" first_conv=""
 declare -A dpc_conv
 for c in $convs; do

@@ -3,7 +3,8 @@
 # dpc --conv end to end on the cpu backend: the marks in the IR and the
 # calls in the plan; --conv dense's marks, its alternative to a library
 # call, its bits run to run and across thread counts, and its training
-# against im2col within a floor measured in the same test; training with
+# against im2col within a floor measured in the same test; the cpu's
+# library call leaving dense-marked convolutions to it; training with
 # the library (the default) against im2col within it (2e-2 after three
 # steps) and bit for bit run to run and across thread counts; --conv
 # auto measuring once, keeping its choices in the kernel cache, the next
@@ -76,6 +77,15 @@ step pim2col pim2col1 --steps 1
 DPC_CPU_SUM_ORDER=split-k step pim2col pim2col1_sk --steps 1
 step pdense dense_1 --steps 1
 check "dense against im2col: a different result at all" test -n "$(cmp "$tmp/dense_1.st" "$tmp/pim2col1.st" 2>&1)"
+# The cpu's plain library call declines a dense-marked convolution: the
+# dense product is exact there and beat oneDNN on every CPU measured. Only
+# the two convolutions on 8x8 and 4x4 planes run as oneDNN (2 forward, 1
+# data gradient, 2 weight gradients); --conv auto still times both ways.
+plans $planes p library
+DPC_PROFILE=1 "$bin/dprun" "$tmp/plibrary.plan" --steps 2 >"$tmp/plib.prof" 2>&1
+check "library on small_planes: oneDNN for the 5 calls off the small planes, none on them" \
+    test "$(grep -cE ' x  conv (conv|conv_grad_data|conv_grad_weight) ' "$tmp/plib.prof")" = 5
+check "and the dense products for the rest" grep -q '_conv_unroll$' "$tmp/plib.prof"
 
 # ---- training: library against im2col; bits across runs and threads --------------------------
 plans $net "" library im2col auto

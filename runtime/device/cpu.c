@@ -501,6 +501,10 @@ static int cpu_conv(rt_backend *be, const cg_conv *d, void *out, const void *in,
     (void)be;
     if (d->tf32) return 1; /* oneDNN has no TF32 here: the alternative's TF32 GEMMs */
     if (current_sum_order() == RT_SUM_ORDER_SPLIT_K) return 1; /* im2col's GEMMs: another order */
+    /* A dense product (a window over the whole plane) multiplies no padding
+     * and beat oneDNN on every CPU measured, so the library's plain call
+     * runs it; --conv auto still times the two. */
+    if (d->dense && !d->tune) return 1;
     return rt_onednn_conv(d, out, in, in2, pool_run, err, errlen);
 }
 

@@ -346,6 +346,11 @@ void rt_conv_choice_set(uint64_t where, const cg_conv *d, int way, double lib_s,
     choice *c = entry(where, &key);
     if (c->way == RT_CONV_UNKNOWN) { /* the first replica's measurement stands */
         c->way = way, c->lib_ms = 1e3 * lib_s, c->alt_ms = 1e3 * alt_s;
+        static int told; /* the cost is paid once per machine: say so, once */
+        if (!told++ && !retune)
+            rt_log(RT_LOG_NOTE,
+                   "timing each convolution's ways once for this machine (dpc --conv auto); "
+                   "later runs reuse the choices from the kernel cache");
         save(where);
         if (retune || rt_debug_level() >= 1 || rt_env_int("DPC_PROFILE", 0)) {
             char times[96]; /* no times: the library declined the shape (exec.c) */
