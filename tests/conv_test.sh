@@ -137,9 +137,12 @@ check "dense against im2col after 1 step: within the measured floor" close "$tmp
 DPC_DEBUG=1 step auto auto1
 m=$(grep -c '^dprun: conv .*: \(library\|im2col\)$' "$tmp/auto1.out")
 check "the first auto run measures its convolutions ($m)" test "$m" -gt 0
+note="note: timing each convolution's ways once for this machine"
+check "and says so, once" test "$(grep -c "$note" "$tmp/auto1.out")" = 1
 rec=$(ls "$DPC_CACHE_DIR" | grep tune)
 check "and keeps the choices in the cache ($rec)" test -n "$rec" -a "$(grep -c '^conv ' "$DPC_CACHE_DIR/$rec")" = "$m"
 DPC_DEBUG=1 step auto auto2
+check "the next run reuses them and says nothing of it" test "$(grep -c "$note" "$tmp/auto2.out")" = 0
 check "the next run measures nothing" test "$(grep -c '^dprun: conv ' "$tmp/auto2.out")" = 0
 check "and gives the same bits" cmp -s "$tmp/auto1.st" "$tmp/auto2.st"
 # another build of dpc (here the same one with a byte more) measures again: how it
