@@ -335,10 +335,12 @@ static int append_quoted(char *buf, size_t len, const char *s) {
 
 /* This command line with --resume added (once), shell-quoted so it can be
  * pasted, for the message of a run stopped by a signal; NULL when it does
- * not fit. */
+ * not fit. The program is named as invoked (argv[0]): a bare "dprun" would
+ * not run where bin/ is not on PATH. */
 static const char *resume_command_line(int argc, char **argv, char *buf, size_t len) {
     int has_resume = 0;
-    snprintf(buf, len, "dprun");
+    buf[0] = 0;
+    if (append_quoted(buf, len, argc > 0 && argv[0] && *argv[0] ? argv[0] : "dprun")) return NULL;
     for (int i = 1; i < argc; i++) {
         has_resume |= !strcmp(argv[i], "--resume");
         if (strlen(buf) + 2 >= len) return NULL;
