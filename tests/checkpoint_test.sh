@@ -295,6 +295,9 @@ expect_fail "fresh run over a checkpoint" "already holds a checkpoint; add --res
 check "the existing checkpoint is untouched" cmp -s "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
 expect_fail "--resume without a checkpoint" "--resume: no checkpoint in $tmp/none" \
     "$bin/dprun" $M --checkpoint "$tmp/none" --resume
+expect_fail "--checkpoint DIR/: the file is named with one slash" \
+    "--resume: no checkpoint in $tmp/none/ ($tmp/none/checkpoint.safetensors does not exist)" \
+    "$bin/dprun" $M --checkpoint "$tmp/none/" --resume
 expect_fail "--resume without --checkpoint" "--resume needs --checkpoint DIR" "$bin/dprun" $M --resume
 expect_fail "--on-nan value" "--on-nan: 'maybe' is not one of stop, skip" "$bin/dprun" $M --on-nan maybe
 expect_fail "--checkpoint-every 0" "--checkpoint-every: '0' is not an integer" \

@@ -371,6 +371,8 @@ expect_fail data-missing-dir "not a folder" "$bin/dprun" "$tmp/mlp.plan" --data 
 expect_fail data-env-missing "$tmp/nodir: not a folder" env DPC_DATA="$tmp/nodir" "$bin/dprun" "$tmp/mlp.plan"
 rm "$tmp/cifar/data_batch_4.bin"
 expect_fail data-missing-file "data_batch_4.bin: No such file or directory" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
+# A folder written with a slash: joined without doubling it.
+expect_fail data-slash "$tmp/cifar/data_batch_4.bin: No such file" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar/"
 mkcifar "$tmp/cifar" 100
 head -c 5000 "$tmp/cifar/test_batch.bin" >"$tmp/cut" && mv "$tmp/cut" "$tmp/cifar/test_batch.bin"
 expect_fail data-truncated "test_batch.bin: size 5000 is not a whole number of 3073-byte" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"

@@ -61,7 +61,7 @@ int rt_train_files(const rt_train_options *o, base_file_set *s, char *err, size_
     /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
      * reads it too, and an output is checked against inputs and outputs. */
     if (!rc && o->checkpoint && o->rank == 0) {
-        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
+        base_path_join(ckpt, sizeof ckpt, o->checkpoint, RT_CKPT_FILE);
         rc = base_file_set_add(s, BASE_FILE_OUTPUT, "--checkpoint", ckpt, err, errlen);
     }
     if (!rc && o->metrics)
@@ -183,7 +183,7 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
     if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
     rt_dataset *ds = rt_data_cifar10(spec, train, err, errlen);
     char other[4200];
-    snprintf(other, sizeof other, "%s/train", spec);
+    base_path_join(other, sizeof other, spec, "train");
     struct stat sb;
     if (!ds && stat(other, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* the wrong kind of folder */
         size_t n = strlen(err);
