@@ -94,12 +94,33 @@ static char **folder_classes(const char *dir, int *n, char *err, size_t errlen) 
     return names;
 }
 
+/* A CIFAR-10 folder's names file, batches.meta.txt, in dir or in its
+ * cifar-10-batches-bin (the folders --data takes): 1 and its path in out,
+ * else 0. lstat: a link there is that file, read under the usual rules. */
+static int cifar_meta(const char *dir, char *out, size_t n) {
+    static const char *const rel[] = {"batches.meta.txt", "cifar-10-batches-bin/batches.meta.txt"};
+    struct stat sb;
+    for (int i = 0; i < 2; i++)
+        if (base_path_join(out, n, dir, rel[i]) < (int)n && lstat(out, &sb) == 0) return 1;
+    return 0;
+}
+
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return folder_classes(path, n, err, errlen);
+    char meta[4200];
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (cifar_meta(path, meta, sizeof meta)) return rt_data_class_names(meta, n, err, errlen);
+        char **names = folder_classes(path, n, err, errlen);
+        size_t k = strlen(err);
+        if (!names && k + 1 < errlen)
+            snprintf(err + k, errlen - k, "; a CIFAR-10 folder holds batches.meta.txt");
+        return names;
+    }
     size_t len;
     char *text = (char *)base_file_read(path, 1 << 20, &len, err, errlen);
     if (!text) return NULL;
+    /* Blank lines at the end name no class (CIFAR-10's file ends in one). */
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
     int cap = 16;
     char **names = malloc(sizeof *names * (size_t)cap);
     RT_CHECK_ALLOC(names);
