@@ -94,6 +94,32 @@ expect_fail_line "--classes: a FIFO at batches.meta.txt is refused, named" \
 mkdir "$tmp/neither"
 expect_fail_line "--classes a folder of neither kind says what it takes" \
     "a CIFAR-10 folder holds batches.meta.txt" predict --classes "$tmp/neither" "$tmp/g.jpg"
+# --json's probabilities in full precision: weights whose logits are 0 for
+# nine classes and -40 for the last give it exp(-40) / (9 + exp(-40)),
+# about 4.7e-19, which 6 fixed decimals printed as 0.000000.
+"$py" - "$tmp/w.st" "$tmp/tiny.st" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h, data = json.loads(b[8:8 + n]), bytearray(b[8 + n:])
+def put(name, values):
+    lo, hi = h[name]["data_offsets"]
+    data[lo:hi] = struct.pack("<%df" % len(values), *values)
+put("dense0.weight", [0.0] * 640)
+put("dense0.bias", [0.0] * 9 + [-40.0])
+open(sys.argv[2], "wb").write(b[:8 + n] + bytes(data))
+EOF
+"$bin/dprun" predict "$tmp/c.plan" --device cpu --load-params "$tmp/tiny.st" --json --top 10 "$tmp/g.jpg" \
+    >"$tmp/tiny.json" 2>"$tmp/tiny.err"
+tiny_prob() {
+    "$py" -c 'import json, math, sys
+t = json.loads(open(sys.argv[1]).read())["top"]
+want = math.exp(-40) / (9 + math.exp(-40))
+assert t[9]["class"] == 9 and abs(t[9]["prob"] - want) <= 1e-12 * want, t[9]
+assert all(abs(e["prob"] - 1 / (9 + math.exp(-40))) <= 1e-15 for e in t[:9]), t' "$1"
+}
+check "--json: a probability of 4.7e-19 keeps its digits: $(tail -c 60 "$tmp/tiny.json")" tiny_prob "$tmp/tiny.json"
+check "--json: no probability is printed as 0.000000" lacks "0.000000" "$tmp/tiny.json"
 printf 'cat\nd\0g\n' >"$tmp/nul.txt"
 expect_fail_line "a NUL byte in --classes is refused, naming the line" \
     "--classes $tmp/nul.txt: line 2 holds a NUL byte" predict --classes "$tmp/nul.txt" "$tmp/g.jpg"
