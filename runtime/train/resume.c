@@ -40,6 +40,10 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
     used = strlen(out);
     if (r->t.lr_kind != IR_LR_DICT && used < len)
         snprintf(out + used, len - used, ";--epochs=%d", r->t.epochs);
+    /* and so is another --schedule-steps (absent when unset: older checkpoints match) */
+    used = strlen(out);
+    if (r->t.lr_kind != IR_LR_DICT && o->schedule_steps > 0 && used < len)
+        snprintf(out + used, len - used, ";--schedule-steps=%ld", o->schedule_steps);
 }
 
 /* Every replica's BatchNorm statistics in the job, in global replica order

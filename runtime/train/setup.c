@@ -208,6 +208,13 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
     const ir_train *t = &plan->schedule;
     int64_t count = RT_SYNTHETIC_TRAIN;
     if (!spec && strcmp(t->dataset, "cifar10")) return need_spec(t, err, errlen);
+    const char *env = getenv("DPC_DATA");
+    int named = o->data || (env && *env); /* --data synthetic: asked for, nothing to say */
+    if (!spec && !named && count / global_batch > 0) /* a CIFAR-10 folder counts its own */
+        rt_log(RT_LOG_NOTE,
+               "no --data: %lld steps per epoch, the built-in synthetic set's (%lld training "
+               "images / global batch %d); --data DIR counts the folder's",
+               (long long)(count / global_batch), (long long)count, global_batch);
     if (spec) { /* the folder's records, as the run would count them */
         int i = rt_run_find_node(plan->train, "image");
         const int64_t *d = i >= 0 ? plan->train->nodes[i].type.dim : NULL;
