@@ -336,7 +336,7 @@ base_file *base_file_open(const char *path, char *err, size_t errlen) {
 
 base_file *base_file_open_in(const char *dir, const char *rel, char *err, size_t errlen) {
     char shown[PATH_MAX];
-    snprintf(shown, sizeof shown, "%s/%s", dir, rel);
+    base_path_join(shown, sizeof shown, dir, rel);
     const char *name;
     int dfd = walk(dir, rel, &name, err, errlen);
     if (dfd < 0) return NULL;
@@ -458,7 +458,7 @@ int base_file_check_dir(const char *dir, const char *sub, const char *what, char
 int base_file_check_in(const char *dir, const char *rel, const char *what, char *err,
                        size_t errlen) {
     char shown[PATH_MAX], why[1024];
-    snprintf(shown, sizeof shown, "%s/%s", dir, rel);
+    base_path_join(shown, sizeof shown, dir, rel);
     const char *name;
     mode_t mode;
     int dfd = walk(dir, rel, &name, why, sizeof why);
@@ -741,4 +741,11 @@ unsigned char *base_file_read_at(int dfd, const char *name, const char *shown, u
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     fd = opened_regular(fd, shown, flags, &size, err, errlen);
     return read_whole(fd, size, shown, max, len, err, errlen);
+}
+
+int base_path_join(char *out, size_t n, const char *dir, const char *name) {
+    size_t k = strlen(dir);
+    while (k > 1 && dir[k - 1] == '/') k--;
+    if (k == 1 && dir[0] == '/') k = 0; /* the root: "/x", not "//x" */
+    return snprintf(out, n, "%.*s/%s", (int)k, dir, name);
 }

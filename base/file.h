@@ -141,4 +141,10 @@ enum { BASE_FILE_OURS = 1 };
 unsigned char *base_file_read_at(int dfd, const char *name, const char *shown, unsigned flags,
                                  size_t max, size_t *len, char *err, size_t errlen);
 
+/* dir/name into out (n bytes), as snprintf (its return value too): dir's
+ * trailing slashes are not doubled ("pets/" + "train" is "pets/train", "/"
+ * + "x" is "/x"), so a folder the user wrote with a slash reads as usual
+ * in messages. */
+int base_path_join(char *out, size_t n, const char *dir, const char *name);
+
 #endif

@@ -277,7 +277,8 @@ static int check_file(const char *path, const struct stat *st, const char *throu
 
 int base_trust_open_file(base_trust_file *f, const char *path, const char *through, char *err,
                          size_t errlen) {
-    base_trust_how how = {.what = path, .through = through, .check_last = 1};
+    /* .path: a refusal of the path itself (a link at its name) names it once */
+    base_trust_how how = {.what = path, .through = through, .path = path, .check_last = 1};
     walk w = {.how = &how, .cur = -1, .file = 1, .err = err, .errlen = errlen};
     f->dir = f->fd = -1;
     f->name[0] = f->real[0] = 0;

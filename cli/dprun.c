@@ -102,6 +102,10 @@ static const arg_spec args[] = {
      ARG_EQ_OR_NEXT, NULL},
     {"--steps", "--steps N", ARG_LONG, OPT(steps), 0, LONG_MAX, NULL,
      "stop after N optimizer steps (0: only evaluate)", ARG_EQ_OR_NEXT, NULL},
+    {"--schedule-steps", "--schedule-steps N", ARG_LONG, OPT(schedule_steps), 1, LONG_MAX, NULL,
+     "a cosine or poly lr schedule ends at step N (its end lr from there on),\n"
+     "not at the run's last step: with --steps N a short run decays fully",
+     ARG_EQ_OR_NEXT, NULL},
     {"--eval-every", "--eval-every K", ARG_INT, OPT(eval_every), 1, 100000, NULL,
      "test accuracy every K epochs", ARG_EQ_OR_NEXT, NULL},
     {"--final-eval", "--final-eval " RT_FINAL_EVAL_CHOICES, ARG_CHOICE, OPT(final_eval), 0, 0,
@@ -335,10 +339,12 @@ static int append_quoted(char *buf, size_t len, const char *s) {
 
 /* This command line with --resume added (once), shell-quoted so it can be
  * pasted, for the message of a run stopped by a signal; NULL when it does
- * not fit. */
+ * not fit. The program is named as invoked (argv[0]): a bare "dprun" would
+ * not run where bin/ is not on PATH. */
 static const char *resume_command_line(int argc, char **argv, char *buf, size_t len) {
     int has_resume = 0;
-    snprintf(buf, len, "dprun");
+    buf[0] = 0;
+    if (append_quoted(buf, len, argc > 0 && argv[0] && *argv[0] ? argv[0] : "dprun")) return NULL;
     for (int i = 1; i < argc; i++) {
         has_resume |= !strcmp(argv[i], "--resume");
         if (strlen(buf) + 2 >= len) return NULL;
@@ -446,6 +452,8 @@ static int print_schedule(const dpc_plan *plan, const rt_train_options *o, int p
     rt_schedule s = rt_schedule_make(&t, global);
     s.per_iteration = o->warmup_per_iteration;
     s.warmup_asked = o->warmup_epochs >= 0;
+    s.span_steps = o->schedule_steps;
+    s.stop_steps = o->steps;
     if (per_step || t.lr_kind != IR_LR_DICT) {
         s.steps_per_epoch = rt_train_steps_per_epoch(plan, o, global, err, sizeof err);
         if (s.steps_per_epoch < 0) return bad("%s", err);

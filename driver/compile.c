@@ -441,9 +441,9 @@ static int check_outputs(const dpc_options *o, base_file_set *files, char *err, 
             return base_fail(err, errlen, "dpc: error: %s", why);
     for (int d = 0; d < CG_DIALECT_COUNT && o->emit_dir; d++)
         for (int i = 0; i < 2 && target_wants(target, (cg_dialect)d); i++) {
-            char sub[4400];
-            snprintf(sub, sizeof sub, "%s/%s-%s", o->emit_dir, prog_names[i],
-                     cg_dialect_name((cg_dialect)d));
+            char sub[4400], name[128];
+            snprintf(name, sizeof name, "%s-%s", prog_names[i], cg_dialect_name((cg_dialect)d));
+            base_path_join(sub, sizeof sub, o->emit_dir, name);
             if (base_file_set_add(files, BASE_FILE_FOLDER, "--emit-kernels", sub, why, sizeof why))
                 return base_fail(err, errlen, "dpc: error: %s", why);
         }
@@ -504,7 +504,7 @@ static int write_dump(const inspect *in, int index, const char *pass, const char
     const dpc_options *o = in->o;
     char name[400], path[4400], why[1024];
     snprintf(name, sizeof name, "%02d-%s.%s.ir", index, pass, prog);
-    snprintf(path, sizeof path, "%s/%s", o->dump_dir, name);
+    base_path_join(path, sizeof path, o->dump_dir, name);
     if (base_file_set_check(in->files, "--dump-dir", path, why, sizeof why))
         return base_fail(err, errlen, "dpc: error: %s", why);
     char *text = NULL;

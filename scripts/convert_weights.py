@@ -496,9 +496,10 @@ def write_atomic(path, write):
         raise
 
 
-def st_write(path, tensors, meta):
-    """tensors: [(name, ndarray)] as F32 in that order; atomically, no link followed."""
-    header, blobs, off = {"__metadata__": meta}, [], 0
+def st_write(path, tensors, meta=None):
+    """tensors: [(name, ndarray)] as F32 in that order; atomically, no link followed.
+    meta None: no __metadata__ (tests/parity/torch_step.py writes its weights so)."""
+    header, blobs, off = {} if meta is None else {"__metadata__": meta}, [], 0
     for name, a in tensors:
         b = np.ascontiguousarray(a, dtype="<f4").tobytes()
         header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}

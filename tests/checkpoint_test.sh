@@ -222,12 +222,15 @@ kill -TERM $pid
 wait $pid; rc=$?
 check "SIGTERM: exit 143 (got $rc)" [ $rc -eq 143 ]
 check "SIGTERM: says where it stopped and how to resume: $(tail -n 1 "$tmp/s_a.err")" grep -Eq \
-    "^dprun: interrupted \(SIGTERM\) at epoch [0-9]+ step [0-9]+ \([0-9]+ steps done\); checkpoint written to .*; resume with: dprun $tmp/mlp.plan .*--resume$" \
+    "^dprun: interrupted \(SIGTERM\) at epoch [0-9]+ step [0-9]+ \([0-9]+ steps done\); checkpoint written to .*; resume with: $bin/dprun $tmp/mlp.plan .*--resume$" \
     "$tmp/s_a.err"
 check "SIGTERM: the resume command quotes the folder" \
     grep -qF -- "--checkpoint '$tmp/s ck'\\''q' --resume" "$tmp/s_a.err"
 cmd=$(tail -n 1 "$tmp/s_a.err" | sed 's/.*; resume with: //')
-PATH="$abs_bin:$PATH" DPC_DEBUG=2 sh -c "$cmd --save-params '$tmp/s_res.st'" >/dev/null 2>"$tmp/s_b.err"
+check "SIGTERM: the resume command names dprun as invoked ($bin/dprun): $cmd" \
+    [ "${cmd%% *}" = "$bin/dprun" ]
+# Pasted as printed, with no dprun on PATH: the path it names runs.
+PATH=/usr/bin:/bin DPC_DEBUG=2 sh -c "$cmd --save-params '$tmp/s_res.st'" >/dev/null 2>"$tmp/s_b.err"
 check "SIGTERM: the pasted resume command resumes: $(tail -n 1 "$tmp/s_b.err")" grep -q "steps restored" "$tmp/s_b.err"
 check "SIGTERM + resume: per-step losses equal the uninterrupted run's" \
     cmp -s <(losses "$tmp/s_full.err") <(losses "$tmp/s_a.err" "$tmp/s_b.err")
@@ -292,6 +295,9 @@ expect_fail "fresh run over a checkpoint" "already holds a checkpoint; add --res
 check "the existing checkpoint is untouched" cmp -s "$tmp/good.safetensors" "$tmp/bad/checkpoint.safetensors"
 expect_fail "--resume without a checkpoint" "--resume: no checkpoint in $tmp/none" \
     "$bin/dprun" $M --checkpoint "$tmp/none" --resume
+expect_fail "--checkpoint DIR/: the file is named with one slash" \
+    "--resume: no checkpoint in $tmp/none/ ($tmp/none/checkpoint.safetensors does not exist)" \
+    "$bin/dprun" $M --checkpoint "$tmp/none/" --resume
 expect_fail "--resume without --checkpoint" "--resume needs --checkpoint DIR" "$bin/dprun" $M --resume
 expect_fail "--on-nan value" "--on-nan: 'maybe' is not one of stop, skip" "$bin/dprun" $M --on-nan maybe
 expect_fail "--checkpoint-every 0" "--checkpoint-every: '0' is not an integer" \

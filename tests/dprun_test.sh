@@ -113,6 +113,31 @@ grep -q "^{\"epoch\": 1, \"lr\": $want, " "$tmp/cos.jsonl" && [ "$want" != 0.01 
     bad "cosine: the run's epoch-1 lr is not --schedule's $want: $(sed -n 2p "$tmp/cos.jsonl" | head -c 80)"
 expect_fail cosine-resume-epochs "was written with --epochs 2; this run has --epochs 3" \
     "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --epochs 3 --checkpoint "$tmp/cosck" --resume
+# --schedule without --data: a note says whose steps per epoch it counts.
+env -u DPC_DATA "$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step >/dev/null 2>"$tmp/sd.err"
+check "--schedule --per-step without --data names the synthetic set's count: $(cat "$tmp/sd.err")" grep -qF \
+    "note: no --data: 78 steps per epoch, the built-in synthetic set's (5000 training images / global batch 64)" "$tmp/sd.err"
+"$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step --data synthetic >/dev/null 2>"$tmp/sd.err"
+check "... not with --data synthetic" lacks "no --data" "$tmp/sd.err"
+# --steps short of a curve: a note gives its span and where --steps stops
+# it; --schedule-steps N ends the curve at step N (0 from there on).
+"$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step --steps 5 --data synthetic >/dev/null 2>"$tmp/ss.err"
+check "--steps 5 of a 156-step cosine: one note: $(cat "$tmp/ss.err")" grep -qF \
+    "note: the cosine lr schedule spans 156 steps (2 epochs of 78); --steps 5 stops it early at lr 0.009984, short of its end 0; --schedule-steps 5 makes it end there" "$tmp/ss.err"
+"$bin/dprun" "$tmp/mlpcos.plan" --schedule --per-step --steps 5 --schedule-steps 5 --data synthetic >"$tmp/ss.out" 2>"$tmp/ss.err"
+check "--schedule-steps 5: no note" lacks "spans" "$tmp/ss.err"
+check "--schedule-steps 5: the cosine is at its midpoint at step 2 and reaches 0 at step 4: $(sed -n 3,6p "$tmp/ss.out" | tr '\n' ' ')" \
+    bash -c "sed -n 3p '$tmp/ss.out' | grep -qx 'epoch 0 step 2 lr 0.005' && sed -n 5,6p '$tmp/ss.out' | tr '\n' ' ' | grep -qx 'epoch 0 step 4 lr 0 epoch 0 step 5 lr 0 '"
+"$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --steps 5 --schedule-steps 5 --log-every 1 --metrics "$tmp/ss.jsonl" \
+    --checkpoint "$tmp/ssck" >/dev/null 2>"$tmp/ssr.err" || bad "--schedule-steps 5: the run: $(cat "$tmp/ssr.err")"
+check "--schedule-steps 5: the run's last step (metrics lr column) is at the end value 0: $(grep -c '"step"' "$tmp/ss.jsonl") step rows" \
+    "$py" -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "\"step\"" in l]
+assert len(rows) == 5 and rows[-1]["lr"] == 0 and rows[2]["lr"] == 0.005, rows' "$tmp/ss.jsonl"
+expect_fail schedule-steps-resume "was written with --schedule-steps 5; this run has --schedule-steps unset" \
+    "$bin/dprun" "$tmp/mlpcos.plan" --data synthetic --steps 6 --checkpoint "$tmp/ssck" --resume
+expect_fail schedule-steps-dict "--schedule-steps 4: the plan's lr is a per-epoch dict" \
+    "$bin/dprun" "$tmp/mlp.plan" --schedule --schedule-steps 4
 
 # ---- training -----------------------------------------------------------------
 epoch_re='^EPOCH  [0-9]: train loss [ 0-9.e+-]{4,} \| batch   64 \| lr 0\.[0-9]{3} \| Time per epoch [0-9]+\.[0-9]{2} seconds$'
@@ -371,6 +396,8 @@ expect_fail data-missing-dir "not a folder" "$bin/dprun" "$tmp/mlp.plan" --data 
 expect_fail data-env-missing "$tmp/nodir: not a folder" env DPC_DATA="$tmp/nodir" "$bin/dprun" "$tmp/mlp.plan"
 rm "$tmp/cifar/data_batch_4.bin"
 expect_fail data-missing-file "data_batch_4.bin: No such file or directory" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"
+# A folder written with a slash: joined without doubling it.
+expect_fail data-slash "$tmp/cifar/data_batch_4.bin: No such file" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar/"
 mkcifar "$tmp/cifar" 100
 head -c 5000 "$tmp/cifar/test_batch.bin" >"$tmp/cut" && mv "$tmp/cut" "$tmp/cifar/test_batch.bin"
 expect_fail data-truncated "test_batch.bin: size 5000 is not a whole number of 3073-byte" "$bin/dprun" "$tmp/mlp.plan" --data "$tmp/cifar"

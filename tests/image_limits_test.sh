@@ -11,6 +11,8 @@
 #   - a file name's bytes reach the terminal escaped, and --json output is
 #     valid UTF-8 whatever the names hold (\u00XX for a stray byte);
 #   - a --classes line holding a NUL byte is refused, naming the line;
+#   - --classes DIR reads a CIFAR-10 folder's batches.meta.txt (blank last
+#     line left out) under the same file rules;
 #   - the first SIGTERM ends an image-folder load.
 . tests/lib.sh
 if ! grep -q '^HAVE_IMAGE := 1' build/config.mk 2>/dev/null; then
@@ -68,6 +70,56 @@ printf '%s\n' $'cat\xff' 'dog' 'eel' 'fox' 'gnu' 'hen' 'ibis' 'jay' 'kiwi' 'lynx
 predict --json --top 2 --classes "$tmp/names.txt" "$tmp/n" >"$tmp/n.json" 2>"$tmp/n.err"
 utf8_json() { "$py" -c 'import json, sys; r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8")); assert r["file"].endswith("\u00ff\u00fe.jpg"), r' "$1"; }
 check "--json with \\xff in file and class names is valid UTF-8 JSON (\\u00XX)" utf8_json "$tmp/n.json"
+# --classes takes the CIFAR-10 folder --data takes (or its parent): its
+# batches.meta.txt, whose blank last line names no class.
+mkdir -p "$tmp/cp/cifar-10-batches-bin" && c10=$tmp/cp/cifar-10-batches-bin
+printf '%s\n' airplane automobile bird cat deer dog frog horse ship truck '' >"$c10/batches.meta.txt"
+head -c 3073 /dev/zero >"$c10/test_batch.bin"
+c10_names() { # c10_names JSON: every top class is named, from the meta file
+    "$py" -c 'import json, sys
+n = "airplane automobile bird cat deer dog frog horse ship truck".split()
+r = json.loads(open(sys.argv[1]).read())
+assert len(r["top"]) == 10 and all(t["name"] == n[t["class"]] for t in r["top"]), r' "$1"
+}
+for c in "$c10" "$tmp/cp/"; do
+    predict --json --top 10 --classes "$c" "$tmp/g.jpg" >"$tmp/c10.json" 2>"$tmp/c10.err"
+    check "--classes $c: a CIFAR-10 folder's batches.meta.txt names the classes" c10_names "$tmp/c10.json"
+done
+head -n 9 "$c10/batches.meta.txt" >"$tmp/nine" && mv "$tmp/nine" "$c10/batches.meta.txt"
+expect_fail_line "--classes a CIFAR-10 folder of 9 names is refused" \
+    "--classes $c10: 9 names, but the model has 10 classes" predict --classes "$c10" "$tmp/g.jpg"
+rm "$c10/batches.meta.txt" && mkfifo "$c10/batches.meta.txt"
+expect_fail_line "--classes: a FIFO at batches.meta.txt is refused, named" \
+    "$c10/batches.meta.txt" predict --classes "$c10" "$tmp/g.jpg"
+mkdir "$tmp/neither"
+expect_fail_line "--classes a folder of neither kind says what it takes" \
+    "a CIFAR-10 folder holds batches.meta.txt" predict --classes "$tmp/neither" "$tmp/g.jpg"
+# --json's probabilities in full precision: weights whose logits are 0 for
+# nine classes and -40 for the last give it exp(-40) / (9 + exp(-40)),
+# about 4.7e-19, which 6 fixed decimals printed as 0.000000.
+"$py" - "$tmp/w.st" "$tmp/tiny.st" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h, data = json.loads(b[8:8 + n]), bytearray(b[8 + n:])
+def put(name, values):
+    lo, hi = h[name]["data_offsets"]
+    data[lo:hi] = struct.pack("<%df" % len(values), *values)
+put("dense0.weight", [0.0] * 640)
+put("dense0.bias", [0.0] * 9 + [-40.0])
+open(sys.argv[2], "wb").write(b[:8 + n] + bytes(data))
+EOF
+"$bin/dprun" predict "$tmp/c.plan" --device cpu --load-params "$tmp/tiny.st" --json --top 10 "$tmp/g.jpg" \
+    >"$tmp/tiny.json" 2>"$tmp/tiny.err"
+tiny_prob() {
+    "$py" -c 'import json, math, sys
+t = json.loads(open(sys.argv[1]).read())["top"]
+want = math.exp(-40) / (9 + math.exp(-40))
+assert t[9]["class"] == 9 and abs(t[9]["prob"] - want) <= 1e-12 * want, t[9]
+assert all(abs(e["prob"] - 1 / (9 + math.exp(-40))) <= 1e-15 for e in t[:9]), t' "$1"
+}
+check "--json: a probability of 4.7e-19 keeps its digits: $(tail -c 60 "$tmp/tiny.json")" tiny_prob "$tmp/tiny.json"
+check "--json: no probability is printed as 0.000000" lacks "0.000000" "$tmp/tiny.json"
 printf 'cat\nd\0g\n' >"$tmp/nul.txt"
 expect_fail_line "a NUL byte in --classes is refused, naming the line" \
     "--classes $tmp/nul.txt: line 2 holds a NUL byte" predict --classes "$tmp/nul.txt" "$tmp/g.jpg"

@@ -146,6 +146,8 @@ hostile text.jpg "not a JPEG or PNG image"
 hostile empty.png "not a JPEG or PNG image"
 hostile garbage.jpg "not a valid JPEG image"
 hostile bomb.png "the image declares size 100000x100000"
+expect_fail_line "--data DIR/: the file is named DIR/train/..., one slash" "$tmp/h/train/dog/bomb.png: the image" \
+    "$bin/dprun" "$plan" --device cpu --data "$tmp/h/" --steps 1
 rm -rf "$tmp/h" && cp -r "$d" "$tmp/h" && cp "$tmp/bad/text.jpg" "$tmp/h/train/cat/zz.jpg" && cp "$tmp/bad/trunc.png" "$tmp/h/train/eel/00.png"
 expect_fail_line "of two bad files, decoded on 4 threads, the first is named" "$tmp/h/train/cat/zz.jpg: not a JPEG or PNG image" \
     "$bin/dprun" "$plan" --device cpu --data "$tmp/h" --steps 1 --data-workers 4

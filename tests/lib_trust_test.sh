@@ -163,6 +163,13 @@ has "cuBLAS: not loaded: DPC_LIBCUBLAS=$tmp/mine/libcublas.so.13: $tmp/mine/libc
 DPC_LIBCUBLAS=$theirs/conda/lib/libcublas.so.13 "$bin/dprun" --device cuda --info >"$out" 2>&1
 has "$theirs, on its path, belongs to uid 65534 (mode 0755), not to root or this user (uid 0); refusing to load it" &&
     ok || bad "DPC_LIBCUBLAS in another user's folder: $(cat "$out")"
+# A link at the name itself, another user's: refused, the path named once
+# in the refusal (after the DPC_LIBCUBLAS= that says where it came from).
+cp "$tmp/planted.so" "$tmp/mine/real.so" && ln -s real.so "$tmp/mine/link.so" && chown -h 65534 "$tmp/mine/link.so"
+DPC_LIBCUBLAS=$tmp/mine/link.so "$bin/dprun" --device cuda --info >"$out" 2>&1
+has "DPC_LIBCUBLAS=$tmp/mine/link.so: $tmp/mine/link.so is a symbolic link owned by uid 65534, not by root or this user (uid 0); refusing to follow it" &&
+    [ "$(grep -F "DPC_LIBCUBLAS=$tmp/mine/link.so" "$out" | grep -oF "$tmp/mine/link.so" | wc -l)" = 2 ] &&
+    ok || bad "DPC_LIBCUBLAS naming another user's link: the path once in the refusal: $(cat "$out")"
 marked && bad "DPC_LIBCUBLAS ran another user's library: $(cat "$marks"/*)" || ok
 clear_marks
 

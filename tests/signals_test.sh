@@ -60,7 +60,7 @@ last() { tail -n 1 "$1"; }
 got=$(run_sig closed "$tmp/p.err" "" "" "$bin/dprun" $M --checkpoint "$tmp/pck")
 check "stdout closed: exit 141, not killed by SIGPIPE (got $got)" [ "$got" = "exit 141" ]
 check "stdout closed: says so and how to resume: $(last "$tmp/p.err")" grep -q \
-    "^dprun: interrupted (stdout closed) at epoch 1 step 0 (78 steps done); checkpoint written to $tmp/pck; resume with: dprun .*--resume$" \
+    "^dprun: interrupted (stdout closed) at epoch 1 step 0 (78 steps done); checkpoint written to $tmp/pck; resume with: $bin/dprun .*--resume$" \
     "$tmp/p.err"
 "$bin/dprun" $M --checkpoint "$tmp/pck" --resume >"$tmp/p2.out" 2>"$tmp/p2.err"
 check "stdout closed: the checkpoint resumes: $(grep resumed "$tmp/p2.err")" grep -q "78 steps restored" "$tmp/p2.err"

@@ -1,6 +1,7 @@
 /* runtime/cuda/libsearch.c — the places dpc looks for the CUDA libraries.
  * See libsearch.h. */
 #include "runtime/cuda/libsearch.h"
+#include "base/file.h"
 
 #include <glob.h>
 #include <limits.h>
@@ -82,7 +83,7 @@ static int add(rt_lib_place *out, int n, int max, rt_lib_rule rule, const char *
                const char *file, const char *via) {
     if (n >= max) return n;
     rt_lib_place *p = &out[n];
-    int len = dir ? snprintf(p->path, sizeof p->path, "%s/%s", dir, file)
+    int len = dir ? base_path_join(p->path, sizeof p->path, dir, file)
                   : snprintf(p->path, sizeof p->path, "%s", file);
     if (len < 0 || (size_t)len >= sizeof p->path) return n;
     for (int i = 0; i < n; i++)
@@ -189,7 +190,7 @@ int rt_lib_places(const rt_lib_desc *d, rt_lib_place *out, int max) {
     const char *home = getenv("CUDA_HOME");
     int home_set = home && *home;
     char dir[RT_LIB_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/lib64", home_set ? home : "/usr/local/cuda");
+    base_path_join(dir, sizeof dir, home_set ? home : "/usr/local/cuda", "lib64");
     snprintf(via, sizeof via, home_set ? "$CUDA_HOME=%s" : "CUDA_HOME unset: %s",
              home_set ? home : "/usr/local/cuda");
     if (!d->driver_dirs) n = add(out, n, max, RT_LIB_RULE_CUDA_HOME, dir, d->soname, via);
@@ -201,7 +202,7 @@ int rt_lib_places(const rt_lib_desc *d, rt_lib_place *out, int max) {
         int ns = sites && who ? rt_lib_site_packages(sites, who, SITES) : 0;
         for (int s = 0; s < ns; s++)
             for (int w = 0; w < 3 && d->wheels[w]; w++) {
-                if (snprintf(dir, sizeof dir, "%s/%s", sites[s], d->wheels[w]) >= (int)sizeof dir)
+                if (base_path_join(dir, sizeof dir, sites[s], d->wheels[w]) >= (int)sizeof dir)
                     continue;
                 n = add(out, n, max, RT_LIB_RULE_WHEEL, dir, d->soname, who[s]);
             }
@@ -211,7 +212,7 @@ int rt_lib_places(const rt_lib_desc *d, rt_lib_place *out, int max) {
 
     const char *conda = getenv("CONDA_PREFIX");
     if (conda && *conda) {
-        snprintf(dir, sizeof dir, "%s/lib", conda);
+        base_path_join(dir, sizeof dir, conda, "lib");
         snprintf(via, sizeof via, "$CONDA_PREFIX=%s", conda);
         n = add(out, n, max, RT_LIB_RULE_CONDA, dir, d->soname, via);
     }

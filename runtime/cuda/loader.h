@@ -172,6 +172,8 @@ typedef struct {
     char version[32];          /* "13.1.0"; "unknown" when it cannot say (the stub driver) */
 } rt_lib_status;
 void rt_lib_status_get(rt_lib_id lib, rt_lib_status *st);
+/* 1 once lib is loaded (its error names usable), else 0. */
+int rt_lib_loaded(rt_lib_id lib);
 /* Loads lib (if not yet) and prints what dprun --device cuda --info shows
  * for it: the path, the rule, the version; or "not found", each place
  * looked in with what was there, and the packages. 0 when loaded. */

@@ -223,10 +223,10 @@ static const char *const cifar_files[RT_CIFAR10_FILES] = {"data_batch_1.bin", "d
 /* Accept the folder the archive unpacks to, or its parent. */
 static void cifar_base(const char *dir, char *base, size_t len) {
     char path[4200];
-    snprintf(path, sizeof path, "%s/cifar-10-batches-bin/test_batch.bin", dir);
+    base_path_join(path, sizeof path, dir, "cifar-10-batches-bin/test_batch.bin");
     struct stat sb;
     if (stat(path, &sb) == 0)
-        snprintf(base, len, "%s/cifar-10-batches-bin", dir);
+        base_path_join(base, len, dir, "cifar-10-batches-bin");
     else
         snprintf(base, len, "%s", dir);
 }
@@ -234,8 +234,7 @@ static void cifar_base(const char *dir, char *base, size_t len) {
 void rt_data_cifar10_paths(const char *dir, char paths[RT_CIFAR10_FILES][4200]) {
     char base[4096];
     cifar_base(dir, base, sizeof base);
-    for (int f = 0; f < RT_CIFAR10_FILES; f++)
-        snprintf(paths[f], 4200, "%s/%s", base, cifar_files[f]);
+    for (int f = 0; f < RT_CIFAR10_FILES; f++) base_path_join(paths[f], 4200, base, cifar_files[f]);
 }
 
 rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen) {
@@ -251,7 +250,7 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     int nfiles = train ? 5 : 1;
     size_t records[5], total = 0;
     for (int f = 0; f < nfiles; f++) {
-        snprintf(path, sizeof path, "%s/%s", base, names[f]);
+        base_path_join(path, sizeof path, base, names[f]);
         if (check_file(path, &records[f], err, errlen)) return NULL;
         total += records[f];
     }
@@ -259,7 +258,7 @@ rt_dataset *rt_data_cifar10(const char *dir, int train, char *err, size_t errlen
     snprintf(ds->name, sizeof ds->name, "%.250s", base);
     size_t at = 0;
     for (int f = 0; f < nfiles; f++) {
-        snprintf(path, sizeof path, "%s/%s", base, names[f]);
+        base_path_join(path, sizeof path, base, names[f]);
         if (read_records(path, records[f], ds->labels + at, ds->pixels + at * CIFAR_IMAGE, err,
                          errlen)) {
             rt_dataset_free(ds);

@@ -134,8 +134,10 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
  * that failed. */
 int rt_images_fit_all(const char *const *paths, int n, int side, int h, int w, int threads,
                       int (*stop)(void), uint8_t *out, char *err, size_t errlen);
-/* The class names of dir/train (an image folder) or, when path is a file,
- * its lines: *n names, NULL + message otherwise. Free with rt_names_free. */
+/* The class names of a CIFAR-10 folder (its batches.meta.txt's lines),
+ * of dir/train (an image folder) or, when path is a file, its lines (blank
+ * ones at the end left out): *n names, NULL + message otherwise. Free with
+ * rt_names_free. */
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen);
 void rt_names_free(char **names, int n);
 /* The files under dir, subfolders included (to depth 8), each folder's

@@ -57,7 +57,7 @@ static char **list(const char *dir, int want_dir, int *n, char *err, size_t errl
                       SHOWN(dir), RT_FOLDER_MAX_ENTRIES, RT_FOLDER_MAX_ENTRIES);
             return NULL;
         }
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        base_path_join(path, sizeof path, dir, e->d_name);
         struct stat sb;
         int is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
         if (is_dir != want_dir) continue;
@@ -78,7 +78,7 @@ static char **list(const char *dir, int want_dir, int *n, char *err, size_t errl
 /* dir/train's class folders: at least 1, at most RT_MAX_CLASSES. */
 static char **folder_classes(const char *dir, int *n, char *err, size_t errlen) {
     char train[4200];
-    snprintf(train, sizeof train, "%s/train", dir);
+    base_path_join(train, sizeof train, dir, "train");
     char why[512];
     char **names = list(train, 1, n, why, sizeof why);
     if (!names) {
@@ -94,12 +94,33 @@ static char **folder_classes(const char *dir, int *n, char *err, size_t errlen) 
     return names;
 }
 
+/* A CIFAR-10 folder's names file, batches.meta.txt, in dir or in its
+ * cifar-10-batches-bin (the folders --data takes): 1 and its path in out,
+ * else 0. lstat: a link there is that file, read under the usual rules. */
+static int cifar_meta(const char *dir, char *out, size_t n) {
+    static const char *const rel[] = {"batches.meta.txt", "cifar-10-batches-bin/batches.meta.txt"};
+    struct stat sb;
+    for (int i = 0; i < 2; i++)
+        if (base_path_join(out, n, dir, rel[i]) < (int)n && lstat(out, &sb) == 0) return 1;
+    return 0;
+}
+
 char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return folder_classes(path, n, err, errlen);
+    char meta[4200];
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (cifar_meta(path, meta, sizeof meta)) return rt_data_class_names(meta, n, err, errlen);
+        char **names = folder_classes(path, n, err, errlen);
+        size_t k = strlen(err);
+        if (!names && k + 1 < errlen)
+            snprintf(err + k, errlen - k, "; a CIFAR-10 folder holds batches.meta.txt");
+        return names;
+    }
     size_t len;
     char *text = (char *)base_file_read(path, 1 << 20, &len, err, errlen);
     if (!text) return NULL;
+    /* Blank lines at the end name no class (CIFAR-10's file ends in one). */
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r')) len--;
     int cap = 16;
     char **names = malloc(sizeof *names * (size_t)cap);
     RT_CHECK_ALLOC(names);
@@ -190,7 +211,7 @@ static int walk(path_list *l, const char *dir, int depth, char *err, size_t errl
                          SHOWN(dir), RT_PREDICT_MAX_IMAGES, RT_PREDICT_MAX_IMAGES);
     }
     for (int i = 0; i < nf; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        base_path_join(path, sizeof path, dir, files[i]);
         push(l, path);
     }
     rt_names_free(files, nf);
@@ -199,7 +220,7 @@ static int walk(path_list *l, const char *dir, int depth, char *err, size_t errl
     if (!dirs) return -1;
     int rc = 0;
     for (int i = 0; i < nd && !rc; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, dirs[i]);
+        base_path_join(path, sizeof path, dir, dirs[i]);
         rc = walk(l, path, depth + 1, err, errlen);
     }
     rt_names_free(dirs, nd);
@@ -280,7 +301,7 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
     if (!classes) return NULL;
     const char *split = train ? "train" : "val";
     char sdir[4200], cdir[4400], path[4600];
-    snprintf(sdir, sizeof sdir, "%s/%s", dir, split);
+    base_path_join(sdir, sizeof sdir, dir, split);
     rt_dataset *ds = NULL;
     char **files = NULL;
     int nfiles = 0;
@@ -311,13 +332,13 @@ rt_dataset *rt_data_imagefolder(const char *dir, int train, int side, int h, int
     uint8_t *labels = NULL;
     int listed = 1;
     for (int k = 0; k < nclass && listed; k++) {
-        snprintf(cdir, sizeof cdir, "%s/%s", sdir, classes[k]);
+        base_path_join(cdir, sizeof cdir, sdir, classes[k]);
         files = list(cdir, 0, &nfiles, err, errlen);
         if (!(listed = files != NULL)) break;
         labels = realloc(labels, (size_t)(l.n + nfiles) + 1);
         RT_CHECK_ALLOC(labels);
         for (int i = 0; i < nfiles; i++) {
-            snprintf(path, sizeof path, "%s/%s", cdir, files[i]);
+            base_path_join(path, sizeof path, cdir, files[i]);
             labels[l.n] = (uint8_t)k;
             push(&l, path);
         }

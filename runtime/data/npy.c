@@ -361,9 +361,8 @@ static int read_head(const char *xpath, int fd, long long size, npy_array *x, ch
 
 rt_dataset *rt_data_npy(const char *dir, int train, int c, char *err, size_t errlen) {
     char xpath[4200], ypath[4200];
-    const char *split = train ? "train" : "test";
-    snprintf(xpath, sizeof xpath, "%s/%s_x.npy", dir, split);
-    snprintf(ypath, sizeof ypath, "%s/%s_y.npy", dir, split);
+    base_path_join(xpath, sizeof xpath, dir, train ? "train_x.npy" : "test_x.npy");
+    base_path_join(ypath, sizeof ypath, dir, train ? "train_y.npy" : "test_y.npy");
     long long xsize = 0;
     size_t ylen = 0;
     npy_array x, y;

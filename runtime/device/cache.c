@@ -46,7 +46,7 @@ static void temp_name(char *out, size_t n, const char *base, const char *ext) {
 /* "DIR/name" for messages (a longer one is cut, harmlessly). */
 #define SHOWN_MAX (PATH_MAX + NAME_MAX + 2)
 static void shown_name(const rt_cache *c, const char *name, char *out, size_t n) {
-    snprintf(out, n, "%s/%s", c->path, name);
+    base_path_join(out, n, c->path, name);
 }
 
 unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {

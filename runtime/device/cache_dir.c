@@ -5,6 +5,7 @@
  * trusted; then kept open, so every later access is relative to it. */
 #include "runtime/device/device.h"
 #include "base/err.h"
+#include "base/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +115,6 @@ char *rt_cache_path(const rt_cache *c, const char *name) {
     size_t n = strlen(c->path) + strlen(name) + 2;
     char *out = malloc(n);
     RT_CHECK_ALLOC(out);
-    snprintf(out, n, "%s/%s", c->path, name);
+    base_path_join(out, n, c->path, name);
     return out;
 }

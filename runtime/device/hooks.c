@@ -37,14 +37,14 @@ static int keep(rt_backend *be, const char *e, char *err, size_t errlen) {
     return failed(be, err, errlen);
 }
 
-/* A hook's message, whole. */
-#define E char e[sizeof((rt_backend *)0)->failure] = ""
+/* A hook's message, whole: as long as the failure it may become. */
+typedef char hook_message[sizeof((rt_backend *)0)->failure];
 
 int rt_backend_failed(rt_backend *be, char *err, size_t errlen) { return failed(be, err, errlen); }
 
 void *rt_backend_alloc(rt_backend *be, size_t bytes, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return NULL;
-    E;
+    hook_message e = "";
     void *p = be->alloc(be, bytes, e, sizeof e);
     if (!p) keep(be, e, err, errlen);
     return p;
@@ -57,21 +57,21 @@ void rt_backend_dealloc(rt_backend *be, void *ptr) {
 int rt_backend_copy_in(rt_backend *be, void *dst, const void *host, size_t bytes, char *err,
                        size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->copy_in(be, dst, host, bytes, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
 int rt_backend_copy_out(rt_backend *be, void *host, const void *src, size_t bytes, char *err,
                         size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->copy_out(be, host, src, bytes, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
 int rt_backend_copy(rt_backend *be, void *dst, const void *src, size_t bytes, char *err,
                     size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->copy(be, dst, src, bytes, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
@@ -95,7 +95,7 @@ rt_kernel *rt_backend_kernel(rt_backend *be, rt_module *m, const char *name, int
 int rt_backend_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs, int64_t count,
                       const cg_launch *geometry, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->launch(be, k, args, nargs, count, geometry, e, sizeof e) ? keep(be, e, err, errlen)
                                                                         : 0;
 }
@@ -103,7 +103,7 @@ int rt_backend_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
 int rt_backend_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
                     char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->gemm(be, d, A, B, C, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
@@ -111,14 +111,14 @@ int rt_backend_conv(rt_backend *be, const cg_conv *d, void *out, const void *in,
                     char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
     if (!be->conv) return 1;
-    E;
+    hook_message e = "";
     int rc = be->conv(be, d, out, in, in2, e, sizeof e);
     return rc < 0 ? keep(be, e, err, errlen) : rc;
 }
 
 int rt_backend_sync(rt_backend *be, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->sync(be, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
@@ -149,7 +149,7 @@ int rt_backend_graph_launch(rt_backend *be, rt_graph *g, char *err, size_t errle
     if (failed(be, err, errlen)) return -1;
     if (!rt_backend_has_graphs(be))
         return base_fail(err, errlen, "the %s backend records no graphs", be->name);
-    E;
+    hook_message e = "";
     return be->graph_launch(be, g, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
@@ -164,7 +164,7 @@ void *rt_backend_host_alloc(rt_backend *be, size_t bytes, char *err, size_t errl
         return p;
     }
     if (failed(be, err, errlen)) return NULL;
-    E;
+    hook_message e = "";
     void *p = be->host_alloc(be, bytes, e, sizeof e);
     if (!p) keep(be, e, err, errlen);
     return p;
@@ -182,7 +182,7 @@ int rt_backend_copy_out_async(rt_backend *be, void *host, const void *src, size_
                               size_t errlen) {
     if (!be->copy_out_async) return rt_backend_copy_out(be, host, src, bytes, err, errlen);
     if (failed(be, err, errlen)) return -1;
-    E;
+    hook_message e = "";
     return be->copy_out_async(be, host, src, bytes, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 
@@ -190,7 +190,7 @@ int rt_backend_mark(rt_backend *be, uint64_t *mark, char *err, size_t errlen) {
     *mark = 0;
     if (failed(be, err, errlen)) return -1;
     if (!be->mark) return 0;
-    E;
+    hook_message e = "";
     *mark = be->mark(be, e, sizeof e);
     return *mark ? 0 : keep(be, e, err, errlen);
 }
@@ -198,7 +198,7 @@ int rt_backend_mark(rt_backend *be, uint64_t *mark, char *err, size_t errlen) {
 int rt_backend_wait_mark(rt_backend *be, uint64_t mark, char *err, size_t errlen) {
     if (failed(be, err, errlen)) return -1;
     if (!be->wait_mark || !mark) return 0;
-    E;
+    hook_message e = "";
     return be->wait_mark(be, mark, e, sizeof e) ? keep(be, e, err, errlen) : 0;
 }
 

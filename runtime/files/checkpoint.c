@@ -4,6 +4,7 @@
  * checkpoint_meta.c has checked its metadata. */
 #include "runtime/files/internal.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "base/hash.h"
 
 #include <inttypes.h>
@@ -17,7 +18,7 @@
 #include "runtime/exec/exec.h"
 
 static void ckpt_path(const char *dir, char *path, size_t len) {
-    snprintf(path, len, "%s/%s", dir, RT_CKPT_FILE);
+    base_path_join(path, len, dir, RT_CKPT_FILE);
 }
 
 int rt_ckpt_exists(const char *dir) {

@@ -30,6 +30,19 @@ static int split_flags(const char *list, char *buf, size_t len, char **key, char
     return n;
 }
 
+/* A flag recorded only when given (older checkpoints lack it): absent on
+ * one side, it differs as "unset" rather than marking the file corrupt. */
+static int optional_flag(const char *key) { return !strcmp(key, "--schedule-steps"); }
+
+static int differs(const char *path, const char *key, const char *saved, const char *mine,
+                   char *err, size_t errlen) {
+    char b[64];
+    return base_fail(err, errlen,
+                     "%s was written with %s %s; this run has %s %s (a resume continues bit for "
+                     "bit only with the same flags)",
+                     path, key, rt_ckpt_shown(saved, b), key, mine);
+}
+
 int rt_ckpt_check_flags(const char *path, const char *saved, const char *mine, char *err,
                         size_t errlen) {
     enum { MAX = 32 };
@@ -48,22 +61,20 @@ int rt_ckpt_check_flags(const char *path, const char *saved, const char *mine, c
             if (!strcmp(ak[k], ak[i]))
                 return base_fail(err, errlen, "%s: corrupt checkpoint: 'flags' holds %s twice",
                                  path, rt_ckpt_shown(ak[i], b));
+        if (j == nm && optional_flag(ak[i]))
+            return differs(path, ak[i], av[i], "unset", err, errlen);
         if (j == nm)
             return base_fail(err, errlen,
                              "%s: corrupt checkpoint: 'flags' holds %s, not a flag "
                              "this dprun records",
                              path, rt_ckpt_shown(ak[i], b));
-        if (strcmp(av[i], mv[j])) {
-            char b2[64];
-            return base_fail(err, errlen,
-                             "%s was written with %s %s; this run has %s %s (a resume continues "
-                             "bit for bit only with the same flags)",
-                             path, mk[j], rt_ckpt_shown(av[i], b2), mk[j], mv[j]);
-        }
+        if (strcmp(av[i], mv[j])) return differs(path, mk[j], av[i], mv[j], err, errlen);
     }
     for (int j = 0; j < nm; j++) {
         int i = 0;
         while (i < na && strcmp(ak[i], mk[j])) i++;
+        if (i == na && optional_flag(mk[j]))
+            return differs(path, mk[j], "unset", mv[j], err, errlen);
         if (i == na)
             return base_fail(err, errlen,
                              "%s: corrupt checkpoint: 'flags' lacks %s (this run has %s %s)", path,

@@ -88,6 +88,22 @@ static rt_dataset *load_images(char **paths, int n, int side, int h, int w, char
     return ds;
 }
 
+/* p as a JSON number in the fewest digits that read back as p (a tiny
+ * probability keeps its digits, 1e-19 not 0.000000); null when not finite
+ * (a NaN logit), which JSON has no number for. */
+static void put_prob(FILE *out, double p) {
+    if (!isfinite(p)) {
+        fputs("null", out);
+        return;
+    }
+    char s[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, p);
+        if (strtod(s, NULL) == p) break;
+    }
+    fputs(s, out);
+}
+
 /* One image's line: the top k of its logits as probabilities. */
 static void print_top(FILE *out, const char *path, const float *logits, int classes, int k,
                       char **names, int nnames, int json) {
@@ -120,7 +136,9 @@ static void print_top(FILE *out, const char *path, const float *logits, int clas
                 rt_json_string(out, name);
             else
                 fputs("null", out);
-            fprintf(out, ", \"prob\": %.6f}", p);
+            fputs(", \"prob\": ", out);
+            put_prob(out, p);
+            fputc('}', out);
         } else if (name) {
             fprintf(out, "%s %s %.4f", i ? "," : "", BASE_ESC(name), p);
         } else {

@@ -40,6 +40,10 @@ static void run_flags(const rt_run *r, char *out, size_t len) {
     used = strlen(out);
     if (r->t.lr_kind != IR_LR_DICT && used < len)
         snprintf(out + used, len - used, ";--epochs=%d", r->t.epochs);
+    /* and so is another --schedule-steps (absent when unset: older checkpoints match) */
+    used = strlen(out);
+    if (r->t.lr_kind != IR_LR_DICT && o->schedule_steps > 0 && used < len)
+        snprintf(out + used, len - used, ";--schedule-steps=%ld", o->schedule_steps);
 }
 
 /* Every replica's BatchNorm statistics in the job, in global replica order
@@ -153,9 +157,11 @@ int rt_run_check_checkpoint_options(rt_run *r) {
     /* Only rank 0 reads and writes the job's checkpoint: the directory need
      * exist on its machine alone (a rank that exits ends the job). */
     if (o->rank != 0) return 0;
+    char path[4200];
+    base_path_join(path, sizeof path, o->checkpoint, RT_CKPT_FILE);
     if (o->resume && !rt_ckpt_exists(o->checkpoint))
-        return rt_run_fail(r, "--resume: no checkpoint in %s (%s/%s does not exist)", o->checkpoint,
-                           o->checkpoint, RT_CKPT_FILE);
+        return rt_run_fail(r, "--resume: no checkpoint in %s (%s does not exist)", o->checkpoint,
+                           path);
     if (!o->resume && rt_ckpt_exists(o->checkpoint))
         return rt_run_fail(
             r,
@@ -233,7 +239,7 @@ static int resume_checked(rt_run *r, float *stats) {
             d, s->shuffle ? "with" : "without", s->augment ? "with" : "without");
     char mine[1024], path[4200];
     run_flags(r, mine, sizeof mine);
-    snprintf(path, sizeof path, "%s/%s", d, RT_CKPT_FILE);
+    base_path_join(path, sizeof path, d, RT_CKPT_FILE);
     if (rt_ckpt_check_flags(path, s->flags, mine, r->err, sizeof r->err))
         return rt_run_fail(r, "checkpoint refused: %s", r->err);
     /* A checkpoint past this run's last step would make it do nothing. */
@@ -256,9 +262,8 @@ static int resume_checked(rt_run *r, float *stats) {
                "train; the run ends with its final evaluation (more --epochs or --steps go on)",
                (long long)total);
     long spe = (long)r->train_b.batches;
-    rt_log(RT_LOG_INFO, "resumed from %s/%s: %lld steps restored (epoch %lld, step %lld of %ld)", d,
-           RT_CKPT_FILE, (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe),
-           spe);
+    rt_log(RT_LOG_INFO, "resumed from %s: %lld steps restored (epoch %lld, step %lld of %ld)", path,
+           (long long)s->step, (long long)(s->step / spe), (long long)(s->step % spe), spe);
     return 0;
 }
 

@@ -42,7 +42,8 @@ static double warmup_lr(const rt_schedule *s, double frac) {
 static double curve_lr(const rt_schedule *s, int epoch, long step, long spe) {
     const ir_train *t = s->t;
     if (spe <= 0) spe = 1;
-    double last = (double)(t->epochs - t->warmup_epochs) * spe - 1;
+    double last = s->span_steps > 0 ? (double)s->span_steps - (double)t->warmup_epochs * spe - 1
+                                    : (double)(t->epochs - t->warmup_epochs) * spe - 1;
     double at = (double)(epoch - t->warmup_epochs) * spe + step;
     double x = last > 0 ? fmin(fmax(at / last, 0), 1) : 0;
     double f = t->lr_kind == IR_LR_COSINE ? (1 + cos(acos(-1.0) * x)) / 2 : pow(1 - x, t->lr_power);
@@ -90,11 +91,32 @@ static void note(char *buf, size_t len, const char *fmt, ...) {
     strcat(buf, "\n");
 }
 
+/* --steps N short of a curve's span: the lr never reaches its end. */
+static int stop_note(const rt_schedule *s, char *buf, size_t len) {
+    const ir_train *t = s->t;
+    long spe = s->steps_per_epoch, n = s->stop_steps;
+    if (t->lr_kind == IR_LR_DICT || n <= 0 || spe <= 0) return 0;
+    long span = s->span_steps > 0 ? s->span_steps : (long)t->epochs * spe;
+    if (n >= span) return 0;
+    char whence[96];
+    if (s->span_steps > 0)
+        snprintf(whence, sizeof whence, "--schedule-steps %ld", span);
+    else
+        snprintf(whence, sizeof whence, "%d epoch%s of %ld", t->epochs, t->epochs == 1 ? "" : "s",
+                 spe);
+    note(buf, len,
+         "the %s lr schedule spans %ld steps (%s); --steps %ld stops it early at lr %.4g, short "
+         "of its end %.4g; --schedule-steps %ld makes it end there",
+         t->lr_kind == IR_LR_COSINE ? "cosine" : "poly", span, whence, n,
+         rt_schedule_step_lr(s, (int)((n - 1) / spe), (n - 1) % spe, spe), t->lr_final, n);
+    return 1;
+}
+
 int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len) {
     const ir_train *t = s->t;
-    int k = t->warmup_epochs, count = 0;
     buf[0] = 0;
-    if (k <= 0) return 0;
+    int k = t->warmup_epochs, count = stop_note(s, buf, len);
+    if (k <= 0) return count;
     double from = rt_schedule_dict_lr(t, 0), scale = rt_schedule_scale(s);
     double to = rt_schedule_dict_lr(t, k) * scale;
     int flat = fabs(to - from) <= 1e-12 * fabs(from); /* warmup from the lr to itself */

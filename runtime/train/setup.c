@@ -61,7 +61,7 @@ int rt_train_files(const rt_train_options *o, base_file_set *s, char *err, size_
     /* The job's checkpoint is rank 0's to write (write_checkpoint); --resume
      * reads it too, and an output is checked against inputs and outputs. */
     if (!rc && o->checkpoint && o->rank == 0) {
-        snprintf(ckpt, sizeof ckpt, "%s/%s", o->checkpoint, RT_CKPT_FILE);
+        base_path_join(ckpt, sizeof ckpt, o->checkpoint, RT_CKPT_FILE);
         rc = base_file_set_add(s, BASE_FILE_OUTPUT, "--checkpoint", ckpt, err, errlen);
     }
     if (!rc && o->metrics)
@@ -183,7 +183,7 @@ static rt_dataset *open_dataset(const ir_train *t, const char *spec, int train, 
     if (!strcmp(t->dataset, "npy")) return rt_data_npy(spec, train, c, err, errlen);
     rt_dataset *ds = rt_data_cifar10(spec, train, err, errlen);
     char other[4200];
-    snprintf(other, sizeof other, "%s/train", spec);
+    base_path_join(other, sizeof other, spec, "train");
     struct stat sb;
     if (!ds && stat(other, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* the wrong kind of folder */
         size_t n = strlen(err);
@@ -208,6 +208,13 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
     const ir_train *t = &plan->schedule;
     int64_t count = RT_SYNTHETIC_TRAIN;
     if (!spec && strcmp(t->dataset, "cifar10")) return need_spec(t, err, errlen);
+    const char *env = getenv("DPC_DATA");
+    int named = o->data || (env && *env); /* --data synthetic: asked for, nothing to say */
+    if (!spec && !named && count / global_batch > 0) /* a CIFAR-10 folder counts its own */
+        rt_log(RT_LOG_NOTE,
+               "no --data: %lld steps per epoch, the built-in synthetic set's (%lld training "
+               "images / global batch %d); --data DIR counts the folder's",
+               (long long)(count / global_batch), (long long)count, global_batch);
     if (spec) { /* the folder's records, as the run would count them */
         int i = rt_run_find_node(plan->train, "image");
         const int64_t *d = i >= 0 ? plan->train->nodes[i].type.dim : NULL;

@@ -410,8 +410,9 @@ static int check_sweep_files(const rt_sweep *s, const rt_train_options *base, co
         rc = base_file_set_add(set, BASE_FILE_OUTPUT, "--sweep-out", table_path, err, errlen);
     for (long i = 0; i < n && !rc; i++)
         for (int k = 0; k < 2 && !rc; k++) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/run-%ld.%s", shown, i + 1, k ? "jsonl" : "log");
+            char path[4200], name[64];
+            snprintf(name, sizeof name, "run-%ld.%s", i + 1, k ? "jsonl" : "log");
+            base_path_join(path, sizeof path, shown, name);
             rc = base_file_set_check(set, "--sweep-dir", path, err, errlen);
         }
     base_file_set_free(set);
@@ -467,8 +468,11 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
         char label[512], log_path[4200], metrics_path[4200], log_rel[4200], metrics_rel[4200],
             why[320], why_run[2048];
         rt_sweep_label(s, i, label, sizeof label);
-        snprintf(log_path, sizeof log_path, "%s/run-%ld.log", shown, i + 1);
-        snprintf(metrics_path, sizeof metrics_path, "%s/run-%ld.jsonl", shown, i + 1);
+        char log_name[64], metrics_name[64];
+        snprintf(log_name, sizeof log_name, "run-%ld.log", i + 1);
+        snprintf(metrics_name, sizeof metrics_name, "run-%ld.jsonl", i + 1);
+        base_path_join(log_path, sizeof log_path, shown, log_name);
+        base_path_join(metrics_path, sizeof metrics_path, shown, metrics_name);
         snprintf(log_rel, sizeof log_rel, "%s%srun-%ld.log", sub, *sub ? "/" : "", i + 1);
         snprintf(metrics_rel, sizeof metrics_rel, "%s%srun-%ld.jsonl", sub, *sub ? "/" : "", i + 1);
         /* The log in memory, written through base_file when the run ends. */

@@ -101,6 +101,11 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
     if (o->epochs > t->epochs) t->epochs = o->epochs;
     if (ir_train_check(t, err, errlen)) return -1;
     if (o->epochs > 0) t->epochs = o->epochs;
+    if (o->schedule_steps > 0 && t->lr_kind == IR_LR_DICT)
+        return base_fail(err, errlen,
+                         "--schedule-steps %ld: the plan's lr is a per-epoch dict, which spans no "
+                         "steps; it shapes a cosine or poly schedule",
+                         o->schedule_steps);
     if (rt_train_global_batch(o, t->batch, err, errlen) < 0) return -1;
     /* Micro-batches run one after another: a synchronised BatchNorm cannot
      * combine their statistics before each one is normalised. */
@@ -179,6 +184,8 @@ static int open_run(rt_run *r, rt_train_options *o) {
     r->sched = rt_schedule_make(&r->t, r->global);
     r->sched.warmup_asked = o->warmup_epochs >= 0;
     r->sched.per_iteration = o->warmup_per_iteration;
+    r->sched.span_steps = o->schedule_steps;
+    r->sched.stop_steps = o->steps;
     if (!rc) rc = rt_run_check_outputs(r);
     if (!rc) rc = rt_run_open_data(r);
     if (!rc) r->sched.steps_per_epoch = (long)r->train_b.batches;

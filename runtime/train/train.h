@@ -79,10 +79,11 @@ typedef struct {
 } rt_train_result;
 
 typedef struct {
-    int epochs;         /* 0: the plan's */
-    long steps;         /* stop after this many optimizer steps; -1: no limit,
+    int epochs;          /* 0: the plan's */
+    long steps;          /* stop after this many optimizer steps; -1: no limit,
                                 * 0: only evaluate (e.g. parameters from --load-params) */
-    uint64_t seed;      /* init, shuffle, augmentation */
+    long schedule_steps; /* --schedule-steps: a cosine/poly curve ends at this step; 0: the run's end */
+    uint64_t seed;       /* init, shuffle, augmentation */
     const char *data;   /* CIFAR-10 folder, "synthetic", or NULL ($DPC_DATA, else synthetic) */
     const char *device; /* "auto", "cpu" or "cuda" */
     int gpus;           /* data-parallel replicas in this process */
@@ -160,7 +161,8 @@ int rt_train_global_batch(const rt_train_options *o, int batch, char *err, size_
 /* Optimizer steps per epoch for a global batch on the run's data (--data,
  * $DPC_DATA or the synthetic set; a CIFAR-10 folder, image folder or .npy
  * set is read, as the plan's data section says): what `dprun --schedule`
- * needs for a curve or --per-step. -1 + err. */
+ * needs for a curve or --per-step (the synthetic set's count said in a
+ * note, since the run's data may differ). -1 + err. */
 long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, int global_batch,
                               char *err, size_t errlen);
 /* Runs training; returns the process exit status: 0, 1 with the message in
@@ -198,7 +200,8 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
  *     cosine: final + (base - final) * (1 + cos(pi * s / S)) / 2
  *     poly:   final + (base - final) * (1 - s / S)^power
  * s: the step counted from the end of warmup, S: the steps after warmup
- * minus 1 (x = s/S is 0 when S is 0).
+ * minus 1 (x = s/S is 0 when S is 0). span_steps (--schedule-steps N) ends
+ * the curve at step N - 1 instead, the lr `final` from there on.
  *
  * Usage:
  *     rt_schedule s = rt_schedule_make(&plan->schedule, global_batch);
@@ -214,6 +217,9 @@ typedef struct {
     int per_iteration;    /* 1: warmup ramps every step, 0: every epoch */
     long steps_per_epoch; /* for a curve's epoch_lr; 0 (unknown) counts one step per epoch */
     int warmup_asked;     /* 1: the warmup is the user's (--warmup-epochs, a sweep's warmup=) */
+    long span_steps;      /* a curve's last step is step span_steps - 1 (--schedule-steps);
+                           * 0: the last of t->epochs; past it the lr stays `final` */
+    long stop_steps;      /* --steps (for the note when it cuts a curve short); <= 0: none */
 } rt_schedule;
 
 rt_schedule rt_schedule_make(const ir_train *t, int global_batch);
@@ -233,7 +239,7 @@ void rt_schedule_print(const rt_schedule *s, int per_step, FILE *f);
 /* What the schedule does that nobody may have meant, one line each in buf
  * (empty when nothing): a run that stops inside its warmup, a warmup that
  * changes nothing (the lr scale is 1) or that lowers the lr (a scale below
- * 1). Returns the count. */
+ * 1), a curve that --steps stops before its end. Returns the count. */
 int rt_schedule_notes(const rt_schedule *s, char *buf, size_t len);
 /* Each of them as `PREFIX: note: ...` on stderr (rt_log), and the first (or "") into
  * first[first_len] when first is not NULL (a sweep's table shows it). */

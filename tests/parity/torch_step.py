@@ -382,23 +382,19 @@ def build_model(name):
 
 # ---- safetensors (no dependency on the `safetensors` package) -------------
 
-def st_write(path, tensors, meta=None):
-    """tensors: list of (name, float32 ndarray), written in that order."""
-    header, blobs, off = {}, [], 0
-    if meta:
-        header["__metadata__"] = meta
-    for name, a in tensors:
-        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+def _convert_weights():
+    """scripts/convert_weights.py, loaded by its path (scripts/ is no package):
+    its safetensors writer is the one copy the tree keeps."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                        "convert_weights.py")
+    spec = importlib.util.spec_from_file_location("convert_weights", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+st_write = _convert_weights().st_write  # st_write(path, [(name, ndarray)], meta=None): F32
 
 
 def st_read(path):

@@ -179,6 +179,17 @@ TEST(a_set_compares_where_files_land) {
     base_file_set_free(s);
 }
 
+TEST(a_join_never_doubles_a_slash) {
+    char out[64];
+    CHECK(base_path_join(out, sizeof out, "pets", "train") == 10 && !strcmp(out, "pets/train"));
+    CHECK(base_path_join(out, sizeof out, "pets/", "train") == 10 && !strcmp(out, "pets/train"));
+    CHECK(base_path_join(out, sizeof out, "pets//", "train/a") == 12 &&
+          !strcmp(out, "pets/train/a"));
+    CHECK(base_path_join(out, sizeof out, "/", "x") == 2 && !strcmp(out, "/x"));
+    CHECK(base_path_join(out, sizeof out, "//", "x") == 2 && !strcmp(out, "/x"));
+    CHECK(base_path_join(out, 4, "pets", "train") == 10); /* cut, as snprintf says */
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc-test-file-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -189,6 +200,7 @@ int main(void) {
     RUN(reads_are_bounded);
     RUN(names_of_our_own_never_follow_a_link);
     RUN(a_set_compares_where_files_land);
+    RUN(a_join_never_doubles_a_slash);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) return 1;
