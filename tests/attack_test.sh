@@ -120,6 +120,22 @@ w("huge.png", png(100000, 100000, zlib.compress(bytes(100))))
 w("cap.png", png(16384, 4096, zlib.compress(bytes(16385))))
 w("bomb.png", png(40, 36, zeros_deflated((16 if full else 1) << 30)))
 w("empty.jpg", b"")
+# Adam7-interlaced 37x29 RGB, valid (the last row is pass 7's), and as a
+# bomb: the same with 1 GiB of zeros deflated after its rows.
+def adam7(tail=0):
+    raw = b""
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)):
+        n = len(range(x0, 37, dx))
+        raw += b"".join(b"\0" + bytes((3 * (x + y) + c) % 251 for x in range(n) for c in range(3)) for y in range(y0, 29, dy))
+    co = zlib.compressobj(9)
+    z = co.compress(raw) + co.flush(zlib.Z_FULL_FLUSH)
+    if tail:  # its trailer's checksum is the first MiB's: the bomb is refused before it
+        z += (co.compress(bytes(1 << 20)) + co.flush(zlib.Z_FULL_FLUSH)) * tail
+    z += co.flush()
+    ihdr = struct.pack(">IIBBBBB", 37, 29, 8, 2, 0, 0, 1)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", z) + chunk(b"IEND", b"")
+w("adam7.png", adam7())
+w("adam7bomb.png", adam7(1024))
 # .npy: a valid uint8 N x 32 x 32 x 3 set of 4 images, and forged train_x.
 def npy(descr, shape, body, fortran="False", version=1, header=None):
     h = header if header is not None else "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (
@@ -228,17 +244,20 @@ PY
         "huge.png:PNG declaring 100000x100000:the image declares size 100000x100000" \
         "scans.jpg:progressive JPEG of 190 scans:more than 100 scans" \
         "bomb.png:PNG bomb ($([ $full = 1 ] && echo 16 || echo 1) GiB of zeros in its IDAT):past the image's last row" \
+        "adam7bomb.png:interlaced PNG bomb (1 GiB of zeros after pass 7):past the image's last row" \
         "empty.jpg:zero-size file:the file is empty" "mem.jpg:link to /proc/self/mem:a file of the kernel's" \
         "zero.png:link to /dev/zero:not a regular file"; do
         IFS=: read -r f what want <<<"$c"
         [ $full = 1 ] || case $f in trunc.jpg | bomb.png | mem.jpg | zero.png) ;; *) continue ;; esac
         attack "predict FILE" "$what" 1 20 512 "$in/$f: " predict "$in/$f"
+        grep -qF -- "$want" "$tmp/err" || bad "predict $what: '$(cat "$tmp/err")' lacks '$want'"
     done
     # 16384x4096 declared (the 64 Mi px cap) with one row of data: its
     # 192 MiB of RGB is allocated before the data runs out. 1 GiB: that,
     # ASan's shadow of it (an eighth) and dprun's own, with room.
     [ $full = 1 ] && attack "predict FILE" "PNG declaring 16384x4096 (the pixel cap), one row of data" 1 20 1024 \
         "$in/cap.png: not a valid PNG image" predict "$in/cap.png"
+    attack "predict FILE" "valid Adam7-interlaced PNG (the control)" 0 20 512 "" predict "$in/adam7.png"
     # A name of control bytes and invalid UTF-8: a valid image is read
     # (exit 0; the name escaped on stdout), a bad one refused, escaped.
     attack "predict FILE" "valid JPEG named ESC [31m \\xff\\xfe" 0 20 512 "" predict "$odd"
