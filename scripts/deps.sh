@@ -11,6 +11,8 @@
 #          oracle), g++ (the CUDA simulator), clang-format, iproute2
 #          (network namespaces for the two-host checks), librsvg2-bin
 #          (rsvg-convert: the plot test renders its SVGs to look at them),
+#          time (/usr/bin/time: the attack test's seconds and largest
+#          resident set per case),
 #          clang-14 and clang-16 (make test-full builds the tree with each:
 #          tests/clang_build_test.sh).
 #
@@ -57,6 +59,7 @@ need_test() {
     have_cmd g++ || want g++
     have_cmd ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || want iproute2
     have_cmd rsvg-convert || want librsvg2-bin
+    [ -x /usr/bin/time ] || want time
     have_cmd clang-14 || want clang-14
     have_cmd clang-16 || want clang-16
     # One interpreter imports the four (torch is slow to import); without

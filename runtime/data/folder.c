@@ -10,6 +10,7 @@
 #include "base/bytes.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/hash.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -157,13 +158,15 @@ char **rt_data_class_names(const char *path, int *n, char *err, size_t errlen) {
 }
 
 typedef struct {
+    dev_t dev;
+    ino_t ino; /* 0: an empty slot */
+} folder_id;
+
+typedef struct {
     char **paths;
     int n, cap;
-    struct {
-        dev_t dev;
-        ino_t ino;
-    } * seen; /* the folders walked, each once */
-    int nseen, capseen;
+    folder_id *seen; /* the folders walked, each once: a hash set, at most half full */
+    size_t nseen, capseen;
 } path_list;
 
 static void push(path_list *l, const char *path) {
@@ -177,20 +180,38 @@ static void push(path_list *l, const char *path) {
     l->n++;
 }
 
+static size_t seen_hash(dev_t dev, ino_t ino) {
+    uint64_t k[2] = {(uint64_t)dev, (uint64_t)ino};
+    return (size_t)base_fnv1a(BASE_FNV1A_INIT, k, sizeof k);
+}
+
 /* 1 when the folder dir (a link to one followed) was walked before, else
  * records it: a folder holding links to itself or its parents is walked
  * once, and so is one reached by two links. */
 static int seen_before(path_list *l, const char *dir) {
     struct stat sb;
     if (stat(dir, &sb) != 0) return 0; /* list() names the error */
-    for (int i = 0; i < l->nseen; i++)
-        if (l->seen[i].dev == sb.st_dev && l->seen[i].ino == sb.st_ino) return 1;
-    if (l->nseen == l->capseen) {
-        l->capseen = l->capseen ? 2 * l->capseen : 16;
-        l->seen = realloc(l->seen, sizeof *l->seen * (size_t)l->capseen);
+    /* A hash set, grown at half full: 30000 folders searched as a list
+     * took seconds, and a million would take hours. */
+    if (2 * (l->nseen + 1) > l->capseen) {
+        size_t old = l->capseen;
+        folder_id *was = l->seen;
+        l->capseen = old ? 2 * old : 64;
+        l->seen = calloc(l->capseen, sizeof *l->seen);
         RT_CHECK_ALLOC(l->seen);
+        l->nseen = 0;
+        for (size_t i = 0; i < old; i++)
+            if (was[i].ino || was[i].dev) {
+                size_t j = seen_hash(was[i].dev, was[i].ino) & (l->capseen - 1);
+                while (l->seen[j].ino || l->seen[j].dev) j = (j + 1) & (l->capseen - 1);
+                l->seen[j] = was[i], l->nseen++;
+            }
+        free(was);
     }
-    l->seen[l->nseen].dev = sb.st_dev, l->seen[l->nseen].ino = sb.st_ino;
+    size_t j = seen_hash(sb.st_dev, sb.st_ino) & (l->capseen - 1);
+    for (; l->seen[j].ino || l->seen[j].dev; j = (j + 1) & (l->capseen - 1))
+        if (l->seen[j].dev == sb.st_dev && l->seen[j].ino == sb.st_ino) return 1;
+    l->seen[j].dev = sb.st_dev, l->seen[j].ino = sb.st_ino;
     l->nseen++;
     return 0;
 }

@@ -10,7 +10,9 @@
  * Declared sizes are checked before anything is allocated for the pixels,
  * so a tiny file claiming 100000x100000 costs nothing; a progressive JPEG
  * is bounded further, in pixels (its coefficients are held whole) and in
- * scans (each a pass over them). The bytes all threads' decoders hold at
+ * scans (each a pass over them); a PNG's compressed data past its last row
+ * is refused, not inflated (a bomb: megabytes inflating to gigabytes of
+ * nothing). The bytes all threads' decoders hold at
  * once are bounded by a budget each decoder waits on (RT_IMAGE_DECODE_BUDGET).
  */
 #include "runtime/data/data.h"
@@ -204,6 +206,10 @@ static int decode_jpeg(const char *path, const uint8_t *data, size_t size, int w
 typedef struct {
     const uint8_t *data;
     size_t size, at;
+    /* While the last row is read: the bytes read so far and the most it may
+     * take (that row's share of the compressed data, and libpng's read-ahead) */
+    size_t tail, tail_max;
+    int last_row;
     char msg[256];
 } png_src;
 
@@ -218,6 +224,11 @@ static void png_quiet(png_structp p, png_const_charp msg) { (void)p, (void)msg; 
 static void png_read(png_structp p, png_bytep out, png_size_t n) {
     png_src *s = png_get_io_ptr(p);
     if (n > s->size - s->at) png_error(p, "the file ends early (truncated?)");
+    /* Once the rows are decoded, libpng inflates what is left of the
+     * compressed stream to its end: a few bytes in a real file, gigabytes of
+     * zeros in a small bomb (minutes of work, every byte then dropped). */
+    if (s->last_row && (s->tail += n) > s->tail_max)
+        png_error(p, "compressed data past the image's last row (a decompression bomb?)");
     memcpy(out, s->data + s->at, n);
     s->at += n;
 }
@@ -233,7 +244,7 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     if (size >= 24 && !memcmp(data + 12, "IHDR", 4) &&
         check_size(path, be32(data + 16), be32(data + 20), err, errlen))
         return -1;
-    png_src s = {data, size, 0, {0}};
+    png_src s = {data, size, 0, 0, 0, 0, {0}};
     png_structp p = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, png_fail, png_quiet);
     png_infop info = p ? png_create_info_struct(p) : NULL;
     RT_CHECK_ALLOC(p && info);
@@ -262,7 +273,7 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     png_set_strip_16(p);
     png_set_strip_alpha(p);
     png_set_gray_to_rgb(p);
-    png_set_interlace_handling(p);
+    int passes = png_set_interlace_handling(p);
     png_read_update_info(p, info);
     if (png_get_rowbytes(p, info) != (size_t)w * 3) png_error(p, "unexpected row layout");
     held = (size_t)w * h * 3 + sizeof *rows * h;
@@ -271,7 +282,15 @@ static int decode_png(const char *path, const uint8_t *data, size_t size, rt_ima
     rows = malloc(sizeof *rows * h);
     RT_CHECK_ALLOC(rgb && rows);
     for (png_uint_32 y = 0; y < h; y++) rows[y] = rgb + (size_t)y * w * 3;
-    png_read_image(p, rows);
+    /* png_read_image's loop, the last row's reads bounded: at most the
+     * file's widest row (8 bytes a pixel) and 64 KiB of libpng's buffer. */
+    s.tail_max = (size_t)w * 8 + 1 + (64 << 10);
+    for (int pass = 0; pass < passes; pass++)
+        for (png_uint_32 y = 0; y < h; y++) {
+            s.last_row = pass == passes - 1 && y == h - 1;
+            png_read_row(p, rows[y], NULL);
+        }
+    s.last_row = 0;
     png_read_end(p, NULL);
     png_destroy_read_struct(&p, &info, NULL);
     free(rows);

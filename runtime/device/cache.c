@@ -49,12 +49,17 @@ static void shown_name(const rt_cache *c, const char *name, char *out, size_t n)
     base_path_join(out, n, c->path, name);
 }
 
-unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
-    char shown[SHOWN_MAX], why[256];
+unsigned char *rt_cache_read_max(const rt_cache *c, const char *name, size_t max, size_t *len,
+                                 char *why, size_t whylen) {
+    char shown[SHOWN_MAX];
     shown_name(c, name, shown, sizeof shown);
+    return base_file_read_at(c->fd, name, shown, BASE_FILE_OURS, max, len, why, whylen);
+}
+
+unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len) {
+    char why[256];
     /* Any failure is a miss: the caller recompiles. */
-    return base_file_read_at(c->fd, name, shown, BASE_FILE_OURS, (size_t)1 << 30, len, why,
-                             sizeof why);
+    return rt_cache_read_max(c, name, (size_t)1 << 30, len, why, sizeof why);
 }
 
 int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,

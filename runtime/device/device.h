@@ -442,6 +442,9 @@ void *rt_cache_load_c(const rt_cache *c, const char *source, int flags, int *hit
  * NUL): a regular file this user owns, at most 1 GiB, read to its fstat
  * size; NULL otherwise (a cache miss). */
 unsigned char *rt_cache_read(const rt_cache *c, const char *name, size_t *len);
+/* The same, at most max bytes, and why not (a missing file included). */
+unsigned char *rt_cache_read_max(const rt_cache *c, const char *name, size_t max, size_t *len,
+                                 char *why, size_t whylen);
 /* name := data, through a temporary and renameat: 0, or -1 + message. */
 int rt_cache_write(const rt_cache *c, const char *name, const void *p, size_t n, char *err,
                    size_t errlen);

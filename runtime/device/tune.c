@@ -13,7 +13,9 @@
  *     count, or the GPU and its cuDNN; and the executable's bytes), so
  *     later runs on it choose as the first did, without measuring.
  *     `dprun --tune` measures every one again.
- * The record is data: each line is checked field by field and must parse
+ * The record is data, of at most TUNE_RECORD_MAX bytes (a larger one is
+ * not read, with a notice), indexed by a hash so that reading it is linear
+ * in its lines; each line is checked field by field and must parse
  * in full (at most TUNE_LINE_MAX characters, a descriptor
  * cg_conv_validate accepts, a known way, times in 0..TUNE_MAX_MS, an
  * algorithm number the library is asked about before it is used, nothing
@@ -24,6 +26,7 @@
  * "DIR N C H W K kh kw sh sw ph pw Ho Wo G TX TW TY DENSE"; the
  * alternative's WAY is "im2col" whatever it is (the descriptor's groups
  * and DENSE say). */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/hash.h"
 #include "base/parse.h"
@@ -95,11 +99,28 @@ static void record_name(uint64_t where, char *name, size_t n) {
     rt_cache_name(name, n, "tune", where, "conv 3");
 }
 
-static choice *find(uint64_t where, const cg_conv *d) {
-    choice *c = choices;
-    while (c && (c->where != where || !cg_conv_equal(&c->d, d))) c = c->next;
-    return c;
+/* The choices by (where, descriptor), open addressing, at most half full:
+ * a record of 10^5 lines is read in linear time (a search of the list per
+ * line took minutes). */
+static choice **table;
+static size_t table_cap, table_n;
+
+static size_t key_hash(uint64_t where, const cg_conv *d) {
+    const int64_t *x[CG_CONV_NDIMS] = CG_CONV_DIMS((cg_conv *)d);
+    uint64_t h = base_fnv1a(BASE_FNV1A_INIT, &where, sizeof where);
+    for (int j = 0; j < CG_CONV_NDIMS; j++) h = base_fnv1a(h, x[j], sizeof *x[j]);
+    int f[8] = {d->dir, d->type_x, d->type_w, d->type_y, d->tf32, d->tune, d->nalt, d->dense};
+    return (size_t)base_fnv1a(h, f, sizeof f);
 }
+
+static choice **slot(uint64_t where, const cg_conv *d) {
+    size_t i = key_hash(where, d) & (table_cap - 1);
+    while (table[i] && (table[i]->where != where || !cg_conv_equal(&table[i]->d, d)))
+        i = (i + 1) & (table_cap - 1);
+    return &table[i];
+}
+
+static choice *find(uint64_t where, const cg_conv *d) { return table_cap ? *slot(where, d) : NULL; }
 
 /* where's entry for d (a key: its nalt cleared), made when there is none. */
 static choice *entry(uint64_t where, const cg_conv *d) {
@@ -112,6 +133,15 @@ static choice *entry(uint64_t where, const cg_conv *d) {
     c->way = RT_CONV_UNKNOWN, c->algo = -1;
     c->next = choices;
     choices = c;
+    if (2 * (table_n + 1) > table_cap) { /* grow: every choice again */
+        free(table);
+        table_cap = table_cap ? 2 * table_cap : 64;
+        table = calloc(table_cap, sizeof *table);
+        RT_CHECK_ALLOC(table);
+        for (choice *k = choices->next; k; k = k->next) *slot(k->where, &k->d) = k;
+    }
+    *slot(where, d) = c;
+    table_n++;
     return c;
 }
 
@@ -121,9 +151,13 @@ static choice *entry(uint64_t where, const cg_conv *d) {
  * widest spelling fits a line of TUNE_LINE_MAX characters (401 at most:
  * 15 int64s, 4 ints, a way word and two times of "%.4f" below 1e6), and a
  * longer line is malformed. */
-#define TUNE_MAX_MS   1e6
-#define TUNE_LINE_MAX 512
-#define DESC_FIELDS   19
+#define TUNE_MAX_MS     1e6
+#define TUNE_LINE_MAX   512
+#define DESC_FIELDS     19
+/* A record's bytes: 65536 lines of the longest, far more than every model's
+ * convolutions on one machine; a larger one is not read (measured again,
+ * then rewritten with what this process knows). */
+#define TUNE_RECORD_MAX ((size_t)TUNE_LINE_MAX << 16)
 
 /* The next field of *s (fields are separated by one space) into tok:
  * 0, or -1 when there is none, it is empty or longer than tok. */
@@ -236,7 +270,12 @@ static void load(uint64_t where) {
     if (rt_cache_open(&c, err, sizeof err)) return; /* no cache: measure */
     record_name(where, name, sizeof name);
     size_t len;
-    char *text = (char *)rt_cache_read(&c, name, &len);
+    char why[512];
+    char *text = (char *)rt_cache_read_max(&c, name, TUNE_RECORD_MAX, &len, why, sizeof why);
+    struct stat st;
+    if (!text && !fstatat(c.fd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+        st.st_size > (off_t)TUNE_RECORD_MAX)
+        rt_log(RT_LOG_NOTE, "%s; measuring again", why);
     int bad = 0;
     for (char *line = text, *end; line && *line; line = end) {
         end = strchr(line, '\n');
