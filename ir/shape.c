@@ -378,6 +378,18 @@ static int infer_dropout(const ir_graph *g, const ir_node *n, ir_type *out, char
     return 0;
 }
 
+/* Activations of one float input (sigmoid, tanh, gelu, clip): its shape. */
+static int infer_activation(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                            size_t errlen) {
+    const ir_type *x = in_type(g, n, 0);
+    if (x->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: input must be a float tensor, got %s",
+                         ir_ops[n->op].name, TYPE_STR(x));
+    if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
+    *out = *x;
+    return 0;
+}
+
 /* Elementwise ops and views: the output has an input's shape. */
 static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                            size_t errlen) {
@@ -416,17 +428,10 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         *out = *a;
         return 0;
     }
-    case IR_OP_SIGMOID:
-    case IR_OP_CLIP: {
-        const ir_type *x = in_type(g, n, 0);
-        if (x->dtype == IR_I32)
-            return base_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
-                             TYPE_STR(x));
-        if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
-        *out = *x;
-        return 0;
-    }
     case IR_OP_SIGMOID_GRAD:
+    case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
     case IR_OP_MUL: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
@@ -708,15 +713,21 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_BN_GRAD_GAMMA:
     case IR_OP_BN_APPLY:
     case IR_OP_BN_GRAD_DATA: return infer_channel(g, n, out, err, errlen);
+    case IR_OP_SIGMOID:
+    case IR_OP_TANH:
+    case IR_OP_GELU:
+    case IR_OP_GELU_TANH:
+    case IR_OP_CLIP: return infer_activation(g, n, out, err, errlen);
     case IR_OP_RELU:
     case IR_OP_ADD:
     case IR_OP_EMA:
     case IR_OP_ASSIGN:
     case IR_OP_RELU_GRAD:
     case IR_OP_ONES_LIKE:
-    case IR_OP_SIGMOID:
     case IR_OP_SIGMOID_GRAD:
-    case IR_OP_CLIP:
+    case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
     case IR_OP_MUL:
     case IR_OP_MUL_CHANNEL:
@@ -743,6 +754,13 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_ADAM_DIR:
     case IR_OP_LAMB_LR:
     case IR_OP_DESCEND: return infer_update(g, n, out, err, errlen);
+    case IR_OP_LAYERNORM:
+    case IR_OP_LAYERNORM_STATS:
+    case IR_OP_LAYERNORM_GRAD_DATA:
+    case IR_OP_LAYERNORM_GRAD_GAMMA:
+    case IR_OP_SUM_LEADING:
+    case IR_OP_SOFTMAX:
+    case IR_OP_SOFTMAX_GRAD: return ir_infer_rows(g, n, out, err, errlen);
     case IR_OP_TRANSPOSE:
         if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)
             return base_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
