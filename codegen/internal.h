@@ -157,6 +157,7 @@ int cg_render_plane_dot(cg_ctx *cx, int node);
 int cg_render_dropout(cg_ctx *cx, int node);
 int cg_render_batchnorm(cg_ctx *cx, int node);
 int cg_render_transpose(cg_ctx *cx, int node);
+int cg_render_rows(cg_ctx *cx, int node); /* layernorm, softmax and kin (rows.c) */
 
 /* Fusion groups and lone pointwise / reduction nodes (fused.c; which
  * nodes are fusible is ir/ir.h's ir_node_fuse_class): one step, one

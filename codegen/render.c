@@ -14,7 +14,7 @@
  * Pointwise ops (templates in ir_op_expr), the per-channel reductions and
  * softmax cross-entropy are rendered by fused.c, one kernel per fusion
  * group (a lone node is a group of one); the other ops' rules are in a
- * file per family: pool.c, conv_direct.c, channel.c, batchnorm.c,
+ * file per family: pool.c, conv_direct.c, channel.c, batchnorm.c, rows.c,
  * im2col.c (with the GEMM lowering's kernels), gemm.c. Reductions run one
  * output element per iteration with a serial inner loop in a double
  * accumulator.
@@ -88,6 +88,13 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONCAT] = {cg_render_concat},
     [IR_OP_CHANNEL_SLICE] = {cg_render_channel_slice},
     [IR_OP_DROPOUT] = {cg_render_dropout},
+    [IR_OP_LAYERNORM] = {cg_render_rows},
+    [IR_OP_LAYERNORM_STATS] = {cg_render_rows},
+    [IR_OP_LAYERNORM_GRAD_DATA] = {cg_render_rows},
+    [IR_OP_LAYERNORM_GRAD_GAMMA] = {cg_render_rows},
+    [IR_OP_SUM_LEADING] = {cg_render_rows},
+    [IR_OP_SOFTMAX] = {cg_render_rows},
+    [IR_OP_SOFTMAX_GRAD] = {cg_render_rows},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /* frontend/ast.c — arena, diagnostics and the tree builders the parser's
- * actions call. */
+ * actions call; the word arguments of operators (fe_word_arg). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -286,4 +286,26 @@ void fe_push_open(fe_program *P, const char *what, const char *name, fe_loc loc)
 
 void fe_pop_open(fe_program *P) {
     if (P->nopen > 0) P->nopen--;
+}
+
+/* ---- word arguments (FE_ARG_WORD) ---------------------------------------- */
+
+int fe_word_arg(const fe_opdef *op, int slot, const fe_expr *arg, char *msg, size_t n) {
+    const char *set = op->arg[slot].words;
+    int index = 0;
+    for (const char *w = set; arg->kind == FE_NAME; index++) {
+        size_t len = strcspn(w, "|");
+        if (strlen(arg->name) == len && !strncmp(w, arg->name, len)) return index;
+        if (!w[len]) break;
+        w += len + 1;
+    }
+    char list[96];
+    size_t at = 0;
+    for (const char *c = set; *c && at + 3 < sizeof list; c++) {
+        if (*c == '|') list[at++] = ',';
+        list[at++] = *c == '|' ? ' ' : *c;
+    }
+    list[at] = 0;
+    snprintf(msg, n, "argument '%s' of '%s' must be one of %s", op->arg[slot].name, op->name, list);
+    return -1;
 }

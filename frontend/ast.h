@@ -286,14 +286,17 @@ int fe_run_parser(fe_program *P, const char *src, size_t len);
 
 /* ---- operators ---------------------------------------------------------- */
 
-typedef enum { FE_ARG_TENSOR, FE_ARG_INT, FE_ARG_FLOAT, FE_ARG_BOOL } fe_argkind;
+/* FE_ARG_WORD: one of a fixed set of bare words (gelu's approx=tanh), not
+ * evaluated; elaboration sees its index in the set as an integer. */
+typedef enum { FE_ARG_TENSOR, FE_ARG_INT, FE_ARG_FLOAT, FE_ARG_BOOL, FE_ARG_WORD } fe_argkind;
 
 typedef struct {
     const char *name;
     fe_argkind kind;
     int required;
-    double def;  /* default when not required */
-    int64_t min; /* smallest accepted integer */
+    double def;        /* default when not required */
+    int64_t min;       /* smallest accepted integer */
+    const char *words; /* FE_ARG_WORD: the set, '|' separated, the default first */
 } fe_argspec;
 
 typedef enum {
@@ -313,6 +316,10 @@ typedef enum {
     FE_OP_MUL,
     FE_OP_CONCAT,
     FE_OP_DROPOUT,
+    FE_OP_TANH,
+    FE_OP_GELU,
+    FE_OP_LAYERNORM,
+    FE_OP_SOFTMAX,
 } fe_op_id;
 
 struct fe_opdef {
@@ -323,6 +330,9 @@ struct fe_opdef {
 };
 
 const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
+/* The index of word arg (a bare name) in the set of op's FE_ARG_WORD
+ * parameter slot; -1 with a message naming the set when it is not one. */
+int fe_word_arg(const fe_opdef *op, int slot, const fe_expr *arg, char *msg, size_t n);
 /* The built-in operator nearest a misspelled name (base_near_try), or NULL. */
 const char *fe_nearest_op(const char *name);
 

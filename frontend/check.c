@@ -193,7 +193,15 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
             }
         }
         filled[a->slot] = 1;
-        if (check_expr(C, S, a->value)) return -1;
+        char msg[96];
+        if (e->op && e->op->arg[a->slot].kind == FE_ARG_WORD) {
+            if (fe_word_arg(e->op, a->slot, a->value, msg, sizeof msg) < 0) {
+                ERR(C, a->value->loc, "%s", msg);
+                return -1;
+            }
+        } else if (check_expr(C, S, a->value)) {
+            return -1;
+        }
     }
     for (int i = 0; i < nparams; i++)
         if (!filled[i] && (e->block || e->op->arg[i].required)) {

@@ -23,19 +23,21 @@
 /* Argument specs: required tensor / integer, optional integer / float /
  * boolean with a default. */
 #define TENSOR(name) \
-    { name, FE_ARG_TENSOR, 1, 0, 0 }
+    { name, FE_ARG_TENSOR, 1, 0, 0, NULL }
 #define TENSOR_OPT(name) \
-    { name, FE_ARG_TENSOR, 0, 0, 0 }
+    { name, FE_ARG_TENSOR, 0, 0, 0, NULL }
 #define INT(name, min) \
-    { name, FE_ARG_INT, 1, 0, min }
+    { name, FE_ARG_INT, 1, 0, min, NULL }
 #define INT_OPT(name, def, min) \
-    { name, FE_ARG_INT, 0, def, min }
+    { name, FE_ARG_INT, 0, def, min, NULL }
 #define FLOAT(name) \
-    { name, FE_ARG_FLOAT, 1, 0, 0 }
+    { name, FE_ARG_FLOAT, 1, 0, 0, NULL }
 #define FLOAT_OPT(name, def) \
-    { name, FE_ARG_FLOAT, 0, def, 0 }
+    { name, FE_ARG_FLOAT, 0, def, 0, NULL }
 #define BOOL_OPT(name, def) \
-    { name, FE_ARG_BOOL, 0, def, 0 }
+    { name, FE_ARG_BOOL, 0, def, 0, NULL }
+#define WORD_OPT(name, words) \
+    { name, FE_ARG_WORD, 0, 0, 0, words }
 #define SAME_AS_K (-1) /* pool stride default */
 
 static const fe_opdef ops[] = {
@@ -78,6 +80,10 @@ static const fe_opdef ops[] = {
      {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"), TENSOR_OPT("f"),
       TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
     {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
+    {"tanh", FE_OP_TANH, 1, {TENSOR("x")}},
+    {"gelu", FE_OP_GELU, 2, {TENSOR("x"), WORD_OPT("approx", "erf|tanh")}},
+    {"layernorm", FE_OP_LAYERNORM, 2, {TENSOR("x"), FLOAT_OPT("eps", 1e-5)}},
+    {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -358,6 +364,30 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
 }
 
+/* layernorm(x, eps) over the last axis, gamma (1) and beta (0) named as
+ * batchnorm's: layernorm0.gamma, layernorm0.beta. */
+static int build_layernorm(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const ir_type *t = type_of(E, &a->v[0]);
+    ir_type c = ir_shape1(t->dim[t->ndim - 1]);
+    int gamma = param(E, S, loc, inst, "gamma", c, IR_INIT_ONE, 0);
+    int beta = gamma < 0 ? -1 : param(E, S, loc, inst, "beta", c, IR_INIT_ZERO, 0);
+    if (beta < 0) return -1;
+    return node(E, S, loc, IR_OP_LAYERNORM, (int[]){a->v[0].node, gamma, beta}, 3, NULL,
+                (double[]){a->v[1].f});
+}
+
+/* softmax(x, axis=-1): over the last axis only, for now. */
+static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    int rank = type_of(E, &a->v[0])->ndim;
+    if (a->v[1].i != -1 && a->v[1].i != rank - 1) {
+        error_at(E, S, a->loc[1],
+                 "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
+                 rank - 1, a->v[1].i);
+        return -1;
+    }
+    return node(E, S, loc, IR_OP_SOFTMAX, &a->v[0].node, 1, NULL, NULL);
+}
+
 /* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
 static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
@@ -424,7 +454,7 @@ static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
 /* Converts and checks one argument against its spec. */
 static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_loc loc) {
     const fe_argspec *spec = &op->arg[slot];
-    static const vkind want[] = {V_TENSOR, V_INT, V_FLOAT, V_BOOL};
+    static const vkind want[] = {V_TENSOR, V_INT, V_FLOAT, V_BOOL, V_INT};
     if (spec->kind == FE_ARG_FLOAT && v->kind == V_INT) {
         v->kind = V_FLOAT;
         v->f = (double)v->i;
@@ -457,7 +487,13 @@ static int eval(elab *E, scope *S, const fe_expr *e, value *out);
 /* Arguments are evaluated left to right as written, then slotted. */
 static int eval_args(elab *E, scope *S, const fe_expr *call, value *v, fe_loc *loc) {
     for (const fe_arg *a = call->args; a; a = a->next) {
-        if (eval(E, S, a->value, &v[a->slot])) return -1;
+        if (call->op && call->op->arg[a->slot].kind == FE_ARG_WORD) { /* checked by fe_check */
+            char msg[96];
+            v[a->slot] = (value){
+                V_INT, 0, fe_word_arg(call->op, a->slot, a->value, msg, sizeof msg), 0, NULL};
+        } else if (eval(E, S, a->value, &v[a->slot])) {
+            return -1;
+        }
         loc[a->slot] = a->value->loc;
     }
     return 0;
@@ -484,7 +520,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         }
     }
     char inst[96] = "";
-    if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE)
+    if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE ||
+        op->id == FE_OP_LAYERNORM)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
     const value *v = a.v;
     int id = -1, first = E->g->n;
@@ -492,6 +529,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_CONV: id = build_conv(E, S, &a, inst, e->loc); break;
     case FE_OP_BATCHNORM: id = build_batchnorm(E, S, &a, inst, e->loc); break;
     case FE_OP_DENSE: id = build_dense(E, S, &a, inst, e->loc); break;
+    case FE_OP_LAYERNORM: id = build_layernorm(E, S, &a, inst, e->loc); break;
+    case FE_OP_SOFTMAX: id = build_softmax(E, S, &a, e->loc); break;
     case FE_OP_RELU: id = node(E, S, e->loc, IR_OP_RELU, &v[0].node, 1, NULL, NULL); break;
     case FE_OP_ADD:
         id = node(E, S, e->loc, IR_OP_ADD, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
@@ -506,6 +545,10 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         break;
     case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
     case FE_OP_SIGMOID: id = node(E, S, e->loc, IR_OP_SIGMOID, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_TANH: id = node(E, S, e->loc, IR_OP_TANH, &v[0].node, 1, NULL, NULL); break;
+    case FE_OP_GELU: /* approx: 0 erf, 1 tanh */
+        id = node(E, S, e->loc, v[1].i ? IR_OP_GELU_TANH : IR_OP_GELU, &v[0].node, 1, NULL, NULL);
+        break;
     case FE_OP_CLIP:
     case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
     case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;

@@ -77,7 +77,8 @@
  * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
  * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
  * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)
- * (0 <= p < 1; training only, the identity in eval).
+ * (0 <= p < 1; training only, the identity in eval), tanh(x), gelu(x,
+ * approx=erf) (approx a bare word: erf or tanh).
  */
 %code requires {
 #include "frontend/ast.h"

@@ -32,6 +32,18 @@ static const char *const op_expr[IR_OP_COUNT] = {
     [IR_OP_CLIP_GRAD] = "$1 >= @0 && $1 <= @1 ? $0 : 0.0f",
     [IR_OP_MUL] = "$0 * $1",
     [IR_OP_MUL_CHANNEL] = "$0 * $1o",
+    [IR_OP_TANH] = "tanhf($0)",
+    [IR_OP_TANH_GRAD] = "$0 * (1.0f - $1 * $1)",
+    /* 1/sqrt(2), 1/sqrt(2*pi) */
+    [IR_OP_GELU] = "0.5f * $0 * (1.0f + erff($0 * 0.70710678f))",
+    [IR_OP_GELU_GRAD] = "$0 * (0.5f * (1.0f + erff($1 * 0.70710678f)) + $1 * 0.39894228f * "
+                        "expf(-0.5f * $1 * $1))",
+    /* sqrt(2/pi); 3 * 0.044715 */
+    [IR_OP_GELU_TANH] = "0.5f * $0 * (1.0f + tanhf(0.79788456f * ($0 + 0.044715f * $0 * $0 * $0)))",
+    [IR_OP_GELU_TANH_GRAD] =
+        "$0 * (0.5f * (1.0f + tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1))) + 0.5f * $1 * "
+        "(1.0f - tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1)) * tanhf(0.79788456f * ($1 + "
+        "0.044715f * $1 * $1 * $1))) * 0.79788456f * (1.0f + 0.134145f * $1 * $1))",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }

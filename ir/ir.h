@@ -55,7 +55,8 @@ typedef struct {
 typedef enum {
     IR_FUSE_NONE,      /* no kernel body to share: sources, views, and ops
                           codegen renders alone (concat, dropout, plane_dot,
-                          global_avgpool, channel_slice, batchnorm) */
+                          global_avgpool, channel_slice, batchnorm, the row
+                          ops: layernorm, softmax and their gradients) */
     IR_FUSE_POINTWISE, /* out[i] from a per-element expression (ir_op_expr) */
     IR_FUSE_CHANNEL,   /* a per-channel reduction codegen runs as passes of one
                           kernel: [N, C, ...] over every axis but 1 */
@@ -201,6 +202,32 @@ typedef enum {
  *                         replica); salt numbers the dropouts of a
  *                         network. Its gradient is the same op on dy (the
  *                         same mask, recomputed)                  -> x
+ * Activations of attention networks (frontend: tanh, gelu(x, approx)):
+ *   tanh(x)               tanh(x)                                  -> x
+ *   tanh_grad(dy, y)      dy·(1-y²), y the tanh's output           -> dy
+ *   gelu(x)               x·Φ(x) = x/2·(1 + erf(x/√2)) (approx=erf,
+ *                         PyTorch's default)                       -> x
+ *   gelu_grad(dy, x)      dy·(Φ(x) + x·φ(x)), φ the normal density -> dy
+ *   gelu_tanh(x)          x/2·(1 + tanh(√(2/π)·(x + 0.044715x³)))
+ *                         (approx=tanh, GPT-2's)                   -> x
+ *   gelu_tanh_grad(dy, x) dy·d/dx of gelu_tanh, t = tanh(u):
+ *                         (1+t)/2 + x/2·(1-t²)·√(2/π)·(1 + 3·0.044715x²)
+ *                                                                  -> dy
+ * Row ops: x of rank 2 or 3, [R..., C], its rows the C values of the last
+ * axis (R rows in all); one row per kernel iteration, loops over C.
+ *   layernorm(x, gamma[C], beta[C]) eps   per row, xhat = (x - mean) *
+ *                         rstd, rstd = 1/sqrt(biased var + eps) (eps > 0);
+ *                         xhat·gamma + beta                        -> x
+ *   layernorm_stats(x) eps   per row (mean, rstd)              -> [R, 2]
+ *   layernorm_grad_data(dy, x, stats, gamma)   g = dy·gamma:
+ *                         rstd·(g - mean(g) - xhat·mean(g·xhat)),
+ *                         the means over the row                   -> x
+ *   layernorm_grad_gamma(dy, x, stats)   sum over rows of dy·xhat  -> [C]
+ *   sum_leading(dy)       sum over every axis but the last (layernorm's
+ *                         beta gradient)                           -> [C]
+ *   softmax(x)            per row, exp(x - max) / sum exp(x - max) -> x
+ *   softmax_grad(dy, y)   per row, y·(dy - sum(dy·y)), y the softmax's
+ *                         output                                   -> dy
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -262,7 +289,20 @@ typedef enum {
     X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_NONE, "", "")                             \
     X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_NONE, "axis", "")                   \
     X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_NONE, "offset,channels", "")      \
-    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")                            \
+    X(TANH, "tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
+    X(TANH_GRAD, "tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
+    X(GELU, "gelu", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
+    X(GELU_GRAD, "gelu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
+    X(GELU_TANH, "gelu_tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                        \
+    X(GELU_TANH_GRAD, "gelu_tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")              \
+    X(LAYERNORM, "layernorm", 3, 3, IR_FUSE_NONE, "", "eps")                          \
+    X(LAYERNORM_STATS, "layernorm_stats", 1, 1, IR_FUSE_NONE, "", "eps")              \
+    X(LAYERNORM_GRAD_DATA, "layernorm_grad_data", 4, 4, IR_FUSE_NONE, "", "")         \
+    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma", 3, 3, IR_FUSE_NONE, "", "")       \
+    X(SUM_LEADING, "sum_leading", 1, 1, IR_FUSE_NONE, "", "")                         \
+    X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                 \
+    X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -378,6 +378,18 @@ static int infer_dropout(const ir_graph *g, const ir_node *n, ir_type *out, char
     return 0;
 }
 
+/* Activations of one float input (sigmoid, tanh, gelu, clip): its shape. */
+static int infer_activation(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                            size_t errlen) {
+    const ir_type *x = in_type(g, n, 0);
+    if (x->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: input must be a float tensor, got %s",
+                         ir_ops[n->op].name, TYPE_STR(x));
+    if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
+    *out = *x;
+    return 0;
+}
+
 /* Elementwise ops and views: the output has an input's shape. */
 static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                            size_t errlen) {
@@ -416,17 +428,10 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
         *out = *a;
         return 0;
     }
-    case IR_OP_SIGMOID:
-    case IR_OP_CLIP: {
-        const ir_type *x = in_type(g, n, 0);
-        if (x->dtype == IR_I32)
-            return base_fail(err, errlen, "%s: input must be a float tensor, got %s", op,
-                             TYPE_STR(x));
-        if (n->op == IR_OP_CLIP && check_bounds(n, err, errlen)) return -1;
-        *out = *x;
-        return 0;
-    }
     case IR_OP_SIGMOID_GRAD:
+    case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
     case IR_OP_MUL: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
@@ -708,15 +713,21 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_BN_GRAD_GAMMA:
     case IR_OP_BN_APPLY:
     case IR_OP_BN_GRAD_DATA: return infer_channel(g, n, out, err, errlen);
+    case IR_OP_SIGMOID:
+    case IR_OP_TANH:
+    case IR_OP_GELU:
+    case IR_OP_GELU_TANH:
+    case IR_OP_CLIP: return infer_activation(g, n, out, err, errlen);
     case IR_OP_RELU:
     case IR_OP_ADD:
     case IR_OP_EMA:
     case IR_OP_ASSIGN:
     case IR_OP_RELU_GRAD:
     case IR_OP_ONES_LIKE:
-    case IR_OP_SIGMOID:
     case IR_OP_SIGMOID_GRAD:
-    case IR_OP_CLIP:
+    case IR_OP_TANH_GRAD:
+    case IR_OP_GELU_GRAD:
+    case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
     case IR_OP_MUL:
     case IR_OP_MUL_CHANNEL:
@@ -743,6 +754,13 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_ADAM_DIR:
     case IR_OP_LAMB_LR:
     case IR_OP_DESCEND: return infer_update(g, n, out, err, errlen);
+    case IR_OP_LAYERNORM:
+    case IR_OP_LAYERNORM_STATS:
+    case IR_OP_LAYERNORM_GRAD_DATA:
+    case IR_OP_LAYERNORM_GRAD_GAMMA:
+    case IR_OP_SUM_LEADING:
+    case IR_OP_SOFTMAX:
+    case IR_OP_SOFTMAX_GRAD: return ir_infer_rows(g, n, out, err, errlen);
     case IR_OP_TRANSPOSE:
         if (g->nodes[n->input[0]].type.ndim != 4 || g->nodes[n->input[0]].type.dtype == IR_I32)
             return base_fail(err, errlen, "transpose: input must be [N,C,H,W], got %s",
@@ -752,41 +770,4 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);
-}
-
-int ir_conv_library_ok(const ir_graph *g, int i) {
-    const ir_node *n = &g->nodes[i];
-    if ((n->op != IR_OP_CONV && n->op != IR_OP_CONV_GRAD_DATA && n->op != IR_OP_CONV_GRAD_WEIGHT) ||
-        (n->flags & IR_FLAG_CNHW))
-        return 0;
-    if (n->type.dtype != IR_F32 && n->type.dtype != IR_BF16) return 0;
-    for (int k = 0; k < n->ninputs; k++) {
-        const ir_node *in = &g->nodes[n->input[k]];
-        if ((in->type.dtype != IR_F32 && in->type.dtype != IR_BF16) || (in->flags & IR_FLAG_CNHW))
-            return 0;
-    }
-    return 1;
-}
-
-void ir_conv_xy(const ir_graph *g, const ir_node *n, const ir_type **x, const ir_type **y) {
-    *x = n->op == IR_OP_CONV             ? &g->nodes[n->input[0]].type
-         : n->op == IR_OP_CONV_GRAD_DATA ? &n->type
-                                         : &g->nodes[n->input[1]].type;
-    *y = n->op == IR_OP_CONV ? &n->type : &g->nodes[n->input[0]].type;
-}
-
-int ir_conv_dense_ok(const ir_graph *g, int i) {
-    const ir_node *n = &g->nodes[i];
-    if (!ir_conv_library_ok(g, i) || ir_conv_groups(n) != 1 || n->type.dtype != IR_F32) return 0;
-    for (int k = 0; k < n->ninputs; k++)
-        if (g->nodes[n->input[k]].type.dtype != IR_F32) return 0;
-    const ir_type *x, *y;
-    ir_conv_xy(g, n, &x, &y);
-    int64_t k = n->iattr[0], s = n->iattr[1], p = n->iattr[2];
-    /* output pixel o reads input rows o*s - p .. o*s - p + k - 1: the first
-     * output's window must reach the last row, the last's the first */
-    for (int d = 2; d < 4; d++)
-        if (x->dim[d] - 1 + p > k - 1 || (y->dim[d] - 1) * s > p) return 0;
-    int64_t unrolled = y->dim[1] * y->dim[2] * y->dim[3] * x->dim[1] * x->dim[2] * x->dim[3];
-    return unrolled <= IR_CONV_DENSE_MAX;
 }

@@ -220,6 +220,43 @@ static int grad_sigmoid(autodiff *A, int i, ir_node n, int dy) {
                       1);
 }
 
+/* dy·(1-y²) from the tanh's output, as the sigmoid's. */
+static int grad_tanh(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0], emit(A, i, IR_OP_TANH_GRAD, (int[]){dy, i}, 2, NULL, NULL), 1);
+}
+
+/* From the input: gelu is not monotonic, so its output does not tell x. */
+static int grad_gelu(autodiff *A, int i, ir_node n, int dy) {
+    ir_op op = n.op == IR_OP_GELU ? IR_OP_GELU_GRAD : IR_OP_GELU_TANH_GRAD;
+    return contribute(A, n.input[0], emit(A, i, op, (int[]){dy, n.input[0]}, 2, NULL, NULL), 1);
+}
+
+/* The row statistics once, for the data and gamma gradients; beta's is
+ * dy summed over the rows. */
+static int grad_layernorm(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], gamma = n.input[1], beta = n.input[2];
+    int st = emit(A, i, IR_OP_LAYERNORM_STATS, &x, 1, NULL, n.fattr);
+    if (st < 0) return -1;
+    if (A->live[x] &&
+        contribute(A, x,
+                   emit(A, i, IR_OP_LAYERNORM_GRAD_DATA, (int[]){dy, x, st, gamma}, 4, NULL, NULL),
+                   1))
+        return -1;
+    if (A->live[gamma] &&
+        contribute(A, gamma,
+                   emit(A, i, IR_OP_LAYERNORM_GRAD_GAMMA, (int[]){dy, x, st}, 3, NULL, NULL), 1))
+        return -1;
+    if (A->live[beta] && contribute(A, beta, emit(A, i, IR_OP_SUM_LEADING, &dy, 1, NULL, NULL), 1))
+        return -1;
+    return 0;
+}
+
+/* y·(dy - sum(dy·y)) per row, from the output as the sigmoid's. */
+static int grad_softmax(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0], emit(A, i, IR_OP_SOFTMAX_GRAD, (int[]){dy, i}, 2, NULL, NULL),
+                      1);
+}
+
 /* From the input, not the output: with MXNet's inclusive bounds, an output
  * equal to lo cannot tell x = lo (dy passes) from x < lo (it does not). */
 static int grad_clip(autodiff *A, int i, ir_node n, int dy) {
@@ -288,6 +325,11 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_MUL_CHANNEL] = grad_mul_channel,
     [IR_OP_CONCAT] = grad_concat,
     [IR_OP_DROPOUT] = grad_dropout,
+    [IR_OP_TANH] = grad_tanh,
+    [IR_OP_GELU] = grad_gelu,
+    [IR_OP_GELU_TANH] = grad_gelu,
+    [IR_OP_LAYERNORM] = grad_layernorm,
+    [IR_OP_SOFTMAX] = grad_softmax,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

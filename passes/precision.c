@@ -14,7 +14,8 @@
  * batch end it: the per-channel reductions (BatchNorm statistics, bias and
  * gamma gradients), the weight gradients of conv and dense, all-reduce, and
  * the optimizer's update and EMA of running statistics (they read only such
- * sums and parameters). So parameters, momentum, BatchNorm statistics and
+ * sums and parameters), layernorm's gamma and beta gradients. Layernorm's
+ * row statistics end it too, so they stay f32. So parameters, momentum, BatchNorm statistics and
  * running statistics, parameter gradients and their sums, lr, grad_scale,
  * the loss and the eval logits stay f32; rank-1 [N] values (the loss and
  * its seed) too. Views and assigns take the type of the bytes they share.
@@ -41,7 +42,10 @@ static int keeps_samples(ir_op op) {
     case IR_OP_SGD_MOMENTUM:
     case IR_OP_BN_UNBIAS:
     case IR_OP_EMA:
-    case IR_OP_ASSIGN: return 0;
+    case IR_OP_ASSIGN:
+    case IR_OP_LAYERNORM_GRAD_GAMMA:
+    case IR_OP_SUM_LEADING:
+    case IR_OP_LAYERNORM_STATS: return 0; /* per row, but f32 as AMP keeps them */
     default: return 1;
     }
 }

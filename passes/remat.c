@@ -2,7 +2,7 @@
  *
  * A training graph keeps every forward activation the backward pass reads
  * from its forward step to that read. The cheap ones — outputs of relu,
- * add, bias_add, bn_apply, sigmoid, clip and mul chains, whose inputs
+ * add, bias_add, bn_apply, sigmoid, clip, mul, tanh and gelu chains, whose inputs
  * (GEMM outputs, batch statistics, parameters) are kept anyway — can
  * instead die after their last forward use and be computed again, by a
  * copy of the same chain, just before their first backward use. The copy runs the same ops on the
@@ -26,7 +26,8 @@
 /* What a chain may be made of: elementwise forward ops with no state. */
 static int recomputable(ir_op op) {
     return op == IR_OP_RELU || op == IR_OP_ADD || op == IR_OP_BIAS_ADD || op == IR_OP_BN_APPLY ||
-           op == IR_OP_SIGMOID || op == IR_OP_CLIP || op == IR_OP_MUL || op == IR_OP_MUL_CHANNEL;
+           op == IR_OP_SIGMOID || op == IR_OP_CLIP || op == IR_OP_MUL || op == IR_OP_MUL_CHANNEL ||
+           op == IR_OP_TANH || op == IR_OP_GELU || op == IR_OP_GELU_TANH;
 }
 
 typedef struct {

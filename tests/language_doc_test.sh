@@ -143,6 +143,7 @@ while read -r entry; do
         TENSOR | INT | FLOAT) arg=$name ;;
         TENSOR_OPT) [ "$dots" = 1 ] && continue; dots=1; arg='...' ;;
         INT_OPT | FLOAT_OPT) arg="$name=${def/SAME_AS_K/k}" ;;
+        WORD_OPT) def=${def//\"/}; arg="$name=${def%%|*}" ;; # the set's first word is the default
         BOOL_OPT) case $def in 1) arg="$name=true" ;; 0) arg="$name=false" ;; *) arg="$name=?$def" ;; esac ;;
         *) bad "operator $op: unknown argument spec '$spec' in elab.c (teach this test)"; arg='?' ;;
         esac

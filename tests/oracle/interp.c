@@ -621,6 +621,135 @@ static void op_dropout(op_args *a) {
         a->y[i] = ir_dropout_hash(key, a->n->iattr[0], i) >> 40 >= thr ? a->x[0][i] * scale : 0;
 }
 
+/* ---- attention networks' activations ---------------------------------------------- */
+
+static void op_tanh(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = tanh(a->x[0][i]);
+}
+
+static void op_tanh_grad(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
+        a->y[i] = a->x[0][i] * (1 - a->x[1][i] * a->x[1][i]);
+}
+
+/* x·Φ(x), Φ the standard normal distribution function */
+static void op_gelu(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[0][i];
+        a->y[i] = 0.5 * x * (1 + erf(x / sqrt(2)));
+    }
+}
+
+static void op_gelu_grad(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[1][i], pdf = exp(-0.5 * x * x) / sqrt(2 * M_PI);
+        a->y[i] = a->x[0][i] * (0.5 * (1 + erf(x / sqrt(2))) + x * pdf);
+    }
+}
+
+static const double gelu_k = 0.7978845608028654; /* sqrt(2/pi) */
+
+static void op_gelu_tanh(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[0][i];
+        a->y[i] = 0.5 * x * (1 + tanh(gelu_k * (x + 0.044715 * x * x * x)));
+    }
+}
+
+static void op_gelu_tanh_grad(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
+        double x = a->x[1][i], t = tanh(gelu_k * (x + 0.044715 * x * x * x));
+        double du = gelu_k * (1 + 3 * 0.044715 * x * x);
+        a->y[i] = a->x[0][i] * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du);
+    }
+}
+
+/* ---- row ops: the last axis of [R..., C] ----------------------------------------- */
+
+static int64_t row_len(const ir_type *t) { return t->dim[t->ndim - 1]; }
+
+/* mean and 1/sqrt(biased var + eps) of row r */
+static void row_stats(const double *x, int64_t C, double eps, double *mean, double *rstd) {
+    double s = 0, v = 0;
+    for (int64_t j = 0; j < C; j++) s += x[j];
+    *mean = s / (double)C;
+    for (int64_t j = 0; j < C; j++) v += (x[j] - *mean) * (x[j] - *mean);
+    *rstd = 1 / sqrt(v / (double)C + eps);
+}
+
+static void op_layernorm(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t r = 0; r < R; r++) {
+        double mean, rstd;
+        row_stats(a->x[0] + r * C, C, a->n->fattr[0], &mean, &rstd);
+        for (int64_t j = 0; j < C; j++)
+            a->y[r * C + j] = (a->x[0][r * C + j] - mean) * rstd * a->x[1][j] + a->x[2][j];
+    }
+}
+
+static void op_layernorm_stats(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t r = 0; r < R; r++)
+        row_stats(a->x[0] + r * C, C, a->n->fattr[0], &a->y[2 * r], &a->y[2 * r + 1]);
+}
+
+static void op_layernorm_grad_data(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    const double *dy = a->x[0], *x = a->x[1], *st = a->x[2], *gamma = a->x[3];
+    for (int64_t r = 0; r < R; r++) {
+        double mean = st[2 * r], rstd = st[2 * r + 1], mg = 0, mgx = 0;
+        for (int64_t j = 0; j < C; j++) {
+            double g = dy[r * C + j] * gamma[j], xhat = (x[r * C + j] - mean) * rstd;
+            mg += g / (double)C;
+            mgx += g * xhat / (double)C;
+        }
+        for (int64_t j = 0; j < C; j++) {
+            double g = dy[r * C + j] * gamma[j], xhat = (x[r * C + j] - mean) * rstd;
+            a->y[r * C + j] = rstd * (g - mg - xhat * mgx);
+        }
+    }
+}
+
+static void op_layernorm_grad_gamma(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t j = 0; j < C; j++) {
+        double s = 0;
+        for (int64_t r = 0; r < R; r++)
+            s += a->x[0][r * C + j] * (a->x[1][r * C + j] - a->x[2][2 * r]) * a->x[2][2 * r + 1];
+        a->y[j] = s;
+    }
+}
+
+static void op_sum_leading(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t j = 0; j < C; j++) {
+        double s = 0;
+        for (int64_t r = 0; r < R; r++) s += a->x[0][r * C + j];
+        a->y[j] = s;
+    }
+}
+
+static void op_softmax(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t r = 0; r < R; r++) {
+        const double *x = a->x[0] + r * C;
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < C; j++) m = fmax(m, x[j]);
+        for (int64_t j = 0; j < C; j++) s += exp(x[j] - m);
+        for (int64_t j = 0; j < C; j++) a->y[r * C + j] = exp(x[j] - m) / s;
+    }
+}
+
+static void op_softmax_grad(op_args *a) {
+    int64_t C = row_len(a->in[0]), R = ir_numel(a->in[0]) / C;
+    for (int64_t r = 0; r < R; r++) {
+        const double *dy = a->x[0] + r * C, *y = a->x[1] + r * C;
+        double dot = 0;
+        for (int64_t j = 0; j < C; j++) dot += dy[j] * y[j];
+        for (int64_t j = 0; j < C; j++) a->y[r * C + j] = y[j] * (dy[j] - dot);
+    }
+}
+
 /* ---- dispatch -------------------------------------------------------------------- */
 
 typedef void (*op_fn)(op_args *);
@@ -679,6 +808,19 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_CONCAT] = op_concat,
     [IR_OP_CHANNEL_SLICE] = op_channel_slice,
     [IR_OP_DROPOUT] = op_dropout,
+    [IR_OP_TANH] = op_tanh,
+    [IR_OP_TANH_GRAD] = op_tanh_grad,
+    [IR_OP_GELU] = op_gelu,
+    [IR_OP_GELU_GRAD] = op_gelu_grad,
+    [IR_OP_GELU_TANH] = op_gelu_tanh,
+    [IR_OP_GELU_TANH_GRAD] = op_gelu_tanh_grad,
+    [IR_OP_LAYERNORM] = op_layernorm,
+    [IR_OP_LAYERNORM_STATS] = op_layernorm_stats,
+    [IR_OP_LAYERNORM_GRAD_DATA] = op_layernorm_grad_data,
+    [IR_OP_LAYERNORM_GRAD_GAMMA] = op_layernorm_grad_gamma,
+    [IR_OP_SUM_LEADING] = op_sum_leading,
+    [IR_OP_SOFTMAX] = op_softmax,
+    [IR_OP_SOFTMAX_GRAD] = op_softmax_grad,
 };
 
 void oracle_interp_run(oracle_interp *it) {

@@ -766,6 +766,76 @@ TEST(small_resnet_gradients) {
     fixture_free(&f);
 }
 
+/* Spread over [-3, 3): both tails and the curved middle of each. */
+static void activation_case(ir_op op, ir_op grad_op) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+    head(g, tg_node(g, op, &x, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    for (int e = 0; e < 36; e++) f.val[x][e] *= 3;
+    CHECK_MSG(check_gradients(&f) == 1, "%s", ir_ops[op].name);
+    CHECK_MSG(count_op(f.grad, grad_op) == 1, "%s", ir_ops[grad_op].name);
+    fixture_free(&f);
+}
+
+TEST(tanh_gradients) { activation_case(IR_OP_TANH, IR_OP_TANH_GRAD); }
+TEST(gelu_gradients) { activation_case(IR_OP_GELU, IR_OP_GELU_GRAD); }
+TEST(gelu_tanh_gradients) { activation_case(IR_OP_GELU_TANH, IR_OP_GELU_TANH_GRAD); }
+
+/* A transformer's MLP on [B, C] rows: dense, gelu(tanh), dense, tanh,
+ * the weights and the data all parameters: three paths through gelu. */
+TEST(mlp_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", ir_shape2(3, 4));
+    int w1 = param(g, "w1", ir_shape2(6, 4)), w2 = param(g, "w2", ir_shape2(4, 6));
+    int h = tg_node(g, IR_OP_DENSE, (int[]){x, w1}, 2, NULL, NULL);
+    int a = tg_node(g, IR_OP_GELU_TANH, &h, 1, NULL, NULL);
+    int y = tg_node(g, IR_OP_DENSE, (int[]){a, w2}, 2, NULL, NULL);
+    int t = tg_node(g, IR_OP_TANH, &y, 1, NULL, NULL);
+    head(g, tg_node(g, IR_OP_ADD, (int[]){t, x}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 3);
+    fixture_free(&f);
+}
+
+/* layernorm over the last axis of [R, C] and [B, T, C]: the data, gamma
+ * and beta gradients (gamma and beta away from their initial 1 and 0). */
+TEST(layernorm_gradients) {
+    ir_type shapes[] = {ir_shape2(3, 5), {3, {2, 3, 4}, IR_F32}};
+    for (int i = 0; i < 2; i++) {
+        ir_graph *g = ir_new();
+        int64_t C = shapes[i].dim[shapes[i].ndim - 1];
+        int x = param(g, "x", shapes[i]);
+        int gamma = param(g, "ln.gamma", ir_shape1(C)), beta = param(g, "ln.beta", ir_shape1(C));
+        head(g, tg_node(g, IR_OP_LAYERNORM, (int[]){x, gamma, beta}, 3, NULL, (double[]){1e-5}));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 3, "rank %d", shapes[i].ndim);
+        CHECK(count_op(f.grad, IR_OP_LAYERNORM_STATS) == 1);
+        CHECK(count_op(f.grad, IR_OP_SUM_LEADING) == 1);
+        fixture_free(&f);
+    }
+}
+
+/* softmax over the last axis of [R, C] and [B, T, C], values spread so
+ * the rows are far from uniform. */
+TEST(softmax_gradients) {
+    ir_type shapes[] = {ir_shape2(3, 5), {3, {2, 3, 4}, IR_F32}};
+    for (int i = 0; i < 2; i++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", shapes[i]);
+        head(g, tg_node(g, IR_OP_SOFTMAX, &x, 1, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        for (int64_t e = 0; e < ir_numel(&shapes[i]); e++) f.val[x][e] *= 3;
+        CHECK_MSG(check_gradients(&f) == 1, "rank %d", shapes[i].ndim);
+        CHECK(count_op(f.grad, IR_OP_SOFTMAX_GRAD) == 1);
+        fixture_free(&f);
+    }
+}
+
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
@@ -790,5 +860,11 @@ int main(void) {
     RUN(dropout_gradients);
     RUN(smoothed_cross_entropy_gradient); /* the random stream of the others stays */
     RUN(batchnorm_fixed_affine_gradients);
+    RUN(tanh_gradients);
+    RUN(gelu_gradients);
+    RUN(gelu_tanh_gradients);
+    RUN(mlp_gradients);
+    RUN(layernorm_gradients);
+    RUN(softmax_gradients);
     return harness_done();
 }

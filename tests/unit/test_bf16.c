@@ -504,6 +504,7 @@ TEST(ops_in_bf16_equal_f32_rounded) {
          1},
         {"bias_grad", IR_OP_BIAS_GRAD, 1, {ir_shape4(2, 3, 4, 4)}, {1}, {0}, 0},
         {"sigmoid", IR_OP_SIGMOID, 1, {ir_shape4(2, 3, 4, 4)}, {1}, {0}, 1},
+        {"gelu_tanh", IR_OP_GELU_TANH, 1, {ir_shape4(2, 3, 4, 4)}, {1}, {0}, 1},
         {"mul_channel [N,C,1,1]",
          IR_OP_MUL_CHANNEL,
          2,

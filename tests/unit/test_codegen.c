@@ -118,6 +118,23 @@ static ir_graph *all_ops_graph(void) {
     N(DROPOUT, r, key), IA(3), FA(0.25));
     int drc = N(DROPOUT, tr, key), IA(4), FA(0.5)); /* channel-major: the NCHW index */
     g->nodes[drc].flags |= IR_FLAG_CNHW;
+    /* tanh, gelu (erf and tanh forms) and their gradients */
+    int th = N(TANH, r), NULL, NULL);
+    N(TANH_GRAD, dr, th), NULL, NULL);
+    N(GELU, r), NULL, NULL);
+    N(GELU_GRAD, dr, r), NULL, NULL);
+    N(GELU_TANH, r), NULL, NULL);
+    N(GELU_TANH_GRAD, dr, r), NULL, NULL);
+    /* layernorm over the last axis of [N, F] and its primitives; softmax */
+    int lg = ir_add_param(g, "ln.gamma", ir_shape1(10), IR_INIT_ONE);
+    int lb = ir_add_param(g, "ln.beta", ir_shape1(10), IR_INIT_ZERO);
+    N(LAYERNORM, lo, lg, lb), NULL, FA(1e-5));
+    int lst = N(LAYERNORM_STATS, lo), NULL, FA(1e-5));
+    N(LAYERNORM_GRAD_DATA, dlo, lo, lst, lg), NULL, NULL);
+    N(LAYERNORM_GRAD_GAMMA, dlo, lo, lst), NULL, NULL);
+    N(SUM_LEADING, dlo), NULL, NULL);
+    int smx = N(SOFTMAX, lo), NULL, NULL);
+    N(SOFTMAX_GRAD, dlo, smx), NULL, NULL);
     return g;
 }
 

@@ -712,6 +712,29 @@ TEST(se_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* layernorm, softmax, tanh and gelu in both forms (tests/nets/attn_small.net) through the
+ * frontend and the default passes: the generated C kernels of a whole
+ * training step against the interpreter. */
+TEST(attn_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/attn_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 4, 1);
+    pass_options o = pass_default_options();
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    int ops[IR_OP_COUNT] = {0};
+    for (int i = 0; g && i < g->n; i++) ops[g->nodes[i].op]++;
+    CHECK(ops[IR_OP_GELU] == 1 && ops[IR_OP_GELU_GRAD] == 1);
+    CHECK(ops[IR_OP_GELU_TANH] == 1 && ops[IR_OP_GELU_TANH_GRAD] == 1);
+    CHECK(ops[IR_OP_TANH] == 1 && ops[IR_OP_TANH_GRAD] == 1);
+    CHECK(ops[IR_OP_LAYERNORM] == 2 && ops[IR_OP_LAYERNORM_GRAD_DATA] == 2);
+    CHECK(ops[IR_OP_LAYERNORM_GRAD_GAMMA] == 2 && ops[IR_OP_SUM_LEADING] == 2);
+    CHECK(ops[IR_OP_SOFTMAX] == 1 && ops[IR_OP_SOFTMAX_GRAD] == 1);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* --conv dense: the convolutions on 2x2 and 1x1 planes as one GEMM over
  * unrolled weights (codegen/gemm.c lower_conv_dense), forward and both
  * gradients, every node and parameter against the float64 interpreter: in
@@ -1218,6 +1241,7 @@ int main(void) {
     RUN(multi_op_training_step);
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
+    RUN(attn_small_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);

@@ -430,6 +430,27 @@ TEST(activations_and_mul) {
     ir_free(g);
 }
 
+/* tanh; gelu's approx picks the op, erf by default; any other word, or
+ * an expression, is refused naming the set. */
+TEST(tanh_and_gelu) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10);\n"
+                            "network n {\n"
+                            "  x = gelu(dense(flatten(image), 8))\n"
+                            "  x = gelu(x, approx=tanh) + gelu(x, approx=erf)\n"
+                            "  logits = dense(tanh(x), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int e0 = find_op(g, IR_OP_GELU, 0);
+    CHECK(e0 >= 0 && find_op(g, IR_OP_GELU, e0 + 1) >= 0);
+    int t = find_op(g, IR_OP_GELU_TANH, 0);
+    CHECK(t >= 0 && find_op(g, IR_OP_GELU_TANH, t + 1) < 0);
+    CHECK(find_op(g, IR_OP_TANH, 0) >= 0);
+    ir_free(g);
+}
+
 /* groups: the weight is [channels, C/groups, k, k], the attribute goes to
  * conv's last slot; depthwise is groups = channels. */
 TEST(conv_groups) {
@@ -931,6 +952,7 @@ int main(void) {
     RUN(positions_and_labels);
     RUN(arguments_defaults_and_arithmetic);
     RUN(activations_and_mul);
+    RUN(tanh_and_gelu);
     RUN(conv_groups);
     RUN(concat_call);
     RUN(dropout_call);
