@@ -653,7 +653,7 @@ static int add_inputs(elab *E) {
     for (const fe_input *in = E->P->inputs; in; in = in->next) {
         ir_type t = {0};
         t.dim[t.ndim++] = E->batch;
-        t.dtype = in->classes ? IR_I32 : IR_F32;
+        t.dtype = in->classes || in->integer ? IR_I32 : IR_F32;
         for (const fe_num *d = in->dims; d; d = d->next) t.dim[t.ndim++] = d->i;
         fe_loc loc = in->loc;
         if (ir_numel(&t) > FE_MAX_NUMEL) {
