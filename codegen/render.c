@@ -88,6 +88,8 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONCAT] = {cg_render_concat},
     [IR_OP_CHANNEL_SLICE] = {cg_render_channel_slice},
     [IR_OP_DROPOUT] = {cg_render_dropout},
+    [IR_OP_EMBEDDING] = {cg_render_embedding},
+    [IR_OP_EMBEDDING_GRAD] = {cg_render_embedding_grad},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

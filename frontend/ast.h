@@ -316,6 +316,7 @@ typedef enum {
     FE_OP_MUL,
     FE_OP_CONCAT,
     FE_OP_DROPOUT,
+    FE_OP_EMBEDDING,
 } fe_op_id;
 
 struct fe_opdef {

@@ -78,6 +78,7 @@ static const fe_opdef ops[] = {
      {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"), TENSOR_OPT("f"),
       TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
     {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
+    {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -358,6 +359,13 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
 }
 
+/* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id. */
+static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    int w = param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_XAVIER, 0);
+    if (w < 0) return -1;
+    return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
+}
+
 /* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
 static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
@@ -484,7 +492,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
         }
     }
     char inst[96] = "";
-    if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE)
+    if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE ||
+        op->id == FE_OP_EMBEDDING)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
     const value *v = a.v;
     int id = -1, first = E->g->n;
@@ -511,6 +520,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
     case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
     case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
+    case FE_OP_EMBEDDING: id = build_embedding(E, S, &a, inst, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],

@@ -201,6 +201,16 @@ typedef enum {
  *                         replica); salt numbers the dropouts of a
  *                         network. Its gradient is the same op on dy (the
  *                         same mask, recomputed)                  -> x
+ * Sequences (language models; ids are i32, [N, T] or any rank up to 3):
+ *   embedding(ids, w[V,D])  row ids[...] of w for each id: a gather.
+ *                         An id outside [0, V) reads row 0 or V-1
+ *                         (clamped; the token data refuses such ids
+ *                         before they get here)            -> [ids..., D]
+ *   embedding_grad(dy[ids..., D], ids) vocab   dw[v] = the sum of the dy
+ *                         rows whose id is v, in ids order, so the bits
+ *                         do not depend on threads (each thread owns
+ *                         rows of dw); clamped ids as the gather's
+ *                                                         -> [vocab, D]
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -262,7 +272,9 @@ typedef enum {
     X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_NONE, "", "")                             \
     X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_NONE, "axis", "")                   \
     X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_NONE, "offset,channels", "")      \
-    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")                            \
+    X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
+    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -118,6 +118,10 @@ static ir_graph *all_ops_graph(void) {
     N(DROPOUT, r, key), IA(3), FA(0.25));
     int drc = N(DROPOUT, tr, key), IA(4), FA(0.5)); /* channel-major: the NCHW index */
     g->nodes[drc].flags |= IR_FLAG_CNHW;
+    int ids = ir_add_input(g, "tokens", (ir_type){2, {2, 3}, IR_I32}, 0);
+    int emb = ir_add_param(g, "embedding0.weight", ir_shape2(11, 4), IR_INIT_XAVIER);
+    int e = N(EMBEDDING, ids, emb), NULL, NULL);
+    N(EMBEDDING_GRAD, e, ids), IA(11), NULL);
     return g;
 }
 

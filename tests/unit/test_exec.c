@@ -354,6 +354,19 @@ TEST(bias_add_relu_add) {
     ir_free(g);
 }
 
+/* The gather and its scatter-add gradient, ids [3, 5] with some repeated
+ * and the last one out of range (clamped, as the interpreter does). */
+TEST(embedding_ops) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "badlabel", (ir_type){2, {3, 5}, IR_I32}, 7); /* last id: 7 */
+    int w = ir_add_param(g, "w", ir_shape2(7, 4), IR_INIT_XAVIER);
+    N(EMBEDDING, ids, w), NULL, NULL);
+    int dy = ir_add_input(g, "dy", (ir_type){3, {3, 5, 4}, IR_F32}, 0);
+    N(EMBEDDING_GRAD, dy, ids), IA(7), NULL);
+    CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+}
+
 static void batchnorm_graph(int rank4, int training) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
@@ -1205,6 +1218,7 @@ int main(void) {
     RUN(dense_ops);
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
+    RUN(embedding_ops);
     RUN(batchnorm_op);
     RUN(pooling);
     RUN(maxpool_ties);
