@@ -38,8 +38,7 @@ int ir_infer_embedding(const ir_graph *g, const ir_node *n, ir_type *out, char *
         return base_fail(err, errlen, "%s: dy %s does not match ids %s", op, TYPE_STR(dy),
                          TYPE_STR(ids));
     if (n->iattr[0] < 1)
-        return base_fail(err, errlen, "%s: vocab must be positive, got %" PRId64, op,
-                         n->iattr[0]);
+        return base_fail(err, errlen, "%s: vocab must be positive, got %" PRId64, op, n->iattr[0]);
     *out = ir_shape2(n->iattr[0], dy->dim[dy->ndim - 1]);
     return 0;
 }
