@@ -99,9 +99,7 @@ void rt_tokens_fill_train(const rt_tokens *t, int64_t block, uint64_t seed, int6
     }
 }
 
-int64_t rt_tokens_val_windows(const rt_tokens *t, int64_t block) {
-    return (t->count - 1) / block;
-}
+int64_t rt_tokens_val_windows(const rt_tokens *t, int64_t block) { return (t->count - 1) / block; }
 
 void rt_tokens_fill_val(const rt_tokens *t, int64_t block, int64_t first, int64_t n,
                         int32_t *tokens, int32_t *targets) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "runtime/data/data.h"
 #include "runtime/host.h"
 #include "tests/harness.h"
@@ -746,6 +747,40 @@ TEST(token_files_refused) {
     CHECK(rt_tokens_load(path, 4, 0, err, sizeof err) == NULL && strstr(err, path));
 }
 
+/* scripts/text_tokens.py's files read back here as the bytes of the
+ * text: the first 90% in train.bin, the rest in val.bin, every id a byte. */
+TEST(text_tokens_script_reads_back) {
+    char text[512], out[512], cmd[1400], path[600];
+    snprintf(text, sizeof text, "%s/input.txt", dir);
+    snprintf(out, sizeof out, "%s/tok", dir);
+    uint8_t bytes[1000];
+    for (int i = 0; i < 1000; i++) bytes[i] = (uint8_t)(i * 37 + 11); /* every byte value */
+    write_bytes(text, bytes, sizeof bytes);
+    snprintf(cmd, sizeof cmd, "python3 scripts/text_tokens.py %s %s", text, out);
+    int rc = system(cmd);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
+        fprintf(stderr, "  (skipped: no python3)\n");
+        return;
+    }
+    CHECK_MSG(rc == 0, "%s: status %d", cmd, rc);
+    snprintf(path, sizeof path, "%s/train.bin", out);
+    rt_tokens *tr = rt_tokens_load(path, 8, 256, err, sizeof err);
+    snprintf(path, sizeof path, "%s/val.bin", out);
+    rt_tokens *va = rt_tokens_load(path, 8, 256, err, sizeof err);
+    CHECK_MSG(tr && va, "%s", err);
+    if (tr && va) {
+        CHECK(tr->count == 900 && va->count == 100);
+        for (int i = 0; i < 900; i++) CHECK(tr->tok[i] == bytes[i]);
+        for (int i = 0; i < 100; i++) CHECK(va->tok[i] == bytes[900 + i]);
+    }
+    rt_tokens_free(tr), rt_tokens_free(va);
+    snprintf(path, sizeof path, "%s/meta.txt", out);
+    size_t len = 0;
+    char *meta = (char *)base_file_read(path, 4096, &len, err, sizeof err);
+    CHECK_MSG(meta && !strcmp(meta, "vocab 256 train 900 val 100\n"), "%s", meta ? meta : err);
+    free(meta);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -766,6 +801,7 @@ int main(void) {
     RUN(npy_refuses_more_than_memory);
     RUN(token_windows_by_seed_step_and_replica);
     RUN(token_files_refused);
+    RUN(text_tokens_script_reads_back);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
