@@ -359,9 +359,10 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
 }
 
-/* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id. */
+/* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id,
+ * N(0, 0.02²) at the start as GPT-2's tables. */
 static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    int w = param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_XAVIER, 0);
+    int w = param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
     if (w < 0) return -1;
     return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
 }

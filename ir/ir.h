@@ -327,7 +327,9 @@ const char *ir_op_expr(ir_op op);
 int ir_op_access(ir_op op, int k);
 
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
-typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER } ir_init;
+/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
+typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
+#define IR_INIT_NORMAL_STD 0.02
 
 /* Node flags. */
 enum {

@@ -367,6 +367,26 @@ TEST(embedding_ops) {
     ir_free(g);
 }
 
+/* An embedding table starts N(0, 0.02²): its mean and spread, and the
+ * same values for the same seed. */
+TEST(normal_init) {
+    ir_graph *g = ir_new();
+    ir_add_param(g, "embedding0.weight", ir_shape2(500, 8), IR_INIT_NORMAL);
+    float a[4000], b[4000];
+    for (int k = 0; k < 2; k++) {
+        rt_store *st = rt_store_new(be, g);
+        rt_store_init(st, g, NULL, 42);
+        rt_store_read(st, 0, k ? b : a);
+        rt_store_free(st);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 4000; i++) sum += a[i], sq += (double)a[i] * a[i];
+    double mean = sum / 4000, sd = sqrt(sq / 4000 - mean * mean);
+    CHECK_MSG(fabs(mean) < 0.0015 && fabs(sd - 0.02) < 0.001, "mean %g sd %g", mean, sd);
+    ir_free(g);
+}
+
 static void batchnorm_graph(int rank4, int training) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
@@ -1219,6 +1239,7 @@ int main(void) {
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
     RUN(embedding_ops);
+    RUN(normal_init);
     RUN(batchnorm_op);
     RUN(pooling);
     RUN(maxpool_ties);
