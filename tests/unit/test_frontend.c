@@ -737,6 +737,9 @@ static const bad bads[] = {
     {"input x[4]\ninput label class(2)\nnetwork n {\n  e = embedding(x, 9, 2)\n"
      "  logits = dense(flatten(e), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
      "t.net:4:7: error: embedding: ids must be an int tensor of rank 1 to 3, got [128,4]\n"},
+    {"input image int[4]\ninput label class(2)\nnetwork n {\n  e = embedding(image, 9, 2)\n"
+     "  logits = dense(flatten(e), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
+     "t.net:1:7: error: input 'image' is int; the cifar10 data fills it with pixels\n"},
     {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
     {"network n { loss = \xc3\xa9t\xc3\xa9 }",
      "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
