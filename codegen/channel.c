@@ -1,7 +1,8 @@
 /* codegen/channel.c — kernels that address an [N, C, inner] tensor by
  * (n, c, j) in either layout: concat and its gradient's channel slices,
  * mul_channel's per-plane dot product (plane_dot), and dropout (whose mask
- * is keyed by the NCHW index whatever the layout). One step each. */
+ * is keyed by the NCHW index whatever the layout). One step each. Also
+ * embedding's gather and its gradient's scatter, which address rows. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -161,4 +162,68 @@ int cg_render_plane_dot(cg_ctx *cx, int node) {
     return cg_simple_step(
         cx, node, k_plane_dot(cx, cg_in_type(cx, n, 1), cg_in_type(cx, n, 0), &n->type, cnhw),
         ir_numel(&n->type));
+}
+
+/* The clamped id of row r of ids (b at arg k): ir.h's rule. */
+static void clamped_id(cg_str *b, int k, const char *r, int64_t vocab) {
+    cg_str_printf(b,
+                  "idx_t id = (idx_t)b%d[%s];\n"
+                  "id = id < 0 ? 0 : id >= %" PRId64 " ? %" PRId64 " : id;\n",
+                  k, r, vocab, vocab - 1);
+}
+
+/* y[r, d] = w[ids[r], d]: one element per iteration. b1 = ids, b2 = w. */
+static int k_embedding(cg_ctx *cx, const ir_type *w, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int64_t D = w->dim[1];
+    cg_kdef kd = {.op = "embedding",
+                  .nargs = 3,
+                  .cost = 2,
+                  .writes = {1},
+                  .type = {y->dtype, IR_I32, w->dtype}};
+    cg_str_printf(&kd.body, "const idx_t r = i / %" PRId64 ", d = i %% %" PRId64 ";\n", D, D);
+    clamped_id(&kd.body, 1, "r", w->dim[0]);
+    cg_str_printf(&kd.body, "b0[i] = %s%sb2[id * %" PRId64 " + d]%s%s;\n", cg_st(y->dtype),
+                  cg_ld(w->dtype), D, cg_end(w->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dw row v (iteration v) = the sum of the dy rows whose id is v, added in
+ * ids order: each row has one owner, so the bits do not depend on how the
+ * rows are split over threads. b1 = dy, b2 = ids. A scan of every id per
+ * row: fine for a byte or character vocabulary; a sorted pass is the way
+ * to a large one. */
+static int k_embedding_grad(cg_ctx *cx, const ir_type *dy, const ir_type *ids, const ir_node *n) {
+    int64_t V = n->type.dim[0], D = n->type.dim[1], rows = ir_numel(ids);
+    cg_kdef kd = {.op = "embedding_grad",
+                  .nargs = 3,
+                  .cost = rows + rows * D / V,
+                  .serial = rows,
+                  .writes = {1},
+                  .type = {n->type.dtype, dy->dtype, IR_I32}};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "for (idx_t d = 0; d < %" PRId64 "; d++) b0[i * %" PRId64 " + d] = 0.0f;\n"
+                  "for (idx_t r = 0; r < %" PRId64 "; r++) {\n",
+                  D, D, rows);
+    clamped_id(b, 2, "r", V);
+    cg_str_printf(b,
+                  "if (id != i) continue;\n"
+                  "for (idx_t d = 0; d < %" PRId64 "; d++) b0[i * %" PRId64
+                  " + d] += %sb1[r * %" PRId64 " + d]%s;\n"
+                  "}\n",
+                  D, D, cg_ld(dy->dtype), D, cg_end(dy->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+int cg_render_embedding(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return cg_simple_step(cx, node, k_embedding(cx, cg_in_type(cx, n, 1), n), ir_numel(&n->type));
+}
+
+int cg_render_embedding_grad(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    return cg_simple_step(cx, node,
+                          k_embedding_grad(cx, cg_in_type(cx, n, 0), cg_in_type(cx, n, 1), n),
+                          n->type.dim[0]);
 }

@@ -95,6 +95,8 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_SUM_LEADING] = {cg_render_rows},
     [IR_OP_SOFTMAX] = {cg_render_rows},
     [IR_OP_SOFTMAX_GRAD] = {cg_render_rows},
+    [IR_OP_EMBEDDING] = {cg_render_embedding},
+    [IR_OP_EMBEDDING_GRAD] = {cg_render_embedding_grad},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -252,6 +252,18 @@ void fe_add_input(fe_program *P, const char *name, fe_loc loc, fe_num *dims, fe_
     APPEND_TAIL(P, inputs, in);
 }
 
+/* `input NAME int[dims]`: `int` is a plain word, not a keyword, so that
+ * it stays free as a name everywhere else. */
+void fe_add_int_input(fe_program *P, const char *name, fe_loc loc, const char *type, fe_loc tloc,
+                      fe_num *dims) {
+    if (strcmp(type, "int")) {
+        fe_error(&P->diag, tloc, "unknown input type '%s' (int[...], class(K) or [...])", type);
+        return;
+    }
+    fe_add_input(P, name, loc, dims, NULL);
+    P->inputs_last->integer = 1;
+}
+
 void fe_add_block(fe_program *P, const char *name, fe_loc loc, fe_ident *params, fe_stmt *body,
                   fe_expr *ret) {
     fe_block *b = fe_alloc(&P->arena, sizeof *b);

@@ -161,6 +161,7 @@ typedef struct fe_input {
     fe_loc loc;
     fe_num *dims;    /* image[3, 32, 32] */
     fe_num *classes; /* label class(10); NULL for a tensor input */
+    int integer;     /* tokens int[T]: i32 ids with dims */
 } fe_input;
 
 typedef struct fe_network {
@@ -274,6 +275,8 @@ fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value);
 fe_pair *fe_new_pair(fe_program *P, fe_num *key, fe_num *value);
 fe_titem *fe_new_titem(fe_program *P, fe_titem_kind kind, fe_loc loc);
 void fe_add_input(fe_program *P, const char *name, fe_loc loc, fe_num *dims, fe_num *classes);
+void fe_add_int_input(fe_program *P, const char *name, fe_loc loc, const char *type, fe_loc tloc,
+                      fe_num *dims);
 void fe_add_block(fe_program *P, const char *name, fe_loc loc, fe_ident *params, fe_stmt *body,
                   fe_expr *ret);
 void fe_add_network(fe_program *P, const char *name, fe_loc loc, fe_stmt *body);
@@ -320,6 +323,7 @@ typedef enum {
     FE_OP_GELU,
     FE_OP_LAYERNORM,
     FE_OP_SOFTMAX,
+    FE_OP_EMBEDDING,
 } fe_op_id;
 
 struct fe_opdef {

@@ -84,6 +84,7 @@ static const fe_opdef ops[] = {
     {"gelu", FE_OP_GELU, 2, {TENSOR("x"), WORD_OPT("approx", "erf|tanh")}},
     {"layernorm", FE_OP_LAYERNORM, 2, {TENSOR("x"), FLOAT_OPT("eps", 1e-5)}},
     {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
+    {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -388,6 +389,14 @@ static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return node(E, S, loc, IR_OP_SOFTMAX, &a->v[0].node, 1, NULL, NULL);
 }
 
+/* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id,
+ * N(0, 0.02²) at the start as GPT-2's tables. */
+static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    int w = param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
+    if (w < 0) return -1;
+    return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
+}
+
 /* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
 static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
@@ -521,7 +530,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     }
     char inst[96] = "";
     if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE ||
-        op->id == FE_OP_LAYERNORM)
+        op->id == FE_OP_LAYERNORM || op->id == FE_OP_EMBEDDING)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
     const value *v = a.v;
     int id = -1, first = E->g->n;
@@ -554,6 +563,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
     case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
     case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
+    case FE_OP_EMBEDDING: id = build_embedding(E, S, &a, inst, e->loc); break;
     case FE_OP_SOFTMAX_CE:
         if (!(v[2].f >= 0 && v[2].f <= 1)) {
             error_at(E, S, a.loc[2],
@@ -696,7 +706,7 @@ static int add_inputs(elab *E) {
     for (const fe_input *in = E->P->inputs; in; in = in->next) {
         ir_type t = {0};
         t.dim[t.ndim++] = E->batch;
-        t.dtype = in->classes ? IR_I32 : IR_F32;
+        t.dtype = in->classes || in->integer ? IR_I32 : IR_F32;
         for (const fe_num *d = in->dims; d; d = d->next) t.dim[t.ndim++] = d->i;
         fe_loc loc = in->loc;
         if (ir_numel(&t) > FE_MAX_NUMEL) {

@@ -8,6 +8,7 @@
  *   program   := { input | block | network | train | ';' }
  *   input     := 'input' IDENT '[' INT { ',' INT } ']'       -- 1 to 3 dims
  *              | 'input' IDENT 'class' '(' INT ')'           -- class labels
+ *              | 'input' IDENT 'int' '[' INT { ',' INT } ']' -- integer ids
  *   block     := 'block' IDENT '(' [ IDENT { ',' IDENT } ] ')'
  *                '{' { assign | ';' } [ 'return' expr { ';' } ] '}'
  *   network   := 'network' IDENT '{' { assign | ';' } '}'
@@ -179,6 +180,7 @@ decl
 input
     : INPUT IDENT '[' dims ']'          { fe_add_input(P, $2, L(@2), $4.first, NULL); }
     | INPUT IDENT CLASS '(' sint ')'    { fe_add_input(P, $2, L(@2), NULL, $5); }
+    | INPUT IDENT IDENT '[' dims ']'    { fe_add_int_input(P, $2, L(@2), $3, L(@3), $5.first); }
     ;
 
 dims

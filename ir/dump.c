@@ -7,7 +7,10 @@
 #include <string.h>
 
 static const char *init_name(int64_t init) {
-    return init == IR_INIT_ZERO ? "zero" : init == IR_INIT_ONE ? "one" : "xavier";
+    return init == IR_INIT_ZERO     ? "zero"
+           : init == IR_INIT_ONE    ? "one"
+           : init == IR_INIT_NORMAL ? "normal"
+                                    : "xavier";
 }
 
 /* The shortest %.Ng that strtod reads back as exactly v: "0.9", not

@@ -228,6 +228,16 @@ typedef enum {
  *   softmax(x)            per row, exp(x - max) / sum exp(x - max) -> x
  *   softmax_grad(dy, y)   per row, y·(dy - sum(dy·y)), y the softmax's
  *                         output                                   -> dy
+ * Sequences (language models; ids are i32, [N, T] or any rank up to 3):
+ *   embedding(ids, w[V,D])  row ids[...] of w for each id: a gather.
+ *                         An id outside [0, V) reads row 0 or V-1
+ *                         (clamped; the token data refuses such ids
+ *                         before they get here)            -> [ids..., D]
+ *   embedding_grad(dy[ids..., D], ids) vocab   dw[v] = the sum of the dy
+ *                         rows whose id is v, in ids order, so the bits
+ *                         do not depend on threads (each thread owns
+ *                         rows of dw); clamped ids as the gather's
+ *                                                         -> [vocab, D]
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -302,7 +312,9 @@ typedef enum {
     X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma", 3, 3, IR_FUSE_NONE, "", "")       \
     X(SUM_LEADING, "sum_leading", 1, 1, IR_FUSE_NONE, "", "")                         \
     X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                 \
-    X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")
+    X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")                       \
+    X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
+    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -355,7 +367,9 @@ const char *ir_op_expr(ir_op op);
 int ir_op_access(ir_op op, int k);
 
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
-typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER } ir_init;
+/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
+typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
+#define IR_INIT_NORMAL_STD 0.02
 
 /* Node flags. */
 enum {

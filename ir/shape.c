@@ -767,6 +767,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
                              TYPE_STR(&g->nodes[n->input[0]].type));
         *out = g->nodes[n->input[0]].type;
         return 0;
+    case IR_OP_EMBEDDING:
+    case IR_OP_EMBEDDING_GRAD: return ir_infer_embedding(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

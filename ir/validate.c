@@ -88,6 +88,11 @@ static int check_inputs(vctx *c, const ir_graph *g, int p, int has_update) {
     for (int i = 0; i < g->n && !rc; i++) {
         const ir_node *n = &g->nodes[i];
         if (n->op != IR_OP_INPUT) continue;
+        if (!strcmp(n->name, "image") && n->type.dtype == IR_I32 && read[i]) {
+            rc = fail_at(c, NULL, p, i, 0, "input 'image' is int; the %s data fills it with pixels",
+                         dataset);
+            continue;
+        }
         if (dataset_input(n->name)) {
             int want = !c->t ? 0 : p ? c->t->eval_batch : c->t->batch;
             if (want && n->type.dim[0] != want)

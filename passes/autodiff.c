@@ -307,6 +307,15 @@ static int grad_dropout(autodiff *A, int i, ir_node n, int dy) {
                       emit(A, i, IR_OP_DROPOUT, (int[]){dy, n.input[1]}, 2, n.iattr, n.fattr), 1);
 }
 
+/* Only the weight has a gradient (ids are integers): the scatter-add of
+ * dy's rows into the rows the ids picked. */
+static int grad_embedding(autodiff *A, int i, ir_node n, int dy) {
+    int ids = n.input[0], w = n.input[1];
+    if (!A->live[w]) return 0;
+    int64_t vocab = A->g->nodes[w].type.dim[0];
+    return contribute(A, w, emit(A, i, IR_OP_EMBEDDING_GRAD, (int[]){dy, ids}, 2, &vocab, NULL), 1);
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -330,6 +339,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_GELU_TANH] = grad_gelu,
     [IR_OP_LAYERNORM] = grad_layernorm,
     [IR_OP_SOFTMAX] = grad_softmax,
+    [IR_OP_EMBEDDING] = grad_embedding,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -308,6 +308,46 @@ void rt_pipeline_get_stats(rt_pipeline *p, rt_pipeline_stats *st);
  * everything. NULL is fine. */
 void rt_pipeline_free(rt_pipeline *p);
 
+/* ---- token files (runtime/data/tokens.c): a language model's data.
+ *
+ * Little-endian uint16 ids (nanoGPT's train.bin / val.bin), held whole.
+ * Sample j of a training step is the window of T+1 tokens at
+ * rt_tokens_offset(seed, step, j) (tokens = w[0:T], targets = w[1:T+1]);
+ * replica r fills samples r*local .. r*local + local - 1 of the step's
+ * global batch, so the replicas' shares are disjoint and no draw depends
+ * on which worker or thread fills a sample. Validation window k is at
+ * offset k*T.
+ *
+ *     rt_tokens *tr = rt_tokens_load(path, T, vocab, err, sizeof err);
+ *     rt_tokens_fill_train(tr, T, seed, step, replica, local, 0, local, tok, tgt);
+ *     rt_tokens_free(tr);
+ */
+typedef struct {
+    char name[256]; /* the file, for messages */
+    int64_t count;  /* tokens */
+    uint16_t *tok;
+} rt_tokens;
+
+#define RT_TOKENS_MAX_FILE ((size_t)4 << 30)
+/* path: a regular file of an even size, at most RT_TOKENS_MAX_FILE bytes,
+ * at least block + 1 tokens, every token below vocab (vocab 0: any). NULL
+ * and one message naming the file (and a bad token's value and place). */
+rt_tokens *rt_tokens_load(const char *path, int64_t block, int64_t vocab, char *err, size_t errlen);
+void rt_tokens_free(rt_tokens *t);
+/* The window offset of global sample `sample` of training step `step`, in
+ * [0, count - block - 1]: a pure function of its arguments. */
+int64_t rt_tokens_offset(const rt_tokens *t, int64_t block, uint64_t seed, int64_t step,
+                         int64_t sample);
+/* Samples first .. first+n-1 of replica's local batch of `local` samples
+ * into tokens / targets [local, block] (rows first..first+n-1). */
+void rt_tokens_fill_train(const rt_tokens *t, int64_t block, uint64_t seed, int64_t step,
+                          int replica, int64_t local, int64_t first, int64_t n, int32_t *tokens,
+                          int32_t *targets);
+/* The whole validation windows of the file, and windows first..first+n-1. */
+int64_t rt_tokens_val_windows(const rt_tokens *t, int64_t block);
+void rt_tokens_fill_val(const rt_tokens *t, int64_t block, int64_t first, int64_t n,
+                        int32_t *tokens, int32_t *targets);
+
 /* ---- the deterministic generator behind every random draw
  * (parameter init now; shuffling and augmentation later).
  *

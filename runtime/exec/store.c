@@ -99,6 +99,15 @@ static void xavier(float *w, const ir_type *t, double magnitude, rt_rng *rng) {
     for (int64_t i = 0; i < n; i++) w[i] = rt_rng_uniform_range(rng, -scale, scale);
 }
 
+/* N(0, std²) by Box-Muller, one pair of uniforms per value (the cosine
+ * only), so the stream is the same whatever the tensor's size. */
+static void normal(float *w, int64_t n, double std, rt_rng *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        double u1 = 1.0 - rt_rng_uniform(rng), u2 = rt_rng_uniform(rng); /* u1 in (0, 1] */
+        w[i] = (float)(std * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+}
+
 int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
     (void)g;                 /* the store recorded each tensor's initialiser when it was made */
     double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
@@ -113,6 +122,8 @@ int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t s
         RT_CHECK_ALLOC(host);
         if (e->init == IR_INIT_XAVIER)
             xavier(host, &e->type, magnitude, &rng);
+        else if (e->init == IR_INIT_NORMAL)
+            normal(host, n, IR_INIT_NORMAL_STD, &rng);
         else
             for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
         int rc = rt_backend_copy_in(st->be, e->buf, host, e->bytes, NULL, 0);

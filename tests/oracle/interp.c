@@ -614,6 +614,29 @@ static uint64_t dropout_key(const double *k) {
     return key;
 }
 
+/* Rows of w by id; ids are stored as doubles here. Clamped as codegen's. */
+static int64_t clamp_id(double v, int64_t vocab) {
+    int64_t id = (int64_t)v;
+    return id < 0 ? 0 : id >= vocab ? vocab - 1 : id;
+}
+
+static void op_embedding(op_args *a) {
+    int64_t D = a->in[1]->dim[1], V = a->in[1]->dim[0], rows = ir_numel(a->in[0]);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = clamp_id(a->x[0][r], V);
+        for (int64_t d = 0; d < D; d++) a->y[r * D + d] = a->x[1][id * D + d];
+    }
+}
+
+static void op_embedding_grad(op_args *a) {
+    int64_t V = a->n->type.dim[0], D = a->n->type.dim[1], rows = ir_numel(a->in[1]);
+    for (int64_t e = 0; e < V * D; e++) a->y[e] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = clamp_id(a->x[1][r], V);
+        for (int64_t d = 0; d < D; d++) a->y[id * D + d] += a->x[0][r * D + d];
+    }
+}
+
 static void op_dropout(op_args *a) {
     uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
     double scale = 1 / (1 - a->n->fattr[0]);
@@ -821,6 +844,8 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SUM_LEADING] = op_sum_leading,
     [IR_OP_SOFTMAX] = op_softmax,
     [IR_OP_SOFTMAX_GRAD] = op_softmax_grad,
+    [IR_OP_EMBEDDING] = op_embedding,
+    [IR_OP_EMBEDDING_GRAD] = op_embedding_grad,
 };
 
 void oracle_interp_run(oracle_interp *it) {

@@ -727,6 +727,24 @@ TEST(dropout_gradients) {
     fixture_free(&f);
 }
 
+/* The weight's gradient is a scatter-add of dy's rows: 10 ids over a
+ * vocabulary of 7 repeat some rows (their gradients sum) and may leave
+ * others out (zero), both against finite differences. */
+TEST(embedding_gradients) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 5}, IR_I32}, 7); /* ids in [0, 7) */
+    int w = param(g, "emb.weight", ir_shape2(7, 4));
+    int e = tg_node(g, IR_OP_EMBEDDING, (int[]){ids, w}, 2, NULL, NULL);
+    CHECK(e >= 0 && g->nodes[e].type.ndim == 3 && g->nodes[e].type.dim[2] == 4);
+    head(g, e);
+    fixture f;
+    fixture_init(&f, g);
+    f.val[ids][0] = f.val[ids][9] = 3; /* one row picked twice at least */
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_EMBEDDING_GRAD) == 1);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -852,6 +870,7 @@ int main(void) {
     RUN(softmax_cross_entropy_gradient);
     RUN(small_resnet_gradients);
     RUN(sigmoid_gradients);
+    RUN(embedding_gradients);
     RUN(clip_gradients);
     RUN(mul_gradients);
     RUN(mul_channel_gradients);

@@ -135,6 +135,10 @@ static ir_graph *all_ops_graph(void) {
     N(SUM_LEADING, dlo), NULL, NULL);
     int smx = N(SOFTMAX, lo), NULL, NULL);
     N(SOFTMAX_GRAD, dlo, smx), NULL, NULL);
+    int ids = ir_add_input(g, "tokens", (ir_type){2, {2, 3}, IR_I32}, 0);
+    int emb = ir_add_param(g, "embedding0.weight", ir_shape2(11, 4), IR_INIT_XAVIER);
+    int e = N(EMBEDDING, ids, emb), NULL, NULL);
+    N(EMBEDDING_GRAD, e, ids), IA(11), NULL);
     return g;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "runtime/data/data.h"
 #include "runtime/host.h"
 #include "tests/harness.h"
@@ -645,6 +646,141 @@ TEST(npy_refuses_more_than_memory) {
     unlink(path);
 }
 
+/* ---- token files ---- */
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK(fwrite(p, 1, n, f) == n);
+    fclose(f);
+}
+
+/* tokens 0..n-1 (mod 1000) little-endian at dir/name; its path in out. */
+static void token_file(const char *name, int64_t n, char *out, size_t len) {
+    snprintf(out, len, "%s/%s", dir, name);
+    uint8_t *b = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++)
+        b[2 * i] = (uint8_t)(i % 1000), b[2 * i + 1] = (uint8_t)(i % 1000 >> 8);
+    write_bytes(out, b, (size_t)n * 2);
+    free(b);
+}
+
+/* Windows: targets are tokens shifted by one; the offsets a pure function
+ * of (seed, step, sample), so filling a replica's share in any chunks
+ * (workers) gives the same bytes, and replica r's share is samples
+ * r*local.. of the global batch: R replicas of `local` together are one
+ * replica of R*local, and no two replicas draw the same sample. */
+TEST(token_windows_by_seed_step_and_replica) {
+    char path[512];
+    token_file("train.bin", 5000, path, sizeof path);
+    const int64_t T = 16, local = 8, R = 4;
+    rt_tokens *t = rt_tokens_load(path, T, 1000, err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    if (!t) return;
+    CHECK(t->count == 5000 && t->tok[1234] == 234);
+    int32_t *all = malloc(sizeof(int32_t) * R * local * T),
+            *allt = malloc(sizeof(int32_t) * R * local * T);
+    int32_t *tok = malloc(sizeof(int32_t) * local * T), *tgt = malloc(sizeof(int32_t) * local * T);
+    rt_tokens_fill_train(t, T, 42, 3, 0, R * local, 0, R * local, all, allt);
+    for (int64_t k = 0; k < R * local * T; k++) CHECK(allt[k] == (all[k] + 1) % 1000);
+    int same_offset = 0;
+    for (int r = 0; r < R; r++) {
+        /* one worker, then two chunks in the other order */
+        rt_tokens_fill_train(t, T, 42, 3, r, local, 0, local, tok, tgt);
+        CHECK(memcmp(tok, all + r * local * T, sizeof(int32_t) * local * T) == 0);
+        CHECK(memcmp(tgt, allt + r * local * T, sizeof(int32_t) * local * T) == 0);
+        memset(tok, 0xff, sizeof(int32_t) * local * T);
+        rt_tokens_fill_train(t, T, 42, 3, r, local, 5, local - 5, tok, tgt);
+        rt_tokens_fill_train(t, T, 42, 3, r, local, 0, 5, tok, tgt);
+        CHECK(memcmp(tok, all + r * local * T, sizeof(int32_t) * local * T) == 0);
+        for (int64_t j = 0; j < local; j++) {
+            int64_t o = rt_tokens_offset(t, T, 42, 3, r * local + j);
+            CHECK(o >= 0 && o <= 5000 - T - 1);
+            for (int q = 0; q < R; q++)
+                for (int64_t k = 0; k < local; k++)
+                    if (q != r || k != j)
+                        same_offset += o == rt_tokens_offset(t, T, 42, 3, q * local + k);
+        }
+    }
+    CHECK_MSG(same_offset <= 2, "%d samples share an offset", same_offset); /* 32 of ~5000: rare */
+    CHECK(rt_tokens_offset(t, T, 42, 3, 0) == rt_tokens_offset(t, T, 42, 3, 0));
+    CHECK(rt_tokens_offset(t, T, 43, 3, 0) != rt_tokens_offset(t, T, 42, 3, 0) ||
+          rt_tokens_offset(t, T, 43, 3, 1) != rt_tokens_offset(t, T, 42, 3, 1));
+    CHECK(rt_tokens_offset(t, T, 42, 4, 0) != rt_tokens_offset(t, T, 42, 3, 0) ||
+          rt_tokens_offset(t, T, 42, 4, 1) != rt_tokens_offset(t, T, 42, 3, 1));
+    /* validation: consecutive windows from 0 */
+    CHECK(rt_tokens_val_windows(t, T) == 4999 / 16);
+    rt_tokens_fill_val(t, T, 2, 3, tok, tgt);
+    for (int64_t k = 0; k < 3 * T; k++) CHECK(tok[k] == 2 * T + k && tgt[k] == 2 * T + k + 1);
+    free(all), free(allt), free(tok), free(tgt);
+    rt_tokens_free(t);
+}
+
+/* Every bad file: one message naming it. */
+TEST(token_files_refused) {
+    char path[512];
+    struct {
+        const char *bytes;
+        size_t n;
+        int64_t block, vocab;
+        const char *want;
+    } bad[] = {
+        {"\x01\x00\x02", 3, 1, 0, "3 bytes, an odd size: not uint16 tokens"},
+        {"\x01\x00\x02\x00", 4, 2, 0, "2 tokens; a window of block 2 needs at least 3"},
+        {"\x01\x00\x02\x01\x03\x00", 6, 2, 256,
+         "token 258 at position 1 is outside the vocabulary of 256"},
+        {"", 0, 1, 0, "0 tokens; a window of block 1 needs at least 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s/bad%zu.bin", dir, i);
+        write_bytes(path, bad[i].bytes, bad[i].n);
+        err[0] = 0;
+        rt_tokens *t = rt_tokens_load(path, bad[i].block, bad[i].vocab, err, sizeof err);
+        CHECK_MSG(t == NULL, "case %zu loaded", i);
+        rt_tokens_free(t);
+        CHECK_MSG(strstr(err, path) && strstr(err, bad[i].want), "case %zu: %s", i, err);
+    }
+    CHECK(rt_tokens_load(dir, 4, 0, err, sizeof err) == NULL); /* a folder */
+    CHECK_MSG(strstr(err, dir) != NULL, "%s", err);
+    snprintf(path, sizeof path, "%s/none.bin", dir);
+    CHECK(rt_tokens_load(path, 4, 0, err, sizeof err) == NULL && strstr(err, path));
+}
+
+/* scripts/text_tokens.py's files read back here as the bytes of the
+ * text: the first 90% in train.bin, the rest in val.bin, every id a byte. */
+TEST(text_tokens_script_reads_back) {
+    char text[512], out[512], cmd[1400], path[600];
+    snprintf(text, sizeof text, "%s/input.txt", dir);
+    snprintf(out, sizeof out, "%s/tok", dir);
+    uint8_t bytes[1000];
+    for (int i = 0; i < 1000; i++) bytes[i] = (uint8_t)(i * 37 + 11); /* every byte value */
+    write_bytes(text, bytes, sizeof bytes);
+    snprintf(cmd, sizeof cmd, "python3 scripts/text_tokens.py %s %s", text, out);
+    int rc = system(cmd);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 127) {
+        fprintf(stderr, "  (skipped: no python3)\n");
+        return;
+    }
+    CHECK_MSG(rc == 0, "%s: status %d", cmd, rc);
+    snprintf(path, sizeof path, "%s/train.bin", out);
+    rt_tokens *tr = rt_tokens_load(path, 8, 256, err, sizeof err);
+    snprintf(path, sizeof path, "%s/val.bin", out);
+    rt_tokens *va = rt_tokens_load(path, 8, 256, err, sizeof err);
+    CHECK_MSG(tr && va, "%s", err);
+    if (tr && va) {
+        CHECK(tr->count == 900 && va->count == 100);
+        for (int i = 0; i < 900; i++) CHECK(tr->tok[i] == bytes[i]);
+        for (int i = 0; i < 100; i++) CHECK(va->tok[i] == bytes[900 + i]);
+    }
+    rt_tokens_free(tr), rt_tokens_free(va);
+    snprintf(path, sizeof path, "%s/meta.txt", out);
+    size_t len = 0;
+    char *meta = (char *)base_file_read(path, 4096, &len, err, sizeof err);
+    CHECK_MSG(meta && !strcmp(meta, "vocab 256 train 900 val 100\n"), "%s", meta ? meta : err);
+    free(meta);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpc_test_data_%d", (int)getpid());
     mkdir(dir, 0755);
@@ -663,6 +799,9 @@ int main(void) {
     RUN(determinism_per_seed);
     RUN(npy_streams_the_same_pixels);
     RUN(npy_refuses_more_than_memory);
+    RUN(token_windows_by_seed_step_and_replica);
+    RUN(token_files_refused);
+    RUN(text_tokens_script_reads_back);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

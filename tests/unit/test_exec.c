@@ -354,6 +354,39 @@ TEST(bias_add_relu_add) {
     ir_free(g);
 }
 
+/* The gather and its scatter-add gradient, ids [3, 5] with some repeated
+ * and the last one out of range (clamped, as the interpreter does). */
+TEST(embedding_ops) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "badlabel", (ir_type){2, {3, 5}, IR_I32}, 7); /* last id: 7 */
+    int w = ir_add_param(g, "w", ir_shape2(7, 4), IR_INIT_XAVIER);
+    N(EMBEDDING, ids, w), NULL, NULL);
+    int dy = ir_add_input(g, "dy", (ir_type){3, {3, 5, 4}, IR_F32}, 0);
+    N(EMBEDDING_GRAD, dy, ids), IA(7), NULL);
+    CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+}
+
+/* An embedding table starts N(0, 0.02²): its mean and spread, and the
+ * same values for the same seed. */
+TEST(normal_init) {
+    ir_graph *g = ir_new();
+    ir_add_param(g, "embedding0.weight", ir_shape2(500, 8), IR_INIT_NORMAL);
+    float a[4000], b[4000];
+    for (int k = 0; k < 2; k++) {
+        rt_store *st = rt_store_new(be, g);
+        rt_store_init(st, g, NULL, 42);
+        rt_store_read(st, 0, k ? b : a);
+        rt_store_free(st);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 4000; i++) sum += a[i], sq += (double)a[i] * a[i];
+    double mean = sum / 4000, sd = sqrt(sq / 4000 - mean * mean);
+    CHECK_MSG(fabs(mean) < 0.0015 && fabs(sd - 0.02) < 0.001, "mean %g sd %g", mean, sd);
+    ir_free(g);
+}
+
 static void batchnorm_graph(int rank4, int training) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
@@ -1228,6 +1261,8 @@ int main(void) {
     RUN(dense_ops);
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
+    RUN(embedding_ops);
+    RUN(normal_init);
     RUN(batchnorm_op);
     RUN(pooling);
     RUN(maxpool_ties);

@@ -451,6 +451,27 @@ TEST(tanh_and_gelu) {
     ir_free(g);
 }
 
+/* `input NAME int[T]`: i32 ids [N, T] next to the image and label; `int`
+ * stays an ordinary name elsewhere. */
+TEST(int_inputs) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10)\n"
+                            "input tokens int[16]; input targets int[16]\n"
+                            "network n {\n"
+                            "  int = relu(image)\n"
+                            "  logits = dense(flatten(int), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int t = find_name(g, "tokens"), y = find_name(g, "targets");
+    CHECK(t >= 0 && g->nodes[t].op == IR_OP_INPUT && g->nodes[t].type.dtype == IR_I32);
+    CHECK(t >= 0 && g->nodes[t].type.ndim == 2 && g->nodes[t].type.dim[0] == 2 &&
+          g->nodes[t].type.dim[1] == 16 && g->nodes[t].iattr[0] == 0);
+    CHECK(y >= 0 && g->nodes[y].type.dtype == IR_I32 && g->nodes[y].type.ndim == 2);
+    ir_free(g);
+}
+
 /* groups: the weight is [channels, C/groups, k, k], the attribute goes to
  * conv's last slot; depthwise is groups = channels. */
 TEST(conv_groups) {
@@ -729,6 +750,17 @@ static const bad bads[] = {
      "t.net:2:7: error: duplicate input 'x' (first defined at 1:7)\n"},
     {"input x[2] network n { loss = relu(x) }",
      "t.net:1:31: error: loss must be the result of softmax_cross_entropy, not relu\n"},
+    {"input t integer[4]\nnetwork n { loss = t }",
+     "t.net:1:9: error: unknown input type 'integer' (int[...], class(K) or [...])\n"},
+    {"input t int[4]\ninput label class(2)\nnetwork n {\n  x = relu(t)\n"
+     "  logits = dense(x, 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
+     "t.net:4:7: error: relu: input must be a float tensor, got [128,4]:i32\n"},
+    {"input x[4]\ninput label class(2)\nnetwork n {\n  e = embedding(x, 9, 2)\n"
+     "  logits = dense(flatten(e), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
+     "t.net:4:7: error: embedding: ids must be an int tensor of rank 1 to 3, got [128,4]\n"},
+    {"input image int[4]\ninput label class(2)\nnetwork n {\n  e = embedding(image, 9, 2)\n"
+     "  logits = dense(flatten(e), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
+     "t.net:1:7: error: input 'image' is int; the cifar10 data fills it with pixels\n"},
     {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
     {"network n { loss = \xc3\xa9t\xc3\xa9 }",
      "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
@@ -953,6 +985,7 @@ int main(void) {
     RUN(arguments_defaults_and_arithmetic);
     RUN(activations_and_mul);
     RUN(tanh_and_gelu);
+    RUN(int_inputs);
     RUN(conv_groups);
     RUN(concat_call);
     RUN(dropout_call);
