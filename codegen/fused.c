@@ -93,6 +93,11 @@ void cg_grp_operand(cg_grp *G, int m, int k, int acc, cg_str *o) {
         G->used_c = 1;
         break;
     case 's': snprintf(at, sizeof at, "b%d[0]", a); break;
+    case 'l': { /* the element of i's position along the last axis */
+        const ir_type *t = &nd(G, m)->type;
+        snprintf(at, sizeof at, "b%d[%s %% %" PRId64 "]", a, G->idx, t->dim[t->ndim - 1]);
+        break;
+    }
     case 'o': { /* the [N, C] element of (n, c); in CNHW i / inner is c*N + n,
                  * which is where a channel-major factor holds it already */
         const ir_type *t = &nd(G, m)->type;
@@ -150,7 +155,7 @@ static void expr_of(cg_grp *G, int m, cg_str *o) {
     for (; *t; t++) {
         if (t[0] == '$' && t[1] >= '0' && t[1] <= '9') {
             int k = t[1] - '0', acc = 'i';
-            if (t[2] == 'c' || t[2] == 's' || t[2] == 'o') acc = t[2], t++;
+            if (t[2] == 'c' || t[2] == 's' || t[2] == 'o' || t[2] == 'l') acc = t[2], t++;
             cg_grp_operand(G, m, k, acc, o);
             t++;
         } else if (t[0] == '@' && t[1] >= '0' && t[1] < '0' + IR_MAX_FATTRS) {

@@ -378,6 +378,21 @@ static int lower_conv(cg_ctx *cx, int node) {
     return 0;
 }
 
+/* matmul: the row-major C[M,N] = op(a)·op(b) of each leading index is the
+ * column-major Cᵀ = op(b)ᵀ·op(a)ᵀ, one strided batched GEMM whose A is
+ * input 1's bytes and B input 0's, as dense's. */
+static cg_gemm gemm_matmul(const ir_graph *g, const ir_node *n) {
+    const ir_type *a = &g->nodes[n->input[0]].type, *c = &n->type;
+    int r = c->ndim, ta = (int)n->iattr[0], tb = (int)n->iattr[1];
+    int64_t M = c->dim[r - 2], N = c->dim[r - 1], K = a->dim[r - 1 - ta];
+    cg_gemm d = gemm_2d(tb, ta, N, M, K, 0, tb ? K : N, ta ? M : K, N);
+    d.batch = ir_numel(c) / (M * N);
+    d.stride_a = K * N;
+    d.stride_b = M * K;
+    d.stride_c = M * N;
+    return d;
+}
+
 int cg_lower_gemm_op(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_graph *g = cx->g;
@@ -391,15 +406,18 @@ int cg_lower_gemm_op(cg_ctx *cx, int node) {
         return ir_conv_groups(n) > 1           ? cg_lower_conv_direct(cx, node)
                : n->flags & IR_FLAG_CONV_DENSE ? lower_conv_dense(cx, node)
                                                : lower_conv(cx, node);
+    /* N: the rows, every axis but the last (the batch at rank 2) */
     case IR_OP_DENSE: /* (x[N,F], w[U,F]) */
-        d = cg_gemm_dense(t0->dim[0], t0->dim[1], t1->dim[0]);
+        d = cg_gemm_dense(ir_numel(t0) / t1->dim[1], t1->dim[1], t1->dim[0]);
         break;
     case IR_OP_DENSE_GRAD_DATA: /* (dy[N,U], w[U,F]) */
-        d = cg_gemm_dense_grad_data(t0->dim[0], t1->dim[1], t0->dim[1]);
+        d = cg_gemm_dense_grad_data(ir_numel(t0) / t1->dim[0], t1->dim[1], t1->dim[0]);
         break;
     case IR_OP_DENSE_GRAD_WEIGHT: /* (dy[N,U], x[N,F]) */
-        d = cg_gemm_dense_grad_weight(t0->dim[0], t1->dim[1], t0->dim[1]);
+        d = cg_gemm_dense_grad_weight(ir_numel(t0) / n->type.dim[0], n->type.dim[1],
+                                      n->type.dim[0]);
         break;
+    case IR_OP_MATMUL: d = gemm_matmul(g, n); break;
     default: return cg_fail(cx, "node %d: %s is not a GEMM op", node, ir_ops[n->op].name);
     }
     if (!gemm_bf16(g, n)) {

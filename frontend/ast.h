@@ -324,6 +324,7 @@ typedef enum {
     FE_OP_LAYERNORM,
     FE_OP_SOFTMAX,
     FE_OP_EMBEDDING,
+    FE_OP_MATMUL,
 } fe_op_id;
 
 struct fe_opdef {

@@ -85,6 +85,7 @@ static const fe_opdef ops[] = {
     {"layernorm", FE_OP_LAYERNORM, 2, {TENSOR("x"), FLOAT_OPT("eps", 1e-5)}},
     {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
     {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
+    {"matmul", FE_OP_MATMUL, 2, {TENSOR("a"), TENSOR("b")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -277,18 +278,12 @@ typedef struct {
 
 static const ir_type *type_of(elab *E, const value *v) { return &E->g->nodes[v->node].type; }
 
-/* Channels (axis 1) of x, or 1 when x has none: the shape rule of the node
- * that follows then reports the real problem. */
-static int64_t axis1(elab *E, const value *x) {
-    const ir_type *t = type_of(E, x);
-    return t->ndim >= 2 ? t->dim[1] : 1;
-}
-
 /* conv(x, channels, k, s, p, bias, groups): the weight is [channels,
  * C/groups, k, k], so the parameter count follows the groups. */
 static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     const value *x = &a->v[0];
-    int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = axis1(E, x);
+    const ir_type *xt = type_of(E, x); /* cin 1 without axis 1: the conv's rule then says why */
+    int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = xt->ndim >= 2 ? xt->dim[1] : 1;
     if (cin % groups || c % groups) {
         error_at(E, S, a->loc[6],
                  "argument 'groups' of 'conv' must divide the input channels (%" PRId64
@@ -355,14 +350,16 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
 
 static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     const value *x = &a->v[0];
-    int64_t u = a->v[1].i;
-    int w = param(E, S, loc, inst, "weight", ir_shape2(u, axis1(E, x)), IR_INIT_XAVIER, 0);
+    int rank = type_of(E, x)->ndim; /* over the last axis; the bias too above rank 2 */
+    int64_t u = a->v[1].i, f = rank >= 2 ? type_of(E, x)->dim[rank - 1] : 1;
+    int w = param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
     if (y < 0 || !a->v[2].i) return y;
     int b = param(E, S, loc, inst, "bias", ir_shape1(u), IR_INIT_ZERO, 0);
     if (b < 0) return -1;
-    return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
+    ir_op op = rank == 2 ? IR_OP_BIAS_ADD : IR_OP_BIAS_ADD_LAST;
+    return node(E, S, loc, op, (int[]){y, b}, 2, NULL, NULL);
 }
 
 /* layernorm(x, eps) over the last axis, gamma (1) and beta (0) named as
@@ -542,7 +539,9 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_SOFTMAX: id = build_softmax(E, S, &a, e->loc); break;
     case FE_OP_RELU: id = node(E, S, e->loc, IR_OP_RELU, &v[0].node, 1, NULL, NULL); break;
     case FE_OP_ADD:
-        id = node(E, S, e->loc, IR_OP_ADD, (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+    case FE_OP_MATMUL:
+        id = node(E, S, e->loc, op->id == FE_OP_ADD ? IR_OP_ADD : IR_OP_MATMUL,
+                  (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
         break;
     case FE_OP_MAXPOOL:
     case FE_OP_AVGPOOL:

@@ -44,6 +44,7 @@ static const char *const op_expr[IR_OP_COUNT] = {
         "$0 * (0.5f * (1.0f + tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1))) + 0.5f * $1 * "
         "(1.0f - tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1)) * tanhf(0.79788456f * ($1 + "
         "0.044715f * $1 * $1 * $1))) * 0.79788456f * (1.0f + 0.134145f * $1 * $1))",
+    [IR_OP_BIAS_ADD_LAST] = "$0 + $1l",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }
@@ -53,7 +54,7 @@ int ir_op_access(ir_op op, int k) {
     for (; t && *t; t++)
         if (t[0] == '$' && t[1] == '0' + k) {
             char m = t[2];
-            return m == 'c' || m == 's' || m == 'o' ? m : 'i';
+            return m == 'c' || m == 's' || m == 'o' || m == 'l' ? m : 'i';
         }
     return 0;
 }

@@ -36,5 +36,10 @@ int ir_infer_embedding(const ir_graph *g, const ir_node *n, ir_type *out, char *
 /* The shape rules of the row ops (layernorm and its primitives, softmax), in
  * shape_rows.c; ir_infer_type's for everything else. */
 int ir_infer_rows(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
+/* dense and its gradients over the last axis of rank 2 or 3, bias_add_last */
+int ir_infer_dense_rows(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                        size_t errlen);
+/* matmul, batched over the leading axes */
+int ir_infer_matmul(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
 
 #endif

@@ -91,7 +91,8 @@ typedef enum {
  *   avgpool(x) k,s,p      count includes padding   -> [N,C,Ho,Wo]
  *   global_avgpool(x)     mean over H,W            -> [N,C]
  *   flatten(x)                                     -> [N, C*H*W]
- *   dense(x[N,F], w[U,F]) x·wᵀ                     -> [N,U]
+ *   dense(x[...,F], w[U,F]) x·wᵀ over the last axis, the leading axes
+ *                         flattened into the GEMM's rows  -> [...,U]
  *   softmax_cross_entropy(logits[N,K], label[N] i32) smoothing
  *                         per-sample loss against the target
  *                         (1-smoothing)*onehot + smoothing/K (PyTorch's
@@ -125,8 +126,8 @@ typedef enum {
  *   avgpool_grad(dy) k,s,p,h,w                            -> [N,C,h,w]
  *   global_avgpool_grad(dy) h,w       dy/(h*w) broadcast   -> [N,C,h,w]
  *   reshape_like(x, like)  x's data with like's shape (like is not read)
- *   dense_grad_data(dy, w)    dy·w                                 -> [N,F]
- *   dense_grad_weight(dy, x)  dyᵀ·x                                -> [U,F]
+ *   dense_grad_data(dy, w)    dy·w                               -> [...,F]
+ *   dense_grad_weight(dy, x)  dyᵀ·x, summed over the leading axes  -> [U,F]
  *   softmax_ce_grad(logits, label, dloss) smoothing
  *                         (softmax(logits) - (1-e)*onehot(label) - e/K)
  *                         * dloss[n]                               -> logits
@@ -238,6 +239,15 @@ typedef enum {
  *                         do not depend on threads (each thread owns
  *                         rows of dw); clamped ids as the gather's
  *                                                         -> [vocab, D]
+ *   bias_add_last(x[..., C], b[C])  adds b along the last axis (dense's
+ *                         bias above rank 2; its gradient is sum_leading)
+ *                                                                  -> x
+ *   matmul(a, b) ta,tb    op(a)·op(b) for each index of the leading axes,
+ *                         op(t) t, or with ta (tb) = 1 t with its last two
+ *                         axes swapped: [..., M, K]·[..., K, N], the
+ *                         leading axes equal (no broadcasting); a strided
+ *                         batched GEMM. Its gradients are matmuls too
+ *                                                       -> [..., M, N]
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -314,7 +324,9 @@ typedef enum {
     X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                 \
     X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")                       \
     X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
-    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")
+    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")              \
+    X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                \
+    X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -358,11 +370,12 @@ static inline int ir_is_persistent(ir_op op) { return op == IR_OP_PARAM || op ==
  *   $ks   input k's element 0     $ko  input k at i / inner (outer index)
  *   @k    float attribute k       #M   1/M (elements per channel)
  *   #I    1/inner (elements per (n, c) plane)
+ *   $kl   input k at i's position along the last axis (i % last)
  * where the output is [N, C, inner...]. assign's expression is the value it
  * writes into input 0's buffer (which it does not read).
  * ir_op_expr() is NULL for ops that are not pointwise. */
 const char *ir_op_expr(ir_op op);
-/* How a pointwise op reads input k: 'i', 'c', 's', 'o' as above, or 0 when
+/* How a pointwise op reads input k: 'i', 'c', 's', 'o', 'l' as above, or 0 when
  * the expression does not read it. */
 int ir_op_access(ir_op op, int k);
 

@@ -484,10 +484,9 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     }
 }
 
-/* flatten, dense and the gradients of dense. */
+/* flatten, dense and the gradients of dense (shape_rows.c). */
 static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                        size_t errlen) {
-    const char *op = ir_ops[n->op].name;
     switch (n->op) {
     case IR_OP_FLATTEN: {
         const ir_type *x = in_type(g, n, 0);
@@ -497,39 +496,9 @@ static int infer_dense(const ir_graph *g, const ir_node *n, ir_type *out, char *
         *out = ir_shape2(x->dim[0], ir_numel(x) / x->dim[0]);
         return 0;
     }
-    case IR_OP_DENSE: {
-        const ir_type *x = in_type(g, n, 0), *w = in_type(g, n, 1);
-        if (x->ndim != 2 || x->dtype == IR_I32)
-            return base_fail(err, errlen,
-                             "dense: expects a [batch, features] input, got %s (use flatten first)",
-                             TYPE_STR(x));
-        if (need_rank(op, "weight", w, 2, err, errlen)) return -1;
-        if (w->dim[1] != x->dim[1])
-            return base_fail(err, errlen, "dense: weight %s does not fit input %s", TYPE_STR(w),
-                             TYPE_STR(x));
-        *out = ir_shape2(x->dim[0], w->dim[0]);
-        return 0;
-    }
-    case IR_OP_DENSE_GRAD_DATA: {
-        const ir_type *dy = in_type(g, n, 0), *w = in_type(g, n, 1);
-        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "weight", w, 2, err, errlen))
-            return -1;
-        if (w->dim[0] != dy->dim[1])
-            return base_fail(err, errlen, "%s: dy %s does not fit weight %s", op, TYPE_STR(dy),
-                             TYPE_STR(w));
-        *out = ir_shape2(dy->dim[0], w->dim[1]);
-        return 0;
-    }
-    case IR_OP_DENSE_GRAD_WEIGHT: {
-        const ir_type *dy = in_type(g, n, 0), *x = in_type(g, n, 1);
-        if (need_rank(op, "dy", dy, 2, err, errlen) || need_rank(op, "input", x, 2, err, errlen))
-            return -1;
-        if (x->dim[0] != dy->dim[0])
-            return base_fail(err, errlen, "%s: dy %s does not fit input %s", op, TYPE_STR(dy),
-                             TYPE_STR(x));
-        *out = ir_shape2(dy->dim[1], x->dim[1]);
-        return 0;
-    }
+    case IR_OP_DENSE:
+    case IR_OP_DENSE_GRAD_DATA:
+    case IR_OP_DENSE_GRAD_WEIGHT: return ir_infer_dense_rows(g, n, out, err, errlen);
     default: return no_rule(n, err, errlen);
     }
 }
@@ -769,6 +738,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
         return 0;
     case IR_OP_EMBEDDING:
     case IR_OP_EMBEDDING_GRAD: return ir_infer_embedding(g, n, out, err, errlen);
+    case IR_OP_BIAS_ADD_LAST: return ir_infer_dense_rows(g, n, out, err, errlen);
+    case IR_OP_MATMUL: return ir_infer_matmul(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

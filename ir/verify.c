@@ -54,7 +54,8 @@ int ir_op_mixes_layout(ir_op op) {
 
 int ir_op_gemm(ir_op op) {
     return op == IR_OP_CONV || op == IR_OP_CONV_GRAD_DATA || op == IR_OP_CONV_GRAD_WEIGHT ||
-           op == IR_OP_DENSE || op == IR_OP_DENSE_GRAD_DATA || op == IR_OP_DENSE_GRAD_WEIGHT;
+           op == IR_OP_DENSE || op == IR_OP_DENSE_GRAD_DATA || op == IR_OP_DENSE_GRAD_WEIGHT ||
+           op == IR_OP_MATMUL;
 }
 
 static int cnhw(const ir_node *n) { return (n->flags & IR_FLAG_CNHW) != 0; }

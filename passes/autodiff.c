@@ -95,7 +95,10 @@ static int grad_conv(autodiff *A, int i, ir_node n, int dy) {
 static int grad_bias_add(autodiff *A, int i, ir_node n, int dy) {
     if (contribute(A, n.input[0], dy, 0)) return -1;
     if (A->live[n.input[1]] &&
-        contribute(A, n.input[1], emit(A, i, IR_OP_BIAS_GRAD, &dy, 1, NULL, NULL), 1))
+        contribute(A, n.input[1],
+                   emit(A, i, n.op == IR_OP_BIAS_ADD ? IR_OP_BIAS_GRAD : IR_OP_SUM_LEADING, &dy, 1,
+                        NULL, NULL),
+                   1))
         return -1;
     return 0;
 }
@@ -130,6 +133,24 @@ static int grad_global_avgpool(autodiff *A, int i, ir_node n, int dy) {
 static int grad_flatten(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, n.input[0],
                       emit(A, i, IR_OP_RESHAPE_LIKE, (int[]){dy, n.input[0]}, 2, NULL, NULL), 1);
+}
+
+/* c = op(a)·op(b): da = dc·op(b)ᵀ, or op(b)·dcᵀ where a is read
+ * transposed; db = op(a)ᵀ·dc, or dcᵀ·op(a) where b is. */
+static int grad_matmul(autodiff *A, int i, ir_node n, int dy) {
+    int a = n.input[0], b = n.input[1];
+    int64_t ta = n.iattr[0], tb = n.iattr[1];
+    if (A->live[a] && contribute(A, a,
+                                 emit(A, i, IR_OP_MATMUL, (int[]){ta ? b : dy, ta ? dy : b}, 2,
+                                      (int64_t[]){ta ? tb : 0, ta ? 1 : !tb}, NULL),
+                                 1))
+        return -1;
+    if (A->live[b] && contribute(A, b,
+                                 emit(A, i, IR_OP_MATMUL, (int[]){tb ? dy : a, tb ? a : dy}, 2,
+                                      (int64_t[]){tb ? 1 : !ta, tb ? ta : 0}, NULL),
+                                 1))
+        return -1;
+    return 0;
 }
 
 static int grad_dense(autodiff *A, int i, ir_node n, int dy) {
@@ -319,6 +340,8 @@ static int grad_embedding(autodiff *A, int i, ir_node n, int dy) {
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
+    [IR_OP_BIAS_ADD_LAST] = grad_bias_add, /* its bias's gradient is sum_leading */
+    [IR_OP_MATMUL] = grad_matmul,
     [IR_OP_RELU] = grad_relu,
     [IR_OP_ADD] = grad_add,
     [IR_OP_MAXPOOL] = grad_maxpool,

@@ -295,7 +295,7 @@ static int assigns_ok(const fuser *F, int kind) {
             for (int k = 0; k < g->nodes[r].ninputs; k++) {
                 if (g->nodes[r].input[k] != t) continue;
                 int acc = F->cls[r] == IR_FUSE_POINTWISE ? ir_op_access(g->nodes[r].op, k) : 'c';
-                if (acc == 's' || acc == 'o') return 0;
+                if (acc == 's' || acc == 'o' || acc == 'l') return 0;
                 if (kind == IR_GROUP_ELEMENTWISE && acc == 'c') return 0;
             }
         }

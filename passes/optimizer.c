@@ -88,7 +88,7 @@ static unsigned char *param_classes(const ir_graph *g) {
                 c = IR_EXCLUDE_BN;
             else if (n->op == IR_OP_BATCHNORM && (k == 1 || k == 2))
                 c = IR_EXCLUDE_BN;
-            else if (n->op == IR_OP_BIAS_ADD && k == 1)
+            else if ((n->op == IR_OP_BIAS_ADD || n->op == IR_OP_BIAS_ADD_LAST) && k == 1)
                 c = IR_EXCLUDE_BIAS;
             if (c && !seen[p]) cls[p] = (unsigned char)c, seen[p] = 1;
         }

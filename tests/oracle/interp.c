@@ -218,9 +218,28 @@ static void matmul(int64_t m, int64_t n, int64_t depth, const double *a, int64_t
         }
 }
 
+/* The rows of a dense operand: every axis but the last. */
+static int64_t lead_of(const ir_type *t) { return ir_numel(t) / t->dim[t->ndim - 1]; }
+
+/* matmul(a, b) ta,tb: op(a)·op(b) per leading index, op(t) t or its last
+ * two axes swapped. */
+static void op_matmul(op_args *a) {
+    const ir_type *c = &a->n->type;
+    int r = c->ndim, ta = (int)a->n->iattr[0], tb = (int)a->n->iattr[1];
+    int64_t M = c->dim[r - 2], N = c->dim[r - 1], K = a->in[0]->dim[r - 1 - ta];
+    for (int64_t p = 0; p < ir_numel(c) / (M * N); p++)
+        matmul(M, N, K, a->x[0] + p * M * K, ta ? 1 : K, ta ? M : 1, a->x[1] + p * K * N,
+               tb ? 1 : N, tb ? K : 1, a->y + p * M * N);
+}
+
+static void op_bias_add_last(op_args *a) {
+    int64_t n = ir_numel(&a->n->type), C = a->in[1]->dim[0];
+    for (int64_t i = 0; i < n; i++) a->y[i] = a->x[0][i] + a->x[1][i % C];
+}
+
 /* dense(x [N, F], w [U, F]) = x w^T. */
 static void op_dense(op_args *a) {
-    int64_t N = a->in[0]->dim[0], F = a->in[0]->dim[1], U = a->in[1]->dim[0];
+    int64_t N = lead_of(a->in[0]), F = a->in[1]->dim[1], U = a->in[1]->dim[0];
     matmul(N, U, F, a->x[0], F, 1, a->x[1], 1, F, a->y);
 }
 
@@ -452,13 +471,13 @@ static void op_global_avgpool_grad(op_args *a) {
 
 /* dense_grad_data(dy [N, U], w [U, F]) = dy w. */
 static void op_dense_grad_data(op_args *a) {
-    int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
+    int64_t N = lead_of(a->in[0]), U = a->in[1]->dim[0], F = a->in[1]->dim[1];
     matmul(N, F, U, a->x[0], U, 1, a->x[1], F, 1, a->y);
 }
 
 /* dense_grad_weight(dy [N, U], x [N, F]) = dy^T x. */
 static void op_dense_grad_weight(op_args *a) {
-    int64_t N = a->in[0]->dim[0], U = a->in[0]->dim[1], F = a->in[1]->dim[1];
+    int64_t N = lead_of(a->in[0]), U = a->n->type.dim[0], F = a->n->type.dim[1];
     matmul(U, F, N, a->x[0], 1, U, a->x[1], F, 1, a->y);
 }
 
@@ -780,6 +799,8 @@ typedef void (*op_fn)(op_args *);
 static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_CONV] = op_conv,
     [IR_OP_BIAS_ADD] = op_bias_add,
+    [IR_OP_BIAS_ADD_LAST] = op_bias_add_last,
+    [IR_OP_MATMUL] = op_matmul,
     [IR_OP_BATCHNORM] = op_batchnorm,
     [IR_OP_RELU] = op_relu,
     [IR_OP_ADD] = op_add,

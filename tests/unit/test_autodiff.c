@@ -854,6 +854,43 @@ TEST(softmax_gradients) {
     }
 }
 
+/* dense over the last axis of [B, T, F] (the rows B·T) and its bias
+ * along that axis: the data, weight and bias gradients. */
+TEST(dense_rank3_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", (ir_type){3, {2, 3, 4}, IR_F32});
+    int w = param(g, "w", ir_shape2(5, 4)), b = param(g, "b", ir_shape1(5));
+    int y = tg_node(g, IR_OP_DENSE, (int[]){x, w}, 2, NULL, NULL);
+    CHECK(y >= 0 && g->nodes[y].type.ndim == 3 && g->nodes[y].type.dim[2] == 5);
+    head(g, tg_node(g, IR_OP_BIAS_ADD_LAST, (int[]){y, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 3);
+    CHECK(count_op(f.grad, IR_OP_SUM_LEADING) == 1);
+    CHECK(count_op(f.grad, IR_OP_DENSE_GRAD_WEIGHT) == 1);
+    fixture_free(&f);
+}
+
+/* matmul batched over a leading axis of 2, in all four transposition
+ * forms (the gradients use the transposed ones): both operands' gradients. */
+TEST(matmul_gradients) {
+    for (int t = 0; t < 4; t++) {
+        int ta = t & 1, tb = t >> 1;
+        ir_graph *g = ir_new();
+        ir_type at = {3, {2, ta ? 4 : 3, ta ? 3 : 4}, IR_F32};
+        ir_type bt = {3, {2, tb ? 5 : 4, tb ? 4 : 5}, IR_F32};
+        int a = param(g, "a", at), b = param(g, "b", bt);
+        int c = tg_node(g, IR_OP_MATMUL, (int[]){a, b}, 2, (int64_t[]){ta, tb}, NULL);
+        CHECK(c >= 0 && g->nodes[c].type.dim[1] == 3 && g->nodes[c].type.dim[2] == 5);
+        head(g, c);
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "ta %d tb %d", ta, tb);
+        CHECK(count_op(f.grad, IR_OP_MATMUL) == 3);
+        fixture_free(&f);
+    }
+}
+
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
@@ -885,5 +922,7 @@ int main(void) {
     RUN(mlp_gradients);
     RUN(layernorm_gradients);
     RUN(softmax_gradients);
+    RUN(dense_rank3_gradients);
+    RUN(matmul_gradients);
     return harness_done();
 }

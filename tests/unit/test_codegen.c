@@ -139,6 +139,16 @@ static ir_graph *all_ops_graph(void) {
     int emb = ir_add_param(g, "embedding0.weight", ir_shape2(11, 4), IR_INIT_XAVIER);
     int e = N(EMBEDDING, ids, emb), NULL, NULL);
     N(EMBEDDING_GRAD, e, ids), IA(11), NULL);
+    /* dense over the last axis of [2, 3, 4] (rows 6), its bias along it */
+    int dw = ir_add_param(g, "seq.weight", ir_shape2(5, 4), IR_INIT_XAVIER);
+    int sbias = ir_add_param(g, "seq.bias", ir_shape1(5), IR_INIT_ZERO);
+    int sd = N(DENSE, e, dw), NULL, NULL);
+    N(BIAS_ADD_LAST, sd, sbias), NULL, NULL);
+    N(DENSE_GRAD_DATA, sd, dw), NULL, NULL);
+    N(DENSE_GRAD_WEIGHT, sd, e), NULL, NULL);
+    /* matmul batched over the leading axis: plain and with b transposed */
+    int mm = N(MATMUL, e, e), IA(0, 1), NULL); /* [2, 3, 3] */
+    N(MATMUL, mm, e), IA(0, 0), NULL);
     return g;
 }
 

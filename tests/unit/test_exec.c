@@ -773,6 +773,48 @@ TEST(attn_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* dense over the last axis of a [N, T, F] sequence (the GEMM's rows N·T)
+ * with its bias along that axis, and matmul batched over the samples in
+ * an attention-like block (T = F, as there is no transpose yet), through
+ * the frontend and the default passes: the generated C kernels of a whole
+ * training step against the interpreter. The image input as a float
+ * sequence [N, 6, 6]. */
+static const char seq_net[] = "input image[6, 6]\n"
+                              "input label class(5)\n"
+                              "network seq {\n"
+                              "    h = gelu(dense(layernorm(image), 12))\n"
+                              "    x = image + dense(h, 6)\n"
+                              "    a = softmax(matmul(dense(x, 6), dense(x, 6, bias=false)))\n"
+                              "    x = x + matmul(a, dense(tanh(x), 6))\n"
+                              "    logits = dense(flatten(x), 5)\n"
+                              "    loss = softmax_cross_entropy(logits, label)\n"
+                              "}\n"
+                              "train {\n"
+                              "    optimizer sgd(momentum=0.9)\n"
+                              "    lr {0: 0.05}\n"
+                              "}\n";
+
+TEST(sequence_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_string("seq.net", seq_net, sizeof seq_net - 1);
+    CHECK(fp != NULL);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 4, 1);
+    pass_options o = pass_default_options();
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
+    int ops[IR_OP_COUNT] = {0}, rank3 = 0;
+    for (int i = 0; g && i < g->n; i++) {
+        ops[g->nodes[i].op]++;
+        rank3 += g->nodes[i].op == IR_OP_DENSE && g->nodes[i].type.ndim == 3;
+    }
+    CHECK_MSG(rank3 == 5, "%d rank-3 dense", rank3);
+    CHECK(ops[IR_OP_BIAS_ADD_LAST] == 4 && ops[IR_OP_BIAS_ADD] == 1);
+    CHECK(ops[IR_OP_DENSE_GRAD_WEIGHT] == 6 && ops[IR_OP_SUM_LEADING] == 5);
+    CHECK_MSG(ops[IR_OP_MATMUL] == 6, "%d matmul", ops[IR_OP_MATMUL]); /* 2 and 4 gradients */
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* --conv dense: the convolutions on 2x2 and 1x1 planes as one GEMM over
  * unrolled weights (codegen/gemm.c lower_conv_dense), forward and both
  * gradients, every node and parameter against the float64 interpreter: in
@@ -1282,6 +1324,7 @@ int main(void) {
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
+    RUN(sequence_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
