@@ -238,6 +238,15 @@ typedef enum {
  *                         do not depend on threads (each thread owns
  *                         rows of dw); clamped ids as the gather's
  *                                                         -> [vocab, D]
+ *   seq_cross_entropy(logits[N,T,V], targets[N,T] i32) ignore
+ *                         per sequence, the mean over its positions whose
+ *                         target is not `ignore` of lse(row) - row[y]; 0
+ *                         where every target is ignored; NaN where a
+ *                         target other than `ignore` is outside [0, V)
+ *                                                                -> [N]
+ *   seq_ce_grad(logits, targets, dloss[N]) ignore   (softmax - onehot)
+ *                         * dloss[n] / count[n] per kept position, 0 at
+ *                         ignored ones                      -> logits
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -314,7 +323,9 @@ typedef enum {
     X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                 \
     X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")                       \
     X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
-    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")
+    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")              \
+    X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                  \
+    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

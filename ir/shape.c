@@ -769,6 +769,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
         return 0;
     case IR_OP_EMBEDDING:
     case IR_OP_EMBEDDING_GRAD: return ir_infer_embedding(g, n, out, err, errlen);
+    case IR_OP_SEQ_CE:
+    case IR_OP_SEQ_CE_GRAD: return ir_infer_seq_ce(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

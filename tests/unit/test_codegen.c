@@ -139,6 +139,10 @@ static ir_graph *all_ops_graph(void) {
     int emb = ir_add_param(g, "embedding0.weight", ir_shape2(11, 4), IR_INIT_XAVIER);
     int e = N(EMBEDDING, ids, emb), NULL, NULL);
     N(EMBEDDING_GRAD, e, ids), IA(11), NULL);
+    /* the sequence loss over the embedding's [2, 3, 4] as logits */
+    int tgt = ir_add_input(g, "targets", (ir_type){2, {2, 3}, IR_I32}, 4);
+    int sl = N(SEQ_CE, e, tgt), IA(-1), NULL);
+    N(SEQ_CE_GRAD, e, tgt, sl), IA(-1), NULL);
     return g;
 }
 
