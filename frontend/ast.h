@@ -326,8 +326,6 @@ typedef enum {
     FE_OP_EMBEDDING,
 } fe_op_id;
 
-#define FE_SAME_AS_K (-(1 << 30)) /* pool stride default: the window's k (no other default) */
-
 struct fe_opdef {
     const char *name;
     fe_op_id id;

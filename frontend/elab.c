@@ -18,6 +18,87 @@
 #include "frontend/ast.h"
 #include "base/err.h"
 
+/* ---- the operator table ---------------------------------------------------- */
+
+/* Argument specs: required tensor / integer, optional integer / float /
+ * boolean with a default. */
+#define TENSOR(name) \
+    { name, FE_ARG_TENSOR, 1, 0, 0, NULL }
+#define TENSOR_OPT(name) \
+    { name, FE_ARG_TENSOR, 0, 0, 0, NULL }
+#define INT(name, min) \
+    { name, FE_ARG_INT, 1, 0, min, NULL }
+#define INT_OPT(name, def, min) \
+    { name, FE_ARG_INT, 0, def, min, NULL }
+#define FLOAT(name) \
+    { name, FE_ARG_FLOAT, 1, 0, 0, NULL }
+#define FLOAT_OPT(name, def) \
+    { name, FE_ARG_FLOAT, 0, def, 0, NULL }
+#define BOOL_OPT(name, def) \
+    { name, FE_ARG_BOOL, 0, def, 0, NULL }
+#define WORD_OPT(name, words) \
+    { name, FE_ARG_WORD, 0, 0, 0, words }
+#define SAME_AS_K (-(1 << 30)) /* pool stride default: the window's k (no other default) */
+
+static const fe_opdef ops[] = {
+    {"conv",
+     FE_OP_CONV,
+     7,
+     {TENSOR("x"), INT("channels", 1), INT("k", 1), INT_OPT("s", 1, 1), INT_OPT("p", 0, 0),
+      BOOL_OPT("bias", 1), INT_OPT("groups", 1, 1)}},
+    {"batchnorm",
+     FE_OP_BATCHNORM,
+     8,
+     {TENSOR("x"), FLOAT_OPT("eps", 1e-5), FLOAT_OPT("momentum", 0.9), FLOAT_OPT("gamma_init", 1),
+      BOOL_OPT("residual_last", 0), BOOL_OPT("sync", 0), BOOL_OPT("scale", 1),
+      BOOL_OPT("center", 1)}},
+    {"relu", FE_OP_RELU, 1, {TENSOR("x")}},
+    {"add", FE_OP_ADD, 2, {TENSOR("a"), TENSOR("b")}},
+    {"maxpool",
+     FE_OP_MAXPOOL,
+     4,
+     {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
+    {"avgpool",
+     FE_OP_AVGPOOL,
+     4,
+     {TENSOR("x"), INT("k", 1), INT_OPT("s", SAME_AS_K, 1), INT_OPT("p", 0, 0)}},
+    {"global_avgpool", FE_OP_GLOBAL_AVGPOOL, 1, {TENSOR("x")}},
+    {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
+    {"dense", FE_OP_DENSE, 3, {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1)}},
+    {"softmax_cross_entropy",
+     FE_OP_SOFTMAX_CE,
+     4,
+     {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0), INT_OPT("ignore", -1, -1)}},
+    {"sigmoid", FE_OP_SIGMOID, 1, {TENSOR("x")}},
+    {"clip", FE_OP_CLIP, 3, {TENSOR("x"), FLOAT("lo"), FLOAT("hi")}},
+    {"relu6", FE_OP_RELU6, 1, {TENSOR("x")}},
+    {"mul", FE_OP_MUL, 2, {TENSOR("a"), TENSOR("b")}},
+    /* up to IR_MAX_INPUTS tensors; axis by keyword (or ninth) */
+    {"concat",
+     FE_OP_CONCAT,
+     9,
+     {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"), TENSOR_OPT("f"),
+      TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
+    {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
+    {"tanh", FE_OP_TANH, 1, {TENSOR("x")}},
+    {"gelu", FE_OP_GELU, 2, {TENSOR("x"), WORD_OPT("approx", "erf|tanh")}},
+    {"layernorm", FE_OP_LAYERNORM, 2, {TENSOR("x"), FLOAT_OPT("eps", 1e-5)}},
+    {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
+    {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
+};
+
+const fe_opdef *fe_find_op(const char *name) {
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strcmp(ops[i].name, name)) return &ops[i];
+    return NULL;
+}
+
+const char *fe_nearest_op(const char *name) {
+    base_near n = {0};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) base_near_try(&n, name, ops[i].name);
+    return n.best;
+}
+
 /* ---- values and scopes ------------------------------------------------------ */
 
 typedef enum { V_TENSOR, V_INT, V_FLOAT, V_BOOL } vkind;
@@ -316,25 +397,21 @@ static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst
     return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
 }
 
-/* softmax_cross_entropy(logits, label, smoothing, ignore): logits [N, K]
- * and labels [N], or logits [N, T, V] and targets [N, T] (seq_cross_entropy:
- * each sequence's mean over the targets that are not `ignore`). */
+/* softmax_cross_entropy: [N, K] logits with smoothing, or [N, T, V] with ignore (seq_ce). */
 static int build_loss(elab *E, scope *S, const op_args *a, fe_loc loc) {
     const value *v = a->v;
-    int seq = type_of(E, &v[0])->ndim == 3;
-    const char *bad = !(v[2].f >= 0 && v[2].f <= 1) ? "must be in [0, 1]"
-                      : seq && v[2].f != 0          ? "applies to rank-2 logits only"
-                      : !seq && v[3].i != -1        ? "applies to rank-3 logits only"
-                                                    : NULL;
-    if (bad) {
-        int k = !seq && v[3].i != -1 ? 3 : 2;
+    int seq = type_of(E, &v[0])->ndim == 3, k = !seq && v[3].i != -1 ? 3 : 2;
+    int in[2] = {v[0].node, v[1].node};
+    const char *why = k == 3                          ? "applies to rank-3 logits only"
+                      : !(v[2].f >= 0 && v[2].f <= 1) ? "must be in [0, 1]"
+                      : seq && v[2].f != 0            ? "applies to rank-2 logits only"
+                                                      : NULL;
+    if (why)
         error_at(E, S, a->loc[k], "argument '%s' of 'softmax_cross_entropy' %s, got %g",
-                 k == 3 ? "ignore" : "smoothing", bad, k == 3 ? (double)v[3].i : v[2].f);
-        return -1;
-    }
-    if (seq) return node(E, S, loc, IR_OP_SEQ_CE, (int[]){v[0].node, v[1].node}, 2, &v[3].i, NULL);
-    return node(E, S, loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL,
-                (double[]){v[2].f});
+                 k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
+    return why   ? -1
+           : seq ? node(E, S, loc, IR_OP_SEQ_CE, in, 2, &v[3].i, NULL)
+                 : node(E, S, loc, IR_OP_SOFTMAX_CE, in, 2, NULL, (double[]){v[2].f});
 }
 
 /* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
@@ -462,7 +539,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
                                                       : V_INT;
             a.v[i].i = (int64_t)spec->def;
             a.v[i].f = spec->def;
-            if (spec->def == FE_SAME_AS_K) a.v[i].i = a.v[1].i;
+            if (spec->def == SAME_AS_K) a.v[i].i = a.v[1].i;
             a.loc[i] = e->loc;
         } else if (coerce(E, S, op, i, &a.v[i], a.loc[i])) {
             return -1;
@@ -698,14 +775,8 @@ ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
 ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err,
                              size_t errlen) {
     if (!p) return NULL;
-    elab E = {0};
-    E.P = p;
-    E.batch = batch;
-    E.training = training ? 1 : 0;
-    E.dropout_key = -1;
-    E.diag.path = p->path;
-    E.diag.msg = err;
-    E.diag.msglen = errlen;
+    elab E = {.P = p, .batch = batch, .training = training ? 1 : 0, .dropout_key = -1};
+    E.diag = (fe_diag){.path = p->path, .msg = err, .msglen = errlen};
     if (batch < 1 || batch > FE_MAX_SIZE) {
         fe_error(&E.diag, (fe_loc){0, 0}, "batch size %d is out of range (1..%" PRId64 ")", batch,
                  FE_MAX_SIZE);
@@ -724,9 +795,6 @@ ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char 
     }
     fe_arena_free(&E.tmp);
     free(E.label_rank);
-    if (rc) {
-        ir_free(E.g);
-        return NULL;
-    }
-    return E.g;
+    if (rc) ir_free(E.g);
+    return rc ? NULL : E.g;
 }

@@ -4,7 +4,7 @@
 # every ```net-error block fails with exactly the ```text line after it
 # (compiled as bad.net), every keyword of the lexer and parser and every
 # name the train section accepts (check.c, ir/schedule.c) appears in a
-# heading or `code` span, and every operator of frontend/ops.c's table has a
+# heading or `code` span, and every operator of elab.c's table has a
 # heading `### \`op(args)\`` spelling its arguments and their defaults as
 # the table holds them, with its gradient described. The lists are read
 # from the sources, so a new operator or keyword fails here until the doc
@@ -121,13 +121,13 @@ done < <(sort -u "$tmp/kw_lexer" "$tmp/train_names")
 [ -z "$missing" ] && ok || bad "$doc lacks (in a heading or \`code\` span):$missing"
 
 # ---- operators: heading, signature with defaults, gradient ------------------
-# frontend/ops.c's table: {"conv", FE_OP_CONV, 7, {TENSOR("x"), INT("channels", 1),
+# elab.c's table: {"conv", FE_OP_CONV, 7, {TENSOR("x"), INT("channels", 1),
 # INT_OPT("s", 1, 1), ...}}. The signature the doc must show: required
 # arguments by name, optional ones name=default (booleans true/false,
-# FE_SAME_AS_K as k), a run of optional tensors as "...".
-one_line frontend/ops.c | grep -o '{"[a-z_0-9]*", *FE_OP_[A-Z_0-9]*, *[0-9]*, *{[^}]*}}' >"$tmp/ops"
+# SAME_AS_K as k), a run of optional tensors as "...".
+one_line frontend/elab.c | grep -o '{"[a-z_0-9]*", *FE_OP_[A-Z_0-9]*, *[0-9]*, *{[^}]*}}' >"$tmp/ops"
 nops=$(wc -l <"$tmp/ops")
-[ "$nops" -ge 12 ] && ok || bad "only $nops operators read from frontend/ops.c: the extraction broke"
+[ "$nops" -ge 12 ] && ok || bad "only $nops operators read from frontend/elab.c: the extraction broke"
 while read -r entry; do
     op=$(printf '%s' "$entry" | sed 's/^{"\([^"]*\)".*/\1/')
     nargs=$(printf '%s' "$entry" | sed 's/^{"[^"]*", *FE_OP_[A-Z_0-9]*, *\([0-9]*\),.*/\1/')
@@ -142,20 +142,20 @@ while read -r entry; do
         case $macro in
         TENSOR | INT | FLOAT) arg=$name ;;
         TENSOR_OPT) [ "$dots" = 1 ] && continue; dots=1; arg='...' ;;
-        INT_OPT | FLOAT_OPT) arg="$name=${def/FE_SAME_AS_K/k}" ;;
+        INT_OPT | FLOAT_OPT) arg="$name=${def/SAME_AS_K/k}" ;;
         WORD_OPT) def=${def//\"/}; arg="$name=${def%%|*}" ;; # the set's first word is the default
         BOOL_OPT) case $def in 1) arg="$name=true" ;; 0) arg="$name=false" ;; *) arg="$name=?$def" ;; esac ;;
-        *) bad "operator $op: unknown argument spec '$spec' in frontend/ops.c (teach this test)"; arg='?' ;;
+        *) bad "operator $op: unknown argument spec '$spec' in elab.c (teach this test)"; arg='?' ;;
         esac
         sig="$sig${sig:+, }$arg"
     done < <(printf '%s' "$entry" | grep -o '[A-Z_]*("[a-z_0-9]*"[^)]*)')
     if [ "$got" != "$nargs" ]; then
-        bad "operator $op: read $got argument specs from frontend/ops.c, the table says $nargs"
+        bad "operator $op: read $got argument specs from elab.c, the table says $nargs"
         continue
     fi
     heading="### \`$op($sig)\`"
     if ! grep -q -x -F -- "$heading" "$doc"; then
-        bad "$doc lacks the heading '$heading' (frontend/ops.c's signature and defaults)"
+        bad "$doc lacks the heading '$heading' (elab.c's signature and defaults)"
         continue
     fi
     # the section under it, up to the next heading, says what autodiff does
