@@ -98,6 +98,8 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_EMBEDDING] = {cg_render_embedding},
     [IR_OP_EMBEDDING_GRAD] = {cg_render_embedding_grad},
     [IR_OP_MATMUL] = {cg_lower_gemm_op},
+    [IR_OP_SEQ_CE] = {cg_render_seq_ce},
+    [IR_OP_SEQ_CE_GRAD] = {cg_render_seq_ce},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

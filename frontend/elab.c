@@ -38,7 +38,7 @@
     { name, FE_ARG_BOOL, 0, def, 0, NULL }
 #define WORD_OPT(name, words) \
     { name, FE_ARG_WORD, 0, 0, 0, words }
-#define SAME_AS_K (-1) /* pool stride default */
+#define SAME_AS_K (-(1 << 30)) /* pool stride default: the window's k (no other default) */
 
 static const fe_opdef ops[] = {
     {"conv",
@@ -67,8 +67,8 @@ static const fe_opdef ops[] = {
     {"dense", FE_OP_DENSE, 3, {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1)}},
     {"softmax_cross_entropy",
      FE_OP_SOFTMAX_CE,
-     3,
-     {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0)}},
+     4,
+     {TENSOR("logits"), TENSOR("label"), FLOAT_OPT("smoothing", 0), INT_OPT("ignore", -1, -1)}},
     {"sigmoid", FE_OP_SIGMOID, 1, {TENSOR("x")}},
     {"clip", FE_OP_CLIP, 3, {TENSOR("x"), FLOAT("lo"), FLOAT("hi")}},
     {"relu6", FE_OP_RELU6, 1, {TENSOR("x")}},
@@ -394,6 +394,23 @@ static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst
     return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
 }
 
+/* softmax_cross_entropy: [N, K] logits with smoothing, or [N, T, V] with ignore (seq_ce). */
+static int build_loss(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const value *v = a->v;
+    int seq = type_of(E, &v[0])->ndim == 3, k = !seq && v[3].i != -1 ? 3 : 2;
+    int in[2] = {v[0].node, v[1].node};
+    const char *why = k == 3                          ? "applies to rank-3 logits only"
+                      : !(v[2].f >= 0 && v[2].f <= 1) ? "must be in [0, 1]"
+                      : seq && v[2].f != 0            ? "applies to rank-2 logits only"
+                                                      : NULL;
+    if (why)
+        error_at(E, S, a->loc[k], "argument '%s' of 'softmax_cross_entropy' %s, got %g",
+                 k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
+    return why   ? -1
+           : seq ? node(E, S, loc, IR_OP_SEQ_CE, in, 2, &v[3].i, NULL)
+                 : node(E, S, loc, IR_OP_SOFTMAX_CE, in, 2, NULL, (double[]){v[2].f});
+}
+
 /* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
 static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
@@ -563,16 +580,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
     case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
     case FE_OP_EMBEDDING: id = build_embedding(E, S, &a, inst, e->loc); break;
-    case FE_OP_SOFTMAX_CE:
-        if (!(v[2].f >= 0 && v[2].f <= 1)) {
-            error_at(E, S, a.loc[2],
-                     "argument 'smoothing' of 'softmax_cross_entropy' must be in [0, 1], got %g",
-                     v[2].f);
-            return -1;
-        }
-        id = node(E, S, e->loc, IR_OP_SOFTMAX_CE, (int[]){v[0].node, v[1].node}, 2, NULL,
-                  (double[]){v[2].f});
-        break;
+    case FE_OP_SOFTMAX_CE: id = build_loss(E, S, &a, e->loc); break;
     }
     if (id < 0) return -1;
     /* conv, bias_add and so on take their parameters' prefix: basic0.conv1 */
@@ -737,7 +745,8 @@ static int mark_loss(elab *E, scope *top) {
         fe_error(&E->diag, net->loc, "network '%s' does not assign 'loss'", net->name);
         return -1;
     }
-    if (v->kind != V_TENSOR || E->g->nodes[v->node].op != IR_OP_SOFTMAX_CE) {
+    ir_op lop = v->kind == V_TENSOR ? E->g->nodes[v->node].op : IR_OP_COUNT;
+    if (lop != IR_OP_SOFTMAX_CE && lop != IR_OP_SEQ_CE) {
         fe_error(&E->diag, last->value->loc,
                  "loss must be the result of softmax_cross_entropy, not %s",
                  v->kind == V_TENSOR ? ir_ops[E->g->nodes[v->node].op].name : kind_name(v->kind));
@@ -765,14 +774,8 @@ ir_graph *fe_build_graph(const fe_program *p, int batch, int training) {
 ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char *err,
                              size_t errlen) {
     if (!p) return NULL;
-    elab E = {0};
-    E.P = p;
-    E.batch = batch;
-    E.training = training ? 1 : 0;
-    E.dropout_key = -1;
-    E.diag.path = p->path;
-    E.diag.msg = err;
-    E.diag.msglen = errlen;
+    elab E = {.P = p, .batch = batch, .training = training ? 1 : 0, .dropout_key = -1};
+    E.diag = (fe_diag){.path = p->path, .msg = err, .msglen = errlen};
     if (batch < 1 || batch > FE_MAX_SIZE) {
         fe_error(&E.diag, (fe_loc){0, 0}, "batch size %d is out of range (1..%" PRId64 ")", batch,
                  FE_MAX_SIZE);
@@ -791,9 +794,6 @@ ir_graph *fe_build_graph_err(const fe_program *p, int batch, int training, char 
     }
     fe_arena_free(&E.tmp);
     free(E.label_rank);
-    if (rc) {
-        ir_free(E.g);
-        return NULL;
-    }
-    return E.g;
+    if (rc) ir_free(E.g);
+    return rc ? NULL : E.g;
 }

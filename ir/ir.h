@@ -248,6 +248,15 @@ typedef enum {
  *                         leading axes equal (no broadcasting); a strided
  *                         batched GEMM. Its gradients are matmuls too
  *                                                       -> [..., M, N]
+ *   seq_cross_entropy(logits[N,T,V], targets[N,T] i32) ignore
+ *                         per sequence, the mean over its positions whose
+ *                         target is not `ignore` of lse(row) - row[y]; 0
+ *                         where every target is ignored; NaN where a
+ *                         target other than `ignore` is outside [0, V)
+ *                                                                -> [N]
+ *   seq_ce_grad(logits, targets, dloss[N]) ignore   (softmax - onehot)
+ *                         * dloss[n] / count[n] per kept position, 0 at
+ *                         ignored ones                      -> logits
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -326,7 +335,9 @@ typedef enum {
     X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
     X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")              \
     X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                \
-    X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")
+    X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")                            \
+    X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                  \
+    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

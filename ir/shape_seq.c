@@ -1,5 +1,6 @@
 /* ir/shape_seq.c — the shape rules of the sequence ops (ir/ir.h):
- * embedding's gather and its gradient's scatter. Beside ir/shape.c, which
+ * embedding's gather and its gradient's scatter, the sequence loss and
+ * its gradient. Beside ir/shape.c, which
  * dispatches to them.
  */
 #include <inttypes.h>
@@ -40,5 +41,30 @@ int ir_infer_embedding(const ir_graph *g, const ir_node *n, ir_type *out, char *
     if (n->iattr[0] < 1)
         return base_fail(err, errlen, "%s: vocab must be positive, got %" PRId64, op, n->iattr[0]);
     *out = ir_shape2(n->iattr[0], dy->dim[dy->ndim - 1]);
+    return 0;
+}
+
+/* seq_cross_entropy(logits[N, T, V], targets[N, T] i32) -> [N];
+ * seq_ce_grad(logits, targets, dloss[N]) -> logits. */
+int ir_infer_seq_ce(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    const ir_type *x = &g->nodes[n->input[0]].type, *y = &g->nodes[n->input[1]].type;
+    if (x->ndim != 3 || x->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: logits must be a float [batch, time, vocab], got %s", op,
+                         TYPE_STR(x));
+    if (y->ndim != 2 || y->dtype != IR_I32 || y->dim[0] != x->dim[0] || y->dim[1] != x->dim[1])
+        return base_fail(err, errlen,
+                         "%s: targets must be int [%" PRId64 ", %" PRId64
+                         "] to fit logits %s, got %s",
+                         op, x->dim[0], x->dim[1], TYPE_STR(x), TYPE_STR(y));
+    if (n->op == IR_OP_SEQ_CE) {
+        *out = ir_shape1(x->dim[0]);
+        return 0;
+    }
+    const ir_type *d = &g->nodes[n->input[2]].type;
+    if (d->ndim != 1 || d->dim[0] != x->dim[0] || d->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: dloss must be a float [%" PRId64 "], got %s", op,
+                         x->dim[0], TYPE_STR(d));
+    *out = *x;
     return 0;
 }

@@ -337,6 +337,12 @@ static int grad_embedding(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, w, emit(A, i, IR_OP_EMBEDDING_GRAD, (int[]){dy, ids}, 2, &vocab, NULL), 1);
 }
 
+static int grad_seq_ce(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(
+        A, n.input[0],
+        emit(A, i, IR_OP_SEQ_CE_GRAD, (int[]){n.input[0], n.input[1], dy}, 3, n.iattr, NULL), 1);
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -363,6 +369,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_LAYERNORM] = grad_layernorm,
     [IR_OP_SOFTMAX] = grad_softmax,
     [IR_OP_EMBEDDING] = grad_embedding,
+    [IR_OP_SEQ_CE] = grad_seq_ce,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -656,6 +656,52 @@ static void op_embedding_grad(op_args *a) {
     }
 }
 
+/* The sequence loss: per sequence n, the kept positions' count, the
+ * sum of their losses and whether a kept target is out of range. */
+static double seq_count(op_args *a, int64_t n, int *bad) {
+    int64_t T = a->in[0]->dim[1], V = a->in[0]->dim[2];
+    double cnt = 0;
+    for (int64_t t = 0; t < T; t++) {
+        double y = a->x[1][n * T + t];
+        if (y == (double)a->n->iattr[0]) continue;
+        cnt++;
+        *bad |= label_of(y, V) < 0;
+    }
+    return cnt;
+}
+
+static void op_seq_ce(op_args *a) {
+    int64_t N = a->in[0]->dim[0], T = a->in[0]->dim[1], V = a->in[0]->dim[2];
+    for (int64_t n = 0; n < N; n++) {
+        int bad = 0;
+        double cnt = seq_count(a, n, &bad), sum = 0;
+        for (int64_t t = 0; t < T && !bad; t++) {
+            double y = a->x[1][n * T + t];
+            const double *row = a->x[0] + (n * T + t) * V;
+            if (y != (double)a->n->iattr[0]) sum += log_sum_exp(row, V) - row[(int64_t)y];
+        }
+        a->y[n] = bad ? NAN : cnt > 0 ? sum / cnt : 0;
+    }
+}
+
+static void op_seq_ce_grad(op_args *a) {
+    int64_t N = a->in[0]->dim[0], T = a->in[0]->dim[1], V = a->in[0]->dim[2];
+    for (int64_t n = 0; n < N; n++) {
+        int bad = 0;
+        double cnt = seq_count(a, n, &bad);
+        for (int64_t t = 0; t < T; t++) {
+            double y = a->x[1][n * T + t], *dx = a->y + (n * T + t) * V;
+            const double *row = a->x[0] + (n * T + t) * V;
+            int keep = y != (double)a->n->iattr[0];
+            double lse = log_sum_exp(row, V);
+            for (int64_t k = 0; k < V; k++)
+                dx[k] = bad    ? NAN
+                        : keep ? (exp(row[k] - lse) - (k == (int64_t)y)) * a->x[2][n] / cnt
+                               : 0;
+        }
+    }
+}
+
 static void op_dropout(op_args *a) {
     uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
     double scale = 1 / (1 - a->n->fattr[0]);
@@ -867,6 +913,8 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX_GRAD] = op_softmax_grad,
     [IR_OP_EMBEDDING] = op_embedding,
     [IR_OP_EMBEDDING_GRAD] = op_embedding_grad,
+    [IR_OP_SEQ_CE] = op_seq_ce,
+    [IR_OP_SEQ_CE_GRAD] = op_seq_ce_grad,
 };
 
 void oracle_interp_run(oracle_interp *it) {

@@ -745,6 +745,66 @@ TEST(embedding_gradients) {
     fixture_free(&f);
 }
 
+/* seq_cross_entropy over [3, 4, 5] logits: sequence 0 keeps every
+ * target, sequence 1 ignores two (its mean is over the other two), and
+ * sequence 2 ignores all four (loss 0, gradient 0), against finite
+ * differences and the loss's definition. */
+TEST(seq_cross_entropy_gradients) {
+    ir_graph *g = ir_new();
+    int z = param(g, "z", (ir_type){3, {3, 4, 5}, IR_F32});
+    int y = ir_add_input(g, "targets", (ir_type){2, {3, 4}, IR_I32}, 5);
+    int l = tg_node(g, IR_OP_SEQ_CE, (int[]){z, y}, 2, (int64_t[]){-1}, NULL);
+    CHECK(l >= 0 && g->nodes[l].type.ndim == 1 && g->nodes[l].type.dim[0] == 3);
+    g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    fixture f;
+    fixture_init(&f, g);
+    for (int i = 0; i < 60; i++) f.val[z][i] *= 3;
+    f.val[y][5] = f.val[y][6] = -1;
+    for (int t = 8; t < 12; t++) f.val[y][t] = -1;
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_SEQ_CE_GRAD) == 1);
+    summed_loss(&f); /* at the unperturbed values */
+    const double *loss = oracle_interp_buffer(f.fit, l);
+    double want[2] = {0, 0};
+    for (int q = 0; q < 2; q++)
+        for (int t = 0; t < 4; t++) {
+            int r = q * 4 + t, k = (int)f.val[y][r];
+            if (k < 0) continue;
+            double s = 0;
+            for (int j = 0; j < 5; j++) s += exp(f.val[z][r * 5 + j]);
+            want[q] += (log(s) - f.val[z][r * 5 + k]) / (q ? 2 : 4);
+        }
+    CHECK_NEAR(loss[0], want[0], 1e-12);
+    CHECK_NEAR(loss[1], want[1], 1e-12);
+    CHECK(loss[2] == 0);
+    oracle_interp *it = oracle_interp_new(f.grad);
+    load(&f, f.grad, it);
+    oracle_interp_run(it);
+    const double *d = oracle_interp_buffer(it, node_named(f.grad, "z.grad"));
+    for (int i = 20; i < 60; i++) /* ignored positions: 0 */
+        if (i / 5 == 5 || i / 5 == 6 || i >= 40) CHECK(d[i] == 0);
+    oracle_interp_free(it);
+    fixture_free(&f);
+}
+
+/* The bigram model in miniature: embedding(ids, 7, 7) read as the next
+ * id's logits, seq_cross_entropy against the targets. */
+TEST(bigram_gradients) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 5}, IR_I32}, 7);
+    int w = param(g, "emb.weight", ir_shape2(7, 7));
+    int e = tg_node(g, IR_OP_EMBEDDING, (int[]){ids, w}, 2, NULL, NULL);
+    int y = ir_add_input(g, "targets", (ir_type){2, {2, 5}, IR_I32}, 7);
+    int l = tg_node(g, IR_OP_SEQ_CE, (int[]){e, y}, 2, (int64_t[]){-1}, NULL);
+    CHECK(l >= 0);
+    g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    fixture f;
+    fixture_init(&f, g);
+    f.val[ids][0] = f.val[ids][9] = 3;
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -905,6 +965,8 @@ int main(void) {
     RUN(global_avgpool_and_flatten_gradients);
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
+    RUN(seq_cross_entropy_gradients);
+    RUN(bigram_gradients);
     RUN(small_resnet_gradients);
     RUN(sigmoid_gradients);
     RUN(embedding_gradients);

@@ -149,6 +149,10 @@ static ir_graph *all_ops_graph(void) {
     /* matmul batched over the leading axis: plain and with b transposed */
     int mm = N(MATMUL, e, e), IA(0, 1), NULL); /* [2, 3, 3] */
     N(MATMUL, mm, e), IA(0, 0), NULL);
+    /* the sequence loss over the embedding's [2, 3, 4] as logits */
+    int tgt = ir_add_input(g, "targets", (ir_type){2, {2, 3}, IR_I32}, 4);
+    int sl = N(SEQ_CE, e, tgt), IA(-1), NULL);
+    N(SEQ_CE_GRAD, e, tgt, sl), IA(-1), NULL);
     return g;
 }
 

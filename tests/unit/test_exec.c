@@ -502,6 +502,25 @@ TEST(softmax_cross_entropy) {
     }
 }
 
+/* The sequence loss and its gradient: ignore = 2 drops about a quarter of
+ * the targets (class indices in [0, 4)); a bad target makes the last
+ * sequence NaN. */
+TEST(seq_cross_entropy) {
+    for (int bad = 0; bad < 2; bad++) {
+        ir_graph *g = ir_new();
+        int lo = ir_add_input(g, "logits", (ir_type){3, {5, 3, 4}, IR_F32}, 0);
+        int lab = ir_add_input(g, bad ? "badlabel" : "label", (ir_type){2, {5, 3}, IR_I32}, 4);
+        int dl = ir_add_input(g, "dloss", ir_shape1(5), 0);
+        int64_t ig = bad ? -1 : 2;
+        int l = N(SEQ_CE, lo, lab), &ig, NULL);
+        int one = N(ONES_LIKE, l), NULL, NULL);
+        N(SEQ_CE_GRAD, lo, lab, one), &ig, NULL);
+        N(SEQ_CE_GRAD, lo, lab, dl), &ig, NULL);
+        CHECK_MSG(run_both(g, NULL) == 0, "bad %d", bad);
+        ir_free(g);
+    }
+}
+
 static void bn_primitives(int rank4) {
     ir_graph *g = ir_new();
     ir_type xt = rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(9, 5);
@@ -1309,6 +1328,7 @@ int main(void) {
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
     RUN(embedding_ops);
+    RUN(seq_cross_entropy);
     RUN(normal_init);
     RUN(batchnorm_op);
     RUN(pooling);

@@ -761,6 +761,14 @@ static const bad bads[] = {
     {"input image int[4]\ninput label class(2)\nnetwork n {\n  e = embedding(image, 9, 2)\n"
      "  logits = dense(flatten(e), 2)\n  loss = softmax_cross_entropy(logits, label)\n}\n",
      "t.net:1:7: error: input 'image' is int; the cifar10 data fills it with pixels\n"},
+    {"input t int[4]\ninput y int[4]\nnetwork n {\n  logits = embedding(t, 9, 9)\n"
+     "  loss = softmax_cross_entropy(logits, y, 0.1)\n}\n",
+     "t.net:5:43: error: argument 'smoothing' of 'softmax_cross_entropy' applies to rank-2 "
+     "logits only, got 0.1\n"},
+    {"input x[4]\ninput label class(2)\nnetwork n {\n  logits = dense(x, 2)\n"
+     "  loss = softmax_cross_entropy(logits, label, ignore=0)\n}\n",
+     "t.net:5:54: error: argument 'ignore' of 'softmax_cross_entropy' applies to rank-3 logits "
+     "only, got 0\n"},
     {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
     {"network n { loss = \xc3\xa9t\xc3\xa9 }",
      "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},
