@@ -735,15 +735,12 @@ TEST(resnet18_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
-/* A test net through the frontend and the default training passes, and
+/* A parsed test net through the default training passes at batch 4, and
  * how many nodes of each op it has; NULL (checked) when it fails. */
-static ir_graph *trained_net(const char *path, fe_program **fp, int ops[IR_OP_COUNT]) {
-    *fp = fe_parse_file(path);
-    CHECK(*fp != NULL);
-    if (!*fp) return NULL;
-    ir_graph *g = fe_build_graph(*fp, 4, 1);
+static ir_graph *trained_graph(fe_program *fp, int ops[IR_OP_COUNT]) {
+    ir_graph *g = fe_build_graph(fp, 4, 1);
     pass_options o = pass_default_options();
-    CHECK(g && pass_run_train(&g, fe_train(*fp), &o, err, sizeof err) == 0);
+    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
     for (int i = 0; g && i < g->n; i++) ops[g->nodes[i].op]++;
     return g;
 }
@@ -753,10 +750,11 @@ static ir_graph *trained_net(const char *path, fe_program **fp, int ops[IR_OP_CO
  * frontend and the default passes: the generated C kernels of a whole
  * training step against the interpreter. */
 TEST(se_small_training_step_matches_interpreter) {
-    fe_program *fp;
-    int ops[IR_OP_COUNT] = {0};
-    ir_graph *g = trained_net("tests/nets/se_small.net", &fp, ops);
+    fe_program *fp = fe_parse_file("tests/nets/se_small.net");
+    CHECK(fp != NULL);
     if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
     CHECK(ops[IR_OP_SIGMOID] == 3 && ops[IR_OP_SIGMOID_GRAD] == 3);
     CHECK(ops[IR_OP_CLIP] > 0 && ops[IR_OP_CLIP_GRAD] == ops[IR_OP_CLIP]);
     CHECK(ops[IR_OP_MUL_CHANNEL] >= 2 && ops[IR_OP_PLANE_DOT] == 2 && ops[IR_OP_MUL] >= 2);
@@ -777,10 +775,11 @@ TEST(se_small_training_step_matches_interpreter) {
  * frontend and the default passes: the generated C kernels of a whole
  * training step against the interpreter. */
 TEST(attn_small_training_step_matches_interpreter) {
-    fe_program *fp;
-    int ops[IR_OP_COUNT] = {0};
-    ir_graph *g = trained_net("tests/nets/attn_small.net", &fp, ops);
+    fe_program *fp = fe_parse_file("tests/nets/attn_small.net");
+    CHECK(fp != NULL);
     if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
     CHECK(ops[IR_OP_GELU] == 1 && ops[IR_OP_GELU_GRAD] == 1);
     CHECK(ops[IR_OP_GELU_TANH] == 1 && ops[IR_OP_GELU_TANH_GRAD] == 1);
     CHECK(ops[IR_OP_TANH] == 1 && ops[IR_OP_TANH_GRAD] == 1);
@@ -817,14 +816,10 @@ TEST(sequence_training_step_matches_interpreter) {
     fe_program *fp = fe_parse_string("seq.net", seq_net, sizeof seq_net - 1);
     CHECK(fp != NULL);
     if (!fp) return;
-    ir_graph *g = fe_build_graph(fp, 4, 1);
-    pass_options o = pass_default_options();
-    CHECK(g && pass_run_train(&g, fe_train(fp), &o, err, sizeof err) == 0);
     int ops[IR_OP_COUNT] = {0}, rank3 = 0;
-    for (int i = 0; g && i < g->n; i++) {
-        ops[g->nodes[i].op]++;
+    ir_graph *g = trained_graph(fp, ops);
+    for (int i = 0; g && i < g->n; i++)
         rank3 += g->nodes[i].op == IR_OP_DENSE && g->nodes[i].type.ndim == 3;
-    }
     CHECK_MSG(rank3 == 5, "%d rank-3 dense", rank3);
     CHECK(ops[IR_OP_BIAS_ADD_LAST] == 4 && ops[IR_OP_BIAS_ADD] == 1);
     CHECK(ops[IR_OP_DENSE_GRAD_WEIGHT] == 6 && ops[IR_OP_SUM_LEADING] == 5);
