@@ -8,6 +8,9 @@
  * within the enclosing scope in evaluation order (arguments left to right,
  * before the call). So every batch and mode yields the same names in the
  * same order.
+ *
+ * The operator table is here; build.c turns one call into nodes (elab.h
+ * is what the two share).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -15,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend/ast.h"
+#include "frontend/elab.h"
 #include "base/err.h"
 
 /* ---- the operator table ---------------------------------------------------- */
@@ -100,43 +103,7 @@ const char *fe_nearest_op(const char *name) {
     return n.best;
 }
 
-/* ---- values and scopes ------------------------------------------------------ */
-
-typedef enum { V_TENSOR, V_INT, V_FLOAT, V_BOOL } vkind;
-
-typedef struct {
-    vkind kind;
-    int node;         /* V_TENSOR */
-    int64_t i;        /* V_INT, V_BOOL */
-    double f;         /* V_FLOAT */
-    const char *text; /* V_FLOAT of a literal: as written; NULL when computed */
-} value;
-
-typedef struct scope {
-    struct scope *parent;
-    const char *prefix;    /* "" or "down0.basic1." */
-    const fe_block *block; /* NULL for the network */
-    fe_loc call_loc;       /* where this block was called */
-    int depth;
-    fe_map vars;   /* name -> value* */
-    fe_map counts; /* op or block name -> int* */
-} scope;
-
-typedef struct {
-    const fe_program *P;
-    ir_graph *g;
-    int batch, training;
-    fe_diag diag;
-    fe_arena tmp;              /* scopes and values; freed when the build ends */
-    fe_map inputs;             /* name -> value* */
-    int calls, steps;          /* bound the work: blocks can call blocks twice, and so on */
-    int dropout_key;           /* the IR_DROPOUT_KEY input once a dropout made it, else -1 */
-    int dropouts;              /* dropouts so far: the next one's salt */
-    unsigned char *label_rank; /* per node: how its label was given (label_node) */
-    int label_cap;
-} elab;
-
-static const char *kind_name(vkind k) {
+const char *elab_kind_name(vkind k) {
     static const char *names[] = {"a tensor", "an integer", "a number", "a boolean"};
     return names[k];
 }
@@ -157,10 +124,7 @@ static const char *describe(const value *v, char *buf, size_t n) {
 
 /* Errors inside a block also say which call got there: the same body
  * elaborates fine for one argument and fails for another. */
-static void error_at(elab *E, const scope *S, fe_loc loc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void error_at(elab *E, const scope *S, fe_loc loc, const char *fmt, ...) {
+void elab_error(elab *E, const scope *S, fe_loc loc, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -198,6 +162,7 @@ static int next_count(elab *E, scope *S, const char *name) {
  * block's statement ("basic0.y"), the instance of a parameter-creating op
  * ("basic0.conv1", as its parameters) or a block's result ("basic0"), the
  * network's statement ("x", "logits"). */
+
 enum { LABEL_NONE, LABEL_OP, LABEL_BLOCK_STMT, LABEL_INSTANCE, LABEL_TOP_STMT };
 
 static void label_node(elab *E, int id, int rank, const char *prefix, const char *name) {
@@ -225,23 +190,23 @@ static int added(elab *E, const scope *S, fe_loc loc, int id) {
     n->col = loc.col;
     char buf[96];
     if (ir_numel(&n->type) > FE_MAX_NUMEL) {
-        error_at(E, S, loc, "tensor %s is too large (more than 2^40 elements)",
-                 ir_type_str(&n->type, buf, sizeof buf));
+        elab_error(E, S, loc, "tensor %s is too large (more than 2^40 elements)",
+                   ir_type_str(&n->type, buf, sizeof buf));
         return -1;
     }
     if (E->g->n > FE_MAX_NODES) {
-        error_at(E, S, loc, "network too large (more than %d nodes)", FE_MAX_NODES);
+        elab_error(E, S, loc, "network too large (more than %d nodes)", FE_MAX_NODES);
         return -1;
     }
     return id;
 }
 
-static int node(elab *E, const scope *S, fe_loc loc, ir_op op, const int *in, int nin,
-                const int64_t *iattr, const double *fattr) {
+int elab_node(elab *E, const scope *S, fe_loc loc, ir_op op, const int *in, int nin,
+              const int64_t *iattr, const double *fattr) {
     char err[256];
     int id = ir_add_node(E->g, op, in, nin, iattr, fattr, err, sizeof err);
     if (id < 0) {
-        error_at(E, S, loc, "%s", err);
+        elab_error(E, S, loc, "%s", err);
         return -1;
     }
     if (S && S->prefix[0]) label_node(E, id, LABEL_OP, S->prefix, ir_ops[op].name);
@@ -249,229 +214,22 @@ static int node(elab *E, const scope *S, fe_loc loc, ir_op op, const int *in, in
 }
 
 /* A parameter (or BatchNorm state) of operator instance `inst`. */
-static int param(elab *E, const scope *S, fe_loc loc, const char *inst, const char *leaf,
-                 ir_type type, ir_init init, int is_state) {
+int elab_param(elab *E, const scope *S, fe_loc loc, const char *inst, const char *leaf,
+               ir_type type, ir_init init, int is_state) {
     char name[IR_NAME_MAX];
     char buf[96];
     if ((size_t)snprintf(name, sizeof name, "%s%s.%s", S->prefix, inst, leaf) >= sizeof name) {
-        error_at(E, S, loc, "parameter name '%s%s.%s' is too long (at most %d characters)",
-                 S->prefix, inst, leaf, IR_NAME_MAX - 1);
+        elab_error(E, S, loc, "parameter name '%s%s.%s' is too long (at most %d characters)",
+                   S->prefix, inst, leaf, IR_NAME_MAX - 1);
         return -1;
     }
     if (ir_numel(&type) > FE_MAX_NUMEL) {
-        error_at(E, S, loc, "parameter %s %s is too large (more than 2^40 elements)", name,
-                 ir_type_str(&type, buf, sizeof buf));
+        elab_error(E, S, loc, "parameter %s %s is too large (more than 2^40 elements)", name,
+                   ir_type_str(&type, buf, sizeof buf));
         return -1;
     }
     int id = is_state ? ir_add_state(E->g, name, type, init) : ir_add_param(E->g, name, type, init);
     return added(E, S, loc, id);
-}
-
-/* ---- operators ----------------------------------------------------------------- */
-
-typedef struct {
-    const fe_expr *call;
-    value v[FE_MAX_OP_ARGS];
-    fe_loc loc[FE_MAX_OP_ARGS]; /* where each argument was written */
-    char given[FE_MAX_OP_ARGS]; /* written, not a default */
-} op_args;
-
-static const ir_type *type_of(elab *E, const value *v) { return &E->g->nodes[v->node].type; }
-
-/* conv(x, channels, k, s, p, bias, groups): the weight is [channels,
- * C/groups, k, k], so the parameter count follows the groups. */
-static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    const value *x = &a->v[0];
-    const ir_type *xt = type_of(E, x); /* cin 1 without axis 1: the conv's rule then says why */
-    int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = xt->ndim >= 2 ? xt->dim[1] : 1;
-    if (cin % groups || c % groups) {
-        error_at(E, S, a->loc[6],
-                 "argument 'groups' of 'conv' must divide the input channels (%" PRId64
-                 ") and the output channels (%" PRId64 "), got %" PRId64,
-                 cin, c, groups);
-        return -1;
-    }
-    int w = param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
-    if (w < 0) return -1;
-    int y = node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
-                 (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
-    if (y < 0 || !a->v[5].i) return y;
-    int b = param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
-    if (b < 0) return -1;
-    return node(E, S, loc, IR_OP_BIAS_ADD, (int[]){y, b}, 2, NULL, NULL);
-}
-
-static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    const value *x = &a->v[0];
-    const ir_type *t = type_of(E, x);
-    char buf[96];
-    if (t->ndim != 4 && t->ndim != 2) {
-        error_at(E, S, loc, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                 ir_type_str(t, buf, sizeof buf));
-        return -1;
-    }
-    if (!(a->v[2].f >= 0 && a->v[2].f <= 1)) {
-        error_at(E, S, a->loc[2], "argument 'momentum' of 'batchnorm' must be in [0, 1], got %g",
-                 a->v[2].f);
-        return -1;
-    }
-    double g0 = a->v[3].f;
-    if (g0 != 0 && g0 != 1) {
-        error_at(E, S, a->loc[3], "argument 'gamma_init' of 'batchnorm' must be 0 or 1, got %g",
-                 g0);
-        return -1;
-    }
-    /* scale=false fixes gamma at 1, center=false beta at 0 (Gluon's
-     * BatchNorm options): they stay in the graph as persistent state that
-     * nothing trains, as Gluon keeps them as parameters with grad_req
-     * 'null', so the rest of the compiler sees an ordinary batchnorm. */
-    int scale = (int)a->v[6].i, center = (int)a->v[7].i;
-    if (!scale && (a->given[3] || a->v[4].i)) {
-        int slot = a->given[3] ? 3 : 4;
-        error_at(E, S, a->loc[slot],
-                 "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
-                 slot == 3 ? "gamma_init" : "residual_last");
-        return -1;
-    }
-    /* Goyal et al.: the last BN of each residual branch starts at gamma 0
-     * (unless this call says otherwise). */
-    if (!a->given[3] && a->v[4].i && E->P->zero_init_residual) g0 = 0;
-    ir_type c = ir_shape1(t->dim[1]);
-    int in[5] = {x->node};
-    static const char *leaf[4] = {"gamma", "beta", "running_mean", "running_var"};
-    ir_init init[4] = {g0 == 0 ? IR_INIT_ZERO : IR_INIT_ONE, IR_INIT_ZERO, IR_INIT_ZERO,
-                       IR_INIT_ONE};
-    int is_state[4] = {!scale, !center, 1, 1};
-    for (int i = 0; i < 4; i++)
-        if ((in[i + 1] = param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0) return -1;
-    return node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[5].i},
-                (double[]){a->v[1].f, a->v[2].f});
-}
-
-static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    const value *x = &a->v[0];
-    int rank = type_of(E, x)->ndim; /* over the last axis; the bias too above rank 2 */
-    int64_t u = a->v[1].i, f = rank >= 2 ? type_of(E, x)->dim[rank - 1] : 1;
-    int w = param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
-    if (w < 0) return -1;
-    int y = node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
-    if (y < 0 || !a->v[2].i) return y;
-    int b = param(E, S, loc, inst, "bias", ir_shape1(u), IR_INIT_ZERO, 0);
-    if (b < 0) return -1;
-    ir_op op = rank == 2 ? IR_OP_BIAS_ADD : IR_OP_BIAS_ADD_LAST;
-    return node(E, S, loc, op, (int[]){y, b}, 2, NULL, NULL);
-}
-
-/* layernorm(x, eps) over the last axis, gamma (1) and beta (0) named as
- * batchnorm's: layernorm0.gamma, layernorm0.beta. */
-static int build_layernorm(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    const ir_type *t = type_of(E, &a->v[0]);
-    ir_type c = ir_shape1(t->dim[t->ndim - 1]);
-    int gamma = param(E, S, loc, inst, "gamma", c, IR_INIT_ONE, 0);
-    int beta = gamma < 0 ? -1 : param(E, S, loc, inst, "beta", c, IR_INIT_ZERO, 0);
-    if (beta < 0) return -1;
-    return node(E, S, loc, IR_OP_LAYERNORM, (int[]){a->v[0].node, gamma, beta}, 3, NULL,
-                (double[]){a->v[1].f});
-}
-
-/* softmax(x, axis=-1): over the last axis only, for now. */
-static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    int rank = type_of(E, &a->v[0])->ndim;
-    if (a->v[1].i != -1 && a->v[1].i != rank - 1) {
-        error_at(E, S, a->loc[1],
-                 "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
-                 rank - 1, a->v[1].i);
-        return -1;
-    }
-    return node(E, S, loc, IR_OP_SOFTMAX, &a->v[0].node, 1, NULL, NULL);
-}
-
-/* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id,
- * N(0, 0.02²) at the start as GPT-2's tables. */
-static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    int w = param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
-    if (w < 0) return -1;
-    return node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
-}
-
-/* softmax_cross_entropy: [N, K] logits with smoothing, or [N, T, V] with ignore (seq_ce). */
-static int build_loss(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    const value *v = a->v;
-    int seq = type_of(E, &v[0])->ndim == 3, k = !seq && v[3].i != -1 ? 3 : 2;
-    int in[2] = {v[0].node, v[1].node};
-    const char *why = k == 3                          ? "applies to rank-3 logits only"
-                      : !(v[2].f >= 0 && v[2].f <= 1) ? "must be in [0, 1]"
-                      : seq && v[2].f != 0            ? "applies to rank-2 logits only"
-                                                      : NULL;
-    if (why)
-        error_at(E, S, a->loc[k], "argument '%s' of 'softmax_cross_entropy' %s, got %g",
-                 k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
-    return why   ? -1
-           : seq ? node(E, S, loc, IR_OP_SEQ_CE, in, 2, &v[3].i, NULL)
-                 : node(E, S, loc, IR_OP_SOFTMAX_CE, in, 2, NULL, (double[]){v[2].f});
-}
-
-/* clip(x, lo, hi), and relu6(x) as clip(x, 0, 6) (Gluon's relu6 is that clip). */
-static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
-    double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
-    if (lo > hi) {
-        error_at(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g", lo,
-                 hi);
-        return -1;
-    }
-    return node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
-}
-
-/* mul(a, b): elementwise when the shapes agree, else one factor per
- * (sample, channel) plane, [N,C,1,1] or [N,C] against [N,C,H,W], in
- * either argument (the product commutes); any other pair is refused by
- * mul_channel's shape rule, naming both shapes. */
-static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    int x = a->v[0].node, y = a->v[1].node;
-    const ir_type *tx = type_of(E, &a->v[0]), *ty = type_of(E, &a->v[1]);
-    if (ir_type_same_shape(tx, ty)) return node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
-    if (tx->ndim != 4 && ty->ndim == 4) {
-        int t = x;
-        x = y, y = t;
-    }
-    return node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
-}
-
-/* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
-static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    if (a->v[8].i != 1) {
-        error_at(E, S, a->loc[8],
-                 "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
-        return -1;
-    }
-    int in[IR_MAX_INPUTS], n = 0;
-    for (int i = 0; i < 8; i++)
-        if (a->given[i]) in[n++] = a->v[i].node;
-    return node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
-}
-
-/* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
- * training, x itself in evaluation. Each dropout gets the next salt in
- * evaluation order (the same in every build of the network), all read the
- * one key input the runtime sets each step. */
-static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    double p = a->v[1].f;
-    if (!(p >= 0 && p < 1)) {
-        error_at(E, S, a->loc[1], "argument 'p' of 'dropout' must be in [0, 1), got %g", p);
-        return -1;
-    }
-    int salt = E->dropouts++;
-    if (!E->training || p == 0) return a->v[0].node;
-    if (E->dropout_key < 0) {
-        if (fe_map_get(&E->inputs, IR_DROPOUT_KEY)) {
-            error_at(E, S, loc, "input '%s' is the name dropout's key takes", IR_DROPOUT_KEY);
-            return -1;
-        }
-        E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
-    }
-    return node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
-                (int64_t[]){salt}, (double[]){p});
 }
 
 /* Converts and checks one argument against its spec. */
@@ -485,21 +243,21 @@ static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_
     char buf[48], hint[96] = "";
     if (v->kind != want[spec->kind]) {
         if (spec->kind == FE_ARG_INT) fe_int_hint(v->kind == V_FLOAT, v->f, hint, sizeof hint);
-        error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %s%s", spec->name, op->name,
-                 kind_name(want[spec->kind]), describe(v, buf, sizeof buf), hint);
+        elab_error(E, S, loc, "argument '%s' of '%s' must be %s, got %s%s", spec->name, op->name,
+                   elab_kind_name(want[spec->kind]), describe(v, buf, sizeof buf), hint);
         return -1;
     }
     if (spec->kind == FE_ARG_INT && (v->i < spec->min || v->i > FE_MAX_SIZE)) {
         if (v->i < spec->min)
-            error_at(E, S, loc, "argument '%s' of '%s' must be %s, got %" PRId64, spec->name,
-                     op->name, spec->min ? "positive" : "non-negative", v->i);
+            elab_error(E, S, loc, "argument '%s' of '%s' must be %s, got %" PRId64, spec->name,
+                       op->name, spec->min ? "positive" : "non-negative", v->i);
         else
-            error_at(E, S, loc, "argument '%s' of '%s' must be at most %" PRId64 ", got %" PRId64,
-                     spec->name, op->name, FE_MAX_SIZE, v->i);
+            elab_error(E, S, loc, "argument '%s' of '%s' must be at most %" PRId64 ", got %" PRId64,
+                       spec->name, op->name, FE_MAX_SIZE, v->i);
         return -1;
     }
     if (spec->kind == FE_ARG_FLOAT && !(v->f > 0) && !strcmp(spec->name, "eps")) {
-        error_at(E, S, loc, "argument 'eps' of '%s' must be positive, got %g", op->name, v->f);
+        elab_error(E, S, loc, "argument 'eps' of '%s' must be positive, got %g", op->name, v->f);
         return -1;
     }
     return 0;
@@ -546,42 +304,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE ||
         op->id == FE_OP_LAYERNORM || op->id == FE_OP_EMBEDDING)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
-    const value *v = a.v;
-    int id = -1, first = E->g->n;
-    switch (op->id) {
-    case FE_OP_CONV: id = build_conv(E, S, &a, inst, e->loc); break;
-    case FE_OP_BATCHNORM: id = build_batchnorm(E, S, &a, inst, e->loc); break;
-    case FE_OP_DENSE: id = build_dense(E, S, &a, inst, e->loc); break;
-    case FE_OP_LAYERNORM: id = build_layernorm(E, S, &a, inst, e->loc); break;
-    case FE_OP_SOFTMAX: id = build_softmax(E, S, &a, e->loc); break;
-    case FE_OP_RELU: id = node(E, S, e->loc, IR_OP_RELU, &v[0].node, 1, NULL, NULL); break;
-    case FE_OP_ADD:
-    case FE_OP_MATMUL:
-        id = node(E, S, e->loc, op->id == FE_OP_ADD ? IR_OP_ADD : IR_OP_MATMUL,
-                  (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
-        break;
-    case FE_OP_MAXPOOL:
-    case FE_OP_AVGPOOL:
-        id = node(E, S, e->loc, op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL, &v[0].node,
-                  1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
-        break;
-    case FE_OP_GLOBAL_AVGPOOL:
-        id = node(E, S, e->loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
-        break;
-    case FE_OP_FLATTEN: id = node(E, S, e->loc, IR_OP_FLATTEN, &v[0].node, 1, NULL, NULL); break;
-    case FE_OP_SIGMOID: id = node(E, S, e->loc, IR_OP_SIGMOID, &v[0].node, 1, NULL, NULL); break;
-    case FE_OP_TANH: id = node(E, S, e->loc, IR_OP_TANH, &v[0].node, 1, NULL, NULL); break;
-    case FE_OP_GELU: /* approx: 0 erf, 1 tanh */
-        id = node(E, S, e->loc, v[1].i ? IR_OP_GELU_TANH : IR_OP_GELU, &v[0].node, 1, NULL, NULL);
-        break;
-    case FE_OP_CLIP:
-    case FE_OP_RELU6: id = build_clip(E, S, &a, e->loc); break;
-    case FE_OP_MUL: id = build_mul(E, S, &a, e->loc); break;
-    case FE_OP_CONCAT: id = build_concat(E, S, &a, e->loc); break;
-    case FE_OP_DROPOUT: id = build_dropout(E, S, &a, e->loc); break;
-    case FE_OP_EMBEDDING: id = build_embedding(E, S, &a, inst, e->loc); break;
-    case FE_OP_SOFTMAX_CE: id = build_loss(E, S, &a, e->loc); break;
-    }
+    int first = E->g->n;
+    int id = elab_op(E, S, &a, inst, e->loc);
     if (id < 0) return -1;
     /* conv, bias_add and so on take their parameters' prefix: basic0.conv1 */
     for (int i = first; inst[0] && i < E->g->n; i++)
@@ -597,12 +321,12 @@ static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top);
 static int call_block(elab *E, scope *S, const fe_expr *e, value *out) {
     const fe_block *b = e->block;
     if (++E->calls > FE_MAX_CALLS) {
-        error_at(E, S, e->loc, "network too large (more than %d block calls)", FE_MAX_CALLS);
+        elab_error(E, S, e->loc, "network too large (more than %d block calls)", FE_MAX_CALLS);
         return -1;
     }
     if (S->depth >= FE_MAX_CALL_DEPTH) { /* the checker's limit, kept here too */
-        error_at(E, S, e->loc, "block calls nested too deeply (more than %d levels)",
-                 FE_MAX_CALL_DEPTH);
+        elab_error(E, S, e->loc, "block calls nested too deeply (more than %d levels)",
+                   FE_MAX_CALL_DEPTH);
         return -1;
     }
     value *args = fe_alloc(&E->tmp, sizeof *args * (size_t)(b->nparams + 1));
@@ -635,7 +359,7 @@ static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
     const value *v = fe_map_get(&S->vars, e->name);
     if (!v) v = fe_map_get(&E->inputs, e->name);
     if (!v) { /* the checker resolves every name */
-        error_at(E, S, e->loc, "unknown name '%s'", e->name);
+        elab_error(E, S, e->loc, "unknown name '%s'", e->name);
         return -1;
     }
     *out = *v;
@@ -645,14 +369,14 @@ static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
 /* a + b at the '+' written at loc, into *a. */
 static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
     if (a->kind == V_TENSOR && b->kind == V_TENSOR) {
-        int id = node(E, S, loc, IR_OP_ADD, (int[]){a->node, b->node}, 2, NULL, NULL);
+        int id = elab_node(E, S, loc, IR_OP_ADD, (int[]){a->node, b->node}, 2, NULL, NULL);
         if (id < 0) return -1;
         *a = (value){V_TENSOR, id, 0, 0, NULL};
         return 0;
     }
     if (a->kind == V_INT && b->kind == V_INT) {
         if ((b->i > 0 && a->i > INT64_MAX - b->i) || (b->i < 0 && a->i < INT64_MIN - b->i)) {
-            error_at(E, S, loc, "integer overflow in '+'");
+            elab_error(E, S, loc, "integer overflow in '+'");
             return -1;
         }
         a->i += b->i;
@@ -664,7 +388,7 @@ static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
         *a = (value){V_FLOAT, -1, 0, x + y, NULL};
         return 0;
     }
-    error_at(E, S, loc, "cannot add %s and %s", kind_name(a->kind), kind_name(b->kind));
+    elab_error(E, S, loc, "cannot add %s and %s", elab_kind_name(a->kind), elab_kind_name(b->kind));
     return -1;
 }
 
@@ -681,8 +405,8 @@ static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
 
 static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
     if (++E->steps > FE_MAX_STEPS) {
-        error_at(E, S, e->loc, "network too large (more than %d expressions to evaluate)",
-                 FE_MAX_STEPS);
+        elab_error(E, S, e->loc, "network too large (more than %d expressions to evaluate)",
+                   FE_MAX_STEPS);
         return -1;
     }
     switch (e->kind) {
@@ -747,9 +471,9 @@ static int mark_loss(elab *E, scope *top) {
     }
     ir_op lop = v->kind == V_TENSOR ? E->g->nodes[v->node].op : IR_OP_COUNT;
     if (lop != IR_OP_SOFTMAX_CE && lop != IR_OP_SEQ_CE) {
-        fe_error(&E->diag, last->value->loc,
-                 "loss must be the result of softmax_cross_entropy, not %s",
-                 v->kind == V_TENSOR ? ir_ops[E->g->nodes[v->node].op].name : kind_name(v->kind));
+        fe_error(
+            &E->diag, last->value->loc, "loss must be the result of softmax_cross_entropy, not %s",
+            v->kind == V_TENSOR ? ir_ops[E->g->nodes[v->node].op].name : elab_kind_name(v->kind));
         return -1;
     }
     const ir_node *lg = &E->g->nodes[E->g->nodes[v->node].input[0]];
