@@ -24,7 +24,8 @@ mirror=/work/.mirror/karpathy+llm.c/repo
 if [ -z "${LLMC_SRC:-}" ]; then
     if [ -d "$mirror" ]; then LLMC_SRC=$mirror; else LLMC_SRC=https://github.com/karpathy/llm.c; fi
 fi
-case "$peers" in "$(cd "$here/.." && pwd)"*)
+repo=$(cd "$here/.." && pwd)
+case "$peers/" in "$repo/"*)
     echo "peers_setup: error: PEERS=$peers is inside the repository" >&2; exit 1 ;;
 esac
 mkdir -p "$peers"
