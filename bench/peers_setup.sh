@@ -13,7 +13,8 @@
 # LLMC_SRC   llm.c's git source (default the local mirror
 #            /work/.mirror/karpathy+llm.c/repo when present, else
 #            https://github.com/karpathy/llm.c)
-# LLMC_REV   the commit to check out (default the source's HEAD)
+# LLMC_REV   the commit to check out (default f1e2ace, 2025-05-10, the one
+#            llmc_steps.patch was made on and the benchmarks were set up with)
 # TORCH_SPEC the pip requirement (default torch); the CPU wheel index is
 #            tried first, then PyPI's default wheel
 set -eu
@@ -60,7 +61,11 @@ setup_llmc() {
     if [ ! -d "$d/.git" ]; then
         git clone -q "$LLMC_SRC" "$d"
     fi
-    [ -z "${LLMC_REV:-}" ] || git -C "$d" checkout -q "$LLMC_REV"
+    local rev=${LLMC_REV:-f1e2ace651495b74ae22d45d1723443fd00ecd3a}
+    if [ "$(git -C "$d" rev-parse HEAD)" != "$(git -C "$d" rev-parse "$rev^{commit}")" ]; then
+        git -C "$d" checkout -q -- train_gpt2.c # the patch, re-applied below
+        git -C "$d" checkout -q "$rev"
+    fi
     # train_gpt2.c runs a fixed 40 steps and samples text every 20: the
     # patch lets LLMC_STEPS set the count and LLMC_GENEVERY the sampling.
     if ! grep -q LLMC_STEPS "$d/train_gpt2.c"; then
@@ -85,9 +90,8 @@ setup_llmc() {
 }
 
 for p in $parts; do
-    case $p in
-    torch) setup_torch ;;
-    llmc) setup_llmc ;;
-    *) echo "peers_setup: error: unknown part '$p' (torch, llmc)" >&2; exit 2 ;;
-    esac
+    case $p in torch | llmc) ;; *) echo "peers_setup: error: unknown part '$p' (torch, llmc)" >&2; exit 2 ;; esac
+done
+for p in $parts; do
+    if [ "$p" = torch ]; then setup_torch; else setup_llmc; fi
 done
