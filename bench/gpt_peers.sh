@@ -9,7 +9,7 @@
 # side's time over the first side's (dpc where DPC_CMD is set, else eager).
 # Figures only: nothing here asserts a speed.
 #
-# usage: bench/gpt_peers.sh [STEPS] [ROUNDS] [THREADS]     (defaults 5, 3, 2)
+# usage: bench/gpt_peers.sh [STEPS] [ROUNDS] [THREADS]     (defaults 3, 3, 2)
 # Needs bench/peers_setup.sh done (PEERS, default /work/peers).
 # The models, each as CONFIG:B:T (MODELS, default "gpt2:4:64 gpt_char:64:256").
 # SIDES picks sides (default "eager compile llmc", then dpc when DPC_CMD
@@ -24,9 +24,12 @@
 # seconds` line (X/N, a mean, not a median) or a `step_s: X` line.
 # OUT names the markdown table's file too (default $PEERS/gpt_peers.md).
 # llm.c has no dropout: its gpt_char side runs without the twin's 0.2.
+# Size: a gpt_char step at B=64, T=256 is about 1 TFLOP (a minute or more
+# on 2 cores) and llm.c holds 8 GB for it, the twin 6.5 GB; the defaults'
+# whole run is an hour or more on this project's 2-core machine.
 set -eu
 cd "$(dirname "$0")/.."
-steps=${1:-5}
+steps=${1:-3}
 rounds=${2:-3}
 threads=${3:-2}
 peers=${PEERS:-/work/peers}
