@@ -32,7 +32,8 @@ JSON with the median, min and max step seconds.
 
 --train: DIR/train.bin and DIR/val.bin are uint16 tokens (nanoGPT's raw
 layout, scripts/text_tokens.py's output). Each step takes BATCH windows
-of SEQ+1 tokens at random offsets of train.bin (a seeded generator); the
+of SEQ+1 tokens at random offsets of train.bin (a seeded generator, each
+of 0 .. len-SEQ-1 as likely); the
 val loss (model in eval mode) is the mean over EVAL_WINDOWS fixed windows
 whose offsets are evenly spaced over val.bin, window i at
 i * (len - SEQ - 1) // (EVAL_WINDOWS - 1), taken BATCH at a time, so that
@@ -245,7 +246,7 @@ def train(a, c, model, fwd, opt):
                 out.flush()
         if it == a.steps:
             break
-        offs = torch.randint(0, tr.numel() - a.seq - 1, (a.batch,), generator=gen)
+        offs = torch.randint(0, tr.numel() - a.seq, (a.batch,), generator=gen)  # nanoGPT's range
         x, y = windows(tr, offs, a.seq)
         loss = train_step(model, fwd, opt, x, y, lr_at(it, c))
         if not math.isfinite(loss):
