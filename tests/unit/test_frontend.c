@@ -792,8 +792,10 @@ static const bad bads[] = {
      "t.net:4:27: error: too many arguments to 'relu' (it takes 1)\n"},
     {NET_HEAD "block b(x) { return relu(x) }\nnetwork n {\n  x = b(image, k=1)\n" NET_TAIL,
      "t.net:5:16: error: unknown keyword argument 'k' for block 'b' (it takes x)\n"},
-    {NET_HEAD "network n {\n  x = relu(image) + 2.5\n" NET_TAIL,
-     "t.net:4:19: error: cannot add a tensor and a number\n"},
+    {NET_HEAD "network n {\n  x = relu(image) + true\n" NET_TAIL,
+     "t.net:4:19: error: cannot add a tensor and a boolean\n"},
+    {NET_HEAD "network n {\n  x = 2 - relu(image) * (2 // 0)\n" NET_TAIL,
+     "t.net:4:28: error: integer division by zero in '//'\n"},
     {NET_HEAD "network n {\n  x = relu(image)\n  loss = 3\n}\n",
      "t.net:5:10: error: loss must be the result of softmax_cross_entropy, not an integer\n"},
     {NET_HEAD "network n {\n  x = relu(image)\n  x = batchnorm(x, momentum=2)\n" NET_TAIL,
@@ -825,7 +827,8 @@ static const bad bads[] = {
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { batch 1e3 }\n",
-     "t.net:6:15: error: unexpected number '1e3', expected integer\n"},
+     "t.net:6:15: error: batch must be an integer, got 1e3 (write 1000: an integer has no '.' or "
+     "exponent)\n"},
     {"   \n# only a comment\n", "t.net:1:1: error: no network section\n"},
     {"network n {", "t.net:1:12: error: missing '}' to close network 'n' (opened at 1:11)\n"},
     {"network", "t.net:1:8: error: unexpected end of file, expected identifier\n"},
