@@ -125,8 +125,13 @@ static int eval(fe_program *P, const fe_expr *e, fe_scalar *out) {
     case FE_NAME: {
         const fe_const *c = fe_find_const(P, e->name);
         if (!c) {
-            ERR(P, e->loc, "unknown constant '%s' (a constant's value uses earlier constants)",
-                e->name);
+            const fe_const *later = P->consts;
+            while (later && strcmp(later->name, e->name)) later = later->next;
+            if (later)
+                ERR(P, e->loc, "constant '%s' is used before its declaration at %d:%d", e->name,
+                    later->loc.line, later->loc.col);
+            else
+                ERR(P, e->loc, "unknown constant '%s'", e->name);
             return -1;
         }
         *out = (fe_scalar){c->kind, c->i, c->f, c->text};
