@@ -13,6 +13,7 @@
  * is what the two share).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,6 +255,11 @@ static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_
                        spec->name, op->name, FE_MAX_SIZE, v->i);
         return -1;
     }
+    if (spec->kind == FE_ARG_FLOAT && !isfinite((float)v->f)) { /* computed: 1e30 * 1e30 */
+        elab_error(E, S, loc, "argument '%s' of '%s' is too large for a 32-bit float, got %g",
+                   spec->name, op->name, v->f);
+        return -1;
+    }
     if (spec->kind == FE_ARG_FLOAT && !(v->f > 0) && !strcmp(spec->name, "eps")) {
         elab_error(E, S, loc, "argument 'eps' of '%s' must be positive, got %g", op->name, v->f);
         return -1;
@@ -389,6 +395,10 @@ static void from_scalar(const fe_scalar *s, value *v) {
 
 /* A tensor op with a scalar (mul_const, add_const c) into *out. */
 static int with_const(elab *E, scope *S, fe_loc loc, ir_op op, int x, double c, value *out) {
+    if (!isfinite((float)c)) { /* the kernels compute in float */
+        elab_error(E, S, loc, "%g is too large for a 32-bit float", c);
+        return -1;
+    }
     int id = elab_node(E, S, loc, op, &x, 1, NULL, &c);
     if (id < 0) return -1;
     *out = (value){V_TENSOR, id, 0, 0, NULL};
