@@ -271,9 +271,31 @@ static int fold_num(fe_program *P, fe_num *n) {
     return 0;
 }
 
+/* A keyword argument given as a constant: a boolean one becomes
+ * key=true|false (sgd(nesterov=flag)). */
+static int fold_kw(fe_program *P, fe_kw *k) {
+    if (k->kind != FE_KW_NUM || !k->value->expr) return 0;
+    fe_scalar v;
+    if (eval(P, k->value->expr, &v)) return -1;
+    if (v.kind == FE_BOOL) {
+        k->kind = FE_KW_BOOL;
+        k->boolean = (int)v.i;
+        return 0;
+    }
+    return fold_num(P, k->value);
+}
+
 static int fold_items(fe_program *P, fe_titem *items) {
     for (fe_titem *it = items; it; it = it->next) {
         if (it->num && fold_num(P, it->num)) return -1;
+        for (fe_kw *k = it->kws; k; k = k->next)
+            if (fold_kw(P, k)) return -1;
+        for (fe_pair *p = it->pairs; p; p = p->next)
+            if (fold_num(P, p->value)) return -1;
+        for (fe_num *n = it->mean; n; n = n->next)
+            if (fold_num(P, n)) return -1;
+        for (fe_num *n = it->std; n; n = n->next)
+            if (fold_num(P, n)) return -1;
         if (fold_items(P, it->items)) return -1;
     }
     return 0;

@@ -40,7 +40,7 @@
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
- *   num       := [ '-' ] ( INT | NUMBER )
+ *   num       := [ '-' ] ( INT | NUMBER ) | IDENT                -- a constant
  *
  * Train values are checked in check.c, each error pointing at the value:
  * batch, eval batch, epochs, reference_batch > 0; lr values in [0, 1e6];
@@ -460,6 +460,7 @@ num
     : sint
     | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1.v); $$->text = $1.text; }
     | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2.v); $$->text = fe_negated(P, $2.text); }
+    | IDENT                             { $$ = fe_new_num_expr(P, fe_new_name(P, $1, L(@1))); } /* a constant */
     ;
 
 %%

@@ -15,6 +15,7 @@ cat >"$tmp/rep.net" <<'NET'
 const width = 16
 const layers = 3
 const std = 0.02 / sqrt(2 * layers)
+const wd = 0.0001
 input image[3, 8, 8]
 input label class(10)
 block mlp(x) {
@@ -29,6 +30,7 @@ network rep {
 train {
     batch 2 * 4
     epochs 1
+    optimizer sgd(momentum=0.9, wd=wd)
 }
 NET
 # Plans record the source's path and each node's line:col, so the
@@ -37,7 +39,7 @@ NET
 # calls are on the repeat's line (the block's nodes carry the block's
 # positions either way).
 mkdir -p "$tmp/edited" "$tmp/unrolled"
-sed 's/^const width = 16/const width = 24/; s/^const layers = 3/const layers = 2/' \
+sed 's/^const width = 16/const width = 24/; s/^const layers = 3/const layers = 2/; s/^const wd = 0.0001/const wd = 0.0003/' \
     "$tmp/rep.net" >"$tmp/edited/rep.net"
 sed 's/^    repeat layers { x = mlp(x) }/    x = mlp(x); x = mlp(x); x = mlp(x)/' \
     "$tmp/rep.net" >"$tmp/unrolled/rep.net"
@@ -50,10 +52,12 @@ plan() { # DIR PLAN [ARGS...]: dpc rep.net -o PLAN ARGS in DIR
 plan "$tmp" "$tmp/rep.plan"
 plan "$tmp/unrolled" "$tmp/unrolled.plan"
 check "repeat: the plan of the unrolled file" cmp -s "$tmp/rep.plan" "$tmp/unrolled.plan"
-plan "$tmp" "$tmp/set.plan" --set width=24 --set layers=2
+plan "$tmp" "$tmp/set.plan" --set width=24 --set layers=2 --set wd=0.0003
 plan "$tmp/edited" "$tmp/edited.plan"
 check "--set: the plan of the edited file" cmp -s "$tmp/set.plan" "$tmp/edited.plan"
 differ() { ! cmp -s "$1" "$2"; }
+"$dpc" "$tmp/rep.net" --set wd=0.0003 --set batch=1 --summary >/dev/null 2>"$tmp/err"
+check "--set of a name the train section cannot use" grep -q "no constant 'batch'" "$tmp/err"
 check "--set changes the plan" differ "$tmp/set.plan" "$tmp/rep.plan"
 
 "$dpc" "$tmp/rep.net" --set layers=2 --params >"$tmp/params" 2>&1
