@@ -275,6 +275,12 @@ static int fold_num(fe_program *P, fe_num *n) {
  * key=true|false (sgd(nesterov=flag)). */
 static int fold_kw(fe_program *P, fe_kw *k) {
     if (k->kind != FE_KW_NUM || !k->value->expr) return 0;
+    const fe_expr *e = k->value->expr;
+    if (!strcmp(k->key, "exclude") && !fe_find_const(P, e->name)) { /* exclude=bn */
+        ERR(P, e->loc, "argument 'exclude' takes a list of names in parentheses: exclude=(%s)",
+            e->name);
+        return -1;
+    }
     fe_scalar v;
     if (eval(P, k->value->expr, &v)) return -1;
     if (v.kind == FE_BOOL) {
