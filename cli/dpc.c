@@ -15,6 +15,7 @@
 typedef struct {
     dpc_options o;
     int list_passes, print_pipeline;
+    const char *sets[DPC_MAX_SETS]; /* o.sets */
 } dpc_args;
 
 #define AT(field)  offsetof(dpc_args, field)
@@ -25,6 +26,20 @@ static int store_batch(const arg_parser *p, const arg_spec *s, const char *v, vo
     if (base_parse_i64(v, &b) || b <= 0 || b > 1 << 20)
         return arg_fail(p->prog, "%s needs a positive integer, got: %s", s->name, v);
     ((dpc_args *)dst)->o.batch = (int)b;
+    return 0;
+}
+
+/* --set NAME=VALUE, repeatable: the frontend checks NAME and VALUE
+ * against the model's constants. */
+static int store_set(const arg_parser *p, const arg_spec *s, const char *v, void *dst) {
+    dpc_args *a = dst;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || !eq[1])
+        return arg_fail(p->prog, "%s takes NAME=VALUE, got: %s", s->name, v);
+    if (a->o.nsets == DPC_MAX_SETS)
+        return arg_fail(p->prog, "%s: at most %d of them", s->name, DPC_MAX_SETS);
+    a->sets[a->o.nsets++] = v;
+    a->o.sets = a->sets;
     return 0;
 }
 
@@ -103,6 +118,8 @@ static const arg_spec args[] = {
      "Graphviz of the final training graph", ARG_NEXT, NULL},
     {"--batch", "--batch N", ARG_CALL, 0, 0, 0, NULL,
      "override the per-device batch of the train section", ARG_NEXT, store_batch},
+    {"--set", "--set NAME=VALUE", ARG_CALL, 0, 0, 0, NULL,
+     "give the model's constant NAME this value (repeatable)", ARG_NEXT, store_set},
     {"--target", "--target cpu|cuda|all", ARG_CALL, 0, 0, 0, NULL,
      "kernel sources to emit (default all)", ARG_NEXT, store_target},
     {"--no-fuse", "--no-fuse", ARG_FLAG, OPT(no_fuse), 0, 0, NULL,

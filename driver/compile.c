@@ -586,9 +586,21 @@ static int inspect_pass(void *user, unsigned program, int index, const pass_info
 
 /* The frontend's two programs at the schedule's batches. */
 static int build(const dpc_options *o, dpc_plan *plan, int *defaults, char *err, size_t errlen) {
-    fe_program *prog = o->source
-                           ? fe_parse_string_err(o->model, o->source, o->source_len, err, errlen)
-                           : fe_parse_file_err(o->model, err, errlen);
+    fe_define defs[DPC_MAX_SETS];
+    for (int i = 0; i < o->nsets && i < DPC_MAX_SETS; i++) { /* NAME=VALUE, checked by dpc */
+        const char *eq = strchr(o->sets[i], '=');
+        size_t n = eq ? (size_t)(eq - o->sets[i]) : strlen(o->sets[i]);
+        char *name = malloc(n + 1);
+        BASE_CHECK_ALLOC(name);
+        memcpy(name, o->sets[i], n);
+        name[n] = 0;
+        defs[i] = (fe_define){name, eq ? eq + 1 : ""};
+    }
+    int nsets = o->nsets < DPC_MAX_SETS ? o->nsets : DPC_MAX_SETS;
+    fe_program *prog = o->source ? fe_parse_string_defs(o->model, o->source, o->source_len, defs,
+                                                        nsets, err, errlen)
+                                 : fe_parse_file_defs(o->model, defs, nsets, err, errlen);
+    for (int i = 0; i < nsets; i++) free((char *)defs[i].name);
     if (!prog) return -1;
     plan->schedule = *fe_train(prog);
     *defaults = !fe_has_train(prog);
@@ -700,6 +712,10 @@ int dpc_compile(const dpc_options *o, char *err, size_t errlen) {
     if (!o->model && !o->from_ir) return base_fail(err, errlen, "dpc: error: no model file");
     if (o->model && o->from_ir)
         return base_fail(err, errlen, "dpc: error: give a model or --from-ir FILE, not both");
+    if (o->from_ir && o->nsets)
+        return base_fail(err, errlen,
+                         "dpc: error: --set: the graph of --from-ir %s has its constants already",
+                         o->from_ir);
     if (o->from_ir && o->batch)
         return base_fail(err, errlen,
                          "dpc: error: --batch: the graph of --from-ir %s has its batch already",

@@ -30,22 +30,26 @@
  * driver/ and base/, asks about the passes through the functions below. */
 struct pass_pipeline;
 
+enum { DPC_MAX_SETS = 64 }; /* --set options in one command */
+
 typedef struct {
     const char *model;  /* the .net path: read, or named in messages */
     const char *source; /* its text (source_len bytes), or NULL to read model */
     size_t source_len;
-    const char *out;        /* -o: the plan file, or NULL */
-    const char *dot;        /* --dot: Graphviz of the final training graph, or NULL */
-    const char *emit_dir;   /* --emit-kernels: a kernel source per file, or NULL */
-    const char *target;     /* cpu | cuda | all (NULL: all): kernels emitted */
-    const char *precision;  /* fp32 | bf16 | tf32 (NULL: fp32) */
-    const char *conv;       /* im2col | library | auto (NULL: im2col): the conv pass's impl */
-    const char *dump_after; /* --dump-ir=PASS: "elaborate" or a pass_registry name */
-    const char *max_memory; /* a size (base_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
-    int dump_ir;            /* --dump-ir: the final training graph (or after dump_after) */
-    int summary, stats;     /* --summary, --stats */
-    int params;             /* --params: the parameter table (ir_params_table) */
-    int batch;              /* > 0: overrides the train section's batch */
+    const char *out;         /* -o: the plan file, or NULL */
+    const char *dot;         /* --dot: Graphviz of the final training graph, or NULL */
+    const char *emit_dir;    /* --emit-kernels: a kernel source per file, or NULL */
+    const char *target;      /* cpu | cuda | all (NULL: all): kernels emitted */
+    const char *precision;   /* fp32 | bf16 | tf32 (NULL: fp32) */
+    const char *conv;        /* im2col | library | auto (NULL: im2col): the conv pass's impl */
+    const char *dump_after;  /* --dump-ir=PASS: "elaborate" or a pass_registry name */
+    const char *max_memory;  /* a size (base_parse_size), NULL: FMT_MAX_MEMORY_DEFAULT */
+    int dump_ir;             /* --dump-ir: the final training graph (or after dump_after) */
+    int summary, stats;      /* --summary, --stats */
+    int params;              /* --params: the parameter table (ir_params_table) */
+    int batch;               /* > 0: overrides the train section's batch */
+    const char *const *sets; /* --set NAME=VALUE: the model's constants (nsets of them) */
+    int nsets;
     int no_fuse, no_memplan;
     int layout;       /* --layout: 1; --layout-report: 2 (pass_options.layout) */
     int sync_bn;      /* --sync-bn: lower's sync_bn=1, every BatchNorm synchronised */

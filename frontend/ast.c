@@ -161,6 +161,41 @@ fe_expr *fe_new_sum(fe_program *P, fe_arg *terms) {
     return with_args(P, fe_new_literal(P, FE_ADD, terms->next->key_loc, 0, 0), terms);
 }
 
+fe_expr *fe_new_product(fe_program *P, fe_arg *terms) {
+    if (!terms->next) return terms->value;
+    return with_args(P, fe_new_literal(P, FE_MUL, terms->next->key_loc, 0, 0), terms);
+}
+
+fe_expr *fe_new_neg(fe_program *P, fe_loc loc, fe_expr *e) {
+    if (e->kind == FE_INT || e->kind == FE_FLOAT) { /* `-3` stays the literal -3 */
+        e->i = -e->i;
+        e->f = -e->f;
+        if (e->text) e->text = e->text[0] == '-' ? e->text + 1 : fe_negated(P, e->text);
+        e->loc = loc;
+        return e;
+    }
+    fe_expr *n = fe_new_literal(P, FE_NEG, loc, 0, 0);
+    return with_args(P, n, fe_new_arg(P, NULL, loc, e));
+}
+
+fe_stmt *fe_new_repeat(fe_program *P, fe_loc loc, fe_expr *count, fe_stmt *body) {
+    fe_stmt *s = fe_new_stmt(P, NULL, loc, NULL);
+    s->count = count;
+    s->body = body;
+    s->depth = 1;
+    for (const fe_stmt *b = body; b; b = b->next)
+        if (b->depth + 1 > s->depth) s->depth = b->depth + 1;
+    if (s->depth <= FE_MAX_EXPR_DEPTH) return s;
+    fe_error(&P->diag, loc, "repeat nested too deeply (more than %d levels)", FE_MAX_EXPR_DEPTH);
+    return NULL;
+}
+
+fe_num *fe_new_num_expr(fe_program *P, fe_expr *e) {
+    fe_num *n = fe_new_num(P, e->loc, 0, 0, 0);
+    n->expr = e;
+    return n;
+}
+
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value) {
     fe_arg *a = fe_alloc(&P->arena, sizeof *a);
     a->key = key;
@@ -274,6 +309,14 @@ void fe_add_block(fe_program *P, const char *name, fe_loc loc, fe_ident *params,
     b->body = body;
     b->ret = ret;
     APPEND_TAIL(P, blocks, b);
+}
+
+void fe_add_const(fe_program *P, const char *name, fe_loc loc, fe_expr *value) {
+    fe_const *c = fe_alloc(&P->arena, sizeof *c);
+    c->name = name;
+    c->loc = loc;
+    c->value = value;
+    APPEND_TAIL(P, consts, c);
 }
 
 void fe_add_network(fe_program *P, const char *name, fe_loc loc, fe_stmt *body) {

@@ -90,7 +90,11 @@ void fe_int_hint(int is_float, double f, char *buf, size_t n);
 
 /* ---- expressions -------------------------------------------------------- */
 
-typedef enum { FE_INT, FE_FLOAT, FE_BOOL, FE_NAME, FE_CALL, FE_ADD } fe_expr_kind;
+/* FE_ADD and FE_MUL are chains, their terms in args, each arg's op the
+ * operator before it ('+' '-', or '*' '/' and 'F' for `//`; the first's 0):
+ * a long sum is one level deep. FE_NEG is unary minus on anything but a
+ * literal (`-3` is the literal -3). */
+typedef enum { FE_INT, FE_FLOAT, FE_BOOL, FE_NAME, FE_CALL, FE_ADD, FE_MUL, FE_NEG } fe_expr_kind;
 
 typedef struct fe_expr fe_expr;
 typedef struct fe_block fe_block;
@@ -102,6 +106,7 @@ typedef struct fe_arg {
     fe_loc key_loc;
     fe_expr *value;
     int slot; /* parameter index, set by the checker */
+    int op;   /* FE_ADD / FE_MUL terms: the operator before this one */
 } fe_arg;
 
 struct fe_expr {
@@ -118,13 +123,18 @@ struct fe_expr {
     /* resolved by the checker: exactly one is set for a call */
     const fe_opdef *op;
     const fe_block *block;
+    int sqrt; /* the scalar function sqrt(n) */
 };
 
+/* `name = value`, or with count set `repeat count { body }` (name NULL). */
 typedef struct fe_stmt {
     struct fe_stmt *next;
     const char *name;
     fe_loc loc;
     fe_expr *value;
+    fe_expr *count;
+    struct fe_stmt *body;
+    int depth; /* repeats nested in it, itself included */
 } fe_stmt;
 
 typedef struct fe_ident {
@@ -153,6 +163,7 @@ typedef struct fe_num {
     int64_t i;
     double f;
     const char *text; /* a float as written, for messages */
+    fe_expr *expr;    /* written as an expression: consts.c sets the rest */
 } fe_num;
 
 typedef struct fe_input {
@@ -163,6 +174,19 @@ typedef struct fe_input {
     fe_num *classes; /* label class(10); NULL for a tensor input */
     int integer;     /* tokens int[T]: i32 ids with dims */
 } fe_input;
+
+/* `const NAME = value`: its value once evaluated (consts.c), a --set
+ * applied. kind is FE_INT, FE_FLOAT or FE_BOOL. */
+typedef struct fe_const {
+    struct fe_const *next;
+    const char *name;
+    fe_loc loc;
+    fe_expr *value;
+    fe_expr_kind kind;
+    int64_t i;
+    double f;
+    const char *text; /* FE_FLOAT as written (a literal or the --set), else NULL */
+} fe_const;
 
 typedef struct fe_network {
     struct fe_network *next;
@@ -243,8 +267,12 @@ struct fe_program {
     fe_block *blocks, *blocks_last;
     fe_network *networks, *networks_last; /* exactly one after checking */
     fe_train_sec *trains, *trains_last;   /* at most one after checking */
-    ir_train train;                       /* defaults + the train section, validated */
-    int zero_init_residual;               /* the train section's switch (elab.c's batchnorm) */
+    fe_const *consts, *consts_last;
+    fe_map const_map;      /* name -> fe_const, after fe_check_consts */
+    const fe_define *defs; /* --set NAME=VALUE, applied by fe_check_consts */
+    int ndefs;
+    ir_train train;         /* defaults + the train section, validated */
+    int zero_init_residual; /* the train section's switch (elab.c's batchnorm) */
     /* lexer state */
     int line, col;  /* position of the next character */
     fe_loc end;     /* just past the last token: where EOF is reported */
@@ -267,6 +295,15 @@ fe_expr *fe_new_call(fe_program *P, const char *name, fe_loc loc, fe_arg *args);
 /* `a + b + c` from its terms (args with no key); a lone term is returned
  * as it is. */
 fe_expr *fe_new_sum(fe_program *P, fe_arg *terms);
+/* The same for a product `a * b / c`. */
+fe_expr *fe_new_product(fe_program *P, fe_arg *terms);
+/* -e: a negated literal when e is one, else FE_NEG. */
+fe_expr *fe_new_neg(fe_program *P, fe_loc loc, fe_expr *e);
+/* `repeat count { body }`; NULL after an error (nested too deeply). */
+fe_stmt *fe_new_repeat(fe_program *P, fe_loc loc, fe_expr *count, fe_stmt *body);
+/* A number written as an expression (input dims, train items). */
+fe_num *fe_new_num_expr(fe_program *P, fe_expr *e);
+void fe_add_const(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value);
 fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
 fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc);
@@ -325,6 +362,7 @@ typedef enum {
     FE_OP_SOFTMAX,
     FE_OP_EMBEDDING,
     FE_OP_MATMUL,
+    FE_OP_SUB,
 } fe_op_id;
 
 struct fe_opdef {
@@ -340,6 +378,33 @@ const fe_opdef *fe_find_op(const char *name); /* NULL when not built in */
 int fe_word_arg(const fe_opdef *op, int slot, const fe_expr *arg, char *msg, size_t n);
 /* The built-in operator nearest a misspelled name (base_near_try), or NULL. */
 const char *fe_nearest_op(const char *name);
+
+/* ---- constants and scalar arithmetic (consts.c) ------------------------------- */
+
+/* A scalar: kind FE_INT, FE_FLOAT or FE_BOOL; text as fe_const's. */
+typedef struct {
+    fe_expr_kind kind;
+    int64_t i;
+    double f;
+    const char *text;
+} fe_scalar;
+
+/* a op b into *a, op '+' '-' '*' '/' or 'F' (`//`): integers exactly
+ * (overflow and division by zero refused), `/` and a number on either
+ * side give a number; booleans take no arithmetic. -1 with the message in
+ * err. */
+int fe_scalar_op(int op, fe_scalar *a, const fe_scalar *b, char *err, size_t n);
+/* -a, sqrt(a): the same. */
+int fe_scalar_neg(fe_scalar *a, char *err, size_t n);
+int fe_scalar_sqrt(fe_scalar *a, char *err, size_t n);
+/* The constants in order, each --set applied, then every fe_num written
+ * as an expression; names checked against inputs, blocks and operators.
+ * Runs first in fe_check. 0 when fine. */
+int fe_check_consts(fe_program *P);
+/* A computed number as text that reads as one: 2.0, not 2. */
+const char *fe_float_text(double f, char *buf, size_t n);
+/* The constant called name, or NULL. */
+const fe_const *fe_find_const(const fe_program *P, const char *name);
 
 /* Semantic checks after a successful parse; 0 when the program is fine. */
 int fe_check(fe_program *P);

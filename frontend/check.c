@@ -75,7 +75,7 @@ static int check_block_headers(checker *C) {
     for (fe_block *b = C->P->blocks; b; b = b->next) {
         fe_block *prev = fe_map_get(&C->blocks, b->name);
         if (prev) return duplicate(C, "block", b->name, b->loc, prev->loc);
-        if (fe_find_op(b->name)) {
+        if (fe_find_op(b->name) || !strcmp(b->name, "sqrt")) {
             ERR(C, b->loc, "block '%s' has the name of a built-in operator", b->name);
             return -1;
         }
@@ -141,6 +141,14 @@ static const char *param_name(const fe_expr *call, int slot) {
 /* Binds arguments to parameters like Python: positional first, then
  * keywords, each parameter at most once, every required one present. */
 static int check_call(checker *C, scope *S, fe_expr *e) {
+    if (!strcmp(e->name, "sqrt")) { /* the one scalar function */
+        if (e->nargs != 1 || e->args->key) {
+            ERR(C, e->loc, "sqrt takes one positional argument, got %d", e->nargs);
+            return -1;
+        }
+        e->sqrt = 1;
+        return check_expr(C, S, e->args->value);
+    }
     e->block = fe_map_get(&C->blocks, e->name);
     if (!e->block) e->op = fe_find_op(e->name);
     if (!e->block && !e->op) {
@@ -218,10 +226,14 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
     case FE_FLOAT:
     case FE_BOOL: return 0;
     case FE_NAME:
-        if (fe_map_get(&S->names, e->name) || fe_map_get(&C->inputs, e->name)) return 0;
+        if (fe_map_get(&S->names, e->name) || fe_map_get(&C->inputs, e->name) ||
+            fe_find_const(C->P, e->name))
+            return 0;
         ERR(C, e->loc, "unknown name '%s'", e->name);
         return -1;
     case FE_ADD:
+    case FE_MUL:
+    case FE_NEG:
         for (fe_arg *a = e->args; a; a = a->next)
             if (check_expr(C, S, a->value)) return -1;
         return 0;
@@ -230,9 +242,19 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
     return 0;
 }
 
+/* A repeat's body runs in the enclosing scope: its names are defined
+ * after it (elaboration reports one read when the count was 0). */
 static int check_stmts(checker *C, scope *S, fe_stmt *body) {
     for (fe_stmt *s = body; s; s = s->next) {
+        if (s->count) {
+            if (check_expr(C, S, s->count) || check_stmts(C, S, s->body)) return -1;
+            continue;
+        }
         if (check_expr(C, S, s->value)) return -1;
+        if (!fe_map_get(&S->names, s->name) && fe_find_const(C->P, s->name)) {
+            ERR(C, s->loc, "cannot assign to constant '%s'", s->name);
+            return -1;
+        }
         if (!fe_map_get(&S->names, s->name) && fe_map_get(&C->inputs, s->name)) {
             ERR(C, s->loc, "cannot assign to input '%s'", s->name);
             return -1;
@@ -275,10 +297,10 @@ typedef struct {
 static int visit_block(dfs_state *D, fe_block *b);
 
 static int visit_expr(dfs_state *D, const fe_expr *e) {
-    if (e->kind != FE_CALL && e->kind != FE_ADD) return 0;
+    if (e->kind != FE_CALL && e->kind != FE_ADD && e->kind != FE_MUL && e->kind != FE_NEG) return 0;
     for (const fe_arg *a = e->args; a; a = a->next)
         if (visit_expr(D, a->value)) return -1;
-    if (e->kind == FE_ADD || !e->block) return 0;
+    if (e->kind != FE_CALL || !e->block) return 0;
     fe_block *callee = (fe_block *)e->block;
     if (callee->mark == 1) {
         if (callee == D->path[D->depth - 1]) {
@@ -307,11 +329,17 @@ static int visit_expr(dfs_state *D, const fe_expr *e) {
     return 0;
 }
 
+static int visit_stmts(dfs_state *D, const fe_stmt *body) {
+    for (const fe_stmt *s = body; s; s = s->next)
+        if (s->count ? visit_expr(D, s->count) || visit_stmts(D, s->body) : visit_expr(D, s->value))
+            return -1;
+    return 0;
+}
+
 static int visit_block(dfs_state *D, fe_block *b) {
     b->mark = 1;
     D->path[D->depth++] = b;
-    for (const fe_stmt *s = b->body; s; s = s->next)
-        if (visit_expr(D, s->value)) return -1;
+    if (visit_stmts(D, b->body)) return -1;
     if (visit_expr(D, b->ret)) return -1;
     D->depth--;
     b->mark = 2;
@@ -715,78 +743,8 @@ static int check_train(checker *C) {
 
 int fe_check(fe_program *P) {
     checker C = {P, {0}, {0}};
-    if (check_inputs(&C) || check_block_headers(&C) || check_sections(&C) || check_bodies(&C) ||
-        check_recursion(&C) || check_train(&C))
+    if (fe_check_consts(P) || check_inputs(&C) || check_block_headers(&C) || check_sections(&C) ||
+        check_bodies(&C) || check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
-}
-
-/* ---- the elaborated graph -------------------------------------------------- */
-
-/* The graph with its train section, as every graph is checked
- * (ir/validate.h): an input no data fills, say, at the input's position. */
-static int check_valid(fe_program *P, const ir_graph *g) {
-    ir_where w;
-    char why[512];
-    if (!ir_validate(&P->train, g, NULL, &w, why, sizeof why)) return 0;
-    fe_loc at = {0, 0};
-    if (w.node >= 0)
-        at = (fe_loc){g->nodes[w.node].line, g->nodes[w.node].col};
-    else if (P->trains)
-        at = P->trains->loc;
-    fe_error(&P->diag, at, "%s", why);
-    return -1;
-}
-
-/* A parameter that does not reach the loss gets no gradient (autodiff
- * refuses it); say where it was made and which of the user's names it
- * feeds, the first named statement computed from it. */
-static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
-    int loss = ir_loss_node(g);
-    if (loss < 0) return 0; /* mark_loss reported it */
-    memset(mark, 0, (size_t)g->n);
-    mark[loss] = 1;
-    for (int i = loss; i >= 0; i--)
-        if (mark[i])
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
-    for (int p = 0; p < g->n; p++) {
-        const ir_node *n = &g->nodes[p];
-        if (n->op != IR_OP_PARAM || mark[p]) continue;
-        /* mark[] now: computed from p */
-        memset(mark, 0, (size_t)g->n);
-        mark[p] = 1;
-        /* The user's names: the network's statements (elaboration labels
-         * other nodes too, "dense0", "side0.add", for --summary). */
-        fe_arena tmp = {0};
-        fe_map stmts = {0};
-        for (const fe_stmt *s = P->networks->body; s; s = s->next)
-            fe_map_put(&tmp, &stmts, s->name, (void *)s);
-        const char *feeds = NULL;
-        for (int i = p + 1; i < g->n && !feeds; i++) {
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
-            if (mark[i] && fe_map_get(&stmts, g->nodes[i].name)) feeds = g->nodes[i].name;
-        }
-        if (feeds)
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: it feeds '%s', which 'loss' does "
-                     "not use",
-                     n->name, feeds);
-        else
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: the result of this call is never "
-                     "used",
-                     n->name);
-        fe_arena_free(&tmp);
-        return -1;
-    }
-    return 0;
-}
-
-int fe_check_graph(fe_program *P, const ir_graph *g) {
-    unsigned char *mark = calloc((size_t)g->n + 1, 1);
-    BASE_CHECK_ALLOC(mark);
-    int rc = check_valid(P, g);
-    if (!rc) rc = check_reach(P, g, mark);
-    free(mark);
-    return rc;
 }

@@ -13,6 +13,7 @@
  * is what the two share).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,7 @@ static const fe_opdef ops[] = {
     {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
     {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
     {"matmul", FE_OP_MATMUL, 2, {TENSOR("a"), TENSOR("b")}},
+    {"sub", FE_OP_SUB, 2, {TENSOR("a"), TENSOR("b")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -113,10 +115,7 @@ static const char *describe(const value *v, char *buf, size_t n) {
     switch (v->kind) {
     case V_TENSOR: return "a tensor";
     case V_INT: snprintf(buf, n, "%" PRId64, v->i); return buf;
-    case V_FLOAT:
-        if (v->text) return v->text;
-        snprintf(buf, n, "%g", v->f);
-        return buf;
+    case V_FLOAT: return v->text ? v->text : fe_float_text(v->f, buf, n);
     case V_BOOL: return v->i ? "true" : "false";
     }
     return "?";
@@ -256,6 +255,11 @@ static int coerce(elab *E, scope *S, const fe_opdef *op, int slot, value *v, fe_
                        spec->name, op->name, FE_MAX_SIZE, v->i);
         return -1;
     }
+    if (spec->kind == FE_ARG_FLOAT && !isfinite((float)v->f)) { /* computed: 1e30 * 1e30 */
+        elab_error(E, S, loc, "argument '%s' of '%s' is too large for a 32-bit float, got %g",
+                   spec->name, op->name, v->f);
+        return -1;
+    }
     if (spec->kind == FE_ARG_FLOAT && !(v->f > 0) && !strcmp(spec->name, "eps")) {
         elab_error(E, S, loc, "argument 'eps' of '%s' must be positive, got %g", op->name, v->f);
         return -1;
@@ -317,6 +321,7 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
 /* ---- blocks, statements, expressions ---------------------------------------------- */
 
 static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top);
+_Static_assert(FE_MAX_CALLS == 65536, "the repeat count's message");
 
 static int call_block(elab *E, scope *S, const fe_expr *e, value *out) {
     const fe_block *b = e->block;
@@ -358,7 +363,13 @@ static int call_block(elab *E, scope *S, const fe_expr *e, value *out) {
 static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
     const value *v = fe_map_get(&S->vars, e->name);
     if (!v) v = fe_map_get(&E->inputs, e->name);
-    if (!v) { /* the checker resolves every name */
+    const fe_const *c = v ? NULL : fe_find_const(E->P, e->name);
+    if (c) {
+        static const vkind kinds[] = {[FE_INT] = V_INT, [FE_FLOAT] = V_FLOAT, [FE_BOOL] = V_BOOL};
+        *out = (value){kinds[c->kind], -1, c->i, c->f, c->text};
+        return 0;
+    }
+    if (!v) { /* the checker resolves every name; a repeat of 0 may skip one */
         elab_error(E, S, e->loc, "unknown name '%s'", e->name);
         return -1;
     }
@@ -366,40 +377,131 @@ static int lookup(elab *E, const scope *S, const fe_expr *e, value *out) {
     return 0;
 }
 
-/* a + b at the '+' written at loc, into *a. */
-static int add2(elab *E, scope *S, fe_loc loc, value *a, const value *b) {
-    if (a->kind == V_TENSOR && b->kind == V_TENSOR) {
-        int id = elab_node(E, S, loc, IR_OP_ADD, (int[]){a->node, b->node}, 2, NULL, NULL);
-        if (id < 0) return -1;
-        *a = (value){V_TENSOR, id, 0, 0, NULL};
-        return 0;
-    }
-    if (a->kind == V_INT && b->kind == V_INT) {
-        if ((b->i > 0 && a->i > INT64_MAX - b->i) || (b->i < 0 && a->i < INT64_MIN - b->i)) {
-            elab_error(E, S, loc, "integer overflow in '+'");
-            return -1;
-        }
-        a->i += b->i;
-        return 0;
-    }
-    if ((a->kind == V_INT || a->kind == V_FLOAT) && (b->kind == V_INT || b->kind == V_FLOAT)) {
-        double x = a->kind == V_INT ? (double)a->i : a->f,
-               y = b->kind == V_INT ? (double)b->i : b->f;
-        *a = (value){V_FLOAT, -1, 0, x + y, NULL};
-        return 0;
-    }
-    elab_error(E, S, loc, "cannot add %s and %s", elab_kind_name(a->kind), elab_kind_name(b->kind));
-    return -1;
+/* ---- arithmetic ------------------------------------------------------------------ */
+
+static int to_scalar(const value *v, fe_scalar *s) {
+    static const fe_expr_kind kinds[] = {
+        [V_INT] = FE_INT, [V_FLOAT] = FE_FLOAT, [V_BOOL] = FE_BOOL};
+    *s = (fe_scalar){kinds[v->kind], v->i, v->f, v->text};
+    return 0;
 }
 
-/* Terms left to right, folded as they come: ((a + b) + c) + ... */
-static int eval_add(elab *E, scope *S, const fe_expr *e, value *out) {
+static void from_scalar(const fe_scalar *s, value *v) {
+    *v = (value){s->kind == FE_INT     ? V_INT
+                 : s->kind == FE_FLOAT ? V_FLOAT
+                                       : V_BOOL,
+                 -1, s->i, s->f, s->text};
+}
+
+/* A tensor op with a scalar (mul_const, add_const c) into *out. */
+static int with_const(elab *E, scope *S, fe_loc loc, ir_op op, int x, double c, value *out) {
+    if (!isfinite((float)c)) { /* the kernels compute in float */
+        elab_error(E, S, loc, "%g is too large for a 32-bit float", c);
+        return -1;
+    }
+    int id = elab_node(E, S, loc, op, &x, 1, NULL, &c);
+    if (id < 0) return -1;
+    *out = (value){V_TENSOR, id, 0, 0, NULL};
+    return 0;
+}
+
+/* A tensor with a tensor: t + u, t - u, t * u (as mul(t, u)). */
+static int tensors(elab *E, scope *S, fe_loc loc, int op, value *a, const value *b) {
+    int in[2] = {a->node, b->node}, id = -1;
+    if (op == '+' || op == '-')
+        id = elab_node(E, S, loc, op == '+' ? IR_OP_ADD : IR_OP_SUB, in, 2, NULL, NULL);
+    else if (op == '*')
+        id = elab_mul(E, S, loc, in[0], in[1]);
+    else
+        elab_error(E, S, loc,
+                   "cannot divide a tensor by a tensor ('%s' takes a number on the right)",
+                   op == '/' ? "/" : "//");
+    if (id < 0) return -1;
+    *a = (value){V_TENSOR, id, 0, 0, NULL};
+    return 0;
+}
+
+/* a op b at the operator written at loc, into *a: scalars by fe_scalar_op,
+ * a tensor with a number as mul_const / add_const. */
+static int binop(elab *E, scope *S, fe_loc loc, int op, value *a, const value *b) {
+    static const char *const verb[128] = {
+        ['+'] = "add", ['-'] = "subtract", ['*'] = "multiply", ['/'] = "divide", ['F'] = "floor-divide"};
+    char err[160];
+    if (a->kind != V_TENSOR && b->kind != V_TENSOR) {
+        fe_scalar x, y;
+        to_scalar(a, &x), to_scalar(b, &y);
+        if (fe_scalar_op(op, &x, &y, err, sizeof err)) {
+            elab_error(E, S, loc, "%s", err);
+            return -1;
+        }
+        from_scalar(&x, a);
+        return 0;
+    }
+    if (a->kind == V_BOOL || b->kind == V_BOOL || op == 'F') {
+        elab_error(E, S, loc, "cannot %s %s and %s", verb[op], elab_kind_name(a->kind),
+                   elab_kind_name(b->kind));
+        return -1;
+    }
+    if (a->kind == V_TENSOR && b->kind == V_TENSOR) return tensors(E, S, loc, op, a, b);
+    int t = a->kind == V_TENSOR ? a->node : b->node;
+    const value *n = a->kind == V_TENSOR ? b : a;
+    double c = n->kind == V_INT ? (double)n->i : n->f;
+    if (op == '/' && a->kind != V_TENSOR) {
+        elab_error(E, S, loc, "cannot divide a number by a tensor");
+        return -1;
+    }
+    if (op == '/' && c == 0) {
+        elab_error(E, S, loc, "division by zero in '/'");
+        return -1;
+    }
+    if (op == '-' && a->kind != V_TENSOR) /* c - t = (-t) + c */
+        return with_const(E, S, loc, IR_OP_MUL_CONST, t, -1, a) ||
+               with_const(E, S, loc, IR_OP_ADD_CONST, a->node, c, a);
+    if (op == '+' || op == '-')
+        return with_const(E, S, loc, IR_OP_ADD_CONST, t, op == '-' ? -c : c, a);
+    return with_const(E, S, loc, IR_OP_MUL_CONST, t, op == '/' ? 1 / c : c, a);
+}
+
+/* Terms left to right, folded as they come: ((a + b) - c) + ... */
+static int eval_chain(elab *E, scope *S, const fe_expr *e, value *out) {
     const fe_arg *t = e->args;
     if (eval(E, S, t->value, out)) return -1;
     for (t = t->next; t; t = t->next) {
         value b;
-        if (eval(E, S, t->value, &b) || add2(E, S, t->key_loc, out, &b)) return -1;
+        if (eval(E, S, t->value, &b) || binop(E, S, t->key_loc, t->op, out, &b)) return -1;
     }
+    return 0;
+}
+
+/* -x: a tensor times -1, a scalar negated. */
+static int eval_neg(elab *E, scope *S, const fe_expr *e, value *out) {
+    if (eval(E, S, e->args->value, out)) return -1;
+    if (out->kind == V_TENSOR) return with_const(E, S, e->loc, IR_OP_MUL_CONST, out->node, -1, out);
+    fe_scalar x;
+    char err[160];
+    to_scalar(out, &x);
+    if (fe_scalar_neg(&x, err, sizeof err)) {
+        elab_error(E, S, e->loc, "%s", err);
+        return -1;
+    }
+    from_scalar(&x, out);
+    return 0;
+}
+
+static int eval_sqrt(elab *E, scope *S, const fe_expr *e, value *out) {
+    if (eval(E, S, e->args->value, out)) return -1;
+    fe_scalar x;
+    char err[160];
+    if (out->kind == V_TENSOR) {
+        elab_error(E, S, e->loc, "sqrt takes a number, not a tensor");
+        return -1;
+    }
+    to_scalar(out, &x);
+    if (fe_scalar_sqrt(&x, err, sizeof err)) {
+        elab_error(E, S, e->loc, "%s", err);
+        return -1;
+    }
+    from_scalar(&x, out);
     return 0;
 }
 
@@ -414,14 +516,52 @@ static int eval(elab *E, scope *S, const fe_expr *e, value *out) {
     case FE_FLOAT: *out = (value){V_FLOAT, -1, 0, e->f, e->text}; return 0;
     case FE_BOOL: *out = (value){V_BOOL, -1, e->i, 0, NULL}; return 0;
     case FE_NAME: return lookup(E, S, e, out);
-    case FE_ADD: return eval_add(E, S, e, out);
-    case FE_CALL: return e->block ? call_block(E, S, e, out) : call_op(E, S, e, out);
+    case FE_ADD:
+    case FE_MUL: return eval_chain(E, S, e, out);
+    case FE_NEG: return eval_neg(E, S, e, out);
+    case FE_CALL:
+        if (e->sqrt) return eval_sqrt(E, S, e, out);
+        return e->block ? call_block(E, S, e, out) : call_op(E, S, e, out);
     }
     return -1;
 }
 
+static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top);
+_Static_assert(FE_MAX_CALLS == 65536, "the repeat count's message");
+
+/* `repeat n { body }`: the body n times in this scope, as if written out
+ * n times (so its calls number on: block0, block1, ...). */
+static int exec_repeat(elab *E, scope *S, const fe_stmt *s, int top) {
+    value n;
+    char buf[48];
+    if (eval(E, S, s->count, &n)) return -1;
+    if (n.kind != V_INT) {
+        elab_error(E, S, s->count->loc, "repeat count must be an integer, got %s",
+                   describe(&n, buf, sizeof buf));
+        return -1;
+    }
+    if (n.i < 0 || n.i > FE_MAX_CALLS) {
+        elab_error(E, S, s->count->loc, "repeat count must %s, got %" PRId64,
+                   n.i < 0 ? "not be negative" : "be at most 65536", n.i);
+        return -1;
+    }
+    for (int64_t k = 0; k < n.i; k++) {
+        if (++E->steps > FE_MAX_STEPS) {
+            elab_error(E, S, s->loc, "network too large (more than %d expressions to evaluate)",
+                       FE_MAX_STEPS);
+            return -1;
+        }
+        if (exec_stmts(E, S, s->body, top)) return -1;
+    }
+    return 0;
+}
+
 static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
     for (const fe_stmt *s = body; s; s = s->next) {
+        if (s->count) {
+            if (exec_repeat(E, S, s, top)) return -1;
+            continue;
+        }
         value *v = fe_alloc(&E->tmp, sizeof *v);
         if (eval(E, S, s->value, v)) return -1;
         fe_map_put(&E->tmp, &S->vars, s->name, v);
@@ -455,15 +595,23 @@ static int add_inputs(elab *E) {
     return 0;
 }
 
+/* The last statement assigning `loss`, in repeats too. */
+static const fe_stmt *last_loss(const fe_stmt *body) {
+    const fe_stmt *last = NULL;
+    for (const fe_stmt *s = body; s; s = s->next) {
+        const fe_stmt *in = s->count ? last_loss(s->body) : NULL;
+        if (in || (!s->count && !strcmp(s->name, "loss"))) last = in ? in : s;
+    }
+    return last;
+}
+
 /* `loss` must come from softmax_cross_entropy: autodiff starts there and
  * the runtime reads its logits, as the eval program's tensor named
  * "logits" (runtime/train/setup.c), so its first argument must be the
  * statement `logits`. */
 static int mark_loss(elab *E, scope *top) {
     const fe_network *net = E->P->networks;
-    const fe_stmt *last = NULL;
-    for (const fe_stmt *s = net->body; s; s = s->next)
-        if (!strcmp(s->name, "loss")) last = s;
+    const fe_stmt *last = last_loss(net->body);
     const value *v = fe_map_get(&top->vars, "loss");
     if (!v || !last) {
         fe_error(&E->diag, net->loc, "network '%s' does not assign 'loss'", net->name);

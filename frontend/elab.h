@@ -64,6 +64,8 @@ int elab_param(elab *E, const scope *S, fe_loc loc, const char *inst, const char
 static inline const ir_type *elab_type(elab *E, const value *v) {
     return &E->g->nodes[v->node].type;
 }
+/* x * y as mul(x, y) (build.c): the node's id, or -1. */
+int elab_mul(elab *E, const scope *S, fe_loc loc, int x, int y);
 /* The nodes of one operator call (build.c): the result's id, or -1. */
 int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc);
 

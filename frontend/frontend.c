@@ -43,6 +43,11 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len) {
 
 fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err,
                                 size_t errlen) {
+    return fe_parse_string_defs(path, src, len, NULL, 0, err, errlen);
+}
+
+fe_program *fe_parse_string_defs(const char *path, const char *src, size_t len,
+                                 const fe_define *defs, int ndefs, char *err, size_t errlen) {
     fe_program *P = calloc(1, sizeof *P);
     BASE_CHECK_ALLOC(P);
     size_t plen = strlen(path);
@@ -50,6 +55,8 @@ fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, c
     P->diag.path = P->path;
     P->diag.msg = err;
     P->diag.msglen = errlen;
+    P->defs = defs;
+    P->ndefs = ndefs;
     fe_loc start = {1, 1};
     if (len == 0 || !src) {
         fe_error(&P->diag, start, "empty file");
@@ -71,6 +78,11 @@ fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, c
 fe_program *fe_parse_file(const char *path) { return fe_parse_file_err(path, NULL, 0); }
 
 fe_program *fe_parse_file_err(const char *path, char *errbuf, size_t errlen) {
+    return fe_parse_file_defs(path, NULL, 0, errbuf, errlen);
+}
+
+fe_program *fe_parse_file_defs(const char *path, const fe_define *defs, int ndefs, char *errbuf,
+                               size_t errlen) {
     fe_diag d = {path, 0, errbuf, errlen}; /* for the read errors */
     /* A regular file of at most MAX_SOURCE bytes: a FIFO or a device is
      * refused at once rather than read (or waited on) forever. */
@@ -83,7 +95,7 @@ fe_program *fe_parse_file_err(const char *path, char *errbuf, size_t errlen) {
                  !strncmp(why, path, n) && !strncmp(why + n, ": ", 2) ? why + n + 2 : why);
         return NULL;
     }
-    fe_program *p = fe_parse_string_err(path, buf, len, errbuf, errlen);
+    fe_program *p = fe_parse_string_defs(path, buf, len, defs, ndefs, errbuf, errlen);
     free(buf);
     return p;
 }

@@ -34,6 +34,15 @@ fe_program *fe_parse_string(const char *path, const char *src, size_t len);
 fe_program *fe_parse_file_err(const char *path, char *err, size_t errlen);
 fe_program *fe_parse_string_err(const char *path, const char *src, size_t len, char *err,
                                 size_t errlen);
+/* With --set NAME=VALUE overrides of the file's constants (n of them):
+ * each must name a declared constant and be of its kind. */
+typedef struct {
+    const char *name, *value;
+} fe_define;
+fe_program *fe_parse_file_defs(const char *path, const fe_define *defs, int n, char *err,
+                               size_t errlen);
+fe_program *fe_parse_string_defs(const char *path, const char *src, size_t len,
+                                 const fe_define *defs, int n, char *err, size_t errlen);
 void fe_free(fe_program *p);
 
 /* Name of the `network` (e.g. "resnet18_v1"). */

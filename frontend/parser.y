@@ -5,37 +5,42 @@
  * never required. Identifiers are [A-Za-z_][A-Za-z0-9_]*; integers are
  * decimal; numbers have a '.' or an exponent (0.9, 1e-5, 2.).
  *
- *   program   := { input | block | network | train | ';' }
- *   input     := 'input' IDENT '[' INT { ',' INT } ']'       -- 1 to 3 dims
- *              | 'input' IDENT 'class' '(' INT ')'           -- class labels
- *              | 'input' IDENT 'int' '[' INT { ',' INT } ']' -- integer ids
+ *   program   := { input | block | network | train | const | ';' }
+ *   const     := 'const' ( IDENT | 'block' ) '=' expr       -- consts.c
+ *   input     := 'input' IDENT '[' expr { ',' expr } ']'     -- 1 to 3 dims
+ *              | 'input' IDENT 'class' '(' expr ')'          -- class labels
+ *              | 'input' IDENT 'int' '[' expr { ',' expr } ']' -- integer ids
  *   block     := 'block' IDENT '(' [ IDENT { ',' IDENT } ] ')'
- *                '{' { assign | ';' } [ 'return' expr { ';' } ] '}'
- *   network   := 'network' IDENT '{' { assign | ';' } '}'
+ *                '{' stmts [ 'return' expr { ';' } ] '}'
+ *   network   := 'network' IDENT '{' stmts '}'
+ *   stmts     := { assign | repeat | ';' }
  *   assign    := IDENT '=' expr
- *   expr      := term { '+' term }
- *   term      := INT | NUMBER | '-' INT | '-' NUMBER | 'true' | 'false'
- *              | IDENT | IDENT '(' [ arg { ',' arg } ] ')'
+ *   repeat    := 'repeat' expr '{' stmts '}'
+ *   expr      := product { ( '+' | '-' ) product }           -- Python's precedence
+ *   product   := unary { ( '*' | '/' | '//' ) unary }
+ *   unary     := '-' unary | term                            -- `-3`: the literal -3
+ *   term      := INT | NUMBER | 'true' | 'false' | IDENT | 'block'
+ *              | IDENT '(' [ arg { ',' arg } ] ')' | '(' expr ')'
  *   arg       := expr | IDENT '=' expr                       -- keyword arg
  *
  *   train     := 'train' '{' { titem | ';' } '}'
- *   titem     := 'batch' INT [ 'per' 'device' ]
- *              | 'epochs' INT
+ *   titem     := 'batch' expr [ 'per' 'device' ]             -- exprs: consts.c folds them
+ *              | 'epochs' expr
  *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
  *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
  *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
  *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
- *              | 'warmup' INT 'epochs'
+ *              | 'warmup' expr 'epochs'
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
- *              | 'eval' 'batch' INT
+ *              | 'eval' 'batch' expr
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
- *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
- *              | 'resize' INT                                -- imagefolder only
+ *   ditem     := 'pad' expr | 'random_crop' expr | 'random_mirror'
+ *              | 'resize' expr                               -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
- *   num       := [ '-' ] ( INT | NUMBER )
+ *   num       := [ '-' ] ( INT | NUMBER ) | IDENT                -- a constant
  *
  * Train values are checked in check.c, each error pointing at the value:
  * batch, eval batch, epochs, reference_batch > 0; lr values in [0, 1e6];
@@ -44,7 +49,8 @@
  * random_crop and resize 1..4096; three means and three stds > 0. Each item at most
  * once per section; omitted items keep ir_train_defaults().
  *
- * Keywords: input class block network train return true false. Inside the
+ * Keywords: input class block network train return true false const
+ * repeat. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
  * std resize zero_init_residual — elsewhere these are ordinary names (a variable may be called
@@ -57,8 +63,10 @@
  * call blocks defined anywhere in the file but not themselves, directly or
  * not; arguments bind like Python's (positional, then keywords, each
  * parameter once, block parameters all required); values are tensors,
- * integers, numbers and booleans, `+` adds two tensors (ADD) or two
- * numbers; the network must assign `loss`, and its last value must come
+ * integers, numbers and booleans, with Python's arithmetic (elab.c's
+ * binop: tensors become add, sub, mul, mul_const, add_const); a repeat runs
+ * its body in the enclosing scope; constants are global and never
+ * assigned; the network must assign `loss`, and its last value must come
  * from softmax_cross_entropy; a `data` item starts from no augmentation and
  * enables only what it lists. Type and shape errors inside a block that is
  * never called go unreported.
@@ -79,7 +87,8 @@
  * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
  * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)
  * (0 <= p < 1; training only, the identity in eval), tanh(x), gelu(x,
- * approx=erf) (approx a bare word: erf or tanh).
+ * approx=erf) (approx a bare word: erf or tanh), sub(a, b); the scalar
+ * function sqrt(n).
  */
 %code requires {
 #include "frontend/ast.h"
@@ -149,17 +158,20 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %token DATA "data" EVAL "eval" PAD "pad" RANDOM_CROP "random_crop"
 %token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std" RESIZE "resize"
 %token ZERO_INIT_RESIDUAL "zero_init_residual"
+%token CONST "const" REPEAT "repeat" FLOORDIV "//"
 
-%type <expr> expr term ret
+%type <expr> expr term ret unary product
 %type <arg> arg
 %type <list> sum args args_opt stmts params params_opt dims
-%type <stmt> assign
-%type <num> sint num
+%type <stmt> assign repeat
+%type <num> sint num cnum
+%type <s> cname
 %type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
 %type <kw> kw
 %type <list> names
 %type <s> kwkey
 %type <pair> lr_pair
+%type <list> pterms
 %type <titem> titem ditem
 
 %%
@@ -175,17 +187,39 @@ decl
     | block
     | network
     | train
+    | constdecl
     ;
 
 input
     : INPUT IDENT '[' dims ']'          { fe_add_input(P, $2, L(@2), $4.first, NULL); }
-    | INPUT IDENT CLASS '(' sint ')'    { fe_add_input(P, $2, L(@2), NULL, $5); }
+    | INPUT IDENT CLASS '(' cnum ')'    { fe_add_input(P, $2, L(@2), NULL, $5); }
     | INPUT IDENT IDENT '[' dims ']'    { fe_add_int_input(P, $2, L(@2), $3, L(@3), $5.first); }
     ;
 
 dims
-    : sint                              { $$ = ONE($1); }
-    | dims ',' sint                     { $$ = $1; APPEND(fe_num, $$, $3); }
+    : cnum                              { $$ = ONE($1); }
+    | dims ',' cnum                     { $$ = $1; APPEND(fe_num, $$, $3); }
+    ;
+
+/* ---- constants and arithmetic ---- */
+
+constdecl
+    : CONST cname '=' expr              { fe_add_const(P, $2, L(@2), $4); }
+    ;
+
+/* `block` is a keyword only where a declaration starts: a size may be
+ * called block (GPT-2's context length). */
+cname
+    : IDENT
+    | BLOCK                             { $$ = "block"; }
+    ;
+
+/* A literal stays a plain number; anything else is evaluated by consts.c. */
+cnum
+    : expr
+        { if ($1->kind == FE_INT) $$ = fe_new_num(P, $1->loc, 0, $1->i, 0);
+          else if ($1->kind == FE_FLOAT) { $$ = fe_new_num(P, $1->loc, 1, 0, $1->f); $$->text = $1->text; }
+          else $$ = fe_new_num_expr(P, $1); }
     ;
 
 block
@@ -222,7 +256,13 @@ network
 stmts
     : %empty                            { $$ = NONE; }
     | stmts assign                      { $$ = $1; APPEND(fe_stmt, $$, $2); }
+    | stmts repeat                      { $$ = $1; APPEND(fe_stmt, $$, $2); }
     | stmts ';'                         { $$ = $1; }
+    ;
+
+repeat
+    : REPEAT expr '{' { fe_push_open(P, "repeat", NULL, L(@3)); } stmts '}'
+        { fe_pop_open(P); if (!($$ = fe_new_repeat(P, L(@1), $2, $5.first))) YYABORT; }
     ;
 
 assign
@@ -236,19 +276,37 @@ expr
     ;
 
 sum
-    : term                              { $$ = ONE(fe_new_arg(P, NULL, L(@1), $1)); }
-    | sum '+' term                      { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); }
+    : product                           { $$ = ONE(fe_new_arg(P, NULL, L(@1), $1)); }
+    | sum '+' product                   { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); ((fe_arg *)$$.last)->op = '+'; }
+    | sum '-' product                   { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); ((fe_arg *)$$.last)->op = '-'; }
+    ;
+
+/* Python's precedence: * / // over + -, unary minus over both. */
+product
+    : pterms                            { if (!($$ = fe_new_product(P, $1.first))) YYABORT; }
+    ;
+
+pterms
+    : unary                             { $$ = ONE(fe_new_arg(P, NULL, L(@1), $1)); }
+    | pterms '*' unary                  { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); ((fe_arg *)$$.last)->op = '*'; }
+    | pterms '/' unary                  { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); ((fe_arg *)$$.last)->op = '/'; }
+    | pterms FLOORDIV unary             { $$ = $1; APPEND(fe_arg, $$, fe_new_arg(P, NULL, L(@2), $3)); ((fe_arg *)$$.last)->op = 'F'; }
+    ;
+
+unary
+    : term
+    | '-' unary                         { if (!($$ = fe_new_neg(P, L(@1), $2))) YYABORT; }
     ;
 
 term
     : INT                               { $$ = fe_new_literal(P, FE_INT, L(@1), $1, 0); }
-    | '-' INT                           { $$ = fe_new_literal(P, FE_INT, L(@1), -$2, 0); }
     | FLOAT                             { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, $1.v); $$->text = $1.text; }
-    | '-' FLOAT                         { $$ = fe_new_literal(P, FE_FLOAT, L(@1), 0, -$2.v); $$->text = fe_negated(P, $2.text); }
     | TRUE                              { $$ = fe_new_literal(P, FE_BOOL, L(@1), 1, 0); }
     | FALSE                             { $$ = fe_new_literal(P, FE_BOOL, L(@1), 0, 0); }
     | IDENT                             { $$ = fe_new_name(P, $1, L(@1)); }
+    | BLOCK                             { $$ = fe_new_name(P, "block", L(@1)); }
     | IDENT '(' args_opt ')'            { if (!($$ = fe_new_call(P, $1, L(@1), $3.first))) YYABORT; }
+    | '(' expr ')'                      { $$ = $2; }
     ;
 
 args_opt
@@ -280,9 +338,9 @@ titems
     ;
 
 titem
-    : BATCH sint per_device
+    : BATCH cnum per_device
         { $$ = fe_new_titem(P, FE_T_BATCH, L(@1)); $$->num = $2; }
-    | EPOCHS sint
+    | EPOCHS cnum
         { $$ = fe_new_titem(P, FE_T_EPOCHS, L(@1)); $$->num = $2; }
     | INIT IDENT kwargs
         { $$ = fe_new_titem(P, FE_T_INIT, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
@@ -294,11 +352,11 @@ titem
         { $$ = fe_new_titem(P, FE_T_LR, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | LR_SCALING IDENT kwargs
         { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
-    | WARMUP sint EPOCHS
+    | WARMUP cnum EPOCHS
         { $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; }
     | DATA IDENT data_block
         { $$ = fe_new_titem(P, FE_T_DATA, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->items = $3.first; }
-    | EVAL BATCH sint
+    | EVAL BATCH cnum
         { $$ = fe_new_titem(P, FE_T_EVAL_BATCH, L(@1)); $$->num = $3; }
     | ZERO_INIT_RESIDUAL
         { $$ = fe_new_titem(P, FE_T_ZERO_INIT_RESIDUAL, L(@1)); }
@@ -375,13 +433,13 @@ ditems
     ;
 
 ditem
-    : PAD sint
+    : PAD cnum
         { $$ = fe_new_titem(P, FE_T_PAD, L(@1)); $$->num = $2; }
-    | RANDOM_CROP sint
+    | RANDOM_CROP cnum
         { $$ = fe_new_titem(P, FE_T_RANDOM_CROP, L(@1)); $$->num = $2; }
     | RANDOM_MIRROR
         { $$ = fe_new_titem(P, FE_T_RANDOM_MIRROR, L(@1)); }
-    | RESIZE sint
+    | RESIZE cnum
         { $$ = fe_new_titem(P, FE_T_RESIZE, L(@1)); $$->num = $2; }
     | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
         { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
@@ -402,6 +460,7 @@ num
     : sint
     | FLOAT                             { $$ = fe_new_num(P, L(@1), 1, 0, $1.v); $$->text = $1.text; }
     | '-' FLOAT                         { $$ = fe_new_num(P, L(@1), 1, 0, -$2.v); $$->text = fe_negated(P, $2.text); }
+    | IDENT                             { $$ = fe_new_num_expr(P, fe_new_name(P, $1, L(@1))); } /* a constant */
     ;
 
 %%
@@ -439,7 +498,7 @@ static const char *describe(yysymbol_kind_t sym, char *buf, size_t n) {
  * name, ...) are left out of "expected" lists: listing them would drown the
  * token the user actually forgot. */
 static int noise(yysymbol_kind_t sym) {
-    static const char *const names[] = {"';'", "'+'", "'-'", "'('", "'='"};
+    static const char *const names[] = {"';'", "'+'", "'-'", "'('", "'='", "'*'", "'/'", "//"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(yysymbol_name(sym), names[i])) return 1;
     return 0;
@@ -449,7 +508,7 @@ static int noise(yysymbol_kind_t sym) {
  * innermost open brace was never closed. */
 static int starts_decl(yysymbol_kind_t sym) {
     return sym == YYSYMBOL_YYEOF || sym == YYSYMBOL_INPUT || sym == YYSYMBOL_BLOCK ||
-           sym == YYSYMBOL_NETWORK || sym == YYSYMBOL_TRAIN;
+           sym == YYSYMBOL_NETWORK || sym == YYSYMBOL_TRAIN || sym == YYSYMBOL_CONST;
 }
 
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, fe_program *P) {
@@ -483,7 +542,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, fe_prog
                                 P->tok);
     else
         used = (size_t)snprintf(msg, sizeof msg, "unexpected %s", describe(got, b1, sizeof b1));
-    if (kept > 0 && kept <= 5) {
+    if (kept > 0 && kept <= 6) {
         for (int i = 0; i < kept && used < sizeof msg; i++) {
             const char *sep = i == 0 ? ", expected " : i == kept - 1 ? " or " : ", ";
             used += (size_t)snprintf(msg + used, sizeof msg - used, "%s%s", sep,

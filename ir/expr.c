@@ -45,6 +45,9 @@ static const char *const op_expr[IR_OP_COUNT] = {
         "(1.0f - tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1)) * tanhf(0.79788456f * ($1 + "
         "0.044715f * $1 * $1 * $1))) * 0.79788456f * (1.0f + 0.134145f * $1 * $1))",
     [IR_OP_BIAS_ADD_LAST] = "$0 + $1l",
+    [IR_OP_SUB] = "$0 - $1",
+    [IR_OP_MUL_CONST] = "$0 * @0",
+    [IR_OP_ADD_CONST] = "$0 + @0",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }

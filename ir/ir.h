@@ -257,6 +257,9 @@ typedef enum {
  *   seq_ce_grad(logits, targets, dloss[N]) ignore   (softmax - onehot)
  *                         * dloss[n] / count[n] per kept position, 0 at
  *                         ignored ones                      -> logits
+ *   sub(a, b)             a - b, the same shape (`t - u`)   -> a
+ *   mul_const(x) c        x * c (`t * 2`, `t / 4`, `-t`)    -> x
+ *   add_const(x) c        x + c (`t + 1`, `t - 0.5`)        -> x
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -337,7 +340,10 @@ typedef enum {
     X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                \
     X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")                            \
     X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                  \
-    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")
+    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")                   \
+    X(SUB, "sub", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(MUL_CONST, "mul_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                       \
+    X(ADD_CONST, "add_const", 1, 1, IR_FUSE_POINTWISE, "", "c")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -433,6 +433,7 @@ static int infer_pointwise(const ir_graph *g, const ir_node *n, ir_type *out, ch
     case IR_OP_GELU_GRAD:
     case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
+    case IR_OP_SUB:
     case IR_OP_MUL: {
         const ir_type *a = in_type(g, n, 0), *b = in_type(g, n, 1);
         if (!ir_type_same_shape(a, b))
@@ -686,6 +687,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_TANH:
     case IR_OP_GELU:
     case IR_OP_GELU_TANH:
+    case IR_OP_MUL_CONST:
+    case IR_OP_ADD_CONST:
     case IR_OP_CLIP: return infer_activation(g, n, out, err, errlen);
     case IR_OP_RELU:
     case IR_OP_ADD:
@@ -698,6 +701,7 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_GELU_GRAD:
     case IR_OP_GELU_TANH_GRAD:
     case IR_OP_CLIP_GRAD:
+    case IR_OP_SUB:
     case IR_OP_MUL:
     case IR_OP_MUL_CHANNEL:
     case IR_OP_PLANE_DOT:

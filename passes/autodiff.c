@@ -343,6 +343,23 @@ static int grad_seq_ce(autodiff *A, int i, ir_node n, int dy) {
         emit(A, i, IR_OP_SEQ_CE_GRAD, (int[]){n.input[0], n.input[1], dy}, 3, n.iattr, NULL), 1);
 }
 
+/* d(a - b) = (dy, -dy). */
+static int grad_sub(autodiff *A, int i, ir_node n, int dy) {
+    if (contribute(A, n.input[0], dy, 0)) return -1;
+    if (!A->live[n.input[1]]) return 0;
+    return contribute(A, n.input[1], emit(A, i, IR_OP_MUL_CONST, &dy, 1, NULL, (double[]){-1}), 1);
+}
+
+/* d(x * c) = dy * c; d(x + c) = dy. */
+static int grad_mul_const(autodiff *A, int i, ir_node n, int dy) {
+    return contribute(A, n.input[0], emit(A, i, IR_OP_MUL_CONST, &dy, 1, NULL, n.fattr), 1);
+}
+
+static int grad_add_const(autodiff *A, int i, ir_node n, int dy) {
+    (void)i;
+    return contribute(A, n.input[0], dy, 0);
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -370,6 +387,9 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_SOFTMAX] = grad_softmax,
     [IR_OP_EMBEDDING] = grad_embedding,
     [IR_OP_SEQ_CE] = grad_seq_ce,
+    [IR_OP_SUB] = grad_sub,
+    [IR_OP_MUL_CONST] = grad_mul_const,
+    [IR_OP_ADD_CONST] = grad_add_const,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -720,6 +720,19 @@ static void op_tanh_grad(op_args *a) {
         a->y[i] = a->x[0][i] * (1 - a->x[1][i] * a->x[1][i]);
 }
 
+/* The arithmetic of the .net language: t - u, t * c, t + c. */
+static void op_sub(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = a->x[0][i] - a->x[1][i];
+}
+
+static void op_mul_const(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = a->x[0][i] * a->n->fattr[0];
+}
+
+static void op_add_const(op_args *a) {
+    for (int64_t i = 0; i < ir_numel(&a->n->type); i++) a->y[i] = a->x[0][i] + a->n->fattr[0];
+}
+
 /* x·Φ(x), Φ the standard normal distribution function */
 static void op_gelu(op_args *a) {
     for (int64_t i = 0; i < ir_numel(&a->n->type); i++) {
@@ -899,6 +912,9 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_CHANNEL_SLICE] = op_channel_slice,
     [IR_OP_DROPOUT] = op_dropout,
     [IR_OP_TANH] = op_tanh,
+    [IR_OP_SUB] = op_sub,
+    [IR_OP_MUL_CONST] = op_mul_const,
+    [IR_OP_ADD_CONST] = op_add_const,
     [IR_OP_TANH_GRAD] = op_tanh_grad,
     [IR_OP_GELU] = op_gelu,
     [IR_OP_GELU_GRAD] = op_gelu_grad,

@@ -951,6 +951,41 @@ TEST(matmul_gradients) {
     }
 }
 
+/* The .net language's arithmetic: sub(a, b), a * c and a + c (mul_const,
+ * add_const), each alone, then chained as `(a - b) * -0.5 + 2` with a
+ * tanh after, so the curvature is not zero and b's gradient passes
+ * through mul_const(-1). */
+TEST(arith_gradients) {
+    ir_graph *g = ir_new();
+    int a = param(g, "a", ir_shape2(3, 4)), b = param(g, "b", ir_shape2(3, 4));
+    head(g, tg_node(g, IR_OP_SUB, (int[]){a, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    CHECK(count_op(f.grad, IR_OP_MUL_CONST) == 1); /* b's: -dy */
+    fixture_free(&f);
+
+    const ir_op ops[] = {IR_OP_MUL_CONST, IR_OP_ADD_CONST};
+    for (int k = 0; k < 2; k++) {
+        g = ir_new();
+        int x = param(g, "x", ir_shape4(2, 2, 3, 3));
+        head(g, tg_node(g, ops[k], &x, 1, NULL, (double[]){-1.75}));
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 1, "%s", ir_ops[ops[k]].name);
+        fixture_free(&f);
+    }
+
+    g = ir_new();
+    a = param(g, "a", ir_shape2(3, 4)), b = param(g, "b", ir_shape2(3, 4));
+    int d = tg_node(g, IR_OP_SUB, (int[]){a, b}, 2, NULL, NULL);
+    int m = tg_node(g, IR_OP_MUL_CONST, &d, 1, NULL, (double[]){-0.5});
+    int c = tg_node(g, IR_OP_ADD_CONST, &m, 1, NULL, (double[]){2});
+    head(g, tg_node(g, IR_OP_TANH, &c, 1, NULL, NULL));
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2);
+    fixture_free(&f);
+}
+
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
@@ -986,5 +1021,6 @@ int main(void) {
     RUN(softmax_gradients);
     RUN(dense_rank3_gradients);
     RUN(matmul_gradients);
+    RUN(arith_gradients);
     return harness_done();
 }

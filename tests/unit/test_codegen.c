@@ -153,6 +153,10 @@ static ir_graph *all_ops_graph(void) {
     int tgt = ir_add_input(g, "targets", (ir_type){2, {2, 3}, IR_I32}, 4);
     int sl = N(SEQ_CE, e, tgt), IA(-1), NULL);
     N(SEQ_CE_GRAD, e, tgt, sl), IA(-1), NULL);
+    /* the language's arithmetic: t - u, t * c, t + c */
+    N(SUB, dr, r), NULL, NULL);
+    N(MUL_CONST, r), NULL, FA(-0.5));
+    N(ADD_CONST, r), NULL, FA(1.5));
     return g;
 }
 

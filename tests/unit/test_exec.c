@@ -791,6 +791,23 @@ TEST(attn_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* The language's constants, repeat and tensor arithmetic
+ * (tests/nets/arith_small.net: sub, mul_const, add_const, mul) through the
+ * frontend and the default passes: the generated C kernels of a whole
+ * training step against the interpreter. */
+TEST(arith_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/arith_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK(ops[IR_OP_SUB] >= 3 && ops[IR_OP_MUL_CONST] >= 6 && ops[IR_OP_ADD_CONST] >= 2);
+    CHECK(ops[IR_OP_MUL] >= 1);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* dense over the last axis of a [N, T, F] sequence (the GEMM's rows N·T)
  * with its bias along that axis, and matmul batched over the samples in
  * an attention-like block (T = F, as there is no transpose yet), through
@@ -1339,6 +1356,7 @@ int main(void) {
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
+    RUN(arith_small_training_step_matches_interpreter);
     RUN(sequence_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);

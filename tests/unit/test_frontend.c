@@ -400,6 +400,89 @@ TEST(arguments_defaults_and_arithmetic) {
     ir_free(g);
 }
 
+/* Constants and arithmetic with Python's rules: precedence, parentheses,
+ * unary minus, floor division rounding down, `/` giving a number; the
+ * constants size inputs, operator arguments and the train section's
+ * batch; the tensor operators become sub, mul_const, add_const and mul. */
+TEST(constants_and_arithmetic) {
+    fe_program *p = parse("const a = 7 // 2\n"              /* 3 */
+                          "const b = -7 // 2\n"             /* -4 */
+                          "const c = 2 + 3 * 4 - (1 - 1)\n" /* 14 */
+                          "const d = (2 + 3) * 4\n"         /* 20 */
+                          "const e = -2 * -3\n"             /* 6 */
+                          "const f = 7 / 2\n"               /* 3.5 */
+                          "const g = 0.02 / sqrt(2 * 2)\n"  /* 0.01 */
+                          "const block = 4\n"
+                          "input image[block, 8, 8]\n"
+                          "input label class(c - 4)\n"
+                          "network n {\n"
+                          "  x = dense(flatten(image), a - b + d * 0 + e)\n" /* 13 */
+                          "  x = clip(x, g, f)\n"
+                          "  y = x * f - x / 2 + 1 - -x\n"
+                          "  x = 2 - sub(x, y) * x\n"
+                          "  logits = dense(x, 10)\n"
+                          "  loss = softmax_cross_entropy(logits, label)\n"
+                          "}\n"
+                          "train { batch block * 2 }\n");
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (!p) return;
+    CHECK(fe_train(p)->batch == 8);
+    ir_graph *g = fe_build_graph(p, 2, 1);
+    fe_free(p);
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(g->nodes[0].type.dim[1] == 4 && g->nodes[1].iattr[0] == 10);
+    int w = find_name(g, "dense0.weight");
+    CHECK(w >= 0 && g->nodes[w].type.dim[0] == 13);
+    int cl = find_op(g, IR_OP_CLIP, 0);
+    CHECK(cl >= 0 && g->nodes[cl].fattr[0] == 0.02 / 2 && g->nodes[cl].fattr[1] == 3.5);
+    /* x * 3.5, x / 2, their sub, + 1, -x, the sub of that, sub(x, y), its
+     * product with x, then 2 - that: -(...) + 2 */
+    const ir_op want[] = {IR_OP_MUL_CONST, IR_OP_MUL_CONST, IR_OP_SUB, IR_OP_ADD_CONST,
+                          IR_OP_MUL_CONST, IR_OP_SUB,       IR_OP_SUB, IR_OP_MUL,
+                          IR_OP_MUL_CONST, IR_OP_ADD_CONST};
+    const double attr[] = {3.5, 0.5, 0, 1, -1, 0, 0, 0, -1, 2};
+    int k = 0;
+    for (int i = cl + 1; i < g->n && k < 10; i++) {
+        ir_op op = g->nodes[i].op;
+        if (op == IR_OP_PARAM || op == IR_OP_DENSE) break;
+        CHECK_MSG(op == want[k], "op %d: %s", k, ir_ops[op].name);
+        if (op == IR_OP_MUL_CONST || op == IR_OP_ADD_CONST)
+            CHECK_MSG(g->nodes[i].fattr[0] == attr[k], "op %d: %g", k, g->nodes[i].fattr[0]);
+        k++;
+    }
+    CHECK(k == 10);
+    ir_free(g);
+}
+
+/* repeat runs its body in the enclosing scope: the calls number on, and a
+ * repeat of 0 leaves a name it would assign unassigned. */
+TEST(repeat_statements) {
+    ir_graph *g = build_src("const n = 3\ninput image[3, 8, 8]; input label class(10)\n"
+                            "block b(x) { repeat 2 { x = dense(x, 4) } return x }\n"
+                            "network net {\n"
+                            "  x = flatten(image)\n"
+                            "  repeat n - 1 { x = b(x); repeat 0 { x = relu(x) } }\n"
+                            "  logits = dense(x, 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    CHECK(find_name(g, "b0.dense1.weight") >= 0 && find_name(g, "b1.dense1.weight") >= 0);
+    CHECK(find_name(g, "b2.dense0.weight") < 0 && find_name(g, "dense0.weight") >= 0);
+    CHECK(find_op(g, IR_OP_RELU, 0) < 0);
+    ir_free(g);
+    fe_program *p = parse("input image[3, 8, 8]; input label class(10)\n"
+                          "network net {\n"
+                          "  repeat 0 { y = flatten(image) }\n"
+                          "  logits = dense(y, 10)\n"
+                          "  loss = softmax_cross_entropy(logits, label)\n"
+                          "}\n");
+    CHECK(p == NULL && strstr(errbuf, "4:18: error: unknown name 'y'"));
+    fe_free(p);
+}
+
 /* relu6 is clip(x, 0, 6); mul picks the elementwise or the per-channel
  * product by the shapes, the factor on either side. */
 TEST(activations_and_mul) {
@@ -709,8 +792,10 @@ static const bad bads[] = {
      "t.net:4:27: error: too many arguments to 'relu' (it takes 1)\n"},
     {NET_HEAD "block b(x) { return relu(x) }\nnetwork n {\n  x = b(image, k=1)\n" NET_TAIL,
      "t.net:5:16: error: unknown keyword argument 'k' for block 'b' (it takes x)\n"},
-    {NET_HEAD "network n {\n  x = relu(image) + 2.5\n" NET_TAIL,
-     "t.net:4:19: error: cannot add a tensor and a number\n"},
+    {NET_HEAD "network n {\n  x = relu(image) + true\n" NET_TAIL,
+     "t.net:4:19: error: cannot add a tensor and a boolean\n"},
+    {NET_HEAD "network n {\n  x = 2 - relu(image) * (2 // 0)\n" NET_TAIL,
+     "t.net:4:28: error: integer division by zero in '//'\n"},
     {NET_HEAD "network n {\n  x = relu(image)\n  loss = 3\n}\n",
      "t.net:5:10: error: loss must be the result of softmax_cross_entropy, not an integer\n"},
     {NET_HEAD "network n {\n  x = relu(image)\n  x = batchnorm(x, momentum=2)\n" NET_TAIL,
@@ -742,7 +827,8 @@ static const bad bads[] = {
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { batch 1e3 }\n",
-     "t.net:6:15: error: unexpected number '1e3', expected integer\n"},
+     "t.net:6:15: error: batch must be an integer, got 1e3 (write 1000: an integer has no '.' or "
+     "exponent)\n"},
     {"   \n# only a comment\n", "t.net:1:1: error: no network section\n"},
     {"network n {", "t.net:1:12: error: missing '}' to close network 'n' (opened at 1:11)\n"},
     {"network", "t.net:1:8: error: unexpected end of file, expected identifier\n"},
@@ -991,6 +1077,8 @@ int main(void) {
     RUN(batchnorm_training_flag_per_mode);
     RUN(positions_and_labels);
     RUN(arguments_defaults_and_arithmetic);
+    RUN(constants_and_arithmetic);
+    RUN(repeat_statements);
     RUN(activations_and_mul);
     RUN(tanh_and_gelu);
     RUN(int_inputs);
