@@ -16,15 +16,16 @@ static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_
     int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = xt->ndim >= 2 ? xt->dim[1] : 1;
     if (cin % groups || c % groups) {
         elab_error(E, S, a->loc[6],
-                 "argument 'groups' of 'conv' must divide the input channels (%" PRId64
-                 ") and the output channels (%" PRId64 "), got %" PRId64,
-                 cin, c, groups);
+                   "argument 'groups' of 'conv' must divide the input channels (%" PRId64
+                   ") and the output channels (%" PRId64 "), got %" PRId64,
+                   cin, c, groups);
         return -1;
     }
-    int w = elab_param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
+    int w =
+        elab_param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = elab_node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
-                 (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
+                      (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
     if (y < 0 || !a->v[5].i) return y;
     int b = elab_param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
     if (b < 0) return -1;
@@ -37,18 +38,18 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     char buf[96];
     if (t->ndim != 4 && t->ndim != 2) {
         elab_error(E, S, loc, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                 ir_type_str(t, buf, sizeof buf));
+                   ir_type_str(t, buf, sizeof buf));
         return -1;
     }
     if (!(a->v[2].f >= 0 && a->v[2].f <= 1)) {
         elab_error(E, S, a->loc[2], "argument 'momentum' of 'batchnorm' must be in [0, 1], got %g",
-                 a->v[2].f);
+                   a->v[2].f);
         return -1;
     }
     double g0 = a->v[3].f;
     if (g0 != 0 && g0 != 1) {
         elab_error(E, S, a->loc[3], "argument 'gamma_init' of 'batchnorm' must be 0 or 1, got %g",
-                 g0);
+                   g0);
         return -1;
     }
     /* scale=false fixes gamma at 1, center=false beta at 0 (Gluon's
@@ -59,8 +60,8 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     if (!scale && (a->given[3] || a->v[4].i)) {
         int slot = a->given[3] ? 3 : 4;
         elab_error(E, S, a->loc[slot],
-                 "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
-                 slot == 3 ? "gamma_init" : "residual_last");
+                   "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
+                   slot == 3 ? "gamma_init" : "residual_last");
         return -1;
     }
     /* Goyal et al.: the last BN of each residual branch starts at gamma 0
@@ -73,9 +74,10 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                        IR_INIT_ONE};
     int is_state[4] = {!scale, !center, 1, 1};
     for (int i = 0; i < 4; i++)
-        if ((in[i + 1] = elab_param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0) return -1;
+        if ((in[i + 1] = elab_param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0)
+            return -1;
     return elab_node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[5].i},
-                (double[]){a->v[1].f, a->v[2].f});
+                     (double[]){a->v[1].f, a->v[2].f});
 }
 
 static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
@@ -101,7 +103,7 @@ static int build_layernorm(elab *E, scope *S, const op_args *a, const char *inst
     int beta = gamma < 0 ? -1 : elab_param(E, S, loc, inst, "beta", c, IR_INIT_ZERO, 0);
     if (beta < 0) return -1;
     return elab_node(E, S, loc, IR_OP_LAYERNORM, (int[]){a->v[0].node, gamma, beta}, 3, NULL,
-                (double[]){a->v[1].f});
+                     (double[]){a->v[1].f});
 }
 
 /* softmax(x, axis=-1): over the last axis only, for now. */
@@ -109,8 +111,8 @@ static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
     int rank = elab_type(E, &a->v[0])->ndim;
     if (a->v[1].i != -1 && a->v[1].i != rank - 1) {
         elab_error(E, S, a->loc[1],
-                 "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
-                 rank - 1, a->v[1].i);
+                   "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
+                   rank - 1, a->v[1].i);
         return -1;
     }
     return elab_node(E, S, loc, IR_OP_SOFTMAX, &a->v[0].node, 1, NULL, NULL);
@@ -119,7 +121,8 @@ static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
 /* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id,
  * N(0, 0.02²) at the start as GPT-2's tables. */
 static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    int w = elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
+    int w =
+        elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
     if (w < 0) return -1;
     return elab_node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
 }
@@ -135,7 +138,7 @@ static int build_loss(elab *E, scope *S, const op_args *a, fe_loc loc) {
                                                       : NULL;
     if (why)
         elab_error(E, S, a->loc[k], "argument '%s' of 'softmax_cross_entropy' %s, got %g",
-                 k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
+                   k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
     return why   ? -1
            : seq ? elab_node(E, S, loc, IR_OP_SEQ_CE, in, 2, &v[3].i, NULL)
                  : elab_node(E, S, loc, IR_OP_SOFTMAX_CE, in, 2, NULL, (double[]){v[2].f});
@@ -146,8 +149,8 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
     double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
     if (lo > hi) {
-        elab_error(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g", lo,
-                 hi);
+        elab_error(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g",
+                   lo, hi);
         return -1;
     }
     return elab_node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
@@ -160,7 +163,8 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
 static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
     int x = a->v[0].node, y = a->v[1].node;
     const ir_type *tx = elab_type(E, &a->v[0]), *ty = elab_type(E, &a->v[1]);
-    if (ir_type_same_shape(tx, ty)) return elab_node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
+    if (ir_type_same_shape(tx, ty))
+        return elab_node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
     if (tx->ndim != 4 && ty->ndim == 4) {
         int t = x;
         x = y, y = t;
@@ -168,17 +172,147 @@ static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return elab_node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
 }
 
+/* Argument `slot` as a non-batch axis of x (1..rank-1, or -(rank-1)..-1
+ * from the end): the axis, or -1 after an error. */
+static int axis_arg(elab *E, scope *S, const op_args *a, int slot, const ir_type *x) {
+    int64_t k = a->v[slot].i, r = x->ndim;
+    if (k < 0) k += r;
+    if (k >= 1 && k < r) return (int)k;
+    char buf[96];
+    elab_error(E, S, a->loc[slot],
+               "argument '%s' of '%s' must be a non-batch axis of %s (1..%" PRId64 " or -%" PRId64
+               "..-1), got %" PRId64,
+               a->call->op->arg[slot].name, a->call->op->name, ir_type_str(x, buf, sizeof buf),
+               r - 1, r - 1, a->v[slot].i);
+    return -1;
+}
+
 /* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
 static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    if (a->v[8].i != 1) {
-        elab_error(E, S, a->loc[8],
-                 "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
-        return -1;
-    }
+    int64_t axis = axis_arg(E, S, a, 8, elab_type(E, &a->v[0]));
+    if (axis < 0) return -1;
     int in[IR_MAX_INPUTS], n = 0;
     for (int i = 0; i < 8; i++)
         if (a->given[i]) in[n++] = a->v[i].node;
-    return elab_node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
+    return elab_node(E, S, loc, IR_OP_CONCAT, in, n, &axis, NULL);
+}
+
+/* reshape(x, d1, d2, d3): the batch stays; one dimension may be -1, the
+ * rest of the elements over the others. */
+static int build_reshape(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    ir_type y = {1, {x->dim[0]}, x->dtype};
+    int64_t d[3] = {0}, known = 1, rest = ir_numel(x) / (x->dim[0] ? x->dim[0] : 1);
+    int infer = -1;
+    char b1[96], b2[96];
+    for (int k = 0; k < 3 && (k == 0 || a->given[k + 1]); k++) {
+        d[k] = a->v[k + 1].i;
+        if (d[k] == -1 && infer < 0) {
+            infer = k;
+        } else if (d[k] < 1) {
+            elab_error(E, S, a->loc[k + 1],
+                       "argument 'd%d' of 'reshape' must be positive%s, got %" PRId64, k + 1,
+                       infer < 0 ? " or -1" : " (one -1 at most)", d[k]);
+            return -1;
+        } else {
+            known *= d[k];
+        }
+        y.dim[y.ndim++] = d[k];
+    }
+    if (infer >= 0 && rest % known == 0) y.dim[infer + 1] = d[infer] = rest / known;
+    if (ir_numel(&y) != ir_numel(x) || (infer >= 0 && d[infer] < 1)) {
+        elab_error(E, S, loc, "reshape: cannot view %s as %s (element counts differ)",
+                   ir_type_str(x, b1, sizeof b1), ir_type_str(&y, b2, sizeof b2));
+        return -1;
+    }
+    return elab_node(E, S, loc, IR_OP_RESHAPE, &a->v[0].node, 1, d, NULL);
+}
+
+/* permute(x, a0, a1, ...): one axis per axis of x, the batch first;
+ * transpose(x, a, b): two non-batch axes swapped. */
+static int build_permute(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int64_t p[IR_MAX_DIMS] = {0, 1, 2, 3};
+    char buf[96];
+    if (a->call->op->id == FE_OP_TRANSPOSE) {
+        int i = axis_arg(E, S, a, 1, x), j = i < 0 ? -1 : axis_arg(E, S, a, 2, x);
+        if (j < 0) return -1;
+        p[i] = j, p[j] = i;
+        for (int k = x->ndim; k < IR_MAX_DIMS; k++) p[k] = 0;
+        return elab_node(E, S, loc, IR_OP_PERMUTE, &a->v[0].node, 1, p, NULL);
+    }
+    int n = 2 + a->given[3] + (a->given[3] && a->given[4]);
+    if (n != x->ndim || (a->given[4] && !a->given[3])) {
+        elab_error(E, S, loc, "permute: %s has %d axes, so it takes %d axis numbers",
+                   ir_type_str(x, buf, sizeof buf), x->ndim, x->ndim);
+        return -1;
+    }
+    if (a->v[1].i != 0) {
+        elab_error(E, S, a->loc[1],
+                   "argument 'a0' of 'permute' must be 0 (the batch stays axis 0), got %" PRId64,
+                   a->v[1].i);
+        return -1;
+    }
+    for (int k = 0; k < IR_MAX_DIMS; k++) p[k] = k < n ? a->v[k + 1].i : 0;
+    return elab_node(E, S, loc, IR_OP_PERMUTE, &a->v[0].node, 1, p, NULL);
+}
+
+/* slice(x, start, end, axis=-1): Python's bounds (negative from the end,
+ * clamped to the axis), the range must not be empty. */
+static int build_slice(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int axis = axis_arg(E, S, a, 3, x);
+    if (axis < 0) return -1;
+    int64_t D = x->dim[axis], b[2];
+    for (int k = 0; k < 2; k++) {
+        b[k] = a->v[k + 1].i < 0 ? a->v[k + 1].i + D : a->v[k + 1].i;
+        b[k] = b[k] < 0 ? 0 : b[k] > D ? D : b[k];
+    }
+    if (b[1] <= b[0]) {
+        elab_error(E, S, loc,
+                   "slice: [%" PRId64 ", %" PRId64 ") is empty on axis %d (size %" PRId64 ")",
+                   a->v[1].i, a->v[2].i, axis, D);
+        return -1;
+    }
+    return elab_node(E, S, loc, IR_OP_SLICE, &a->v[0].node, 1, (int64_t[]){axis, b[0], b[1] - b[0]},
+                     NULL);
+}
+
+/* `a, b, c = split(x, 3, axis=-1)`: equal slices, one per name (exec_stmts
+ * in elab.c binds them); the first part's node is the call's value. */
+static int build_split(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int64_t parts = a->v[1].i;
+    char buf[96];
+    if (a->call != E->split_call || parts != E->split_want) {
+        elab_error(E, S, loc, "split into %" PRId64 " parts is assigned to %d names", parts,
+                   a->call == E->split_call ? E->split_want : 1);
+        return -1;
+    }
+    int axis = axis_arg(E, S, a, 2, x);
+    if (axis < 0) return -1;
+    if (parts > IR_MAX_INPUTS || x->dim[axis] % parts) {
+        elab_error(E, S, a->loc[1],
+                   "split: axis %d of %s does not divide into %" PRId64 " equal parts%s", axis,
+                   ir_type_str(x, buf, sizeof buf), parts,
+                   parts > IR_MAX_INPUTS ? " (8 at most)" : "");
+        return -1;
+    }
+    int64_t len = x->dim[axis] / parts;
+    for (int k = 0; k < parts; k++)
+        if ((E->split_node[k] = elab_node(E, S, loc, IR_OP_SLICE, &a->v[0].node, 1,
+                                          (int64_t[]){axis, k * len, len}, NULL)) < 0)
+            return -1;
+    return E->split_node[0];
+}
+
+/* mask(x, causal=true): keys after each query's position to -inf. */
+static int build_mask(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    if (!a->v[1].i) {
+        elab_error(E, S, a->loc[1], "mask needs causal=true (the only mask so far)");
+        return -1;
+    }
+    return elab_node(E, S, loc, IR_OP_CAUSAL_MASK, &a->v[0].node, 1, (int64_t[]){0}, NULL);
 }
 
 /* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
@@ -201,7 +335,7 @@ static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
         E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
     }
     return elab_node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
-                (int64_t[]){salt}, (double[]){p});
+                     (int64_t[]){salt}, (double[]){p});
 }
 
 int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
@@ -217,12 +351,12 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_ADD:
     case FE_OP_MATMUL:
         id = elab_node(E, S, loc, a->call->op->id == FE_OP_ADD ? IR_OP_ADD : IR_OP_MATMUL,
-                  (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+                       (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
         break;
     case FE_OP_MAXPOOL:
     case FE_OP_AVGPOOL:
-        id = elab_node(E, S, loc, a->call->op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL, &v[0].node,
-                  1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
+        id = elab_node(E, S, loc, a->call->op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL,
+                       &v[0].node, 1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
         break;
     case FE_OP_GLOBAL_AVGPOOL:
         id = elab_node(E, S, loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
@@ -240,6 +374,12 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_DROPOUT: id = build_dropout(E, S, a, loc); break;
     case FE_OP_EMBEDDING: id = build_embedding(E, S, a, inst, loc); break;
     case FE_OP_SOFTMAX_CE: id = build_loss(E, S, a, loc); break;
+    case FE_OP_RESHAPE: id = build_reshape(E, S, a, loc); break;
+    case FE_OP_PERMUTE:
+    case FE_OP_TRANSPOSE: id = build_permute(E, S, a, loc); break;
+    case FE_OP_SLICE: id = build_slice(E, S, a, loc); break;
+    case FE_OP_SPLIT: id = build_split(E, S, a, loc); break;
+    case FE_OP_MASK: id = build_mask(E, S, a, loc); break;
     }
     return id;
 }

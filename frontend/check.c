@@ -17,8 +17,9 @@
 
 typedef struct {
     fe_program *P;
-    fe_map blocks; /* name -> fe_block */
-    fe_map inputs; /* name -> fe_input */
+    fe_map blocks;             /* name -> fe_block */
+    fe_map inputs;             /* name -> fe_input */
+    const fe_expr *tuple_call; /* the value of the `a, b = ...` statement being checked */
 } checker;
 
 #define ERR(C, loc, ...) fe_error(&(C)->P->diag, (loc), __VA_ARGS__)
@@ -209,6 +210,12 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
                 e->name);
             return -1;
         }
+    if (e->op && e->op->id == FE_OP_SPLIT && e != C->tuple_call) {
+        ERR(C, e->loc,
+            "split yields several values: assign them to names, as in "
+            "'a, b = split(x, 2)'");
+        return -1;
+    }
     return 0;
 }
 
@@ -230,14 +237,37 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
     return 0;
 }
 
+/* `a, b = value`: value must be a split call; each name once. */
+static int check_targets(checker *C, const fe_stmt *s) {
+    const fe_expr *v = s->value;
+    if (v->kind != FE_CALL || !v->op || v->op->id != FE_OP_SPLIT) {
+        ERR(C, v->loc, "only split yields several values; '%s' is assigned one",
+            v->kind == FE_CALL ? v->name : "an expression");
+        return -1;
+    }
+    for (const fe_ident *t = s->targets; t; t = t->next)
+        for (const fe_ident *u = t->next; u; u = u->next)
+            if (!strcmp(t->name, u->name)) {
+                ERR(C, u->loc, "'%s' is assigned twice in one statement", u->name);
+                return -1;
+            }
+    return 0;
+}
+
 static int check_stmts(checker *C, scope *S, fe_stmt *body) {
     for (fe_stmt *s = body; s; s = s->next) {
-        if (check_expr(C, S, s->value)) return -1;
-        if (!fe_map_get(&S->names, s->name) && fe_map_get(&C->inputs, s->name)) {
-            ERR(C, s->loc, "cannot assign to input '%s'", s->name);
-            return -1;
+        C->tuple_call = s->targets ? s->value : NULL;
+        int bad = check_expr(C, S, s->value) || (s->targets && check_targets(C, s));
+        C->tuple_call = NULL;
+        if (bad) return -1;
+        fe_ident one = {NULL, s->name, s->loc};
+        for (const fe_ident *t = s->targets ? s->targets : &one; t; t = t->next) {
+            if (!fe_map_get(&S->names, t->name) && fe_map_get(&C->inputs, t->name)) {
+                ERR(C, t->loc, "cannot assign to input '%s'", t->name);
+                return -1;
+            }
+            fe_map_put(&C->P->arena, &S->names, t->name, s);
         }
-        fe_map_put(&C->P->arena, &S->names, s->name, s);
     }
     return 0;
 }
@@ -714,79 +744,9 @@ static int check_train(checker *C) {
 }
 
 int fe_check(fe_program *P) {
-    checker C = {P, {0}, {0}};
+    checker C = {P, {0}, {0}, NULL};
     if (check_inputs(&C) || check_block_headers(&C) || check_sections(&C) || check_bodies(&C) ||
         check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
-}
-
-/* ---- the elaborated graph -------------------------------------------------- */
-
-/* The graph with its train section, as every graph is checked
- * (ir/validate.h): an input no data fills, say, at the input's position. */
-static int check_valid(fe_program *P, const ir_graph *g) {
-    ir_where w;
-    char why[512];
-    if (!ir_validate(&P->train, g, NULL, &w, why, sizeof why)) return 0;
-    fe_loc at = {0, 0};
-    if (w.node >= 0)
-        at = (fe_loc){g->nodes[w.node].line, g->nodes[w.node].col};
-    else if (P->trains)
-        at = P->trains->loc;
-    fe_error(&P->diag, at, "%s", why);
-    return -1;
-}
-
-/* A parameter that does not reach the loss gets no gradient (autodiff
- * refuses it); say where it was made and which of the user's names it
- * feeds, the first named statement computed from it. */
-static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
-    int loss = ir_loss_node(g);
-    if (loss < 0) return 0; /* mark_loss reported it */
-    memset(mark, 0, (size_t)g->n);
-    mark[loss] = 1;
-    for (int i = loss; i >= 0; i--)
-        if (mark[i])
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
-    for (int p = 0; p < g->n; p++) {
-        const ir_node *n = &g->nodes[p];
-        if (n->op != IR_OP_PARAM || mark[p]) continue;
-        /* mark[] now: computed from p */
-        memset(mark, 0, (size_t)g->n);
-        mark[p] = 1;
-        /* The user's names: the network's statements (elaboration labels
-         * other nodes too, "dense0", "side0.add", for --summary). */
-        fe_arena tmp = {0};
-        fe_map stmts = {0};
-        for (const fe_stmt *s = P->networks->body; s; s = s->next)
-            fe_map_put(&tmp, &stmts, s->name, (void *)s);
-        const char *feeds = NULL;
-        for (int i = p + 1; i < g->n && !feeds; i++) {
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
-            if (mark[i] && fe_map_get(&stmts, g->nodes[i].name)) feeds = g->nodes[i].name;
-        }
-        if (feeds)
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: it feeds '%s', which 'loss' does "
-                     "not use",
-                     n->name, feeds);
-        else
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: the result of this call is never "
-                     "used",
-                     n->name);
-        fe_arena_free(&tmp);
-        return -1;
-    }
-    return 0;
-}
-
-int fe_check_graph(fe_program *P, const ir_graph *g) {
-    unsigned char *mark = calloc((size_t)g->n + 1, 1);
-    BASE_CHECK_ALLOC(mark);
-    int rc = check_valid(P, g);
-    if (!rc) rc = check_reach(P, g, mark);
-    free(mark);
-    return rc;
 }

@@ -12,7 +12,7 @@
  *   block     := 'block' IDENT '(' [ IDENT { ',' IDENT } ] ')'
  *                '{' { assign | ';' } [ 'return' expr { ';' } ] '}'
  *   network   := 'network' IDENT '{' { assign | ';' } '}'
- *   assign    := IDENT '=' expr
+ *   assign    := IDENT { ',' IDENT } '=' expr   (several names: split only)
  *   expr      := term { '+' term }
  *   term      := INT | NUMBER | '-' INT | '-' NUMBER | 'true' | 'false'
  *              | IDENT | IDENT '(' [ arg { ',' arg } ] ')'
@@ -152,7 +152,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 
 %type <expr> expr term ret
 %type <arg> arg
-%type <list> sum args args_opt stmts params params_opt dims
+%type <list> sum args args_opt stmts params params_opt dims targets
 %type <stmt> assign
 %type <num> sint num
 %type <list> nums kwargs kwlist lr_entries lr_list titems ditems data_block
@@ -227,6 +227,13 @@ stmts
 
 assign
     : IDENT '=' expr                    { $$ = fe_new_stmt(P, $1, L(@1), $3); }
+    | targets '=' expr                  { $$ = fe_new_tuple_stmt(P, $1.first, $3); }
+    ;
+
+/* `q, k, v = split(qkv, 3)`: only split yields several values (check.c) */
+targets
+    : IDENT ',' IDENT                   { $$ = ONE(fe_new_ident(P, $1, L(@1))); APPEND(fe_ident, $$, fe_new_ident(P, $3, L(@3))); }
+    | targets ',' IDENT                 { $$ = $1; APPEND(fe_ident, $$, fe_new_ident(P, $3, L(@3))); }
     ;
 
 /* A sum is one n-ary node, its terms in a list: as long as it likes, one
