@@ -47,8 +47,9 @@ static int infer_permute(const ir_type *x, const ir_node *n, ir_type *out, char 
             continue;
         }
         if (p < 0 || p >= x->ndim || (seen >> p & 1))
-            return base_fail(err, errlen, "permute: (%" PRId64 ", %" PRId64 ", %" PRId64
-                             ", %" PRId64 ") is not a permutation of the %d axes of %s",
+            return base_fail(err, errlen,
+                             "permute: (%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                             ") is not a permutation of the %d axes of %s",
                              n->iattr[0], n->iattr[1], n->iattr[2], n->iattr[3], x->ndim,
                              TYPE_STR(x));
         seen |= 1 << p;
@@ -61,8 +62,7 @@ static int infer_permute(const ir_type *x, const ir_node *n, ir_type *out, char 
 }
 
 /* slice axis,start,len and slice_grad axis,start,size. */
-static int infer_slice(const ir_type *x, const ir_node *n, ir_type *out, char *err,
-                       size_t errlen) {
+static int infer_slice(const ir_type *x, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const char *op = ir_ops[n->op].name;
     if (float_rank(x, 2, op, err, errlen)) return -1;
     int64_t axis = n->iattr[0], start = n->iattr[1], len = n->iattr[2];

@@ -153,6 +153,17 @@ static ir_graph *all_ops_graph(void) {
     int tgt = ir_add_input(g, "targets", (ir_type){2, {2, 3}, IR_I32}, 4);
     int sl = N(SEQ_CE, e, tgt), IA(-1), NULL);
     N(SEQ_CE_GRAD, e, tgt, sl), IA(-1), NULL);
+    /* shapes: reshape (a view), permute at ranks 3 and 4, slice and its
+     * gradient, concat off the channel axis, the causal mask both ways */
+    N(RESHAPE, e), IA(4, 3, 0), NULL);
+    N(PERMUTE, e), IA(0, 2, 1, 0), NULL);
+    N(PERMUTE, r), IA(0, 2, 3, 1), NULL);
+    int sli = N(SLICE, e), IA(2, 1, 2), NULL);
+    N(SLICE_GRAD, sli), IA(2, 1, 4), NULL);
+    N(CONCAT, e, sli), IA(2), NULL);
+    N(CONCAT, r, r), IA(3), NULL);
+    N(CAUSAL_MASK, mm), IA(0), NULL);
+    N(CAUSAL_MASK, mm), IA(1), NULL);
     return g;
 }
 

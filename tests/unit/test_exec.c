@@ -791,6 +791,28 @@ TEST(attn_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* attention from primitives (tests/nets/shape_small.net): reshape, a
+ * three-way split (whose gradient is one concat), permute and transpose
+ * at rank 4, the causal mask, slice and concat along the last axis,
+ * through the frontend and the default passes: the generated C kernels
+ * of a whole training step against the interpreter. */
+TEST(shape_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/shape_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK_MSG(ops[IR_OP_RESHAPE] == 7 && ops[IR_OP_PERMUTE] == 8, "reshape %d permute %d",
+              ops[IR_OP_RESHAPE], ops[IR_OP_PERMUTE]);
+    /* 3 split, 1 slice, the concat gradient 2; the split gradient one concat */
+    CHECK_MSG(ops[IR_OP_SLICE] == 6 && ops[IR_OP_SLICE_GRAD] == 1, "slice %d slice_grad %d",
+              ops[IR_OP_SLICE], ops[IR_OP_SLICE_GRAD]);
+    CHECK(ops[IR_OP_CONCAT] == 2 && ops[IR_OP_CAUSAL_MASK] == 2);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* dense over the last axis of a [N, T, F] sequence (the GEMM's rows N·T)
  * with its bias along that axis, and matmul batched over the samples in
  * an attention-like block (T = F, as there is no transpose yet), through
@@ -1339,6 +1361,7 @@ int main(void) {
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
+    RUN(shape_small_training_step_matches_interpreter);
     RUN(sequence_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
