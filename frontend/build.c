@@ -219,8 +219,15 @@ static int build_reshape(elab *E, scope *S, const op_args *a, fe_loc loc) {
         }
         y.dim[y.ndim++] = d[k];
     }
-    if (infer >= 0 && rest % known == 0) y.dim[infer + 1] = d[infer] = rest / known;
-    if (ir_numel(&y) != ir_numel(x) || (infer >= 0 && d[infer] < 1)) {
+    if (infer >= 0 && rest % known) {
+        elab_error(E, S, loc,
+                   "reshape: cannot view %s with a -1 dimension: %" PRId64
+                   " elements per sample are not a multiple of %" PRId64,
+                   ir_type_str(x, b1, sizeof b1), rest, known);
+        return -1;
+    }
+    if (infer >= 0) y.dim[infer + 1] = d[infer] = rest / known;
+    if (ir_numel(&y) != ir_numel(x)) {
         elab_error(E, S, loc, "reshape: cannot view %s as %s (element counts differ)",
                    ir_type_str(x, b1, sizeof b1), ir_type_str(&y, b2, sizeof b2));
         return -1;

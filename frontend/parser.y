@@ -469,11 +469,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, fe_prog
     }
     yysymbol_kind_t exp[YYNTOKENS];
     int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS), kept = 0;
-    int closes = 0;
+    int closes = 0, assigns = -1; /* after a statement's first name: '=' (',' starts a tuple) */
+    for (int i = 0; i < n && n == 2; i++) /* exactly '=' and ',' */
+        if (!strcmp(yysymbol_name(exp[i]), "'='")) assigns = i;
     for (int i = 0; i < n; i++) {
         if (!strcmp(yysymbol_name(exp[i]), "'}'")) closes = 1;
-        if (!noise(exp[i])) exp[kept++] = exp[i];
+        if (!noise(exp[i]) && !(assigns >= 0 && !strcmp(yysymbol_name(exp[i]), "','")))
+            exp[kept++] = exp[i];
     }
+    if (kept == 0 && assigns >= 0) exp[kept++] = exp[assigns]; /* (kept <= assigns) */
     if (kept == 0) kept = n; /* only noise: show it after all */
 
     if (closes && starts_decl(got) && P->nopen > 0 && P->nopen <= FE_MAX_OPEN) {
