@@ -1,7 +1,8 @@
 /* codegen/shape.c — kernels that move elements of row-major tensors
  * without arithmetic: permute, slice and its gradient, concat off the
- * channel axis, and the causal mask. One element per iteration (the
- * output's, so stores are contiguous); each op is one step. */
+ * channel axis, and the causal mask. One output element per iteration
+ * (stores contiguous), but a permute that moves the last axis goes by
+ * tiles through shared memory; each op is one step. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -77,6 +78,60 @@ static int k_slice(cg_ctx *cx, const ir_type *x, const ir_node *n) {
     return cg_emit_kernel(cx, &kd);
 }
 
+/* A permute that moves x's last axis (to output axis m) and brings input
+ * axis a last: 32 x 32 tiles of the (a, last) plane through a tile in
+ * shared memory, so both the loads (along x's last axis) and the stores
+ * (along y's) are contiguous; in C the same blocked copy on one thread.
+ * One tile per iteration, the other output axes and the tile position
+ * decoded from i. The tile is padded to 33 columns (no bank conflicts). */
+static int permute_tiled(cg_ctx *cx, int node, const ir_type *x) {
+    const ir_node *n = &cx->g->nodes[node];
+    const ir_type *y = &n->type;
+    const cg_dialect_desc *dl = cx->dl;
+    int r = x->ndim, m = 0, a = (int)n->iattr[r - 1];
+    while (n->iattr[m] != r - 1) m++;
+    int64_t si[IR_MAX_DIMS], so[IR_MAX_DIMS], s = 1, t = 1, X = y->dim[m], Y = y->dim[r - 1];
+    for (int d = r - 1; d >= 0; d--) si[d] = s, s *= x->dim[d], so[d] = t, t *= y->dim[d];
+    int64_t tx = (X + 31) / 32, ty = (Y + 31) / 32, rest = ir_numel(y) / (X * Y);
+    cg_kdef kd = {.op = "permute_tiled",
+                  .nargs = 2,
+                  .cost = 2 * 1024,
+                  .writes = {1},
+                  .type = {y->dtype, x->dtype},
+                  .block = cg_coop_block(dl, rest * tx * ty, 1024)};
+    cg_str *b = &kd.body;
+    cg_str_printf(b,
+                  "idx_t q = i / %" PRId64 ", ib = 0, ob = 0;\n"
+                  "const idx_t by = i %% %" PRId64 ", bx = q %% %" PRId64 ";\n"
+                  "q /= %" PRId64 ";\n",
+                  ty, ty, tx, tx);
+    for (int k = r - 2; k >= 0; k--) /* the other output axes, each once */
+        if (k != m)
+            cg_str_printf(b,
+                          "ib += q %% %" PRId64 " * %" PRId64 ", ob += q %% %" PRId64 " * %" PRId64
+                          ";\n"
+                          "q /= %" PRId64 ";\n",
+                          y->dim[k], si[n->iattr[k]], y->dim[k], so[k], y->dim[k]);
+    cg_str_printf(b, dl->tile_decl, "tile", 32 * 33);
+    cg_str_printf(b,
+                  "for (int t = %s; t < 1024; t += %s) {\n"
+                  "const idx_t xi = bx * 32 + t %% 32, yi = by * 32 + t / 32;\n"
+                  "if (xi < %" PRId64 " && yi < %" PRId64 ") tile[t / 32 * 33 + t %% 32] = "
+                  "%sb1[ib + yi * %" PRId64 " + xi]%s;\n"
+                  "}\n%s",
+                  dl->thread_first, dl->thread_step, X, Y, cg_ld(x->dtype), si[a], cg_end(x->dtype),
+                  dl->barrier);
+    cg_str_printf(b,
+                  "for (int t = %s; t < 1024; t += %s) {\n"
+                  "const idx_t yo = by * 32 + t %% 32, xo = bx * 32 + t / 32;\n"
+                  "if (xo < %" PRId64 " && yo < %" PRId64 ") b0[ob + xo * %" PRId64 " + yo] = "
+                  "%stile[t %% 32 * 33 + t / 32]%s;\n"
+                  "}\n%s",
+                  dl->thread_first, dl->thread_step, X, Y, so[m], cg_st(y->dtype), cg_end(y->dtype),
+                  dl->barrier);
+    return cg_simple_step(cx, node, cg_emit_kernel(cx, &kd), rest * tx * ty);
+}
+
 /* y = x with its axes permuted: the output element's index decoded axis
  * by axis (last first), each coordinate times its input axis's stride. */
 static int k_permute(cg_ctx *cx, const ir_type *x, const ir_node *n) {
@@ -115,6 +170,8 @@ static int k_causal_mask(cg_ctx *cx, const ir_type *x, const ir_node *n) {
 int cg_render_shape(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_type *x = cg_in_type(cx, n, 0);
+    if (n->op == IR_OP_PERMUTE && n->iattr[x->ndim - 1] != x->ndim - 1)
+        return permute_tiled(cx, node, x); /* the last axis moves */
     int k = n->op == IR_OP_CONCAT        ? k_concat_axis(cx, n)
             : n->op == IR_OP_PERMUTE     ? k_permute(cx, x, n)
             : n->op == IR_OP_CAUSAL_MASK ? k_causal_mask(cx, x, n)
