@@ -8,6 +8,10 @@
 
 #include "codegen/internal.h"
 
+#define NEG_INF \
+    "DPC_"      \
+    "NEG_INF" /* the dialects' -inf (a macro, not a variable) */
+
 /* "const idx_t o, c, j" of element i of t split at axis as [outer, A, inner]. */
 static void decode_axis(cg_str *b, const ir_type *t, int axis) {
     int64_t inner = 1;
@@ -163,7 +167,7 @@ static int k_causal_mask(cg_ctx *cx, const ir_type *x, const ir_node *n) {
                   "const idx_t j = i %% %" PRId64 ", q = i / %" PRId64 " %% %" PRId64 ";\n"
                   "b0[i] = %sj <= q + %" PRId64 " ? %sb1[i]%s : %s%s;\n",
                   tk, tk, tq, cg_st(y->dtype), tk - tq, cg_ld(x->dtype), cg_end(x->dtype),
-                  n->iattr[0] ? "0.0f" : "DPC_NEG_INF", cg_end(y->dtype));
+                  n->iattr[0] ? "0.0f" : NEG_INF, cg_end(y->dtype));
     return cg_emit_kernel(cx, &kd);
 }
 
