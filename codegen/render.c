@@ -92,6 +92,7 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_SLICE] = {cg_render_shape},
     [IR_OP_SLICE_GRAD] = {cg_render_shape},
     [IR_OP_CAUSAL_MASK] = {cg_render_shape},
+    [IR_OP_PAD_MASK] = {cg_render_shape},
     [IR_OP_DROPOUT] = {cg_render_dropout},
     [IR_OP_LAYERNORM] = {cg_render_rows},
     [IR_OP_LAYERNORM_STATS] = {cg_render_rows},

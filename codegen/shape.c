@@ -1,6 +1,6 @@
 /* codegen/shape.c — kernels that move elements of row-major tensors
  * without arithmetic: permute, slice and its gradient, concat off the
- * channel axis, and the causal mask. One output element per iteration
+ * channel axis, and the masks. One output element per iteration
  * (stores contiguous), but a permute that moves the last axis goes by
  * tiles through shared memory; each op is one step. */
 #include <inttypes.h>
@@ -171,6 +171,24 @@ static int k_causal_mask(cg_ctx *cx, const ir_type *x, const ir_node *n) {
     return cg_emit_kernel(cx, &kd);
 }
 
+/* Key j of sample n whose id (b2 [N, Tk]) is the padding id: -inf (the
+ * forward), 0 (its gradient). */
+static int k_pad_mask(cg_ctx *cx, const ir_type *x, const ir_node *n) {
+    const ir_type *y = &n->type;
+    int64_t tk = y->dim[y->ndim - 1], per = ir_numel(y) / y->dim[0];
+    cg_kdef kd = {.op = "pad_mask",
+                  .nargs = 3,
+                  .cost = 1,
+                  .writes = {1},
+                  .type = {y->dtype, x->dtype, IR_I32}};
+    cg_str_printf(&kd.body,
+                  "const idx_t id = b2[i / %" PRId64 " * %" PRId64 " + i %% %" PRId64 "];\n"
+                  "b0[i] = %sid != %" PRId64 " ? %sb1[i]%s : %s%s;\n",
+                  per, tk, tk, cg_st(y->dtype), n->iattr[0], cg_ld(x->dtype), cg_end(x->dtype),
+                  n->iattr[1] ? "0.0f" : NEG_INF, cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
 int cg_render_shape(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const ir_type *x = cg_in_type(cx, n, 0);
@@ -179,6 +197,7 @@ int cg_render_shape(cg_ctx *cx, int node) {
     int k = n->op == IR_OP_CONCAT        ? k_concat_axis(cx, n)
             : n->op == IR_OP_PERMUTE     ? k_permute(cx, x, n)
             : n->op == IR_OP_CAUSAL_MASK ? k_causal_mask(cx, x, n)
+            : n->op == IR_OP_PAD_MASK    ? k_pad_mask(cx, x, n)
                                          : k_slice(cx, x, n);
     return cg_simple_step(cx, node, k, ir_numel(&n->type));
 }

@@ -313,13 +313,24 @@ static int build_split(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return E->split_node[0];
 }
 
-/* mask(x, causal=true): keys after each query's position to -inf. */
+/* mask(x, causal=true): keys after each query's position to -inf;
+ * mask(x, pad=ids, id=K): keys whose token id is K to -inf; both may be
+ * given (the padding mask first). */
 static int build_mask(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    if (!a->v[1].i) {
-        elab_error(E, S, a->loc[1], "mask needs causal=true (the only mask so far)");
+    int causal = (int)a->v[1].i, pad = a->given[2], y = a->v[0].node;
+    if (!causal && !pad) {
+        elab_error(E, S, loc, "mask needs causal=true or pad=ids (the token ids of the keys)");
         return -1;
     }
-    return elab_node(E, S, loc, IR_OP_CAUSAL_MASK, &a->v[0].node, 1, (int64_t[]){0}, NULL);
+    if (a->given[3] && !pad) {
+        elab_error(E, S, a->loc[3], "argument 'id' of 'mask' needs pad=ids");
+        return -1;
+    }
+    if (pad)
+        y = elab_node(E, S, loc, IR_OP_PAD_MASK, (int[]){y, a->v[2].node}, 2,
+                      (int64_t[]){a->v[3].i, 0}, NULL);
+    if (y >= 0 && causal) y = elab_node(E, S, loc, IR_OP_CAUSAL_MASK, &y, 1, (int64_t[]){0}, NULL);
+    return y;
 }
 
 /* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in

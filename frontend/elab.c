@@ -106,7 +106,10 @@ static const fe_opdef ops[] = {
      {TENSOR("x"), INT("start", -FE_MAX_SIZE), INT("end", -FE_MAX_SIZE),
       INT_OPT("axis", -1, -FE_MAX_SIZE)}},
     {"split", FE_OP_SPLIT, 3, {TENSOR("x"), INT("parts", 1), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
-    {"mask", FE_OP_MASK, 2, {TENSOR("x"), BOOL_OPT("causal", 0)}},
+    {"mask",
+     FE_OP_MASK,
+     4,
+     {TENSOR("x"), BOOL_OPT("causal", 0), TENSOR_OPT("pad"), INT_OPT("id", 0, -FE_MAX_SIZE)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {

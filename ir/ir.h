@@ -273,6 +273,9 @@ typedef enum {
  *   causal_mask(x[..., Tq, Tk]) grad   where key j > query i + (Tk - Tq):
  *                         -inf (grad = 0), 0 (grad = 1: its own gradient);
  *                         x elsewhere (Tq <= Tk: no row all masked)  -> x
+ *   pad_mask(x[N, ..., Tk], ids[N, Tk] i32) id,grad   where ids[n, j] is id
+ *                         (a padding token): key j of sample n -inf (grad
+ *                         = 0) or 0 (grad = 1); x elsewhere          -> x
  * concat(a, b, ...) axis takes any axis 1..rank-1 of such tensors too.
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
@@ -359,7 +362,8 @@ typedef enum {
     X(PERMUTE, "permute", 1, 1, IR_FUSE_NONE, "p0,p1,p2,p3", "")                      \
     X(SLICE, "slice", 1, 1, IR_FUSE_NONE, "axis,start,len", "")                       \
     X(SLICE_GRAD, "slice_grad", 1, 1, IR_FUSE_NONE, "axis,start,size", "")            \
-    X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")
+    X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")                     \
+    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

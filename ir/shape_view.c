@@ -100,6 +100,20 @@ static int infer_mask(const ir_type *x, ir_type *out, char *err, size_t errlen) 
     return 0;
 }
 
+/* pad_mask: ids [N, Tk] i32 naming x's keys, its last axis. */
+static int infer_pad_mask(const ir_type *x, const ir_type *ids, ir_type *out, char *err,
+                          size_t errlen) {
+    if (float_rank(x, 2, "pad_mask", err, errlen)) return -1;
+    if (ids->dtype != IR_I32 || ids->ndim != 2 || ids->dim[0] != x->dim[0] ||
+        ids->dim[1] != x->dim[x->ndim - 1])
+        return base_fail(
+            err, errlen,
+            "pad_mask: ids must be int [N, Tk] for scores %s (Tk its last axis), got %s",
+            TYPE_STR(x), TYPE_STR(ids));
+    *out = *x;
+    return 0;
+}
+
 int ir_infer_view(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen) {
     const ir_type *x = &g->nodes[n->input[0]].type;
     switch (n->op) {
@@ -108,6 +122,7 @@ int ir_infer_view(const ir_graph *g, const ir_node *n, ir_type *out, char *err, 
     case IR_OP_SLICE:
     case IR_OP_SLICE_GRAD: return infer_slice(x, n, out, err, errlen);
     case IR_OP_CAUSAL_MASK: return infer_mask(x, out, err, errlen);
+    case IR_OP_PAD_MASK: return infer_pad_mask(x, &g->nodes[n->input[1]].type, out, err, errlen);
     default: break;
     }
     return base_fail(err, errlen, "%s: not a view op", ir_ops[n->op].name);

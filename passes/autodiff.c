@@ -387,8 +387,13 @@ static int grad_permute(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, n.input[0], emit(A, i, IR_OP_PERMUTE, &dy, 1, inv, NULL), 1);
 }
 
-/* dy where the value was kept, 0 where it was masked. */
+/* dy where the value was kept, 0 where it was masked (both masks). */
 static int grad_causal_mask(autodiff *A, int i, ir_node n, int dy) {
+    if (n.op == IR_OP_PAD_MASK)
+        return contribute(A, n.input[0],
+                          emit(A, i, IR_OP_PAD_MASK, (int[]){dy, n.input[1]}, 2,
+                               (int64_t[]){n.iattr[0], 1}, NULL),
+                          1);
     return contribute(A, n.input[0], emit(A, i, IR_OP_CAUSAL_MASK, &dy, 1, (int64_t[]){1}, NULL),
                       1);
 }
@@ -445,6 +450,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_PERMUTE] = grad_permute,
     [IR_OP_SLICE] = grad_slice,
     [IR_OP_CAUSAL_MASK] = grad_causal_mask,
+    [IR_OP_PAD_MASK] = grad_causal_mask,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -55,7 +55,8 @@ static int reads(const ir_node *n, int k) { return !(n->op == IR_OP_RESHAPE_LIKE
  * of codegen/shape.c (concat there off the channel axis). */
 static int row_major_only(const ir_node *n) {
     return n->op == IR_OP_PERMUTE || n->op == IR_OP_SLICE || n->op == IR_OP_SLICE_GRAD ||
-           n->op == IR_OP_CAUSAL_MASK || (n->op == IR_OP_CONCAT && n->iattr[0] != 1);
+           n->op == IR_OP_CAUSAL_MASK || n->op == IR_OP_PAD_MASK ||
+           (n->op == IR_OP_CONCAT && n->iattr[0] != 1);
 }
 
 /* lay[i]: node i's output layout (1 = CNHW); want[i]: the layout its

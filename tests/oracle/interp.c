@@ -664,6 +664,16 @@ static void op_permute(op_args *a) {
     }
 }
 
+/* Key j of sample n whose id is the padding id: -inf, or 0 in the gradient. */
+static void op_pad_mask(op_args *a) {
+    const ir_type *t = &a->n->type;
+    int64_t tk = t->dim[t->ndim - 1], per = ir_numel(t) / t->dim[0];
+    for (int64_t e = 0; e < ir_numel(t); e++) {
+        int keep = (int64_t)a->x[1][e / per * tk + e % tk] != a->n->iattr[0];
+        a->y[e] = keep ? a->x[0][e] : a->n->iattr[1] ? 0 : -INFINITY;
+    }
+}
+
 /* Key j > query i + (Tk - Tq): -inf, or 0 in the gradient. */
 static void op_causal_mask(op_args *a) {
     const ir_type *t = &a->n->type;
@@ -977,6 +987,7 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SLICE] = op_slice,
     [IR_OP_SLICE_GRAD] = op_slice,
     [IR_OP_CAUSAL_MASK] = op_causal_mask,
+    [IR_OP_PAD_MASK] = op_pad_mask,
 };
 
 void oracle_interp_run(oracle_interp *it) {

@@ -1050,6 +1050,29 @@ TEST(causal_mask_gradients) {
     }
 }
 
+/* The padding mask before a softmax: keys whose id is 1 get no weight and
+ * no gradient; every row keeps a key of another id. */
+TEST(pad_mask_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", (ir_type){3, {2, 3, 4}, IR_F32});
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 4}, IR_I32}, 3);
+    int m = tg_node(g, IR_OP_PAD_MASK, (int[]){x, ids}, 2, (int64_t[]){1, 0}, NULL);
+    head(g, tg_node(g, IR_OP_SOFTMAX, &m, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    static const double id[8] = {0, 1, 2, 1, 1, 0, 0, 2};
+    memcpy(f.val[ids], id, sizeof id);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_PAD_MASK) == 2);
+    oracle_interp *it = oracle_interp_new(f.grad);
+    load(&f, f.grad, it);
+    oracle_interp_run(it);
+    const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
+    CHECK(dx[1] == 0 && dx[3] == 0 && dx[12] == 0 && dx[0] != 0); /* sample 0 keys 1, 3; 1's 0 */
+    oracle_interp_free(it);
+    fixture_free(&f);
+}
+
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
@@ -1090,5 +1113,6 @@ int main(void) {
     RUN(split_gradients);
     RUN(concat_axis_gradients);
     RUN(causal_mask_gradients);
+    RUN(pad_mask_gradients);
     return harness_done();
 }

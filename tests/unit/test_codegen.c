@@ -164,6 +164,8 @@ static ir_graph *all_ops_graph(void) {
     N(CONCAT, r, r), IA(3), NULL);
     N(CAUSAL_MASK, mm), IA(0), NULL);
     N(CAUSAL_MASK, mm), IA(1), NULL);
+    N(PAD_MASK, mm, ids), IA(1, 0), NULL); /* [2, 3, 3] keys by the tokens [2, 3] */
+    N(PAD_MASK, mm, ids), IA(1, 1), NULL);
     return g;
 }
 
