@@ -142,6 +142,7 @@ static int k_dropout(cg_ctx *cx, const ir_type *x, const ir_node *n) {
 
 int cg_render_concat(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
+    if (n->iattr[0] != 1) return cg_render_shape(cx, node); /* row-major, any axis */
     return cg_simple_step(cx, node, k_concat(cx, cx->g, n), ir_numel(&n->type));
 }
 

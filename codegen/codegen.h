@@ -96,6 +96,11 @@ typedef struct {
      * split_part (one %d) is the block's chunk of its channel. */
     int64_t split_blocks;
     const char *split_loop_head, *split_part;
+    /* A cooperative kernel's float tile shared by its block (two args: the
+     * name, the element count) and the barrier between its writers and
+     * readers (codegen/shape.c's tiled permute; in C one thread, a local
+     * array and no barrier). */
+    const char *tile_decl, *barrier;
 } cg_dialect_desc;
 
 /* The SMs the CUDA dialect shapes kernels for (fill_threads, split_blocks):

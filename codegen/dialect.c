@@ -51,6 +51,8 @@ static const cg_dialect_desc dialect_c = {
     .warp = 1,
     .max_block = 1,
     .fill_threads = 1,
+    .tile_decl = "float %s[%d];\n",
+    .barrier = "",
 };
 
 static const cg_dialect_desc dialect_cuda = {
@@ -128,6 +130,8 @@ static const cg_dialect_desc dialect_cuda = {
     .split_blocks = 4 * CG_TARGET_SMS,
     .split_loop_head = "    for (idx_t i = blockIdx.x / %d; i < count; i += gridDim.x / %d) {\n",
     .split_part = "blockIdx.x %% %d",
+    .tile_decl = "DPC_SHARED_ARRAY(float, %s, %d);\n",
+    .barrier = "__syncthreads();\n",
 };
 
 static const cg_dialect_desc *const dialects[CG_DIALECT_COUNT] = {

@@ -161,6 +161,8 @@ int cg_render_seq_ce(cg_ctx *cx, int node);
 int cg_render_batchnorm(cg_ctx *cx, int node);
 int cg_render_transpose(cg_ctx *cx, int node);
 int cg_render_rows(cg_ctx *cx, int node); /* layernorm, softmax and kin (rows.c) */
+/* permute, slice, slice_grad, the masks, concat off axis 1 (shape.c) */
+int cg_render_shape(cg_ctx *cx, int node);
 
 /* Fusion groups and lone pointwise / reduction nodes (fused.c; which
  * nodes are fusible is ir/ir.h's ir_node_fuse_class): one step, one

@@ -213,6 +213,12 @@ fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value
     return s;
 }
 
+fe_stmt *fe_new_tuple_stmt(fe_program *P, fe_ident *targets, fe_expr *value) {
+    fe_stmt *s = fe_new_stmt(P, targets->name, targets->loc, value);
+    s->targets = targets;
+    return s;
+}
+
 fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc) {
     fe_ident *id = fe_alloc(&P->arena, sizeof *id);
     id->name = name;

@@ -134,7 +134,8 @@ typedef struct fe_stmt {
     fe_expr *value;
     fe_expr *count;
     struct fe_stmt *body;
-    int depth; /* repeats nested in it, itself included */
+    int depth;                /* repeats nested in it, itself included */
+    struct fe_ident *targets; /* `a, b = split(...)`: every name (name is the first); else NULL */
 } fe_stmt;
 
 typedef struct fe_ident {
@@ -306,6 +307,8 @@ fe_num *fe_new_num_expr(fe_program *P, fe_expr *e);
 void fe_add_const(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
 fe_arg *fe_new_arg(fe_program *P, const char *key, fe_loc key_loc, fe_expr *value);
 fe_stmt *fe_new_stmt(fe_program *P, const char *name, fe_loc loc, fe_expr *value);
+/* `a, b, c = value`: targets has two names or more. */
+fe_stmt *fe_new_tuple_stmt(fe_program *P, struct fe_ident *targets, fe_expr *value);
 fe_ident *fe_new_ident(fe_program *P, const char *name, fe_loc loc);
 fe_num *fe_new_num(fe_program *P, fe_loc loc, int is_float, int64_t i, double f);
 fe_kw *fe_new_kw(fe_program *P, const char *key, fe_loc loc, fe_num *value);
@@ -363,6 +366,12 @@ typedef enum {
     FE_OP_EMBEDDING,
     FE_OP_MATMUL,
     FE_OP_SUB,
+    FE_OP_RESHAPE,
+    FE_OP_PERMUTE,
+    FE_OP_TRANSPOSE,
+    FE_OP_SLICE,
+    FE_OP_SPLIT,
+    FE_OP_MASK,
 } fe_op_id;
 
 struct fe_opdef {

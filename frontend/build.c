@@ -171,17 +171,165 @@ int elab_mul(elab *E, const scope *S, fe_loc loc, int x, int y) {
     return elab_node(E, S, loc, IR_OP_MUL_CHANNEL, (int[]){x, y}, 2, NULL, NULL);
 }
 
+/* Argument `slot` as a non-batch axis of x (1..rank-1, or -(rank-1)..-1
+ * from the end): the axis, or -1 after an error. */
+static int axis_arg(elab *E, scope *S, const op_args *a, int slot, const ir_type *x) {
+    int64_t k = a->v[slot].i, r = x->ndim;
+    if (k < 0) k += r;
+    if (k >= 1 && k < r) return (int)k;
+    char buf[96];
+    elab_error(E, S, a->loc[slot],
+               "argument '%s' of '%s' must be a non-batch axis of %s (1..%" PRId64 " or -%" PRId64
+               "..-1), got %" PRId64,
+               a->call->op->arg[slot].name, a->call->op->name, ir_type_str(x, buf, sizeof buf),
+               r - 1, r - 1, a->v[slot].i);
+    return -1;
+}
+
 /* concat(a, b, ..., axis=1): the tensors given, in parameter order. */
 static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
-    if (a->v[8].i != 1) {
-        elab_error(E, S, a->loc[8],
-                   "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
-        return -1;
-    }
+    int64_t axis = axis_arg(E, S, a, 8, elab_type(E, &a->v[0]));
+    if (axis < 0) return -1;
     int in[IR_MAX_INPUTS], n = 0;
     for (int i = 0; i < 8; i++)
         if (a->given[i]) in[n++] = a->v[i].node;
-    return elab_node(E, S, loc, IR_OP_CONCAT, in, n, (int64_t[]){1}, NULL);
+    return elab_node(E, S, loc, IR_OP_CONCAT, in, n, &axis, NULL);
+}
+
+/* reshape(x, d1, d2, d3): the batch stays; one dimension may be -1, the
+ * rest of the elements over the others. */
+static int build_reshape(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    ir_type y = {1, {x->dim[0]}, x->dtype};
+    int64_t d[3] = {0}, known = 1, rest = ir_numel(x) / (x->dim[0] ? x->dim[0] : 1);
+    int infer = -1;
+    char b1[96], b2[96];
+    for (int k = 0; k < 3 && (k == 0 || a->given[k + 1]); k++) {
+        d[k] = a->v[k + 1].i;
+        if (d[k] == -1 && infer < 0) {
+            infer = k;
+        } else if (d[k] < 1) {
+            elab_error(E, S, a->loc[k + 1],
+                       "argument 'd%d' of 'reshape' must be positive%s, got %" PRId64, k + 1,
+                       infer < 0 ? " or -1" : " (one -1 at most)", d[k]);
+            return -1;
+        } else {
+            known *= d[k];
+        }
+        y.dim[y.ndim++] = d[k];
+    }
+    if (infer >= 0 && rest % known) {
+        elab_error(E, S, loc,
+                   "reshape: cannot view %s with a -1 dimension: %" PRId64
+                   " elements per sample are not a multiple of %" PRId64,
+                   ir_type_str(x, b1, sizeof b1), rest, known);
+        return -1;
+    }
+    if (infer >= 0) y.dim[infer + 1] = d[infer] = rest / known;
+    if (ir_numel(&y) != ir_numel(x)) {
+        elab_error(E, S, loc, "reshape: cannot view %s as %s (element counts differ)",
+                   ir_type_str(x, b1, sizeof b1), ir_type_str(&y, b2, sizeof b2));
+        return -1;
+    }
+    return elab_node(E, S, loc, IR_OP_RESHAPE, &a->v[0].node, 1, d, NULL);
+}
+
+/* permute(x, a0, a1, ...): one axis per axis of x, the batch first;
+ * transpose(x, a, b): two non-batch axes swapped. */
+static int build_permute(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int64_t p[IR_MAX_DIMS] = {0, 1, 2, 3};
+    char buf[96];
+    if (a->call->op->id == FE_OP_TRANSPOSE) {
+        int i = axis_arg(E, S, a, 1, x), j = i < 0 ? -1 : axis_arg(E, S, a, 2, x);
+        if (j < 0) return -1;
+        p[i] = j, p[j] = i;
+        for (int k = x->ndim; k < IR_MAX_DIMS; k++) p[k] = 0;
+        return elab_node(E, S, loc, IR_OP_PERMUTE, &a->v[0].node, 1, p, NULL);
+    }
+    int n = 2 + a->given[3] + (a->given[3] && a->given[4]);
+    if (n != x->ndim || (a->given[4] && !a->given[3])) {
+        elab_error(E, S, loc, "permute: %s has %d axes, so it takes %d axis numbers",
+                   ir_type_str(x, buf, sizeof buf), x->ndim, x->ndim);
+        return -1;
+    }
+    if (a->v[1].i != 0) {
+        elab_error(E, S, a->loc[1],
+                   "argument 'a0' of 'permute' must be 0 (the batch stays axis 0), got %" PRId64,
+                   a->v[1].i);
+        return -1;
+    }
+    for (int k = 0; k < IR_MAX_DIMS; k++) p[k] = k < n ? a->v[k + 1].i : 0;
+    return elab_node(E, S, loc, IR_OP_PERMUTE, &a->v[0].node, 1, p, NULL);
+}
+
+/* slice(x, start, end, axis=-1): Python's bounds (negative from the end,
+ * clamped to the axis), the range must not be empty. */
+static int build_slice(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int axis = axis_arg(E, S, a, 3, x);
+    if (axis < 0) return -1;
+    int64_t D = x->dim[axis], b[2];
+    for (int k = 0; k < 2; k++) {
+        b[k] = a->v[k + 1].i < 0 ? a->v[k + 1].i + D : a->v[k + 1].i;
+        b[k] = b[k] < 0 ? 0 : b[k] > D ? D : b[k];
+    }
+    if (b[1] <= b[0]) {
+        elab_error(E, S, loc,
+                   "slice: [%" PRId64 ", %" PRId64 ") is empty on axis %d (size %" PRId64 ")",
+                   a->v[1].i, a->v[2].i, axis, D);
+        return -1;
+    }
+    return elab_node(E, S, loc, IR_OP_SLICE, &a->v[0].node, 1, (int64_t[]){axis, b[0], b[1] - b[0]},
+                     NULL);
+}
+
+/* `a, b, c = split(x, 3, axis=-1)`: equal slices, one per name (exec_stmts
+ * in elab.c binds them); the first part's node is the call's value. */
+static int build_split(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    int64_t parts = a->v[1].i;
+    char buf[96];
+    if (a->call != E->split_call || parts != E->split_want) {
+        elab_error(E, S, loc, "split into %" PRId64 " parts is assigned to %d names", parts,
+                   a->call == E->split_call ? E->split_want : 1);
+        return -1;
+    }
+    int axis = axis_arg(E, S, a, 2, x);
+    if (axis < 0) return -1;
+    if (parts > IR_MAX_INPUTS || x->dim[axis] % parts) {
+        elab_error(E, S, a->loc[1],
+                   "split: axis %d of %s does not divide into %" PRId64 " equal parts%s", axis,
+                   ir_type_str(x, buf, sizeof buf), parts,
+                   parts > IR_MAX_INPUTS ? " (8 at most)" : "");
+        return -1;
+    }
+    int64_t len = x->dim[axis] / parts;
+    for (int k = 0; k < parts; k++)
+        if ((E->split_node[k] = elab_node(E, S, loc, IR_OP_SLICE, &a->v[0].node, 1,
+                                          (int64_t[]){axis, k * len, len}, NULL)) < 0)
+            return -1;
+    return E->split_node[0];
+}
+
+/* mask(x, causal=true): keys after each query's position to -inf;
+ * mask(x, pad=ids, id=K): keys whose token id is K to -inf; both may be
+ * given (the padding mask first). */
+static int build_mask(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    int causal = (int)a->v[1].i, pad = a->given[2], y = a->v[0].node;
+    if (!causal && !pad) {
+        elab_error(E, S, loc, "mask needs causal=true or pad=ids (the token ids of the keys)");
+        return -1;
+    }
+    if (a->given[3] && !pad) {
+        elab_error(E, S, a->loc[3], "argument 'id' of 'mask' needs pad=ids");
+        return -1;
+    }
+    if (pad)
+        y = elab_node(E, S, loc, IR_OP_PAD_MASK, (int[]){y, a->v[2].node}, 2,
+                      (int64_t[]){a->v[3].i, 0}, NULL);
+    if (y >= 0 && causal) y = elab_node(E, S, loc, IR_OP_CAUSAL_MASK, &y, 1, (int64_t[]){0}, NULL);
+    return y;
 }
 
 /* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
@@ -247,6 +395,12 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_DROPOUT: id = build_dropout(E, S, a, loc); break;
     case FE_OP_EMBEDDING: id = build_embedding(E, S, a, inst, loc); break;
     case FE_OP_SOFTMAX_CE: id = build_loss(E, S, a, loc); break;
+    case FE_OP_RESHAPE: id = build_reshape(E, S, a, loc); break;
+    case FE_OP_PERMUTE:
+    case FE_OP_TRANSPOSE: id = build_permute(E, S, a, loc); break;
+    case FE_OP_SLICE: id = build_slice(E, S, a, loc); break;
+    case FE_OP_SPLIT: id = build_split(E, S, a, loc); break;
+    case FE_OP_MASK: id = build_mask(E, S, a, loc); break;
     }
     return id;
 }

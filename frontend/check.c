@@ -17,8 +17,9 @@
 
 typedef struct {
     fe_program *P;
-    fe_map blocks; /* name -> fe_block */
-    fe_map inputs; /* name -> fe_input */
+    fe_map blocks;             /* name -> fe_block */
+    fe_map inputs;             /* name -> fe_input */
+    const fe_expr *tuple_call; /* the value of the `a, b = ...` statement being checked */
 } checker;
 
 #define ERR(C, loc, ...) fe_error(&(C)->P->diag, (loc), __VA_ARGS__)
@@ -217,6 +218,12 @@ static int check_call(checker *C, scope *S, fe_expr *e) {
                 e->name);
             return -1;
         }
+    if (e->op && e->op->id == FE_OP_SPLIT && e != C->tuple_call) {
+        ERR(C, e->loc,
+            "split yields several values: assign them to names, as in "
+            "'a, b = split(x, 2)'");
+        return -1;
+    }
     return 0;
 }
 
@@ -242,6 +249,23 @@ static int check_expr(checker *C, scope *S, fe_expr *e) {
     return 0;
 }
 
+/* `a, b = value`: value must be a split call; each name once. */
+static int check_targets(checker *C, const fe_stmt *s) {
+    const fe_expr *v = s->value;
+    if (v->kind != FE_CALL || !v->op || v->op->id != FE_OP_SPLIT) {
+        ERR(C, v->loc, "only split yields several values; '%s' is assigned one",
+            v->kind == FE_CALL ? v->name : "an expression");
+        return -1;
+    }
+    for (const fe_ident *t = s->targets; t; t = t->next)
+        for (const fe_ident *u = t->next; u; u = u->next)
+            if (!strcmp(t->name, u->name)) {
+                ERR(C, u->loc, "'%s' is assigned twice in one statement", u->name);
+                return -1;
+            }
+    return 0;
+}
+
 /* A repeat's body runs in the enclosing scope: its names are defined
  * after it (elaboration reports one read when the count was 0). */
 static int check_stmts(checker *C, scope *S, fe_stmt *body) {
@@ -250,16 +274,22 @@ static int check_stmts(checker *C, scope *S, fe_stmt *body) {
             if (check_expr(C, S, s->count) || check_stmts(C, S, s->body)) return -1;
             continue;
         }
-        if (check_expr(C, S, s->value)) return -1;
-        if (!fe_map_get(&S->names, s->name) && fe_find_const(C->P, s->name)) {
-            ERR(C, s->loc, "cannot assign to constant '%s'", s->name);
-            return -1;
+        C->tuple_call = s->targets ? s->value : NULL;
+        int bad = check_expr(C, S, s->value) || (s->targets && check_targets(C, s));
+        C->tuple_call = NULL;
+        if (bad) return -1;
+        fe_ident one = {NULL, s->name, s->loc};
+        for (const fe_ident *t = s->targets ? s->targets : &one; t; t = t->next) {
+            if (!fe_map_get(&S->names, t->name) && fe_find_const(C->P, t->name)) {
+                ERR(C, t->loc, "cannot assign to constant '%s'", t->name);
+                return -1;
+            }
+            if (!fe_map_get(&S->names, t->name) && fe_map_get(&C->inputs, t->name)) {
+                ERR(C, t->loc, "cannot assign to input '%s'", t->name);
+                return -1;
+            }
+            fe_map_put(&C->P->arena, &S->names, t->name, s);
         }
-        if (!fe_map_get(&S->names, s->name) && fe_map_get(&C->inputs, s->name)) {
-            ERR(C, s->loc, "cannot assign to input '%s'", s->name);
-            return -1;
-        }
-        fe_map_put(&C->P->arena, &S->names, s->name, s);
     }
     return 0;
 }
@@ -742,7 +772,7 @@ static int check_train(checker *C) {
 }
 
 int fe_check(fe_program *P) {
-    checker C = {P, {0}, {0}};
+    checker C = {P, {0}, {0}, NULL};
     if (fe_check_consts(P) || check_inputs(&C) || check_block_headers(&C) || check_sections(&C) ||
         check_bodies(&C) || check_recursion(&C) || check_train(&C))
         return -1;

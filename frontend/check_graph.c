@@ -28,13 +28,17 @@ static int check_valid(fe_program *P, const ir_graph *g) {
     return -1;
 }
 
-/* The names a statement list assigns, repeats' bodies included. */
+/* The names a statement list assigns, repeats' bodies and split's
+ * targets (a, b = split(...)) included. */
 static void add_names(fe_arena *a, fe_map *m, const fe_stmt *body) {
-    for (const fe_stmt *s = body; s; s = s->next)
-        if (s->count)
+    for (const fe_stmt *s = body; s; s = s->next) {
+        if (s->count) {
             add_names(a, m, s->body);
-        else
-            fe_map_put(a, m, s->name, (void *)s);
+            continue;
+        }
+        for (const fe_ident *t = s->targets; t; t = t->next) fe_map_put(a, m, t->name, (void *)s);
+        fe_map_put(a, m, s->name, (void *)s);
+    }
 }
 
 /* A parameter that does not reach the loss gets no gradient (autodiff

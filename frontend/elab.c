@@ -82,7 +82,7 @@ static const fe_opdef ops[] = {
      FE_OP_CONCAT,
      9,
      {TENSOR("a"), TENSOR("b"), TENSOR_OPT("c"), TENSOR_OPT("d"), TENSOR_OPT("e"), TENSOR_OPT("f"),
-      TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, 0)}},
+      TENSOR_OPT("g"), TENSOR_OPT("h"), INT_OPT("axis", 1, -FE_MAX_SIZE)}},
     {"dropout", FE_OP_DROPOUT, 2, {TENSOR("x"), FLOAT("p")}},
     {"tanh", FE_OP_TANH, 1, {TENSOR("x")}},
     {"gelu", FE_OP_GELU, 2, {TENSOR("x"), WORD_OPT("approx", "erf|tanh")}},
@@ -91,6 +91,27 @@ static const fe_opdef ops[] = {
     {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
     {"matmul", FE_OP_MATMUL, 2, {TENSOR("a"), TENSOR("b")}},
     {"sub", FE_OP_SUB, 2, {TENSOR("a"), TENSOR("b")}},
+    /* shapes (build.c checks the negative values: -1 dimensions, axes from the end) */
+    {"reshape",
+     FE_OP_RESHAPE,
+     4,
+     {TENSOR("x"), INT("d1", -FE_MAX_SIZE), INT_OPT("d2", 0, -FE_MAX_SIZE),
+      INT_OPT("d3", 0, -FE_MAX_SIZE)}},
+    {"permute",
+     FE_OP_PERMUTE,
+     5,
+     {TENSOR("x"), INT("a0", 0), INT("a1", 0), INT_OPT("a2", 0, 0), INT_OPT("a3", 0, 0)}},
+    {"transpose", FE_OP_TRANSPOSE, 3, {TENSOR("x"), INT("a", -FE_MAX_SIZE), INT("b", -FE_MAX_SIZE)}},
+    {"slice",
+     FE_OP_SLICE,
+     4,
+     {TENSOR("x"), INT("start", -FE_MAX_SIZE), INT("end", -FE_MAX_SIZE),
+      INT_OPT("axis", -1, -FE_MAX_SIZE)}},
+    {"split", FE_OP_SPLIT, 3, {TENSOR("x"), INT("parts", 1), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
+    {"mask",
+     FE_OP_MASK,
+     4,
+     {TENSOR("x"), BOOL_OPT("causal", 0), TENSOR_OPT("pad"), INT_OPT("id", 0, -FE_MAX_SIZE)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -563,10 +584,23 @@ static int exec_stmts(elab *E, scope *S, const fe_stmt *body, int top) {
             continue;
         }
         value *v = fe_alloc(&E->tmp, sizeof *v);
-        if (eval(E, S, s->value, v)) return -1;
-        fe_map_put(&E->tmp, &S->vars, s->name, v);
-        if (v->kind == V_TENSOR) /* label nodes with the program's names */
-            label_node(E, v->node, top ? LABEL_TOP_STMT : LABEL_BLOCK_STMT, S->prefix, s->name);
+        E->split_call = s->targets ? s->value : NULL; /* split's parts into split_node[] */
+        E->split_want = 0;
+        for (const fe_ident *t = s->targets; t; t = t->next) E->split_want++;
+        int rc = eval(E, S, s->value, v);
+        E->split_call = NULL;
+        if (rc) return -1;
+        fe_ident one = {NULL, s->name, s->loc};
+        int k = 0;
+        for (const fe_ident *t = s->targets ? s->targets : &one; t; t = t->next, k++) {
+            if (s->targets) {
+                v = fe_alloc(&E->tmp, sizeof *v);
+                *v = (value){V_TENSOR, E->split_node[k], 0, 0, NULL};
+            }
+            fe_map_put(&E->tmp, &S->vars, t->name, v);
+            if (v->kind == V_TENSOR) /* label nodes with the program's names */
+                label_node(E, v->node, top ? LABEL_TOP_STMT : LABEL_BLOCK_STMT, S->prefix, t->name);
+        }
     }
     return 0;
 }

@@ -40,6 +40,9 @@ typedef struct {
     int dropouts;              /* dropouts so far: the next one's salt */
     unsigned char *label_rank; /* per node: how its label was given (label_node) */
     int label_cap;
+    /* `a, b = split(...)`: the call, its names' count, the parts' nodes */
+    const fe_expr *split_call;
+    int split_want, split_node[IR_MAX_INPUTS];
 } elab;
 
 /* An operator call's arguments, slotted by the operator table, defaults

@@ -14,7 +14,7 @@
  *                '{' stmts [ 'return' expr { ';' } ] '}'
  *   network   := 'network' IDENT '{' stmts '}'
  *   stmts     := { assign | repeat | ';' }
- *   assign    := IDENT '=' expr
+ *   assign    := IDENT { ',' IDENT } '=' expr   (several names: split only)
  *   repeat    := 'repeat' expr '{' stmts '}'
  *   expr      := product { ( '+' | '-' ) product }           -- Python's precedence
  *   product   := unary { ( '*' | '/' | '//' ) unary }
@@ -162,7 +162,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 
 %type <expr> expr term ret unary product
 %type <arg> arg
-%type <list> sum args args_opt stmts params params_opt dims
+%type <list> sum args args_opt stmts params params_opt dims targets
 %type <stmt> assign repeat
 %type <num> sint num cnum
 %type <s> cname
@@ -267,6 +267,13 @@ repeat
 
 assign
     : IDENT '=' expr                    { $$ = fe_new_stmt(P, $1, L(@1), $3); }
+    | targets '=' expr                  { $$ = fe_new_tuple_stmt(P, $1.first, $3); }
+    ;
+
+/* `q, k, v = split(qkv, 3)`: only split yields several values (check.c) */
+targets
+    : IDENT ',' IDENT                   { $$ = ONE(fe_new_ident(P, $1, L(@1))); APPEND(fe_ident, $$, fe_new_ident(P, $3, L(@3))); }
+    | targets ',' IDENT                 { $$ = $1; APPEND(fe_ident, $$, fe_new_ident(P, $3, L(@3))); }
     ;
 
 /* A sum is one n-ary node, its terms in a list: as long as it likes, one
@@ -521,11 +528,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, fe_prog
     }
     yysymbol_kind_t exp[YYNTOKENS];
     int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS), kept = 0;
-    int closes = 0;
+    int closes = 0, assigns = -1; /* after a statement's first name: '=' (',' starts a tuple) */
+    for (int i = 0; i < n && n == 2; i++) /* exactly '=' and ',' */
+        if (!strcmp(yysymbol_name(exp[i]), "'='")) assigns = i;
     for (int i = 0; i < n; i++) {
         if (!strcmp(yysymbol_name(exp[i]), "'}'")) closes = 1;
-        if (!noise(exp[i])) exp[kept++] = exp[i];
+        if (!noise(exp[i]) && !(assigns >= 0 && !strcmp(yysymbol_name(exp[i]), "','")))
+            exp[kept++] = exp[i];
     }
+    if (kept == 0 && assigns >= 0) exp[kept++] = exp[assigns]; /* (kept <= assigns) */
     if (kept == 0) kept = n; /* only noise: show it after all */
 
     if (closes && starts_decl(got) && P->nopen > 0 && P->nopen <= FE_MAX_OPEN) {

@@ -42,5 +42,7 @@ int ir_infer_dense_rows(const ir_graph *g, const ir_node *n, ir_type *out, char 
                         size_t errlen);
 /* matmul, batched over the leading axes */
 int ir_infer_matmul(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
+/* reshape, permute, slice, slice_grad, causal_mask (shape_view.c) */
+int ir_infer_view(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
 
 #endif

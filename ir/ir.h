@@ -187,8 +187,9 @@ typedef enum {
  *                         so both forms of s are the same bytes     -> x
  *   plane_dot(dy, x)      per (n, c) plane, the sum of dy·x over the
  *                         plane (mul_channel's gradient for s)    -> [N,C]
- *   concat(a, b, ...) axis   the inputs one after another along axis 1
- *                         (axis must be 1); every other dimension equal
+ *   concat(a, b, ...) axis   the inputs one after another along axis
+ *                         (1..rank-1; rank-4 layouts only for axis 1);
+ *                         every other dimension equal
  *                                                   -> [N, sum of C, ...]
  *   channel_slice(x) offset,channels   channels [offset, offset+channels)
  *                         of x (concat's gradient for each input)
@@ -260,6 +261,25 @@ typedef enum {
  *   sub(a, b)             a - b, the same shape (`t - u`)   -> a
  *   mul_const(x) c        x * c (`t * 2`, `t / 4`, `-t`)    -> x
  *   add_const(x) c        x + c (`t + 1`, `t - 0.5`)        -> x
+ * Shapes of attention networks (ir/shape_view.c; float x of rank 2..4,
+ * NCHW only: the layout pass gives them row-major operands):
+ *   reshape(x) d1,d2,d3   x's bytes as [N, d1, d2, d3], 0 ending the list
+ *                         (the batch stays); a view, as flatten  -> [N, d...]
+ *   permute(x) p0..p3     output axis k is input axis p[k] (p0 = 0: the
+ *                         batch stays first; slots past the rank 0)
+ *                                                 -> [x.dim[p0], x.dim[p1], ...]
+ *   slice(x) axis,start,len  elements [start, start+len) along axis
+ *                         (1 <= axis < rank)          -> x with dim[axis] = len
+ *   slice_grad(dy) axis,start,size   dy placed at [start, start+len) along
+ *                         axis of a zero tensor (slice's gradient)
+ *                                                     -> dy with dim[axis] = size
+ *   causal_mask(x[..., Tq, Tk]) grad   where key j > query i + (Tk - Tq):
+ *                         -inf (grad = 0), 0 (grad = 1: its own gradient);
+ *                         x elsewhere (Tq <= Tk: no row all masked)  -> x
+ *   pad_mask(x[N, ..., Tk], ids[N, Tk] i32) id,grad   where ids[n, j] is id
+ *                         (a padding token): key j of sample n -inf (grad
+ *                         = 0) or 0 (grad = 1); x elsewhere          -> x
+ * concat(a, b, ...) axis takes any axis 1..rank-1 of such tensors too.
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -343,7 +363,13 @@ typedef enum {
     X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")                   \
     X(SUB, "sub", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
     X(MUL_CONST, "mul_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                       \
-    X(ADD_CONST, "add_const", 1, 1, IR_FUSE_POINTWISE, "", "c")
+    X(ADD_CONST, "add_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                       \
+    X(RESHAPE, "reshape", 1, 1, IR_FUSE_NONE, "d1,d2,d3", "")                         \
+    X(PERMUTE, "permute", 1, 1, IR_FUSE_NONE, "p0,p1,p2,p3", "")                      \
+    X(SLICE, "slice", 1, 1, IR_FUSE_NONE, "axis,start,len", "")                       \
+    X(SLICE_GRAD, "slice_grad", 1, 1, IR_FUSE_NONE, "axis,start,size", "")            \
+    X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")                     \
+    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

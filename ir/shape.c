@@ -325,23 +325,29 @@ int ir_is_channel_factor(const ir_type *x, const ir_type *s) {
 static int infer_concat(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
                         size_t errlen) {
     const ir_type *a = in_type(g, n, 0);
-    if (n->iattr[0] != 1)
-        return base_fail(err, errlen, "concat: only axis 1 (channels) is supported, got %" PRId64,
-                         n->iattr[0]);
+    int64_t axis = n->iattr[0];
     if (a->ndim < 2 || a->dtype == IR_I32)
         return base_fail(err, errlen, "concat: inputs must be [N, C, ...] float tensors, got %s",
                          TYPE_STR(a));
+    if (axis < 1 || axis >= a->ndim)
+        return base_fail(err, errlen, "concat: axis %" PRId64 " is not a non-batch axis of %s",
+                         axis, TYPE_STR(a));
     *out = *a;
     for (int k = 1; k < n->ninputs; k++) {
         const ir_type *b = in_type(g, n, k);
-        int same = b->ndim == a->ndim && b->dtype != IR_I32 && b->dim[0] == a->dim[0];
-        for (int d = 2; same && d < a->ndim; d++) same = b->dim[d] == a->dim[d];
-        if (!same)
+        int same = b->ndim == a->ndim && b->dtype != IR_I32;
+        for (int d = 0; same && d < a->ndim; d++) same = d == axis || b->dim[d] == a->dim[d];
+        if (!same && axis == 1)
             return base_fail(err, errlen,
                              "concat: input %d %s does not fit input 0 %s (all dimensions but "
                              "the channels must agree)",
                              k, TYPE_STR(b), TYPE_STR(a));
-        out->dim[1] += b->dim[1];
+        if (!same)
+            return base_fail(err, errlen,
+                             "concat: input %d %s does not fit input 0 %s (all dimensions but "
+                             "axis %" PRId64 " must agree)",
+                             k, TYPE_STR(b), TYPE_STR(a), axis);
+        out->dim[axis] += b->dim[axis];
     }
     return 0;
 }
@@ -746,6 +752,12 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_MATMUL: return ir_infer_matmul(g, n, out, err, errlen);
     case IR_OP_SEQ_CE:
     case IR_OP_SEQ_CE_GRAD: return ir_infer_seq_ce(g, n, out, err, errlen);
+    case IR_OP_RESHAPE:
+    case IR_OP_PERMUTE:
+    case IR_OP_SLICE:
+    case IR_OP_SLICE_GRAD:
+    case IR_OP_CAUSAL_MASK:
+    case IR_OP_PAD_MASK: return ir_infer_view(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

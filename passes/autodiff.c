@@ -35,6 +35,7 @@ typedef struct {
     unsigned char *live;  /* depends on a param and reaches the loss */
     int *grad;            /* node -> its accumulated gradient node, -1 none yet */
     unsigned char *owned; /* grad[i] was created for node i alone */
+    int nfwd;             /* nodes of the forward graph: the ones before the first backward */
     char *err;
     size_t errlen;
 } autodiff;
@@ -308,18 +309,93 @@ static int grad_mul_channel(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, s, d, 1);
 }
 
-/* Each input's gradient is its channels of dy. */
+/* Each input's gradient is its part of dy along the axis (channel_slice
+ * for the channels, as before slice existed). */
 static int grad_concat(autodiff *A, int i, ir_node n, int dy) {
-    int64_t off = 0;
+    int64_t off = 0, axis = n.iattr[0];
     for (int k = 0; k < n.ninputs; k++) {
         int x = n.input[k];
-        int64_t c = A->g->nodes[x].type.dim[1];
-        if (A->live[x] &&
-            contribute(A, x, emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL), 1))
-            return -1;
+        int64_t c = A->g->nodes[x].type.dim[axis];
+        int d = !A->live[x] ? 0
+                : axis == 1 ? emit(A, i, IR_OP_CHANNEL_SLICE, &dy, 1, (int64_t[]){off, c}, NULL)
+                            : emit(A, i, IR_OP_SLICE, &dy, 1, (int64_t[]){axis, off, c}, NULL);
+        if (A->live[x] && contribute(A, x, d, 1)) return -1;
         off += c;
     }
     return 0;
+}
+
+/* The forward readers of x when every one is a slice of one axis and
+ * together they cover x exactly (a split): their ids in start order into
+ * part[], their count; else 0. */
+static int covering_slices(autodiff *A, int x, int64_t axis, int *part) {
+    int np = 0;
+    for (int j = 0; j < A->nfwd; j++) {
+        const ir_node *u = &A->g->nodes[j];
+        for (int k = 0; k < u->ninputs; k++) {
+            if (u->input[k] != x) continue;
+            if (u->op != IR_OP_SLICE || u->iattr[0] != axis || np == IR_MAX_INPUTS) return 0;
+            part[np++] = j;
+        }
+    }
+    for (int a = 1; a < np; a++) /* insertion sort by start */
+        for (int b = a; b > 0 && A->g->nodes[part[b]].iattr[1] < A->g->nodes[part[b - 1]].iattr[1];
+             b--) {
+            int t = part[b];
+            part[b] = part[b - 1], part[b - 1] = t;
+        }
+    int64_t end = 0;
+    for (int a = 0; a < np; a++) {
+        const ir_node *u = &A->g->nodes[part[a]];
+        if (u->iattr[1] != end) return 0;
+        end += u->iattr[2];
+    }
+    return np >= 2 && end == A->g->nodes[x].type.dim[axis] ? np : 0;
+}
+
+/* A slice's gradient is dy in a zero tensor of x's shape. Slices that
+ * cover x (a split) instead make one concat of their gradients, emitted
+ * by the first of them (the last the backward walk reaches, when all
+ * their gradients are final); the others leave it to that one. A part
+ * without a gradient leaves the others to zero-padded copies. */
+static int grad_slice(autodiff *A, int i, ir_node n, int dy) {
+    int x = n.input[0], part[IR_MAX_INPUTS], grads[IR_MAX_INPUTS];
+    int64_t axis = n.iattr[0], size = A->g->nodes[x].type.dim[axis];
+    int np = covering_slices(A, x, axis, part);
+    if (!np)
+        part[0] = i, np = 1;
+    else
+        for (int a = 0; a < np; a++)
+            if (part[a] < i) return 0; /* not the first: that one gathers */
+    int all = 1;
+    for (int a = 0; a < np; a++) all &= (grads[a] = A->grad[part[a]]) >= 0;
+    if (np > 1 && all) return contribute(A, x, emit(A, i, IR_OP_CONCAT, grads, np, &axis, NULL), 1);
+    for (int a = 0; a < np; a++) {
+        if (grads[a] < 0) continue;
+        int64_t at[] = {axis, A->g->nodes[part[a]].iattr[1], size};
+        if (contribute(A, x, emit(A, part[a], IR_OP_SLICE_GRAD, &grads[a], 1, at, NULL), 1))
+            return -1;
+    }
+    (void)dy;
+    return 0;
+}
+
+/* The inverse permutation: dx axis p[k] is dy axis k. */
+static int grad_permute(autodiff *A, int i, ir_node n, int dy) {
+    int64_t inv[IR_MAX_DIMS] = {0};
+    for (int k = 0; k < A->g->nodes[n.input[0]].type.ndim; k++) inv[n.iattr[k]] = k;
+    return contribute(A, n.input[0], emit(A, i, IR_OP_PERMUTE, &dy, 1, inv, NULL), 1);
+}
+
+/* dy where the value was kept, 0 where it was masked (both masks). */
+static int grad_causal_mask(autodiff *A, int i, ir_node n, int dy) {
+    if (n.op == IR_OP_PAD_MASK)
+        return contribute(A, n.input[0],
+                          emit(A, i, IR_OP_PAD_MASK, (int[]){dy, n.input[1]}, 2,
+                               (int64_t[]){n.iattr[0], 1}, NULL),
+                          1);
+    return contribute(A, n.input[0], emit(A, i, IR_OP_CAUSAL_MASK, &dy, 1, (int64_t[]){1}, NULL),
+                      1);
 }
 
 /* The same mask on dy: the same op, key, salt and p. */
@@ -390,6 +466,11 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_SUB] = grad_sub,
     [IR_OP_MUL_CONST] = grad_mul_const,
     [IR_OP_ADD_CONST] = grad_add_const,
+    [IR_OP_RESHAPE] = grad_flatten, /* reshape_like back to x */
+    [IR_OP_PERMUTE] = grad_permute,
+    [IR_OP_SLICE] = grad_slice,
+    [IR_OP_CAUSAL_MASK] = grad_causal_mask,
+    [IR_OP_PAD_MASK] = grad_causal_mask,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */
@@ -415,8 +496,9 @@ static int backward(autodiff *A, int loss) {
     if (!A->live[loss]) return 0; /* no parameters: nothing to differentiate */
     if (contribute(A, loss, emit(A, loss, IR_OP_ONES_LIKE, &loss, 1, NULL, NULL), 1)) return -1;
     for (int i = loss; i >= 0; i--) {
-        if (A->grad[i] < 0) continue;
         ir_node n = A->g->nodes[i];
+        /* a slice may gather its siblings' gradients even without its own */
+        if (A->grad[i] < 0 && n.op != IR_OP_SLICE) continue;
         if (n.op == IR_OP_PARAM) continue; /* a leaf: its gradient is final */
         grad_rule rule = rules[n.op];
         if (!rule) {
@@ -459,7 +541,7 @@ int pass_autodiff(ir_graph **gp, char *err, size_t errlen) {
         if (in->nodes[i].flags & IR_FLAG_GRAD)
             return base_fail(err, errlen, "autodiff: the graph already has gradients ('%s')",
                              in->nodes[i].name);
-    autodiff A = {ir_clone(in), NULL, NULL, NULL, err, errlen};
+    autodiff A = {ir_clone(in), NULL, NULL, NULL, in->n, err, errlen};
     size_t n = (size_t)(in->n ? in->n : 1);
     A.live = calloc(n, 1);
     A.owned = calloc(n, 1);

@@ -33,7 +33,8 @@ static const char *const reasons[PASS_LAYOUT_WHY_COUNT] = {
     [PASS_LAYOUT_WHY_SOURCE] = "a graph input or parameter is NCHW",
     [PASS_LAYOUT_WHY_VIEW_RESULT] = "a view's result (flatten's gradient) is NCHW",
     [PASS_LAYOUT_WHY_NCHW] = "its producer is NCHW",
-    [PASS_LAYOUT_WHY_READER] = "its reader works in NCHW only (batchnorm, unlowered)",
+    [PASS_LAYOUT_WHY_READER] =
+        "its reader works in NCHW only (batchnorm, unlowered; the shape ops)",
 };
 
 const char *pass_layout_reason(int64_t why) {
@@ -49,6 +50,14 @@ static int shares_bytes(ir_op op) {
 }
 /* Whether input k of n is read at all (reshape_like's `like` is not). */
 static int reads(const ir_node *n, int k) { return !(n->op == IR_OP_RESHAPE_LIKE && k == 1); }
+
+/* Ops whose kernels address row-major (NCHW) elements only: the shape ops
+ * of codegen/shape.c (concat there off the channel axis). */
+static int row_major_only(const ir_node *n) {
+    return n->op == IR_OP_PERMUTE || n->op == IR_OP_SLICE || n->op == IR_OP_SLICE_GRAD ||
+           n->op == IR_OP_CAUSAL_MASK || n->op == IR_OP_PAD_MASK ||
+           (n->op == IR_OP_CONCAT && n->iattr[0] != 1);
+}
 
 /* lay[i]: node i's output layout (1 = CNHW); want[i]: the layout its
  * rank-4 operands must have (-1: any, or it has none). */
@@ -72,7 +81,7 @@ static void decide(const ir_graph *g, signed char *lay, signed char *want) {
             lay[i] = rank4(n) && !runtime_reads(n) && n->op != IR_OP_CONV_GRAD_WEIGHT;
             continue;
         }
-        if (n->op == IR_OP_BATCHNORM) {
+        if (n->op == IR_OP_BATCHNORM || row_major_only(n)) {
             want[i] = 0;
             continue;
         }

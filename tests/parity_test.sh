@@ -129,6 +129,9 @@ cases=(
     "test resnet18_cifar 8"
     "full resnet18_cifar 16 --steps 3"
     "test mlp 64 --steps 3"
+    # tests/nets/shape_small.net: attention from reshape, split, permute,
+    # the causal mask, slice and concat off the channel axis
+    "test shape_small 16 --steps 3"
 )
 # DPC_PARITY_CASES, one case a line as above, replaces the list: the few that
 # tests/cpu_settings_test.sh runs under each CPU setting. Their tables stay
@@ -156,6 +159,7 @@ for case in "${cases[@]}"; do
     set -- $opts
     tag=$(echo "$model-$batch$opts${dpcflags[*]}" | tr -c 'a-z0-9_\n-' '_')
     net=models/${model%%@*}.net
+    [ -f "$net" ] || net=tests/nets/${model%%@*}.net
     if [ "$model" != "${model%%@*}" ]; then
         net=$tmp/$tag.net
         sed "s/^\( *\)optimizer .*/\1optimizer ${model#*@}/" "models/${model%%@*}.net" >"$net"

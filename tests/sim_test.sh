@@ -12,8 +12,9 @@
 #    of a DPC_SHARED_ARRAY are reported; a SIGSEGV handler names the faulting
 #    kernel, block and thread with sim_where() (lane 15 runs on first after
 #    the shuffle that lane 15 completes);
-#  - compiles every emitted CUDA kernel of every model (train and eval, fp32
-#    and bf16) as host C++ against cuda_sim.h, each with its SIM_KERNEL entry;
+#  - compiles every emitted CUDA kernel of every model and of
+#    tests/nets/shape_small.net (train and eval, fp32 and bf16) as host C++
+#    against cuda_sim.h, each with its SIM_KERNEL entry;
 #  - runs emitted elementwise kernels of mlp under the simulator and compares
 #    every buffer, bit for bit, with the C-dialect kernel of the same name.
 # (Under ASan, gcc's libasan warns once per process that it does not fully
@@ -102,11 +103,13 @@ fi
 # files of one directory repeat their typedefs and static helpers.
 ek=$tmp/ek
 mkdir -p "$ek"
-for m in mlp cnn_small resnet18_cifar resnet18; do
+for m in mlp cnn_small resnet18_cifar resnet18 shape_small; do
+    net=models/$m.net
+    [ -f "$net" ] || net=tests/nets/$m.net # shape_small: the shape ops, the tiled permute
     for p in fp32 bf16; do
         prec=()
         [ $p = bf16 ] && prec=(--precision bf16)
-        if ! "$bin/dpc" "models/$m.net" "${prec[@]}" --emit-kernels "$ek/$m-$p" -o "$tmp/$m-$p.plan" >/dev/null 2>"$tmp/dpc.err"; then
+        if ! "$bin/dpc" "$net" "${prec[@]}" --emit-kernels "$ek/$m-$p" -o "$tmp/$m-$p.plan" >/dev/null 2>"$tmp/dpc.err"; then
             bad "dpc --emit-kernels $m $p: $(cat "$tmp/dpc.err")"
             continue
         fi

@@ -603,17 +603,84 @@ static void op_plane_dot(op_args *a) {
 }
 
 /* Inputs one after another along the channels, sample by sample. */
+/* An axis splits a row-major tensor into [outer, dim[axis], inner]. */
+static int64_t outer_of(const ir_type *t, int axis) {
+    int64_t o = 1;
+    for (int d = 0; d < axis; d++) o *= t->dim[d];
+    return o;
+}
+static int64_t inner_after(const ir_type *t, int axis) {
+    int64_t o = 1;
+    for (int d = axis + 1; d < t->ndim; d++) o *= t->dim[d];
+    return o;
+}
+
+/* The inputs one after another along axis (1 for the channels). */
 static void op_concat(op_args *a) {
-    chan_layout l = layout_of(&a->n->type);
-    for (int64_t n = 0; n < l.n; n++) {
-        int64_t c0 = 0;
-        for (int k = 0; k < a->n->ninputs; k++) {
-            chan_layout lk = layout_of(a->in[k]);
-            for (int64_t c = 0; c < lk.c; c++)
-                for (int64_t i = 0; i < l.inner; i++)
-                    a->y[AT(l, n, c0 + c, i)] = a->x[k][AT(lk, n, c, i)];
-            c0 += lk.c;
-        }
+    int axis = (int)a->n->iattr[0];
+    const ir_type *y = &a->n->type;
+    int64_t outer = outer_of(y, axis), inner = inner_after(y, axis), A = y->dim[axis], off = 0;
+    for (int k = 0; k < a->n->ninputs; k++) {
+        int64_t Ak = a->in[k]->dim[axis];
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t c = 0; c < Ak; c++)
+                for (int64_t j = 0; j < inner; j++)
+                    a->y[(o * A + off + c) * inner + j] = a->x[k][(o * Ak + c) * inner + j];
+        off += Ak;
+    }
+}
+
+/* slice: [start, start+len) of axis; slice_grad: dy there, zeros elsewhere. */
+static void op_slice(op_args *a) {
+    int axis = (int)a->n->iattr[0];
+    int64_t start = a->n->iattr[1];
+    int grad = a->n->op == IR_OP_SLICE_GRAD;
+    const ir_type *big = grad ? &a->n->type : a->in[0], *small = grad ? a->in[0] : &a->n->type;
+    int64_t outer = outer_of(big, axis), inner = inner_after(big, axis);
+    int64_t B = big->dim[axis], L = small->dim[axis];
+    if (grad) memset(a->y, 0, sizeof(double) * (size_t)ir_numel(big));
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t c = 0; c < L; c++)
+            for (int64_t j = 0; j < inner; j++) {
+                int64_t bi = (o * B + start + c) * inner + j, si = (o * L + c) * inner + j;
+                if (grad)
+                    a->y[bi] = a->x[0][si];
+                else
+                    a->y[si] = a->x[0][bi];
+            }
+}
+
+/* Output axis k is input axis p[k]: walk the output in order. */
+static void op_permute(op_args *a) {
+    const ir_type *x = a->in[0], *y = &a->n->type;
+    int r = x->ndim;
+    int64_t stride[IR_MAX_DIMS], idx[IR_MAX_DIMS] = {0}, s = 1;
+    for (int d = r - 1; d >= 0; d--) stride[d] = s, s *= x->dim[d];
+    for (int64_t e = 0; e < ir_numel(y); e++) {
+        int64_t rest = e, src = 0;
+        for (int k = r - 1; k >= 0; k--) idx[k] = rest % y->dim[k], rest /= y->dim[k];
+        for (int k = 0; k < r; k++) src += idx[k] * stride[a->n->iattr[k]];
+        a->y[e] = a->x[0][src];
+    }
+}
+
+/* Key j of sample n whose id is the padding id: -inf, or 0 in the gradient. */
+static void op_pad_mask(op_args *a) {
+    const ir_type *t = &a->n->type;
+    int64_t tk = t->dim[t->ndim - 1], per = ir_numel(t) / t->dim[0];
+    for (int64_t e = 0; e < ir_numel(t); e++) {
+        int keep = (int64_t)a->x[1][e / per * tk + e % tk] != a->n->iattr[0];
+        a->y[e] = keep ? a->x[0][e] : a->n->iattr[1] ? 0 : -INFINITY;
+    }
+}
+
+/* Key j > query i + (Tk - Tq): -inf, or 0 in the gradient. */
+static void op_causal_mask(op_args *a) {
+    const ir_type *t = &a->n->type;
+    int64_t tq = t->dim[t->ndim - 2], tk = t->dim[t->ndim - 1];
+    for (int64_t e = 0; e < ir_numel(t); e++) {
+        int64_t j = e % tk, i = e / tk % tq;
+        a->y[e] = j <= i + tk - tq ? a->x[0][e] : a->n->iattr[0] ? 0 : -INFINITY;
     }
 }
 
@@ -931,6 +998,12 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_EMBEDDING_GRAD] = op_embedding_grad,
     [IR_OP_SEQ_CE] = op_seq_ce,
     [IR_OP_SEQ_CE_GRAD] = op_seq_ce_grad,
+    [IR_OP_RESHAPE] = op_copy,
+    [IR_OP_PERMUTE] = op_permute,
+    [IR_OP_SLICE] = op_slice,
+    [IR_OP_SLICE_GRAD] = op_slice,
+    [IR_OP_CAUSAL_MASK] = op_causal_mask,
+    [IR_OP_PAD_MASK] = op_pad_mask,
 };
 
 void oracle_interp_run(oracle_interp *it) {

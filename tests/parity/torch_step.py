@@ -346,6 +346,31 @@ class Mlp(nn.Module):
         return self.dense1(self.relu(self.dense0(torch.flatten(image, 1))))
 
 
+class ShapeSmall(nn.Module):
+    """tests/nets/shape_small.net: attention from primitives (reshape,
+    split, permute and transpose, the causal mask, slice, concat)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.dense0 = nn.Linear(3 * 32 * 32, 64)
+        self.dense1 = nn.Linear(16, 48)
+        self.dense2 = nn.Linear(4 * 24, classes)
+
+    def forward(self, image):
+        n = image.shape[0]
+        t = self.dense0(torch.flatten(image, 1)).reshape(n, 4, 16)
+        q, k, v = self.dense1(t).split(16, dim=-1)
+        q = q.reshape(n, 4, 2, 8).permute(0, 2, 1, 3)
+        k = k.reshape(n, 4, 2, 8).permute(0, 2, 3, 1)
+        v = v.reshape(n, 4, 2, 8).transpose(1, 2)
+        later = torch.ones(4, 4, dtype=torch.bool).triu(1)  # key j > query i
+        s = torch.matmul(q, k).masked_fill(later, float("-inf"))
+        p = torch.softmax(s.reshape(n, 8, 4), -1).reshape(n, 2, 4, 4)
+        o = torch.matmul(p, v).transpose(1, 2).reshape(n, 4, 16)
+        o = torch.cat([o, t[..., 8:16]], -1)
+        return self.dense2(torch.flatten(o, 1))
+
+
 def resnet18_cifar(classes=10):
     """models/resnet18_cifar.net: ResNet-18 v1 with a 3x3 stride-1 stem and
     no max-pool (the modules keep their places, so the order of the
@@ -367,6 +392,7 @@ MODELS = {
     "resnet18_v2": ResNet18V2,
     "mobilenet_v2": MobileNetV2,
     "cnn_small": CnnSmall,
+    "shape_small": ShapeSmall,  # tests/nets/
 }
 
 

@@ -986,6 +986,128 @@ TEST(arith_gradients) {
     fixture_free(&f);
 }
 
+/* ---- shapes: reshape, permute, slice, split, concat off axis 1, the mask ---- */
+
+/* reshape (a view; its gradient reshape_like) and permute at ranks 3 and 4
+ * (its gradient the inverse permutation). */
+TEST(reshape_and_permute_gradients) {
+    static const int64_t perms[][4] = {{0, 2, 1, 0}, {0, 3, 1, 2}, {0, 2, 3, 1}};
+    for (int c = 0; c < 3; c++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", (ir_type){3, {2, 3, 8}, IR_F32});
+        int y = c ? tg_node(g, IR_OP_RESHAPE, &x, 1, (int64_t[]){3, 2, 4}, NULL) : x;
+        int z = tg_node(g, IR_OP_PERMUTE, &y, 1, perms[c], NULL);
+        CHECK(z >= 0);
+        head(g, tg_node(g, IR_OP_RESHAPE, &z, 1, (int64_t[]){24, 0, 0}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 1, "permute case %d", c);
+        CHECK(count_op(f.grad, IR_OP_PERMUTE) == 2);
+        fixture_free(&f);
+    }
+}
+
+/* Two overlapping slices of one tensor: each gradient zero-padded back
+ * (slice_grad), summed; no concat, they do not cover it exactly. */
+TEST(slice_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", (ir_type){3, {2, 5, 3}, IR_F32});
+    int a = tg_node(g, IR_OP_SLICE, &x, 1, (int64_t[]){1, 1, 3}, NULL);
+    int b = tg_node(g, IR_OP_SLICE, &x, 1, (int64_t[]){1, 0, 3}, NULL);
+    head(g, tg_node(g, IR_OP_MUL, (int[]){a, b}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_SLICE_GRAD) == 2 && count_op(f.grad, IR_OP_CONCAT) == 0);
+    fixture_free(&f);
+}
+
+/* A split: slices that cover their input exactly get one concat of their
+ * gradients, not zero-padded tensors summed; with one part unused, the
+ * others fall back to slice_grad. */
+TEST(split_gradients) {
+    for (int unused = 0; unused < 2; unused++) {
+        ir_graph *g = ir_new();
+        int x = param(g, "x", (ir_type){3, {2, 3, 6}, IR_F32}), p[3];
+        for (int k = 0; k < 3; k++) /* created out of order: the concat sorts them */
+            p[k] = tg_node(g, IR_OP_SLICE, &x, 1, (int64_t[]){2, 2 * ((k + 1) % 3), 2}, NULL);
+        int m = tg_node(g, IR_OP_MUL, (int[]){p[0], p[1]}, 2, NULL, NULL);
+        head(g, unused ? m : tg_node(g, IR_OP_ADD, (int[]){m, p[2]}, 2, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 1, "unused %d", unused);
+        CHECK(count_op(f.grad, IR_OP_CONCAT) == !unused);
+        CHECK(count_op(f.grad, IR_OP_SLICE_GRAD) == (unused ? 2 : 0));
+        fixture_free(&f);
+    }
+}
+
+/* concat along the last axis (rank 3) and along H and W (rank 4): its
+ * gradient slices dy along the same axis. */
+TEST(concat_axis_gradients) {
+    static const int axes[] = {2, 2, 3};
+    for (int c = 0; c < 3; c++) {
+        ir_graph *g = ir_new();
+        int axis = axes[c];
+        ir_type ta = c ? ir_shape4(2, 2, 3, 2) : (ir_type){3, {2, 3, 2}, IR_F32}, tb = ta;
+        tb.dim[axis] = 3;
+        int a = param(g, "a", ta), b = param(g, "b", tb);
+        head(g, tg_node(g, IR_OP_CONCAT, (int[]){b, a, b}, 3, (int64_t[]){axis}, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 2, "concat case %d", c);
+        CHECK(count_op(f.grad, IR_OP_SLICE) == 3 && count_op(f.grad, IR_OP_CHANNEL_SLICE) == 0);
+        fixture_free(&f);
+    }
+}
+
+/* The causal mask before a softmax, [N, Tq, Tk] with Tq < Tk and a square
+ * rank-4 one: the masked scores get no gradient, the rest softmax's. */
+TEST(causal_mask_gradients) {
+    for (int c = 0; c < 2; c++) {
+        ir_graph *g = ir_new();
+        ir_type t = c ? ir_shape4(2, 2, 3, 3) : (ir_type){3, {2, 3, 4}, IR_F32};
+        int x = param(g, "x", t);
+        int m = tg_node(g, IR_OP_CAUSAL_MASK, &x, 1, (int64_t[]){0}, NULL);
+        if (c) m = tg_node(g, IR_OP_RESHAPE, &m, 1, (int64_t[]){6, 3, 0}, NULL);
+        head(g, tg_node(g, IR_OP_SOFTMAX, &m, 1, NULL, NULL));
+        fixture f;
+        fixture_init(&f, g);
+        CHECK_MSG(check_gradients(&f) == 1, "mask case %d", c);
+        oracle_interp *it = oracle_interp_new(f.grad);
+        load(&f, f.grad, it);
+        oracle_interp_run(it);
+        const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
+        /* case 0: query 0 sees keys 0..1, so key 2 and 3 are masked */
+        if (!c) CHECK(dx[2] == 0 && dx[3] == 0 && dx[1] != 0);
+        oracle_interp_free(it);
+        fixture_free(&f);
+    }
+}
+
+/* The padding mask before a softmax: keys whose id is 1 get no weight and
+ * no gradient; every row keeps a key of another id. */
+TEST(pad_mask_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", (ir_type){3, {2, 3, 4}, IR_F32});
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 4}, IR_I32}, 3);
+    int m = tg_node(g, IR_OP_PAD_MASK, (int[]){x, ids}, 2, (int64_t[]){1, 0}, NULL);
+    head(g, tg_node(g, IR_OP_SOFTMAX, &m, 1, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    static const double id[8] = {0, 1, 2, 1, 1, 0, 0, 2};
+    memcpy(f.val[ids], id, sizeof id);
+    CHECK(check_gradients(&f) == 1);
+    CHECK(count_op(f.grad, IR_OP_PAD_MASK) == 2);
+    oracle_interp *it = oracle_interp_new(f.grad);
+    load(&f, f.grad, it);
+    oracle_interp_run(it);
+    const double *dx = oracle_interp_buffer(it, node_named(f.grad, "x.grad"));
+    CHECK(dx[1] == 0 && dx[3] == 0 && dx[12] == 0 && dx[0] != 0); /* sample 0 keys 1, 3; 1's 0 */
+    oracle_interp_free(it);
+    fixture_free(&f);
+}
+
 int main(void) {
     RUN(conv_gradients);
     RUN(conv_on_an_input_gets_no_data_gradient);
@@ -1022,5 +1144,11 @@ int main(void) {
     RUN(dense_rank3_gradients);
     RUN(matmul_gradients);
     RUN(arith_gradients);
+    RUN(reshape_and_permute_gradients);
+    RUN(slice_gradients);
+    RUN(split_gradients);
+    RUN(concat_axis_gradients);
+    RUN(causal_mask_gradients);
+    RUN(pad_mask_gradients);
     return harness_done();
 }

@@ -157,6 +157,19 @@ static ir_graph *all_ops_graph(void) {
     N(SUB, dr, r), NULL, NULL);
     N(MUL_CONST, r), NULL, FA(-0.5));
     N(ADD_CONST, r), NULL, FA(1.5));
+    /* shapes: reshape (a view), permute at ranks 3 and 4, slice and its
+     * gradient, concat off the channel axis, the causal mask both ways */
+    N(RESHAPE, e), IA(4, 3, 0), NULL);
+    N(PERMUTE, e), IA(0, 2, 1, 0), NULL);
+    N(PERMUTE, r), IA(0, 2, 3, 1), NULL);
+    int sli = N(SLICE, e), IA(2, 1, 2), NULL);
+    N(SLICE_GRAD, sli), IA(2, 1, 4), NULL);
+    N(CONCAT, e, sli), IA(2), NULL);
+    N(CONCAT, r, r), IA(3), NULL);
+    N(CAUSAL_MASK, mm), IA(0), NULL);
+    N(CAUSAL_MASK, mm), IA(1), NULL);
+    N(PAD_MASK, mm, ids), IA(1, 0), NULL); /* [2, 3, 3] keys by the tokens [2, 3] */
+    N(PAD_MASK, mm, ids), IA(1, 1), NULL);
     return g;
 }
 

@@ -808,6 +808,56 @@ TEST(arith_small_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* attention from primitives (tests/nets/shape_small.net): reshape, a
+ * three-way split (whose gradient is one concat), permute and transpose
+ * at rank 4, the causal mask, slice and concat along the last axis,
+ * through the frontend and the default passes: the generated C kernels
+ * of a whole training step against the interpreter. */
+TEST(shape_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/shape_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK_MSG(ops[IR_OP_RESHAPE] == 7 && ops[IR_OP_PERMUTE] == 8, "reshape %d permute %d",
+              ops[IR_OP_RESHAPE], ops[IR_OP_PERMUTE]);
+    /* 3 split, 1 slice, the concat gradient 2; the split gradient one concat */
+    CHECK_MSG(ops[IR_OP_SLICE] == 6 && ops[IR_OP_SLICE_GRAD] == 1, "slice %d slice_grad %d",
+              ops[IR_OP_SLICE], ops[IR_OP_SLICE_GRAD]);
+    CHECK(ops[IR_OP_CONCAT] == 2 && ops[IR_OP_CAUSAL_MASK] == 2);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
+/* The shape ops on convolution maps: permute, split along H, concat
+ * along W, slice along H (test_layout runs the net with the layout pass
+ * too). */
+static const char conv_shapes_net[] =
+    "input image[3, 16, 16]\n"
+    "input label class(10)\n"
+    "network cv {\n"
+    "    x = relu(conv(image, 8, k=3, s=2, p=1))\n"
+    "    x = permute(x, 0, 2, 3, 1)\n"
+    "    a, b = split(x, 2, axis=1)\n"
+    "    x = relu(conv(concat(b, a, axis=2), 8, k=3, p=1))\n"
+    "    logits = dense(global_avgpool(slice(x, 1, -1, axis=-2)), 10)\n"
+    "    loss = softmax_cross_entropy(logits, label)\n"
+    "}\n";
+
+TEST(shape_ops_on_conv_maps_match_interpreter) {
+    fe_program *fp = fe_parse_string("cv.net", conv_shapes_net, sizeof conv_shapes_net - 1);
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK_MSG(ops[IR_OP_PERMUTE] == 2 && ops[IR_OP_CONCAT] == 2, "permute %d concat %d",
+              ops[IR_OP_PERMUTE], ops[IR_OP_CONCAT]);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* dense over the last axis of a [N, T, F] sequence (the GEMM's rows N·T)
  * with its bias along that axis, and matmul batched over the samples in
  * an attention-like block (T = F, as there is no transpose yet), through
@@ -1357,6 +1407,8 @@ int main(void) {
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
     RUN(arith_small_training_step_matches_interpreter);
+    RUN(shape_small_training_step_matches_interpreter);
+    RUN(shape_ops_on_conv_maps_match_interpreter);
     RUN(sequence_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);

@@ -555,6 +555,38 @@ TEST(int_inputs) {
     ir_free(g);
 }
 
+/* The shape operators: split's parts bound to their names in order, the
+ * -1 dimension inferred, negative axes and bounds, the causal mask (the
+ * padding mask needs token data, which no data section gives yet: its
+ * rule is checked at the IR level, test_autodiff and test_codegen). */
+TEST(shape_operators) {
+    ir_graph *g = build_src("input image[3, 8, 8]; input label class(10)\n"
+                            "network n {\n"
+                            "  t = reshape(dense(flatten(image), 24), 4, -1)\n"
+                            "  q, k, v = split(t, 3)\n"
+                            "  s = matmul(q, transpose(k, -1, -2))\n"
+                            "  s = mask(s, causal=true)\n"
+                            "  o = concat(matmul(softmax(s), v), slice(t, -2, 6), axis=-1)\n"
+                            "  logits = dense(flatten(permute(o, 0, 2, 1)), 10)\n"
+                            "  loss = softmax_cross_entropy(logits, label)\n"
+                            "}\n",
+                            2);
+    CHECK(g != NULL);
+    if (!g) return;
+    int t = find_name(g, "t"), q = find_name(g, "q"), v = find_name(g, "v");
+    CHECK(t >= 0 && g->nodes[t].op == IR_OP_RESHAPE && g->nodes[t].type.dim[2] == 6);
+    CHECK(q >= 0 && g->nodes[q].op == IR_OP_SLICE && g->nodes[q].iattr[1] == 0);
+    CHECK(v >= 0 && g->nodes[v].op == IR_OP_SLICE && g->nodes[v].iattr[1] == 4 &&
+          g->nodes[v].iattr[2] == 2);
+    int cm = find_op(g, IR_OP_CAUSAL_MASK, 0);
+    CHECK(cm >= 0 && g->nodes[cm].iattr[0] == 0 && find_op(g, IR_OP_PAD_MASK, 0) < 0);
+    int sl = find_op(g, IR_OP_SLICE, v + 1); /* slice(t, -2, 6): [4, 6) of the last axis */
+    CHECK(sl >= 0 && g->nodes[sl].iattr[0] == 2 && g->nodes[sl].iattr[1] == 4);
+    int o = find_name(g, "o");
+    CHECK(o >= 0 && g->nodes[o].op == IR_OP_CONCAT && g->nodes[o].type.dim[2] == 4);
+    ir_free(g);
+}
+
 /* groups: the weight is [channels, C/groups, k, k], the attribute goes to
  * conv's last slot; depthwise is groups = channels. */
 TEST(conv_groups) {
@@ -1083,6 +1115,7 @@ int main(void) {
     RUN(tanh_and_gelu);
     RUN(int_inputs);
     RUN(conv_groups);
+    RUN(shape_operators);
     RUN(concat_call);
     RUN(dropout_call);
     RUN(train_section_variants);
