@@ -325,6 +325,7 @@ typedef enum {
     FE_OP_SOFTMAX,
     FE_OP_EMBEDDING,
     FE_OP_MATMUL,
+    FE_OP_ATTENTION,
 } fe_op_id;
 
 struct fe_opdef {

@@ -89,6 +89,11 @@ static const fe_opdef ops[] = {
     {"softmax", FE_OP_SOFTMAX, 2, {TENSOR("x"), INT_OPT("axis", -1, -FE_MAX_SIZE)}},
     {"embedding", FE_OP_EMBEDDING, 3, {TENSOR("ids"), INT("vocab", 1), INT("dim", 1)}},
     {"matmul", FE_OP_MATMUL, 2, {TENSOR("a"), TENSOR("b")}},
+    {"attention",
+     FE_OP_ATTENTION,
+     6,
+     {TENSOR("q"), TENSOR("k"), TENSOR("v"), INT("heads", 1), BOOL_OPT("causal", 1),
+      FLOAT_OPT("dropout", 0)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {

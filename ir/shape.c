@@ -742,6 +742,9 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_MATMUL: return ir_infer_matmul(g, n, out, err, errlen);
     case IR_OP_SEQ_CE:
     case IR_OP_SEQ_CE_GRAD: return ir_infer_seq_ce(g, n, out, err, errlen);
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_LSE:
+    case IR_OP_ATTENTION_GRAD: return ir_infer_attention(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

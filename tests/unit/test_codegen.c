@@ -153,6 +153,12 @@ static ir_graph *all_ops_graph(void) {
     int tgt = ir_add_input(g, "targets", (ir_type){2, {2, 3}, IR_I32}, 4);
     int sl = N(SEQ_CE, e, tgt), IA(-1), NULL);
     N(SEQ_CE_GRAD, e, tgt, sl), IA(-1), NULL);
+    /* fused attention: 2 queries against the embedding's 3 keys, 2 heads,
+     * causal, dropout on the weights; its log-sum-exp and gradients */
+    int aq = ir_add_input(g, "attn_q", (ir_type){3, {2, 2, 4}, IR_F32}, 0);
+    int at = N(ATTENTION, aq, e, e, key), IA(2, 1, 4), FA(0.7, 0.25));
+    int al = N(ATTENTION_LSE, aq, e, e), IA(2, 1), FA(0.7));
+    for (int w = 0; w < 3; w++) N(ATTENTION_GRAD, at, aq, e, e, at, al, key), IA(2, 1, 4, w), FA(0.7, 0.25));
     return g;
 }
 

@@ -265,6 +265,7 @@ TEST(cnn_small_is_invariant) { check_invariance("models/cnn_small.net", 8); }
 /* sigmoid, clip, relu6, mul, grouped conv, concat, dropout (tests/nets) */
 TEST(se_small_is_invariant) { check_invariance("tests/nets/se_small.net", 4); }
 TEST(attn_small_is_invariant) { check_invariance("tests/nets/attn_small.net", 4); }
+TEST(attn_fused_is_invariant) { check_invariance("tests/nets/attn_fused.net", 4); }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
 
@@ -314,6 +315,7 @@ int main(void) {
     RUN(cnn_small_is_invariant);
     RUN(se_small_is_invariant);
     RUN(attn_small_is_invariant);
+    RUN(attn_fused_is_invariant);
     RUN_TIER("test", resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
     rt_backend_free(pc_backend);

@@ -23,10 +23,14 @@
 
 /* model, batch, the lowest suite tier that runs it (harness.h) */
 static const char *const models[][3] = {
-    {"models/mlp.net", "8", "check"},           {"models/cnn_small.net", "4", "check"},
-    {"tests/nets/se_small.net", "4", "check"},  {"tests/nets/attn_small.net", "4", "check"},
+    {"models/mlp.net", "8", "check"},
+    {"models/cnn_small.net", "4", "check"},
+    {"tests/nets/se_small.net", "4", "check"},
+    {"tests/nets/attn_small.net", "4", "check"},
+    {"tests/nets/attn_fused.net", "4", "check"},
 #ifndef __SANITIZE_ADDRESS__
-    {"models/resnet18_cifar.net", "2", "test"}, {"models/resnet18.net", "2", "full"},
+    {"models/resnet18_cifar.net", "2", "test"},
+    {"models/resnet18.net", "2", "full"},
 #endif
 };
 

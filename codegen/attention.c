@@ -1,0 +1,282 @@
+/* codegen/attention.c — fused attention (ir/ir.h), flash-style: no
+ * [Tq, Tk] score matrix in memory. One iteration per (n, h, row): the
+ * forward and attention_lse per query row, walking the keys in tiles of
+ * TILE with an online max and sum (f32, rescaled per tile); dq per query
+ * row and dk, dv per key row, each recomputing its scores from q, k and
+ * the forward's log-sum-exp. Every output row has one owner and every
+ * loop a fixed order, so the bits do not depend on threads. The same
+ * body in C and CUDA C: one thread per row there, K/V rows read through
+ * the cache by the row's neighbours (rows of one head are consecutive
+ * iterations). Iteration i is (n, h, t) = (i / (H·T), i / T % H, i % T).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "codegen/internal.h"
+
+enum { TILE = 32 }; /* keys per tile of the online softmax */
+
+typedef struct {
+    int64_t N, Tq, Tk, C, H, D;
+    int causal;
+    double scale, p;
+    int64_t salt;
+} attn;
+
+/* The shape from q (input at) and k (at + 1), the attributes of n. */
+static attn attn_of(cg_ctx *cx, const ir_node *n, int at) {
+    const ir_type *q = cg_in_type(cx, n, at), *k = cg_in_type(cx, n, at + 1);
+    int dropout = n->op != IR_OP_ATTENTION_LSE;
+    return (attn){q->dim[0],
+                  q->dim[1],
+                  k->dim[1],
+                  q->dim[2],
+                  n->iattr[0],
+                  q->dim[2] / n->iattr[0],
+                  (int)n->iattr[1],
+                  n->fattr[0],
+                  dropout ? n->fattr[1] : 0,
+                  dropout ? n->iattr[2] : 0};
+}
+
+/* Locals n, h, t of iteration i over rows of T, the row's first channel
+ * `ro` in its [N, T, C] tensor and `bo`, the head's first channel in the
+ * other side's tensor ([N, To, C]: keys for a query row, and back). */
+static void decode(cg_str *b, const attn *a, int64_t T, int64_t To) {
+    cg_str_printf(b,
+                  "const idx_t n = i / %" PRId64 ", h = i / %" PRId64 " %% %" PRId64
+                  ", t = i %% %" PRId64 ";\n"
+                  "const idx_t ro = (n * %" PRId64 " + t) * %" PRId64 " + h * %" PRId64 ";\n"
+                  "const idx_t bo = n * %" PRId64 " + h * %" PRId64 ";\n",
+                  a->H * T, T, a->H, T, T, a->C, a->D, To * a->C, a->D);
+}
+
+/* With dropout: local z0, the key (input bK) mixed with the salt, the
+ * start of ir_dropout_hash that keep() finishes per weight. */
+static void key_init(cg_str *b, const attn *a, int k) {
+    if (a->p == 0) return;
+    cg_str_printf(b,
+                  "unsigned long long z0 = 0;\n"
+                  "for (int u = 0; u < 4; u++) z0 |= ((unsigned long long)(long long)b%d[u] & "
+                  "0xffffull) << (16 * u);\n"
+                  "z0 ^= %lluull;\n",
+                  k, (unsigned long long)((uint64_t)a->salt * 0xd1b54a32d192ed03ull));
+}
+
+/* Local m, the dropout factor of weight (n, h, qrow, krow): 1 without
+ * dropout, else 1/(1-p) where ir_dropout_hash keeps it, 0 where not. */
+static void keep(cg_ctx *cx, cg_str *b, const attn *a, const char *qrow, const char *krow) {
+    if (a->p == 0) {
+        cg_str_printf(b, "const float m = 1.0f;\n");
+        return;
+    }
+    char lit[40];
+    cg_str_printf(b,
+                  "unsigned long long z = z0 + (unsigned long long)(((n * %" PRId64
+                  " + h) * %" PRId64 " + %s) * %" PRId64 " + %s) * 0x9e3779b97f4a7c15ull;\n"
+                  "z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
+                  "z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
+                  "z ^= z >> 31;\n"
+                  "const float m = (z >> 40) >= %lluull ? %s : 0.0f;\n",
+                  a->H, a->Tq, qrow, a->Tk, krow, (unsigned long long)ir_dropout_threshold(a->p),
+                  cg_lit(cx, 1.0 / (1.0 - a->p), 0, lit));
+}
+
+/* Loads `len` floats from bK (type t) at `at` into float name[len], each
+ * times `mul` ("" for none, else " * <literal>"). */
+static void load_row(cg_str *b, const char *name, int k, ir_dtype t, int64_t len, const char *at,
+                     const char *mul) {
+    cg_str_printf(b,
+                  "float %s[%" PRId64 "];\n"
+                  "for (idx_t c = 0; c < %" PRId64 "; c++) %s[c] = %sb%d[%s + c]%s%s;\n",
+                  name, len, len, name, cg_ld(t), k, at, cg_end(t), mul);
+}
+
+/* Keys a query row sees, on average (the cost report). */
+static int64_t keys_seen(const attn *a) {
+    return a->causal ? a->Tk - a->Tq + (a->Tq + 1) / 2 : a->Tk;
+}
+
+/* attention (lse = 0: b0 = out) and attention_lse (lse = 1: b0 = the
+ * row's log-sum-exp) of b1 = q, b2 = k, b3 = v, b4 = key (dropout).
+ * Scores of a tile of keys into s[], then the running max mx moves to
+ * the tile's and the sum l and the output acc[] are rescaled once. */
+static int k_forward(cg_ctx *cx, const ir_node *n, int lse) {
+    attn a = attn_of(cx, n, 0);
+    const ir_type *q = cg_in_type(cx, n, 0), *k = cg_in_type(cx, n, 1), *v = cg_in_type(cx, n, 2);
+    cg_kdef kd = {.op = lse ? "attention_lse" : "attention",
+                  .nargs = n->ninputs + 1,
+                  .cost = keys_seen(&a) * (lse ? 2 * a.D + 4 : 4 * a.D + 8) + 2 * a.D,
+                  .writes = {1},
+                  .type = {n->type.dtype, q->dtype, k->dtype, v->dtype, IR_F32}};
+    cg_str *b = &kd.body;
+    char mul[48], lit[40];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a.scale, 0, lit));
+    decode(b, &a, a.Tq, a.Tk);
+    cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a.causal ? "t + " : "",
+                  a.causal ? a.Tk - a.Tq + 1 : a.Tk);
+    key_init(b, &a, 4);
+    load_row(b, "qr", 1, q->dtype, a.D, "ro", mul);
+    if (lse)
+        cg_str_printf(b, "(void)b3;\n");
+    else
+        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a.D);
+    cg_str_printf(b,
+                  "float mx = DPC_NEG_INF, l = 0.0f;\n"
+                  "for (idx_t j0 = 0; j0 < end; j0 += %d) {\n"
+                  "    const idx_t j1 = j0 + %d < end ? j0 + %d : end;\n"
+                  "    float s[%d], mt = mx;\n"
+                  "    for (idx_t j = j0; j < j1; j++) {\n"
+                  "        float d = 0.0f;\n"
+                  "        for (idx_t c = 0; c < %" PRId64
+                  "; c++) d += qr[c] * %sb2[bo + j * %" PRId64 " + c]%s;\n"
+                  "        s[j - j0] = d;\n"
+                  "        mt = d > mt ? d : mt;\n"
+                  "    }\n"
+                  "    const float r = expf(mx - mt);\n"
+                  "    l *= r;\n",
+                  TILE, TILE, TILE, TILE, a.D, cg_ld(k->dtype), a.C, cg_end(k->dtype));
+    if (!lse) cg_str_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] *= r;\n", a.D);
+    cg_str_printf(b, "    for (idx_t j = j0; j < j1; j++) {\n"
+                     "        const float w = expf(s[j - j0] - mt);\n"
+                     "        l += w;\n");
+    if (!lse) {
+        keep(cx, b, &a, "t", "j");
+        cg_str_printf(b,
+                      "        for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += w * m * %sb3[bo + "
+                      "j * %" PRId64 " + c]%s;\n",
+                      a.D, cg_ld(v->dtype), a.C, cg_end(v->dtype));
+    }
+    cg_str_printf(b, "    }\n    mx = mt;\n}\n");
+    if (lse)
+        cg_str_printf(b, "b0[i] = %s(mx + logf(l))%s;\n", cg_st(n->type.dtype),
+                      cg_end(n->type.dtype));
+    else
+        cg_str_printf(b, "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c] / l)%s;\n",
+                      a.D, cg_st(n->type.dtype), cg_end(n->type.dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* attention_grad, which 0: dq row t of b1 = dy, b2 = q, b3 = k, b4 = v,
+ * b5 = out, b6 = lse, b7 = key. D_t = dy_t·out_t, then per visible key
+ * P = exp(s - lse), dS = P·(m·dy_t·v_j - D_t), dq += dS·k_j. */
+static int k_grad_q(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a) {
+    cg_str *b = &kd->body;
+    char mul[48], lit[40];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    ir_dtype kt = kd->type[3], vt = kd->type[4];
+    decode(b, a, a->Tq, a->Tk);
+    cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a->causal ? "t + " : "",
+                  a->causal ? a->Tk - a->Tq + 1 : a->Tk);
+    key_init(b, a, 7);
+    load_row(b, "qr", 2, kd->type[2], a->D, "ro", mul);
+    load_row(b, "dyr", 1, kd->type[1], a->D, "ro", "");
+    load_row(b, "orow", 5, kd->type[5], a->D, "ro", "");
+    cg_str_printf(b,
+                  "float di = 0.0f, acc[%" PRId64 "] = {0};\n"
+                  "for (idx_t c = 0; c < %" PRId64 "; c++) di += dyr[c] * orow[c];\n"
+                  "const float lse = %sb6[(n * %" PRId64 " + h) * %" PRId64 " + t]%s;\n"
+                  "for (idx_t j = 0; j < end; j++) {\n"
+                  "    const idx_t kj = bo + j * %" PRId64 ";\n"
+                  "    float sc = 0.0f, dp = 0.0f;\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n"
+                  "        sc += qr[c] * %sb3[kj + c]%s;\n"
+                  "        dp += dyr[c] * %sb4[kj + c]%s;\n"
+                  "    }\n"
+                  "    const float pw = expf(sc - lse);\n",
+                  a->D, a->D, cg_ld(kd->type[6]), a->H, a->Tq, cg_end(kd->type[6]), a->C, a->D,
+                  cg_ld(kt), cg_end(kt), cg_ld(vt), cg_end(vt));
+    keep(cx, b, a, "t", "j");
+    cg_str_printf(b,
+                  "    const float ds = pw * (m * dp - di);\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += ds * %sb3[kj + c]%s;\n"
+                  "}\n"
+                  "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c]%s)%s;\n",
+                  a->D, cg_ld(kt), cg_end(kt), a->D, cg_st(n->type.dtype), mul,
+                  cg_end(n->type.dtype));
+    return 0;
+}
+
+/* attention_grad, which 1 (dk) or 2 (dv): key row t, over the queries
+ * that see it (inputs as k_grad_q's). dv += P·m·dy_u; dk += dS·q_u with
+ * D_u = dy_u·out_u recomputed per query. */
+static int k_grad_kv(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a, int dk) {
+    cg_str *b = &kd->body;
+    char mul[48], lit[40];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    ir_dtype dyt = kd->type[1], qt = kd->type[2], ot = kd->type[5];
+    int64_t off = a->Tk - a->Tq;
+    decode(b, a, a->Tk, a->Tq);
+    if (a->causal)
+        cg_str_printf(b, "const idx_t start = t > %" PRId64 " ? t - %" PRId64 " : 0;\n", off, off);
+    else
+        cg_str_printf(b, "const idx_t start = 0;\n");
+    key_init(b, a, 7);
+    load_row(b, "kr", 3, kd->type[3], a->D, "ro", mul);
+    if (dk) load_row(b, "vr", 4, kd->type[4], a->D, "ro", "");
+    cg_str_printf(b,
+                  "float acc[%" PRId64 "] = {0};\n"
+                  "for (idx_t u = start; u < %" PRId64 "; u++) {\n"
+                  "    const idx_t qo = bo + u * %" PRId64 ";\n"
+                  "    float sc = 0.0f;\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) sc += kr[c] * %sb2[qo + c]%s;\n"
+                  "    const float pw = expf(sc - %sb6[(n * %" PRId64 " + h) * %" PRId64
+                  " + u]%s);\n",
+                  a->D, a->Tq, a->C, a->D, cg_ld(qt), cg_end(qt), cg_ld(kd->type[6]), a->H, a->Tq,
+                  cg_end(kd->type[6]));
+    keep(cx, b, a, "u", "t");
+    if (dk)
+        cg_str_printf(b,
+                      "    float dp = 0.0f, di = 0.0f;\n"
+                      "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n"
+                      "        const float g = %sb1[qo + c]%s;\n"
+                      "        dp += g * vr[c];\n"
+                      "        di += g * %sb5[qo + c]%s;\n"
+                      "    }\n"
+                      "    const float ds = pw * (m * dp - di);\n"
+                      "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += ds * %sb2[qo + c]%s;\n"
+                      "}\n",
+                      a->D, cg_ld(dyt), cg_end(dyt), cg_ld(ot), cg_end(ot), a->D, cg_ld(qt),
+                      cg_end(qt));
+    else
+        cg_str_printf(b,
+                      "    for (idx_t c = 0; c < %" PRId64
+                      "; c++) acc[c] += pw * m * %sb1[qo + c]%s;\n"
+                      "}\n"
+                      "(void)b5;\n",
+                      a->D, cg_ld(dyt), cg_end(dyt));
+    cg_str_printf(b, "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c]%s)%s;\n", a->D,
+                  cg_st(n->type.dtype), dk ? mul : "", cg_end(n->type.dtype));
+    return 0;
+}
+
+static int k_grad(cg_ctx *cx, const ir_node *n) {
+    attn a = attn_of(cx, n, 1);
+    int which = (int)n->iattr[3];
+    int64_t seen = keys_seen(&a); /* also the queries an average key is seen by, times Tq/Tk */
+    cg_kdef kd = {.op = which == 0   ? "attention_dq"
+                        : which == 1 ? "attention_dk"
+                                     : "attention_dv",
+                  .nargs = n->ninputs + 1,
+                  .writes = {1},
+                  .type = {n->type.dtype}};
+    for (int j = 0; j < n->ninputs && j < 6; j++) kd.type[j + 1] = cg_in_type(cx, n, j)->dtype;
+    kd.type[7] = IR_F32;
+    if (which == 0) {
+        kd.cost = seen * (6 * a.D + 12) + 6 * a.D;
+        k_grad_q(cx, n, &kd, &a);
+    } else {
+        kd.cost = seen * a.Tq / a.Tk * (which == 1 ? 8 * a.D + 12 : 4 * a.D + 8) + 4 * a.D;
+        k_grad_kv(cx, n, &kd, &a, which == 1);
+    }
+    return cg_emit_kernel(cx, &kd);
+}
+
+int cg_render_attention(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    const attn a = attn_of(cx, n, n->op == IR_OP_ATTENTION_GRAD);
+    int k = n->op == IR_OP_ATTENTION_GRAD ? k_grad(cx, n)
+                                          : k_forward(cx, n, n->op == IR_OP_ATTENTION_LSE);
+    int64_t rows = n->op == IR_OP_ATTENTION_GRAD && n->iattr[3] ? a.Tk : a.Tq;
+    return cg_simple_step(cx, node, k, a.N * a.H * rows);
+}
