@@ -4,10 +4,13 @@
  * TILE with an online max and sum (f32, rescaled per tile); dq per query
  * row and dk, dv per key row, each recomputing its scores from q, k and
  * the forward's log-sum-exp. Every output row has one owner and every
- * loop a fixed order, so the bits do not depend on threads. The same
- * body in C and CUDA C: one thread per row there, K/V rows read through
- * the cache by the row's neighbours (rows of one head are consecutive
- * iterations). Iteration i is (n, h, t) = (i / (H·T), i / T % H, i % T).
+ * loop a fixed order, so the bits do not depend on threads. The
+ * gradients are the same body in C and CUDA C: one thread per row there,
+ * K/V rows read through the cache by the row's neighbours (rows of one
+ * head are consecutive iterations). Iteration i is (n, h, t) = (i /
+ * (H·T), i / T % H, i % T). On CUDA the forward is a block per tile of
+ * query rows with the keys and values staged in shared memory
+ * (forward_tiled), its arithmetic the C kernel's in the same order.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -97,63 +100,159 @@ static int64_t keys_seen(const attn *a) {
     return a->causal ? a->Tk - a->Tq + (a->Tq + 1) / 2 : a->Tk;
 }
 
+/* One tile of keys j0 <= j < jend of the online softmax: the scores
+ * qr·k_j (k_j[c] the text kx) into s[], the running max mx moves to the
+ * tile's and the sum l and the output acc[] are rescaled once, then the
+ * tile's weights added (with v_j[c] the text vx; lse: l only). The same
+ * text, so the same order, per query row in C and per thread on CUDA. */
+static void online_tile(cg_ctx *cx, cg_str *b, const attn *a, const char *jend, const char *kx,
+                        const char *vx, int lse) {
+    cg_str_printf(b,
+                  "float s[%d], mt = mx;\n"
+                  "for (idx_t j = j0; j < %s; j++) {\n"
+                  "    float d = 0.0f;\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) d += qr[c] * %s;\n"
+                  "    s[j - j0] = d;\n"
+                  "    mt = d > mt ? d : mt;\n"
+                  "}\n"
+                  "const float r = expf(mx - mt);\n"
+                  "l *= r;\n",
+                  TILE, jend, a->D, kx);
+    if (!lse) cg_str_printf(b, "for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] *= r;\n", a->D);
+    cg_str_printf(b,
+                  "for (idx_t j = j0; j < %s; j++) {\n"
+                  "    const float w = expf(s[j - j0] - mt);\n"
+                  "    l += w;\n",
+                  jend);
+    if (!lse) {
+        keep(cx, b, a, "t", "j");
+        cg_str_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += w * m * %s;\n",
+                      a->D, vx);
+    }
+    cg_str_printf(b, "}\nmx = mt;\n");
+}
+
+/* The forward's end: b0[i] = the log-sum-exp (lse), else row ro of b0 =
+ * acc / l; `live` guards the store ("" for none). */
+static void forward_store(cg_str *b, const attn *a, ir_dtype t, int lse, const char *live) {
+    if (lse)
+        cg_str_printf(b, "%sb0[%s] = %s(mx + logf(l))%s;\n", live,
+                      *live ? "(n * H + h) * TQ + t" : "i", cg_st(t), cg_end(t));
+    else
+        cg_str_printf(b,
+                      "%sfor (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c] / l)%s;\n",
+                      live, a->D, cg_st(t), cg_end(t));
+}
+
 /* attention (lse = 0: b0 = out) and attention_lse (lse = 1: b0 = the
- * row's log-sum-exp) of b1 = q, b2 = k, b3 = v, b4 = key (dropout).
- * Scores of a tile of keys into s[], then the running max mx moves to
- * the tile's and the sum l and the output acc[] are rescaled once. */
-static int k_forward(cg_ctx *cx, const ir_node *n, int lse) {
-    attn a = attn_of(cx, n, 0);
-    const ir_type *q = cg_in_type(cx, n, 0), *k = cg_in_type(cx, n, 1), *v = cg_in_type(cx, n, 2);
-    cg_kdef kd = {.op = lse ? "attention_lse" : "attention",
-                  .nargs = n->ninputs + 1,
-                  .cost = keys_seen(&a) * (lse ? 2 * a.D + 4 : 4 * a.D + 8) + 2 * a.D,
-                  .writes = {1},
-                  .type = {n->type.dtype, q->dtype, k->dtype, v->dtype, IR_F32}};
-    cg_str *b = &kd.body;
-    char mul[48], lit[40];
-    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a.scale, 0, lit));
-    decode(b, &a, a.Tq, a.Tk);
-    cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a.causal ? "t + " : "",
-                  a.causal ? a.Tk - a.Tq + 1 : a.Tk);
-    key_init(b, &a, 4);
-    load_row(b, "qr", 1, q->dtype, a.D, "ro", mul);
+ * row's log-sum-exp) of b1 = q, b2 = k, b3 = v, b4 = key (dropout), one
+ * query row per iteration, keys read in place. */
+static void forward_rows(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
+    cg_str *b = &kd->body;
+    char mul[48], lit[40], kx[96], vx[96];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    snprintf(kx, sizeof kx, "%sb2[bo + j * %" PRId64 " + c]%s", cg_ld(kd->type[2]), a->C,
+             cg_end(kd->type[2]));
+    snprintf(vx, sizeof vx, "%sb3[bo + j * %" PRId64 " + c]%s", cg_ld(kd->type[3]), a->C,
+             cg_end(kd->type[3]));
+    decode(b, a, a->Tq, a->Tk);
+    cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a->causal ? "t + " : "",
+                  a->causal ? a->Tk - a->Tq + 1 : a->Tk);
+    key_init(b, a, 4);
+    load_row(b, "qr", 1, kd->type[1], a->D, "ro", mul);
     if (lse)
         cg_str_printf(b, "(void)b3;\n");
     else
-        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a.D);
+        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a->D);
     cg_str_printf(b,
                   "float mx = DPC_NEG_INF, l = 0.0f;\n"
                   "for (idx_t j0 = 0; j0 < end; j0 += %d) {\n"
-                  "    const idx_t j1 = j0 + %d < end ? j0 + %d : end;\n"
-                  "    float s[%d], mt = mx;\n"
-                  "    for (idx_t j = j0; j < j1; j++) {\n"
-                  "        float d = 0.0f;\n"
-                  "        for (idx_t c = 0; c < %" PRId64
-                  "; c++) d += qr[c] * %sb2[bo + j * %" PRId64 " + c]%s;\n"
-                  "        s[j - j0] = d;\n"
-                  "        mt = d > mt ? d : mt;\n"
-                  "    }\n"
-                  "    const float r = expf(mx - mt);\n"
-                  "    l *= r;\n",
-                  TILE, TILE, TILE, TILE, a.D, cg_ld(k->dtype), a.C, cg_end(k->dtype));
-    if (!lse) cg_str_printf(b, "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] *= r;\n", a.D);
-    cg_str_printf(b, "    for (idx_t j = j0; j < j1; j++) {\n"
-                     "        const float w = expf(s[j - j0] - mt);\n"
-                     "        l += w;\n");
-    if (!lse) {
-        keep(cx, b, &a, "t", "j");
+                  "const idx_t j1 = j0 + %d < end ? j0 + %d : end;\n",
+                  TILE, TILE, TILE);
+    online_tile(cx, b, a, "j1", kx, vx, lse);
+    cg_str_printf(b, "}\n");
+    forward_store(b, a, kd->type[0], lse, "");
+}
+
+/* The CUDA forward: one block of QT threads per (n, h, tile of QT query
+ * rows), a thread per row; each tile of TILE keys (and values) is read
+ * into shared memory once for the block, coalesced, then every thread
+ * runs online_tile on it over the keys it sees. Iteration i is (n, h,
+ * qt) = (i / (H·NQT), i / NQT % H, i % NQT). */
+static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
+    cg_str *b = &kd->body;
+    int64_t QT = kd->block, NQT = (a->Tq + QT - 1) / QT, off = a->Tk - a->Tq;
+    char mul[48], lit[40], kx[64], vx[64];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    snprintf(kx, sizeof kx, "ks[(j - j0) * %" PRId64 " + c]", a->D);
+    snprintf(vx, sizeof vx, "vs[(j - j0) * %" PRId64 " + c]", a->D);
+    cg_str_printf(b,
+                  "const idx_t H = %" PRId64 ", TQ = %" PRId64 ", C = %" PRId64 ";\n"
+                  "const idx_t n = i / (H * %" PRId64 "), h = i / %" PRId64 " %% H;\n"
+                  "const idx_t t = i %% %" PRId64 " * %" PRId64 " + threadIdx.x;\n"
+                  "const int live = t < TQ;\n"
+                  "const idx_t ro = (n * TQ + (live ? t : 0)) * C + h * %" PRId64 ";\n"
+                  "const idx_t bo = n * %" PRId64 " * C + h * %" PRId64 ";\n",
+                  a->H, a->Tq, a->C, NQT, NQT, NQT, QT, a->D, a->Tk, a->D);
+    if (a->causal) /* a dead thread sees key 0, so its running max stays finite */
         cg_str_printf(b,
-                      "        for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += w * m * %sb3[bo + "
-                      "j * %" PRId64 " + c]%s;\n",
-                      a.D, cg_ld(v->dtype), a.C, cg_end(v->dtype));
-    }
-    cg_str_printf(b, "    }\n    mx = mt;\n}\n");
-    if (lse)
-        cg_str_printf(b, "b0[i] = %s(mx + logf(l))%s;\n", cg_st(n->type.dtype),
-                      cg_end(n->type.dtype));
+                      "const idx_t end = live ? t + %" PRId64 " : 1;\n"
+                      "const idx_t last0 = (i %% %" PRId64 " + 1) * %" PRId64 " + %" PRId64 ";\n"
+                      "const idx_t last = last0 < %" PRId64 " ? last0 : %" PRId64 ";\n",
+                      off + 1, NQT, QT, off, a->Tk, a->Tk);
     else
-        cg_str_printf(b, "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c] / l)%s;\n",
-                      a.D, cg_st(n->type.dtype), cg_end(n->type.dtype));
+        cg_str_printf(b, "const idx_t end = %" PRId64 ", last = end;\n", a->Tk);
+    key_init(b, a, 4);
+    load_row(b, "qr", 1, kd->type[1], a->D, "ro", mul);
+    cg_str_printf(b,
+                  "DPC_SHARED_ARRAY(float, ks, %" PRId64 ");\n"
+                  "DPC_SHARED_ARRAY(float, vs, %" PRId64 ");\n",
+                  TILE * a->D, lse ? 1 : TILE * a->D);
+    if (lse)
+        cg_str_printf(b, "(void)b3;\n(void)vs;\n");
+    else
+        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a->D);
+    cg_str_printf(b,
+                  "float mx = DPC_NEG_INF, l = 0.0f;\n"
+                  "for (idx_t j0 = 0; j0 < last; j0 += %d) {\n"
+                  "const idx_t j1 = j0 + %d < last ? j0 + %d : last, je = j1 < end ? j1 : end;\n"
+                  "__syncthreads(); /* the previous tile's readers are done */\n"
+                  "for (idx_t e = threadIdx.x; e < (j1 - j0) * %" PRId64 "; e += blockDim.x) {\n"
+                  "    const idx_t at = bo + (j0 + e / %" PRId64 ") * C + e %% %" PRId64 ";\n"
+                  "    ks[e] = %sb2[at]%s;\n",
+                  TILE, TILE, TILE, a->D, a->D, a->D, cg_ld(kd->type[2]), cg_end(kd->type[2]));
+    if (!lse)
+        cg_str_printf(b, "    vs[e] = %sb3[at]%s;\n", cg_ld(kd->type[3]), cg_end(kd->type[3]));
+    cg_str_printf(b, "}\n__syncthreads();\nif (je > j0) {\n");
+    online_tile(cx, b, a, "je", kx, vx, lse);
+    cg_str_printf(b, "}\n}\n");
+    forward_store(b, a, kd->type[0], lse, "if (live) ");
+}
+
+/* Dims up to this run the shared-memory forward on CUDA: two tiles of
+ * TILE x D floats within 32 KiB. */
+enum { TILED_MAX_D = 128 };
+
+static int k_forward(cg_ctx *cx, const ir_node *n, int lse, int64_t *count) {
+    attn a = attn_of(cx, n, 0);
+    const ir_type *q = cg_in_type(cx, n, 0), *k = cg_in_type(cx, n, 1), *v = cg_in_type(cx, n, 2);
+    int64_t row = keys_seen(&a) * (lse ? 2 * a.D + 4 : 4 * a.D + 8) + 2 * a.D;
+    cg_kdef kd = {.op = lse ? "attention_lse" : "attention",
+                  .nargs = n->ninputs + 1,
+                  .cost = row,
+                  .writes = {1},
+                  .type = {n->type.dtype, q->dtype, k->dtype, v->dtype, IR_F32}};
+    *count = a.N * a.H * a.Tq;
+    if (cx->dl->gpu_launch && a.D <= TILED_MAX_D) {
+        kd.block = a.Tq <= 32 ? 32 : 64;
+        int64_t tiles = (a.Tq + kd.block - 1) / kd.block;
+        kd.cost = row * ((a.Tq + tiles - 1) / tiles); /* the live rows of a block, on average */
+        kd.serial = row;
+        *count = a.N * a.H * tiles;
+        forward_tiled(cx, &kd, &a, lse);
+    } else {
+        forward_rows(cx, &kd, &a, lse);
+    }
     return cg_emit_kernel(cx, &kd);
 }
 
@@ -275,8 +374,11 @@ static int k_grad(cg_ctx *cx, const ir_node *n) {
 int cg_render_attention(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
     const attn a = attn_of(cx, n, n->op == IR_OP_ATTENTION_GRAD);
-    int k = n->op == IR_OP_ATTENTION_GRAD ? k_grad(cx, n)
-                                          : k_forward(cx, n, n->op == IR_OP_ATTENTION_LSE);
-    int64_t rows = n->op == IR_OP_ATTENTION_GRAD && n->iattr[3] ? a.Tk : a.Tq;
-    return cg_simple_step(cx, node, k, a.N * a.H * rows);
+    if (n->op != IR_OP_ATTENTION_GRAD) {
+        int64_t count;
+        int k = k_forward(cx, n, n->op == IR_OP_ATTENTION_LSE, &count);
+        return cg_simple_step(cx, node, k, count);
+    }
+    int64_t rows = n->iattr[3] ? a.Tk : a.Tq;
+    return cg_simple_step(cx, node, k_grad(cx, n), a.N * a.H * rows);
 }
