@@ -174,18 +174,14 @@ static void forward_rows(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
     forward_store(b, a, kd->type[0], lse, "");
 }
 
-/* The CUDA forward: one block of QT threads per (n, h, tile of QT query
- * rows), a thread per row; each tile of TILE keys (and values) is read
- * into shared memory once for the block, coalesced, then every thread
- * runs online_tile on it over the keys it sees. Iteration i is (n, h,
- * qt) = (i / (H·NQT), i / NQT % H, i % NQT). */
-static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
-    cg_str *b = &kd->body;
-    int64_t QT = kd->block, NQT = (a->Tq + QT - 1) / QT, off = a->Tk - a->Tq;
-    char mul[48], lit[40], kx[64], vx[64];
-    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
-    snprintf(kx, sizeof kx, "ks[(j - j0) * %" PRId64 " + c]", a->D);
-    snprintf(vx, sizeof vx, "vs[(j - j0) * %" PRId64 " + c]", a->D);
+/* The CUDA kernels of a block of QT threads per (n, h, tile of QT query
+ * rows), a thread per row: iteration i is (n, h, qt) = (i / (H·NQT),
+ * i / NQT % H, i % NQT). Locals as decode's and the forward's `end`, plus
+ * `live` (the row exists) and `last`, the block's last visible key plus
+ * one. A dead thread reads row 0 and sees key 0, so it stays finite, and
+ * stores nothing. */
+static void tiled_head(cg_str *b, const attn *a, int64_t QT) {
+    int64_t NQT = (a->Tq + QT - 1) / QT, off = a->Tk - a->Tq;
     cg_str_printf(b,
                   "const idx_t H = %" PRId64 ", TQ = %" PRId64 ", C = %" PRId64 ";\n"
                   "const idx_t n = i / (H * %" PRId64 "), h = i / %" PRId64 " %% H;\n"
@@ -194,7 +190,7 @@ static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
                   "const idx_t ro = (n * TQ + (live ? t : 0)) * C + h * %" PRId64 ";\n"
                   "const idx_t bo = n * %" PRId64 " * C + h * %" PRId64 ";\n",
                   a->H, a->Tq, a->C, NQT, NQT, NQT, QT, a->D, a->Tk, a->D);
-    if (a->causal) /* a dead thread sees key 0, so its running max stays finite */
+    if (a->causal)
         cg_str_printf(b,
                       "const idx_t end = live ? t + %" PRId64 " : 1;\n"
                       "const idx_t last0 = (i %% %" PRId64 " + 1) * %" PRId64 " + %" PRId64 ";\n"
@@ -202,36 +198,66 @@ static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
                       off + 1, NQT, QT, off, a->Tk, a->Tk);
     else
         cg_str_printf(b, "const idx_t end = %" PRId64 ", last = end;\n", a->Tk);
-    key_init(b, a, 4);
-    load_row(b, "qr", 1, kd->type[1], a->D, "ro", mul);
+}
+
+/* The shared tiles ks (from input bK) and vs (bV; none when V < 0) and the
+ * loop over the block's tiles of TILE keys: each read in, coalesced,
+ * between barriers; then `if (je > j0) {`, the keys j0 <= j < je this
+ * thread sees. The caller closes both braces. */
+static void tiled_keys_open(cg_str *b, const attn *a, const cg_kdef *kd, int K, int V) {
     cg_str_printf(b,
                   "DPC_SHARED_ARRAY(float, ks, %" PRId64 ");\n"
-                  "DPC_SHARED_ARRAY(float, vs, %" PRId64 ");\n",
-                  TILE * a->D, lse ? 1 : TILE * a->D);
-    if (lse)
-        cg_str_printf(b, "(void)b3;\n(void)vs;\n");
-    else
-        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a->D);
-    cg_str_printf(b,
-                  "float mx = DPC_NEG_INF, l = 0.0f;\n"
+                  "DPC_SHARED_ARRAY(float, vs, %" PRId64 ");\n"
+                  "%s"
                   "for (idx_t j0 = 0; j0 < last; j0 += %d) {\n"
                   "const idx_t j1 = j0 + %d < last ? j0 + %d : last, je = j1 < end ? j1 : end;\n"
                   "__syncthreads(); /* the previous tile's readers are done */\n"
                   "for (idx_t e = threadIdx.x; e < (j1 - j0) * %" PRId64 "; e += blockDim.x) {\n"
                   "    const idx_t at = bo + (j0 + e / %" PRId64 ") * C + e %% %" PRId64 ";\n"
-                  "    ks[e] = %sb2[at]%s;\n",
-                  TILE, TILE, TILE, a->D, a->D, a->D, cg_ld(kd->type[2]), cg_end(kd->type[2]));
-    if (!lse)
-        cg_str_printf(b, "    vs[e] = %sb3[at]%s;\n", cg_ld(kd->type[3]), cg_end(kd->type[3]));
+                  "    ks[e] = %sb%d[at]%s;\n",
+                  TILE * a->D, V < 0 ? 1 : TILE * a->D, V < 0 ? "(void)vs;\n" : "", TILE, TILE,
+                  TILE, a->D, a->D, a->D, cg_ld(kd->type[K]), K, cg_end(kd->type[K]));
+    if (V >= 0)
+        cg_str_printf(b, "    vs[e] = %sb%d[at]%s;\n", cg_ld(kd->type[V]), V, cg_end(kd->type[V]));
     cg_str_printf(b, "}\n__syncthreads();\nif (je > j0) {\n");
+}
+
+/* The CUDA forward (tiled_head's blocks): online_tile on each tile of
+ * keys and values in shared memory. */
+static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
+    cg_str *b = &kd->body;
+    char mul[48], lit[40], kx[64], vx[64];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    snprintf(kx, sizeof kx, "ks[(j - j0) * %" PRId64 " + c]", a->D);
+    snprintf(vx, sizeof vx, "vs[(j - j0) * %" PRId64 " + c]", a->D);
+    tiled_head(b, a, kd->block);
+    key_init(b, a, 4);
+    load_row(b, "qr", 1, kd->type[1], a->D, "ro", mul);
+    if (lse)
+        cg_str_printf(b, "(void)b3;\n");
+    else
+        cg_str_printf(b, "float acc[%" PRId64 "] = {0};\n", a->D);
+    cg_str_printf(b, "float mx = DPC_NEG_INF, l = 0.0f;\n");
+    tiled_keys_open(b, a, kd, 2, lse ? -1 : 3);
     online_tile(cx, b, a, "je", kx, vx, lse);
     cg_str_printf(b, "}\n}\n");
     forward_store(b, a, kd->type[0], lse, "if (live) ");
 }
 
-/* Dims up to this run the shared-memory forward on CUDA: two tiles of
+/* Dims up to this run the shared-memory kernels on CUDA: two tiles of
  * TILE x D floats within 32 KiB. */
 enum { TILED_MAX_D = 128 };
+
+/* kd (its cost that of one row) as tiled_head's blocks of 32 or 64 rows:
+ * returns the launch's count of blocks. The cost of a block is that of
+ * its live rows on average (--cost counts no dead thread). */
+static int64_t tiled(cg_kdef *kd, const attn *a) {
+    kd->block = a->Tq <= 32 ? 32 : 64;
+    int64_t tiles = (a->Tq + kd->block - 1) / kd->block;
+    kd->serial = kd->cost;
+    kd->cost *= (a->Tq + tiles - 1) / tiles;
+    return a->N * a->H * tiles;
+}
 
 static int k_forward(cg_ctx *cx, const ir_node *n, int lse, int64_t *count) {
     attn a = attn_of(cx, n, 0);
@@ -244,11 +270,7 @@ static int k_forward(cg_ctx *cx, const ir_node *n, int lse, int64_t *count) {
                   .type = {n->type.dtype, q->dtype, k->dtype, v->dtype, IR_F32}};
     *count = a.N * a.H * a.Tq;
     if (cx->dl->gpu_launch && a.D <= TILED_MAX_D) {
-        kd.block = a.Tq <= 32 ? 32 : 64;
-        int64_t tiles = (a.Tq + kd.block - 1) / kd.block;
-        kd.cost = row * ((a.Tq + tiles - 1) / tiles); /* the live rows of a block, on average */
-        kd.serial = row;
-        *count = a.N * a.H * tiles;
+        *count = tiled(&kd, &a);
         forward_tiled(cx, &kd, &a, lse);
     } else {
         forward_rows(cx, &kd, &a, lse);
@@ -256,17 +278,49 @@ static int k_forward(cg_ctx *cx, const ir_node *n, int lse, int64_t *count) {
     return cg_emit_kernel(cx, &kd);
 }
 
+/* dq's loop over keys jfrom <= j < jend (k_j[c] the text kx, v_j[c] vx):
+ * P = exp(s - lse), dS = P·(m·dy_t·v_j - D_t), dq += dS·k_j. The same
+ * text, so the same order, in C and on CUDA. */
+static void dq_keys(cg_ctx *cx, cg_str *b, const attn *a, const char *jfrom, const char *jend,
+                    const char *kx, const char *vx) {
+    cg_str_printf(b,
+                  "for (idx_t j = %s; j < %s; j++) {\n"
+                  "    float sc = 0.0f, dp = 0.0f;\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n"
+                  "        sc += qr[c] * %s;\n"
+                  "        dp += dyr[c] * %s;\n"
+                  "    }\n"
+                  "    const float pw = expf(sc - lse);\n",
+                  jfrom, jend, a->D, kx, vx);
+    keep(cx, b, a, "t", "j");
+    cg_str_printf(b,
+                  "    const float ds = pw * (m * dp - di);\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += ds * %s;\n"
+                  "}\n",
+                  a->D, kx);
+}
+
 /* attention_grad, which 0: dq row t of b1 = dy, b2 = q, b3 = k, b4 = v,
- * b5 = out, b6 = lse, b7 = key. D_t = dy_t·out_t, then per visible key
- * P = exp(s - lse), dS = P·(m·dy_t·v_j - D_t), dq += dS·k_j. */
+ * b5 = out, b6 = lse, b7 = key, D_t = dy_t·out_t first; on CUDA in
+ * tiled_head's blocks with the keys and values in shared memory. */
 static int k_grad_q(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a) {
     cg_str *b = &kd->body;
-    char mul[48], lit[40];
+    char mul[48], lit[40], kx[96], vx[96];
     snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
-    ir_dtype kt = kd->type[3], vt = kd->type[4];
-    decode(b, a, a->Tq, a->Tk);
-    cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a->causal ? "t + " : "",
-                  a->causal ? a->Tk - a->Tq + 1 : a->Tk);
+    int tiled = kd->block > 0;
+    if (tiled) {
+        tiled_head(b, a, kd->block);
+        snprintf(kx, sizeof kx, "ks[(j - j0) * %" PRId64 " + c]", a->D);
+        snprintf(vx, sizeof vx, "vs[(j - j0) * %" PRId64 " + c]", a->D);
+    } else {
+        decode(b, a, a->Tq, a->Tk);
+        cg_str_printf(b, "const idx_t end = %s%" PRId64 ";\n", a->causal ? "t + " : "",
+                      a->causal ? a->Tk - a->Tq + 1 : a->Tk);
+        snprintf(kx, sizeof kx, "%sb3[bo + j * %" PRId64 " + c]%s", cg_ld(kd->type[3]), a->C,
+                 cg_end(kd->type[3]));
+        snprintf(vx, sizeof vx, "%sb4[bo + j * %" PRId64 " + c]%s", cg_ld(kd->type[4]), a->C,
+                 cg_end(kd->type[4]));
+    }
     key_init(b, a, 7);
     load_row(b, "qr", 2, kd->type[2], a->D, "ro", mul);
     load_row(b, "dyr", 1, kd->type[1], a->D, "ro", "");
@@ -274,25 +328,18 @@ static int k_grad_q(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a) {
     cg_str_printf(b,
                   "float di = 0.0f, acc[%" PRId64 "] = {0};\n"
                   "for (idx_t c = 0; c < %" PRId64 "; c++) di += dyr[c] * orow[c];\n"
-                  "const float lse = %sb6[(n * %" PRId64 " + h) * %" PRId64 " + t]%s;\n"
-                  "for (idx_t j = 0; j < end; j++) {\n"
-                  "    const idx_t kj = bo + j * %" PRId64 ";\n"
-                  "    float sc = 0.0f, dp = 0.0f;\n"
-                  "    for (idx_t c = 0; c < %" PRId64 "; c++) {\n"
-                  "        sc += qr[c] * %sb3[kj + c]%s;\n"
-                  "        dp += dyr[c] * %sb4[kj + c]%s;\n"
-                  "    }\n"
-                  "    const float pw = expf(sc - lse);\n",
-                  a->D, a->D, cg_ld(kd->type[6]), a->H, a->Tq, cg_end(kd->type[6]), a->C, a->D,
-                  cg_ld(kt), cg_end(kt), cg_ld(vt), cg_end(vt));
-    keep(cx, b, a, "t", "j");
-    cg_str_printf(b,
-                  "    const float ds = pw * (m * dp - di);\n"
-                  "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += ds * %sb3[kj + c]%s;\n"
-                  "}\n"
-                  "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c]%s)%s;\n",
-                  a->D, cg_ld(kt), cg_end(kt), a->D, cg_st(n->type.dtype), mul,
-                  cg_end(n->type.dtype));
+                  "const float lse = %sb6[(n * %" PRId64 " + h) * %" PRId64 " + %s]%s;\n",
+                  a->D, a->D, cg_ld(kd->type[6]), a->H, a->Tq, tiled ? "(live ? t : 0)" : "t",
+                  cg_end(kd->type[6]));
+    if (tiled) {
+        tiled_keys_open(b, a, kd, 3, 4);
+        dq_keys(cx, b, a, "j0", "je", kx, vx);
+        cg_str_printf(b, "}\n}\nif (live) ");
+    } else {
+        dq_keys(cx, b, a, "0", "end", kx, vx);
+    }
+    cg_str_printf(b, "for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c]%s)%s;\n", a->D,
+                  cg_st(n->type.dtype), mul, cg_end(n->type.dtype));
     return 0;
 }
 
@@ -349,7 +396,7 @@ static int k_grad_kv(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a, i
     return 0;
 }
 
-static int k_grad(cg_ctx *cx, const ir_node *n) {
+static int k_grad(cg_ctx *cx, const ir_node *n, int64_t *count) {
     attn a = attn_of(cx, n, 1);
     int which = (int)n->iattr[3];
     int64_t seen = keys_seen(&a); /* also the queries an average key is seen by, times Tq/Tk */
@@ -361,8 +408,10 @@ static int k_grad(cg_ctx *cx, const ir_node *n) {
                   .type = {n->type.dtype}};
     for (int j = 0; j < n->ninputs && j < 6; j++) kd.type[j + 1] = cg_in_type(cx, n, j)->dtype;
     kd.type[7] = IR_F32;
+    *count = a.N * a.H * (which ? a.Tk : a.Tq);
     if (which == 0) {
         kd.cost = seen * (6 * a.D + 12) + 6 * a.D;
+        if (cx->dl->gpu_launch && a.D <= TILED_MAX_D) *count = tiled(&kd, &a);
         k_grad_q(cx, n, &kd, &a);
     } else {
         kd.cost = seen * a.Tq / a.Tk * (which == 1 ? 8 * a.D + 12 : 4 * a.D + 8) + 4 * a.D;
@@ -373,12 +422,12 @@ static int k_grad(cg_ctx *cx, const ir_node *n) {
 
 int cg_render_attention(cg_ctx *cx, int node) {
     const ir_node *n = &cx->g->nodes[node];
-    const attn a = attn_of(cx, n, n->op == IR_OP_ATTENTION_GRAD);
     if (n->op != IR_OP_ATTENTION_GRAD) {
         int64_t count;
         int k = k_forward(cx, n, n->op == IR_OP_ATTENTION_LSE, &count);
         return cg_simple_step(cx, node, k, count);
     }
-    int64_t rows = n->iattr[3] ? a.Tk : a.Tq;
-    return cg_simple_step(cx, node, k_grad(cx, n), a.N * a.H * rows);
+    int64_t count;
+    int k = k_grad(cx, n, &count);
+    return cg_simple_step(cx, node, k, count);
 }
