@@ -4,13 +4,12 @@
  * TILE with an online max and sum (f32, rescaled per tile); dq per query
  * row and dk, dv per key row, each recomputing its scores from q, k and
  * the forward's log-sum-exp. Every output row has one owner and every
- * loop a fixed order, so the bits do not depend on threads. The
- * gradients are the same body in C and CUDA C: one thread per row there,
- * K/V rows read through the cache by the row's neighbours (rows of one
- * head are consecutive iterations). Iteration i is (n, h, t) = (i /
- * (H·T), i / T % H, i % T). On CUDA the forward is a block per tile of
- * query rows with the keys and values staged in shared memory
- * (forward_tiled), its arithmetic the C kernel's in the same order.
+ * loop a fixed order, so the bits do not depend on threads. In C,
+ * iteration i is (n, h, t) = (i / (H·T), i / T % H, i % T). On CUDA each
+ * kernel is a block per tile of rows, a thread per row, with the other
+ * side's rows staged in shared memory tile by tile (forward_tiled,
+ * k_grad_q, kv_tiled), the arithmetic the C kernel's in the same order;
+ * head dims over TILED_MAX_D keep the C text, a thread per row.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -248,16 +247,17 @@ static void forward_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int lse) {
  * TILE x D floats within 32 KiB. */
 enum { TILED_MAX_D = 128 };
 
-/* kd (its cost that of one row) as tiled_head's blocks of 32 or 64 rows:
- * returns the launch's count of blocks. The cost of a block is that of
+/* kd (its cost that of one row) as blocks of 32 or 64 of T rows (tiled_head's
+ * for T = Tq): returns the launch's count of blocks. The cost of a block is that of
  * its live rows on average (--cost counts no dead thread). */
-static int64_t tiled(cg_kdef *kd, const attn *a) {
-    kd->block = a->Tq <= 32 ? 32 : 64;
-    int64_t tiles = (a->Tq + kd->block - 1) / kd->block;
+static int64_t tiled_rows(cg_kdef *kd, const attn *a, int64_t T) {
+    kd->block = T <= 32 ? 32 : 64;
+    int64_t tiles = (T + kd->block - 1) / kd->block;
     kd->serial = kd->cost;
-    kd->cost *= (a->Tq + tiles - 1) / tiles;
+    kd->cost *= (T + tiles - 1) / tiles;
     return a->N * a->H * tiles;
 }
+static int64_t tiled(cg_kdef *kd, const attn *a) { return tiled_rows(kd, a, a->Tq); }
 
 static int k_forward(cg_ctx *cx, const ir_node *n, int lse, int64_t *count) {
     attn a = attn_of(cx, n, 0);
@@ -396,6 +396,92 @@ static int k_grad_kv(cg_ctx *cx, const ir_node *n, cg_kdef *kd, const attn *a, i
     return 0;
 }
 
+/* The CUDA dk (dk = 1) and dv: a block per (n, h, tile of KB key rows), a
+ * thread per key row; each tile of TILE queries (q, dy, their lse and,
+ * for dk, D_u = dy_u·out_u) staged in shared memory between barriers,
+ * then k_grad_kv's arithmetic in its order over the queries the row's
+ * key is visible to. Iteration i is (n, h, kt) = (i / (H·NKT), i / NKT %
+ * H, i % NKT). A dead thread (t >= Tk) sees no query and stores nothing. */
+static void kv_tiled(cg_ctx *cx, cg_kdef *kd, const attn *a, int dk) {
+    cg_str *b = &kd->body;
+    int64_t KB = kd->block, NKT = (a->Tk + KB - 1) / KB, off = a->Tk - a->Tq, D = a->D;
+    char mul[48], lit[40];
+    snprintf(mul, sizeof mul, " * %s", cg_lit(cx, a->scale, 0, lit));
+    ir_dtype dyt = kd->type[1], qt = kd->type[2], ot = kd->type[5], lt = kd->type[6];
+    cg_str_printf(b,
+                  "const idx_t H = %" PRId64 ", TQ = %" PRId64 ", C = %" PRId64 ";\n"
+                  "const idx_t n = i / (H * %" PRId64 "), h = i / %" PRId64 " %% H;\n"
+                  "const idx_t t = i %% %" PRId64 " * %" PRId64 " + threadIdx.x;\n"
+                  "const int live = t < %" PRId64 ";\n"
+                  "const idx_t ro = (n * %" PRId64 " + (live ? t : 0)) * C + h * %" PRId64 ";\n"
+                  "const idx_t bo = n * TQ * C + h * %" PRId64 ";\n",
+                  a->H, a->Tq, a->C, NKT, NKT, NKT, KB, a->Tk, a->Tk, D, D);
+    if (a->causal)
+        cg_str_printf(b,
+                      "const idx_t start = !live ? TQ : t > %" PRId64 " ? t - %" PRId64 " : 0;\n"
+                      "const idx_t f0 = i %% %" PRId64 " * %" PRId64 ";\n"
+                      "const idx_t first = f0 > %" PRId64 " ? f0 - %" PRId64 " : 0;\n",
+                      off, off, NKT, KB, off, off);
+    else
+        cg_str_printf(b, "const idx_t start = live ? 0 : TQ, first = 0;\n");
+    key_init(b, a, 7);
+    load_row(b, "kr", 3, kd->type[3], D, "ro", mul);
+    if (dk) load_row(b, "vr", 4, kd->type[4], D, "ro", "");
+    cg_str_printf(b,
+                  "float acc[%" PRId64 "] = {0};\n"
+                  "DPC_SHARED_ARRAY(float, qs, %" PRId64 ");\n"
+                  "DPC_SHARED_ARRAY(float, gs, %" PRId64 ");\n"
+                  "DPC_SHARED_ARRAY(float, ls, %d);\n"
+                  "DPC_SHARED_ARRAY(float, dd, %d);\n"
+                  "for (idx_t u0 = first; u0 < TQ; u0 += %d) {\n"
+                  "const idx_t u1 = u0 + %d < TQ ? u0 + %d : TQ, ub = u0 > start ? u0 : start;\n"
+                  "__syncthreads(); /* the previous tile's readers are done */\n"
+                  "for (idx_t e = threadIdx.x; e < (u1 - u0) * %" PRId64 "; e += blockDim.x) {\n"
+                  "    const idx_t at = bo + (u0 + e / %" PRId64 ") * C + e %% %" PRId64 ";\n"
+                  "    qs[e] = %sb2[at]%s;\n"
+                  "    gs[e] = %sb1[at]%s;\n"
+                  "}\n"
+                  "for (idx_t e = threadIdx.x; e < u1 - u0; e += blockDim.x) {\n"
+                  "    ls[e] = %sb6[(n * H + h) * TQ + u0 + e]%s;\n"
+                  "    float d = 0.0f;\n",
+                  D, TILE * D, TILE * D, TILE, dk ? TILE : 1, TILE, TILE, TILE, D, D, D, cg_ld(qt),
+                  cg_end(qt), cg_ld(dyt), cg_end(dyt), cg_ld(lt), cg_end(lt));
+    if (dk) /* D_u in k_grad_kv's order: over c, the products dy·out */
+        cg_str_printf(
+            b,
+            "    for (idx_t c = 0; c < %" PRId64 "; c++)\n"
+            "        d += %sb1[bo + (u0 + e) * C + c]%s * %sb5[bo + (u0 + e) * C + c]%s;\n"
+            "    dd[e] = d;\n",
+            D, cg_ld(dyt), cg_end(dyt), cg_ld(ot), cg_end(ot));
+    else
+        cg_str_printf(b, "    (void)d;\n    (void)dd;\n    (void)b5;\n");
+    cg_str_printf(b,
+                  "}\n"
+                  "__syncthreads();\n"
+                  "for (idx_t u = ub; u < u1; u++) {\n"
+                  "    const idx_t qo = (u - u0) * %" PRId64 ";\n"
+                  "    float sc = 0.0f;\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) sc += kr[c] * qs[qo + c];\n"
+                  "    const float pw = expf(sc - ls[u - u0]);\n",
+                  D, D);
+    keep(cx, b, a, "u", "t");
+    if (dk)
+        cg_str_printf(b,
+                      "    float dp = 0.0f;\n"
+                      "    for (idx_t c = 0; c < %" PRId64 "; c++) dp += gs[qo + c] * vr[c];\n"
+                      "    const float ds = pw * (m * dp - dd[u - u0]);\n"
+                      "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += ds * qs[qo + c];\n",
+                      D, D);
+    else
+        cg_str_printf(
+            b, "    for (idx_t c = 0; c < %" PRId64 "; c++) acc[c] += pw * m * gs[qo + c];\n", D);
+    cg_str_printf(b,
+                  "}\n}\n"
+                  "if (live)\n"
+                  "    for (idx_t c = 0; c < %" PRId64 "; c++) b0[ro + c] = %s(acc[c]%s)%s;\n",
+                  D, cg_st(kd->type[0]), dk ? mul : "", cg_end(kd->type[0]));
+}
+
 static int k_grad(cg_ctx *cx, const ir_node *n, int64_t *count) {
     attn a = attn_of(cx, n, 1);
     int which = (int)n->iattr[3];
@@ -415,7 +501,12 @@ static int k_grad(cg_ctx *cx, const ir_node *n, int64_t *count) {
         k_grad_q(cx, n, &kd, &a);
     } else {
         kd.cost = seen * a.Tq / a.Tk * (which == 1 ? 8 * a.D + 12 : 4 * a.D + 8) + 4 * a.D;
-        k_grad_kv(cx, n, &kd, &a, which == 1);
+        if (cx->dl->gpu_launch && a.D <= TILED_MAX_D) {
+            *count = tiled_rows(&kd, &a, a.Tk);
+            kv_tiled(cx, &kd, &a, which == 1);
+        } else {
+            k_grad_kv(cx, n, &kd, &a, which == 1);
+        }
     }
     return cg_emit_kernel(cx, &kd);
 }
