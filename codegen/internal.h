@@ -158,6 +158,7 @@ int cg_render_dropout(cg_ctx *cx, int node);
 int cg_render_embedding(cg_ctx *cx, int node);
 int cg_render_embedding_grad(cg_ctx *cx, int node);
 int cg_render_seq_ce(cg_ctx *cx, int node);
+int cg_render_attention(cg_ctx *cx, int node); /* attention.c */
 int cg_render_batchnorm(cg_ctx *cx, int node);
 int cg_render_transpose(cg_ctx *cx, int node);
 int cg_render_rows(cg_ctx *cx, int node); /* layernorm, softmax and kin (rows.c) */

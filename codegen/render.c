@@ -106,6 +106,9 @@ static const cg_rule rules[IR_OP_COUNT] = {
     [IR_OP_MATMUL] = {cg_lower_gemm_op},
     [IR_OP_SEQ_CE] = {cg_render_seq_ce},
     [IR_OP_SEQ_CE_GRAD] = {cg_render_seq_ce},
+    [IR_OP_ATTENTION] = {cg_render_attention},
+    [IR_OP_ATTENTION_LSE] = {cg_render_attention},
+    [IR_OP_ATTENTION_GRAD] = {cg_render_attention},
 };
 
 /* ---- programs ------------------------------------------------------------------ */

@@ -372,6 +372,7 @@ typedef enum {
     FE_OP_SLICE,
     FE_OP_SPLIT,
     FE_OP_MASK,
+    FE_OP_ATTENTION,
 } fe_op_id;
 
 struct fe_opdef {

@@ -3,6 +3,7 @@
  * arguments that need the operands' shapes.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -332,6 +333,18 @@ static int build_mask(elab *E, scope *S, const op_args *a, fe_loc loc) {
     return y;
 }
 
+/* The one key input every dropout reads (made by the first that needs it). */
+static int dropout_key(elab *E, scope *S, fe_loc loc) {
+    if (E->dropout_key < 0) {
+        if (fe_map_get(&E->inputs, IR_DROPOUT_KEY)) {
+            elab_error(E, S, loc, "input '%s' is the name dropout's key takes", IR_DROPOUT_KEY);
+            return -1;
+        }
+        E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
+    }
+    return E->dropout_key;
+}
+
 /* dropout(x, p): Gluon's inverted dropout, x/(1-p) on the kept elements in
  * training, x itself in evaluation. Each dropout gets the next salt in
  * evaluation order (the same in every build of the network), all read the
@@ -344,15 +357,44 @@ static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
     }
     int salt = E->dropouts++;
     if (!E->training || p == 0) return a->v[0].node;
-    if (E->dropout_key < 0) {
-        if (fe_map_get(&E->inputs, IR_DROPOUT_KEY)) {
-            elab_error(E, S, loc, "input '%s' is the name dropout's key takes", IR_DROPOUT_KEY);
-            return -1;
-        }
-        E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
-    }
+    if (dropout_key(E, S, loc) < 0) return -1;
     return elab_node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
                      (int64_t[]){salt}, (double[]){p});
+}
+
+/* attention(q, k, v, heads, causal=true, dropout=0): the fused op, scale
+ * 1/sqrt(D) (D = C / heads). Dropout on the weights takes the next
+ * dropout salt whatever p and the mode, so salts agree between the
+ * training and evaluation builds; evaluation drops nothing. */
+static int build_attention(elab *E, scope *S, const op_args *a, fe_loc loc) {
+    const value *v = a->v;
+    for (int j = 0; j < 3; j++)
+        if (elab_type(E, &v[j])->ndim != 3) {
+            elab_error(E, S, a->loc[j],
+                       "argument '%s' of 'attention' must be [N, T, C], got rank %d",
+                       a->call->op->arg[j].name, elab_type(E, &v[j])->ndim);
+            return -1;
+        }
+    int64_t C = elab_type(E, &v[0])->dim[2], H = v[3].i;
+    if (C % H) {
+        elab_error(E, S, a->loc[3],
+                   "argument 'heads' of 'attention': %" PRId64
+                   " channels of q do not split into %" PRId64 " heads",
+                   C, H);
+        return -1;
+    }
+    double p = v[5].f;
+    if (!(p >= 0 && p < 1)) {
+        elab_error(E, S, a->loc[5], "argument 'dropout' of 'attention' must be in [0, 1), got %g",
+                   p);
+        return -1;
+    }
+    int64_t salt = E->dropouts++;
+    if (!E->training) p = 0;
+    int in[4] = {v[0].node, v[1].node, v[2].node, p > 0 ? dropout_key(E, S, loc) : 0};
+    if (in[3] < 0) return -1;
+    return elab_node(E, S, loc, IR_OP_ATTENTION, in, p > 0 ? 4 : 3, (int64_t[]){H, v[4].i, salt},
+                     (double[]){1 / sqrt((double)(C / H)), p});
 }
 
 int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
@@ -393,6 +435,7 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_MUL: id = elab_mul(E, S, loc, v[0].node, v[1].node); break;
     case FE_OP_CONCAT: id = build_concat(E, S, a, loc); break;
     case FE_OP_DROPOUT: id = build_dropout(E, S, a, loc); break;
+    case FE_OP_ATTENTION: id = build_attention(E, S, a, loc); break;
     case FE_OP_EMBEDDING: id = build_embedding(E, S, a, inst, loc); break;
     case FE_OP_SOFTMAX_CE: id = build_loss(E, S, a, loc); break;
     case FE_OP_RESHAPE: id = build_reshape(E, S, a, loc); break;

@@ -112,6 +112,11 @@ static const fe_opdef ops[] = {
      FE_OP_MASK,
      4,
      {TENSOR("x"), BOOL_OPT("causal", 0), TENSOR_OPT("pad"), INT_OPT("id", 0, -FE_MAX_SIZE)}},
+    {"attention",
+     FE_OP_ATTENTION,
+     6,
+     {TENSOR("q"), TENSOR("k"), TENSOR("v"), INT("heads", 1), BOOL_OPT("causal", 1),
+      FLOAT_OPT("dropout", 0)}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {

@@ -280,6 +280,26 @@ typedef enum {
  *                         (a padding token): key j of sample n -inf (grad
  *                         = 0) or 0 (grad = 1); x elsewhere          -> x
  * concat(a, b, ...) axis takes any axis 1..rank-1 of such tensors too.
+ * Fused attention (flash-style: the [Tq, Tk] scores are never stored):
+ *   attention(q[N,Tq,C], k[N,Tk,C], v[N,Tk,C] [, key[4]])
+ *                         heads,causal,salt  scale,p   per head h (channels
+ *                         h·D..h·D+D-1, D = C/heads) and query row i:
+ *                         s_j = scale·q_i·k_j over the visible keys j
+ *                         (all, or with causal j <= i + Tk - Tq; causal
+ *                         needs Tq <= Tk), P = softmax(s), out_i = sum_j
+ *                         P_j·m_j·v_j, m_j = 1/(1-p) where dropout's hash
+ *                         (salt, e = ((n·H + h)·Tq + i)·Tk + j) keeps the
+ *                         weight, else 0; 1 without dropout (p = 0: no
+ *                         key input)                            -> [N,Tq,C]
+ *   attention_lse(q, k, v) heads,causal scale   per (n, h, i) the
+ *                         log-sum-exp of the row's scores s, kept for the
+ *                         backward                            -> [N,H,Tq]
+ *   attention_grad(dy, q, k, v, out, lse [, key]) heads,causal,salt,which
+ *                         scale,p   FlashAttention-2's backward, scores
+ *                         recomputed: P = exp(s - lse), dP = m·(dy_i·v_j),
+ *                         D_i = dy_i·out_i, dS = P·(dP - D_i); which 0:
+ *                         dq = scale·dS·k (-> q), 1: dk = scale·dSᵀ·q
+ *                         (-> k), 2: dv = (P·m)ᵀ·dy (-> v)
  */
 /* The input every dropout reads its key from (runtime/train/replicas.c). */
 #define IR_DROPOUT_KEY "dropout_key"
@@ -369,7 +389,10 @@ typedef enum {
     X(SLICE, "slice", 1, 1, IR_FUSE_NONE, "axis,start,len", "")                       \
     X(SLICE_GRAD, "slice_grad", 1, 1, IR_FUSE_NONE, "axis,start,size", "")            \
     X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")                     \
-    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")
+    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")                        \
+    X(ATTENTION, "attention", 3, 4, IR_FUSE_NONE, "heads,causal,salt", "scale,p")     \
+    X(ATTENTION_LSE, "attention_lse", 3, 3, IR_FUSE_NONE, "heads,causal", "scale")    \
+    X(ATTENTION_GRAD, "attention_grad", 6, 7, IR_FUSE_NONE, "heads,causal,salt,which", "scale,p")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,

@@ -758,6 +758,9 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_SLICE_GRAD:
     case IR_OP_CAUSAL_MASK:
     case IR_OP_PAD_MASK: return ir_infer_view(g, n, out, err, errlen);
+    case IR_OP_ATTENTION:
+    case IR_OP_ATTENTION_LSE:
+    case IR_OP_ATTENTION_GRAD: return ir_infer_attention(g, n, out, err, errlen);
     case IR_OP_COUNT: break;
     }
     return no_rule(n, err, errlen);

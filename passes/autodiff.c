@@ -436,6 +436,25 @@ static int grad_add_const(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, n.input[0], dy, 0);
 }
 
+/* FlashAttention-2's backward: the forward's per-row log-sum-exp (one
+ * more pass over the keys, [N, H, Tq] kept instead of the [Tq, Tk]
+ * weights), then dq, dk and dv each from one attention_grad that
+ * recomputes the scores (`which`); each kernel owns its rows, so no sum
+ * depends on threads. */
+static int grad_attention(autodiff *A, int i, ir_node n, int dy) {
+    int lse = emit(A, i, IR_OP_ATTENTION_LSE, n.input, 3, n.iattr, n.fattr);
+    if (lse < 0) return -1;
+    for (int64_t w = 0; w < 3; w++) {
+        if (!A->live[n.input[w]]) continue;
+        int in[7] = {
+            dy, n.input[0], n.input[1], n.input[2], i, lse, n.ninputs > 3 ? n.input[3] : 0};
+        int64_t ia[4] = {n.iattr[0], n.iattr[1], n.iattr[2], w};
+        int d = emit(A, i, IR_OP_ATTENTION_GRAD, in, 3 + n.ninputs, ia, n.fattr);
+        if (contribute(A, n.input[w], d, 1)) return -1;
+    }
+    return 0;
+}
+
 static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_CONV] = grad_conv,
     [IR_OP_BIAS_ADD] = grad_bias_add,
@@ -471,6 +490,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_SLICE] = grad_slice,
     [IR_OP_CAUSAL_MASK] = grad_causal_mask,
     [IR_OP_PAD_MASK] = grad_causal_mask,
+    [IR_OP_ATTENTION] = grad_attention,
 };
 
 /* ---- the pass ---------------------------------------------------------------------- */

@@ -45,7 +45,8 @@ static int keeps_samples(ir_op op) {
     case IR_OP_ASSIGN:
     case IR_OP_LAYERNORM_GRAD_GAMMA:
     case IR_OP_SUM_LEADING:
-    case IR_OP_LAYERNORM_STATS: return 0; /* per row, but f32 as AMP keeps them */
+    case IR_OP_LAYERNORM_STATS:
+    case IR_OP_ATTENTION_LSE: return 0; /* per row, but f32 as AMP keeps them */
     default: return 1;
     }
 }

@@ -769,6 +769,113 @@ static void op_seq_ce_grad(op_args *a) {
     }
 }
 
+/* Fused attention (ir.h), a plain loop over (n, h, i, j) in double: the
+ * inputs from q's index `at`, the key (when p > 0) at `at` + 3 or 6. */
+typedef struct {
+    int64_t N, Tq, Tk, C, H, D;
+    int causal;
+    double scale, p;
+    uint64_t key, thr;
+    int64_t salt;
+} attn_dims;
+
+static attn_dims attn_of(const op_args *a, int at, int key_at) {
+    const ir_node *n = a->n;
+    attn_dims d = {a->in[at]->dim[0],
+                   a->in[at]->dim[1],
+                   a->in[at + 1]->dim[1],
+                   a->in[at]->dim[2],
+                   n->iattr[0],
+                   a->in[at]->dim[2] / n->iattr[0],
+                   (int)n->iattr[1],
+                   n->fattr[0],
+                   0,
+                   0,
+                   0,
+                   0};
+    if (key_at > 0 && n->fattr[1] > 0) {
+        d.p = n->fattr[1];
+        d.key = dropout_key(a->x[key_at]);
+        d.thr = ir_dropout_threshold(d.p);
+        d.salt = n->iattr[2];
+    }
+    return d;
+}
+
+/* Row (n, h, i)'s visible scores scale·q_i·k_j into s; returns their count. */
+static int64_t attn_scores(const attn_dims *d, const double *q, const double *k, int64_t n,
+                           int64_t h, int64_t i, double *s) {
+    int64_t end = d->causal ? i + d->Tk - d->Tq + 1 : d->Tk;
+    for (int64_t j = 0; j < end; j++) {
+        double dot = 0;
+        for (int64_t c = 0; c < d->D; c++)
+            dot +=
+                q[(n * d->Tq + i) * d->C + h * d->D + c] * k[(n * d->Tk + j) * d->C + h * d->D + c];
+        s[j] = d->scale * dot;
+    }
+    return end;
+}
+
+/* The dropout factor of weight (n, h, i, j): 1/(1-p) kept, 0 dropped. */
+static double attn_keep(const attn_dims *d, int64_t n, int64_t h, int64_t i, int64_t j) {
+    if (d->p == 0) return 1;
+    int64_t e = ((n * d->H + h) * d->Tq + i) * d->Tk + j;
+    return ir_dropout_hash(d->key, d->salt, e) >> 40 >= d->thr ? 1 / (1 - d->p) : 0;
+}
+
+/* attention (y = out) and attention_lse (y = lse). */
+static void op_attention(op_args *a) {
+    attn_dims d = attn_of(a, 0, 3);
+    double *s = malloc(sizeof *s * (size_t)d.Tk);
+    for (int64_t n = 0; n < d.N; n++)
+        for (int64_t h = 0; h < d.H; h++)
+            for (int64_t i = 0; i < d.Tq; i++) {
+                int64_t end = attn_scores(&d, a->x[0], a->x[1], n, h, i, s);
+                double lse = log_sum_exp(s, end);
+                if (a->n->op == IR_OP_ATTENTION_LSE) {
+                    a->y[(n * d.H + h) * d.Tq + i] = lse;
+                    continue;
+                }
+                double *o = a->y + (n * d.Tq + i) * d.C + h * d.D;
+                for (int64_t c = 0; c < d.D; c++) o[c] = 0;
+                for (int64_t j = 0; j < end; j++) {
+                    double w = exp(s[j] - lse) * attn_keep(&d, n, h, i, j);
+                    for (int64_t c = 0; c < d.D; c++)
+                        o[c] += w * a->x[2][(n * d.Tk + j) * d.C + h * d.D + c];
+                }
+            }
+    free(s);
+}
+
+/* attention_grad(dy, q, k, v, out, lse [, key]): dq, dk or dv (which). */
+static void op_attention_grad(op_args *a) {
+    attn_dims d = attn_of(a, 1, 6);
+    int which = (int)a->n->iattr[3];
+    const double *dy = a->x[0], *q = a->x[1], *k = a->x[2], *v = a->x[3], *o = a->x[4];
+    double *s = malloc(sizeof *s * (size_t)d.Tk);
+    for (int64_t e = 0; e < ir_numel(&a->n->type); e++) a->y[e] = 0;
+    for (int64_t n = 0; n < d.N; n++)
+        for (int64_t h = 0; h < d.H; h++)
+            for (int64_t i = 0; i < d.Tq; i++) {
+                int64_t end = attn_scores(&d, q, k, n, h, i, s),
+                        qi = (n * d.Tq + i) * d.C + h * d.D;
+                double lse = a->x[5][(n * d.H + h) * d.Tq + i], di = 0;
+                for (int64_t c = 0; c < d.D; c++) di += dy[qi + c] * o[qi + c];
+                for (int64_t j = 0; j < end; j++) {
+                    int64_t kj = (n * d.Tk + j) * d.C + h * d.D;
+                    double p = exp(s[j] - lse), m = attn_keep(&d, n, h, i, j), dp = 0;
+                    for (int64_t c = 0; c < d.D; c++) dp += dy[qi + c] * v[kj + c];
+                    double ds = p * (m * dp - di);
+                    for (int64_t c = 0; c < d.D; c++) {
+                        if (which == 0) a->y[qi + c] += d.scale * ds * k[kj + c];
+                        if (which == 1) a->y[kj + c] += d.scale * ds * q[qi + c];
+                        if (which == 2) a->y[kj + c] += p * m * dy[qi + c];
+                    }
+                }
+            }
+    free(s);
+}
+
 static void op_dropout(op_args *a) {
     uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
     double scale = 1 / (1 - a->n->fattr[0]);
@@ -1004,6 +1111,9 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_SLICE_GRAD] = op_slice,
     [IR_OP_CAUSAL_MASK] = op_causal_mask,
     [IR_OP_PAD_MASK] = op_pad_mask,
+    [IR_OP_ATTENTION] = op_attention,
+    [IR_OP_ATTENTION_LSE] = op_attention,
+    [IR_OP_ATTENTION_GRAD] = op_attention_grad,
 };
 
 void oracle_interp_run(oracle_interp *it) {

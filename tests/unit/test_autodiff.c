@@ -805,6 +805,65 @@ TEST(bigram_gradients) {
     fixture_free(&f);
 }
 
+/* Fused attention against central differences: q [2, Tq, 8] in 2 heads of
+ * 4 against k, v [2, Tk, 8], with and without the causal mask, Tq < Tk
+ * (the causal window aligned to the last key), dropout at a fixed key
+ * (the mask is fixed, so the loss stays smooth), and self-attention (q =
+ * k = v = x: three gradients summed into x's). */
+static void check_attention(int64_t Tq, int64_t Tk, int causal, double p, int self) {
+    ir_graph *g = ir_new();
+    int q = param(g, "q", (ir_type){3, {2, Tq, 8}, IR_F32});
+    int k = self ? q : param(g, "k", (ir_type){3, {2, Tk, 8}, IR_F32});
+    int v = self ? q : param(g, "v", (ir_type){3, {2, Tk, 8}, IR_F32});
+    int key = p > 0 ? ir_add_input(g, "dropout_key", ir_shape1(4), 0) : -1;
+    int a = tg_node(g, IR_OP_ATTENTION, (int[]){q, k, v, key}, p > 0 ? 4 : 3,
+                    (int64_t[]){2, causal, 3}, (double[]){0.5, p});
+    CHECK(a >= 0);
+    head(g, a);
+    fixture f;
+    fixture_init(&f, g);
+    for (int i = 0; i < 2 * 8 * (int)Tq; i++) f.val[q][i] *= 4; /* peaked weights */
+    if (key >= 0) memcpy(f.val[key], (double[]){0x1234, 0xbeef, 7, 0xffff}, 4 * sizeof(double));
+    CHECK_MSG(check_gradients(&f) == (self ? 1 : 3), "Tq %d Tk %d causal %d p %g self %d", (int)Tq,
+              (int)Tk, causal, p, self);
+    CHECK(count_op(f.grad, IR_OP_ATTENTION_LSE) == 1);
+    CHECK(count_op(f.grad, IR_OP_ATTENTION_GRAD) == 3);
+    fixture_free(&f);
+}
+
+TEST(attention_gradients) {
+    check_attention(5, 5, 0, 0, 0);
+    check_attention(5, 5, 1, 0, 0);
+    check_attention(3, 7, 0, 0, 0);
+    check_attention(3, 7, 1, 0, 0);
+    check_attention(6, 6, 1, 0, 1);
+    check_attention(4, 6, 1, 0.3, 0);
+}
+
+/* Attention's output against its definition at one row: softmax of the
+ * scaled scores over the visible keys times v, computed here directly. */
+TEST(attention_definition) {
+    ir_graph *g = ir_new();
+    int q = param(g, "q", (ir_type){3, {1, 2, 4}, IR_F32});
+    int k = param(g, "k", (ir_type){3, {1, 3, 4}, IR_F32});
+    int v = param(g, "v", (ir_type){3, {1, 3, 4}, IR_F32});
+    int a =
+        tg_node(g, IR_OP_ATTENTION, (int[]){q, k, v}, 3, (int64_t[]){2, 1, 0}, (double[]){0.7, 0});
+    head(g, a);
+    fixture f;
+    fixture_init(&f, g);
+    summed_loss(&f);
+    const double *y = oracle_interp_buffer(f.fit, a);
+    /* query 0 sees keys 0..1 (causal, Tk - Tq = 1), head 1 = channels 2..3 */
+    double s[2], w[2], o = 0;
+    for (int j = 0; j < 2; j++)
+        s[j] = 0.7 * (f.val[q][2] * f.val[k][j * 4 + 2] + f.val[q][3] * f.val[k][j * 4 + 3]);
+    for (int j = 0; j < 2; j++) w[j] = exp(s[j]) / (exp(s[0]) + exp(s[1]));
+    for (int j = 0; j < 2; j++) o += w[j] * f.val[v][j * 4 + 3];
+    CHECK_NEAR(y[3], o, 1e-14); /* a few roundings of O(1) values */
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -1123,6 +1182,8 @@ int main(void) {
     RUN(dense_gradients);
     RUN(softmax_cross_entropy_gradient);
     RUN(seq_cross_entropy_gradients);
+    RUN(attention_gradients);
+    RUN(attention_definition);
     RUN(bigram_gradients);
     RUN(small_resnet_gradients);
     RUN(sigmoid_gradients);

@@ -534,6 +534,13 @@ TEST(small_planes_dense_convs_equal_cpu) {
                           PASS_PRECISION_FP32);
 }
 
+/* Fused attention (tests/nets/attn_fused.net: causal with dropout, and
+ * one head unmasked): the CUDA text of the forward, log-sum-exp and
+ * gradient kernels, run by the simulator, equal to the cpu's C text (the
+ * same f32 arithmetic in one order; the GEMMs around it differ as
+ * cnn_small's do). */
+TEST(attn_fused_step_equals_cpu) { step_matches_cpu("tests/nets/attn_fused.net", 4, 1e-4); }
+
 /* Grouped and depthwise convolutions (se_small's) are cuDNN calls too,
  * with the group count: equal to the cpu's (oneDNN, or its direct
  * kernels). The backward pass within 1e-3: a BatchNorm gamma's gradient,
@@ -1989,6 +1996,7 @@ int main(void) {
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
     RUN(bf16_weight_gradient_is_cudnn_widened);
     RUN(se_small_grouped_library_convs_equal_cpu);
+    RUN(attn_fused_step_equals_cpu);
     RUN(small_planes_dense_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
     RUN(nondeterministic_lets_cudnn_take_its_fastest);

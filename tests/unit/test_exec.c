@@ -521,6 +521,32 @@ TEST(seq_cross_entropy) {
     }
 }
 
+/* Fused attention, its log-sum-exp and the three gradients against the
+ * interpreter: 37 queries against 45 keys (neither a multiple of the
+ * 32-key tile), 3 heads of 4; with and without the causal mask, and with
+ * dropout (the mask bits must agree exactly, or whole weights differ). */
+TEST(attention_ops) {
+    for (int c = 0; c < 4; c++) {
+        int causal = c & 1;
+        double p = c & 2 ? 0.25 : 0;
+        ir_graph *g = ir_new();
+        int q = ir_add_input(g, "q", (ir_type){3, {2, 37, 12}, IR_F32}, 0);
+        int k = ir_add_input(g, "k", (ir_type){3, {2, 45, 12}, IR_F32}, 0);
+        int v = ir_add_input(g, "v", (ir_type){3, {2, 45, 12}, IR_F32}, 0);
+        int dy = ir_add_input(g, "dy", (ir_type){3, {2, 37, 12}, IR_F32}, 0);
+        int key = ir_add_input(g, "step", ir_shape1(4), 0); /* 3.0: key chunks of 3 */
+        int in[7] = {dy, q, k, v, 0, 0, key};
+        int o = p > 0 ? N(ATTENTION, q, k, v, key), IA(3, causal, 2), FA(0.6, p))
+                      : N(ATTENTION, q, k, v), IA(3, causal, 2), FA(0.6, 0));
+        int l = N(ATTENTION_LSE, q, k, v), IA(3, causal), FA(0.6));
+        in[4] = o, in[5] = l;
+        for (int w = 0; w < 3; w++)
+            tg_node(g, IR_OP_ATTENTION_GRAD, in, p > 0 ? 7 : 6, IA(3, causal, 2, w), FA(0.6, p));
+        CHECK_MSG(run_both(g, NULL) == 0, "causal %d p %g", causal, p);
+        ir_free(g);
+    }
+}
+
 static void bn_primitives(int rank4) {
     ir_graph *g = ir_new();
     ir_type xt = rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(9, 5);
@@ -853,6 +879,23 @@ TEST(shape_ops_on_conv_maps_match_interpreter) {
     ir_graph *g = trained_graph(fp, ops);
     CHECK_MSG(ops[IR_OP_PERMUTE] == 2 && ops[IR_OP_CONCAT] == 2, "permute %d concat %d",
               ops[IR_OP_PERMUTE], ops[IR_OP_CONCAT]);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
+/* Fused attention through the frontend and the default passes
+ * (tests/nets/attn_fused.net: causal with dropout, then unmasked with one
+ * head, q = v): the generated C kernels of a whole training step against
+ * the interpreter. */
+TEST(attn_fused_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/attn_fused.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK(ops[IR_OP_ATTENTION] == 2 && ops[IR_OP_ATTENTION_LSE] == 2);
+    CHECK(ops[IR_OP_ATTENTION_GRAD] == 6);
     if (g) CHECK(run_both(g, NULL) == 0);
     ir_free(g);
     fe_free(fp);
@@ -1391,6 +1434,7 @@ int main(void) {
     RUN(bias_add_relu_add);
     RUN(embedding_ops);
     RUN(seq_cross_entropy);
+    RUN(attention_ops);
     RUN(normal_init);
     RUN(batchnorm_op);
     RUN(pooling);
@@ -1410,6 +1454,7 @@ int main(void) {
     RUN(shape_small_training_step_matches_interpreter);
     RUN(shape_ops_on_conv_maps_match_interpreter);
     RUN(sequence_training_step_matches_interpreter);
+    RUN(attn_fused_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);

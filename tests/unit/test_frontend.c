@@ -887,6 +887,16 @@ static const bad bads[] = {
      "  loss = softmax_cross_entropy(logits, label, ignore=0)\n}\n",
      "t.net:5:54: error: argument 'ignore' of 'softmax_cross_entropy' applies to rank-3 logits "
      "only, got 0\n"},
+    {"input x[6, 12]\ninput label class(2)\nnetwork n {\n  a = attention(x, x, x, heads=5)\n"
+     "  loss = softmax_cross_entropy(dense(flatten(a), 2), label)\n}\n",
+     "t.net:4:32: error: argument 'heads' of 'attention': 12 channels of q do not split into 5 "
+     "heads\n"},
+    {"input x[6, 12]\ninput label class(2)\nnetwork n {\n  a = attention(x, flatten(x), x, heads=2)\n"
+     "  loss = softmax_cross_entropy(dense(flatten(a), 2), label)\n}\n",
+     "t.net:4:20: error: argument 'k' of 'attention' must be [N, T, C], got rank 2\n"},
+    {"input x[6, 12]\ninput label class(2)\nnetwork n {\n  a = attention(x, x, x, heads=2, "
+     "dropout=1)\n  loss = softmax_cross_entropy(dense(flatten(a), 2), label)\n}\n",
+     "t.net:4:43: error: argument 'dropout' of 'attention' must be in [0, 1), got 1\n"},
     {"network n { loss = 1e999 }", "t.net:1:20: error: number 1e999 is too large\n"},
     {"network n { loss = \xc3\xa9t\xc3\xa9 }",
      "t.net:1:20: error: unexpected character '\xc3\xa9'\n"},

@@ -267,6 +267,7 @@ TEST(se_small_is_invariant) { check_invariance("tests/nets/se_small.net", 4); }
 TEST(attn_small_is_invariant) { check_invariance("tests/nets/attn_small.net", 4); }
 TEST(arith_small_is_invariant) { check_invariance("tests/nets/arith_small.net", 4); }
 TEST(shape_small_is_invariant) { check_invariance("tests/nets/shape_small.net", 4); }
+TEST(attn_fused_is_invariant) { check_invariance("tests/nets/attn_fused.net", 4); }
 TEST(resnet18_is_invariant) { check_invariance("models/resnet18.net", 4); }
 TEST(resnet18_cifar_is_invariant) { check_invariance("models/resnet18_cifar.net", 2); }
 
@@ -318,6 +319,7 @@ int main(void) {
     RUN(attn_small_is_invariant);
     RUN(arith_small_is_invariant);
     RUN(shape_small_is_invariant);
+    RUN(attn_fused_is_invariant);
     RUN_TIER("test", resnet18_is_invariant);
     RUN(resnet18_cifar_is_invariant);
     rt_backend_free(pc_backend);
