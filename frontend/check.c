@@ -524,15 +524,17 @@ static int check_normalize(checker *C, const fe_titem *it, ir_train *t) {
 static int check_items(checker *C, const fe_titem *items, ir_train *t, const char *section,
                        const fe_titem **warmup);
 
-/* exclude=(bn, bias): the parameter classes, each once. */
+/* exclude=(bn, bias, norm): the parameter classes, each once. */
 static int check_exclude(checker *C, const fe_kw *k, const char *opt, int *out) {
     *out = 0;
     for (const fe_kw *n = k->names; n; n = n->next) {
         int bit = !strcmp(n->key, "bn")     ? IR_EXCLUDE_BN
                   : !strcmp(n->key, "bias") ? IR_EXCLUDE_BIAS
+                  : !strcmp(n->key, "norm") ? IR_EXCLUDE_NORM
                                             : 0;
         if (!bit) {
-            ERR(C, n->loc, "unknown parameter class '%s' in exclude of '%s' (expected bn or bias)",
+            ERR(C, n->loc,
+                "unknown parameter class '%s' in exclude of '%s' (expected bn, bias or norm)",
                 n->key, opt);
             return -1;
         }

@@ -644,7 +644,9 @@ extern const char *const ir_lr_scaling_names[IR_LR_SCALING_SQRT + 1]; /* "none",
 int ir_lr_scaling_parse(const char *name);                            /* -1 when unknown */
 typedef enum { IR_OPT_SGD, IR_OPT_LARS, IR_OPT_LAMB, IR_OPT_ADAMW } ir_optimizer;
 /* Parameter classes an optimizer's exclude=(...) names (a bit mask). */
-enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1 };
+/* norm: layernorm gamma/beta (nanoGPT decays only matrices). */
+enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1, IR_EXCLUDE_NORM = 1 << 2 };
+#define IR_EXCLUDE_ALL (IR_EXCLUDE_BN | IR_EXCLUDE_BIAS | IR_EXCLUDE_NORM)
 /* The lr curve after warmup: the per-epoch dict, or a per-step decay from
  * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
 typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
@@ -683,7 +685,7 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     /* sgd: nesterov; lars: eta, eps; lamb/adamw: beta1, beta2, eps; \
      * lars/lamb/adamw: exclude (IR_EXCLUDE_*). README's train section. */ \
     X(int,           nesterov,        ,                   I32,     "nesterov",        0, 1,                  OPTIM,   7) \
-    X(int,           exclude,         ,                   I32,     "exclude",         0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, OPTIM, 8) \
+    X(int,           exclude,         ,                   I32,     "exclude",         0, IR_EXCLUDE_ALL, OPTIM, 8) \
     X(double,        eta,             ,                   F64,     "eta",             0, 0,                  OPTIM,   9) \
     X(double,        eps,             ,                   F64,     "eps",             0, 0,                  OPTIM,   10) \
     X(double,        beta1,           ,                   F64,     "beta1",           0, 0,                  OPTIM,   11) \

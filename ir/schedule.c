@@ -158,7 +158,7 @@ static int check_optimizer(const ir_train *t, const char **field, char *err, siz
     if (!(t->wd <= IR_MAX_WD)) return BAD("wd", "weight decay must be at most 1, got %g", t->wd);
     if (t->nesterov != 0 && t->nesterov != 1)
         return BAD("nesterov", "nesterov must be 0 or 1, got %d", t->nesterov);
-    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
+    if (t->exclude & ~IR_EXCLUDE_ALL)
         return BAD("exclude", "unknown exclude classes %#x", (unsigned)t->exclude);
     if (!(t->eta > 0 && t->eta <= 1)) return BAD("eta", "eta must be in (0, 1], got %g", t->eta);
     if (!(t->eps > 0 && t->eps <= 1)) return BAD("eps", "eps must be in (0, 1], got %g", t->eps);

@@ -20,8 +20,9 @@
  *     u  = adam_dir(w, m', v', c1, c2){eps, wd}
  *     w' = descend(w, u, lamb_lr(sumsq(w), sumsq(u), lr))   (adamw: lr)
  *
- * A parameter of an excluded class (exclude=(bn, bias): a BatchNorm gamma
- * or beta, a bias_add's bias; told by what reads it) gets wd 0 and no
+ * A parameter of an excluded class (exclude=(bn, bias, norm): a BatchNorm
+ * gamma or beta, a bias_add's bias, a layernorm gamma or beta; told by what
+ * reads it) gets wd 0 and no
  * adaptation: lars trust 1, lamb r 1.
  *
  * lr, grad_scale and step are scalar inputs the training loop sets every
@@ -90,6 +91,8 @@ static unsigned char *param_classes(const ir_graph *g) {
                 c = IR_EXCLUDE_BN;
             else if ((n->op == IR_OP_BIAS_ADD || n->op == IR_OP_BIAS_ADD_LAST) && k == 1)
                 c = IR_EXCLUDE_BIAS;
+            else if (n->op == IR_OP_LAYERNORM && (k == 1 || k == 2))
+                c = IR_EXCLUDE_NORM;
             if (c && !seen[p]) cls[p] = (unsigned char)c, seen[p] = 1;
         }
     }

@@ -657,6 +657,8 @@ TEST(train_section_variants) {
         {"lamb(exclude=(bias), eps=1e-5)", IR_OPT_LAMB, 0, IR_EXCLUDE_BIAS, 1e-5, 1e-4},
         {"adamw(wd=0.01)", IR_OPT_ADAMW, 0, 0, 1e-8, 0.01},
         {"lamb(exclude=())", IR_OPT_LAMB, 0, 0, 1e-6, 1e-4},
+        {"adamw(exclude=(bias, norm))", IR_OPT_ADAMW, 0, IR_EXCLUDE_BIAS | IR_EXCLUDE_NORM, 1e-8,
+         1e-4},
     };
     for (int k = 0; k < (int)(sizeof opts / sizeof *opts); k++) {
         snprintf(src, sizeof src, "%strain { optimizer %s }", net, opts[k].spec);

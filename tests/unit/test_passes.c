@@ -568,6 +568,38 @@ TEST(sync_batchnorm_on_one_replica) {
     fe_free(fp);
 }
 
+/* adamw(exclude=(bias, norm)), nanoGPT's rule: weight decay on the
+ * matrices only; a layernorm's gamma and beta and every bias get wd 0. */
+TEST(adamw_decays_only_matrices) {
+    static const char net[] = "input image[6]\n"
+                              "input label class(3)\n"
+                              "network n {\n"
+                              "    x = layernorm(dense(image, 4))\n"
+                              "    logits = dense(x, 3, bias=false)\n"
+                              "    loss = softmax_cross_entropy(logits, label)\n"
+                              "}\n"
+                              "train {\n  batch 2 per device\n  epochs 1\n  lr {0: 0.1}\n"
+                              "  optimizer adamw(wd=0.1, exclude=(bias, norm))\n}\n";
+    fe_program *fp = fe_parse_string_err("decay.net", net, sizeof net - 1, err, sizeof err);
+    CHECK_MSG(fp != NULL, "%s", err);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 2, 1);
+    CHECK(pass_lower_sync(&g, 0, err, sizeof err) == 0 && pass_autodiff(&g, err, sizeof err) == 0);
+    CHECK_MSG(pass_optimizer(&g, fe_train(fp), err, sizeof err) == 0, "%s", err);
+    int decayed = 0, plain = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_ADAM_DIR) continue;
+        const char *w = g->nodes[n->input[0]].name;
+        int matrix = g->nodes[n->input[0]].type.ndim >= 2;
+        CHECK_MSG(n->fattr[1] == (matrix ? 0.1 : 0.0), "%s: wd %g", w, n->fattr[1]);
+        decayed += matrix, plain += !matrix;
+    }
+    CHECK(decayed == 2 && plain == 3); /* two weights; dense0.bias, gamma, beta */
+    ir_free(g);
+    fe_free(fp);
+}
+
 int main(void) {
     RUN(lower_keeps_results);
     RUN(dce_drops_dead_branches);
@@ -578,5 +610,6 @@ int main(void) {
     RUN(gradients_are_named_and_flagged);
     RUN(pass_errors);
     RUN(sync_batchnorm_on_one_replica);
+    RUN(adamw_decays_only_matrices);
     return harness_done();
 }
