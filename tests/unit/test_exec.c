@@ -1234,6 +1234,52 @@ TEST(device_failure_is_kept) {
     ir_free(g);
 }
 
+/* FTZ/DAZ (rt_cpu_flush_denormals, dprun's default): a product below the
+ * smallest normal (1e-20² = 1e-40 < 2^-126) is 0 (FTZ), and a denormal
+ * operand reads as 0 (DAZ: d·1 is exact, so FTZ alone keeps it), in every
+ * part of a split kernel: those the pool's workers ran (told by
+ * pthread_self) as well as the caller's. Turned off, both are IEEE's. */
+TEST(denormals_flush_in_pool_workers) {
+    const char *src = "#include <pthread.h>\n"
+                      "typedef long long idx_t;\n"
+                      "const idx_t ftz_probe_grain = 1;\n"
+                      "void ftz_probe(void *const *arg, idx_t count, idx_t lo, idx_t hi) {\n"
+                      "    const float *x = (const float *)arg[0], *one = (const float *)arg[1];\n"
+                      "    float *y = (float *)arg[2];\n"
+                      "    unsigned long *who = (unsigned long *)arg[3];\n"
+                      "    for (idx_t i = lo; i < hi; i++) {\n"
+                      "        for (volatile int k = 0; k < 20000; k++) {} /* let workers in */\n"
+                      "        y[i] = x[i] * x[i];\n"
+                      "        y[count + i] = x[count + i] * one[i];\n"
+                      "        who[i] = (unsigned long)pthread_self();\n"
+                      "    }\n"
+                      "}\n";
+    rt_module *m = be->compile(be, src, err, sizeof err);
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m) return;
+    rt_kernel *k = be->kernel(be, m, "ftz_probe", 4, err, sizeof err);
+    CHECK_MSG(k != NULL, "%s", err);
+    enum { N = 64 };
+    float x[2 * N], one[N], y[2 * N];
+    unsigned long who[N];
+    for (int i = 0; i < N; i++) x[i] = 1e-20f, x[N + i] = 1e-40f, one[i] = 1;
+    CHECK(x[N] != 0); /* the denormal operand itself exists */
+    void *args[] = {x, one, y, who};
+    for (int on = 1; k && on >= 0; on--) {
+        rt_cpu_flush_denormals(on);
+        int by_worker = 0;
+        for (int rep = 0; rep < 50 && !by_worker; rep++) { /* until a worker ran a part */
+            CHECK(be->launch(be, k, args, 4, N, NULL, err, sizeof err) == 0);
+            for (int i = 0; i < N; i++) by_worker |= who[i] != (unsigned long)pthread_self();
+            for (int i = 0; i < N; i++)
+                CHECK_MSG(on ? y[i] == 0 && y[N + i] == 0 : y[i] > 0 && y[N + i] == x[N],
+                          "ftz %d, iteration %d: %g %g", on, i, y[i], y[N + i]);
+        }
+        CHECK(by_worker || rt_cpu_threads() == 1);
+    }
+    be->module_free(be, m);
+}
+
 TEST(split_k_sum_order_is_the_same_product) {
     int M = 37, N = 29, K = 301;
     float *A = malloc(sizeof(float) * (size_t)M * K), *B = malloc(sizeof(float) * (size_t)K * N);
@@ -1344,6 +1390,7 @@ int main(void) {
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);
     RUN(thread_pool_splits_kernels_and_gemms);
+    RUN(denormals_flush_in_pool_workers);
     RUN(split_k_sum_order_is_the_same_product);
     RUN(refused_capture_runs_eagerly);
     RUN(device_failure_is_kept);
