@@ -423,11 +423,12 @@ static int check_kws(checker *C, const fe_titem *it, const char *const *allowed)
     return 0;
 }
 
-/* `lr cosine(base=, final=)`, `lr poly(base=, power=, final=)`: base (the
- * default lr when omitted) and final in [0, 1e6], power in (0, 100]. */
+/* `lr cosine(base=, final=, steps=)`, `lr poly(base=, power=, final=,
+ * steps=)`: base (the default lr when omitted) and final in [0, 1e6],
+ * power in (0, 100], steps (where the curve ends) 1..IR_MAX_STEPS. */
 static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
-    static const char *const cosine_kws[] = {"base", "final", NULL};
-    static const char *const poly_kws[] = {"base", "power", "final", NULL};
+    static const char *const cosine_kws[] = {"base", "final", "steps", NULL};
+    static const char *const poly_kws[] = {"base", "power", "final", "steps", NULL};
     int poly = !strcmp(it->ident, "poly");
     if (!poly && strcmp(it->ident, "cosine")) {
         ERR(C, it->ident_loc,
@@ -437,6 +438,10 @@ static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
     if (check_kws(C, it, poly ? poly_kws : cosine_kws)) return -1;
     t->lr_kind = poly ? IR_LR_POLY : IR_LR_COSINE;
     for (const fe_kw *k = it->kws; k; k = k->next) {
+        if (!strcmp(k->key, "steps")) { /* the step it ends at, nanoGPT's lr_decay_iters */
+            if (get_int(C, k->value, "steps", 1, IR_MAX_STEPS, &t->lr_decay_steps)) return -1;
+            continue;
+        }
         double *dst = !strcmp(k->key, "base")    ? &t->lr_value[0]
                       : !strcmp(k->key, "final") ? &t->lr_final
                                                  : &t->lr_power;
@@ -602,9 +607,10 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
     case FE_T_BATCH: return get_int(C, it->num, "batch", 1, IR_MAX_BATCH, &t->batch);
     case FE_T_EPOCHS: return get_int(C, it->num, "epochs", 1, IR_MAX_EPOCHS, &t->epochs);
     case FE_T_EVAL_BATCH: return get_int(C, it->num, "eval batch", 1, IR_MAX_BATCH, &t->eval_batch);
-    case FE_T_WARMUP:
+    case FE_T_WARMUP: /* K epochs, or K steps (ident "steps") */
         *warmup = it;
-        return get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
+        return it->ident ? get_int(C, it->num, "warmup", 1, IR_MAX_STEPS, &t->warmup_steps)
+                         : get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
     case FE_T_INIT:
         if (strcmp(it->ident, "xavier")) {
             ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier)", it->ident);

@@ -24,9 +24,10 @@
  *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
  *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
  *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
- *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
+ *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0, steps=S), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' INT 'epochs'
+ *              | 'warmup' INT IDENT                          -- the IDENT is 'steps'
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
  *              | 'eval' 'batch' INT
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
@@ -296,6 +297,12 @@ titem
         { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | WARMUP sint EPOCHS
         { $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; }
+    | WARMUP sint IDENT
+        { if (strcmp($3, "steps")) {
+              fe_error(&P->diag, L(@3), "unexpected identifier '%s', expected 'epochs' or 'steps'", $3);
+              YYABORT;
+          }
+          $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; $$->ident = $3; $$->ident_loc = L(@3); }
     | DATA IDENT data_block
         { $$ = fe_new_titem(P, FE_T_DATA, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->items = $3.first; }
     | EVAL BATCH sint

@@ -670,7 +670,8 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
  *         it only when an optimizer setting differs from ir_train_defaults);
  *         CURVE (the text form holds it only when lr_kind is not DICT);
  *         NONZERO (the plan's DATA section and the text form hold it only
- *         when it is not 0). The plan's SCHD section holds ALWAYS and
+ *         when it is not 0: the text form each by its key, the DATA section
+ *         the fields up to the last that is not 0). The plan's SCHD section holds ALWAYS and
  *         CURVE fields, in this order; the optional parts came later, so
  *         plans and text without them read as before.
  *   rank  its position on the `# train` line (-1: not there itself) */
@@ -707,7 +708,9 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     X(double,        mean,            [3],                F64X3,   "mean",            0, 0,                  ALWAYS,  25) \
     X(double,        std,             [3],                F64X3,   "std",             0, 0,                  ALWAYS,  26) \
     X(int,           eval_batch,      ,                   I32,     "eval_batch",      1, IR_MAX_BATCH,       ALWAYS,  2) \
-    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */
+    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */ \
+    X(int,           warmup_steps,    ,                   I32,     "warmup_steps",    1, IR_MAX_STEPS,       NONZERO, 28) /* warmup K steps (nanoGPT's ramp), 0 = none */ \
+    X(int,           lr_decay_steps,  ,                   I32,     "lr_decay_steps",  1, IR_MAX_STEPS,       NONZERO, 29) /* a curve's steps=: it ends at this step, 0 = at the run's end */
 /* clang-format on */
 
 typedef struct {

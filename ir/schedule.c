@@ -232,6 +232,21 @@ static int check_lr(const ir_train *t, const char **field, char *err, size_t err
     if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
         return BAD("warmup_epochs", "warmup of %d epochs does not fit %d epochs of training",
                    t->warmup_epochs, t->epochs);
+    if (t->warmup_steps < 0 || t->warmup_steps > IR_MAX_STEPS)
+        return BAD("warmup_steps", "warmup steps must be in 0..%d, got %d", IR_MAX_STEPS,
+                   t->warmup_steps);
+    if (t->warmup_steps && t->warmup_epochs)
+        return BAD("warmup_steps", "warmup of %d steps and of %d epochs: give one", t->warmup_steps,
+                   t->warmup_epochs);
+    if (t->lr_decay_steps < 0 || t->lr_decay_steps > IR_MAX_STEPS)
+        return BAD("lr_decay_steps", "a curve's steps must be in 0..%d, got %d", IR_MAX_STEPS,
+                   t->lr_decay_steps);
+    if (t->lr_decay_steps && t->lr_kind == IR_LR_DICT)
+        return BAD("lr_decay_steps", "steps=%d is a cosine or poly curve's, not the dict's",
+                   t->lr_decay_steps);
+    if (t->lr_decay_steps && t->lr_decay_steps <= t->warmup_steps)
+        return BAD("lr_decay_steps", "the curve's steps=%d must be past its warmup of %d steps",
+                   t->lr_decay_steps, t->warmup_steps);
     return 0;
 }
 
@@ -277,7 +292,12 @@ void ir_train_print(const ir_train *t, FILE *f) {
     fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
             t->eval_batch);
     fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
-    static const char *const exclude[] = {"", "bn", "bias", "bn, bias"};
+    char exclude[32];
+    snprintf(exclude, sizeof exclude, "%s%s%s%s%s", t->exclude & IR_EXCLUDE_BN ? "bn" : "",
+             (t->exclude & IR_EXCLUDE_BN) && (t->exclude & ~IR_EXCLUDE_BN) ? ", " : "",
+             t->exclude & IR_EXCLUDE_BIAS ? "bias" : "",
+             (t->exclude & IR_EXCLUDE_BIAS) && (t->exclude & IR_EXCLUDE_NORM) ? ", " : "",
+             t->exclude & IR_EXCLUDE_NORM ? "norm" : "");
     switch (t->optimizer) {
     case IR_OPT_SGD:
         fprintf(f, "  optimizer sgd(momentum=%g, wd=%g%s)\n", t->momentum, t->wd,
@@ -285,18 +305,19 @@ void ir_train_print(const ir_train *t, FILE *f) {
         break;
     case IR_OPT_LARS:
         fprintf(f, "  optimizer lars(momentum=%g, wd=%g, eta=%g, eps=%g, exclude=(%s))\n",
-                t->momentum, t->wd, t->eta, t->eps, exclude[t->exclude & 3]);
+                t->momentum, t->wd, t->eta, t->eps, exclude);
         break;
     default:
         fprintf(f, "  optimizer %s(beta1=%g, beta2=%g, eps=%g, wd=%g, exclude=(%s))\n",
-                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd,
-                exclude[t->exclude & 3]);
+                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd, exclude);
     }
+    char steps[32] = "";
+    if (t->lr_decay_steps) snprintf(steps, sizeof steps, ", steps=%d", t->lr_decay_steps);
     if (t->lr_kind == IR_LR_COSINE)
-        fprintf(f, "  lr cosine(base=%g, final=%g)\n", t->lr_value[0], t->lr_final);
+        fprintf(f, "  lr cosine(base=%g, final=%g%s)\n", t->lr_value[0], t->lr_final, steps);
     else if (t->lr_kind == IR_LR_POLY)
-        fprintf(f, "  lr poly(base=%g, power=%g, final=%g)\n", t->lr_value[0], t->lr_power,
-                t->lr_final);
+        fprintf(f, "  lr poly(base=%g, power=%g, final=%g%s)\n", t->lr_value[0], t->lr_power,
+                t->lr_final, steps);
     else {
         fprintf(f, "  lr {");
         for (int i = 0; i < t->lr_steps; i++)
@@ -308,7 +329,10 @@ void ir_train_print(const ir_train *t, FILE *f) {
                 t->reference_batch);
     else
         fprintf(f, "  lr_scaling none\n");
-    fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
+    if (t->warmup_steps)
+        fprintf(f, "  warmup %d steps\n", t->warmup_steps);
+    else
+        fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
     fprintf(f, "  data %s {", t->dataset);
     if (t->resize) fprintf(f, " resize %d;", t->resize);
     if (t->pad) fprintf(f, " pad %d;", t->pad);

@@ -673,6 +673,20 @@ TEST(train_section_variants) {
         fe_free(p);
     }
 
+    /* nanoGPT's schedule: warmup in steps, a cosine ending at a step */
+    snprintf(src, sizeof src,
+             "%strain { warmup 100 steps; lr cosine(base=1e-3, final=1e-4, steps=5000); "
+             "optimizer adamw(beta2=0.99, wd=0.1, exclude=(bias, norm)) }",
+             net);
+    p = parse(src);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (p) {
+        const ir_train *t = fe_train(p);
+        CHECK(t->warmup_steps == 100 && t->warmup_epochs == 0 && t->lr_decay_steps == 5000);
+        CHECK(t->lr_kind == IR_LR_COSINE && t->lr_value[0] == 1e-3 && t->lr_final == 1e-4);
+    }
+    fe_free(p);
+
     /* schedule words are plain names outside the train section */
     p = parse("input image[4]\ninput label class(2)\n"
               "network n { data = dense(image, 4); batch = relu(data); logits = dense(batch, 2); "
@@ -729,6 +743,14 @@ static const bad bads[] = {
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { epochs 2\n warmup 3 epochs }\n",
      "t.net:7:9: error: warmup of 3 epochs is longer than training (2 epochs)\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { epochs 2\n warmup 3 iters }\n",
+     "t.net:7:11: error: unexpected identifier 'iters', expected 'epochs' or 'steps'\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { lr cosine(base=0.1, steps=2.5) }\n",
+     "t.net:6:35: error: steps must be an integer, got 2.5\n"},
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { lr {0: 0.1, 1: 2e6} }\n",
