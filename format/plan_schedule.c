@@ -51,7 +51,7 @@ static int last_data(const ir_train *t) {
     int last = -1;
     for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
         const ir_train_field *f = &ir_train_fields[i];
-        if (section_of(f) == PLAN_SEC_DATA && *(const int *)ir_train_cptr(t, f)) last = i;
+        if (section_of(f) == PLAN_SEC_DATA && IR_TRAIN_NONZERO(t, f)) last = i;
     }
     return last;
 }

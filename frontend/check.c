@@ -328,23 +328,17 @@ static int check_recursion(checker *C) {
 
 /* ---- train section ------------------------------------------------------- */
 
+/* clang-format off */
 static const char *item_names[FE_T_COUNT] = {
-    [FE_T_BATCH] = "batch",
-    [FE_T_EPOCHS] = "epochs",
-    [FE_T_INIT] = "init",
-    [FE_T_OPTIMIZER] = "optimizer",
-    [FE_T_LR] = "lr",
-    [FE_T_LR_SCALING] = "lr_scaling",
-    [FE_T_WARMUP] = "warmup",
-    [FE_T_DATA] = "data",
-    [FE_T_EVAL_BATCH] = "eval batch",
-    [FE_T_PAD] = "pad",
-    [FE_T_RANDOM_CROP] = "random_crop",
-    [FE_T_RANDOM_MIRROR] = "random_mirror",
-    [FE_T_NORMALIZE] = "normalize",
-    [FE_T_RESIZE] = "resize",
+    [FE_T_BATCH] = "batch", [FE_T_EPOCHS] = "epochs", [FE_T_INIT] = "init",
+    [FE_T_OPTIMIZER] = "optimizer", [FE_T_LR] = "lr", [FE_T_LR_SCALING] = "lr_scaling",
+    [FE_T_WARMUP] = "warmup", [FE_T_DATA] = "data", [FE_T_EVAL_BATCH] = "eval batch",
+    [FE_T_PAD] = "pad", [FE_T_RANDOM_CROP] = "random_crop", [FE_T_RANDOM_MIRROR] = "random_mirror",
+    [FE_T_NORMALIZE] = "normalize", [FE_T_RESIZE] = "resize",
     [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
+    [FE_T_CLIP_GRAD_NORM] = "clip_grad_norm",
 };
+/* clang-format on */
 
 static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n->i; }
 
@@ -661,6 +655,8 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         }
         return get_int(C, it->num, "resize", 1, IR_MAX_CROP, &t->resize);
     case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
+    case FE_T_CLIP_GRAD_NORM: /* PyTorch's clip_grad_norm_(max_norm), passes/optimizer.c */
+        return get_real(C, it->num, "clip_grad_norm", POSITIVE, &t->clip_norm);
     case FE_T_COUNT: break;
     }
     return 0;

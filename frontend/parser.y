@@ -31,6 +31,7 @@
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
  *              | 'eval' 'batch' INT
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
+ *              | 'clip_grad_norm' num                        -- PyTorch's clip_grad_norm_(max_norm)
  *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
  *              | 'resize' INT                                -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
@@ -48,7 +49,7 @@
  * Keywords: input class block network train return true false. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
- * std resize zero_init_residual — elsewhere these are ordinary names (a variable may be called
+ * std resize zero_init_residual clip_grad_norm — elsewhere these are ordinary names (a variable may be called
  * `data`). The lexer tracks that context itself (see lexer.l).
  *
  * Meaning (checked in check.c and elab.c, not here): names are assigned
@@ -150,6 +151,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %token DATA "data" EVAL "eval" PAD "pad" RANDOM_CROP "random_crop"
 %token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std" RESIZE "resize"
 %token ZERO_INIT_RESIDUAL "zero_init_residual"
+%token CLIP_GRAD_NORM "clip_grad_norm"
 
 %type <expr> expr term ret
 %type <arg> arg
@@ -309,6 +311,8 @@ titem
         { $$ = fe_new_titem(P, FE_T_EVAL_BATCH, L(@1)); $$->num = $3; }
     | ZERO_INIT_RESIDUAL
         { $$ = fe_new_titem(P, FE_T_ZERO_INIT_RESIDUAL, L(@1)); }
+    | CLIP_GRAD_NORM num
+        { $$ = fe_new_titem(P, FE_T_CLIP_GRAD_NORM, L(@1)); $$->num = $2; }
     ;
 
 per_device
@@ -352,6 +356,7 @@ kwkey
     | NORMALIZE { $$ = "normalize"; } | MEAN { $$ = "mean"; } | STD { $$ = "std"; }
     | RESIZE { $$ = "resize"; }
     | ZERO_INIT_RESIDUAL { $$ = "zero_init_residual"; }
+    | CLIP_GRAD_NORM { $$ = "clip_grad_norm"; }
     ;
 
 lr_entries

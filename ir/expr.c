@@ -45,6 +45,11 @@ static const char *const op_expr[IR_OP_COUNT] = {
         "(1.0f - tanhf(0.79788456f * ($1 + 0.044715f * $1 * $1 * $1)) * tanhf(0.79788456f * ($1 + "
         "0.044715f * $1 * $1 * $1))) * 0.79788456f * (1.0f + 0.134145f * $1 * $1))",
     [IR_OP_BIAS_ADD_LAST] = "$0 + $1l",
+    /* PyTorch's clip_grad_norm_: c = max_norm / (norm + 1e-6), clamped to
+     * at most 1; a NaN norm fails the test and keeps c NaN, as clamp does */
+    [IR_OP_CLIP_SCALE] =
+        "@0 / (sqrtf($0) * $1 + 1e-6f) >= 1.0f ? $1 : $1 * (@0 / (sqrtf($0) * $1 + "
+        "1e-6f))",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }

@@ -172,6 +172,11 @@ typedef enum {
  *   lamb_lr(wsq, usq, lr)  lr·sqrt(wsq)/sqrt(usq), lr when either is 0
  *                                                                  -> [1]
  *   descend(w, u, lr)      w - lr·u                                -> w
+ *   clip_scale(gsq, grad_scale) max_norm   clip_grad_norm's grad_scale:
+ *                         grad_scale·c, c = max_norm/(‖g‖ + 1e-6) when
+ *                         that is below 1 (NaN stays NaN), else 1; ‖g‖ =
+ *                         sqrt(gsq)·grad_scale, gsq the sum of every
+ *                         gradient's sumsq (PyTorch's clip_grad_norm_) -> [1]
  * Activations and products (frontend: sigmoid, clip, relu6 = clip(x, 0, 6),
  * mul; the broadcast rule is mul_channel's):
  *   sigmoid(x)            1/(1 + exp(-x))                          -> x
@@ -337,7 +342,8 @@ typedef enum {
     X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                \
     X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")                            \
     X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                  \
-    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")
+    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")                   \
+    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -669,9 +675,9 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
  *   when  ALWAYS; OPTIM (the plan's OPTM section and the text form hold
  *         it only when an optimizer setting differs from ir_train_defaults);
  *         CURVE (the text form holds it only when lr_kind is not DICT);
- *         NONZERO (the plan's DATA section and the text form hold it only
- *         when it is not 0: the text form each by its key, the DATA section
- *         the fields up to the last that is not 0). The plan's SCHD section holds ALWAYS and
+ *         NONZERO (an I32 or F64; the plan's DATA section and the text
+ *         form hold it only when it is not 0: the text form each by its
+ *         key, the DATA section the fields up to the last that is not 0). The plan's SCHD section holds ALWAYS and
  *         CURVE fields, in this order; the optional parts came later, so
  *         plans and text without them read as before.
  *   rank  its position on the `# train` line (-1: not there itself) */
@@ -710,7 +716,8 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     X(int,           eval_batch,      ,                   I32,     "eval_batch",      1, IR_MAX_BATCH,       ALWAYS,  2) \
     X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */ \
     X(int,           warmup_steps,    ,                   I32,     "warmup_steps",    1, IR_MAX_STEPS,       NONZERO, 28) /* warmup K steps (nanoGPT's ramp), 0 = none */ \
-    X(int,           lr_decay_steps,  ,                   I32,     "lr_decay_steps",  1, IR_MAX_STEPS,       NONZERO, 29) /* a curve's steps=: it ends at this step, 0 = at the run's end */
+    X(int,           lr_decay_steps,  ,                   I32,     "lr_decay_steps",  1, IR_MAX_STEPS,       NONZERO, 29) /* a curve's steps=: it ends at this step, 0 = at the run's end */ \
+    X(double,        clip_norm,       ,                   F64,     "clip_norm",       0, 0,                  NONZERO, 30) /* clip_grad_norm C (max_norm), 0 = none */
 /* clang-format on */
 
 typedef struct {
@@ -730,6 +737,10 @@ typedef enum {
     IR_TK_LR_PART
 } ir_train_kind;
 typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO } ir_train_when;
+/* Whether field f of t is not 0 (an I32 or F64: the NONZERO fields). */
+#define IR_TRAIN_NONZERO(t, f)                                              \
+    ((f)->kind == IR_TK_F64 ? *(const double *)ir_train_cptr((t), (f)) != 0 \
+                            : *(const int *)ir_train_cptr((t), (f)) != 0)
 typedef struct {
     const char *name, *key;
     ir_train_kind kind;

@@ -244,6 +244,8 @@ static int check_lr(const ir_train *t, const char **field, char *err, size_t err
     if (t->lr_decay_steps && t->lr_kind == IR_LR_DICT)
         return BAD("lr_decay_steps", "steps=%d is a cosine or poly curve's, not the dict's",
                    t->lr_decay_steps);
+    if (!(t->clip_norm >= 0 && t->clip_norm <= IR_MAX_REAL))
+        return BAD("clip_norm", "clip_grad_norm must be in (0, 1e6], got %g", t->clip_norm);
     if (t->lr_decay_steps && t->lr_decay_steps <= t->warmup_steps)
         return BAD("lr_decay_steps", "the curve's steps=%d must be past its warmup of %d steps",
                    t->lr_decay_steps, t->warmup_steps);
@@ -324,6 +326,7 @@ void ir_train_print(const ir_train *t, FILE *f) {
             fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
         fprintf(f, "}\n");
     }
+    if (t->clip_norm) fprintf(f, "  clip_grad_norm %g\n", t->clip_norm);
     if (t->lr_scaling != IR_LR_SCALING_NONE)
         fprintf(f, "  lr_scaling %s(reference_batch=%d)\n", ir_lr_scaling_names[t->lr_scaling],
                 t->reference_batch);

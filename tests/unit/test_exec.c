@@ -625,10 +625,11 @@ TEST(optimizer_ops) {
 }
 
 /* cnn_small's training step with each optimizer as the frontend and the
- * default passes (fusion included) build it, against the interpreter. */
+ * default passes (fusion included) build it, against the interpreter; the
+ * last with clip_grad_norm (its sumsqs, add chain and clip_scale). */
 TEST(optimizer_training_steps_match_interpreter) {
     static const char *const specs[] = {"sgd(nesterov=true)", "lars(wd=0.0005)", "lamb(wd=0.01)",
-                                        "adamw(wd=0.01)"};
+                                        "adamw(wd=0.01)", "adamw(wd=0.01) clip_grad_norm 0.05"};
     size_t len;
     char *src = NULL;
     FILE *f = fopen("models/cnn_small.net", "rb");
@@ -640,7 +641,7 @@ TEST(optimizer_training_steps_match_interpreter) {
     src[len] = 0;
     char *at = strstr(src, "optimizer sgd(momentum=0.9, wd=0.0001)");
     CHECK(at != NULL);
-    for (int k = 0; at && k < 4; k++) {
+    for (int k = 0; at && k < 5; k++) {
         char buf[1 << 16];
         snprintf(buf, sizeof buf, "%.*soptimizer %s%s", (int)(at - src), src, specs[k],
                  at + strlen("optimizer sgd(momentum=0.9, wd=0.0001)"));
@@ -786,6 +787,21 @@ TEST(attn_small_training_step_matches_interpreter) {
     CHECK(ops[IR_OP_LAYERNORM] == 2 && ops[IR_OP_LAYERNORM_GRAD_DATA] == 2);
     CHECK(ops[IR_OP_LAYERNORM_GRAD_GAMMA] == 2 && ops[IR_OP_SUM_LEADING] == 2);
     CHECK(ops[IR_OP_SOFTMAX] == 1 && ops[IR_OP_SOFTMAX_GRAD] == 1);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
+/* GPT-2's recipe (tests/nets/recipe_small.net): adamw with wd only on the
+ * matrices, clip_grad_norm's sumsq per gradient and clip_scale, through the
+ * frontend and the default passes, against the interpreter. */
+TEST(recipe_small_training_step_matches_interpreter) {
+    fe_program *fp = fe_parse_file("tests/nets/recipe_small.net");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK(ops[IR_OP_CLIP_SCALE] == 1 && ops[IR_OP_SUMSQ] == 10 && ops[IR_OP_ADAM_DIR] == 10);
     if (g) CHECK(run_both(g, NULL) == 0);
     ir_free(g);
     fe_free(fp);
@@ -1385,6 +1401,7 @@ int main(void) {
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
+    RUN(recipe_small_training_step_matches_interpreter);
     RUN(sequence_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);

@@ -676,7 +676,7 @@ TEST(train_section_variants) {
     /* nanoGPT's schedule: warmup in steps, a cosine ending at a step */
     snprintf(src, sizeof src,
              "%strain { warmup 100 steps; lr cosine(base=1e-3, final=1e-4, steps=5000); "
-             "optimizer adamw(beta2=0.99, wd=0.1, exclude=(bias, norm)) }",
+             "optimizer adamw(beta2=0.99, wd=0.1, exclude=(bias, norm)); clip_grad_norm 1.0 }",
              net);
     p = parse(src);
     CHECK_MSG(p != NULL, "%s", errbuf);
@@ -684,6 +684,7 @@ TEST(train_section_variants) {
         const ir_train *t = fe_train(p);
         CHECK(t->warmup_steps == 100 && t->warmup_epochs == 0 && t->lr_decay_steps == 5000);
         CHECK(t->lr_kind == IR_LR_COSINE && t->lr_value[0] == 1e-3 && t->lr_final == 1e-4);
+        CHECK(t->clip_norm == 1.0);
     }
     fe_free(p);
 
@@ -751,6 +752,10 @@ static const bad bads[] = {
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { lr cosine(base=0.1, steps=2.5) }\n",
      "t.net:6:35: error: steps must be an integer, got 2.5\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { clip_grad_norm 0 }\n",
+     "t.net:6:24: error: clip_grad_norm must be positive, got 0\n"},
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { lr {0: 0.1, 1: 2e6} }\n",

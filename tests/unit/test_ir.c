@@ -125,7 +125,8 @@ TEST(op_order_is_pinned) {
                                         "bias_add_last",
                                         "matmul",
                                         "seq_cross_entropy",
-                                        "seq_ce_grad"};
+                                        "seq_ce_grad",
+                                        "clip_scale"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,
