@@ -76,7 +76,8 @@
  * beta at 0, untrained, as Gluon's; neither gamma_init nor residual_last
  * goes with scale=false), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
- * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
+ * flatten(x), dense(x, units, bias=true, tie=E) (E: an embedding's result, whose
+ * table is the weight), softmax_cross_entropy(logits, label),
  * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
  * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
  * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)

@@ -845,6 +845,40 @@ TEST(sequence_training_step_matches_interpreter) {
     fe_free(fp);
 }
 
+/* GPT-2's tied head: dense(..., tie=e) reads embedding0.weight, the one
+ * table (no dense weight; 10·4 + 4 + 4 parameters), its gradient the sum
+ * of the embedding's scatter-add and the head's dense_grad_weight; a
+ * training step's generated C against the interpreter. The ids are the
+ * labels (no data fills an int sequence yet). */
+static const char tied_net[] = "input image[3, 32, 32]\n"
+                               "input label class(10)\n"
+                               "network tied {\n"
+                               "    e = embedding(label, 10, 4)\n"
+                               "    logits = dense(layernorm(e), 10, bias=false, tie=e)\n"
+                               "    loss = softmax_cross_entropy(logits, label)\n"
+                               "}\n"
+                               "train {\n"
+                               "    optimizer adamw(wd=0.1, exclude=(bias, norm))\n"
+                               "    lr {0: 0.01}\n"
+                               "}\n";
+
+TEST(tied_head_training_step_matches_interpreter) {
+    fe_program *fp =
+        fe_parse_string_err("tied.net", tied_net, sizeof tied_net - 1, err, sizeof err);
+    CHECK_MSG(fp != NULL, "%s", err);
+    if (!fp) return;
+    ir_graph *g0 = fe_build_graph(fp, 3, 1);
+    CHECK(g0 && ir_num_params(g0) == 10 * 4 + 4 + 4);
+    ir_free(g0);
+    int ops[IR_OP_COUNT] = {0};
+    ir_graph *g = trained_graph(fp, ops);
+    CHECK(ops[IR_OP_PARAM] == 3 && ops[IR_OP_ADAM_DIR] == 3);
+    CHECK(ops[IR_OP_EMBEDDING_GRAD] == 1 && ops[IR_OP_DENSE_GRAD_WEIGHT] == 1);
+    if (g) CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+    fe_free(fp);
+}
+
 /* --conv dense: the convolutions on 2x2 and 1x1 planes as one GEMM over
  * unrolled weights (codegen/gemm.c lower_conv_dense), forward and both
  * gradients, every node and parameter against the float64 interpreter: in
@@ -1403,6 +1437,7 @@ int main(void) {
     RUN(attn_small_training_step_matches_interpreter);
     RUN(recipe_small_training_step_matches_interpreter);
     RUN(sequence_training_step_matches_interpreter);
+    RUN(tied_head_training_step_matches_interpreter);
     RUN(dense_convolutions_match_interpreter);
     RUN(store_and_exec_api);
     RUN(rng_is_deterministic);

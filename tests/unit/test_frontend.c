@@ -794,6 +794,15 @@ static const bad bads[] = {
      "  loss = softmax_cross_entropy(logits, y, 0.1)\n}\n",
      "t.net:5:43: error: argument 'smoothing' of 'softmax_cross_entropy' applies to rank-2 "
      "logits only, got 0.1\n"},
+    {"input t int[4]\ninput y int[4]\nnetwork n {\n  e = embedding(t, 9, 3)\n"
+     "  logits = dense(layernorm(e), 9, bias=false, tie=layernorm(e))\n"
+     "  loss = softmax_cross_entropy(logits, y)\n}\n",
+     "t.net:5:51: error: argument 'tie' of 'dense' must be the result of embedding(...)\n"},
+    {"input t int[4]\ninput y int[4]\nnetwork n {\n  e = embedding(t, 9, 3)\n"
+     "  logits = dense(e, 8, bias=false, tie=e)\n"
+     "  loss = softmax_cross_entropy(logits, y)\n}\n",
+     "t.net:5:40: error: argument 'tie' of 'dense': the embedding's table is [9,3], the dense "
+     "needs [8,3] (units, input features)\n"},
     {"input x[4]\ninput label class(2)\nnetwork n {\n  logits = dense(x, 2)\n"
      "  loss = softmax_cross_entropy(logits, label, ignore=0)\n}\n",
      "t.net:5:54: error: argument 'ignore' of 'softmax_cross_entropy' applies to rank-3 logits "
