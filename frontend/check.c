@@ -594,7 +594,6 @@ static int check_optimizer(checker *C, const fe_titem *it, ir_train *t) {
 }
 
 static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_titem **warmup) {
-    static const char *const xavier_kws[] = {"magnitude", NULL};
     static const char *const linear_kws[] = {"reference_batch", NULL};
     static const char *const no_kws[] = {NULL};
     switch (it->kind) {
@@ -605,15 +604,17 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         *warmup = it;
         return it->ident ? get_int(C, it->num, "warmup", 1, IR_MAX_STEPS, &t->warmup_steps)
                          : get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
-    case FE_T_INIT:
-        if (strcmp(it->ident, "xavier")) {
-            ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier)", it->ident);
-            return -1;
-        }
-        if (check_kws(C, it, xavier_kws)) return -1;
-        for (const fe_kw *k = it->kws; k; k = k->next)
-            if (get_real(C, k->value, "magnitude", POSITIVE, &t->init_magnitude)) return -1;
-        return 0;
+    case FE_T_INIT: { /* xavier(magnitude=), normal(std=), kaiming: IR_TRAIN_INIT_* */
+        static const char *const kws[][2] = {{"magnitude", NULL}, {"std", NULL}, {NULL}};
+        int k = t->init_kind = !strcmp(it->ident, "normal") ? 1 : !strcmp(it->ident, "kaiming") * 2;
+        if (!k && strcmp(it->ident, "xavier"))
+            ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier, normal or kaiming)",
+                it->ident);
+        int rc = (!k && strcmp(it->ident, "xavier")) || check_kws(C, it, kws[k]) ? -1 : 0;
+        for (const fe_kw *w = it->kws; w && !rc; w = w->next)
+            rc = get_real(C, w->value, w->key, POSITIVE, k ? &t->init_std : &t->init_magnitude);
+        return rc;
+    }
     case FE_T_OPTIMIZER: return check_optimizer(C, it, t);
     case FE_T_LR: return check_lr(C, it, t);
     case FE_T_LR_SCALING:

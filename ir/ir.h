@@ -397,6 +397,10 @@ const char *ir_op_expr(ir_op op);
 int ir_op_access(ir_op op, int k);
 
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
+/* The train section's `init`: the weights made IR_INIT_XAVIER (conv and
+ * dense) start as MXNet's Xavier, N(0, std²) (init normal(std=S), the
+ * embeddings' tables too) or He's normal over fan_in, N(0, 2/fan_in). */
+enum { IR_TRAIN_INIT_XAVIER, IR_TRAIN_INIT_NORMAL, IR_TRAIN_INIT_KAIMING };
 /* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
 typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
 #define IR_INIT_NORMAL_STD 0.02
@@ -717,7 +721,9 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */ \
     X(int,           warmup_steps,    ,                   I32,     "warmup_steps",    1, IR_MAX_STEPS,       NONZERO, 28) /* warmup K steps (nanoGPT's ramp), 0 = none */ \
     X(int,           lr_decay_steps,  ,                   I32,     "lr_decay_steps",  1, IR_MAX_STEPS,       NONZERO, 29) /* a curve's steps=: it ends at this step, 0 = at the run's end */ \
-    X(double,        clip_norm,       ,                   F64,     "clip_norm",       0, 0,                  NONZERO, 30) /* clip_grad_norm C (max_norm), 0 = none */
+    X(double,        clip_norm,       ,                   F64,     "clip_norm",       0, 0,                  NONZERO, 30) /* clip_grad_norm C (max_norm), 0 = none */ \
+    X(int,           init_kind,       ,                   I32,     "init_kind",       1, IR_TRAIN_INIT_KAIMING, NONZERO, 31) /* IR_TRAIN_INIT_*: what xavier-kind weights start as */ \
+    X(double,        init_std,        ,                   F64,     "init_std",        0, 0,                  NONZERO, 32) /* init normal(std=S), 0 = IR_INIT_NORMAL_STD */
 /* clang-format on */
 
 typedef struct {

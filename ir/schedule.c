@@ -244,6 +244,12 @@ static int check_lr(const ir_train *t, const char **field, char *err, size_t err
     if (t->lr_decay_steps && t->lr_kind == IR_LR_DICT)
         return BAD("lr_decay_steps", "steps=%d is a cosine or poly curve's, not the dict's",
                    t->lr_decay_steps);
+    if (t->init_kind < IR_TRAIN_INIT_XAVIER || t->init_kind > IR_TRAIN_INIT_KAIMING)
+        return BAD("init_kind", "unknown initializer %d", t->init_kind);
+    if (!(t->init_std >= 0 && t->init_std <= IR_MAX_REAL))
+        return BAD("init_std", "init normal's std must be in (0, 1e6], got %g", t->init_std);
+    if (t->init_std && t->init_kind != IR_TRAIN_INIT_NORMAL)
+        return BAD("init_std", "std=%g is init normal's", t->init_std);
     if (!(t->clip_norm >= 0 && t->clip_norm <= IR_MAX_REAL))
         return BAD("clip_norm", "clip_grad_norm must be in (0, 1e6], got %g", t->clip_norm);
     if (t->lr_decay_steps && t->lr_decay_steps <= t->warmup_steps)
@@ -293,7 +299,12 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
 void ir_train_print(const ir_train *t, FILE *f) {
     fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
             t->eval_batch);
-    fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
+    if (t->init_kind == IR_TRAIN_INIT_NORMAL)
+        fprintf(f, "  init normal(std=%g)\n", t->init_std ? t->init_std : IR_INIT_NORMAL_STD);
+    else if (t->init_kind == IR_TRAIN_INIT_KAIMING)
+        fprintf(f, "  init kaiming\n");
+    else
+        fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
     char exclude[32];
     snprintf(exclude, sizeof exclude, "%s%s%s%s%s", t->exclude & IR_EXCLUDE_BN ? "bn" : "",
              (t->exclude & IR_EXCLUDE_BN) && (t->exclude & ~IR_EXCLUDE_BN) ? ", " : "",

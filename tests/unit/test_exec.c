@@ -387,6 +387,42 @@ TEST(normal_init) {
     ir_free(g);
 }
 
+/* The train section's init on a dense weight [400, 25] (made xavier) and
+ * a table [500, 8]: normal(std=0.05) gives both N(0, 0.05²); kaiming the
+ * weight He's N(0, 2/25), the table GPT-2's 0.02. Bounds: the sample sd
+ * of n normals is within a few sd/sqrt(2n) (under 3% here at 5 of them),
+ * the mean within a few sd/sqrt(n). */
+TEST(train_section_init_kinds) {
+    ir_graph *g = ir_new();
+    ir_add_param(g, "dense0.weight", ir_shape2(400, 25), IR_INIT_XAVIER);
+    ir_add_param(g, "embedding0.weight", ir_shape2(500, 8), IR_INIT_NORMAL);
+    static const struct {
+        int kind;
+        double std, want[2];
+    } cases[] = {{IR_TRAIN_INIT_NORMAL, 0.05, {0.05, 0.05}},
+                 {IR_TRAIN_INIT_KAIMING, 0, {0.28284271247461906, 0.02}}};
+    for (int c = 0; c < 2; c++) {
+        ir_train t;
+        ir_train_defaults(&t);
+        t.init_kind = cases[c].kind, t.init_std = cases[c].std;
+        rt_store *st = rt_store_new(be, g);
+        CHECK(rt_store_init(st, g, &t, 7) == 0);
+        for (int p = 0; p < 2; p++) {
+            static float v[10000];
+            rt_store_read(st, p, v);
+            double sum = 0, sq = 0;
+            for (int i = 0; i < 4000 + 6000 * !p; i++) sum += v[i], sq += (double)v[i] * v[i];
+            double n = 4000 + 6000 * !p, mean = sum / n, sd = sqrt(sq / n - mean * mean);
+            double w = cases[c].want[p];
+            CHECK_MSG(fabs(mean) < 5 * w / sqrt(n) && fabs(sd - w) < 0.03 * w,
+                      "init %d tensor %d: mean %g sd %g, want sd %g", cases[c].kind, p, mean, sd,
+                      w);
+        }
+        rt_store_free(st);
+    }
+    ir_free(g);
+}
+
 static void batchnorm_graph(int rank4, int training) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
@@ -1421,6 +1457,7 @@ int main(void) {
     RUN(embedding_ops);
     RUN(seq_cross_entropy);
     RUN(normal_init);
+    RUN(train_section_init_kinds);
     RUN(batchnorm_op);
     RUN(pooling);
     RUN(maxpool_ties);

@@ -684,8 +684,17 @@ TEST(train_section_variants) {
         const ir_train *t = fe_train(p);
         CHECK(t->warmup_steps == 100 && t->warmup_epochs == 0 && t->lr_decay_steps == 5000);
         CHECK(t->lr_kind == IR_LR_COSINE && t->lr_value[0] == 1e-3 && t->lr_final == 1e-4);
-        CHECK(t->clip_norm == 1.0);
+        CHECK(t->clip_norm == 1.0 && t->init_kind == IR_TRAIN_INIT_XAVIER);
     }
+    fe_free(p);
+    snprintf(src, sizeof src, "%strain { init normal(std=0.02) }", net);
+    p = parse(src);
+    CHECK_MSG(p && fe_train(p)->init_kind == IR_TRAIN_INIT_NORMAL && fe_train(p)->init_std == 0.02,
+              "%s", errbuf);
+    fe_free(p);
+    snprintf(src, sizeof src, "%strain { init kaiming }", net);
+    p = parse(src);
+    CHECK_MSG(p && fe_train(p)->init_kind == IR_TRAIN_INIT_KAIMING, "%s", errbuf);
     fe_free(p);
 
     /* schedule words are plain names outside the train section */
@@ -752,6 +761,10 @@ static const bad bads[] = {
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { lr cosine(base=0.1, steps=2.5) }\n",
      "t.net:6:35: error: steps must be an integer, got 2.5\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { init uniform }\n",
+     "t.net:6:14: error: unknown initializer 'uniform' (expected xavier, normal or kaiming)\n"},
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { clip_grad_norm 0 }\n",
