@@ -25,7 +25,7 @@
 /* Everything the command line sets. */
 typedef struct {
     const char *path;
-    int info, schedule, per_step;
+    int info, schedule, per_step, no_ftz;
     const char *sweep_spec, *sweep_dir, *sweep_out;
     rt_train_options o;
 } dprun_args;
@@ -136,6 +136,9 @@ static const arg_spec args[] = {
      "no padding, cropping or mirroring", ARG_EQ_OR_NEXT, NULL},
     {"--no-shuffle", "--no-shuffle", ARG_FLAG, OPT(no_shuffle), 0, 0, NULL,
      "keep the dataset's order", ARG_EQ_OR_NEXT, NULL},
+    {"--no-ftz", "--no-ftz", ARG_FLAG, AT(no_ftz), 0, 0, NULL,
+     "keep denormals on the cpu (default: flush-to-zero and denormals-are-zero)", ARG_EQ_OR_NEXT,
+     NULL},
     {"--data-workers", "--data-workers N", ARG_INT, OPT(data_workers), 0, RT_PIPELINE_MAX_WORKERS,
      NULL, "threads preparing batches ahead (default 2; 0: none)", ARG_EQ_OR_NEXT, NULL},
     {"--load-params", "--load-params F", ARG_STRING, OPT(load_params), 0, 0, NULL,
@@ -495,6 +498,7 @@ static int run_main(int argc, char **argv, int rank, int ranks) {
     } else if (a.schedule) {
         rc = print_schedule(plan, &a.o, a.per_step);
     } else {
+        if (!a.no_ftz) rt_cpu_flush_denormals(1);
         rc = a.sweep_spec
                  ? rt_sweep_run(plan, &sweep, &a.o, a.sweep_dir, a.sweep_out, err, sizeof err)
                  : rt_train(plan, &a.o, err, sizeof err);

@@ -1,8 +1,9 @@
 /* format/plan_schedule.c — the schedule's bytes, made from ir/ir.h's
  * field table (IR_TRAIN_FIELDS): SCHD holds its ALWAYS and CURVE fields in
  * the table's order, OPTM the OPTIM ones (written only when an optimizer
- * setting is not the default), DATA the NONZERO ones (only when one is
- * not 0), so plans without the later parts read as before. */
+ * setting is not the default), DATA the NONZERO ones up to the last that
+ * is not 0 (none: no section), so plans without the later parts, and DATA
+ * sections written before a field was appended, read as before. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,20 +46,26 @@ static void put_field(base_wbuf *b, const ir_train *t, const ir_train_field *f) 
     }
 }
 
-/* The fields of section sec, in the table's order. */
+/* The last DATA field that is not 0 (its index), or -1. */
+static int last_data(const ir_train *t) {
+    int last = -1;
+    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
+        const ir_train_field *f = &ir_train_fields[i];
+        if (section_of(f) == PLAN_SEC_DATA && IR_TRAIN_NONZERO(t, f)) last = i;
+    }
+    return last;
+}
+
+/* The fields of section sec, in the table's order (DATA's up to its last
+ * that is not 0). */
 void plan_put_schedule(base_wbuf *b, const ir_train *t, int sec) {
-    for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
+    int end = sec == PLAN_SEC_DATA ? last_data(t) + 1 : IR_TRAIN_NFIELDS;
+    for (int i = 0; i < end; i++)
         if (section_of(&ir_train_fields[i]) == sec) put_field(b, t, &ir_train_fields[i]);
 }
 
 /* DATA is written when one of its fields is not 0. */
-int plan_has_data(const ir_train *t) {
-    for (int i = 0; i < IR_TRAIN_NFIELDS; i++) {
-        const ir_train_field *f = &ir_train_fields[i];
-        if (section_of(f) == PLAN_SEC_DATA && *(const int *)ir_train_cptr(t, f)) return 1;
-    }
-    return 0;
-}
+int plan_has_data(const ir_train *t) { return last_data(t) >= 0; }
 
 /* An enum's value, at most max. */
 static int get_enum(plan_rd *r, uint32_t max, const char *what, uint32_t *out) {
@@ -111,11 +118,13 @@ static void get_field(plan_rd *r, ir_train *t, const ir_train_field *f) {
     }
 }
 
-/* The fields of section sec, the whole section. The first failure is
- * kept (rd_fail), and reads after it yield 0. */
+/* The fields of section sec, the whole section (DATA's: those it holds,
+ * the rest 0). The first failure is kept (rd_fail), and reads after it
+ * yield 0. */
 int plan_get_schedule(plan_rd *r, ir_train *t, int sec) {
     for (int i = 0; i < IR_TRAIN_NFIELDS; i++)
-        if (section_of(&ir_train_fields[i]) == sec) get_field(r, t, &ir_train_fields[i]);
+        if (section_of(&ir_train_fields[i]) == sec && (sec != PLAN_SEC_DATA || base_left(&r->b)))
+            get_field(r, t, &ir_train_fields[i]);
     plan_get_done(r);
     return r->failed ? -1 : 0;
 }

@@ -212,6 +212,7 @@ typedef enum {
     FE_T_NORMALIZE,
     FE_T_RESIZE,
     FE_T_ZERO_INIT_RESIDUAL,
+    FE_T_CLIP_GRAD_NORM,
     FE_T_COUNT
 } fe_titem_kind;
 

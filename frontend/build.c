@@ -81,11 +81,30 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                      (double[]){a->v[1].f, a->v[2].f});
 }
 
+/* dense(x, units, bias, tie=E): E an embedding's result, whose table
+ * [units, x's last dim] is the weight (GPT-2's tied head: one parameter,
+ * its gradient the sum of both reads). */
+static int tied_weight(elab *E, scope *S, const op_args *a, int64_t u, int64_t f) {
+    const ir_node *e = &E->g->nodes[a->v[3].node];
+    const ir_type *t = e->op == IR_OP_EMBEDDING ? &E->g->nodes[e->input[1]].type : NULL;
+    if (t && t->dim[0] == u && t->dim[1] == f) return e->input[1];
+    if (!t)
+        elab_error(E, S, a->loc[3],
+                   "argument 'tie' of 'dense' must be the result of embedding(...)");
+    else
+        elab_error(E, S, a->loc[3],
+                   "argument 'tie' of 'dense': the embedding's table is [%" PRId64 ",%" PRId64
+                   "], the dense needs [%" PRId64 ",%" PRId64 "] (units, input features)",
+                   t->dim[0], t->dim[1], u, f);
+    return -1;
+}
+
 static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     const value *x = &a->v[0];
     int rank = elab_type(E, x)->ndim; /* over the last axis; the bias too above rank 2 */
     int64_t u = a->v[1].i, f = rank >= 2 ? elab_type(E, x)->dim[rank - 1] : 1;
-    int w = elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
+    int w = a->given[3] ? tied_weight(E, S, a, u, f)
+                        : elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = elab_node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
     if (y < 0 || !a->v[2].i) return y;

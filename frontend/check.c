@@ -386,23 +386,17 @@ static int check_recursion(checker *C) {
 
 /* ---- train section ------------------------------------------------------- */
 
+/* clang-format off */
 static const char *item_names[FE_T_COUNT] = {
-    [FE_T_BATCH] = "batch",
-    [FE_T_EPOCHS] = "epochs",
-    [FE_T_INIT] = "init",
-    [FE_T_OPTIMIZER] = "optimizer",
-    [FE_T_LR] = "lr",
-    [FE_T_LR_SCALING] = "lr_scaling",
-    [FE_T_WARMUP] = "warmup",
-    [FE_T_DATA] = "data",
-    [FE_T_EVAL_BATCH] = "eval batch",
-    [FE_T_PAD] = "pad",
-    [FE_T_RANDOM_CROP] = "random_crop",
-    [FE_T_RANDOM_MIRROR] = "random_mirror",
-    [FE_T_NORMALIZE] = "normalize",
-    [FE_T_RESIZE] = "resize",
+    [FE_T_BATCH] = "batch", [FE_T_EPOCHS] = "epochs", [FE_T_INIT] = "init",
+    [FE_T_OPTIMIZER] = "optimizer", [FE_T_LR] = "lr", [FE_T_LR_SCALING] = "lr_scaling",
+    [FE_T_WARMUP] = "warmup", [FE_T_DATA] = "data", [FE_T_EVAL_BATCH] = "eval batch",
+    [FE_T_PAD] = "pad", [FE_T_RANDOM_CROP] = "random_crop", [FE_T_RANDOM_MIRROR] = "random_mirror",
+    [FE_T_NORMALIZE] = "normalize", [FE_T_RESIZE] = "resize",
     [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
+    [FE_T_CLIP_GRAD_NORM] = "clip_grad_norm",
 };
+/* clang-format on */
 
 static double num_value(const fe_num *n) { return n->is_float ? n->f : (double)n->i; }
 
@@ -481,11 +475,12 @@ static int check_kws(checker *C, const fe_titem *it, const char *const *allowed)
     return 0;
 }
 
-/* `lr cosine(base=, final=)`, `lr poly(base=, power=, final=)`: base (the
- * default lr when omitted) and final in [0, 1e6], power in (0, 100]. */
+/* `lr cosine(base=, final=, steps=)`, `lr poly(base=, power=, final=,
+ * steps=)`: base (the default lr when omitted) and final in [0, 1e6],
+ * power in (0, 100], steps (where the curve ends) 1..IR_MAX_STEPS. */
 static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
-    static const char *const cosine_kws[] = {"base", "final", NULL};
-    static const char *const poly_kws[] = {"base", "power", "final", NULL};
+    static const char *const cosine_kws[] = {"base", "final", "steps", NULL};
+    static const char *const poly_kws[] = {"base", "power", "final", "steps", NULL};
     int poly = !strcmp(it->ident, "poly");
     if (!poly && strcmp(it->ident, "cosine")) {
         ERR(C, it->ident_loc,
@@ -495,6 +490,10 @@ static int check_lr_curve(checker *C, const fe_titem *it, ir_train *t) {
     if (check_kws(C, it, poly ? poly_kws : cosine_kws)) return -1;
     t->lr_kind = poly ? IR_LR_POLY : IR_LR_COSINE;
     for (const fe_kw *k = it->kws; k; k = k->next) {
+        if (!strcmp(k->key, "steps")) { /* the step it ends at, nanoGPT's lr_decay_iters */
+            if (get_int(C, k->value, "steps", 1, IR_MAX_STEPS, &t->lr_decay_steps)) return -1;
+            continue;
+        }
         double *dst = !strcmp(k->key, "base")    ? &t->lr_value[0]
                       : !strcmp(k->key, "final") ? &t->lr_final
                                                  : &t->lr_power;
@@ -582,15 +581,17 @@ static int check_normalize(checker *C, const fe_titem *it, ir_train *t) {
 static int check_items(checker *C, const fe_titem *items, ir_train *t, const char *section,
                        const fe_titem **warmup);
 
-/* exclude=(bn, bias): the parameter classes, each once. */
+/* exclude=(bn, bias, norm): the parameter classes, each once. */
 static int check_exclude(checker *C, const fe_kw *k, const char *opt, int *out) {
     *out = 0;
     for (const fe_kw *n = k->names; n; n = n->next) {
         int bit = !strcmp(n->key, "bn")     ? IR_EXCLUDE_BN
                   : !strcmp(n->key, "bias") ? IR_EXCLUDE_BIAS
+                  : !strcmp(n->key, "norm") ? IR_EXCLUDE_NORM
                                             : 0;
         if (!bit) {
-            ERR(C, n->loc, "unknown parameter class '%s' in exclude of '%s' (expected bn or bias)",
+            ERR(C, n->loc,
+                "unknown parameter class '%s' in exclude of '%s' (expected bn, bias or norm)",
                 n->key, opt);
             return -1;
         }
@@ -651,25 +652,27 @@ static int check_optimizer(checker *C, const fe_titem *it, ir_train *t) {
 }
 
 static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_titem **warmup) {
-    static const char *const xavier_kws[] = {"magnitude", NULL};
     static const char *const linear_kws[] = {"reference_batch", NULL};
     static const char *const no_kws[] = {NULL};
     switch (it->kind) {
     case FE_T_BATCH: return get_int(C, it->num, "batch", 1, IR_MAX_BATCH, &t->batch);
     case FE_T_EPOCHS: return get_int(C, it->num, "epochs", 1, IR_MAX_EPOCHS, &t->epochs);
     case FE_T_EVAL_BATCH: return get_int(C, it->num, "eval batch", 1, IR_MAX_BATCH, &t->eval_batch);
-    case FE_T_WARMUP:
+    case FE_T_WARMUP: /* K epochs, or K steps (ident "steps") */
         *warmup = it;
-        return get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
-    case FE_T_INIT:
-        if (strcmp(it->ident, "xavier")) {
-            ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier)", it->ident);
-            return -1;
-        }
-        if (check_kws(C, it, xavier_kws)) return -1;
-        for (const fe_kw *k = it->kws; k; k = k->next)
-            if (get_real(C, k->value, "magnitude", POSITIVE, &t->init_magnitude)) return -1;
-        return 0;
+        return it->ident ? get_int(C, it->num, "warmup", 1, IR_MAX_STEPS, &t->warmup_steps)
+                         : get_int(C, it->num, "warmup", 0, IR_MAX_EPOCHS, &t->warmup_epochs);
+    case FE_T_INIT: { /* xavier(magnitude=), normal(std=), kaiming: IR_TRAIN_INIT_* */
+        static const char *const kws[][2] = {{"magnitude", NULL}, {"std", NULL}, {NULL}};
+        int k = t->init_kind = !strcmp(it->ident, "normal") ? 1 : !strcmp(it->ident, "kaiming") * 2;
+        if (!k && strcmp(it->ident, "xavier"))
+            ERR(C, it->ident_loc, "unknown initializer '%s' (expected xavier, normal or kaiming)",
+                it->ident);
+        int rc = (!k && strcmp(it->ident, "xavier")) || check_kws(C, it, kws[k]) ? -1 : 0;
+        for (const fe_kw *w = it->kws; w && !rc; w = w->next)
+            rc = get_real(C, w->value, w->key, POSITIVE, k ? &t->init_std : &t->init_magnitude);
+        return rc;
+    }
     case FE_T_OPTIMIZER: return check_optimizer(C, it, t);
     case FE_T_LR: return check_lr(C, it, t);
     case FE_T_LR_SCALING:
@@ -711,6 +714,8 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         }
         return get_int(C, it->num, "resize", 1, IR_MAX_CROP, &t->resize);
     case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
+    case FE_T_CLIP_GRAD_NORM: /* PyTorch's clip_grad_norm_(max_norm), passes/optimizer.c */
+        return get_real(C, it->num, "clip_grad_norm", POSITIVE, &t->clip_norm);
     case FE_T_COUNT: break;
     }
     return 0;

@@ -29,12 +29,14 @@
  *              | 'init' IDENT [ kwargs ]                     -- xavier(magnitude=2.24)
  *              | 'optimizer' IDENT [ kwargs ]                -- sgd(momentum=0.9, wd=1e-4)
  *              | 'lr' '{' [ INT ':' num { ',' INT ':' num } [ ',' ] ] '}'
- *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
+ *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0, steps=S), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' expr 'epochs'
+ *              | 'warmup' expr IDENT                         -- the IDENT is 'steps'
  *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
  *              | 'eval' 'batch' expr
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
+ *              | 'clip_grad_norm' num                        -- PyTorch's clip_grad_norm_(max_norm)
  *   ditem     := 'pad' expr | 'random_crop' expr | 'random_mirror'
  *              | 'resize' expr                               -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
@@ -53,7 +55,7 @@
  * repeat. Inside the
  * braces of `train` also: batch per device epochs init optimizer lr
  * lr_scaling warmup data eval pad random_crop random_mirror normalize mean
- * std resize zero_init_residual — elsewhere these are ordinary names (a variable may be called
+ * std resize zero_init_residual clip_grad_norm — elsewhere these are ordinary names (a variable may be called
  * `data`). The lexer tracks that context itself (see lexer.l).
  *
  * Meaning (checked in check.c and elab.c, not here): names are assigned
@@ -82,7 +84,8 @@
  * beta at 0, untrained, as Gluon's; neither gamma_init nor residual_last
  * goes with scale=false), relu(x), add(a, b),
  * maxpool(x, k, s=k, p=0), avgpool(x, k, s=k, p=0), global_avgpool(x),
- * flatten(x), dense(x, units, bias=true), softmax_cross_entropy(logits, label),
+ * flatten(x), dense(x, units, bias=true, tie=E) (E: an embedding's result, whose
+ * table is the weight), softmax_cross_entropy(logits, label),
  * sigmoid(x), clip(x, lo, hi) (lo <= hi), relu6(x) (clip(x, 0, 6)), mul(a, b)
  * (the same shape, or [N,C,H,W] with [N,C,1,1] or [N,C] in either order),
  * concat(a, b, ..., axis=1) (2 to 8 tensors along the channels), dropout(x, p)
@@ -159,6 +162,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 %token RANDOM_MIRROR "random_mirror" NORMALIZE "normalize" MEAN "mean" STD "std" RESIZE "resize"
 %token ZERO_INIT_RESIDUAL "zero_init_residual"
 %token CONST "const" REPEAT "repeat" FLOORDIV "//"
+%token CLIP_GRAD_NORM "clip_grad_norm"
 
 %type <expr> expr term ret unary product
 %type <arg> arg
@@ -361,12 +365,20 @@ titem
         { $$ = fe_new_titem(P, FE_T_LR_SCALING, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->kws = $3.first; }
     | WARMUP cnum EPOCHS
         { $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; }
+    | WARMUP cnum IDENT
+        { if (strcmp($3, "steps")) {
+              fe_error(&P->diag, L(@3), "unexpected identifier '%s', expected 'epochs' or 'steps'", $3);
+              YYABORT;
+          }
+          $$ = fe_new_titem(P, FE_T_WARMUP, L(@1)); $$->num = $2; $$->ident = $3; $$->ident_loc = L(@3); }
     | DATA IDENT data_block
         { $$ = fe_new_titem(P, FE_T_DATA, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); $$->items = $3.first; }
     | EVAL BATCH cnum
         { $$ = fe_new_titem(P, FE_T_EVAL_BATCH, L(@1)); $$->num = $3; }
     | ZERO_INIT_RESIDUAL
         { $$ = fe_new_titem(P, FE_T_ZERO_INIT_RESIDUAL, L(@1)); }
+    | CLIP_GRAD_NORM num
+        { $$ = fe_new_titem(P, FE_T_CLIP_GRAD_NORM, L(@1)); $$->num = $2; }
     ;
 
 per_device
@@ -410,6 +422,7 @@ kwkey
     | NORMALIZE { $$ = "normalize"; } | MEAN { $$ = "mean"; } | STD { $$ = "std"; }
     | RESIZE { $$ = "resize"; }
     | ZERO_INIT_RESIDUAL { $$ = "zero_init_residual"; }
+    | CLIP_GRAD_NORM { $$ = "clip_grad_norm"; }
     ;
 
 lr_entries

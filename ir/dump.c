@@ -156,17 +156,21 @@ void ir_dot(const ir_graph *g, const char *title, FILE *f) {
 void ir_summary(const ir_graph *g, FILE *f) {
     char shape[96];
     fprintf(f, "%-5s %-22s %-26s %-20s %12s\n", "node", "op", "name", "output", "params");
+    unsigned char *counted = calloc((size_t)g->n + 1, 1); /* a tied weight: its first reader's */
+    if (!counted) return;
     for (int i = 0; i < g->n; i++) {
         const ir_node *n = &g->nodes[i];
         if (ir_is_source(n->op) && n->op != IR_OP_INPUT) continue;
         int64_t params = 0;
         for (int j = 0; j < n->ninputs; j++) {
             const ir_node *in = &g->nodes[n->input[j]];
-            if (in->op == IR_OP_PARAM) params += ir_numel(&in->type);
+            if (in->op == IR_OP_PARAM && !counted[n->input[j]])
+                params += ir_numel(&in->type), counted[n->input[j]] = 1;
         }
         fprintf(f, "%-5d %-22s %-26s %-20s %12" PRId64 "\n", i, ir_ops[n->op].name,
                 n->name[0] ? n->name : "-", ir_type_str(&n->type, shape, sizeof shape), params);
     }
+    free(counted);
     fprintf(f, "parameters: %" PRId64 "\n", ir_num_params(g));
 }
 

@@ -48,6 +48,11 @@ static const char *const op_expr[IR_OP_COUNT] = {
     [IR_OP_SUB] = "$0 - $1",
     [IR_OP_MUL_CONST] = "$0 * @0",
     [IR_OP_ADD_CONST] = "$0 + @0",
+    /* PyTorch's clip_grad_norm_: c = max_norm / (norm + 1e-6), clamped to
+     * at most 1; a NaN norm fails the test and keeps c NaN, as clamp does */
+    [IR_OP_CLIP_SCALE] =
+        "@0 / (sqrtf($0) * $1 + 1e-6f) >= 1.0f ? $1 : $1 * (@0 / (sqrtf($0) * $1 + "
+        "1e-6f))",
 };
 
 const char *ir_op_expr(ir_op op) { return (unsigned)op < IR_OP_COUNT ? op_expr[op] : NULL; }

@@ -172,6 +172,11 @@ typedef enum {
  *   lamb_lr(wsq, usq, lr)  lr·sqrt(wsq)/sqrt(usq), lr when either is 0
  *                                                                  -> [1]
  *   descend(w, u, lr)      w - lr·u                                -> w
+ *   clip_scale(gsq, grad_scale) max_norm   clip_grad_norm's grad_scale:
+ *                         grad_scale·c, c = max_norm/(‖g‖ + 1e-6) when
+ *                         that is below 1 (NaN stays NaN), else 1; ‖g‖ =
+ *                         sqrt(gsq)·grad_scale, gsq the sum of every
+ *                         gradient's sumsq (PyTorch's clip_grad_norm_) -> [1]
  * Activations and products (frontend: sigmoid, clip, relu6 = clip(x, 0, 6),
  * mul; the broadcast rule is mul_channel's):
  *   sigmoid(x)            1/(1 + exp(-x))                          -> x
@@ -305,94 +310,95 @@ typedef enum {
 #define IR_DROPOUT_KEY "dropout_key"
 /* New ops go at the end: plans store an op as its index (the static_assert
  * in ir/ops.c and test_ir's op_order_is_pinned hold the order). */
-#define IR_OPS(X)                                                                     \
-    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                              \
-    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                 \
-    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                 \
-    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                              \
-    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_POINTWISE, "", "")                          \
-    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_NONE, "training,sync", "eps,momentum")    \
-    X(RELU, "relu", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
-    X(ADD, "add", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
-    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
-    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                          \
-    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_NONE, "", "")                   \
-    X(FLATTEN, "flatten", 1, 1, IR_FUSE_NONE, "", "")                                 \
-    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                   \
-    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_ROW, "", "smoothing")        \
-    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_CHANNEL, "", "")                              \
-    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_CHANNEL, "", "")                                \
-    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_POINTWISE, "", "eps")                       \
-    X(EMA, "ema", 2, 2, IR_FUSE_POINTWISE, "", "momentum,value_scale")                \
-    X(ASSIGN, "assign", 2, 2, IR_FUSE_POINTWISE, "", "")                              \
-    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_POINTWISE, "", "")                        \
-    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")      \
-    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")      \
-    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_CHANNEL, "", "")                          \
-    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_CHANNEL, "", "eps")               \
-    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_POINTWISE, "", "eps")               \
-    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
-    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                \
-    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")            \
-    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_POINTWISE, "h,w", "") \
-    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_NONE, "", "")                       \
-    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")               \
-    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")           \
-    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_ROW, "", "smoothing")         \
-    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_POINTWISE, "", "momentum,wd")       \
-    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")         \
-    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                        \
-    X(SCALE, "scale", 2, 2, IR_FUSE_POINTWISE, "", "")                                \
-    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_POINTWISE, "", "count")                   \
-    X(SUMSQ, "sumsq", 1, 1, IR_FUSE_CHANNEL, "", "")                                  \
-    X(LARS_LR, "lars_lr", 4, 4, IR_FUSE_POINTWISE, "", "eta,wd,eps")                  \
-    X(ADAM_M, "adam_m", 3, 3, IR_FUSE_POINTWISE, "", "beta")                          \
-    X(ADAM_V, "adam_v", 3, 3, IR_FUSE_POINTWISE, "", "beta")                          \
-    X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_POINTWISE, "", "beta")        \
-    X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_POINTWISE, "", "eps,wd")                    \
-    X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_POINTWISE, "", "")                            \
-    X(DESCEND, "descend", 3, 3, IR_FUSE_POINTWISE, "", "")                            \
-    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_POINTWISE, "", "")                            \
-    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                  \
-    X(CLIP, "clip", 1, 1, IR_FUSE_POINTWISE, "", "lo,hi")                             \
-    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_POINTWISE, "", "lo,hi")                   \
-    X(MUL, "mul", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
-    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_POINTWISE, "", "")                    \
-    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_NONE, "", "")                             \
-    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_NONE, "axis", "")                   \
-    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_NONE, "offset,channels", "")      \
-    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")                            \
-    X(TANH, "tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
-    X(TANH_GRAD, "tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
-    X(GELU, "gelu", 1, 1, IR_FUSE_POINTWISE, "", "")                                  \
-    X(GELU_GRAD, "gelu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                        \
-    X(GELU_TANH, "gelu_tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                        \
-    X(GELU_TANH_GRAD, "gelu_tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")              \
-    X(LAYERNORM, "layernorm", 3, 3, IR_FUSE_NONE, "", "eps")                          \
-    X(LAYERNORM_STATS, "layernorm_stats", 1, 1, IR_FUSE_NONE, "", "eps")              \
-    X(LAYERNORM_GRAD_DATA, "layernorm_grad_data", 4, 4, IR_FUSE_NONE, "", "")         \
-    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma", 3, 3, IR_FUSE_NONE, "", "")       \
-    X(SUM_LEADING, "sum_leading", 1, 1, IR_FUSE_NONE, "", "")                         \
-    X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                 \
-    X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")                       \
-    X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                             \
-    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")              \
-    X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                \
-    X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")                            \
-    X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                  \
-    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")                   \
-    X(SUB, "sub", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
-    X(MUL_CONST, "mul_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                       \
-    X(ADD_CONST, "add_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                       \
-    X(RESHAPE, "reshape", 1, 1, IR_FUSE_NONE, "d1,d2,d3", "")                         \
-    X(PERMUTE, "permute", 1, 1, IR_FUSE_NONE, "p0,p1,p2,p3", "")                      \
-    X(SLICE, "slice", 1, 1, IR_FUSE_NONE, "axis,start,len", "")                       \
-    X(SLICE_GRAD, "slice_grad", 1, 1, IR_FUSE_NONE, "axis,start,size", "")            \
-    X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")                     \
-    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")                        \
-    X(ATTENTION, "attention", 3, 4, IR_FUSE_NONE, "heads,causal,salt", "scale,p")     \
-    X(ATTENTION_LSE, "attention_lse", 3, 3, IR_FUSE_NONE, "heads,causal", "scale")    \
-    X(ATTENTION_GRAD, "attention_grad", 6, 7, IR_FUSE_NONE, "heads,causal,salt,which", "scale,p")
+#define IR_OPS(X)                                                                                 \
+    X(INPUT, "input", 0, 0, IR_FUSE_NONE, "classes", "")                                          \
+    X(PARAM, "param", 0, 0, IR_FUSE_NONE, "init", "")                                             \
+    X(STATE, "state", 0, 0, IR_FUSE_NONE, "init", "")                                             \
+    X(CONV, "conv", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                                          \
+    X(BIAS_ADD, "bias_add", 2, 2, IR_FUSE_POINTWISE, "", "")                                      \
+    X(BATCHNORM, "batchnorm", 5, 5, IR_FUSE_NONE, "training,sync", "eps,momentum")                \
+    X(RELU, "relu", 1, 1, IR_FUSE_POINTWISE, "", "")                                              \
+    X(ADD, "add", 2, 2, IR_FUSE_POINTWISE, "", "")                                                \
+    X(MAXPOOL, "maxpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                                      \
+    X(AVGPOOL, "avgpool", 1, 1, IR_FUSE_WINDOW, "k,s,p", "")                                      \
+    X(GLOBAL_AVGPOOL, "global_avgpool", 1, 1, IR_FUSE_NONE, "", "")                               \
+    X(FLATTEN, "flatten", 1, 1, IR_FUSE_NONE, "", "")                                             \
+    X(DENSE, "dense", 2, 2, IR_FUSE_OPAQUE, "", "")                                               \
+    X(SOFTMAX_CE, "softmax_cross_entropy", 2, 2, IR_FUSE_ROW, "", "smoothing")                    \
+    X(BN_MEAN, "bn_mean", 1, 1, IR_FUSE_CHANNEL, "", "")                                          \
+    X(BN_VAR, "bn_var", 2, 2, IR_FUSE_CHANNEL, "", "")                                            \
+    X(BN_APPLY, "bn_apply", 5, 5, IR_FUSE_POINTWISE, "", "eps")                                   \
+    X(EMA, "ema", 2, 2, IR_FUSE_POINTWISE, "", "momentum,value_scale")                            \
+    X(ASSIGN, "assign", 2, 2, IR_FUSE_POINTWISE, "", "")                                          \
+    X(ONES_LIKE, "ones_like", 1, 1, IR_FUSE_POINTWISE, "", "")                                    \
+    X(CONV_GRAD_DATA, "conv_grad_data", 2, 2, IR_FUSE_OPAQUE, "k,s,p,h,w,g", "")                  \
+    X(CONV_GRAD_WEIGHT, "conv_grad_weight", 2, 2, IR_FUSE_OPAQUE, "k,s,p,g", "")                  \
+    X(BIAS_GRAD, "bias_grad", 1, 1, IR_FUSE_CHANNEL, "", "")                                      \
+    X(BN_GRAD_GAMMA, "bn_grad_gamma", 4, 4, IR_FUSE_CHANNEL, "", "eps")                           \
+    X(BN_GRAD_DATA, "bn_grad_data", 7, 7, IR_FUSE_POINTWISE, "", "eps")                           \
+    X(RELU_GRAD, "relu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(MAXPOOL_GRAD, "maxpool_grad", 2, 2, IR_FUSE_WINDOW, "k,s,p", "")                            \
+    X(AVGPOOL_GRAD, "avgpool_grad", 1, 1, IR_FUSE_WINDOW, "k,s,p,h,w", "")                        \
+    X(GLOBAL_AVGPOOL_GRAD, "global_avgpool_grad", 1, 1, IR_FUSE_POINTWISE, "h,w", "")             \
+    X(RESHAPE_LIKE, "reshape_like", 2, 2, IR_FUSE_NONE, "", "")                                   \
+    X(DENSE_GRAD_DATA, "dense_grad_data", 2, 2, IR_FUSE_OPAQUE, "", "")                           \
+    X(DENSE_GRAD_WEIGHT, "dense_grad_weight", 2, 2, IR_FUSE_OPAQUE, "", "")                       \
+    X(SOFTMAX_CE_GRAD, "softmax_ce_grad", 3, 3, IR_FUSE_ROW, "", "smoothing")                     \
+    X(SGD_MOMENTUM, "sgd_momentum", 5, 5, IR_FUSE_POINTWISE, "", "momentum,wd")                   \
+    X(ALLREDUCE, "allreduce", 1, 1, IR_FUSE_OPAQUE, "bucket,offset,sync", "")                     \
+    X(TRANSPOSE, "transpose", 1, 1, IR_FUSE_OPAQUE, "why", "")                                    \
+    X(SCALE, "scale", 2, 2, IR_FUSE_POINTWISE, "", "")                                            \
+    X(BN_UNBIAS, "bn_unbias", 2, 2, IR_FUSE_POINTWISE, "", "count")                               \
+    X(SUMSQ, "sumsq", 1, 1, IR_FUSE_CHANNEL, "", "")                                              \
+    X(LARS_LR, "lars_lr", 4, 4, IR_FUSE_POINTWISE, "", "eta,wd,eps")                              \
+    X(ADAM_M, "adam_m", 3, 3, IR_FUSE_POINTWISE, "", "beta")                                      \
+    X(ADAM_V, "adam_v", 3, 3, IR_FUSE_POINTWISE, "", "beta")                                      \
+    X(BIAS_CORRECTION, "bias_correction", 1, 1, IR_FUSE_POINTWISE, "", "beta")                    \
+    X(ADAM_DIR, "adam_dir", 5, 5, IR_FUSE_POINTWISE, "", "eps,wd")                                \
+    X(LAMB_LR, "lamb_lr", 3, 3, IR_FUSE_POINTWISE, "", "")                                        \
+    X(DESCEND, "descend", 3, 3, IR_FUSE_POINTWISE, "", "")                                        \
+    X(SIGMOID, "sigmoid", 1, 1, IR_FUSE_POINTWISE, "", "")                                        \
+    X(SIGMOID_GRAD, "sigmoid_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                              \
+    X(CLIP, "clip", 1, 1, IR_FUSE_POINTWISE, "", "lo,hi")                                         \
+    X(CLIP_GRAD, "clip_grad", 2, 2, IR_FUSE_POINTWISE, "", "lo,hi")                               \
+    X(MUL, "mul", 2, 2, IR_FUSE_POINTWISE, "", "")                                                \
+    X(MUL_CHANNEL, "mul_channel", 2, 2, IR_FUSE_POINTWISE, "", "")                                \
+    X(PLANE_DOT, "plane_dot", 2, 2, IR_FUSE_NONE, "", "")                                         \
+    X(CONCAT, "concat", 2, IR_MAX_INPUTS, IR_FUSE_NONE, "axis", "")                               \
+    X(CHANNEL_SLICE, "channel_slice", 1, 1, IR_FUSE_NONE, "offset,channels", "")                  \
+    X(DROPOUT, "dropout", 2, 2, IR_FUSE_NONE, "salt", "p")                                        \
+    X(TANH, "tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                                              \
+    X(TANH_GRAD, "tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(GELU, "gelu", 1, 1, IR_FUSE_POINTWISE, "", "")                                              \
+    X(GELU_GRAD, "gelu_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                                    \
+    X(GELU_TANH, "gelu_tanh", 1, 1, IR_FUSE_POINTWISE, "", "")                                    \
+    X(GELU_TANH_GRAD, "gelu_tanh_grad", 2, 2, IR_FUSE_POINTWISE, "", "")                          \
+    X(LAYERNORM, "layernorm", 3, 3, IR_FUSE_NONE, "", "eps")                                      \
+    X(LAYERNORM_STATS, "layernorm_stats", 1, 1, IR_FUSE_NONE, "", "eps")                          \
+    X(LAYERNORM_GRAD_DATA, "layernorm_grad_data", 4, 4, IR_FUSE_NONE, "", "")                     \
+    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma", 3, 3, IR_FUSE_NONE, "", "")                   \
+    X(SUM_LEADING, "sum_leading", 1, 1, IR_FUSE_NONE, "", "")                                     \
+    X(SOFTMAX, "softmax", 1, 1, IR_FUSE_NONE, "", "")                                             \
+    X(SOFTMAX_GRAD, "softmax_grad", 2, 2, IR_FUSE_NONE, "", "")                                   \
+    X(EMBEDDING, "embedding", 2, 2, IR_FUSE_NONE, "", "")                                         \
+    X(EMBEDDING_GRAD, "embedding_grad", 2, 2, IR_FUSE_NONE, "vocab", "")                          \
+    X(BIAS_ADD_LAST, "bias_add_last", 2, 2, IR_FUSE_POINTWISE, "", "")                            \
+    X(MATMUL, "matmul", 2, 2, IR_FUSE_OPAQUE, "ta,tb", "")                                        \
+    X(SEQ_CE, "seq_cross_entropy", 2, 2, IR_FUSE_NONE, "ignore", "")                              \
+    X(SEQ_CE_GRAD, "seq_ce_grad", 3, 3, IR_FUSE_NONE, "ignore", "")                               \
+    X(SUB, "sub", 2, 2, IR_FUSE_POINTWISE, "", "")                                                \
+    X(MUL_CONST, "mul_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                                   \
+    X(ADD_CONST, "add_const", 1, 1, IR_FUSE_POINTWISE, "", "c")                                   \
+    X(RESHAPE, "reshape", 1, 1, IR_FUSE_NONE, "d1,d2,d3", "")                                     \
+    X(PERMUTE, "permute", 1, 1, IR_FUSE_NONE, "p0,p1,p2,p3", "")                                  \
+    X(SLICE, "slice", 1, 1, IR_FUSE_NONE, "axis,start,len", "")                                   \
+    X(SLICE_GRAD, "slice_grad", 1, 1, IR_FUSE_NONE, "axis,start,size", "")                        \
+    X(CAUSAL_MASK, "causal_mask", 1, 1, IR_FUSE_NONE, "grad", "")                                 \
+    X(PAD_MASK, "pad_mask", 2, 2, IR_FUSE_NONE, "id,grad", "")                                    \
+    X(ATTENTION, "attention", 3, 4, IR_FUSE_NONE, "heads,causal,salt", "scale,p")                 \
+    X(ATTENTION_LSE, "attention_lse", 3, 3, IR_FUSE_NONE, "heads,causal", "scale")                \
+    X(ATTENTION_GRAD, "attention_grad", 6, 7, IR_FUSE_NONE, "heads,causal,salt,which", "scale,p") \
+    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -446,6 +452,10 @@ const char *ir_op_expr(ir_op op);
 int ir_op_access(ir_op op, int k);
 
 /* Parameter / state initialisers (PARAM and STATE iattr[0]). */
+/* The train section's `init`: the weights made IR_INIT_XAVIER (conv and
+ * dense) start as MXNet's Xavier, N(0, std²) (init normal(std=S), the
+ * embeddings' tables too) or He's normal over fan_in, N(0, 2/fan_in). */
+enum { IR_TRAIN_INIT_XAVIER, IR_TRAIN_INIT_NORMAL, IR_TRAIN_INIT_KAIMING };
 /* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
 typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
 #define IR_INIT_NORMAL_STD 0.02
@@ -687,129 +697,6 @@ void ir_summary(const ir_graph *g, FILE *f);
  * those dprun's --save-params writes and --load-params reads. */
 void ir_params_table(const ir_graph *eval, FILE *f);
 
-/* ---- the training schedule (the .net `train` section) ------------------ */
-
-#define IR_MAX_LR_STEPS 32
-#define IR_MAX_LR       1e6 /* the largest lr a schedule may hold (ir_train_check) */
-
-/* The lr times global batch / reference batch (linear, Goyal et al.) or its
- * square root (sqrt, as LAMB's authors scale it). */
-typedef enum { IR_LR_SCALING_NONE, IR_LR_SCALING_LINEAR, IR_LR_SCALING_SQRT } ir_lr_scaling;
-extern const char *const ir_lr_scaling_names[IR_LR_SCALING_SQRT + 1]; /* "none", "linear", "sqrt" */
-int ir_lr_scaling_parse(const char *name);                            /* -1 when unknown */
-typedef enum { IR_OPT_SGD, IR_OPT_LARS, IR_OPT_LAMB, IR_OPT_ADAMW } ir_optimizer;
-/* Parameter classes an optimizer's exclude=(...) names (a bit mask). */
-enum { IR_EXCLUDE_BN = 1 << 0, IR_EXCLUDE_BIAS = 1 << 1 };
-/* The lr curve after warmup: the per-epoch dict, or a per-step decay from
- * the (scaled) base lr_value[0] to lr_final (README, DESIGN §10.4). */
-typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
-
-/* Every ir_train field, once, in declaration order:
- * X(type, name, dims, kind, key, lo, hi, when, rank). The struct below is
- * made from it, and so are the schedule's encodings: the plan's sections
- * (format/plan_schedule.c), the `# train` line of the IR text form
- * (ir/text_write.c, ir/text.c), the optimizer defaults (ir/schedule.c).
- * A new field is a line here, its default in ir_train_defaults and its
- * checks in ir_train_check_field.
- *   kind  I32 (int), F64 (double), F64X3 (double[3]), STR (char[]) are
- *         encoded from the table alone; ENUM (a u32 up to hi in a plan, a
- *         word in the text form) and LR (the lr dict: lr_steps, then its
- *         LR_PART rows lr_epoch and lr_value) have a case of their own in
- *         each encoding.
- *   key   the text form's key, and the field ir_train_check_field names
- *   lo,hi an I32's bounds in the text form (of a NONZERO one, when there);
- *         an ENUM's largest value in hi
- *   when  ALWAYS; OPTIM (the plan's OPTM section and the text form hold
- *         it only when an optimizer setting differs from ir_train_defaults);
- *         CURVE (the text form holds it only when lr_kind is not DICT);
- *         NONZERO (the plan's DATA section and the text form hold it only
- *         when it is not 0). The plan's SCHD section holds ALWAYS and
- *         CURVE fields, in this order; the optional parts came later, so
- *         plans and text without them read as before.
- *   rank  its position on the `# train` line (-1: not there itself) */
-/* clang-format off */
-#define IR_TRAIN_FIELDS(X) \
-    X(int,           batch,           ,                   I32,     "batch",           1, IR_MAX_BATCH,       ALWAYS,  0)  /* per device */ \
-    X(int,           epochs,          ,                   I32,     "epochs",          1, IR_MAX_EPOCHS,      ALWAYS,  1) \
-    X(double,        init_magnitude,  ,                   F64,     "init_magnitude",  0, 0,                  ALWAYS,  3)  /* xavier(magnitude=...), uniform, factor "avg" */ \
-    X(ir_optimizer,  optimizer,       ,                   ENUM,    "optimizer",       0, IR_OPT_ADAMW,       ALWAYS,  4) \
-    X(double,        momentum,        ,                   F64,     "momentum",        0, 0,                  ALWAYS,  5) \
-    X(double,        wd,              ,                   F64,     "wd",              0, 0,                  ALWAYS,  6) \
-    /* sgd: nesterov; lars: eta, eps; lamb/adamw: beta1, beta2, eps; \
-     * lars/lamb/adamw: exclude (IR_EXCLUDE_*). README's train section. */ \
-    X(int,           nesterov,        ,                   I32,     "nesterov",        0, 1,                  OPTIM,   7) \
-    X(int,           exclude,         ,                   I32,     "exclude",         0, IR_EXCLUDE_BN | IR_EXCLUDE_BIAS, OPTIM, 8) \
-    X(double,        eta,             ,                   F64,     "eta",             0, 0,                  OPTIM,   9) \
-    X(double,        eps,             ,                   F64,     "eps",             0, 0,                  OPTIM,   10) \
-    X(double,        beta1,           ,                   F64,     "beta1",           0, 0,                  OPTIM,   11) \
-    X(double,        beta2,           ,                   F64,     "beta2",           0, 0,                  OPTIM,   12) \
-    X(int,           lr_steps,        ,                   LR,      "lr",              0, 0,                  ALWAYS,  13) /* entries in the lr dict */ \
-    X(int,           lr_epoch,        [IR_MAX_LR_STEPS],  LR_PART, "lr",              0, 0,                  ALWAYS,  -1) /* sorted, first is 0 */ \
-    X(double,        lr_value,        [IR_MAX_LR_STEPS],  LR_PART, "lr",              0, 0,                  ALWAYS,  -1) \
-    X(ir_lr_scaling, lr_scaling,      ,                   ENUM,    "lr_scaling",      0, IR_LR_SCALING_SQRT, ALWAYS,  17) \
-    X(int,           reference_batch, ,                   I32,     "reference_batch", 1, IR_MAX_REF_BATCH,   ALWAYS,  18) \
-    X(int,           warmup_epochs,   ,                   I32,     "warmup_epochs",   0, IR_MAX_EPOCHS,      ALWAYS,  19) \
-    X(ir_lr_kind,    lr_kind,         ,                   ENUM,    "lr_curve",        0, IR_LR_POLY,         CURVE,   14) /* COSINE, POLY: lr_steps is 1, lr_value[0] the base */ \
-    X(double,        lr_final,        ,                   F64,     "lr_final",        0, 0,                  CURVE,   15) /* the lr of the last step (not scaled) */ \
-    X(double,        lr_power,        ,                   F64,     "lr_power",        0, 0,                  CURVE,   16) /* POLY's exponent */ \
-    X(char,          dataset,         [32],               STR,     "dataset",         0, 0,                  ALWAYS,  20) /* "cifar10", "imagefolder", "npy" */ \
-    X(int,           pad,             ,                   I32,     "pad",             0, IR_MAX_PAD,         ALWAYS,  21) /* zero padding before the crop, 0 = none */ \
-    X(int,           random_crop,     ,                   I32,     "random_crop",     0, IR_MAX_CROP,        ALWAYS,  22) /* crop size, 0 = none */ \
-    X(int,           random_mirror,   ,                   I32,     "random_mirror",   0, 1,                  ALWAYS,  23) \
-    X(int,           normalize,       ,                   I32,     "normalize",       0, 1,                  ALWAYS,  24) \
-    X(double,        mean,            [3],                F64X3,   "mean",            0, 0,                  ALWAYS,  25) \
-    X(double,        std,             [3],                F64X3,   "std",             0, 0,                  ALWAYS,  26) \
-    X(int,           eval_batch,      ,                   I32,     "eval_batch",      1, IR_MAX_BATCH,       ALWAYS,  2) \
-    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */
-/* clang-format on */
-
-typedef struct {
-#define IR_TRAIN_MEMBER(type, name, dims, ...) type name dims;
-    IR_TRAIN_FIELDS(IR_TRAIN_MEMBER)
-#undef IR_TRAIN_MEMBER
-} ir_train;
-
-/* The table as data, for the encodings that walk it. */
-typedef enum {
-    IR_TK_I32,
-    IR_TK_F64,
-    IR_TK_F64X3,
-    IR_TK_STR,
-    IR_TK_ENUM,
-    IR_TK_LR,
-    IR_TK_LR_PART
-} ir_train_kind;
-typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO } ir_train_when;
-typedef struct {
-    const char *name, *key;
-    ir_train_kind kind;
-    ir_train_when when;
-    int lo, hi, rank;
-    size_t offset, size; /* of the member in ir_train */
-} ir_train_field;
-#define IR_TRAIN_COUNT_ONE(...) +1
-enum { IR_TRAIN_NFIELDS = 0 IR_TRAIN_FIELDS(IR_TRAIN_COUNT_ONE) };
-#undef IR_TRAIN_COUNT_ONE
-extern const ir_train_field ir_train_fields[IR_TRAIN_NFIELDS]; /* in the table's order */
-/* The member a field describes, in t. */
-static inline void *ir_train_ptr(ir_train *t, const ir_train_field *f) {
-    return (char *)t + f->offset;
-}
-static inline const void *ir_train_cptr(const ir_train *t, const ir_train_field *f) {
-    return (const char *)t + f->offset;
-}
-
-/* The defaults a train section starts from (the article's). */
-void ir_train_defaults(ir_train *t);
-extern const char *const ir_optimizer_names[IR_OPT_ADAMW + 1]; /* "sgd", "lars", ... */
-/* Sets nesterov, exclude, eta, eps, beta1, beta2 to ir_train_defaults's
- * (the plan file and the text form leave them out when they are). */
-void ir_train_optim_defaults(ir_train *t);
-int ir_train_optim_is_default(const ir_train *t);
-/* Validates ranges; 0 when fine, else a message naming the value. */
-int ir_train_check(const ir_train *t, char *err, size_t errlen);
-void ir_train_print(const ir_train *t, FILE *f);
-/* "dict", "cosine", "poly": the text form's and the messages' word. */
-const char *ir_lr_kind_name(ir_lr_kind k);
+#include "ir/train.h" /* the training schedule */
 
 #endif

@@ -158,7 +158,7 @@ static int check_optimizer(const ir_train *t, const char **field, char *err, siz
     if (!(t->wd <= IR_MAX_WD)) return BAD("wd", "weight decay must be at most 1, got %g", t->wd);
     if (t->nesterov != 0 && t->nesterov != 1)
         return BAD("nesterov", "nesterov must be 0 or 1, got %d", t->nesterov);
-    if (t->exclude & ~(IR_EXCLUDE_BN | IR_EXCLUDE_BIAS))
+    if (t->exclude & ~IR_EXCLUDE_ALL)
         return BAD("exclude", "unknown exclude classes %#x", (unsigned)t->exclude);
     if (!(t->eta > 0 && t->eta <= 1)) return BAD("eta", "eta must be in (0, 1], got %g", t->eta);
     if (!(t->eps > 0 && t->eps <= 1)) return BAD("eps", "eps must be in (0, 1], got %g", t->eps);
@@ -232,6 +232,29 @@ static int check_lr(const ir_train *t, const char **field, char *err, size_t err
     if (t->warmup_epochs < 0 || t->warmup_epochs > t->epochs)
         return BAD("warmup_epochs", "warmup of %d epochs does not fit %d epochs of training",
                    t->warmup_epochs, t->epochs);
+    if (t->warmup_steps < 0 || t->warmup_steps > IR_MAX_STEPS)
+        return BAD("warmup_steps", "warmup steps must be in 0..%d, got %d", IR_MAX_STEPS,
+                   t->warmup_steps);
+    if (t->warmup_steps && t->warmup_epochs)
+        return BAD("warmup_steps", "warmup of %d steps and of %d epochs: give one", t->warmup_steps,
+                   t->warmup_epochs);
+    if (t->lr_decay_steps < 0 || t->lr_decay_steps > IR_MAX_STEPS)
+        return BAD("lr_decay_steps", "a curve's steps must be in 0..%d, got %d", IR_MAX_STEPS,
+                   t->lr_decay_steps);
+    if (t->lr_decay_steps && t->lr_kind == IR_LR_DICT)
+        return BAD("lr_decay_steps", "steps=%d is a cosine or poly curve's, not the dict's",
+                   t->lr_decay_steps);
+    if (t->init_kind < IR_TRAIN_INIT_XAVIER || t->init_kind > IR_TRAIN_INIT_KAIMING)
+        return BAD("init_kind", "unknown initializer %d", t->init_kind);
+    if (!(t->init_std >= 0 && t->init_std <= IR_MAX_REAL))
+        return BAD("init_std", "init normal's std must be in (0, 1e6], got %g", t->init_std);
+    if (t->init_std && t->init_kind != IR_TRAIN_INIT_NORMAL)
+        return BAD("init_std", "std=%g is init normal's", t->init_std);
+    if (!(t->clip_norm >= 0 && t->clip_norm <= IR_MAX_REAL))
+        return BAD("clip_norm", "clip_grad_norm must be in (0, 1e6], got %g", t->clip_norm);
+    if (t->lr_decay_steps && t->lr_decay_steps <= t->warmup_steps)
+        return BAD("lr_decay_steps", "the curve's steps=%d must be past its warmup of %d steps",
+                   t->lr_decay_steps, t->warmup_steps);
     return 0;
 }
 
@@ -276,8 +299,18 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
 void ir_train_print(const ir_train *t, FILE *f) {
     fprintf(f, "  batch %d per device, %d epochs, eval batch %d\n", t->batch, t->epochs,
             t->eval_batch);
-    fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
-    static const char *const exclude[] = {"", "bn", "bias", "bn, bias"};
+    if (t->init_kind == IR_TRAIN_INIT_NORMAL)
+        fprintf(f, "  init normal(std=%g)\n", t->init_std ? t->init_std : IR_INIT_NORMAL_STD);
+    else if (t->init_kind == IR_TRAIN_INIT_KAIMING)
+        fprintf(f, "  init kaiming\n");
+    else
+        fprintf(f, "  init xavier(magnitude=%g)\n", t->init_magnitude);
+    char exclude[32];
+    snprintf(exclude, sizeof exclude, "%s%s%s%s%s", t->exclude & IR_EXCLUDE_BN ? "bn" : "",
+             (t->exclude & IR_EXCLUDE_BN) && (t->exclude & ~IR_EXCLUDE_BN) ? ", " : "",
+             t->exclude & IR_EXCLUDE_BIAS ? "bias" : "",
+             (t->exclude & IR_EXCLUDE_BIAS) && (t->exclude & IR_EXCLUDE_NORM) ? ", " : "",
+             t->exclude & IR_EXCLUDE_NORM ? "norm" : "");
     switch (t->optimizer) {
     case IR_OPT_SGD:
         fprintf(f, "  optimizer sgd(momentum=%g, wd=%g%s)\n", t->momentum, t->wd,
@@ -285,30 +318,35 @@ void ir_train_print(const ir_train *t, FILE *f) {
         break;
     case IR_OPT_LARS:
         fprintf(f, "  optimizer lars(momentum=%g, wd=%g, eta=%g, eps=%g, exclude=(%s))\n",
-                t->momentum, t->wd, t->eta, t->eps, exclude[t->exclude & 3]);
+                t->momentum, t->wd, t->eta, t->eps, exclude);
         break;
     default:
         fprintf(f, "  optimizer %s(beta1=%g, beta2=%g, eps=%g, wd=%g, exclude=(%s))\n",
-                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd,
-                exclude[t->exclude & 3]);
+                ir_optimizer_names[t->optimizer], t->beta1, t->beta2, t->eps, t->wd, exclude);
     }
+    char steps[32] = "";
+    if (t->lr_decay_steps) snprintf(steps, sizeof steps, ", steps=%d", t->lr_decay_steps);
     if (t->lr_kind == IR_LR_COSINE)
-        fprintf(f, "  lr cosine(base=%g, final=%g)\n", t->lr_value[0], t->lr_final);
+        fprintf(f, "  lr cosine(base=%g, final=%g%s)\n", t->lr_value[0], t->lr_final, steps);
     else if (t->lr_kind == IR_LR_POLY)
-        fprintf(f, "  lr poly(base=%g, power=%g, final=%g)\n", t->lr_value[0], t->lr_power,
-                t->lr_final);
+        fprintf(f, "  lr poly(base=%g, power=%g, final=%g%s)\n", t->lr_value[0], t->lr_power,
+                t->lr_final, steps);
     else {
         fprintf(f, "  lr {");
         for (int i = 0; i < t->lr_steps; i++)
             fprintf(f, "%s%d: %g", i ? ", " : "", t->lr_epoch[i], t->lr_value[i]);
         fprintf(f, "}\n");
     }
+    if (t->clip_norm) fprintf(f, "  clip_grad_norm %g\n", t->clip_norm);
     if (t->lr_scaling != IR_LR_SCALING_NONE)
         fprintf(f, "  lr_scaling %s(reference_batch=%d)\n", ir_lr_scaling_names[t->lr_scaling],
                 t->reference_batch);
     else
         fprintf(f, "  lr_scaling none\n");
-    fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
+    if (t->warmup_steps)
+        fprintf(f, "  warmup %d steps\n", t->warmup_steps);
+    else
+        fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
     fprintf(f, "  data %s {", t->dataset);
     if (t->resize) fprintf(f, " resize %d;", t->resize);
     if (t->pad) fprintf(f, " pad %d;", t->pad);

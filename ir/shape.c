@@ -579,6 +579,7 @@ static int update_attrs(const ir_node *n, char *err, size_t errlen) {
     case IR_OP_ADAM_DIR:                                                       /* eps, wd */
         return attr_in(n, 0, 0, 1, 1, 0, err, errlen) ||
                attr_in(n, 1, 0, 0, IR_MAX_WD, 0, err, errlen);
+    case IR_OP_CLIP_SCALE: return attr_in(n, 0, 0, 1, IR_MAX_REAL, 0, err, errlen); /* max_norm */
     default: return 0;
     }
 }
@@ -621,6 +622,7 @@ static int infer_update(const ir_graph *g, const ir_node *n, ir_type *out, char 
     case IR_OP_LARS_LR:
     case IR_OP_LAMB_LR:
     case IR_OP_BIAS_CORRECTION:
+    case IR_OP_CLIP_SCALE:
         for (int i = 0; i < n->ninputs; i++)
             if (need_vector(op, "scalar", in_type(g, n, i), 1, err, errlen)) return -1;
         *out = ir_shape1(1);
@@ -732,6 +734,7 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
     case IR_OP_BIAS_CORRECTION:
     case IR_OP_ADAM_DIR:
     case IR_OP_LAMB_LR:
+    case IR_OP_CLIP_SCALE:
     case IR_OP_DESCEND: return infer_update(g, n, out, err, errlen);
     case IR_OP_LAYERNORM:
     case IR_OP_LAYERNORM_STATS:

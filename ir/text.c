@@ -461,16 +461,17 @@ static int train_value(rd *r, ir_train *t, const ir_train_field *f) {
 
 /* `# train ...`, r->p after "train": every field print_train writes, in
  * its order; an optional part (ir/ir.h's `when`) is there when its first
- * key is, else it keeps the defaults. */
+ * key is, else it keeps the defaults; a NONZERO field is a part alone. */
 static int train_line(rd *r, ir_train *t) {
     const char *start = r->p;
     ir_train_defaults(t);
     const ir_train_field *f, *prev = NULL;
     int absent = -1; /* the `when` of an optional part that is not there */
     for (int rank = 0; (f = ir_train_field_at(rank)); prev = f, rank++) {
-        if ((int)f->when == absent) continue;
+        int alone = f->when == IR_TW_NONZERO;
+        if ((int)f->when == absent && !alone) continue;
         absent = -1;
-        if (f->when != IR_TW_ALWAYS && (!prev || prev->when != f->when)) {
+        if (f->when != IR_TW_ALWAYS && (!prev || prev->when != f->when || alone)) {
             char first[40];
             snprintf(first, sizeof first, "%s=", f->key);
             if (!lit(r, first)) {

@@ -66,7 +66,7 @@ static int is_param(ir_op op) { return op == IR_OP_PARAM; }
 static int is_update(ir_op op) {
     return op == IR_OP_SGD_MOMENTUM || op == IR_OP_LARS_LR || op == IR_OP_ADAM_M ||
            op == IR_OP_ADAM_V || op == IR_OP_ADAM_DIR || op == IR_OP_BIAS_CORRECTION ||
-           op == IR_OP_LAMB_LR || op == IR_OP_DESCEND;
+           op == IR_OP_LAMB_LR || op == IR_OP_DESCEND || op == IR_OP_CLIP_SCALE;
 }
 
 /* The inputs the dataset fills (cifar10, the one there is: ir_dataset_known). */
@@ -399,6 +399,7 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
             WANT(0, t->eps, "eps");
             WANT_WD(1);
             break;
+        case IR_OP_CLIP_SCALE: WANT(0, t->clip_norm, "clip_norm"); break;
         default: break;
         }
 #undef WANT
@@ -408,6 +409,11 @@ static int check_optimizer(vctx *c, const ir_graph *g) {
                            "node %d (%s) has %s=%.17g, the schedule's %s is %.17g", i,
                            ir_ops[n->op].name, bad, got, bad, want);
     }
+    if ((t->clip_norm > 0) != (cnt[IR_OP_CLIP_SCALE] == 1))
+        return fail_at(c, "clip_norm", -1, -1, 0,
+                       "the schedule's clip_grad_norm is %g, but the train program has %d "
+                       "clip_scale nodes",
+                       t->clip_norm, cnt[IR_OP_CLIP_SCALE]);
     if (sgd_like && (t->nesterov ? nest != plain : nest != 0))
         return fail_at(c, "nesterov", -1, -1, 0,
                        "the schedule says nesterov=%d, but the train program's update %s",

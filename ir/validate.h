@@ -33,9 +33,10 @@
 
 /* The schedule's ranges (the frontend's: frontend/check.c names them at
  * the value's position, ir_train_check_field everywhere). */
-#define IR_MAX_BATCH     (1 << 20) /* batch and eval batch per device */
-#define IR_MAX_EPOCHS    1000000   /* epochs, warmup, an lr step's epoch */
-#define IR_MAX_REF_BATCH (1 << 30) /* lr_scaling's reference_batch */
+#define IR_MAX_BATCH     (1 << 20)  /* batch and eval batch per device */
+#define IR_MAX_EPOCHS    1000000    /* epochs, warmup, an lr step's epoch */
+#define IR_MAX_STEPS     1000000000 /* warmup K steps, a curve's steps= */
+#define IR_MAX_REF_BATCH (1 << 30)  /* lr_scaling's reference_batch */
 #define IR_MAX_PAD       64
 #define IR_MAX_CROP      4096
 #define IR_MAX_WD        1.0   /* weight decay */

@@ -20,8 +20,9 @@
  *     u  = adam_dir(w, m', v', c1, c2){eps, wd}
  *     w' = descend(w, u, lamb_lr(sumsq(w), sumsq(u), lr))   (adamw: lr)
  *
- * A parameter of an excluded class (exclude=(bn, bias): a BatchNorm gamma
- * or beta, a bias_add's bias; told by what reads it) gets wd 0 and no
+ * A parameter of an excluded class (exclude=(bn, bias, norm): a BatchNorm
+ * gamma or beta, a bias_add's bias, a layernorm gamma or beta; told by what
+ * reads it) gets wd 0 and no
  * adaptation: lars trust 1, lamb r 1.
  *
  * lr, grad_scale and step are scalar inputs the training loop sets every
@@ -90,6 +91,8 @@ static unsigned char *param_classes(const ir_graph *g) {
                 c = IR_EXCLUDE_BN;
             else if ((n->op == IR_OP_BIAS_ADD || n->op == IR_OP_BIAS_ADD_LAST) && k == 1)
                 c = IR_EXCLUDE_BIAS;
+            else if (n->op == IR_OP_LAYERNORM && (k == 1 || k == 2))
+                c = IR_EXCLUDE_NORM;
             if (c && !seen[p]) cls[p] = (unsigned char)c, seen[p] = 1;
         }
     }
@@ -158,6 +161,30 @@ static int update(ir_graph *g, names *nm, const ir_train *t, const scalars *s, i
     return 3;
 }
 
+/* clip_grad_norm C (PyTorch's clip_grad_norm_ on g = grad·grad_scale,
+ * before the update and its weight decay): every update reads
+ * clip_scale(Σ sumsq(grad), grad_scale){C} = grad_scale·min(1, C/(‖g‖ +
+ * 1e-6)) as its grad_scale, so no gradient is rewritten. partition makes
+ * each sumsq read the all-reduced sum: the norm of the global gradient,
+ * the same bits under --gpus N as --accumulate N. */
+static int clip(ir_graph *g, names *nm, int nparams, scalars *s, double max_norm, char *err,
+                size_t errlen) {
+    int total = -1;
+    for (int p = 0; p < nparams; p++) {
+        if (g->nodes[p].op != IR_OP_PARAM) continue;
+        int grad = grad_of(nm, g->nodes[p].name);
+        if (grad < 0) continue; /* build() names it */
+        int sq = emit(g, IR_OP_SUMSQ, &grad, 1, NULL, err, errlen);
+        total =
+            sq < 0 || total < 0 ? sq : emit(g, IR_OP_ADD, (int[]){total, sq}, 2, NULL, err, errlen);
+        if (total < 0) return -1;
+    }
+    if (total < 0) return 0; /* no parameters */
+    s->scale =
+        emit(g, IR_OP_CLIP_SCALE, (int[]){total, s->scale}, 2, (double[]){max_norm}, err, errlen);
+    return s->scale < 0 ? -1 : 0;
+}
+
 static int build(ir_graph *g, names *nm, const ir_train *t, char *err, size_t errlen) {
     int nparams = g->n; /* the nodes that can be parameters: those there now */
     int *assigns = malloc(sizeof *assigns * 6 * (size_t)(nparams ? nparams : 1));
@@ -178,6 +205,7 @@ static int build(ir_graph *g, names *nm, const ir_train *t, char *err, size_t er
                    : emit(g, IR_OP_BIAS_CORRECTION, &step, 1, (double[]){t->beta2}, err, errlen);
         if (s.c2 < 0) goto done;
     }
+    if (t->clip_norm > 0 && clip(g, nm, nparams, &s, t->clip_norm, err, errlen)) goto done;
     for (int p = 0; p < nparams; p++) {
         if (g->nodes[p].op != IR_OP_PARAM) continue;
         int grad = grad_of(nm, g->nodes[p].name);

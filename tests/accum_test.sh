@@ -94,6 +94,20 @@ run cnn_g1k8 cnn --gpus 1 --accumulate 8 --steps 3
 check "cnn: --gpus 1 --accumulate 8 == --gpus 8 (losses and weights)" \
     eval 'same_losses "$tmp/cnn_g8.log" "$tmp/cnn_g1k8.log" 3 && same_weights "$tmp/cnn_g8.st" "$tmp/cnn_g1k8.st"'
 
+# ---- clip_grad_norm: the norm of the global gradient --------------------------------
+# Each replica's sumsq reads the all-reduced sum, so the clip is the same
+# under --gpus 8 as --gpus 2 --accumulate 4; ZeRO-1 is refused (its shards
+# each see a part of the norm).
+sed 's/^    optimizer sgd(momentum=0.9, wd=0.0001)$/&\n    clip_grad_norm 0.05/' models/cnn_small.net >"$tmp/clip.net"
+"$bin/dpc" "$tmp/clip.net" --batch 4 -o "$tmp/clip.plan" || bad "compile cnn_small with clip_grad_norm"
+run clip_g8 clip --gpus 8 --steps 3
+run clip_g2k4 clip --gpus 2 --accumulate 4 --steps 3
+check "clip_grad_norm: --gpus 2 --accumulate 4 == --gpus 8 (losses and weights)" \
+    eval 'same_losses "$tmp/clip_g8.log" "$tmp/clip_g2k4.log" 3 && same_weights "$tmp/clip_g8.st" "$tmp/clip_g2k4.st"'
+check "clip_grad_norm changes the update" eval '! same_weights "$tmp/clip_g8.st" "$tmp/cnn_g8.st"'
+expect_fail "clip_grad_norm with --shard-optimizer" "clips gradients by their global norm (clip_grad_norm 0.05)" \
+    "$bin/dprun" "$tmp/clip.plan" "${data[@]}" --gpus 2 --shard-optimizer --steps 1
+
 # ---- --accumulate 1 is no accumulation -----------------------------------------------
 run cnn_g2 cnn --gpus 2 --steps 3
 run cnn_g2k1 cnn --gpus 2 --accumulate 1 --steps 3

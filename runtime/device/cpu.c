@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "runtime/env.h"
 #include "format/bf16.h"
@@ -95,9 +98,32 @@ static int claim(uint32_t g, int *parts) {
     }
 }
 
+/* Flush-to-zero and denormals-are-zero (rt_cpu_flush_denormals): MXCSR is
+ * per thread, so every thread that runs kernels (the caller of a launch,
+ * the pool's workers before each job) sets its own from this; -1: leave
+ * it as the thread has it. */
+static atomic_int flush_mode = -1;
+
+static void apply_flush(void) {
+#if defined(__SSE2__)
+    int want = atomic_load_explicit(&flush_mode, memory_order_relaxed);
+    if (want < 0) return;
+    unsigned m = _mm_getcsr(), bits = 0x8040u; /* FTZ bit 15, DAZ bit 6 */
+    unsigned set = want ? m | bits : m & ~bits;
+    if (set != m) _mm_setcsr(set);
+#endif
+}
+
+int rt_cpu_flush_denormals(int on) {
+    int was = atomic_exchange(&flush_mode, on ? 1 : 0);
+    apply_flush();
+    return was;
+}
+
 /* Runs the parts of job g this thread can claim. */
 static void work(uint32_t g) {
     int part, parts;
+    apply_flush();
     while ((part = claim(g, &parts)) >= 0) {
         /* a claimed, unfinished part keeps job g (and fn, ctx) alive */
         pool.fn(pool.ctx, part, parts);
@@ -318,6 +344,7 @@ static int cpu_launch(rt_backend *be, rt_kernel *k, void *const *args, int nargs
         return base_fail(err, errlen, "kernel launched with %d buffers, takes %d", nargs, k->nargs);
     }
     if (count <= 0) return 0;
+    apply_flush(); /* this caller may be a replica's thread */
     if (count < k->grain || pool.n == 1) {
         k->fn(args, (long long)count, 0, (long long)count);
         return 0;
@@ -463,6 +490,7 @@ static int gemm_tf32(const cg_gemm *d, const float *A, const float *B, float *C,
 static int cpu_gemm(rt_backend *be, const cg_gemm *d, const float *A, const float *B, float *C,
                     char *err, size_t errlen) {
     (void)be;
+    apply_flush();
     if (d->type_a != IR_F32 || d->type_b != IR_F32 || d->type_c != IR_F32)
         return gemm_mixed(d, A, B, C, err, errlen);
     if (d->tf32) return gemm_tf32(d, A, B, C, err, errlen);
@@ -499,6 +527,7 @@ static int gemm_f32(const cg_gemm *d, const float *A, const float *B, float *C) 
 static int cpu_conv(rt_backend *be, const cg_conv *d, void *out, const void *in, const void *in2,
                     char *err, size_t errlen) {
     (void)be;
+    apply_flush();
     if (d->tf32) return 1; /* oneDNN has no TF32 here: the alternative's TF32 GEMMs */
     if (current_sum_order() == RT_SUM_ORDER_SPLIT_K) return 1; /* im2col's GEMMs: another order */
     /* A dense product (a window over the whole plane) multiplies no padding

@@ -261,6 +261,14 @@ int rt_cpu_threads(void);
  * order it replaced. */
 typedef enum { RT_SUM_ORDER_DEFAULT, RT_SUM_ORDER_SPLIT_K } rt_sum_order;
 rt_sum_order rt_cpu_set_sum_order(rt_sum_order order);
+/* Flush-to-zero and denormals-are-zero (x86's MXCSR FTZ and DAZ; nothing
+ * elsewhere) in every thread that runs this backend's kernels, GEMMs and
+ * convolutions, from the next launch on: a denormal result or operand is
+ * 0. dprun turns it on for training (--no-ftz keeps IEEE denormals):
+ * AdamW's moments of rarely seen tokens decay into denormals, which x86
+ * computes many times slower. Process-wide; returns the previous setting
+ * (-1: never set, each thread as it started). */
+int rt_cpu_flush_denormals(int on);
 void rt_backend_free(rt_backend *be);
 
 /* Value of DPC_DEBUG (0 when unset). */

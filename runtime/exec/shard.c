@@ -64,6 +64,15 @@ rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen
                   replicas);
         return NULL;
     }
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == IR_OP_CLIP_SCALE) { /* one norm over every shard's gradients */
+            base_fail(err, errlen,
+                      "--shard-optimizer: the plan clips gradients by their global norm "
+                      "(clip_grad_norm %g), which every replica's update reads; ZeRO-1 shards "
+                      "per-parameter updates only: drop one of the two",
+                      g->nodes[i].fattr[0]);
+            return NULL;
+        }
     rt_shard *s = calloc(1, sizeof *s);
     RT_CHECK_ALLOC(s);
     s->n = g->n;

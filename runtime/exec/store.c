@@ -108,9 +108,19 @@ static void normal(float *w, int64_t n, double std, rt_rng *rng) {
     }
 }
 
+/* He's normal (PyTorch's kaiming_normal_, fan_in, relu's gain √2):
+ * N(0, 2/fan_in), fan_in = shape[1] × receptive field. */
+static void kaiming(float *w, const ir_type *t, rt_rng *rng) {
+    double fan_in = t->ndim >= 2 ? (double)t->dim[1] : 1;
+    for (int d = 2; d < t->ndim; d++) fan_in *= (double)t->dim[d];
+    normal(w, ir_numel(t), sqrt(2 / fan_in), rng);
+}
+
 int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t seed) {
     (void)g;                 /* the store recorded each tensor's initialiser when it was made */
     double magnitude = 2.24; /* ir_train_defaults's, for a store without a schedule */
+    int kind = t ? t->init_kind : IR_TRAIN_INIT_XAVIER;
+    double std = t && t->init_std ? t->init_std : IR_INIT_NORMAL_STD;
     if (t) magnitude = t->init_magnitude;
     rt_rng rng;
     rt_rng_seed(&rng, seed);
@@ -120,10 +130,12 @@ int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t s
         if (!e->buf) continue; /* another process's shard (rt_store_shard) */
         float *host = malloc(sizeof(float) * (size_t)(n ? n : 1));
         RT_CHECK_ALLOC(host);
-        if (e->init == IR_INIT_XAVIER)
+        if (e->init == IR_INIT_XAVIER && kind == IR_TRAIN_INIT_KAIMING)
+            kaiming(host, &e->type, &rng);
+        else if (e->init == IR_INIT_XAVIER && kind == IR_TRAIN_INIT_XAVIER)
             xavier(host, &e->type, magnitude, &rng);
-        else if (e->init == IR_INIT_NORMAL)
-            normal(host, n, IR_INIT_NORMAL_STD, &rng);
+        else if (e->init == IR_INIT_XAVIER || e->init == IR_INIT_NORMAL)
+            normal(host, n, kind == IR_TRAIN_INIT_NORMAL ? std : IR_INIT_NORMAL_STD, &rng);
         else
             for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
         int rc = rt_backend_copy_in(st->be, e->buf, host, e->bytes, NULL, 0);

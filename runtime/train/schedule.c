@@ -35,23 +35,44 @@ static double warmup_lr(const rt_schedule *s, double frac) {
     return from + (to - from) * frac;
 }
 
-/* A cosine or poly curve at step `step` of epoch e (e >= K): from the
- * scaled base at the first step after warmup to lr_final at the run's last
- * step (x = s/S, s counted from the end of warmup, S = the steps after
- * warmup - 1; x = 0 when S is 0). */
+/* A cosine or poly curve at step `step` of epoch e (past warmup): from the
+ * scaled base at the first step after warmup to lr_final at its end step E
+ * (x = s/S, s counted from the end of warmup W, S = E - W; x = 0 when S is
+ * 0). E: the curve's steps= (nanoGPT's lr_decay_iters: its
+ *     ratio = (it - W) / (E - W), lr = final + 0.5*(1 + cos(pi*ratio))*(base - final)
+ * and `final` past E, in the same double operations), else the run's last
+ * step (--schedule-steps N: step N - 1). */
 static double curve_lr(const rt_schedule *s, int epoch, long step, long spe) {
     const ir_train *t = s->t;
     if (spe <= 0) spe = 1;
-    double last = s->span_steps > 0 ? (double)s->span_steps - (double)t->warmup_epochs * spe - 1
-                                    : (double)(t->epochs - t->warmup_epochs) * spe - 1;
-    double at = (double)(epoch - t->warmup_epochs) * spe + step;
+    double w = t->warmup_steps ? (double)t->warmup_steps : (double)t->warmup_epochs * spe;
+    double end = t->lr_decay_steps   ? (double)t->lr_decay_steps
+                 : s->span_steps > 0 ? (double)s->span_steps - 1
+                                     : (double)t->epochs * spe - 1;
+    double last = end - w, at = (double)epoch * spe + step - w;
     double x = last > 0 ? fmin(fmax(at / last, 0), 1) : 0;
     double f = t->lr_kind == IR_LR_COSINE ? (1 + cos(acos(-1.0) * x)) / 2 : pow(1 - x, t->lr_power);
     double base = t->lr_value[0] * rt_schedule_scale(s);
     return t->lr_final + (base - t->lr_final) * f;
 }
 
+/* warmup K steps, nanoGPT's get_lr: step it (from 0 over the run) below K
+ * has target * (it + 1) / (K + 1), target the lr of step K (a curve's
+ * scaled base; the dict's scaled value of that step's epoch). */
+static double step_warmup_lr(const rt_schedule *s, int epoch, long step, long spe) {
+    const ir_train *t = s->t;
+    if (spe <= 0) spe = 1;
+    long it = (long)epoch * spe + step, k = t->warmup_steps;
+    if (it >= k && t->lr_kind != IR_LR_DICT) return curve_lr(s, epoch, step, spe);
+    double target =
+        t->lr_kind != IR_LR_DICT
+            ? t->lr_value[0] * rt_schedule_scale(s)
+            : rt_schedule_dict_lr(t, (int)((it < k ? k : it) / spe)) * rt_schedule_scale(s);
+    return it < k ? target * (double)(it + 1) / (double)(k + 1) : target;
+}
+
 double rt_schedule_epoch_lr(const rt_schedule *s, int epoch) {
+    if (s->t->warmup_steps) return step_warmup_lr(s, epoch, 0, s->steps_per_epoch);
     int k = s->t->warmup_epochs;
     if (k > 0 && epoch < k) return warmup_lr(s, (double)epoch / k);
     if (s->t->lr_kind != IR_LR_DICT) return curve_lr(s, epoch, 0, s->steps_per_epoch);
@@ -59,6 +80,7 @@ double rt_schedule_epoch_lr(const rt_schedule *s, int epoch) {
 }
 
 double rt_schedule_step_lr(const rt_schedule *s, int epoch, long step, long steps_per_epoch) {
+    if (s->t->warmup_steps) return step_warmup_lr(s, epoch, step, steps_per_epoch);
     int k = s->t->warmup_epochs;
     if (epoch >= k && s->t->lr_kind != IR_LR_DICT) return curve_lr(s, epoch, step, steps_per_epoch);
     if (!s->per_iteration || k <= 0 || epoch >= k || steps_per_epoch <= 0)
@@ -95,7 +117,7 @@ static void note(char *buf, size_t len, const char *fmt, ...) {
 static int stop_note(const rt_schedule *s, char *buf, size_t len) {
     const ir_train *t = s->t;
     long spe = s->steps_per_epoch, n = s->stop_steps;
-    if (t->lr_kind == IR_LR_DICT || n <= 0 || spe <= 0) return 0;
+    if (t->lr_kind == IR_LR_DICT || t->lr_decay_steps || n <= 0 || spe <= 0) return 0;
     long span = s->span_steps > 0 ? s->span_steps : (long)t->epochs * spe;
     if (n >= span) return 0;
     char whence[96];

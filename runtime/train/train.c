@@ -80,7 +80,8 @@ int rt_train_schedule(const dpc_plan *plan, const rt_train_options *o, ir_train 
                       size_t errlen) {
     *t = plan->schedule;
     if (o->lr_scaling >= 0) t->lr_scaling = (ir_lr_scaling)o->lr_scaling;
-    if (o->warmup_epochs >= 0) t->warmup_epochs = o->warmup_epochs;
+    if (o->warmup_epochs >= 0) /* replaces the plan's warmup, in steps too */
+        t->warmup_epochs = o->warmup_epochs, t->warmup_steps = 0;
     if (o->lr < 0 || isnan(o->lr))
         return base_fail(err, errlen, "--lr must be positive, got %g", o->lr);
     if (o->lr > 0) {

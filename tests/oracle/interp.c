@@ -546,6 +546,12 @@ static void op_lamb_lr(op_args *a) {
     a->y[0] = w > 0 && u > 0 ? lr * (w / u) : lr;
 }
 
+/* PyTorch's clip_grad_norm_ as grad_scale·min(1, C/(‖g‖ + 1e-6)). */
+static void op_clip_scale(op_args *a) {
+    double gs = a->x[1][0], c = a->n->fattr[0] / (sqrt(a->x[0][0]) * gs + 1e-6);
+    a->y[0] = c >= 1 ? gs : gs * c;
+}
+
 static void op_descend(op_args *a) {
     for (int64_t i = 0; i < ir_numel(&a->n->type); i++)
         a->y[i] = a->x[0][i] - a->x[2][0] * a->x[1][i];
@@ -1075,6 +1081,7 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_ADAM_DIR] = op_adam_dir,
     [IR_OP_LAMB_LR] = op_lamb_lr,
     [IR_OP_DESCEND] = op_descend,
+    [IR_OP_CLIP_SCALE] = op_clip_scale,
     [IR_OP_SIGMOID] = op_sigmoid,
     [IR_OP_SIGMOID_GRAD] = op_sigmoid_grad,
     [IR_OP_CLIP] = op_clip,

@@ -864,6 +864,26 @@ TEST(attention_definition) {
     fixture_free(&f);
 }
 
+/* A tied head, GPT-2's: the embedding's table w [7, 4] gathered, then read
+ * again as the weight of dense over the gathered rows' last axis; w.grad
+ * is the sum of both reads' gradients, against finite differences. */
+TEST(tied_head_gradients) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 5}, IR_I32}, 7);
+    int w = param(g, "emb.weight", ir_shape2(7, 4));
+    int e = tg_node(g, IR_OP_EMBEDDING, (int[]){ids, w}, 2, NULL, NULL);
+    int logits = tg_node(g, IR_OP_DENSE, (int[]){e, w}, 2, NULL, NULL);
+    int y = ir_add_input(g, "targets", (ir_type){2, {2, 5}, IR_I32}, 7);
+    int l = tg_node(g, IR_OP_SEQ_CE, (int[]){logits, y}, 2, (int64_t[]){-1}, NULL);
+    CHECK(l >= 0);
+    g->nodes[l].flags |= IR_FLAG_LOSS | IR_FLAG_OUTPUT;
+    fixture f;
+    fixture_init(&f, g);
+    f.val[ids][0] = f.val[ids][9] = 3;
+    CHECK(check_gradients(&f) == 1);
+    fixture_free(&f);
+}
+
 TEST(softmax_cross_entropy_gradient) { check_cross_entropy_gradient(0, 4); }
 TEST(smoothed_cross_entropy_gradient) { check_cross_entropy_gradient(0.1, 3); }
 
@@ -1185,6 +1205,7 @@ int main(void) {
     RUN(attention_gradients);
     RUN(attention_definition);
     RUN(bigram_gradients);
+    RUN(tied_head_gradients);
     RUN(small_resnet_gradients);
     RUN(sigmoid_gradients);
     RUN(embedding_gradients);

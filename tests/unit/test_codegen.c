@@ -75,6 +75,7 @@ static ir_graph *all_ops_graph(void) {
     int v2 = ir_add_state(g, "fc.weight.adam_v", ir_shape2(10, 4), IR_INIT_ZERO);
     int wsq = N(SUMSQ, w2), NULL, NULL);
     int gsq = N(SUMSQ, dw2), NULL, NULL);
+    N(CLIP_SCALE, gsq, gs), NULL, FA(1.0)); /* clip_grad_norm's grad_scale */
     int lt = N(LARS_LR, wsq, gsq, lr, gs), NULL, FA(0.001, 1e-4, 1e-9));
     int nm = N(ADAM_M, m2, dw2, gs), NULL, FA(0.9));
     int nv = N(ADAM_V, v2, dw2, gs), NULL, FA(0.999));

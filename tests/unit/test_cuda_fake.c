@@ -189,6 +189,8 @@ static void fill_inputs(rt_exec *ex, const ir_graph *g, uint64_t seed) {
             rt_exec_set_scalar(ex, "lr", 0.1f);
         } else if (!strcmp(n->name, "grad_scale")) {
             rt_exec_set_scalar(ex, "grad_scale", 0.25f);
+        } else if (!strcmp(n->name, "step")) { /* adam's t, from 1 (0 divides by 0) */
+            rt_exec_set_scalar(ex, "step", 3.0f);
         } else if (n->type.dtype == IR_I32) {
             int32_t *v = malloc(sizeof *v * (size_t)numel);
             for (int64_t j = 0; j < numel; j++) v[j] = (int32_t)(rt_rng_next(&r) % 10);
@@ -513,6 +515,18 @@ static void step_matches_cpu(const char *model, int batch, double back_tol) {
 }
 
 TEST(cnn_small_step_equals_cpu) { step_matches_cpu("models/cnn_small.net", 4, 1e-4); }
+
+/* GPT-2's recipe (tests/nets/recipe_small.net): the CUDA source of the
+ * adamw update with clip_grad_norm's sumsqs and clip_scale, the layernorm
+ * and gelu kernels, run by the simulator, equal to the cpu's C kernels.
+ * Within 1e-3 forward too: from zero moments Adam's first steps move each
+ * weight by about lr·sign(g), so a gradient within rounding of 0 moves
+ * its weight the other way on one side (2·lr apart; dense1.weight was
+ * 1.2e-4 apart in relative L2, every other tensor under 1e-4). */
+TEST(recipe_small_step_equals_cpu) {
+    step_matches_cpu_with("tests/nets/recipe_small.net", 4, 1e-3, 1e-3, PASS_CONV_IM2COL,
+                          PASS_PRECISION_FP32);
+}
 
 /* dpc --conv library on the fake cuDNN: every convolution is one cuDNN
  * call with the deterministic algorithm that fits (the fake's 1: never
@@ -1996,6 +2010,7 @@ int main(void) {
     RUN(cnn_small_library_convs_tf32_bf16_equal_cpu);
     RUN(bf16_weight_gradient_is_cudnn_widened);
     RUN(se_small_grouped_library_convs_equal_cpu);
+    RUN(recipe_small_step_equals_cpu);
     RUN(attn_fused_step_equals_cpu);
     RUN(small_planes_dense_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);

@@ -772,6 +772,8 @@ TEST(train_section_variants) {
         {"lamb(exclude=(bias), eps=1e-5)", IR_OPT_LAMB, 0, IR_EXCLUDE_BIAS, 1e-5, 1e-4},
         {"adamw(wd=0.01)", IR_OPT_ADAMW, 0, 0, 1e-8, 0.01},
         {"lamb(exclude=())", IR_OPT_LAMB, 0, 0, 1e-6, 1e-4},
+        {"adamw(exclude=(bias, norm))", IR_OPT_ADAMW, 0, IR_EXCLUDE_BIAS | IR_EXCLUDE_NORM, 1e-8,
+         1e-4},
     };
     for (int k = 0; k < (int)(sizeof opts / sizeof *opts); k++) {
         snprintf(src, sizeof src, "%strain { optimizer %s }", net, opts[k].spec);
@@ -785,6 +787,30 @@ TEST(train_section_variants) {
         CHECK(t->eta == 0.001 && t->beta1 == 0.9 && t->beta2 == 0.999 && t->momentum == 0.9);
         fe_free(p);
     }
+
+    /* nanoGPT's schedule: warmup in steps, a cosine ending at a step */
+    snprintf(src, sizeof src,
+             "%strain { warmup 100 steps; lr cosine(base=1e-3, final=1e-4, steps=5000); "
+             "optimizer adamw(beta2=0.99, wd=0.1, exclude=(bias, norm)); clip_grad_norm 1.0 }",
+             net);
+    p = parse(src);
+    CHECK_MSG(p != NULL, "%s", errbuf);
+    if (p) {
+        const ir_train *t = fe_train(p);
+        CHECK(t->warmup_steps == 100 && t->warmup_epochs == 0 && t->lr_decay_steps == 5000);
+        CHECK(t->lr_kind == IR_LR_COSINE && t->lr_value[0] == 1e-3 && t->lr_final == 1e-4);
+        CHECK(t->clip_norm == 1.0 && t->init_kind == IR_TRAIN_INIT_XAVIER);
+    }
+    fe_free(p);
+    snprintf(src, sizeof src, "%strain { init normal(std=0.02) }", net);
+    p = parse(src);
+    CHECK_MSG(p && fe_train(p)->init_kind == IR_TRAIN_INIT_NORMAL && fe_train(p)->init_std == 0.02,
+              "%s", errbuf);
+    fe_free(p);
+    snprintf(src, sizeof src, "%strain { init kaiming }", net);
+    p = parse(src);
+    CHECK_MSG(p && fe_train(p)->init_kind == IR_TRAIN_INIT_KAIMING, "%s", errbuf);
+    fe_free(p);
 
     /* schedule words are plain names outside the train section */
     p = parse("input image[4]\ninput label class(2)\n"
@@ -846,6 +872,22 @@ static const bad bads[] = {
      "t.net:7:9: error: warmup of 3 epochs is longer than training (2 epochs)\n"},
     {"input image[3, 8, 8]\ninput label class(2)\n"
      "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { epochs 2\n warmup 3 iters }\n",
+     "t.net:7:11: error: unexpected identifier 'iters', expected 'epochs' or 'steps'\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { lr cosine(base=0.1, steps=2.5) }\n",
+     "t.net:6:35: error: steps must be an integer, got 2.5\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { init uniform }\n",
+     "t.net:6:14: error: unknown initializer 'uniform' (expected xavier, normal or kaiming)\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
+     "train { clip_grad_norm 0 }\n",
+     "t.net:6:24: error: clip_grad_norm must be positive, got 0\n"},
+    {"input image[3, 8, 8]\ninput label class(2)\n"
+     "network n {\n  loss = softmax_cross_entropy(dense(flatten(image), 2), label)\n}\n"
      "train { lr {0: 0.1, 1: 2e6} }\n",
      "t.net:6:24: error: lr must be at most 1e6, got 2e+06\n"},
     {"input image[3, 8, 8]\ninput label class(2)\n"
@@ -883,6 +925,15 @@ static const bad bads[] = {
      "  loss = softmax_cross_entropy(logits, y, 0.1)\n}\n",
      "t.net:5:43: error: argument 'smoothing' of 'softmax_cross_entropy' applies to rank-2 "
      "logits only, got 0.1\n"},
+    {"input t int[4]\ninput y int[4]\nnetwork n {\n  e = embedding(t, 9, 3)\n"
+     "  logits = dense(layernorm(e), 9, bias=false, tie=layernorm(e))\n"
+     "  loss = softmax_cross_entropy(logits, y)\n}\n",
+     "t.net:5:51: error: argument 'tie' of 'dense' must be the result of embedding(...)\n"},
+    {"input t int[4]\ninput y int[4]\nnetwork n {\n  e = embedding(t, 9, 3)\n"
+     "  logits = dense(e, 8, bias=false, tie=e)\n"
+     "  loss = softmax_cross_entropy(logits, y)\n}\n",
+     "t.net:5:40: error: argument 'tie' of 'dense': the embedding's table is [9,3], the dense "
+     "needs [8,3] (units, input features)\n"},
     {"input x[4]\ninput label class(2)\nnetwork n {\n  logits = dense(x, 2)\n"
      "  loss = softmax_cross_entropy(logits, label, ignore=0)\n}\n",
      "t.net:5:54: error: argument 'ignore' of 'softmax_cross_entropy' applies to rank-3 logits "

@@ -122,6 +122,9 @@ TEST(graphs_read_back_field_for_field) {
             t.train.lr_power = 0.5;
             t.train.optimizer = IR_OPT_LAMB, t.train.exclude = IR_EXCLUDE_BIAS;
             t.train.beta2 = 1.0 / 7, t.train.eps = 1e-6;
+            t.train.warmup_epochs = 0, t.train.warmup_steps = 3, t.train.lr_decay_steps = 7;
+            t.train.clip_norm = 1.0 / 3;
+            t.train.init_kind = IR_TRAIN_INIT_NORMAL, t.train.init_std = 0.25;
         }
         t.train.batch = 4, t.train.eval_batch = 5; /* the graphs' batches */
         t.graph[0] = fe_build_graph_err(p, 4, 1, err, sizeof err);
@@ -153,6 +156,8 @@ TEST(graphs_read_back_field_for_field) {
         CHECK(strstr(text, "=0.3333333333333333 ") != NULL);
         CHECK((strstr(text, " optimizer=lamb ") && strstr(text, " exclude=2 ")) == m);
         CHECK((strstr(text, " nesterov=") == NULL) == !m); /* sgd with defaults: as before */
+        CHECK((strstr(text, " warmup_steps=3 lr_decay_steps=7 clip_norm=0.3333333333333333 "
+                            "init_kind=1 init_std=0.25") != NULL) == m);
         CHECK(m == 0 || strstr(text, ":bf16") != NULL);
         CHECK((strstr(text, " lr_curve=poly lr_final=0.14285714285714285 lr_power=0.5 ") != NULL) ==
               m);

@@ -568,6 +568,107 @@ TEST(sync_batchnorm_on_one_replica) {
     fe_free(fp);
 }
 
+/* adamw(exclude=(bias, norm)), nanoGPT's rule: weight decay on the
+ * matrices only; a layernorm's gamma and beta and every bias get wd 0. */
+TEST(adamw_decays_only_matrices) {
+    static const char net[] = "input image[6]\n"
+                              "input label class(3)\n"
+                              "network n {\n"
+                              "    x = layernorm(dense(image, 4))\n"
+                              "    logits = dense(x, 3, bias=false)\n"
+                              "    loss = softmax_cross_entropy(logits, label)\n"
+                              "}\n"
+                              "train {\n  batch 2 per device\n  epochs 1\n  lr {0: 0.1}\n"
+                              "  optimizer adamw(wd=0.1, exclude=(bias, norm))\n}\n";
+    fe_program *fp = fe_parse_string_err("decay.net", net, sizeof net - 1, err, sizeof err);
+    CHECK_MSG(fp != NULL, "%s", err);
+    if (!fp) return;
+    ir_graph *g = fe_build_graph(fp, 2, 1);
+    CHECK(pass_lower_sync(&g, 0, err, sizeof err) == 0 && pass_autodiff(&g, err, sizeof err) == 0);
+    CHECK_MSG(pass_optimizer(&g, fe_train(fp), err, sizeof err) == 0, "%s", err);
+    int decayed = 0, plain = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_ADAM_DIR) continue;
+        const char *w = g->nodes[n->input[0]].name;
+        int matrix = g->nodes[n->input[0]].type.ndim >= 2;
+        CHECK_MSG(n->fattr[1] == (matrix ? 0.1 : 0.0), "%s: wd %g", w, n->fattr[1]);
+        decayed += matrix, plain += !matrix;
+    }
+    CHECK(decayed == 2 && plain == 3); /* two weights; dense0.bias, gamma, beta */
+    ir_free(g);
+    fe_free(fp);
+}
+
+/* clip_grad_norm C, PyTorch's clip_grad_norm_ in f64: after one step every
+ * momentum is v' = 0.9·v - lr·g·c, g = grad·grad_scale, c = min(1, C/(‖g‖
+ * + 1e-6)), ‖g‖ over every parameter's gradient; with C 0.01 the norm is
+ * far above C (clipped), with C 1e5 far below (c = 1). Tolerance 1e-12:
+ * the test sums the squares in another order than sumsq and the add chain
+ * (a few roundings of 2^-53 on values of order 1). */
+TEST(clip_grad_norm_is_pytorchs) {
+    static const double clips[] = {0.01, 1e5};
+    for (int k = 0; k < 2; k++) {
+        char net[1024];
+        snprintf(net, sizeof net,
+                 "input image[6]\ninput label class(3)\n"
+                 "network n {\n    x = layernorm(dense(image, 4))\n"
+                 "    logits = dense(x, 3)\n    loss = softmax_cross_entropy(logits, label)\n}\n"
+                 "train {\n  batch 2 per device\n  epochs 1\n  lr {0: 0.1}\n"
+                 "  optimizer sgd(momentum=0.9, wd=0)\n  clip_grad_norm %g\n}\n",
+                 clips[k]);
+        fe_program *fp = fe_parse_string_err("clip.net", net, strlen(net), err, sizeof err);
+        CHECK_MSG(fp != NULL, "%s", err);
+        if (!fp) return;
+        ir_graph *g = fe_build_graph(fp, 2, 1);
+        CHECK(pass_lower_sync(&g, 0, err, sizeof err) == 0 &&
+              pass_autodiff(&g, err, sizeof err) == 0);
+        CHECK_MSG(pass_optimizer(&g, fe_train(fp), err, sizeof err) == 0 &&
+                      pass_partition(&g, 0, err, sizeof err) == 0,
+                  "%s", err);
+        CHECK(count_op(g, IR_OP_CLIP_SCALE) == 1 && count_op(g, IR_OP_SUMSQ) == 6);
+        oracle_interp *it = oracle_interp_new(g);
+        fill_sources(g, it);
+        double v0[6][64], lr = oracle_interp_buffer(it, tg_find(g, "lr"))[0];
+        double gs = oracle_interp_buffer(it, tg_find(g, "grad_scale"))[0];
+        int params[6], np = 0;
+        for (int i = 0; i < g->n && np < 6; i++)
+            if (g->nodes[i].op == IR_OP_PARAM) params[np++] = i;
+        CHECK(np == 6);
+        for (int p = 0; p < np; p++) {
+            char name[IR_NAME_MAX + 16];
+            snprintf(name, sizeof name, "%s.momentum", g->nodes[params[p]].name);
+            int64_t n = ir_numel(&g->nodes[params[p]].type);
+            CHECK(n <= 64);
+            memcpy(v0[p], oracle_interp_buffer(it, tg_find(g, name)), sizeof(double) * (size_t)n);
+        }
+        oracle_interp_run(it);
+        double sq = 0;
+        for (int p = 0; p < np; p++) {
+            char name[IR_NAME_MAX + 16];
+            snprintf(name, sizeof name, "%s.grad", g->nodes[params[p]].name);
+            const double *gr = oracle_interp_buffer(it, tg_find(g, name));
+            for (int64_t e = 0; e < ir_numel(&g->nodes[params[p]].type); e++) sq += gr[e] * gr[e];
+        }
+        double norm = sqrt(sq) * gs, c = fmin(1, clips[k] / (norm + 1e-6));
+        CHECK_MSG(k == 0 ? c < 0.1 : c == 1, "norm %g, c %g", norm, c);
+        double worst = 0;
+        for (int p = 0; p < np; p++) {
+            char name[IR_NAME_MAX + 16];
+            snprintf(name, sizeof name, "%s.grad", g->nodes[params[p]].name);
+            const double *gr = oracle_interp_buffer(it, tg_find(g, name));
+            snprintf(name, sizeof name, "%s.momentum", g->nodes[params[p]].name);
+            const double *v = oracle_interp_buffer(it, tg_find(g, name));
+            for (int64_t e = 0; e < ir_numel(&g->nodes[params[p]].type); e++)
+                worst = fmax(worst, fabs(v[e] - (0.9 * v0[p][e] - lr * gr[e] * gs * c)));
+        }
+        CHECK_MSG(worst <= 1e-12, "clip %g: momentum off by %g", clips[k], worst);
+        oracle_interp_free(it);
+        ir_free(g);
+        fe_free(fp);
+    }
+}
+
 int main(void) {
     RUN(lower_keeps_results);
     RUN(dce_drops_dead_branches);
@@ -578,5 +679,7 @@ int main(void) {
     RUN(gradients_are_named_and_flagged);
     RUN(pass_errors);
     RUN(sync_batchnorm_on_one_replica);
+    RUN(adamw_decays_only_matrices);
+    RUN(clip_grad_norm_is_pytorchs);
     return harness_done();
 }

@@ -332,6 +332,43 @@ TEST(optimizer_section) {
     free_made(&p);
 }
 
+/* DATA holds the NONZERO fields up to the last that is not 0: none, no
+ * section; resize alone, its one i32 as before warmup_steps and
+ * lr_decay_steps came; warmup_steps, the i32s up to it; clip_norm, an f64
+ * after them; each read back. */
+TEST(data_section_is_a_prefix) {
+    dpc_plan p;
+    make_plan(&p);
+    char path[64];
+    tmp_path(path, sizeof path);
+    static const uint64_t want[] = {0, 4, 8, 12, 20};
+    for (int k = 0; k < 5; k++) {
+        ir_train *t = &p.schedule;
+        if (k == 1) snprintf(t->dataset, sizeof t->dataset, "imagefolder"), t->resize = 64;
+        if (k == 2) t->resize = 0, t->warmup_steps = 5, t->warmup_epochs = 0;
+        if (k == 3) t->lr_kind = IR_LR_COSINE, t->lr_steps = 1, t->lr_decay_steps = 9;
+        if (k == 4) t->clip_norm = 0.25;
+        CHECK_MSG(plan_write(&p, path, err, sizeof err) == 0, "%s", err);
+        size_t n;
+        unsigned char *b = read_bytes(path, &n);
+        const unsigned char *d = b ? memmem(b, n, "DATA", 4) : NULL;
+        CHECK((d != NULL) == (k > 0));
+        if (d)
+            CHECK_MSG(rd64(d + 4) == want[k], "k %d: DATA of %llu bytes", k,
+                      (unsigned long long)rd64(d + 4));
+        free(b);
+        dpc_plan *q = plan_read(path, err, sizeof err);
+        CHECK_MSG(q != NULL, "%s", err);
+        if (q)
+            CHECK(q->schedule.resize == t->resize && q->schedule.warmup_steps == t->warmup_steps &&
+                  q->schedule.lr_decay_steps == t->lr_decay_steps &&
+                  q->schedule.clip_norm == t->clip_norm);
+        plan_free(q);
+    }
+    unlink(path);
+    free_made(&p);
+}
+
 TEST(header_layout) {
     size_t len;
     unsigned char *b = valid_bytes(&len);
@@ -1232,6 +1269,7 @@ TEST(random_damage_never_crashes) {
 int main(void) {
     RUN(roundtrip_every_field);
     RUN(optimizer_section);
+    RUN(data_section_is_a_prefix);
     RUN(header_layout);
     RUN(overwrite_is_atomic_and_clean);
     RUN(write_errors);

@@ -199,6 +199,62 @@ TEST(sqrt_scaling_is_the_square_root) {
     CHECK(ir_lr_scaling_parse("sqrt") == IR_LR_SCALING_SQRT && ir_lr_scaling_parse("cubic") < 0);
 }
 
+/* nanoGPT's get_lr (train.py), as written there, in double:
+ *     if it < warmup_iters: return learning_rate * (it + 1) / (warmup_iters + 1)
+ *     if it > lr_decay_iters: return min_lr
+ *     decay_ratio = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+ *     coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+ *     return min_lr + coeff * (learning_rate - min_lr) */
+static double nanogpt_lr(long it, long warmup, long decay, double lr, double min_lr) {
+    if (it < warmup) return lr * (double)(it + 1) / (double)(warmup + 1);
+    if (it > decay) return min_lr;
+    double ratio = (double)(it - warmup) / (double)(decay - warmup);
+    double coeff = 0.5 * (1.0 + cos(acos(-1.0) * ratio));
+    return min_lr + coeff * (lr - min_lr);
+}
+
+/* shakespeare_char's recipe: `warmup 100 steps`, `lr cosine(base=1e-3,
+ * final=1e-4, steps=5000)`, run past its end: every step's lr is
+ * nanoGPT's to the bit (0 tolerance: the same double operations), across
+ * epoch boundaries (37 steps per epoch, not a divisor of either). */
+TEST(warmup_steps_and_cosine_steps_are_nanogpt) {
+    ir_train t;
+    ir_train_defaults(&t);
+    t.epochs = 150, t.warmup_steps = 100, t.lr_decay_steps = 5000;
+    t.lr_kind = IR_LR_COSINE, t.lr_value[0] = 1e-3, t.lr_final = 1e-4;
+    char err[256];
+    CHECK_MSG(ir_train_check(&t, err, sizeof err) == 0, "%s", err);
+    rt_schedule s = rt_schedule_make(&t, 64);
+    s.steps_per_epoch = 37;
+    int same = 0;
+    for (long it = 0; it < 150 * 37; it++) {
+        double want = nanogpt_lr(it, 100, 5000, 1e-3, 1e-4);
+        double got = rt_schedule_step_lr(&s, (int)(it / 37), it % 37, 37);
+        same += got == want;
+        if (got != want) CHECK_MSG(0, "step %ld: %.17g, nanoGPT %.17g", it, got, want);
+    }
+    CHECK(same == 150 * 37);
+    CHECK(rt_schedule_step_lr(&s, 0, 0, 37) == 1e-3 / 101);
+    CHECK(rt_schedule_epoch_lr(&s, 2) == nanogpt_lr(74, 100, 5000, 1e-3, 1e-4));
+    /* warmup in steps to a dict's lr, then the dict */
+    ir_train d;
+    ir_train_defaults(&d);
+    d.epochs = 4, d.warmup_steps = 10, d.lr_value[0] = 0.5;
+    rt_schedule ds = rt_schedule_make(&d, 64);
+    CHECK(rt_schedule_step_lr(&ds, 0, 4, 8) == 0.5 * 5 / 11);
+    CHECK(rt_schedule_step_lr(&ds, 1, 2, 8) == 0.5);
+    /* the rules: one warmup, steps= past it, steps= only on a curve */
+    t.warmup_epochs = 1;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "warmup of 100 steps and of 1 epochs: give one");
+    t.warmup_epochs = 0, t.lr_decay_steps = 100;
+    CHECK(ir_train_check(&t, err, sizeof err) != 0);
+    CHECK_STR(err, "the curve's steps=100 must be past its warmup of 100 steps");
+    d.lr_decay_steps = 50;
+    CHECK(ir_train_check(&d, err, sizeof err) != 0);
+    CHECK_STR(err, "steps=50 is a cosine or poly curve's, not the dict's");
+}
+
 int main(void) {
     RUN(dict_takes_largest_key_at_or_below);
     RUN(article_run1_batch128_one_gpu);
@@ -211,5 +267,6 @@ int main(void) {
     RUN(poly_decays_with_its_power);
     RUN(print_per_step_lists_every_step);
     RUN(sqrt_scaling_is_the_square_root);
+    RUN(warmup_steps_and_cosine_steps_are_nanogpt);
     return harness_done();
 }
