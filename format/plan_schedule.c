@@ -2,7 +2,8 @@
  * field table (IR_TRAIN_FIELDS): SCHD holds its ALWAYS and CURVE fields in
  * the table's order, OPTM the OPTIM ones (written only when an optimizer
  * setting is not the default), DATA the NONZERO ones (only when one is
- * not 0), so plans without the later parts read as before. */
+ * not 0), TOKN the TOKENS ones (only for a tokens dataset), so plans
+ * without the later parts read as before. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 static int section_of(const ir_train_field *f) {
     return f->when == IR_TW_OPTIM     ? PLAN_SEC_OPTM
            : f->when == IR_TW_NONZERO ? PLAN_SEC_DATA
+           : f->when == IR_TW_TOKENS  ? PLAN_SEC_TOKN
                                       : PLAN_SEC_SCHD;
 }
 
@@ -59,6 +61,9 @@ int plan_has_data(const ir_train *t) {
     }
     return 0;
 }
+
+/* TOKN is written for a tokens dataset. */
+int plan_has_tokens(const ir_train *t) { return !strcmp(t->dataset, "tokens"); }
 
 /* An enum's value, at most max. */
 static int get_enum(plan_rd *r, uint32_t max, const char *what, uint32_t *out) {

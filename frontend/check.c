@@ -343,6 +343,9 @@ static const char *item_names[FE_T_COUNT] = {
     [FE_T_RANDOM_MIRROR] = "random_mirror",
     [FE_T_NORMALIZE] = "normalize",
     [FE_T_RESIZE] = "resize",
+    [FE_T_TOKENS_TRAIN] = "train",
+    [FE_T_TOKENS_VAL] = "val",
+    [FE_T_BLOCK] = "block",
     [FE_T_ZERO_INIT_RESIDUAL] = "zero_init_residual",
 };
 
@@ -592,6 +595,28 @@ static int check_optimizer(checker *C, const fe_titem *it, ir_train *t) {
     return 0;
 }
 
+/* train "FILE", val "FILE", block T: items of a tokens data section. */
+static int check_tokens_item(checker *C, const fe_titem *it, ir_train *t) {
+    if (strcmp(t->dataset, "tokens")) {
+        ERR(C, it->loc, "%s is for a tokens dataset, not %s", item_names[it->kind], t->dataset);
+        return -1;
+    }
+    if (it->kind == FE_T_BLOCK) return get_int(C, it->num, "block", 1, IR_MAX_BLOCK, &t->block);
+    char *dst = it->kind == FE_T_TOKENS_TRAIN ? t->tokens_train : t->tokens_val;
+    char why[256];
+    if (ir_tokens_file_ok(it->ident, why, sizeof why)) {
+        ERR(C, it->ident_loc, "%s", why);
+        return -1;
+    }
+    if (strlen(it->ident) >= sizeof t->tokens_train) {
+        ERR(C, it->ident_loc, "token file name '%s' is too long (at most %zu characters)",
+            it->ident, sizeof t->tokens_train - 1);
+        return -1;
+    }
+    snprintf(dst, sizeof t->tokens_train, "%s", it->ident);
+    return 0;
+}
+
 static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_titem **warmup) {
     static const char *const xavier_kws[] = {"magnitude", NULL};
     static const char *const linear_kws[] = {"reference_batch", NULL};
@@ -640,6 +665,9 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         /* A data section lists all the augmentation there is. */
         t->pad = t->random_crop = t->random_mirror = t->normalize = t->resize = 0;
         for (int c = 0; c < 3; c++) t->mean[c] = 0, t->std[c] = 1;
+        if (!strcmp(t->dataset, "tokens")) /* dprun --data DIR's nanoGPT names */
+            snprintf(t->tokens_train, sizeof t->tokens_train, "train.bin"),
+                snprintf(t->tokens_val, sizeof t->tokens_val, "val.bin");
         return check_items(C, it->items, t, "data section", warmup);
     case FE_T_PAD: return get_int(C, it->num, "pad", 0, IR_MAX_PAD, &t->pad);
     case FE_T_RANDOM_CROP:
@@ -653,6 +681,9 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         }
         return get_int(C, it->num, "resize", 1, IR_MAX_CROP, &t->resize);
     case FE_T_ZERO_INIT_RESIDUAL: C->P->zero_init_residual = 1; return 0;
+    case FE_T_TOKENS_TRAIN:
+    case FE_T_TOKENS_VAL:
+    case FE_T_BLOCK: return check_tokens_item(C, it, t);
     case FE_T_COUNT: break;
     }
     return 0;
@@ -673,6 +704,39 @@ static int check_items(checker *C, const fe_titem *items, ir_train *t, const cha
     return 0;
 }
 
+/* data tokens fills `tokens int[T]` with window[0:T] and `targets int[T]`
+ * with window[1:T+1]; nothing else (an image it has not). */
+static int check_tokens_fit(checker *C, const ir_train *t, const fe_titem *data) {
+    if (!t->block) {
+        ERR(C, data->loc, "data tokens needs `block T`, the window length of its inputs");
+        return -1;
+    }
+    static const char *const names[] = {"tokens", "targets"};
+    for (int k = 0; k < 2; k++) {
+        fe_input *in = fe_map_get(&C->inputs, names[k]);
+        if (!in) {
+            ERR(C, data->loc,
+                "data tokens fills the inputs 'tokens' and 'targets'; the network has no "
+                "'%s' (declare `input %s int[%d]`)",
+                names[k], names[k], t->block);
+            return -1;
+        }
+        if (!in->integer || !in->dims || in->dims->next || in->dims->i != t->block) {
+            ERR(C, in->loc,
+                "data tokens (block %d) fills '%s' as int[%d]; declare `input %s int[%d]`",
+                t->block, names[k], t->block, names[k], t->block);
+            return -1;
+        }
+    }
+    for (fe_input *in = C->P->inputs; in; in = in->next)
+        if (strcmp(in->name, "tokens") && strcmp(in->name, "targets")) {
+            ERR(C, in->loc, "data tokens fills only 'tokens' and 'targets', not the input '%s'",
+                in->name);
+            return -1;
+        }
+    return 0;
+}
+
 /* A data section that names its dataset must be able to fill the input
  * image (dprun would refuse it only later); without one, the program may
  * be meant for --data synthetic, which takes any shape. */
@@ -680,6 +744,7 @@ static int check_data_fits(checker *C, const ir_train *t) {
     const fe_titem *data = NULL;
     for (const fe_titem *it = C->P->trains->items; it; it = it->next)
         if (it->kind == FE_T_DATA) data = it;
+    if (data && !strcmp(t->dataset, "tokens")) return check_tokens_fit(C, t, data);
     fe_input *image = fe_map_get(&C->inputs, "image");
     if (!data || !image || image->classes) return 0;
     int64_t d[3], n = 0;
@@ -719,74 +784,4 @@ int fe_check(fe_program *P) {
         check_recursion(&C) || check_train(&C))
         return -1;
     return 0;
-}
-
-/* ---- the elaborated graph -------------------------------------------------- */
-
-/* The graph with its train section, as every graph is checked
- * (ir/validate.h): an input no data fills, say, at the input's position. */
-static int check_valid(fe_program *P, const ir_graph *g) {
-    ir_where w;
-    char why[512];
-    if (!ir_validate(&P->train, g, NULL, &w, why, sizeof why)) return 0;
-    fe_loc at = {0, 0};
-    if (w.node >= 0)
-        at = (fe_loc){g->nodes[w.node].line, g->nodes[w.node].col};
-    else if (P->trains)
-        at = P->trains->loc;
-    fe_error(&P->diag, at, "%s", why);
-    return -1;
-}
-
-/* A parameter that does not reach the loss gets no gradient (autodiff
- * refuses it); say where it was made and which of the user's names it
- * feeds, the first named statement computed from it. */
-static int check_reach(fe_program *P, const ir_graph *g, unsigned char *mark) {
-    int loss = ir_loss_node(g);
-    if (loss < 0) return 0; /* mark_loss reported it */
-    memset(mark, 0, (size_t)g->n);
-    mark[loss] = 1;
-    for (int i = loss; i >= 0; i--)
-        if (mark[i])
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[g->nodes[i].input[k]] = 1;
-    for (int p = 0; p < g->n; p++) {
-        const ir_node *n = &g->nodes[p];
-        if (n->op != IR_OP_PARAM || mark[p]) continue;
-        /* mark[] now: computed from p */
-        memset(mark, 0, (size_t)g->n);
-        mark[p] = 1;
-        /* The user's names: the network's statements (elaboration labels
-         * other nodes too, "dense0", "side0.add", for --summary). */
-        fe_arena tmp = {0};
-        fe_map stmts = {0};
-        for (const fe_stmt *s = P->networks->body; s; s = s->next)
-            fe_map_put(&tmp, &stmts, s->name, (void *)s);
-        const char *feeds = NULL;
-        for (int i = p + 1; i < g->n && !feeds; i++) {
-            for (int k = 0; k < g->nodes[i].ninputs; k++) mark[i] |= mark[g->nodes[i].input[k]];
-            if (mark[i] && fe_map_get(&stmts, g->nodes[i].name)) feeds = g->nodes[i].name;
-        }
-        if (feeds)
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: it feeds '%s', which 'loss' does "
-                     "not use",
-                     n->name, feeds);
-        else
-            fe_error(&P->diag, (fe_loc){n->line, n->col},
-                     "parameter '%s' does not reach the loss: the result of this call is never "
-                     "used",
-                     n->name);
-        fe_arena_free(&tmp);
-        return -1;
-    }
-    return 0;
-}
-
-int fe_check_graph(fe_program *P, const ir_graph *g) {
-    unsigned char *mark = calloc((size_t)g->n + 1, 1);
-    BASE_CHECK_ALLOC(mark);
-    int rc = check_valid(P, g);
-    if (!rc) rc = check_reach(P, g, mark);
-    free(mark);
-    return rc;
 }

@@ -140,6 +140,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 }
 
 %token <s> IDENT "identifier"
+%token <s> STRING "string"
 %token <i> INT "integer"
 %token <ff> FLOAT "number"
 %token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
@@ -383,6 +384,13 @@ ditem
         { $$ = fe_new_titem(P, FE_T_RANDOM_MIRROR, L(@1)); }
     | RESIZE sint
         { $$ = fe_new_titem(P, FE_T_RESIZE, L(@1)); $$->num = $2; }
+    | TRAIN STRING
+        { $$ = fe_new_titem(P, FE_T_TOKENS_TRAIN, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); }
+    | IDENT STRING
+        { $$ = fe_new_titem(P, FE_T_TOKENS_VAL, L(@1)); $$->ident = $2; $$->ident_loc = L(@2);
+          if (strcmp($1, "val")) { fe_error(&P->diag, L(@1), "unknown data item '%s' (expected train, val or block)", $1); YYERROR; } }
+    | BLOCK sint
+        { $$ = fe_new_titem(P, FE_T_BLOCK, L(@1)); $$->num = $2; }
     | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
         { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
           $$->mean = $4.first; $$->mean_loc = L(@2); $$->std = $8.first; $$->std_loc = L(@6); }

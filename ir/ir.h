@@ -668,7 +668,8 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
  *         it only when an optimizer setting differs from ir_train_defaults);
  *         CURVE (the text form holds it only when lr_kind is not DICT);
  *         NONZERO (the plan's DATA section and the text form hold it only
- *         when it is not 0). The plan's SCHD section holds ALWAYS and
+ *         when it is not 0); TOKENS (the plan's TOKN section and the text
+ *         form hold it only when the dataset is "tokens"). The plan's SCHD section holds ALWAYS and
  *         CURVE fields, in this order; the optional parts came later, so
  *         plans and text without them read as before.
  *   rank  its position on the `# train` line (-1: not there itself) */
@@ -705,7 +706,11 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     X(double,        mean,            [3],                F64X3,   "mean",            0, 0,                  ALWAYS,  25) \
     X(double,        std,             [3],                F64X3,   "std",             0, 0,                  ALWAYS,  26) \
     X(int,           eval_batch,      ,                   I32,     "eval_batch",      1, IR_MAX_BATCH,       ALWAYS,  2) \
-    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */
+    X(int,           resize,          ,                   I32,     "resize",          1, IR_MAX_CROP,        NONZERO, 27) /* imagefolder: the shorter side before any crop, 0 = the input's */ \
+    /* data tokens: the files inside --data DIR (plain names), the window length T */ \
+    X(char,          tokens_train,    [64],               STR,     "tokens_train",    0, 0,                  TOKENS,  28) \
+    X(char,          tokens_val,      [64],               STR,     "tokens_val",      0, 0,                  TOKENS,  29) \
+    X(int,           block,           ,                   I32,     "block",           1, IR_MAX_BLOCK,       TOKENS,  30)
 /* clang-format on */
 
 typedef struct {
@@ -724,7 +729,7 @@ typedef enum {
     IR_TK_LR,
     IR_TK_LR_PART
 } ir_train_kind;
-typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO } ir_train_when;
+typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO, IR_TW_TOKENS } ir_train_when;
 typedef struct {
     const char *name, *key;
     ir_train_kind kind;
