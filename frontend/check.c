@@ -668,7 +668,12 @@ static int check_item(checker *C, const fe_titem *it, ir_train *t, const fe_tite
         if (!strcmp(t->dataset, "tokens")) /* dprun --data DIR's nanoGPT names */
             snprintf(t->tokens_train, sizeof t->tokens_train, "train.bin"),
                 snprintf(t->tokens_val, sizeof t->tokens_val, "val.bin");
-        return check_items(C, it->items, t, "data section", warmup);
+        if (check_items(C, it->items, t, "data section", warmup)) return -1;
+        if (!strcmp(t->dataset, "tokens") && !t->block) {
+            ERR(C, it->loc, "data tokens needs `block T`, the window length of its inputs");
+            return -1;
+        }
+        return 0;
     case FE_T_PAD: return get_int(C, it->num, "pad", 0, IR_MAX_PAD, &t->pad);
     case FE_T_RANDOM_CROP:
         return get_int(C, it->num, "random_crop", 1, IR_MAX_CROP, &t->random_crop);
@@ -707,10 +712,6 @@ static int check_items(checker *C, const fe_titem *items, ir_train *t, const cha
 /* data tokens fills `tokens int[T]` with window[0:T] and `targets int[T]`
  * with window[1:T+1]; nothing else (an image it has not). */
 static int check_tokens_fit(checker *C, const ir_train *t, const fe_titem *data) {
-    if (!t->block) {
-        ERR(C, data->loc, "data tokens needs `block T`, the window length of its inputs");
-        return -1;
-    }
     static const char *const names[] = {"tokens", "targets"};
     for (int k = 0; k < 2; k++) {
         fe_input *in = fe_map_get(&C->inputs, names[k]);

@@ -132,7 +132,8 @@ long rt_run_token_steps(const dpc_plan *plan, const char *spec, int global_batch
     if (stat(path, &sb)) return base_fail(err, errlen, "%s: cannot read it", path);
     long long windows = (long long)sb.st_size / 2 / (t->block + 1);
     if (windows / global_batch == 0)
-        return base_fail(err, errlen, "%s: %lld windows of %d tokens do not fill one global batch of %d",
-                         path, windows, t->block + 1, global_batch);
+        return base_fail(err, errlen,
+                         "%s: %lld windows of %d tokens do not fill one global batch of %d", path,
+                         windows, t->block + 1, global_batch);
     return (long)(windows / global_batch);
 }
