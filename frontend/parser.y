@@ -27,12 +27,13 @@
  *              | 'lr' IDENT [ kwargs ]                       -- cosine(base=0.1, final=0), poly(base=0.1, power=2, final=0)
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' INT 'epochs'
- *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
+ *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy, tokens
  *              | 'eval' 'batch' INT
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
  *   ditem     := 'pad' INT | 'random_crop' INT | 'random_mirror'
  *              | 'resize' INT                                -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
+ *              | 'train' STRING | 'val' STRING | 'block' INT -- tokens only; STRING "..." (train only)
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
  *   num       := [ '-' ] ( INT | NUMBER )
@@ -140,7 +141,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 }
 
 %token <s> IDENT "identifier"
-%token <s> STRING "string"
+%token <s> STRING "quoted string"
 %token <i> INT "integer"
 %token <ff> FLOAT "number"
 %token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
