@@ -113,6 +113,10 @@ expect_fail "a token outside the vocabulary" "val.bin: token 300 at position 40 
 expect_fail "no --data" "--data DIR names the folder of train.bin and val.bin" \
     "$bin/dprun" "$tmp/lm.plan" --steps 1
 
+"$bin/dprun" "$tmp/lm.plan" --data "$tmp/d" --steps 1 --final-eval none --save-params "$tmp/p.st" >/dev/null 2>&1
+expect_fail "predict on a language model" "lm_small is a language model (data tokens)" \
+    "$bin/dprun" predict "$tmp/lm.plan" --load-params "$tmp/p.st" "$tmp/text.txt"
+
 # ---- bad sections: one message at the .net position, exit 1 -----------------------
 net() { sed "$1" tests/nets/lm_small.net >"$tmp/bad.net"; }
 net 's|train "train.bin"|train "../train.bin"|'
