@@ -117,6 +117,9 @@ expect_fail "no --data" "--data DIR names the folder of train.bin and val.bin" \
 expect_fail "predict on a language model" "lm_small is a language model (data tokens)" \
     "$bin/dprun" predict "$tmp/lm.plan" --load-params "$tmp/p.st" "$tmp/text.txt"
 
+expect_fail "--sweep on a language model" "lm_small is a language model (data tokens)" \
+    "$bin/dprun" "$tmp/lm.plan" --data "$tmp/d" --sweep "lr=0.1,0.2" --sweep-dir "$tmp/sw"
+
 # ---- bad sections: one message at the .net position, exit 1 -----------------------
 net() { sed "$1" tests/nets/lm_small.net >"$tmp/bad.net"; }
 net 's|train "train.bin"|train "../train.bin"|'

@@ -436,6 +436,12 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
                   base->ranks);
         return 1;
     }
+    if (!strcmp(plan->schedule.dataset, "tokens")) { /* it ranks by test accuracy */
+        base_fail(err, errlen,
+                  "--sweep ranks runs by test accuracy; %s is a language model (data tokens)",
+                  plan->model);
+        return 1;
+    }
     /* The folder: --sweep-dir DIR, the user's; or PLAN-sweep beside the
      * plan (r.plan -> r-sweep), a name of dprun's own in the plan's folder,
      * so never a link. */
