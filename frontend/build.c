@@ -16,16 +16,15 @@ static int build_conv(elab *E, scope *S, const op_args *a, const char *inst, fe_
     int64_t c = a->v[1].i, k = a->v[2].i, groups = a->v[6].i, cin = xt->ndim >= 2 ? xt->dim[1] : 1;
     if (cin % groups || c % groups) {
         elab_error(E, S, a->loc[6],
-                   "argument 'groups' of 'conv' must divide the input channels (%" PRId64
-                   ") and the output channels (%" PRId64 "), got %" PRId64,
-                   cin, c, groups);
+                 "argument 'groups' of 'conv' must divide the input channels (%" PRId64
+                 ") and the output channels (%" PRId64 "), got %" PRId64,
+                 cin, c, groups);
         return -1;
     }
-    int w =
-        elab_param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
+    int w = elab_param(E, S, loc, inst, "weight", ir_shape4(c, cin / groups, k, k), IR_INIT_XAVIER, 0);
     if (w < 0) return -1;
     int y = elab_node(E, S, loc, IR_OP_CONV, (int[]){x->node, w}, 2,
-                      (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
+                 (int64_t[]){k, a->v[3].i, a->v[4].i, groups}, NULL);
     if (y < 0 || !a->v[5].i) return y;
     int b = elab_param(E, S, loc, inst, "bias", ir_shape1(c), IR_INIT_ZERO, 0);
     if (b < 0) return -1;
@@ -38,18 +37,18 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     char buf[96];
     if (t->ndim != 4 && t->ndim != 2) {
         elab_error(E, S, loc, "batchnorm: input must be [N,C,H,W] or [N,C], got %s",
-                   ir_type_str(t, buf, sizeof buf));
+                 ir_type_str(t, buf, sizeof buf));
         return -1;
     }
     if (!(a->v[2].f >= 0 && a->v[2].f <= 1)) {
         elab_error(E, S, a->loc[2], "argument 'momentum' of 'batchnorm' must be in [0, 1], got %g",
-                   a->v[2].f);
+                 a->v[2].f);
         return -1;
     }
     double g0 = a->v[3].f;
     if (g0 != 0 && g0 != 1) {
         elab_error(E, S, a->loc[3], "argument 'gamma_init' of 'batchnorm' must be 0 or 1, got %g",
-                   g0);
+                 g0);
         return -1;
     }
     /* scale=false fixes gamma at 1, center=false beta at 0 (Gluon's
@@ -60,8 +59,8 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
     if (!scale && (a->given[3] || a->v[4].i)) {
         int slot = a->given[3] ? 3 : 4;
         elab_error(E, S, a->loc[slot],
-                   "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
-                   slot == 3 ? "gamma_init" : "residual_last");
+                 "argument '%s' of 'batchnorm' needs scale=true: scale=false fixes gamma at 1",
+                 slot == 3 ? "gamma_init" : "residual_last");
         return -1;
     }
     /* Goyal et al.: the last BN of each residual branch starts at gamma 0
@@ -74,10 +73,9 @@ static int build_batchnorm(elab *E, scope *S, const op_args *a, const char *inst
                        IR_INIT_ONE};
     int is_state[4] = {!scale, !center, 1, 1};
     for (int i = 0; i < 4; i++)
-        if ((in[i + 1] = elab_param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0)
-            return -1;
+        if ((in[i + 1] = elab_param(E, S, loc, inst, leaf[i], c, init[i], is_state[i])) < 0) return -1;
     return elab_node(E, S, loc, IR_OP_BATCHNORM, in, 5, (int64_t[]){E->training, a->v[5].i},
-                     (double[]){a->v[1].f, a->v[2].f});
+                (double[]){a->v[1].f, a->v[2].f});
 }
 
 static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
@@ -103,7 +101,7 @@ static int build_layernorm(elab *E, scope *S, const op_args *a, const char *inst
     int beta = gamma < 0 ? -1 : elab_param(E, S, loc, inst, "beta", c, IR_INIT_ZERO, 0);
     if (beta < 0) return -1;
     return elab_node(E, S, loc, IR_OP_LAYERNORM, (int[]){a->v[0].node, gamma, beta}, 3, NULL,
-                     (double[]){a->v[1].f});
+                (double[]){a->v[1].f});
 }
 
 /* softmax(x, axis=-1): over the last axis only, for now. */
@@ -111,8 +109,8 @@ static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
     int rank = elab_type(E, &a->v[0])->ndim;
     if (a->v[1].i != -1 && a->v[1].i != rank - 1) {
         elab_error(E, S, a->loc[1],
-                   "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
-                   rank - 1, a->v[1].i);
+                 "argument 'axis' of 'softmax' must be the last axis (-1 or %d), got %" PRId64,
+                 rank - 1, a->v[1].i);
         return -1;
     }
     return elab_node(E, S, loc, IR_OP_SOFTMAX, &a->v[0].node, 1, NULL, NULL);
@@ -121,8 +119,7 @@ static int build_softmax(elab *E, scope *S, const op_args *a, fe_loc loc) {
 /* embedding(ids, vocab, dim): rows of NAME.weight [vocab, dim] by id,
  * N(0, 0.02²) at the start as GPT-2's tables. */
 static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
-    int w =
-        elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
+    int w = elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
     if (w < 0) return -1;
     return elab_node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
 }
@@ -138,7 +135,7 @@ static int build_loss(elab *E, scope *S, const op_args *a, fe_loc loc) {
                                                       : NULL;
     if (why)
         elab_error(E, S, a->loc[k], "argument '%s' of 'softmax_cross_entropy' %s, got %g",
-                   k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
+                 k == 3 ? "ignore" : "smoothing", why, k == 3 ? (double)v[3].i : v[2].f);
     return why   ? -1
            : seq ? elab_node(E, S, loc, IR_OP_SEQ_CE, in, 2, &v[3].i, NULL)
                  : elab_node(E, S, loc, IR_OP_SOFTMAX_CE, in, 2, NULL, (double[]){v[2].f});
@@ -149,8 +146,8 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
     double lo = a->call->op->id == FE_OP_RELU6 ? 0 : a->v[1].f;
     double hi = a->call->op->id == FE_OP_RELU6 ? 6 : a->v[2].f;
     if (lo > hi) {
-        elab_error(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g",
-                   lo, hi);
+        elab_error(E, S, a->loc[1], "argument 'lo' of 'clip' must not be above 'hi', got %g > %g", lo,
+                 hi);
         return -1;
     }
     return elab_node(E, S, loc, IR_OP_CLIP, &a->v[0].node, 1, NULL, (double[]){lo, hi});
@@ -163,8 +160,7 @@ static int build_clip(elab *E, scope *S, const op_args *a, fe_loc loc) {
 static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
     int x = a->v[0].node, y = a->v[1].node;
     const ir_type *tx = elab_type(E, &a->v[0]), *ty = elab_type(E, &a->v[1]);
-    if (ir_type_same_shape(tx, ty))
-        return elab_node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
+    if (ir_type_same_shape(tx, ty)) return elab_node(E, S, loc, IR_OP_MUL, (int[]){x, y}, 2, NULL, NULL);
     if (tx->ndim != 4 && ty->ndim == 4) {
         int t = x;
         x = y, y = t;
@@ -176,7 +172,7 @@ static int build_mul(elab *E, scope *S, const op_args *a, fe_loc loc) {
 static int build_concat(elab *E, scope *S, const op_args *a, fe_loc loc) {
     if (a->v[8].i != 1) {
         elab_error(E, S, a->loc[8],
-                   "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
+                 "argument 'axis' of 'concat' must be 1 (the channels), got %" PRId64, a->v[8].i);
         return -1;
     }
     int in[IR_MAX_INPUTS], n = 0;
@@ -205,7 +201,7 @@ static int build_dropout(elab *E, scope *S, const op_args *a, fe_loc loc) {
         E->dropout_key = ir_add_input(E->g, IR_DROPOUT_KEY, ir_shape1(4), 0);
     }
     return elab_node(E, S, loc, IR_OP_DROPOUT, (int[]){a->v[0].node, E->dropout_key}, 2,
-                     (int64_t[]){salt}, (double[]){p});
+                (int64_t[]){salt}, (double[]){p});
 }
 
 int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
@@ -221,12 +217,12 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_ADD:
     case FE_OP_MATMUL:
         id = elab_node(E, S, loc, a->call->op->id == FE_OP_ADD ? IR_OP_ADD : IR_OP_MATMUL,
-                       (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
+                  (int[]){v[0].node, v[1].node}, 2, NULL, NULL);
         break;
     case FE_OP_MAXPOOL:
     case FE_OP_AVGPOOL:
-        id = elab_node(E, S, loc, a->call->op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL,
-                       &v[0].node, 1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
+        id = elab_node(E, S, loc, a->call->op->id == FE_OP_MAXPOOL ? IR_OP_MAXPOOL : IR_OP_AVGPOOL, &v[0].node,
+                  1, (int64_t[]){v[1].i, v[2].i, v[3].i}, NULL);
         break;
     case FE_OP_GLOBAL_AVGPOOL:
         id = elab_node(E, S, loc, IR_OP_GLOBAL_AVGPOOL, &v[0].node, 1, NULL, NULL);
