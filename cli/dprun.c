@@ -115,6 +115,10 @@ static const arg_spec args[] = {
      ARG_EQ_OR_NEXT, NULL},
     {"--eval-batches", "--eval-batches N", ARG_LONG, OPT(eval_batches), 1, LONG_MAX, NULL,
      "every accuracy pass reads only the first N eval batches", ARG_EQ_OR_NEXT, NULL},
+    {"--eval-windows", "--eval-windows K", ARG_LONG, OPT(eval_windows), 1, LONG_MAX, NULL,
+     "a language model's val loss reads the first K windows of the val file\n"
+     "(default all, at most " RT_TOKENS_EVAL_WINDOWS_STR ")",
+     ARG_EQ_OR_NEXT, NULL},
     {"--lr-scaling", "--lr-scaling none|linear|sqrt", ARG_CHOICE, OPT(lr_scaling), 0, 0,
      "none|linear|sqrt", /* IR_LR_SCALING_* */
      "override the schedule's lr scaling (by global / reference batch, or its square root)",

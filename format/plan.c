@@ -96,7 +96,8 @@ int plan_valid_tag(const char *t) {
 int plan_is_required(const char *tag) {
     for (int i = 0; i < 4; i++)
         if (strcmp(tag, required[i]) == 0) return 1;
-    return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0 || strcmp(tag, "DATA") == 0;
+    return strcmp(tag, "GRPS") == 0 || strcmp(tag, "OPTM") == 0 || strcmp(tag, "DATA") == 0 ||
+           strcmp(tag, "TOKN") == 0;
 }
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -145,6 +146,11 @@ static void encode(base_wbuf *b, const dpc_plan *p) {
     if (plan_has_data(&p->schedule)) {
         s = begin_section(b, "DATA");
         plan_put_schedule(b, &p->schedule, PLAN_SEC_DATA);
+        end_section(b, s);
+    }
+    if (plan_has_tokens(&p->schedule)) {
+        s = begin_section(b, "TOKN");
+        plan_put_schedule(b, &p->schedule, PLAN_SEC_TOKN);
         end_section(b, s);
     }
     for (int i = 0; i < p->nextra; i++) {
@@ -277,8 +283,18 @@ void plan_free(dpc_plan *p) {
 /* The payload's section table: the required sections' (and GRPS's) bytes
  * into span[], every other section copied into p->extra. 0, or -1 with the
  * reason in why. */
-enum { SPAN_META, SPAN_SCHD, SPAN_GTRN, SPAN_GEVL, SPAN_GRPS, SPAN_OPTM, SPAN_DATA, NSPANS };
-static const char *const optional_tags[] = {"GRPS", "OPTM", "DATA"};
+enum {
+    SPAN_META,
+    SPAN_SCHD,
+    SPAN_GTRN,
+    SPAN_GEVL,
+    SPAN_GRPS,
+    SPAN_OPTM,
+    SPAN_DATA,
+    SPAN_TOKN,
+    NSPANS
+};
+static const char *const optional_tags[] = {"GRPS", "OPTM", "DATA", "TOKN"};
 typedef struct {
     const unsigned char *p[NSPANS];
     size_t len[NSPANS];
@@ -362,6 +378,10 @@ static int read_sections(dpc_plan *p, const spans *sp, char *why, size_t wn) {
     if (!r.failed && sp->p[SPAN_DATA]) {
         r = reader(sp, SPAN_DATA, "data");
         plan_get_schedule(&r, &p->schedule, PLAN_SEC_DATA);
+    }
+    if (!r.failed && sp->p[SPAN_TOKN]) {
+        r = reader(sp, SPAN_TOKN, "token data");
+        plan_get_schedule(&r, &p->schedule, PLAN_SEC_TOKN);
     }
     return r.failed ? base_fail(why, wn, "corrupt plan: %s", r.why) : 0;
 }

@@ -59,9 +59,10 @@ void plan_get_groups(plan_rd *r, ir_graph *g);
 
 /* The schedule's sections (plan_schedule.c): the ir_train fields each
  * holds, by ir/ir.h's table. */
-enum { PLAN_SEC_SCHD, PLAN_SEC_OPTM, PLAN_SEC_DATA };
+enum { PLAN_SEC_SCHD, PLAN_SEC_OPTM, PLAN_SEC_DATA, PLAN_SEC_TOKN };
 void plan_put_schedule(base_wbuf *b, const ir_train *t, int sec);
 int plan_get_schedule(plan_rd *r, ir_train *t, int sec); /* the whole section; 0 or -1 */
 int plan_has_data(const ir_train *t);                    /* DATA is written */
+int plan_has_tokens(const ir_train *t);                  /* TOKN is written */
 
 #endif

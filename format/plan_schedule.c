@@ -3,7 +3,8 @@
  * the table's order, OPTM the OPTIM ones (written only when an optimizer
  * setting is not the default), DATA the NONZERO ones up to the last that
  * is not 0 (none: no section), so plans without the later parts, and DATA
- * sections written before a field was appended, read as before. */
+ * sections written before a field was appended, read as before; TOKN the
+ * TOKENS ones (only for a tokens dataset). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 static int section_of(const ir_train_field *f) {
     return f->when == IR_TW_OPTIM     ? PLAN_SEC_OPTM
            : f->when == IR_TW_NONZERO ? PLAN_SEC_DATA
+           : f->when == IR_TW_TOKENS  ? PLAN_SEC_TOKN
                                       : PLAN_SEC_SCHD;
 }
 
@@ -66,6 +68,9 @@ void plan_put_schedule(base_wbuf *b, const ir_train *t, int sec) {
 
 /* DATA is written when one of its fields is not 0. */
 int plan_has_data(const ir_train *t) { return last_data(t) >= 0; }
+
+/* TOKN is written for a tokens dataset. */
+int plan_has_tokens(const ir_train *t) { return !strcmp(t->dataset, "tokens"); }
 
 /* An enum's value, at most max. */
 static int get_enum(plan_rd *r, uint32_t max, const char *what, uint32_t *out) {

@@ -213,6 +213,9 @@ typedef enum {
     FE_T_RESIZE,
     FE_T_ZERO_INIT_RESIDUAL,
     FE_T_CLIP_GRAD_NORM,
+    FE_T_TOKENS_TRAIN, /* data tokens { train "FILE"; val "FILE"; block T } */
+    FE_T_TOKENS_VAL,
+    FE_T_BLOCK,
     FE_T_COUNT
 } fe_titem_kind;
 
@@ -238,7 +241,8 @@ typedef struct fe_titem {
     fe_titem_kind kind;
     fe_loc loc;
     fe_num *num;       /* batch, epochs, warmup, eval batch, pad, random_crop */
-    const char *ident; /* init xavier, optimizer sgd, lr_scaling linear, data cifar10 */
+    const char *ident; /* init xavier, optimizer sgd, lr_scaling linear, data cifar10;
+                        * a token file's name (train "train.bin") */
     fe_loc ident_loc;
     fe_kw *kws;         /* (magnitude=2.24) */
     fe_pair *pairs;     /* lr {0: 0.1, ...} */
@@ -423,5 +427,8 @@ int fe_check(fe_program *P);
  * order): every input the network reads is one the data feeds, every
  * parameter reaches the loss. 0 when fine. */
 int fe_check_graph(fe_program *P, const ir_graph *g);
+/* The train section into P->train, each error at its position; inputs:
+ * name -> fe_input (frontend/check_train.c). */
+int fe_check_train(fe_program *P, const fe_map *inputs);
 
 #endif

@@ -33,13 +33,14 @@
  *              | 'lr_scaling' IDENT [ kwargs ]               -- none | linear(reference_batch=128)
  *              | 'warmup' expr 'epochs'
  *              | 'warmup' expr IDENT                         -- the IDENT is 'steps'
- *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy
+ *              | 'data' IDENT [ '{' { ditem | ';' } '}' ]    -- cifar10, imagefolder, npy, tokens
  *              | 'eval' 'batch' expr
  *              | 'zero_init_residual'                        -- gamma 0 for batchnorm(..., residual_last=true)
  *              | 'clip_grad_norm' num                        -- PyTorch's clip_grad_norm_(max_norm)
  *   ditem     := 'pad' expr | 'random_crop' expr | 'random_mirror'
  *              | 'resize' expr                               -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
+ *              | 'train' STRING | 'val' STRING | 'block' INT -- tokens only; STRING "..." (train only)
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
  *   num       := [ '-' ] ( INT | NUMBER ) | IDENT                -- a constant
@@ -152,6 +153,7 @@ static void yyerror(YYLTYPE *loc, void *scanner, fe_program *P, const char *msg)
 }
 
 %token <s> IDENT "identifier"
+%token <s> STRING "quoted string"
 %token <i> INT "integer"
 %token <ff> FLOAT "number"
 %token INPUT "input" CLASS "class" BLOCK "block" NETWORK "network" TRAIN "train"
@@ -461,6 +463,13 @@ ditem
         { $$ = fe_new_titem(P, FE_T_RANDOM_MIRROR, L(@1)); }
     | RESIZE cnum
         { $$ = fe_new_titem(P, FE_T_RESIZE, L(@1)); $$->num = $2; }
+    | TRAIN STRING
+        { $$ = fe_new_titem(P, FE_T_TOKENS_TRAIN, L(@1)); $$->ident = $2; $$->ident_loc = L(@2); }
+    | IDENT STRING
+        { $$ = fe_new_titem(P, FE_T_TOKENS_VAL, L(@1)); $$->ident = $2; $$->ident_loc = L(@2);
+          if (strcmp($1, "val")) { fe_error(&P->diag, L(@1), "unknown data item '%s' (expected train, val or block)", $1); YYERROR; } }
+    | BLOCK sint
+        { $$ = fe_new_titem(P, FE_T_BLOCK, L(@1)); $$->num = $2; }
     | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
         { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
           $$->mean = $4.first; $$->mean_loc = L(@2); $$->std = $8.first; $$->std_loc = L(@6); }

@@ -88,7 +88,7 @@ int ir_train_optim_is_default(const ir_train *t) {
 }
 
 /* The datasets dprun reads (runtime/data) and the inputs each fills. */
-static const char *const datasets[] = {"cifar10", "imagefolder", "npy"};
+static const char *const datasets[] = {"cifar10", "imagefolder", "npy", "tokens"};
 
 int ir_dataset_known(const char *name) {
     for (size_t i = 0; i < sizeof datasets / sizeof *datasets; i++)
@@ -96,7 +96,20 @@ int ir_dataset_known(const char *name) {
     return 0;
 }
 
-const char *ir_dataset_names(void) { return "cifar10, imagefolder or npy"; }
+const char *ir_dataset_names(void) { return "cifar10, imagefolder, npy or tokens"; }
+
+int ir_tokens_file_ok(const char *name, char *err, size_t errlen) {
+    if (!*name) return base_fail(err, errlen, "a token file's name is empty");
+    if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+        return base_fail(err, errlen,
+                         "token file '%s' is not a plain file name (no '/', '.' or '..': "
+                         "the file is looked up inside dprun's --data folder)",
+                         name);
+    for (const char *c = name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return base_fail(err, errlen, "token file name has a control character");
+    return 0;
+}
 
 int ir_dataset_fits(const ir_train *t, int c, int h, int w, char *err, size_t errlen) {
     if (strcmp(t->dataset, "cifar10")) return 0; /* its images take any size */
@@ -258,6 +271,27 @@ static int check_lr(const ir_train *t, const char **field, char *err, size_t err
     return 0;
 }
 
+/* data tokens: its files and window; the other datasets have none. */
+static int check_tokens(const ir_train *t, const char **field, char *err, size_t errlen) {
+    int tokens = !strcmp(t->dataset, "tokens");
+    const char *names[2] = {t->tokens_train, t->tokens_val},
+               *keys[2] = {"tokens_train", "tokens_val"};
+    for (int k = 0; k < 2; k++) {
+        if (memchr(names[k], 0, sizeof t->tokens_train) == NULL)
+            return BAD(keys[k], "token file name not terminated");
+        if (!tokens && *names[k]) return BAD(keys[k], "token files are for a tokens dataset");
+        char why[200];
+        if (tokens && ir_tokens_file_ok(names[k], why, sizeof why)) return BAD(keys[k], "%s", why);
+    }
+    if (!tokens && t->block)
+        return BAD("block", "block is for a tokens dataset, not %s", t->dataset);
+    if (tokens && (t->block < 1 || t->block > IR_MAX_BLOCK))
+        return BAD("block", "block must be in 1..%d, got %d", IR_MAX_BLOCK, t->block);
+    if (tokens && (t->pad || t->random_crop || t->random_mirror || t->normalize))
+        return BAD("dataset", "a tokens dataset has no image augmentation");
+    return 0;
+}
+
 /* The dataset and its augmentation. */
 static int check_data(const ir_train *t, const char **field, char *err, size_t errlen) {
     if (memchr(t->dataset, 0, sizeof t->dataset) == NULL)
@@ -273,6 +307,7 @@ static int check_data(const ir_train *t, const char **field, char *err, size_t e
         return BAD("resize", "resize must be in 0..%d, got %d", IR_MAX_CROP, t->resize);
     if (t->resize && strcmp(t->dataset, "imagefolder"))
         return BAD("resize", "resize is for an imagefolder dataset, not %s", t->dataset);
+    if (check_tokens(t, field, err, errlen)) return -1;
     if (t->random_mirror != 0 && t->random_mirror != 1)
         return BAD("random_mirror", "random_mirror must be 0 or 1, got %d", t->random_mirror);
     if (t->normalize != 0 && t->normalize != 1)
@@ -349,6 +384,9 @@ void ir_train_print(const ir_train *t, FILE *f) {
         fprintf(f, "  warmup %d epochs\n", t->warmup_epochs);
     fprintf(f, "  data %s {", t->dataset);
     if (t->resize) fprintf(f, " resize %d;", t->resize);
+    if (!strcmp(t->dataset, "tokens"))
+        fprintf(f, " train \"%s\"; val \"%s\"; block %d;", t->tokens_train, t->tokens_val,
+                t->block);
     if (t->pad) fprintf(f, " pad %d;", t->pad);
     if (t->random_crop) fprintf(f, " random_crop %d;", t->random_crop);
     if (t->random_mirror) fprintf(f, " random_mirror;");

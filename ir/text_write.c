@@ -35,6 +35,7 @@ static int train_field_present(const ir_train *t, const ir_train_field *f) {
     case IR_TW_OPTIM: return !ir_train_optim_is_default(t);
     case IR_TW_CURVE: return t->lr_kind != IR_LR_DICT;
     case IR_TW_NONZERO: return IR_TRAIN_NONZERO(t, f);
+    case IR_TW_TOKENS: return !strcmp(t->dataset, "tokens");
     case IR_TW_ALWAYS: break;
     }
     return 1;

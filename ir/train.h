@@ -48,7 +48,9 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
  *         CURVE (the text form holds it only when lr_kind is not DICT);
  *         NONZERO (an I32 or F64; the plan's DATA section and the text
  *         form hold it only when it is not 0: the text form each by its
- *         key, the DATA section the fields up to the last that is not 0). The plan's SCHD section holds ALWAYS and
+ *         key, the DATA section the fields up to the last that is not 0);
+ *         TOKENS (the plan's TOKN section and the text form hold it only
+ *         when the dataset is "tokens"). The plan's SCHD section holds ALWAYS and
  *         CURVE fields, in this order; the optional parts came later, so
  *         plans and text without them read as before.
  *   rank  its position on the `# train` line (-1: not there itself) */
@@ -90,7 +92,11 @@ typedef enum { IR_LR_DICT, IR_LR_COSINE, IR_LR_POLY } ir_lr_kind;
     X(int,           lr_decay_steps,  ,                   I32,     "lr_decay_steps",  1, IR_MAX_STEPS,       NONZERO, 29) /* a curve's steps=: it ends at this step, 0 = at the run's end */ \
     X(double,        clip_norm,       ,                   F64,     "clip_norm",       0, 0,                  NONZERO, 30) /* clip_grad_norm C (max_norm), 0 = none */ \
     X(int,           init_kind,       ,                   I32,     "init_kind",       1, IR_TRAIN_INIT_KAIMING, NONZERO, 31) /* IR_TRAIN_INIT_*: what xavier-kind weights start as */ \
-    X(double,        init_std,        ,                   F64,     "init_std",        0, 0,                  NONZERO, 32) /* init normal(std=S), 0 = IR_INIT_NORMAL_STD */
+    X(double,        init_std,        ,                   F64,     "init_std",        0, 0,                  NONZERO, 32) /* init normal(std=S), 0 = IR_INIT_NORMAL_STD */ \
+    /* data tokens: the files inside --data DIR (plain names), the window length T */ \
+    X(char,          tokens_train,    [64],               STR,     "tokens_train",    0, 0,                  TOKENS,  33) \
+    X(char,          tokens_val,      [64],               STR,     "tokens_val",      0, 0,                  TOKENS,  34) \
+    X(int,           block,           ,                   I32,     "block",           1, IR_MAX_BLOCK,       TOKENS,  35)
 /* clang-format on */
 
 typedef struct {
@@ -109,7 +115,7 @@ typedef enum {
     IR_TK_LR,
     IR_TK_LR_PART
 } ir_train_kind;
-typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO } ir_train_when;
+typedef enum { IR_TW_ALWAYS, IR_TW_OPTIM, IR_TW_CURVE, IR_TW_NONZERO, IR_TW_TOKENS } ir_train_when;
 /* Whether field f of t is not 0 (an I32 or F64: the NONZERO fields). */
 #define IR_TRAIN_NONZERO(t, f)                                              \
     ((f)->kind == IR_TK_F64 ? *(const double *)ir_train_cptr((t), (f)) != 0 \

@@ -69,8 +69,10 @@ static int is_update(ir_op op) {
            op == IR_OP_LAMB_LR || op == IR_OP_DESCEND || op == IR_OP_CLIP_SCALE;
 }
 
-/* The inputs the dataset fills (cifar10, the one there is: ir_dataset_known). */
-static int dataset_input(const char *name) {
+/* The inputs the dataset fills: image and label, or tokens and targets
+ * (data tokens' windows). */
+static int dataset_input(const char *dataset, const char *name) {
+    if (!strcmp(dataset, "tokens")) return !strcmp(name, "tokens") || !strcmp(name, "targets");
     return !strcmp(name, "image") || !strcmp(name, "label");
 }
 
@@ -93,7 +95,7 @@ static int check_inputs(vctx *c, const ir_graph *g, int p, int has_update) {
                          dataset);
             continue;
         }
-        if (dataset_input(n->name)) {
+        if (dataset_input(dataset, n->name)) {
             int want = !c->t ? 0 : p ? c->t->eval_batch : c->t->batch;
             if (want && n->type.dim[0] != want)
                 rc = fail_at(c, p ? "eval_batch" : "batch", -1, -1, 0,
@@ -111,9 +113,9 @@ static int check_inputs(vctx *c, const ir_graph *g, int p, int has_update) {
         if (has_update &&
             (!strcmp(n->name, "lr") || !strcmp(n->name, "grad_scale") || !strcmp(n->name, "step")))
             continue;
-        rc = fail_at(c, NULL, p, i, 0,
-                     "input '%s' is never fed: the %s data fills only 'image' and 'label'", n->name,
-                     dataset);
+        rc = fail_at(c, NULL, p, i, 0, "input '%s' is never fed: the %s data fills only %s",
+                     n->name, dataset,
+                     strcmp(dataset, "tokens") ? "'image' and 'label'" : "'tokens' and 'targets'");
     }
     free(read);
     return rc;

@@ -39,9 +39,10 @@
 #define IR_MAX_REF_BATCH (1 << 30)  /* lr_scaling's reference_batch */
 #define IR_MAX_PAD       64
 #define IR_MAX_CROP      4096
-#define IR_MAX_WD        1.0   /* weight decay */
-#define IR_MAX_REAL      1e6   /* normalize mean and std */
-#define IR_MAX_LR_POWER  100.0 /* poly's exponent, in (0, 100] */
+#define IR_MAX_BLOCK     (1 << 20) /* data tokens' window length T */
+#define IR_MAX_WD        1.0       /* weight decay */
+#define IR_MAX_REAL      1e6       /* normalize mean and std */
+#define IR_MAX_LR_POWER  100.0     /* poly's exponent, in (0, 100] */
 
 /* Where a refused value is: field, a schedule field as the text form
  * spells its key ("epochs", "eval_batch", "momentum"; NULL for none);
@@ -57,6 +58,10 @@ int ir_train_check_field(const ir_train *t, const char **field, char *err, size_
 /* A dataset dprun reads ("cifar10"); names: the known ones, for messages. */
 int ir_dataset_known(const char *name);
 const char *ir_dataset_names(void);
+/* A token file's name of a `data tokens` section: a plain name inside
+ * dprun's --data folder (a plan is data: it must not name any path).
+ * 0, or -1 + a message naming it. */
+int ir_tokens_file_ok(const char *name, char *err, size_t errlen);
 /* Whether t's dataset can fill an input image of c x h x w (after its
  * pad and random_crop): 0, or -1 + a message naming both shapes. */
 int ir_dataset_fits(const ir_train *t, int c, int h, int w, char *err, size_t errlen);

@@ -27,7 +27,7 @@ refuse_ir() { # test-name name want
     expect_fail_line "$1" "$3" "$bin/dpc" --from-ir "$tmp/$2.ir" -o "$tmp/x.plan"
 }
 ir mnist 's/dataset="cifar10"/dataset="mnist"/'
-refuse_ir dataset mnist "$tmp/mnist.ir:$head_line:$(col mnist dataset): error: bad training settings: unknown dataset 'mnist' (expected cifar10, imagefolder or npy)"
+refuse_ir dataset mnist "$tmp/mnist.ir:$head_line:$(col mnist dataset): error: bad training settings: unknown dataset 'mnist' (expected cifar10, imagefolder, npy or tokens)"
 ir adamw 's/optimizer=sgd/optimizer=adamw/'
 refuse_ir adamw-over-sgd adamw "$tmp/adamw.ir:$head_line:$(col adamw optimizer): error: the schedule's optimizer is adamw, but the train program updates with sgd_momentum (node 24)"
 ir batch 's/^# train batch=64 /# train batch=65 /'
@@ -63,7 +63,7 @@ refuse_ir eval-is-train evaltrain "$tmp/evaltrain.ir:$line:1: error: node 35 (as
 
 # ---- the frontend: the same rules, at the .net position ---------------------
 sed 's/data cifar10 {/data mnist {/' models/mlp.net >"$tmp/mnist.net"
-expect_fail_line net-dataset "mnist.net:21:10: error: unknown dataset 'mnist' (expected cifar10, imagefolder or npy)" \
+expect_fail_line net-dataset "mnist.net:21:10: error: unknown dataset 'mnist' (expected cifar10, imagefolder, npy or tokens)" \
     "$bin/dpc" "$tmp/mnist.net" -o "$tmp/x.plan"
 sed 's/wd=0.0001/wd=1e38/' models/mlp.net >"$tmp/wd.net"
 expect_fail_line net-wd "error: weight decay must be at most 1, got 1e+38" "$bin/dpc" "$tmp/wd.net" -o "$tmp/x.plan"
@@ -76,7 +76,7 @@ refuse_plan() { # test-name plan want
 }
 p=$tmp/mlp.plan
 tamper "$p" "$tmp/mnist.plan" schd dataset mnist
-refuse_plan dataset "$tmp/mnist.plan" "schedule: unknown dataset 'mnist' (expected cifar10, imagefolder or npy)"
+refuse_plan dataset "$tmp/mnist.plan" "schedule: unknown dataset 'mnist' (expected cifar10, imagefolder, npy or tokens)"
 tamper "$p" "$tmp/adamw.plan" schd optimizer 3
 refuse_plan adamw-over-sgd "$tmp/adamw.plan" "schedule: the schedule's optimizer is adamw, but the train program updates with sgd_momentum"
 tamper "$p" "$tmp/b33.plan" schd batch 63

@@ -278,6 +278,7 @@ int rt_batcher_init(rt_batcher *b, const rt_dataset *ds, const ir_train *t, int 
     b->ds = ds, b->mode = mode, b->seed = seed, b->batch = batch;
     b->stride = batch, b->offset = 0;
     b->oc = c, b->oh = h, b->ow = w;
+    b->label_elems = 1;
     b->shuffle = mode == RT_BATCH_TRAIN;
     b->augment = mode != RT_BATCH_EVAL && (t->pad > 0 || t->random_crop > 0 || t->random_mirror);
     b->pad = t->pad, b->crop = t->random_crop, b->mirror = t->random_mirror;
@@ -318,11 +319,12 @@ int rt_batcher_shard(rt_batcher *b, int global, int offset, char *err, size_t er
         return base_fail(err, errlen,
                          "a slice of %d samples at %d does not fit a global batch of %d", b->batch,
                          offset, global);
-    int64_t batches =
-        b->mode == RT_BATCH_TRAIN ? b->ds->count / global : (b->ds->count + global - 1) / global;
+    int64_t count = b->tok ? b->tok->count / (b->block + 1) : b->ds->count; /* records, windows */
+    int64_t batches = b->mode == RT_BATCH_TRAIN ? count / global : (count + global - 1) / global;
     if (batches == 0)
-        return base_fail(err, errlen, "%s: %lld training images do not fill one global batch of %d",
-                         b->ds->name, (long long)b->ds->count, global);
+        return base_fail(err, errlen, "%s: %lld training %s do not fill one global batch of %d",
+                         b->tok ? b->tok->name : b->ds->name, (long long)count,
+                         b->tok ? "windows" : "images", global);
     b->stride = global, b->offset = offset, b->batches = batches;
     return 0;
 }
@@ -395,6 +397,8 @@ void rt_batcher_prepare(const rt_batcher *b, int64_t rec, const rt_augment *a, f
 
 int rt_batcher_fill(const rt_batcher *b, const int64_t *order, int epoch, int64_t first, int n,
                     float *images, int32_t *labels) {
+    if (b->tok) /* ids in the float-sized slots: a token batch's input is i32 */
+        return rt_tokens_batch_fill(b, epoch, first, n, (int32_t *)(void *)images, labels);
     size_t img = (size_t)b->oc * (size_t)b->oh * (size_t)b->ow;
     int real = 0;
     for (int i = 0; i < n; i++) {

@@ -185,6 +185,13 @@ typedef struct {
     /* Batch k of an epoch is positions [k*stride + offset, + batch) of the
      * epoch's order: stride = batch and offset 0, unless sharded. */
     int64_t stride, offset;
+    /* A token batcher (rt_batcher_tokens): ds is NULL; a sample is a
+     * window, its `block` token ids (int32, in the float-sized slots of
+     * images: oc = oh = 1, ow = block) and its `block` targets in labels. */
+    const struct rt_tokens *tok;
+    int64_t block;
+    int64_t windows; /* RT_BATCH_EVAL: the validation windows read */
+    int label_elems; /* labels per sample: 1, or block */
 } rt_batcher;
 
 /* Checks the dataset fits the program's image input (c, h, w) and the train
@@ -322,7 +329,7 @@ void rt_pipeline_free(rt_pipeline *p);
  *     rt_tokens_fill_train(tr, T, seed, step, replica, local, 0, local, tok, tgt);
  *     rt_tokens_free(tr);
  */
-typedef struct {
+typedef struct rt_tokens {
     char name[256]; /* the file, for messages */
     int64_t count;  /* tokens */
     uint16_t *tok;
@@ -347,6 +354,21 @@ void rt_tokens_fill_train(const rt_tokens *t, int64_t block, uint64_t seed, int6
 int64_t rt_tokens_val_windows(const rt_tokens *t, int64_t block);
 void rt_tokens_fill_val(const rt_tokens *t, int64_t block, int64_t first, int64_t n,
                         int32_t *tokens, int32_t *targets);
+
+/* A batcher of token windows for the pipeline (runtime/data/data.h's
+ * rt_batch: images holds the tokens as int32, labels the targets).
+ * RT_BATCH_TRAIN: batch k of epoch e is training step e*batches + k, its
+ * sample j the window of global sample (k*stride + offset + j) % stride
+ * (rt_tokens_offset), so a shard (rt_batcher_shard) fills its own part of
+ * every global batch; batches = windows of T+1 in the file / batch.
+ * RT_BATCH_EVAL: window p at p*T, the first max_windows (0: all), the last
+ * batch padded. 0, or -1 + message. */
+int rt_batcher_tokens(rt_batcher *b, const rt_tokens *t, int64_t block, int batch,
+                      rt_batch_mode mode, uint64_t seed, int64_t max_windows, char *err,
+                      size_t errlen);
+/* rt_batcher_fill for a token batcher: the windows, the real count. */
+int rt_tokens_batch_fill(const rt_batcher *b, int epoch, int64_t first, int n, int32_t *tokens,
+                         int32_t *targets);
 
 /* ---- the deterministic generator behind every random draw
  * (parameter init now; shuffling and augmentation later).

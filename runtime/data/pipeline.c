@@ -174,8 +174,9 @@ rt_pipeline *rt_pipeline_new(const rt_batcher *b, const rt_pipeline_config *cfg,
     RT_CHECK_ALLOC(p->slots);
     for (int i = 0; i < p->depth; i++) {
         p->slots[i].images = p->cfg.host_alloc(p->cfg.alloc_ctx, img * sizeof(float));
-        p->slots[i].labels =
-            p->cfg.host_alloc(p->cfg.alloc_ctx, (size_t)b->batch * sizeof(int32_t));
+        p->slots[i].labels = p->cfg.host_alloc(
+            p->cfg.alloc_ctx,
+            (size_t)b->batch * (size_t)(b->label_elems > 1 ? b->label_elems : 1) * sizeof(int32_t));
         RT_CHECK_ALLOC(p->slots[i].images && p->slots[i].labels);
         p->slots[i].seq = -1;
     }

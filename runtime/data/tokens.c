@@ -106,3 +106,53 @@ void rt_tokens_fill_val(const rt_tokens *t, int64_t block, int64_t first, int64_
     for (int64_t j = 0; j < n; j++)
         window(t, (first + j) * block, block, tokens + j * block, targets + j * block);
 }
+
+int rt_batcher_tokens(rt_batcher *b, const rt_tokens *t, int64_t block, int batch,
+                      rt_batch_mode mode, uint64_t seed, int64_t max_windows, char *err,
+                      size_t errlen) {
+    memset(b, 0, sizeof *b);
+    b->tok = t, b->block = block, b->mode = mode, b->seed = seed, b->batch = batch;
+    b->stride = batch, b->offset = 0;
+    b->oc = b->oh = 1, b->ow = (int)block;
+    b->label_elems = (int)block;
+    if (batch <= 0) return base_fail(err, errlen, "batch must be positive, got %d", batch);
+    if (mode == RT_BATCH_TRAIN) {
+        b->batches = t->count / (block + 1) / batch;
+        if (b->batches == 0)
+            return base_fail(err, errlen,
+                             "%s: %" PRId64 " tokens (%" PRId64 " windows of %" PRId64
+                             ") do not fill one batch of %d",
+                             t->name, t->count, t->count / (block + 1), block + 1, batch);
+    } else {
+        b->windows = rt_tokens_val_windows(t, block);
+        if (max_windows > 0 && b->windows > max_windows) b->windows = max_windows;
+        b->batches = (b->windows + batch - 1) / batch;
+    }
+    return 0;
+}
+
+int rt_tokens_batch_fill(const rt_batcher *b, int epoch, int64_t first, int n, int32_t *tokens,
+                         int32_t *targets) {
+    int64_t T = b->block;
+    if (b->mode == RT_BATCH_TRAIN) {
+        int64_t step = (int64_t)epoch * b->batches + first / b->stride;
+        for (int j = 0; j < n; j++) {
+            int64_t sample = first % b->stride + j; /* its place in the global batch */
+            window(b->tok, rt_tokens_offset(b->tok, T, b->seed, step, sample), T, tokens + j * T,
+                   targets + j * T);
+        }
+        return n;
+    }
+    int real = 0;
+    for (int j = 0; j < n; j++) {
+        int64_t p = first + j;
+        if (p >= b->windows) {
+            memset(tokens + j * T, 0, sizeof *tokens * (size_t)T);
+            memset(targets + j * T, 0, sizeof *targets * (size_t)T);
+            continue;
+        }
+        window(b->tok, p * T, T, tokens + j * T, targets + j * T);
+        real++;
+    }
+    return real;
+}

@@ -1,6 +1,7 @@
 /* runtime/train/eval.c — accuracy: the eval program (BatchNorm in
  * inference mode) over a batcher's images, on one replica or round-robin
- * on all of them. */
+ * on all of them; for a language model (data tokens) the same pass gives
+ * the val loss, the mean cross-entropy of every target token. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,39 @@ typedef struct {
     rt_run *r;
     const rt_batcher *b;
     int stoppable;
-    int64_t right[RT_MAX_LOCAL_REPLICAS], seen[RT_MAX_LOCAL_REPLICAS];
+    double right[RT_MAX_LOCAL_REPLICAS], seen[RT_MAX_LOCAL_REPLICAS];
 } eval_job;
+
+/* The first `real` samples' score into *sum and *count: a classifier's
+ * right answers (the largest logit, ties to the first class) of its
+ * samples; a language model's cross-entropy (log-sum-exp less the
+ * target's logit, in double) summed over its T tokens a sample. */
+static void score(const rt_run *r, const float *logits, const int32_t *lab, int real, double *sum,
+                  double *count) {
+    int V = r->classes;
+    if (!r->tokens) {
+        for (int i = 0; i < real; i++) {
+            const float *l = logits + (size_t)i * (size_t)V;
+            int best = 0;
+            for (int c = 1; c < V; c++)
+                if (l[c] > l[best]) best = c;
+            *sum += best == lab[i];
+        }
+        *count += real;
+        return;
+    }
+    size_t rows = (size_t)real * r->lab;
+    for (size_t i = 0; i < rows; i++) {
+        const float *l = logits + i * (size_t)V;
+        float m = l[0];
+        for (int c = 1; c < V; c++)
+            if (l[c] > m) m = l[c];
+        double z = 0;
+        for (int c = 0; c < V; c++) z += exp((double)l[c] - m);
+        *sum += log(z) + m - l[lab[i]];
+    }
+    *count += (double)rows;
+}
 
 /* A failure found later names the evaluation, not the last train step. */
 /* A call without a message of its own failed: msg, and the device's
@@ -42,32 +74,26 @@ static int eval_replica(rt_replicas *R, int k, void *arg, char *err, size_t errl
     rt_exec *ex = rt_replicas_eval(R, k);
     size_t n = (size_t)r->eval_batch;
     float *img = malloc(sizeof(float) * r->img * n);
-    int32_t *lab = malloc(sizeof(int32_t) * n);
-    float *logits = r->logits + (size_t)k * n * (size_t)r->classes;
+    int32_t *lab = malloc(sizeof(int32_t) * n * r->lab);
+    float *logits = r->logits + (size_t)k * n * r->logit_elems;
     RT_CHECK_ALLOC(img && lab);
     label_eval(r->bes[k], rt_replicas_global(R, k));
     int rc = 0;
     for (int64_t bi = rt_replicas_global(R, k); bi < b->batches && !rc; bi += r->total) {
         if (j->stoppable && rt_run_stop_pending()) break; /* the caller stops the run */
         int real = rt_batcher_fill(b, NULL, 0, bi * (int64_t)n, (int)n, img, lab);
-        if (rt_exec_set_input(ex, "image", img, sizeof(float) * r->img * n) ||
-            (r->eval_has_label && rt_exec_set_input(ex, "label", lab, sizeof(int32_t) * n))) {
+        if (rt_exec_set_input(ex, r->xname, img, sizeof(float) * r->img * n) ||
+            (r->eval_has_label &&
+             rt_exec_set_input(ex, r->yname, lab, sizeof(int32_t) * n * r->lab))) {
             eval_fail(ex, err, errlen, "the eval program refused its inputs");
             rc = -1;
         } else if (rt_exec_run(ex, err, errlen)) {
             rc = -1;
-        } else if (rt_exec_get(ex, "logits", logits, sizeof(float) * n * (size_t)r->classes)) {
+        } else if (rt_exec_get(ex, "logits", logits, sizeof(float) * n * r->logit_elems)) {
             eval_fail(ex, err, errlen, "cannot read the eval program's logits");
             rc = -1;
         }
-        for (int i = 0; i < real && !rc; i++) {
-            const float *l = logits + (size_t)i * (size_t)r->classes;
-            int best = 0;
-            for (int c = 1; c < r->classes; c++)
-                if (l[c] > l[best]) best = c;
-            j->right[k] += best == lab[i];
-        }
-        j->seen[k] += real;
+        if (!rc) score(r, logits, lab, real, &j->right[k], &j->seen[k]);
     }
     free(img);
     free(lab);
@@ -81,15 +107,15 @@ static int accuracy_replicas(rt_run *r, const rt_batcher *b, double *acc, int st
     if (rt_replicas_run(r->R, eval_replica, &j, r->err, sizeof r->err))
         return rt_run_fail(r, "eval failed: %s", r->err);
     double count[2] = {0, 0};
-    for (int k = 0; k < r->local; k++)
-        count[0] += (double)j.right[k], count[1] += (double)j.seen[k];
+    for (int k = 0; k < r->local; k++) count[0] += j.right[k], count[1] += j.seen[k];
     rt_mpi_allreduce_sum_f64(count, 2);
     *acc = count[1] > 0 ? count[0] / count[1] : 0;
     return 0;
 }
 
 /* Fraction of the batcher's images whose largest logit is the label (ties:
- * the first class), with the eval program (BatchNorm inference mode).
+ * the first class), with the eval program (BatchNorm inference mode); a
+ * language model's mean token cross-entropy (score()).
  * stoppable: a stop request ends the pass at the next batch, and the
  * caller, seeing it, stops the run without using *acc. */
 int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *acc, int stoppable) {
@@ -98,17 +124,19 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
     size_t img = (size_t)r->c * (size_t)r->h * (size_t)r->w;
     rt_pipeline *in = rt_run_input_at(r, b, b->batches, 0, 0);
     if (!in) return 1;
-    int64_t right = 0, total = 0;
+    double right = 0, seen = 0;
+    int64_t total = 0;
     int rc = 0;
     double t0 = rt_now();
     label_eval(r->bes[0], 0);
     rt_progress_begin(&r->bar, what, (long)b->batches);
     const rt_batch *bt;
     while (!rc && !(stoppable && rt_run_stop_pending()) && (bt = rt_pipeline_next(in))) {
-        if (rt_exec_set_input(eval, "image", bt->images,
+        if (rt_exec_set_input(eval, r->xname, bt->images,
                               sizeof(float) * img * (size_t)r->eval_batch) ||
-            (r->eval_has_label && rt_exec_set_input(eval, "label", bt->labels,
-                                                    sizeof(int32_t) * (size_t)r->eval_batch))) {
+            (r->eval_has_label &&
+             rt_exec_set_input(eval, r->yname, bt->labels,
+                               sizeof(int32_t) * (size_t)r->eval_batch * r->lab))) {
             eval_fail(eval, r->err, sizeof r->err, "the eval program refused its inputs");
             rc = rt_run_fail(r, "%s", r->err);
             break;
@@ -118,24 +146,18 @@ int rt_run_accuracy(rt_run *r, const rt_batcher *b, const char *what, double *ac
             rc = rt_run_fail(r, "eval failed: %s", r->err);
             break;
         }
-        size_t lbytes = sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes;
+        size_t lbytes = sizeof(float) * (size_t)r->eval_batch * r->logit_elems;
         if (rt_exec_get(eval, "logits", r->logits, lbytes)) {
             eval_fail(eval, r->err, sizeof r->err, "cannot read the eval program's logits");
             rc = rt_run_fail(r, "%s", r->err);
             break;
         }
-        for (int i = 0; i < bt->real; i++) {
-            const float *l = r->logits + (size_t)i * (size_t)r->classes;
-            int best = 0;
-            for (int k = 1; k < r->classes; k++)
-                if (l[k] > l[best]) best = k;
-            right += best == bt->labels[i];
-        }
+        score(r, r->logits, bt->labels, bt->real, &right, &seen);
         total += bt->real;
         rt_progress_update(&r->bar, (long)(bt->index + 1), (double)total / (rt_now() - t0), NAN);
     }
     rt_progress_clear(&r->bar);
     rt_pipeline_free(in);
-    *acc = total ? (double)right / (double)total : 0;
+    *acc = seen > 0 ? right / seen : 0;
     return rc;
 }

@@ -4,7 +4,8 @@
  *     train.c   rt_train: the phases of a run, defaults, the schedule overrides
  *     setup.c   checks of the plan's programs and the outputs, the data, the replicas
  *     loop.c    the epochs and steps, --benchmark
- *     eval.c    accuracy with the eval program
+ *     eval.c    accuracy (a language model's val loss) with the eval program
+ *     tokens.c  a language model's programs and token files
  *     guard.c   non-finite steps: the check, --on-nan skip's snapshot
  *     resume.c  checkpoints of the run, --resume
  *     stop.c    SIGINT/SIGTERM/SIGHUP, a closed stdout
@@ -45,6 +46,14 @@ typedef struct {
     int batch, global, eval_batch, classes;
     int c, h, w;
     int eval_has_label;
+    /* A language model (data tokens): the inputs "tokens" and "targets"
+     * [N, T] i32 instead of "image" and "label", its files, and what the
+     * accuracy pass measures instead: the val loss (eval.c). */
+    int tokens;
+    rt_tokens *tok_train, *tok_val;
+    const char *xname, *yname; /* "image" "label", or "tokens" "targets" */
+    size_t lab;                /* labels per sample: 1, or T */
+    size_t logit_elems;        /* logits per eval sample: classes, or T x vocab */
     rt_dataset *train_ds, *test_ds;
     rt_batcher train_b, test_b, train_eval_b;
     rt_backend *be;
@@ -100,8 +109,9 @@ int rt_run_fail(rt_run *r, const char *fmt, ...) __attribute__((format(printf, 2
 /* --metrics: the text in memory, and the file replaced by it. */
 int rt_run_open_metrics(rt_run *r);
 int rt_run_flush_metrics(rt_run *r);
-/* An epoch's metrics object, without its closing brace. */
-void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m);
+/* An epoch's metrics object, without its closing brace; tokens: its
+ * accuracy is a language model's val loss. */
+void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m, int tokens);
 /* fflush of the log (o->out); a closed stdout (EPIPE) stops the run as a
  * signal does (stop.c). */
 void rt_run_flush_log(rt_run *r);
@@ -117,6 +127,13 @@ int rt_run_check_programs(rt_run *r);
 int rt_run_check_outputs(rt_run *r);
 int rt_run_open_data(rt_run *r);
 int rt_run_build(rt_run *r);
+
+/* tokens.c: a language model's programs checked, its token files opened,
+ * and the windows of an epoch counted from the file's size. */
+int rt_run_check_token_programs(rt_run *r);
+int rt_run_open_tokens(rt_run *r, const char *spec);
+long rt_run_token_steps(const dpc_plan *plan, const char *spec, int global_batch, char *err,
+                        size_t errlen);
 
 /* loop.c */
 /* A pipeline over `count` batches of b from batch `index` of `epoch`. */

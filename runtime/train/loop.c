@@ -219,19 +219,39 @@ typedef struct {
     rt_pipeline_stats st0, st1;
 } epoch_state;
 
+/* The accuracy pass's result as the log says it: a classifier's test
+ * accuracy, or a language model's val loss and bits per token (the loss
+ * in nats / ln 2). */
+static void say_eval(const rt_run *r, FILE *f, const char *sep, double v) {
+    if (r->tokens)
+        fprintf(f, "%sval loss %.4f | bits/token %.4f", sep, v, v / M_LN2);
+    else
+        fprintf(f, "%stest accuracy %.4f", sep, v);
+}
+
+static const char *eval_what(const rt_run *r) { return r->tokens ? "val loss" : "test accuracy"; }
+
 /* --log-every's metrics row for step `done` (from 1): its mean loss
  * (null when not finite), lr and the images per second since the last
  * row. Rows start with "epoch" as every metrics line does (a resume checks
  * the lines after its checkpoint by that). The file is rewritten at most
  * every few seconds, and at every epoch's end. */
 static int step_row(rt_run *r, long done, int epoch, double loss_sum, double lr) {
-    double now = rt_now(), dt = now - r->row_t;
-    char loss[32] = "null";
+    double now = rt_now(), dt = now - r->row_t, val = -1;
+    /* A language model's row carries the val loss: every process takes
+     * part in the pass (a collective); rank 0 writes the row. */
+    if (r->tokens && rt_run_accuracy(r, &r->test_b, "val loss", &val, 0)) return 1;
+    if (!r->metrics) return 0;
+    char loss[32] = "null", vals[96] = "";
     if (isfinite(loss_sum)) snprintf(loss, sizeof loss, "%.9g", loss_sum / r->global);
+    if (r->tokens && isfinite(val))
+        snprintf(vals, sizeof vals, ", \"val_loss\": %.9g, \"val_bits_per_token\": %.9g", val,
+                 val / M_LN2);
     fprintf(r->metrics,
-            "{\"epoch\": %d, \"step\": %ld, \"loss\": %s, \"lr\": %.9g, \"img_per_s\": %.1f}\n",
+            "{\"epoch\": %d, \"step\": %ld, \"loss\": %s, \"lr\": %.9g, \"img_per_s\": "
+            "%.1f%s}\n",
             epoch, done, loss, lr,
-            r->row_t > 0 && dt > 0 ? (double)(done - r->row_done) * r->global / dt : 0.0);
+            r->row_t > 0 && dt > 0 ? (double)(done - r->row_done) * r->global / dt : 0.0, vals);
     r->row_t = now, r->row_done = done;
     if (now - r->metrics_written_t < RT_METRICS_WRITE_SECONDS) return 0;
     r->metrics_written_t = now;
@@ -262,7 +282,7 @@ static int settle(rt_run *r, loop_state *L, epoch_state *E) {
     }
     if (rt_debug_level() >= 2 && o->rank == 0)
         rt_log(RT_LOG_DEBUG, "step %ld loss %.17g", done, step_loss / r->global);
-    if (o->log_every > 0 && r->metrics && (done + 1) % o->log_every == 0 &&
+    if (o->log_every > 0 && (r->metrics || r->tokens) && (done + 1) % o->log_every == 0 &&
         step_row(r, done + 1, L->pend.e, step_loss, L->pend.lr))
         return 1;
     double el = rt_now() - E->t0;
@@ -395,15 +415,17 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
     double acc = -1;
     /* Not stoppable: the epoch's end is one piece (a signal waits for it). */
     if (o->eval_every > 0 && (e + 1) % o->eval_every == 0) {
-        if (rt_run_accuracy(r, &r->test_b, "test accuracy", &acc, 0)) return 1;
-        fprintf(out, "EPOCH %2d: test accuracy %.4f\n", e, acc);
+        if (rt_run_accuracy(r, &r->test_b, eval_what(r), &acc, 0)) return 1;
+        fprintf(out, "EPOCH %2d: ", e);
+        say_eval(r, out, "", acc);
+        fputc('\n', out);
         rt_run_flush_log(r);
         L->test_acc = acc, L->test_acc_done = L->done;
     }
     if (r->metrics) {
         if (L->pending.epoch >= 0) {
             char line[512];
-            rt_run_metrics_line(line, sizeof line, &L->pending);
+            rt_run_metrics_line(line, sizeof line, &L->pending, r->tokens);
             fprintf(r->metrics, "%s}\n", line);
         }
         L->pending = (rt_ckpt_metrics){.epoch = e,
@@ -417,7 +439,7 @@ static int end_epoch(rt_run *r, loop_state *L, epoch_state *E) {
         /* Only the run's last epoch waits, for the final accuracies. */
         if (L->done < L->total) {
             char line[512];
-            rt_run_metrics_line(line, sizeof line, &L->pending);
+            rt_run_metrics_line(line, sizeof line, &L->pending, r->tokens);
             fprintf(r->metrics, "%s}\n", line);
             L->pending = (rt_ckpt_metrics){.epoch = -1};
         }
@@ -494,7 +516,9 @@ static int finish(rt_run *r, loop_state *L) {
     rt_pipeline_free(r->input);
     r->input = NULL;
     int want = final_eval(r, L);
-    int want_train = want == RT_FINAL_EVAL_TRAIN || want == RT_FINAL_EVAL_BOTH;
+    /* A language model's "train accuracy" would be a train loss on fixed
+     * windows: the log has the train loss already. */
+    int want_train = !r->tokens && (want == RT_FINAL_EVAL_TRAIN || want == RT_FINAL_EVAL_BOTH);
     int want_test = want == RT_FINAL_EVAL_TEST || want == RT_FINAL_EVAL_BOTH;
     double train_acc = -1;
     if (want_train && rt_run_accuracy(r, &r->train_eval_b, "train accuracy", &train_acc, 1))
@@ -502,7 +526,7 @@ static int finish(rt_run *r, loop_state *L) {
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     /* The last --eval-every pass measured these very parameters. */
     if (want_test && L->test_acc_done != L->done &&
-        rt_run_accuracy(r, &r->test_b, "test accuracy", &L->test_acc, 1))
+        rt_run_accuracy(r, &r->test_b, eval_what(r), &L->test_acc, 1))
         return 1;
     if (rt_run_stop_requested()) return stopped_evaluating(r, L);
     if (L->test_acc_done != L->done && !want_test)
@@ -512,7 +536,7 @@ static int finish(rt_run *r, loop_state *L) {
     const char *sep = "";
     if (L->done > 0) fprintf(o->out, "Training time %.2f seconds", L->total_time), sep = " | ";
     if (train_acc >= 0) fprintf(o->out, "%strain accuracy %.4f", sep, train_acc), sep = " | ";
-    if (L->test_acc >= 0) fprintf(o->out, "%stest accuracy %.4f", sep, L->test_acc), sep = " | ";
+    if (L->test_acc >= 0) say_eval(r, o->out, sep, L->test_acc), sep = " | ";
     if (*sep) fputc('\n', o->out);
     rt_run_flush_log(r);
     rt_train_result *res = o->result;
@@ -520,7 +544,7 @@ static int finish(rt_run *r, loop_state *L) {
     if (r->metrics && L->pending.epoch >= 0) {
         char line[512];
         if (L->pending.test_accuracy < 0) L->pending.test_accuracy = L->test_acc;
-        rt_run_metrics_line(line, sizeof line, &L->pending);
+        rt_run_metrics_line(line, sizeof line, &L->pending, r->tokens);
         if (train_acc >= 0)
             fprintf(r->metrics, "%s, \"train_accuracy\": %.6f}\n", line, train_acc);
         else

@@ -196,6 +196,9 @@ int rt_predict(const dpc_plan *plan, const rt_predict_options *po, char *err, si
         rc = rt_run_fail(r, "--top must be in 1..%d, got %d", RT_PREDICT_MAX_TOP, po->top);
     if (!rc && !rt_image_available()) rc = rt_run_fail(r, "predict: %s", RT_IMAGE_MISSING);
     if (!rc) rc = rt_run_check(r, plan, &o);
+    if (!rc && r->tokens)
+        rc = rt_run_fail(r, "predict classifies images; %s is a language model (data tokens)",
+                         plan->model);
     if (!rc && r->c != 3)
         rc = rt_run_fail(r, "predict reads RGB images; the program's image input has %d channels",
                          r->c);

@@ -40,7 +40,9 @@ struct rt_replicas {
     int accum; /* micro-batches per step (--accumulate) */
     rt_coll *coll;
     int batch;          /* per replica */
-    size_t image_elems; /* floats per image */
+    size_t image_elems; /* floats (token ids) per sample of the first input */
+    size_t label_elems; /* labels (targets) per sample */
+    const char *x, *y;  /* the inputs: "image" "label", or "tokens" "targets" */
     rt_store **st;
     rt_exec **train, **eval;
     rt_coll_queue **q;
@@ -158,12 +160,16 @@ rt_replicas *rt_replicas_new_accum(rt_backend *const *be, const dpc_plan *plan, 
     pthread_cond_init(&R->job_cv, NULL);
     pthread_cond_init(&R->done_cv, NULL);
     const ir_graph *g = plan->train;
-    for (int i = 0; i < g->n; i++)
-        if (g->nodes[i].op == IR_OP_INPUT && !strcmp(g->nodes[i].name, "image") &&
-            g->nodes[i].type.ndim >= 1) {
-            R->batch = (int)g->nodes[i].type.dim[0];
-            R->image_elems = (size_t)(ir_numel(&g->nodes[i].type) / g->nodes[i].type.dim[0]);
-        }
+    int tokens = !strcmp(plan->schedule.dataset, "tokens");
+    R->x = tokens ? "tokens" : "image", R->y = tokens ? "targets" : "label";
+    R->label_elems = 1;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *in = &g->nodes[i];
+        if (in->op != IR_OP_INPUT || in->type.ndim < 1) continue;
+        size_t per = (size_t)(ir_numel(&in->type) / in->type.dim[0]);
+        if (!strcmp(in->name, R->x)) R->batch = (int)in->type.dim[0], R->image_elems = per;
+        if (!strcmp(in->name, R->y)) R->label_elems = per;
+    }
     /* Gradients really travel, or the micro-batches' are summed. */
     int shared = coll && (rt_coll_size(coll) > 1 || accum > 1);
     char why[ERR_MAX];
@@ -383,9 +389,10 @@ static size_t slice_of(const rt_replicas *R, int r, int k) {
 static int set_batch(rt_replicas *R, int r, int k, const float *images, const int32_t *labels) {
     rt_exec *ex = R->train[r];
     size_t b = (size_t)R->batch, off = slice_of(R, r, k);
-    return rt_exec_set_input(ex, "image", images + off * R->image_elems,
+    return rt_exec_set_input(ex, R->x, images + off * R->image_elems,
                              sizeof(float) * b * R->image_elems) ||
-           rt_exec_set_input(ex, "label", labels + off, sizeof(int32_t) * b);
+           rt_exec_set_input(ex, R->y, labels + off * R->label_elems,
+                             sizeof(int32_t) * b * R->label_elems);
 }
 
 /* Reads micro-batch k's losses (waits for the step). */

@@ -45,7 +45,7 @@ int rt_run_flush_metrics(rt_run *r) {
 /* The epoch's metrics object, without its closing brace (the last epoch's
  * gets the final accuracies appended). A checkpoint keeps these numbers,
  * not the text: a resumed run writes the same line from them. */
-void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m) {
+void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m, int tokens) {
     char loss[32] = "null"; /* JSON has no NaN: a non-finite loss (--on-nan skip) */
     if (isfinite(m->train_loss)) snprintf(loss, sizeof loss, "%.9g", m->train_loss);
     snprintf(buf, len,
@@ -54,7 +54,11 @@ void rt_run_metrics_line(char *buf, size_t len, const rt_ckpt_metrics *m) {
              (int)m->epoch, m->lr, loss, (int)m->batch, (long)m->steps, m->seconds,
              m->seconds > 0 ? (double)m->steps * (double)m->batch / m->seconds : 0.0,
              m->input_wait_s);
-    if (m->test_accuracy >= 0)
+    if (m->test_accuracy >= 0 && tokens) /* a language model's: its val loss */
+        snprintf(buf + strlen(buf), len - strlen(buf),
+                 ", \"val_loss\": %.9g, \"val_bits_per_token\": %.9g", m->test_accuracy,
+                 m->test_accuracy / M_LN2);
+    else if (m->test_accuracy >= 0)
         snprintf(buf + strlen(buf), len - strlen(buf), ", \"test_accuracy\": %.6f",
                  m->test_accuracy);
 }

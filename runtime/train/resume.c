@@ -97,6 +97,12 @@ static void release_foreign_shards(rt_run *r) {
     for (int i = 0; i < rt_store_count(r->st); i++) rt_store_release(r->st, i);
 }
 
+/* What the run trains on, as a checkpoint records it: the dataset's name
+ * (a folder), or a language model's train file. */
+static const char *data_name(const rt_run *r) {
+    return r->tokens ? r->tok_train->name : r->train_ds->name;
+}
+
 /* Writes the checkpoint at s's position (counters filled by the loop; the
  * run's shape filled here). Every process gathers its replicas' statistics
  * (and, with --shard-optimizer, its shards of the optimizer state) to rank
@@ -115,7 +121,7 @@ int rt_run_write_checkpoint(rt_run *r, rt_ckpt_state *s) {
         s->steps_per_epoch = (int64_t)r->train_b.batches;
         s->global_batch = r->global;
         s->seed = o->seed;
-        snprintf(s->data, sizeof s->data, "%s", r->train_ds->name);
+        snprintf(s->data, sizeof s->data, "%s", data_name(r));
         s->shuffle = r->train_b.shuffle, s->augment = r->train_b.augment;
         s->prev_lr = r->prev_lr;
         /* The metrics file by its content, never its name: a resume
@@ -221,9 +227,9 @@ static int resume_checked(rt_run *r, float *stats) {
             "checkpoint refused: %s was written with --seed %llu; this run has --seed %llu "
             "(resume with the same flags)",
             d, (unsigned long long)s->seed, (unsigned long long)o->seed);
-    if (strcmp(s->data, r->train_ds->name))
+    if (strcmp(s->data, data_name(r)))
         return rt_run_fail(r, "checkpoint refused: %s was written training on %s; this run has %s",
-                           d, BASE_ESC(s->data), BASE_ESC(r->train_ds->name));
+                           d, BASE_ESC(s->data), BASE_ESC(data_name(r)));
     if (s->global_batch != r->global || s->steps_per_epoch != (int64_t)r->train_b.batches)
         return rt_run_fail(
             r,

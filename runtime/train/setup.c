@@ -36,19 +36,20 @@ static const ir_node *need(const ir_graph *g, const char *prog, const char *name
 }
 
 int rt_train_files(const rt_train_options *o, base_file_set *s, char *err, size_t errlen) {
+    /* .npy's names and data tokens' default ones */
     static const char *const npy_files[] = {"train_x.npy", "train_y.npy", "test_x.npy",
-                                            "test_y.npy"};
-    char ckpt[4200], files[RT_CIFAR10_FILES + 4][4200];
+                                            "test_y.npy",  "train.bin",   "val.bin"};
+    char ckpt[4200], files[RT_CIFAR10_FILES + 6][4200];
     const char *data = o->data ? o->data : getenv("DPC_DATA");
     int rc = 0, nfiles = 0;
     /* CIFAR-10's and .npy's names, whichever the plan reads (an image
      * folder's files are not listed: an output among them is not caught). */
     if (data && *data && strcmp(data, "synthetic")) {
         rt_data_cifar10_paths(data, files);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 6; i++)
             snprintf(files[RT_CIFAR10_FILES + i], sizeof files[0], "%.4000s/%s", data,
                      npy_files[i]);
-        nfiles = RT_CIFAR10_FILES + 4;
+        nfiles = RT_CIFAR10_FILES + 6;
     }
     if (o->plan_path)
         rc = base_file_set_add(s, BASE_FILE_INPUT, "the plan", o->plan_path, err, errlen);
@@ -104,8 +105,17 @@ int rt_run_check_outputs(rt_run *r) {
 int rt_run_check_programs(rt_run *r) {
     const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
     if (!tg || !eg) return rt_run_fail(r, "the plan lacks its train or eval program");
+    ir_optimizer opt = r->plan->schedule.optimizer;
+    if (r->o->momentum_correction && (opt == IR_OPT_LAMB || opt == IR_OPT_ADAMW))
+        return rt_run_fail(r,
+                           "--momentum-correction rescales a velocity that carries the lr (sgd, "
+                           "lars); %s's moments carry none: drop the flag",
+                           ir_optimizer_names[opt]);
     char *err = r->err;
     size_t el = sizeof r->err;
+    r->tokens = !strcmp(r->t.dataset, "tokens");
+    r->xname = r->tokens ? "tokens" : "image", r->yname = r->tokens ? "targets" : "label";
+    if (r->tokens) return rt_run_check_token_programs(r);
     const ir_node *img = need(tg, "train", "image", 4, IR_F32, err, el);
     const ir_node *lab = img ? need(tg, "train", "label", 1, IR_I32, err, el) : NULL;
     const ir_node *lr = lab ? need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
@@ -119,12 +129,6 @@ int rt_run_check_programs(rt_run *r) {
                     el - strlen(err) - 1);
         return rt_run_fail(r, "%s", err);
     }
-    ir_optimizer opt = r->plan->schedule.optimizer;
-    if (r->o->momentum_correction && (opt == IR_OPT_LAMB || opt == IR_OPT_ADAMW))
-        return rt_run_fail(r,
-                           "--momentum-correction rescales a velocity that carries the lr (sgd, "
-                           "lars); %s's moments carry none: drop the flag",
-                           ir_optimizer_names[opt]);
     r->batch = (int)img->type.dim[0];
     r->c = (int)img->type.dim[1], r->h = (int)img->type.dim[2], r->w = (int)img->type.dim[3];
     r->eval_batch = (int)eimg->type.dim[0];
@@ -140,6 +144,7 @@ int rt_run_check_programs(rt_run *r) {
         return rt_run_fail(r, "the model has %d classes; the datasets have 10", r->classes);
     int el_i = rt_run_find_node(eg, "label");
     r->eval_has_label = el_i >= 0 && eg->nodes[el_i].op == IR_OP_INPUT;
+    r->lab = 1, r->logit_elems = (size_t)r->classes;
     return 0;
 }
 
@@ -207,6 +212,8 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
     const char *spec = data_spec(o);
     const ir_train *t = &plan->schedule;
     int64_t count = RT_SYNTHETIC_TRAIN;
+    if (!strcmp(t->dataset, "tokens"))
+        return rt_run_token_steps(plan, spec, global_batch, err, errlen);
     if (!spec && strcmp(t->dataset, "cifar10")) return need_spec(t, err, errlen);
     const char *env = getenv("DPC_DATA");
     int named = o->data || (env && *env); /* --data synthetic: asked for, nothing to say */
@@ -235,6 +242,7 @@ long rt_train_steps_per_epoch(const dpc_plan *plan, const rt_train_options *o, i
 int rt_run_open_data(rt_run *r) {
     const rt_train_options *o = r->o;
     const char *spec = data_spec(o), *env = getenv("DPC_DATA");
+    if (r->tokens) return rt_run_open_tokens(r, spec);
     if (!spec && strcmp(r->t.dataset, "cifar10")) {
         need_spec(&r->t, r->err, sizeof r->err);
         return rt_run_fail(r, "%s", r->err);
@@ -348,11 +356,13 @@ int rt_run_build(rt_run *r) {
     /* Every process reads its results at the same steps (the loss sum and
      * the stop check are collectives): one step late only when all can. */
     r->lag = r->overlap && !o->on_nan_skip;
+    /* A language model's --log-every rows evaluate the val loss after
+     * their step: on the parameters that step left, not while the next runs. */
+    if (r->tokens && o->log_every > 0) r->lag = 0;
     if (o->ranks > 1 && rt_mpi_any(!r->lag)) r->lag = 0;
     if (rt_replicas_sync(r->R, r->err, sizeof r->err)) return rt_run_fail(r, "%s", r->err);
     r->loss = malloc(sizeof(float) * (size_t)r->batch * (size_t)r->local * (size_t)r->accum);
-    r->logits =
-        malloc(sizeof(float) * (size_t)r->eval_batch * (size_t)r->classes * (size_t)r->local);
+    r->logits = malloc(sizeof(float) * (size_t)r->eval_batch * r->logit_elems * (size_t)r->local);
     RT_CHECK_ALLOC(r->loss && r->logits);
     return 0;
 }

@@ -429,6 +429,33 @@ static int check_sweep_files(const rt_sweep *s, const rt_train_options *base, co
     return 0;
 }
 
+/* The folder: --sweep-dir DIR, the user's; or PLAN-sweep beside the
+ * plan (r.plan -> r-sweep), a name of dprun's own in the plan's folder,
+ * so never a link. user: the folder to write in, sub: the name under it
+ * ("" for DIR), shown: the two joined; each U bytes. */
+static int sweep_folder(const rt_train_options *base, const char *dir, char *user, char *sub,
+                        char *shown, size_t U, char *err, size_t errlen) {
+    if (dir) {
+        snprintf(user, U, "%s", dir);
+        snprintf(shown, U, "%s", dir);
+    } else {
+        const char *pp = base->plan_path ? base->plan_path : "plan";
+        const char *slash = strrchr(pp, '/'), *name = slash ? slash + 1 : pp;
+        size_t n = strlen(name);
+        if (n > 5 && !strcmp(name + n - 5, ".plan")) n -= 5;
+        if (slash)
+            snprintf(user, U, "%.*s", (int)(slash - pp) + (slash == pp), pp);
+        else
+            snprintf(user, U, ".");
+        if (snprintf(sub, U, "%.*s-sweep", (int)n, name) >= (int)U ||
+            snprintf(shown, U, "%.*s%s", (int)(name - pp), pp, sub) >= (int)U) {
+            base_fail(err, errlen, "%s: the name is too long for a sweep folder beside it", pp);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options *base,
                  const char *dir, const char *table_path, char *err, size_t errlen) {
     if (base->ranks > 1) {
@@ -436,29 +463,14 @@ int rt_sweep_run(const dpc_plan *plan, const rt_sweep *s, const rt_train_options
                   base->ranks);
         return 1;
     }
-    /* The folder: --sweep-dir DIR, the user's; or PLAN-sweep beside the
-     * plan (r.plan -> r-sweep), a name of dprun's own in the plan's folder,
-     * so never a link. */
-    char user[4096], sub[4096] = "", shown[4096];
-    if (dir) {
-        snprintf(user, sizeof user, "%s", dir);
-        snprintf(shown, sizeof shown, "%s", dir);
-    } else {
-        const char *pp = base->plan_path ? base->plan_path : "plan";
-        const char *slash = strrchr(pp, '/'), *name = slash ? slash + 1 : pp;
-        size_t n = strlen(name);
-        if (n > 5 && !strcmp(name + n - 5, ".plan")) n -= 5;
-        if (slash)
-            snprintf(user, sizeof user, "%.*s", (int)(slash - pp) + (slash == pp), pp);
-        else
-            snprintf(user, sizeof user, ".");
-        if (snprintf(sub, sizeof sub, "%.*s-sweep", (int)n, name) >= (int)sizeof sub ||
-            snprintf(shown, sizeof shown, "%.*s%s", (int)(name - pp), pp, sub) >=
-                (int)sizeof shown) {
-            base_fail(err, errlen, "%s: the name is too long for a sweep folder beside it", pp);
-            return 1;
-        }
+    if (!strcmp(plan->schedule.dataset, "tokens")) { /* it ranks by test accuracy */
+        base_fail(err, errlen,
+                  "--sweep ranks runs by test accuracy; %s is a language model (data tokens)",
+                  plan->model);
+        return 1;
     }
+    char user[4096], sub[4096] = "", shown[4096];
+    if (sweep_folder(base, dir, user, sub, shown, sizeof user, err, errlen)) return 1;
     long n = rt_sweep_count(s);
     if (check_sweep_files(s, base, user, sub, shown, table_path, n, err, errlen)) return 1;
     rt_train_result *res = calloc((size_t)(n > 0 ? n : 1), sizeof *res);

@@ -136,6 +136,8 @@ void rt_run_free(rt_run *r) {
     if (r->quiet) fclose(r->quiet);
     rt_dataset_free(r->train_ds);
     rt_dataset_free(r->test_ds);
+    rt_tokens_free(r->tok_train);
+    rt_tokens_free(r->tok_val);
     free(r->logits), free(r->loss);
     if (r->metrics) fclose(r->metrics);
     free(r->metrics_buf);
@@ -207,16 +209,27 @@ static long long images_read(const rt_batcher *b, int batch) {
 static void banner(const rt_run *r, const dpc_plan *plan) {
     const rt_train_options *o = r->o;
     if (o->rank != 0) return;
-    rt_log(RT_LOG_INFO,
-           "%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
-           "epoch, %lld train / %lld test images (%s)",
-           plan->model, (long long)ir_num_params(plan->train), r->be->name, r->total,
-           r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
-           (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
+    if (r->tokens)
+        rt_log(RT_LOG_INFO,
+               "%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
+               "epoch, %lld train / %lld val tokens, windows of %d, val loss over %lld windows",
+               plan->model, (long long)ir_num_params(plan->train), r->be->name, r->total,
+               r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
+               (long long)r->tok_train->count, (long long)r->tok_val->count, r->t.block + 1,
+               (long long)(r->test_b.batches * r->eval_batch < r->test_b.windows
+                               ? r->test_b.batches * r->eval_batch
+                               : r->test_b.windows));
+    else
+        rt_log(RT_LOG_INFO,
+               "%s: %lld parameters, %s backend, %d replica%s x batch %d, %ld steps per "
+               "epoch, %lld train / %lld test images (%s)",
+               plan->model, (long long)ir_num_params(plan->train), r->be->name, r->total,
+               r->total > 1 ? "s" : "", r->batch, (long)r->train_b.batches,
+               (long long)r->train_ds->count, (long long)r->test_ds->count, r->train_ds->name);
     if (o->steps != 0) /* --steps 0 only evaluates: no schedule runs */
         rt_schedule_say_notes(&r->sched, o->result ? o->result->note : NULL,
                               o->result ? sizeof o->result->note : 0);
-    if (o->eval_batches > 0)
+    if (o->eval_batches > 0 && !r->tokens)
         rt_log(RT_LOG_NOTE,
                "--eval-batches %ld: an accuracy pass reads at most the first %lld of "
                "%lld test images, or %lld of %lld train images",

@@ -106,7 +106,12 @@ typedef struct {
      * initial values); allow_unused: the file's tensors no parameter takes
      * are skipped (else refused). Every one is reported on stderr. */
     const char *name_map;
-#define RT_MAX_ALLOW_MISSING 64
+#define RT_MAX_ALLOW_MISSING       64
+/* A language model's val loss reads at most this many windows unless
+ * --eval-windows says otherwise: enough for a stable mean (64k tokens at
+ * T 64), few enough to evaluate at every --log-every row. */
+#define RT_TOKENS_EVAL_WINDOWS     1024
+#define RT_TOKENS_EVAL_WINDOWS_STR "1024"
     const char *allow_missing[RT_MAX_ALLOW_MISSING];
     int n_allow_missing;
     int allow_unused;
@@ -118,6 +123,8 @@ typedef struct {
     int final_eval;          /* RT_FINAL_EVAL_*; -1: both after the whole schedule, none
                               * when --steps cut it short (test in a sweep) */
     long eval_batches;       /* >0: every accuracy pass reads at most this many batches */
+    long eval_windows;       /* >0: a tokens model's val loss reads this many windows
+                              * (else all, at most RT_TOKENS_EVAL_WINDOWS) */
     long log_every;          /* >0: a metrics row every N steps (step, loss, lr, img/s) */
     int progress_every;      /* seconds between progress lines when stderr is not a
                               * terminal; 0: none */

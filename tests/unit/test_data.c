@@ -717,6 +717,44 @@ TEST(token_windows_by_seed_step_and_replica) {
     rt_tokens_free(t);
 }
 
+/* A token batcher (what the pipeline and dprun use): batch k of epoch e
+ * is step e*batches + k; a shard's half of a global batch is that half of
+ * the global batcher's; the val windows are consecutive, capped, the last
+ * batch padded with zeros and not counted. */
+TEST(token_batcher_steps_shards_and_val) {
+    char path[512];
+    token_file("batcher.bin", 5000, path, sizeof path);
+    const int64_t T = 16;
+    rt_tokens *t = rt_tokens_load(path, T, 0, err, sizeof err);
+    CHECK_MSG(t != NULL, "%s", err);
+    if (!t) return;
+    rt_batcher g, h[2], v;
+    CHECK(rt_batcher_tokens(&g, t, T, 8, RT_BATCH_TRAIN, 7, 0, err, sizeof err) == 0);
+    CHECK(g.batches == 5000 / 17 / 8 && g.label_elems == T && g.ow == T);
+    int32_t all[8 * 16], allt[8 * 16], half[4 * 16], halft[4 * 16];
+    CHECK(rt_batcher_fill(&g, NULL, 1, 3 * 8, 8, (float *)(void *)all, allt) == 8);
+    for (int j = 0; j < 8; j++) {
+        int64_t o = rt_tokens_offset(t, T, 7, g.batches + 3, j); /* epoch 1, batch 3 */
+        CHECK(all[j * T] == o % 1000 && allt[j * T + T - 1] == (o + T) % 1000);
+    }
+    for (int k = 0; k < 2; k++) {
+        CHECK(rt_batcher_tokens(&h[k], t, T, 4, RT_BATCH_TRAIN, 7, 0, err, sizeof err) == 0);
+        CHECK(rt_batcher_shard(&h[k], 8, 4 * k, err, sizeof err) == 0);
+        CHECK(h[k].batches == g.batches);
+        rt_batcher_fill(&h[k], NULL, 1, 3 * h[k].stride + h[k].offset, 4, (float *)(void *)half,
+                        halft);
+        CHECK(memcmp(half, all + 4 * k * T, sizeof half) == 0);
+        CHECK(memcmp(halft, allt + 4 * k * T, sizeof halft) == 0);
+    }
+    CHECK(rt_batcher_tokens(&v, t, T, 4, RT_BATCH_EVAL, 7, 10, err, sizeof err) == 0);
+    CHECK(v.windows == 10 && v.batches == 3);
+    CHECK(rt_batcher_fill(&v, NULL, 0, 8, 4, (float *)(void *)half, halft) == 2);
+    CHECK(half[0] == 8 * T && halft[T - 1] == 9 * T && half[2 * T] == 0 && halft[4 * T - 1] == 0);
+    CHECK(rt_batcher_tokens(&g, t, T, 300, RT_BATCH_TRAIN, 7, 0, err, sizeof err) != 0 &&
+          strstr(err, "do not fill one batch of 300"));
+    rt_tokens_free(t);
+}
+
 /* Every bad file: one message naming it. */
 TEST(token_files_refused) {
     char path[512];
@@ -800,6 +838,7 @@ int main(void) {
     RUN(npy_streams_the_same_pixels);
     RUN(npy_refuses_more_than_memory);
     RUN(token_windows_by_seed_step_and_replica);
+    RUN(token_batcher_steps_shards_and_val);
     RUN(token_files_refused);
     RUN(text_tokens_script_reads_back);
     char cmd[300];

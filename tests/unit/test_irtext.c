@@ -98,7 +98,7 @@ TEST(train_table_ranks_cover_the_line) {
                 parts += w != last_when && w != IR_TW_ALWAYS;
                 last_when = w;
             }
-    CHECK(parts == 3); /* OPTIM, CURVE, NONZERO: one run each */
+    CHECK(parts == 4); /* OPTIM, CURVE, NONZERO, TOKENS: one run each */
 }
 
 /* Graphs straight from the frontend and the passes, through the text and
