@@ -3,7 +3,7 @@
 # docs/language.md stays true to the frontend: every ```net block compiles,
 # every ```net-error block fails with exactly the ```text line after it
 # (compiled as bad.net), every keyword of the lexer and parser and every
-# name the train section accepts (check.c, ir/schedule.c) appears in a
+# name the train section accepts (check_train.c, ir/schedule.c) appears in a
 # heading or `code` span, and every operator of elab.c's table has a
 # heading `### \`op(args)\`` spelling its arguments and their defaults as
 # the table holds them, with its gradient described. The lists are read
@@ -96,19 +96,19 @@ n=$(wc -l <"$tmp/kw_lexer")
 cmp -s "$tmp/kw_lexer" "$tmp/kw_parser" && ok ||
     bad "lexer.l and parser.y keywords differ: $(comm -3 "$tmp/kw_lexer" "$tmp/kw_parser" | tr -s ' \t\n' ' ')"
 
-# Train-section names: the keyword arguments check.c accepts (its *_kws
+# Train-section names: the keyword arguments check_train.c accepts (its *_kws
 # arrays and the optimizers' kws table), the names it compares an item's
 # identifier or an exclude entry with, and the optimizer, lr scaling and
 # dataset names of ir/schedule.c.
 {
-    one_line frontend/check.c | grep -o 'kws\[\]\(\[[0-9]*\]\)\? = {[^;]*;' | grep -o '"[a-z_0-9]*"'
-    one_line frontend/check.c | grep -o 'strcmp(\(it->ident\|n->key\), "[a-z_0-9]*")' | grep -o '"[a-z_0-9]*"'
+    one_line frontend/check_train.c | grep -o 'kws\[\]\(\[[0-9]*\]\)\? = {[^;]*;' | grep -o '"[a-z_0-9]*"'
+    one_line frontend/check_train.c | grep -o 'strcmp(\(it->ident\|n->key\), "[a-z_0-9]*")' | grep -o '"[a-z_0-9]*"'
     one_line ir/schedule.c |
         grep -o '\(ir_optimizer_names\|ir_lr_scaling_names\)\[[^]]*\] = {[^}]*}\|datasets\[\] = {[^}]*}' |
         grep -o '"[a-z_0-9]*"'
 } | tr -d '"' | sort -u >"$tmp/train_names"
 n=$(wc -l <"$tmp/train_names")
-[ "$n" -ge 20 ] && ok || bad "only $n train-section names read from check.c and schedule.c: the extraction broke"
+[ "$n" -ge 20 ] && ok || bad "only $n train-section names read from check_train.c and schedule.c: the extraction broke"
 for want in momentum nesterov exclude reference_batch xavier cosine sgd adamw sqrt cifar10 bn; do
     grep -q -x "$want" "$tmp/train_names" || bad "the train-section extraction lacks '$want'"
 done
