@@ -245,6 +245,12 @@ typedef enum {
  *                         do not depend on threads (each thread owns
  *                         rows of dw); clamped ids as the gather's
  *                                                         -> [vocab, D]
+ *   positions(x[N,T,...], w[L,D])   rows 0..T-1 of w for every n: a
+ *                         learned position table (T <= L; x only gives
+ *                         the shape, ids or floats)           -> [N, T, D]
+ *   positions_grad(dy[N,T,D]) length   dw[t] = the sum over n of dy[n, t]
+ *                         in n order (one owner per element), rows >= T
+ *                         zero                            -> [length, D]
  *   bias_add_last(x[..., C], b[C])  adds b along the last axis (dense's
  *                         bias above rank 2; its gradient is sum_leading)
  *                                                                  -> x
@@ -398,7 +404,9 @@ typedef enum {
     X(ATTENTION, "attention", 3, 4, IR_FUSE_NONE, "heads,causal,salt", "scale,p")                 \
     X(ATTENTION_LSE, "attention_lse", 3, 3, IR_FUSE_NONE, "heads,causal", "scale")                \
     X(ATTENTION_GRAD, "attention_grad", 6, 7, IR_FUSE_NONE, "heads,causal,salt,which", "scale,p") \
-    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")
+    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")                          \
+    X(POSITIONS, "positions", 2, 2, IR_FUSE_NONE, "", "")                                         \
+    X(POSITIONS_GRAD, "positions_grad", 1, 1, IR_FUSE_NONE, "length", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
