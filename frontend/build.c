@@ -103,8 +103,16 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     const value *x = &a->v[0];
     int rank = elab_type(E, x)->ndim; /* over the last axis; the bias too above rank 2 */
     int64_t u = a->v[1].i, f = rank >= 2 ? elab_type(E, x)->dim[rank - 1] : 1;
+    /* scaled_init: GPT-2's residual projections, N(0, (S/√M)²) (ir.h) */
+    if (a->given[3] && a->v[4].i) {
+        elab_error(E, S, a->loc[4],
+                   "argument 'scaled_init' of 'dense' cannot apply to a tied weight (the "
+                   "embedding's table starts as the table)");
+        return -1;
+    }
+    ir_init init = a->v[4].i ? IR_INIT_SCALED : IR_INIT_XAVIER;
     int w = a->given[3] ? tied_weight(E, S, a, u, f)
-                        : elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
+                        : elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), init, 0);
     if (w < 0) return -1;
     int y = elab_node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
     if (y < 0 || !a->v[2].i) return y;

@@ -464,8 +464,12 @@ int ir_op_access(ir_op op, int k);
  * dense) start as MXNet's Xavier, N(0, std²) (init normal(std=S), the
  * embeddings' tables too) or He's normal over fan_in, N(0, 2/fan_in). */
 enum { IR_TRAIN_INIT_XAVIER, IR_TRAIN_INIT_NORMAL, IR_TRAIN_INIT_KAIMING };
-/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
-typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
+/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. scaled:
+ * GPT-2's residual projections, N(0, (S/√M)²), S the train section's
+ * normal std (IR_INIT_NORMAL_STD unless init normal(std=S)), M the number
+ * of parameters so marked in the graph (nanoGPT's 0.02/√(2·n_layer)).
+ * Appended: plans store the value. */
+typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL, IR_INIT_SCALED } ir_init;
 #define IR_INIT_NORMAL_STD 0.02
 
 /* Node flags. */

@@ -439,6 +439,42 @@ TEST(train_section_init_kinds) {
     ir_free(g);
 }
 
+/* GPT-2's scaled init: M = 2 weights marked scaled start N(0, (S/√2)²),
+ * S the train section's normal std (0.05 given; 0.02 under xavier), while
+ * the unmarked dense weight keeps its kind (normal S; xavier's U(-s, s),
+ * s = sqrt(2.24/212.5): sd s/√3). Tolerance as train_section_init_kinds'
+ * (3% of sd for 10000 draws: ~4 standard errors). */
+TEST(scaled_init_spread) {
+    ir_graph *g = ir_new();
+    ir_add_param(g, "dense0.weight", ir_shape2(400, 25), IR_INIT_XAVIER);
+    ir_add_param(g, "dense1.weight", ir_shape2(400, 25), IR_INIT_SCALED);
+    ir_add_param(g, "dense2.weight", ir_shape2(400, 25), IR_INIT_SCALED);
+    static const struct {
+        int kind;
+        double std, want[3];
+    } cases[] = {{IR_TRAIN_INIT_NORMAL, 0.05, {0.05, 0.05 / M_SQRT2, 0.05 / M_SQRT2}},
+                 {IR_TRAIN_INIT_XAVIER, 0, {0.0592767, 0.02 / M_SQRT2, 0.02 / M_SQRT2}}};
+    for (int c = 0; c < 2; c++) {
+        ir_train t;
+        ir_train_defaults(&t);
+        t.init_kind = cases[c].kind, t.init_std = cases[c].std;
+        rt_store *st = rt_store_new(be, g);
+        CHECK(rt_store_init(st, g, &t, 7) == 0);
+        for (int p = 0; p < 3; p++) {
+            static float v[10000];
+            rt_store_read(st, p, v);
+            double sum = 0, sq = 0, n = 10000;
+            for (int i = 0; i < 10000; i++) sum += v[i], sq += (double)v[i] * v[i];
+            double mean = sum / n, sd = sqrt(sq / n - mean * mean), w = cases[c].want[p];
+            CHECK_MSG(fabs(mean) < 5 * w / sqrt(n) && fabs(sd - w) < 0.03 * w,
+                      "init %d tensor %d: mean %g sd %g, want sd %g", cases[c].kind, p, mean, sd,
+                      w);
+        }
+        rt_store_free(st);
+    }
+    ir_free(g);
+}
+
 static void batchnorm_graph(int rank4, int training) {
     ir_graph *g = ir_new();
     int x = ir_add_input(g, "x", rank4 ? ir_shape4(3, 5, 3, 7) : ir_shape2(7, 5), 0);
@@ -1601,6 +1637,7 @@ int main(void) {
     RUN(dense_ops);
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
+    RUN(scaled_init_spread);
     RUN(positions_ops);
     RUN(embedding_ops);
     RUN(seq_cross_entropy);
