@@ -228,3 +228,46 @@ int cg_render_embedding_grad(cg_ctx *cx, int node) {
                           k_embedding_grad(cx, cg_in_type(cx, n, 0), cg_in_type(cx, n, 1), n),
                           n->type.dim[0]);
 }
+
+/* y[n, t, d] = w[t, d]: one element per iteration. b1 = x (the shape
+ * only), b2 = w. */
+static int k_positions(cg_ctx *cx, const ir_type *x, const ir_type *w, const ir_node *n) {
+    const ir_type *y = &n->type;
+    cg_kdef kd = {.op = "positions",
+                  .nargs = 3,
+                  .cost = 2,
+                  .writes = {1},
+                  .type = {y->dtype, x->dtype, w->dtype}};
+    cg_str_printf(&kd.body, "(void)b1;\nb0[i] = %s%sb2[i %% %" PRId64 "]%s%s;\n", cg_st(y->dtype),
+                  cg_ld(w->dtype), y->dim[1] * y->dim[2], cg_end(w->dtype), cg_end(y->dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+/* dw[t, d] (iteration t·D + d) = the sum over n of dy[n, t, d], n in
+ * order: one owner per element, the same bits at any thread count; rows
+ * t >= T are 0. Sums in acc_t, as sum_leading's. b1 = dy. */
+static int k_positions_grad(cg_ctx *cx, const ir_type *dy, const ir_node *n) {
+    int64_t N = dy->dim[0], TD = dy->dim[1] * dy->dim[2];
+    cg_kdef kd = {.op = "positions_grad",
+                  .nargs = 2,
+                  .cost = N,
+                  .serial = N,
+                  .writes = {1},
+                  .type = {n->type.dtype, dy->dtype}};
+    cg_str_printf(&kd.body,
+                  "acc_t s = 0;\n"
+                  "if (i < %" PRId64 ")\n"
+                  "    for (idx_t r = 0; r < %" PRId64 "; r++) s += %sb1[r * %" PRId64 " + i]%s;\n"
+                  "b0[i] = %s(float)s%s;\n",
+                  TD, N, cg_ld(dy->dtype), TD, cg_end(dy->dtype), cg_st(n->type.dtype),
+                  cg_end(n->type.dtype));
+    return cg_emit_kernel(cx, &kd);
+}
+
+int cg_render_positions(cg_ctx *cx, int node) {
+    const ir_node *n = &cx->g->nodes[node];
+    int k = n->op == IR_OP_POSITIONS
+                ? k_positions(cx, cg_in_type(cx, n, 0), cg_in_type(cx, n, 1), n)
+                : k_positions_grad(cx, cg_in_type(cx, n, 0), n);
+    return cg_simple_step(cx, node, k, ir_numel(&n->type));
+}

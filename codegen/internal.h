@@ -157,6 +157,7 @@ int cg_render_plane_dot(cg_ctx *cx, int node);
 int cg_render_dropout(cg_ctx *cx, int node);
 int cg_render_embedding(cg_ctx *cx, int node);
 int cg_render_embedding_grad(cg_ctx *cx, int node);
+int cg_render_positions(cg_ctx *cx, int node); /* and positions_grad */
 int cg_render_seq_ce(cg_ctx *cx, int node);
 int cg_render_attention(cg_ctx *cx, int node); /* attention.c */
 int cg_render_batchnorm(cg_ctx *cx, int node);

@@ -378,6 +378,8 @@ typedef enum {
     FE_OP_SPLIT,
     FE_OP_MASK,
     FE_OP_ATTENTION,
+    FE_OP_POSITIONS,
+    FE_OP_CLASS_TOKEN,
 } fe_op_id;
 
 struct fe_opdef {

@@ -103,8 +103,16 @@ static int build_dense(elab *E, scope *S, const op_args *a, const char *inst, fe
     const value *x = &a->v[0];
     int rank = elab_type(E, x)->ndim; /* over the last axis; the bias too above rank 2 */
     int64_t u = a->v[1].i, f = rank >= 2 ? elab_type(E, x)->dim[rank - 1] : 1;
+    /* scaled_init: GPT-2's residual projections, N(0, (S/√M)²) (ir.h) */
+    if (a->given[3] && a->v[4].i) {
+        elab_error(E, S, a->loc[4],
+                   "argument 'scaled_init' of 'dense' cannot apply to a tied weight (the "
+                   "embedding's table starts as the table)");
+        return -1;
+    }
+    ir_init init = a->v[4].i ? IR_INIT_SCALED : IR_INIT_XAVIER;
     int w = a->given[3] ? tied_weight(E, S, a, u, f)
-                        : elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), IR_INIT_XAVIER, 0);
+                        : elab_param(E, S, loc, inst, "weight", ir_shape2(u, f), init, 0);
     if (w < 0) return -1;
     int y = elab_node(E, S, loc, IR_OP_DENSE, (int[]){x->node, w}, 2, NULL, NULL);
     if (y < 0 || !a->v[2].i) return y;
@@ -145,6 +153,50 @@ static int build_embedding(elab *E, scope *S, const op_args *a, const char *inst
         elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
     if (w < 0) return -1;
     return elab_node(E, S, loc, IR_OP_EMBEDDING, (int[]){a->v[0].node, w}, 2, NULL, NULL);
+}
+
+/* positions(x, length, dim): rows 0..T-1 of NAME.weight [length, dim]
+ * for every sample, T = x's axis 1 (GPT-2's wpe; N(0, 0.02²) as the
+ * embedding tables). */
+static int build_positions(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    char buf[96];
+    if (x->ndim < 2) {
+        elab_error(E, S, loc, "positions: x must be [N, T, ...], got %s",
+                   ir_type_str(x, buf, sizeof buf));
+        return -1;
+    }
+    if (x->dim[1] > a->v[1].i) {
+        elab_error(E, S, a->loc[1],
+                   "argument 'length' of 'positions' must cover x's %" PRId64
+                   " positions (axis 1 of %s), got %" PRId64,
+                   x->dim[1], ir_type_str(x, buf, sizeof buf), a->v[1].i);
+        return -1;
+    }
+    int w =
+        elab_param(E, S, loc, inst, "weight", ir_shape2(a->v[1].i, a->v[2].i), IR_INIT_NORMAL, 0);
+    if (w < 0) return -1;
+    return elab_node(E, S, loc, IR_OP_POSITIONS, (int[]){a->v[0].node, w}, 2, NULL, NULL);
+}
+
+/* class_token(x[N, T, C]): NAME.weight [1, C] (zeros, as timm's cls_token
+ * before its trunc_normal) before row 0 -> [N, T+1, C]: positions' one-row
+ * broadcast (fed a slice of x for the shape), then concat on axis 1, so
+ * the gradients are theirs: the batch's sum into the row, the rest to x. */
+static int build_class_token(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
+    const ir_type *x = elab_type(E, &a->v[0]);
+    char buf[96];
+    if (x->ndim != 3 || x->dtype == IR_I32) {
+        elab_error(E, S, loc, "class_token: x must be a float [N, T, C], got %s",
+                   ir_type_str(x, buf, sizeof buf));
+        return -1;
+    }
+    int w = elab_param(E, S, loc, inst, "weight", ir_shape2(1, x->dim[2]), IR_INIT_ZERO, 0);
+    if (w < 0) return -1;
+    int row = elab_node(E, S, loc, IR_OP_SLICE, &a->v[0].node, 1, (int64_t[]){1, 0, 1}, NULL);
+    int c = row < 0 ? -1 : elab_node(E, S, loc, IR_OP_POSITIONS, (int[]){row, w}, 2, NULL, NULL);
+    if (c < 0) return -1;
+    return elab_node(E, S, loc, IR_OP_CONCAT, (int[]){c, a->v[0].node}, 2, (int64_t[]){1}, NULL);
 }
 
 /* softmax_cross_entropy: [N, K] logits with smoothing, or [N, T, V] with ignore (seq_ce). */
@@ -463,6 +515,8 @@ int elab_op(elab *E, scope *S, const op_args *a, const char *inst, fe_loc loc) {
     case FE_OP_SLICE: id = build_slice(E, S, a, loc); break;
     case FE_OP_SPLIT: id = build_split(E, S, a, loc); break;
     case FE_OP_MASK: id = build_mask(E, S, a, loc); break;
+    case FE_OP_POSITIONS: id = build_positions(E, S, a, inst, loc); break;
+    case FE_OP_CLASS_TOKEN: id = build_class_token(E, S, a, inst, loc); break;
     }
     return id;
 }

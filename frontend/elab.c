@@ -70,8 +70,9 @@ static const fe_opdef ops[] = {
     {"flatten", FE_OP_FLATTEN, 1, {TENSOR("x")}},
     {"dense",
      FE_OP_DENSE,
-     4,
-     {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1), TENSOR_OPT("tie")}},
+     5,
+     {TENSOR("x"), INT("units", 1), BOOL_OPT("bias", 1), TENSOR_OPT("tie"),
+      BOOL_OPT("scaled_init", 0)}},
     {"softmax_cross_entropy",
      FE_OP_SOFTMAX_CE,
      4,
@@ -120,6 +121,8 @@ static const fe_opdef ops[] = {
      6,
      {TENSOR("q"), TENSOR("k"), TENSOR("v"), INT("heads", 1), BOOL_OPT("causal", 1),
       FLOAT_OPT("dropout", 0)}},
+    {"positions", FE_OP_POSITIONS, 3, {TENSOR("x"), INT("length", 1), INT("dim", 1)}},
+    {"class_token", FE_OP_CLASS_TOKEN, 1, {TENSOR("x")}},
 };
 
 const fe_opdef *fe_find_op(const char *name) {
@@ -335,7 +338,8 @@ static int call_op(elab *E, scope *S, const fe_expr *e, value *out) {
     }
     char inst[96] = "";
     if (op->id == FE_OP_CONV || op->id == FE_OP_BATCHNORM || op->id == FE_OP_DENSE ||
-        op->id == FE_OP_LAYERNORM || op->id == FE_OP_EMBEDDING)
+        op->id == FE_OP_LAYERNORM || op->id == FE_OP_EMBEDDING || op->id == FE_OP_POSITIONS ||
+        op->id == FE_OP_CLASS_TOKEN)
         snprintf(inst, sizeof inst, "%s%d", op->name, next_count(E, S, op->name));
     int first = E->g->n;
     int id = elab_op(E, S, &a, inst, e->loc);

@@ -10,6 +10,7 @@ static const char *init_name(int64_t init) {
     return init == IR_INIT_ZERO     ? "zero"
            : init == IR_INIT_ONE    ? "one"
            : init == IR_INIT_NORMAL ? "normal"
+           : init == IR_INIT_SCALED ? "scaled"
                                     : "xavier";
 }
 

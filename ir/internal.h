@@ -32,6 +32,8 @@ typedef struct {
 const ir_enum_words *ir_enum_words_of(const ir_train_field *f);
 /* The shape rules of embedding and embedding_grad (ir/shape_seq.c). */
 int ir_infer_embedding(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
+/* positions and positions_grad (ir/shape_seq.c). */
+int ir_infer_positions(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
 int ir_infer_seq_ce(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
 int ir_infer_attention(const ir_graph *g, const ir_node *n, ir_type *out, char *err, size_t errlen);
 

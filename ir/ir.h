@@ -245,6 +245,12 @@ typedef enum {
  *                         do not depend on threads (each thread owns
  *                         rows of dw); clamped ids as the gather's
  *                                                         -> [vocab, D]
+ *   positions(x[N,T,...], w[L,D])   rows 0..T-1 of w for every n: a
+ *                         learned position table (T <= L; x only gives
+ *                         the shape, ids or floats)           -> [N, T, D]
+ *   positions_grad(dy[N,T,D]) length   dw[t] = the sum over n of dy[n, t]
+ *                         in n order (one owner per element), rows >= T
+ *                         zero                            -> [length, D]
  *   bias_add_last(x[..., C], b[C])  adds b along the last axis (dense's
  *                         bias above rank 2; its gradient is sum_leading)
  *                                                                  -> x
@@ -398,7 +404,9 @@ typedef enum {
     X(ATTENTION, "attention", 3, 4, IR_FUSE_NONE, "heads,causal,salt", "scale,p")                 \
     X(ATTENTION_LSE, "attention_lse", 3, 3, IR_FUSE_NONE, "heads,causal", "scale")                \
     X(ATTENTION_GRAD, "attention_grad", 6, 7, IR_FUSE_NONE, "heads,causal,salt,which", "scale,p") \
-    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")
+    X(CLIP_SCALE, "clip_scale", 2, 2, IR_FUSE_POINTWISE, "", "max_norm")                          \
+    X(POSITIONS, "positions", 2, 2, IR_FUSE_NONE, "", "")                                         \
+    X(POSITIONS_GRAD, "positions_grad", 1, 1, IR_FUSE_NONE, "length", "")
 
 typedef enum {
 #define X(id, name, amin, amax, fuse, iattrs, fattrs) IR_OP_##id,
@@ -456,8 +464,12 @@ int ir_op_access(ir_op op, int k);
  * dense) start as MXNet's Xavier, N(0, std²) (init normal(std=S), the
  * embeddings' tables too) or He's normal over fan_in, N(0, 2/fan_in). */
 enum { IR_TRAIN_INIT_XAVIER, IR_TRAIN_INIT_NORMAL, IR_TRAIN_INIT_KAIMING };
-/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. */
-typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL } ir_init;
+/* normal: N(0, IR_INIT_NORMAL_STD²), GPT-2's embedding tables. scaled:
+ * GPT-2's residual projections, N(0, (S/√M)²), S the train section's
+ * normal std (IR_INIT_NORMAL_STD unless init normal(std=S)), M the number
+ * of parameters so marked in the graph (nanoGPT's 0.02/√(2·n_layer)).
+ * Appended: plans store the value. */
+typedef enum { IR_INIT_ZERO, IR_INIT_ONE, IR_INIT_XAVIER, IR_INIT_NORMAL, IR_INIT_SCALED } ir_init;
 #define IR_INIT_NORMAL_STD 0.02
 
 /* Node flags. */

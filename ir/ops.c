@@ -15,7 +15,7 @@ const ir_op_info ir_ops[IR_OP_COUNT] = {
  * part of the file format: a new op is appended at the end of IR_OPS, never
  * inserted, or PLAN_VERSION is bumped. Then update this count and the list
  * in tests/unit/test_ir.c (op_order_is_pinned). */
-static_assert(IR_OP_COUNT == 88, "op table changed: append only, see the comment above");
+static_assert(IR_OP_COUNT == 90, "op table changed: append only, see the comment above");
 
 int ir_op_by_name(const char *name) {
     for (int i = 0; i < IR_OP_COUNT; i++)

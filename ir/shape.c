@@ -751,6 +751,8 @@ static int infer(const ir_graph *g, const ir_node *n, ir_type *out, char *err, s
         return 0;
     case IR_OP_EMBEDDING:
     case IR_OP_EMBEDDING_GRAD: return ir_infer_embedding(g, n, out, err, errlen);
+    case IR_OP_POSITIONS:
+    case IR_OP_POSITIONS_GRAD: return ir_infer_positions(g, n, out, err, errlen);
     case IR_OP_BIAS_ADD_LAST: return ir_infer_dense_rows(g, n, out, err, errlen);
     case IR_OP_MATMUL: return ir_infer_matmul(g, n, out, err, errlen);
     case IR_OP_SEQ_CE:

@@ -68,3 +68,36 @@ int ir_infer_seq_ce(const ir_graph *g, const ir_node *n, ir_type *out, char *err
     *out = *x;
     return 0;
 }
+
+/* positions(x[N, T, ...], w[L, D]) -> [N, T, D];
+ * positions_grad(dy[N, T, D]) length -> [length, D]. */
+int ir_infer_positions(const ir_graph *g, const ir_node *n, ir_type *out, char *err,
+                       size_t errlen) {
+    const char *op = ir_ops[n->op].name;
+    const ir_type *x = &g->nodes[n->input[0]].type;
+    if (n->op == IR_OP_POSITIONS_GRAD) {
+        if (x->ndim != 3 || x->dtype == IR_I32)
+            return base_fail(err, errlen, "%s: dy must be a float [N, T, D], got %s", op,
+                             TYPE_STR(x));
+        if (n->iattr[0] < x->dim[1])
+            return base_fail(err, errlen, "%s: length %" PRId64 " is shorter than dy %s", op,
+                             n->iattr[0], TYPE_STR(x));
+        *out = ir_shape2(n->iattr[0], x->dim[2]);
+        out->dtype = x->dtype;
+        return 0;
+    }
+    const ir_type *w = &g->nodes[n->input[1]].type;
+    if (x->ndim < 2)
+        return base_fail(err, errlen, "%s: x must be [N, T, ...], got %s", op, TYPE_STR(x));
+    if (w->ndim != 2 || w->dtype == IR_I32)
+        return base_fail(err, errlen, "%s: weight must be a float [length, dim], got %s", op,
+                         TYPE_STR(w));
+    if (x->dim[1] > w->dim[0])
+        return base_fail(err, errlen,
+                         "%s: x %s has %" PRId64 " positions, the table only %" PRId64 " (length)",
+                         op, TYPE_STR(x), x->dim[1], w->dim[0]);
+    *out = ir_shape2(x->dim[0], x->dim[1]);
+    out->dim[out->ndim++] = w->dim[1];
+    out->dtype = w->dtype;
+    return 0;
+}

@@ -22,7 +22,7 @@
 /* Integer attributes, dimensions: the plan reader's bound (PLAN_MAX_VALUE, format/plan_internal.h). */
 #define MAX_VALUE    ((int64_t)1 << 40)
 
-static const char *const init_names[4] = {"zero", "one", "xavier", "normal"};
+static const char *const init_names[5] = {"zero", "one", "xavier", "normal", "scaled"};
 
 void ir_text_free(ir_text_file *t) {
     for (int k = 0; k < 2; k++) ir_free(t->graph[k]);
@@ -276,11 +276,13 @@ static int attrs_of(rd *r, ir_node *n) {
         if (need(r, "=", "'='")) return -1;
         if (ir_is_persistent(n->op)) {
             at = r->p;
-            if (word(r, got, sizeof got, "an initialiser (zero, one, xavier, normal)")) return -1;
+            if (word(r, got, sizeof got, "an initialiser (zero, one, xavier, normal, scaled)"))
+                return -1;
             int k = 0;
-            while (k < 4 && strcmp(got, init_names[k])) k++;
-            if (k == 4)
-                return fail(r, at, "unknown initialiser '%s' (zero, one, xavier, normal)", got);
+            while (k < 5 && strcmp(got, init_names[k])) k++;
+            if (k == 5)
+                return fail(r, at, "unknown initialiser '%s' (zero, one, xavier, normal, scaled)",
+                            got);
             n->iattr[0] = k;
         } else if (int_value(r, -MAX_VALUE, MAX_VALUE, "an integer", &n->iattr[i])) {
             return -1;

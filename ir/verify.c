@@ -143,7 +143,7 @@ static int verify_nodes(const ir_graph *g, ir_names *names, int *last_read, char
             if (ir_names_add(names, i) >= 0)
                 return base_fail(err, errlen, "node %d: duplicate name '%s'", i, n->name);
             if (n->op != IR_OP_INPUT &&
-                (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_NORMAL))
+                (n->iattr[0] < IR_INIT_ZERO || n->iattr[0] > IR_INIT_SCALED))
                 return base_fail(err, errlen, "node %d: bad initialiser %" PRId64, i, n->iattr[0]);
         } else {
             ir_type t;

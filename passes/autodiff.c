@@ -413,6 +413,15 @@ static int grad_embedding(autodiff *A, int i, ir_node n, int dy) {
     return contribute(A, w, emit(A, i, IR_OP_EMBEDDING_GRAD, (int[]){dy, ids}, 2, &vocab, NULL), 1);
 }
 
+/* Only the table has a gradient (x gives the shape): the batch's sum of
+ * dy into rows 0..T-1, the rest zero. */
+static int grad_positions(autodiff *A, int i, ir_node n, int dy) {
+    int w = n.input[1];
+    if (!A->live[w]) return 0;
+    int64_t len = A->g->nodes[w].type.dim[0];
+    return contribute(A, w, emit(A, i, IR_OP_POSITIONS_GRAD, &dy, 1, &len, NULL), 1);
+}
+
 static int grad_seq_ce(autodiff *A, int i, ir_node n, int dy) {
     return contribute(
         A, n.input[0],
@@ -481,6 +490,7 @@ static const grad_rule rules[IR_OP_COUNT] = {
     [IR_OP_LAYERNORM] = grad_layernorm,
     [IR_OP_SOFTMAX] = grad_softmax,
     [IR_OP_EMBEDDING] = grad_embedding,
+    [IR_OP_POSITIONS] = grad_positions,
     [IR_OP_SEQ_CE] = grad_seq_ce,
     [IR_OP_SUB] = grad_sub,
     [IR_OP_MUL_CONST] = grad_mul_const,

@@ -4,8 +4,9 @@
 # source under the simulator (tests/fake, tests/sim): cnn_small, resnet18
 # and tests/nets/shape_small.net (attention from reshape, split, permute,
 # the causal mask, slice, concat; its permutes that move the last axis are
-# tiled through shared memory) (resnet18 not in the sanitized tree: it is
-# slow there) at batch 4
+# tiled through shared memory) and tests/nets/vit_tiny.net (patches, the
+# class token, learned positions) (resnet18 not in the sanitized tree: it
+# is slow there) at batch 4
 # train 3 steps on a tiny CIFAR-format folder with --device cuda and with
 # --device cpu (resnet18 at --lr 0.0001: at batch 4 its BatchNorm over 1x1
 # maps amplifies the rounding differences of the two sides' reduction orders
@@ -26,8 +27,8 @@
 # Prints `N passed, N failed`.
 . tests/lib.sh
 use_fake_driver
-models="cnn_small resnet18 shape_small"
-case "$build" in *asan*) models="cnn_small shape_small" ;; esac
+models="cnn_small resnet18 shape_small vit_tiny"
+case "$build" in *asan*) models="cnn_small shape_small vit_tiny" ;; esac
 
 # 4 images per training file, 4 test images: 5 steps of 4 per epoch.
 random_cifar "$tmp/cifar" 4
@@ -73,7 +74,7 @@ for k in tc.keys() & tg.keys():
             print(f'{k}[{i}]: cpu {a!r} cuda {b!r}'); ok = False; break
 sys.exit(0 if ok else 1)
 PY
-lr_cnn_small=() lr_resnet18=(--lr 0.0001) lr_shape_small=()
+lr_cnn_small=() lr_resnet18=(--lr 0.0001) lr_shape_small=() lr_vit_tiny=()
 train() { # model device tag [dprun options...]
     local -n lr=lr_$1
     local m=$1 dev=$2 tag=$3

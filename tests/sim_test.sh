@@ -13,7 +13,8 @@
 #    kernel, block and thread with sim_where() (lane 15 runs on first after
 #    the shuffle that lane 15 completes);
 #  - compiles every emitted CUDA kernel of every model and of
-#    tests/nets/shape_small.net (train and eval, fp32 and bf16) as host C++
+#    tests/nets/shape_small.net, gpt_tiny.net and vit_tiny.net (train and
+#    eval, fp32 and bf16) as host C++
 #    against cuda_sim.h, each with its SIM_KERNEL entry;
 #  - runs emitted elementwise kernels of mlp under the simulator and compares
 #    every buffer, bit for bit, with the C-dialect kernel of the same name.
@@ -103,9 +104,9 @@ fi
 # files of one directory repeat their typedefs and static helpers.
 ek=$tmp/ek
 mkdir -p "$ek"
-for m in mlp cnn_small resnet18_cifar resnet18 shape_small; do
+for m in mlp cnn_small resnet18_cifar resnet18 shape_small gpt_tiny vit_tiny; do
     net=models/$m.net
-    [ -f "$net" ] || net=tests/nets/$m.net # shape_small: the shape ops, the tiled permute
+    [ -f "$net" ] || net=tests/nets/$m.net # shape_small: the shape ops, the tiled permute; gpt/vit_tiny: positions
     for p in fp32 bf16; do
         prec=()
         [ $p = bf16 ] && prec=(--precision bf16)

@@ -142,7 +142,7 @@ rt_shard *rt_shard_new(const ir_graph *g, int replicas, char *err, size_t errlen
     }
     for (int i = 0; i < g->n && !rc; i++)
         if (g->nodes[i].op == IR_OP_STATE && s->owner[i] >= 0 &&
-            (g->nodes[i].iattr[0] == IR_INIT_XAVIER || g->nodes[i].iattr[0] == IR_INIT_NORMAL))
+            g->nodes[i].iattr[0] >= IR_INIT_XAVIER) /* xavier, normal, scaled */
             rc = base_fail(err, errlen,
                            "--shard-optimizer: the optimizer state '%s' has a random initialiser",
                            g->nodes[i].name);

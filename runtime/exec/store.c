@@ -122,6 +122,8 @@ int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t s
     int kind = t ? t->init_kind : IR_TRAIN_INIT_XAVIER;
     double std = t && t->init_std ? t->init_std : IR_INIT_NORMAL_STD;
     if (t) magnitude = t->init_magnitude;
+    int scaled = 0; /* M of IR_INIT_SCALED: every shard's entries count */
+    for (int i = 0; i < st->n; i++) scaled += st->t[i].init == IR_INIT_SCALED;
     rt_rng rng;
     rt_rng_seed(&rng, seed);
     for (int i = 0; i < st->n; i++) {
@@ -136,6 +138,8 @@ int rt_store_init(rt_store *st, const ir_graph *g, const ir_train *t, uint64_t s
             xavier(host, &e->type, magnitude, &rng);
         else if (e->init == IR_INIT_XAVIER || e->init == IR_INIT_NORMAL)
             normal(host, n, kind == IR_TRAIN_INIT_NORMAL ? std : IR_INIT_NORMAL_STD, &rng);
+        else if (e->init == IR_INIT_SCALED)
+            normal(host, n, std / sqrt((double)scaled), &rng);
         else
             for (int64_t j = 0; j < n; j++) host[j] = e->init == IR_INIT_ONE ? 1.0f : 0.0f;
         int rc = rt_backend_copy_in(st->be, e->buf, host, e->bytes, NULL, 0);

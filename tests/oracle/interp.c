@@ -882,6 +882,20 @@ static void op_attention_grad(op_args *a) {
     free(s);
 }
 
+/* y[n, t] = w[t]; dw[t] = the sum over n of dy[n, t] (rows >= T zero). */
+static void op_positions(op_args *a) {
+    int64_t N = a->n->type.dim[0], TD = a->n->type.dim[1] * a->n->type.dim[2];
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t e = 0; e < TD; e++) a->y[r * TD + e] = a->x[1][e];
+}
+
+static void op_positions_grad(op_args *a) {
+    int64_t N = a->in[0]->dim[0], TD = a->in[0]->dim[1] * a->in[0]->dim[2];
+    for (int64_t e = 0; e < ir_numel(&a->n->type); e++) a->y[e] = 0;
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t e = 0; e < TD; e++) a->y[e] += a->x[0][r * TD + e];
+}
+
 static void op_dropout(op_args *a) {
     uint64_t key = dropout_key(a->x[1]), thr = ir_dropout_threshold(a->n->fattr[0]);
     double scale = 1 / (1 - a->n->fattr[0]);
@@ -1121,6 +1135,8 @@ static const op_fn op_table[IR_OP_COUNT] = {
     [IR_OP_ATTENTION] = op_attention,
     [IR_OP_ATTENTION_LSE] = op_attention,
     [IR_OP_ATTENTION_GRAD] = op_attention_grad,
+    [IR_OP_POSITIONS] = op_positions,
+    [IR_OP_POSITIONS_GRAD] = op_positions_grad,
 };
 
 void oracle_interp_run(oracle_interp *it) {

@@ -745,6 +745,40 @@ TEST(embedding_gradients) {
     fixture_free(&f);
 }
 
+/* GPT-2's input: embedding + positions. The table [6, 4] is longer than
+ * T = 5, so its last row's gradient is zero; the others sum over the
+ * batch. Against finite differences. */
+TEST(positions_gradients) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "ids", (ir_type){2, {2, 5}, IR_I32}, 7);
+    int w = param(g, "emb.weight", ir_shape2(7, 4)), pw = param(g, "pos.weight", ir_shape2(6, 4));
+    int e = tg_node(g, IR_OP_EMBEDDING, (int[]){ids, w}, 2, NULL, NULL);
+    int p = tg_node(g, IR_OP_POSITIONS, (int[]){ids, pw}, 2, NULL, NULL);
+    CHECK(p >= 0 && g->nodes[p].type.ndim == 3 && g->nodes[p].type.dim[1] == 5);
+    head(g, tg_node(g, IR_OP_ADD, (int[]){e, p}, 2, NULL, NULL));
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2); /* both parameters */
+    CHECK(count_op(f.grad, IR_OP_POSITIONS_GRAD) == 1);
+    fixture_free(&f);
+}
+
+/* class_token as the frontend builds it: the row [1, 4] broadcast by
+ * positions over a one-row slice of x, concatenated before x [2, 3, 4]. */
+TEST(class_token_gradients) {
+    ir_graph *g = ir_new();
+    int x = param(g, "x", (ir_type){3, {2, 3, 4}, IR_F32}), c = param(g, "cls", ir_shape2(1, 4));
+    int row = tg_node(g, IR_OP_SLICE, &x, 1, (int64_t[]){1, 0, 1}, NULL);
+    int b = tg_node(g, IR_OP_POSITIONS, (int[]){row, c}, 2, NULL, NULL);
+    int y = tg_node(g, IR_OP_CONCAT, (int[]){b, x}, 2, (int64_t[]){1}, NULL);
+    CHECK(y >= 0 && g->nodes[y].type.dim[1] == 4);
+    head(g, y);
+    fixture f;
+    fixture_init(&f, g);
+    CHECK(check_gradients(&f) == 2); /* both parameters */
+    fixture_free(&f);
+}
+
 /* seq_cross_entropy over [3, 4, 5] logits: sequence 0 keeps every
  * target, sequence 1 ignores two (its mean is over the other two), and
  * sequence 2 ignores all four (loss 0, gradient 0), against finite
@@ -1209,6 +1243,8 @@ int main(void) {
     RUN(small_resnet_gradients);
     RUN(sigmoid_gradients);
     RUN(embedding_gradients);
+    RUN(positions_gradients);
+    RUN(class_token_gradients);
     RUN(clip_gradients);
     RUN(mul_gradients);
     RUN(mul_channel_gradients);

@@ -140,6 +140,9 @@ static ir_graph *all_ops_graph(void) {
     int emb = ir_add_param(g, "embedding0.weight", ir_shape2(11, 4), IR_INIT_XAVIER);
     int e = N(EMBEDDING, ids, emb), NULL, NULL);
     N(EMBEDDING_GRAD, e, ids), IA(11), NULL);
+    int pos = ir_add_param(g, "positions0.weight", ir_shape2(5, 4), IR_INIT_NORMAL);
+    int pe = N(POSITIONS, ids, pos), NULL, NULL);
+    N(POSITIONS_GRAD, pe), IA(5), NULL);
     /* dense over the last axis of [2, 3, 4] (rows 6), its bias along it */
     int dw = ir_add_param(g, "seq.weight", ir_shape2(5, 4), IR_INIT_XAVIER);
     int sbias = ir_add_param(g, "seq.bias", ir_shape1(5), IR_INIT_ZERO);

@@ -555,6 +555,15 @@ TEST(small_planes_dense_convs_equal_cpu) {
  * cnn_small's do). */
 TEST(attn_fused_step_equals_cpu) { step_matches_cpu("tests/nets/attn_fused.net", 4, 1e-4); }
 
+/* Learned positions and the class token (tests/nets/gpt_tiny.net,
+ * vit_tiny.net): the CUDA text of positions and its batch-sum gradient,
+ * run by the simulator, equal to the cpu's C text; the rest as
+ * attn_fused's. */
+TEST(gpt_vit_tiny_steps_equal_cpu) {
+    step_matches_cpu("tests/nets/gpt_tiny.net", 4, 1e-4);
+    step_matches_cpu("tests/nets/vit_tiny.net", 4, 1e-4);
+}
+
 /* Grouped and depthwise convolutions (se_small's) are cuDNN calls too,
  * with the group count: equal to the cpu's (oneDNN, or its direct
  * kernels). The backward pass within 1e-3: a BatchNorm gamma's gradient,
@@ -2012,6 +2021,7 @@ int main(void) {
     RUN(se_small_grouped_library_convs_equal_cpu);
     RUN(recipe_small_step_equals_cpu);
     RUN(attn_fused_step_equals_cpu);
+    RUN(gpt_vit_tiny_steps_equal_cpu);
     RUN(small_planes_dense_convs_equal_cpu);
     RUN(tuned_cudnn_conv_measures_and_computes);
     RUN(nondeterministic_lets_cudnn_take_its_fastest);

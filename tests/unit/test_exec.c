@@ -367,6 +367,22 @@ TEST(embedding_ops) {
     ir_free(g);
 }
 
+/* positions over ids [3, 5] and over floats [3, 4, 6] (x only gives T),
+ * a table [6, 4] longer than both; the gradient's sum over the batch with
+ * its zero rows past T. */
+TEST(positions_ops) {
+    ir_graph *g = ir_new();
+    int ids = ir_add_input(g, "ids", (ir_type){2, {3, 5}, IR_I32}, 7);
+    int xf = ir_add_input(g, "xf", (ir_type){3, {3, 4, 6}, IR_F32}, 0);
+    int w = ir_add_param(g, "w", ir_shape2(6, 4), IR_INIT_XAVIER);
+    N(POSITIONS, ids, w), NULL, NULL);
+    N(POSITIONS, xf, w), NULL, NULL);
+    int dy = ir_add_input(g, "dy", (ir_type){3, {3, 5, 4}, IR_F32}, 0);
+    N(POSITIONS_GRAD, dy), IA(6), NULL);
+    CHECK(run_both(g, NULL) == 0);
+    ir_free(g);
+}
+
 /* An embedding table starts N(0, 0.02²): its mean and spread, and the
  * same values for the same seed. */
 TEST(normal_init) {
@@ -414,6 +430,42 @@ TEST(train_section_init_kinds) {
             for (int i = 0; i < 4000 + 6000 * !p; i++) sum += v[i], sq += (double)v[i] * v[i];
             double n = 4000 + 6000 * !p, mean = sum / n, sd = sqrt(sq / n - mean * mean);
             double w = cases[c].want[p];
+            CHECK_MSG(fabs(mean) < 5 * w / sqrt(n) && fabs(sd - w) < 0.03 * w,
+                      "init %d tensor %d: mean %g sd %g, want sd %g", cases[c].kind, p, mean, sd,
+                      w);
+        }
+        rt_store_free(st);
+    }
+    ir_free(g);
+}
+
+/* GPT-2's scaled init: M = 2 weights marked scaled start N(0, (S/√2)²),
+ * S the train section's normal std (0.05 given; 0.02 under xavier), while
+ * the unmarked dense weight keeps its kind (normal S; xavier's U(-s, s),
+ * s = sqrt(2.24/212.5): sd s/√3). Tolerance as train_section_init_kinds'
+ * (3% of sd for 10000 draws: ~4 standard errors). */
+TEST(scaled_init_spread) {
+    ir_graph *g = ir_new();
+    ir_add_param(g, "dense0.weight", ir_shape2(400, 25), IR_INIT_XAVIER);
+    ir_add_param(g, "dense1.weight", ir_shape2(400, 25), IR_INIT_SCALED);
+    ir_add_param(g, "dense2.weight", ir_shape2(400, 25), IR_INIT_SCALED);
+    static const struct {
+        int kind;
+        double std, want[3];
+    } cases[] = {{IR_TRAIN_INIT_NORMAL, 0.05, {0.05, 0.05 / M_SQRT2, 0.05 / M_SQRT2}},
+                 {IR_TRAIN_INIT_XAVIER, 0, {0.0592767, 0.02 / M_SQRT2, 0.02 / M_SQRT2}}};
+    for (int c = 0; c < 2; c++) {
+        ir_train t;
+        ir_train_defaults(&t);
+        t.init_kind = cases[c].kind, t.init_std = cases[c].std;
+        rt_store *st = rt_store_new(be, g);
+        CHECK(rt_store_init(st, g, &t, 7) == 0);
+        for (int p = 0; p < 3; p++) {
+            static float v[10000];
+            rt_store_read(st, p, v);
+            double sum = 0, sq = 0, n = 10000;
+            for (int i = 0; i < 10000; i++) sum += v[i], sq += (double)v[i] * v[i];
+            double mean = sum / n, sd = sqrt(sq / n - mean * mean), w = cases[c].want[p];
             CHECK_MSG(fabs(mean) < 5 * w / sqrt(n) && fabs(sd - w) < 0.03 * w,
                       "init %d tensor %d: mean %g sd %g, want sd %g", cases[c].kind, p, mean, sd,
                       w);
@@ -852,6 +904,27 @@ TEST(attn_small_training_step_matches_interpreter) {
     if (g) CHECK(run_both(g, NULL) == 0);
     ir_free(g);
     fe_free(fp);
+}
+
+/* Learned positions and the class token (tests/nets/gpt_tiny.net: GPT-2's
+ * input end, split, attention and the tied head; vit_tiny.net: patches,
+ * class_token, positions, the class row read out) through the frontend
+ * and the default passes: the generated C kernels of a whole training
+ * step against the interpreter. */
+TEST(gpt_vit_tiny_training_steps_match_interpreter) {
+    static const char *const nets[2] = {"tests/nets/gpt_tiny.net", "tests/nets/vit_tiny.net"};
+    for (int k = 0; k < 2; k++) {
+        fe_program *fp = fe_parse_file(nets[k]);
+        CHECK(fp != NULL);
+        if (!fp) return;
+        int ops[IR_OP_COUNT] = {0};
+        ir_graph *g = trained_graph(fp, ops);
+        /* gpt: positions; vit: class_token's and positions */
+        CHECK(ops[IR_OP_POSITIONS] == k + 1 && ops[IR_OP_POSITIONS_GRAD] == k + 1);
+        if (g) CHECK(run_both(g, NULL) == 0);
+        ir_free(g);
+        fe_free(fp);
+    }
 }
 
 /* The language's constants, repeat and tensor arithmetic
@@ -1564,6 +1637,8 @@ int main(void) {
     RUN(dense_ops);
     RUN(resnet18_gemm_shapes);
     RUN(bias_add_relu_add);
+    RUN(scaled_init_spread);
+    RUN(positions_ops);
     RUN(embedding_ops);
     RUN(seq_cross_entropy);
     RUN(attention_ops);
@@ -1583,6 +1658,7 @@ int main(void) {
     RUN_TIER("test", resnet18_training_step_matches_interpreter);
     RUN(se_small_training_step_matches_interpreter);
     RUN(attn_small_training_step_matches_interpreter);
+    RUN(gpt_vit_tiny_training_steps_match_interpreter);
     RUN(recipe_small_training_step_matches_interpreter);
     RUN(arith_small_training_step_matches_interpreter);
     RUN(shape_small_training_step_matches_interpreter);

@@ -1161,8 +1161,49 @@ TEST(truncated_and_mutated_sources) {
     free(src);
 }
 
+/* The parameters positions, class_token and scaled_init make
+ * (tests/nets/gpt_tiny.net, vit_tiny.net): names, shapes (the whole
+ * position table), initialisers. */
+static void check_param(const ir_graph *g, const char *name, int64_t d0, int64_t d1, int init) {
+    int found = 0;
+    for (int i = 0; i < g->n; i++) {
+        const ir_node *n = &g->nodes[i];
+        if (n->op != IR_OP_PARAM || strcmp(n->name, name)) continue;
+        found = 1;
+        CHECK_MSG(n->type.ndim == 2 && n->type.dim[0] == d0 && n->type.dim[1] == d1 &&
+                      n->iattr[0] == init,
+                  "%s: [%lld, %lld] init %lld", name, (long long)n->type.dim[0],
+                  (long long)n->type.dim[1], (long long)n->iattr[0]);
+    }
+    CHECK_MSG(found, "no parameter %s", name);
+}
+
+TEST(positions_class_token_scaled_params) {
+    fe_program *p = fe_parse_file("tests/nets/gpt_tiny.net");
+    ir_graph *g = p ? fe_build_graph(p, 4, 1) : NULL;
+    CHECK(g != NULL);
+    if (g) {
+        check_param(g, "positions0.weight", 24, 32, IR_INIT_NORMAL);
+        check_param(g, "dense0.weight", 96, 32, IR_INIT_XAVIER);
+        check_param(g, "dense1.weight", 32, 32, IR_INIT_SCALED);
+        check_param(g, "dense3.weight", 32, 64, IR_INIT_SCALED);
+    }
+    ir_free(g);
+    fe_free(p);
+    p = fe_parse_file("tests/nets/vit_tiny.net");
+    g = p ? fe_build_graph(p, 4, 1) : NULL;
+    CHECK(g != NULL);
+    if (g) {
+        check_param(g, "class_token0.weight", 1, 24, IR_INIT_ZERO);
+        check_param(g, "positions0.weight", 65, 24, IR_INIT_NORMAL);
+    }
+    ir_free(g);
+    fe_free(p);
+}
+
 int main(void) {
     RUN(models_parse_and_count_params);
+    RUN(positions_class_token_scaled_params);
     RUN(models_from_strings);
     RUN(resnet18_schedule);
     RUN(small_net_parameter_names_and_order);

@@ -138,7 +138,9 @@ TEST(op_order_is_pinned) {
                                         "attention",
                                         "attention_lse",
                                         "attention_grad",
-                                        "clip_scale"};
+                                        "clip_scale",
+                                        "positions",
+                                        "positions_grad"};
     CHECK(IR_OP_COUNT == (int)(sizeof order / sizeof *order));
     for (int i = 0; i < IR_OP_COUNT && i < (int)(sizeof order / sizeof *order); i++)
         CHECK_MSG(!strcmp(ir_ops[i].name, order[i]), "op %d is %s, the plan format says %s", i,

@@ -331,8 +331,9 @@ TEST(errors_name_file_line_col_and_what_was_expected) {
     refused_str(edit(4, "%2 = dense %0 %7 : [2,4]"),
                 "t.ir:4:15: error: %7 is not defined before %2");
     refused_str(edit(4, "%5 = dense %0 %1 : [2,4]"), "t.ir:4:1: error: expected node %2, got %5");
-    refused_str(edit(3, "%1 = param \"w\" init=random : [4,3]"),
-                "t.ir:3:21: error: unknown initialiser 'random' (zero, one, xavier, normal)");
+    refused_str(
+        edit(3, "%1 = param \"w\" init=random : [4,3]"),
+        "t.ir:3:21: error: unknown initialiser 'random' (zero, one, xavier, normal, scaled)");
     refused_str(edit(3, "%1 = param \"w\" : [4,3]"),
                 "t.ir:3:16: error: unexpected ':', expected attribute 'init' of param");
     refused_str(

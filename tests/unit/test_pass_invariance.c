@@ -30,6 +30,8 @@ static const char *const models[][3] = {
     {"tests/nets/arith_small.net", "4", "check"},
     {"tests/nets/shape_small.net", "4", "check"},
     {"tests/nets/attn_fused.net", "4", "check"},
+    {"tests/nets/gpt_tiny.net", "4", "check"},
+    {"tests/nets/vit_tiny.net", "4", "check"},
 #ifndef __SANITIZE_ADDRESS__
     {"models/resnet18_cifar.net", "2", "test"},
     {"models/resnet18.net", "2", "full"},
