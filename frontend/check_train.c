@@ -474,4 +474,3 @@ int fe_check_train(fe_program *P, const fe_map *inputs) {
     }
     return check_data_fits(C, t);
 }
-

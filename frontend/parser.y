@@ -40,7 +40,7 @@
  *   ditem     := 'pad' expr | 'random_crop' expr | 'random_mirror'
  *              | 'resize' expr                               -- imagefolder only
  *              | 'normalize' 'mean' '(' nums ')' 'std' '(' nums ')'
- *              | 'train' STRING | 'val' STRING | 'block' INT -- tokens only; STRING "..." (train only)
+ *              | 'train' STRING | 'val' STRING | 'block' expr -- tokens only; STRING "..." (train only)
  *   kwargs    := '(' [ kw { ',' kw } ] ')'
  *   kw        := IDENT '=' ( num | 'true' | 'false' | '(' [ IDENT { ',' IDENT } ] ')' )
  *   num       := [ '-' ] ( INT | NUMBER ) | IDENT                -- a constant
@@ -468,7 +468,7 @@ ditem
     | IDENT STRING
         { $$ = fe_new_titem(P, FE_T_TOKENS_VAL, L(@1)); $$->ident = $2; $$->ident_loc = L(@2);
           if (strcmp($1, "val")) { fe_error(&P->diag, L(@1), "unknown data item '%s' (expected train, val or block)", $1); YYERROR; } }
-    | BLOCK sint
+    | BLOCK cnum
         { $$ = fe_new_titem(P, FE_T_BLOCK, L(@1)); $$->num = $2; }
     | NORMALIZE MEAN '(' nums ')' STD '(' nums ')'
         { $$ = fe_new_titem(P, FE_T_NORMALIZE, L(@1));
