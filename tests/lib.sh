@@ -33,8 +33,14 @@ check() { local name=$1; shift; if "$@"; then ok; else bad "$name"; fi; }
 # lacks PATTERN FILE: FILE has no line matching PATTERN (a check's command).
 lacks() { ! grep -q -- "$1" "$2"; }
 
-# The model-zoo nets (ResNet-34/50, ResNet-18 v2, MobileNetV2).
-zoo_nets() { echo models/resnet34.net models/resnet50.net models/resnet18_v2.net models/mobilenet_v2.net; }
+# The model-zoo nets (ResNet-34/50, ResNet-18 v2, MobileNetV2) and the
+# attention models (GPT-2 small, gpt_char, ViT-tiny: their kernel classes
+# are tests/nets/gpt_tiny.net's and vit_tiny.net's, at sizes the
+# simulator could not run in the suite's time).
+zoo_nets() {
+    echo models/resnet34.net models/resnet50.net models/resnet18_v2.net models/mobilenet_v2.net \
+        models/gpt2.net models/gpt_char.net models/vit_tiny.net
+}
 
 # models/*.net and tests/nets/*.net less the zoo nets: they hold no kernel
 # class that resnet18 and se_small (grouped and depthwise conv, clip,

@@ -6,7 +6,8 @@
 # the unigram baseline (and tests/nets/gpt_tiny.net's, in 200 steps), the
 # log and the metrics rows carry val loss and bits per token; --gpus 2 trains bit for bit as --accumulate 2 (and as mpirun -np
 # 2 where MPI is built); a checkpoint resumes as the uninterrupted run, across
-# an epoch's end; bad files and bad sections get one clear message. Runs from
+# an epoch's end; models/gpt2, gpt_char and vit_tiny have their parameter
+# counts and gpt_char trains; bad files and bad sections get one clear message. Runs from
 # the repository root; binaries in $DPC_BIN. Prints `N passed, N failed`.
 . tests/lib.sh
 fail_prefix='*error: '
@@ -70,6 +71,27 @@ ok = ok and steps[-1]["val_loss"] < steps[0]["val_loss"] and ep[0]["val_loss"] =
 ok = ok and "test_accuracy" not in ep[0]
 sys.exit(0 if ok else 1)
 EOF
+
+# ---- the models: their parameter counts, and gpt_char trains -----------------------
+# GPT-2 small's 124,439,808 (OpenAI's and nanoGPT's count: the tied head
+# once, wpe's 1024 rows included), gpt_char's 10,844,160 (the PyTorch twin
+# bench/gpt_twin.py's), ViT-tiny's 5,362,762 (DeiT-tiny's blocks at 65
+# tokens, a 10-way head).
+for mc in gpt2:124439808 gpt_char:10844160 vit_tiny:5362762; do
+    m=${mc%%:*} want=${mc#*:}
+    got=$("$bin/dpc" "models/$m.net" --summary 2>&1 | sed -n 's/^parameters: //p')
+    check "models/$m.net has $want parameters (got '$got')" test "$got" = "$want"
+done
+# models/gpt_char.net as written (its data section, dropout, clipping, the
+# step warmup and cosine), made small by --set: 40 steps (inside the
+# 100-step warmup) take the val loss below a uniform guess.
+"$bin/dpc" models/gpt_char.net --set layers=1 --set width=32 --set heads=2 --set block=16 \
+    --batch 8 -o "$tmp/gc.plan" || bad "compile gpt_char --set"
+"$bin/dprun" "$tmp/gc.plan" --data "$tmp/d" --steps 40 --final-eval test --eval-windows 64 \
+    >"$tmp/gc.log" 2>&1 || bad "train gpt_char: $(tail -n 2 "$tmp/gc.log")"
+cval=$(sed -n 's/.*| val loss \([0-9.]*\) |.*/\1/p' "$tmp/gc.log")
+check "gpt_char's val loss $cval below ln 256 = 5.545 (a uniform guess)" \
+    $py -c "import sys; sys.exit(0 if 0 < float('$cval') < 5.545 else 1)"
 
 # ---- replicas: --gpus 2 == --accumulate 2 bit for bit -------------------------------
 run() {
