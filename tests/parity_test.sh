@@ -158,8 +158,8 @@ for case in "${cases[@]}"; do
     # shellcheck disable=SC2086
     set -- $opts
     tag=$(echo "$model-$batch$opts${dpcflags[*]}" | tr -c 'a-z0-9_\n-' '_')
-    net=models/${model%%@*}.net
-    [ -f "$net" ] || net=tests/nets/${model%%@*}.net
+    net=tests/nets/${model%%@*}.net # the test nets first: models/ has a full vit_tiny
+    [ -f "$net" ] || net=models/${model%%@*}.net
     if [ "$model" != "${model%%@*}" ]; then
         net=$tmp/$tag.net
         sed "s/^\( *\)optimizer .*/\1optimizer ${model#*@}/" "models/${model%%@*}.net" >"$net"

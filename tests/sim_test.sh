@@ -105,8 +105,10 @@ fi
 ek=$tmp/ek
 mkdir -p "$ek"
 for m in mlp cnn_small resnet18_cifar resnet18 shape_small gpt_tiny vit_tiny; do
-    net=models/$m.net
-    [ -f "$net" ] || net=tests/nets/$m.net # shape_small: the shape ops, the tiled permute; gpt/vit_tiny: positions
+    # the test nets first (models/vit_tiny.net is the full ViT): shape_small:
+    # the shape ops, the tiled permute; gpt/vit_tiny: positions
+    net=tests/nets/$m.net
+    [ -f "$net" ] || net=models/$m.net
     for p in fp32 bf16; do
         prec=()
         [ $p = bf16 ] && prec=(--precision bf16)
