@@ -186,4 +186,9 @@ int rt_run_stopped(rt_run *r, const char *where, long done, int saved);
  * process with rc 0 takes part (a collective). */
 int rt_run_setup_stopped(rt_run *r, int rc);
 
+/* A tensor of prog named name, of rank ndim and dtype dt: the node, or
+ * NULL and a message naming what differs (setup.c). */
+const ir_node *rt_train_need(const ir_graph *g, const char *prog, const char *name, int ndim,
+                             ir_dtype dt, char *err, size_t errlen);
+
 #endif

@@ -16,9 +16,8 @@ int rt_run_find_node(const ir_graph *g, const char *name) {
     return -1;
 }
 
-/* An input of the given name, rank and dtype; NULL + message otherwise. */
-static const ir_node *need(const ir_graph *g, const char *prog, const char *name, int ndim,
-                           ir_dtype dt, char *err, size_t errlen) {
+const ir_node *rt_train_need(const ir_graph *g, const char *prog, const char *name, int ndim,
+                             ir_dtype dt, char *err, size_t errlen) {
     int i = rt_run_find_node(g, name);
     if (i < 0) {
         base_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
@@ -116,13 +115,13 @@ int rt_run_check_programs(rt_run *r) {
     r->tokens = !strcmp(r->t.dataset, "tokens");
     r->xname = r->tokens ? "tokens" : "image", r->yname = r->tokens ? "targets" : "label";
     if (r->tokens) return rt_run_check_token_programs(r);
-    const ir_node *img = need(tg, "train", "image", 4, IR_F32, err, el);
-    const ir_node *lab = img ? need(tg, "train", "label", 1, IR_I32, err, el) : NULL;
-    const ir_node *lr = lab ? need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
-    const ir_node *gs = lr ? need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
-    const ir_node *loss = gs ? need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
-    const ir_node *eimg = loss ? need(eg, "eval", "image", 4, IR_F32, err, el) : NULL;
-    const ir_node *lg = eimg ? need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
+    const ir_node *img = rt_train_need(tg, "train", "image", 4, IR_F32, err, el);
+    const ir_node *lab = img ? rt_train_need(tg, "train", "label", 1, IR_I32, err, el) : NULL;
+    const ir_node *lr = lab ? rt_train_need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
+    const ir_node *gs = lr ? rt_train_need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
+    const ir_node *loss = gs ? rt_train_need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
+    const ir_node *eimg = loss ? rt_train_need(eg, "eval", "image", 4, IR_F32, err, el) : NULL;
+    const ir_node *lg = eimg ? rt_train_need(eg, "eval", "logits", 2, IR_F32, err, el) : NULL;
     if (!lg) {
         if (lab && !lr)
             strncat(err, " (was the plan compiled without the optimizer pass?)",

@@ -13,25 +13,6 @@
 #include "ir/validate.h"
 #include "runtime/train/internal.h"
 
-/* An input or output of the given name, rank and dtype; NULL + message. */
-static const ir_node *need(const ir_graph *g, const char *prog, const char *name, int ndim,
-                           ir_dtype dt, char *err, size_t errlen) {
-    int i = rt_run_find_node(g, name);
-    if (i < 0) {
-        base_fail(err, errlen, "the plan's %s program has no tensor '%s'", prog, name);
-        return NULL;
-    }
-    const ir_node *n = &g->nodes[i];
-    if (n->type.ndim != ndim || n->type.dtype != dt) {
-        char buf[64];
-        base_fail(err, errlen, "the plan's %s program has '%s' of type %s; expected rank %d %s",
-                  prog, name, ir_type_str(&n->type, buf, sizeof buf), ndim,
-                  dt == IR_I32 ? "i32" : "f32");
-        return NULL;
-    }
-    return n;
-}
-
 /* Every token must index the embedding's table and the logits' classes. */
 static int64_t vocab_of(const ir_graph *g, int64_t logits_vocab) {
     int64_t v = logits_vocab;
@@ -51,13 +32,13 @@ int rt_run_check_token_programs(rt_run *r) {
     const ir_graph *tg = r->plan->train, *eg = r->plan->eval;
     char *err = r->err;
     size_t el = sizeof r->err;
-    const ir_node *x = need(tg, "train", "tokens", 2, IR_I32, err, el);
-    const ir_node *y = x ? need(tg, "train", "targets", 2, IR_I32, err, el) : NULL;
-    const ir_node *lr = y ? need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
-    const ir_node *gs = lr ? need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
-    const ir_node *loss = gs ? need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
-    const ir_node *ex = loss ? need(eg, "eval", "tokens", 2, IR_I32, err, el) : NULL;
-    const ir_node *lg = ex ? need(eg, "eval", "logits", 3, IR_F32, err, el) : NULL;
+    const ir_node *x = rt_train_need(tg, "train", "tokens", 2, IR_I32, err, el);
+    const ir_node *y = x ? rt_train_need(tg, "train", "targets", 2, IR_I32, err, el) : NULL;
+    const ir_node *lr = y ? rt_train_need(tg, "train", "lr", 1, IR_F32, err, el) : NULL;
+    const ir_node *gs = lr ? rt_train_need(tg, "train", "grad_scale", 1, IR_F32, err, el) : NULL;
+    const ir_node *loss = gs ? rt_train_need(tg, "train", "loss", 1, IR_F32, err, el) : NULL;
+    const ir_node *ex = loss ? rt_train_need(eg, "eval", "tokens", 2, IR_I32, err, el) : NULL;
+    const ir_node *lg = ex ? rt_train_need(eg, "eval", "logits", 3, IR_F32, err, el) : NULL;
     if (!lg) return rt_run_fail(r, "%s", err);
     int64_t T = r->t.block;
     r->batch = (int)x->type.dim[0];
